@@ -1,0 +1,188 @@
+//! The control-flow-graph IR of autobatch (seed 000, Figure 2).
+//!
+//! A [`Program`] is a table of [`Function`]s; a function is a table of basic
+//! [`BlockData`]s over a table of typed variables. A block holds a list of
+//! [`Op`]s (a [`Prim`]itive or a [`Call`](Op::Call)) and ends in one
+//! [`Terminator`]: `Jump`, `Branch` or `Return`. Variables are mutable
+//! registers (the IR is not SSA): `let mut x` assigned in a loop is one
+//! variable written in several places. Tuples do not exist here: the
+//! lowering flattens them into several variables, and a function takes and
+//! returns lists of variables. Const generics do not exist either: the
+//! lowering makes one copy of a generic function per instantiation.
+//!
+//! Entities are `u32` newtypes in typed tables ([`entity`]); the one text form
+//! is written by [`print`]; the invariants are checked by [`verify`].
+//!
+//! This crate must not know about syntax (`syn`), about executors or about
+//! batching: it describes what one member computes, nothing more.
+
+pub mod entity;
+pub mod prim;
+pub mod print;
+pub mod verify;
+
+pub use autobatch_types::{Dim, Loc, Scalar, ScalarType, SymbolId, TensorType, Type};
+pub use entity::{EntityRef, EntityVec};
+pub use prim::{BinaryOp, CompareOp, Prim, ReduceOp, UnaryOp};
+
+entity!(
+    /// A function of a program.
+    FuncId,
+    "f"
+);
+entity!(
+    /// A basic block of a function.
+    Block,
+    "b"
+);
+entity!(
+    /// A variable of a function.
+    Var,
+    "v"
+);
+entity!(
+    /// A shared static (`extern "autobatch" { static X: ... }`).
+    StaticId,
+    "s"
+);
+
+/// A whole program: everything one member may execute.
+#[derive(Clone, Debug, Default)]
+pub struct Program {
+    /// Names of the symbolic dimensions, indexed by `SymbolId`.
+    pub symbols: Vec<String>,
+    pub statics: EntityVec<StaticId, StaticDecl>,
+    pub functions: EntityVec<FuncId, Function>,
+}
+
+impl Program {
+    pub fn function_by_name(&self, name: &str) -> Option<FuncId> {
+        self.functions.iter().find(|(_, f)| f.name == name).map(|(id, _)| id)
+    }
+    pub fn symbol_name(&self, s: SymbolId) -> String {
+        self.symbols.get(s.0 as usize).cloned().unwrap_or_else(|| format!("sym{}", s.0))
+    }
+    /// A tensor type in source syntax, with symbolic dimensions by name.
+    pub fn type_name(&self, t: &TensorType) -> String {
+        let name = |s| self.symbol_name(s);
+        let text = t.display(&name).to_string();
+        text
+    }
+    pub fn static_type(&self, id: StaticId) -> Option<TensorType> {
+        self.statics.get(id).map(|s| s.ty.clone())
+    }
+}
+
+/// A shared static declared in an `extern "autobatch"` block.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StaticDecl {
+    pub name: String,
+    pub ty: TensorType,
+    pub loc: Loc,
+}
+
+/// A named, structured parameter of a function, as written in the source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub ty: Type,
+}
+
+/// One function, after monomorphization and tuple flattening.
+#[derive(Clone, Debug)]
+pub struct Function {
+    /// The source name; instances of a const-generic function are named
+    /// `name<3>`, `name<N>`, ... so that names stay unique.
+    pub name: String,
+    /// The parameters as written (with tuple types); `params` is their flattening.
+    pub signature: Vec<Param>,
+    /// The structured result type; `results` is its flattening.
+    pub ret_type: Type,
+    /// Flattened parameters, in order; each is a variable of this function.
+    pub params: Vec<Var>,
+    /// Flattened result types; every `Return` returns this many variables.
+    pub results: Vec<TensorType>,
+    pub vars: EntityVec<Var, VarData>,
+    pub blocks: EntityVec<Block, BlockData>,
+    /// Where the function is declared.
+    pub loc: Loc,
+}
+
+impl Function {
+    /// The entry block is always the first.
+    pub const ENTRY: Block = Block(0);
+}
+
+/// A variable: its type and, when it comes from a source binding, its name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VarData {
+    pub ty: TensorType,
+    pub name: Option<String>,
+}
+
+/// A basic block: operations run in order, then the terminator.
+#[derive(Clone, Debug)]
+pub struct BlockData {
+    pub ops: Vec<Op>,
+    pub term: Terminator,
+    /// The source construct that opened this block (function body, loop
+    /// header, branch arm); a member that runs out of steps on entering this
+    /// block reports this location.
+    pub loc: Loc,
+}
+
+/// An operation inside a block.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// `dst = prim(args)`; `dst` is `None` only for primitives without result (`assert`).
+    Prim { dst: Option<Var>, prim: Prim, args: Vec<Var>, loc: Loc },
+    /// `dsts = callee(args)`, flattened on both sides.
+    Call { dsts: Vec<Var>, callee: FuncId, args: Vec<Var>, loc: Loc },
+}
+
+impl Op {
+    pub fn loc(&self) -> Loc {
+        match self {
+            Op::Prim { loc, .. } | Op::Call { loc, .. } => *loc,
+        }
+    }
+    /// The variables this operation reads.
+    pub fn uses(&self) -> &[Var] {
+        match self {
+            Op::Prim { args, .. } | Op::Call { args, .. } => args,
+        }
+    }
+    /// The variables this operation writes.
+    pub fn defs(&self) -> &[Var] {
+        match self {
+            Op::Prim { dst, .. } => dst.as_slice(),
+            Op::Call { dsts, .. } => dsts,
+        }
+    }
+}
+
+/// How a block ends.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Terminator {
+    Jump(Block),
+    /// Go to `then_block` if `cond` (a `bool` scalar) is true, else to `else_block`.
+    Branch { cond: Var, then_block: Block, else_block: Block },
+    Return(Vec<Var>),
+}
+
+impl Terminator {
+    pub fn successors(&self) -> Vec<Block> {
+        match self {
+            Terminator::Jump(b) => vec![*b],
+            Terminator::Branch { then_block, else_block, .. } => vec![*then_block, *else_block],
+            Terminator::Return(_) => vec![],
+        }
+    }
+    pub fn uses(&self) -> &[Var] {
+        match self {
+            Terminator::Jump(_) => &[],
+            Terminator::Branch { cond, .. } => std::slice::from_ref(cond),
+            Terminator::Return(vars) => vars,
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! The one text form of the IR, used by `autobatch ir` and by every golden test.
+//!
+//! ```text
+//! static s0 X: [[f64; D]; N]  @3:5
+//!
+//! fn f0 fib(v0 n: i64) -> (i64)  @1:1
+//!   vars: v0 n: i64, v1: i64, v2: bool
+//! b0:  @1:1
+//!   v1 = const 1_i64  @1:28
+//!   v2 = le v0, v1  @1:26
+//!   branch v2, b1, b2
+//! ```
+//!
+//! Every operation ends with the source location it came from.
+
+use std::fmt::{self, Write};
+
+use crate::{Function, Op, Program, Terminator};
+use autobatch_types::TensorType;
+
+/// The text of a whole program.
+pub fn program_to_string(program: &Program) -> String {
+    let mut out = String::new();
+    write_program(&mut out, program).expect("writing to a String cannot fail");
+    out
+}
+
+pub fn write_program(out: &mut impl Write, program: &Program) -> fmt::Result {
+    let ty = |t: &TensorType| program.type_name(t);
+    if !program.symbols.is_empty() {
+        write!(out, "symbols:")?;
+        for (i, s) in program.symbols.iter().enumerate() {
+            write!(out, " sym{i}={s}")?;
+        }
+        writeln!(out)?;
+    }
+    for (id, s) in program.statics.iter() {
+        writeln!(out, "static {id} {}: {}  @{}", s.name, ty(&s.ty), s.loc)?;
+    }
+    if !program.symbols.is_empty() || !program.statics.is_empty() {
+        writeln!(out)?;
+    }
+    for (i, (id, f)) in program.functions.iter().enumerate() {
+        if i > 0 {
+            writeln!(out)?;
+        }
+        write_function(out, program, id, f)?;
+    }
+    Ok(())
+}
+
+pub fn write_function(out: &mut impl Write, program: &Program, id: crate::FuncId, f: &Function) -> fmt::Result {
+    let ty = |t: &TensorType| program.type_name(t);
+    let var = |v: crate::Var| match &f.vars.get(v).and_then(|d| d.name.clone()) {
+        Some(n) => format!("{v} {n}"),
+        None => format!("{v}"),
+    };
+    let params: Vec<String> = f.params.iter().map(|p| format!("{}: {}", var(*p), ty(&f.vars[*p].ty))).collect();
+    let results: Vec<String> = f.results.iter().map(ty).collect();
+    writeln!(out, "fn {id} {}({}) -> ({})  @{}", f.name, params.join(", "), results.join(", "), f.loc)?;
+    let vars: Vec<String> = f.vars.iter().map(|(v, d)| format!("{}: {}", var(v), ty(&d.ty))).collect();
+    writeln!(out, "  vars: {}", vars.join(", "))?;
+    for (b, block) in f.blocks.iter() {
+        writeln!(out, "{b}:  @{}", block.loc)?;
+        for op in &block.ops {
+            write!(out, "  ")?;
+            write_op(out, program, op)?;
+            writeln!(out)?;
+        }
+        write!(out, "  ")?;
+        write_terminator(out, &block.term)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn list(vars: &[crate::Var]) -> String {
+    vars.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+pub fn write_op(out: &mut impl Write, program: &Program, op: &Op) -> fmt::Result {
+    match op {
+        Op::Prim { dst, prim, args, loc } => {
+            if let Some(d) = dst {
+                write!(out, "{d} = ")?;
+            }
+            write!(out, "{prim}")?;
+            if let crate::Prim::LoadStatic(s) = prim {
+                if let Some(decl) = program.statics.get(*s) {
+                    write!(out, " ({})", decl.name)?;
+                }
+            }
+            if !args.is_empty() {
+                write!(out, " {}", list(args))?;
+            }
+            write!(out, "  @{loc}")
+        }
+        Op::Call { dsts, callee, args, loc } => {
+            if !dsts.is_empty() {
+                write!(out, "{} = ", list(dsts))?;
+            }
+            let name = program.functions.get(*callee).map(|f| f.name.as_str()).unwrap_or("?");
+            write!(out, "call {callee} {name}({})  @{loc}", list(args))
+        }
+    }
+}
+
+pub fn write_terminator(out: &mut impl Write, term: &Terminator) -> fmt::Result {
+    match term {
+        Terminator::Jump(b) => write!(out, "jump {b}"),
+        Terminator::Branch { cond, then_block, else_block } => {
+            write!(out, "branch {cond}, {then_block}, {else_block}")
+        }
+        Terminator::Return(vars) => write!(out, "return {}", list(vars)).map(|_| ()),
+    }
+}
