@@ -1,0 +1,139 @@
+//! What the batching strategies share: storage, the primitive engine, the
+//! statistics they keep and the check that a run fits in memory.
+
+pub mod engine;
+pub mod storage;
+
+use std::collections::HashMap;
+
+use autobatch_ir::{Loc, Prim};
+use autobatch_kernels::dim_length;
+use autobatch_types::{ErrorKind, MemberError, ScalarType, TensorType};
+
+use crate::OpCount;
+use storage::{Column, Slot};
+
+/// Which waiting block the program-counter strategy runs next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BlockChoice {
+    /// The smallest block index any member waits at (seed 000's choice).
+    #[default]
+    SmallestIndex,
+    /// The block the most members wait at (ties: the smallest index).
+    MostMembers,
+}
+
+/// Counts executions of the user's primitive operations, keyed by name and location.
+#[derive(Default)]
+pub struct OpCounter {
+    index: HashMap<(&'static str, Loc), usize>,
+    counts: Vec<OpCount>,
+    pub lane_sum: u64,
+    pub execution_sum: u64,
+}
+
+impl OpCounter {
+    /// Registers an operation so that it is listed even if it never runs;
+    /// returns its counter index, or `None` for bookkeeping.
+    pub fn register(&mut self, prim: &Prim, loc: Loc) -> Option<usize> {
+        if prim.is_bookkeeping() {
+            return None;
+        }
+        let key = (prim.name(), loc);
+        let counts = &mut self.counts;
+        Some(*self.index.entry(key).or_insert_with(|| {
+            counts.push(OpCount { op: prim.name(), loc, executions: 0, active_lanes: 0 });
+            counts.len() - 1
+        }))
+    }
+
+    pub fn record(&mut self, counter: Option<usize>, active: usize) {
+        if let Some(i) = counter {
+            self.counts[i].executions += 1;
+            self.counts[i].active_lanes += active as u64;
+            self.execution_sum += 1;
+            self.lane_sum += active as u64;
+        }
+    }
+
+    /// The counts sorted by location then name, and the lane utilization for `batch_size`.
+    pub fn finish(mut self, batch_size: usize) -> (Vec<OpCount>, f64) {
+        self.counts.sort_by(|a, b| (a.loc, a.op).cmp(&(b.loc, b.op)));
+        let utilization = if self.execution_sum == 0 {
+            0.0
+        } else {
+            self.lane_sum as f64 / (self.execution_sum as f64 * batch_size as f64)
+        };
+        (self.counts, utilization)
+    }
+}
+
+/// The shape of a value of type `ty` in this run.
+pub fn concrete_shape(ty: &TensorType, symbols: &[u64]) -> Vec<usize> {
+    ty.dims.iter().map(|d| dim_length(symbols, *d)).collect()
+}
+
+/// Bytes per element of a scalar type, as stored.
+pub fn element_bytes(elem: ScalarType) -> usize {
+    match elem {
+        ScalarType::Bool => 1,
+        ScalarType::I32 | ScalarType::F32 => 4,
+        ScalarType::I64 | ScalarType::Usize | ScalarType::F64 => 8,
+    }
+}
+
+/// A per-member slot of `rows` rows for a value of type `ty`.
+pub fn column_slot(ty: &TensorType, symbols: &[u64], rows: usize) -> Slot {
+    Slot::Column(Column::zeros(ty.elem, concrete_shape(ty, symbols), rows))
+}
+
+/// Refuses a run whose per-member state would not fit in memory, before
+/// anything is allocated. `bytes_per_member` is the state of one member.
+pub fn check_memory(bytes_per_member: u128, members: usize) -> Result<(), String> {
+    let needed = bytes_per_member.saturating_mul(members as u128);
+    let available = available_memory_bytes();
+    if needed > available as u128 {
+        return Err(format!(
+            "this run needs about {} MiB for the variables of {} members ({} bytes each), but only {} MiB of memory is available; run fewer members at once",
+            needed >> 20,
+            members,
+            bytes_per_member,
+            available >> 20
+        ));
+    }
+    Ok(())
+}
+
+/// Memory the run may use: what the system reports available, else 8 GiB.
+fn available_memory_bytes() -> u64 {
+    let from_proc = std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| {
+        text.lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kib| kib.parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+    });
+    from_proc.unwrap_or(8 << 30)
+}
+
+/// Bytes of one value of type `ty` in this run.
+pub fn value_bytes(ty: &TensorType, symbols: &[u64]) -> u128 {
+    let elements: u128 = ty.dims.iter().map(|d| dim_length(symbols, *d) as u128).product();
+    elements * element_bytes(ty.elem) as u128
+}
+
+pub fn stack_overflow(limit: usize, loc: Loc) -> MemberError {
+    MemberError::new(
+        ErrorKind::StackOverflow,
+        format!("the stack grew deeper than the limit of {limit} calls (--max-stack-depth)"),
+        loc,
+    )
+}
+
+pub fn step_limit(limit: u64, loc: Loc) -> MemberError {
+    MemberError::new(
+        ErrorKind::StepLimit,
+        format!("the member ran more than the limit of {limit} steps (--max-steps)"),
+        loc,
+    )
+}

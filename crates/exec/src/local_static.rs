@@ -1,0 +1,299 @@
+//! Local-static autobatching (seed 000, Algorithm 1; seed 004's stackless
+//! executor).
+//!
+//! Each function activation runs for a set of members, with its own storage
+//! holding one row per member of the activation. A queue of waiting program
+//! points, ordered by block index, drives it: the smallest waiting block runs
+//! for the members waiting there, and members that reach a block another
+//! group already waits at merge with it (that is where diverged members
+//! re-converge). A call recurses on the host, with exactly the members that
+//! reached it; so members at different recursion depths never run together.
+//!
+//! The host recursion runs on a thread whose stack is sized from
+//! `--max-stack-depth`, so a deep recursion is a member's `stack_overflow`,
+//! never a crash.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Program, Terminator};
+use autobatch_kernels::MemberRng;
+use autobatch_passes::uniformity::Invariance;
+use autobatch_types::{MemberError, Tensor};
+
+use crate::batched::engine::{run_prim, LaneMode, PrimExecution, SharedEnv};
+use crate::batched::storage::Slot;
+use crate::batched::{check_memory, column_slot, stack_overflow, step_limit, value_bytes, OpCounter};
+use crate::{Arg, Batch, Env, RunOptions, RunOutput, Stats};
+
+struct Run<'a> {
+    program: &'a Program,
+    invariance: &'a Invariance,
+    shared: SharedEnv<'a>,
+    options: &'a RunOptions,
+    lanes: LaneMode,
+    rngs: Vec<MemberRng>,
+    steps_taken: Vec<u64>,
+    /// Per member: the error that stopped it, if any.
+    errors: Vec<Option<MemberError>>,
+    counter: OpCounter,
+    /// Counter index of each op, per function and block.
+    op_counters: Vec<Vec<Vec<Option<usize>>>>,
+    steps: u64,
+}
+
+/// Runs `batch` with local-static batching. Fails before running only when
+/// the members' state cannot fit in memory.
+pub fn run(
+    program: &Program,
+    invariance: &Invariance,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    lanes: LaneMode,
+) -> Result<RunOutput, String> {
+    let members = batch.size;
+    let per_member: u128 = program.functions[batch.entry].vars.values().map(|v| value_bytes(&v.ty, &env.symbols)).sum();
+    check_memory(per_member, members)?;
+    let stack_bytes = (64usize << 20) + options.max_stack_depth.saturating_mul(16 << 10).min(1 << 34);
+    let thread = std::thread::Builder::new().name("local-static".into()).stack_size(stack_bytes);
+    std::thread::scope(|scope| {
+        let handle = thread
+            .spawn_scoped(scope, || run_on_this_thread(program, invariance, env, batch, options, lanes))
+            .map_err(|e| format!("cannot start the executor thread: {e}"))?;
+        match handle.join() {
+            Ok(output) => Ok(output),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+fn run_on_this_thread(
+    program: &Program,
+    invariance: &Invariance,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    lanes: LaneMode,
+) -> RunOutput {
+    let members = batch.size;
+    let started = Instant::now();
+    let mut counter = OpCounter::default();
+    let op_counters = program
+        .functions
+        .values()
+        .map(|f| {
+            f.blocks
+                .values()
+                .map(|b| {
+                    b.ops
+                        .iter()
+                        .map(|op| match op {
+                            Op::Prim { prim, loc, .. } => counter.register(prim, *loc),
+                            Op::Call { .. } => None,
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let mut run = Run {
+        program,
+        invariance,
+        shared: SharedEnv { statics: &env.statics, symbols: &env.symbols },
+        options,
+        lanes,
+        rngs: (0..members).map(|m| MemberRng::new(options.seed, m as u64)).collect(),
+        steps_taken: vec![0; members],
+        errors: vec![None; members],
+        counter,
+        op_counters,
+        steps: 0,
+    };
+    let entry = &program.functions[batch.entry];
+    let member_ids: Vec<u32> = (0..members as u32).collect();
+    let params: Vec<Slot> = entry
+        .params
+        .iter()
+        .zip(&batch.args)
+        .map(|(p, arg)| {
+            if invariance.is_invariant(batch.entry, *p) {
+                if let Arg::Shared(value) = arg {
+                    return Slot::Invariant(Some(value.clone()));
+                }
+            }
+            let mut slot = column_slot(&entry.vars[*p].ty, &env.symbols, members);
+            if let Slot::Column(c) = &mut slot {
+                for r in 0..members {
+                    c.set_row(r, arg.for_member(r));
+                }
+            }
+            slot
+        })
+        .collect();
+    let results = run.activation(batch.entry, &member_ids, params, 1);
+    let wall_seconds = started.elapsed().as_secs_f64();
+    let Run { errors, counter, steps, .. } = run;
+    let (op_counts, lane_utilization) = counter.finish(members);
+    let results = results
+        .into_iter()
+        .zip(errors)
+        .map(|(result, error)| match (result, error) {
+            (_, Some(e)) => Err(e),
+            (Some(values), None) => Ok(values),
+            (None, None) => panic!("internal error: a member neither finished nor failed"),
+        })
+        .collect();
+    RunOutput { results, stats: Stats { steps, lane_utilization, op_counts, wall_seconds } }
+}
+
+impl Run<'_> {
+    /// Runs one activation of `fid` for `members` (row r is member
+    /// `members[r]`); returns per row its results, or `None` if it stopped.
+    fn activation(&mut self, fid: FuncId, members: &[u32], params: Vec<Slot>, depth: usize) -> Vec<Option<Vec<Tensor>>> {
+        let program = self.program;
+        let function: &Function = &program.functions[fid];
+        let n = members.len();
+        let mut slots: Vec<Slot> = function
+            .vars
+            .iter()
+            .map(|(v, data)| {
+                if self.invariance.is_invariant(fid, v) {
+                    Slot::Invariant(None)
+                } else {
+                    column_slot(&data.ty, self.shared.symbols, n)
+                }
+            })
+            .collect();
+        for (p, slot) in function.params.iter().zip(params) {
+            slots[p.index()] = slot;
+        }
+        let mut results: Vec<Option<Vec<Tensor>>> = vec![None; n];
+        let mut queue: BTreeMap<Block, Vec<u32>> = BTreeMap::new();
+        queue.insert(Function::ENTRY, (0..n as u32).collect());
+        while let Some((block_id, mut rows)) = queue.pop_first() {
+            rows.sort_unstable();
+            let block = &function.blocks[block_id];
+            self.steps += 1;
+            rows.retain(|&r| {
+                let member = members[r as usize] as usize;
+                if self.steps_taken[member] >= self.options.max_steps {
+                    self.errors[member] = Some(step_limit(self.options.max_steps, block.loc));
+                    false
+                } else {
+                    self.steps_taken[member] += 1;
+                    true
+                }
+            });
+            for (i, op) in block.ops.iter().enumerate() {
+                if rows.is_empty() {
+                    break;
+                }
+                match op {
+                    Op::Prim { dst, prim, args, loc } => {
+                        let arg_slots: Vec<usize> = args.iter().map(|a| a.index()).collect();
+                        let exec = PrimExecution {
+                            prim,
+                            args: &arg_slots,
+                            dst: dst.map(|d| d.index()),
+                            rows: &rows,
+                            total_rows: n,
+                            mode: self.lanes,
+                        };
+                        let mut faults = Vec::new();
+                        let member_of = |r: u32| members[r as usize] as usize;
+                        run_prim(&exec, &mut slots, &self.shared, &mut self.rngs, &member_of, &mut faults);
+                        self.counter.record(self.op_counters[fid.index()][block_id.index()][i], rows.len());
+                        if !faults.is_empty() {
+                            for (r, fault) in faults {
+                                self.errors[members[r as usize] as usize] =
+                                    Some(MemberError::new(fault.kind, fault.message, *loc));
+                            }
+                            rows.retain(|r| self.errors[members[*r as usize] as usize].is_none());
+                        }
+                    }
+                    Op::Call { dsts, callee, args, loc } => {
+                        if depth + 1 > self.options.max_stack_depth {
+                            for r in &rows {
+                                self.errors[members[*r as usize] as usize] =
+                                    Some(stack_overflow(self.options.max_stack_depth, *loc));
+                            }
+                            rows.clear();
+                            break;
+                        }
+                        let callee_function = &program.functions[*callee];
+                        let child_members: Vec<u32> = rows.iter().map(|r| members[*r as usize]).collect();
+                        let child_params: Vec<Slot> = callee_function
+                            .params
+                            .iter()
+                            .zip(args)
+                            .map(|(p, a)| match &slots[a.index()] {
+                                Slot::Invariant(value) if self.invariance.is_invariant(*callee, *p) => {
+                                    Slot::Invariant(value.clone())
+                                }
+                                source => {
+                                    let ty = &callee_function.vars[*p].ty;
+                                    let mut slot = column_slot(ty, self.shared.symbols, rows.len());
+                                    if let Slot::Column(c) = &mut slot {
+                                        for (k, r) in rows.iter().enumerate() {
+                                            c.set_row(k, &source.value(*r as usize));
+                                        }
+                                    }
+                                    slot
+                                }
+                            })
+                            .collect();
+                        let returned = self.activation(*callee, &child_members, child_params, depth + 1);
+                        let mut still_running = Vec::with_capacity(rows.len());
+                        for (k, r) in rows.iter().enumerate() {
+                            let Some(values) = &returned[k] else { continue };
+                            for (d, value) in dsts.iter().zip(values) {
+                                match &mut slots[d.index()] {
+                                    Slot::Column(c) => c.set_row(*r as usize, value),
+                                    Slot::Invariant(v) => *v = Some(value.clone()),
+                                }
+                            }
+                            still_running.push(*r);
+                        }
+                        rows = still_running;
+                    }
+                }
+            }
+            if rows.is_empty() {
+                continue;
+            }
+            match &block.term {
+                Terminator::Jump(target) => queue.entry(*target).or_default().extend_from_slice(&rows),
+                Terminator::Branch { cond, then_block, else_block } => {
+                    let (mut then_rows, mut else_rows) = (Vec::new(), Vec::new());
+                    let condition = &slots[cond.index()];
+                    for r in &rows {
+                        let taken = match condition {
+                            Slot::Column(c) => matches!(&c.data, autobatch_types::Data::Bool(v) if v[*r as usize]),
+                            Slot::Invariant(value) => {
+                                value.as_ref().map(|t| t.as_scalar()) == Some(autobatch_types::Scalar::Bool(true))
+                            }
+                        };
+                        if taken {
+                            then_rows.push(*r);
+                        } else {
+                            else_rows.push(*r);
+                        }
+                    }
+                    if !then_rows.is_empty() {
+                        queue.entry(*then_block).or_default().extend(then_rows);
+                    }
+                    if !else_rows.is_empty() {
+                        queue.entry(*else_block).or_default().extend(else_rows);
+                    }
+                }
+                Terminator::Return(vars) => {
+                    for r in &rows {
+                        results[*r as usize] = Some(vars.iter().map(|v| slots[v.index()].value(*r as usize)).collect());
+                    }
+                }
+            }
+        }
+        results
+    }
+}

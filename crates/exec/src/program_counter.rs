@@ -1,0 +1,276 @@
+//! Program-counter autobatching (seed 000, Algorithm 2).
+//!
+//! The program is the flat, explicit-stack form of `autobatch_passes::stack`.
+//! Every member has a program counter and a stack of return addresses; every
+//! full variable has a per-member stack whose top is the variable itself.
+//! At each step the executor picks one block ([`BlockChoice`]), runs it for
+//! every member waiting there, whatever its recursion depth, and moves each
+//! member to its next block. There is no host recursion, so the depth of a
+//! member's recursion is bounded only by `--max-stack-depth`, and each
+//! member's stacks grow on demand.
+//!
+//! Members waiting at each block are kept in per-block lists, so choosing
+//! the next block and its active set costs nothing per idle member.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use autobatch_ir::{EntityRef, Program};
+use autobatch_kernels::MemberRng;
+use autobatch_passes::stack::{GlobalVar, LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass};
+use autobatch_types::{MemberError, Tensor};
+
+use crate::batched::engine::{run_prim, LaneMode, PrimExecution, SharedEnv};
+use crate::batched::storage::{Slot, ValueStack};
+use crate::batched::{check_memory, column_slot, stack_overflow, step_limit, value_bytes, BlockChoice, OpCounter};
+use crate::{Arg, Batch, Env, RunOptions, RunOutput, Stats};
+
+/// Runs `batch` on `lowered` (the explicit-stack form of `program`).
+/// Fails before running only when the members' state cannot fit in memory.
+pub fn run(
+    program: &Program,
+    lowered: &LoweredProgram,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    lanes: LaneMode,
+    choice: BlockChoice,
+) -> Result<RunOutput, String> {
+    let _ = program;
+    let members = batch.size;
+    let per_member: u128 = lowered
+        .vars
+        .values()
+        .filter(|v| v.class != VarClass::Invariant)
+        .map(|v| value_bytes(&v.ty, &env.symbols))
+        .sum();
+    check_memory(per_member, members)?;
+
+    let started = Instant::now();
+    let mut slots: Vec<Slot> = lowered
+        .vars
+        .values()
+        .map(|v| match v.class {
+            VarClass::Invariant => Slot::Invariant(None),
+            _ => column_slot(&v.ty, &env.symbols, members),
+        })
+        .collect();
+    let mut stacks: Vec<Option<ValueStack>> = lowered
+        .vars
+        .values()
+        .map(|v| {
+            (v.class == VarClass::Full).then(|| {
+                let row_len = crate::batched::concrete_shape(&v.ty, &env.symbols).iter().product();
+                ValueStack::new(v.ty.elem, row_len, members)
+            })
+        })
+        .collect();
+    let entry = &lowered.functions[batch.entry];
+    for (param, arg) in entry.params.iter().zip(&batch.args) {
+        match (&mut slots[param.index()], arg) {
+            (Slot::Invariant(v), Arg::Shared(value)) => *v = Some(value.clone()),
+            (Slot::Column(c), Arg::Shared(value)) => (0..members).for_each(|r| c.set_row(r, value)),
+            (Slot::Column(c), Arg::Batched(values)) => {
+                values.iter().enumerate().for_each(|(r, value)| c.set_row(r, value))
+            }
+            (Slot::Invariant(_), Arg::Batched(_)) => {
+                return Err("internal error: a batched argument bound to an invariant parameter".into())
+            }
+        }
+    }
+
+    let mut counter = OpCounter::default();
+    let op_counters: Vec<Vec<Option<usize>>> = lowered
+        .blocks
+        .values()
+        .map(|b| {
+            b.ops
+                .iter()
+                .map(|op| match op {
+                    LoweredOp::Prim { prim, loc, .. } => counter.register(prim, *loc),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
+    let op_slots: Vec<Vec<(Vec<usize>, Option<usize>)>> = lowered
+        .blocks
+        .values()
+        .map(|b| {
+            b.ops
+                .iter()
+                .map(|op| match op {
+                    LoweredOp::Prim { dst, args, .. } => {
+                        (args.iter().map(|a| a.index()).collect(), dst.map(|d| d.index()))
+                    }
+                    _ => (Vec::new(), None),
+                })
+                .collect()
+        })
+        .collect();
+
+    let mut rngs: Vec<MemberRng> = (0..members).map(|m| MemberRng::new(options.seed, m as u64)).collect();
+    let mut return_stacks: Vec<Vec<PcBlock>> = vec![Vec::new(); members];
+    let mut steps_taken: Vec<u64> = vec![0; members];
+    let mut outcomes: Vec<Option<Result<Vec<Tensor>, MemberError>>> = vec![None; members];
+    let mut waiting: Vec<Vec<u32>> = vec![Vec::new(); lowered.blocks.len()];
+    let mut nonempty: BTreeSet<u32> = BTreeSet::new();
+    waiting[entry.entry.index()] = (0..members as u32).collect();
+    if members > 0 {
+        nonempty.insert(entry.entry.0);
+    }
+    let shared = SharedEnv { statics: &env.statics, symbols: &env.symbols };
+    let mut steps = 0u64;
+    let mut rows: Vec<u32> = Vec::new();
+    let mut faults = Vec::new();
+    let mut then_rows: Vec<u32> = Vec::new();
+    let mut else_rows: Vec<u32> = Vec::new();
+
+    let enqueue = |waiting: &mut Vec<Vec<u32>>, nonempty: &mut BTreeSet<u32>, pc: PcBlock, list: &[u32]| {
+        if !list.is_empty() {
+            waiting[pc.index()].extend_from_slice(list);
+            nonempty.insert(pc.0);
+        }
+    };
+
+    while let Some(pc) = choose(&nonempty, &waiting, choice) {
+        nonempty.remove(&pc);
+        rows.clear();
+        std::mem::swap(&mut rows, &mut waiting[pc as usize]);
+        rows.sort_unstable();
+        let block = &lowered.blocks[PcBlock(pc)];
+        steps += 1;
+        if block.counts_step {
+            rows.retain(|&r| {
+                let taken = &mut steps_taken[r as usize];
+                if *taken >= options.max_steps {
+                    outcomes[r as usize] = Some(Err(step_limit(options.max_steps, block.loc)));
+                    false
+                } else {
+                    *taken += 1;
+                    true
+                }
+            });
+        }
+        for (i, op) in block.ops.iter().enumerate() {
+            if rows.is_empty() {
+                break;
+            }
+            match op {
+                LoweredOp::Prim { prim, loc, .. } => {
+                    let (args, dst) = &op_slots[pc as usize][i];
+                    let exec = PrimExecution { prim, args, dst: *dst, rows: &rows, total_rows: members, mode: lanes };
+                    faults.clear();
+                    run_prim(&exec, &mut slots, &shared, &mut rngs, &|r| r as usize, &mut faults);
+                    counter.record(op_counters[pc as usize][i], rows.len());
+                    if !faults.is_empty() {
+                        for (r, fault) in faults.drain(..) {
+                            outcomes[r as usize] = Some(Err(MemberError::new(fault.kind, fault.message, *loc)));
+                        }
+                        rows.retain(|r| outcomes[*r as usize].is_none());
+                    }
+                }
+                LoweredOp::Push(x) => with_stack(&mut slots, &mut stacks, *x, |column, stack| {
+                    rows.iter().for_each(|r| stack.push(*r as usize, column))
+                }),
+                LoweredOp::Pop(x) => with_stack(&mut slots, &mut stacks, *x, |column, stack| {
+                    rows.iter().for_each(|r| stack.restore(*r as usize, column, true))
+                }),
+                LoweredOp::Peek(x) => with_stack(&mut slots, &mut stacks, *x, |column, stack| {
+                    rows.iter().for_each(|r| stack.restore(*r as usize, column, false))
+                }),
+            }
+        }
+        if rows.is_empty() {
+            continue;
+        }
+        match &block.term {
+            LoweredTerm::Jump(target) => enqueue(&mut waiting, &mut nonempty, *target, &rows),
+            LoweredTerm::Branch { cond, then_block, else_block } => match &slots[cond.index()] {
+                Slot::Invariant(Some(value)) => {
+                    let target = if value.as_scalar() == autobatch_types::Scalar::Bool(true) { then_block } else { else_block };
+                    enqueue(&mut waiting, &mut nonempty, *target, &rows);
+                }
+                Slot::Column(column) => {
+                    let autobatch_types::Data::Bool(values) = &column.data else {
+                        return Err("internal error: a branch on a non-bool variable".into());
+                    };
+                    then_rows.clear();
+                    else_rows.clear();
+                    for r in &rows {
+                        if values[*r as usize] {
+                            then_rows.push(*r);
+                        } else {
+                            else_rows.push(*r);
+                        }
+                    }
+                    enqueue(&mut waiting, &mut nonempty, *then_block, &then_rows);
+                    enqueue(&mut waiting, &mut nonempty, *else_block, &else_rows);
+                }
+                Slot::Invariant(None) => return Err("internal error: a branch on an unassigned variable".into()),
+            },
+            LoweredTerm::PushJump { target, return_to, loc, .. } => {
+                then_rows.clear();
+                for r in &rows {
+                    let stack = &mut return_stacks[*r as usize];
+                    // Depth is the entry activation plus one per pending return.
+                    if stack.len() + 2 > options.max_stack_depth {
+                        outcomes[*r as usize] = Some(Err(stack_overflow(options.max_stack_depth, *loc)));
+                    } else {
+                        stack.push(*return_to);
+                        then_rows.push(*r);
+                    }
+                }
+                enqueue(&mut waiting, &mut nonempty, *target, &then_rows);
+            }
+            LoweredTerm::Return => {
+                for r in &rows {
+                    match return_stacks[*r as usize].pop() {
+                        Some(to) => enqueue(&mut waiting, &mut nonempty, to, &[*r]),
+                        None => {
+                            let results =
+                                entry.results.iter().map(|x| slots[x.index()].value(*r as usize)).collect();
+                            outcomes[*r as usize] = Some(Ok(results));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let wall_seconds = started.elapsed().as_secs_f64();
+    let (op_counts, lane_utilization) = counter.finish(members);
+    let results = outcomes
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| panic!("internal error: a member neither finished nor failed")))
+        .collect();
+    Ok(RunOutput { results, stats: Stats { steps, lane_utilization, op_counts, wall_seconds } })
+}
+
+fn choose(nonempty: &BTreeSet<u32>, waiting: &[Vec<u32>], choice: BlockChoice) -> Option<u32> {
+    match choice {
+        BlockChoice::SmallestIndex => nonempty.first().copied(),
+        BlockChoice::MostMembers => {
+            let mut best: Option<(usize, u32)> = None;
+            for pc in nonempty {
+                let n = waiting[*pc as usize].len();
+                if best.is_none_or(|(m, _)| n > m) {
+                    best = Some((n, *pc));
+                }
+            }
+            best.map(|(_, pc)| pc)
+        }
+    }
+}
+
+fn with_stack(
+    slots: &mut [Slot],
+    stacks: &mut [Option<ValueStack>],
+    x: GlobalVar,
+    f: impl FnOnce(&mut crate::batched::storage::Column, &mut ValueStack),
+) {
+    let Slot::Column(column) = &mut slots[x.index()] else {
+        panic!("internal error: stack operation on an invariant variable")
+    };
+    let Some(stack) = stacks[x.index()].as_mut() else { panic!("internal error: {x} has no stack") };
+    f(column, stack);
+}

@@ -1,0 +1,484 @@
+//! Lowering to the explicit-stack form run by the program-counter strategy
+//! (seed 000, Figure 4 and §3.2).
+//!
+//! All functions are merged into one flat list of blocks. A call ends a
+//! block: the caller pushes the variables that the callee may overwrite and
+//! that are needed afterwards, copies the arguments into the callee's
+//! parameters and ends with `push_jump callee, return_to`; the continuation
+//! block pops them back and copies the callee's result registers into the
+//! call's destinations. A `return` copies the returned values into the
+//! function's result registers and pops the program counter.
+//!
+//! The optimizations of seed 000 §3.2, plus tail calls:
+//! 1. every variable has its own stack, and only variables that need one get it;
+//! 2. *temporaries* (live inside one block only) need no storage across steps;
+//! 3. *registers* (live across blocks, but not across a call that may
+//!    overwrite them) need no stack: only their current value;
+//! 4. a *full* variable (live across a call whose callee can reach the
+//!    caller again, so that a nested activation would overwrite it) has a
+//!    per-member stack whose top is kept in the variable itself (the cached
+//!    top), so reading it never touches the stack;
+//! 5. a `pop v` followed, in the same block, by a `push v` with no write of
+//!    `v` in between becomes `peek v` (reload the saved value in place,
+//!    leaving the stack as it is), or disappears entirely when `v` is not
+//!    read in between;
+//! 6. self tail calls were already turned into jumps (see `tail_calls`).
+//!
+//! Besides, *invariant* variables (see `uniformity`) are stored once for all
+//! members and never saved.
+//!
+//! Steps: only the first block made from an IR block counts as a step (the
+//! continuation blocks after calls do not), so that every strategy counts
+//! the steps of the IR, as the reference executor does.
+
+use std::collections::HashSet;
+use std::fmt::Write;
+
+use autobatch_ir::{entity, Block, EntityRef, EntityVec, FuncId, Loc, Op, Prim, Program, TensorType, Terminator, Var};
+
+use crate::liveness::Liveness;
+use crate::uniformity::Invariance;
+
+entity!(
+    /// A variable of the flat, lowered program.
+    GlobalVar,
+    "x"
+);
+entity!(
+    /// A block of the flat, lowered program: a value of the program counter.
+    PcBlock,
+    "pc"
+);
+
+/// How a variable is stored by the program-counter strategy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum VarClass {
+    /// Same value for every member: one copy, no batch axis, no stack.
+    Invariant,
+    /// Lives inside one block: no storage across steps.
+    Temporary,
+    /// Lives across blocks but no call may overwrite it: one value per member, no stack.
+    Register,
+    /// Lives across a call that may overwrite it: a per-member stack with a cached top.
+    Full,
+}
+
+impl VarClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            VarClass::Invariant => "invariant",
+            VarClass::Temporary => "temporary",
+            VarClass::Register => "register",
+            VarClass::Full => "full",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct LoweredVar {
+    pub func: FuncId,
+    /// The IR variable, or `None` for a result register or a compiler temporary.
+    pub var: Option<Var>,
+    pub ty: TensorType,
+    pub name: Option<String>,
+    pub class: VarClass,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoweredOp {
+    Prim { dst: Option<GlobalVar>, prim: Prim, args: Vec<GlobalVar>, loc: Loc },
+    /// Save the variable's current value on the member's stack of that variable.
+    Push(GlobalVar),
+    /// Restore the variable from the top of its stack, removing the saved value.
+    Pop(GlobalVar),
+    /// Restore the variable from the top of its stack, keeping the saved value
+    /// (a fused `pop` and later `push`).
+    Peek(GlobalVar),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoweredTerm {
+    Jump(PcBlock),
+    Branch { cond: GlobalVar, then_block: PcBlock, else_block: PcBlock },
+    /// Push `return_to` on the member's program-counter stack and go to `target`
+    /// (the entry of `callee`). `loc` is the call's, for `stack_overflow`.
+    PushJump { callee: FuncId, target: PcBlock, return_to: PcBlock, loc: Loc },
+    /// Pop the program-counter stack; an empty stack means the member is done.
+    Return,
+}
+
+#[derive(Clone, Debug)]
+pub struct LoweredBlock {
+    pub func: FuncId,
+    /// The IR block this block was cut from.
+    pub origin: Block,
+    /// True for the first block cut from an IR block: running it is a step.
+    pub counts_step: bool,
+    pub loc: Loc,
+    pub ops: Vec<LoweredOp>,
+    pub term: LoweredTerm,
+}
+
+#[derive(Clone, Debug)]
+pub struct LoweredFunction {
+    pub name: String,
+    pub entry: PcBlock,
+    pub params: Vec<GlobalVar>,
+    /// Where `return` leaves the results for the caller.
+    pub results: Vec<GlobalVar>,
+}
+
+/// The whole program in explicit-stack form.
+#[derive(Clone, Debug)]
+pub struct LoweredProgram {
+    pub vars: EntityVec<GlobalVar, LoweredVar>,
+    pub blocks: EntityVec<PcBlock, LoweredBlock>,
+    pub functions: EntityVec<FuncId, LoweredFunction>,
+}
+
+impl LoweredProgram {
+    /// Number of `push` operations in the program text.
+    pub fn push_count(&self) -> usize {
+        self.blocks.values().flat_map(|b| &b.ops).filter(|op| matches!(op, LoweredOp::Push(_))).count()
+    }
+}
+
+/// Functions reachable from each function through calls (each reaches itself).
+pub fn reachability(program: &Program) -> Vec<Vec<bool>> {
+    let n = program.functions.len();
+    let callees: Vec<HashSet<FuncId>> = program
+        .functions
+        .values()
+        .map(|f| {
+            f.blocks
+                .values()
+                .flat_map(|b| &b.ops)
+                .filter_map(|op| match op {
+                    Op::Call { callee, .. } => Some(*callee),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
+    (0..n)
+        .map(|start| {
+            let mut seen = vec![false; n];
+            let mut todo = vec![FuncId::new(start)];
+            seen[start] = true;
+            while let Some(f) = todo.pop() {
+                for g in &callees[f.index()] {
+                    if !seen[g.index()] {
+                        seen[g.index()] = true;
+                        todo.push(*g);
+                    }
+                }
+            }
+            seen
+        })
+        .collect()
+}
+
+/// Lowers `program` (already optimized) to the explicit-stack form.
+pub fn lower_to_stack(program: &Program, invariance: &Invariance) -> LoweredProgram {
+    let reach = reachability(program);
+    let liveness: Vec<Liveness> = program.functions.values().map(Liveness::compute).collect();
+
+    // Classify and number the variables.
+    let mut vars: EntityVec<GlobalVar, LoweredVar> = EntityVec::new();
+    let mut global_of: Vec<Vec<GlobalVar>> = Vec::new();
+    for (fid, f) in program.functions.iter() {
+        let live = &liveness[fid.index()];
+        let mut class = vec![VarClass::Temporary; f.vars.len()];
+        for p in &f.params {
+            class[p.index()] = VarClass::Register;
+        }
+        for (b, block) in f.blocks.iter() {
+            for v in live.live_in[b.index()].iter() {
+                class[v.index()] = class[v.index()].max(VarClass::Register);
+            }
+            let after = live.live_after_ops(f, b);
+            for (i, op) in block.ops.iter().enumerate() {
+                if let Op::Call { dsts, callee, .. } = op {
+                    let may_overwrite = reach[callee.index()][fid.index()];
+                    for v in after[i].iter() {
+                        if dsts.contains(&v) {
+                            continue;
+                        }
+                        let needed = if may_overwrite { VarClass::Full } else { VarClass::Register };
+                        class[v.index()] = class[v.index()].max(needed);
+                    }
+                }
+            }
+        }
+        let mut globals = Vec::with_capacity(f.vars.len());
+        for (v, data) in f.vars.iter() {
+            let class = if invariance.is_invariant(fid, v) { VarClass::Invariant } else { class[v.index()] };
+            globals.push(vars.push(LoweredVar { func: fid, var: Some(v), ty: data.ty.clone(), name: data.name.clone(), class }));
+        }
+        global_of.push(globals);
+    }
+    let mut functions: EntityVec<FuncId, LoweredFunction> = EntityVec::new();
+    let mut result_registers = Vec::new();
+    for (fid, f) in program.functions.iter() {
+        let results: Vec<GlobalVar> = f
+            .results
+            .iter()
+            .enumerate()
+            .map(|(k, ty)| {
+                let class = if invariance.result_invariant(program, fid, k) { VarClass::Invariant } else { VarClass::Register };
+                vars.push(LoweredVar { func: fid, var: None, ty: ty.clone(), name: Some(format!("result{k}")), class })
+            })
+            .collect();
+        result_registers.push(results);
+    }
+
+    // Number the blocks: each IR block becomes 1 + (number of calls) blocks.
+    let mut first_block: Vec<Vec<PcBlock>> = Vec::new();
+    let mut next = 0usize;
+    for f in program.functions.values() {
+        let mut firsts = Vec::new();
+        for block in f.blocks.values() {
+            firsts.push(PcBlock::new(next));
+            next += 1 + block.ops.iter().filter(|op| matches!(op, Op::Call { .. })).count();
+        }
+        first_block.push(firsts);
+    }
+    for (fid, f) in program.functions.iter() {
+        functions.push(LoweredFunction {
+            name: f.name.clone(),
+            entry: first_block[fid.index()][autobatch_ir::Function::ENTRY.index()],
+            params: f.params.iter().map(|p| global_of[fid.index()][p.index()]).collect(),
+            results: result_registers[fid.index()].clone(),
+        });
+    }
+
+    let mut blocks: EntityVec<PcBlock, LoweredBlock> = EntityVec::new();
+    for (fid, f) in program.functions.iter() {
+        let g = |v: Var| global_of[fid.index()][v.index()];
+        let live = &liveness[fid.index()];
+        for (b, block) in f.blocks.iter() {
+            let after = live.live_after_ops(f, b);
+            let mut current = LoweredBlock {
+                func: fid,
+                origin: b,
+                counts_step: true,
+                loc: block.loc,
+                ops: Vec::new(),
+                term: LoweredTerm::Return,
+            };
+            for (i, op) in block.ops.iter().enumerate() {
+                match op {
+                    Op::Prim { dst, prim, args, loc } => current.ops.push(LoweredOp::Prim {
+                        dst: dst.map(g),
+                        prim: prim.clone(),
+                        args: args.iter().map(|a| g(*a)).collect(),
+                        loc: *loc,
+                    }),
+                    Op::Call { dsts, callee, args, loc } => {
+                        let may_overwrite = reach[callee.index()][fid.index()];
+                        let saves: Vec<GlobalVar> = if may_overwrite {
+                            after[i]
+                                .iter()
+                                .filter(|v| !dsts.contains(v))
+                                .map(g)
+                                .filter(|x| vars[*x].class == VarClass::Full)
+                                .collect()
+                        } else {
+                            Vec::new()
+                        };
+                        for s in &saves {
+                            current.ops.push(LoweredOp::Push(*s));
+                        }
+                        let callee_params = functions[*callee].params.clone();
+                        let arg_globals: Vec<GlobalVar> = args.iter().map(|a| g(*a)).collect();
+                        if *callee == fid {
+                            // An argument may read a parameter that an earlier copy
+                            // overwrites: go through temporaries.
+                            let mut staged = Vec::new();
+                            for (p, a) in callee_params.iter().zip(&arg_globals) {
+                                if p == a {
+                                    continue;
+                                }
+                                let t = vars.push(LoweredVar {
+                                    func: fid,
+                                    var: None,
+                                    ty: vars[*a].ty.clone(),
+                                    name: None,
+                                    class: if vars[*a].class == VarClass::Invariant { VarClass::Invariant } else { VarClass::Temporary },
+                                });
+                                current.ops.push(copy(t, *a, *loc));
+                                staged.push((*p, t));
+                            }
+                            for (p, t) in staged {
+                                current.ops.push(copy(p, t, *loc));
+                            }
+                        } else {
+                            for (p, a) in callee_params.iter().zip(&arg_globals) {
+                                current.ops.push(copy(*p, *a, *loc));
+                            }
+                        }
+                        let return_to = PcBlock::new(blocks.len() + 1);
+                        current.term = LoweredTerm::PushJump {
+                            callee: *callee,
+                            target: functions[*callee].entry,
+                            return_to,
+                            loc: *loc,
+                        };
+                        let finished = std::mem::replace(
+                            &mut current,
+                            LoweredBlock {
+                                func: fid,
+                                origin: b,
+                                counts_step: false,
+                                loc: *loc,
+                                ops: Vec::new(),
+                                term: LoweredTerm::Return,
+                            },
+                        );
+                        blocks.push(finished);
+                        for s in saves.iter().rev() {
+                            current.ops.push(LoweredOp::Pop(*s));
+                        }
+                        for (d, r) in dsts.iter().zip(&result_registers[callee.index()]) {
+                            current.ops.push(copy(g(*d), *r, *loc));
+                        }
+                    }
+                }
+            }
+            let target = |t: Block| first_block[fid.index()][t.index()];
+            current.term = match &block.term {
+                Terminator::Jump(t) => LoweredTerm::Jump(target(*t)),
+                Terminator::Branch { cond, then_block, else_block } => LoweredTerm::Branch {
+                    cond: g(*cond),
+                    then_block: target(*then_block),
+                    else_block: target(*else_block),
+                },
+                Terminator::Return(returned) => {
+                    for (r, v) in result_registers[fid.index()].iter().zip(returned) {
+                        current.ops.push(copy(*r, g(*v), block.loc));
+                    }
+                    LoweredTerm::Return
+                }
+            };
+            blocks.push(current);
+        }
+    }
+    let mut lowered = LoweredProgram { vars, blocks, functions };
+    fuse_pop_push(&mut lowered);
+    lowered
+}
+
+fn copy(dst: GlobalVar, src: GlobalVar, loc: Loc) -> LoweredOp {
+    LoweredOp::Prim { dst: Some(dst), prim: Prim::Copy, args: vec![src], loc }
+}
+
+/// Optimization 5: `pop v; ...; push v` with no write of `v` in between.
+fn fuse_pop_push(program: &mut LoweredProgram) {
+    for block in program.blocks.values_mut() {
+        let mut i = 0;
+        while i < block.ops.len() {
+            let LoweredOp::Pop(v) = block.ops[i] else {
+                i += 1;
+                continue;
+            };
+            let mut read = false;
+            let mut fused = None;
+            for j in i + 1..block.ops.len() {
+                match &block.ops[j] {
+                    LoweredOp::Push(w) if *w == v => {
+                        fused = Some(j);
+                        break;
+                    }
+                    LoweredOp::Prim { dst, args, .. } => {
+                        read |= args.contains(&v);
+                        if *dst == Some(v) {
+                            break;
+                        }
+                    }
+                    LoweredOp::Pop(w) | LoweredOp::Peek(w) if *w == v => break,
+                    _ => {}
+                }
+            }
+            if let Some(j) = fused {
+                block.ops.remove(j);
+                if read {
+                    block.ops[i] = LoweredOp::Peek(v);
+                    i += 1;
+                } else {
+                    block.ops.remove(i);
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+/// The text form of the lowered program (`autobatch ir --lowered`).
+pub fn lowered_to_string(program: &Program, lowered: &LoweredProgram) -> String {
+    let mut out = String::new();
+    let var_name = |x: GlobalVar| {
+        let v = &lowered.vars[x];
+        match &v.name {
+            Some(n) => format!("{x} {n}"),
+            None => format!("{x}"),
+        }
+    };
+    let mut class_counts = [0usize; 4];
+    for v in lowered.vars.values() {
+        class_counts[v.class as usize] += 1;
+    }
+    let _ = writeln!(
+        out,
+        "; stack pushes: {}; variables: {} invariant, {} temporary, {} register, {} full",
+        lowered.push_count(),
+        class_counts[0],
+        class_counts[1],
+        class_counts[2],
+        class_counts[3]
+    );
+    for (fid, f) in lowered.functions.iter() {
+        let params: Vec<String> = f.params.iter().map(|p| var_name(*p)).collect();
+        let results: Vec<String> = f.results.iter().map(|p| p.to_string()).collect();
+        let _ = writeln!(out, "fn {fid} {}({}) -> ({})  entry {}", f.name, params.join(", "), results.join(", "), f.entry);
+        let mut by_class: Vec<String> = Vec::new();
+        for (x, v) in lowered.vars.iter().filter(|(_, v)| v.func == fid) {
+            by_class.push(format!("{}: {} {}", var_name(x), program.type_name(&v.ty), v.class.name()));
+        }
+        let _ = writeln!(out, "  vars: {}", by_class.join(", "));
+    }
+    let list = |xs: &[GlobalVar]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
+    for (pc, block) in lowered.blocks.iter() {
+        let _ = writeln!(
+            out,
+            "{pc} ({} {}{}):  @{}",
+            block.func,
+            block.origin,
+            if block.counts_step { "" } else { ", continuation" },
+            block.loc
+        );
+        for op in &block.ops {
+            let _ = match op {
+                LoweredOp::Prim { dst, prim, args, loc } => {
+                    let lhs = dst.map(|d| format!("{d} = ")).unwrap_or_default();
+                    let rhs = if args.is_empty() { String::new() } else { format!(" {}", list(args)) };
+                    writeln!(out, "  {lhs}{prim}{rhs}  @{loc}")
+                }
+                LoweredOp::Push(x) => writeln!(out, "  push {x}"),
+                LoweredOp::Pop(x) => writeln!(out, "  pop {x}"),
+                LoweredOp::Peek(x) => writeln!(out, "  peek {x}"),
+            };
+        }
+        let _ = match &block.term {
+            LoweredTerm::Jump(t) => writeln!(out, "  jump {t}"),
+            LoweredTerm::Branch { cond, then_block, else_block } => {
+                writeln!(out, "  branch {cond}, {then_block}, {else_block}")
+            }
+            LoweredTerm::PushJump { callee, target, return_to, loc } => {
+                writeln!(out, "  push_jump {callee} {target}, return to {return_to}  @{loc}")
+            }
+            LoweredTerm::Return => writeln!(out, "  return"),
+        };
+    }
+    out
+}

@@ -1,0 +1,112 @@
+//! Which variables hold the same value for every member, at every moment.
+//!
+//! A variable is *invariant* when its value depends only on shared inputs,
+//! statics and constants, so that one copy with no batch axis serves every
+//! member, and the operation that defines it is computed once per block
+//! execution instead of once per member.
+//!
+//! The rule is stricter than "uniform within one activation", because the
+//! program-counter strategy runs members that sit at different iterations of
+//! a loop, or in different activations of a function, in the same step. A
+//! variable is invariant when it has exactly one definition and that
+//! definition is
+//! - a constant, a static, a symbolic dimension's value;
+//! - a non-random primitive whose operands are all invariant;
+//! - a call whose callee returns invariant variables in that position at
+//!   every `return`;
+//! - for a parameter (defined by its callers): the argument at every call site
+//!   is invariant, or, for the entry function, the argument is shared.
+//!
+//! A loop counter (`let mut i = 0; ... i += 1`) has two definitions, so it is
+//! per-member even when every member runs the loop the same number of
+//! times: members may be at different iterations at once.
+
+use autobatch_ir::{EntityRef, FuncId, Op, Program, Terminator, Var};
+
+/// Invariant variables of every function: `invariant[f][v]`.
+#[derive(Clone, Debug)]
+pub struct Invariance {
+    pub invariant: Vec<Vec<bool>>,
+}
+
+impl Invariance {
+    pub fn is_invariant(&self, f: FuncId, v: Var) -> bool {
+        self.invariant[f.index()][v.index()]
+    }
+
+    /// `entry` is the function being run and `shared_params[k]` whether its
+    /// k-th flattened parameter is shared by all members.
+    pub fn compute(program: &Program, entry: FuncId, shared_params: &[bool]) -> Invariance {
+        // Count definitions; parameters count one for being passed in.
+        let mut def_count: Vec<Vec<u32>> = program.functions.values().map(|f| vec![0; f.vars.len()]).collect();
+        for (fid, f) in program.functions.iter() {
+            for p in &f.params {
+                def_count[fid.index()][p.index()] += 1;
+            }
+            for block in f.blocks.values() {
+                for op in &block.ops {
+                    for d in op.defs() {
+                        def_count[fid.index()][d.index()] += 1;
+                    }
+                }
+            }
+        }
+        let mut invariant: Vec<Vec<bool>> =
+            def_count.iter().map(|counts| counts.iter().map(|c| *c == 1).collect()).collect();
+        // Parameters of the entry function: shared ones may stay, batched ones may not.
+        for (k, p) in program.functions[entry].params.iter().enumerate() {
+            if !shared_params.get(k).copied().unwrap_or(false) {
+                invariant[entry.index()][p.index()] = false;
+            }
+        }
+        // Optimistic fixpoint: start from "invariant if single definition", remove until stable.
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for (fid, f) in program.functions.iter() {
+                for block in f.blocks.values() {
+                    for op in &block.ops {
+                        match op {
+                            Op::Prim { dst: Some(dst), prim, args, .. } => {
+                                let ok = !prim.is_random() && args.iter().all(|a| invariant[fid.index()][a.index()]);
+                                if !ok && invariant[fid.index()][dst.index()] {
+                                    invariant[fid.index()][dst.index()] = false;
+                                    changed = true;
+                                }
+                            }
+                            Op::Prim { dst: None, .. } => {}
+                            Op::Call { dsts, callee, args, .. } => {
+                                let g = &program.functions[*callee];
+                                for (p, a) in g.params.iter().zip(args) {
+                                    if !invariant[fid.index()][a.index()] && invariant[callee.index()][p.index()] {
+                                        invariant[callee.index()][p.index()] = false;
+                                        changed = true;
+                                    }
+                                }
+                                for (k, d) in dsts.iter().enumerate() {
+                                    let returns_invariant = g.blocks.values().all(|b| match &b.term {
+                                        Terminator::Return(vars) => invariant[callee.index()][vars[k].index()],
+                                        _ => true,
+                                    });
+                                    if !returns_invariant && invariant[fid.index()][d.index()] {
+                                        invariant[fid.index()][d.index()] = false;
+                                        changed = true;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Invariance { invariant }
+    }
+
+    /// Whether result `k` of function `f` is invariant at every `return`.
+    pub fn result_invariant(&self, program: &Program, f: FuncId, k: usize) -> bool {
+        program.functions[f].blocks.values().all(|b| match &b.term {
+            Terminator::Return(vars) => self.is_invariant(f, vars[k]),
+            _ => true,
+        })
+    }
+}
