@@ -1,1 +1,65 @@
-//! (being written)
+//! The library API of autobatch: compile a program written in autobatch's
+//! small Rust-syntax language, bind a batch of inputs to one of its
+//! functions, run the batch, and read each member's result.
+//!
+//! ```
+//! use autobatch::{compile, Inputs, RunConfig, Strategy};
+//!
+//! let source = "fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + fib(n - 1) } }";
+//! let compiled = compile(source, "fib.ab").expect("fib compiles");
+//!
+//! // One value of `n` per member: a batch of four.
+//! let inputs = Inputs::new().batched("n", [0_i64, 1, 5, 10]);
+//! let batch = compiled.bind("fib", &inputs).expect("the inputs fit `fib`");
+//!
+//! let config = RunConfig { strategy: Strategy::Reference, ..RunConfig::default() };
+//! let result = batch.run(&config).expect("the strategy is available");
+//! let values: Vec<serde_json::Value> = result
+//!     .members
+//!     .iter()
+//!     .map(|member| autobatch::value_to_json(member.as_ref().expect("no member fails")))
+//!     .collect();
+//! assert_eq!(values, [1, 1, 8, 89]);
+//!
+//! // The same results as `autobatch run` prints them.
+//! assert_eq!(result.to_json(false), serde_json::json!({
+//!     "results": [{"ok": 1}, {"ok": 1}, {"ok": 8}, {"ok": 89}]
+//! }));
+//! ```
+//!
+//! The steps, each with its own error type:
+//!
+//! 1. [`compile()`] parses, type-checks and lowers a source file to the IR
+//!    ([`CompileError`] holds the diagnostics, rendered with file, line,
+//!    column and source line).
+//! 2. [`Inputs`] are built in Rust or read from the `--inputs` JSON format;
+//!    [`Compiled::bind`] checks them against the entry function's signature and
+//!    the statics and converts them to tensors ([`InputError`] names the
+//!    argument, member and place inside the value that is wrong).
+//! 3. [`BoundBatch::run`] runs the batch with a [`RunConfig`] ([`RunError`] if
+//!    it cannot run at all); each member gets a [`Value`] or a [`MemberError`]
+//!    in the [`RunResult`], which also carries the run's [`Stats`] and writes
+//!    itself as JSON with [`RunResult::to_json`].
+//!
+//! Architecture Invariant: this crate must not know about the command line
+//! (flags, exit codes, files, terminals). The `autobatch` command is a thin
+//! layer over it, and everything it can do must be possible from Rust.
+
+pub mod bind;
+pub mod compile;
+mod frontend_bridge;
+pub mod inputs;
+pub mod json_output;
+pub mod run;
+
+pub use bind::{BoundBatch, InputError, InputErrorKind};
+pub use compile::{compile, CompileError, Compiled};
+pub use frontend_bridge::Diagnostic;
+pub use inputs::{InputValue, Inputs};
+pub use json_output::{
+    float_to_json, member_result_to_json, scalar_to_json, tensor_to_json, value_to_json,
+};
+pub use run::{default_threads, BlockChoice, Lanes, RunConfig, RunError, RunResult, Strategy};
+
+pub use autobatch_exec::{OpCount, Stats, DEFAULT_MAX_STACK_DEPTH, DEFAULT_MAX_STEPS};
+pub use autobatch_types::{ErrorKind, Loc, MemberError, Scalar, ScalarType, Tensor, Type, Value};

@@ -1,1 +1,325 @@
-fn main() {}
+//! The `autobatch` command: argument parsing and printing over the
+//! `autobatch` library, nothing more (see `/work/shared/spec/cli.md`, a contract).
+//!
+//! Exit codes: 0 the command did its work (in `run`, some members may have
+//! errors); 1 the program does not compile (diagnostics on stderr); 2 bad
+//! usage or bad input data, reported as one line on stderr starting with
+//! `error: `. No input makes it panic with a backtrace: a panic hook turns
+//! any bug into one `error: internal error: ...` line and exit code 2.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use autobatch::{
+    BlockChoice, CompileError, Compiled, Inputs, Lanes, RunConfig, RunError, Strategy,
+};
+use clap::{Parser, Subcommand};
+
+/// Compile and run batched programs written in autobatch's Rust-syntax language.
+#[derive(Parser, Debug)]
+#[command(name = "autobatch", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Parse and type-check a program.
+    Check {
+        /// The program file.
+        program: PathBuf,
+    },
+    /// Print the program's IR in its text form.
+    Ir {
+        /// The program file.
+        program: PathBuf,
+        /// Only the functions reachable from this entry function.
+        #[arg(long, value_name = "NAME")]
+        entry: Option<String>,
+        /// The IR after lowering to the explicit-stack form of the program-counter strategy.
+        #[arg(long)]
+        lowered: bool,
+    },
+    /// Run an entry function on a batch of inputs and print each member's result as JSON.
+    Run {
+        /// The program file.
+        program: PathBuf,
+        /// The function to run.
+        #[arg(long, value_name = "NAME")]
+        entry: String,
+        /// The inputs: {"batch": {NAME: [one value per member]}, "shared": {NAME: value}}.
+        #[arg(long, value_name = "INPUTS.json")]
+        inputs: PathBuf,
+        /// How to execute the batch: reference, local-static or program-counter
+        /// [default: program-counter once it exists; reference for now].
+        #[arg(long, value_parser = parse_strategy)]
+        strategy: Option<Strategy>,
+        /// How batching strategies treat inactive members: mask, compact or auto.
+        #[arg(long, value_parser = parse_lanes, default_value = "auto")]
+        lanes: Lanes,
+        /// How the program-counter strategy picks the next block: smallest-index or most-members.
+        #[arg(long, value_parser = parse_block_choice, default_value = "smallest-index")]
+        block_choice: BlockChoice,
+        /// The deepest chain of calls one member may have.
+        #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = autobatch::DEFAULT_MAX_STACK_DEPTH)]
+        max_stack_depth: usize,
+        /// The most basic blocks one member may execute.
+        #[arg(long, value_name = "N", default_value_t = autobatch::DEFAULT_MAX_STEPS)]
+        max_steps: u64,
+        /// The seed of the members' random streams.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        seed: u64,
+        /// Worker threads [default: the number of available cores].
+        #[arg(long, value_name = "N", value_parser = parse_positive)]
+        threads: Option<usize>,
+        /// Add the run's figures (`stats`) to the output.
+        #[arg(long)]
+        stats: bool,
+        /// Write the results to this file instead of stdout.
+        #[arg(long, value_name = "RESULT.json")]
+        output: Option<PathBuf>,
+    },
+    /// Run the No-U-Turn Sampler on a model (not implemented yet).
+    Sample {
+        /// The model: defines `fn log_density(theta: [f64; D]) -> f64`.
+        model: PathBuf,
+        /// The model's statics, by name.
+        #[arg(long, value_name = "DATA.json")]
+        data: PathBuf,
+        #[arg(long, value_name = "N")]
+        chains: Option<usize>,
+        #[arg(long, value_name = "N")]
+        warmup: Option<usize>,
+        #[arg(long, value_name = "N")]
+        draws: Option<usize>,
+        #[arg(long, value_name = "N")]
+        seed: Option<u64>,
+        #[arg(long, value_parser = parse_strategy)]
+        strategy: Option<Strategy>,
+        /// Write the draws to this CSV file.
+        #[arg(long, value_name = "DRAWS.csv")]
+        output: Option<PathBuf>,
+        /// Write the sampler's figures to this JSON file.
+        #[arg(long, value_name = "STATS.json")]
+        stats: Option<PathBuf>,
+    },
+}
+
+fn parse_strategy(text: &str) -> Result<Strategy, String> {
+    text.parse()
+}
+
+fn parse_lanes(text: &str) -> Result<Lanes, String> {
+    text.parse()
+}
+
+fn parse_block_choice(text: &str) -> Result<BlockChoice, String> {
+    text.parse()
+}
+
+fn parse_positive(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a positive integer ({e})")),
+    }
+}
+
+/// Why the command stopped early; the exit code follows from it.
+enum Failure {
+    /// Exit 1: the diagnostics, already rendered.
+    DoesNotCompile(CompileError),
+    /// Exit 2: one line, without the `error: ` prefix.
+    Usage(String),
+}
+
+impl From<autobatch::InputError> for Failure {
+    fn from(error: autobatch::InputError) -> Self {
+        Failure::Usage(error.message().to_owned())
+    }
+}
+
+fn main() -> ExitCode {
+    install_panic_hook();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return report_clap_error(error),
+    };
+    match execute(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::DoesNotCompile(error)) => {
+            let color = std::io::stderr().is_terminal();
+            eprint!("{}", error.render(color));
+            ExitCode::from(1)
+        }
+        Err(Failure::Usage(message)) => {
+            eprintln!("error: {}", one_line(&message));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Any panic is a bug: say so in one line and exit 2, without a backtrace.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let message = if let Some(s) = payload.downcast_ref::<&str>() {
+            (*s).to_owned()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "unknown panic".to_owned()
+        };
+        let place = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!(
+            "error: internal error: {}{place} (this is a bug in autobatch)",
+            one_line(&message)
+        );
+        std::process::exit(2);
+    }));
+}
+
+/// Help and version go to stdout with exit 0; every usage error becomes one
+/// `error: ` line (clap's own text without its usage block), exit 2.
+fn report_clap_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match error.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = error.print();
+            ExitCode::SUCCESS
+        }
+        // `autobatch` alone: clap would print the whole help; one line is the contract.
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+            eprintln!(
+                "error: a command is required: check, ir, run or sample (see `autobatch --help`)"
+            );
+            ExitCode::from(2)
+        }
+        _ => {
+            let text = error.render().to_string();
+            let before_usage = text.split("\nUsage:").next().unwrap_or(&text);
+            // The pointer to `--help` is noise on a one-line error.
+            let without_help_hint: String = before_usage
+                .lines()
+                .filter(|line| !line.trim_start().starts_with("For more information"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let message = one_line(&without_help_hint);
+            let message = message.strip_prefix("error: ").unwrap_or(&message);
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Joins the non-empty lines of `text` so that a message is one line: with
+/// a space after a line that ends in `:` (a list follows), else with "; ".
+fn one_line(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if !out.is_empty() {
+            out.push_str(if out.ends_with(':') { " " } else { "; " });
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+fn execute(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Check { program } => {
+            compile_file(&program)?;
+            Ok(())
+        }
+        Command::Ir {
+            program,
+            entry,
+            lowered,
+        } => {
+            let compiled = compile_file(&program)?;
+            let text = match (entry, lowered) {
+                (entry, true) => compiled.lowered_ir_text(entry.as_deref())?,
+                (Some(name), false) => compiled.ir_text_for_entry(&name)?,
+                (None, false) => compiled.ir_text(),
+            };
+            write_stdout(&text)
+        }
+        Command::Run {
+            program,
+            entry,
+            inputs,
+            strategy,
+            lanes,
+            block_choice,
+            max_stack_depth,
+            max_steps,
+            seed,
+            threads,
+            stats,
+            output,
+        } => {
+            let compiled = compile_file(&program)?;
+            let inputs_text = read_file(&inputs, "inputs")?;
+            let parsed = Inputs::from_json_str(&inputs_text)
+                .map_err(|e| Failure::Usage(format!("{}: {}", inputs.display(), e.message())))?;
+            let batch = compiled.bind(&entry, &parsed)?;
+            let config = RunConfig {
+                strategy: strategy.unwrap_or(Strategy::ProgramCounter),
+                lanes,
+                block_choice,
+                max_stack_depth,
+                max_steps,
+                seed,
+                threads: threads.unwrap_or_else(autobatch::default_threads),
+            };
+            let result = batch.run(&config).map_err(run_error_line)?;
+            let mut text = serde_json::to_string(&result.to_json(stats))
+                .map_err(|e| Failure::Usage(format!("cannot write the results as JSON: {e}")))?;
+            text.push('\n');
+            match output {
+                Some(path) => std::fs::write(&path, text)
+                    .map_err(|e| Failure::Usage(format!("cannot write `{}`: {e}", path.display()))),
+                None => write_stdout(&text),
+            }
+        }
+        Command::Sample { .. } => Err(Failure::Usage(
+            "`autobatch sample` is not implemented yet".into(),
+        )),
+    }
+}
+
+fn run_error_line(error: RunError) -> Failure {
+    match error {
+        RunError::Resources(message) => Failure::Usage(message),
+        RunError::InvalidConfig(message) => Failure::Usage(message),
+        RunError::Internal(_) => Failure::Usage(error.to_string()),
+    }
+}
+
+fn read_file(path: &Path, what: &str) -> Result<String, Failure> {
+    std::fs::read_to_string(path)
+        .map_err(|e| Failure::Usage(format!("cannot read {what} `{}`: {e}", path.display())))
+}
+
+fn compile_file(path: &Path) -> Result<Compiled, Failure> {
+    let source = read_file(path, "program")?;
+    autobatch::compile(&source, &path.display().to_string()).map_err(Failure::DoesNotCompile)
+}
+
+/// Writes to stdout; a closed pipe (`autobatch ir x.ab | head`) is not an error worth a message.
+fn write_stdout(text: &str) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::Usage(format!("cannot write to stdout: {e}"))),
+    }
+}

@@ -11,6 +11,10 @@
 use autobatch_ir::{FuncId, Program};
 use autobatch_types::{Loc, MemberError, Tensor};
 
+pub mod batched;
+mod liveness;
+pub mod local_static;
+pub mod program_counter;
 pub mod reference;
 
 /// Default `--max-stack-depth`: the deepest chain of calls one member may
@@ -32,7 +36,12 @@ pub struct RunOptions {
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { max_stack_depth: DEFAULT_MAX_STACK_DEPTH, max_steps: DEFAULT_MAX_STEPS, seed: 0, threads: 1 }
+        RunOptions {
+            max_stack_depth: DEFAULT_MAX_STACK_DEPTH,
+            max_steps: DEFAULT_MAX_STEPS,
+            seed: 0,
+            threads: 1,
+        }
     }
 }
 
@@ -105,6 +114,124 @@ pub struct RunOutput {
 }
 
 /// Runs `batch` on `program` with the reference executor.
-pub fn run_reference(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) -> RunOutput {
+pub fn run_reference(
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+) -> RunOutput {
     reference::run(program, env, batch, options)
+}
+
+pub use batched::engine::LaneMode;
+pub use batched::BlockChoice;
+
+/// The batching strategies (and the reference executor, which batches nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    Reference,
+    LocalStatic,
+    ProgramCounter,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 3] = [
+        Strategy::Reference,
+        Strategy::LocalStatic,
+        Strategy::ProgramCounter,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Reference => "reference",
+            Strategy::LocalStatic => "local-static",
+            Strategy::ProgramCounter => "program-counter",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Strategy> {
+        Strategy::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+    fn from_str(name: &str) -> Result<Strategy, String> {
+        Strategy::from_name(name).ok_or_else(|| {
+            format!(
+                "unknown strategy `{name}` (expected reference, local-static or program-counter)"
+            )
+        })
+    }
+}
+
+/// Options only the batching strategies read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchingOptions {
+    pub lanes: LaneMode,
+    pub block_choice: BlockChoice,
+}
+
+impl Default for BatchingOptions {
+    fn default() -> Self {
+        BatchingOptions {
+            lanes: LaneMode::Auto,
+            block_choice: BlockChoice::SmallestIndex,
+        }
+    }
+}
+
+/// Runs `batch` with `strategy`. `program` must have been through
+/// `autobatch_passes::optimize`. Fails before running, and only when the
+/// members' state cannot fit in memory.
+pub fn run(
+    strategy: Strategy,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    batching: &BatchingOptions,
+) -> Result<RunOutput, String> {
+    let shared_params: Vec<bool> = batch
+        .args
+        .iter()
+        .map(|a| matches!(a, Arg::Shared(_)))
+        .collect();
+    if options.max_stack_depth == 0 && strategy != Strategy::Reference {
+        return Ok(batched::all_members_overflow(program, batch));
+    }
+    match strategy {
+        Strategy::Reference => Ok(run_reference(program, env, batch, options)),
+        Strategy::LocalStatic => {
+            let invariance = autobatch_passes::uniformity::Invariance::compute(
+                program,
+                batch.entry,
+                &shared_params,
+            );
+            local_static::run(program, &invariance, env, batch, options, batching.lanes)
+        }
+        Strategy::ProgramCounter => {
+            let invariance = autobatch_passes::uniformity::Invariance::compute(
+                program,
+                batch.entry,
+                &shared_params,
+            );
+            let lowered = autobatch_passes::stack::lower_to_stack(program, &invariance);
+            program_counter::run(
+                program,
+                &lowered,
+                env,
+                batch,
+                options,
+                batching.lanes,
+                batching.block_choice,
+            )
+        }
+    }
 }

@@ -23,7 +23,9 @@ use autobatch_types::{MemberError, Tensor};
 
 use crate::batched::engine::{run_prim, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::storage::Slot;
-use crate::batched::{check_memory, column_slot, stack_overflow, step_limit, value_bytes, OpCounter};
+use crate::batched::{
+    check_memory, column_slot, stack_overflow, step_limit, value_bytes, OpCounter,
+};
 use crate::{Arg, Batch, Env, RunOptions, RunOutput, Stats};
 
 struct Run<'a> {
@@ -53,13 +55,25 @@ pub fn run(
     lanes: LaneMode,
 ) -> Result<RunOutput, String> {
     let members = batch.size;
-    let per_member: u128 = program.functions[batch.entry].vars.values().map(|v| value_bytes(&v.ty, &env.symbols)).sum();
+    let per_member: u128 = program.functions[batch.entry]
+        .vars
+        .values()
+        .map(|v| value_bytes(&v.ty, &env.symbols))
+        .sum();
     check_memory(per_member, members)?;
-    let stack_bytes = (64usize << 20) + options.max_stack_depth.saturating_mul(16 << 10).min(1 << 34);
-    let thread = std::thread::Builder::new().name("local-static".into()).stack_size(stack_bytes);
+    let stack_bytes = (64usize << 20)
+        + options
+            .max_stack_depth
+            .saturating_mul(16 << 10)
+            .min(1 << 34);
+    let thread = std::thread::Builder::new()
+        .name("local-static".into())
+        .stack_size(stack_bytes);
     std::thread::scope(|scope| {
         let handle = thread
-            .spawn_scoped(scope, || run_on_this_thread(program, invariance, env, batch, options, lanes))
+            .spawn_scoped(scope, || {
+                run_on_this_thread(program, invariance, env, batch, options, lanes)
+            })
             .map_err(|e| format!("cannot start the executor thread: {e}"))?;
         match handle.join() {
             Ok(output) => Ok(output),
@@ -100,10 +114,15 @@ fn run_on_this_thread(
     let mut run = Run {
         program,
         invariance,
-        shared: SharedEnv { statics: &env.statics, symbols: &env.symbols },
+        shared: SharedEnv {
+            statics: &env.statics,
+            symbols: &env.symbols,
+        },
         options,
         lanes,
-        rngs: (0..members).map(|m| MemberRng::new(options.seed, m as u64)).collect(),
+        rngs: (0..members)
+            .map(|m| MemberRng::new(options.seed, m as u64))
+            .collect(),
         steps_taken: vec![0; members],
         errors: vec![None; members],
         counter,
@@ -133,7 +152,12 @@ fn run_on_this_thread(
         .collect();
     let results = run.activation(batch.entry, &member_ids, params, 1);
     let wall_seconds = started.elapsed().as_secs_f64();
-    let Run { errors, counter, steps, .. } = run;
+    let Run {
+        errors,
+        counter,
+        steps,
+        ..
+    } = run;
     let (op_counts, lane_utilization) = counter.finish(members);
     let results = results
         .into_iter()
@@ -144,13 +168,27 @@ fn run_on_this_thread(
             (None, None) => panic!("internal error: a member neither finished nor failed"),
         })
         .collect();
-    RunOutput { results, stats: Stats { steps, lane_utilization, op_counts, wall_seconds } }
+    RunOutput {
+        results,
+        stats: Stats {
+            steps,
+            lane_utilization,
+            op_counts,
+            wall_seconds,
+        },
+    }
 }
 
 impl Run<'_> {
     /// Runs one activation of `fid` for `members` (row r is member
     /// `members[r]`); returns per row its results, or `None` if it stopped.
-    fn activation(&mut self, fid: FuncId, members: &[u32], params: Vec<Slot>, depth: usize) -> Vec<Option<Vec<Tensor>>> {
+    fn activation(
+        &mut self,
+        fid: FuncId,
+        members: &[u32],
+        params: Vec<Slot>,
+        depth: usize,
+    ) -> Vec<Option<Vec<Tensor>>> {
         let program = self.program;
         let function: &Function = &program.functions[fid];
         let n = members.len();
@@ -190,7 +228,12 @@ impl Run<'_> {
                     break;
                 }
                 match op {
-                    Op::Prim { dst, prim, args, loc } => {
+                    Op::Prim {
+                        dst,
+                        prim,
+                        args,
+                        loc,
+                    } => {
                         let arg_slots: Vec<usize> = args.iter().map(|a| a.index()).collect();
                         let exec = PrimExecution {
                             prim,
@@ -202,8 +245,18 @@ impl Run<'_> {
                         };
                         let mut faults = Vec::new();
                         let member_of = |r: u32| members[r as usize] as usize;
-                        run_prim(&exec, &mut slots, &self.shared, &mut self.rngs, &member_of, &mut faults);
-                        self.counter.record(self.op_counters[fid.index()][block_id.index()][i], rows.len());
+                        run_prim(
+                            &exec,
+                            &mut slots,
+                            &self.shared,
+                            &mut self.rngs,
+                            &member_of,
+                            &mut faults,
+                        );
+                        self.counter.record(
+                            self.op_counters[fid.index()][block_id.index()][i],
+                            rows.len(),
+                        );
                         if !faults.is_empty() {
                             for (r, fault) in faults {
                                 self.errors[members[r as usize] as usize] =
@@ -212,7 +265,12 @@ impl Run<'_> {
                             rows.retain(|r| self.errors[members[*r as usize] as usize].is_none());
                         }
                     }
-                    Op::Call { dsts, callee, args, loc } => {
+                    Op::Call {
+                        dsts,
+                        callee,
+                        args,
+                        loc,
+                    } => {
                         if depth + 1 > self.options.max_stack_depth {
                             for r in &rows {
                                 self.errors[members[*r as usize] as usize] =
@@ -222,13 +280,16 @@ impl Run<'_> {
                             break;
                         }
                         let callee_function = &program.functions[*callee];
-                        let child_members: Vec<u32> = rows.iter().map(|r| members[*r as usize]).collect();
+                        let child_members: Vec<u32> =
+                            rows.iter().map(|r| members[*r as usize]).collect();
                         let child_params: Vec<Slot> = callee_function
                             .params
                             .iter()
                             .zip(args)
                             .map(|(p, a)| match &slots[a.index()] {
-                                Slot::Invariant(value) if self.invariance.is_invariant(*callee, *p) => {
+                                Slot::Invariant(value)
+                                    if self.invariance.is_invariant(*callee, *p) =>
+                                {
                                     Slot::Invariant(value.clone())
                                 }
                                 source => {
@@ -243,7 +304,8 @@ impl Run<'_> {
                                 }
                             })
                             .collect();
-                        let returned = self.activation(*callee, &child_members, child_params, depth + 1);
+                        let returned =
+                            self.activation(*callee, &child_members, child_params, depth + 1);
                         let mut still_running = Vec::with_capacity(rows.len());
                         for (k, r) in rows.iter().enumerate() {
                             let Some(values) = &returned[k] else { continue };
@@ -263,15 +325,24 @@ impl Run<'_> {
                 continue;
             }
             match &block.term {
-                Terminator::Jump(target) => queue.entry(*target).or_default().extend_from_slice(&rows),
-                Terminator::Branch { cond, then_block, else_block } => {
+                Terminator::Jump(target) => {
+                    queue.entry(*target).or_default().extend_from_slice(&rows)
+                }
+                Terminator::Branch {
+                    cond,
+                    then_block,
+                    else_block,
+                } => {
                     let (mut then_rows, mut else_rows) = (Vec::new(), Vec::new());
                     let condition = &slots[cond.index()];
                     for r in &rows {
                         let taken = match condition {
-                            Slot::Column(c) => matches!(&c.data, autobatch_types::Data::Bool(v) if v[*r as usize]),
+                            Slot::Column(c) => {
+                                matches!(&c.data, autobatch_types::Data::Bool(v) if v[*r as usize])
+                            }
                             Slot::Invariant(value) => {
-                                value.as_ref().map(|t| t.as_scalar()) == Some(autobatch_types::Scalar::Bool(true))
+                                value.as_ref().map(|t| t.as_scalar())
+                                    == Some(autobatch_types::Scalar::Bool(true))
                             }
                         };
                         if taken {
@@ -289,7 +360,11 @@ impl Run<'_> {
                 }
                 Terminator::Return(vars) => {
                     for r in &rows {
-                        results[*r as usize] = Some(vars.iter().map(|v| slots[v.index()].value(*r as usize)).collect());
+                        results[*r as usize] = Some(
+                            vars.iter()
+                                .map(|v| slots[v.index()].value(*r as usize))
+                                .collect(),
+                        );
                     }
                 }
             }

@@ -17,12 +17,16 @@ use std::time::Instant;
 
 use autobatch_ir::{EntityRef, Program};
 use autobatch_kernels::MemberRng;
-use autobatch_passes::stack::{GlobalVar, LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass};
+use autobatch_passes::stack::{
+    GlobalVar, LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass,
+};
 use autobatch_types::{MemberError, Tensor};
 
 use crate::batched::engine::{run_prim, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::storage::{Slot, ValueStack};
-use crate::batched::{check_memory, column_slot, stack_overflow, step_limit, value_bytes, BlockChoice, OpCounter};
+use crate::batched::{
+    check_memory, column_slot, stack_overflow, step_limit, value_bytes, BlockChoice, OpCounter,
+};
 use crate::{Arg, Batch, Env, RunOptions, RunOutput, Stats};
 
 /// Runs `batch` on `lowered` (the explicit-stack form of `program`).
@@ -60,7 +64,9 @@ pub fn run(
         .values()
         .map(|v| {
             (v.class == VarClass::Full).then(|| {
-                let row_len = crate::batched::concrete_shape(&v.ty, &env.symbols).iter().product();
+                let row_len = crate::batched::concrete_shape(&v.ty, &env.symbols)
+                    .iter()
+                    .product();
                 ValueStack::new(v.ty.elem, row_len, members)
             })
         })
@@ -70,11 +76,14 @@ pub fn run(
         match (&mut slots[param.index()], arg) {
             (Slot::Invariant(v), Arg::Shared(value)) => *v = Some(value.clone()),
             (Slot::Column(c), Arg::Shared(value)) => (0..members).for_each(|r| c.set_row(r, value)),
-            (Slot::Column(c), Arg::Batched(values)) => {
-                values.iter().enumerate().for_each(|(r, value)| c.set_row(r, value))
-            }
+            (Slot::Column(c), Arg::Batched(values)) => values
+                .iter()
+                .enumerate()
+                .for_each(|(r, value)| c.set_row(r, value)),
             (Slot::Invariant(_), Arg::Batched(_)) => {
-                return Err("internal error: a batched argument bound to an invariant parameter".into())
+                return Err(
+                    "internal error: a batched argument bound to an invariant parameter".into(),
+                )
             }
         }
     }
@@ -100,16 +109,19 @@ pub fn run(
             b.ops
                 .iter()
                 .map(|op| match op {
-                    LoweredOp::Prim { dst, args, .. } => {
-                        (args.iter().map(|a| a.index()).collect(), dst.map(|d| d.index()))
-                    }
+                    LoweredOp::Prim { dst, args, .. } => (
+                        args.iter().map(|a| a.index()).collect(),
+                        dst.map(|d| d.index()),
+                    ),
                     _ => (Vec::new(), None),
                 })
                 .collect()
         })
         .collect();
 
-    let mut rngs: Vec<MemberRng> = (0..members).map(|m| MemberRng::new(options.seed, m as u64)).collect();
+    let mut rngs: Vec<MemberRng> = (0..members)
+        .map(|m| MemberRng::new(options.seed, m as u64))
+        .collect();
     let mut return_stacks: Vec<Vec<PcBlock>> = vec![Vec::new(); members];
     let mut steps_taken: Vec<u64> = vec![0; members];
     let mut outcomes: Vec<Option<Result<Vec<Tensor>, MemberError>>> = vec![None; members];
@@ -119,19 +131,23 @@ pub fn run(
     if members > 0 {
         nonempty.insert(entry.entry.0);
     }
-    let shared = SharedEnv { statics: &env.statics, symbols: &env.symbols };
+    let shared = SharedEnv {
+        statics: &env.statics,
+        symbols: &env.symbols,
+    };
     let mut steps = 0u64;
     let mut rows: Vec<u32> = Vec::new();
     let mut faults = Vec::new();
     let mut then_rows: Vec<u32> = Vec::new();
     let mut else_rows: Vec<u32> = Vec::new();
 
-    let enqueue = |waiting: &mut Vec<Vec<u32>>, nonempty: &mut BTreeSet<u32>, pc: PcBlock, list: &[u32]| {
-        if !list.is_empty() {
-            waiting[pc.index()].extend_from_slice(list);
-            nonempty.insert(pc.0);
-        }
-    };
+    let enqueue =
+        |waiting: &mut Vec<Vec<u32>>, nonempty: &mut BTreeSet<u32>, pc: PcBlock, list: &[u32]| {
+            if !list.is_empty() {
+                waiting[pc.index()].extend_from_slice(list);
+                nonempty.insert(pc.0);
+            }
+        };
 
     while let Some(pc) = choose(&nonempty, &waiting, choice) {
         nonempty.remove(&pc);
@@ -159,13 +175,28 @@ pub fn run(
             match op {
                 LoweredOp::Prim { prim, loc, .. } => {
                     let (args, dst) = &op_slots[pc as usize][i];
-                    let exec = PrimExecution { prim, args, dst: *dst, rows: &rows, total_rows: members, mode: lanes };
+                    let exec = PrimExecution {
+                        prim,
+                        args,
+                        dst: *dst,
+                        rows: &rows,
+                        total_rows: members,
+                        mode: lanes,
+                    };
                     faults.clear();
-                    run_prim(&exec, &mut slots, &shared, &mut rngs, &|r| r as usize, &mut faults);
+                    run_prim(
+                        &exec,
+                        &mut slots,
+                        &shared,
+                        &mut rngs,
+                        &|r| r as usize,
+                        &mut faults,
+                    );
                     counter.record(op_counters[pc as usize][i], rows.len());
                     if !faults.is_empty() {
                         for (r, fault) in faults.drain(..) {
-                            outcomes[r as usize] = Some(Err(MemberError::new(fault.kind, fault.message, *loc)));
+                            outcomes[r as usize] =
+                                Some(Err(MemberError::new(fault.kind, fault.message, *loc)));
                         }
                         rows.retain(|r| outcomes[*r as usize].is_none());
                     }
@@ -174,10 +205,12 @@ pub fn run(
                     rows.iter().for_each(|r| stack.push(*r as usize, column))
                 }),
                 LoweredOp::Pop(x) => with_stack(&mut slots, &mut stacks, *x, |column, stack| {
-                    rows.iter().for_each(|r| stack.restore(*r as usize, column, true))
+                    rows.iter()
+                        .for_each(|r| stack.restore(*r as usize, column, true))
                 }),
                 LoweredOp::Peek(x) => with_stack(&mut slots, &mut stacks, *x, |column, stack| {
-                    rows.iter().for_each(|r| stack.restore(*r as usize, column, false))
+                    rows.iter()
+                        .for_each(|r| stack.restore(*r as usize, column, false))
                 }),
             }
         }
@@ -186,9 +219,17 @@ pub fn run(
         }
         match &block.term {
             LoweredTerm::Jump(target) => enqueue(&mut waiting, &mut nonempty, *target, &rows),
-            LoweredTerm::Branch { cond, then_block, else_block } => match &slots[cond.index()] {
+            LoweredTerm::Branch {
+                cond,
+                then_block,
+                else_block,
+            } => match &slots[cond.index()] {
                 Slot::Invariant(Some(value)) => {
-                    let target = if value.as_scalar() == autobatch_types::Scalar::Bool(true) { then_block } else { else_block };
+                    let target = if value.as_scalar() == autobatch_types::Scalar::Bool(true) {
+                        then_block
+                    } else {
+                        else_block
+                    };
                     enqueue(&mut waiting, &mut nonempty, *target, &rows);
                 }
                 Slot::Column(column) => {
@@ -207,15 +248,23 @@ pub fn run(
                     enqueue(&mut waiting, &mut nonempty, *then_block, &then_rows);
                     enqueue(&mut waiting, &mut nonempty, *else_block, &else_rows);
                 }
-                Slot::Invariant(None) => return Err("internal error: a branch on an unassigned variable".into()),
+                Slot::Invariant(None) => {
+                    return Err("internal error: a branch on an unassigned variable".into())
+                }
             },
-            LoweredTerm::PushJump { target, return_to, loc, .. } => {
+            LoweredTerm::PushJump {
+                target,
+                return_to,
+                loc,
+                ..
+            } => {
                 then_rows.clear();
                 for r in &rows {
                     let stack = &mut return_stacks[*r as usize];
                     // Depth is the entry activation plus one per pending return.
                     if stack.len() + 2 > options.max_stack_depth {
-                        outcomes[*r as usize] = Some(Err(stack_overflow(options.max_stack_depth, *loc)));
+                        outcomes[*r as usize] =
+                            Some(Err(stack_overflow(options.max_stack_depth, *loc)));
                     } else {
                         stack.push(*return_to);
                         then_rows.push(*r);
@@ -228,8 +277,11 @@ pub fn run(
                     match return_stacks[*r as usize].pop() {
                         Some(to) => enqueue(&mut waiting, &mut nonempty, to, &[*r]),
                         None => {
-                            let results =
-                                entry.results.iter().map(|x| slots[x.index()].value(*r as usize)).collect();
+                            let results = entry
+                                .results
+                                .iter()
+                                .map(|x| slots[x.index()].value(*r as usize))
+                                .collect();
                             outcomes[*r as usize] = Some(Ok(results));
                         }
                     }
@@ -241,9 +293,19 @@ pub fn run(
     let (op_counts, lane_utilization) = counter.finish(members);
     let results = outcomes
         .into_iter()
-        .map(|o| o.unwrap_or_else(|| panic!("internal error: a member neither finished nor failed")))
+        .map(|o| {
+            o.unwrap_or_else(|| panic!("internal error: a member neither finished nor failed"))
+        })
         .collect();
-    Ok(RunOutput { results, stats: Stats { steps, lane_utilization, op_counts, wall_seconds } })
+    Ok(RunOutput {
+        results,
+        stats: Stats {
+            steps,
+            lane_utilization,
+            op_counts,
+            wall_seconds,
+        },
+    })
 }
 
 fn choose(nonempty: &BTreeSet<u32>, waiting: &[Vec<u32>], choice: BlockChoice) -> Option<u32> {
@@ -271,6 +333,8 @@ fn with_stack(
     let Slot::Column(column) = &mut slots[x.index()] else {
         panic!("internal error: stack operation on an invariant variable")
     };
-    let Some(stack) = stacks[x.index()].as_mut() else { panic!("internal error: {x} has no stack") };
+    let Some(stack) = stacks[x.index()].as_mut() else {
+        panic!("internal error: {x} has no stack")
+    };
     f(column, stack);
 }

@@ -1,2 +1,424 @@
-//! (being written)
-use crate::*; pub fn run(_p: &Program, _e: &Env, _b: &Batch, _o: &RunOptions) -> RunOutput { unimplemented!() }
+//! The reference executor: the definition of what every member computes.
+//!
+//! It runs the members one at a time, in member order, each alone from its
+//! entry block to its result or its first error, executing the operations in
+//! the order of the source. Every other strategy must agree with it on every
+//! member's results and errors.
+//!
+//! The rules it defines for all strategies:
+//!
+//! - **Steps.** A member executes one step each time it enters a basic block,
+//!   the entry block of every call included. A member that is about to enter a
+//!   block after `max_steps` steps stops with `step_limit` at that block's loc.
+//! - **Stack depth.** The entry function's activation is depth 1. A call that
+//!   would make the depth exceed `max_stack_depth` stops the member with
+//!   `stack_overflow` at the call (with a limit of 0, the entry itself
+//!   overflows, at the entry function's loc). The depth check comes before
+//!   the step check of the callee's entry block.
+//! - **Faults.** A primitive that faults stops the member with the fault's
+//!   kind and message at the operation's loc.
+//! - **Counts.** An operation counts as executed by a member when the member
+//!   reaches it, even if it then faults.
+//!
+//! Calls do not use host recursion: each member has an explicit stack of
+//! frames, so a deep recursion in a program cannot overflow the host stack.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Prim, Program, Terminator, Var};
+use autobatch_kernels::{eval, layout, Fault, MemberRng, PrimContext};
+use autobatch_types::{Data, ErrorKind, Loc, MemberError, Tensor};
+
+use crate::liveness::{last_reads, LastReads};
+use crate::{Batch, Env, OpCount, RunOptions, RunOutput, Stats};
+
+/// Runs every member of `batch` alone, in member order.
+pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) -> RunOutput {
+    let plan = Plan::new(program);
+    let entry = match program.functions.get(batch.entry) {
+        Some(f) => f,
+        None => panic!(
+            "internal error: the entry function {} does not exist",
+            batch.entry
+        ),
+    };
+    if batch.args.len() != entry.params.len() {
+        panic!(
+            "internal error: {} arguments for the {} parameters of {}",
+            batch.args.len(),
+            entry.params.len(),
+            entry.name
+        );
+    }
+
+    let mut counters = Counters {
+        executions: vec![0; plan.op_keys.len()],
+        steps: 0,
+    };
+    let started = Instant::now();
+    let results = (0..batch.size)
+        .map(|member| {
+            let mut run = MemberRun {
+                program,
+                plan: &plan,
+                options,
+                counters: &mut counters,
+                steps: 0,
+            };
+            let outcome = run.run(env, batch, member);
+            let steps = run.steps;
+            counters.steps += steps;
+            outcome
+        })
+        .collect();
+    let wall_seconds = started.elapsed().as_secs_f64();
+
+    RunOutput {
+        results,
+        stats: plan.stats(&counters, batch.size, wall_seconds),
+    }
+}
+
+/// What the executor precomputes once per program: where each user
+/// operation is counted, and which reads may move their value.
+struct Plan {
+    /// Per function, per block, per op: the slot in `op_keys` of a user primitive.
+    count_slots: Vec<Vec<Vec<Option<usize>>>>,
+    /// The distinct (name, loc) of the user primitives; ops with the same
+    /// name and loc (copies of a const-generic function) share one slot.
+    op_keys: Vec<(&'static str, Loc)>,
+    last_reads: Vec<LastReads>,
+}
+
+impl Plan {
+    fn new(program: &Program) -> Plan {
+        let mut slot_of_key: HashMap<(&'static str, Loc), usize> = HashMap::new();
+        let mut op_keys = Vec::new();
+        let mut count_slots = Vec::with_capacity(program.functions.len());
+        for function in program.functions.values() {
+            let mut per_block = Vec::with_capacity(function.blocks.len());
+            for block in function.blocks.values() {
+                let slots = block
+                    .ops
+                    .iter()
+                    .map(|op| match op {
+                        Op::Prim { prim, loc, .. } if !prim.is_bookkeeping() => {
+                            let key = (prim.name(), *loc);
+                            Some(*slot_of_key.entry(key).or_insert_with(|| {
+                                op_keys.push(key);
+                                op_keys.len() - 1
+                            }))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                per_block.push(slots);
+            }
+            count_slots.push(per_block);
+        }
+        let last_reads = program.functions.values().map(last_reads).collect();
+        Plan {
+            count_slots,
+            op_keys,
+            last_reads,
+        }
+    }
+
+    fn stats(&self, counters: &Counters, batch_size: usize, wall_seconds: f64) -> Stats {
+        let mut op_counts: Vec<OpCount> = self
+            .op_keys
+            .iter()
+            .zip(&counters.executions)
+            .map(|(&(op, loc), &executions)| OpCount {
+                op,
+                loc,
+                executions,
+                // One member at a time: every execution has exactly one active lane.
+                active_lanes: executions,
+            })
+            .collect();
+        op_counts.sort_by(|a, b| {
+            (a.loc.line, a.loc.column, a.op).cmp(&(b.loc.line, b.loc.column, b.op))
+        });
+        let active: u64 = op_counts.iter().map(|c| c.active_lanes).sum();
+        let lanes_offered: f64 = op_counts
+            .iter()
+            .map(|c| c.executions as f64 * batch_size as f64)
+            .sum();
+        let lane_utilization = if lanes_offered > 0.0 {
+            active as f64 / lanes_offered
+        } else {
+            0.0
+        };
+        Stats {
+            steps: counters.steps,
+            lane_utilization,
+            op_counts,
+            wall_seconds,
+        }
+    }
+}
+
+/// Figures summed over all members.
+struct Counters {
+    /// Indexed like `Plan::op_keys`.
+    executions: Vec<u64>,
+    steps: u64,
+}
+
+/// One activation of a function.
+struct Frame {
+    function: FuncId,
+    block: Block,
+    /// The next operation of `block` to execute; past the end, the terminator.
+    next_op: usize,
+    /// The value of each variable of `function`; `None` before its first
+    /// assignment and after its value was moved out by a last read.
+    vars: Vec<Option<Tensor>>,
+}
+
+/// The execution of one member.
+struct MemberRun<'a> {
+    program: &'a Program,
+    plan: &'a Plan,
+    options: &'a RunOptions,
+    counters: &'a mut Counters,
+    /// Blocks this member has entered.
+    steps: u64,
+}
+
+impl MemberRun<'_> {
+    fn run(&mut self, env: &Env, batch: &Batch, member: usize) -> Result<Vec<Tensor>, MemberError> {
+        let program = self.program;
+        let plan = self.plan;
+        let entry = &program.functions[batch.entry];
+        if self.options.max_stack_depth == 0 {
+            return Err(stack_overflow(self.options.max_stack_depth, entry.loc));
+        }
+        let mut vars = vec![None; entry.vars.len()];
+        for (param, arg) in entry.params.iter().zip(&batch.args) {
+            vars[param.index()] = Some(arg.for_member(member).clone());
+        }
+        self.enter_block(entry, Function::ENTRY)?;
+        let mut stack = vec![Frame {
+            function: batch.entry,
+            block: Function::ENTRY,
+            next_op: 0,
+            vars,
+        }];
+        let mut rng = MemberRng::new(self.options.seed, member as u64);
+        let mut ctx = PrimContext {
+            statics: &env.statics,
+            symbols: &env.symbols,
+            rng: &mut rng,
+        };
+
+        loop {
+            let depth = stack.len();
+            let Some(frame) = stack.last_mut() else {
+                unreachable!("the loop returns when the stack empties")
+            };
+            let function = &program.functions[frame.function];
+            let block = &function.blocks[frame.block];
+            let op_index = frame.next_op;
+
+            if let Some(op) = block.ops.get(op_index) {
+                frame.next_op += 1;
+                let last_reads =
+                    &plan.last_reads[frame.function.index()].ops[frame.block.index()][op_index];
+                match op {
+                    Op::Prim {
+                        dst,
+                        prim,
+                        args,
+                        loc,
+                    } => {
+                        if let Some(slot) =
+                            plan.count_slots[frame.function.index()][frame.block.index()][op_index]
+                        {
+                            self.counters.executions[slot] += 1;
+                        }
+                        let value = eval_prim(&mut frame.vars, prim, args, last_reads, &mut ctx)
+                            .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
+                        match (dst, value) {
+                            (Some(dst), Some(value)) => frame.vars[dst.index()] = Some(value),
+                            (None, None) => {}
+                            (dst, value) => panic!(
+                                "internal error: {} wrote {} result(s) into {} variable(s)",
+                                prim.name(),
+                                usize::from(value.is_some()),
+                                usize::from(dst.is_some())
+                            ),
+                        }
+                    }
+                    Op::Call {
+                        callee, args, loc, ..
+                    } => {
+                        if depth >= self.options.max_stack_depth {
+                            return Err(stack_overflow(self.options.max_stack_depth, *loc));
+                        }
+                        let callee_function = &program.functions[*callee];
+                        let mut callee_vars = vec![None; callee_function.vars.len()];
+                        for (position, (arg, param)) in
+                            args.iter().zip(&callee_function.params).enumerate()
+                        {
+                            callee_vars[param.index()] =
+                                Some(read_value(&mut frame.vars, *arg, last_reads[position]));
+                        }
+                        self.enter_block(callee_function, Function::ENTRY)?;
+                        stack.push(Frame {
+                            function: *callee,
+                            block: Function::ENTRY,
+                            next_op: 0,
+                            vars: callee_vars,
+                        });
+                    }
+                }
+                continue;
+            }
+
+            match &block.term {
+                Terminator::Jump(target) => {
+                    self.enter_block(function, *target)?;
+                    frame.block = *target;
+                    frame.next_op = 0;
+                }
+                Terminator::Branch {
+                    cond,
+                    then_block,
+                    else_block,
+                } => {
+                    let target = if read_bool(&frame.vars, *cond) {
+                        *then_block
+                    } else {
+                        *else_block
+                    };
+                    self.enter_block(function, target)?;
+                    frame.block = target;
+                    frame.next_op = 0;
+                }
+                Terminator::Return(returned) => {
+                    let moves =
+                        &plan.last_reads[frame.function.index()].returns[frame.block.index()];
+                    let values: Vec<Tensor> = returned
+                        .iter()
+                        .zip(moves)
+                        .map(|(v, &last)| read_value(&mut frame.vars, *v, last))
+                        .collect();
+                    stack.pop();
+                    let Some(caller) = stack.last_mut() else {
+                        return Ok(values);
+                    };
+                    let caller_function = &program.functions[caller.function];
+                    let Some(Op::Call { dsts, .. }) = caller_function.blocks[caller.block]
+                        .ops
+                        .get(caller.next_op - 1)
+                    else {
+                        panic!(
+                            "internal error: a frame returned to an operation that is not a call"
+                        );
+                    };
+                    for (dst, value) in dsts.iter().zip(values) {
+                        caller.vars[dst.index()] = Some(value);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Counts the step of entering `block`, or stops the member if it has
+    /// used up its steps.
+    fn enter_block(&mut self, function: &Function, block: Block) -> Result<(), MemberError> {
+        if self.steps >= self.options.max_steps {
+            return Err(MemberError::new(
+                ErrorKind::StepLimit,
+                format!(
+                    "the member exceeded the limit of {} steps (--max-steps)",
+                    self.options.max_steps
+                ),
+                function.blocks[block].loc,
+            ));
+        }
+        self.steps += 1;
+        Ok(())
+    }
+}
+
+fn stack_overflow(limit: usize, loc: Loc) -> MemberError {
+    MemberError::new(
+        ErrorKind::StackOverflow,
+        format!("stack depth exceeded the limit of {limit} (--max-stack-depth)"),
+        loc,
+    )
+}
+
+/// Evaluates one primitive on the current values of `args`. A copy whose
+/// operand is read for the last time moves it, and an `index_set` whose
+/// array is read for the last time updates it in place instead of copying.
+fn eval_prim(
+    vars: &mut [Option<Tensor>],
+    prim: &Prim,
+    args: &[Var],
+    last_reads: &[bool],
+    ctx: &mut PrimContext<'_>,
+) -> Result<Option<Tensor>, Fault> {
+    match prim {
+        Prim::Copy if last_reads[0] => return Ok(Some(take(vars, args[0]))),
+        Prim::IndexSet if last_reads[0] => {
+            let mut array = take(vars, args[0]);
+            layout::index_set_in_place(&mut array, borrow(vars, args[1]), borrow(vars, args[2]))?;
+            return Ok(Some(array));
+        }
+        _ => {}
+    }
+    // Fixed-size operand lists for the common arities avoid an allocation per operation.
+    match *args {
+        [] => eval(prim, &[], ctx),
+        [a] => eval(prim, &[borrow(vars, a)], ctx),
+        [a, b] => eval(prim, &[borrow(vars, a), borrow(vars, b)], ctx),
+        [a, b, c] => eval(
+            prim,
+            &[borrow(vars, a), borrow(vars, b), borrow(vars, c)],
+            ctx,
+        ),
+        _ => {
+            let operands: Vec<&Tensor> = args.iter().map(|v| borrow(vars, *v)).collect();
+            eval(prim, &operands, ctx)
+        }
+    }
+}
+
+fn borrow(vars: &[Option<Tensor>], v: Var) -> &Tensor {
+    match &vars[v.index()] {
+        Some(value) => value,
+        None => panic!("internal error: {v} is read before it is assigned"),
+    }
+}
+
+fn take(vars: &mut [Option<Tensor>], v: Var) -> Tensor {
+    match vars[v.index()].take() {
+        Some(value) => value,
+        None => panic!("internal error: {v} is read before it is assigned"),
+    }
+}
+
+/// The value of `v`, moved out if this is its last read, else cloned.
+fn read_value(vars: &mut [Option<Tensor>], v: Var, last_read: bool) -> Tensor {
+    if last_read {
+        take(vars, v)
+    } else {
+        borrow(vars, v).clone()
+    }
+}
+
+fn read_bool(vars: &[Option<Tensor>], v: Var) -> bool {
+    match &borrow(vars, v).data {
+        Data::Bool(values) if values.len() == 1 => values[0],
+        other => panic!(
+            "internal error: the branch condition {v} holds {} values of {}",
+            other.len(),
+            other.ty()
+        ),
+    }
+}

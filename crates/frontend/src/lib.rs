@@ -1,1 +1,88 @@
-//! (being written)
+//! The front end of autobatch: parses a program (Rust syntax, with `syn`),
+//! resolves names, infers and checks types and array shapes, and returns the
+//! checked program as [`hir::Module`] or a list of [`Diagnostic`]s.
+//!
+//! Architecture Invariant: this crate knows nothing about the IR, about
+//! execution or about batching. It describes what the user wrote, checked;
+//! the `lower` crate turns that into IR.
+//!
+//! Pipeline: [`guard`] bounds the nesting of the token stream so that `syn`
+//! cannot exhaust the stack; `syn::parse_file` parses; [`items`] collects
+//! items, evaluates constants, collects symbolic dimensions and resolves
+//! signatures; [`body`] checks each function body into HIR.
+
+pub mod hir;
+
+mod body;
+mod diagnostic;
+mod guard;
+mod items;
+mod location;
+
+pub use diagnostic::Diagnostic;
+
+use autobatch_types::Loc;
+
+/// Stack size of the thread that compiles (deeply nested input recurses deeply).
+pub const COMPILER_STACK_BYTES: usize = 256 * 1024 * 1024;
+
+/// Parses and checks a program: names, types, shapes, mutability, control flow.
+/// Runs on a thread with a large stack; never panics.
+pub fn check(source: &str) -> Result<hir::Module, Vec<Diagnostic>> {
+    let source = source.to_string();
+    match run_with_big_stack(move || check_on_this_thread(&source)) {
+        Ok(result) => result,
+        Err(d) => Err(vec![d]),
+    }
+}
+
+/// [`check`] on the calling thread, which must have a large stack
+/// ([`COMPILER_STACK_BYTES`]); used by the lowering, which runs both stages on
+/// one big-stack thread.
+pub fn check_on_this_thread(source: &str) -> Result<hir::Module, Vec<Diagnostic>> {
+    // `syn` skips a byte order mark and a `#!` line; the guard must see the same tokens.
+    let mut guarded: String = source
+        .strip_prefix('\u{feff}')
+        .unwrap_or(source)
+        .to_string();
+    if guarded.starts_with("#!") && !guarded.starts_with("#![") {
+        let first_line_len = guarded.find('\n').unwrap_or(guarded.len());
+        guarded.replace_range(..first_line_len, &" ".repeat(first_line_len));
+    }
+    if let Ok(tokens) = guarded.parse::<proc_macro2::TokenStream>() {
+        guard::check_nesting(tokens).map_err(|d| vec![d])?;
+    }
+    let file = syn::parse_file(source).map_err(|e| vec![syntax_error(&e)])?;
+    items::check_file(source, &file)
+}
+
+fn syntax_error(e: &syn::Error) -> Diagnostic {
+    let span = e.span();
+    let (loc, end) = (location::start_of(span), location::end_of(span));
+    Diagnostic::new(format!("syntax error: {e}"), loc, end, e.to_string())
+}
+
+/// Runs `work` on a fresh thread with a [`COMPILER_STACK_BYTES`] stack. A
+/// panic (a compiler bug) becomes an "internal compiler error" diagnostic
+/// instead of crashing the caller.
+pub fn run_with_big_stack<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Diagnostic> {
+    let internal = |what: &str| {
+        Diagnostic::new(
+            format!("internal compiler error: {what}"),
+            Loc::new(1, 1),
+            Loc::new(1, 2),
+            "the compiler failed here",
+        )
+        .with_note(
+            "this is a bug in autobatch, not in your program; please report it with the program",
+        )
+    };
+    let handle = std::thread::Builder::new()
+        .name("autobatch-compiler".into())
+        .stack_size(COMPILER_STACK_BYTES)
+        .spawn(work)
+        .map_err(|_| internal("could not start the compiler thread"))?;
+    handle.join().map_err(|_| internal("the compiler crashed"))
+}

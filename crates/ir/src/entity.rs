@@ -56,7 +56,10 @@ impl<K: EntityRef, V: std::fmt::Debug> std::fmt::Debug for EntityVec<K, V> {
 
 impl<K: EntityRef, V> Default for EntityVec<K, V> {
     fn default() -> Self {
-        EntityVec { items: Vec::new(), _key: PhantomData }
+        EntityVec {
+            items: Vec::new(),
+            _key: PhantomData,
+        }
     }
 }
 
@@ -94,7 +97,10 @@ impl<K: EntityRef, V> EntityVec<K, V> {
         self.items.iter().enumerate().map(|(i, v)| (K::new(i), v))
     }
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (K, &mut V)> {
-        self.items.iter_mut().enumerate().map(|(i, v)| (K::new(i), v))
+        self.items
+            .iter_mut()
+            .enumerate()
+            .map(|(i, v)| (K::new(i), v))
     }
 }
 
@@ -113,6 +119,9 @@ impl<K: EntityRef, V> IndexMut<K> for EntityVec<K, V> {
 
 impl<K: EntityRef, V> FromIterator<V> for EntityVec<K, V> {
     fn from_iter<I: IntoIterator<Item = V>>(iter: I) -> Self {
-        EntityVec { items: iter.into_iter().collect(), _key: PhantomData }
+        EntityVec {
+            items: iter.into_iter().collect(),
+            _key: PhantomData,
+        }
     }
 }

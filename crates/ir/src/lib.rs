@@ -57,10 +57,16 @@ pub struct Program {
 
 impl Program {
     pub fn function_by_name(&self, name: &str) -> Option<FuncId> {
-        self.functions.iter().find(|(_, f)| f.name == name).map(|(id, _)| id)
+        self.functions
+            .iter()
+            .find(|(_, f)| f.name == name)
+            .map(|(id, _)| id)
     }
     pub fn symbol_name(&self, s: SymbolId) -> String {
-        self.symbols.get(s.0 as usize).cloned().unwrap_or_else(|| format!("sym{}", s.0))
+        self.symbols
+            .get(s.0 as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("sym{}", s.0))
     }
     /// A tensor type in source syntax, with symbolic dimensions by name.
     pub fn type_name(&self, t: &TensorType) -> String {
@@ -135,9 +141,19 @@ pub struct BlockData {
 #[derive(Clone, Debug)]
 pub enum Op {
     /// `dst = prim(args)`; `dst` is `None` only for primitives without result (`assert`).
-    Prim { dst: Option<Var>, prim: Prim, args: Vec<Var>, loc: Loc },
+    Prim {
+        dst: Option<Var>,
+        prim: Prim,
+        args: Vec<Var>,
+        loc: Loc,
+    },
     /// `dsts = callee(args)`, flattened on both sides.
-    Call { dsts: Vec<Var>, callee: FuncId, args: Vec<Var>, loc: Loc },
+    Call {
+        dsts: Vec<Var>,
+        callee: FuncId,
+        args: Vec<Var>,
+        loc: Loc,
+    },
 }
 
 impl Op {
@@ -166,7 +182,11 @@ impl Op {
 pub enum Terminator {
     Jump(Block),
     /// Go to `then_block` if `cond` (a `bool` scalar) is true, else to `else_block`.
-    Branch { cond: Var, then_block: Block, else_block: Block },
+    Branch {
+        cond: Var,
+        then_block: Block,
+        else_block: Block,
+    },
     Return(Vec<Var>),
 }
 
@@ -174,7 +194,11 @@ impl Terminator {
     pub fn successors(&self) -> Vec<Block> {
         match self {
             Terminator::Jump(b) => vec![*b],
-            Terminator::Branch { then_block, else_block, .. } => vec![*then_block, *else_block],
+            Terminator::Branch {
+                then_block,
+                else_block,
+                ..
+            } => vec![*then_block, *else_block],
             Terminator::Return(_) => vec![],
         }
     }

@@ -146,7 +146,9 @@ pub enum Prim {
     /// `(x)`: draws from N(0, 1) shaped like `x` (its float type, or `f64`).
     NormalLike,
     /// `(cond: bool)`, no result: faults with `assertion_failed` and `message` if `cond` is false.
-    Assert { message: String },
+    Assert {
+        message: String,
+    },
 }
 
 impl Prim {
@@ -244,7 +246,10 @@ impl Prim {
     /// (constants, copies, loads) rather than an operation the user wrote.
     /// Only user operations appear in `op_counts`.
     pub fn is_bookkeeping(&self) -> bool {
-        matches!(self, Prim::Const(_) | Prim::Copy | Prim::LoadStatic(_) | Prim::SymbolValue(_))
+        matches!(
+            self,
+            Prim::Const(_) | Prim::Copy | Prim::LoadStatic(_) | Prim::SymbolValue(_)
+        )
     }
 
     /// Whether the primitive draws from the member's random stream.
@@ -259,7 +264,10 @@ impl Prim {
     pub fn can_fault(&self) -> bool {
         matches!(
             self,
-            Prim::Binary(BinaryOp::Div | BinaryOp::Rem) | Prim::Index | Prim::IndexSet | Prim::Assert { .. }
+            Prim::Binary(BinaryOp::Div | BinaryOp::Rem)
+                | Prim::Index
+                | Prim::IndexSet
+                | Prim::Assert { .. }
         )
     }
 
@@ -276,7 +284,12 @@ impl Prim {
             if args.len() == n {
                 Ok(())
             } else {
-                Err(format!("{} takes {} operand(s), got {}", self.name(), n, args.len()))
+                Err(format!(
+                    "{} takes {} operand(s), got {}",
+                    self.name(),
+                    n,
+                    args.len()
+                ))
             }
         };
         let scalar = |t: S| Ok(Some(TensorType::scalar(t)));
@@ -291,21 +304,36 @@ impl Prim {
             if t.dims.len() == r {
                 Ok(())
             } else {
-                Err(format!("{} needs a {}-D operand, got {} dims", self.name(), r, t.dims.len()))
+                Err(format!(
+                    "{} needs a {}-D operand, got {} dims",
+                    self.name(),
+                    r,
+                    t.dims.len()
+                ))
             }
         };
         let same_elem = |a: &TensorType, b: &TensorType| -> Result<(), String> {
             if a.elem == b.elem {
                 Ok(())
             } else {
-                Err(format!("{}: operand types {} and {} differ", self.name(), a.elem, b.elem))
+                Err(format!(
+                    "{}: operand types {} and {} differ",
+                    self.name(),
+                    a.elem,
+                    b.elem
+                ))
             }
         };
         let same_dim = |a: Dim, b: Dim| -> Result<(), String> {
             if a == b {
                 Ok(())
             } else {
-                Err(format!("{}: lengths {:?} and {:?} differ", self.name(), a, b))
+                Err(format!(
+                    "{}: lengths {:?} and {:?} differ",
+                    self.name(),
+                    a,
+                    b
+                ))
             }
         };
         match self {
@@ -319,7 +347,9 @@ impl Prim {
             }
             Prim::LoadStatic(id) => {
                 arity(0)?;
-                static_type(*id).map(Some).ok_or_else(|| format!("no static {id}"))
+                static_type(*id)
+                    .map(Some)
+                    .ok_or_else(|| format!("no static {id}"))
             }
             Prim::SymbolValue(_) => {
                 arity(0)?;
@@ -350,7 +380,10 @@ impl Prim {
                     }
                     U::IsNan | U::IsFinite => {
                         need_float(t)?;
-                        Ok(Some(TensorType { elem: S::Bool, dims: t.dims.clone() }))
+                        Ok(Some(TensorType {
+                            elem: S::Bool,
+                            dims: t.dims.clone(),
+                        }))
                     }
                     _ => {
                         need_float(t)?;
@@ -371,7 +404,10 @@ impl Prim {
                         return Ok(Some(a.clone()));
                     }
                     B::Pow | B::Shl | B::Shr => {
-                        if !a.elem.is_integer() || !b.elem.is_integer() || !b.is_scalar() && b.dims != a.dims {
+                        if !a.elem.is_integer()
+                            || !b.elem.is_integer()
+                            || !b.is_scalar() && b.dims != a.dims
+                        {
                             return Err(format!("{} needs integers", self.name()));
                         }
                         return Ok(Some(a.clone()));
@@ -383,7 +419,9 @@ impl Prim {
                     B::BitAnd | B::BitOr | B::BitXor if a.elem.is_float() => {
                         return Err(format!("{} needs bool or integers", self.name()))
                     }
-                    B::Add | B::Sub | B::Mul | B::Div | B::Rem | B::Max | B::Min if !a.elem.is_numeric() => {
+                    B::Add | B::Sub | B::Mul | B::Div | B::Rem | B::Max | B::Min
+                        if !a.elem.is_numeric() =>
+                    {
                         return Err(format!("{} needs numbers", self.name()))
                     }
                     B::Powf if !a.elem.is_float() => return Err("powf needs floats".into()),
@@ -407,13 +445,18 @@ impl Prim {
             }
             Prim::Cast(to) => {
                 arity(1)?;
-                Ok(Some(TensorType { elem: *to, dims: args[0].dims.clone() }))
+                Ok(Some(TensorType {
+                    elem: *to,
+                    dims: args[0].dims.clone(),
+                }))
             }
             Prim::Select => {
                 arity(3)?;
                 let (c, a, b) = (args[0], args[1], args[2]);
                 if c.elem != S::Bool || !(c.is_scalar() || c.dims == a.dims) {
-                    return Err("select needs a bool condition (scalar or of the operands' shape)".into());
+                    return Err(
+                        "select needs a bool condition (scalar or of the operands' shape)".into(),
+                    );
                 }
                 if a != b {
                     return Err("select: the two alternatives have different types".into());
@@ -424,7 +467,10 @@ impl Prim {
                 arity(1)?;
                 let mut dims = vec![*d];
                 dims.extend(args[0].dims.iter().copied());
-                Ok(Some(TensorType { elem: args[0].elem, dims }))
+                Ok(Some(TensorType {
+                    elem: args[0].elem,
+                    dims,
+                }))
             }
             Prim::Stack => {
                 if args.is_empty() {
@@ -435,7 +481,10 @@ impl Prim {
                 }
                 let mut dims = vec![Dim::Fixed(args.len() as u64)];
                 dims.extend(args[0].dims.iter().copied());
-                Ok(Some(TensorType { elem: args[0].elem, dims }))
+                Ok(Some(TensorType {
+                    elem: args[0].elem,
+                    dims,
+                }))
             }
             Prim::Index => {
                 arity(2)?;
@@ -443,7 +492,10 @@ impl Prim {
                 if a.is_scalar() || !i.elem.is_integer() || !i.is_scalar() {
                     return Err("index needs an array and an integer scalar".into());
                 }
-                Ok(Some(TensorType { elem: a.elem, dims: a.dims[1..].to_vec() }))
+                Ok(Some(TensorType {
+                    elem: a.elem,
+                    dims: a.dims[1..].to_vec(),
+                }))
             }
             Prim::IndexSet => {
                 arity(3)?;
@@ -470,7 +522,10 @@ impl Prim {
                 need_rank(args[1], 1)?;
                 same_elem(args[0], args[1])?;
                 same_dim(args[0].dims[1], args[1].dims[0])?;
-                Ok(Some(TensorType { elem: args[0].elem, dims: vec![args[0].dims[0]] }))
+                Ok(Some(TensorType {
+                    elem: args[0].elem,
+                    dims: vec![args[0].dims[0]],
+                }))
             }
             Prim::Vecmat => {
                 arity(2)?;
@@ -478,7 +533,10 @@ impl Prim {
                 need_rank(args[1], 2)?;
                 same_elem(args[0], args[1])?;
                 same_dim(args[0].dims[0], args[1].dims[0])?;
-                Ok(Some(TensorType { elem: args[0].elem, dims: vec![args[1].dims[1]] }))
+                Ok(Some(TensorType {
+                    elem: args[0].elem,
+                    dims: vec![args[1].dims[1]],
+                }))
             }
             Prim::Matmul => {
                 arity(2)?;
@@ -486,19 +544,28 @@ impl Prim {
                 need_rank(args[1], 2)?;
                 same_elem(args[0], args[1])?;
                 same_dim(args[0].dims[1], args[1].dims[0])?;
-                Ok(Some(TensorType { elem: args[0].elem, dims: vec![args[0].dims[0], args[1].dims[1]] }))
+                Ok(Some(TensorType {
+                    elem: args[0].elem,
+                    dims: vec![args[0].dims[0], args[1].dims[1]],
+                }))
             }
             Prim::Transpose => {
                 arity(1)?;
                 need_rank(args[0], 2)?;
-                Ok(Some(TensorType { elem: args[0].elem, dims: vec![args[0].dims[1], args[0].dims[0]] }))
+                Ok(Some(TensorType {
+                    elem: args[0].elem,
+                    dims: vec![args[0].dims[1], args[0].dims[0]],
+                }))
             }
             Prim::Outer => {
                 arity(2)?;
                 need_rank(args[0], 1)?;
                 need_rank(args[1], 1)?;
                 same_elem(args[0], args[1])?;
-                Ok(Some(TensorType { elem: args[0].elem, dims: vec![args[0].dims[0], args[1].dims[0]] }))
+                Ok(Some(TensorType {
+                    elem: args[0].elem,
+                    dims: vec![args[0].dims[0], args[1].dims[0]],
+                }))
             }
             Prim::Reduce(op) => {
                 arity(1)?;
@@ -536,8 +603,15 @@ impl Prim {
             }
             Prim::UniformLike | Prim::NormalLike => {
                 arity(1)?;
-                let elem = if args[0].elem.is_float() { args[0].elem } else { S::F64 };
-                Ok(Some(TensorType { elem, dims: args[0].dims.clone() }))
+                let elem = if args[0].elem.is_float() {
+                    args[0].elem
+                } else {
+                    S::F64
+                };
+                Ok(Some(TensorType {
+                    elem,
+                    dims: args[0].dims.clone(),
+                }))
             }
             Prim::Assert { .. } => {
                 arity(1)?;

@@ -26,20 +26,7 @@ pub fn program_to_string(program: &Program) -> String {
 }
 
 pub fn write_program(out: &mut impl Write, program: &Program) -> fmt::Result {
-    let ty = |t: &TensorType| program.type_name(t);
-    if !program.symbols.is_empty() {
-        write!(out, "symbols:")?;
-        for (i, s) in program.symbols.iter().enumerate() {
-            write!(out, " sym{i}={s}")?;
-        }
-        writeln!(out)?;
-    }
-    for (id, s) in program.statics.iter() {
-        writeln!(out, "static {id} {}: {}  @{}", s.name, ty(&s.ty), s.loc)?;
-    }
-    if !program.symbols.is_empty() || !program.statics.is_empty() {
-        writeln!(out)?;
-    }
+    write_header(out, program)?;
     for (i, (id, f)) in program.functions.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;
@@ -49,16 +36,60 @@ pub fn write_program(out: &mut impl Write, program: &Program) -> fmt::Result {
     Ok(())
 }
 
-pub fn write_function(out: &mut impl Write, program: &Program, id: crate::FuncId, f: &Function) -> fmt::Result {
+/// The symbols and statics, then a blank line if there were any.
+pub fn write_header(out: &mut impl Write, program: &Program) -> fmt::Result {
+    if !program.symbols.is_empty() {
+        write!(out, "symbols:")?;
+        for (i, s) in program.symbols.iter().enumerate() {
+            write!(out, " sym{i}={s}")?;
+        }
+        writeln!(out)?;
+    }
+    for (id, s) in program.statics.iter() {
+        writeln!(
+            out,
+            "static {id} {}: {}  @{}",
+            s.name,
+            program.type_name(&s.ty),
+            s.loc
+        )?;
+    }
+    if !program.symbols.is_empty() || !program.statics.is_empty() {
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+pub fn write_function(
+    out: &mut impl Write,
+    program: &Program,
+    id: crate::FuncId,
+    f: &Function,
+) -> fmt::Result {
     let ty = |t: &TensorType| program.type_name(t);
     let var = |v: crate::Var| match &f.vars.get(v).and_then(|d| d.name.clone()) {
         Some(n) => format!("{v} {n}"),
         None => format!("{v}"),
     };
-    let params: Vec<String> = f.params.iter().map(|p| format!("{}: {}", var(*p), ty(&f.vars[*p].ty))).collect();
+    let params: Vec<String> = f
+        .params
+        .iter()
+        .map(|p| format!("{}: {}", var(*p), ty(&f.vars[*p].ty)))
+        .collect();
     let results: Vec<String> = f.results.iter().map(ty).collect();
-    writeln!(out, "fn {id} {}({}) -> ({})  @{}", f.name, params.join(", "), results.join(", "), f.loc)?;
-    let vars: Vec<String> = f.vars.iter().map(|(v, d)| format!("{}: {}", var(v), ty(&d.ty))).collect();
+    writeln!(
+        out,
+        "fn {id} {}({}) -> ({})  @{}",
+        f.name,
+        params.join(", "),
+        results.join(", "),
+        f.loc
+    )?;
+    let vars: Vec<String> = f
+        .vars
+        .iter()
+        .map(|(v, d)| format!("{}: {}", var(v), ty(&d.ty)))
+        .collect();
     writeln!(out, "  vars: {}", vars.join(", "))?;
     for (b, block) in f.blocks.iter() {
         writeln!(out, "{b}:  @{}", block.loc)?;
@@ -75,12 +106,20 @@ pub fn write_function(out: &mut impl Write, program: &Program, id: crate::FuncId
 }
 
 fn list(vars: &[crate::Var]) -> String {
-    vars.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
+    vars.iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub fn write_op(out: &mut impl Write, program: &Program, op: &Op) -> fmt::Result {
     match op {
-        Op::Prim { dst, prim, args, loc } => {
+        Op::Prim {
+            dst,
+            prim,
+            args,
+            loc,
+        } => {
             if let Some(d) = dst {
                 write!(out, "{d} = ")?;
             }
@@ -95,11 +134,20 @@ pub fn write_op(out: &mut impl Write, program: &Program, op: &Op) -> fmt::Result
             }
             write!(out, "  @{loc}")
         }
-        Op::Call { dsts, callee, args, loc } => {
+        Op::Call {
+            dsts,
+            callee,
+            args,
+            loc,
+        } => {
             if !dsts.is_empty() {
                 write!(out, "{} = ", list(dsts))?;
             }
-            let name = program.functions.get(*callee).map(|f| f.name.as_str()).unwrap_or("?");
+            let name = program
+                .functions
+                .get(*callee)
+                .map(|f| f.name.as_str())
+                .unwrap_or("?");
             write!(out, "call {callee} {name}({})  @{loc}", list(args))
         }
     }
@@ -108,7 +156,11 @@ pub fn write_op(out: &mut impl Write, program: &Program, op: &Op) -> fmt::Result
 pub fn write_terminator(out: &mut impl Write, term: &Terminator) -> fmt::Result {
     match term {
         Terminator::Jump(b) => write!(out, "jump {b}"),
-        Terminator::Branch { cond, then_block, else_block } => {
+        Terminator::Branch {
+            cond,
+            then_block,
+            else_block,
+        } => {
             write!(out, "branch {cond}, {then_block}, {else_block}")
         }
         Terminator::Return(vars) => write!(out, "return {}", list(vars)).map(|_| ()),

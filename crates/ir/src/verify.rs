@@ -47,7 +47,11 @@ pub fn verify_program(program: &Program) -> Result<(), Vec<VerifyError>> {
     let mut errors = Vec::new();
     for (_, decl) in program.statics.iter() {
         check_type(program, &decl.ty, &mut |m| {
-            errors.push(VerifyError { function: format!("<static {}>", decl.name), block: None, message: m })
+            errors.push(VerifyError {
+                function: format!("<static {}>", decl.name),
+                block: None,
+                message: m,
+            })
         });
     }
     for (_, f) in program.functions.iter() {
@@ -72,7 +76,11 @@ fn check_type(program: &Program, ty: &TensorType, report: &mut dyn FnMut(String)
 
 fn verify_function(program: &Program, f: &Function, errors: &mut Vec<VerifyError>) {
     let mut err = |block: Option<Block>, message: String| {
-        errors.push(VerifyError { function: f.name.clone(), block, message });
+        errors.push(VerifyError {
+            function: f.name.clone(),
+            block,
+            message,
+        });
     };
     if f.blocks.is_empty() {
         err(None, "no blocks".into());
@@ -84,7 +92,14 @@ fn verify_function(program: &Program, f: &Function, errors: &mut Vec<VerifyError
     // 3. parameters and results
     let flat_params: Vec<TensorType> = f.signature.iter().flat_map(|p| p.ty.flatten()).collect();
     if flat_params.len() != f.params.len() {
-        err(None, format!("{} parameter variables for a signature of {}", f.params.len(), flat_params.len()));
+        err(
+            None,
+            format!(
+                "{} parameter variables for a signature of {}",
+                f.params.len(),
+                flat_params.len()
+            ),
+        );
     }
     let mut seen = HashSet::new();
     for (p, t) in f.params.iter().zip(&flat_params) {
@@ -104,7 +119,13 @@ fn verify_function(program: &Program, f: &Function, errors: &mut Vec<VerifyError
     let var_ty = |v: Var| f.vars.get(v).map(|d| &d.ty);
     let static_type = |s| program.static_type(s);
     for (b, block) in f.blocks.iter() {
-        let mut err = |m: String| errors.push(VerifyError { function: f.name.clone(), block: Some(b), message: m });
+        let mut err = |m: String| {
+            errors.push(VerifyError {
+                function: f.name.clone(),
+                block: Some(b),
+                message: m,
+            })
+        };
         for op in &block.ops {
             let mut arg_tys = Vec::new();
             for v in op.uses().iter().chain(op.defs()) {
@@ -112,7 +133,12 @@ fn verify_function(program: &Program, f: &Function, errors: &mut Vec<VerifyError
                     err(format!("variable {v} does not exist"));
                 }
             }
-            if op.uses().iter().chain(op.defs()).any(|v| var_ty(*v).is_none()) {
+            if op
+                .uses()
+                .iter()
+                .chain(op.defs())
+                .any(|v| var_ty(*v).is_none())
+            {
                 continue;
             }
             for v in op.uses() {
@@ -120,7 +146,8 @@ fn verify_function(program: &Program, f: &Function, errors: &mut Vec<VerifyError
             }
             match op {
                 Op::Prim { dst, prim, .. } => {
-                    if let crate::Prim::SymbolValue(s) | crate::Prim::Fill(Dim::Symbolic(s)) = prim {
+                    if let crate::Prim::SymbolValue(s) | crate::Prim::Fill(Dim::Symbolic(s)) = prim
+                    {
                         if s.0 as usize >= program.symbols.len() {
                             err(format!("unknown symbol sym{}", s.0));
                             continue;
@@ -136,22 +163,40 @@ fn verify_function(program: &Program, f: &Function, errors: &mut Vec<VerifyError
                         _ => {}
                     }
                 }
-                Op::Call { dsts, callee, args, .. } => {
+                Op::Call {
+                    dsts, callee, args, ..
+                } => {
                     let Some(g) = program.functions.get(*callee) else {
                         err(format!("callee {callee} does not exist"));
                         continue;
                     };
-                    let param_tys: Vec<&TensorType> = g.params.iter().filter_map(|p| g.vars.get(*p).map(|d| &d.ty)).collect();
+                    let param_tys: Vec<&TensorType> = g
+                        .params
+                        .iter()
+                        .filter_map(|p| g.vars.get(*p).map(|d| &d.ty))
+                        .collect();
                     if args.len() != g.params.len() || arg_tys != param_tys {
-                        err(format!("call of {}: arguments do not match its parameters", g.name));
+                        err(format!(
+                            "call of {}: arguments do not match its parameters",
+                            g.name
+                        ));
                     }
-                    let dst_tys: Vec<&TensorType> = dsts.iter().map(|d| var_ty(*d).unwrap()).collect();
-                    if dst_tys.len() != g.results.len() || dst_tys.iter().zip(&g.results).any(|(a, b)| *a != b) {
-                        err(format!("call of {}: result variables do not match its results", g.name));
+                    let dst_tys: Vec<&TensorType> =
+                        dsts.iter().map(|d| var_ty(*d).unwrap()).collect();
+                    if dst_tys.len() != g.results.len()
+                        || dst_tys.iter().zip(&g.results).any(|(a, b)| *a != b)
+                    {
+                        err(format!(
+                            "call of {}: result variables do not match its results",
+                            g.name
+                        ));
                     }
                     let unique: HashSet<&Var> = dsts.iter().collect();
                     if unique.len() != dsts.len() {
-                        err(format!("call of {}: a result variable appears twice", g.name));
+                        err(format!(
+                            "call of {}: a result variable appears twice",
+                            g.name
+                        ));
                     }
                 }
             }
@@ -162,7 +207,11 @@ fn verify_function(program: &Program, f: &Function, errors: &mut Vec<VerifyError
                     err(format!("jump to missing block {t}"));
                 }
             }
-            Terminator::Branch { cond, then_block, else_block } => {
+            Terminator::Branch {
+                cond,
+                then_block,
+                else_block,
+            } => {
                 for t in [then_block, else_block] {
                     if !f.blocks.contains(*t) {
                         err(format!("branch to missing block {t}"));
@@ -175,7 +224,9 @@ fn verify_function(program: &Program, f: &Function, errors: &mut Vec<VerifyError
             }
             Terminator::Return(vars) => {
                 let tys: Vec<Option<&TensorType>> = vars.iter().map(|v| var_ty(*v)).collect();
-                if tys.len() != f.results.len() || tys.iter().zip(&f.results).any(|(a, b)| *a != Some(b)) {
+                if tys.len() != f.results.len()
+                    || tys.iter().zip(&f.results).any(|(a, b)| *a != Some(b))
+                {
                     err("return does not match the function's results".into());
                 }
             }
@@ -202,7 +253,9 @@ fn check_definite_assignment(f: &Function, errors: &mut Vec<VerifyError>) {
     while changed {
         changed = false;
         for (b, block) in f.blocks.iter() {
-            let Some(mut cur) = assigned_in[b.index()].clone() else { continue };
+            let Some(mut cur) = assigned_in[b.index()].clone() else {
+                continue;
+            };
             for op in &block.ops {
                 for d in op.defs() {
                     cur[d.index()] = true;
@@ -228,7 +281,9 @@ fn check_definite_assignment(f: &Function, errors: &mut Vec<VerifyError>) {
         }
     }
     for (b, block) in f.blocks.iter() {
-        let Some(mut cur) = assigned_in[b.index()].clone() else { continue };
+        let Some(mut cur) = assigned_in[b.index()].clone() else {
+            continue;
+        };
         let mut report = |v: Var| {
             errors.push(VerifyError {
                 function: f.name.clone(),

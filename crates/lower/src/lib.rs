@@ -1,1 +1,184 @@
-//! (being written)
+//! Lowers the checked program ([`autobatch_frontend::hir::Module`]) to the
+//! control-flow-graph IR ([`autobatch_ir::Program`]).
+//!
+//! What it does: one IR function per function instance (const-generic
+//! functions are copied once per distinct tuple of const arguments reachable
+//! from a non-generic function); tuples become several variables; control
+//! flow (`if`, loops, `&&`/`||`, `break`, `continue`, `return`) becomes basic
+//! blocks and jumps. Every operation carries the location where its source
+//! expression starts.
+//!
+//! Architecture Invariant: this crate knows nothing about execution or
+//! batching. It describes what one member computes; executors decide how.
+//! The types of the variables it creates come from
+//! [`autobatch_ir::Prim::result_type`], the same rule the verifier checks.
+
+mod function;
+
+use std::collections::HashMap;
+
+use autobatch_frontend::hir::{self, DimExpr};
+use autobatch_frontend::Diagnostic;
+use autobatch_ir::{Dim, EntityVec, FuncId, Function, Program, StaticDecl, TensorType, Type};
+use autobatch_types::Loc;
+
+/// Parses, checks and lowers a program. Runs on a thread with a large stack
+/// so that deeply nested input cannot overflow it; never panics.
+pub fn compile(source: &str) -> Result<Program, Vec<Diagnostic>> {
+    let source = source.to_string();
+    let result = autobatch_frontend::run_with_big_stack(move || {
+        let module = autobatch_frontend::check_on_this_thread(&source)?;
+        lower(&module)
+    });
+    match result {
+        Ok(r) => r,
+        Err(d) => Err(vec![d]),
+    }
+}
+
+/// Lowers a checked module to IR. Errors are compiler bugs (the front end
+/// accepted something the lowering cannot express), reported as diagnostics.
+pub fn lower(module: &hir::Module) -> Result<Program, Vec<Diagnostic>> {
+    let mut program = Program {
+        symbols: module.symbols.clone(),
+        ..Program::default()
+    };
+    for s in &module.statics {
+        let ty = concrete_tensor(&s.ty, &[]).map_err(|d| vec![*d])?;
+        program.statics.push(StaticDecl {
+            name: s.name.clone(),
+            ty,
+            loc: s.loc,
+        });
+    }
+    let mut registry = InstanceRegistry::default();
+    // Non-generic functions first, in source order, so that FuncIds follow the source.
+    for (index, f) in module.functions.iter().enumerate() {
+        if f.const_params.is_empty() {
+            registry.instance(module, index, Vec::new());
+        }
+    }
+    let mut lowered: Vec<Function> = Vec::new();
+    let mut errors = Vec::new();
+    while lowered.len() < registry.order.len() {
+        let (index, args) = registry.order[lowered.len()].clone();
+        let name = registry.names[lowered.len()].clone();
+        match function::lower_function(module, &program, &mut registry, index, &args, name) {
+            Ok(f) => lowered.push(f),
+            Err(d) => {
+                errors.push(*d);
+                break;
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    program.functions = lowered.into_iter().collect::<EntityVec<FuncId, Function>>();
+    Ok(program)
+}
+
+/// The function instances of the program: each (function, const arguments)
+/// pair gets a `FuncId` the first time a call needs it.
+#[derive(Default)]
+pub(crate) struct InstanceRegistry {
+    ids: HashMap<(usize, Vec<Dim>), FuncId>,
+    pub(crate) order: Vec<(usize, Vec<Dim>)>,
+    pub(crate) names: Vec<String>,
+}
+
+impl InstanceRegistry {
+    pub(crate) fn instance(
+        &mut self,
+        module: &hir::Module,
+        index: usize,
+        args: Vec<Dim>,
+    ) -> FuncId {
+        let key = (index, args);
+        if let Some(id) = self.ids.get(&key) {
+            return *id;
+        }
+        let id = FuncId(self.order.len() as u32);
+        let base = module
+            .functions
+            .get(index)
+            .map(|f| f.name.clone())
+            .unwrap_or_default();
+        let name = if key.1.is_empty() {
+            base
+        } else {
+            let parts: Vec<String> = key
+                .1
+                .iter()
+                .map(|d| match d {
+                    Dim::Fixed(n) => n.to_string(),
+                    Dim::Symbolic(s) => module
+                        .symbols
+                        .get(s.0 as usize)
+                        .cloned()
+                        .unwrap_or_else(|| format!("sym{}", s.0)),
+                })
+                .collect();
+            format!("{base}<{}>", parts.join(", "))
+        };
+        self.ids.insert(key.clone(), id);
+        self.order.push(key);
+        self.names.push(name);
+        id
+    }
+}
+
+/// An internal error: the lowering met something the front end should have rejected.
+pub(crate) fn internal(message: impl Into<String>, loc: Loc) -> Box<Diagnostic> {
+    Box::new(
+        Diagnostic::new(
+            format!("internal compiler error: {}", message.into()),
+            loc,
+            Loc::new(loc.line, loc.column + 1),
+            "while compiling this",
+        )
+        .with_note(
+            "this is a bug in autobatch, not in your program; please report it with the program",
+        ),
+    )
+}
+
+/// A dimension with const generic parameters replaced by the instance's values.
+pub(crate) fn concrete_dim(d: DimExpr, args: &[Dim]) -> Result<Dim, Box<Diagnostic>> {
+    match d {
+        DimExpr::Fixed(n) => Ok(Dim::Fixed(n)),
+        DimExpr::Symbol(s) => Ok(Dim::Symbolic(s)),
+        DimExpr::Generic(k) => args.get(k as usize).copied().ok_or_else(|| {
+            internal(
+                format!("const generic parameter {k} has no value"),
+                Loc::new(1, 1),
+            )
+        }),
+    }
+}
+
+pub(crate) fn concrete_tensor(
+    t: &hir::TensorTy,
+    args: &[Dim],
+) -> Result<TensorType, Box<Diagnostic>> {
+    let mut dims = Vec::with_capacity(t.dims.len());
+    for d in &t.dims {
+        dims.push(concrete_dim(*d, args)?);
+    }
+    Ok(TensorType { elem: t.elem, dims })
+}
+
+/// The structured IR type of a HIR type; `!` has no values, so no variables.
+pub(crate) fn concrete_type(ty: &hir::Ty, args: &[Dim]) -> Result<Type, Box<Diagnostic>> {
+    match ty {
+        hir::Ty::Tensor(t) => Ok(Type::Tensor(concrete_tensor(t, args)?)),
+        hir::Ty::Tuple(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for t in items {
+                out.push(concrete_type(t, args)?);
+            }
+            Ok(Type::Tuple(out))
+        }
+        hir::Ty::Never => Ok(Type::Tuple(Vec::new())),
+    }
+}

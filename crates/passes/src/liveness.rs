@@ -12,7 +12,9 @@ pub struct VarSet {
 
 impl VarSet {
     pub fn new(var_count: usize) -> Self {
-        VarSet { bits: vec![0; var_count.div_ceil(64)] }
+        VarSet {
+            bits: vec![0; var_count.div_ceil(64)],
+        }
     }
     pub fn insert(&mut self, v: Var) -> bool {
         let (word, bit) = (v.index() / 64, v.index() % 64);
@@ -40,7 +42,9 @@ impl VarSet {
     }
     pub fn iter(&self) -> impl Iterator<Item = Var> + '_ {
         self.bits.iter().enumerate().flat_map(|(w, word)| {
-            (0..64).filter(move |b| word >> b & 1 == 1).map(move |b| Var::new(w * 64 + b))
+            (0..64)
+                .filter(move |b| word >> b & 1 == 1)
+                .map(move |b| Var::new(w * 64 + b))
         })
     }
 }

@@ -15,21 +15,29 @@
 
 use std::collections::HashMap;
 
-use autobatch_ir::{Block, BlockData, FuncId, Function, Op, Prim, Program, Terminator, Var, VarData};
+use autobatch_ir::{
+    Block, BlockData, FuncId, Function, Op, Prim, Program, Terminator, Var, VarData,
+};
 
 /// Rewrites every self tail call of every function; returns how many were rewritten.
 pub fn eliminate_self_tail_calls(program: &mut Program) -> usize {
     let ids: Vec<FuncId> = program.functions.keys().collect();
-    ids.into_iter().map(|id| eliminate_in_function(id, &mut program.functions[id])).sum()
+    ids.into_iter()
+        .map(|id| eliminate_in_function(id, &mut program.functions[id]))
+        .sum()
 }
 
 fn eliminate_in_function(id: FuncId, function: &mut Function) -> usize {
     let mut rewritten = 0;
     let blocks: Vec<Block> = function.blocks.keys().collect();
     for b in blocks {
-        let Some(call_index) = tail_call_position(id, function, b) else { continue };
+        let Some(call_index) = tail_call_position(id, function, b) else {
+            continue;
+        };
         let block = &mut function.blocks[b];
-        let Op::Call { args, loc, .. } = block.ops[call_index].clone() else { unreachable!() };
+        let Op::Call { args, loc, .. } = block.ops[call_index].clone() else {
+            unreachable!()
+        };
         block.ops.truncate(call_index);
         let params = function.params.clone();
         let mut moves = Vec::new();
@@ -40,11 +48,21 @@ fn eliminate_in_function(id: FuncId, function: &mut Function) -> usize {
             }
             let ty = function.vars[*arg].ty.clone();
             let temporary = function.vars.push(VarData { ty, name: None });
-            moves.push(Op::Prim { dst: Some(temporary), prim: Prim::Copy, args: vec![*arg], loc });
+            moves.push(Op::Prim {
+                dst: Some(temporary),
+                prim: Prim::Copy,
+                args: vec![*arg],
+                loc,
+            });
             temporaries.push((*param, temporary));
         }
         for (param, temporary) in temporaries {
-            moves.push(Op::Prim { dst: Some(param), prim: Prim::Copy, args: vec![temporary], loc });
+            moves.push(Op::Prim {
+                dst: Some(param),
+                prim: Prim::Copy,
+                args: vec![temporary],
+                loc,
+            });
         }
         let block = &mut function.blocks[b];
         block.ops.extend(moves);
@@ -58,8 +76,13 @@ fn eliminate_in_function(id: FuncId, function: &mut Function) -> usize {
 /// `Return` unchanged, the index of that call in the block.
 fn tail_call_position(id: FuncId, function: &Function, b: Block) -> Option<usize> {
     let block = &function.blocks[b];
-    let call_index = block.ops.iter().rposition(|op| matches!(op, Op::Call { .. }))?;
-    let Op::Call { dsts, callee, .. } = &block.ops[call_index] else { return None };
+    let call_index = block
+        .ops
+        .iter()
+        .rposition(|op| matches!(op, Op::Call { .. }))?;
+    let Op::Call { dsts, callee, .. } = &block.ops[call_index] else {
+        return None;
+    };
     if *callee != id {
         return None;
     }
@@ -68,7 +91,12 @@ fn tail_call_position(id: FuncId, function: &Function, b: Block) -> Option<usize
     let follow_copies = |ops: &[Op], holds: &mut HashMap<Var, usize>| -> bool {
         for op in ops {
             match op {
-                Op::Prim { dst: Some(dst), prim: Prim::Copy, args, .. } => match holds.get(&args[0]).copied() {
+                Op::Prim {
+                    dst: Some(dst),
+                    prim: Prim::Copy,
+                    args,
+                    ..
+                } => match holds.get(&args[0]).copied() {
                     Some(i) => {
                         holds.insert(*dst, i);
                     }
@@ -91,7 +119,10 @@ fn tail_call_position(id: FuncId, function: &Function, b: Block) -> Option<usize
         match &current.term {
             Terminator::Return(vars) => {
                 let returns_results = vars.len() == dsts.len()
-                    && vars.iter().enumerate().all(|(i, v)| holds.get(v) == Some(&i));
+                    && vars
+                        .iter()
+                        .enumerate()
+                        .all(|(i, v)| holds.get(v) == Some(&i));
                 return returns_results.then_some(call_index);
             }
             Terminator::Jump(next) => {

@@ -38,7 +38,11 @@ impl Invariance {
     /// k-th flattened parameter is shared by all members.
     pub fn compute(program: &Program, entry: FuncId, shared_params: &[bool]) -> Invariance {
         // Count definitions; parameters count one for being passed in.
-        let mut def_count: Vec<Vec<u32>> = program.functions.values().map(|f| vec![0; f.vars.len()]).collect();
+        let mut def_count: Vec<Vec<u32>> = program
+            .functions
+            .values()
+            .map(|f| vec![0; f.vars.len()])
+            .collect();
         for (fid, f) in program.functions.iter() {
             for p in &f.params {
                 def_count[fid.index()][p.index()] += 1;
@@ -51,12 +55,33 @@ impl Invariance {
                 }
             }
         }
-        let mut invariant: Vec<Vec<bool>> =
-            def_count.iter().map(|counts| counts.iter().map(|c| *c == 1).collect()).collect();
-        // Parameters of the entry function: shared ones may stay, batched ones may not.
-        for (k, p) in program.functions[entry].params.iter().enumerate() {
-            if !shared_params.get(k).copied().unwrap_or(false) {
-                invariant[entry.index()][p.index()] = false;
+        let mut invariant: Vec<Vec<bool>> = def_count
+            .iter()
+            .map(|counts| counts.iter().map(|c| *c == 1).collect())
+            .collect();
+        // A parameter takes a new value at every call, and the program-counter
+        // strategy runs activations that received different values in one
+        // step (`f(1)` and `f(2)`, or the levels of a recursion), so only a
+        // shared parameter of an entry function that nothing calls is invariant.
+        let called: Vec<bool> = {
+            let mut called = vec![false; program.functions.len()];
+            for f in program.functions.values() {
+                for op in f.blocks.values().flat_map(|b| &b.ops) {
+                    if let Op::Call { callee, .. } = op {
+                        called[callee.index()] = true;
+                    }
+                }
+            }
+            called
+        };
+        for (fid, f) in program.functions.iter() {
+            for (k, p) in f.params.iter().enumerate() {
+                let shared = fid == entry
+                    && !called[fid.index()]
+                    && shared_params.get(k).copied().unwrap_or(false);
+                if !shared {
+                    invariant[fid.index()][p.index()] = false;
+                }
             }
         }
         // Optimistic fixpoint: start from "invariant if single definition", remove until stable.
@@ -67,27 +92,30 @@ impl Invariance {
                 for block in f.blocks.values() {
                     for op in &block.ops {
                         match op {
-                            Op::Prim { dst: Some(dst), prim, args, .. } => {
-                                let ok = !prim.is_random() && args.iter().all(|a| invariant[fid.index()][a.index()]);
+                            Op::Prim {
+                                dst: Some(dst),
+                                prim,
+                                args,
+                                ..
+                            } => {
+                                let ok = !prim.is_random()
+                                    && args.iter().all(|a| invariant[fid.index()][a.index()]);
                                 if !ok && invariant[fid.index()][dst.index()] {
                                     invariant[fid.index()][dst.index()] = false;
                                     changed = true;
                                 }
                             }
                             Op::Prim { dst: None, .. } => {}
-                            Op::Call { dsts, callee, args, .. } => {
+                            Op::Call { dsts, callee, .. } => {
                                 let g = &program.functions[*callee];
-                                for (p, a) in g.params.iter().zip(args) {
-                                    if !invariant[fid.index()][a.index()] && invariant[callee.index()][p.index()] {
-                                        invariant[callee.index()][p.index()] = false;
-                                        changed = true;
-                                    }
-                                }
                                 for (k, d) in dsts.iter().enumerate() {
-                                    let returns_invariant = g.blocks.values().all(|b| match &b.term {
-                                        Terminator::Return(vars) => invariant[callee.index()][vars[k].index()],
-                                        _ => true,
-                                    });
+                                    let returns_invariant =
+                                        g.blocks.values().all(|b| match &b.term {
+                                            Terminator::Return(vars) => {
+                                                invariant[callee.index()][vars[k].index()]
+                                            }
+                                            _ => true,
+                                        });
                                     if !returns_invariant && invariant[fid.index()][d.index()] {
                                         invariant[fid.index()][d.index()] = false;
                                         changed = true;

@@ -104,14 +104,23 @@ pub struct TensorType {
 
 impl TensorType {
     pub fn scalar(elem: ScalarType) -> Self {
-        TensorType { elem, dims: Vec::new() }
+        TensorType {
+            elem,
+            dims: Vec::new(),
+        }
     }
     pub fn is_scalar(&self) -> bool {
         self.dims.is_empty()
     }
     /// Writes the type in source syntax, naming symbols with `symbol_name`.
-    pub fn display<'a>(&'a self, symbol_name: &'a dyn Fn(SymbolId) -> String) -> impl fmt::Display + 'a {
-        DisplayTensorType { ty: self, symbol_name }
+    pub fn display<'a>(
+        &'a self,
+        symbol_name: &'a dyn Fn(SymbolId) -> String,
+    ) -> impl fmt::Display + 'a {
+        DisplayTensorType {
+            ty: self,
+            symbol_name,
+        }
     }
 }
 
@@ -297,7 +306,11 @@ impl Data {
             (Data::Usize(a), Data::Usize(b)) => a.extend_from_slice(&b[range]),
             (Data::F32(a), Data::F32(b)) => a.extend_from_slice(&b[range]),
             (Data::F64(a), Data::F64(b)) => a.extend_from_slice(&b[range]),
-            (a, b) => panic!("internal error: extending a {} buffer with {}", a.ty(), b.ty()),
+            (a, b) => panic!(
+                "internal error: extending a {} buffer with {}",
+                a.ty(),
+                b.ty()
+            ),
         }
     }
 }
@@ -312,7 +325,10 @@ pub struct Tensor {
 
 impl Tensor {
     pub fn scalar(s: Scalar) -> Tensor {
-        Tensor { shape: Vec::new(), data: Data::filled(s, 1) }
+        Tensor {
+            shape: Vec::new(),
+            data: Data::filled(s, 1),
+        }
     }
     pub fn new(shape: Vec<usize>, data: Data) -> Tensor {
         debug_assert_eq!(shape.iter().product::<usize>(), data.len());
@@ -421,7 +437,11 @@ pub struct MemberError {
 
 impl MemberError {
     pub fn new(kind: ErrorKind, message: impl Into<String>, loc: Loc) -> Self {
-        MemberError { kind, message: message.into(), loc }
+        MemberError {
+            kind,
+            message: message.into(),
+            loc,
+        }
     }
 }
 

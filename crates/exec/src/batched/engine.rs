@@ -27,14 +27,43 @@ use autobatch_types::{Data, Tensor};
 use super::storage::{copy_into, Column, Slot};
 
 /// How an elementwise operation treats inactive rows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum LaneMode {
     /// Compute every row of the columns, keep the active ones.
     Mask,
     /// Gather the active rows, compute only those, scatter back.
     Compact,
     /// Mask when at least half of the rows are active, else compact.
+    #[default]
     Auto,
+}
+
+impl LaneMode {
+    pub const ALL: [LaneMode; 3] = [LaneMode::Mask, LaneMode::Compact, LaneMode::Auto];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LaneMode::Mask => "mask",
+            LaneMode::Compact => "compact",
+            LaneMode::Auto => "auto",
+        }
+    }
+}
+
+impl std::fmt::Display for LaneMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for LaneMode {
+    type Err = String;
+    fn from_str(name: &str) -> Result<LaneMode, String> {
+        LaneMode::ALL
+            .into_iter()
+            .find(|l| l.name() == name)
+            .ok_or_else(|| format!("unknown lanes mode `{name}` (expected mask, compact or auto)"))
+    }
 }
 
 impl LaneMode {
@@ -79,7 +108,10 @@ pub fn run_prim(
     faults: &mut Vec<(u32, Fault)>,
 ) {
     let prim = exec.prim;
-    let all_invariant = exec.args.iter().all(|a| matches!(slots[*a], Slot::Invariant(_)));
+    let all_invariant = exec
+        .args
+        .iter()
+        .all(|a| matches!(slots[*a], Slot::Invariant(_)));
     if all_invariant && !prim.is_random() {
         run_once(exec, slots, env, faults);
         return;
@@ -95,12 +127,21 @@ pub fn run_prim(
 }
 
 /// A primitive with invariant operands: computed once.
-fn run_once(exec: &PrimExecution<'_>, slots: &mut [Slot], env: &SharedEnv<'_>, faults: &mut Vec<(u32, Fault)>) {
+fn run_once(
+    exec: &PrimExecution<'_>,
+    slots: &mut [Slot],
+    env: &SharedEnv<'_>,
+    faults: &mut Vec<(u32, Fault)>,
+) {
     let values: Vec<Tensor> = exec.args.iter().map(|a| slots[*a].value(0)).collect();
     let refs: Vec<&Tensor> = values.iter().collect();
     // No random primitive gets here, so the stream is never read.
     let mut unused_rng = MemberRng::new(0, 0);
-    let mut ctx = PrimContext { statics: env.statics, symbols: env.symbols, rng: &mut unused_rng };
+    let mut ctx = PrimContext {
+        statics: env.statics,
+        symbols: env.symbols,
+        rng: &mut unused_rng,
+    };
     match kernels::eval(exec.prim, &refs, &mut ctx) {
         Err(fault) => faults.extend(exec.rows.iter().map(|r| (*r, fault.clone()))),
         Ok(None) => {}
@@ -159,14 +200,19 @@ fn two_slots(slots: &mut [Slot], a: usize, b: usize) -> (&Slot, &mut Slot) {
 }
 
 fn is_elementwise(prim: &Prim) -> bool {
-    matches!(prim, Prim::Unary(_) | Prim::Binary(_) | Prim::Compare(_) | Prim::Cast(_) | Prim::Select)
+    matches!(
+        prim,
+        Prim::Unary(_) | Prim::Binary(_) | Prim::Compare(_) | Prim::Cast(_) | Prim::Select
+    )
 }
 
 /// The elementwise fast path; returns false when the operands do not fit it
 /// (then the caller runs row by row).
 fn run_flat(exec: &PrimExecution<'_>, slots: &mut [Slot], env: &SharedEnv<'_>) -> bool {
     let Some(dst) = exec.dst else { return false };
-    let Slot::Column(dst_column) = &slots[dst] else { return false };
+    let Slot::Column(dst_column) = &slots[dst] else {
+        return false;
+    };
     let row_len = dst_column.row_len;
     // Every operand is a column of the result's row length, or an invariant scalar.
     for a in exec.args {
@@ -176,15 +222,34 @@ fn run_flat(exec: &PrimExecution<'_>, slots: &mut [Slot], env: &SharedEnv<'_>) -
             _ => return false,
         }
     }
+    // `select` broadcasts only its condition: its alternatives must both be columns.
+    if matches!(exec.prim, Prim::Select)
+        && exec.args[1..]
+            .iter()
+            .any(|a| !matches!(slots[*a], Slot::Column(_)))
+    {
+        return false;
+    }
     let dense = exec.mode.dense(exec.rows.len(), exec.total_rows);
-    let n = if dense { exec.total_rows } else { exec.rows.len() };
+    let n = if dense {
+        exec.total_rows
+    } else {
+        exec.rows.len()
+    };
     let operands: Vec<Tensor> = exec
         .args
         .iter()
         .map(|a| match &slots[*a] {
             Slot::Column(c) => {
-                let data = if dense { c.data.clone() } else { gather(c, exec.rows) };
-                Tensor { shape: vec![n * row_len], data }
+                let data = if dense {
+                    c.data.clone()
+                } else {
+                    gather(c, exec.rows)
+                };
+                Tensor {
+                    shape: vec![n * row_len],
+                    data,
+                }
             }
             Slot::Invariant(Some(t)) => t.clone(),
             Slot::Invariant(None) => unreachable!("checked above"),
@@ -192,23 +257,41 @@ fn run_flat(exec: &PrimExecution<'_>, slots: &mut [Slot], env: &SharedEnv<'_>) -
         .collect();
     let refs: Vec<&Tensor> = operands.iter().collect();
     let mut unused_rng = MemberRng::new(0, 0);
-    let mut ctx = PrimContext { statics: env.statics, symbols: env.symbols, rng: &mut unused_rng };
+    let mut ctx = PrimContext {
+        statics: env.statics,
+        symbols: env.symbols,
+        rng: &mut unused_rng,
+    };
     // A fault (a division by zero, perhaps only in an inactive row under
     // masking) sends the operation down the row-by-row path, which finds out
     // exactly which active rows fault.
-    let Ok(Some(result)) = kernels::eval(exec.prim, &refs, &mut ctx) else { return false };
-    let Slot::Column(dst_column) = &mut slots[dst] else { unreachable!() };
+    let Ok(Some(result)) = kernels::eval(exec.prim, &refs, &mut ctx) else {
+        return false;
+    };
+    let Slot::Column(dst_column) = &mut slots[dst] else {
+        unreachable!()
+    };
     if dense && exec.rows.len() == exec.total_rows {
         dst_column.data = result.data;
     } else if dense {
         for r in exec.rows {
             let r = *r as usize;
-            copy_into(&mut dst_column.data, r * row_len, &result.data, r * row_len..(r + 1) * row_len);
+            copy_into(
+                &mut dst_column.data,
+                r * row_len,
+                &result.data,
+                r * row_len..(r + 1) * row_len,
+            );
         }
     } else {
         for (k, r) in exec.rows.iter().enumerate() {
             let r = *r as usize;
-            copy_into(&mut dst_column.data, r * row_len, &result.data, k * row_len..(k + 1) * row_len);
+            copy_into(
+                &mut dst_column.data,
+                r * row_len,
+                &result.data,
+                k * row_len..(k + 1) * row_len,
+            );
         }
     }
     true
@@ -235,9 +318,17 @@ fn run_row_by_row(
     faults: &mut Vec<(u32, Fault)>,
 ) {
     for &row in exec.rows {
-        let values: Vec<Tensor> = exec.args.iter().map(|a| slots[*a].value(row as usize)).collect();
+        let values: Vec<Tensor> = exec
+            .args
+            .iter()
+            .map(|a| slots[*a].value(row as usize))
+            .collect();
         let refs: Vec<&Tensor> = values.iter().collect();
-        let mut ctx = PrimContext { statics: env.statics, symbols: env.symbols, rng: &mut rngs[member_of(row)] };
+        let mut ctx = PrimContext {
+            statics: env.statics,
+            symbols: env.symbols,
+            rng: &mut rngs[member_of(row)],
+        };
         match kernels::eval(exec.prim, &refs, &mut ctx) {
             Err(fault) => faults.push((row, fault)),
             Ok(None) => {}
@@ -248,7 +339,9 @@ fn run_row_by_row(
                     // Only a random primitive with invariant operands can get
                     // here with an invariant result, and the uniformity
                     // analysis never makes a random result invariant.
-                    Slot::Invariant(_) => panic!("internal error: per-member value into an invariant variable"),
+                    Slot::Invariant(_) => {
+                        panic!("internal error: per-member value into an invariant variable")
+                    }
                 }
             }
         }

@@ -14,13 +14,42 @@ use crate::OpCount;
 use storage::{Column, Slot};
 
 /// Which waiting block the program-counter strategy runs next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum BlockChoice {
     /// The smallest block index any member waits at (seed 000's choice).
     #[default]
     SmallestIndex,
     /// The block the most members wait at (ties: the smallest index).
     MostMembers,
+}
+
+impl BlockChoice {
+    pub const ALL: [BlockChoice; 2] = [BlockChoice::SmallestIndex, BlockChoice::MostMembers];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BlockChoice::SmallestIndex => "smallest-index",
+            BlockChoice::MostMembers => "most-members",
+        }
+    }
+}
+
+impl std::fmt::Display for BlockChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for BlockChoice {
+    type Err = String;
+    fn from_str(name: &str) -> Result<BlockChoice, String> {
+        BlockChoice::ALL
+            .into_iter()
+            .find(|b| b.name() == name)
+            .ok_or_else(|| {
+                format!("unknown block choice `{name}` (expected smallest-index or most-members)")
+            })
+    }
 }
 
 /// Counts executions of the user's primitive operations, keyed by name and location.
@@ -42,7 +71,12 @@ impl OpCounter {
         let key = (prim.name(), loc);
         let counts = &mut self.counts;
         Some(*self.index.entry(key).or_insert_with(|| {
-            counts.push(OpCount { op: prim.name(), loc, executions: 0, active_lanes: 0 });
+            counts.push(OpCount {
+                op: prim.name(),
+                loc,
+                executions: 0,
+                active_lanes: 0,
+            });
             counts.len() - 1
         }))
     }
@@ -58,7 +92,8 @@ impl OpCounter {
 
     /// The counts sorted by location then name, and the lane utilization for `batch_size`.
     pub fn finish(mut self, batch_size: usize) -> (Vec<OpCount>, f64) {
-        self.counts.sort_by(|a, b| (a.loc, a.op).cmp(&(b.loc, b.op)));
+        self.counts
+            .sort_by(|a, b| (a.loc, a.op).cmp(&(b.loc, b.op)));
         let utilization = if self.execution_sum == 0 {
             0.0
         } else {
@@ -106,26 +141,32 @@ pub fn check_memory(bytes_per_member: u128, members: usize) -> Result<(), String
 
 /// Memory the run may use: what the system reports available, else 8 GiB.
 fn available_memory_bytes() -> u64 {
-    let from_proc = std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| {
-        text.lines()
-            .find(|l| l.starts_with("MemAvailable:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kib| kib.parse::<u64>().ok())
-            .map(|kib| kib * 1024)
-    });
+    let from_proc = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse::<u64>().ok())
+                .map(|kib| kib * 1024)
+        });
     from_proc.unwrap_or(8 << 30)
 }
 
 /// Bytes of one value of type `ty` in this run.
 pub fn value_bytes(ty: &TensorType, symbols: &[u64]) -> u128 {
-    let elements: u128 = ty.dims.iter().map(|d| dim_length(symbols, *d) as u128).product();
+    let elements: u128 = ty
+        .dims
+        .iter()
+        .map(|d| dim_length(symbols, *d) as u128)
+        .product();
     elements * element_bytes(ty.elem) as u128
 }
 
 pub fn stack_overflow(limit: usize, loc: Loc) -> MemberError {
     MemberError::new(
         ErrorKind::StackOverflow,
-        format!("the stack grew deeper than the limit of {limit} calls (--max-stack-depth)"),
+        format!("stack depth exceeded the limit of {limit} (--max-stack-depth)"),
         loc,
     )
 }
@@ -133,7 +174,39 @@ pub fn stack_overflow(limit: usize, loc: Loc) -> MemberError {
 pub fn step_limit(limit: u64, loc: Loc) -> MemberError {
     MemberError::new(
         ErrorKind::StepLimit,
-        format!("the member ran more than the limit of {limit} steps (--max-steps)"),
+        format!("the member exceeded the limit of {limit} steps (--max-steps)"),
         loc,
     )
+}
+
+/// The outcome of a run whose stack limit is 0: not even the entry function
+/// can be entered, so every member stops at the entry's location, as under
+/// the reference executor.
+pub fn all_members_overflow(
+    program: &autobatch_ir::Program,
+    batch: &crate::Batch,
+) -> crate::RunOutput {
+    let loc = program.functions[batch.entry].loc;
+    let mut counter = OpCounter::default();
+    for f in program.functions.values() {
+        for block in f.blocks.values() {
+            for op in &block.ops {
+                if let autobatch_ir::Op::Prim { prim, loc, .. } = op {
+                    counter.register(prim, *loc);
+                }
+            }
+        }
+    }
+    let (op_counts, lane_utilization) = counter.finish(batch.size);
+    crate::RunOutput {
+        results: (0..batch.size)
+            .map(|_| Err(stack_overflow(0, loc)))
+            .collect(),
+        stats: crate::Stats {
+            steps: 0,
+            lane_utilization,
+            op_counts,
+            wall_seconds: 0.0,
+        },
+    }
 }

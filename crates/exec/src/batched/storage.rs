@@ -28,7 +28,11 @@ impl Column {
             ScalarType::F32 => Scalar::F32(0.0),
             ScalarType::F64 => Scalar::F64(0.0),
         };
-        Column { shape, row_len, data: Data::filled(zero, rows * row_len) }
+        Column {
+            shape,
+            row_len,
+            data: Data::filled(zero, rows * row_len),
+        }
     }
 
     pub fn rows(&self) -> usize {
@@ -55,7 +59,12 @@ impl Column {
     /// Copies row `from_row` of `from` into row `r` of `self`.
     pub fn copy_row_from(&mut self, r: usize, from: &Column, from_row: usize) {
         let n = self.row_len;
-        copy_into(&mut self.data, r * n, &from.data, from_row * n..(from_row + 1) * n);
+        copy_into(
+            &mut self.data,
+            r * n,
+            &from.data,
+            from_row * n..(from_row + 1) * n,
+        );
     }
 
     /// Overwrites row `r` with the elements of `value` (same length).
@@ -75,7 +84,11 @@ pub fn copy_into(dst: &mut Data, at: usize, src: &Data, range: std::ops::Range<u
         (Data::Usize(d), Data::Usize(s)) => d[at..at + len].copy_from_slice(&s[range]),
         (Data::F32(d), Data::F32(s)) => d[at..at + len].copy_from_slice(&s[range]),
         (Data::F64(d), Data::F64(s)) => d[at..at + len].copy_from_slice(&s[range]),
-        (d, s) => panic!("internal error: copying {} elements into a {} buffer", s.ty(), d.ty()),
+        (d, s) => panic!(
+            "internal error: copying {} elements into a {} buffer",
+            s.ty(),
+            d.ty()
+        ),
     }
 }
 
@@ -93,7 +106,9 @@ impl Slot {
     pub fn value(&self, r: usize) -> Tensor {
         match self {
             Slot::Invariant(Some(t)) => t.clone(),
-            Slot::Invariant(None) => panic!("internal error: reading an unassigned invariant variable"),
+            Slot::Invariant(None) => {
+                panic!("internal error: reading an unassigned invariant variable")
+            }
             Slot::Column(c) => c.row(r),
         }
     }
@@ -110,7 +125,10 @@ pub struct ValueStack {
 
 impl ValueStack {
     pub fn new(elem: ScalarType, row_len: usize, members: usize) -> ValueStack {
-        ValueStack { row_len, stacks: (0..members).map(|_| Data::with_capacity(elem, 0)).collect() }
+        ValueStack {
+            row_len,
+            stacks: (0..members).map(|_| Data::with_capacity(elem, 0)).collect(),
+        }
     }
 
     pub fn push(&mut self, member: usize, from: &Column) {

@@ -1,0 +1,928 @@
+//! Binding inputs to an entry function: checking that every parameter and
+//! static is given exactly once, converting each value to tensors directed by
+//! its declared type, and binding the symbolic dimensions from the shapes.
+//!
+//! Everything that can be wrong with the inputs is found here, before
+//! anything runs, and reported as an [`InputError`] whose message names what
+//! is wrong and where: the argument or static, the member, and the path
+//! inside the value (`x[2][0]`, `pair.1`).
+//!
+//! Conversion rules for JSON: `true`/`false` for `bool`; integers must be
+//! JSON integers that fit their type (no fraction, no negative `usize`); floats
+//! accept any JSON number and the strings `"NaN"`, `"inf"`, `"-inf"`; arrays
+//! are nested lists, rectangular, with the declared lengths; tuples are lists
+//! of the tuple's arity; the unit type `()` is `null` or `[]`. A structured
+//! [`Value`] must have exactly the declared scalar type and shape.
+
+use std::fmt;
+use std::sync::Arc;
+
+use autobatch_exec::{Arg, Batch, Env};
+use autobatch_ir::{FuncId, Function, Program};
+use autobatch_types::{Data, Dim, Scalar, ScalarType, SymbolId, Tensor, TensorType, Type, Value};
+
+use crate::compile::Compiled;
+use crate::inputs::{InputValue, Inputs};
+
+/// What kind of problem an [`InputError`] reports; the message says the details.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InputErrorKind {
+    /// The inputs text is not JSON.
+    InvalidJson,
+    /// The inputs are JSON but not of the `{"batch": {...}, "shared": {...}}`
+    /// form (including a key repeated in one object).
+    BadLayout,
+    /// No function of that name to run.
+    UnknownEntry,
+    /// A name that is neither a parameter of the entry nor a static.
+    UnknownName,
+    /// A parameter or static that is not given.
+    MissingName,
+    /// A name given twice (in both sections, or twice in one).
+    DuplicatedName,
+    /// A static given per member: statics are shared by all members.
+    StaticInBatch,
+    /// A parameter with the same name as a static, so the inputs cannot name both.
+    NameClash,
+    /// A batched list with no values.
+    EmptyBatch,
+    /// Batched lists of different lengths.
+    BatchLengthMismatch,
+    /// A value of the wrong type or shape.
+    BadValue,
+    /// A symbolic dimension with different lengths in different places.
+    DimensionMismatch,
+    /// A symbolic dimension that only occurs inside empty arrays.
+    UndeterminedDimension,
+}
+
+/// Inputs that cannot be run: what is wrong and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputError {
+    kind: InputErrorKind,
+    message: String,
+}
+
+impl InputError {
+    pub(crate) fn new(kind: InputErrorKind, message: impl Into<String>) -> Self {
+        InputError {
+            kind,
+            message: message.into(),
+        }
+    }
+    pub fn kind(&self) -> InputErrorKind {
+        self.kind
+    }
+    /// One line for people.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+/// A batch ready to run: the program, the entry function, the shared
+/// environment (statics and symbolic dimensions) and the flattened arguments.
+#[derive(Clone, Debug)]
+pub struct BoundBatch {
+    program: Arc<Program>,
+    entry: FuncId,
+    env: Env,
+    batch: Batch,
+}
+
+impl BoundBatch {
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+    /// The entry function's id in [`BoundBatch::program`].
+    pub fn entry(&self) -> FuncId {
+        self.entry
+    }
+    pub fn entry_function(&self) -> &Function {
+        &self.program.functions[self.entry]
+    }
+    /// The statics and symbolic dimensions, as the executors take them.
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+    /// The flattened arguments, as the executors take them.
+    pub fn batch(&self) -> &Batch {
+        &self.batch
+    }
+    /// The number of members.
+    pub fn batch_size(&self) -> usize {
+        self.batch.size
+    }
+}
+
+impl Compiled {
+    /// Binds `inputs` to the entry function `entry`: see the [module docs](crate::bind)
+    /// for the rules. With no batched argument the batch has one member.
+    pub fn bind(&self, entry: &str, inputs: &Inputs) -> Result<BoundBatch, InputError> {
+        let program = self.program();
+        let entry_id = self.entry_function(entry)?;
+        let function = &program.functions[entry_id];
+        check_names(program, function, inputs)?;
+        let batch_size = batch_size(inputs)?;
+
+        let mut dimensions = DimensionBinder::new(program);
+        let shared_value = |name: &str| {
+            inputs
+                .shared
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v)
+        };
+
+        let mut converted_statics = Vec::with_capacity(program.statics.len());
+        for (_, decl) in program.statics.iter() {
+            // `check_names` made sure every static is in `shared`.
+            let value = shared_value(&decl.name).ok_or_else(|| missing_static(&decl.name))?;
+            let place = Place {
+                description: format!("static `{}`", decl.name),
+                root: decl.name.clone(),
+            };
+            let ty = Type::Tensor(decl.ty.clone());
+            converted_statics.push(convert(program, value, &ty, &place, &mut dimensions)?);
+        }
+
+        enum ConvertedParam {
+            Shared(Converted),
+            Batched(Vec<Converted>),
+        }
+        let mut converted_params = Vec::with_capacity(function.signature.len());
+        for param in &function.signature {
+            if let Some(value) = shared_value(&param.name) {
+                let place = Place {
+                    description: format!("argument `{}`", param.name),
+                    root: param.name.clone(),
+                };
+                converted_params.push(ConvertedParam::Shared(convert(
+                    program,
+                    value,
+                    &param.ty,
+                    &place,
+                    &mut dimensions,
+                )?));
+            } else {
+                let values = inputs
+                    .batch
+                    .iter()
+                    .find(|(n, _)| *n == param.name)
+                    .map(|(_, values)| values)
+                    .ok_or_else(|| missing_argument(function, &param.name))?;
+                let mut members = Vec::with_capacity(values.len());
+                for (member, value) in values.iter().enumerate() {
+                    let place = Place {
+                        description: format!("argument `{}` of member {member}", param.name),
+                        root: param.name.clone(),
+                    };
+                    members.push(convert(program, value, &param.ty, &place, &mut dimensions)?);
+                }
+                converted_params.push(ConvertedParam::Batched(members));
+            }
+        }
+
+        let mut statics = Vec::with_capacity(converted_statics.len());
+        for converted in converted_statics {
+            for tensor in converted.finish(program, &dimensions)?.flatten() {
+                statics.push(tensor);
+            }
+        }
+        let mut args = Vec::with_capacity(function.params.len());
+        for converted in converted_params {
+            match converted {
+                ConvertedParam::Shared(value) => args.extend(
+                    value
+                        .finish(program, &dimensions)?
+                        .flatten()
+                        .into_iter()
+                        .map(Arg::Shared),
+                ),
+                ConvertedParam::Batched(members) => {
+                    let mut per_member = Vec::with_capacity(members.len());
+                    for member in members {
+                        per_member.push(member.finish(program, &dimensions)?.flatten());
+                    }
+                    // Transpose member-major to argument-major: one `Arg` per flattened tensor.
+                    let flat_len = per_member.first().map_or(0, Vec::len);
+                    let mut columns: Vec<Vec<Tensor>> = (0..flat_len)
+                        .map(|_| Vec::with_capacity(per_member.len()))
+                        .collect();
+                    for flat in per_member {
+                        for (column, tensor) in columns.iter_mut().zip(flat) {
+                            column.push(tensor);
+                        }
+                    }
+                    args.extend(columns.into_iter().map(Arg::Batched));
+                }
+            }
+        }
+
+        let env = Env {
+            statics,
+            symbols: dimensions.values(),
+        };
+        let batch = Batch {
+            entry: entry_id,
+            size: batch_size,
+            args,
+        };
+        Ok(BoundBatch {
+            program: self.shared_program(),
+            entry: entry_id,
+            env,
+            batch,
+        })
+    }
+}
+
+fn parameter_list(function: &Function) -> String {
+    if function.signature.is_empty() {
+        format!("`{}` has no parameters", function.name)
+    } else {
+        let names: Vec<&str> = function.signature.iter().map(|p| p.name.as_str()).collect();
+        format!(
+            "the parameters of `{}` are: {}",
+            function.name,
+            names.join(", ")
+        )
+    }
+}
+
+fn missing_argument(function: &Function, name: &str) -> InputError {
+    InputError::new(
+        InputErrorKind::MissingName,
+        format!(
+            "missing argument `{name}` of `{}`: give it in `batch` (one value per member) or in `shared`",
+            function.name
+        ),
+    )
+}
+
+fn missing_static(name: &str) -> InputError {
+    InputError::new(
+        InputErrorKind::MissingName,
+        format!("missing static `{name}`: give it in `shared`"),
+    )
+}
+
+/// Every parameter given exactly once, every static in `shared`, nothing else.
+fn check_names(program: &Program, function: &Function, inputs: &Inputs) -> Result<(), InputError> {
+    let is_param = |name: &str| function.signature.iter().any(|p| p.name == name);
+    let is_static = |name: &str| program.statics.values().any(|s| s.name == name);
+
+    for param in &function.signature {
+        if is_static(&param.name) {
+            return Err(InputError::new(
+                InputErrorKind::NameClash,
+                format!(
+                    "parameter `{}` of `{}` has the same name as a static, so the inputs cannot give both; rename one",
+                    param.name, function.name
+                ),
+            ));
+        }
+    }
+    for (section, names) in [
+        (
+            "batch",
+            inputs
+                .batch
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "shared",
+            inputs
+                .shared
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>(),
+        ),
+    ] {
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) {
+                return Err(InputError::new(
+                    InputErrorKind::DuplicatedName,
+                    format!("`{name}` is given twice in `{section}`"),
+                ));
+            }
+        }
+    }
+    for (name, _) in &inputs.batch {
+        if inputs.shared.iter().any(|(n, _)| n == name) {
+            return Err(InputError::new(
+                InputErrorKind::DuplicatedName,
+                format!("argument `{name}` is given in both `batch` and `shared`; give it in one of them"),
+            ));
+        }
+        if is_static(name) {
+            return Err(InputError::new(
+                InputErrorKind::StaticInBatch,
+                format!(
+                    "static `{name}` is shared by all members: give it in `shared`, not in `batch`"
+                ),
+            ));
+        }
+        if !is_param(name) {
+            return Err(InputError::new(
+                InputErrorKind::UnknownName,
+                format!(
+                    "`{name}` in `batch` is not a parameter of `{}` ({})",
+                    function.name,
+                    parameter_list(function)
+                ),
+            ));
+        }
+    }
+    for (name, _) in &inputs.shared {
+        if !is_param(name) && !is_static(name) {
+            return Err(InputError::new(
+                InputErrorKind::UnknownName,
+                format!(
+                    "`{name}` in `shared` is neither a parameter of `{}` nor a static ({})",
+                    function.name,
+                    parameter_list(function)
+                ),
+            ));
+        }
+    }
+    for param in &function.signature {
+        let given = inputs.batch.iter().any(|(n, _)| *n == param.name)
+            || inputs.shared.iter().any(|(n, _)| *n == param.name);
+        if !given {
+            return Err(missing_argument(function, &param.name));
+        }
+    }
+    for decl in program.statics.values() {
+        if !inputs.shared.iter().any(|(n, _)| *n == decl.name) {
+            return Err(missing_static(&decl.name));
+        }
+    }
+    Ok(())
+}
+
+/// The batch size: the common length of the batched lists, or 1 without any.
+fn batch_size(inputs: &Inputs) -> Result<usize, InputError> {
+    let Some((first_name, first_values)) = inputs.batch.first() else {
+        return Ok(1);
+    };
+    for (name, values) in &inputs.batch {
+        if values.is_empty() {
+            return Err(InputError::new(
+                InputErrorKind::EmptyBatch,
+                format!(
+                    "batched argument `{name}` is an empty list: a batch needs at least one member"
+                ),
+            ));
+        }
+        if values.len() != first_values.len() {
+            return Err(InputError::new(
+                InputErrorKind::BatchLengthMismatch,
+                format!(
+                    "batched arguments differ in length: `{first_name}` has {} values but `{name}` has {}",
+                    first_values.len(),
+                    values.len()
+                ),
+            ));
+        }
+    }
+    Ok(first_values.len())
+}
+
+/// Which input a value is, for messages: its description ("argument `x` of
+/// member 2") and the name its paths start with (`x`).
+struct Place {
+    description: String,
+    root: String,
+}
+
+impl Place {
+    /// An error about the part of the value at `path`.
+    fn error(&self, path: &str, problem: impl fmt::Display) -> InputError {
+        let message = if path == self.root {
+            format!("{} {problem}", self.description)
+        } else {
+            format!("{}: `{path}` {problem}", self.description)
+        };
+        InputError::new(InputErrorKind::BadValue, message)
+    }
+
+    /// Where an axis was measured, for dimension messages.
+    fn axis_description(&self, axis_path: &str) -> String {
+        if axis_path == self.root {
+            self.description.clone()
+        } else {
+            format!("{} (at `{axis_path}`)", self.description)
+        }
+    }
+}
+
+/// The lengths bound to symbolic dimensions so far, with where each was first seen.
+struct DimensionBinder<'p> {
+    program: &'p Program,
+    bound: Vec<Option<(u64, String)>>,
+}
+
+impl<'p> DimensionBinder<'p> {
+    fn new(program: &'p Program) -> Self {
+        DimensionBinder {
+            program,
+            bound: vec![None; program.symbols.len()],
+        }
+    }
+
+    fn observe(
+        &mut self,
+        symbol: SymbolId,
+        length: usize,
+        seen_in: String,
+    ) -> Result<(), InputError> {
+        let Some(slot) = self.bound.get_mut(symbol.0 as usize) else {
+            // The verifier guarantees symbols exist; a stray one binds nothing.
+            return Ok(());
+        };
+        match slot {
+            None => {
+                *slot = Some((length as u64, seen_in));
+                Ok(())
+            }
+            Some((first_length, _)) if *first_length == length as u64 => Ok(()),
+            Some((first_length, first_seen_in)) => Err(InputError::new(
+                InputErrorKind::DimensionMismatch,
+                format!(
+                    "symbolic dimension `{}` is {first_length} in {first_seen_in} but {length} in {seen_in}",
+                    self.program.symbol_name(symbol)
+                ),
+            )),
+        }
+    }
+
+    fn get(&self, symbol: SymbolId) -> Option<u64> {
+        self.bound
+            .get(symbol.0 as usize)
+            .and_then(|b| b.as_ref().map(|(n, _)| *n))
+    }
+
+    /// The value of every symbol, for `Env::symbols`. A symbol that no input
+    /// has in its type cannot be bound from the inputs at all; it is 0, and
+    /// the front end is what should refuse programs that need such a symbol.
+    fn values(&self) -> Vec<u64> {
+        self.bound
+            .iter()
+            .map(|b| b.as_ref().map_or(0, |(n, _)| *n))
+            .collect()
+    }
+}
+
+/// A value converted to tensors whose shapes may still miss the axes inside
+/// an empty array, which only the other inputs can tell (`[]` for
+/// `[[f64; D]; N]` says N = 0 but nothing about D).
+enum Converted {
+    Tensor {
+        tensor: Tensor,
+        ty: TensorType,
+        known_axes: usize,
+        description: String,
+    },
+    Tuple(Vec<Converted>),
+}
+
+impl Converted {
+    /// The final value, with every axis length known.
+    fn finish(self, program: &Program, dimensions: &DimensionBinder) -> Result<Value, InputError> {
+        match self {
+            Converted::Tuple(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    out.push(item.finish(program, dimensions)?);
+                }
+                Ok(Value::Tuple(out))
+            }
+            Converted::Tensor {
+                mut tensor,
+                ty,
+                known_axes,
+                description,
+            } => {
+                for axis in known_axes..ty.dims.len() {
+                    tensor.shape[axis] = match ty.dims[axis] {
+                        Dim::Fixed(n) => n as usize,
+                        Dim::Symbolic(symbol) => match dimensions.get(symbol) {
+                            Some(n) => n as usize,
+                            None => {
+                                return Err(InputError::new(
+                                    InputErrorKind::UndeterminedDimension,
+                                    format!(
+                                        "symbolic dimension `{}` cannot be determined from the inputs: it only occurs inside empty arrays (as in {description})",
+                                        program.symbol_name(symbol)
+                                    ),
+                                ))
+                            }
+                        },
+                    };
+                }
+                Ok(Value::Tensor(tensor))
+            }
+        }
+    }
+}
+
+fn convert(
+    program: &Program,
+    value: &InputValue,
+    ty: &Type,
+    place: &Place,
+    dimensions: &mut DimensionBinder,
+) -> Result<Converted, InputError> {
+    match value {
+        InputValue::Json(json) => convert_json(program, json, ty, &place.root, place, dimensions),
+        InputValue::Value(value) => {
+            convert_structured(program, value, ty, &place.root, place, dimensions)
+        }
+    }
+}
+
+/// Says what a JSON value is, briefly, for "found ..." in messages.
+pub(crate) fn describe_json(json: &serde_json::Value) -> String {
+    match json {
+        serde_json::Value::Null => "null".into(),
+        serde_json::Value::Bool(b) => b.to_string(),
+        serde_json::Value::Number(n) => n.to_string(),
+        serde_json::Value::String(s) if s.chars().count() > 40 => {
+            let start: String = s.chars().take(40).collect();
+            format!("the string {:?}...", start)
+        }
+        serde_json::Value::String(s) => format!("the string {s:?}"),
+        serde_json::Value::Array(items) if items.len() == 1 => "a list of 1 value".into(),
+        serde_json::Value::Array(items) => format!("a list of {} values", items.len()),
+        serde_json::Value::Object(_) => "an object".into(),
+    }
+}
+
+fn type_name(program: &Program, ty: &Type) -> String {
+    match ty {
+        Type::Tensor(t) => program.type_name(t),
+        Type::Tuple(items) => {
+            let names: Vec<String> = items.iter().map(|t| type_name(program, t)).collect();
+            if names.len() == 1 {
+                format!("({},)", names[0])
+            } else {
+                format!("({})", names.join(", "))
+            }
+        }
+    }
+}
+
+fn convert_json(
+    program: &Program,
+    json: &serde_json::Value,
+    ty: &Type,
+    path: &str,
+    place: &Place,
+    dimensions: &mut DimensionBinder,
+) -> Result<Converted, InputError> {
+    match ty {
+        Type::Tuple(items) if items.is_empty() => match json {
+            serde_json::Value::Null => Ok(Converted::Tuple(Vec::new())),
+            serde_json::Value::Array(values) if values.is_empty() => {
+                Ok(Converted::Tuple(Vec::new()))
+            }
+            other => Err(place.error(
+                path,
+                format_args!("must be `()` (null or []), found {}", describe_json(other)),
+            )),
+        },
+        Type::Tuple(items) => match json {
+            serde_json::Value::Array(values) if values.len() == items.len() => {
+                let mut out = Vec::with_capacity(items.len());
+                for (i, (value, item_ty)) in values.iter().zip(items).enumerate() {
+                    out.push(convert_json(
+                        program,
+                        value,
+                        item_ty,
+                        &format!("{path}.{i}"),
+                        place,
+                        dimensions,
+                    )?);
+                }
+                Ok(Converted::Tuple(out))
+            }
+            other => Err(place.error(
+                path,
+                format_args!(
+                    "must be a tuple `{}`, written as a list of {} values, found {}",
+                    type_name(program, ty),
+                    items.len(),
+                    describe_json(other)
+                ),
+            )),
+        },
+        Type::Tensor(tensor_type) => {
+            convert_json_tensor(program, json, tensor_type, path, place, dimensions)
+        }
+    }
+}
+
+fn convert_json_tensor(
+    program: &Program,
+    json: &serde_json::Value,
+    ty: &TensorType,
+    path: &str,
+    place: &Place,
+    dimensions: &mut DimensionBinder,
+) -> Result<Converted, InputError> {
+    struct Walk<'a> {
+        program: &'a Program,
+        ty: &'a TensorType,
+        place: &'a Place,
+        root: &'a str,
+        /// The indices from the root to the list or element being visited;
+        /// a path string is only made when something is wrong, so that a
+        /// large array costs no allocation per element.
+        indices: Vec<usize>,
+        /// Per axis: the length of the first list met on that axis, and its path.
+        lengths: Vec<Option<(usize, String)>>,
+        data: Data,
+    }
+
+    impl Walk<'_> {
+        fn path(&self) -> String {
+            let mut path = self.root.to_owned();
+            for i in &self.indices {
+                path.push_str(&format!("[{i}]"));
+            }
+            path
+        }
+
+        fn sub_type_name(&self, axis: usize) -> String {
+            let sub_type = TensorType {
+                elem: self.ty.elem,
+                dims: self.ty.dims[axis..].to_vec(),
+            };
+            self.program.type_name(&sub_type)
+        }
+
+        fn visit(&mut self, json: &serde_json::Value, axis: usize) -> Result<(), InputError> {
+            if axis == self.ty.dims.len() {
+                let scalar = json_to_scalar(json, self.ty.elem)
+                    .map_err(|problem| self.place.error(&self.path(), problem))?;
+                self.data.push(scalar);
+                return Ok(());
+            }
+            let serde_json::Value::Array(items) = json else {
+                return Err(self.place.error(
+                    &self.path(),
+                    format_args!(
+                        "must be an array `{}` (a list), found {}",
+                        self.sub_type_name(axis),
+                        describe_json(json)
+                    ),
+                ));
+            };
+            if let Dim::Fixed(expected) = self.ty.dims[axis] {
+                if items.len() as u64 != expected {
+                    return Err(self.place.error(
+                        &self.path(),
+                        format_args!(
+                            "must have {expected} elements (type `{}`), found {}",
+                            self.sub_type_name(axis),
+                            items.len()
+                        ),
+                    ));
+                }
+            }
+            match &self.lengths[axis] {
+                None => self.lengths[axis] = Some((items.len(), self.path())),
+                Some((first_length, first_path)) if *first_length != items.len() => {
+                    return Err(self.place.error(
+                        &self.path(),
+                        format_args!(
+                            "has {} elements but `{first_path}` has {first_length}: arrays must be rectangular",
+                            items.len()
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+            for (i, item) in items.iter().enumerate() {
+                self.indices.push(i);
+                self.visit(item, axis + 1)?;
+                self.indices.pop();
+            }
+            Ok(())
+        }
+    }
+
+    let mut walk = Walk {
+        program,
+        ty,
+        place,
+        root: path,
+        indices: Vec::with_capacity(ty.dims.len()),
+        lengths: vec![None; ty.dims.len()],
+        data: Data::with_capacity(ty.elem, 0),
+    };
+    walk.visit(json, 0)?;
+    let Walk { lengths, data, .. } = walk;
+    finish_tensor(ty, lengths, data, place, dimensions)
+}
+
+/// Binds the symbolic dimensions of one converted tensor and makes its shape.
+fn finish_tensor(
+    ty: &TensorType,
+    lengths: Vec<Option<(usize, String)>>,
+    data: Data,
+    place: &Place,
+    dimensions: &mut DimensionBinder,
+) -> Result<Converted, InputError> {
+    let known_axes = lengths.iter().take_while(|l| l.is_some()).count();
+    let mut shape = Vec::with_capacity(ty.dims.len());
+    for (axis, length) in lengths.into_iter().enumerate() {
+        match length {
+            Some((length, axis_path)) => {
+                if let Dim::Symbolic(symbol) = ty.dims[axis] {
+                    dimensions.observe(symbol, length, place.axis_description(&axis_path))?;
+                }
+                shape.push(length);
+            }
+            // Filled in by `Converted::finish` once every input is seen.
+            None => shape.push(0),
+        }
+    }
+    Ok(Converted::Tensor {
+        tensor: Tensor { shape, data },
+        ty: ty.clone(),
+        known_axes,
+        description: place.description.clone(),
+    })
+}
+
+/// Converts one JSON scalar to `elem`, or says what is wrong with it.
+fn json_to_scalar(json: &serde_json::Value, elem: ScalarType) -> Result<Scalar, String> {
+    let found = || describe_json(json);
+    match elem {
+        ScalarType::Bool => match json {
+            serde_json::Value::Bool(b) => Ok(Scalar::Bool(*b)),
+            _ => Err(format!(
+                "must be `true` or `false` (bool), found {}",
+                found()
+            )),
+        },
+        ScalarType::I32 | ScalarType::I64 | ScalarType::Usize => {
+            let serde_json::Value::Number(number) = json else {
+                return Err(format!("must be an integer ({elem}), found {}", found()));
+            };
+            let out_of_range = || {
+                format!(
+                    "must be an integer that fits {elem}, found {number}, which is out of range"
+                )
+            };
+            if let Some(i) = number.as_i64() {
+                match elem {
+                    ScalarType::I32 => i32::try_from(i)
+                        .map(Scalar::I32)
+                        .map_err(|_| out_of_range()),
+                    ScalarType::I64 => Ok(Scalar::I64(i)),
+                    _ => u64::try_from(i).map(Scalar::Usize).map_err(|_| {
+                        format!("must be a non-negative integer (usize), found {number}")
+                    }),
+                }
+            } else if let Some(u) = number.as_u64() {
+                match elem {
+                    ScalarType::Usize => Ok(Scalar::Usize(u)),
+                    _ => Err(out_of_range()),
+                }
+            } else {
+                Err(format!("must be an integer ({elem}), found {number}"))
+            }
+        }
+        ScalarType::F32 | ScalarType::F64 => {
+            let x = match json {
+                serde_json::Value::Number(number) => match number.as_f64() {
+                    Some(x) => x,
+                    None => return Err(format!("must be a number ({elem}), found {number}")),
+                },
+                serde_json::Value::String(s) if s == "NaN" => f64::NAN,
+                serde_json::Value::String(s) if s == "inf" => f64::INFINITY,
+                serde_json::Value::String(s) if s == "-inf" => f64::NEG_INFINITY,
+                _ => {
+                    return Err(format!(
+                        "must be a number ({elem}) or one of the strings \"NaN\", \"inf\", \"-inf\", found {}",
+                        found()
+                    ))
+                }
+            };
+            if elem == ScalarType::F64 {
+                return Ok(Scalar::F64(x));
+            }
+            let narrowed = x as f32;
+            if x.is_finite() && !narrowed.is_finite() {
+                return Err(format!(
+                    "must be a number that fits f32, found {}, which is out of range",
+                    found()
+                ));
+            }
+            Ok(Scalar::F32(narrowed))
+        }
+    }
+}
+
+fn describe_value(value: &Value) -> String {
+    match value {
+        Value::Tuple(items) => format!("a tuple of {} values", items.len()),
+        Value::Tensor(t) if t.is_scalar() => format!("a scalar of type {}", t.elem_type()),
+        Value::Tensor(t) => format!("an array of {} with shape {:?}", t.elem_type(), t.shape),
+    }
+}
+
+fn convert_structured(
+    program: &Program,
+    value: &Value,
+    ty: &Type,
+    path: &str,
+    place: &Place,
+    dimensions: &mut DimensionBinder,
+) -> Result<Converted, InputError> {
+    match (ty, value) {
+        (Type::Tuple(items), Value::Tuple(values)) if items.len() == values.len() => {
+            let mut out = Vec::with_capacity(items.len());
+            for (i, (item_ty, item)) in items.iter().zip(values).enumerate() {
+                out.push(convert_structured(
+                    program,
+                    item,
+                    item_ty,
+                    &format!("{path}.{i}"),
+                    place,
+                    dimensions,
+                )?);
+            }
+            Ok(Converted::Tuple(out))
+        }
+        (Type::Tensor(tensor_type), Value::Tensor(tensor)) => {
+            let expected = program.type_name(tensor_type);
+            if tensor.elem_type() != tensor_type.elem {
+                return Err(place.error(
+                    path,
+                    format_args!("must be `{expected}`, found {}", describe_value(value)),
+                ));
+            }
+            if tensor.shape.len() != tensor_type.dims.len() {
+                return Err(place.error(
+                    path,
+                    format_args!("must be `{expected}`, found {}", describe_value(value)),
+                ));
+            }
+            let elements: usize = tensor.shape.iter().product();
+            if elements != tensor.data.len() {
+                return Err(place.error(
+                    path,
+                    format_args!(
+                        "is a malformed tensor: its shape {:?} needs {elements} elements but it has {}",
+                        tensor.shape,
+                        tensor.data.len()
+                    ),
+                ));
+            }
+            let mut lengths = Vec::with_capacity(tensor.shape.len());
+            for (axis, (&length, dim)) in tensor.shape.iter().zip(&tensor_type.dims).enumerate() {
+                let axis_path = format!("{path}{}", "[0]".repeat(axis));
+                if let Dim::Fixed(expected_length) = dim {
+                    if length as u64 != *expected_length {
+                        return Err(place.error(
+                            &axis_path,
+                            format_args!(
+                                "must have {expected_length} elements (type `{}`), found {length}",
+                                program.type_name(&TensorType {
+                                    elem: tensor_type.elem,
+                                    dims: tensor_type.dims[axis..].to_vec()
+                                })
+                            ),
+                        ));
+                    }
+                }
+                lengths.push(Some((length, axis_path)));
+            }
+            finish_tensor(tensor_type, lengths, tensor.data.clone(), place, dimensions)
+        }
+        _ => Err(place.error(
+            path,
+            format_args!(
+                "must be `{}`, found {}",
+                type_name(program, ty),
+                describe_value(value)
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;

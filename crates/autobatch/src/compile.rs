@@ -1,0 +1,228 @@
+//! Compiling a source file (front end, lowering, the shared passes) into a
+//! [`Compiled`] program, and the views of it that people read: the IR text
+//! and the names of the functions that can be run.
+
+use std::fmt;
+use std::sync::Arc;
+
+use autobatch_ir::{EntityRef, FuncId, Program};
+use autobatch_types::Loc;
+
+use crate::bind::{InputError, InputErrorKind};
+use crate::frontend_bridge::{self, Diagnostic};
+
+/// Compiles the program `source`, read from `path` (used only in messages).
+///
+/// On success the program has been type-checked, lowered to the IR and run
+/// through the passes every executor shares. On failure the error holds every
+/// diagnostic the front end reported.
+pub fn compile(source: &str, path: &str) -> Result<Compiled, CompileError> {
+    let mut program =
+        frontend_bridge::lower_source(source).map_err(|diagnostics| CompileError {
+            diagnostics,
+            source: source.to_owned(),
+            path: path.to_owned(),
+        })?;
+    verify_or_panic(&program, "lowering");
+    autobatch_passes::optimize(&mut program);
+    verify_or_panic(&program, "optimization");
+    Ok(Compiled {
+        program: Arc::new(program),
+        source: source.to_owned(),
+        path: path.to_owned(),
+    })
+}
+
+/// A broken IR invariant is a compiler bug, never the user's fault, so it is
+/// a panic (the command line turns it into one "internal error" line) rather
+/// than a diagnostic about the user's program.
+fn verify_or_panic(program: &Program, after: &str) {
+    if let Err(errors) = autobatch_ir::verify::verify_program(program) {
+        let listed: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        panic!("the IR after {after} is invalid: {}", listed.join("; "));
+    }
+}
+
+/// A program that compiled: its IR, with the source it came from.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    // Shared with every `BoundBatch` made from it, so that binding does not
+    // copy the program and a batch does not borrow the `Compiled`.
+    program: Arc<Program>,
+    source: String,
+    path: String,
+}
+
+impl Compiled {
+    /// Wraps an IR program built without the front end (by a tool or a
+    /// test). The program is used as given: it is neither verified nor optimized.
+    pub fn from_ir(program: Program, source: &str, path: &str) -> Compiled {
+        Compiled {
+            program: Arc::new(program),
+            source: source.to_owned(),
+            path: path.to_owned(),
+        }
+    }
+
+    /// The IR program (after the shared passes).
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    pub(crate) fn shared_program(&self) -> Arc<Program> {
+        Arc::clone(&self.program)
+    }
+
+    /// The source text the program was compiled from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The path given to [`compile`].
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The names of the functions that can be run as an entry, in the order
+    /// of the program. Instances of const-generic functions (`norm2<3>`) are
+    /// left out: they are an artifact of compilation, not something the user wrote.
+    pub fn entry_names(&self) -> Vec<&str> {
+        self.program
+            .functions
+            .values()
+            .map(|f| f.name.as_str())
+            .filter(|name| !name.contains('<'))
+            .collect()
+    }
+
+    /// Finds the entry function `name`, or says which functions exist.
+    pub(crate) fn entry_function(&self, name: &str) -> Result<FuncId, InputError> {
+        match self.program.function_by_name(name) {
+            Some(id) if !name.contains('<') => Ok(id),
+            _ => {
+                let available = self.entry_names();
+                let listed = if available.is_empty() {
+                    "the program has no functions".to_owned()
+                } else {
+                    format!("available: {}", available.join(", "))
+                };
+                Err(InputError::new(
+                    InputErrorKind::UnknownEntry,
+                    format!("no function named `{name}` in {} ({listed})", self.path),
+                ))
+            }
+        }
+    }
+
+    /// The IR of the whole program in its one text form.
+    pub fn ir_text(&self) -> String {
+        autobatch_ir::print::program_to_string(&self.program)
+    }
+
+    /// The IR of the functions reachable from the entry `entry` (itself
+    /// included), in id order, after the symbols and statics. Ids are those
+    /// of the whole program, so calls still name the right functions.
+    pub fn ir_text_for_entry(&self, entry: &str) -> Result<String, InputError> {
+        let entry_id = self.entry_function(entry)?;
+        let program = &*self.program;
+        let reachable = reachable_functions(program, entry_id);
+        let mut out = String::new();
+        // Same header as `program_to_string`, so that the two texts agree
+        // when every function is reachable.
+        autobatch_ir::print::write_header(&mut out, program)
+            .expect("writing to a String cannot fail");
+        for (i, id) in reachable.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            autobatch_ir::print::write_function(&mut out, program, *id, &program.functions[*id])
+                .expect("writing to a String cannot fail");
+        }
+        Ok(out)
+    }
+
+    /// The explicit-stack form run by the program-counter strategy
+    /// (`autobatch ir --lowered`). Entry parameters are taken as batched, so
+    /// only values built from constants and statics show as invariant.
+    pub fn lowered_ir_text(&self, entry: Option<&str>) -> Result<String, InputError> {
+        let program = &*self.program;
+        let entry_id = match entry {
+            Some(name) => self.entry_function(name)?,
+            None => FuncId(0),
+        };
+        let mut out = String::new();
+        if program.functions.is_empty() {
+            return Ok(out);
+        }
+        let batched = vec![false; program.functions[entry_id].params.len()];
+        let invariance =
+            autobatch_passes::uniformity::Invariance::compute(program, entry_id, &batched);
+        let lowered = autobatch_passes::stack::lower_to_stack(program, &invariance);
+        out.push_str(&autobatch_passes::stack::lowered_to_string(
+            program, &lowered,
+        ));
+        Ok(out)
+    }
+}
+
+/// The functions `entry` may call, directly or not, with `entry` itself, sorted by id.
+fn reachable_functions(program: &Program, entry: FuncId) -> Vec<FuncId> {
+    let reach = autobatch_passes::stack::reachability(program);
+    program
+        .functions
+        .keys()
+        .filter(|f| reach[entry.index()][f.index()])
+        .collect()
+}
+
+/// The program did not compile: every diagnostic, with the source they point into.
+#[derive(Clone, Debug)]
+pub struct CompileError {
+    diagnostics: Vec<Diagnostic>,
+    source: String,
+    path: String,
+}
+
+impl CompileError {
+    /// The diagnostics, in the order the front end reported them.
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        &self.diagnostics
+    }
+
+    /// Each diagnostic's start and what it says in words (message, label and
+    /// notes, without the quoted source): what tests match against.
+    pub fn located_messages(&self) -> Vec<(Loc, String)> {
+        self.diagnostics
+            .iter()
+            .map(|d| {
+                (
+                    frontend_bridge::diagnostic_start(d),
+                    frontend_bridge::diagnostic_words(d),
+                )
+            })
+            .collect()
+    }
+
+    /// Every diagnostic rendered for people: file, line, column, the source
+    /// line and a marker; ANSI colors if `color`.
+    pub fn render(&self, color: bool) -> String {
+        let mut out = String::new();
+        for diagnostic in &self.diagnostics {
+            let text = diagnostic.render(&self.source, &self.path, color);
+            out.push_str(&text);
+            if !text.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for CompileError {
+    /// The rendered diagnostics, without colors.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.render(false).trim_end())
+    }
+}
+
+impl std::error::Error for CompileError {}

@@ -1,0 +1,30 @@
+//! The one place where this crate talks to the front end and the lowering,
+//! so that a change in their interface touches one file.
+
+use autobatch_ir::Program;
+use autobatch_types::Loc;
+
+pub use autobatch_frontend::Diagnostic;
+
+/// Parses, checks and lowers `source` to the CFG IR.
+pub(crate) fn lower_source(source: &str) -> Result<Program, Vec<Diagnostic>> {
+    autobatch_lower::compile(source)
+}
+
+/// Where a diagnostic starts.
+pub(crate) fn diagnostic_start(diagnostic: &Diagnostic) -> Loc {
+    diagnostic.loc
+}
+
+/// Everything a diagnostic says in words (message, label, notes), without
+/// the quoted source, for tests that match on text.
+pub(crate) fn diagnostic_words(diagnostic: &Diagnostic) -> String {
+    let mut words = diagnostic.message.clone();
+    for extra in std::iter::once(&diagnostic.label).chain(&diagnostic.notes) {
+        if !extra.is_empty() {
+            words.push('\n');
+            words.push_str(extra);
+        }
+    }
+    words
+}

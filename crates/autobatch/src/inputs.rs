@@ -1,0 +1,370 @@
+//! The inputs of a run before they meet a program: per entry parameter a
+//! batched list or a shared value, and the statics, by name.
+//!
+//! Inputs come from JSON in the `--inputs` format,
+//!
+//! ```json
+//! { "batch":  { "n": [3, 7, 4, 5] },
+//!   "shared": { "k": 2, "X": [[1.0, 2.0], [3.0, 4.0]] } }
+//! ```
+//!
+//! or are built in Rust with [`Inputs::batched`] and [`Inputs::shared`].
+//! Nothing here knows the program's types: values stay as given until
+//! [`Compiled::bind`](crate::Compiled::bind) converts them, directed by the
+//! entry function's signature.
+//!
+//! JSON is parsed strictly: a key repeated in one object is an error, where
+//! `serde_json` alone would silently keep the last value, and the user would
+//! run a batch other than the one they wrote.
+
+use std::fmt;
+
+use autobatch_types::Value;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use crate::bind::{InputError, InputErrorKind};
+
+/// One value given for an argument or a static: JSON, converted by type when
+/// bound (an integer is accepted where a float is expected, and so on), or a
+/// structured [`Value`], which must have exactly the expected scalar type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InputValue {
+    Json(serde_json::Value),
+    Value(Value),
+}
+
+impl From<serde_json::Value> for InputValue {
+    fn from(json: serde_json::Value) -> Self {
+        InputValue::Json(json)
+    }
+}
+
+impl From<Value> for InputValue {
+    fn from(value: Value) -> Self {
+        InputValue::Value(value)
+    }
+}
+
+impl From<bool> for InputValue {
+    fn from(b: bool) -> Self {
+        InputValue::Json(serde_json::Value::Bool(b))
+    }
+}
+
+impl From<i32> for InputValue {
+    fn from(i: i32) -> Self {
+        InputValue::Json(i.into())
+    }
+}
+
+impl From<i64> for InputValue {
+    fn from(i: i64) -> Self {
+        InputValue::Json(i.into())
+    }
+}
+
+impl From<u64> for InputValue {
+    fn from(u: u64) -> Self {
+        InputValue::Json(u.into())
+    }
+}
+
+impl From<usize> for InputValue {
+    fn from(u: usize) -> Self {
+        InputValue::Json((u as u64).into())
+    }
+}
+
+impl From<f64> for InputValue {
+    /// Non-finite floats become the strings `"NaN"`, `"inf"`, `"-inf"`,
+    /// which is how JSON inputs spell them (`serde_json` would make them `null`).
+    fn from(x: f64) -> Self {
+        InputValue::Json(crate::json_output::float_to_json(x))
+    }
+}
+
+impl From<f32> for InputValue {
+    fn from(x: f32) -> Self {
+        InputValue::Json(crate::json_output::float_to_json(f64::from(x)))
+    }
+}
+
+impl From<Vec<f64>> for InputValue {
+    fn from(xs: Vec<f64>) -> Self {
+        InputValue::Json(serde_json::Value::Array(
+            xs.into_iter()
+                .map(crate::json_output::float_to_json)
+                .collect(),
+        ))
+    }
+}
+
+impl From<Vec<i64>> for InputValue {
+    fn from(xs: Vec<i64>) -> Self {
+        InputValue::Json(serde_json::Value::Array(
+            xs.into_iter().map(Into::into).collect(),
+        ))
+    }
+}
+
+impl From<Vec<bool>> for InputValue {
+    fn from(xs: Vec<bool>) -> Self {
+        InputValue::Json(serde_json::Value::Array(
+            xs.into_iter().map(Into::into).collect(),
+        ))
+    }
+}
+
+/// The inputs of one run, by name, in the order given.
+///
+/// ```
+/// use autobatch::Inputs;
+/// let inputs = Inputs::new()
+///     .batched("n", [3_i64, 7, 4])
+///     .shared("scale", 0.5)
+///     .shared("X", serde_json::json!([[1.0, 2.0], [3.0, 4.0]]));
+/// assert_eq!(inputs.batch_size_hint(), Some(3));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Inputs {
+    // Vectors rather than maps: the same name given twice must be reported
+    // when the inputs are bound, not silently merged.
+    pub(crate) batch: Vec<(String, Vec<InputValue>)>,
+    pub(crate) shared: Vec<(String, InputValue)>,
+}
+
+impl Inputs {
+    /// No inputs: enough for an entry function without parameters in a
+    /// program without statics (a batch of one member).
+    pub fn new() -> Self {
+        Inputs::default()
+    }
+
+    /// Gives the entry argument `name` one value per member.
+    pub fn batched<V: Into<InputValue>>(
+        mut self,
+        name: &str,
+        values: impl IntoIterator<Item = V>,
+    ) -> Self {
+        self.batch.push((
+            name.to_owned(),
+            values.into_iter().map(Into::into).collect(),
+        ));
+        self
+    }
+
+    /// Gives the entry argument or static `name` one value for all members.
+    pub fn shared(mut self, name: &str, value: impl Into<InputValue>) -> Self {
+        self.shared.push((name.to_owned(), value.into()));
+        self
+    }
+
+    /// The length of the first batched list, if any: the batch size when
+    /// the inputs are consistent.
+    pub fn batch_size_hint(&self) -> Option<usize> {
+        self.batch.first().map(|(_, values)| values.len())
+    }
+
+    /// Reads inputs in the `--inputs` JSON format: an object with an
+    /// optional `batch` object (each value a list, one element per member)
+    /// and an optional `shared` object. Errors carry `serde_json`'s line and
+    /// column; a key repeated in any object is an error.
+    pub fn from_json_str(text: &str) -> Result<Inputs, InputError> {
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let parsed = InputsSeed
+            .deserialize(&mut deserializer)
+            .and_then(|inputs| {
+                deserializer.end()?;
+                Ok(inputs)
+            });
+        parsed.map_err(|e| {
+            let kind = match e.classify() {
+                serde_json::error::Category::Data => InputErrorKind::BadLayout,
+                _ => InputErrorKind::InvalidJson,
+            };
+            let message = match kind {
+                InputErrorKind::BadLayout => format!("inputs are not in the expected form: {e}"),
+                _ => format!("inputs are not valid JSON: {e}"),
+            };
+            InputError::new(kind, message)
+        })
+    }
+}
+
+/// Parses the top-level object of the inputs file.
+struct InputsSeed;
+
+impl<'de> DeserializeSeed<'de> for InputsSeed {
+    type Value = Inputs;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Inputs, D::Error> {
+        deserializer.deserialize_map(InputsVisitor)
+    }
+}
+
+struct InputsVisitor;
+
+impl<'de> Visitor<'de> for InputsVisitor {
+    type Value = Inputs;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object with the keys `batch` and `shared`")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Inputs, A::Error> {
+        let mut inputs = Inputs::new();
+        let mut seen_batch = false;
+        let mut seen_shared = false;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "batch" => {
+                    if std::mem::replace(&mut seen_batch, true) {
+                        return Err(de::Error::custom("duplicate key `batch`"));
+                    }
+                    for (name, json) in map.next_value_seed(SectionSeed { section: "batch" })? {
+                        match json {
+                            serde_json::Value::Array(values) => {
+                                inputs.batch.push((name, values.into_iter().map(InputValue::Json).collect()))
+                            }
+                            other => {
+                                return Err(de::Error::custom(format!(
+                                    "batched argument `{name}` must be a list with one value per member, found {}",
+                                    crate::bind::describe_json(&other)
+                                )))
+                            }
+                        }
+                    }
+                }
+                "shared" => {
+                    if std::mem::replace(&mut seen_shared, true) {
+                        return Err(de::Error::custom("duplicate key `shared`"));
+                    }
+                    for (name, json) in map.next_value_seed(SectionSeed { section: "shared" })? {
+                        inputs.shared.push((name, InputValue::Json(json)));
+                    }
+                }
+                other => {
+                    return Err(de::Error::custom(format!(
+                        "unknown key `{other}` at the top level (expected `batch` and `shared`)"
+                    )))
+                }
+            }
+        }
+        Ok(inputs)
+    }
+}
+
+/// Parses the `batch` or `shared` object, keeping the order and refusing repeated names.
+struct SectionSeed {
+    section: &'static str,
+}
+
+impl<'de> DeserializeSeed<'de> for SectionSeed {
+    type Value = Vec<(String, serde_json::Value)>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SectionSeed {
+    type Value = Vec<(String, serde_json::Value)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "an object mapping names to values in `{}`", self.section)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut entries: Vec<(String, serde_json::Value)> = Vec::new();
+        while let Some(name) = map.next_key::<String>()? {
+            if entries.iter().any(|(seen, _)| *seen == name) {
+                return Err(de::Error::custom(format!(
+                    "`{name}` is given twice in `{}`",
+                    self.section
+                )));
+            }
+            let StrictJson(value) = map.next_value()?;
+            entries.push((name, value));
+        }
+        Ok(entries)
+    }
+}
+
+/// A JSON value parsed like `serde_json::Value`, except that a key repeated
+/// in an object is an error.
+struct StrictJson(serde_json::Value);
+
+impl<'de> Deserialize<'de> for StrictJson {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(StrictJsonVisitor)
+            .map(StrictJson)
+    }
+}
+
+struct StrictJsonVisitor;
+
+impl<'de> Visitor<'de> for StrictJsonVisitor {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Bool(b))
+    }
+
+    fn visit_i64<E>(self, i: i64) -> Result<Self::Value, E> {
+        Ok(i.into())
+    }
+
+    fn visit_u64<E>(self, u: u64) -> Result<Self::Value, E> {
+        Ok(u.into())
+    }
+
+    fn visit_f64<E: de::Error>(self, x: f64) -> Result<Self::Value, E> {
+        serde_json::Number::from_f64(x)
+            .map(serde_json::Value::Number)
+            .ok_or_else(|| E::custom(format!("the number {x} is not finite")))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::String(s.to_owned()))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::String(s))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        StrictJson::deserialize(deserializer).map(|StrictJson(v)| v)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(StrictJson(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(serde_json::Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(de::Error::custom(format!("duplicate key `{key}`")));
+            }
+            let StrictJson(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(serde_json::Value::Object(object))
+    }
+}

@@ -1,0 +1,235 @@
+//! Running a bound batch: the strategies, the run's configuration, and the
+//! per-member results with the run's figures.
+
+use std::fmt;
+
+use autobatch_exec::{RunOptions, Stats, DEFAULT_MAX_STACK_DEPTH, DEFAULT_MAX_STEPS};
+use autobatch_types::{MemberError, Value};
+
+use crate::bind::BoundBatch;
+
+/// How a batch is executed, how an operation treats inactive members, and
+/// how the program-counter strategy picks its next block: the executors'
+/// own types. Every strategy gives every member the same result; they differ
+/// in speed.
+pub use autobatch_exec::{BlockChoice, LaneMode as Lanes, Strategy};
+
+/// Everything that says how a batch runs (but not what it computes: the
+/// results depend on `seed` and the limits only).
+///
+/// ```
+/// use autobatch::{Lanes, RunConfig, Strategy};
+/// let config = RunConfig { strategy: Strategy::Reference, lanes: Lanes::Compact, seed: 7, ..RunConfig::default() };
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunConfig {
+    pub strategy: Strategy,
+    pub lanes: Lanes,
+    /// Only the program-counter strategy reads it.
+    pub block_choice: BlockChoice,
+    /// The deepest chain of calls one member may have (the entry counts as 1); at least 1.
+    pub max_stack_depth: usize,
+    /// The most basic blocks one member may execute.
+    pub max_steps: u64,
+    /// Member `i` draws random numbers from a stream that depends only on `(seed, i)`.
+    pub seed: u64,
+    /// Worker threads; at least 1.
+    pub threads: usize,
+}
+
+impl Default for RunConfig {
+    /// The program-counter strategy, automatic lanes, the executor's default
+    /// limits, seed 0, and one thread per available core.
+    fn default() -> Self {
+        RunConfig {
+            strategy: Strategy::ProgramCounter,
+            lanes: Lanes::Auto,
+            block_choice: BlockChoice::SmallestIndex,
+            max_stack_depth: DEFAULT_MAX_STACK_DEPTH,
+            max_steps: DEFAULT_MAX_STEPS,
+            seed: 0,
+            threads: default_threads(),
+        }
+    }
+}
+
+/// One thread per core the process may use (1 if that cannot be known).
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+impl RunConfig {
+    /// Checks the settings that have no meaning (a stack depth or thread count of 0).
+    pub fn validate(&self) -> Result<(), RunError> {
+        if self.max_stack_depth == 0 {
+            return Err(RunError::InvalidConfig(
+                "the maximum stack depth must be at least 1".into(),
+            ));
+        }
+        if self.threads == 0 {
+            return Err(RunError::InvalidConfig(
+                "the number of threads must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn run_options(&self) -> RunOptions {
+        RunOptions {
+            max_stack_depth: self.max_stack_depth,
+            max_steps: self.max_steps,
+            seed: self.seed,
+            threads: self.threads,
+        }
+    }
+}
+
+/// Why a batch could not be run at all (member errors are results, not this).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunError {
+    /// The run needs more than the machine has (reported before allocating).
+    Resources(String),
+    /// A configuration value without meaning.
+    InvalidConfig(String),
+    /// An executor broke its contract (a bug in autobatch).
+    Internal(String),
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Resources(message) => f.write_str(message),
+            RunError::InvalidConfig(message) => f.write_str(message),
+            RunError::Internal(message) => {
+                write!(f, "internal error: {message} (this is a bug in autobatch)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// The outcome of a run: each member's structured result or error, in
+/// member order, and the run's figures.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    pub strategy: Strategy,
+    pub lanes: Lanes,
+    pub threads: usize,
+    pub batch_size: usize,
+    /// One per member, in input order.
+    pub members: Vec<Result<Value, MemberError>>,
+    pub stats: Stats,
+}
+
+impl BoundBatch {
+    /// Runs the batch. Errors of single members are in the result; an `Err`
+    /// means nothing ran (an unimplemented strategy or a meaningless config).
+    pub fn run(&self, config: &RunConfig) -> Result<RunResult, RunError> {
+        config.validate()?;
+        let options = config.run_options();
+        let batching = autobatch_exec::BatchingOptions {
+            lanes: config.lanes,
+            block_choice: config.block_choice,
+        };
+        let output = autobatch_exec::run(
+            config.strategy,
+            self.program(),
+            self.env(),
+            self.batch(),
+            &options,
+            &batching,
+        )
+        .map_err(RunError::Resources)?;
+        if output.results.len() != self.batch_size() {
+            return Err(RunError::Internal(format!(
+                "the executor returned {} results for a batch of {}",
+                output.results.len(),
+                self.batch_size()
+            )));
+        }
+        let ret_type = &self.entry_function().ret_type;
+        let mut members = Vec::with_capacity(output.results.len());
+        for (member, result) in output.results.into_iter().enumerate() {
+            let structured = match result {
+                Ok(flat) => {
+                    let count = flat.len();
+                    let mut flat = flat.into_iter();
+                    match Value::unflatten(ret_type, &mut flat) {
+                        Some(value) if flat.next().is_none() => Ok(value),
+                        _ => {
+                            return Err(RunError::Internal(format!(
+                                "member {member} returned {count} values, but the entry function returns {}",
+                                ret_type.flat_len()
+                            )))
+                        }
+                    }
+                }
+                Err(error) => Err(error),
+            };
+            members.push(structured);
+        }
+        Ok(RunResult {
+            strategy: config.strategy,
+            lanes: config.lanes,
+            threads: config.threads,
+            batch_size: self.batch_size(),
+            members,
+            stats: output.stats,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strategy_and_lanes_names_round_trip() {
+        for strategy in Strategy::ALL {
+            assert_eq!(strategy.name().parse::<Strategy>(), Ok(strategy));
+        }
+        for lanes in Lanes::ALL {
+            assert_eq!(lanes.name().parse::<Lanes>(), Ok(lanes));
+        }
+        for choice in BlockChoice::ALL {
+            assert_eq!(choice.name().parse::<BlockChoice>(), Ok(choice));
+        }
+        assert!("fast"
+            .parse::<Strategy>()
+            .unwrap_err()
+            .contains("unknown strategy `fast`"));
+        assert!("some"
+            .parse::<Lanes>()
+            .unwrap_err()
+            .contains("unknown lanes mode `some`"));
+    }
+
+    #[test]
+    fn program_counter_is_the_default() {
+        assert_eq!(RunConfig::default().strategy, Strategy::ProgramCounter);
+        assert!(RunConfig::default().threads >= 1);
+    }
+
+    #[test]
+    fn meaningless_configs_are_refused() {
+        let zero_depth = RunConfig {
+            max_stack_depth: 0,
+            ..RunConfig::default()
+        };
+        assert!(
+            matches!(zero_depth.validate(), Err(RunError::InvalidConfig(m)) if m.contains("stack depth"))
+        );
+        let zero_threads = RunConfig {
+            threads: 0,
+            ..RunConfig::default()
+        };
+        assert!(
+            matches!(zero_threads.validate(), Err(RunError::InvalidConfig(m)) if m.contains("threads"))
+        );
+        assert_eq!(RunConfig::default().validate(), Ok(()));
+    }
+}

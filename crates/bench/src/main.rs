@@ -1,0 +1,262 @@
+//! `autobatch-bench`: members per second against batch size for each
+//! strategy and lanes mode, next to the same function written natively in
+//! Rust and run member by member. Prints one JSON document on stdout.
+//!
+//! ```sh
+//! cargo run --release -p autobatch-bench -- strategies [--quick]
+//! ```
+//!
+//! Timings are medians over repetitions of the execution only (the
+//! executors' own `wall_seconds`: no parsing, compiling or input binding).
+//! This crate is a measuring tool: it must not contain logic the executors
+//! need.
+
+use std::time::Instant;
+
+use autobatch_exec::{
+    run, Arg, Batch, BatchingOptions, BlockChoice, Env, LaneMode, RunOptions, Strategy,
+};
+use autobatch_ir::Program;
+use autobatch_types::{Scalar, Tensor};
+use serde_json::{json, Value};
+
+struct Workload {
+    name: &'static str,
+    source: &'static str,
+    entry: &'static str,
+    /// The input of member `i`.
+    input: fn(usize) -> i64,
+    native: fn(i64) -> i64,
+}
+
+fn native_fib(n: i64) -> i64 {
+    if n <= 1 {
+        1
+    } else {
+        native_fib(n - 2).wrapping_add(native_fib(n - 1))
+    }
+}
+
+fn native_collatz(n: i64) -> i64 {
+    let (mut x, mut steps) = (n, 0i64);
+    while x != 1 {
+        x = if x % 2 == 0 {
+            x / 2
+        } else {
+            x.wrapping_mul(3).wrapping_add(1)
+        };
+        steps += 1;
+    }
+    steps
+}
+
+fn native_nested(n: i64) -> i64 {
+    let mut s = 0i64;
+    for i in 0..n {
+        for j in 0..i {
+            s = s.wrapping_add(i.wrapping_mul(j) % 7);
+        }
+    }
+    s
+}
+
+fn workloads() -> Vec<Workload> {
+    vec![
+        Workload {
+            name: "fib",
+            source: include_str!("../programs/fib.ab"),
+            entry: "fib",
+            input: |i| 15 + (i % 6) as i64,
+            native: native_fib,
+        },
+        Workload {
+            name: "collatz",
+            source: include_str!("../programs/collatz.ab"),
+            entry: "collatz",
+            input: |i| 1 + ((i as i64 * 7919) % 100_000),
+            native: native_collatz,
+        },
+        Workload {
+            name: "nested",
+            source: include_str!("../programs/nested.ab"),
+            entry: "nested",
+            input: |i| 20 + (i % 21) as i64,
+            native: native_nested,
+        },
+    ]
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[xs.len() / 2]
+}
+
+/// Runs `f` (which returns the seconds to count) until `budget` seconds have
+/// been spent or `max_runs` runs are done, at least 3 times; the median.
+fn measure(budget: f64, max_runs: usize, mut f: impl FnMut() -> f64) -> f64 {
+    let start = Instant::now();
+    let mut times = Vec::new();
+    while times.len() < 3 || (start.elapsed().as_secs_f64() < budget && times.len() < max_runs) {
+        times.push(f());
+    }
+    median(times)
+}
+
+fn compile(source: &str) -> Program {
+    let mut program = autobatch_lower::compile(source)
+        .unwrap_or_else(|d| panic!("benchmark program does not compile: {d:?}"));
+    autobatch_passes::optimize(&mut program);
+    program
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    if args.first().map(String::as_str) != Some("strategies") {
+        eprintln!("usage: autobatch-bench strategies [--quick]");
+        std::process::exit(2);
+    }
+    let sizes: Vec<usize> = if quick {
+        vec![1, 16, 256, 1024]
+    } else {
+        vec![1, 4, 16, 64, 256, 1024, 4096]
+    };
+    let budget = if quick { 0.3 } else { 1.0 };
+    let configurations: Vec<(Strategy, LaneMode, BlockChoice)> = vec![
+        (
+            Strategy::Reference,
+            LaneMode::Auto,
+            BlockChoice::SmallestIndex,
+        ),
+        (
+            Strategy::LocalStatic,
+            LaneMode::Mask,
+            BlockChoice::SmallestIndex,
+        ),
+        (
+            Strategy::LocalStatic,
+            LaneMode::Compact,
+            BlockChoice::SmallestIndex,
+        ),
+        (
+            Strategy::LocalStatic,
+            LaneMode::Auto,
+            BlockChoice::SmallestIndex,
+        ),
+        (
+            Strategy::ProgramCounter,
+            LaneMode::Mask,
+            BlockChoice::SmallestIndex,
+        ),
+        (
+            Strategy::ProgramCounter,
+            LaneMode::Compact,
+            BlockChoice::SmallestIndex,
+        ),
+        (
+            Strategy::ProgramCounter,
+            LaneMode::Auto,
+            BlockChoice::SmallestIndex,
+        ),
+        (
+            Strategy::ProgramCounter,
+            LaneMode::Auto,
+            BlockChoice::MostMembers,
+        ),
+    ];
+    let mut report = Vec::new();
+    for workload in workloads() {
+        let program = compile(workload.source);
+        let entry = program
+            .function_by_name(workload.entry)
+            .expect("entry exists");
+        let mut rows = Vec::new();
+        for &size in &sizes {
+            let inputs: Vec<i64> = (0..size).map(workload.input).collect();
+            let native_seconds = measure(budget, 1000, || {
+                let t = Instant::now();
+                let mut sink = 0i64;
+                for &n in &inputs {
+                    sink = sink.wrapping_add((workload.native)(std::hint::black_box(n)));
+                }
+                std::hint::black_box(sink);
+                t.elapsed().as_secs_f64()
+            });
+            let mut row = serde_json::Map::new();
+            row.insert("batch_size".into(), json!(size));
+            row.insert(
+                "native_members_per_second".into(),
+                json!(size as f64 / native_seconds),
+            );
+            let batch = Batch {
+                entry,
+                size,
+                args: vec![Arg::Batched(
+                    inputs
+                        .iter()
+                        .map(|n| Tensor::scalar(Scalar::I64(*n)))
+                        .collect(),
+                )],
+            };
+            for (strategy, lanes, block_choice) in &configurations {
+                let options = RunOptions::default();
+                let batching = BatchingOptions {
+                    lanes: *lanes,
+                    block_choice: *block_choice,
+                };
+                let mut utilization = 0.0;
+                let seconds = measure(budget, 50, || {
+                    let output = run(
+                        *strategy,
+                        &program,
+                        &Env::default(),
+                        &batch,
+                        &options,
+                        &batching,
+                    )
+                    .unwrap_or_else(|e| panic!("{e}"));
+                    utilization = output.stats.lane_utilization;
+                    output.stats.wall_seconds
+                });
+                let key = match strategy {
+                    Strategy::Reference => "reference".to_string(),
+                    Strategy::LocalStatic => format!("local-static/{}", lanes_name(*lanes)),
+                    Strategy::ProgramCounter => format!(
+                        "program-counter/{}{}",
+                        lanes_name(*lanes),
+                        if *block_choice == BlockChoice::MostMembers {
+                            "/most-members"
+                        } else {
+                            ""
+                        }
+                    ),
+                };
+                row.insert(
+                    key,
+                    json!({
+                        "members_per_second": size as f64 / seconds,
+                        "median_seconds": seconds,
+                        "lane_utilization": utilization,
+                        "slowdown_vs_native": seconds / native_seconds,
+                    }),
+                );
+            }
+            eprintln!("{} batch {size}: done", workload.name);
+            rows.push(Value::Object(row));
+        }
+        report.push(json!({ "workload": workload.name, "rows": rows }));
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({ "benchmark": "strategies", "results": report }))
+            .unwrap()
+    );
+}
+
+fn lanes_name(lanes: LaneMode) -> &'static str {
+    match lanes {
+        LaneMode::Mask => "mask",
+        LaneMode::Compact => "compact",
+        LaneMode::Auto => "auto",
+    }
+}

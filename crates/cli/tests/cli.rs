@@ -1,0 +1,554 @@
+//! Tests of the `autobatch` command as scripts use it: the built binary run
+//! on files in a scratch directory, checking exit codes, stdout and that
+//! every bad input gives exactly one `error: ` line on stderr.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const FIB: &str = "fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + fib(n - 1) } }\n";
+
+const SHAPES: &str = "\
+extern \"autobatch\" {
+    static X: [f64; N];
+}
+fn scaled(y: [f64; N], k: f64) -> f64 {
+    let mut total = 0.0;
+    for i in 0..y.len() {
+        total += X[i] * y[i] * k;
+    }
+    total
+}
+";
+
+const PLAIN: &str = "\
+fn ratio(a: i64, b: i64) -> i64 { a / b }
+fn pair(x: f64) -> (f64, bool) { (x * 0.5, x > 1.0) }
+fn nothing(x: i64) { }
+";
+
+/// A scratch directory of its own for each test, removed on drop.
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn new(test_name: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("autobatch-cli-{}-{test_name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the scratch directory");
+        Scratch { dir }
+    }
+
+    fn file(&self, name: &str, contents: &str) -> String {
+        let path = self.dir.join(name);
+        std::fs::write(&path, contents).expect("write a scratch file");
+        path.to_string_lossy().into_owned()
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn autobatch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_autobatch"))
+        .args(args)
+        .output()
+        .expect("run the autobatch binary")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Exit code 2 and exactly one stderr line, `error: ...`, containing `text`.
+fn assert_one_line_error(output: &Output, text: &str) {
+    let err = stderr(output);
+    assert_eq!(output.status.code(), Some(2), "exit code; stderr:\n{err}");
+    assert!(
+        err.starts_with("error: "),
+        "stderr must start with `error: `:\n{err}"
+    );
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "stderr must be one line:\n{err}"
+    );
+    assert!(err.contains(text), "stderr lacks {text:?}:\n{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("internal error"),
+        "{err}"
+    );
+    assert!(
+        output.stdout.is_empty(),
+        "nothing on stdout after an error: {}",
+        stdout(output)
+    );
+}
+
+/// Runs `entry` of SHAPES (`scaled`) or PLAIN (the others) on `inputs`.
+fn run_entry(scratch: &Scratch, entry: &str, inputs: &str, extra: &[&str]) -> Output {
+    let program = if entry == "scaled" {
+        scratch.file("shapes.ab", SHAPES)
+    } else {
+        scratch.file("plain.ab", PLAIN)
+    };
+    let inputs = scratch.file("inputs.json", inputs);
+    let mut args = vec![
+        "run",
+        program.as_str(),
+        "--entry",
+        entry,
+        "--inputs",
+        inputs.as_str(),
+    ];
+    args.extend_from_slice(extra);
+    autobatch(&args)
+}
+
+// ---- exit code 2 without a program to compile ----
+
+#[test]
+fn no_arguments_is_a_usage_error() {
+    assert_one_line_error(&autobatch(&[]), "a command is required");
+}
+
+#[test]
+fn unknown_flag_is_one_line() {
+    let scratch = Scratch::new("unknown_flag");
+    let program = scratch.file("fib.ab", FIB);
+    assert_one_line_error(
+        &autobatch(&["check", &program, "--frobnicate"]),
+        "--frobnicate",
+    );
+}
+
+#[test]
+fn missing_required_flag_names_it() {
+    let scratch = Scratch::new("missing_flag");
+    let program = scratch.file("fib.ab", FIB);
+    assert_one_line_error(&autobatch(&["run", &program, "--entry", "fib"]), "--inputs");
+}
+
+#[test]
+fn help_exits_zero() {
+    let output = autobatch(&["--help"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert!(stdout(&output).contains("run"));
+}
+
+#[test]
+fn missing_program_file() {
+    let scratch = Scratch::new("missing_program");
+    assert_one_line_error(
+        &autobatch(&["check", &scratch.path("absent.ab")]),
+        "cannot read program",
+    );
+}
+
+#[test]
+fn sample_is_not_implemented_yet() {
+    let scratch = Scratch::new("sample");
+    let model = scratch.file(
+        "model.ab",
+        "fn log_density(theta: [f64; 2]) -> f64 { 0.0 }\n",
+    );
+    let data = scratch.file("data.json", "{}");
+    assert_one_line_error(
+        &autobatch(&["sample", &model, "--data", &data]),
+        "`autobatch sample` is not implemented yet",
+    );
+}
+
+#[test]
+fn lowered_ir_shows_stacks_and_variable_classes() {
+    let scratch = Scratch::new("lowered");
+    let program = scratch.file("fib.ab", FIB);
+    let output = autobatch(&["ir", &program, "--lowered"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.starts_with("; stack pushes: 2;"), "{text}");
+    assert!(
+        text.contains("push_jump") && text.contains(" full"),
+        "{text}"
+    );
+}
+
+#[test]
+fn zero_stack_depth_and_zero_threads_are_refused() {
+    let scratch = Scratch::new("zero_limits");
+    let program = scratch.file("fib.ab", FIB);
+    let inputs = scratch.file("inputs.json", r#"{"batch": {"n": [1]}}"#);
+    let base = [
+        "run",
+        program.as_str(),
+        "--entry",
+        "fib",
+        "--inputs",
+        inputs.as_str(),
+    ];
+    assert_one_line_error(
+        &autobatch(&[&base[..], &["--max-stack-depth", "0"]].concat()),
+        "--max-stack-depth",
+    );
+    assert_one_line_error(
+        &autobatch(&[&base[..], &["--threads", "0"]].concat()),
+        "--threads",
+    );
+    assert_one_line_error(
+        &autobatch(&[&base[..], &["--strategy", "fastest"]].concat()),
+        "unknown strategy `fastest`",
+    );
+    assert_one_line_error(
+        &autobatch(&[&base[..], &["--lanes", "wide"]].concat()),
+        "unknown lanes mode `wide`",
+    );
+}
+
+// ---- check and ir (need the front end) ----
+
+#[test]
+fn check_accepts_a_good_program() {
+    let scratch = Scratch::new("check_good");
+    let program = scratch.file("fib.ab", FIB);
+    let output = autobatch(&["check", &program]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(output.stdout.is_empty() && output.stderr.is_empty());
+}
+
+#[test]
+fn check_shows_where_a_bad_program_is_wrong() {
+    let scratch = Scratch::new("check_bad");
+    let program = scratch.file(
+        "bad.ab",
+        "fn f() -> i64 {\n    let y: i64 = true;\n    y\n}\n",
+    );
+    let output = autobatch(&["check", &program]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(err.contains("bad.ab"), "names the file:\n{err}");
+    assert!(err.contains("2:"), "gives the line:\n{err}");
+    assert!(
+        err.contains("let y: i64 = true;"),
+        "quotes the source line:\n{err}"
+    );
+    assert!(
+        !err.contains("\x1b["),
+        "no colors when stderr is not a terminal:\n{err}"
+    );
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn run_on_a_bad_program_exits_one() {
+    let scratch = Scratch::new("run_bad");
+    let program = scratch.file("bad.ab", "fn f() -> i64 { true }\n");
+    let inputs = scratch.file("inputs.json", "{}");
+    let output = autobatch(&["run", &program, "--entry", "f", "--inputs", &inputs]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+}
+
+#[test]
+fn ir_prints_the_program() {
+    let scratch = Scratch::new("ir");
+    let program = scratch.file("both.ab", &format!("{SHAPES}{PLAIN}"));
+    let output = autobatch(&["ir", &program]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.contains(" scaled(") && text.contains(" ratio("),
+        "{text}"
+    );
+    let only_ratio = stdout(&autobatch(&["ir", &program, "--entry", "ratio"]));
+    assert!(
+        only_ratio.contains(" ratio(") && !only_ratio.contains(" scaled("),
+        "{only_ratio}"
+    );
+    assert_one_line_error(
+        &autobatch(&["ir", &program, "--entry", "missing"]),
+        "no function named `missing`",
+    );
+}
+
+// ---- run (needs the front end and the reference executor) ----
+
+#[test]
+fn run_prints_compact_results() {
+    let scratch = Scratch::new("run_fib");
+    let program = scratch.file("fib.ab", FIB);
+    let inputs = scratch.file("inputs.json", r#"{"batch": {"n": [0, 1, 5, 10]}}"#);
+    let output = autobatch(&["run", &program, "--entry", "fib", "--inputs", &inputs]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "{\"results\":[{\"ok\":1},{\"ok\":1},{\"ok\":8},{\"ok\":89}]}\n"
+    );
+    assert!(output.stderr.is_empty());
+}
+
+#[test]
+fn run_writes_output_file() {
+    let scratch = Scratch::new("run_output");
+    let program = scratch.file("fib.ab", FIB);
+    let inputs = scratch.file("inputs.json", r#"{"batch": {"n": [5]}}"#);
+    let result_path = scratch.path("result.json");
+    let output = autobatch(&[
+        "run",
+        &program,
+        "--entry",
+        "fib",
+        "--inputs",
+        &inputs,
+        "--output",
+        &result_path,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(output.stdout.is_empty());
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&result_path).expect("result file"))
+            .expect("JSON");
+    assert_eq!(written, serde_json::json!({"results": [{"ok": 8}]}));
+}
+
+#[test]
+fn run_output_to_an_unwritable_place() {
+    let scratch = Scratch::new("run_output_bad");
+    let program = scratch.file("fib.ab", FIB);
+    let inputs = scratch.file("inputs.json", r#"{"batch": {"n": [5]}}"#);
+    let result_path = scratch.path("no/such/dir/result.json");
+    let output = autobatch(&[
+        "run",
+        &program,
+        "--entry",
+        "fib",
+        "--inputs",
+        &inputs,
+        "--output",
+        &result_path,
+    ]);
+    assert_one_line_error(&output, "cannot write");
+}
+
+#[test]
+fn run_with_stats() {
+    let scratch = Scratch::new("run_stats");
+    let program = scratch.file("fib.ab", FIB);
+    let inputs = scratch.file("inputs.json", r#"{"batch": {"n": [3, 7]}}"#);
+    let output = autobatch(&[
+        "run",
+        &program,
+        "--entry",
+        "fib",
+        "--inputs",
+        &inputs,
+        "--stats",
+        "--threads",
+        "2",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let result: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    let stats = &result["stats"];
+    for field in [
+        "strategy",
+        "batch_size",
+        "steps",
+        "wall_seconds",
+        "lane_utilization",
+        "op_counts",
+    ] {
+        assert!(stats.get(field).is_some(), "stats lacks `{field}`: {stats}");
+    }
+    assert_eq!(stats["batch_size"], 2);
+    let op_counts = stats["op_counts"].as_array().expect("a list");
+    assert!(!op_counts.is_empty(), "fib has operations: {stats}");
+    for count in op_counts {
+        for field in ["op", "line", "column", "executions", "active_lanes"] {
+            assert!(
+                count.get(field).is_some(),
+                "op count lacks `{field}`: {count}"
+            );
+        }
+    }
+}
+
+#[test]
+fn member_errors_still_exit_zero() {
+    let scratch = Scratch::new("member_error");
+    let output = run_entry(
+        &scratch,
+        "ratio",
+        r#"{"batch": {"a": [6, 1]}, "shared": {"b": 0}, "shared": {}}"#,
+        &[],
+    );
+    // The repeated `shared` key is itself an input error...
+    assert_one_line_error(&output, "duplicate key `shared`");
+    // ...and without it one member divides by zero, the run still succeeds.
+    let output = run_entry(
+        &scratch,
+        "ratio",
+        r#"{"batch": {"a": [6, 1], "b": [3, 0]}}"#,
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let result: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    assert_eq!(result["results"][0], serde_json::json!({"ok": 2}));
+    let error = &result["results"][1]["error"];
+    assert_eq!(error["kind"], "division_by_zero");
+    assert_eq!(error["line"], 1);
+    assert!(
+        error["column"].is_u64() && error["message"].is_string(),
+        "{error}"
+    );
+}
+
+#[test]
+fn tuples_unit_and_symbolic_dimensions() {
+    let scratch = Scratch::new("shapes");
+    let output = run_entry(&scratch, "pair", r#"{"batch": {"x": [1, 3]}}"#, &[]);
+    assert_eq!(
+        stdout(&output),
+        "{\"results\":[{\"ok\":[0.5,false]},{\"ok\":[1.5,true]}]}\n",
+        "{}",
+        stderr(&output)
+    );
+    let output = run_entry(&scratch, "nothing", r#"{"batch": {"x": [1]}}"#, &[]);
+    assert_eq!(
+        stdout(&output),
+        "{\"results\":[{\"ok\":null}]}\n",
+        "{}",
+        stderr(&output)
+    );
+    // inf * 0 is NaN: non-finite results are the strings of the spec.
+    let output = run_entry(
+        &scratch,
+        "scaled",
+        r#"{"batch": {"y": [[1, 1], [2, 0]]}, "shared": {"k": 2, "X": [1.5, "inf"]}}"#,
+        &[],
+    );
+    assert_eq!(
+        stdout(&output),
+        "{\"results\":[{\"ok\":\"inf\"},{\"ok\":\"NaN\"}]}\n",
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn every_kind_of_bad_input_is_one_line() {
+    let scratch = Scratch::new("bad_inputs");
+    let cases: &[(&str, &str, &str)] = &[
+        ("scaled", "{\"batch\": {\"y\": [[1, 2]],}}", "line 1 column"),
+        (
+            "scaled",
+            r#"{"batch": {"y": [[1, 2]]}, "shared": {"X": [1, 2]}}"#,
+            "missing argument `k`",
+        ),
+        (
+            "scaled",
+            r#"{"batch": {"y": [[1, 2]]}, "shared": {"k": 1}}"#,
+            "missing static `X`",
+        ),
+        (
+            "scaled",
+            r#"{"batch": {"y": [[1, 2]], "z": [1]}, "shared": {"k": 1, "X": [1, 2]}}"#,
+            "`z` in `batch` is not a parameter",
+        ),
+        (
+            "scaled",
+            r#"{"batch": {"y": [[1, 2]], "k": [1]}, "shared": {"k": 1, "X": [1, 2]}}"#,
+            "`k` is given in both",
+        ),
+        (
+            "scaled",
+            r#"{"batch": {"y": [[1, 2]], "y": [[1, 2]]}, "shared": {"k": 1, "X": [1, 2]}}"#,
+            "`y` is given twice",
+        ),
+        (
+            "scaled",
+            r#"{"batch": {"y": [[1, "two"]]}, "shared": {"k": 1, "X": [1, 2]}}"#,
+            "`y[1]` must be a number",
+        ),
+        (
+            "scaled",
+            r#"{"batch": {"y": [[1, 2], [3, 4, 5]]}, "shared": {"k": 1, "X": [1, 2]}}"#,
+            "symbolic dimension `N` is 2 in static `X` but 3 in argument `y` of member 1",
+        ),
+        (
+            "ratio",
+            r#"{"batch": {"a": [1, 2], "b": [1]}}"#,
+            "differ in length",
+        ),
+        ("ratio", r#"{"batch": {"a": [], "b": []}}"#, "empty list"),
+        (
+            "ratio",
+            r#"{"batch": {"a": [1.5], "b": [1]}}"#,
+            "must be an integer (i64), found 1.5",
+        ),
+        ("missing", r#"{}"#, "no function named `missing`"),
+    ];
+    for (entry, inputs, expected) in cases {
+        assert_one_line_error(&run_entry(&scratch, entry, inputs, &[]), expected);
+    }
+}
+
+#[test]
+fn missing_inputs_file() {
+    let scratch = Scratch::new("missing_inputs");
+    let program = scratch.file("fib.ab", FIB);
+    let output = autobatch(&[
+        "run",
+        &program,
+        "--entry",
+        "fib",
+        "--inputs",
+        &scratch.path("absent.json"),
+    ]);
+    assert_one_line_error(&output, "cannot read inputs");
+}
+
+#[test]
+fn every_strategy_and_lanes_mode_prints_the_same_results() {
+    let scratch = Scratch::new("strategies");
+    let program = scratch.file("fib.ab", FIB);
+    let inputs = scratch.file("inputs.json", r#"{"batch": {"n": [3, 7, 4, 5, 0]}}"#);
+    let base = ["run", &program, "--entry", "fib", "--inputs", &inputs];
+    let reference = autobatch(&[&base[..], &["--strategy", "reference"]].concat());
+    assert_eq!(reference.status.code(), Some(0), "{}", stderr(&reference));
+    for strategy in ["local-static", "program-counter"] {
+        for lanes in ["mask", "compact", "auto"] {
+            let output =
+                autobatch(&[&base[..], &["--strategy", strategy, "--lanes", lanes]].concat());
+            assert_eq!(
+                stdout(&output),
+                stdout(&reference),
+                "{strategy} {lanes}: {}",
+                stderr(&output)
+            );
+        }
+    }
+}
+
+#[test]
+fn default_strategy_runs() {
+    let scratch = Scratch::new("default_strategy");
+    let program = scratch.file("plain.ab", PLAIN);
+    let inputs = scratch.file("inputs.json", r#"{"batch": {"a": [4], "b": [2]}}"#);
+    let output = autobatch(&["run", &program, "--entry", "ratio", "--inputs", &inputs]);
+    assert_eq!(
+        stdout(&output),
+        "{\"results\":[{\"ok\":2}]}\n",
+        "{}",
+        stderr(&output)
+    );
+}

@@ -1,0 +1,1442 @@
+//! Module-level checking: which items exist, their names, the values of
+//! `const` items, the symbolic dimensions, and the resolution of written
+//! types into [`Ty`]s. Function bodies are checked by `body`.
+
+use std::collections::HashMap;
+
+use autobatch_types::{Loc, ScalarType, SymbolId};
+use syn::visit::Visit;
+
+use crate::hir::{self, DimExpr, Literal, TensorTy, Ty};
+use crate::location::{end_of, expr_end, expr_start, path_end, path_start, start_of, type_range};
+use crate::Diagnostic;
+
+pub(crate) type CheckResult<T> = Result<T, Box<Diagnostic>>;
+
+/// "`what` is not supported by autobatch", located at `loc..end`.
+pub(crate) fn unsupported(what: &str, loc: Loc, end: Loc) -> Box<Diagnostic> {
+    Box::new(Diagnostic::new(
+        format!("{what} is not supported by autobatch"),
+        loc,
+        end,
+        "not supported",
+    ))
+}
+
+pub(crate) fn error(
+    message: impl Into<String>,
+    loc: Loc,
+    end: Loc,
+    label: impl Into<String>,
+) -> Box<Diagnostic> {
+    Box::new(Diagnostic::new(message, loc, end, label))
+}
+
+/// The value and type of a `const` item (or of a well-known constant such as `f64::MAX`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConstValue {
+    pub ty: ScalarType,
+    pub literal: Literal,
+}
+
+/// A function's signature, as callers see it.
+#[derive(Clone, Debug)]
+pub(crate) struct Signature {
+    pub name: String,
+    pub const_params: Vec<String>,
+    /// (name, mutable, type, location of the name)
+    pub params: Vec<(String, bool, Ty, Loc)>,
+    pub ret: Ty,
+    pub loc: Loc,
+    pub name_end: Loc,
+}
+
+/// Something that a name at module level may refer to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ModuleName {
+    Function(usize),
+    HostFunction,
+    Const,
+    Static(usize),
+}
+
+/// Everything known at module level while function bodies are checked.
+pub(crate) struct ModuleScope<'a> {
+    pub source: &'a str,
+    pub names: HashMap<String, (ModuleName, Loc)>,
+    pub consts: HashMap<String, ConstValue>,
+    pub symbols: Vec<String>,
+    pub symbol_ids: HashMap<String, SymbolId>,
+    pub statics: Vec<hir::Static>,
+    pub signatures: Vec<Signature>,
+    pub host_functions: Vec<hir::HostFunction>,
+}
+
+impl<'a> ModuleScope<'a> {
+    fn new(source: &'a str) -> Self {
+        ModuleScope {
+            source,
+            names: HashMap::new(),
+            consts: HashMap::new(),
+            symbols: Vec::new(),
+            symbol_ids: HashMap::new(),
+            statics: Vec::new(),
+            signatures: Vec::new(),
+            host_functions: Vec::new(),
+        }
+    }
+
+    pub fn symbol(&mut self, name: &str) -> SymbolId {
+        if let Some(id) = self.symbol_ids.get(name) {
+            return *id;
+        }
+        let id = SymbolId(self.symbols.len() as u32);
+        self.symbols.push(name.to_string());
+        self.symbol_ids.insert(name.to_string(), id);
+        id
+    }
+
+    /// Resolves a written type. `generics` are the const generic parameters in scope.
+    pub fn resolve_type(&mut self, ty: &syn::Type, generics: &[String]) -> CheckResult<Ty> {
+        let (loc, end) = type_range(ty);
+        match ty {
+            syn::Type::Paren(p) => self.resolve_type(&p.elem, generics),
+            syn::Type::Group(g) => self.resolve_type(&g.elem, generics),
+            syn::Type::Tuple(t) => {
+                let mut items = Vec::new();
+                for elem in &t.elems {
+                    items.push(self.resolve_type(elem, generics)?);
+                }
+                Ok(Ty::Tuple(items))
+            }
+            syn::Type::Path(p) => {
+                if p.qself.is_none() && p.path.segments.len() == 1 {
+                    let seg = &p.path.segments[0];
+                    let name = seg.ident.to_string();
+                    if let (Some(s), syn::PathArguments::None) =
+                        (ScalarType::from_name(&name), &seg.arguments)
+                    {
+                        return Ok(Ty::scalar(s));
+                    }
+                    let known = matches!(
+                        name.as_str(),
+                        "u8" | "u16"
+                            | "u32"
+                            | "u64"
+                            | "u128"
+                            | "i8"
+                            | "i16"
+                            | "i128"
+                            | "isize"
+                            | "f16"
+                            | "f128"
+                            | "char"
+                    );
+                    if known {
+                        return Err(error(
+                            format!("the type `{name}` is not supported by autobatch"),
+                            loc,
+                            end,
+                            "unsupported type",
+                        )
+                        .map_note("the scalar types are bool, i32, i64, usize, f32 and f64"));
+                    }
+                }
+                let text = path_text(&p.path);
+                Err(
+                    error(format!("unknown type `{text}`"), loc, end, "unknown type").map_note(
+                        "autobatch has bool, i32, i64, usize, f32, f64, arrays `[T; N]` and tuples",
+                    ),
+                )
+            }
+            syn::Type::Array(a) => {
+                let elem = self.resolve_type(&a.elem, generics)?;
+                let Ty::Tensor(inner) = elem else {
+                    return Err(error(
+                        "arrays of tuples are not supported by autobatch",
+                        loc,
+                        end,
+                        "array elements must be scalars or arrays",
+                    ));
+                };
+                let dim = self.resolve_dim(&a.len, generics, &|_| false)?;
+                let mut dims = vec![dim];
+                dims.extend(inner.dims);
+                Ok(Ty::Tensor(TensorTy::new(inner.elem, dims)))
+            }
+            syn::Type::Reference(_) => Err(unsupported("a reference type (`&`)", loc, end)),
+            syn::Type::Slice(_) => Err(unsupported("a slice type `[T]`", loc, end)
+                .map_note("arrays need a length: `[T; N]`")),
+            syn::Type::Ptr(_) => Err(unsupported("a raw pointer type", loc, end)),
+            syn::Type::BareFn(_) => Err(unsupported("a function pointer type", loc, end)),
+            syn::Type::ImplTrait(_) => Err(unsupported("`impl Trait`", loc, end)),
+            syn::Type::TraitObject(_) => Err(unsupported("a trait object type", loc, end)),
+            syn::Type::Never(_) => Err(unsupported("the never type `!`", loc, end)),
+            syn::Type::Infer(_) => Err(error(
+                "the type placeholder `_` is not supported here; write the type",
+                loc,
+                end,
+                "write the type",
+            )),
+            syn::Type::Macro(_) => Err(unsupported("a macro in type position", loc, end)),
+            _ => Err(unsupported("this type", loc, end)),
+        }
+    }
+
+    /// Resolves an array length. `is_local` tells whether a name is a local
+    /// variable in scope (a length cannot be one).
+    pub fn resolve_dim(
+        &mut self,
+        expr: &syn::Expr,
+        generics: &[String],
+        is_local: &dyn Fn(&str) -> bool,
+    ) -> CheckResult<DimExpr> {
+        let (loc, end) = (expr_start(expr), expr_end(expr));
+        match expr {
+            syn::Expr::Paren(p) => return self.resolve_dim(&p.expr, generics, is_local),
+            syn::Expr::Group(g) => return self.resolve_dim(&g.expr, generics, is_local),
+            syn::Expr::Block(b) if b.block.stmts.len() == 1 && b.label.is_none() => {
+                if let syn::Stmt::Expr(inner, None) = &b.block.stmts[0] {
+                    return self.resolve_dim(inner, generics, is_local);
+                }
+            }
+            syn::Expr::Path(p) if p.qself.is_none() && p.path.segments.len() == 1 => {
+                let seg = &p.path.segments[0];
+                if matches!(seg.arguments, syn::PathArguments::None) {
+                    let name = seg.ident.to_string();
+                    if let Some(i) = generics.iter().position(|g| *g == name) {
+                        return Ok(DimExpr::Generic(i as u32));
+                    }
+                    if let Some(c) = self.consts.get(&name) {
+                        return match (c.ty, c.literal) {
+                            (ScalarType::Usize, Literal::Int(v)) => Ok(DimExpr::Fixed(v as u64)),
+                            (ty, _) => Err(error(
+                                format!("an array length must be a `usize`, but the constant `{name}` is `{ty}`"),
+                                loc,
+                                end,
+                                "not a usize",
+                            )),
+                        };
+                    }
+                    if is_local(&name) {
+                        return Err(error(
+                            format!("the array length `{name}` is a variable; lengths must be known before the program runs"),
+                            loc,
+                            end,
+                            "a variable cannot be a length",
+                        )
+                        .map_note("use a number, a `const`, a const generic parameter or a symbolic dimension"));
+                    }
+                    if let Some((kind, _)) = self.names.get(&name) {
+                        if !matches!(kind, ModuleName::Const) {
+                            return Err(error(
+                                format!("`{name}` cannot be used as an array length"),
+                                loc,
+                                end,
+                                "not a length",
+                            ));
+                        }
+                    }
+                    return Ok(DimExpr::Symbol(self.symbol(&name)));
+                }
+            }
+            _ => {}
+        }
+        match eval_const_expr(self, expr, Some(ScalarType::Usize), &mut Vec::new()) {
+            Ok(ConstValue { literal: Literal::Int(v), ty: ScalarType::Usize }) => Ok(DimExpr::Fixed(v as u64)),
+            Ok(_) => Err(error("an array length must be a `usize`", loc, end, "not a usize")),
+            Err(_) => Err(error(
+                "an array length must be a number, a `const`, a const generic parameter or a symbolic dimension name",
+                loc,
+                end,
+                "unsupported array length",
+            )),
+        }
+    }
+
+    /// The value of a well-known constant path like `f64::MAX` or `std::f64::consts::PI`.
+    pub fn well_known_constant(path: &syn::Path) -> Option<ConstValue> {
+        let mut parts: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        if path
+            .segments
+            .iter()
+            .any(|s| !matches!(s.arguments, syn::PathArguments::None))
+        {
+            return None;
+        }
+        if parts.first().is_some_and(|p| p == "std" || p == "core") {
+            parts.remove(0);
+        }
+        let float = |ty: ScalarType, v: f64| {
+            let literal = if ty == ScalarType::F32 {
+                Literal::Float {
+                    as_f64: v as f32 as f64,
+                    as_f32: v as f32,
+                }
+            } else {
+                Literal::Float {
+                    as_f64: v,
+                    as_f32: v as f32,
+                }
+            };
+            Some(ConstValue { ty, literal })
+        };
+        let int = |ty: ScalarType, v: i128| {
+            Some(ConstValue {
+                ty,
+                literal: Literal::Int(v),
+            })
+        };
+        let parts: Vec<&str> = parts.iter().map(|s| s.as_str()).collect();
+        match parts.as_slice() {
+            ["i32", "MAX"] => int(ScalarType::I32, i32::MAX as i128),
+            ["i32", "MIN"] => int(ScalarType::I32, i32::MIN as i128),
+            ["i64", "MAX"] => int(ScalarType::I64, i64::MAX as i128),
+            ["i64", "MIN"] => int(ScalarType::I64, i64::MIN as i128),
+            ["usize", "MAX"] => int(ScalarType::Usize, u64::MAX as i128),
+            ["usize", "MIN"] => int(ScalarType::Usize, 0),
+            ["f32", name] => {
+                let v = match *name {
+                    "MAX" => f32::MAX,
+                    "MIN" => f32::MIN,
+                    "MIN_POSITIVE" => f32::MIN_POSITIVE,
+                    "EPSILON" => f32::EPSILON,
+                    "INFINITY" => f32::INFINITY,
+                    "NEG_INFINITY" => f32::NEG_INFINITY,
+                    "NAN" => f32::NAN,
+                    _ => return None,
+                };
+                Some(ConstValue {
+                    ty: ScalarType::F32,
+                    literal: Literal::Float {
+                        as_f64: v as f64,
+                        as_f32: v,
+                    },
+                })
+            }
+            ["f64", name] => {
+                let v = match *name {
+                    "MAX" => f64::MAX,
+                    "MIN" => f64::MIN,
+                    "MIN_POSITIVE" => f64::MIN_POSITIVE,
+                    "EPSILON" => f64::EPSILON,
+                    "INFINITY" => f64::INFINITY,
+                    "NEG_INFINITY" => f64::NEG_INFINITY,
+                    "NAN" => f64::NAN,
+                    _ => return None,
+                };
+                float(ScalarType::F64, v)
+            }
+            [width @ ("f32" | "f64"), "consts", name] => {
+                use std::f64::consts as c;
+                let v = match *name {
+                    "PI" => c::PI,
+                    "TAU" => c::TAU,
+                    "E" => c::E,
+                    "LN_2" => c::LN_2,
+                    "LN_10" => c::LN_10,
+                    "LOG2_E" => c::LOG2_E,
+                    "LOG10_E" => c::LOG10_E,
+                    "SQRT_2" => c::SQRT_2,
+                    "FRAC_1_SQRT_2" => c::FRAC_1_SQRT_2,
+                    "FRAC_PI_2" => c::FRAC_PI_2,
+                    "FRAC_PI_3" => c::FRAC_PI_3,
+                    "FRAC_PI_4" => c::FRAC_PI_4,
+                    "FRAC_PI_6" => c::FRAC_PI_6,
+                    "FRAC_PI_8" => c::FRAC_PI_8,
+                    "FRAC_1_PI" => c::FRAC_1_PI,
+                    "FRAC_2_PI" => c::FRAC_2_PI,
+                    "FRAC_2_SQRT_PI" => c::FRAC_2_SQRT_PI,
+                    _ => return None,
+                };
+                float(
+                    if *width == "f32" {
+                        ScalarType::F32
+                    } else {
+                        ScalarType::F64
+                    },
+                    v,
+                )
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Helper to add a note to a boxed diagnostic.
+pub(crate) trait MapNote {
+    fn map_note(self, note: impl Into<String>) -> Self;
+}
+
+impl MapNote for Box<Diagnostic> {
+    fn map_note(mut self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
+    }
+}
+
+pub(crate) fn path_text(path: &syn::Path) -> String {
+    let mut out = String::new();
+    if path.leading_colon.is_some() {
+        out.push_str("::");
+    }
+    for (i, seg) in path.segments.iter().enumerate() {
+        if i > 0 {
+            out.push_str("::");
+        }
+        out.push_str(&seg.ident.to_string());
+        if !matches!(seg.arguments, syn::PathArguments::None) {
+            out.push_str("<...>");
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Constant evaluation
+
+/// An intermediate value of constant evaluation; `None` types are unsuffixed
+/// literals that take the type of what they meet.
+#[derive(Clone, Copy, Debug)]
+enum Eval {
+    Bool(bool),
+    Int(i128, Option<ScalarType>),
+    Float(f64, Option<ScalarType>),
+}
+
+fn int_range(ty: ScalarType) -> (i128, i128) {
+    match ty {
+        ScalarType::I32 => (i32::MIN as i128, i32::MAX as i128),
+        ScalarType::I64 => (i64::MIN as i128, i64::MAX as i128),
+        _ => (0, u64::MAX as i128),
+    }
+}
+
+/// Evaluates a constant expression to a value of type `want` (or its natural type).
+/// `in_progress` holds the constants being evaluated, to report cycles.
+pub(crate) fn eval_const_expr(
+    scope: &ModuleScope,
+    expr: &syn::Expr,
+    want: Option<ScalarType>,
+    in_progress: &mut Vec<String>,
+) -> CheckResult<ConstValue> {
+    let value = eval(scope, expr, in_progress, 0)?;
+    let (loc, end) = (expr_start(expr), expr_end(expr));
+    let mismatch = |found: &str, want: ScalarType| {
+        error(
+            format!("mismatched types: expected `{want}`, found {found}"),
+            loc,
+            end,
+            format!("expected `{want}`"),
+        )
+    };
+    let coerced = match (value, want) {
+        (Eval::Bool(b), None | Some(ScalarType::Bool)) => ConstValue {
+            ty: ScalarType::Bool,
+            literal: Literal::Bool(b),
+        },
+        (Eval::Int(v, t), w) => {
+            let ty = match (t, w) {
+                (Some(t), Some(w)) if t != w => return Err(mismatch(&format!("`{t}`"), w)),
+                (Some(t), _) => t,
+                (None, Some(w)) if w.is_integer() => w,
+                (None, Some(w)) => return Err(mismatch("an integer", w)),
+                (None, None) => ScalarType::I64,
+            };
+            let (lo, hi) = int_range(ty);
+            if v < lo || v > hi {
+                return Err(error(
+                    format!("the constant value {v} does not fit in `{ty}`"),
+                    loc,
+                    end,
+                    "out of range",
+                ));
+            }
+            ConstValue {
+                ty,
+                literal: Literal::Int(v),
+            }
+        }
+        (Eval::Float(v, t), w) => {
+            let ty = match (t, w) {
+                (Some(t), Some(w)) if t != w => return Err(mismatch(&format!("`{t}`"), w)),
+                (Some(t), _) => t,
+                (None, Some(w)) if w.is_float() => w,
+                (None, Some(w)) => return Err(mismatch("a float", w)),
+                (None, None) => ScalarType::F64,
+            };
+            ConstValue {
+                ty,
+                literal: Literal::Float {
+                    as_f64: v,
+                    as_f32: v as f32,
+                },
+            }
+        }
+        (Eval::Bool(_), Some(w)) => return Err(mismatch("`bool`", w)),
+    };
+    Ok(coerced)
+}
+
+fn eval(
+    scope: &ModuleScope,
+    expr: &syn::Expr,
+    in_progress: &mut Vec<String>,
+    depth: usize,
+) -> CheckResult<Eval> {
+    let (loc, end) = (expr_start(expr), expr_end(expr));
+    if depth > crate::guard::MAX_NESTING {
+        return Err(Box::new(crate::guard::too_deep(loc, end)));
+    }
+    let not_const = || {
+        error(
+            "this expression cannot be evaluated when the program is compiled",
+            loc,
+            end,
+            "not a constant expression",
+        )
+        .map_note(
+            "constants may use literals, other constants, arithmetic, bitwise operators and `as`",
+        )
+    };
+    match expr {
+        syn::Expr::Paren(p) => eval(scope, &p.expr, in_progress, depth + 1),
+        syn::Expr::Group(g) => eval(scope, &g.expr, in_progress, depth + 1),
+        syn::Expr::Lit(l) => match &l.lit {
+            syn::Lit::Bool(b) => Ok(Eval::Bool(b.value)),
+            syn::Lit::Int(i) => {
+                let lit = read_int_literal(i)?;
+                Ok(match lit {
+                    NumberLiteral::Int(v, t) => Eval::Int(v, t),
+                    NumberLiteral::Float(v, t) => Eval::Float(v, t),
+                })
+            }
+            syn::Lit::Float(f) => {
+                let (value, ty) = read_float_literal(f)?;
+                Ok(Eval::Float(value, ty))
+            }
+            _ => Err(not_const()),
+        },
+        syn::Expr::Path(p) if p.qself.is_none() => {
+            if let Some(c) = ModuleScope::well_known_constant(&p.path) {
+                return Ok(from_const(c));
+            }
+            let Some(name) = p.path.get_ident().map(|i| i.to_string()) else {
+                return Err(not_const());
+            };
+            if let Some(c) = scope.consts.get(&name) {
+                return Ok(from_const(*c));
+            }
+            if in_progress.contains(&name) {
+                return Err(error(
+                    format!("the constant `{name}` is defined in terms of itself"),
+                    loc,
+                    end,
+                    "cycle in constant definitions",
+                ));
+            }
+            Err(error(
+                format!("cannot find constant `{name}`"),
+                loc,
+                end,
+                "not a constant",
+            )
+            .map_note("constants may only refer to other `const` items"))
+        }
+        syn::Expr::Unary(u) => {
+            let v = eval(scope, &u.expr, in_progress, depth + 1)?;
+            match (&u.op, v) {
+                (syn::UnOp::Neg(_), Eval::Int(x, t)) => {
+                    if t == Some(ScalarType::Usize) {
+                        return Err(error(
+                            "cannot negate a `usize`",
+                            loc,
+                            end,
+                            "negation of an unsigned value",
+                        ));
+                    }
+                    Ok(Eval::Int(-x, t))
+                }
+                (syn::UnOp::Neg(_), Eval::Float(x, t)) => Ok(Eval::Float(-x, t)),
+                (syn::UnOp::Not(_), Eval::Bool(b)) => Ok(Eval::Bool(!b)),
+                (syn::UnOp::Not(_), Eval::Int(x, t)) => {
+                    let ty = t.unwrap_or(ScalarType::I64);
+                    Ok(Eval::Int(wrap_int(!x, ty), Some(ty)))
+                }
+                _ => Err(error(
+                    "this operator does not apply to this constant",
+                    loc,
+                    end,
+                    "invalid operand",
+                )),
+            }
+        }
+        syn::Expr::Cast(c) => {
+            let v = eval(scope, &c.expr, in_progress, depth + 1)?;
+            let to = match &*c.ty {
+                syn::Type::Path(p) => p
+                    .path
+                    .get_ident()
+                    .and_then(|i| ScalarType::from_name(&i.to_string())),
+                _ => None,
+            };
+            let Some(to) = to else {
+                return Err(not_const());
+            };
+            Ok(match (v, to) {
+                (Eval::Bool(b), t) if t.is_integer() => Eval::Int(b as i128, Some(t)),
+                (Eval::Int(x, _), t) if t.is_integer() => Eval::Int(wrap_int(x, t), Some(t)),
+                (Eval::Int(x, _), t) if t.is_float() => Eval::Float(round_to(x as f64, t), Some(t)),
+                (Eval::Float(x, _), t) if t.is_integer() => {
+                    let (lo, hi) = int_range(t);
+                    // `as` saturates and maps NaN to 0, as in Rust.
+                    let v = if x.is_nan() {
+                        0
+                    } else {
+                        (x.trunc().max(lo as f64).min(hi as f64)) as i128
+                    };
+                    Eval::Int(v.clamp(lo, hi), Some(t))
+                }
+                (Eval::Float(x, _), t) if t.is_float() => Eval::Float(round_to(x, t), Some(t)),
+                (Eval::Bool(b), ScalarType::Bool) => Eval::Bool(b),
+                _ => {
+                    return Err(error(
+                        format!("this constant cannot be cast to `{to}`"),
+                        loc,
+                        end,
+                        "invalid cast",
+                    ))
+                }
+            })
+        }
+        syn::Expr::Binary(b) => {
+            let l = eval(scope, &b.left, in_progress, depth + 1)?;
+            let r = eval(scope, &b.right, in_progress, depth + 1)?;
+            eval_binary(&b.op, l, r).map_err(|m| error(m, loc, end, "in this constant expression"))
+        }
+        _ => Err(not_const()),
+    }
+}
+
+fn from_const(c: ConstValue) -> Eval {
+    match c.literal {
+        Literal::Bool(b) => Eval::Bool(b),
+        Literal::Int(v) => Eval::Int(v, Some(c.ty)),
+        Literal::Float { as_f64, .. } => Eval::Float(as_f64, Some(c.ty)),
+    }
+}
+
+fn round_to(x: f64, ty: ScalarType) -> f64 {
+    if ty == ScalarType::F32 {
+        x as f32 as f64
+    } else {
+        x
+    }
+}
+
+fn wrap_int(x: i128, ty: ScalarType) -> i128 {
+    match ty {
+        ScalarType::I32 => x as i32 as i128,
+        ScalarType::I64 => x as i64 as i128,
+        _ => x as u64 as i128,
+    }
+}
+
+fn eval_binary(op: &syn::BinOp, l: Eval, r: Eval) -> Result<Eval, String> {
+    use syn::BinOp as B;
+    let join =
+        |a: Option<ScalarType>, b: Option<ScalarType>| -> Result<Option<ScalarType>, String> {
+            match (a, b) {
+                (Some(a), Some(b)) if a != b => {
+                    Err(format!("mismatched types in a constant: `{a}` and `{b}`"))
+                }
+                (Some(a), _) | (None, Some(a)) => Ok(Some(a)),
+                (None, None) => Ok(None),
+            }
+        };
+    match (l, r) {
+        (Eval::Int(a, ta), Eval::Int(b, tb)) => {
+            if matches!(op, B::Shl(_) | B::Shr(_)) {
+                let ty = ta.unwrap_or(ScalarType::I64);
+                let bits = match ty {
+                    ScalarType::I32 => 32,
+                    _ => 64,
+                };
+                if b < 0 || b >= bits {
+                    return Err("shift amount out of range in a constant".into());
+                }
+                let v = if matches!(op, B::Shl(_)) {
+                    wrap_int(a << b, ty)
+                } else {
+                    a >> b
+                };
+                return Ok(Eval::Int(v, ta));
+            }
+            let ty = join(ta, tb)?;
+            let v = match op {
+                B::Add(_) => a.checked_add(b),
+                B::Sub(_) => a.checked_sub(b),
+                B::Mul(_) => a.checked_mul(b),
+                B::Div(_) if b == 0 => return Err("division by zero in a constant".into()),
+                B::Rem(_) if b == 0 => return Err("division by zero in a constant".into()),
+                B::Div(_) => a.checked_div(b),
+                B::Rem(_) => a.checked_rem(b),
+                B::BitAnd(_) => Some(a & b),
+                B::BitOr(_) => Some(a | b),
+                B::BitXor(_) => Some(a ^ b),
+                _ => return Err("this operator is not supported in constants".into()),
+            };
+            let v = v.ok_or("arithmetic overflow in a constant")?;
+            if let Some(t) = ty {
+                let (lo, hi) = int_range(t);
+                if v < lo || v > hi {
+                    return Err(format!("arithmetic overflow in a constant of type `{t}`"));
+                }
+            }
+            Ok(Eval::Int(v, ty))
+        }
+        (Eval::Float(a, ta), Eval::Float(b, tb)) => {
+            let ty = join(ta, tb)?;
+            let v = match op {
+                B::Add(_) => a + b,
+                B::Sub(_) => a - b,
+                B::Mul(_) => a * b,
+                B::Div(_) => a / b,
+                B::Rem(_) => a % b,
+                _ => return Err("this operator is not supported on float constants".into()),
+            };
+            Ok(Eval::Float(round_to(v, ty.unwrap_or(ScalarType::F64)), ty))
+        }
+        (Eval::Bool(a), Eval::Bool(b)) => match op {
+            B::BitAnd(_) | B::And(_) => Ok(Eval::Bool(a & b)),
+            B::BitOr(_) | B::Or(_) => Ok(Eval::Bool(a | b)),
+            B::BitXor(_) => Ok(Eval::Bool(a ^ b)),
+            _ => Err("this operator is not supported on bool constants".into()),
+        },
+        _ => Err("mismatched types in a constant expression; convert with `as`".into()),
+    }
+}
+
+/// An integer literal token may still be a float (`1f64`).
+pub(crate) enum NumberLiteral {
+    Int(i128, Option<ScalarType>),
+    Float(f64, Option<ScalarType>),
+}
+
+pub(crate) fn read_int_literal(lit: &syn::LitInt) -> CheckResult<NumberLiteral> {
+    let span = lit.span();
+    let (loc, end) = (start_of(span), end_of(span));
+    let suffix = lit.suffix();
+    let ty = match suffix {
+        "" => None,
+        s => match ScalarType::from_name(s) {
+            Some(t) if t != ScalarType::Bool => Some(t),
+            _ => {
+                return Err(error(
+                    format!("the literal suffix `{s}` is not supported"),
+                    loc,
+                    end,
+                    "unsupported suffix",
+                )
+                .map_note("use i32, i64, usize, f32 or f64"))
+            }
+        },
+    };
+    if let Some(t) = ty {
+        if t.is_float() {
+            let v: f64 = lit.base10_digits().parse().unwrap_or(f64::NAN);
+            return Ok(NumberLiteral::Float(v, Some(t)));
+        }
+    }
+    match lit.base10_parse::<u128>() {
+        Ok(v) if v <= u64::MAX as u128 => Ok(NumberLiteral::Int(v as i128, ty)),
+        _ => Err(error(
+            "this integer literal is too large",
+            loc,
+            end,
+            "too large",
+        )),
+    }
+}
+
+pub(crate) fn read_float_literal(lit: &syn::LitFloat) -> CheckResult<(f64, Option<ScalarType>)> {
+    let span = lit.span();
+    let (loc, end) = (start_of(span), end_of(span));
+    let ty = match lit.suffix() {
+        "" => None,
+        "f32" => Some(ScalarType::F32),
+        "f64" => Some(ScalarType::F64),
+        s => {
+            return Err(error(
+                format!("the literal suffix `{s}` is not supported"),
+                loc,
+                end,
+                "unsupported suffix",
+            )
+            .map_note("float literals may end in f32 or f64"))
+        }
+    };
+    match lit.base10_digits().parse::<f64>() {
+        Ok(v) => Ok((v, ty)),
+        Err(_) => Err(error(
+            "this float literal cannot be read",
+            loc,
+            end,
+            "invalid literal",
+        )),
+    }
+}
+
+/// Reads a float literal's digits as both widths (each rounded once).
+pub(crate) fn float_literal_value(digits: &str, fallback: f64) -> Literal {
+    let as_f64 = digits.parse::<f64>().unwrap_or(fallback);
+    let as_f32 = digits.parse::<f32>().unwrap_or(fallback as f32);
+    Literal::Float { as_f64, as_f32 }
+}
+
+// ---------------------------------------------------------------------------
+// Symbol collection
+
+/// Collects the names used as array lengths that are neither constants nor
+/// const generic parameters, in order of first appearance in the source.
+struct SymbolCollector<'s, 'a> {
+    scope: &'s mut ModuleScope<'a>,
+    generics: Vec<String>,
+    depth: usize,
+}
+
+impl SymbolCollector<'_, '_> {
+    fn length(&mut self, len: &syn::Expr) {
+        let mut e = len;
+        loop {
+            match e {
+                syn::Expr::Paren(p) => e = &p.expr,
+                syn::Expr::Group(g) => e = &g.expr,
+                syn::Expr::Block(b) if b.block.stmts.len() == 1 => match &b.block.stmts[0] {
+                    syn::Stmt::Expr(inner, None) => e = inner,
+                    _ => return,
+                },
+                _ => break,
+            }
+        }
+        if let syn::Expr::Path(p) = e {
+            if let Some(ident) = p.path.get_ident() {
+                let name = ident.to_string();
+                if !self.generics.contains(&name)
+                    && !self.scope.consts.contains_key(&name)
+                    && !self.scope.names.contains_key(&name)
+                {
+                    self.scope.symbol(&name);
+                }
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for SymbolCollector<'_, '_> {
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        self.generics = const_generic_names(&f.sig.generics);
+        syn::visit::visit_item_fn(self, f);
+        self.generics.clear();
+    }
+    fn visit_type_array(&mut self, a: &'ast syn::TypeArray) {
+        self.visit_type(&a.elem);
+        self.length(&a.len);
+    }
+    fn visit_expr_repeat(&mut self, r: &'ast syn::ExprRepeat) {
+        self.visit_expr(&r.expr);
+        self.length(&r.len);
+    }
+    fn visit_expr(&mut self, e: &'ast syn::Expr) {
+        // The checker reports expressions nested this deeply; here we only
+        // avoid descending into them.
+        if self.depth > crate::body::MAX_EXPRESSION_DEPTH {
+            return;
+        }
+        self.depth += 1;
+        syn::visit::visit_expr(self, e);
+        self.depth -= 1;
+    }
+    fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+        if let syn::Expr::Path(p) = &*c.func {
+            if let Some(seg) = p.path.segments.last() {
+                if let syn::PathArguments::AngleBracketed(args) = &seg.arguments {
+                    for arg in &args.args {
+                        match arg {
+                            syn::GenericArgument::Const(e) => self.length(e),
+                            syn::GenericArgument::Type(syn::Type::Path(tp))
+                                if tp.path.get_ident().is_some() =>
+                            {
+                                let name = tp.path.segments[0].ident.to_string();
+                                if ScalarType::from_name(&name).is_none()
+                                    && !self.generics.contains(&name)
+                                    && !self.scope.consts.contains_key(&name)
+                                    && !self.scope.names.contains_key(&name)
+                                {
+                                    self.scope.symbol(&name);
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+        syn::visit::visit_expr_call(self, c);
+    }
+}
+
+pub(crate) fn const_generic_names(generics: &syn::Generics) -> Vec<String> {
+    generics
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            syn::GenericParam::Const(c) => Some(c.ident.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// The module
+
+fn item_name_span(item: &syn::Item) -> (Loc, Loc, &'static str) {
+    use syn::spanned::Spanned;
+    let (span, what) = match item {
+        syn::Item::Struct(s) => (s.struct_token.span, "`struct`"),
+        syn::Item::Enum(e) => (e.enum_token.span, "`enum`"),
+        syn::Item::Union(u) => (u.union_token.span, "`union`"),
+        syn::Item::Use(u) => (u.use_token.span, "`use`"),
+        syn::Item::Impl(i) => (i.impl_token.span, "`impl`"),
+        syn::Item::Trait(t) => (t.trait_token.span, "`trait`"),
+        syn::Item::TraitAlias(t) => (t.trait_token.span, "a trait alias"),
+        syn::Item::Mod(m) => (m.mod_token.span, "`mod`"),
+        syn::Item::Type(t) => (t.type_token.span, "a type alias (`type`)"),
+        syn::Item::Macro(m) => {
+            let is_rules = m.mac.path.is_ident("macro_rules");
+            (
+                m.mac
+                    .path
+                    .segments
+                    .first()
+                    .map(|s| s.ident.span())
+                    .unwrap_or_else(|| m.span()),
+                if is_rules {
+                    "`macro_rules!`"
+                } else {
+                    "a macro at item level"
+                },
+            )
+        }
+        syn::Item::ExternCrate(e) => (e.extern_token.span, "`extern crate`"),
+        syn::Item::Static(s) => (
+            s.static_token.span,
+            "`static` outside an `extern \"autobatch\"` block",
+        ),
+        syn::Item::ForeignMod(f) => (f.abi.extern_token.span, "this `extern` block"),
+        other => (other.span(), "this item"),
+    };
+    (start_of(span), end_of(span), what)
+}
+
+/// Checks a parsed file: items, constants, signatures, then every body.
+pub(crate) fn check_file(source: &str, file: &syn::File) -> Result<hir::Module, Vec<Diagnostic>> {
+    let mut scope = ModuleScope::new(source);
+    let mut errors: Vec<Diagnostic> = Vec::new();
+    let push = |errors: &mut Vec<Diagnostic>, d: Box<Diagnostic>| errors.push(*d);
+
+    // 1. Names of every item, rejecting unsupported items.
+    let mut consts: Vec<&syn::ItemConst> = Vec::new();
+    let mut functions: Vec<&syn::ItemFn> = Vec::new();
+    let mut foreign_statics: Vec<&syn::ForeignItemStatic> = Vec::new();
+    let mut foreign_functions: Vec<&syn::ForeignItemFn> = Vec::new();
+    let declare = |scope: &mut ModuleScope,
+                   errors: &mut Vec<Diagnostic>,
+                   ident: &syn::Ident,
+                   kind: ModuleName| {
+        let name = ident.to_string();
+        let loc = start_of(ident.span());
+        if let Some((_, first)) = scope.names.get(&name) {
+            errors.push(
+                Diagnostic::new(
+                    format!("the name `{name}` is defined more than once"),
+                    loc,
+                    end_of(ident.span()),
+                    "defined again here",
+                )
+                .with_note(format!(
+                    "first defined at line {}, column {}",
+                    first.line, first.column
+                )),
+            );
+            return false;
+        }
+        scope.names.insert(name, (kind, loc));
+        true
+    };
+    for item in &file.items {
+        match item {
+            syn::Item::Const(c) => {
+                if declare(&mut scope, &mut errors, &c.ident, ModuleName::Const) {
+                    consts.push(c);
+                }
+            }
+            syn::Item::Fn(f) => {
+                if declare(
+                    &mut scope,
+                    &mut errors,
+                    &f.sig.ident,
+                    ModuleName::Function(functions.len()),
+                ) {
+                    functions.push(f);
+                }
+            }
+            syn::Item::ForeignMod(m)
+                if m.abi
+                    .name
+                    .as_ref()
+                    .is_some_and(|n| n.value() == "autobatch") =>
+            {
+                for foreign in &m.items {
+                    match foreign {
+                        syn::ForeignItem::Static(s) => {
+                            if let syn::StaticMutability::Mut(t) = &s.mutability {
+                                push(
+                                    &mut errors,
+                                    unsupported("`static mut`", start_of(t.span), end_of(t.span)),
+                                );
+                                continue;
+                            }
+                            if declare(
+                                &mut scope,
+                                &mut errors,
+                                &s.ident,
+                                ModuleName::Static(foreign_statics.len()),
+                            ) {
+                                foreign_statics.push(s);
+                            }
+                        }
+                        syn::ForeignItem::Fn(f) => {
+                            let kind = ModuleName::HostFunction;
+                            if declare(&mut scope, &mut errors, &f.sig.ident, kind) {
+                                foreign_functions.push(f);
+                            }
+                        }
+                        other => {
+                            use syn::spanned::Spanned;
+                            let span = other.span();
+                            push(
+                                &mut errors,
+                                error(
+                                    "only `static` and `fn` declarations may appear in an `extern \"autobatch\"` block",
+                                    start_of(span),
+                                    end_of(span),
+                                    "not supported here",
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+            syn::Item::ForeignMod(m) => {
+                let span = m.abi.extern_token.span;
+                push(
+                    &mut errors,
+                    error(
+                        "only `extern \"autobatch\"` blocks are supported",
+                        start_of(span),
+                        end_of(span),
+                        "write `extern \"autobatch\"`",
+                    ),
+                );
+            }
+            other => {
+                let (loc, end, what) = item_name_span(other);
+                push(&mut errors, unsupported(what, loc, end));
+            }
+        }
+    }
+
+    // 2. Constants, in dependency order (each may refer to the others).
+    let const_items: HashMap<String, &syn::ItemConst> =
+        consts.iter().map(|c| (c.ident.to_string(), *c)).collect();
+    for c in &consts {
+        let mut in_progress = Vec::new();
+        if let Err(d) = evaluate_const(&mut scope, &const_items, c, &mut in_progress, 0) {
+            if !errors.contains(&d) {
+                errors.push(*d);
+            }
+        }
+    }
+
+    // 3. Symbolic dimensions, in order of first appearance.
+    {
+        let mut collector = SymbolCollector {
+            scope: &mut scope,
+            generics: Vec::new(),
+            depth: 0,
+        };
+        collector.visit_file(file);
+    }
+
+    // 4. Statics and signatures.
+    for s in &foreign_statics {
+        let loc = start_of(s.ident.span());
+        match scope.resolve_type(&s.ty, &[]) {
+            Ok(Ty::Tensor(ty)) => scope.statics.push(hir::Static {
+                name: s.ident.to_string(),
+                ty,
+                loc,
+            }),
+            Ok(_) => {
+                let (l, e) = type_range(&s.ty);
+                push(
+                    &mut errors,
+                    error(
+                        "a static must be a scalar or an array, not a tuple",
+                        l,
+                        e,
+                        "tuple type",
+                    ),
+                );
+                scope.statics.push(hir::Static {
+                    name: s.ident.to_string(),
+                    ty: TensorTy::scalar(ScalarType::F64),
+                    loc,
+                });
+            }
+            Err(d) => {
+                push(&mut errors, d);
+                scope.statics.push(hir::Static {
+                    name: s.ident.to_string(),
+                    ty: TensorTy::scalar(ScalarType::F64),
+                    loc,
+                });
+            }
+        }
+    }
+    for f in &foreign_functions {
+        match resolve_signature(&mut scope, &f.sig, false) {
+            Ok(sig) => scope.host_functions.push(hir::HostFunction {
+                name: sig.name,
+                params: sig.params.into_iter().map(|(n, _, t, _)| (n, t)).collect(),
+                ret: sig.ret,
+                loc: sig.loc,
+            }),
+            Err(d) => {
+                push(&mut errors, d);
+                scope.host_functions.push(hir::HostFunction {
+                    name: f.sig.ident.to_string(),
+                    params: Vec::new(),
+                    ret: Ty::unit(),
+                    loc: start_of(f.sig.fn_token.span),
+                });
+            }
+        }
+    }
+    let mut signature_ok = Vec::new();
+    for f in &functions {
+        match resolve_signature(&mut scope, &f.sig, true) {
+            Ok(sig) => {
+                scope.signatures.push(sig);
+                signature_ok.push(true);
+            }
+            Err(d) => {
+                push(&mut errors, d);
+                scope.signatures.push(Signature {
+                    name: f.sig.ident.to_string(),
+                    const_params: Vec::new(),
+                    params: Vec::new(),
+                    ret: Ty::unit(),
+                    loc: start_of(f.sig.fn_token.span),
+                    name_end: end_of(f.sig.ident.span()),
+                });
+                signature_ok.push(false);
+            }
+        }
+    }
+
+    // 5. Bodies.
+    let mut checked = Vec::new();
+    for (index, f) in functions.iter().enumerate() {
+        if !signature_ok[index] {
+            continue;
+        }
+        match crate::body::check_function(&mut scope, index, f) {
+            Ok(function) => checked.push(function),
+            Err(d) => errors.push(*d),
+        }
+    }
+    if !errors.is_empty() {
+        errors.sort_by_key(|d| d.loc);
+        errors.dedup();
+        return Err(errors);
+    }
+    Ok(hir::Module {
+        symbols: scope.symbols,
+        statics: scope.statics,
+        functions: checked,
+        host_functions: scope.host_functions,
+    })
+}
+
+fn evaluate_const(
+    scope: &mut ModuleScope,
+    items: &HashMap<String, &syn::ItemConst>,
+    item: &syn::ItemConst,
+    in_progress: &mut Vec<String>,
+    depth: usize,
+) -> CheckResult<ConstValue> {
+    let name = item.ident.to_string();
+    if let Some(v) = scope.consts.get(&name) {
+        return Ok(*v);
+    }
+    let (loc, end) = (start_of(item.ident.span()), end_of(item.ident.span()));
+    if in_progress.contains(&name) {
+        return Err(error(
+            format!("the constant `{name}` is defined in terms of itself"),
+            loc,
+            end,
+            "cycle in constant definitions",
+        ));
+    }
+    if depth > crate::guard::MAX_NESTING {
+        return Err(Box::new(crate::guard::too_deep(loc, end)));
+    }
+    if !item.generics.params.is_empty() {
+        let t = item.const_token.span;
+        return Err(unsupported("a generic `const`", start_of(t), end_of(t)));
+    }
+    let ty = match scope.resolve_type(&item.ty, &[])? {
+        Ty::Tensor(t) if t.is_scalar() => t.elem,
+        _ => {
+            let (l, e) = type_range(&item.ty);
+            return Err(error(
+                "a `const` must have a scalar type",
+                l,
+                e,
+                "not a scalar type",
+            )
+            .map_note("constants are integers, floats or bools"));
+        }
+    };
+    // Evaluate the constants this one refers to first.
+    in_progress.push(name.clone());
+    let mut referenced = Vec::new();
+    collect_paths(&item.expr, &mut referenced, 0);
+    for r in referenced {
+        if let Some(other) = items.get(&r) {
+            if in_progress.contains(&r) {
+                in_progress.pop();
+                return Err(error(
+                    format!("the constant `{name}` is defined in terms of itself"),
+                    loc,
+                    end,
+                    "cycle in constant definitions",
+                ));
+            }
+            evaluate_const(scope, items, other, in_progress, depth + 1)?;
+        }
+    }
+    in_progress.pop();
+    let value = eval_const_expr(scope, &item.expr, Some(ty), in_progress)?;
+    scope.consts.insert(name, value);
+    Ok(value)
+}
+
+fn collect_paths(expr: &syn::Expr, out: &mut Vec<String>, depth: usize) {
+    if depth > crate::guard::MAX_NESTING {
+        return;
+    }
+    match expr {
+        syn::Expr::Path(p) => {
+            if let Some(i) = p.path.get_ident() {
+                out.push(i.to_string());
+            }
+        }
+        syn::Expr::Paren(p) => collect_paths(&p.expr, out, depth + 1),
+        syn::Expr::Group(g) => collect_paths(&g.expr, out, depth + 1),
+        syn::Expr::Unary(u) => collect_paths(&u.expr, out, depth + 1),
+        syn::Expr::Cast(c) => collect_paths(&c.expr, out, depth + 1),
+        syn::Expr::Binary(b) => {
+            collect_paths(&b.left, out, depth + 1);
+            collect_paths(&b.right, out, depth + 1);
+        }
+        _ => {}
+    }
+}
+
+/// Resolves a function signature; `allow_generics` is false for host functions.
+fn resolve_signature(
+    scope: &mut ModuleScope,
+    sig: &syn::Signature,
+    allow_generics: bool,
+) -> CheckResult<Signature> {
+    let name = sig.ident.to_string();
+    let loc = start_of(sig.fn_token.span);
+    if let Some(t) = &sig.constness {
+        return Err(unsupported("`const fn`", start_of(t.span), end_of(t.span)));
+    }
+    if let Some(t) = &sig.asyncness {
+        return Err(unsupported("`async`", start_of(t.span), end_of(t.span)));
+    }
+    if let Some(t) = &sig.unsafety {
+        return Err(unsupported("`unsafe`", start_of(t.span), end_of(t.span)));
+    }
+    if let Some(abi) = &sig.abi {
+        let t = abi.extern_token.span;
+        return Err(unsupported(
+            "an `extern` function ABI",
+            start_of(t),
+            end_of(t),
+        ));
+    }
+    if let Some(v) = &sig.variadic {
+        let t = v.dots.spans[0];
+        return Err(unsupported("a variadic function", start_of(t), end_of(t)));
+    }
+    if let Some(w) = &sig.generics.where_clause {
+        let t = w.where_token.span;
+        return Err(unsupported("a `where` clause", start_of(t), end_of(t)));
+    }
+    let mut const_params = Vec::new();
+    for param in &sig.generics.params {
+        match param {
+            syn::GenericParam::Lifetime(l) => {
+                let s = l.lifetime.apostrophe;
+                return Err(unsupported(
+                    "a lifetime parameter",
+                    start_of(s),
+                    end_of(l.lifetime.ident.span()),
+                ));
+            }
+            syn::GenericParam::Type(t) => {
+                let s = t.ident.span();
+                return Err(
+                    unsupported("a generic type parameter", start_of(s), end_of(s)).map_note(
+                        "only const generic parameters are supported: `<const K: usize>`",
+                    ),
+                );
+            }
+            syn::GenericParam::Const(c) => {
+                let (cl, ce) = (start_of(c.const_token.span), end_of(c.ident.span()));
+                if !allow_generics {
+                    return Err(unsupported("a generic host function", cl, ce));
+                }
+                let is_usize = matches!(&c.ty, syn::Type::Path(p) if p.path.is_ident("usize"));
+                if !is_usize {
+                    let (tl, te) = type_range(&c.ty);
+                    return Err(error(
+                        "a const generic parameter must be a `usize`",
+                        tl,
+                        te,
+                        "expected `usize`",
+                    ));
+                }
+                if c.default.is_some() {
+                    return Err(unsupported(
+                        "a default value for a const generic parameter",
+                        cl,
+                        ce,
+                    ));
+                }
+                const_params.push(c.ident.to_string());
+            }
+        }
+    }
+    let mut params = Vec::new();
+    for input in &sig.inputs {
+        match input {
+            syn::FnArg::Receiver(r) => {
+                use syn::spanned::Spanned;
+                let s = r.self_token.span;
+                let _ = r.span();
+                return Err(unsupported("a `self` parameter", start_of(s), end_of(s)));
+            }
+            syn::FnArg::Typed(pt) => {
+                let ty = scope.resolve_type(&pt.ty, &const_params)?;
+                let (pname, mutable, ploc) = match &*pt.pat {
+                    syn::Pat::Ident(pi) => {
+                        if let Some(b) = &pi.by_ref {
+                            return Err(unsupported(
+                                "`ref` bindings",
+                                start_of(b.span),
+                                end_of(b.span),
+                            ));
+                        }
+                        if let Some((at, _)) = &pi.subpat {
+                            return Err(unsupported(
+                                "`@` patterns",
+                                start_of(at.span),
+                                end_of(at.span),
+                            ));
+                        }
+                        (
+                            pi.ident.to_string(),
+                            pi.mutability.is_some(),
+                            start_of(pi.ident.span()),
+                        )
+                    }
+                    syn::Pat::Wild(w) => {
+                        ("_".to_string(), false, start_of(w.underscore_token.span))
+                    }
+                    other => {
+                        let (l, e) = pattern_range(other);
+                        return Err(unsupported("this parameter pattern", l, e)
+                            .map_note("parameters are written `name: type`"));
+                    }
+                };
+                if pname != "_"
+                    && params
+                        .iter()
+                        .any(|(n, _, _, _): &(String, bool, Ty, Loc)| *n == pname)
+                {
+                    let (l, e) = pattern_range(&pt.pat);
+                    return Err(error(
+                        format!("the parameter name `{pname}` is used more than once"),
+                        l,
+                        e,
+                        "used again here",
+                    ));
+                }
+                params.push((pname, mutable, ty, ploc));
+            }
+        }
+    }
+    let ret = match &sig.output {
+        syn::ReturnType::Default => Ty::unit(),
+        syn::ReturnType::Type(_, ty) => scope.resolve_type(ty, &const_params)?,
+    };
+    Ok(Signature {
+        name,
+        const_params,
+        params,
+        ret,
+        loc,
+        name_end: end_of(sig.ident.span()),
+    })
+}
+
+/// Start and end of a pattern.
+pub(crate) fn pattern_range(pat: &syn::Pat) -> (Loc, Loc) {
+    use syn::spanned::Spanned;
+    match pat {
+        syn::Pat::Ident(p) => {
+            let start = p
+                .mutability
+                .map(|m| m.span)
+                .unwrap_or_else(|| p.ident.span());
+            (start_of(start), end_of(p.ident.span()))
+        }
+        syn::Pat::Wild(w) => (
+            start_of(w.underscore_token.span),
+            end_of(w.underscore_token.span),
+        ),
+        syn::Pat::Tuple(t) => (
+            start_of(t.paren_token.span.open()),
+            end_of(t.paren_token.span.close()),
+        ),
+        syn::Pat::Path(p) => (path_start(&p.qself, &p.path), path_end(&p.path)),
+        other => (start_of(other.span()), end_of(other.span())),
+    }
+}

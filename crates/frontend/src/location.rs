@@ -1,0 +1,255 @@
+//! Source locations of `syn` nodes as [`Loc`]s.
+//!
+//! `syn`'s `Spanned::span()` re-tokenizes a whole expression to find its
+//! extent, which is quadratic (and deeply recursive) on long expressions, so
+//! the start and end of an expression are found here by walking only its
+//! leftmost or rightmost spine, without recursion.
+
+use autobatch_types::Loc;
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+
+/// The first character of `span`. proc-macro2 columns are 0-based; ours are 1-based.
+pub(crate) fn start_of(span: Span) -> Loc {
+    let lc = span.start();
+    if lc.line == 0 {
+        return Loc::new(1, 1);
+    }
+    Loc::new(lc.line as u32, lc.column as u32 + 1)
+}
+
+/// Just past the last character of `span`.
+pub(crate) fn end_of(span: Span) -> Loc {
+    let lc = span.end();
+    if lc.line == 0 {
+        return Loc::new(1, 2);
+    }
+    Loc::new(lc.line as u32, lc.column as u32 + 1)
+}
+
+/// Where the expression starts.
+pub(crate) fn expr_start(expr: &syn::Expr) -> Loc {
+    use syn::Expr as E;
+    let mut e = expr;
+    loop {
+        if let Some(attr) = expr_attrs(e).first() {
+            return start_of(attr.pound_token.span);
+        }
+        e = match e {
+            E::Binary(b) => &b.left,
+            E::Assign(a) => &a.left,
+            E::Call(c) => &c.func,
+            E::MethodCall(m) => &m.receiver,
+            E::Field(f) => &f.base,
+            E::Index(i) => &i.expr,
+            E::Cast(c) => &c.expr,
+            E::Try(t) => &t.expr,
+            E::Await(a) => &a.base,
+            E::Range(r) => match &r.start {
+                Some(s) => s,
+                None => return start_of(range_limits_span(&r.limits)),
+            },
+            E::Path(p) => return path_start(&p.qself, &p.path),
+            E::Lit(l) => return start_of(l.lit.span()),
+            E::Paren(p) => return start_of(p.paren_token.span.open()),
+            E::Tuple(t) => return start_of(t.paren_token.span.open()),
+            E::Array(a) => return start_of(a.bracket_token.span.open()),
+            E::Repeat(r) => return start_of(r.bracket_token.span.open()),
+            E::Block(b) => match &b.label {
+                Some(l) => return start_of(l.name.apostrophe),
+                None => return start_of(b.block.brace_token.span.open()),
+            },
+            E::If(i) => return start_of(i.if_token.span),
+            E::While(w) => match &w.label {
+                Some(l) => return start_of(l.name.apostrophe),
+                None => return start_of(w.while_token.span),
+            },
+            E::Loop(l) => match &l.label {
+                Some(label) => return start_of(label.name.apostrophe),
+                None => return start_of(l.loop_token.span),
+            },
+            E::ForLoop(f) => match &f.label {
+                Some(label) => return start_of(label.name.apostrophe),
+                None => return start_of(f.for_token.span),
+            },
+            E::Unary(u) => return start_of(unary_op_span(&u.op)),
+            E::Return(r) => return start_of(r.return_token.span),
+            E::Break(b) => return start_of(b.break_token.span),
+            E::Continue(c) => return start_of(c.continue_token.span),
+            E::Macro(m) => return path_start(&None, &m.mac.path),
+            E::Group(g) => &g.expr,
+            E::Reference(r) => return start_of(r.and_token.span),
+            E::Closure(c) => return start_of(closure_start(c)),
+            E::Match(m) => return start_of(m.match_token.span),
+            E::Unsafe(u) => return start_of(u.unsafe_token.span),
+            E::Let(l) => return start_of(l.let_token.span),
+            E::Struct(s) => return path_start(&s.qself, &s.path),
+            other => return start_of(other.span()),
+        };
+    }
+}
+
+/// Just past the end of the expression.
+pub(crate) fn expr_end(expr: &syn::Expr) -> Loc {
+    use syn::Expr as E;
+    let mut e = expr;
+    loop {
+        e = match e {
+            E::Binary(b) => &b.right,
+            E::Assign(a) => &a.right,
+            E::Unary(u) => &u.expr,
+            E::Reference(r) => &r.expr,
+            E::Group(g) => &g.expr,
+            E::Call(c) => return end_of(c.paren_token.span.close()),
+            E::MethodCall(m) => return end_of(m.paren_token.span.close()),
+            E::Field(f) => return end_of(f.member.span()),
+            E::Index(i) => return end_of(i.bracket_token.span.close()),
+            E::Cast(c) => return end_of(type_end_span(&c.ty)),
+            E::Path(p) => return path_end(&p.path),
+            E::Lit(l) => return end_of(l.lit.span()),
+            E::Paren(p) => return end_of(p.paren_token.span.close()),
+            E::Tuple(t) => return end_of(t.paren_token.span.close()),
+            E::Array(a) => return end_of(a.bracket_token.span.close()),
+            E::Repeat(r) => return end_of(r.bracket_token.span.close()),
+            E::Block(b) => return end_of(b.block.brace_token.span.close()),
+            E::If(i) => match &i.else_branch {
+                Some((_, else_expr)) => else_expr,
+                None => return end_of(i.then_branch.brace_token.span.close()),
+            },
+            E::While(w) => return end_of(w.body.brace_token.span.close()),
+            E::Loop(l) => return end_of(l.body.brace_token.span.close()),
+            E::ForLoop(f) => return end_of(f.body.brace_token.span.close()),
+            E::Return(r) => match &r.expr {
+                Some(v) => v,
+                None => return end_of(r.return_token.span),
+            },
+            E::Break(b) => match &b.expr {
+                Some(v) => v,
+                None => return end_of(b.break_token.span),
+            },
+            E::Continue(c) => return end_of(c.continue_token.span),
+            E::Range(r) => match &r.end {
+                Some(v) => v,
+                None => return end_of(range_limits_span(&r.limits)),
+            },
+            E::Macro(m) => return end_of(macro_delimiter_close(&m.mac)),
+            E::Try(t) => return end_of(t.question_token.span),
+            E::Unsafe(u) => return end_of(u.block.brace_token.span.close()),
+            E::Match(m) => return end_of(m.brace_token.span.close()),
+            other => return end_of(other.span()),
+        };
+    }
+}
+
+fn expr_attrs(e: &syn::Expr) -> &[syn::Attribute] {
+    use syn::Expr as E;
+    match e {
+        E::Array(x) => &x.attrs,
+        E::Assign(x) => &x.attrs,
+        E::Binary(x) => &x.attrs,
+        E::Block(x) => &x.attrs,
+        E::Call(x) => &x.attrs,
+        E::Cast(x) => &x.attrs,
+        E::Field(x) => &x.attrs,
+        E::ForLoop(x) => &x.attrs,
+        E::If(x) => &x.attrs,
+        E::Index(x) => &x.attrs,
+        E::Lit(x) => &x.attrs,
+        E::Loop(x) => &x.attrs,
+        E::MethodCall(x) => &x.attrs,
+        E::Paren(x) => &x.attrs,
+        E::Path(x) => &x.attrs,
+        E::Unary(x) => &x.attrs,
+        E::While(x) => &x.attrs,
+        _ => &[],
+    }
+}
+
+pub(crate) fn path_start(qself: &Option<syn::QSelf>, path: &syn::Path) -> Loc {
+    if let Some(q) = qself {
+        return start_of(q.lt_token.span);
+    }
+    if let Some(colon) = &path.leading_colon {
+        return start_of(colon.spans[0]);
+    }
+    match path.segments.first() {
+        Some(seg) => start_of(seg.ident.span()),
+        None => Loc::new(1, 1),
+    }
+}
+
+pub(crate) fn path_end(path: &syn::Path) -> Loc {
+    match path.segments.last() {
+        Some(seg) => match &seg.arguments {
+            syn::PathArguments::AngleBracketed(a) => end_of(a.gt_token.span),
+            syn::PathArguments::Parenthesized(p) => end_of(p.paren_token.span.close()),
+            syn::PathArguments::None => end_of(seg.ident.span()),
+        },
+        None => Loc::new(1, 2),
+    }
+}
+
+fn unary_op_span(op: &syn::UnOp) -> Span {
+    match op {
+        syn::UnOp::Deref(t) => t.span,
+        syn::UnOp::Not(t) => t.span,
+        syn::UnOp::Neg(t) => t.span,
+        other => other.span(),
+    }
+}
+
+fn range_limits_span(limits: &syn::RangeLimits) -> Span {
+    match limits {
+        syn::RangeLimits::HalfOpen(t) => t.spans[0],
+        syn::RangeLimits::Closed(t) => t.spans[0],
+    }
+}
+
+fn closure_start(c: &syn::ExprClosure) -> Span {
+    if let Some(m) = &c.movability {
+        return m.span;
+    }
+    if let Some(a) = &c.asyncness {
+        return a.span;
+    }
+    if let Some(m) = &c.capture {
+        return m.span;
+    }
+    c.or1_token.span
+}
+
+fn macro_delimiter_close(mac: &syn::Macro) -> Span {
+    match &mac.delimiter {
+        syn::MacroDelimiter::Paren(p) => p.span.close(),
+        syn::MacroDelimiter::Brace(b) => b.span.close(),
+        syn::MacroDelimiter::Bracket(b) => b.span.close(),
+    }
+}
+
+/// The span of a type, small enough to re-tokenize (types are short).
+pub(crate) fn type_end_span(ty: &syn::Type) -> Span {
+    match ty {
+        syn::Type::Path(p) => p
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.span())
+            .unwrap_or_else(|| ty.span()),
+        syn::Type::Array(a) => a.bracket_token.span.close(),
+        syn::Type::Tuple(t) => t.paren_token.span.close(),
+        syn::Type::Paren(p) => p.paren_token.span.close(),
+        other => other.span(),
+    }
+}
+
+/// Start and end of a type.
+pub(crate) fn type_range(ty: &syn::Type) -> (Loc, Loc) {
+    let start = match ty {
+        syn::Type::Path(p) => path_start(&p.qself, &p.path),
+        syn::Type::Array(a) => start_of(a.bracket_token.span.open()),
+        syn::Type::Tuple(t) => start_of(t.paren_token.span.open()),
+        syn::Type::Paren(p) => start_of(p.paren_token.span.open()),
+        other => start_of(other.span()),
+    };
+    (start, end_of(type_end_span(ty)))
+}

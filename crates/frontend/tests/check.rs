@@ -1,0 +1,721 @@
+//! Checker tests: many tiny programs through two helpers. `check_ok` wants
+//! the program accepted; `check_err` wants a diagnostic containing a text at
+//! a line and column.
+
+use autobatch_frontend::check;
+
+fn check_ok(src: &str) {
+    if let Err(ds) = check(src) {
+        let text: Vec<String> = ds.iter().map(|d| d.render(src, "test.ab", false)).collect();
+        panic!(
+            "expected the program to be accepted:\n{src}\n{}",
+            text.join("\n")
+        );
+    }
+}
+
+fn check_err(src: &str, needle: &str, line: u32, column: u32) {
+    match check(src) {
+        Ok(_) => panic!("expected an error containing {needle:?}:\n{src}"),
+        Err(ds) => {
+            let first = &ds[0];
+            let found = ds.iter().any(|d| {
+                d.message.contains(needle) && d.loc.line == line && d.loc.column == column
+            });
+            assert!(
+                found,
+                "expected {needle:?} at {line}:{column}, got:\n{}",
+                ds.iter()
+                    .map(|d| format!("{}:{} {}", d.loc.line, d.loc.column, d.message))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+            assert!(first.end >= first.loc, "end before start");
+            // Rendering must never fail.
+            let _ = first.render(src, "test.ab", true);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- accepted
+
+#[test]
+fn accepts_fib() {
+    check_ok("fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + fib(n - 1) } }");
+}
+
+#[test]
+fn accepts_mutual_recursion_in_any_order() {
+    check_ok("fn a(n: i64) -> bool { if n == 0 { true } else { b(n - 1) } }\nfn b(n: i64) -> bool { if n == 0 { false } else { a(n - 1) } }");
+}
+
+#[test]
+fn accepts_literal_inference_from_later_use() {
+    check_ok("fn f(x: [f32; 3]) -> f32 { let mut acc = 0.0; for i in 0..3 { acc += x[i]; } acc }");
+    check_ok("fn g() -> i32 { let mut c = 0; c += 1; c }");
+    check_ok("fn h(x: i32) -> bool { 1 < x }");
+}
+
+#[test]
+fn accepts_consts_and_symbols() {
+    check_ok("const N2: usize = 2 * K;\nconst K: usize = 3;\nconst PI2: f64 = 2.0 * 3.14;\nfn f(x: [f64; N2]) -> f64 { x[0] * PI2 }");
+    check_ok("extern \"autobatch\" { static X: [[f64; D]; N]; }\nfn f() -> f64 { let mut s = 0.0; for i in 0..N { s += X[i][0]; } s }");
+    check_ok("fn f(x: [f64; D]) -> usize { x.len() + D }");
+}
+
+#[test]
+fn accepts_const_generics_with_inference_and_turbofish() {
+    check_ok("fn n2<const K: usize>(v: [f64; K]) -> f64 { dot(v, v) }\nfn g(a: [f64; 3], b: [f64; D]) -> f64 { n2(a) + n2(b) + n2::<3>(a) }");
+    check_ok("fn z<const K: usize>() -> [f64; K] { [0.0; K] }\nfn g() -> [f64; 4] { z::<4>() }");
+}
+
+#[test]
+fn accepts_tuples_and_patterns() {
+    check_ok("fn f() -> (i64, (f64, bool)) { let t = (1, (2.0, true)); let (a, (b, _)) = t; let _ = b; (a, t.1) }");
+}
+
+#[test]
+fn accepts_loops_and_breaks() {
+    check_ok("fn f(n: i64) -> i64 { let mut i = 0; let r = loop { i += 1; if i > n { break i * 2; } }; while i > 0 { i -= 1; if i == 3 { continue; } } for _ in 0..=n { } r }");
+}
+
+#[test]
+fn accepts_diverging_branches() {
+    check_ok("fn f(x: i64) -> i64 { if x > 0 { return 1; } else { return 2; } }");
+    check_ok("fn f(x: i64) -> i64 { let y = if x > 0 { return 1 } else { x }; y }");
+    check_ok("fn f() -> i64 { loop { } }");
+}
+
+#[test]
+fn accepts_elementwise_and_builtins() {
+    check_ok(
+        "fn f(a: [f64; 3], m: [[f64; 3]; 2], c: bool) -> f64 {
+            let b = a * 2.0 + a - 1.0 / a;
+            let e = (-b).exp().sqrt().max(a).powi(2).powf(0.5);
+            let v = matvec(m, e); let w = vecmat(v, m); let t = transpose(m); let mm = matmul(m, t);
+            let o = outer(a, v); let s = softmax(a);
+            let k = argmax(a) + argmin(a);
+            let r = select(c, a, b);
+            let u = uniform() + normal() + sum(uniform_like(a)) + mean(normal_like(m[0]));
+            let flag = bernoulli(0.5) && !a[0].is_nan() || a[1].is_finite();
+            sum(w) + mm[0][0] + o[0][0] + s[k] + r[0] + u + logsumexp(a) + max(a) + min(a) + sigmoid(1.0) + softplus(a)[0] + log_sigmoid(a[0]) + if flag { 1.0 } else { 0.0 }
+        }",
+    );
+}
+
+#[test]
+fn accepts_integer_ops_and_casts() {
+    check_ok("fn f(a: i64, b: i32, n: usize) -> i64 { let x = (a << 2) >> b ^ (a & 7) | 1; let y = (b as i64).abs().pow(2).max(3).min(9); let z = true as i64 + (n as i64) % 3; x + y + z + (2.5 as i64) + !a }");
+}
+
+#[test]
+fn accepts_indexed_assignment_and_asserts() {
+    check_ok("fn f(mut m: [[f64; 3]; 2], i: usize) -> [[f64; 3]; 2] { m[i][0] = 1.0; m[1][i] *= 2.0; assert!(m[0][0] > 0.0); assert!(i < 2, \"i in range {{ok}}\"); m }");
+}
+
+#[test]
+fn accepts_well_known_constants_and_negative_literals() {
+    check_ok("fn f() -> f64 { let a = -2147483648i32; let b = i64::MAX; let _ = (a, b); std::f64::consts::PI + f64::INFINITY }");
+}
+
+#[test]
+fn accepts_host_declarations_and_doc_comments() {
+    check_ok("/// doc\nextern \"autobatch\" { fn host(x: [f64; D]) -> f64; }\n#[inline]\nfn f() -> i64 { 1 }");
+}
+
+// ---------------------------------------------------------------- rejected items
+
+#[test]
+fn rejects_unsupported_items() {
+    check_err("struct S { x: i64 }", "`struct` is not supported", 1, 1);
+    check_err("fn f() {}\nenum E { A }", "`enum` is not supported", 2, 1);
+    check_err("use std::f64;", "`use` is not supported", 1, 1);
+    check_err("impl X {}", "`impl` is not supported", 1, 1);
+    check_err("trait T {}", "`trait` is not supported", 1, 1);
+    check_err("mod m {}", "`mod` is not supported", 1, 1);
+    check_err("type T = i64;", "type alias", 1, 1);
+    check_err(
+        "macro_rules! m { () => {} }",
+        "`macro_rules!` is not supported",
+        1,
+        1,
+    );
+    check_err("static X: i64 = 1;", "`static` outside", 1, 1);
+    check_err("union U { a: i64 }", "`union` is not supported", 1, 1);
+    check_err(
+        "extern \"C\" { fn f(); }",
+        "only `extern \"autobatch\"`",
+        1,
+        1,
+    );
+}
+
+#[test]
+fn rejects_unsupported_signatures() {
+    check_err("fn f<T>(x: T) {}", "generic type parameter", 1, 6);
+    check_err("fn f<'a>(x: i64) {}", "lifetime", 1, 6);
+    check_err("unsafe fn f() {}", "`unsafe` is not supported", 1, 1);
+    check_err("async fn f() {}", "`async` is not supported", 1, 1);
+    check_err("fn f(x: &i64) {}", "reference type", 1, 9);
+    check_err("fn f(x: u32) {}", "the type `u32` is not supported", 1, 9);
+    check_err("fn f(x: String) {}", "unknown type `String`", 1, 9);
+    check_err("fn f(x: impl Fn()) {}", "`impl Trait`", 1, 9);
+    check_err("fn f(x: [f64]) {}", "slice type", 1, 9);
+    check_err("fn f<const K: i64>() {}", "must be a `usize`", 1, 15);
+    check_err("fn f(x: i64, x: i64) {}", "used more than once", 1, 14);
+}
+
+#[test]
+fn rejects_duplicates_and_bad_consts() {
+    check_err("fn f() {}\nfn f() {}", "defined more than once", 2, 4);
+    check_err(
+        "const A: i64 = B;\nconst B: i64 = A;",
+        "defined in terms of itself",
+        1,
+        7,
+    );
+    check_err("const A: i64 = 1.5;", "expected `i64`", 1, 16);
+    check_err("const A: i32 = 3000000000;", "does not fit", 1, 16);
+    check_err("const A: i64 = 1 / 0;", "division by zero", 1, 16);
+    check_err("const A: i64 = foo(1);", "cannot be evaluated", 1, 16);
+    check_err(
+        "const N: i64 = 3;\nfn f(x: [f64; N]) {}",
+        "must be a `usize`",
+        2,
+        15,
+    );
+    check_err("fn f(x: [f64; 2 + f]) {}", "array length must be", 1, 15);
+}
+
+// ---------------------------------------------------------------- rejected expressions
+
+#[test]
+fn rejects_unsupported_expressions() {
+    check_err(
+        "fn f(x: i64) -> i64 {\n    match x { _ => 1 }\n}",
+        "`match` is not supported by autobatch",
+        2,
+        5,
+    );
+    check_err("fn f() { let c = |x: i64| x; }", "closure", 1, 18);
+    check_err("fn f(x: i64) { let r = &x; }", "reference (`&`)", 1, 24);
+    check_err("fn f(x: i64) { let y = *x; }", "dereference", 1, 24);
+    check_err(
+        "fn f() { let r = 0..3; }",
+        "ranges (`a..b`) are only allowed in `for` loops",
+        1,
+        18,
+    );
+    check_err("fn f() { let s = S { a: 1 }; }", "struct literal", 1, 18);
+    check_err("fn f() { unsafe { } }", "`unsafe`", 1, 10);
+    check_err(
+        "fn f() { println!(\"hi\"); }",
+        "the macro `println!`",
+        1,
+        10,
+    );
+    check_err("fn f() { let x = vec![1]; }", "the macro `vec!`", 1, 18);
+    check_err("fn f(x: i64) { if let 1 = x { } }", "`if let`", 1, 16);
+    check_err("fn f(x: i64) { while let 1 = x { } }", "`while let`", 1, 16);
+    check_err("fn f() { 'a: loop { break 'a; } }", "loop label", 1, 10);
+    check_err(
+        "fn f() { let s = \"hi\"; }",
+        "string literals are only allowed",
+        1,
+        18,
+    );
+    check_err(
+        "fn f(x: f64) -> f64 { x.foo() }",
+        "the method `foo` is not supported",
+        1,
+        25,
+    );
+    check_err(
+        "fn f() -> f64 { std::f64::sin(1.0) }",
+        "not supported by autobatch",
+        1,
+        17,
+    );
+    check_err(
+        "fn f() -> f64 { let x = 1.0; x as [f64; 2] }",
+        "scalar types only",
+        1,
+        35,
+    );
+    check_err("fn f() { let x = 'c'; }", "this kind of literal", 1, 18);
+    check_err("fn f() { let x = [1, 2][0..1]; }", "slicing", 1, 25);
+    check_err("fn f(x: f64) -> f64 { x? }", "the `?` operator", 1, 23);
+    check_err(
+        "fn f() { fn g() {} }",
+        "defined inside another function",
+        1,
+        10,
+    );
+    check_err("fn f() { let x: i64; }", "`let` without a value", 1, 10);
+    check_err("fn f() { let [a, b] = [1, 2]; }", "this pattern", 1, 14);
+}
+
+#[test]
+fn rejects_grad_and_host_calls() {
+    check_err(
+        "fn f(x: f64) -> f64 { x * x }\nfn g(x: f64) -> f64 { grad(f, x) }",
+        "`grad` is not yet supported (autodiff comes in a later version)",
+        2,
+        23,
+    );
+    check_err(
+        "fn g(x: f64) -> f64 { value_and_grad(g, x).0 }",
+        "`value_and_grad` is not yet supported",
+        1,
+        23,
+    );
+    check_err(
+        "extern \"autobatch\" { fn h(x: f64) -> f64; }\nfn g(x: f64) -> f64 { h(x) }",
+        "host primitive `h` is not yet supported",
+        2,
+        23,
+    );
+}
+
+// ---------------------------------------------------------------- names
+
+#[test]
+fn rejects_unknown_names() {
+    check_err("fn f() -> i64 { y }", "cannot find value `y`", 1, 17);
+    check_err("fn f() -> i64 { g(1) }", "cannot find function `g`", 1, 17);
+    check_err(
+        "fn f(x: i64) -> i64 { x(1) }",
+        "is a variable, not a function",
+        1,
+        23,
+    );
+    check_err(
+        "fn f() -> i64 { let v = f; 1 }",
+        "functions are not values",
+        1,
+        25,
+    );
+    check_err(
+        "fn f() -> i64 { { let y = 1; } y }",
+        "cannot find value `y`",
+        1,
+        32,
+    );
+}
+
+#[test]
+fn rejects_wrong_arity() {
+    check_err(
+        "fn g(a: i64) -> i64 { a }\nfn f() -> i64 { g(1, 2) }",
+        "takes 1 argument(s), but 2 were given",
+        2,
+        17,
+    );
+    check_err(
+        "fn f(a: [f64; 3]) -> f64 { dot(a) }",
+        "`dot` takes 2 argument(s)",
+        1,
+        28,
+    );
+    check_err(
+        "fn f(a: f64) -> f64 { a.sqrt(2.0) }",
+        "takes 0 argument(s)",
+        1,
+        23,
+    );
+    check_err(
+        "fn f(a: f64, b: f64) -> f64 { max(a, b) }",
+        "takes 1 argument(s)",
+        1,
+        31,
+    );
+}
+
+// ---------------------------------------------------------------- types
+
+#[test]
+fn rejects_mixed_scalar_types() {
+    check_err(
+        "fn f(a: i64, b: f64) -> f64 {\n    a + b\n}",
+        "cannot apply `+` to `i64` and `f64`",
+        2,
+        5,
+    );
+    check_err(
+        "fn f(a: i32, b: i64) -> bool { a < b }",
+        "cannot compare `i32` with `i64`",
+        1,
+        32,
+    );
+    check_err(
+        "fn f() -> f64 { let x: f64 = 1; x }",
+        "expected `f64`, found `{integer}`",
+        1,
+        30,
+    );
+    check_err("fn f() -> i64 { 1.5 }", "returns `i64`", 1, 17);
+    check_err(
+        "fn f(x: f64) -> bool { x && true }",
+        "`&&` needs `bool` operands",
+        1,
+        24,
+    );
+    check_err("fn f(x: i64) { if x { } }", "must be a `bool`", 1, 19);
+    check_err(
+        "fn f(x: f64) -> f64 { x & 1.0 }",
+        "needs `bool` or integer operands",
+        1,
+        23,
+    );
+    check_err(
+        "fn f(x: bool) -> bool { x + x }",
+        "needs numeric operands",
+        1,
+        25,
+    );
+    check_err(
+        "fn f(x: f64) -> f64 { x << 1 }",
+        "needs integer operands",
+        1,
+        23,
+    );
+    check_err("fn f(n: usize) -> usize { -n }", "`usize`", 1, 27);
+    check_err(
+        "fn f() -> usize { let n: usize = 1; let m = -n; m }",
+        "`usize`",
+        1,
+        45,
+    );
+    check_err("fn f() -> usize { -1 }", "negative", 1, 19);
+    check_err("fn f() -> i32 { 3000000000 }", "does not fit", 1, 17);
+    check_err("fn f(x: f64) -> f64 { !x }", "cannot apply `!`", 1, 23);
+    check_err(
+        "fn f(x: i64) -> f64 { x.sqrt() }",
+        "method of floats",
+        1,
+        23,
+    );
+    check_err(
+        "fn f(x: f64) -> f64 { x.powi(2.0) }",
+        "`i32` exponent",
+        1,
+        30,
+    );
+    check_err(
+        "fn f(x: f64) -> f64 { x.pow(2) }",
+        "method of integers",
+        1,
+        23,
+    );
+    check_err(
+        "fn f(x: f64) -> bool { x as bool }",
+        "cannot cast `f64` as `bool`",
+        1,
+        24,
+    );
+    check_err(
+        "fn f(x: bool) -> f64 { x as f64 }",
+        "cannot cast `bool` as `f64`",
+        1,
+        24,
+    );
+    check_err(
+        "fn f(x: [f64; 2]) -> f64 { x as f64 }",
+        "converts scalars only",
+        1,
+        28,
+    );
+    check_err("fn f(x: f64) -> f64 { x[0] }", "cannot index into", 1, 23);
+    check_err(
+        "fn f(x: [f64; 2]) -> f64 { x[1.0] }",
+        "index must be an integer",
+        1,
+        30,
+    );
+    check_err("fn f(t: (i64, i64)) -> i64 { t.2 }", "no field `2`", 1, 32);
+    check_err("fn f(t: i64) -> i64 { t.0 }", "needs a tuple", 1, 23);
+    check_err(
+        "fn f(t: (i64, i64)) -> i64 { t.x }",
+        "fields by name",
+        1,
+        32,
+    );
+    check_err(
+        "fn f() -> bool { bernoulli(1) }",
+        "`f64` probability",
+        1,
+        28,
+    );
+    check_err(
+        "fn f(a: [i64; 3]) -> f64 { mean(a) }",
+        "1-D float array",
+        1,
+        33,
+    );
+    check_err("fn f() { let x = []; }", "empty array literal", 1, 18);
+    check_err("fn f() { let x = [1, 2.0]; }", "must have one type", 1, 22);
+}
+
+#[test]
+fn rejects_shape_mismatches() {
+    check_err(
+        "fn f(a: [f64; 3], b: [f64; 4]) -> [f64; 3] {\n    a + b\n}",
+        "shape mismatch",
+        2,
+        5,
+    );
+    check_err(
+        "fn f(a: [f64; 3], b: [f64; 4]) -> f64 { dot(a, b) }",
+        "shape mismatch: `dot`",
+        1,
+        41,
+    );
+    check_err(
+        "fn f(m: [[f64; 3]; 2], v: [f64; 2]) -> [f64; 2] { matvec(m, v) }",
+        "shape mismatch: `matvec`",
+        1,
+        51,
+    );
+    check_err(
+        "fn f(a: [f64; N], b: [f64; M]) -> [f64; N] { a * b }",
+        "shape mismatch",
+        1,
+        46,
+    );
+    check_err(
+        "fn f(a: [f64; 3], b: [f64; 3]) -> bool { a < b }",
+        "comparisons apply to scalars only",
+        1,
+        42,
+    );
+    check_err("fn n2<const K: usize>(v: [f64; K], w: [f64; K]) -> f64 { dot(v, w) }\nfn g(a: [f64; 3], b: [f64; 4]) -> f64 { n2(a, b) }", "argument 2 (`w`) of `n2` must be `[f64; 3]`", 2, 47);
+    check_err(
+        "fn z<const K: usize>() -> [f64; K] { [0.0; K] }\nfn g() -> [f64; 4] { z() }",
+        "cannot infer the const parameter `K`",
+        2,
+        22,
+    );
+    check_err(
+        "fn f(m: [f64; 3]) -> f64 { transpose(m)[0] }",
+        "a matrix",
+        1,
+        38,
+    );
+    check_err(
+        "fn f(x: f64) -> [f64; 2] { let n = 2; [x; n] }",
+        "is a variable",
+        1,
+        43,
+    );
+    check_err(
+        "fn f(a: [f64; 3]) -> f64 { let mut s = 0.0; s += a; s }",
+        "would change `f64` into `[f64; 3]`",
+        1,
+        45,
+    );
+}
+
+#[test]
+fn rejects_mutation_of_immutables() {
+    check_err(
+        "fn f() -> i64 {\n    let x = 1;\n    x = 2;\n    x\n}",
+        "cannot assign to `x`, which is not declared `mut`",
+        3,
+        5,
+    );
+    check_err(
+        "fn f(x: i64) -> i64 { x += 1; x }",
+        "not declared `mut`",
+        1,
+        23,
+    );
+    check_err(
+        "fn f(a: [f64; 2]) -> f64 { a[0] = 1.0; a[0] }",
+        "not declared `mut`",
+        1,
+        28,
+    );
+    check_err(
+        "extern \"autobatch\" { static X: f64; }\nfn f() { X = 1.0; }",
+        "statics are read-only",
+        2,
+        10,
+    );
+    check_err(
+        "const C: i64 = 1;\nfn f() { C = 2; }",
+        "cannot assign to the constant",
+        2,
+        10,
+    );
+    check_err(
+        "fn f() { let mut a = 1; let mut b = 2; (a, b) = (b, a); }",
+        "destructuring assignment",
+        1,
+        40,
+    );
+}
+
+#[test]
+fn rejects_control_flow_errors() {
+    check_err("fn f() { break; }", "`break` outside of a loop", 1, 10);
+    check_err(
+        "fn f() { continue; }",
+        "`continue` outside of a loop",
+        1,
+        10,
+    );
+    check_err(
+        "fn f() { while true { break 1; } }",
+        "only allowed inside `loop`",
+        1,
+        23,
+    );
+    check_err(
+        "fn f(x: i64) -> i64 {\n    if x > 0 { return 1; }\n}",
+        "must return a value of type `i64`",
+        3,
+        1,
+    );
+    check_err(
+        "fn f(x: i64) -> i64 { let y = x; }",
+        "must return a value of type `i64`",
+        1,
+        34,
+    );
+    check_err(
+        "fn f(x: i64) -> i64 { if x > 0 { 1 } }",
+        "has no `else`",
+        1,
+        34,
+    );
+    check_err(
+        "fn f(x: i64) -> i64 { if x > 0 { 1 } else { 2.0 } }",
+        "`if` and `else` have different types",
+        1,
+        43,
+    );
+    check_err(
+        "fn f() -> i64 { return; }",
+        "`return` without a value",
+        1,
+        17,
+    );
+    check_err(
+        "fn f() -> i64 { let x = loop { if true { break 1; } break 2.0; }; x }",
+        "an earlier `break`",
+        1,
+        53,
+    );
+    check_err("fn f() { for i in 0.0..1.0 { } }", "integer bounds", 1, 19);
+    check_err(
+        "fn f(v: [f64; 3]) { for x in v { } }",
+        "integer ranges",
+        1,
+        30,
+    );
+    check_err(
+        "fn f(a: i32, b: i64) { for i in a..b { } }",
+        "must have one type",
+        1,
+        36,
+    );
+    check_err("fn f() { for i in 0.. { } }", "needs both bounds", 1, 19);
+    check_err("fn f() -> i64 { 1 2 }", "syntax error", 1, 19);
+    check_err("fn f() { 1 }", "returns `()`", 1, 10);
+}
+
+#[test]
+fn rejects_bad_asserts() {
+    check_err("fn f() { assert!(1); }", "must be a `bool`", 1, 18);
+    check_err(
+        "fn f(x: i64) { assert!(x > 0, \"x = {}\", x); }",
+        "formatting arguments",
+        1,
+        41,
+    );
+    check_err(
+        "fn f(x: i64) { assert!(x > 0, \"x = {}\"); }",
+        "placeholder",
+        1,
+        31,
+    );
+    check_err("fn f() { assert!(); }", "needs a condition", 1, 10);
+    check_err(
+        "fn f(x: i64) { assert!(x > 0, x); }",
+        "must be a string literal",
+        1,
+        31,
+    );
+}
+
+// ---------------------------------------------------------------- robustness
+
+#[test]
+fn deep_parentheses_give_a_clear_error() {
+    let depth = 100_000;
+    let src = format!(
+        "fn f() -> i64 {{ {}1{} }}",
+        "(".repeat(depth),
+        ")".repeat(depth)
+    );
+    let ds = check(&src).expect_err("too deep");
+    assert!(
+        ds[0].message.contains("nested too deeply"),
+        "{}",
+        ds[0].message
+    );
+}
+
+#[test]
+fn moderately_nested_parentheses_are_fine() {
+    let depth = 200;
+    check_ok(&format!(
+        "fn f() -> i64 {{ {}1{} }}",
+        "(".repeat(depth),
+        ")".repeat(depth)
+    ));
+}
+
+#[test]
+fn long_flat_sums_compile_or_give_a_clear_error() {
+    let short = format!("fn f() -> i64 {{ {} }}", vec!["1"; 5_000].join(" + "));
+    check_ok(&short);
+    let long = format!("fn f() -> i64 {{ {} }}", vec!["1"; 100_000].join(" + "));
+    if let Err(ds) = check(&long) {
+        assert!(
+            ds[0].message.contains("too long") || ds[0].message.contains("too deeply"),
+            "{}",
+            ds[0].message
+        );
+    }
+}
+
+#[test]
+fn long_prefix_chains_give_a_clear_error() {
+    for op in ["-", "!"] {
+        let src = format!("fn f() -> i64 {{ {}1 }}", op.repeat(100_000));
+        let ds = check(&src).expect_err("too deep");
+        assert!(
+            ds[0].message.contains("nested too deeply"),
+            "{}",
+            ds[0].message
+        );
+    }
+    let src = format!("fn f() {{ let mut a = 0; {} 1; }}", "a = ".repeat(100_000));
+    let ds = check(&src).expect_err("too deep");
+    assert!(
+        ds[0].message.contains("nested too deeply"),
+        "{}",
+        ds[0].message
+    );
+}
+
+#[test]
+fn renders_with_file_line_and_column() {
+    let src = "fn f() -> i64 {\n    let x = 1.5;\n    x\n}\n";
+    let ds = check(src).expect_err("mismatch");
+    let text = ds[0].render(src, "prog.ab", false);
+    assert!(text.contains("prog.ab"), "{text}");
+    assert!(text.contains("3:5") || text.contains(":3:"), "{text}");
+    assert!(text.contains("    x"), "{text}");
+}

@@ -1,0 +1,303 @@
+//! Products and transposition: `dot`, `matvec`, `vecmat`, `matmul`,
+//! `transpose`, `outer`, for every element type.
+//!
+//! Every output element of a product is a sum started from zero that adds
+//! the products in increasing order of the summed index, with the
+//! [`Ring`] operations (wrapping on integers, `or`/`and`
+//! on `bool`). Floating-point results are therefore fixed to the last bit,
+//! and a batched kernel that wants to agree with this one must keep that
+//! order (no reassociation, no fused multiply-add).
+
+use autobatch_types::{Data, Tensor};
+
+use crate::internal_error;
+use crate::scalar::Ring;
+
+/// `sum(a[k] * b[k])` over `k` ascending.
+#[inline]
+pub fn dot_values<T: Ring>(a: &[T], b: &[T]) -> T {
+    a.iter()
+        .zip(b)
+        .fold(T::ZERO, |acc, (&x, &y)| acc.ring_add(x.ring_mul(y)))
+}
+
+/// `m` (`rows x cols`, row-major) times `v` (`cols`): `rows` dot products.
+pub fn matvec_values<T: Ring>(m: &[T], rows: usize, cols: usize, v: &[T]) -> Vec<T> {
+    if cols == 0 {
+        return vec![T::ZERO; rows];
+    }
+    m.chunks_exact(cols)
+        .take(rows)
+        .map(|row| dot_values(row, v))
+        .collect()
+}
+
+/// `v` (`rows`) times `m` (`rows x cols`): `out[j] = sum_i v[i] * m[i][j]`, `i` ascending.
+pub fn vecmat_values<T: Ring>(v: &[T], m: &[T], rows: usize, cols: usize) -> Vec<T> {
+    let mut out = vec![T::ZERO; cols];
+    for (i, &scale) in v.iter().enumerate().take(rows) {
+        let row = &m[i * cols..(i + 1) * cols];
+        for (acc, &x) in out.iter_mut().zip(row) {
+            *acc = acc.ring_add(scale.ring_mul(x));
+        }
+    }
+    out
+}
+
+/// `a` (`rows x inner`) times `b` (`inner x cols`); each output element sums
+/// over the inner index ascending (the loop order keeps that order while
+/// reading `b` row by row).
+pub fn matmul_values<T: Ring>(a: &[T], b: &[T], rows: usize, inner: usize, cols: usize) -> Vec<T> {
+    let mut out = vec![T::ZERO; rows * cols];
+    for i in 0..rows {
+        let out_row = &mut out[i * cols..(i + 1) * cols];
+        for k in 0..inner {
+            let scale = a[i * inner + k];
+            let b_row = &b[k * cols..(k + 1) * cols];
+            for (acc, &x) in out_row.iter_mut().zip(b_row) {
+                *acc = acc.ring_add(scale.ring_mul(x));
+            }
+        }
+    }
+    out
+}
+
+/// The transpose of `m` (`rows x cols`, row-major): `cols x rows`.
+pub fn transpose_values<T: Copy>(m: &[T], rows: usize, cols: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(rows * cols);
+    for j in 0..cols {
+        for i in 0..rows {
+            out.push(m[i * cols + j]);
+        }
+    }
+    out
+}
+
+/// `out[i][j] = a[i] * b[j]`.
+pub fn outer_values<T: Ring>(a: &[T], b: &[T]) -> Vec<T> {
+    let mut out = Vec::with_capacity(a.len() * b.len());
+    for &x in a {
+        out.extend(b.iter().map(|&y| x.ring_mul(y)));
+    }
+    out
+}
+
+fn require_shape(what: &str, t: &Tensor, rank: usize) {
+    if t.shape.len() != rank {
+        internal_error(format!(
+            "{what} needs a {rank}-D operand, got shape {:?}",
+            t.shape
+        ));
+    }
+}
+
+fn require_equal(what: &str, a: usize, b: usize) {
+    if a != b {
+        internal_error(format!("{what}: lengths {a} and {b} differ"));
+    }
+}
+
+/// The inner product of two 1-D arrays of one length.
+pub fn dot(a: &Tensor, b: &Tensor) -> Tensor {
+    require_shape("dot", a, 1);
+    require_shape("dot", b, 1);
+    require_equal("dot", a.shape[0], b.shape[0]);
+    let data = map_same_type_pair!("dot", &a.data, &b.data, |x, y| vec![dot_values(x, y)]);
+    Tensor::scalar(data.get(0))
+}
+
+/// `m: [M, K]` times `v: [K]`, giving `[M]`.
+pub fn matvec(m: &Tensor, v: &Tensor) -> Tensor {
+    require_shape("matvec", m, 2);
+    require_shape("matvec", v, 1);
+    let (rows, cols) = (m.shape[0], m.shape[1]);
+    require_equal("matvec", cols, v.shape[0]);
+    let data = map_same_type_pair!("matvec", &m.data, &v.data, |x, y| matvec_values(
+        x, rows, cols, y
+    ));
+    Tensor::new(vec![rows], data)
+}
+
+/// `v: [M]` times `m: [M, K]`, giving `[K]` (that is, `mᵀ v`).
+pub fn vecmat(v: &Tensor, m: &Tensor) -> Tensor {
+    require_shape("vecmat", v, 1);
+    require_shape("vecmat", m, 2);
+    let (rows, cols) = (m.shape[0], m.shape[1]);
+    require_equal("vecmat", v.shape[0], rows);
+    let data = map_same_type_pair!("vecmat", &v.data, &m.data, |x, y| vecmat_values(
+        x, y, rows, cols
+    ));
+    Tensor::new(vec![cols], data)
+}
+
+/// `a: [M, K]` times `b: [K, N]`, giving `[M, N]`.
+pub fn matmul(a: &Tensor, b: &Tensor) -> Tensor {
+    require_shape("matmul", a, 2);
+    require_shape("matmul", b, 2);
+    let (rows, inner, cols) = (a.shape[0], a.shape[1], b.shape[1]);
+    require_equal("matmul", inner, b.shape[0]);
+    let data = map_same_type_pair!("matmul", &a.data, &b.data, |x, y| matmul_values(
+        x, y, rows, inner, cols
+    ));
+    Tensor::new(vec![rows, cols], data)
+}
+
+/// `m: [M, K]` transposed: `[K, M]`.
+pub fn transpose(m: &Tensor) -> Tensor {
+    require_shape("transpose", m, 2);
+    let (rows, cols) = (m.shape[0], m.shape[1]);
+    let data = map_same_type!(&m.data, |x| transpose_values(x, rows, cols));
+    Tensor::new(vec![cols, rows], data)
+}
+
+/// `a: [M]` and `b: [K]`: `[M, K]` with `a[i] * b[j]`.
+pub fn outer(a: &Tensor, b: &Tensor) -> Tensor {
+    require_shape("outer", a, 1);
+    require_shape("outer", b, 1);
+    let shape = vec![a.shape[0], b.shape[0]];
+    let data = map_same_type_pair!("outer", &a.data, &b.data, |x, y| outer_values(x, y));
+    Tensor::new(shape, data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autobatch_types::Scalar;
+
+    fn t(shape: &[usize], data: Data) -> Tensor {
+        Tensor::new(shape.to_vec(), data)
+    }
+
+    #[test]
+    fn dot_on_every_type() {
+        let f = t(&[3], Data::F64(vec![1.0, 2.0, 3.0]));
+        assert_eq!(dot(&f, &f), Tensor::scalar(Scalar::F64(14.0)));
+        let g = t(&[2], Data::F32(vec![0.5, 4.0]));
+        assert_eq!(dot(&g, &g), Tensor::scalar(Scalar::F32(16.25)));
+        let i = t(&[2], Data::I32(vec![i32::MAX, 1]));
+        assert_eq!(
+            dot(&i, &t(&[2], Data::I32(vec![2, 2]))),
+            Tensor::scalar(Scalar::I32(0))
+        );
+        let l = t(&[2], Data::I64(vec![-3, 4]));
+        assert_eq!(dot(&l, &l), Tensor::scalar(Scalar::I64(25)));
+        let u = t(&[2], Data::Usize(vec![u64::MAX, 1]));
+        assert_eq!(
+            dot(&u, &t(&[2], Data::Usize(vec![1, 1]))),
+            Tensor::scalar(Scalar::Usize(0))
+        );
+        let b = t(&[2], Data::Bool(vec![true, false]));
+        assert_eq!(
+            dot(&b, &t(&[2], Data::Bool(vec![false, true]))),
+            Tensor::scalar(Scalar::Bool(false))
+        );
+        assert_eq!(dot(&b, &b), Tensor::scalar(Scalar::Bool(true)));
+        let empty = t(&[0], Data::F64(vec![]));
+        assert_eq!(dot(&empty, &empty), Tensor::scalar(Scalar::F64(0.0)));
+    }
+
+    #[test]
+    fn dot_sums_left_to_right() {
+        let a = t(&[3], Data::F64(vec![1e16, 1.0, -1e16]));
+        let ones = t(&[3], Data::F64(vec![1.0; 3]));
+        assert_eq!(
+            dot(&a, &ones),
+            Tensor::scalar(Scalar::F64((1e16 + 1.0) - 1e16))
+        );
+    }
+
+    #[test]
+    fn matrix_products() {
+        // m = [[1, 2, 3], [4, 5, 6]]
+        let m = t(&[2, 3], Data::I64(vec![1, 2, 3, 4, 5, 6]));
+        let v3 = t(&[3], Data::I64(vec![1, 0, -1]));
+        let v2 = t(&[2], Data::I64(vec![1, 10]));
+        assert_eq!(matvec(&m, &v3), t(&[2], Data::I64(vec![-2, -2])));
+        assert_eq!(vecmat(&v2, &m), t(&[3], Data::I64(vec![41, 52, 63])));
+        let mt = transpose(&m);
+        assert_eq!(mt, t(&[3, 2], Data::I64(vec![1, 4, 2, 5, 3, 6])));
+        assert_eq!(matmul(&m, &mt), t(&[2, 2], Data::I64(vec![14, 32, 32, 77])));
+        assert_eq!(matmul(&mt, &m).shape, vec![3, 3]);
+        assert_eq!(
+            outer(&v2, &v3),
+            t(&[2, 3], Data::I64(vec![1, 0, -1, 10, 0, -10]))
+        );
+        let fm = t(&[2, 2], Data::F32(vec![1.0, 2.0, 3.0, 4.0]));
+        let fv = t(&[2], Data::F32(vec![0.5, -1.0]));
+        assert_eq!(matvec(&fm, &fv), t(&[2], Data::F32(vec![-1.5, -2.5])));
+        assert_eq!(vecmat(&fv, &fm), t(&[2], Data::F32(vec![-2.5, -3.0])));
+        assert_eq!(
+            matmul(&fm, &fm),
+            t(&[2, 2], Data::F32(vec![7.0, 10.0, 15.0, 22.0]))
+        );
+        let um = t(&[1, 2], Data::Usize(vec![u64::MAX, 2]));
+        assert_eq!(
+            matvec(&um, &t(&[2], Data::Usize(vec![2, 1]))),
+            t(&[1], Data::Usize(vec![0]))
+        );
+        let im = t(&[1, 1], Data::I32(vec![i32::MIN]));
+        assert_eq!(
+            matmul(&im, &t(&[1, 1], Data::I32(vec![-1]))),
+            t(&[1, 1], Data::I32(vec![i32::MIN]))
+        );
+        let bm = t(&[2, 2], Data::Bool(vec![true, false, false, true]));
+        assert_eq!(matmul(&bm, &bm), bm);
+        assert_eq!(
+            transpose(&t(&[1, 2], Data::Bool(vec![true, false]))),
+            t(&[2, 1], Data::Bool(vec![true, false]))
+        );
+        let fo = outer(
+            &t(&[2], Data::F64(vec![1.0, 2.0])),
+            &t(&[1], Data::F64(vec![3.0])),
+        );
+        assert_eq!(fo, t(&[2, 1], Data::F64(vec![3.0, 6.0])));
+    }
+
+    #[test]
+    fn products_agree_with_dot_bit_for_bit() {
+        let a: Vec<f64> = (0..12).map(|k| ((k * 7 % 5) as f64 - 1.3) / 3.1).collect();
+        let b: Vec<f64> = (0..12).map(|k| ((k * 3 % 7) as f64 + 0.7) / 1.9).collect();
+        let ma = t(&[3, 4], Data::F64(a.clone()));
+        let mb = t(&[4, 3], Data::F64(b.clone()));
+        let Data::F64(prod) = matmul(&ma, &mb).data else {
+            panic!()
+        };
+        for i in 0..3 {
+            for j in 0..3 {
+                let column: Vec<f64> = (0..4).map(|k| b[k * 3 + j]).collect();
+                assert_eq!(
+                    prod[i * 3 + j].to_bits(),
+                    dot_values(&a[i * 4..i * 4 + 4], &column).to_bits()
+                );
+            }
+        }
+        let v = t(&[4], Data::F64(b[..4].to_vec()));
+        let Data::F64(mv) = matvec(&ma, &v).data else {
+            panic!()
+        };
+        let Data::F64(vm) = vecmat(&v, &transpose(&ma)).data else {
+            panic!()
+        };
+        assert_eq!(mv, vm);
+    }
+
+    #[test]
+    fn degenerate_shapes() {
+        let m = t(&[2, 0], Data::F64(vec![]));
+        let v = t(&[0], Data::F64(vec![]));
+        assert_eq!(matvec(&m, &v), t(&[2], Data::F64(vec![0.0, 0.0])));
+        assert_eq!(
+            vecmat(&t(&[2], Data::F64(vec![1.0, 2.0])), &m),
+            t(&[0], Data::F64(vec![]))
+        );
+        assert_eq!(transpose(&m), t(&[0, 2], Data::F64(vec![])));
+        assert_eq!(
+            matmul(&m, &t(&[0, 3], Data::F64(vec![]))),
+            t(&[2, 3], Data::F64(vec![0.0; 6]))
+        );
+        assert_eq!(
+            outer(&v, &t(&[2], Data::F64(vec![1.0, 2.0]))),
+            t(&[0, 2], Data::F64(vec![]))
+        );
+    }
+}

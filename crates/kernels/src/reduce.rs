@@ -1,0 +1,390 @@
+//! Reductions over a 1-D array (`sum mean max min argmax argmin logsumexp`)
+//! and `softmax`.
+//!
+//! Every reduction visits the elements left to right, so its result is fixed
+//! to the last bit; a batched kernel must keep that order. The decisions for
+//! edge cases:
+//!
+//! - `sum` starts from zero and adds left to right (integers wrap). The sum of
+//!   an empty array is 0; a float sum starts from `+0.0`, as a loop
+//!   `let mut s = 0.0; for x in a { s += x }` would (so the sum of `[-0.0]`
+//!   is `+0.0`).
+//! - `mean` is `sum / len` in the element type; the mean of an empty array is
+//!   NaN (0 / 0).
+//! - `max`/`min` fold with `f64::max`/`f64::min` from `-inf`/`+inf`, so NaN
+//!   elements are ignored; an empty or all-NaN array gives `-inf` (`max`) or
+//!   `+inf` (`min`). On integers the fold starts from the type's `MIN`/`MAX`,
+//!   which is also the result for an empty array.
+//! - `argmax`/`argmin` give the index of the first element equal to the
+//!   `max`/`min` above, skipping NaN; an empty or all-NaN array gives 0.
+//! - `logsumexp` is `m + ln(sum(exp(x - m)))` with `m` the `max`, stable for
+//!   large elements. Any NaN element makes it NaN; if `m` is infinite
+//!   (including the empty array, where it is `-inf`), the result is `m`.
+//! - `softmax` is `exp(x - m) / sum(exp(x - m))`; a NaN element makes every
+//!   element NaN, as does an array whose `max` is infinite (as in other libraries);
+//!   the softmax of an empty array is empty.
+
+use autobatch_ir::ReduceOp;
+use autobatch_types::{Data, Scalar, Tensor};
+
+use crate::internal_error;
+use crate::scalar::{Float, Integer, MaybeNan};
+
+/// Applies a reduction to a 1-D array, giving a scalar.
+pub fn reduce(op: ReduceOp, x: &Tensor) -> Tensor {
+    if x.shape.len() != 1 {
+        internal_error(format!(
+            "reductions take a 1-D array, got shape {:?}",
+            x.shape
+        ));
+    }
+    let result = match op {
+        ReduceOp::Argmax => Scalar::Usize(index_to_u64(match &x.data {
+            Data::Bool(v) => argmax(v),
+            Data::I32(v) => argmax(v),
+            Data::I64(v) => argmax(v),
+            Data::Usize(v) => argmax(v),
+            Data::F32(v) => argmax(v),
+            Data::F64(v) => argmax(v),
+        })),
+        ReduceOp::Argmin => Scalar::Usize(index_to_u64(match &x.data {
+            Data::Bool(v) => argmin(v),
+            Data::I32(v) => argmin(v),
+            Data::I64(v) => argmin(v),
+            Data::Usize(v) => argmin(v),
+            Data::F32(v) => argmin(v),
+            Data::F64(v) => argmin(v),
+        })),
+        _ => match &x.data {
+            Data::I32(v) => Scalar::I32(integer_reduce(op, v)),
+            Data::I64(v) => Scalar::I64(integer_reduce(op, v)),
+            Data::Usize(v) => Scalar::Usize(integer_reduce(op, v)),
+            Data::F32(v) => Scalar::F32(float_reduce(op, v)),
+            Data::F64(v) => Scalar::F64(float_reduce(op, v)),
+            Data::Bool(_) => internal_error(format!("{op:?} is not defined on bool")),
+        },
+    };
+    Tensor::scalar(result)
+}
+
+fn index_to_u64(index: usize) -> u64 {
+    index as u64
+}
+
+/// `sum`, `max` or `min` of integers.
+pub fn integer_reduce<T: Integer>(op: ReduceOp, v: &[T]) -> T {
+    match op {
+        ReduceOp::Sum => integer_sum(v),
+        ReduceOp::Max => v.iter().copied().fold(T::MIN, Ord::max),
+        ReduceOp::Min => v.iter().copied().fold(T::MAX, Ord::min),
+        _ => internal_error(format!("{op:?} is not defined on integers")),
+    }
+}
+
+/// `sum`, `mean`, `max`, `min` or `logsumexp` of floats.
+pub fn float_reduce<F: Float>(op: ReduceOp, v: &[F]) -> F {
+    match op {
+        ReduceOp::Sum => float_sum(v),
+        ReduceOp::Mean => float_mean(v),
+        ReduceOp::Max => float_max(v),
+        ReduceOp::Min => float_min(v),
+        ReduceOp::LogSumExp => logsumexp(v),
+        ReduceOp::Argmax | ReduceOp::Argmin => {
+            internal_error(format!("{op:?} does not give a float"))
+        }
+    }
+}
+
+/// The wrapping sum, left to right.
+#[inline]
+pub fn integer_sum<T: Integer>(v: &[T]) -> T {
+    v.iter().fold(T::ZERO, |acc, &x| acc.wrapping_add(x))
+}
+
+/// The sum from `+0.0`, left to right.
+#[inline]
+pub fn float_sum<F: Float>(v: &[F]) -> F {
+    v.iter().fold(F::ZERO, |acc, &x| acc + x)
+}
+
+/// `sum / len`; NaN for an empty array.
+#[inline]
+pub fn float_mean<F: Float>(v: &[F]) -> F {
+    float_sum(v) / F::from_count(v.len())
+}
+
+/// The largest element ignoring NaN; `-inf` if there is none.
+#[inline]
+pub fn float_max<F: Float>(v: &[F]) -> F {
+    v.iter().fold(F::NEG_INFINITY, |acc, &x| acc.max(x))
+}
+
+/// The smallest element ignoring NaN; `+inf` if there is none.
+#[inline]
+pub fn float_min<F: Float>(v: &[F]) -> F {
+    v.iter().fold(F::INFINITY, |acc, &x| acc.min(x))
+}
+
+/// The index of the first largest element, skipping NaN; 0 if there is none.
+pub fn argmax<T: MaybeNan>(v: &[T]) -> usize {
+    first_extreme(v, |candidate, best| candidate > best)
+}
+
+/// The index of the first smallest element, skipping NaN; 0 if there is none.
+pub fn argmin<T: MaybeNan>(v: &[T]) -> usize {
+    first_extreme(v, |candidate, best| candidate < best)
+}
+
+fn first_extreme<T: MaybeNan>(v: &[T], better: impl Fn(T, T) -> bool) -> usize {
+    let mut best: Option<(usize, T)> = None;
+    for (index, &x) in v.iter().enumerate() {
+        if x.is_unordered() {
+            continue;
+        }
+        match best {
+            Some((_, value)) if !better(x, value) => {}
+            _ => best = Some((index, x)),
+        }
+    }
+    best.map_or(0, |(index, _)| index)
+}
+
+/// `ln(sum(exp(x)))`, computed as `m + ln(sum(exp(x - m)))` with `m` the
+/// largest element so that no `exp` overflows.
+pub fn logsumexp<F: Float>(v: &[F]) -> F {
+    if v.iter().any(|x| x.is_nan()) {
+        return F::NAN;
+    }
+    let m = float_max(v);
+    if !m.is_finite() {
+        return m;
+    }
+    let total = v.iter().fold(F::ZERO, |acc, &x| acc + (x - m).exp());
+    m + total.ln()
+}
+
+/// The softmax of a 1-D float array.
+pub fn softmax(x: &Tensor) -> Tensor {
+    if x.shape.len() != 1 {
+        internal_error(format!(
+            "softmax takes a 1-D array, got shape {:?}",
+            x.shape
+        ));
+    }
+    let data = match &x.data {
+        Data::F32(v) => Data::F32(softmax_values(v)),
+        Data::F64(v) => Data::F64(softmax_values(v)),
+        other => internal_error(format!("softmax needs floats, got {}", other.ty())),
+    };
+    Tensor::new(x.shape.clone(), data)
+}
+
+/// `exp(x - m) / sum(exp(x - m))` with `m` the largest element.
+pub fn softmax_values<F: Float>(v: &[F]) -> Vec<F> {
+    let m = float_max(v);
+    let exps: Vec<F> = v.iter().map(|&x| (x - m).exp()).collect();
+    let total = float_sum(&exps);
+    exps.into_iter().map(|e| e / total).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vector(data: Data) -> Tensor {
+        Tensor::new(vec![data.len()], data)
+    }
+    fn r(op: ReduceOp, data: Data) -> Scalar {
+        reduce(op, &vector(data)).as_scalar()
+    }
+
+    #[test]
+    fn sums_on_every_numeric_type() {
+        assert_eq!(
+            r(ReduceOp::Sum, Data::I32(vec![i32::MAX, 1, 5])),
+            Scalar::I32(i32::MIN + 5)
+        );
+        assert_eq!(r(ReduceOp::Sum, Data::I64(vec![1, -2, 3])), Scalar::I64(2));
+        assert_eq!(
+            r(ReduceOp::Sum, Data::Usize(vec![u64::MAX, 2])),
+            Scalar::Usize(1)
+        );
+        assert_eq!(
+            r(ReduceOp::Sum, Data::F32(vec![0.5, 0.25])),
+            Scalar::F32(0.75)
+        );
+        assert_eq!(
+            r(ReduceOp::Sum, Data::F64(vec![0.1, 0.2, 0.3])),
+            Scalar::F64(0.1 + 0.2 + 0.3)
+        );
+        assert_eq!(
+            r(ReduceOp::Sum, Data::F64(vec![1e308, 1e308, -1e308])),
+            Scalar::F64(f64::INFINITY)
+        );
+    }
+
+    #[test]
+    fn empty_reductions() {
+        assert_eq!(r(ReduceOp::Sum, Data::I64(vec![])), Scalar::I64(0));
+        assert_eq!(r(ReduceOp::Sum, Data::F64(vec![])), Scalar::F64(0.0));
+        let Scalar::F64(sum) = r(ReduceOp::Sum, Data::F64(vec![-0.0])) else {
+            panic!()
+        };
+        assert!(sum.is_sign_positive());
+        let Scalar::F64(mean) = r(ReduceOp::Mean, Data::F64(vec![])) else {
+            panic!()
+        };
+        assert!(mean.is_nan());
+        assert_eq!(
+            r(ReduceOp::Max, Data::F64(vec![])),
+            Scalar::F64(f64::NEG_INFINITY)
+        );
+        assert_eq!(
+            r(ReduceOp::Min, Data::F32(vec![])),
+            Scalar::F32(f32::INFINITY)
+        );
+        assert_eq!(r(ReduceOp::Max, Data::I32(vec![])), Scalar::I32(i32::MIN));
+        assert_eq!(r(ReduceOp::Min, Data::I64(vec![])), Scalar::I64(i64::MAX));
+        assert_eq!(r(ReduceOp::Max, Data::Usize(vec![])), Scalar::Usize(0));
+        assert_eq!(
+            r(ReduceOp::Min, Data::Usize(vec![])),
+            Scalar::Usize(u64::MAX)
+        );
+        assert_eq!(r(ReduceOp::Argmax, Data::F64(vec![])), Scalar::Usize(0));
+        assert_eq!(r(ReduceOp::Argmin, Data::I64(vec![])), Scalar::Usize(0));
+        assert_eq!(
+            r(ReduceOp::LogSumExp, Data::F64(vec![])),
+            Scalar::F64(f64::NEG_INFINITY)
+        );
+        assert_eq!(
+            softmax(&vector(Data::F64(vec![]))),
+            vector(Data::F64(vec![]))
+        );
+    }
+
+    #[test]
+    fn mean_in_the_element_type() {
+        assert_eq!(
+            r(ReduceOp::Mean, Data::F64(vec![1.0, 2.0, 4.0])),
+            Scalar::F64(7.0 / 3.0)
+        );
+        assert_eq!(
+            r(ReduceOp::Mean, Data::F32(vec![1.0, 2.0, 4.0])),
+            Scalar::F32(7.0f32 / 3.0)
+        );
+    }
+
+    #[test]
+    fn max_and_min_ignore_nan() {
+        let v = Data::F64(vec![f64::NAN, 3.0, f64::NAN, -1.0, 3.0]);
+        assert_eq!(r(ReduceOp::Max, v.clone()), Scalar::F64(3.0));
+        assert_eq!(r(ReduceOp::Min, v.clone()), Scalar::F64(-1.0));
+        assert_eq!(r(ReduceOp::Argmax, v.clone()), Scalar::Usize(1));
+        assert_eq!(r(ReduceOp::Argmin, v), Scalar::Usize(3));
+        let all_nan = Data::F32(vec![f32::NAN, f32::NAN]);
+        assert_eq!(
+            r(ReduceOp::Max, all_nan.clone()),
+            Scalar::F32(f32::NEG_INFINITY)
+        );
+        assert_eq!(r(ReduceOp::Argmax, all_nan.clone()), Scalar::Usize(0));
+        assert_eq!(r(ReduceOp::Argmin, all_nan), Scalar::Usize(0));
+        let with_infinities = Data::F64(vec![f64::NAN, f64::NEG_INFINITY, f64::NEG_INFINITY]);
+        assert_eq!(
+            r(ReduceOp::Argmax, with_infinities.clone()),
+            Scalar::Usize(1)
+        );
+        assert_eq!(r(ReduceOp::Argmin, with_infinities), Scalar::Usize(1));
+    }
+
+    #[test]
+    fn integer_max_min_and_first_occurrence() {
+        let v = Data::I64(vec![2, 7, -3, 7, -3]);
+        assert_eq!(r(ReduceOp::Max, v.clone()), Scalar::I64(7));
+        assert_eq!(r(ReduceOp::Min, v.clone()), Scalar::I64(-3));
+        assert_eq!(r(ReduceOp::Argmax, v.clone()), Scalar::Usize(1));
+        assert_eq!(r(ReduceOp::Argmin, v), Scalar::Usize(2));
+        assert_eq!(
+            r(ReduceOp::Argmax, Data::I32(vec![i32::MIN, i32::MIN])),
+            Scalar::Usize(0)
+        );
+        assert_eq!(
+            r(ReduceOp::Max, Data::I32(vec![i32::MIN, -4])),
+            Scalar::I32(-4)
+        );
+        assert_eq!(
+            r(ReduceOp::Argmin, Data::Usize(vec![5, 0, 0])),
+            Scalar::Usize(1)
+        );
+        assert_eq!(
+            r(ReduceOp::Max, Data::Usize(vec![5, 9, 0])),
+            Scalar::Usize(9)
+        );
+        assert_eq!(
+            r(ReduceOp::Argmax, Data::Bool(vec![false, true, true])),
+            Scalar::Usize(1)
+        );
+        assert_eq!(
+            r(ReduceOp::Argmin, Data::Bool(vec![true, false, false])),
+            Scalar::Usize(1)
+        );
+        assert_eq!(
+            r(ReduceOp::Argmax, Data::F32(vec![1.0, 2.0, 2.0])),
+            Scalar::Usize(1)
+        );
+    }
+
+    #[test]
+    fn logsumexp_is_stable() {
+        let Scalar::F64(got) = r(ReduceOp::LogSumExp, Data::F64(vec![1000.0, 1000.0])) else {
+            panic!()
+        };
+        assert!((got - (1000.0 + 2f64.ln())).abs() < 1e-12);
+        let Scalar::F64(got) = r(ReduceOp::LogSumExp, Data::F64(vec![-1000.0, -1000.0])) else {
+            panic!()
+        };
+        assert!((got - (-1000.0 + 2f64.ln())).abs() < 1e-12);
+        let Scalar::F64(got) = r(ReduceOp::LogSumExp, Data::F64(vec![1.0, 2.0, 3.0])) else {
+            panic!()
+        };
+        assert!((got - (1f64.exp() + 2f64.exp() + 3f64.exp()).ln()).abs() < 1e-12);
+        let Scalar::F32(got) = r(ReduceOp::LogSumExp, Data::F32(vec![0.0, 0.0])) else {
+            panic!()
+        };
+        assert!((got - 2f32.ln()).abs() < 1e-6);
+        assert_eq!(
+            r(ReduceOp::LogSumExp, Data::F64(vec![f64::NEG_INFINITY; 2])),
+            Scalar::F64(f64::NEG_INFINITY)
+        );
+        assert_eq!(
+            r(ReduceOp::LogSumExp, Data::F64(vec![1.0, f64::INFINITY])),
+            Scalar::F64(f64::INFINITY)
+        );
+        assert_eq!(
+            r(ReduceOp::LogSumExp, Data::F64(vec![f64::NEG_INFINITY, 0.0])),
+            Scalar::F64(0.0)
+        );
+        let Scalar::F64(got) = r(ReduceOp::LogSumExp, Data::F64(vec![1.0, f64::NAN])) else {
+            panic!()
+        };
+        assert!(got.is_nan());
+    }
+
+    #[test]
+    fn softmax_is_stable_and_sums_to_one() {
+        let s = softmax(&vector(Data::F64(vec![1000.0, 1000.0, f64::NEG_INFINITY])));
+        assert_eq!(s, vector(Data::F64(vec![0.5, 0.5, 0.0])));
+        let Data::F64(p) = softmax(&vector(Data::F64(vec![1.0, 2.0, 3.0]))).data else {
+            panic!()
+        };
+        assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-15);
+        assert!((p[2] / p[1] - 1f64.exp()).abs() < 1e-12);
+        let Data::F32(p) = softmax(&vector(Data::F32(vec![-1e4, 0.0]))).data else {
+            panic!()
+        };
+        assert_eq!(p, vec![0.0, 1.0]);
+        let Data::F64(p) = softmax(&vector(Data::F64(vec![1.0, f64::NAN]))).data else {
+            panic!()
+        };
+        assert!(p.iter().all(|x| x.is_nan()));
+    }
+}

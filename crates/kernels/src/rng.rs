@@ -1,0 +1,187 @@
+//! The random stream of one batch member.
+//!
+//! Every member owns one ChaCha8 stream: the run's seed picks the key and the
+//! member's index in the batch picks the stream (`set_stream`). A member's
+//! draws therefore depend only on `(seed, member)` and on the draws that member
+//! made before, never on which other members share the batch, in what order
+//! an executor runs them, or how many threads it uses.
+
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+
+use crate::scalar::Float;
+
+/// The random stream of one member. Cloning it forks the stream (both copies
+/// continue with the same draws).
+#[derive(Clone, Debug)]
+pub struct MemberRng {
+    stream: ChaCha8Rng,
+}
+
+impl MemberRng {
+    /// The stream of member `member` in a run seeded with `seed`.
+    pub fn new(seed: u64, member: u64) -> MemberRng {
+        let mut stream = ChaCha8Rng::seed_from_u64(seed);
+        stream.set_stream(member);
+        MemberRng { stream }
+    }
+
+    /// A draw from U\[0, 1): the top 53 bits of one 64-bit word, scaled, so
+    /// every value is a multiple of 2^-53 and 1.0 is never drawn.
+    #[inline]
+    pub fn uniform(&mut self) -> f64 {
+        const SCALE: f64 = 1.0 / (1u64 << 53) as f64;
+        (self.stream.next_u64() >> 11) as f64 * SCALE
+    }
+
+    /// A draw from N(0, 1) (`rand_distr::StandardNormal`).
+    #[inline]
+    pub fn normal(&mut self) -> f64 {
+        StandardNormal.sample(&mut self.stream)
+    }
+
+    /// `true` with probability `p`, as `uniform() < p`: one uniform draw
+    /// whatever `p` is, so `p <= 0` (and NaN) always gives `false` and
+    /// `p >= 1` always `true`.
+    #[inline]
+    pub fn bernoulli(&mut self, p: f64) -> bool {
+        self.uniform() < p
+    }
+
+    /// `count` uniform draws in the float type `F`, drawn as `f64` and then
+    /// narrowed. Narrowing to `f32` can round a draw just below 1 up to 1.0;
+    /// such a draw becomes the largest `F` below 1, so draws stay in \[0, 1).
+    pub fn uniform_vec<F: Float>(&mut self, count: usize) -> Vec<F> {
+        (0..count)
+            .map(|_| {
+                let narrowed = F::from_f64(self.uniform());
+                if narrowed >= F::ONE {
+                    F::LARGEST_BELOW_ONE
+                } else {
+                    narrowed
+                }
+            })
+            .collect()
+    }
+
+    /// `count` normal draws in the float type `F` (drawn as `f64`, then narrowed).
+    pub fn normal_vec<F: Float>(&mut self, count: usize) -> Vec<F> {
+        (0..count).map(|_| F::from_f64(self.normal())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uniforms(rng: &mut MemberRng, n: usize) -> Vec<f64> {
+        (0..n).map(|_| rng.uniform()).collect()
+    }
+
+    #[test]
+    fn same_seed_and_member_give_the_same_stream() {
+        let a = uniforms(&mut MemberRng::new(42, 3), 20);
+        let b = uniforms(&mut MemberRng::new(42, 3), 20);
+        assert_eq!(a, b);
+        let mut x = MemberRng::new(1, 0);
+        let mut y = MemberRng::new(1, 0);
+        for _ in 0..10 {
+            assert_eq!(x.normal().to_bits(), y.normal().to_bits());
+        }
+    }
+
+    #[test]
+    fn different_members_or_seeds_give_different_streams() {
+        let base = uniforms(&mut MemberRng::new(42, 3), 8);
+        assert_ne!(base, uniforms(&mut MemberRng::new(42, 4), 8));
+        assert_ne!(base, uniforms(&mut MemberRng::new(43, 3), 8));
+        assert_ne!(
+            uniforms(&mut MemberRng::new(0, 0), 8),
+            uniforms(&mut MemberRng::new(0, 1), 8)
+        );
+    }
+
+    #[test]
+    fn a_stream_does_not_depend_on_other_streams() {
+        let alone = uniforms(&mut MemberRng::new(7, 5), 16);
+        // Interleave draws of other members with member 5's draws.
+        let mut others: Vec<MemberRng> = (0..5).map(|m| MemberRng::new(7, m)).collect();
+        let mut member5 = MemberRng::new(7, 5);
+        let mut interleaved = Vec::new();
+        for _ in 0..16 {
+            for o in &mut others {
+                o.normal();
+                o.uniform();
+            }
+            interleaved.push(member5.uniform());
+        }
+        assert_eq!(alone, interleaved);
+    }
+
+    #[test]
+    fn uniform_draws_are_in_the_unit_interval() {
+        let mut rng = MemberRng::new(9, 9);
+        let draws = uniforms(&mut rng, 10_000);
+        assert!(draws.iter().all(|&u| (0.0..1.0).contains(&u)));
+        let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+        assert!((mean - 0.5).abs() < 0.02, "mean {mean}");
+        assert!(draws
+            .iter()
+            .all(|&u| (u * (1u64 << 53) as f64).fract() == 0.0));
+    }
+
+    #[test]
+    fn normal_draws_have_unit_moments() {
+        let mut rng = MemberRng::new(11, 2);
+        let draws: Vec<f64> = (0..20_000).map(|_| rng.normal()).collect();
+        let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+        let var = draws.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / draws.len() as f64;
+        assert!(mean.abs() < 0.03, "mean {mean}");
+        assert!((var - 1.0).abs() < 0.05, "variance {var}");
+    }
+
+    #[test]
+    fn bernoulli_is_uniform_below_p() {
+        let mut a = MemberRng::new(5, 1);
+        let mut b = MemberRng::new(5, 1);
+        for p in [0.0, 0.3, 0.5, 0.9, 1.0] {
+            assert_eq!(a.bernoulli(p), b.uniform() < p);
+        }
+        let mut rng = MemberRng::new(5, 2);
+        assert!((0..100).all(|_| !rng.bernoulli(0.0)));
+        assert!((0..100).all(|_| !rng.bernoulli(-3.0)));
+        assert!((0..100).all(|_| !rng.bernoulli(f64::NAN)));
+        assert!((0..100).all(|_| rng.bernoulli(1.0)));
+        assert!((0..100).all(|_| rng.bernoulli(2.0)));
+        let hits = (0..10_000).filter(|_| rng.bernoulli(0.25)).count();
+        assert!((2300..2700).contains(&hits), "{hits}");
+    }
+
+    #[test]
+    fn narrowed_uniform_draws_stay_below_one() {
+        const { assert!(<f32 as Float>::LARGEST_BELOW_ONE < 1.0) };
+        assert_eq!(
+            (<f32 as Float>::LARGEST_BELOW_ONE as f64 + f32::EPSILON as f64 / 2.0),
+            1.0
+        );
+        assert_eq!(
+            ((1.0 - f64::EPSILON / 2.0) as f32),
+            1.0,
+            "the case being guarded"
+        );
+        assert_eq!(<f64 as Float>::LARGEST_BELOW_ONE, 1.0 - f64::EPSILON / 2.0);
+    }
+
+    #[test]
+    fn vectors_of_draws_narrow_f64_draws() {
+        let mut a = MemberRng::new(3, 3);
+        let mut b = MemberRng::new(3, 3);
+        let narrow: Vec<f32> = a.uniform_vec(5);
+        let wide: Vec<f64> = b.uniform_vec(5);
+        assert_eq!(narrow, wide.iter().map(|&x| x as f32).collect::<Vec<_>>());
+        let narrow: Vec<f32> = a.normal_vec(5);
+        let wide: Vec<f64> = b.normal_vec(5);
+        assert_eq!(narrow, wide.iter().map(|&x| x as f32).collect::<Vec<_>>());
+    }
+}

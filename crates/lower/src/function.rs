@@ -1,0 +1,1300 @@
+//! Lowering of one function instance: HIR expressions and statements to
+//! basic blocks of IR operations.
+//!
+//! Each local of the function owns fixed variables (several for a tuple);
+//! `let mut` reassignments write the same variables, as the IR's variables
+//! are mutable registers. Lowering an expression returns the variables
+//! holding its value, or `None` when control cannot continue past it
+//! (`return`, `break`, `continue`, a `loop` without `break`); code after such
+//! an expression is unreachable and is not lowered.
+//!
+//! Because a local's variables may be returned directly as an operand, an
+//! operand is first copied when a later operand of the same operation
+//! contains an assignment (which could change the local before the
+//! operation reads it).
+
+use autobatch_frontend::hir::{
+    self, BinaryOp as HirBinary, Builtin, CompareOp as HirCompare, Expr, ExprKind, Literal,
+    LocalId, Pattern, Projection, UnaryOp as HirUnary,
+};
+use autobatch_frontend::Diagnostic;
+use autobatch_ir::EntityRef;
+use autobatch_ir::{
+    BinaryOp, Block, BlockData, CompareOp, Dim, FuncId, Function, Op, Param, Prim, Program,
+    ReduceOp, Scalar, ScalarType, StaticId, TensorType, Terminator, Type, UnaryOp, Var, VarData,
+};
+use autobatch_types::Loc;
+
+use crate::{concrete_dim, concrete_type, internal, InstanceRegistry};
+
+type LowerResult<T> = Result<T, Box<Diagnostic>>;
+/// The variables holding a value, or `None` when control does not continue.
+type Flow = LowerResult<Option<Vec<Var>>>;
+
+struct LoopTargets {
+    continue_to: Block,
+    /// Created when the first `break` needs it (a `loop` may have none).
+    break_to: Option<Block>,
+    /// Where a `loop`'s `break value` puts the value.
+    result: Vec<Var>,
+    loc: Loc,
+}
+
+struct FunctionLowerer<'a> {
+    module: &'a hir::Module,
+    program: &'a Program,
+    registry: &'a mut InstanceRegistry,
+    hir: &'a hir::Function,
+    const_args: &'a [Dim],
+    func: Function,
+    terminated: Vec<bool>,
+    current: Option<Block>,
+    local_vars: Vec<Vec<Var>>,
+    /// Whether each variable belongs to a `mut` binding (and may be reassigned
+    /// while an operation's operands are being evaluated).
+    is_local_var: Vec<bool>,
+    loops: Vec<LoopTargets>,
+}
+
+/// Lowers the function `module.functions[index]` with const arguments `const_args`.
+pub(crate) fn lower_function(
+    module: &hir::Module,
+    program: &Program,
+    registry: &mut InstanceRegistry,
+    index: usize,
+    const_args: &[Dim],
+    name: String,
+) -> LowerResult<Function> {
+    let hir = module
+        .functions
+        .get(index)
+        .ok_or_else(|| internal("missing function", Loc::new(1, 1)))?;
+    let mut signature = Vec::new();
+    for p in &hir.params {
+        let local = hir.local(*p);
+        signature.push(Param {
+            name: local.name.clone(),
+            ty: concrete_type(&local.ty, const_args)?,
+        });
+    }
+    let ret_type = concrete_type(&hir.ret, const_args)?;
+    let results = ret_type.flatten();
+    let mut lowerer = FunctionLowerer {
+        module,
+        program,
+        registry,
+        hir,
+        const_args,
+        func: Function {
+            name,
+            signature,
+            ret_type,
+            params: Vec::new(),
+            results,
+            vars: Default::default(),
+            blocks: Default::default(),
+            loc: hir.loc,
+        },
+        terminated: Vec::new(),
+        current: None,
+        local_vars: Vec::new(),
+        is_local_var: Vec::new(),
+        loops: Vec::new(),
+    };
+    for local in &hir.locals {
+        let ty = concrete_type(&local.ty, const_args)?;
+        let flat = ty.flatten();
+        let single = flat.len() == 1;
+        let mut vars = Vec::new();
+        for (i, t) in flat.into_iter().enumerate() {
+            let name = if local.name == "_" {
+                None
+            } else if single {
+                Some(local.name.clone())
+            } else {
+                Some(format!("{}.{}", local.name, tuple_path(&ty, i)))
+            };
+            vars.push(lowerer.new_var(t, name, local.mutable));
+        }
+        lowerer.local_vars.push(vars);
+    }
+    for p in &hir.params {
+        let vars = lowerer.local_vars[p.0 as usize].clone();
+        lowerer.func.params.extend(vars);
+    }
+    let entry = lowerer.new_block(hir.loc);
+    lowerer.current = Some(entry);
+    if let Some(vars) = lowerer.lower_block(&hir.body, None)? {
+        if vars.len() != lowerer.func.results.len() {
+            return Err(internal(
+                "the function body gives the wrong number of values",
+                hir.loc,
+            ));
+        }
+        lowerer.terminate(Terminator::Return(vars));
+    }
+    if let Some(b) = lowerer.terminated.iter().position(|t| !t) {
+        return Err(internal(format!("block b{b} has no terminator"), hir.loc));
+    }
+    let mut func = lowerer.func;
+    order_blocks(&mut func);
+    Ok(func)
+}
+
+/// Renumbers the blocks in reverse postorder from the entry (then-branches
+/// before else-branches, a loop's header before its body and its body before
+/// what follows the loop) and drops unreachable blocks. Executors that run
+/// the waiting block with the smallest index rely on this order to let
+/// members re-converge.
+fn order_blocks(func: &mut Function) {
+    let n = func.blocks.len();
+    let mut visited = vec![false; n];
+    let mut postorder = Vec::with_capacity(n);
+    // Iterative depth-first search: (block, successors still to visit).
+    let mut stack: Vec<(Block, Vec<Block>)> = Vec::new();
+    visited[0] = true;
+    // Successors are popped from the end: the last is explored first, so
+    // the first (a branch's then-block) finishes last and comes first.
+    let successors = |b: Block, f: &Function| -> Vec<Block> { f.blocks[b].term.successors() };
+    stack.push((Block(0), successors(Block(0), func)));
+    while let Some((block, pending)) = stack.last_mut() {
+        match pending.pop() {
+            Some(next) => {
+                if !visited[next.index()] {
+                    visited[next.index()] = true;
+                    let succ = successors(next, func);
+                    stack.push((next, succ));
+                }
+            }
+            None => {
+                postorder.push(*block);
+                stack.pop();
+            }
+        }
+    }
+    postorder.reverse();
+    let mut new_index = vec![None; n];
+    for (i, b) in postorder.iter().enumerate() {
+        new_index[b.index()] = Some(Block(i as u32));
+    }
+    let renumber = |b: Block| new_index[b.index()].unwrap_or(b);
+    let mut old_blocks: Vec<Option<BlockData>> = std::mem::take(&mut func.blocks)
+        .values()
+        .cloned()
+        .map(Some)
+        .collect();
+    for b in &postorder {
+        if let Some(mut data) = old_blocks[b.index()].take() {
+            data.term = match data.term {
+                Terminator::Jump(t) => Terminator::Jump(renumber(t)),
+                Terminator::Branch {
+                    cond,
+                    then_block,
+                    else_block,
+                } => Terminator::Branch {
+                    cond,
+                    then_block: renumber(then_block),
+                    else_block: renumber(else_block),
+                },
+                Terminator::Return(vars) => Terminator::Return(vars),
+            };
+            func.blocks.push(data);
+        }
+    }
+}
+
+/// The field path (`0`, `1.0`, ...) of the `i`-th flattened part of a tuple type.
+fn tuple_path(ty: &Type, mut i: usize) -> String {
+    let mut parts = Vec::new();
+    let mut cur = ty;
+    while let Type::Tuple(items) = cur {
+        let mut found = None;
+        for (k, t) in items.iter().enumerate() {
+            let n = t.flat_len();
+            if i < n {
+                found = Some((k, t));
+                break;
+            }
+            i -= n;
+        }
+        match found {
+            Some((k, t)) => {
+                parts.push(k.to_string());
+                cur = t;
+            }
+            None => break,
+        }
+    }
+    parts.join(".")
+}
+
+fn contains_assign(e: &Expr) -> bool {
+    // An explicit stack: operands may be long chains.
+    let mut stack: Vec<&Expr> = vec![e];
+    let mut blocks: Vec<&hir::Block> = Vec::new();
+    loop {
+        if let Some(b) = blocks.pop() {
+            for s in &b.stmts {
+                match s {
+                    hir::Stmt::Let { init, .. } => stack.push(init),
+                    hir::Stmt::Expr(x) => stack.push(x),
+                }
+            }
+            if let Some(t) = &b.tail {
+                stack.push(t);
+            }
+            continue;
+        }
+        let Some(e) = stack.pop() else { return false };
+        match &e.kind {
+            ExprKind::Assign { .. } => return true,
+            ExprKind::Literal(_)
+            | ExprKind::Local(_)
+            | ExprKind::Static(_)
+            | ExprKind::Dim(_)
+            | ExprKind::Continue => {}
+            ExprKind::Len { array, .. } => stack.push(array),
+            ExprKind::Unary { operand, .. } | ExprKind::Cast { operand, .. } => stack.push(operand),
+            ExprKind::Binary { lhs, rhs, .. }
+            | ExprKind::Compare { lhs, rhs, .. }
+            | ExprKind::And { lhs, rhs }
+            | ExprKind::Or { lhs, rhs } => {
+                stack.push(lhs);
+                stack.push(rhs);
+            }
+            ExprKind::Call { args, .. }
+            | ExprKind::Builtin { args, .. }
+            | ExprKind::Tuple(args)
+            | ExprKind::Array(args) => stack.extend(args.iter()),
+            ExprKind::Field { base, .. } => stack.push(base),
+            ExprKind::Index { base, index } => {
+                stack.push(base);
+                stack.push(index);
+            }
+            ExprKind::Repeat { element, .. } => stack.push(element),
+            ExprKind::Block(b) => blocks.push(b),
+            ExprKind::If {
+                cond,
+                then_block,
+                else_branch,
+            } => {
+                stack.push(cond);
+                blocks.push(then_block);
+                if let Some(e) = else_branch {
+                    stack.push(e);
+                }
+            }
+            ExprKind::While { cond, body } => {
+                stack.push(cond);
+                blocks.push(body);
+            }
+            ExprKind::Loop { body } => blocks.push(body),
+            ExprKind::For {
+                start, end, body, ..
+            } => {
+                stack.push(start);
+                stack.push(end);
+                blocks.push(body);
+            }
+            ExprKind::Break { value } | ExprKind::Return { value } => {
+                if let Some(v) = value {
+                    stack.push(v);
+                }
+            }
+            ExprKind::Assert { cond, .. } => stack.push(cond),
+        }
+    }
+}
+
+/// For operands `exprs`, whether any operand after the k-th contains an assignment.
+fn later_assigns(exprs: &[&Expr]) -> Vec<bool> {
+    let mut out = vec![false; exprs.len()];
+    let mut any = false;
+    // The first operand is never scanned: nothing precedes it (and it may be
+    // a long chain, whose scan at every level would take quadratic time).
+    for k in (0..exprs.len()).rev() {
+        out[k] = any;
+        if k > 0 {
+            any = any || contains_assign(exprs[k]);
+        }
+    }
+    out
+}
+
+/// Whether evaluating the expression has no effect (it cannot fault, draw or assign).
+fn is_pure(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Literal(_) | ExprKind::Local(_) | ExprKind::Static(_) | ExprKind::Dim(_) => true,
+        ExprKind::Field { base, .. } => is_pure(base),
+        _ => false,
+    }
+}
+
+impl FunctionLowerer<'_> {
+    // -----------------------------------------------------------------------
+    // Building blocks
+
+    fn new_var(&mut self, ty: TensorType, name: Option<String>, is_local: bool) -> Var {
+        self.is_local_var.push(is_local);
+        self.func.vars.push(VarData { ty, name })
+    }
+
+    fn temp(&mut self, ty: TensorType) -> Var {
+        self.new_var(ty, None, false)
+    }
+
+    fn new_block(&mut self, loc: Loc) -> Block {
+        let b = self.func.blocks.push(BlockData {
+            ops: Vec::new(),
+            term: Terminator::Jump(Block(0)),
+            loc,
+        });
+        self.terminated.push(false);
+        b
+    }
+
+    fn terminate(&mut self, term: Terminator) {
+        if let Some(b) = self.current.take() {
+            self.func.blocks[b].term = term;
+            self.terminated[b.index()] = true;
+        }
+    }
+
+    fn jump(&mut self, target: Block) {
+        self.terminate(Terminator::Jump(target));
+    }
+
+    fn switch_to(&mut self, b: Block) {
+        self.current = Some(b);
+    }
+
+    fn push_op(&mut self, op: Op) -> LowerResult<()> {
+        match self.current {
+            Some(b) => {
+                self.func.blocks[b].ops.push(op);
+                Ok(())
+            }
+            None => Err(internal("an operation in unreachable code", op.loc())),
+        }
+    }
+
+    fn var_ty(&self, v: Var) -> TensorType {
+        self.func.vars[v].ty.clone()
+    }
+
+    /// Emits `dst = prim(args)`; the result type comes from `Prim::result_type`.
+    /// `dst` is used when it has exactly that type.
+    fn prim(&mut self, prim: Prim, args: Vec<Var>, loc: Loc, dst: Option<Var>) -> LowerResult<Var> {
+        let arg_tys: Vec<TensorType> = args.iter().map(|a| self.var_ty(*a)).collect();
+        let arg_refs: Vec<&TensorType> = arg_tys.iter().collect();
+        let program = self.program;
+        let static_type = |s: StaticId| program.static_type(s);
+        let ty = match prim.result_type(&arg_refs, &static_type) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Err(internal(format!("{} has no result", prim.name()), loc)),
+            Err(m) => return Err(internal(format!("ill-typed operation: {m}"), loc)),
+        };
+        let dst = match dst {
+            Some(d) if self.func.vars[d].ty == ty => d,
+            _ => self.temp(ty),
+        };
+        self.push_op(Op::Prim {
+            dst: Some(dst),
+            prim,
+            args,
+            loc,
+        })?;
+        Ok(dst)
+    }
+
+    fn constant(&mut self, value: Scalar, loc: Loc, dst: Option<Var>) -> LowerResult<Var> {
+        self.prim(Prim::Const(value), Vec::new(), loc, dst)
+    }
+
+    fn dim_value(&mut self, d: hir::DimExpr, loc: Loc, dst: Option<Var>) -> LowerResult<Var> {
+        match concrete_dim(d, self.const_args)? {
+            Dim::Fixed(n) => self.constant(Scalar::Usize(n), loc, dst),
+            Dim::Symbolic(s) => self.prim(Prim::SymbolValue(s), Vec::new(), loc, dst),
+        }
+    }
+
+    /// Copies `srcs` into `dsts` (as a parallel assignment).
+    fn copy_into(&mut self, srcs: &[Var], dsts: &[Var], loc: Loc) -> LowerResult<()> {
+        if srcs.len() != dsts.len() {
+            return Err(internal("a value of the wrong size", loc));
+        }
+        let overlapping = srcs
+            .iter()
+            .enumerate()
+            .any(|(i, s)| dsts.iter().enumerate().any(|(j, d)| s == d && i != j));
+        let srcs: Vec<Var> = if overlapping {
+            let mut staged = Vec::new();
+            for s in srcs {
+                staged.push(self.prim(Prim::Copy, vec![*s], loc, None)?);
+            }
+            staged
+        } else {
+            srcs.to_vec()
+        };
+        for (s, d) in srcs.iter().zip(dsts) {
+            if s != d {
+                self.prim(Prim::Copy, vec![*s], loc, Some(*d))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A copy of the variables that belong to bindings, when `needed`.
+    fn protect(&mut self, vars: Vec<Var>, needed: bool, loc: Loc) -> LowerResult<Vec<Var>> {
+        if !needed {
+            return Ok(vars);
+        }
+        let mut out = Vec::new();
+        for v in vars {
+            if self.is_local_var[v.index()] {
+                out.push(self.prim(Prim::Copy, vec![v], loc, None)?);
+            } else {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Lowers operands left to right; `None` if one of them does not finish.
+    fn lower_operands(&mut self, exprs: &[&Expr]) -> LowerResult<Option<Vec<Vec<Var>>>> {
+        let later = later_assigns(exprs);
+        let mut out = Vec::new();
+        for (k, e) in exprs.iter().enumerate() {
+            let Some(vars) = self.lower_expr(e, None)? else {
+                return Ok(None);
+            };
+            out.push(self.protect(vars, later[k], e.loc)?);
+        }
+        Ok(Some(out))
+    }
+
+    fn single(&self, vars: &[Var], loc: Loc) -> LowerResult<Var> {
+        match vars {
+            [v] => Ok(*v),
+            _ => Err(internal("expected one value", loc)),
+        }
+    }
+
+    fn ty_vars(&mut self, ty: &hir::Ty, dst: Option<&[Var]>) -> LowerResult<Vec<Var>> {
+        let flat = concrete_type(ty, self.const_args)?.flatten();
+        if let Some(d) = dst {
+            let fits = d.len() == flat.len()
+                && d.iter()
+                    .zip(&flat)
+                    .all(|(v, t)| self.func.vars[*v].ty == *t);
+            if fits {
+                return Ok(d.to_vec());
+            }
+        }
+        Ok(flat.into_iter().map(|t| self.temp(t)).collect())
+    }
+
+    // -----------------------------------------------------------------------
+    // Blocks and statements
+
+    fn lower_block(&mut self, block: &hir::Block, dst: Option<&[Var]>) -> Flow {
+        for stmt in &block.stmts {
+            match stmt {
+                hir::Stmt::Let { pattern, init, .. } => {
+                    // The new binding's variables cannot be read by its own
+                    // initializer, so the value may be computed into them directly.
+                    let hint = self.pattern_vars(pattern);
+                    let Some(vars) = self.lower_expr(init, hint.as_deref())? else {
+                        return Ok(None);
+                    };
+                    self.bind(pattern, &init.ty, &vars, init.loc)?;
+                }
+                hir::Stmt::Expr(e) => {
+                    if self.lower_expr(e, None)?.is_none() {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        match &block.tail {
+            Some(t) => self.lower_expr(t, dst),
+            None => Ok(Some(Vec::new())),
+        }
+    }
+
+    /// The variables of a pattern made only of bindings, in flattened order.
+    fn pattern_vars(&self, pattern: &Pattern) -> Option<Vec<Var>> {
+        match pattern {
+            Pattern::Bind(id) => Some(self.local_vars[id.0 as usize].clone()),
+            Pattern::Wildcard => None,
+            Pattern::Tuple(items) => {
+                let mut out = Vec::new();
+                for p in items {
+                    out.extend(self.pattern_vars(p)?);
+                }
+                Some(out)
+            }
+        }
+    }
+
+    fn bind(&mut self, pattern: &Pattern, ty: &hir::Ty, vars: &[Var], loc: Loc) -> LowerResult<()> {
+        match pattern {
+            Pattern::Wildcard => Ok(()),
+            Pattern::Bind(id) => {
+                let dsts = self.local_vars[id.0 as usize].clone();
+                self.copy_into(vars, &dsts, loc)
+            }
+            Pattern::Tuple(items) => {
+                let hir::Ty::Tuple(tys) = ty else {
+                    return Err(internal(
+                        "a tuple pattern for a value that is not a tuple",
+                        loc,
+                    ));
+                };
+                let mut offset = 0;
+                for (p, t) in items.iter().zip(tys) {
+                    let n = concrete_type(t, self.const_args)?.flat_len();
+                    let part = vars
+                        .get(offset..offset + n)
+                        .ok_or_else(|| internal("a tuple of the wrong size", loc))?;
+                    self.bind(p, t, part, loc)?;
+                    offset += n;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------
+    // Expressions
+
+    fn lower_expr(&mut self, e: &Expr, dst: Option<&[Var]>) -> Flow {
+        let loc = e.loc;
+        let dst1 = match dst {
+            Some([d]) => Some(*d),
+            _ => None,
+        };
+        let one = |v: Var| Ok(Some(vec![v]));
+        match &e.kind {
+            ExprKind::Literal(lit) => {
+                let Some(t) = e.ty.as_tensor() else {
+                    return Err(internal("a literal without a scalar type", loc));
+                };
+                let value = literal_scalar(*lit, t.elem);
+                one(self.constant(value, loc, dst1)?)
+            }
+            ExprKind::Local(id) => Ok(Some(self.local_vars[id.0 as usize].clone())),
+            ExprKind::Static(i) => {
+                one(self.prim(Prim::LoadStatic(StaticId(*i as u32)), Vec::new(), loc, dst1)?)
+            }
+            ExprKind::Dim(d) => one(self.dim_value(*d, loc, dst1)?),
+            ExprKind::Len { array, len } => {
+                if !is_pure(array) && self.lower_expr(array, None)?.is_none() {
+                    return Ok(None);
+                }
+                one(self.dim_value(*len, loc, dst1)?)
+            }
+            ExprKind::Unary { op, operand } => {
+                let Some(v) = self.lower_expr(operand, None)? else {
+                    return Ok(None);
+                };
+                let v = self.single(&v, loc)?;
+                let op = match op {
+                    HirUnary::Neg => UnaryOp::Neg,
+                    HirUnary::Not => UnaryOp::Not,
+                };
+                one(self.prim(Prim::Unary(op), vec![v], loc, dst1)?)
+            }
+            ExprKind::Binary { op, lhs, rhs } => {
+                let Some(vs) = self.lower_operands(&[lhs, rhs])? else {
+                    return Ok(None);
+                };
+                let (l, r) = (self.single(&vs[0], loc)?, self.single(&vs[1], loc)?);
+                one(self.prim(Prim::Binary(binary_op(*op)), vec![l, r], loc, dst1)?)
+            }
+            ExprKind::Compare { op, lhs, rhs } => {
+                let Some(vs) = self.lower_operands(&[lhs, rhs])? else {
+                    return Ok(None);
+                };
+                let (l, r) = (self.single(&vs[0], loc)?, self.single(&vs[1], loc)?);
+                let op = match op {
+                    HirCompare::Eq => CompareOp::Eq,
+                    HirCompare::Ne => CompareOp::Ne,
+                    HirCompare::Lt => CompareOp::Lt,
+                    HirCompare::Le => CompareOp::Le,
+                    HirCompare::Gt => CompareOp::Gt,
+                    HirCompare::Ge => CompareOp::Ge,
+                };
+                one(self.prim(Prim::Compare(op), vec![l, r], loc, dst1)?)
+            }
+            ExprKind::And { lhs, rhs } | ExprKind::Or { lhs, rhs } => {
+                let is_and = matches!(e.kind, ExprKind::And { .. });
+                // The result is written before the right operand runs, so it
+                // may only go into a destination no source binding can read
+                // (a temporary or a fresh `let` binding), never into a `mut` one.
+                let bool_ty = TensorType::scalar(ScalarType::Bool);
+                let result = match dst1 {
+                    Some(d) if !self.is_local_var[d.index()] && self.func.vars[d].ty == bool_ty => {
+                        d
+                    }
+                    _ => self.temp(bool_ty),
+                };
+                let Some(l) = self.lower_expr(lhs, Some(&[result]))? else {
+                    return Ok(None);
+                };
+                self.copy_into(&l, &[result], lhs.loc)?;
+                let rhs_block = self.new_block(rhs.loc);
+                let join = self.new_block(loc);
+                let (then_block, else_block) = if is_and {
+                    (rhs_block, join)
+                } else {
+                    (join, rhs_block)
+                };
+                self.terminate(Terminator::Branch {
+                    cond: result,
+                    then_block,
+                    else_block,
+                });
+                self.switch_to(rhs_block);
+                if let Some(r) = self.lower_expr(rhs, Some(&[result]))? {
+                    self.copy_into(&r, &[result], rhs.loc)?;
+                    self.jump(join);
+                }
+                self.switch_to(join);
+                one(result)
+            }
+            ExprKind::Cast { operand, to } => {
+                let Some(v) = self.lower_expr(operand, None)? else {
+                    return Ok(None);
+                };
+                let v = self.single(&v, loc)?;
+                one(self.prim(Prim::Cast(*to), vec![v], loc, dst1)?)
+            }
+            ExprKind::Call {
+                function,
+                const_args,
+                args,
+            } => {
+                let refs: Vec<&Expr> = args.iter().collect();
+                let Some(vs) = self.lower_operands(&refs)? else {
+                    return Ok(None);
+                };
+                let mut concrete = Vec::new();
+                for d in const_args {
+                    concrete.push(concrete_dim(*d, self.const_args)?);
+                }
+                let callee: FuncId = self.registry.instance(self.module, *function, concrete);
+                let dsts = self.ty_vars(&e.ty, dst)?;
+                let unique =
+                    dsts.iter().collect::<std::collections::HashSet<_>>().len() == dsts.len();
+                let dsts = if unique {
+                    dsts
+                } else {
+                    self.ty_vars(&e.ty, None)?
+                };
+                self.push_op(Op::Call {
+                    dsts: dsts.clone(),
+                    callee,
+                    args: vs.concat(),
+                    loc,
+                })?;
+                Ok(Some(dsts))
+            }
+            ExprKind::Builtin { builtin, args } => {
+                let refs: Vec<&Expr> = args.iter().collect();
+                let Some(vs) = self.lower_operands(&refs)? else {
+                    return Ok(None);
+                };
+                let mut flat = Vec::new();
+                for v in &vs {
+                    flat.push(self.single(v, loc)?);
+                }
+                one(self.prim(builtin_prim(*builtin), flat, loc, dst1)?)
+            }
+            ExprKind::Tuple(items) => {
+                let refs: Vec<&Expr> = items.iter().collect();
+                let Some(vs) = self.lower_operands(&refs)? else {
+                    return Ok(None);
+                };
+                Ok(Some(vs.concat()))
+            }
+            ExprKind::Field { base, index } => {
+                let Some(vars) = self.lower_expr(base, None)? else {
+                    return Ok(None);
+                };
+                let hir::Ty::Tuple(items) = &base.ty else {
+                    return Err(internal("a field of a value that is not a tuple", loc));
+                };
+                let mut offset = 0;
+                for t in &items[..*index] {
+                    offset += concrete_type(t, self.const_args)?.flat_len();
+                }
+                let n = match items.get(*index) {
+                    Some(t) => concrete_type(t, self.const_args)?.flat_len(),
+                    None => return Err(internal("a missing tuple field", loc)),
+                };
+                let part = vars
+                    .get(offset..offset + n)
+                    .ok_or_else(|| internal("a tuple of the wrong size", loc))?;
+                Ok(Some(part.to_vec()))
+            }
+            ExprKind::Index { base, index } => {
+                let Some(vs) = self.lower_operands(&[base, index])? else {
+                    return Ok(None);
+                };
+                let (a, i) = (self.single(&vs[0], loc)?, self.single(&vs[1], loc)?);
+                one(self.prim(Prim::Index, vec![a, i], loc, dst1)?)
+            }
+            ExprKind::Array(items) => {
+                let refs: Vec<&Expr> = items.iter().collect();
+                let Some(vs) = self.lower_operands(&refs)? else {
+                    return Ok(None);
+                };
+                let mut flat = Vec::new();
+                for v in &vs {
+                    flat.push(self.single(v, loc)?);
+                }
+                one(self.prim(Prim::Stack, flat, loc, dst1)?)
+            }
+            ExprKind::Repeat { element, len } => {
+                let Some(v) = self.lower_expr(element, None)? else {
+                    return Ok(None);
+                };
+                let v = self.single(&v, loc)?;
+                let dim = concrete_dim(*len, self.const_args)?;
+                one(self.prim(Prim::Fill(dim), vec![v], loc, dst1)?)
+            }
+            ExprKind::Block(b) => self.lower_block(b, dst),
+            ExprKind::If {
+                cond,
+                then_block,
+                else_branch,
+            } => self.lower_if(e, cond, then_block, else_branch.as_deref(), dst),
+            ExprKind::While { cond, body } => {
+                let header = self.new_block(loc);
+                self.jump(header);
+                self.switch_to(header);
+                let Some(c) = self.lower_expr(cond, None)? else {
+                    return Ok(None);
+                };
+                let c = self.single(&c, loc)?;
+                let body_block = self.new_block(body.loc);
+                let exit = self.new_block(loc);
+                self.terminate(Terminator::Branch {
+                    cond: c,
+                    then_block: body_block,
+                    else_block: exit,
+                });
+                self.loops.push(LoopTargets {
+                    continue_to: header,
+                    break_to: Some(exit),
+                    result: Vec::new(),
+                    loc,
+                });
+                self.switch_to(body_block);
+                let flow = self.lower_block(body, None);
+                self.loops.pop();
+                if flow?.is_some() {
+                    self.jump(header);
+                }
+                self.switch_to(exit);
+                Ok(Some(Vec::new()))
+            }
+            ExprKind::Loop { body } => {
+                let result = if e.ty == hir::Ty::Never {
+                    Vec::new()
+                } else {
+                    self.ty_vars(&e.ty, dst)?
+                };
+                let header = self.new_block(loc);
+                self.jump(header);
+                self.switch_to(header);
+                self.loops.push(LoopTargets {
+                    continue_to: header,
+                    break_to: None,
+                    result: result.clone(),
+                    loc,
+                });
+                let flow = self.lower_block(body, None);
+                let targets = self.loops.pop();
+                if flow?.is_some() {
+                    self.jump(header);
+                }
+                match targets.and_then(|t| t.break_to) {
+                    Some(exit) => {
+                        self.switch_to(exit);
+                        Ok(Some(result))
+                    }
+                    None => Ok(None),
+                }
+            }
+            ExprKind::For {
+                var,
+                start,
+                end,
+                inclusive,
+                body,
+            } => self.lower_for(e, *var, start, end, *inclusive, body),
+            ExprKind::Break { value } => {
+                let Some(targets) = self.loops.last() else {
+                    return Err(internal("`break` outside of a loop", loc));
+                };
+                let result = targets.result.clone();
+                if let Some(v) = value {
+                    let Some(vars) = self.lower_expr(v, Some(&result))? else {
+                        return Ok(None);
+                    };
+                    if !vars.is_empty() || !result.is_empty() {
+                        self.copy_into(&vars, &result, v.loc)?;
+                    }
+                }
+                let exit = match self.loops.last().and_then(|t| t.break_to) {
+                    Some(b) => b,
+                    None => {
+                        let loop_loc = self.loops.last().map(|t| t.loc).unwrap_or(loc);
+                        let b = self.new_block(loop_loc);
+                        if let Some(t) = self.loops.last_mut() {
+                            t.break_to = Some(b);
+                        }
+                        b
+                    }
+                };
+                self.jump(exit);
+                Ok(None)
+            }
+            ExprKind::Continue => {
+                let Some(targets) = self.loops.last() else {
+                    return Err(internal("`continue` outside of a loop", loc));
+                };
+                let target = targets.continue_to;
+                self.jump(target);
+                Ok(None)
+            }
+            ExprKind::Return { value } => {
+                let vars = match value {
+                    Some(v) => match self.lower_expr(v, None)? {
+                        Some(vars) => vars,
+                        None => return Ok(None),
+                    },
+                    None => Vec::new(),
+                };
+                if vars.len() != self.func.results.len() {
+                    return Err(internal("`return` with the wrong number of values", loc));
+                }
+                self.terminate(Terminator::Return(vars));
+                Ok(None)
+            }
+            ExprKind::Assign { place, op, value } => self.lower_assign(place, *op, value, loc),
+            ExprKind::Assert { cond, message } => {
+                let Some(c) = self.lower_expr(cond, None)? else {
+                    return Ok(None);
+                };
+                let c = self.single(&c, loc)?;
+                self.push_op(Op::Prim {
+                    dst: None,
+                    prim: Prim::Assert {
+                        message: message.clone(),
+                    },
+                    args: vec![c],
+                    loc,
+                })?;
+                Ok(Some(Vec::new()))
+            }
+        }
+    }
+
+    fn lower_if(
+        &mut self,
+        e: &Expr,
+        cond: &Expr,
+        then_block: &hir::Block,
+        else_branch: Option<&Expr>,
+        dst: Option<&[Var]>,
+    ) -> Flow {
+        let Some(c) = self.lower_expr(cond, None)? else {
+            return Ok(None);
+        };
+        let c = self.single(&c, e.loc)?;
+        let result = if e.ty == hir::Ty::Never {
+            Vec::new()
+        } else {
+            self.ty_vars(&e.ty, dst)?
+        };
+        let then_start = self.new_block(then_block.loc);
+        let Some(else_branch) = else_branch else {
+            // Without `else`, a false condition goes straight to the join.
+            let join = self.new_block(e.loc);
+            self.terminate(Terminator::Branch {
+                cond: c,
+                then_block: then_start,
+                else_block: join,
+            });
+            self.switch_to(then_start);
+            if self.lower_block(then_block, None)?.is_some() {
+                self.jump(join);
+            }
+            self.switch_to(join);
+            return Ok(Some(Vec::new()));
+        };
+        let else_branch = Some(else_branch);
+        let else_start = self.new_block(else_branch.map(|b| b.loc).unwrap_or(e.loc));
+        self.terminate(Terminator::Branch {
+            cond: c,
+            then_block: then_start,
+            else_block: else_start,
+        });
+        let mut join: Option<Block> = None;
+        self.switch_to(then_start);
+        if let Some(vars) = self.lower_block(then_block, Some(&result))? {
+            self.copy_into(
+                &vars,
+                &result,
+                then_block
+                    .tail
+                    .as_ref()
+                    .map(|t| t.loc)
+                    .unwrap_or(then_block.loc),
+            )?;
+            let j = *join.get_or_insert_with(|| self.new_block(e.loc));
+            self.jump(j);
+        }
+        self.switch_to(else_start);
+        let else_flow = match else_branch {
+            Some(b) => self.lower_expr(b, Some(&result))?,
+            None => Some(Vec::new()),
+        };
+        if let Some(vars) = else_flow {
+            self.copy_into(&vars, &result, else_branch.map(|b| b.loc).unwrap_or(e.loc))?;
+            let j = match join {
+                Some(j) => j,
+                None => {
+                    let j = self.new_block(e.loc);
+                    join = Some(j);
+                    j
+                }
+            };
+            self.jump(j);
+        }
+        match join {
+            Some(j) => {
+                self.switch_to(j);
+                Ok(Some(result))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn lower_for(
+        &mut self,
+        e: &Expr,
+        var: LocalId,
+        start: &Expr,
+        end: &Expr,
+        inclusive: bool,
+        body: &hir::Block,
+    ) -> Flow {
+        let loc = e.loc;
+        let local_vars = self.local_vars[var.0 as usize].clone();
+        let user_var = self.single(&local_vars, loc)?;
+        let mutable = self.hir.local(var).mutable;
+        // An immutable loop variable is the counter itself; a `mut` one is a
+        // copy the body may change without disturbing the iteration.
+        let counter = if mutable {
+            self.temp(self.var_ty(user_var))
+        } else {
+            user_var
+        };
+        // The start may be computed into the counter directly: the end
+        // cannot read the counter (it is not in scope yet).
+        let Some(s) = self.lower_expr(start, Some(&[counter]))? else {
+            return Ok(None);
+        };
+        let s = self.single(&s, loc)?;
+        let s = self.protect(vec![s], contains_assign(end), start.loc)?[0];
+        let Some(stop) = self.lower_expr(end, None)? else {
+            return Ok(None);
+        };
+        let stop = self.single(&stop, loc)?;
+        // The bounds are evaluated once: a bound held by a variable the body
+        // may reassign is copied first.
+        let stop = if self.is_local_var[stop.index()] {
+            self.prim(Prim::Copy, vec![stop], end.loc, None)?
+        } else {
+            stop
+        };
+        if s != counter {
+            self.prim(Prim::Copy, vec![s], start.loc, Some(counter))?;
+        }
+        let elem = self.var_ty(counter).elem;
+        let body_block = self.new_block(body.loc);
+        let exit = self.new_block(loc);
+        let latch = self.new_block(loc);
+        if inclusive {
+            let c = self.prim(Prim::Compare(CompareOp::Le), vec![counter, stop], loc, None)?;
+            self.terminate(Terminator::Branch {
+                cond: c,
+                then_block: body_block,
+                else_block: exit,
+            });
+        } else {
+            let header = self.new_block(loc);
+            self.jump(header);
+            self.switch_to(header);
+            let c = self.prim(Prim::Compare(CompareOp::Lt), vec![counter, stop], loc, None)?;
+            self.terminate(Terminator::Branch {
+                cond: c,
+                then_block: body_block,
+                else_block: exit,
+            });
+            // The latch increments and goes back to the header.
+            self.loops.push(LoopTargets {
+                continue_to: latch,
+                break_to: Some(exit),
+                result: Vec::new(),
+                loc,
+            });
+            self.switch_to(body_block);
+            if mutable {
+                self.prim(Prim::Copy, vec![counter], loc, Some(user_var))?;
+            }
+            let flow = self.lower_block(body, None);
+            self.loops.pop();
+            if flow?.is_some() {
+                self.jump(latch);
+            }
+            self.switch_to(latch);
+            let one = self.constant(one_of(elem), loc, None)?;
+            self.prim(
+                Prim::Binary(BinaryOp::Add),
+                vec![counter, one],
+                loc,
+                Some(counter),
+            )?;
+            self.jump(header);
+            self.switch_to(exit);
+            return Ok(Some(Vec::new()));
+        }
+        // Inclusive: test for the last value before incrementing, so that
+        // `a..=MAX` does not overflow.
+        self.loops.push(LoopTargets {
+            continue_to: latch,
+            break_to: Some(exit),
+            result: Vec::new(),
+            loc,
+        });
+        self.switch_to(body_block);
+        if mutable {
+            self.prim(Prim::Copy, vec![counter], loc, Some(user_var))?;
+        }
+        let flow = self.lower_block(body, None);
+        self.loops.pop();
+        if flow?.is_some() {
+            self.jump(latch);
+        }
+        self.switch_to(latch);
+        let done = self.prim(Prim::Compare(CompareOp::Eq), vec![counter, stop], loc, None)?;
+        let increment = self.new_block(loc);
+        self.terminate(Terminator::Branch {
+            cond: done,
+            then_block: exit,
+            else_block: increment,
+        });
+        self.switch_to(increment);
+        let one = self.constant(one_of(elem), loc, None)?;
+        self.prim(
+            Prim::Binary(BinaryOp::Add),
+            vec![counter, one],
+            loc,
+            Some(counter),
+        )?;
+        self.jump(body_block);
+        self.switch_to(exit);
+        Ok(Some(Vec::new()))
+    }
+
+    fn lower_assign(
+        &mut self,
+        place: &hir::Place,
+        op: Option<HirBinary>,
+        value: &Expr,
+        loc: Loc,
+    ) -> Flow {
+        let local_ty = concrete_type(&self.hir.local(place.local).ty, self.const_args)?;
+        let mut target = self.local_vars[place.local.0 as usize].clone();
+        // Tuple fields narrow the target to some of the local's variables.
+        let mut ty = local_ty;
+        let mut indices: Vec<&Expr> = Vec::new();
+        for p in &place.projections {
+            match p {
+                Projection::Field(k) => {
+                    let Type::Tuple(items) = &ty else {
+                        return Err(internal("a field of a value that is not a tuple", loc));
+                    };
+                    let offset: usize = items[..*k].iter().map(Type::flat_len).sum();
+                    let item = items
+                        .get(*k)
+                        .cloned()
+                        .ok_or_else(|| internal("a missing tuple field", loc))?;
+                    let n = item.flat_len();
+                    target = target
+                        .get(offset..offset + n)
+                        .ok_or_else(|| internal("a tuple of the wrong size", loc))?
+                        .to_vec();
+                    ty = item;
+                }
+                Projection::Index(i) => indices.push(i),
+            }
+        }
+        let direct = indices.is_empty() && op.is_none() && target.len() == 1;
+        // Rust evaluates the value first, then the place's indices.
+        let hint = if direct { Some(target.clone()) } else { None };
+        let Some(v) = self.lower_expr(value, hint.as_deref())? else {
+            return Ok(None);
+        };
+        if indices.is_empty() {
+            match op {
+                None => self.copy_into(&v, &target, value.loc)?,
+                Some(op) => {
+                    let (t, x) = (self.single(&target, loc)?, self.single(&v, loc)?);
+                    self.prim(Prim::Binary(binary_op(op)), vec![t, x], loc, Some(t))?;
+                }
+            }
+            return Ok(Some(Vec::new()));
+        }
+        let array = self.single(&target, loc)?;
+        let any_assign = indices.iter().any(|i| contains_assign(i));
+        let v = self.protect(v, any_assign, value.loc)?;
+        let Some(idx) = self.lower_operands(&indices)? else {
+            return Ok(None);
+        };
+        let mut idx_vars = Vec::new();
+        for i in &idx {
+            idx_vars.push(self.single(i, loc)?);
+        }
+        let x = self.single(&v, loc)?;
+        // bases[j] is the array indexed by idx_vars[j].
+        let mut bases = vec![array];
+        for j in 0..idx_vars.len() - 1 {
+            let next = self.prim(Prim::Index, vec![bases[j], idx_vars[j]], place.loc, None)?;
+            bases.push(next);
+        }
+        let last = idx_vars.len() - 1;
+        let mut new_value = match op {
+            None => x,
+            Some(op) => {
+                let old = self.prim(
+                    Prim::Index,
+                    vec![bases[last], idx_vars[last]],
+                    place.loc,
+                    None,
+                )?;
+                self.prim(Prim::Binary(binary_op(op)), vec![old, x], loc, None)?
+            }
+        };
+        for j in (0..idx_vars.len()).rev() {
+            let dst = if j == 0 { Some(array) } else { None };
+            new_value = self.prim(
+                Prim::IndexSet,
+                vec![bases[j], idx_vars[j], new_value],
+                place.loc,
+                dst,
+            )?;
+        }
+        if new_value != array {
+            return Err(internal(
+                "an indexed assignment did not update its array",
+                loc,
+            ));
+        }
+        Ok(Some(Vec::new()))
+    }
+}
+
+fn one_of(elem: ScalarType) -> Scalar {
+    match elem {
+        ScalarType::I32 => Scalar::I32(1),
+        ScalarType::Usize => Scalar::Usize(1),
+        _ => Scalar::I64(1),
+    }
+}
+
+fn literal_scalar(lit: Literal, elem: ScalarType) -> Scalar {
+    match (lit, elem) {
+        (Literal::Bool(b), _) => Scalar::Bool(b),
+        (Literal::Int(v), ScalarType::I32) => Scalar::I32(v as i32),
+        (Literal::Int(v), ScalarType::I64) => Scalar::I64(v as i64),
+        (Literal::Int(v), ScalarType::Usize) => Scalar::Usize(v as u64),
+        (Literal::Int(v), ScalarType::F32) => Scalar::F32(v as f32),
+        (Literal::Int(v), ScalarType::F64) => Scalar::F64(v as f64),
+        (Literal::Int(v), ScalarType::Bool) => Scalar::Bool(v != 0),
+        (Literal::Float { as_f32, .. }, ScalarType::F32) => Scalar::F32(as_f32),
+        (Literal::Float { as_f64, .. }, _) => Scalar::F64(as_f64),
+    }
+}
+
+fn binary_op(op: HirBinary) -> BinaryOp {
+    match op {
+        HirBinary::Add => BinaryOp::Add,
+        HirBinary::Sub => BinaryOp::Sub,
+        HirBinary::Mul => BinaryOp::Mul,
+        HirBinary::Div => BinaryOp::Div,
+        HirBinary::Rem => BinaryOp::Rem,
+        HirBinary::BitAnd => BinaryOp::BitAnd,
+        HirBinary::BitOr => BinaryOp::BitOr,
+        HirBinary::BitXor => BinaryOp::BitXor,
+        HirBinary::Shl => BinaryOp::Shl,
+        HirBinary::Shr => BinaryOp::Shr,
+    }
+}
+
+fn builtin_prim(b: Builtin) -> Prim {
+    use Builtin as B;
+    match b {
+        B::Abs => Prim::Unary(UnaryOp::Abs),
+        B::Exp => Prim::Unary(UnaryOp::Exp),
+        B::ExpM1 => Prim::Unary(UnaryOp::ExpM1),
+        B::Ln => Prim::Unary(UnaryOp::Ln),
+        B::Ln1p => Prim::Unary(UnaryOp::Ln1p),
+        B::Log10 => Prim::Unary(UnaryOp::Log10),
+        B::Sqrt => Prim::Unary(UnaryOp::Sqrt),
+        B::Sin => Prim::Unary(UnaryOp::Sin),
+        B::Cos => Prim::Unary(UnaryOp::Cos),
+        B::Tan => Prim::Unary(UnaryOp::Tan),
+        B::Tanh => Prim::Unary(UnaryOp::Tanh),
+        B::Floor => Prim::Unary(UnaryOp::Floor),
+        B::Ceil => Prim::Unary(UnaryOp::Ceil),
+        B::Round => Prim::Unary(UnaryOp::Round),
+        B::Signum => Prim::Unary(UnaryOp::Signum),
+        B::Recip => Prim::Unary(UnaryOp::Recip),
+        B::IsNan => Prim::Unary(UnaryOp::IsNan),
+        B::IsFinite => Prim::Unary(UnaryOp::IsFinite),
+        B::Sigmoid => Prim::Unary(UnaryOp::Sigmoid),
+        B::LogSigmoid => Prim::Unary(UnaryOp::LogSigmoid),
+        B::Softplus => Prim::Unary(UnaryOp::Softplus),
+        B::Max => Prim::Binary(BinaryOp::Max),
+        B::Min => Prim::Binary(BinaryOp::Min),
+        B::Powi => Prim::Binary(BinaryOp::Powi),
+        B::Powf => Prim::Binary(BinaryOp::Powf),
+        B::Pow => Prim::Binary(BinaryOp::Pow),
+        B::Dot => Prim::Dot,
+        B::Matvec => Prim::Matvec,
+        B::Vecmat => Prim::Vecmat,
+        B::Matmul => Prim::Matmul,
+        B::Transpose => Prim::Transpose,
+        B::Outer => Prim::Outer,
+        B::Sum => Prim::Reduce(ReduceOp::Sum),
+        B::Mean => Prim::Reduce(ReduceOp::Mean),
+        B::ReduceMax => Prim::Reduce(ReduceOp::Max),
+        B::ReduceMin => Prim::Reduce(ReduceOp::Min),
+        B::Argmax => Prim::Reduce(ReduceOp::Argmax),
+        B::Argmin => Prim::Reduce(ReduceOp::Argmin),
+        B::LogSumExp => Prim::Reduce(ReduceOp::LogSumExp),
+        B::Softmax => Prim::Softmax,
+        B::Select => Prim::Select,
+        B::Uniform => Prim::Uniform,
+        B::Normal => Prim::Normal,
+        B::UniformLike => Prim::UniformLike,
+        B::NormalLike => Prim::NormalLike,
+        B::Bernoulli => Prim::Bernoulli,
+    }
+}
