@@ -188,8 +188,8 @@ impl Default for BatchingOptions {
 }
 
 /// Runs `batch` with `strategy`. `program` must have been through
-/// `autobatch_passes::optimize`. Fails before running, and only when the
-/// members' state cannot fit in memory.
+/// `autobatch_passes::optimize`. Fails before running, and only when a
+/// value, or the members' state, cannot fit in memory.
 pub fn run(
     strategy: Strategy,
     program: &Program,
@@ -203,6 +203,7 @@ pub fn run(
         .iter()
         .map(|a| matches!(a, Arg::Shared(_)))
         .collect();
+    batched::check_value_sizes(program, &env.symbols)?;
     if options.max_stack_depth == 0 && strategy != Strategy::Reference {
         return Ok(batched::all_members_overflow(program, batch));
     }

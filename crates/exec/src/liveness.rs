@@ -3,13 +3,14 @@
 //! value out instead of cloning it (into a callee's frame, out of a
 //! returning frame, or into an `index_set` that then updates it in place).
 //!
-//! This is ordinary backward liveness over one function's blocks. A read is
+//! It stands on the liveness analysis of `autobatch_passes`. A read is
 //! a last read when the variable is not live after the operation, or the
 //! operation itself writes the variable (then what is live after it is the
 //! new value), and the same operation does not read the variable again at a
 //! later operand position.
 
-use autobatch_ir::{EntityRef, Function, Terminator, Var};
+use autobatch_ir::{Function, Terminator, Var};
+use autobatch_passes::liveness::{Liveness, VarSet};
 
 /// For every operation of a function: per operand position, whether that
 /// read is the last read of its value; and the same for the operands of
@@ -22,34 +23,6 @@ pub(crate) struct LastReads {
     pub returns: Vec<Vec<bool>>,
 }
 
-/// A set of variables of one function.
-#[derive(Clone, PartialEq, Eq)]
-struct VarSet {
-    words: Vec<u64>,
-}
-
-impl VarSet {
-    fn new(var_count: usize) -> VarSet {
-        VarSet {
-            words: vec![0; var_count.div_ceil(64)],
-        }
-    }
-    fn insert(&mut self, v: Var) {
-        self.words[v.index() / 64] |= 1 << (v.index() % 64);
-    }
-    fn remove(&mut self, v: Var) {
-        self.words[v.index() / 64] &= !(1 << (v.index() % 64));
-    }
-    fn contains(&self, v: Var) -> bool {
-        self.words[v.index() / 64] & (1 << (v.index() % 64)) != 0
-    }
-    fn union_with(&mut self, other: &VarSet) {
-        for (a, b) in self.words.iter_mut().zip(&other.words) {
-            *a |= *b;
-        }
-    }
-}
-
 /// Whether the read at `position` of `reads` is the last read of its value.
 fn is_last_read(reads: &[Var], position: usize, live_after: &VarSet, written: &[Var]) -> bool {
     let v = reads[position];
@@ -59,46 +32,10 @@ fn is_last_read(reads: &[Var], position: usize, live_after: &VarSet, written: &[
 }
 
 pub(crate) fn last_reads(function: &Function) -> LastReads {
-    let var_count = function.vars.len();
-    let block_count = function.blocks.len();
-
-    // Variables live on entry to each block, to a fixed point. Blocks are
-    // visited last to first because most edges go forward.
-    let mut live_in: Vec<VarSet> = vec![VarSet::new(var_count); block_count];
-    let live_out_of = |live_in: &[VarSet], term: &Terminator| {
-        let mut out = VarSet::new(var_count);
-        for s in term.successors() {
-            out.union_with(&live_in[s.index()]);
-        }
-        out
-    };
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for (b, block) in function.blocks.iter().rev() {
-            let mut live = live_out_of(&live_in, &block.term);
-            for v in block.term.uses() {
-                live.insert(*v);
-            }
-            for op in block.ops.iter().rev() {
-                for d in op.defs() {
-                    live.remove(*d);
-                }
-                for u in op.uses() {
-                    live.insert(*u);
-                }
-            }
-            if live != live_in[b.index()] {
-                live_in[b.index()] = live;
-                changed = true;
-            }
-        }
-    }
-
-    let mut ops = Vec::with_capacity(block_count);
-    let mut returns = Vec::with_capacity(block_count);
-    for (_, block) in function.blocks.iter() {
-        let mut live = live_out_of(&live_in, &block.term);
+    let liveness = Liveness::compute(function);
+    let mut ops = Vec::with_capacity(function.blocks.len());
+    let mut returns = Vec::with_capacity(function.blocks.len());
+    for (b, block) in function.blocks.iter() {
         let returned: Vec<bool> = match &block.term {
             // The frame ends with the return, so only a repeated variable must be cloned.
             Terminator::Return(vars) => (0..vars.len())
@@ -107,21 +44,17 @@ pub(crate) fn last_reads(function: &Function) -> LastReads {
             _ => Vec::new(),
         };
         returns.push(returned);
-        for v in block.term.uses() {
-            live.insert(*v);
-        }
-        let mut per_op = vec![Vec::new(); block.ops.len()];
-        for (k, op) in block.ops.iter().enumerate().rev() {
-            per_op[k] = (0..op.uses().len())
-                .map(|position| is_last_read(op.uses(), position, &live, op.defs()))
-                .collect();
-            for d in op.defs() {
-                live.remove(*d);
-            }
-            for u in op.uses() {
-                live.insert(*u);
-            }
-        }
+        let live_after = liveness.live_after_ops(function, b);
+        let per_op = block
+            .ops
+            .iter()
+            .zip(&live_after)
+            .map(|(op, live)| {
+                (0..op.uses().len())
+                    .map(|position| is_last_read(op.uses(), position, live, op.defs()))
+                    .collect()
+            })
+            .collect();
         ops.push(per_op);
     }
     LastReads { ops, returns }

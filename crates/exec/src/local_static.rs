@@ -60,7 +60,7 @@ pub fn run(
         .values()
         .map(|v| value_bytes(&v.ty, &env.symbols))
         .sum();
-    check_memory(per_member, members)?;
+    check_memory(per_member, members, 0)?;
     let stack_bytes = (64usize << 20)
         + options
             .max_stack_depth

@@ -42,13 +42,15 @@ pub fn run(
 ) -> Result<RunOutput, String> {
     let _ = program;
     let members = batch.size;
-    let per_member: u128 = lowered
-        .vars
-        .values()
-        .filter(|v| v.class != VarClass::Invariant)
-        .map(|v| value_bytes(&v.ty, &env.symbols))
-        .sum();
-    check_memory(per_member, members)?;
+    let bytes = |invariant: bool| -> u128 {
+        lowered
+            .vars
+            .values()
+            .filter(|v| (v.class == VarClass::Invariant) == invariant)
+            .map(|v| value_bytes(&v.ty, &env.symbols))
+            .sum()
+    };
+    check_memory(bytes(false), members, bytes(true))?;
 
     let started = Instant::now();
     let mut slots: Vec<Slot> = lowered

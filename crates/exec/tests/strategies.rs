@@ -203,3 +203,58 @@ fn block_choices_and_lanes_agree() {
         }
     }
 }
+
+#[test]
+fn a_value_too_large_for_memory_is_refused_before_running() {
+    let program = compile("fn f(n: i64) -> f64 { let a = [0.0; 100000000000]; a[0] + 1.0 }");
+    let entry = program.function_by_name("f").unwrap();
+    let batch = Batch {
+        entry,
+        size: 2,
+        args: vec![Arg::Batched(vec![Tensor::scalar(Scalar::I64(1)); 2])],
+    };
+    for strategy in Strategy::ALL {
+        let error = run(
+            strategy,
+            &program,
+            &Env::default(),
+            &batch,
+            &RunOptions::default(),
+            &BatchingOptions::default(),
+        )
+        .expect_err("refused");
+        assert!(
+            error.contains("`a` in function `f`") && error.contains("memory"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn a_batch_too_large_for_memory_is_refused_before_running() {
+    // 10^6 members of an array of 10^6 floats each: 8 TB.
+    let program =
+        compile("fn f(n: i64) -> f64 { let mut a = [0.0; 1000000]; a[0] = n as f64; a[0] }");
+    let entry = program.function_by_name("f").unwrap();
+    let size = 1_000_000;
+    let batch = Batch {
+        entry,
+        size,
+        args: vec![Arg::Shared(Tensor::scalar(Scalar::I64(1)))],
+    };
+    for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
+        let error = run(
+            strategy,
+            &program,
+            &Env::default(),
+            &batch,
+            &RunOptions::default(),
+            &BatchingOptions::default(),
+        )
+        .expect_err("refused");
+        assert!(
+            error.contains("1000000 members") && error.contains("run fewer members"),
+            "{error}"
+        );
+    }
+}

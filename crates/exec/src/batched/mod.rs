@@ -122,10 +122,17 @@ pub fn column_slot(ty: &TensorType, symbols: &[u64], rows: usize) -> Slot {
     Slot::Column(Column::zeros(ty.elem, concrete_shape(ty, symbols), rows))
 }
 
-/// Refuses a run whose per-member state would not fit in memory, before
-/// anything is allocated. `bytes_per_member` is the state of one member.
-pub fn check_memory(bytes_per_member: u128, members: usize) -> Result<(), String> {
-    let needed = bytes_per_member.saturating_mul(members as u128);
+/// Refuses a run whose state would not fit in memory, before anything is
+/// allocated: `bytes_per_member` for each of `members`, plus `shared_bytes`
+/// stored once.
+pub fn check_memory(
+    bytes_per_member: u128,
+    members: usize,
+    shared_bytes: u128,
+) -> Result<(), String> {
+    let needed = bytes_per_member
+        .saturating_mul(members as u128)
+        .saturating_add(shared_bytes);
     let available = available_memory_bytes();
     if needed > available as u128 {
         return Err(format!(
@@ -135,6 +142,33 @@ pub fn check_memory(bytes_per_member: u128, members: usize) -> Result<(), String
             bytes_per_member,
             available >> 20
         ));
+    }
+    Ok(())
+}
+
+/// Refuses a program one of whose values could not fit in memory even
+/// once (`[0.0; 100000000000]`), naming the variable, before anything runs.
+pub fn check_value_sizes(program: &autobatch_ir::Program, symbols: &[u64]) -> Result<(), String> {
+    let available = available_memory_bytes() as u128;
+    for f in program.functions.values() {
+        for (v, data) in f.vars.iter() {
+            let bytes = value_bytes(&data.ty, symbols);
+            if bytes > available {
+                let name = data
+                    .name
+                    .as_deref()
+                    .map(|n| format!("`{n}`"))
+                    .unwrap_or_else(|| format!("a temporary ({v})"));
+                return Err(format!(
+                    "{name} in function `{}` (declared at {}) would take {} MiB as a {}, but only {} MiB of memory is available",
+                    f.name,
+                    f.loc,
+                    bytes >> 20,
+                    program.type_name(&data.ty),
+                    available >> 20
+                ));
+            }
+        }
     }
     Ok(())
 }
