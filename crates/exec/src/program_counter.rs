@@ -146,8 +146,11 @@ pub fn run(
     let enqueue =
         |waiting: &mut Vec<Vec<u32>>, nonempty: &mut BTreeSet<u32>, pc: PcBlock, list: &[u32]| {
             if !list.is_empty() {
-                waiting[pc.index()].extend_from_slice(list);
-                nonempty.insert(pc.0);
+                let queue = &mut waiting[pc.index()];
+                if queue.is_empty() {
+                    nonempty.insert(pc.0);
+                }
+                queue.extend_from_slice(list);
             }
         };
 
@@ -204,15 +207,13 @@ pub fn run(
                     }
                 }
                 LoweredOp::Push(x) => with_stack(&mut slots, &mut stacks, *x, |column, stack| {
-                    rows.iter().for_each(|r| stack.push(*r as usize, column))
+                    stack.push_rows(&rows, column)
                 }),
                 LoweredOp::Pop(x) => with_stack(&mut slots, &mut stacks, *x, |column, stack| {
-                    rows.iter()
-                        .for_each(|r| stack.restore(*r as usize, column, true))
+                    stack.restore_rows(&rows, column, true)
                 }),
                 LoweredOp::Peek(x) => with_stack(&mut slots, &mut stacks, *x, |column, stack| {
-                    rows.iter()
-                        .for_each(|r| stack.restore(*r as usize, column, false))
+                    stack.restore_rows(&rows, column, false)
                 }),
             }
         }

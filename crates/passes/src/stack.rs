@@ -354,25 +354,28 @@ pub fn lower_to_stack(program: &Program, invariance: &Invariance) -> LoweredProg
                         }
                         let callee_params = functions[*callee].params.clone();
                         let arg_globals: Vec<GlobalVar> = args.iter().map(|a| g(*a)).collect();
-                        if *callee == fid {
-                            // An argument may read a parameter that an earlier copy
-                            // overwrites: go through temporaries.
+                        let assigned: Vec<(GlobalVar, GlobalVar)> = callee_params
+                            .iter()
+                            .zip(&arg_globals)
+                            .filter(|(p, a)| p != a)
+                            .map(|(p, a)| (*p, *a))
+                            .collect();
+                        // In a self call an argument may read a parameter that an
+                        // earlier copy overwrites (`f(b, a)`): then go through temporaries.
+                        let hazard = assigned
+                            .iter()
+                            .enumerate()
+                            .any(|(k, (p, _))| assigned[k + 1..].iter().any(|(_, a)| a == p));
+                        if hazard {
                             let mut staged = Vec::new();
-                            for (p, a) in callee_params.iter().zip(&arg_globals) {
-                                if p == a {
-                                    continue;
-                                }
-                                let t = vars.push(LoweredVar {
-                                    func: fid,
-                                    var: None,
-                                    ty: vars[*a].ty.clone(),
-                                    name: None,
-                                    class: if vars[*a].class == VarClass::Invariant {
-                                        VarClass::Invariant
-                                    } else {
-                                        VarClass::Temporary
-                                    },
-                                });
+                            for (p, a) in &assigned {
+                                let class = if vars[*a].class == VarClass::Invariant {
+                                    VarClass::Invariant
+                                } else {
+                                    VarClass::Temporary
+                                };
+                                let ty = vars[*a].ty.clone();
+                                let t = vars.push(LoweredVar { func: fid, var: None, ty, name: None, class });
                                 current.ops.push(copy(t, *a, *loc));
                                 staged.push((*p, t));
                             }
@@ -380,8 +383,8 @@ pub fn lower_to_stack(program: &Program, invariance: &Invariance) -> LoweredProg
                                 current.ops.push(copy(p, t, *loc));
                             }
                         } else {
-                            for (p, a) in callee_params.iter().zip(&arg_globals) {
-                                current.ops.push(copy(*p, *a, *loc));
+                            for (p, a) in assigned {
+                                current.ops.push(copy(p, a, *loc));
                             }
                         }
                         let return_to = PcBlock::new(blocks.len() + 1);
@@ -440,6 +443,7 @@ pub fn lower_to_stack(program: &Program, invariance: &Invariance) -> LoweredProg
         functions,
     };
     fuse_pop_push(&mut lowered);
+    coalesce_copies(&mut lowered);
     continuations_last(&mut lowered);
     lowered
 }
@@ -505,6 +509,52 @@ fn copy(dst: GlobalVar, src: GlobalVar, loc: Loc) -> LoweredOp {
         prim: Prim::Copy,
         args: vec![src],
         loc,
+    }
+}
+
+/// `t = op(..); ...; p = copy t` where `t` is a temporary read only by that
+/// copy, and `p` is not touched in between, becomes `p = op(..)`: one
+/// operation and one buffer less (argument passing makes many of these).
+fn coalesce_copies(program: &mut LoweredProgram) {
+    let mentions = |op: &LoweredOp, v: GlobalVar| match op {
+        LoweredOp::Prim { dst, args, .. } => *dst == Some(v) || args.contains(&v),
+        LoweredOp::Push(x) | LoweredOp::Pop(x) | LoweredOp::Peek(x) => *x == v,
+    };
+    for block in program.blocks.values_mut() {
+        let mut i = 0;
+        while i < block.ops.len() {
+            let LoweredOp::Prim { dst: Some(t), .. } = block.ops[i] else {
+                i += 1;
+                continue;
+            };
+            if program.vars[t].class != VarClass::Temporary {
+                i += 1;
+                continue;
+            }
+            let Some(j) = (i + 1..block.ops.len()).find(|j| mentions(&block.ops[*j], t)) else {
+                i += 1;
+                continue;
+            };
+            let target = match &block.ops[j] {
+                LoweredOp::Prim { dst: Some(p), prim: Prim::Copy, args, .. } if args[0] == t && *p != t => Some(*p),
+                _ => None,
+            };
+            let read_later = block.ops[j + 1..].iter().any(|op| mentions(op, t))
+                || matches!(block.term, LoweredTerm::Branch { cond, .. } if cond == t);
+            match target {
+                Some(p)
+                    if !read_later
+                        && program.vars[p].class != VarClass::Invariant
+                        && !block.ops[i + 1..j].iter().any(|op| mentions(op, p)) =>
+                {
+                    if let LoweredOp::Prim { dst, .. } = &mut block.ops[i] {
+                        *dst = Some(p);
+                    }
+                    block.ops.remove(j);
+                }
+                _ => i += 1,
+            }
+        }
     }
 }
 

@@ -24,7 +24,7 @@ use autobatch_ir::Prim;
 use autobatch_kernels::{self as kernels, Fault, MemberRng, PrimContext};
 use autobatch_types::{Data, Tensor};
 
-use super::storage::{copy_into, Column, Slot};
+use super::storage::{self, copy_into, Column, Slot};
 
 /// How an elementwise operation treats inactive rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -90,7 +90,7 @@ pub struct PrimExecution<'a> {
     pub args: &'a [usize],
     /// Slot index of the result, if any.
     pub dst: Option<usize>,
-    /// Active rows, ascending.
+    /// Active rows, in any order (each row is computed independently).
     pub rows: &'a [u32],
     /// Number of rows of every column.
     pub total_rows: usize,
@@ -149,11 +149,7 @@ fn run_once(
             let Some(dst) = exec.dst else { return };
             match &mut slots[dst] {
                 Slot::Invariant(v) => *v = Some(value),
-                Slot::Column(c) => {
-                    for r in exec.rows {
-                        c.set_row(*r as usize, &value);
-                    }
-                }
+                Slot::Column(c) => broadcast(c, &value, exec.rows),
             }
         }
     }
@@ -170,19 +166,26 @@ fn copy_rows(exec: &PrimExecution<'_>, slots: &mut [Slot]) {
             if exec.rows.len() == exec.total_rows {
                 copy_into(&mut d.data, 0, &s.data, 0..s.data.len());
             } else {
-                for r in exec.rows {
-                    d.copy_row_from(*r as usize, s, *r as usize);
-                }
+                storage::copy_rows(&mut d.data, &s.data, exec.rows, d.row_len);
             }
         }
-        (Slot::Invariant(Some(v)), Slot::Column(d)) => {
-            for r in exec.rows {
-                d.set_row(*r as usize, v);
-            }
-        }
+        (Slot::Invariant(Some(v)), Slot::Column(d)) => broadcast(d, v, exec.rows),
         (Slot::Invariant(v), Slot::Invariant(d)) => *d = v.clone(),
         (Slot::Column(_), Slot::Invariant(_)) | (Slot::Invariant(None), _) => {
             panic!("internal error: copy between incompatible slots")
+        }
+    }
+}
+
+/// Writes `value` into the rows `rows` of `column`.
+fn broadcast(column: &mut Column, value: &Tensor, rows: &[u32]) {
+    if column.row_len == 1 {
+        // One element: a typed fill and scatter instead of a copy per row.
+        let filled = Data::filled(value.as_scalar(), rows.len());
+        storage::scatter_rows(&mut column.data, &filled, rows, 1);
+    } else {
+        for r in rows {
+            column.set_row(*r as usize, value);
         }
     }
 }
@@ -274,37 +277,17 @@ fn run_flat(exec: &PrimExecution<'_>, slots: &mut [Slot], env: &SharedEnv<'_>) -
     if dense && exec.rows.len() == exec.total_rows {
         dst_column.data = result.data;
     } else if dense {
-        for r in exec.rows {
-            let r = *r as usize;
-            copy_into(
-                &mut dst_column.data,
-                r * row_len,
-                &result.data,
-                r * row_len..(r + 1) * row_len,
-            );
-        }
+        storage::copy_rows(&mut dst_column.data, &result.data, exec.rows, row_len);
     } else {
-        for (k, r) in exec.rows.iter().enumerate() {
-            let r = *r as usize;
-            copy_into(
-                &mut dst_column.data,
-                r * row_len,
-                &result.data,
-                k * row_len..(k + 1) * row_len,
-            );
-        }
+        storage::scatter_rows(&mut dst_column.data, &result.data, exec.rows, row_len);
     }
     true
 }
 
 /// The active rows of `column`, one after another.
 fn gather(column: &Column, rows: &[u32]) -> Data {
-    let n = column.row_len;
-    let mut data = Data::with_capacity(column.data.ty(), rows.len() * n);
-    for r in rows {
-        let r = *r as usize;
-        data.extend_from(&column.data, r * n..(r + 1) * n);
-    }
+    let mut data = Data::with_capacity(column.data.ty(), rows.len() * column.row_len);
+    storage::gather_rows(&mut data, &column.data, rows, column.row_len);
     data
 }
 

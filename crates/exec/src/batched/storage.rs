@@ -74,6 +74,78 @@ impl Column {
     }
 }
 
+/// Runs `$body` with `$d` and `$s` bound to the typed buffers of two `Data`
+/// of one scalar type (mutable and shared); a mismatch is an internal error.
+macro_rules! with_typed_pair {
+    ($dst:expr, $src:expr, |$d:ident, $s:ident| $body:expr) => {
+        match ($dst, $src) {
+            (Data::Bool($d), Data::Bool($s)) => $body,
+            (Data::I32($d), Data::I32($s)) => $body,
+            (Data::I64($d), Data::I64($s)) => $body,
+            (Data::Usize($d), Data::Usize($s)) => $body,
+            (Data::F32($d), Data::F32($s)) => $body,
+            (Data::F64($d), Data::F64($s)) => $body,
+            (d, s) => panic!("internal error: moving {} elements into a {} buffer", s.ty(), d.ty()),
+        }
+    };
+}
+
+/// Row `rows[k]` of `dst` = row `k` of `src` (a dense buffer of `rows.len()` rows).
+pub fn scatter_rows(dst: &mut Data, src: &Data, rows: &[u32], row_len: usize) {
+    with_typed_pair!(dst, src, |d, s| scatter(d, s, rows, row_len))
+}
+
+/// Row `r` of `dst` = row `r` of `src`, for each `r` in `rows`.
+pub fn copy_rows(dst: &mut Data, src: &Data, rows: &[u32], row_len: usize) {
+    with_typed_pair!(dst, src, |d, s| copy_same_rows(d, s, rows, row_len))
+}
+
+/// Appends rows `rows` of `src` to `out`, one after another.
+pub fn gather_rows(out: &mut Data, src: &Data, rows: &[u32], row_len: usize) {
+    with_typed_pair!(out, src, |o, s| gather(o, s, rows, row_len))
+}
+
+#[inline]
+fn scatter<T: Copy>(dst: &mut [T], src: &[T], rows: &[u32], row_len: usize) {
+    if row_len == 1 {
+        for (k, r) in rows.iter().enumerate() {
+            dst[*r as usize] = src[k];
+        }
+    } else {
+        for (k, r) in rows.iter().enumerate() {
+            let r = *r as usize;
+            dst[r * row_len..(r + 1) * row_len].copy_from_slice(&src[k * row_len..(k + 1) * row_len]);
+        }
+    }
+}
+
+#[inline]
+fn copy_same_rows<T: Copy>(dst: &mut [T], src: &[T], rows: &[u32], row_len: usize) {
+    if row_len == 1 {
+        for r in rows {
+            dst[*r as usize] = src[*r as usize];
+        }
+    } else {
+        for r in rows {
+            let r = *r as usize;
+            dst[r * row_len..(r + 1) * row_len].copy_from_slice(&src[r * row_len..(r + 1) * row_len]);
+        }
+    }
+}
+
+#[inline]
+fn gather<T: Copy>(out: &mut Vec<T>, src: &[T], rows: &[u32], row_len: usize) {
+    out.reserve(rows.len() * row_len);
+    if row_len == 1 {
+        out.extend(rows.iter().map(|r| src[*r as usize]));
+    } else {
+        for r in rows {
+            let r = *r as usize;
+            out.extend_from_slice(&src[r * row_len..(r + 1) * row_len]);
+        }
+    }
+}
+
 /// `dst[at..at + range.len()] = src[range]`; both of one scalar type.
 pub fn copy_into(dst: &mut Data, at: usize, src: &Data, range: std::ops::Range<usize>) {
     let len = range.len();
@@ -115,47 +187,78 @@ impl Slot {
 }
 
 /// The saved values of one full variable: one stack per member, each a flat
-/// buffer of rows, growing on demand.
+/// buffer of rows of the variable's element type, growing on demand.
 #[derive(Clone, Debug)]
 pub struct ValueStack {
     row_len: usize,
-    /// Per member: saved rows, one after another.
-    stacks: Vec<Data>,
+    stacks: TypedStacks,
+}
+
+/// Per member, the saved rows, by element type (one match per operation,
+/// not one per member).
+#[derive(Clone, Debug)]
+enum TypedStacks {
+    Bool(Vec<Vec<bool>>),
+    I32(Vec<Vec<i32>>),
+    I64(Vec<Vec<i64>>),
+    Usize(Vec<Vec<u64>>),
+    F32(Vec<Vec<f32>>),
+    F64(Vec<Vec<f64>>),
+}
+
+macro_rules! with_stacks_and_column {
+    ($stacks:expr, $column:expr, |$st:ident, $col:ident| $body:expr) => {
+        match ($stacks, $column) {
+            (TypedStacks::Bool($st), Data::Bool($col)) => $body,
+            (TypedStacks::I32($st), Data::I32($col)) => $body,
+            (TypedStacks::I64($st), Data::I64($col)) => $body,
+            (TypedStacks::Usize($st), Data::Usize($col)) => $body,
+            (TypedStacks::F32($st), Data::F32($col)) => $body,
+            (TypedStacks::F64($st), Data::F64($col)) => $body,
+            (_, c) => panic!("internal error: a stack of another type than its {} variable", c.ty()),
+        }
+    };
 }
 
 impl ValueStack {
     pub fn new(elem: ScalarType, row_len: usize, members: usize) -> ValueStack {
-        ValueStack {
-            row_len,
-            stacks: (0..members).map(|_| Data::with_capacity(elem, 0)).collect(),
-        }
+        let stacks = match elem {
+            ScalarType::Bool => TypedStacks::Bool(vec![Vec::new(); members]),
+            ScalarType::I32 => TypedStacks::I32(vec![Vec::new(); members]),
+            ScalarType::I64 => TypedStacks::I64(vec![Vec::new(); members]),
+            ScalarType::Usize => TypedStacks::Usize(vec![Vec::new(); members]),
+            ScalarType::F32 => TypedStacks::F32(vec![Vec::new(); members]),
+            ScalarType::F64 => TypedStacks::F64(vec![Vec::new(); members]),
+        };
+        ValueStack { row_len, stacks }
     }
 
-    pub fn push(&mut self, member: usize, from: &Column) {
+    /// Saves row `m` of `from` on member `m`'s stack, for each `m` in `members`.
+    pub fn push_rows(&mut self, members: &[u32], from: &Column) {
         let n = self.row_len;
-        self.stacks[member].extend_from(&from.data, member * n..(member + 1) * n);
+        with_stacks_and_column!(&mut self.stacks, &from.data, |stacks, column| {
+            for m in members {
+                let m = *m as usize;
+                stacks[m].extend_from_slice(&column[m * n..(m + 1) * n]);
+            }
+        })
     }
 
-    /// Copies the top saved row of `member` into its row of `into`; pops it if `remove`.
-    pub fn restore(&mut self, member: usize, into: &mut Column, remove: bool) {
+    /// Copies each member's top saved row into its row of `into`; pops it if `remove`.
+    pub fn restore_rows(&mut self, members: &[u32], into: &mut Column, remove: bool) {
         let n = self.row_len;
-        let stack = &mut self.stacks[member];
-        let len = stack.len();
-        assert!(len >= n, "internal error: popping an empty variable stack");
-        copy_into(&mut into.data, member * n, stack, len - n..len);
-        if remove {
-            truncate(stack, len - n);
-        }
+        with_stacks_and_column!(&mut self.stacks, &mut into.data, |stacks, column| {
+            for m in members {
+                let m = *m as usize;
+                let stack = &mut stacks[m];
+                let len = stack.len();
+                assert!(len >= n, "internal error: popping an empty variable stack");
+                column[m * n..(m + 1) * n].copy_from_slice(&stack[len - n..]);
+                if remove {
+                    stack.truncate(len - n);
+                }
+            }
+        })
     }
 }
 
-fn truncate(data: &mut Data, len: usize) {
-    match data {
-        Data::Bool(v) => v.truncate(len),
-        Data::I32(v) => v.truncate(len),
-        Data::I64(v) => v.truncate(len),
-        Data::Usize(v) => v.truncate(len),
-        Data::F32(v) => v.truncate(len),
-        Data::F64(v) => v.truncate(len),
-    }
-}
