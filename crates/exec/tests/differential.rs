@@ -5,7 +5,8 @@
 //! executor gives it, errors and statistics-independent results included.
 //!
 //! The generator is driven by one seed that proptest picks, so a failure
-//! prints the seed and the program text.
+//! prints the seed and the program text (`SHOW_PROGRAMS=1` prints every
+//! program generated).
 
 use autobatch_exec::{
     run, Arg, Batch, BatchingOptions, BlockChoice, Env, LaneMode, RunOptions, Strategy,
@@ -52,7 +53,7 @@ impl Generator {
         let choice = if depth == 0 {
             self.rng.gen_range(0..2)
         } else {
-            self.rng.gen_range(0..12)
+            self.rng.gen_range(0..13)
         };
         match choice {
             0 => format!("{}", self.rng.gen_range(-6i64..20)),
@@ -101,6 +102,17 @@ impl Generator {
                 self.int_expr(depth - 1),
                 self.rng.gen_range(0..2)
             ),
+            11 if self.has_table => {
+                let reduce = self
+                    .pick(&[
+                        "sum(vector)",
+                        "dot(vector, vector)",
+                        "max(vector)",
+                        "vector[1].sqrt()",
+                    ])
+                    .to_string();
+                format!("(({reduce}) as i64 % 1000)")
+            }
             _ => format!("{}.abs().min(1000)", self.int_expr(depth - 1)),
         }
     }
@@ -140,7 +152,7 @@ impl Generator {
         let choice = if depth == 0 {
             self.rng.gen_range(0..3)
         } else {
-            self.rng.gen_range(0..10)
+            self.rng.gen_range(0..11)
         };
         match choice {
             0 | 1 => {
@@ -189,6 +201,17 @@ impl Generator {
                 self.int_expr(2)
             ),
             7 if self.in_loop => format!("if {} {{ break; }}", self.bool_expr(1)),
+            9 if self.has_table => {
+                let scale = self.int_expr(1);
+                match self.rng.gen_range(0..3) {
+                    0 => format!("vector = vector * 0.5 + ({scale} as f64);"),
+                    1 => format!("vector[(({scale}) & 1) as usize] -= vector[2].abs();"),
+                    _ => format!(
+                        "vector = select({}, softmax(vector), vector.tanh());",
+                        self.bool_expr(0)
+                    ),
+                }
+            }
             8 => format!("assert!({} != 13, \"unlucky\");", self.int_expr(1)),
             _ if !self.scalars.is_empty() => {
                 let v = self.scalars[self.rng.gen_range(0..self.scalars.len())].clone();
@@ -223,7 +246,7 @@ impl Generator {
         let body = self.block(3, 5);
         let result = self.int_expr(2);
         out.push_str(&format!(
-            "fn main(x: i64, y: i64) -> (i64, i64) {{\nlet mut x: i64 = x;\nlet mut y: i64 = y;\nlet mut table: [i64; 8] = [1, 2, 3, 4, 5, 6, 7, 8];\n{body}\n({result}, table[2] + x - y)\n}}\n"
+            "fn main(x: i64, y: i64) -> (i64, i64) {{\nlet mut x: i64 = x;\nlet mut y: i64 = y;\nlet mut table: [i64; 8] = [1, 2, 3, 4, 5, 6, 7, 8];\nlet mut vector: [f64; 3] = [x as f64, y as f64, 1.5];\n{body}\n({result}, table[2] + x - y)\n}}\n"
         ));
         out
     }
@@ -236,6 +259,9 @@ fn i64_tensor(v: i64) -> Tensor {
 fn check_program(seed: u64) {
     let mut generator = Generator::new(seed);
     let source = generator.program();
+    if std::env::var_os("SHOW_PROGRAMS").is_some() {
+        eprintln!("{source}");
+    }
     let mut program = match autobatch_lower::compile(&source) {
         Ok(p) => p,
         Err(d) => panic!(

@@ -375,7 +375,13 @@ pub fn lower_to_stack(program: &Program, invariance: &Invariance) -> LoweredProg
                                     VarClass::Temporary
                                 };
                                 let ty = vars[*a].ty.clone();
-                                let t = vars.push(LoweredVar { func: fid, var: None, ty, name: None, class });
+                                let t = vars.push(LoweredVar {
+                                    func: fid,
+                                    var: None,
+                                    ty,
+                                    name: None,
+                                    class,
+                                });
                                 current.ops.push(copy(t, *a, *loc));
                                 staged.push((*p, t));
                             }
@@ -536,7 +542,12 @@ fn coalesce_copies(program: &mut LoweredProgram) {
                 continue;
             };
             let target = match &block.ops[j] {
-                LoweredOp::Prim { dst: Some(p), prim: Prim::Copy, args, .. } if args[0] == t && *p != t => Some(*p),
+                LoweredOp::Prim {
+                    dst: Some(p),
+                    prim: Prim::Copy,
+                    args,
+                    ..
+                } if args[0] == t && *p != t => Some(*p),
                 _ => None,
             };
             let read_later = block.ops[j + 1..].iter().any(|op| mentions(op, t))

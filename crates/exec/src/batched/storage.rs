@@ -85,7 +85,11 @@ macro_rules! with_typed_pair {
             (Data::Usize($d), Data::Usize($s)) => $body,
             (Data::F32($d), Data::F32($s)) => $body,
             (Data::F64($d), Data::F64($s)) => $body,
-            (d, s) => panic!("internal error: moving {} elements into a {} buffer", s.ty(), d.ty()),
+            (d, s) => panic!(
+                "internal error: moving {} elements into a {} buffer",
+                s.ty(),
+                d.ty()
+            ),
         }
     };
 }
@@ -114,7 +118,8 @@ fn scatter<T: Copy>(dst: &mut [T], src: &[T], rows: &[u32], row_len: usize) {
     } else {
         for (k, r) in rows.iter().enumerate() {
             let r = *r as usize;
-            dst[r * row_len..(r + 1) * row_len].copy_from_slice(&src[k * row_len..(k + 1) * row_len]);
+            dst[r * row_len..(r + 1) * row_len]
+                .copy_from_slice(&src[k * row_len..(k + 1) * row_len]);
         }
     }
 }
@@ -128,7 +133,8 @@ fn copy_same_rows<T: Copy>(dst: &mut [T], src: &[T], rows: &[u32], row_len: usiz
     } else {
         for r in rows {
             let r = *r as usize;
-            dst[r * row_len..(r + 1) * row_len].copy_from_slice(&src[r * row_len..(r + 1) * row_len]);
+            dst[r * row_len..(r + 1) * row_len]
+                .copy_from_slice(&src[r * row_len..(r + 1) * row_len]);
         }
     }
 }
@@ -215,7 +221,10 @@ macro_rules! with_stacks_and_column {
             (TypedStacks::Usize($st), Data::Usize($col)) => $body,
             (TypedStacks::F32($st), Data::F32($col)) => $body,
             (TypedStacks::F64($st), Data::F64($col)) => $body,
-            (_, c) => panic!("internal error: a stack of another type than its {} variable", c.ty()),
+            (_, c) => panic!(
+                "internal error: a stack of another type than its {} variable",
+                c.ty()
+            ),
         }
     };
 }
@@ -261,4 +270,3 @@ impl ValueStack {
         })
     }
 }
-
