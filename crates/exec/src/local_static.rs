@@ -19,12 +19,12 @@ use std::time::Instant;
 use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Program, Terminator};
 use autobatch_kernels::MemberRng;
 use autobatch_passes::uniformity::Invariance;
-use autobatch_types::{MemberError, Tensor};
+use autobatch_types::MemberError;
 
 use crate::batched::engine::{run_prim, LaneMode, PrimExecution, SharedEnv};
-use crate::batched::storage::Slot;
+use crate::batched::storage::{self, Column, Slot};
 use crate::batched::{
-    check_memory, column_slot, stack_overflow, step_limit, value_bytes, OpCounter,
+    check_memory, column_slot, concrete_shape, stack_overflow, step_limit, value_bytes, OpCounter,
 };
 use crate::{Arg, Batch, Env, RunOptions, RunOutput, Stats};
 
@@ -131,6 +131,7 @@ fn run_on_this_thread(
     };
     let entry = &program.functions[batch.entry];
     let member_ids: Vec<u32> = (0..members as u32).collect();
+    let member_ids = &member_ids;
     let params: Vec<Slot> = entry
         .params
         .iter()
@@ -143,14 +144,17 @@ fn run_on_this_thread(
             }
             let mut slot = column_slot(&entry.vars[*p].ty, &env.symbols, members);
             if let Slot::Column(c) = &mut slot {
-                for r in 0..members {
-                    c.set_row(r, arg.for_member(r));
+                match arg {
+                    Arg::Shared(value) => c.fill_rows(value, &member_ids),
+                    Arg::Batched(values) => {
+                        values.iter().enumerate().for_each(|(r, v)| c.set_row(r, v))
+                    }
                 }
             }
             slot
         })
         .collect();
-    let results = run.activation(batch.entry, &member_ids, params, 1);
+    let returned = run.activation(batch.entry, member_ids, params, 1);
     let wall_seconds = started.elapsed().as_secs_f64();
     let Run {
         errors,
@@ -159,13 +163,13 @@ fn run_on_this_thread(
         ..
     } = run;
     let (op_counts, lane_utilization) = counter.finish(members);
-    let results = results
+    let results = errors
         .into_iter()
-        .zip(errors)
-        .map(|(result, error)| match (result, error) {
+        .enumerate()
+        .map(|(r, error)| match (returned.finished[r], error) {
             (_, Some(e)) => Err(e),
-            (Some(values), None) => Ok(values),
-            (None, None) => panic!("internal error: a member neither finished nor failed"),
+            (true, None) => Ok(returned.values.iter().map(|c| c.row(r)).collect()),
+            (false, None) => panic!("internal error: a member neither finished nor failed"),
         })
         .collect();
     RunOutput {
@@ -179,16 +183,23 @@ fn run_on_this_thread(
     }
 }
 
+/// What an activation gives back: per row, whether it returned, and one
+/// column per (flattened) result, with a row per row of the activation.
+struct Returned {
+    finished: Vec<bool>,
+    values: Vec<Column>,
+}
+
 impl Run<'_> {
     /// Runs one activation of `fid` for `members` (row r is member
-    /// `members[r]`); returns per row its results, or `None` if it stopped.
+    /// `members[r]`); returns what each row returned, if it did not stop.
     fn activation(
         &mut self,
         fid: FuncId,
         members: &[u32],
         params: Vec<Slot>,
         depth: usize,
-    ) -> Vec<Option<Vec<Tensor>>> {
+    ) -> Returned {
         let program = self.program;
         let function: &Function = &program.functions[fid];
         let n = members.len();
@@ -206,7 +217,12 @@ impl Run<'_> {
         for (p, slot) in function.params.iter().zip(params) {
             slots[p.index()] = slot;
         }
-        let mut results: Vec<Option<Vec<Tensor>>> = vec![None; n];
+        let mut finished = vec![false; n];
+        let mut values: Vec<Column> = function
+            .results
+            .iter()
+            .map(|ty| Column::zeros(ty.elem, concrete_shape(ty, self.shared.symbols), n))
+            .collect();
         let mut queue: BTreeMap<Block, Vec<u32>> = BTreeMap::new();
         queue.insert(Function::ENTRY, (0..n as u32).collect());
         while let Some((block_id, mut rows)) = queue.pop_first() {
@@ -292,30 +308,54 @@ impl Run<'_> {
                                 {
                                     Slot::Invariant(value.clone())
                                 }
-                                source => {
+                                Slot::Column(source) => Slot::Column(source.gather(&rows)),
+                                Slot::Invariant(value) => {
                                     let ty = &callee_function.vars[*p].ty;
-                                    let mut slot = column_slot(ty, self.shared.symbols, rows.len());
-                                    if let Slot::Column(c) = &mut slot {
-                                        for (k, r) in rows.iter().enumerate() {
-                                            c.set_row(k, &source.value(*r as usize));
-                                        }
-                                    }
-                                    slot
+                                    let mut column = Column::zeros(
+                                        ty.elem,
+                                        concrete_shape(ty, self.shared.symbols),
+                                        rows.len(),
+                                    );
+                                    let value = value.as_ref().expect(
+                                        "an invariant argument is assigned before the call",
+                                    );
+                                    column.fill_rows(
+                                        value,
+                                        &(0..rows.len() as u32).collect::<Vec<_>>(),
+                                    );
+                                    Slot::Column(column)
                                 }
                             })
                             .collect();
                         let returned =
                             self.activation(*callee, &child_members, child_params, depth + 1);
-                        let mut still_running = Vec::with_capacity(rows.len());
-                        for (k, r) in rows.iter().enumerate() {
-                            let Some(values) = &returned[k] else { continue };
-                            for (d, value) in dsts.iter().zip(values) {
-                                match &mut slots[d.index()] {
-                                    Slot::Column(c) => c.set_row(*r as usize, value),
-                                    Slot::Invariant(v) => *v = Some(value.clone()),
+                        // Child row k is parent row rows[k].
+                        let returned_rows: Vec<u32> = (0..rows.len() as u32)
+                            .filter(|k| returned.finished[*k as usize])
+                            .collect();
+                        let still_running: Vec<u32> =
+                            returned_rows.iter().map(|k| rows[*k as usize]).collect();
+                        for (d, value) in dsts.iter().zip(returned.values) {
+                            match &mut slots[d.index()] {
+                                Slot::Column(c) => {
+                                    let dense = if returned_rows.len() == rows.len() {
+                                        value.data
+                                    } else {
+                                        value.gather(&returned_rows).data
+                                    };
+                                    storage::scatter_rows(
+                                        &mut c.data,
+                                        &dense,
+                                        &still_running,
+                                        c.row_len,
+                                    );
+                                }
+                                Slot::Invariant(v) => {
+                                    if let Some(k) = returned_rows.first() {
+                                        *v = Some(value.row(*k as usize));
+                                    }
                                 }
                             }
-                            still_running.push(*r);
                         }
                         rows = still_running;
                     }
@@ -360,15 +400,22 @@ impl Run<'_> {
                 }
                 Terminator::Return(vars) => {
                     for r in &rows {
-                        results[*r as usize] = Some(
-                            vars.iter()
-                                .map(|v| slots[v.index()].value(*r as usize))
-                                .collect(),
-                        );
+                        finished[*r as usize] = true;
+                    }
+                    for (value, v) in values.iter_mut().zip(vars) {
+                        match &slots[v.index()] {
+                            Slot::Column(c) => {
+                                storage::copy_rows(&mut value.data, &c.data, &rows, c.row_len)
+                            }
+                            Slot::Invariant(Some(t)) => value.fill_rows(t, &rows),
+                            Slot::Invariant(None) => {
+                                panic!("internal error: returning an unassigned variable")
+                            }
+                        }
                     }
                 }
             }
         }
-        results
+        Returned { finished, values }
     }
 }

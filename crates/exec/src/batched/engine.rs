@@ -24,7 +24,7 @@ use autobatch_ir::Prim;
 use autobatch_kernels::{self as kernels, Fault, MemberRng, PrimContext};
 use autobatch_types::{Data, Tensor};
 
-use super::storage::{self, copy_into, Column, Slot};
+use super::storage::{self, copy_into, Slot};
 
 /// How an elementwise operation treats inactive rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -108,20 +108,28 @@ pub fn run_prim(
     faults: &mut Vec<(u32, Fault)>,
 ) {
     let prim = exec.prim;
-    let all_invariant = exec
-        .args
-        .iter()
-        .all(|a| matches!(slots[*a], Slot::Invariant(_)));
-    if all_invariant && !prim.is_random() {
-        run_once(exec, slots, env, faults);
+    let Some(first_row) = exec.rows.first() else {
         return;
-    }
-    if let Prim::Copy = prim {
-        copy_rows(exec, slots);
-        return;
-    }
-    if is_elementwise(prim) && run_flat(exec, slots, env) {
-        return;
+    };
+    if !prim.is_random() {
+        // Non-random primitives never read a stream; one is passed only
+        // because the kernels' context holds one.
+        let unused_rng = &mut rngs[member_of(*first_row)];
+        let all_invariant = exec
+            .args
+            .iter()
+            .all(|a| matches!(slots[*a], Slot::Invariant(_)));
+        if all_invariant {
+            run_once(exec, slots, env, unused_rng, faults);
+            return;
+        }
+        if let Prim::Copy = prim {
+            copy_rows(exec, slots);
+            return;
+        }
+        if is_elementwise(prim) && run_flat(exec, slots, env, unused_rng) {
+            return;
+        }
     }
     run_row_by_row(exec, slots, env, rngs, member_of, faults);
 }
@@ -131,16 +139,15 @@ fn run_once(
     exec: &PrimExecution<'_>,
     slots: &mut [Slot],
     env: &SharedEnv<'_>,
+    unused_rng: &mut MemberRng,
     faults: &mut Vec<(u32, Fault)>,
 ) {
     let values: Vec<Tensor> = exec.args.iter().map(|a| slots[*a].value(0)).collect();
     let refs: Vec<&Tensor> = values.iter().collect();
-    // No random primitive gets here, so the stream is never read.
-    let mut unused_rng = MemberRng::new(0, 0);
     let mut ctx = PrimContext {
         statics: env.statics,
         symbols: env.symbols,
-        rng: &mut unused_rng,
+        rng: unused_rng,
     };
     match kernels::eval(exec.prim, &refs, &mut ctx) {
         Err(fault) => faults.extend(exec.rows.iter().map(|r| (*r, fault.clone()))),
@@ -149,7 +156,7 @@ fn run_once(
             let Some(dst) = exec.dst else { return };
             match &mut slots[dst] {
                 Slot::Invariant(v) => *v = Some(value),
-                Slot::Column(c) => broadcast(c, &value, exec.rows),
+                Slot::Column(c) => c.fill_rows(&value, exec.rows),
             }
         }
     }
@@ -169,23 +176,10 @@ fn copy_rows(exec: &PrimExecution<'_>, slots: &mut [Slot]) {
                 storage::copy_rows(&mut d.data, &s.data, exec.rows, d.row_len);
             }
         }
-        (Slot::Invariant(Some(v)), Slot::Column(d)) => broadcast(d, v, exec.rows),
+        (Slot::Invariant(Some(v)), Slot::Column(d)) => d.fill_rows(v, exec.rows),
         (Slot::Invariant(v), Slot::Invariant(d)) => *d = v.clone(),
         (Slot::Column(_), Slot::Invariant(_)) | (Slot::Invariant(None), _) => {
             panic!("internal error: copy between incompatible slots")
-        }
-    }
-}
-
-/// Writes `value` into the rows `rows` of `column`.
-fn broadcast(column: &mut Column, value: &Tensor, rows: &[u32]) {
-    if column.row_len == 1 {
-        // One element: a typed fill and scatter instead of a copy per row.
-        let filled = Data::filled(value.as_scalar(), rows.len());
-        storage::scatter_rows(&mut column.data, &filled, rows, 1);
-    } else {
-        for r in rows {
-            column.set_row(*r as usize, value);
         }
     }
 }
@@ -211,7 +205,12 @@ fn is_elementwise(prim: &Prim) -> bool {
 
 /// The elementwise fast path; returns false when the operands do not fit it
 /// (then the caller runs row by row).
-fn run_flat(exec: &PrimExecution<'_>, slots: &mut [Slot], env: &SharedEnv<'_>) -> bool {
+fn run_flat(
+    exec: &PrimExecution<'_>,
+    slots: &mut [Slot],
+    env: &SharedEnv<'_>,
+    unused_rng: &mut MemberRng,
+) -> bool {
     let Some(dst) = exec.dst else { return false };
     let Slot::Column(dst_column) = &slots[dst] else {
         return false;
@@ -239,36 +238,68 @@ fn run_flat(exec: &PrimExecution<'_>, slots: &mut [Slot], env: &SharedEnv<'_>) -
     } else {
         exec.rows.len()
     };
-    let operands: Vec<Tensor> = exec
-        .args
-        .iter()
-        .map(|a| match &slots[*a] {
+    // Column operands as flat tensors of `n` rows: under masking the column's
+    // own buffer, moved out of its slot for the call (no copy) and put back
+    // after; under compaction the active rows gathered. Each slot once, even
+    // when it is read twice (`x * x`).
+    let mut unique: Vec<usize> = Vec::with_capacity(exec.args.len());
+    for a in exec.args {
+        if !unique.contains(a) {
+            unique.push(*a);
+        }
+    }
+    let mut flat: Vec<Option<Tensor>> = Vec::with_capacity(unique.len());
+    for a in &unique {
+        flat.push(match &mut slots[*a] {
             Slot::Column(c) => {
                 let data = if dense {
-                    c.data.clone()
+                    let empty = Data::with_capacity(c.data.ty(), 0);
+                    std::mem::replace(&mut c.data, empty)
                 } else {
-                    gather(c, exec.rows)
+                    c.gather(exec.rows).data
                 };
-                Tensor {
+                Some(Tensor {
                     shape: vec![n * row_len],
                     data,
-                }
+                })
             }
-            Slot::Invariant(Some(t)) => t.clone(),
-            Slot::Invariant(None) => unreachable!("checked above"),
-        })
-        .collect();
-    let refs: Vec<&Tensor> = operands.iter().collect();
-    let mut unused_rng = MemberRng::new(0, 0);
-    let mut ctx = PrimContext {
-        statics: env.statics,
-        symbols: env.symbols,
-        rng: &mut unused_rng,
+            Slot::Invariant(_) => None,
+        });
+    }
+    let outcome = {
+        let refs: Vec<&Tensor> = exec
+            .args
+            .iter()
+            .map(|a| {
+                let k = unique
+                    .iter()
+                    .position(|u| u == a)
+                    .expect("every operand is listed");
+                match (&flat[k], &slots[*a]) {
+                    (Some(tensor), _) => tensor,
+                    (None, Slot::Invariant(Some(tensor))) => tensor,
+                    _ => unreachable!("checked above"),
+                }
+            })
+            .collect();
+        let mut ctx = PrimContext {
+            statics: env.statics,
+            symbols: env.symbols,
+            rng: unused_rng,
+        };
+        kernels::eval(exec.prim, &refs, &mut ctx)
     };
+    if dense {
+        for (a, tensor) in unique.iter().zip(flat) {
+            if let (Slot::Column(c), Some(tensor)) = (&mut slots[*a], tensor) {
+                c.data = tensor.data;
+            }
+        }
+    }
     // A fault (a division by zero, perhaps only in an inactive row under
     // masking) sends the operation down the row-by-row path, which finds out
     // exactly which active rows fault.
-    let Ok(Some(result)) = kernels::eval(exec.prim, &refs, &mut ctx) else {
+    let Ok(Some(result)) = outcome else {
         return false;
     };
     let Slot::Column(dst_column) = &mut slots[dst] else {
@@ -282,13 +313,6 @@ fn run_flat(exec: &PrimExecution<'_>, slots: &mut [Slot], env: &SharedEnv<'_>) -
         storage::scatter_rows(&mut dst_column.data, &result.data, exec.rows, row_len);
     }
     true
-}
-
-/// The active rows of `column`, one after another.
-fn gather(column: &Column, rows: &[u32]) -> Data {
-    let mut data = Data::with_capacity(column.data.ty(), rows.len() * column.row_len);
-    storage::gather_rows(&mut data, &column.data, rows, column.row_len);
-    data
 }
 
 /// The general path: each active row alone, through the reference kernels.

@@ -67,6 +67,30 @@ impl Column {
         );
     }
 
+    /// Writes `value` (of the column's row shape) into each row of `rows`.
+    pub fn fill_rows(&mut self, value: &Tensor, rows: &[u32]) {
+        if self.row_len == 1 {
+            // One element: a typed fill and scatter instead of a copy per row.
+            let filled = Data::filled(value.as_scalar(), rows.len());
+            scatter_rows(&mut self.data, &filled, rows, 1);
+        } else {
+            for r in rows {
+                self.set_row(*r as usize, value);
+            }
+        }
+    }
+
+    /// A new column whose row `k` is row `rows[k]` of `self`.
+    pub fn gather(&self, rows: &[u32]) -> Column {
+        let mut data = Data::with_capacity(self.data.ty(), rows.len() * self.row_len);
+        gather_rows(&mut data, &self.data, rows, self.row_len);
+        Column {
+            shape: self.shape.clone(),
+            row_len: self.row_len,
+            data,
+        }
+    }
+
     /// Overwrites row `r` with the elements of `value` (same length).
     pub fn set_row_from_tensor_data(&mut self, r: usize, value: &Data) {
         let n = self.row_len;
