@@ -92,25 +92,7 @@ fn run_on_this_thread(
 ) -> RunOutput {
     let members = batch.size;
     let started = Instant::now();
-    let mut counter = OpCounter::default();
-    let op_counters = program
-        .functions
-        .values()
-        .map(|f| {
-            f.blocks
-                .values()
-                .map(|b| {
-                    b.ops
-                        .iter()
-                        .map(|op| match op {
-                            Op::Prim { prim, loc, .. } => counter.register(prim, *loc),
-                            Op::Call { .. } => None,
-                        })
-                        .collect()
-                })
-                .collect()
-        })
-        .collect();
+    let (counter, op_counters) = OpCounter::for_program(program);
     let mut run = Run {
         program,
         invariance,

@@ -23,19 +23,18 @@
 //! Calls do not use host recursion: each member has an explicit stack of
 //! frames, so a deep recursion in a program cannot overflow the host stack.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Prim, Program, Terminator, Var};
 use autobatch_kernels::{eval, layout, Fault, MemberRng, PrimContext};
-use autobatch_types::{Data, ErrorKind, Loc, MemberError, Tensor};
+use autobatch_types::{Data, MemberError, Tensor};
 
+use crate::batched::{stack_overflow, step_limit, OpCounter};
 use crate::liveness::{last_reads, LastReads};
-use crate::{Batch, Env, OpCount, RunOptions, RunOutput, Stats};
+use crate::{Batch, Env, RunOptions, RunOutput, Stats};
 
 /// Runs every member of `batch` alone, in member order.
 pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) -> RunOutput {
-    let plan = Plan::new(program);
     let entry = match program.functions.get(batch.entry) {
         Some(f) => f,
         None => panic!(
@@ -52,8 +51,13 @@ pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) ->
         );
     }
 
+    let (op_counter, count_slots) = OpCounter::for_program(program);
+    let plan = Plan {
+        count_slots,
+        last_reads: program.functions.values().map(last_reads).collect(),
+    };
     let mut counters = Counters {
-        executions: vec![0; plan.op_keys.len()],
+        ops: op_counter,
         steps: 0,
     };
     let started = Instant::now();
@@ -74,96 +78,30 @@ pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) ->
         .collect();
     let wall_seconds = started.elapsed().as_secs_f64();
 
+    let (op_counts, lane_utilization) = counters.ops.finish(batch.size);
     RunOutput {
         results,
-        stats: plan.stats(&counters, batch.size, wall_seconds),
+        stats: Stats {
+            steps: counters.steps,
+            lane_utilization,
+            op_counts,
+            wall_seconds,
+        },
     }
 }
 
 /// What the executor precomputes once per program: where each user
 /// operation is counted, and which reads may move their value.
 struct Plan {
-    /// Per function, per block, per op: the slot in `op_keys` of a user primitive.
+    /// Per function, per block, per op: the counter of a user primitive.
     count_slots: Vec<Vec<Vec<Option<usize>>>>,
-    /// The distinct (name, loc) of the user primitives; ops with the same
-    /// name and loc (copies of a const-generic function) share one slot.
-    op_keys: Vec<(&'static str, Loc)>,
     last_reads: Vec<LastReads>,
 }
 
-impl Plan {
-    fn new(program: &Program) -> Plan {
-        let mut slot_of_key: HashMap<(&'static str, Loc), usize> = HashMap::new();
-        let mut op_keys = Vec::new();
-        let mut count_slots = Vec::with_capacity(program.functions.len());
-        for function in program.functions.values() {
-            let mut per_block = Vec::with_capacity(function.blocks.len());
-            for block in function.blocks.values() {
-                let slots = block
-                    .ops
-                    .iter()
-                    .map(|op| match op {
-                        Op::Prim { prim, loc, .. } if !prim.is_bookkeeping() => {
-                            let key = (prim.name(), *loc);
-                            Some(*slot_of_key.entry(key).or_insert_with(|| {
-                                op_keys.push(key);
-                                op_keys.len() - 1
-                            }))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                per_block.push(slots);
-            }
-            count_slots.push(per_block);
-        }
-        let last_reads = program.functions.values().map(last_reads).collect();
-        Plan {
-            count_slots,
-            op_keys,
-            last_reads,
-        }
-    }
-
-    fn stats(&self, counters: &Counters, batch_size: usize, wall_seconds: f64) -> Stats {
-        let mut op_counts: Vec<OpCount> = self
-            .op_keys
-            .iter()
-            .zip(&counters.executions)
-            .map(|(&(op, loc), &executions)| OpCount {
-                op,
-                loc,
-                executions,
-                // One member at a time: every execution has exactly one active lane.
-                active_lanes: executions,
-            })
-            .collect();
-        op_counts.sort_by(|a, b| {
-            (a.loc.line, a.loc.column, a.op).cmp(&(b.loc.line, b.loc.column, b.op))
-        });
-        let active: u64 = op_counts.iter().map(|c| c.active_lanes).sum();
-        let lanes_offered: f64 = op_counts
-            .iter()
-            .map(|c| c.executions as f64 * batch_size as f64)
-            .sum();
-        let lane_utilization = if lanes_offered > 0.0 {
-            active as f64 / lanes_offered
-        } else {
-            0.0
-        };
-        Stats {
-            steps: counters.steps,
-            lane_utilization,
-            op_counts,
-            wall_seconds,
-        }
-    }
-}
-
-/// Figures summed over all members.
+/// Figures summed over all members. One member runs at a time, so every
+/// execution of an operation has exactly one active lane.
 struct Counters {
-    /// Indexed like `Plan::op_keys`.
-    executions: Vec<u64>,
+    ops: OpCounter,
     steps: u64,
 }
 
@@ -234,11 +172,10 @@ impl MemberRun<'_> {
                         args,
                         loc,
                     } => {
-                        if let Some(slot) =
-                            plan.count_slots[frame.function.index()][frame.block.index()][op_index]
-                        {
-                            self.counters.executions[slot] += 1;
-                        }
+                        self.counters.ops.record(
+                            plan.count_slots[frame.function.index()][frame.block.index()][op_index],
+                            1,
+                        );
                         let value = eval_prim(&mut frame.vars, prim, args, last_reads, &mut ctx)
                             .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
                         match (dst, value) {
@@ -331,26 +268,14 @@ impl MemberRun<'_> {
     /// used up its steps.
     fn enter_block(&mut self, function: &Function, block: Block) -> Result<(), MemberError> {
         if self.steps >= self.options.max_steps {
-            return Err(MemberError::new(
-                ErrorKind::StepLimit,
-                format!(
-                    "the member exceeded the limit of {} steps (--max-steps)",
-                    self.options.max_steps
-                ),
+            return Err(step_limit(
+                self.options.max_steps,
                 function.blocks[block].loc,
             ));
         }
         self.steps += 1;
         Ok(())
     }
-}
-
-fn stack_overflow(limit: usize, loc: Loc) -> MemberError {
-    MemberError::new(
-        ErrorKind::StackOverflow,
-        format!("stack depth exceeded the limit of {limit} (--max-stack-depth)"),
-        loc,
-    )
 }
 
 /// Evaluates one primitive on the current values of `args`. A copy whose

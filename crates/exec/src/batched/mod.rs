@@ -81,6 +81,35 @@ impl OpCounter {
         }))
     }
 
+    /// A counter with every user operation of `program` registered, and the
+    /// counter index of each operation, by function, block and position.
+    pub fn for_program(
+        program: &autobatch_ir::Program,
+    ) -> (OpCounter, Vec<Vec<Vec<Option<usize>>>>) {
+        let mut counter = OpCounter::default();
+        let indices = program
+            .functions
+            .values()
+            .map(|f| {
+                f.blocks
+                    .values()
+                    .map(|b| {
+                        b.ops
+                            .iter()
+                            .map(|op| match op {
+                                autobatch_ir::Op::Prim { prim, loc, .. } => {
+                                    counter.register(prim, *loc)
+                                }
+                                autobatch_ir::Op::Call { .. } => None,
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        (counter, indices)
+    }
+
     pub fn record(&mut self, counter: Option<usize>, active: usize) {
         if let Some(i) = counter {
             self.counts[i].executions += 1;
@@ -221,16 +250,7 @@ pub fn all_members_overflow(
     batch: &crate::Batch,
 ) -> crate::RunOutput {
     let loc = program.functions[batch.entry].loc;
-    let mut counter = OpCounter::default();
-    for f in program.functions.values() {
-        for block in f.blocks.values() {
-            for op in &block.ops {
-                if let autobatch_ir::Op::Prim { prim, loc, .. } = op {
-                    counter.register(prim, *loc);
-                }
-            }
-        }
-    }
+    let (counter, _) = OpCounter::for_program(program);
     let (op_counts, lane_utilization) = counter.finish(batch.size);
     crate::RunOutput {
         results: (0..batch.size)
