@@ -1071,6 +1071,9 @@ impl FunctionChecker<'_, '_> {
 
     fn check_binary(&mut self, b: &syn::ExprBinary, loc: Loc, end: Loc) -> CheckResult<Expr> {
         use syn::BinOp as B;
+        if let Some(op) = compound_assignment(&b.op) {
+            return self.check_assign(&b.left, Some(op), &b.right, loc, end);
+        }
         let (arith, symbol) = match b.op {
             B::Add(_) => (Some(BinaryOp::Add), "+"),
             B::Sub(_) => (Some(BinaryOp::Sub), "-"),
@@ -1082,36 +1085,6 @@ impl FunctionChecker<'_, '_> {
             B::BitXor(_) => (Some(BinaryOp::BitXor), "^"),
             B::Shl(_) => (Some(BinaryOp::Shl), "<<"),
             B::Shr(_) => (Some(BinaryOp::Shr), ">>"),
-            B::AddAssign(_) => {
-                return self.check_assign(&b.left, Some(BinaryOp::Add), &b.right, loc, end)
-            }
-            B::SubAssign(_) => {
-                return self.check_assign(&b.left, Some(BinaryOp::Sub), &b.right, loc, end)
-            }
-            B::MulAssign(_) => {
-                return self.check_assign(&b.left, Some(BinaryOp::Mul), &b.right, loc, end)
-            }
-            B::DivAssign(_) => {
-                return self.check_assign(&b.left, Some(BinaryOp::Div), &b.right, loc, end)
-            }
-            B::RemAssign(_) => {
-                return self.check_assign(&b.left, Some(BinaryOp::Rem), &b.right, loc, end)
-            }
-            B::BitAndAssign(_) => {
-                return self.check_assign(&b.left, Some(BinaryOp::BitAnd), &b.right, loc, end)
-            }
-            B::BitOrAssign(_) => {
-                return self.check_assign(&b.left, Some(BinaryOp::BitOr), &b.right, loc, end)
-            }
-            B::BitXorAssign(_) => {
-                return self.check_assign(&b.left, Some(BinaryOp::BitXor), &b.right, loc, end)
-            }
-            B::ShlAssign(_) => {
-                return self.check_assign(&b.left, Some(BinaryOp::Shl), &b.right, loc, end)
-            }
-            B::ShrAssign(_) => {
-                return self.check_assign(&b.left, Some(BinaryOp::Shr), &b.right, loc, end)
-            }
             B::And(_) | B::Or(_) => {
                 let lhs = self.check_chain_operand(&b.left, loc)?;
                 let rhs = self.check_expr(&b.right)?;
@@ -3175,6 +3148,25 @@ fn builtin_method(name: &str) -> Option<Builtin> {
         "powi" => Builtin::Powi,
         "powf" => Builtin::Powf,
         "pow" => Builtin::Pow,
+        _ => return None,
+    })
+}
+
+/// The operation of a compound assignment (`+=` gives `Add`), or `None` for
+/// any other operator.
+fn compound_assignment(op: &syn::BinOp) -> Option<BinaryOp> {
+    use syn::BinOp as B;
+    Some(match op {
+        B::AddAssign(_) => BinaryOp::Add,
+        B::SubAssign(_) => BinaryOp::Sub,
+        B::MulAssign(_) => BinaryOp::Mul,
+        B::DivAssign(_) => BinaryOp::Div,
+        B::RemAssign(_) => BinaryOp::Rem,
+        B::BitAndAssign(_) => BinaryOp::BitAnd,
+        B::BitOrAssign(_) => BinaryOp::BitOr,
+        B::BitXorAssign(_) => BinaryOp::BitXor,
+        B::ShlAssign(_) => BinaryOp::Shl,
+        B::ShrAssign(_) => BinaryOp::Shr,
         _ => return None,
     })
 }

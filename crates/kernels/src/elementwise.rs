@@ -47,21 +47,9 @@ pub fn zip_values<A: Copy, B: Copy, R>(
     b: Operand<'_, B>,
     mut f: impl FnMut(A, B) -> R,
 ) -> Vec<R> {
-    match (a.broadcast, b.broadcast) {
-        (true, false) => {
-            let x = a.values[0];
-            b.values.iter().map(|&y| f(x, y)).collect()
-        }
-        (false, true) => {
-            let y = b.values[0];
-            a.values.iter().map(|&x| f(x, y)).collect()
-        }
-        _ => a
-            .values
-            .iter()
-            .zip(b.values)
-            .map(|(&x, &y)| f(x, y))
-            .collect(),
+    match try_zip_values(a, b, |x, y| Ok::<R, std::convert::Infallible>(f(x, y))) {
+        Ok(values) => values,
+        Err(never) => match never {},
     }
 }
 

@@ -1047,51 +1047,29 @@ impl FunctionLowerer<'_> {
                 else_block: exit,
             });
             // The latch increments and goes back to the header.
-            self.loops.push(LoopTargets {
-                continue_to: latch,
-                break_to: Some(exit),
-                result: Vec::new(),
+            self.lower_for_body(
+                body,
+                body_block,
+                latch,
+                exit,
+                mutable.then_some((counter, user_var)),
                 loc,
-            });
-            self.switch_to(body_block);
-            if mutable {
-                self.prim(Prim::Copy, vec![counter], loc, Some(user_var))?;
-            }
-            let flow = self.lower_block(body, None);
-            self.loops.pop();
-            if flow?.is_some() {
-                self.jump(latch);
-            }
-            self.switch_to(latch);
-            let one = self.constant(one_of(elem), loc, None)?;
-            self.prim(
-                Prim::Binary(BinaryOp::Add),
-                vec![counter, one],
-                loc,
-                Some(counter),
             )?;
+            self.increment(counter, elem, loc)?;
             self.jump(header);
             self.switch_to(exit);
             return Ok(Some(Vec::new()));
         }
         // Inclusive: test for the last value before incrementing, so that
         // `a..=MAX` does not overflow.
-        self.loops.push(LoopTargets {
-            continue_to: latch,
-            break_to: Some(exit),
-            result: Vec::new(),
+        self.lower_for_body(
+            body,
+            body_block,
+            latch,
+            exit,
+            mutable.then_some((counter, user_var)),
             loc,
-        });
-        self.switch_to(body_block);
-        if mutable {
-            self.prim(Prim::Copy, vec![counter], loc, Some(user_var))?;
-        }
-        let flow = self.lower_block(body, None);
-        self.loops.pop();
-        if flow?.is_some() {
-            self.jump(latch);
-        }
-        self.switch_to(latch);
+        )?;
         let done = self.prim(Prim::Compare(CompareOp::Eq), vec![counter, stop], loc, None)?;
         let increment = self.new_block(loc);
         self.terminate(Terminator::Branch {
@@ -1100,6 +1078,45 @@ impl FunctionLowerer<'_> {
             else_block: increment,
         });
         self.switch_to(increment);
+        self.increment(counter, elem, loc)?;
+        self.jump(body_block);
+        self.switch_to(exit);
+        Ok(Some(Vec::new()))
+    }
+
+    /// Lowers a `for` body into `body_block`, with `continue` going to
+    /// `latch` and `break` to `exit`, and leaves the builder at `latch`.
+    /// `copy_counter` is `(counter, user variable)` for a `mut` loop variable.
+    fn lower_for_body(
+        &mut self,
+        body: &hir::Block,
+        body_block: Block,
+        latch: Block,
+        exit: Block,
+        copy_counter: Option<(Var, Var)>,
+        loc: Loc,
+    ) -> LowerResult<()> {
+        self.loops.push(LoopTargets {
+            continue_to: latch,
+            break_to: Some(exit),
+            result: Vec::new(),
+            loc,
+        });
+        self.switch_to(body_block);
+        if let Some((counter, user_var)) = copy_counter {
+            self.prim(Prim::Copy, vec![counter], loc, Some(user_var))?;
+        }
+        let flow = self.lower_block(body, None);
+        self.loops.pop();
+        if flow?.is_some() {
+            self.jump(latch);
+        }
+        self.switch_to(latch);
+        Ok(())
+    }
+
+    /// `counter += 1` in the counter's type.
+    fn increment(&mut self, counter: Var, elem: ScalarType, loc: Loc) -> LowerResult<()> {
         let one = self.constant(one_of(elem), loc, None)?;
         self.prim(
             Prim::Binary(BinaryOp::Add),
@@ -1107,9 +1124,7 @@ impl FunctionLowerer<'_> {
             loc,
             Some(counter),
         )?;
-        self.jump(body_block);
-        self.switch_to(exit);
-        Ok(Some(Vec::new()))
+        Ok(())
     }
 
     fn lower_assign(
