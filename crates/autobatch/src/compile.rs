@@ -84,21 +84,22 @@ impl Compiled {
     }
 
     /// The names of the functions that can be run as an entry, in the order
-    /// of the program. Instances of const-generic functions (`norm2<3>`) are
-    /// left out: they are an artifact of compilation, not something the user wrote.
+    /// of the program. Instances of const-generic functions (`norm2<3>`) and
+    /// derived gradient functions (`f'vjp`) are left out: they are an
+    /// artifact of compilation, not something the user wrote.
     pub fn entry_names(&self) -> Vec<&str> {
         self.program
             .functions
             .values()
             .map(|f| f.name.as_str())
-            .filter(|name| !name.contains('<'))
+            .filter(|name| !name.contains('<') && !name.contains('\''))
             .collect()
     }
 
     /// Finds the entry function `name`, or says which functions exist.
     pub(crate) fn entry_function(&self, name: &str) -> Result<FuncId, InputError> {
         match self.program.function_by_name(name) {
-            Some(id) if !name.contains('<') => Ok(id),
+            Some(id) if !name.contains('<') && !name.contains('\'') => Ok(id),
             _ => {
                 let available = self.entry_names();
                 let listed = if available.is_empty() {

@@ -1927,12 +1927,18 @@ impl FunctionChecker<'_, '_> {
             None => {}
         }
         if name == "grad" || name == "value_and_grad" {
-            return Err(error(
-                format!("`{name}` is not yet supported (autodiff comes in a later version)"),
-                loc,
-                end,
-                "automatic differentiation",
-            ));
+            if let Some(t) = turbofish {
+                return Err(error(
+                    format!("`{name}` takes no generic arguments"),
+                    start_of(t.lt_token.span),
+                    end_of(t.gt_token.span),
+                    "unexpected `::<...>`",
+                )
+                .map_note(format!(
+                    "give the function's const arguments on the function: `{name}(f::<3>, x)`"
+                )));
+            }
+            return self.check_grad(&name, &c.args, loc, end);
         }
         let Some(builtin) = builtin_function(&name) else {
             return Err(error(
@@ -2075,6 +2081,217 @@ impl FunctionChecker<'_, '_> {
                 args: out,
             },
             ret,
+            loc,
+        ))
+    }
+
+    /// `grad(f, x)` / `value_and_grad(f, x)`: `f` names a function of the
+    /// module with one float parameter and a float scalar result; `x` has the
+    /// parameter's type (const generics of `f` inferred from it or given as
+    /// `f::<...>`). Whether `f` is differentiable is checked once every body
+    /// is known (`crate::differentiable`).
+    fn check_grad(
+        &mut self,
+        name: &str,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        if args.len() != 2 {
+            return Err(error(
+                format!(
+                    "`{name}` takes 2 arguments (a function and a point), but {} were given",
+                    args.len()
+                ),
+                loc,
+                end,
+                "expected 2 arguments",
+            )
+            .map_note(format!(
+                "write `{name}(f, x)` where `f` is the name of a function of one parameter"
+            )));
+        }
+        let f_expr = &args[0];
+        let (fl, fe) = (expr_start(f_expr), expr_end(f_expr));
+        let not_function = |what: String| {
+            error(
+                format!("the first argument of `{name}` must name a function of the program, but {what}"),
+                fl,
+                fe,
+                "not a function of the program",
+            )
+            .map_note(format!("write `{name}(f, x)` where `f` is declared with `fn f(x: ...) -> f64`"))
+        };
+        let syn::Expr::Path(p) = peel(f_expr) else {
+            return Err(not_function("this is an expression".into()));
+        };
+        if p.qself.is_some() || p.path.segments.len() != 1 || p.path.leading_colon.is_some() {
+            return Err(not_function(format!("`{}` is a path", path_text(&p.path))));
+        }
+        let segment = &p.path.segments[0];
+        let fname = segment.ident.to_string();
+        let turbofish = match &segment.arguments {
+            syn::PathArguments::None => None,
+            syn::PathArguments::AngleBracketed(a) => Some(a),
+            syn::PathArguments::Parenthesized(_) => {
+                return Err(not_function(format!("`{fname}(...)` is not a name")));
+            }
+        };
+        if self.lookup_local(&fname).is_some() {
+            return Err(not_function(format!("`{fname}` is a variable")));
+        }
+        let index = match self.scope.names.get(&fname).map(|(k, _)| *k) {
+            Some(ModuleName::Function(index)) => index,
+            Some(ModuleName::HostFunction) => {
+                return Err(error(
+                    format!("cannot differentiate the host primitive `{fname}`"),
+                    fl,
+                    fe,
+                    "host primitive",
+                )
+                .map_note("only functions written in autobatch can be differentiated"))
+            }
+            Some(ModuleName::Const) => {
+                return Err(not_function(format!("`{fname}` is a constant")))
+            }
+            Some(ModuleName::Static(_)) => {
+                return Err(not_function(format!("`{fname}` is a static")))
+            }
+            None if builtin_function(&fname).is_some() => {
+                return Err(not_function(format!("`{fname}` is a builtin"))
+                    .map_note("wrap it in a function: `fn g(x: f64) -> f64 { ... }`"))
+            }
+            None => {
+                return Err(error(
+                    format!("cannot find function `{fname}`"),
+                    fl,
+                    fe,
+                    "not found",
+                ))
+            }
+        };
+        let sig = self.scope.signatures[index].clone();
+        let declared = |d: Box<Diagnostic>| -> Box<Diagnostic> {
+            d.map_note(format!(
+                "`{}` is declared at {}:{}",
+                sig.name, sig.loc.line, sig.loc.column
+            ))
+        };
+        if sig.params.len() != 1 {
+            return Err(declared(
+                error(
+                    format!(
+                        "`{name}` differentiates a function of exactly one parameter, but `{}` takes {}",
+                        sig.name,
+                        sig.params.len()
+                    ),
+                    fl,
+                    fe,
+                    format!("takes {} parameters", sig.params.len()),
+                )
+                .map_note("pass other inputs as statics (`extern \"autobatch\" { static X: ...; }`), or pack the parameters into one array"),
+            ));
+        }
+        let (pname, _, pty, _) = sig.params[0].clone();
+        if !matches!(&pty, Ty::Tensor(t) if t.elem.is_float()) {
+            return Err(declared(error(
+                format!(
+                    "`{name}` needs a float parameter (`f32`, `f64` or an array of them), but the parameter `{pname}` of `{}` is `{}`",
+                    sig.name,
+                    self.show_with(&pty, &sig.const_params)
+                ),
+                fl,
+                fe,
+                "parameter is not a float",
+            )));
+        }
+        if !matches!(&sig.ret, Ty::Tensor(t) if t.elem.is_float() && t.is_scalar()) {
+            return Err(declared(error(
+                format!(
+                    "`{name}` needs a function returning a float scalar (`f32` or `f64`), but `{}` returns `{}`",
+                    sig.name,
+                    self.show_with(&sig.ret, &sig.const_params)
+                ),
+                fl,
+                fe,
+                "result is not a float scalar",
+            )));
+        }
+        let mut bindings: Vec<Option<DimExpr>> = vec![None; sig.const_params.len()];
+        if let Some(t) = turbofish {
+            if t.args.len() != sig.const_params.len() {
+                return Err(error(
+                    format!(
+                        "`{}` has {} const generic parameter(s), but {} were given",
+                        sig.name,
+                        sig.const_params.len(),
+                        t.args.len()
+                    ),
+                    start_of(t.lt_token.span),
+                    end_of(t.gt_token.span),
+                    "wrong number of generic arguments",
+                ));
+            }
+            for (i, a) in t.args.iter().enumerate() {
+                bindings[i] = Some(self.resolve_const_arg(a)?);
+            }
+        }
+        let x = self.check_expr(&args[1])?;
+        let x_end = expr_end(&args[1]);
+        if !self.match_param(&pty, &x.ty, &mut bindings) {
+            let known: Vec<DimExpr> = bindings
+                .iter()
+                .enumerate()
+                .map(|(i, b)| b.unwrap_or(DimExpr::Generic(i as u32)))
+                .collect();
+            let want = substitute(&pty, &known);
+            return Err(error(
+                format!(
+                    "mismatched types: `{name}` differentiates `{}` at a point of its parameter type `{}`, but this is `{}`",
+                    sig.name,
+                    self.show_with(&want, &sig.const_params),
+                    self.show(&x.ty)
+                ),
+                x.loc,
+                x_end,
+                format!("expected `{}`", self.show_with(&want, &sig.const_params)),
+            ));
+        }
+        let mut const_args = Vec::new();
+        for (i, b) in bindings.iter().enumerate() {
+            match b {
+                Some(d) => const_args.push(*d),
+                None => {
+                    return Err(error(
+                        format!(
+                            "cannot infer the const parameter `{}` of `{}` from the point",
+                            sig.const_params[i], sig.name
+                        ),
+                        loc,
+                        end,
+                        "cannot infer",
+                    )
+                    .map_note(format!(
+                        "give it explicitly: `{name}({}::<N>, x)`",
+                        sig.name
+                    )))
+                }
+            }
+        }
+        let point_ty = substitute(&pty, &const_args);
+        let ty = if name == "value_and_grad" {
+            Ty::Tuple(vec![substitute(&sig.ret, &const_args), point_ty])
+        } else {
+            point_ty
+        };
+        Ok(mk(
+            ExprKind::Grad {
+                function: index,
+                const_args,
+                arg: Box::new(x),
+                with_value: name == "value_and_grad",
+            },
+            ty,
             loc,
         ))
     }
@@ -2972,6 +3189,7 @@ impl FunctionChecker<'_, '_> {
                     self.finalize_expr(a)?;
                 }
             }
+            ExprKind::Grad { arg, .. } => self.finalize_expr(arg)?,
             ExprKind::Field { base, .. } => self.finalize_expr(base)?,
             ExprKind::Index { base, index } => {
                 self.finalize_expr(base)?;

@@ -361,6 +361,17 @@ pub enum ExprKind {
         builtin: Builtin,
         args: Vec<Expr>,
     },
+    /// `grad(function, arg)`, or `value_and_grad(function, arg)` when
+    /// `with_value`: the gradient at `arg` of a function of the module with
+    /// one float parameter and a float scalar result. `const_args` as for
+    /// [`ExprKind::Call`]. The front end has checked that everything the
+    /// function reaches is differentiable.
+    Grad {
+        function: FunctionIndex,
+        const_args: Vec<DimExpr>,
+        arg: Box<Expr>,
+        with_value: bool,
+    },
     Tuple(Vec<Expr>),
     Field {
         base: Box<Expr>,

@@ -1172,12 +1172,14 @@ pub(crate) fn check_file(source: &str, file: &syn::File) -> Result<hir::Module, 
         errors.dedup();
         return Err(errors);
     }
-    Ok(hir::Module {
+    let module = hir::Module {
         symbols: scope.symbols,
         statics: scope.statics,
         functions: checked,
         host_functions: scope.host_functions,
-    })
+    };
+    crate::differentiable::check_module(&module)?;
+    Ok(module)
 }
 
 fn evaluate_const(

@@ -9,12 +9,14 @@
 //! Pipeline: [`guard`] bounds the nesting of the token stream so that `syn`
 //! cannot exhaust the stack; `syn::parse_file` parses; [`items`] collects
 //! items, evaluates constants, collects symbolic dimensions and resolves
-//! signatures; [`body`] checks each function body into HIR.
+//! signatures; [`body`] checks each function body into HIR; `differentiable`
+//! checks what `grad` / `value_and_grad` differentiate.
 
 pub mod hir;
 
 mod body;
 mod diagnostic;
+mod differentiable;
 mod guard;
 mod items;
 mod location;

@@ -256,25 +256,114 @@ fn rejects_unsupported_expressions() {
 }
 
 #[test]
-fn rejects_grad_and_host_calls() {
-    check_err(
-        "fn f(x: f64) -> f64 { x * x }\nfn g(x: f64) -> f64 { grad(f, x) }",
-        "`grad` is not yet supported (autodiff comes in a later version)",
-        2,
-        23,
-    );
-    check_err(
-        "fn g(x: f64) -> f64 { value_and_grad(g, x).0 }",
-        "`value_and_grad` is not yet supported",
-        1,
-        23,
-    );
+fn rejects_host_calls() {
     check_err(
         "extern \"autobatch\" { fn h(x: f64) -> f64; }\nfn g(x: f64) -> f64 { h(x) }",
         "host primitive `h` is not yet supported",
         2,
         23,
     );
+}
+
+#[test]
+fn accepts_grad_and_value_and_grad() {
+    let m = check(
+        "fn f(x: [f64; 3]) -> f64 { dot(x, x) }\n\
+         fn n2<const K: usize>(v: [f32; K]) -> f32 { sum(v * v) }\n\
+         fn g(x: [f64; 3]) -> [f64; 3] { grad(f, x) }\n\
+         fn h(x: [f64; 3]) -> (f64, [f64; 3]) { value_and_grad(f, x) }\n\
+         fn k(x: [f32; 2]) -> [f32; 2] { grad(n2, x) + grad(n2::<2>, x) }",
+    )
+    .expect("accepted");
+    assert_eq!(m.functions.len(), 5);
+}
+
+#[test]
+fn rejects_grad_of_what_is_not_a_scalar_function_of_one_float() {
+    let cases: &[(&str, &str, u32, u32)] = &[
+        (
+            "fn g(x: f64) -> f64 { grad(sigmoid, x) }",
+            "`sigmoid` is a builtin",
+            1,
+            28,
+        ),
+        (
+            "fn g(x: f64) -> f64 { grad(x, x) }",
+            "`x` is a variable",
+            1,
+            28,
+        ),
+        (
+            "fn g(x: f64) -> f64 { grad(nope, x) }",
+            "cannot find function `nope`",
+            1,
+            28,
+        ),
+        (
+            "fn g(x: f64) -> f64 { grad(g) }",
+            "takes 2 arguments",
+            1,
+            23,
+        ),
+        (
+            "fn g(x: f64) -> f64 { grad::<3>(g, x) }",
+            "takes no generic arguments",
+            1,
+            29,
+        ),
+        (
+            "fn f(a: f64, b: f64) -> f64 { a * b }\nfn g(x: f64) -> f64 { grad(f, x) }",
+            "exactly one parameter, but `f` takes 2",
+            2,
+            28,
+        ),
+        (
+            "fn f(a: i64) -> f64 { a as f64 }\nfn g(x: i64) -> i64 { grad(f, x) }",
+            "needs a float parameter",
+            2,
+            28,
+        ),
+        (
+            "fn f(a: [f64; 2]) -> [f64; 2] { a }\nfn g(x: [f64; 2]) -> [f64; 2] { grad(f, x) }",
+            "returning a float scalar",
+            2,
+            38,
+        ),
+        (
+            "fn f(a: f64) -> i64 { a as i64 }\nfn g(x: f64) -> i64 { grad(f, x) }",
+            "returning a float scalar",
+            2,
+            28,
+        ),
+        (
+            "fn f(a: [f64; 2]) -> f64 { sum(a) }\nfn g(x: [f64; 3]) -> [f64; 3] { grad(f, x) }",
+            "at a point of its parameter type `[f64; 2]`, but this is `[f64; 3]`",
+            2,
+            41,
+        ),
+    ];
+    for (src, msg, line, col) in cases {
+        check_err(src, msg, *line, *col);
+    }
+}
+
+#[test]
+fn rejects_what_cannot_be_differentiated() {
+    let head = "fn g(x: f64) -> f64 { grad(f, x) }\n";
+    let cases: &[(&str, &str, u32, u32)] = &[
+        ("fn f(x: f64) -> f64 { let mut y = x; while y > 1.0 { y = y / 2.0; } y }", "`while` loop", 2, 38),
+        ("fn f(x: f64) -> f64 { let mut y = x; loop { y = y * 2.0; if y > 9.0 { return y; } } }", "cannot differentiate a `loop`", 2, 38),
+        ("fn f(x: f64) -> f64 { let mut y = x; for i in 0..3 { if y > 1.0 { break; } y = y * 2.0; } y }", "cannot differentiate a `break`", 2, 67),
+        ("fn f(x: f64) -> f64 { let n = x as i64; let mut y = x; for i in 0..n { y = y * 2.0; } y }", "bounds depend on the differentiated value", 2, 68),
+        ("fn f(x: f64) -> f64 { let mut n = 2; if x > 0.0 { n = 3; } let mut y = x; for i in 0..n { y = y * 2.0; } y }", "bounds depend", 2, 87),
+        ("fn f(x: f64) -> f64 { h(x, x as usize) }\nfn h(a: f64, n: usize) -> f64 { let mut y = a; for i in 1..=n { y = y * a; } y }", "bounds depend", 3, 61),
+        ("fn f(x: f64) -> f64 { x * uniform() }", "random draw `uniform`", 2, 27),
+        ("fn f(x: f64) -> f64 { x + h(x) }\nfn h(a: f64) -> f64 { if a > 1.0 { h(a / 2.0) } else { a } }", "recursive call of `h`", 3, 36),
+        ("fn f(x: f64) -> f64 { grad(k, x) }\nfn k(a: f64) -> f64 { a * a }", "inside differentiated code", 2, 23),
+    ];
+    for (body, msg, line, col) in cases {
+        check_err(&format!("{head}{body}"), msg, *line, *col);
+    }
 }
 
 // ---------------------------------------------------------------- names

@@ -266,6 +266,7 @@ fn contains_assign(e: &Expr) -> bool {
             | ExprKind::Builtin { args, .. }
             | ExprKind::Tuple(args)
             | ExprKind::Array(args) => stack.extend(args.iter()),
+            ExprKind::Grad { arg, .. } => stack.push(arg),
             ExprKind::Field { base, .. } => stack.push(base),
             ExprKind::Index { base, index } => {
                 stack.push(base);
@@ -699,6 +700,49 @@ impl FunctionLowerer<'_> {
                     loc,
                 })?;
                 Ok(Some(dsts))
+            }
+            ExprKind::Grad {
+                function,
+                const_args,
+                arg,
+                with_value,
+            } => {
+                let Some(x) = self.lower_expr(arg, None)? else {
+                    return Ok(None);
+                };
+                let x = self.single(&x, loc)?;
+                let mut concrete = Vec::new();
+                for d in const_args {
+                    concrete.push(concrete_dim(*d, self.const_args)?);
+                }
+                let callee: FuncId = self.registry.instance(self.module, *function, concrete);
+                let vjp = self.registry.vjp(callee);
+                let Some(hir::Ty::Tensor(ret)) =
+                    self.module.functions.get(*function).map(|f| &f.ret)
+                else {
+                    return Err(internal(
+                        "`grad` of a function without a scalar result",
+                        loc,
+                    ));
+                };
+                let seed_value = match ret.elem {
+                    ScalarType::F32 => Scalar::F32(1.0),
+                    _ => Scalar::F64(1.0),
+                };
+                let seed = self.constant(seed_value, loc, None)?;
+                let value = self.temp(self.var_ty(seed));
+                let gradient = self.temp(self.var_ty(x));
+                self.push_op(Op::Call {
+                    dsts: vec![value, gradient],
+                    callee: vjp,
+                    args: vec![x, seed],
+                    loc,
+                })?;
+                if *with_value {
+                    Ok(Some(vec![value, gradient]))
+                } else {
+                    Ok(Some(vec![gradient]))
+                }
             }
             ExprKind::Builtin { builtin, args } => {
                 let refs: Vec<&Expr> = args.iter().collect();

@@ -75,7 +75,54 @@ pub fn lower(module: &hir::Module) -> Result<Program, Vec<Diagnostic>> {
         return Err(errors);
     }
     program.functions = lowered.into_iter().collect::<EntityVec<FuncId, Function>>();
+    derive_gradients(&mut program, &registry.vjps)?;
     Ok(program)
+}
+
+/// Adds the vjp functions that `grad` / `value_and_grad` call (see the
+/// `autobatch-autodiff` crate) and points the calls, which the lowering
+/// emitted to placeholder ids ([`InstanceRegistry::vjp`]), at them.
+fn derive_gradients(program: &mut Program, vjps: &[FuncId]) -> Result<(), Vec<Diagnostic>> {
+    if vjps.is_empty() {
+        return Ok(());
+    }
+    let requests: Vec<autobatch_autodiff::Request> = vjps
+        .iter()
+        .map(|f| autobatch_autodiff::Request {
+            function: *f,
+            active: program.functions[*f]
+                .params
+                .iter()
+                .map(|p| program.functions[*f].vars[*p].ty.elem.is_float())
+                .collect(),
+        })
+        .collect();
+    let ids = autobatch_autodiff::derive(program, &requests).map_err(|e| {
+        vec![Diagnostic::new(
+            format!("cannot differentiate: {}", e.message),
+            e.loc,
+            Loc::new(e.loc.line, e.loc.column + 1),
+            "in the differentiated code",
+        )]
+    })?;
+    for f in program.functions.values_mut() {
+        for block in f.blocks.values_mut() {
+            for op in &mut block.ops {
+                if let autobatch_ir::Op::Call { callee, .. } = op {
+                    if let Some(k) = placeholder_index(*callee, ids.len()) {
+                        *callee = ids[k];
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The request index of a placeholder callee id, if `id` is one.
+fn placeholder_index(id: FuncId, count: usize) -> Option<usize> {
+    let k = (u32::MAX - id.0) as usize;
+    (k < count).then_some(k)
 }
 
 /// The function instances of the program: each (function, const arguments)
@@ -85,9 +132,24 @@ pub(crate) struct InstanceRegistry {
     ids: HashMap<(usize, Vec<Dim>), FuncId>,
     pub(crate) order: Vec<(usize, Vec<Dim>)>,
     pub(crate) names: Vec<String>,
+    /// Function instances whose vjp `grad` / `value_and_grad` calls.
+    pub(crate) vjps: Vec<FuncId>,
 }
 
 impl InstanceRegistry {
+    /// The placeholder callee id of the vjp of `function` (the k-th distinct
+    /// one is `u32::MAX - k`), replaced by the real id once derived.
+    pub(crate) fn vjp(&mut self, function: FuncId) -> FuncId {
+        let k = match self.vjps.iter().position(|f| *f == function) {
+            Some(k) => k,
+            None => {
+                self.vjps.push(function);
+                self.vjps.len() - 1
+            }
+        };
+        FuncId(u32::MAX - k as u32)
+    }
+
     pub(crate) fn instance(
         &mut self,
         module: &hir::Module,

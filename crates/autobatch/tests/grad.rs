@@ -1,0 +1,404 @@
+//! `grad` and `value_and_grad` through the real pipeline (compile, bind,
+//! run on every strategy and lanes mode), against central finite
+//! differences of the same function (one table row per supported
+//! operation) and against hand-written gradients.
+
+// Only `configurations` is used here; the rest serves `programs.rs`.
+#[allow(dead_code)]
+mod harness;
+
+use autobatch::{compile, Compiled, Inputs, RunConfig, Strategy};
+use harness::configurations;
+use serde_json::{json, Value};
+
+/// Statics and helpers every case may use.
+const PRELUDE: &str = r#"
+extern "autobatch" {
+    static M: [[f64; 3]; 3];
+    static V: [f64; 3];
+    static IDX: [usize; 3];
+    static M32: [[f32; 3]; 3];
+}
+fn helper(a: f64, b: f64) -> f64 { a * b.sin() }
+fn pair(v: [f64; 3]) -> (f64, [f64; 3]) { (sum(v), v * 2.0) }
+fn norm2<const K: usize>(v: [f64; K]) -> f64 { dot(v, v) }
+fn branchy(a: f64, n: i64) -> f64 {
+    let mut r = a;
+    for k in 0..n {
+        if r > 1.0 { r = r.sqrt(); } else { r = r * 1.5 + 0.1; }
+    }
+    r
+}
+"#;
+
+const SHARED: &str = r#"{
+    "M": [[0.5, -0.3, 0.8], [0.1, 0.9, -0.4], [-0.6, 0.2, 0.3]],
+    "V": [0.7, -1.2, 0.4],
+    "IDX": [2, 0, 1],
+    "M32": [[0.5, -0.3, 0.8], [0.1, 0.9, -0.4], [-0.6, 0.2, 0.3]]
+}"#;
+
+/// The shape of the differentiated parameter.
+#[derive(Clone, Copy)]
+enum Shape {
+    Scalar,
+    Vector,
+    Matrix,
+}
+
+struct Case {
+    ty: &'static str,
+    shape: Shape,
+    /// Only positive points (for `ln`, `sqrt`, `powf`...).
+    positive: bool,
+    body: &'static str,
+}
+
+const fn case(ty: &'static str, shape: Shape, positive: bool, body: &'static str) -> Case {
+    Case {
+        ty,
+        shape,
+        positive,
+        body,
+    }
+}
+
+use Shape::{Matrix, Scalar, Vector};
+
+const CASES: &[Case] = &[
+    // f64 scalars: arithmetic and every float builtin.
+    case("f64", Scalar, false, "x * x * 3.0 - x / 2.0 + 1.0 - (-x)"),
+    case("f64", Scalar, false, "2.0 / x + x / (x * x + 1.0)"),
+    case("f64", Scalar, false, "x.exp() * x.sin() + x.cos() - x.tan()"),
+    case("f64", Scalar, false, "x.exp_m1() + x.tanh() + x.recip() + x.abs()"),
+    case("f64", Scalar, true, "x.ln() + x.ln_1p() + x.log10() + x.sqrt()"),
+    case("f64", Scalar, true, "x.powi(3) + x.powf(1.7) + (2.5f64).powf(x) + x.powf(x)"),
+    case("f64", Scalar, false, "x.max(0.5) + x.min(0.2) + (2.0 * x).max(x) + x.min(x * x)"),
+    case("f64", Scalar, false, "x.floor() + x.ceil() * x + x.round() + x.signum() * x"),
+    case("f64", Scalar, false, "sigmoid(x) + log_sigmoid(x) + softplus(x) * x"),
+    case("f64", Scalar, false, "x % 0.7 + 1.3 % x"),
+    case("f64", Scalar, false, "(x * 3.0) as i64 as f64 + x * ((x * 3.0) as i64 as f64)"),
+    case("f64", Scalar, false, "((x as f32) * 2.0f32) as f64 * 0.0 + (x * x) as f64"),
+    case("f64", Scalar, false, "select(x > 0.0, x * x, -x * 3.0) + select(x < 1.0, 2.0, x)"),
+    case("f64", Scalar, false, "if x > 0.0 { x.exp() } else if x > -0.5 { x * x } else { -x }"),
+    case("f64", Scalar, false, "let mut a = x; for i in 0..4 { a = a * x + (i as f64); } a"),
+    case("f64", Scalar, false, "helper(x, x * 2.0) + helper(1.5, x) + helper(x, 0.3)"),
+    case("f64", Scalar, false, "let (s, w) = pair([x, 2.0 * x, 3.0]); s * w[1]"),
+    case("f64", Scalar, true, "branchy(x, 3) + branchy(x * x, IDX[0] as i64)"),
+    case("f64", Scalar, false, "let t = (x, 2.0 * x); let mut u = t; u.1 = u.0 * u.1; u.1 + t.0"),
+    case("f64", Scalar, false, "let mut s = 0.0; let k = IDX[0] + 1; for i in 0..k { s += x * (i as f64); } s"),
+    // f64 vectors.
+    case("[f64; 3]", Vector, false, "dot(x, x) + sum(x * V) + mean(x.exp())"),
+    case("[f64; 3]", Vector, false, "logsumexp(x) + softmax(x)[1] * 3.0 + dot(softmax(x), V)"),
+    case("[f64; 3]", Vector, false, "sum(matvec(M, x).tanh()) + dot(vecmat(x, M), x)"),
+    case("[f64; 3]", Vector, false, "max(x * V) + min(x) + sum(x.max(V)) + sum(V.min(x))"),
+    case("[f64; 3]", Vector, false, "x[IDX[0]] * x[(IDX[1] + 1) % 3] + x[2] * x[argmax(x)]"),
+    case("[f64; 3]", Vector, false, "let mut y = x; y[1] = x[0] * x[2]; y[0] = 2.0; y[2] += y[1]; sum(y * y)"),
+    case("[f64; 3]", Vector, false, "let a = [x[0], x[1] * 2.0, 3.0]; let b = [x[2]; 3]; dot(a, b)"),
+    case("[f64; 3]", Vector, false, "sum(x * 2.0 + 1.0) + sum(3.0 / (x * x + 1.0)) + sum(x - x[0]) + sum(x[1] * x)"),
+    case("[f64; 3]", Vector, false, "norm2(x) + norm2::<3>(x * 2.0)"),
+    case("[f64; 3]", Vector, false, "let mut acc = 0.0; for i in 0..3 { if x[i] > 0.0 { acc += x[i].exp(); } else { acc -= x[i] * x[i]; } } acc"),
+    case("[f64; 3]", Vector, false, "sum(sigmoid(x) + log_sigmoid(x) * softplus(x)) + sum(x.powi(2)) + sum(x.sin().abs())"),
+    case("[f64; 3]", Vector, false, "let o = outer(x, V); sum(matvec(transpose(o), x)) + sum(matvec(o, V)) + sum(vecmat(V, outer(x, x)))"),
+    case("[f64; 3]", Vector, false, "let mut h = x; for i in 0..5 { h = matvec(M, h).tanh() + V * (i as f64); } sum(h)"),
+    case("[f64; 3]", Vector, false, "let mut m = [x; 3]; m[1] = x * x; m[2][IDX[2]] = x[0] * 3.0; sum(matvec(m, V)) + sum(m[2])"),
+    case("[f64; 3]", Vector, false, "select(x[0] > x[1], sum(x), dot(x, V)) + sum(select(x[2] > 0.0, x, V))"),
+    // f64 matrices (rank 2).
+    case("[[f64; 3]; 2]", Matrix, false, "let m = matmul(transpose(x), x); sum(matvec(m, V)) + dot(vecmat([1.0, -2.0], x), V)"),
+    case("[[f64; 3]; 2]", Matrix, false, "let s = 2.0 * x[0][1]; sum(matvec(x * s, V)) + sum(matvec(x.exp(), V)) + sum(matvec(s / (x * x + 1.0), V))"),
+    case("[[f64; 3]; 2]", Matrix, false, "let t = [x; 2]; sum(matvec(t[1], V)) + sum(matvec(t[0] * t[1], V))"),
+    case("[[f64; 3]; 2]", Matrix, false, "sum(matvec(matmul(x, M), V)) + sum(matvec(matmul(x, transpose(x)), [1.0, 0.5]))"),
+    case("[[f64; 3]; 2]", Matrix, false, "let mut y = x; y[0][1] = y[1][2] * y[0][0]; y[1] = V * x[0][2]; sum(vecmat([0.3, 0.7], y * y))"),
+    // f32.
+    case("f32", Scalar, false, "x * x.exp() + sigmoid(x) - x.cos() / 2.0"),
+    case("f32", Scalar, false, "((x as f64) * 2.0).exp() as f32 + x.max(0.1)"),
+    case("[f32; 3]", Vector, false, "dot(x, x.tanh()) + logsumexp(x) + sum(matvec(M32, x))"),
+];
+
+fn prelude_program(case: &Case) -> String {
+    let ret = if case.ty.contains("f32") {
+        "f32"
+    } else {
+        "f64"
+    };
+    format!(
+        "{PRELUDE}\nfn f(x: {ty}) -> {ret} {{ {body} }}\nfn g(x: {ty}) -> {ty} {{ grad(f, x) }}\nfn vg(x: {ty}) -> ({ret}, {ty}) {{ value_and_grad(f, x) }}\n",
+        ty = case.ty,
+        body = case.body
+    )
+}
+
+/// Points as flat coordinates (row-major).
+fn points(case: &Case) -> Vec<Vec<f64>> {
+    let n = match case.shape {
+        Scalar => 1,
+        Vector => 3,
+        Matrix => 6,
+    };
+    let bases: [&[f64]; 3] = [
+        &[0.3, -0.7, 1.1, 0.45, -1.35, 0.8],
+        &[-0.35, 0.55, -0.15, 1.25, 0.65, -0.9],
+        &[1.45, 0.15, 0.6, -0.55, 0.95, 0.35],
+    ];
+    bases
+        .iter()
+        .map(|b| {
+            b[..n]
+                .iter()
+                .map(|v| if case.positive { v.abs() + 0.2 } else { *v })
+                .collect()
+        })
+        .collect()
+}
+
+fn to_json(shape: Shape, flat: &[f64]) -> Value {
+    match shape {
+        Scalar => json!(flat[0]),
+        Vector => json!(flat),
+        Matrix => json!([flat[..3], flat[3..]]),
+    }
+}
+
+fn flatten(v: &Value, out: &mut Vec<f64>) {
+    match v {
+        Value::Array(items) => items.iter().for_each(|i| flatten(i, out)),
+        other => out.push(
+            other
+                .as_f64()
+                .unwrap_or_else(|| panic!("expected a number, got {other}")),
+        ),
+    }
+}
+
+/// Runs `entry` on one member per point; returns each member's `ok` value.
+fn run(compiled: &Compiled, entry: &str, points: &[Value], config: &RunConfig) -> Vec<Value> {
+    let inputs = format!(
+        "{{\"batch\": {{\"x\": {}}}, \"shared\": {SHARED}}}",
+        Value::Array(points.to_vec())
+    );
+    let inputs = Inputs::from_json_str(&inputs).expect("inputs parse");
+    let bound = compiled
+        .bind(entry, &inputs)
+        .unwrap_or_else(|e| panic!("binding {entry}: {}", e.message()));
+    let result = bound
+        .run(config)
+        .unwrap_or_else(|e| panic!("running {entry}: {e}"));
+    let json = result.to_json(false);
+    json["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            r.get("ok")
+                .cloned()
+                .unwrap_or_else(|| panic!("{entry} failed: {r}"))
+        })
+        .collect()
+}
+
+fn reference() -> RunConfig {
+    RunConfig {
+        strategy: Strategy::Reference,
+        ..RunConfig::default()
+    }
+}
+
+#[test]
+fn gradients_match_finite_differences() {
+    let mut failures = Vec::new();
+    for (index, case) in CASES.iter().enumerate() {
+        let source = prelude_program(case);
+        let compiled = match compile(&source, "case.ab") {
+            Ok(c) => c,
+            Err(e) => {
+                failures.push(format!(
+                    "case {index} `{}`: does not compile:\n{}",
+                    case.body,
+                    e.render(false)
+                ));
+                continue;
+            }
+        };
+        let f32_case = case.ty.contains("f32");
+        let (step, tolerance) = if f32_case { (1e-2, 5e-3) } else { (1e-5, 1e-6) };
+        let pts = points(case);
+        // Central differences, evaluating `f` itself on the reference executor.
+        let mut perturbed = Vec::new();
+        for p in &pts {
+            for j in 0..p.len() {
+                let h = step * p[j].abs().max(1.0);
+                for sign in [1.0, -1.0] {
+                    let mut q = p.clone();
+                    q[j] += sign * h;
+                    perturbed.push(to_json(case.shape, &q));
+                }
+            }
+        }
+        let values = run(&compiled, "f", &perturbed, &reference());
+        let mut fd = Vec::new();
+        let mut k = 0;
+        for p in &pts {
+            let mut row = Vec::new();
+            for xj in p {
+                let h = step * xj.abs().max(1.0);
+                let (plus, minus) = (values[k].as_f64().unwrap(), values[k + 1].as_f64().unwrap());
+                row.push((plus - minus) / (2.0 * h));
+                k += 2;
+            }
+            fd.push(row);
+        }
+        let at: Vec<Value> = pts.iter().map(|p| to_json(case.shape, p)).collect();
+        let f_at = run(&compiled, "f", &at, &reference());
+        for (strategy, lanes, block_choice) in configurations() {
+            let config = RunConfig {
+                strategy,
+                lanes,
+                block_choice,
+                ..RunConfig::default()
+            };
+            let grads = run(&compiled, "g", &at, &config);
+            let vgs = run(&compiled, "vg", &at, &config);
+            for (m, ((g, vg), want)) in grads.iter().zip(&vgs).zip(&fd).enumerate() {
+                let mut got = Vec::new();
+                flatten(g, &mut got);
+                let close = got.len() == want.len()
+                    && got
+                        .iter()
+                        .zip(want)
+                        .all(|(a, b)| (a - b).abs() <= tolerance * b.abs().max(1.0));
+                if !close {
+                    failures.push(format!(
+                        "case {index} `{}` [{strategy}/{lanes}/{block_choice}] member {m}: grad {got:?}, finite differences {want:?}",
+                        case.body
+                    ));
+                }
+                // value_and_grad gives f's value and the same gradient.
+                let (value, vgrad) = (&vg[0], &vg[1]);
+                if value != &f_at[m] || vgrad != g {
+                    failures.push(format!(
+                        "case {index} `{}` [{strategy}/{lanes}/{block_choice}] member {m}: value_and_grad gives {vg}, but f gives {} and grad {g}",
+                        case.body, f_at[m]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Runs `a` and `b` on the same members under every configuration and
+/// checks that they agree to a relative 1e-12.
+fn same_results(source: &str, a: &str, b: &str, inputs: &str) {
+    let compiled = compile(source, "hand.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let inputs = Inputs::from_json_str(inputs).expect("inputs parse");
+    for (strategy, lanes, block_choice) in configurations() {
+        let config = RunConfig {
+            strategy,
+            lanes,
+            block_choice,
+            ..RunConfig::default()
+        };
+        let mut out = Vec::new();
+        for entry in [a, b] {
+            let bound = compiled.bind(entry, &inputs).expect("binds");
+            let json = bound.run(&config).expect("runs").to_json(false);
+            let mut flat = Vec::new();
+            for r in json["results"].as_array().expect("results") {
+                let ok = r.get("ok").unwrap_or_else(|| panic!("{entry} failed: {r}"));
+                flatten(ok, &mut flat);
+            }
+            out.push(flat);
+        }
+        assert_eq!(out[0].len(), out[1].len());
+        assert!(!out[0].is_empty());
+        for (x, y) in out[0].iter().zip(&out[1]) {
+            assert!(
+                (x - y).abs() <= 1e-12 * y.abs().max(1.0),
+                "[{strategy}/{lanes}/{block_choice}] {a} gives {x}, {b} gives {y}"
+            );
+        }
+    }
+}
+
+#[test]
+fn logistic_regression_gradient_matches_the_hand_written_one() {
+    let source = r#"
+extern "autobatch" {
+    static X: [[f64; D]; N];
+    static Y: [f64; N];
+}
+fn loglik(theta: [f64; D]) -> f64 {
+    let z = matvec(X, theta);
+    sum(Y * log_sigmoid(z) + (1.0 - Y) * log_sigmoid(-z))
+}
+fn auto(theta: [f64; D]) -> (f64, [f64; D]) { value_and_grad(loglik, theta) }
+fn hand(theta: [f64; D]) -> (f64, [f64; D]) {
+    (loglik(theta), vecmat(Y - sigmoid(matvec(X, theta)), X))
+}
+"#;
+    // 7 data points, 4 regressors, 3 members.
+    let mut x = Vec::new();
+    let mut y = Vec::new();
+    for i in 0..7 {
+        let row: Vec<f64> = (0..4)
+            .map(|j| ((i * 4 + j) as f64 * 0.37).sin() * 1.5)
+            .collect();
+        x.push(row);
+        y.push(if i % 3 == 0 { 1.0 } else { 0.0 });
+    }
+    let inputs = json!({
+        "batch": {"theta": [[0.1, -0.2, 0.3, 0.05], [1.0, 0.5, -1.5, 0.2], [0.0, 0.0, 0.0, 0.0]]},
+        "shared": {"X": x, "Y": y}
+    });
+    same_results(source, "auto", "hand", &inputs.to_string());
+    // The derived functions are not entries.
+    let compiled = compile(source, "hand.ab").expect("compiles");
+    assert_eq!(compiled.entry_names(), vec!["loglik", "auto", "hand"]);
+}
+
+#[test]
+fn recurrent_loop_gradient_matches_the_hand_written_one() {
+    // h_{t+1} = tanh(W h_t + x_t), loss = sum(h_T); the hand-written
+    // gradient runs the recursion forward, storing every state, then back.
+    let source = r#"
+extern "autobatch" {
+    static W: [[f64; 3]; 3];
+    static XS: [[f64; 3]; 4];
+}
+fn loss(h0: [f64; 3]) -> f64 {
+    let mut h = h0;
+    for i in 0..4 {
+        h = (matvec(W, h) + XS[i]).tanh();
+    }
+    sum(h)
+}
+fn auto(h0: [f64; 3]) -> [f64; 3] { grad(loss, h0) }
+fn hand(h0: [f64; 3]) -> [f64; 3] {
+    let mut hs = [h0; 5];
+    for i in 0..4 {
+        hs[i + 1] = (matvec(W, hs[i]) + XS[i]).tanh();
+    }
+    let mut dh = [1.0; 3];
+    for k in 0..4 {
+        let i = 3 - k;
+        let h = hs[i + 1];
+        let dz = dh * (1.0 - h * h);
+        dh = vecmat(dz, W);
+    }
+    dh
+}
+"#;
+    let inputs = json!({
+        "batch": {"h0": [[0.1, -0.2, 0.3], [1.0, 0.5, -1.5], [0.0, 2.0, -0.3]]},
+        "shared": {
+            "W": [[0.5, 0.1, -0.3], [0.2, -0.4, 0.6], [0.3, 0.3, 0.3]],
+            "XS": [[0.1, 0.2, 0.3], [0.0, -0.1, 0.5], [1.0, 0.0, -1.0], [0.2, 0.2, 0.2]]
+        }
+    });
+    same_results(source, "auto", "hand", &inputs.to_string());
+}

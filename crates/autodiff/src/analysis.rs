@@ -1,0 +1,195 @@
+//! The analyses the derivation needs on the function it differentiates:
+//! merging straight-line jump chains, reachability, live-in variables per
+//! block and activity (which variables depend on the active parameters).
+
+use std::collections::BTreeSet;
+
+use autobatch_ir::{Block, BlockData, EntityRef, Function, Op, Prim, Terminator, UnaryOp, Var};
+
+/// A copy of `f` whose entry block has no predecessor and in which a block
+/// that ends in a jump to a block with no other predecessor absorbs it.
+/// Absorbed blocks stay in the table, unreachable.
+pub(crate) fn merge_jump_chains(f: &Function) -> Function {
+    let mut g = f.clone();
+    let n = g.blocks.len();
+    let mut preds = predecessor_counts(&g);
+    if preds[0] > 0 {
+        // Move the entry's body to a new block so that the entry has no
+        // predecessor (its function takes exactly the parameters).
+        let retarget = |b: Block, to: Block| if b.0 == 0 { to } else { b };
+        let new = Block::new(n);
+        let mut body = g.blocks[Block(0)].clone();
+        body.term = retarget_term(&body.term, &|b| retarget(b, new));
+        let loc = body.loc;
+        g.blocks.push(body);
+        for b in 1..n {
+            let t = retarget_term(&g.blocks[Block::new(b)].term, &|b| retarget(b, new));
+            g.blocks[Block::new(b)].term = t;
+        }
+        g.blocks[Block(0)] = BlockData {
+            ops: Vec::new(),
+            term: Terminator::Jump(new),
+            loc,
+        };
+        preds = predecessor_counts(&g);
+    }
+    let reach = reachable(&g);
+    for (b, _) in reach.iter().enumerate().filter(|(_, r)| **r) {
+        while let Terminator::Jump(c) = g.blocks[Block::new(b)].term {
+            if c.index() == b || c.index() == 0 || preds[c.index()] != 1 {
+                break;
+            }
+            let absorbed = std::mem::replace(
+                &mut g.blocks[c],
+                BlockData {
+                    ops: Vec::new(),
+                    // Unreachable from now on; it keeps a well-formed terminator.
+                    term: Terminator::Jump(c),
+                    loc: f.loc,
+                },
+            );
+            preds[c.index()] = 0;
+            let data = &mut g.blocks[Block::new(b)];
+            data.ops.extend(absorbed.ops);
+            data.term = absorbed.term;
+        }
+    }
+    g
+}
+
+fn retarget_term(t: &Terminator, map: &dyn Fn(Block) -> Block) -> Terminator {
+    match t {
+        Terminator::Jump(b) => Terminator::Jump(map(*b)),
+        Terminator::Branch {
+            cond,
+            then_block,
+            else_block,
+        } => Terminator::Branch {
+            cond: *cond,
+            then_block: map(*then_block),
+            else_block: map(*else_block),
+        },
+        Terminator::Return(v) => Terminator::Return(v.clone()),
+    }
+}
+
+/// How many reachable blocks jump or branch to each block.
+pub(crate) fn predecessor_counts(g: &Function) -> Vec<usize> {
+    let reach = reachable(g);
+    let mut preds = vec![0; g.blocks.len()];
+    for (b, data) in g.blocks.iter() {
+        if !reach[b.index()] {
+            continue;
+        }
+        for s in data.term.successors() {
+            preds[s.index()] += 1;
+        }
+    }
+    preds
+}
+
+/// Which blocks can be reached from the entry.
+pub(crate) fn reachable(g: &Function) -> Vec<bool> {
+    let mut seen = vec![false; g.blocks.len()];
+    let mut stack = vec![Block(0)];
+    seen[0] = true;
+    while let Some(b) = stack.pop() {
+        for s in g.blocks[b].term.successors() {
+            if !seen[s.index()] {
+                seen[s.index()] = true;
+                stack.push(s);
+            }
+        }
+    }
+    seen
+}
+
+/// The variables live at the entry of each block, in increasing order.
+pub(crate) fn live_in(g: &Function) -> Vec<Vec<Var>> {
+    let n = g.blocks.len();
+    let mut uses: Vec<BTreeSet<Var>> = Vec::with_capacity(n);
+    let mut defs: Vec<BTreeSet<Var>> = Vec::with_capacity(n);
+    for (_, data) in g.blocks.iter() {
+        let mut u = BTreeSet::new();
+        let mut d = BTreeSet::new();
+        for op in &data.ops {
+            for v in op.uses() {
+                if !d.contains(v) {
+                    u.insert(*v);
+                }
+            }
+            d.extend(op.defs().iter().copied());
+        }
+        for v in data.term.uses() {
+            if !d.contains(v) {
+                u.insert(*v);
+            }
+        }
+        uses.push(u);
+        defs.push(d);
+    }
+    let mut live: Vec<BTreeSet<Var>> = uses.clone();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for b in (0..n).rev() {
+            let mut out = BTreeSet::new();
+            for s in g.blocks[Block::new(b)].term.successors() {
+                out.extend(live[s.index()].iter().copied());
+            }
+            let mut new = uses[b].clone();
+            new.extend(out.into_iter().filter(|v| !defs[b].contains(v)));
+            if new != live[b] {
+                live[b] = new;
+                changed = true;
+            }
+        }
+    }
+    live.into_iter().map(|s| s.into_iter().collect()).collect()
+}
+
+/// Whether a primitive's result carries derivative information from its
+/// operands (false for the piecewise-constant ones).
+pub(crate) fn propagates(prim: &Prim) -> bool {
+    !matches!(
+        prim,
+        Prim::Unary(UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Signum)
+    )
+}
+
+/// Which variables depend (through float values) on the active parameters,
+/// flow-insensitively: a variable is active if any of its definitions is.
+pub(crate) fn activity(g: &Function, active: &[bool], reachable: &[bool]) -> Vec<bool> {
+    let mut act = vec![false; g.vars.len()];
+    for (p, a) in g.params.iter().zip(active) {
+        if *a {
+            act[p.index()] = true;
+        }
+    }
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for (b, data) in g.blocks.iter() {
+            if !reachable[b.index()] {
+                continue;
+            }
+            for op in &data.ops {
+                if !op.uses().iter().any(|v| act[v.index()]) {
+                    continue;
+                }
+                if let Op::Prim { prim, .. } = op {
+                    if !propagates(prim) {
+                        continue;
+                    }
+                }
+                for d in op.defs() {
+                    if g.vars[*d].ty.elem.is_float() && !act[d.index()] {
+                        act[d.index()] = true;
+                        changed = true;
+                    }
+                }
+            }
+        }
+    }
+    act
+}

@@ -1,0 +1,483 @@
+//! Building the function of one block (see the crate doc): forward
+//! operations with fresh variables, the call of the successor's function in
+//! place of the terminator, then the adjoint operations in reverse.
+
+use std::collections::HashMap;
+
+use autobatch_ir::{
+    Block, BlockData, EntityRef, FuncId, Function, Op, Param, Prim, Program, Scalar, ScalarType,
+    TensorType, Terminator, Type, Var, VarData,
+};
+use autobatch_types::Loc;
+
+use crate::{derive_error, rules, DeriveResult, Deriver};
+
+/// Emits operations into a function under construction.
+pub(crate) struct Builder<'p> {
+    pub program: &'p Program,
+    pub func: Function,
+    pub current: Block,
+    /// Whether each variable of `func` carries an adjoint.
+    pub active: Vec<bool>,
+    /// The adjoint accumulated so far for a variable of `func`.
+    pub adj: HashMap<Var, Var>,
+    /// Values already computed at the current position, by operation, so
+    /// that the adjoint code reuses forward values and its own instead of
+    /// recomputing them; and which variables are negations of which.
+    pub known: Known,
+}
+
+/// See [`Builder::known`].
+#[derive(Clone, Default)]
+pub(crate) struct Known {
+    values: HashMap<(String, Vec<Var>), Var>,
+    negations: HashMap<Var, Var>,
+}
+
+/// Whether two evaluations of `prim` on the same operands give the same value.
+fn reusable(prim: &Prim) -> bool {
+    !prim.is_random() && !matches!(prim, Prim::Assert { .. })
+}
+
+impl Known {
+    fn key(prim: &Prim, args: &[Var]) -> (String, Vec<Var>) {
+        (format!("{prim:?}"), args.to_vec())
+    }
+    /// Records that `dst` holds `prim(args)`.
+    pub fn record(&mut self, dst: Var, prim: &Prim, args: &[Var]) {
+        if !reusable(prim) {
+            return;
+        }
+        self.values.entry(Self::key(prim, args)).or_insert(dst);
+        if *prim == Prim::Unary(autobatch_ir::UnaryOp::Neg) {
+            self.negations.insert(dst, args[0]);
+        }
+    }
+    /// `w` when `v` holds `-w`.
+    pub fn negation_of(&self, v: Var) -> Option<Var> {
+        self.negations.get(&v).copied()
+    }
+    pub fn lookup(&self, prim: &Prim, args: &[Var]) -> Option<Var> {
+        if !reusable(prim) {
+            return None;
+        }
+        if *prim == Prim::Unary(autobatch_ir::UnaryOp::Neg) {
+            if let Some(v) = self.negations.get(&args[0]) {
+                return Some(*v);
+            }
+        }
+        self.values.get(&Self::key(prim, args)).copied()
+    }
+}
+
+impl<'p> Builder<'p> {
+    pub fn var(&mut self, ty: TensorType, name: Option<String>, active: bool) -> Var {
+        self.active.push(active);
+        self.func.vars.push(VarData { ty, name })
+    }
+    pub fn ty(&self, v: Var) -> &TensorType {
+        &self.func.vars[v].ty
+    }
+    pub fn push(&mut self, op: Op) {
+        self.func.blocks[self.current].ops.push(op);
+    }
+    /// The type of `prim` applied to `args`.
+    fn result_type(&self, prim: &Prim, args: &[Var], loc: Loc) -> DeriveResult<Option<TensorType>> {
+        let tys: Vec<&TensorType> = args.iter().map(|a| &self.func.vars[*a].ty).collect();
+        let statics = |s| self.program.static_type(s);
+        match prim.result_type(&tys, &statics) {
+            Ok(t) => Ok(t),
+            Err(m) => derive_error(format!("autodiff produced an ill-typed `{prim}`: {m}"), loc),
+        }
+    }
+    /// `dst = prim(args)` into a new inactive variable, or the variable that
+    /// already holds that value here.
+    pub fn prim(&mut self, prim: Prim, args: Vec<Var>, loc: Loc) -> DeriveResult<Var> {
+        if let Some(v) = self.known.lookup(&prim, &args) {
+            return Ok(v);
+        }
+        let Some(ty) = self.result_type(&prim, &args, loc)? else {
+            return derive_error(format!("`{prim}` has no result"), loc);
+        };
+        let dst = self.var(ty, None, false);
+        self.known.record(dst, &prim, &args);
+        self.push(Op::Prim {
+            dst: Some(dst),
+            prim,
+            args,
+            loc,
+        });
+        Ok(dst)
+    }
+    /// `dst = prim(args)` into the given variable.
+    pub fn prim_into(&mut self, dst: Var, prim: Prim, args: Vec<Var>, loc: Loc) {
+        self.push(Op::Prim {
+            dst: Some(dst),
+            prim,
+            args,
+            loc,
+        });
+    }
+    pub fn constant(&mut self, elem: ScalarType, value: f64, loc: Loc) -> DeriveResult<Var> {
+        let s = match elem {
+            ScalarType::F32 => Scalar::F32(value as f32),
+            ScalarType::F64 => Scalar::F64(value),
+            ScalarType::I32 => Scalar::I32(value as i32),
+            ScalarType::I64 => Scalar::I64(value as i64),
+            ScalarType::Usize => Scalar::Usize(value as u64),
+            ScalarType::Bool => Scalar::Bool(value != 0.0),
+        };
+        self.prim(Prim::Const(s), Vec::new(), loc)
+    }
+    /// A value of type `ty` filled with `value` (zeros, ones).
+    pub fn filled(&mut self, ty: &TensorType, value: f64, loc: Loc) -> DeriveResult<Var> {
+        let mut v = self.constant(ty.elem, value, loc)?;
+        for d in ty.dims.iter().rev() {
+            v = self.prim(Prim::Fill(*d), vec![v], loc)?;
+        }
+        Ok(v)
+    }
+    /// Adds `contribution` to the adjoint of `v` (the first one is taken as is).
+    pub fn accumulate(&mut self, v: Var, contribution: Var, loc: Loc) -> DeriveResult<()> {
+        let sum = match self.adj.get(&v) {
+            None => contribution,
+            Some(old) => {
+                let old = *old;
+                self.prim(
+                    Prim::Binary(autobatch_ir::BinaryOp::Add),
+                    vec![old, contribution],
+                    loc,
+                )?
+            }
+        };
+        self.adj.insert(v, sum);
+        Ok(())
+    }
+    /// The adjoint of `v`, zero when nothing contributed to it.
+    pub fn adjoint_or_zero(&mut self, v: Var, loc: Loc) -> DeriveResult<Var> {
+        match self.adj.get(&v) {
+            Some(a) => Ok(*a),
+            None => {
+                let ty = self.ty(v).clone();
+                self.filled(&ty, 0.0, loc)
+            }
+        }
+    }
+    pub fn new_block(&mut self, loc: Loc) -> Block {
+        self.func.blocks.push(BlockData {
+            ops: Vec::new(),
+            term: Terminator::Return(Vec::new()),
+            loc,
+        })
+    }
+    pub fn terminate(&mut self, term: Terminator) {
+        self.func.blocks[self.current].term = term;
+    }
+}
+
+fn adjoint_name(name: &Option<String>) -> Option<String> {
+    name.as_ref().map(|n| format!("d.{n}"))
+}
+
+/// The function of block `block` of plan `p`.
+pub(crate) fn build(d: &mut Deriver, p: usize, block: usize) -> DeriveResult<Function> {
+    let plan = &d.plans[p];
+    let g = &plan.g;
+    let bdata = g.blocks[Block::new(block)].clone();
+    let loc = bdata.loc;
+    let mut b = Builder {
+        program: d.program,
+        func: Function {
+            name: plan.names[block].clone(),
+            signature: Vec::new(),
+            ret_type: Type::Tuple(Vec::new()),
+            params: Vec::new(),
+            results: Vec::new(),
+            vars: Default::default(),
+            blocks: Default::default(),
+            loc: g.loc,
+        },
+        current: Block(0),
+        active: Vec::new(),
+        adj: HashMap::new(),
+        known: Known::default(),
+    };
+    b.new_block(loc);
+    // Parameters: the block's variables, then the result adjoints.
+    let mut map: HashMap<Var, Var> = HashMap::new();
+    let mut param_of: Vec<(Var, Var)> = Vec::new();
+    for v in &plan.live[block] {
+        let data = &g.vars[*v];
+        let nv = b.var(data.ty.clone(), data.name.clone(), plan.active[v.index()]);
+        b.func.params.push(nv);
+        b.func.signature.push(Param {
+            name: data.name.clone().unwrap_or_else(|| format!("{v}")),
+            ty: Type::Tensor(data.ty.clone()),
+        });
+        map.insert(*v, nv);
+        param_of.push((*v, nv));
+    }
+    let mut dres = Vec::new();
+    for (k, i) in plan.float_results.iter().enumerate() {
+        let ty = g.results[*i].clone();
+        let nv = b.var(ty.clone(), Some(format!("d.result{k}")), false);
+        b.func.params.push(nv);
+        b.func.signature.push(Param {
+            name: format!("d.result{k}"),
+            ty: Type::Tensor(ty),
+        });
+        dres.push(nv);
+    }
+    let result_types = plan.result_types(block);
+    b.func.results = result_types.clone();
+    b.func.ret_type = Type::Tuple(result_types.iter().cloned().map(Type::Tensor).collect());
+
+    let results = emit(d, p, &mut b, block, map, &dres)?;
+
+    // Return the results and the adjoints of the block's active variables.
+    let mut out = results;
+    let plan = &d.plans[p];
+    for v in plan.adj_in[block].clone() {
+        let pv = param_of
+            .iter()
+            .find(|(g_var, _)| *g_var == v)
+            .map(|(_, nv)| *nv)
+            .expect("active variables are parameters");
+        out.push(b.adjoint_or_zero(pv, loc)?);
+    }
+    b.terminate(Terminator::Return(out));
+    Ok(b.func)
+}
+
+/// Emits block `block` of plan `p` at the current position of `b`, where
+/// `map` gives the current value of every variable of the original
+/// function: its operations (fresh variables), its terminator (a call of
+/// the successor's function, or the successor inlined when this block is its
+/// only predecessor), then its adjoint operations in reverse. Returns the
+/// variables holding the original function's results.
+fn emit(
+    d: &mut Deriver,
+    p: usize,
+    b: &mut Builder,
+    block: usize,
+    mut map: HashMap<Var, Var>,
+    dres: &[Var],
+) -> DeriveResult<Vec<Var>> {
+    let bdata = d.plans[p].g.blocks[Block::new(block)].clone();
+    let loc = bdata.loc;
+    // Forward: the block's operations, every definition a fresh variable.
+    let mut records: Vec<Op> = Vec::with_capacity(bdata.ops.len());
+    for op in &bdata.ops {
+        let args: Vec<Var> = op.uses().iter().map(|v| map[v]).collect();
+        let mut defs = Vec::new();
+        for v in op.defs() {
+            let plan = &d.plans[p];
+            let data = &plan.g.vars[*v];
+            let nv = b.var(data.ty.clone(), data.name.clone(), plan.active[v.index()]);
+            defs.push(nv);
+        }
+        for (v, nv) in op.defs().iter().zip(&defs) {
+            map.insert(*v, *nv);
+        }
+        let new_op = match op {
+            Op::Prim { prim, loc, .. } => Op::Prim {
+                dst: defs.first().copied(),
+                prim: prim.clone(),
+                args,
+                loc: *loc,
+            },
+            Op::Call { callee, loc, .. } => Op::Call {
+                dsts: defs,
+                callee: *callee,
+                args,
+                loc: *loc,
+            },
+        };
+        if let Op::Prim {
+            dst: Some(dst),
+            prim,
+            args,
+            ..
+        } = &new_op
+        {
+            b.known.record(*dst, prim, args);
+        }
+        b.push(new_op.clone());
+        records.push(new_op);
+    }
+
+    // The terminator.
+    let results: Vec<Var> = match &bdata.term {
+        Terminator::Return(vs) => {
+            let out: Vec<Var> = vs.iter().map(|v| map[v]).collect();
+            let float_results = d.plans[p].float_results.clone();
+            for (k, i) in float_results.iter().enumerate() {
+                let v = out[*i];
+                if b.active[v.index()] {
+                    b.accumulate(v, dres[k], loc)?;
+                }
+            }
+            out
+        }
+        Terminator::Jump(c) => successor(d, p, b, c.index(), &map, dres)?,
+        Terminator::Branch {
+            cond,
+            then_block,
+            else_block,
+        } => {
+            let result_types = d.plans[p].g.results.clone();
+            let res: Vec<Var> = result_types
+                .into_iter()
+                .map(|t| b.var(t, None, false))
+                .collect();
+            let bt = b.new_block(d.plans[p].g.blocks[*then_block].loc);
+            let be = b.new_block(d.plans[p].g.blocks[*else_block].loc);
+            let join = b.new_block(loc);
+            b.terminate(Terminator::Branch {
+                cond: map[cond],
+                then_block: bt,
+                else_block: be,
+            });
+            // Adjoints that exist before the branch; each arm adds to them.
+            let before = b.adj.clone();
+            // Values computed in one arm are not available in the other or after.
+            let known_before = b.known.clone();
+            let visible = b.func.vars.len();
+            let mut arms = Vec::new();
+            for (arm, succ) in [(bt, *then_block), (be, *else_block)] {
+                b.current = arm;
+                b.adj = before.clone();
+                b.known = known_before.clone();
+                let arm_res = successor(d, p, b, succ.index(), &map, dres)?;
+                for (r, a) in res.iter().zip(&arm_res) {
+                    b.prim_into(*r, Prim::Copy, vec![*a], loc);
+                }
+                arms.push((b.current, std::mem::take(&mut b.adj)));
+            }
+            // The adjoints either arm changed, of variables defined before
+            // the branch, meet in shared variables.
+            let mut changed: Vec<Var> = Vec::new();
+            for (_, adj) in &arms {
+                for (k, v) in adj {
+                    if k.index() < visible && before.get(k) != Some(v) && !changed.contains(k) {
+                        changed.push(*k);
+                    }
+                }
+            }
+            changed.sort();
+            let shared: Vec<Var> = changed
+                .iter()
+                .map(|k| {
+                    let ty = b.ty(*k).clone();
+                    let name = adjoint_name(&b.func.vars[*k].name);
+                    b.var(ty, name, false)
+                })
+                .collect();
+            for (end, adj) in &arms {
+                b.current = *end;
+                b.known = known_before.clone();
+                for (k, u) in changed.iter().zip(&shared) {
+                    let value = match adj.get(k).or_else(|| before.get(k)) {
+                        Some(v) => *v,
+                        None => {
+                            let ty = b.ty(*k).clone();
+                            b.filled(&ty, 0.0, loc)?
+                        }
+                    };
+                    b.prim_into(*u, Prim::Copy, vec![value], loc);
+                }
+                b.terminate(Terminator::Jump(join));
+            }
+            b.current = join;
+            b.adj = before;
+            b.known = known_before;
+            for (k, u) in changed.iter().zip(&shared) {
+                b.adj.insert(*k, *u);
+            }
+            res
+        }
+    };
+
+    // Backward: the adjoint of every operation, in reverse order.
+    for op in records.iter().rev() {
+        rules::adjoint(d, b, op)?;
+    }
+    Ok(results)
+}
+
+/// Continues with block `succ`: inline when this is its only predecessor,
+/// else by calling its function and adding the adjoints it returns.
+fn successor(
+    d: &mut Deriver,
+    p: usize,
+    b: &mut Builder,
+    succ: usize,
+    map: &HashMap<Var, Var>,
+    dres: &[Var],
+) -> DeriveResult<Vec<Var>> {
+    if d.plans[p].inline[succ] {
+        return emit(d, p, b, succ, map.clone(), dres);
+    }
+    let (res, adjs) = successor_call(d, p, b, succ, map, dres)?;
+    let loc = d.plans[p].g.blocks[Block::new(succ)].loc;
+    for (v, a) in d.plans[p].adj_in[succ].clone().iter().zip(adjs) {
+        b.accumulate(map[v], a, loc)?;
+    }
+    Ok(res)
+}
+
+/// Calls the function of block `succ` with the current values of its
+/// variables; returns (results of `g`, adjoints of the successor's active
+/// variables).
+fn successor_call(
+    d: &mut Deriver,
+    p: usize,
+    b: &mut Builder,
+    succ: usize,
+    map: &HashMap<Var, Var>,
+    dres: &[Var],
+) -> DeriveResult<(Vec<Var>, Vec<Var>)> {
+    let plan = &d.plans[p];
+    let loc = plan.g.blocks[Block::new(succ)].loc;
+    let Some(callee) = plan.ids[succ] else {
+        return derive_error("a jump to an unreachable block", loc);
+    };
+    let mut args = Vec::new();
+    for v in &plan.live[succ] {
+        match map.get(v) {
+            Some(nv) => args.push(*nv),
+            None => {
+                return derive_error(
+                    format!("{v} is live into block b{succ} but has no value"),
+                    loc,
+                )
+            }
+        }
+    }
+    args.extend(dres.iter().copied());
+    let types = plan.result_types(succ);
+    let n_results = plan.g.results.len();
+    let dsts: Vec<Var> = types.into_iter().map(|t| b.var(t, None, false)).collect();
+    b.push(Op::Call {
+        dsts: dsts.clone(),
+        callee,
+        args,
+        loc,
+    });
+    Ok((dsts[..n_results].to_vec(), dsts[n_results..].to_vec()))
+}
+
+/// The vjp of `callee` with respect to `active` (planned if new), with its result types.
+pub(crate) fn callee_vjp(
+    d: &mut Deriver,
+    callee: FuncId,
+    active: &[bool],
+) -> DeriveResult<(FuncId, Vec<TensorType>, Vec<usize>)> {
+    let p = d.plan(callee, active)?;
+    let plan = &d.plans[p];
+    Ok((
+        plan.ids[0].expect("the entry block is reachable"),
+        plan.result_types(0),
+        plan.float_results.clone(),
+    ))
+}

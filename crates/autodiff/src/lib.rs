@@ -1,0 +1,291 @@
+//! Reverse-mode automatic differentiation as a transformation of the IR.
+//!
+//! [`derive`] adds to a [`Program`] the vector-Jacobian product ("vjp") of
+//! the functions it is asked for. The vjp of a function `g` with respect to
+//! a set of its float parameters (the *active* ones) is an ordinary IR
+//! function named `g'vjp`:
+//!
+//! - parameters: `g`'s parameters, then one adjoint per float result of `g`;
+//! - results: `g`'s results, then the adjoints of the active parameters, in order.
+//!
+//! So `value_and_grad(f, x)` is `call f'vjp(x, 1.0)`. Because the gradient is
+//! plain IR, every executor runs and batches it unchanged.
+//!
+//! How (see `docs/language-notes.md`, "Autodiff", for the user's view):
+//!
+//! - **Block continuations.** Straight-line jump chains of `g` are merged
+//!   first. Then each block `B` becomes a function `g'vjp.bN` taking `B`'s
+//!   live-in variables and the result adjoints, and returning `g`'s results
+//!   and the adjoints of `B`'s active live-in variables. Its body runs `B`'s
+//!   operations (every definition renamed to a fresh variable, so the
+//!   backward pass sees every intermediate value), then, in place of the
+//!   terminator, *calls* the successor's function (a branch calls one of
+//!   two, both writing the same variables), then runs `B`'s adjoint
+//!   operations in reverse order and returns. A block whose only
+//!   predecessor is a branch is emitted inside that branch's arm instead of
+//!   as a function (so a loop body lives in its header's function, and the
+//!   exit path needs no call); so is a block that only returns. The entry
+//!   block's function is `g'vjp`. A
+//!   loop of `n` iterations therefore nests about `n` activations.
+//! - **Calls** inside differentiated code run the callee forward; the
+//!   backward pass calls the callee's vjp, which recomputes its forward
+//!   values (checkpointing at call boundaries).
+//! - **Activity.** Only variables that depend on an active parameter carry
+//!   adjoints; operations on the other values (statics, integers, data)
+//!   run forward only. An adjoint that gets no contribution is zero.
+//! - **Reuse.** Adjoint code takes values already computed at its position
+//!   (forward values included) instead of recomputing them, and `-(-w)` is
+//!   `w`.
+//! - **Adjoints** use only existing primitives: the products keep their
+//!   form (`matvec` gives `vecmat` and `outer`, `matmul` gives `matmul`s),
+//!   so that the batched executors' matrix-product paths serve the gradient.
+//!
+//! Architecture Invariant: this crate reads and writes IR only. It knows
+//! nothing of syntax (which construct may be differentiated is the front
+//! end's business, with its diagnostics), of executors or of batching.
+
+mod analysis;
+mod block;
+mod rules;
+
+use std::collections::{HashMap, VecDeque};
+
+use autobatch_ir::{Block, EntityRef, FuncId, Function, Program, TensorType, Terminator, Var};
+use autobatch_types::Loc;
+
+/// A vjp to derive: of `function`, with respect to the flattened parameters
+/// marked `true` in `active` (which must be float parameters).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Request {
+    pub function: FuncId,
+    pub active: Vec<bool>,
+}
+
+/// Why a vjp could not be derived: an operation the transformation cannot
+/// express (the front end rejects what is not differentiable, so this names
+/// a limit of the transformation or a bug), with where it comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeriveError {
+    pub message: String,
+    pub loc: Loc,
+}
+
+impl std::fmt::Display for DeriveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (at {})", self.message, self.loc)
+    }
+}
+
+impl std::error::Error for DeriveError {}
+
+pub(crate) type DeriveResult<T> = Result<T, DeriveError>;
+
+pub(crate) fn derive_error<T>(message: impl Into<String>, loc: Loc) -> DeriveResult<T> {
+    Err(DeriveError {
+        message: message.into(),
+        loc,
+    })
+}
+
+/// Derives the vjp of every request (and of everything they need: callees'
+/// vjps, block functions) and appends them to `program`. Returns the
+/// `FuncId` of each request's vjp, in the order of `requests`.
+pub fn derive(program: &mut Program, requests: &[Request]) -> DeriveResult<Vec<FuncId>> {
+    let next_id = program.functions.len() as u32;
+    let mut deriver = Deriver {
+        program: &*program,
+        plans: Vec::new(),
+        plan_index: HashMap::new(),
+        next_id,
+        built: Vec::new(),
+        queue: VecDeque::new(),
+    };
+    let mut ids = Vec::with_capacity(requests.len());
+    for r in requests {
+        let p = deriver.plan(r.function, &r.active)?;
+        ids.push(deriver.plans[p].ids[0].expect("the entry block is reachable"));
+    }
+    while let Some(p) = deriver.queue.pop_front() {
+        let blocks: Vec<usize> = (0..deriver.plans[p].ids.len())
+            .filter(|b| deriver.plans[p].ids[*b].is_some())
+            .collect();
+        for b in blocks {
+            let id = deriver.plans[p].ids[b].expect("filtered");
+            let f = block::build(&mut deriver, p, b)?;
+            deriver.built.push((id, f));
+        }
+    }
+    let mut built = std::mem::take(&mut deriver.built);
+    built.sort_by_key(|(id, _)| *id);
+    for (id, f) in built {
+        let pushed = program.functions.push(f);
+        debug_assert_eq!(pushed, id);
+    }
+    Ok(ids)
+}
+
+/// What the derivation of one (function, active parameters) pair needs to
+/// know before any body is built: the signatures of its block functions.
+pub(crate) struct Plan {
+    /// The original function, with straight-line jump chains merged.
+    pub g: Function,
+    /// Whether each variable of `g` carries an adjoint.
+    pub active: Vec<bool>,
+    /// Per block: the variables its function takes (for the entry, `g`'s
+    /// parameters; else its live-in variables, in order).
+    pub live: Vec<Vec<Var>>,
+    /// Per block: the active variables among `live`, whose adjoints it returns.
+    pub adj_in: Vec<Vec<Var>>,
+    /// Per block: its function, `None` for unreachable and inlined blocks.
+    pub ids: Vec<Option<FuncId>>,
+    /// Per block: whether it is emitted where it is reached (inside its only
+    /// predecessor's branch arm, or a block that only returns) instead of as
+    /// a function of its own.
+    pub inline: Vec<bool>,
+    /// Per block: its function's name.
+    pub names: Vec<String>,
+    /// Indices of `g`'s float results (each gets an adjoint parameter).
+    pub float_results: Vec<usize>,
+}
+
+impl Plan {
+    pub(crate) fn result_types(&self, block: usize) -> Vec<TensorType> {
+        let mut out = self.g.results.clone();
+        out.extend(
+            self.adj_in[block]
+                .iter()
+                .map(|v| self.g.vars[*v].ty.clone()),
+        );
+        out
+    }
+}
+
+pub(crate) struct Deriver<'p> {
+    pub program: &'p Program,
+    pub plans: Vec<Plan>,
+    plan_index: HashMap<(FuncId, Vec<bool>), usize>,
+    next_id: u32,
+    built: Vec<(FuncId, Function)>,
+    queue: VecDeque<usize>,
+}
+
+impl Deriver<'_> {
+    /// The plan of the vjp of `function` with respect to `active`, made (and
+    /// queued for building) the first time it is asked for.
+    pub(crate) fn plan(&mut self, function: FuncId, active: &[bool]) -> DeriveResult<usize> {
+        let key = (function, active.to_vec());
+        if let Some(p) = self.plan_index.get(&key) {
+            return Ok(*p);
+        }
+        let Some(original) = self.program.functions.get(function) else {
+            return derive_error(
+                format!("no function {function} to differentiate"),
+                Loc::new(1, 1),
+            );
+        };
+        if active.len() != original.params.len() {
+            return derive_error(
+                format!(
+                    "the vjp of `{}` asks for {} parameter flags, but it has {} parameters",
+                    original.name,
+                    active.len(),
+                    original.params.len()
+                ),
+                original.loc,
+            );
+        }
+        for (p, a) in original.params.iter().zip(active) {
+            if *a && !original.vars[*p].ty.elem.is_float() {
+                return derive_error(
+                    format!(
+                        "cannot differentiate `{}` with respect to a parameter that is not a float",
+                        original.name
+                    ),
+                    original.loc,
+                );
+            }
+        }
+        let g = analysis::merge_jump_chains(original);
+        let reachable = analysis::reachable(&g);
+        let preds = analysis::predecessor_counts(&g);
+        let inline: Vec<bool> = (0..g.blocks.len())
+            .map(|b| {
+                let data = &g.blocks[Block::new(b)];
+                let returns_at_once =
+                    data.ops.is_empty() && matches!(data.term, Terminator::Return(_));
+                b != 0 && reachable[b] && (preds[b] == 1 || returns_at_once)
+            })
+            .collect();
+        let live_sets = analysis::live_in(&g);
+        let act = analysis::activity(&g, active, &reachable);
+        let n = g.blocks.len();
+        let mut live = Vec::with_capacity(n);
+        let mut adj_in = Vec::with_capacity(n);
+        for (b, live_in) in live_sets.iter().enumerate() {
+            let vars: Vec<Var> = if b == 0 {
+                g.params.clone()
+            } else {
+                live_in.clone()
+            };
+            let a: Vec<Var> = if b == 0 {
+                g.params
+                    .iter()
+                    .zip(active)
+                    .filter(|(_, a)| **a)
+                    .map(|(v, _)| *v)
+                    .collect()
+            } else {
+                vars.iter().copied().filter(|v| act[v.0 as usize]).collect()
+            };
+            live.push(vars);
+            adj_in.push(a);
+        }
+        let all = original
+            .params
+            .iter()
+            .zip(active)
+            .all(|(p, a)| *a == original.vars[*p].ty.elem.is_float());
+        let base = if all {
+            format!("{}'vjp", original.name)
+        } else {
+            let bits: String = active.iter().map(|a| if *a { '1' } else { '0' }).collect();
+            format!("{}'vjp@{bits}", original.name)
+        };
+        let mut ids = Vec::with_capacity(n);
+        let mut names = Vec::with_capacity(n);
+        for b in 0..n {
+            names.push(if b == 0 {
+                base.clone()
+            } else {
+                format!("{base}.b{b}")
+            });
+            if reachable[b] && !inline[b] {
+                ids.push(Some(FuncId(self.next_id)));
+                self.next_id += 1;
+            } else {
+                ids.push(None);
+            }
+        }
+        let float_results = g
+            .results
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.elem.is_float())
+            .map(|(i, _)| i)
+            .collect();
+        let p = self.plans.len();
+        self.plans.push(Plan {
+            g,
+            active: act,
+            live,
+            adj_in,
+            ids,
+            inline,
+            names,
+            float_results,
+        });
+        self.plan_index.insert(key, p);
+        self.queue.push_back(p);
+        Ok(p)
+    }
+}

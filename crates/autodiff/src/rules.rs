@@ -1,0 +1,558 @@
+//! The adjoint of each operation: given the adjoint `dy` of its result, the
+//! contributions to the adjoints of its active operands, written with the
+//! existing primitives.
+
+use autobatch_ir::{BinaryOp as B, Dim, Op, Prim, ReduceOp, Scalar, TensorType, UnaryOp as U, Var};
+use autobatch_types::Loc;
+
+use crate::block::{callee_vjp, Builder};
+use crate::{analysis, derive_error, DeriveResult, Deriver};
+
+/// Emits the adjoint operations of `op` (a forward operation of the block
+/// being built) and accumulates their contributions.
+pub(crate) fn adjoint(d: &mut Deriver, b: &mut Builder, op: &Op) -> DeriveResult<()> {
+    match op {
+        Op::Prim {
+            dst: Some(y),
+            prim,
+            args,
+            loc,
+        } => {
+            if !analysis::propagates(prim) {
+                return Ok(());
+            }
+            let Some(dy) = b.adj.get(y).copied() else {
+                return Ok(());
+            };
+            if !args.iter().any(|a| b.active[a.0 as usize]) {
+                return Ok(());
+            }
+            prim_adjoint(b, prim, args, *y, dy, *loc)
+        }
+        Op::Prim { dst: None, .. } => Ok(()),
+        Op::Call {
+            dsts,
+            callee,
+            args,
+            loc,
+        } => {
+            let active: Vec<bool> = args.iter().map(|a| b.active[a.0 as usize]).collect();
+            if !active.iter().any(|a| *a) || !dsts.iter().any(|v| b.adj.contains_key(v)) {
+                return Ok(());
+            }
+            let (vjp, result_types, float_results) = callee_vjp(d, *callee, &active)?;
+            let mut call_args = args.clone();
+            for i in float_results {
+                call_args.push(b.adjoint_or_zero(dsts[i], *loc)?);
+            }
+            let outs: Vec<Var> = result_types
+                .into_iter()
+                .map(|t| b.var(t, None, false))
+                .collect();
+            b.push(Op::Call {
+                dsts: outs.clone(),
+                callee: vjp,
+                args: call_args,
+                loc: *loc,
+            });
+            let adjoints = &outs[dsts.len()..];
+            let targets: Vec<Var> = args
+                .iter()
+                .zip(&active)
+                .filter(|(_, a)| **a)
+                .map(|(v, _)| *v)
+                .collect();
+            for (v, a) in targets.into_iter().zip(adjoints) {
+                b.accumulate(v, *a, *loc)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Adds `c` (shaped like the result of a broadcasting operation) to the
+/// adjoint of operand `v`, summing it down to a scalar when `v` is a scalar.
+fn contribute(b: &mut Builder, v: Var, c: Var, loc: Loc) -> DeriveResult<()> {
+    if !b.active[v.0 as usize] {
+        return Ok(());
+    }
+    let c = if b.ty(v).is_scalar() && !b.ty(c).is_scalar() {
+        sum_all(b, c, loc)?
+    } else {
+        c
+    };
+    b.accumulate(v, c, loc)
+}
+
+/// The sum of every element of `c`.
+fn sum_all(b: &mut Builder, c: Var, loc: Loc) -> DeriveResult<Var> {
+    let ty = b.ty(c).clone();
+    match ty.dims.len() {
+        0 => Ok(c),
+        1 => b.prim(Prim::Reduce(ReduceOp::Sum), vec![c], loc),
+        _ => {
+            let rows = sum_leading(b, c, loc)?;
+            sum_all(b, rows, loc)
+        }
+    }
+}
+
+/// The sum over the leading axis of `c` (rank at least 1).
+fn sum_leading(b: &mut Builder, c: Var, loc: Loc) -> DeriveResult<Var> {
+    let ty = b.ty(c).clone();
+    match ty.dims.len() {
+        0 => derive_error("cannot sum over the leading axis of a scalar", loc),
+        1 => b.prim(Prim::Reduce(ReduceOp::Sum), vec![c], loc),
+        2 => {
+            let ones = b.filled(
+                &TensorType {
+                    elem: ty.elem,
+                    dims: vec![ty.dims[0]],
+                },
+                1.0,
+                loc,
+            )?;
+            b.prim(Prim::Vecmat, vec![ones, c], loc)
+        }
+        _ => match ty.dims[0] {
+            Dim::Fixed(n) if (1..=64).contains(&n) => {
+                let mut acc: Option<Var> = None;
+                for i in 0..n {
+                    let idx = b.prim(Prim::Const(Scalar::Usize(i)), Vec::new(), loc)?;
+                    let row = b.prim(Prim::Index, vec![c, idx], loc)?;
+                    acc = Some(match acc {
+                        None => row,
+                        Some(a) => b.prim(Prim::Binary(B::Add), vec![a, row], loc)?,
+                    });
+                }
+                Ok(acc.expect("n >= 1"))
+            }
+            _ => derive_error(
+                "autodiff cannot yet sum the adjoint of an array of rank 3 or more whose \
+                 leading length is symbolic or above 64 (a scalar broadcast over it, or `[x; N]` \
+                 of a matrix)",
+                loc,
+            ),
+        },
+    }
+}
+
+fn bin(b: &mut Builder, op: B, x: Var, y: Var, loc: Loc) -> DeriveResult<Var> {
+    b.prim(Prim::Binary(op), vec![x, y], loc)
+}
+
+fn un(b: &mut Builder, op: U, x: Var, loc: Loc) -> DeriveResult<Var> {
+    b.prim(Prim::Unary(op), vec![x], loc)
+}
+
+/// σ(x), as `1 - σ(w)` when `x` is `-w` and σ(w) is already computed (the
+/// log-likelihood `y log σ(z) + (1 - y) log σ(-z)` then needs one σ, not two).
+fn sigmoid(b: &mut Builder, x: Var, elem: autobatch_ir::ScalarType, loc: Loc) -> DeriveResult<Var> {
+    let sig = Prim::Unary(U::Sigmoid);
+    if b.known.lookup(&sig, &[x]).is_none() {
+        if let Some(w) = b.known.negation_of(x) {
+            if let Some(s) = b.known.lookup(&sig, &[w]) {
+                let one = b.constant(elem, 1.0, loc)?;
+                return bin(b, B::Sub, one, s, loc);
+            }
+        }
+    }
+    un(b, U::Sigmoid, x, loc)
+}
+
+fn prim_adjoint(
+    b: &mut Builder,
+    prim: &Prim,
+    args: &[Var],
+    y: Var,
+    dy: Var,
+    loc: Loc,
+) -> DeriveResult<()> {
+    let elem = b.ty(y).elem;
+    let active = |b: &Builder, i: usize| b.active[args[i].0 as usize];
+    match prim {
+        Prim::Copy => contribute(b, args[0], dy, loc),
+        Prim::Unary(op) => {
+            let x = args[0];
+            let c = match op {
+                U::Neg => un(b, U::Neg, dy, loc)?,
+                U::Abs => {
+                    let s = un(b, U::Signum, x, loc)?;
+                    bin(b, B::Mul, dy, s, loc)?
+                }
+                U::Exp => bin(b, B::Mul, dy, y, loc)?,
+                U::ExpM1 => {
+                    let one = b.constant(elem, 1.0, loc)?;
+                    let e = bin(b, B::Add, y, one, loc)?;
+                    bin(b, B::Mul, dy, e, loc)?
+                }
+                U::Ln => bin(b, B::Div, dy, x, loc)?,
+                U::Ln1p => {
+                    let one = b.constant(elem, 1.0, loc)?;
+                    let e = bin(b, B::Add, x, one, loc)?;
+                    bin(b, B::Div, dy, e, loc)?
+                }
+                U::Log10 => {
+                    let l = b.constant(elem, std::f64::consts::LN_10, loc)?;
+                    let e = bin(b, B::Mul, x, l, loc)?;
+                    bin(b, B::Div, dy, e, loc)?
+                }
+                U::Sqrt => {
+                    let half = b.constant(elem, 0.5, loc)?;
+                    let h = bin(b, B::Mul, dy, half, loc)?;
+                    bin(b, B::Div, h, y, loc)?
+                }
+                U::Sin => {
+                    let c = un(b, U::Cos, x, loc)?;
+                    bin(b, B::Mul, dy, c, loc)?
+                }
+                U::Cos => {
+                    let s = un(b, U::Sin, x, loc)?;
+                    let m = bin(b, B::Mul, dy, s, loc)?;
+                    un(b, U::Neg, m, loc)?
+                }
+                U::Tan => {
+                    let one = b.constant(elem, 1.0, loc)?;
+                    let sq = bin(b, B::Mul, y, y, loc)?;
+                    let e = bin(b, B::Add, sq, one, loc)?;
+                    bin(b, B::Mul, dy, e, loc)?
+                }
+                U::Tanh => {
+                    let one = b.constant(elem, 1.0, loc)?;
+                    let sq = bin(b, B::Mul, y, y, loc)?;
+                    let e = bin(b, B::Sub, one, sq, loc)?;
+                    bin(b, B::Mul, dy, e, loc)?
+                }
+                U::Recip => {
+                    let sq = bin(b, B::Mul, y, y, loc)?;
+                    let m = bin(b, B::Mul, dy, sq, loc)?;
+                    un(b, U::Neg, m, loc)?
+                }
+                U::Sigmoid => {
+                    let one = b.constant(elem, 1.0, loc)?;
+                    let om = bin(b, B::Sub, one, y, loc)?;
+                    let e = bin(b, B::Mul, y, om, loc)?;
+                    bin(b, B::Mul, dy, e, loc)?
+                }
+                U::LogSigmoid => {
+                    // d/dx log σ(x) = σ(-x)
+                    let nx = un(b, U::Neg, x, loc)?;
+                    let s = sigmoid(b, nx, elem, loc)?;
+                    bin(b, B::Mul, dy, s, loc)?
+                }
+                U::Softplus => {
+                    let s = sigmoid(b, x, elem, loc)?;
+                    bin(b, B::Mul, dy, s, loc)?
+                }
+                U::Floor | U::Ceil | U::Round | U::Signum => return Ok(()),
+                U::Not | U::IsNan | U::IsFinite => return Ok(()),
+            };
+            contribute(b, x, c, loc)
+        }
+        Prim::Binary(op) => {
+            let (x, z) = (args[0], args[1]);
+            match op {
+                B::Add => {
+                    contribute(b, x, dy, loc)?;
+                    contribute(b, z, dy, loc)
+                }
+                B::Sub => {
+                    contribute(b, x, dy, loc)?;
+                    if active(b, 1) {
+                        let n = un(b, U::Neg, dy, loc)?;
+                        contribute(b, z, n, loc)?;
+                    }
+                    Ok(())
+                }
+                B::Mul => {
+                    if active(b, 0) {
+                        let c = bin(b, B::Mul, dy, z, loc)?;
+                        contribute(b, x, c, loc)?;
+                    }
+                    if active(b, 1) {
+                        let c = bin(b, B::Mul, dy, x, loc)?;
+                        contribute(b, z, c, loc)?;
+                    }
+                    Ok(())
+                }
+                B::Div => {
+                    let q = bin(b, B::Div, dy, z, loc)?;
+                    if active(b, 0) {
+                        contribute(b, x, q, loc)?;
+                    }
+                    if active(b, 1) {
+                        // d(x/z)/dz = -y/z
+                        let m = bin(b, B::Mul, q, y, loc)?;
+                        let n = un(b, U::Neg, m, loc)?;
+                        contribute(b, z, n, loc)?;
+                    }
+                    Ok(())
+                }
+                B::Rem => {
+                    contribute(b, x, dy, loc)?;
+                    if active(b, 1) {
+                        // x % z = x - trunc(x/z) z, and trunc(x/z) = (x - y) / z
+                        let diff = bin(b, B::Sub, x, y, loc)?;
+                        let t = bin(b, B::Div, diff, z, loc)?;
+                        let m = bin(b, B::Mul, dy, t, loc)?;
+                        let n = un(b, U::Neg, m, loc)?;
+                        contribute(b, z, n, loc)?;
+                    }
+                    Ok(())
+                }
+                B::Max | B::Min => {
+                    // Indicator of the operand the result took: the left on ties.
+                    let diff = if *op == B::Max {
+                        bin(b, B::Sub, x, z, loc)?
+                    } else {
+                        bin(b, B::Sub, z, x, loc)?
+                    };
+                    let s = un(b, U::Signum, diff, loc)?;
+                    let one = b.constant(elem, 1.0, loc)?;
+                    let half = b.constant(elem, 0.5, loc)?;
+                    let s1 = bin(b, B::Add, s, one, loc)?;
+                    let left = bin(b, B::Mul, s1, half, loc)?;
+                    if active(b, 0) {
+                        let c = bin(b, B::Mul, dy, left, loc)?;
+                        contribute(b, x, c, loc)?;
+                    }
+                    if active(b, 1) {
+                        let right = bin(b, B::Sub, one, left, loc)?;
+                        let c = bin(b, B::Mul, dy, right, loc)?;
+                        contribute(b, z, c, loc)?;
+                    }
+                    Ok(())
+                }
+                B::Powi => {
+                    // n x^(n-1)
+                    let one_i = b.prim(Prim::Const(Scalar::I32(1)), Vec::new(), loc)?;
+                    let nm1 = bin(b, B::Sub, z, one_i, loc)?;
+                    let p = b.prim(Prim::Binary(B::Powi), vec![x, nm1], loc)?;
+                    let nf = b.prim(Prim::Cast(elem), vec![z], loc)?;
+                    let e = bin(b, B::Mul, p, nf, loc)?;
+                    let c = bin(b, B::Mul, dy, e, loc)?;
+                    contribute(b, x, c, loc)
+                }
+                B::Powf => {
+                    if active(b, 0) {
+                        // z x^(z-1)
+                        let one = b.constant(elem, 1.0, loc)?;
+                        let zm1 = bin(b, B::Sub, z, one, loc)?;
+                        let p = bin(b, B::Powf, x, zm1, loc)?;
+                        let e = bin(b, B::Mul, p, z, loc)?;
+                        let c = bin(b, B::Mul, dy, e, loc)?;
+                        contribute(b, x, c, loc)?;
+                    }
+                    if active(b, 1) {
+                        // y ln x
+                        let l = un(b, U::Ln, x, loc)?;
+                        let e = bin(b, B::Mul, y, l, loc)?;
+                        let c = bin(b, B::Mul, dy, e, loc)?;
+                        contribute(b, z, c, loc)?;
+                    }
+                    Ok(())
+                }
+                B::BitAnd | B::BitOr | B::BitXor | B::Shl | B::Shr | B::Pow => Ok(()),
+            }
+        }
+        Prim::Cast(_) => {
+            let x = args[0];
+            let from = b.ty(x).elem;
+            if !from.is_float() {
+                return Ok(());
+            }
+            let c = b.prim(Prim::Cast(from), vec![dy], loc)?;
+            contribute(b, x, c, loc)
+        }
+        Prim::Select => {
+            let c = args[0];
+            if active(b, 1) || active(b, 2) {
+                let ty = b.ty(dy).clone();
+                let zero = b.filled(&ty, 0.0, loc)?;
+                if active(b, 1) {
+                    let t = b.prim(Prim::Select, vec![c, dy, zero], loc)?;
+                    contribute(b, args[1], t, loc)?;
+                }
+                if active(b, 2) {
+                    let e = b.prim(Prim::Select, vec![c, zero, dy], loc)?;
+                    contribute(b, args[2], e, loc)?;
+                }
+            }
+            Ok(())
+        }
+        Prim::Fill(_) => {
+            let s = sum_leading(b, dy, loc)?;
+            contribute(b, args[0], s, loc)
+        }
+        Prim::Stack => {
+            for (i, a) in args.iter().enumerate() {
+                if b.active[a.0 as usize] {
+                    let idx = b.prim(Prim::Const(Scalar::Usize(i as u64)), Vec::new(), loc)?;
+                    let c = b.prim(Prim::Index, vec![dy, idx], loc)?;
+                    contribute(b, *a, c, loc)?;
+                }
+            }
+            Ok(())
+        }
+        Prim::Index => {
+            let (a, i) = (args[0], args[1]);
+            if !active(b, 0) {
+                return Ok(());
+            }
+            // Add dy into row i of the adjoint of `a`, in place of a sum of
+            // a mostly-zero array.
+            let base = match b.adj.get(&a).copied() {
+                Some(old) => {
+                    let row = b.prim(Prim::Index, vec![old, i], loc)?;
+                    let sum = bin(b, B::Add, row, dy, loc)?;
+                    let new = b.prim(Prim::IndexSet, vec![old, i, sum], loc)?;
+                    b.adj.insert(a, new);
+                    return Ok(());
+                }
+                None => {
+                    let ty = b.ty(a).clone();
+                    b.filled(&ty, 0.0, loc)?
+                }
+            };
+            let new = b.prim(Prim::IndexSet, vec![base, i, dy], loc)?;
+            b.adj.insert(a, new);
+            Ok(())
+        }
+        Prim::IndexSet => {
+            let (a, i, v) = (args[0], args[1], args[2]);
+            if active(b, 2) {
+                let c = b.prim(Prim::Index, vec![dy, i], loc)?;
+                contribute(b, v, c, loc)?;
+            }
+            if active(b, 0) {
+                let vty = b.ty(v).clone();
+                let zero = b.filled(&vty, 0.0, loc)?;
+                let c = b.prim(Prim::IndexSet, vec![dy, i, zero], loc)?;
+                contribute(b, a, c, loc)?;
+            }
+            Ok(())
+        }
+        Prim::Dot => {
+            let (x, z) = (args[0], args[1]);
+            if active(b, 0) {
+                let c = bin(b, B::Mul, z, dy, loc)?;
+                contribute(b, x, c, loc)?;
+            }
+            if active(b, 1) {
+                let c = bin(b, B::Mul, x, dy, loc)?;
+                contribute(b, z, c, loc)?;
+            }
+            Ok(())
+        }
+        Prim::Matvec => {
+            let (m, v) = (args[0], args[1]);
+            if active(b, 1) {
+                let c = b.prim(Prim::Vecmat, vec![dy, m], loc)?;
+                contribute(b, v, c, loc)?;
+            }
+            if active(b, 0) {
+                let c = b.prim(Prim::Outer, vec![dy, v], loc)?;
+                contribute(b, m, c, loc)?;
+            }
+            Ok(())
+        }
+        Prim::Vecmat => {
+            let (v, m) = (args[0], args[1]);
+            if active(b, 0) {
+                let c = b.prim(Prim::Matvec, vec![m, dy], loc)?;
+                contribute(b, v, c, loc)?;
+            }
+            if active(b, 1) {
+                let c = b.prim(Prim::Outer, vec![v, dy], loc)?;
+                contribute(b, m, c, loc)?;
+            }
+            Ok(())
+        }
+        Prim::Matmul => {
+            let (x, z) = (args[0], args[1]);
+            if active(b, 0) {
+                let zt = b.prim(Prim::Transpose, vec![z], loc)?;
+                let c = b.prim(Prim::Matmul, vec![dy, zt], loc)?;
+                contribute(b, x, c, loc)?;
+            }
+            if active(b, 1) {
+                let xt = b.prim(Prim::Transpose, vec![x], loc)?;
+                let c = b.prim(Prim::Matmul, vec![xt, dy], loc)?;
+                contribute(b, z, c, loc)?;
+            }
+            Ok(())
+        }
+        Prim::Transpose => {
+            let c = b.prim(Prim::Transpose, vec![dy], loc)?;
+            contribute(b, args[0], c, loc)
+        }
+        Prim::Outer => {
+            let (x, z) = (args[0], args[1]);
+            if active(b, 0) {
+                let c = b.prim(Prim::Matvec, vec![dy, z], loc)?;
+                contribute(b, x, c, loc)?;
+            }
+            if active(b, 1) {
+                let c = b.prim(Prim::Vecmat, vec![x, dy], loc)?;
+                contribute(b, z, c, loc)?;
+            }
+            Ok(())
+        }
+        Prim::Reduce(op) => {
+            let a = args[0];
+            let aty = b.ty(a).clone();
+            match op {
+                ReduceOp::Sum => {
+                    let c = b.prim(Prim::Fill(aty.dims[0]), vec![dy], loc)?;
+                    contribute(b, a, c, loc)
+                }
+                ReduceOp::Mean => {
+                    let n = match aty.dims[0] {
+                        Dim::Fixed(n) => b.constant(elem, n as f64, loc)?,
+                        Dim::Symbolic(s) => {
+                            let u = b.prim(Prim::SymbolValue(s), Vec::new(), loc)?;
+                            b.prim(Prim::Cast(elem), vec![u], loc)?
+                        }
+                    };
+                    let q = bin(b, B::Div, dy, n, loc)?;
+                    let c = b.prim(Prim::Fill(aty.dims[0]), vec![q], loc)?;
+                    contribute(b, a, c, loc)
+                }
+                ReduceOp::Max | ReduceOp::Min => {
+                    let which = if *op == ReduceOp::Max {
+                        ReduceOp::Argmax
+                    } else {
+                        ReduceOp::Argmin
+                    };
+                    let i = b.prim(Prim::Reduce(which), vec![a], loc)?;
+                    let zero = b.filled(&aty, 0.0, loc)?;
+                    let c = b.prim(Prim::IndexSet, vec![zero, i, dy], loc)?;
+                    contribute(b, a, c, loc)
+                }
+                ReduceOp::LogSumExp => {
+                    let s = b.prim(Prim::Softmax, vec![a], loc)?;
+                    let c = bin(b, B::Mul, s, dy, loc)?;
+                    contribute(b, a, c, loc)
+                }
+                ReduceOp::Argmax | ReduceOp::Argmin => Ok(()),
+            }
+        }
+        Prim::Softmax => {
+            // dx = y * (dy - <dy, y>)
+            let inner = b.prim(Prim::Dot, vec![dy, y], loc)?;
+            let centered = bin(b, B::Sub, dy, inner, loc)?;
+            let c = bin(b, B::Mul, y, centered, loc)?;
+            contribute(b, args[0], c, loc)
+        }
+        Prim::Const(_)
+        | Prim::LoadStatic(_)
+        | Prim::SymbolValue(_)
+        | Prim::Compare(_)
+        | Prim::Uniform
+        | Prim::Normal
+        | Prim::Bernoulli
+        | Prim::UniformLike
+        | Prim::NormalLike
+        | Prim::Assert { .. } => Ok(()),
+    }
+}

@@ -1,0 +1,178 @@
+//! The shape of the derived IR: it verifies, statics get no adjoint work,
+//! products stay products, control flow becomes block functions, partial
+//! activity is named, and bad requests are refused. (Values are checked
+//! against finite differences and hand-written gradients in the `autobatch`
+//! crate's `grad` test, which runs every executor.)
+
+use autobatch_autodiff::{derive, Request};
+use autobatch_ir::{verify::verify_program, FuncId, Function, Op, Prim, Program};
+
+fn compile(source: &str) -> Program {
+    let program = autobatch_lower::compile(source).unwrap_or_else(|d| panic!("{d:?}"));
+    if let Err(errors) = verify_program(&program) {
+        panic!("the derived IR does not verify: {errors:?}");
+    }
+    program
+}
+
+fn function<'p>(p: &'p Program, name: &str) -> &'p Function {
+    let id = p
+        .function_by_name(name)
+        .unwrap_or_else(|| panic!("no function {name}"));
+    &p.functions[id]
+}
+
+fn count(f: &Function, pred: impl Fn(&Prim) -> bool) -> usize {
+    f.blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .filter(|op| matches!(op, Op::Prim { prim, .. } if pred(prim)))
+        .count()
+}
+
+fn calls(f: &Function) -> Vec<FuncId> {
+    f.blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .filter_map(|op| match op {
+            Op::Call { callee, .. } => Some(*callee),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_static_matrix_gets_no_adjoint() {
+    let p = compile(
+        "extern \"autobatch\" { static X: [[f64; D]; N]; static Y: [f64; N]; }\n\
+         fn ll(t: [f64; D]) -> f64 { let z = matvec(X, t); sum(Y * log_sigmoid(z) + (1.0 - Y) * log_sigmoid(-z)) }\n\
+         fn g(t: [f64; D]) -> (f64, [f64; D]) { value_and_grad(ll, t) }",
+    );
+    let vjp = function(&p, "ll'vjp");
+    assert_eq!(vjp.blocks.len(), 1, "straight-line code stays one block");
+    assert_eq!(count(vjp, |p| *p == Prim::Matvec), 1, "the forward product");
+    assert_eq!(count(vjp, |p| *p == Prim::Vecmat), 1, "the adjoint of θ");
+    assert_eq!(count(vjp, |p| *p == Prim::Outer), 0, "no adjoint for X");
+    let sigmoid = Prim::Unary(autobatch_ir::UnaryOp::Sigmoid);
+    assert_eq!(count(vjp, |p| *p == sigmoid), 1, "σ(-z) is 1 - σ(z)");
+    assert_eq!(vjp.results.len(), 2);
+}
+
+#[test]
+fn products_have_product_adjoints() {
+    let p = compile(
+        "fn f(x: [[f64; 3]; 3]) -> f64 { sum(matvec(matmul(x, x), x[0])) }\n\
+         fn g(x: [[f64; 3]; 3]) -> [[f64; 3]; 3] { grad(f, x) }",
+    );
+    let vjp = function(&p, "f'vjp");
+    assert_eq!(count(vjp, |p| *p == Prim::Matmul), 3, "a·b, dy·bᵀ, aᵀ·dy");
+    assert_eq!(
+        count(vjp, |p| *p == Prim::Transpose),
+        1,
+        "xᵀ, computed once"
+    );
+    assert_eq!(
+        count(vjp, |p| *p == Prim::Vecmat),
+        1,
+        "adjoint of the vector"
+    );
+    assert_eq!(
+        count(vjp, |p| *p == Prim::Outer),
+        1,
+        "adjoint of the matrix"
+    );
+}
+
+#[test]
+fn loops_and_branches_become_block_functions() {
+    let p = compile(
+        "fn f(x: f64) -> f64 { let mut a = x; for i in 0..10 { if a > 1.0 { a = a.sqrt(); } else { a = a * 2.0; } } a }\n\
+         fn g(x: f64) -> f64 { grad(f, x) }",
+    );
+    let names: Vec<&str> = p
+        .functions
+        .values()
+        .map(|f| f.name.as_str())
+        .filter(|n| n.starts_with("f'vjp"))
+        .collect();
+    assert!(names.contains(&"f'vjp"));
+    let blocks = function(&p, "f").blocks.len();
+    assert!(
+        names.len() >= 2 && names.len() < blocks,
+        "the entry and the loop header get functions; the body and the arms are inlined: {names:?}"
+    );
+    for n in &names {
+        assert!(n == &"f'vjp" || n.starts_with("f'vjp.b"), "{n}");
+    }
+    // The loop: some block function reaches itself through calls.
+    let reaches_itself = |start: FuncId| {
+        let mut stack = calls(&p.functions[start]);
+        let mut seen = Vec::new();
+        while let Some(c) = stack.pop() {
+            if c == start {
+                return true;
+            }
+            if !seen.contains(&c) {
+                seen.push(c);
+                stack.extend(calls(&p.functions[c]));
+            }
+        }
+        false
+    };
+    let cyclic = names
+        .iter()
+        .any(|n| reaches_itself(p.function_by_name(n).unwrap()));
+    assert!(cyclic, "the loop's block functions call each other");
+}
+
+#[test]
+fn partially_active_calls_are_named_and_skip_inactive_adjoints() {
+    let p = compile(
+        "extern \"autobatch\" { static S: f64; }\n\
+         fn h(a: f64, b: f64) -> f64 { a * b.exp() }\n\
+         fn f(x: f64) -> f64 { h(x, S) }\n\
+         fn g(x: f64) -> f64 { grad(f, x) }",
+    );
+    let partial = function(&p, "h'vjp@10");
+    assert_eq!(
+        partial.results.len(),
+        2,
+        "h's result and the adjoint of a only"
+    );
+    assert_eq!(
+        count(partial, |p| *p == Prim::Unary(autobatch_ir::UnaryOp::Exp)),
+        1
+    );
+}
+
+#[test]
+fn bad_requests_are_refused() {
+    let mut p = compile("fn f(n: i64, x: f64) -> f64 { x * (n as f64) }");
+    let f = p.function_by_name("f").unwrap();
+    let not_float = derive(
+        &mut p,
+        &[Request {
+            function: f,
+            active: vec![true, false],
+        }],
+    );
+    assert!(not_float.unwrap_err().message.contains("not a float"));
+    let wrong_len = derive(
+        &mut p,
+        &[Request {
+            function: f,
+            active: vec![true],
+        }],
+    );
+    assert!(wrong_len.unwrap_err().message.contains("parameter flags"));
+    let ok = derive(
+        &mut p,
+        &[Request {
+            function: f,
+            active: vec![false, true],
+        }],
+    )
+    .expect("derives");
+    assert_eq!(p.functions[ok[0]].name, "f'vjp");
+    verify_program(&p).expect("verifies");
+}
