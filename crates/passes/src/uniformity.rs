@@ -12,8 +12,9 @@
 //! definition is
 //! - a constant, a static, a symbolic dimension's value;
 //! - a non-random primitive whose operands are all invariant;
-//! - a call whose callee returns invariant variables in that position at
-//!   every `return`;
+//! - a call whose callee returns one and the same invariant variable in that
+//!   position at every `return` (two different invariant variables at two
+//!   returns give members on different paths different values);
 //! - for a parameter (defined by its callers): the argument at every call site
 //!   is invariant, or, for the entry function, the argument is shared.
 //!
@@ -110,11 +111,8 @@ impl Invariance {
                                 let g = &program.functions[*callee];
                                 for (k, d) in dsts.iter().enumerate() {
                                     let returns_invariant =
-                                        g.blocks.values().all(|b| match &b.term {
-                                            Terminator::Return(vars) => {
-                                                invariant[callee.index()][vars[k].index()]
-                                            }
-                                            _ => true,
+                                        single_return_var(g, k).is_some_and(|v| {
+                                            invariant[callee.index()][v.index()]
                                         });
                                     if !returns_invariant && invariant[fid.index()][d.index()] {
                                         invariant[fid.index()][d.index()] = false;
@@ -132,9 +130,24 @@ impl Invariance {
 
     /// Whether result `k` of function `f` is invariant at every `return`.
     pub fn result_invariant(&self, program: &Program, f: FuncId, k: usize) -> bool {
-        program.functions[f].blocks.values().all(|b| match &b.term {
-            Terminator::Return(vars) => self.is_invariant(f, vars[k]),
-            _ => true,
-        })
+        single_return_var(&program.functions[f], k).is_some_and(|v| self.is_invariant(f, v))
     }
+}
+
+/// The variable that every `return` of `f` returns in position `k`, if it is
+/// one variable. Two returns of two different invariant variables (`return 1`
+/// on one path, `n1 + n2` on another) give different members different
+/// values, since members take different paths: such a result is per-member.
+fn single_return_var(f: &autobatch_ir::Function, k: usize) -> Option<Var> {
+    let mut found: Option<Var> = None;
+    for b in f.blocks.values() {
+        if let Terminator::Return(vars) = &b.term {
+            match found {
+                None => found = Some(vars[k]),
+                Some(v) if v == vars[k] => {}
+                Some(_) => return None,
+            }
+        }
+    }
+    found
 }
