@@ -10,6 +10,9 @@
 //! - [`elementwise`], [`reduce`], [`linalg`], [`layout`]: the same operations
 //!   on tensors (broadcasting, reductions, products, indexing).
 //! - [`rng`]: the per-member random streams.
+//! - [`vmath`], [`gemm`]: the vectorized transcendental functions and the
+//!   products, for one member or for many at once (slices of a batch), with
+//!   one fixed evaluation order per output element on every CPU path.
 //!
 //! Architecture Invariant: this crate knows nothing of control flow (blocks,
 //! calls, stacks), of executors or batching, and of syntax. It sees one
@@ -59,11 +62,13 @@ macro_rules! map_same_type_pair {
 }
 
 pub mod elementwise;
+pub mod gemm;
 pub mod layout;
 pub mod linalg;
 pub mod reduce;
 pub mod rng;
 pub mod scalar;
+pub mod vmath;
 
 pub use rng::MemberRng;
 

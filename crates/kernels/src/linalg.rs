@@ -1,64 +1,124 @@
 //! Products and transposition: `dot`, `matvec`, `vecmat`, `matmul`,
 //! `transpose`, `outer`, for every element type.
 //!
-//! Every output element of a product is a sum started from zero that adds
-//! the products in increasing order of the summed index, with the
-//! [`Ring`] operations (wrapping on integers, `or`/`and`
-//! on `bool`). Floating-point results are therefore fixed to the last bit,
-//! and a batched kernel that wants to agree with this one must keep that
-//! order (no reassociation, no fused multiply-add).
+//! Float products (`f32`, `f64`) are [`crate::gemm`]'s deterministic kernels
+//! called for one member: `dot` and `matvec` in the dot form (lane partial
+//! sums `p mod L` with `mul_add`, then a fixed pairwise tree), `vecmat` and
+//! `matmul` in the axpy form (`mul_add` over the summed index ascending from
+//! `+0.0`). The batched engine calls the same kernels for many members at
+//! once and gets the same bits. Integer and `bool` products sum from zero in
+//! increasing order of the summed index with the [`Ring`] operations
+//! (wrapping on integers, `or`/`and` on `bool`).
 
 use autobatch_types::{Data, Tensor};
 
+use crate::gemm;
 use crate::internal_error;
 use crate::scalar::Ring;
 
-/// `sum(a[k] * b[k])` over `k` ascending.
+/// The products of one element type: the generic ring versions, overridden
+/// for floats by the [`gemm`] kernels.
+pub trait Product: Ring {
+    /// `sum(a[k] * b[k])`.
+    fn dot_slices(a: &[Self], b: &[Self]) -> Self {
+        a.iter()
+            .zip(b)
+            .fold(Self::ZERO, |acc, (&x, &y)| acc.ring_add(x.ring_mul(y)))
+    }
+
+    /// `out[i] = dot(m row i, v)` for `m` of `rows x cols`.
+    fn matvec_slices(m: &[Self], rows: usize, cols: usize, v: &[Self], out: &mut [Self]) {
+        for (i, o) in out.iter_mut().enumerate().take(rows) {
+            *o = Self::dot_slices(&m[i * cols..(i + 1) * cols], v);
+        }
+    }
+
+    /// `out (rows x cols) = a (rows x inner) * b (inner x cols)`, each element
+    /// summed over the inner index ascending; `vecmat` is the case `rows = 1`.
+    fn matmul_slices(
+        a: &[Self],
+        b: &[Self],
+        rows: usize,
+        inner: usize,
+        cols: usize,
+        out: &mut [Self],
+    ) {
+        out.fill(Self::ZERO);
+        for i in 0..rows {
+            let out_row = &mut out[i * cols..(i + 1) * cols];
+            for k in 0..inner {
+                let scale = a[i * inner + k];
+                let b_row = &b[k * cols..(k + 1) * cols];
+                for (acc, &x) in out_row.iter_mut().zip(b_row) {
+                    *acc = acc.ring_add(scale.ring_mul(x));
+                }
+            }
+        }
+    }
+}
+
+impl Product for bool {}
+impl Product for i32 {}
+impl Product for i64 {}
+impl Product for u64 {}
+
+macro_rules! impl_product_float {
+    ($t:ty) => {
+        impl Product for $t {
+            fn dot_slices(a: &[Self], b: &[Self]) -> Self {
+                gemm::dot(a, b)
+            }
+            fn matvec_slices(m: &[Self], rows: usize, cols: usize, v: &[Self], out: &mut [Self]) {
+                gemm::matvec_into(m, rows, cols, v, 1, out)
+            }
+            fn matmul_slices(
+                a: &[Self],
+                b: &[Self],
+                rows: usize,
+                inner: usize,
+                cols: usize,
+                out: &mut [Self],
+            ) {
+                gemm::matmul_into(a, b, rows, inner, cols, out)
+            }
+        }
+    };
+}
+
+impl_product_float!(f32);
+impl_product_float!(f64);
+
+/// The inner product of two slices of one length.
 #[inline]
-pub fn dot_values<T: Ring>(a: &[T], b: &[T]) -> T {
-    a.iter()
-        .zip(b)
-        .fold(T::ZERO, |acc, (&x, &y)| acc.ring_add(x.ring_mul(y)))
+pub fn dot_values<T: Product>(a: &[T], b: &[T]) -> T {
+    T::dot_slices(a, b)
 }
 
 /// `m` (`rows x cols`, row-major) times `v` (`cols`): `rows` dot products.
-pub fn matvec_values<T: Ring>(m: &[T], rows: usize, cols: usize, v: &[T]) -> Vec<T> {
-    if cols == 0 {
-        return vec![T::ZERO; rows];
-    }
-    m.chunks_exact(cols)
-        .take(rows)
-        .map(|row| dot_values(row, v))
-        .collect()
+pub fn matvec_values<T: Product>(m: &[T], rows: usize, cols: usize, v: &[T]) -> Vec<T> {
+    let mut out = vec![T::ZERO; rows];
+    T::matvec_slices(m, rows, cols, v, &mut out);
+    out
 }
 
 /// `v` (`rows`) times `m` (`rows x cols`): `out[j] = sum_i v[i] * m[i][j]`, `i` ascending.
-pub fn vecmat_values<T: Ring>(v: &[T], m: &[T], rows: usize, cols: usize) -> Vec<T> {
+pub fn vecmat_values<T: Product>(v: &[T], m: &[T], rows: usize, cols: usize) -> Vec<T> {
     let mut out = vec![T::ZERO; cols];
-    for (i, &scale) in v.iter().enumerate().take(rows) {
-        let row = &m[i * cols..(i + 1) * cols];
-        for (acc, &x) in out.iter_mut().zip(row) {
-            *acc = acc.ring_add(scale.ring_mul(x));
-        }
-    }
+    T::matmul_slices(v, m, 1, rows, cols, &mut out);
     out
 }
 
 /// `a` (`rows x inner`) times `b` (`inner x cols`); each output element sums
-/// over the inner index ascending (the loop order keeps that order while
-/// reading `b` row by row).
-pub fn matmul_values<T: Ring>(a: &[T], b: &[T], rows: usize, inner: usize, cols: usize) -> Vec<T> {
+/// over the inner index ascending.
+pub fn matmul_values<T: Product>(
+    a: &[T],
+    b: &[T],
+    rows: usize,
+    inner: usize,
+    cols: usize,
+) -> Vec<T> {
     let mut out = vec![T::ZERO; rows * cols];
-    for i in 0..rows {
-        let out_row = &mut out[i * cols..(i + 1) * cols];
-        for k in 0..inner {
-            let scale = a[i * inner + k];
-            let b_row = &b[k * cols..(k + 1) * cols];
-            for (acc, &x) in out_row.iter_mut().zip(b_row) {
-                *acc = acc.ring_add(scale.ring_mul(x));
-            }
-        }
-    }
+    T::matmul_slices(a, b, rows, inner, cols, &mut out);
     out
 }
 
@@ -197,12 +257,20 @@ mod tests {
     }
 
     #[test]
-    fn dot_sums_left_to_right() {
-        let a = t(&[3], Data::F64(vec![1e16, 1.0, -1e16]));
-        let ones = t(&[3], Data::F64(vec![1.0; 3]));
+    fn float_dot_uses_lane_partial_sums() {
+        // f64 has 4 lanes: elements 0 and 4 share a partial, 1 and 5 another;
+        // the partials are then added (0 + 2) + (1 + 3).
+        let a = t(&[6], Data::F64(vec![1e16, 1.0, -1e16, 0.0, 1.0, 1.0]));
+        let ones = t(&[6], Data::F64(vec![1.0; 6]));
+        let lanes = [1e16 + 1.0, 1.0 + 1.0, -1e16, 0.0];
         assert_eq!(
             dot(&a, &ones),
-            Tensor::scalar(Scalar::F64((1e16 + 1.0) - 1e16))
+            Tensor::scalar(Scalar::F64((lanes[0] + lanes[2]) + (lanes[1] + lanes[3])))
+        );
+        let i = t(&[3], Data::I64(vec![i64::MAX, 1, -1]));
+        assert_eq!(
+            dot(&i, &t(&[3], Data::I64(vec![1; 3]))),
+            Tensor::scalar(Scalar::I64(i64::MAX))
         );
     }
 
@@ -254,11 +322,13 @@ mod tests {
     }
 
     #[test]
-    fn products_agree_with_dot_bit_for_bit() {
+    fn float_products_follow_their_stated_orders_bit_for_bit() {
         let a: Vec<f64> = (0..12).map(|k| ((k * 7 % 5) as f64 - 1.3) / 3.1).collect();
         let b: Vec<f64> = (0..12).map(|k| ((k * 3 % 7) as f64 + 0.7) / 1.9).collect();
         let ma = t(&[3, 4], Data::F64(a.clone()));
         let mb = t(&[4, 3], Data::F64(b.clone()));
+        let axpy =
+            |x: &[f64], y: &[f64]| x.iter().zip(y).fold(0.0, |acc, (&p, &q)| p.mul_add(q, acc));
         let Data::F64(prod) = matmul(&ma, &mb).data else {
             panic!()
         };
@@ -267,7 +337,7 @@ mod tests {
                 let column: Vec<f64> = (0..4).map(|k| b[k * 3 + j]).collect();
                 assert_eq!(
                     prod[i * 3 + j].to_bits(),
-                    dot_values(&a[i * 4..i * 4 + 4], &column).to_bits()
+                    axpy(&a[i * 4..i * 4 + 4], &column).to_bits()
                 );
             }
         }
@@ -275,10 +345,19 @@ mod tests {
         let Data::F64(mv) = matvec(&ma, &v).data else {
             panic!()
         };
-        let Data::F64(vm) = vecmat(&v, &transpose(&ma)).data else {
+        for i in 0..3 {
+            assert_eq!(
+                mv[i].to_bits(),
+                dot_values(&a[i * 4..i * 4 + 4], &b[..4]).to_bits()
+            );
+        }
+        let Data::F64(vm) = vecmat(&t(&[3], Data::F64(b[..3].to_vec())), &ma).data else {
             panic!()
         };
-        assert_eq!(mv, vm);
+        for j in 0..4 {
+            let column: Vec<f64> = (0..3).map(|i| a[i * 4 + j]).collect();
+            assert_eq!(vm[j].to_bits(), axpy(&b[..3], &column).to_bits());
+        }
     }
 
     #[test]

@@ -1,14 +1,15 @@
 //! Reductions over a 1-D array (`sum mean max min argmax argmin logsumexp`)
-//! and `softmax`.
+//! and `softmax`, per array and row-wise over many rows (`*_rows_into`, for
+//! the batched engine: bit-identical to the per-array function on each row).
 //!
-//! Every reduction visits the elements left to right, so its result is fixed
-//! to the last bit; a batched kernel must keep that order. The decisions for
-//! edge cases:
+//! Every reduction has a fixed order, so its result is fixed to the last bit
+//! whatever runs it. The decisions for edge cases:
 //!
-//! - `sum` starts from zero and adds left to right (integers wrap). The sum of
-//!   an empty array is 0; a float sum starts from `+0.0`, as a loop
-//!   `let mut s = 0.0; for x in a { s += x }` would (so the sum of `[-0.0]`
-//!   is `+0.0`).
+//! - integer `sum` starts from zero and adds left to right (wrapping). A
+//!   float `sum` uses the lane order of [`crate::gemm::sum`]: element `p` goes
+//!   to partial `p mod L` (`L` = 8 for `f32`, 4 for `f64`), partials start
+//!   from `+0.0`, and are then added in a fixed pairwise tree. The sum of an
+//!   empty array is 0, and the sum of `[-0.0]` is `+0.0`.
 //! - `mean` is `sum / len` in the element type; the mean of an empty array is
 //!   NaN (0 / 0).
 //! - `max`/`min` fold with `f64::max`/`f64::min` from `-inf`/`+inf`, so NaN
@@ -17,7 +18,8 @@
 //!   which is also the result for an empty array.
 //! - `argmax`/`argmin` give the index of the first element equal to the
 //!   `max`/`min` above, skipping NaN; an empty or all-NaN array gives 0.
-//! - `logsumexp` is `m + ln(sum(exp(x - m)))` with `m` the `max`, stable for
+//! - `logsumexp` is `m + ln(sum(exp(x - m)))` with `m` the `max` (the sum in
+//!   the lane order above, `exp`/`ln` from [`crate::vmath`]), stable for
 //!   large elements. Any NaN element makes it NaN; if `m` is infinite
 //!   (including the empty array, where it is `-inf`), the result is `m`.
 //! - `softmax` is `exp(x - m) / sum(exp(x - m))`; a NaN element makes every
@@ -101,10 +103,10 @@ pub fn integer_sum<T: Integer>(v: &[T]) -> T {
     v.iter().fold(T::ZERO, |acc, &x| acc.wrapping_add(x))
 }
 
-/// The sum from `+0.0`, left to right.
+/// The sum in the lane order of [`crate::gemm::sum`].
 #[inline]
 pub fn float_sum<F: Float>(v: &[F]) -> F {
-    v.iter().fold(F::ZERO, |acc, &x| acc + x)
+    F::lane_sum(v)
 }
 
 /// `sum / len`; NaN for an empty array.
@@ -159,8 +161,7 @@ pub fn logsumexp<F: Float>(v: &[F]) -> F {
     if !m.is_finite() {
         return m;
     }
-    let total = v.iter().fold(F::ZERO, |acc, &x| acc + (x - m).exp());
-    m + total.ln()
+    m + F::lane_sum_exp(v, m).ln()
 }
 
 /// The softmax of a 1-D float array.
@@ -181,10 +182,95 @@ pub fn softmax(x: &Tensor) -> Tensor {
 
 /// `exp(x - m) / sum(exp(x - m))` with `m` the largest element.
 pub fn softmax_values<F: Float>(v: &[F]) -> Vec<F> {
+    let mut out = vec![F::ZERO; v.len()];
+    softmax_into(v, &mut out);
+    out
+}
+
+/// [`softmax_values`] written into `out` (`out.len() == v.len()`), without allocating.
+pub fn softmax_into<F: Float>(v: &[F], out: &mut [F]) {
+    if v.len() != out.len() {
+        internal_error(format!(
+            "softmax_into: input length {} and output length {} differ",
+            v.len(),
+            out.len()
+        ));
+    }
     let m = float_max(v);
-    let exps: Vec<F> = v.iter().map(|&x| (x - m).exp()).collect();
-    let total = float_sum(&exps);
-    exps.into_iter().map(|e| e / total).collect()
+    for (o, &x) in out.iter_mut().zip(v) {
+        *o = (x - m).exp();
+    }
+    let total = F::lane_sum(out);
+    for o in out.iter_mut() {
+        *o = *o / total;
+    }
+}
+
+/// The rows of `x` (`out.len()` rows of `row_len`), for the row-wise functions.
+fn rows<'a, F>(
+    what: &str,
+    x: &'a [F],
+    row_len: usize,
+    rows: usize,
+) -> impl Iterator<Item = &'a [F]> {
+    match rows.checked_mul(row_len) {
+        Some(len) if len == x.len() => {}
+        _ => internal_error(format!(
+            "{what}: {} elements are not {rows} rows of {row_len}",
+            x.len()
+        )),
+    }
+    (0..rows).map(move |r| &x[r * row_len..(r + 1) * row_len])
+}
+
+macro_rules! row_wise {
+    ($($(#[$doc:meta])* $name:ident => $per_row:ident;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name<F: Float>(x: &[F], row_len: usize, out: &mut [F]) {
+                let n = out.len();
+                for (o, row) in out.iter_mut().zip(rows(stringify!($name), x, row_len, n)) {
+                    *o = $per_row(row);
+                }
+            }
+        )*
+    };
+}
+
+row_wise! {
+    /// `out[r] = float_sum(row r)` for the `out.len()` rows of `row_len` in `x`.
+    sum_rows_into => float_sum;
+    /// `out[r] = float_mean(row r)`.
+    mean_rows_into => float_mean;
+    /// `out[r] = float_max(row r)`.
+    max_rows_into => float_max;
+    /// `out[r] = float_min(row r)`.
+    min_rows_into => float_min;
+    /// `out[r] = logsumexp(row r)`.
+    logsumexp_rows_into => logsumexp;
+}
+
+/// The softmax of every row of `row_len` in `x`, into `out` (same length as `x`).
+pub fn softmax_rows_into<F: Float>(x: &[F], row_len: usize, out: &mut [F]) {
+    if x.len() != out.len() {
+        internal_error(format!(
+            "softmax_rows_into: input length {} and output length {} differ",
+            x.len(),
+            out.len()
+        ));
+    }
+    if row_len == 0 {
+        return;
+    }
+    for (row, o) in x.chunks(row_len).zip(out.chunks_mut(row_len)) {
+        if row.len() != row_len {
+            internal_error(format!(
+                "softmax_rows_into: {} elements are not rows of {row_len}",
+                x.len()
+            ));
+        }
+        softmax_into(row, o);
+    }
 }
 
 #[cfg(test)]
@@ -217,8 +303,13 @@ mod tests {
             r(ReduceOp::Sum, Data::F64(vec![0.1, 0.2, 0.3])),
             Scalar::F64(0.1 + 0.2 + 0.3)
         );
+        // Lane order (f64 has 4 lanes): (1e308 + -1e308) + (1e308 + 0), no overflow.
         assert_eq!(
             r(ReduceOp::Sum, Data::F64(vec![1e308, 1e308, -1e308])),
+            Scalar::F64(1e308)
+        );
+        assert_eq!(
+            r(ReduceOp::Sum, Data::F64(vec![1e308, 0.0, 0.0, 0.0, 1e308])),
             Scalar::F64(f64::INFINITY)
         );
     }

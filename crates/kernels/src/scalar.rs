@@ -15,7 +15,9 @@
 //!   (`wrapping_shl` / `wrapping_shr`); `>>` is arithmetic on signed types.
 //! - Integer `pow` takes its exponent `as u32` and wraps (`wrapping_pow`).
 //! - Float operations are Rust's `std` methods of the same name, in the
-//!   operand's own precision (`f32` stays `f32`); `%` on floats is Rust's `%`;
+//!   operand's own precision (`f32` stays `f32`), except `exp exp_m1 ln ln_1p
+//!   tanh sigmoid log_sigmoid softplus`, which are [`crate::vmath`]'s (a few
+//!   ulp from `std`, identical on every CPU path); `%` on floats is Rust's `%`;
 //!   `max`/`min` ignore a NaN operand like `f64::max`/`f64::min`.
 //! - Casts are Rust's `as`: float to integer saturates and NaN becomes 0,
 //!   `bool` to a number is 0 or 1. Rust has no `as` into `bool`; the IR allows
@@ -136,7 +138,10 @@ impl_integer!(i64, abs: |x| x.wrapping_abs());
 impl_integer!(u64, abs: |x| x);
 
 /// The float types of the language: `f32` and `f64`. Every method is the
-/// `std` method of the same name.
+/// `std` method of the same name, except `exp exp_m1 ln ln_1p tanh` (and the
+/// `vm_` methods), which are this crate's own [`crate::vmath`] functions:
+/// vectorizable, within 1-3 ulp of `std`, and the same bits on every CPU path,
+/// so that the reference executor and the batched kernels agree.
 pub trait Float:
     Copy
     + PartialOrd
@@ -185,10 +190,20 @@ pub trait Float:
     fn from_count(count: usize) -> Self;
     /// `value as Self`: random draws are made in `f64` and then narrowed.
     fn from_f64(value: f64) -> Self;
+    /// [`sigmoid`] (the [`crate::vmath`] function of this type).
+    fn vm_sigmoid(self) -> Self;
+    /// [`softplus`] (the [`crate::vmath`] function of this type).
+    fn vm_softplus(self) -> Self;
+    /// [`log_sigmoid`] (the [`crate::vmath`] function of this type).
+    fn vm_log_sigmoid(self) -> Self;
+    /// The sum of `values` in the fixed lane order of [`crate::gemm::sum`].
+    fn lane_sum(values: &[Self]) -> Self;
+    /// `sum(exp(values - shift))` in the same order, see [`crate::gemm::sum_exp_shifted`].
+    fn lane_sum_exp(values: &[Self], shift: Self) -> Self;
 }
 
 macro_rules! impl_float {
-    ($t:ident) => {
+    ($t:ident, $exp:ident, $exp_m1:ident, $ln:ident, $ln_1p:ident, $tanh:ident, $sigmoid:ident, $softplus:ident, $log_sigmoid:ident) => {
         impl Float for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -202,19 +217,19 @@ macro_rules! impl_float {
             }
             #[inline]
             fn exp(self) -> Self {
-                $t::exp(self)
+                crate::vmath::$exp(self)
             }
             #[inline]
             fn exp_m1(self) -> Self {
-                $t::exp_m1(self)
+                crate::vmath::$exp_m1(self)
             }
             #[inline]
             fn ln(self) -> Self {
-                $t::ln(self)
+                crate::vmath::$ln(self)
             }
             #[inline]
             fn ln_1p(self) -> Self {
-                $t::ln_1p(self)
+                crate::vmath::$ln_1p(self)
             }
             #[inline]
             fn log10(self) -> Self {
@@ -238,7 +253,7 @@ macro_rules! impl_float {
             }
             #[inline]
             fn tanh(self) -> Self {
-                $t::tanh(self)
+                crate::vmath::$tanh(self)
             }
             #[inline]
             fn floor(self) -> Self {
@@ -292,12 +307,52 @@ macro_rules! impl_float {
             fn from_f64(value: f64) -> Self {
                 value as $t
             }
+            #[inline]
+            fn vm_sigmoid(self) -> Self {
+                crate::vmath::$sigmoid(self)
+            }
+            #[inline]
+            fn vm_softplus(self) -> Self {
+                crate::vmath::$softplus(self)
+            }
+            #[inline]
+            fn vm_log_sigmoid(self) -> Self {
+                crate::vmath::$log_sigmoid(self)
+            }
+            #[inline]
+            fn lane_sum(values: &[Self]) -> Self {
+                crate::gemm::sum(values)
+            }
+            #[inline]
+            fn lane_sum_exp(values: &[Self], shift: Self) -> Self {
+                crate::gemm::sum_exp_shifted(values, shift)
+            }
         }
     };
 }
 
-impl_float!(f32);
-impl_float!(f64);
+impl_float!(
+    f32,
+    exp_f32,
+    exp_m1_f32,
+    ln_f32,
+    ln_1p_f32,
+    tanh_f32,
+    sigmoid_f32,
+    softplus_f32,
+    log_sigmoid_f32
+);
+impl_float!(
+    f64,
+    exp_f64,
+    exp_m1_f64,
+    ln_f64,
+    ln_1p_f64,
+    tanh_f64,
+    sigmoid_f64,
+    softplus_f64,
+    log_sigmoid_f64
+);
 
 // ---------------------------------------------------------------------------
 // Integer operations.
@@ -454,29 +509,24 @@ pub fn float_powf<F: Float>(a: F, exponent: F) -> F {
     a.powf(exponent)
 }
 
-/// The logistic function `1 / (1 + e^-x)`, written so that neither branch
-/// overflows: `e^-x` for `x >= 0` and `e^x` otherwise are at most 1.
+/// The logistic function `1 / (1 + e^-x)`, computed so that neither sign
+/// overflows (`e^-|x| <= 1`); see [`crate::vmath::sigmoid_f64`].
 #[inline]
 pub fn sigmoid<F: Float>(x: F) -> F {
-    if x >= F::ZERO {
-        F::ONE / (F::ONE + (-x).exp())
-    } else {
-        let e = x.exp();
-        e / (F::ONE + e)
-    }
+    x.vm_sigmoid()
 }
 
 /// `ln(1 + e^x)`, as `max(x, 0) + ln_1p(e^-|x|)` so that large `|x|` neither
-/// overflows nor loses the small term.
+/// overflows nor loses the small term; see [`crate::vmath::softplus_f64`].
 #[inline]
 pub fn softplus<F: Float>(x: F) -> F {
-    x.max(F::ZERO) + (-x.abs()).exp().ln_1p()
+    x.vm_softplus()
 }
 
 /// `ln(sigmoid(x))`, as `-softplus(-x)`, which stays finite for very negative `x`.
 #[inline]
 pub fn log_sigmoid<F: Float>(x: F) -> F {
-    -softplus(-x)
+    x.vm_log_sigmoid()
 }
 
 // ---------------------------------------------------------------------------

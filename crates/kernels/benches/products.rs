@@ -1,0 +1,326 @@
+//! The two matrix products of the logistic-regression gradient (N = 10,000
+//! data points, D = 100 regressors, the data shared by every member) at batch
+//! 1, 16, 64, 256 and 1024, f32 and f64, single-threaded:
+//!
+//! - `matvec_into`: the logits `X w` of n members at once (`vs` is n x D);
+//! - `vecmat_into`: the gradient `Xᵀ r` of n members at once (`vs` is n x N);
+//!
+//! in GFLOP/s (2 N D n flops each), next to the `gemm` crate doing the same
+//! products when the `yardstick` feature is on
+//! (`cargo bench -p autobatch-kernels --features yardstick --bench products`),
+//! and, at n = 1, in GB/s of the matrix read, next to the memory bandwidth
+//! measured by summing a 256 MiB array. Also the throughput of `vmath`.
+//! Prints one line per figure and a JSON object at the end.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use autobatch_ir::UnaryOp;
+use autobatch_kernels::gemm::{self, GemmFloat};
+use autobatch_kernels::vmath;
+
+const N: usize = 10_000;
+const D: usize = 100;
+const BATCHES: [usize; 5] = [1, 16, 64, 256, 1024];
+
+/// The best time of one call of each of `fs`, in seconds, calling them in
+/// turn (so that a machine shared with other work slows them alike) for
+/// about `budget` seconds.
+fn best_times(budget: f64, fs: &mut [&mut dyn FnMut()]) -> Vec<f64> {
+    for f in fs.iter_mut() {
+        f();
+    }
+    let start = Instant::now();
+    let mut best = vec![f64::INFINITY; fs.len()];
+    let mut rounds = 0;
+    while rounds < 3 || (start.elapsed().as_secs_f64() < budget && rounds < 1000) {
+        for (f, b) in fs.iter_mut().zip(best.iter_mut()) {
+            let t = Instant::now();
+            f();
+            *b = b.min(t.elapsed().as_secs_f64());
+        }
+        rounds += 1;
+    }
+    best
+}
+
+fn best_time(budget: f64, mut f: impl FnMut()) -> f64 {
+    best_times(budget, &mut [&mut f])[0]
+}
+
+trait BenchFloat: GemmFloat {
+    const NAME: &'static str;
+    fn of(x: f64) -> Self;
+    #[cfg_attr(not(feature = "yardstick"), allow(dead_code))]
+    fn wide(self) -> f64;
+}
+
+impl BenchFloat for f32 {
+    const NAME: &'static str = "f32";
+    fn of(x: f64) -> Self {
+        x as f32
+    }
+    fn wide(self) -> f64 {
+        self as f64
+    }
+}
+
+impl BenchFloat for f64 {
+    const NAME: &'static str = "f64";
+    fn of(x: f64) -> Self {
+        x
+    }
+    fn wide(self) -> f64 {
+        self
+    }
+}
+
+fn data<T: BenchFloat>(len: usize, seed: u64) -> Vec<T> {
+    let mut s = seed;
+    (0..len)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            T::of(((s >> 11) as f64 / (1u64 << 53) as f64) - 0.5)
+        })
+        .collect()
+}
+
+#[cfg(feature = "yardstick")]
+mod yardstick {
+    /// `dst (m x n, row-major) = lhs (m x k, strides) * rhs (k x n, strides)`, one thread.
+    #[allow(clippy::too_many_arguments)]
+    pub fn product<T: 'static + Copy>(
+        m: usize,
+        n: usize,
+        k: usize,
+        dst: &mut [T],
+        lhs: &[T],
+        lhs_rs: isize,
+        lhs_cs: isize,
+        rhs: &[T],
+        rhs_rs: isize,
+        rhs_cs: isize,
+        zero: T,
+        one: T,
+    ) {
+        // SAFETY: the strides describe matrices inside the slices (checked by the callers' shapes).
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                dst.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                lhs.as_ptr(),
+                lhs_cs,
+                lhs_rs,
+                rhs.as_ptr(),
+                rhs_cs,
+                rhs_rs,
+                zero,
+                one,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            )
+        }
+    }
+}
+
+fn bench_type<T: BenchFloat>(json: &mut Vec<String>, bandwidth: f64) {
+    let x: Vec<T> = data(N * D, 1);
+    for &n in &BATCHES {
+        let flops = 2.0 * (N * D * n) as f64;
+        let budget = 1.0;
+        let w: Vec<T> = data(n * D, 2);
+        let r: Vec<T> = data(n * N, 3);
+        let mut logits = vec![T::ACC_ZERO; n * N];
+        let mut grad = vec![T::ACC_ZERO; n * D];
+        #[cfg(feature = "yardstick")]
+        let (mut out_mv, mut out_vm) = (vec![T::ACC_ZERO; n * N], vec![T::ACC_ZERO; n * D]);
+        let times = {
+            let mut ours_mv =
+                || gemm::matvec_into(black_box(&x), N, D, black_box(&w), n, &mut logits);
+            let mut ours_vm =
+                || gemm::vecmat_into(black_box(&r), black_box(&x), n, N, D, &mut grad);
+            #[cfg(feature = "yardstick")]
+            {
+                // logits (n x N) = w (n x D) * Xᵀ (D x N), with Xᵀ[p][i] = x[i * D + p];
+                // grad (n x D) = r (n x N) * X (N x D).
+                let one = T::of(1.0);
+                let mut theirs_mv = || {
+                    yardstick::product(
+                        n,
+                        N,
+                        D,
+                        &mut out_mv,
+                        &w,
+                        D as isize,
+                        1,
+                        &x,
+                        1,
+                        D as isize,
+                        T::ACC_ZERO,
+                        one,
+                    )
+                };
+                let mut theirs_vm = || {
+                    yardstick::product(
+                        n,
+                        D,
+                        N,
+                        &mut out_vm,
+                        &r,
+                        N as isize,
+                        1,
+                        &x,
+                        D as isize,
+                        1,
+                        T::ACC_ZERO,
+                        one,
+                    )
+                };
+                best_times(
+                    budget,
+                    &mut [&mut ours_mv, &mut ours_vm, &mut theirs_mv, &mut theirs_vm],
+                )
+            }
+            #[cfg(not(feature = "yardstick"))]
+            {
+                best_times(budget, &mut [&mut ours_mv, &mut ours_vm])
+            }
+        };
+        let (t_mv, t_vm) = (times[0], times[1]);
+        let bytes = (N * D * std::mem::size_of::<T>()) as f64;
+        let mut line = format!(
+            "{} n={:4}  matvec {:7.2} GFLOP/s  vecmat {:7.2} GFLOP/s  both {:8.1} products-of-two/s",
+            T::NAME,
+            n,
+            flops / t_mv / 1e9,
+            flops / t_vm / 1e9,
+            n as f64 / (t_mv + t_vm)
+        );
+        let mut entry = format!(
+            "{{\"type\":\"{}\",\"n\":{},\"matvec_gflops\":{:.3},\"vecmat_gflops\":{:.3},\"gradients_per_s_products_only\":{:.1}",
+            T::NAME,
+            n,
+            flops / t_mv / 1e9,
+            flops / t_vm / 1e9,
+            n as f64 / (t_mv + t_vm)
+        );
+        if n == 1 {
+            let gbs = 2.0 * bytes / (t_mv + t_vm) / 1e9;
+            line += &format!(
+                "  matrix read {:.2} GB/s over both = {:.0}% of memory bandwidth",
+                gbs,
+                100.0 * gbs / bandwidth
+            );
+            entry += &format!(
+                ",\"gb_per_s\":{gbs:.3},\"fraction_of_bandwidth\":{:.3}",
+                gbs / bandwidth
+            );
+        }
+        #[cfg(feature = "yardstick")]
+        {
+            let (g_mv, g_vm) = (times[2], times[3]);
+            // The yardstick computes the same products (other rounding order).
+            for (a, b) in out_mv.iter().zip(&logits).chain(out_vm.iter().zip(&grad)) {
+                let (a, b) = (a.wide(), b.wide());
+                assert!(
+                    (a - b).abs() <= 1e-3 * (1.0 + b.abs()),
+                    "gemm crate {a} vs ours {b}"
+                );
+            }
+            line += &format!(
+                "  | gemm crate: matvec {:7.2}  vecmat {:7.2} GFLOP/s  (ours/gemm both: {:.0}%)",
+                flops / g_mv / 1e9,
+                flops / g_vm / 1e9,
+                100.0 * (g_mv + g_vm) / (t_mv + t_vm)
+            );
+            entry += &format!(
+                ",\"gemm_matvec_gflops\":{:.3},\"gemm_vecmat_gflops\":{:.3},\"ours_over_gemm\":{:.3}",
+                flops / g_mv / 1e9,
+                flops / g_vm / 1e9,
+                (g_mv + g_vm) / (t_mv + t_vm)
+            );
+        }
+        entry += "}";
+        println!("{line}");
+        json.push(entry);
+    }
+}
+
+fn bench_vmath(json: &mut Vec<String>) {
+    let len = 1 << 16;
+    let x64: Vec<f64> = data::<f64>(len, 5).iter().map(|v| v * 40.0).collect();
+    let x32: Vec<f32> = x64.iter().map(|&v| v as f32).collect();
+    let mut o64 = vec![0.0f64; len];
+    let mut o32 = vec![0.0f32; len];
+    for op in [
+        UnaryOp::Exp,
+        UnaryOp::Ln,
+        UnaryOp::Tanh,
+        UnaryOp::LogSigmoid,
+        UnaryOp::Softplus,
+    ] {
+        let pos: Vec<f64> = x64.iter().map(|v| v.abs()).collect();
+        let input = if op == UnaryOp::Ln { &pos } else { &x64 };
+        let t64 = best_time(0.1, || {
+            vmath::apply_f64(op, black_box(input), &mut o64);
+        });
+        let std_fn: fn(f64) -> f64 = match op {
+            UnaryOp::Exp => f64::exp,
+            UnaryOp::Ln => f64::ln,
+            UnaryOp::Tanh => f64::tanh,
+            _ => |v: f64| v.max(0.0) + (-v.abs()).exp().ln_1p(),
+        };
+        let t_std = best_time(0.1, || {
+            for (o, &v) in o64.iter_mut().zip(black_box(input)) {
+                *o = std_fn(v);
+            }
+        });
+        let t32 = best_time(0.1, || {
+            vmath::apply_f32(op, black_box(&x32), &mut o32);
+        });
+        println!(
+            "vmath {op:?}: f64 {:.2} ns/elem (std scalar {:.2}), f32 {:.2} ns/elem",
+            t64 / len as f64 * 1e9,
+            t_std / len as f64 * 1e9,
+            t32 / len as f64 * 1e9
+        );
+        json.push(format!(
+            "{{\"vmath\":\"{op:?}\",\"f64_ns\":{:.3},\"std_f64_ns\":{:.3},\"f32_ns\":{:.3}}}",
+            t64 / len as f64 * 1e9,
+            t_std / len as f64 * 1e9,
+            t32 / len as f64 * 1e9
+        ));
+    }
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    println!(
+        "CPU fast path (AVX2+FMA): {}; yardstick gemm crate: {}",
+        vmath::fast_path_available(),
+        cfg!(feature = "yardstick")
+    );
+    let big: Vec<f64> = vec![1.0; 32 << 20];
+    let t = best_time(1.0, || {
+        black_box(gemm::sum(black_box(&big)));
+    });
+    let bandwidth = (big.len() * 8) as f64 / t / 1e9;
+    println!("memory bandwidth (sum of 256 MiB): {bandwidth:.2} GB/s");
+    drop(big);
+    let mut json = vec![format!("{{\"memory_bandwidth_gb_per_s\":{bandwidth:.3}}}")];
+    bench_type::<f32>(&mut json, bandwidth);
+    bench_type::<f64>(&mut json, bandwidth);
+    bench_vmath(&mut json);
+    println!("[{}]", json.join(",\n"));
+}

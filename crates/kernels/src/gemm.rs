@@ -1,0 +1,1059 @@
+//! Deterministic float products for one member or many: `dot`, a shared
+//! matrix times many vectors (`matvec_into`, `vecmat_into`), `matmul_into`
+//! and its batched forms, and the lane-ordered `sum` of the reductions.
+//!
+//! **The order of every output element is fixed**, whatever the batch size,
+//! the sub-range of the batch a thread computes, the tile the element falls
+//! in, and the CPU path (AVX2+FMA or portable), so a member's result has the
+//! same bits in every executor:
+//!
+//! - dot form (`dot`, `matvec_into`, `sum`): element `p` of the summed index
+//!   goes to lane partial `p mod L` (`L` = [`GemmFloat::LANES`]: 8 for `f32`,
+//!   4 for `f64`), each partial accumulates with `mul_add` in increasing `p`
+//!   from `+0.0` over the operands padded with `+0.0` to a multiple of `L`
+//!   (the padding can only turn a `-0.0` partial into `+0.0`), and the `L`
+//!   partials are added in a fixed pairwise tree (lane `l` plus lane
+//!   `l + L/2`, then again, down to one).
+//! - axpy form (`vecmat_into`, `matmul_into`): `out[b][j]` starts at `+0.0`
+//!   and accumulates `mul_add(x[b][i], mat[i][j], acc)` in increasing `i`.
+//!
+//! Every multiply feeding an add is a `mul_add`, exactly rounded in hardware
+//! and in software, and Rust neither contracts nor reassociates floats, so
+//! the generic source compiled inside `#[target_feature(enable = "avx2,fma")]`
+//! functions (chosen at run time) and the portable fallback agree bit for bit.
+//! Speed comes from register tiles (several matrix rows times several vectors
+//! in `matvec_into`, several vectors times several column chunks in
+//! `vecmat_into`) and cache blocking, which change only which elements are
+//! computed together, never the order within one element.
+//!
+//! Layouts are row-major; batched operands are contiguous `[batch, ...]`
+//! buffers. A caller that splits a batch over threads passes each thread
+//! its sub-slices (`vs[lo*k..hi*k]`, `out[lo*rows..hi*rows]`): the same bits
+//! as computing the whole batch. Nothing here allocates. Lengths that do not
+//! match the stated shapes are a caller bug (an internal-error panic).
+
+use std::fmt::Debug;
+use std::ops::{Add, Mul, Sub};
+
+use crate::internal_error;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// The element types of the products: `f32` and `f64`.
+pub trait GemmFloat:
+    sealed::Sealed
+    + Copy
+    + Debug
+    + PartialEq
+    + Send
+    + Sync
+    + 'static
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+{
+    /// `+0.0`.
+    const ACC_ZERO: Self;
+    /// The number of lane partial sums of the dot form (one 256-bit register).
+    const LANES: usize;
+    /// `self * b + c` with one rounding (`mul_add`).
+    fn fma(self, b: Self, c: Self) -> Self;
+    /// `e^self`, the [`crate::vmath`] function of this type (inlinable here).
+    #[doc(hidden)]
+    fn vm_exp(self) -> Self;
+    /// The portable vector backend of this type.
+    #[doc(hidden)]
+    type Portable: Vector<Self>;
+    /// The AVX2+FMA vector backend of this type.
+    #[cfg(target_arch = "x86_64")]
+    #[doc(hidden)]
+    type Avx: Vector<Self>;
+}
+
+impl GemmFloat for f32 {
+    type Portable = Portable<f32, 8>;
+    #[cfg(target_arch = "x86_64")]
+    type Avx = avx::F32x8;
+    const ACC_ZERO: Self = 0.0;
+    const LANES: usize = 8;
+    #[inline(always)]
+    fn fma(self, b: Self, c: Self) -> Self {
+        self.mul_add(b, c)
+    }
+    #[inline(always)]
+    fn vm_exp(self) -> Self {
+        crate::vmath::exp_kernel(self as f64) as f32
+    }
+}
+
+impl GemmFloat for f64 {
+    type Portable = Portable<f64, 4>;
+    #[cfg(target_arch = "x86_64")]
+    type Avx = avx::F64x4;
+    const ACC_ZERO: Self = 0.0;
+    const LANES: usize = 4;
+    #[inline(always)]
+    fn fma(self, b: Self, c: Self) -> Self {
+        self.mul_add(b, c)
+    }
+    #[inline(always)]
+    fn vm_exp(self) -> Self {
+        crate::vmath::exp_kernel(self)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Shape checks.
+
+fn product(what: &str, a: usize, b: usize) -> usize {
+    a.checked_mul(b)
+        .unwrap_or_else(|| internal_error(format!("gemm::{what}: {a} x {b} overflows")))
+}
+
+fn expect_len(what: &str, operand: &str, got: usize, want: usize) {
+    if got != want {
+        internal_error(format!(
+            "gemm::{what}: {operand} has {got} elements, the shape needs {want}"
+        ));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Vectors of lanes: the one generic kernel source runs on `[T; L]` arrays
+// (portable) or on AVX registers (inside `#[target_feature]` functions).
+
+/// `L` lanes of `T` as one value; every operation is lane-wise and exactly
+/// rounded, so the backends agree bit for bit.
+#[doc(hidden)]
+pub trait Vector<T: GemmFloat>: Copy {
+    const L: usize;
+    fn zero() -> Self;
+    fn splat(x: T) -> Self;
+    /// # Safety
+    /// `p` points to `L` readable elements.
+    unsafe fn load(p: *const T) -> Self;
+    /// The first `count < L` lanes from `p`, the others `+0.0`.
+    /// # Safety
+    /// `p` points to `count` readable elements.
+    unsafe fn load_partial(p: *const T, count: usize) -> Self;
+    /// # Safety
+    /// `p` points to `L` writable elements.
+    unsafe fn store(self, p: *mut T);
+    /// The first `count < L` lanes to `p`.
+    /// # Safety
+    /// `p` points to `count` writable elements.
+    unsafe fn store_partial(self, p: *mut T, count: usize);
+    /// `a * b + c` lane-wise, one rounding.
+    fn mul_add(a: Self, b: Self, c: Self) -> Self;
+    /// The fixed pairwise tree: lane `l` plus lane `l + width` for `width`
+    /// = L/2, L/4, ..., 1, the lower lane as the left operand.
+    fn tree(self) -> T;
+    /// [`Vector::tree`] of four vectors at once (the same operations).
+    #[inline(always)]
+    fn tree4(a: Self, b: Self, c: Self, d: Self) -> [T; 4] {
+        [a.tree(), b.tree(), c.tree(), d.tree()]
+    }
+}
+
+/// The portable backend: `L` lanes in an array.
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub struct Portable<T, const L: usize>([T; L]);
+
+impl<T: GemmFloat, const L: usize> Vector<T> for Portable<T, L> {
+    const L: usize = L;
+    #[inline(always)]
+    fn zero() -> Self {
+        Portable([T::ACC_ZERO; L])
+    }
+    #[inline(always)]
+    fn splat(x: T) -> Self {
+        Portable([x; L])
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const T) -> Self {
+        Portable(std::array::from_fn(|l| *p.add(l)))
+    }
+    #[inline(always)]
+    unsafe fn load_partial(p: *const T, count: usize) -> Self {
+        Portable(std::array::from_fn(|l| {
+            if l < count {
+                *p.add(l)
+            } else {
+                T::ACC_ZERO
+            }
+        }))
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut T) {
+        for l in 0..L {
+            *p.add(l) = self.0[l];
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_partial(self, p: *mut T, count: usize) {
+        for l in 0..count {
+            *p.add(l) = self.0[l];
+        }
+    }
+    #[inline(always)]
+    fn mul_add(a: Self, b: Self, c: Self) -> Self {
+        Portable(std::array::from_fn(|l| a.0[l].fma(b.0[l], c.0[l])))
+    }
+    #[inline(always)]
+    fn tree(self) -> T {
+        tree(self.0)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[doc(hidden)]
+pub mod avx {
+    //! The AVX2+FMA backend. Its functions are only ever inlined into
+    //! `#[target_feature(enable = "avx2,fma")]` functions that run after the
+    //! CPU was tested; they compute exactly what [`super::Portable`] computes.
+    use super::Vector;
+    use std::arch::x86_64::*;
+
+    #[derive(Clone, Copy)]
+    pub struct F32x8(__m256);
+
+    /// All ones in the lanes below `count`.
+    #[inline(always)]
+    fn mask32(count: usize) -> __m256i {
+        unsafe {
+            _mm256_cmpgt_epi32(
+                _mm256_set1_epi32(count as i32),
+                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+            )
+        }
+    }
+
+    #[inline(always)]
+    fn mask64(count: usize) -> __m256i {
+        unsafe {
+            _mm256_cmpgt_epi64(
+                _mm256_set1_epi64x(count as i64),
+                _mm256_setr_epi64x(0, 1, 2, 3),
+            )
+        }
+    }
+
+    #[derive(Clone, Copy)]
+    pub struct F64x4(__m256d);
+
+    impl Vector<f32> for F32x8 {
+        const L: usize = 8;
+        #[inline(always)]
+        fn zero() -> Self {
+            F32x8(unsafe { _mm256_setzero_ps() })
+        }
+        #[inline(always)]
+        fn splat(x: f32) -> Self {
+            F32x8(unsafe { _mm256_set1_ps(x) })
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            F32x8(_mm256_loadu_ps(p))
+        }
+        #[inline(always)]
+        unsafe fn load_partial(p: *const f32, count: usize) -> Self {
+            // Masked-out lanes read as +0.0 and are never touched in memory.
+            F32x8(_mm256_maskload_ps(p, mask32(count)))
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            _mm256_storeu_ps(p, self.0)
+        }
+        #[inline(always)]
+        unsafe fn store_partial(self, p: *mut f32, count: usize) {
+            _mm256_maskstore_ps(p, mask32(count), self.0)
+        }
+        #[inline(always)]
+        fn mul_add(a: Self, b: Self, c: Self) -> Self {
+            F32x8(unsafe { _mm256_fmadd_ps(a.0, b.0, c.0) })
+        }
+        #[inline(always)]
+        fn tree(self) -> f32 {
+            unsafe {
+                let lo = _mm256_castps256_ps128(self.0);
+                let hi = _mm256_extractf128_ps::<1>(self.0);
+                let four = _mm_add_ps(lo, hi); // l + (l + 4)
+                let two = _mm_add_ps(four, _mm_movehl_ps(four, four)); // l + (l + 2)
+                let one = _mm_add_ss(two, _mm_shuffle_ps::<0b01>(two, two)); // 0 + 1
+                _mm_cvtss_f32(one)
+            }
+        }
+        #[inline(always)]
+        fn tree4(a: Self, b: Self, c: Self, d: Self) -> [f32; 4] {
+            unsafe {
+                // l + (l + 4) for each vector.
+                let half = |v: __m256| {
+                    _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v))
+                };
+                let (a, b, c, d) = (half(a.0), half(b.0), half(c.0), half(d.0));
+                // l + (l + 2): [a0+a2, a1+a3, b0+b2, b1+b3] and the same for c, d.
+                let ab = _mm_add_ps(_mm_shuffle_ps::<0x44>(a, b), _mm_shuffle_ps::<0xEE>(a, b));
+                let cd = _mm_add_ps(_mm_shuffle_ps::<0x44>(c, d), _mm_shuffle_ps::<0xEE>(c, d));
+                // 0 + 1: [a, b, c, d].
+                let sums = _mm_add_ps(
+                    _mm_shuffle_ps::<0x88>(ab, cd),
+                    _mm_shuffle_ps::<0xDD>(ab, cd),
+                );
+                let mut out = [0.0f32; 4];
+                _mm_storeu_ps(out.as_mut_ptr(), sums);
+                out
+            }
+        }
+    }
+
+    impl Vector<f64> for F64x4 {
+        const L: usize = 4;
+        #[inline(always)]
+        fn zero() -> Self {
+            F64x4(unsafe { _mm256_setzero_pd() })
+        }
+        #[inline(always)]
+        fn splat(x: f64) -> Self {
+            F64x4(unsafe { _mm256_set1_pd(x) })
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f64) -> Self {
+            F64x4(_mm256_loadu_pd(p))
+        }
+        #[inline(always)]
+        unsafe fn load_partial(p: *const f64, count: usize) -> Self {
+            F64x4(_mm256_maskload_pd(p, mask64(count)))
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f64) {
+            _mm256_storeu_pd(p, self.0)
+        }
+        #[inline(always)]
+        unsafe fn store_partial(self, p: *mut f64, count: usize) {
+            _mm256_maskstore_pd(p, mask64(count), self.0)
+        }
+        #[inline(always)]
+        fn mul_add(a: Self, b: Self, c: Self) -> Self {
+            F64x4(unsafe { _mm256_fmadd_pd(a.0, b.0, c.0) })
+        }
+        #[inline(always)]
+        fn tree(self) -> f64 {
+            unsafe {
+                let lo = _mm256_castpd256_pd128(self.0);
+                let hi = _mm256_extractf128_pd::<1>(self.0);
+                let two = _mm_add_pd(lo, hi); // l + (l + 2)
+                let one = _mm_add_sd(two, _mm_unpackhi_pd(two, two)); // 0 + 1
+                _mm_cvtsd_f64(one)
+            }
+        }
+        #[inline(always)]
+        fn tree4(a: Self, b: Self, c: Self, d: Self) -> [f64; 4] {
+            unsafe {
+                // l + (l + 2) for each vector.
+                let half = |v: __m256d| {
+                    _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd::<1>(v))
+                };
+                let (a, b, c, d) = (half(a.0), half(b.0), half(c.0), half(d.0));
+                // 0 + 1: [a, b] and [c, d].
+                let ab = _mm_add_pd(_mm_unpacklo_pd(a, b), _mm_unpackhi_pd(a, b));
+                let cd = _mm_add_pd(_mm_unpacklo_pd(c, d), _mm_unpackhi_pd(c, d));
+                let mut out = [0.0f64; 4];
+                _mm_storeu_pd(out.as_mut_ptr(), ab);
+                _mm_storeu_pd(out.as_mut_ptr().add(2), cd);
+                out
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Building blocks (inline(always): compiled into each caller's target features).
+
+/// The fixed pairwise tree over the lane partials.
+#[inline(always)]
+fn tree<T: GemmFloat, const L: usize>(mut w: [T; L]) -> T {
+    let mut width = L;
+    while width > 1 {
+        width /= 2;
+        for i in 0..width {
+            w[i] = w[i] + w[i + width];
+        }
+    }
+    w[0]
+}
+
+#[inline(always)]
+fn sum_l<T: GemmFloat, const L: usize>(a: &[T]) -> T {
+    let full = a.len() / L * L;
+    let mut acc = [T::ACC_ZERO; L];
+    for x in a[..full].chunks_exact(L) {
+        for l in 0..L {
+            acc[l] = acc[l] + x[l];
+        }
+    }
+    for l in 0..a.len() - full {
+        acc[l] = acc[l] + a[full + l];
+    }
+    tree(acc)
+}
+
+#[inline(always)]
+fn sum_exp_l<T: GemmFloat, const L: usize>(a: &[T], shift: T) -> T {
+    let full = a.len() / L * L;
+    let mut acc = [T::ACC_ZERO; L];
+    for x in a[..full].chunks_exact(L) {
+        for l in 0..L {
+            acc[l] = acc[l] + (x[l] - shift).vm_exp();
+        }
+    }
+    for l in 0..a.len() - full {
+        acc[l] = acc[l] + (a[full + l] - shift).vm_exp();
+    }
+    tree(acc)
+}
+
+/// The dot products of `MR` rows (`mp`) with `NR` vectors (`vp`), all of
+/// length `k`, each in the dot-form order (the last partial chunk padded with +0.0).
+///
+/// # Safety
+/// Every pointer points to `k` readable elements.
+#[allow(clippy::needless_range_loop)] // tiles index several arrays at once
+#[inline(always)]
+unsafe fn dot_tile<T: GemmFloat, V: Vector<T>, const MR: usize, const NR: usize>(
+    mp: [*const T; MR],
+    vp: [*const T; NR],
+    k: usize,
+) -> [[T; NR]; MR] {
+    let mut acc = [[V::zero(); NR]; MR];
+    let full = k / V::L * V::L;
+    let mut p = 0;
+    while p < full {
+        let mut mv = [V::zero(); MR];
+        for r in 0..MR {
+            mv[r] = V::load(mp[r].add(p));
+        }
+        for v in 0..NR {
+            let x = V::load(vp[v].add(p));
+            for r in 0..MR {
+                acc[r][v] = V::mul_add(mv[r], x, acc[r][v]);
+            }
+        }
+        p += V::L;
+    }
+    if full < k {
+        let rem = k - full;
+        let mut mv = [V::zero(); MR];
+        for r in 0..MR {
+            mv[r] = V::load_partial(mp[r].add(full), rem);
+        }
+        for v in 0..NR {
+            let x = V::load_partial(vp[v].add(full), rem);
+            for r in 0..MR {
+                acc[r][v] = V::mul_add(mv[r], x, acc[r][v]);
+            }
+        }
+    }
+    let mut result = [[T::ACC_ZERO; NR]; MR];
+    for r in 0..MR {
+        let mut v = 0;
+        while v + 4 <= NR {
+            let t = V::tree4(acc[r][v], acc[r][v + 1], acc[r][v + 2], acc[r][v + 3]);
+            result[r][v..v + 4].copy_from_slice(&t);
+            v += 4;
+        }
+        while v < NR {
+            result[r][v] = acc[r][v].tree();
+            v += 1;
+        }
+    }
+    result
+}
+
+#[inline(always)]
+fn dot_v<T: GemmFloat, V: Vector<T>>(a: &[T], b: &[T]) -> T {
+    // SAFETY: both slices have a.len() elements (checked by the public function).
+    unsafe { dot_tile::<T, V, 1, 1>([a.as_ptr()], [b.as_ptr()], a.len())[0][0] }
+}
+
+const MV_MR: usize = 3;
+const MV_NR: usize = 4;
+
+/// # Safety
+/// Rows `i0..i0 + MR` of `m` and vectors `b_start..b_end` of `vs` exist, and
+/// `out` holds `b_end * rows` elements.
+#[allow(clippy::needless_range_loop)] // tiles index several arrays at once
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn matvec_row_tile<T: GemmFloat, V: Vector<T>, const MR: usize>(
+    m: *const T,
+    rows: usize,
+    k: usize,
+    i0: usize,
+    vs: *const T,
+    b_start: usize,
+    b_end: usize,
+    out: *mut T,
+) {
+    let mut mp = [m; MR];
+    for (r, p) in mp.iter_mut().enumerate() {
+        *p = m.add((i0 + r) * k);
+    }
+    let mut b = b_start;
+    while b + MV_NR <= b_end {
+        let mut vp = [vs; MV_NR];
+        for (v, p) in vp.iter_mut().enumerate() {
+            *p = vs.add((b + v) * k);
+        }
+        let d = dot_tile::<T, V, MR, MV_NR>(mp, vp, k);
+        for r in 0..MR {
+            for v in 0..MV_NR {
+                *out.add((b + v) * rows + i0 + r) = d[r][v];
+            }
+        }
+        b += MV_NR;
+    }
+    while b < b_end {
+        let d = dot_tile::<T, V, MR, 1>(mp, [vs.add(b * k)], k);
+        for r in 0..MR {
+            *out.add(b * rows + i0 + r) = d[r][0];
+        }
+        b += 1;
+    }
+}
+
+#[inline(always)]
+fn matvec_v<T: GemmFloat, V: Vector<T>>(
+    m: &[T],
+    rows: usize,
+    k: usize,
+    vs: &[T],
+    n: usize,
+    out: &mut [T],
+) {
+    // Rows of the matrix in blocks of about 128 KiB (kept in L2), vectors in
+    // blocks of about 16 KiB (kept in L1) while the row tiles of the row
+    // block pass over them.
+    let row_bytes = k.max(1) * std::mem::size_of::<T>();
+    let row_block = ((128 * 1024 / row_bytes) / MV_MR * MV_MR).max(MV_MR);
+    let vec_block = ((16 * 1024 / row_bytes) / MV_NR * MV_NR).max(MV_NR);
+    let (mp, vp, op) = (m.as_ptr(), vs.as_ptr(), out.as_mut_ptr());
+    let mut r_start = 0;
+    while r_start < rows {
+        let r_end = (r_start + row_block).min(rows);
+        let mut b_start = 0;
+        while b_start < n {
+            let b_end = (b_start + vec_block).min(n);
+            let mut i = r_start;
+            // SAFETY: the public function checked m (rows x k), vs (n x k), out (n x rows).
+            unsafe {
+                while i + MV_MR <= r_end {
+                    matvec_row_tile::<T, V, MV_MR>(mp, rows, k, i, vp, b_start, b_end, op);
+                    i += MV_MR;
+                }
+                while i < r_end {
+                    matvec_row_tile::<T, V, 1>(mp, rows, k, i, vp, b_start, b_end, op);
+                    i += 1;
+                }
+            }
+            b_start = b_end;
+        }
+        r_start = r_end;
+    }
+}
+
+/// Accumulates rows `i0..i1` of the axpy form into the `NV x (JC * L)` tile
+/// of `out` at vector `b0`, column `j0` (loaded from and stored back to
+/// `out`, which holds the partial sums of the rows before `i0`); `cols` is
+/// `JC * L`, or fewer than `L` for the last columns (then `JC` is 1).
+///
+/// # Safety
+/// The tile lies inside `vs` (`. x m`), `mat` (`m x k`) and `out` (`. x k`).
+#[allow(clippy::needless_range_loop)] // tiles index several arrays at once
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn axpy_tile<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: usize>(
+    vs: *const T,
+    mat: *const T,
+    out: *mut T,
+    m: usize,
+    k: usize,
+    (i0, i1): (usize, usize),
+    b0: usize,
+    j0: usize,
+    cols: usize,
+) {
+    let partial = cols < V::L;
+    let mut acc = [[V::zero(); JC]; NV];
+    let mut vp = [vs; NV];
+    for v in 0..NV {
+        vp[v] = vs.add((b0 + v) * m);
+        for c in 0..JC {
+            let p = out.add((b0 + v) * k + j0 + c * V::L);
+            acc[v][c] = if partial {
+                V::load_partial(p, cols)
+            } else {
+                V::load(p)
+            };
+        }
+    }
+    for i in i0..i1 {
+        let row = mat.add(i * k + j0);
+        let mut mc = [V::zero(); JC];
+        for c in 0..JC {
+            mc[c] = if partial {
+                V::load_partial(row, cols)
+            } else {
+                V::load(row.add(c * V::L))
+            };
+        }
+        for v in 0..NV {
+            let s = V::splat(*vp[v].add(i));
+            for c in 0..JC {
+                acc[v][c] = V::mul_add(s, mc[c], acc[v][c]);
+            }
+        }
+    }
+    for v in 0..NV {
+        for c in 0..JC {
+            let p = out.add((b0 + v) * k + j0 + c * V::L);
+            if partial {
+                acc[v][c].store_partial(p, cols);
+            } else {
+                acc[v][c].store(p);
+            }
+        }
+    }
+}
+
+/// # Safety
+/// As [`axpy_tile`], for all `k` columns.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn axpy_columns<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: usize>(
+    vs: *const T,
+    mat: *const T,
+    out: *mut T,
+    m: usize,
+    k: usize,
+    rows: (usize, usize),
+    b0: usize,
+) {
+    let l = V::L;
+    let mut j = 0;
+    while j + JC * l <= k {
+        axpy_tile::<T, V, NV, JC>(vs, mat, out, m, k, rows, b0, j, JC * l);
+        j += JC * l;
+    }
+    while j + l <= k {
+        axpy_tile::<T, V, NV, 1>(vs, mat, out, m, k, rows, b0, j, l);
+        j += l;
+    }
+    if j < k {
+        axpy_tile::<T, V, NV, 1>(vs, mat, out, m, k, rows, b0, j, k - j);
+    }
+}
+
+#[inline(always)]
+fn vecmat_v<T: GemmFloat, V: Vector<T>>(
+    vs: &[T],
+    mat: &[T],
+    n: usize,
+    m: usize,
+    k: usize,
+    out: &mut [T],
+) {
+    out.fill(T::ACC_ZERO);
+    if m == 0 || k == 0 {
+        return;
+    }
+    // Rows of the matrix in blocks of about 128 KiB (kept in L2 while every
+    // vector tile passes over them); the partial sums wait in `out`.
+    let block = (128 * 1024 / (k * std::mem::size_of::<T>())).max(8);
+    let (vp, mp, op) = (vs.as_ptr(), mat.as_ptr(), out.as_mut_ptr());
+    let mut i0 = 0;
+    while i0 < m {
+        let i1 = (i0 + block).min(m);
+        let mut b = 0;
+        // SAFETY: the public function checked vs (n x m), mat (m x k), out (n x k).
+        unsafe {
+            // 6 vectors x 2 column chunks: 12 accumulators, 2 row loads and
+            // 6 broadcasts per row, within the 16 AVX registers.
+            while b + 6 <= n {
+                axpy_columns::<T, V, 6, 2>(vp, mp, op, m, k, (i0, i1), b);
+                b += 6;
+            }
+            while b < n {
+                axpy_columns::<T, V, 1, 8>(vp, mp, op, m, k, (i0, i1), b);
+                b += 1;
+            }
+        }
+        i0 = i1;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Dispatch on the lane count and on the CPU.
+
+macro_rules! lanes {
+    ($T:ty, $f:ident ( $($arg:expr),* )) => {
+        match <$T as GemmFloat>::LANES {
+            4 => $f::<$T, 4>($($arg),*),
+            8 => $f::<$T, 8>($($arg),*),
+            other => internal_error(format!("gemm: no kernel for {other} lanes")),
+        }
+    };
+}
+
+macro_rules! dispatched {
+    ($(fn $name:ident<T>($($arg:ident: $ty:ty),*) -> $ret:ty = $kernel:ident;)*) => {
+        $(
+            #[inline]
+            fn $name<T: GemmFloat>($($arg: $ty),*) -> $ret {
+                #[inline(always)]
+                fn portable<T: GemmFloat>($($arg: $ty),*) -> $ret {
+                    lanes!(T, $kernel($($arg),*))
+                }
+                #[cfg(target_arch = "x86_64")]
+                {
+                    #[target_feature(enable = "avx2,fma")]
+                    unsafe fn fast<T: GemmFloat>($($arg: $ty),*) -> $ret {
+                        portable::<T>($($arg),*)
+                    }
+                    if crate::vmath::fast_path_available() {
+                        // SAFETY: the CPU has AVX2 and FMA.
+                        return unsafe { fast::<T>($($arg),*) };
+                    }
+                }
+                portable::<T>($($arg),*)
+            }
+        )*
+    };
+}
+
+dispatched! {
+    fn sum_any<T>(a: &[T]) -> T = sum_l;
+    fn sum_exp_any<T>(a: &[T], shift: T) -> T = sum_exp_l;
+}
+
+/// The products: the AVX backend when the CPU has it, else the portable one.
+macro_rules! vector_dispatched {
+    ($(fn $name:ident<T>($($arg:ident: $ty:ty),*) -> $ret:ty = $kernel:ident;)*) => {
+        $(
+            #[inline]
+            fn $name<T: GemmFloat>($($arg: $ty),*) -> $ret {
+                #[cfg(target_arch = "x86_64")]
+                {
+                    #[target_feature(enable = "avx2,fma")]
+                    unsafe fn fast<T: GemmFloat>($($arg: $ty),*) -> $ret {
+                        $kernel::<T, T::Avx>($($arg),*)
+                    }
+                    if crate::vmath::fast_path_available() {
+                        // SAFETY: the CPU has AVX2 and FMA.
+                        return unsafe { fast::<T>($($arg),*) };
+                    }
+                }
+                $kernel::<T, T::Portable>($($arg),*)
+            }
+        )*
+    };
+}
+
+vector_dispatched! {
+    fn dot_any<T>(a: &[T], b: &[T]) -> T = dot_v;
+    fn matvec_any<T>(m: &[T], rows: usize, k: usize, vs: &[T], n: usize, out: &mut [T]) -> () = matvec_v;
+    fn vecmat_any<T>(vs: &[T], mat: &[T], n: usize, m: usize, k: usize, out: &mut [T]) -> () = vecmat_v;
+}
+
+// ---------------------------------------------------------------------------
+// Public API.
+
+/// `sum_p a[p] * b[p]` in the dot-form order (see the module doc).
+pub fn dot<T: GemmFloat>(a: &[T], b: &[T]) -> T {
+    expect_len("dot", "b", b.len(), a.len());
+    dot_any(a, b)
+}
+
+/// `sum_p a[p]` in the same lane order as [`dot`] (plain adds).
+pub fn sum<T: GemmFloat>(a: &[T]) -> T {
+    sum_any(a)
+}
+
+/// `sum_p e^(a[p] - shift)` in the lane order of [`sum`]: the same bits as
+/// computing the exponentials with [`crate::vmath`] and then [`sum`], without
+/// storing them.
+pub fn sum_exp_shifted<T: GemmFloat>(a: &[T], shift: T) -> T {
+    sum_exp_any(a, shift)
+}
+
+/// One shared matrix `m` (`rows x k`) times `n` vectors `vs` (`n x k`):
+/// `out[b * rows + i] = dot(m[i, :], vs[b, :])`, bit-identical to [`dot`].
+/// `out` has `n * rows` elements. A sub-range of the vectors gives the same bits.
+pub fn matvec_into<T: GemmFloat>(
+    m: &[T],
+    rows: usize,
+    k: usize,
+    vs: &[T],
+    n: usize,
+    out: &mut [T],
+) {
+    expect_len("matvec_into", "m", m.len(), product("matvec_into", rows, k));
+    expect_len("matvec_into", "vs", vs.len(), product("matvec_into", n, k));
+    expect_len(
+        "matvec_into",
+        "out",
+        out.len(),
+        product("matvec_into", n, rows),
+    );
+    matvec_any(m, rows, k, vs, n, out)
+}
+
+/// `n` vectors `vs` (`n x m`) times one shared matrix `mat` (`m x k`):
+/// `out[b * k + j] = sum_i vs[b, i] * mat[i, j]`, accumulated with `mul_add`
+/// from `+0.0` in increasing `i`. `out` has `n * k` elements. A sub-range of
+/// the vectors gives the same bits.
+pub fn vecmat_into<T: GemmFloat>(vs: &[T], mat: &[T], n: usize, m: usize, k: usize, out: &mut [T]) {
+    expect_len("vecmat_into", "vs", vs.len(), product("vecmat_into", n, m));
+    expect_len(
+        "vecmat_into",
+        "mat",
+        mat.len(),
+        product("vecmat_into", m, k),
+    );
+    expect_len(
+        "vecmat_into",
+        "out",
+        out.len(),
+        product("vecmat_into", n, k),
+    );
+    vecmat_any(vs, mat, n, m, k, out)
+}
+
+/// `a` (`m x k`) times `b` (`k x n`) into `out` (`m x n`), each element
+/// accumulated with `mul_add` from `+0.0` over the inner index ascending
+/// (row `i` of the result is `vecmat(a[i, :], b)`).
+pub fn matmul_into<T: GemmFloat>(a: &[T], b: &[T], m: usize, k: usize, n: usize, out: &mut [T]) {
+    expect_len("matmul_into", "a", a.len(), product("matmul_into", m, k));
+    expect_len("matmul_into", "b", b.len(), product("matmul_into", k, n));
+    expect_len(
+        "matmul_into",
+        "out",
+        out.len(),
+        product("matmul_into", m, n),
+    );
+    vecmat_any(a, b, m, k, n, out)
+}
+
+/// A shared `a` (`m x k`) times `batch` matrices `bs` (`batch x k x n`):
+/// `out[t] = a * bs[t]` (`batch x m x n`), each bit-identical to [`matmul_into`].
+pub fn matmul_shared_a_into<T: GemmFloat>(
+    a: &[T],
+    bs: &[T],
+    batch: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+    out: &mut [T],
+) {
+    let (kn, mn) = (
+        product("matmul_shared_a_into", k, n),
+        product("matmul_shared_a_into", m, n),
+    );
+    expect_len(
+        "matmul_shared_a_into",
+        "bs",
+        bs.len(),
+        product("matmul_shared_a_into", batch, kn),
+    );
+    expect_len(
+        "matmul_shared_a_into",
+        "out",
+        out.len(),
+        product("matmul_shared_a_into", batch, mn),
+    );
+    for t in 0..batch {
+        matmul_into(
+            a,
+            &bs[t * kn..(t + 1) * kn],
+            m,
+            k,
+            n,
+            &mut out[t * mn..(t + 1) * mn],
+        );
+    }
+}
+
+/// `batch` matrices `as_` (`batch x m x k`) times a shared `b` (`k x n`):
+/// one product of the stacked `(batch * m) x k` rows with `b`, each member
+/// bit-identical to [`matmul_into`].
+pub fn matmul_shared_b_into<T: GemmFloat>(
+    as_: &[T],
+    b: &[T],
+    batch: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+    out: &mut [T],
+) {
+    let rows = product("matmul_shared_b_into", batch, m);
+    matmul_into(as_, b, rows, k, n, out)
+}
+
+/// Per-member matrices: `out[t] = as_[t] * bs[t]`, each bit-identical to [`matmul_into`].
+pub fn matmul_batched_into<T: GemmFloat>(
+    as_: &[T],
+    bs: &[T],
+    batch: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+    out: &mut [T],
+) {
+    let what = "matmul_batched_into";
+    let (mk, kn, mn) = (
+        product(what, m, k),
+        product(what, k, n),
+        product(what, m, n),
+    );
+    expect_len(what, "as_", as_.len(), product(what, batch, mk));
+    expect_len(what, "bs", bs.len(), product(what, batch, kn));
+    expect_len(what, "out", out.len(), product(what, batch, mn));
+    for t in 0..batch {
+        matmul_into(
+            &as_[t * mk..(t + 1) * mk],
+            &bs[t * kn..(t + 1) * kn],
+            m,
+            k,
+            n,
+            &mut out[t * mn..(t + 1) * mn],
+        );
+    }
+}
+
+/// Per-member matrices `ms` (`batch x rows x k`) times per-member vectors
+/// `vs` (`batch x k`): `out` is `batch x rows`, each bit-identical to [`matvec_into`].
+pub fn matvec_batched_into<T: GemmFloat>(
+    ms: &[T],
+    rows: usize,
+    k: usize,
+    vs: &[T],
+    batch: usize,
+    out: &mut [T],
+) {
+    let what = "matvec_batched_into";
+    let rk = product(what, rows, k);
+    expect_len(what, "ms", ms.len(), product(what, batch, rk));
+    expect_len(what, "vs", vs.len(), product(what, batch, k));
+    expect_len(what, "out", out.len(), product(what, batch, rows));
+    for t in 0..batch {
+        matvec_into(
+            &ms[t * rk..(t + 1) * rk],
+            rows,
+            k,
+            &vs[t * k..(t + 1) * k],
+            1,
+            &mut out[t * rows..(t + 1) * rows],
+        );
+    }
+}
+
+/// Per-member vectors `vs` (`batch x m`) times per-member matrices `mats`
+/// (`batch x m x k`): `out` is `batch x k`, each bit-identical to [`vecmat_into`].
+pub fn vecmat_batched_into<T: GemmFloat>(
+    vs: &[T],
+    mats: &[T],
+    batch: usize,
+    m: usize,
+    k: usize,
+    out: &mut [T],
+) {
+    let what = "vecmat_batched_into";
+    let mk = product(what, m, k);
+    expect_len(what, "vs", vs.len(), product(what, batch, m));
+    expect_len(what, "mats", mats.len(), product(what, batch, mk));
+    expect_len(what, "out", out.len(), product(what, batch, k));
+    for t in 0..batch {
+        vecmat_into(
+            &vs[t * m..(t + 1) * m],
+            &mats[t * mk..(t + 1) * mk],
+            1,
+            m,
+            k,
+            &mut out[t * k..(t + 1) * k],
+        );
+    }
+}
+
+/// Per-member dot products: `out[t] = dot(a[t*k..(t+1)*k], c[t*k..(t+1)*k])`.
+/// (A shared vector against batched ones is [`matvec_into`] with `rows = 1`.)
+pub fn dot_rows_into<T: GemmFloat>(a: &[T], c: &[T], k: usize, batch: usize, out: &mut [T]) {
+    let what = "dot_rows_into";
+    expect_len(what, "a", a.len(), product(what, batch, k));
+    expect_len(what, "c", c.len(), product(what, batch, k));
+    expect_len(what, "out", out.len(), batch);
+    for (t, o) in out.iter_mut().enumerate() {
+        *o = dot_any(&a[t * k..(t + 1) * k], &c[t * k..(t + 1) * k]);
+    }
+}
+
+/// The outer product `out[i * c.len() + j] = a[i] * c[j]` (one rounding each).
+pub fn outer_into<T: GemmFloat>(a: &[T], c: &[T], out: &mut [T]) {
+    expect_len(
+        "outer_into",
+        "out",
+        out.len(),
+        product("outer_into", a.len(), c.len()),
+    );
+    if c.is_empty() {
+        return;
+    }
+    for (&x, row) in a.iter().zip(out.chunks_exact_mut(c.len())) {
+        for (o, &y) in row.iter_mut().zip(c) {
+            *o = x * y;
+        }
+    }
+}
+
+/// The portable path only (no CPU dispatch), for the tests that check both
+/// paths give the same bits.
+#[doc(hidden)]
+pub mod portable {
+    use super::*;
+
+    pub fn dot<T: GemmFloat>(a: &[T], b: &[T]) -> T {
+        expect_len("portable::dot", "b", b.len(), a.len());
+        dot_v::<T, T::Portable>(a, b)
+    }
+
+    pub fn matvec_into<T: GemmFloat>(
+        m: &[T],
+        rows: usize,
+        k: usize,
+        vs: &[T],
+        n: usize,
+        out: &mut [T],
+    ) {
+        expect_len("portable::matvec_into", "m", m.len(), rows * k);
+        expect_len("portable::matvec_into", "vs", vs.len(), n * k);
+        expect_len("portable::matvec_into", "out", out.len(), n * rows);
+        matvec_v::<T, T::Portable>(m, rows, k, vs, n, out)
+    }
+
+    pub fn vecmat_into<T: GemmFloat>(
+        vs: &[T],
+        mat: &[T],
+        n: usize,
+        m: usize,
+        k: usize,
+        out: &mut [T],
+    ) {
+        expect_len("portable::vecmat_into", "vs", vs.len(), n * m);
+        expect_len("portable::vecmat_into", "mat", mat.len(), m * k);
+        expect_len("portable::vecmat_into", "out", out.len(), n * k);
+        vecmat_v::<T, T::Portable>(vs, mat, n, m, k, out)
+    }
+}
