@@ -21,7 +21,7 @@ use autobatch_kernels::MemberRng;
 use autobatch_passes::uniformity::Invariance;
 use autobatch_types::MemberError;
 
-use crate::batched::engine::{run_prim, LaneMode, PrimExecution, SharedEnv};
+use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::storage::{self, Column, Slot};
 use crate::batched::{
     check_memory, column_slot, concrete_shape, stack_overflow, step_limit, value_bytes, OpCounter,
@@ -42,6 +42,10 @@ struct Run<'a> {
     /// Counter index of each op, per function and block.
     op_counters: Vec<Vec<Vec<Option<usize>>>>,
     steps: u64,
+    engine: Engine,
+    /// Reused buffers for the faults and the operand slots of one operation.
+    faults: Vec<(u32, autobatch_kernels::Fault)>,
+    arg_slots: Vec<usize>,
 }
 
 /// Runs `batch` with local-static batching. Fails before running only when
@@ -110,6 +114,9 @@ fn run_on_this_thread(
         counter,
         op_counters,
         steps: 0,
+        engine: Engine::new(options.threads),
+        faults: Vec::new(),
+        arg_slots: Vec::new(),
     };
     let entry = &program.functions[batch.entry];
     let member_ids: Vec<u32> = (0..members as u32).collect();
@@ -232,7 +239,9 @@ impl Run<'_> {
                         args,
                         loc,
                     } => {
-                        let arg_slots: Vec<usize> = args.iter().map(|a| a.index()).collect();
+                        let mut arg_slots = std::mem::take(&mut self.arg_slots);
+                        arg_slots.clear();
+                        arg_slots.extend(args.iter().map(|a| a.index()));
                         let exec = PrimExecution {
                             prim,
                             args: &arg_slots,
@@ -241,9 +250,10 @@ impl Run<'_> {
                             total_rows: n,
                             mode: self.lanes,
                         };
-                        let mut faults = Vec::new();
+                        let mut faults = std::mem::take(&mut self.faults);
+                        faults.clear();
                         let member_of = |r: u32| members[r as usize] as usize;
-                        run_prim(
+                        self.engine.run_prim(
                             &exec,
                             &mut slots,
                             &self.shared,
@@ -256,12 +266,14 @@ impl Run<'_> {
                             rows.len(),
                         );
                         if !faults.is_empty() {
-                            for (r, fault) in faults {
+                            for (r, fault) in faults.drain(..) {
                                 self.errors[members[r as usize] as usize] =
                                     Some(MemberError::new(fault.kind, fault.message, *loc));
                             }
                             rows.retain(|r| self.errors[members[*r as usize] as usize].is_none());
                         }
+                        self.faults = faults;
+                        self.arg_slots = arg_slots;
                     }
                     Op::Call {
                         dsts,

@@ -22,7 +22,7 @@ use autobatch_passes::stack::{
 };
 use autobatch_types::{MemberError, Tensor};
 
-use crate::batched::engine::{run_prim, LaneMode, PrimExecution, SharedEnv};
+use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::storage::{Slot, ValueStack};
 use crate::batched::{
     check_memory, column_slot, stack_overflow, step_limit, value_bytes, BlockChoice, OpCounter,
@@ -137,6 +137,8 @@ pub fn run(
         statics: &env.statics,
         symbols: &env.symbols,
     };
+    let mut engine = Engine::new(options.threads);
+    engine.remember_statics();
     let mut steps = 0u64;
     let mut rows: Vec<u32> = Vec::new();
     let mut faults = Vec::new();
@@ -189,7 +191,7 @@ pub fn run(
                         mode: lanes,
                     };
                     faults.clear();
-                    run_prim(
+                    engine.run_prim(
                         &exec,
                         &mut slots,
                         &shared,

@@ -6,15 +6,22 @@
 //! meaning of each element is a function of [`crate::scalar`]; this module
 //! only walks the elements, in row-major order.
 //!
+//! Every operation exists twice: on tensors, allocating its result (what
+//! [`crate::eval`] calls), and `*_into`, writing into a slice the caller owns
+//! ([`Values`] / [`ValuesMut`] views of typed buffers), so that a batched
+//! executor can reuse its buffers from step to step. The tensor form is the
+//! `_into` form on a fresh buffer, so both give the same bits.
+//!
 //! When an integer division faults, the whole operation faults with the first
 //! zero divisor met in row-major order (all faults of one kind read the same,
-//! so which element is first does not show in the message).
+//! so which element is first does not show in the message). The `_into`
+//! forms may then have written part of their output.
 
 use autobatch_ir::{BinaryOp, CompareOp, UnaryOp};
-use autobatch_types::{Data, ScalarType, Tensor};
+use autobatch_types::{Data, Scalar, ScalarType, Tensor};
 
 use crate::scalar::{self, CastScalar, DivisionByZero, Float, Integer};
-use crate::{internal_error, Fault};
+use crate::{internal_error, vmath, Fault};
 
 /// The elements of one operand, and whether it is a scalar to broadcast.
 #[derive(Clone, Copy, Debug)]
@@ -31,12 +38,45 @@ impl<'a, T: Copy> Operand<'a, T> {
             broadcast: tensor.is_scalar(),
         }
     }
+
+    /// Elements that pair one to one with the other operand's.
+    pub fn array(values: &'a [T]) -> Operand<'a, T> {
+        Operand {
+            values,
+            broadcast: false,
+        }
+    }
+
+    /// One element that pairs with every element of the other operand.
+    pub fn scalar(value: &'a T) -> Operand<'a, T> {
+        Operand {
+            values: std::slice::from_ref(value),
+            broadcast: true,
+        }
+    }
+}
+
+/// The number of results of an operation on `a` and `b`.
+fn paired_len<A, B>(a: &Operand<'_, A>, b: &Operand<'_, B>) -> usize {
+    if a.broadcast {
+        b.values.len()
+    } else {
+        a.values.len()
+    }
 }
 
 /// `f(x)` for every element, in order.
 #[inline]
 pub fn map_values<T: Copy, R>(values: &[T], f: impl FnMut(T) -> R) -> Vec<R> {
     values.iter().copied().map(f).collect()
+}
+
+/// `out[k] = f(values[k])`; `out` has the length of `values`.
+#[inline]
+pub fn map_into<T: Copy, R>(values: &[T], out: &mut [R], mut f: impl FnMut(T) -> R) {
+    for (o, &x) in out.iter_mut().zip(values) {
+        *o = f(x);
+    }
 }
 
 /// `f(a, b)` for every pair of elements, a broadcast operand repeating its
@@ -78,6 +118,49 @@ pub fn try_zip_values<A: Copy, B: Copy, R, E>(
     }
 }
 
+/// `out[k] = f(a[k], b[k])`, a broadcast operand repeating its one value;
+/// `out` has the length of the result.
+#[inline]
+pub fn zip_into<A: Copy, B: Copy, R>(
+    a: Operand<'_, A>,
+    b: Operand<'_, B>,
+    out: &mut [R],
+    mut f: impl FnMut(A, B) -> R,
+) {
+    match (a.broadcast, b.broadcast) {
+        (true, false) => {
+            let x = a.values[0];
+            map_into(b.values, out, |y| f(x, y));
+        }
+        (false, true) => {
+            let y = b.values[0];
+            map_into(a.values, out, |x| f(x, y));
+        }
+        _ => {
+            for ((o, &x), &y) in out.iter_mut().zip(a.values).zip(b.values) {
+                *o = f(x, y);
+            }
+        }
+    }
+}
+
+/// As [`zip_into`] for a function that may fault; stops at the first fault.
+#[inline]
+pub fn try_zip_into<A: Copy, B: Copy, R, E>(
+    a: Operand<'_, A>,
+    b: Operand<'_, B>,
+    out: &mut [R],
+    mut f: impl FnMut(A, B) -> Result<R, E>,
+) -> Result<(), E> {
+    let n = out.len();
+    for (k, o) in out.iter_mut().enumerate().take(n) {
+        let x = a.values[if a.broadcast { 0 } else { k }];
+        let y = b.values[if b.broadcast { 0 } else { k }];
+        *o = f(x, y)?;
+    }
+    Ok(())
+}
+
 /// The shape of the result of a broadcasting operation on `a` and `b`.
 pub fn broadcast_shape(what: &str, a: &Tensor, b: &Tensor) -> Vec<usize> {
     if a.is_scalar() {
@@ -93,65 +176,324 @@ pub fn broadcast_shape(what: &str, a: &Tensor, b: &Tensor) -> Vec<usize> {
 }
 
 // ---------------------------------------------------------------------------
+// Views of typed buffers.
+
+/// A borrowed run of elements of one scalar type.
+#[derive(Clone, Copy, Debug)]
+pub enum Values<'a> {
+    Bool(&'a [bool]),
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+    Usize(&'a [u64]),
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+}
+
+/// A mutably borrowed run of elements of one scalar type.
+#[derive(Debug)]
+pub enum ValuesMut<'a> {
+    Bool(&'a mut [bool]),
+    I32(&'a mut [i32]),
+    I64(&'a mut [i64]),
+    Usize(&'a mut [u64]),
+    F32(&'a mut [f32]),
+    F64(&'a mut [f64]),
+}
+
+macro_rules! each_values {
+    ($enum:ident, $v:expr, |$x:ident| $body:expr) => {
+        match $v {
+            $enum::Bool($x) => $body,
+            $enum::I32($x) => $body,
+            $enum::I64($x) => $body,
+            $enum::Usize($x) => $body,
+            $enum::F32($x) => $body,
+            $enum::F64($x) => $body,
+        }
+    };
+}
+
+impl<'a> Values<'a> {
+    /// The elements `range` of `data`.
+    pub fn of(data: &'a Data, range: std::ops::Range<usize>) -> Values<'a> {
+        match data {
+            Data::Bool(v) => Values::Bool(&v[range]),
+            Data::I32(v) => Values::I32(&v[range]),
+            Data::I64(v) => Values::I64(&v[range]),
+            Data::Usize(v) => Values::Usize(&v[range]),
+            Data::F32(v) => Values::F32(&v[range]),
+            Data::F64(v) => Values::F64(&v[range]),
+        }
+    }
+
+    /// Every element of `data`.
+    pub fn all(data: &'a Data) -> Values<'a> {
+        Values::of(data, 0..data.len())
+    }
+
+    pub fn len(&self) -> usize {
+        each_values!(Values, self, |x| x.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn ty(&self) -> ScalarType {
+        match self {
+            Values::Bool(_) => ScalarType::Bool,
+            Values::I32(_) => ScalarType::I32,
+            Values::I64(_) => ScalarType::I64,
+            Values::Usize(_) => ScalarType::Usize,
+            Values::F32(_) => ScalarType::F32,
+            Values::F64(_) => ScalarType::F64,
+        }
+    }
+
+    /// The elements `range` of this view.
+    pub fn slice(self, range: std::ops::Range<usize>) -> Values<'a> {
+        match self {
+            Values::Bool(v) => Values::Bool(&v[range]),
+            Values::I32(v) => Values::I32(&v[range]),
+            Values::I64(v) => Values::I64(&v[range]),
+            Values::Usize(v) => Values::Usize(&v[range]),
+            Values::F32(v) => Values::F32(&v[range]),
+            Values::F64(v) => Values::F64(&v[range]),
+        }
+    }
+}
+
+impl<'a> ValuesMut<'a> {
+    /// The elements `range` of `data`.
+    pub fn of(data: &'a mut Data, range: std::ops::Range<usize>) -> ValuesMut<'a> {
+        match data {
+            Data::Bool(v) => ValuesMut::Bool(&mut v[range]),
+            Data::I32(v) => ValuesMut::I32(&mut v[range]),
+            Data::I64(v) => ValuesMut::I64(&mut v[range]),
+            Data::Usize(v) => ValuesMut::Usize(&mut v[range]),
+            Data::F32(v) => ValuesMut::F32(&mut v[range]),
+            Data::F64(v) => ValuesMut::F64(&mut v[range]),
+        }
+    }
+
+    /// Every element of `data`.
+    pub fn all(data: &'a mut Data) -> ValuesMut<'a> {
+        let n = data.len();
+        ValuesMut::of(data, 0..n)
+    }
+
+    pub fn len(&self) -> usize {
+        each_values!(ValuesMut, self, |x| x.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Splits into the first `mid` elements and the rest.
+    pub fn split_at(self, mid: usize) -> (ValuesMut<'a>, ValuesMut<'a>) {
+        match self {
+            ValuesMut::Bool(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (ValuesMut::Bool(a), ValuesMut::Bool(b))
+            }
+            ValuesMut::I32(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (ValuesMut::I32(a), ValuesMut::I32(b))
+            }
+            ValuesMut::I64(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (ValuesMut::I64(a), ValuesMut::I64(b))
+            }
+            ValuesMut::Usize(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (ValuesMut::Usize(a), ValuesMut::Usize(b))
+            }
+            ValuesMut::F32(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (ValuesMut::F32(a), ValuesMut::F32(b))
+            }
+            ValuesMut::F64(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (ValuesMut::F64(a), ValuesMut::F64(b))
+            }
+        }
+    }
+
+    /// A shorter reborrow of the elements `range`.
+    pub fn slice(&mut self, range: std::ops::Range<usize>) -> ValuesMut<'_> {
+        match self {
+            ValuesMut::Bool(v) => ValuesMut::Bool(&mut v[range]),
+            ValuesMut::I32(v) => ValuesMut::I32(&mut v[range]),
+            ValuesMut::I64(v) => ValuesMut::I64(&mut v[range]),
+            ValuesMut::Usize(v) => ValuesMut::Usize(&mut v[range]),
+            ValuesMut::F32(v) => ValuesMut::F32(&mut v[range]),
+            ValuesMut::F64(v) => ValuesMut::F64(&mut v[range]),
+        }
+    }
+}
+
+/// An operand of a batched elementwise operation: elements, and whether the
+/// one element pairs with every element of the other operands.
+#[derive(Clone, Copy, Debug)]
+pub struct DataOperand<'a> {
+    pub values: Values<'a>,
+    pub broadcast: bool,
+}
+
+impl<'a> DataOperand<'a> {
+    pub fn array(values: Values<'a>) -> DataOperand<'a> {
+        DataOperand {
+            values,
+            broadcast: false,
+        }
+    }
+
+    pub fn scalar(values: Values<'a>) -> DataOperand<'a> {
+        DataOperand {
+            values,
+            broadcast: true,
+        }
+    }
+
+    fn of(tensor: &'a Tensor) -> DataOperand<'a> {
+        DataOperand {
+            values: Values::all(&tensor.data),
+            broadcast: tensor.is_scalar(),
+        }
+    }
+}
+
+/// The zero (false) of a scalar type.
+pub fn zero_of(ty: ScalarType) -> Scalar {
+    match ty {
+        ScalarType::Bool => Scalar::Bool(false),
+        ScalarType::I32 => Scalar::I32(0),
+        ScalarType::I64 => Scalar::I64(0),
+        ScalarType::Usize => Scalar::Usize(0),
+        ScalarType::F32 => Scalar::F32(0.0),
+        ScalarType::F64 => Scalar::F64(0.0),
+    }
+}
+
+/// Makes `data` a buffer of `len` elements of type `ty`, keeping its
+/// allocation when the type already matches (the elements are unspecified;
+/// new ones are zero). Allocates only when the type changes or the
+/// capacity is short.
+pub fn ensure_len(data: &mut Data, ty: ScalarType, len: usize) {
+    match (data, ty) {
+        (Data::Bool(v), ScalarType::Bool) => v.resize(len, false),
+        (Data::I32(v), ScalarType::I32) => v.resize(len, 0),
+        (Data::I64(v), ScalarType::I64) => v.resize(len, 0),
+        (Data::Usize(v), ScalarType::Usize) => v.resize(len, 0),
+        (Data::F32(v), ScalarType::F32) => v.resize(len, 0.0),
+        (Data::F64(v), ScalarType::F64) => v.resize(len, 0.0),
+        (data, ty) => *data = Data::filled(zero_of(ty), len),
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Unary operations.
+
+/// The element type of `op` applied to elements of type `ty`.
+pub fn unary_result_type(op: UnaryOp, ty: ScalarType) -> ScalarType {
+    match op {
+        UnaryOp::IsNan | UnaryOp::IsFinite => ScalarType::Bool,
+        _ => ty,
+    }
+}
 
 /// A unary elementwise operation; the result has the operand's shape.
 pub fn unary(op: UnaryOp, x: &Tensor) -> Tensor {
-    let data = match &x.data {
-        Data::Bool(v) => match op {
-            UnaryOp::Not => Data::Bool(map_values(v, scalar::bool_not)),
-            _ => internal_error(format!("{op:?} is not defined on bool")),
-        },
-        Data::I32(v) => Data::I32(integer_unary(op, v)),
-        Data::I64(v) => Data::I64(integer_unary(op, v)),
-        Data::Usize(v) => Data::Usize(integer_unary(op, v)),
-        Data::F32(v) => float_unary_data(op, v, Data::F32),
-        Data::F64(v) => float_unary_data(op, v, Data::F64),
-    };
-    Tensor::new(x.shape.clone(), data)
+    let mut out = Data::filled(zero_of(unary_result_type(op, x.elem_type())), x.len());
+    unary_into(op, Values::all(&x.data), ValuesMut::all(&mut out));
+    Tensor::new(x.shape.clone(), out)
 }
 
-fn float_unary_data<F: Float>(op: UnaryOp, v: &[F], wrap: fn(Vec<F>) -> Data) -> Data {
+/// `out[k] = op(x[k])`; `out` has `x`'s length and the result type
+/// ([`unary_result_type`]).
+pub fn unary_into(op: UnaryOp, x: Values<'_>, out: ValuesMut<'_>) {
+    match (x, out) {
+        (Values::Bool(v), ValuesMut::Bool(o)) if op == UnaryOp::Not => {
+            map_into(v, o, scalar::bool_not)
+        }
+        (Values::I32(v), ValuesMut::I32(o)) => integer_unary_into(op, v, o),
+        (Values::I64(v), ValuesMut::I64(o)) => integer_unary_into(op, v, o),
+        (Values::Usize(v), ValuesMut::Usize(o)) => integer_unary_into(op, v, o),
+        // The transcendental functions run vectorized (`vmath` gives each
+        // element the bits of its scalar function), the rest element by element.
+        (Values::F32(v), ValuesMut::F32(o)) => {
+            if !vmath::apply_f32(op, v, o) {
+                float_unary_into(op, v, o)
+            }
+        }
+        (Values::F64(v), ValuesMut::F64(o)) => {
+            if !vmath::apply_f64(op, v, o) {
+                float_unary_into(op, v, o)
+            }
+        }
+        (Values::F32(v), ValuesMut::Bool(o)) => float_predicate_into(op, v, o),
+        (Values::F64(v), ValuesMut::Bool(o)) => float_predicate_into(op, v, o),
+        (x, _) => internal_error(format!("{op:?} is not defined on {} here", x.ty())),
+    }
+}
+
+fn float_predicate_into<F: Float>(op: UnaryOp, v: &[F], out: &mut [bool]) {
     match op {
-        UnaryOp::IsNan => Data::Bool(map_values(v, F::is_nan)),
-        UnaryOp::IsFinite => Data::Bool(map_values(v, F::is_finite)),
-        _ => wrap(float_unary(op, v)),
+        UnaryOp::IsNan => map_into(v, out, F::is_nan),
+        UnaryOp::IsFinite => map_into(v, out, F::is_finite),
+        _ => internal_error(format!("{op:?} does not map floats to bool")),
     }
 }
 
 /// A unary operation on integers of one type (`neg`, `not`, `abs`).
 pub fn integer_unary<T: Integer>(op: UnaryOp, v: &[T]) -> Vec<T> {
+    let mut out = vec![T::ZERO; v.len()];
+    integer_unary_into(op, v, &mut out);
+    out
+}
+
+/// As [`integer_unary`], into `out` (of `v`'s length).
+pub fn integer_unary_into<T: Integer>(op: UnaryOp, v: &[T], out: &mut [T]) {
     match op {
-        UnaryOp::Neg => map_values(v, scalar::int_neg),
-        UnaryOp::Not => map_values(v, scalar::int_not),
-        UnaryOp::Abs => map_values(v, scalar::int_abs),
+        UnaryOp::Neg => map_into(v, out, scalar::int_neg),
+        UnaryOp::Not => map_into(v, out, scalar::int_not),
+        UnaryOp::Abs => map_into(v, out, scalar::int_abs),
         _ => internal_error(format!("{op:?} is not defined on integers")),
     }
 }
 
 /// A unary operation on floats of one type whose result is of the same type.
 pub fn float_unary<F: Float>(op: UnaryOp, v: &[F]) -> Vec<F> {
+    let mut out = vec![F::ZERO; v.len()];
+    float_unary_into(op, v, &mut out);
+    out
+}
+
+/// As [`float_unary`], into `out` (of `v`'s length). The one place that
+/// says how each float unary operation is computed.
+pub fn float_unary_into<F: Float>(op: UnaryOp, v: &[F], out: &mut [F]) {
     match op {
-        UnaryOp::Neg => map_values(v, scalar::float_neg),
-        UnaryOp::Abs => map_values(v, F::abs),
-        UnaryOp::Exp => map_values(v, F::exp),
-        UnaryOp::ExpM1 => map_values(v, F::exp_m1),
-        UnaryOp::Ln => map_values(v, F::ln),
-        UnaryOp::Ln1p => map_values(v, F::ln_1p),
-        UnaryOp::Log10 => map_values(v, F::log10),
-        UnaryOp::Sqrt => map_values(v, F::sqrt),
-        UnaryOp::Sin => map_values(v, F::sin),
-        UnaryOp::Cos => map_values(v, F::cos),
-        UnaryOp::Tan => map_values(v, F::tan),
-        UnaryOp::Tanh => map_values(v, F::tanh),
-        UnaryOp::Floor => map_values(v, F::floor),
-        UnaryOp::Ceil => map_values(v, F::ceil),
-        UnaryOp::Round => map_values(v, F::round),
-        UnaryOp::Signum => map_values(v, F::signum),
-        UnaryOp::Recip => map_values(v, F::recip),
-        UnaryOp::Sigmoid => map_values(v, scalar::sigmoid),
-        UnaryOp::LogSigmoid => map_values(v, scalar::log_sigmoid),
-        UnaryOp::Softplus => map_values(v, scalar::softplus),
+        UnaryOp::Neg => map_into(v, out, scalar::float_neg),
+        UnaryOp::Abs => map_into(v, out, F::abs),
+        UnaryOp::Exp => map_into(v, out, F::exp),
+        UnaryOp::ExpM1 => map_into(v, out, F::exp_m1),
+        UnaryOp::Ln => map_into(v, out, F::ln),
+        UnaryOp::Ln1p => map_into(v, out, F::ln_1p),
+        UnaryOp::Log10 => map_into(v, out, F::log10),
+        UnaryOp::Sqrt => map_into(v, out, F::sqrt),
+        UnaryOp::Sin => map_into(v, out, F::sin),
+        UnaryOp::Cos => map_into(v, out, F::cos),
+        UnaryOp::Tan => map_into(v, out, F::tan),
+        UnaryOp::Tanh => map_into(v, out, F::tanh),
+        UnaryOp::Floor => map_into(v, out, F::floor),
+        UnaryOp::Ceil => map_into(v, out, F::ceil),
+        UnaryOp::Round => map_into(v, out, F::round),
+        UnaryOp::Signum => map_into(v, out, F::signum),
+        UnaryOp::Recip => map_into(v, out, F::recip),
+        UnaryOp::Sigmoid => map_into(v, out, scalar::sigmoid),
+        UnaryOp::LogSigmoid => map_into(v, out, scalar::log_sigmoid),
+        UnaryOp::Softplus => map_into(v, out, scalar::softplus),
         UnaryOp::Not | UnaryOp::IsNan | UnaryOp::IsFinite => {
             internal_error(format!("{op:?} does not map floats to floats"))
         }
@@ -165,61 +507,86 @@ pub fn float_unary<F: Float>(op: UnaryOp, v: &[F]) -> Vec<F> {
 /// integer `/` or `%` by zero.
 pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor, Fault> {
     let shape = broadcast_shape(binary_name(op), a, b);
-    let data = match op {
+    let len = shape.iter().product();
+    let mut out = Data::filled(zero_of(a.elem_type()), len);
+    binary_into(
+        op,
+        DataOperand::of(a),
+        DataOperand::of(b),
+        ValuesMut::all(&mut out),
+    )?;
+    Ok(Tensor::new(shape, out))
+}
+
+/// `out[k] = a[k] op b[k]` with broadcasting; `out` has the result's length
+/// and the left operand's type. Faults only for an integer `/` or `%` by zero.
+pub fn binary_into(
+    op: BinaryOp,
+    a: DataOperand<'_>,
+    b: DataOperand<'_>,
+    out: ValuesMut<'_>,
+) -> Result<(), Fault> {
+    fn typed<'a, T>(o: &DataOperand<'a>, values: &'a [T]) -> Operand<'a, T> {
+        Operand {
+            values,
+            broadcast: o.broadcast,
+        }
+    }
+    match op {
         // The right operand of these may have another type than the left one.
-        BinaryOp::Shl | BinaryOp::Shr | BinaryOp::Pow => match &a.data {
-            Data::I32(x) => Data::I32(integer_by_integer(op, Operand::of(a, x), b)),
-            Data::I64(x) => Data::I64(integer_by_integer(op, Operand::of(a, x), b)),
-            Data::Usize(x) => Data::Usize(integer_by_integer(op, Operand::of(a, x), b)),
-            other => internal_error(format!(
+        BinaryOp::Shl | BinaryOp::Shr | BinaryOp::Pow => match (a.values, out) {
+            (Values::I32(x), ValuesMut::I32(o)) => integer_by_integer(op, typed(&a, x), b, o),
+            (Values::I64(x), ValuesMut::I64(o)) => integer_by_integer(op, typed(&a, x), b, o),
+            (Values::Usize(x), ValuesMut::Usize(o)) => integer_by_integer(op, typed(&a, x), b, o),
+            (other, _) => internal_error(format!(
                 "{} needs integers, got {}",
                 binary_name(op),
                 other.ty()
             )),
         },
         BinaryOp::Powi => {
-            let Data::I32(exponents) = &b.data else {
-                internal_error(format!("powi needs i32 exponents, got {}", b.data.ty()))
+            let Values::I32(exponents) = b.values else {
+                internal_error(format!("powi needs i32 exponents, got {}", b.values.ty()))
             };
-            let exponents = Operand::of(b, exponents);
-            match &a.data {
-                Data::F32(x) => {
-                    Data::F32(zip_values(Operand::of(a, x), exponents, scalar::float_powi))
+            let exponents = typed(&b, exponents);
+            match (a.values, out) {
+                (Values::F32(x), ValuesMut::F32(o)) => {
+                    zip_into(typed(&a, x), exponents, o, scalar::float_powi)
                 }
-                Data::F64(x) => {
-                    Data::F64(zip_values(Operand::of(a, x), exponents, scalar::float_powi))
+                (Values::F64(x), ValuesMut::F64(o)) => {
+                    zip_into(typed(&a, x), exponents, o, scalar::float_powi)
                 }
-                other => internal_error(format!("powi needs floats, got {}", other.ty())),
+                (other, _) => internal_error(format!("powi needs floats, got {}", other.ty())),
             }
         }
-        _ => match (&a.data, &b.data) {
-            (Data::Bool(x), Data::Bool(y)) => {
-                Data::Bool(bool_binary(op, Operand::of(a, x), Operand::of(b, y)))
+        _ => match (a.values, b.values, out) {
+            (Values::Bool(x), Values::Bool(y), ValuesMut::Bool(o)) => {
+                bool_binary_into(op, typed(&a, x), typed(&b, y), o)
             }
-            (Data::I32(x), Data::I32(y)) => {
-                Data::I32(integer_binary(op, Operand::of(a, x), Operand::of(b, y))?)
+            (Values::I32(x), Values::I32(y), ValuesMut::I32(o)) => {
+                integer_binary_into(op, typed(&a, x), typed(&b, y), o)?
             }
-            (Data::I64(x), Data::I64(y)) => {
-                Data::I64(integer_binary(op, Operand::of(a, x), Operand::of(b, y))?)
+            (Values::I64(x), Values::I64(y), ValuesMut::I64(o)) => {
+                integer_binary_into(op, typed(&a, x), typed(&b, y), o)?
             }
-            (Data::Usize(x), Data::Usize(y)) => {
-                Data::Usize(integer_binary(op, Operand::of(a, x), Operand::of(b, y))?)
+            (Values::Usize(x), Values::Usize(y), ValuesMut::Usize(o)) => {
+                integer_binary_into(op, typed(&a, x), typed(&b, y), o)?
             }
-            (Data::F32(x), Data::F32(y)) => {
-                Data::F32(float_binary(op, Operand::of(a, x), Operand::of(b, y)))
+            (Values::F32(x), Values::F32(y), ValuesMut::F32(o)) => {
+                float_binary_into(op, typed(&a, x), typed(&b, y), o)
             }
-            (Data::F64(x), Data::F64(y)) => {
-                Data::F64(float_binary(op, Operand::of(a, x), Operand::of(b, y)))
+            (Values::F64(x), Values::F64(y), ValuesMut::F64(o)) => {
+                float_binary_into(op, typed(&a, x), typed(&b, y), o)
             }
-            (x, y) => internal_error(format!(
+            (x, y, _) => internal_error(format!(
                 "{}: operand types {} and {} differ",
                 binary_name(op),
                 x.ty(),
                 y.ty()
             )),
         },
-    };
-    Ok(Tensor::new(shape, data))
+    }
+    Ok(())
 }
 
 fn binary_name(op: BinaryOp) -> &'static str {
@@ -228,10 +595,22 @@ fn binary_name(op: BinaryOp) -> &'static str {
 
 /// `&`, `|`, `^` on `bool`.
 pub fn bool_binary(op: BinaryOp, a: Operand<'_, bool>, b: Operand<'_, bool>) -> Vec<bool> {
+    let mut out = vec![false; paired_len(&a, &b)];
+    bool_binary_into(op, a, b, &mut out);
+    out
+}
+
+/// As [`bool_binary`], into `out`.
+pub fn bool_binary_into(
+    op: BinaryOp,
+    a: Operand<'_, bool>,
+    b: Operand<'_, bool>,
+    out: &mut [bool],
+) {
     match op {
-        BinaryOp::BitAnd => zip_values(a, b, scalar::bool_and),
-        BinaryOp::BitOr => zip_values(a, b, scalar::bool_or),
-        BinaryOp::BitXor => zip_values(a, b, scalar::bool_xor),
+        BinaryOp::BitAnd => zip_into(a, b, out, scalar::bool_and),
+        BinaryOp::BitOr => zip_into(a, b, out, scalar::bool_or),
+        BinaryOp::BitXor => zip_into(a, b, out, scalar::bool_xor),
         _ => internal_error(format!("{} is not defined on bool", binary_name(op))),
     }
 }
@@ -242,47 +621,78 @@ pub fn integer_binary<T: Integer>(
     a: Operand<'_, T>,
     b: Operand<'_, T>,
 ) -> Result<Vec<T>, Fault> {
-    Ok(match op {
-        BinaryOp::Add => zip_values(a, b, scalar::int_add),
-        BinaryOp::Sub => zip_values(a, b, scalar::int_sub),
-        BinaryOp::Mul => zip_values(a, b, scalar::int_mul),
-        BinaryOp::Div => try_zip_values(a, b, scalar::int_div)
+    let mut out = vec![T::ZERO; paired_len(&a, &b)];
+    integer_binary_into(op, a, b, &mut out)?;
+    Ok(out)
+}
+
+/// As [`integer_binary`], into `out`.
+pub fn integer_binary_into<T: Integer>(
+    op: BinaryOp,
+    a: Operand<'_, T>,
+    b: Operand<'_, T>,
+    out: &mut [T],
+) -> Result<(), Fault> {
+    match op {
+        BinaryOp::Add => zip_into(a, b, out, scalar::int_add),
+        BinaryOp::Sub => zip_into(a, b, out, scalar::int_sub),
+        BinaryOp::Mul => zip_into(a, b, out, scalar::int_mul),
+        BinaryOp::Div => try_zip_into(a, b, out, scalar::int_div)
             .map_err(|DivisionByZero| Fault::division_by_zero())?,
-        BinaryOp::Rem => try_zip_values(a, b, scalar::int_rem)
+        BinaryOp::Rem => try_zip_into(a, b, out, scalar::int_rem)
             .map_err(|DivisionByZero| Fault::remainder_by_zero())?,
-        BinaryOp::BitAnd => zip_values(a, b, scalar::int_bit_and),
-        BinaryOp::BitOr => zip_values(a, b, scalar::int_bit_or),
-        BinaryOp::BitXor => zip_values(a, b, scalar::int_bit_xor),
-        BinaryOp::Max => zip_values(a, b, scalar::int_max),
-        BinaryOp::Min => zip_values(a, b, scalar::int_min),
-        BinaryOp::Shl | BinaryOp::Shr | BinaryOp::Pow => shift_or_pow(op, a, b),
+        BinaryOp::BitAnd => zip_into(a, b, out, scalar::int_bit_and),
+        BinaryOp::BitOr => zip_into(a, b, out, scalar::int_bit_or),
+        BinaryOp::BitXor => zip_into(a, b, out, scalar::int_bit_xor),
+        BinaryOp::Max => zip_into(a, b, out, scalar::int_max),
+        BinaryOp::Min => zip_into(a, b, out, scalar::int_min),
+        BinaryOp::Shl | BinaryOp::Shr | BinaryOp::Pow => shift_or_pow(op, a, b, out),
         BinaryOp::Powi | BinaryOp::Powf => {
             internal_error(format!("{} needs floats", binary_name(op)))
         }
-    })
+    }
+    Ok(())
 }
 
 /// A binary operation on two floats of one type.
 pub fn float_binary<F: Float>(op: BinaryOp, a: Operand<'_, F>, b: Operand<'_, F>) -> Vec<F> {
+    let mut out = vec![F::ZERO; paired_len(&a, &b)];
+    float_binary_into(op, a, b, &mut out);
+    out
+}
+
+/// As [`float_binary`], into `out`.
+pub fn float_binary_into<F: Float>(
+    op: BinaryOp,
+    a: Operand<'_, F>,
+    b: Operand<'_, F>,
+    out: &mut [F],
+) {
     match op {
-        BinaryOp::Add => zip_values(a, b, scalar::float_add),
-        BinaryOp::Sub => zip_values(a, b, scalar::float_sub),
-        BinaryOp::Mul => zip_values(a, b, scalar::float_mul),
-        BinaryOp::Div => zip_values(a, b, scalar::float_div),
-        BinaryOp::Rem => zip_values(a, b, scalar::float_rem),
-        BinaryOp::Max => zip_values(a, b, scalar::float_max),
-        BinaryOp::Min => zip_values(a, b, scalar::float_min),
-        BinaryOp::Powf => zip_values(a, b, scalar::float_powf),
+        BinaryOp::Add => zip_into(a, b, out, scalar::float_add),
+        BinaryOp::Sub => zip_into(a, b, out, scalar::float_sub),
+        BinaryOp::Mul => zip_into(a, b, out, scalar::float_mul),
+        BinaryOp::Div => zip_into(a, b, out, scalar::float_div),
+        BinaryOp::Rem => zip_into(a, b, out, scalar::float_rem),
+        BinaryOp::Max => zip_into(a, b, out, scalar::float_max),
+        BinaryOp::Min => zip_into(a, b, out, scalar::float_min),
+        BinaryOp::Powf => zip_into(a, b, out, scalar::float_powf),
         _ => internal_error(format!("{} is not defined on floats", binary_name(op))),
     }
 }
 
 /// `<<`, `>>` or `pow` of integers by an amount of any integer type.
-fn integer_by_integer<T: Integer>(op: BinaryOp, a: Operand<'_, T>, amount: &Tensor) -> Vec<T> {
-    match &amount.data {
-        Data::I32(y) => shift_or_pow(op, a, Operand::of(amount, y)),
-        Data::I64(y) => shift_or_pow(op, a, Operand::of(amount, y)),
-        Data::Usize(y) => shift_or_pow(op, a, Operand::of(amount, y)),
+fn integer_by_integer<T: Integer>(
+    op: BinaryOp,
+    a: Operand<'_, T>,
+    amount: DataOperand<'_>,
+    out: &mut [T],
+) {
+    let broadcast = amount.broadcast;
+    match amount.values {
+        Values::I32(values) => shift_or_pow(op, a, Operand { values, broadcast }, out),
+        Values::I64(values) => shift_or_pow(op, a, Operand { values, broadcast }, out),
+        Values::Usize(values) => shift_or_pow(op, a, Operand { values, broadcast }, out),
         other => internal_error(format!(
             "{} needs an integer right operand, got {}",
             binary_name(op),
@@ -295,11 +705,12 @@ fn shift_or_pow<T: Integer, A: Integer>(
     op: BinaryOp,
     a: Operand<'_, T>,
     amount: Operand<'_, A>,
-) -> Vec<T> {
+    out: &mut [T],
+) {
     match op {
-        BinaryOp::Shl => zip_values(a, amount, scalar::int_shl),
-        BinaryOp::Shr => zip_values(a, amount, scalar::int_shr),
-        BinaryOp::Pow => zip_values(a, amount, scalar::int_pow),
+        BinaryOp::Shl => zip_into(a, amount, out, scalar::int_shl),
+        BinaryOp::Shr => zip_into(a, amount, out, scalar::int_shr),
+        BinaryOp::Pow => zip_into(a, amount, out, scalar::int_pow),
         _ => internal_error(format!("{} is not a shift", binary_name(op))),
     }
 }
@@ -311,18 +722,32 @@ fn shift_or_pow<T: Integer, A: Integer>(
 /// compares scalars; arrays are compared elementwise with broadcasting.
 pub fn compare(op: CompareOp, a: &Tensor, b: &Tensor) -> Tensor {
     let shape = broadcast_shape("comparison", a, b);
-    let result = match (&a.data, &b.data) {
-        (Data::Bool(x), Data::Bool(y)) => compare_values(op, Operand::of(a, x), Operand::of(b, y)),
-        (Data::I32(x), Data::I32(y)) => compare_values(op, Operand::of(a, x), Operand::of(b, y)),
-        (Data::I64(x), Data::I64(y)) => compare_values(op, Operand::of(a, x), Operand::of(b, y)),
-        (Data::Usize(x), Data::Usize(y)) => {
-            compare_values(op, Operand::of(a, x), Operand::of(b, y))
+    let mut out = vec![false; shape.iter().product()];
+    compare_into(op, DataOperand::of(a), DataOperand::of(b), &mut out);
+    Tensor::new(shape, Data::Bool(out))
+}
+
+/// As [`compare`], into `out` (of the result's length).
+pub fn compare_into(op: CompareOp, a: DataOperand<'_>, b: DataOperand<'_>, out: &mut [bool]) {
+    fn typed<'a, T>(o: &DataOperand<'a>, values: &'a [T]) -> Operand<'a, T> {
+        Operand {
+            values,
+            broadcast: o.broadcast,
         }
-        (Data::F32(x), Data::F32(y)) => compare_values(op, Operand::of(a, x), Operand::of(b, y)),
-        (Data::F64(x), Data::F64(y)) => compare_values(op, Operand::of(a, x), Operand::of(b, y)),
+    }
+    match (a.values, b.values) {
+        (Values::Bool(x), Values::Bool(y)) => {
+            compare_into_typed(op, typed(&a, x), typed(&b, y), out)
+        }
+        (Values::I32(x), Values::I32(y)) => compare_into_typed(op, typed(&a, x), typed(&b, y), out),
+        (Values::I64(x), Values::I64(y)) => compare_into_typed(op, typed(&a, x), typed(&b, y), out),
+        (Values::Usize(x), Values::Usize(y)) => {
+            compare_into_typed(op, typed(&a, x), typed(&b, y), out)
+        }
+        (Values::F32(x), Values::F32(y)) => compare_into_typed(op, typed(&a, x), typed(&b, y), out),
+        (Values::F64(x), Values::F64(y)) => compare_into_typed(op, typed(&a, x), typed(&b, y), out),
         (x, y) => internal_error(format!("comparison of {} with {}", x.ty(), y.ty())),
-    };
-    Tensor::new(shape, Data::Bool(result))
+    }
 }
 
 /// A comparison of two operands of one type, elementwise.
@@ -331,13 +756,25 @@ pub fn compare_values<T: PartialOrd + Copy>(
     a: Operand<'_, T>,
     b: Operand<'_, T>,
 ) -> Vec<bool> {
+    let mut out = vec![false; paired_len(&a, &b)];
+    compare_into_typed(op, a, b, &mut out);
+    out
+}
+
+/// As [`compare_values`], into `out`.
+pub fn compare_into_typed<T: PartialOrd + Copy>(
+    op: CompareOp,
+    a: Operand<'_, T>,
+    b: Operand<'_, T>,
+    out: &mut [bool],
+) {
     match op {
-        CompareOp::Eq => zip_values(a, b, scalar::compare_eq),
-        CompareOp::Ne => zip_values(a, b, scalar::compare_ne),
-        CompareOp::Lt => zip_values(a, b, scalar::compare_lt),
-        CompareOp::Le => zip_values(a, b, scalar::compare_le),
-        CompareOp::Gt => zip_values(a, b, scalar::compare_gt),
-        CompareOp::Ge => zip_values(a, b, scalar::compare_ge),
+        CompareOp::Eq => zip_into(a, b, out, scalar::compare_eq),
+        CompareOp::Ne => zip_into(a, b, out, scalar::compare_ne),
+        CompareOp::Lt => zip_into(a, b, out, scalar::compare_lt),
+        CompareOp::Le => zip_into(a, b, out, scalar::compare_le),
+        CompareOp::Gt => zip_into(a, b, out, scalar::compare_gt),
+        CompareOp::Ge => zip_into(a, b, out, scalar::compare_ge),
     }
 }
 
@@ -346,26 +783,32 @@ pub fn compare_values<T: PartialOrd + Copy>(
 
 /// Elementwise conversion to `to`, as Rust's `as` (see [`crate::scalar`]).
 pub fn cast(to: ScalarType, x: &Tensor) -> Tensor {
-    let data = match &x.data {
-        Data::Bool(v) => cast_values(to, v),
-        Data::I32(v) => cast_values(to, v),
-        Data::I64(v) => cast_values(to, v),
-        Data::Usize(v) => cast_values(to, v),
-        Data::F32(v) => cast_values(to, v),
-        Data::F64(v) => cast_values(to, v),
-    };
-    Tensor::new(x.shape.clone(), data)
+    let mut out = Data::filled(zero_of(to), x.len());
+    cast_into(Values::all(&x.data), ValuesMut::all(&mut out));
+    Tensor::new(x.shape.clone(), out)
+}
+
+/// `out[k] = x[k] as (out's type)`.
+pub fn cast_into(x: Values<'_>, out: ValuesMut<'_>) {
+    each_values!(Values, x, |v| cast_values_into(v, out))
 }
 
 /// The elements `v` converted to `to`.
 pub fn cast_values<T: CastScalar>(to: ScalarType, v: &[T]) -> Data {
-    match to {
-        ScalarType::Bool => Data::Bool(map_values(v, T::cast_bool)),
-        ScalarType::I32 => Data::I32(map_values(v, T::cast_i32)),
-        ScalarType::I64 => Data::I64(map_values(v, T::cast_i64)),
-        ScalarType::Usize => Data::Usize(map_values(v, T::cast_usize)),
-        ScalarType::F32 => Data::F32(map_values(v, T::cast_f32)),
-        ScalarType::F64 => Data::F64(map_values(v, T::cast_f64)),
+    let mut out = Data::filled(zero_of(to), v.len());
+    cast_values_into(v, ValuesMut::all(&mut out));
+    out
+}
+
+/// The elements `v` converted to `out`'s type, into `out`.
+pub fn cast_values_into<T: CastScalar>(v: &[T], out: ValuesMut<'_>) {
+    match out {
+        ValuesMut::Bool(o) => map_into(v, o, T::cast_bool),
+        ValuesMut::I32(o) => map_into(v, o, T::cast_i32),
+        ValuesMut::I64(o) => map_into(v, o, T::cast_i64),
+        ValuesMut::Usize(o) => map_into(v, o, T::cast_usize),
+        ValuesMut::F32(o) => map_into(v, o, T::cast_f32),
+        ValuesMut::F64(o) => map_into(v, o, T::cast_f64),
     }
 }
 
@@ -384,19 +827,48 @@ pub fn select(cond: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
             a.shape, b.shape
         ));
     }
-    if cond.is_scalar() {
-        return if conditions[0] { a.clone() } else { b.clone() };
-    }
-    if cond.shape != a.shape {
+    if !cond.is_scalar() && cond.shape != a.shape {
         internal_error(format!(
             "select: condition of shape {:?} for operands of shape {:?}",
             cond.shape, a.shape
         ));
     }
-    let data = map_same_type_pair!("select", &a.data, &b.data, |x, y| select_values(
-        conditions, x, y
-    ));
-    Tensor::new(a.shape.clone(), data)
+    let mut out = Data::filled(zero_of(a.elem_type()), a.len());
+    select_into(
+        Operand::of(cond, conditions),
+        Values::all(&a.data),
+        Values::all(&b.data),
+        ValuesMut::all(&mut out),
+    );
+    Tensor::new(a.shape.clone(), out)
+}
+
+/// As [`select`], into `out`: a broadcast condition chooses a whole operand.
+pub fn select_into(
+    cond: Operand<'_, bool>,
+    if_true: Values<'_>,
+    if_false: Values<'_>,
+    out: ValuesMut<'_>,
+) {
+    macro_rules! typed {
+        ($($variant:ident),*) => {
+            match (if_true, if_false, out) {
+                $((Values::$variant(t), Values::$variant(f), ValuesMut::$variant(o)) => {
+                    if cond.broadcast {
+                        o.copy_from_slice(if cond.values[0] { t } else { f });
+                    } else {
+                        select_values_into(cond.values, t, f, o);
+                    }
+                })*
+                (t, f, _) => internal_error(format!(
+                    "select: alternatives of types {} and {}",
+                    t.ty(),
+                    f.ty()
+                )),
+            }
+        };
+    }
+    typed!(Bool, I32, I64, Usize, F32, F64)
 }
 
 /// Elementwise choice: `if_true[k]` where `conditions[k]`, else `if_false[k]`.
@@ -406,6 +878,21 @@ pub fn select_values<T: Copy>(conditions: &[bool], if_true: &[T], if_false: &[T]
         .zip(if_true.iter().zip(if_false))
         .map(|(&c, (&t, &f))| if c { t } else { f })
         .collect()
+}
+
+/// As [`select_values`], into `out`.
+pub fn select_values_into<T: Copy>(
+    conditions: &[bool],
+    if_true: &[T],
+    if_false: &[T],
+    out: &mut [T],
+) {
+    for (o, (&c, (&t, &f))) in out
+        .iter_mut()
+        .zip(conditions.iter().zip(if_true.iter().zip(if_false)))
+    {
+        *o = if c { t } else { f };
+    }
 }
 
 #[cfg(test)]
@@ -464,7 +951,8 @@ mod tests {
     }
 
     #[test]
-    fn every_float_unary_is_the_std_method() {
+    fn every_float_unary_is_its_scalar_function() {
+        // The transcendental functions are `vmath`'s, the rest `std`'s.
         let inputs = [
             0.3f64,
             -1.7,
@@ -481,16 +969,16 @@ mod tests {
         let cases: [(UnaryOp, StdMethod); 17] = [
             (UnaryOp::Neg, |v| -v),
             (UnaryOp::Abs, f64::abs),
-            (UnaryOp::Exp, f64::exp),
-            (UnaryOp::ExpM1, f64::exp_m1),
-            (UnaryOp::Ln, f64::ln),
-            (UnaryOp::Ln1p, f64::ln_1p),
+            (UnaryOp::Exp, vmath::exp_f64),
+            (UnaryOp::ExpM1, vmath::exp_m1_f64),
+            (UnaryOp::Ln, vmath::ln_f64),
+            (UnaryOp::Ln1p, vmath::ln_1p_f64),
             (UnaryOp::Log10, f64::log10),
             (UnaryOp::Sqrt, f64::sqrt),
             (UnaryOp::Sin, f64::sin),
             (UnaryOp::Cos, f64::cos),
             (UnaryOp::Tan, f64::tan),
-            (UnaryOp::Tanh, f64::tanh),
+            (UnaryOp::Tanh, vmath::tanh_f64),
             (UnaryOp::Floor, f64::floor),
             (UnaryOp::Ceil, f64::ceil),
             (UnaryOp::Round, f64::round),

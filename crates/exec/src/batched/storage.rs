@@ -7,6 +7,26 @@
 
 use autobatch_types::{Data, Scalar, ScalarType, Tensor};
 
+/// Runs `$body` with `$d` and `$s` bound to the typed buffers of two `Data`
+/// of one scalar type (mutable and shared); a mismatch is an internal error.
+macro_rules! with_typed_pair {
+    ($dst:expr, $src:expr, |$d:ident, $s:ident| $body:expr) => {
+        match ($dst, $src) {
+            (Data::Bool($d), Data::Bool($s)) => $body,
+            (Data::I32($d), Data::I32($s)) => $body,
+            (Data::I64($d), Data::I64($s)) => $body,
+            (Data::Usize($d), Data::Usize($s)) => $body,
+            (Data::F32($d), Data::F32($s)) => $body,
+            (Data::F64($d), Data::F64($s)) => $body,
+            (d, s) => panic!(
+                "internal error: moving {} elements into a {} buffer",
+                s.ty(),
+                d.ty()
+            ),
+        }
+    };
+}
+
 /// A batched value: `rows` values of one shape, contiguous, row-major.
 #[derive(Clone, Debug)]
 pub struct Column {
@@ -69,15 +89,13 @@ impl Column {
 
     /// Writes `value` (of the column's row shape) into each row of `rows`.
     pub fn fill_rows(&mut self, value: &Tensor, rows: &[u32]) {
-        if self.row_len == 1 {
-            // One element: a typed fill and scatter instead of a copy per row.
-            let filled = Data::filled(value.as_scalar(), rows.len());
-            scatter_rows(&mut self.data, &filled, rows, 1);
-        } else {
+        let n = self.row_len;
+        with_typed_pair!(&mut self.data, &value.data, |d, v| {
             for r in rows {
-                self.set_row(*r as usize, value);
+                let r = *r as usize;
+                d[r * n..(r + 1) * n].copy_from_slice(&v[..n]);
             }
-        }
+        })
     }
 
     /// A new column whose row `k` is row `rows[k]` of `self`.
@@ -96,26 +114,6 @@ impl Column {
         let n = self.row_len;
         copy_into(&mut self.data, r * n, value, 0..n);
     }
-}
-
-/// Runs `$body` with `$d` and `$s` bound to the typed buffers of two `Data`
-/// of one scalar type (mutable and shared); a mismatch is an internal error.
-macro_rules! with_typed_pair {
-    ($dst:expr, $src:expr, |$d:ident, $s:ident| $body:expr) => {
-        match ($dst, $src) {
-            (Data::Bool($d), Data::Bool($s)) => $body,
-            (Data::I32($d), Data::I32($s)) => $body,
-            (Data::I64($d), Data::I64($s)) => $body,
-            (Data::Usize($d), Data::Usize($s)) => $body,
-            (Data::F32($d), Data::F32($s)) => $body,
-            (Data::F64($d), Data::F64($s)) => $body,
-            (d, s) => panic!(
-                "internal error: moving {} elements into a {} buffer",
-                s.ty(),
-                d.ty()
-            ),
-        }
-    };
 }
 
 /// Row `rows[k]` of `dst` = row `k` of `src` (a dense buffer of `rows.len()` rows).

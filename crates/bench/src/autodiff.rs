@@ -1,0 +1,291 @@
+//! `autobatch-bench autodiff [--quick] [--threads N]`: gradients per second
+//! of a logistic regression (N = 10,000 data points, D = 100 regressors,
+//! X and y shared, one theta per member) through the library's normal run
+//! path (program-counter), next to what the gradient's two matrix products
+//! alone allow (`gemm::matvec_into` + `gemm::vecmat_into` timed directly at
+//! the same batch sizes, on one thread), the memory bandwidth, and the
+//! per-operation overhead of a tiny program of elementwise operations on
+//! length-4 vectors.
+
+use std::time::Instant;
+
+use autobatch::{compile, Inputs, RunConfig, Strategy, Tensor, Value};
+use autobatch_kernels::gemm;
+use autobatch_types::Data;
+use serde_json::{json, Value as Json};
+
+use crate::measure;
+
+const N: usize = 10_000;
+const D: usize = 100;
+
+/// The programs measured: the gradient written by hand, and through
+/// `value_and_grad`.
+const PROGRAMS: [(&str, &str); 2] = [
+    (
+        "hand_written_gradient",
+        include_str!("../programs/logreg_grad.ab"),
+    ),
+    (
+        "value_and_grad",
+        include_str!("../programs/logreg_value_and_grad.ab"),
+    ),
+];
+
+/// A deterministic stream of numbers in [0, 1) (splitmix64).
+struct Stream(u64);
+
+impl Stream {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// X (N x D) with entries in [-1, 1), y in {0, 1} from a hidden theta.
+fn synthetic_data() -> (Vec<f64>, Vec<f64>) {
+    let mut s = Stream(2026);
+    let x: Vec<f64> = (0..N * D).map(|_| 2.0 * s.next() - 1.0).collect();
+    let hidden: Vec<f64> = (0..D).map(|_| s.next() - 0.5).collect();
+    let y = (0..N)
+        .map(|i| {
+            let z: f64 = (0..D).map(|j| x[i * D + j] * hidden[j]).sum();
+            let p = 1.0 / (1.0 + (-z).exp());
+            if s.next() < p {
+                1.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    (x, y)
+}
+
+fn tensor(shape: Vec<usize>, values: &[f64], f32: bool) -> Value {
+    let data = if f32 {
+        Data::F32(values.iter().map(|v| *v as f32).collect())
+    } else {
+        Data::F64(values.to_vec())
+    };
+    Value::Tensor(Tensor::new(shape, data))
+}
+
+/// Gradients per second of `source` at `batch` members, each taking
+/// `count` gradient steps, through compile, bind and run.
+#[allow(clippy::too_many_arguments)]
+fn library_rate(
+    source: &str,
+    x: &[f64],
+    y: &[f64],
+    f32: bool,
+    batch: usize,
+    count: i64,
+    threads: usize,
+    budget: f64,
+) -> f64 {
+    let compiled = compile(source, "logreg.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let mut s = Stream(7);
+    let thetas: Vec<Value> = (0..batch)
+        .map(|_| {
+            let theta: Vec<f64> = (0..D).map(|_| 0.1 * (s.next() - 0.5)).collect();
+            tensor(vec![D], &theta, f32)
+        })
+        .collect();
+    let inputs = Inputs::new()
+        .shared("X", tensor(vec![N, D], x, f32))
+        .shared("Y", tensor(vec![N], y, f32))
+        .batched("theta", thetas)
+        .batched("count", vec![count; batch]);
+    let bound = compiled
+        .bind("gradients", &inputs)
+        .unwrap_or_else(|e| panic!("binding the benchmark inputs: {e}"));
+    let config = RunConfig {
+        strategy: Strategy::ProgramCounter,
+        threads,
+        ..RunConfig::default()
+    };
+    let seconds = measure(budget, 20, || {
+        let result = bound.run(&config).unwrap_or_else(|e| panic!("{e}"));
+        if let Some(Err(e)) = result.members.first() {
+            panic!("a benchmark member failed: {e}");
+        }
+        result.stats.wall_seconds
+    });
+    (batch as f64 * count as f64) / seconds
+}
+
+/// Gradients per second that the two products alone allow at `batch`
+/// members: `z = X theta` for every member, then `g = r X`.
+fn products_rate<T: gemm::GemmFloat + FromF64>(x: &[f64], batch: usize, budget: f64) -> f64 {
+    let xs: Vec<T> = x.iter().map(|v| T::from_f64(*v)).collect();
+    let mut s = Stream(11);
+    let thetas: Vec<T> = (0..batch * D)
+        .map(|_| T::from_f64(0.1 * (s.next() - 0.5)))
+        .collect();
+    let mut z: Vec<T> = vec![T::from_f64(0.0); batch * N];
+    let mut g: Vec<T> = vec![T::from_f64(0.0); batch * D];
+    let repeats = (64 / batch).max(1);
+    let seconds = measure(budget, 50, || {
+        let t = Instant::now();
+        for _ in 0..repeats {
+            gemm::matvec_into(&xs, N, D, &thetas, batch, &mut z);
+            gemm::vecmat_into(&z, &xs, batch, N, D, &mut g);
+        }
+        std::hint::black_box(&g);
+        t.elapsed().as_secs_f64() / repeats as f64
+    });
+    batch as f64 / seconds
+}
+
+/// Conversion of the synthetic data to the measured precision.
+pub trait FromF64 {
+    fn from_f64(v: f64) -> Self;
+}
+
+impl FromF64 for f32 {
+    fn from_f64(v: f64) -> f32 {
+        v as f32
+    }
+}
+
+impl FromF64 for f64 {
+    fn from_f64(v: f64) -> f64 {
+        v
+    }
+}
+
+/// Bytes per second of a streaming read of a buffer much larger than the caches.
+fn memory_bandwidth(budget: f64) -> f64 {
+    let values = vec![1.0f64; 32 << 20];
+    let seconds = measure(budget, 20, || {
+        let t = Instant::now();
+        let total: f64 = values.chunks(8).map(|c| c.iter().sum::<f64>()).sum();
+        std::hint::black_box(total);
+        t.elapsed().as_secs_f64()
+    });
+    (values.len() * 8) as f64 / seconds
+}
+
+/// Nanoseconds per block execution and per operation of `tiny.ab` at `batch`.
+fn overhead(batch: usize, threads: usize, budget: f64) -> Json {
+    let source = include_str!("../programs/tiny.ab");
+    let compiled = compile(source, "tiny.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let iterations = 2000i64;
+    let xs: Vec<Value> = (0..batch)
+        .map(|i| tensor(vec![4], &[i as f64, 1.0, 2.0, 3.0], false))
+        .collect();
+    let inputs = Inputs::new()
+        .batched("x", xs)
+        .batched("n", vec![iterations; batch]);
+    let bound = compiled.bind("tiny", &inputs).expect("tiny binds");
+    let config = RunConfig {
+        strategy: Strategy::ProgramCounter,
+        threads,
+        ..RunConfig::default()
+    };
+    let mut steps = 0u64;
+    let mut ops = 0u64;
+    let seconds = measure(budget, 50, || {
+        let result = bound.run(&config).unwrap_or_else(|e| panic!("{e}"));
+        steps = result.stats.steps;
+        ops = result.stats.op_counts.iter().map(|c| c.executions).sum();
+        result.stats.wall_seconds
+    });
+    json!({
+        "batch_size": batch,
+        "blocks_executed": steps,
+        "operations_executed": ops,
+        "ns_per_block": seconds * 1e9 / steps as f64,
+        "ns_per_operation": seconds * 1e9 / ops as f64,
+        "ns_per_operation_per_member": seconds * 1e9 / (ops as f64 * batch as f64),
+    })
+}
+
+/// `only_batch` / `only_precision` restrict the run (for profiling).
+pub fn run(
+    quick: bool,
+    threads: usize,
+    only_batch: Option<usize>,
+    only_precision: Option<&str>,
+) -> Json {
+    let sizes: Vec<usize> = [1usize, 16, 64, 256, 1024]
+        .into_iter()
+        .filter(|b| only_batch.is_none_or(|o| o == *b))
+        .collect();
+    let budget = if quick { 0.3 } else { 1.5 };
+    let (x, y) = synthetic_data();
+    let bandwidth = memory_bandwidth(budget);
+    let mut precisions = Vec::new();
+    for f32 in [true, false] {
+        let name = if f32 { "f32" } else { "f64" };
+        if only_precision.is_some_and(|p| p != name) {
+            continue;
+        }
+        let bytes_per_element = if f32 { 4.0 } else { 8.0 };
+        // One gradient reads X twice (once per matrix-vector product).
+        let bandwidth_bound = bandwidth / (2.0 * (N * D) as f64 * bytes_per_element);
+        let mut rows = Vec::new();
+        for &batch in &sizes {
+            // Enough gradient steps per member that the run's setup (its
+            // columns, first touched) does not dominate.
+            let count =
+                ((if quick { 64 } else { 256 }) / batch).max(if quick { 4 } else { 8 }) as i64;
+            let products = if f32 {
+                products_rate::<f32>(&x, batch, budget)
+            } else {
+                products_rate::<f64>(&x, batch, budget)
+            };
+            let mut row = serde_json::Map::new();
+            row.insert("batch_size".into(), json!(batch));
+            row.insert("gradient_steps_per_member".into(), json!(count));
+            row.insert(
+                "products_alone_gradients_per_second".into(),
+                json!(products),
+            );
+            for (program, source) in PROGRAMS {
+                let source = if f32 {
+                    source.replace("f64", "f32")
+                } else {
+                    source.to_string()
+                };
+                let one = library_rate(&source, &x, &y, f32, batch, count, 1, budget);
+                let mut entry = json!({
+                    "gradients_per_second_1_thread": one,
+                    "ratio_to_products_alone": one / products,
+                });
+                if batch == 1 {
+                    entry["fraction_of_bandwidth_bound"] = json!(one / bandwidth_bound);
+                }
+                if threads > 1 {
+                    let all = library_rate(&source, &x, &y, f32, batch, count, threads, budget);
+                    entry[format!("gradients_per_second_{threads}_threads")] = json!(all);
+                }
+                row.insert(program.into(), entry);
+            }
+            eprintln!("autodiff {name} batch {batch}: done");
+            rows.push(Json::Object(row));
+        }
+        precisions.push(json!({
+            "precision": name,
+            "bandwidth_bound_gradients_per_second_1_member": bandwidth_bound,
+            "rows": rows,
+        }));
+    }
+    let overheads: Vec<Json> = [1usize, 1024]
+        .iter()
+        .map(|b| overhead(*b, 1, budget))
+        .collect();
+    json!({
+        "benchmark": "autodiff",
+        "n": N,
+        "d": D,
+        "threads": threads,
+        "memory_bandwidth_bytes_per_second": bandwidth,
+        "logistic_regression": precisions,
+        "per_operation_overhead": overheads,
+    })
+}
