@@ -153,10 +153,30 @@ impl<'p> Builder<'p> {
         self.adj.insert(v, sum);
         Ok(())
     }
-    /// The adjoint of `v`, zero when nothing contributed to it.
+    /// `adjoint` (an adjoint of `v`) with `v`'s own type. An array's adjoint
+    /// may be held as a scalar that stands for that scalar broadcast over the
+    /// array (the adjoint of `sum`, of a scalar seed): elementwise rules use
+    /// it as it is, which saves filling and reading a whole array; this fills
+    /// it out where a full array is needed (products, indexing, results).
+    pub fn full(&mut self, v: Var, adjoint: Var, loc: Loc) -> DeriveResult<Var> {
+        let ty = self.ty(v).clone();
+        if ty.is_scalar() || !self.ty(adjoint).is_scalar() {
+            return Ok(adjoint);
+        }
+        let mut a = adjoint;
+        for d in ty.dims.iter().rev() {
+            a = self.prim(Prim::Fill(*d), vec![a], loc)?;
+        }
+        Ok(a)
+    }
+    /// The adjoint of `v`, zero when nothing contributed to it, with `v`'s type.
     pub fn adjoint_or_zero(&mut self, v: Var, loc: Loc) -> DeriveResult<Var> {
-        match self.adj.get(&v) {
-            Some(a) => Ok(*a),
+        match self.adj.get(&v).copied() {
+            Some(a) => {
+                let a = self.full(v, a, loc)?;
+                self.adj.insert(v, a);
+                Ok(a)
+            }
             None => {
                 let ty = self.ty(v).clone();
                 self.filled(&ty, 0.0, loc)
@@ -378,7 +398,7 @@ fn emit(
                 b.known = known_before.clone();
                 for (k, u) in changed.iter().zip(&shared) {
                     let value = match adj.get(k).or_else(|| before.get(k)) {
-                        Some(v) => *v,
+                        Some(v) => b.full(*k, *v, loc)?,
                         None => {
                             let ty = b.ty(*k).clone();
                             b.filled(&ty, 0.0, loc)?

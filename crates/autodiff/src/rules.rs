@@ -27,6 +27,24 @@ pub(crate) fn adjoint(d: &mut Deriver, b: &mut Builder, op: &Op) -> DeriveResult
             if !args.iter().any(|a| b.active[a.0 as usize]) {
                 return Ok(());
             }
+            // Elementwise rules and reductions (whose result is a scalar)
+            // take a broadcast adjoint as it is, except where an active
+            // scalar operand was broadcast (its adjoint is the sum over the
+            // array); the others need it whole.
+            let broadcast_scalar = !b.ty(*y).is_scalar()
+                && args
+                    .iter()
+                    .any(|a| b.active[a.0 as usize] && b.ty(*a).is_scalar());
+            let dy = match prim {
+                Prim::Binary(_) if broadcast_scalar => b.full(*y, dy, *loc)?,
+                Prim::Copy
+                | Prim::Unary(_)
+                | Prim::Binary(_)
+                | Prim::Cast(_)
+                | Prim::Dot
+                | Prim::Reduce(_) => dy,
+                _ => b.full(*y, dy, *loc)?,
+            };
             prim_adjoint(b, prim, args, *y, dy, *loc)
         }
         Op::Prim { dst: None, .. } => Ok(()),
@@ -403,6 +421,7 @@ fn prim_adjoint(
             // a mostly-zero array.
             let base = match b.adj.get(&a).copied() {
                 Some(old) => {
+                    let old = b.full(a, old, loc)?;
                     let row = b.prim(Prim::Index, vec![old, i], loc)?;
                     let sum = bin(b, B::Add, row, dy, loc)?;
                     let new = b.prim(Prim::IndexSet, vec![old, i, sum], loc)?;
@@ -502,10 +521,8 @@ fn prim_adjoint(
             let a = args[0];
             let aty = b.ty(a).clone();
             match op {
-                ReduceOp::Sum => {
-                    let c = b.prim(Prim::Fill(aty.dims[0]), vec![dy], loc)?;
-                    contribute(b, a, c, loc)
-                }
+                // The adjoint of a sum is `dy` broadcast: kept as the scalar.
+                ReduceOp::Sum => contribute(b, a, dy, loc),
                 ReduceOp::Mean => {
                     let n = match aty.dims[0] {
                         Dim::Fixed(n) => b.constant(elem, n as f64, loc)?,
@@ -515,8 +532,7 @@ fn prim_adjoint(
                         }
                     };
                     let q = bin(b, B::Div, dy, n, loc)?;
-                    let c = b.prim(Prim::Fill(aty.dims[0]), vec![q], loc)?;
-                    contribute(b, a, c, loc)
+                    contribute(b, a, q, loc)
                 }
                 ReduceOp::Max | ReduceOp::Min => {
                     let which = if *op == ReduceOp::Max {
