@@ -12,16 +12,20 @@
 //! functions ([`exp_f64`], ...) give the same bits as the slice functions
 //! ([`apply_f64`]): a member's value never depends on the path that ran it.
 //!
-//! The `f32` functions evaluate the `f64` kernel and round once to `f32`
-//! (error at most about half an `f32` ulp more than the exact result).
+//! The `f32` functions are native: the same algorithms in `f32` arithmetic
+//! (8 lanes per AVX2 vector) with polynomials sized for a 24-bit significand
+//! (Chebyshev-economized Taylor series, see the constants) and explicit
+//! [`f32::mul_add`]s, so they keep the same determinism.
 //!
 //! Accuracy measured against the standard library over 2 million inputs per
 //! function spread over every exponent, plus the extremes and small arguments
 //! at every scale (`tests/vmath_accuracy.rs`, which asserts the bound after
 //! each "of"): f64 `exp` 1 ulp of 2, `ln` 1 of 2, `ln_1p` 1 of 2, `exp_m1`
 //! 2 of 2, `tanh` 3 of 4, and `sigmoid`, `softplus`, `log_sigmoid` 2 of 4
-//! from the same formulas evaluated with `std`; the `f32` functions 0 ulp
-//! from the `std` `f64` result rounded to `f32` (bound 1).
+//! from the same formulas evaluated with `std`; f32, against the `std` `f64`
+//! result rounded to `f32` (random f32 bit patterns, so every f32 exponent
+//! and subnormals): `exp`, `exp_m1`, `ln`, `ln_1p` 1 ulp of 2, `tanh` 2 of 4,
+//! `sigmoid` 2 of 4, `softplus` 1 of 4, `log_sigmoid` 1 of 4.
 //!
 //! Architecture Invariant: pure functions of their argument; no table, no
 //! state beyond the cached CPU-feature test.
@@ -56,38 +60,62 @@ const SHIFTER: f64 = 6_755_399_441_055_744.0;
 const SQRT2: f64 = std::f64::consts::SQRT_2;
 const TWO_POW_54: f64 = 18_014_398_509_481_984.0;
 
-/// 1/k! for k = 0..=13 (Taylor coefficients of exp; the truncation error on
-/// |r| <= ln2/2 is below 2^-57).
-const INV_FACT: [f64; 14] = [
+/// Horner evaluation of `c[0] + c[1] x + ... ` with explicit `mul_add`s.
+#[inline(always)]
+fn horner<const N: usize>(x: f64, c: &[f64; N]) -> f64 {
+    let mut p = c[N - 1];
+    let mut k = N - 1;
+    while k > 0 {
+        k -= 1;
+        p = p.mul_add(x, c[k]);
+    }
+    p
+}
+
+/// `(e^r - 1) / r` on |r| <= 0.3466 (the reduced range, with a margin): the
+/// Taylor series `sum r^k / (k+1)!` economized (Chebyshev) from degree 21 to
+/// degree 10; approximation error below 0.06 ulp of `e^r = 1 + r q(r)`.
+const EXP_Q: [f64; 11] = [
     1.0,
-    1.0,
-    1.0 / 2.0,
-    1.0 / 6.0,
-    1.0 / 24.0,
-    1.0 / 120.0,
-    1.0 / 720.0,
-    1.0 / 5040.0,
-    1.0 / 40320.0,
-    1.0 / 362880.0,
-    1.0 / 3628800.0,
-    1.0 / 39916800.0,
-    1.0 / 479001600.0,
-    1.0 / 6227020800.0,
+    0.5000000000000006,
+    0.1666666666666668,
+    0.04166666666657308,
+    0.00833333333331959,
+    0.0013888888932511072,
+    0.00019841269890071613,
+    2.4801504318888373e-05,
+    2.75572408926159e-06,
+    2.7626368812298987e-07,
+    2.5110047135431714e-08,
 ];
 
-/// 2/(2k+1) for k = 1..=10: `2 atanh(s) = 2s + s * sum_k (2/(2k+1)) s^(2k)`;
-/// with |s| <= 0.1716 the truncation is below 2^-58 relative.
-const ATANH_COEF: [f64; 10] = [
-    2.0 / 3.0,
-    2.0 / 5.0,
-    2.0 / 7.0,
-    2.0 / 9.0,
-    2.0 / 11.0,
-    2.0 / 13.0,
-    2.0 / 15.0,
-    2.0 / 17.0,
-    2.0 / 19.0,
-    2.0 / 21.0,
+/// `(e^r - 1 - r) / r^2` on |r| <= 0.3466: `sum r^k / (k+2)!` economized from
+/// degree 21 to degree 9; error below 0.33 ulp of `r` in `e^r - 1 = r + r^2 q(r)`.
+const EXP_M1_Q: [f64; 10] = [
+    0.5000000000000001,
+    0.1666666666666667,
+    0.04166666666662413,
+    0.008333333333326136,
+    0.001388888891721154,
+    0.00019841269874817515,
+    2.4801521299750923e-05,
+    2.75572554044176e-06,
+    2.7620086491464514e-07,
+    2.5105215165649368e-08,
+];
+
+/// `(2 atanh(s) - 2s) / (s z)` as a polynomial in `z = s^2 <= 0.02944`:
+/// `sum 2 z^k / (2k+3)` economized from degree 29 to degree 7; error below
+/// 0.07 ulp of the logarithm.
+const ATANH_COEF: [f64; 8] = [
+    0.6666666666666662,
+    0.39999999999999813,
+    0.28571428573144503,
+    0.22222222225133634,
+    0.1818180828442426,
+    0.15384603293955376,
+    0.1335159832358582,
+    0.11783298994514943,
 ];
 
 #[inline(always)]
@@ -133,12 +161,7 @@ fn exp_core(x: f64) -> f64 {
     // and the scaling below then underflows or overflows by itself.
     let xc = x.max(-746.0).min(710.0);
     let (_, n, r) = reduce_ln2(xc);
-    let mut p = INV_FACT[13];
-    let mut k = 13;
-    while k > 0 {
-        k -= 1;
-        p = p.mul_add(r, INV_FACT[k]);
-    }
+    let p = horner(r, &EXP_Q).mul_add(r, 1.0);
     // 2^n as two factors so that neither overflows; the second product
     // rounds once into the subnormal range.
     let h = n >> 1;
@@ -152,12 +175,7 @@ fn exp_m1_core(x: f64) -> f64 {
     // Below -40, e^x < 2^-57 and the result rounds to -1.
     let xc = x.max(-40.0).min(710.0);
     let (_, n, r) = reduce_ln2(xc);
-    let mut q = INV_FACT[13];
-    let mut k = 13;
-    while k > 2 {
-        k -= 1;
-        q = q.mul_add(r, INV_FACT[k]);
-    }
+    let q = horner(r, &EXP_M1_Q);
     // p = e^r - 1 = r + r^2 q(r), with relative accuracy for tiny r.
     let p = q.mul_add(r * r, r);
     // e^x - 1 = 2^n p + (2^n - 1) = 2 (2^(n-1) p + (2^(n-1) - 1/2)), written
@@ -185,12 +203,7 @@ fn ln_with_correction(x: f64, c: f64) -> f64 {
     let f = m - 1.0;
     let s = f / (2.0 + f);
     let z = s * s;
-    let mut poly = ATANH_COEF[9];
-    let mut k = 9;
-    while k > 0 {
-        k -= 1;
-        poly = poly.mul_add(z, ATANH_COEF[k]);
-    }
+    let poly = horner(z, &ATANH_COEF);
     let big_r = z * poly;
     let hfsq = 0.5 * f * f;
     let low = s.mul_add(hfsq + big_r, ef.mul_add(LN2_LO, c));
@@ -240,7 +253,39 @@ fn sigmoid_core(x: f64) -> f64 {
 #[inline(always)]
 fn softplus_core(x: f64) -> f64 {
     // max(x, 0) + ln(1 + e^-|x|): no overflow, and the small term is kept.
-    x.max(0.0) + ln_1p_core(exp_core(-x.abs()))
+    let y = x.max(0.0) + ln_1p_unit(exp_core(-x.abs()));
+    select(x.is_nan(), x, y)
+}
+
+/// [`ATANH_COEF`] for `z <= 0.04` (|s| <= 0.2): economized to degree 8,
+/// error below 0.02 ulp.
+const ATANH_UNIT_COEF: [f64; 9] = [
+    0.6666666666666666,
+    0.399999999999978,
+    0.28571428571422985,
+    0.22222222240564377,
+    0.1818181820973835,
+    0.15384574128890613,
+    0.13333284491350125,
+    0.11799062123085263,
+    0.10561176770955023,
+];
+
+/// `ln(1 + e)` for `e` in [0, 1] (or NaN), without splitting `1 + e` into
+/// exponent and mantissa: `1 + e = 2^k (1 + f)` with `f = e` (k = 0) below
+/// 1/2 and `f = (e - 1) / 2` (k = 1, exact) from 1/2 on, so |f| <= 1/2 and
+/// `ln(1 + f) = f - hfsq + s (hfsq + R)` with `s = f / (2 + f)`, |s| <= 0.2.
+#[inline(always)]
+fn ln_1p_unit(e: f64) -> f64 {
+    let hi = e >= 0.5;
+    let f = select(hi, (e - 1.0) * 0.5, e);
+    let k = select(hi, 1.0, 0.0);
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let big_r = z * horner(z, &ATANH_UNIT_COEF);
+    let hfsq = 0.5 * f * f;
+    let low = s.mul_add(hfsq + big_r, k * LN2_LO);
+    k.mul_add(LN2_HI, -((hfsq - low) - f))
 }
 
 #[inline(always)]
@@ -249,10 +294,209 @@ fn log_sigmoid_core(x: f64) -> f64 {
 }
 
 // ---------------------------------------------------------------------------
+// The native f32 kernels: the same algorithms in f32 arithmetic (8 lanes per
+// AVX2 vector), with polynomials sized for a 24-bit significand.
+
+const LOG2E_F32: f32 = std::f32::consts::LOG2_E;
+/// ln 2 rounded to f32, and the rest; `x - n LN2_HI_F32` is exact for the
+/// reduced `x` (|n| <= 150), so the reduction loses nothing.
+const LN2_HI_F32: f32 = f32::from_bits(0x3f31_7218);
+const LN2_LO_F32: f32 = -1.904_654_3e-9;
+/// 1.5 * 2^23: adding it rounds to an integer held in the low mantissa bits.
+const SHIFTER_F32: f32 = 12_582_912.0;
+const SQRT2_F32: f32 = std::f32::consts::SQRT_2;
+const TWO_POW_23_F32: f32 = 8_388_608.0;
+
+/// [`horner`] in f32.
+#[inline(always)]
+fn horner32<const N: usize>(x: f32, c: &[f32; N]) -> f32 {
+    let mut p = c[N - 1];
+    let mut k = N - 1;
+    while k > 0 {
+        k -= 1;
+        p = p.mul_add(x, c[k]);
+    }
+    p
+}
+
+/// [`EXP_Q`] for f32: economized to degree 5, error below 0.07 ulp (before
+/// rounding the coefficients to f32; the tests measure the result).
+const EXP_Q_F32: [f32; 6] = [
+    1.0,
+    0.5,
+    0.166_665_05,
+    0.041_666_35,
+    0.008_369_156,
+    0.001_394_111_9,
+];
+
+/// [`EXP_M1_Q`] for f32: economized to degree 5, error below 0.01 ulp.
+const EXP_M1_Q_F32: [f32; 6] = [
+    0.5,
+    0.166_666_67,
+    0.041_666_467,
+    0.008_333_298,
+    0.001_393_365_1,
+    0.000_198_992_86,
+];
+
+/// [`ATANH_COEF`] for f32: economized to degree 3, error below 0.005 ulp.
+const ATANH_COEF_F32: [f32; 4] = [0.666_666_6, 0.399_999_98, 0.285_871_95, 0.222_389_01];
+
+#[inline(always)]
+fn select32(c: bool, a: f32, b: f32) -> f32 {
+    if c {
+        a
+    } else {
+        b
+    }
+}
+
+/// `2^k` for `k` in the normal f32 exponent range.
+#[inline(always)]
+fn pow2_f32(k: i32) -> f32 {
+    f32::from_bits(((k + 127) as u32) << 23)
+}
+
+/// `x = n ln2 + r` with `n = round(x / ln2)` and |r| <= ln2/2 (+ tiny), for |x| < 2^8.
+#[inline(always)]
+fn reduce_ln2_f32(x: f32) -> (i32, f32) {
+    let t = x.mul_add(LOG2E_F32, SHIFTER_F32);
+    let nf = t - SHIFTER_F32;
+    let n = (t.to_bits() as i32).wrapping_sub(SHIFTER_F32.to_bits() as i32);
+    let r = (-nf).mul_add(LN2_HI_F32, x);
+    let r = (-nf).mul_add(LN2_LO_F32, r);
+    (n, r)
+}
+
+/// The `f32` exponential kernel (same bits as [`exp_f32`]).
+#[inline(always)]
+#[allow(clippy::manual_clamp)] // max/min map NaN to a bound; the NaN is selected at the end
+fn exp_core_f32(x: f32) -> f32 {
+    // Outside [-104, 89] the result is 0 or inf; clamping keeps n in range
+    // and the scaling below then underflows or overflows by itself.
+    let xc = x.max(-104.0).min(89.0);
+    let (n, r) = reduce_ln2_f32(xc);
+    let p = horner32(r, &EXP_Q_F32).mul_add(r, 1.0);
+    // 2^n as two factors so that neither overflows; the second product
+    // rounds once into the subnormal range.
+    let h = n >> 1;
+    let y = p * pow2_f32(h) * pow2_f32(n - h);
+    select32(x.is_nan(), x, y)
+}
+
+#[inline(always)]
+#[allow(clippy::manual_clamp)] // as in exp_core_f32
+fn exp_m1_core_f32(x: f32) -> f32 {
+    // Below -20, e^x < 2^-28 and the result rounds to -1.
+    let xc = x.max(-20.0).min(89.0);
+    let (n, r) = reduce_ln2_f32(xc);
+    let q = horner32(r, &EXP_M1_Q_F32);
+    // p = e^r - 1 = r + r^2 q(r), with relative accuracy for tiny r.
+    let p = q.mul_add(r * r, r);
+    // e^x - 1 = 2 (2^(n-1) p + (2^(n-1) - 1/2)); 2^(n-1) keeps n = 128 finite.
+    let s = pow2_f32(n - 1);
+    let scaled = 2.0 * s.mul_add(p, s - 0.5);
+    let y = select32(n == 0, p, scaled);
+    select32(x == 0.0 || x.is_nan(), x, y)
+}
+
+/// `ln(x) + c` for `x` positive finite and a tiny correction `c` (relative to `x`), in f32.
+#[inline(always)]
+fn ln_with_correction_f32(x: f32, c: f32) -> f32 {
+    let tiny = x < f32::MIN_POSITIVE;
+    let xs = select32(tiny, x * TWO_POW_23_F32, x);
+    let bits = xs.to_bits();
+    let biased = ((bits >> 23) & 0xff) as i32;
+    let m = f32::from_bits((bits & 0x007f_ffff) | 0x3f80_0000);
+    let big = m > SQRT2_F32;
+    let m = select32(big, m * 0.5, m);
+    let e = biased - 127 - if tiny { 23 } else { 0 } + big as i32;
+    let ef = e as f32;
+    // ln(m) = ln(1 + f) = f - hfsq + s (hfsq + R), s = f / (2 + f).
+    let f = m - 1.0;
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let poly = horner32(z, &ATANH_COEF_F32);
+    let big_r = z * poly;
+    let hfsq = 0.5 * f * f;
+    let low = s.mul_add(hfsq + big_r, ef.mul_add(LN2_LO_F32, c));
+    ef.mul_add(LN2_HI_F32, -((hfsq - low) - f))
+}
+
+#[inline(always)]
+fn ln_core_f32(x: f32) -> f32 {
+    let y = ln_with_correction_f32(x, 0.0);
+    let y = select32(x == f32::INFINITY, x, y);
+    let y = select32(x == 0.0, f32::NEG_INFINITY, y);
+    let y = select32(x < 0.0, f32::NAN, y);
+    select32(x.is_nan(), x, y)
+}
+
+#[inline(always)]
+fn ln_1p_core_f32(x: f32) -> f32 {
+    let u = 1.0 + x;
+    // ln(1 + x) = ln(u) + ln(1 + (1 + x - u) / u), and 1 + x - u = x - (u - 1).
+    let c = (x - (u - 1.0)) / u;
+    let y = ln_with_correction_f32(u, c);
+    let y = select32(x == f32::INFINITY, x, y);
+    let y = select32(x == -1.0, f32::NEG_INFINITY, y);
+    let y = select32(x < -1.0, f32::NAN, y);
+    select32(x == 0.0 || x.is_nan(), x, y)
+}
+
+#[inline(always)]
+fn tanh_core_f32(x: f32) -> f32 {
+    // As tanh_core: |x| < 0.55 uses e^(-2|x|) - 1, otherwise e^(2|x|) - 1.
+    let ax = x.abs();
+    let small = ax < 0.55;
+    let t = exp_m1_core_f32(select32(small, -2.0 * ax, 2.0 * ax));
+    let q = select32(small, -t, 2.0) / (t + 2.0);
+    let y = select32(small, q, 1.0 - q).copysign(x);
+    select32(x.is_nan(), x, y)
+}
+
+#[inline(always)]
+fn sigmoid_core_f32(x: f32) -> f32 {
+    let e = exp_core_f32(-x.abs());
+    select32(x >= 0.0, 1.0, e) / (1.0 + e)
+}
+
+#[inline(always)]
+fn softplus_core_f32(x: f32) -> f32 {
+    // As softplus_core, with ln(1 + e) for e in [0, 1] computed directly.
+    let y = x.max(0.0) + ln_1p_unit_f32(exp_core_f32(-x.abs()));
+    select32(x.is_nan(), x, y)
+}
+
+/// [`ATANH_COEF_F32`] for `z <= 0.04` (|s| <= 0.2): economized to degree 3,
+/// error below 0.02 ulp (before rounding the coefficients to f32).
+const ATANH_UNIT_COEF_F32: [f32; 4] = [0.666_666_6, 0.399_999_9, 0.286_005_53, 0.222_530_3];
+
+/// [`ln_1p_unit`] in f32.
+#[inline(always)]
+fn ln_1p_unit_f32(e: f32) -> f32 {
+    let hi = e >= 0.5;
+    let f = select32(hi, (e - 1.0) * 0.5, e);
+    let k = select32(hi, 1.0, 0.0);
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let big_r = z * horner32(z, &ATANH_UNIT_COEF_F32);
+    let hfsq = 0.5 * f * f;
+    let low = s.mul_add(hfsq + big_r, k * LN2_LO_F32);
+    k.mul_add(LN2_HI_F32, -((hfsq - low) - f))
+}
+
+#[inline(always)]
+fn log_sigmoid_core_f32(x: f32) -> f32 {
+    -softplus_core_f32(-x)
+}
+
+// ---------------------------------------------------------------------------
 // Public scalar and slice functions.
 
 macro_rules! public_functions {
-    ($( $op:ident, $core:ident, $f64name:ident, $f32name:ident, $doc:literal; )*) => {
+    ($( $op:ident, $core:ident, $core32:ident, $f64name:ident, $f32name:ident, $doc:literal; )*) => {
         $(
             #[doc = $doc]
             #[doc = " (`f64`; bit-identical to [`apply_f64`] on a slice)."]
@@ -273,21 +517,21 @@ macro_rules! public_functions {
             }
 
             #[doc = $doc]
-            #[doc = " (`f32`, computed in `f64` and rounded once; bit-identical to [`apply_f32`])."]
+            #[doc = " (`f32`, computed in `f32`; bit-identical to [`apply_f32`])."]
             #[inline]
             pub fn $f32name(x: f32) -> f32 {
                 #[cfg(target_arch = "x86_64")]
                 {
                     #[target_feature(enable = "avx2,fma")]
                     unsafe fn fast(x: f32) -> f32 {
-                        $core(x as f64) as f32
+                        $core32(x)
                     }
                     if fast_path_available() {
                         // SAFETY: the CPU has AVX2 and FMA (tested just above).
                         return unsafe { fast(x) };
                     }
                 }
-                $core(x as f64) as f32
+                $core32(x)
             }
         )*
 
@@ -310,7 +554,7 @@ macro_rules! public_functions {
             match op {
                 $(UnaryOp::$op => {
                     for (o, &v) in out.iter_mut().zip(x) {
-                        *o = $core(v as f64) as f32;
+                        *o = $core32(v);
                     }
                 })*
                 _ => return false,
@@ -336,7 +580,7 @@ macro_rules! public_functions {
             match op {
                 $(UnaryOp::$op => {
                     for v in x.iter_mut() {
-                        *v = $core(*v as f64) as f32;
+                        *v = $core32(*v);
                     }
                 })*
                 _ => return false,
@@ -352,14 +596,14 @@ macro_rules! public_functions {
 }
 
 public_functions! {
-    Exp, exp_core, exp_f64, exp_f32, "`e^x`";
-    ExpM1, exp_m1_core, exp_m1_f64, exp_m1_f32, "`e^x - 1`, accurate near 0";
-    Ln, ln_core, ln_f64, ln_f32, "The natural logarithm (NaN below 0, `-inf` at ±0)";
-    Ln1p, ln_1p_core, ln_1p_f64, ln_1p_f32, "`ln(1 + x)`, accurate near 0";
-    Tanh, tanh_core, tanh_f64, tanh_f32, "The hyperbolic tangent";
-    Sigmoid, sigmoid_core, sigmoid_f64, sigmoid_f32, "The logistic function `1 / (1 + e^-x)`, stable for both signs";
-    LogSigmoid, log_sigmoid_core, log_sigmoid_f64, log_sigmoid_f32, "`ln(sigmoid(x)) = -softplus(-x)`";
-    Softplus, softplus_core, softplus_f64, softplus_f32, "`ln(1 + e^x) = max(x, 0) + ln_1p(e^-|x|)`";
+    Exp, exp_core, exp_core_f32, exp_f64, exp_f32, "`e^x`";
+    ExpM1, exp_m1_core, exp_m1_core_f32, exp_m1_f64, exp_m1_f32, "`e^x - 1`, accurate near 0";
+    Ln, ln_core, ln_core_f32, ln_f64, ln_f32, "The natural logarithm (NaN below 0, `-inf` at ±0)";
+    Ln1p, ln_1p_core, ln_1p_core_f32, ln_1p_f64, ln_1p_f32, "`ln(1 + x)`, accurate near 0";
+    Tanh, tanh_core, tanh_core_f32, tanh_f64, tanh_f32, "The hyperbolic tangent";
+    Sigmoid, sigmoid_core, sigmoid_core_f32, sigmoid_f64, sigmoid_f32, "The logistic function `1 / (1 + e^-x)`, stable for both signs";
+    LogSigmoid, log_sigmoid_core, log_sigmoid_core_f32, log_sigmoid_f64, log_sigmoid_f32, "`ln(sigmoid(x)) = -softplus(-x)`";
+    Softplus, softplus_core, softplus_core_f32, softplus_f64, softplus_f32, "`ln(1 + e^x) = max(x, 0) + ln_1p(e^-|x|)`";
 }
 
 fn check_lengths(what: &str, x: usize, out: usize) {
@@ -492,6 +736,28 @@ mod tests {
         assert_eq!(exp_f32(89.0), f32::INFINITY);
         assert_eq!(exp_f32(-104.0), 0.0);
         assert!(tanh_f32(f32::NAN).is_nan());
+        assert_eq!(exp_f32(0.0), 1.0);
+        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_f32(f32::INFINITY), f32::INFINITY);
+        assert!(exp_f32(-100.0) > 0.0 && exp_f32(-100.0) < f32::MIN_POSITIVE);
+        assert_eq!(exp_m1_f32(-0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(exp_m1_f32(-30.0), -1.0);
+        assert_eq!(exp_m1_f32(1e-30), 1e-30);
+        assert_eq!(exp_m1_f32(89.0), f32::INFINITY);
+        assert_eq!(ln_f32(1.0), 0.0);
+        assert_eq!(ln_f32(0.0), f32::NEG_INFINITY);
+        assert!(ln_f32(-1.0).is_nan());
+        assert_eq!(ln_f32(f32::INFINITY), f32::INFINITY);
+        assert_eq!(ln_f32(f32::from_bits(1)), -103.27893);
+        assert_eq!(ln_1p_f32(-1.0), f32::NEG_INFINITY);
+        assert_eq!(ln_1p_f32(1e-30), 1e-30);
+        assert_eq!(tanh_f32(-0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(tanh_f32(20.0), 1.0);
+        assert_eq!(sigmoid_f32(0.0), 0.5);
+        assert_eq!(sigmoid_f32(f32::NEG_INFINITY), 0.0);
+        assert_eq!(softplus_f32(100.0), 100.0);
+        assert_eq!(softplus_f32(-200.0), 0.0);
+        assert_eq!(log_sigmoid_f32(-100.0), -100.0);
         assert!(!apply_f64(UnaryOp::Sqrt, &[1.0], &mut [0.0]));
         assert!(is_vmath_op(UnaryOp::Softplus) && !is_vmath_op(UnaryOp::Log10));
     }
