@@ -85,7 +85,7 @@ impl Compiled {
 
     /// The names of the functions that can be run as an entry, in the order
     /// of the program. Instances of const-generic functions (`norm2<3>`) and
-    /// derived gradient functions (`f'vjp`) are left out: they are an
+    /// derived gradient functions (`f'grad`, `f'vjp`) are left out: they are an
     /// artifact of compilation, not something the user wrote.
     pub fn entry_names(&self) -> Vec<&str> {
         self.program

@@ -32,6 +32,8 @@ pub(crate) struct Builder<'p> {
 pub(crate) struct Known {
     values: HashMap<(String, Vec<Var>), Var>,
     negations: HashMap<Var, Var>,
+    /// Variables holding a float constant.
+    constants: HashMap<Var, f64>,
 }
 
 /// Whether two evaluations of `prim` on the same operands give the same value.
@@ -52,6 +54,19 @@ impl Known {
         if *prim == Prim::Unary(autobatch_ir::UnaryOp::Neg) {
             self.negations.insert(dst, args[0]);
         }
+        match prim {
+            Prim::Const(Scalar::F64(c)) => {
+                self.constants.insert(dst, *c);
+            }
+            Prim::Const(Scalar::F32(c)) => {
+                self.constants.insert(dst, *c as f64);
+            }
+            _ => {}
+        }
+    }
+    /// The value of `v` when it holds a float constant.
+    pub fn constant_of(&self, v: Var) -> Option<f64> {
+        self.constants.get(&v).copied()
     }
     /// `w` when `v` holds `-w`.
     pub fn negation_of(&self, v: Var) -> Option<Var> {
@@ -96,6 +111,9 @@ impl<'p> Builder<'p> {
         if let Some(v) = self.known.lookup(&prim, &args) {
             return Ok(v);
         }
+        if let Some(v) = self.simplify(&prim, &args, loc)? {
+            return Ok(v);
+        }
         let Some(ty) = self.result_type(&prim, &args, loc)? else {
             return derive_error(format!("`{prim}` has no result"), loc);
         };
@@ -108,6 +126,49 @@ impl<'p> Builder<'p> {
             loc,
         });
         Ok(dst)
+    }
+    /// Rewrites that give the same bits and save an operation (over a
+    /// whole array, often): `1·a = a·1 = a`, `-1·a = -a`, `a + -b = a - b`,
+    /// `-a + b = b - a`, and `-c` of a constant `c` is a constant.
+    fn simplify(&mut self, prim: &Prim, args: &[Var], loc: Loc) -> DeriveResult<Option<Var>> {
+        use autobatch_ir::{BinaryOp as B, UnaryOp as U};
+        match prim {
+            Prim::Binary(B::Mul) => {
+                for (c, a) in [(args[0], args[1]), (args[1], args[0])] {
+                    if !self.ty(c).is_scalar() || self.ty(c).elem != self.ty(a).elem {
+                        continue;
+                    }
+                    match self.known.constant_of(c) {
+                        Some(k) if k == 1.0 => return Ok(Some(a)),
+                        Some(k) if k == -1.0 => {
+                            return self.prim(Prim::Unary(U::Neg), vec![a], loc).map(Some)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Prim::Binary(B::Add) => {
+                if let Some(b) = self.known.negation_of(args[1]) {
+                    return self
+                        .prim(Prim::Binary(B::Sub), vec![args[0], b], loc)
+                        .map(Some);
+                }
+                if let Some(a) = self.known.negation_of(args[0]) {
+                    return self
+                        .prim(Prim::Binary(B::Sub), vec![args[1], a], loc)
+                        .map(Some);
+                }
+            }
+            Prim::Unary(U::Neg) => {
+                let x = args[0];
+                if let (Some(c), true) = (self.known.constant_of(x), self.ty(x).is_scalar()) {
+                    let elem = self.ty(x).elem;
+                    return self.constant(elem, -c, loc).map(Some);
+                }
+            }
+            _ => {}
+        }
+        Ok(None)
     }
     /// `dst = prim(args)` into the given variable.
     pub fn prim_into(&mut self, dst: Var, prim: Prim, args: Vec<Var>, loc: Loc) {
@@ -240,6 +301,11 @@ pub(crate) fn build(d: &mut Deriver, p: usize, block: usize) -> DeriveResult<Fun
     let mut dres = Vec::new();
     for (k, i) in plan.float_results.iter().enumerate() {
         let ty = g.results[*i].clone();
+        if plan.seed_one && block == 0 {
+            // `grad`: the result's adjoint is one.
+            dres.push(b.filled(&ty, 1.0, loc)?);
+            continue;
+        }
         let nv = b.var(ty.clone(), Some(format!("d.result{k}")), false);
         b.func.params.push(nv);
         b.func.signature.push(Param {
@@ -266,7 +332,49 @@ pub(crate) fn build(d: &mut Deriver, p: usize, block: usize) -> DeriveResult<Fun
         out.push(b.adjoint_or_zero(pv, loc)?);
     }
     b.terminate(Terminator::Return(out));
-    Ok(b.func)
+    let mut func = b.func;
+    remove_unused_operations(&mut func);
+    Ok(func)
+}
+
+/// Drops the primitive operations whose result nothing reads (forward
+/// values the adjoint did not need, negations folded into a subtraction),
+/// until none is left. Asserts and random draws are kept: they have an
+/// effect besides their result.
+fn remove_unused_operations(func: &mut Function) {
+    loop {
+        let mut used = vec![false; func.vars.len()];
+        for block in func.blocks.values() {
+            for op in &block.ops {
+                for v in op.uses() {
+                    used[v.index()] = true;
+                }
+            }
+            for v in block.term.uses() {
+                used[v.index()] = true;
+            }
+        }
+        let mut removed = false;
+        for block in func.blocks.values_mut() {
+            block.ops.retain(|op| match op {
+                Op::Prim {
+                    dst: Some(dst),
+                    prim,
+                    ..
+                } if !used[dst.index()]
+                    && !prim.is_random()
+                    && !matches!(prim, Prim::Assert { .. }) =>
+                {
+                    removed = true;
+                    false
+                }
+                _ => true,
+            });
+        }
+        if !removed {
+            return;
+        }
+    }
 }
 
 /// Emits block `block` of plan `p` at the current position of `b`, where
@@ -493,7 +601,7 @@ pub(crate) fn callee_vjp(
     callee: FuncId,
     active: &[bool],
 ) -> DeriveResult<(FuncId, Vec<TensorType>, Vec<usize>)> {
-    let p = d.plan(callee, active)?;
+    let p = d.plan(callee, active, false)?;
     let plan = &d.plans[p];
     Ok((
         plan.ids[0].expect("the entry block is reachable"),

@@ -8,8 +8,10 @@
 //! - parameters: `g`'s parameters, then one adjoint per float result of `g`;
 //! - results: `g`'s results, then the adjoints of the active parameters, in order.
 //!
-//! So `value_and_grad(f, x)` is `call f'vjp(x, 1.0)`. Because the gradient is
-//! plain IR, every executor runs and batches it unchanged.
+//! `value_and_grad(f, x)` is `call f'grad(x)`, where `f'grad` is `f'vjp`
+//! with the result's adjoint fixed to one (and folded away: `1 · a` is `a`,
+//! `a + -b` is `a - b`). Because the gradient is plain IR, every executor
+//! runs and batches it unchanged.
 //!
 //! How (see `docs/language-notes.md`, "Autodiff", for the user's view):
 //!
@@ -53,8 +55,13 @@ use std::collections::{HashMap, VecDeque};
 use autobatch_ir::{Block, EntityRef, FuncId, Function, Program, TensorType, Terminator, Var};
 use autobatch_types::Loc;
 
-/// A vjp to derive: of `function`, with respect to the flattened parameters
-/// marked `true` in `active` (which must be float parameters).
+/// A gradient to derive: of `function`, with respect to the flattened
+/// parameters marked `true` in `active` (which must be float parameters).
+/// The derived function, `f'grad`, is the vjp with the adjoint of the
+/// (scalar) result fixed to one, as `grad` and `value_and_grad` need it: it
+/// takes `function`'s parameters only and returns its results followed by
+/// the gradient. Knowing the seed lets the derivation fold it away
+/// (`1 · a` is `a`), which saves whole passes over arrays.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Request {
     pub function: FuncId,
@@ -102,7 +109,7 @@ pub fn derive(program: &mut Program, requests: &[Request]) -> DeriveResult<Vec<F
     };
     let mut ids = Vec::with_capacity(requests.len());
     for r in requests {
-        let p = deriver.plan(r.function, &r.active)?;
+        let p = deriver.plan(r.function, &r.active, true)?;
         ids.push(deriver.plans[p].ids[0].expect("the entry block is reachable"));
     }
     while let Some(p) = deriver.queue.pop_front() {
@@ -146,6 +153,9 @@ pub(crate) struct Plan {
     pub names: Vec<String>,
     /// Indices of `g`'s float results (each gets an adjoint parameter).
     pub float_results: Vec<usize>,
+    /// Whether the adjoint of the result is one (a `grad` request): the
+    /// entry function then takes no adjoint parameter.
+    pub seed_one: bool,
 }
 
 impl Plan {
@@ -163,17 +173,23 @@ impl Plan {
 pub(crate) struct Deriver<'p> {
     pub program: &'p Program,
     pub plans: Vec<Plan>,
-    plan_index: HashMap<(FuncId, Vec<bool>), usize>,
+    plan_index: HashMap<(FuncId, Vec<bool>, bool), usize>,
     next_id: u32,
     built: Vec<(FuncId, Function)>,
     queue: VecDeque<usize>,
 }
 
 impl Deriver<'_> {
-    /// The plan of the vjp of `function` with respect to `active`, made (and
-    /// queued for building) the first time it is asked for.
-    pub(crate) fn plan(&mut self, function: FuncId, active: &[bool]) -> DeriveResult<usize> {
-        let key = (function, active.to_vec());
+    /// The plan of the vjp of `function` with respect to `active` (with the
+    /// result's adjoint fixed to one when `seed_one`), made (and queued for
+    /// building) the first time it is asked for.
+    pub(crate) fn plan(
+        &mut self,
+        function: FuncId,
+        active: &[bool],
+        seed_one: bool,
+    ) -> DeriveResult<usize> {
+        let key = (function, active.to_vec(), seed_one);
         if let Some(p) = self.plan_index.get(&key) {
             return Ok(*p);
         }
@@ -245,11 +261,12 @@ impl Deriver<'_> {
             .iter()
             .zip(active)
             .all(|(p, a)| *a == original.vars[*p].ty.elem.is_float());
+        let kind = if seed_one { "grad" } else { "vjp" };
         let base = if all {
-            format!("{}'vjp", original.name)
+            format!("{}'{kind}", original.name)
         } else {
             let bits: String = active.iter().map(|a| if *a { '1' } else { '0' }).collect();
-            format!("{}'vjp@{bits}", original.name)
+            format!("{}'{kind}@{bits}", original.name)
         };
         let mut ids = Vec::with_capacity(n);
         let mut names = Vec::with_capacity(n);
@@ -283,6 +300,7 @@ impl Deriver<'_> {
             inline,
             names,
             float_results,
+            seed_one,
         });
         self.plan_index.insert(key, p);
         self.queue.push_back(p);

@@ -48,7 +48,7 @@ fn a_static_matrix_gets_no_adjoint() {
          fn ll(t: [f64; D]) -> f64 { let z = matvec(X, t); sum(Y * log_sigmoid(z) + (1.0 - Y) * log_sigmoid(-z)) }\n\
          fn g(t: [f64; D]) -> (f64, [f64; D]) { value_and_grad(ll, t) }",
     );
-    let vjp = function(&p, "ll'vjp");
+    let vjp = function(&p, "ll'grad");
     assert_eq!(vjp.blocks.len(), 1, "straight-line code stays one block");
     assert_eq!(count(vjp, |p| *p == Prim::Matvec), 1, "the forward product");
     assert_eq!(count(vjp, |p| *p == Prim::Vecmat), 1, "the adjoint of θ");
@@ -56,6 +56,27 @@ fn a_static_matrix_gets_no_adjoint() {
     let sigmoid = Prim::Unary(autobatch_ir::UnaryOp::Sigmoid);
     assert_eq!(count(vjp, |p| *p == sigmoid), 1, "σ(-z) is 1 - σ(z)");
     assert_eq!(vjp.results.len(), 2);
+    assert_eq!(vjp.params.len(), 1, "`grad` needs no adjoint parameter");
+}
+
+#[test]
+fn the_seed_of_grad_is_folded_away() {
+    // The adjoint of `sum(Y * z - softplus(z))` with a seed of one is
+    // `Y - σ(z)`: no product by the seed, no negation, no filled array.
+    let p = compile(
+        "extern \"autobatch\" { static X: [[f64; D]; N]; static Y: [f64; N]; }\n\
+         fn ll(t: [f64; D]) -> f64 { let z = matvec(X, t); sum(Y * z - softplus(z)) }\n\
+         fn g(t: [f64; D]) -> (f64, [f64; D]) { value_and_grad(ll, t) }",
+    );
+    let grad = function(&p, "ll'grad");
+    let unary = |op| Prim::Unary(op);
+    let binary = |op| Prim::Binary(op);
+    use autobatch_ir::{BinaryOp as B, UnaryOp as U};
+    assert_eq!(count(grad, |p| *p == unary(U::Neg)), 0);
+    assert_eq!(count(grad, |p| *p == binary(B::Mul)), 1, "Y * z only");
+    assert_eq!(count(grad, |p| *p == binary(B::Sub)), 2, "the value's and Y - σ(z)");
+    assert_eq!(count(grad, |p| matches!(p, Prim::Fill(_))), 0);
+    assert_eq!(count(grad, |p| *p == Prim::Vecmat), 1);
 }
 
 #[test]
@@ -64,7 +85,7 @@ fn products_have_product_adjoints() {
         "fn f(x: [[f64; 3]; 3]) -> f64 { sum(matvec(matmul(x, x), x[0])) }\n\
          fn g(x: [[f64; 3]; 3]) -> [[f64; 3]; 3] { grad(f, x) }",
     );
-    let vjp = function(&p, "f'vjp");
+    let vjp = function(&p, "f'grad");
     assert_eq!(count(vjp, |p| *p == Prim::Matmul), 3, "a·b, dy·bᵀ, aᵀ·dy");
     assert_eq!(
         count(vjp, |p| *p == Prim::Transpose),
@@ -93,16 +114,16 @@ fn loops_and_branches_become_block_functions() {
         .functions
         .values()
         .map(|f| f.name.as_str())
-        .filter(|n| n.starts_with("f'vjp"))
+        .filter(|n| n.starts_with("f'grad"))
         .collect();
-    assert!(names.contains(&"f'vjp"));
+    assert!(names.contains(&"f'grad"));
     let blocks = function(&p, "f").blocks.len();
     assert!(
         names.len() >= 2 && names.len() < blocks,
         "the entry and the loop header get functions; the body and the arms are inlined: {names:?}"
     );
     for n in &names {
-        assert!(n == &"f'vjp" || n.starts_with("f'vjp.b"), "{n}");
+        assert!(n == &"f'grad" || n.starts_with("f'grad.b"), "{n}");
     }
     // The loop: some block function reaches itself through calls.
     let reaches_itself = |start: FuncId| {
@@ -173,6 +194,6 @@ fn bad_requests_are_refused() {
         }],
     )
     .expect("derives");
-    assert_eq!(p.functions[ok[0]].name, "f'vjp");
+    assert_eq!(p.functions[ok[0]].name, "f'grad");
     verify_program(&p).expect("verifies");
 }

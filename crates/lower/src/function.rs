@@ -725,17 +725,16 @@ impl FunctionLowerer<'_> {
                         loc,
                     ));
                 };
-                let seed_value = match ret.elem {
-                    ScalarType::F32 => Scalar::F32(1.0),
-                    _ => Scalar::F64(1.0),
-                };
-                let seed = self.constant(seed_value, loc, None)?;
-                let value = self.temp(self.var_ty(seed));
+                // `f'grad(x)` gives `(f(x), gradient)`.
+                let value = self.temp(TensorType {
+                    elem: ret.elem,
+                    dims: Vec::new(),
+                });
                 let gradient = self.temp(self.var_ty(x));
                 self.push_op(Op::Call {
                     dsts: vec![value, gradient],
                     callee: vjp,
-                    args: vec![x, seed],
+                    args: vec![x],
                     loc,
                 })?;
                 if *with_value {
