@@ -74,10 +74,33 @@ fn tensor(shape: Vec<usize>, values: &[f64], f32: bool) -> Value {
     Value::Tensor(Tensor::new(shape, data))
 }
 
-/// Gradients per second of `source` at `batch` members, each taking
-/// `count` gradient steps, through compile, bind and run.
+/// Gradients per second of `source` at `batch` members through compile,
+/// bind and run: `(whole, steady)`, where `whole` is the rate of a run of
+/// `count` gradient steps per member (its setup included: columns allocated
+/// and first touched) and `steady` the marginal rate of the steps alone,
+/// from runs of `count` and `3 count` steps.
 #[allow(clippy::too_many_arguments)]
-fn library_rate(
+fn library_rates(
+    source: &str,
+    x: &[f64],
+    y: &[f64],
+    f32: bool,
+    batch: usize,
+    count: i64,
+    threads: usize,
+    budget: f64,
+) -> (f64, f64) {
+    let short = library_seconds(source, x, y, f32, batch, count, threads, budget);
+    let long = library_seconds(source, x, y, f32, batch, 3 * count, threads, budget);
+    let whole = (batch as f64 * count as f64) / short;
+    let steady = (batch as f64 * 2.0 * count as f64) / (long - short).max(1e-9);
+    (whole, steady)
+}
+
+/// Median seconds of a run of `source` at `batch` members, each taking
+/// `count` gradient steps.
+#[allow(clippy::too_many_arguments)]
+fn library_seconds(
     source: &str,
     x: &[f64],
     y: &[f64],
@@ -108,14 +131,13 @@ fn library_rate(
         threads,
         ..RunConfig::default()
     };
-    let seconds = measure(budget, 20, || {
+    measure(budget, 20, || {
         let result = bound.run(&config).unwrap_or_else(|e| panic!("{e}"));
         if let Some(Err(e)) = result.members.first() {
             panic!("a benchmark member failed: {e}");
         }
         result.stats.wall_seconds
-    });
-    (batch as f64 * count as f64) / seconds
+    })
 }
 
 /// Gradients per second that the two products alone allow at `batch`
@@ -252,17 +274,24 @@ pub fn run(
                 } else {
                     source.to_string()
                 };
-                let one = library_rate(&source, &x, &y, f32, batch, count, 1, budget);
+                let (one, steady) = library_rates(&source, &x, &y, f32, batch, count, 1, budget);
                 let mut entry = json!({
                     "gradients_per_second_1_thread": one,
                     "ratio_to_products_alone": one / products,
+                    "steady_state_gradients_per_second_1_thread": steady,
+                    "steady_state_ratio_to_products_alone": steady / products,
                 });
                 if batch == 1 {
                     entry["fraction_of_bandwidth_bound"] = json!(one / bandwidth_bound);
+                    entry["steady_state_fraction_of_bandwidth_bound"] =
+                        json!(steady / bandwidth_bound);
                 }
                 if threads > 1 {
-                    let all = library_rate(&source, &x, &y, f32, batch, count, threads, budget);
+                    let (all, all_steady) =
+                        library_rates(&source, &x, &y, f32, batch, count, threads, budget);
                     entry[format!("gradients_per_second_{threads}_threads")] = json!(all);
+                    entry[format!("steady_state_gradients_per_second_{threads}_threads")] =
+                        json!(all_steady);
                 }
                 row.insert(program.into(), entry);
             }

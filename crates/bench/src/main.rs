@@ -4,12 +4,18 @@
 //!
 //! ```sh
 //! cargo run --release -p autobatch-bench -- strategies [--quick]
+//! cargo run --release -p autobatch-bench -- autodiff [--quick] [--threads N]
 //! ```
+//!
+//! `autodiff`: see the module [`autodiff`].
 //!
 //! Timings are medians over repetitions of the execution only (the
 //! executors' own `wall_seconds`: no parsing, compiling or input binding).
 //! This crate is a measuring tool: it must not contain logic the executors
 //! need.
+
+mod autodiff;
+mod nuts;
 
 use std::time::Instant;
 
@@ -112,8 +118,33 @@ fn compile(source: &str) -> Program {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
+    if args.first().map(String::as_str) == Some("nuts") {
+        return nuts::main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("autodiff") {
+        let threads = match args.iter().position(|a| a == "--threads") {
+            Some(i) => match args.get(i + 1).and_then(|n| n.parse::<usize>().ok()) {
+                Some(n) if n >= 1 => n,
+                _ => {
+                    eprintln!("usage: autobatch-bench autodiff [--quick] [--threads N] (N >= 1)");
+                    std::process::exit(2);
+                }
+            },
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let value_of = |flag: &str| {
+            args.iter()
+                .position(|a| a == flag)
+                .and_then(|i| args.get(i + 1))
+                .map(String::as_str)
+        };
+        let only_batch = value_of("--batch").and_then(|b| b.parse().ok());
+        let report = autodiff::run(quick, threads, only_batch, value_of("--precision"));
+        println!("{}", serde_json::to_string_pretty(&report).unwrap());
+        return;
+    }
     if args.first().map(String::as_str) != Some("strategies") {
-        eprintln!("usage: autobatch-bench strategies [--quick]");
+        eprintln!("usage: autobatch-bench strategies [--quick] | autodiff [--quick] [--threads N]");
         std::process::exit(2);
     }
     let sizes: Vec<usize> = if quick {

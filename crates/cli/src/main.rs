@@ -81,24 +81,35 @@ enum Command {
         #[arg(long, value_name = "RESULT.json")]
         output: Option<PathBuf>,
     },
-    /// Run the No-U-Turn Sampler on a model (not implemented yet).
+    /// Run the No-U-Turn Sampler on a model: warmup, then draws, all chains as one batch.
     Sample {
         /// The model: defines `fn log_density(theta: [f64; D]) -> f64`.
         model: PathBuf,
-        /// The model's statics, by name.
+        /// The model's statics, by name (and optionally its symbolic dimensions).
         #[arg(long, value_name = "DATA.json")]
         data: PathBuf,
-        #[arg(long, value_name = "N")]
-        chains: Option<usize>,
-        #[arg(long, value_name = "N")]
-        warmup: Option<usize>,
-        #[arg(long, value_name = "N")]
-        draws: Option<usize>,
-        #[arg(long, value_name = "N")]
-        seed: Option<u64>,
-        #[arg(long, value_parser = parse_strategy)]
-        strategy: Option<Strategy>,
-        /// Write the draws to this CSV file.
+        /// The number of chains.
+        #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = 4)]
+        chains: usize,
+        /// Warmup (adaptation) iterations per chain.
+        #[arg(long, value_name = "N", default_value_t = 1000)]
+        warmup: usize,
+        /// Draws per chain after warmup.
+        #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = 1000)]
+        draws: usize,
+        /// The seed of the chains' random streams.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        seed: u64,
+        /// How to execute the batch: reference, local-static or program-counter.
+        #[arg(long, value_parser = parse_strategy, default_value = "program-counter")]
+        strategy: Strategy,
+        /// The deepest tree of a trajectory (at most 2^N - 1 leapfrog steps).
+        #[arg(long, value_name = "N", default_value_t = 10)]
+        max_depth: u32,
+        /// Worker threads [default: the number of available cores].
+        #[arg(long, value_name = "N", value_parser = parse_positive)]
+        threads: Option<usize>,
+        /// Write the draws to this CSV file: chain,draw,theta[0],...
         #[arg(long, value_name = "DRAWS.csv")]
         output: Option<PathBuf>,
         /// Write the sampler's figures to this JSON file.
@@ -133,6 +144,8 @@ enum Failure {
     DoesNotCompile(CompileError),
     /// Exit 2: one line, without the `error: ` prefix.
     Usage(String),
+    /// Exit 1: a model `sample` cannot use, already rendered.
+    Model(String),
 }
 
 impl From<autobatch::InputError> for Failure {
@@ -152,6 +165,15 @@ fn main() -> ExitCode {
         Err(Failure::DoesNotCompile(error)) => {
             let color = std::io::stderr().is_terminal();
             eprint!("{}", error.render(color));
+            ExitCode::from(1)
+        }
+        Err(Failure::Model(text)) => {
+            let text = text.trim_end();
+            if text.contains('\n') {
+                eprintln!("{text}");
+            } else {
+                eprintln!("error: {text}");
+            }
             ExitCode::from(1)
         }
         Err(Failure::Usage(message)) => {
@@ -287,9 +309,92 @@ fn execute(command: Command) -> Result<(), Failure> {
                 None => write_stdout(&text),
             }
         }
-        Command::Sample { .. } => Err(Failure::Usage(
-            "`autobatch sample` is not implemented yet".into(),
-        )),
+        Command::Sample {
+            model,
+            data,
+            chains,
+            warmup,
+            draws,
+            seed,
+            strategy,
+            max_depth,
+            threads,
+            output,
+            stats,
+        } => {
+            let source = read_file(&model, "model")?;
+            let data_text = read_file(&data, "data")?;
+            let path = model.display().to_string();
+            let prepared = autobatch_sample::Model::new(&source, &path, &data_text)
+                .map_err(|e| sample_failure(e, &data))?;
+            let config = autobatch_sample::SampleConfig {
+                chains,
+                warmup,
+                draws,
+                max_depth,
+                run: RunConfig {
+                    strategy,
+                    seed,
+                    threads: threads.unwrap_or_else(autobatch::default_threads),
+                    ..RunConfig::default()
+                },
+                ..autobatch_sample::SampleConfig::default()
+            };
+            let bar = indicatif::ProgressBar::with_draw_target(
+                Some((warmup + draws) as u64),
+                if std::io::stderr().is_terminal() {
+                    indicatif::ProgressDrawTarget::stderr()
+                } else {
+                    indicatif::ProgressDrawTarget::hidden()
+                },
+            );
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{msg:9} [{bar:40}] {pos}/{len} iterations ({elapsed}, about {eta} left)",
+            ) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            let run = prepared
+                .sample(&config, &mut |p| {
+                    bar.set_message(if p.warming_up { "warmup" } else { "sampling" });
+                    bar.set_position(p.done as u64);
+                })
+                .map_err(|e| sample_failure(e, &data))?;
+            bar.finish_and_clear();
+            if let Some(path) = &output {
+                let file = std::fs::File::create(path).map_err(|e| {
+                    Failure::Usage(format!("cannot write `{}`: {e}", path.display()))
+                })?;
+                let mut writer = std::io::BufWriter::new(file);
+                autobatch_sample::report::write_csv(&run, &mut writer)
+                    .and_then(|()| writer.flush())
+                    .map_err(|e| {
+                        Failure::Usage(format!("cannot write `{}`: {e}", path.display()))
+                    })?;
+            }
+            if let Some(path) = &stats {
+                let json = autobatch_sample::report::stats_json(&run, strategy.name());
+                let text = serde_json::to_string_pretty(&json).map_err(|e| {
+                    Failure::Usage(format!("cannot write the figures as JSON: {e}"))
+                })?;
+                std::fs::write(path, text + "\n").map_err(|e| {
+                    Failure::Usage(format!("cannot write `{}`: {e}", path.display()))
+                })?;
+            }
+            write_stdout(&autobatch_sample::report::table(&run))
+        }
+    }
+}
+
+/// A model that cannot be sampled is reported like a program that does not
+/// compile (exit 1); bad data, settings or a failed chain as bad input (exit 2).
+fn sample_failure(error: autobatch_sample::SampleError, data: &Path) -> Failure {
+    match error {
+        autobatch_sample::SampleError::Compile(text)
+        | autobatch_sample::SampleError::Model(text) => Failure::Model(text),
+        autobatch_sample::SampleError::Data(message) => {
+            Failure::Usage(format!("{}: {message}", data.display()))
+        }
+        other => Failure::Usage(other.to_string()),
     }
 }
 

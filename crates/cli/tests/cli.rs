@@ -158,7 +158,8 @@ fn missing_program_file() {
 }
 
 #[test]
-fn sample_is_not_implemented_yet() {
+fn sample_refuses_an_improper_posterior() {
+    // A flat density: the step size search never finds a step too large.
     let scratch = Scratch::new("sample");
     let model = scratch.file(
         "model.ab",
@@ -167,7 +168,7 @@ fn sample_is_not_implemented_yet() {
     let data = scratch.file("data.json", "{}");
     assert_one_line_error(
         &autobatch(&["sample", &model, "--data", &data]),
-        "`autobatch sample` is not implemented yet",
+        "the posterior may be improper",
     );
 }
 

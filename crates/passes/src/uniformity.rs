@@ -110,10 +110,8 @@ impl Invariance {
                             Op::Call { dsts, callee, .. } => {
                                 let g = &program.functions[*callee];
                                 for (k, d) in dsts.iter().enumerate() {
-                                    let returns_invariant =
-                                        single_return_var(g, k).is_some_and(|v| {
-                                            invariant[callee.index()][v.index()]
-                                        });
+                                    let returns_invariant = single_return_var(g, k)
+                                        .is_some_and(|v| invariant[callee.index()][v.index()]);
                                     if !returns_invariant && invariant[fid.index()][d.index()] {
                                         invariant[fid.index()][d.index()] = false;
                                         changed = true;

@@ -1,0 +1,279 @@
+//! `autobatch sample` as scripts use it: help, exit codes and one-line
+//! errors for bad models and data, the CSV of draws and the stats JSON.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const MODEL: &str = "\
+extern \"autobatch\" {
+    static y: [f64; N];
+}
+// mu and log(sigma) of normal data, flat priors.
+fn log_density(theta: [f64; 2]) -> f64 {
+    let r = (y - theta[0]) / theta[1].exp();
+    -0.5 * dot(r, r) - N as f64 * theta[1]
+}
+";
+
+const DATA: &str = r#"{"y": [1.2, 0.4, 2.2, 1.7, 0.9, 1.4], "N": 6}"#;
+
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("autobatch-sample-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        Scratch { dir }
+    }
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.join(name);
+        std::fs::write(&path, text).expect("write a scratch file");
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn autobatch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_autobatch"))
+        .args(args)
+        .output()
+        .expect("run autobatch")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Exit code `code`, and for code 2 exactly one `error: ` line on stderr containing `wanted`.
+fn assert_fails(output: &Output, code: i32, wanted: &str) {
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(code), "stderr: {stderr}");
+    assert!(
+        stderr.contains(wanted),
+        "stderr does not contain `{wanted}`: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    if code == 2 {
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with("error: "), "{stderr}");
+    }
+}
+
+#[test]
+fn help_describes_the_flags() {
+    let output = autobatch(&["sample", "--help"]);
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = text(&output.stdout);
+    for flag in [
+        "--data",
+        "--chains",
+        "--warmup",
+        "--draws",
+        "--seed",
+        "--strategy",
+        "--output",
+        "--stats",
+    ] {
+        assert!(stdout.contains(flag), "help lacks {flag}: {stdout}");
+    }
+}
+
+#[test]
+fn draws_csv_stats_json_and_summary() {
+    let s = Scratch::new("ok");
+    let model = s.file("model.ab", MODEL);
+    let data = s.file("data.json", DATA);
+    let csv = s.dir.join("draws.csv");
+    let stats = s.dir.join("stats.json");
+    let args = [
+        "sample",
+        model.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--chains",
+        "3",
+        "--warmup",
+        "150",
+        "--draws",
+        "120",
+        "--seed",
+        "4",
+        "--output",
+        csv.to_str().unwrap(),
+        "--stats",
+        stats.to_str().unwrap(),
+    ];
+    let output = autobatch(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    // No progress bar when stderr is not a terminal.
+    assert_eq!(text(&output.stderr), "");
+
+    let stdout = text(&output.stdout);
+    for word in [
+        "mean",
+        "sd",
+        "5%",
+        "50%",
+        "95%",
+        "R-hat",
+        "ESS",
+        "theta[0]",
+        "theta[1]",
+        "divergences",
+        "tree depth",
+        "per second",
+    ] {
+        assert!(stdout.contains(word), "summary lacks `{word}`:\n{stdout}");
+    }
+
+    let draws = std::fs::read_to_string(&csv).expect("the CSV");
+    let mut lines = draws.lines();
+    assert_eq!(lines.next(), Some("chain,draw,theta[0],theta[1]"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 3 * 120);
+    for (k, row) in rows.iter().enumerate() {
+        assert_eq!(row.len(), 4);
+        assert_eq!(row[0].parse::<usize>().unwrap(), k / 120);
+        assert_eq!(row[1].parse::<usize>().unwrap(), k % 120);
+        assert!(row[2].parse::<f64>().unwrap().is_finite());
+    }
+    // The posterior mean of mu is near the data's mean (1.3).
+    let mu: f64 = rows
+        .iter()
+        .map(|r| r[2].parse::<f64>().unwrap())
+        .sum::<f64>()
+        / rows.len() as f64;
+    assert!((mu - 1.3).abs() < 0.3, "mean of mu: {mu}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    for key in [
+        "warmup_seconds",
+        "sampling_seconds",
+        "gradient_evaluations_warmup",
+        "gradient_evaluations_sampling",
+        "divergences",
+        "mean_tree_depth",
+        "step_size",
+    ] {
+        assert!(json.get(key).is_some(), "stats lack `{key}`: {json}");
+    }
+    assert_eq!(json["step_size"].as_array().unwrap().len(), 3);
+    assert!(json["gradient_evaluations_sampling"].as_u64().unwrap() >= 3 * 120);
+    assert!(json["warmup_seconds"].as_f64().unwrap() > 0.0);
+
+    // The same command gives the same draws, whatever the strategy.
+    let again = autobatch(&args);
+    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), draws);
+    let mut local = args.to_vec();
+    local.extend(["--strategy", "local-static"]);
+    assert_eq!(autobatch(&local).status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), draws);
+}
+
+#[test]
+fn bad_models_exit_1() {
+    let s = Scratch::new("model");
+    let data = s.file("data.json", "{}");
+    let none = s.file("none.ab", "fn f(x: f64) -> f64 { x }\n");
+    assert_fails(
+        &autobatch(&[
+            "sample",
+            none.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+        ]),
+        1,
+        "no function `log_density`",
+    );
+    let signature = s.file(
+        "sig.ab",
+        "fn log_density(theta: [f64; 2], k: i64) -> f64 { theta[0] }\n",
+    );
+    assert_fails(
+        &autobatch(&[
+            "sample",
+            signature.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+        ]),
+        1,
+        "takes 2 parameters",
+    );
+    let broken = s.file(
+        "broken.ab",
+        "fn log_density(theta: [f64; 2]) -> f64 {\n    theta[0] +\n}\n",
+    );
+    assert_fails(
+        &autobatch(&[
+            "sample",
+            broken.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+        ]),
+        1,
+        "broken.ab",
+    );
+}
+
+#[test]
+fn bad_data_and_usage_exit_2() {
+    let s = Scratch::new("data");
+    let model = s.file("model.ab", MODEL);
+    let run = |data: &str| {
+        let path = s.file("data.json", data);
+        autobatch(&[
+            "sample",
+            model.to_str().unwrap(),
+            "--data",
+            path.to_str().unwrap(),
+            "--warmup",
+            "10",
+            "--draws",
+            "10",
+        ])
+    };
+    assert_fails(&run("{"), 2, "not valid JSON");
+    assert_fails(&run("{}"), 2, "no `y`");
+    assert_fails(&run(r#"{"y": [1.0], "N": 2}"#), 2, "`N` = 2");
+    assert_fails(&run(r#"{"y": [1.0], "x": 2}"#), 2, "`x`");
+    assert_fails(&run(r#"{"y": ["a"]}"#), 2, "y");
+    assert_fails(
+        &autobatch(&[
+            "sample",
+            model.to_str().unwrap(),
+            "--data",
+            "/nonexistent/data.json",
+        ]),
+        2,
+        "cannot read data",
+    );
+    assert_fails(
+        &autobatch(&["sample", model.to_str().unwrap()]),
+        2,
+        "--data",
+    );
+    let data = s.file("ok.json", DATA);
+    assert_fails(
+        &autobatch(&[
+            "sample",
+            model.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+            "--strategy",
+            "fast",
+        ]),
+        2,
+        "fast",
+    );
+}

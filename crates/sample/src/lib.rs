@@ -1,0 +1,35 @@
+//! The No-U-Turn Sampler as an autobatch program, and the host side of
+//! `autobatch sample`.
+//!
+//! The sampler itself is `nuts.ab`, written in the autobatch language for a
+//! single chain: recursive tree building with multinomial sampling, the
+//! generalized U-turn criterion, a maximum tree depth, divergence checks,
+//! and Stan's warmup (dual averaging of the step size, windowed estimation of
+//! a diagonal metric), all per chain. [`Model`] checks a user's model
+//! (`fn log_density(theta: [f64; D]) -> f64` reading `extern "autobatch"`
+//! statics), compiles it together with the library and binds its data;
+//! [`Model::sample`] runs every chain as one batch through the `autobatch`
+//! library API, segment after segment; [`diagnostics`] computes R-hat and
+//! effective sample sizes; [`report`] writes the table, CSV and JSON.
+//!
+//! ```no_run
+//! use autobatch_sample::{Model, SampleConfig};
+//! let source = "fn log_density(theta: [f64; 2]) -> f64 { -0.5 * dot(theta, theta) }";
+//! let model = Model::new(source, "normal.ab", "{}").expect("a model");
+//! let run = model.sample(&SampleConfig::default(), &mut |_| {}).expect("it runs");
+//! print!("{}", autobatch_sample::report::table(&run));
+//! ```
+//!
+//! Architecture Invariant: knows nothing of the command line (flags, exit
+//! codes as numbers are only suggested by [`SampleError::exit_code`],
+//! terminals, progress bars): it runs programs only through the `autobatch`
+//! library API, and its result for a chain depends on the seed, the
+//! settings and the chain's index only, never on the strategy or the other chains.
+
+pub mod diagnostics;
+pub mod driver;
+pub mod model;
+pub mod report;
+
+pub use driver::{window_params, PhaseFigures, Progress, SampleConfig, SampleRun};
+pub use model::{Model, SampleError, LIBRARY, SEGMENT};

@@ -1,0 +1,414 @@
+//! A model made ready to sample: the user's program checked for
+//! `fn log_density(theta: [f64; D]) -> f64`, compiled together with the
+//! sampler library, and its data bound and checked.
+
+use std::fmt;
+
+use autobatch::{compile, CompileError, Compiled, Diagnostic, Inputs, ScalarType, Type};
+use autobatch_ir::Program;
+use autobatch_types::Dim;
+
+/// The sampler library, in the autobatch language (see its header comment).
+pub const LIBRARY: &str = include_str!("nuts.ab");
+
+/// Where the library's text appears in diagnostics about it.
+pub const LIBRARY_PATH: &str = "<autobatch-sample>/nuts.ab";
+
+/// The iterations one run of the batch performs (the last segment of warmup
+/// or of sampling may be shorter). Fixed, so that results never depend on
+/// anything but the seed and the settings.
+pub const SEGMENT: usize = 100;
+
+/// Why a model cannot be sampled. `exit_code` says how the command line reports it.
+#[derive(Clone, Debug)]
+pub enum SampleError {
+    /// The model does not compile: the rendered diagnostics.
+    Compile(String),
+    /// The model compiles but is not a model `sample` can use.
+    Model(String),
+    /// The data does not fit the model.
+    Data(String),
+    /// Settings without meaning (no chains, ...).
+    Config(String),
+    /// A chain stopped with an error.
+    Chain(String),
+    /// The batch could not run at all.
+    Run(String),
+}
+
+impl SampleError {
+    /// 1 for a model that cannot be compiled or used, 2 for bad data,
+    /// settings, or a run that failed.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            SampleError::Compile(_) | SampleError::Model(_) => 1,
+            _ => 2,
+        }
+    }
+}
+
+impl fmt::Display for SampleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SampleError::Compile(text) => f.write_str(text.trim_end()),
+            SampleError::Model(m)
+            | SampleError::Data(m)
+            | SampleError::Config(m)
+            | SampleError::Chain(m)
+            | SampleError::Run(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for SampleError {}
+
+/// A model compiled with the sampler, with its data.
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub(crate) compiled: Compiled,
+    pub(crate) statics: Inputs,
+    pub(crate) path: String,
+    /// Lines of the user's source; the library starts after them.
+    pub(crate) model_lines: u32,
+    dim: usize,
+    /// Iterations per run of the batch.
+    pub(crate) segment: usize,
+}
+
+impl Model {
+    /// Checks and compiles `source` (read from `path`) with the sampler, and
+    /// binds `data`, the text of a JSON object holding every static by name
+    /// (and optionally symbolic dimensions by name). The sampler takes the
+    /// gradient of `log_density` by `value_and_grad`.
+    pub fn new(source: &str, path: &str, data: &str) -> Result<Model, SampleError> {
+        Model::with_segment(source, path, data, SEGMENT)
+    }
+
+    /// [`Model::new`] with `segment` iterations per run of the batch instead
+    /// of [`SEGMENT`] (at least 1). Chains synchronise between segments, so
+    /// this changes how well the batch is used, and, as each segment has its
+    /// own random streams, which draws a seed gives.
+    pub fn with_segment(
+        source: &str,
+        path: &str,
+        data: &str,
+        segment: usize,
+    ) -> Result<Model, SampleError> {
+        if segment == 0 {
+            return Err(SampleError::Config(
+                "a segment must have at least 1 iteration".into(),
+            ));
+        }
+        // The model alone first, so that its diagnostics point into its own text.
+        let alone = compile(source, path).map_err(|e| SampleError::Compile(e.render(false)))?;
+        let dim_text = check_log_density(&alone, path)?;
+        for function in alone.program().functions.values() {
+            if function.name.starts_with("nuts_") {
+                return Err(SampleError::Model(format!(
+                    "{path}:{}:{}: the function `{}` has a name starting with `nuts_`, which the sampler reserves for its own functions; rename it",
+                    function.loc.line, function.loc.column, function.name
+                )));
+            }
+        }
+
+        let library = LIBRARY
+            .replace("NUTS_DIM", &dim_text)
+            .replace("NUTS_SEG", &segment.to_string());
+        let mut combined = String::with_capacity(source.len() + library.len() + 1);
+        combined.push_str(source);
+        if !source.ends_with('\n') {
+            combined.push('\n');
+        }
+        let model_lines = combined.lines().count() as u32;
+        combined.push_str(&library);
+        let compiled = compile(&combined, path)
+            .map_err(|e| combined_errors(&e, &combined, path, model_lines, &library))?;
+
+        let (statics, dim) = bind_data(&compiled, data, path)?;
+        Ok(Model {
+            compiled,
+            statics,
+            path: path.to_string(),
+            model_lines,
+            dim,
+            segment,
+        })
+    }
+
+    /// The number of parameters (the length of `theta`).
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The program that runs: the model followed by the sampler library.
+    pub fn compiled(&self) -> &Compiled {
+        &self.compiled
+    }
+
+    /// Where a location of the combined program is, for people.
+    pub(crate) fn describe_loc(&self, line: u32, column: u32) -> String {
+        if line <= self.model_lines {
+            format!("{}:{line}:{column}", self.path)
+        } else {
+            format!(
+                "{LIBRARY_PATH}:{}:{column} (in the sampler)",
+                line - self.model_lines
+            )
+        }
+    }
+}
+
+/// Finds `fn log_density(theta: [f64; D]) -> f64` and returns the text of
+/// its length `D` to put into the library: a number, or the name of a
+/// symbolic dimension.
+fn check_log_density(compiled: &Compiled, path: &str) -> Result<String, SampleError> {
+    let program = compiled.program();
+    let wanted = "`fn log_density(theta: [f64; D]) -> f64`";
+    let Some(function) = program
+        .functions
+        .values()
+        .find(|f| f.name == "log_density" || f.name.starts_with("log_density<"))
+    else {
+        return Err(SampleError::Model(format!(
+            "{path}: the model has no function `log_density`; `sample` needs {wanted}, the log density of the parameters up to a constant"
+        )));
+    };
+    let at = format!("{path}:{}:{}", function.loc.line, function.loc.column);
+    if function.name != "log_density" {
+        return Err(SampleError::Model(format!(
+            "{at}: `log_density` must not be generic; `sample` needs {wanted} with a fixed or symbolic length D"
+        )));
+    }
+    if function.signature.len() != 1 {
+        return Err(SampleError::Model(format!(
+            "{at}: `log_density` takes {} parameters; `sample` needs {wanted}, one parameter",
+            function.signature.len()
+        )));
+    }
+    let param = &function.signature[0];
+    let dim = match &param.ty {
+        Type::Tensor(t) if t.elem == ScalarType::F64 && t.dims.len() == 1 => t.dims[0],
+        other => {
+            return Err(SampleError::Model(format!(
+                "{at}: the parameter `{}` of `log_density` has type {}; `sample` needs {wanted}, a one-dimensional array of f64",
+                param.name,
+                type_text(program, other)
+            )))
+        }
+    };
+    match &function.ret_type {
+        Type::Tensor(t) if t.elem == ScalarType::F64 && t.dims.is_empty() => {}
+        other => {
+            return Err(SampleError::Model(format!(
+                "{at}: `log_density` returns {}; `sample` needs {wanted}, an f64",
+                type_text(program, other)
+            )))
+        }
+    }
+    match dim {
+        Dim::Fixed(0) => Err(SampleError::Model(format!(
+            "{at}: the parameter of `log_density` has length 0: there is nothing to sample"
+        ))),
+        Dim::Fixed(n) => Ok(n.to_string()),
+        Dim::Symbolic(id) => Ok(program.symbol_name(id)),
+    }
+}
+
+fn type_text(program: &Program, ty: &Type) -> String {
+    match ty {
+        Type::Tensor(t) => format!("`{}`", program.type_name(t)),
+        Type::Tuple(items) if items.is_empty() => "`()`".to_string(),
+        Type::Tuple(_) => "a tuple".to_string(),
+    }
+}
+
+/// The diagnostics of the combined program: those in the model as usual,
+/// those in the library rendered against the library's own text.
+fn combined_errors(
+    error: &CompileError,
+    combined: &str,
+    path: &str,
+    model_lines: u32,
+    library: &str,
+) -> SampleError {
+    let mut out = String::new();
+    for diagnostic in error.diagnostics() {
+        let text = if diagnostic.loc.line <= model_lines {
+            let mut own = diagnostic.clone();
+            own.message = relocate(&own.message, model_lines);
+            own.label = relocate(&own.label, model_lines);
+            own.notes = own.notes.iter().map(|n| relocate(n, model_lines)).collect();
+            own.render(combined, path, false)
+        } else {
+            let mut shifted: Diagnostic = diagnostic.clone();
+            shifted.loc.line -= model_lines;
+            shifted.end.line = shifted.end.line.saturating_sub(model_lines).max(1);
+            format!(
+                "error while compiling the model together with the sampler:\n{}",
+                shifted.render(library, LIBRARY_PATH, false)
+            )
+        };
+        out.push_str(&text);
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    SampleError::Compile(out)
+}
+
+/// Rewrites each `LINE:COLUMN` in `text` that lies in the library (after
+/// the model's `model_lines` lines) as a place in the sampler's own text.
+fn relocate(text: &str, model_lines: u32) -> String {
+    let mut out = String::with_capacity(text.len());
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let starts_number =
+            chars[i].is_ascii_digit() && (i == 0 || !chars[i - 1].is_alphanumeric());
+        if starts_number {
+            let mut j = i;
+            while j < chars.len() && chars[j].is_ascii_digit() {
+                j += 1;
+            }
+            let mut k = j + 1;
+            while j < chars.len() && chars[j] == ':' && k < chars.len() && chars[k].is_ascii_digit()
+            {
+                k += 1;
+            }
+            let line: String = chars[i..j].iter().collect();
+            if k > j + 1 {
+                let column: String = chars[j + 1..k].iter().collect();
+                if let Ok(line) = line.parse::<u32>() {
+                    if line > model_lines {
+                        out.push_str(&format!(
+                            "{}:{column} of the sampler ({LIBRARY_PATH})",
+                            line - model_lines
+                        ));
+                        i = k;
+                        continue;
+                    }
+                }
+            }
+            out.push_str(&line);
+            i = j;
+            continue;
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    out
+}
+
+/// Reads the data object: every static by name, and optionally symbolic
+/// dimensions by name (checked against the shapes). Returns the statics as
+/// inputs and the length of `theta`.
+fn bind_data(compiled: &Compiled, data: &str, path: &str) -> Result<(Inputs, usize), SampleError> {
+    let program = compiled.program();
+    let value: serde_json::Value = serde_json::from_str(data)
+        .map_err(|e| SampleError::Data(format!("the data is not valid JSON: {e}")))?;
+    let serde_json::Value::Object(object) = value else {
+        return Err(SampleError::Data(
+            "the data must be a JSON object holding each static of the model by name".into(),
+        ));
+    };
+    // serde_json keeps the last of repeated keys; the library's strict reader refuses them.
+    Inputs::from_json_str(&format!("{{\"shared\": {data}}}")).map_err(|e| {
+        SampleError::Data(format!(
+            "the data repeats a key: {}",
+            e.message()
+                .trim_start_matches("inputs are not in the expected form: ")
+        ))
+    })?;
+
+    let mut inputs = Inputs::new();
+    let mut given_dims: Vec<(String, u64)> = Vec::new();
+    for (key, value) in &object {
+        if program.statics.values().any(|s| &s.name == key) {
+            inputs = inputs.shared(key, value.clone());
+        } else if program.symbols.iter().any(|s| s == key) {
+            let Some(n) = value.as_u64() else {
+                return Err(SampleError::Data(format!(
+                    "the data gives the dimension `{key}` as {value}; a dimension is a non-negative integer"
+                )));
+            };
+            given_dims.push((key.clone(), n));
+        } else {
+            return Err(SampleError::Data(format!(
+                "the data has `{key}`, which is neither a static of the model nor one of its symbolic dimensions"
+            )));
+        }
+    }
+    for decl in program.statics.values() {
+        if !object.contains_key(&decl.name) {
+            return Err(SampleError::Data(format!(
+                "the data has no `{}` (static declared at {path}:{}:{})",
+                decl.name, decl.loc.line, decl.loc.column
+            )));
+        }
+    }
+    let probe = compiled
+        .bind("nuts_probe", &inputs.clone().batched("nuts_chain", [0_i64]))
+        .map_err(|e| {
+            SampleError::Data(format!("the data does not fit the model: {}", e.message()))
+        })?;
+    // The statics once converted, so that every segment binds tensors, not JSON.
+    let mut converted = Inputs::new();
+    for (decl, tensor) in program.statics.values().zip(&probe.env().statics) {
+        converted = converted.shared(&decl.name, autobatch::Value::Tensor(tensor.clone()));
+    }
+    let symbols = &probe.env().symbols;
+    let fixed_by_statics = |id: usize| {
+        program.statics.values().any(|s| {
+            s.ty.dims
+                .iter()
+                .any(|d| matches!(d, Dim::Symbolic(x) if x.0 as usize == id))
+        })
+    };
+    let mut dim_values: Vec<Option<u64>> = (0..program.symbols.len())
+        .map(|id| fixed_by_statics(id).then(|| symbols.get(id).copied().unwrap_or(0)))
+        .collect();
+    for (name, n) in &given_dims {
+        let id = program
+            .symbols
+            .iter()
+            .position(|s| s == name)
+            .expect("a symbol");
+        match dim_values[id] {
+            Some(bound) if bound != *n => {
+                return Err(SampleError::Data(format!(
+                    "the data gives `{name}` = {n}, but the shapes of the statics give {name} = {bound}"
+                )))
+            }
+            _ => dim_values[id] = Some(*n),
+        }
+    }
+
+    let log_density = program
+        .functions
+        .values()
+        .find(|f| f.name == "log_density")
+        .expect("checked before");
+    let Type::Tensor(theta) = &log_density.signature[0].ty else {
+        unreachable!("checked before")
+    };
+    let dim = match theta.dims[0] {
+        Dim::Fixed(n) => n,
+        Dim::Symbolic(id) => {
+            let name = program.symbol_name(id);
+            match dim_values[id.0 as usize] {
+                Some(0) => {
+                    return Err(SampleError::Data(format!(
+                        "the data makes the length {name} of `theta` 0: there is nothing to sample"
+                    )))
+                }
+                Some(n) => n,
+                None => {
+                    return Err(SampleError::Data(format!(
+                        "the length {name} of `theta` is not fixed by the shapes of the statics; give it in the data, as \"{name}\": LENGTH"
+                    )))
+                }
+            }
+        }
+    };
+    Ok((converted, dim as usize))
+}

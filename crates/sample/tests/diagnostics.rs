@@ -1,0 +1,177 @@
+//! R-hat, ESS and quantiles on synthetic draws whose answers are known:
+//! independent draws, AR(1) chains, chains that disagree in location or scale.
+
+use autobatch_sample::diagnostics::{
+    ess_basic, ess_bulk, normal_quantile, quantile, rank_normalize, rhat, rhat_basic, split_chains,
+    summarize,
+};
+
+/// splitmix64 with Box-Muller: deterministic test data.
+struct Rng(u64);
+impl Rng {
+    fn uniform(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        ((z >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform(), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+}
+
+fn iid(chains: usize, draws: usize, seed: u64) -> Vec<Vec<f64>> {
+    let mut rng = Rng(seed);
+    (0..chains)
+        .map(|_| (0..draws).map(|_| rng.normal()).collect())
+        .collect()
+}
+
+/// Stationary AR(1) chains x[t] = phi x[t-1] + sqrt(1 - phi^2) e[t].
+fn ar1(chains: usize, draws: usize, phi: f64, seed: u64) -> Vec<Vec<f64>> {
+    let mut rng = Rng(seed);
+    (0..chains)
+        .map(|_| {
+            let mut x = rng.normal();
+            (0..draws)
+                .map(|_| {
+                    x = phi * x + (1.0 - phi * phi).sqrt() * rng.normal();
+                    x
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn normal_quantile_matches_known_values() {
+    assert_eq!(normal_quantile(0.5), 0.0);
+    for (p, z) in [
+        (0.975, 1.959_963_984_540_054),
+        (0.025, -1.959_963_984_540_054),
+        (0.841_344_746_068_542_9, 1.0),
+        (0.001, -3.090_232_306_167_813_5),
+        (1e-10, -6.361_340_902_404_056),
+    ] {
+        let got = normal_quantile(p);
+        assert!(
+            (got - z).abs() < 1e-8 * z.abs().max(1.0),
+            "Phi^-1({p}) = {got}, expected {z}"
+        );
+    }
+    assert_eq!(normal_quantile(0.0), f64::NEG_INFINITY);
+    assert!(normal_quantile(1.5).is_nan());
+}
+
+#[test]
+fn quantiles_interpolate_linearly() {
+    let xs = [3.0, 1.0, 4.0, 2.0, 5.0];
+    assert_eq!(quantile(&xs, 0.0), 1.0);
+    assert_eq!(quantile(&xs, 0.5), 3.0);
+    assert_eq!(quantile(&xs, 1.0), 5.0);
+    assert!((quantile(&xs, 0.05) - 1.2).abs() < 1e-12);
+    assert!((quantile(&xs, 0.95) - 4.8).abs() < 1e-12);
+}
+
+#[test]
+fn split_and_rank_normalize() {
+    let chains = vec![
+        vec![1.0, 2.0, 3.0, 4.0, 5.0],
+        vec![6.0, 7.0, 8.0, 9.0, 10.0],
+    ];
+    let split = split_chains(&chains);
+    assert_eq!(
+        split,
+        vec![
+            vec![1.0, 2.0],
+            vec![4.0, 5.0],
+            vec![6.0, 7.0],
+            vec![9.0, 10.0]
+        ]
+    );
+    // Ties share their average rank; ranks map through (r - 3/8) / (S + 1/4).
+    let z = rank_normalize(&[vec![1.0, 2.0, 2.0, 3.0]]);
+    let expected = |r: f64| normal_quantile((r - 0.375) / 4.25);
+    assert_eq!(
+        z[0],
+        vec![expected(1.0), expected(2.5), expected(2.5), expected(4.0)]
+    );
+}
+
+#[test]
+fn independent_draws_have_rhat_one_and_full_ess() {
+    let chains = iid(4, 1000, 1);
+    let r = rhat(&chains);
+    assert!((r - 1.0).abs() < 0.01, "R-hat of iid draws: {r}");
+    let ess = ess_bulk(&chains);
+    // The ESS estimate of 4000 iid draws has a relative error of a few percent.
+    assert!(
+        (ess / 4000.0 - 1.0).abs() < 0.1,
+        "bulk ESS of 4000 iid draws: {ess}"
+    );
+    let summary = summarize(&chains);
+    assert!(summary.mean.abs() < 4.0 / 4000f64.sqrt());
+    assert!((summary.sd - 1.0).abs() < 0.05);
+    assert!((summary.q5 + 1.645).abs() < 0.1 && (summary.q95 - 1.645).abs() < 0.1);
+}
+
+#[test]
+fn ar1_chains_have_the_known_ess() {
+    // ESS = N (1 - phi) / (1 + phi) for a stationary AR(1) chain.
+    for (phi, seed) in [(0.5, 2), (0.9, 3)] {
+        let chains = ar1(4, 4000, phi, seed);
+        let expected = 16_000.0 * (1.0 - phi) / (1.0 + phi);
+        let basic = ess_basic(&chains);
+        assert!(
+            (basic / expected - 1.0).abs() < 0.15,
+            "phi {phi}: ESS {basic}, expected {expected}"
+        );
+        let bulk = ess_bulk(&chains);
+        assert!(
+            (bulk / expected - 1.0).abs() < 0.15,
+            "phi {phi}: bulk ESS {bulk}, expected {expected}"
+        );
+        assert!(rhat(&chains) < 1.01);
+    }
+    // Anticorrelated chains are more efficient than independent draws.
+    let chains = ar1(4, 2000, -0.3, 4);
+    let ess = ess_basic(&chains);
+    assert!(ess > 8000.0, "anticorrelated chains: ESS {ess}");
+}
+
+#[test]
+fn disagreeing_chains_have_large_rhat() {
+    // One chain shifted by one standard deviation.
+    let mut shifted = iid(4, 500, 5);
+    for x in &mut shifted[3] {
+        *x += 1.0;
+    }
+    let r = rhat(&shifted);
+    assert!(r > 1.1, "R-hat with a shifted chain: {r}");
+    // Same location, one chain three times wider: the bulk R-hat hardly sees
+    // it, the tail R-hat (distances to the median) does.
+    let mut wide = iid(4, 1000, 6);
+    for x in &mut wide[0] {
+        *x *= 3.0;
+    }
+    let bulk_only = rhat_basic(&rank_normalize(&split_chains(&wide)));
+    let r = rhat(&wide);
+    assert!(
+        r > 1.05 && r > bulk_only,
+        "R-hat {r} with a wide chain (bulk alone {bulk_only})"
+    );
+}
+
+#[test]
+fn degenerate_inputs_give_nan_not_a_panic() {
+    assert!(rhat(&[vec![1.0; 10], vec![1.0; 10]]).is_nan());
+    assert!(ess_bulk(&[vec![2.0; 3]]).is_nan());
+    assert!(rhat(&[vec![1.0, f64::NAN, 2.0, 3.0]]).is_nan());
+    assert!(rhat(&[]).is_nan());
+    // One chain: split R-hat still compares its two halves.
+    let one = iid(1, 1000, 7);
+    assert!((rhat(&one) - 1.0).abs() < 0.02);
+}

@@ -1,0 +1,104 @@
+//! The posteriordb models in `examples/posteriordb/<name>/` (model.ab,
+//! data.json, reference.json with posterior summaries of the unconstrained
+//! parameters from long Stan runs): the sampler's means, standard deviations
+//! and quantiles must agree within Monte Carlo error.
+
+use std::path::PathBuf;
+
+use autobatch::RunConfig;
+use autobatch_sample::diagnostics::{ess_basic, ess_bulk, rhat, summarize};
+use autobatch_sample::{Model, SampleConfig};
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/posteriordb")
+}
+
+fn check(name: &str, seed: u64) {
+    let dir = examples().join(name);
+    let reference = std::fs::read_to_string(dir.join("reference.json"))
+        .unwrap_or_else(|e| panic!("{name}: reference.json: {e}"));
+    let reference: serde_json::Value = serde_json::from_str(&reference).expect("reference JSON");
+    let source = std::fs::read_to_string(dir.join("model.ab")).expect("model.ab");
+    let data = std::fs::read_to_string(dir.join("data.json")).expect("data.json");
+    let model = Model::new(&source, &format!("{name}/model.ab"), &data)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let config = SampleConfig {
+        chains: 4,
+        warmup: 500,
+        draws: 500,
+        run: RunConfig {
+            seed,
+            ..RunConfig::default()
+        },
+        ..SampleConfig::default()
+    };
+    let run = model
+        .sample(&config, &mut |_| {})
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let parameters = reference["parameters"].as_array().expect("parameters");
+    assert_eq!(parameters.len(), run.dim, "{name}: dimension");
+    for p in parameters {
+        let i = p["index"].as_u64().expect("index") as usize;
+        let label = format!("{name} {} (theta[{i}])", p["name"].as_str().unwrap_or("?"));
+        let field = |k: &str| p[k].as_f64().unwrap_or_else(|| panic!("{label}: no {k}"));
+        let chains = run.coordinate(i);
+        let ours = summarize(&chains);
+        let r = rhat(&chains);
+        assert!(r < 1.05, "{label}: R-hat {r}");
+        let ess = ess_bulk(&chains);
+        let (mean, sd) = (field("mean"), field("sd"));
+        // Our Monte Carlo error and the reference's, combined.
+        let se_mean = (sd * sd / ess + field("mcse_mean").powi(2)).sqrt();
+        assert!(
+            (ours.mean - mean).abs() < 4.5 * se_mean,
+            "{label}: mean {} against {mean} (standard error {se_mean})",
+            ours.mean
+        );
+        let squares: Vec<Vec<f64>> = chains
+            .iter()
+            .map(|c| c.iter().map(|x| (x - mean) * (x - mean)).collect())
+            .collect();
+        // The standard error of an sd estimate, from the spread of the squared
+        // deviations: sd(x^2) / (2 sd sqrt(ESS)).
+        let all_sq: Vec<f64> = squares.concat();
+        let m_sq = all_sq.iter().sum::<f64>() / all_sq.len() as f64;
+        let sd_sq = (all_sq.iter().map(|s| (s - m_sq) * (s - m_sq)).sum::<f64>()
+            / all_sq.len() as f64)
+            .sqrt();
+        let se_sd = (sd_sq / (2.0 * sd * ess_basic(&squares).sqrt())).hypot(field("mcse_sd"));
+        assert!(
+            (ours.sd - sd).abs() < 4.5 * se_sd,
+            "{label}: sd {} against {sd} (standard error {se_sd})",
+            ours.sd
+        );
+        // Quantiles: within 4.5 standard errors of the mean, a loose but
+        // honest bound for the 5% and 95% points of these posteriors.
+        for (k, q) in [("q05", ours.q5), ("q50", ours.q50), ("q95", ours.q95)] {
+            let want = field(k);
+            assert!(
+                (q - want).abs() < 4.5 * sd * (4.0 / ess).sqrt() + 4.5 * se_mean,
+                "{label}: {k} {q} against {want}"
+            );
+        }
+    }
+    assert!(
+        run.divergences() <= (run.chains * run.draws) as u64 / 100,
+        "{name}: {} divergences",
+        run.divergences()
+    );
+}
+
+#[test]
+fn eight_schools_noncentered() {
+    check("eight_schools", 101);
+}
+
+#[test]
+fn kidiq() {
+    check("kidiq", 102);
+}
+
+#[test]
+fn ark() {
+    check("arK", 103);
+}
