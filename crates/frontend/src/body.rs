@@ -1987,15 +1987,14 @@ impl FunctionChecker<'_, '_> {
         }
     }
 
-    fn check_user_call(
+    /// The const arguments of a call of `sig` given with `::<...>`, one per
+    /// const generic parameter (all `None` without a turbofish; the rest are
+    /// inferred from the arguments).
+    fn turbofish_bindings(
         &mut self,
-        index: usize,
+        sig: &Signature,
         turbofish: Option<&syn::AngleBracketedGenericArguments>,
-        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
-        loc: Loc,
-        end: Loc,
-    ) -> CheckResult<Expr> {
-        let sig = self.scope.signatures[index].clone();
+    ) -> CheckResult<Vec<Option<DimExpr>>> {
         let mut bindings: Vec<Option<DimExpr>> = vec![None; sig.const_params.len()];
         if let Some(t) = turbofish {
             if t.args.len() != sig.const_params.len() {
@@ -2015,6 +2014,19 @@ impl FunctionChecker<'_, '_> {
                 bindings[i] = Some(self.resolve_const_arg(a)?);
             }
         }
+        Ok(bindings)
+    }
+
+    fn check_user_call(
+        &mut self,
+        index: usize,
+        turbofish: Option<&syn::AngleBracketedGenericArguments>,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        let sig = self.scope.signatures[index].clone();
+        let mut bindings = self.turbofish_bindings(&sig, turbofish)?;
         if args.len() != sig.params.len() {
             return Err(error(
                 format!(
@@ -2217,25 +2229,7 @@ impl FunctionChecker<'_, '_> {
                 "result is not a float scalar",
             )));
         }
-        let mut bindings: Vec<Option<DimExpr>> = vec![None; sig.const_params.len()];
-        if let Some(t) = turbofish {
-            if t.args.len() != sig.const_params.len() {
-                return Err(error(
-                    format!(
-                        "`{}` has {} const generic parameter(s), but {} were given",
-                        sig.name,
-                        sig.const_params.len(),
-                        t.args.len()
-                    ),
-                    start_of(t.lt_token.span),
-                    end_of(t.gt_token.span),
-                    "wrong number of generic arguments",
-                ));
-            }
-            for (i, a) in t.args.iter().enumerate() {
-                bindings[i] = Some(self.resolve_const_arg(a)?);
-            }
-        }
+        let mut bindings = self.turbofish_bindings(&sig, turbofish)?;
         let x = self.check_expr(&args[1])?;
         let x_end = expr_end(&args[1]);
         if !self.match_param(&pty, &x.ty, &mut bindings) {
