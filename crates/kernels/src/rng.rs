@@ -53,21 +53,35 @@ impl MemberRng {
     /// narrowed. Narrowing to `f32` can round a draw just below 1 up to 1.0;
     /// such a draw becomes the largest `F` below 1, so draws stay in \[0, 1).
     pub fn uniform_vec<F: Float>(&mut self, count: usize) -> Vec<F> {
-        (0..count)
-            .map(|_| {
-                let narrowed = F::from_f64(self.uniform());
-                if narrowed >= F::ONE {
-                    F::LARGEST_BELOW_ONE
-                } else {
-                    narrowed
-                }
-            })
-            .collect()
+        let mut out = vec![F::ZERO; count];
+        self.uniform_into(&mut out);
+        out
+    }
+
+    /// Fills `out` with uniform draws, in order, as [`uniform_vec`](Self::uniform_vec) does.
+    pub fn uniform_into<F: Float>(&mut self, out: &mut [F]) {
+        for o in out {
+            let narrowed = F::from_f64(self.uniform());
+            *o = if narrowed >= F::ONE {
+                F::LARGEST_BELOW_ONE
+            } else {
+                narrowed
+            };
+        }
     }
 
     /// `count` normal draws in the float type `F` (drawn as `f64`, then narrowed).
     pub fn normal_vec<F: Float>(&mut self, count: usize) -> Vec<F> {
-        (0..count).map(|_| F::from_f64(self.normal())).collect()
+        let mut out = vec![F::ZERO; count];
+        self.normal_into(&mut out);
+        out
+    }
+
+    /// Fills `out` with normal draws, in order, as [`normal_vec`](Self::normal_vec) does.
+    pub fn normal_into<F: Float>(&mut self, out: &mut [F]) {
+        for o in out {
+            *o = F::from_f64(self.normal());
+        }
     }
 }
 

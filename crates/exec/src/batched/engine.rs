@@ -412,9 +412,10 @@ impl Engine {
         }
     }
 
-    /// Scalar random draws (`uniform`, `normal`, `bernoulli`) straight into
-    /// the active rows, each from its member's stream; false if the
-    /// operands do not fit this path.
+    /// Random draws (`uniform`, `normal`, `bernoulli`, `uniform_like`,
+    /// `normal_like`) straight into the active rows, each from its member's
+    /// stream, in the order the kernels draw them; false if the operands do
+    /// not fit this path.
     fn random_scalars(
         &mut self,
         exec: &PrimExecution<'_>,
@@ -438,6 +439,32 @@ impl Engine {
                 for &r in exec.rows {
                     let rng = &mut rngs[member_of(r)];
                     out[r as usize] = if normal { rng.normal() } else { rng.uniform() };
+                }
+                true
+            }
+            Prim::UniformLike | Prim::NormalLike => {
+                let Slot::Column(c) = &mut slots[dst] else {
+                    return false;
+                };
+                let n = c.row_len;
+                let normal = matches!(exec.prim, Prim::NormalLike);
+                macro_rules! draw {
+                    ($out:expr) => {
+                        for &r in exec.rows {
+                            let row = &mut $out[r as usize * n..(r as usize + 1) * n];
+                            let rng = &mut rngs[member_of(r)];
+                            if normal {
+                                rng.normal_into(row);
+                            } else {
+                                rng.uniform_into(row);
+                            }
+                        }
+                    };
+                }
+                match &mut c.data {
+                    Data::F32(out) => draw!(out),
+                    Data::F64(out) => draw!(out),
+                    _ => return false,
                 }
                 true
             }
@@ -645,6 +672,12 @@ enum Kind<'p> {
     IndexSet { length: usize, item: usize },
     /// `[x; count]`.
     Fill { count: usize },
+    /// `transpose(m)` of an `m x k` matrix.
+    Transpose { m: usize, k: usize },
+    /// `outer(a, b)` of float vectors of `m` and `k` elements.
+    Outer { m: usize, k: usize },
+    /// `[x0, ..., xn-1]` of items of `item` elements each.
+    Stack { item: usize },
     /// A float product (`dot`, `matvec`, `vecmat`, `matmul`) of operands of
     /// dimensions `m x k` and `k x p` (a vector is `1 x k` or `k x 1`), each
     /// shared or per member, through the kernels' batched products.
@@ -737,6 +770,35 @@ fn plan<'p>(
             let count = kernels::dim_length(env.symbols, *dim);
             (item.checked_mul(count) == Some(out_len)).then_some(Kind::Fill { count })
         }
+        Prim::Transpose => match slot_shape(&slots[args[0]])? {
+            [m, k] if m * k == out_len && matches!(slots[args[0]], Slot::Column(_)) => {
+                Some(Kind::Transpose { m: *m, k: *k })
+            }
+            _ => None,
+        },
+        Prim::Outer => {
+            let (a, b) = (&slots[args[0]], &slots[args[1]]);
+            let float = |slot: &Slot| match slot {
+                Slot::Column(c) => c.data.ty().is_float(),
+                Slot::Invariant(Some(t)) => t.elem_type().is_float(),
+                Slot::Invariant(None) => false,
+            };
+            match (slot_shape(a)?, slot_shape(b)?) {
+                ([m], [k]) if float(a) && float(b) && m * k == out_len => {
+                    Some(Kind::Outer { m: *m, k: *k })
+                }
+                _ => None,
+            }
+        }
+        Prim::Stack => {
+            let item = out_len.checked_div(args.len())?;
+            let fits = args.iter().all(|a| match &slots[*a] {
+                Slot::Column(c) => c.row_len == item,
+                Slot::Invariant(Some(t)) => t.len() == item,
+                Slot::Invariant(None) => false,
+            });
+            (fits && item * args.len() == out_len).then_some(Kind::Stack { item })
+        }
         Prim::Dot | Prim::Matvec | Prim::Vecmat | Prim::Matmul => {
             let (a, b) = (&slots[args[0]], &slots[args[1]]);
             let float = |slot: &Slot| match slot {
@@ -787,7 +849,10 @@ impl Kind<'_> {
             Kind::Elementwise { .. }
             | Kind::Index { .. }
             | Kind::IndexSet { .. }
-            | Kind::Fill { .. } => 1,
+            | Kind::Fill { .. }
+            | Kind::Transpose { .. }
+            | Kind::Outer { .. }
+            | Kind::Stack { .. } => 1,
             Kind::Reduce { .. } | Kind::Softmax => 64,
             Kind::Product { k, .. } => (*k).max(1),
         }
@@ -922,6 +987,70 @@ impl Kind<'_> {
                         item_values,
                         out.slice(base + p * item..base + (p + 1) * item),
                     );
+                }
+                Ok(())
+            }
+            Kind::Transpose { m, k } => {
+                fn each<T: Copy>(x: &[T], m: usize, k: usize, out: &mut [T]) {
+                    for (x, out) in x.chunks_exact(m * k).zip(out.chunks_exact_mut(m * k)) {
+                        for i in 0..m {
+                            for j in 0..k {
+                                out[j * m + i] = x[i * k + j];
+                            }
+                        }
+                    }
+                }
+                let (m, k) = (*m, *k);
+                if m * k == 0 {
+                    return Ok(());
+                }
+                match (src(0).rows(range), out) {
+                    (Values::Bool(x), ValuesMut::Bool(o)) => each(x, m, k, o),
+                    (Values::I32(x), ValuesMut::I32(o)) => each(x, m, k, o),
+                    (Values::I64(x), ValuesMut::I64(o)) => each(x, m, k, o),
+                    (Values::Usize(x), ValuesMut::Usize(o)) => each(x, m, k, o),
+                    (Values::F32(x), ValuesMut::F32(o)) => each(x, m, k, o),
+                    (Values::F64(x), ValuesMut::F64(o)) => each(x, m, k, o),
+                    (x, _) => panic!("internal error: transposing {} across types", x.ty()),
+                }
+                Ok(())
+            }
+            Kind::Outer { m, k } => {
+                let (a, b) = (src(0), src(1));
+                for (row, r) in range.enumerate() {
+                    let x = match a {
+                        Src::Col { .. } => a.rows(r..r + 1),
+                        Src::Inv(t) => Values::all(&t.data),
+                    };
+                    let y = match b {
+                        Src::Col { .. } => b.rows(r..r + 1),
+                        Src::Inv(t) => Values::all(&t.data),
+                    };
+                    let o = out.slice(row * m * k..(row + 1) * m * k);
+                    match (x, y, o) {
+                        (Values::F32(x), Values::F32(y), ValuesMut::F32(o)) => {
+                            gemm::outer_into(x, y, o)
+                        }
+                        (Values::F64(x), Values::F64(y), ValuesMut::F64(o)) => {
+                            gemm::outer_into(x, y, o)
+                        }
+                        _ => panic!("internal error: an outer product across types"),
+                    }
+                }
+                Ok(())
+            }
+            Kind::Stack { item } => {
+                let item = *item;
+                for (row, r) in range.enumerate() {
+                    for (j, s) in srcs.iter().enumerate() {
+                        let s = s.expect("every operand has a source");
+                        let values = match s {
+                            Src::Col { .. } => s.rows(r..r + 1),
+                            Src::Inv(t) => Values::all(&t.data),
+                        };
+                        let at = row * out_len + j * item;
+                        copy_values(values, out.slice(at..at + item));
+                    }
                 }
                 Ok(())
             }
