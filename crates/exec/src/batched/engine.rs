@@ -12,14 +12,16 @@
 //! - an operation whose operands are all invariant (and that draws no random
 //!   number) is computed once; its result goes to an invariant slot, or is
 //!   broadcast to the active rows;
-//! - elementwise operations, reductions, products, indexing, `fill` and
-//!   scalar random draws run as typed loops or batched kernel calls over a
+//! - elementwise operations, reductions, products, indexing, `fill`,
+//!   `transpose`, `outer`, array literals and random draws (each row from
+//!   its member's stream) run as typed loops or batched kernel calls over a
 //!   flat buffer of rows: all rows of the columns under [`LaneMode::Mask`]
 //!   (then only the active rows are kept), or the active rows gathered into
 //!   a dense buffer and scattered back under [`LaneMode::Compact`]. A product
 //!   of a shared (invariant) matrix with per-member vectors is ONE call of
 //!   the kernels' batched product over those rows;
-//! - everything else runs row by row on the active rows only, as does any
+//! - what remains (integer products, operands of shapes the batched forms
+//!   do not take) runs row by row on the active rows only, as does any
 //!   operation that faulted in a batched form (to find exactly which rows fault).
 //!
 //! The [`Engine`] keeps its buffers from step to step: a result is computed
