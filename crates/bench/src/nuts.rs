@@ -112,8 +112,10 @@ fn strategies() -> [(Strategy, BlockChoice); 2] {
 }
 
 /// Plain `value_and_grad` of the model (whose parameter is `[f64; D]`) over
-/// `chains` members at random points: gradients per second (median of
-/// repetitions within a budget).
+/// `chains` members: gradients per second in steady state, the marginal
+/// rate of the gradient steps alone (each member takes `count` steps of a
+/// tiny gradient ascent, in runs of 4 and of 12 steps; median times of
+/// repetitions within a budget), so that the run's setup does not count.
 fn plain_gradients(
     source: &str,
     data: &str,
@@ -124,37 +126,46 @@ fn plain_gradients(
     budget: f64,
 ) -> f64 {
     let program = format!(
-        "{source}\nfn bench_grad(theta: [f64; D]) -> (f64, [f64; D]) {{\n    value_and_grad(log_density, theta)\n}}\n"
+        "{source}\nfn bench_grad(theta: [f64; D], count: i64) -> f64 {{\n    let mut t = theta;\n    let mut total = 0.0;\n    for _k in 0..count {{\n        let (value, g) = value_and_grad(log_density, t);\n        t = t + 0.000001 * g;\n        total += value;\n    }}\n    total\n}}\n"
     );
     let compiled = autobatch::compile(&program, "bench.ab").expect("the benchmark model compiles");
     let serde_json::Value::Object(statics) = serde_json::from_str::<Value>(data).expect("JSON")
     else {
         unreachable!("the data is an object")
     };
-    let mut inputs = Inputs::new();
-    for (name, value) in statics {
-        inputs = inputs.shared(&name, value);
-    }
     let mut rng = DataRng(7);
     let points: Vec<Vec<f64>> = (0..chains)
         .map(|_| (0..dim).map(|_| 0.1 * rng.normal()).collect())
         .collect();
-    let batch = compiled
-        .bind("bench_grad", &inputs.batched("theta", points))
-        .expect("binds");
     let config = RunConfig {
         strategy,
         block_choice,
         ..RunConfig::default()
     };
-    let mut times = Vec::new();
-    let began = Instant::now();
-    while times.len() < 3 || (began.elapsed().as_secs_f64() < budget && times.len() < 20) {
-        let result = batch.run(&config).expect("runs");
-        times.push(result.stats.wall_seconds);
-    }
-    times.sort_by(f64::total_cmp);
-    chains as f64 / times[times.len() / 2]
+    let seconds = |count: i64| {
+        let mut inputs = Inputs::new();
+        for (name, value) in &statics {
+            inputs = inputs.shared(name, value.clone());
+        }
+        let batch = compiled
+            .bind(
+                "bench_grad",
+                &inputs
+                    .batched("theta", points.clone())
+                    .shared("count", count),
+            )
+            .expect("binds");
+        let mut times = Vec::new();
+        let began = Instant::now();
+        while times.len() < 3 || (began.elapsed().as_secs_f64() < budget && times.len() < 20) {
+            let result = batch.run(&config).expect("runs");
+            times.push(result.stats.wall_seconds);
+        }
+        times.sort_by(f64::total_cmp);
+        times[times.len() / 2]
+    };
+    let (short, long) = (seconds(4), seconds(12));
+    chains as f64 * 8.0 / (long - short).max(1e-9)
 }
 
 fn logistic(quick: bool, only: &Option<Vec<usize>>) -> Value {
