@@ -5,7 +5,8 @@
 //!   data points, D = 100 regressors (fixed seed): NUTS gradient evaluations
 //!   per second (gradients used by chains, summed over chains) against the
 //!   number of chains, for program-counter and local-static; beside it the
-//!   plain `value_and_grad` throughput of the same batch, and their ratio.
+//!   plain `value_and_grad` throughput of the same batch (steady state: the
+//!   marginal rate of gradient steps, setup excluded), and their ratio.
 //! - `correlated_gaussian` (Figure 7): a 100-dimensional correlated Gaussian;
 //!   the utilization of the batched gradient (active lanes / (executions x
 //!   chains) of the leapfrog's gradient) against the number of chains, for
