@@ -74,7 +74,11 @@ fn the_seed_of_grad_is_folded_away() {
     use autobatch_ir::{BinaryOp as B, UnaryOp as U};
     assert_eq!(count(grad, |p| *p == unary(U::Neg)), 0);
     assert_eq!(count(grad, |p| *p == binary(B::Mul)), 1, "Y * z only");
-    assert_eq!(count(grad, |p| *p == binary(B::Sub)), 2, "the value's and Y - σ(z)");
+    assert_eq!(
+        count(grad, |p| *p == binary(B::Sub)),
+        2,
+        "the value's and Y - σ(z)"
+    );
     assert_eq!(count(grad, |p| matches!(p, Prim::Fill(_))), 0);
     assert_eq!(count(grad, |p| *p == Prim::Vecmat), 1);
 }
