@@ -124,7 +124,7 @@ pub fn run_reference(
 }
 
 pub use batched::engine::LaneMode;
-pub use batched::BlockChoice;
+pub use batched::{available_memory_bytes, BlockChoice};
 
 /// The batching strategies (and the reference executor, which batches nothing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -239,6 +239,21 @@ impl Model {
             .map_err(|e| SampleError::Config(e.to_string()))?;
         let dim = self.dim();
         let chains = config.chains;
+        // The host keeps every chain's state and draws: refuse a run that
+        // cannot fit before allocating any of it (the batch's own run checks
+        // its variables again).
+        let per_chain = 8 * (config.draws as u128 * (dim as u128 + 4) + 64 * dim as u128 + 1024);
+        let needed = per_chain * chains as u128;
+        let available = autobatch::available_memory_bytes() as u128;
+        if needed > available {
+            return Err(SampleError::Config(format!(
+                "{chains} chains of {} draws would need about {} MiB for their state and draws, \
+                 but only {} MiB of memory is available; run fewer chains or draws",
+                config.draws,
+                needed >> 20,
+                available >> 20
+            )));
+        }
         let (init_buffer, term_buffer, base_window) = window_params(config.warmup);
 
         // The state before iteration 0 (which draws the initial point).

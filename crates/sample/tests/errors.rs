@@ -188,6 +188,14 @@ fn meaningless_settings() {
             },
             "acceptance",
         ),
+        // Refused before anything is allocated, not an out-of-memory abort.
+        (
+            SampleConfig {
+                chains: 1_000_000_000,
+                ..SampleConfig::default()
+            },
+            "run fewer chains",
+        ),
     ] {
         let e = model.sample(&config, &mut |_| {}).unwrap_err();
         assert_eq!(e.exit_code(), 2);

@@ -203,7 +203,7 @@ pub fn check_value_sizes(program: &autobatch_ir::Program, symbols: &[u64]) -> Re
 }
 
 /// Memory the run may use: what the system reports available, else 8 GiB.
-fn available_memory_bytes() -> u64 {
+pub fn available_memory_bytes() -> u64 {
     let from_proc = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|text| {
