@@ -2067,24 +2067,13 @@ impl FunctionChecker<'_, '_> {
             }
             out.push(arg);
         }
-        let mut const_args = Vec::new();
-        for (i, b) in bindings.iter().enumerate() {
-            match b {
-                Some(d) => const_args.push(*d),
-                None => {
-                    return Err(error(
-                        format!(
-                            "cannot infer the const parameter `{}` of `{}` from the arguments",
-                            sig.const_params[i], sig.name
-                        ),
-                        loc,
-                        end,
-                        "cannot infer",
-                    )
-                    .map_note(format!("give it explicitly: `{}::<N>(...)`", sig.name)))
-                }
-            }
-        }
+        let const_args = inferred_const_args(
+            &sig,
+            &bindings,
+            "the arguments",
+            format!("give it explicitly: `{}::<N>(...)`", sig.name),
+            (loc, end),
+        )?;
         let ret = substitute(&sig.ret, &const_args);
         Ok(mk(
             ExprKind::Call {
@@ -2251,27 +2240,13 @@ impl FunctionChecker<'_, '_> {
                 format!("expected `{}`", self.show_with(&want, &sig.const_params)),
             ));
         }
-        let mut const_args = Vec::new();
-        for (i, b) in bindings.iter().enumerate() {
-            match b {
-                Some(d) => const_args.push(*d),
-                None => {
-                    return Err(error(
-                        format!(
-                            "cannot infer the const parameter `{}` of `{}` from the point",
-                            sig.const_params[i], sig.name
-                        ),
-                        loc,
-                        end,
-                        "cannot infer",
-                    )
-                    .map_note(format!(
-                        "give it explicitly: `{name}({}::<N>, x)`",
-                        sig.name
-                    )))
-                }
-            }
-        }
+        let const_args = inferred_const_args(
+            &sig,
+            &bindings,
+            "the point",
+            format!("give it explicitly: `{name}({}::<N>, x)`", sig.name),
+            (loc, end),
+        )?;
         let point_ty = substitute(&pty, &const_args);
         let ty = if name == "value_and_grad" {
             Ty::Tuple(vec![substitute(&sig.ret, &const_args), point_ty])
@@ -3381,4 +3356,34 @@ fn compound_assignment(op: &syn::BinOp) -> Option<BinaryOp> {
         B::ShrAssign(_) => BinaryOp::Shr,
         _ => return None,
     })
+}
+
+/// The const arguments of a call of `sig` once inference from `from` (the
+/// arguments, the point of a `grad`) is done: an error naming the first one
+/// still unknown, with `hint` as its note.
+fn inferred_const_args(
+    sig: &Signature,
+    bindings: &[Option<DimExpr>],
+    from: &str,
+    hint: String,
+    (loc, end): (Loc, Loc),
+) -> CheckResult<Vec<DimExpr>> {
+    bindings
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            b.ok_or_else(|| {
+                error(
+                    format!(
+                        "cannot infer the const parameter `{}` of `{}` from {from}",
+                        sig.const_params[i], sig.name
+                    ),
+                    loc,
+                    end,
+                    "cannot infer",
+                )
+                .map_note(hint.clone())
+            })
+        })
+        .collect()
 }
