@@ -269,6 +269,11 @@ impl Engine {
                 copy_rows(exec, slots);
                 return;
             }
+            if let Prim::IndexSet = prim {
+                if index_set_in_place(exec, slots) {
+                    return;
+                }
+            }
             if exec.args.len() <= MAX_ARGS && self.run_rowwise(exec, slots, env) {
                 return;
             }
@@ -1229,6 +1234,71 @@ fn reduce_rows(op: ReduceOp, x: Values<'_>, row_len: usize, out: ValuesMut<'_>) 
         (Values::Usize(v), ValuesMut::Usize(o)) => integer(op, v, row_len, o),
         (x, _) => panic!("internal error: {op:?} of {}", x.ty()),
     }
+}
+
+/// `x = index_set(x, i, v)` on a column `x`: writes each active row's item
+/// where it belongs, leaving the rest of the row alone, so that filling an
+/// array element by element costs the elements written, not the array's
+/// length each time. False, having written nothing, when the operands do
+/// not fit this path (the destination is not the array operand, or not a
+/// column) or some row's index is out of bounds (the general paths then
+/// report exactly which rows fault).
+fn index_set_in_place(exec: &PrimExecution<'_>, slots: &mut [Slot]) -> bool {
+    let (Some(dst), [array, index, value]) = (exec.dst, exec.args) else {
+        return false;
+    };
+    if *array != dst || *index == dst || *value == dst {
+        return false;
+    }
+    let Slot::Column(column) = &slots[dst] else {
+        return false;
+    };
+    let Some(&length) = column.shape.first() else {
+        return false;
+    };
+    if length == 0 {
+        return false;
+    }
+    let item = column.row_len / length;
+    let row_len = column.row_len;
+    let ty = column.data.ty();
+    let value_fits = match &slots[*value] {
+        Slot::Column(c) => c.row_len == item && c.data.ty() == ty,
+        Slot::Invariant(Some(t)) => t.data.len() == item && t.data.ty() == ty,
+        Slot::Invariant(None) => false,
+    };
+    let position = |r: u32| -> Option<usize> {
+        let p = match &slots[*index] {
+            Slot::Column(c) => integer_at(&c.data, r as usize),
+            Slot::Invariant(Some(t)) => integer_at(&t.data, 0),
+            Slot::Invariant(None) => return None,
+        };
+        (p >= 0 && p < length as i128).then_some(p as usize)
+    };
+    if !value_fits || exec.rows.iter().any(|&r| position(r).is_none()) {
+        return false;
+    }
+    let Slot::Column(mut target) = std::mem::replace(&mut slots[dst], Slot::Invariant(None)) else {
+        unreachable!("checked above")
+    };
+    {
+        let mut out = ValuesMut::all(&mut target.data);
+        for &r in exec.rows {
+            let p = match &slots[*index] {
+                Slot::Column(c) => integer_at(&c.data, r as usize),
+                Slot::Invariant(t) => integer_at(&t.as_ref().expect("checked above").data, 0),
+            } as usize;
+            let r = r as usize;
+            let values = match &slots[*value] {
+                Slot::Column(c) => Values::all(&c.data).slice(r * item..(r + 1) * item),
+                Slot::Invariant(t) => Values::all(&t.as_ref().expect("checked above").data),
+            };
+            let start = r * row_len + p * item;
+            copy_values(values, out.slice(start..start + item));
+        }
+    }
+    slots[dst] = Slot::Column(target);
+    true
 }
 
 /// Element `i` of an integer buffer, exactly.
