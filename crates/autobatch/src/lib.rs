@@ -62,6 +62,7 @@ pub use json_output::{
 pub use run::{default_threads, BlockChoice, Lanes, RunConfig, RunError, RunResult, Strategy};
 
 pub use autobatch_exec::{
-    available_memory_bytes, OpCount, Stats, DEFAULT_MAX_STACK_DEPTH, DEFAULT_MAX_STEPS,
+    available_memory_bytes, Observer, OpCount, RunProgress, Stats, DEFAULT_MAX_STACK_DEPTH,
+    DEFAULT_MAX_STEPS,
 };
 pub use autobatch_types::{ErrorKind, Loc, MemberError, Scalar, ScalarType, Tensor, Type, Value};

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use autobatch_exec::{RunOptions, Stats, DEFAULT_MAX_STACK_DEPTH, DEFAULT_MAX_STEPS};
+use autobatch_exec::{Observer, RunOptions, Stats, DEFAULT_MAX_STACK_DEPTH, DEFAULT_MAX_STEPS};
 use autobatch_types::{MemberError, Value};
 
 use crate::bind::BoundBatch;
@@ -83,6 +83,7 @@ impl RunConfig {
             max_steps: self.max_steps,
             seed: self.seed,
             threads: self.threads,
+            observer: None,
         }
     }
 }
@@ -129,8 +130,22 @@ impl BoundBatch {
     /// Runs the batch. Errors of single members are in the result; an `Err`
     /// means nothing ran (an unimplemented strategy or a meaningless config).
     pub fn run(&self, config: &RunConfig) -> Result<RunResult, RunError> {
+        self.run_observed(config, None)
+    }
+
+    /// [`BoundBatch::run`], calling `observer` while the run goes (at most
+    /// once per its interval) with the operation counts so far. Observing
+    /// changes no result.
+    pub fn run_observed(
+        &self,
+        config: &RunConfig,
+        observer: Option<Observer>,
+    ) -> Result<RunResult, RunError> {
         config.validate()?;
-        let options = config.run_options();
+        let options = RunOptions {
+            observer,
+            ..config.run_options()
+        };
         let batching = autobatch_exec::BatchingOptions {
             lanes: config.lanes,
             block_choice: config.block_choice,

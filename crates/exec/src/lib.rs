@@ -32,6 +32,46 @@ pub struct RunOptions {
     pub seed: u64,
     /// Worker threads for large operations (1 = none).
     pub threads: usize,
+    /// Called while the run goes, with the counts so far.
+    pub observer: Option<Observer>,
+}
+
+/// Watches a run while it goes: every executor calls `callback` between
+/// steps, at most once per `interval`, with the operation counts so far (a
+/// host can follow how far its members are, say to draw a progress bar,
+/// from the executions of an operation it knows runs once per iteration).
+/// It cannot change the run.
+#[derive(Clone)]
+pub struct Observer {
+    pub interval: std::time::Duration,
+    pub callback: std::sync::Arc<dyn Fn(&RunProgress<'_>) + Send + Sync>,
+}
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observer")
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an [`Observer`] sees: the blocks executed so far, and the count of
+/// every user operation so far (in no particular order).
+#[derive(Clone, Copy, Debug)]
+pub struct RunProgress<'a> {
+    pub steps: u64,
+    pub op_counts: &'a [OpCount],
+}
+
+impl RunProgress<'_> {
+    /// The active lanes of every operation at `line`, summed.
+    pub fn active_lanes_at_line(&self, line: u32) -> u64 {
+        self.op_counts
+            .iter()
+            .filter(|op| op.loc.line == line)
+            .map(|op| op.active_lanes)
+            .sum()
+    }
 }
 
 impl Default for RunOptions {
@@ -41,6 +81,7 @@ impl Default for RunOptions {
             max_steps: DEFAULT_MAX_STEPS,
             seed: 0,
             threads: 1,
+            observer: None,
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::storage::{self, Column, Slot};
 use crate::batched::{
     check_memory, column_slot, concrete_shape, stack_overflow, step_limit, value_bytes, OpCounter,
+    Watch,
 };
 use crate::{Arg, Batch, Env, RunOptions, RunOutput, Stats};
 
@@ -39,6 +40,7 @@ struct Run<'a> {
     /// Per member: the error that stopped it, if any.
     errors: Vec<Option<MemberError>>,
     counter: OpCounter,
+    watch: Watch<'a>,
     /// Counter index of each op, per function and block.
     op_counters: Vec<Vec<Vec<Option<usize>>>>,
     steps: u64,
@@ -112,6 +114,7 @@ fn run_on_this_thread(
         steps_taken: vec![0; members],
         errors: vec![None; members],
         counter,
+        watch: Watch::new(options),
         op_counters,
         steps: 0,
         engine: Engine::new(options.threads),
@@ -217,6 +220,7 @@ impl Run<'_> {
         while let Some((block_id, mut rows)) = queue.pop_first() {
             rows.sort_unstable();
             let block = &function.blocks[block_id];
+            self.watch.tick(self.steps, &self.counter);
             self.steps += 1;
             rows.retain(|&r| {
                 let member = members[r as usize] as usize;

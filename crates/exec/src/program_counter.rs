@@ -26,6 +26,7 @@ use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::storage::{Slot, ValueStack};
 use crate::batched::{
     check_memory, column_slot, stack_overflow, step_limit, value_bytes, BlockChoice, OpCounter,
+    Watch,
 };
 use crate::{Arg, Batch, Env, RunOptions, RunOutput, Stats};
 
@@ -156,7 +157,9 @@ pub fn run(
             }
         };
 
+    let mut watch = Watch::new(options);
     while let Some(pc) = choose(&nonempty, &waiting, choice) {
+        watch.tick(steps, &counter);
         nonempty.remove(&pc);
         rows.clear();
         std::mem::swap(&mut rows, &mut waiting[pc as usize]);

@@ -29,7 +29,7 @@ use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Prim, Program, Termin
 use autobatch_kernels::{eval, layout, Fault, MemberRng, PrimContext};
 use autobatch_types::{Data, MemberError, Tensor};
 
-use crate::batched::{stack_overflow, step_limit, OpCounter};
+use crate::batched::{stack_overflow, step_limit, OpCounter, Watch};
 use crate::liveness::{last_reads, LastReads};
 use crate::{Batch, Env, RunOptions, RunOutput, Stats};
 
@@ -59,6 +59,7 @@ pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) ->
     let mut counters = Counters {
         ops: op_counter,
         steps: 0,
+        watch: Watch::new(options),
     };
     let started = Instant::now();
     let results = (0..batch.size)
@@ -100,9 +101,10 @@ struct Plan {
 
 /// Figures summed over all members. One member runs at a time, so every
 /// execution of an operation has exactly one active lane.
-struct Counters {
+struct Counters<'a> {
     ops: OpCounter,
     steps: u64,
+    watch: Watch<'a>,
 }
 
 /// One activation of a function.
@@ -117,16 +119,16 @@ struct Frame {
 }
 
 /// The execution of one member.
-struct MemberRun<'a> {
+struct MemberRun<'a, 'w> {
     program: &'a Program,
     plan: &'a Plan,
     options: &'a RunOptions,
-    counters: &'a mut Counters,
+    counters: &'a mut Counters<'w>,
     /// Blocks this member has entered.
     steps: u64,
 }
 
-impl MemberRun<'_> {
+impl MemberRun<'_, '_> {
     fn run(&mut self, env: &Env, batch: &Batch, member: usize) -> Result<Vec<Tensor>, MemberError> {
         let program = self.program;
         let plan = self.plan;
@@ -274,6 +276,10 @@ impl MemberRun<'_> {
             ));
         }
         self.steps += 1;
+        let counters = &mut *self.counters;
+        counters
+            .watch
+            .tick(counters.steps + self.steps, &counters.ops);
         Ok(())
     }
 }

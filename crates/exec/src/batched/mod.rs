@@ -52,6 +52,46 @@ impl std::str::FromStr for BlockChoice {
     }
 }
 
+/// Calls a run's [`Observer`](crate::Observer), if it has one, at most once
+/// per its interval: executors call [`Watch::tick`] after every step.
+pub struct Watch<'a> {
+    observer: Option<&'a crate::Observer>,
+    last: std::time::Instant,
+    /// Steps until the clock is read again (reading it every step would cost
+    /// more than a small step).
+    countdown: u32,
+}
+
+impl<'a> Watch<'a> {
+    pub fn new(options: &'a crate::RunOptions) -> Watch<'a> {
+        Watch {
+            observer: options.observer.as_ref(),
+            last: std::time::Instant::now(),
+            countdown: 0,
+        }
+    }
+
+    #[inline]
+    pub fn tick(&mut self, steps: u64, counter: &OpCounter) {
+        let Some(observer) = self.observer else {
+            return;
+        };
+        if self.countdown > 0 {
+            self.countdown -= 1;
+            return;
+        }
+        self.countdown = 16;
+        let now = std::time::Instant::now();
+        if now.duration_since(self.last) >= observer.interval {
+            self.last = now;
+            (observer.callback)(&crate::RunProgress {
+                steps,
+                op_counts: counter.counts(),
+            });
+        }
+    }
+}
+
 /// Counts executions of the user's primitive operations, keyed by name and location.
 #[derive(Default)]
 pub struct OpCounter {
@@ -108,6 +148,11 @@ impl OpCounter {
             })
             .collect();
         (counter, indices)
+    }
+
+    /// The counts so far, in registration order.
+    pub fn counts(&self) -> &[OpCount] {
+        &self.counts
     }
 
     pub fn record(&mut self, counter: Option<usize>, active: usize) {
