@@ -10,9 +10,10 @@
 //! - `correlated_gaussian` (Figure 7): a 100-dimensional correlated Gaussian;
 //!   the utilization of the batched gradient (active lanes / (executions x
 //!   chains) of the leapfrog's gradient) against the number of chains, for
-//!   program-counter and local-static, with one, ten and a hundred
-//!   trajectories per run of the batch (after a warmup that adapts each
-//!   chain; `sample` runs 100 per segment).
+//!   program-counter and local-static, with one and ten trajectories per
+//!   run of the batch (the chains wait for one another at the end of each
+//!   run, as a sampler that synchronises per trajectory does), and with all
+//!   of them in one run, as `sample` runs them (warmup runs the same way).
 //!
 //! Prints one JSON document on stdout. Times are wall seconds of the
 //! sampler's runs (binding and running), excluding compilation.
@@ -169,7 +170,7 @@ fn plain_gradients(
     chains as f64 * 8.0 / (long - short).max(1e-9)
 }
 
-fn logistic(quick: bool, only: &Option<Vec<usize>>) -> Value {
+fn logistic(quick: bool, only: &Option<Vec<usize>>, lengths: Option<(usize, usize)>) -> Value {
     let (n, d) = (10_000, 100);
     let data = logistic_data(n, d);
     let default: &[usize] = if quick {
@@ -178,7 +179,7 @@ fn logistic(quick: bool, only: &Option<Vec<usize>>) -> Value {
         &[1, 4, 16, 64, 256, 1024]
     };
     let chain_counts = only.as_deref().unwrap_or(default);
-    let (warmup, draws) = if quick { (10, 10) } else { (20, 20) };
+    let (warmup, draws) = lengths.unwrap_or(if quick { (10, 10) } else { (20, 20) });
     let model = Model::new(LOGISTIC, "logistic.ab", &data).expect("the logistic model compiles");
     let mut rows = Vec::new();
     for &(strategy, block_choice) in &strategies() {
@@ -235,7 +236,7 @@ fn logistic(quick: bool, only: &Option<Vec<usize>>) -> Value {
 fn correlated_gaussian(
     quick: bool,
     only: &Option<Vec<usize>>,
-    trajectories_list: &Option<Vec<usize>>,
+    trajectories_list: &Option<Vec<Option<usize>>>,
 ) -> Value {
     let d = 100;
     let rho = 0.9;
@@ -248,16 +249,19 @@ fn correlated_gaussian(
     let chain_counts = only.as_deref().unwrap_or(default);
     let warmup = if quick { 100 } else { 200 };
     let mut rows = Vec::new();
-    for &trajectories in trajectories_list.as_deref().unwrap_or(&[1, 10, 100]) {
-        let model = Model::with_segment(GAUSSIAN, "gaussian.ab", &data, trajectories)
-            .expect("the Gaussian model compiles");
+    let model = Model::new(GAUSSIAN, "gaussian.ab", &data).expect("the Gaussian model compiles");
+    for &trajectories in trajectories_list
+        .as_deref()
+        .unwrap_or(&[Some(1), Some(10), None])
+    {
         for &(strategy, block_choice) in &strategies() {
             for &chains in chain_counts {
-                // Warmup runs in the same short segments; only sampling is measured.
+                // Warmup runs in the same segments; only sampling is measured.
                 let config = SampleConfig {
                     chains,
                     warmup,
-                    draws: if quick { 20.max(trajectories) } else { 100 },
+                    draws: if quick { 20 } else { 100 },
+                    segment: trajectories,
                     run: RunConfig {
                         strategy,
                         block_choice,
@@ -272,7 +276,10 @@ fn correlated_gaussian(
                 let row = json!({
                     "strategy": strategy.name(),
                     "block_choice": block_choice.name(),
-                    "trajectories_per_run": trajectories,
+                    "trajectories_per_run": match trajectories {
+                        Some(t) => json!(t),
+                        None => json!("all"),
+                    },
                     "chains": chains,
                     "utilization": run.sampling_figures.utilization(chains),
                     "gradient_executions": run.sampling_figures.gradient_executions,
@@ -312,7 +319,41 @@ pub fn main(args: &[String]) {
         )
     };
     let only = list_flag("--chains");
-    let trajectories = list_flag("--trajectories");
+    let trajectories: Option<Vec<Option<usize>>> = args
+        .iter()
+        .position(|a| a == "--trajectories")
+        .and_then(|i| args.get(i + 1))
+        .map(|list| {
+            list.split(',')
+                .map(|n| match n.trim() {
+                    "all" => None,
+                    n => match n.parse::<usize>() {
+                        Ok(n) if n > 0 => Some(n),
+                        _ => {
+                            eprintln!("error: --trajectories takes a comma-separated list of positive integers or `all`, not `{list}`");
+                            std::process::exit(2)
+                        }
+                    },
+                })
+                .collect()
+        });
+    let number_flag = |flag: &str| -> Option<usize> {
+        let text = args
+            .iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))?;
+        match text.parse::<usize>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                eprintln!("error: {flag} takes a number, not `{text}`");
+                std::process::exit(2)
+            }
+        }
+    };
+    let lengths = match (number_flag("--warmup"), number_flag("--draws")) {
+        (None, None) => None,
+        (warmup, draws) => Some((warmup.unwrap_or(20), draws.unwrap_or(20).max(1))),
+    };
     let want_logistic = args.iter().any(|a| a == "logistic");
     let want_gaussian = args.iter().any(|a| a == "gaussian");
     let both = !want_logistic && !want_gaussian;
@@ -327,7 +368,7 @@ pub fn main(args: &[String]) {
         );
     }
     if both || want_logistic {
-        out.insert("logistic".into(), logistic(quick, &only));
+        out.insert("logistic".into(), logistic(quick, &only, lengths));
     }
     println!(
         "{}",

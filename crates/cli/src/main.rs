@@ -115,6 +115,16 @@ enum Command {
         /// Write the sampler's figures to this JSON file.
         #[arg(long, value_name = "STATS.json")]
         stats: Option<PathBuf>,
+        /// Adapt one step size and one metric for all chains, pooling their
+        /// warmup: chains then wait for one another during warmup, and a
+        /// chain's draws depend on the others. Without it, each chain adapts
+        /// alone and no chain ever waits for another.
+        #[arg(long)]
+        pooled_adaptation: bool,
+        /// With --pooled-adaptation: the warmup iterations between two
+        /// poolings (also at the end of every adaptation window).
+        #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = 1, requires = "pooled_adaptation")]
+        pool_every: usize,
     },
 }
 
@@ -321,6 +331,8 @@ fn execute(command: Command) -> Result<(), Failure> {
             threads,
             output,
             stats,
+            pooled_adaptation,
+            pool_every,
         } => {
             let source = read_file(&model, "model")?;
             let data_text = read_file(&data, "data")?;
@@ -337,6 +349,11 @@ fn execute(command: Command) -> Result<(), Failure> {
                     seed,
                     threads: threads.unwrap_or_else(autobatch::default_threads),
                     ..RunConfig::default()
+                },
+                adaptation: if pooled_adaptation {
+                    autobatch_sample::Adaptation::Pooled { every: pool_every }
+                } else {
+                    autobatch_sample::Adaptation::PerChain
                 },
                 ..autobatch_sample::SampleConfig::default()
             };
@@ -360,6 +377,11 @@ fn execute(command: Command) -> Result<(), Failure> {
                 })
                 .map_err(|e| sample_failure(e, &data))?;
             bar.finish_and_clear();
+            // Exit 0, as `run` does when some members fail: the other chains'
+            // draws are written, and every failure is named.
+            for failure in &run.failures {
+                eprintln!("warning: {failure}");
+            }
             if let Some(path) = &output {
                 let file = std::fs::File::create(path).map_err(|e| {
                     Failure::Usage(format!("cannot write `{}`: {e}", path.display()))

@@ -277,3 +277,141 @@ fn bad_data_and_usage_exit_2() {
         "fast",
     );
 }
+
+/// A chain whose log density faults is named on stderr and left out; the
+/// others' draws are written and the run exits 0, as `run` does when some
+/// members fail. When every chain fails, the run exits 2 naming the error.
+#[test]
+fn failed_chains_are_named_and_the_others_kept() {
+    let s = Scratch::new("failing");
+    let model = s.file(
+        "model.ab",
+        "fn log_density(theta: [f64; 2]) -> f64 {
+    let table = [1.0, 1.0];
+    let i = if theta[0] > 1.0 && theta[0] < 1.001 { 5 } else { 0 };
+    -0.5 * dot(theta, theta) * table[i]
+}
+",
+    );
+    let data = s.file("data.json", "{}");
+    let csv = s.dir.join("draws.csv");
+    let stats = s.dir.join("stats.json");
+    let output = autobatch(&[
+        "sample",
+        model.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--chains",
+        "8",
+        "--warmup",
+        "150",
+        "--draws",
+        "150",
+        "--seed",
+        "4",
+        "--output",
+        csv.to_str().unwrap(),
+        "--stats",
+        stats.to_str().unwrap(),
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let warnings: Vec<&str> = stderr.lines().collect();
+    assert!(!warnings.is_empty() && warnings.len() < 8, "{stderr}");
+    for line in &warnings {
+        assert!(line.starts_with("warning: chain "), "{line}");
+        assert!(line.contains("index_out_of_bounds at "), "{line}");
+        assert!(line.contains("model.ab:4:32:"), "{line}");
+    }
+    let stats: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let failed = stats["failed_chains"].as_array().unwrap();
+    let finished = stats["finished_chains"].as_array().unwrap();
+    assert_eq!(failed.len(), warnings.len());
+    assert_eq!(failed.len() + finished.len(), 8);
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv.lines().count(), 1 + finished.len() * 150);
+    for chain in failed {
+        let prefix = format!("\n{},", chain["chain"]);
+        assert!(
+            !csv.contains(&prefix),
+            "chain {} in the CSV",
+            chain["chain"]
+        );
+    }
+    assert!(text(&output.stdout).contains("stopped with an error"));
+
+    let all_fail = s.file(
+        "bad.ab",
+        "fn log_density(theta: [f64; 2]) -> f64 {
+    let table = [1.0, 1.0];
+    let i = if theta[0] > -100.0 { 5 } else { 0 };
+    -0.5 * dot(theta, theta) * table[i]
+}
+",
+    );
+    assert_fails(
+        &autobatch(&[
+            "sample",
+            all_fail.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+            "--warmup",
+            "10",
+            "--draws",
+            "10",
+        ]),
+        2,
+        "every chain stopped with an error; the first: chain 0 stopped: index_out_of_bounds at",
+    );
+}
+
+#[test]
+fn pooled_adaptation_gives_every_chain_one_step_size() {
+    let s = Scratch::new("pooled");
+    let model = s.file("model.ab", MODEL);
+    let data = s.file("data.json", DATA);
+    let stats = s.dir.join("stats.json");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "sample",
+            model.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+            "--chains",
+            "3",
+            "--warmup",
+            "120",
+            "--draws",
+            "50",
+            "--stats",
+            stats.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        autobatch(&args)
+    };
+    let output = run(&["--pooled-adaptation", "--pool-every", "5"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stats_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let steps = stats_json["step_size"].as_array().unwrap();
+    assert_eq!(steps.len(), 3);
+    assert!(steps.iter().all(|s| s == &steps[0]), "{steps:?}");
+    assert!(stats_json["batch_runs"].as_u64().unwrap() > 20);
+
+    let output = run(&[]);
+    assert_eq!(output.status.code(), Some(0));
+    let stats_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(stats_json["batch_runs"], 1);
+    let steps = stats_json["step_size"].as_array().unwrap();
+    assert!(steps.iter().any(|s| s != &steps[0]), "{steps:?}");
+
+    // --pool-every only means something with --pooled-adaptation.
+    assert_fails(&run(&["--pool-every", "5"]), 2, "--pooled-adaptation");
+    assert_fails(
+        &run(&["--pooled-adaptation", "--pool-every", "0"]),
+        2,
+        "--pool-every",
+    );
+}

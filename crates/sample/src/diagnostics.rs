@@ -136,7 +136,12 @@ pub fn rhat(chains: &[Vec<f64>]) -> f64 {
         return f64::NAN;
     }
     let split = split_chains(chains);
-    let bulk = rhat_basic(&rank_normalize(&split));
+    rhat_of_split(&split, &rank_normalize(&split))
+}
+
+/// R-hat from the split chains and their rank normalization.
+fn rhat_of_split(split: &[Vec<f64>], normalized: &[Vec<f64>]) -> f64 {
+    let bulk = rhat_basic(normalized);
     let median = quantile(&split.concat(), 0.5);
     let folded: Vec<Vec<f64>> = split
         .iter()
@@ -230,11 +235,16 @@ pub fn ess_bulk(chains: &[Vec<f64>]) -> f64 {
 /// The `p` quantile of `xs`, interpolating linearly between order
 /// statistics (R's and NumPy's default).
 pub fn quantile(xs: &[f64], p: f64) -> f64 {
-    if xs.is_empty() {
-        return f64::NAN;
-    }
     let mut sorted = xs.to_vec();
     sorted.sort_by(f64::total_cmp);
+    quantile_of_sorted(&sorted, p)
+}
+
+/// [`quantile`] of values already sorted.
+fn quantile_of_sorted(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
     let h = (sorted.len() - 1) as f64 * p;
     let lo = h.floor() as usize;
     let hi = (lo + 1).min(sorted.len() - 1);
@@ -253,21 +263,43 @@ pub struct Summary {
     pub ess_bulk: f64,
 }
 
-/// The summary of one parameter's draws, `[chain][draw]`.
+/// The summary of one parameter's draws, `[chain][draw]`: the same numbers
+/// as [`quantile`], [`rhat`] and [`ess_bulk`], sorting once for the
+/// quantiles and rank-normalizing the split chains once for both R-hat and ESS.
 pub fn summarize(chains: &[Vec<f64>]) -> Summary {
-    let all = chains.concat();
+    let mut all = chains.concat();
     let sd = if all.len() > 1 {
         variance(&all).sqrt()
     } else {
         f64::NAN
     };
+    let mean = if all.is_empty() { f64::NAN } else { mean(&all) };
+    all.sort_by(f64::total_cmp);
+    let finite = all_finite(chains);
+    let (rhat, ess_bulk) = if chains.is_empty() || !finite {
+        (f64::NAN, f64::NAN)
+    } else {
+        let split = split_chains(chains);
+        let normalized = rank_normalize(&split);
+        let rhat = if chains.iter().any(|c| c.len() < 4) {
+            f64::NAN
+        } else {
+            rhat_of_split(&split, &normalized)
+        };
+        let ess = if chains.iter().any(|c| c.len() < 8) {
+            f64::NAN
+        } else {
+            ess_basic(&normalized)
+        };
+        (rhat, ess)
+    };
     Summary {
-        mean: if all.is_empty() { f64::NAN } else { mean(&all) },
+        mean,
         sd,
-        q5: quantile(&all, 0.05),
-        q50: quantile(&all, 0.5),
-        q95: quantile(&all, 0.95),
-        rhat: rhat(chains),
-        ess_bulk: ess_bulk(chains),
+        q5: quantile_of_sorted(&all, 0.05),
+        q50: quantile_of_sorted(&all, 0.5),
+        q95: quantile_of_sorted(&all, 0.95),
+        rhat,
+        ess_bulk,
     }
 }

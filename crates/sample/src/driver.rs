@@ -1,10 +1,13 @@
-//! Running the chains: all of them as one batch, segment after segment of
-//! at most [`SEGMENT`](crate::SEGMENT) iterations, the chains' state passing from one run of
-//! the batch to the next as batched inputs.
+//! Running the chains: all of them as one batch, warmup and sampling in
+//! one run of it, so that no chain ever waits for another. Only pooled
+//! adaptation (which a user asks for) and benchmarks that imitate samplers
+//! synchronising per trajectory run the batch in segments, the chains' state
+//! passing from one run to the next as batched inputs.
 
-use std::time::Instant;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
-use autobatch::{RunConfig, Tensor, Value};
+use autobatch::{BoundBatch, Observer, RunConfig, RunError, RunProgress, RunResult, Tensor, Value};
 use autobatch_types::Data;
 
 use crate::model::{Model, SampleError};
@@ -22,6 +25,32 @@ pub struct SampleConfig {
     /// How the batch runs: strategy, lanes, threads; and the seed. The
     /// limits are set by the sampler (no step limit: a long trajectory is not an error).
     pub run: RunConfig,
+    /// Whether each chain adapts alone or the chains pool their adaptation.
+    pub adaptation: Adaptation,
+    /// Iterations per run of the batch; `None` (the default): all of them in
+    /// one run. Chains wait for one another at the end of every run, so only
+    /// benchmarks set this, to imitate samplers that synchronise every few
+    /// trajectories. Each run has its own random streams, so the draws
+    /// depend on it.
+    pub segment: Option<usize>,
+}
+
+/// How warmup adapts the step size and the metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Adaptation {
+    /// Each chain adapts alone, as Stan does; chains never wait for one
+    /// another, and a chain's draws do not depend on the other chains.
+    PerChain,
+    /// The chains share one step size and one metric. Warmup runs in
+    /// segments of `every` iterations (also ending at every adaptation
+    /// window's end); between segments the chains meet and pool: the metric
+    /// is estimated from every chain's draws of the window, and the step
+    /// size's dual averaging state is averaged over the chains, which (the
+    /// update being linear) is dual averaging driven by the chains' mean
+    /// acceptance statistic when `every` is 1. Sampling then runs in one
+    /// run. A chain's draws depend on the other chains; a failed chain drops
+    /// out of the pool.
+    Pooled { every: usize },
 }
 
 impl Default for SampleConfig {
@@ -35,6 +64,8 @@ impl Default for SampleConfig {
             max_depth: 10,
             target_accept: 0.8,
             run: RunConfig::default(),
+            adaptation: Adaptation::PerChain,
+            segment: None,
         }
     }
 }
@@ -42,17 +73,42 @@ impl Default for SampleConfig {
 /// How far the run is, for a progress display.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Progress {
-    /// Iterations finished by every chain (warmup and sampling).
+    /// Iterations (warmup and sampling) finished per chain, on average over
+    /// the chains.
     pub done: usize,
     pub total: usize,
-    /// Whether the next segment is still warmup.
+    /// Whether some chain is still in warmup.
     pub warming_up: bool,
 }
 
-/// Figures of one phase (warmup or sampling), summed over chains and segments.
+/// A chain that stopped with an error: the other chains' draws are kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainFailure {
+    pub chain: usize,
+    /// The error's kind, as the command line names it (`index_out_of_bounds`, ...).
+    pub kind: String,
+    pub message: String,
+    /// Where, for people: `model.ab:12:5`, or a place in the sampler.
+    pub location: String,
+}
+
+impl std::fmt::Display for ChainFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "chain {} stopped: {} at {}: {}",
+            self.chain, self.kind, self.location, self.message
+        )
+    }
+}
+
+/// Figures of one phase (warmup or sampling), summed over chains and runs.
+/// When both phases share a run (chains finish warmup at different times),
+/// warmup ends, for `seconds` and the gradient executions, when the last
+/// chain finishes it.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PhaseFigures {
-    /// Wall seconds of the phase's runs (binding the inputs and running).
+    /// Wall seconds of the phase (binding the inputs and running).
     pub seconds: f64,
     /// Gradients computed for active chains, summed over chains.
     pub gradient_evaluations: u64,
@@ -72,14 +128,22 @@ impl PhaseFigures {
     }
 }
 
-/// The draws and per-draw statistics of every chain, and the run's figures.
+/// The draws and per-draw statistics of every chain that finished, and the
+/// run's figures. Per-chain vectors hold the chains of `chain_ids`, in order.
 #[derive(Clone, Debug)]
 pub struct SampleRun {
     pub dim: usize,
+    /// Chains run (the batch size), finished or not.
     pub chains: usize,
     pub warmup: usize,
     pub draws: usize,
-    /// Per chain, the draws row after row: `draws[chain][draw * dim + i]`.
+    /// The chains that finished, by number: every chain but the failed ones.
+    pub chain_ids: Vec<usize>,
+    /// The chains that stopped with an error, by chain number.
+    pub failures: Vec<ChainFailure>,
+    /// Runs of the batch: 1 unless adaptation is pooled or segments are set.
+    pub runs: usize,
+    /// Per finished chain, the draws row after row: `samples[k][draw * dim + i]`.
     pub samples: Vec<Vec<f64>>,
     /// Per chain and draw (sampling only): tree depth, leapfrog steps,
     /// divergence, acceptance statistic, log density.
@@ -88,19 +152,36 @@ pub struct SampleRun {
     pub divergent: Vec<Vec<bool>>,
     pub accept_stat: Vec<Vec<f64>>,
     pub log_density: Vec<Vec<f64>>,
-    /// Divergences during warmup, per chain.
+    /// Divergences during warmup, per finished chain.
     pub warmup_divergences: Vec<u64>,
     /// Per chain after warmup: the step size and the diagonal inverse metric.
     pub step_size: Vec<f64>,
     pub inv_metric: Vec<Vec<f64>>,
     pub warmup_figures: PhaseFigures,
     pub sampling_figures: PhaseFigures,
+    /// Every parameter's summary, computed once when first asked for.
+    summaries: std::sync::OnceLock<Vec<crate::diagnostics::Summary>>,
 }
 
 impl SampleRun {
-    /// Draw `draw` of chain `chain`.
-    pub fn draw(&self, chain: usize, draw: usize) -> &[f64] {
-        &self.samples[chain][draw * self.dim..(draw + 1) * self.dim]
+    /// Draw `draw` of the `k`-th finished chain (chain `chain_ids[k]`).
+    pub fn draw(&self, k: usize, draw: usize) -> &[f64] {
+        &self.samples[k][draw * self.dim..(draw + 1) * self.dim]
+    }
+    /// The summary (mean, quantiles, R-hat, ESS) of every parameter, in
+    /// order; computed on first use, the parameters in parallel.
+    pub fn summaries(&self) -> &[crate::diagnostics::Summary] {
+        self.summaries.get_or_init(|| {
+            use rayon::prelude::*;
+            (0..self.dim)
+                .into_par_iter()
+                .map(|i| crate::diagnostics::summarize(&self.coordinate(i)))
+                .collect()
+        })
+    }
+    /// The chains that finished.
+    pub fn finished(&self) -> usize {
+        self.chain_ids.len()
     }
     /// Coordinate `i` of every draw of every chain: `[chain][draw]`.
     pub fn coordinate(&self, i: usize) -> Vec<Vec<f64>> {
@@ -113,7 +194,7 @@ impl SampleRun {
         self.divergent.iter().flatten().filter(|d| **d).count() as u64
     }
     pub fn mean_tree_depth(&self) -> f64 {
-        let n = self.chains * self.draws;
+        let n = self.finished() * self.draws;
         if n == 0 {
             return f64::NAN;
         }
@@ -123,7 +204,7 @@ impl SampleRun {
 
 /// The names of the entry's state parameters, in the order of the state
 /// tuple the entry returns.
-const STATE: [&str; 14] = [
+const STATE: [&str; 15] = [
     "nuts_q",
     "nuts_lp",
     "nuts_g",
@@ -138,7 +219,18 @@ const STATE: [&str; 14] = [
     "nuts_w_m2",
     "nuts_win_size",
     "nuts_win_next",
+    "nuts_restart",
 ];
+const EPS: usize = 3;
+const INV_METRIC: usize = 4;
+const MU: usize = 5;
+const S_BAR: usize = 6;
+const X_BAR: usize = 7;
+const W_N: usize = 9;
+const W_MEAN: usize = 10;
+const W_M2: usize = 11;
+const WIN_NEXT: usize = 13;
+const RESTART: usize = 14;
 
 /// The seed of segment `k`: every segment gets its own streams.
 fn segment_seed(seed: u64, k: u64) -> u64 {
@@ -192,22 +284,249 @@ fn bools(t: &Tensor) -> Result<&[bool], SampleError> {
     }
 }
 
+/// The rows of `per_chain` of the chains `ids` (sorted).
+fn keep_chains<T>(per_chain: Vec<Vec<T>>, ids: &[usize]) -> Vec<Vec<T>> {
+    per_chain
+        .into_iter()
+        .enumerate()
+        .filter(|(c, _)| ids.binary_search(c).is_ok())
+        .map(|(_, x)| x)
+        .collect()
+}
+
+/// Appends the first `n` of `values` to `to`, moving them when `to` is empty.
+fn append(to: &mut Vec<f64>, mut values: Vec<f64>, n: usize) {
+    values.truncate(n);
+    if to.is_empty() {
+        *to = values;
+    } else {
+        to.extend_from_slice(&values);
+    }
+}
+
+fn into_f64s(t: Tensor) -> Result<Vec<f64>, SampleError> {
+    match t.data {
+        Data::F64(v) => Ok(v),
+        _ => Err(SampleError::Run(
+            "internal error: the sampler returned a value of an unexpected type".into(),
+        )),
+    }
+}
+
+/// The library lines the driver watches, in the combined program.
+#[derive(Clone, Copy, Debug)]
+struct Markers {
+    /// The leapfrog's position update: once per gradient of a trajectory.
+    gradient: u32,
+    /// `let it = start + k;`: once per iteration.
+    iteration: u32,
+    /// `da_n += 1.0;`: once per warmup iteration.
+    warmup_iteration: u32,
+}
+
+/// What the observer saw at one moment of a run (or at its end).
+#[derive(Clone, Copy, Debug, Default)]
+struct Snapshot {
+    at: Duration,
+    /// Iterations and warmup iterations done in this run, summed over chains.
+    iterations: u64,
+    warmup_iterations: u64,
+    /// The leapfrog's batched executions, and its active lanes.
+    gradient_executions: u64,
+    gradient_active_lanes: u64,
+}
+
+impl Snapshot {
+    fn take(progress: &RunProgress<'_>, markers: &Markers, at: Duration) -> Snapshot {
+        let mut snapshot = Snapshot {
+            at,
+            ..Snapshot::default()
+        };
+        // Each of these lines has one `add` (operations of the same name at
+        // the same place share a count, so it must be the only one).
+        for op in progress.op_counts.iter().filter(|op| op.op == "add") {
+            if op.loc.line == markers.iteration {
+                snapshot.iterations += op.active_lanes;
+            } else if op.loc.line == markers.warmup_iteration {
+                snapshot.warmup_iterations += op.active_lanes;
+            } else if op.loc.line == markers.gradient {
+                snapshot.gradient_executions += op.executions;
+                snapshot.gradient_active_lanes += op.active_lanes;
+            }
+        }
+        snapshot
+    }
+}
+
+fn scalar_f64(value: &Value) -> f64 {
+    match value {
+        Value::Tensor(Tensor {
+            data: Data::F64(v), ..
+        }) if v.len() == 1 => v[0],
+        _ => f64::NAN,
+    }
+}
+
+fn scalar_i64(value: &Value) -> Option<i64> {
+    match value {
+        Value::Tensor(Tensor {
+            data: Data::I64(v), ..
+        }) if v.len() == 1 => Some(v[0]),
+        _ => None,
+    }
+}
+
+fn vector_f64(value: &Value) -> &[f64] {
+    match value {
+        Value::Tensor(Tensor {
+            data: Data::F64(v), ..
+        }) => v,
+        _ => &[],
+    }
+}
+
+fn f64_value(x: f64) -> Value {
+    Value::Tensor(Tensor {
+        shape: vec![],
+        data: Data::F64(vec![x]),
+    })
+}
+
+fn i64_value(x: i64) -> Value {
+    Value::Tensor(Tensor {
+        shape: vec![],
+        data: Data::I64(vec![x]),
+    })
+}
+
+fn vector_value(x: Vec<f64>) -> Value {
+    Value::Tensor(Tensor {
+        shape: vec![x.len()],
+        data: Data::F64(x),
+    })
+}
+
+/// Pooled adaptation, between two warmup segments: every chain in `alive`
+/// gets the same step size (the geometric mean of theirs) and the mean of
+/// their dual averaging states; after a window's end, also the same metric,
+/// from all their draws of the window (Welford states combined in chain
+/// order), regularized as Stan regularizes one chain's.
+fn pool(state: &mut [Vec<Value>], alive: &[usize], dim: usize) {
+    let n = alive.len() as f64;
+    let mean_of = |k: usize, f: &dyn Fn(f64) -> f64| {
+        alive
+            .iter()
+            .map(|&c| f(scalar_f64(&state[k][c])))
+            .sum::<f64>()
+            / n
+    };
+    let eps = mean_of(EPS, &f64::ln).exp();
+    let mu = mean_of(MU, &|x| x);
+    let s_bar = mean_of(S_BAR, &|x| x);
+    let x_bar = mean_of(X_BAR, &|x| x);
+    let window_ended = matches!(
+        &state[RESTART][alive[0]],
+        Value::Tensor(Tensor { data: Data::Bool(v), .. }) if v.first() == Some(&true)
+    );
+    let metric = window_ended.then(|| {
+        let (mut count, mut mean, mut m2) = (0.0_f64, vec![0.0; dim], vec![0.0; dim]);
+        for &c in alive {
+            let n_b = scalar_i64(&state[W_N][c]).unwrap_or(0) as f64;
+            if n_b == 0.0 {
+                continue;
+            }
+            let (mean_b, m2_b) = (vector_f64(&state[W_MEAN][c]), vector_f64(&state[W_M2][c]));
+            let total = count + n_b;
+            for i in 0..dim {
+                let delta = mean_b[i] - mean[i];
+                mean[i] += delta * n_b / total;
+                m2[i] += m2_b[i] + delta * delta * count * n_b / total;
+            }
+            count = total;
+        }
+        m2.iter()
+            .map(|m2| {
+                let var = m2 / (count - 1.0);
+                var * (count / (count + 5.0)) + 1.0e-3 * (5.0 / (count + 5.0))
+            })
+            .collect::<Vec<f64>>()
+    });
+    for &c in alive {
+        state[EPS][c] = f64_value(eps);
+        state[MU][c] = f64_value(mu);
+        state[S_BAR][c] = f64_value(s_bar);
+        state[X_BAR][c] = f64_value(x_bar);
+        if let Some(metric) = &metric {
+            state[INV_METRIC][c] = vector_value(metric.clone());
+            state[W_N][c] = i64_value(0);
+            state[W_MEAN][c] = vector_value(vec![0.0; dim]);
+            state[W_M2][c] = vector_value(vec![0.0; dim]);
+        }
+    }
+}
+
 impl Model {
-    /// The line (in the combined program) of the leapfrog's position update,
-    /// whose operations run exactly once per gradient of a trajectory.
-    pub fn gradient_marker_line(&self) -> u32 {
+    /// The line, in the combined program, of the library line that starts
+    /// with `text`.
+    fn library_line(&self, text: &str) -> u32 {
         let index = crate::model::LIBRARY
             .lines()
-            .position(|l| {
-                l.trim_start()
-                    .starts_with("let q1 = q + inv_metric * p_half * eps;")
-            })
-            .expect("the library has its leapfrog");
+            .position(|l| l.trim_start().starts_with(text))
+            .unwrap_or_else(|| panic!("the library has the line `{text}`"));
         self.model_lines + index as u32 + 1
     }
 
-    /// Runs warmup and sampling; `progress` is called before the first and
-    /// after every segment.
+    /// The line (in the combined program) of the leapfrog's position update,
+    /// whose operations run exactly once per gradient of a trajectory.
+    pub fn gradient_marker_line(&self) -> u32 {
+        self.library_line("let q1 = q + inv_metric * p_half * eps;")
+    }
+
+    fn markers(&self) -> Markers {
+        Markers {
+            gradient: self.gradient_marker_line(),
+            iteration: self.library_line("let it = start + k;"),
+            warmup_iteration: self.library_line("da_n += 1.0;"),
+        }
+    }
+
+    /// Runs `batch` on a scoped thread while this one passes what the
+    /// observer sees to `watch`.
+    fn run_watched(
+        &self,
+        batch: &BoundBatch,
+        config: &RunConfig,
+        markers: Markers,
+        watch: &mut dyn FnMut(Snapshot),
+    ) -> Result<RunResult, RunError> {
+        let (sender, receiver) = mpsc::channel();
+        let began = Instant::now();
+        let observer = Observer {
+            interval: Duration::from_millis(10),
+            callback: Arc::new(move |progress: &RunProgress<'_>| {
+                // The receiver lives until the run ends; a failed send only
+                // means nobody watches any more.
+                let _ = sender.send(Snapshot::take(progress, &markers, began.elapsed()));
+            }),
+        };
+        std::thread::scope(|scope| {
+            let run = std::thread::Builder::new()
+                .name("autobatch-sample".into())
+                .spawn_scoped(scope, move || batch.run_observed(config, Some(observer)))
+                .map_err(|e| RunError::Resources(format!("cannot start a thread: {e}")))?;
+            // Ends when the run ends and drops the observer (the sender).
+            for snapshot in receiver {
+                watch(snapshot);
+            }
+            match run.join() {
+                Ok(result) => result,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+
+    /// Runs warmup and sampling; `progress` is called before the run, while
+    /// it goes, and after it.
     pub fn sample(
         &self,
         config: &SampleConfig,
@@ -233,16 +552,31 @@ impl Model {
                 "the target acceptance statistic must be in (0, 1)".into(),
             ));
         }
+        if config.segment == Some(0) {
+            return Err(SampleError::Config(
+                "a segment must have at least 1 iteration".into(),
+            ));
+        }
+        let pool_every = match config.adaptation {
+            Adaptation::PerChain => None,
+            Adaptation::Pooled { every: 0 } => {
+                return Err(SampleError::Config(
+                    "pooled adaptation must pool at least every iteration (every >= 1)".into(),
+                ))
+            }
+            Adaptation::Pooled { every } => Some(every),
+        };
         config
             .run
             .validate()
             .map_err(|e| SampleError::Config(e.to_string()))?;
         let dim = self.dim();
         let chains = config.chains;
-        // The host keeps every chain's state and draws: refuse a run that
-        // cannot fit before allocating any of it (the batch's own run checks
-        // its variables again).
-        let per_chain = 8 * (config.draws as u128 * (dim as u128 + 4) + 64 * dim as u128 + 1024);
+        // The host keeps every chain's state and draws, and the batch holds
+        // the draws of its run: refuse a run that cannot fit before
+        // allocating any of it (the batch's own run checks its variables again).
+        let per_chain =
+            8 * (2 * config.draws as u128 * (dim as u128 + 4) + 64 * dim as u128 + 1024);
         let needed = per_chain * chains as u128;
         let available = autobatch::available_memory_bytes() as u128;
         if needed > available {
@@ -257,78 +591,75 @@ impl Model {
         let (init_buffer, term_buffer, base_window) = window_params(config.warmup);
 
         // The state before iteration 0 (which draws the initial point).
-        let zeros = |n: usize| {
-            Value::Tensor(Tensor {
-                shape: vec![n],
-                data: Data::F64(vec![0.0; n]),
-            })
-        };
-        let f = |x: f64| {
-            Value::Tensor(Tensor {
-                shape: vec![],
-                data: Data::F64(vec![x]),
-            })
-        };
-        let i = |x: i64| {
-            Value::Tensor(Tensor {
-                shape: vec![],
-                data: Data::I64(vec![x]),
-            })
-        };
         let initial: Vec<Value> = vec![
-            zeros(dim),
-            f(0.0),
-            zeros(dim),
-            f(1.0),
-            zeros(dim),
-            f(0.0),
-            f(0.0),
-            f(0.0),
-            f(0.0),
-            i(0),
-            zeros(dim),
-            zeros(dim),
-            i(0),
-            i(0),
+            vector_value(vec![0.0; dim]),
+            f64_value(0.0),
+            vector_value(vec![0.0; dim]),
+            f64_value(1.0),
+            vector_value(vec![1.0; dim]),
+            f64_value(0.0),
+            f64_value(0.0),
+            f64_value(0.0),
+            f64_value(0.0),
+            i64_value(0),
+            vector_value(vec![0.0; dim]),
+            vector_value(vec![0.0; dim]),
+            i64_value(base_window),
+            i64_value(init_buffer + base_window - 1),
+            Value::Tensor(Tensor {
+                shape: vec![],
+                data: Data::Bool(vec![false]),
+            }),
         ];
         // state[k][chain]
         let mut state: Vec<Vec<Value>> = initial.into_iter().map(|v| vec![v; chains]).collect();
 
-        let total = config.warmup + config.draws;
-        let mut out = SampleRun {
-            dim,
-            chains,
-            warmup: config.warmup,
-            draws: config.draws,
-            samples: vec![Vec::with_capacity(config.draws * dim); chains],
-            tree_depth: vec![Vec::with_capacity(config.draws); chains],
-            n_leapfrog: vec![Vec::with_capacity(config.draws); chains],
-            divergent: vec![Vec::with_capacity(config.draws); chains],
-            accept_stat: vec![Vec::with_capacity(config.draws); chains],
-            log_density: vec![Vec::with_capacity(config.draws); chains],
-            warmup_divergences: vec![0; chains],
-            step_size: vec![f64::NAN; chains],
-            inv_metric: vec![vec![1.0; dim]; chains],
-            warmup_figures: PhaseFigures::default(),
-            sampling_figures: PhaseFigures::default(),
-        };
-        let marker = self.gradient_marker_line();
+        let warmup = config.warmup;
+        let total = warmup + config.draws;
+        let mut samples = vec![Vec::new(); chains];
+        let mut tree_depth = vec![Vec::new(); chains];
+        let mut n_leapfrog = vec![Vec::new(); chains];
+        let mut divergent = vec![Vec::new(); chains];
+        let mut accept_stat = vec![Vec::new(); chains];
+        let mut log_density = vec![Vec::new(); chains];
+        let mut warmup_divergences = vec![0_u64; chains];
+        let mut failures: Vec<Option<ChainFailure>> = vec![None; chains];
+        let mut warmup_figures = PhaseFigures::default();
+        let mut sampling_figures = PhaseFigures::default();
+        let markers = self.markers();
 
         let mut start = 0;
-        let mut segment = 0_u64;
+        let mut runs = 0_u64;
         progress(Progress {
             done: 0,
             total,
-            warming_up: config.warmup > 0,
+            warming_up: warmup > 0,
         });
         while start < total {
-            let warming_up = start < config.warmup;
-            let end = if warming_up {
-                (start + self.segment).min(config.warmup)
-            } else {
-                (start + self.segment).min(total)
+            let alive: Vec<usize> = (0..chains).filter(|c| failures[*c].is_none()).collect();
+            let Some(&first_alive) = alive.first() else {
+                break;
             };
-            let n_iter = end - start;
+            // Where this run ends: the end, unless segments are asked for,
+            // or pooled adaptation meets at the next window's end.
+            let mut end = total;
+            if let Some(segment) = config.segment {
+                end = end.min(start + segment);
+            }
+            if let Some(every) = pool_every.filter(|_| start < warmup) {
+                end = end.min(start + every);
+                if let Some(next) = scalar_i64(&state[WIN_NEXT][first_alive]) {
+                    if next >= start as i64 {
+                        end = end.min(next as usize + 1);
+                    }
+                }
+            }
+            if (config.segment.is_some() || pool_every.is_some()) && start < warmup {
+                end = end.min(warmup);
+            }
+            let recorded = end.saturating_sub(start.max(warmup));
+            let warmup_here = (warmup.min(end).saturating_sub(start) * alive.len()) as u64;
+
             let began = Instant::now();
             let mut inputs = self.statics.clone();
             for (name, values) in STATE.iter().zip(&state) {
@@ -336,115 +667,205 @@ impl Model {
             }
             inputs = inputs
                 .shared("nuts_start", start as i64)
-                .shared("nuts_n_iter", n_iter as i64)
-                .shared("nuts_num_warmup", config.warmup as i64)
+                .shared("nuts_n_iter", (end - start) as i64)
+                .shared("nuts_num_warmup", warmup as i64)
                 .shared("nuts_max_depth", i64::from(config.max_depth))
                 .shared("nuts_target_accept", config.target_accept)
                 .shared("nuts_init_buffer", init_buffer)
                 .shared("nuts_term_buffer", term_buffer)
-                .shared("nuts_base_window", base_window);
+                .shared("nuts_base_window", base_window)
+                .shared("nuts_pooled", pool_every.is_some())
+                .shared(
+                    "nuts_recorded",
+                    Value::Tensor(Tensor {
+                        shape: vec![recorded.max(1)],
+                        data: Data::Bool(vec![false; recorded.max(1)]),
+                    }),
+                );
             let batch = self.compiled.bind("nuts_segment", &inputs).map_err(|e| {
                 SampleError::Data(format!("the data does not fit the model: {}", e.message()))
             })?;
             let run_config = RunConfig {
-                seed: segment_seed(config.run.seed, segment),
+                seed: segment_seed(config.run.seed, runs),
                 max_steps: u64::MAX,
                 ..config.run.clone()
             };
-            let result = batch
-                .run(&run_config)
+            // When warmup ends in this run: the first moment every chain was
+            // seen past it.
+            let mut warmup_end: Option<Snapshot> = None;
+            let mut shown = start;
+            let result = self
+                .run_watched(&batch, &run_config, markers, &mut |snapshot| {
+                    if warmup_end.is_none()
+                        && warmup_here > 0
+                        && snapshot.warmup_iterations >= warmup_here
+                    {
+                        warmup_end = Some(snapshot);
+                    }
+                    let done =
+                        (start + (snapshot.iterations / alive.len() as u64) as usize).min(end);
+                    if done != shown {
+                        shown = done;
+                        progress(Progress {
+                            done,
+                            total,
+                            warming_up: snapshot.warmup_iterations < warmup_here,
+                        });
+                    }
+                })
                 .map_err(|e| SampleError::Run(e.to_string()))?;
-            let seconds = began.elapsed().as_secs_f64();
+            runs += 1;
+            let seconds = began.elapsed();
+            let last = Snapshot::take(
+                &RunProgress {
+                    steps: result.stats.steps,
+                    op_counts: &result.stats.op_counts,
+                },
+                &markers,
+                seconds,
+            );
 
-            let figures = if warming_up {
-                &mut out.warmup_figures
-            } else {
-                &mut out.sampling_figures
-            };
-            figures.seconds += seconds;
-            if let Some(op) = result
-                .stats
-                .op_counts
-                .iter()
-                .find(|op| op.loc.line == marker)
-            {
-                figures.gradient_executions += op.executions;
-                figures.gradient_active_lanes += op.active_lanes;
-            }
+            let (mut warmup_grads, mut sampling_grads) = (0_u64, 0_u64);
             for (chain, member) in result.members.into_iter().enumerate() {
-                let value = member.map_err(|e| {
-                    SampleError::Chain(format!(
-                        "chain {chain} stopped at iteration {} or after: {} at {}: {}",
-                        start,
-                        e.kind.name(),
-                        self.describe_loc(e.loc.line, e.loc.column),
-                        e.message
+                if failures[chain].is_some() {
+                    continue;
+                }
+                let value = match member {
+                    Ok(value) => value,
+                    Err(e) => {
+                        failures[chain] = Some(ChainFailure {
+                            chain,
+                            kind: e.kind.name().to_string(),
+                            location: self.describe_loc(e.loc.line, e.loc.column),
+                            message: e.message,
+                        });
+                        continue;
+                    }
+                };
+                let internal = |what: &str| {
+                    SampleError::Run(format!(
+                        "internal error: the sampler returned {what} (this is a bug in autobatch)"
                     ))
-                })?;
+                };
                 let Value::Tuple(mut parts) = value else {
-                    return Err(SampleError::Run(
-                        "internal error: the sampler returned no tuple".into(),
-                    ));
+                    return Err(internal("no tuple"));
                 };
                 if parts.len() != 8 {
-                    return Err(SampleError::Run(
-                        "internal error: the sampler returned a tuple of the wrong length".into(),
-                    ));
+                    return Err(internal("a tuple of the wrong length"));
                 }
-                let other_grads = parts.pop().expect("8 parts").flatten();
+                let counts: Vec<Tensor> = parts.pop().expect("8 parts").flatten();
                 let rest: Vec<Tensor> = parts
                     .split_off(1)
                     .into_iter()
                     .flat_map(Value::flatten)
                     .collect();
                 let Value::Tuple(new_state) = parts.pop().expect("the state") else {
-                    return Err(SampleError::Run(
-                        "internal error: the sampler's state is no tuple".into(),
-                    ));
+                    return Err(internal("a state that is no tuple"));
                 };
-                let [draws, depths, leapfrogs, divergent, accepts, lps] =
-                    <[Tensor; 6]>::try_from(rest).map_err(|_| {
-                        SampleError::Run(
-                            "internal error: the sampler's draws have the wrong form".into(),
-                        )
-                    })?;
-                let draws = f64s(&draws)?;
-                let depths = i64s(&depths)?;
+                let [draws, depths, leapfrogs, divergences, accepts, lps] =
+                    <[Tensor; 6]>::try_from(rest)
+                        .map_err(|_| internal("draws of the wrong form"))?;
+                let [warmup_leapfrogs, warmup_divergent, other_grads] =
+                    <[Tensor; 3]>::try_from(counts)
+                        .map_err(|_| internal("counts of the wrong form"))?;
                 let leapfrogs = i64s(&leapfrogs)?;
-                let divergent = bools(&divergent)?;
-                let accepts = f64s(&accepts)?;
-                let lps = f64s(&lps)?;
-                let grads = leapfrogs[..n_iter].iter().sum::<i64>() + i64s(&other_grads[0])?[0];
-                figures.gradient_evaluations += grads as u64;
-                if warming_up {
-                    out.warmup_divergences[chain] +=
-                        divergent[..n_iter].iter().filter(|d| **d).count() as u64;
-                } else {
-                    out.samples[chain].extend_from_slice(&draws[..n_iter * dim]);
-                    out.tree_depth[chain].extend_from_slice(&depths[..n_iter]);
-                    out.n_leapfrog[chain].extend_from_slice(&leapfrogs[..n_iter]);
-                    out.divergent[chain].extend_from_slice(&divergent[..n_iter]);
-                    out.accept_stat[chain].extend_from_slice(&accepts[..n_iter]);
-                    out.log_density[chain].extend_from_slice(&lps[..n_iter]);
+                append(&mut samples[chain], into_f64s(draws)?, recorded * dim);
+                tree_depth[chain].extend_from_slice(&i64s(&depths)?[..recorded]);
+                n_leapfrog[chain].extend_from_slice(&leapfrogs[..recorded]);
+                divergent[chain].extend_from_slice(&bools(&divergences)?[..recorded]);
+                accept_stat[chain].extend_from_slice(&f64s(&accepts)?[..recorded]);
+                log_density[chain].extend_from_slice(&f64s(&lps)?[..recorded]);
+                sampling_grads += leapfrogs[..recorded].iter().sum::<i64>() as u64;
+                warmup_grads += (i64s(&warmup_leapfrogs)?[0] + i64s(&other_grads)?[0]) as u64;
+                warmup_divergences[chain] += i64s(&warmup_divergent)?[0] as u64;
+                if new_state.len() != STATE.len() {
+                    return Err(internal("a state of the wrong length"));
                 }
                 for (k, v) in new_state.into_iter().enumerate() {
                     state[k][chain] = v;
                 }
             }
-            segment += 1;
+
+            // The run's figures, split between the phases where warmup ended.
+            let split = if end <= warmup {
+                last
+            } else if start >= warmup {
+                Snapshot::default()
+            } else {
+                warmup_end.unwrap_or_else(|| {
+                    // Too short a run to see warmup end: split by gradients.
+                    let share = warmup_grads as f64 / (warmup_grads + sampling_grads).max(1) as f64;
+                    Snapshot {
+                        at: seconds.mul_f64(share),
+                        gradient_executions: (last.gradient_executions as f64 * share) as u64,
+                        gradient_active_lanes: (last.gradient_active_lanes as f64 * share) as u64,
+                        ..Snapshot::default()
+                    }
+                })
+            };
+            warmup_figures.seconds += split.at.as_secs_f64();
+            warmup_figures.gradient_evaluations += warmup_grads;
+            warmup_figures.gradient_executions += split.gradient_executions;
+            warmup_figures.gradient_active_lanes += split.gradient_active_lanes;
+            sampling_figures.seconds += (seconds - split.at.min(seconds)).as_secs_f64();
+            sampling_figures.gradient_evaluations += sampling_grads;
+            sampling_figures.gradient_executions +=
+                last.gradient_executions - split.gradient_executions;
+            sampling_figures.gradient_active_lanes +=
+                last.gradient_active_lanes - split.gradient_active_lanes;
+
+            if pool_every.is_some() && end <= warmup {
+                let alive: Vec<usize> = (0..chains).filter(|c| failures[*c].is_none()).collect();
+                if !alive.is_empty() {
+                    pool(&mut state, &alive, dim);
+                }
+            }
             start = end;
             progress(Progress {
                 done: start,
                 total,
-                warming_up: start < config.warmup,
+                warming_up: start < warmup,
             });
         }
-        for (chain, (eps, metric)) in state[3].iter().zip(&state[4]).enumerate() {
-            if let (Value::Tensor(eps), Value::Tensor(metric)) = (eps, metric) {
-                out.step_size[chain] = f64s(eps)?[0];
-                out.inv_metric[chain] = f64s(metric)?.to_vec();
-            }
+
+        let chain_ids: Vec<usize> = (0..chains).filter(|c| failures[*c].is_none()).collect();
+        let failures: Vec<ChainFailure> = failures.into_iter().flatten().collect();
+        if chain_ids.is_empty() {
+            let first = &failures[0];
+            return Err(SampleError::Chain(if chains == 1 {
+                first.to_string()
+            } else {
+                format!("every chain stopped with an error; the first: {first}")
+            }));
         }
-        Ok(out)
+        let step_size = chain_ids
+            .iter()
+            .map(|&c| scalar_f64(&state[EPS][c]))
+            .collect();
+        let inv_metric = chain_ids
+            .iter()
+            .map(|&c| vector_f64(&state[INV_METRIC][c]).to_vec())
+            .collect();
+        Ok(SampleRun {
+            dim,
+            chains,
+            warmup,
+            draws: config.draws,
+            samples: keep_chains(samples, &chain_ids),
+            tree_depth: keep_chains(tree_depth, &chain_ids),
+            n_leapfrog: keep_chains(n_leapfrog, &chain_ids),
+            divergent: keep_chains(divergent, &chain_ids),
+            accept_stat: keep_chains(accept_stat, &chain_ids),
+            log_density: keep_chains(log_density, &chain_ids),
+            warmup_divergences: chain_ids.iter().map(|&c| warmup_divergences[c]).collect(),
+            step_size,
+            inv_metric,
+            warmup_figures,
+            sampling_figures,
+            chain_ids,
+            failures,
+            runs: runs as usize,
+            summaries: std::sync::OnceLock::new(),
+        })
     }
 }

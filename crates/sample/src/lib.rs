@@ -9,7 +9,8 @@
 //! (`fn log_density(theta: [f64; D]) -> f64` reading `extern "autobatch"`
 //! statics), compiles it together with the library and binds its data;
 //! [`Model::sample`] runs every chain as one batch through the `autobatch`
-//! library API, segment after segment; [`diagnostics`] computes R-hat and
+//! library API, warmup and sampling in one run, so that no chain waits for
+//! another (unless pooled adaptation is asked for); [`diagnostics`] computes R-hat and
 //! effective sample sizes; [`report`] writes the table, CSV and JSON.
 //!
 //! ```no_run
@@ -24,12 +25,15 @@
 //! codes as numbers are only suggested by [`SampleError::exit_code`],
 //! terminals, progress bars): it runs programs only through the `autobatch`
 //! library API, and its result for a chain depends on the seed, the
-//! settings and the chain's index only, never on the strategy or the other chains.
+//! settings and the chain's index only, never on the strategy or the other
+//! chains (except under pooled adaptation, which a user asks for by name).
 
 pub mod diagnostics;
 pub mod driver;
 pub mod model;
 pub mod report;
 
-pub use driver::{window_params, PhaseFigures, Progress, SampleConfig, SampleRun};
-pub use model::{Model, SampleError, LIBRARY, SEGMENT};
+pub use driver::{
+    window_params, Adaptation, ChainFailure, PhaseFigures, Progress, SampleConfig, SampleRun,
+};
+pub use model::{Model, SampleError, LIBRARY};

@@ -14,11 +14,6 @@ pub const LIBRARY: &str = include_str!("nuts.ab");
 /// Where the library's text appears in diagnostics about it.
 pub const LIBRARY_PATH: &str = "<autobatch-sample>/nuts.ab";
 
-/// The iterations one run of the batch performs (the last segment of warmup
-/// or of sampling may be shorter). Fixed, so that results never depend on
-/// anything but the seed and the settings.
-pub const SEGMENT: usize = 100;
-
 /// Why a model cannot be sampled. `exit_code` says how the command line reports it.
 #[derive(Clone, Debug)]
 pub enum SampleError {
@@ -71,8 +66,6 @@ pub struct Model {
     /// Lines of the user's source; the library starts after them.
     pub(crate) model_lines: u32,
     dim: usize,
-    /// Iterations per run of the batch.
-    pub(crate) segment: usize,
 }
 
 impl Model {
@@ -81,24 +74,6 @@ impl Model {
     /// (and optionally symbolic dimensions by name). The sampler takes the
     /// gradient of `log_density` by `value_and_grad`.
     pub fn new(source: &str, path: &str, data: &str) -> Result<Model, SampleError> {
-        Model::with_segment(source, path, data, SEGMENT)
-    }
-
-    /// [`Model::new`] with `segment` iterations per run of the batch instead
-    /// of [`SEGMENT`] (at least 1). Chains synchronise between segments, so
-    /// this changes how well the batch is used, and, as each segment has its
-    /// own random streams, which draws a seed gives.
-    pub fn with_segment(
-        source: &str,
-        path: &str,
-        data: &str,
-        segment: usize,
-    ) -> Result<Model, SampleError> {
-        if segment == 0 {
-            return Err(SampleError::Config(
-                "a segment must have at least 1 iteration".into(),
-            ));
-        }
         // The model alone first, so that its diagnostics point into its own text.
         let alone = compile(source, path).map_err(|e| SampleError::Compile(e.render(false)))?;
         let dim_text = check_log_density(&alone, path)?;
@@ -111,9 +86,7 @@ impl Model {
             }
         }
 
-        let library = LIBRARY
-            .replace("NUTS_DIM", &dim_text)
-            .replace("NUTS_SEG", &segment.to_string());
+        let library = LIBRARY.replace("NUTS_DIM", &dim_text);
         let mut combined = String::with_capacity(source.len() + library.len() + 1);
         combined.push_str(source);
         if !source.ends_with('\n') {
@@ -131,7 +104,6 @@ impl Model {
             path: path.to_string(),
             model_lines,
             dim,
-            segment,
         })
     }
 

@@ -4,14 +4,12 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use crate::diagnostics::{summarize, Summary};
+use crate::diagnostics::Summary;
 use crate::driver::SampleRun;
 
 /// The summary of every parameter, in order.
-pub fn summaries(run: &SampleRun) -> Vec<Summary> {
-    (0..run.dim)
-        .map(|i| summarize(&run.coordinate(i)))
-        .collect()
+pub fn summaries(run: &SampleRun) -> &[Summary] {
+    run.summaries()
 }
 
 fn number(x: f64, decimals: usize) -> String {
@@ -58,11 +56,22 @@ pub fn table(run: &SampleRun) -> String {
         "{} chains, {} warmup iterations and {} draws each",
         run.chains, run.warmup, run.draws
     );
+    if !run.failures.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} of {} chains stopped with an error and are left out of this summary and the draws:",
+            run.failures.len(),
+            run.chains
+        );
+        for failure in &run.failures {
+            let _ = writeln!(out, "  {failure}");
+        }
+    }
     let _ = writeln!(
         out,
         "divergences: {} of {} draws; mean tree depth: {}",
         run.divergences(),
-        run.chains * run.draws,
+        run.finished() * run.draws,
         number(run.mean_tree_depth(), 2)
     );
     let _ = writeln!(
@@ -85,11 +94,11 @@ pub fn write_csv(run: &SampleRun, out: &mut dyn Write) -> io::Result<()> {
         let _ = write!(line, ",theta[{i}]");
     }
     writeln!(out, "{line}")?;
-    for chain in 0..run.chains {
+    for (k, chain) in run.chain_ids.iter().enumerate() {
         for draw in 0..run.draws {
             line.clear();
             let _ = write!(line, "{chain},{draw}");
-            for x in run.draw(chain, draw) {
+            for x in run.draw(k, draw) {
                 let _ = write!(line, ",{x:?}");
             }
             writeln!(out, "{line}")?;
@@ -102,7 +111,8 @@ fn float(x: f64) -> serde_json::Value {
     autobatch::float_to_json(x)
 }
 
-/// The run's figures as JSON (`--stats`).
+/// The run's figures as JSON (`--stats`). Per-chain lists (`step_size`,
+/// `inv_metric`, `mean_accept_stat`) follow `finished_chains`.
 pub fn stats_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
     let rows = summaries(run);
     serde_json::json!({
@@ -121,6 +131,11 @@ pub fn stats_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
         "divergences": run.divergences(),
         "warmup_divergences": run.warmup_divergences.iter().sum::<u64>(),
         "mean_tree_depth": float(run.mean_tree_depth()),
+        "finished_chains": run.chain_ids,
+        "failed_chains": run.failures.iter().map(|f| serde_json::json!({
+            "chain": f.chain, "kind": f.kind, "message": f.message, "location": f.location,
+        })).collect::<Vec<_>>(),
+        "batch_runs": run.runs,
         "step_size": run.step_size.iter().map(|x| float(*x)).collect::<Vec<_>>(),
         "inv_metric": run.inv_metric.iter().map(|c| c.iter().map(|x| float(*x)).collect::<Vec<_>>()).collect::<Vec<_>>(),
         "mean_accept_stat": run.accept_stat.iter().map(|c| float(c.iter().sum::<f64>() / c.len() as f64)).collect::<Vec<_>>(),
