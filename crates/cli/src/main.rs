@@ -106,6 +106,10 @@ enum Command {
         /// The deepest tree of a trajectory (at most 2^N - 1 leapfrog steps).
         #[arg(long, value_name = "N", default_value_t = 10)]
         max_depth: u32,
+        /// The acceptance statistic warmup adapts the step size towards
+        /// (Stan's adapt_delta); raise it (0.9, 0.95) against divergences.
+        #[arg(long, value_name = "X", value_parser = parse_target_accept, default_value_t = 0.8)]
+        target_accept: f64,
         /// Worker threads [default: the number of available cores].
         #[arg(long, value_name = "N", value_parser = parse_positive)]
         threads: Option<usize>,
@@ -126,6 +130,15 @@ enum Command {
         #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = 1, requires = "pooled_adaptation")]
         pool_every: usize,
     },
+}
+
+fn parse_target_accept(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x > 0.0 && x < 1.0 => Ok(x),
+        _ => Err(format!(
+            "`{text}` is not an acceptance statistic strictly between 0 and 1"
+        )),
+    }
 }
 
 fn parse_strategy(text: &str) -> Result<Strategy, String> {
@@ -328,6 +341,7 @@ fn execute(command: Command) -> Result<(), Failure> {
             seed,
             strategy,
             max_depth,
+            target_accept,
             threads,
             output,
             stats,
@@ -344,6 +358,7 @@ fn execute(command: Command) -> Result<(), Failure> {
                 warmup,
                 draws,
                 max_depth,
+                target_accept,
                 run: RunConfig {
                     strategy,
                     seed,

@@ -82,6 +82,10 @@ fn help_describes_the_flags() {
         "--strategy",
         "--output",
         "--stats",
+        "--max-depth",
+        "--target-accept",
+        "--pooled-adaptation",
+        "--pool-every",
     ] {
         assert!(stdout.contains(flag), "help lacks {flag}: {stdout}");
     }
@@ -406,6 +410,18 @@ fn pooled_adaptation_gives_every_chain_one_step_size() {
     assert_eq!(stats_json["batch_runs"], 1);
     let steps = stats_json["step_size"].as_array().unwrap();
     assert!(steps.iter().any(|s| s != &steps[0]), "{steps:?}");
+
+    // A higher target acceptance gives smaller steps.
+    let output = run(&["--target-accept", "0.99"]);
+    assert_eq!(output.status.code(), Some(0));
+    let careful: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let mean = |v: &serde_json::Value| {
+        let steps = v["step_size"].as_array().unwrap();
+        steps.iter().map(|s| s.as_f64().unwrap()).sum::<f64>() / steps.len() as f64
+    };
+    assert!(mean(&careful) < mean(&stats_json), "{careful} {stats_json}");
+    assert_fails(&run(&["--target-accept", "1"]), 2, "between 0 and 1");
 
     // --pool-every only means something with --pooled-adaptation.
     assert_fails(&run(&["--pool-every", "5"]), 2, "--pooled-adaptation");
