@@ -224,6 +224,7 @@ fn logistic(quick: bool, only: &Option<Vec<usize>>, lengths: Option<(usize, usiz
                 "plain_gradients_per_second": plain_rate,
                 "nuts_over_plain": nuts_rate / plain_rate,
                 "utilization": run.sampling_figures.utilization(chains),
+                "utilization_with_warmup": run.gradient_utilization(),
                 "mean_tree_depth": run.mean_tree_depth(),
             });
             eprintln!("{row}");
@@ -282,6 +283,7 @@ fn correlated_gaussian(
                     },
                     "chains": chains,
                     "utilization": run.sampling_figures.utilization(chains),
+                    "utilization_with_warmup": run.gradient_utilization(),
                     "gradient_executions": run.sampling_figures.gradient_executions,
                     "gradient_active_lanes": run.sampling_figures.gradient_active_lanes,
                     "mean_tree_depth": run.mean_tree_depth(),

@@ -190,6 +190,17 @@ impl SampleRun {
             .map(|chain| chain.iter().skip(i).step_by(self.dim).copied().collect())
             .collect()
     }
+    /// The fraction of the leapfrog gradient's batched lanes that some
+    /// chain used, over warmup and sampling together.
+    pub fn gradient_utilization(&self) -> f64 {
+        let (w, s) = (self.warmup_figures, self.sampling_figures);
+        PhaseFigures {
+            gradient_executions: w.gradient_executions + s.gradient_executions,
+            gradient_active_lanes: w.gradient_active_lanes + s.gradient_active_lanes,
+            ..PhaseFigures::default()
+        }
+        .utilization(self.chains)
+    }
     pub fn divergences(&self) -> u64 {
         self.divergent.iter().flatten().filter(|d| **d).count() as u64
     }

@@ -126,6 +126,7 @@ pub fn stats_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
         "gradient_evaluations_warmup": run.warmup_figures.gradient_evaluations,
         "gradient_evaluations_sampling": run.sampling_figures.gradient_evaluations,
         "gradient_evaluations_per_second": float(gradients_per_second(run)),
+        "gradient_utilization": float(run.gradient_utilization()),
         "gradient_utilization_warmup": float(run.warmup_figures.utilization(run.chains)),
         "gradient_utilization_sampling": float(run.sampling_figures.utilization(run.chains)),
         "divergences": run.divergences(),

@@ -57,6 +57,8 @@ fn per_chain_adaptation_runs_everything_in_one_run() {
         let u = figures.utilization(6);
         assert!(u > 0.0 && u <= 1.0, "utilization {u}");
     }
+    let whole = run.gradient_utilization();
+    assert!(whole > 0.0 && whole <= 1.0, "utilization {whole}");
     let draws_leapfrogs: i64 = run.n_leapfrog.iter().flatten().sum();
     assert_eq!(
         run.sampling_figures.gradient_evaluations,
