@@ -8,7 +8,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use autobatch::{BoundBatch, Observer, RunConfig, RunError, RunProgress, RunResult, Tensor, Value};
-use autobatch_types::Data;
+use autobatch_types::{Data, Scalar};
 
 use crate::model::{Model, SampleError};
 
@@ -369,20 +369,24 @@ impl Snapshot {
     }
 }
 
-fn scalar_f64(value: &Value) -> f64 {
+/// The scalar a state value holds (`None` for an array or a tuple).
+fn scalar(value: &Value) -> Option<Scalar> {
     match value {
-        Value::Tensor(Tensor {
-            data: Data::F64(v), ..
-        }) if v.len() == 1 => v[0],
+        Value::Tensor(t) if t.is_scalar() => Some(t.as_scalar()),
+        _ => None,
+    }
+}
+
+fn scalar_f64(value: &Value) -> f64 {
+    match scalar(value) {
+        Some(Scalar::F64(x)) => x,
         _ => f64::NAN,
     }
 }
 
 fn scalar_i64(value: &Value) -> Option<i64> {
-    match value {
-        Value::Tensor(Tensor {
-            data: Data::I64(v), ..
-        }) if v.len() == 1 => Some(v[0]),
+    match scalar(value) {
+        Some(Scalar::I64(x)) => Some(x),
         _ => None,
     }
 }
@@ -396,25 +400,12 @@ fn vector_f64(value: &Value) -> &[f64] {
     }
 }
 
-fn f64_value(x: f64) -> Value {
-    Value::Tensor(Tensor {
-        shape: vec![],
-        data: Data::F64(vec![x]),
-    })
-}
-
-fn i64_value(x: i64) -> Value {
-    Value::Tensor(Tensor {
-        shape: vec![],
-        data: Data::I64(vec![x]),
-    })
+fn scalar_value(x: Scalar) -> Value {
+    Value::Tensor(Tensor::scalar(x))
 }
 
 fn vector_value(x: Vec<f64>) -> Value {
-    Value::Tensor(Tensor {
-        shape: vec![x.len()],
-        data: Data::F64(x),
-    })
+    Value::Tensor(Tensor::new(vec![x.len()], Data::F64(x)))
 }
 
 /// Pooled adaptation, between two warmup segments: every chain in `alive`
@@ -435,10 +426,7 @@ fn pool(state: &mut [Vec<Value>], alive: &[usize], dim: usize) {
     let mu = mean_of(MU, &|x| x);
     let s_bar = mean_of(S_BAR, &|x| x);
     let x_bar = mean_of(X_BAR, &|x| x);
-    let window_ended = matches!(
-        &state[RESTART][alive[0]],
-        Value::Tensor(Tensor { data: Data::Bool(v), .. }) if v.first() == Some(&true)
-    );
+    let window_ended = scalar(&state[RESTART][alive[0]]) == Some(Scalar::Bool(true));
     let metric = window_ended.then(|| {
         let (mut count, mut mean, mut m2) = (0.0_f64, vec![0.0; dim], vec![0.0; dim]);
         for &c in alive {
@@ -463,13 +451,13 @@ fn pool(state: &mut [Vec<Value>], alive: &[usize], dim: usize) {
             .collect::<Vec<f64>>()
     });
     for &c in alive {
-        state[EPS][c] = f64_value(eps);
-        state[MU][c] = f64_value(mu);
-        state[S_BAR][c] = f64_value(s_bar);
-        state[X_BAR][c] = f64_value(x_bar);
+        state[EPS][c] = scalar_value(Scalar::F64(eps));
+        state[MU][c] = scalar_value(Scalar::F64(mu));
+        state[S_BAR][c] = scalar_value(Scalar::F64(s_bar));
+        state[X_BAR][c] = scalar_value(Scalar::F64(x_bar));
         if let Some(metric) = &metric {
             state[INV_METRIC][c] = vector_value(metric.clone());
-            state[W_N][c] = i64_value(0);
+            state[W_N][c] = scalar_value(Scalar::I64(0));
             state[W_MEAN][c] = vector_value(vec![0.0; dim]);
             state[W_M2][c] = vector_value(vec![0.0; dim]);
         }
@@ -604,23 +592,20 @@ impl Model {
         // The state before iteration 0 (which draws the initial point).
         let initial: Vec<Value> = vec![
             vector_value(vec![0.0; dim]),
-            f64_value(0.0),
+            scalar_value(Scalar::F64(0.0)),
             vector_value(vec![0.0; dim]),
-            f64_value(1.0),
+            scalar_value(Scalar::F64(1.0)),
             vector_value(vec![1.0; dim]),
-            f64_value(0.0),
-            f64_value(0.0),
-            f64_value(0.0),
-            f64_value(0.0),
-            i64_value(0),
+            scalar_value(Scalar::F64(0.0)),
+            scalar_value(Scalar::F64(0.0)),
+            scalar_value(Scalar::F64(0.0)),
+            scalar_value(Scalar::F64(0.0)),
+            scalar_value(Scalar::I64(0)),
             vector_value(vec![0.0; dim]),
             vector_value(vec![0.0; dim]),
-            i64_value(base_window),
-            i64_value(init_buffer + base_window - 1),
-            Value::Tensor(Tensor {
-                shape: vec![],
-                data: Data::Bool(vec![false]),
-            }),
+            scalar_value(Scalar::I64(base_window)),
+            scalar_value(Scalar::I64(init_buffer + base_window - 1)),
+            scalar_value(Scalar::Bool(false)),
         ];
         // state[k][chain]
         let mut state: Vec<Vec<Value>> = initial.into_iter().map(|v| vec![v; chains]).collect();
