@@ -2,21 +2,9 @@
 //! waits for another), pooled adaptation when asked for, a failing chain
 //! that leaves the others' draws intact, and progress while the run goes.
 
-use autobatch::RunConfig;
+mod common;
 use autobatch_sample::{Adaptation, Model, Progress, SampleConfig, SampleError, SampleRun};
-
-fn config(chains: usize, warmup: usize, draws: usize, seed: u64) -> SampleConfig {
-    SampleConfig {
-        chains,
-        warmup,
-        draws,
-        run: RunConfig {
-            seed,
-            ..RunConfig::default()
-        },
-        ..SampleConfig::default()
-    }
-}
+use common::config;
 
 fn model(source: &str) -> Model {
     Model::new(source, "m.ab", "{}").unwrap_or_else(|e| panic!("{e}"))

@@ -4,22 +4,11 @@
 //! the other chains. Tolerances come from the Monte Carlo error of each run
 //! (its own ESS), with a margin of 4.5 standard errors.
 
-use autobatch::{RunConfig, Strategy};
+mod common;
+use autobatch::Strategy;
 use autobatch_sample::diagnostics::{ess_basic, ess_bulk, rhat};
 use autobatch_sample::{Model, SampleConfig, SampleRun};
-
-fn config(chains: usize, warmup: usize, draws: usize, seed: u64) -> SampleConfig {
-    SampleConfig {
-        chains,
-        warmup,
-        draws,
-        run: RunConfig {
-            seed,
-            ..RunConfig::default()
-        },
-        ..SampleConfig::default()
-    }
-}
+use common::config;
 
 fn sample(source: &str, data: &str, config: &SampleConfig) -> SampleRun {
     let model = Model::new(source, "test.ab", data).unwrap_or_else(|e| panic!("{e}"));
