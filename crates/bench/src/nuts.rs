@@ -297,61 +297,54 @@ fn correlated_gaussian(
     json!({ "d": d, "rho": rho, "results": rows })
 }
 
+/// The value after `name` in `args`, read by `parse`; exits 2 with a
+/// message saying that the flag takes `what` when it does not read.
+fn flag<T>(
+    args: &[String],
+    name: &str,
+    what: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Option<T> {
+    let text = args
+        .iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))?;
+    match parse(text) {
+        Some(value) => Some(value),
+        None => {
+            eprintln!("error: {name} takes {what}, not `{text}`");
+            std::process::exit(2)
+        }
+    }
+}
+
 /// Runs the NUTS benchmarks named in `args` (`logistic`, `gaussian`; both if
 /// neither is named) and prints one JSON document. `--chains 16,256` measures
 /// only those numbers of chains, `--trajectories 10` (gaussian) only those
 /// numbers of trajectories per run.
 pub fn main(args: &[String]) {
     let quick = args.iter().any(|a| a == "--quick");
-    let list_flag = |flag: &str| -> Option<Vec<usize>> {
-        let list = args
-            .iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))?;
-        Some(
-            list.split(',')
-                .map(|n| match n.trim().parse::<usize>() {
-                    Ok(n) if n > 0 => n,
-                    _ => {
-                        eprintln!("error: {flag} takes a comma-separated list of positive integers, not `{list}`");
-                        std::process::exit(2)
-                    }
-                })
-                .collect(),
-        )
-    };
-    let only = list_flag("--chains");
-    let trajectories: Option<Vec<Option<usize>>> = args
-        .iter()
-        .position(|a| a == "--trajectories")
-        .and_then(|i| args.get(i + 1))
-        .map(|list| {
+    let positive = |n: &str| n.parse::<usize>().ok().filter(|n| *n > 0);
+    let only = flag(
+        args,
+        "--chains",
+        "a comma-separated list of positive integers",
+        |list| list.split(',').map(|n| positive(n.trim())).collect(),
+    );
+    let trajectories = flag(
+        args,
+        "--trajectories",
+        "a comma-separated list of positive integers or `all`",
+        |list| {
             list.split(',')
                 .map(|n| match n.trim() {
-                    "all" => None,
-                    n => match n.parse::<usize>() {
-                        Ok(n) if n > 0 => Some(n),
-                        _ => {
-                            eprintln!("error: --trajectories takes a comma-separated list of positive integers or `all`, not `{list}`");
-                            std::process::exit(2)
-                        }
-                    },
+                    "all" => Some(None),
+                    n => positive(n).map(Some),
                 })
-                .collect()
-        });
-    let number_flag = |flag: &str| -> Option<usize> {
-        let text = args
-            .iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))?;
-        match text.parse::<usize>() {
-            Ok(n) => Some(n),
-            Err(_) => {
-                eprintln!("error: {flag} takes a number, not `{text}`");
-                std::process::exit(2)
-            }
-        }
-    };
+                .collect::<Option<Vec<Option<usize>>>>()
+        },
+    );
+    let number_flag = |name: &str| flag(args, name, "a number", |n| n.parse::<usize>().ok());
     let lengths = match (number_flag("--warmup"), number_flag("--draws")) {
         (None, None) => None,
         (warmup, draws) => Some((warmup.unwrap_or(20), draws.unwrap_or(20).max(1))),
