@@ -158,7 +158,10 @@ impl BoundBatch {
             &options,
             &batching,
         )
-        .map_err(RunError::Resources)?;
+        .map_err(|error| match error {
+            autobatch_exec::ExecError::Resources(message) => RunError::Resources(message),
+            autobatch_exec::ExecError::Internal(message) => RunError::Internal(message),
+        })?;
         if output.results.len() != self.batch_size() {
             return Err(RunError::Internal(format!(
                 "the executor returned {} results for a batch of {}",

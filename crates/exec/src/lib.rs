@@ -228,9 +228,32 @@ impl Default for BatchingOptions {
     }
 }
 
+/// Why a whole run could not go (a member's own fault is in its result instead).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExecError {
+    /// A value, or the members' state, cannot fit in memory: found before running.
+    Resources(String),
+    /// A broken invariant of the compiler or an executor: a bug in autobatch,
+    /// never the user's fault.
+    Internal(String),
+}
+
+impl std::fmt::Display for ExecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExecError::Resources(message) => f.write_str(message),
+            ExecError::Internal(message) => write!(f, "internal error: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for ExecError {}
+
 /// Runs `batch` with `strategy`. `program` must have been through
-/// `autobatch_passes::optimize`. Fails before running, and only when a
-/// value, or the members' state, cannot fit in memory.
+/// `autobatch_passes::optimize`. Fails before running when a value, or the
+/// members' state, cannot fit in memory, and on a compiler bug that a
+/// verifier catches (the explicit-stack form is verified before every
+/// program-counter run).
 pub fn run(
     strategy: Strategy,
     program: &Program,
@@ -238,13 +261,13 @@ pub fn run(
     batch: &Batch,
     options: &RunOptions,
     batching: &BatchingOptions,
-) -> Result<RunOutput, String> {
+) -> Result<RunOutput, ExecError> {
     let shared_params: Vec<bool> = batch
         .args
         .iter()
         .map(|a| matches!(a, Arg::Shared(_)))
         .collect();
-    batched::check_value_sizes(program, &env.symbols)?;
+    batched::check_value_sizes(program, &env.symbols).map_err(ExecError::Resources)?;
     if options.max_stack_depth == 0 && strategy != Strategy::Reference {
         return Ok(batched::all_members_overflow(program, batch));
     }
@@ -257,6 +280,7 @@ pub fn run(
                 &shared_params,
             );
             local_static::run(program, &invariance, env, batch, options, batching.lanes)
+                .map_err(ExecError::Resources)
         }
         Strategy::ProgramCounter => {
             let invariance = autobatch_passes::uniformity::Invariance::compute(
@@ -265,6 +289,13 @@ pub fn run(
                 &shared_params,
             );
             let lowered = autobatch_passes::stack::lower_to_stack(program, &invariance);
+            autobatch_passes::stack::verify_lowered(&lowered).map_err(|errors| {
+                let listed: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+                ExecError::Internal(format!(
+                    "the explicit-stack form is invalid: {}",
+                    listed.join("; ")
+                ))
+            })?;
             program_counter::run(
                 program,
                 &lowered,

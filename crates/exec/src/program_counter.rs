@@ -28,7 +28,7 @@ use crate::batched::{
     check_memory, column_slot, stack_overflow, step_limit, value_bytes, BlockChoice, OpCounter,
     Watch,
 };
-use crate::{Arg, Batch, Env, RunOptions, RunOutput, Stats};
+use crate::{Arg, Batch, Env, ExecError, RunOptions, RunOutput, Stats};
 
 /// Runs `batch` on `lowered` (the explicit-stack form of `program`).
 /// Fails before running only when the members' state cannot fit in memory.
@@ -40,7 +40,7 @@ pub fn run(
     options: &RunOptions,
     lanes: LaneMode,
     choice: BlockChoice,
-) -> Result<RunOutput, String> {
+) -> Result<RunOutput, ExecError> {
     let _ = program;
     let members = batch.size;
     let bytes = |invariant: bool| -> u128 {
@@ -51,7 +51,7 @@ pub fn run(
             .map(|v| value_bytes(&v.ty, &env.symbols))
             .sum()
     };
-    check_memory(bytes(false), members, bytes(true))?;
+    check_memory(bytes(false), members, bytes(true)).map_err(ExecError::Resources)?;
 
     let started = Instant::now();
     let mut slots: Vec<Slot> = lowered
@@ -84,9 +84,9 @@ pub fn run(
                 .enumerate()
                 .for_each(|(r, value)| c.set_row(r, value)),
             (Slot::Invariant(_), Arg::Batched(_)) => {
-                return Err(
-                    "internal error: a batched argument bound to an invariant parameter".into(),
-                )
+                return Err(ExecError::Internal(
+                    "a batched argument bound to an invariant parameter".into(),
+                ))
             }
         }
     }
@@ -242,7 +242,7 @@ pub fn run(
                 }
                 Slot::Column(column) => {
                     let autobatch_types::Data::Bool(values) = &column.data else {
-                        return Err("internal error: a branch on a non-bool variable".into());
+                        return Err(ExecError::Internal("a branch on a non-bool variable".into()));
                     };
                     then_rows.clear();
                     else_rows.clear();
@@ -257,7 +257,7 @@ pub fn run(
                     enqueue(&mut waiting, &mut nonempty, *else_block, &else_rows);
                 }
                 Slot::Invariant(None) => {
-                    return Err("internal error: a branch on an unassigned variable".into())
+                    return Err(ExecError::Internal("a branch on an unassigned variable".into()))
                 }
             },
             LoweredTerm::PushJump {

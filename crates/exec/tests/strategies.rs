@@ -222,7 +222,8 @@ fn a_value_too_large_for_memory_is_refused_before_running() {
             &RunOptions::default(),
             &BatchingOptions::default(),
         )
-        .expect_err("refused");
+        .expect_err("refused")
+        .to_string();
         assert!(
             error.contains("`a` in function `f`") && error.contains("memory"),
             "{error}"
@@ -251,7 +252,8 @@ fn a_batch_too_large_for_memory_is_refused_before_running() {
             &RunOptions::default(),
             &BatchingOptions::default(),
         )
-        .expect_err("refused");
+        .expect_err("refused")
+        .to_string();
         assert!(
             error.contains("1000000 members") && error.contains("run fewer members"),
             "{error}"

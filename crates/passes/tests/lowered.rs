@@ -1,5 +1,5 @@
 //! Golden tests of the explicit-stack form: every `tests/lowered/*.ab` is
-//! compiled, optimized, verified and lowered (entry parameters batched), and
+//! compiled, optimized, verified, lowered and verified again (entry parameters batched), and
 //! its text must equal the `*.lowered` file beside it. The text records the
 //! variable classes and the number of stack pushes. `AUTOBATCH_BLESS=1`
 //! rewrites the expectations.
@@ -24,7 +24,11 @@ fn lowered_text(source: &str) -> String {
     let entry = autobatch_ir::FuncId(0);
     let batched = vec![false; program.functions[entry].params.len()];
     let invariance = Invariance::compute(&program, entry, &batched);
-    lowered_to_string(&program, &lower_to_stack(&program, &invariance))
+    let lowered = lower_to_stack(&program, &invariance);
+    if let Err(errors) = autobatch_passes::stack::verify_lowered(&lowered) {
+        panic!("stack verifier: {errors:?}");
+    }
+    lowered_to_string(&program, &lowered)
 }
 
 #[test]

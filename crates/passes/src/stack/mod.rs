@@ -20,12 +20,15 @@
 //!    top), so reading it never touches the stack;
 //! 5. a `pop v` followed, in the same block, by a `push v` with no write of
 //!    `v` in between becomes `peek v` (reload the saved value in place,
-//!    leaving the stack as it is), or disappears entirely when `v` is not
-//!    read in between;
+//!    leaving the stack as it is), or disappears entirely when nothing
+//!    reads `v` before the block overwrites it (see [`fuse_pop_push`]);
 //! 6. self tail calls were already turned into jumps (see `tail_calls`).
 //!
 //! Besides, *invariant* variables (see `uniformity`) are stored once for all
 //! members and never saved.
+//!
+//! [`verify_lowered`] checks the result: balanced stacks and no read of a
+//! value that a nested activation may have overwritten.
 //!
 //! Steps: only the first block made from an IR block counts as a step (the
 //! continuation blocks after calls do not), so that every strategy counts
@@ -41,6 +44,9 @@ use autobatch_ir::{
 
 use crate::liveness::Liveness;
 use crate::uniformity::Invariance;
+
+pub mod verify;
+pub use verify::{verify_lowered, StackVerifyError};
 
 entity!(
     /// A variable of the flat, lowered program.
@@ -570,6 +576,16 @@ fn coalesce_copies(program: &mut LoweredProgram) {
 }
 
 /// Optimization 5: `pop v; ...; push v` with no write of `v` in between.
+///
+/// The pair becomes `peek v` (restore `v` from the top of its stack and
+/// leave the saved value there). It disappears entirely only when `v` is
+/// read neither between the two nor after the `push` before the block
+/// writes `v` again: the value in `v` at the `pop` is the one a nested
+/// activation left there, so skipping the restore is sound only when
+/// nothing reads `v` before it is overwritten. A read may come after the
+/// `push` (the argument copies of the next call), or outside the block (a
+/// callee reading its parameter in place, the next block), so reaching the
+/// end of the block counts as a read.
 fn fuse_pop_push(program: &mut LoweredProgram) {
     for block in program.blocks.values_mut() {
         let mut i = 0;
@@ -578,37 +594,60 @@ fn fuse_pop_push(program: &mut LoweredProgram) {
                 i += 1;
                 continue;
             };
-            let mut read = false;
-            let mut fused = None;
-            for j in i + 1..block.ops.len() {
-                match &block.ops[j] {
-                    LoweredOp::Push(w) if *w == v => {
-                        fused = Some(j);
-                        break;
-                    }
-                    LoweredOp::Prim { dst, args, .. } => {
-                        read |= args.contains(&v);
-                        if *dst == Some(v) {
-                            break;
-                        }
-                    }
-                    LoweredOp::Pop(w) | LoweredOp::Peek(w) if *w == v => break,
-                    _ => {}
-                }
-            }
-            if let Some(j) = fused {
-                block.ops.remove(j);
-                if read {
-                    block.ops[i] = LoweredOp::Peek(v);
-                    i += 1;
-                } else {
-                    block.ops.remove(i);
-                }
-            } else {
+            let Some(push) = matching_push(&block.ops, i, v) else {
                 i += 1;
+                continue;
+            };
+            let read_between = block.ops[i + 1..push].iter().any(|op| op_reads(op, v));
+            block.ops.remove(push);
+            if read_between || read_before_overwritten(block, push, v) {
+                block.ops[i] = LoweredOp::Peek(v);
+                i += 1;
+            } else {
+                block.ops.remove(i);
             }
         }
     }
+}
+
+/// The index of the `push v` that a `pop v` at `pop` can fuse with: the
+/// first later `push v` of the block with no write, `pop` or `peek` of `v`
+/// in between.
+fn matching_push(ops: &[LoweredOp], pop: usize, v: GlobalVar) -> Option<usize> {
+    for (j, op) in ops.iter().enumerate().skip(pop + 1) {
+        match op {
+            LoweredOp::Push(w) if *w == v => return Some(j),
+            LoweredOp::Prim { dst: Some(d), .. } if *d == v => return None,
+            LoweredOp::Pop(w) | LoweredOp::Peek(w) if *w == v => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+fn op_reads(op: &LoweredOp, v: GlobalVar) -> bool {
+    match op {
+        LoweredOp::Prim { args, .. } => args.contains(&v),
+        LoweredOp::Push(w) => *w == v,
+        LoweredOp::Pop(_) | LoweredOp::Peek(_) => false,
+    }
+}
+
+/// Whether `v` may be read, from operation `from` on, before this block
+/// overwrites it: by a later operation, the terminator, or anything after
+/// the block.
+fn read_before_overwritten(block: &LoweredBlock, from: usize, v: GlobalVar) -> bool {
+    for op in &block.ops[from..] {
+        if op_reads(op, v) {
+            return true;
+        }
+        match op {
+            LoweredOp::Prim { dst: Some(d), .. } if *d == v => return false,
+            LoweredOp::Pop(w) | LoweredOp::Peek(w) if *w == v => return false,
+            _ => {}
+        }
+    }
+    true
 }
 
 /// The text form of the lowered program (`autobatch ir --lowered`).
