@@ -414,11 +414,14 @@ fn emit(
                 args,
                 loc: *loc,
             },
-            Op::Call { callee, loc, .. } => Op::Call {
+            Op::Call {
+                callee, loc, catch, ..
+            } => Op::Call {
                 dsts: defs,
                 callee: *callee,
                 args,
                 loc: *loc,
+                catch: *catch,
             },
         };
         if let Op::Prim {
@@ -591,6 +594,7 @@ fn successor_call(
         callee,
         args,
         loc,
+        catch: false,
     });
     Ok((dsts[..n_results].to_vec(), dsts[n_results..].to_vec()))
 }

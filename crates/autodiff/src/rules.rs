@@ -49,10 +49,14 @@ pub(crate) fn adjoint(d: &mut Deriver, b: &mut Builder, op: &Op) -> DeriveResult
         }
         Op::Prim { dst: None, .. } => Ok(()),
         Op::Call {
+            catch: true, loc, ..
+        } => derive_error("a catching call cannot be differentiated", *loc),
+        Op::Call {
             dsts,
             callee,
             args,
             loc,
+            catch: false,
         } => {
             let active: Vec<bool> = args.iter().map(|a| b.active[a.0 as usize]).collect();
             if !active.iter().any(|a| *a) || !dsts.iter().any(|v| b.adj.contains_key(v)) {
@@ -72,6 +76,7 @@ pub(crate) fn adjoint(d: &mut Deriver, b: &mut Builder, op: &Op) -> DeriveResult
                 callee: vjp,
                 args: call_args,
                 loc: *loc,
+                catch: false,
             });
             let adjoints = &outs[dsts.len()..];
             let targets: Vec<Var> = args

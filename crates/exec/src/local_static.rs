@@ -284,8 +284,17 @@ impl Run<'_> {
                         callee,
                         args,
                         loc,
+                        catch,
                     } => {
                         if depth + 1 > self.options.max_stack_depth {
+                            if *catch {
+                                // The call itself overflows: caught like a fault inside it.
+                                set_flags(&mut slots[dsts[0].index()], &rows, &[]);
+                                for d in &dsts[1..] {
+                                    zero_rows(&mut slots[d.index()], &rows);
+                                }
+                                continue;
+                            }
                             for r in &rows {
                                 self.errors[members[*r as usize] as usize] =
                                     Some(stack_overflow(self.options.max_stack_depth, *loc));
@@ -325,15 +334,34 @@ impl Run<'_> {
                                 }
                             })
                             .collect();
-                        let returned =
+                        let mut returned =
                             self.activation(*callee, &child_members, child_params, depth + 1);
+                        let result_dsts = if *catch {
+                            let completed: Vec<u32> = (0..rows.len())
+                                .filter(|k| returned.finished[*k])
+                                .map(|k| rows[k])
+                                .collect();
+                            set_flags(&mut slots[dsts[0].index()], &rows, &completed);
+                            // A member that faulted inside goes on with the zeros
+                            // its rows of the results still hold.
+                            for (k, &member) in child_members.iter().enumerate() {
+                                let error = &mut self.errors[member as usize];
+                                if error.as_ref().is_some_and(|e| e.kind.is_catchable()) {
+                                    *error = None;
+                                    returned.finished[k] = true;
+                                }
+                            }
+                            &dsts[1..]
+                        } else {
+                            &dsts[..]
+                        };
                         // Child row k is parent row rows[k].
                         let returned_rows: Vec<u32> = (0..rows.len() as u32)
                             .filter(|k| returned.finished[*k as usize])
                             .collect();
                         let still_running: Vec<u32> =
                             returned_rows.iter().map(|k| rows[*k as usize]).collect();
-                        for (d, value) in dsts.iter().zip(returned.values) {
+                        for (d, value) in result_dsts.iter().zip(returned.values) {
                             match &mut slots[d.index()] {
                                 Slot::Column(c) => {
                                     let dense = if returned_rows.len() == rows.len() {
@@ -416,4 +444,28 @@ impl Run<'_> {
         }
         Returned { finished, values }
     }
+}
+
+/// Sets the `bool` column `flag` to true on `completed` and false on the
+/// other `rows` (the flag of a catching call).
+fn set_flags(flag: &mut Slot, rows: &[u32], completed: &[u32]) {
+    let Slot::Column(Column {
+        data: autobatch_types::Data::Bool(values),
+        ..
+    }) = flag
+    else {
+        panic!("internal error: the flag of a catching call is not a per-member bool")
+    };
+    for r in rows {
+        values[*r as usize] = completed.binary_search(r).is_ok();
+    }
+}
+
+/// Writes zeros into `rows` of a catching call's result.
+fn zero_rows(slot: &mut Slot, rows: &[u32]) {
+    let Slot::Column(column) = slot else {
+        panic!("internal error: the result of a catching call is not per-member")
+    };
+    let zeros = Column::zeros(column.data.ty(), column.shape.clone(), 1);
+    column.fill_rows(&zeros.row(0), rows);
 }

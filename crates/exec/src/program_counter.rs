@@ -126,6 +126,8 @@ pub fn run(
         .map(|m| MemberRng::new(options.seed, m as u64))
         .collect();
     let mut return_stacks: Vec<Vec<PcBlock>> = vec![Vec::new(); members];
+    let catch_plan = CatchPlan::new(lowered);
+    let mut catches: Vec<Vec<CatchFrame>> = vec![Vec::new(); members];
     let mut steps_taken: Vec<u64> = vec![0; members];
     let mut outcomes: Vec<Option<Result<Vec<Tensor>, MemberError>>> = vec![None; members];
     let mut waiting: Vec<Vec<u32>> = vec![Vec::new(); lowered.blocks.len()];
@@ -145,6 +147,7 @@ pub fn run(
     let mut faults = Vec::new();
     let mut then_rows: Vec<u32> = Vec::new();
     let mut else_rows: Vec<u32> = Vec::new();
+    let mut recovered: Vec<u32> = Vec::new();
 
     let enqueue =
         |waiting: &mut Vec<Vec<u32>>, nonempty: &mut BTreeSet<u32>, pc: PcBlock, list: &[u32]| {
@@ -205,10 +208,25 @@ pub fn run(
                     counter.record(op_counters[pc as usize][i], rows.len());
                     if !faults.is_empty() {
                         for (r, fault) in faults.drain(..) {
-                            outcomes[r as usize] =
-                                Some(Err(MemberError::new(fault.kind, fault.message, *loc)));
+                            let error = MemberError::new(fault.kind, fault.message, *loc);
+                            let mut state = MemberStacks {
+                                plan: &catch_plan,
+                                catches: &mut catches,
+                                return_stacks: &mut return_stacks,
+                                stacks: &mut stacks,
+                            };
+                            match unwind(r, error, &mut state) {
+                                Ok(recover) => {
+                                    enqueue(&mut waiting, &mut nonempty, recover, &[r]);
+                                    recovered.push(r);
+                                }
+                                Err(error) => outcomes[r as usize] = Some(Err(error)),
+                            }
                         }
-                        rows.retain(|r| outcomes[*r as usize].is_none());
+                        rows.retain(|r| {
+                            outcomes[*r as usize].is_none() && !recovered.contains(r)
+                        });
+                        recovered.clear();
                     }
                 }
                 LoweredOp::Push(x) => with_stack(&mut slots, &mut stacks, *x, |column, stack| {
@@ -263,27 +281,61 @@ pub fn run(
             LoweredTerm::PushJump {
                 target,
                 return_to,
+                recover,
                 loc,
                 ..
             } => {
                 then_rows.clear();
-                for r in &rows {
-                    let stack = &mut return_stacks[*r as usize];
+                else_rows.clear();
+                for &r in &rows {
                     // Depth is the entry activation plus one per pending return.
-                    if stack.len() + 2 > options.max_stack_depth {
-                        outcomes[*r as usize] =
-                            Some(Err(stack_overflow(options.max_stack_depth, *loc)));
-                    } else {
-                        stack.push(*return_to);
-                        then_rows.push(*r);
+                    let depth = return_stacks[r as usize].len();
+                    if depth + 2 > options.max_stack_depth {
+                        if recover.is_some() {
+                            // The call itself overflows: caught like a fault inside it.
+                            else_rows.push(r);
+                            continue;
+                        }
+                        let error = stack_overflow(options.max_stack_depth, *loc);
+                        let mut state = MemberStacks {
+                            plan: &catch_plan,
+                            catches: &mut catches,
+                            return_stacks: &mut return_stacks,
+                            stacks: &mut stacks,
+                        };
+                        match unwind(r, error, &mut state) {
+                            Ok(recover) => enqueue(&mut waiting, &mut nonempty, recover, &[r]),
+                            Err(error) => outcomes[r as usize] = Some(Err(error)),
+                        }
+                        continue;
                     }
+                    if let Some(recover) = recover {
+                        catches[r as usize].push(CatchFrame {
+                            call: PcBlock(pc),
+                            return_depth: depth,
+                            recover: *recover,
+                            heights: catch_plan.saved_heights(PcBlock(pc), &stacks, r),
+                        });
+                    }
+                    return_stacks[r as usize].push(*return_to);
+                    then_rows.push(r);
                 }
                 enqueue(&mut waiting, &mut nonempty, *target, &then_rows);
+                if let Some(recover) = recover {
+                    enqueue(&mut waiting, &mut nonempty, *recover, &else_rows);
+                }
             }
             LoweredTerm::Return => {
                 for r in &rows {
                     match return_stacks[*r as usize].pop() {
-                        Some(to) => enqueue(&mut waiting, &mut nonempty, to, &[*r]),
+                        Some(to) => {
+                            let frames = &mut catches[*r as usize];
+                            let depth = return_stacks[*r as usize].len();
+                            if frames.last().is_some_and(|f| f.return_depth == depth) {
+                                frames.pop();
+                            }
+                            enqueue(&mut waiting, &mut nonempty, to, &[*r]);
+                        }
                         None => {
                             let results = entry
                                 .results
@@ -314,6 +366,115 @@ pub fn run(
             wall_seconds,
         },
     })
+}
+
+/// A catching call a member is inside: where it goes on if it faults, and
+/// the state to cut its stacks back to.
+#[derive(Clone, Debug)]
+struct CatchFrame {
+    /// The block that made the call.
+    call: PcBlock,
+    /// The length of the member's return stack before the call.
+    return_depth: usize,
+    recover: PcBlock,
+    /// The heights of the variable stacks the callee may push, in the order
+    /// of [`CatchPlan::saved`] for the call's block.
+    heights: Vec<usize>,
+}
+
+/// Which variable stacks each catching call must restore on a fault: the
+/// full variables pushed anywhere the callee may reach.
+struct CatchPlan {
+    /// Per block ending in a catching call, the variables to restore.
+    saved: Vec<Vec<GlobalVar>>,
+}
+
+impl CatchPlan {
+    fn new(lowered: &LoweredProgram) -> CatchPlan {
+        let functions = lowered.functions.len();
+        let mut callees: Vec<Vec<usize>> = vec![Vec::new(); functions];
+        let mut pushed: Vec<BTreeSet<GlobalVar>> = vec![BTreeSet::new(); functions];
+        for block in lowered.blocks.values() {
+            let f = block.func.index();
+            if let LoweredTerm::PushJump { callee, .. } = block.term {
+                callees[f].push(callee.index());
+            }
+            for op in &block.ops {
+                if let LoweredOp::Push(x) = op {
+                    pushed[f].insert(*x);
+                }
+            }
+        }
+        let reached_pushes = |start: usize| -> Vec<GlobalVar> {
+            let mut seen = vec![false; functions];
+            let mut todo = vec![start];
+            let mut vars = BTreeSet::new();
+            seen[start] = true;
+            while let Some(f) = todo.pop() {
+                vars.extend(pushed[f].iter().copied());
+                for &g in &callees[f] {
+                    if !seen[g] {
+                        seen[g] = true;
+                        todo.push(g);
+                    }
+                }
+            }
+            vars.into_iter().collect()
+        };
+        let saved = lowered
+            .blocks
+            .values()
+            .map(|block| match block.term {
+                LoweredTerm::PushJump {
+                    callee,
+                    recover: Some(_),
+                    ..
+                } => reached_pushes(callee.index()),
+                _ => Vec::new(),
+            })
+            .collect();
+        CatchPlan { saved }
+    }
+
+    fn saved_heights(&self, pc: PcBlock, stacks: &[Option<ValueStack>], r: u32) -> Vec<usize> {
+        self.saved[pc.index()]
+            .iter()
+            .map(|x| stacks[x.index()].as_ref().map_or(0, |s| s.height(r as usize)))
+            .collect()
+    }
+}
+
+/// After `error`, sends member `r` to its innermost catching call's
+/// recovery block, its return stack and variable stacks cut back to where
+/// they were at the call; gives the error back if it is not catchable or
+/// the member is in no catching call.
+fn unwind(
+    r: u32,
+    error: MemberError,
+    state: &mut MemberStacks<'_>,
+) -> Result<PcBlock, MemberError> {
+    if !error.kind.is_catchable() {
+        return Err(error);
+    }
+    let m = r as usize;
+    let Some(frame) = state.catches[m].pop() else {
+        return Err(error);
+    };
+    state.return_stacks[m].truncate(frame.return_depth);
+    for (x, height) in state.plan.saved[frame.call.index()].iter().zip(&frame.heights) {
+        if let Some(stack) = state.stacks[x.index()].as_mut() {
+            stack.truncate(m, *height);
+        }
+    }
+    Ok(frame.recover)
+}
+
+/// The per-member stacks a fault unwinds.
+struct MemberStacks<'a> {
+    plan: &'a CatchPlan,
+    catches: &'a mut [Vec<CatchFrame>],
+    return_stacks: &'a mut [Vec<PcBlock>],
+    stacks: &'a mut [Option<ValueStack>],
 }
 
 fn choose(nonempty: &BTreeSet<u32>, waiting: &[Vec<u32>], choice: BlockChoice) -> Option<u32> {

@@ -16,7 +16,11 @@
 //!   overflows, at the entry function's loc). The depth check comes before
 //!   the step check of the callee's entry block.
 //! - **Faults.** A primitive that faults stops the member with the fault's
-//!   kind and message at the operation's loc.
+//!   kind and message at the operation's loc, unless the member is inside a
+//!   `catch(f(..))` and the error is catchable (every kind but `step_limit`):
+//!   then the innermost such call gives `(false, zeros)` and the member goes
+//!   on after it, with the steps and random draws it used inside counted.
+//!   A catching call that would overflow the stack is caught the same way.
 //! - **Counts.** An operation counts as executed by a member when the member
 //!   reaches it, even if it then faults.
 //!
@@ -29,7 +33,8 @@ use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Prim, Program, Termin
 use autobatch_kernels::{eval, layout, Fault, MemberRng, PrimContext};
 use autobatch_types::{Data, MemberError, Tensor};
 
-use crate::batched::{stack_overflow, step_limit, OpCounter, Watch};
+use crate::batched::storage::Column;
+use crate::batched::{concrete_shape, stack_overflow, step_limit, OpCounter, Watch};
 use crate::liveness::{last_reads, LastReads};
 use crate::{Batch, Env, RunOptions, RunOutput, Stats};
 
@@ -128,10 +133,9 @@ struct MemberRun<'a, 'w> {
     steps: u64,
 }
 
-impl MemberRun<'_, '_> {
+impl<'a> MemberRun<'a, '_> {
     fn run(&mut self, env: &Env, batch: &Batch, member: usize) -> Result<Vec<Tensor>, MemberError> {
         let program = self.program;
-        let plan = self.plan;
         let entry = &program.functions[batch.entry];
         if self.options.max_stack_depth == 0 {
             return Err(stack_overflow(self.options.max_stack_depth, entry.loc));
@@ -155,114 +159,188 @@ impl MemberRun<'_, '_> {
         };
 
         loop {
-            let depth = stack.len();
-            let Some(frame) = stack.last_mut() else {
-                unreachable!("the loop returns when the stack empties")
-            };
-            let function = &program.functions[frame.function];
-            let block = &function.blocks[frame.block];
-            let op_index = frame.next_op;
-
-            if let Some(op) = block.ops.get(op_index) {
-                frame.next_op += 1;
-                let last_reads =
-                    &plan.last_reads[frame.function.index()].ops[frame.block.index()][op_index];
-                match op {
-                    Op::Prim {
-                        dst,
-                        prim,
-                        args,
-                        loc,
-                    } => {
-                        self.counters.ops.record(
-                            plan.count_slots[frame.function.index()][frame.block.index()][op_index],
-                            1,
-                        );
-                        let value = eval_prim(&mut frame.vars, prim, args, last_reads, &mut ctx)
-                            .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
-                        match (dst, value) {
-                            (Some(dst), Some(value)) => frame.vars[dst.index()] = Some(value),
-                            (None, None) => {}
-                            (dst, value) => panic!(
-                                "internal error: {} wrote {} result(s) into {} variable(s)",
-                                prim.name(),
-                                usize::from(value.is_some()),
-                                usize::from(dst.is_some())
-                            ),
-                        }
-                    }
-                    Op::Call {
-                        callee, args, loc, ..
-                    } => {
-                        if depth >= self.options.max_stack_depth {
-                            return Err(stack_overflow(self.options.max_stack_depth, *loc));
-                        }
-                        let callee_function = &program.functions[*callee];
-                        let mut callee_vars = vec![None; callee_function.vars.len()];
-                        for (position, (arg, param)) in
-                            args.iter().zip(&callee_function.params).enumerate()
-                        {
-                            callee_vars[param.index()] =
-                                Some(read_value(&mut frame.vars, *arg, last_reads[position]));
-                        }
-                        self.enter_block(callee_function, Function::ENTRY)?;
-                        stack.push(Frame {
-                            function: *callee,
-                            block: Function::ENTRY,
-                            next_op: 0,
-                            vars: callee_vars,
-                        });
-                    }
-                }
-                continue;
+            match self.step(&mut stack, &mut ctx, env) {
+                Ok(None) => {}
+                Ok(Some(values)) => return Ok(values),
+                Err(error) => self.unwind(&mut stack, error, env)?,
             }
+        }
+    }
 
-            match &block.term {
-                Terminator::Jump(target) => {
-                    self.enter_block(function, *target)?;
-                    frame.block = *target;
-                    frame.next_op = 0;
-                }
-                Terminator::Branch {
-                    cond,
-                    then_block,
-                    else_block,
+
+    /// Runs the member's next operation or terminator. Gives its results
+    /// when its entry function returns.
+    fn step(
+        &mut self,
+        stack: &mut Vec<Frame>,
+        ctx: &mut PrimContext<'_>,
+        env: &Env,
+    ) -> Result<Option<Vec<Tensor>>, MemberError> {
+        let program = self.program;
+        let plan = self.plan;
+        let depth = stack.len();
+        let Some(frame) = stack.last_mut() else {
+            unreachable!("the run returns when the stack empties")
+        };
+        let function = &program.functions[frame.function];
+        let block = &function.blocks[frame.block];
+        let op_index = frame.next_op;
+
+        if let Some(op) = block.ops.get(op_index) {
+            frame.next_op += 1;
+            let last_reads =
+                &plan.last_reads[frame.function.index()].ops[frame.block.index()][op_index];
+            match op {
+                Op::Prim {
+                    dst,
+                    prim,
+                    args,
+                    loc,
                 } => {
-                    let target = if read_bool(&frame.vars, *cond) {
-                        *then_block
-                    } else {
-                        *else_block
-                    };
-                    self.enter_block(function, target)?;
-                    frame.block = target;
-                    frame.next_op = 0;
-                }
-                Terminator::Return(returned) => {
-                    let moves =
-                        &plan.last_reads[frame.function.index()].returns[frame.block.index()];
-                    let values: Vec<Tensor> = returned
-                        .iter()
-                        .zip(moves)
-                        .map(|(v, &last)| read_value(&mut frame.vars, *v, last))
-                        .collect();
-                    stack.pop();
-                    let Some(caller) = stack.last_mut() else {
-                        return Ok(values);
-                    };
-                    let caller_function = &program.functions[caller.function];
-                    let Some(Op::Call { dsts, .. }) = caller_function.blocks[caller.block]
-                        .ops
-                        .get(caller.next_op - 1)
-                    else {
-                        panic!(
-                            "internal error: a frame returned to an operation that is not a call"
-                        );
-                    };
-                    for (dst, value) in dsts.iter().zip(values) {
-                        caller.vars[dst.index()] = Some(value);
+                    self.counters.ops.record(
+                        plan.count_slots[frame.function.index()][frame.block.index()][op_index],
+                        1,
+                    );
+                    let value = eval_prim(&mut frame.vars, prim, args, last_reads, ctx)
+                        .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
+                    match (dst, value) {
+                        (Some(dst), Some(value)) => frame.vars[dst.index()] = Some(value),
+                        (None, None) => {}
+                        (dst, value) => panic!(
+                            "internal error: {} wrote {} result(s) into {} variable(s)",
+                            prim.name(),
+                            usize::from(value.is_some()),
+                            usize::from(dst.is_some())
+                        ),
                     }
                 }
+                Op::Call {
+                    callee,
+                    args,
+                    loc,
+                    catch,
+                    ..
+                } => {
+                    if depth >= self.options.max_stack_depth {
+                        if *catch {
+                            // The call itself overflows: caught like a fault inside it.
+                            self.recover_at(frame, env);
+                            return Ok(None);
+                        }
+                        return Err(stack_overflow(self.options.max_stack_depth, *loc));
+                    }
+                    let callee_function = &program.functions[*callee];
+                    let mut callee_vars = vec![None; callee_function.vars.len()];
+                    for (position, (arg, param)) in
+                        args.iter().zip(&callee_function.params).enumerate()
+                    {
+                        callee_vars[param.index()] =
+                            Some(read_value(&mut frame.vars, *arg, last_reads[position]));
+                    }
+                    self.enter_block(callee_function, Function::ENTRY)?;
+                    stack.push(Frame {
+                        function: *callee,
+                        block: Function::ENTRY,
+                        next_op: 0,
+                        vars: callee_vars,
+                    });
+                }
             }
+            return Ok(None);
+        }
+
+        match &block.term {
+            Terminator::Jump(target) => {
+                self.enter_block(function, *target)?;
+                frame.block = *target;
+                frame.next_op = 0;
+            }
+            Terminator::Branch {
+                cond,
+                then_block,
+                else_block,
+            } => {
+                let target = if read_bool(&frame.vars, *cond) {
+                    *then_block
+                } else {
+                    *else_block
+                };
+                self.enter_block(function, target)?;
+                frame.block = target;
+                frame.next_op = 0;
+            }
+            Terminator::Return(returned) => {
+                let moves =
+                    &plan.last_reads[frame.function.index()].returns[frame.block.index()];
+                let values: Vec<Tensor> = returned
+                    .iter()
+                    .zip(moves)
+                    .map(|(v, &last)| read_value(&mut frame.vars, *v, last))
+                    .collect();
+                stack.pop();
+                let Some(caller) = stack.last_mut() else {
+                    return Ok(Some(values));
+                };
+                let caller_function = &program.functions[caller.function];
+                let Some(call @ Op::Call { dsts, catch, .. }) = caller_function.blocks
+                    [caller.block]
+                    .ops
+                    .get(caller.next_op - 1)
+                else {
+                    panic!(
+                        "internal error: a frame returned to an operation that is not a call"
+                    );
+                };
+                if *catch {
+                    caller.vars[dsts[0].index()] =
+                        Some(Tensor::scalar(autobatch_types::Scalar::Bool(true)));
+                }
+                for (dst, value) in call.call_results().iter().zip(values) {
+                    caller.vars[dst.index()] = Some(value);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// After a catchable `error`, goes on after the innermost catching call
+    /// the member is in: its frames above it are dropped and the call gives
+    /// `(false, zeros)`. Without one, the member stops with `error`.
+    fn unwind(&self, stack: &mut Vec<Frame>, error: MemberError, env: &Env) -> Result<(), MemberError> {
+        if !error.kind.is_catchable() {
+            return Err(error);
+        }
+        // Every frame but the top waits at the call that made the frame above it.
+        let below_top = stack.len().saturating_sub(1);
+        let catching = (0..below_top).rev().find(|&i| {
+            matches!(self.pending_op(&stack[i]), Some(Op::Call { catch: true, .. }))
+        });
+        let Some(i) = catching else {
+            return Err(error);
+        };
+        stack.truncate(i + 1);
+        self.recover_at(&mut stack[i], env);
+        Ok(())
+    }
+
+    /// The operation `frame` executed last (the call it waits at, below the top).
+    fn pending_op(&self, frame: &Frame) -> Option<&'a Op> {
+        let function = &self.program.functions[frame.function];
+        function.blocks[frame.block].ops.get(frame.next_op.checked_sub(1)?)
+    }
+
+    /// Gives the catching call `frame` waits at its "faulted" value:
+    /// `false`, then zeros of each result.
+    fn recover_at(&self, frame: &mut Frame, env: &Env) {
+        let Some(Op::Call { dsts, .. }) = self.pending_op(frame) else {
+            panic!("internal error: recovering at an operation that is not a call");
+        };
+        let function = &self.program.functions[frame.function];
+        frame.vars[dsts[0].index()] = Some(Tensor::scalar(autobatch_types::Scalar::Bool(false)));
+        for d in &dsts[1..] {
+            let ty = &function.vars[*d].ty;
+            let zeros = Column::zeros(ty.elem, concrete_shape(ty, &env.symbols), 1).row(0);
+            frame.vars[d.index()] = Some(zeros);
         }
     }
 

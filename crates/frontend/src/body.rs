@@ -1926,6 +1926,9 @@ impl FunctionChecker<'_, '_> {
             }
             None => {}
         }
+        if name == "catch" {
+            return self.check_catch(turbofish, &c.args, loc, end);
+        }
         if name == "grad" || name == "value_and_grad" {
             if let Some(t) = turbofish {
                 return Err(error(
@@ -2080,8 +2083,70 @@ impl FunctionChecker<'_, '_> {
                 function: index,
                 const_args,
                 args: out,
+                catch: false,
             },
             ret,
+            loc,
+        ))
+    }
+
+    /// `catch(f(args))`: the call of a function of the module, whose member
+    /// errors (but the step limit) are recovered: `(bool, T)` where `f`
+    /// returns `T`.
+    fn check_catch(
+        &mut self,
+        turbofish: Option<&syn::AngleBracketedGenericArguments>,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        if let Some(t) = turbofish {
+            return Err(error(
+                "`catch` takes no generic arguments",
+                start_of(t.lt_token.span),
+                end_of(t.gt_token.span),
+                "unexpected `::<...>`",
+            ));
+        }
+        let usage = "write `catch(f(a, b))`: one call of a function of the program, whose faults are caught; it gives `(true, result)`, or `(false, zeros)` when the call faults";
+        if args.len() != 1 {
+            return Err(error(
+                format!("`catch` takes one call, but {} arguments were given", args.len()),
+                loc,
+                end,
+                "expected one call",
+            )
+            .map_note(usage));
+        }
+        let call = self.check_expr(&args[0])?;
+        let Expr {
+            kind:
+                ExprKind::Call {
+                    function,
+                    const_args,
+                    args,
+                    catch: false,
+                },
+            ty,
+            ..
+        } = call
+        else {
+            return Err(error(
+                "`catch` takes a call of a function of the program",
+                call.loc,
+                end,
+                "not a call of a function of the program",
+            )
+            .map_note(usage));
+        };
+        Ok(mk(
+            ExprKind::Call {
+                function,
+                const_args,
+                args,
+                catch: true,
+            },
+            Ty::Tuple(vec![Ty::scalar(ScalarType::Bool), ty]),
             loc,
         ))
     }

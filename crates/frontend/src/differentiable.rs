@@ -231,6 +231,15 @@ impl Checker<'_> {
                 }
                 t
             }
+            ExprKind::Call { catch: true, .. } => {
+                return Err(self.error(
+                    "cannot differentiate through `catch`".into(),
+                    e.loc,
+                    "catch".len(),
+                    "`catch` in differentiated code",
+                    "a recovered fault has no derivative; call `catch` outside the function that is differentiated (for example around the `grad` call)",
+                ));
+            }
             ExprKind::Call { function, args, .. } => {
                 let mut mask = Vec::with_capacity(args.len());
                 for a in args {

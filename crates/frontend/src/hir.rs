@@ -352,10 +352,15 @@ pub enum ExprKind {
     },
     /// A call of a function of the module; `const_args` gives the value of
     /// each of its const generic parameters (in the caller's terms).
+    ///
+    /// With `catch` (`catch(f(args))`), the value is `(completed, result)`:
+    /// `(true, f(args))`, or `(false, zeros)` when a catchable member error
+    /// arises anywhere inside the call.
     Call {
         function: FunctionIndex,
         const_args: Vec<DimExpr>,
         args: Vec<Expr>,
+        catch: bool,
     },
     Builtin {
         builtin: Builtin,

@@ -148,11 +148,19 @@ pub enum Op {
         loc: Loc,
     },
     /// `dsts = callee(args)`, flattened on both sides.
+    ///
+    /// With `catch` (the language's `catch(callee(args))`), `dsts[0]` is a
+    /// `bool` that says whether the call completed, and `dsts[1..]` receive
+    /// the callee's results: when a catchable member error
+    /// ([`autobatch_types::ErrorKind::is_catchable`]) arises anywhere inside
+    /// the call, the member goes on after it with `dsts[0] = false` and
+    /// zeros in `dsts[1..]`.
     Call {
         dsts: Vec<Var>,
         callee: FuncId,
         args: Vec<Var>,
         loc: Loc,
+        catch: bool,
     },
 }
 
@@ -166,6 +174,17 @@ impl Op {
     pub fn uses(&self) -> &[Var] {
         match self {
             Op::Prim { args, .. } | Op::Call { args, .. } => args,
+        }
+    }
+    /// The variables that receive a call's results: all of `dsts`, or
+    /// `dsts[1..]` for a catching call. Empty for a primitive.
+    pub fn call_results(&self) -> &[Var] {
+        match self {
+            Op::Prim { .. } => &[],
+            Op::Call {
+                dsts, catch: true, ..
+            } => &dsts[1..],
+            Op::Call { dsts, .. } => dsts,
         }
     }
     /// The variables this operation writes.

@@ -139,6 +139,7 @@ pub fn write_op(out: &mut impl Write, program: &Program, op: &Op) -> fmt::Result
             callee,
             args,
             loc,
+            catch,
         } => {
             if !dsts.is_empty() {
                 write!(out, "{} = ", list(dsts))?;
@@ -148,7 +149,8 @@ pub fn write_op(out: &mut impl Write, program: &Program, op: &Op) -> fmt::Result
                 .get(*callee)
                 .map(|f| f.name.as_str())
                 .unwrap_or("?");
-            write!(out, "call {callee} {name}({})  @{loc}", list(args))
+            let call = if *catch { "catch call" } else { "call" };
+            write!(out, "{call} {callee} {name}({})  @{loc}", list(args))
         }
     }
 }

@@ -12,7 +12,7 @@
 //!    variable exactly when the primitive produces one.
 //! 5. Every call passes as many variables as the callee has parameters, of the
 //!    same types, and receives the callee's results into variables of the
-//!    same types, none named twice.
+//!    same types, none named twice (after a `bool` flag for a catching call).
 //! 6. A branch condition is a `bool` scalar; a return returns variables of
 //!    the function's result types.
 //! 7. Every variable is assigned on every path from the entry before it is
@@ -163,8 +163,12 @@ fn verify_function(program: &Program, f: &Function, errors: &mut Vec<VerifyError
                         _ => {}
                     }
                 }
-                Op::Call {
-                    dsts, callee, args, ..
+                op @ Op::Call {
+                    dsts,
+                    callee,
+                    args,
+                    catch,
+                    ..
                 } => {
                     let Some(g) = program.functions.get(*callee) else {
                         err(format!("callee {callee} does not exist"));
@@ -181,8 +185,20 @@ fn verify_function(program: &Program, f: &Function, errors: &mut Vec<VerifyError
                             g.name
                         ));
                     }
-                    let dst_tys: Vec<&TensorType> =
-                        dsts.iter().map(|d| var_ty(*d).unwrap()).collect();
+                    if *catch
+                        && dsts.first().and_then(|d| var_ty(*d))
+                            != Some(&TensorType::scalar(autobatch_types::ScalarType::Bool))
+                    {
+                        err(format!(
+                            "catching call of {}: its first result variable is not a bool flag",
+                            g.name
+                        ));
+                    }
+                    let dst_tys: Vec<&TensorType> = op
+                        .call_results()
+                        .iter()
+                        .map(|d| var_ty(*d).unwrap())
+                        .collect();
                     if dst_tys.len() != g.results.len()
                         || dst_tys.iter().zip(&g.results).any(|(a, b)| *a != b)
                     {

@@ -675,7 +675,9 @@ impl FunctionLowerer<'_> {
                 function,
                 const_args,
                 args,
+                catch,
             } => {
+                // For `catch`, the flattened tuple type gives the flag first.
                 let refs: Vec<&Expr> = args.iter().collect();
                 let Some(vs) = self.lower_operands(&refs)? else {
                     return Ok(None);
@@ -698,6 +700,7 @@ impl FunctionLowerer<'_> {
                     callee,
                     args: vs.concat(),
                     loc,
+                    catch: *catch,
                 })?;
                 Ok(Some(dsts))
             }
@@ -736,6 +739,7 @@ impl FunctionLowerer<'_> {
                     callee: vjp,
                     args: vec![x],
                     loc,
+                    catch: false,
                 })?;
                 if *with_value {
                     Ok(Some(vec![value, gradient]))

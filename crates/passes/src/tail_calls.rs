@@ -80,7 +80,14 @@ fn tail_call_position(id: FuncId, function: &Function, b: Block) -> Option<usize
         .ops
         .iter()
         .rposition(|op| matches!(op, Op::Call { .. }))?;
-    let Op::Call { dsts, callee, .. } = &block.ops[call_index] else {
+    // A catching call is never a tail call: the member goes on after it.
+    let Op::Call {
+        dsts,
+        callee,
+        catch: false,
+        ..
+    } = &block.ops[call_index]
+    else {
         return None;
     };
     if *callee != id {

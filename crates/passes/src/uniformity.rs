@@ -14,7 +14,8 @@
 //! - a non-random primitive whose operands are all invariant;
 //! - a call whose callee returns one and the same invariant variable in that
 //!   position at every `return` (two different invariant variables at two
-//!   returns give members on different paths different values);
+//!   returns give members on different paths different values), unless the
+//!   call is a `catch` (a member that faulted gets zeros);
 //! - for a parameter (defined by its callers): the argument at every call site
 //!   is invariant, or, for the entry function, the argument is shared.
 //!
@@ -107,11 +108,20 @@ impl Invariance {
                                 }
                             }
                             Op::Prim { dst: None, .. } => {}
-                            Op::Call { dsts, callee, .. } => {
+                            Op::Call {
+                                dsts,
+                                callee,
+                                catch,
+                                ..
+                            } => {
                                 let g = &program.functions[*callee];
                                 for (k, d) in dsts.iter().enumerate() {
-                                    let returns_invariant = single_return_var(g, k)
-                                        .is_some_and(|v| invariant[callee.index()][v.index()]);
+                                    // What a catching call gives depends on
+                                    // whether the member faulted.
+                                    let returns_invariant = !*catch
+                                        && single_return_var(g, k).is_some_and(|v| {
+                                            invariant[callee.index()][v.index()]
+                                        });
                                     if !returns_invariant && invariant[fid.index()][d.index()] {
                                         invariant[fid.index()][d.index()] = false;
                                         changed = true;

@@ -398,6 +398,12 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Whether `catch(f(..))` recovers from this error raised inside the
+    /// call: every fault of the program's meaning and a too-deep recursion,
+    /// but not the step limit, which bounds the whole member's run.
+    pub fn is_catchable(self) -> bool {
+        !matches!(self, ErrorKind::StepLimit)
+    }
     pub fn name(self) -> &'static str {
         match self {
             ErrorKind::DivisionByZero => "division_by_zero",

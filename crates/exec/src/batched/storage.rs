@@ -275,6 +275,32 @@ impl ValueStack {
         })
     }
 
+    /// How many values member `m` has saved.
+    pub fn height(&self, m: usize) -> usize {
+        let len = match &self.stacks {
+            TypedStacks::Bool(s) => s[m].len(),
+            TypedStacks::I32(s) => s[m].len(),
+            TypedStacks::I64(s) => s[m].len(),
+            TypedStacks::Usize(s) => s[m].len(),
+            TypedStacks::F32(s) => s[m].len(),
+            TypedStacks::F64(s) => s[m].len(),
+        };
+        len / self.row_len.max(1)
+    }
+
+    /// Drops member `m`'s values saved above `height` (a fault unwound them).
+    pub fn truncate(&mut self, m: usize, height: usize) {
+        let len = height * self.row_len.max(1);
+        match &mut self.stacks {
+            TypedStacks::Bool(s) => s[m].truncate(len),
+            TypedStacks::I32(s) => s[m].truncate(len),
+            TypedStacks::I64(s) => s[m].truncate(len),
+            TypedStacks::Usize(s) => s[m].truncate(len),
+            TypedStacks::F32(s) => s[m].truncate(len),
+            TypedStacks::F64(s) => s[m].truncate(len),
+        }
+    }
+
     /// Copies each member's top saved row into its row of `into`; pops it if `remove`.
     pub fn restore_rows(&mut self, members: &[u32], into: &mut Column, remove: bool) {
         let n = self.row_len;

@@ -41,6 +41,7 @@ use autobatch_ir::{
     entity, Block, EntityRef, EntityVec, FuncId, Loc, Op, Prim, Program, TensorType, Terminator,
     Var,
 };
+use autobatch_types::{Scalar, ScalarType};
 
 use crate::liveness::Liveness;
 use crate::uniformity::Invariance;
@@ -120,10 +121,16 @@ pub enum LoweredTerm {
     },
     /// Push `return_to` on the member's program-counter stack and go to `target`
     /// (the entry of `callee`). `loc` is the call's, for `stack_overflow`.
+    ///
+    /// With `recover` (a `catch`), a member that meets a catchable error
+    /// inside the call (its own `stack_overflow` at this call included)
+    /// goes on at `recover` instead, with its program-counter stack and its
+    /// variable stacks as they were before the call.
     PushJump {
         callee: FuncId,
         target: PcBlock,
         return_to: PcBlock,
+        recover: Option<PcBlock>,
         loc: Loc,
     },
     /// Pop the program-counter stack; an empty stack means the member is done.
@@ -225,7 +232,20 @@ pub fn lower_to_stack(program: &Program, invariance: &Invariance) -> LoweredProg
             }
             let after = live.live_after_ops(f, b);
             for (i, op) in block.ops.iter().enumerate() {
-                if let Op::Call { dsts, callee, .. } = op {
+                if let Op::Call {
+                    dsts,
+                    callee,
+                    catch,
+                    ..
+                } = op
+                {
+                    if *catch {
+                        // Written in the continuation or the recovery block,
+                        // read in the block both go on in.
+                        for d in dsts.iter().filter(|d| after[i].contains(**d)) {
+                            class[d.index()] = class[d.index()].max(VarClass::Register);
+                        }
+                    }
                     let may_overwrite = reach[callee.index()][fid.index()];
                     for v in after[i].iter() {
                         if dsts.contains(&v) {
@@ -290,11 +310,7 @@ pub fn lower_to_stack(program: &Program, invariance: &Invariance) -> LoweredProg
         let mut firsts = Vec::new();
         for block in f.blocks.values() {
             firsts.push(PcBlock::new(next));
-            next += 1 + block
-                .ops
-                .iter()
-                .filter(|op| matches!(op, Op::Call { .. }))
-                .count();
+            next += 1 + block.ops.iter().map(blocks_after).sum::<usize>();
         }
         first_block.push(firsts);
     }
@@ -343,6 +359,7 @@ pub fn lower_to_stack(program: &Program, invariance: &Invariance) -> LoweredProg
                         callee,
                         args,
                         loc,
+                        catch,
                     } => {
                         let may_overwrite = reach[callee.index()][fid.index()];
                         let saves: Vec<GlobalVar> = if may_overwrite {
@@ -404,6 +421,7 @@ pub fn lower_to_stack(program: &Program, invariance: &Invariance) -> LoweredProg
                             callee: *callee,
                             target: functions[*callee].entry,
                             return_to,
+                            recover: catch.then(|| PcBlock::new(blocks.len() + 2)),
                             loc: *loc,
                         };
                         let finished = std::mem::replace(
@@ -421,9 +439,43 @@ pub fn lower_to_stack(program: &Program, invariance: &Invariance) -> LoweredProg
                         for s in saves.iter().rev() {
                             current.ops.push(LoweredOp::Pop(*s));
                         }
-                        for (d, r) in dsts.iter().zip(&result_registers[callee.index()]) {
+                        let results = &result_registers[callee.index()];
+                        if !*catch {
+                            for (d, r) in dsts.iter().zip(results) {
+                                current.ops.push(copy(g(*d), *r, *loc));
+                            }
+                            continue;
+                        }
+                        // `catch`: the continuation sets the flag and copies the
+                        // results; the recovery block (where a member that
+                        // faulted inside the call goes) restores the same saves
+                        // and gives zeros; both go on in one block.
+                        let flag = g(dsts[0]);
+                        let rest = PcBlock::new(blocks.len() + 2);
+                        let mut recovery = LoweredBlock {
+                            ops: current.ops.clone(),
+                            ..current.clone()
+                        };
+                        current.ops.push(constant(flag, Scalar::Bool(true), *loc));
+                        for (d, r) in dsts[1..].iter().zip(results) {
                             current.ops.push(copy(g(*d), *r, *loc));
                         }
+                        recovery.ops.push(constant(flag, Scalar::Bool(false), *loc));
+                        for d in &dsts[1..] {
+                            zero_into(&mut vars, &mut recovery.ops, fid, g(*d), *loc);
+                        }
+                        current.term = LoweredTerm::Jump(rest);
+                        recovery.term = LoweredTerm::Jump(rest);
+                        let continuation = std::mem::replace(&mut current, recovery);
+                        blocks.push(continuation);
+                        let recovery = std::mem::replace(
+                            &mut current,
+                            LoweredBlock {
+                                ops: Vec::new(),
+                                ..continuation_template(fid, b, *loc)
+                            },
+                        );
+                        blocks.push(recovery);
                     }
                 }
             }
@@ -501,10 +553,16 @@ fn continuations_last(program: &mut LoweredProgram) {
                 renumber(else_block);
             }
             LoweredTerm::PushJump {
-                target, return_to, ..
+                target,
+                return_to,
+                recover,
+                ..
             } => {
                 renumber(target);
                 renumber(return_to);
+                if let Some(r) = recover {
+                    renumber(r);
+                }
             }
             LoweredTerm::Return => {}
         }
@@ -512,6 +570,93 @@ fn continuations_last(program: &mut LoweredProgram) {
     }
     for f in program.functions.values_mut() {
         renumber(&mut f.entry);
+    }
+}
+
+/// How many lowered blocks an operation adds after the one it is in: a
+/// call one (its continuation), a catching call three (the continuation,
+/// the recovery block, and the block both go on in).
+fn blocks_after(op: &Op) -> usize {
+    match op {
+        Op::Prim { .. } => 0,
+        Op::Call { catch: false, .. } => 1,
+        Op::Call { catch: true, .. } => 3,
+    }
+}
+
+/// An empty continuation block of IR block `origin` of `func`.
+fn continuation_template(func: FuncId, origin: Block, loc: Loc) -> LoweredBlock {
+    LoweredBlock {
+        func,
+        origin,
+        counts_step: false,
+        loc,
+        ops: Vec::new(),
+        term: LoweredTerm::Return,
+    }
+}
+
+fn constant(dst: GlobalVar, value: Scalar, loc: Loc) -> LoweredOp {
+    LoweredOp::Prim {
+        dst: Some(dst),
+        prim: Prim::Const(value),
+        args: Vec::new(),
+        loc,
+    }
+}
+
+/// Appends to `ops` the operations that set `dst` to zeros of its type (a
+/// constant, then one `fill` per dimension, innermost first, through
+/// temporaries of `func`).
+fn zero_into(
+    vars: &mut EntityVec<GlobalVar, LoweredVar>,
+    ops: &mut Vec<LoweredOp>,
+    func: FuncId,
+    dst: GlobalVar,
+    loc: Loc,
+) {
+    let ty = vars[dst].ty.clone();
+    let zero = match ty.elem {
+        ScalarType::Bool => Scalar::Bool(false),
+        ScalarType::I32 => Scalar::I32(0),
+        ScalarType::I64 => Scalar::I64(0),
+        ScalarType::Usize => Scalar::Usize(0),
+        ScalarType::F32 => Scalar::F32(0.0),
+        ScalarType::F64 => Scalar::F64(0.0),
+    };
+    let mut value_ty = TensorType {
+        elem: ty.elem,
+        dims: Vec::new(),
+    };
+    let temporary = |vars: &mut EntityVec<GlobalVar, LoweredVar>, ty: &TensorType| {
+        vars.push(LoweredVar {
+            func,
+            var: None,
+            ty: ty.clone(),
+            name: None,
+            class: VarClass::Temporary,
+        })
+    };
+    let mut value = if ty.dims.is_empty() {
+        dst
+    } else {
+        temporary(vars, &value_ty)
+    };
+    ops.push(constant(value, zero, loc));
+    for (k, dim) in ty.dims.iter().enumerate().rev() {
+        value_ty.dims.insert(0, *dim);
+        let filled = if k == 0 {
+            dst
+        } else {
+            temporary(vars, &value_ty)
+        };
+        ops.push(LoweredOp::Prim {
+            dst: Some(filled),
+            prim: Prim::Fill(*dim),
+            args: vec![value],
+            loc,
+        });
+        value = filled;
     }
 }
 
@@ -748,11 +893,15 @@ pub fn lowered_to_string(program: &Program, lowered: &LoweredProgram) -> String 
                 callee,
                 target,
                 return_to,
+                recover,
                 loc,
             } => {
+                let recover = recover
+                    .map(|r| format!(", recover at {r}"))
+                    .unwrap_or_default();
                 writeln!(
                     out,
-                    "  push_jump {callee} {target}, return to {return_to}  @{loc}"
+                    "  push_jump {callee} {target}, return to {return_to}{recover}  @{loc}"
                 )
             }
             LoweredTerm::Return => writeln!(out, "  return"),

@@ -27,8 +27,10 @@
 //!    of a temporary across steps).
 //! 4. **Returns return.** Every result register of the function holds this
 //!    activation's value at every `return`.
-//! 5. **Targets are sound.** Jumps, branches and continuations stay inside
-//!    the function; `push_jump` targets the entry of its callee.
+//! 5. **Targets are sound.** Jumps, branches, continuations and recovery
+//!    blocks stay inside the function; `push_jump` targets the entry of its
+//!    callee. A catching call's recovery block starts with the stacks as the
+//!    call found them and none of the callee's results.
 //!
 //! A violation is a compiler bug, never the user's fault.
 
@@ -40,7 +42,7 @@ use autobatch_ir::{EntityRef, EntityVec, FuncId};
 use super::{GlobalVar, LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass};
 
 /// A broken invariant of the explicit-stack form.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct StackVerifyError {
     pub function: String,
     pub block: PcBlock,
@@ -64,6 +66,10 @@ pub fn verify_lowered(program: &LoweredProgram) -> Result<(), Vec<StackVerifyErr
     for func in program.functions.keys() {
         FunctionCheck::new(program, &clobbers, func, &mut errors).run();
     }
+    // A block is checked again when what flows into it shrinks: keep each
+    // violation once.
+    let mut seen = std::collections::HashSet::new();
+    errors.retain(|e| seen.insert(e.clone()));
     if errors.is_empty() {
         Ok(())
     } else {
@@ -344,14 +350,21 @@ impl<'a> FunctionCheck<'a> {
                 callee,
                 target,
                 return_to,
+                recover,
                 ..
             } => {
                 self.check_call(pc, &state, *callee, *target);
                 state.valid.subtract(&self.clobbers.by_function[*callee]);
+                // A member that faulted inside a catching call goes on at
+                // `recover`, its stacks cut back to their heights here, and
+                // no result of the callee.
+                let recovered = recover.map(|r| (r, state.clone()));
                 for r in &program.functions[*callee].results {
                     state.valid.insert(*r);
                 }
-                vec![(*return_to, state)]
+                std::iter::once((*return_to, state))
+                    .chain(recovered)
+                    .collect()
             }
             LoweredTerm::Return => {
                 self.check_return(pc, &state);
