@@ -92,6 +92,7 @@ impl FunctionBuilder {
             prim,
             args: args.to_vec(),
             loc: at,
+            catch: false,
         });
     }
 
@@ -108,6 +109,7 @@ impl FunctionBuilder {
             callee,
             args: args.to_vec(),
             loc: at,
+            catch: false,
         });
     }
 
