@@ -92,7 +92,6 @@ impl FunctionBuilder {
             prim,
             args: args.to_vec(),
             loc: at,
-            catch: false,
         });
     }
 
