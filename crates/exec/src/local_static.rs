@@ -197,7 +197,7 @@ fn run_on_this_thread(
             let mut slot = column_slot(&entry.vars[*p].ty, &env.symbols, members);
             if let Slot::Column(c) = &mut slot {
                 match arg {
-                    Arg::Shared(value) => c.fill_rows(value, &member_ids),
+                    Arg::Shared(value) => c.fill_rows(value, member_ids),
                     Arg::Batched(values) => {
                         values.iter().enumerate().for_each(|(r, v)| c.set_row(r, v))
                     }
