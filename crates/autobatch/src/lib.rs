@@ -59,7 +59,10 @@ pub use inputs::{InputValue, Inputs};
 pub use json_output::{
     float_to_json, member_result_to_json, scalar_to_json, tensor_to_json, value_to_json,
 };
-pub use run::{default_threads, BlockChoice, Lanes, RunConfig, RunError, RunResult, Strategy};
+pub use run::{
+    check_threads, default_threads, max_threads, BlockChoice, Lanes, RunConfig, RunError,
+    RunResult, Strategy, THREADS_PER_CORE,
+};
 
 pub use autobatch_exec::{
     available_memory_bytes, Observer, OpCount, RunProgress, Stats, DEFAULT_MAX_STACK_DEPTH,

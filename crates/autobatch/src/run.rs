@@ -34,7 +34,7 @@ pub struct RunConfig {
     pub max_steps: u64,
     /// Member `i` draws random numbers from a stream that depends only on `(seed, i)`.
     pub seed: u64,
-    /// Worker threads; at least 1.
+    /// Worker threads; from 1 to [`max_threads`].
     pub threads: usize,
 }
 
@@ -61,18 +61,42 @@ pub fn default_threads() -> usize {
         .unwrap_or(1)
 }
 
+/// Threads per available core a run may use at most: more only adds the
+/// cost of starting and switching threads (results never depend on it).
+pub const THREADS_PER_CORE: usize = 4;
+
+/// The most worker threads a run may ask for: [`THREADS_PER_CORE`] times
+/// the available cores.
+pub fn max_threads() -> usize {
+    THREADS_PER_CORE * default_threads()
+}
+
+/// Checks a thread count, in words a user can act on.
+pub fn check_threads(threads: usize) -> Result<(), String> {
+    let max = max_threads();
+    if (1..=max).contains(&threads) {
+        return Ok(());
+    }
+    Err(format!(
+        "must be between 1 and {max} ({THREADS_PER_CORE} per available core, {} here)",
+        default_threads()
+    ))
+}
+
 impl RunConfig {
-    /// Checks the settings that have no meaning (a stack depth or thread count of 0).
+    /// Checks the settings that have no meaning (a stack depth or thread
+    /// count of 0, more threads than [`max_threads`]).
     pub fn validate(&self) -> Result<(), RunError> {
         if self.max_stack_depth == 0 {
             return Err(RunError::InvalidConfig(
                 "the maximum stack depth must be at least 1".into(),
             ));
         }
-        if self.threads == 0 {
-            return Err(RunError::InvalidConfig(
-                "the number of threads must be at least 1".into(),
-            ));
+        if let Err(range) = check_threads(self.threads) {
+            return Err(RunError::InvalidConfig(format!(
+                "the number of threads ({}) {range}",
+                self.threads
+            )));
         }
         Ok(())
     }

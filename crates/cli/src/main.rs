@@ -52,10 +52,9 @@ enum Command {
         /// The inputs: {"batch": {NAME: [one value per member]}, "shared": {NAME: value}}.
         #[arg(long, value_name = "INPUTS.json")]
         inputs: PathBuf,
-        /// How to execute the batch: reference, local-static or program-counter
-        /// [default: program-counter once it exists; reference for now].
-        #[arg(long, value_parser = parse_strategy)]
-        strategy: Option<Strategy>,
+        /// How to execute the batch: reference, local-static or program-counter.
+        #[arg(long, value_parser = parse_strategy, default_value = "program-counter")]
+        strategy: Strategy,
         /// How batching strategies treat inactive members: mask, compact or auto.
         #[arg(long, value_parser = parse_lanes, default_value = "auto")]
         lanes: Lanes,
@@ -71,8 +70,8 @@ enum Command {
         /// The seed of the members' random streams.
         #[arg(long, value_name = "N", default_value_t = 0)]
         seed: u64,
-        /// Worker threads [default: the number of available cores].
-        #[arg(long, value_name = "N", value_parser = parse_positive)]
+        /// Worker threads, at most 4 per available core [default: the number of available cores].
+        #[arg(long, value_name = "N", value_parser = parse_threads)]
         threads: Option<usize>,
         /// Add the run's figures (`stats`) to the output.
         #[arg(long)]
@@ -91,11 +90,12 @@ enum Command {
         /// The number of chains.
         #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = 4)]
         chains: usize,
-        /// Warmup (adaptation) iterations per chain.
-        #[arg(long, value_name = "N", default_value_t = 1000)]
+        /// Warmup (adaptation) iterations per chain; warmup and draws
+        /// together at most 2147483647.
+        #[arg(long, value_name = "N", value_parser = parse_warmup, default_value_t = 1000)]
         warmup: usize,
         /// Draws per chain after warmup.
-        #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = 1000)]
+        #[arg(long, value_name = "N", value_parser = parse_draws, default_value_t = 1000)]
         draws: usize,
         /// The seed of the chains' random streams.
         #[arg(long, value_name = "N", default_value_t = 0)]
@@ -103,15 +103,15 @@ enum Command {
         /// How to execute the batch: reference, local-static or program-counter.
         #[arg(long, value_parser = parse_strategy, default_value = "program-counter")]
         strategy: Strategy,
-        /// The deepest tree of a trajectory (at most 2^N - 1 leapfrog steps).
-        #[arg(long, value_name = "N", default_value_t = 10)]
+        /// The deepest tree of a trajectory (at most 2^N - 1 leapfrog steps), from 1 to 30.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=30), default_value_t = 10)]
         max_depth: u32,
         /// The acceptance statistic warmup adapts the step size towards
         /// (Stan's adapt_delta); raise it (0.9, 0.95) against divergences.
         #[arg(long, value_name = "X", value_parser = parse_target_accept, default_value_t = 0.8)]
         target_accept: f64,
-        /// Worker threads [default: the number of available cores].
-        #[arg(long, value_name = "N", value_parser = parse_positive)]
+        /// Worker threads, at most 4 per available core [default: the number of available cores].
+        #[arg(long, value_name = "N", value_parser = parse_threads)]
         threads: Option<usize>,
         /// Write the draws to this CSV file: chain,draw,theta[0],...
         #[arg(long, value_name = "DRAWS.csv")]
@@ -127,7 +127,7 @@ enum Command {
         pooled_adaptation: bool,
         /// With --pooled-adaptation: the warmup iterations between two
         /// poolings (also at the end of every adaptation window).
-        #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = 1, requires = "pooled_adaptation")]
+        #[arg(long, value_name = "N", value_parser = parse_pool_every, default_value_t = 1, requires = "pooled_adaptation")]
         pool_every: usize,
     },
 }
@@ -161,13 +161,41 @@ fn parse_positive(text: &str) -> Result<usize, String> {
     }
 }
 
+/// A count from `min` to `max`; the message names the range.
+fn parse_count(text: &str, min: usize, max: usize) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be an integer from {min} to {max}")),
+    }
+}
+
+fn parse_warmup(text: &str) -> Result<usize, String> {
+    parse_count(text, 0, autobatch_sample::MAX_ITERATIONS)
+}
+
+fn parse_draws(text: &str) -> Result<usize, String> {
+    parse_count(text, 1, autobatch_sample::MAX_ITERATIONS)
+}
+
+fn parse_pool_every(text: &str) -> Result<usize, String> {
+    parse_count(text, 1, autobatch_sample::MAX_ITERATIONS)
+}
+
+fn parse_threads(text: &str) -> Result<usize, String> {
+    let threads = text
+        .parse::<usize>()
+        .map_err(|_| format!("{} (an integer)", autobatch::check_threads(0).unwrap_err()))?;
+    autobatch::check_threads(threads).map(|()| threads)
+}
+
 /// Why the command stopped early; the exit code follows from it.
 enum Failure {
     /// Exit 1: the diagnostics, already rendered.
     DoesNotCompile(CompileError),
     /// Exit 2: one line, without the `error: ` prefix.
     Usage(String),
-    /// Exit 1: a model `sample` cannot use, already rendered.
+    /// Exit 1: a model `sample` cannot use, or a program file that is not
+    /// text, already rendered.
     Model(String),
 }
 
@@ -308,13 +336,16 @@ fn execute(command: Command) -> Result<(), Failure> {
             stats,
             output,
         } => {
+            if let Some(path) = &output {
+                check_writable(path)?;
+            }
             let compiled = compile_file(&program)?;
             let inputs_text = read_file(&inputs, "inputs")?;
             let parsed = Inputs::from_json_str(&inputs_text)
                 .map_err(|e| Failure::Usage(format!("{}: {}", inputs.display(), e.message())))?;
             let batch = compiled.bind(&entry, &parsed)?;
             let config = RunConfig {
-                strategy: strategy.unwrap_or(Strategy::ProgramCounter),
+                strategy,
                 lanes,
                 block_choice,
                 max_stack_depth,
@@ -348,7 +379,11 @@ fn execute(command: Command) -> Result<(), Failure> {
             pooled_adaptation,
             pool_every,
         } => {
-            let source = read_file(&model, "model")?;
+            check_iterations(warmup, draws)?;
+            for path in output.iter().chain(&stats) {
+                check_writable(path)?;
+            }
+            let source = read_program(&model)?;
             let data_text = read_file(&data, "data")?;
             let path = model.display().to_string();
             let prepared = autobatch_sample::Model::new(&source, &path, &data_text)
@@ -443,13 +478,94 @@ fn run_error_line(error: RunError) -> Failure {
     }
 }
 
+/// Refuses warmup and draws that together exceed what a chain may run.
+fn check_iterations(warmup: usize, draws: usize) -> Result<(), Failure> {
+    let max = autobatch_sample::MAX_ITERATIONS;
+    match warmup.checked_add(draws) {
+        Some(total) if total <= max => Ok(()),
+        _ => Err(Failure::Usage(format!(
+            "--warmup {warmup} and --draws {draws} make more than {max} iterations per chain; \
+             --warmup plus --draws must be at most {max}"
+        ))),
+    }
+}
+
+/// Checks, before any long work, that `path` can be written, without
+/// changing it: an existing file is opened for appending, a new one is
+/// created and removed again.
+fn check_writable(path: &Path) -> Result<(), Failure> {
+    let cannot =
+        |reason: String| Failure::Usage(format!("cannot write `{}`: {reason}", path.display()));
+    if path.is_dir() {
+        return Err(cannot("it is a directory".into()));
+    }
+    let mut options = std::fs::OpenOptions::new();
+    if path.exists() {
+        options.append(true);
+        options.open(path).map_err(|e| cannot(e.to_string()))?;
+        return Ok(());
+    }
+    options.write(true).create_new(true);
+    options.open(path).map_err(|e| cannot(e.to_string()))?;
+    std::fs::remove_file(path).map_err(|e| cannot(e.to_string()))
+}
+
+/// Parsing a file takes at most about this many bytes of memory per byte of
+/// text (a JSON number of two characters becomes a 32-byte value).
+const PARSED_BYTES_PER_BYTE: u64 = 64;
+
+/// The bytes of a file named on the command line. A file whose parsed form
+/// could not fit in the available memory is refused before it is read, and
+/// the buffer is reserved fallibly, so that a huge file is one error line,
+/// never an abort.
+fn read_bytes(path: &Path, what: &str) -> Result<Vec<u8>, Failure> {
+    use std::io::Read;
+    let cannot = |reason: String| {
+        Failure::Usage(format!("cannot read {what} `{}`: {reason}", path.display()))
+    };
+    let mut file = std::fs::File::open(path).map_err(|e| cannot(e.to_string()))?;
+    let len = file.metadata().map_err(|e| cannot(e.to_string()))?.len();
+    let available = autobatch::available_memory_bytes();
+    if len.saturating_mul(PARSED_BYTES_PER_BYTE) > available {
+        return Err(cannot(format!(
+            "it is {} MiB, and reading it would take about {} MiB, but only {} MiB of memory is available",
+            len >> 20,
+            len.saturating_mul(PARSED_BYTES_PER_BYTE) >> 20,
+            available >> 20
+        )));
+    }
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(len as usize)
+        .map_err(|_| cannot(format!("{} MiB of memory is not available", len >> 20)))?;
+    file.read_to_end(&mut bytes)
+        .map_err(|e| cannot(e.to_string()))?;
+    Ok(bytes)
+}
+
+/// A data or inputs file: unreadable or not UTF-8 is bad input (exit 2).
 fn read_file(path: &Path, what: &str) -> Result<String, Failure> {
-    std::fs::read_to_string(path)
-        .map_err(|e| Failure::Usage(format!("cannot read {what} `{}`: {e}", path.display())))
+    String::from_utf8(read_bytes(path, what)?).map_err(|_| {
+        Failure::Usage(format!(
+            "cannot read {what} `{}`: stream did not contain valid UTF-8",
+            path.display()
+        ))
+    })
+}
+
+/// A program's source. A file that is not UTF-8 is a program that does not
+/// compile (exit 1), as rustc reports it; one that cannot be read is bad usage.
+fn read_program(path: &Path) -> Result<String, Failure> {
+    String::from_utf8(read_bytes(path, "program")?).map_err(|_| {
+        Failure::Model(format!(
+            "couldn't read `{}`: stream did not contain valid UTF-8",
+            path.display()
+        ))
+    })
 }
 
 fn compile_file(path: &Path) -> Result<Compiled, Failure> {
-    let source = read_file(path, "program")?;
+    let source = read_program(path)?;
     autobatch::compile(&source, &path.display().to_string()).map_err(Failure::DoesNotCompile)
 }
 

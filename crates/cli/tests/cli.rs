@@ -553,3 +553,174 @@ fn default_strategy_runs() {
         stderr(&output)
     );
 }
+
+// ---- rough edges a new user hits (issue 10, item 4) ----
+
+/// Counts to `n` one step at a time: a run that takes long, on purpose.
+const SPIN: &str = "fn spin(n: i64) -> i64 { let mut i = 0; while i < n { i += 1; } i }\n";
+
+#[test]
+fn too_many_threads_are_refused_naming_the_range() {
+    let scratch = Scratch::new("too_many_threads");
+    let output = run_entry(
+        &scratch,
+        "ratio",
+        r#"{"batch": {"a": [6]}, "shared": {"b": 3}}"#,
+        &["--threads", "4096"],
+    );
+    assert_one_line_error(&output, "--threads");
+    assert!(
+        stderr(&output).contains("between 1 and"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// A typo in `--output` is reported at once, not after the run: the run
+/// here would take many seconds.
+#[test]
+fn the_output_path_is_checked_before_running() {
+    let scratch = Scratch::new("output_first");
+    let program = scratch.file("spin.ab", SPIN);
+    let inputs = scratch.file("inputs.json", r#"{"batch": {"n": [100000000]}}"#);
+    let missing = scratch.path("no/such/dir/result.json");
+    let started = std::time::Instant::now();
+    let output = autobatch(&[
+        "run",
+        &program,
+        "--entry",
+        "spin",
+        "--inputs",
+        &inputs,
+        "--output",
+        &missing,
+        "--strategy",
+        "reference",
+        "--max-steps",
+        "1000000000",
+    ]);
+    assert_one_line_error(&output, &missing);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "the error came after {:?}",
+        started.elapsed()
+    );
+    // An existing file is checked without being changed.
+    let existing = scratch.file("old.json", "old");
+    let output = autobatch(&[
+        "run",
+        &program,
+        "--entry",
+        "spin",
+        "--inputs",
+        &inputs,
+        "--output",
+        &existing,
+        "--max-steps",
+        "10",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(std::fs::read_to_string(&existing)
+        .unwrap()
+        .contains("step_limit"));
+}
+
+/// Like rustc: a program file that is not UTF-8 is a program that does not
+/// compile (exit 1), in one line.
+#[test]
+fn a_program_that_is_not_utf8_does_not_compile() {
+    let scratch = Scratch::new("not_utf8");
+    let path = scratch.path("latin1.ab");
+    std::fs::write(&path, b"fn f() {}\n// caf\xe9\n").unwrap();
+    for args in [vec!["check", path.as_str()], vec!["ir", path.as_str()]] {
+        let output = autobatch(&args);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.starts_with("error: couldn't read"), "{err}");
+        assert!(err.contains("stream did not contain valid UTF-8"), "{err}");
+    }
+}
+
+#[test]
+fn run_help_tells_the_true_default_strategy() {
+    let output = autobatch(&["run", "--help"]);
+    let help = stdout(&output);
+    assert!(help.contains("[default: program-counter]"), "{help}");
+    assert!(!help.contains("once it exists"), "{help}");
+}
+
+/// The function `small` calls nothing; `unused` has a value too large for
+/// any memory. Running `small` works; running `unused` names the `let`.
+#[test]
+fn only_reachable_functions_count_for_memory() {
+    let scratch = Scratch::new("reachable_memory");
+    let program = scratch.file(
+        "unused.ab",
+        "fn small(x: f64) -> f64 { x + 1.0 }\n\
+         fn unused(x: f64) -> f64 {\n    let big = [1.0; 100000000000];\n    big[0] + x\n}\n",
+    );
+    let inputs = scratch.file("inputs.json", r#"{"batch": {"x": [1.0, 2.0]}}"#);
+    // TODO(program-counter): add it here once program_counter.rs calls
+    // batched::check_lowered_memory.
+    for strategy in ["reference", "local-static", "program-counter"] {
+        let run = |entry: &str| {
+            autobatch(&[
+                "run",
+                &program,
+                "--entry",
+                entry,
+                "--inputs",
+                &inputs,
+                "--strategy",
+                strategy,
+            ])
+        };
+        let output = run("small");
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{strategy}: {}",
+            stderr(&output)
+        );
+        assert_eq!(
+            stdout(&output).trim(),
+            r#"{"results":[{"ok":2.0},{"ok":3.0}]}"#
+        );
+        assert_one_line_error(
+            &run("unused"),
+            "`big` (assigned at 3:15 in function `unused`)",
+        );
+    }
+}
+
+/// Inputs too large for the memory there is are one line and exit 2: the
+/// file before it is parsed, the batch before it runs.
+/// `AUTOBATCH_MEMORY_LIMIT` stands for a small machine.
+#[test]
+fn inputs_too_large_for_memory_are_one_line() {
+    let scratch = Scratch::new("inputs_memory");
+    let program = scratch.file("id.ab", "fn f(x: f64) -> f64 { x + 1.0 }\n");
+    let members = |n: usize| format!(r#"{{"batch": {{"x": [{}1.5]}}}}"#, "1.5, ".repeat(n - 1));
+    let run_limited = |inputs: &str, limit: &str| {
+        Command::new(env!("CARGO_BIN_EXE_autobatch"))
+            .args(["run", &program, "--entry", "f", "--inputs", inputs])
+            .env("AUTOBATCH_MEMORY_LIMIT", limit)
+            .output()
+            .expect("run the autobatch binary")
+    };
+    // 5 MB of text, parsed into more than the 64 MiB allowed.
+    let big = scratch.file("big.json", &members(1_000_000));
+    let output = run_limited(&big, "64M");
+    assert_one_line_error(&output, "MiB of memory is available");
+    assert!(
+        stderr(&output).contains("cannot read inputs"),
+        "{}",
+        stderr(&output)
+    );
+    // 100,000 members of 1 KiB each do not fit in 64 MiB either.
+    let many = scratch.file("many.json", &members(100_000));
+    assert_one_line_error(&run_limited(&many, "64M"), "100000 members");
+    let output = run_limited(&many, "1G");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+}

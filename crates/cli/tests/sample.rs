@@ -431,3 +431,141 @@ fn pooled_adaptation_gives_every_chain_one_step_size() {
         "--pool-every",
     );
 }
+
+/// `sample` with `extra` settings on MODEL and DATA.
+fn sample_with(s: &Scratch, extra: &[&str]) -> Output {
+    let model = s.file("model.ab", MODEL);
+    let data = s.file("data.json", DATA);
+    let mut args = vec![
+        "sample",
+        model.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    autobatch(&args)
+}
+
+/// Settings out of range are refused at once, naming the flag and the
+/// allowed range; none is run with a wrapped count, panics or hangs.
+#[test]
+fn out_of_range_settings_name_the_flag_and_the_range() {
+    let s = Scratch::new("ranges");
+    let refused = |extra: &[&str], flag: &str, range: &str| {
+        let output = sample_with(&s, extra);
+        assert_fails(&output, 2, flag);
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains(range), "{extra:?}: {stderr}");
+        assert!(!stderr.contains("internal error"), "{extra:?}: {stderr}");
+    };
+    let max = "2147483647";
+    refused(
+        &["--warmup", "9223372036854775807", "--draws", "1"],
+        "--warmup",
+        max,
+    );
+    refused(&["--warmup", "18446744073709551615"], "--warmup", max);
+    refused(&["--draws", "18446744073709551616"], "--draws", max);
+    refused(
+        &["--warmup", "2000000000", "--draws", "2000000000"],
+        "--draws",
+        max,
+    );
+    refused(
+        &[
+            "--pooled-adaptation",
+            "--pool-every",
+            "18446744073709551615",
+        ],
+        "--pool-every",
+        max,
+    );
+    refused(&["--max-depth", "31"], "--max-depth", "30");
+    refused(&["--threads", "100000"], "--threads", "between 1 and");
+}
+
+/// The largest pooling interval runs (it pools at every window's end only).
+#[test]
+fn the_largest_pool_interval_runs() {
+    let s = Scratch::new("pool_every_max");
+    let output = sample_with(
+        &s,
+        &[
+            "--pooled-adaptation",
+            "--pool-every",
+            "2147483647",
+            "--warmup",
+            "200",
+            "--draws",
+            "20",
+            "--chains",
+            "2",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+}
+
+/// A typo in `--output` or `--stats` is reported before sampling, not
+/// after: this run would take a long time.
+#[test]
+fn output_paths_are_checked_before_sampling() {
+    let s = Scratch::new("paths_first");
+    for flag in ["--output", "--stats"] {
+        let missing = s.dir.join("no/such/dir/file");
+        let started = std::time::Instant::now();
+        let output = sample_with(
+            &s,
+            &[
+                "--warmup",
+                "2000000",
+                "--draws",
+                "10",
+                flag,
+                missing.to_str().unwrap(),
+            ],
+        );
+        assert_fails(&output, 2, missing.to_str().unwrap());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{flag}: the error came after {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// A parameter of scale 1e-30 shows significant digits, not `0.000`; one
+/// chain is "1 chain".
+#[test]
+fn the_summary_uses_significant_digits_and_singulars() {
+    let s = Scratch::new("tiny");
+    let model = s.file(
+        "tiny.ab",
+        "fn log_density(theta: [f64; 1]) -> f64 { let z = theta[0] * 1.0e30; -0.5 * z * z }\n",
+    );
+    let data = s.file("data.json", "{}");
+    let output = autobatch(&[
+        "sample",
+        model.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--chains",
+        "1",
+        "--warmup",
+        "200",
+        "--draws",
+        "100",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("theta[0]"))
+        .expect("a row for theta[0]");
+    let sd: f64 = row.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!(sd > 1e-31 && sd < 1e-29, "sd {sd} in: {row}");
+    assert!(!row.contains("0.000"), "{row}");
+    assert!(
+        stdout.contains("1 chain, 200 warmup iterations and 100 draws each"),
+        "{stdout}"
+    );
+}

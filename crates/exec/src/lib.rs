@@ -267,12 +267,21 @@ pub fn run(
         .iter()
         .map(|a| matches!(a, Arg::Shared(_)))
         .collect();
-    batched::check_value_sizes(program, &env.symbols).map_err(ExecError::Resources)?;
+    batched::check_value_sizes(program, batch.entry, &env.symbols).map_err(ExecError::Resources)?;
     if options.max_stack_depth == 0 && strategy != Strategy::Reference {
         return Ok(batched::all_members_overflow(program, batch));
     }
     match strategy {
-        Strategy::Reference => Ok(run_reference(program, env, batch, options)),
+        Strategy::Reference => {
+            // One member runs at a time: its variables count once.
+            let one_member: u128 = program.functions[batch.entry]
+                .vars
+                .values()
+                .map(|v| batched::value_bytes(&v.ty, &env.symbols))
+                .sum();
+            batched::check_memory(0, batch.size, one_member).map_err(ExecError::Resources)?;
+            Ok(run_reference(program, env, batch, options))
+        }
         Strategy::LocalStatic => {
             let invariance = autobatch_passes::uniformity::Invariance::compute(
                 program,

@@ -12,14 +12,20 @@
 //! The host recursion runs on a thread whose stack is sized from
 //! `--max-stack-depth`, so a deep recursion is a member's `stack_overflow`,
 //! never a crash.
+//!
+//! The run keeps one copy of each static it reads ([`StaticPool`]) and lends
+//! it to the activation that loads it; an activation gives its loans back
+//! while it calls and takes them again after, so a recursion reading a large
+//! static neither copies it per call nor keeps a copy per activation.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Program, Terminator};
+use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Prim, Program, Terminator};
 use autobatch_kernels::MemberRng;
 use autobatch_passes::uniformity::Invariance;
 use autobatch_types::MemberError;
+use autobatch_types::Tensor;
 
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::storage::{self, Column, Slot};
@@ -48,6 +54,56 @@ struct Run<'a> {
     /// Reused buffers for the faults and the operand slots of one operation.
     faults: Vec<(u32, autobatch_kernels::Fault)>,
     arg_slots: Vec<usize>,
+    statics: StaticPool<'a>,
+}
+
+/// The run's copies of the statics, each lent to at most one slot at a
+/// time. A copy is made only when every copy of the static is lent, so
+/// there are never more copies of a static than one activation holds at once.
+struct StaticPool<'a> {
+    statics: &'a [Tensor],
+    /// Per static, its copies that no slot holds.
+    idle: Vec<Vec<Tensor>>,
+}
+
+/// A slot of an activation holding a static lent by the [`StaticPool`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Loan {
+    slot: usize,
+    id: usize,
+}
+
+impl StaticPool<'_> {
+    /// A copy of static `id` (made when every copy is lent), or `None` if
+    /// there is no such static.
+    fn lend(&mut self, id: usize) -> Option<Tensor> {
+        let idle = self.idle.get_mut(id)?.pop();
+        idle.or_else(|| self.statics.get(id).cloned())
+    }
+
+    /// Takes the loans of `loans` back from `slots`, which become unassigned.
+    fn take_back(&mut self, slots: &mut [Slot], loans: &[Loan]) {
+        for loan in loans {
+            if let Slot::Invariant(value @ Some(_)) = &mut slots[loan.slot] {
+                self.idle[loan.id].extend(value.take());
+            }
+        }
+    }
+
+    /// Lends the statics of `loans` to their slots again.
+    fn lend_again(&mut self, slots: &mut [Slot], loans: &[Loan]) {
+        for loan in loans {
+            slots[loan.slot] = Slot::Invariant(self.lend(loan.id));
+        }
+    }
+
+    /// Before `slot` is written: if it holds a loan, takes it back.
+    fn before_write(&mut self, slots: &mut [Slot], loans: &mut Vec<Loan>, slot: usize) {
+        if let Some(k) = loans.iter().position(|l| l.slot == slot) {
+            let loan = loans.swap_remove(k);
+            self.take_back(slots, &[loan]);
+        }
+    }
 }
 
 /// Runs `batch` with local-static batching. Fails before running only when
@@ -120,6 +176,10 @@ fn run_on_this_thread(
         engine: Engine::new(options.threads),
         faults: Vec::new(),
         arg_slots: Vec::new(),
+        statics: StaticPool {
+            statics: &env.statics,
+            idle: vec![Vec::new(); env.statics.len()],
+        },
     };
     let entry = &program.functions[batch.entry];
     let member_ids: Vec<u32> = (0..members as u32).collect();
@@ -137,7 +197,7 @@ fn run_on_this_thread(
             let mut slot = column_slot(&entry.vars[*p].ty, &env.symbols, members);
             if let Slot::Column(c) = &mut slot {
                 match arg {
-                    Arg::Shared(value) => c.fill_rows(value, &member_ids),
+                    Arg::Shared(value) => c.fill_rows(value, member_ids),
                     Arg::Batched(values) => {
                         values.iter().enumerate().for_each(|(r, v)| c.set_row(r, v))
                     }
@@ -215,6 +275,7 @@ impl Run<'_> {
             .iter()
             .map(|ty| Column::zeros(ty.elem, concrete_shape(ty, self.shared.symbols), n))
             .collect();
+        let mut loans: Vec<Loan> = Vec::new();
         let mut queue: BTreeMap<Block, Vec<u32>> = BTreeMap::new();
         queue.insert(Function::ENTRY, (0..n as u32).collect());
         while let Some((block_id, mut rows)) = queue.pop_first() {
@@ -243,6 +304,16 @@ impl Run<'_> {
                         args,
                         loc,
                     } => {
+                        if let Some(d) = dst {
+                            self.statics.before_write(&mut slots, &mut loans, d.index());
+                        }
+                        if self.load_static(prim, *dst, &mut slots, &mut loans) {
+                            self.counter.record(
+                                self.op_counters[fid.index()][block_id.index()][i],
+                                rows.len(),
+                            );
+                            continue;
+                        }
                         let mut arg_slots = std::mem::take(&mut self.arg_slots);
                         arg_slots.clear();
                         arg_slots.extend(args.iter().map(|a| a.index()));
@@ -334,8 +405,13 @@ impl Run<'_> {
                                 }
                             })
                             .collect();
+                        self.statics.take_back(&mut slots, &loans);
                         let mut returned =
                             self.activation(*callee, &child_members, child_params, depth + 1);
+                        self.statics.lend_again(&mut slots, &loans);
+                        for d in dsts {
+                            self.statics.before_write(&mut slots, &mut loans, d.index());
+                        }
                         let result_dsts = if *catch {
                             let completed: Vec<u32> = (0..rows.len())
                                 .filter(|k| returned.finished[*k])
@@ -442,7 +518,33 @@ impl Run<'_> {
                 }
             }
         }
+        self.statics.take_back(&mut slots, &loans);
         Returned { finished, values }
+    }
+
+    /// Runs `dst = load_static` by lending the static to the invariant slot
+    /// `dst`; false (nothing done) for any other operation.
+    fn load_static(
+        &mut self,
+        prim: &Prim,
+        dst: Option<autobatch_ir::Var>,
+        slots: &mut [Slot],
+        loans: &mut Vec<Loan>,
+    ) -> bool {
+        let (Prim::LoadStatic(id), Some(dst)) = (prim, dst) else {
+            return false;
+        };
+        let slot = dst.index();
+        if !matches!(slots[slot], Slot::Invariant(_)) {
+            return false;
+        }
+        let id = id.0 as usize;
+        let Some(copy) = self.statics.lend(id) else {
+            return false;
+        };
+        slots[slot] = Slot::Invariant(Some(copy));
+        loans.push(Loan { slot, id });
+        true
     }
 }
 

@@ -24,10 +24,7 @@ use autobatch_types::{MemberError, Tensor};
 
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::storage::{Slot, ValueStack};
-use crate::batched::{
-    check_memory, column_slot, stack_overflow, step_limit, value_bytes, BlockChoice, OpCounter,
-    Watch,
-};
+use crate::batched::{column_slot, stack_overflow, step_limit, BlockChoice, OpCounter, Watch};
 use crate::{Arg, Batch, Env, ExecError, RunOptions, RunOutput, Stats};
 
 /// Runs `batch` on `lowered` (the explicit-stack form of `program`).
@@ -41,17 +38,9 @@ pub fn run(
     lanes: LaneMode,
     choice: BlockChoice,
 ) -> Result<RunOutput, ExecError> {
-    let _ = program;
     let members = batch.size;
-    let bytes = |invariant: bool| -> u128 {
-        lowered
-            .vars
-            .values()
-            .filter(|v| (v.class == VarClass::Invariant) == invariant)
-            .map(|v| value_bytes(&v.ty, &env.symbols))
-            .sum()
-    };
-    check_memory(bytes(false), members, bytes(true)).map_err(ExecError::Resources)?;
+    crate::batched::check_lowered_memory(program, lowered, batch.entry, &env.symbols, members)
+        .map_err(ExecError::Resources)?;
 
     let started = Instant::now();
     let mut slots: Vec<Slot> = lowered
@@ -223,9 +212,7 @@ pub fn run(
                                 Err(error) => outcomes[r as usize] = Some(Err(error)),
                             }
                         }
-                        rows.retain(|r| {
-                            outcomes[*r as usize].is_none() && !recovered.contains(r)
-                        });
+                        rows.retain(|r| outcomes[*r as usize].is_none() && !recovered.contains(r));
                         recovered.clear();
                     }
                 }
@@ -260,7 +247,9 @@ pub fn run(
                 }
                 Slot::Column(column) => {
                     let autobatch_types::Data::Bool(values) = &column.data else {
-                        return Err(ExecError::Internal("a branch on a non-bool variable".into()));
+                        return Err(ExecError::Internal(
+                            "a branch on a non-bool variable".into(),
+                        ));
                     };
                     then_rows.clear();
                     else_rows.clear();
@@ -275,7 +264,9 @@ pub fn run(
                     enqueue(&mut waiting, &mut nonempty, *else_block, &else_rows);
                 }
                 Slot::Invariant(None) => {
-                    return Err(ExecError::Internal("a branch on an unassigned variable".into()))
+                    return Err(ExecError::Internal(
+                        "a branch on an unassigned variable".into(),
+                    ))
                 }
             },
             LoweredTerm::PushJump {
@@ -439,7 +430,11 @@ impl CatchPlan {
     fn saved_heights(&self, pc: PcBlock, stacks: &[Option<ValueStack>], r: u32) -> Vec<usize> {
         self.saved[pc.index()]
             .iter()
-            .map(|x| stacks[x.index()].as_ref().map_or(0, |s| s.height(r as usize)))
+            .map(|x| {
+                stacks[x.index()]
+                    .as_ref()
+                    .map_or(0, |s| s.height(r as usize))
+            })
             .collect()
     }
 }
@@ -461,7 +456,10 @@ fn unwind(
         return Err(error);
     };
     state.return_stacks[m].truncate(frame.return_depth);
-    for (x, height) in state.plan.saved[frame.call.index()].iter().zip(&frame.heights) {
+    for (x, height) in state.plan.saved[frame.call.index()]
+        .iter()
+        .zip(&frame.heights)
+    {
         if let Some(stack) = state.stacks[x.index()].as_mut() {
             stack.truncate(m, *height);
         }

@@ -26,7 +26,11 @@
 //!
 //! Calls do not use host recursion: each member has an explicit stack of
 //! frames, so a deep recursion in a program cannot overflow the host stack.
+//! A variable loaded from a static borrows the run's copy of the static
+//! ([`Held::Borrowed`]) until it is changed, so a recursion reading a large
+//! static neither copies it per call nor keeps a copy per frame.
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Prim, Program, Terminator, Var};
@@ -112,15 +116,18 @@ struct Counters<'a> {
     watch: Watch<'a>,
 }
 
+/// A variable's value: its own, or a static of the run, borrowed.
+type Held<'e> = Cow<'e, Tensor>;
+
 /// One activation of a function.
-struct Frame {
+struct Frame<'e> {
     function: FuncId,
     block: Block,
     /// The next operation of `block` to execute; past the end, the terminator.
     next_op: usize,
     /// The value of each variable of `function`; `None` before its first
     /// assignment and after its value was moved out by a last read.
-    vars: Vec<Option<Tensor>>,
+    vars: Vec<Option<Held<'e>>>,
 }
 
 /// The execution of one member.
@@ -134,7 +141,12 @@ struct MemberRun<'a, 'w> {
 }
 
 impl<'a> MemberRun<'a, '_> {
-    fn run(&mut self, env: &Env, batch: &Batch, member: usize) -> Result<Vec<Tensor>, MemberError> {
+    fn run<'e>(
+        &mut self,
+        env: &'e Env,
+        batch: &'e Batch,
+        member: usize,
+    ) -> Result<Vec<Tensor>, MemberError> {
         let program = self.program;
         let entry = &program.functions[batch.entry];
         if self.options.max_stack_depth == 0 {
@@ -142,7 +154,7 @@ impl<'a> MemberRun<'a, '_> {
         }
         let mut vars = vec![None; entry.vars.len()];
         for (param, arg) in entry.params.iter().zip(&batch.args) {
-            vars[param.index()] = Some(arg.for_member(member).clone());
+            vars[param.index()] = Some(Cow::Borrowed(arg.for_member(member)));
         }
         self.enter_block(entry, Function::ENTRY)?;
         let mut stack = vec![Frame {
@@ -167,14 +179,13 @@ impl<'a> MemberRun<'a, '_> {
         }
     }
 
-
     /// Runs the member's next operation or terminator. Gives its results
     /// when its entry function returns.
-    fn step(
+    fn step<'e>(
         &mut self,
-        stack: &mut Vec<Frame>,
+        stack: &mut Vec<Frame<'e>>,
         ctx: &mut PrimContext<'_>,
-        env: &Env,
+        env: &'e Env,
     ) -> Result<Option<Vec<Tensor>>, MemberError> {
         let program = self.program;
         let plan = self.plan;
@@ -201,7 +212,7 @@ impl<'a> MemberRun<'a, '_> {
                         plan.count_slots[frame.function.index()][frame.block.index()][op_index],
                         1,
                     );
-                    let value = eval_prim(&mut frame.vars, prim, args, last_reads, ctx)
+                    let value = eval_prim(&mut frame.vars, prim, args, last_reads, env, ctx)
                         .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
                     match (dst, value) {
                         (Some(dst), Some(value)) => frame.vars[dst.index()] = Some(value),
@@ -270,16 +281,15 @@ impl<'a> MemberRun<'a, '_> {
                 frame.next_op = 0;
             }
             Terminator::Return(returned) => {
-                let moves =
-                    &plan.last_reads[frame.function.index()].returns[frame.block.index()];
-                let values: Vec<Tensor> = returned
+                let moves = &plan.last_reads[frame.function.index()].returns[frame.block.index()];
+                let values: Vec<Held<'e>> = returned
                     .iter()
                     .zip(moves)
                     .map(|(v, &last)| read_value(&mut frame.vars, *v, last))
                     .collect();
                 stack.pop();
                 let Some(caller) = stack.last_mut() else {
-                    return Ok(Some(values));
+                    return Ok(Some(values.into_iter().map(Cow::into_owned).collect()));
                 };
                 let caller_function = &program.functions[caller.function];
                 let Some(call @ Op::Call { dsts, catch, .. }) = caller_function.blocks
@@ -287,13 +297,12 @@ impl<'a> MemberRun<'a, '_> {
                     .ops
                     .get(caller.next_op - 1)
                 else {
-                    panic!(
-                        "internal error: a frame returned to an operation that is not a call"
-                    );
+                    panic!("internal error: a frame returned to an operation that is not a call");
                 };
                 if *catch {
-                    caller.vars[dsts[0].index()] =
-                        Some(Tensor::scalar(autobatch_types::Scalar::Bool(true)));
+                    caller.vars[dsts[0].index()] = Some(Cow::Owned(Tensor::scalar(
+                        autobatch_types::Scalar::Bool(true),
+                    )));
                 }
                 for (dst, value) in call.call_results().iter().zip(values) {
                     caller.vars[dst.index()] = Some(value);
@@ -306,14 +315,22 @@ impl<'a> MemberRun<'a, '_> {
     /// After a catchable `error`, goes on after the innermost catching call
     /// the member is in: its frames above it are dropped and the call gives
     /// `(false, zeros)`. Without one, the member stops with `error`.
-    fn unwind(&self, stack: &mut Vec<Frame>, error: MemberError, env: &Env) -> Result<(), MemberError> {
+    fn unwind(
+        &self,
+        stack: &mut Vec<Frame<'_>>,
+        error: MemberError,
+        env: &Env,
+    ) -> Result<(), MemberError> {
         if !error.kind.is_catchable() {
             return Err(error);
         }
         // Every frame but the top waits at the call that made the frame above it.
         let below_top = stack.len().saturating_sub(1);
         let catching = (0..below_top).rev().find(|&i| {
-            matches!(self.pending_op(&stack[i]), Some(Op::Call { catch: true, .. }))
+            matches!(
+                self.pending_op(&stack[i]),
+                Some(Op::Call { catch: true, .. })
+            )
         });
         let Some(i) = catching else {
             return Err(error);
@@ -324,23 +341,27 @@ impl<'a> MemberRun<'a, '_> {
     }
 
     /// The operation `frame` executed last (the call it waits at, below the top).
-    fn pending_op(&self, frame: &Frame) -> Option<&'a Op> {
+    fn pending_op(&self, frame: &Frame<'_>) -> Option<&'a Op> {
         let function = &self.program.functions[frame.function];
-        function.blocks[frame.block].ops.get(frame.next_op.checked_sub(1)?)
+        function.blocks[frame.block]
+            .ops
+            .get(frame.next_op.checked_sub(1)?)
     }
 
     /// Gives the catching call `frame` waits at its "faulted" value:
     /// `false`, then zeros of each result.
-    fn recover_at(&self, frame: &mut Frame, env: &Env) {
+    fn recover_at(&self, frame: &mut Frame<'_>, env: &Env) {
         let Some(Op::Call { dsts, .. }) = self.pending_op(frame) else {
             panic!("internal error: recovering at an operation that is not a call");
         };
         let function = &self.program.functions[frame.function];
-        frame.vars[dsts[0].index()] = Some(Tensor::scalar(autobatch_types::Scalar::Bool(false)));
+        frame.vars[dsts[0].index()] = Some(Cow::Owned(Tensor::scalar(
+            autobatch_types::Scalar::Bool(false),
+        )));
         for d in &dsts[1..] {
             let ty = &function.vars[*d].ty;
             let zeros = Column::zeros(ty.elem, concrete_shape(ty, &env.symbols), 1).row(0);
-            frame.vars[d.index()] = Some(zeros);
+            frame.vars[d.index()] = Some(Cow::Owned(zeros));
         }
     }
 
@@ -362,25 +383,48 @@ impl<'a> MemberRun<'a, '_> {
     }
 }
 
-/// Evaluates one primitive on the current values of `args`. A copy whose
-/// operand is read for the last time moves it, and an `index_set` whose
-/// array is read for the last time updates it in place instead of copying.
-fn eval_prim(
-    vars: &mut [Option<Tensor>],
+/// Evaluates one primitive on the current values of `args`. Loading a
+/// static borrows it, and a copy borrows what its operand borrows; a copy
+/// whose operand is read for the last time moves it, and an `index_set`
+/// whose array is read for the last time (and is not a borrowed static)
+/// updates it in place instead of copying.
+fn eval_prim<'e>(
+    vars: &mut [Option<Held<'e>>],
     prim: &Prim,
     args: &[Var],
     last_reads: &[bool],
+    env: &'e Env,
     ctx: &mut PrimContext<'_>,
-) -> Result<Option<Tensor>, Fault> {
+) -> Result<Option<Held<'e>>, Fault> {
     match prim {
+        Prim::LoadStatic(id) => {
+            if let Some(value) = env.statics.get(id.0 as usize) {
+                return Ok(Some(Cow::Borrowed(value)));
+            }
+        }
         Prim::Copy if last_reads[0] => return Ok(Some(take(vars, args[0]))),
+        Prim::Copy => {
+            if let Some(Some(Cow::Borrowed(value))) = vars.get(args[0].index()) {
+                return Ok(Some(Cow::Borrowed(*value)));
+            }
+        }
         Prim::IndexSet if last_reads[0] => {
-            let mut array = take(vars, args[0]);
+            let mut array = take(vars, args[0]).into_owned();
             layout::index_set_in_place(&mut array, borrow(vars, args[1]), borrow(vars, args[2]))?;
-            return Ok(Some(array));
+            return Ok(Some(Cow::Owned(array)));
         }
         _ => {}
     }
+    eval_owned(vars, prim, args, ctx).map(|value| value.map(Cow::Owned))
+}
+
+/// Evaluates `prim` by the kernels, into a value of its own.
+fn eval_owned(
+    vars: &[Option<Held<'_>>],
+    prim: &Prim,
+    args: &[Var],
+    ctx: &mut PrimContext<'_>,
+) -> Result<Option<Tensor>, Fault> {
     // Fixed-size operand lists for the common arities avoid an allocation per operation.
     match *args {
         [] => eval(prim, &[], ctx),
@@ -398,30 +442,33 @@ fn eval_prim(
     }
 }
 
-fn borrow(vars: &[Option<Tensor>], v: Var) -> &Tensor {
+fn borrow<'v>(vars: &'v [Option<Held<'_>>], v: Var) -> &'v Tensor {
     match &vars[v.index()] {
-        Some(value) => value,
+        Some(value) => value.as_ref(),
         None => panic!("internal error: {v} is read before it is assigned"),
     }
 }
 
-fn take(vars: &mut [Option<Tensor>], v: Var) -> Tensor {
+fn take<'e>(vars: &mut [Option<Held<'e>>], v: Var) -> Held<'e> {
     match vars[v.index()].take() {
         Some(value) => value,
         None => panic!("internal error: {v} is read before it is assigned"),
     }
 }
 
-/// The value of `v`, moved out if this is its last read, else cloned.
-fn read_value(vars: &mut [Option<Tensor>], v: Var, last_read: bool) -> Tensor {
+/// The value of `v`, moved out if this is its last read, else cloned (a
+/// borrowed static stays borrowed).
+fn read_value<'e>(vars: &mut [Option<Held<'e>>], v: Var, last_read: bool) -> Held<'e> {
     if last_read {
-        take(vars, v)
-    } else {
-        borrow(vars, v).clone()
+        return take(vars, v);
+    }
+    match &vars[v.index()] {
+        Some(value) => value.clone(),
+        None => panic!("internal error: {v} is read before it is assigned"),
     }
 }
 
-fn read_bool(vars: &[Option<Tensor>], v: Var) -> bool {
+fn read_bool(vars: &[Option<Held<'_>>], v: Var) -> bool {
     match &borrow(vars, v).data {
         Data::Bool(values) if values.len() == 1 => values[0],
         other => panic!(

@@ -225,10 +225,78 @@ fn a_value_too_large_for_memory_is_refused_before_running() {
         .expect_err("refused")
         .to_string();
         assert!(
-            error.contains("`a` in function `f`") && error.contains("memory"),
+            error.contains("`a` (assigned at 1:31 in function `f`)") && error.contains("memory"),
             "{error}"
         );
     }
+}
+
+const UNUSED_BIG: &str = "\
+fn small(x: f64) -> f64 { x + 1.0 }
+fn unused(x: f64) -> f64 {
+    let big = [1.0; 100000000000];
+    big[0] + x
+}
+";
+
+/// A function the entry never calls allocates nothing, so its variables do
+/// not count; run from the function that has it, the error names the `let`.
+#[test]
+fn only_functions_the_entry_reaches_count_for_memory() {
+    let program = compile(UNUSED_BIG);
+    let batch = |name: &str| Batch {
+        entry: program.function_by_name(name).unwrap(),
+        size: 2,
+        args: vec![Arg::Batched(vec![Tensor::scalar(Scalar::F64(1.0)); 2])],
+    };
+    let options = RunOptions::default();
+    let batching = BatchingOptions::default();
+    // Program-counter's own check is `check_lowered_memory`, below.
+    for strategy in Strategy::ALL {
+        let output = run(
+            strategy,
+            &program,
+            &Env::default(),
+            &batch("small"),
+            &options,
+            &batching,
+        )
+        .unwrap_or_else(|e| panic!("{strategy}: {e}"));
+        assert_eq!(
+            output.results[0],
+            Ok(vec![Tensor::scalar(Scalar::F64(2.0))])
+        );
+        let error = run(
+            strategy,
+            &program,
+            &Env::default(),
+            &batch("unused"),
+            &options,
+            &batching,
+        )
+        .expect_err("refused")
+        .to_string();
+        assert!(
+            error.contains("`big` (assigned at 3:15 in function `unused`)"),
+            "{error}"
+        );
+    }
+    let invariance =
+        autobatch_passes::uniformity::Invariance::compute(&program, batch("small").entry, &[false]);
+    let lowered = autobatch_passes::stack::lower_to_stack(&program, &invariance);
+    let small =
+        autobatch_exec::batched::lowered_state_bytes(&program, &lowered, batch("small").entry, &[]);
+    assert!(small.per_member + small.shared < 1024, "{small:?}");
+    autobatch_exec::batched::check_lowered_memory(&program, &lowered, batch("small").entry, &[], 2)
+        .expect("fits");
+    autobatch_exec::batched::check_lowered_memory(
+        &program,
+        &lowered,
+        batch("unused").entry,
+        &[],
+        2,
+    )
+    .expect_err("does not fit");
 }
 
 #[test]

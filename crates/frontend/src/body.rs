@@ -2111,7 +2111,10 @@ impl FunctionChecker<'_, '_> {
         let usage = "write `catch(f(a, b))`: one call of a function of the program, whose faults are caught; it gives `(true, result)`, or `(false, zeros)` when the call faults";
         if args.len() != 1 {
             return Err(error(
-                format!("`catch` takes one call, but {} arguments were given", args.len()),
+                format!(
+                    "`catch` takes one call, but {} arguments were given",
+                    args.len()
+                ),
                 loc,
                 end,
                 "expected one call",

@@ -119,9 +119,8 @@ impl Invariance {
                                     // What a catching call gives depends on
                                     // whether the member faulted.
                                     let returns_invariant = !*catch
-                                        && single_return_var(g, k).is_some_and(|v| {
-                                            invariant[callee.index()][v.index()]
-                                        });
+                                        && single_return_var(g, k)
+                                            .is_some_and(|v| invariant[callee.index()][v.index()]);
                                     if !returns_invariant && invariant[fid.index()][d.index()] {
                                         invariant[fid.index()][d.index()] = false;
                                         changed = true;

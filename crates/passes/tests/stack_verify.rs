@@ -86,7 +86,10 @@ fn a_pop_of_the_callers_value_is_rejected() {
     let entry = program.functions[autobatch_ir::FuncId(0)].entry;
     program.blocks[entry].ops.insert(0, LoweredOp::Pop(full));
     let message = rejected(&program);
-    assert!(message.contains("nothing pushed in this activation"), "{message}");
+    assert!(
+        message.contains("nothing pushed in this activation"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -99,7 +102,9 @@ fn a_push_of_a_variable_without_a_stack_is_rejected() {
         .map(|(x, _)| x)
         .unwrap();
     let entry = program.functions[autobatch_ir::FuncId(0)].entry;
-    program.blocks[entry].ops.insert(0, LoweredOp::Push(register));
+    program.blocks[entry]
+        .ops
+        .insert(0, LoweredOp::Push(register));
     let message = rejected(&program);
     assert!(message.contains("which has no stack"), "{message}");
 }
@@ -118,5 +123,8 @@ fn a_temporary_read_in_another_block_is_rejected() {
     let (pc, _) = find_op(&program, |op| matches!(op, LoweredOp::Pop(_)));
     program.blocks[pc].ops.push(LoweredOp::Push(temporary));
     let message = rejected(&program);
-    assert!(message.contains("a temporary not written earlier"), "{message}");
+    assert!(
+        message.contains("a temporary not written earlier"),
+        "{message}"
+    );
 }

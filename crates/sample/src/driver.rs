@@ -12,6 +12,11 @@ use autobatch_types::{Data, Scalar};
 
 use crate::model::{Model, SampleError};
 
+/// The most iterations (warmup and draws together) a chain may run, as in
+/// Stan (whose counts are 32-bit integers); the sampler counts them in
+/// `i64`, which this keeps far from overflowing.
+pub const MAX_ITERATIONS: usize = i32::MAX as usize;
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct SampleConfig {
@@ -551,6 +556,16 @@ impl Model {
                 "the target acceptance statistic must be in (0, 1)".into(),
             ));
         }
+        if config
+            .warmup
+            .checked_add(config.draws)
+            .is_none_or(|total| total > MAX_ITERATIONS)
+        {
+            return Err(SampleError::Config(format!(
+                "{} warmup iterations and {} draws make more than {MAX_ITERATIONS} iterations per chain",
+                config.warmup, config.draws
+            )));
+        }
         if config.segment == Some(0) {
             return Err(SampleError::Config(
                 "a segment must have at least 1 iteration".into(),
@@ -640,13 +655,13 @@ impl Model {
             // or pooled adaptation meets at the next window's end.
             let mut end = total;
             if let Some(segment) = config.segment {
-                end = end.min(start + segment);
+                end = end.min(start.saturating_add(segment));
             }
             if let Some(every) = pool_every.filter(|_| start < warmup) {
-                end = end.min(start + every);
+                end = end.min(start.saturating_add(every));
                 if let Some(next) = scalar_i64(&state[WIN_NEXT][first_alive]) {
                     if next >= start as i64 {
-                        end = end.min(next as usize + 1);
+                        end = end.min((next as usize).saturating_add(1));
                     }
                 }
             }

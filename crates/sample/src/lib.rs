@@ -35,5 +35,6 @@ pub mod report;
 
 pub use driver::{
     window_params, Adaptation, ChainFailure, PhaseFigures, Progress, SampleConfig, SampleRun,
+    MAX_ITERATIONS,
 };
 pub use model::{Model, SampleError, LIBRARY};

@@ -20,6 +20,37 @@ fn number(x: f64, decimals: usize) -> String {
     }
 }
 
+/// Significant digits of the table's estimates (Stan's `print` and ArviZ
+/// show estimates to a few significant digits, whatever their scale).
+const SIGNIFICANT_DIGITS: i32 = 4;
+
+/// `x` to [`SIGNIFICANT_DIGITS`] significant digits: in fixed notation from
+/// 0.001 up to 100000, else in scientific notation (`1.235e-30`), so that a
+/// parameter of any scale shows its digits, never `0.000`.
+pub fn significant(x: f64) -> String {
+    if x.is_nan() {
+        return "NA".to_string();
+    }
+    if x == 0.0 || x.is_infinite() {
+        return format!("{x}");
+    }
+    let magnitude = x.abs().log10().floor() as i32;
+    if !(-3..5).contains(&magnitude) {
+        return format!("{x:.prec$e}", prec = (SIGNIFICANT_DIGITS - 1) as usize);
+    }
+    let decimals = (SIGNIFICANT_DIGITS - 1 - magnitude).max(0) as usize;
+    format!("{x:.decimals$}")
+}
+
+/// `count` and `noun`, the noun in the plural unless the count is 1.
+fn counted(count: usize, noun: &str) -> String {
+    if count == 1 {
+        format!("{count} {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
+}
+
 /// Gradient evaluations per second over warmup and sampling.
 pub fn gradients_per_second(run: &SampleRun) -> f64 {
     let grads = run.warmup_figures.gradient_evaluations + run.sampling_figures.gradient_evaluations;
@@ -41,11 +72,11 @@ pub fn table(run: &SampleRun) -> String {
             out,
             "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8}",
             format!("theta[{i}]"),
-            number(s.mean, 3),
-            number(s.sd, 3),
-            number(s.q5, 3),
-            number(s.q50, 3),
-            number(s.q95, 3),
+            significant(s.mean),
+            significant(s.sd),
+            significant(s.q5),
+            significant(s.q50),
+            significant(s.q95),
             number(s.rhat, 3),
             number(s.ess_bulk, 0)
         );
@@ -53,15 +84,18 @@ pub fn table(run: &SampleRun) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{} chains, {} warmup iterations and {} draws each",
-        run.chains, run.warmup, run.draws
+        "{}, {} and {} each",
+        counted(run.chains, "chain"),
+        counted(run.warmup, "warmup iteration"),
+        counted(run.draws, "draw")
     );
     if !run.failures.is_empty() {
         let _ = writeln!(
             out,
-            "{} of {} chains stopped with an error and are left out of this summary and the draws:",
+            "{} of {} stopped with an error and {} left out of this summary and the draws:",
             run.failures.len(),
-            run.chains
+            counted(run.chains, "chain"),
+            if run.failures.len() == 1 { "is" } else { "are" }
         );
         for failure in &run.failures {
             let _ = writeln!(out, "  {failure}");
@@ -69,9 +103,9 @@ pub fn table(run: &SampleRun) -> String {
     }
     let _ = writeln!(
         out,
-        "divergences: {} of {} draws; mean tree depth: {}",
+        "divergences: {} of {}; mean tree depth: {}",
         run.divergences(),
-        run.finished() * run.draws,
+        counted(run.finished() * run.draws, "draw"),
         number(run.mean_tree_depth(), 2)
     );
     let _ = writeln!(

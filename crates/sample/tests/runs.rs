@@ -218,3 +218,24 @@ fn progress_is_reported_while_the_run_goes() {
         "nothing seen part way: {seen:?}"
     );
 }
+
+/// Counts that do not fit together are refused, never wrapped: a pooling
+/// interval of `usize::MAX` pools at the windows' ends only, and warmup plus
+/// draws past `MAX_ITERATIONS` is a settings error.
+#[test]
+fn huge_counts_are_refused_or_saturate() {
+    let mut pooled = config(2, 200, 20, 1);
+    pooled.adaptation = Adaptation::Pooled { every: usize::MAX };
+    let run = sample(SCALED, &pooled);
+    assert_eq!(run.finished(), 2);
+    let mut huge = config(1, usize::MAX, 1, 1);
+    for (warmup, draws) in [(usize::MAX, 1), (autobatch_sample::MAX_ITERATIONS, 1)] {
+        huge.warmup = warmup;
+        huge.draws = draws;
+        let error = model(SCALED)
+            .sample(&huge, &mut |_| {})
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(error, SampleError::Config(_)), "{error}");
+    }
+}

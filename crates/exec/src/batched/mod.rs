@@ -6,7 +6,7 @@ pub mod storage;
 
 use std::collections::HashMap;
 
-use autobatch_ir::{Loc, Prim};
+use autobatch_ir::{EntityRef, FuncId, Loc, Prim};
 use autobatch_kernels::dim_length;
 use autobatch_types::{ErrorKind, MemberError, ScalarType, TensorType};
 
@@ -196,14 +196,20 @@ pub fn column_slot(ty: &TensorType, symbols: &[u64], rows: usize) -> Slot {
     Slot::Column(Column::zeros(ty.elem, concrete_shape(ty, symbols), rows))
 }
 
+/// Bytes each member costs besides its variables, whatever the program: its
+/// inputs and results as tensors, its error or JSON result, its random
+/// stream (measured: about 1 KiB for a member with one scalar in and out).
+pub const MEMBER_OVERHEAD_BYTES: u128 = 1024;
+
 /// Refuses a run whose state would not fit in memory, before anything is
-/// allocated: `bytes_per_member` for each of `members`, plus `shared_bytes`
-/// stored once.
+/// allocated: `bytes_per_member` (and [`MEMBER_OVERHEAD_BYTES`]) for each
+/// of `members`, plus `shared_bytes` stored once.
 pub fn check_memory(
     bytes_per_member: u128,
     members: usize,
     shared_bytes: u128,
 ) -> Result<(), String> {
+    let bytes_per_member = bytes_per_member.saturating_add(MEMBER_OVERHEAD_BYTES);
     let needed = bytes_per_member
         .saturating_mul(members as u128)
         .saturating_add(shared_bytes);
@@ -220,23 +226,34 @@ pub fn check_memory(
     Ok(())
 }
 
-/// Refuses a program one of whose values could not fit in memory even
-/// once (`[0.0; 100000000000]`), naming the variable, before anything runs.
-pub fn check_value_sizes(program: &autobatch_ir::Program, symbols: &[u64]) -> Result<(), String> {
+/// The functions a run of `entry` may execute: those its calls reach.
+pub fn reachable_functions(program: &autobatch_ir::Program, entry: FuncId) -> Vec<bool> {
+    autobatch_passes::stack::reachability(program)
+        .into_iter()
+        .nth(entry.index())
+        .unwrap_or_default()
+}
+
+/// Refuses a run one of whose values could not fit in memory even once
+/// (`let big = [0.0; 100000000000];`), naming the variable and where it is
+/// assigned, before anything runs. Only the functions `entry` reaches count.
+pub fn check_value_sizes(
+    program: &autobatch_ir::Program,
+    entry: FuncId,
+    symbols: &[u64],
+) -> Result<(), String> {
     let available = available_memory_bytes() as u128;
-    for f in program.functions.values() {
+    let reachable = reachable_functions(program, entry);
+    for (id, f) in program.functions.iter() {
+        if !reachable.get(id.index()).copied().unwrap_or(false) {
+            continue;
+        }
         for (v, data) in f.vars.iter() {
             let bytes = value_bytes(&data.ty, symbols);
             if bytes > available {
-                let name = data
-                    .name
-                    .as_deref()
-                    .map(|n| format!("`{n}`"))
-                    .unwrap_or_else(|| format!("a temporary ({v})"));
                 return Err(format!(
-                    "{name} in function `{}` (declared at {}) would take {} MiB as a {}, but only {} MiB of memory is available",
-                    f.name,
-                    f.loc,
+                    "{} would take {} MiB as a {}, but only {} MiB of memory is available",
+                    describe_var(f, v),
                     bytes >> 20,
                     program.type_name(&data.ty),
                     available >> 20
@@ -247,8 +264,116 @@ pub fn check_value_sizes(program: &autobatch_ir::Program, symbols: &[u64]) -> Re
     Ok(())
 }
 
-/// Memory the run may use: what the system reports available, else 8 GiB.
+/// A variable as a user finds it in the source: its name and where it is
+/// first assigned (a parameter: where its function is declared).
+fn describe_var(f: &autobatch_ir::Function, v: autobatch_ir::Var) -> String {
+    let name = match f.vars[v].name.as_deref() {
+        Some(name) => format!("`{name}`"),
+        None => "a temporary value".to_string(),
+    };
+    if f.params.contains(&v) {
+        return format!(
+            "{name}, a parameter of `{}` (declared at {}),",
+            f.name, f.loc
+        );
+    }
+    let assigned = f
+        .blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .find_map(|op| match op {
+            autobatch_ir::Op::Prim {
+                dst: Some(d), loc, ..
+            } if *d == v => Some(*loc),
+            autobatch_ir::Op::Call { dsts, loc, .. } if dsts.contains(&v) => Some(*loc),
+            _ => None,
+        });
+    match assigned {
+        Some(loc) => format!("{name} (assigned at {loc} in function `{}`)", f.name),
+        None => format!("{name} in function `{}` (declared at {})", f.name, f.loc),
+    }
+}
+
+/// The bytes of the program-counter strategy's variables: per member (its
+/// columns) and once (the invariant values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateBytes {
+    pub per_member: u128,
+    pub shared: u128,
+}
+
+/// The bytes of the variables of the functions `entry` reaches, in the
+/// explicit-stack form `lowered` of `program` (a function `entry` never
+/// calls allocates nothing, however large its variables).
+pub fn lowered_state_bytes(
+    program: &autobatch_ir::Program,
+    lowered: &autobatch_passes::stack::LoweredProgram,
+    entry: FuncId,
+    symbols: &[u64],
+) -> StateBytes {
+    let reachable = reachable_functions(program, entry);
+    let mut bytes = StateBytes {
+        per_member: 0,
+        shared: 0,
+    };
+    for v in lowered.vars.values() {
+        if !reachable.get(v.func.index()).copied().unwrap_or(false) {
+            continue;
+        }
+        let size = value_bytes(&v.ty, symbols);
+        if v.class == autobatch_passes::stack::VarClass::Invariant {
+            bytes.shared = bytes.shared.saturating_add(size);
+        } else {
+            bytes.per_member = bytes.per_member.saturating_add(size);
+        }
+    }
+    bytes
+}
+
+/// [`check_memory`] for the program-counter strategy: the variables of the
+/// functions `entry` reaches, for `members` members.
+pub fn check_lowered_memory(
+    program: &autobatch_ir::Program,
+    lowered: &autobatch_passes::stack::LoweredProgram,
+    entry: FuncId,
+    symbols: &[u64],
+    members: usize,
+) -> Result<(), String> {
+    let bytes = lowered_state_bytes(program, lowered, entry, symbols);
+    check_memory(bytes.per_member, members, bytes.shared)
+}
+
+/// The environment variable that caps the memory autobatch plans to use, in
+/// bytes, or with a suffix `K`, `M` or `G` (powers of 1024): `512M`.
+pub const MEMORY_LIMIT_VARIABLE: &str = "AUTOBATCH_MEMORY_LIMIT";
+
+/// Memory the run may use: what the system reports available (else 8 GiB),
+/// at most [`MEMORY_LIMIT_VARIABLE`] when it is set to a size.
 pub fn available_memory_bytes() -> u64 {
+    let system = system_available_bytes();
+    match std::env::var(MEMORY_LIMIT_VARIABLE)
+        .ok()
+        .and_then(|text| parse_size(&text))
+    {
+        Some(limit) => system.min(limit),
+        None => system,
+    }
+}
+
+/// `1234`, `64K`, `512M`, `2G` (powers of 1024) as bytes.
+fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (digits, shift) = match text.char_indices().last()? {
+        (i, 'K' | 'k') => (&text[..i], 10),
+        (i, 'M' | 'm') => (&text[..i], 20),
+        (i, 'G' | 'g') => (&text[..i], 30),
+        _ => (text, 0),
+    };
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+/// What the system reports available, else 8 GiB.
+fn system_available_bytes() -> u64 {
     let from_proc = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|text| {

@@ -377,7 +377,10 @@ impl<'a> FunctionCheck<'a> {
         let index = self.stack_index[x.index()];
         if index.is_none() {
             let class = self.program.vars[x].class.name();
-            self.error(pc, format!("{what} {x}, a {class} variable, which has no stack"));
+            self.error(
+                pc,
+                format!("{what} {x}, a {class} variable, which has no stack"),
+            );
         }
         index
     }
@@ -403,7 +406,10 @@ impl<'a> FunctionCheck<'a> {
         if target != function.entry {
             self.error(
                 pc,
-                format!("push_jump to {target}, not the entry {} of {}", function.entry, function.name),
+                format!(
+                    "push_jump to {target}, not the entry {} of {}",
+                    function.entry, function.name
+                ),
             );
         }
         for p in function.params.clone() {
