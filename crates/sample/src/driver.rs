@@ -159,6 +159,11 @@ pub struct SampleRun {
     pub log_density: Vec<Vec<f64>>,
     /// Divergences during warmup, per finished chain.
     pub warmup_divergences: Vec<u64>,
+    /// Per finished chain, the leapfrog steps at which the model faulted
+    /// (caught: each ended its trajectory as a divergence), in warmup and
+    /// in sampling.
+    pub warmup_faults: Vec<u64>,
+    pub sampling_faults: Vec<u64>,
     /// Per chain after warmup: the step size and the diagonal inverse metric.
     pub step_size: Vec<f64>,
     pub inv_metric: Vec<Vec<f64>>,
@@ -205,6 +210,11 @@ impl SampleRun {
             ..PhaseFigures::default()
         }
         .utilization(self.chains)
+    }
+    /// Leapfrog steps, over every finished chain and both phases, at which
+    /// the model faulted.
+    pub fn model_faults(&self) -> u64 {
+        self.warmup_faults.iter().chain(&self.sampling_faults).sum()
     }
     pub fn divergences(&self) -> u64 {
         self.divergent.iter().flatten().filter(|d| **d).count() as u64
@@ -634,6 +644,8 @@ impl Model {
         let mut accept_stat = vec![Vec::new(); chains];
         let mut log_density = vec![Vec::new(); chains];
         let mut warmup_divergences = vec![0_u64; chains];
+        let mut warmup_faults = vec![0_u64; chains];
+        let mut sampling_faults = vec![0_u64; chains];
         let mut failures: Vec<Option<ChainFailure>> = vec![None; chains];
         let mut warmup_figures = PhaseFigures::default();
         let mut sampling_figures = PhaseFigures::default();
@@ -776,8 +788,8 @@ impl Model {
                 let [draws, depths, leapfrogs, divergences, accepts, lps] =
                     <[Tensor; 6]>::try_from(rest)
                         .map_err(|_| internal("draws of the wrong form"))?;
-                let [warmup_leapfrogs, warmup_divergent, other_grads] =
-                    <[Tensor; 3]>::try_from(counts)
+                let [warmup_leapfrogs, warmup_divergent, other_grads, warmup_faulted, sampling_faulted] =
+                    <[Tensor; 5]>::try_from(counts)
                         .map_err(|_| internal("counts of the wrong form"))?;
                 let leapfrogs = i64s(&leapfrogs)?;
                 append(&mut samples[chain], into_f64s(draws)?, recorded * dim);
@@ -789,6 +801,8 @@ impl Model {
                 sampling_grads += leapfrogs[..recorded].iter().sum::<i64>() as u64;
                 warmup_grads += (i64s(&warmup_leapfrogs)?[0] + i64s(&other_grads)?[0]) as u64;
                 warmup_divergences[chain] += i64s(&warmup_divergent)?[0] as u64;
+                warmup_faults[chain] += i64s(&warmup_faulted)?[0] as u64;
+                sampling_faults[chain] += i64s(&sampling_faulted)?[0] as u64;
                 if new_state.len() != STATE.len() {
                     return Err(internal("a state of the wrong length"));
                 }
@@ -869,6 +883,8 @@ impl Model {
             accept_stat: keep_chains(accept_stat, &chain_ids),
             log_density: keep_chains(log_density, &chain_ids),
             warmup_divergences: chain_ids.iter().map(|&c| warmup_divergences[c]).collect(),
+            warmup_faults: chain_ids.iter().map(|&c| warmup_faults[c]).collect(),
+            sampling_faults: chain_ids.iter().map(|&c| sampling_faults[c]).collect(),
             step_size,
             inv_metric,
             warmup_figures,

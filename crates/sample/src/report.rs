@@ -101,6 +101,19 @@ pub fn table(run: &SampleRun) -> String {
             let _ = writeln!(out, "  {failure}");
         }
     }
+    let faults = run.model_faults();
+    if faults > 0 {
+        let chains_hit = (0..run.finished())
+            .filter(|&k| run.warmup_faults[k] + run.sampling_faults[k] > 0)
+            .count();
+        let _ = writeln!(
+            out,
+            "warning: the model faulted at {} ({} in sampling) in {}; each such step was rejected as a divergence and the chain went on (run the model's log_density at those points with `autobatch run` to see the error)",
+            counted(faults as usize, "leapfrog step"),
+            run.sampling_faults.iter().sum::<u64>(),
+            counted(chains_hit, "chain")
+        );
+    }
     let _ = writeln!(
         out,
         "divergences: {} of {}; mean tree depth: {}",
@@ -165,6 +178,9 @@ pub fn stats_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
         "gradient_utilization_sampling": float(run.sampling_figures.utilization(run.chains)),
         "divergences": run.divergences(),
         "warmup_divergences": run.warmup_divergences.iter().sum::<u64>(),
+        "model_faults": run.model_faults(),
+        "model_faults_warmup": run.warmup_faults,
+        "model_faults_sampling": run.sampling_faults,
         "mean_tree_depth": float(run.mean_tree_depth()),
         "finished_chains": run.chain_ids,
         "failed_chains": run.failures.iter().map(|f| serde_json::json!({
