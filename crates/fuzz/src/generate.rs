@@ -119,7 +119,7 @@ impl Generator {
                 Param { name: "K".into(), ty: Ty::Int },
             ];
         }
-        let count = self.rng.gen_range(1..=4);
+        let count = if self.chance(0.1) { 1 } else { self.rng.gen_range(2..=4) };
         for index in 0..count {
             let signature = self.signature(index);
             self.signatures.push(signature);
@@ -616,7 +616,7 @@ impl Generator {
         let callees: Vec<usize> = (0..self.signatures.len()).filter(|&i| self.signatures[i].ret == ty).collect();
         let callee = *callees.choose(&mut self.rng)?;
         self.scope.calls_left -= cost;
-        let same_depth = callee > self.scope.function && self.chance(0.5);
+        let same_depth = callee > self.scope.function && self.chance(0.7);
         let depth_arg = if same_depth {
             Expr::var("d", Ty::Int)
         } else {

@@ -102,6 +102,12 @@ pub fn check_source(source: &str, inputs_json: &str, limits: Limits) -> Verdict 
     }
 }
 
+/// Whether a case compiles and its inputs bind (without running it);
+/// the reason if not.
+pub fn validate(case: &Case) -> Result<(), String> {
+    bind(&case.source(), &case.inputs.to_json().to_string()).map(|_| ())
+}
+
 /// The reference's results as `autobatch run` prints them (the `results` array).
 pub fn reference_results(source: &str, inputs_json: &str, limits: Limits) -> Result<serde_json::Value, String> {
     let bound = bind(source, inputs_json)?;
