@@ -23,6 +23,9 @@ use crate::case::{Case, InputArg, InputValue, Inputs, Limits, ENTRY};
 /// Types a variable, parameter or result may have.
 const VALUE_TYPES: [Ty; 5] = [Ty::Int, Ty::Float, Ty::IntArray, Ty::FloatArray, Ty::Pair];
 
+/// The limits of most cases (others get a small stack or step limit).
+pub const USUAL_LIMITS: Limits = Limits { max_stack_depth: 64, max_steps: 20_000, seed: 0 };
+
 /// Calls one function body may write (a call inside a loop costs more).
 const CALL_BUDGET: i32 = 7;
 
@@ -676,8 +679,9 @@ impl Generator {
     }
 
     fn limits(&mut self) -> Limits {
-        let max_stack_depth = if self.chance(0.25) { self.rng.gen_range(2..=6) } else { 64 };
-        let max_steps = if self.chance(0.2) { self.rng.gen_range(20..=2000) } else { 20_000 };
+        let max_stack_depth =
+            if self.chance(0.25) { self.rng.gen_range(2..=6) } else { USUAL_LIMITS.max_stack_depth };
+        let max_steps = if self.chance(0.2) { self.rng.gen_range(20..=2000) } else { USUAL_LIMITS.max_steps };
         Limits { max_stack_depth, max_steps, seed: self.rng.gen_range(0..1000) }
     }
 }

@@ -12,7 +12,8 @@
 use serde_json::Value as Json;
 
 use crate::ast::{Block, Expr, ExprKind, Program, Stmt};
-use crate::case::{Case, InputValue};
+use crate::case::{Case, InputValue, Limits};
+use crate::generate::USUAL_LIMITS;
 
 /// Gives up after this many calls of the predicate.
 pub const MAX_CHECKS: usize = 4000;
@@ -184,9 +185,10 @@ fn expr_variants(e: &Expr) -> Vec<Expr> {
     out
 }
 
-/// Fewer members, shared instead of batched arguments, simpler values.
+/// Fewer members, shared instead of batched arguments, simpler values;
+/// no statics; the generator's usual limits and seed 0.
 fn input_variants(case: &Case) -> Vec<Case> {
-    let mut out = Vec::new();
+    let mut out = setting_variants(case);
     let members = case.inputs.members;
     if members > 1 {
         for m in 0..members {
@@ -217,6 +219,28 @@ fn input_variants(case: &Case) -> Vec<Case> {
                 }
                 out.push(variant);
             }
+        }
+    }
+    out
+}
+
+/// The case without statics, with the usual limits, with seed 0.
+fn setting_variants(case: &Case) -> Vec<Case> {
+    let mut out = Vec::new();
+    if !case.program.statics.is_empty() {
+        let mut variant = case.clone();
+        let statics = std::mem::take(&mut variant.program.statics);
+        variant.inputs.args.retain(|arg| statics.iter().all(|s| s.name != arg.name));
+        out.push(variant);
+    }
+    let usual = Limits { seed: 0, ..USUAL_LIMITS };
+    for limits in [
+        Limits { max_stack_depth: usual.max_stack_depth, ..case.limits },
+        Limits { max_steps: usual.max_steps, ..case.limits },
+        Limits { seed: usual.seed, ..case.limits },
+    ] {
+        if limits != case.limits {
+            out.push(Case { limits, ..case.clone() });
         }
     }
     out
