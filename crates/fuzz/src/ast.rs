@@ -218,6 +218,8 @@ pub enum ExprKind {
     Float(f64),
     Bool(bool),
     Var(String),
+    /// `(d - step)`: the depth argument of a call that lowers the depth.
+    DepthStep(i64),
     Unary { op: UnOp, operand: Box<Expr> },
     Binary { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr> },
     Builtin { builtin: Builtin, args: Vec<Expr> },
@@ -388,6 +390,7 @@ fn write_expr(out: &mut String, e: &Expr) {
         ExprKind::Float(v) => write!(out, "{v:?}").unwrap_or(()),
         ExprKind::Bool(b) => write!(out, "{b}").unwrap_or(()),
         ExprKind::Var(name) => out.push_str(name),
+        ExprKind::DepthStep(step) => write!(out, "(d - {step})").unwrap_or(()),
         ExprKind::Unary { op, operand } => {
             out.push_str(if *op == UnOp::Neg { "(-" } else { "(!" });
             write_expr(out, operand);

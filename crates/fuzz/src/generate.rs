@@ -623,8 +623,7 @@ impl Generator {
         let depth_arg = if same_depth {
             Expr::var("d", Ty::Int)
         } else {
-            let step = Expr::int(self.rng.gen_range(1..=2));
-            Expr::binary(Ty::Int, BinOp::Sub, Expr::var("d", Ty::Int), step)
+            Expr::new(Ty::Int, ExprKind::DepthStep(self.rng.gen_range(1..=2)))
         };
         let mut args = vec![depth_arg];
         let param_types: Vec<Ty> = self.signatures[callee].params[1..].iter().map(|p| p.ty).collect();

@@ -81,7 +81,7 @@ fn main() -> ExitCode {
                     break;
                 }
                 let seed = args.seed.wrapping_add(i);
-                if !check_one(seed, args.out.as_ref()) {
+                if !check_one_caught(seed, args.out.as_ref()) {
                     tally.failed.fetch_add(1, Ordering::Relaxed);
                 }
                 let done = tally.done.fetch_add(1, Ordering::Relaxed) + 1;
@@ -132,6 +132,21 @@ fn report_progress(last: &Mutex<Instant>, tally: &Tally, done: u64, count: u64, 
         "{done}/{count} programs, {} failed, {rate:.1} programs/s",
         tally.failed.load(Ordering::Relaxed)
     );
+}
+
+/// [`check_one`], reporting a panic of the fuzzer itself (autobatch's are
+/// caught by the oracle) as a failure of that seed.
+fn check_one_caught(seed: u64, out: Option<&PathBuf>) -> bool {
+    let checked = std::panic::catch_unwind(|| check_one(seed, out));
+    checked.unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        eprintln!("seed {seed}: the fuzzer panicked: {message}");
+        false
+    })
 }
 
 /// Checks one seed; on failure prints it, shrinks it and saves it. True if it passed.

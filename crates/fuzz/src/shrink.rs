@@ -158,7 +158,10 @@ fn stmt_list_variants(list: &[Stmt]) -> Vec<Vec<Stmt>> {
     out
 }
 
-/// A constant of the same type, then each operand of the same type.
+/// A constant of the same type, then each operand of the same type. (A
+/// depth argument `d - k` is one node: it only becomes a constant, never
+/// `d` or `d - 0`, which would make the recursion endless and the case a
+/// case about limits.)
 fn expr_variants(e: &Expr) -> Vec<Expr> {
     let mut out = Vec::new();
     let zero = e.ty.zero();
@@ -327,7 +330,11 @@ fn walk_stmt(stmt: &mut Stmt, visit: &mut dyn FnMut(Node<'_>)) {
 fn walk_expr(e: &mut Expr, visit: &mut dyn FnMut(Node<'_>)) {
     visit(Node::Expr(e));
     match &mut e.kind {
-        ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Bool(_) | ExprKind::Var(_) => {}
+        ExprKind::Int(_)
+        | ExprKind::Float(_)
+        | ExprKind::Bool(_)
+        | ExprKind::Var(_)
+        | ExprKind::DepthStep(_) => {}
         ExprKind::Unary { operand, .. } | ExprKind::Cast { operand } => walk_expr(operand, visit),
         ExprKind::Binary { lhs, rhs, .. } => {
             walk_expr(lhs, visit);
