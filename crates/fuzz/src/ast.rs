@@ -87,14 +87,25 @@ pub enum AssignOp {
     Mul,
 }
 
+impl AssignOp {
+    pub fn source(self) -> &'static str {
+        match self {
+            AssignOp::Set => "=",
+            AssignOp::Add => "+=",
+            AssignOp::Sub => "-=",
+            AssignOp::Mul => "*=",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stmt {
     /// `let mut name: ty = value;`
     Let { name: String, value: Expr },
     /// `name op= value;`
     Assign { name: String, op: AssignOp, value: Expr },
-    /// `name[index] = value;`
-    SetIndex { name: String, index: Expr, value: Expr },
+    /// `name[index] op= value;`
+    SetIndex { name: String, index: Expr, op: AssignOp, value: Expr },
     If { cond: Expr, then: Vec<Stmt>, otherwise: Vec<Stmt> },
     /// `let mut counter = 0; while counter < limit { counter += 1; body }`
     While { counter: String, limit: Expr, body: Vec<Stmt> },
@@ -330,16 +341,10 @@ impl Printer {
                 self.line(&format!("let mut {name}: {} = {};", value.ty.source(), expr(value)))
             }
             Stmt::Assign { name, op, value } => {
-                let op = match op {
-                    AssignOp::Set => "=",
-                    AssignOp::Add => "+=",
-                    AssignOp::Sub => "-=",
-                    AssignOp::Mul => "*=",
-                };
-                self.line(&format!("{name} {op} {};", expr(value)))
+                self.line(&format!("{name} {} {};", op.source(), expr(value)))
             }
-            Stmt::SetIndex { name, index, value } => {
-                self.line(&format!("{name}[{}] = {};", expr(index), expr(value)))
+            Stmt::SetIndex { name, index, op, value } => {
+                self.line(&format!("{name}[{}] {} {};", expr(index), op.source(), expr(value)))
             }
             Stmt::If { cond, then, otherwise } => {
                 self.nested(&format!("if {} {{", expr(cond)), then);

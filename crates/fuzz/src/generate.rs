@@ -257,10 +257,11 @@ impl Generator {
 
     fn assign_stmt(&mut self) -> Option<Stmt> {
         let (name, ty) = self.assignable(&VALUE_TYPES)?;
-        let op = if matches!(ty, Ty::Int | Ty::Float) {
-            *[AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul].choose(&mut self.rng)?
-        } else {
-            AssignOp::Set
+        let op = match ty {
+            Ty::Int | Ty::Float | Ty::IntArray | Ty::FloatArray => {
+                *[AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul].choose(&mut self.rng)?
+            }
+            _ => AssignOp::Set,
         };
         let value = self.expr(ty, self.stmt_expr_depth(3));
         Some(Stmt::Assign { name, op, value })
@@ -271,7 +272,8 @@ impl Generator {
         let element = if ty == Ty::IntArray { Ty::Int } else { Ty::Float };
         let index = self.index(ty, 1);
         let value = self.expr(element, self.stmt_expr_depth(2));
-        Some(Stmt::SetIndex { name, index, value })
+        let op = *[AssignOp::Set, AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul].choose(&mut self.rng)?;
+        Some(Stmt::SetIndex { name, index, op, value })
     }
 
     fn if_stmt(&mut self, depth: u32) -> Stmt {
