@@ -103,14 +103,36 @@ pub enum Stmt {
     /// `let mut name: ty = value;`
     Let { name: String, value: Expr },
     /// `name op= value;`
-    Assign { name: String, op: AssignOp, value: Expr },
+    Assign {
+        name: String,
+        op: AssignOp,
+        value: Expr,
+    },
     /// `name[index] op= value;`
-    SetIndex { name: String, index: Expr, op: AssignOp, value: Expr },
-    If { cond: Expr, then: Vec<Stmt>, otherwise: Vec<Stmt> },
+    SetIndex {
+        name: String,
+        index: Expr,
+        op: AssignOp,
+        value: Expr,
+    },
+    If {
+        cond: Expr,
+        then: Vec<Stmt>,
+        otherwise: Vec<Stmt>,
+    },
     /// `let mut counter = 0; while counter < limit { counter += 1; body }`
-    While { counter: String, limit: Expr, body: Vec<Stmt> },
+    While {
+        counter: String,
+        limit: Expr,
+        body: Vec<Stmt>,
+    },
     /// `for var in start..end { body }`
-    For { var: String, start: Expr, end: Expr, body: Vec<Stmt> },
+    For {
+        var: String,
+        start: Expr,
+        end: Expr,
+        body: Vec<Stmt>,
+    },
     /// `if cond { break; }` or `if cond { break value; }`
     BreakIf { cond: Expr, value: Option<Expr> },
     /// `if cond { continue; }`
@@ -231,19 +253,49 @@ pub enum ExprKind {
     Var(String),
     /// `(d - step)`: the depth argument of a call that lowers the depth.
     DepthStep(i64),
-    Unary { op: UnOp, operand: Box<Expr> },
-    Binary { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr> },
-    Builtin { builtin: Builtin, args: Vec<Expr> },
+    Unary {
+        op: UnOp,
+        operand: Box<Expr>,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
+    Builtin {
+        builtin: Builtin,
+        args: Vec<Expr>,
+    },
     /// `operand as ty` (the expression's own type).
-    Cast { operand: Box<Expr> },
-    If { cond: Box<Expr>, then: Box<Block>, otherwise: Box<Block> },
+    Cast {
+        operand: Box<Expr>,
+    },
+    If {
+        cond: Box<Expr>,
+        then: Box<Block>,
+        otherwise: Box<Block>,
+    },
     /// `({ let mut counter = 0; loop { if counter >= limit { break exit; } counter += 1; body } })`
-    Loop { counter: String, limit: Box<Expr>, body: Vec<Stmt>, exit: Box<Expr> },
-    Call { callee: String, args: Vec<Expr> },
-    Index { array: Box<Expr>, index: Box<Expr> },
+    Loop {
+        counter: String,
+        limit: Box<Expr>,
+        body: Vec<Stmt>,
+        exit: Box<Expr>,
+    },
+    Call {
+        callee: String,
+        args: Vec<Expr>,
+    },
+    Index {
+        array: Box<Expr>,
+        index: Box<Expr>,
+    },
     Array(Vec<Expr>),
     Pair(Box<Expr>, Box<Expr>),
-    Field { pair: Box<Expr>, field: u8 },
+    Field {
+        pair: Box<Expr>,
+        field: u8,
+    },
 }
 
 impl Expr {
@@ -270,7 +322,10 @@ impl Expr {
 
 /// Writes a program as source text.
 pub fn print_program(program: &Program) -> String {
-    let mut out = Printer { out: String::new(), indent: 0 };
+    let mut out = Printer {
+        out: String::new(),
+        indent: 0,
+    };
     out.program(program);
     out.out
 }
@@ -337,21 +392,39 @@ impl Printer {
 
     fn stmt(&mut self, stmt: &Stmt) {
         match stmt {
-            Stmt::Let { name, value } => {
-                self.line(&format!("let mut {name}: {} = {};", value.ty.source(), expr(value)))
-            }
+            Stmt::Let { name, value } => self.line(&format!(
+                "let mut {name}: {} = {};",
+                value.ty.source(),
+                expr(value)
+            )),
             Stmt::Assign { name, op, value } => {
                 self.line(&format!("{name} {} {};", op.source(), expr(value)))
             }
-            Stmt::SetIndex { name, index, op, value } => {
-                self.line(&format!("{name}[{}] {} {};", expr(index), op.source(), expr(value)))
-            }
-            Stmt::If { cond, then, otherwise } => {
+            Stmt::SetIndex {
+                name,
+                index,
+                op,
+                value,
+            } => self.line(&format!(
+                "{name}[{}] {} {};",
+                expr(index),
+                op.source(),
+                expr(value)
+            )),
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
                 self.nested(&format!("if {} {{", expr(cond)), then);
                 self.nested("} else {", otherwise);
                 self.line("}");
             }
-            Stmt::While { counter, limit, body } => {
+            Stmt::While {
+                counter,
+                limit,
+                body,
+            } => {
                 self.line(&format!("let mut {counter}: i64 = 0;"));
                 self.line(&format!("while {counter} < {} {{", expr(limit)));
                 self.indent += 1;
@@ -360,16 +433,25 @@ impl Printer {
                 self.indent -= 1;
                 self.line("}");
             }
-            Stmt::For { var, start, end, body } => {
-                self.nested(&format!("for {var} in {}..{} {{", expr(start), expr(end)), body);
+            Stmt::For {
+                var,
+                start,
+                end,
+                body,
+            } => {
+                self.nested(
+                    &format!("for {var} in {}..{} {{", expr(start), expr(end)),
+                    body,
+                );
                 self.line("}");
             }
             Stmt::BreakIf { cond, value: None } => {
                 self.line(&format!("if {} {{ break; }}", expr(cond)))
             }
-            Stmt::BreakIf { cond, value: Some(v) } => {
-                self.line(&format!("if {} {{ break {}; }}", expr(cond), expr(v)))
-            }
+            Stmt::BreakIf {
+                cond,
+                value: Some(v),
+            } => self.line(&format!("if {} {{ break {}; }}", expr(cond), expr(v))),
             Stmt::ContinueIf { cond } => self.line(&format!("if {} {{ continue; }}", expr(cond))),
             Stmt::ReturnIf { cond, value } => {
                 self.line(&format!("if {} {{ return {}; }}", expr(cond), expr(value)))
@@ -414,7 +496,11 @@ fn write_expr(out: &mut String, e: &Expr) {
             write_expr(out, operand);
             write!(out, " as {})", e.ty.source()).unwrap_or(());
         }
-        ExprKind::If { cond, then, otherwise } => {
+        ExprKind::If {
+            cond,
+            then,
+            otherwise,
+        } => {
             out.push_str("(if ");
             write_expr(out, cond);
             out.push_str(" { ");
@@ -423,8 +509,17 @@ fn write_expr(out: &mut String, e: &Expr) {
             write_inline_block(out, otherwise);
             out.push_str(" })");
         }
-        ExprKind::Loop { counter, limit, body, exit } => {
-            write!(out, "({{ let mut {counter}: i64 = 0; loop {{ if {counter} >= ").unwrap_or(());
+        ExprKind::Loop {
+            counter,
+            limit,
+            body,
+            exit,
+        } => {
+            write!(
+                out,
+                "({{ let mut {counter}: i64 = 0; loop {{ if {counter} >= "
+            )
+            .unwrap_or(());
             write_expr(out, limit);
             out.push_str(" { break ");
             write_expr(out, exit);
@@ -498,7 +593,10 @@ fn write_inline_block(out: &mut String, block: &Block) {
 
 /// Statements inside an expression, on one line.
 fn write_inline_stmts(out: &mut String, stmts: &[Stmt]) {
-    let mut printer = Printer { out: String::new(), indent: 0 };
+    let mut printer = Printer {
+        out: String::new(),
+        indent: 0,
+    };
     printer.stmts(stmts);
     for line in printer.out.lines() {
         out.push_str(line.trim());

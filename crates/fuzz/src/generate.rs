@@ -24,7 +24,11 @@ use crate::case::{Case, InputArg, InputValue, Inputs, Limits, ENTRY};
 const VALUE_TYPES: [Ty; 5] = [Ty::Int, Ty::Float, Ty::IntArray, Ty::FloatArray, Ty::Pair];
 
 /// The limits of most cases (others get a small stack or step limit).
-pub const USUAL_LIMITS: Limits = Limits { max_stack_depth: 64, max_steps: 20_000, seed: 0 };
+pub const USUAL_LIMITS: Limits = Limits {
+    max_stack_depth: 64,
+    max_steps: 20_000,
+    seed: 0,
+};
 
 /// Calls one function body may write (a call inside a loop costs more).
 const CALL_BUDGET: i32 = 7;
@@ -35,7 +39,11 @@ pub fn generate(seed: u64) -> Case {
     let program = gen.program();
     let inputs = gen.inputs(&program);
     let limits = gen.limits();
-    Case { program, inputs, limits }
+    Case {
+        program,
+        inputs,
+        limits,
+    }
 }
 
 struct Signature {
@@ -118,26 +126,49 @@ impl Generator {
     fn program(&mut self) -> Program {
         if self.chance(0.3) {
             self.statics = vec![
-                Param { name: "W".into(), ty: Ty::FloatArray },
-                Param { name: "K".into(), ty: Ty::Int },
+                Param {
+                    name: "W".into(),
+                    ty: Ty::FloatArray,
+                },
+                Param {
+                    name: "K".into(),
+                    ty: Ty::Int,
+                },
             ];
         }
-        let count = if self.chance(0.1) { 1 } else { self.rng.gen_range(2..=4) };
+        let count = if self.chance(0.1) {
+            1
+        } else {
+            self.rng.gen_range(2..=4)
+        };
         for index in 0..count {
             let signature = self.signature(index);
             self.signatures.push(signature);
         }
         let functions = (0..count).map(|index| self.function(index)).collect();
-        Program { statics: self.statics.clone(), functions }
+        Program {
+            statics: self.statics.clone(),
+            functions,
+        }
     }
 
     fn signature(&mut self, index: usize) -> Signature {
-        let name = if index == 0 { ENTRY.to_owned() } else { format!("f{index}") };
-        let mut params = vec![Param { name: "d".into(), ty: Ty::Int }];
+        let name = if index == 0 {
+            ENTRY.to_owned()
+        } else {
+            format!("f{index}")
+        };
+        let mut params = vec![Param {
+            name: "d".into(),
+            ty: Ty::Int,
+        }];
         let extra = self.rng.gen_range(usize::from(index == 0)..=3);
         for p in 0..extra {
             let ty = self.value_type();
-            params.push(Param { name: format!("p{p}"), ty });
+            params.push(Param {
+                name: format!("p{p}"),
+                ty,
+            });
         }
         let ret = self.value_type();
         Signature { name, params, ret }
@@ -145,15 +176,40 @@ impl Generator {
 
     fn function(&mut self, index: usize) -> Function {
         let signature = &self.signatures[index];
-        let (name, params, ret) = (signature.name.clone(), signature.params.clone(), signature.ret);
+        let (name, params, ret) = (
+            signature.name.clone(),
+            signature.params.clone(),
+            signature.ret,
+        );
         let mut vars: Vec<Var> = params
             .iter()
-            .map(|p| Var { name: p.name.clone(), ty: p.ty, assignable: false })
+            .map(|p| Var {
+                name: p.name.clone(),
+                ty: p.ty,
+                assignable: false,
+            })
             .collect();
-        vars.extend(self.statics.iter().map(|s| Var { name: s.name.clone(), ty: s.ty, assignable: false }));
-        self.scope = Scope { vars, guarded: false, loops: Vec::new(), calls_left: CALL_BUDGET, ret, nesting: 0, function: index };
+        vars.extend(self.statics.iter().map(|s| Var {
+            name: s.name.clone(),
+            ty: s.ty,
+            assignable: false,
+        }));
+        self.scope = Scope {
+            vars,
+            guarded: false,
+            loops: Vec::new(),
+            calls_left: CALL_BUDGET,
+            ret,
+            nesting: 0,
+            function: index,
+        };
         let body = self.function_body(ret);
-        Function { name, params, ret, body }
+        Function {
+            name,
+            params,
+            ret,
+            body,
+        }
     }
 
     /// One of three shapes: an early `return` for `d <= 0`; an `if d <= 0`
@@ -163,25 +219,41 @@ impl Generator {
         match self.rng.gen_range(0..3) {
             0 => {
                 let base = self.expr(ret, 2);
-                let mut stmts = vec![Stmt::ReturnIf { cond: d_le_0, value: base }];
+                let mut stmts = vec![Stmt::ReturnIf {
+                    cond: d_le_0,
+                    value: base,
+                }];
                 self.scope.guarded = true;
                 stmts.extend(self.stmts(3, 2..6));
-                Block { stmts, tail: self.expr(ret, 3) }
+                Block {
+                    stmts,
+                    tail: self.expr(ret, 3),
+                }
             }
             1 => {
                 let stmts = self.stmts(1, 0..3);
-                let base = Block { stmts: Vec::new(), tail: self.expr(ret, 2) };
+                let base = Block {
+                    stmts: Vec::new(),
+                    tail: self.expr(ret, 2),
+                };
                 self.scope.guarded = true;
                 let recursive = self.block(ret, 3, 1..5);
                 let tail = Expr::new(
                     ret,
-                    ExprKind::If { cond: Box::new(d_le_0), then: Box::new(base), otherwise: Box::new(recursive) },
+                    ExprKind::If {
+                        cond: Box::new(d_le_0),
+                        then: Box::new(base),
+                        otherwise: Box::new(recursive),
+                    },
                 );
                 Block { stmts, tail }
             }
             _ => {
                 let stmts = self.stmts(3, 2..6);
-                Block { stmts, tail: self.expr(ret, 3) }
+                Block {
+                    stmts,
+                    tail: self.expr(ret, 3),
+                }
             }
         }
     }
@@ -206,7 +278,11 @@ impl Generator {
     }
 
     fn stmts(&mut self, depth: u32, count: std::ops::Range<usize>) -> Vec<Stmt> {
-        let n = if count.is_empty() { count.start } else { self.rng.gen_range(count) };
+        let n = if count.is_empty() {
+            count.start
+        } else {
+            self.rng.gen_range(count)
+        };
         (0..n).map(|_| self.stmt(depth)).collect()
     }
 
@@ -240,7 +316,11 @@ impl Generator {
         let ty = self.value_type();
         let value = self.expr(ty, self.stmt_expr_depth(3));
         let name = self.fresh("v");
-        self.scope.vars.push(Var { name: name.clone(), ty, assignable: true });
+        self.scope.vars.push(Var {
+            name: name.clone(),
+            ty,
+            assignable: true,
+        });
         Stmt::Let { name, value }
     }
 
@@ -259,7 +339,8 @@ impl Generator {
         let (name, ty) = self.assignable(&VALUE_TYPES)?;
         let op = match ty {
             Ty::Int | Ty::Float | Ty::IntArray | Ty::FloatArray => {
-                *[AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul].choose(&mut self.rng)?
+                *[AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul]
+                    .choose(&mut self.rng)?
             }
             _ => AssignOp::Set,
         };
@@ -269,18 +350,38 @@ impl Generator {
 
     fn set_index_stmt(&mut self) -> Option<Stmt> {
         let (name, ty) = self.assignable(&[Ty::IntArray, Ty::FloatArray])?;
-        let element = if ty == Ty::IntArray { Ty::Int } else { Ty::Float };
+        let element = if ty == Ty::IntArray {
+            Ty::Int
+        } else {
+            Ty::Float
+        };
         let index = self.index(ty, 1);
         let value = self.expr(element, self.stmt_expr_depth(2));
-        let op = *[AssignOp::Set, AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul].choose(&mut self.rng)?;
-        Some(Stmt::SetIndex { name, index, op, value })
+        let op = *[
+            AssignOp::Set,
+            AssignOp::Set,
+            AssignOp::Add,
+            AssignOp::Sub,
+            AssignOp::Mul,
+        ]
+        .choose(&mut self.rng)?;
+        Some(Stmt::SetIndex {
+            name,
+            index,
+            op,
+            value,
+        })
     }
 
     fn if_stmt(&mut self, depth: u32) -> Stmt {
         let cond = self.bool_expr(self.stmt_expr_depth(2));
         let then = self.scoped_stmts(depth - 1, 1..4);
         let otherwise = self.scoped_stmts(depth - 1, 0..3);
-        Stmt::If { cond, then, otherwise }
+        Stmt::If {
+            cond,
+            then,
+            otherwise,
+        }
     }
 
     /// Runs `f` as if outside every loop: for expressions printed inside a
@@ -315,9 +416,17 @@ impl Generator {
     fn while_stmt(&mut self, depth: u32) -> Stmt {
         let limit = self.outside_loops(Self::loop_bound);
         let counter = self.fresh("c");
-        self.scope.vars.push(Var { name: counter.clone(), ty: Ty::Int, assignable: false });
+        self.scope.vars.push(Var {
+            name: counter.clone(),
+            ty: Ty::Int,
+            assignable: false,
+        });
         let body = self.loop_body(LoopKind::Plain, depth - 1);
-        Stmt::While { counter, limit, body }
+        Stmt::While {
+            counter,
+            limit,
+            body,
+        }
     }
 
     fn for_stmt(&mut self, depth: u32) -> Stmt {
@@ -325,10 +434,19 @@ impl Generator {
         let end = self.loop_bound();
         let var = self.fresh("i");
         let mark = self.scope.vars.len();
-        self.scope.vars.push(Var { name: var.clone(), ty: Ty::Int, assignable: false });
+        self.scope.vars.push(Var {
+            name: var.clone(),
+            ty: Ty::Int,
+            assignable: false,
+        });
         let body = self.loop_body(LoopKind::Plain, depth - 1);
         self.scope.vars.truncate(mark);
-        Stmt::For { var, start, end, body }
+        Stmt::For {
+            var,
+            start,
+            end,
+            body,
+        }
     }
 
     fn break_or_continue(&mut self) -> Stmt {
@@ -352,7 +470,9 @@ impl Generator {
     fn assert_stmt(&mut self) -> Stmt {
         let e = self.expr(Ty::Int, self.stmt_expr_depth(2));
         let unlucky = Expr::int(self.rng.gen_range(4..=9));
-        Stmt::Assert { cond: Expr::binary(Ty::Bool, BinOp::Ne, e, unlucky) }
+        Stmt::Assert {
+            cond: Expr::binary(Ty::Bool, BinOp::Ne, e, unlucky),
+        }
     }
 
     // ---- expressions ----
@@ -386,8 +506,13 @@ impl Generator {
 
     /// A constant or a variable of type `ty`.
     fn leaf(&mut self, ty: Ty) -> Expr {
-        let names: Vec<String> =
-            self.scope.vars.iter().filter(|v| v.ty == ty).map(|v| v.name.clone()).collect();
+        let names: Vec<String> = self
+            .scope
+            .vars
+            .iter()
+            .filter(|v| v.ty == ty)
+            .map(|v| v.name.clone())
+            .collect();
         match names.choose(&mut self.rng) {
             Some(name) if self.chance(0.7) => Expr::var(name, ty),
             _ => self.literal(ty),
@@ -399,11 +524,18 @@ impl Generator {
             Ty::Int => ExprKind::Int(self.rng.gen_range(-4..=9)),
             Ty::Float => ExprKind::Float(f64::from(self.rng.gen_range(-12..=12)) * 0.25),
             Ty::Bool => ExprKind::Bool(self.chance(0.5)),
-            Ty::IntArray => ExprKind::Array((0..INT_ARRAY_LEN).map(|_| self.literal(Ty::Int)).collect()),
-            Ty::FloatArray => {
-                ExprKind::Array((0..FLOAT_ARRAY_LEN).map(|_| self.literal(Ty::Float)).collect())
+            Ty::IntArray => {
+                ExprKind::Array((0..INT_ARRAY_LEN).map(|_| self.literal(Ty::Int)).collect())
             }
-            Ty::Pair => ExprKind::Pair(Box::new(self.literal(Ty::Int)), Box::new(self.literal(Ty::Float))),
+            Ty::FloatArray => ExprKind::Array(
+                (0..FLOAT_ARRAY_LEN)
+                    .map(|_| self.literal(Ty::Float))
+                    .collect(),
+            ),
+            Ty::Pair => ExprKind::Pair(
+                Box::new(self.literal(Ty::Int)),
+                Box::new(self.literal(Ty::Float)),
+            ),
         };
         Expr::new(ty, kind)
     }
@@ -417,7 +549,12 @@ impl Generator {
         let e = match self.rng.gen_range(0..12) {
             0..=2 => {
                 let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
-                Expr::binary(Ty::Int, op, self.expr(Ty::Int, sub), self.expr(Ty::Int, sub))
+                Expr::binary(
+                    Ty::Int,
+                    op,
+                    self.expr(Ty::Int, sub),
+                    self.expr(Ty::Int, sub),
+                )
             }
             3 => {
                 // May divide by zero: an error for some members only.
@@ -429,12 +566,24 @@ impl Generator {
                 Expr::binary(Ty::Int, op, self.expr(Ty::Int, sub), rhs)
             }
             4 => {
-                let op = *[BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor, BinOp::Shr].choose(&mut self.rng)?;
-                Expr::binary(Ty::Int, op, self.expr(Ty::Int, sub), self.expr(Ty::Int, sub))
+                let op = *[BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor, BinOp::Shr]
+                    .choose(&mut self.rng)?;
+                Expr::binary(
+                    Ty::Int,
+                    op,
+                    self.expr(Ty::Int, sub),
+                    self.expr(Ty::Int, sub),
+                )
             }
             5 => {
                 let operand = Box::new(self.expr(Ty::Int, sub));
-                Expr::new(Ty::Int, ExprKind::Unary { op: UnOp::Neg, operand })
+                Expr::new(
+                    Ty::Int,
+                    ExprKind::Unary {
+                        op: UnOp::Neg,
+                        operand,
+                    },
+                )
             }
             6 => {
                 let builtin = *[Builtin::Abs, Builtin::Min, Builtin::Max].choose(&mut self.rng)?;
@@ -467,11 +616,22 @@ impl Generator {
         let e = match self.rng.gen_range(0..12) {
             0..=2 => {
                 let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div].choose(&mut self.rng)?;
-                Expr::binary(Ty::Float, op, self.expr(Ty::Float, sub), self.expr(Ty::Float, sub))
+                Expr::binary(
+                    Ty::Float,
+                    op,
+                    self.expr(Ty::Float, sub),
+                    self.expr(Ty::Float, sub),
+                )
             }
             3 => {
-                let builtin = *[Builtin::Abs, Builtin::Sqrt, Builtin::Tanh, Builtin::Min, Builtin::Max]
-                    .choose(&mut self.rng)?;
+                let builtin = *[
+                    Builtin::Abs,
+                    Builtin::Sqrt,
+                    Builtin::Tanh,
+                    Builtin::Min,
+                    Builtin::Max,
+                ]
+                .choose(&mut self.rng)?;
                 let mut args = vec![self.expr(Ty::Float, sub)];
                 if matches!(builtin, Builtin::Min | Builtin::Max) {
                     args.push(self.expr(Ty::Float, sub));
@@ -493,7 +653,10 @@ impl Generator {
                 self.builtin(Ty::Float, builtin, vec![array])
             }
             8 => {
-                let (a, b) = (self.expr(Ty::FloatArray, sub), self.expr(Ty::FloatArray, sub));
+                let (a, b) = (
+                    self.expr(Ty::FloatArray, sub),
+                    self.expr(Ty::FloatArray, sub),
+                );
                 self.builtin(Ty::Float, Builtin::Dot, vec![a, b])
             }
             9 | 10 => {
@@ -502,7 +665,13 @@ impl Generator {
             }
             _ => {
                 let operand = Box::new(self.expr(Ty::Float, sub));
-                Expr::new(Ty::Float, ExprKind::Unary { op: UnOp::Neg, operand })
+                Expr::new(
+                    Ty::Float,
+                    ExprKind::Unary {
+                        op: UnOp::Neg,
+                        operand,
+                    },
+                )
             }
         };
         Some(e)
@@ -512,17 +681,34 @@ impl Generator {
         let sub = depth.saturating_sub(1);
         match self.rng.gen_range(0..8) {
             0 if depth > 0 => {
-                let op = if self.chance(0.5) { BinOp::And } else { BinOp::Or };
+                let op = if self.chance(0.5) {
+                    BinOp::And
+                } else {
+                    BinOp::Or
+                };
                 Expr::binary(Ty::Bool, op, self.bool_expr(sub), self.bool_expr(sub))
             }
             1 if depth > 0 => {
                 let operand = Box::new(self.bool_expr(sub));
-                Expr::new(Ty::Bool, ExprKind::Unary { op: UnOp::Not, operand })
+                Expr::new(
+                    Ty::Bool,
+                    ExprKind::Unary {
+                        op: UnOp::Not,
+                        operand,
+                    },
+                )
             }
             2 => self.literal(Ty::Bool),
             k => {
                 let ty = if k % 2 == 0 { Ty::Float } else { Ty::Int };
-                let ops = [BinOp::Lt, BinOp::Le, BinOp::Gt, BinOp::Ge, BinOp::Eq, BinOp::Ne];
+                let ops = [
+                    BinOp::Lt,
+                    BinOp::Le,
+                    BinOp::Gt,
+                    BinOp::Ge,
+                    BinOp::Eq,
+                    BinOp::Ne,
+                ];
                 let op = *ops.choose(&mut self.rng).unwrap_or(&BinOp::Lt);
                 Expr::binary(Ty::Bool, op, self.expr(ty, sub), self.expr(ty, sub))
             }
@@ -537,7 +723,10 @@ impl Generator {
             (Ty::Float, FLOAT_ARRAY_LEN)
         };
         let e = match self.rng.gen_range(0..6) {
-            0 | 1 => Expr::new(ty, ExprKind::Array((0..len).map(|_| self.expr(element, sub)).collect())),
+            0 | 1 => Expr::new(
+                ty,
+                ExprKind::Array((0..len).map(|_| self.expr(element, sub)).collect()),
+            ),
             2 => {
                 let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
                 Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
@@ -563,7 +752,10 @@ impl Generator {
     fn pair_expr(&mut self, depth: u32) -> Option<Expr> {
         let sub = depth - 1;
         let (a, b) = (self.expr(Ty::Int, sub), self.expr(Ty::Float, sub));
-        Some(Expr::new(Ty::Pair, ExprKind::Pair(Box::new(a), Box::new(b))))
+        Some(Expr::new(
+            Ty::Pair,
+            ExprKind::Pair(Box::new(a), Box::new(b)),
+        ))
     }
 
     /// An index into an array of type `array`: mostly in bounds
@@ -580,7 +772,11 @@ impl Generator {
     }
 
     fn index_expr(&mut self, array_ty: Ty, depth: u32) -> Expr {
-        let element = if array_ty == Ty::IntArray { Ty::Int } else { Ty::Float };
+        let element = if array_ty == Ty::IntArray {
+            Ty::Int
+        } else {
+            Ty::Float
+        };
         let array = Box::new(self.expr(array_ty, depth));
         let index = Box::new(self.index(array_ty, depth));
         Expr::new(element, ExprKind::Index { array, index })
@@ -593,20 +789,39 @@ impl Generator {
         let then = Box::new(self.block(ty, depth - 1, count.clone()));
         let otherwise = Box::new(self.block(ty, depth - 1, count));
         self.scope.nesting -= 1;
-        Expr::new(ty, ExprKind::If { cond, then, otherwise })
+        Expr::new(
+            ty,
+            ExprKind::If {
+                cond,
+                then,
+                otherwise,
+            },
+        )
     }
 
     fn loop_expr(&mut self, ty: Ty, depth: u32) -> Expr {
         let limit = Box::new(self.outside_loops(Self::loop_bound));
         let counter = self.fresh("c");
         let mark = self.scope.vars.len();
-        self.scope.vars.push(Var { name: counter.clone(), ty: Ty::Int, assignable: false });
+        self.scope.vars.push(Var {
+            name: counter.clone(),
+            ty: Ty::Int,
+            assignable: false,
+        });
         self.scope.nesting += 1;
         let body = self.loop_body(LoopKind::Value(ty), depth - 1);
         self.scope.nesting -= 1;
         let exit = Box::new(self.outside_loops(|g| g.expr(ty, depth - 1)));
         self.scope.vars.truncate(mark);
-        Expr::new(ty, ExprKind::Loop { counter, limit, body, exit })
+        Expr::new(
+            ty,
+            ExprKind::Loop {
+                counter,
+                limit,
+                body,
+                exit,
+            },
+        )
     }
 
     /// A call of a function returning `ty`: of a later function with `d`
@@ -618,7 +833,9 @@ impl Generator {
         if self.scope.calls_left < cost {
             return None;
         }
-        let callees: Vec<usize> = (0..self.signatures.len()).filter(|&i| self.signatures[i].ret == ty).collect();
+        let callees: Vec<usize> = (0..self.signatures.len())
+            .filter(|&i| self.signatures[i].ret == ty)
+            .collect();
         let callee = *callees.choose(&mut self.rng)?;
         self.scope.calls_left -= cost;
         let same_depth = callee > self.scope.function && self.chance(0.7);
@@ -628,18 +845,40 @@ impl Generator {
             Expr::new(Ty::Int, ExprKind::DepthStep(self.rng.gen_range(1..=2)))
         };
         let mut args = vec![depth_arg];
-        let param_types: Vec<Ty> = self.signatures[callee].params[1..].iter().map(|p| p.ty).collect();
+        let param_types: Vec<Ty> = self.signatures[callee].params[1..]
+            .iter()
+            .map(|p| p.ty)
+            .collect();
         for param_ty in param_types {
             args.push(self.expr(param_ty, depth - 1));
         }
-        let call = Expr::new(ty, ExprKind::Call { callee: self.signatures[callee].name.clone(), args });
+        let call = Expr::new(
+            ty,
+            ExprKind::Call {
+                callee: self.signatures[callee].name.clone(),
+                args,
+            },
+        );
         if self.scope.guarded || same_depth {
             return Some(call);
         }
         let cond = Expr::binary(Ty::Bool, BinOp::Gt, Expr::var("d", Ty::Int), Expr::int(0));
-        let then = Block { stmts: Vec::new(), tail: call };
-        let otherwise = Block { stmts: Vec::new(), tail: self.literal(ty) };
-        Some(Expr::new(ty, ExprKind::If { cond: Box::new(cond), then: Box::new(then), otherwise: Box::new(otherwise) }))
+        let then = Block {
+            stmts: Vec::new(),
+            tail: call,
+        };
+        let otherwise = Block {
+            stmts: Vec::new(),
+            tail: self.literal(ty),
+        };
+        Some(Expr::new(
+            ty,
+            ExprKind::If {
+                cond: Box::new(cond),
+                then: Box::new(then),
+                otherwise: Box::new(otherwise),
+            },
+        ))
     }
 
     // ---- inputs and limits ----
@@ -647,18 +886,35 @@ impl Generator {
     fn inputs(&mut self, program: &Program) -> Inputs {
         let members = self.rng.gen_range(1..=8);
         let mut args = Vec::new();
-        for param in program.functions.first().map(|f| f.params.as_slice()).unwrap_or(&[]) {
-            let batched = if param.name == "d" { self.chance(0.85) } else { self.chance(0.6) };
+        for param in program
+            .functions
+            .first()
+            .map(|f| f.params.as_slice())
+            .unwrap_or(&[])
+        {
+            let batched = if param.name == "d" {
+                self.chance(0.85)
+            } else {
+                self.chance(0.6)
+            };
             let value = if batched {
                 InputValue::Batched((0..members).map(|_| self.input_value(param)).collect())
             } else {
                 InputValue::Shared(self.input_value(param))
             };
-            args.push(InputArg { name: param.name.clone(), ty: param.ty, value });
+            args.push(InputArg {
+                name: param.name.clone(),
+                ty: param.ty,
+                value,
+            });
         }
         for s in &program.statics {
             let value = InputValue::Shared(self.input_value(s));
-            args.push(InputArg { name: s.name.clone(), ty: s.ty, value });
+            args.push(InputArg {
+                name: s.name.clone(),
+                ty: s.ty,
+                value,
+            });
         }
         Inputs { members, args }
     }
@@ -674,15 +930,28 @@ impl Generator {
             Ty::Float => float(&mut self.rng),
             Ty::Bool => json!(self.chance(0.5)),
             Ty::IntArray => Json::Array((0..INT_ARRAY_LEN).map(|_| int(&mut self.rng)).collect()),
-            Ty::FloatArray => Json::Array((0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng)).collect()),
+            Ty::FloatArray => {
+                Json::Array((0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng)).collect())
+            }
             Ty::Pair => json!([int(&mut self.rng), float(&mut self.rng)]),
         }
     }
 
     fn limits(&mut self) -> Limits {
-        let max_stack_depth =
-            if self.chance(0.25) { self.rng.gen_range(2..=6) } else { USUAL_LIMITS.max_stack_depth };
-        let max_steps = if self.chance(0.2) { self.rng.gen_range(20..=2000) } else { USUAL_LIMITS.max_steps };
-        Limits { max_stack_depth, max_steps, seed: self.rng.gen_range(0..1000) }
+        let max_stack_depth = if self.chance(0.25) {
+            self.rng.gen_range(2..=6)
+        } else {
+            USUAL_LIMITS.max_stack_depth
+        };
+        let max_steps = if self.chance(0.2) {
+            self.rng.gen_range(20..=2000)
+        } else {
+            USUAL_LIMITS.max_steps
+        };
+        Limits {
+            max_stack_depth,
+            max_steps,
+            seed: self.rng.gen_range(0..1000),
+        }
     }
 }

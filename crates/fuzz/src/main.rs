@@ -14,7 +14,10 @@ use autobatch_fuzz::{check_seed, regression_file, shrink_failure, test_file, Out
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "autobatch-fuzz", about = "Differential fuzzing of autobatch's strategies against the reference")]
+#[command(
+    name = "autobatch-fuzz",
+    about = "Differential fuzzing of autobatch's strategies against the reference"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -68,7 +71,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let threads = args.threads.unwrap_or_else(|| autobatch::default_threads() as u64);
+    let threads = args
+        .threads
+        .unwrap_or_else(|| autobatch::default_threads() as u64);
     let tally = Tally::default();
     let next = AtomicU64::new(0);
     let progress = Mutex::new(Instant::now());
@@ -158,7 +163,9 @@ fn check_one(seed: u64, out: Option<&PathBuf>) -> bool {
             false
         }
         Outcome::Fail { case, findings } => {
-            let first = findings.first().map(|f| format!("{}: {}", f.configuration, f.detail));
+            let first = findings
+                .first()
+                .map(|f| format!("{}: {}", f.configuration, f.detail));
             eprintln!(
                 "seed {seed}: FAILED in {} configurations; first {}",
                 findings.len(),

@@ -36,11 +36,19 @@ pub fn configurations() -> Vec<Configuration> {
     };
     let mut out = vec![reference];
     for lanes in Lanes::ALL {
-        out.push(Configuration { strategy: Strategy::LocalStatic, lanes, block_choice: BlockChoice::SmallestIndex });
+        out.push(Configuration {
+            strategy: Strategy::LocalStatic,
+            lanes,
+            block_choice: BlockChoice::SmallestIndex,
+        });
     }
     for lanes in Lanes::ALL {
         for block_choice in BlockChoice::ALL {
-            out.push(Configuration { strategy: Strategy::ProgramCounter, lanes, block_choice });
+            out.push(Configuration {
+                strategy: Strategy::ProgramCounter,
+                lanes,
+                block_choice,
+            });
         }
     }
     out
@@ -78,13 +86,20 @@ pub fn check_source(source: &str, inputs_json: &str, limits: Limits) -> Verdict 
         Ok(bound) => bound,
         Err(why) => return Verdict::Invalid(why),
     };
-    let mut runs = configurations().into_iter().map(|c| (c, run(&bound, c, limits)));
+    let mut runs = configurations()
+        .into_iter()
+        .map(|c| (c, run(&bound, c, limits)));
     let Some((reference_config, reference)) = runs.next() else {
         return Verdict::Pass;
     };
     let reference = match reference {
         Ok(result) => result,
-        Err(detail) => return Verdict::Fail(vec![Finding { configuration: reference_config, detail }]),
+        Err(detail) => {
+            return Verdict::Fail(vec![Finding {
+                configuration: reference_config,
+                detail,
+            }])
+        }
     };
     let findings: Vec<Finding> = runs
         .filter_map(|(configuration, result)| {
@@ -92,7 +107,10 @@ pub fn check_source(source: &str, inputs_json: &str, limits: Limits) -> Verdict 
                 Ok(result) => compare_runs(&reference, &result)?,
                 Err(detail) => detail,
             };
-            Some(Finding { configuration, detail })
+            Some(Finding {
+                configuration,
+                detail,
+            })
         })
         .collect();
     if findings.is_empty() {
@@ -109,7 +127,11 @@ pub fn validate(case: &Case) -> Result<(), String> {
 }
 
 /// The reference's results as `autobatch run` prints them (the `results` array).
-pub fn reference_results(source: &str, inputs_json: &str, limits: Limits) -> Result<serde_json::Value, String> {
+pub fn reference_results(
+    source: &str,
+    inputs_json: &str,
+    limits: Limits,
+) -> Result<serde_json::Value, String> {
     let bound = bind(source, inputs_json)?;
     let reference = configurations()[0];
     let result = run(&bound, reference, limits)?;
@@ -120,13 +142,18 @@ fn bind(source: &str, inputs_json: &str) -> Result<BoundBatch, String> {
     let compiled = without_panics(|| compile(source, "generated.ab"))
         .map_err(|panic| format!("compiling {panic}"))?
         .map_err(|e| format!("does not compile:\n{}", e.render(false)))?;
-    let inputs = Inputs::from_json_str(inputs_json).map_err(|e| format!("bad inputs: {}", e.message()))?;
+    let inputs =
+        Inputs::from_json_str(inputs_json).map_err(|e| format!("bad inputs: {}", e.message()))?;
     without_panics(|| compiled.bind(ENTRY, &inputs))
         .map_err(|panic| format!("binding {panic}"))?
         .map_err(|e| format!("inputs do not bind: {}", e.message()))
 }
 
-fn run(bound: &BoundBatch, configuration: Configuration, limits: Limits) -> Result<RunResult, String> {
+fn run(
+    bound: &BoundBatch,
+    configuration: Configuration,
+    limits: Limits,
+) -> Result<RunResult, String> {
     let config = RunConfig {
         strategy: configuration.strategy,
         lanes: configuration.lanes,
@@ -146,7 +173,11 @@ fn run(bound: &BoundBatch, configuration: Configuration, limits: Limits) -> Resu
 /// The first member whose result differs, described; `None` if all agree.
 fn compare_runs(reference: &RunResult, actual: &RunResult) -> Option<String> {
     if reference.members.len() != actual.members.len() {
-        return Some(format!("{} results instead of {}", actual.members.len(), reference.members.len()));
+        return Some(format!(
+            "{} results instead of {}",
+            actual.members.len(),
+            reference.members.len()
+        ));
     }
     let differing = reference
         .members

@@ -147,7 +147,9 @@ fn stmt_list_variants(list: &[Stmt]) -> Vec<Vec<Stmt>> {
         };
         out.push(splice(&[]));
         match &list[i] {
-            Stmt::If { then, otherwise, .. } => {
+            Stmt::If {
+                then, otherwise, ..
+            } => {
                 out.push(splice(then));
                 out.push(splice(otherwise));
             }
@@ -173,15 +175,23 @@ fn expr_variants(e: &Expr) -> Vec<Expr> {
         ExprKind::Unary { operand, .. } | ExprKind::Cast { operand } => {
             out.extend(Some(operand.as_ref()).filter(|c| same_type(c)).cloned())
         }
-        ExprKind::Binary { lhs, rhs, .. } => {
-            out.extend([lhs.as_ref(), rhs.as_ref()].into_iter().filter(|c| same_type(c)).cloned())
-        }
+        ExprKind::Binary { lhs, rhs, .. } => out.extend(
+            [lhs.as_ref(), rhs.as_ref()]
+                .into_iter()
+                .filter(|c| same_type(c))
+                .cloned(),
+        ),
         ExprKind::Builtin { args, .. } | ExprKind::Call { args, .. } => {
             out.extend(args.iter().filter(|c| same_type(c)).cloned())
         }
-        ExprKind::If { then, otherwise, .. } => {
-            out.extend([then, otherwise].into_iter().filter(|b| b.stmts.is_empty()).map(|b| b.tail.clone()))
-        }
+        ExprKind::If {
+            then, otherwise, ..
+        } => out.extend(
+            [then, otherwise]
+                .into_iter()
+                .filter(|b| b.stmts.is_empty())
+                .map(|b| b.tail.clone()),
+        ),
         ExprKind::Loop { exit, .. } => out.push(exit.as_ref().clone()),
         _ => {}
     }
@@ -233,17 +243,35 @@ fn setting_variants(case: &Case) -> Vec<Case> {
     if !case.program.statics.is_empty() {
         let mut variant = case.clone();
         let statics = std::mem::take(&mut variant.program.statics);
-        variant.inputs.args.retain(|arg| statics.iter().all(|s| s.name != arg.name));
+        variant
+            .inputs
+            .args
+            .retain(|arg| statics.iter().all(|s| s.name != arg.name));
         out.push(variant);
     }
-    let usual = Limits { seed: 0, ..USUAL_LIMITS };
+    let usual = Limits {
+        seed: 0,
+        ..USUAL_LIMITS
+    };
     for limits in [
-        Limits { max_stack_depth: usual.max_stack_depth, ..case.limits },
-        Limits { max_steps: usual.max_steps, ..case.limits },
-        Limits { seed: usual.seed, ..case.limits },
+        Limits {
+            max_stack_depth: usual.max_stack_depth,
+            ..case.limits
+        },
+        Limits {
+            max_steps: usual.max_steps,
+            ..case.limits
+        },
+        Limits {
+            seed: usual.seed,
+            ..case.limits
+        },
     ] {
         if limits != case.limits {
-            out.push(Case { limits, ..case.clone() });
+            out.push(Case {
+                limits,
+                ..case.clone()
+            });
         }
     }
     out
@@ -258,7 +286,10 @@ fn simpler_value(value: &Json) -> Option<Json> {
         }
         Json::Number(n) if n.as_f64().is_some_and(|f| f != 0.0) => Some(Json::from(0.0)),
         Json::Array(items) => {
-            let zeros: Vec<Json> = items.iter().map(|i| simpler_value(i).map(|_| zero_like(i)).unwrap_or(i.clone())).collect();
+            let zeros: Vec<Json> = items
+                .iter()
+                .map(|i| simpler_value(i).map(|_| zero_like(i)).unwrap_or(i.clone()))
+                .collect();
             (zeros != *items).then_some(Json::Array(zeros))
         }
         _ => None,
@@ -299,7 +330,11 @@ fn walk_stmt(stmt: &mut Stmt, visit: &mut dyn FnMut(Node<'_>)) {
             walk_expr(index, visit);
             walk_expr(value, visit);
         }
-        Stmt::If { cond, then, otherwise } => {
+        Stmt::If {
+            cond,
+            then,
+            otherwise,
+        } => {
             walk_expr(cond, visit);
             walk_stmts(then, visit);
             walk_stmts(otherwise, visit);
@@ -308,7 +343,9 @@ fn walk_stmt(stmt: &mut Stmt, visit: &mut dyn FnMut(Node<'_>)) {
             walk_expr(limit, visit);
             walk_stmts(body, visit);
         }
-        Stmt::For { start, end, body, .. } => {
+        Stmt::For {
+            start, end, body, ..
+        } => {
             walk_expr(start, visit);
             walk_expr(end, visit);
             walk_stmts(body, visit);
@@ -343,12 +380,18 @@ fn walk_expr(e: &mut Expr, visit: &mut dyn FnMut(Node<'_>)) {
         ExprKind::Builtin { args, .. } | ExprKind::Call { args, .. } | ExprKind::Array(args) => {
             args.iter_mut().for_each(|a| walk_expr(a, visit))
         }
-        ExprKind::If { cond, then, otherwise } => {
+        ExprKind::If {
+            cond,
+            then,
+            otherwise,
+        } => {
             walk_expr(cond, visit);
             walk_block(then, visit);
             walk_block(otherwise, visit);
         }
-        ExprKind::Loop { limit, body, exit, .. } => {
+        ExprKind::Loop {
+            limit, body, exit, ..
+        } => {
             walk_expr(limit, visit);
             walk_stmts(body, visit);
             walk_expr(exit, visit);

@@ -23,10 +23,17 @@ fn every_generated_program_compiles_and_its_inputs_bind() {
     let bugs: Vec<String> = SEEDS
         .filter_map(|seed| {
             let case = generate(seed);
-            oracle::validate(&case).err().map(|why| format!("seed {seed}: {why}\n{}", case.source()))
+            oracle::validate(&case)
+                .err()
+                .map(|why| format!("seed {seed}: {why}\n{}", case.source()))
         })
         .collect();
-    assert!(bugs.is_empty(), "{} generator bugs:\n{}", bugs.len(), bugs.join("\n"));
+    assert!(
+        bugs.is_empty(),
+        "{} generator bugs:\n{}",
+        bugs.len(),
+        bugs.join("\n")
+    );
 }
 
 #[test]
@@ -41,14 +48,47 @@ fn the_programs_use_every_promised_construct() {
     let sources: Vec<String> = SEEDS.map(|seed| generate(seed).source()).collect();
     let all = sources.join("\n");
     let constructs = [
-        "while ", "for ", "loop {", "break;", "break ", "continue;", "return ", "assert!(", "uniform()",
-        "normal()", "static W", "[i64; 4]", "[f64; 3]", "(i64, f64)", " / ", " % ", "select(", "(d - 1)",
-        "(d - 2)", "(d, ", "] += ", " >> ", " & ",
+        "while ",
+        "for ",
+        "loop {",
+        "break;",
+        "break ",
+        "continue;",
+        "return ",
+        "assert!(",
+        "uniform()",
+        "normal()",
+        "static W",
+        "[i64; 4]",
+        "[f64; 3]",
+        "(i64, f64)",
+        " / ",
+        " % ",
+        "select(",
+        "(d - 1)",
+        "(d - 2)",
+        "(d, ",
+        "] += ",
+        " >> ",
+        " & ",
     ];
-    let missing: Vec<&str> = constructs.iter().copied().filter(|c| !all.contains(c)).collect();
-    assert!(missing.is_empty(), "no generated program contains {missing:?}");
-    let multi_function = sources.iter().filter(|s| s.matches("\nfn ").count() >= 2).count();
-    assert!(multi_function > SEEDS.count() / 2, "only {multi_function} programs with several functions");
+    let missing: Vec<&str> = constructs
+        .iter()
+        .copied()
+        .filter(|c| !all.contains(c))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no generated program contains {missing:?}"
+    );
+    let multi_function = sources
+        .iter()
+        .filter(|s| s.matches("\nfn ").count() >= 2)
+        .count();
+    assert!(
+        multi_function > SEEDS.count() / 2,
+        "only {multi_function} programs with several functions"
+    );
 }
 
 #[test]
@@ -58,8 +98,9 @@ fn members_fault_in_every_way_beside_members_that_do_not() {
     for seed in SEEDS {
         let case = generate(seed);
         let source = format!("{}{}", "\n".repeat(HEADER_LINES), case.source());
-        let results = oracle::reference_results(&source, &case.inputs.to_json().to_string(), case.limits)
-            .unwrap_or_else(|why| panic!("seed {seed}: {why}"));
+        let results =
+            oracle::reference_results(&source, &case.inputs.to_json().to_string(), case.limits)
+                .unwrap_or_else(|why| panic!("seed {seed}: {why}"));
         let member_kinds: BTreeSet<String> = results
             .as_array()
             .into_iter()
@@ -71,9 +112,19 @@ fn members_fault_in_every_way_beside_members_that_do_not() {
         }
         kinds.extend(member_kinds);
     }
-    let expected = ["assertion_failed", "division_by_zero", "index_out_of_bounds", "ok", "stack_overflow", "step_limit"];
+    let expected = [
+        "assertion_failed",
+        "division_by_zero",
+        "index_out_of_bounds",
+        "ok",
+        "stack_overflow",
+        "step_limit",
+    ];
     assert_eq!(kinds, expected.iter().map(|k| k.to_string()).collect());
-    assert!(mixed >= 20, "only {mixed} batches mix failing and succeeding members");
+    assert!(
+        mixed >= 20,
+        "only {mixed} batches mix failing and succeeding members"
+    );
 }
 
 /// Fails while a strategy disagrees with the reference (program-counter
@@ -105,11 +156,24 @@ fn every_configuration_matches_the_reference() {
 fn the_shrinker_keeps_the_property_and_makes_the_case_smaller() {
     // A stand-in for "still fails": the program draws a normal number and
     // still compiles.
-    let property = |case: &autobatch_fuzz::Case| case.source().contains("normal()") && oracle::validate(case).is_ok();
-    let seed = SEEDS.clone().find(|&s| property(&generate(s))).expect("some program draws normal()");
+    let property = |case: &autobatch_fuzz::Case| {
+        case.source().contains("normal()") && oracle::validate(case).is_ok()
+    };
+    let seed = SEEDS
+        .clone()
+        .find(|&s| property(&generate(s)))
+        .expect("some program draws normal()");
     let case = generate(seed);
     let shrunk = shrink::shrink(&case, property);
     assert!(property(&shrunk));
-    assert!(shrunk.source().len() * 2 < case.source().len(), "shrunk:\n{}", shrunk.source());
-    assert!(shrunk.inputs.members <= 1, "members left: {}", shrunk.inputs.members);
+    assert!(
+        shrunk.source().len() * 2 < case.source().len(),
+        "shrunk:\n{}",
+        shrunk.source()
+    );
+    assert!(
+        shrunk.inputs.members <= 1,
+        "members left: {}",
+        shrunk.inputs.members
+    );
 }
