@@ -1,0 +1,605 @@
+//! The generated program as a syntax tree we own: types, functions,
+//! statements and typed expressions, and the printer that writes them as
+//! autobatch source text. Every expression carries its type, so the
+//! shrinker can replace any expression by a constant of the same type.
+
+use std::fmt::Write;
+
+/// Length of every `[i64; N]` array in generated programs.
+pub const INT_ARRAY_LEN: usize = 4;
+/// Length of every `[f64; N]` array in generated programs.
+pub const FLOAT_ARRAY_LEN: usize = 3;
+
+/// The types a generated program uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ty {
+    Int,
+    Float,
+    Bool,
+    IntArray,
+    FloatArray,
+    /// `(i64, f64)`.
+    Pair,
+}
+
+impl Ty {
+    /// The type as written in source.
+    pub fn source(self) -> &'static str {
+        match self {
+            Ty::Int => "i64",
+            Ty::Float => "f64",
+            Ty::Bool => "bool",
+            Ty::IntArray => "[i64; 4]",
+            Ty::FloatArray => "[f64; 3]",
+            Ty::Pair => "(i64, f64)",
+        }
+    }
+
+    /// The simplest value of the type: what the shrinker puts in place of an expression.
+    pub fn zero(self) -> Expr {
+        let kind = match self {
+            Ty::Int => ExprKind::Int(0),
+            Ty::Float => ExprKind::Float(0.0),
+            Ty::Bool => ExprKind::Bool(false),
+            Ty::IntArray => ExprKind::Array(vec![Ty::Int.zero(); INT_ARRAY_LEN]),
+            Ty::FloatArray => ExprKind::Array(vec![Ty::Float.zero(); FLOAT_ARRAY_LEN]),
+            Ty::Pair => ExprKind::Pair(Box::new(Ty::Int.zero()), Box::new(Ty::Float.zero())),
+        };
+        Expr { ty: self, kind }
+    }
+}
+
+/// A whole program: optional statics, then functions; the first function is the entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    pub statics: Vec<Param>,
+    pub functions: Vec<Function>,
+}
+
+/// A named, typed parameter (or static).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub ty: Ty,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    pub name: String,
+    pub params: Vec<Param>,
+    pub ret: Ty,
+    pub body: Block,
+}
+
+/// Statements, then the value of the block.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Block {
+    pub stmts: Vec<Stmt>,
+    pub tail: Expr,
+}
+
+/// Compound assignment operators on scalars.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AssignOp {
+    Set,
+    Add,
+    Sub,
+    Mul,
+}
+
+impl AssignOp {
+    pub fn source(self) -> &'static str {
+        match self {
+            AssignOp::Set => "=",
+            AssignOp::Add => "+=",
+            AssignOp::Sub => "-=",
+            AssignOp::Mul => "*=",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// `let mut name: ty = value;`
+    Let { name: String, value: Expr },
+    /// `name op= value;`
+    Assign {
+        name: String,
+        op: AssignOp,
+        value: Expr,
+    },
+    /// `name[index] op= value;`
+    SetIndex {
+        name: String,
+        index: Expr,
+        op: AssignOp,
+        value: Expr,
+    },
+    If {
+        cond: Expr,
+        then: Vec<Stmt>,
+        otherwise: Vec<Stmt>,
+    },
+    /// `let mut counter = 0; while counter < limit { counter += 1; body }`
+    While {
+        counter: String,
+        limit: Expr,
+        body: Vec<Stmt>,
+    },
+    /// `for var in start..end { body }`
+    For {
+        var: String,
+        start: Expr,
+        end: Expr,
+        body: Vec<Stmt>,
+    },
+    /// `if cond { break; }` or `if cond { break value; }`
+    BreakIf { cond: Expr, value: Option<Expr> },
+    /// `if cond { continue; }`
+    ContinueIf { cond: Expr },
+    /// `if cond { return value; }`
+    ReturnIf { cond: Expr, value: Expr },
+    /// `assert!(cond, "...");`
+    Assert { cond: Expr },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shr,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+}
+
+impl BinOp {
+    pub fn source(self) -> &'static str {
+        use BinOp::*;
+        match self {
+            Add => "+",
+            Sub => "-",
+            Mul => "*",
+            Div => "/",
+            Rem => "%",
+            BitAnd => "&",
+            BitOr => "|",
+            BitXor => "^",
+            Shr => ">>",
+            Lt => "<",
+            Le => "<=",
+            Gt => ">",
+            Ge => ">=",
+            Eq => "==",
+            Ne => "!=",
+            And => "&&",
+            Or => "||",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+/// Builtins written as functions (`sum(a)`) or methods (`x.abs()`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Builtin {
+    Sum,
+    Dot,
+    ReduceMax,
+    Softmax,
+    Select,
+    Uniform,
+    Normal,
+    Abs,
+    Sqrt,
+    Tanh,
+    Min,
+    Max,
+}
+
+impl Builtin {
+    pub fn name(self) -> &'static str {
+        use Builtin::*;
+        match self {
+            Sum => "sum",
+            Dot => "dot",
+            ReduceMax => "max",
+            Softmax => "softmax",
+            Select => "select",
+            Uniform => "uniform",
+            Normal => "normal",
+            Abs => "abs",
+            Sqrt => "sqrt",
+            Tanh => "tanh",
+            Min => "min",
+            Max => "max",
+        }
+    }
+
+    /// Whether it is written as a method of its first argument.
+    pub fn is_method(self) -> bool {
+        use Builtin::*;
+        matches!(self, Abs | Sqrt | Tanh | Min | Max)
+    }
+}
+
+/// An expression and its type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub ty: Ty,
+    pub kind: ExprKind,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Var(String),
+    /// `(d - step)`: the depth argument of a call that lowers the depth.
+    DepthStep(i64),
+    Unary {
+        op: UnOp,
+        operand: Box<Expr>,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
+    Builtin {
+        builtin: Builtin,
+        args: Vec<Expr>,
+    },
+    /// `operand as ty` (the expression's own type).
+    Cast {
+        operand: Box<Expr>,
+    },
+    If {
+        cond: Box<Expr>,
+        then: Box<Block>,
+        otherwise: Box<Block>,
+    },
+    /// `({ let mut counter = 0; loop { if counter >= limit { break exit; } counter += 1; body } })`
+    Loop {
+        counter: String,
+        limit: Box<Expr>,
+        body: Vec<Stmt>,
+        exit: Box<Expr>,
+    },
+    Call {
+        callee: String,
+        args: Vec<Expr>,
+    },
+    Index {
+        array: Box<Expr>,
+        index: Box<Expr>,
+    },
+    Array(Vec<Expr>),
+    Pair(Box<Expr>, Box<Expr>),
+    Field {
+        pair: Box<Expr>,
+        field: u8,
+    },
+}
+
+impl Expr {
+    pub fn new(ty: Ty, kind: ExprKind) -> Expr {
+        Expr { ty, kind }
+    }
+    pub fn int(v: i64) -> Expr {
+        Expr::new(Ty::Int, ExprKind::Int(v))
+    }
+    pub fn var(name: &str, ty: Ty) -> Expr {
+        Expr::new(ty, ExprKind::Var(name.to_owned()))
+    }
+    pub fn binary(ty: Ty, op: BinOp, lhs: Expr, rhs: Expr) -> Expr {
+        Expr::new(
+            ty,
+            ExprKind::Binary {
+                op,
+                lhs: Box::new(lhs),
+                rhs: Box::new(rhs),
+            },
+        )
+    }
+}
+
+/// Writes a program as source text.
+pub fn print_program(program: &Program) -> String {
+    let mut out = Printer {
+        out: String::new(),
+        indent: 0,
+    };
+    out.program(program);
+    out.out
+}
+
+struct Printer {
+    out: String,
+    indent: usize,
+}
+
+impl Printer {
+    fn line(&mut self, text: &str) {
+        for _ in 0..self.indent {
+            self.out.push_str("    ");
+        }
+        self.out.push_str(text);
+        self.out.push('\n');
+    }
+
+    fn program(&mut self, program: &Program) {
+        if !program.statics.is_empty() {
+            self.line("extern \"autobatch\" {");
+            for s in &program.statics {
+                self.line(&format!("    static {}: {};", s.name, s.ty.source()));
+            }
+            self.line("}");
+        }
+        for f in &program.functions {
+            let params: Vec<String> = f
+                .params
+                .iter()
+                .map(|p| format!("{}: {}", p.name, p.ty.source()))
+                .collect();
+            self.line(&format!(
+                "fn {}({}) -> {} {{",
+                f.name,
+                params.join(", "),
+                f.ret.source()
+            ));
+            self.block_body(&f.body);
+            self.line("}");
+        }
+    }
+
+    fn block_body(&mut self, block: &Block) {
+        self.indent += 1;
+        self.stmts(&block.stmts);
+        let tail = expr(&block.tail);
+        self.line(&tail);
+        self.indent -= 1;
+    }
+
+    fn stmts(&mut self, stmts: &[Stmt]) {
+        for s in stmts {
+            self.stmt(s);
+        }
+    }
+
+    fn nested(&mut self, open: &str, body: &[Stmt]) {
+        self.line(open);
+        self.indent += 1;
+        self.stmts(body);
+        self.indent -= 1;
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) {
+        match stmt {
+            Stmt::Let { name, value } => self.line(&format!(
+                "let mut {name}: {} = {};",
+                value.ty.source(),
+                expr(value)
+            )),
+            Stmt::Assign { name, op, value } => {
+                self.line(&format!("{name} {} {};", op.source(), expr(value)))
+            }
+            Stmt::SetIndex {
+                name,
+                index,
+                op,
+                value,
+            } => self.line(&format!(
+                "{name}[{}] {} {};",
+                expr(index),
+                op.source(),
+                expr(value)
+            )),
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                self.nested(&format!("if {} {{", expr(cond)), then);
+                self.nested("} else {", otherwise);
+                self.line("}");
+            }
+            Stmt::While {
+                counter,
+                limit,
+                body,
+            } => {
+                self.line(&format!("let mut {counter}: i64 = 0;"));
+                self.line(&format!("while {counter} < {} {{", expr(limit)));
+                self.indent += 1;
+                self.line(&format!("{counter} += 1;"));
+                self.stmts(body);
+                self.indent -= 1;
+                self.line("}");
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                body,
+            } => {
+                self.nested(
+                    &format!("for {var} in {}..{} {{", expr(start), expr(end)),
+                    body,
+                );
+                self.line("}");
+            }
+            Stmt::BreakIf { cond, value: None } => {
+                self.line(&format!("if {} {{ break; }}", expr(cond)))
+            }
+            Stmt::BreakIf {
+                cond,
+                value: Some(v),
+            } => self.line(&format!("if {} {{ break {}; }}", expr(cond), expr(v))),
+            Stmt::ContinueIf { cond } => self.line(&format!("if {} {{ continue; }}", expr(cond))),
+            Stmt::ReturnIf { cond, value } => {
+                self.line(&format!("if {} {{ return {}; }}", expr(cond), expr(value)))
+            }
+            Stmt::Assert { cond } => self.line(&format!("assert!({}, \"fuzz\");", expr(cond))),
+        }
+    }
+}
+
+/// An expression on one line: every compound expression is parenthesized,
+/// so precedence never matters.
+pub fn expr(e: &Expr) -> String {
+    let mut out = String::new();
+    write_expr(&mut out, e);
+    out
+}
+
+fn write_expr(out: &mut String, e: &Expr) {
+    match &e.kind {
+        ExprKind::Int(v) if *v < 0 => write!(out, "({v})").unwrap_or(()),
+        ExprKind::Int(v) => write!(out, "{v}").unwrap_or(()),
+        ExprKind::Float(v) if *v < 0.0 => write!(out, "({v:?})").unwrap_or(()),
+        ExprKind::Float(v) => write!(out, "{v:?}").unwrap_or(()),
+        ExprKind::Bool(b) => write!(out, "{b}").unwrap_or(()),
+        ExprKind::Var(name) => out.push_str(name),
+        ExprKind::DepthStep(step) => write!(out, "(d - {step})").unwrap_or(()),
+        ExprKind::Unary { op, operand } => {
+            out.push_str(if *op == UnOp::Neg { "(-" } else { "(!" });
+            write_expr(out, operand);
+            out.push(')');
+        }
+        ExprKind::Binary { op, lhs, rhs } => {
+            out.push('(');
+            write_expr(out, lhs);
+            write!(out, " {} ", op.source()).unwrap_or(());
+            write_expr(out, rhs);
+            out.push(')');
+        }
+        ExprKind::Builtin { builtin, args } => write_builtin(out, *builtin, args),
+        ExprKind::Cast { operand } => {
+            out.push('(');
+            write_expr(out, operand);
+            write!(out, " as {})", e.ty.source()).unwrap_or(());
+        }
+        ExprKind::If {
+            cond,
+            then,
+            otherwise,
+        } => {
+            out.push_str("(if ");
+            write_expr(out, cond);
+            out.push_str(" { ");
+            write_inline_block(out, then);
+            out.push_str(" } else { ");
+            write_inline_block(out, otherwise);
+            out.push_str(" })");
+        }
+        ExprKind::Loop {
+            counter,
+            limit,
+            body,
+            exit,
+        } => {
+            write!(
+                out,
+                "({{ let mut {counter}: i64 = 0; loop {{ if {counter} >= "
+            )
+            .unwrap_or(());
+            write_expr(out, limit);
+            out.push_str(" { break ");
+            write_expr(out, exit);
+            write!(out, "; }} {counter} += 1; ").unwrap_or(());
+            write_inline_stmts(out, body);
+            out.push_str("} })");
+        }
+        ExprKind::Call { callee, args } => {
+            out.push_str(callee);
+            write_args(out, args);
+        }
+        ExprKind::Index { array, index } => {
+            write_expr(out, array);
+            out.push('[');
+            write_expr(out, index);
+            out.push(']');
+        }
+        ExprKind::Array(items) => {
+            out.push('[');
+            write_list(out, items);
+            out.push(']');
+        }
+        ExprKind::Pair(a, b) => {
+            out.push('(');
+            write_expr(out, a);
+            out.push_str(", ");
+            write_expr(out, b);
+            out.push(')');
+        }
+        ExprKind::Field { pair, field } => {
+            write_expr(out, pair);
+            write!(out, ".{field}").unwrap_or(());
+        }
+    }
+}
+
+fn write_builtin(out: &mut String, builtin: Builtin, args: &[Expr]) {
+    match args.split_first() {
+        Some((receiver, rest)) if builtin.is_method() => {
+            out.push('(');
+            write_expr(out, receiver);
+            write!(out, ").{}", builtin.name()).unwrap_or(());
+            write_args(out, rest);
+        }
+        _ => {
+            out.push_str(builtin.name());
+            write_args(out, args);
+        }
+    }
+}
+
+fn write_args(out: &mut String, args: &[Expr]) {
+    out.push('(');
+    write_list(out, args);
+    out.push(')');
+}
+
+fn write_list(out: &mut String, items: &[Expr]) {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        write_expr(out, item);
+    }
+}
+
+fn write_inline_block(out: &mut String, block: &Block) {
+    write_inline_stmts(out, &block.stmts);
+    write_expr(out, &block.tail);
+}
+
+/// Statements inside an expression, on one line.
+fn write_inline_stmts(out: &mut String, stmts: &[Stmt]) {
+    let mut printer = Printer {
+        out: String::new(),
+        indent: 0,
+    };
+    printer.stmts(stmts);
+    for line in printer.out.lines() {
+        out.push_str(line.trim());
+        out.push(' ');
+    }
+}

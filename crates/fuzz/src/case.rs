@@ -1,0 +1,82 @@
+//! A test case: a generated program, the inputs of its entry function
+//! (each argument shared or batched), and the run's limits and seed; and
+//! the text forms the rest of the project reads (inputs JSON, `//@ run`
+//! options).
+
+use serde_json::{json, Map, Value as Json};
+
+use crate::ast::{print_program, Program, Ty};
+
+/// Name of the entry function of every generated program.
+pub const ENTRY: &str = "main";
+
+/// One program with the inputs and limits it runs with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Case {
+    pub program: Program,
+    pub inputs: Inputs,
+    pub limits: Limits,
+}
+
+/// The entry's arguments and the statics, by name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inputs {
+    /// Batch size; every batched argument has this many values.
+    pub members: usize,
+    pub args: Vec<InputArg>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputArg {
+    pub name: String,
+    pub ty: Ty,
+    pub value: InputValue,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum InputValue {
+    /// One value for all members (statics are always shared).
+    Shared(Json),
+    /// One value per member.
+    Batched(Vec<Json>),
+}
+
+/// What a run may use up, and its random seed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub max_stack_depth: usize,
+    pub max_steps: u64,
+    pub seed: u64,
+}
+
+impl Inputs {
+    /// The `--inputs` JSON: `{"batch": {...}, "shared": {...}}`.
+    pub fn to_json(&self) -> Json {
+        let mut batch = Map::new();
+        let mut shared = Map::new();
+        for arg in &self.args {
+            match &arg.value {
+                InputValue::Shared(v) => shared.insert(arg.name.clone(), v.clone()),
+                InputValue::Batched(vs) => batch.insert(arg.name.clone(), Json::Array(vs.clone())),
+            };
+        }
+        json!({"batch": batch, "shared": shared})
+    }
+}
+
+impl Limits {
+    /// The options of a `//@ run(...)` directive.
+    pub fn directive_options(&self) -> String {
+        format!(
+            "max-stack-depth={}, max-steps={}, seed={}",
+            self.max_stack_depth, self.max_steps, self.seed
+        )
+    }
+}
+
+impl Case {
+    /// The program's source text.
+    pub fn source(&self) -> String {
+        print_program(&self.program)
+    }
+}

@@ -1,0 +1,957 @@
+//! The generator: one seed gives one [`Case`], a well-typed program that
+//! terminates, with inputs and limits.
+//!
+//! Termination: every function takes a depth `d: i64` first. It calls a
+//! function written after it with `d` itself, and any function (itself,
+//! each other, the entry) with `d - 1` or `d - 2` only where `d > 0` holds
+//! (after `if d <= 0 { return ...; }`, in the `else` of
+//! `if d <= 0 { ... } else { ... }`, or inside
+//! `if d > 0 { call } else { constant }`); so each call lowers `d`, or
+//! keeps it and moves to a later function. Every loop runs at most a few
+//! iterations of a counter the body cannot assign. Recursion is therefore
+//! bounded by the entry's `d`, and the run's step limit bounds the rest
+//! (a shrunk program may lose its guards).
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Value as Json};
+
+use crate::ast::*;
+use crate::case::{Case, InputArg, InputValue, Inputs, Limits, ENTRY};
+
+/// Types a variable, parameter or result may have.
+const VALUE_TYPES: [Ty; 5] = [Ty::Int, Ty::Float, Ty::IntArray, Ty::FloatArray, Ty::Pair];
+
+/// The limits of most cases (others get a small stack or step limit).
+pub const USUAL_LIMITS: Limits = Limits {
+    max_stack_depth: 64,
+    max_steps: 20_000,
+    seed: 0,
+};
+
+/// Calls one function body may write (a call inside a loop costs more).
+const CALL_BUDGET: i32 = 7;
+
+/// Generates the case of `seed`.
+pub fn generate(seed: u64) -> Case {
+    let mut gen = Generator::new(seed);
+    let program = gen.program();
+    let inputs = gen.inputs(&program);
+    let limits = gen.limits();
+    Case {
+        program,
+        inputs,
+        limits,
+    }
+}
+
+struct Signature {
+    name: String,
+    params: Vec<Param>,
+    ret: Ty,
+}
+
+struct Var {
+    name: String,
+    ty: Ty,
+    assignable: bool,
+}
+
+/// What a `break` inside the innermost loop must carry.
+#[derive(Clone, Copy, PartialEq)]
+enum LoopKind {
+    Plain,
+    Value(Ty),
+}
+
+/// The state of the function being written.
+struct Scope {
+    vars: Vec<Var>,
+    /// Whether `d > 0` holds here, so that calls need no guard.
+    guarded: bool,
+    loops: Vec<LoopKind>,
+    calls_left: i32,
+    ret: Ty,
+    /// How many expressions with statements inside (`if`, `loop`) enclose
+    /// this point: expressions of statements get shallower with it, so
+    /// that generation ends.
+    nesting: u32,
+    /// Index of the function being written.
+    function: usize,
+}
+
+struct Generator {
+    rng: ChaCha8Rng,
+    signatures: Vec<Signature>,
+    statics: Vec<Param>,
+    fresh: usize,
+    scope: Scope,
+}
+
+impl Generator {
+    fn new(seed: u64) -> Generator {
+        Generator {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            signatures: Vec::new(),
+            statics: Vec::new(),
+            fresh: 0,
+            scope: Scope {
+                vars: Vec::new(),
+                guarded: false,
+                loops: Vec::new(),
+                calls_left: 0,
+                ret: Ty::Int,
+                nesting: 0,
+                function: 0,
+            },
+        }
+    }
+
+    fn fresh(&mut self, prefix: &str) -> String {
+        self.fresh += 1;
+        format!("{prefix}{}", self.fresh)
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        self.rng.gen_bool(p)
+    }
+
+    fn value_type(&mut self) -> Ty {
+        *VALUE_TYPES.choose(&mut self.rng).unwrap_or(&Ty::Int)
+    }
+
+    // ---- program, functions ----
+
+    fn program(&mut self) -> Program {
+        if self.chance(0.3) {
+            self.statics = vec![
+                Param {
+                    name: "W".into(),
+                    ty: Ty::FloatArray,
+                },
+                Param {
+                    name: "K".into(),
+                    ty: Ty::Int,
+                },
+            ];
+        }
+        let count = if self.chance(0.1) {
+            1
+        } else {
+            self.rng.gen_range(2..=4)
+        };
+        for index in 0..count {
+            let signature = self.signature(index);
+            self.signatures.push(signature);
+        }
+        let functions = (0..count).map(|index| self.function(index)).collect();
+        Program {
+            statics: self.statics.clone(),
+            functions,
+        }
+    }
+
+    fn signature(&mut self, index: usize) -> Signature {
+        let name = if index == 0 {
+            ENTRY.to_owned()
+        } else {
+            format!("f{index}")
+        };
+        let mut params = vec![Param {
+            name: "d".into(),
+            ty: Ty::Int,
+        }];
+        let extra = self.rng.gen_range(usize::from(index == 0)..=3);
+        for p in 0..extra {
+            let ty = self.value_type();
+            params.push(Param {
+                name: format!("p{p}"),
+                ty,
+            });
+        }
+        let ret = self.value_type();
+        Signature { name, params, ret }
+    }
+
+    fn function(&mut self, index: usize) -> Function {
+        let signature = &self.signatures[index];
+        let (name, params, ret) = (
+            signature.name.clone(),
+            signature.params.clone(),
+            signature.ret,
+        );
+        let mut vars: Vec<Var> = params
+            .iter()
+            .map(|p| Var {
+                name: p.name.clone(),
+                ty: p.ty,
+                assignable: false,
+            })
+            .collect();
+        vars.extend(self.statics.iter().map(|s| Var {
+            name: s.name.clone(),
+            ty: s.ty,
+            assignable: false,
+        }));
+        self.scope = Scope {
+            vars,
+            guarded: false,
+            loops: Vec::new(),
+            calls_left: CALL_BUDGET,
+            ret,
+            nesting: 0,
+            function: index,
+        };
+        let body = self.function_body(ret);
+        Function {
+            name,
+            params,
+            ret,
+            body,
+        }
+    }
+
+    /// One of three shapes: an early `return` for `d <= 0`; an `if d <= 0`
+    /// expression as the tail; or no guard (every call guarded on its own).
+    fn function_body(&mut self, ret: Ty) -> Block {
+        let d_le_0 = Expr::binary(Ty::Bool, BinOp::Le, Expr::var("d", Ty::Int), Expr::int(0));
+        match self.rng.gen_range(0..3) {
+            0 => {
+                let base = self.expr(ret, 2);
+                let mut stmts = vec![Stmt::ReturnIf {
+                    cond: d_le_0,
+                    value: base,
+                }];
+                self.scope.guarded = true;
+                stmts.extend(self.stmts(3, 2..6));
+                Block {
+                    stmts,
+                    tail: self.expr(ret, 3),
+                }
+            }
+            1 => {
+                let stmts = self.stmts(1, 0..3);
+                let base = Block {
+                    stmts: Vec::new(),
+                    tail: self.expr(ret, 2),
+                };
+                self.scope.guarded = true;
+                let recursive = self.block(ret, 3, 1..5);
+                let tail = Expr::new(
+                    ret,
+                    ExprKind::If {
+                        cond: Box::new(d_le_0),
+                        then: Box::new(base),
+                        otherwise: Box::new(recursive),
+                    },
+                );
+                Block { stmts, tail }
+            }
+            _ => {
+                let stmts = self.stmts(3, 2..6);
+                Block {
+                    stmts,
+                    tail: self.expr(ret, 3),
+                }
+            }
+        }
+    }
+
+    // ---- statements ----
+
+    /// A block with its own scope.
+    fn block(&mut self, ty: Ty, depth: u32, count: std::ops::Range<usize>) -> Block {
+        let mark = self.scope.vars.len();
+        let stmts = self.stmts(depth, count);
+        let tail = self.expr(ty, depth.min(2));
+        self.scope.vars.truncate(mark);
+        Block { stmts, tail }
+    }
+
+    /// Statements whose declarations end with them.
+    fn scoped_stmts(&mut self, depth: u32, count: std::ops::Range<usize>) -> Vec<Stmt> {
+        let mark = self.scope.vars.len();
+        let stmts = self.stmts(depth, count);
+        self.scope.vars.truncate(mark);
+        stmts
+    }
+
+    fn stmts(&mut self, depth: u32, count: std::ops::Range<usize>) -> Vec<Stmt> {
+        let n = if count.is_empty() {
+            count.start
+        } else {
+            self.rng.gen_range(count)
+        };
+        (0..n).map(|_| self.stmt(depth)).collect()
+    }
+
+    fn stmt(&mut self, depth: u32) -> Stmt {
+        let in_loop = !self.scope.loops.is_empty();
+        loop {
+            let stmt = match self.rng.gen_range(0..20) {
+                0..=5 => Some(self.let_stmt()),
+                6..=8 => self.assign_stmt(),
+                9 => self.set_index_stmt(),
+                10 | 11 if depth > 0 => Some(self.if_stmt(depth)),
+                12 if depth > 0 => Some(self.while_stmt(depth)),
+                13 if depth > 0 => Some(self.for_stmt(depth)),
+                14 | 15 if in_loop => Some(self.break_or_continue()),
+                16 => Some(self.return_if()),
+                17 => Some(self.assert_stmt()),
+                _ => None,
+            };
+            if let Some(stmt) = stmt {
+                return stmt;
+            }
+        }
+    }
+
+    /// `depth` less the nesting of statement-holding expressions.
+    fn stmt_expr_depth(&self, depth: u32) -> u32 {
+        depth.saturating_sub(self.scope.nesting)
+    }
+
+    fn let_stmt(&mut self) -> Stmt {
+        let ty = self.value_type();
+        let value = self.expr(ty, self.stmt_expr_depth(3));
+        let name = self.fresh("v");
+        self.scope.vars.push(Var {
+            name: name.clone(),
+            ty,
+            assignable: true,
+        });
+        Stmt::Let { name, value }
+    }
+
+    fn assignable(&mut self, wanted: &[Ty]) -> Option<(String, Ty)> {
+        let candidates: Vec<(String, Ty)> = self
+            .scope
+            .vars
+            .iter()
+            .filter(|v| v.assignable && wanted.contains(&v.ty))
+            .map(|v| (v.name.clone(), v.ty))
+            .collect();
+        candidates.choose(&mut self.rng).cloned()
+    }
+
+    fn assign_stmt(&mut self) -> Option<Stmt> {
+        let (name, ty) = self.assignable(&VALUE_TYPES)?;
+        let op = match ty {
+            Ty::Int | Ty::Float | Ty::IntArray | Ty::FloatArray => {
+                *[AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul]
+                    .choose(&mut self.rng)?
+            }
+            _ => AssignOp::Set,
+        };
+        let value = self.expr(ty, self.stmt_expr_depth(3));
+        Some(Stmt::Assign { name, op, value })
+    }
+
+    fn set_index_stmt(&mut self) -> Option<Stmt> {
+        let (name, ty) = self.assignable(&[Ty::IntArray, Ty::FloatArray])?;
+        let element = if ty == Ty::IntArray {
+            Ty::Int
+        } else {
+            Ty::Float
+        };
+        let index = self.index(ty, 1);
+        let value = self.expr(element, self.stmt_expr_depth(2));
+        let op = *[
+            AssignOp::Set,
+            AssignOp::Set,
+            AssignOp::Add,
+            AssignOp::Sub,
+            AssignOp::Mul,
+        ]
+        .choose(&mut self.rng)?;
+        Some(Stmt::SetIndex {
+            name,
+            index,
+            op,
+            value,
+        })
+    }
+
+    fn if_stmt(&mut self, depth: u32) -> Stmt {
+        let cond = self.bool_expr(self.stmt_expr_depth(2));
+        let then = self.scoped_stmts(depth - 1, 1..4);
+        let otherwise = self.scoped_stmts(depth - 1, 0..3);
+        Stmt::If {
+            cond,
+            then,
+            otherwise,
+        }
+    }
+
+    /// Runs `f` as if outside every loop: for expressions printed inside a
+    /// loop's own header (a `while` condition, a `loop`'s exit test and
+    /// value), where a `break` or `continue` would act on that loop.
+    fn outside_loops<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let loops = std::mem::take(&mut self.scope.loops);
+        let out = f(self);
+        self.scope.loops = loops;
+        out
+    }
+
+    /// A loop bound: a small constant or `(e % 4)` (at most 3 iterations).
+    fn loop_bound(&mut self) -> Expr {
+        if self.chance(0.5) {
+            Expr::int(self.rng.gen_range(0..=3))
+        } else {
+            let e = self.expr(Ty::Int, 1);
+            Expr::binary(Ty::Int, BinOp::Rem, e, Expr::int(4))
+        }
+    }
+
+    /// The body of a loop; calls in it cost three times as much.
+    fn loop_body(&mut self, kind: LoopKind, depth: u32) -> Vec<Stmt> {
+        self.scope.loops.push(kind);
+        self.scope.calls_left -= 1;
+        let body = self.scoped_stmts(depth, 1..5);
+        self.scope.loops.pop();
+        body
+    }
+
+    fn while_stmt(&mut self, depth: u32) -> Stmt {
+        let limit = self.outside_loops(Self::loop_bound);
+        let counter = self.fresh("c");
+        self.scope.vars.push(Var {
+            name: counter.clone(),
+            ty: Ty::Int,
+            assignable: false,
+        });
+        let body = self.loop_body(LoopKind::Plain, depth - 1);
+        Stmt::While {
+            counter,
+            limit,
+            body,
+        }
+    }
+
+    fn for_stmt(&mut self, depth: u32) -> Stmt {
+        let start = Expr::int(self.rng.gen_range(-1..=1));
+        let end = self.loop_bound();
+        let var = self.fresh("i");
+        let mark = self.scope.vars.len();
+        self.scope.vars.push(Var {
+            name: var.clone(),
+            ty: Ty::Int,
+            assignable: false,
+        });
+        let body = self.loop_body(LoopKind::Plain, depth - 1);
+        self.scope.vars.truncate(mark);
+        Stmt::For {
+            var,
+            start,
+            end,
+            body,
+        }
+    }
+
+    fn break_or_continue(&mut self) -> Stmt {
+        let cond = self.bool_expr(1);
+        if self.chance(0.3) {
+            return Stmt::ContinueIf { cond };
+        }
+        let value = match self.scope.loops.last() {
+            Some(LoopKind::Value(ty)) => Some(self.expr(*ty, self.stmt_expr_depth(2))),
+            _ => None,
+        };
+        Stmt::BreakIf { cond, value }
+    }
+
+    fn return_if(&mut self) -> Stmt {
+        let cond = self.bool_expr(1);
+        let value = self.expr(self.scope.ret, self.stmt_expr_depth(2));
+        Stmt::ReturnIf { cond, value }
+    }
+
+    fn assert_stmt(&mut self) -> Stmt {
+        let e = self.expr(Ty::Int, self.stmt_expr_depth(2));
+        let unlucky = Expr::int(self.rng.gen_range(4..=9));
+        Stmt::Assert {
+            cond: Expr::binary(Ty::Bool, BinOp::Ne, e, unlucky),
+        }
+    }
+
+    // ---- expressions ----
+
+    fn expr(&mut self, ty: Ty, depth: u32) -> Expr {
+        if depth == 0 || self.chance(0.2) {
+            return self.leaf(ty);
+        }
+        loop {
+            let made = match self.rng.gen_range(0..7) {
+                0 | 6 => self.call(ty, depth),
+                1 => Some(self.if_expr(ty, depth)),
+                2 if depth >= 2 && self.chance(0.3) => Some(self.loop_expr(ty, depth)),
+                _ => self.typed_expr(ty, depth),
+            };
+            if let Some(e) = made {
+                return e;
+            }
+        }
+    }
+
+    fn typed_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        match ty {
+            Ty::Int => self.int_expr(depth),
+            Ty::Float => self.float_expr(depth),
+            Ty::Bool => Some(self.bool_expr(depth)),
+            Ty::IntArray | Ty::FloatArray => self.array_expr(ty, depth),
+            Ty::Pair => self.pair_expr(depth),
+        }
+    }
+
+    /// A constant or a variable of type `ty`.
+    fn leaf(&mut self, ty: Ty) -> Expr {
+        let names: Vec<String> = self
+            .scope
+            .vars
+            .iter()
+            .filter(|v| v.ty == ty)
+            .map(|v| v.name.clone())
+            .collect();
+        match names.choose(&mut self.rng) {
+            Some(name) if self.chance(0.7) => Expr::var(name, ty),
+            _ => self.literal(ty),
+        }
+    }
+
+    fn literal(&mut self, ty: Ty) -> Expr {
+        let kind = match ty {
+            Ty::Int => ExprKind::Int(self.rng.gen_range(-4..=9)),
+            Ty::Float => ExprKind::Float(f64::from(self.rng.gen_range(-12..=12)) * 0.25),
+            Ty::Bool => ExprKind::Bool(self.chance(0.5)),
+            Ty::IntArray => {
+                ExprKind::Array((0..INT_ARRAY_LEN).map(|_| self.literal(Ty::Int)).collect())
+            }
+            Ty::FloatArray => ExprKind::Array(
+                (0..FLOAT_ARRAY_LEN)
+                    .map(|_| self.literal(Ty::Float))
+                    .collect(),
+            ),
+            Ty::Pair => ExprKind::Pair(
+                Box::new(self.literal(Ty::Int)),
+                Box::new(self.literal(Ty::Float)),
+            ),
+        };
+        Expr::new(ty, kind)
+    }
+
+    fn builtin(&mut self, ty: Ty, builtin: Builtin, args: Vec<Expr>) -> Expr {
+        Expr::new(ty, ExprKind::Builtin { builtin, args })
+    }
+
+    fn int_expr(&mut self, depth: u32) -> Option<Expr> {
+        let sub = depth - 1;
+        let e = match self.rng.gen_range(0..12) {
+            0..=2 => {
+                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(
+                    Ty::Int,
+                    op,
+                    self.expr(Ty::Int, sub),
+                    self.expr(Ty::Int, sub),
+                )
+            }
+            3 => {
+                // May divide by zero: an error for some members only.
+                let op = *[BinOp::Div, BinOp::Rem].choose(&mut self.rng)?;
+                let mut rhs = self.expr(Ty::Int, sub);
+                if self.chance(0.5) {
+                    rhs = Expr::binary(Ty::Int, BinOp::Rem, rhs, Expr::int(3));
+                }
+                Expr::binary(Ty::Int, op, self.expr(Ty::Int, sub), rhs)
+            }
+            4 => {
+                let op = *[BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor, BinOp::Shr]
+                    .choose(&mut self.rng)?;
+                Expr::binary(
+                    Ty::Int,
+                    op,
+                    self.expr(Ty::Int, sub),
+                    self.expr(Ty::Int, sub),
+                )
+            }
+            5 => {
+                let operand = Box::new(self.expr(Ty::Int, sub));
+                Expr::new(
+                    Ty::Int,
+                    ExprKind::Unary {
+                        op: UnOp::Neg,
+                        operand,
+                    },
+                )
+            }
+            6 => {
+                let builtin = *[Builtin::Abs, Builtin::Min, Builtin::Max].choose(&mut self.rng)?;
+                let mut args = vec![self.expr(Ty::Int, sub)];
+                if builtin != Builtin::Abs {
+                    args.push(self.expr(Ty::Int, sub));
+                }
+                self.builtin(Ty::Int, builtin, args)
+            }
+            7 => {
+                let operand = Box::new(self.expr(Ty::Float, sub));
+                Expr::new(Ty::Int, ExprKind::Cast { operand })
+            }
+            8 => self.index_expr(Ty::IntArray, sub),
+            9 => {
+                let pair = Box::new(self.expr(Ty::Pair, sub));
+                Expr::new(Ty::Int, ExprKind::Field { pair, field: 0 })
+            }
+            10 => {
+                let array = self.expr(Ty::IntArray, sub);
+                self.builtin(Ty::Int, Builtin::Sum, vec![array])
+            }
+            _ => self.leaf(Ty::Int),
+        };
+        Some(e)
+    }
+
+    fn float_expr(&mut self, depth: u32) -> Option<Expr> {
+        let sub = depth - 1;
+        let e = match self.rng.gen_range(0..12) {
+            0..=2 => {
+                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div].choose(&mut self.rng)?;
+                Expr::binary(
+                    Ty::Float,
+                    op,
+                    self.expr(Ty::Float, sub),
+                    self.expr(Ty::Float, sub),
+                )
+            }
+            3 => {
+                let builtin = *[
+                    Builtin::Abs,
+                    Builtin::Sqrt,
+                    Builtin::Tanh,
+                    Builtin::Min,
+                    Builtin::Max,
+                ]
+                .choose(&mut self.rng)?;
+                let mut args = vec![self.expr(Ty::Float, sub)];
+                if matches!(builtin, Builtin::Min | Builtin::Max) {
+                    args.push(self.expr(Ty::Float, sub));
+                }
+                self.builtin(Ty::Float, builtin, args)
+            }
+            4 => {
+                let operand = Box::new(self.expr(Ty::Int, sub));
+                Expr::new(Ty::Float, ExprKind::Cast { operand })
+            }
+            5 => self.index_expr(Ty::FloatArray, sub),
+            6 => {
+                let pair = Box::new(self.expr(Ty::Pair, sub));
+                Expr::new(Ty::Float, ExprKind::Field { pair, field: 1 })
+            }
+            7 => {
+                let builtin = *[Builtin::Sum, Builtin::ReduceMax].choose(&mut self.rng)?;
+                let array = self.expr(Ty::FloatArray, sub);
+                self.builtin(Ty::Float, builtin, vec![array])
+            }
+            8 => {
+                let (a, b) = (
+                    self.expr(Ty::FloatArray, sub),
+                    self.expr(Ty::FloatArray, sub),
+                );
+                self.builtin(Ty::Float, Builtin::Dot, vec![a, b])
+            }
+            9 | 10 => {
+                let builtin = *[Builtin::Uniform, Builtin::Normal].choose(&mut self.rng)?;
+                self.builtin(Ty::Float, builtin, Vec::new())
+            }
+            _ => {
+                let operand = Box::new(self.expr(Ty::Float, sub));
+                Expr::new(
+                    Ty::Float,
+                    ExprKind::Unary {
+                        op: UnOp::Neg,
+                        operand,
+                    },
+                )
+            }
+        };
+        Some(e)
+    }
+
+    fn bool_expr(&mut self, depth: u32) -> Expr {
+        let sub = depth.saturating_sub(1);
+        match self.rng.gen_range(0..8) {
+            0 if depth > 0 => {
+                let op = if self.chance(0.5) {
+                    BinOp::And
+                } else {
+                    BinOp::Or
+                };
+                Expr::binary(Ty::Bool, op, self.bool_expr(sub), self.bool_expr(sub))
+            }
+            1 if depth > 0 => {
+                let operand = Box::new(self.bool_expr(sub));
+                Expr::new(
+                    Ty::Bool,
+                    ExprKind::Unary {
+                        op: UnOp::Not,
+                        operand,
+                    },
+                )
+            }
+            2 => self.literal(Ty::Bool),
+            k => {
+                let ty = if k % 2 == 0 { Ty::Float } else { Ty::Int };
+                let ops = [
+                    BinOp::Lt,
+                    BinOp::Le,
+                    BinOp::Gt,
+                    BinOp::Ge,
+                    BinOp::Eq,
+                    BinOp::Ne,
+                ];
+                let op = *ops.choose(&mut self.rng).unwrap_or(&BinOp::Lt);
+                Expr::binary(Ty::Bool, op, self.expr(ty, sub), self.expr(ty, sub))
+            }
+        }
+    }
+
+    fn array_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        let sub = depth - 1;
+        let (element, len) = if ty == Ty::IntArray {
+            (Ty::Int, INT_ARRAY_LEN)
+        } else {
+            (Ty::Float, FLOAT_ARRAY_LEN)
+        };
+        let e = match self.rng.gen_range(0..6) {
+            0 | 1 => Expr::new(
+                ty,
+                ExprKind::Array((0..len).map(|_| self.expr(element, sub)).collect()),
+            ),
+            2 => {
+                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
+            }
+            3 => {
+                let op = *[BinOp::Add, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(element, sub))
+            }
+            4 if ty == Ty::FloatArray => {
+                let builtin = *[Builtin::Softmax, Builtin::Tanh].choose(&mut self.rng)?;
+                let array = self.expr(ty, sub);
+                self.builtin(ty, builtin, vec![array])
+            }
+            _ if ty == Ty::FloatArray => {
+                let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
+                self.builtin(ty, Builtin::Select, args)
+            }
+            _ => self.leaf(ty),
+        };
+        Some(e)
+    }
+
+    fn pair_expr(&mut self, depth: u32) -> Option<Expr> {
+        let sub = depth - 1;
+        let (a, b) = (self.expr(Ty::Int, sub), self.expr(Ty::Float, sub));
+        Some(Expr::new(
+            Ty::Pair,
+            ExprKind::Pair(Box::new(a), Box::new(b)),
+        ))
+    }
+
+    /// An index into an array of type `array`: mostly in bounds
+    /// (`e & 3` into `[i64; 4]`, `e & 1` into `[f64; 3]`), sometimes not.
+    fn index(&mut self, array: Ty, depth: u32) -> Expr {
+        let e = self.expr(Ty::Int, depth);
+        let mask = match (array, self.rng.gen_range(0..10)) {
+            (_, 0) => return e,
+            (Ty::IntArray, _) => 3,
+            (_, 1..=2) => 3,
+            _ => 1,
+        };
+        Expr::binary(Ty::Int, BinOp::BitAnd, e, Expr::int(mask))
+    }
+
+    fn index_expr(&mut self, array_ty: Ty, depth: u32) -> Expr {
+        let element = if array_ty == Ty::IntArray {
+            Ty::Int
+        } else {
+            Ty::Float
+        };
+        let array = Box::new(self.expr(array_ty, depth));
+        let index = Box::new(self.index(array_ty, depth));
+        Expr::new(element, ExprKind::Index { array, index })
+    }
+
+    fn if_expr(&mut self, ty: Ty, depth: u32) -> Expr {
+        let cond = Box::new(self.bool_expr(depth - 1));
+        let count = if self.scope.nesting < 2 { 0..2 } else { 0..0 };
+        self.scope.nesting += 1;
+        let then = Box::new(self.block(ty, depth - 1, count.clone()));
+        let otherwise = Box::new(self.block(ty, depth - 1, count));
+        self.scope.nesting -= 1;
+        Expr::new(
+            ty,
+            ExprKind::If {
+                cond,
+                then,
+                otherwise,
+            },
+        )
+    }
+
+    fn loop_expr(&mut self, ty: Ty, depth: u32) -> Expr {
+        let limit = Box::new(self.outside_loops(Self::loop_bound));
+        let counter = self.fresh("c");
+        let mark = self.scope.vars.len();
+        self.scope.vars.push(Var {
+            name: counter.clone(),
+            ty: Ty::Int,
+            assignable: false,
+        });
+        self.scope.nesting += 1;
+        let body = self.loop_body(LoopKind::Value(ty), depth - 1);
+        self.scope.nesting -= 1;
+        let exit = Box::new(self.outside_loops(|g| g.expr(ty, depth - 1)));
+        self.scope.vars.truncate(mark);
+        Expr::new(
+            ty,
+            ExprKind::Loop {
+                counter,
+                limit,
+                body,
+                exit,
+            },
+        )
+    }
+
+    /// A call of a function returning `ty`: of a later function with `d`
+    /// (sometimes), else with `d - 1` or `d - 2`, guarded by `if d > 0`
+    /// where `d > 0` is not known. `None` when no function returns `ty` or
+    /// the body has made enough calls.
+    fn call(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        let cost = 1 + 2 * self.scope.loops.len() as i32;
+        if self.scope.calls_left < cost {
+            return None;
+        }
+        let callees: Vec<usize> = (0..self.signatures.len())
+            .filter(|&i| self.signatures[i].ret == ty)
+            .collect();
+        let callee = *callees.choose(&mut self.rng)?;
+        self.scope.calls_left -= cost;
+        let same_depth = callee > self.scope.function && self.chance(0.7);
+        let depth_arg = if same_depth {
+            Expr::var("d", Ty::Int)
+        } else {
+            Expr::new(Ty::Int, ExprKind::DepthStep(self.rng.gen_range(1..=2)))
+        };
+        let mut args = vec![depth_arg];
+        let param_types: Vec<Ty> = self.signatures[callee].params[1..]
+            .iter()
+            .map(|p| p.ty)
+            .collect();
+        for param_ty in param_types {
+            args.push(self.expr(param_ty, depth - 1));
+        }
+        let call = Expr::new(
+            ty,
+            ExprKind::Call {
+                callee: self.signatures[callee].name.clone(),
+                args,
+            },
+        );
+        if self.scope.guarded || same_depth {
+            return Some(call);
+        }
+        let cond = Expr::binary(Ty::Bool, BinOp::Gt, Expr::var("d", Ty::Int), Expr::int(0));
+        let then = Block {
+            stmts: Vec::new(),
+            tail: call,
+        };
+        let otherwise = Block {
+            stmts: Vec::new(),
+            tail: self.literal(ty),
+        };
+        Some(Expr::new(
+            ty,
+            ExprKind::If {
+                cond: Box::new(cond),
+                then: Box::new(then),
+                otherwise: Box::new(otherwise),
+            },
+        ))
+    }
+
+    // ---- inputs and limits ----
+
+    fn inputs(&mut self, program: &Program) -> Inputs {
+        let members = self.rng.gen_range(1..=8);
+        let mut args = Vec::new();
+        for param in program
+            .functions
+            .first()
+            .map(|f| f.params.as_slice())
+            .unwrap_or(&[])
+        {
+            let batched = if param.name == "d" {
+                self.chance(0.85)
+            } else {
+                self.chance(0.6)
+            };
+            let value = if batched {
+                InputValue::Batched((0..members).map(|_| self.input_value(param)).collect())
+            } else {
+                InputValue::Shared(self.input_value(param))
+            };
+            args.push(InputArg {
+                name: param.name.clone(),
+                ty: param.ty,
+                value,
+            });
+        }
+        for s in &program.statics {
+            let value = InputValue::Shared(self.input_value(s));
+            args.push(InputArg {
+                name: s.name.clone(),
+                ty: s.ty,
+                value,
+            });
+        }
+        Inputs { members, args }
+    }
+
+    fn input_value(&mut self, param: &Param) -> Json {
+        if param.name == "d" {
+            return json!(self.rng.gen_range(0..=5));
+        }
+        let int = |rng: &mut ChaCha8Rng| json!(rng.gen_range(-4..=9));
+        let float = |rng: &mut ChaCha8Rng| json!(f64::from(rng.gen_range(-12..=12)) * 0.25);
+        match param.ty {
+            Ty::Int => int(&mut self.rng),
+            Ty::Float => float(&mut self.rng),
+            Ty::Bool => json!(self.chance(0.5)),
+            Ty::IntArray => Json::Array((0..INT_ARRAY_LEN).map(|_| int(&mut self.rng)).collect()),
+            Ty::FloatArray => {
+                Json::Array((0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng)).collect())
+            }
+            Ty::Pair => json!([int(&mut self.rng), float(&mut self.rng)]),
+        }
+    }
+
+    fn limits(&mut self) -> Limits {
+        let max_stack_depth = if self.chance(0.25) {
+            self.rng.gen_range(2..=6)
+        } else {
+            USUAL_LIMITS.max_stack_depth
+        };
+        let max_steps = if self.chance(0.2) {
+            self.rng.gen_range(20..=2000)
+        } else {
+            USUAL_LIMITS.max_steps
+        };
+        Limits {
+            max_stack_depth,
+            max_steps,
+            seed: self.rng.gen_range(0..1000),
+        }
+    }
+}

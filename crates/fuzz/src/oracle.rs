@@ -1,0 +1,241 @@
+//! The oracle: compiles a case with `autobatch::compile`, runs it under
+//! every strategy, lanes mode and block choice through the library API, and
+//! compares every member's result with the reference executor's, bit for
+//! bit (values) or by kind, line and column (errors).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use autobatch::{
+    compile, BlockChoice, BoundBatch, Inputs, Lanes, MemberError, RunConfig, RunResult, Scalar,
+    Strategy, Tensor, Value,
+};
+
+use crate::case::{Case, Limits, ENTRY};
+
+/// One way of running a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Configuration {
+    pub strategy: Strategy,
+    pub lanes: Lanes,
+    pub block_choice: BlockChoice,
+}
+
+impl std::fmt::Display for Configuration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.strategy, self.lanes, self.block_choice)
+    }
+}
+
+/// The reference first, then every batching configuration: local-static
+/// with each lanes mode, program-counter with each lanes mode and block choice.
+pub fn configurations() -> Vec<Configuration> {
+    let reference = Configuration {
+        strategy: Strategy::Reference,
+        lanes: Lanes::Auto,
+        block_choice: BlockChoice::SmallestIndex,
+    };
+    let mut out = vec![reference];
+    for lanes in Lanes::ALL {
+        out.push(Configuration {
+            strategy: Strategy::LocalStatic,
+            lanes,
+            block_choice: BlockChoice::SmallestIndex,
+        });
+    }
+    for lanes in Lanes::ALL {
+        for block_choice in BlockChoice::ALL {
+            out.push(Configuration {
+                strategy: Strategy::ProgramCounter,
+                lanes,
+                block_choice,
+            });
+        }
+    }
+    out
+}
+
+/// What checking one case found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Every configuration agrees with the reference on every member.
+    Pass,
+    /// The program or its inputs were refused: a generator bug (or, for a
+    /// shrunk variant, a variant that is not a program).
+    Invalid(String),
+    /// Some configuration disagrees with the reference, fails to run, or panics.
+    Fail(Vec<Finding>),
+}
+
+/// One disagreement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finding {
+    pub configuration: Configuration,
+    pub detail: String,
+}
+
+/// Checks a case whose program text is preceded by `header_lines` lines
+/// (so that error lines match a test file with that many directive lines).
+pub fn check(case: &Case, header_lines: usize) -> Verdict {
+    let source = format!("{}{}", "\n".repeat(header_lines), case.source());
+    check_source(&source, &case.inputs.to_json().to_string(), case.limits)
+}
+
+/// Checks program text with inputs JSON and limits.
+pub fn check_source(source: &str, inputs_json: &str, limits: Limits) -> Verdict {
+    let bound = match bind(source, inputs_json) {
+        Ok(bound) => bound,
+        Err(why) => return Verdict::Invalid(why),
+    };
+    let mut runs = configurations()
+        .into_iter()
+        .map(|c| (c, run(&bound, c, limits)));
+    let Some((reference_config, reference)) = runs.next() else {
+        return Verdict::Pass;
+    };
+    let reference = match reference {
+        Ok(result) => result,
+        Err(detail) => {
+            return Verdict::Fail(vec![Finding {
+                configuration: reference_config,
+                detail,
+            }])
+        }
+    };
+    let findings: Vec<Finding> = runs
+        .filter_map(|(configuration, result)| {
+            let detail = match result {
+                Ok(result) => compare_runs(&reference, &result)?,
+                Err(detail) => detail,
+            };
+            Some(Finding {
+                configuration,
+                detail,
+            })
+        })
+        .collect();
+    if findings.is_empty() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail(findings)
+    }
+}
+
+/// Whether a case compiles and its inputs bind (without running it);
+/// the reason if not.
+pub fn validate(case: &Case) -> Result<(), String> {
+    bind(&case.source(), &case.inputs.to_json().to_string()).map(|_| ())
+}
+
+/// The reference's results as `autobatch run` prints them (the `results` array).
+pub fn reference_results(
+    source: &str,
+    inputs_json: &str,
+    limits: Limits,
+) -> Result<serde_json::Value, String> {
+    let bound = bind(source, inputs_json)?;
+    let reference = configurations()[0];
+    let result = run(&bound, reference, limits)?;
+    Ok(result.to_json(false)["results"].clone())
+}
+
+fn bind(source: &str, inputs_json: &str) -> Result<BoundBatch, String> {
+    let compiled = without_panics(|| compile(source, "generated.ab"))
+        .map_err(|panic| format!("compiling {panic}"))?
+        .map_err(|e| format!("does not compile:\n{}", e.render(false)))?;
+    let inputs =
+        Inputs::from_json_str(inputs_json).map_err(|e| format!("bad inputs: {}", e.message()))?;
+    without_panics(|| compiled.bind(ENTRY, &inputs))
+        .map_err(|panic| format!("binding {panic}"))?
+        .map_err(|e| format!("inputs do not bind: {}", e.message()))
+}
+
+fn run(
+    bound: &BoundBatch,
+    configuration: Configuration,
+    limits: Limits,
+) -> Result<RunResult, String> {
+    let config = RunConfig {
+        strategy: configuration.strategy,
+        lanes: configuration.lanes,
+        block_choice: configuration.block_choice,
+        max_stack_depth: limits.max_stack_depth,
+        max_steps: limits.max_steps,
+        seed: limits.seed,
+        threads: 1,
+    };
+    match without_panics(|| bound.run(&config)) {
+        Err(panic) => Err(format!("running {panic}")),
+        Ok(Err(error)) => Err(format!("cannot run: {error}")),
+        Ok(Ok(result)) => Ok(result),
+    }
+}
+
+/// The first member whose result differs, described; `None` if all agree.
+fn compare_runs(reference: &RunResult, actual: &RunResult) -> Option<String> {
+    if reference.members.len() != actual.members.len() {
+        return Some(format!(
+            "{} results instead of {}",
+            actual.members.len(),
+            reference.members.len()
+        ));
+    }
+    let differing = reference
+        .members
+        .iter()
+        .zip(&actual.members)
+        .position(|(expected, got)| !same_result(expected, got))?;
+    let show = |r: &Result<Value, MemberError>| autobatch::member_result_to_json(r).to_string();
+    Some(format!(
+        "member {differing}: expected {}, got {}",
+        show(&reference.members[differing]),
+        show(&actual.members[differing])
+    ))
+}
+
+fn same_result(a: &Result<Value, MemberError>, b: &Result<Value, MemberError>) -> bool {
+    match (a, b) {
+        (Ok(a), Ok(b)) => same_value(a, b),
+        (Err(a), Err(b)) => a.kind == b.kind && a.loc == b.loc,
+        _ => false,
+    }
+}
+
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Tensor(a), Value::Tensor(b)) => same_tensor(a, b),
+        (Value::Tuple(a), Value::Tuple(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_value(a, b))
+        }
+        _ => false,
+    }
+}
+
+fn same_tensor(a: &Tensor, b: &Tensor) -> bool {
+    a.shape == b.shape
+        && a.data.len() == b.data.len()
+        && (0..a.data.len()).all(|i| scalar_bits(a.data.get(i)) == scalar_bits(b.data.get(i)))
+}
+
+/// A scalar as its type and exact bits, so that NaNs and signed zeros compare exactly.
+fn scalar_bits(s: Scalar) -> (u8, u64) {
+    match s {
+        Scalar::Bool(v) => (0, u64::from(v)),
+        Scalar::I32(v) => (1, v as u32 as u64),
+        Scalar::I64(v) => (2, v as u64),
+        Scalar::Usize(v) => (3, v),
+        Scalar::F32(v) => (4, u64::from(v.to_bits())),
+        Scalar::F64(v) => (5, v.to_bits()),
+    }
+}
+
+/// Runs `f`, turning a panic into an error carrying its message.
+fn without_panics<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        format!("panicked: {message}")
+    })
+}

@@ -1,0 +1,409 @@
+//! The shrinker: makes a failing case smaller while it still fails.
+//!
+//! A variant is one edit of the case: drop a function (its calls become
+//! constants), drop a statement, put the body of an `if` or loop statement
+//! in its place, replace an expression by a constant of its type or by one
+//! of its operands of the same type, drop a member, share a batched
+//! argument, or make one input value simpler. Variants that do not compile
+//! are just failures of the predicate. Shrinking is greedy: the first
+//! variant that still fails replaces the case, and the search goes on from
+//! there until a whole round of variants passes.
+
+use serde_json::Value as Json;
+
+use crate::ast::{Block, Expr, ExprKind, Program, Stmt};
+use crate::case::{Case, InputValue, Limits};
+use crate::generate::USUAL_LIMITS;
+
+/// Gives up after this many calls of the predicate.
+pub const MAX_CHECKS: usize = 4000;
+
+/// The smallest case found that still satisfies `fails`.
+pub fn shrink(case: &Case, mut fails: impl FnMut(&Case) -> bool) -> Case {
+    let mut current = case.clone();
+    let mut checks = 0;
+    let mut start = 0;
+    'rounds: loop {
+        let variants = Variants::of(&current);
+        let count = variants.len();
+        for offset in 0..count {
+            let index = (start + offset) % count;
+            let Some(candidate) = variants.build(&current, index) else {
+                continue;
+            };
+            if checks >= MAX_CHECKS {
+                break 'rounds;
+            }
+            checks += 1;
+            if fails(&candidate) {
+                current = candidate;
+                start = index;
+                continue 'rounds;
+            }
+        }
+        break;
+    }
+    current
+}
+
+/// A place in the program tree: a statement list or an expression.
+enum Node<'a> {
+    Stmts(&'a mut Vec<Stmt>),
+    Expr(&'a mut Expr),
+}
+
+/// The edits available on one case, numbered.
+struct Variants {
+    functions: usize,
+    /// The number of replacements at each node, in walk order.
+    node_options: Vec<usize>,
+    inputs: usize,
+}
+
+impl Variants {
+    fn of(case: &Case) -> Variants {
+        let mut program = case.program.clone();
+        let mut node_options = Vec::new();
+        walk_program(&mut program, &mut |node| {
+            let options = match node {
+                Node::Stmts(list) => stmt_list_variants(list).len(),
+                Node::Expr(e) => expr_variants(e).len(),
+            };
+            node_options.push(options);
+        });
+        Variants {
+            functions: case.program.functions.len().saturating_sub(1),
+            node_options,
+            inputs: input_variants(case).len(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.functions + self.node_options.iter().sum::<usize>() + self.inputs
+    }
+
+    fn build(&self, case: &Case, mut index: usize) -> Option<Case> {
+        if index < self.functions {
+            let mut variant = case.clone();
+            remove_function(&mut variant.program, index + 1);
+            return Some(variant);
+        }
+        index -= self.functions;
+        for (node, &options) in self.node_options.iter().enumerate() {
+            if index < options {
+                let mut variant = case.clone();
+                edit_node(&mut variant.program, node, index);
+                return Some(variant);
+            }
+            index -= options;
+        }
+        input_variants(case).into_iter().nth(index)
+    }
+}
+
+/// Replaces node number `node` (walk order) by its `option`-th variant.
+fn edit_node(program: &mut Program, node: usize, option: usize) {
+    let mut seen = 0;
+    walk_program(program, &mut |place| {
+        if seen == node {
+            match place {
+                Node::Stmts(list) => {
+                    if let Some(v) = stmt_list_variants(list).into_iter().nth(option) {
+                        *list = v;
+                    }
+                }
+                Node::Expr(e) => {
+                    if let Some(v) = expr_variants(e).into_iter().nth(option) {
+                        *e = v;
+                    }
+                }
+            }
+        }
+        seen += 1;
+    });
+}
+
+/// Drops function `index`; its calls become constants of its result type.
+fn remove_function(program: &mut Program, index: usize) {
+    let removed = program.functions.remove(index);
+    walk_program(program, &mut |node| {
+        if let Node::Expr(e) = node {
+            if matches!(&e.kind, ExprKind::Call { callee, .. } if *callee == removed.name) {
+                *e = e.ty.zero();
+            }
+        }
+    });
+}
+
+/// Each statement dropped; each `if` replaced by either branch; each loop by its body.
+fn stmt_list_variants(list: &[Stmt]) -> Vec<Vec<Stmt>> {
+    let mut out = Vec::new();
+    for i in 0..list.len() {
+        let splice = |inner: &[Stmt]| {
+            let mut v = list[..i].to_vec();
+            v.extend_from_slice(inner);
+            v.extend_from_slice(&list[i + 1..]);
+            v
+        };
+        out.push(splice(&[]));
+        match &list[i] {
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                out.push(splice(then));
+                out.push(splice(otherwise));
+            }
+            Stmt::While { body, .. } | Stmt::For { body, .. } => out.push(splice(body)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A constant of the same type, then each operand of the same type. (A
+/// depth argument `d - k` is one node: it only becomes a constant, never
+/// `d` or `d - 0`, which would make the recursion endless and the case a
+/// case about limits.)
+fn expr_variants(e: &Expr) -> Vec<Expr> {
+    let mut out = Vec::new();
+    let zero = e.ty.zero();
+    if *e != zero {
+        out.push(zero);
+    }
+    let same_type = |child: &Expr| child.ty == e.ty;
+    match &e.kind {
+        ExprKind::Unary { operand, .. } | ExprKind::Cast { operand } => {
+            out.extend(Some(operand.as_ref()).filter(|c| same_type(c)).cloned())
+        }
+        ExprKind::Binary { lhs, rhs, .. } => out.extend(
+            [lhs.as_ref(), rhs.as_ref()]
+                .into_iter()
+                .filter(|c| same_type(c))
+                .cloned(),
+        ),
+        ExprKind::Builtin { args, .. } | ExprKind::Call { args, .. } => {
+            out.extend(args.iter().filter(|c| same_type(c)).cloned())
+        }
+        ExprKind::If {
+            then, otherwise, ..
+        } => out.extend(
+            [then, otherwise]
+                .into_iter()
+                .filter(|b| b.stmts.is_empty())
+                .map(|b| b.tail.clone()),
+        ),
+        ExprKind::Loop { exit, .. } => out.push(exit.as_ref().clone()),
+        _ => {}
+    }
+    out
+}
+
+/// Fewer members, shared instead of batched arguments, simpler values;
+/// no statics; the generator's usual limits and seed 0.
+fn input_variants(case: &Case) -> Vec<Case> {
+    let mut out = setting_variants(case);
+    let members = case.inputs.members;
+    if members > 1 {
+        for m in 0..members {
+            let mut variant = case.clone();
+            variant.inputs.members -= 1;
+            for arg in &mut variant.inputs.args {
+                if let InputValue::Batched(values) = &mut arg.value {
+                    values.remove(m);
+                }
+            }
+            out.push(variant);
+        }
+    }
+    for (a, arg) in case.inputs.args.iter().enumerate() {
+        let InputValue::Batched(values) = &arg.value else {
+            continue;
+        };
+        if values.windows(2).all(|w| w[0] == w[1]) {
+            let mut variant = case.clone();
+            variant.inputs.args[a].value = InputValue::Shared(values[0].clone());
+            out.push(variant);
+        }
+        for (m, value) in values.iter().enumerate() {
+            if let Some(simpler) = simpler_value(value) {
+                let mut variant = case.clone();
+                if let InputValue::Batched(vs) = &mut variant.inputs.args[a].value {
+                    vs[m] = simpler;
+                }
+                out.push(variant);
+            }
+        }
+    }
+    out
+}
+
+/// The case without statics, with the usual limits, with seed 0.
+fn setting_variants(case: &Case) -> Vec<Case> {
+    let mut out = Vec::new();
+    if !case.program.statics.is_empty() {
+        let mut variant = case.clone();
+        let statics = std::mem::take(&mut variant.program.statics);
+        variant
+            .inputs
+            .args
+            .retain(|arg| statics.iter().all(|s| s.name != arg.name));
+        out.push(variant);
+    }
+    let usual = Limits {
+        seed: 0,
+        ..USUAL_LIMITS
+    };
+    for limits in [
+        Limits {
+            max_stack_depth: usual.max_stack_depth,
+            ..case.limits
+        },
+        Limits {
+            max_steps: usual.max_steps,
+            ..case.limits
+        },
+        Limits {
+            seed: usual.seed,
+            ..case.limits
+        },
+    ] {
+        if limits != case.limits {
+            out.push(Case {
+                limits,
+                ..case.clone()
+            });
+        }
+    }
+    out
+}
+
+/// An integer one step closer to 0, a float or array of zeros.
+fn simpler_value(value: &Json) -> Option<Json> {
+    match value {
+        Json::Number(n) if n.as_i64().is_some_and(|i| i != 0) => {
+            let i = n.as_i64().unwrap_or(0);
+            Some(Json::from(i - i.signum()))
+        }
+        Json::Number(n) if n.as_f64().is_some_and(|f| f != 0.0) => Some(Json::from(0.0)),
+        Json::Array(items) => {
+            let zeros: Vec<Json> = items
+                .iter()
+                .map(|i| simpler_value(i).map(|_| zero_like(i)).unwrap_or(i.clone()))
+                .collect();
+            (zeros != *items).then_some(Json::Array(zeros))
+        }
+        _ => None,
+    }
+}
+
+fn zero_like(value: &Json) -> Json {
+    match value {
+        Json::Number(n) if n.is_f64() => Json::from(0.0),
+        _ => Json::from(0),
+    }
+}
+
+// ---- the walk: every statement list and expression, parents first ----
+
+fn walk_program(program: &mut Program, visit: &mut dyn FnMut(Node<'_>)) {
+    for function in &mut program.functions {
+        walk_block(&mut function.body, visit);
+    }
+}
+
+fn walk_block(block: &mut Block, visit: &mut dyn FnMut(Node<'_>)) {
+    walk_stmts(&mut block.stmts, visit);
+    walk_expr(&mut block.tail, visit);
+}
+
+fn walk_stmts(stmts: &mut Vec<Stmt>, visit: &mut dyn FnMut(Node<'_>)) {
+    visit(Node::Stmts(stmts));
+    for stmt in stmts.iter_mut() {
+        walk_stmt(stmt, visit);
+    }
+}
+
+fn walk_stmt(stmt: &mut Stmt, visit: &mut dyn FnMut(Node<'_>)) {
+    match stmt {
+        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => walk_expr(value, visit),
+        Stmt::SetIndex { index, value, .. } => {
+            walk_expr(index, visit);
+            walk_expr(value, visit);
+        }
+        Stmt::If {
+            cond,
+            then,
+            otherwise,
+        } => {
+            walk_expr(cond, visit);
+            walk_stmts(then, visit);
+            walk_stmts(otherwise, visit);
+        }
+        Stmt::While { limit, body, .. } => {
+            walk_expr(limit, visit);
+            walk_stmts(body, visit);
+        }
+        Stmt::For {
+            start, end, body, ..
+        } => {
+            walk_expr(start, visit);
+            walk_expr(end, visit);
+            walk_stmts(body, visit);
+        }
+        Stmt::BreakIf { cond, value } => {
+            walk_expr(cond, visit);
+            if let Some(v) = value {
+                walk_expr(v, visit);
+            }
+        }
+        Stmt::ContinueIf { cond } | Stmt::Assert { cond } => walk_expr(cond, visit),
+        Stmt::ReturnIf { cond, value } => {
+            walk_expr(cond, visit);
+            walk_expr(value, visit);
+        }
+    }
+}
+
+fn walk_expr(e: &mut Expr, visit: &mut dyn FnMut(Node<'_>)) {
+    visit(Node::Expr(e));
+    match &mut e.kind {
+        ExprKind::Int(_)
+        | ExprKind::Float(_)
+        | ExprKind::Bool(_)
+        | ExprKind::Var(_)
+        | ExprKind::DepthStep(_) => {}
+        ExprKind::Unary { operand, .. } | ExprKind::Cast { operand } => walk_expr(operand, visit),
+        ExprKind::Binary { lhs, rhs, .. } => {
+            walk_expr(lhs, visit);
+            walk_expr(rhs, visit);
+        }
+        ExprKind::Builtin { args, .. } | ExprKind::Call { args, .. } | ExprKind::Array(args) => {
+            args.iter_mut().for_each(|a| walk_expr(a, visit))
+        }
+        ExprKind::If {
+            cond,
+            then,
+            otherwise,
+        } => {
+            walk_expr(cond, visit);
+            walk_block(then, visit);
+            walk_block(otherwise, visit);
+        }
+        ExprKind::Loop {
+            limit, body, exit, ..
+        } => {
+            walk_expr(limit, visit);
+            walk_stmts(body, visit);
+            walk_expr(exit, visit);
+        }
+        ExprKind::Index { array, index } => {
+            walk_expr(array, visit);
+            walk_expr(index, visit);
+        }
+        ExprKind::Pair(a, b) => {
+            walk_expr(a, visit);
+            walk_expr(b, visit);
+        }
+        ExprKind::Field { pair, .. } => walk_expr(pair, visit),
+    }
+}
