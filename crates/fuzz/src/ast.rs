@@ -286,6 +286,12 @@ pub enum ExprKind {
         callee: String,
         args: Vec<Expr>,
     },
+    /// `({ let (caught, value) = catch(call); if caught { value } else { fallback } })`:
+    /// `call` is a `Call`; a member that faults inside it goes on with `fallback`.
+    Catch {
+        call: Box<Expr>,
+        fallback: Box<Expr>,
+    },
     Index {
         array: Box<Expr>,
         index: Box<Expr>,
@@ -530,6 +536,13 @@ fn write_expr(out: &mut String, e: &Expr) {
         ExprKind::Call { callee, args } => {
             out.push_str(callee);
             write_args(out, args);
+        }
+        ExprKind::Catch { call, fallback } => {
+            out.push_str("({ let (caught, value) = catch(");
+            write_expr(out, call);
+            out.push_str("); if caught { value } else { ");
+            write_expr(out, fallback);
+            out.push_str(" } })");
         }
         ExprKind::Index { array, index } => {
             write_expr(out, array);

@@ -852,13 +852,24 @@ impl Generator {
         for param_ty in param_types {
             args.push(self.expr(param_ty, depth - 1));
         }
-        let call = Expr::new(
+        let mut call = Expr::new(
             ty,
             ExprKind::Call {
                 callee: self.signatures[callee].name.clone(),
                 args,
             },
         );
+        if self.chance(0.2) {
+            // Members that fault inside the call go on with a fallback.
+            let fallback = self.literal(ty);
+            call = Expr::new(
+                ty,
+                ExprKind::Catch {
+                    call: Box::new(call),
+                    fallback: Box::new(fallback),
+                },
+            );
+        }
         if self.scope.guarded || same_depth {
             return Some(call);
         }

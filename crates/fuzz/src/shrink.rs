@@ -193,6 +193,10 @@ fn expr_variants(e: &Expr) -> Vec<Expr> {
                 .map(|b| b.tail.clone()),
         ),
         ExprKind::Loop { exit, .. } => out.push(exit.as_ref().clone()),
+        ExprKind::Catch { call, fallback } => {
+            out.push(call.as_ref().clone());
+            out.push(fallback.as_ref().clone());
+        }
         _ => {}
     }
     out
@@ -379,6 +383,10 @@ fn walk_expr(e: &mut Expr, visit: &mut dyn FnMut(Node<'_>)) {
         }
         ExprKind::Builtin { args, .. } | ExprKind::Call { args, .. } | ExprKind::Array(args) => {
             args.iter_mut().for_each(|a| walk_expr(a, visit))
+        }
+        ExprKind::Catch { call, fallback } => {
+            walk_expr(call, visit);
+            walk_expr(fallback, visit);
         }
         ExprKind::If {
             cond,

@@ -71,6 +71,7 @@ fn the_programs_use_every_promised_construct() {
         "] += ",
         " >> ",
         " & ",
+        "= catch(",
     ];
     let missing: Vec<&str> = constructs
         .iter()
