@@ -139,8 +139,8 @@ impl<'p> Builder<'p> {
                         continue;
                     }
                     match self.known.constant_of(c) {
-                        Some(k) if k == 1.0 => return Ok(Some(a)),
-                        Some(k) if k == -1.0 => {
+                        Some(1.0) => return Ok(Some(a)),
+                        Some(-1.0) => {
                             return self.prim(Prim::Unary(U::Neg), vec![a], loc).map(Some)
                         }
                         _ => {}

@@ -56,11 +56,7 @@ impl Column {
     }
 
     pub fn rows(&self) -> usize {
-        if self.row_len == 0 {
-            0
-        } else {
-            self.data.len() / self.row_len
-        }
+        self.data.len().checked_div(self.row_len).unwrap_or(0)
     }
 
     /// The value of row `r` as a tensor of its own.
