@@ -11,13 +11,14 @@
 //! lowering makes one copy of a generic function per instantiation.
 //!
 //! Entities are `u32` newtypes in typed tables ([`entity`]); the one text form
-//! is written by [`print`]; the invariants are
+//! is written by [`print`] and read back by [`parse`]; the invariants are
 //! checked by [`verify`].
 //!
 //! This crate must not know about syntax (`syn`), about executors or about
 //! batching: it describes what one member computes, nothing more.
 
 pub mod entity;
+pub mod parse;
 pub mod prim;
 pub mod print;
 pub mod verify;
