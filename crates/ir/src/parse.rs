@@ -55,13 +55,13 @@ pub fn parse_program(text: &str) -> Parsed<Program> {
         lines,
         next: 0,
         program: Program::default(),
-        checks: Vec::new(),
+        callees: Vec::new(),
     };
     reader.header()?;
     while let Some(line) = reader.take_line() {
         reader.function(line)?;
     }
-    reader.check_references()?;
+    reader.check_callees()?;
     Ok(reader.program)
 }
 
@@ -195,22 +195,19 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// A reference to check once the whole program is read, and where it was made.
-struct Check<'a> {
+/// A call names its callee by number and by name; both must agree, which
+/// is checked once every function is read.
+struct CalleeRef<'a> {
     at: Cursor<'a>,
-    kind: CheckKind<'a>,
-}
-
-enum CheckKind<'a> {
-    /// A call names its callee by number and by name; both must agree.
-    Callee { callee: FuncId, name: &'a str },
+    callee: FuncId,
+    name: &'a str,
 }
 
 struct Reader<'a> {
     lines: Vec<Cursor<'a>>,
     next: usize,
     program: Program,
-    checks: Vec<Check<'a>>,
+    callees: Vec<CalleeRef<'a>>,
 }
 
 impl<'a> Reader<'a> {
@@ -652,10 +649,7 @@ impl<'a> Reader<'a> {
         let args = self.var_list(id, &mut line)?;
         line.expect(")")?;
         line.expect_end()?;
-        self.checks.push(Check {
-            at,
-            kind: CheckKind::Callee { callee, name },
-        });
+        self.callees.push(CalleeRef { at, callee, name });
         Ok(Op::Call {
             dsts: head.dsts,
             callee,
@@ -737,20 +731,17 @@ impl<'a> Reader<'a> {
         Ok(Dim::Symbolic(symbol))
     }
 
-    /// The checks left for when every function is known.
-    fn check_references(&self) -> Parsed<()> {
-        for check in &self.checks {
-            match check.kind {
-                CheckKind::Callee { callee, name } => {
-                    let Some(f) = self.program.functions.get(callee) else {
-                        return Err(check.at.error(format!("no function {callee}")));
-                    };
-                    if f.name != name {
-                        return Err(check
-                            .at
-                            .error(format!("{callee} is `{}`, not `{name}`", f.name)));
-                    }
-                }
+    /// Every call's callee exists and has the name the call gives it.
+    fn check_callees(&self) -> Parsed<()> {
+        for call in &self.callees {
+            let Some(f) = self.program.functions.get(call.callee) else {
+                return Err(call.at.error(format!("no function {}", call.callee)));
+            };
+            if f.name != call.name {
+                return Err(call.at.error(format!(
+                    "{} is `{}`, not `{}`",
+                    call.callee, f.name, call.name
+                )));
             }
         }
         Ok(())
