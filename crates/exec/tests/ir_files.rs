@@ -283,13 +283,13 @@ fn same_error(expected: &Json, actual: &MemberError) -> bool {
     let kind = expected["kind"].as_str() == Some(actual.kind.name());
     let line = expected["line"]
         .as_u64()
-        .map_or(true, |l| l == u64::from(actual.loc.line));
+        .is_none_or(|l| l == u64::from(actual.loc.line));
     let column = expected["column"]
         .as_u64()
-        .map_or(true, |c| c == u64::from(actual.loc.column));
+        .is_none_or(|c| c == u64::from(actual.loc.column));
     let message = expected["message"]
         .as_str()
-        .map_or(true, |m| actual.message.contains(m));
+        .is_none_or(|m| actual.message.contains(m));
     kind && line && column && message
 }
 

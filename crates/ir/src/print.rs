@@ -137,7 +137,7 @@ fn write_signature(out: &mut impl Write, program: &Program, f: &Function) -> fmt
 
 /// A structured type in source syntax: a tensor type, or a tuple
 /// (`()`, `(T,)`, `(T, U)`).
-pub fn structured_type_name(program: &Program, ty: &Type) -> String {
+fn structured_type_name(program: &Program, ty: &Type) -> String {
     match ty {
         Type::Tensor(t) => program.type_name(t),
         Type::Tuple(items) => {
