@@ -11,12 +11,14 @@
 //! lowering makes one copy of a generic function per instantiation.
 //!
 //! Entities are `u32` newtypes in typed tables ([`entity`]); the one text form
-//! is written by [`print`]; the invariants are checked by [`verify`].
+//! is written by [`print`] and read back by [`parse`]; the invariants are
+//! checked by [`verify`].
 //!
 //! This crate must not know about syntax (`syn`), about executors or about
 //! batching: it describes what one member computes, nothing more.
 
 pub mod entity;
+pub mod parse;
 pub mod prim;
 pub mod print;
 pub mod verify;
@@ -47,7 +49,7 @@ entity!(
 );
 
 /// A whole program: everything one member may execute.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Program {
     /// Names of the symbolic dimensions, indexed by `SymbolId`.
     pub symbols: Vec<String>,
@@ -95,7 +97,7 @@ pub struct Param {
 }
 
 /// One function, after monomorphization and tuple flattening.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Function {
     /// The source name; instances of a const-generic function are named
     /// `name<3>`, `name<N>`, ... so that names stay unique.
@@ -117,6 +119,30 @@ pub struct Function {
 impl Function {
     /// The entry block is always the first.
     pub const ENTRY: Block = Block(0);
+
+    /// The signature the flattened parameters imply when no tuple is
+    /// involved: one parameter per variable, named as the variable (or
+    /// `""`), of its type. The text form writes a `sig:` line only for a
+    /// function whose `signature` or `ret_type` differs from these.
+    pub fn flat_signature(&self) -> Vec<Param> {
+        self.params
+            .iter()
+            .filter_map(|p| self.vars.get(*p))
+            .map(|data| Param {
+                name: data.name.clone().unwrap_or_default(),
+                ty: Type::Tensor(data.ty.clone()),
+            })
+            .collect()
+    }
+
+    /// The result type the flattened results imply: the one tensor type, or
+    /// the tuple of them (unit for none).
+    pub fn flat_ret_type(&self) -> Type {
+        match &self.results[..] {
+            [one] => Type::Tensor(one.clone()),
+            many => Type::Tuple(many.iter().cloned().map(Type::Tensor).collect()),
+        }
+    }
 }
 
 /// A variable: its type and, when it comes from a source binding, its name.
@@ -127,7 +153,7 @@ pub struct VarData {
 }
 
 /// A basic block: operations run in order, then the terminator.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct BlockData {
     pub ops: Vec<Op>,
     pub term: Terminator,
@@ -138,7 +164,7 @@ pub struct BlockData {
 }
 
 /// An operation inside a block.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Op {
     /// `dst = prim(args)`; `dst` is `None` only for primitives without result (`assert`).
     Prim {

@@ -93,6 +93,81 @@ pub enum ReduceOp {
     LogSumExp,
 }
 
+impl UnaryOp {
+    /// Every operation, in declaration order (the text form reads them by name).
+    pub const ALL: [UnaryOp; 23] = [
+        UnaryOp::Neg,
+        UnaryOp::Not,
+        UnaryOp::Abs,
+        UnaryOp::Exp,
+        UnaryOp::ExpM1,
+        UnaryOp::Ln,
+        UnaryOp::Ln1p,
+        UnaryOp::Log10,
+        UnaryOp::Sqrt,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Tan,
+        UnaryOp::Tanh,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Round,
+        UnaryOp::Signum,
+        UnaryOp::Recip,
+        UnaryOp::IsNan,
+        UnaryOp::IsFinite,
+        UnaryOp::Sigmoid,
+        UnaryOp::LogSigmoid,
+        UnaryOp::Softplus,
+    ];
+}
+
+impl BinaryOp {
+    /// Every operation, in declaration order (the text form reads them by name).
+    pub const ALL: [BinaryOp; 15] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Rem,
+        BinaryOp::BitAnd,
+        BinaryOp::BitOr,
+        BinaryOp::BitXor,
+        BinaryOp::Shl,
+        BinaryOp::Shr,
+        BinaryOp::Max,
+        BinaryOp::Min,
+        BinaryOp::Powi,
+        BinaryOp::Powf,
+        BinaryOp::Pow,
+    ];
+}
+
+impl CompareOp {
+    /// Every operation, in declaration order (the text form reads them by name).
+    pub const ALL: [CompareOp; 6] = [
+        CompareOp::Eq,
+        CompareOp::Ne,
+        CompareOp::Lt,
+        CompareOp::Le,
+        CompareOp::Gt,
+        CompareOp::Ge,
+    ];
+}
+
+impl ReduceOp {
+    /// Every operation, in declaration order (the text form reads them by name).
+    pub const ALL: [ReduceOp; 7] = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Argmax,
+        ReduceOp::Argmin,
+        ReduceOp::LogSumExp,
+    ];
+}
+
 /// A primitive operation. See each variant for its operands (`args`) and result.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Prim {
@@ -240,6 +315,37 @@ impl Prim {
             Prim::NormalLike => "normal_like",
             Prim::Assert { .. } => "assert",
         }
+    }
+
+    /// The primitive whose text form is `name` alone: every primitive but
+    /// those that carry a constant, static, symbol, type, length or message.
+    pub fn from_plain_name(name: &str) -> Option<Prim> {
+        const PLAIN: [Prim; 17] = [
+            Prim::Copy,
+            Prim::Select,
+            Prim::Stack,
+            Prim::Index,
+            Prim::IndexSet,
+            Prim::Dot,
+            Prim::Matvec,
+            Prim::Vecmat,
+            Prim::Matmul,
+            Prim::Transpose,
+            Prim::Outer,
+            Prim::Softmax,
+            Prim::Uniform,
+            Prim::Normal,
+            Prim::Bernoulli,
+            Prim::UniformLike,
+            Prim::NormalLike,
+        ];
+        let ops = UnaryOp::ALL
+            .into_iter()
+            .map(Prim::Unary)
+            .chain(BinaryOp::ALL.into_iter().map(Prim::Binary))
+            .chain(CompareOp::ALL.into_iter().map(Prim::Compare))
+            .chain(ReduceOp::ALL.into_iter().map(Prim::Reduce));
+        PLAIN.into_iter().chain(ops).find(|p| p.name() == name)
     }
 
     /// Whether this primitive is bookkeeping introduced by the compiler

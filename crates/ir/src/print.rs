@@ -12,11 +12,23 @@
 //! ```
 //!
 //! Every operation ends with the source location it came from.
+//!
+//! A function whose source signature has tuples (or whose parameters are
+//! not named as their variables) also gets a `sig:` line after `vars:`,
+//! since the header shows only the flattened parameters and results:
+//!
+//! ```text
+//! fn f1 swap_sum(v0 p.0: f64, v1 p.1.0: f64, v2 p.1.1: f64) -> (f64, f64)  @5:1
+//!   vars: v0 p.0: f64, v1 p.1.0: f64, v2 p.1.1: f64, v3: f64
+//!   sig: (p: (f64, (f64, f64))) -> (f64, f64)
+//! ```
+//!
+//! [`crate::parse`] reads this form back: `parse(print(p)) == p`.
 
 use std::fmt::{self, Write};
 
 use crate::{Function, Op, Program, Terminator};
-use autobatch_types::TensorType;
+use autobatch_types::{TensorType, Type};
 
 /// The text of a whole program.
 pub fn program_to_string(program: &Program) -> String {
@@ -91,6 +103,9 @@ pub fn write_function(
         .map(|(v, d)| format!("{}: {}", var(v), ty(&d.ty)))
         .collect();
     writeln!(out, "  vars: {}", vars.join(", "))?;
+    if f.signature != f.flat_signature() || f.ret_type != f.flat_ret_type() {
+        write_signature(out, program, f)?;
+    }
     for (b, block) in f.blocks.iter() {
         writeln!(out, "{b}:  @{}", block.loc)?;
         for op in &block.ops {
@@ -103,6 +118,39 @@ pub fn write_function(
         writeln!(out)?;
     }
     Ok(())
+}
+
+/// The `sig:` line: the parameters and result type as written in the source.
+fn write_signature(out: &mut impl Write, program: &Program, f: &Function) -> fmt::Result {
+    let params: Vec<String> = f
+        .signature
+        .iter()
+        .map(|p| format!("{}: {}", p.name, structured_type_name(program, &p.ty)))
+        .collect();
+    writeln!(
+        out,
+        "  sig: ({}) -> {}",
+        params.join(", "),
+        structured_type_name(program, &f.ret_type)
+    )
+}
+
+/// A structured type in source syntax: a tensor type, or a tuple
+/// (`()`, `(T,)`, `(T, U)`).
+fn structured_type_name(program: &Program, ty: &Type) -> String {
+    match ty {
+        Type::Tensor(t) => program.type_name(t),
+        Type::Tuple(items) => {
+            let names: Vec<String> = items
+                .iter()
+                .map(|t| structured_type_name(program, t))
+                .collect();
+            match &names[..] {
+                [one] => format!("({one},)"),
+                _ => format!("({})", names.join(", ")),
+            }
+        }
+    }
 }
 
 fn list(vars: &[crate::Var]) -> String {
