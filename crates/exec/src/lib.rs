@@ -289,7 +289,6 @@ pub fn run(
                 &shared_params,
             );
             local_static::run(program, &invariance, env, batch, options, batching.lanes)
-                .map_err(ExecError::Resources)
         }
         Strategy::ProgramCounter => {
             let invariance = autobatch_passes::uniformity::Invariance::compute(

@@ -2,6 +2,7 @@
 //! statistics they keep and the check that a run fits in memory.
 
 pub mod engine;
+pub mod skeleton;
 pub mod storage;
 
 use std::collections::HashMap;
