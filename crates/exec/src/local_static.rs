@@ -26,12 +26,12 @@ use autobatch_passes::uniformity::Invariance;
 use autobatch_types::Tensor;
 
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
-use crate::batched::skeleton::{bind_arg, BranchRows, Members};
+use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows, Members};
 use crate::batched::storage::{self, Column, Slot};
 use crate::batched::{
     check_memory, column_slot, concrete_shape, stack_overflow, value_bytes, OpCounter, Watch,
 };
-use crate::{Batch, Env, ExecError, RunOptions, RunOutput};
+use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
 struct Run<'a> {
     program: &'a Program,
@@ -99,6 +99,41 @@ impl StaticPool<'_> {
             let loan = loans.swap_remove(k);
             self.take_back(slots, &[loan]);
         }
+    }
+}
+
+/// The local-static executor in the registry ([`crate::EXECUTORS`]).
+pub struct LocalStatic;
+
+impl Executor for LocalStatic {
+    fn name(&self) -> &'static str {
+        "local-static"
+    }
+
+    fn description(&self) -> &'static str {
+        "batches the members of each call; calls recurse on the host"
+    }
+
+    fn reads(&self) -> OptionsRead {
+        OptionsRead {
+            lanes: true,
+            block_choice: false,
+        }
+    }
+
+    fn run(
+        &self,
+        program: &Program,
+        env: &Env,
+        batch: &Batch,
+        options: &RunOptions,
+        batching: &BatchingOptions,
+    ) -> Result<RunOutput, ExecError> {
+        if let Some(output) = no_room_for_entry(program, batch, options) {
+            return Ok(output);
+        }
+        let invariance = invariance(program, batch);
+        run(program, &invariance, env, batch, options, batching.lanes)
     }
 }
 

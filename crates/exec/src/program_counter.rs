@@ -17,15 +17,67 @@ use std::time::Instant;
 
 use autobatch_ir::{EntityRef, Program};
 use autobatch_passes::stack::{
-    GlobalVar, LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass,
+    lower_to_stack, verify_lowered, GlobalVar, LoweredOp, LoweredProgram, LoweredTerm, PcBlock,
+    VarClass,
 };
 use autobatch_types::MemberError;
 
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
-use crate::batched::skeleton::{bind_arg, BranchRows, Members};
+use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows, Members};
 use crate::batched::storage::{Slot, ValueStack};
 use crate::batched::{column_slot, stack_overflow, BlockChoice, OpCounter, Watch};
-use crate::{Batch, Env, ExecError, RunOptions, RunOutput};
+use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
+
+/// The program-counter executor in the registry ([`crate::EXECUTORS`]).
+pub struct ProgramCounter;
+
+impl Executor for ProgramCounter {
+    fn name(&self) -> &'static str {
+        "program-counter"
+    }
+
+    fn description(&self) -> &'static str {
+        "batches the members at a block, whatever their call depth"
+    }
+
+    fn reads(&self) -> OptionsRead {
+        OptionsRead {
+            lanes: true,
+            block_choice: true,
+        }
+    }
+
+    /// Lowers `program` to the explicit-stack form, verifies it, and runs it.
+    fn run(
+        &self,
+        program: &Program,
+        env: &Env,
+        batch: &Batch,
+        options: &RunOptions,
+        batching: &BatchingOptions,
+    ) -> Result<RunOutput, ExecError> {
+        if let Some(output) = no_room_for_entry(program, batch, options) {
+            return Ok(output);
+        }
+        let lowered = lower_to_stack(program, &invariance(program, batch));
+        verify_lowered(&lowered).map_err(|errors| {
+            let listed: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+            ExecError::Internal(format!(
+                "the explicit-stack form is invalid: {}",
+                listed.join("; ")
+            ))
+        })?;
+        run(
+            program,
+            &lowered,
+            env,
+            batch,
+            options,
+            batching.lanes,
+            batching.block_choice,
+        )
+    }
+}
 
 /// Runs `batch` on `lowered` (the explicit-stack form of `program`).
 /// Fails before running only when the members' state cannot fit in memory.
