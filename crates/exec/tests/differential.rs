@@ -8,9 +8,7 @@
 //! prints the seed and the program text (`SHOW_PROGRAMS=1` prints every
 //! program generated).
 
-use autobatch_exec::{
-    run, Arg, Batch, BatchingOptions, BlockChoice, Env, LaneMode, RunOptions, Strategy,
-};
+use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, RunOptions, Strategy};
 use autobatch_types::{Scalar, Tensor};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -310,22 +308,17 @@ fn check_program(seed: u64) {
         &BatchingOptions::default(),
     )
     .unwrap();
-    for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
-        for lanes in [LaneMode::Mask, LaneMode::Compact, LaneMode::Auto] {
-            for block_choice in [BlockChoice::SmallestIndex, BlockChoice::MostMembers] {
-                if strategy == Strategy::LocalStatic && block_choice == BlockChoice::MostMembers {
-                    continue;
-                }
-                let batching = BatchingOptions {
-                    lanes,
-                    block_choice,
-                };
-                let output = run(strategy, &program, &env, &batch, &options, &batching).unwrap();
-                assert_eq!(
-                    output.results, reference.results,
-                    "seed {seed}: {strategy:?} {lanes:?} {block_choice:?} differs from the reference\n{source}"
-                );
-            }
+    let others = Strategy::ALL
+        .into_iter()
+        .filter(|s| *s != Strategy::Reference);
+    for strategy in others {
+        for batching in strategy.configurations() {
+            let output = run(strategy, &program, &env, &batch, &options, &batching).unwrap();
+            assert_eq!(
+                output.results, reference.results,
+                "seed {seed}: {strategy} {} {} differs from the reference\n{source}",
+                batching.lanes, batching.block_choice
+            );
         }
     }
 }
