@@ -6,6 +6,9 @@
 //! usage or bad input data, reported as one line on stderr starting with
 //! `error: `. No input makes it panic with a backtrace: a panic hook turns
 //! any bug into one `error: internal error: ...` line and exit code 2.
+//!
+//! The help of `--strategy`, `--lanes` and `--block-choice` lists the
+//! registered executors and the options each reads (`Strategy`).
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};

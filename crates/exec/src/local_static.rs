@@ -17,6 +17,12 @@
 //! it to the activation that loads it; an activation gives its loans back
 //! while it calls and takes them again after, so a recursion reading a large
 //! static neither copies it per call nor keeps a copy per activation.
+//!
+//! [`LocalStatic`] registers it as the `local-static` strategy. What it
+//! shares with program-counter (per-member outcomes and the step limit,
+//! fault retirement, argument binding, the branch split) is
+//! [`crate::batched::skeleton`]; a fault inside a catching call is not
+//! unwound where it happens but revived when the call returns.
 
 use std::collections::BTreeMap;
 use std::time::Instant;

@@ -11,6 +11,12 @@
 //!
 //! Members waiting at each block are kept in per-block lists, so choosing
 //! the next block and its active set costs nothing per idle member.
+//!
+//! [`ProgramCounter`] registers it as the `program-counter` strategy. What
+//! it shares with local-static (per-member outcomes and the step limit,
+//! fault retirement, argument binding, the branch split) is
+//! [`crate::batched::skeleton`]; a fault inside a catching call is unwound
+//! where it happens, through the `unwind` hook of fault retirement.
 
 use std::collections::BTreeSet;
 use std::time::Instant;

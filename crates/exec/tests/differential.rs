@@ -1,7 +1,7 @@
 //! Differential tests: random well-typed programs (nested `if`, `while`,
 //! `for`, `break`, `continue`, calls, bounded recursion, arrays, tuples,
-//! member errors and random draws) run under every strategy, lanes mode and
-//! block choice, and every member must get exactly what the reference
+//! member errors and random draws) run under every registered strategy,
+//! with every lanes mode and block choice it reads, and every member must get exactly what the reference
 //! executor gives it, errors and statistics-independent results included.
 //!
 //! The generator is driven by one seed that proptest picks, so a failure

@@ -1,5 +1,6 @@
 //! The oracle: compiles a case with `autobatch::compile`, runs it under
-//! every strategy, lanes mode and block choice through the library API, and
+//! every registered strategy with every lanes mode and block choice it
+//! reads ([`configurations`]) through the library API, and
 //! compares every member's result with the reference executor's, bit for
 //! bit (values) or by kind, line and column (errors).
 
