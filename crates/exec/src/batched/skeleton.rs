@@ -230,3 +230,74 @@ pub fn no_room_for_entry(
 ) -> Option<RunOutput> {
     (options.max_stack_depth == 0).then(|| all_members_overflow(program, batch))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batched::storage::Column;
+    use autobatch_types::{ErrorKind, ScalarType};
+
+    fn fault() -> Fault {
+        Fault::new(ErrorKind::DivisionByZero, "division by zero")
+    }
+
+    #[test]
+    fn retired_rows_leave_and_only_uncaught_errors_stop_their_member() {
+        let mut members = Members::new(4, 0);
+        let mut rows = vec![0, 1, 2, 3];
+        let mut faults = vec![(3, fault()), (1, fault())];
+        // Row 3's error is caught (the member goes on elsewhere), row 1's is not.
+        members.retire_faults(
+            &mut rows,
+            &mut faults,
+            Loc::new(2, 5),
+            |r| r as usize,
+            |r, e| {
+                if r == 3 {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            },
+        );
+        assert_eq!(rows, [0, 2]);
+        assert!(faults.is_empty());
+        assert!(members.has_failed(1) && !members.has_failed(3));
+        assert!(members.revive_if_catchable(1));
+        assert!(!members.has_failed(1));
+    }
+
+    #[test]
+    fn the_step_limit_stops_a_member_on_entering_a_block() {
+        let mut members = Members::new(2, 0);
+        let mut rows = vec![0, 1];
+        members.enter_block(&mut rows, |r| r as usize, 1, Loc::new(1, 1));
+        assert_eq!(rows, [0, 1]);
+        let mut rows = vec![1];
+        members.enter_block(&mut rows, |r| r as usize, 1, Loc::new(3, 1));
+        assert!(rows.is_empty() && members.has_failed(1) && !members.has_failed(0));
+        assert!(
+            !members.revive_if_catchable(1),
+            "a step limit is not catchable"
+        );
+    }
+
+    #[test]
+    fn a_branch_splits_rows_by_a_column_or_sends_all_one_way() {
+        let mut column = Column::zeros(ScalarType::Bool, Vec::new(), 4);
+        column.set_row(2, &Tensor::scalar(Scalar::Bool(true)));
+        let mut branch = BranchRows::default();
+        branch.partition(&Slot::Column(column), &[0, 2, 3]).unwrap();
+        assert_eq!(
+            (&branch.then_rows[..], &branch.else_rows[..]),
+            (&[2][..], &[0, 3][..])
+        );
+        let shared = Slot::Invariant(Some(Tensor::scalar(Scalar::Bool(true))));
+        branch.partition(&shared, &[1, 3]).unwrap();
+        assert_eq!(
+            (&branch.then_rows[..], &branch.else_rows[..]),
+            (&[1, 3][..], &[][..])
+        );
+        assert!(branch.partition(&Slot::Invariant(None), &[0]).is_err());
+    }
+}
