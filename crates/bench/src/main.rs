@@ -254,19 +254,7 @@ fn main() {
                     utilization = output.stats.lane_utilization;
                     output.stats.wall_seconds
                 });
-                let key = match strategy {
-                    Strategy::Reference => "reference".to_string(),
-                    Strategy::LocalStatic => format!("local-static/{}", lanes_name(*lanes)),
-                    Strategy::ProgramCounter => format!(
-                        "program-counter/{}{}",
-                        lanes_name(*lanes),
-                        if *block_choice == BlockChoice::MostMembers {
-                            "/most-members"
-                        } else {
-                            ""
-                        }
-                    ),
-                };
+                let key = configuration_key(*strategy, *lanes, *block_choice);
                 row.insert(
                     key,
                     json!({
@@ -289,10 +277,16 @@ fn main() {
     );
 }
 
-fn lanes_name(lanes: LaneMode) -> &'static str {
-    match lanes {
-        LaneMode::Mask => "mask",
-        LaneMode::Compact => "compact",
-        LaneMode::Auto => "auto",
+/// A configuration's key in the report: the strategy's name, then the
+/// options it reads (the block choice only when not the default).
+fn configuration_key(strategy: Strategy, lanes: LaneMode, block_choice: BlockChoice) -> String {
+    let reads = strategy.reads();
+    let mut key = strategy.name().to_string();
+    if reads.lanes {
+        key = format!("{key}/{lanes}");
     }
+    if reads.block_choice && block_choice != BlockChoice::default() {
+        key = format!("{key}/{block_choice}");
+    }
+    key
 }

@@ -6,6 +6,9 @@
 //! usage or bad input data, reported as one line on stderr starting with
 //! `error: `. No input makes it panic with a backtrace: a panic hook turns
 //! any bug into one `error: internal error: ...` line and exit code 2.
+//!
+//! The help of `--strategy`, `--lanes` and `--block-choice` lists the
+//! registered executors and the options each reads (`Strategy`).
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -52,14 +55,11 @@ enum Command {
         /// The inputs: {"batch": {NAME: [one value per member]}, "shared": {NAME: value}}.
         #[arg(long, value_name = "INPUTS.json")]
         inputs: PathBuf,
-        /// How to execute the batch: reference, local-static or program-counter.
-        #[arg(long, value_parser = parse_strategy, default_value = "program-counter")]
+        #[arg(long, value_parser = parse_strategy, default_value = "program-counter", help = strategy_help())]
         strategy: Strategy,
-        /// How batching strategies treat inactive members: mask, compact or auto.
-        #[arg(long, value_parser = parse_lanes, default_value = "auto")]
+        #[arg(long, value_parser = parse_lanes, default_value = "auto", help = lanes_help())]
         lanes: Lanes,
-        /// How the program-counter strategy picks the next block: smallest-index or most-members.
-        #[arg(long, value_parser = parse_block_choice, default_value = "smallest-index")]
+        #[arg(long, value_parser = parse_block_choice, default_value = "smallest-index", help = block_choice_help())]
         block_choice: BlockChoice,
         /// The deepest chain of calls one member may have.
         #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = autobatch::DEFAULT_MAX_STACK_DEPTH)]
@@ -100,8 +100,7 @@ enum Command {
         /// The seed of the chains' random streams.
         #[arg(long, value_name = "N", default_value_t = 0)]
         seed: u64,
-        /// How to execute the batch: reference, local-static or program-counter.
-        #[arg(long, value_parser = parse_strategy, default_value = "program-counter")]
+        #[arg(long, value_parser = parse_strategy, default_value = "program-counter", help = strategy_help())]
         strategy: Strategy,
         /// The deepest tree of a trajectory (at most 2^N - 1 leapfrog steps), from 1 to 30.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=30), default_value_t = 10)]
@@ -139,6 +138,27 @@ fn parse_target_accept(text: &str) -> Result<f64, String> {
             "`{text}` is not an acceptance statistic strictly between 0 and 1"
         )),
     }
+}
+
+/// The help of `--strategy`, from the registry of executors.
+fn strategy_help() -> String {
+    format!("How to execute the batch: {}", Strategy::help_list())
+}
+
+/// The help of `--lanes`, naming the strategies that read it.
+fn lanes_help() -> String {
+    format!(
+        "How inactive members are treated (by {}): mask, compact or auto",
+        Strategy::reading(|o| o.lanes)
+    )
+}
+
+/// The help of `--block-choice`, naming the strategies that read it.
+fn block_choice_help() -> String {
+    format!(
+        "How the next block is picked (by {}): smallest-index or most-members",
+        Strategy::reading(|o| o.block_choice)
+    )
 }
 
 fn parse_strategy(text: &str) -> Result<Strategy, String> {

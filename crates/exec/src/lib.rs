@@ -1,9 +1,11 @@
 //! Executors: they run a verified IR [`Program`] on a batch of members.
 //!
-//! Every executor takes the same [`Batch`], [`Env`] and [`RunOptions`] and
-//! returns the same [`RunOutput`]; the reference executor ([`reference`])
-//! defines what every member's result is, and every other strategy must give
-//! exactly the same per-member results, errors included.
+//! Every executor implements [`Executor`]: it takes the same [`Batch`],
+//! [`Env`] and [`RunOptions`] and returns the same [`RunOutput`]; the
+//! reference executor ([`reference`]) defines what every member's result
+//! is, and every other strategy must give exactly the same per-member
+//! results, errors included. [`EXECUTORS`] registers them; a [`Strategy`]
+//! is a handle to one of them, and [`run`] runs one.
 //!
 //! This crate must not know about syntax, JSON or the command line: inputs
 //! arrive as tensors already checked against the entry function's signature.
@@ -12,6 +14,7 @@ use autobatch_ir::{FuncId, Program};
 use autobatch_types::{Loc, MemberError, Tensor};
 
 pub mod batched;
+mod executor;
 mod liveness;
 pub mod local_static;
 pub mod program_counter;
@@ -166,51 +169,7 @@ pub fn run_reference(
 
 pub use batched::engine::LaneMode;
 pub use batched::{available_memory_bytes, BlockChoice};
-
-/// The batching strategies (and the reference executor, which batches nothing).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Strategy {
-    Reference,
-    LocalStatic,
-    ProgramCounter,
-}
-
-impl Strategy {
-    pub const ALL: [Strategy; 3] = [
-        Strategy::Reference,
-        Strategy::LocalStatic,
-        Strategy::ProgramCounter,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::Reference => "reference",
-            Strategy::LocalStatic => "local-static",
-            Strategy::ProgramCounter => "program-counter",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Strategy> {
-        Strategy::ALL.into_iter().find(|s| s.name() == name)
-    }
-}
-
-impl std::fmt::Display for Strategy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Strategy {
-    type Err = String;
-    fn from_str(name: &str) -> Result<Strategy, String> {
-        Strategy::from_name(name).ok_or_else(|| {
-            format!(
-                "unknown strategy `{name}` (expected reference, local-static or program-counter)"
-            )
-        })
-    }
-}
+pub use executor::{Executor, OptionsRead, Strategy, EXECUTORS};
 
 /// Options only the batching strategies read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,58 +221,8 @@ pub fn run(
     options: &RunOptions,
     batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
-    let shared_params: Vec<bool> = batch
-        .args
-        .iter()
-        .map(|a| matches!(a, Arg::Shared(_)))
-        .collect();
     batched::check_value_sizes(program, batch.entry, &env.symbols).map_err(ExecError::Resources)?;
-    if options.max_stack_depth == 0 && strategy != Strategy::Reference {
-        return Ok(batched::all_members_overflow(program, batch));
-    }
-    match strategy {
-        Strategy::Reference => {
-            // One member runs at a time: its variables count once.
-            let one_member: u128 = program.functions[batch.entry]
-                .vars
-                .values()
-                .map(|v| batched::value_bytes(&v.ty, &env.symbols))
-                .sum();
-            batched::check_memory(0, batch.size, one_member).map_err(ExecError::Resources)?;
-            Ok(run_reference(program, env, batch, options))
-        }
-        Strategy::LocalStatic => {
-            let invariance = autobatch_passes::uniformity::Invariance::compute(
-                program,
-                batch.entry,
-                &shared_params,
-            );
-            local_static::run(program, &invariance, env, batch, options, batching.lanes)
-                .map_err(ExecError::Resources)
-        }
-        Strategy::ProgramCounter => {
-            let invariance = autobatch_passes::uniformity::Invariance::compute(
-                program,
-                batch.entry,
-                &shared_params,
-            );
-            let lowered = autobatch_passes::stack::lower_to_stack(program, &invariance);
-            autobatch_passes::stack::verify_lowered(&lowered).map_err(|errors| {
-                let listed: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-                ExecError::Internal(format!(
-                    "the explicit-stack form is invalid: {}",
-                    listed.join("; ")
-                ))
-            })?;
-            program_counter::run(
-                program,
-                &lowered,
-                env,
-                batch,
-                options,
-                batching.lanes,
-                batching.block_choice,
-            )
-        }
-    }
+    strategy
+        .executor()
+        .run(program, env, batch, options, batching)
 }

@@ -17,23 +17,27 @@
 //! it to the activation that loads it; an activation gives its loans back
 //! while it calls and takes them again after, so a recursion reading a large
 //! static neither copies it per call nor keeps a copy per activation.
+//!
+//! [`LocalStatic`] registers it as the `local-static` strategy. What it
+//! shares with program-counter (per-member outcomes and the step limit,
+//! fault retirement, argument binding, the branch split) is
+//! [`crate::batched::skeleton`]; a fault inside a catching call is not
+//! unwound where it happens but revived when the call returns.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Prim, Program, Terminator};
-use autobatch_kernels::MemberRng;
 use autobatch_passes::uniformity::Invariance;
-use autobatch_types::MemberError;
 use autobatch_types::Tensor;
 
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
+use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows, Members};
 use crate::batched::storage::{self, Column, Slot};
 use crate::batched::{
-    check_memory, column_slot, concrete_shape, stack_overflow, step_limit, value_bytes, OpCounter,
-    Watch,
+    check_memory, column_slot, concrete_shape, stack_overflow, value_bytes, OpCounter, Watch,
 };
-use crate::{Arg, Batch, Env, RunOptions, RunOutput, Stats};
+use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
 struct Run<'a> {
     program: &'a Program,
@@ -41,10 +45,8 @@ struct Run<'a> {
     shared: SharedEnv<'a>,
     options: &'a RunOptions,
     lanes: LaneMode,
-    rngs: Vec<MemberRng>,
-    steps_taken: Vec<u64>,
-    /// Per member: the error that stopped it, if any.
-    errors: Vec<Option<MemberError>>,
+    /// Per member: its random stream, steps taken and outcome.
+    per_member: Members,
     counter: OpCounter,
     watch: Watch<'a>,
     /// Counter index of each op, per function and block.
@@ -106,6 +108,41 @@ impl StaticPool<'_> {
     }
 }
 
+/// The local-static executor in the registry ([`crate::EXECUTORS`]).
+pub struct LocalStatic;
+
+impl Executor for LocalStatic {
+    fn name(&self) -> &'static str {
+        "local-static"
+    }
+
+    fn description(&self) -> &'static str {
+        "batches the members of each call; calls recurse on the host"
+    }
+
+    fn reads(&self) -> OptionsRead {
+        OptionsRead {
+            lanes: true,
+            block_choice: false,
+        }
+    }
+
+    fn run(
+        &self,
+        program: &Program,
+        env: &Env,
+        batch: &Batch,
+        options: &RunOptions,
+        batching: &BatchingOptions,
+    ) -> Result<RunOutput, ExecError> {
+        if let Some(output) = no_room_for_entry(program, batch, options) {
+            return Ok(output);
+        }
+        let invariance = invariance(program, batch);
+        run(program, &invariance, env, batch, options, batching.lanes)
+    }
+}
+
 /// Runs `batch` with local-static batching. Fails before running only when
 /// the members' state cannot fit in memory.
 pub fn run(
@@ -115,14 +152,14 @@ pub fn run(
     batch: &Batch,
     options: &RunOptions,
     lanes: LaneMode,
-) -> Result<RunOutput, String> {
+) -> Result<RunOutput, ExecError> {
     let members = batch.size;
     let per_member: u128 = program.functions[batch.entry]
         .vars
         .values()
         .map(|v| value_bytes(&v.ty, &env.symbols))
         .sum();
-    check_memory(per_member, members, 0)?;
+    check_memory(per_member, members, 0).map_err(ExecError::Resources)?;
     let stack_bytes = (64usize << 20)
         + options
             .max_stack_depth
@@ -136,9 +173,9 @@ pub fn run(
             .spawn_scoped(scope, || {
                 run_on_this_thread(program, invariance, env, batch, options, lanes)
             })
-            .map_err(|e| format!("cannot start the executor thread: {e}"))?;
+            .map_err(|e| ExecError::Resources(format!("cannot start the executor thread: {e}")))?;
         match handle.join() {
-            Ok(output) => Ok(output),
+            Ok(output) => output,
             Err(panic) => std::panic::resume_unwind(panic),
         }
     })
@@ -151,7 +188,7 @@ fn run_on_this_thread(
     batch: &Batch,
     options: &RunOptions,
     lanes: LaneMode,
-) -> RunOutput {
+) -> Result<RunOutput, ExecError> {
     let members = batch.size;
     let started = Instant::now();
     let (counter, op_counters) = OpCounter::for_program(program);
@@ -164,11 +201,7 @@ fn run_on_this_thread(
         },
         options,
         lanes,
-        rngs: (0..members)
-            .map(|m| MemberRng::new(options.seed, m as u64))
-            .collect(),
-        steps_taken: vec![0; members],
-        errors: vec![None; members],
+        per_member: Members::new(members, options.seed),
         counter,
         watch: Watch::new(options),
         op_counters,
@@ -182,57 +215,26 @@ fn run_on_this_thread(
         },
     };
     let entry = &program.functions[batch.entry];
+    let mut params = Vec::with_capacity(entry.params.len());
+    for (p, arg) in entry.params.iter().zip(&batch.args) {
+        let mut slot = run.new_slot(batch.entry, *p, members);
+        bind_arg(&mut slot, arg, members)?;
+        params.push(slot);
+    }
     let member_ids: Vec<u32> = (0..members as u32).collect();
-    let member_ids = &member_ids;
-    let params: Vec<Slot> = entry
-        .params
-        .iter()
-        .zip(&batch.args)
-        .map(|(p, arg)| {
-            if invariance.is_invariant(batch.entry, *p) {
-                if let Arg::Shared(value) = arg {
-                    return Slot::Invariant(Some(value.clone()));
-                }
-            }
-            let mut slot = column_slot(&entry.vars[*p].ty, &env.symbols, members);
-            if let Slot::Column(c) = &mut slot {
-                match arg {
-                    Arg::Shared(value) => c.fill_rows(value, member_ids),
-                    Arg::Batched(values) => {
-                        values.iter().enumerate().for_each(|(r, v)| c.set_row(r, v))
-                    }
-                }
-            }
-            slot
-        })
-        .collect();
-    let returned = run.activation(batch.entry, member_ids, params, 1);
-    let wall_seconds = started.elapsed().as_secs_f64();
+    let returned = run.activation(batch.entry, &member_ids, params, 1)?;
     let Run {
-        errors,
+        mut per_member,
         counter,
         steps,
         ..
     } = run;
-    let (op_counts, lane_utilization) = counter.finish(members);
-    let results = errors
-        .into_iter()
-        .enumerate()
-        .map(|(r, error)| match (returned.finished[r], error) {
-            (_, Some(e)) => Err(e),
-            (true, None) => Ok(returned.values.iter().map(|c| c.row(r)).collect()),
-            (false, None) => panic!("internal error: a member neither finished nor failed"),
-        })
-        .collect();
-    RunOutput {
-        results,
-        stats: Stats {
-            steps,
-            lane_utilization,
-            op_counts,
-            wall_seconds,
-        },
+    for (m, finished) in returned.finished.iter().enumerate() {
+        if *finished && !per_member.has_failed(m) {
+            per_member.finish(m, returned.values.iter().map(|c| c.row(m)).collect());
+        }
     }
+    Ok(per_member.into_output(counter, steps, started))
 }
 
 /// What an activation gives back: per row, whether it returned, and one
@@ -251,20 +253,14 @@ impl Run<'_> {
         members: &[u32],
         params: Vec<Slot>,
         depth: usize,
-    ) -> Returned {
+    ) -> Result<Returned, ExecError> {
         let program = self.program;
         let function: &Function = &program.functions[fid];
         let n = members.len();
         let mut slots: Vec<Slot> = function
             .vars
-            .iter()
-            .map(|(v, data)| {
-                if self.invariance.is_invariant(fid, v) {
-                    Slot::Invariant(None)
-                } else {
-                    column_slot(&data.ty, self.shared.symbols, n)
-                }
-            })
+            .keys()
+            .map(|v| self.new_slot(fid, v, n))
             .collect();
         for (p, slot) in function.params.iter().zip(params) {
             slots[p.index()] = slot;
@@ -283,16 +279,9 @@ impl Run<'_> {
             let block = &function.blocks[block_id];
             self.watch.tick(self.steps, &self.counter);
             self.steps += 1;
-            rows.retain(|&r| {
-                let member = members[r as usize] as usize;
-                if self.steps_taken[member] >= self.options.max_steps {
-                    self.errors[member] = Some(step_limit(self.options.max_steps, block.loc));
-                    false
-                } else {
-                    self.steps_taken[member] += 1;
-                    true
-                }
-            });
+            let member_of = |r: u32| members[r as usize] as usize;
+            self.per_member
+                .enter_block(&mut rows, member_of, self.options.max_steps, block.loc);
             for (i, op) in block.ops.iter().enumerate() {
                 if rows.is_empty() {
                     break;
@@ -327,12 +316,11 @@ impl Run<'_> {
                         };
                         let mut faults = std::mem::take(&mut self.faults);
                         faults.clear();
-                        let member_of = |r: u32| members[r as usize] as usize;
                         self.engine.run_prim(
                             &exec,
                             &mut slots,
                             &self.shared,
-                            &mut self.rngs,
+                            &mut self.per_member.rngs,
                             &member_of,
                             &mut faults,
                         );
@@ -340,13 +328,15 @@ impl Run<'_> {
                             self.op_counters[fid.index()][block_id.index()][i],
                             rows.len(),
                         );
-                        if !faults.is_empty() {
-                            for (r, fault) in faults.drain(..) {
-                                self.errors[members[r as usize] as usize] =
-                                    Some(MemberError::new(fault.kind, fault.message, *loc));
-                            }
-                            rows.retain(|r| self.errors[members[*r as usize] as usize].is_none());
-                        }
+                        // A fault inside a catching call is caught when the
+                        // call returns, not here.
+                        self.per_member.retire_faults(
+                            &mut rows,
+                            &mut faults,
+                            *loc,
+                            member_of,
+                            |_, error| Err(error),
+                        );
                         self.faults = faults;
                         self.arg_slots = arg_slots;
                     }
@@ -367,8 +357,10 @@ impl Run<'_> {
                                 continue;
                             }
                             for r in &rows {
-                                self.errors[members[*r as usize] as usize] =
-                                    Some(stack_overflow(self.options.max_stack_depth, *loc));
+                                self.per_member.stop(
+                                    member_of(*r),
+                                    stack_overflow(self.options.max_stack_depth, *loc),
+                                );
                             }
                             rows.clear();
                             break;
@@ -407,7 +399,7 @@ impl Run<'_> {
                             .collect();
                         self.statics.take_back(&mut slots, &loans);
                         let mut returned =
-                            self.activation(*callee, &child_members, child_params, depth + 1);
+                            self.activation(*callee, &child_members, child_params, depth + 1)?;
                         self.statics.lend_again(&mut slots, &loans);
                         for d in dsts {
                             self.statics.before_write(&mut slots, &mut loans, d.index());
@@ -421,9 +413,7 @@ impl Run<'_> {
                             // A member that faulted inside goes on with the zeros
                             // its rows of the results still hold.
                             for (k, &member) in child_members.iter().enumerate() {
-                                let error = &mut self.errors[member as usize];
-                                if error.as_ref().is_some_and(|e| e.kind.is_catchable()) {
-                                    *error = None;
+                                if self.per_member.revive_if_catchable(member as usize) {
                                     returned.finished[k] = true;
                                 }
                             }
@@ -475,29 +465,19 @@ impl Run<'_> {
                     then_block,
                     else_block,
                 } => {
-                    let (mut then_rows, mut else_rows) = (Vec::new(), Vec::new());
-                    let condition = &slots[cond.index()];
-                    for r in &rows {
-                        let taken = match condition {
-                            Slot::Column(c) => {
-                                matches!(&c.data, autobatch_types::Data::Bool(v) if v[*r as usize])
-                            }
-                            Slot::Invariant(value) => {
-                                value.as_ref().map(|t| t.as_scalar())
-                                    == Some(autobatch_types::Scalar::Bool(true))
-                            }
-                        };
-                        if taken {
-                            then_rows.push(*r);
-                        } else {
-                            else_rows.push(*r);
-                        }
+                    let mut branch = BranchRows::default();
+                    branch.partition(&slots[cond.index()], &rows)?;
+                    if !branch.then_rows.is_empty() {
+                        queue
+                            .entry(*then_block)
+                            .or_default()
+                            .extend(branch.then_rows);
                     }
-                    if !then_rows.is_empty() {
-                        queue.entry(*then_block).or_default().extend(then_rows);
-                    }
-                    if !else_rows.is_empty() {
-                        queue.entry(*else_block).or_default().extend(else_rows);
+                    if !branch.else_rows.is_empty() {
+                        queue
+                            .entry(*else_block)
+                            .or_default()
+                            .extend(branch.else_rows);
                     }
                 }
                 Terminator::Return(vars) => {
@@ -519,7 +499,21 @@ impl Run<'_> {
             }
         }
         self.statics.take_back(&mut slots, &loans);
-        Returned { finished, values }
+        Ok(Returned { finished, values })
+    }
+
+    /// A fresh slot for variable `v` of `fid` in an activation of `rows`
+    /// rows: unassigned if invariant, else a column of zeros.
+    fn new_slot(&self, fid: FuncId, v: autobatch_ir::Var, rows: usize) -> Slot {
+        if self.invariance.is_invariant(fid, v) {
+            Slot::Invariant(None)
+        } else {
+            column_slot(
+                &self.program.functions[fid].vars[v].ty,
+                self.shared.symbols,
+                rows,
+            )
+        }
     }
 
     /// Runs `dst = load_static` by lending the static to the invariant slot

@@ -11,21 +11,79 @@
 //!
 //! Members waiting at each block are kept in per-block lists, so choosing
 //! the next block and its active set costs nothing per idle member.
+//!
+//! [`ProgramCounter`] registers it as the `program-counter` strategy. What
+//! it shares with local-static (per-member outcomes and the step limit,
+//! fault retirement, argument binding, the branch split) is
+//! [`crate::batched::skeleton`]; a fault inside a catching call is unwound
+//! where it happens, through the `unwind` hook of fault retirement.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
 
 use autobatch_ir::{EntityRef, Program};
-use autobatch_kernels::MemberRng;
 use autobatch_passes::stack::{
-    GlobalVar, LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass,
+    lower_to_stack, verify_lowered, GlobalVar, LoweredOp, LoweredProgram, LoweredTerm, PcBlock,
+    VarClass,
 };
-use autobatch_types::{MemberError, Tensor};
+use autobatch_types::MemberError;
 
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
+use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows, Members};
 use crate::batched::storage::{Slot, ValueStack};
-use crate::batched::{column_slot, stack_overflow, step_limit, BlockChoice, OpCounter, Watch};
-use crate::{Arg, Batch, Env, ExecError, RunOptions, RunOutput, Stats};
+use crate::batched::{column_slot, stack_overflow, BlockChoice, OpCounter, Watch};
+use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
+
+/// The program-counter executor in the registry ([`crate::EXECUTORS`]).
+pub struct ProgramCounter;
+
+impl Executor for ProgramCounter {
+    fn name(&self) -> &'static str {
+        "program-counter"
+    }
+
+    fn description(&self) -> &'static str {
+        "batches the members at a block, whatever their call depth"
+    }
+
+    fn reads(&self) -> OptionsRead {
+        OptionsRead {
+            lanes: true,
+            block_choice: true,
+        }
+    }
+
+    /// Lowers `program` to the explicit-stack form, verifies it, and runs it.
+    fn run(
+        &self,
+        program: &Program,
+        env: &Env,
+        batch: &Batch,
+        options: &RunOptions,
+        batching: &BatchingOptions,
+    ) -> Result<RunOutput, ExecError> {
+        if let Some(output) = no_room_for_entry(program, batch, options) {
+            return Ok(output);
+        }
+        let lowered = lower_to_stack(program, &invariance(program, batch));
+        verify_lowered(&lowered).map_err(|errors| {
+            let listed: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+            ExecError::Internal(format!(
+                "the explicit-stack form is invalid: {}",
+                listed.join("; ")
+            ))
+        })?;
+        run(
+            program,
+            &lowered,
+            env,
+            batch,
+            options,
+            batching.lanes,
+            batching.block_choice,
+        )
+    }
+}
 
 /// Runs `batch` on `lowered` (the explicit-stack form of `program`).
 /// Fails before running only when the members' state cannot fit in memory.
@@ -65,19 +123,7 @@ pub fn run(
         .collect();
     let entry = &lowered.functions[batch.entry];
     for (param, arg) in entry.params.iter().zip(&batch.args) {
-        match (&mut slots[param.index()], arg) {
-            (Slot::Invariant(v), Arg::Shared(value)) => *v = Some(value.clone()),
-            (Slot::Column(c), Arg::Shared(value)) => (0..members).for_each(|r| c.set_row(r, value)),
-            (Slot::Column(c), Arg::Batched(values)) => values
-                .iter()
-                .enumerate()
-                .for_each(|(r, value)| c.set_row(r, value)),
-            (Slot::Invariant(_), Arg::Batched(_)) => {
-                return Err(ExecError::Internal(
-                    "a batched argument bound to an invariant parameter".into(),
-                ))
-            }
-        }
+        bind_arg(&mut slots[param.index()], arg, members)?;
     }
 
     let mut counter = OpCounter::default();
@@ -111,14 +157,10 @@ pub fn run(
         })
         .collect();
 
-    let mut rngs: Vec<MemberRng> = (0..members)
-        .map(|m| MemberRng::new(options.seed, m as u64))
-        .collect();
+    let mut per_member = Members::new(members, options.seed);
     let mut return_stacks: Vec<Vec<PcBlock>> = vec![Vec::new(); members];
     let catch_plan = CatchPlan::new(lowered);
     let mut catches: Vec<Vec<CatchFrame>> = vec![Vec::new(); members];
-    let mut steps_taken: Vec<u64> = vec![0; members];
-    let mut outcomes: Vec<Option<Result<Vec<Tensor>, MemberError>>> = vec![None; members];
     let mut waiting: Vec<Vec<u32>> = vec![Vec::new(); lowered.blocks.len()];
     let mut nonempty: BTreeSet<u32> = BTreeSet::new();
     waiting[entry.entry.index()] = (0..members as u32).collect();
@@ -134,9 +176,7 @@ pub fn run(
     let mut steps = 0u64;
     let mut rows: Vec<u32> = Vec::new();
     let mut faults = Vec::new();
-    let mut then_rows: Vec<u32> = Vec::new();
-    let mut else_rows: Vec<u32> = Vec::new();
-    let mut recovered: Vec<u32> = Vec::new();
+    let mut branch = BranchRows::default();
 
     let enqueue =
         |waiting: &mut Vec<Vec<u32>>, nonempty: &mut BTreeSet<u32>, pc: PcBlock, list: &[u32]| {
@@ -159,16 +199,7 @@ pub fn run(
         let block = &lowered.blocks[PcBlock(pc)];
         steps += 1;
         if block.counts_step {
-            rows.retain(|&r| {
-                let taken = &mut steps_taken[r as usize];
-                if *taken >= options.max_steps {
-                    outcomes[r as usize] = Some(Err(step_limit(options.max_steps, block.loc)));
-                    false
-                } else {
-                    *taken += 1;
-                    true
-                }
-            });
+            per_member.enter_block(&mut rows, |r| r as usize, options.max_steps, block.loc);
         }
         for (i, op) in block.ops.iter().enumerate() {
             if rows.is_empty() {
@@ -190,31 +221,28 @@ pub fn run(
                         &exec,
                         &mut slots,
                         &shared,
-                        &mut rngs,
+                        &mut per_member.rngs,
                         &|r| r as usize,
                         &mut faults,
                     );
                     counter.record(op_counters[pc as usize][i], rows.len());
-                    if !faults.is_empty() {
-                        for (r, fault) in faults.drain(..) {
-                            let error = MemberError::new(fault.kind, fault.message, *loc);
-                            let mut state = MemberStacks {
-                                plan: &catch_plan,
-                                catches: &mut catches,
-                                return_stacks: &mut return_stacks,
-                                stacks: &mut stacks,
-                            };
-                            match unwind(r, error, &mut state) {
-                                Ok(recover) => {
-                                    enqueue(&mut waiting, &mut nonempty, recover, &[r]);
-                                    recovered.push(r);
-                                }
-                                Err(error) => outcomes[r as usize] = Some(Err(error)),
-                            }
-                        }
-                        rows.retain(|r| outcomes[*r as usize].is_none() && !recovered.contains(r));
-                        recovered.clear();
-                    }
+                    let mut member_stacks = MemberStacks {
+                        plan: &catch_plan,
+                        catches: &mut catches,
+                        return_stacks: &mut return_stacks,
+                        stacks: &mut stacks,
+                    };
+                    per_member.retire_faults(
+                        &mut rows,
+                        &mut faults,
+                        *loc,
+                        |r| r as usize,
+                        |r, error| {
+                            let recover = unwind(r, error, &mut member_stacks)?;
+                            enqueue(&mut waiting, &mut nonempty, recover, &[r]);
+                            Ok(())
+                        },
+                    );
                 }
                 LoweredOp::Push(x) => with_stack(&mut slots, &mut stacks, *x, |column, stack| {
                     stack.push_rows(&rows, column)
@@ -236,39 +264,11 @@ pub fn run(
                 cond,
                 then_block,
                 else_block,
-            } => match &slots[cond.index()] {
-                Slot::Invariant(Some(value)) => {
-                    let target = if value.as_scalar() == autobatch_types::Scalar::Bool(true) {
-                        then_block
-                    } else {
-                        else_block
-                    };
-                    enqueue(&mut waiting, &mut nonempty, *target, &rows);
-                }
-                Slot::Column(column) => {
-                    let autobatch_types::Data::Bool(values) = &column.data else {
-                        return Err(ExecError::Internal(
-                            "a branch on a non-bool variable".into(),
-                        ));
-                    };
-                    then_rows.clear();
-                    else_rows.clear();
-                    for r in &rows {
-                        if values[*r as usize] {
-                            then_rows.push(*r);
-                        } else {
-                            else_rows.push(*r);
-                        }
-                    }
-                    enqueue(&mut waiting, &mut nonempty, *then_block, &then_rows);
-                    enqueue(&mut waiting, &mut nonempty, *else_block, &else_rows);
-                }
-                Slot::Invariant(None) => {
-                    return Err(ExecError::Internal(
-                        "a branch on an unassigned variable".into(),
-                    ))
-                }
-            },
+            } => {
+                branch.partition(&slots[cond.index()], &rows)?;
+                enqueue(&mut waiting, &mut nonempty, *then_block, &branch.then_rows);
+                enqueue(&mut waiting, &mut nonempty, *else_block, &branch.else_rows);
+            }
             LoweredTerm::PushJump {
                 target,
                 return_to,
@@ -276,27 +276,30 @@ pub fn run(
                 loc,
                 ..
             } => {
-                then_rows.clear();
-                else_rows.clear();
+                // Members that enter the call, and those whose call overflows
+                // but is caught.
+                let (entering, overflowed) = (&mut branch.then_rows, &mut branch.else_rows);
+                entering.clear();
+                overflowed.clear();
                 for &r in &rows {
                     // Depth is the entry activation plus one per pending return.
                     let depth = return_stacks[r as usize].len();
                     if depth + 2 > options.max_stack_depth {
                         if recover.is_some() {
                             // The call itself overflows: caught like a fault inside it.
-                            else_rows.push(r);
+                            overflowed.push(r);
                             continue;
                         }
                         let error = stack_overflow(options.max_stack_depth, *loc);
-                        let mut state = MemberStacks {
+                        let mut member_stacks = MemberStacks {
                             plan: &catch_plan,
                             catches: &mut catches,
                             return_stacks: &mut return_stacks,
                             stacks: &mut stacks,
                         };
-                        match unwind(r, error, &mut state) {
+                        match unwind(r, error, &mut member_stacks) {
                             Ok(recover) => enqueue(&mut waiting, &mut nonempty, recover, &[r]),
-                            Err(error) => outcomes[r as usize] = Some(Err(error)),
+                            Err(error) => per_member.stop(r as usize, error),
                         }
                         continue;
                     }
@@ -309,11 +312,11 @@ pub fn run(
                         });
                     }
                     return_stacks[r as usize].push(*return_to);
-                    then_rows.push(r);
+                    entering.push(r);
                 }
-                enqueue(&mut waiting, &mut nonempty, *target, &then_rows);
+                enqueue(&mut waiting, &mut nonempty, *target, entering);
                 if let Some(recover) = recover {
-                    enqueue(&mut waiting, &mut nonempty, *recover, &else_rows);
+                    enqueue(&mut waiting, &mut nonempty, *recover, overflowed);
                 }
             }
             LoweredTerm::Return => {
@@ -333,30 +336,14 @@ pub fn run(
                                 .iter()
                                 .map(|x| slots[x.index()].value(*r as usize))
                                 .collect();
-                            outcomes[*r as usize] = Some(Ok(results));
+                            per_member.finish(*r as usize, results);
                         }
                     }
                 }
             }
         }
     }
-    let wall_seconds = started.elapsed().as_secs_f64();
-    let (op_counts, lane_utilization) = counter.finish(members);
-    let results = outcomes
-        .into_iter()
-        .map(|o| {
-            o.unwrap_or_else(|| panic!("internal error: a member neither finished nor failed"))
-        })
-        .collect();
-    Ok(RunOutput {
-        results,
-        stats: Stats {
-            steps,
-            lane_utilization,
-            op_counts,
-            wall_seconds,
-        },
-    })
+    Ok(per_member.into_output(counter, steps, started))
 }
 
 /// A catching call a member is inside: where it goes on if it faults, and

@@ -29,6 +29,8 @@
 //! A variable loaded from a static borrows the run's copy of the static
 //! ([`Held::Borrowed`]) until it is changed, so a recursion reading a large
 //! static neither copies it per call nor keeps a copy per frame.
+//!
+//! [`Reference`] registers it as the `reference` strategy.
 
 use std::borrow::Cow;
 use std::time::Instant;
@@ -40,7 +42,38 @@ use autobatch_types::{Data, MemberError, Tensor};
 use crate::batched::storage::Column;
 use crate::batched::{concrete_shape, stack_overflow, step_limit, OpCounter, Watch};
 use crate::liveness::{last_reads, LastReads};
-use crate::{Batch, Env, RunOptions, RunOutput, Stats};
+use crate::{Batch, BatchingOptions, Env, ExecError, Executor, RunOptions, RunOutput, Stats};
+
+/// The reference executor in the registry ([`crate::EXECUTORS`]).
+pub struct Reference;
+
+impl Executor for Reference {
+    fn name(&self) -> &'static str {
+        "reference"
+    }
+
+    fn description(&self) -> &'static str {
+        "one member at a time; defines every result"
+    }
+
+    fn run(
+        &self,
+        program: &Program,
+        env: &Env,
+        batch: &Batch,
+        options: &RunOptions,
+        _batching: &BatchingOptions,
+    ) -> Result<RunOutput, ExecError> {
+        // One member runs at a time: its variables count once.
+        let one_member: u128 = program.functions[batch.entry]
+            .vars
+            .values()
+            .map(|v| crate::batched::value_bytes(&v.ty, &env.symbols))
+            .sum();
+        crate::batched::check_memory(0, batch.size, one_member).map_err(ExecError::Resources)?;
+        Ok(run(program, env, batch, options))
+    }
+}
 
 /// Runs every member of `batch` alone, in member order.
 pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) -> RunOutput {

@@ -1,16 +1,14 @@
 //! Differential tests: random well-typed programs (nested `if`, `while`,
 //! `for`, `break`, `continue`, calls, bounded recursion, arrays, tuples,
-//! member errors and random draws) run under every strategy, lanes mode and
-//! block choice, and every member must get exactly what the reference
+//! member errors and random draws) run under every registered strategy,
+//! with every lanes mode and block choice it reads, and every member must get exactly what the reference
 //! executor gives it, errors and statistics-independent results included.
 //!
 //! The generator is driven by one seed that proptest picks, so a failure
 //! prints the seed and the program text (`SHOW_PROGRAMS=1` prints every
 //! program generated).
 
-use autobatch_exec::{
-    run, Arg, Batch, BatchingOptions, BlockChoice, Env, LaneMode, RunOptions, Strategy,
-};
+use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, RunOptions, Strategy};
 use autobatch_types::{Scalar, Tensor};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -310,22 +308,17 @@ fn check_program(seed: u64) {
         &BatchingOptions::default(),
     )
     .unwrap();
-    for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
-        for lanes in [LaneMode::Mask, LaneMode::Compact, LaneMode::Auto] {
-            for block_choice in [BlockChoice::SmallestIndex, BlockChoice::MostMembers] {
-                if strategy == Strategy::LocalStatic && block_choice == BlockChoice::MostMembers {
-                    continue;
-                }
-                let batching = BatchingOptions {
-                    lanes,
-                    block_choice,
-                };
-                let output = run(strategy, &program, &env, &batch, &options, &batching).unwrap();
-                assert_eq!(
-                    output.results, reference.results,
-                    "seed {seed}: {strategy:?} {lanes:?} {block_choice:?} differs from the reference\n{source}"
-                );
-            }
+    let others = Strategy::ALL
+        .into_iter()
+        .filter(|s| *s != Strategy::Reference);
+    for strategy in others {
+        for batching in strategy.configurations() {
+            let output = run(strategy, &program, &env, &batch, &options, &batching).unwrap();
+            assert_eq!(
+                output.results, reference.results,
+                "seed {seed}: {strategy} {} {} differs from the reference\n{source}",
+                batching.lanes, batching.block_choice
+            );
         }
     }
 }

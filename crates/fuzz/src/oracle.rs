@@ -1,5 +1,6 @@
 //! The oracle: compiles a case with `autobatch::compile`, runs it under
-//! every strategy, lanes mode and block choice through the library API, and
+//! every registered strategy with every lanes mode and block choice it
+//! reads ([`configurations`]) through the library API, and
 //! compares every member's result with the reference executor's, bit for
 //! bit (values) or by kind, line and column (errors).
 
@@ -26,32 +27,28 @@ impl std::fmt::Display for Configuration {
     }
 }
 
-/// The reference first, then every batching configuration: local-static
-/// with each lanes mode, program-counter with each lanes mode and block choice.
+/// The reference first, then every other registered strategy with every
+/// lanes mode and block choice it reads ([`Strategy::configurations`]).
 pub fn configurations() -> Vec<Configuration> {
     let reference = Configuration {
         strategy: Strategy::Reference,
         lanes: Lanes::Auto,
         block_choice: BlockChoice::SmallestIndex,
     };
-    let mut out = vec![reference];
-    for lanes in Lanes::ALL {
-        out.push(Configuration {
-            strategy: Strategy::LocalStatic,
-            lanes,
-            block_choice: BlockChoice::SmallestIndex,
-        });
-    }
-    for lanes in Lanes::ALL {
-        for block_choice in BlockChoice::ALL {
-            out.push(Configuration {
-                strategy: Strategy::ProgramCounter,
-                lanes,
-                block_choice,
-            });
-        }
-    }
-    out
+    let others = Strategy::ALL
+        .into_iter()
+        .filter(|s| *s != Strategy::Reference);
+    let batching = others.flat_map(|strategy| {
+        strategy
+            .configurations()
+            .into_iter()
+            .map(move |options| Configuration {
+                strategy,
+                lanes: options.lanes,
+                block_choice: options.block_choice,
+            })
+    });
+    std::iter::once(reference).chain(batching).collect()
 }
 
 /// What checking one case found.

@@ -1,6 +1,6 @@
 //! The program-test harness: reads the `//@` directives of a `.ab` file
 //! (format in `tests/programs/README.md`), runs the cases on every
-//! implemented strategy, and describes every mismatch with the file and line
+//! registered strategy (`Strategy::ALL`), and describes every mismatch with the file and line
 //! of the directive it comes from.
 //!
 //! Parsing ([`parse_test_file`]) and comparing ([`compare_results`]) are
@@ -11,36 +11,18 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use autobatch::{compile, BlockChoice, Inputs, Lanes, RunConfig, Strategy};
 
-/// The strategies every case runs on. Adding a strategy to the harness is
-/// adding it here.
-pub const STRATEGIES: &[Strategy] = &[
-    Strategy::Reference,
-    Strategy::LocalStatic,
-    Strategy::ProgramCounter,
-];
-
-/// Every way of running a case: each strategy, and for the batching
-/// strategies every lanes mode (and, for program-counter, both block choices).
+/// Every way of running a case: each registered strategy, with every lanes
+/// mode and block choice it reads ([`Strategy::configurations`]).
 pub fn configurations() -> Vec<(Strategy, Lanes, BlockChoice)> {
-    let mut out = Vec::new();
-    for &strategy in STRATEGIES {
-        match strategy {
-            Strategy::Reference => out.push((strategy, Lanes::Auto, BlockChoice::SmallestIndex)),
-            Strategy::LocalStatic => {
-                for lanes in Lanes::ALL {
-                    out.push((strategy, lanes, BlockChoice::SmallestIndex));
-                }
-            }
-            Strategy::ProgramCounter => {
-                for lanes in Lanes::ALL {
-                    for choice in BlockChoice::ALL {
-                        out.push((strategy, lanes, choice));
-                    }
-                }
-            }
-        }
-    }
-    out
+    Strategy::ALL
+        .into_iter()
+        .flat_map(|strategy| {
+            strategy
+                .configurations()
+                .into_iter()
+                .map(move |batching| (strategy, batching.lanes, batching.block_choice))
+        })
+        .collect()
 }
 
 /// Float tolerance when no `//@ tolerance:` line applies.

@@ -1,7 +1,9 @@
-//! What the batching strategies share: storage, the primitive engine, the
-//! statistics they keep and the check that a run fits in memory.
+//! What the batching strategies share: the loop skeleton ([`skeleton`]),
+//! storage, the primitive engine, the statistics they keep and the check
+//! that a run fits in memory.
 
 pub mod engine;
+pub mod skeleton;
 pub mod storage;
 
 use std::collections::HashMap;

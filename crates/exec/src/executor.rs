@@ -1,0 +1,229 @@
+//! The [`Executor`] trait and the registry of executors ([`EXECUTORS`]).
+//!
+//! A strategy is one module that implements [`Executor`] plus one line in
+//! [`EXECUTORS`]. Everything that lists strategies reads the registry:
+//! [`Strategy::ALL`], names and their parsing, the help texts, and the
+//! configurations the tests and the fuzzer run ([`Strategy::configurations`]).
+
+use autobatch_ir::Program;
+
+use crate::{
+    local_static, program_counter, reference, Batch, BatchingOptions, BlockChoice, Env, ExecError,
+    LaneMode, RunOptions, RunOutput,
+};
+
+/// Every executor, in the order of [`Strategy::ALL`] (and of help texts).
+/// Adding an executor is adding it here.
+pub const EXECUTORS: &[&dyn Executor] = &[
+    &reference::Reference,
+    &local_static::LocalStatic,
+    &program_counter::ProgramCounter,
+];
+
+/// One way of executing a batch. Every executor must give every member
+/// exactly the result the reference executor gives, errors included.
+pub trait Executor: Send + Sync {
+    /// The name on the command line and in reports, unique: `program-counter`.
+    fn name(&self) -> &'static str;
+
+    /// What it does, in a few words for help texts.
+    fn description(&self) -> &'static str;
+
+    /// Which of the [`BatchingOptions`] it reads (by default none).
+    fn reads(&self) -> OptionsRead {
+        OptionsRead::default()
+    }
+
+    /// Runs `batch` on `program` (which has been through
+    /// `autobatch_passes::optimize`, and whose values all fit in memory).
+    fn run(
+        &self,
+        program: &Program,
+        env: &Env,
+        batch: &Batch,
+        options: &RunOptions,
+        batching: &BatchingOptions,
+    ) -> Result<RunOutput, ExecError>;
+}
+
+/// Which [`BatchingOptions`] change how an executor runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OptionsRead {
+    pub lanes: bool,
+    pub block_choice: bool,
+}
+
+/// A registered executor, by handle: compared, hashed and printed by name.
+#[derive(Clone, Copy)]
+pub struct Strategy(&'static dyn Executor);
+
+/// The executors of this crate by the names of the enum `Strategy` once was.
+#[allow(non_upper_case_globals)]
+impl Strategy {
+    pub const Reference: Strategy = Strategy(&reference::Reference);
+    pub const LocalStatic: Strategy = Strategy(&local_static::LocalStatic);
+    pub const ProgramCounter: Strategy = Strategy(&program_counter::ProgramCounter);
+}
+
+impl Strategy {
+    /// Every registered executor, in the order of [`EXECUTORS`].
+    pub const ALL: [Strategy; EXECUTORS.len()] = {
+        let mut all = [Strategy(EXECUTORS[0]); EXECUTORS.len()];
+        let mut i = 1;
+        while i < EXECUTORS.len() {
+            all[i] = Strategy(EXECUTORS[i]);
+            i += 1;
+        }
+        all
+    };
+
+    pub fn executor(self) -> &'static dyn Executor {
+        self.0
+    }
+
+    pub fn name(self) -> &'static str {
+        self.0.name()
+    }
+
+    pub fn description(self) -> &'static str {
+        self.0.description()
+    }
+
+    pub fn reads(self) -> OptionsRead {
+        self.0.reads()
+    }
+
+    pub fn from_name(name: &str) -> Option<Strategy> {
+        Strategy::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Every [`BatchingOptions`] that may change this strategy's run: each
+    /// lanes mode if it reads them, each block choice (inner) if it reads
+    /// them; the defaults for the options it does not read.
+    pub fn configurations(self) -> Vec<BatchingOptions> {
+        let reads = self.reads();
+        let default = BatchingOptions::default();
+        let lanes: &[LaneMode] = if reads.lanes {
+            &LaneMode::ALL
+        } else {
+            &[default.lanes]
+        };
+        let choices: &[BlockChoice] = if reads.block_choice {
+            &BlockChoice::ALL
+        } else {
+            &[default.block_choice]
+        };
+        lanes
+            .iter()
+            .flat_map(|&lanes| {
+                choices.iter().map(move |&block_choice| BatchingOptions {
+                    lanes,
+                    block_choice,
+                })
+            })
+            .collect()
+    }
+
+    /// The strategies for a help text: `a (what a does), b (...) or c (...)`.
+    pub fn help_list() -> String {
+        let described: Vec<String> = Strategy::ALL
+            .iter()
+            .map(|s| format!("{} ({})", s.name(), s.description()))
+            .collect();
+        joined(&described, "or")
+    }
+
+    /// The names of the strategies that read an option, for a help text:
+    /// `a`, `a and b`.
+    pub fn reading(option: impl Fn(OptionsRead) -> bool) -> String {
+        let names: Vec<String> = Strategy::ALL
+            .iter()
+            .filter(|s| option(s.reads()))
+            .map(|s| s.name().to_string())
+            .collect();
+        joined(&names, "and")
+    }
+}
+
+/// `a`, `a or b`, `a, b or c`, with `word` in place of "or".
+fn joined(items: &[String], word: &str) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} {word} {last}", rest.join(", ")),
+    }
+}
+
+impl PartialEq for Strategy {
+    fn eq(&self, other: &Strategy) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for Strategy {}
+
+impl std::hash::Hash for Strategy {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state)
+    }
+}
+
+impl std::fmt::Debug for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Strategy").field(&self.name()).finish()
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+    fn from_str(name: &str) -> Result<Strategy, String> {
+        Strategy::from_name(name).ok_or_else(|| {
+            let names: Vec<String> = Strategy::ALL.iter().map(|s| s.name().into()).collect();
+            format!(
+                "unknown strategy `{name}` (expected {})",
+                joined(&names, "or")
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_the_named_handles_registered() {
+        for (i, a) in Strategy::ALL.iter().enumerate() {
+            assert!(Strategy::ALL[i + 1..].iter().all(|b| b.name() != a.name()));
+        }
+        for named in [
+            Strategy::Reference,
+            Strategy::LocalStatic,
+            Strategy::ProgramCounter,
+        ] {
+            assert_eq!(Strategy::from_name(named.name()), Some(named));
+        }
+    }
+
+    #[test]
+    fn configurations_vary_only_the_options_read() {
+        assert_eq!(
+            Strategy::Reference.configurations(),
+            [BatchingOptions::default()]
+        );
+        assert_eq!(Strategy::LocalStatic.configurations().len(), 3);
+        assert_eq!(Strategy::ProgramCounter.configurations().len(), 6);
+        assert_eq!(
+            "x".parse::<Strategy>(),
+            Err(
+                "unknown strategy `x` (expected reference, local-static or program-counter)".into()
+            )
+        );
+    }
+}
