@@ -632,11 +632,13 @@ impl FunctionChecker<'_, '_> {
                 let len = self.scope.resolve_dim(&r.len, &generics, &|_| false)?;
                 let mut dims = vec![len];
                 dims.extend(t.dims.iter().copied());
-                let ty = Ty::Tensor(TensorTy {
+                let repeated = TensorTy {
                     elem: t.elem,
                     dims,
                     var: t.var,
-                });
+                };
+                crate::items::check_array_size(&repeated, loc, expr_end(e))?;
+                let ty = Ty::Tensor(repeated);
                 Ok(mk(
                     ExprKind::Repeat {
                         element: Box::new(element),

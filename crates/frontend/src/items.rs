@@ -162,7 +162,9 @@ impl<'a> ModuleScope<'a> {
                 let dim = self.resolve_dim(&a.len, generics, &|_| false)?;
                 let mut dims = vec![dim];
                 dims.extend(inner.dims);
-                Ok(Ty::Tensor(TensorTy::new(inner.elem, dims)))
+                let t = TensorTy::new(inner.elem, dims);
+                check_array_size(&t, loc, end)?;
+                Ok(Ty::Tensor(t))
             }
             syn::Type::Reference(_) => Err(unsupported("a reference type (`&`)", loc, end)),
             syn::Type::Slice(_) => Err(unsupported("a slice type `[T]`", loc, end)
@@ -243,8 +245,28 @@ impl<'a> ModuleScope<'a> {
             _ => {}
         }
         match eval_const_expr(self, expr, Some(ScalarType::Usize), &mut Vec::new()) {
-            Ok(ConstValue { literal: Literal::Int(v), ty: ScalarType::Usize }) => Ok(DimExpr::Fixed(v as u64)),
+            Ok(ConstValue { literal: Literal::Int(v), ty: ScalarType::Usize }) => {
+                if v > i128::from(MAX_ARRAY_BYTES) {
+                    let text = format!("the array length {v} is out of range");
+                    return Err(length_out_of_range(text, loc, end));
+                }
+                Ok(DimExpr::Fixed(v as u64))
+            }
             Ok(_) => Err(error("an array length must be a `usize`", loc, end, "not a usize")),
+            // A literal beyond 64 bits.
+            Err(d) if d.label == "too large" => {
+                let text = match expr {
+                    syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => {
+                        format!("the array length {} is out of range", i.base10_digits())
+                    }
+                    _ => "the array length is out of range".to_owned(),
+                };
+                Err(length_out_of_range(text, loc, end))
+            }
+            // A constant expression that overflows, divides by zero, is negative...
+            Err(d) if d.label != "not a constant expression" && d.label != "not a constant" => {
+                Err(d)
+            }
             Err(_) => Err(error(
                 "an array length must be a number, a `const`, a const generic parameter or a symbolic dimension name",
                 loc,
@@ -402,6 +424,46 @@ enum Eval {
     Bool(bool),
     Int(i128, Option<ScalarType>),
     Float(f64, Option<ScalarType>),
+}
+
+/// The largest size of an array value, in bytes (as in Rust, `isize::MAX`);
+/// so also the largest array length.
+pub(crate) const MAX_ARRAY_BYTES: u64 = isize::MAX as u64;
+
+fn length_out_of_range(message: String, loc: Loc, end: Loc) -> Box<Diagnostic> {
+    error(message, loc, end, "length out of range")
+        .map_note(format!("an array length is at most {MAX_ARRAY_BYTES}"))
+}
+
+/// Rejects an array type whose fixed lengths make a value of more than
+/// [`MAX_ARRAY_BYTES`] bytes (symbolic and generic lengths are not known yet).
+pub(crate) fn check_array_size(t: &TensorTy, loc: Loc, end: Loc) -> CheckResult<()> {
+    let element_bytes: u64 = match t.elem {
+        ScalarType::Bool => 1,
+        ScalarType::I32 | ScalarType::F32 => 4,
+        ScalarType::I64 | ScalarType::Usize | ScalarType::F64 => 8,
+    };
+    let mut bytes = Some(element_bytes);
+    for d in &t.dims {
+        match d {
+            DimExpr::Fixed(0) => return Ok(()),
+            DimExpr::Fixed(n) => bytes = bytes.and_then(|b| b.checked_mul(*n)),
+            DimExpr::Symbol(_) | DimExpr::Generic(_) => {}
+        }
+    }
+    match bytes {
+        Some(b) if b <= MAX_ARRAY_BYTES => Ok(()),
+        _ => Err(error(
+            "array lengths out of range: this array would take more bytes than a computer can address",
+            loc,
+            end,
+            "array too large",
+        )
+        .map_note(format!(
+            "an array holds at most {MAX_ARRAY_BYTES} bytes; each `{}` takes {element_bytes}",
+            t.elem
+        ))),
+    }
 }
 
 fn int_range(ty: ScalarType) -> (i128, i128) {
