@@ -255,7 +255,7 @@ impl Gen<'_, '_> {
         self.depth += 1;
         let e = if self.depth > 6 || self.u.is_empty() {
             self.leaf(ty)
-        } else if self.rarely(40) {
+        } else if self.rarely(100) {
             // An expression of some other type, for the checker's errors.
             let other = self.ty();
             self.expr(other)
@@ -275,7 +275,7 @@ impl Gen<'_, '_> {
     }
 
     fn literal(&mut self, ty: Ty) -> String {
-        let extreme = self.rarely(12);
+        let extreme = self.rarely(60);
         match ty {
             Ty::I64 | Ty::I32 | Ty::Usize => {
                 if extreme {
