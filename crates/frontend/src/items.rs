@@ -962,9 +962,12 @@ pub(crate) fn const_generic_names(generics: &syn::Generics) -> Vec<String> {
 // ---------------------------------------------------------------------------
 // The module
 
-fn item_name_span(item: &syn::Item) -> (Loc, Loc, &'static str) {
+/// Where an item's keyword is, and what the item is, in words.
+pub(crate) fn item_name_span(item: &syn::Item) -> (Loc, Loc, &'static str) {
     use syn::spanned::Spanned;
     let (span, what) = match item {
+        syn::Item::Fn(f) => (f.sig.fn_token.span, "a function"),
+        syn::Item::Const(c) => (c.const_token.span, "a `const`"),
         syn::Item::Struct(s) => (s.struct_token.span, "`struct`"),
         syn::Item::Enum(e) => (e.enum_token.span, "`enum`"),
         syn::Item::Union(u) => (u.union_token.span, "`union`"),
@@ -1086,7 +1089,15 @@ pub(crate) fn check_file(source: &str, file: &syn::File) -> Result<hir::Module, 
                         }
                         other => {
                             use syn::spanned::Spanned;
-                            let span = other.span();
+                            // Not `other.span()`: items are not re-tokenized (see `location`).
+                            let span = match other {
+                                syn::ForeignItem::Type(t) => t.type_token.span,
+                                syn::ForeignItem::Macro(m) => match m.mac.path.segments.first() {
+                                    Some(s) => s.ident.span(),
+                                    None => m.mac.bang_token.span,
+                                },
+                                verbatim => verbatim.span(),
+                            };
                             push(
                                 &mut errors,
                                 error(
@@ -1412,9 +1423,7 @@ fn resolve_signature(
     for input in &sig.inputs {
         match input {
             syn::FnArg::Receiver(r) => {
-                use syn::spanned::Spanned;
                 let s = r.self_token.span;
-                let _ = r.span();
                 return Err(unsupported("a `self` parameter", start_of(s), end_of(s)));
             }
             syn::FnArg::Typed(pt) => {
@@ -1501,6 +1510,49 @@ pub(crate) fn pattern_range(pat: &syn::Pat) -> (Loc, Loc) {
             end_of(t.paren_token.span.close()),
         ),
         syn::Pat::Path(p) => (path_start(&p.qself, &p.path), path_end(&p.path)),
+        // A pattern may hold expressions, which are never re-tokenized (see `location`).
+        syn::Pat::Lit(l) => (start_of(l.lit.span()), end_of(l.lit.span())),
+        syn::Pat::Const(c) => (
+            start_of(c.const_token.span),
+            end_of(c.block.brace_token.span.close()),
+        ),
+        syn::Pat::Range(r) => {
+            let limits = match &r.limits {
+                syn::RangeLimits::HalfOpen(t) => (t.spans[0], t.spans[1]),
+                syn::RangeLimits::Closed(t) => (t.spans[0], t.spans[2]),
+            };
+            let start = r.start.as_deref().map_or(start_of(limits.0), expr_start);
+            let end = r.end.as_deref().map_or(end_of(limits.1), expr_end);
+            (start, end)
+        }
+        syn::Pat::Paren(p) => (
+            start_of(p.paren_token.span.open()),
+            end_of(p.paren_token.span.close()),
+        ),
+        syn::Pat::Slice(p) => (
+            start_of(p.bracket_token.span.open()),
+            end_of(p.bracket_token.span.close()),
+        ),
+        syn::Pat::Struct(p) => (
+            path_start(&p.qself, &p.path),
+            end_of(p.brace_token.span.close()),
+        ),
+        syn::Pat::TupleStruct(p) => (
+            path_start(&p.qself, &p.path),
+            end_of(p.paren_token.span.close()),
+        ),
+        syn::Pat::Rest(r) => (
+            start_of(r.dot2_token.spans[0]),
+            end_of(r.dot2_token.spans[1]),
+        ),
+        syn::Pat::Macro(m) => (path_start(&None, &m.mac.path), path_end(&m.mac.path)),
+        syn::Pat::Reference(r) => (start_of(r.and_token.span), pattern_range(&r.pat).1),
+        syn::Pat::Type(t) => (pattern_range(&t.pat).0, type_range(&t.ty).1),
+        syn::Pat::Or(o) => match (o.cases.first(), o.cases.last()) {
+            (Some(first), Some(last)) => (pattern_range(first).0, pattern_range(last).1),
+            _ => (Loc::new(1, 1), Loc::new(1, 2)),
+        },
+        // Only `Verbatim` is left, which is tokens already.
         other => (start_of(other.span()), end_of(other.span())),
     }
 }
