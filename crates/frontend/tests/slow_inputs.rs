@@ -59,3 +59,16 @@ fn closures_after_many_ranges_are_rejected_quickly() {
         assert!(!messages.is_empty(), "accepted: {src}");
     }
 }
+
+#[test]
+fn programs_beyond_the_size_limit_are_rejected_with_the_limit() {
+    let line = "fn f(x: i64) -> i64 { x }\n";
+    let src = line.repeat(autobatch_frontend::MAX_SOURCE_BYTES / line.len() + 1);
+    let messages = check_within_deadline(src);
+    assert_eq!(messages.len(), 1);
+    assert!(
+        messages[0].contains("the program is too large") && messages[0].contains("16777216 bytes"),
+        "{}",
+        messages[0]
+    );
+}
