@@ -766,6 +766,34 @@ fn finish_tensor(
     })
 }
 
+/// What is wrong with the JSON number `number`, which is neither an `i64`
+/// nor a `u64` (a fraction, an exponent, or an integer beyond 64 bits), given
+/// for the integer type `elem`: a whole number is out of range, or else must
+/// be written as an integer.
+fn float_for_integer(number: &serde_json::Number, elem: ScalarType) -> String {
+    let Some(x) = number
+        .as_f64()
+        .filter(|x| x.is_finite() && x.fract() == 0.0)
+    else {
+        return format!("must be an integer ({elem}), found {number}");
+    };
+    // Exclusive upper and inclusive lower bounds, exact as f64.
+    let (lo, hi) = match elem {
+        ScalarType::I32 => (-2f64.powi(31), 2f64.powi(31)),
+        ScalarType::I64 => (-2f64.powi(63), 2f64.powi(63)),
+        _ => (0.0, 2f64.powi(64)),
+    };
+    if x < 0.0 && lo == 0.0 {
+        format!("must be a non-negative integer ({elem}), found {number}")
+    } else if x < lo || x >= hi {
+        format!("must be an integer that fits {elem}, found {number}, which is out of range")
+    } else {
+        format!(
+            "must be an integer ({elem}), found {number}; write it without a fraction or an exponent"
+        )
+    }
+}
+
 /// Converts one JSON scalar to `elem`, or says what is wrong with it.
 fn json_to_scalar(json: &serde_json::Value, elem: ScalarType) -> Result<Scalar, String> {
     let found = || describe_json(json);
@@ -802,7 +830,7 @@ fn json_to_scalar(json: &serde_json::Value, elem: ScalarType) -> Result<Scalar, 
                     _ => Err(out_of_range()),
                 }
             } else {
-                Err(format!("must be an integer ({elem}), found {number}"))
+                Err(float_for_integer(number, elem))
             }
         }
         ScalarType::F32 | ScalarType::F64 => {

@@ -103,16 +103,31 @@ impl Compiled {
             _ => {
                 let available = self.entry_names();
                 let listed = if available.is_empty() {
-                    "the program has no functions".to_owned()
+                    "the program has no function that can be an entry".to_owned()
                 } else {
                     format!("available: {}", available.join(", "))
                 };
-                Err(InputError::new(
-                    InputErrorKind::UnknownEntry,
-                    format!("no function named `{name}` in {} ({listed})", self.path),
-                ))
+                let message = match self.const_params_of(name) {
+                    Some(params) => format!(
+                        "`{name}` in {} cannot be an entry: it has const generic parameters ({}), \
+                         whose values a run cannot give; call it from a function without them ({listed})",
+                        self.path,
+                        params.join(", ")
+                    ),
+                    None => format!("no function named `{name}` in {} ({listed})", self.path),
+                };
+                Err(InputError::new(InputErrorKind::UnknownEntry, message))
             }
         }
+    }
+
+    /// The const generic parameters of the source's function `name`, if it
+    /// has some. The IR keeps only their instances, so this checks the source
+    /// again: only to explain why `name` is not an entry.
+    fn const_params_of(&self, name: &str) -> Option<Vec<String>> {
+        let module = autobatch_frontend::check(&self.source).ok()?;
+        let function = module.functions.iter().find(|f| f.name == name)?;
+        (!function.const_params.is_empty()).then(|| function.const_params.clone())
     }
 
     /// The IR of the whole program in its one text form.

@@ -632,11 +632,13 @@ impl FunctionChecker<'_, '_> {
                 let len = self.scope.resolve_dim(&r.len, &generics, &|_| false)?;
                 let mut dims = vec![len];
                 dims.extend(t.dims.iter().copied());
-                let ty = Ty::Tensor(TensorTy {
+                let repeated = TensorTy {
                     elem: t.elem,
                     dims,
                     var: t.var,
-                });
+                };
+                crate::items::check_array_size(&repeated, loc, expr_end(e))?;
+                let ty = Ty::Tensor(repeated);
                 Ok(mk(
                     ExprKind::Repeat {
                         element: Box::new(element),
@@ -1964,7 +1966,6 @@ impl FunctionChecker<'_, '_> {
     }
 
     fn resolve_const_arg(&mut self, arg: &syn::GenericArgument) -> CheckResult<DimExpr> {
-        use syn::spanned::Spanned;
         let generics = self.const_params.clone();
         match arg {
             syn::GenericArgument::Const(e) => self.scope.resolve_dim(e, &generics, &|_| false),
@@ -1979,11 +1980,30 @@ impl FunctionChecker<'_, '_> {
                 self.scope.resolve_dim(&expr, &generics, &|_| false)
             }
             other => {
-                let s = other.span();
+                // Not `other.span()`: it may hold an expression (see `location`).
+                let (loc, end) = match other {
+                    syn::GenericArgument::Type(t) => type_range(t),
+                    syn::GenericArgument::Lifetime(l) => {
+                        (start_of(l.apostrophe), end_of(l.ident.span()))
+                    }
+                    syn::GenericArgument::AssocType(a) => {
+                        (start_of(a.ident.span()), type_range(&a.ty).1)
+                    }
+                    syn::GenericArgument::AssocConst(a) => {
+                        (start_of(a.ident.span()), expr_end(&a.value))
+                    }
+                    syn::GenericArgument::Constraint(c) => {
+                        (start_of(c.ident.span()), end_of(c.colon_token.span))
+                    }
+                    verbatim => {
+                        use syn::spanned::Spanned;
+                        (start_of(verbatim.span()), end_of(verbatim.span()))
+                    }
+                };
                 Err(error(
                     "a const generic argument must be a number, a `const`, a const generic parameter or a symbolic dimension",
-                    start_of(s),
-                    end_of(s),
+                    loc,
+                    end,
                     "not a length",
                 ))
             }
@@ -2964,18 +2984,13 @@ impl FunctionChecker<'_, '_> {
                     stmts.push(s);
                 }
                 syn::Stmt::Item(item) => {
-                    use syn::spanned::Spanned;
                     let what = match item {
                         syn::Item::Fn(_) => "a function defined inside another function",
                         syn::Item::Const(_) => "a `const` inside a function",
                         _ => "an item inside a function",
                     };
-                    let s = match item {
-                        syn::Item::Fn(f) => f.sig.fn_token.span,
-                        syn::Item::Const(c) => c.const_token.span,
-                        other => other.span(),
-                    };
-                    return Err(unsupported(what, start_of(s), end_of(s))
+                    let (loc, end, _) = crate::items::item_name_span(item);
+                    return Err(unsupported(what, loc, end)
                         .map_note("define it at the top level of the file"));
                 }
                 syn::Stmt::Expr(e, semi) => {

@@ -11,23 +11,61 @@
 
 use crate::location::{end_of, start_of};
 use crate::Diagnostic;
-use proc_macro2::{Spacing, TokenStream, TokenTree};
+use autobatch_types::Loc;
+use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 
 /// Deepest nesting of `()`, `[]`, `{}` accepted.
 pub(crate) const MAX_NESTING: usize = 256;
 /// Most operators that `syn` may nest within one stretch of tokens.
 const MAX_NESTABLE_OPERATORS: usize = 10_000;
 
-/// The diagnostic for input nested deeper than the compiler accepts.
-pub(crate) fn too_deep(loc: autobatch_types::Loc, end: autobatch_types::Loc) -> Diagnostic {
+/// The diagnostic for an expression nested deeper than the compiler accepts.
+pub(crate) fn too_deep(loc: Loc, end: Loc) -> Diagnostic {
+    nested_too_deeply(false, loc, end)
+}
+
+/// The diagnostic for brackets nested more than [`MAX_NESTING`] levels deep,
+/// in a type if `in_type`, else in an expression.
+fn nested_too_deeply(in_type: bool, loc: Loc, end: Loc) -> Diagnostic {
+    let (what, note) = if in_type {
+        (
+            "type",
+            "name a smaller type, or split the value into several",
+        )
+    } else {
+        (
+            "expression",
+            "split the expression into several `let` statements or functions",
+        )
+    };
     Diagnostic::new(
-        format!("expression nested too deeply (more than {MAX_NESTING} levels)"),
+        format!("{what} nested too deeply (more than {MAX_NESTING} levels)"),
         loc,
         end,
         "nested too deeply",
     )
-    .with_note("split the expression into several `let` statements or functions")
+    .with_note(note)
 }
+
+/// The diagnostic for more than [`MAX_NESTABLE_OPERATORS`] operators that
+/// nest (prefix operators, assignments, `->`, ...) in one stretch of tokens.
+fn too_many_operators(in_type: bool, loc: Loc, end: Loc) -> Diagnostic {
+    let what = if in_type { "type" } else { "expression" };
+    Diagnostic::new(
+        format!("{what} nested too deeply (more than {MAX_NESTABLE_OPERATORS} nested operators)"),
+        loc,
+        end,
+        "nested too deeply",
+    )
+    .with_note("split it into several `let` statements, functions or types")
+}
+
+/// The words that, right after a `{ ... }` block, can only start a new item
+/// or statement: whatever nested before the block has been closed.
+const STARTS_ITEM_AFTER_BLOCK: &[&str] = &[
+    "fn", "const", "static", "struct", "enum", "extern", "use", "impl", "trait", "type", "mod",
+    "pub", "let", "if", "while", "for", "loop", "match",
+];
 
 struct Stretch {
     tokens: proc_macro2::token_stream::IntoIter,
@@ -38,23 +76,32 @@ struct Stretch {
     /// The operator being assembled from joint punctuation.
     operator: String,
     operator_after_operand: bool,
+    /// Whether these tokens are a type (a tuple type, or an array type before its `;`).
+    in_type: bool,
+    /// Whether the previous token (`:`, `->`, `as`) is followed by a type.
+    type_follows: bool,
+    /// Whether the previous token is a `{ ... }` group.
+    after_block: bool,
 }
 
 impl Stretch {
-    fn new(tokens: TokenStream) -> Stretch {
+    fn new(tokens: TokenStream, in_type: bool) -> Stretch {
         Stretch {
             tokens: tokens.into_iter(),
             nestable: 0,
             after_operand: false,
             operator: String::new(),
             operator_after_operand: false,
+            in_type,
+            type_follows: false,
+            after_block: false,
         }
     }
 }
 
 /// Rejects token streams nested too deeply for `syn`.
 pub(crate) fn check_nesting(tokens: TokenStream) -> Result<(), Diagnostic> {
-    let mut stack = vec![Stretch::new(tokens)];
+    let mut stack = vec![Stretch::new(tokens, false)];
     while let Some(top) = stack.last_mut() {
         let Some(token) = top.tokens.next() else {
             stack.pop();
@@ -63,18 +110,27 @@ pub(crate) fn check_nesting(tokens: TokenStream) -> Result<(), Diagnostic> {
             }
             continue;
         };
+        let after_block = std::mem::take(&mut top.after_block);
+        let type_follows = std::mem::take(&mut top.type_follows);
         match token {
             TokenTree::Group(group) => {
                 top.operator.clear();
+                let delimiter = group.delimiter();
+                top.after_block = delimiter == Delimiter::Brace;
+                let in_type = matches!(delimiter, Delimiter::Bracket | Delimiter::Parenthesis)
+                    && (type_follows || top.in_type);
                 if stack.len() > MAX_NESTING {
                     let span = group.span_open();
-                    return Err(too_deep(start_of(span), end_of(span)));
+                    return Err(nested_too_deeply(in_type, start_of(span), end_of(span)));
                 }
-                stack.push(Stretch::new(group.stream()));
+                stack.push(Stretch::new(group.stream(), in_type));
             }
             TokenTree::Ident(ident) => {
                 top.operator.clear();
                 let word = ident.to_string();
+                if after_block && STARTS_ITEM_AFTER_BLOCK.contains(&word.as_str()) {
+                    top.nestable = 0;
+                }
                 match word.as_str() {
                     "return" | "break" | "move" | "dyn" | "impl" => {
                         top.nestable += 1;
@@ -86,8 +142,14 @@ pub(crate) fn check_nesting(tokens: TokenStream) -> Result<(), Diagnostic> {
                     }
                     _ => top.after_operand = true,
                 }
+                top.type_follows = word == "as";
                 if top.nestable > MAX_NESTABLE_OPERATORS {
-                    return Err(too_deep(start_of(ident.span()), end_of(ident.span())));
+                    let span = ident.span();
+                    return Err(too_many_operators(
+                        top.in_type,
+                        start_of(span),
+                        end_of(span),
+                    ));
                 }
             }
             TokenTree::Literal(_) => {
@@ -98,6 +160,10 @@ pub(crate) fn check_nesting(tokens: TokenStream) -> Result<(), Diagnostic> {
                 let ch = punct.as_char();
                 if top.operator.is_empty() {
                     top.operator_after_operand = top.after_operand;
+                    if after_block && ch == '#' {
+                        // An attribute after a block starts a new item or statement.
+                        top.nestable = 0;
+                    }
                 }
                 top.operator.push(ch);
                 if punct.spacing() == Spacing::Joint {
@@ -108,6 +174,8 @@ pub(crate) fn check_nesting(tokens: TokenStream) -> Result<(), Diagnostic> {
                     ";" | "," | "=>" => {
                         top.nestable = 0;
                         top.after_operand = false;
+                        // What follows the `;` of an array type is its length.
+                        top.in_type &= operator != ";";
                         continue;
                     }
                     "." | "::" | "?" | "'" | "#" => {}
@@ -116,10 +184,16 @@ pub(crate) fn check_nesting(tokens: TokenStream) -> Result<(), Diagnostic> {
                     _ if !top.operator_after_operand => top.nestable += 1,
                     _ => {}
                 }
+                top.type_follows = operator == ":" || operator == "->";
                 // A postfix `?` leaves an operand; everything else expects one.
                 top.after_operand = operator == "?";
                 if top.nestable > MAX_NESTABLE_OPERATORS {
-                    return Err(too_deep(start_of(punct.span()), end_of(punct.span())));
+                    let span = punct.span();
+                    return Err(too_many_operators(
+                        top.in_type,
+                        start_of(span),
+                        end_of(span),
+                    ));
                 }
             }
         }

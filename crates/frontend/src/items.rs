@@ -162,7 +162,9 @@ impl<'a> ModuleScope<'a> {
                 let dim = self.resolve_dim(&a.len, generics, &|_| false)?;
                 let mut dims = vec![dim];
                 dims.extend(inner.dims);
-                Ok(Ty::Tensor(TensorTy::new(inner.elem, dims)))
+                let t = TensorTy::new(inner.elem, dims);
+                check_array_size(&t, loc, end)?;
+                Ok(Ty::Tensor(t))
             }
             syn::Type::Reference(_) => Err(unsupported("a reference type (`&`)", loc, end)),
             syn::Type::Slice(_) => Err(unsupported("a slice type `[T]`", loc, end)
@@ -243,8 +245,28 @@ impl<'a> ModuleScope<'a> {
             _ => {}
         }
         match eval_const_expr(self, expr, Some(ScalarType::Usize), &mut Vec::new()) {
-            Ok(ConstValue { literal: Literal::Int(v), ty: ScalarType::Usize }) => Ok(DimExpr::Fixed(v as u64)),
+            Ok(ConstValue { literal: Literal::Int(v), ty: ScalarType::Usize }) => {
+                if v > i128::from(MAX_ARRAY_BYTES) {
+                    let text = format!("the array length {v} is out of range");
+                    return Err(length_out_of_range(text, loc, end));
+                }
+                Ok(DimExpr::Fixed(v as u64))
+            }
             Ok(_) => Err(error("an array length must be a `usize`", loc, end, "not a usize")),
+            // A literal beyond 64 bits.
+            Err(d) if d.label == "too large" => {
+                let text = match expr {
+                    syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => {
+                        format!("the array length {} is out of range", i.base10_digits())
+                    }
+                    _ => "the array length is out of range".to_owned(),
+                };
+                Err(length_out_of_range(text, loc, end))
+            }
+            // A constant expression that overflows, divides by zero, is negative...
+            Err(d) if d.label != "not a constant expression" && d.label != "not a constant" => {
+                Err(d)
+            }
             Err(_) => Err(error(
                 "an array length must be a number, a `const`, a const generic parameter or a symbolic dimension name",
                 loc,
@@ -402,6 +424,46 @@ enum Eval {
     Bool(bool),
     Int(i128, Option<ScalarType>),
     Float(f64, Option<ScalarType>),
+}
+
+/// The largest size of an array value, in bytes (as in Rust, `isize::MAX`);
+/// so also the largest array length.
+pub(crate) const MAX_ARRAY_BYTES: u64 = isize::MAX as u64;
+
+fn length_out_of_range(message: String, loc: Loc, end: Loc) -> Box<Diagnostic> {
+    error(message, loc, end, "length out of range")
+        .map_note(format!("an array length is at most {MAX_ARRAY_BYTES}"))
+}
+
+/// Rejects an array type whose fixed lengths make a value of more than
+/// [`MAX_ARRAY_BYTES`] bytes (symbolic and generic lengths are not known yet).
+pub(crate) fn check_array_size(t: &TensorTy, loc: Loc, end: Loc) -> CheckResult<()> {
+    let element_bytes: u64 = match t.elem {
+        ScalarType::Bool => 1,
+        ScalarType::I32 | ScalarType::F32 => 4,
+        ScalarType::I64 | ScalarType::Usize | ScalarType::F64 => 8,
+    };
+    let mut bytes = Some(element_bytes);
+    for d in &t.dims {
+        match d {
+            DimExpr::Fixed(0) => return Ok(()),
+            DimExpr::Fixed(n) => bytes = bytes.and_then(|b| b.checked_mul(*n)),
+            DimExpr::Symbol(_) | DimExpr::Generic(_) => {}
+        }
+    }
+    match bytes {
+        Some(b) if b <= MAX_ARRAY_BYTES => Ok(()),
+        _ => Err(error(
+            "array lengths out of range: this array would take more bytes than a computer can address",
+            loc,
+            end,
+            "array too large",
+        )
+        .map_note(format!(
+            "an array holds at most {MAX_ARRAY_BYTES} bytes; each `{}` takes {element_bytes}",
+            t.elem
+        ))),
+    }
 }
 
 fn int_range(ty: ScalarType) -> (i128, i128) {
@@ -900,9 +962,12 @@ pub(crate) fn const_generic_names(generics: &syn::Generics) -> Vec<String> {
 // ---------------------------------------------------------------------------
 // The module
 
-fn item_name_span(item: &syn::Item) -> (Loc, Loc, &'static str) {
+/// Where an item's keyword is, and what the item is, in words.
+pub(crate) fn item_name_span(item: &syn::Item) -> (Loc, Loc, &'static str) {
     use syn::spanned::Spanned;
     let (span, what) = match item {
+        syn::Item::Fn(f) => (f.sig.fn_token.span, "a function"),
+        syn::Item::Const(c) => (c.const_token.span, "a `const`"),
         syn::Item::Struct(s) => (s.struct_token.span, "`struct`"),
         syn::Item::Enum(e) => (e.enum_token.span, "`enum`"),
         syn::Item::Union(u) => (u.union_token.span, "`union`"),
@@ -1024,7 +1089,15 @@ pub(crate) fn check_file(source: &str, file: &syn::File) -> Result<hir::Module, 
                         }
                         other => {
                             use syn::spanned::Spanned;
-                            let span = other.span();
+                            // Not `other.span()`: items are not re-tokenized (see `location`).
+                            let span = match other {
+                                syn::ForeignItem::Type(t) => t.type_token.span,
+                                syn::ForeignItem::Macro(m) => match m.mac.path.segments.first() {
+                                    Some(s) => s.ident.span(),
+                                    None => m.mac.bang_token.span,
+                                },
+                                verbatim => verbatim.span(),
+                            };
                             push(
                                 &mut errors,
                                 error(
@@ -1350,9 +1423,7 @@ fn resolve_signature(
     for input in &sig.inputs {
         match input {
             syn::FnArg::Receiver(r) => {
-                use syn::spanned::Spanned;
                 let s = r.self_token.span;
-                let _ = r.span();
                 return Err(unsupported("a `self` parameter", start_of(s), end_of(s)));
             }
             syn::FnArg::Typed(pt) => {
@@ -1439,6 +1510,49 @@ pub(crate) fn pattern_range(pat: &syn::Pat) -> (Loc, Loc) {
             end_of(t.paren_token.span.close()),
         ),
         syn::Pat::Path(p) => (path_start(&p.qself, &p.path), path_end(&p.path)),
+        // A pattern may hold expressions, which are never re-tokenized (see `location`).
+        syn::Pat::Lit(l) => (start_of(l.lit.span()), end_of(l.lit.span())),
+        syn::Pat::Const(c) => (
+            start_of(c.const_token.span),
+            end_of(c.block.brace_token.span.close()),
+        ),
+        syn::Pat::Range(r) => {
+            let limits = match &r.limits {
+                syn::RangeLimits::HalfOpen(t) => (t.spans[0], t.spans[1]),
+                syn::RangeLimits::Closed(t) => (t.spans[0], t.spans[2]),
+            };
+            let start = r.start.as_deref().map_or(start_of(limits.0), expr_start);
+            let end = r.end.as_deref().map_or(end_of(limits.1), expr_end);
+            (start, end)
+        }
+        syn::Pat::Paren(p) => (
+            start_of(p.paren_token.span.open()),
+            end_of(p.paren_token.span.close()),
+        ),
+        syn::Pat::Slice(p) => (
+            start_of(p.bracket_token.span.open()),
+            end_of(p.bracket_token.span.close()),
+        ),
+        syn::Pat::Struct(p) => (
+            path_start(&p.qself, &p.path),
+            end_of(p.brace_token.span.close()),
+        ),
+        syn::Pat::TupleStruct(p) => (
+            path_start(&p.qself, &p.path),
+            end_of(p.paren_token.span.close()),
+        ),
+        syn::Pat::Rest(r) => (
+            start_of(r.dot2_token.spans[0]),
+            end_of(r.dot2_token.spans[1]),
+        ),
+        syn::Pat::Macro(m) => (path_start(&None, &m.mac.path), path_end(&m.mac.path)),
+        syn::Pat::Reference(r) => (start_of(r.and_token.span), pattern_range(&r.pat).1),
+        syn::Pat::Type(t) => (pattern_range(&t.pat).0, type_range(&t.ty).1),
+        syn::Pat::Or(o) => match (o.cases.first(), o.cases.last()) {
+            (Some(first), Some(last)) => (pattern_range(first).0, pattern_range(last).1),
+            _ => (Loc::new(1, 1), Loc::new(1, 2)),
+        },
+        // Only `Verbatim` is left, which is tokens already.
         other => (start_of(other.span()), end_of(other.span())),
     }
 }

@@ -42,6 +42,9 @@ pub fn check(source: &str) -> Result<hir::Module, Vec<Diagnostic>> {
 /// ([`COMPILER_STACK_BYTES`]); used by the lowering, which runs both stages on
 /// one big-stack thread.
 pub fn check_on_this_thread(source: &str) -> Result<hir::Module, Vec<Diagnostic>> {
+    if source.len() > MAX_SOURCE_BYTES {
+        return Err(vec![too_large(source.len())]);
+    }
     // `syn` skips a byte order mark and a `#!` line; the guard must see the same tokens.
     let mut guarded: String = source
         .strip_prefix('\u{feff}')
@@ -56,6 +59,21 @@ pub fn check_on_this_thread(source: &str) -> Result<hir::Module, Vec<Diagnostic>
     }
     let file = syn::parse_file(source).map_err(|e| vec![syntax_error(&e)])?;
     items::check_file(source, &file)
+}
+
+/// The largest program accepted, in bytes. Checking takes time linear in the
+/// size but memory of about 150 times it (16 MiB of source: over 2 GiB), and
+/// real programs are far smaller.
+pub const MAX_SOURCE_BYTES: usize = 16 * 1024 * 1024;
+
+fn too_large(bytes: usize) -> Diagnostic {
+    Diagnostic::new(
+        format!("the program is too large: {bytes} bytes, more than the {MAX_SOURCE_BYTES} bytes (16 MiB) the compiler accepts"),
+        Loc::new(1, 1),
+        Loc::new(1, 2),
+        "the program starts here",
+    )
+    .with_note("split the work into several smaller programs")
 }
 
 fn syntax_error(e: &syn::Error) -> Diagnostic {

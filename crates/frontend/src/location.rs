@@ -3,7 +3,11 @@
 //! `syn`'s `Spanned::span()` re-tokenizes a whole expression to find its
 //! extent, which is quadratic (and deeply recursive) on long expressions, so
 //! the start and end of an expression are found here by walking only its
-//! leftmost or rightmost spine, without recursion.
+//! leftmost or rightmost spine, without recursion. Re-tokenizing can also be
+//! exponential: `syn` decides where to print parentheses by rescanning the
+//! right spine of every operand (`|| && && ... .. ..` took minutes), so no
+//! node that may hold an expression (types, patterns, items, generic
+//! arguments) is ever asked for its `span()` here.
 
 use autobatch_types::Loc;
 use proc_macro2::Span;
@@ -84,6 +88,13 @@ pub(crate) fn expr_start(expr: &syn::Expr) -> Loc {
             E::Unsafe(u) => return start_of(u.unsafe_token.span),
             E::Let(l) => return start_of(l.let_token.span),
             E::Struct(s) => return path_start(&s.qself, &s.path),
+            E::Async(a) => return start_of(a.async_token.span),
+            E::Const(c) => return start_of(c.const_token.span),
+            E::TryBlock(t) => return start_of(t.try_token.span),
+            E::Infer(i) => return start_of(i.underscore_token.span),
+            E::Yield(y) => return start_of(y.yield_token.span),
+            E::RawAddr(r) => return start_of(r.and_token.span),
+            // Only `Verbatim` is left, which is tokens already.
             other => return start_of(other.span()),
         };
     }
@@ -136,6 +147,20 @@ pub(crate) fn expr_end(expr: &syn::Expr) -> Loc {
             E::Try(t) => return end_of(t.question_token.span),
             E::Unsafe(u) => return end_of(u.block.brace_token.span.close()),
             E::Match(m) => return end_of(m.brace_token.span.close()),
+            E::Closure(c) => &c.body,
+            E::Let(l) => &l.expr,
+            E::RawAddr(r) => &r.expr,
+            E::Struct(s) => return end_of(s.brace_token.span.close()),
+            E::Await(a) => return end_of(a.await_token.span),
+            E::Async(a) => return end_of(a.block.brace_token.span.close()),
+            E::Const(c) => return end_of(c.block.brace_token.span.close()),
+            E::TryBlock(t) => return end_of(t.block.brace_token.span.close()),
+            E::Infer(i) => return end_of(i.underscore_token.span),
+            E::Yield(y) => match &y.expr {
+                Some(v) => v,
+                None => return end_of(y.yield_token.span),
+            },
+            // Only `Verbatim` is left, which is tokens already.
             other => return end_of(other.span()),
         };
     }
@@ -226,30 +251,119 @@ fn macro_delimiter_close(mac: &syn::Macro) -> Span {
     }
 }
 
-/// The span of a type, small enough to re-tokenize (types are short).
+/// The span of the last token of a type (a type may hold expressions, in
+/// array lengths and const arguments, so it is not re-tokenized).
 pub(crate) fn type_end_span(ty: &syn::Type) -> Span {
+    use syn::Type as T;
+    let mut ty = ty;
+    loop {
+        ty = match ty {
+            T::Path(p) => match p.path.segments.last() {
+                Some(s) => return path_segment_end(s),
+                None => {
+                    return p
+                        .path
+                        .leading_colon
+                        .map_or_else(Span::call_site, |c| c.spans[1])
+                }
+            },
+            T::Array(a) => return a.bracket_token.span.close(),
+            T::Slice(s) => return s.bracket_token.span.close(),
+            T::Tuple(t) => return t.paren_token.span.close(),
+            T::Paren(p) => return p.paren_token.span.close(),
+            T::Group(g) => &g.elem,
+            T::Reference(r) => &r.elem,
+            T::Ptr(p) => &p.elem,
+            T::BareFn(f) => match &f.output {
+                syn::ReturnType::Type(_, out) => out,
+                syn::ReturnType::Default => return f.paren_token.span.close(),
+            },
+            T::ImplTrait(i) => match i.bounds.last() {
+                Some(b) => return bound_end(b).unwrap_or(i.impl_token.span),
+                None => return i.impl_token.span,
+            },
+            T::TraitObject(o) => match (o.bounds.last(), o.dyn_token) {
+                (Some(b), d) => {
+                    return bound_end(b)
+                        .or(d.map(|d| d.span))
+                        .unwrap_or_else(Span::call_site)
+                }
+                (None, Some(d)) => return d.span,
+                (None, None) => return Span::call_site(),
+            },
+            T::Never(n) => return n.bang_token.span,
+            T::Infer(i) => return i.underscore_token.span,
+            T::Macro(m) => return macro_delimiter_close(&m.mac),
+            // Only `Verbatim` is left, which is tokens already.
+            other => return other.span(),
+        };
+    }
+}
+
+fn path_segment_end(s: &syn::PathSegment) -> Span {
+    match &s.arguments {
+        syn::PathArguments::AngleBracketed(a) => a.gt_token.span,
+        syn::PathArguments::Parenthesized(p) => match &p.output {
+            syn::ReturnType::Type(_, out) => type_end_span(out),
+            syn::ReturnType::Default => p.paren_token.span.close(),
+        },
+        syn::PathArguments::None => s.ident.span(),
+    }
+}
+
+/// The last token of a trait or lifetime bound, if it has one to point at.
+fn bound_end(b: &syn::TypeParamBound) -> Option<Span> {
+    match b {
+        syn::TypeParamBound::Trait(t) => match (&t.paren_token, t.path.segments.last()) {
+            (Some(p), _) => Some(p.span.close()),
+            (None, Some(s)) => Some(path_segment_end(s)),
+            (None, None) => None,
+        },
+        syn::TypeParamBound::Lifetime(l) => Some(l.ident.span()),
+        _ => None,
+    }
+}
+
+/// The span of the first token of a type.
+fn type_start_span(ty: &syn::Type) -> Span {
+    use syn::Type as T;
     match ty {
-        syn::Type::Path(p) => p
-            .path
-            .segments
-            .last()
-            .map(|s| s.ident.span())
-            .unwrap_or_else(|| ty.span()),
-        syn::Type::Array(a) => a.bracket_token.span.close(),
-        syn::Type::Tuple(t) => t.paren_token.span.close(),
-        syn::Type::Paren(p) => p.paren_token.span.close(),
+        T::Path(p) => match (&p.qself, &p.path.leading_colon, p.path.segments.first()) {
+            (Some(q), _, _) => q.lt_token.span,
+            (None, Some(c), _) => c.spans[0],
+            (None, None, Some(s)) => s.ident.span(),
+            (None, None, None) => Span::call_site(),
+        },
+        T::Array(a) => a.bracket_token.span.open(),
+        T::Slice(s) => s.bracket_token.span.open(),
+        T::Tuple(t) => t.paren_token.span.open(),
+        T::Paren(p) => p.paren_token.span.open(),
+        T::Group(g) => type_start_span(&g.elem),
+        T::Reference(r) => r.and_token.span,
+        T::Ptr(p) => p.star_token.span,
+        T::BareFn(f) => f.fn_token.span,
+        T::ImplTrait(i) => i.impl_token.span,
+        T::TraitObject(o) => match (o.dyn_token, o.bounds.first()) {
+            (Some(d), _) => d.span,
+            (None, Some(syn::TypeParamBound::Lifetime(l))) => l.apostrophe,
+            (None, Some(syn::TypeParamBound::Trait(t))) => match t.path.segments.first() {
+                Some(s) => s.ident.span(),
+                None => Span::call_site(),
+            },
+            _ => Span::call_site(),
+        },
+        T::Never(n) => n.bang_token.span,
+        T::Infer(i) => i.underscore_token.span,
+        T::Macro(m) => match m.mac.path.segments.first() {
+            Some(s) => s.ident.span(),
+            None => Span::call_site(),
+        },
+        // Only `Verbatim` is left, which is tokens already.
         other => other.span(),
     }
 }
 
 /// Start and end of a type.
 pub(crate) fn type_range(ty: &syn::Type) -> (Loc, Loc) {
-    let start = match ty {
-        syn::Type::Path(p) => path_start(&p.qself, &p.path),
-        syn::Type::Array(a) => start_of(a.bracket_token.span.open()),
-        syn::Type::Tuple(t) => start_of(t.paren_token.span.open()),
-        syn::Type::Paren(p) => start_of(p.paren_token.span.open()),
-        other => start_of(other.span()),
-    };
-    (start, end_of(type_end_span(ty)))
+    (start_of(type_start_span(ty)), end_of(type_end_span(ty)))
 }

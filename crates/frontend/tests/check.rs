@@ -808,3 +808,88 @@ fn renders_with_file_line_and_column() {
     assert!(text.contains("3:5") || text.contains(":3:"), "{text}");
     assert!(text.contains("    x"), "{text}");
 }
+
+// ------------------------------------------- messages that named the wrong thing
+
+#[test]
+fn many_functions_are_accepted() {
+    // Each `-> i64` used to count towards one limit of nested operators
+    // across the whole file: "expression nested too deeply".
+    let src: String = (0..10_050)
+        .map(|i| format!("fn f{i}(x: i64) -> i64 {{ x + {i} }}\n"))
+        .collect();
+    check_ok(&src);
+}
+
+#[test]
+fn many_statements_after_blocks_are_accepted() {
+    let body: String = (0..10_050).map(|_| "if x < 1 { y = -y; }\n").collect();
+    check_ok(&format!(
+        "fn f(x: i64) -> i64 {{ let mut y = 1; {body} y }}"
+    ));
+}
+
+#[test]
+fn deeply_nested_type_is_called_a_type() {
+    let mut ty = "f64".to_string();
+    for _ in 0..300 {
+        ty = format!("[{ty}; 2]");
+    }
+    let src = format!("fn f(x: {ty}) -> f64 {{ 1.0 }}");
+    check_err(&src, "type nested too deeply", 1, 264);
+    let src = format!("fn f() -> f64 {{ let x: {ty} = 0.0; 1.0 }}");
+    check_err(&src, "type nested too deeply", 1, 279);
+    // An array value nested as deeply is still an expression.
+    let value = format!("{}0.0{}", "[".repeat(300), "]".repeat(300));
+    let src = format!("fn f() -> f64 {{ let x = {value}; 1.0 }}");
+    check_err(&src, "expression nested too deeply", 1, 280);
+}
+
+#[test]
+fn array_lengths_beyond_the_largest_array_are_out_of_range() {
+    check_err(
+        "fn f(x: [f64; 18446744073709551616]) -> f64 { 1.0 }",
+        "the array length 18446744073709551616 is out of range",
+        1,
+        15,
+    );
+    check_err(
+        "fn f(x: [bool; 18446744073709551615]) -> f64 { 1.0 }",
+        "the array length 18446744073709551615 is out of range",
+        1,
+        16,
+    );
+    check_err(
+        "fn f() -> f64 { let a = [0.0; 18446744073709551616]; a[0] }",
+        "the array length 18446744073709551616 is out of range",
+        1,
+        31,
+    );
+    check_err(
+        "fn f(x: [f64; 4611686018427387904]) -> f64 { 1.0 }",
+        "array lengths out of range",
+        1,
+        9,
+    );
+    check_err(
+        "fn f(x: [[i32; 4294967296]; 4294967296]) -> f64 { 1.0 }",
+        "array lengths out of range",
+        1,
+        9,
+    );
+    check_err(
+        "fn f() -> f64 { let a = [[0.0; 65536]; 281474976710656]; a[0][0] }",
+        "array lengths out of range",
+        1,
+        25,
+    );
+    check_err(
+        "const A: usize = 18446744073709551615; fn f(x: [f64; A + 1]) -> f64 { 1.0 }",
+        "overflow",
+        1,
+        54,
+    );
+    // Large but addressable, and empty, arrays are types like any other.
+    check_ok("fn f(x: [bool; 9223372036854775807]) -> f64 { 1.0 }");
+    check_ok("fn f(x: [[f64; 0]; 9223372036854775807]) -> f64 { 1.0 }");
+}

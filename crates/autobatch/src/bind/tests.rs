@@ -215,6 +215,28 @@ fn unknown_entry_lists_the_functions() {
 }
 
 #[test]
+fn const_generic_function_is_not_an_entry() {
+    let source = "fn norm2<const K: usize>(v: [f64; K]) -> f64 { dot(v, v) }";
+    let compiled = crate::compile(source, "norm2.ab").expect("compiles");
+    let error = compiled
+        .bind("norm2", &Inputs::new())
+        .expect_err("a const-generic entry");
+    assert_eq!(error.kind(), UnknownEntry);
+    assert!(
+        error.message().contains(
+            "`norm2` in norm2.ab cannot be an entry: it has const generic parameters (K)"
+        ),
+        "{error}"
+    );
+    assert!(
+        error
+            .message()
+            .contains("the program has no function that can be an entry"),
+        "{error}"
+    );
+}
+
+#[test]
 fn missing_argument() {
     check_error(
         &[],
@@ -448,6 +470,38 @@ fn fraction_for_an_integer() {
         r#"{"batch": {"n": [1, 2.5]}}"#,
         BadValue,
         "argument `n` of member 1 must be an integer (i64), found 2.5",
+    );
+}
+
+#[test]
+fn whole_numbers_with_an_exponent_for_an_integer() {
+    check_error(
+        &[],
+        &[("n", "i64")],
+        r#"{"batch": {"n": [1e29]}}"#,
+        BadValue,
+        "argument `n` of member 0 must be an integer that fits i64, found 1e+29, which is out of range",
+    );
+    check_error(
+        &[],
+        &[("n", "i32")],
+        r#"{"shared": {"n": -3e9}}"#,
+        BadValue,
+        "fits i32",
+    );
+    check_error(
+        &[],
+        &[("n", "usize")],
+        r#"{"shared": {"n": -1e3}}"#,
+        BadValue,
+        "must be a non-negative integer (usize)",
+    );
+    check_error(
+        &[],
+        &[("n", "i64")],
+        r#"{"shared": {"n": 1e3}}"#,
+        BadValue,
+        "must be an integer (i64), found 1000.0; write it without a fraction or an exponent",
     );
 }
 
