@@ -365,15 +365,8 @@ impl<'a> DataOperand<'a> {
 }
 
 /// The zero (false) of a scalar type.
-pub fn zero_of(ty: ScalarType) -> Scalar {
-    match ty {
-        ScalarType::Bool => Scalar::Bool(false),
-        ScalarType::I32 => Scalar::I32(0),
-        ScalarType::I64 => Scalar::I64(0),
-        ScalarType::Usize => Scalar::Usize(0),
-        ScalarType::F32 => Scalar::F32(0.0),
-        ScalarType::F64 => Scalar::F64(0.0),
-    }
+fn zero_of(ty: ScalarType) -> Scalar {
+    Scalar::zero(ty)
 }
 
 /// Makes `data` a buffer of `len` elements of type `ty`, keeping its

@@ -191,6 +191,17 @@ pub enum Scalar {
 }
 
 impl Scalar {
+    /// The zero (`false`) of a scalar type.
+    pub fn zero(ty: ScalarType) -> Scalar {
+        match ty {
+            ScalarType::Bool => Scalar::Bool(false),
+            ScalarType::I32 => Scalar::I32(0),
+            ScalarType::I64 => Scalar::I64(0),
+            ScalarType::Usize => Scalar::Usize(0),
+            ScalarType::F32 => Scalar::F32(0.0),
+            ScalarType::F64 => Scalar::F64(0.0),
+        }
+    }
     pub fn ty(self) -> ScalarType {
         match self {
             Scalar::Bool(_) => ScalarType::Bool,

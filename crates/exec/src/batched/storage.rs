@@ -40,14 +40,7 @@ impl Column {
     /// `rows` rows of zeros (false) of the given element type and shape.
     pub fn zeros(elem: ScalarType, shape: Vec<usize>, rows: usize) -> Column {
         let row_len = shape.iter().product();
-        let zero = match elem {
-            ScalarType::Bool => Scalar::Bool(false),
-            ScalarType::I32 => Scalar::I32(0),
-            ScalarType::I64 => Scalar::I64(0),
-            ScalarType::Usize => Scalar::Usize(0),
-            ScalarType::F32 => Scalar::F32(0.0),
-            ScalarType::F64 => Scalar::F64(0.0),
-        };
+        let zero = Scalar::zero(elem);
         Column {
             shape,
             row_len,

@@ -41,7 +41,7 @@ use autobatch_ir::{
     entity, Block, EntityRef, EntityVec, FuncId, Loc, Op, Prim, Program, TensorType, Terminator,
     Var,
 };
-use autobatch_types::{Scalar, ScalarType};
+use autobatch_types::Scalar;
 
 use crate::liveness::Liveness;
 use crate::uniformity::Invariance;
@@ -616,14 +616,7 @@ fn zero_into(
     loc: Loc,
 ) {
     let ty = vars[dst].ty.clone();
-    let zero = match ty.elem {
-        ScalarType::Bool => Scalar::Bool(false),
-        ScalarType::I32 => Scalar::I32(0),
-        ScalarType::I64 => Scalar::I64(0),
-        ScalarType::Usize => Scalar::Usize(0),
-        ScalarType::F32 => Scalar::F32(0.0),
-        ScalarType::F64 => Scalar::F64(0.0),
-    };
+    let zero = Scalar::zero(ty.elem);
     let mut value_ty = TensorType {
         elem: ty.elem,
         dims: Vec::new(),
