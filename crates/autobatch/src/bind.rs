@@ -18,7 +18,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use autobatch_exec::{Arg, Batch, Env};
-use autobatch_ir::{FuncId, Function, Program};
+use autobatch_ir::{EntityRef, FuncId, Function, Program};
 use autobatch_types::{Data, Dim, Scalar, ScalarType, SymbolId, Tensor, TensorType, Type, Value};
 
 use crate::compile::Compiled;
@@ -226,6 +226,7 @@ impl Compiled {
             }
         }
 
+        check_symbols_fixed(program, entry_id, &dimensions)?;
         let env = Env {
             statics,
             symbols: dimensions.values(),
@@ -474,13 +475,69 @@ impl<'p> DimensionBinder<'p> {
 
     /// The value of every symbol, for `Env::symbols`. A symbol that no input
     /// has in its type cannot be bound from the inputs at all; it is 0, and
-    /// the front end is what should refuse programs that need such a symbol.
+    /// only code the entry does not reach may use it (`check_symbols_fixed`).
     fn values(&self) -> Vec<u64> {
         self.bound
             .iter()
             .map(|b| b.as_ref().map_or(0, |(n, _)| *n))
             .collect()
     }
+}
+
+/// Refuses a run whose entry reaches code that uses a symbolic dimension
+/// no input fixes (it would have no length). A symbol only unreachable
+/// code uses may stay unfixed.
+fn check_symbols_fixed(
+    program: &Program,
+    entry: FuncId,
+    dimensions: &DimensionBinder<'_>,
+) -> Result<(), InputError> {
+    let reach = autobatch_passes::stack::reachability(program);
+    for (fid, function) in program.functions.iter() {
+        if !reach[entry.index()][fid.index()] {
+            continue;
+        }
+        if let Some(symbol) = symbols_used(function).find(|s| dimensions.get(*s).is_none()) {
+            return Err(InputError::new(
+                InputErrorKind::UndeterminedDimension,
+                format!(
+                    "symbolic dimension `{}` (used by `{}`) is not fixed by any input: give a static or an argument whose type has it",
+                    program.symbol_name(symbol),
+                    function.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The symbolic dimensions a function uses: in the types of its variables
+/// and results, and in its `fill` and `symbol_value` operations.
+fn symbols_used(function: &Function) -> impl Iterator<Item = SymbolId> + '_ {
+    let in_type = |ty: &TensorType| -> Vec<SymbolId> {
+        ty.dims
+            .iter()
+            .filter_map(|d| match d {
+                Dim::Symbolic(s) => Some(*s),
+                Dim::Fixed(_) => None,
+            })
+            .collect()
+    };
+    let in_vars = function.vars.values().flat_map(move |v| in_type(&v.ty));
+    let in_results = function.results.iter().flat_map(move |t| in_type(t));
+    let in_ops = function
+        .blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .filter_map(|op| match op {
+            autobatch_ir::Op::Prim {
+                prim:
+                    autobatch_ir::Prim::Fill(Dim::Symbolic(s)) | autobatch_ir::Prim::SymbolValue(s),
+                ..
+            } => Some(*s),
+            _ => None,
+        });
+    in_vars.chain(in_results).chain(in_ops)
 }
 
 /// A value converted to tensors whose shapes may still miss the axes inside
