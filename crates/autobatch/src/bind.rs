@@ -524,7 +524,7 @@ fn symbols_used(function: &Function) -> impl Iterator<Item = SymbolId> + '_ {
             .collect()
     };
     let in_vars = function.vars.values().flat_map(move |v| in_type(&v.ty));
-    let in_results = function.results.iter().flat_map(move |t| in_type(t));
+    let in_results = function.results.iter().flat_map(in_type);
     let in_ops = function
         .blocks
         .values()
