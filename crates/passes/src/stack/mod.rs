@@ -216,51 +216,60 @@ pub fn reachability(program: &Program) -> Vec<Vec<bool>> {
 pub fn lower_to_stack(program: &Program, invariance: &Invariance) -> LoweredProgram {
     let reach = reachability(program);
     let liveness: Vec<Liveness> = program.functions.values().map(Liveness::compute).collect();
-
-    // Classify and number the variables.
     let mut vars: EntityVec<GlobalVar, LoweredVar> = EntityVec::new();
-    let mut global_of: Vec<Vec<GlobalVar>> = Vec::new();
+    let global_of = classify_variables(program, invariance, &reach, &liveness, &mut vars);
+    let result_registers = add_result_registers(program, invariance, &mut vars);
+    let first_block = number_blocks(program);
+    let mut functions: EntityVec<FuncId, LoweredFunction> = EntityVec::new();
     for (fid, f) in program.functions.iter() {
-        let live = &liveness[fid.index()];
-        let mut class = vec![VarClass::Temporary; f.vars.len()];
-        for p in &f.params {
-            class[p.index()] = VarClass::Register;
+        functions.push(LoweredFunction {
+            name: f.name.clone(),
+            entry: first_block[fid.index()][autobatch_ir::Function::ENTRY.index()],
+            params: f
+                .params
+                .iter()
+                .map(|p| global_of[fid.index()][p.index()])
+                .collect(),
+            results: result_registers[fid.index()].clone(),
+        });
+    }
+    let mut lowering = BlockLowering {
+        reach: &reach,
+        global_of: &global_of,
+        result_registers: &result_registers,
+        first_block: &first_block,
+        functions: &functions,
+        vars,
+        blocks: EntityVec::new(),
+    };
+    for (fid, f) in program.functions.iter() {
+        for b in f.blocks.keys() {
+            lowering.lower_block(fid, f, b, &liveness[fid.index()]);
         }
-        for (b, block) in f.blocks.iter() {
-            for v in live.live_in[b.index()].iter() {
-                class[v.index()] = class[v.index()].max(VarClass::Register);
-            }
-            let after = live.live_after_ops(f, b);
-            for (i, op) in block.ops.iter().enumerate() {
-                if let Op::Call {
-                    dsts,
-                    callee,
-                    catch,
-                    ..
-                } = op
-                {
-                    if *catch {
-                        // Written in the continuation or the recovery block,
-                        // read in the block both go on in.
-                        for d in dsts.iter().filter(|d| after[i].contains(**d)) {
-                            class[d.index()] = class[d.index()].max(VarClass::Register);
-                        }
-                    }
-                    let may_overwrite = reach[callee.index()][fid.index()];
-                    for v in after[i].iter() {
-                        if dsts.contains(&v) {
-                            continue;
-                        }
-                        let needed = if may_overwrite {
-                            VarClass::Full
-                        } else {
-                            VarClass::Register
-                        };
-                        class[v.index()] = class[v.index()].max(needed);
-                    }
-                }
-            }
-        }
+    }
+    let mut lowered = LoweredProgram {
+        vars: lowering.vars,
+        blocks: lowering.blocks,
+        functions,
+    };
+    fuse_pop_push(&mut lowered);
+    coalesce_copies(&mut lowered);
+    continuations_last(&mut lowered);
+    lowered
+}
+
+/// Classifies every variable of every function (see [`VarClass`]) and
+/// numbers them as global variables; returns each function's numbering.
+fn classify_variables(
+    program: &Program,
+    invariance: &Invariance,
+    reach: &[Vec<bool>],
+    liveness: &[Liveness],
+    vars: &mut EntityVec<GlobalVar, LoweredVar>,
+) -> Vec<Vec<GlobalVar>> {
+    let mut global_of = Vec::new();
+    for (fid, f) in program.functions.iter() {
+        let class = storage_classes(fid, f, reach, &liveness[fid.index()]);
         let mut globals = Vec::with_capacity(f.vars.len());
         for (v, data) in f.vars.iter() {
             let class = if invariance.is_invariant(fid, v) {
@@ -278,238 +287,304 @@ pub fn lower_to_stack(program: &Program, invariance: &Invariance) -> LoweredProg
         }
         global_of.push(globals);
     }
-    let mut functions: EntityVec<FuncId, LoweredFunction> = EntityVec::new();
-    let mut result_registers = Vec::new();
-    for (fid, f) in program.functions.iter() {
-        let results: Vec<GlobalVar> = f
-            .results
-            .iter()
-            .enumerate()
-            .map(|(k, ty)| {
-                let class = if invariance.result_invariant(program, fid, k) {
-                    VarClass::Invariant
-                } else {
-                    VarClass::Register
-                };
-                vars.push(LoweredVar {
-                    func: fid,
-                    var: None,
-                    ty: ty.clone(),
-                    name: Some(format!("result{k}")),
-                    class,
-                })
-            })
-            .collect();
-        result_registers.push(results);
-    }
+    global_of
+}
 
-    // Number the blocks: each IR block becomes 1 + (number of calls) blocks.
-    let mut first_block: Vec<Vec<PcBlock>> = Vec::new();
-    let mut next = 0usize;
-    for f in program.functions.values() {
-        let mut firsts = Vec::new();
-        for block in f.blocks.values() {
-            firsts.push(PcBlock::new(next));
-            next += 1 + block.ops.iter().map(blocks_after).sum::<usize>();
+/// The class each variable of `f` needs, invariance aside: parameters and
+/// values live across blocks are registers, values live across a call whose
+/// callee can reach `f` again are full.
+fn storage_classes(
+    fid: FuncId,
+    f: &autobatch_ir::Function,
+    reach: &[Vec<bool>],
+    live: &Liveness,
+) -> Vec<VarClass> {
+    let mut class = vec![VarClass::Temporary; f.vars.len()];
+    let mut at_least = |v: Var, needed: VarClass| {
+        class[v.index()] = class[v.index()].max(needed);
+    };
+    for p in &f.params {
+        at_least(*p, VarClass::Register);
+    }
+    for (b, block) in f.blocks.iter() {
+        for v in live.live_in[b.index()].iter() {
+            at_least(v, VarClass::Register);
         }
-        first_block.push(firsts);
-    }
-    for (fid, f) in program.functions.iter() {
-        functions.push(LoweredFunction {
-            name: f.name.clone(),
-            entry: first_block[fid.index()][autobatch_ir::Function::ENTRY.index()],
-            params: f
-                .params
-                .iter()
-                .map(|p| global_of[fid.index()][p.index()])
-                .collect(),
-            results: result_registers[fid.index()].clone(),
-        });
-    }
-
-    let mut blocks: EntityVec<PcBlock, LoweredBlock> = EntityVec::new();
-    for (fid, f) in program.functions.iter() {
-        let g = |v: Var| global_of[fid.index()][v.index()];
-        let live = &liveness[fid.index()];
-        for (b, block) in f.blocks.iter() {
-            let after = live.live_after_ops(f, b);
-            let mut current = LoweredBlock {
-                func: fid,
-                origin: b,
-                counts_step: true,
-                loc: block.loc,
-                ops: Vec::new(),
-                term: LoweredTerm::Return,
+        let after = live.live_after_ops(f, b);
+        for (i, op) in block.ops.iter().enumerate() {
+            let Op::Call {
+                dsts,
+                callee,
+                catch,
+                ..
+            } = op
+            else {
+                continue;
             };
-            for (i, op) in block.ops.iter().enumerate() {
-                match op {
-                    Op::Prim {
-                        dst,
-                        prim,
-                        args,
-                        loc,
-                    } => current.ops.push(LoweredOp::Prim {
-                        dst: dst.map(g),
-                        prim: prim.clone(),
-                        args: args.iter().map(|a| g(*a)).collect(),
-                        loc: *loc,
-                    }),
-                    Op::Call {
-                        dsts,
-                        callee,
-                        args,
-                        loc,
-                        catch,
-                    } => {
-                        let may_overwrite = reach[callee.index()][fid.index()];
-                        let saves: Vec<GlobalVar> = if may_overwrite {
-                            after[i]
-                                .iter()
-                                .filter(|v| !dsts.contains(v))
-                                .map(g)
-                                .filter(|x| vars[*x].class == VarClass::Full)
-                                .collect()
-                        } else {
-                            Vec::new()
-                        };
-                        for s in &saves {
-                            current.ops.push(LoweredOp::Push(*s));
-                        }
-                        let callee_params = functions[*callee].params.clone();
-                        let arg_globals: Vec<GlobalVar> = args.iter().map(|a| g(*a)).collect();
-                        let assigned: Vec<(GlobalVar, GlobalVar)> = callee_params
-                            .iter()
-                            .zip(&arg_globals)
-                            .filter(|(p, a)| p != a)
-                            .map(|(p, a)| (*p, *a))
-                            .collect();
-                        // In a self call an argument may read a parameter that an
-                        // earlier copy overwrites (`f(b, a)`): then go through temporaries.
-                        let hazard = assigned
-                            .iter()
-                            .enumerate()
-                            .any(|(k, (p, _))| assigned[k + 1..].iter().any(|(_, a)| a == p));
-                        if hazard {
-                            let mut staged = Vec::new();
-                            for (p, a) in &assigned {
-                                let class = if vars[*a].class == VarClass::Invariant {
-                                    VarClass::Invariant
-                                } else {
-                                    VarClass::Temporary
-                                };
-                                let ty = vars[*a].ty.clone();
-                                let t = vars.push(LoweredVar {
-                                    func: fid,
-                                    var: None,
-                                    ty,
-                                    name: None,
-                                    class,
-                                });
-                                current.ops.push(copy(t, *a, *loc));
-                                staged.push((*p, t));
-                            }
-                            for (p, t) in staged {
-                                current.ops.push(copy(p, t, *loc));
-                            }
-                        } else {
-                            for (p, a) in assigned {
-                                current.ops.push(copy(p, a, *loc));
-                            }
-                        }
-                        let return_to = PcBlock::new(blocks.len() + 1);
-                        current.term = LoweredTerm::PushJump {
-                            callee: *callee,
-                            target: functions[*callee].entry,
-                            return_to,
-                            recover: catch.then(|| PcBlock::new(blocks.len() + 2)),
-                            loc: *loc,
-                        };
-                        let finished = std::mem::replace(
-                            &mut current,
-                            LoweredBlock {
-                                func: fid,
-                                origin: b,
-                                counts_step: false,
-                                loc: *loc,
-                                ops: Vec::new(),
-                                term: LoweredTerm::Return,
-                            },
-                        );
-                        blocks.push(finished);
-                        for s in saves.iter().rev() {
-                            current.ops.push(LoweredOp::Pop(*s));
-                        }
-                        let results = &result_registers[callee.index()];
-                        if !*catch {
-                            for (d, r) in dsts.iter().zip(results) {
-                                current.ops.push(copy(g(*d), *r, *loc));
-                            }
-                            continue;
-                        }
-                        // `catch`: the continuation sets the flag and copies the
-                        // results; the recovery block (where a member that
-                        // faulted inside the call goes) restores the same saves
-                        // and gives zeros; both go on in one block.
-                        let flag = g(dsts[0]);
-                        let rest = PcBlock::new(blocks.len() + 2);
-                        let mut recovery = LoweredBlock {
-                            ops: current.ops.clone(),
-                            ..current.clone()
-                        };
-                        current.ops.push(constant(flag, Scalar::Bool(true), *loc));
-                        for (d, r) in dsts[1..].iter().zip(results) {
-                            current.ops.push(copy(g(*d), *r, *loc));
-                        }
-                        recovery.ops.push(constant(flag, Scalar::Bool(false), *loc));
-                        for d in &dsts[1..] {
-                            zero_into(&mut vars, &mut recovery.ops, fid, g(*d), *loc);
-                        }
-                        current.term = LoweredTerm::Jump(rest);
-                        recovery.term = LoweredTerm::Jump(rest);
-                        let continuation = std::mem::replace(&mut current, recovery);
-                        blocks.push(continuation);
-                        let recovery = std::mem::replace(
-                            &mut current,
-                            LoweredBlock {
-                                ops: Vec::new(),
-                                ..continuation_template(fid, b, *loc)
-                            },
-                        );
-                        blocks.push(recovery);
-                    }
+            if *catch {
+                // Written in the continuation or the recovery block, read
+                // in the block both go on in.
+                for d in dsts.iter().filter(|d| after[i].contains(**d)) {
+                    at_least(*d, VarClass::Register);
                 }
             }
-            let target = |t: Block| first_block[fid.index()][t.index()];
-            current.term = match &block.term {
-                Terminator::Jump(t) => LoweredTerm::Jump(target(*t)),
-                Terminator::Branch {
-                    cond,
-                    then_block,
-                    else_block,
-                } => LoweredTerm::Branch {
-                    cond: g(*cond),
-                    then_block: target(*then_block),
-                    else_block: target(*else_block),
-                },
-                Terminator::Return(returned) => {
-                    for (r, v) in result_registers[fid.index()].iter().zip(returned) {
-                        current.ops.push(copy(*r, g(*v), block.loc));
-                    }
-                    LoweredTerm::Return
-                }
+            let needed = if reach[callee.index()][fid.index()] {
+                VarClass::Full
+            } else {
+                VarClass::Register
             };
-            blocks.push(current);
+            for v in after[i].iter().filter(|v| !dsts.contains(v)) {
+                at_least(v, needed);
+            }
         }
     }
-    let mut lowered = LoweredProgram {
-        vars,
-        blocks,
-        functions,
-    };
-    fuse_pop_push(&mut lowered);
-    coalesce_copies(&mut lowered);
-    continuations_last(&mut lowered);
-    lowered
+    class
+}
+
+/// Adds the result registers of every function (where `return` leaves the
+/// results for the caller); returns them per function.
+fn add_result_registers(
+    program: &Program,
+    invariance: &Invariance,
+    vars: &mut EntityVec<GlobalVar, LoweredVar>,
+) -> Vec<Vec<GlobalVar>> {
+    program
+        .functions
+        .iter()
+        .map(|(fid, f)| {
+            f.results
+                .iter()
+                .enumerate()
+                .map(|(k, ty)| {
+                    let class = if invariance.result_invariant(program, fid, k) {
+                        VarClass::Invariant
+                    } else {
+                        VarClass::Register
+                    };
+                    vars.push(LoweredVar {
+                        func: fid,
+                        var: None,
+                        ty: ty.clone(),
+                        name: Some(format!("result{k}")),
+                        class,
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The first lowered block of every IR block: each IR block becomes one
+/// block plus those its calls add ([`blocks_after`]), in order.
+fn number_blocks(program: &Program) -> Vec<Vec<PcBlock>> {
+    let mut next = 0usize;
+    program
+        .functions
+        .values()
+        .map(|f| {
+            f.blocks
+                .values()
+                .map(|block| {
+                    let first = PcBlock::new(next);
+                    next += 1 + block.ops.iter().map(blocks_after).sum::<usize>();
+                    first
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Cuts IR blocks into lowered blocks, in the order [`number_blocks`] gave.
+struct BlockLowering<'a> {
+    reach: &'a [Vec<bool>],
+    global_of: &'a [Vec<GlobalVar>],
+    result_registers: &'a [Vec<GlobalVar>],
+    first_block: &'a [Vec<PcBlock>],
+    functions: &'a EntityVec<FuncId, LoweredFunction>,
+    vars: EntityVec<GlobalVar, LoweredVar>,
+    blocks: EntityVec<PcBlock, LoweredBlock>,
+}
+
+impl BlockLowering<'_> {
+    fn global(&self, fid: FuncId, v: Var) -> GlobalVar {
+        self.global_of[fid.index()][v.index()]
+    }
+
+    /// Lowers IR block `b` of `f`: its operations, a block boundary at each
+    /// call, and its terminator.
+    fn lower_block(&mut self, fid: FuncId, f: &autobatch_ir::Function, b: Block, live: &Liveness) {
+        let block = &f.blocks[b];
+        let after = live.live_after_ops(f, b);
+        let mut current = LoweredBlock {
+            counts_step: true,
+            ..continuation_template(fid, b, block.loc)
+        };
+        for (i, op) in block.ops.iter().enumerate() {
+            match op {
+                Op::Prim {
+                    dst,
+                    prim,
+                    args,
+                    loc,
+                } => current.ops.push(LoweredOp::Prim {
+                    dst: dst.map(|d| self.global(fid, d)),
+                    prim: prim.clone(),
+                    args: args.iter().map(|a| self.global(fid, *a)).collect(),
+                    loc: *loc,
+                }),
+                Op::Call { .. } => {
+                    current = self.lower_call(fid, b, op, &after[i], current);
+                }
+            }
+        }
+        let target = |t: Block| self.first_block[fid.index()][t.index()];
+        current.term = match &block.term {
+            Terminator::Jump(t) => LoweredTerm::Jump(target(*t)),
+            Terminator::Branch {
+                cond,
+                then_block,
+                else_block,
+            } => LoweredTerm::Branch {
+                cond: self.global(fid, *cond),
+                then_block: target(*then_block),
+                else_block: target(*else_block),
+            },
+            Terminator::Return(returned) => {
+                for (r, v) in self.result_registers[fid.index()].iter().zip(returned) {
+                    current.ops.push(copy(*r, self.global(fid, *v), block.loc));
+                }
+                LoweredTerm::Return
+            }
+        };
+        self.blocks.push(current);
+    }
+
+    /// Ends `current` with the call `op` (saves, argument copies,
+    /// `push_jump`) and gives the block that goes on after it, which
+    /// restores the saves and takes the results.
+    fn lower_call(
+        &mut self,
+        fid: FuncId,
+        b: Block,
+        op: &Op,
+        live_after: &crate::liveness::VarSet,
+        mut current: LoweredBlock,
+    ) -> LoweredBlock {
+        let Op::Call {
+            dsts,
+            callee,
+            args,
+            loc,
+            catch,
+        } = op
+        else {
+            unreachable!("lower_call is given calls")
+        };
+        let saves: Vec<GlobalVar> = if self.reach[callee.index()][fid.index()] {
+            live_after
+                .iter()
+                .filter(|v| !dsts.contains(v))
+                .map(|v| self.global(fid, v))
+                .filter(|x| self.vars[*x].class == VarClass::Full)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        current
+            .ops
+            .extend(saves.iter().map(|s| LoweredOp::Push(*s)));
+        let args: Vec<GlobalVar> = args.iter().map(|a| self.global(fid, *a)).collect();
+        self.pass_arguments(fid, *callee, &args, *loc, &mut current.ops);
+        let call_block = self.blocks.len();
+        current.term = LoweredTerm::PushJump {
+            callee: *callee,
+            target: self.functions[*callee].entry,
+            return_to: PcBlock::new(call_block + 1),
+            recover: catch.then(|| PcBlock::new(call_block + 2)),
+            loc: *loc,
+        };
+        self.blocks.push(current);
+        let mut continuation = continuation_template(fid, b, *loc);
+        continuation
+            .ops
+            .extend(saves.iter().rev().map(|s| LoweredOp::Pop(*s)));
+        let dsts: Vec<GlobalVar> = dsts.iter().map(|d| self.global(fid, *d)).collect();
+        let results = &self.result_registers[callee.index()];
+        if !*catch {
+            for (d, r) in dsts.iter().zip(results) {
+                continuation.ops.push(copy(*d, *r, *loc));
+            }
+            return continuation;
+        }
+        // `catch`: the continuation sets the flag and copies the results; the
+        // recovery block (where a member that faulted inside the call goes)
+        // restores the same saves and gives zeros; both go on in one block.
+        let rest = PcBlock::new(call_block + 3);
+        let mut recovery = continuation.clone();
+        continuation
+            .ops
+            .push(constant(dsts[0], Scalar::Bool(true), *loc));
+        for (d, r) in dsts[1..].iter().zip(results) {
+            continuation.ops.push(copy(*d, *r, *loc));
+        }
+        continuation.term = LoweredTerm::Jump(rest);
+        recovery
+            .ops
+            .push(constant(dsts[0], Scalar::Bool(false), *loc));
+        for d in &dsts[1..] {
+            zero_into(&mut self.vars, &mut recovery.ops, fid, *d, *loc);
+        }
+        recovery.term = LoweredTerm::Jump(rest);
+        self.blocks.push(continuation);
+        self.blocks.push(recovery);
+        continuation_template(fid, b, *loc)
+    }
+
+    /// Copies the arguments into the callee's parameters. In a self call an
+    /// argument may read a parameter that an earlier copy overwrites
+    /// (`f(b, a)`): then the copies go through temporaries.
+    fn pass_arguments(
+        &mut self,
+        fid: FuncId,
+        callee: FuncId,
+        args: &[GlobalVar],
+        loc: Loc,
+        ops: &mut Vec<LoweredOp>,
+    ) {
+        let assigned: Vec<(GlobalVar, GlobalVar)> = self.functions[callee]
+            .params
+            .iter()
+            .zip(args)
+            .filter(|(p, a)| p != a)
+            .map(|(p, a)| (*p, *a))
+            .collect();
+        let hazard = assigned
+            .iter()
+            .enumerate()
+            .any(|(k, (p, _))| assigned[k + 1..].iter().any(|(_, a)| a == p));
+        if !hazard {
+            ops.extend(assigned.into_iter().map(|(p, a)| copy(p, a, loc)));
+            return;
+        }
+        let mut staged = Vec::new();
+        for (p, a) in &assigned {
+            let class = if self.vars[*a].class == VarClass::Invariant {
+                VarClass::Invariant
+            } else {
+                VarClass::Temporary
+            };
+            let t = self.vars.push(LoweredVar {
+                func: fid,
+                var: None,
+                ty: self.vars[*a].ty.clone(),
+                name: None,
+                class,
+            });
+            ops.push(copy(t, *a, loc));
+            staged.push((*p, t));
+        }
+        ops.extend(staged.into_iter().map(|(p, t)| copy(p, t, loc)));
+    }
 }
 
 /// Renumbers the blocks so that every continuation (the block a call returns
