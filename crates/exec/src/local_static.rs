@@ -562,6 +562,5 @@ fn zero_rows(slot: &mut Slot, rows: &[u32]) {
     let Slot::Column(column) = slot else {
         panic!("internal error: the result of a catching call is not per-member")
     };
-    let zeros = Column::zeros(column.data.ty(), column.shape.clone(), 1);
-    column.fill_rows(&zeros.row(0), rows);
+    column.fill_rows(&Tensor::zeros(column.data.ty(), column.shape.clone()), rows);
 }

@@ -39,7 +39,6 @@ use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Prim, Program, Termin
 use autobatch_kernels::{eval, layout, Fault, MemberRng, PrimContext};
 use autobatch_types::{Data, MemberError, Tensor};
 
-use crate::batched::storage::Column;
 use crate::batched::{concrete_shape, stack_overflow, step_limit, OpCounter, Watch};
 use crate::liveness::{last_reads, LastReads};
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, RunOptions, RunOutput, Stats};
@@ -393,7 +392,7 @@ impl<'a> MemberRun<'a, '_> {
         )));
         for d in &dsts[1..] {
             let ty = &function.vars[*d].ty;
-            let zeros = Column::zeros(ty.elem, concrete_shape(ty, &env.symbols), 1).row(0);
+            let zeros = Tensor::zeros(ty.elem, concrete_shape(ty, &env.symbols));
             frame.vars[d.index()] = Some(Cow::Owned(zeros));
         }
     }

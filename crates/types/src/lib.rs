@@ -341,6 +341,14 @@ impl Tensor {
             data: Data::filled(s, 1),
         }
     }
+    /// Zeros (`false`) of an element type and shape.
+    pub fn zeros(elem: ScalarType, shape: Vec<usize>) -> Tensor {
+        let len = shape.iter().product();
+        Tensor {
+            shape,
+            data: Data::filled(Scalar::zero(elem), len),
+        }
+    }
     pub fn new(shape: Vec<usize>, data: Data) -> Tensor {
         debug_assert_eq!(shape.iter().product::<usize>(), data.len());
         Tensor { shape, data }
