@@ -191,12 +191,7 @@ fn bad_models_exit_1() {
     let data = s.file("data.json", "{}");
     let none = s.file("none.ab", "fn f(x: f64) -> f64 { x }\n");
     assert_fails(
-        &autobatch(&[
-            "sample",
-            none.to_str().unwrap(),
-            "--data",
-            data.to_str().unwrap(),
-        ]),
+        &sample_files(&none, &data, &[]),
         1,
         "no function `log_density`",
     );
@@ -205,12 +200,7 @@ fn bad_models_exit_1() {
         "fn log_density(theta: [f64; 2], k: i64) -> f64 { theta[0] }\n",
     );
     assert_fails(
-        &autobatch(&[
-            "sample",
-            signature.to_str().unwrap(),
-            "--data",
-            data.to_str().unwrap(),
-        ]),
+        &sample_files(&signature, &data, &[]),
         1,
         "takes 2 parameters",
     );
@@ -218,16 +208,7 @@ fn bad_models_exit_1() {
         "broken.ab",
         "fn log_density(theta: [f64; 2]) -> f64 {\n    theta[0] +\n}\n",
     );
-    assert_fails(
-        &autobatch(&[
-            "sample",
-            broken.to_str().unwrap(),
-            "--data",
-            data.to_str().unwrap(),
-        ]),
-        1,
-        "broken.ab",
-    );
+    assert_fails(&sample_files(&broken, &data, &[]), 1, "broken.ab");
 }
 
 #[test]
@@ -302,24 +283,24 @@ fn failed_chains_are_named_and_the_others_kept() {
     let data = s.file("data.json", "{}");
     let csv = s.dir.join("draws.csv");
     let stats = s.dir.join("stats.json");
-    let output = autobatch(&[
-        "sample",
-        model.to_str().unwrap(),
-        "--data",
-        data.to_str().unwrap(),
-        "--chains",
-        "8",
-        "--warmup",
-        "150",
-        "--draws",
-        "150",
-        "--seed",
-        "4",
-        "--output",
-        csv.to_str().unwrap(),
-        "--stats",
-        stats.to_str().unwrap(),
-    ]);
+    let output = sample_files(
+        &model,
+        &data,
+        &[
+            "--chains",
+            "8",
+            "--warmup",
+            "150",
+            "--draws",
+            "150",
+            "--seed",
+            "4",
+            "--output",
+            csv.to_str().unwrap(),
+            "--stats",
+            stats.to_str().unwrap(),
+        ],
+    );
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let warnings: Vec<&str> = stderr.lines().collect();
@@ -436,8 +417,15 @@ fn pooled_adaptation_gives_every_chain_one_step_size() {
 
 /// `sample` with `extra` settings on MODEL and DATA.
 fn sample_with(s: &Scratch, extra: &[&str]) -> Output {
-    let model = s.file("model.ab", MODEL);
-    let data = s.file("data.json", DATA);
+    sample_files(
+        &s.file("model.ab", MODEL),
+        &s.file("data.json", DATA),
+        extra,
+    )
+}
+
+/// `sample MODEL --data DATA` with `extra` settings.
+fn sample_files(model: &std::path::Path, data: &std::path::Path, extra: &[&str]) -> Output {
     let mut args = vec![
         "sample",
         model.to_str().unwrap(),
@@ -545,18 +533,11 @@ fn the_summary_uses_significant_digits_and_singulars() {
         "fn log_density(theta: [f64; 1]) -> f64 { let z = theta[0] * 1.0e30; -0.5 * z * z }\n",
     );
     let data = s.file("data.json", "{}");
-    let output = autobatch(&[
-        "sample",
-        model.to_str().unwrap(),
-        "--data",
-        data.to_str().unwrap(),
-        "--chains",
-        "1",
-        "--warmup",
-        "200",
-        "--draws",
-        "100",
-    ]);
+    let output = sample_files(
+        &model,
+        &data,
+        &["--chains", "1", "--warmup", "200", "--draws", "100"],
+    );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let stdout = text(&output.stdout);
     let row = stdout
