@@ -321,6 +321,85 @@ fn keep_chains<T>(per_chain: Vec<Vec<T>>, ids: &[usize]) -> Vec<Vec<T>> {
 }
 
 /// Appends the first `n` of `values` to `to`, moving them when `to` is empty.
+/// What one chain's run of `nuts_segment` returns (see its doc in
+/// `nuts.ab`): the state to go on from, per sampling iteration of the run
+/// (padded to the library's `NUTS_REC`) the draw and its figures, and the
+/// run's counts.
+struct SegmentOutput {
+    state: Vec<Value>,
+    draws: Vec<f64>,
+    depths: Vec<i64>,
+    leapfrogs: Vec<i64>,
+    divergent: Vec<bool>,
+    accept_stats: Vec<f64>,
+    log_densities: Vec<f64>,
+    counts: SegmentCounts,
+}
+
+/// The counts `nuts_segment` returns last, in its order.
+struct SegmentCounts {
+    warmup_leapfrogs: i64,
+    warmup_divergences: i64,
+    other_gradients: i64,
+    warmup_faults: i64,
+    sampling_faults: i64,
+}
+
+impl SegmentOutput {
+    fn read(value: Value) -> Result<SegmentOutput, SampleError> {
+        let internal = |what: &str| {
+            SampleError::Run(format!(
+                "internal error: the sampler returned {what} (this is a bug in autobatch)"
+            ))
+        };
+        let Value::Tuple(mut parts) = value else {
+            return Err(internal("no tuple"));
+        };
+        if parts.len() != 8 {
+            return Err(internal("a tuple of the wrong length"));
+        }
+        let counts: Vec<Tensor> = parts.pop().expect("8 parts").flatten();
+        let per_iteration: Vec<Tensor> = parts
+            .split_off(1)
+            .into_iter()
+            .flat_map(Value::flatten)
+            .collect();
+        let Value::Tuple(state) = parts.pop().expect("the state") else {
+            return Err(internal("a state that is no tuple"));
+        };
+        if state.len() != STATE.len() {
+            return Err(internal("a state of the wrong length"));
+        }
+        let [draws, depths, leapfrogs, divergent, accepts, lps] =
+            <[Tensor; 6]>::try_from(per_iteration)
+                .map_err(|_| internal("draws of the wrong form"))?;
+        let counts =
+            <[Tensor; 5]>::try_from(counts).map_err(|_| internal("counts of the wrong form"))?;
+        let count = |k: usize| -> Result<i64, SampleError> {
+            i64s(&counts[k])?
+                .first()
+                .copied()
+                .ok_or_else(|| internal("an empty count"))
+        };
+        Ok(SegmentOutput {
+            state,
+            draws: into_f64s(draws)?,
+            depths: i64s(&depths)?.to_vec(),
+            leapfrogs: i64s(&leapfrogs)?.to_vec(),
+            divergent: bools(&divergent)?.to_vec(),
+            accept_stats: f64s(&accepts)?.to_vec(),
+            log_densities: f64s(&lps)?.to_vec(),
+            counts: SegmentCounts {
+                warmup_leapfrogs: count(0)?,
+                warmup_divergences: count(1)?,
+                other_gradients: count(2)?,
+                warmup_faults: count(3)?,
+                sampling_faults: count(4)?,
+            },
+        })
+    }
+}
+
 fn append(to: &mut Vec<f64>, mut values: Vec<f64>, n: usize) {
     values.truncate(n);
     if to.is_empty() {
@@ -765,48 +844,21 @@ impl Model {
                         continue;
                     }
                 };
-                let internal = |what: &str| {
-                    SampleError::Run(format!(
-                        "internal error: the sampler returned {what} (this is a bug in autobatch)"
-                    ))
-                };
-                let Value::Tuple(mut parts) = value else {
-                    return Err(internal("no tuple"));
-                };
-                if parts.len() != 8 {
-                    return Err(internal("a tuple of the wrong length"));
-                }
-                let counts: Vec<Tensor> = parts.pop().expect("8 parts").flatten();
-                let rest: Vec<Tensor> = parts
-                    .split_off(1)
-                    .into_iter()
-                    .flat_map(Value::flatten)
-                    .collect();
-                let Value::Tuple(new_state) = parts.pop().expect("the state") else {
-                    return Err(internal("a state that is no tuple"));
-                };
-                let [draws, depths, leapfrogs, divergences, accepts, lps] =
-                    <[Tensor; 6]>::try_from(rest)
-                        .map_err(|_| internal("draws of the wrong form"))?;
-                let [warmup_leapfrogs, warmup_divergent, other_grads, warmup_faulted, sampling_faulted] =
-                    <[Tensor; 5]>::try_from(counts)
-                        .map_err(|_| internal("counts of the wrong form"))?;
-                let leapfrogs = i64s(&leapfrogs)?;
-                append(&mut samples[chain], into_f64s(draws)?, recorded * dim);
-                tree_depth[chain].extend_from_slice(&i64s(&depths)?[..recorded]);
-                n_leapfrog[chain].extend_from_slice(&leapfrogs[..recorded]);
-                divergent[chain].extend_from_slice(&bools(&divergences)?[..recorded]);
-                accept_stat[chain].extend_from_slice(&f64s(&accepts)?[..recorded]);
-                log_density[chain].extend_from_slice(&f64s(&lps)?[..recorded]);
-                sampling_grads += leapfrogs[..recorded].iter().sum::<i64>() as u64;
-                warmup_grads += (i64s(&warmup_leapfrogs)?[0] + i64s(&other_grads)?[0]) as u64;
-                warmup_divergences[chain] += i64s(&warmup_divergent)?[0] as u64;
-                warmup_faults[chain] += i64s(&warmup_faulted)?[0] as u64;
-                sampling_faults[chain] += i64s(&sampling_faulted)?[0] as u64;
-                if new_state.len() != STATE.len() {
-                    return Err(internal("a state of the wrong length"));
-                }
-                for (k, v) in new_state.into_iter().enumerate() {
+                let out = SegmentOutput::read(value)?;
+                let recorded_leapfrogs = &out.leapfrogs[..recorded];
+                append(&mut samples[chain], out.draws, recorded * dim);
+                tree_depth[chain].extend_from_slice(&out.depths[..recorded]);
+                n_leapfrog[chain].extend_from_slice(recorded_leapfrogs);
+                divergent[chain].extend_from_slice(&out.divergent[..recorded]);
+                accept_stat[chain].extend_from_slice(&out.accept_stats[..recorded]);
+                log_density[chain].extend_from_slice(&out.log_densities[..recorded]);
+                sampling_grads += recorded_leapfrogs.iter().sum::<i64>() as u64;
+                let counts = out.counts;
+                warmup_grads += (counts.warmup_leapfrogs + counts.other_gradients) as u64;
+                warmup_divergences[chain] += counts.warmup_divergences as u64;
+                warmup_faults[chain] += counts.warmup_faults as u64;
+                sampling_faults[chain] += counts.sampling_faults as u64;
+                for (k, v) in out.state.into_iter().enumerate() {
                     state[k][chain] = v;
                 }
             }
