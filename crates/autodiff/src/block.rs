@@ -599,17 +599,27 @@ fn successor_call(
     Ok((dsts[..n_results].to_vec(), dsts[n_results..].to_vec()))
 }
 
-/// The vjp of `callee` with respect to `active` (planned if new), with its result types.
+/// The vjp of a callee with respect to some of its parameters: its id and
+/// what its call needs (see the crate doc).
+pub(crate) struct CalleeVjp {
+    pub id: FuncId,
+    /// The callee's results, then the adjoints of its active parameters.
+    pub result_types: Vec<TensorType>,
+    /// The callee's float results, each of which the vjp takes an adjoint for.
+    pub float_results: Vec<usize>,
+}
+
+/// The vjp of `callee` with respect to `active` (planned if new).
 pub(crate) fn callee_vjp(
     d: &mut Deriver,
     callee: FuncId,
     active: &[bool],
-) -> DeriveResult<(FuncId, Vec<TensorType>, Vec<usize>)> {
+) -> DeriveResult<CalleeVjp> {
     let p = d.plan(callee, active, false)?;
     let plan = &d.plans[p];
-    Ok((
-        plan.ids[0].expect("the entry block is reachable"),
-        plan.result_types(0),
-        plan.float_results.clone(),
-    ))
+    Ok(CalleeVjp {
+        id: plan.ids[0].expect("the entry block is reachable"),
+        result_types: plan.result_types(0),
+        float_results: plan.float_results.clone(),
+    })
 }
