@@ -730,6 +730,98 @@ fn convert_json(
     }
 }
 
+/// The walk over a JSON value of an array type: checks its nesting and
+/// lengths against the type and collects its scalars in row-major order.
+struct Walk<'a> {
+    program: &'a Program,
+    ty: &'a TensorType,
+    place: &'a Place,
+    root: &'a str,
+    /// The indices from the root to the list or element being visited;
+    /// a path string is only made when something is wrong, so that a
+    /// large array costs no allocation per element.
+    indices: Vec<usize>,
+    /// Per axis: the first list met on that axis.
+    lengths: Vec<Option<AxisLength>>,
+    data: Data,
+}
+
+impl Walk<'_> {
+    fn path(&self) -> String {
+        let mut path = self.root.to_owned();
+        for i in &self.indices {
+            path.push_str(&format!("[{i}]"));
+        }
+        path
+    }
+
+    fn sub_type_name(&self, axis: usize) -> String {
+        let sub_type = TensorType {
+            elem: self.ty.elem,
+            dims: self.ty.dims[axis..].to_vec(),
+        };
+        self.program.type_name(&sub_type)
+    }
+
+    fn visit(&mut self, json: &serde_json::Value, axis: usize) -> Result<(), InputError> {
+        if axis == self.ty.dims.len() {
+            let scalar = json_to_scalar(json, self.ty.elem)
+                .map_err(|problem| self.place.error(&self.path(), problem))?;
+            self.data.push(scalar);
+            return Ok(());
+        }
+        let serde_json::Value::Array(items) = json else {
+            return Err(self.place.error(
+                &self.path(),
+                format_args!(
+                    "must be an array `{}` (a list), found {}",
+                    self.sub_type_name(axis),
+                    describe_json(json)
+                ),
+            ));
+        };
+        if let Dim::Fixed(expected) = self.ty.dims[axis] {
+            if items.len() as u64 != expected {
+                return Err(self.place.error(
+                    &self.path(),
+                    format_args!(
+                        "must have {expected} elements (type `{}`), found {}",
+                        self.sub_type_name(axis),
+                        items.len()
+                    ),
+                ));
+            }
+        }
+        match &self.lengths[axis] {
+            None => {
+                self.lengths[axis] = Some(AxisLength {
+                    length: items.len(),
+                    path: self.path(),
+                })
+            }
+            Some(first) if first.length != items.len() => {
+                return Err(self.place.error(
+                    &self.path(),
+                    format_args!(
+                        "has {} elements but `{}` has {}: arrays must be rectangular",
+                        items.len(),
+                        first.path,
+                        first.length
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+        for (i, item) in items.iter().enumerate() {
+            self.indices.push(i);
+            self.visit(item, axis + 1)?;
+            self.indices.pop();
+        }
+        Ok(())
+    }
+}
+
+/// Converts the JSON value at `path` of a scalar or array type.
 fn convert_json_tensor(
     program: &Program,
     json: &serde_json::Value,
@@ -738,95 +830,6 @@ fn convert_json_tensor(
     place: &Place,
     dimensions: &mut DimensionBinder,
 ) -> Result<Converted, InputError> {
-    struct Walk<'a> {
-        program: &'a Program,
-        ty: &'a TensorType,
-        place: &'a Place,
-        root: &'a str,
-        /// The indices from the root to the list or element being visited;
-        /// a path string is only made when something is wrong, so that a
-        /// large array costs no allocation per element.
-        indices: Vec<usize>,
-        /// Per axis: the first list met on that axis.
-        lengths: Vec<Option<AxisLength>>,
-        data: Data,
-    }
-
-    impl Walk<'_> {
-        fn path(&self) -> String {
-            let mut path = self.root.to_owned();
-            for i in &self.indices {
-                path.push_str(&format!("[{i}]"));
-            }
-            path
-        }
-
-        fn sub_type_name(&self, axis: usize) -> String {
-            let sub_type = TensorType {
-                elem: self.ty.elem,
-                dims: self.ty.dims[axis..].to_vec(),
-            };
-            self.program.type_name(&sub_type)
-        }
-
-        fn visit(&mut self, json: &serde_json::Value, axis: usize) -> Result<(), InputError> {
-            if axis == self.ty.dims.len() {
-                let scalar = json_to_scalar(json, self.ty.elem)
-                    .map_err(|problem| self.place.error(&self.path(), problem))?;
-                self.data.push(scalar);
-                return Ok(());
-            }
-            let serde_json::Value::Array(items) = json else {
-                return Err(self.place.error(
-                    &self.path(),
-                    format_args!(
-                        "must be an array `{}` (a list), found {}",
-                        self.sub_type_name(axis),
-                        describe_json(json)
-                    ),
-                ));
-            };
-            if let Dim::Fixed(expected) = self.ty.dims[axis] {
-                if items.len() as u64 != expected {
-                    return Err(self.place.error(
-                        &self.path(),
-                        format_args!(
-                            "must have {expected} elements (type `{}`), found {}",
-                            self.sub_type_name(axis),
-                            items.len()
-                        ),
-                    ));
-                }
-            }
-            match &self.lengths[axis] {
-                None => {
-                    self.lengths[axis] = Some(AxisLength {
-                        length: items.len(),
-                        path: self.path(),
-                    })
-                }
-                Some(first) if first.length != items.len() => {
-                    return Err(self.place.error(
-                        &self.path(),
-                        format_args!(
-                            "has {} elements but `{}` has {}: arrays must be rectangular",
-                            items.len(),
-                            first.path,
-                            first.length
-                        ),
-                    ))
-                }
-                Some(_) => {}
-            }
-            for (i, item) in items.iter().enumerate() {
-                self.indices.push(i);
-                self.visit(item, axis + 1)?;
-                self.indices.pop();
-            }
-            Ok(())
-        }
-    }
-
     let mut walk = Walk {
         program,
         ty,
