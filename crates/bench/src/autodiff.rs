@@ -176,7 +176,7 @@ fn products_rate<T: gemm::GemmFloat + FromF64>(x: &[f64], batch: usize, budget: 
 }
 
 /// Conversion of the synthetic data to the measured precision.
-pub trait FromF64 {
+trait FromF64 {
     fn from_f64(v: f64) -> Self;
 }
 
