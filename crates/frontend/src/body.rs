@@ -8,6 +8,7 @@
 //! literal meets anywhere in the function, and defaults to `i64` / `f64`.
 //! Everything else (array lengths, tuple shapes) is known where it is written.
 
+use autobatch_ops::Signature as OpSignature;
 use autobatch_types::{Loc, ScalarType};
 
 use crate::diagnostic::source_text;
@@ -82,7 +83,7 @@ struct SignedCheck {
     ty: TensorTy,
     loc: Loc,
     end: Loc,
-    what: &'static str,
+    what: String,
 }
 
 struct FunctionChecker<'s, 'a> {
@@ -1025,7 +1026,7 @@ impl FunctionChecker<'_, '_> {
                             ty: t.clone(),
                             loc,
                             end,
-                            what: "`-`",
+                            what: "`-`".into(),
                         });
                     }
                     Class::Float => {}
@@ -1076,133 +1077,136 @@ impl FunctionChecker<'_, '_> {
         if let Some(op) = compound_assignment(&b.op) {
             return self.check_assign(&b.left, Some(op), &b.right, loc, end);
         }
-        let (arith, symbol) = match b.op {
-            B::Add(_) => (Some(BinaryOp::Add), "+"),
-            B::Sub(_) => (Some(BinaryOp::Sub), "-"),
-            B::Mul(_) => (Some(BinaryOp::Mul), "*"),
-            B::Div(_) => (Some(BinaryOp::Div), "/"),
-            B::Rem(_) => (Some(BinaryOp::Rem), "%"),
-            B::BitAnd(_) => (Some(BinaryOp::BitAnd), "&"),
-            B::BitOr(_) => (Some(BinaryOp::BitOr), "|"),
-            B::BitXor(_) => (Some(BinaryOp::BitXor), "^"),
-            B::Shl(_) => (Some(BinaryOp::Shl), "<<"),
-            B::Shr(_) => (Some(BinaryOp::Shr), ">>"),
-            B::And(_) | B::Or(_) => {
-                let lhs = self.check_chain_operand(&b.left, loc)?;
-                let rhs = self.check_expr(&b.right)?;
-                let word = if matches!(b.op, B::And(_)) {
-                    "&&"
-                } else {
-                    "||"
-                };
-                for (operand, oend) in [(&lhs, expr_end(&b.left)), (&rhs, end)] {
-                    if !self.unify(&bool_ty(), &operand.ty) {
-                        return Err(error(
-                            format!(
-                                "`{word}` needs `bool` operands, but this is `{}`",
-                                self.show(&operand.ty)
-                            ),
-                            operand.loc,
-                            oend,
-                            "expected `bool`",
-                        ));
-                    }
-                }
-                let kind = if word == "&&" {
-                    ExprKind::And {
-                        lhs: Box::new(lhs),
-                        rhs: Box::new(rhs),
-                    }
-                } else {
-                    ExprKind::Or {
-                        lhs: Box::new(lhs),
-                        rhs: Box::new(rhs),
-                    }
-                };
-                return Ok(mk(kind, bool_ty(), loc));
-            }
-            B::Eq(_) => (None, "=="),
-            B::Ne(_) => (None, "!="),
-            B::Lt(_) => (None, "<"),
-            B::Le(_) => (None, "<="),
-            B::Gt(_) => (None, ">"),
-            B::Ge(_) => (None, ">="),
+        let op = match b.op {
+            B::Add(_) => BinaryOp::Add,
+            B::Sub(_) => BinaryOp::Sub,
+            B::Mul(_) => BinaryOp::Mul,
+            B::Div(_) => BinaryOp::Div,
+            B::Rem(_) => BinaryOp::Rem,
+            B::BitAnd(_) => BinaryOp::BitAnd,
+            B::BitOr(_) => BinaryOp::BitOr,
+            B::BitXor(_) => BinaryOp::BitXor,
+            B::Shl(_) => BinaryOp::Shl,
+            B::Shr(_) => BinaryOp::Shr,
+            B::And(_) => return self.check_logical(b, true, loc, end),
+            B::Or(_) => return self.check_logical(b, false, loc, end),
+            B::Eq(_) => return self.check_compare(b, CompareOp::Eq, loc, end),
+            B::Ne(_) => return self.check_compare(b, CompareOp::Ne, loc, end),
+            B::Lt(_) => return self.check_compare(b, CompareOp::Lt, loc, end),
+            B::Le(_) => return self.check_compare(b, CompareOp::Le, loc, end),
+            B::Gt(_) => return self.check_compare(b, CompareOp::Gt, loc, end),
+            B::Ge(_) => return self.check_compare(b, CompareOp::Ge, loc, end),
             _ => return Err(unsupported("this operator", loc, end)),
         };
         let lhs = self.check_chain_operand(&b.left, loc)?;
         let rhs = self.check_expr(&b.right)?;
-        match arith {
-            Some(op) => {
-                let ty = self.binary_result(op, symbol, &lhs, &rhs, loc, end)?;
-                Ok(mk(
-                    ExprKind::Binary {
-                        op,
-                        lhs: Box::new(lhs),
-                        rhs: Box::new(rhs),
-                    },
-                    ty,
-                    loc,
-                ))
-            }
-            None => {
-                let op = match symbol {
-                    "==" => CompareOp::Eq,
-                    "!=" => CompareOp::Ne,
-                    "<" => CompareOp::Lt,
-                    "<=" => CompareOp::Le,
-                    ">" => CompareOp::Gt,
-                    _ => CompareOp::Ge,
-                };
-                if lhs.ty != Ty::Never && rhs.ty != Ty::Never {
-                    let lt = self.tensor_of(&lhs, expr_end(&b.left), &format!("`{symbol}`"))?;
-                    let rt = self.tensor_of(&rhs, end, &format!("`{symbol}`"))?;
-                    if !lt.is_scalar() || !rt.is_scalar() {
-                        return Err(error(
-                            format!(
-                                "comparisons apply to scalars only; cannot compare `{}` with `{}`",
-                                self.show_tensor(&lt),
-                                self.show_tensor(&rt)
-                            ),
-                            loc,
-                            end,
-                            "array operand",
-                        ));
-                    }
-                    if !self.unify_tensor(&lt, &rt) {
-                        return Err(error(
-                            format!(
-                                "mismatched types: cannot compare `{}` with `{}`",
-                                self.show_tensor(&lt),
-                                self.show_tensor(&rt)
-                            ),
-                            loc,
-                            end,
-                            format!(
-                                "`{}` {symbol} `{}`",
-                                self.show_tensor(&lt),
-                                self.show_tensor(&rt)
-                            ),
-                        )
-                        .map_note("convert one side with `as`"));
-                    }
-                }
-                Ok(mk(
-                    ExprKind::Compare {
-                        op,
-                        lhs: Box::new(lhs),
-                        rhs: Box::new(rhs),
-                    },
-                    bool_ty(),
-                    loc,
-                ))
-            }
-        }
+        let signature = op.op().signature();
+        let ty = self.binary_result(signature, op.symbol(), &lhs, &rhs, loc, end)?;
+        Ok(mk(
+            ExprKind::Binary {
+                op,
+                lhs: Box::new(lhs),
+                rhs: Box::new(rhs),
+            },
+            ty,
+            loc,
+        ))
     }
 
-    /// The type of `lhs op rhs` for arithmetic and bitwise operators.
+    /// `lhs && rhs` (`and`) or `lhs || rhs`.
+    fn check_logical(
+        &mut self,
+        b: &syn::ExprBinary,
+        and: bool,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        let lhs = self.check_chain_operand(&b.left, loc)?;
+        let rhs = self.check_expr(&b.right)?;
+        let word = if and { "&&" } else { "||" };
+        for (operand, oend) in [(&lhs, expr_end(&b.left)), (&rhs, end)] {
+            if !self.unify(&bool_ty(), &operand.ty) {
+                return Err(error(
+                    format!(
+                        "`{word}` needs `bool` operands, but this is `{}`",
+                        self.show(&operand.ty)
+                    ),
+                    operand.loc,
+                    oend,
+                    "expected `bool`",
+                ));
+            }
+        }
+        let (lhs, rhs) = (Box::new(lhs), Box::new(rhs));
+        let kind = if and {
+            ExprKind::And { lhs, rhs }
+        } else {
+            ExprKind::Or { lhs, rhs }
+        };
+        Ok(mk(kind, bool_ty(), loc))
+    }
+
+    /// A comparison: two scalars of one type.
+    fn check_compare(
+        &mut self,
+        b: &syn::ExprBinary,
+        op: CompareOp,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        let symbol = op.symbol();
+        let lhs = self.check_chain_operand(&b.left, loc)?;
+        let rhs = self.check_expr(&b.right)?;
+        if lhs.ty != Ty::Never && rhs.ty != Ty::Never {
+            let lt = self.tensor_of(&lhs, expr_end(&b.left), &format!("`{symbol}`"))?;
+            let rt = self.tensor_of(&rhs, end, &format!("`{symbol}`"))?;
+            if !lt.is_scalar() || !rt.is_scalar() {
+                return Err(error(
+                    format!(
+                        "comparisons apply to scalars only; cannot compare `{}` with `{}`",
+                        self.show_tensor(&lt),
+                        self.show_tensor(&rt)
+                    ),
+                    loc,
+                    end,
+                    "array operand",
+                ));
+            }
+            if !self.unify_tensor(&lt, &rt) {
+                return Err(error(
+                    format!(
+                        "mismatched types: cannot compare `{}` with `{}`",
+                        self.show_tensor(&lt),
+                        self.show_tensor(&rt)
+                    ),
+                    loc,
+                    end,
+                    format!(
+                        "`{}` {symbol} `{}`",
+                        self.show_tensor(&lt),
+                        self.show_tensor(&rt)
+                    ),
+                )
+                .map_note("convert one side with `as`"));
+            }
+        }
+        Ok(mk(
+            ExprKind::Compare {
+                op,
+                lhs: Box::new(lhs),
+                rhs: Box::new(rhs),
+            },
+            bool_ty(),
+            loc,
+        ))
+    }
+
+    /// The type of `lhs op rhs` for an elementwise operation of two operands
+    /// of class `signature` (`Arithmetic`, `Bitwise`, `Shift`, `FloatBinary`):
+    /// an operator, or a method such as `x.max(y)` (`symbol` `.max`).
     fn binary_result(
         &mut self,
-        op: BinaryOp,
+        signature: OpSignature,
         symbol: &str,
         lhs: &Expr,
         rhs: &Expr,
@@ -1217,7 +1221,7 @@ impl FunctionChecker<'_, '_> {
         let lt = self.tensor_of(lhs, end, &what)?;
         let rt = self.tensor_of(rhs, end, &what)?;
         let (lc, rc) = (self.class(&lt), self.class(&rt));
-        if matches!(op, BinaryOp::Shl | BinaryOp::Shr) {
+        if signature == OpSignature::Shift {
             if lc != Class::Int || rc != Class::Int {
                 return Err(error(
                     format!(
@@ -1255,16 +1259,11 @@ impl FunctionChecker<'_, '_> {
             )
             .map_note("autobatch never converts numbers implicitly; convert one side with `as`"));
         }
-        let class = self.class(&lt);
-        let bad_class = match op {
-            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => class == Class::Float,
-            _ => class == Class::Bool,
-        };
-        if bad_class {
-            let need = if class == Class::Float {
-                "`bool` or integer"
-            } else {
-                "numeric"
+        if !accepts(signature, self.class(&lt)) {
+            let need = match signature {
+                OpSignature::Bitwise => "`bool` or integer",
+                OpSignature::FloatBinary => "float",
+                _ => "numeric",
             };
             return Err(error(
                 format!("`{symbol}` needs {need} operands, but these are `{ls}`"),
@@ -1660,20 +1659,11 @@ impl FunctionChecker<'_, '_> {
                 }
             }
             Some(op) => {
-                let symbol = match op {
-                    BinaryOp::Add => "+=",
-                    BinaryOp::Sub => "-=",
-                    BinaryOp::Mul => "*=",
-                    BinaryOp::Div => "/=",
-                    BinaryOp::Rem => "%=",
-                    BinaryOp::BitAnd => "&=",
-                    BinaryOp::BitOr => "|=",
-                    BinaryOp::BitXor => "^=",
-                    BinaryOp::Shl => "<<=",
-                    BinaryOp::Shr => ">>=",
-                };
+                let symbol = format!("{}=", op.symbol());
                 let place_expr = mk(ExprKind::Tuple(Vec::new()), place_ty.clone(), pl);
-                let result = self.binary_result(op, symbol, &place_expr, &value, loc, end)?;
+                let signature = op.op().signature();
+                let result =
+                    self.binary_result(signature, &symbol, &place_expr, &value, loc, end)?;
                 if !self.unify(&place_ty, &result) {
                     return Err(error(
                         format!(
@@ -1945,7 +1935,7 @@ impl FunctionChecker<'_, '_> {
             }
             return self.check_grad(&name, &c.args, loc, end);
         }
-        let Some(builtin) = builtin_function(&name) else {
+        let Some(builtin) = Builtin::function(&name) else {
             return Err(error(
                 format!("cannot find function `{name}`"),
                 fl,
@@ -1961,8 +1951,15 @@ impl FunctionChecker<'_, '_> {
                 "unexpected `::<...>`",
             ));
         }
-        let args = self.check_args(&c.args)?;
-        self.check_builtin(builtin, &name, args, loc, end)
+        let operands = self.check_args(&c.args)?;
+        self.check_builtin(BuiltinCall {
+            builtin,
+            name: &name,
+            method: false,
+            operands,
+            loc,
+            end,
+        })
     }
 
     fn resolve_const_arg(&mut self, arg: &syn::GenericArgument) -> CheckResult<DimExpr> {
@@ -2246,7 +2243,7 @@ impl FunctionChecker<'_, '_> {
             Some(ModuleName::Static(_)) => {
                 return Err(not_function(format!("`{fname}` is a static")))
             }
-            None if builtin_function(&fname).is_some() => {
+            None if Builtin::function(&fname).is_some() => {
                 return Err(not_function(format!("`{fname}` is a builtin"))
                     .map_note("wrap it in a function: `fn g(x: f64) -> f64 { ... }`"))
             }
@@ -2403,353 +2400,217 @@ impl FunctionChecker<'_, '_> {
         let receiver = self.check_expr(&m.receiver)?;
         let receiver_end = expr_end(&m.receiver);
         let args = self.check_args(&m.args)?;
-        let expect_args = |n: usize| -> CheckResult<()> {
-            if args.len() == n {
-                Ok(())
-            } else {
-                Err(error(
-                    format!(
-                        "`.{name}()` takes {n} argument(s), but {} were given",
-                        args.len()
-                    ),
-                    loc,
-                    end,
-                    format!("expected {n} argument(s)"),
-                ))
-            }
-        };
         if name == "len" {
-            expect_args(0)?;
-            let len = match &receiver.ty {
-                Ty::Tensor(t) if !t.is_scalar() => t.dims[0],
-                other => {
-                    return Err(error(
-                        format!(
-                            "`.len()` needs an array, but this is `{}`",
-                            self.show(other)
-                        ),
-                        receiver.loc,
-                        receiver_end,
-                        "not an array",
-                    ))
-                }
-            };
-            return Ok(mk(
-                ExprKind::Len {
-                    array: Box::new(receiver),
-                    len,
-                },
-                usize_ty(),
-                loc,
-            ));
+            return self.check_len(receiver, receiver_end, args.len(), loc, end);
         }
-        let Some(builtin) = builtin_method(&name) else {
+        let Some(builtin) = Builtin::method(&name) else {
             return Err(error(
                 format!("the method `{name}` is not supported by autobatch"),
                 ml,
                 me,
                 "unknown method",
             )
-            .map_note(
-                "methods: abs exp exp_m1 ln ln_1p log10 sqrt sin cos tan tanh floor ceil round signum recip \
-                 powi powf max min is_nan is_finite (floats); abs max min pow (integers); len (arrays)",
-            ));
+            .map_note(method_list()));
         };
-        if receiver.ty == Ty::Never {
-            let mut all = vec![receiver];
-            all.extend(args.into_iter().map(|(a, _)| a));
-            return Ok(mk(ExprKind::Builtin { builtin, args: all }, Ty::Never, loc));
-        }
-        let rt = self.tensor_of(&receiver, receiver_end, &format!("`.{name}()`"))?;
-        let class = self.class(&rt);
-        let wrong_receiver = |this: &Self, need: &str| -> Box<Diagnostic> {
-            error(
-                format!(
-                    "`.{name}()` is a method of {need}, but this is `{}`",
-                    this.show_tensor(&rt)
-                ),
-                receiver.loc,
-                receiver_end,
-                format!("not {need}"),
-            )
-            .map_note(if class == Class::Int {
-                "convert first, e.g. `(x as f64).sqrt()`"
-            } else {
-                "check the type of the receiver"
-            })
-        };
-        let ty = match builtin {
-            Builtin::Abs => {
-                expect_args(0)?;
-                match class {
-                    Class::Bool => return Err(wrong_receiver(self, "numbers")),
-                    Class::Int => {
-                        if self.elem(&rt) == Elem::Known(ScalarType::Usize) {
-                            return Err(error(
-                                "`.abs()` does not apply to a `usize`, which has no sign",
-                                receiver.loc,
-                                receiver_end,
-                                "unsigned value",
-                            ));
-                        }
-                        self.signed_checks.push(SignedCheck {
-                            ty: rt.clone(),
-                            loc,
-                            end,
-                            what: "`.abs()`",
-                        });
-                    }
-                    Class::Float => {}
-                }
-                Ty::Tensor(rt.clone())
-            }
-            Builtin::IsNan | Builtin::IsFinite => {
-                expect_args(0)?;
-                if class != Class::Float {
-                    return Err(wrong_receiver(self, "floats"));
-                }
-                Ty::Tensor(TensorTy::new(ScalarType::Bool, rt.dims.clone()))
-            }
-            Builtin::Max | Builtin::Min => {
-                expect_args(1)?;
-                if class == Class::Bool {
-                    return Err(wrong_receiver(self, "numbers"));
-                }
-                let (arg, arg_end) = &args[0];
-                let ty = self.binary_result(
-                    BinaryOp::Add,
-                    &format!(".{name}"),
-                    &receiver,
-                    arg,
-                    loc,
-                    *arg_end,
-                );
-                match ty {
-                    Ok(t) => t,
-                    Err(_) => {
-                        return Err(error(
-                            format!(
-                                "mismatched types: `.{name}()` of `{}` needs an argument of the same type (or a scalar), found `{}`",
-                                self.show_tensor(&rt),
-                                self.show(&arg.ty)
-                            ),
-                            arg.loc,
-                            *arg_end,
-                            format!("expected `{}`", self.show_tensor(&TensorTy { elem: rt.elem, dims: Vec::new(), var: rt.var })),
-                        ))
-                    }
-                }
-            }
-            Builtin::Powi => {
-                expect_args(1)?;
-                if class != Class::Float {
-                    return Err(wrong_receiver(self, "floats"));
-                }
-                let (arg, arg_end) = &args[0];
-                if !self.unify(&Ty::scalar(ScalarType::I32), &arg.ty) {
-                    return Err(error(
-                        format!(
-                            "`.powi()` needs an `i32` exponent, but this is `{}`",
-                            self.show(&arg.ty)
-                        ),
-                        arg.loc,
-                        *arg_end,
-                        "expected `i32`",
-                    ));
-                }
-                Ty::Tensor(rt.clone())
-            }
-            Builtin::Powf => {
-                expect_args(1)?;
-                if class != Class::Float {
-                    return Err(wrong_receiver(self, "floats"));
-                }
-                let (arg, arg_end) = &args[0];
-                match self.binary_result(BinaryOp::Add, ".powf", &receiver, arg, loc, *arg_end) {
-                    Ok(t) => t,
-                    Err(_) => {
-                        return Err(error(
-                            format!(
-                                "mismatched types: `.powf()` of `{}` needs a float exponent of the same type, found `{}`",
-                                self.show_tensor(&rt),
-                                self.show(&arg.ty)
-                            ),
-                            arg.loc,
-                            *arg_end,
-                            "wrong exponent type",
-                        ))
-                    }
-                }
-            }
-            Builtin::Pow => {
-                expect_args(1)?;
-                if class != Class::Int {
-                    return Err(error(
-                        format!(
-                            "`.pow()` is a method of integers, but this is `{}`",
-                            self.show_tensor(&rt)
-                        ),
-                        receiver.loc,
-                        receiver_end,
-                        "not an integer",
-                    )
-                    .map_note("for floats use `.powi(n)` or `.powf(x)`"));
-                }
-                let (arg, arg_end) = &args[0];
-                let ok = matches!(&arg.ty, Ty::Tensor(t) if t.is_scalar() && self.class(t) == Class::Int)
-                    || arg.ty == Ty::Never;
-                if !ok {
-                    return Err(error(
-                        format!(
-                            "`.pow()` needs an integer exponent, but this is `{}`",
-                            self.show(&arg.ty)
-                        ),
-                        arg.loc,
-                        *arg_end,
-                        "expected an integer",
-                    ));
-                }
-                Ty::Tensor(rt.clone())
-            }
-            _ => {
-                expect_args(0)?;
-                if class != Class::Float {
-                    return Err(wrong_receiver(self, "floats"));
-                }
-                Ty::Tensor(rt.clone())
-            }
-        };
-        let mut all = vec![receiver];
-        all.extend(args.into_iter().map(|(a, _)| a));
-        Ok(mk(ExprKind::Builtin { builtin, args: all }, ty, loc))
+        let mut operands = vec![(receiver, receiver_end)];
+        operands.extend(args);
+        self.check_builtin(BuiltinCall {
+            builtin,
+            name: &name,
+            method: true,
+            operands,
+            loc,
+            end,
+        })
     }
 
-    fn check_builtin(
+    /// `array.len()`.
+    fn check_len(
         &mut self,
-        builtin: Builtin,
-        name: &str,
-        args: Vec<(Expr, Loc)>,
+        receiver: Expr,
+        receiver_end: Loc,
+        args: usize,
         loc: Loc,
         end: Loc,
     ) -> CheckResult<Expr> {
-        let arity = match builtin {
-            Builtin::Uniform | Builtin::Normal => 0,
-            Builtin::Dot | Builtin::Matvec | Builtin::Vecmat | Builtin::Matmul | Builtin::Outer => {
-                2
-            }
-            Builtin::Select => 3,
-            _ => 1,
-        };
-        if args.len() != arity {
-            let mut d = error(
-                format!(
-                    "`{name}` takes {arity} argument(s), but {} were given",
-                    args.len()
-                ),
+        if args != 0 {
+            return Err(error(
+                format!("`.len()` takes 0 argument(s), but {args} were given"),
                 loc,
                 end,
-                format!("expected {arity} argument(s)"),
-            );
-            if matches!(builtin, Builtin::ReduceMax | Builtin::ReduceMin) && args.len() == 2 {
-                d = d.map_note(format!(
-                    "`{name}(a)` reduces an array; for two values write `x.{name}(y)`"
-                ));
+                "expected 0 argument(s)",
+            ));
+        }
+        let len = match &receiver.ty {
+            Ty::Tensor(t) if !t.is_scalar() => t.dims[0],
+            other => {
+                return Err(error(
+                    format!(
+                        "`.len()` needs an array, but this is `{}`",
+                        self.show(other)
+                    ),
+                    receiver.loc,
+                    receiver_end,
+                    "not an array",
+                ))
             }
-            return Err(d);
-        }
-        let result = |ty: Ty, args: Vec<(Expr, Loc)>| {
-            Ok(mk(
-                ExprKind::Builtin {
-                    builtin,
-                    args: args.into_iter().map(|(a, _)| a).collect(),
-                },
-                ty,
-                loc,
-            ))
         };
-        if args.iter().any(|(a, _)| a.ty == Ty::Never) {
-            return result(Ty::Never, args);
+        Ok(mk(
+            ExprKind::Len {
+                array: Box::new(receiver),
+                len,
+            },
+            usize_ty(),
+            loc,
+        ))
+    }
+
+    /// A call of a builtin (method or function): the operand count, then the
+    /// rule of its signature class.
+    fn check_builtin(&mut self, call: BuiltinCall) -> CheckResult<Expr> {
+        let never = if call.method {
+            // A method's receiver is checked before its arguments are counted.
+            let never = call.operands[0].0.ty == Ty::Never;
+            if !never {
+                self.operand(&call, 0)?;
+                self.check_builtin_arity(&call)?;
+            }
+            never
+        } else {
+            self.check_builtin_arity(&call)?;
+            let never = call.operands.iter().any(|(a, _)| a.ty == Ty::Never);
+            if !never {
+                for k in 0..call.operands.len() {
+                    self.operand(&call, k)?;
+                }
+            }
+            never
+        };
+        let ty = if never {
+            Ty::Never
+        } else {
+            self.builtin_type(&call)?
+        };
+        let args = call.operands.into_iter().map(|(a, _)| a).collect();
+        Ok(mk(
+            ExprKind::Builtin {
+                builtin: call.builtin,
+                args,
+            },
+            ty,
+            call.loc,
+        ))
+    }
+
+    fn check_builtin_arity(&self, call: &BuiltinCall) -> CheckResult<()> {
+        // A method's receiver is not one of the arguments the user counts.
+        let skip = usize::from(call.method);
+        let (want, given) = (call.builtin.arity() - skip, call.operands.len() - skip);
+        if want == given {
+            return Ok(());
         }
-        let mut tensors = Vec::new();
-        for (a, aend) in &args {
-            tensors.push(self.tensor_of(a, *aend, &format!("`{name}`"))?);
+        let mut d = error(
+            format!(
+                "{} takes {want} argument(s), but {given} were given",
+                call.shown()
+            ),
+            call.loc,
+            call.end,
+            format!("expected {want} argument(s)"),
+        );
+        let reduces = matches!(
+            call.builtin.signature(),
+            OpSignature::Reduce | OpSignature::FloatReduce | OpSignature::ArgReduce
+        );
+        let method = Builtin::method(call.name).map(Builtin::arity);
+        if !call.method && reduces && method == Some(given) {
+            let name = call.name;
+            d = d.map_note(format!(
+                "`{name}(a)` reduces an array; for two values write `x.{name}(y)`"
+            ));
         }
-        let arg_error = |this: &Self, k: usize, need: &str| -> Box<Diagnostic> {
-            let (a, aend) = &args[k];
-            error(
+        Err(d)
+    }
+
+    /// Operand `k` of a builtin as an array or scalar (else an error naming the builtin).
+    fn operand(&self, call: &BuiltinCall, k: usize) -> CheckResult<TensorTy> {
+        let (a, end) = &call.operands[k];
+        self.tensor_of(a, *end, &call.shown())
+    }
+
+    /// Operand `k` of a builtin is not `need`: for a method's receiver,
+    /// "is a method of {need}"; for an argument, "needs {need}".
+    fn operand_error(&self, call: &BuiltinCall, k: usize, need: &str) -> Box<Diagnostic> {
+        let (a, end) = &call.operands[k];
+        if call.method && k == 0 {
+            let note = match &a.ty {
+                Ty::Tensor(t) if self.class(t) == Class::Int => {
+                    "convert first, e.g. `(x as f64).sqrt()`"
+                }
+                _ => "check the type of the receiver",
+            };
+            return error(
                 format!(
-                    "`{name}` needs {need}, but argument {} is `{}`",
-                    k + 1,
-                    this.show(&a.ty)
+                    "{} is a method of {need}, but this is `{}`",
+                    call.shown(),
+                    self.show(&a.ty)
                 ),
                 a.loc,
-                *aend,
-                format!("expected {need}"),
+                *end,
+                format!("not {need}"),
             )
-        };
-        let rank = |t: &TensorTy| t.dims.len();
-        let ty = match builtin {
-            Builtin::Uniform | Builtin::Normal => Ty::scalar(ScalarType::F64),
-            Builtin::Bernoulli => {
-                if !self.unify(&Ty::scalar(ScalarType::F64), &args[0].0.ty) {
-                    return Err(arg_error(self, 0, "an `f64` probability"));
-                }
-                bool_ty()
+            .map_note(note);
+        }
+        let number = if call.method { k } else { k + 1 };
+        error(
+            format!(
+                "{} needs {need}, but argument {number} is `{}`",
+                call.shown(),
+                self.show(&a.ty)
+            ),
+            a.loc,
+            *end,
+            format!("expected {need}"),
+        )
+    }
+
+    /// Operand `k`, whose element type the class must accept (else
+    /// `operand_error` with `need`).
+    fn operand_of(&self, call: &BuiltinCall, k: usize, need: &str) -> CheckResult<TensorTy> {
+        let t = self.operand(call, k)?;
+        if !accepts(call.builtin.signature(), self.class(&t)) {
+            return Err(self.operand_error(call, k, need));
+        }
+        Ok(t)
+    }
+
+    /// The type of a builtin call whose operands are counted and are not
+    /// `!`: one rule per signature class.
+    fn builtin_type(&mut self, call: &BuiltinCall) -> CheckResult<Ty> {
+        use OpSignature as S;
+        let signature = call.builtin.signature();
+        Ok(match signature {
+            S::FloatMap => Ty::Tensor(self.operand_of(call, 0, "floats")?),
+            S::FloatPredicate => {
+                let t = self.operand_of(call, 0, "floats")?;
+                Ty::Tensor(TensorTy::new(ScalarType::Bool, t.dims))
             }
-            Builtin::UniformLike | Builtin::NormalLike => {
-                let t = &tensors[0];
-                if self.class(t) == Class::Float {
-                    Ty::Tensor(t.clone())
-                } else {
-                    Ty::Tensor(TensorTy::new(ScalarType::F64, t.dims.clone()))
+            S::SignedMap => self.signed_map_type(call)?,
+            S::Arithmetic | S::FloatBinary => self.same_type_binary(call, signature)?,
+            S::FloatPowi => self.powi_type(call)?,
+            S::IntPower => self.int_power_type(call)?,
+            S::Reduce | S::ArgReduce | S::FloatReduce => self.reduce_type(call, signature)?,
+            S::FloatVectorMap => {
+                let t = self.operand(call, 0)?;
+                if !accepts(signature, self.class(&t)) || t.dims.len() != 1 {
+                    return Err(self.operand_error(call, 0, "a 1-D float array"));
                 }
+                Ty::Tensor(t)
             }
-            Builtin::Sigmoid | Builtin::LogSigmoid | Builtin::Softplus => {
-                if self.class(&tensors[0]) != Class::Float {
-                    return Err(arg_error(self, 0, "floats"));
-                }
-                Ty::Tensor(tensors[0].clone())
-            }
-            Builtin::Softmax => {
-                if self.class(&tensors[0]) != Class::Float || rank(&tensors[0]) != 1 {
-                    return Err(arg_error(self, 0, "a 1-D float array"));
-                }
-                Ty::Tensor(tensors[0].clone())
-            }
-            Builtin::Sum
-            | Builtin::ReduceMax
-            | Builtin::ReduceMin
-            | Builtin::Argmax
-            | Builtin::Argmin => {
-                let t = &tensors[0];
-                if rank(t) != 1 || self.class(t) == Class::Bool {
-                    return Err(arg_error(self, 0, "a 1-D array of numbers"));
-                }
-                if matches!(builtin, Builtin::Argmax | Builtin::Argmin) {
-                    usize_ty()
-                } else {
-                    Ty::Tensor(TensorTy {
-                        elem: t.elem,
-                        dims: Vec::new(),
-                        var: t.var,
-                    })
-                }
-            }
-            Builtin::Mean | Builtin::LogSumExp => {
-                let t = &tensors[0];
-                if rank(t) != 1 || self.class(t) != Class::Float {
-                    return Err(arg_error(self, 0, "a 1-D float array"));
-                }
-                Ty::Tensor(TensorTy {
-                    elem: t.elem,
-                    dims: Vec::new(),
-                    var: t.var,
-                })
-            }
-            Builtin::Transpose => {
-                let t = &tensors[0];
-                if rank(t) != 2 || self.class(t) == Class::Bool {
-                    return Err(arg_error(self, 0, "a matrix (a 2-D array of numbers)"));
+            S::Transpose => {
+                let t = self.operand(call, 0)?;
+                if t.dims.len() != 2 || !accepts(signature, self.class(&t)) {
+                    return Err(self.operand_error(call, 0, "a matrix (a 2-D array of numbers)"));
                 }
                 Ty::Tensor(TensorTy {
                     elem: t.elem,
@@ -2757,101 +2618,296 @@ impl FunctionChecker<'_, '_> {
                     var: t.var,
                 })
             }
-            Builtin::Dot | Builtin::Matvec | Builtin::Vecmat | Builtin::Matmul | Builtin::Outer => {
-                let (a, b) = (&tensors[0], &tensors[1]);
-                let (need_a, need_b) = match builtin {
-                    Builtin::Dot | Builtin::Outer => (1, 1),
-                    Builtin::Matvec => (2, 1),
-                    Builtin::Vecmat => (1, 2),
-                    _ => (2, 2),
-                };
-                let describe = |r: usize| {
-                    if r == 1 {
-                        "a vector (a 1-D array of numbers)"
-                    } else {
-                        "a matrix (a 2-D array of numbers)"
-                    }
-                };
-                if rank(a) != need_a || self.class(a) == Class::Bool {
-                    return Err(arg_error(self, 0, describe(need_a)));
+            S::Product {
+                left,
+                right,
+                contract,
+                lengths,
+            } => self.product_type(call, [left, right], contract, lengths)?,
+            S::Select => self.select_type(call)?,
+            S::Draw => Ty::scalar(ScalarType::F64),
+            S::DrawLike => {
+                let t = self.operand(call, 0)?;
+                if self.class(&t) == Class::Float {
+                    Ty::Tensor(t)
+                } else {
+                    Ty::Tensor(TensorTy::new(ScalarType::F64, t.dims))
                 }
-                if rank(b) != need_b || self.class(b) == Class::Bool {
-                    return Err(arg_error(self, 1, describe(need_b)));
-                }
-                let (ea, eb) = (self.elem(a), self.elem(b));
-                if !self.unify_elem(ea, eb) {
-                    return Err(error(
-                        format!(
-                            "mismatched types: `{name}` of `{}` and `{}`",
-                            self.show_tensor(a),
-                            self.show_tensor(b)
-                        ),
-                        loc,
-                        end,
-                        "element types differ",
-                    )
-                    .map_note("convert one side with `as`"));
-                }
-                let (agree, dims) = match builtin {
-                    Builtin::Dot => (a.dims[0] == b.dims[0], vec![]),
-                    Builtin::Outer => (true, vec![a.dims[0], b.dims[0]]),
-                    Builtin::Matvec => (a.dims[1] == b.dims[0], vec![a.dims[0]]),
-                    Builtin::Vecmat => (a.dims[0] == b.dims[0], vec![b.dims[1]]),
-                    _ => (a.dims[1] == b.dims[0], vec![a.dims[0], b.dims[1]]),
-                };
-                if !agree {
-                    return Err(error(
-                        format!(
-                            "shape mismatch: `{name}` of `{}` and `{}`",
-                            self.show_shape(a),
-                            self.show_shape(b)
-                        ),
-                        loc,
-                        end,
-                        "the lengths do not agree",
-                    )
-                    .map_note(shape_rule(builtin)));
-                }
-                Ty::Tensor(TensorTy {
-                    elem: a.elem,
-                    dims,
-                    var: a.var,
-                })
             }
-            Builtin::Select => {
-                let (c, a, b) = (&tensors[0], &tensors[1], &tensors[2]);
-                let cond_ok = self.class(c) == Class::Bool && (c.is_scalar() || c.dims == a.dims);
-                if !cond_ok {
-                    return Err(arg_error(
-                        self,
-                        0,
-                        "a `bool` (or a `bool` array shaped like the alternatives)",
-                    ));
+            S::Bernoulli => {
+                if !self.unify(&Ty::scalar(ScalarType::F64), &call.operands[0].0.ty) {
+                    return Err(self.operand_error(call, 0, "an `f64` probability"));
                 }
-                if !self.unify_tensor(a, b) {
-                    return Err(error(
-                        format!(
-                            "the alternatives of `select` must have one type, found `{}` and `{}`",
-                            self.show_tensor(a),
-                            self.show_tensor(b)
-                        ),
-                        args[2].0.loc,
-                        args[2].1,
-                        format!("expected `{}`", self.show_tensor(a)),
-                    ));
-                }
-                Ty::Tensor(a.clone())
+                bool_ty()
             }
-            _ => {
+            // Operators and syntax: the table has no builtin of these classes.
+            S::LogicMap
+            | S::Bitwise
+            | S::Shift
+            | S::Compare
+            | S::Copy
+            | S::Value
+            | S::Cast
+            | S::Fill
+            | S::Stack
+            | S::Index
+            | S::IndexSet
+            | S::Assert => {
                 return Err(error(
-                    format!("`{name}` cannot be called as a function"),
-                    loc,
-                    end,
-                    "not a function",
+                    format!("{} cannot be called", call.shown()),
+                    call.loc,
+                    call.end,
+                    "not a builtin",
                 ))
             }
+        })
+    }
+
+    /// `SignedMap` (`x.abs()`): numbers, not `usize`; the same type.
+    fn signed_map_type(&mut self, call: &BuiltinCall) -> CheckResult<Ty> {
+        let t = self.operand_of(call, 0, "numbers")?;
+        if self.class(&t) == Class::Int {
+            let (a, end) = &call.operands[0];
+            if self.elem(&t) == Elem::Known(ScalarType::Usize) {
+                return Err(error(
+                    format!(
+                        "{} does not apply to a `usize`, which has no sign",
+                        call.shown()
+                    ),
+                    a.loc,
+                    *end,
+                    "unsigned value",
+                ));
+            }
+            self.signed_checks.push(SignedCheck {
+                ty: t.clone(),
+                loc: call.loc,
+                end: call.end,
+                what: call.shown(),
+            });
+        }
+        Ok(Ty::Tensor(t))
+    }
+
+    /// `Arithmetic` and `FloatBinary` (`x.max(y)`, `x.powf(y)`): the argument
+    /// has the receiver's type, or is a scalar of its element type.
+    fn same_type_binary(&mut self, call: &BuiltinCall, signature: OpSignature) -> CheckResult<Ty> {
+        let need = if signature == OpSignature::FloatBinary {
+            "floats"
+        } else {
+            "numbers"
         };
-        result(ty, args)
+        let t = self.operand_of(call, 0, need)?;
+        let (x, (arg, arg_end)) = (&call.operands[0].0, &call.operands[1]);
+        let symbol = format!(".{}", call.name);
+        match self.binary_result(signature, &symbol, x, arg, call.loc, *arg_end) {
+            Ok(ty) => Ok(ty),
+            Err(_) if signature == OpSignature::FloatBinary => Err(error(
+                format!(
+                    "mismatched types: {} of `{}` needs a float exponent of the same type, found `{}`",
+                    call.shown(),
+                    self.show_tensor(&t),
+                    self.show(&arg.ty)
+                ),
+                arg.loc,
+                *arg_end,
+                "wrong exponent type",
+            )),
+            Err(_) => {
+                let elem = TensorTy {
+                    elem: t.elem,
+                    dims: Vec::new(),
+                    var: t.var,
+                };
+                Err(error(
+                    format!(
+                        "mismatched types: {} of `{}` needs an argument of the same type (or a scalar), found `{}`",
+                        call.shown(),
+                        self.show_tensor(&t),
+                        self.show(&arg.ty)
+                    ),
+                    arg.loc,
+                    *arg_end,
+                    format!("expected `{}`", self.show_tensor(&elem)),
+                ))
+            }
+        }
+    }
+
+    /// `FloatPowi` (`x.powi(n)`): a float and an `i32` scalar.
+    fn powi_type(&mut self, call: &BuiltinCall) -> CheckResult<Ty> {
+        let t = self.operand_of(call, 0, "floats")?;
+        let (arg, arg_end) = &call.operands[1];
+        if !self.unify(&Ty::scalar(ScalarType::I32), &arg.ty) {
+            return Err(error(
+                format!(
+                    "{} needs an `i32` exponent, but this is `{}`",
+                    call.shown(),
+                    self.show(&arg.ty)
+                ),
+                arg.loc,
+                *arg_end,
+                "expected `i32`",
+            ));
+        }
+        Ok(Ty::Tensor(t))
+    }
+
+    /// `IntPower` (`n.pow(k)`): an integer and an integer scalar.
+    fn int_power_type(&mut self, call: &BuiltinCall) -> CheckResult<Ty> {
+        let t = self.operand(call, 0)?;
+        if !accepts(OpSignature::IntPower, self.class(&t)) {
+            let (a, end) = &call.operands[0];
+            return Err(error(
+                format!(
+                    "{} is a method of integers, but this is `{}`",
+                    call.shown(),
+                    self.show_tensor(&t)
+                ),
+                a.loc,
+                *end,
+                "not an integer",
+            )
+            .map_note("for floats use `.powi(n)` or `.powf(x)`"));
+        }
+        let (arg, arg_end) = &call.operands[1];
+        let ok = matches!(&arg.ty, Ty::Tensor(t) if t.is_scalar() && self.class(t) == Class::Int)
+            || arg.ty == Ty::Never;
+        if !ok {
+            return Err(error(
+                format!(
+                    "{} needs an integer exponent, but this is `{}`",
+                    call.shown(),
+                    self.show(&arg.ty)
+                ),
+                arg.loc,
+                *arg_end,
+                "expected an integer",
+            ));
+        }
+        Ok(Ty::Tensor(t))
+    }
+
+    /// `Reduce`, `ArgReduce`, `FloatReduce` (`sum(a)`, `argmax(a)`,
+    /// `mean(a)`): a 1-D array; its element, or its index.
+    fn reduce_type(&mut self, call: &BuiltinCall, signature: OpSignature) -> CheckResult<Ty> {
+        let t = self.operand(call, 0)?;
+        if t.dims.len() != 1 || !accepts(signature, self.class(&t)) {
+            let need = if signature == OpSignature::FloatReduce {
+                "a 1-D float array"
+            } else {
+                "a 1-D array of numbers"
+            };
+            return Err(self.operand_error(call, 0, need));
+        }
+        if signature == OpSignature::ArgReduce {
+            return Ok(usize_ty());
+        }
+        Ok(Ty::Tensor(TensorTy {
+            elem: t.elem,
+            dims: Vec::new(),
+            var: t.var,
+        }))
+    }
+
+    /// `Product` (`dot`, `matvec`, `vecmat`, `matmul`, `outer`): arrays of
+    /// numbers of ranks `ranks`, of one element type; with `contract`, the
+    /// left's last axis against the right's first.
+    fn product_type(
+        &mut self,
+        call: &BuiltinCall,
+        ranks: [usize; 2],
+        contract: bool,
+        lengths: &str,
+    ) -> CheckResult<Ty> {
+        let describe = |r: usize| {
+            if r == 1 {
+                "a vector (a 1-D array of numbers)"
+            } else {
+                "a matrix (a 2-D array of numbers)"
+            }
+        };
+        let mut operands = Vec::new();
+        for (k, rank) in ranks.into_iter().enumerate() {
+            let t = self.operand(call, k)?;
+            if t.dims.len() != rank || !accepts(call.builtin.signature(), self.class(&t)) {
+                return Err(self.operand_error(call, k, describe(rank)));
+            }
+            operands.push(t);
+        }
+        let (a, b) = (&operands[0], &operands[1]);
+        let (ea, eb) = (self.elem(a), self.elem(b));
+        if !self.unify_elem(ea, eb) {
+            return Err(error(
+                format!(
+                    "mismatched types: {} of `{}` and `{}`",
+                    call.shown(),
+                    self.show_tensor(a),
+                    self.show_tensor(b)
+                ),
+                call.loc,
+                call.end,
+                "element types differ",
+            )
+            .map_note("convert one side with `as`"));
+        }
+        let mut dims = a.dims.clone();
+        let mut rest = &b.dims[..];
+        if contract {
+            if dims.pop() != b.dims.first().copied() {
+                return Err(error(
+                    format!(
+                        "shape mismatch: {} of `{}` and `{}`",
+                        call.shown(),
+                        self.show_shape(a),
+                        self.show_shape(b)
+                    ),
+                    call.loc,
+                    call.end,
+                    "the lengths do not agree",
+                )
+                .map_note(lengths));
+            }
+            rest = &b.dims[1..];
+        }
+        dims.extend_from_slice(rest);
+        Ok(Ty::Tensor(TensorTy {
+            elem: a.elem,
+            dims,
+            var: a.var,
+        }))
+    }
+
+    /// `Select` (`select(c, a, b)`).
+    fn select_type(&mut self, call: &BuiltinCall) -> CheckResult<Ty> {
+        let (c, a, b) = (
+            self.operand(call, 0)?,
+            self.operand(call, 1)?,
+            self.operand(call, 2)?,
+        );
+        let cond_ok = self.class(&c) == Class::Bool && (c.is_scalar() || c.dims == a.dims);
+        if !cond_ok {
+            return Err(self.operand_error(
+                call,
+                0,
+                "a `bool` (or a `bool` array shaped like the alternatives)",
+            ));
+        }
+        if !self.unify_tensor(&a, &b) {
+            let (b_expr, b_end) = &call.operands[2];
+            return Err(error(
+                format!(
+                    "the alternatives of {} must have one type, found `{}` and `{}`",
+                    call.shown(),
+                    self.show_tensor(&a),
+                    self.show_tensor(&b)
+                ),
+                b_expr.loc,
+                *b_end,
+                format!("expected `{}`", self.show_tensor(&a)),
+            ));
+        }
+        Ok(Ty::Tensor(a))
     }
 
     // -----------------------------------------------------------------------
@@ -3354,72 +3410,79 @@ fn unescape_braces(s: &str) -> Option<String> {
     Some(out)
 }
 
-fn shape_rule(b: Builtin) -> &'static str {
-    match b {
-        Builtin::Dot => "`dot(a, b)` needs two vectors of the same length",
-        Builtin::Matvec => "`matvec(m, v)` needs `m: [[T; K]; M]` and `v: [T; K]`",
-        Builtin::Vecmat => "`vecmat(v, m)` needs `v: [T; M]` and `m: [[T; K]; M]`",
-        Builtin::Matmul => "`matmul(a, b)` needs `a: [[T; K]; M]` and `b: [[T; N]; K]`",
-        _ => "the lengths must agree",
+/// A call of a builtin as the user wrote it.
+struct BuiltinCall<'n> {
+    builtin: Builtin,
+    /// The name as written.
+    name: &'n str,
+    /// Written as a method: the receiver is the first operand.
+    method: bool,
+    /// The operands (a method's receiver first), each with where it ends.
+    operands: Vec<(Expr, Loc)>,
+    loc: Loc,
+    end: Loc,
+}
+
+impl BuiltinCall<'_> {
+    /// The builtin as messages name it: `` `.exp()` `` or `` `softmax` ``.
+    fn shown(&self) -> String {
+        if self.method {
+            format!("`.{}()`", self.name)
+        } else {
+            format!("`{}`", self.name)
+        }
     }
 }
 
-fn builtin_function(name: &str) -> Option<Builtin> {
-    Some(match name {
-        "dot" => Builtin::Dot,
-        "matvec" => Builtin::Matvec,
-        "vecmat" => Builtin::Vecmat,
-        "matmul" => Builtin::Matmul,
-        "transpose" => Builtin::Transpose,
-        "outer" => Builtin::Outer,
-        "sum" => Builtin::Sum,
-        "mean" => Builtin::Mean,
-        "max" => Builtin::ReduceMax,
-        "min" => Builtin::ReduceMin,
-        "argmax" => Builtin::Argmax,
-        "argmin" => Builtin::Argmin,
-        "logsumexp" => Builtin::LogSumExp,
-        "softmax" => Builtin::Softmax,
-        "sigmoid" => Builtin::Sigmoid,
-        "log_sigmoid" => Builtin::LogSigmoid,
-        "softplus" => Builtin::Softplus,
-        "select" => Builtin::Select,
-        "uniform" => Builtin::Uniform,
-        "normal" => Builtin::Normal,
-        "uniform_like" => Builtin::UniformLike,
-        "normal_like" => Builtin::NormalLike,
-        "bernoulli" => Builtin::Bernoulli,
-        _ => return None,
-    })
+/// Whether the first operand of a builtin of class `signature` may have
+/// element type class `class` (the receivers the unknown-method note lists).
+fn accepts(signature: OpSignature, class: Class) -> bool {
+    use OpSignature as S;
+    match signature {
+        S::FloatMap
+        | S::FloatPredicate
+        | S::FloatBinary
+        | S::FloatPowi
+        | S::FloatReduce
+        | S::FloatVectorMap
+        | S::Bernoulli => class == Class::Float,
+        S::SignedMap
+        | S::Arithmetic
+        | S::Reduce
+        | S::ArgReduce
+        | S::Transpose
+        | S::Product { .. } => class != Class::Bool,
+        S::IntPower | S::Shift => class == Class::Int,
+        S::LogicMap | S::Bitwise => class != Class::Float,
+        S::Select => class == Class::Bool,
+        S::Compare
+        | S::DrawLike
+        | S::Copy
+        | S::Cast
+        | S::Fill
+        | S::Stack
+        | S::Index
+        | S::IndexSet
+        | S::Assert => true,
+        S::Draw | S::Value => false,
+    }
 }
 
-fn builtin_method(name: &str) -> Option<Builtin> {
-    Some(match name {
-        "abs" => Builtin::Abs,
-        "exp" => Builtin::Exp,
-        "exp_m1" => Builtin::ExpM1,
-        "ln" => Builtin::Ln,
-        "ln_1p" => Builtin::Ln1p,
-        "log10" => Builtin::Log10,
-        "sqrt" => Builtin::Sqrt,
-        "sin" => Builtin::Sin,
-        "cos" => Builtin::Cos,
-        "tan" => Builtin::Tan,
-        "tanh" => Builtin::Tanh,
-        "floor" => Builtin::Floor,
-        "ceil" => Builtin::Ceil,
-        "round" => Builtin::Round,
-        "signum" => Builtin::Signum,
-        "recip" => Builtin::Recip,
-        "is_nan" => Builtin::IsNan,
-        "is_finite" => Builtin::IsFinite,
-        "max" => Builtin::Max,
-        "min" => Builtin::Min,
-        "powi" => Builtin::Powi,
-        "powf" => Builtin::Powf,
-        "pow" => Builtin::Pow,
-        _ => return None,
-    })
+/// The note of an unknown method: the methods, by receiver.
+fn method_list() -> String {
+    let methods = |class: Class| {
+        let names: Vec<&str> = Builtin::ALL
+            .iter()
+            .filter(|b| b.spelling().method().is_some() && accepts(b.signature(), class))
+            .map(|b| b.name())
+            .collect();
+        names.join(" ")
+    };
+    format!(
+        "methods: {} (floats); {} (integers); len (arrays)",
+        methods(Class::Float),
+        methods(Class::Int)
+    )
 }
 
 /// The operation of a compound assignment (`+=` gives `Add`), or `None` for

@@ -15,7 +15,7 @@ use std::collections::HashSet;
 
 use autobatch_types::Loc;
 
-use crate::hir::{Block, Builtin, Expr, ExprKind, Module, Pattern, Projection, Stmt};
+use crate::hir::{Block, Expr, ExprKind, Module, Pattern, Projection, Stmt};
 use crate::Diagnostic;
 
 /// Checks every `grad` / `value_and_grad` of `module`.
@@ -250,22 +250,10 @@ impl Checker<'_> {
                 any
             }
             ExprKind::Builtin { builtin, args } => {
-                let random = matches!(
-                    builtin,
-                    Builtin::Uniform
-                        | Builtin::Normal
-                        | Builtin::Bernoulli
-                        | Builtin::UniformLike
-                        | Builtin::NormalLike
-                );
-                if random {
-                    let name = match builtin {
-                        Builtin::Uniform => "uniform",
-                        Builtin::Normal => "normal",
-                        Builtin::Bernoulli => "bernoulli",
-                        Builtin::UniformLike => "uniform_like",
-                        _ => "normal_like",
-                    };
+                // The table's `nograd` rows are the random draws (a test of
+                // the table checks it).
+                if !builtin.differentiable() {
+                    let name = builtin.name();
                     return Err(self.error(
                         format!("cannot differentiate the random draw `{name}`"),
                         e.loc,
