@@ -398,7 +398,10 @@ fn an_unknown_method_lists_the_methods_by_receiver() {
     let Err(ds) = check("fn f(x: f64) -> f64 { x.iter() }") else {
         panic!("`.iter()` accepted");
     };
-    assert_eq!(ds[0].message, "the method `iter` is not supported by autobatch");
+    assert_eq!(
+        ds[0].message,
+        "the method `iter` is not supported by autobatch"
+    );
     assert_eq!(
         ds[0].notes,
         ["methods: abs exp exp_m1 ln ln_1p log10 sqrt sin cos tan tanh floor ceil round signum recip \

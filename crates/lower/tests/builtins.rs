@@ -83,9 +83,7 @@ fn agree(expr: &str, types: &[&str], ir_name: &str) -> bool {
         .flat_map(|(_, b)| &b.ops)
         .filter_map(|op| match op {
             Op::Prim {
-                prim,
-                dst: Some(d),
-                ..
+                prim, dst: Some(d), ..
             } if prim.name() == ir_name => Some(&f.vars[*d].ty),
             _ => None,
         })
