@@ -1,11 +1,13 @@
 //! Blocks and statements: scopes, `let` with its optional type and its
 //! pattern (names, `_`, tuples).
 
-use crate::hir::{self, Pattern, Ty};
+use autobatch_types::Loc;
+
+use crate::hir::{self, Expr, ExprKind, Pattern, Ty};
 use crate::items::{error, pattern_range, unsupported, CheckResult, MapNote};
 use crate::location::{end_of, expr_end, start_of};
 
-use super::{FunctionChecker, MAX_EXPRESSION_DEPTH};
+use super::{mk, FunctionChecker, MAX_EXPRESSION_DEPTH};
 
 impl FunctionChecker<'_, '_> {
     pub(super) fn check_block(&mut self, block: &syn::Block) -> CheckResult<(hir::Block, Ty)> {
@@ -205,5 +207,18 @@ impl FunctionChecker<'_, '_> {
             _ => Err(unsupported("this pattern", pl, pe)
                 .map_note("patterns are names, `_` and tuples of them")),
         }
+    }
+
+    /// `{ ... }` as an expression (a labeled block is rejected).
+    pub(super) fn check_block_expr(&mut self, b: &syn::ExprBlock, loc: Loc) -> CheckResult<Expr> {
+        if let Some(label) = &b.label {
+            return Err(unsupported(
+                "a labeled block",
+                start_of(label.name.apostrophe),
+                end_of(label.name.ident.span()),
+            ));
+        }
+        let (block, ty) = self.check_block(&b.block)?;
+        Ok(mk(ExprKind::Block(block), ty, loc))
     }
 }

@@ -110,12 +110,8 @@ impl FunctionChecker<'_, '_> {
         Ok(block)
     }
 
-    pub(super) fn check_for(
-        &mut self,
-        f: &syn::ExprForLoop,
-        loc: Loc,
-        end: Loc,
-    ) -> CheckResult<Expr> {
+    /// `for var in start..end` (or `..=`): integer bounds of one type.
+    pub(super) fn check_for(&mut self, f: &syn::ExprForLoop, loc: Loc) -> CheckResult<Expr> {
         if let Some(label) = &f.label {
             return Err(unsupported(
                 "a loop label",
@@ -212,7 +208,6 @@ impl FunctionChecker<'_, '_> {
         self.loops.pop();
         self.scopes.pop();
         let body = body?;
-        let _ = end;
         Ok(mk(
             ExprKind::For {
                 var,
@@ -224,5 +219,193 @@ impl FunctionChecker<'_, '_> {
             Ty::unit(),
             loc,
         ))
+    }
+
+    /// `while cond { body }`.
+    pub(super) fn check_while(&mut self, w: &syn::ExprWhile, loc: Loc) -> CheckResult<Expr> {
+        if let Some(label) = &w.label {
+            return Err(unsupported(
+                "a loop label",
+                start_of(label.name.apostrophe),
+                end_of(label.name.ident.span()),
+            ));
+        }
+        if let syn::Expr::Let(l) = &*w.cond {
+            let s = l.let_token.span;
+            return Err(unsupported(
+                "`while let`",
+                start_of(w.while_token.span),
+                end_of(s),
+            ));
+        }
+        let cond = self.check_condition(&w.cond, "a `while` condition")?;
+        self.loops.push(LoopContext {
+            kind: LoopKind::While,
+            break_ty: None,
+        });
+        let body = self.check_loop_body(&w.body);
+        self.loops.pop();
+        let body = body?;
+        Ok(mk(
+            ExprKind::While {
+                cond: Box::new(cond),
+                body,
+            },
+            Ty::unit(),
+            loc,
+        ))
+    }
+
+    /// `loop { body }`: its type is that of its `break`s (`!` without one).
+    pub(super) fn check_loop(&mut self, l: &syn::ExprLoop, loc: Loc) -> CheckResult<Expr> {
+        if let Some(label) = &l.label {
+            return Err(unsupported(
+                "a loop label",
+                start_of(label.name.apostrophe),
+                end_of(label.name.ident.span()),
+            ));
+        }
+        self.loops.push(LoopContext {
+            kind: LoopKind::Loop,
+            break_ty: None,
+        });
+        let body = self.check_loop_body(&l.body);
+        let context = self.loops.pop();
+        let body = body?;
+        let ty = context.and_then(|c| c.break_ty).unwrap_or(Ty::Never);
+        Ok(mk(ExprKind::Loop { body }, ty, loc))
+    }
+
+    /// `break` or `break value` (inside `loop` only), whose values must agree.
+    pub(super) fn check_break(
+        &mut self,
+        b: &syn::ExprBreak,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        if let Some(label) = &b.label {
+            return Err(unsupported(
+                "a labeled `break`",
+                loc,
+                end_of(label.ident.span()),
+            ));
+        }
+        let Some(kind) = self.loops.last().map(|l| l.kind) else {
+            return Err(error(
+                "`break` outside of a loop",
+                loc,
+                end,
+                "not inside a loop",
+            ));
+        };
+        let value = match &b.expr {
+            None => None,
+            Some(v) => {
+                if kind != LoopKind::Loop {
+                    return Err(error(
+                        "`break` with a value is only allowed inside `loop`",
+                        loc,
+                        end,
+                        "cannot break with a value here",
+                    )
+                    .map_note("`while` and `for` loops have no value"));
+                }
+                Some(Box::new(self.check_expr(v)?))
+            }
+        };
+        let value_ty = value
+            .as_ref()
+            .map(|v| v.ty.clone())
+            .unwrap_or_else(Ty::unit);
+        let previous = self.loops.last().and_then(|l| l.break_ty.clone());
+        match previous {
+            None => {
+                if let Some(l) = self.loops.last_mut() {
+                    if value_ty != Ty::Never {
+                        l.break_ty = Some(value_ty);
+                    }
+                }
+            }
+            Some(prev) => {
+                if !self.unify(&prev, &value_ty) {
+                    return Err(error(
+                        format!(
+                            "mismatched types: this `break` gives `{}`, but an earlier `break` of the same loop gives `{}`",
+                            self.show(&value_ty),
+                            self.show(&prev)
+                        ),
+                        loc,
+                        end,
+                        format!("expected `{}`", self.show(&prev)),
+                    ));
+                }
+            }
+        }
+        Ok(mk(ExprKind::Break { value }, Ty::Never, loc))
+    }
+
+    pub(super) fn check_continue(
+        &mut self,
+        c: &syn::ExprContinue,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        if let Some(label) = &c.label {
+            return Err(unsupported(
+                "a labeled `continue`",
+                loc,
+                end_of(label.ident.span()),
+            ));
+        }
+        if self.loops.is_empty() {
+            return Err(error(
+                "`continue` outside of a loop",
+                loc,
+                end,
+                "not inside a loop",
+            ));
+        }
+        Ok(mk(ExprKind::Continue, Ty::Never, loc))
+    }
+
+    /// `return` or `return value`, of the function's result type.
+    pub(super) fn check_return(
+        &mut self,
+        r: &syn::ExprReturn,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        let value = match &r.expr {
+            None => None,
+            Some(v) => Some(Box::new(self.check_expr(v)?)),
+        };
+        let value_ty = value
+            .as_ref()
+            .map(|v| v.ty.clone())
+            .unwrap_or_else(Ty::unit);
+        let ret = self.ret.clone();
+        if !self.unify(&ret, &value_ty) {
+            let message = if value.is_none() {
+                format!(
+                    "`return` without a value, but `{}` returns `{}`",
+                    self.name,
+                    self.show(&ret)
+                )
+            } else {
+                format!(
+                    "mismatched types: `{}` returns `{}`, but this returns `{}`",
+                    self.name,
+                    self.show(&ret),
+                    self.show(&value_ty)
+                )
+            };
+            return Err(error(
+                message,
+                loc,
+                end,
+                format!("expected `{}`", self.show(&ret)),
+            ));
+        }
+        Ok(mk(ExprKind::Return { value }, Ty::Never, loc))
     }
 }

@@ -17,8 +17,8 @@ use super::builtin::accepts;
 use super::infer::{Class, Elem};
 use super::place::compound_assignment;
 use super::{
-    bool_ty, mk, too_long, usize_ty, FunctionChecker, LoopContext, LoopKind, SignedCheck,
-    MAX_CHAIN_LENGTH, MAX_EXPRESSION_DEPTH,
+    bool_ty, mk, too_long, usize_ty, FunctionChecker, SignedCheck, MAX_CHAIN_LENGTH,
+    MAX_EXPRESSION_DEPTH,
 };
 
 impl FunctionChecker<'_, '_> {
@@ -66,6 +66,8 @@ impl FunctionChecker<'_, '_> {
         self.check_expr_at(e, None)
     }
 
+    /// Checks one expression: one arm per syntax form, each a method of the
+    /// module of its concern (a form outside the language is rejected here).
     fn check_expr_at(&mut self, e: &syn::Expr, start: Option<Loc>) -> CheckResult<Expr> {
         use syn::Expr as E;
         let (loc, end) = (start.unwrap_or_else(|| expr_start(e)), expr_end(e));
@@ -80,356 +82,22 @@ impl FunctionChecker<'_, '_> {
             E::Cast(c) => self.check_cast(c, loc, end),
             E::Call(c) => self.check_call(c, loc, end),
             E::MethodCall(m) => self.check_method(m, loc, end),
-            E::Field(f) => {
-                let base = self.check_expr(&f.base)?;
-                let member_span = match &f.member {
-                    syn::Member::Named(i) => i.span(),
-                    syn::Member::Unnamed(i) => i.span,
-                };
-                let (mloc, mend) = (start_of(member_span), end_of(member_span));
-                let syn::Member::Unnamed(index) = &f.member else {
-                    return Err(error(
-                        "fields by name do not exist in autobatch (there are no structs)",
-                        mloc,
-                        mend,
-                        "named field",
-                    )
-                    .map_note("tuples have fields `.0`, `.1`, ..."));
-                };
-                let index = index.index as usize;
-                match &base.ty {
-                    Ty::Tuple(items) if index < items.len() => {
-                        let ty = items[index].clone();
-                        Ok(mk(
-                            ExprKind::Field {
-                                base: Box::new(base),
-                                index,
-                            },
-                            ty,
-                            loc,
-                        ))
-                    }
-                    Ty::Tuple(items) => Err(error(
-                        format!(
-                            "this tuple has {} field(s); there is no field `{index}`",
-                            items.len()
-                        ),
-                        mloc,
-                        mend,
-                        "no such field",
-                    )),
-                    Ty::Never => Ok(mk(
-                        ExprKind::Field {
-                            base: Box::new(base),
-                            index,
-                        },
-                        Ty::Never,
-                        loc,
-                    )),
-                    other => Err(error(
-                        format!(
-                            "`.{index}` needs a tuple, but this is `{}`",
-                            self.show(other)
-                        ),
-                        loc,
-                        end,
-                        "not a tuple",
-                    )),
-                }
-            }
-            E::Index(i) => {
-                let base = self.check_expr(&i.expr)?;
-                if let E::Range(r) = &*i.index {
-                    let (rl, re) = (expr_start(&i.index), expr_end(&i.index));
-                    let _ = r;
-                    return Err(unsupported("slicing with a range (`a[i..j]`)", rl, re));
-                }
-                let index = self.check_expr(&i.index)?;
-                self.check_index_types(base, index, loc, end, expr_end(&i.expr), expr_end(&i.index))
-            }
-            E::Tuple(t) => {
-                let mut items = Vec::new();
-                let mut tys = Vec::new();
-                for elem in &t.elems {
-                    let x = self.check_expr(elem)?;
-                    tys.push(x.ty.clone());
-                    items.push(x);
-                }
-                Ok(mk(ExprKind::Tuple(items), Ty::Tuple(tys), loc))
-            }
-            E::Array(a) => {
-                if a.elems.is_empty() {
-                    return Err(error(
-                        "an empty array literal `[]` is not supported",
-                        loc,
-                        end,
-                        "empty array",
-                    )
-                    .map_note("write an empty array as `[0.0; 0]`"));
-                }
-                let mut items = Vec::new();
-                let mut first: Option<TensorTy> = None;
-                for elem in &a.elems {
-                    let x = self.check_expr(elem)?;
-                    let xend = expr_end(elem);
-                    let t = self.tensor_of(&x, xend, "an array element")?;
-                    match &first {
-                        None => first = Some(t),
-                        Some(f) => {
-                            if !self.unify_tensor(f, &t) {
-                                return Err(error(
-                                    format!(
-                                        "the elements of an array must have one type; this is `{}`, the first is `{}`",
-                                        self.show_tensor(&t),
-                                        self.show_tensor(f)
-                                    ),
-                                    x.loc,
-                                    xend,
-                                    format!("expected `{}`", self.show_tensor(f)),
-                                ));
-                            }
-                        }
-                    }
-                    items.push(x);
-                }
-                let first = first.unwrap_or_else(|| TensorTy::scalar(ScalarType::F64));
-                let mut dims = vec![DimExpr::Fixed(items.len() as u64)];
-                dims.extend(first.dims.iter().copied());
-                let ty = Ty::Tensor(TensorTy {
-                    elem: first.elem,
-                    dims,
-                    var: first.var,
-                });
-                Ok(mk(ExprKind::Array(items), ty, loc))
-            }
-            E::Repeat(r) => {
-                let element = self.check_expr(&r.expr)?;
-                let t = self.tensor_of(&element, expr_end(&r.expr), "an array element")?;
-                if let syn::Expr::Path(p) = &*r.len {
-                    if let Some(ident) = p.path.get_ident() {
-                        let name = ident.to_string();
-                        if self.lookup_local(&name).is_some() && !self.const_params.contains(&name)
-                        {
-                            let (ll, le) = (expr_start(&r.len), expr_end(&r.len));
-                            return Err(error(
-                                format!(
-                                    "the array length `{name}` is a variable; lengths must be known before the program runs"
-                                ),
-                                ll,
-                                le,
-                                "a variable cannot be a length",
-                            )
-                            .map_note("use a number, a `const`, a const generic parameter or a symbolic dimension"));
-                        }
-                    }
-                }
-                let generics = self.const_params.clone();
-                let len = self.scope.resolve_dim(&r.len, &generics, &|_| false)?;
-                let mut dims = vec![len];
-                dims.extend(t.dims.iter().copied());
-                let repeated = TensorTy {
-                    elem: t.elem,
-                    dims,
-                    var: t.var,
-                };
-                crate::items::check_array_size(&repeated, loc, expr_end(e))?;
-                let ty = Ty::Tensor(repeated);
-                Ok(mk(
-                    ExprKind::Repeat {
-                        element: Box::new(element),
-                        len,
-                    },
-                    ty,
-                    loc,
-                ))
-            }
-            E::Block(b) => {
-                if let Some(label) = &b.label {
-                    return Err(unsupported(
-                        "a labeled block",
-                        start_of(label.name.apostrophe),
-                        end_of(label.name.ident.span()),
-                    ));
-                }
-                let (block, ty) = self.check_block(&b.block)?;
-                Ok(mk(ExprKind::Block(block), ty, loc))
-            }
+            E::Field(f) => self.check_field(f, loc, end),
+            E::Index(i) => self.check_index(i, loc),
+            E::Tuple(t) => self.check_tuple(t, loc),
+            E::Array(a) => self.check_array(a, loc, end),
+            E::Repeat(r) => self.check_repeat(r, loc, end),
+            E::Block(b) => self.check_block_expr(b, loc),
             E::If(i) => self.check_if(i, loc, end),
-            E::While(w) => {
-                if let Some(label) = &w.label {
-                    return Err(unsupported(
-                        "a loop label",
-                        start_of(label.name.apostrophe),
-                        end_of(label.name.ident.span()),
-                    ));
-                }
-                if let E::Let(l) = &*w.cond {
-                    let s = l.let_token.span;
-                    return Err(unsupported(
-                        "`while let`",
-                        start_of(w.while_token.span),
-                        end_of(s),
-                    ));
-                }
-                let cond = self.check_condition(&w.cond, "a `while` condition")?;
-                self.loops.push(LoopContext {
-                    kind: LoopKind::While,
-                    break_ty: None,
-                });
-                let body = self.check_loop_body(&w.body);
-                self.loops.pop();
-                let body = body?;
-                Ok(mk(
-                    ExprKind::While {
-                        cond: Box::new(cond),
-                        body,
-                    },
-                    Ty::unit(),
-                    loc,
-                ))
-            }
-            E::Loop(l) => {
-                if let Some(label) = &l.label {
-                    return Err(unsupported(
-                        "a loop label",
-                        start_of(label.name.apostrophe),
-                        end_of(label.name.ident.span()),
-                    ));
-                }
-                self.loops.push(LoopContext {
-                    kind: LoopKind::Loop,
-                    break_ty: None,
-                });
-                let body = self.check_loop_body(&l.body);
-                let context = self.loops.pop();
-                let body = body?;
-                let ty = context.and_then(|c| c.break_ty).unwrap_or(Ty::Never);
-                Ok(mk(ExprKind::Loop { body }, ty, loc))
-            }
-            E::ForLoop(f) => self.check_for(f, loc, end),
-            E::Break(b) => {
-                if let Some(label) = &b.label {
-                    return Err(unsupported(
-                        "a labeled `break`",
-                        loc,
-                        end_of(label.ident.span()),
-                    ));
-                }
-                let Some(kind) = self.loops.last().map(|l| l.kind) else {
-                    return Err(error(
-                        "`break` outside of a loop",
-                        loc,
-                        end,
-                        "not inside a loop",
-                    ));
-                };
-                let value = match &b.expr {
-                    None => None,
-                    Some(v) => {
-                        if kind != LoopKind::Loop {
-                            return Err(error(
-                                "`break` with a value is only allowed inside `loop`",
-                                loc,
-                                end,
-                                "cannot break with a value here",
-                            )
-                            .map_note("`while` and `for` loops have no value"));
-                        }
-                        Some(Box::new(self.check_expr(v)?))
-                    }
-                };
-                let value_ty = value
-                    .as_ref()
-                    .map(|v| v.ty.clone())
-                    .unwrap_or_else(Ty::unit);
-                let previous = self.loops.last().and_then(|l| l.break_ty.clone());
-                match previous {
-                    None => {
-                        if let Some(l) = self.loops.last_mut() {
-                            if value_ty != Ty::Never {
-                                l.break_ty = Some(value_ty);
-                            }
-                        }
-                    }
-                    Some(prev) => {
-                        if !self.unify(&prev, &value_ty) {
-                            return Err(error(
-                                format!(
-                                    "mismatched types: this `break` gives `{}`, but an earlier `break` of the same loop gives `{}`",
-                                    self.show(&value_ty),
-                                    self.show(&prev)
-                                ),
-                                loc,
-                                end,
-                                format!("expected `{}`", self.show(&prev)),
-                            ));
-                        }
-                    }
-                }
-                Ok(mk(ExprKind::Break { value }, Ty::Never, loc))
-            }
-            E::Continue(c) => {
-                if let Some(label) = &c.label {
-                    return Err(unsupported(
-                        "a labeled `continue`",
-                        loc,
-                        end_of(label.ident.span()),
-                    ));
-                }
-                if self.loops.is_empty() {
-                    return Err(error(
-                        "`continue` outside of a loop",
-                        loc,
-                        end,
-                        "not inside a loop",
-                    ));
-                }
-                Ok(mk(ExprKind::Continue, Ty::Never, loc))
-            }
-            E::Return(r) => {
-                let value = match &r.expr {
-                    None => None,
-                    Some(v) => Some(Box::new(self.check_expr(v)?)),
-                };
-                let value_ty = value
-                    .as_ref()
-                    .map(|v| v.ty.clone())
-                    .unwrap_or_else(Ty::unit);
-                let ret = self.ret.clone();
-                if !self.unify(&ret, &value_ty) {
-                    let message = if value.is_none() {
-                        format!(
-                            "`return` without a value, but `{}` returns `{}`",
-                            self.name,
-                            self.show(&ret)
-                        )
-                    } else {
-                        format!(
-                            "mismatched types: `{}` returns `{}`, but this returns `{}`",
-                            self.name,
-                            self.show(&ret),
-                            self.show(&value_ty)
-                        )
-                    };
-                    return Err(error(
-                        message,
-                        loc,
-                        end,
-                        format!("expected `{}`", self.show(&ret)),
-                    ));
-                }
-                Ok(mk(ExprKind::Return { value }, Ty::Never, loc))
-            }
+            E::While(w) => self.check_while(w, loc),
+            E::Loop(l) => self.check_loop(l, loc),
+            E::ForLoop(f) => self.check_for(f, loc),
+            E::Break(b) => self.check_break(b, loc, end),
+            E::Continue(c) => self.check_continue(c, loc, end),
+            E::Return(r) => self.check_return(r, loc, end),
             E::Macro(m) => self.check_macro(&m.mac, loc, end),
-            E::Match(_) => Err(unsupported(
-                "`match`",
-                loc,
-                end_of(match e {
-                    E::Match(m) => m.match_token.span,
-                    _ => proc_macro2::Span::call_site(),
-                }),
-            )
-            .map_note("use `if` / `else if` / `else`")),
+            E::Match(m) => Err(unsupported("`match`", loc, end_of(m.match_token.span))
+                .map_note("use `if` / `else if` / `else`")),
             E::Closure(_) => Err(unsupported("a closure", loc, end)),
             E::Reference(_) => Err(unsupported("a reference (`&`)", loc, end)
                 .map_note("values are passed by value; arrays are copied as needed")),
@@ -456,6 +124,177 @@ impl FunctionChecker<'_, '_> {
             )),
             _ => Err(unsupported("this expression", loc, end)),
         }
+    }
+
+    /// `base.0`: a field of a tuple.
+    fn check_field(&mut self, f: &syn::ExprField, loc: Loc, end: Loc) -> CheckResult<Expr> {
+        let base = self.check_expr(&f.base)?;
+        let member_span = match &f.member {
+            syn::Member::Named(i) => i.span(),
+            syn::Member::Unnamed(i) => i.span,
+        };
+        let (mloc, mend) = (start_of(member_span), end_of(member_span));
+        let syn::Member::Unnamed(index) = &f.member else {
+            return Err(error(
+                "fields by name do not exist in autobatch (there are no structs)",
+                mloc,
+                mend,
+                "named field",
+            )
+            .map_note("tuples have fields `.0`, `.1`, ..."));
+        };
+        let index = index.index as usize;
+        match &base.ty {
+            Ty::Tuple(items) if index < items.len() => {
+                let ty = items[index].clone();
+                Ok(mk(
+                    ExprKind::Field {
+                        base: Box::new(base),
+                        index,
+                    },
+                    ty,
+                    loc,
+                ))
+            }
+            Ty::Tuple(items) => Err(error(
+                format!(
+                    "this tuple has {} field(s); there is no field `{index}`",
+                    items.len()
+                ),
+                mloc,
+                mend,
+                "no such field",
+            )),
+            Ty::Never => Ok(mk(
+                ExprKind::Field {
+                    base: Box::new(base),
+                    index,
+                },
+                Ty::Never,
+                loc,
+            )),
+            other => Err(error(
+                format!(
+                    "`.{index}` needs a tuple, but this is `{}`",
+                    self.show(other)
+                ),
+                loc,
+                end,
+                "not a tuple",
+            )),
+        }
+    }
+
+    /// `a[i]`.
+    fn check_index(&mut self, i: &syn::ExprIndex, loc: Loc) -> CheckResult<Expr> {
+        let base = self.check_expr(&i.expr)?;
+        if let syn::Expr::Range(_) = &*i.index {
+            let (rl, re) = (expr_start(&i.index), expr_end(&i.index));
+            return Err(unsupported("slicing with a range (`a[i..j]`)", rl, re));
+        }
+        let index = self.check_expr(&i.index)?;
+        self.check_index_types(base, index, loc, expr_end(&i.expr), expr_end(&i.index))
+    }
+
+    /// `(a, b, ...)`.
+    fn check_tuple(&mut self, t: &syn::ExprTuple, loc: Loc) -> CheckResult<Expr> {
+        let mut items = Vec::new();
+        let mut tys = Vec::new();
+        for elem in &t.elems {
+            let x = self.check_expr(elem)?;
+            tys.push(x.ty.clone());
+            items.push(x);
+        }
+        Ok(mk(ExprKind::Tuple(items), Ty::Tuple(tys), loc))
+    }
+
+    /// `[a, b, ...]`: elements of one type.
+    fn check_array(&mut self, a: &syn::ExprArray, loc: Loc, end: Loc) -> CheckResult<Expr> {
+        if a.elems.is_empty() {
+            return Err(error(
+                "an empty array literal `[]` is not supported",
+                loc,
+                end,
+                "empty array",
+            )
+            .map_note("write an empty array as `[0.0; 0]`"));
+        }
+        let mut items = Vec::new();
+        let mut first: Option<TensorTy> = None;
+        for elem in &a.elems {
+            let x = self.check_expr(elem)?;
+            let xend = expr_end(elem);
+            let t = self.tensor_of(&x, xend, "an array element")?;
+            match &first {
+                None => first = Some(t),
+                Some(f) => {
+                    if !self.unify_tensor(f, &t) {
+                        return Err(error(
+                            format!(
+                                "the elements of an array must have one type; this is `{}`, the first is `{}`",
+                                self.show_tensor(&t),
+                                self.show_tensor(f)
+                            ),
+                            x.loc,
+                            xend,
+                            format!("expected `{}`", self.show_tensor(f)),
+                        ));
+                    }
+                }
+            }
+            items.push(x);
+        }
+        let first = first.unwrap_or_else(|| TensorTy::scalar(ScalarType::F64));
+        let mut dims = vec![DimExpr::Fixed(items.len() as u64)];
+        dims.extend(first.dims.iter().copied());
+        let ty = Ty::Tensor(TensorTy {
+            elem: first.elem,
+            dims,
+            var: first.var,
+        });
+        Ok(mk(ExprKind::Array(items), ty, loc))
+    }
+
+    /// `[x; N]`: `N` known before the program runs.
+    fn check_repeat(&mut self, r: &syn::ExprRepeat, loc: Loc, end: Loc) -> CheckResult<Expr> {
+        let element = self.check_expr(&r.expr)?;
+        let t = self.tensor_of(&element, expr_end(&r.expr), "an array element")?;
+        if let syn::Expr::Path(p) = &*r.len {
+            if let Some(ident) = p.path.get_ident() {
+                let name = ident.to_string();
+                if self.lookup_local(&name).is_some() && !self.const_params.contains(&name) {
+                    let (ll, le) = (expr_start(&r.len), expr_end(&r.len));
+                    return Err(error(
+                        format!(
+                            "the array length `{name}` is a variable; lengths must be known before the program runs"
+                        ),
+                        ll,
+                        le,
+                        "a variable cannot be a length",
+                    )
+                    .map_note("use a number, a `const`, a const generic parameter or a symbolic dimension"));
+                }
+            }
+        }
+        let generics = self.const_params.clone();
+        let len = self.scope.resolve_dim(&r.len, &generics, &|_| false)?;
+        let mut dims = vec![len];
+        dims.extend(t.dims.iter().copied());
+        let repeated = TensorTy {
+            elem: t.elem,
+            dims,
+            var: t.var,
+        };
+        crate::items::check_array_size(&repeated, loc, end)?;
+        let ty = Ty::Tensor(repeated);
+        Ok(mk(
+            ExprKind::Repeat {
+                element: Box::new(element),
+                len,
+            },
+            ty,
+            loc,
+        ))
     }
 
     fn check_literal(
@@ -889,7 +728,6 @@ impl FunctionChecker<'_, '_> {
         base: Expr,
         index: Expr,
         loc: Loc,
-        end: Loc,
         base_end: Loc,
         index_end: Loc,
     ) -> CheckResult<Expr> {
@@ -934,7 +772,6 @@ impl FunctionChecker<'_, '_> {
             dims: bt.dims[1..].to_vec(),
             var: bt.var,
         });
-        let _ = end;
         Ok(mk(
             ExprKind::Index {
                 base: Box::new(base),
