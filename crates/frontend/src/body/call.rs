@@ -239,12 +239,7 @@ impl FunctionChecker<'_, '_> {
             checked.into_iter().zip(&sig.params).enumerate()
         {
             if !self.match_param(pty, &arg.ty, &mut bindings) {
-                let known: Vec<DimExpr> = bindings
-                    .iter()
-                    .enumerate()
-                    .map(|(i, b)| b.unwrap_or(DimExpr::Generic(i as u32)))
-                    .collect();
-                let pty = &substitute(pty, &known);
+                let pty = &substitute(pty, &partially_bound(&bindings));
                 return Err(error(
                     format!(
                         "mismatched types: argument {} (`{pname}`) of `{}` must be `{}`, but this is `{}`",
@@ -370,122 +365,15 @@ impl FunctionChecker<'_, '_> {
                 "write `{name}(f, x)` where `f` is the name of a function of one parameter"
             )));
         }
-        let f_expr = &args[0];
-        let (fl, fe) = (expr_start(f_expr), expr_end(f_expr));
-        let not_function = |what: String| {
-            error(
-                format!("the first argument of `{name}` must name a function of the program, but {what}"),
-                fl,
-                fe,
-                "not a function of the program",
-            )
-            .map_note(format!("write `{name}(f, x)` where `f` is declared with `fn f(x: ...) -> f64`"))
-        };
-        let syn::Expr::Path(p) = peel(f_expr) else {
-            return Err(not_function("this is an expression".into()));
-        };
-        if p.qself.is_some() || p.path.segments.len() != 1 || p.path.leading_colon.is_some() {
-            return Err(not_function(format!("`{}` is a path", path_text(&p.path))));
-        }
-        let segment = &p.path.segments[0];
-        let fname = segment.ident.to_string();
-        let turbofish = match &segment.arguments {
-            syn::PathArguments::None => None,
-            syn::PathArguments::AngleBracketed(a) => Some(a),
-            syn::PathArguments::Parenthesized(_) => {
-                return Err(not_function(format!("`{fname}(...)` is not a name")));
-            }
-        };
-        if self.lookup_local(&fname).is_some() {
-            return Err(not_function(format!("`{fname}` is a variable")));
-        }
-        let index = match self.scope.names.get(&fname).map(|(k, _)| *k) {
-            Some(ModuleName::Function(index)) => index,
-            Some(ModuleName::HostFunction) => {
-                return Err(error(
-                    format!("cannot differentiate the host primitive `{fname}`"),
-                    fl,
-                    fe,
-                    "host primitive",
-                )
-                .map_note("only functions written in autobatch can be differentiated"))
-            }
-            Some(ModuleName::Const) => {
-                return Err(not_function(format!("`{fname}` is a constant")))
-            }
-            Some(ModuleName::Static(_)) => {
-                return Err(not_function(format!("`{fname}` is a static")))
-            }
-            None if Builtin::function(&fname).is_some() => {
-                return Err(not_function(format!("`{fname}` is a builtin"))
-                    .map_note("wrap it in a function: `fn g(x: f64) -> f64 { ... }`"))
-            }
-            None => {
-                return Err(error(
-                    format!("cannot find function `{fname}`"),
-                    fl,
-                    fe,
-                    "not found",
-                ))
-            }
-        };
+        let (index, turbofish) = self.grad_function(name, &args[0])?;
         let sig = self.scope.signatures[index].clone();
-        let declared = |d: Box<Diagnostic>| -> Box<Diagnostic> {
-            d.map_note(format!(
-                "`{}` is declared at {}:{}",
-                sig.name, sig.loc.line, sig.loc.column
-            ))
-        };
-        if sig.params.len() != 1 {
-            return Err(declared(
-                error(
-                    format!(
-                        "`{name}` differentiates a function of exactly one parameter, but `{}` takes {}",
-                        sig.name,
-                        sig.params.len()
-                    ),
-                    fl,
-                    fe,
-                    format!("takes {} parameters", sig.params.len()),
-                )
-                .map_note("pass other inputs as statics (`extern \"autobatch\" { static X: ...; }`), or pack the parameters into one array"),
-            ));
-        }
-        let (pname, _, pty, _) = sig.params[0].clone();
-        if !matches!(&pty, Ty::Tensor(t) if t.elem.is_float()) {
-            return Err(declared(error(
-                format!(
-                    "`{name}` needs a float parameter (`f32`, `f64` or an array of them), but the parameter `{pname}` of `{}` is `{}`",
-                    sig.name,
-                    self.show_with(&pty, &sig.const_params)
-                ),
-                fl,
-                fe,
-                "parameter is not a float",
-            )));
-        }
-        if !matches!(&sig.ret, Ty::Tensor(t) if t.elem.is_float() && t.is_scalar()) {
-            return Err(declared(error(
-                format!(
-                    "`{name}` needs a function returning a float scalar (`f32` or `f64`), but `{}` returns `{}`",
-                    sig.name,
-                    self.show_with(&sig.ret, &sig.const_params)
-                ),
-                fl,
-                fe,
-                "result is not a float scalar",
-            )));
-        }
+        self.check_grad_signature(name, &sig, &args[0])?;
+        let pty = sig.params[0].2.clone();
         let mut bindings = self.turbofish_bindings(&sig, turbofish)?;
         let x = self.check_expr(&args[1])?;
         let x_end = expr_end(&args[1]);
         if !self.match_param(&pty, &x.ty, &mut bindings) {
-            let known: Vec<DimExpr> = bindings
-                .iter()
-                .enumerate()
-                .map(|(i, b)| b.unwrap_or(DimExpr::Generic(i as u32)))
-                .collect();
-            let want = substitute(&pty, &known);
+            let want = substitute(&pty, &partially_bound(&bindings));
             return Err(error(
                 format!(
                     "mismatched types: `{name}` differentiates `{}` at a point of its parameter type `{}`, but this is `{}`",
@@ -521,6 +409,123 @@ impl FunctionChecker<'_, '_> {
             ty,
             loc,
         ))
+    }
+
+    /// The function that the first argument of `grad` / `value_and_grad`
+    /// names (its index), with its `::<...>` if any.
+    fn grad_function<'e>(
+        &self,
+        name: &str,
+        f_expr: &'e syn::Expr,
+    ) -> CheckResult<(usize, Option<&'e syn::AngleBracketedGenericArguments>)> {
+        let (fl, fe) = (expr_start(f_expr), expr_end(f_expr));
+        let not_function = |what: String| {
+            error(
+                format!("the first argument of `{name}` must name a function of the program, but {what}"),
+                fl,
+                fe,
+                "not a function of the program",
+            )
+            .map_note(format!("write `{name}(f, x)` where `f` is declared with `fn f(x: ...) -> f64`"))
+        };
+        let syn::Expr::Path(p) = peel(f_expr) else {
+            return Err(not_function("this is an expression".into()));
+        };
+        if p.qself.is_some() || p.path.segments.len() != 1 || p.path.leading_colon.is_some() {
+            return Err(not_function(format!("`{}` is a path", path_text(&p.path))));
+        }
+        let segment = &p.path.segments[0];
+        let fname = segment.ident.to_string();
+        let turbofish = match &segment.arguments {
+            syn::PathArguments::None => None,
+            syn::PathArguments::AngleBracketed(a) => Some(a),
+            syn::PathArguments::Parenthesized(_) => {
+                return Err(not_function(format!("`{fname}(...)` is not a name")));
+            }
+        };
+        if self.lookup_local(&fname).is_some() {
+            return Err(not_function(format!("`{fname}` is a variable")));
+        }
+        match self.scope.names.get(&fname).map(|(k, _)| *k) {
+            Some(ModuleName::Function(index)) => Ok((index, turbofish)),
+            Some(ModuleName::HostFunction) => Err(error(
+                format!("cannot differentiate the host primitive `{fname}`"),
+                fl,
+                fe,
+                "host primitive",
+            )
+            .map_note("only functions written in autobatch can be differentiated")),
+            Some(ModuleName::Const) => Err(not_function(format!("`{fname}` is a constant"))),
+            Some(ModuleName::Static(_)) => Err(not_function(format!("`{fname}` is a static"))),
+            None if Builtin::function(&fname).is_some() => {
+                Err(not_function(format!("`{fname}` is a builtin"))
+                    .map_note("wrap it in a function: `fn g(x: f64) -> f64 { ... }`"))
+            }
+            None => Err(error(
+                format!("cannot find function `{fname}`"),
+                fl,
+                fe,
+                "not found",
+            )),
+        }
+    }
+
+    /// What `grad` asks of the function it differentiates (`sig`, named by
+    /// `f_expr`): one float parameter and a float scalar result.
+    fn check_grad_signature(
+        &self,
+        name: &str,
+        sig: &Signature,
+        f_expr: &syn::Expr,
+    ) -> CheckResult<()> {
+        let (fl, fe) = (expr_start(f_expr), expr_end(f_expr));
+        let declared = |d: Box<Diagnostic>| -> Box<Diagnostic> {
+            d.map_note(format!(
+                "`{}` is declared at {}:{}",
+                sig.name, sig.loc.line, sig.loc.column
+            ))
+        };
+        if sig.params.len() != 1 {
+            return Err(declared(
+                error(
+                    format!(
+                        "`{name}` differentiates a function of exactly one parameter, but `{}` takes {}",
+                        sig.name,
+                        sig.params.len()
+                    ),
+                    fl,
+                    fe,
+                    format!("takes {} parameters", sig.params.len()),
+                )
+                .map_note("pass other inputs as statics (`extern \"autobatch\" { static X: ...; }`), or pack the parameters into one array"),
+            ));
+        }
+        let (pname, _, pty, _) = &sig.params[0];
+        if !matches!(pty, Ty::Tensor(t) if t.elem.is_float()) {
+            return Err(declared(error(
+                format!(
+                    "`{name}` needs a float parameter (`f32`, `f64` or an array of them), but the parameter `{pname}` of `{}` is `{}`",
+                    sig.name,
+                    self.show_with(pty, &sig.const_params)
+                ),
+                fl,
+                fe,
+                "parameter is not a float",
+            )));
+        }
+        if !matches!(&sig.ret, Ty::Tensor(t) if t.elem.is_float() && t.is_scalar()) {
+            return Err(declared(error(
+                format!(
+                    "`{name}` needs a function returning a float scalar (`f32` or `f64`), but `{}` returns `{}`",
+                    sig.name,
+                    self.show_with(&sig.ret, &sig.const_params)
+                ),
+                fl,
+                fe,
+                "result is not a float scalar",
+            )));
+        }
+        Ok(())
     }
 
     /// Matches an argument type against a parameter type, binding const generics.
@@ -587,6 +592,16 @@ fn inferred_const_args(
                 .map_note(hint.clone())
             })
         })
+        .collect()
+}
+
+/// The const arguments bound so far; a parameter not yet bound stays itself
+/// (for messages).
+fn partially_bound(bindings: &[Option<DimExpr>]) -> Vec<DimExpr> {
+    bindings
+        .iter()
+        .enumerate()
+        .map(|(i, b)| b.unwrap_or(DimExpr::Generic(i as u32)))
         .collect()
 }
 

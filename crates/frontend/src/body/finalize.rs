@@ -26,30 +26,7 @@ impl FunctionChecker<'_, '_> {
     fn finalize_expr(&mut self, e: &mut Expr) -> CheckResult<()> {
         self.resolve_ty(&mut e.ty);
         match &mut e.kind {
-            ExprKind::Literal(Literal::Int(v)) => {
-                if let Ty::Tensor(t) = &e.ty {
-                    let (lo, hi) = match t.elem {
-                        ScalarType::I32 => (i32::MIN as i128, i32::MAX as i128),
-                        ScalarType::I64 => (i64::MIN as i128, i64::MAX as i128),
-                        _ => (0, u64::MAX as i128),
-                    };
-                    if *v < lo || *v > hi {
-                        let message = if *v < 0 && t.elem == ScalarType::Usize {
-                            format!("the literal `{v}` is negative, but its type is `usize`")
-                        } else {
-                            format!("the literal `{v}` does not fit in its type `{}`", t.elem)
-                        };
-                        let end = Loc::new(e.loc.line, e.loc.column + v.to_string().len() as u32);
-                        return Err(error(
-                            message,
-                            e.loc,
-                            end,
-                            format!("out of range for `{}`", t.elem),
-                        )
-                        .map_note(format!("`{}` holds {lo} to {hi}", t.elem)));
-                    }
-                }
-            }
+            ExprKind::Literal(Literal::Int(v)) => check_int_range(*v, &e.ty, e.loc)?,
             ExprKind::Literal(_)
             | ExprKind::Local(_)
             | ExprKind::Static(_)
@@ -61,35 +38,7 @@ impl FunctionChecker<'_, '_> {
             ExprKind::Binary { lhs, rhs, .. }
             | ExprKind::Compare { lhs, rhs, .. }
             | ExprKind::And { lhs, rhs }
-            | ExprKind::Or { lhs, rhs } => {
-                // The left operand may be a long chain: walk it with a loop.
-                self.finalize_expr(rhs)?;
-                let mut cur: &mut Expr = lhs;
-                loop {
-                    let is_operator = matches!(
-                        cur.kind,
-                        ExprKind::Binary { .. }
-                            | ExprKind::Compare { .. }
-                            | ExprKind::And { .. }
-                            | ExprKind::Or { .. }
-                    );
-                    if !is_operator {
-                        self.finalize_expr(cur)?;
-                        break;
-                    }
-                    self.resolve_ty(&mut cur.ty);
-                    match &mut cur.kind {
-                        ExprKind::Binary { lhs, rhs, .. }
-                        | ExprKind::Compare { lhs, rhs, .. }
-                        | ExprKind::And { lhs, rhs }
-                        | ExprKind::Or { lhs, rhs } => {
-                            self.finalize_expr(rhs)?;
-                            cur = lhs;
-                        }
-                        _ => break,
-                    }
-                }
-            }
+            | ExprKind::Or { lhs, rhs } => self.finalize_operands(lhs, rhs)?,
             ExprKind::Call { args, .. }
             | ExprKind::Builtin { args, .. }
             | ExprKind::Tuple(args)
@@ -146,4 +95,59 @@ impl FunctionChecker<'_, '_> {
         }
         Ok(())
     }
+
+    /// The operands of an operator; the left one may be a long chain of
+    /// operators (`a + b + ... + z`), walked with a loop.
+    fn finalize_operands(&mut self, lhs: &mut Expr, rhs: &mut Expr) -> CheckResult<()> {
+        self.finalize_expr(rhs)?;
+        let mut cur: &mut Expr = lhs;
+        loop {
+            let is_operator = matches!(
+                cur.kind,
+                ExprKind::Binary { .. }
+                    | ExprKind::Compare { .. }
+                    | ExprKind::And { .. }
+                    | ExprKind::Or { .. }
+            );
+            if !is_operator {
+                return self.finalize_expr(cur);
+            }
+            self.resolve_ty(&mut cur.ty);
+            match &mut cur.kind {
+                ExprKind::Binary { lhs, rhs, .. }
+                | ExprKind::Compare { lhs, rhs, .. }
+                | ExprKind::And { lhs, rhs }
+                | ExprKind::Or { lhs, rhs } => {
+                    self.finalize_expr(rhs)?;
+                    cur = lhs;
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+}
+
+/// An integer literal `v` at `loc` must fit its final type `ty`.
+fn check_int_range(v: i128, ty: &Ty, loc: Loc) -> CheckResult<()> {
+    let Ty::Tensor(t) = ty else {
+        return Ok(());
+    };
+    let (lo, hi) = match t.elem {
+        ScalarType::I32 => (i32::MIN as i128, i32::MAX as i128),
+        ScalarType::I64 => (i64::MIN as i128, i64::MAX as i128),
+        _ => (0, u64::MAX as i128),
+    };
+    if lo <= v && v <= hi {
+        return Ok(());
+    }
+    let message = if v < 0 && t.elem == ScalarType::Usize {
+        format!("the literal `{v}` is negative, but its type is `usize`")
+    } else {
+        format!("the literal `{v}` does not fit in its type `{}`", t.elem)
+    };
+    let end = Loc::new(loc.line, loc.column + v.to_string().len() as u32);
+    Err(
+        error(message, loc, end, format!("out of range for `{}`", t.elem))
+            .map_note(format!("`{}` holds {lo} to {hi}", t.elem)),
+    )
 }

@@ -123,7 +123,7 @@ impl FunctionChecker<'_, '_> {
     }
 
     fn resolve_tensor(&mut self, t: &mut TensorTy) {
-        if let Some(v) = t.var {
+        if t.var.is_some() {
             let elem = match self.elem(t) {
                 Elem::Known(s) => s,
                 Elem::Var(r, float) => {
@@ -136,7 +136,6 @@ impl FunctionChecker<'_, '_> {
                     s
                 }
             };
-            let _ = v;
             t.elem = elem;
             t.var = None;
         }

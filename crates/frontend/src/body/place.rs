@@ -3,7 +3,7 @@
 
 use autobatch_types::Loc;
 
-use crate::hir::{BinaryOp, Expr, ExprKind, Place, Projection, TensorTy, Ty};
+use crate::hir::{BinaryOp, Expr, ExprKind, LocalId, Place, Projection, TensorTy, Ty};
 use crate::items::{error, unsupported, CheckResult, MapNote, ModuleName};
 use crate::location::{expr_end, expr_start};
 
@@ -22,7 +22,7 @@ impl FunctionChecker<'_, '_> {
         // Rust evaluates the value before the place; so does the lowering.
         let value = self.check_expr(right)?;
         let (place, place_ty) = self.check_place(left)?;
-        let (pl, pe) = (expr_start(left), expr_end(left));
+        let place_start = expr_start(left);
         match op {
             None => {
                 if !self.unify(&place_ty, &value.ty) {
@@ -40,7 +40,7 @@ impl FunctionChecker<'_, '_> {
             }
             Some(op) => {
                 let symbol = format!("{}=", op.symbol());
-                let place_expr = mk(ExprKind::Tuple(Vec::new()), place_ty.clone(), pl);
+                let place_expr = mk(ExprKind::Tuple(Vec::new()), place_ty.clone(), place_start);
                 let signature = op.op().signature();
                 let result =
                     self.binary_result(signature, &symbol, &place_expr, &value, loc, end)?;
@@ -58,7 +58,6 @@ impl FunctionChecker<'_, '_> {
                 }
             }
         }
-        let _ = pe;
         Ok(mk(
             ExprKind::Assign {
                 place,
@@ -73,29 +72,29 @@ impl FunctionChecker<'_, '_> {
     /// The target of an assignment and its type.
     fn check_place(&mut self, e: &syn::Expr) -> CheckResult<(Place, Ty)> {
         let (loc, end) = (expr_start(e), expr_end(e));
-        // Walk to the root variable, collecting projections outermost-last.
-        let mut steps: Vec<&syn::Expr> = Vec::new();
-        let mut cur = e;
-        loop {
-            match cur {
-                syn::Expr::Paren(p) => cur = &p.expr,
-                syn::Expr::Group(g) => cur = &g.expr,
-                syn::Expr::Field(f) => {
-                    steps.push(cur);
-                    cur = &f.base;
-                }
-                syn::Expr::Index(i) => {
-                    steps.push(cur);
-                    cur = &i.expr;
-                }
-                _ => break,
-            }
-            if steps.len() > MAX_EXPRESSION_DEPTH {
-                return Err(Box::new(crate::guard::too_deep(loc, end)));
-            }
+        let (root, steps) = place_steps(e)?;
+        let local = self.place_root(root, loc, end)?;
+        let mut ty = self.locals[local.0 as usize].ty.clone();
+        let mut projections = Vec::new();
+        for step in steps.iter().rev() {
+            let (projection, projected) = self.check_projection(step, &ty)?;
+            projections.push(projection);
+            ty = projected;
         }
-        let (rl, re) = (expr_start(cur), expr_end(cur));
-        let root = match cur {
+        Ok((
+            Place {
+                local,
+                projections,
+                loc,
+            },
+            ty,
+        ))
+    }
+
+    /// The `mut` local that the place `loc..end` starts from, named by `root`.
+    fn place_root(&self, root: &syn::Expr, loc: Loc, end: Loc) -> CheckResult<LocalId> {
+        let (rl, re) = (expr_start(root), expr_end(root));
+        let name = match root {
             syn::Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(|i| i.to_string()),
             syn::Expr::Tuple(_) => {
                 return Err(unsupported("destructuring assignment", rl, re)
@@ -103,7 +102,7 @@ impl FunctionChecker<'_, '_> {
             }
             _ => None,
         };
-        let Some(name) = root else {
+        let Some(name) = name else {
             return Err(error(
                 "cannot assign to this expression",
                 rl,
@@ -139,79 +138,75 @@ impl FunctionChecker<'_, '_> {
                 declared.line, declared.column
             )));
         }
-        let mut ty = info.ty.clone();
-        let mut projections = Vec::new();
-        for step in steps.iter().rev() {
-            match step {
-                syn::Expr::Field(f) => {
-                    let syn::Member::Unnamed(index) = &f.member else {
-                        return Err(error(
-                            "fields by name do not exist in autobatch (there are no structs)",
-                            expr_start(step),
-                            expr_end(step),
-                            "named field",
-                        ));
-                    };
-                    let index = index.index as usize;
-                    match &ty {
-                        Ty::Tuple(items) if index < items.len() => {
-                            ty = items[index].clone();
-                            projections.push(Projection::Field(index));
-                        }
-                        other => {
-                            return Err(error(
-                                format!("`.{index}` is not a field of `{}`", self.show(other)),
-                                expr_start(step),
-                                expr_end(step),
-                                "no such field",
-                            ))
-                        }
+        Ok(local)
+    }
+
+    /// One step of a place (`.0` or `[i]`) applied to a value of type `ty`:
+    /// the projection and the type it gives.
+    fn check_projection(&mut self, step: &syn::Expr, ty: &Ty) -> CheckResult<(Projection, Ty)> {
+        match step {
+            syn::Expr::Field(f) => {
+                let syn::Member::Unnamed(index) = &f.member else {
+                    return Err(error(
+                        "fields by name do not exist in autobatch (there are no structs)",
+                        expr_start(step),
+                        expr_end(step),
+                        "named field",
+                    ));
+                };
+                let index = index.index as usize;
+                match ty {
+                    Ty::Tuple(items) if index < items.len() => {
+                        Ok((Projection::Field(index), items[index].clone()))
                     }
+                    other => Err(error(
+                        format!("`.{index}` is not a field of `{}`", self.show(other)),
+                        expr_start(step),
+                        expr_end(step),
+                        "no such field",
+                    )),
                 }
-                syn::Expr::Index(i) => {
-                    let t = match &ty {
-                        Ty::Tensor(t) if !t.is_scalar() => t.clone(),
-                        other => {
-                            return Err(error(
-                                format!("cannot index into a value of type `{}`", self.show(other)),
-                                expr_start(&i.expr),
-                                expr_end(&i.expr),
-                                "not an array",
-                            ))
-                        }
-                    };
-                    let index = self.check_expr(&i.index)?;
-                    let ok = index.ty == Ty::Never
-                        || matches!(&index.ty, Ty::Tensor(it) if it.is_scalar() && self.class(it) == Class::Int);
-                    if !ok {
-                        return Err(error(
-                            format!(
-                                "an index must be an integer, but this is `{}`",
-                                self.show(&index.ty)
-                            ),
-                            index.loc,
-                            expr_end(&i.index),
-                            "expected an integer",
-                        ));
-                    }
-                    ty = Ty::Tensor(TensorTy {
-                        elem: t.elem,
-                        dims: t.dims[1..].to_vec(),
-                        var: t.var,
-                    });
-                    projections.push(Projection::Index(index));
-                }
-                _ => {}
             }
+            syn::Expr::Index(i) => {
+                let t = match ty {
+                    Ty::Tensor(t) if !t.is_scalar() => t.clone(),
+                    other => {
+                        return Err(error(
+                            format!("cannot index into a value of type `{}`", self.show(other)),
+                            expr_start(&i.expr),
+                            expr_end(&i.expr),
+                            "not an array",
+                        ))
+                    }
+                };
+                let index = self.check_expr(&i.index)?;
+                let ok = index.ty == Ty::Never
+                    || matches!(&index.ty, Ty::Tensor(it) if it.is_scalar() && self.class(it) == Class::Int);
+                if !ok {
+                    return Err(error(
+                        format!(
+                            "an index must be an integer, but this is `{}`",
+                            self.show(&index.ty)
+                        ),
+                        index.loc,
+                        expr_end(&i.index),
+                        "expected an integer",
+                    ));
+                }
+                let element = Ty::Tensor(TensorTy {
+                    elem: t.elem,
+                    dims: t.dims[1..].to_vec(),
+                    var: t.var,
+                });
+                Ok((Projection::Index(index), element))
+            }
+            other => Err(error(
+                "cannot assign to this expression",
+                expr_start(other),
+                expr_end(other),
+                "not a place",
+            )),
         }
-        Ok((
-            Place {
-                local,
-                projections,
-                loc,
-            },
-            ty,
-        ))
     }
 }
 
@@ -232,4 +227,30 @@ pub(super) fn compound_assignment(op: &syn::BinOp) -> Option<BinaryOp> {
         B::ShrAssign(_) => BinaryOp::Shr,
         _ => return None,
     })
+}
+
+/// The root of the place `e` (what its fields and indices apply to) and
+/// its steps, outermost first; parentheses are looked through.
+fn place_steps(e: &syn::Expr) -> CheckResult<(&syn::Expr, Vec<&syn::Expr>)> {
+    let mut steps: Vec<&syn::Expr> = Vec::new();
+    let mut cur = e;
+    loop {
+        match cur {
+            syn::Expr::Paren(p) => cur = &p.expr,
+            syn::Expr::Group(g) => cur = &g.expr,
+            syn::Expr::Field(f) => {
+                steps.push(cur);
+                cur = &f.base;
+            }
+            syn::Expr::Index(i) => {
+                steps.push(cur);
+                cur = &i.expr;
+            }
+            _ => break,
+        }
+        if steps.len() > MAX_EXPRESSION_DEPTH {
+            return Err(Box::new(crate::guard::too_deep(expr_start(e), expr_end(e))));
+        }
+    }
+    Ok((cur, steps))
 }
