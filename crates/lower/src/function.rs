@@ -20,8 +20,8 @@ use autobatch_frontend::hir::{
 use autobatch_frontend::Diagnostic;
 use autobatch_ir::EntityRef;
 use autobatch_ir::{
-    BinaryOp, Block, BlockData, CompareOp, Dim, FuncId, Function, Op, Param, Prim, Program,
-    ReduceOp, Scalar, ScalarType, StaticId, TensorType, Terminator, Type, UnaryOp, Var, VarData,
+    BinaryOp, Block, BlockData, CompareOp, Dim, FuncId, Function, Op, Param, Prim, Program, Scalar,
+    ScalarType, StaticId, TensorType, Terminator, Type, UnaryOp, Var, VarData,
 };
 use autobatch_types::Loc;
 
@@ -1360,68 +1360,19 @@ fn literal_scalar(lit: Literal, elem: ScalarType) -> Scalar {
 }
 
 fn binary_op(op: HirBinary) -> BinaryOp {
-    match op {
-        HirBinary::Add => BinaryOp::Add,
-        HirBinary::Sub => BinaryOp::Sub,
-        HirBinary::Mul => BinaryOp::Mul,
-        HirBinary::Div => BinaryOp::Div,
-        HirBinary::Rem => BinaryOp::Rem,
-        HirBinary::BitAnd => BinaryOp::BitAnd,
-        HirBinary::BitOr => BinaryOp::BitOr,
-        HirBinary::BitXor => BinaryOp::BitXor,
-        HirBinary::Shl => BinaryOp::Shl,
-        HirBinary::Shr => BinaryOp::Shr,
-    }
+    op.op()
 }
 
-fn builtin_prim(b: Builtin) -> Prim {
-    use Builtin as B;
-    match b {
-        B::Abs => Prim::Unary(UnaryOp::Abs),
-        B::Exp => Prim::Unary(UnaryOp::Exp),
-        B::ExpM1 => Prim::Unary(UnaryOp::ExpM1),
-        B::Ln => Prim::Unary(UnaryOp::Ln),
-        B::Ln1p => Prim::Unary(UnaryOp::Ln1p),
-        B::Log10 => Prim::Unary(UnaryOp::Log10),
-        B::Sqrt => Prim::Unary(UnaryOp::Sqrt),
-        B::Sin => Prim::Unary(UnaryOp::Sin),
-        B::Cos => Prim::Unary(UnaryOp::Cos),
-        B::Tan => Prim::Unary(UnaryOp::Tan),
-        B::Tanh => Prim::Unary(UnaryOp::Tanh),
-        B::Floor => Prim::Unary(UnaryOp::Floor),
-        B::Ceil => Prim::Unary(UnaryOp::Ceil),
-        B::Round => Prim::Unary(UnaryOp::Round),
-        B::Signum => Prim::Unary(UnaryOp::Signum),
-        B::Recip => Prim::Unary(UnaryOp::Recip),
-        B::IsNan => Prim::Unary(UnaryOp::IsNan),
-        B::IsFinite => Prim::Unary(UnaryOp::IsFinite),
-        B::Sigmoid => Prim::Unary(UnaryOp::Sigmoid),
-        B::LogSigmoid => Prim::Unary(UnaryOp::LogSigmoid),
-        B::Softplus => Prim::Unary(UnaryOp::Softplus),
-        B::Max => Prim::Binary(BinaryOp::Max),
-        B::Min => Prim::Binary(BinaryOp::Min),
-        B::Powi => Prim::Binary(BinaryOp::Powi),
-        B::Powf => Prim::Binary(BinaryOp::Powf),
-        B::Pow => Prim::Binary(BinaryOp::Pow),
-        B::Dot => Prim::Dot,
-        B::Matvec => Prim::Matvec,
-        B::Vecmat => Prim::Vecmat,
-        B::Matmul => Prim::Matmul,
-        B::Transpose => Prim::Transpose,
-        B::Outer => Prim::Outer,
-        B::Sum => Prim::Reduce(ReduceOp::Sum),
-        B::Mean => Prim::Reduce(ReduceOp::Mean),
-        B::ReduceMax => Prim::Reduce(ReduceOp::Max),
-        B::ReduceMin => Prim::Reduce(ReduceOp::Min),
-        B::Argmax => Prim::Reduce(ReduceOp::Argmax),
-        B::Argmin => Prim::Reduce(ReduceOp::Argmin),
-        B::LogSumExp => Prim::Reduce(ReduceOp::LogSumExp),
-        B::Softmax => Prim::Softmax,
-        B::Select => Prim::Select,
-        B::Uniform => Prim::Uniform,
-        B::Normal => Prim::Normal,
-        B::UniformLike => Prim::UniformLike,
-        B::NormalLike => Prim::NormalLike,
-        B::Bernoulli => Prim::Bernoulli,
-    }
+/// `fn builtin_prim(b: Builtin) -> Prim`: the primitive a builtin lowers to,
+/// from the table of operations.
+macro_rules! builtin_prim {
+    ($($(#[$attr:meta])* [$name:ident: $group:ident $op:ident, $($rest:tt)*])*) => {
+        fn builtin_prim(b: Builtin) -> Prim {
+            match b {
+                $(Builtin::$name => autobatch_ir::prim_of_row!($group $op),)*
+            }
+        }
+    };
 }
+
+autobatch_ops::for_each_builtin!(builtin_prim);
