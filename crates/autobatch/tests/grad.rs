@@ -29,6 +29,20 @@ fn branchy(a: f64, n: i64) -> f64 {
     }
     r
 }
+fn rec_poly(a: f64, k: i64) -> f64 {
+    if k <= 0 { a } else { a * rec_poly(a, k - 1) + (k as f64) * a.sin() }
+}
+fn settle(a: f64, n: usize) -> f64 {
+    let mut r = a;
+    let mut i = 0;
+    while i < n && V[i % 3] * (i as f64) > -2.0 { r = (r * 0.9 + V[i % 3]).tanh(); i += 1; }
+    r
+}
+fn tree_sum(v: [f64; 3], i: usize) -> f64 {
+    if i >= 3 { 0.0 } else { v[i].tanh() + 0.5 * tree_sum(v, 2 * i + 1) + 0.25 * tree_sum(v, 2 * i + 2) }
+}
+fn ping(a: f64, n: i64) -> f64 { if n == 0 { a } else { pong(a * a, n - 1) + a } }
+fn pong(a: f64, n: i64) -> f64 { ping(a.sin(), n) * 0.5 }
 "#;
 
 const SHARED: &str = r#"{
@@ -87,6 +101,10 @@ const CASES: &[Case] = &[
     case("f64", Scalar, true, "branchy(x, 3) + branchy(x * x, IDX[0] as i64)"),
     case("f64", Scalar, false, "let t = (x, 2.0 * x); let mut u = t; u.1 = u.0 * u.1; u.1 + t.0"),
     case("f64", Scalar, false, "let mut s = 0.0; let k = IDX[0] + 1; for i in 0..k { s += x * (i as f64); } s"),
+    // Recursion, `while`, `loop` with `break` (control on data only).
+    case("f64", Scalar, false, "rec_poly(x, 3) + rec_poly(x * 0.5, IDX[0] as i64) + ping(x, 3)"),
+    case("f64", Scalar, false, "settle(x, 5) + settle(x * x, IDX[1])"),
+    case("f64", Scalar, false, "let mut a = x; let mut i = 0; let r = loop { a = (a + V[i]).sin(); i += 1; if i == 3 || V[i] > 0.3 { break a * a; } }; r + a"),
     // f64 vectors.
     case("[f64; 3]", Vector, false, "dot(x, x) + sum(x * V) + mean(x.exp())"),
     case("[f64; 3]", Vector, false, "logsumexp(x) + softmax(x)[1] * 3.0 + dot(softmax(x), V)"),
@@ -103,6 +121,7 @@ const CASES: &[Case] = &[
     case("[f64; 3]", Vector, false, "let mut h = x; for i in 0..5 { h = matvec(M, h).tanh() + V * (i as f64); } sum(h)"),
     case("[f64; 3]", Vector, false, "let mut m = [x; 3]; m[1] = x * x; m[2][IDX[2]] = x[0] * 3.0; sum(matvec(m, V)) + sum(m[2])"),
     case("[f64; 3]", Vector, false, "select(x[0] > x[1], sum(x), dot(x, V)) + sum(select(x[2] > 0.0, x, V))"),
+    case("[f64; 3]", Vector, false, "tree_sum(x, 0) + tree_sum(x * x, 1) + settle(x[IDX[0]], 4)"),
     // f64 matrices (rank 2).
     case("[[f64; 3]; 2]", Matrix, false, "let m = matmul(transpose(x), x); sum(matvec(m, V)) + dot(vecmat([1.0, -2.0], x), V)"),
     case("[[f64; 3]; 2]", Matrix, false, "let s = 2.0 * x[0][1]; sum(matvec(x * s, V)) + sum(matvec(x.exp(), V)) + sum(matvec(s / (x * x + 1.0), V))"),

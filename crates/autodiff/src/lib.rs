@@ -28,10 +28,30 @@
 //!   as a function (so a loop body lives in its header's function, and the
 //!   exit path needs no call); so is a block that only returns. The entry
 //!   block's function is `g'vjp`. A
-//!   loop of `n` iterations therefore nests about `n` activations.
+//!   loop of `n` iterations therefore nests about `n` activations. Every
+//!   loop form (`for`, `while`, `loop`, with `break` and `continue`) lowers
+//!   to such blocks: a loop header, the block after a `&&` in a `while`
+//!   condition, the block where several `break`s meet are join points; the
+//!   loop body is inlined in its header's function, which calls the
+//!   header's function again for the next iteration.
 //! - **Calls** inside differentiated code run the callee forward; the
 //!   backward pass calls the callee's vjp, which recomputes its forward
 //!   values (checkpointing at call boundaries).
+//! - **Cycles of calls** (recursion, direct or mutual) need nothing
+//!   special: a vjp is named and given its `FuncId` by its *plan*, made the
+//!   first time a call asks for (function, active parameters, seed) and
+//!   built later from a queue, so the vjp of a recursive call is the plan
+//!   being built (or one of its cycle's), and each vjp is emitted once.
+//!   There are finitely many such keys (activity is a set of parameters),
+//!   so the derivation terminates; a callee whose activity differs on the
+//!   way round (`r(b, a)` inside `r(a, b)`) gets one vjp per pattern
+//!   (`r'vjp@10`, `r'vjp@01`), which call each other. The price of
+//!   checkpointing: the vjp of each level of a recursion re-runs the
+//!   forward pass of the levels below it, so a linear recursion of depth d
+//!   runs about d²/2 forward activations (a tree of n nodes and height h,
+//!   at most n·h); each level of the gradient nests one activation, plus one
+//!   per join point its recursive call comes after (see
+//!   `docs/language.md`, sections 8 and 10).
 //! - **Activity.** Only variables that depend on an active parameter carry
 //!   adjoints; operations on the other values (statics, integers, data)
 //!   run forward only. An adjoint that gets no contribution is zero.
@@ -95,8 +115,9 @@ pub(crate) fn derive_error<T>(message: impl Into<String>, loc: Loc) -> DeriveRes
 }
 
 /// Derives the vjp of every request (and of everything they need: callees'
-/// vjps, block functions) and appends them to `program`. Returns the
-/// `FuncId` of each request's vjp, in the order of `requests`.
+/// vjps, block functions) and appends them to `program`, each once (also
+/// through cycles of calls). Returns the `FuncId` of each request's vjp, in
+/// the order of `requests`.
 pub fn derive(program: &mut Program, requests: &[Request]) -> DeriveResult<Vec<FuncId>> {
     let next_id = program.functions.len() as u32;
     let mut deriver = Deriver {
@@ -182,7 +203,9 @@ pub(crate) struct Deriver<'p> {
 impl Deriver<'_> {
     /// The plan of the vjp of `function` with respect to `active` (with the
     /// result's adjoint fixed to one when `seed_one`), made (and queued for
-    /// building) the first time it is asked for.
+    /// building) the first time it is asked for. Registering it before any
+    /// body is built is what lets recursive vjps call each other: a call
+    /// met while building finds the plan already there.
     pub(crate) fn plan(
         &mut self,
         function: FuncId,

@@ -130,23 +130,9 @@ fn loops_and_branches_become_block_functions() {
         assert!(n == &"f'grad" || n.starts_with("f'grad.b"), "{n}");
     }
     // The loop: some block function reaches itself through calls.
-    let reaches_itself = |start: FuncId| {
-        let mut stack = calls(&p.functions[start]);
-        let mut seen = Vec::new();
-        while let Some(c) = stack.pop() {
-            if c == start {
-                return true;
-            }
-            if !seen.contains(&c) {
-                seen.push(c);
-                stack.extend(calls(&p.functions[c]));
-            }
-        }
-        false
-    };
     let cyclic = names
         .iter()
-        .any(|n| reaches_itself(p.function_by_name(n).unwrap()));
+        .any(|n| reaches_itself(&p, p.function_by_name(n).unwrap()));
     assert!(cyclic, "the loop's block functions call each other");
 }
 
@@ -200,4 +186,100 @@ fn bad_requests_are_refused() {
     .expect("derives");
     assert_eq!(p.functions[ok[0]].name, "f'grad");
     verify_program(&p).expect("verifies");
+}
+
+/// The derived functions named `prefix...`, with how many functions carry each name.
+fn derived<'p>(p: &'p Program, prefix: &str) -> Vec<(&'p str, usize)> {
+    let mut out: Vec<(&str, usize)> = Vec::new();
+    for f in p.functions.values() {
+        if f.name.starts_with(prefix) {
+            match out.iter_mut().find(|(n, _)| *n == f.name) {
+                Some((_, k)) => *k += 1,
+                None => out.push((f.name.as_str(), 1)),
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_recursive_cycle_gets_one_vjp_per_function_and_activity() {
+    // `even` and `odd` call each other; `swap` calls itself with its
+    // parameters exchanged, so its vjp with respect to the first one calls
+    // its vjp with respect to the second one, and back.
+    let p = compile(
+        "fn even(a: f64, n: i64) -> f64 { if n == 0 { a } else { odd(a * 1.5, n - 1) + a.sin() } }\n\
+         fn odd(a: f64, n: i64) -> f64 { if n == 0 { -a * a } else { even(a.tanh(), n - 1) } }\n\
+         fn swap(a: f64, b: f64, n: i64) -> f64 { if n == 0 { a * b.exp() } else { swap(b, a, n - 1) * 2.0 } }\n\
+         fn f(x: f64) -> f64 { even(x, 5) + swap(x, 0.5, 3) }\n\
+         fn g(x: f64) -> f64 { grad(f, x) }",
+    );
+    for prefix in ["even'", "odd'", "swap'"] {
+        for (name, k) in derived(&p, prefix) {
+            assert_eq!(k, 1, "{name} is derived once");
+        }
+    }
+    // (With respect to every float parameter: no `@` in the names.)
+    let even = p.function_by_name("even'vjp").expect("even's vjp");
+    let odd = p.function_by_name("odd'vjp").expect("odd's vjp");
+    assert!(calls(&p.functions[even]).contains(&odd));
+    assert!(calls(&p.functions[odd]).contains(&even));
+    let swap_a = p
+        .function_by_name("swap'vjp@100")
+        .expect("swap's vjp for a");
+    let swap_b = p
+        .function_by_name("swap'vjp@010")
+        .expect("swap's vjp for b");
+    assert!(calls(&p.functions[swap_a]).contains(&swap_b));
+    assert!(calls(&p.functions[swap_b]).contains(&swap_a));
+    assert_eq!(derived(&p, "swap'").len(), 2, "{:?}", derived(&p, "swap'"));
+}
+
+#[test]
+fn while_loop_and_break_become_block_functions() {
+    // A `while` over data and a `loop` left by two `break`s with values:
+    // the loop headers get functions that call themselves (one activation
+    // per iteration), the exits meet in a function of their own.
+    let p = compile(
+        "extern \"autobatch\" { static D: [f64; 4]; }\n\
+         fn f(x: f64) -> f64 {\n\
+           let mut h = x; let mut i = 0;\n\
+           while i < 4 && D[i] > 0.0 { h = (h + D[i]).tanh(); i += 1; }\n\
+           let mut k = 0;\n\
+           let v = loop { k += 1; h = h * 1.5; if k == 3 { break h; } if D[k] < 0.0 { break -h; } };\n\
+           v + h }\n\
+         fn g(x: f64) -> f64 { grad(f, x) }",
+    );
+    let ids: Vec<FuncId> = p
+        .functions
+        .iter()
+        .filter(|(_, f)| f.name.starts_with("f'grad"))
+        .map(|(id, _)| id)
+        .collect();
+    let cyclic: Vec<&str> = ids
+        .iter()
+        .filter(|id| reaches_itself(&p, **id))
+        .map(|id| p.functions[*id].name.as_str())
+        .collect();
+    // The `while` header and the block after its `&&` call each other; the
+    // `loop` header calls itself; the block where the two `break`s meet and
+    // the entry do not recur.
+    assert_eq!(cyclic.len(), 3, "{cyclic:?}");
+    assert_eq!(ids.len(), 5);
+}
+
+/// Whether `start` calls itself, directly or through other functions.
+fn reaches_itself(p: &Program, start: FuncId) -> bool {
+    let mut stack = calls(&p.functions[start]);
+    let mut seen = Vec::new();
+    while let Some(c) = stack.pop() {
+        if c == start {
+            return true;
+        }
+        if !seen.contains(&c) {
+            seen.push(c);
+            stack.extend(calls(&p.functions[c]));
+        }
+    }
+    false
 }

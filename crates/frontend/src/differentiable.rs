@@ -1,15 +1,34 @@
 //! Which code `grad` and `value_and_grad` may differentiate.
 //!
 //! Run once every body is checked: for each `grad(f, x)` of the module, `f`
-//! and every function it calls must be free of `while`, `loop`, `break`,
-//! random draws, nested `grad`, recursion, and `for` loops whose bounds
-//! depend on the differentiated parameter. That dependence is followed
-//! through every value (integers, casts, indices, tuples), through
-//! assignments made under a condition that depends on it, and into called
-//! functions through their arguments.
+//! and every function it calls must be free of random draws, nested `grad`
+//! and `catch`, and **control that repeats code must not depend on the
+//! differentiated parameter**, so that how often each loop runs and how deep
+//! each recursion goes, once entered, is decided by data that do not depend
+//! on it:
 //!
-//! An error points at the offending construct and names (in a note) the
-//! `grad` call that made the code differentiated.
+//! - the bounds of a `for` loop and the condition of a `while` loop;
+//! - inside a loop (`for`, `while`, `loop`), the conditions (of an `if`, or
+//!   the left operand of `&&` / `||`) around a `break` of that loop or a
+//!   `return` (which leaves every loop it is in), up to the loop;
+//! - in a function that is part of a recursion (a cycle of the call graph:
+//!   it calls itself, directly or through others), every condition: `if`,
+//!   `while`, the left operands of `&&` and `||`. This is the simplest rule
+//!   that keeps whether a recursive call happens (and every `return` before
+//!   it) independent of the parameter; piecewise code on the parameter
+//!   belongs in a helper outside the cycle, or in `select` / `max`.
+//!
+//! Conditions elsewhere (an `if` on the parameter in straight-line code, in a
+//! loop body away from its exits, in a non-recursive helper) are
+//! differentiated piecewise. Dependence on the parameter is followed through
+//! every value (integers, casts, indices, tuples), through assignments made
+//! under a condition that depends on it (also the code after a `continue`
+//! under such a condition), and into called functions through their
+//! arguments (a call's result depends on it if an argument does).
+//!
+//! An error points at the offending construct (for control, at the
+//! condition or bound) and names (in a note) the `grad` call that made the
+//! code differentiated.
 
 use std::collections::HashSet;
 
@@ -33,6 +52,7 @@ pub(crate) fn check_module(module: &Module) -> Result<(), Vec<Diagnostic>> {
             }
         });
     }
+    let graph = CallGraph::new(module);
     let mut errors = Vec::new();
     let mut seen = HashSet::new();
     for (function, loc, with_value) in sites {
@@ -44,7 +64,7 @@ pub(crate) fn check_module(module: &Module) -> Result<(), Vec<Diagnostic>> {
             loc,
             name: if with_value { "value_and_grad" } else { "grad" },
         };
-        if let Err(d) = check_site(module, &site) {
+        if let Err(d) = check_site(module, &graph, &site) {
             errors.push(*d);
         }
     }
@@ -63,25 +83,23 @@ struct Site {
 
 type CheckResult<T> = Result<T, Box<Diagnostic>>;
 
-fn check_site(module: &Module, site: &Site) -> CheckResult<()> {
+fn check_site(module: &Module, graph: &CallGraph, site: &Site) -> CheckResult<()> {
     let mut checker = Checker {
         module,
+        graph,
         site,
         done: HashSet::new(),
-        acyclic: HashSet::new(),
         path: Vec::new(),
     };
-    checker.recursion(site.function, &mut Vec::new())?;
     checker.function(site.function, vec![true])
 }
 
 struct Checker<'m> {
     module: &'m Module,
+    graph: &'m CallGraph,
     site: &'m Site,
     /// (function, which parameters carry the differentiated value) already walked.
     done: HashSet<(usize, Vec<bool>)>,
-    /// Functions whose calls were followed without finding a cycle.
-    acyclic: HashSet<usize>,
     /// The chain of functions from the differentiated one to the current one.
     path: Vec<usize>,
 }
@@ -89,8 +107,37 @@ struct Checker<'m> {
 /// The walk of one function body: which locals depend on the parameter.
 struct Walk {
     tainted: Vec<bool>,
-    /// Whether the code being walked runs under a condition that depends on it.
+    /// Per local: how many entries of `control` were there where it was
+    /// declared. Assigning it under a later one that depends on the
+    /// parameter makes it depend on the parameter (it is seen after the
+    /// condition, with a value that depends on whether the code ran).
+    declared: Vec<usize>,
+    /// What the code being walked runs under, innermost last: each enclosing
+    /// condition, and each point after a `continue` under a condition (see
+    /// [`LoopFrame::skips`]); whether it depends on the parameter.
     control: Vec<bool>,
+    /// The conditions around the code being walked, innermost last: whether
+    /// each depends on the parameter, and where it starts.
+    conditions: Vec<(bool, Loc)>,
+    /// The loops around the code being walked, innermost last.
+    loops: Vec<LoopFrame>,
+    /// The function walked.
+    function: usize,
+    /// Whether it is part of a recursion: none of its conditions may depend
+    /// on the parameter.
+    recursive: bool,
+}
+
+/// A loop around the code being walked.
+#[derive(Clone, Copy, Default)]
+struct LoopFrame {
+    /// How many of [`Walk::conditions`] are outside the loop.
+    outside: usize,
+    /// Whether a `break` value depends on the parameter.
+    value: bool,
+    /// Whether a `continue` runs under a condition (inside the loop) that
+    /// depends on it: the rest of the iteration runs under that condition.
+    skips: bool,
 }
 
 impl Checker<'_> {
@@ -124,37 +171,6 @@ impl Checker<'_> {
         Box::new(d)
     }
 
-    /// Rejects a cycle of calls among the functions reached from `f`.
-    fn recursion(&mut self, f: usize, stack: &mut Vec<usize>) -> CheckResult<()> {
-        if self.acyclic.contains(&f) {
-            return Ok(());
-        }
-        stack.push(f);
-        let mut calls = Vec::new();
-        visit_block(&self.module.functions[f].body, &mut |e| {
-            if let ExprKind::Call { function, .. } = &e.kind {
-                calls.push((*function, e.loc));
-            }
-        });
-        for (callee, loc) in calls {
-            if stack.contains(&callee) {
-                self.path = stack.clone();
-                let name = &self.module.functions[callee].name;
-                return Err(self.error(
-                    format!("cannot differentiate the recursive call of `{name}`"),
-                    loc,
-                    name.chars().count(),
-                    "recursive call in differentiated code",
-                    "autodiff needs a call graph without cycles (the depth of the recursion could depend on the differentiated value); write the recursion as a `for` loop",
-                ));
-            }
-            self.recursion(callee, stack)?;
-        }
-        stack.pop();
-        self.acyclic.insert(f);
-        Ok(())
-    }
-
     /// Walks function `f` whose parameters marked in `tainted` depend on the
     /// differentiated value.
     fn function(&mut self, f: usize, tainted: Vec<bool>) -> CheckResult<()> {
@@ -164,7 +180,12 @@ impl Checker<'_> {
         let function = &self.module.functions[f];
         let mut walk = Walk {
             tainted: vec![false; function.locals.len()],
-            control: vec![false],
+            declared: vec![0; function.locals.len()],
+            control: Vec::new(),
+            conditions: Vec::new(),
+            loops: Vec::new(),
+            function: f,
+            recursive: self.graph.recursive[f],
         };
         for (p, t) in function.params.iter().zip(&tainted) {
             walk.tainted[p.0 as usize] = *t;
@@ -176,21 +197,32 @@ impl Checker<'_> {
     }
 
     fn block(&mut self, w: &mut Walk, b: &Block) -> CheckResult<bool> {
+        // After a statement that may `continue` under a condition on the
+        // parameter, the rest of the block runs under that condition.
+        let mut skipped = false;
         for s in &b.stmts {
             match s {
                 Stmt::Let { pattern, init, .. } => {
-                    let t = self.expr(w, init)? || w.under_condition();
+                    let t = self.expr(w, init)?;
                     bind(w, pattern, t);
                 }
                 Stmt::Expr(e) => {
                     self.expr(w, e)?;
                 }
             }
+            if !skipped && w.skipping() {
+                skipped = true;
+                w.control.push(true);
+            }
         }
-        match &b.tail {
-            Some(t) => self.expr(w, t),
-            None => Ok(false),
+        let t = match &b.tail {
+            Some(t) => self.expr(w, t)?,
+            None => false,
+        };
+        if skipped {
+            w.control.pop();
         }
+        Ok(t)
     }
 
     /// Checks `e`; returns whether its value depends on the differentiated value.
@@ -201,7 +233,12 @@ impl Checker<'_> {
         Ok(match &e.kind {
             ExprKind::Literal(_) | ExprKind::Static(_) | ExprKind::Dim(_) => false,
             ExprKind::Local(l) => w.tainted[l.0 as usize],
-            ExprKind::Continue => false,
+            ExprKind::Continue => {
+                if let Some(frame) = w.loops.last_mut() {
+                    frame.skips |= w.conditions[frame.outside..].iter().any(|c| c.0);
+                }
+                false
+            }
             ExprKind::Len { array, .. } => {
                 self.expr(w, array)?;
                 false
@@ -209,10 +246,10 @@ impl Checker<'_> {
             ExprKind::Unary { operand, .. } | ExprKind::Cast { operand, .. } => {
                 self.expr(w, operand)?
             }
-            ExprKind::Binary { lhs, rhs, .. }
-            | ExprKind::Compare { lhs, rhs, .. }
-            | ExprKind::And { lhs, rhs }
-            | ExprKind::Or { lhs, rhs } => self.operands(w, lhs, rhs)?,
+            ExprKind::Binary { .. }
+            | ExprKind::Compare { .. }
+            | ExprKind::And { .. }
+            | ExprKind::Or { .. } => self.operands(w, e)?,
             ExprKind::Call { function, args, .. } => {
                 let mut mask = Vec::with_capacity(args.len());
                 for a in args {
@@ -248,12 +285,29 @@ impl Checker<'_> {
                 body,
                 ..
             } => self.for_loop(w, *var, start, end, body)?,
-            ExprKind::Return { value } => match value {
-                Some(v) => self.expr(w, v)?,
-                None => false,
-            },
+            ExprKind::While { cond, body } => self.while_loop(w, cond, body)?,
+            ExprKind::Loop { body } => self.repeat(w, body)?,
+            ExprKind::Break { value } => {
+                let t = match value {
+                    Some(v) => self.expr(w, v)?,
+                    None => false,
+                };
+                self.exit(w, e.loc, false)?;
+                if let Some(frame) = w.loops.last_mut() {
+                    frame.value |= t;
+                }
+                false
+            }
+            ExprKind::Return { value } => {
+                let t = match value {
+                    Some(v) => self.expr(w, v)?,
+                    None => false,
+                };
+                self.exit(w, e.loc, true)?;
+                t
+            }
             ExprKind::Assign { place, value, .. } => {
-                let mut t = self.expr(w, value)? || w.under_condition();
+                let mut t = self.expr(w, value)? || w.assigned_under_condition(place.local);
                 for p in &place.projections {
                     if let Projection::Index(i) = p {
                         t |= self.expr(w, i)?;
@@ -269,17 +323,13 @@ impl Checker<'_> {
                 false
             }
             // Rejected by `rejection` above.
-            ExprKind::Grad { .. }
-            | ExprKind::While { .. }
-            | ExprKind::Loop { .. }
-            | ExprKind::Break { .. } => false,
+            ExprKind::Grad { .. } => false,
         })
     }
 
     /// The error for a construct that differentiated code may not contain
     /// (checked before its operands).
     fn rejection(&self, e: &Expr) -> Option<Box<Diagnostic>> {
-        let loop_note = "the trip count could depend on the differentiated value; use a `for` loop whose bounds do not depend on it";
         let d = match &e.kind {
             ExprKind::Call { catch: true, .. } => self.error(
                 "cannot differentiate through `catch`".into(),
@@ -308,49 +358,61 @@ impl Checker<'_> {
                 "nested autodiff",
                 "higher derivatives are not supported",
             ),
-            ExprKind::While { .. } => self.error(
-                "cannot differentiate a `while` loop".into(),
-                e.loc,
-                5,
-                "`while` in differentiated code",
-                loop_note,
-            ),
-            ExprKind::Loop { .. } => self.error(
-                "cannot differentiate a `loop`".into(),
-                e.loc,
-                4,
-                "`loop` in differentiated code",
-                loop_note,
-            ),
-            ExprKind::Break { .. } => self.error(
-                "cannot differentiate a `break`".into(),
-                e.loc,
-                5,
-                "`break` in differentiated code",
-                loop_note,
-            ),
             _ => return None,
         };
         Some(d)
     }
 
-    /// The operands of an operator; the left one may be a long left-nested
-    /// chain (`a + b + ... + z`), walked with a loop.
-    fn operands(&mut self, w: &mut Walk, lhs: &Expr, rhs: &Expr) -> CheckResult<bool> {
-        let mut t = self.expr(w, rhs)?;
-        let mut cur: &Expr = lhs;
+    /// An operator `e` and its operands, in evaluation order; the left one
+    /// may be a long left-nested chain (`a + b + ... + z`), walked with a
+    /// loop. The left operand of `&&` / `||` is a condition: it decides
+    /// whether the right one runs.
+    fn operands(&mut self, w: &mut Walk, e: &Expr) -> CheckResult<bool> {
+        // The right operands, outermost first, and whether each runs only
+        // when the left one says so.
+        let mut rights: Vec<(&Expr, bool)> = Vec::new();
+        let mut cur: &Expr = e;
         loop {
             match &cur.kind {
-                ExprKind::Binary { lhs, rhs, .. }
-                | ExprKind::Compare { lhs, rhs, .. }
-                | ExprKind::And { lhs, rhs }
-                | ExprKind::Or { lhs, rhs } => {
-                    t |= self.expr(w, rhs)?;
+                ExprKind::Binary { lhs, rhs, .. } | ExprKind::Compare { lhs, rhs, .. } => {
+                    rights.push((rhs, false));
                     cur = lhs;
                 }
-                _ => return Ok(self.expr(w, cur)? || t),
+                ExprKind::And { lhs, rhs } | ExprKind::Or { lhs, rhs } => {
+                    rights.push((rhs, true));
+                    cur = lhs;
+                }
+                _ => break,
             }
         }
+        let first = cur.loc;
+        let mut t = self.expr(w, cur)?;
+        for (rhs, short_circuit) in rights.into_iter().rev() {
+            if short_circuit {
+                self.recursive_condition(w, t, first)?;
+                t |= self.conditional(w, t, first, |c, w| c.expr(w, rhs))?;
+            } else {
+                t |= self.expr(w, rhs)?;
+            }
+        }
+        Ok(t)
+    }
+
+    /// Runs `walk` on code that runs under a condition (`dependent` when it
+    /// depends on the parameter, starting at `loc`).
+    fn conditional<T>(
+        &mut self,
+        w: &mut Walk,
+        dependent: bool,
+        loc: Loc,
+        walk: impl FnOnce(&mut Self, &mut Walk) -> CheckResult<T>,
+    ) -> CheckResult<T> {
+        w.control.push(dependent);
+        w.conditions.push((dependent, loc));
+        let r = walk(self, w);
+        w.conditions.pop();
+        w.control.pop();
+        r
     }
 
     /// `if cond { then } else ...`: what the branches assign depends on the
@@ -363,14 +425,102 @@ impl Checker<'_> {
         else_branch: Option<&Expr>,
     ) -> CheckResult<bool> {
         let c = self.expr(w, cond)?;
-        w.control.push(c || w.under_condition());
-        let mut t = self.block(w, then_block);
-        if let (Ok(tt), Some(e)) = (&t, else_branch) {
-            let tt = *tt;
-            t = self.expr(w, e).map(|te| te || tt);
+        self.recursive_condition(w, c, cond.loc)?;
+        let t = self.conditional(w, c, cond.loc, |checker, w| {
+            let tt = checker.block(w, then_block)?;
+            match else_branch {
+                Some(e) => Ok(checker.expr(w, e)? || tt),
+                None => Ok(tt),
+            }
+        })?;
+        Ok(t || c)
+    }
+
+    /// In a recursive function, refuses a condition that depends on the
+    /// differentiated value.
+    fn recursive_condition(&self, w: &Walk, dependent: bool, loc: Loc) -> CheckResult<()> {
+        if !(w.recursive && dependent) {
+            return Ok(());
         }
-        w.control.pop();
-        Ok(t? || c)
+        let f = w.function;
+        let name = &self.module.functions[f].name;
+        let cycle: Vec<&str> = self
+            .graph
+            .cycle(f)
+            .iter()
+            .map(|g| self.module.functions[*g].name.as_str())
+            .collect();
+        Err(self.error(
+            format!("cannot differentiate the recursive function `{name}`: this condition depends on the differentiated value"),
+            loc,
+            1,
+            "this condition depends on the differentiated value",
+            &format!(
+                "`{name}` is recursive ({}); in a recursive function no condition may depend on the differentiated value, so that whether the recursion goes on does not; decide it from constants, statics or integers that do not depend on it, and move piecewise code on the value into a function outside the recursion (or use `select`, `max`, `min`)",
+                cycle.join(" -> ")
+            ),
+        ))
+    }
+
+    /// A `break` (or, when `leaves_all`, a `return`) at `loc`: no condition
+    /// between it and the loop it leaves (the outermost one for `return`) may
+    /// depend on the differentiated value.
+    fn exit(&self, w: &Walk, loc: Loc, leaves_all: bool) -> CheckResult<()> {
+        let frame = if leaves_all {
+            w.loops.first()
+        } else {
+            w.loops.last()
+        };
+        let Some(frame) = frame else {
+            return Ok(());
+        };
+        let Some((_, cond)) = w.conditions[frame.outside..].iter().rev().find(|c| c.0) else {
+            return Ok(());
+        };
+        let (what, leaves) = if leaves_all {
+            ("return", "a loop")
+        } else {
+            ("break", "the loop")
+        };
+        Err(self.error(
+            format!("cannot differentiate a `{what}` from a loop under a condition that depends on the differentiated value"),
+            *cond,
+            1,
+            "this condition depends on the differentiated value",
+            &format!(
+                "it decides whether the `{what}` at {}:{} leaves {leaves}, so the trip count would depend on the differentiated value; decide it from constants, statics or integers that do not depend on it",
+                loc.line, loc.column
+            ),
+        ))
+    }
+
+    /// The body of a loop, walked until the dependence no longer grows
+    /// (values assigned in one iteration flow into the next); `head` checks
+    /// what runs before each iteration (a `while` condition, part of the
+    /// loop: a `return` in it leaves the loop). Returns whether a `break`
+    /// value depends on the differentiated value.
+    fn loop_body(
+        &mut self,
+        w: &mut Walk,
+        body: &Block,
+        mut head: impl FnMut(&mut Self, &mut Walk) -> CheckResult<()>,
+    ) -> CheckResult<bool> {
+        let mut value = false;
+        loop {
+            let before = w.tainted.clone();
+            w.loops.push(LoopFrame {
+                outside: w.conditions.len(),
+                value,
+                skips: false,
+            });
+            let r = head(self, w).and_then(|()| self.block(w, body));
+            let frame = w.loops.pop().unwrap_or_default();
+            r?;
+            value = frame.value;
+            if w.tainted == before {
+                return Ok(value);
+            }
+        }
     }
 
     /// `for var in start..end { body }`: the bounds must not depend on the
@@ -395,31 +545,188 @@ impl Checker<'_> {
                 "the trip count must not depend on the differentiated value; compute the bounds from constants, statics or integers that do not depend on it",
             ));
         }
-        w.tainted[var.0 as usize] = w.under_condition();
-        // Values assigned in one iteration flow into the next: walk the body
-        // until the dependence no longer grows.
-        loop {
-            let before = w.tainted.clone();
-            self.block(w, body)?;
-            if w.tainted == before {
-                return Ok(false);
+        w.tainted[var.0 as usize] = false;
+        w.declared[var.0 as usize] = w.control.len();
+        self.loop_body(w, body, |_, _| Ok(()))?;
+        Ok(false)
+    }
+
+    /// `while cond { body }`: the condition must not depend on the
+    /// differentiated value.
+    fn while_loop(&mut self, w: &mut Walk, cond: &Expr, body: &Block) -> CheckResult<bool> {
+        self.loop_body(w, body, |checker, w| {
+            if checker.expr(w, cond)? {
+                return Err(checker.error(
+                    "cannot differentiate a `while` loop whose condition depends on the differentiated value".into(),
+                    cond.loc,
+                    1,
+                    "this condition depends on the differentiated value",
+                    "the trip count must not depend on the differentiated value; compute the condition from constants, statics or integers that do not depend on it",
+                ));
             }
-        }
+            Ok(())
+        })?;
+        Ok(false)
+    }
+
+    /// `loop { body }`: its value is its `break` values.
+    fn repeat(&mut self, w: &mut Walk, body: &Block) -> CheckResult<bool> {
+        self.loop_body(w, body, |_, _| Ok(()))
     }
 }
 
 impl Walk {
-    fn under_condition(&self) -> bool {
-        self.control.last().copied().unwrap_or(false)
+    /// Whether an assignment to `local` here runs under a condition on the
+    /// parameter that `local` was declared outside of.
+    fn assigned_under_condition(&self, local: LocalId) -> bool {
+        let from = self.declared[local.0 as usize].min(self.control.len());
+        self.control[from..].iter().any(|c| *c)
+    }
+
+    /// Whether the innermost loop may `continue` under a condition that
+    /// depends on the parameter (see [`LoopFrame::skips`]).
+    fn skipping(&self) -> bool {
+        self.loops.last().is_some_and(|l| l.skips)
     }
 }
 
 fn bind(w: &mut Walk, pattern: &Pattern, tainted: bool) {
     match pattern {
-        Pattern::Bind(l) => w.tainted[l.0 as usize] = tainted,
+        Pattern::Bind(l) => {
+            w.tainted[l.0 as usize] = tainted;
+            w.declared[l.0 as usize] = w.control.len();
+        }
         Pattern::Wildcard => {}
         Pattern::Tuple(items) => items.iter().for_each(|p| bind(w, p, tainted)),
     }
+}
+
+/// The call graph of the module: which functions are recursive.
+struct CallGraph {
+    /// Per function: the functions it calls, each once, in order of appearance.
+    callees: Vec<Vec<usize>>,
+    /// Per function: its strongly connected component.
+    component: Vec<usize>,
+    /// Per function: whether it is part of a cycle of calls (its component
+    /// has several functions, or it calls itself).
+    recursive: Vec<bool>,
+}
+
+impl CallGraph {
+    fn new(module: &Module) -> CallGraph {
+        let callees: Vec<Vec<usize>> = module
+            .functions
+            .iter()
+            .map(|f| {
+                let mut calls = Vec::new();
+                visit_block(&f.body, &mut |e| {
+                    if let ExprKind::Call { function, .. } = &e.kind {
+                        if !calls.contains(function) {
+                            calls.push(*function);
+                        }
+                    }
+                });
+                calls
+            })
+            .collect();
+        let component = components(&callees);
+        let mut size = vec![0usize; callees.len()];
+        for c in &component {
+            size[*c] += 1;
+        }
+        let recursive = (0..callees.len())
+            .map(|f| size[component[f]] > 1 || callees[f].contains(&f))
+            .collect();
+        CallGraph {
+            callees,
+            component,
+            recursive,
+        }
+    }
+
+    /// A shortest cycle of calls through recursive function `f`: `f`, the
+    /// functions it goes through, and `f` again.
+    fn cycle(&self, f: usize) -> Vec<usize> {
+        let mut from: Vec<Option<usize>> = vec![None; self.callees.len()];
+        let mut queue = std::collections::VecDeque::from([f]);
+        while let Some(g) = queue.pop_front() {
+            for &h in &self.callees[g] {
+                if h == f {
+                    let mut path = vec![f, g];
+                    let mut k = g;
+                    while let Some(prev) = from[k] {
+                        path.push(prev);
+                        k = prev;
+                    }
+                    path.reverse();
+                    return path;
+                }
+                if self.component[h] == self.component[f] && from[h].is_none() && h != f {
+                    from[h] = Some(g);
+                    queue.push_back(h);
+                }
+            }
+        }
+        vec![f]
+    }
+}
+
+/// The strongly connected components of a graph given by its successor
+/// lists (Tarjan's algorithm, with an explicit stack): per node, its
+/// component's index.
+fn components(succ: &[Vec<usize>]) -> Vec<usize> {
+    const NONE: usize = usize::MAX;
+    let n = succ.len();
+    let mut index = vec![NONE; n];
+    let mut low = vec![0; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut component = vec![NONE; n];
+    let (mut next, mut count) = (0, 0);
+    for root in 0..n {
+        if index[root] != NONE {
+            continue;
+        }
+        // (node, how many of its successors were looked at)
+        let mut work = vec![(root, 0)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&(v, i)) = work.last() {
+            if let Some(&w) = succ[v].get(i) {
+                let top = work.len() - 1;
+                work[top].1 += 1;
+                if index[w] == NONE {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            work.pop();
+            if let Some(&(u, _)) = work.last() {
+                low[u] = low[u].min(low[v]);
+            }
+            if low[v] == index[v] {
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    component[w] = count;
+                    if w == v {
+                        break;
+                    }
+                }
+                count += 1;
+            }
+        }
+    }
+    component
 }
 
 /// Calls `visit` on every expression of `b`, outermost first.

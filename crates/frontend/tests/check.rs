@@ -351,15 +351,52 @@ fn rejects_grad_of_what_is_not_a_scalar_function_of_one_float() {
 fn rejects_what_cannot_be_differentiated() {
     let head = "fn g(x: f64) -> f64 { grad(f, x) }\n";
     let cases: &[(&str, &str, u32, u32)] = &[
-        ("fn f(x: f64) -> f64 { let mut y = x; while y > 1.0 { y = y / 2.0; } y }", "`while` loop", 2, 38),
-        ("fn f(x: f64) -> f64 { let mut y = x; loop { y = y * 2.0; if y > 9.0 { return y; } } }", "cannot differentiate a `loop`", 2, 38),
-        ("fn f(x: f64) -> f64 { let mut y = x; for i in 0..3 { if y > 1.0 { break; } y = y * 2.0; } y }", "cannot differentiate a `break`", 2, 67),
+        ("fn f(x: f64) -> f64 { let mut y = x; while y > 1.0 { y = y / 2.0; } y }", "`while` loop whose condition depends", 2, 44),
+        ("fn f(x: f64) -> f64 { let mut y = x; loop { y = y * 2.0; if y > 9.0 { return y; } } }", "`return` from a loop under a condition", 2, 61),
+        ("fn f(x: f64) -> f64 { let mut y = x; for i in 0..3 { if y > 1.0 { break; } y = y * 2.0; } y }", "`break` from a loop under a condition", 2, 57),
         ("fn f(x: f64) -> f64 { let n = x as i64; let mut y = x; for i in 0..n { y = y * 2.0; } y }", "bounds depend on the differentiated value", 2, 68),
         ("fn f(x: f64) -> f64 { let mut n = 2; if x > 0.0 { n = 3; } let mut y = x; for i in 0..n { y = y * 2.0; } y }", "bounds depend", 2, 87),
         ("fn f(x: f64) -> f64 { h(x, x as usize) }\nfn h(a: f64, n: usize) -> f64 { let mut y = a; for i in 1..=n { y = y * a; } y }", "bounds depend", 3, 61),
         ("fn f(x: f64) -> f64 { x * uniform() }", "random draw `uniform`", 2, 27),
-        ("fn f(x: f64) -> f64 { x + h(x) }\nfn h(a: f64) -> f64 { if a > 1.0 { h(a / 2.0) } else { a } }", "recursive call of `h`", 3, 36),
+        ("fn f(x: f64) -> f64 { x + h(x) }\nfn h(a: f64) -> f64 { if a > 1.0 { h(a / 2.0) } else { a } }", "recursive function `h`", 3, 26),
         ("fn f(x: f64) -> f64 { grad(k, x) }\nfn k(a: f64) -> f64 { a * a }", "inside differentiated code", 2, 23),
+    ];
+    for (body, msg, line, col) in cases {
+        check_err(&format!("{head}{body}"), msg, *line, *col);
+    }
+}
+
+#[test]
+fn loops_and_recursion_are_differentiated_when_their_control_does_not_depend_on_the_point() {
+    let head = "fn g(x: f64) -> f64 { grad(f, x) }\n";
+    let cases: &[&str] = &[
+        "fn f(x: f64) -> f64 { let mut i = 0; let mut y = x; while i < 4 { if y > 0.0 { y = y * 0.5; } y = y.sin(); i += 1; } y }",
+        "fn f(x: f64) -> f64 { let mut i = 0; let y = loop { i += 1; if i == 3 { break x * 2.0; } }; y }",
+        "fn f(x: f64) -> f64 { let mut s = 0.0; for i in 0..4 { if x > 1.0 { continue; } if i == 2 { break; } s += x; } s }",
+        "fn f(x: f64) -> f64 { let mut s = x; for i in 0..3 { if x > 0.0 { for j in 0..2 { if j == i { break; } s += x; } } } s }",
+        "fn f(x: f64) -> f64 { ev(x, 4) }\nfn ev(a: f64, n: i64) -> f64 { if n <= 0 { a } else { od(a * 2.0, n - 1) } }\nfn od(a: f64, n: i64) -> f64 { if n == 0 || n > 100 { a.sin() } else { ev(a, n - 1) } }",
+        "fn f(x: f64) -> f64 { h(x, 3) }\nfn relu(a: f64) -> f64 { if a > 0.0 { a } else { 0.0 } }\nfn h(a: f64, n: i64) -> f64 { if n == 0 { a } else { relu(h(a, n - 1)) - 0.5 } }",
+        "fn f(x: f64) -> f64 { h(x, 3) }\nfn h(a: f64, n: i64) -> f64 { let mut k = n; let mut s = a; while k > 0 { s = s * a; k -= 1; } if n == 0 { s } else { h(s.sin(), n - 1) + s } }",
+    ];
+    for body in cases {
+        check_ok(&format!("{head}{body}"));
+    }
+}
+
+#[test]
+fn control_of_loops_and_recursion_may_not_depend_on_the_point() {
+    let head = "fn g(x: f64) -> f64 { grad(f, x) }\n";
+    let cases: &[(&str, &str, u32, u32)] = &[
+        ("fn f(x: f64) -> f64 { let mut n = 0; for i in 0..4 { if x > i as f64 { continue; } n += 1; } let mut s = 0.0; let mut k = 0; while k < n { s += x; k += 1; } s }", "`while` loop whose condition depends", 2, 132),
+        ("fn f(x: f64) -> f64 { let mut i = 0; let mut y = x; while i < 3 { y = y * 2.0; if y > 4.0 { i = 5; } i += 1; } y }", "`while` loop whose condition depends", 2, 59),
+        ("fn f(x: f64) -> f64 { let v = loop { break x as i64; }; let mut k = 0; while k < v { k += 1; } x }", "`while` loop whose condition depends", 2, 78),
+        ("fn f(x: f64) -> f64 { for i in 0..3 { if x > i as f64 { return x; } } 0.0 }", "`return` from a loop under a condition", 2, 42),
+        ("fn f(x: f64) -> f64 { for i in 0..3 { if x > 0.0 { for j in 0..2 { return x; } } } 0.0 }", "`return` from a loop under a condition", 2, 42),
+        ("fn f(x: f64) -> f64 { let mut y = x; while { if y < 1.0 { return y; } true } { y = y / 2.0; } y }", "`return` from a loop under a condition", 2, 49),
+        ("fn f(x: f64) -> f64 { let mut i = 0; loop { i += 1; if i > 2 && x > 1.0 { break; } } x }", "`break` from a loop under a condition", 2, 56),
+        ("fn f(x: f64) -> f64 { h(x, 3) }\nfn h(a: f64, n: i64) -> f64 { let stop = a > 5.0 || n == 0; select(stop, a, h(a * 2.0, n - 1)) }", "recursive function `h`", 3, 42),
+        ("fn f(x: f64) -> f64 { ev(x, 4) }\nfn ev(a: f64, n: i64) -> f64 { if n <= 0 { a } else { od(a, n - 1) } }\nfn od(a: f64, n: i64) -> f64 { ev(a * 0.5, n - (a as i64)) }", "recursive function `ev`", 3, 35),
+        ("fn f(x: f64) -> f64 { ev(x, 4) }\nfn ev(a: f64, n: i64) -> f64 { if n <= 0 { a } else { od(a, n - 1) } }\nfn od(a: f64, n: i64) -> f64 { if a > 0.0 { ev(a * 0.5, n) } else { a } }", "recursive function `od`", 4, 35),
     ];
     for (body, msg, line, col) in cases {
         check_err(&format!("{head}{body}"), msg, *line, *col);

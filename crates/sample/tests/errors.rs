@@ -99,7 +99,8 @@ fn compile_errors_point_into_the_model() {
 
 #[test]
 fn a_log_density_that_cannot_be_differentiated() {
-    // A loop whose bound depends on theta is outside what `grad` differentiates.
+    // A `while` whose condition depends on theta is outside what `grad`
+    // differentiates; the error points at the condition.
     let source = "\
 fn log_density(theta: [f64; 2]) -> f64 {
     let mut s = 0.0;
@@ -115,7 +116,7 @@ fn log_density(theta: [f64; 2]) -> f64 {
     assert_eq!(e.exit_code(), 1, "{e}");
     let text = e.to_string();
     assert!(
-        text.contains("m.ab:4:5") && text.contains("while"),
+        text.contains("m.ab:4:11") && text.contains("while"),
         "{text}"
     );
     // The note naming the library's `value_and_grad` places it in the sampler's text.
