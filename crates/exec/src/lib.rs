@@ -15,6 +15,7 @@ use autobatch_types::{Loc, MemberError, Tensor};
 
 pub mod batched;
 mod executor;
+mod internal;
 mod liveness;
 pub mod local_static;
 pub mod program_counter;
@@ -167,6 +168,7 @@ pub fn run_reference(
     reference::run(program, env, batch, options)
 }
 
+pub use autobatch_kernels::backend::{Backend, Cpu};
 pub use batched::engine::LaneMode;
 pub use batched::{available_memory_bytes, BlockChoice};
 pub use executor::{Executor, OptionsRead, Strategy, EXECUTORS};
@@ -221,8 +223,22 @@ pub fn run(
     options: &RunOptions,
     batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
+    run_on(&Cpu, strategy, program, env, batch, options, batching)
+}
+
+/// [`run`], the batching strategies computing on `backend` (the reference
+/// executor defines the results: it computes with the kernels directly).
+pub fn run_on(
+    backend: &dyn Backend,
+    strategy: Strategy,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    batching: &BatchingOptions,
+) -> Result<RunOutput, ExecError> {
     batched::check_value_sizes(program, batch.entry, &env.symbols).map_err(ExecError::Resources)?;
     strategy
         .executor()
-        .run(program, env, batch, options, batching)
+        .run(backend, program, env, batch, options, batching)
 }

@@ -28,15 +28,17 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Prim, Program, Terminator};
+use autobatch_kernels::Backend;
 use autobatch_passes::uniformity::Invariance;
 use autobatch_types::Tensor;
 
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows, Members};
-use crate::batched::storage::{self, Column, Slot};
+use crate::batched::storage::{Column, Slot};
 use crate::batched::{
     check_memory, column_slot, concrete_shape, stack_overflow, value_bytes, OpCounter, Watch,
 };
+use crate::internal::internal_error;
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
 struct Run<'a> {
@@ -52,7 +54,7 @@ struct Run<'a> {
     /// Counter index of each op, per function and block.
     op_counters: Vec<Vec<Vec<Option<usize>>>>,
     steps: u64,
-    engine: Engine,
+    engine: Engine<'a>,
     /// Reused buffers for the faults and the operand slots of one operation.
     faults: Vec<(u32, autobatch_kernels::Fault)>,
     arg_slots: Vec<usize>,
@@ -129,6 +131,7 @@ impl Executor for LocalStatic {
 
     fn run(
         &self,
+        backend: &dyn Backend,
         program: &Program,
         env: &Env,
         batch: &Batch,
@@ -139,13 +142,22 @@ impl Executor for LocalStatic {
             return Ok(output);
         }
         let invariance = invariance(program, batch);
-        run(program, &invariance, env, batch, options, batching.lanes)
+        run(
+            backend,
+            program,
+            &invariance,
+            env,
+            batch,
+            options,
+            batching.lanes,
+        )
     }
 }
 
-/// Runs `batch` with local-static batching. Fails before running only when
-/// the members' state cannot fit in memory.
+/// Runs `batch` with local-static batching, computing on `backend`. Fails
+/// before running only when the members' state cannot fit in memory.
 pub fn run(
+    backend: &dyn Backend,
     program: &Program,
     invariance: &Invariance,
     env: &Env,
@@ -171,7 +183,7 @@ pub fn run(
     std::thread::scope(|scope| {
         let handle = thread
             .spawn_scoped(scope, || {
-                run_on_this_thread(program, invariance, env, batch, options, lanes)
+                run_on_this_thread(backend, program, invariance, env, batch, options, lanes)
             })
             .map_err(|e| ExecError::Resources(format!("cannot start the executor thread: {e}")))?;
         match handle.join() {
@@ -182,6 +194,7 @@ pub fn run(
 }
 
 fn run_on_this_thread(
+    backend: &dyn Backend,
     program: &Program,
     invariance: &Invariance,
     env: &Env,
@@ -206,7 +219,7 @@ fn run_on_this_thread(
         watch: Watch::new(options),
         op_counters,
         steps: 0,
-        engine: Engine::new(options.threads),
+        engine: Engine::new(backend, options.threads),
         faults: Vec::new(),
         arg_slots: Vec::new(),
         statics: StaticPool {
@@ -430,17 +443,14 @@ impl Run<'_> {
                         for (d, value) in result_dsts.iter().zip(returned.values) {
                             match &mut slots[d.index()] {
                                 Slot::Column(c) => {
+                                    let gathered;
                                     let dense = if returned_rows.len() == rows.len() {
-                                        value.data
+                                        &value
                                     } else {
-                                        value.gather(&returned_rows).data
+                                        gathered = value.gather(&returned_rows);
+                                        &gathered
                                     };
-                                    storage::scatter_rows(
-                                        &mut c.data,
-                                        &dense,
-                                        &still_running,
-                                        c.row_len,
-                                    );
+                                    c.scatter_rows_from(dense, &still_running);
                                 }
                                 Slot::Invariant(v) => {
                                     if let Some(k) = returned_rows.first() {
@@ -486,12 +496,10 @@ impl Run<'_> {
                     }
                     for (value, v) in values.iter_mut().zip(vars) {
                         match &slots[v.index()] {
-                            Slot::Column(c) => {
-                                storage::copy_rows(&mut value.data, &c.data, &rows, c.row_len)
-                            }
+                            Slot::Column(c) => value.copy_rows_from(c, &rows),
                             Slot::Invariant(Some(t)) => value.fill_rows(t, &rows),
                             Slot::Invariant(None) => {
-                                panic!("internal error: returning an unassigned variable")
+                                internal_error("returning an unassigned variable")
                             }
                         }
                     }
@@ -550,7 +558,7 @@ fn set_flags(flag: &mut Slot, rows: &[u32], completed: &[u32]) {
         ..
     }) = flag
     else {
-        panic!("internal error: the flag of a catching call is not a per-member bool")
+        internal_error("the flag of a catching call is not a per-member bool")
     };
     for r in rows {
         values[*r as usize] = completed.binary_search(r).is_ok();
@@ -560,7 +568,7 @@ fn set_flags(flag: &mut Slot, rows: &[u32], completed: &[u32]) {
 /// Writes zeros into `rows` of a catching call's result.
 fn zero_rows(slot: &mut Slot, rows: &[u32]) {
     let Slot::Column(column) = slot else {
-        panic!("internal error: the result of a catching call is not per-member")
+        internal_error("the result of a catching call is not per-member")
     };
     column.fill_rows(&Tensor::zeros(column.data.ty(), column.shape.clone()), rows);
 }

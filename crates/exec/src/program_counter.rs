@@ -28,10 +28,13 @@ use autobatch_passes::stack::{
 };
 use autobatch_types::MemberError;
 
-use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
+use autobatch_kernels::Backend;
+
+use crate::batched::engine::{Engine, PrimExecution, SharedEnv};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows, Members};
 use crate::batched::storage::{Slot, ValueStack};
 use crate::batched::{column_slot, stack_overflow, BlockChoice, OpCounter, Watch};
+use crate::internal::internal_error;
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
 /// The program-counter executor in the registry ([`crate::EXECUTORS`]).
@@ -56,6 +59,7 @@ impl Executor for ProgramCounter {
     /// Lowers `program` to the explicit-stack form, verifies it, and runs it.
     fn run(
         &self,
+        backend: &dyn Backend,
         program: &Program,
         env: &Env,
         batch: &Batch,
@@ -73,29 +77,23 @@ impl Executor for ProgramCounter {
                 listed.join("; ")
             ))
         })?;
-        run(
-            program,
-            &lowered,
-            env,
-            batch,
-            options,
-            batching.lanes,
-            batching.block_choice,
-        )
+        run(backend, program, &lowered, env, batch, options, batching)
     }
 }
 
-/// Runs `batch` on `lowered` (the explicit-stack form of `program`).
-/// Fails before running only when the members' state cannot fit in memory.
+/// Runs `batch` on `lowered` (the explicit-stack form of `program`),
+/// computing on `backend`. Fails before running only when the members'
+/// state cannot fit in memory.
 pub fn run(
+    backend: &dyn Backend,
     program: &Program,
     lowered: &LoweredProgram,
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
-    lanes: LaneMode,
-    choice: BlockChoice,
+    batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
+    let (lanes, choice) = (batching.lanes, batching.block_choice);
     let members = batch.size;
     crate::batched::check_lowered_memory(program, lowered, batch.entry, &env.symbols, members)
         .map_err(ExecError::Resources)?;
@@ -171,7 +169,7 @@ pub fn run(
         statics: &env.statics,
         symbols: &env.symbols,
     };
-    let mut engine = Engine::new(options.threads);
+    let mut engine = Engine::new(backend, options.threads);
     engine.remember_statics();
     let mut steps = 0u64;
     let mut rows: Vec<u32> = Vec::new();
@@ -485,10 +483,10 @@ fn with_stack(
     f: impl FnOnce(&mut crate::batched::storage::Column, &mut ValueStack),
 ) {
     let Slot::Column(column) = &mut slots[x.index()] else {
-        panic!("internal error: stack operation on an invariant variable")
+        internal_error("stack operation on an invariant variable")
     };
     let Some(stack) = stacks[x.index()].as_mut() else {
-        panic!("internal error: {x} has no stack")
+        internal_error(format!("{x} has no stack"))
     };
     f(column, stack);
 }

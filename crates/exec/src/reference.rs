@@ -36,7 +36,7 @@ use std::borrow::Cow;
 use std::time::Instant;
 
 use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Prim, Program, Terminator, Var};
-use autobatch_kernels::{eval, layout, Fault, MemberRng, PrimContext};
+use autobatch_kernels::{eval, layout, Backend, Fault, MemberRng, PrimContext};
 use autobatch_types::{Data, MemberError, Tensor};
 
 use crate::batched::{concrete_shape, stack_overflow, step_limit, OpCounter, Watch};
@@ -55,8 +55,11 @@ impl Executor for Reference {
         "one member at a time; defines every result"
     }
 
+    /// Ignores `backend`: the reference defines every result, so it computes
+    /// with the kernels themselves.
     fn run(
         &self,
+        _backend: &dyn Backend,
         program: &Program,
         env: &Env,
         batch: &Batch,

@@ -23,22 +23,6 @@ use autobatch_ir::Prim;
 use autobatch_types::{Data, Dim, ErrorKind, Scalar, ScalarType, Tensor};
 use std::fmt;
 
-/// Dispatches on the element type of one buffer, keeping the type:
-/// `$body` sees the elements as the slice `$values` and yields a `Vec` of
-/// the same element type.
-macro_rules! map_same_type {
-    ($data:expr, |$values:ident| $body:expr) => {
-        match $data {
-            Data::Bool($values) => Data::Bool($body),
-            Data::I32($values) => Data::I32($body),
-            Data::I64($values) => Data::I64($body),
-            Data::Usize($values) => Data::Usize($body),
-            Data::F32($values) => Data::F32($body),
-            Data::F64($values) => Data::F64($body),
-        }
-    };
-}
-
 /// Dispatches on the common element type of two buffers, keeping the type;
 /// two buffers of different types are an internal error (the IR verifier
 /// rules them out).
@@ -61,6 +45,9 @@ macro_rules! map_same_type_pair {
     };
 }
 
+#[macro_use]
+pub mod buffer;
+pub mod backend;
 pub mod elementwise;
 pub mod gemm;
 pub mod layout;
@@ -70,6 +57,7 @@ pub mod rng;
 pub mod scalar;
 pub mod vmath;
 
+pub use backend::{Backend, Cpu};
 pub use rng::MemberRng;
 
 /// An error that stops the member that executed the primitive. The executor
