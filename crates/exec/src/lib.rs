@@ -158,14 +158,22 @@ pub struct RunOutput {
     pub stats: Stats,
 }
 
-/// Runs `batch` on `program` with the reference executor.
+/// Runs `batch` on `program` with the reference executor ([`run`] with
+/// [`Strategy::Reference`]).
 pub fn run_reference(
     program: &Program,
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
-) -> RunOutput {
-    reference::run(program, env, batch, options)
+) -> Result<RunOutput, ExecError> {
+    run(
+        Strategy::Reference,
+        program,
+        env,
+        batch,
+        options,
+        &BatchingOptions::default(),
+    )
 }
 
 pub use autobatch_kernels::backend::{Backend, Cpu};
@@ -189,7 +197,9 @@ impl Default for BatchingOptions {
     }
 }
 
-/// Why a whole run could not go (a member's own fault is in its result instead).
+/// Why a whole run could not go (a member's own fault is in its result
+/// instead). A broken invariant anywhere under [`run`] is `Internal`, never
+/// a panic (see the module `internal`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExecError {
     /// A value, or the members' state, cannot fit in memory: found before running.
@@ -203,7 +213,9 @@ impl std::fmt::Display for ExecError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ExecError::Resources(message) => f.write_str(message),
-            ExecError::Internal(message) => write!(f, "internal error: {message}"),
+            ExecError::Internal(message) => {
+                write!(f, "internal error: {message} (this is a bug in autobatch)")
+            }
         }
     }
 }
@@ -212,9 +224,9 @@ impl std::error::Error for ExecError {}
 
 /// Runs `batch` with `strategy`. `program` must have been through
 /// `autobatch_passes::optimize`. Fails before running when a value, or the
-/// members' state, cannot fit in memory, and on a compiler bug that a
-/// verifier catches (the explicit-stack form is verified before every
-/// program-counter run).
+/// members' state, cannot fit in memory, and on a bug in autobatch (a
+/// verifier catches a compiler bug, or an invariant of an executor, the
+/// engine or the kernels breaks): `ExecError::Internal`, never a panic.
 pub fn run(
     strategy: Strategy,
     program: &Program,
@@ -228,6 +240,7 @@ pub fn run(
 
 /// [`run`], the batching strategies computing on `backend` (the reference
 /// executor defines the results: it computes with the kernels directly).
+/// This is the one boundary of the policy on internal errors.
 pub fn run_on(
     backend: &dyn Backend,
     strategy: Strategy,
@@ -237,8 +250,11 @@ pub fn run_on(
     options: &RunOptions,
     batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
-    batched::check_value_sizes(program, batch.entry, &env.symbols).map_err(ExecError::Resources)?;
-    strategy
-        .executor()
-        .run(backend, program, env, batch, options, batching)
+    internal::guard(|| {
+        batched::check_value_sizes(program, batch.entry, &env.symbols)
+            .map_err(ExecError::Resources)?;
+        strategy
+            .executor()
+            .run(backend, program, env, batch, options, batching)
+    })
 }

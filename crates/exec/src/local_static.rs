@@ -180,9 +180,12 @@ pub fn run(
     let thread = std::thread::Builder::new()
         .name("local-static".into())
         .stack_size(stack_bytes);
+    // Its panics are the run's internal errors.
+    let run = crate::internal::current_run();
     std::thread::scope(|scope| {
         let handle = thread
             .spawn_scoped(scope, || {
+                crate::internal::capture_for(run);
                 run_on_this_thread(backend, program, invariance, env, batch, options, lanes)
             })
             .map_err(|e| ExecError::Resources(format!("cannot start the executor thread: {e}")))?;
@@ -399,9 +402,11 @@ impl Run<'_> {
                                         concrete_shape(ty, self.shared.symbols),
                                         rows.len(),
                                     );
-                                    let value = value.as_ref().expect(
-                                        "an invariant argument is assigned before the call",
-                                    );
+                                    let value = value.as_ref().unwrap_or_else(|| {
+                                        internal_error(
+                                            "an invariant argument is unassigned at the call",
+                                        )
+                                    });
                                     column.fill_rows(
                                         value,
                                         &(0..rows.len() as u32).collect::<Vec<_>>(),

@@ -40,6 +40,7 @@ use autobatch_kernels::{eval, layout, Backend, Fault, MemberRng, PrimContext};
 use autobatch_types::{Data, MemberError, Tensor};
 
 use crate::batched::{concrete_shape, stack_overflow, step_limit, OpCounter, Watch};
+use crate::internal::internal_error;
 use crate::liveness::{last_reads, LastReads};
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, RunOptions, RunOutput, Stats};
 
@@ -81,18 +82,15 @@ impl Executor for Reference {
 pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) -> RunOutput {
     let entry = match program.functions.get(batch.entry) {
         Some(f) => f,
-        None => panic!(
-            "internal error: the entry function {} does not exist",
-            batch.entry
-        ),
+        None => internal_error(format!("the entry function {} does not exist", batch.entry)),
     };
     if batch.args.len() != entry.params.len() {
-        panic!(
-            "internal error: {} arguments for the {} parameters of {}",
+        internal_error(format!(
+            "{} arguments for the {} parameters of {}",
             batch.args.len(),
             entry.params.len(),
             entry.name
-        );
+        ));
     }
 
     let (op_counter, count_slots) = OpCounter::for_program(program);
@@ -252,12 +250,12 @@ impl<'a> MemberRun<'a, '_> {
                     match (dst, value) {
                         (Some(dst), Some(value)) => frame.vars[dst.index()] = Some(value),
                         (None, None) => {}
-                        (dst, value) => panic!(
-                            "internal error: {} wrote {} result(s) into {} variable(s)",
+                        (dst, value) => internal_error(format!(
+                            "{} wrote {} result(s) into {} variable(s)",
                             prim.name(),
                             usize::from(value.is_some()),
                             usize::from(dst.is_some())
-                        ),
+                        )),
                     }
                 }
                 Op::Call {
@@ -332,7 +330,7 @@ impl<'a> MemberRun<'a, '_> {
                     .ops
                     .get(caller.next_op - 1)
                 else {
-                    panic!("internal error: a frame returned to an operation that is not a call");
+                    internal_error("a frame returned to an operation that is not a call");
                 };
                 if *catch {
                     caller.vars[dsts[0].index()] = Some(Cow::Owned(Tensor::scalar(
@@ -387,7 +385,7 @@ impl<'a> MemberRun<'a, '_> {
     /// `false`, then zeros of each result.
     fn recover_at(&self, frame: &mut Frame<'_>, env: &Env) {
         let Some(Op::Call { dsts, .. }) = self.pending_op(frame) else {
-            panic!("internal error: recovering at an operation that is not a call");
+            internal_error("recovering at an operation that is not a call");
         };
         let function = &self.program.functions[frame.function];
         frame.vars[dsts[0].index()] = Some(Cow::Owned(Tensor::scalar(
@@ -480,14 +478,14 @@ fn eval_owned(
 fn borrow<'v>(vars: &'v [Option<Held<'_>>], v: Var) -> &'v Tensor {
     match &vars[v.index()] {
         Some(value) => value.as_ref(),
-        None => panic!("internal error: {v} is read before it is assigned"),
+        None => internal_error(format!("{v} is read before it is assigned")),
     }
 }
 
 fn take<'e>(vars: &mut [Option<Held<'e>>], v: Var) -> Held<'e> {
     match vars[v.index()].take() {
         Some(value) => value,
-        None => panic!("internal error: {v} is read before it is assigned"),
+        None => internal_error(format!("{v} is read before it is assigned")),
     }
 }
 
@@ -499,17 +497,17 @@ fn read_value<'e>(vars: &mut [Option<Held<'e>>], v: Var, last_read: bool) -> Hel
     }
     match &vars[v.index()] {
         Some(value) => value.clone(),
-        None => panic!("internal error: {v} is read before it is assigned"),
+        None => internal_error(format!("{v} is read before it is assigned")),
     }
 }
 
 fn read_bool(vars: &[Option<Held<'_>>], v: Var) -> bool {
     match &borrow(vars, v).data {
         Data::Bool(values) if values.len() == 1 => values[0],
-        other => panic!(
-            "internal error: the branch condition {v} holds {} values of {}",
+        other => internal_error(format!(
+            "the branch condition {v} holds {} values of {}",
             other.len(),
             other.ty()
-        ),
+        )),
     }
 }

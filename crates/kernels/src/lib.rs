@@ -125,8 +125,8 @@ pub struct PrimContext<'a> {
 ///
 /// The operands must have the types the IR verifier accepts for `prim`, and
 /// array shapes must agree with them; anything else is a bug in the caller
-/// and panics with an internal error. Nothing a user program computes can
-/// make this function panic.
+/// and panics with an internal error (`internal_error`). Nothing a user
+/// program computes can make this function panic.
 pub fn eval(
     prim: &Prim,
     args: &[&Tensor],
@@ -260,10 +260,16 @@ pub(crate) fn scalar_f64(t: &Tensor) -> f64 {
 /// Reports a broken invariant: operands that the IR verifier (or the binding
 /// of symbolic dimensions before a run) should have ruled out. Never the
 /// consequence of a value a program computes.
+///
+/// It panics, with the message and (through `track_caller`) the place in
+/// this crate: an executor's run is the boundary that turns such a panic
+/// into an internal error of the run (`autobatch_exec::ExecError::Internal`),
+/// without a backtrace; an error value threaded through every kernel would
+/// cost a branch per call and still miss what Rust itself checks.
 #[cold]
 #[track_caller]
 pub(crate) fn internal_error(message: String) -> ! {
-    panic!("internal error in autobatch-kernels: {message}")
+    panic!("internal error: {message}")
 }
 
 #[cfg(test)]

@@ -151,10 +151,13 @@ impl<'b> Engine<'b> {
     /// `threads` threads (1: everything on the calling thread).
     pub fn new(backend: &'b dyn Backend, threads: usize) -> Engine<'b> {
         let threads = threads.max(1);
+        // The workers' panics are the run's internal errors.
+        let run = crate::internal::current_run();
         let pool = if threads > 1 {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .thread_name(|i| format!("autobatch-worker-{i}"))
+                .start_handler(move |_| crate::internal::capture_for(run))
                 .build()
                 .ok()
         } else {
@@ -653,7 +656,10 @@ impl<'b> Engine<'b> {
 
     /// `dst = copy(src)`: the active rows of a column, or a shared value.
     fn copy_prim(&mut self, exec: &PrimExecution<'_>, slots: &mut [Slot]) {
-        let (src, dst) = (exec.args[0], exec.dst.expect("copy has a result"));
+        let (src, dst) = match (exec.args, exec.dst) {
+            ([src], Some(dst)) => (*src, dst),
+            _ => internal_error("a copy without one operand and a result"),
+        };
         if src == dst {
             return;
         }

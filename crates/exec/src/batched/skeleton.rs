@@ -18,6 +18,7 @@ use autobatch_types::{Data, MemberError, Scalar, Tensor};
 
 use super::storage::Slot;
 use super::{all_members_overflow, step_limit, OpCounter};
+use crate::internal::internal_error;
 use crate::{Arg, Batch, ExecError, RunOptions, RunOutput, Stats};
 
 /// How a member ended: its flattened results, or the error that stopped it.
@@ -132,7 +133,7 @@ impl Members {
         let results = self
             .outcomes
             .into_iter()
-            .map(|o| o.expect("internal error: a member neither finished nor failed"))
+            .map(|o| o.unwrap_or_else(|| internal_error("a member neither finished nor failed")))
             .collect();
         RunOutput {
             results,
