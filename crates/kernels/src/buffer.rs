@@ -81,6 +81,7 @@ pub enum ValuesMut<'a> {
 
 impl<'a> Values<'a> {
     /// The elements `range` of `data`.
+    #[inline]
     pub fn of(data: &'a Data, range: Range<usize>) -> Values<'a> {
         match data {
             Data::Bool(v) => Values::Bool(&v[range]),
@@ -93,11 +94,13 @@ impl<'a> Values<'a> {
     }
 
     /// Every element of `data`.
+    #[inline]
     pub fn all(data: &'a Data) -> Values<'a> {
         Values::of(data, 0..data.len())
     }
 
     /// The one element of `value`.
+    #[inline]
     pub fn scalar(value: &'a Scalar) -> Values<'a> {
         match value {
             Scalar::Bool(x) => Values::Bool(std::slice::from_ref(x)),
@@ -109,6 +112,7 @@ impl<'a> Values<'a> {
         }
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         each_values!(Values, self, |x| x.len())
     }
@@ -129,6 +133,7 @@ impl<'a> Values<'a> {
     }
 
     /// The elements `range` of this view.
+    #[inline]
     pub fn slice(self, range: Range<usize>) -> Values<'a> {
         match self {
             Values::Bool(v) => Values::Bool(&v[range]),
@@ -153,6 +158,7 @@ impl<'a> Values<'a> {
 
 impl<'a> ValuesMut<'a> {
     /// The elements `range` of `data`.
+    #[inline]
     pub fn of(data: &'a mut Data, range: Range<usize>) -> ValuesMut<'a> {
         match data {
             Data::Bool(v) => ValuesMut::Bool(&mut v[range]),
@@ -165,11 +171,13 @@ impl<'a> ValuesMut<'a> {
     }
 
     /// Every element of `data`.
+    #[inline]
     pub fn all(data: &'a mut Data) -> ValuesMut<'a> {
         let n = data.len();
         ValuesMut::of(data, 0..n)
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         each_values!(ValuesMut, self, |x| x.len())
     }
@@ -190,6 +198,7 @@ impl<'a> ValuesMut<'a> {
     }
 
     /// Splits into the first `mid` elements and the rest.
+    #[inline]
     pub fn split_at(self, mid: usize) -> (ValuesMut<'a>, ValuesMut<'a>) {
         macro_rules! split {
             ($($variant:ident),*) => {
@@ -205,6 +214,7 @@ impl<'a> ValuesMut<'a> {
     }
 
     /// A shorter reborrow of the elements `range`.
+    #[inline]
     pub fn slice(&mut self, range: Range<usize>) -> ValuesMut<'_> {
         match self {
             ValuesMut::Bool(v) => ValuesMut::Bool(&mut v[range]),
@@ -243,6 +253,7 @@ impl<'a> Rows<'a> {
     }
 
     /// The rows `range` of this operand (a shared value stays whole).
+    #[inline]
     pub fn rows(self, range: Range<usize>) -> Rows<'a> {
         match self {
             Rows::Column { values, row_len } => Rows::Column {
@@ -254,6 +265,7 @@ impl<'a> Rows<'a> {
     }
 
     /// The elements of one row.
+    #[inline]
     pub fn row_len(self) -> usize {
         match self {
             Rows::Column { row_len, .. } => row_len,
@@ -262,6 +274,7 @@ impl<'a> Rows<'a> {
     }
 
     /// Every element the operand holds (all its rows, for a column).
+    #[inline]
     pub fn values(self) -> Values<'a> {
         match self {
             Rows::Column { values, .. } | Rows::Shared(values) => values,
@@ -272,6 +285,7 @@ impl<'a> Rows<'a> {
         self.values().ty()
     }
 
+    #[inline]
     pub fn is_shared(self) -> bool {
         matches!(self, Rows::Shared(_))
     }
@@ -288,6 +302,7 @@ pub struct RowsMut<'a> {
 
 impl<'a> RowsMut<'a> {
     /// `values` as `rows` rows of `row_len`; their lengths must agree.
+    #[inline]
     pub fn new(values: ValuesMut<'a>, rows: usize, row_len: usize) -> RowsMut<'a> {
         if rows.checked_mul(row_len) != Some(values.len()) {
             internal_error(format!(
@@ -316,6 +331,7 @@ impl<'a> RowsMut<'a> {
     }
 
     /// Splits into the first `mid` rows and the rest.
+    #[inline]
     pub fn split_at(self, mid: usize) -> (RowsMut<'a>, RowsMut<'a>) {
         let (a, b) = self.values.split_at(mid * self.row_len);
         (
@@ -373,6 +389,7 @@ impl<'a, T> Typed<'a, T> {
 /// allocation when the type already matches (the elements are unspecified;
 /// new ones are zero). Allocates only when the type changes or the
 /// capacity is short.
+#[inline]
 pub fn resize(data: &mut Data, ty: ScalarType, len: usize) {
     match (data, ty) {
         (Data::Bool(v), ScalarType::Bool) => v.resize(len, false),
@@ -386,6 +403,7 @@ pub fn resize(data: &mut Data, ty: ScalarType, len: usize) {
 }
 
 /// The elements `data` can hold without allocating.
+#[inline]
 pub fn capacity(data: &Data) -> usize {
     match data {
         Data::Bool(v) => v.capacity(),

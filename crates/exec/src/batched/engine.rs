@@ -136,8 +136,9 @@ const MAX_ARGS: usize = 3;
 /// and the worker threads.
 pub struct Engine<'b> {
     backend: &'b dyn Backend,
-    /// Buffers not in use, of any type and capacity; reused by later operations.
-    spare: Vec<Data>,
+    /// Buffers not in use, of any type, with their capacities; reused by
+    /// later operations.
+    spare: Vec<(Data, usize)>,
     pool: Option<rayon::ThreadPool>,
     threads: usize,
     /// See [`Engine::remember_statics`].
@@ -178,20 +179,19 @@ impl<'b> Engine<'b> {
     /// reusing a spare one when there is one of that type.
     fn take(&mut self, ty: ScalarType, len: usize) -> Data {
         let mut best: Option<(usize, usize)> = None;
-        for (i, d) in self.spare.iter().enumerate() {
+        for (i, (d, cap)) in self.spare.iter().enumerate() {
             if d.ty() == ty {
-                let cap = self.backend.capacity(d);
-                if cap >= len {
-                    best = Some((i, cap));
+                if *cap >= len {
+                    best = Some((i, *cap));
                     break;
                 }
-                if best.is_none_or(|(_, c)| c < cap) {
-                    best = Some((i, cap));
+                if best.is_none_or(|(_, c)| c < *cap) {
+                    best = Some((i, *cap));
                 }
             }
         }
         let mut data = match best {
-            Some((i, _)) => self.spare.swap_remove(i),
+            Some((i, _)) => self.spare.swap_remove(i).0,
             None => Data::with_capacity(ty, len),
         };
         self.backend.resize(&mut data, ty, len);
@@ -200,7 +200,8 @@ impl<'b> Engine<'b> {
 
     /// Gives a buffer back for reuse.
     fn give(&mut self, data: Data) {
-        self.spare.push(data);
+        let capacity = self.backend.capacity(&data);
+        self.spare.push((data, capacity));
     }
 
     /// Lets the engine remember which invariant slots hold which static, so
