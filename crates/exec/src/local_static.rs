@@ -334,9 +334,8 @@ impl Activation<'_> {
     /// next block, or return (their results are kept in the activation's
     /// result columns).
     fn terminate(&mut self, term: &Terminator, rows: &[u32]) -> Result<(), ExecError> {
-        let frame = self;
         match term {
-            Terminator::Jump(target) => frame
+            Terminator::Jump(target) => self
                 .queue
                 .entry(*target)
                 .or_default()
@@ -347,17 +346,15 @@ impl Activation<'_> {
                 else_block,
             } => {
                 let mut branch = BranchRows::default();
-                branch.partition(&frame.slots[cond.index()], rows)?;
+                branch.partition(&self.slots[cond.index()], rows)?;
                 if !branch.then_rows.is_empty() {
-                    frame
-                        .queue
+                    self.queue
                         .entry(*then_block)
                         .or_default()
                         .extend(branch.then_rows);
                 }
                 if !branch.else_rows.is_empty() {
-                    frame
-                        .queue
+                    self.queue
                         .entry(*else_block)
                         .or_default()
                         .extend(branch.else_rows);
@@ -365,10 +362,10 @@ impl Activation<'_> {
             }
             Terminator::Return(vars) => {
                 for r in rows.iter() {
-                    frame.finished[*r as usize] = true;
+                    self.finished[*r as usize] = true;
                 }
-                for (value, v) in frame.values.iter_mut().zip(vars) {
-                    match &frame.slots[v.index()] {
+                for (value, v) in self.values.iter_mut().zip(vars) {
+                    match &self.slots[v.index()] {
                         Slot::Column(c) => value.copy_rows_from(c, rows),
                         Slot::Invariant(Some(t)) => value.fill_rows(t, rows),
                         Slot::Invariant(None) => internal_error("returning an unassigned variable"),
