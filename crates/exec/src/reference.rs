@@ -35,7 +35,7 @@
 use std::borrow::Cow;
 use std::time::Instant;
 
-use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Prim, Program, Terminator, Var};
+use autobatch_ir::{Block, EntityRef, FuncId, Function, Loc, Op, Prim, Program, Terminator, Var};
 use autobatch_kernels::{eval, layout, Backend, Fault, MemberRng, PrimContext};
 use autobatch_types::{Data, MemberError, Tensor};
 
@@ -163,6 +163,16 @@ struct Frame<'e> {
     vars: Vec<Option<Held<'e>>>,
 }
 
+/// A call operation, with which of its arguments are read for the last
+/// time.
+struct Call<'p> {
+    callee: FuncId,
+    args: &'p [Var],
+    last_reads: &'p [bool],
+    loc: Loc,
+    catch: bool,
+}
+
 /// The execution of one member.
 struct MemberRun<'a, 'w> {
     program: &'a Program,
@@ -222,127 +232,157 @@ impl<'a> MemberRun<'a, '_> {
     ) -> Result<Option<Vec<Tensor>>, MemberError> {
         let program = self.program;
         let plan = self.plan;
-        let depth = stack.len();
         let Some(frame) = stack.last_mut() else {
             unreachable!("the run returns when the stack empties")
         };
-        let function = &program.functions[frame.function];
-        let block = &function.blocks[frame.block];
-        let op_index = frame.next_op;
-
-        if let Some(op) = block.ops.get(op_index) {
-            frame.next_op += 1;
-            let last_reads =
-                &plan.last_reads[frame.function.index()].ops[frame.block.index()][op_index];
-            match op {
-                Op::Prim {
-                    dst,
-                    prim,
-                    args,
-                    loc,
-                } => {
-                    self.counters.ops.record(
-                        plan.count_slots[frame.function.index()][frame.block.index()][op_index],
-                        1,
-                    );
-                    let value = eval_prim(&mut frame.vars, prim, args, last_reads, env, ctx)
-                        .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
-                    match (dst, value) {
-                        (Some(dst), Some(value)) => frame.vars[dst.index()] = Some(value),
-                        (None, None) => {}
-                        (dst, value) => internal_error(format!(
-                            "{} wrote {} result(s) into {} variable(s)",
-                            prim.name(),
-                            usize::from(value.is_some()),
-                            usize::from(dst.is_some())
-                        )),
-                    }
-                }
-                Op::Call {
-                    callee,
-                    args,
-                    loc,
-                    catch,
-                    ..
-                } => {
-                    if depth >= self.options.max_stack_depth {
-                        if *catch {
-                            // The call itself overflows: caught like a fault inside it.
-                            self.recover_at(frame, env);
-                            return Ok(None);
-                        }
-                        return Err(stack_overflow(self.options.max_stack_depth, *loc));
-                    }
-                    let callee_function = &program.functions[*callee];
-                    let mut callee_vars = vec![None; callee_function.vars.len()];
-                    for (position, (arg, param)) in
-                        args.iter().zip(&callee_function.params).enumerate()
-                    {
-                        callee_vars[param.index()] =
-                            Some(read_value(&mut frame.vars, *arg, last_reads[position]));
-                    }
-                    self.enter_block(callee_function, Function::ENTRY)?;
-                    stack.push(Frame {
-                        function: *callee,
-                        block: Function::ENTRY,
-                        next_op: 0,
-                        vars: callee_vars,
-                    });
+        let (f, b, op_index) = (frame.function.index(), frame.block.index(), frame.next_op);
+        let block = &program.functions[frame.function].blocks[frame.block];
+        let Some(op) = block.ops.get(op_index) else {
+            return self.terminate(stack, &block.term);
+        };
+        frame.next_op += 1;
+        let last_reads = &plan.last_reads[f].ops[b][op_index];
+        match op {
+            Op::Prim {
+                dst,
+                prim,
+                args,
+                loc,
+            } => {
+                self.counters
+                    .ops
+                    .record(plan.count_slots[f][b][op_index], 1);
+                let value = eval_prim(&mut frame.vars, prim, args, last_reads, env, ctx)
+                    .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
+                match (dst, value) {
+                    (Some(dst), Some(value)) => frame.vars[dst.index()] = Some(value),
+                    (None, None) => {}
+                    (dst, value) => internal_error(format!(
+                        "{} wrote {} result(s) into {} variable(s)",
+                        prim.name(),
+                        usize::from(value.is_some()),
+                        usize::from(dst.is_some())
+                    )),
                 }
             }
-            return Ok(None);
+            Op::Call {
+                callee,
+                args,
+                loc,
+                catch,
+                ..
+            } => {
+                let call = Call {
+                    callee: *callee,
+                    args,
+                    last_reads,
+                    loc: *loc,
+                    catch: *catch,
+                };
+                self.call(stack, &call, env)?;
+            }
         }
+        Ok(None)
+    }
 
-        match &block.term {
-            Terminator::Jump(target) => {
-                self.enter_block(function, *target)?;
-                frame.block = *target;
-                frame.next_op = 0;
+    /// A call from the top frame: a new frame for the callee with the
+    /// arguments as its parameters, unless the call would overflow the
+    /// stack (caught, for a catching call, like a fault inside it).
+    fn call<'e>(
+        &mut self,
+        stack: &mut Vec<Frame<'e>>,
+        call: &Call<'_>,
+        env: &'e Env,
+    ) -> Result<(), MemberError> {
+        let depth = stack.len();
+        let Some(frame) = stack.last_mut() else {
+            unreachable!("a call is made from a frame")
+        };
+        if depth >= self.options.max_stack_depth {
+            if call.catch {
+                // The call itself overflows: caught like a fault inside it.
+                self.recover_at(frame, env);
+                return Ok(());
             }
+            return Err(stack_overflow(self.options.max_stack_depth, call.loc));
+        }
+        let callee = &self.program.functions[call.callee];
+        let mut vars = vec![None; callee.vars.len()];
+        for (position, (arg, param)) in call.args.iter().zip(&callee.params).enumerate() {
+            vars[param.index()] =
+                Some(read_value(&mut frame.vars, *arg, call.last_reads[position]));
+        }
+        self.enter_block(callee, Function::ENTRY)?;
+        stack.push(Frame {
+            function: call.callee,
+            block: Function::ENTRY,
+            next_op: 0,
+            vars,
+        });
+        Ok(())
+    }
+
+    /// The terminator of the top frame's block: on to the next block, or a
+    /// return ([`MemberRun::ret`]).
+    fn terminate<'e>(
+        &mut self,
+        stack: &mut Vec<Frame<'e>>,
+        term: &Terminator,
+    ) -> Result<Option<Vec<Tensor>>, MemberError> {
+        let Some(frame) = stack.last_mut() else {
+            unreachable!("the run returns when the stack empties")
+        };
+        let function = &self.program.functions[frame.function];
+        let target = match term {
+            Terminator::Jump(target) => *target,
             Terminator::Branch {
                 cond,
                 then_block,
                 else_block,
             } => {
-                let target = if read_bool(&frame.vars, *cond) {
+                if read_bool(&frame.vars, *cond) {
                     *then_block
                 } else {
                     *else_block
-                };
-                self.enter_block(function, target)?;
-                frame.block = target;
-                frame.next_op = 0;
-            }
-            Terminator::Return(returned) => {
-                let moves = &plan.last_reads[frame.function.index()].returns[frame.block.index()];
-                let values: Vec<Held<'e>> = returned
-                    .iter()
-                    .zip(moves)
-                    .map(|(v, &last)| read_value(&mut frame.vars, *v, last))
-                    .collect();
-                stack.pop();
-                let Some(caller) = stack.last_mut() else {
-                    return Ok(Some(values.into_iter().map(Cow::into_owned).collect()));
-                };
-                let caller_function = &program.functions[caller.function];
-                let Some(call @ Op::Call { dsts, catch, .. }) = caller_function.blocks
-                    [caller.block]
-                    .ops
-                    .get(caller.next_op - 1)
-                else {
-                    internal_error("a frame returned to an operation that is not a call");
-                };
-                if *catch {
-                    caller.vars[dsts[0].index()] = Some(Cow::Owned(Tensor::scalar(
-                        autobatch_types::Scalar::Bool(true),
-                    )));
-                }
-                for (dst, value) in call.call_results().iter().zip(values) {
-                    caller.vars[dst.index()] = Some(value);
                 }
             }
-        }
+            Terminator::Return(returned) => return Ok(self.ret(stack, returned)),
+        };
+        self.enter_block(function, target)?;
+        frame.block = target;
+        frame.next_op = 0;
         Ok(None)
+    }
+
+    /// Returns the values `returned` from the top frame: into the results
+    /// of the call its caller waits at (with `true` for a catching call),
+    /// or, from the entry function, as the member's results.
+    fn ret<'e>(&self, stack: &mut Vec<Frame<'e>>, returned: &[Var]) -> Option<Vec<Tensor>> {
+        let Some(frame) = stack.last_mut() else {
+            unreachable!("the run returns when the stack empties")
+        };
+        let moves = &self.plan.last_reads[frame.function.index()].returns[frame.block.index()];
+        let values: Vec<Held<'e>> = returned
+            .iter()
+            .zip(moves)
+            .map(|(v, &last)| read_value(&mut frame.vars, *v, last))
+            .collect();
+        stack.pop();
+        let Some(caller) = stack.last_mut() else {
+            return Some(values.into_iter().map(Cow::into_owned).collect());
+        };
+        let Some(call @ Op::Call { dsts, catch, .. }) = self.pending_op(caller) else {
+            internal_error("a frame returned to an operation that is not a call");
+        };
+        if *catch {
+            caller.vars[dsts[0].index()] = Some(Cow::Owned(Tensor::scalar(
+                autobatch_types::Scalar::Bool(true),
+            )));
+        }
+        for (dst, value) in call.call_results().iter().zip(values) {
+            caller.vars[dst.index()] = Some(value);
+        }
+        None
     }
 
     /// After a catchable `error`, goes on after the innermost catching call
