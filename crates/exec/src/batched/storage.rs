@@ -144,6 +144,22 @@ enum TypedStacks {
     F64(Vec<Vec<f64>>),
 }
 
+/// Runs `$body` with `$s` bound to the per-member stacks, whatever their type.
+macro_rules! each_stack {
+    ($stacks:expr, |$s:ident| $body:expr) => {
+        match $stacks {
+            TypedStacks::Bool($s) => $body,
+            TypedStacks::I32($s) => $body,
+            TypedStacks::I64($s) => $body,
+            TypedStacks::Usize($s) => $body,
+            TypedStacks::F32($s) => $body,
+            TypedStacks::F64($s) => $body,
+        }
+    };
+}
+
+/// Runs `$body` with `$st` bound to the per-member stacks and `$col` to the
+/// elements of a column of the same type; two types are an internal error.
 macro_rules! with_stacks_and_column {
     ($stacks:expr, $column:expr, |$st:ident, $col:ident| $body:expr) => {
         match ($stacks, $column) {
@@ -187,28 +203,14 @@ impl ValueStack {
 
     /// How many values member `m` has saved.
     pub fn height(&self, m: usize) -> usize {
-        let len = match &self.stacks {
-            TypedStacks::Bool(s) => s[m].len(),
-            TypedStacks::I32(s) => s[m].len(),
-            TypedStacks::I64(s) => s[m].len(),
-            TypedStacks::Usize(s) => s[m].len(),
-            TypedStacks::F32(s) => s[m].len(),
-            TypedStacks::F64(s) => s[m].len(),
-        };
+        let len = each_stack!(&self.stacks, |s| s[m].len());
         len / self.row_len.max(1)
     }
 
     /// Drops member `m`'s values saved above `height` (a fault unwound them).
     pub fn truncate(&mut self, m: usize, height: usize) {
         let len = height * self.row_len.max(1);
-        match &mut self.stacks {
-            TypedStacks::Bool(s) => s[m].truncate(len),
-            TypedStacks::I32(s) => s[m].truncate(len),
-            TypedStacks::I64(s) => s[m].truncate(len),
-            TypedStacks::Usize(s) => s[m].truncate(len),
-            TypedStacks::F32(s) => s[m].truncate(len),
-            TypedStacks::F64(s) => s[m].truncate(len),
-        }
+        each_stack!(&mut self.stacks, |s| s[m].truncate(len))
     }
 
     /// Copies each member's top saved row into its row of `into`; pops it if `remove`.
