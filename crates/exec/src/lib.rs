@@ -2,7 +2,7 @@
 //!
 //! Every executor implements [`Executor`]: it takes the same [`Batch`],
 //! [`Env`] and [`RunOptions`] and returns the same [`RunOutput`]; the
-//! reference executor ([`reference`]) defines what every member's result
+//! reference executor ([`reference`](mod@reference)) defines what every member's result
 //! is, and every other strategy must give exactly the same per-member
 //! results, errors included. [`EXECUTORS`] registers them; a [`Strategy`]
 //! is a handle to one of them, and [`run`] runs one.

@@ -13,7 +13,7 @@
 //! `--max-stack-depth`, so a deep recursion is a member's `stack_overflow`,
 //! never a crash.
 //!
-//! The run keeps one copy of each static it reads ([`StaticPool`]) and lends
+//! The run keeps one copy of each static it reads (`StaticPool`) and lends
 //! it to the activation that loads it; an activation gives its loans back
 //! while it calls and takes them again after, so a recursion reading a large
 //! static neither copies it per call nor keeps a copy per activation.

@@ -23,7 +23,7 @@
 //! `set_items`) returns the first [`Fault`] it meets; the engine then runs
 //! the operation row by row ([`Backend::eval`]) to find which rows fault.
 //! A broken invariant (operands the IR verifier rules out) is an internal
-//! error ([`crate::internal_error`]), as everywhere in this crate.
+//! error (`internal_error`, a panic), as everywhere in this crate.
 
 use autobatch_ir::{BinaryOp, CompareOp, Prim, ReduceOp, UnaryOp};
 use autobatch_types::{Data, ScalarType, Tensor};

@@ -196,7 +196,8 @@ fn float_predicate_into<F: Float>(op: UnaryOp, v: &[F], out: &mut [bool]) {
     }
 }
 
-/// As [`integer_unary`], into `out` (of `v`'s length).
+/// A unary operation on integers of one type (`neg`, `not`, `abs`), into
+/// `out` (of `v`'s length).
 pub fn integer_unary_into<T: Integer>(op: UnaryOp, v: &[T], out: &mut [T]) {
     match op {
         UnaryOp::Neg => map_into(v, out, scalar::int_neg),
@@ -206,7 +207,8 @@ pub fn integer_unary_into<T: Integer>(op: UnaryOp, v: &[T], out: &mut [T]) {
     }
 }
 
-/// As [`float_unary`], into `out` (of `v`'s length). The one place that
+/// A unary operation on floats of one type whose result is of the same
+/// type, into `out` (of `v`'s length). The one place that
 /// says how each float unary operation is computed.
 pub fn float_unary_into<F: Float>(op: UnaryOp, v: &[F], out: &mut [F]) {
     match op {
@@ -329,7 +331,7 @@ fn binary_name(op: BinaryOp) -> &'static str {
     autobatch_ir::Prim::Binary(op).name()
 }
 
-/// As [`bool_binary`], into `out`.
+/// `&`, `|`, `^` on `bool`, into `out`.
 pub fn bool_binary_into(
     op: BinaryOp,
     a: Operand<'_, bool>,
@@ -344,7 +346,7 @@ pub fn bool_binary_into(
     }
 }
 
-/// As [`integer_binary`], into `out`.
+/// A binary operation on two integers of one type, into `out`.
 pub fn integer_binary_into<T: Integer>(
     op: BinaryOp,
     a: Operand<'_, T>,
@@ -372,7 +374,7 @@ pub fn integer_binary_into<T: Integer>(
     Ok(())
 }
 
-/// As [`float_binary`], into `out`.
+/// A binary operation on two floats of one type, into `out`.
 pub fn float_binary_into<F: Float>(
     op: BinaryOp,
     a: Operand<'_, F>,
@@ -461,7 +463,7 @@ pub fn compare_into(op: CompareOp, a: DataOperand<'_>, b: DataOperand<'_>, out: 
     }
 }
 
-/// As [`compare_values`], into `out`.
+/// A comparison of two operands of one type, elementwise, into `out`.
 pub fn compare_into_typed<T: PartialOrd + Copy>(
     op: CompareOp,
     a: Operand<'_, T>,
@@ -564,7 +566,8 @@ pub fn select_into(
     typed!(Bool, I32, I64, Usize, F32, F64)
 }
 
-/// As [`select_values`], into `out`.
+/// Elementwise choice: `if_true[k]` where `conditions[k]`, else
+/// `if_false[k]`, into `out`.
 pub fn select_values_into<T: Copy>(
     conditions: &[bool],
     if_true: &[T],

@@ -1,23 +1,34 @@
-//! The meaning of every IR primitive ([`Prim`]) on the values of one member.
+//! The meaning of every IR primitive ([`Prim`]), for one member and for a
+//! column of members at once.
 //!
 //! Following wasmi's habit, the meaning of each operation is one pure
 //! function, and executors only dispatch: [`eval`] takes a primitive and its
-//! operand tensors and returns the result tensor or a [`Fault`]. The layers:
+//! operand tensors for one member and returns the result tensor or a
+//! [`Fault`]; [`Backend`] (implemented by [`Cpu`]) runs each operation on a
+//! column of rows, one row per member, for the batched engine. The layers:
 //!
 //! - [`scalar`]: each elementwise operation on one scalar, per type
-//!   (wrapping integers, `std` floats, Rust's `as`). Batched kernels reuse
-//!   these functions so that every strategy computes bit-identical values.
-//! - [`elementwise`], [`reduce`], [`linalg`], [`layout`]: the same operations
-//!   on tensors (broadcasting, reductions, products, indexing).
-//! - [`rng`]: the per-member random streams.
+//!   (wrapping integers, `std` floats, Rust's `as`).
+//! - [`buffer`]: typed views of buffers, the operands of batched operations
+//!   (a column of rows or a shared value) and the moves of rows.
+//! - [`elementwise`], [`reduce`], [`linalg`], [`layout`]: the operations on
+//!   tensors (broadcasting, reductions, products, indexing), each as a
+//!   batched form on rows (`*_rows`) and a form for one member built on the
+//!   same core (often the batched form on one row), so that the reference
+//!   executor and the batched engine cannot compute different bits.
+//! - [`rng`]: the per-member random streams, and draws for many members.
 //! - [`vmath`], [`gemm`]: the vectorized transcendental functions and the
 //!   products, for one member or for many at once (slices of a batch), with
 //!   one fixed evaluation order per output element on every CPU path.
+//! - [`backend`]: the seam under the batched engine.
 //!
 //! Architecture Invariant: this crate knows nothing of control flow (blocks,
-//! calls, stacks), of executors or batching, and of syntax. It sees one
-//! primitive applied to the values of one member; where an error happened in
-//! the source is the executor's business (a [`Fault`] carries no location).
+//! calls, stacks), of executors, and of syntax. It sees one primitive
+//! applied to the values of one member, or of a column of members that it
+//! computes row by row alike; which rows, and where an error happened in
+//! the source, are the executor's business (a [`Fault`] carries no
+//! location). A broken invariant (operands the verifier rules out) panics
+//! with an internal error (`internal_error`).
 
 use autobatch_ir::Prim;
 use autobatch_types::{Data, Dim, ErrorKind, Scalar, ScalarType, Tensor};

@@ -20,7 +20,7 @@
 //!   the active rows are kept), or the active rows gathered into a dense
 //!   buffer and scattered back under [`LaneMode::Compact`]. A product of a
 //!   shared (invariant) matrix with per-member vectors is ONE product over
-//!   those rows ([`plan`] picks the batched form, [`Kind::run`] is the table
+//!   those rows (`plan` picks the batched form, `Kind::run` is the table
 //!   from a form to its backend call);
 //! - what remains (integer products, operands of shapes the batched forms
 //!   do not take) runs row by row on the active rows only, through
