@@ -5,8 +5,9 @@
 //!
 //! Each exists as a batched form on a column of rows (`*_rows`, what a
 //! backend runs) and as a tensor form for one member, which is the batched
-//! form on one row (or, for the updates, shares its [`set_items`] and
-//! [`position`]), so the two cannot differ.
+//! form on one row (the updates: [`set_items`] on one row), so the two
+//! cannot differ. Every indexed write goes through one `set_item`, every
+//! index through [`position`].
 //!
 //! An index may be of any integer type. A negative index, or one not below
 //! the length of the outermost axis, faults with `index_out_of_bounds`.
@@ -194,7 +195,8 @@ pub fn index_rows(
 
 /// `array[index] = value` of each row, into a copy: `out` row `k` is row `k`
 /// of `array` (`length` items of `value`'s row length) with the item at the
-/// row's index replaced. Stops at the first row whose index is out of bounds.
+/// row's index replaced ([`set_item`]). Stops at the first row whose index
+/// is out of bounds.
 pub fn index_set_rows(
     array: Rows<'_>,
     index: Rows<'_>,
@@ -202,20 +204,19 @@ pub fn index_set_rows(
     length: usize,
     mut out: RowsMut<'_>,
 ) -> Result<(), Fault> {
-    let item = value.row_len();
     for k in 0..out.rows {
-        let p = position(index.row(k).integer(0), length)?;
         copy(array.row(k), out.row(k));
-        copy(value.row(k), out.row(k).slice(p * item..(p + 1) * item));
+        set_item(index.row(k), value.row(k), length, out.row(k))?;
     }
     Ok(())
 }
 
 /// `array[index] = value` in place, for each row `r` of `rows` of the column
 /// `array` (`length` items of `value`'s row length per row; `index` and
-/// `value` are read at row `r` too): only the item is written, so filling
-/// an array element by element costs the elements written. Every row's
-/// index is checked first: on a fault nothing is written.
+/// `value` are read at row `r` too): only the item is written
+/// ([`set_item`]), so filling an array element by element costs the
+/// elements written. Every row's index is checked first: on a fault nothing
+/// is written.
 pub fn set_items(
     index: Rows<'_>,
     value: Rows<'_>,
@@ -226,12 +227,24 @@ pub fn set_items(
     for &r in rows {
         position(index.row(r as usize).integer(0), length)?;
     }
-    let item = value.row_len();
     for &r in rows {
         let r = r as usize;
-        let start = index.row(r).integer(0) as usize * item;
-        copy(value.row(r), array.row(r).slice(start..start + item));
+        set_item(index.row(r), value.row(r), length, array.row(r))?;
     }
+    Ok(())
+}
+
+/// `row[index] = value` in one array row of `length` items of `value.len()`
+/// elements: the one place that writes an indexed item.
+fn set_item(
+    index: Values<'_>,
+    value: Values<'_>,
+    length: usize,
+    mut row: ValuesMut<'_>,
+) -> Result<(), Fault> {
+    let item = value.len();
+    let p = position(index.integer(0), length)?;
+    copy(value, row.slice(p * item..(p + 1) * item));
     Ok(())
 }
 

@@ -192,7 +192,8 @@ impl<'b> Engine<'b> {
         }
         let mut data = match best {
             Some((i, _)) => self.spare.swap_remove(i).0,
-            None => Data::with_capacity(ty, len),
+            // Empty: the backend allocates it.
+            None => Data::with_capacity(ty, 0),
         };
         self.backend.resize(&mut data, ty, len);
         data
@@ -750,7 +751,7 @@ impl<'b> Engine<'b> {
 fn row_value(backend: &dyn Backend, column: &Column, r: usize) -> Tensor {
     let n = column.row_len;
     let ty = column.data.ty();
-    let mut data = Data::with_capacity(ty, n);
+    let mut data = Data::with_capacity(ty, 0);
     backend.resize(&mut data, ty, n);
     backend.copy(
         Values::of(&column.data, r * n..(r + 1) * n),
