@@ -6,6 +6,7 @@
 //! configurations the tests and the fuzzer run ([`Strategy::configurations`]).
 
 use autobatch_ir::Program;
+use autobatch_kernels::backend::Backend;
 
 use crate::{
     local_static, program_counter, reference, Batch, BatchingOptions, BlockChoice, Env, ExecError,
@@ -35,9 +36,11 @@ pub trait Executor: Send + Sync {
     }
 
     /// Runs `batch` on `program` (which has been through
-    /// `autobatch_passes::optimize`, and whose values all fit in memory).
+    /// `autobatch_passes::optimize`, and whose values all fit in memory), a
+    /// batching executor computing on `backend`.
     fn run(
         &self,
+        backend: &dyn Backend,
         program: &Program,
         env: &Env,
         batch: &Batch,

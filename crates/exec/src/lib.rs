@@ -2,7 +2,7 @@
 //!
 //! Every executor implements [`Executor`]: it takes the same [`Batch`],
 //! [`Env`] and [`RunOptions`] and returns the same [`RunOutput`]; the
-//! reference executor ([`reference`]) defines what every member's result
+//! reference executor ([`reference`](mod@reference)) defines what every member's result
 //! is, and every other strategy must give exactly the same per-member
 //! results, errors included. [`EXECUTORS`] registers them; a [`Strategy`]
 //! is a handle to one of them, and [`run`] runs one.
@@ -15,6 +15,7 @@ use autobatch_types::{Loc, MemberError, Tensor};
 
 pub mod batched;
 mod executor;
+mod internal;
 mod liveness;
 pub mod local_static;
 pub mod program_counter;
@@ -157,16 +158,25 @@ pub struct RunOutput {
     pub stats: Stats,
 }
 
-/// Runs `batch` on `program` with the reference executor.
+/// Runs `batch` on `program` with the reference executor ([`run`] with
+/// [`Strategy::Reference`]).
 pub fn run_reference(
     program: &Program,
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
-) -> RunOutput {
-    reference::run(program, env, batch, options)
+) -> Result<RunOutput, ExecError> {
+    run(
+        Strategy::Reference,
+        program,
+        env,
+        batch,
+        options,
+        &BatchingOptions::default(),
+    )
 }
 
+pub use autobatch_kernels::backend::{Backend, Cpu};
 pub use batched::engine::LaneMode;
 pub use batched::{available_memory_bytes, BlockChoice};
 pub use executor::{Executor, OptionsRead, Strategy, EXECUTORS};
@@ -187,7 +197,9 @@ impl Default for BatchingOptions {
     }
 }
 
-/// Why a whole run could not go (a member's own fault is in its result instead).
+/// Why a whole run could not go (a member's own fault is in its result
+/// instead). A broken invariant anywhere under [`run`] is `Internal`, never
+/// a panic (see the module `internal`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExecError {
     /// A value, or the members' state, cannot fit in memory: found before running.
@@ -201,7 +213,9 @@ impl std::fmt::Display for ExecError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ExecError::Resources(message) => f.write_str(message),
-            ExecError::Internal(message) => write!(f, "internal error: {message}"),
+            ExecError::Internal(message) => {
+                write!(f, "internal error: {message} (this is a bug in autobatch)")
+            }
         }
     }
 }
@@ -210,9 +224,9 @@ impl std::error::Error for ExecError {}
 
 /// Runs `batch` with `strategy`. `program` must have been through
 /// `autobatch_passes::optimize`. Fails before running when a value, or the
-/// members' state, cannot fit in memory, and on a compiler bug that a
-/// verifier catches (the explicit-stack form is verified before every
-/// program-counter run).
+/// members' state, cannot fit in memory, and on a bug in autobatch (a
+/// verifier catches a compiler bug, or an invariant of an executor, the
+/// engine or the kernels breaks): `ExecError::Internal`, never a panic.
 pub fn run(
     strategy: Strategy,
     program: &Program,
@@ -221,8 +235,26 @@ pub fn run(
     options: &RunOptions,
     batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
-    batched::check_value_sizes(program, batch.entry, &env.symbols).map_err(ExecError::Resources)?;
-    strategy
-        .executor()
-        .run(program, env, batch, options, batching)
+    run_on(&Cpu, strategy, program, env, batch, options, batching)
+}
+
+/// [`run`], the batching strategies computing on `backend` (the reference
+/// executor defines the results: it computes with the kernels directly).
+/// This is the one boundary of the policy on internal errors.
+pub fn run_on(
+    backend: &dyn Backend,
+    strategy: Strategy,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    batching: &BatchingOptions,
+) -> Result<RunOutput, ExecError> {
+    internal::guard(|| {
+        batched::check_value_sizes(program, batch.entry, &env.symbols)
+            .map_err(ExecError::Resources)?;
+        strategy
+            .executor()
+            .run(backend, program, env, batch, options, batching)
+    })
 }

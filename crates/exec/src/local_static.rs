@@ -13,7 +13,7 @@
 //! `--max-stack-depth`, so a deep recursion is a member's `stack_overflow`,
 //! never a crash.
 //!
-//! The run keeps one copy of each static it reads ([`StaticPool`]) and lends
+//! The run keeps one copy of each static it reads (`StaticPool`) and lends
 //! it to the activation that loads it; an activation gives its loans back
 //! while it calls and takes them again after, so a recursion reading a large
 //! static neither copies it per call nor keeps a copy per activation.
@@ -27,16 +27,18 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Prim, Program, Terminator};
+use autobatch_ir::{Block, EntityRef, FuncId, Function, Loc, Op, Prim, Program, Terminator, Var};
+use autobatch_kernels::Backend;
 use autobatch_passes::uniformity::Invariance;
 use autobatch_types::Tensor;
 
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows, Members};
-use crate::batched::storage::{self, Column, Slot};
+use crate::batched::storage::{Column, Slot};
 use crate::batched::{
     check_memory, column_slot, concrete_shape, stack_overflow, value_bytes, OpCounter, Watch,
 };
+use crate::internal::internal_error;
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
 struct Run<'a> {
@@ -52,7 +54,7 @@ struct Run<'a> {
     /// Counter index of each op, per function and block.
     op_counters: Vec<Vec<Vec<Option<usize>>>>,
     steps: u64,
-    engine: Engine,
+    engine: Engine<'a>,
     /// Reused buffers for the faults and the operand slots of one operation.
     faults: Vec<(u32, autobatch_kernels::Fault)>,
     arg_slots: Vec<usize>,
@@ -129,6 +131,7 @@ impl Executor for LocalStatic {
 
     fn run(
         &self,
+        backend: &dyn Backend,
         program: &Program,
         env: &Env,
         batch: &Batch,
@@ -139,13 +142,22 @@ impl Executor for LocalStatic {
             return Ok(output);
         }
         let invariance = invariance(program, batch);
-        run(program, &invariance, env, batch, options, batching.lanes)
+        run(
+            backend,
+            program,
+            &invariance,
+            env,
+            batch,
+            options,
+            batching.lanes,
+        )
     }
 }
 
-/// Runs `batch` with local-static batching. Fails before running only when
-/// the members' state cannot fit in memory.
+/// Runs `batch` with local-static batching, computing on `backend`. Fails
+/// before running only when the members' state cannot fit in memory.
 pub fn run(
+    backend: &dyn Backend,
     program: &Program,
     invariance: &Invariance,
     env: &Env,
@@ -168,10 +180,13 @@ pub fn run(
     let thread = std::thread::Builder::new()
         .name("local-static".into())
         .stack_size(stack_bytes);
+    // Its panics are the run's internal errors.
+    let run = crate::internal::current_run();
     std::thread::scope(|scope| {
         let handle = thread
             .spawn_scoped(scope, || {
-                run_on_this_thread(program, invariance, env, batch, options, lanes)
+                crate::internal::capture_for(run);
+                run_on_this_thread(backend, program, invariance, env, batch, options, lanes)
             })
             .map_err(|e| ExecError::Resources(format!("cannot start the executor thread: {e}")))?;
         match handle.join() {
@@ -182,6 +197,7 @@ pub fn run(
 }
 
 fn run_on_this_thread(
+    backend: &dyn Backend,
     program: &Program,
     invariance: &Invariance,
     env: &Env,
@@ -206,7 +222,7 @@ fn run_on_this_thread(
         watch: Watch::new(options),
         op_counters,
         steps: 0,
-        engine: Engine::new(options.threads),
+        engine: Engine::new(backend, options.threads),
         faults: Vec::new(),
         arg_slots: Vec::new(),
         statics: StaticPool {
@@ -244,6 +260,123 @@ struct Returned {
     values: Vec<Column>,
 }
 
+/// A primitive operation of the IR.
+#[derive(Clone, Copy)]
+struct PrimSite<'p> {
+    dst: Option<Var>,
+    prim: &'p Prim,
+    args: &'p [Var],
+    loc: Loc,
+}
+
+/// A call operation of the IR.
+struct CallSite<'p> {
+    dsts: &'p [Var],
+    callee: FuncId,
+    args: &'p [Var],
+    loc: Loc,
+    catch: bool,
+}
+
+/// Writes what a child activation `returned` into the caller's `dsts`, for
+/// the caller's `rows` (child row `k` is caller row `rows[k]`) that
+/// returned; gives those rows, which go on.
+fn take_results(slots: &mut [Slot], dsts: &[Var], returned: Returned, rows: &[u32]) -> Vec<u32> {
+    let returned_rows: Vec<u32> = (0..rows.len() as u32)
+        .filter(|k| returned.finished[*k as usize])
+        .collect();
+    let still_running: Vec<u32> = returned_rows.iter().map(|k| rows[*k as usize]).collect();
+    for (d, value) in dsts.iter().zip(returned.values) {
+        match &mut slots[d.index()] {
+            Slot::Column(c) => {
+                let gathered;
+                let dense = if returned_rows.len() == rows.len() {
+                    &value
+                } else {
+                    gathered = value.gather(&returned_rows);
+                    &gathered
+                };
+                c.scatter_rows_from(dense, &still_running);
+            }
+            Slot::Invariant(v) => {
+                if let Some(k) = returned_rows.first() {
+                    *v = Some(value.row(*k as usize));
+                }
+            }
+        }
+    }
+    still_running
+}
+
+/// The state of one activation: a function running for some members.
+struct Activation<'m> {
+    fid: FuncId,
+    /// Row `r` of the activation is member `members[r]`.
+    members: &'m [u32],
+    /// One slot per variable of the function, a row per row.
+    slots: Vec<Slot>,
+    /// Per row, whether it returned.
+    finished: Vec<bool>,
+    /// One column per (flattened) result, a row per row.
+    values: Vec<Column>,
+    /// The statics its slots hold, lent by the run's pool.
+    loans: Vec<Loan>,
+    /// The rows waiting at each block; the smallest block runs next.
+    queue: BTreeMap<Block, Vec<u32>>,
+}
+
+impl Activation<'_> {
+    fn member_of(&self, r: u32) -> usize {
+        self.members[r as usize] as usize
+    }
+
+    /// A block's terminator for the rows still running: they wait at the
+    /// next block, or return (their results are kept in the activation's
+    /// result columns).
+    fn terminate(&mut self, term: &Terminator, rows: &[u32]) -> Result<(), ExecError> {
+        match term {
+            Terminator::Jump(target) => self
+                .queue
+                .entry(*target)
+                .or_default()
+                .extend_from_slice(rows),
+            Terminator::Branch {
+                cond,
+                then_block,
+                else_block,
+            } => {
+                let mut branch = BranchRows::default();
+                branch.partition(&self.slots[cond.index()], rows)?;
+                if !branch.then_rows.is_empty() {
+                    self.queue
+                        .entry(*then_block)
+                        .or_default()
+                        .extend(branch.then_rows);
+                }
+                if !branch.else_rows.is_empty() {
+                    self.queue
+                        .entry(*else_block)
+                        .or_default()
+                        .extend(branch.else_rows);
+                }
+            }
+            Terminator::Return(vars) => {
+                for r in rows.iter() {
+                    self.finished[*r as usize] = true;
+                }
+                for (value, v) in self.values.iter_mut().zip(vars) {
+                    match &self.slots[v.index()] {
+                        Slot::Column(c) => value.copy_rows_from(c, rows),
+                        Slot::Invariant(Some(t)) => value.fill_rows(t, rows),
+                        Slot::Invariant(None) => internal_error("returning an unassigned variable"),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Run<'_> {
     /// Runs one activation of `fid` for `members` (row r is member
     /// `members[r]`); returns what each row returned, if it did not stop.
@@ -254,8 +387,7 @@ impl Run<'_> {
         params: Vec<Slot>,
         depth: usize,
     ) -> Result<Returned, ExecError> {
-        let program = self.program;
-        let function: &Function = &program.functions[fid];
+        let function: &Function = &self.program.functions[fid];
         let n = members.len();
         let mut slots: Vec<Slot> = function
             .vars
@@ -265,241 +397,230 @@ impl Run<'_> {
         for (p, slot) in function.params.iter().zip(params) {
             slots[p.index()] = slot;
         }
-        let mut finished = vec![false; n];
-        let mut values: Vec<Column> = function
-            .results
-            .iter()
-            .map(|ty| Column::zeros(ty.elem, concrete_shape(ty, self.shared.symbols), n))
-            .collect();
-        let mut loans: Vec<Loan> = Vec::new();
-        let mut queue: BTreeMap<Block, Vec<u32>> = BTreeMap::new();
-        queue.insert(Function::ENTRY, (0..n as u32).collect());
-        while let Some((block_id, mut rows)) = queue.pop_first() {
-            rows.sort_unstable();
-            let block = &function.blocks[block_id];
-            self.watch.tick(self.steps, &self.counter);
-            self.steps += 1;
-            let member_of = |r: u32| members[r as usize] as usize;
-            self.per_member
-                .enter_block(&mut rows, member_of, self.options.max_steps, block.loc);
-            for (i, op) in block.ops.iter().enumerate() {
-                if rows.is_empty() {
-                    break;
-                }
-                match op {
-                    Op::Prim {
-                        dst,
+        let mut frame = Activation {
+            fid,
+            members,
+            slots,
+            finished: vec![false; n],
+            values: function
+                .results
+                .iter()
+                .map(|ty| Column::zeros(ty.elem, concrete_shape(ty, self.shared.symbols), n))
+                .collect(),
+            loans: Vec::new(),
+            queue: BTreeMap::from([(Function::ENTRY, (0..n as u32).collect())]),
+        };
+        while let Some((block_id, mut rows)) = frame.queue.pop_first() {
+            self.run_block(&mut frame, block_id, &mut rows, depth)?;
+        }
+        self.statics.take_back(&mut frame.slots, &frame.loans);
+        Ok(Returned {
+            finished: frame.finished,
+            values: frame.values,
+        })
+    }
+
+    /// Runs block `block_id` of the activation for `rows`: the step check,
+    /// its operations, then its terminator sends the rows on.
+    fn run_block(
+        &mut self,
+        frame: &mut Activation<'_>,
+        block_id: Block,
+        rows: &mut Vec<u32>,
+        depth: usize,
+    ) -> Result<(), ExecError> {
+        let program = self.program;
+        let block = &program.functions[frame.fid].blocks[block_id];
+        rows.sort_unstable();
+        self.watch.tick(self.steps, &self.counter);
+        self.steps += 1;
+        let members = frame.members;
+        let member_of = |r: u32| members[r as usize] as usize;
+        self.per_member
+            .enter_block(rows, member_of, self.options.max_steps, block.loc);
+        for (i, op) in block.ops.iter().enumerate() {
+            if rows.is_empty() {
+                break;
+            }
+            let counter = self.op_counters[frame.fid.index()][block_id.index()][i];
+            match op {
+                Op::Prim {
+                    dst,
+                    prim,
+                    args,
+                    loc,
+                } => {
+                    let op = PrimSite {
+                        dst: *dst,
                         prim,
                         args,
-                        loc,
-                    } => {
-                        if let Some(d) = dst {
-                            self.statics.before_write(&mut slots, &mut loans, d.index());
-                        }
-                        if self.load_static(prim, *dst, &mut slots, &mut loans) {
-                            self.counter.record(
-                                self.op_counters[fid.index()][block_id.index()][i],
-                                rows.len(),
-                            );
-                            continue;
-                        }
-                        let mut arg_slots = std::mem::take(&mut self.arg_slots);
-                        arg_slots.clear();
-                        arg_slots.extend(args.iter().map(|a| a.index()));
-                        let exec = PrimExecution {
-                            prim,
-                            args: &arg_slots,
-                            dst: dst.map(|d| d.index()),
-                            rows: &rows,
-                            total_rows: n,
-                            mode: self.lanes,
-                        };
-                        let mut faults = std::mem::take(&mut self.faults);
-                        faults.clear();
-                        self.engine.run_prim(
-                            &exec,
-                            &mut slots,
-                            &self.shared,
-                            &mut self.per_member.rngs,
-                            &member_of,
-                            &mut faults,
-                        );
-                        self.counter.record(
-                            self.op_counters[fid.index()][block_id.index()][i],
-                            rows.len(),
-                        );
-                        // A fault inside a catching call is caught when the
-                        // call returns, not here.
-                        self.per_member.retire_faults(
-                            &mut rows,
-                            &mut faults,
-                            *loc,
-                            member_of,
-                            |_, error| Err(error),
-                        );
-                        self.faults = faults;
-                        self.arg_slots = arg_slots;
-                    }
-                    Op::Call {
-                        dsts,
-                        callee,
-                        args,
-                        loc,
-                        catch,
-                    } => {
-                        if depth + 1 > self.options.max_stack_depth {
-                            if *catch {
-                                // The call itself overflows: caught like a fault inside it.
-                                set_flags(&mut slots[dsts[0].index()], &rows, &[]);
-                                for d in &dsts[1..] {
-                                    zero_rows(&mut slots[d.index()], &rows);
-                                }
-                                continue;
-                            }
-                            for r in &rows {
-                                self.per_member.stop(
-                                    member_of(*r),
-                                    stack_overflow(self.options.max_stack_depth, *loc),
-                                );
-                            }
-                            rows.clear();
-                            break;
-                        }
-                        let callee_function = &program.functions[*callee];
-                        let child_members: Vec<u32> =
-                            rows.iter().map(|r| members[*r as usize]).collect();
-                        let child_params: Vec<Slot> = callee_function
-                            .params
-                            .iter()
-                            .zip(args)
-                            .map(|(p, a)| match &slots[a.index()] {
-                                Slot::Invariant(value)
-                                    if self.invariance.is_invariant(*callee, *p) =>
-                                {
-                                    Slot::Invariant(value.clone())
-                                }
-                                Slot::Column(source) => Slot::Column(source.gather(&rows)),
-                                Slot::Invariant(value) => {
-                                    let ty = &callee_function.vars[*p].ty;
-                                    let mut column = Column::zeros(
-                                        ty.elem,
-                                        concrete_shape(ty, self.shared.symbols),
-                                        rows.len(),
-                                    );
-                                    let value = value.as_ref().expect(
-                                        "an invariant argument is assigned before the call",
-                                    );
-                                    column.fill_rows(
-                                        value,
-                                        &(0..rows.len() as u32).collect::<Vec<_>>(),
-                                    );
-                                    Slot::Column(column)
-                                }
-                            })
-                            .collect();
-                        self.statics.take_back(&mut slots, &loans);
-                        let mut returned =
-                            self.activation(*callee, &child_members, child_params, depth + 1)?;
-                        self.statics.lend_again(&mut slots, &loans);
-                        for d in dsts {
-                            self.statics.before_write(&mut slots, &mut loans, d.index());
-                        }
-                        let result_dsts = if *catch {
-                            let completed: Vec<u32> = (0..rows.len())
-                                .filter(|k| returned.finished[*k])
-                                .map(|k| rows[k])
-                                .collect();
-                            set_flags(&mut slots[dsts[0].index()], &rows, &completed);
-                            // A member that faulted inside goes on with the zeros
-                            // its rows of the results still hold.
-                            for (k, &member) in child_members.iter().enumerate() {
-                                if self.per_member.revive_if_catchable(member as usize) {
-                                    returned.finished[k] = true;
-                                }
-                            }
-                            &dsts[1..]
-                        } else {
-                            &dsts[..]
-                        };
-                        // Child row k is parent row rows[k].
-                        let returned_rows: Vec<u32> = (0..rows.len() as u32)
-                            .filter(|k| returned.finished[*k as usize])
-                            .collect();
-                        let still_running: Vec<u32> =
-                            returned_rows.iter().map(|k| rows[*k as usize]).collect();
-                        for (d, value) in result_dsts.iter().zip(returned.values) {
-                            match &mut slots[d.index()] {
-                                Slot::Column(c) => {
-                                    let dense = if returned_rows.len() == rows.len() {
-                                        value.data
-                                    } else {
-                                        value.gather(&returned_rows).data
-                                    };
-                                    storage::scatter_rows(
-                                        &mut c.data,
-                                        &dense,
-                                        &still_running,
-                                        c.row_len,
-                                    );
-                                }
-                                Slot::Invariant(v) => {
-                                    if let Some(k) = returned_rows.first() {
-                                        *v = Some(value.row(*k as usize));
-                                    }
-                                }
-                            }
-                        }
-                        rows = still_running;
-                    }
+                        loc: *loc,
+                    };
+                    self.run_prim(frame, counter, &op, rows)
                 }
-            }
-            if rows.is_empty() {
-                continue;
-            }
-            match &block.term {
-                Terminator::Jump(target) => {
-                    queue.entry(*target).or_default().extend_from_slice(&rows)
-                }
-                Terminator::Branch {
-                    cond,
-                    then_block,
-                    else_block,
+                Op::Call {
+                    dsts,
+                    callee,
+                    args,
+                    loc,
+                    catch,
                 } => {
-                    let mut branch = BranchRows::default();
-                    branch.partition(&slots[cond.index()], &rows)?;
-                    if !branch.then_rows.is_empty() {
-                        queue
-                            .entry(*then_block)
-                            .or_default()
-                            .extend(branch.then_rows);
-                    }
-                    if !branch.else_rows.is_empty() {
-                        queue
-                            .entry(*else_block)
-                            .or_default()
-                            .extend(branch.else_rows);
-                    }
-                }
-                Terminator::Return(vars) => {
-                    for r in &rows {
-                        finished[*r as usize] = true;
-                    }
-                    for (value, v) in values.iter_mut().zip(vars) {
-                        match &slots[v.index()] {
-                            Slot::Column(c) => {
-                                storage::copy_rows(&mut value.data, &c.data, &rows, c.row_len)
-                            }
-                            Slot::Invariant(Some(t)) => value.fill_rows(t, &rows),
-                            Slot::Invariant(None) => {
-                                panic!("internal error: returning an unassigned variable")
-                            }
-                        }
-                    }
+                    let call = CallSite {
+                        dsts,
+                        callee: *callee,
+                        args,
+                        loc: *loc,
+                        catch: *catch,
+                    };
+                    self.call(frame, &call, rows, depth)?
                 }
             }
         }
-        self.statics.take_back(&mut slots, &loans);
-        Ok(Returned { finished, values })
+        if rows.is_empty() {
+            return Ok(());
+        }
+        frame.terminate(&block.term, rows)
+    }
+
+    /// A primitive for `rows`; the rows that fault stop (a catching call
+    /// around the activation revives them when it returns).
+    fn run_prim(
+        &mut self,
+        frame: &mut Activation<'_>,
+        counter: Option<usize>,
+        op: &PrimSite<'_>,
+        rows: &mut Vec<u32>,
+    ) {
+        let PrimSite {
+            dst,
+            prim,
+            args,
+            loc,
+        } = *op;
+        if let Some(d) = dst {
+            self.statics
+                .before_write(&mut frame.slots, &mut frame.loans, d.index());
+        }
+        if self.load_static(prim, dst, &mut frame.slots, &mut frame.loans) {
+            self.counter.record(counter, rows.len());
+            return;
+        }
+        let mut arg_slots = std::mem::take(&mut self.arg_slots);
+        arg_slots.clear();
+        arg_slots.extend(args.iter().map(|a| a.index()));
+        let exec = PrimExecution {
+            prim,
+            args: &arg_slots,
+            dst: dst.map(|d| d.index()),
+            rows,
+            total_rows: frame.members.len(),
+            mode: self.lanes,
+        };
+        let mut faults = std::mem::take(&mut self.faults);
+        faults.clear();
+        let members = frame.members;
+        let member_of = |r: u32| members[r as usize] as usize;
+        self.engine.run_prim(
+            &exec,
+            &mut frame.slots,
+            &self.shared,
+            &mut self.per_member.rngs,
+            &member_of,
+            &mut faults,
+        );
+        self.counter.record(counter, rows.len());
+        // A fault inside a catching call is caught when the call returns,
+        // not here.
+        self.per_member
+            .retire_faults(rows, &mut faults, loc, member_of, |_, error| Err(error));
+        self.faults = faults;
+        self.arg_slots = arg_slots;
+    }
+
+    /// A call for `rows`: a child activation with exactly those members,
+    /// whose results go to the rows that return (for a catching call, the
+    /// flag is set and the rows that faulted catchably go on too). A call
+    /// that would overflow the stack stops its members, or is caught.
+    fn call(
+        &mut self,
+        frame: &mut Activation<'_>,
+        call: &CallSite<'_>,
+        rows: &mut Vec<u32>,
+        depth: usize,
+    ) -> Result<(), ExecError> {
+        if depth + 1 > self.options.max_stack_depth {
+            if call.catch {
+                // The call itself overflows: caught like a fault inside it.
+                set_flags(&mut frame.slots[call.dsts[0].index()], rows, &[]);
+                for d in &call.dsts[1..] {
+                    zero_rows(&mut frame.slots[d.index()], rows);
+                }
+                return Ok(());
+            }
+            for r in rows.iter() {
+                let error = stack_overflow(self.options.max_stack_depth, call.loc);
+                self.per_member.stop(frame.member_of(*r), error);
+            }
+            rows.clear();
+            return Ok(());
+        }
+        let child_members: Vec<u32> = rows.iter().map(|r| frame.members[*r as usize]).collect();
+        let child_params = self.pass_args(frame, call, rows);
+        self.statics.take_back(&mut frame.slots, &frame.loans);
+        let mut returned = self.activation(call.callee, &child_members, child_params, depth + 1)?;
+        self.statics.lend_again(&mut frame.slots, &frame.loans);
+        for d in call.dsts {
+            self.statics
+                .before_write(&mut frame.slots, &mut frame.loans, d.index());
+        }
+        let result_dsts = if call.catch {
+            let completed: Vec<u32> = (0..rows.len())
+                .filter(|k| returned.finished[*k])
+                .map(|k| rows[k])
+                .collect();
+            set_flags(&mut frame.slots[call.dsts[0].index()], rows, &completed);
+            // A member that faulted inside goes on with the zeros
+            // its rows of the results still hold.
+            for (k, &member) in child_members.iter().enumerate() {
+                if self.per_member.revive_if_catchable(member as usize) {
+                    returned.finished[k] = true;
+                }
+            }
+            &call.dsts[1..]
+        } else {
+            call.dsts
+        };
+        *rows = take_results(&mut frame.slots, result_dsts, returned, rows);
+        Ok(())
+    }
+
+    /// The callee's parameter slots for a call from `rows`: a shared
+    /// argument stays shared where the callee's parameter is invariant, a
+    /// column's rows are gathered, and a shared value for a per-member
+    /// parameter is repeated on every row.
+    fn pass_args(&self, frame: &Activation<'_>, call: &CallSite<'_>, rows: &[u32]) -> Vec<Slot> {
+        let callee = &self.program.functions[call.callee];
+        callee
+            .params
+            .iter()
+            .zip(call.args)
+            .map(|(p, a)| match &frame.slots[a.index()] {
+                Slot::Invariant(value) if self.invariance.is_invariant(call.callee, *p) => {
+                    Slot::Invariant(value.clone())
+                }
+                Slot::Column(source) => Slot::Column(source.gather(rows)),
+                Slot::Invariant(value) => {
+                    let ty = &callee.vars[*p].ty;
+                    let mut column =
+                        Column::zeros(ty.elem, concrete_shape(ty, self.shared.symbols), rows.len());
+                    let value = value.as_ref().unwrap_or_else(|| {
+                        internal_error("an invariant argument is unassigned at the call")
+                    });
+                    column.fill_rows(value, &(0..rows.len() as u32).collect::<Vec<_>>());
+                    Slot::Column(column)
+                }
+            })
+            .collect()
     }
 
     /// A fresh slot for variable `v` of `fid` in an activation of `rows`
@@ -550,7 +671,7 @@ fn set_flags(flag: &mut Slot, rows: &[u32], completed: &[u32]) {
         ..
     }) = flag
     else {
-        panic!("internal error: the flag of a catching call is not a per-member bool")
+        internal_error("the flag of a catching call is not a per-member bool")
     };
     for r in rows {
         values[*r as usize] = completed.binary_search(r).is_ok();
@@ -560,7 +681,7 @@ fn set_flags(flag: &mut Slot, rows: &[u32], completed: &[u32]) {
 /// Writes zeros into `rows` of a catching call's result.
 fn zero_rows(slot: &mut Slot, rows: &[u32]) {
     let Slot::Column(column) = slot else {
-        panic!("internal error: the result of a catching call is not per-member")
+        internal_error("the result of a catching call is not per-member")
     };
     column.fill_rows(&Tensor::zeros(column.data.ty(), column.shape.clone()), rows);
 }

@@ -21,17 +21,21 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use autobatch_ir::{EntityRef, Program};
+use autobatch_ir::{EntityRef, Loc, Prim, Program};
+use autobatch_kernels::Fault;
 use autobatch_passes::stack::{
-    lower_to_stack, verify_lowered, GlobalVar, LoweredOp, LoweredProgram, LoweredTerm, PcBlock,
-    VarClass,
+    lower_to_stack, verify_lowered, GlobalVar, LoweredFunction, LoweredOp, LoweredProgram,
+    LoweredTerm, PcBlock, VarClass,
 };
 use autobatch_types::MemberError;
 
+use autobatch_kernels::Backend;
+
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows, Members};
-use crate::batched::storage::{Slot, ValueStack};
-use crate::batched::{column_slot, stack_overflow, BlockChoice, OpCounter, Watch};
+use crate::batched::storage::{Column, Slot, ValueStack};
+use crate::batched::{column_slot, concrete_shape, stack_overflow, BlockChoice, OpCounter, Watch};
+use crate::internal::internal_error;
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
 /// The program-counter executor in the registry ([`crate::EXECUTORS`]).
@@ -56,6 +60,7 @@ impl Executor for ProgramCounter {
     /// Lowers `program` to the explicit-stack form, verifies it, and runs it.
     fn run(
         &self,
+        backend: &dyn Backend,
         program: &Program,
         env: &Env,
         batch: &Batch,
@@ -73,201 +78,218 @@ impl Executor for ProgramCounter {
                 listed.join("; ")
             ))
         })?;
-        run(
-            program,
-            &lowered,
-            env,
-            batch,
-            options,
-            batching.lanes,
-            batching.block_choice,
-        )
+        run(backend, program, &lowered, env, batch, options, batching)
     }
 }
 
-/// Runs `batch` on `lowered` (the explicit-stack form of `program`).
-/// Fails before running only when the members' state cannot fit in memory.
+/// Runs `batch` on `lowered` (the explicit-stack form of `program`),
+/// computing on `backend`. Fails before running only when the members'
+/// state cannot fit in memory.
 pub fn run(
+    backend: &dyn Backend,
     program: &Program,
     lowered: &LoweredProgram,
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
-    lanes: LaneMode,
-    choice: BlockChoice,
+    batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
-    let members = batch.size;
-    crate::batched::check_lowered_memory(program, lowered, batch.entry, &env.symbols, members)
+    crate::batched::check_lowered_memory(program, lowered, batch.entry, &env.symbols, batch.size)
         .map_err(ExecError::Resources)?;
-
     let started = Instant::now();
-    let mut slots: Vec<Slot> = lowered
-        .vars
-        .values()
-        .map(|v| match v.class {
-            VarClass::Invariant => Slot::Invariant(None),
-            _ => column_slot(&v.ty, &env.symbols, members),
-        })
-        .collect();
-    let mut stacks: Vec<Option<ValueStack>> = lowered
-        .vars
-        .values()
-        .map(|v| {
-            (v.class == VarClass::Full).then(|| {
-                let row_len = crate::batched::concrete_shape(&v.ty, &env.symbols)
-                    .iter()
-                    .product();
-                ValueStack::new(v.ty.elem, row_len, members)
-            })
-        })
-        .collect();
-    let entry = &lowered.functions[batch.entry];
-    for (param, arg) in entry.params.iter().zip(&batch.args) {
-        bind_arg(&mut slots[param.index()], arg, members)?;
-    }
-
-    let mut counter = OpCounter::default();
-    let op_counters: Vec<Vec<Option<usize>>> = lowered
-        .blocks
-        .values()
-        .map(|b| {
-            b.ops
-                .iter()
-                .map(|op| match op {
-                    LoweredOp::Prim { prim, loc, .. } => counter.register(prim, *loc),
-                    _ => None,
-                })
-                .collect()
-        })
-        .collect();
-    let op_slots: Vec<Vec<(Vec<usize>, Option<usize>)>> = lowered
-        .blocks
-        .values()
-        .map(|b| {
-            b.ops
-                .iter()
-                .map(|op| match op {
-                    LoweredOp::Prim { dst, args, .. } => (
-                        args.iter().map(|a| a.index()).collect(),
-                        dst.map(|d| d.index()),
-                    ),
-                    _ => (Vec::new(), None),
-                })
-                .collect()
-        })
-        .collect();
-
-    let mut per_member = Members::new(members, options.seed);
-    let mut return_stacks: Vec<Vec<PcBlock>> = vec![Vec::new(); members];
-    let catch_plan = CatchPlan::new(lowered);
-    let mut catches: Vec<Vec<CatchFrame>> = vec![Vec::new(); members];
-    let mut waiting: Vec<Vec<u32>> = vec![Vec::new(); lowered.blocks.len()];
-    let mut nonempty: BTreeSet<u32> = BTreeSet::new();
-    waiting[entry.entry.index()] = (0..members as u32).collect();
-    if members > 0 {
-        nonempty.insert(entry.entry.0);
-    }
-    let shared = SharedEnv {
-        statics: &env.statics,
-        symbols: &env.symbols,
-    };
-    let mut engine = Engine::new(options.threads);
-    engine.remember_statics();
-    let mut steps = 0u64;
+    let mut machine = Machine::new(backend, lowered, env, batch, options, batching.lanes)?;
+    let mut watch = Watch::new(options);
     let mut rows: Vec<u32> = Vec::new();
-    let mut faults = Vec::new();
-    let mut branch = BranchRows::default();
+    while let Some(pc) = machine.waiting.choose(batching.block_choice) {
+        watch.tick(machine.steps, &machine.counter);
+        machine.waiting.take(pc, &mut rows);
+        machine.step(pc, &mut rows)?;
+    }
+    let Machine {
+        per_member,
+        counter,
+        steps,
+        ..
+    } = machine;
+    Ok(per_member.into_output(counter, steps, started))
+}
 
-    let enqueue =
-        |waiting: &mut Vec<Vec<u32>>, nonempty: &mut BTreeSet<u32>, pc: PcBlock, list: &[u32]| {
-            if !list.is_empty() {
-                let queue = &mut waiting[pc.index()];
-                if queue.is_empty() {
-                    nonempty.insert(pc.0);
+/// The state of a program-counter run.
+struct Machine<'a> {
+    lowered: &'a LoweredProgram,
+    entry: &'a LoweredFunction,
+    options: &'a RunOptions,
+    lanes: LaneMode,
+    /// The batch size: every column has a row per member.
+    members: usize,
+    shared: SharedEnv<'a>,
+    engine: Engine<'a>,
+    /// One slot per variable of the explicit-stack form, for all members.
+    slots: Vec<Slot>,
+    /// The per-member stacks of the full variables.
+    stacks: Vec<Option<ValueStack>>,
+    /// Per block, per operation: what the engine needs of a primitive.
+    ops: Vec<Vec<PrimSlots>>,
+    per_member: Members,
+    /// Per member, the blocks its pending calls return to.
+    return_stacks: Vec<Vec<PcBlock>>,
+    catch_plan: CatchPlan,
+    /// Per member, the catching calls it is inside, innermost last.
+    catches: Vec<Vec<CatchFrame>>,
+    waiting: Waiting,
+    counter: OpCounter,
+    steps: u64,
+    /// Reused buffers: the faults of one operation, a branch's or a call's split.
+    faults: Vec<(u32, Fault)>,
+    branch: BranchRows,
+}
+
+/// A primitive operation as the engine runs it: its operand and result
+/// slots, and its counter.
+struct PrimSlots {
+    args: Vec<usize>,
+    dst: Option<usize>,
+    counter: Option<usize>,
+}
+
+/// The members waiting at each block, and the blocks some member waits at.
+struct Waiting {
+    at: Vec<Vec<u32>>,
+    nonempty: BTreeSet<u32>,
+}
+
+impl Waiting {
+    /// Sends the members `rows` (as rows: program-counter's rows are its
+    /// members) to block `pc`.
+    fn push(&mut self, pc: PcBlock, rows: &[u32]) {
+        if !rows.is_empty() {
+            let queue = &mut self.at[pc.index()];
+            if queue.is_empty() {
+                self.nonempty.insert(pc.0);
+            }
+            queue.extend_from_slice(rows);
+        }
+    }
+
+    /// The block to run next.
+    fn choose(&self, choice: BlockChoice) -> Option<PcBlock> {
+        let pc = match choice {
+            BlockChoice::SmallestIndex => self.nonempty.first().copied(),
+            BlockChoice::MostMembers => {
+                let mut best: Option<(usize, u32)> = None;
+                for pc in &self.nonempty {
+                    let n = self.at[*pc as usize].len();
+                    if best.is_none_or(|(m, _)| n > m) {
+                        best = Some((n, *pc));
+                    }
                 }
-                queue.extend_from_slice(list);
+                best.map(|(_, pc)| pc)
             }
         };
+        pc.map(PcBlock)
+    }
 
-    let mut watch = Watch::new(options);
-    while let Some(pc) = choose(&nonempty, &waiting, choice) {
-        watch.tick(steps, &counter);
-        nonempty.remove(&pc);
+    /// Moves the members waiting at `pc` into `rows`, sorted.
+    fn take(&mut self, pc: PcBlock, rows: &mut Vec<u32>) {
+        self.nonempty.remove(&pc.0);
         rows.clear();
-        std::mem::swap(&mut rows, &mut waiting[pc as usize]);
+        std::mem::swap(rows, &mut self.at[pc.index()]);
         rows.sort_unstable();
-        let block = &lowered.blocks[PcBlock(pc)];
-        steps += 1;
+    }
+}
+
+impl<'a> Machine<'a> {
+    /// Every member at the entry block, its arguments bound.
+    fn new(
+        backend: &'a dyn Backend,
+        lowered: &'a LoweredProgram,
+        env: &'a Env,
+        batch: &Batch,
+        options: &'a RunOptions,
+        lanes: LaneMode,
+    ) -> Result<Machine<'a>, ExecError> {
+        let members = batch.size;
+        let (slots, stacks) = storage(lowered, &env.symbols, members);
+        let mut counter = OpCounter::default();
+        let ops = prim_slots(lowered, &mut counter);
+        let entry = &lowered.functions[batch.entry];
+        let mut waiting = Waiting {
+            at: vec![Vec::new(); lowered.blocks.len()],
+            nonempty: BTreeSet::new(),
+        };
+        waiting.push(entry.entry, &(0..members as u32).collect::<Vec<_>>());
+        let mut engine = Engine::new(backend, options.threads);
+        engine.remember_statics();
+        let mut machine = Machine {
+            lowered,
+            entry,
+            options,
+            lanes,
+            members,
+            shared: SharedEnv {
+                statics: &env.statics,
+                symbols: &env.symbols,
+            },
+            engine,
+            slots,
+            stacks,
+            ops,
+            per_member: Members::new(members, options.seed),
+            return_stacks: vec![Vec::new(); members],
+            catch_plan: CatchPlan::new(lowered),
+            catches: vec![Vec::new(); members],
+            waiting,
+            counter,
+            steps: 0,
+            faults: Vec::new(),
+            branch: BranchRows::default(),
+        };
+        for (param, arg) in entry.params.iter().zip(&batch.args) {
+            bind_arg(&mut machine.slots[param.index()], arg, members)?;
+        }
+        Ok(machine)
+    }
+
+    /// Runs block `pc` for the members `rows`: the step check, its
+    /// operations, then its terminator sends them on.
+    fn step(&mut self, pc: PcBlock, rows: &mut Vec<u32>) -> Result<(), ExecError> {
+        let lowered = self.lowered;
+        let block = &lowered.blocks[pc];
+        self.steps += 1;
         if block.counts_step {
-            per_member.enter_block(&mut rows, |r| r as usize, options.max_steps, block.loc);
+            self.per_member
+                .enter_block(rows, |r| r as usize, self.options.max_steps, block.loc);
         }
         for (i, op) in block.ops.iter().enumerate() {
             if rows.is_empty() {
                 break;
             }
             match op {
-                LoweredOp::Prim { prim, loc, .. } => {
-                    let (args, dst) = &op_slots[pc as usize][i];
-                    let exec = PrimExecution {
-                        prim,
-                        args,
-                        dst: *dst,
-                        rows: &rows,
-                        total_rows: members,
-                        mode: lanes,
-                    };
-                    faults.clear();
-                    engine.run_prim(
-                        &exec,
-                        &mut slots,
-                        &shared,
-                        &mut per_member.rngs,
-                        &|r| r as usize,
-                        &mut faults,
-                    );
-                    counter.record(op_counters[pc as usize][i], rows.len());
-                    let mut member_stacks = MemberStacks {
-                        plan: &catch_plan,
-                        catches: &mut catches,
-                        return_stacks: &mut return_stacks,
-                        stacks: &mut stacks,
-                    };
-                    per_member.retire_faults(
-                        &mut rows,
-                        &mut faults,
-                        *loc,
-                        |r| r as usize,
-                        |r, error| {
-                            let recover = unwind(r, error, &mut member_stacks)?;
-                            enqueue(&mut waiting, &mut nonempty, recover, &[r]);
-                            Ok(())
-                        },
-                    );
+                LoweredOp::Prim { prim, loc, .. } => self.run_prim(pc, i, prim, *loc, rows),
+                LoweredOp::Push(x) => {
+                    self.with_stack(*x, |column, stack| stack.push_rows(rows, column))
                 }
-                LoweredOp::Push(x) => with_stack(&mut slots, &mut stacks, *x, |column, stack| {
-                    stack.push_rows(&rows, column)
-                }),
-                LoweredOp::Pop(x) => with_stack(&mut slots, &mut stacks, *x, |column, stack| {
-                    stack.restore_rows(&rows, column, true)
-                }),
-                LoweredOp::Peek(x) => with_stack(&mut slots, &mut stacks, *x, |column, stack| {
-                    stack.restore_rows(&rows, column, false)
-                }),
+                LoweredOp::Pop(x) => {
+                    self.with_stack(*x, |column, stack| stack.restore_rows(rows, column, true))
+                }
+                LoweredOp::Peek(x) => {
+                    self.with_stack(*x, |column, stack| stack.restore_rows(rows, column, false))
+                }
             }
         }
         if rows.is_empty() {
-            continue;
+            return Ok(());
         }
         match &block.term {
-            LoweredTerm::Jump(target) => enqueue(&mut waiting, &mut nonempty, *target, &rows),
+            LoweredTerm::Jump(target) => self.waiting.push(*target, rows),
             LoweredTerm::Branch {
                 cond,
                 then_block,
                 else_block,
             } => {
-                branch.partition(&slots[cond.index()], &rows)?;
-                enqueue(&mut waiting, &mut nonempty, *then_block, &branch.then_rows);
-                enqueue(&mut waiting, &mut nonempty, *else_block, &branch.else_rows);
+                self.branch.partition(&self.slots[cond.index()], rows)?;
+                self.waiting.push(*then_block, &self.branch.then_rows);
+                self.waiting.push(*else_block, &self.branch.else_rows);
             }
             LoweredTerm::PushJump {
                 target,
@@ -275,75 +297,208 @@ pub fn run(
                 recover,
                 loc,
                 ..
-            } => {
-                // Members that enter the call, and those whose call overflows
-                // but is caught.
-                let (entering, overflowed) = (&mut branch.then_rows, &mut branch.else_rows);
-                entering.clear();
-                overflowed.clear();
-                for &r in &rows {
-                    // Depth is the entry activation plus one per pending return.
-                    let depth = return_stacks[r as usize].len();
-                    if depth + 2 > options.max_stack_depth {
-                        if recover.is_some() {
-                            // The call itself overflows: caught like a fault inside it.
-                            overflowed.push(r);
-                            continue;
-                        }
-                        let error = stack_overflow(options.max_stack_depth, *loc);
-                        let mut member_stacks = MemberStacks {
-                            plan: &catch_plan,
-                            catches: &mut catches,
-                            return_stacks: &mut return_stacks,
-                            stacks: &mut stacks,
-                        };
-                        match unwind(r, error, &mut member_stacks) {
-                            Ok(recover) => enqueue(&mut waiting, &mut nonempty, recover, &[r]),
-                            Err(error) => per_member.stop(r as usize, error),
-                        }
-                        continue;
-                    }
-                    if let Some(recover) = recover {
-                        catches[r as usize].push(CatchFrame {
-                            call: PcBlock(pc),
-                            return_depth: depth,
-                            recover: *recover,
-                            heights: catch_plan.saved_heights(PcBlock(pc), &stacks, r),
-                        });
-                    }
-                    return_stacks[r as usize].push(*return_to);
-                    entering.push(r);
+            } => self.call(pc, rows, *target, *return_to, *recover, *loc),
+            LoweredTerm::Return => self.ret(rows),
+        }
+        Ok(())
+    }
+
+    /// Operation `i` of block `pc`, a primitive, for `rows`; the rows that
+    /// fault leave `rows` (to a catching call's recovery block, or stopped).
+    fn run_prim(&mut self, pc: PcBlock, i: usize, prim: &Prim, loc: Loc, rows: &mut Vec<u32>) {
+        let op = &self.ops[pc.index()][i];
+        let exec = PrimExecution {
+            prim,
+            args: &op.args,
+            dst: op.dst,
+            rows,
+            total_rows: self.members,
+            mode: self.lanes,
+        };
+        self.faults.clear();
+        self.engine.run_prim(
+            &exec,
+            &mut self.slots,
+            &self.shared,
+            &mut self.per_member.rngs,
+            &|r| r as usize,
+            &mut self.faults,
+        );
+        self.counter.record(op.counter, rows.len());
+        let mut member_stacks = MemberStacks {
+            plan: &self.catch_plan,
+            catches: &mut self.catches,
+            return_stacks: &mut self.return_stacks,
+            stacks: &mut self.stacks,
+        };
+        let waiting = &mut self.waiting;
+        self.per_member.retire_faults(
+            rows,
+            &mut self.faults,
+            loc,
+            |r| r as usize,
+            |r, error| {
+                let recover = unwind(r, error, &mut member_stacks)?;
+                waiting.push(recover, &[r]);
+                Ok(())
+            },
+        );
+    }
+
+    /// A call from block `pc`: each member pushes `return_to` and enters
+    /// `target`, unless the call would overflow its stack (caught at
+    /// `recover` for a catching call, else the member stops).
+    fn call(
+        &mut self,
+        pc: PcBlock,
+        rows: &[u32],
+        target: PcBlock,
+        return_to: PcBlock,
+        recover: Option<PcBlock>,
+        loc: Loc,
+    ) {
+        // Members that enter the call, and those whose call overflows but
+        // is caught.
+        let (entering, overflowed) = (&mut self.branch.then_rows, &mut self.branch.else_rows);
+        entering.clear();
+        overflowed.clear();
+        let max_depth = self.options.max_stack_depth;
+        for &r in rows {
+            // Depth is the entry activation plus one per pending return.
+            let depth = self.return_stacks[r as usize].len();
+            if depth + 2 > max_depth {
+                if recover.is_some() {
+                    // The call itself overflows: caught like a fault inside it.
+                    overflowed.push(r);
+                    continue;
                 }
-                enqueue(&mut waiting, &mut nonempty, *target, entering);
-                if let Some(recover) = recover {
-                    enqueue(&mut waiting, &mut nonempty, *recover, overflowed);
+                let mut member_stacks = MemberStacks {
+                    plan: &self.catch_plan,
+                    catches: &mut self.catches,
+                    return_stacks: &mut self.return_stacks,
+                    stacks: &mut self.stacks,
+                };
+                match unwind(r, stack_overflow(max_depth, loc), &mut member_stacks) {
+                    Ok(recover) => self.waiting.push(recover, &[r]),
+                    Err(error) => self.per_member.stop(r as usize, error),
                 }
+                continue;
             }
-            LoweredTerm::Return => {
-                for r in &rows {
-                    match return_stacks[*r as usize].pop() {
-                        Some(to) => {
-                            let frames = &mut catches[*r as usize];
-                            let depth = return_stacks[*r as usize].len();
-                            if frames.last().is_some_and(|f| f.return_depth == depth) {
-                                frames.pop();
-                            }
-                            enqueue(&mut waiting, &mut nonempty, to, &[*r]);
-                        }
-                        None => {
-                            let results = entry
-                                .results
-                                .iter()
-                                .map(|x| slots[x.index()].value(*r as usize))
-                                .collect();
-                            per_member.finish(*r as usize, results);
-                        }
+            if let Some(recover) = recover {
+                self.catches[r as usize].push(CatchFrame {
+                    call: pc,
+                    return_depth: depth,
+                    recover,
+                    heights: self.catch_plan.saved_heights(pc, &self.stacks, r),
+                });
+            }
+            self.return_stacks[r as usize].push(return_to);
+            entering.push(r);
+        }
+        self.waiting.push(target, &self.branch.then_rows);
+        if let Some(recover) = recover {
+            self.waiting.push(recover, &self.branch.else_rows);
+        }
+    }
+
+    /// A return: each member goes back to where its innermost call returns
+    /// (leaving the catching call it ends, if any), or, from the entry
+    /// function, finishes with its results.
+    fn ret(&mut self, rows: &[u32]) {
+        for &r in rows {
+            let m = r as usize;
+            match self.return_stacks[m].pop() {
+                Some(to) => {
+                    let depth = self.return_stacks[m].len();
+                    let frames = &mut self.catches[m];
+                    if frames.last().is_some_and(|f| f.return_depth == depth) {
+                        frames.pop();
                     }
+                    self.waiting.push(to, &[r]);
+                }
+                None => {
+                    let results = self
+                        .entry
+                        .results
+                        .iter()
+                        .map(|x| self.slots[x.index()].value(m))
+                        .collect();
+                    self.per_member.finish(m, results);
                 }
             }
         }
     }
-    Ok(per_member.into_output(counter, steps, started))
+
+    /// Runs `f` on the column of the full variable `x` and its stack.
+    fn with_stack(&mut self, x: GlobalVar, f: impl FnOnce(&mut Column, &mut ValueStack)) {
+        let Slot::Column(column) = &mut self.slots[x.index()] else {
+            internal_error("stack operation on an invariant variable")
+        };
+        let Some(stack) = self.stacks[x.index()].as_mut() else {
+            internal_error(format!("{x} has no stack"))
+        };
+        f(column, stack);
+    }
+}
+
+/// One slot per variable of `lowered` for `members` members (invariant
+/// variables unassigned, the others columns of zeros), and the per-member
+/// stacks of the full variables.
+fn storage(
+    lowered: &LoweredProgram,
+    symbols: &[u64],
+    members: usize,
+) -> (Vec<Slot>, Vec<Option<ValueStack>>) {
+    let slots = lowered
+        .vars
+        .values()
+        .map(|v| match v.class {
+            VarClass::Invariant => Slot::Invariant(None),
+            _ => column_slot(&v.ty, symbols, members),
+        })
+        .collect();
+    let stacks = lowered
+        .vars
+        .values()
+        .map(|v| {
+            (v.class == VarClass::Full).then(|| {
+                let row_len = concrete_shape(&v.ty, symbols).iter().product();
+                ValueStack::new(v.ty.elem, row_len, members)
+            })
+        })
+        .collect();
+    (slots, stacks)
+}
+
+/// Per block, per operation, the slots and counter of a primitive (every
+/// user operation registered in `counter`).
+fn prim_slots(lowered: &LoweredProgram, counter: &mut OpCounter) -> Vec<Vec<PrimSlots>> {
+    lowered
+        .blocks
+        .values()
+        .map(|b| {
+            b.ops
+                .iter()
+                .map(|op| match op {
+                    LoweredOp::Prim {
+                        dst,
+                        prim,
+                        args,
+                        loc,
+                    } => PrimSlots {
+                        args: args.iter().map(|a| a.index()).collect(),
+                        dst: dst.map(|d| d.index()),
+                        counter: counter.register(prim, *loc),
+                    },
+                    _ => PrimSlots {
+                        args: Vec::new(),
+                        dst: None,
+                        counter: None,
+                    },
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// A catching call a member is inside: where it goes on if it faults, and
@@ -460,35 +615,4 @@ struct MemberStacks<'a> {
     catches: &'a mut [Vec<CatchFrame>],
     return_stacks: &'a mut [Vec<PcBlock>],
     stacks: &'a mut [Option<ValueStack>],
-}
-
-fn choose(nonempty: &BTreeSet<u32>, waiting: &[Vec<u32>], choice: BlockChoice) -> Option<u32> {
-    match choice {
-        BlockChoice::SmallestIndex => nonempty.first().copied(),
-        BlockChoice::MostMembers => {
-            let mut best: Option<(usize, u32)> = None;
-            for pc in nonempty {
-                let n = waiting[*pc as usize].len();
-                if best.is_none_or(|(m, _)| n > m) {
-                    best = Some((n, *pc));
-                }
-            }
-            best.map(|(_, pc)| pc)
-        }
-    }
-}
-
-fn with_stack(
-    slots: &mut [Slot],
-    stacks: &mut [Option<ValueStack>],
-    x: GlobalVar,
-    f: impl FnOnce(&mut crate::batched::storage::Column, &mut ValueStack),
-) {
-    let Slot::Column(column) = &mut slots[x.index()] else {
-        panic!("internal error: stack operation on an invariant variable")
-    };
-    let Some(stack) = stacks[x.index()].as_mut() else {
-        panic!("internal error: {x} has no stack")
-    };
-    f(column, stack);
 }

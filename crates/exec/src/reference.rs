@@ -35,11 +35,12 @@
 use std::borrow::Cow;
 use std::time::Instant;
 
-use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Prim, Program, Terminator, Var};
-use autobatch_kernels::{eval, layout, Fault, MemberRng, PrimContext};
+use autobatch_ir::{Block, EntityRef, FuncId, Function, Loc, Op, Prim, Program, Terminator, Var};
+use autobatch_kernels::{eval, layout, Backend, Fault, MemberRng, PrimContext};
 use autobatch_types::{Data, MemberError, Tensor};
 
 use crate::batched::{concrete_shape, stack_overflow, step_limit, OpCounter, Watch};
+use crate::internal::internal_error;
 use crate::liveness::{last_reads, LastReads};
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, RunOptions, RunOutput, Stats};
 
@@ -55,8 +56,11 @@ impl Executor for Reference {
         "one member at a time; defines every result"
     }
 
+    /// Ignores `backend`: the reference defines every result, so it computes
+    /// with the kernels themselves.
     fn run(
         &self,
+        _backend: &dyn Backend,
         program: &Program,
         env: &Env,
         batch: &Batch,
@@ -78,18 +82,15 @@ impl Executor for Reference {
 pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) -> RunOutput {
     let entry = match program.functions.get(batch.entry) {
         Some(f) => f,
-        None => panic!(
-            "internal error: the entry function {} does not exist",
-            batch.entry
-        ),
+        None => internal_error(format!("the entry function {} does not exist", batch.entry)),
     };
     if batch.args.len() != entry.params.len() {
-        panic!(
-            "internal error: {} arguments for the {} parameters of {}",
+        internal_error(format!(
+            "{} arguments for the {} parameters of {}",
             batch.args.len(),
             entry.params.len(),
             entry.name
-        );
+        ));
     }
 
     let (op_counter, count_slots) = OpCounter::for_program(program);
@@ -162,6 +163,16 @@ struct Frame<'e> {
     vars: Vec<Option<Held<'e>>>,
 }
 
+/// A call operation, with which of its arguments are read for the last
+/// time.
+struct Call<'p> {
+    callee: FuncId,
+    args: &'p [Var],
+    last_reads: &'p [bool],
+    loc: Loc,
+    catch: bool,
+}
+
 /// The execution of one member.
 struct MemberRun<'a, 'w> {
     program: &'a Program,
@@ -221,127 +232,157 @@ impl<'a> MemberRun<'a, '_> {
     ) -> Result<Option<Vec<Tensor>>, MemberError> {
         let program = self.program;
         let plan = self.plan;
-        let depth = stack.len();
         let Some(frame) = stack.last_mut() else {
             unreachable!("the run returns when the stack empties")
         };
-        let function = &program.functions[frame.function];
-        let block = &function.blocks[frame.block];
-        let op_index = frame.next_op;
-
-        if let Some(op) = block.ops.get(op_index) {
-            frame.next_op += 1;
-            let last_reads =
-                &plan.last_reads[frame.function.index()].ops[frame.block.index()][op_index];
-            match op {
-                Op::Prim {
-                    dst,
-                    prim,
-                    args,
-                    loc,
-                } => {
-                    self.counters.ops.record(
-                        plan.count_slots[frame.function.index()][frame.block.index()][op_index],
-                        1,
-                    );
-                    let value = eval_prim(&mut frame.vars, prim, args, last_reads, env, ctx)
-                        .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
-                    match (dst, value) {
-                        (Some(dst), Some(value)) => frame.vars[dst.index()] = Some(value),
-                        (None, None) => {}
-                        (dst, value) => panic!(
-                            "internal error: {} wrote {} result(s) into {} variable(s)",
-                            prim.name(),
-                            usize::from(value.is_some()),
-                            usize::from(dst.is_some())
-                        ),
-                    }
-                }
-                Op::Call {
-                    callee,
-                    args,
-                    loc,
-                    catch,
-                    ..
-                } => {
-                    if depth >= self.options.max_stack_depth {
-                        if *catch {
-                            // The call itself overflows: caught like a fault inside it.
-                            self.recover_at(frame, env);
-                            return Ok(None);
-                        }
-                        return Err(stack_overflow(self.options.max_stack_depth, *loc));
-                    }
-                    let callee_function = &program.functions[*callee];
-                    let mut callee_vars = vec![None; callee_function.vars.len()];
-                    for (position, (arg, param)) in
-                        args.iter().zip(&callee_function.params).enumerate()
-                    {
-                        callee_vars[param.index()] =
-                            Some(read_value(&mut frame.vars, *arg, last_reads[position]));
-                    }
-                    self.enter_block(callee_function, Function::ENTRY)?;
-                    stack.push(Frame {
-                        function: *callee,
-                        block: Function::ENTRY,
-                        next_op: 0,
-                        vars: callee_vars,
-                    });
+        let (f, b, op_index) = (frame.function.index(), frame.block.index(), frame.next_op);
+        let block = &program.functions[frame.function].blocks[frame.block];
+        let Some(op) = block.ops.get(op_index) else {
+            return self.terminate(stack, &block.term);
+        };
+        frame.next_op += 1;
+        let last_reads = &plan.last_reads[f].ops[b][op_index];
+        match op {
+            Op::Prim {
+                dst,
+                prim,
+                args,
+                loc,
+            } => {
+                self.counters
+                    .ops
+                    .record(plan.count_slots[f][b][op_index], 1);
+                let value = eval_prim(&mut frame.vars, prim, args, last_reads, env, ctx)
+                    .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
+                match (dst, value) {
+                    (Some(dst), Some(value)) => frame.vars[dst.index()] = Some(value),
+                    (None, None) => {}
+                    (dst, value) => internal_error(format!(
+                        "{} wrote {} result(s) into {} variable(s)",
+                        prim.name(),
+                        usize::from(value.is_some()),
+                        usize::from(dst.is_some())
+                    )),
                 }
             }
-            return Ok(None);
+            Op::Call {
+                callee,
+                args,
+                loc,
+                catch,
+                ..
+            } => {
+                let call = Call {
+                    callee: *callee,
+                    args,
+                    last_reads,
+                    loc: *loc,
+                    catch: *catch,
+                };
+                self.call(stack, &call, env)?;
+            }
         }
+        Ok(None)
+    }
 
-        match &block.term {
-            Terminator::Jump(target) => {
-                self.enter_block(function, *target)?;
-                frame.block = *target;
-                frame.next_op = 0;
+    /// A call from the top frame: a new frame for the callee with the
+    /// arguments as its parameters, unless the call would overflow the
+    /// stack (caught, for a catching call, like a fault inside it).
+    fn call<'e>(
+        &mut self,
+        stack: &mut Vec<Frame<'e>>,
+        call: &Call<'_>,
+        env: &'e Env,
+    ) -> Result<(), MemberError> {
+        let depth = stack.len();
+        let Some(frame) = stack.last_mut() else {
+            unreachable!("a call is made from a frame")
+        };
+        if depth >= self.options.max_stack_depth {
+            if call.catch {
+                // The call itself overflows: caught like a fault inside it.
+                self.recover_at(frame, env);
+                return Ok(());
             }
+            return Err(stack_overflow(self.options.max_stack_depth, call.loc));
+        }
+        let callee = &self.program.functions[call.callee];
+        let mut vars = vec![None; callee.vars.len()];
+        for (position, (arg, param)) in call.args.iter().zip(&callee.params).enumerate() {
+            vars[param.index()] =
+                Some(read_value(&mut frame.vars, *arg, call.last_reads[position]));
+        }
+        self.enter_block(callee, Function::ENTRY)?;
+        stack.push(Frame {
+            function: call.callee,
+            block: Function::ENTRY,
+            next_op: 0,
+            vars,
+        });
+        Ok(())
+    }
+
+    /// The terminator of the top frame's block: on to the next block, or a
+    /// return ([`MemberRun::ret`]).
+    fn terminate<'e>(
+        &mut self,
+        stack: &mut Vec<Frame<'e>>,
+        term: &Terminator,
+    ) -> Result<Option<Vec<Tensor>>, MemberError> {
+        let Some(frame) = stack.last_mut() else {
+            unreachable!("the run returns when the stack empties")
+        };
+        let function = &self.program.functions[frame.function];
+        let target = match term {
+            Terminator::Jump(target) => *target,
             Terminator::Branch {
                 cond,
                 then_block,
                 else_block,
             } => {
-                let target = if read_bool(&frame.vars, *cond) {
+                if read_bool(&frame.vars, *cond) {
                     *then_block
                 } else {
                     *else_block
-                };
-                self.enter_block(function, target)?;
-                frame.block = target;
-                frame.next_op = 0;
-            }
-            Terminator::Return(returned) => {
-                let moves = &plan.last_reads[frame.function.index()].returns[frame.block.index()];
-                let values: Vec<Held<'e>> = returned
-                    .iter()
-                    .zip(moves)
-                    .map(|(v, &last)| read_value(&mut frame.vars, *v, last))
-                    .collect();
-                stack.pop();
-                let Some(caller) = stack.last_mut() else {
-                    return Ok(Some(values.into_iter().map(Cow::into_owned).collect()));
-                };
-                let caller_function = &program.functions[caller.function];
-                let Some(call @ Op::Call { dsts, catch, .. }) = caller_function.blocks
-                    [caller.block]
-                    .ops
-                    .get(caller.next_op - 1)
-                else {
-                    panic!("internal error: a frame returned to an operation that is not a call");
-                };
-                if *catch {
-                    caller.vars[dsts[0].index()] = Some(Cow::Owned(Tensor::scalar(
-                        autobatch_types::Scalar::Bool(true),
-                    )));
-                }
-                for (dst, value) in call.call_results().iter().zip(values) {
-                    caller.vars[dst.index()] = Some(value);
                 }
             }
-        }
+            Terminator::Return(returned) => return Ok(self.ret(stack, returned)),
+        };
+        self.enter_block(function, target)?;
+        frame.block = target;
+        frame.next_op = 0;
         Ok(None)
+    }
+
+    /// Returns the values `returned` from the top frame: into the results
+    /// of the call its caller waits at (with `true` for a catching call),
+    /// or, from the entry function, as the member's results.
+    fn ret<'e>(&self, stack: &mut Vec<Frame<'e>>, returned: &[Var]) -> Option<Vec<Tensor>> {
+        let Some(frame) = stack.last_mut() else {
+            unreachable!("the run returns when the stack empties")
+        };
+        let moves = &self.plan.last_reads[frame.function.index()].returns[frame.block.index()];
+        let values: Vec<Held<'e>> = returned
+            .iter()
+            .zip(moves)
+            .map(|(v, &last)| read_value(&mut frame.vars, *v, last))
+            .collect();
+        stack.pop();
+        let Some(caller) = stack.last_mut() else {
+            return Some(values.into_iter().map(Cow::into_owned).collect());
+        };
+        let Some(call @ Op::Call { dsts, catch, .. }) = self.pending_op(caller) else {
+            internal_error("a frame returned to an operation that is not a call");
+        };
+        if *catch {
+            caller.vars[dsts[0].index()] = Some(Cow::Owned(Tensor::scalar(
+                autobatch_types::Scalar::Bool(true),
+            )));
+        }
+        for (dst, value) in call.call_results().iter().zip(values) {
+            caller.vars[dst.index()] = Some(value);
+        }
+        None
     }
 
     /// After a catchable `error`, goes on after the innermost catching call
@@ -384,7 +425,7 @@ impl<'a> MemberRun<'a, '_> {
     /// `false`, then zeros of each result.
     fn recover_at(&self, frame: &mut Frame<'_>, env: &Env) {
         let Some(Op::Call { dsts, .. }) = self.pending_op(frame) else {
-            panic!("internal error: recovering at an operation that is not a call");
+            internal_error("recovering at an operation that is not a call");
         };
         let function = &self.program.functions[frame.function];
         frame.vars[dsts[0].index()] = Some(Cow::Owned(Tensor::scalar(
@@ -477,14 +518,14 @@ fn eval_owned(
 fn borrow<'v>(vars: &'v [Option<Held<'_>>], v: Var) -> &'v Tensor {
     match &vars[v.index()] {
         Some(value) => value.as_ref(),
-        None => panic!("internal error: {v} is read before it is assigned"),
+        None => internal_error(format!("{v} is read before it is assigned")),
     }
 }
 
 fn take<'e>(vars: &mut [Option<Held<'e>>], v: Var) -> Held<'e> {
     match vars[v.index()].take() {
         Some(value) => value,
-        None => panic!("internal error: {v} is read before it is assigned"),
+        None => internal_error(format!("{v} is read before it is assigned")),
     }
 }
 
@@ -496,17 +537,17 @@ fn read_value<'e>(vars: &mut [Option<Held<'e>>], v: Var, last_read: bool) -> Hel
     }
     match &vars[v.index()] {
         Some(value) => value.clone(),
-        None => panic!("internal error: {v} is read before it is assigned"),
+        None => internal_error(format!("{v} is read before it is assigned")),
     }
 }
 
 fn read_bool(vars: &[Option<Held<'_>>], v: Var) -> bool {
     match &borrow(vars, v).data {
         Data::Bool(values) if values.len() == 1 => values[0],
-        other => panic!(
-            "internal error: the branch condition {v} holds {} values of {}",
+        other => internal_error(format!(
+            "the branch condition {v} holds {} values of {}",
             other.len(),
             other.ty()
-        ),
+        )),
     }
 }

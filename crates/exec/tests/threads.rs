@@ -121,7 +121,8 @@ fn results_do_not_depend_on_threads_or_batch_composition() {
             seed: 5,
             ..RunOptions::default()
         },
-    );
+    )
+    .expect("runs");
     for i in 0..kept {
         assert_eq!(
             bits(&base, i),

@@ -1,25 +1,31 @@
-//! Elementwise primitives on tensors: unary and binary operations,
-//! comparisons, casts and `select`.
+//! Elementwise primitives: unary and binary operations, comparisons, casts
+//! and `select`.
 //!
 //! Broadcasting has one rule: a scalar operand (empty shape) pairs with every
 //! element of the other operand; two arrays must have the same shape. The
 //! meaning of each element is a function of [`crate::scalar`]; this module
 //! only walks the elements, in row-major order.
 //!
-//! Every operation exists twice: on tensors, allocating its result (what
-//! [`crate::eval`] calls), and `*_into`, writing into a slice the caller owns
-//! ([`Values`] / [`ValuesMut`] views of typed buffers), so that a batched
-//! executor can reuse its buffers from step to step. The tensor form is the
-//! `_into` form on a fresh buffer, so both give the same bits.
+//! Every operation exists in three forms over one core: `*_into` writes
+//! into a view of a buffer the caller owns ([`Values`] / [`ValuesMut`]); the
+//! tensor form (what [`crate::eval`] calls for one member) is the `_into`
+//! form on a fresh buffer; the batched form `*_rows` (what a backend runs
+//! for a column of rows, [`Rows`] / [`RowsMut`]) calls the `_into` form
+//! once over all rows, or once per row when an operand is broadcast within
+//! each row (a per-member scalar, or a shared array, against per-member
+//! arrays). So all three give the same bits.
 //!
 //! When an integer division faults, the whole operation faults with the first
 //! zero divisor met in row-major order (all faults of one kind read the same,
 //! so which element is first does not show in the message). The `_into`
-//! forms may then have written part of their output.
+//! and `_rows` forms may then have written part of their output.
+
+use std::convert::Infallible;
 
 use autobatch_ir::{BinaryOp, CompareOp, UnaryOp};
 use autobatch_types::{Data, Scalar, ScalarType, Tensor};
 
+use crate::buffer::{Rows, RowsMut, Values, ValuesMut};
 use crate::scalar::{self, CastScalar, DivisionByZero, Float, Integer};
 use crate::{internal_error, vmath, Fault};
 
@@ -38,37 +44,6 @@ impl<'a, T: Copy> Operand<'a, T> {
             broadcast: tensor.is_scalar(),
         }
     }
-
-    /// Elements that pair one to one with the other operand's.
-    pub fn array(values: &'a [T]) -> Operand<'a, T> {
-        Operand {
-            values,
-            broadcast: false,
-        }
-    }
-
-    /// One element that pairs with every element of the other operand.
-    pub fn scalar(value: &'a T) -> Operand<'a, T> {
-        Operand {
-            values: std::slice::from_ref(value),
-            broadcast: true,
-        }
-    }
-}
-
-/// The number of results of an operation on `a` and `b`.
-fn paired_len<A, B>(a: &Operand<'_, A>, b: &Operand<'_, B>) -> usize {
-    if a.broadcast {
-        b.values.len()
-    } else {
-        a.values.len()
-    }
-}
-
-/// `f(x)` for every element, in order.
-#[inline]
-pub fn map_values<T: Copy, R>(values: &[T], f: impl FnMut(T) -> R) -> Vec<R> {
-    values.iter().copied().map(f).collect()
 }
 
 /// `out[k] = f(values[k])`; `out` has the length of `values`.
@@ -76,45 +51,6 @@ pub fn map_values<T: Copy, R>(values: &[T], f: impl FnMut(T) -> R) -> Vec<R> {
 pub fn map_into<T: Copy, R>(values: &[T], out: &mut [R], mut f: impl FnMut(T) -> R) {
     for (o, &x) in out.iter_mut().zip(values) {
         *o = f(x);
-    }
-}
-
-/// `f(a, b)` for every pair of elements, a broadcast operand repeating its
-/// one value. The callers have checked that two arrays have one shape.
-#[inline]
-pub fn zip_values<A: Copy, B: Copy, R>(
-    a: Operand<'_, A>,
-    b: Operand<'_, B>,
-    mut f: impl FnMut(A, B) -> R,
-) -> Vec<R> {
-    match try_zip_values(a, b, |x, y| Ok::<R, std::convert::Infallible>(f(x, y))) {
-        Ok(values) => values,
-        Err(never) => match never {},
-    }
-}
-
-/// As [`zip_values`] for a function that may fault; stops at the first fault.
-#[inline]
-pub fn try_zip_values<A: Copy, B: Copy, R, E>(
-    a: Operand<'_, A>,
-    b: Operand<'_, B>,
-    mut f: impl FnMut(A, B) -> Result<R, E>,
-) -> Result<Vec<R>, E> {
-    match (a.broadcast, b.broadcast) {
-        (true, false) => {
-            let x = a.values[0];
-            b.values.iter().map(|&y| f(x, y)).collect()
-        }
-        (false, true) => {
-            let y = b.values[0];
-            a.values.iter().map(|&x| f(x, y)).collect()
-        }
-        _ => a
-            .values
-            .iter()
-            .zip(b.values)
-            .map(|(&x, &y)| f(x, y))
-            .collect(),
     }
 }
 
@@ -175,166 +111,8 @@ pub fn broadcast_shape(what: &str, a: &Tensor, b: &Tensor) -> Vec<usize> {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Views of typed buffers.
-
-/// A borrowed run of elements of one scalar type.
-#[derive(Clone, Copy, Debug)]
-pub enum Values<'a> {
-    Bool(&'a [bool]),
-    I32(&'a [i32]),
-    I64(&'a [i64]),
-    Usize(&'a [u64]),
-    F32(&'a [f32]),
-    F64(&'a [f64]),
-}
-
-/// A mutably borrowed run of elements of one scalar type.
-#[derive(Debug)]
-pub enum ValuesMut<'a> {
-    Bool(&'a mut [bool]),
-    I32(&'a mut [i32]),
-    I64(&'a mut [i64]),
-    Usize(&'a mut [u64]),
-    F32(&'a mut [f32]),
-    F64(&'a mut [f64]),
-}
-
-macro_rules! each_values {
-    ($enum:ident, $v:expr, |$x:ident| $body:expr) => {
-        match $v {
-            $enum::Bool($x) => $body,
-            $enum::I32($x) => $body,
-            $enum::I64($x) => $body,
-            $enum::Usize($x) => $body,
-            $enum::F32($x) => $body,
-            $enum::F64($x) => $body,
-        }
-    };
-}
-
-impl<'a> Values<'a> {
-    /// The elements `range` of `data`.
-    pub fn of(data: &'a Data, range: std::ops::Range<usize>) -> Values<'a> {
-        match data {
-            Data::Bool(v) => Values::Bool(&v[range]),
-            Data::I32(v) => Values::I32(&v[range]),
-            Data::I64(v) => Values::I64(&v[range]),
-            Data::Usize(v) => Values::Usize(&v[range]),
-            Data::F32(v) => Values::F32(&v[range]),
-            Data::F64(v) => Values::F64(&v[range]),
-        }
-    }
-
-    /// Every element of `data`.
-    pub fn all(data: &'a Data) -> Values<'a> {
-        Values::of(data, 0..data.len())
-    }
-
-    pub fn len(&self) -> usize {
-        each_values!(Values, self, |x| x.len())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    pub fn ty(&self) -> ScalarType {
-        match self {
-            Values::Bool(_) => ScalarType::Bool,
-            Values::I32(_) => ScalarType::I32,
-            Values::I64(_) => ScalarType::I64,
-            Values::Usize(_) => ScalarType::Usize,
-            Values::F32(_) => ScalarType::F32,
-            Values::F64(_) => ScalarType::F64,
-        }
-    }
-
-    /// The elements `range` of this view.
-    pub fn slice(self, range: std::ops::Range<usize>) -> Values<'a> {
-        match self {
-            Values::Bool(v) => Values::Bool(&v[range]),
-            Values::I32(v) => Values::I32(&v[range]),
-            Values::I64(v) => Values::I64(&v[range]),
-            Values::Usize(v) => Values::Usize(&v[range]),
-            Values::F32(v) => Values::F32(&v[range]),
-            Values::F64(v) => Values::F64(&v[range]),
-        }
-    }
-}
-
-impl<'a> ValuesMut<'a> {
-    /// The elements `range` of `data`.
-    pub fn of(data: &'a mut Data, range: std::ops::Range<usize>) -> ValuesMut<'a> {
-        match data {
-            Data::Bool(v) => ValuesMut::Bool(&mut v[range]),
-            Data::I32(v) => ValuesMut::I32(&mut v[range]),
-            Data::I64(v) => ValuesMut::I64(&mut v[range]),
-            Data::Usize(v) => ValuesMut::Usize(&mut v[range]),
-            Data::F32(v) => ValuesMut::F32(&mut v[range]),
-            Data::F64(v) => ValuesMut::F64(&mut v[range]),
-        }
-    }
-
-    /// Every element of `data`.
-    pub fn all(data: &'a mut Data) -> ValuesMut<'a> {
-        let n = data.len();
-        ValuesMut::of(data, 0..n)
-    }
-
-    pub fn len(&self) -> usize {
-        each_values!(ValuesMut, self, |x| x.len())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Splits into the first `mid` elements and the rest.
-    pub fn split_at(self, mid: usize) -> (ValuesMut<'a>, ValuesMut<'a>) {
-        match self {
-            ValuesMut::Bool(v) => {
-                let (a, b) = v.split_at_mut(mid);
-                (ValuesMut::Bool(a), ValuesMut::Bool(b))
-            }
-            ValuesMut::I32(v) => {
-                let (a, b) = v.split_at_mut(mid);
-                (ValuesMut::I32(a), ValuesMut::I32(b))
-            }
-            ValuesMut::I64(v) => {
-                let (a, b) = v.split_at_mut(mid);
-                (ValuesMut::I64(a), ValuesMut::I64(b))
-            }
-            ValuesMut::Usize(v) => {
-                let (a, b) = v.split_at_mut(mid);
-                (ValuesMut::Usize(a), ValuesMut::Usize(b))
-            }
-            ValuesMut::F32(v) => {
-                let (a, b) = v.split_at_mut(mid);
-                (ValuesMut::F32(a), ValuesMut::F32(b))
-            }
-            ValuesMut::F64(v) => {
-                let (a, b) = v.split_at_mut(mid);
-                (ValuesMut::F64(a), ValuesMut::F64(b))
-            }
-        }
-    }
-
-    /// A shorter reborrow of the elements `range`.
-    pub fn slice(&mut self, range: std::ops::Range<usize>) -> ValuesMut<'_> {
-        match self {
-            ValuesMut::Bool(v) => ValuesMut::Bool(&mut v[range]),
-            ValuesMut::I32(v) => ValuesMut::I32(&mut v[range]),
-            ValuesMut::I64(v) => ValuesMut::I64(&mut v[range]),
-            ValuesMut::Usize(v) => ValuesMut::Usize(&mut v[range]),
-            ValuesMut::F32(v) => ValuesMut::F32(&mut v[range]),
-            ValuesMut::F64(v) => ValuesMut::F64(&mut v[range]),
-        }
-    }
-}
-
-/// An operand of a batched elementwise operation: elements, and whether the
-/// one element pairs with every element of the other operands.
+/// An operand of an elementwise operation on views: elements, and whether
+/// the one element pairs with every element of the other operands.
 #[derive(Clone, Copy, Debug)]
 pub struct DataOperand<'a> {
     pub values: Values<'a>,
@@ -364,27 +142,6 @@ impl<'a> DataOperand<'a> {
     }
 }
 
-/// The zero (false) of a scalar type.
-fn zero_of(ty: ScalarType) -> Scalar {
-    Scalar::zero(ty)
-}
-
-/// Makes `data` a buffer of `len` elements of type `ty`, keeping its
-/// allocation when the type already matches (the elements are unspecified;
-/// new ones are zero). Allocates only when the type changes or the
-/// capacity is short.
-pub fn ensure_len(data: &mut Data, ty: ScalarType, len: usize) {
-    match (data, ty) {
-        (Data::Bool(v), ScalarType::Bool) => v.resize(len, false),
-        (Data::I32(v), ScalarType::I32) => v.resize(len, 0),
-        (Data::I64(v), ScalarType::I64) => v.resize(len, 0),
-        (Data::Usize(v), ScalarType::Usize) => v.resize(len, 0),
-        (Data::F32(v), ScalarType::F32) => v.resize(len, 0.0),
-        (Data::F64(v), ScalarType::F64) => v.resize(len, 0.0),
-        (data, ty) => *data = Data::filled(zero_of(ty), len),
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Unary operations.
 
@@ -398,7 +155,7 @@ pub fn unary_result_type(op: UnaryOp, ty: ScalarType) -> ScalarType {
 
 /// A unary elementwise operation; the result has the operand's shape.
 pub fn unary(op: UnaryOp, x: &Tensor) -> Tensor {
-    let mut out = Data::filled(zero_of(unary_result_type(op, x.elem_type())), x.len());
+    let mut out = Data::filled(Scalar::zero(unary_result_type(op, x.elem_type())), x.len());
     unary_into(op, Values::all(&x.data), ValuesMut::all(&mut out));
     Tensor::new(x.shape.clone(), out)
 }
@@ -439,14 +196,8 @@ fn float_predicate_into<F: Float>(op: UnaryOp, v: &[F], out: &mut [bool]) {
     }
 }
 
-/// A unary operation on integers of one type (`neg`, `not`, `abs`).
-pub fn integer_unary<T: Integer>(op: UnaryOp, v: &[T]) -> Vec<T> {
-    let mut out = vec![T::ZERO; v.len()];
-    integer_unary_into(op, v, &mut out);
-    out
-}
-
-/// As [`integer_unary`], into `out` (of `v`'s length).
+/// A unary operation on integers of one type (`neg`, `not`, `abs`), into
+/// `out` (of `v`'s length).
 pub fn integer_unary_into<T: Integer>(op: UnaryOp, v: &[T], out: &mut [T]) {
     match op {
         UnaryOp::Neg => map_into(v, out, scalar::int_neg),
@@ -456,14 +207,8 @@ pub fn integer_unary_into<T: Integer>(op: UnaryOp, v: &[T], out: &mut [T]) {
     }
 }
 
-/// A unary operation on floats of one type whose result is of the same type.
-pub fn float_unary<F: Float>(op: UnaryOp, v: &[F]) -> Vec<F> {
-    let mut out = vec![F::ZERO; v.len()];
-    float_unary_into(op, v, &mut out);
-    out
-}
-
-/// As [`float_unary`], into `out` (of `v`'s length). The one place that
+/// A unary operation on floats of one type whose result is of the same
+/// type, into `out` (of `v`'s length). The one place that
 /// says how each float unary operation is computed.
 pub fn float_unary_into<F: Float>(op: UnaryOp, v: &[F], out: &mut [F]) {
     match op {
@@ -501,7 +246,7 @@ pub fn float_unary_into<F: Float>(op: UnaryOp, v: &[F], out: &mut [F]) {
 pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor, Fault> {
     let shape = broadcast_shape(binary_name(op), a, b);
     let len = shape.iter().product();
-    let mut out = Data::filled(zero_of(a.elem_type()), len);
+    let mut out = Data::filled(Scalar::zero(a.elem_type()), len);
     binary_into(
         op,
         DataOperand::of(a),
@@ -586,14 +331,7 @@ fn binary_name(op: BinaryOp) -> &'static str {
     autobatch_ir::Prim::Binary(op).name()
 }
 
-/// `&`, `|`, `^` on `bool`.
-pub fn bool_binary(op: BinaryOp, a: Operand<'_, bool>, b: Operand<'_, bool>) -> Vec<bool> {
-    let mut out = vec![false; paired_len(&a, &b)];
-    bool_binary_into(op, a, b, &mut out);
-    out
-}
-
-/// As [`bool_binary`], into `out`.
+/// `&`, `|`, `^` on `bool`, into `out`.
 pub fn bool_binary_into(
     op: BinaryOp,
     a: Operand<'_, bool>,
@@ -608,18 +346,7 @@ pub fn bool_binary_into(
     }
 }
 
-/// A binary operation on two integers of one type.
-pub fn integer_binary<T: Integer>(
-    op: BinaryOp,
-    a: Operand<'_, T>,
-    b: Operand<'_, T>,
-) -> Result<Vec<T>, Fault> {
-    let mut out = vec![T::ZERO; paired_len(&a, &b)];
-    integer_binary_into(op, a, b, &mut out)?;
-    Ok(out)
-}
-
-/// As [`integer_binary`], into `out`.
+/// A binary operation on two integers of one type, into `out`.
 pub fn integer_binary_into<T: Integer>(
     op: BinaryOp,
     a: Operand<'_, T>,
@@ -647,14 +374,7 @@ pub fn integer_binary_into<T: Integer>(
     Ok(())
 }
 
-/// A binary operation on two floats of one type.
-pub fn float_binary<F: Float>(op: BinaryOp, a: Operand<'_, F>, b: Operand<'_, F>) -> Vec<F> {
-    let mut out = vec![F::ZERO; paired_len(&a, &b)];
-    float_binary_into(op, a, b, &mut out);
-    out
-}
-
-/// As [`float_binary`], into `out`.
+/// A binary operation on two floats of one type, into `out`.
 pub fn float_binary_into<F: Float>(
     op: BinaryOp,
     a: Operand<'_, F>,
@@ -743,18 +463,7 @@ pub fn compare_into(op: CompareOp, a: DataOperand<'_>, b: DataOperand<'_>, out: 
     }
 }
 
-/// A comparison of two operands of one type, elementwise.
-pub fn compare_values<T: PartialOrd + Copy>(
-    op: CompareOp,
-    a: Operand<'_, T>,
-    b: Operand<'_, T>,
-) -> Vec<bool> {
-    let mut out = vec![false; paired_len(&a, &b)];
-    compare_into_typed(op, a, b, &mut out);
-    out
-}
-
-/// As [`compare_values`], into `out`.
+/// A comparison of two operands of one type, elementwise, into `out`.
 pub fn compare_into_typed<T: PartialOrd + Copy>(
     op: CompareOp,
     a: Operand<'_, T>,
@@ -776,7 +485,7 @@ pub fn compare_into_typed<T: PartialOrd + Copy>(
 
 /// Elementwise conversion to `to`, as Rust's `as` (see [`crate::scalar`]).
 pub fn cast(to: ScalarType, x: &Tensor) -> Tensor {
-    let mut out = Data::filled(zero_of(to), x.len());
+    let mut out = Data::filled(Scalar::zero(to), x.len());
     cast_into(Values::all(&x.data), ValuesMut::all(&mut out));
     Tensor::new(x.shape.clone(), out)
 }
@@ -784,13 +493,6 @@ pub fn cast(to: ScalarType, x: &Tensor) -> Tensor {
 /// `out[k] = x[k] as (out's type)`.
 pub fn cast_into(x: Values<'_>, out: ValuesMut<'_>) {
     each_values!(Values, x, |v| cast_values_into(v, out))
-}
-
-/// The elements `v` converted to `to`.
-pub fn cast_values<T: CastScalar>(to: ScalarType, v: &[T]) -> Data {
-    let mut out = Data::filled(zero_of(to), v.len());
-    cast_values_into(v, ValuesMut::all(&mut out));
-    out
 }
 
 /// The elements `v` converted to `out`'s type, into `out`.
@@ -826,7 +528,7 @@ pub fn select(cond: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
             cond.shape, a.shape
         ));
     }
-    let mut out = Data::filled(zero_of(a.elem_type()), a.len());
+    let mut out = Data::filled(Scalar::zero(a.elem_type()), a.len());
     select_into(
         Operand::of(cond, conditions),
         Values::all(&a.data),
@@ -864,16 +566,8 @@ pub fn select_into(
     typed!(Bool, I32, I64, Usize, F32, F64)
 }
 
-/// Elementwise choice: `if_true[k]` where `conditions[k]`, else `if_false[k]`.
-pub fn select_values<T: Copy>(conditions: &[bool], if_true: &[T], if_false: &[T]) -> Vec<T> {
-    conditions
-        .iter()
-        .zip(if_true.iter().zip(if_false))
-        .map(|(&c, (&t, &f))| if c { t } else { f })
-        .collect()
-}
-
-/// As [`select_values`], into `out`.
+/// Elementwise choice: `if_true[k]` where `conditions[k]`, else
+/// `if_false[k]`, into `out`.
 pub fn select_values_into<T: Copy>(
     conditions: &[bool],
     if_true: &[T],
@@ -886,6 +580,112 @@ pub fn select_values_into<T: Copy>(
     {
         *o = if c { t } else { f };
     }
+}
+
+// ---------------------------------------------------------------------------
+// Batched forms: one operation on a column of rows.
+
+/// Runs an elementwise operation on the rows of `out`: in one call over all
+/// rows when every operand pairs element by element with the flat result
+/// (a column of the result's row length) or is one shared scalar; else row
+/// by row, an operand whose row is shorter than the result's (a per-member
+/// scalar, a shared scalar) broadcast within the row. Operands from
+/// `arrays_from` on (the alternatives of `select`) are never broadcast.
+fn on_rows<'a, const N: usize, E>(
+    operands: [Rows<'a>; N],
+    arrays_from: usize,
+    out: RowsMut<'_>,
+    mut f: impl FnMut([DataOperand<'a>; N], ValuesMut<'_>) -> Result<(), E>,
+) -> Result<(), E> {
+    let RowsMut {
+        mut values,
+        rows,
+        row_len,
+    } = out;
+    let any_column = operands.iter().any(|o| !o.is_shared());
+    let flat = (any_column || rows * row_len <= 1)
+        && operands.iter().enumerate().all(|(k, o)| match *o {
+            Rows::Column { row_len: n, .. } => n == row_len,
+            Rows::Shared(v) => k < arrays_from && v.len() == 1,
+        });
+    if flat {
+        let operands = operands.map(|o| match o {
+            Rows::Column { values, .. } => DataOperand::array(values),
+            Rows::Shared(values) => DataOperand::scalar(values),
+        });
+        return f(operands, values);
+    }
+    for r in 0..rows {
+        let operands = operands.map(|o| {
+            let values = o.row(r);
+            DataOperand {
+                values,
+                broadcast: values.len() != row_len,
+            }
+        });
+        f(operands, values.slice(r * row_len..(r + 1) * row_len))?;
+    }
+    Ok(())
+}
+
+fn infallible(done: Result<(), Infallible>) {
+    match done {
+        Ok(()) => {}
+        Err(never) => match never {},
+    }
+}
+
+/// [`unary_into`] on every row of `x`.
+pub fn unary_rows(op: UnaryOp, x: Rows<'_>, out: RowsMut<'_>) {
+    infallible(on_rows([x], 1, out, |[x], o| {
+        unary_into(op, x.values, o);
+        Ok(())
+    }))
+}
+
+/// [`binary_into`] on every row; faults as it does.
+pub fn binary_rows(op: BinaryOp, a: Rows<'_>, b: Rows<'_>, out: RowsMut<'_>) -> Result<(), Fault> {
+    on_rows([a, b], 2, out, |[a, b], o| binary_into(op, a, b, o))
+}
+
+/// [`compare_into`] on every row, into a `bool` result.
+pub fn compare_rows(op: CompareOp, a: Rows<'_>, b: Rows<'_>, out: RowsMut<'_>) {
+    infallible(on_rows([a, b], 2, out, |[a, b], o| {
+        let ValuesMut::Bool(o) = o else {
+            internal_error(format!("a comparison into a {} buffer", o.ty()))
+        };
+        compare_into(op, a, b, o);
+        Ok(())
+    }))
+}
+
+/// [`cast_into`] on every row, into `out`'s type.
+pub fn cast_rows(x: Rows<'_>, out: RowsMut<'_>) {
+    infallible(on_rows([x], 1, out, |[x], o| {
+        cast_into(x.values, o);
+        Ok(())
+    }))
+}
+
+/// [`select_into`] on every row: a per-row (or shared) scalar condition
+/// chooses a whole alternative, an array condition element by element.
+pub fn select_rows(cond: Rows<'_>, if_true: Rows<'_>, if_false: Rows<'_>, out: RowsMut<'_>) {
+    infallible(on_rows(
+        [cond, if_true, if_false],
+        1,
+        out,
+        |[c, t, f], o| {
+            let Values::Bool(values) = c.values else {
+                internal_error(format!("select on a {} condition", c.values.ty()))
+            };
+            let cond = Operand {
+                values,
+                broadcast: c.broadcast,
+            };
+            select_into(cond, t.values, f.values, o);
+            Ok(())
+        },
+    ))
 }
 
 #[cfg(test)]

@@ -1,12 +1,20 @@
 //! Primitives that build or take apart arrays without computing on their
 //! elements: `fill` (`[x; N]`), `stack` (`[a, b, c]`), `index` (`a[i]`) and
-//! `index_set` (`a[i] = v`, which makes an updated copy).
+//! `index_set` (`a[i] = v`, which makes an updated copy, or updates in place
+//! when the old array is not needed any more).
+//!
+//! Each exists as a batched form on a column of rows (`*_rows`, what a
+//! backend runs) and as a tensor form for one member, which is the batched
+//! form on one row (the updates: [`set_items`] on one row), so the two
+//! cannot differ. Every indexed write goes through one `set_item`, every
+//! index through [`position`].
 //!
 //! An index may be of any integer type. A negative index, or one not below
 //! the length of the outermost axis, faults with `index_out_of_bounds`.
 
-use autobatch_types::{Data, Tensor};
+use autobatch_types::{Data, Scalar, Tensor};
 
+use crate::buffer::{copy, Rows, RowsMut, Typed, Values, ValuesMut};
 use crate::{internal_error, Fault};
 
 /// `[x; count]`: an array of `count` copies of `x` (a scalar or an array).
@@ -14,8 +22,13 @@ pub fn fill(count: usize, x: &Tensor) -> Tensor {
     let mut shape = Vec::with_capacity(x.shape.len() + 1);
     shape.push(count);
     shape.extend_from_slice(&x.shape);
-    let data = map_same_type!(&x.data, |values| values.repeat(count));
-    Tensor::new(shape, data)
+    let mut out = Data::filled(Scalar::zero(x.elem_type()), count * x.len());
+    fill_rows(
+        Rows::Shared(Values::all(&x.data)),
+        count,
+        RowsMut::one(ValuesMut::all(&mut out)),
+    );
+    Tensor::new(shape, out)
 }
 
 /// `[x0, ..., xn-1]`: the items, all of one shape and type, as one array.
@@ -26,7 +39,6 @@ pub fn stack(items: &[&Tensor]) -> Tensor {
     let mut shape = Vec::with_capacity(first.shape.len() + 1);
     shape.push(items.len());
     shape.extend_from_slice(&first.shape);
-    let mut data = Data::with_capacity(first.elem_type(), first.len() * items.len());
     for item in items {
         if item.shape != first.shape || item.elem_type() != first.elem_type() {
             internal_error(format!(
@@ -37,32 +49,36 @@ pub fn stack(items: &[&Tensor]) -> Tensor {
                 item.shape
             ));
         }
-        data.extend_from(&item.data, 0..item.len());
     }
-    Tensor::new(shape, data)
+    let operands: Vec<Rows<'_>> = items
+        .iter()
+        .map(|t| Rows::Shared(Values::all(&t.data)))
+        .collect();
+    let mut out = Data::filled(Scalar::zero(first.elem_type()), first.len() * items.len());
+    stack_rows(&operands, RowsMut::one(ValuesMut::all(&mut out)));
+    Tensor::new(shape, out)
 }
 
 /// The value of an integer index operand, exactly (it may be negative).
 pub fn index_value(index: &Tensor) -> i128 {
-    match &index.data {
-        Data::I32(v) if v.len() == 1 => v[0] as i128,
-        Data::I64(v) if v.len() == 1 => v[0] as i128,
-        Data::Usize(v) if v.len() == 1 => v[0] as i128,
-        other => internal_error(format!(
+    if index.len() != 1 {
+        internal_error(format!(
             "an index is an integer scalar, got {} values of {}",
-            other.len(),
-            other.ty()
-        )),
+            index.len(),
+            index.elem_type()
+        ));
     }
+    Values::all(&index.data).integer(0)
 }
 
-/// `index` as a position in `0..length`, or the fault of an index out of bounds.
-pub fn checked_index(index: &Tensor, length: usize) -> Result<usize, Fault> {
-    let value = index_value(index);
-    if value >= 0 && value < length as i128 {
-        Ok(value as usize)
+/// An index of value `index` as a position in `0..length`, or the fault of
+/// an index out of bounds.
+#[inline]
+pub fn position(index: i128, length: usize) -> Result<usize, Fault> {
+    if index >= 0 && index < length as i128 {
+        Ok(index as usize)
     } else {
-        Err(Fault::index_out_of_bounds(value, length))
+        Err(Fault::index_out_of_bounds(index, length))
     }
 }
 
@@ -77,16 +93,20 @@ fn item_size(array: &Tensor) -> usize {
 /// `array[index]`: an element, or a sub-array for a multi-dimensional array.
 pub fn index(array: &Tensor, index: &Tensor) -> Result<Tensor, Fault> {
     let size = item_size(array);
-    let position = checked_index(index, array.shape[0])?;
-    let mut data = Data::with_capacity(array.elem_type(), size);
-    data.extend_from(&array.data, position * size..(position + 1) * size);
-    Ok(Tensor::new(array.shape[1..].to_vec(), data))
+    let mut out = Data::filled(Scalar::zero(array.elem_type()), size);
+    index_rows(
+        Rows::Shared(Values::all(&array.data)),
+        Rows::Shared(Values::all(&index.data)),
+        array.shape[0],
+        RowsMut::one(ValuesMut::all(&mut out)),
+    )?;
+    Ok(Tensor::new(array.shape[1..].to_vec(), out))
 }
 
 /// A copy of `array` with `array[index] = value`.
 pub fn index_set(array: &Tensor, index: &Tensor, value: &Tensor) -> Result<Tensor, Fault> {
     // Check before copying, so that a fault costs no copy.
-    checked_index(index, *array.shape.first().unwrap_or(&0))?;
+    position(index_value(index), *array.shape.first().unwrap_or(&0))?;
     let mut updated = array.clone();
     index_set_in_place(&mut updated, index, value)?;
     Ok(updated)
@@ -96,28 +116,135 @@ pub fn index_set(array: &Tensor, index: &Tensor, value: &Tensor) -> Result<Tenso
 /// when the old value of the array is not needed any more. On a fault,
 /// `array` is unchanged.
 pub fn index_set_in_place(array: &mut Tensor, index: &Tensor, value: &Tensor) -> Result<(), Fault> {
-    let size = item_size(array);
-    let position = checked_index(index, array.shape[0])?;
+    item_size(array);
     if value.shape[..] != array.shape[1..] {
         internal_error(format!(
             "index_set: a value of shape {:?} in an array of shape {:?}",
             value.shape, array.shape
         ));
     }
-    let range = position * size..(position + 1) * size;
-    match (&mut array.data, &value.data) {
-        (Data::Bool(a), Data::Bool(v)) => a[range].copy_from_slice(v),
-        (Data::I32(a), Data::I32(v)) => a[range].copy_from_slice(v),
-        (Data::I64(a), Data::I64(v)) => a[range].copy_from_slice(v),
-        (Data::Usize(a), Data::Usize(v)) => a[range].copy_from_slice(v),
-        (Data::F32(a), Data::F32(v)) => a[range].copy_from_slice(v),
-        (Data::F64(a), Data::F64(v)) => a[range].copy_from_slice(v),
-        (a, v) => internal_error(format!(
-            "index_set: a {} value in a {} array",
-            v.ty(),
-            a.ty()
-        )),
+    let length = array.shape[0];
+    set_items(
+        Rows::Shared(Values::all(&index.data)),
+        Rows::Shared(Values::all(&value.data)),
+        length,
+        &[0],
+        RowsMut::one(ValuesMut::all(&mut array.data)),
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Batched forms: one operation on a column of rows.
+
+/// `[x; count]` of each row of `x` into `out` (`count` items per row).
+pub fn fill_rows(x: Rows<'_>, count: usize, out: RowsMut<'_>) {
+    fn each<T: Copy>(x: Typed<'_, T>, count: usize, rows: usize, out: &mut [T]) {
+        let size = x.row_len * count;
+        if size == 0 {
+            return;
+        }
+        for (r, o) in out.chunks_exact_mut(size).take(rows).enumerate() {
+            let item = x.row(r);
+            if item.len() == 1 {
+                o.fill(item[0]);
+            } else {
+                for copy in o.chunks_exact_mut(item.len()) {
+                    copy.copy_from_slice(item);
+                }
+            }
+        }
     }
+    let rows = out.rows;
+    with_same_type!("fill", x.values(), out.values, |v, o| each(
+        Typed::of(x, v),
+        count,
+        rows,
+        o
+    ))
+}
+
+/// `[x0, ..., xn-1]` of each row of the items into `out` (items of equal
+/// length, one after another in each row).
+pub fn stack_rows(items: &[Rows<'_>], mut out: RowsMut<'_>) {
+    let Some(item) = out.row_len.checked_div(items.len()) else {
+        internal_error("stack of no items".to_string())
+    };
+    for k in 0..out.rows {
+        for (j, operand) in items.iter().enumerate() {
+            copy(operand.row(k), out.row(k).slice(j * item..(j + 1) * item));
+        }
+    }
+}
+
+/// `array[index]` of each row: `length` items of `out.row_len` elements in
+/// each row of `array`, an integer scalar per row in `index`. Stops at the
+/// first row whose index is out of bounds.
+pub fn index_rows(
+    array: Rows<'_>,
+    index: Rows<'_>,
+    length: usize,
+    mut out: RowsMut<'_>,
+) -> Result<(), Fault> {
+    let item = out.row_len;
+    for k in 0..out.rows {
+        let p = position(index.row(k).integer(0), length)?;
+        copy(array.row(k).slice(p * item..(p + 1) * item), out.row(k));
+    }
+    Ok(())
+}
+
+/// `array[index] = value` of each row, into a copy: `out` row `k` is row `k`
+/// of `array` (`length` items of `value`'s row length) with the item at the
+/// row's index replaced ([`set_item`]). Stops at the first row whose index
+/// is out of bounds.
+pub fn index_set_rows(
+    array: Rows<'_>,
+    index: Rows<'_>,
+    value: Rows<'_>,
+    length: usize,
+    mut out: RowsMut<'_>,
+) -> Result<(), Fault> {
+    for k in 0..out.rows {
+        copy(array.row(k), out.row(k));
+        set_item(index.row(k), value.row(k), length, out.row(k))?;
+    }
+    Ok(())
+}
+
+/// `array[index] = value` in place, for each row `r` of `rows` of the column
+/// `array` (`length` items of `value`'s row length per row; `index` and
+/// `value` are read at row `r` too): only the item is written
+/// ([`set_item`]), so filling an array element by element costs the
+/// elements written. Every row's index is checked first: on a fault nothing
+/// is written.
+pub fn set_items(
+    index: Rows<'_>,
+    value: Rows<'_>,
+    length: usize,
+    rows: &[u32],
+    mut array: RowsMut<'_>,
+) -> Result<(), Fault> {
+    for &r in rows {
+        position(index.row(r as usize).integer(0), length)?;
+    }
+    for &r in rows {
+        let r = r as usize;
+        set_item(index.row(r), value.row(r), length, array.row(r))?;
+    }
+    Ok(())
+}
+
+/// `row[index] = value` in one array row of `length` items of `value.len()`
+/// elements: the one place that writes an indexed item.
+fn set_item(
+    index: Values<'_>,
+    value: Values<'_>,
+    length: usize,
+    mut row: ValuesMut<'_>,
+) -> Result<(), Fault> {
+    let item = value.len();
+    let p = position(index.integer(0), length)?;
+    copy(value, row.slice(p * item..(p + 1) * item));
     Ok(())
 }
 

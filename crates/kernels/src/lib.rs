@@ -1,43 +1,38 @@
-//! The meaning of every IR primitive ([`Prim`]) on the values of one member.
+//! The meaning of every IR primitive ([`Prim`]), for one member and for a
+//! column of members at once.
 //!
 //! Following wasmi's habit, the meaning of each operation is one pure
 //! function, and executors only dispatch: [`eval`] takes a primitive and its
-//! operand tensors and returns the result tensor or a [`Fault`]. The layers:
+//! operand tensors for one member and returns the result tensor or a
+//! [`Fault`]; [`Backend`] (implemented by [`Cpu`]) runs each operation on a
+//! column of rows, one row per member, for the batched engine. The layers:
 //!
 //! - [`scalar`]: each elementwise operation on one scalar, per type
-//!   (wrapping integers, `std` floats, Rust's `as`). Batched kernels reuse
-//!   these functions so that every strategy computes bit-identical values.
-//! - [`elementwise`], [`reduce`], [`linalg`], [`layout`]: the same operations
-//!   on tensors (broadcasting, reductions, products, indexing).
-//! - [`rng`]: the per-member random streams.
+//!   (wrapping integers, `std` floats, Rust's `as`).
+//! - [`buffer`]: typed views of buffers, the operands of batched operations
+//!   (a column of rows or a shared value) and the moves of rows.
+//! - [`elementwise`], [`reduce`], [`linalg`], [`layout`]: the operations on
+//!   tensors (broadcasting, reductions, products, indexing), each as a
+//!   batched form on rows (`*_rows`) and a form for one member built on the
+//!   same core (often the batched form on one row), so that the reference
+//!   executor and the batched engine cannot compute different bits.
+//! - [`rng`]: the per-member random streams, and draws for many members.
 //! - [`vmath`], [`gemm`]: the vectorized transcendental functions and the
 //!   products, for one member or for many at once (slices of a batch), with
 //!   one fixed evaluation order per output element on every CPU path.
+//! - [`backend`]: the seam under the batched engine.
 //!
 //! Architecture Invariant: this crate knows nothing of control flow (blocks,
-//! calls, stacks), of executors or batching, and of syntax. It sees one
-//! primitive applied to the values of one member; where an error happened in
-//! the source is the executor's business (a [`Fault`] carries no location).
+//! calls, stacks), of executors, and of syntax. It sees one primitive
+//! applied to the values of one member, or of a column of members that it
+//! computes row by row alike; which rows, and where an error happened in
+//! the source, are the executor's business (a [`Fault`] carries no
+//! location). A broken invariant (operands the verifier rules out) panics
+//! with an internal error (`internal_error`).
 
 use autobatch_ir::Prim;
 use autobatch_types::{Data, Dim, ErrorKind, Scalar, ScalarType, Tensor};
 use std::fmt;
-
-/// Dispatches on the element type of one buffer, keeping the type:
-/// `$body` sees the elements as the slice `$values` and yields a `Vec` of
-/// the same element type.
-macro_rules! map_same_type {
-    ($data:expr, |$values:ident| $body:expr) => {
-        match $data {
-            Data::Bool($values) => Data::Bool($body),
-            Data::I32($values) => Data::I32($body),
-            Data::I64($values) => Data::I64($body),
-            Data::Usize($values) => Data::Usize($body),
-            Data::F32($values) => Data::F32($body),
-            Data::F64($values) => Data::F64($body),
-        }
-    };
-}
 
 /// Dispatches on the common element type of two buffers, keeping the type;
 /// two buffers of different types are an internal error (the IR verifier
@@ -61,6 +56,9 @@ macro_rules! map_same_type_pair {
     };
 }
 
+#[macro_use]
+pub mod buffer;
+pub mod backend;
 pub mod elementwise;
 pub mod gemm;
 pub mod layout;
@@ -70,6 +68,7 @@ pub mod rng;
 pub mod scalar;
 pub mod vmath;
 
+pub use backend::{Backend, Cpu};
 pub use rng::MemberRng;
 
 /// An error that stops the member that executed the primitive. The executor
@@ -137,8 +136,8 @@ pub struct PrimContext<'a> {
 ///
 /// The operands must have the types the IR verifier accepts for `prim`, and
 /// array shapes must agree with them; anything else is a bug in the caller
-/// and panics with an internal error. Nothing a user program computes can
-/// make this function panic.
+/// and panics with an internal error (`internal_error`). Nothing a user
+/// program computes can make this function panic.
 pub fn eval(
     prim: &Prim,
     args: &[&Tensor],
@@ -272,10 +271,16 @@ pub(crate) fn scalar_f64(t: &Tensor) -> f64 {
 /// Reports a broken invariant: operands that the IR verifier (or the binding
 /// of symbolic dimensions before a run) should have ruled out. Never the
 /// consequence of a value a program computes.
+///
+/// It panics, with the message and (through `track_caller`) the place in
+/// this crate: an executor's run is the boundary that turns such a panic
+/// into an internal error of the run (`autobatch_exec::ExecError::Internal`),
+/// without a backtrace; an error value threaded through every kernel would
+/// cost a branch per call and still miss what Rust itself checks.
 #[cold]
 #[track_caller]
 pub(crate) fn internal_error(message: String) -> ! {
-    panic!("internal error in autobatch-kernels: {message}")
+    panic!("internal error: {message}")
 }
 
 #[cfg(test)]

@@ -10,9 +10,10 @@
 //! increasing order of the summed index with the [`Ring`] operations
 //! (wrapping on integers, `or`/`and` on `bool`).
 
-use autobatch_types::{Data, Tensor};
+use autobatch_types::{Data, Scalar, Tensor};
 
-use crate::gemm;
+use crate::buffer::{Rows, RowsMut, Typed, Values, ValuesMut};
+use crate::gemm::{self, GemmFloat};
 use crate::internal_error;
 use crate::scalar::Ring;
 
@@ -55,6 +56,18 @@ pub trait Product: Ring {
             }
         }
     }
+
+    /// `out[i * b.len() + j] = a[i] * b[j]`.
+    fn outer_slices(a: &[Self], b: &[Self], out: &mut [Self]) {
+        if b.is_empty() {
+            return;
+        }
+        for (&x, row) in a.iter().zip(out.chunks_exact_mut(b.len())) {
+            for (o, &y) in row.iter_mut().zip(b) {
+                *o = x.ring_mul(y);
+            }
+        }
+    }
 }
 
 impl Product for bool {}
@@ -80,6 +93,9 @@ macro_rules! impl_product_float {
                 out: &mut [Self],
             ) {
                 gemm::matmul_into(a, b, rows, inner, cols, out)
+            }
+            fn outer_slices(a: &[Self], b: &[Self], out: &mut [Self]) {
+                gemm::outer_into(a, b, out)
             }
         }
     };
@@ -122,24 +138,13 @@ pub fn matmul_values<T: Product>(
     out
 }
 
-/// The transpose of `m` (`rows x cols`, row-major): `cols x rows`.
-pub fn transpose_values<T: Copy>(m: &[T], rows: usize, cols: usize) -> Vec<T> {
-    let mut out = Vec::with_capacity(rows * cols);
-    for j in 0..cols {
-        for i in 0..rows {
-            out.push(m[i * cols + j]);
+/// `out` (`k x m`) = the transpose of `x` (`m x k`, row-major).
+pub fn transpose_into<T: Copy>(x: &[T], m: usize, k: usize, out: &mut [T]) {
+    for i in 0..m {
+        for j in 0..k {
+            out[j * m + i] = x[i * k + j];
         }
     }
-    out
-}
-
-/// `out[i][j] = a[i] * b[j]`.
-pub fn outer_values<T: Ring>(a: &[T], b: &[T]) -> Vec<T> {
-    let mut out = Vec::with_capacity(a.len() * b.len());
-    for &x in a {
-        out.extend(b.iter().map(|&y| x.ring_mul(y)));
-    }
-    out
 }
 
 fn require_shape(what: &str, t: &Tensor, rank: usize) {
@@ -202,21 +207,183 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Tensor {
     Tensor::new(vec![rows, cols], data)
 }
 
-/// `m: [M, K]` transposed: `[K, M]`.
+/// `m: [M, K]` transposed: `[K, M]`; [`transpose_rows`] on one row.
 pub fn transpose(m: &Tensor) -> Tensor {
     require_shape("transpose", m, 2);
     let (rows, cols) = (m.shape[0], m.shape[1]);
-    let data = map_same_type!(&m.data, |x| transpose_values(x, rows, cols));
-    Tensor::new(vec![cols, rows], data)
+    let mut out = Data::filled(Scalar::zero(m.elem_type()), m.len());
+    transpose_rows(
+        Rows::Shared(Values::all(&m.data)),
+        rows,
+        cols,
+        RowsMut::one(ValuesMut::all(&mut out)),
+    );
+    Tensor::new(vec![cols, rows], out)
 }
 
-/// `a: [M]` and `b: [K]`: `[M, K]` with `a[i] * b[j]`.
+/// `a: [M]` and `b: [K]`: `[M, K]` with `a[i] * b[j]`; [`outer_rows`] on one row.
 pub fn outer(a: &Tensor, b: &Tensor) -> Tensor {
     require_shape("outer", a, 1);
     require_shape("outer", b, 1);
     let shape = vec![a.shape[0], b.shape[0]];
-    let data = map_same_type_pair!("outer", &a.data, &b.data, |x, y| outer_values(x, y));
-    Tensor::new(shape, data)
+    let mut out = Data::filled(Scalar::zero(a.elem_type()), a.len() * b.len());
+    outer_rows(
+        Rows::Shared(Values::all(&a.data)),
+        Rows::Shared(Values::all(&b.data)),
+        RowsMut::one(ValuesMut::all(&mut out)),
+    );
+    Tensor::new(shape, out)
+}
+
+// ---------------------------------------------------------------------------
+// Batched forms: one operation on a column of rows.
+
+/// The transpose of each row of `x` (an `m x k` matrix) into `out`.
+pub fn transpose_rows(x: Rows<'_>, m: usize, k: usize, out: RowsMut<'_>) {
+    fn each<T: Copy>(x: &[T], shared: bool, m: usize, k: usize, rows: usize, out: &mut [T]) {
+        let size = m * k;
+        for (r, o) in out.chunks_exact_mut(size).take(rows).enumerate() {
+            let row = if shared {
+                x
+            } else {
+                &x[r * size..(r + 1) * size]
+            };
+            transpose_into(row, m, k, o);
+        }
+    }
+    if m * k == 0 {
+        return;
+    }
+    let (shared, rows) = (x.is_shared(), out.rows);
+    with_same_type!("transpose", x.values(), out.values, |x, o| each(
+        x, shared, m, k, rows, o
+    ))
+}
+
+/// The outer product of each row of `a` (`m` elements) with the same row
+/// of `b` (`k`), into `out` (`m * k` per row). Floats use
+/// [`gemm::outer_into`], other types the [`Ring`] product, as [`outer`] does.
+pub fn outer_rows(a: Rows<'_>, b: Rows<'_>, out: RowsMut<'_>) {
+    fn each<T: Product>(a: Typed<'_, T>, b: Typed<'_, T>, rows: usize, out: &mut [T]) {
+        let size = a.row_len * b.row_len;
+        for r in 0..rows {
+            T::outer_slices(a.row(r), b.row(r), &mut out[r * size..(r + 1) * size]);
+        }
+    }
+    let rows = out.rows;
+    match (a.values(), b.values(), out.values) {
+        (Values::Bool(x), Values::Bool(y), ValuesMut::Bool(o)) => {
+            each(Typed::of(a, x), Typed::of(b, y), rows, o)
+        }
+        (Values::I32(x), Values::I32(y), ValuesMut::I32(o)) => {
+            each(Typed::of(a, x), Typed::of(b, y), rows, o)
+        }
+        (Values::I64(x), Values::I64(y), ValuesMut::I64(o)) => {
+            each(Typed::of(a, x), Typed::of(b, y), rows, o)
+        }
+        (Values::Usize(x), Values::Usize(y), ValuesMut::Usize(o)) => {
+            each(Typed::of(a, x), Typed::of(b, y), rows, o)
+        }
+        (Values::F32(x), Values::F32(y), ValuesMut::F32(o)) => {
+            each(Typed::of(a, x), Typed::of(b, y), rows, o)
+        }
+        (Values::F64(x), Values::F64(y), ValuesMut::F64(o)) => {
+            each(Typed::of(a, x), Typed::of(b, y), rows, o)
+        }
+        (x, y, _) => internal_error(format!("outer of {} and {}", x.ty(), y.ty())),
+    }
+}
+
+/// Which product of [`product_rows`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProductOp {
+    Dot,
+    Matvec,
+    Vecmat,
+    Matmul,
+}
+
+/// The dimensions of a product: `m x k` times `k x p` (a vector is `1 x k`
+/// on the left, `k x 1` on the right).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dims {
+    pub m: usize,
+    pub k: usize,
+    pub p: usize,
+}
+
+/// A float product for every row of `out` (`m * p` elements each): `a` and
+/// `b` are columns of rows, or one shared value (ONE batched product of the
+/// shared matrix with every row). Every kernel called gives each output
+/// element the bits the per-member product ([`dot`], [`matvec`], [`vecmat`],
+/// [`matmul`]) gives it.
+pub fn product_rows(op: ProductOp, dims: Dims, a: Rows<'_>, b: Rows<'_>, out: RowsMut<'_>) {
+    let shared = [a.is_shared(), b.is_shared()];
+    let n = out.rows;
+    match (a.values(), b.values(), out.values) {
+        (Values::F32(a), Values::F32(b), ValuesMut::F32(out)) => {
+            float_product(op, dims, shared, a, b, n, out)
+        }
+        (Values::F64(a), Values::F64(b), ValuesMut::F64(out)) => {
+            float_product(op, dims, shared, a, b, n, out)
+        }
+        (a, b, _) => internal_error(format!(
+            "{op:?}: a batched product of {} and {}",
+            a.ty(),
+            b.ty()
+        )),
+    }
+}
+
+/// `n` rows of a float product: `a` and `b` hold `n` rows each, or one
+/// shared value; `out` has `n` rows of `m * p` elements.
+fn float_product<T: GemmFloat>(
+    op: ProductOp,
+    Dims { m, k, p }: Dims,
+    shared: [bool; 2],
+    a: &[T],
+    b: &[T],
+    n: usize,
+    out: &mut [T],
+) {
+    match (op, shared) {
+        // dot(a, b) == dot(b, a) bit for bit: the products commute.
+        (ProductOp::Dot, [false, false]) => gemm::dot_rows_into(a, b, k, n, out),
+        (ProductOp::Dot, [true, false]) => gemm::matvec_into(a, 1, k, b, n, out),
+        (ProductOp::Dot, [false, true]) => gemm::matvec_into(b, 1, k, a, n, out),
+        (ProductOp::Matvec, [true, false]) => gemm::matvec_into(a, m, k, b, n, out),
+        (ProductOp::Matvec, [false, false]) => gemm::matvec_batched_into(a, m, k, b, n, out),
+        (ProductOp::Matvec, [false, true]) => {
+            for r in 0..n {
+                gemm::matvec_into(
+                    &a[r * m * k..(r + 1) * m * k],
+                    m,
+                    k,
+                    b,
+                    1,
+                    &mut out[r * m..(r + 1) * m],
+                );
+            }
+        }
+        (ProductOp::Vecmat, [false, true]) => gemm::vecmat_into(a, b, n, k, p, out),
+        (ProductOp::Vecmat, [false, false]) => gemm::vecmat_batched_into(a, b, n, k, p, out),
+        (ProductOp::Vecmat, [true, false]) => {
+            for r in 0..n {
+                gemm::vecmat_into(
+                    a,
+                    &b[r * k * p..(r + 1) * k * p],
+                    1,
+                    k,
+                    p,
+                    &mut out[r * p..(r + 1) * p],
+                );
+            }
+        }
+        (ProductOp::Matmul, [true, false]) => gemm::matmul_shared_a_into(a, b, n, m, k, p, out),
+        (ProductOp::Matmul, [false, true]) => gemm::matmul_shared_b_into(a, b, n, m, k, p, out),
+        (ProductOp::Matmul, [false, false]) => gemm::matmul_batched_into(a, b, n, m, k, p, out),
+        _ => internal_error(format!("{op:?} with operands shared {shared:?}")),
+    }
 }
 
 #[cfg(test)]

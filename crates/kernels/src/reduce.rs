@@ -27,50 +27,95 @@
 //!   the softmax of an empty array is empty.
 
 use autobatch_ir::ReduceOp;
-use autobatch_types::{Data, Scalar, Tensor};
+use autobatch_types::{Data, Scalar, ScalarType, Tensor};
 
+use crate::buffer::{Rows, RowsMut, Values, ValuesMut};
 use crate::internal_error;
 use crate::scalar::{Float, Integer, MaybeNan};
 
-/// Applies a reduction to a 1-D array, giving a scalar.
-pub fn reduce(op: ReduceOp, x: &Tensor) -> Tensor {
-    if x.shape.len() != 1 {
-        internal_error(format!(
-            "reductions take a 1-D array, got shape {:?}",
-            x.shape
-        ));
+/// The element type of `op` applied to elements of type `ty`.
+pub fn reduce_result_type(op: ReduceOp, ty: ScalarType) -> ScalarType {
+    match op {
+        ReduceOp::Argmax | ReduceOp::Argmin => ScalarType::Usize,
+        _ => ty,
     }
-    let result = match op {
-        ReduceOp::Argmax => Scalar::Usize(index_to_u64(match &x.data {
-            Data::Bool(v) => argmax(v),
-            Data::I32(v) => argmax(v),
-            Data::I64(v) => argmax(v),
-            Data::Usize(v) => argmax(v),
-            Data::F32(v) => argmax(v),
-            Data::F64(v) => argmax(v),
-        })),
-        ReduceOp::Argmin => Scalar::Usize(index_to_u64(match &x.data {
-            Data::Bool(v) => argmin(v),
-            Data::I32(v) => argmin(v),
-            Data::I64(v) => argmin(v),
-            Data::Usize(v) => argmin(v),
-            Data::F32(v) => argmin(v),
-            Data::F64(v) => argmin(v),
-        })),
-        _ => match &x.data {
-            Data::I32(v) => Scalar::I32(integer_reduce(op, v)),
-            Data::I64(v) => Scalar::I64(integer_reduce(op, v)),
-            Data::Usize(v) => Scalar::Usize(integer_reduce(op, v)),
-            Data::F32(v) => Scalar::F32(float_reduce(op, v)),
-            Data::F64(v) => Scalar::F64(float_reduce(op, v)),
-            Data::Bool(_) => internal_error(format!("{op:?} is not defined on bool")),
-        },
-    };
-    Tensor::scalar(result)
 }
 
-fn index_to_u64(index: usize) -> u64 {
-    index as u64
+/// Applies a reduction to a 1-D array, giving a scalar: [`reduce_rows`] on
+/// one row.
+pub fn reduce(op: ReduceOp, x: &Tensor) -> Tensor {
+    require_vector("reductions", x);
+    let mut out = Data::filled(Scalar::zero(reduce_result_type(op, x.elem_type())), 1);
+    reduce_rows(
+        op,
+        Rows::Shared(Values::all(&x.data)),
+        RowsMut::one(ValuesMut::all(&mut out)),
+    );
+    Tensor::scalar(out.get(0))
+}
+
+fn require_vector(what: &str, x: &Tensor) {
+    if x.shape.len() != 1 {
+        internal_error(format!("{what} take a 1-D array, got shape {:?}", x.shape));
+    }
+}
+
+/// Each row's reduction (the rows of `x`, 1-D) into `out`, one element per
+/// row, of the type [`reduce_result_type`] gives.
+pub fn reduce_rows(op: ReduceOp, x: Rows<'_>, out: RowsMut<'_>) {
+    fn each<T: Copy, R>(x: &[T], row_len: usize, out: &mut [R], f: impl Fn(&[T]) -> R) {
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = f(&x[k * row_len..(k + 1) * row_len]);
+        }
+    }
+    fn position<T: MaybeNan>(op: ReduceOp, x: &[T], row_len: usize, out: &mut [u64]) {
+        if op == ReduceOp::Argmax {
+            each(x, row_len, out, |row| argmax(row) as u64)
+        } else {
+            each(x, row_len, out, |row| argmin(row) as u64)
+        }
+    }
+    fn integer<T: Integer>(op: ReduceOp, x: &[T], row_len: usize, out: &mut [T]) {
+        each(x, row_len, out, |row| integer_reduce(op, row))
+    }
+    let row_len = x.row_len();
+    let values = x.values();
+    if out.row_len != 1 || out.rows.checked_mul(row_len) != Some(values.len()) {
+        internal_error(format!(
+            "{op:?} of {} elements in rows of {row_len} into {} rows of {}",
+            values.len(),
+            out.rows,
+            out.row_len
+        ));
+    }
+    if matches!(op, ReduceOp::Argmax | ReduceOp::Argmin) {
+        let ValuesMut::Usize(out) = out.values else {
+            internal_error(format!("{op:?} into a {} buffer", out.values.ty()))
+        };
+        return each_values!(Values, values, |v| position(op, v, row_len, out));
+    }
+    match (values, out.values) {
+        (Values::F32(v), ValuesMut::F32(o)) => float_rows_into(op, v, row_len, o),
+        (Values::F64(v), ValuesMut::F64(o)) => float_rows_into(op, v, row_len, o),
+        (Values::I32(v), ValuesMut::I32(o)) => integer(op, v, row_len, o),
+        (Values::I64(v), ValuesMut::I64(o)) => integer(op, v, row_len, o),
+        (Values::Usize(v), ValuesMut::Usize(o)) => integer(op, v, row_len, o),
+        (x, o) => internal_error(format!("{op:?} of {} into {}", x.ty(), o.ty())),
+    }
+}
+
+/// `sum`, `mean`, `max`, `min` or `logsumexp` of each row of `x`.
+fn float_rows_into<F: Float>(op: ReduceOp, x: &[F], row_len: usize, out: &mut [F]) {
+    match op {
+        ReduceOp::Sum => sum_rows_into(x, row_len, out),
+        ReduceOp::Mean => mean_rows_into(x, row_len, out),
+        ReduceOp::Max => max_rows_into(x, row_len, out),
+        ReduceOp::Min => min_rows_into(x, row_len, out),
+        ReduceOp::LogSumExp => logsumexp_rows_into(x, row_len, out),
+        ReduceOp::Argmax | ReduceOp::Argmin => {
+            internal_error(format!("{op:?} does not give a float"))
+        }
+    }
 }
 
 /// `sum`, `max` or `min` of integers.
@@ -80,20 +125,6 @@ pub fn integer_reduce<T: Integer>(op: ReduceOp, v: &[T]) -> T {
         ReduceOp::Max => v.iter().copied().fold(T::MIN, Ord::max),
         ReduceOp::Min => v.iter().copied().fold(T::MAX, Ord::min),
         _ => internal_error(format!("{op:?} is not defined on integers")),
-    }
-}
-
-/// `sum`, `mean`, `max`, `min` or `logsumexp` of floats.
-pub fn float_reduce<F: Float>(op: ReduceOp, v: &[F]) -> F {
-    match op {
-        ReduceOp::Sum => float_sum(v),
-        ReduceOp::Mean => float_mean(v),
-        ReduceOp::Max => float_max(v),
-        ReduceOp::Min => float_min(v),
-        ReduceOp::LogSumExp => logsumexp(v),
-        ReduceOp::Argmax | ReduceOp::Argmin => {
-            internal_error(format!("{op:?} does not give a float"))
-        }
     }
 }
 
@@ -164,20 +195,25 @@ pub fn logsumexp<F: Float>(v: &[F]) -> F {
     m + F::lane_sum_exp(v, m).ln()
 }
 
-/// The softmax of a 1-D float array.
+/// The softmax of a 1-D float array: [`softmax_rows`] on one row.
 pub fn softmax(x: &Tensor) -> Tensor {
-    if x.shape.len() != 1 {
-        internal_error(format!(
-            "softmax takes a 1-D array, got shape {:?}",
-            x.shape
-        ));
+    require_vector("softmax", x);
+    let mut out = Data::filled(Scalar::zero(x.elem_type()), x.len());
+    softmax_rows(
+        Rows::Shared(Values::all(&x.data)),
+        RowsMut::one(ValuesMut::all(&mut out)),
+    );
+    Tensor::new(x.shape.clone(), out)
+}
+
+/// The softmax of each (1-D, float) row of `x` into `out`.
+pub fn softmax_rows(x: Rows<'_>, out: RowsMut<'_>) {
+    let row_len = x.row_len();
+    match (x.values(), out.values) {
+        (Values::F32(x), ValuesMut::F32(out)) => softmax_rows_into(x, row_len, out),
+        (Values::F64(x), ValuesMut::F64(out)) => softmax_rows_into(x, row_len, out),
+        (x, _) => internal_error(format!("softmax needs floats, got {}", x.ty())),
     }
-    let data = match &x.data {
-        Data::F32(v) => Data::F32(softmax_values(v)),
-        Data::F64(v) => Data::F64(softmax_values(v)),
-        other => internal_error(format!("softmax needs floats, got {}", other.ty())),
-    };
-    Tensor::new(x.shape.clone(), data)
 }
 
 /// `exp(x - m) / sum(exp(x - m))` with `m` the largest element.

@@ -10,6 +10,8 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
+use crate::buffer::{Rows, RowsMut, Values, ValuesMut};
+use crate::internal_error;
 use crate::scalar::Float;
 
 /// The random stream of one member. Cloning it forks the stream (both copies
@@ -81,6 +83,101 @@ impl MemberRng {
     pub fn normal_into<F: Float>(&mut self, out: &mut [F]) {
         for o in out {
             *o = F::from_f64(self.normal());
+        }
+    }
+}
+
+/// A random primitive, for [`draw_rows`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Draw {
+    /// `uniform()`: one `f64` from U\[0, 1) per row.
+    Uniform,
+    /// `normal()`: one `f64` from N(0, 1) per row.
+    Normal,
+    /// `bernoulli(p)`: one `bool` per row, `p` an `f64` per row or shared.
+    Bernoulli,
+    /// `uniform_like(x)`: a row of U\[0, 1) draws in the row's float type.
+    UniformLike,
+    /// `normal_like(x)`: a row of N(0, 1) draws in the row's float type.
+    NormalLike,
+}
+
+/// The random streams of a batch, by row: row `r` draws from
+/// `rngs[member_of(r)]`.
+pub struct Streams<'a> {
+    pub rngs: &'a mut [MemberRng],
+    pub member_of: &'a dyn Fn(u32) -> usize,
+}
+
+impl Streams<'_> {
+    /// The stream row `r` draws from.
+    #[inline]
+    pub fn of(&mut self, r: u32) -> &mut MemberRng {
+        &mut self.rngs[(self.member_of)(r)]
+    }
+}
+
+/// Each row `r` of `rows` draws from its member's stream into row `r` of
+/// `out` (the whole column; the other rows are left alone), in the order
+/// the per-member primitives draw: what `uniform()`, `normal()`,
+/// `bernoulli(p)` (`p` read at row `r`), `uniform_like(x)` and
+/// `normal_like(x)` give that member.
+pub fn draw_rows(
+    draw: Draw,
+    p: Option<Rows<'_>>,
+    rows: &[u32],
+    streams: &mut Streams<'_>,
+    out: RowsMut<'_>,
+) {
+    let n = out.row_len;
+    match (draw, out.values) {
+        (Draw::Uniform, ValuesMut::F64(out)) if n == 1 => {
+            for &r in rows {
+                out[r as usize] = streams.of(r).uniform();
+            }
+        }
+        (Draw::Normal, ValuesMut::F64(out)) if n == 1 => {
+            for &r in rows {
+                out[r as usize] = streams.of(r).normal();
+            }
+        }
+        (Draw::Bernoulli, ValuesMut::Bool(out)) if n == 1 => {
+            let Some(p) = p else {
+                internal_error("bernoulli without its probability".to_string())
+            };
+            for &r in rows {
+                let Values::F64(&[p]) = p.row(r as usize) else {
+                    internal_error(format!("bernoulli of a {} probability", p.ty()))
+                };
+                out[r as usize] = streams.of(r).bernoulli(p);
+            }
+        }
+        (Draw::UniformLike, ValuesMut::F32(out)) => like_rows(rows, streams, n, out, true),
+        (Draw::UniformLike, ValuesMut::F64(out)) => like_rows(rows, streams, n, out, true),
+        (Draw::NormalLike, ValuesMut::F32(out)) => like_rows(rows, streams, n, out, false),
+        (Draw::NormalLike, ValuesMut::F64(out)) => like_rows(rows, streams, n, out, false),
+        (draw, out) => internal_error(format!(
+            "{draw:?} into rows of {n} elements of {}",
+            out.ty()
+        )),
+    }
+}
+
+/// `uniform_like` (or `normal_like`) into each row of `rows`.
+fn like_rows<F: Float>(
+    rows: &[u32],
+    streams: &mut Streams<'_>,
+    n: usize,
+    out: &mut [F],
+    uniform: bool,
+) {
+    for &r in rows {
+        let row = &mut out[r as usize * n..(r as usize + 1) * n];
+        let rng = streams.of(r);
+        if uniform {
+            rng.uniform_into(row);
+        } else {
+            rng.normal_into(row);
         }
     }
 }

@@ -1,28 +1,31 @@
 //! Runs one primitive for a set of active rows: the shared core of the
 //! batching strategies.
 //!
-//! Every value computed here is computed by the `kernels` crate, the same
-//! functions the reference executor calls (for floats those functions give
-//! each output element the same bits whatever else is computed with it), so
-//! a member gets bit-identical results whatever strategy, lanes mode, batch
-//! composition or thread count runs it. This module only decides *which
-//! rows* are computed, *how they are laid out* and *which thread* computes
-//! them:
+//! The engine plans and dispatches; it computes nothing itself. Every value
+//! is computed, and every element moved, by a [`Backend`] (the kernels of
+//! `autobatch-kernels` on the CPU, [`autobatch_kernels::Cpu`]), whose
+//! batched forms give each output element the bits the reference
+//! executor's per-member kernels give it, so a member gets bit-identical
+//! results whatever strategy, lanes mode, batch composition or thread count
+//! runs it. This module only decides *which rows* are computed, *how they
+//! are laid out* and *which thread* computes them:
 //!
 //! - an operation whose operands are all invariant (and that draws no random
 //!   number) is computed once; its result goes to an invariant slot, or is
 //!   broadcast to the active rows;
 //! - elementwise operations, reductions, products, indexing, `fill`,
 //!   `transpose`, `outer`, array literals and random draws (each row from
-//!   its member's stream) run as typed loops or batched kernel calls over a
-//!   flat buffer of rows: all rows of the columns under [`LaneMode::Mask`]
-//!   (then only the active rows are kept), or the active rows gathered into
-//!   a dense buffer and scattered back under [`LaneMode::Compact`]. A product
-//!   of a shared (invariant) matrix with per-member vectors is ONE call of
-//!   the kernels' batched product over those rows;
+//!   its member's stream) run as one batched backend call over a flat buffer
+//!   of rows: all rows of the columns under [`LaneMode::Mask`] (then only
+//!   the active rows are kept), or the active rows gathered into a dense
+//!   buffer and scattered back under [`LaneMode::Compact`]. A product of a
+//!   shared (invariant) matrix with per-member vectors is ONE product over
+//!   those rows (`plan` picks the batched form, `Kind::run` is the table
+//!   from a form to its backend call);
 //! - what remains (integer products, operands of shapes the batched forms
-//!   do not take) runs row by row on the active rows only, as does any
-//!   operation that faulted in a batched form (to find exactly which rows fault).
+//!   do not take) runs row by row on the active rows only, through
+//!   [`Backend::eval`], as does any operation that faulted in a batched form
+//!   (to find exactly which rows fault).
 //!
 //! The [`Engine`] keeps its buffers from step to step: a result is computed
 //! into a spare buffer that is then swapped with the destination column's
@@ -40,14 +43,16 @@
 use std::ops::Range;
 
 use autobatch_ir::{Prim, ReduceOp};
-use autobatch_kernels::elementwise::{
-    self as ew, ensure_len, DataOperand, Operand, Values, ValuesMut,
-};
-use autobatch_kernels::scalar::{Float, Integer, MaybeNan};
-use autobatch_kernels::{self as kernels, gemm, reduce, Fault, MemberRng, PrimContext};
+use autobatch_kernels::backend::Backend;
+use autobatch_kernels::buffer::{Rows, RowsMut, Values, ValuesMut};
+use autobatch_kernels::elementwise::unary_result_type;
+use autobatch_kernels::linalg::{Dims, ProductOp};
+use autobatch_kernels::rng::{Draw, Streams};
+use autobatch_kernels::{dim_length, Fault, MemberRng, PrimContext};
 use autobatch_types::{Data, Scalar, ScalarType, Tensor};
 
-use super::storage::{self, copy_into, Slot};
+use super::storage::{Column, Slot};
+use crate::internal::internal_error;
 
 /// How an elementwise operation treats inactive rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -127,11 +132,13 @@ const PARALLEL_WORK: usize = 1 << 16;
 /// The most operands a batched path handles (`select` has three).
 const MAX_ARGS: usize = 3;
 
-/// The state the engine keeps for a whole run: spare buffers and the
-/// worker threads.
-pub struct Engine {
-    /// Buffers not in use, of any type and capacity; reused by later operations.
-    spare: Vec<Data>,
+/// The state the engine keeps for a whole run: the backend, spare buffers
+/// and the worker threads.
+pub struct Engine<'b> {
+    backend: &'b dyn Backend,
+    /// Buffers not in use, of any type, with their capacities; reused by
+    /// later operations.
+    spare: Vec<(Data, usize)>,
     pool: Option<rayon::ThreadPool>,
     threads: usize,
     /// See [`Engine::remember_statics`].
@@ -140,15 +147,18 @@ pub struct Engine {
     static_in: Vec<Option<u32>>,
 }
 
-impl Engine {
-    /// An engine splitting large operations between `threads` threads
-    /// (1: everything on the calling thread).
-    pub fn new(threads: usize) -> Engine {
+impl<'b> Engine<'b> {
+    /// An engine computing on `backend`, splitting large operations between
+    /// `threads` threads (1: everything on the calling thread).
+    pub fn new(backend: &'b dyn Backend, threads: usize) -> Engine<'b> {
         let threads = threads.max(1);
+        // The workers' panics are the run's internal errors.
+        let run = crate::internal::current_run();
         let pool = if threads > 1 {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .thread_name(|i| format!("autobatch-worker-{i}"))
+                .start_handler(move |_| crate::internal::capture_for(run))
                 .build()
                 .ok()
         } else {
@@ -156,6 +166,7 @@ impl Engine {
         };
         let threads = if pool.is_some() { threads } else { 1 };
         Engine {
+            backend,
             spare: Vec::new(),
             pool,
             threads,
@@ -167,30 +178,31 @@ impl Engine {
     /// A buffer of `len` elements of type `ty` (contents unspecified),
     /// reusing a spare one when there is one of that type.
     fn take(&mut self, ty: ScalarType, len: usize) -> Data {
-        let mut best: Option<usize> = None;
-        for (i, d) in self.spare.iter().enumerate() {
+        let mut best: Option<(usize, usize)> = None;
+        for (i, (d, cap)) in self.spare.iter().enumerate() {
             if d.ty() == ty {
-                let cap = capacity(d);
-                if cap >= len {
-                    best = Some(i);
+                if *cap >= len {
+                    best = Some((i, *cap));
                     break;
                 }
-                if best.is_none_or(|b| capacity(&self.spare[b]) < cap) {
-                    best = Some(i);
+                if best.is_none_or(|(_, c)| c < *cap) {
+                    best = Some((i, *cap));
                 }
             }
         }
         let mut data = match best {
-            Some(i) => self.spare.swap_remove(i),
-            None => Data::with_capacity(ty, len),
+            Some((i, _)) => self.spare.swap_remove(i).0,
+            // Empty: the backend allocates it.
+            None => Data::with_capacity(ty, 0),
         };
-        ensure_len(&mut data, ty, len);
+        self.backend.resize(&mut data, ty, len);
         data
     }
 
     /// Gives a buffer back for reuse.
     fn give(&mut self, data: Data) {
-        self.spare.push(data);
+        let capacity = self.backend.capacity(&data);
+        self.spare.push((data, capacity));
     }
 
     /// Lets the engine remember which invariant slots hold which static, so
@@ -212,11 +224,9 @@ impl Engine {
         member_of: &dyn Fn(u32) -> usize,
         faults: &mut Vec<(u32, Fault)>,
     ) {
-        if !self.track_statics {
-            return self.run_prim_untracked(exec, slots, env, rngs, member_of, faults);
-        }
-        let Some(dst) = exec.dst else {
-            return self.run_prim_untracked(exec, slots, env, rngs, member_of, faults);
+        let mut streams = Streams { rngs, member_of };
+        let (true, Some(dst)) = (self.track_statics, exec.dst) else {
+            return self.run_prim_untracked(exec, slots, env, &mut streams, faults);
         };
         if self.static_in.len() < slots.len() {
             self.static_in.resize(slots.len(), None);
@@ -232,7 +242,7 @@ impl Engine {
             // The slot still holds that static: statics never change.
             return;
         }
-        self.run_prim_untracked(exec, slots, env, rngs, member_of, faults);
+        self.run_prim_untracked(exec, slots, env, &mut streams, faults);
         self.static_in[dst] = loaded.filter(|_| matches!(slots[dst], Slot::Invariant(Some(_))));
     }
 
@@ -241,16 +251,15 @@ impl Engine {
         exec: &PrimExecution<'_>,
         slots: &mut [Slot],
         env: &SharedEnv<'_>,
-        rngs: &mut [MemberRng],
-        member_of: &dyn Fn(u32) -> usize,
+        streams: &mut Streams<'_>,
         faults: &mut Vec<(u32, Fault)>,
     ) {
         let prim = exec.prim;
-        let Some(first_row) = exec.rows.first() else {
+        let Some(&first_row) = exec.rows.first() else {
             return;
         };
         if prim.is_random() {
-            if self.random_scalars(exec, slots, rngs, member_of) {
+            if self.draw(exec, slots, streams) {
                 return;
             }
         } else {
@@ -261,16 +270,15 @@ impl Engine {
             if all_invariant {
                 // Non-random primitives never read a stream; one is passed
                 // only because the kernels' context holds one.
-                let unused_rng = &mut rngs[member_of(*first_row)];
-                self.run_once(exec, slots, env, unused_rng, faults);
+                self.run_once(exec, slots, env, streams.of(first_row), faults);
                 return;
             }
             if let Prim::Copy = prim {
-                copy_rows(exec, slots);
+                self.copy_prim(exec, slots);
                 return;
             }
             if let Prim::IndexSet = prim {
-                if index_set_in_place(exec, slots) {
+                if self.set_items_in_place(exec, slots) {
                     return;
                 }
             }
@@ -278,7 +286,7 @@ impl Engine {
                 return;
             }
         }
-        run_row_by_row(exec, slots, env, rngs, member_of, faults);
+        self.run_row_by_row(exec, slots, env, streams, faults);
     }
 
     /// A primitive with invariant operands: computed once.
@@ -299,26 +307,18 @@ impl Engine {
             _ => None,
         };
         if let (Some(value), Some(dst)) = (scalar, exec.dst) {
-            match &mut slots[dst] {
-                Slot::Invariant(Some(t)) => {
-                    t.shape.clear();
-                    ensure_len(&mut t.data, value.ty(), 1);
-                    set_scalar(&mut t.data, 0, value);
-                }
-                Slot::Invariant(v) => *v = Some(Tensor::scalar(value)),
-                Slot::Column(c) => fill_scalar_rows(&mut c.data, value, exec.rows),
-            }
+            self.write_scalar(&mut slots[dst], value, exec.rows);
             return;
         }
         if let (Prim::LoadStatic(id), Some(dst)) = (exec.prim, exec.dst) {
             if let Some(value) = env.statics.get(id.0 as usize) {
-                assign(&mut slots[dst], value, exec.rows);
+                assign(self.backend, &mut slots[dst], value, exec.rows);
                 return;
             }
         }
-        if is_elementwise(exec.prim) && exec.args.len() <= MAX_ARGS {
-            if let Some(dst) = exec.dst {
-                self.elementwise_once(exec, slots, dst, faults);
+        if let (Some(kind), Some(dst)) = (Kind::elementwise(exec.prim), exec.dst) {
+            if exec.args.len() <= MAX_ARGS {
+                self.elementwise_once(kind, exec, slots, dst, faults);
                 return;
             }
         }
@@ -328,56 +328,67 @@ impl Engine {
             symbols: env.symbols,
             rng: unused_rng,
         };
-        match kernels::eval(exec.prim, &args, &mut ctx) {
+        match self.backend.eval(exec.prim, &args, &mut ctx) {
             Err(fault) => faults.extend(exec.rows.iter().map(|r| (*r, fault.clone()))),
             Ok(None) => {}
             Ok(Some(value)) => {
                 if let Some(dst) = exec.dst {
-                    assign(&mut slots[dst], &value, exec.rows);
+                    assign(self.backend, &mut slots[dst], &value, exec.rows);
                 }
             }
         }
     }
 
-    /// An elementwise operation on invariant operands, into a reused buffer.
+    /// Writes the scalar `value` to an invariant slot (reusing its buffer)
+    /// or to the active rows of a column.
+    fn write_scalar(&mut self, slot: &mut Slot, value: Scalar, rows: &[u32]) {
+        let backend = self.backend;
+        match slot {
+            Slot::Invariant(Some(t)) => {
+                t.shape.clear();
+                backend.resize(&mut t.data, value.ty(), 1);
+                backend.copy(Values::scalar(&value), ValuesMut::all(&mut t.data));
+            }
+            Slot::Invariant(v) => *v = Some(Tensor::scalar(value)),
+            Slot::Column(c) => {
+                backend.broadcast_rows(Values::scalar(&value), rows, ValuesMut::all(&mut c.data))
+            }
+        }
+    }
+
+    /// An elementwise operation on invariant operands, into a reused buffer:
+    /// the batched form on one row of shared operands.
     fn elementwise_once(
         &mut self,
+        kind: Kind,
         exec: &PrimExecution<'_>,
         slots: &mut [Slot],
         dst: usize,
         faults: &mut Vec<(u32, Fault)>,
     ) {
         let arg = |k: usize| invariant(&slots[exec.args[k]]);
-        let ty = elementwise_result_type(exec.prim, arg(0).elem_type(), || arg(1).elem_type());
+        let ty = kind.elementwise_type(exec.prim, arg(0).elem_type(), || arg(1).elem_type());
         // Every array operand has the result's shape; scalars broadcast.
-        let shape_source = exec
+        let shape_slot = exec
             .args
             .iter()
-            .map(|a| invariant(&slots[*a]))
-            .find(|t| !t.is_scalar());
-        let len = shape_source.map_or(1, |t| t.len());
+            .copied()
+            .find(|a| !invariant(&slots[*a]).is_scalar());
+        let len = shape_slot.map_or(1, |a| invariant(&slots[a]).len());
         let mut out = self.take(ty, len);
         let outcome = {
-            let mut operands = [None; MAX_ARGS];
+            let mut operands = [Rows::NONE; MAX_ARGS];
             for (k, a) in exec.args.iter().enumerate() {
-                let t = invariant(&slots[*a]);
-                operands[k] = Some(DataOperand {
-                    values: Values::all(&t.data),
-                    broadcast: t.is_scalar(),
-                });
+                operands[k] = Rows::Shared(Values::all(&invariant(&slots[*a]).data));
             }
-            apply_elementwise(exec.prim, &operands, ValuesMut::all(&mut out))
+            let out = RowsMut::new(ValuesMut::all(&mut out), 1, len);
+            kind.run(self.backend, &operands[..exec.args.len()], out)
         };
         if let Err(fault) = outcome {
             self.give(out);
             faults.extend(exec.rows.iter().map(|r| (*r, fault.clone())));
             return;
         }
-        let shape_slot = exec
-            .args
-            .iter()
-            .copied()
-            .find(|a| !invariant(&slots[*a]).is_scalar());
         match shape_slot {
             // The result's shape is that of the array operand `a`.
             Some(a) if a != dst => {
@@ -413,7 +424,8 @@ impl Engine {
             }
             Slot::Invariant(v) => *v = Some(Tensor::new(shape.to_vec(), out)),
             Slot::Column(c) => {
-                fill_rows_from(&mut c.data, &out, rows);
+                self.backend
+                    .broadcast_rows(Values::all(&out), rows, ValuesMut::all(&mut c.data));
                 self.give(out);
             }
         }
@@ -421,91 +433,50 @@ impl Engine {
 
     /// Random draws (`uniform`, `normal`, `bernoulli`, `uniform_like`,
     /// `normal_like`) straight into the active rows, each from its member's
-    /// stream, in the order the kernels draw them; false if the operands do
-    /// not fit this path.
-    fn random_scalars(
+    /// stream; false if the operands do not fit this path.
+    fn draw(
         &mut self,
         exec: &PrimExecution<'_>,
         slots: &mut [Slot],
-        rngs: &mut [MemberRng],
-        member_of: &dyn Fn(u32) -> usize,
+        streams: &mut Streams<'_>,
     ) -> bool {
         let Some(dst) = exec.dst else { return false };
-        match exec.prim {
-            Prim::Uniform | Prim::Normal => {
-                let Slot::Column(c) = &mut slots[dst] else {
-                    return false;
-                };
-                let Data::F64(out) = &mut c.data else {
-                    return false;
-                };
-                if c.row_len != 1 {
-                    return false;
-                }
-                let normal = matches!(exec.prim, Prim::Normal);
-                for &r in exec.rows {
-                    let rng = &mut rngs[member_of(r)];
-                    out[r as usize] = if normal { rng.normal() } else { rng.uniform() };
-                }
-                true
-            }
-            Prim::UniformLike | Prim::NormalLike => {
-                let Slot::Column(c) = &mut slots[dst] else {
-                    return false;
-                };
-                let n = c.row_len;
-                let normal = matches!(exec.prim, Prim::NormalLike);
-                macro_rules! draw {
-                    ($out:expr) => {
-                        for &r in exec.rows {
-                            let row = &mut $out[r as usize * n..(r as usize + 1) * n];
-                            let rng = &mut rngs[member_of(r)];
-                            if normal {
-                                rng.normal_into(row);
-                            } else {
-                                rng.uniform_into(row);
-                            }
-                        }
-                    };
-                }
-                match &mut c.data {
-                    Data::F32(out) => draw!(out),
-                    Data::F64(out) => draw!(out),
+        let (draw, p_slot) = match exec.prim {
+            Prim::Uniform => (Draw::Uniform, None),
+            Prim::Normal => (Draw::Normal, None),
+            Prim::Bernoulli => (Draw::Bernoulli, Some(exec.args[0])),
+            Prim::UniformLike => (Draw::UniformLike, None),
+            Prim::NormalLike => (Draw::NormalLike, None),
+            _ => return false,
+        };
+        let (p, out) = match p_slot {
+            Some(p_slot) if p_slot == dst => return false,
+            Some(p_slot) => {
+                let (p, out) = two_slots(slots, p_slot, dst);
+                match rows_of(p) {
+                    Some(p) if p.ty() == ScalarType::F64 => (Some(p), out),
                     _ => return false,
                 }
-                true
             }
-            Prim::Bernoulli => {
-                let p_slot = exec.args[0];
-                if p_slot == dst {
-                    return false;
-                }
-                let (p, out) = two_slots(slots, p_slot, dst);
-                let Slot::Column(c) = out else { return false };
-                let Data::Bool(out) = &mut c.data else {
-                    return false;
-                };
-                match p {
-                    Slot::Column(pc) => {
-                        let Data::F64(ps) = &pc.data else {
-                            return false;
-                        };
-                        for &r in exec.rows {
-                            out[r as usize] = rngs[member_of(r)].bernoulli(ps[r as usize]);
-                        }
-                    }
-                    Slot::Invariant(Some(t)) => {
-                        let Data::F64(ps) = &t.data else { return false };
-                        for &r in exec.rows {
-                            out[r as usize] = rngs[member_of(r)].bernoulli(ps[0]);
-                        }
-                    }
-                    Slot::Invariant(None) => return false,
-                }
-                true
+            None => (None, &mut slots[dst]),
+        };
+        let Slot::Column(column) = out else {
+            return false;
+        };
+        let fits = match draw {
+            Draw::Uniform | Draw::Normal => {
+                column.data.ty() == ScalarType::F64 && column.row_len == 1
             }
-            _ => false,
+            Draw::Bernoulli => column.data.ty() == ScalarType::Bool && column.row_len == 1,
+            Draw::UniformLike | Draw::NormalLike => column.data.ty().is_float(),
+        };
+        if !fits {
+            return false;
         }
+        let rows = column.rows();
+        let out = RowsMut::new(ValuesMut::all(&mut column.data), rows, column.row_len);
+        self.backend.draw(draw, p, exec.rows, streams, out);
+        true
     }
 
     /// The batched path of every primitive that computes each row from the
@@ -530,49 +501,39 @@ impl Engine {
         let total = exec.total_rows;
         let dense = exec.mode.dense(active, total);
         let n = if dense { total } else { active };
-        // Under compaction, each column operand's active rows, gathered once.
-        let mut gathered: [Option<Data>; MAX_ARGS] = [None, None, None];
-        if !dense {
-            for (k, a) in exec.args.iter().enumerate() {
-                if exec.args[..k].contains(a) {
-                    continue;
-                }
-                if let Slot::Column(c) = &slots[*a] {
-                    let mut buffer = self.take(c.data.ty(), 0);
-                    storage::gather_rows(&mut buffer, &c.data, exec.rows, c.row_len);
-                    gathered[k] = Some(buffer);
-                }
-            }
-        }
+        let gathered = if dense {
+            [None, None, None]
+        } else {
+            self.gather_operands(exec, slots)
+        };
         let mut out = self.take(out_ty, n * out_len);
         let outcome = {
-            let mut srcs: [Option<Src<'_>>; MAX_ARGS] = [None; MAX_ARGS];
+            let mut operands = [Rows::NONE; MAX_ARGS];
             for (k, a) in exec.args.iter().enumerate() {
-                srcs[k] = Some(match &slots[*a] {
-                    Slot::Column(c) => {
-                        let first = exec.args.iter().position(|b| b == a).unwrap_or(k);
-                        let data = match &gathered[first] {
-                            Some(g) => g,
-                            None => &c.data,
-                        };
-                        Src::Col {
-                            data,
-                            row_len: c.row_len,
-                        }
-                    }
-                    Slot::Invariant(Some(t)) => Src::Inv(t),
-                    Slot::Invariant(None) => {
-                        panic!("internal error: reading an unassigned invariant variable")
-                    }
-                });
+                let first = exec.args.iter().position(|b| b == a).unwrap_or(k);
+                operands[k] = match (&slots[*a], &gathered[first]) {
+                    (Slot::Column(c), Some(g)) => Rows::Column {
+                        values: Values::all(g),
+                        row_len: c.row_len,
+                    },
+                    (slot, _) => rows_of(slot).unwrap_or_else(|| {
+                        internal_error("reading an unassigned invariant variable")
+                    }),
+                };
             }
-            let srcs = &srcs[..exec.args.len()];
+            let operands = &operands[..exec.args.len()];
             let work = out_len.max(1) * kind.cost_per_element();
-            self.split_rows(n, out_len, work, ValuesMut::all(&mut out), &|range, out| {
-                kind.run(srcs, range, out_len, out)
+            let out = RowsMut::new(ValuesMut::all(&mut out), n, out_len);
+            let backend = self.backend;
+            self.split_rows(work, out, &|range, out| {
+                let mut sliced = [Rows::NONE; MAX_ARGS];
+                for (s, o) in sliced.iter_mut().zip(operands) {
+                    *s = o.rows(range.clone());
+                }
+                kind.run(backend, &sliced[..operands.len()], out)
             })
         };
-        for buffer in gathered.iter_mut().filter_map(Option::take) {
+        for buffer in gathered.into_iter().flatten() {
             self.give(buffer);
         }
         if outcome.is_err() {
@@ -582,28 +543,56 @@ impl Engine {
         let Slot::Column(dst_column) = &mut slots[dst] else {
             unreachable!("checked above")
         };
+        let (rows, dst_values) = (exec.rows, ValuesMut::all(&mut dst_column.data));
         if dense && active == total {
             std::mem::swap(&mut dst_column.data, &mut out);
         } else if dense {
-            storage::copy_rows(&mut dst_column.data, &out, exec.rows, out_len);
+            self.backend
+                .copy_rows(Values::all(&out), out_len, rows, dst_values);
         } else {
-            storage::scatter_rows(&mut dst_column.data, &out, exec.rows, out_len);
+            self.backend
+                .scatter_rows(Values::all(&out), out_len, rows, dst_values);
         }
         self.give(out);
         true
     }
 
-    /// Runs `f` over rows `0..n` whose results (`row_len` elements each)
-    /// are `out`: in one call, or split into consecutive row ranges between
-    /// the worker threads when the work is large enough.
+    /// Under compaction: each column operand's active rows, gathered once
+    /// (at the position of its first use).
+    fn gather_operands(
+        &mut self,
+        exec: &PrimExecution<'_>,
+        slots: &[Slot],
+    ) -> [Option<Data>; MAX_ARGS] {
+        let mut gathered = [None, None, None];
+        for (k, a) in exec.args.iter().enumerate() {
+            if exec.args[..k].contains(a) {
+                continue;
+            }
+            if let Slot::Column(c) = &slots[*a] {
+                let mut buffer = self.take(c.data.ty(), exec.rows.len() * c.row_len);
+                self.backend.gather_rows(
+                    Values::all(&c.data),
+                    c.row_len,
+                    exec.rows,
+                    ValuesMut::all(&mut buffer),
+                );
+                gathered[k] = Some(buffer);
+            }
+        }
+        gathered
+    }
+
+    /// Runs `f` over the rows of `out`: in one call, or split into
+    /// consecutive row ranges between the worker threads when the work
+    /// (`work_per_row` times the rows) is large enough.
     fn split_rows(
         &self,
-        n: usize,
-        row_len: usize,
         work_per_row: usize,
-        out: ValuesMut<'_>,
+        out: RowsMut<'_>,
         f: &RowsFn<'_>,
     ) -> Result<(), Fault> {
+        let n = out.rows;
         let pieces = match &self.pool {
             Some(_) if n >= 2 && n.saturating_mul(work_per_row) >= PARALLEL_WORK => {
                 self.threads.min(n)
@@ -611,22 +600,173 @@ impl Engine {
             _ => 1,
         };
         match &self.pool {
-            Some(pool) if pieces > 1 => {
-                pool.install(|| split_recursive(0..n, pieces, row_len, out, f))
-            }
+            Some(pool) if pieces > 1 => pool.install(|| split_recursive(0..n, pieces, out, f)),
             _ => f(0..n, out),
+        }
+    }
+
+    /// `x = index_set(x, i, v)` on a column `x`: writes each active row's item
+    /// where it belongs, leaving the rest of the row alone, so that filling an
+    /// array element by element costs the elements written, not the array's
+    /// length each time. False, having written nothing, when the operands do
+    /// not fit this path (the destination is not the array operand, or not a
+    /// column) or some row's index is out of bounds (the general paths then
+    /// report exactly which rows fault).
+    fn set_items_in_place(&mut self, exec: &PrimExecution<'_>, slots: &mut [Slot]) -> bool {
+        let (Some(dst), [array, index, value]) = (exec.dst, exec.args) else {
+            return false;
+        };
+        if *array != dst || *index == dst || *value == dst {
+            return false;
+        }
+        let Slot::Column(column) = &slots[dst] else {
+            return false;
+        };
+        let Some(&length) = column.shape.first() else {
+            return false;
+        };
+        if length == 0 {
+            return false;
+        }
+        let item = column.row_len / length;
+        let ty = column.data.ty();
+        let fits = |slot: &Slot, len: usize, ty: Option<ScalarType>| match rows_of(slot) {
+            Some(rows) => rows.row_len() == len && ty.is_none_or(|ty| rows.ty() == ty),
+            None => false,
+        };
+        if !fits(&slots[*value], item, Some(ty)) || !fits(&slots[*index], 1, None) {
+            return false;
+        }
+        let Slot::Column(mut target) = std::mem::replace(&mut slots[dst], Slot::Invariant(None))
+        else {
+            unreachable!("checked above")
+        };
+        let written = {
+            let (index, value) = (rows_of(&slots[*index]), rows_of(&slots[*value]));
+            let (Some(index), Some(value)) = (index, value) else {
+                unreachable!("checked above")
+            };
+            let (rows, row_len) = (target.rows(), target.row_len);
+            let array = RowsMut::new(ValuesMut::all(&mut target.data), rows, row_len);
+            self.backend
+                .set_items(index, value, length, exec.rows, array)
+                .is_ok()
+        };
+        slots[dst] = Slot::Column(target);
+        written
+    }
+
+    /// `dst = copy(src)`: the active rows of a column, or a shared value.
+    fn copy_prim(&mut self, exec: &PrimExecution<'_>, slots: &mut [Slot]) {
+        let (src, dst) = match (exec.args, exec.dst) {
+            ([src], Some(dst)) => (*src, dst),
+            _ => internal_error("a copy without one operand and a result"),
+        };
+        if src == dst {
+            return;
+        }
+        let backend = self.backend;
+        let (src_slot, dst_slot) = two_slots(slots, src, dst);
+        match (src_slot, dst_slot) {
+            (Slot::Column(s), Slot::Column(d)) => {
+                let (from, to) = (Values::all(&s.data), ValuesMut::all(&mut d.data));
+                if exec.rows.len() == exec.total_rows {
+                    backend.copy(from, to);
+                } else {
+                    backend.copy_rows(from, d.row_len, exec.rows, to);
+                }
+            }
+            (Slot::Invariant(Some(v)), d) => assign(backend, d, v, exec.rows),
+            (Slot::Invariant(None), Slot::Invariant(d)) => *d = None,
+            (Slot::Column(_), Slot::Invariant(_)) | (Slot::Invariant(None), _) => {
+                internal_error("copy between incompatible slots")
+            }
+        }
+    }
+
+    /// The general path: each active row alone, through [`Backend::eval`].
+    fn run_row_by_row(
+        &mut self,
+        exec: &PrimExecution<'_>,
+        slots: &mut [Slot],
+        env: &SharedEnv<'_>,
+        streams: &mut Streams<'_>,
+        faults: &mut Vec<(u32, Fault)>,
+    ) {
+        let backend = self.backend;
+        for &row in exec.rows {
+            let outcome = {
+                let owned: Vec<Option<Tensor>> = exec
+                    .args
+                    .iter()
+                    .map(|a| match &slots[*a] {
+                        Slot::Column(c) => Some(row_value(backend, c, row as usize)),
+                        Slot::Invariant(_) => None,
+                    })
+                    .collect();
+                let operands: Vec<&Tensor> = exec
+                    .args
+                    .iter()
+                    .zip(&owned)
+                    .map(|(a, o)| match o {
+                        Some(t) => t,
+                        None => invariant(&slots[*a]),
+                    })
+                    .collect();
+                let mut ctx = PrimContext {
+                    statics: env.statics,
+                    symbols: env.symbols,
+                    rng: streams.of(row),
+                };
+                backend.eval(exec.prim, &operands, &mut ctx)
+            };
+            match outcome {
+                Err(fault) => faults.push((row, fault)),
+                Ok(None) => {}
+                Ok(Some(value)) => {
+                    let Some(dst) = exec.dst else { continue };
+                    match &mut slots[dst] {
+                        Slot::Column(c) => {
+                            let n = c.row_len;
+                            let r = row as usize;
+                            backend.copy(
+                                Values::all(&value.data),
+                                ValuesMut::of(&mut c.data, r * n..(r + 1) * n),
+                            );
+                        }
+                        // Only a random primitive with invariant operands can get
+                        // here with an invariant result, and the uniformity
+                        // analysis never makes a random result invariant.
+                        Slot::Invariant(_) => {
+                            internal_error("a per-member value into an invariant variable")
+                        }
+                    }
+                }
+            }
         }
     }
 }
 
+/// Row `r` of a column as a tensor of its own, moved by the backend.
+fn row_value(backend: &dyn Backend, column: &Column, r: usize) -> Tensor {
+    let n = column.row_len;
+    let ty = column.data.ty();
+    let mut data = Data::with_capacity(ty, 0);
+    backend.resize(&mut data, ty, n);
+    backend.copy(
+        Values::of(&column.data, r * n..(r + 1) * n),
+        ValuesMut::all(&mut data),
+    );
+    Tensor::new(column.shape.clone(), data)
+}
+
 /// Computes a range of rows into their part of the output.
-type RowsFn<'a> = dyn Fn(Range<usize>, ValuesMut<'_>) -> Result<(), Fault> + Sync + 'a;
+type RowsFn<'a> = dyn Fn(Range<usize>, RowsMut<'_>) -> Result<(), Fault> + Sync + 'a;
 
 fn split_recursive(
     range: Range<usize>,
     pieces: usize,
-    row_len: usize,
-    out: ValuesMut<'_>,
+    out: RowsMut<'_>,
     f: &RowsFn<'_>,
 ) -> Result<(), Fault> {
     if pieces <= 1 || range.len() <= 1 {
@@ -634,210 +774,231 @@ fn split_recursive(
     }
     let left_pieces = pieces / 2;
     let mid = range.start + range.len() * left_pieces / pieces;
-    let (left, right) = out.split_at((mid - range.start) * row_len);
+    let (left, right) = out.split_at(mid - range.start);
     let (a, b) = rayon::join(
-        || split_recursive(range.start..mid, left_pieces, row_len, left, f),
-        || split_recursive(mid..range.end, pieces - left_pieces, row_len, right, f),
+        || split_recursive(range.start..mid, left_pieces, left, f),
+        || split_recursive(mid..range.end, pieces - left_pieces, right, f),
     );
     a.and(b)
 }
 
-/// An operand of a batched primitive: a column of rows (the column's own
-/// buffer, or its active rows gathered), or a shared value.
-#[derive(Clone, Copy)]
-enum Src<'a> {
-    Col { data: &'a Data, row_len: usize },
-    Inv(&'a Tensor),
-}
-
-impl<'a> Src<'a> {
-    /// The elements of rows `range` (the whole value for a shared one).
-    fn rows(&self, range: Range<usize>) -> Values<'a> {
-        match *self {
-            Src::Col { data, row_len } => {
-                Values::of(data, range.start * row_len..range.end * row_len)
-            }
-            Src::Inv(t) => Values::all(&t.data),
-        }
-    }
-}
-
-/// How a batched primitive computes its rows.
-enum Kind<'p> {
-    /// An elementwise operation; `per_row` when an operand must be
-    /// broadcast row by row (a per-member scalar against per-member
-    /// arrays, or a shared array).
-    Elementwise { prim: &'p Prim, per_row: bool },
+/// The batched form of a primitive on these operands (see [`plan`]).
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Unary(autobatch_ir::UnaryOp),
+    Binary(autobatch_ir::BinaryOp),
+    Compare(autobatch_ir::CompareOp),
+    Cast,
+    Select,
     /// A reduction of each row (1-D) to a scalar.
-    Reduce { op: ReduceOp },
+    Reduce(ReduceOp),
     /// The softmax of each (1-D, float) row.
     Softmax,
-    /// `array[index]`: items of `item` elements, `length` of them.
-    Index { length: usize, item: usize },
-    /// `array[index] = value`, into a copy: items of `item` elements,
-    /// `length` of them.
-    IndexSet { length: usize, item: usize },
+    /// `array[index]`, `length` items per array.
+    Index {
+        length: usize,
+    },
+    /// `array[index] = value`, into a copy; `length` items per array.
+    IndexSet {
+        length: usize,
+    },
     /// `[x; count]`.
-    Fill { count: usize },
+    Fill {
+        count: usize,
+    },
     /// `transpose(m)` of an `m x k` matrix.
-    Transpose { m: usize, k: usize },
-    /// `outer(a, b)` of float vectors of `m` and `k` elements.
-    Outer { m: usize, k: usize },
-    /// `[x0, ..., xn-1]` of items of `item` elements each.
-    Stack { item: usize },
-    /// A float product (`dot`, `matvec`, `vecmat`, `matmul`) of operands of
-    /// dimensions `m x k` and `k x p` (a vector is `1 x k` or `k x 1`), each
-    /// shared or per member, through the kernels' batched products.
-    Product {
-        prim: &'p Prim,
+    Transpose {
         m: usize,
         k: usize,
-        p: usize,
-        shared: [bool; 2],
+    },
+    /// `outer(a, b)` of vectors.
+    Outer,
+    /// `[x0, ..., xn-1]`.
+    Stack,
+    /// A float product, each operand shared or per member.
+    Product {
+        op: ProductOp,
+        dims: Dims,
     },
 }
 
-/// Which batched form runs `prim` on these operands, if any.
-fn plan<'p>(
-    prim: &'p Prim,
+impl Kind {
+    /// The batched form of an elementwise primitive.
+    fn elementwise(prim: &Prim) -> Option<Kind> {
+        Some(match prim {
+            Prim::Unary(op) => Kind::Unary(*op),
+            Prim::Binary(op) => Kind::Binary(*op),
+            Prim::Compare(op) => Kind::Compare(*op),
+            Prim::Cast(_) => Kind::Cast,
+            Prim::Select => Kind::Select,
+            _ => return None,
+        })
+    }
+
+    /// The element type of an elementwise primitive's result, from its
+    /// operands' types.
+    fn elementwise_type(
+        self,
+        prim: &Prim,
+        first: ScalarType,
+        second: impl FnOnce() -> ScalarType,
+    ) -> ScalarType {
+        match (self, prim) {
+            (Kind::Unary(op), _) => unary_result_type(op, first),
+            (Kind::Binary(_), _) => first,
+            (Kind::Compare(_), _) => ScalarType::Bool,
+            (Kind::Cast, Prim::Cast(to)) => *to,
+            (Kind::Select, _) => second(),
+            _ => internal_error(format!("{} is not elementwise", prim.name())),
+        }
+    }
+
+    /// A rough cost of one result element, in elements of memory traffic.
+    fn cost_per_element(&self) -> usize {
+        match self {
+            Kind::Reduce(_) | Kind::Softmax => 64,
+            Kind::Product { dims, .. } => dims.k.max(1),
+            _ => 1,
+        }
+    }
+
+    /// Computes the rows of `out` from the same rows of `args` (already cut
+    /// to those rows): one backend call per form.
+    fn run(self, backend: &dyn Backend, args: &[Rows<'_>], out: RowsMut<'_>) -> Result<(), Fault> {
+        let arg = |k: usize| args[k];
+        match self {
+            Kind::Unary(op) => backend.unary(op, arg(0), out),
+            Kind::Binary(op) => return backend.binary(op, arg(0), arg(1), out),
+            Kind::Compare(op) => backend.compare(op, arg(0), arg(1), out),
+            Kind::Cast => backend.cast(arg(0), out),
+            Kind::Select => backend.select(arg(0), arg(1), arg(2), out),
+            Kind::Reduce(op) => backend.reduce(op, arg(0), out),
+            Kind::Softmax => backend.softmax(arg(0), out),
+            Kind::Index { length } => return backend.index(arg(0), arg(1), length, out),
+            Kind::IndexSet { length } => {
+                return backend.index_set(arg(0), arg(1), arg(2), length, out)
+            }
+            Kind::Fill { count } => backend.fill(arg(0), count, out),
+            Kind::Transpose { m, k } => backend.transpose(arg(0), m, k, out),
+            Kind::Outer => backend.outer(arg(0), arg(1), out),
+            Kind::Stack => backend.stack(args, out),
+            Kind::Product { op, dims } => backend.product(op, dims, arg(0), arg(1), out),
+        }
+        Ok(())
+    }
+}
+
+/// Which batched form runs `prim` on these operands, if any: the operands'
+/// shapes must be the ones the form takes, and `out_len` (the elements of
+/// one row of the result) the one it gives.
+fn plan(
+    prim: &Prim,
     args: &[usize],
     slots: &[Slot],
     out_len: usize,
     env: &SharedEnv<'_>,
-) -> Option<Kind<'p>> {
-    let column_len = |k: usize| match &slots[args[k]] {
-        Slot::Column(c) => Some(c.row_len),
-        Slot::Invariant(_) => None,
-    };
+) -> Option<Kind> {
+    let slot = |k: usize| &slots[args[k]];
     match prim {
         Prim::Unary(_) | Prim::Binary(_) | Prim::Compare(_) | Prim::Cast(_) | Prim::Select => {
-            let mut per_row = false;
-            for (k, a) in args.iter().enumerate() {
-                let alternative = matches!(prim, Prim::Select) && k > 0;
-                match &slots[*a] {
-                    Slot::Column(c) if c.row_len == out_len => {}
-                    Slot::Column(c) if c.row_len == 1 && !alternative => per_row = true,
-                    Slot::Invariant(Some(t)) if t.is_scalar() && !alternative => {}
-                    Slot::Invariant(Some(t)) if t.len() == out_len => per_row = true,
-                    _ => return None,
-                }
-            }
-            Some(Kind::Elementwise { prim, per_row })
+            let fits = args.iter().enumerate().all(|(k, a)| {
+                elementwise_operand_fits(&slots[*a], out_len, matches!(prim, Prim::Select) && k > 0)
+            });
+            fits.then(|| Kind::elementwise(prim)).flatten()
         }
-        Prim::Reduce(op) => {
-            let row_len = column_len(0)?;
-            let Slot::Column(c) = &slots[args[0]] else {
-                return None;
-            };
-            (c.shape.len() == 1 && out_len == 1 && row_len == c.shape[0])
-                .then_some(Kind::Reduce { op: *op })
-        }
-        Prim::Softmax => match &slots[args[0]] {
-            Slot::Column(c) => {
-                (c.shape.len() == 1 && c.row_len == out_len && c.data.ty().is_float())
-                    .then_some(Kind::Softmax)
-            }
-            Slot::Invariant(_) => None,
-        },
-        Prim::Index | Prim::IndexSet => {
-            let shape = match &slots[args[0]] {
-                Slot::Column(c) => &c.shape,
-                Slot::Invariant(Some(t)) => &t.shape,
-                Slot::Invariant(None) => return None,
-            };
-            let (&length, item_shape) = shape.split_first()?;
-            let item: usize = item_shape.iter().product();
-            let index_ok = match &slots[args[1]] {
-                Slot::Column(c) => c.row_len == 1,
-                Slot::Invariant(Some(t)) => t.is_scalar(),
-                Slot::Invariant(None) => false,
-            };
-            let integer = match &slots[args[1]] {
-                Slot::Column(c) => c.data.ty().is_integer(),
-                Slot::Invariant(Some(t)) => t.elem_type().is_integer(),
-                Slot::Invariant(None) => false,
-            };
-            match prim {
-                Prim::Index => {
-                    (index_ok && integer && item == out_len).then_some(Kind::Index { length, item })
-                }
-                _ => {
-                    let value_ok = match &slots[args[2]] {
-                        Slot::Column(c) => c.row_len == item,
-                        Slot::Invariant(Some(t)) => t.len() == item,
-                        Slot::Invariant(None) => false,
-                    };
-                    (index_ok && integer && value_ok && length * item == out_len)
-                        .then_some(Kind::IndexSet { length, item })
-                }
-            }
-        }
-        Prim::Fill(dim) => {
-            let item = column_len(0)?;
-            let count = kernels::dim_length(env.symbols, *dim);
-            (item.checked_mul(count) == Some(out_len)).then_some(Kind::Fill { count })
-        }
-        Prim::Transpose => match slot_shape(&slots[args[0]])? {
-            [m, k] if m * k == out_len && matches!(slots[args[0]], Slot::Column(_)) => {
-                Some(Kind::Transpose { m: *m, k: *k })
+        Prim::Reduce(op) => match slot(0) {
+            Slot::Column(c) if c.shape.len() == 1 && out_len == 1 && c.row_len == c.shape[0] => {
+                Some(Kind::Reduce(*op))
             }
             _ => None,
         },
-        Prim::Outer => {
-            let (a, b) = (&slots[args[0]], &slots[args[1]]);
-            let float = |slot: &Slot| match slot {
-                Slot::Column(c) => c.data.ty().is_float(),
-                Slot::Invariant(Some(t)) => t.elem_type().is_float(),
-                Slot::Invariant(None) => false,
-            };
-            match (slot_shape(a)?, slot_shape(b)?) {
-                ([m], [k]) if float(a) && float(b) && m * k == out_len => {
-                    Some(Kind::Outer { m: *m, k: *k })
-                }
-                _ => None,
+        Prim::Softmax => match slot(0) {
+            Slot::Column(c)
+                if c.shape.len() == 1 && c.row_len == out_len && c.data.ty().is_float() =>
+            {
+                Some(Kind::Softmax)
             }
-        }
+            _ => None,
+        },
+        Prim::Index | Prim::IndexSet => plan_index(prim, args, slots, out_len),
+        Prim::Fill(dim) => match slot(0) {
+            Slot::Column(c) => {
+                let count = dim_length(env.symbols, *dim);
+                (c.row_len.checked_mul(count) == Some(out_len)).then_some(Kind::Fill { count })
+            }
+            Slot::Invariant(_) => None,
+        },
+        Prim::Transpose => match (slot(0), slot_shape(slot(0))?) {
+            (Slot::Column(_), &[m, k]) if m * k == out_len => Some(Kind::Transpose { m, k }),
+            _ => None,
+        },
+        Prim::Outer => match (slot_shape(slot(0))?, slot_shape(slot(1))?) {
+            (&[m], &[k]) if m * k == out_len => Some(Kind::Outer),
+            _ => None,
+        },
         Prim::Stack => {
             let item = out_len.checked_div(args.len())?;
-            let fits = args.iter().all(|a| match &slots[*a] {
-                Slot::Column(c) => c.row_len == item,
-                Slot::Invariant(Some(t)) => t.len() == item,
-                Slot::Invariant(None) => false,
-            });
-            (fits && item * args.len() == out_len).then_some(Kind::Stack { item })
+            let fits = args
+                .iter()
+                .all(|a| rows_of(&slots[*a]).is_some_and(|r| r.row_len() == item));
+            (fits && item * args.len() == out_len).then_some(Kind::Stack)
         }
         Prim::Dot | Prim::Matvec | Prim::Vecmat | Prim::Matmul => {
-            let (a, b) = (&slots[args[0]], &slots[args[1]]);
-            let float = |slot: &Slot| match slot {
-                Slot::Column(c) => c.data.ty().is_float(),
-                Slot::Invariant(Some(t)) => t.elem_type().is_float(),
-                Slot::Invariant(None) => false,
-            };
-            if !float(a) || !float(b) {
-                return None;
-            }
-            let (sa, sb) = (slot_shape(a)?, slot_shape(b)?);
-            let (m, k, p) = match (prim, sa, sb) {
-                (Prim::Dot, [k], [k2]) if k == k2 => (1, *k, 1),
-                (Prim::Matvec, [m, k], [k2]) if k == k2 => (*m, *k, 1),
-                (Prim::Vecmat, [k], [k2, p]) if k == k2 => (1, *k, *p),
-                (Prim::Matmul, [m, k], [k2, p]) if k == k2 => (*m, *k, *p),
-                _ => return None,
-            };
-            let shared = [
-                matches!(a, Slot::Invariant(_)),
-                matches!(b, Slot::Invariant(_)),
-            ];
-            (m * p == out_len).then_some(Kind::Product {
-                prim,
-                m,
-                k,
-                p,
-                shared,
-            })
+            plan_product(prim, slot(0), slot(1), out_len)
         }
         _ => None,
     }
+}
+
+/// Whether an operand of an elementwise operation fits its batched form:
+/// a column of the result's row length, a per-member scalar, a shared
+/// scalar, or a shared value of the result's shape (`select`'s alternatives
+/// are never broadcast).
+fn elementwise_operand_fits(slot: &Slot, out_len: usize, alternative: bool) -> bool {
+    match slot {
+        Slot::Column(c) => c.row_len == out_len || (c.row_len == 1 && !alternative),
+        Slot::Invariant(Some(t)) => (t.is_scalar() && !alternative) || t.len() == out_len,
+        Slot::Invariant(None) => false,
+    }
+}
+
+/// `array[index]` and `array[index] = value`: an array with an outer axis,
+/// an integer scalar index per row, items of the result's (or the value's)
+/// length.
+fn plan_index(prim: &Prim, args: &[usize], slots: &[Slot], out_len: usize) -> Option<Kind> {
+    let (&length, item_shape) = slot_shape(&slots[args[0]])?.split_first()?;
+    let item: usize = item_shape.iter().product();
+    let index = rows_of(&slots[args[1]])?;
+    if index.row_len() != 1 || !index.ty().is_integer() {
+        return None;
+    }
+    match prim {
+        Prim::Index => (item == out_len).then_some(Kind::Index { length }),
+        _ => {
+            let value = rows_of(&slots[args[2]])?;
+            (value.row_len() == item && length * item == out_len)
+                .then_some(Kind::IndexSet { length })
+        }
+    }
+}
+
+/// A float product of two operands, each a column or shared.
+fn plan_product(prim: &Prim, a: &Slot, b: &Slot, out_len: usize) -> Option<Kind> {
+    let float = |slot: &Slot| rows_of(slot).is_some_and(|r| r.ty().is_float());
+    if !float(a) || !float(b) {
+        return None;
+    }
+    let (op, m, k, p) = match (prim, slot_shape(a)?, slot_shape(b)?) {
+        (Prim::Dot, &[k], &[k2]) if k == k2 => (ProductOp::Dot, 1, k, 1),
+        (Prim::Matvec, &[m, k], &[k2]) if k == k2 => (ProductOp::Matvec, m, k, 1),
+        (Prim::Vecmat, &[k], &[k2, p]) if k == k2 => (ProductOp::Vecmat, 1, k, p),
+        (Prim::Matmul, &[m, k], &[k2, p]) if k == k2 => (ProductOp::Matmul, m, k, p),
+        _ => return None,
+    };
+    (m * p == out_len).then_some(Kind::Product {
+        op,
+        dims: Dims { m, k, p },
+    })
 }
 
 /// The shape of a slot's value (of one row, for a column).
@@ -849,513 +1010,16 @@ fn slot_shape(slot: &Slot) -> Option<&[usize]> {
     }
 }
 
-impl Kind<'_> {
-    /// A rough cost of one result element, in elements of memory traffic.
-    fn cost_per_element(&self) -> usize {
-        match self {
-            Kind::Elementwise { .. }
-            | Kind::Index { .. }
-            | Kind::IndexSet { .. }
-            | Kind::Fill { .. }
-            | Kind::Transpose { .. }
-            | Kind::Outer { .. }
-            | Kind::Stack { .. } => 1,
-            Kind::Reduce { .. } | Kind::Softmax => 64,
-            Kind::Product { k, .. } => (*k).max(1),
-        }
-    }
-
-    /// Computes rows `range` into `out` (`out_len` elements per row).
-    fn run(
-        &self,
-        srcs: &[Option<Src<'_>>],
-        range: Range<usize>,
-        out_len: usize,
-        mut out: ValuesMut<'_>,
-    ) -> Result<(), Fault> {
-        let src = |k: usize| srcs[k].expect("every operand has a source");
-        match self {
-            Kind::Elementwise { prim, per_row } => {
-                if !per_row {
-                    let mut operands = [None; MAX_ARGS];
-                    for (k, s) in srcs.iter().enumerate() {
-                        let s = s.expect("every operand has a source");
-                        operands[k] = Some(match s {
-                            Src::Col { .. } => DataOperand::array(s.rows(range.clone())),
-                            Src::Inv(t) => DataOperand::scalar(Values::all(&t.data)),
-                        });
-                    }
-                    return apply_elementwise(prim, &operands, out);
-                }
-                for (k, r) in range.clone().enumerate() {
-                    let mut operands = [None; MAX_ARGS];
-                    for (j, s) in srcs.iter().enumerate() {
-                        let s = s.expect("every operand has a source");
-                        operands[j] = Some(match s {
-                            Src::Col { row_len, .. } => DataOperand {
-                                values: s.rows(r..r + 1),
-                                broadcast: row_len != out_len,
-                            },
-                            Src::Inv(t) => DataOperand {
-                                values: Values::all(&t.data),
-                                broadcast: t.is_scalar()
-                                    && !(matches!(prim, Prim::Select) && j > 0),
-                            },
-                        });
-                    }
-                    apply_elementwise(prim, &operands, out.slice(k * out_len..(k + 1) * out_len))?;
-                }
-                Ok(())
-            }
-            Kind::Reduce { op } => {
-                let x = src(0);
-                let Src::Col { row_len, .. } = x else {
-                    unreachable!("planned with a column")
-                };
-                reduce_rows(*op, x.rows(range), row_len, out);
-                Ok(())
-            }
-            Kind::Softmax => {
-                match (src(0).rows(range), out) {
-                    (Values::F32(x), ValuesMut::F32(out)) => {
-                        reduce::softmax_rows_into(x, out_len, out)
-                    }
-                    (Values::F64(x), ValuesMut::F64(out)) => {
-                        reduce::softmax_rows_into(x, out_len, out)
-                    }
-                    _ => panic!("internal error: softmax of non-floats"),
-                }
-                Ok(())
-            }
-            Kind::Index { length, item } => {
-                let (array, index) = (src(0), src(1));
-                for (k, r) in range.enumerate() {
-                    let position = match index {
-                        Src::Col { data, .. } => integer_at(data, r),
-                        Src::Inv(t) => integer_at(&t.data, 0),
-                    };
-                    if position < 0 || position >= *length as i128 {
-                        return Err(Fault::index_out_of_bounds(position, *length));
-                    }
-                    let p = position as usize;
-                    let values = match array {
-                        Src::Col { .. } => array.rows(r..r + 1),
-                        Src::Inv(t) => Values::all(&t.data),
-                    };
-                    copy_values(
-                        values.slice(p * item..(p + 1) * item),
-                        out.slice(k * out_len..(k + 1) * out_len),
-                    );
-                }
-                Ok(())
-            }
-            Kind::Product {
-                prim,
-                m,
-                k,
-                p,
-                shared,
-            } => {
-                let (a, b) = (src(0).rows(range.clone()), src(1).rows(range.clone()));
-                let n = range.len();
-                match (a, b, out) {
-                    (Values::F32(a), Values::F32(b), ValuesMut::F32(out)) => {
-                        product(prim, (*m, *k, *p), *shared, a, b, n, out)
-                    }
-                    (Values::F64(a), Values::F64(b), ValuesMut::F64(out)) => {
-                        product(prim, (*m, *k, *p), *shared, a, b, n, out)
-                    }
-                    _ => panic!("internal error: a product of operands of different types"),
-                }
-                Ok(())
-            }
-            Kind::IndexSet { length, item } => {
-                let (array, index, value) = (src(0), src(1), src(2));
-                for (k, r) in range.enumerate() {
-                    let position = match index {
-                        Src::Col { data, .. } => integer_at(data, r),
-                        Src::Inv(t) => integer_at(&t.data, 0),
-                    };
-                    if position < 0 || position >= *length as i128 {
-                        return Err(Fault::index_out_of_bounds(position, *length));
-                    }
-                    let p = position as usize;
-                    let base = k * out_len;
-                    let whole = match array {
-                        Src::Col { .. } => array.rows(r..r + 1),
-                        Src::Inv(t) => Values::all(&t.data),
-                    };
-                    copy_values(whole, out.slice(base..base + out_len));
-                    let item_values = match value {
-                        Src::Col { .. } => value.rows(r..r + 1),
-                        Src::Inv(t) => Values::all(&t.data),
-                    };
-                    copy_values(
-                        item_values,
-                        out.slice(base + p * item..base + (p + 1) * item),
-                    );
-                }
-                Ok(())
-            }
-            Kind::Transpose { m, k } => {
-                fn each<T: Copy>(x: &[T], m: usize, k: usize, out: &mut [T]) {
-                    for (x, out) in x.chunks_exact(m * k).zip(out.chunks_exact_mut(m * k)) {
-                        for i in 0..m {
-                            for j in 0..k {
-                                out[j * m + i] = x[i * k + j];
-                            }
-                        }
-                    }
-                }
-                let (m, k) = (*m, *k);
-                if m * k == 0 {
-                    return Ok(());
-                }
-                match (src(0).rows(range), out) {
-                    (Values::Bool(x), ValuesMut::Bool(o)) => each(x, m, k, o),
-                    (Values::I32(x), ValuesMut::I32(o)) => each(x, m, k, o),
-                    (Values::I64(x), ValuesMut::I64(o)) => each(x, m, k, o),
-                    (Values::Usize(x), ValuesMut::Usize(o)) => each(x, m, k, o),
-                    (Values::F32(x), ValuesMut::F32(o)) => each(x, m, k, o),
-                    (Values::F64(x), ValuesMut::F64(o)) => each(x, m, k, o),
-                    (x, _) => panic!("internal error: transposing {} across types", x.ty()),
-                }
-                Ok(())
-            }
-            Kind::Outer { m, k } => {
-                let (a, b) = (src(0), src(1));
-                for (row, r) in range.enumerate() {
-                    let x = match a {
-                        Src::Col { .. } => a.rows(r..r + 1),
-                        Src::Inv(t) => Values::all(&t.data),
-                    };
-                    let y = match b {
-                        Src::Col { .. } => b.rows(r..r + 1),
-                        Src::Inv(t) => Values::all(&t.data),
-                    };
-                    let o = out.slice(row * m * k..(row + 1) * m * k);
-                    match (x, y, o) {
-                        (Values::F32(x), Values::F32(y), ValuesMut::F32(o)) => {
-                            gemm::outer_into(x, y, o)
-                        }
-                        (Values::F64(x), Values::F64(y), ValuesMut::F64(o)) => {
-                            gemm::outer_into(x, y, o)
-                        }
-                        _ => panic!("internal error: an outer product across types"),
-                    }
-                }
-                Ok(())
-            }
-            Kind::Stack { item } => {
-                let item = *item;
-                for (row, r) in range.enumerate() {
-                    for (j, s) in srcs.iter().enumerate() {
-                        let s = s.expect("every operand has a source");
-                        let values = match s {
-                            Src::Col { .. } => s.rows(r..r + 1),
-                            Src::Inv(t) => Values::all(&t.data),
-                        };
-                        let at = row * out_len + j * item;
-                        copy_values(values, out.slice(at..at + item));
-                    }
-                }
-                Ok(())
-            }
-            Kind::Fill { count } => {
-                let x = src(0);
-                let Src::Col { row_len: item, .. } = x else {
-                    unreachable!("planned with a column")
-                };
-                if item == 1 {
-                    fill_scalars(x.rows(range), *count, out);
-                    return Ok(());
-                }
-                for (k, r) in range.enumerate() {
-                    let values = x.rows(r..r + 1);
-                    for c in 0..*count {
-                        let at = k * out_len + c * item;
-                        copy_values(values, out.slice(at..at + item));
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
-/// `n` rows of a product: `a` and `b` hold `n` rows each, or one shared
-/// value; `out` has `n` rows of `m * p` elements. Every kernel called gives
-/// each output element the bits `linalg` (the reference) gives it.
-fn product<T: gemm::GemmFloat>(
-    prim: &Prim,
-    (m, k, p): (usize, usize, usize),
-    shared: [bool; 2],
-    a: &[T],
-    b: &[T],
-    n: usize,
-    out: &mut [T],
-) {
-    match (prim, shared) {
-        // dot(a, b) == dot(b, a) bit for bit: the products commute.
-        (Prim::Dot, [false, false]) => gemm::dot_rows_into(a, b, k, n, out),
-        (Prim::Dot, [true, false]) => gemm::matvec_into(a, 1, k, b, n, out),
-        (Prim::Dot, [false, true]) => gemm::matvec_into(b, 1, k, a, n, out),
-        (Prim::Matvec, [true, false]) => gemm::matvec_into(a, m, k, b, n, out),
-        (Prim::Matvec, [false, false]) => gemm::matvec_batched_into(a, m, k, b, n, out),
-        (Prim::Matvec, [false, true]) => {
-            for r in 0..n {
-                gemm::matvec_into(
-                    &a[r * m * k..(r + 1) * m * k],
-                    m,
-                    k,
-                    b,
-                    1,
-                    &mut out[r * m..(r + 1) * m],
-                );
-            }
-        }
-        (Prim::Vecmat, [false, true]) => gemm::vecmat_into(a, b, n, k, p, out),
-        (Prim::Vecmat, [false, false]) => gemm::vecmat_batched_into(a, b, n, k, p, out),
-        (Prim::Vecmat, [true, false]) => {
-            for r in 0..n {
-                gemm::vecmat_into(
-                    a,
-                    &b[r * k * p..(r + 1) * k * p],
-                    1,
-                    k,
-                    p,
-                    &mut out[r * p..(r + 1) * p],
-                );
-            }
-        }
-        (Prim::Matmul, [true, false]) => gemm::matmul_shared_a_into(a, b, n, m, k, p, out),
-        (Prim::Matmul, [false, true]) => gemm::matmul_shared_b_into(a, b, n, m, k, p, out),
-        (Prim::Matmul, [false, false]) => gemm::matmul_batched_into(a, b, n, m, k, p, out),
-        _ => panic!(
-            "internal error: {} with operands shared {shared:?}",
-            prim.name()
-        ),
-    }
-}
-
-/// Applies an elementwise primitive to operands already cut to one run of
-/// results.
-fn apply_elementwise(
-    prim: &Prim,
-    operands: &[Option<DataOperand<'_>>; MAX_ARGS],
-    out: ValuesMut<'_>,
-) -> Result<(), Fault> {
-    let operand = |k: usize| operands[k].expect("elementwise operand");
-    match prim {
-        Prim::Unary(op) => ew::unary_into(*op, operand(0).values, out),
-        Prim::Binary(op) => return ew::binary_into(*op, operand(0), operand(1), out),
-        Prim::Compare(op) => {
-            let ValuesMut::Bool(out) = out else {
-                panic!("internal error: a comparison into a non-bool buffer")
-            };
-            ew::compare_into(*op, operand(0), operand(1), out);
-        }
-        Prim::Cast(_) => ew::cast_into(operand(0).values, out),
-        Prim::Select => {
-            let cond = operand(0);
-            let Values::Bool(values) = cond.values else {
-                panic!("internal error: select on a non-bool condition")
-            };
-            ew::select_into(
-                Operand {
-                    values,
-                    broadcast: cond.broadcast,
-                },
-                operand(1).values,
-                operand(2).values,
-                out,
-            );
-        }
-        other => panic!("internal error: {} is not elementwise", other.name()),
-    }
-    Ok(())
-}
-
-/// The element type of an elementwise primitive's result.
-fn elementwise_result_type(
-    prim: &Prim,
-    first: ScalarType,
-    second: impl FnOnce() -> ScalarType,
-) -> ScalarType {
-    match prim {
-        Prim::Unary(op) => ew::unary_result_type(*op, first),
-        Prim::Binary(_) => first,
-        Prim::Compare(_) => ScalarType::Bool,
-        Prim::Cast(to) => *to,
-        Prim::Select => second(),
-        other => panic!("internal error: {} is not elementwise", other.name()),
-    }
-}
-
-/// Each row's reduction (`row_len` elements) into `out`, one per row.
-fn reduce_rows(op: ReduceOp, x: Values<'_>, row_len: usize, out: ValuesMut<'_>) {
-    fn each<T: Copy, R>(x: &[T], row_len: usize, out: &mut [R], f: impl Fn(&[T]) -> R) {
-        for (k, o) in out.iter_mut().enumerate() {
-            *o = f(&x[k * row_len..(k + 1) * row_len]);
-        }
-    }
-    fn position<T: MaybeNan>(op: ReduceOp, x: &[T], row_len: usize, out: &mut [u64]) {
-        if op == ReduceOp::Argmax {
-            each(x, row_len, out, |row| reduce::argmax(row) as u64)
-        } else {
-            each(x, row_len, out, |row| reduce::argmin(row) as u64)
-        }
-    }
-    fn float<F: Float>(op: ReduceOp, x: &[F], row_len: usize, out: &mut [F]) {
-        each(x, row_len, out, |row| reduce::float_reduce(op, row))
-    }
-    fn integer<T: Integer>(op: ReduceOp, x: &[T], row_len: usize, out: &mut [T]) {
-        each(x, row_len, out, |row| reduce::integer_reduce(op, row))
-    }
-    if matches!(op, ReduceOp::Argmax | ReduceOp::Argmin) {
-        let ValuesMut::Usize(out) = out else {
-            panic!("internal error: an arg-reduction into a non-usize buffer")
-        };
-        match x {
-            Values::Bool(v) => position(op, v, row_len, out),
-            Values::I32(v) => position(op, v, row_len, out),
-            Values::I64(v) => position(op, v, row_len, out),
-            Values::Usize(v) => position(op, v, row_len, out),
-            Values::F32(v) => position(op, v, row_len, out),
-            Values::F64(v) => position(op, v, row_len, out),
-        }
-        return;
-    }
-    match (x, out) {
-        (Values::F32(v), ValuesMut::F32(o)) => float(op, v, row_len, o),
-        (Values::F64(v), ValuesMut::F64(o)) => float(op, v, row_len, o),
-        (Values::I32(v), ValuesMut::I32(o)) => integer(op, v, row_len, o),
-        (Values::I64(v), ValuesMut::I64(o)) => integer(op, v, row_len, o),
-        (Values::Usize(v), ValuesMut::Usize(o)) => integer(op, v, row_len, o),
-        (x, _) => panic!("internal error: {op:?} of {}", x.ty()),
-    }
-}
-
-/// `x = index_set(x, i, v)` on a column `x`: writes each active row's item
-/// where it belongs, leaving the rest of the row alone, so that filling an
-/// array element by element costs the elements written, not the array's
-/// length each time. False, having written nothing, when the operands do
-/// not fit this path (the destination is not the array operand, or not a
-/// column) or some row's index is out of bounds (the general paths then
-/// report exactly which rows fault).
-fn index_set_in_place(exec: &PrimExecution<'_>, slots: &mut [Slot]) -> bool {
-    let (Some(dst), [array, index, value]) = (exec.dst, exec.args) else {
-        return false;
-    };
-    if *array != dst || *index == dst || *value == dst {
-        return false;
-    }
-    let Slot::Column(column) = &slots[dst] else {
-        return false;
-    };
-    let Some(&length) = column.shape.first() else {
-        return false;
-    };
-    if length == 0 {
-        return false;
-    }
-    let item = column.row_len / length;
-    let row_len = column.row_len;
-    let ty = column.data.ty();
-    let value_fits = match &slots[*value] {
-        Slot::Column(c) => c.row_len == item && c.data.ty() == ty,
-        Slot::Invariant(Some(t)) => t.data.len() == item && t.data.ty() == ty,
-        Slot::Invariant(None) => false,
-    };
-    let position = |r: u32| -> Option<usize> {
-        let p = match &slots[*index] {
-            Slot::Column(c) => integer_at(&c.data, r as usize),
-            Slot::Invariant(Some(t)) => integer_at(&t.data, 0),
-            Slot::Invariant(None) => return None,
-        };
-        (p >= 0 && p < length as i128).then_some(p as usize)
-    };
-    if !value_fits || exec.rows.iter().any(|&r| position(r).is_none()) {
-        return false;
-    }
-    let Slot::Column(mut target) = std::mem::replace(&mut slots[dst], Slot::Invariant(None)) else {
-        unreachable!("checked above")
-    };
-    {
-        let mut out = ValuesMut::all(&mut target.data);
-        for &r in exec.rows {
-            let p = match &slots[*index] {
-                Slot::Column(c) => integer_at(&c.data, r as usize),
-                Slot::Invariant(t) => integer_at(&t.as_ref().expect("checked above").data, 0),
-            } as usize;
-            let r = r as usize;
-            let values = match &slots[*value] {
-                Slot::Column(c) => Values::all(&c.data).slice(r * item..(r + 1) * item),
-                Slot::Invariant(t) => Values::all(&t.as_ref().expect("checked above").data),
-            };
-            let start = r * row_len + p * item;
-            copy_values(values, out.slice(start..start + item));
-        }
-    }
-    slots[dst] = Slot::Column(target);
-    true
-}
-
-/// Element `i` of an integer buffer, exactly.
-fn integer_at(data: &Data, i: usize) -> i128 {
-    match data {
-        Data::I32(v) => v[i] as i128,
-        Data::I64(v) => v[i] as i128,
-        Data::Usize(v) => v[i] as i128,
-        other => panic!("internal error: an index of type {}", other.ty()),
-    }
-}
-
-/// Row `k` of `out` (`count` elements) = `count` copies of `values[k]`.
-fn fill_scalars(values: Values<'_>, count: usize, out: ValuesMut<'_>) {
-    fn fill<T: Copy>(values: &[T], count: usize, out: &mut [T]) {
-        for (row, &v) in out.chunks_exact_mut(count.max(1)).zip(values) {
-            row.fill(v);
-        }
-    }
-    if count == 0 {
-        return;
-    }
-    match (values, out) {
-        (Values::Bool(v), ValuesMut::Bool(o)) => fill(v, count, o),
-        (Values::I32(v), ValuesMut::I32(o)) => fill(v, count, o),
-        (Values::I64(v), ValuesMut::I64(o)) => fill(v, count, o),
-        (Values::Usize(v), ValuesMut::Usize(o)) => fill(v, count, o),
-        (Values::F32(v), ValuesMut::F32(o)) => fill(v, count, o),
-        (Values::F64(v), ValuesMut::F64(o)) => fill(v, count, o),
-        (v, _) => panic!(
-            "internal error: filling with {} elements across types",
-            v.ty()
-        ),
-    }
-}
-
-/// `out = values` (same type and length).
-fn copy_values(values: Values<'_>, out: ValuesMut<'_>) {
-    match (values, out) {
-        (Values::Bool(v), ValuesMut::Bool(o)) => o.copy_from_slice(v),
-        (Values::I32(v), ValuesMut::I32(o)) => o.copy_from_slice(v),
-        (Values::I64(v), ValuesMut::I64(o)) => o.copy_from_slice(v),
-        (Values::Usize(v), ValuesMut::Usize(o)) => o.copy_from_slice(v),
-        (Values::F32(v), ValuesMut::F32(o)) => o.copy_from_slice(v),
-        (Values::F64(v), ValuesMut::F64(o)) => o.copy_from_slice(v),
-        (v, _) => panic!("internal error: copying {} elements across types", v.ty()),
-    }
-}
-
-fn capacity(data: &Data) -> usize {
-    match data {
-        Data::Bool(v) => v.capacity(),
-        Data::I32(v) => v.capacity(),
-        Data::I64(v) => v.capacity(),
-        Data::Usize(v) => v.capacity(),
-        Data::F32(v) => v.capacity(),
-        Data::F64(v) => v.capacity(),
+/// A slot as an operand of a batched operation (its whole column), or
+/// `None` for an unassigned invariant.
+fn rows_of(slot: &Slot) -> Option<Rows<'_>> {
+    match slot {
+        Slot::Column(c) => Some(Rows::Column {
+            values: Values::all(&c.data),
+            row_len: c.row_len,
+        }),
+        Slot::Invariant(Some(t)) => Some(Rows::Shared(Values::all(&t.data))),
+        Slot::Invariant(None) => None,
     }
 }
 
@@ -1363,168 +1027,40 @@ fn capacity(data: &Data) -> usize {
 fn invariant(slot: &Slot) -> &Tensor {
     match slot {
         Slot::Invariant(Some(t)) => t,
-        Slot::Invariant(None) => panic!("internal error: reading an unassigned invariant variable"),
-        Slot::Column(_) => panic!("internal error: a per-member operand of an invariant operation"),
+        Slot::Invariant(None) => internal_error("reading an unassigned invariant variable"),
+        Slot::Column(_) => internal_error("a per-member operand of an invariant operation"),
     }
 }
 
 /// Writes `value` to an invariant slot (reusing its buffer) or to the
 /// active rows of a column.
-fn assign(slot: &mut Slot, value: &Tensor, rows: &[u32]) {
+fn assign(backend: &dyn Backend, slot: &mut Slot, value: &Tensor, rows: &[u32]) {
     match slot {
         Slot::Invariant(Some(t)) => {
             if t.shape != value.shape {
                 t.shape.clear();
                 t.shape.extend_from_slice(&value.shape);
             }
-            ensure_len(&mut t.data, value.elem_type(), value.len());
-            copy_into(&mut t.data, 0, &value.data, 0..value.len());
+            backend.resize(&mut t.data, value.elem_type(), value.len());
+            backend.copy(Values::all(&value.data), ValuesMut::all(&mut t.data));
         }
         Slot::Invariant(v) => *v = Some(value.clone()),
-        Slot::Column(c) => fill_rows_from(&mut c.data, &value.data, rows),
-    }
-}
-
-/// Writes the row `value` into each row of `rows` of `column`.
-fn fill_rows_from(column: &mut Data, value: &Data, rows: &[u32]) {
-    fn fill<T: Copy>(column: &mut [T], value: &[T], rows: &[u32]) {
-        let n = value.len();
-        if n == 1 {
-            for r in rows {
-                column[*r as usize] = value[0];
-            }
-        } else {
-            for r in rows {
-                let r = *r as usize;
-                column[r * n..(r + 1) * n].copy_from_slice(value);
-            }
-        }
-    }
-    match (column, value) {
-        (Data::Bool(c), Data::Bool(v)) => fill(c, v, rows),
-        (Data::I32(c), Data::I32(v)) => fill(c, v, rows),
-        (Data::I64(c), Data::I64(v)) => fill(c, v, rows),
-        (Data::Usize(c), Data::Usize(v)) => fill(c, v, rows),
-        (Data::F32(c), Data::F32(v)) => fill(c, v, rows),
-        (Data::F64(c), Data::F64(v)) => fill(c, v, rows),
-        (c, v) => panic!(
-            "internal error: writing {} values into a {} column",
-            v.ty(),
-            c.ty()
-        ),
-    }
-}
-
-/// Writes the scalar `value` into each row of `rows` of a one-element-per-row column.
-fn fill_scalar_rows(column: &mut Data, value: Scalar, rows: &[u32]) {
-    for r in rows {
-        set_scalar(column, *r as usize, value);
-    }
-}
-
-fn set_scalar(data: &mut Data, i: usize, value: Scalar) {
-    match (data, value) {
-        (Data::Bool(d), Scalar::Bool(x)) => d[i] = x,
-        (Data::I32(d), Scalar::I32(x)) => d[i] = x,
-        (Data::I64(d), Scalar::I64(x)) => d[i] = x,
-        (Data::Usize(d), Scalar::Usize(x)) => d[i] = x,
-        (Data::F32(d), Scalar::F32(x)) => d[i] = x,
-        (Data::F64(d), Scalar::F64(x)) => d[i] = x,
-        (d, s) => panic!("internal error: writing {s:?} into a {} buffer", d.ty()),
-    }
-}
-
-fn copy_rows(exec: &PrimExecution<'_>, slots: &mut [Slot]) {
-    let (src, dst) = (exec.args[0], exec.dst.expect("copy has a result"));
-    if src == dst {
-        return;
-    }
-    let (src_slot, dst_slot) = two_slots(slots, src, dst);
-    match (src_slot, dst_slot) {
-        (Slot::Column(s), Slot::Column(d)) => {
-            if exec.rows.len() == exec.total_rows {
-                copy_into(&mut d.data, 0, &s.data, 0..s.data.len());
-            } else {
-                storage::copy_rows(&mut d.data, &s.data, exec.rows, d.row_len);
-            }
-        }
-        (Slot::Invariant(Some(v)), d) => assign(d, v, exec.rows),
-        (Slot::Invariant(None), Slot::Invariant(d)) => *d = None,
-        (Slot::Column(_), Slot::Invariant(_)) | (Slot::Invariant(None), _) => {
-            panic!("internal error: copy between incompatible slots")
+        Slot::Column(c) => {
+            backend.broadcast_rows(Values::all(&value.data), rows, ValuesMut::all(&mut c.data))
         }
     }
 }
 
 /// Borrows two distinct slots, the first shared and the second mutable.
 fn two_slots(slots: &mut [Slot], a: usize, b: usize) -> (&Slot, &mut Slot) {
-    assert_ne!(a, b);
+    if a == b {
+        internal_error("an operation reads and writes one slot through two borrows");
+    }
     if a < b {
         let (lo, hi) = slots.split_at_mut(b);
         (&lo[a], &mut hi[0])
     } else {
         let (lo, hi) = slots.split_at_mut(a);
         (&hi[0], &mut lo[b])
-    }
-}
-
-fn is_elementwise(prim: &Prim) -> bool {
-    matches!(
-        prim,
-        Prim::Unary(_) | Prim::Binary(_) | Prim::Compare(_) | Prim::Cast(_) | Prim::Select
-    )
-}
-
-/// The general path: each active row alone, through the reference kernels.
-fn run_row_by_row(
-    exec: &PrimExecution<'_>,
-    slots: &mut [Slot],
-    env: &SharedEnv<'_>,
-    rngs: &mut [MemberRng],
-    member_of: &dyn Fn(u32) -> usize,
-    faults: &mut Vec<(u32, Fault)>,
-) {
-    for &row in exec.rows {
-        let outcome = {
-            let owned: Vec<Option<Tensor>> = exec
-                .args
-                .iter()
-                .map(|a| match &slots[*a] {
-                    Slot::Column(c) => Some(c.row(row as usize)),
-                    Slot::Invariant(_) => None,
-                })
-                .collect();
-            let refs: Vec<&Tensor> = exec
-                .args
-                .iter()
-                .zip(&owned)
-                .map(|(a, o)| match o {
-                    Some(t) => t,
-                    None => invariant(&slots[*a]),
-                })
-                .collect();
-            let mut ctx = PrimContext {
-                statics: env.statics,
-                symbols: env.symbols,
-                rng: &mut rngs[member_of(row)],
-            };
-            kernels::eval(exec.prim, &refs, &mut ctx)
-        };
-        match outcome {
-            Err(fault) => faults.push((row, fault)),
-            Ok(None) => {}
-            Ok(Some(value)) => {
-                let Some(dst) = exec.dst else { continue };
-                match &mut slots[dst] {
-                    Slot::Column(c) => c.set_row(row as usize, &value),
-                    // Only a random primitive with invariant operands can get
-                    // here with an invariant result, and the uniformity
-                    // analysis never makes a random result invariant.
-                    Slot::Invariant(_) => {
-                        panic!("internal error: per-member value into an invariant variable")
-                    }
-                }
-            }
-        }
     }
 }

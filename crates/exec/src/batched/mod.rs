@@ -86,9 +86,12 @@ impl<'a> Watch<'a> {
         let now = std::time::Instant::now();
         if now.duration_since(self.last) >= observer.interval {
             self.last = now;
-            (observer.callback)(&crate::RunProgress {
-                steps,
-                op_counts: counter.counts(),
+            // The caller's code: a panic there is not autobatch's.
+            crate::internal::outside_capture(|| {
+                (observer.callback)(&crate::RunProgress {
+                    steps,
+                    op_counts: counter.counts(),
+                })
             });
         }
     }

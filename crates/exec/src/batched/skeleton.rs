@@ -18,6 +18,7 @@ use autobatch_types::{Data, MemberError, Scalar, Tensor};
 
 use super::storage::Slot;
 use super::{all_members_overflow, step_limit, OpCounter};
+use crate::internal::internal_error;
 use crate::{Arg, Batch, ExecError, RunOptions, RunOutput, Stats};
 
 /// How a member ended: its flattened results, or the error that stopped it.
@@ -56,16 +57,24 @@ impl Members {
         max_steps: u64,
         loc: Loc,
     ) {
-        rows.retain(|&r| {
+        // A plain loop over locals rather than `retain` with a closure: this
+        // runs for every row of every block, and the closure's captures were
+        // reloaded on each row when it was not inlined.
+        let steps_taken = &mut self.steps_taken[..];
+        let mut kept = 0;
+        for i in 0..rows.len() {
+            let r = rows[i];
             let member = member_of(r);
-            if self.steps_taken[member] >= max_steps {
+            let taken = &mut steps_taken[member];
+            if *taken >= max_steps {
                 self.outcomes[member] = Some(Err(step_limit(max_steps, loc)));
-                false
             } else {
-                self.steps_taken[member] += 1;
-                true
+                *taken += 1;
+                rows[kept] = r;
+                kept += 1;
             }
-        });
+        }
+        rows.truncate(kept);
     }
 
     /// Fault retirement after an operation at `loc`: every row of `faults`
@@ -132,7 +141,7 @@ impl Members {
         let results = self
             .outcomes
             .into_iter()
-            .map(|o| o.expect("internal error: a member neither finished nor failed"))
+            .map(|o| o.unwrap_or_else(|| internal_error("a member neither finished nor failed")))
             .collect();
         RunOutput {
             results,

@@ -4,28 +4,17 @@
 //! buffer, row `r` holding the value of the member (or lane) `r`. An invariant
 //! variable is one [`Tensor`] with no batch axis. A full variable also has a
 //! per-member [`ValueStack`] that grows on demand.
+//!
+//! This is host memory, the layout of the CPU backend
+//! ([`autobatch_kernels::Cpu`]): the engine hands views of these buffers to
+//! its backend, and the executors' own moves of rows (binding arguments,
+//! passing a call's arguments and results, the value stacks) use the row
+//! moves of `autobatch_kernels::buffer` directly.
 
+use autobatch_kernels::buffer::{self, Values, ValuesMut};
 use autobatch_types::{Data, Scalar, ScalarType, Tensor};
 
-/// Runs `$body` with `$d` and `$s` bound to the typed buffers of two `Data`
-/// of one scalar type (mutable and shared); a mismatch is an internal error.
-macro_rules! with_typed_pair {
-    ($dst:expr, $src:expr, |$d:ident, $s:ident| $body:expr) => {
-        match ($dst, $src) {
-            (Data::Bool($d), Data::Bool($s)) => $body,
-            (Data::I32($d), Data::I32($s)) => $body,
-            (Data::I64($d), Data::I64($s)) => $body,
-            (Data::Usize($d), Data::Usize($s)) => $body,
-            (Data::F32($d), Data::F32($s)) => $body,
-            (Data::F64($d), Data::F64($s)) => $body,
-            (d, s) => panic!(
-                "internal error: moving {} elements into a {} buffer",
-                s.ty(),
-                d.ty()
-            ),
-        }
-    };
-}
+use crate::internal::internal_error;
 
 /// A batched value: `rows` values of one shape, contiguous, row-major.
 #[derive(Clone, Debug)]
@@ -61,36 +50,32 @@ impl Column {
 
     /// Overwrites row `r` with `value`, which must have the column's shape and type.
     pub fn set_row(&mut self, r: usize, value: &Tensor) {
-        let range = r * self.row_len..(r + 1) * self.row_len;
-        copy_into(&mut self.data, range.start, &value.data, 0..self.row_len);
-    }
-
-    /// Copies row `from_row` of `from` into row `r` of `self`.
-    pub fn copy_row_from(&mut self, r: usize, from: &Column, from_row: usize) {
         let n = self.row_len;
-        copy_into(
-            &mut self.data,
-            r * n,
-            &from.data,
-            from_row * n..(from_row + 1) * n,
+        buffer::copy(
+            Values::all(&value.data),
+            ValuesMut::of(&mut self.data, r * n..(r + 1) * n),
         );
     }
 
     /// Writes `value` (of the column's row shape) into each row of `rows`.
     pub fn fill_rows(&mut self, value: &Tensor, rows: &[u32]) {
-        let n = self.row_len;
-        with_typed_pair!(&mut self.data, &value.data, |d, v| {
-            for r in rows {
-                let r = *r as usize;
-                d[r * n..(r + 1) * n].copy_from_slice(&v[..n]);
-            }
-        })
+        buffer::broadcast_rows(
+            Values::all(&value.data),
+            rows,
+            ValuesMut::all(&mut self.data),
+        )
     }
 
     /// A new column whose row `k` is row `rows[k]` of `self`.
     pub fn gather(&self, rows: &[u32]) -> Column {
-        let mut data = Data::with_capacity(self.data.ty(), rows.len() * self.row_len);
-        gather_rows(&mut data, &self.data, rows, self.row_len);
+        let len = rows.len() * self.row_len;
+        let mut data = Data::filled(Scalar::zero(self.data.ty()), len);
+        buffer::gather_rows(
+            Values::all(&self.data),
+            self.row_len,
+            rows,
+            ValuesMut::all(&mut data),
+        );
         Column {
             shape: self.shape.clone(),
             row_len: self.row_len,
@@ -98,86 +83,24 @@ impl Column {
         }
     }
 
-    /// Overwrites row `r` with the elements of `value` (same length).
-    pub fn set_row_from_tensor_data(&mut self, r: usize, value: &Data) {
-        let n = self.row_len;
-        copy_into(&mut self.data, r * n, value, 0..n);
+    /// Row `r` of `self` = row `r` of `from`, for each `r` in `rows`.
+    pub fn copy_rows_from(&mut self, from: &Column, rows: &[u32]) {
+        buffer::copy_rows(
+            Values::all(&from.data),
+            self.row_len,
+            rows,
+            ValuesMut::all(&mut self.data),
+        )
     }
-}
 
-/// Row `rows[k]` of `dst` = row `k` of `src` (a dense buffer of `rows.len()` rows).
-pub fn scatter_rows(dst: &mut Data, src: &Data, rows: &[u32], row_len: usize) {
-    with_typed_pair!(dst, src, |d, s| scatter(d, s, rows, row_len))
-}
-
-/// Row `r` of `dst` = row `r` of `src`, for each `r` in `rows`.
-pub fn copy_rows(dst: &mut Data, src: &Data, rows: &[u32], row_len: usize) {
-    with_typed_pair!(dst, src, |d, s| copy_same_rows(d, s, rows, row_len))
-}
-
-/// Appends rows `rows` of `src` to `out`, one after another.
-pub fn gather_rows(out: &mut Data, src: &Data, rows: &[u32], row_len: usize) {
-    with_typed_pair!(out, src, |o, s| gather(o, s, rows, row_len))
-}
-
-#[inline]
-fn scatter<T: Copy>(dst: &mut [T], src: &[T], rows: &[u32], row_len: usize) {
-    if row_len == 1 {
-        for (k, r) in rows.iter().enumerate() {
-            dst[*r as usize] = src[k];
-        }
-    } else {
-        for (k, r) in rows.iter().enumerate() {
-            let r = *r as usize;
-            dst[r * row_len..(r + 1) * row_len]
-                .copy_from_slice(&src[k * row_len..(k + 1) * row_len]);
-        }
-    }
-}
-
-#[inline]
-fn copy_same_rows<T: Copy>(dst: &mut [T], src: &[T], rows: &[u32], row_len: usize) {
-    if row_len == 1 {
-        for r in rows {
-            dst[*r as usize] = src[*r as usize];
-        }
-    } else {
-        for r in rows {
-            let r = *r as usize;
-            dst[r * row_len..(r + 1) * row_len]
-                .copy_from_slice(&src[r * row_len..(r + 1) * row_len]);
-        }
-    }
-}
-
-#[inline]
-fn gather<T: Copy>(out: &mut Vec<T>, src: &[T], rows: &[u32], row_len: usize) {
-    out.reserve(rows.len() * row_len);
-    if row_len == 1 {
-        out.extend(rows.iter().map(|r| src[*r as usize]));
-    } else {
-        for r in rows {
-            let r = *r as usize;
-            out.extend_from_slice(&src[r * row_len..(r + 1) * row_len]);
-        }
-    }
-}
-
-/// `dst[at..at + range.len()] = src[range]`; both of one scalar type.
-pub fn copy_into(dst: &mut Data, at: usize, src: &Data, range: std::ops::Range<usize>) {
-    let len = range.len();
-    match (dst, src) {
-        (Data::Bool(d), Data::Bool(s)) => d[at..at + len].copy_from_slice(&s[range]),
-        (Data::I32(d), Data::I32(s)) => d[at..at + len].copy_from_slice(&s[range]),
-        (Data::I64(d), Data::I64(s)) => d[at..at + len].copy_from_slice(&s[range]),
-        (Data::Usize(d), Data::Usize(s)) => d[at..at + len].copy_from_slice(&s[range]),
-        (Data::F32(d), Data::F32(s)) => d[at..at + len].copy_from_slice(&s[range]),
-        (Data::F64(d), Data::F64(s)) => d[at..at + len].copy_from_slice(&s[range]),
-        (d, s) => panic!(
-            "internal error: copying {} elements into a {} buffer",
-            s.ty(),
-            d.ty()
-        ),
+    /// Row `rows[k]` of `self` = row `k` of `dense` (a column of `rows.len()` rows).
+    pub fn scatter_rows_from(&mut self, dense: &Column, rows: &[u32]) {
+        buffer::scatter_rows(
+            Values::all(&dense.data),
+            self.row_len,
+            rows,
+            ValuesMut::all(&mut self.data),
+        )
     }
 }
 
@@ -195,9 +118,7 @@ impl Slot {
     pub fn value(&self, r: usize) -> Tensor {
         match self {
             Slot::Invariant(Some(t)) => t.clone(),
-            Slot::Invariant(None) => {
-                panic!("internal error: reading an unassigned invariant variable")
-            }
+            Slot::Invariant(None) => internal_error("reading an unassigned invariant variable"),
             Slot::Column(c) => c.row(r),
         }
     }
@@ -223,6 +144,22 @@ enum TypedStacks {
     F64(Vec<Vec<f64>>),
 }
 
+/// Runs `$body` with `$s` bound to the per-member stacks, whatever their type.
+macro_rules! each_stack {
+    ($stacks:expr, |$s:ident| $body:expr) => {
+        match $stacks {
+            TypedStacks::Bool($s) => $body,
+            TypedStacks::I32($s) => $body,
+            TypedStacks::I64($s) => $body,
+            TypedStacks::Usize($s) => $body,
+            TypedStacks::F32($s) => $body,
+            TypedStacks::F64($s) => $body,
+        }
+    };
+}
+
+/// Runs `$body` with `$st` bound to the per-member stacks and `$col` to the
+/// elements of a column of the same type; two types are an internal error.
 macro_rules! with_stacks_and_column {
     ($stacks:expr, $column:expr, |$st:ident, $col:ident| $body:expr) => {
         match ($stacks, $column) {
@@ -232,10 +169,10 @@ macro_rules! with_stacks_and_column {
             (TypedStacks::Usize($st), Data::Usize($col)) => $body,
             (TypedStacks::F32($st), Data::F32($col)) => $body,
             (TypedStacks::F64($st), Data::F64($col)) => $body,
-            (_, c) => panic!(
-                "internal error: a stack of another type than its {} variable",
+            (_, c) => internal_error(format!(
+                "a stack of another type than its {} variable",
                 c.ty()
-            ),
+            )),
         }
     };
 }
@@ -266,28 +203,14 @@ impl ValueStack {
 
     /// How many values member `m` has saved.
     pub fn height(&self, m: usize) -> usize {
-        let len = match &self.stacks {
-            TypedStacks::Bool(s) => s[m].len(),
-            TypedStacks::I32(s) => s[m].len(),
-            TypedStacks::I64(s) => s[m].len(),
-            TypedStacks::Usize(s) => s[m].len(),
-            TypedStacks::F32(s) => s[m].len(),
-            TypedStacks::F64(s) => s[m].len(),
-        };
+        let len = each_stack!(&self.stacks, |s| s[m].len());
         len / self.row_len.max(1)
     }
 
     /// Drops member `m`'s values saved above `height` (a fault unwound them).
     pub fn truncate(&mut self, m: usize, height: usize) {
         let len = height * self.row_len.max(1);
-        match &mut self.stacks {
-            TypedStacks::Bool(s) => s[m].truncate(len),
-            TypedStacks::I32(s) => s[m].truncate(len),
-            TypedStacks::I64(s) => s[m].truncate(len),
-            TypedStacks::Usize(s) => s[m].truncate(len),
-            TypedStacks::F32(s) => s[m].truncate(len),
-            TypedStacks::F64(s) => s[m].truncate(len),
-        }
+        each_stack!(&mut self.stacks, |s| s[m].truncate(len))
     }
 
     /// Copies each member's top saved row into its row of `into`; pops it if `remove`.
@@ -298,7 +221,9 @@ impl ValueStack {
                 let m = *m as usize;
                 let stack = &mut stacks[m];
                 let len = stack.len();
-                assert!(len >= n, "internal error: popping an empty variable stack");
+                if len < n {
+                    internal_error("popping an empty variable stack");
+                }
                 column[m * n..(m + 1) * n].copy_from_slice(&stack[len - n..]);
                 if remove {
                     stack.truncate(len - n);

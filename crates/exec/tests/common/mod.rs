@@ -1,0 +1,299 @@
+//! What the executor tests share: the `//@ run:` / `//@ expect:` directives
+//! of a test file (IR or source) as cases, a case's JSON inputs as a
+//! [`Batch`], results as JSON, and every configuration of the strategies.
+
+#![allow(dead_code)]
+
+use autobatch_exec::{Arg, Batch, BatchingOptions, BlockChoice, LaneMode, RunOptions, Strategy};
+use autobatch_ir::{Function, Program};
+use autobatch_types::{Data, Dim, MemberError, Scalar, ScalarType, Tensor, TensorType, Value};
+use serde_json::Value as Json;
+
+/// One `run` directive and the expectation that follows it.
+pub struct Case {
+    /// The line of the `run` directive, for messages.
+    pub line: usize,
+    pub entry: String,
+    pub options: RunOptions,
+    pub inputs: Json,
+    pub tolerance: f64,
+    /// One entry per member; `None` until the `expect` line is read.
+    pub expect: Option<Vec<Json>>,
+}
+
+pub const DEFAULT_TOLERANCE: f64 = 1e-12;
+
+/// The `//@` directives of a file, as cases.
+pub fn cases(text: &str) -> Result<Vec<Case>, String> {
+    let mut cases: Vec<Case> = Vec::new();
+    let mut tolerance = DEFAULT_TOLERANCE;
+    for (i, line) in text.lines().enumerate() {
+        let Some(directive) = line.trim_start().strip_prefix("//@ ") else {
+            continue;
+        };
+        let at = |m: String| format!("line {}: {m}", i + 1);
+        if let Some(rest) = directive.strip_prefix("run") {
+            cases.push(run_directive(i + 1, rest).map_err(at)?);
+            tolerance = DEFAULT_TOLERANCE;
+        } else if let Some(rest) = directive.strip_prefix("tolerance: ") {
+            tolerance = rest
+                .trim()
+                .parse()
+                .map_err(|_| at("bad tolerance".into()))?;
+        } else if let Some(rest) = directive.strip_prefix("expect: ") {
+            let case = cases
+                .last_mut()
+                .filter(|c| c.expect.is_none())
+                .ok_or_else(|| at("`expect` must follow a `run`".into()))?;
+            let Json::Array(members) = serde_json::from_str(rest).map_err(|e| at(e.to_string()))?
+            else {
+                return Err(at("`expect` takes an array, one entry per member".into()));
+            };
+            case.expect = Some(members);
+            case.tolerance = tolerance;
+        } else {
+            return Err(at(format!("unknown directive `{directive}`")));
+        }
+    }
+    Ok(cases)
+}
+
+/// `(OPTIONS): ENTRY INPUTS` after `run`.
+pub fn run_directive(line: usize, rest: &str) -> Result<Case, String> {
+    let mut options = RunOptions::default();
+    let rest = match rest.strip_prefix('(') {
+        Some(inside) => {
+            let (list, after) = inside.split_once(')').ok_or("unclosed options")?;
+            for option in list.split(',') {
+                set_option(&mut options, option.trim())?;
+            }
+            after
+        }
+        None => rest,
+    };
+    let rest = rest.strip_prefix(": ").ok_or("expected `: ENTRY INPUTS`")?;
+    let (entry, inputs) = rest.split_once(' ').ok_or("expected `ENTRY INPUTS`")?;
+    Ok(Case {
+        line,
+        entry: entry.to_string(),
+        options,
+        inputs: serde_json::from_str(inputs).map_err(|e| e.to_string())?,
+        tolerance: DEFAULT_TOLERANCE,
+        expect: None,
+    })
+}
+
+fn set_option(options: &mut RunOptions, option: &str) -> Result<(), String> {
+    let (key, value) = option
+        .split_once('=')
+        .ok_or_else(|| format!("bad option `{option}`"))?;
+    let bad = |_| format!("bad value in `{option}`");
+    match key {
+        "max-stack-depth" => options.max_stack_depth = value.parse().map_err(bad)?,
+        "max-steps" => options.max_steps = value.parse().map_err(bad)?,
+        "seed" => options.seed = value.parse().map_err(bad)?,
+        _ => return Err(format!("unknown option `{key}`")),
+    }
+    Ok(())
+}
+
+/// The batch a case's inputs make for `entry`: `{"batch": {..}, "shared": {..}}`
+/// keyed by the names of the entry's (flattened) parameter variables.
+pub fn batch_of(program: &Program, case: &Case) -> Result<Batch, String> {
+    let entry = program
+        .function_by_name(&case.entry)
+        .ok_or_else(|| format!("no function `{}`", case.entry))?;
+    let function = &program.functions[entry];
+    let mut args = Vec::new();
+    let mut size = None;
+    for param in &function.params {
+        let data = &function.vars[*param];
+        let name = data.name.as_deref().unwrap_or_default();
+        if let Some(values) = case.inputs["batch"].get(name) {
+            let values = values
+                .as_array()
+                .ok_or_else(|| format!("`{name}`: a batched input is an array"))?;
+            let tensors = values
+                .iter()
+                .map(|v| tensor_of(v, &data.ty))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("`{name}`: {e}"))?;
+            size = Some(tensors.len());
+            args.push(Arg::Batched(tensors));
+        } else if let Some(value) = case.inputs["shared"].get(name) {
+            let tensor = tensor_of(value, &data.ty).map_err(|e| format!("`{name}`: {e}"))?;
+            args.push(Arg::Shared(tensor));
+        } else {
+            return Err(format!("no input for parameter `{name}`"));
+        }
+    }
+    Ok(Batch {
+        entry,
+        size: size.unwrap_or(1),
+        args,
+    })
+}
+
+/// A JSON value (nested arrays of scalars) as a tensor of type `ty`.
+fn tensor_of(value: &Json, ty: &TensorType) -> Result<Tensor, String> {
+    let mut shape = Vec::new();
+    let mut data = Data::with_capacity(ty.elem, 0);
+    collect_elements(value, ty, 0, &mut shape, &mut data)?;
+    Ok(Tensor::new(shape, data))
+}
+
+fn collect_elements(
+    value: &Json,
+    ty: &TensorType,
+    depth: usize,
+    shape: &mut Vec<usize>,
+    data: &mut Data,
+) -> Result<(), String> {
+    let Some(dim) = ty.dims.get(depth) else {
+        data.push(scalar_of(value, ty.elem)?);
+        return Ok(());
+    };
+    let items = value.as_array().ok_or("expected an array")?;
+    if shape.len() == depth {
+        shape.push(items.len());
+    }
+    if shape[depth] != items.len() || matches!(dim, Dim::Fixed(n) if *n as usize != items.len()) {
+        return Err(format!("an axis of length {} does not fit", items.len()));
+    }
+    items
+        .iter()
+        .try_for_each(|item| collect_elements(item, ty, depth + 1, shape, data))
+}
+
+fn scalar_of(value: &Json, elem: ScalarType) -> Result<Scalar, String> {
+    let wrong = || format!("{value} is not a {elem}");
+    let scalar = match elem {
+        ScalarType::Bool => Scalar::Bool(value.as_bool().ok_or_else(wrong)?),
+        ScalarType::I32 => Scalar::I32(
+            value
+                .as_i64()
+                .and_then(|v| v.try_into().ok())
+                .ok_or_else(wrong)?,
+        ),
+        ScalarType::I64 => Scalar::I64(value.as_i64().ok_or_else(wrong)?),
+        ScalarType::Usize => Scalar::Usize(value.as_u64().ok_or_else(wrong)?),
+        ScalarType::F32 => Scalar::F32(float_of(value).ok_or_else(wrong)? as f32),
+        ScalarType::F64 => Scalar::F64(float_of(value).ok_or_else(wrong)?),
+    };
+    Ok(scalar)
+}
+
+fn float_of(value: &Json) -> Option<f64> {
+    match value.as_str() {
+        Some("NaN") => Some(f64::NAN),
+        Some("inf") => Some(f64::INFINITY),
+        Some("-inf") => Some(f64::NEG_INFINITY),
+        Some(_) => None,
+        None => value.as_f64(),
+    }
+}
+
+/// A member's results as JSON, tuples as arrays (the shape of `ret_type`).
+pub fn json_of_results(function: &Function, results: &[Tensor]) -> Json {
+    let mut flat = results.iter().cloned();
+    match Value::unflatten(&function.ret_type, &mut flat) {
+        Some(value) => json_of_value(&value),
+        None => Json::String(format!("{} results", results.len())),
+    }
+}
+
+fn json_of_value(value: &Value) -> Json {
+    match value {
+        Value::Tuple(items) => Json::Array(items.iter().map(json_of_value).collect()),
+        Value::Tensor(t) => {
+            let elements: Vec<Json> = (0..t.len())
+                .map(|i| json_of_scalar(t.data.get(i)))
+                .collect();
+            nest(&t.shape, &elements)
+        }
+    }
+}
+
+/// Row-major `elements` as nested arrays of `shape`.
+fn nest(shape: &[usize], elements: &[Json]) -> Json {
+    match shape.split_first() {
+        None => elements.first().cloned().unwrap_or(Json::Null),
+        Some((&n, inner)) => {
+            let step = inner.iter().product::<usize>();
+            Json::Array(
+                (0..n)
+                    .map(|i| nest(inner, &elements[i * step..(i + 1) * step]))
+                    .collect(),
+            )
+        }
+    }
+}
+
+fn json_of_scalar(s: Scalar) -> Json {
+    let float = |v: f64| match v {
+        v if v.is_nan() => Json::from("NaN"),
+        v if v == f64::INFINITY => Json::from("inf"),
+        v if v == f64::NEG_INFINITY => Json::from("-inf"),
+        v => Json::from(v),
+    };
+    match s {
+        Scalar::Bool(v) => Json::from(v),
+        Scalar::I32(v) => Json::from(v),
+        Scalar::I64(v) => Json::from(v),
+        Scalar::Usize(v) => Json::from(v),
+        Scalar::F32(v) => float(v as f64),
+        Scalar::F64(v) => float(v),
+    }
+}
+
+/// Whether `actual` is `expected`: exactly, or to `tolerance` for floats.
+pub fn same_value(expected: &Json, actual: &Json, tolerance: f64) -> bool {
+    match (expected, actual) {
+        (Json::Array(e), Json::Array(a)) => {
+            e.len() == a.len() && e.iter().zip(a).all(|(e, a)| same_value(e, a, tolerance))
+        }
+        (Json::Number(e), Json::Number(a)) if e.is_f64() || a.is_f64() => {
+            let (e, a) = (
+                e.as_f64().unwrap_or(f64::NAN),
+                a.as_f64().unwrap_or(f64::NAN),
+            );
+            (e - a).abs() <= tolerance * e.abs().max(1.0)
+        }
+        _ => expected == actual,
+    }
+}
+
+/// Whether `actual` is the error `expected` describes: its `kind`, and its
+/// `line`, `column` and (a substring of) `message` when given.
+pub fn same_error(expected: &Json, actual: &MemberError) -> bool {
+    let kind = expected["kind"].as_str() == Some(actual.kind.name());
+    let line = expected["line"]
+        .as_u64()
+        .is_none_or(|l| l == u64::from(actual.loc.line));
+    let column = expected["column"]
+        .as_u64()
+        .is_none_or(|c| c == u64::from(actual.loc.column));
+    let message = expected["message"]
+        .as_str()
+        .is_none_or(|m| actual.message.contains(m));
+    kind && line && column && message
+}
+
+/// Every strategy; the batching ones with every lanes mode and block choice.
+pub fn configurations() -> Vec<(Strategy, BatchingOptions)> {
+    let mut out = vec![(Strategy::Reference, BatchingOptions::default())];
+    for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
+        for lanes in [LaneMode::Mask, LaneMode::Compact, LaneMode::Auto] {
+            for block_choice in [BlockChoice::SmallestIndex, BlockChoice::MostMembers] {
+                out.push((
+                    strategy,
+                    BatchingOptions {
+                        lanes,
+                        block_choice,
+                    },
+                ));
+            }
+        }
+    }
+    out
+}
