@@ -132,98 +132,18 @@ impl Compiled {
         check_names(program, function, inputs)?;
         let batch_size = batch_size(inputs)?;
 
+        // Every value is converted before any is finished: the lengths of
+        // symbolic dimensions may come from any of them.
         let mut dimensions = DimensionBinder::new(program);
-        let shared_value = |name: &str| {
-            inputs
-                .shared
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v)
-        };
-
-        let mut converted_statics = Vec::with_capacity(program.statics.len());
-        for (_, decl) in program.statics.iter() {
-            // `check_names` made sure every static is in `shared`.
-            let value = shared_value(&decl.name).ok_or_else(|| missing_static(&decl.name))?;
-            let place = Place {
-                description: format!("static `{}`", decl.name),
-                root: decl.name.clone(),
-            };
-            let ty = Type::Tensor(decl.ty.clone());
-            converted_statics.push(convert(program, value, &ty, &place, &mut dimensions)?);
-        }
-
-        enum ConvertedParam {
-            Shared(Converted),
-            Batched(Vec<Converted>),
-        }
-        let mut converted_params = Vec::with_capacity(function.signature.len());
-        for param in &function.signature {
-            if let Some(value) = shared_value(&param.name) {
-                let place = Place {
-                    description: format!("argument `{}`", param.name),
-                    root: param.name.clone(),
-                };
-                converted_params.push(ConvertedParam::Shared(convert(
-                    program,
-                    value,
-                    &param.ty,
-                    &place,
-                    &mut dimensions,
-                )?));
-            } else {
-                let values = inputs
-                    .batch
-                    .iter()
-                    .find(|(n, _)| *n == param.name)
-                    .map(|(_, values)| values)
-                    .ok_or_else(|| missing_argument(function, &param.name))?;
-                let mut members = Vec::with_capacity(values.len());
-                for (member, value) in values.iter().enumerate() {
-                    let place = Place {
-                        description: format!("argument `{}` of member {member}", param.name),
-                        root: param.name.clone(),
-                    };
-                    members.push(convert(program, value, &param.ty, &place, &mut dimensions)?);
-                }
-                converted_params.push(ConvertedParam::Batched(members));
-            }
-        }
-
+        let converted_statics = convert_statics(program, inputs, &mut dimensions)?;
+        let converted_params = convert_params(program, function, inputs, &mut dimensions)?;
         let mut statics = Vec::with_capacity(converted_statics.len());
         for converted in converted_statics {
-            for tensor in converted.finish(program, &dimensions)?.flatten() {
-                statics.push(tensor);
-            }
+            statics.extend(converted.finish(program, &dimensions)?.flatten());
         }
         let mut args = Vec::with_capacity(function.params.len());
         for converted in converted_params {
-            match converted {
-                ConvertedParam::Shared(value) => args.extend(
-                    value
-                        .finish(program, &dimensions)?
-                        .flatten()
-                        .into_iter()
-                        .map(Arg::Shared),
-                ),
-                ConvertedParam::Batched(members) => {
-                    let mut per_member = Vec::with_capacity(members.len());
-                    for member in members {
-                        per_member.push(member.finish(program, &dimensions)?.flatten());
-                    }
-                    // Transpose member-major to argument-major: one `Arg` per flattened tensor.
-                    let flat_len = per_member.first().map_or(0, Vec::len);
-                    let mut columns: Vec<Vec<Tensor>> = (0..flat_len)
-                        .map(|_| Vec::with_capacity(per_member.len()))
-                        .collect();
-                    for flat in per_member {
-                        for (column, tensor) in columns.iter_mut().zip(flat) {
-                            column.push(tensor);
-                        }
-                    }
-                    args.extend(columns.into_iter().map(Arg::Batched));
-                }
-            }
+            args.extend(converted.finish(program, &dimensions)?);
         }
 
         check_symbols_fixed(program, entry_id, &dimensions)?;
@@ -243,6 +163,114 @@ impl Compiled {
             batch,
         })
     }
+}
+
+/// The value given in `shared` for `name`.
+fn shared_value<'i>(inputs: &'i Inputs, name: &str) -> Option<&'i InputValue> {
+    inputs
+        .shared
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v)
+}
+
+/// Every static of `program`, converted, in order.
+fn convert_statics(
+    program: &Program,
+    inputs: &Inputs,
+    dimensions: &mut DimensionBinder,
+) -> Result<Vec<Converted>, InputError> {
+    let mut converted = Vec::with_capacity(program.statics.len());
+    for (_, decl) in program.statics.iter() {
+        // `check_names` made sure every static is in `shared`.
+        let value = shared_value(inputs, &decl.name).ok_or_else(|| missing_static(&decl.name))?;
+        let place = Place {
+            description: format!("static `{}`", decl.name),
+            root: decl.name.clone(),
+        };
+        let ty = Type::Tensor(decl.ty.clone());
+        converted.push(convert(program, value, &ty, &place, dimensions)?);
+    }
+    Ok(converted)
+}
+
+/// A converted argument of the entry: one value for every member, or one
+/// value per member.
+enum ConvertedParam {
+    Shared(Converted),
+    Batched(Vec<Converted>),
+}
+
+impl ConvertedParam {
+    /// The argument's flattened tensors, each one [`Arg`].
+    fn finish(
+        self,
+        program: &Program,
+        dimensions: &DimensionBinder,
+    ) -> Result<Vec<Arg>, InputError> {
+        match self {
+            ConvertedParam::Shared(value) => Ok(value
+                .finish(program, dimensions)?
+                .flatten()
+                .into_iter()
+                .map(Arg::Shared)
+                .collect()),
+            ConvertedParam::Batched(members) => {
+                let mut per_member = Vec::with_capacity(members.len());
+                for member in members {
+                    per_member.push(member.finish(program, dimensions)?.flatten());
+                }
+                // Transpose member-major to argument-major: one `Arg` per flattened tensor.
+                let flat_len = per_member.first().map_or(0, Vec::len);
+                let mut columns: Vec<Vec<Tensor>> = (0..flat_len)
+                    .map(|_| Vec::with_capacity(per_member.len()))
+                    .collect();
+                for flat in per_member {
+                    for (column, tensor) in columns.iter_mut().zip(flat) {
+                        column.push(tensor);
+                    }
+                }
+                Ok(columns.into_iter().map(Arg::Batched).collect())
+            }
+        }
+    }
+}
+
+/// Every parameter of `function`, converted, in order.
+fn convert_params(
+    program: &Program,
+    function: &Function,
+    inputs: &Inputs,
+    dimensions: &mut DimensionBinder,
+) -> Result<Vec<ConvertedParam>, InputError> {
+    let mut converted = Vec::with_capacity(function.signature.len());
+    for param in &function.signature {
+        if let Some(value) = shared_value(inputs, &param.name) {
+            let place = Place {
+                description: format!("argument `{}`", param.name),
+                root: param.name.clone(),
+            };
+            let value = convert(program, value, &param.ty, &place, dimensions)?;
+            converted.push(ConvertedParam::Shared(value));
+        } else {
+            let values = inputs
+                .batch
+                .iter()
+                .find(|(n, _)| *n == param.name)
+                .map(|(_, values)| values)
+                .ok_or_else(|| missing_argument(function, &param.name))?;
+            let mut members = Vec::with_capacity(values.len());
+            for (member, value) in values.iter().enumerate() {
+                let place = Place {
+                    description: format!("argument `{}` of member {member}", param.name),
+                    root: param.name.clone(),
+                };
+                members.push(convert(program, value, &param.ty, &place, dimensions)?);
+            }
+            converted.push(ConvertedParam::Batched(members));
+        }
+    }
+    Ok(converted)
 }
 
 fn parameter_list(function: &Function) -> String {
@@ -430,7 +458,15 @@ impl Place {
 /// The lengths bound to symbolic dimensions so far, with where each was first seen.
 struct DimensionBinder<'p> {
     program: &'p Program,
-    bound: Vec<Option<(u64, String)>>,
+    /// Per symbol.
+    bound: Vec<Option<BoundDimension>>,
+}
+
+/// The length of a symbolic dimension, and the input it was first seen in.
+#[derive(Clone)]
+struct BoundDimension {
+    length: u64,
+    seen_in: String,
 }
 
 impl<'p> DimensionBinder<'p> {
@@ -453,15 +489,20 @@ impl<'p> DimensionBinder<'p> {
         };
         match slot {
             None => {
-                *slot = Some((length as u64, seen_in));
+                *slot = Some(BoundDimension {
+                    length: length as u64,
+                    seen_in,
+                });
                 Ok(())
             }
-            Some((first_length, _)) if *first_length == length as u64 => Ok(()),
-            Some((first_length, first_seen_in)) => Err(InputError::new(
+            Some(first) if first.length == length as u64 => Ok(()),
+            Some(first) => Err(InputError::new(
                 InputErrorKind::DimensionMismatch,
                 format!(
-                    "symbolic dimension `{}` is {first_length} in {first_seen_in} but {length} in {seen_in}",
-                    self.program.symbol_name(symbol)
+                    "symbolic dimension `{}` is {} in {} but {length} in {seen_in}",
+                    self.program.symbol_name(symbol),
+                    first.length,
+                    first.seen_in
                 ),
             )),
         }
@@ -470,7 +511,7 @@ impl<'p> DimensionBinder<'p> {
     fn get(&self, symbol: SymbolId) -> Option<u64> {
         self.bound
             .get(symbol.0 as usize)
-            .and_then(|b| b.as_ref().map(|(n, _)| *n))
+            .and_then(|b| b.as_ref().map(|b| b.length))
     }
 
     /// The value of every symbol, for `Env::symbols`. A symbol that no input
@@ -479,7 +520,7 @@ impl<'p> DimensionBinder<'p> {
     fn values(&self) -> Vec<u64> {
         self.bound
             .iter()
-            .map(|b| b.as_ref().map_or(0, |(n, _)| *n))
+            .map(|b| b.as_ref().map_or(0, |b| b.length))
             .collect()
     }
 }
@@ -689,6 +730,98 @@ fn convert_json(
     }
 }
 
+/// The walk over a JSON value of an array type: checks its nesting and
+/// lengths against the type and collects its scalars in row-major order.
+struct Walk<'a> {
+    program: &'a Program,
+    ty: &'a TensorType,
+    place: &'a Place,
+    root: &'a str,
+    /// The indices from the root to the list or element being visited;
+    /// a path string is only made when something is wrong, so that a
+    /// large array costs no allocation per element.
+    indices: Vec<usize>,
+    /// Per axis: the first list met on that axis.
+    lengths: Vec<Option<AxisLength>>,
+    data: Data,
+}
+
+impl Walk<'_> {
+    fn path(&self) -> String {
+        let mut path = self.root.to_owned();
+        for i in &self.indices {
+            path.push_str(&format!("[{i}]"));
+        }
+        path
+    }
+
+    fn sub_type_name(&self, axis: usize) -> String {
+        let sub_type = TensorType {
+            elem: self.ty.elem,
+            dims: self.ty.dims[axis..].to_vec(),
+        };
+        self.program.type_name(&sub_type)
+    }
+
+    fn visit(&mut self, json: &serde_json::Value, axis: usize) -> Result<(), InputError> {
+        if axis == self.ty.dims.len() {
+            let scalar = json_to_scalar(json, self.ty.elem)
+                .map_err(|problem| self.place.error(&self.path(), problem))?;
+            self.data.push(scalar);
+            return Ok(());
+        }
+        let serde_json::Value::Array(items) = json else {
+            return Err(self.place.error(
+                &self.path(),
+                format_args!(
+                    "must be an array `{}` (a list), found {}",
+                    self.sub_type_name(axis),
+                    describe_json(json)
+                ),
+            ));
+        };
+        if let Dim::Fixed(expected) = self.ty.dims[axis] {
+            if items.len() as u64 != expected {
+                return Err(self.place.error(
+                    &self.path(),
+                    format_args!(
+                        "must have {expected} elements (type `{}`), found {}",
+                        self.sub_type_name(axis),
+                        items.len()
+                    ),
+                ));
+            }
+        }
+        match &self.lengths[axis] {
+            None => {
+                self.lengths[axis] = Some(AxisLength {
+                    length: items.len(),
+                    path: self.path(),
+                })
+            }
+            Some(first) if first.length != items.len() => {
+                return Err(self.place.error(
+                    &self.path(),
+                    format_args!(
+                        "has {} elements but `{}` has {}: arrays must be rectangular",
+                        items.len(),
+                        first.path,
+                        first.length
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+        for (i, item) in items.iter().enumerate() {
+            self.indices.push(i);
+            self.visit(item, axis + 1)?;
+            self.indices.pop();
+        }
+        Ok(())
+    }
+}
+
+/// Converts the JSON value at `path` of a scalar or array type.
 fn convert_json_tensor(
     program: &Program,
     json: &serde_json::Value,
@@ -697,88 +830,6 @@ fn convert_json_tensor(
     place: &Place,
     dimensions: &mut DimensionBinder,
 ) -> Result<Converted, InputError> {
-    struct Walk<'a> {
-        program: &'a Program,
-        ty: &'a TensorType,
-        place: &'a Place,
-        root: &'a str,
-        /// The indices from the root to the list or element being visited;
-        /// a path string is only made when something is wrong, so that a
-        /// large array costs no allocation per element.
-        indices: Vec<usize>,
-        /// Per axis: the length of the first list met on that axis, and its path.
-        lengths: Vec<Option<(usize, String)>>,
-        data: Data,
-    }
-
-    impl Walk<'_> {
-        fn path(&self) -> String {
-            let mut path = self.root.to_owned();
-            for i in &self.indices {
-                path.push_str(&format!("[{i}]"));
-            }
-            path
-        }
-
-        fn sub_type_name(&self, axis: usize) -> String {
-            let sub_type = TensorType {
-                elem: self.ty.elem,
-                dims: self.ty.dims[axis..].to_vec(),
-            };
-            self.program.type_name(&sub_type)
-        }
-
-        fn visit(&mut self, json: &serde_json::Value, axis: usize) -> Result<(), InputError> {
-            if axis == self.ty.dims.len() {
-                let scalar = json_to_scalar(json, self.ty.elem)
-                    .map_err(|problem| self.place.error(&self.path(), problem))?;
-                self.data.push(scalar);
-                return Ok(());
-            }
-            let serde_json::Value::Array(items) = json else {
-                return Err(self.place.error(
-                    &self.path(),
-                    format_args!(
-                        "must be an array `{}` (a list), found {}",
-                        self.sub_type_name(axis),
-                        describe_json(json)
-                    ),
-                ));
-            };
-            if let Dim::Fixed(expected) = self.ty.dims[axis] {
-                if items.len() as u64 != expected {
-                    return Err(self.place.error(
-                        &self.path(),
-                        format_args!(
-                            "must have {expected} elements (type `{}`), found {}",
-                            self.sub_type_name(axis),
-                            items.len()
-                        ),
-                    ));
-                }
-            }
-            match &self.lengths[axis] {
-                None => self.lengths[axis] = Some((items.len(), self.path())),
-                Some((first_length, first_path)) if *first_length != items.len() => {
-                    return Err(self.place.error(
-                        &self.path(),
-                        format_args!(
-                            "has {} elements but `{first_path}` has {first_length}: arrays must be rectangular",
-                            items.len()
-                        ),
-                    ))
-                }
-                Some(_) => {}
-            }
-            for (i, item) in items.iter().enumerate() {
-                self.indices.push(i);
-                self.visit(item, axis + 1)?;
-                self.indices.pop();
-            }
-            Ok(())
-        }
-    }
-
     let mut walk = Walk {
         program,
         ty,
@@ -793,10 +844,19 @@ fn convert_json_tensor(
     finish_tensor(ty, lengths, data, place, dimensions)
 }
 
-/// Binds the symbolic dimensions of one converted tensor and makes its shape.
+/// The length of one axis of an input array, and the path of a list of
+/// that length (`x[2]`), for messages.
+#[derive(Clone)]
+struct AxisLength {
+    length: usize,
+    path: String,
+}
+
+/// Binds the symbolic dimensions of one converted tensor and makes its
+/// shape; `lengths` per axis, `None` for an axis only inside empty arrays.
 fn finish_tensor(
     ty: &TensorType,
-    lengths: Vec<Option<(usize, String)>>,
+    lengths: Vec<Option<AxisLength>>,
     data: Data,
     place: &Place,
     dimensions: &mut DimensionBinder,
@@ -805,9 +865,9 @@ fn finish_tensor(
     let mut shape = Vec::with_capacity(ty.dims.len());
     for (axis, length) in lengths.into_iter().enumerate() {
         match length {
-            Some((length, axis_path)) => {
+            Some(AxisLength { length, path }) => {
                 if let Dim::Symbolic(symbol) = ty.dims[axis] {
-                    dimensions.observe(symbol, length, place.axis_description(&axis_path))?;
+                    dimensions.observe(symbol, length, place.axis_description(&path))?;
                 }
                 shape.push(length);
             }
@@ -954,13 +1014,9 @@ fn convert_structured(
         }
         (Type::Tensor(tensor_type), Value::Tensor(tensor)) => {
             let expected = program.type_name(tensor_type);
-            if tensor.elem_type() != tensor_type.elem {
-                return Err(place.error(
-                    path,
-                    format_args!("must be `{expected}`, found {}", describe_value(value)),
-                ));
-            }
-            if tensor.shape.len() != tensor_type.dims.len() {
+            if tensor.elem_type() != tensor_type.elem
+                || tensor.shape.len() != tensor_type.dims.len()
+            {
                 return Err(place.error(
                     path,
                     format_args!("must be `{expected}`, found {}", describe_value(value)),
@@ -994,7 +1050,10 @@ fn convert_structured(
                         ));
                     }
                 }
-                lengths.push(Some((length, axis_path)));
+                lengths.push(Some(AxisLength {
+                    length,
+                    path: axis_path,
+                }));
             }
             finish_tensor(tensor_type, lengths, tensor.data.clone(), place, dimensions)
         }

@@ -64,6 +64,10 @@ pub use run::{
     RunResult, Strategy, THREADS_PER_CORE,
 };
 
+/// The table of the language's operations: its builtins, their names and
+/// spellings, and the signature class of each.
+pub use autobatch_ops as ops;
+
 pub use autobatch_exec::{
     available_memory_bytes, Observer, OpCount, RunProgress, Stats, DEFAULT_MAX_STACK_DEPTH,
     DEFAULT_MAX_STEPS,

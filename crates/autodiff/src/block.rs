@@ -10,7 +10,7 @@ use autobatch_ir::{
 };
 use autobatch_types::Loc;
 
-use crate::{derive_error, rules, DeriveResult, Deriver};
+use crate::{derive_error, rules, DeriveResult, Deriver, Plan};
 
 /// Emits operations into a function under construction.
 pub(crate) struct Builder<'p> {
@@ -393,13 +393,50 @@ fn emit(
 ) -> DeriveResult<Vec<Var>> {
     let bdata = d.plans[p].g.blocks[Block::new(block)].clone();
     let loc = bdata.loc;
-    // Forward: the block's operations, every definition a fresh variable.
-    let mut records: Vec<Op> = Vec::with_capacity(bdata.ops.len());
-    for op in &bdata.ops {
+    let records = emit_forward(&d.plans[p], b, &bdata.ops, &mut map);
+    let results: Vec<Var> = match &bdata.term {
+        Terminator::Return(vs) => {
+            let out: Vec<Var> = vs.iter().map(|v| map[v]).collect();
+            let float_results = d.plans[p].float_results.clone();
+            for (k, i) in float_results.iter().enumerate() {
+                let v = out[*i];
+                if b.active[v.index()] {
+                    b.accumulate(v, dres[k], loc)?;
+                }
+            }
+            out
+        }
+        Terminator::Jump(c) => successor(d, p, b, c.index(), &map, dres)?,
+        Terminator::Branch {
+            cond,
+            then_block,
+            else_block,
+        } => {
+            let branch = Branch {
+                cond: map[cond],
+                then_block: *then_block,
+                else_block: *else_block,
+                loc,
+            };
+            emit_branch(d, p, b, branch, &map, dres)?
+        }
+    };
+    // Backward: the adjoint of every operation, in reverse order.
+    for op in records.iter().rev() {
+        rules::adjoint(d, b, op)?;
+    }
+    Ok(results)
+}
+
+/// Forward: emits `ops` (operations of `plan.g`) with every definition a
+/// fresh variable, recorded in `map`; returns the operations emitted, for
+/// the backward pass.
+fn emit_forward(plan: &Plan, b: &mut Builder, ops: &[Op], map: &mut HashMap<Var, Var>) -> Vec<Op> {
+    let mut records: Vec<Op> = Vec::with_capacity(ops.len());
+    for op in ops {
         let args: Vec<Var> = op.uses().iter().map(|v| map[v]).collect();
         let mut defs = Vec::new();
         for v in op.defs() {
-            let plan = &d.plans[p];
             let data = &plan.g.vars[*v];
             let nv = b.var(data.ty.clone(), data.name.clone(), plan.active[v.index()]);
             defs.push(nv);
@@ -423,6 +460,12 @@ fn emit(
                 loc: *loc,
                 catch: *catch,
             },
+            Op::Fork { instances, loc, .. } => Op::Fork {
+                dsts: defs,
+                args,
+                instances: instances.clone(),
+                loc: *loc,
+            },
         };
         if let Op::Prim {
             dst: Some(dst),
@@ -436,104 +479,137 @@ fn emit(
         b.push(new_op.clone());
         records.push(new_op);
     }
+    records
+}
 
-    // The terminator.
-    let results: Vec<Var> = match &bdata.term {
-        Terminator::Return(vs) => {
-            let out: Vec<Var> = vs.iter().map(|v| map[v]).collect();
-            let float_results = d.plans[p].float_results.clone();
-            for (k, i) in float_results.iter().enumerate() {
-                let v = out[*i];
-                if b.active[v.index()] {
-                    b.accumulate(v, dres[k], loc)?;
-                }
-            }
-            out
-        }
-        Terminator::Jump(c) => successor(d, p, b, c.index(), &map, dres)?,
-        Terminator::Branch {
-            cond,
-            then_block,
-            else_block,
-        } => {
-            let result_types = d.plans[p].g.results.clone();
-            let res: Vec<Var> = result_types
-                .into_iter()
-                .map(|t| b.var(t, None, false))
-                .collect();
-            let bt = b.new_block(d.plans[p].g.blocks[*then_block].loc);
-            let be = b.new_block(d.plans[p].g.blocks[*else_block].loc);
-            let join = b.new_block(loc);
-            b.terminate(Terminator::Branch {
-                cond: map[cond],
-                then_block: bt,
-                else_block: be,
-            });
-            // Adjoints that exist before the branch; each arm adds to them.
-            let before = b.adj.clone();
-            // Values computed in one arm are not available in the other or after.
-            let known_before = b.known.clone();
-            let visible = b.func.vars.len();
-            let mut arms = Vec::new();
-            for (arm, succ) in [(bt, *then_block), (be, *else_block)] {
-                b.current = arm;
-                b.adj = before.clone();
-                b.known = known_before.clone();
-                let arm_res = successor(d, p, b, succ.index(), &map, dres)?;
-                for (r, a) in res.iter().zip(&arm_res) {
-                    b.prim_into(*r, Prim::Copy, vec![*a], loc);
-                }
-                arms.push((b.current, std::mem::take(&mut b.adj)));
-            }
-            // The adjoints either arm changed, of variables defined before
-            // the branch, meet in shared variables.
-            let mut changed: Vec<Var> = Vec::new();
-            for (_, adj) in &arms {
-                for (k, v) in adj {
-                    if k.index() < visible && before.get(k) != Some(v) && !changed.contains(k) {
-                        changed.push(*k);
-                    }
-                }
-            }
-            changed.sort();
-            let shared: Vec<Var> = changed
-                .iter()
-                .map(|k| {
-                    let ty = b.ty(*k).clone();
-                    let name = adjoint_name(&b.func.vars[*k].name);
-                    b.var(ty, name, false)
-                })
-                .collect();
-            for (end, adj) in &arms {
-                b.current = *end;
-                b.known = known_before.clone();
-                for (k, u) in changed.iter().zip(&shared) {
-                    let value = match adj.get(k).or_else(|| before.get(k)) {
-                        Some(v) => b.full(*k, *v, loc)?,
-                        None => {
-                            let ty = b.ty(*k).clone();
-                            b.filled(&ty, 0.0, loc)?
-                        }
-                    };
-                    b.prim_into(*u, Prim::Copy, vec![value], loc);
-                }
-                b.terminate(Terminator::Jump(join));
-            }
-            b.current = join;
-            b.adj = before;
-            b.known = known_before;
-            for (k, u) in changed.iter().zip(&shared) {
-                b.adj.insert(*k, *u);
-            }
-            res
-        }
+/// What holds where a branch starts; each arm starts from it.
+struct BranchStart {
+    /// The adjoints that exist before the branch; each arm adds to them.
+    adj: HashMap<Var, Var>,
+    /// Values computed in one arm are not available in the other or after.
+    known: Known,
+    /// The variables defined before the branch are those below this index.
+    visible: usize,
+}
+
+/// Where one arm of a branch ends, with the adjoints it leaves.
+struct ArmEnd {
+    block: Block,
+    adj: HashMap<Var, Var>,
+}
+
+/// A branch of `g` to emit: its condition (a variable of the function
+/// being built), its targets (blocks of `g`), and where it is.
+struct Branch {
+    cond: Var,
+    then_block: Block,
+    else_block: Block,
+    loc: Loc,
+}
+
+/// Emits `branch`: each arm continues with its successor and copies the
+/// results into shared variables; then the arms meet in a join block,
+/// where the adjoints either arm changed meet in shared variables too.
+/// Returns the result variables.
+fn emit_branch(
+    d: &mut Deriver,
+    p: usize,
+    b: &mut Builder,
+    branch: Branch,
+    map: &HashMap<Var, Var>,
+    dres: &[Var],
+) -> DeriveResult<Vec<Var>> {
+    let Branch {
+        cond,
+        then_block,
+        else_block,
+        loc,
+    } = branch;
+    let result_types = d.plans[p].g.results.clone();
+    let res: Vec<Var> = result_types
+        .into_iter()
+        .map(|t| b.var(t, None, false))
+        .collect();
+    let bt = b.new_block(d.plans[p].g.blocks[then_block].loc);
+    let be = b.new_block(d.plans[p].g.blocks[else_block].loc);
+    let join = b.new_block(loc);
+    b.terminate(Terminator::Branch {
+        cond,
+        then_block: bt,
+        else_block: be,
+    });
+    let start = BranchStart {
+        adj: b.adj.clone(),
+        known: b.known.clone(),
+        visible: b.func.vars.len(),
     };
-
-    // Backward: the adjoint of every operation, in reverse order.
-    for op in records.iter().rev() {
-        rules::adjoint(d, b, op)?;
+    let mut ends = Vec::new();
+    for (arm, succ) in [(bt, then_block), (be, else_block)] {
+        b.current = arm;
+        b.adj = start.adj.clone();
+        b.known = start.known.clone();
+        let arm_res = successor(d, p, b, succ.index(), map, dres)?;
+        for (r, a) in res.iter().zip(&arm_res) {
+            b.prim_into(*r, Prim::Copy, vec![*a], loc);
+        }
+        ends.push(ArmEnd {
+            block: b.current,
+            adj: std::mem::take(&mut b.adj),
+        });
     }
-    Ok(results)
+    join_arms(b, start, &ends, join, loc)?;
+    Ok(res)
+}
+
+/// Ends both arms of a branch with a jump to `join`, the adjoints either arm
+/// changed, of variables defined before the branch, copied into shared
+/// variables that hold them from `join` on.
+fn join_arms(
+    b: &mut Builder,
+    start: BranchStart,
+    ends: &[ArmEnd],
+    join: Block,
+    loc: Loc,
+) -> DeriveResult<()> {
+    let mut changed: Vec<Var> = Vec::new();
+    for end in ends {
+        for (k, v) in &end.adj {
+            if k.index() < start.visible && start.adj.get(k) != Some(v) && !changed.contains(k) {
+                changed.push(*k);
+            }
+        }
+    }
+    changed.sort();
+    let shared: Vec<Var> = changed
+        .iter()
+        .map(|k| {
+            let ty = b.ty(*k).clone();
+            let name = adjoint_name(&b.func.vars[*k].name);
+            b.var(ty, name, false)
+        })
+        .collect();
+    for end in ends {
+        b.current = end.block;
+        b.known = start.known.clone();
+        for (k, u) in changed.iter().zip(&shared) {
+            let value = match end.adj.get(k).or_else(|| start.adj.get(k)) {
+                Some(v) => b.full(*k, *v, loc)?,
+                None => {
+                    let ty = b.ty(*k).clone();
+                    b.filled(&ty, 0.0, loc)?
+                }
+            };
+            b.prim_into(*u, Prim::Copy, vec![value], loc);
+        }
+        b.terminate(Terminator::Jump(join));
+    }
+    b.current = join;
+    b.adj = start.adj;
+    b.known = start.known;
+    for (k, u) in changed.iter().zip(&shared) {
+        b.adj.insert(*k, *u);
+    }
+    Ok(())
 }
 
 /// Continues with block `succ`: inline when this is its only predecessor,
@@ -549,17 +625,24 @@ fn successor(
     if d.plans[p].inline[succ] {
         return emit(d, p, b, succ, map.clone(), dres);
     }
-    let (res, adjs) = successor_call(d, p, b, succ, map, dres)?;
+    let outputs = successor_call(d, p, b, succ, map, dres)?;
     let loc = d.plans[p].g.blocks[Block::new(succ)].loc;
-    for (v, a) in d.plans[p].adj_in[succ].clone().iter().zip(adjs) {
+    for (v, a) in d.plans[p].adj_in[succ].clone().iter().zip(outputs.adjoints) {
         b.accumulate(map[v], a, loc)?;
     }
-    Ok(res)
+    Ok(outputs.results)
+}
+
+/// What the call of a block's function gives.
+struct SuccessorOutputs {
+    /// The results of `g`.
+    results: Vec<Var>,
+    /// The adjoints of the block's active variables.
+    adjoints: Vec<Var>,
 }
 
 /// Calls the function of block `succ` with the current values of its
-/// variables; returns (results of `g`, adjoints of the successor's active
-/// variables).
+/// variables.
 fn successor_call(
     d: &mut Deriver,
     p: usize,
@@ -567,7 +650,7 @@ fn successor_call(
     succ: usize,
     map: &HashMap<Var, Var>,
     dres: &[Var],
-) -> DeriveResult<(Vec<Var>, Vec<Var>)> {
+) -> DeriveResult<SuccessorOutputs> {
     let plan = &d.plans[p];
     let loc = plan.g.blocks[Block::new(succ)].loc;
     let Some(callee) = plan.ids[succ] else {
@@ -596,20 +679,33 @@ fn successor_call(
         loc,
         catch: false,
     });
-    Ok((dsts[..n_results].to_vec(), dsts[n_results..].to_vec()))
+    Ok(SuccessorOutputs {
+        results: dsts[..n_results].to_vec(),
+        adjoints: dsts[n_results..].to_vec(),
+    })
 }
 
-/// The vjp of `callee` with respect to `active` (planned if new), with its result types.
+/// The vjp of a callee with respect to some of its parameters: its id and
+/// what its call needs (see the crate doc).
+pub(crate) struct CalleeVjp {
+    pub id: FuncId,
+    /// The callee's results, then the adjoints of its active parameters.
+    pub result_types: Vec<TensorType>,
+    /// The callee's float results, each of which the vjp takes an adjoint for.
+    pub float_results: Vec<usize>,
+}
+
+/// The vjp of `callee` with respect to `active` (planned if new).
 pub(crate) fn callee_vjp(
     d: &mut Deriver,
     callee: FuncId,
     active: &[bool],
-) -> DeriveResult<(FuncId, Vec<TensorType>, Vec<usize>)> {
+) -> DeriveResult<CalleeVjp> {
     let p = d.plan(callee, active, false)?;
     let plan = &d.plans[p];
-    Ok((
-        plan.ids[0].expect("the entry block is reachable"),
-        plan.result_types(0),
-        plan.float_results.clone(),
-    ))
+    Ok(CalleeVjp {
+        id: plan.ids[0].expect("the entry block is reachable"),
+        result_types: plan.result_types(0),
+        float_results: plan.float_results.clone(),
+    })
 }

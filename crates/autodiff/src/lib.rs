@@ -199,75 +199,30 @@ impl Deriver<'_> {
                 Loc::new(1, 1),
             );
         };
-        if active.len() != original.params.len() {
-            return derive_error(
-                format!(
-                    "the vjp of `{}` asks for {} parameter flags, but it has {} parameters",
-                    original.name,
-                    active.len(),
-                    original.params.len()
-                ),
-                original.loc,
-            );
-        }
-        for (p, a) in original.params.iter().zip(active) {
-            if *a && !original.vars[*p].ty.elem.is_float() {
-                return derive_error(
-                    format!(
-                        "cannot differentiate `{}` with respect to a parameter that is not a float",
-                        original.name
-                    ),
-                    original.loc,
-                );
-            }
-        }
+        check_active(original, active)?;
         let g = analysis::merge_jump_chains(original);
         let reachable = analysis::reachable(&g);
-        let preds = analysis::predecessor_counts(&g);
-        let inline: Vec<bool> = (0..g.blocks.len())
-            .map(|b| {
-                let data = &g.blocks[Block::new(b)];
-                let returns_at_once =
-                    data.ops.is_empty() && matches!(data.term, Terminator::Return(_));
-                b != 0 && reachable[b] && (preds[b] == 1 || returns_at_once)
+        let inline = inline_blocks(&g, &reachable);
+        let act = analysis::activity(&g, active, &reachable);
+        let live = block_inputs(&g);
+        let adj_in: Vec<Vec<Var>> = live
+            .iter()
+            .enumerate()
+            .map(|(b, vars)| {
+                if b == 0 {
+                    g.params
+                        .iter()
+                        .zip(active)
+                        .filter(|(_, a)| **a)
+                        .map(|(v, _)| *v)
+                        .collect()
+                } else {
+                    vars.iter().copied().filter(|v| act[v.0 as usize]).collect()
+                }
             })
             .collect();
-        let live_sets = analysis::live_in(&g);
-        let act = analysis::activity(&g, active, &reachable);
+        let base = vjp_name(original, active, seed_one);
         let n = g.blocks.len();
-        let mut live = Vec::with_capacity(n);
-        let mut adj_in = Vec::with_capacity(n);
-        for (b, live_in) in live_sets.iter().enumerate() {
-            let vars: Vec<Var> = if b == 0 {
-                g.params.clone()
-            } else {
-                live_in.clone()
-            };
-            let a: Vec<Var> = if b == 0 {
-                g.params
-                    .iter()
-                    .zip(active)
-                    .filter(|(_, a)| **a)
-                    .map(|(v, _)| *v)
-                    .collect()
-            } else {
-                vars.iter().copied().filter(|v| act[v.0 as usize]).collect()
-            };
-            live.push(vars);
-            adj_in.push(a);
-        }
-        let all = original
-            .params
-            .iter()
-            .zip(active)
-            .all(|(p, a)| *a == original.vars[*p].ty.elem.is_float());
-        let kind = if seed_one { "grad" } else { "vjp" };
-        let base = if all {
-            format!("{}'{kind}", original.name)
-        } else {
-            let bits: String = active.iter().map(|a| if *a { '1' } else { '0' }).collect();
-            format!("{}'{kind}@{bits}", original.name)
-        };
         let mut ids = Vec::with_capacity(n);
         let mut names = Vec::with_capacity(n);
         for b in 0..n {
@@ -305,5 +260,73 @@ impl Deriver<'_> {
         self.plan_index.insert(key, p);
         self.queue.push_back(p);
         Ok(p)
+    }
+}
+
+/// Refuses flags that do not fit `original`'s parameters, or that mark a
+/// parameter that is not a float.
+fn check_active(original: &Function, active: &[bool]) -> DeriveResult<()> {
+    if active.len() != original.params.len() {
+        return derive_error(
+            format!(
+                "the vjp of `{}` asks for {} parameter flags, but it has {} parameters",
+                original.name,
+                active.len(),
+                original.params.len()
+            ),
+            original.loc,
+        );
+    }
+    for (p, a) in original.params.iter().zip(active) {
+        if *a && !original.vars[*p].ty.elem.is_float() {
+            return derive_error(
+                format!(
+                    "cannot differentiate `{}` with respect to a parameter that is not a float",
+                    original.name
+                ),
+                original.loc,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Per block of `g`: whether it is emitted where it is reached instead of
+/// as a function (see [`Plan::inline`]).
+fn inline_blocks(g: &Function, reachable: &[bool]) -> Vec<bool> {
+    let preds = analysis::predecessor_counts(g);
+    (0..g.blocks.len())
+        .map(|b| {
+            let data = &g.blocks[Block::new(b)];
+            let returns_at_once = data.ops.is_empty() && matches!(data.term, Terminator::Return(_));
+            b != 0 && reachable[b] && (preds[b] == 1 || returns_at_once)
+        })
+        .collect()
+}
+
+/// Per block of `g`: the variables its function takes (see [`Plan::live`]).
+fn block_inputs(g: &Function) -> Vec<Vec<Var>> {
+    analysis::live_in(g)
+        .into_iter()
+        .enumerate()
+        .map(|(b, live_in)| if b == 0 { g.params.clone() } else { live_in })
+        .collect()
+}
+
+/// The name of the vjp (`f'vjp`) or gradient (`f'grad`) of `original`, with
+/// the active parameters as bits (`f'vjp@10`) unless they are all its float
+/// parameters.
+fn vjp_name(original: &Function, active: &[bool], seed_one: bool) -> String {
+    let all = original
+        .params
+        .iter()
+        .zip(active)
+        .all(|(p, a)| *a == original.vars[*p].ty.elem.is_float());
+    let kind = if seed_one { "grad" } else { "vjp" };
+    if all {
+        format!("{}'{kind}", original.name)
+    } else {
+        let bits: String = active.iter().map(|a| if *a { '1' } else { '0' }).collect();
+        format!("{}'{kind}@{bits}", original.name)
     }
 }

@@ -2,7 +2,9 @@
 //! contributions to the adjoints of its active operands, written with the
 //! existing primitives.
 
-use autobatch_ir::{BinaryOp as B, Dim, Op, Prim, ReduceOp, Scalar, TensorType, UnaryOp as U, Var};
+use autobatch_ir::{
+    BinaryOp as B, Dim, FuncId, Op, Prim, ReduceOp, Scalar, TensorType, UnaryOp as U, Var,
+};
 use autobatch_types::Loc;
 
 use crate::block::{callee_vjp, Builder};
@@ -17,36 +19,7 @@ pub(crate) fn adjoint(d: &mut Deriver, b: &mut Builder, op: &Op) -> DeriveResult
             prim,
             args,
             loc,
-        } => {
-            if !analysis::propagates(prim) {
-                return Ok(());
-            }
-            let Some(dy) = b.adj.get(y).copied() else {
-                return Ok(());
-            };
-            if !args.iter().any(|a| b.active[a.0 as usize]) {
-                return Ok(());
-            }
-            // Elementwise rules and reductions (whose result is a scalar)
-            // take a broadcast adjoint as it is, except where an active
-            // scalar operand was broadcast (its adjoint is the sum over the
-            // array); the others need it whole.
-            let broadcast_scalar = !b.ty(*y).is_scalar()
-                && args
-                    .iter()
-                    .any(|a| b.active[a.0 as usize] && b.ty(*a).is_scalar());
-            let dy = match prim {
-                Prim::Binary(_) if broadcast_scalar => b.full(*y, dy, *loc)?,
-                Prim::Copy
-                | Prim::Unary(_)
-                | Prim::Binary(_)
-                | Prim::Cast(_)
-                | Prim::Dot
-                | Prim::Reduce(_) => dy,
-                _ => b.full(*y, dy, *loc)?,
-            };
-            prim_adjoint(b, prim, args, *y, dy, *loc)
-        }
+        } => prim_op_adjoint(b, prim, args, *y, *loc),
         Op::Prim { dst: None, .. } => Ok(()),
         Op::Call {
             catch: true, loc, ..
@@ -57,40 +30,95 @@ pub(crate) fn adjoint(d: &mut Deriver, b: &mut Builder, op: &Op) -> DeriveResult
             args,
             loc,
             catch: false,
-        } => {
-            let active: Vec<bool> = args.iter().map(|a| b.active[a.0 as usize]).collect();
-            if !active.iter().any(|a| *a) || !dsts.iter().any(|v| b.adj.contains_key(v)) {
-                return Ok(());
-            }
-            let (vjp, result_types, float_results) = callee_vjp(d, *callee, &active)?;
-            let mut call_args = args.clone();
-            for i in float_results {
-                call_args.push(b.adjoint_or_zero(dsts[i], *loc)?);
-            }
-            let outs: Vec<Var> = result_types
-                .into_iter()
-                .map(|t| b.var(t, None, false))
-                .collect();
-            b.push(Op::Call {
-                dsts: outs.clone(),
-                callee: vjp,
-                args: call_args,
-                loc: *loc,
-                catch: false,
-            });
-            let adjoints = &outs[dsts.len()..];
-            let targets: Vec<Var> = args
-                .iter()
-                .zip(&active)
-                .filter(|(_, a)| **a)
-                .map(|(v, _)| *v)
-                .collect();
-            for (v, a) in targets.into_iter().zip(adjoints) {
-                b.accumulate(v, *a, *loc)?;
-            }
-            Ok(())
-        }
+        } => call_adjoint(d, b, dsts, *callee, args, *loc),
+        Op::Fork { loc, .. } => derive_error(
+            "`join`, `map` and `pfor` cannot be differentiated yet",
+            *loc,
+        ),
     }
+}
+
+/// The adjoint of `y = prim(args)`, when `y` has an adjoint and some
+/// operand is active.
+fn prim_op_adjoint(
+    b: &mut Builder,
+    prim: &Prim,
+    args: &[Var],
+    y: Var,
+    loc: Loc,
+) -> DeriveResult<()> {
+    if !analysis::propagates(prim) {
+        return Ok(());
+    }
+    let Some(dy) = b.adj.get(&y).copied() else {
+        return Ok(());
+    };
+    if !args.iter().any(|a| b.active[a.0 as usize]) {
+        return Ok(());
+    }
+    // Elementwise rules and reductions (whose result is a scalar)
+    // take a broadcast adjoint as it is, except where an active
+    // scalar operand was broadcast (its adjoint is the sum over the
+    // array); the others need it whole.
+    let broadcast_scalar = !b.ty(y).is_scalar()
+        && args
+            .iter()
+            .any(|a| b.active[a.0 as usize] && b.ty(*a).is_scalar());
+    let dy = match prim {
+        Prim::Binary(_) if broadcast_scalar => b.full(y, dy, loc)?,
+        Prim::Copy
+        | Prim::Unary(_)
+        | Prim::Binary(_)
+        | Prim::Cast(_)
+        | Prim::Dot
+        | Prim::Reduce(_) => dy,
+        _ => b.full(y, dy, loc)?,
+    };
+    prim_adjoint(b, prim, Site { args, y, dy, loc })
+}
+
+/// The adjoint of a (non-catching) call: a call of the callee's vjp with
+/// respect to the active arguments, whose adjoints it returns.
+fn call_adjoint(
+    d: &mut Deriver,
+    b: &mut Builder,
+    dsts: &[Var],
+    callee: FuncId,
+    args: &[Var],
+    loc: Loc,
+) -> DeriveResult<()> {
+    let active: Vec<bool> = args.iter().map(|a| b.active[a.0 as usize]).collect();
+    if !active.iter().any(|a| *a) || !dsts.iter().any(|v| b.adj.contains_key(v)) {
+        return Ok(());
+    }
+    let vjp = callee_vjp(d, callee, &active)?;
+    let mut call_args = args.to_vec();
+    for i in vjp.float_results {
+        call_args.push(b.adjoint_or_zero(dsts[i], loc)?);
+    }
+    let outs: Vec<Var> = vjp
+        .result_types
+        .into_iter()
+        .map(|t| b.var(t, None, false))
+        .collect();
+    b.push(Op::Call {
+        dsts: outs.clone(),
+        callee: vjp.id,
+        args: call_args,
+        loc,
+        catch: false,
+    });
+    let adjoints = &outs[dsts.len()..];
+    let targets: Vec<Var> = args
+        .iter()
+        .zip(&active)
+        .filter(|(_, a)| **a)
+        .map(|(v, _)| *v)
+        .collect();
+    for (v, a) in targets.into_iter().zip(adjoints) {
+        b.accumulate(v, *a, loc)?;
+    }
+    Ok(())
 }
 
 /// Adds `c` (shaped like the result of a broadcasting operation) to the
@@ -183,201 +211,54 @@ fn sigmoid(b: &mut Builder, x: Var, elem: autobatch_ir::ScalarType, loc: Loc) ->
     un(b, U::Sigmoid, x, loc)
 }
 
-fn prim_adjoint(
-    b: &mut Builder,
-    prim: &Prim,
-    args: &[Var],
+/// One operation `y = prim(args)` whose adjoint is being emitted, with the
+/// adjoint `dy` of its result (shaped as [`adjoint`] decided).
+#[derive(Clone, Copy)]
+struct Site<'a> {
+    args: &'a [Var],
     y: Var,
     dy: Var,
     loc: Loc,
-) -> DeriveResult<()> {
-    let elem = b.ty(y).elem;
-    let active = |b: &Builder, i: usize| b.active[args[i].0 as usize];
+}
+
+impl Site<'_> {
+    /// Whether operand `i` carries an adjoint.
+    fn active(&self, b: &Builder, i: usize) -> bool {
+        b.active[self.args[i].0 as usize]
+    }
+}
+
+/// The adjoint of one primitive: each family of operations has its own
+/// function, with one arm per operation.
+fn prim_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
+    match prim {
+        Prim::Copy | Prim::Cast(_) | Prim::Select => elementwise_adjoint(b, prim, site),
+        Prim::Unary(op) => unary_adjoint(b, *op, site),
+        Prim::Binary(op) => binary_adjoint(b, *op, site),
+        Prim::Fill(_) | Prim::Stack | Prim::Index | Prim::IndexSet => layout_adjoint(b, prim, site),
+        Prim::Dot | Prim::Matvec | Prim::Vecmat | Prim::Matmul | Prim::Transpose | Prim::Outer => {
+            linalg_adjoint(b, prim, site)
+        }
+        Prim::Reduce(_) | Prim::Softmax => reduction_adjoint(b, prim, site),
+        // Constants, comparisons and random draws have no adjoint.
+        Prim::Const(_)
+        | Prim::LoadStatic(_)
+        | Prim::SymbolValue(_)
+        | Prim::Compare(_)
+        | Prim::Uniform
+        | Prim::Normal
+        | Prim::Bernoulli
+        | Prim::UniformLike
+        | Prim::NormalLike
+        | Prim::Assert { .. } => Ok(()),
+    }
+}
+
+/// Copies, casts and `select`.
+fn elementwise_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
+    let Site { args, dy, loc, .. } = site;
     match prim {
         Prim::Copy => contribute(b, args[0], dy, loc),
-        Prim::Unary(op) => {
-            let x = args[0];
-            let c = match op {
-                U::Neg => un(b, U::Neg, dy, loc)?,
-                U::Abs => {
-                    let s = un(b, U::Signum, x, loc)?;
-                    bin(b, B::Mul, dy, s, loc)?
-                }
-                U::Exp => bin(b, B::Mul, dy, y, loc)?,
-                U::ExpM1 => {
-                    let one = b.constant(elem, 1.0, loc)?;
-                    let e = bin(b, B::Add, y, one, loc)?;
-                    bin(b, B::Mul, dy, e, loc)?
-                }
-                U::Ln => bin(b, B::Div, dy, x, loc)?,
-                U::Ln1p => {
-                    let one = b.constant(elem, 1.0, loc)?;
-                    let e = bin(b, B::Add, x, one, loc)?;
-                    bin(b, B::Div, dy, e, loc)?
-                }
-                U::Log10 => {
-                    let l = b.constant(elem, std::f64::consts::LN_10, loc)?;
-                    let e = bin(b, B::Mul, x, l, loc)?;
-                    bin(b, B::Div, dy, e, loc)?
-                }
-                U::Sqrt => {
-                    let half = b.constant(elem, 0.5, loc)?;
-                    let h = bin(b, B::Mul, dy, half, loc)?;
-                    bin(b, B::Div, h, y, loc)?
-                }
-                U::Sin => {
-                    let c = un(b, U::Cos, x, loc)?;
-                    bin(b, B::Mul, dy, c, loc)?
-                }
-                U::Cos => {
-                    let s = un(b, U::Sin, x, loc)?;
-                    let m = bin(b, B::Mul, dy, s, loc)?;
-                    un(b, U::Neg, m, loc)?
-                }
-                U::Tan => {
-                    let one = b.constant(elem, 1.0, loc)?;
-                    let sq = bin(b, B::Mul, y, y, loc)?;
-                    let e = bin(b, B::Add, sq, one, loc)?;
-                    bin(b, B::Mul, dy, e, loc)?
-                }
-                U::Tanh => {
-                    let one = b.constant(elem, 1.0, loc)?;
-                    let sq = bin(b, B::Mul, y, y, loc)?;
-                    let e = bin(b, B::Sub, one, sq, loc)?;
-                    bin(b, B::Mul, dy, e, loc)?
-                }
-                U::Recip => {
-                    let sq = bin(b, B::Mul, y, y, loc)?;
-                    let m = bin(b, B::Mul, dy, sq, loc)?;
-                    un(b, U::Neg, m, loc)?
-                }
-                U::Sigmoid => {
-                    let one = b.constant(elem, 1.0, loc)?;
-                    let om = bin(b, B::Sub, one, y, loc)?;
-                    let e = bin(b, B::Mul, y, om, loc)?;
-                    bin(b, B::Mul, dy, e, loc)?
-                }
-                U::LogSigmoid => {
-                    // d/dx log σ(x) = σ(-x)
-                    let nx = un(b, U::Neg, x, loc)?;
-                    let s = sigmoid(b, nx, elem, loc)?;
-                    bin(b, B::Mul, dy, s, loc)?
-                }
-                U::Softplus => {
-                    let s = sigmoid(b, x, elem, loc)?;
-                    bin(b, B::Mul, dy, s, loc)?
-                }
-                U::Floor | U::Ceil | U::Round | U::Signum => return Ok(()),
-                U::Not | U::IsNan | U::IsFinite => return Ok(()),
-            };
-            contribute(b, x, c, loc)
-        }
-        Prim::Binary(op) => {
-            let (x, z) = (args[0], args[1]);
-            match op {
-                B::Add => {
-                    contribute(b, x, dy, loc)?;
-                    contribute(b, z, dy, loc)
-                }
-                B::Sub => {
-                    contribute(b, x, dy, loc)?;
-                    if active(b, 1) {
-                        let n = un(b, U::Neg, dy, loc)?;
-                        contribute(b, z, n, loc)?;
-                    }
-                    Ok(())
-                }
-                B::Mul => {
-                    if active(b, 0) {
-                        let c = bin(b, B::Mul, dy, z, loc)?;
-                        contribute(b, x, c, loc)?;
-                    }
-                    if active(b, 1) {
-                        let c = bin(b, B::Mul, dy, x, loc)?;
-                        contribute(b, z, c, loc)?;
-                    }
-                    Ok(())
-                }
-                B::Div => {
-                    let q = bin(b, B::Div, dy, z, loc)?;
-                    if active(b, 0) {
-                        contribute(b, x, q, loc)?;
-                    }
-                    if active(b, 1) {
-                        // d(x/z)/dz = -y/z
-                        let m = bin(b, B::Mul, q, y, loc)?;
-                        let n = un(b, U::Neg, m, loc)?;
-                        contribute(b, z, n, loc)?;
-                    }
-                    Ok(())
-                }
-                B::Rem => {
-                    contribute(b, x, dy, loc)?;
-                    if active(b, 1) {
-                        // x % z = x - trunc(x/z) z, and trunc(x/z) = (x - y) / z
-                        let diff = bin(b, B::Sub, x, y, loc)?;
-                        let t = bin(b, B::Div, diff, z, loc)?;
-                        let m = bin(b, B::Mul, dy, t, loc)?;
-                        let n = un(b, U::Neg, m, loc)?;
-                        contribute(b, z, n, loc)?;
-                    }
-                    Ok(())
-                }
-                B::Max | B::Min => {
-                    // Indicator of the operand the result took: the left on ties.
-                    let diff = if *op == B::Max {
-                        bin(b, B::Sub, x, z, loc)?
-                    } else {
-                        bin(b, B::Sub, z, x, loc)?
-                    };
-                    let s = un(b, U::Signum, diff, loc)?;
-                    let one = b.constant(elem, 1.0, loc)?;
-                    let half = b.constant(elem, 0.5, loc)?;
-                    let s1 = bin(b, B::Add, s, one, loc)?;
-                    let left = bin(b, B::Mul, s1, half, loc)?;
-                    if active(b, 0) {
-                        let c = bin(b, B::Mul, dy, left, loc)?;
-                        contribute(b, x, c, loc)?;
-                    }
-                    if active(b, 1) {
-                        let right = bin(b, B::Sub, one, left, loc)?;
-                        let c = bin(b, B::Mul, dy, right, loc)?;
-                        contribute(b, z, c, loc)?;
-                    }
-                    Ok(())
-                }
-                B::Powi => {
-                    // n x^(n-1)
-                    let one_i = b.prim(Prim::Const(Scalar::I32(1)), Vec::new(), loc)?;
-                    let nm1 = bin(b, B::Sub, z, one_i, loc)?;
-                    let p = b.prim(Prim::Binary(B::Powi), vec![x, nm1], loc)?;
-                    let nf = b.prim(Prim::Cast(elem), vec![z], loc)?;
-                    let e = bin(b, B::Mul, p, nf, loc)?;
-                    let c = bin(b, B::Mul, dy, e, loc)?;
-                    contribute(b, x, c, loc)
-                }
-                B::Powf => {
-                    if active(b, 0) {
-                        // z x^(z-1)
-                        let one = b.constant(elem, 1.0, loc)?;
-                        let zm1 = bin(b, B::Sub, z, one, loc)?;
-                        let p = bin(b, B::Powf, x, zm1, loc)?;
-                        let e = bin(b, B::Mul, p, z, loc)?;
-                        let c = bin(b, B::Mul, dy, e, loc)?;
-                        contribute(b, x, c, loc)?;
-                    }
-                    if active(b, 1) {
-                        // y ln x
-                        let l = un(b, U::Ln, x, loc)?;
-                        let e = bin(b, B::Mul, y, l, loc)?;
-                        let c = bin(b, B::Mul, dy, e, loc)?;
-                        contribute(b, z, c, loc)?;
-                    }
-                    Ok(())
-                }
-                B::BitAnd | B::BitOr | B::BitXor | B::Shl | B::Shr | B::Pow => Ok(()),
-            }
-        }
         Prim::Cast(_) => {
             let x = args[0];
             let from = b.ty(x).elem;
@@ -389,20 +270,221 @@ fn prim_adjoint(
         }
         Prim::Select => {
             let c = args[0];
-            if active(b, 1) || active(b, 2) {
+            if site.active(b, 1) || site.active(b, 2) {
                 let ty = b.ty(dy).clone();
                 let zero = b.filled(&ty, 0.0, loc)?;
-                if active(b, 1) {
+                if site.active(b, 1) {
                     let t = b.prim(Prim::Select, vec![c, dy, zero], loc)?;
                     contribute(b, args[1], t, loc)?;
                 }
-                if active(b, 2) {
+                if site.active(b, 2) {
                     let e = b.prim(Prim::Select, vec![c, zero, dy], loc)?;
                     contribute(b, args[2], e, loc)?;
                 }
             }
             Ok(())
         }
+        _ => derive_error(format!("`{prim}` is not a copy, cast or select"), loc),
+    }
+}
+
+/// The unary operations: `dy` times the derivative, for the one operand.
+fn unary_adjoint(b: &mut Builder, op: U, site: Site) -> DeriveResult<()> {
+    let Site { args, y, dy, loc } = site;
+    let elem = b.ty(y).elem;
+    let x = args[0];
+    let c = match op {
+        U::Neg => un(b, U::Neg, dy, loc)?,
+        U::Abs => {
+            let s = un(b, U::Signum, x, loc)?;
+            bin(b, B::Mul, dy, s, loc)?
+        }
+        U::Exp => bin(b, B::Mul, dy, y, loc)?,
+        U::ExpM1 => {
+            let one = b.constant(elem, 1.0, loc)?;
+            let e = bin(b, B::Add, y, one, loc)?;
+            bin(b, B::Mul, dy, e, loc)?
+        }
+        U::Ln => bin(b, B::Div, dy, x, loc)?,
+        U::Ln1p => {
+            let one = b.constant(elem, 1.0, loc)?;
+            let e = bin(b, B::Add, x, one, loc)?;
+            bin(b, B::Div, dy, e, loc)?
+        }
+        U::Log10 => {
+            let l = b.constant(elem, std::f64::consts::LN_10, loc)?;
+            let e = bin(b, B::Mul, x, l, loc)?;
+            bin(b, B::Div, dy, e, loc)?
+        }
+        U::Sqrt => {
+            let half = b.constant(elem, 0.5, loc)?;
+            let h = bin(b, B::Mul, dy, half, loc)?;
+            bin(b, B::Div, h, y, loc)?
+        }
+        U::Sin => {
+            let c = un(b, U::Cos, x, loc)?;
+            bin(b, B::Mul, dy, c, loc)?
+        }
+        U::Cos => {
+            let s = un(b, U::Sin, x, loc)?;
+            let m = bin(b, B::Mul, dy, s, loc)?;
+            un(b, U::Neg, m, loc)?
+        }
+        U::Tan => {
+            let one = b.constant(elem, 1.0, loc)?;
+            let sq = bin(b, B::Mul, y, y, loc)?;
+            let e = bin(b, B::Add, sq, one, loc)?;
+            bin(b, B::Mul, dy, e, loc)?
+        }
+        U::Tanh => {
+            let one = b.constant(elem, 1.0, loc)?;
+            let sq = bin(b, B::Mul, y, y, loc)?;
+            let e = bin(b, B::Sub, one, sq, loc)?;
+            bin(b, B::Mul, dy, e, loc)?
+        }
+        U::Recip => {
+            let sq = bin(b, B::Mul, y, y, loc)?;
+            let m = bin(b, B::Mul, dy, sq, loc)?;
+            un(b, U::Neg, m, loc)?
+        }
+        U::Sigmoid => {
+            let one = b.constant(elem, 1.0, loc)?;
+            let om = bin(b, B::Sub, one, y, loc)?;
+            let e = bin(b, B::Mul, y, om, loc)?;
+            bin(b, B::Mul, dy, e, loc)?
+        }
+        U::LogSigmoid => {
+            // d/dx log σ(x) = σ(-x)
+            let nx = un(b, U::Neg, x, loc)?;
+            let s = sigmoid(b, nx, elem, loc)?;
+            bin(b, B::Mul, dy, s, loc)?
+        }
+        U::Softplus => {
+            let s = sigmoid(b, x, elem, loc)?;
+            bin(b, B::Mul, dy, s, loc)?
+        }
+        U::Floor | U::Ceil | U::Round | U::Signum => return Ok(()),
+        U::Not | U::IsNan | U::IsFinite => return Ok(()),
+    };
+    contribute(b, x, c, loc)
+}
+
+/// The binary operations: a contribution to each active operand (a
+/// scalar operand broadcast over an array gets the sum, by `contribute`).
+fn binary_adjoint(b: &mut Builder, op: B, site: Site) -> DeriveResult<()> {
+    let Site { args, y, dy, loc } = site;
+    let elem = b.ty(y).elem;
+    let (x, z) = (args[0], args[1]);
+    let (x_active, z_active) = (site.active(b, 0), site.active(b, 1));
+    match op {
+        B::Add => {
+            contribute(b, x, dy, loc)?;
+            contribute(b, z, dy, loc)
+        }
+        B::Sub => {
+            contribute(b, x, dy, loc)?;
+            if z_active {
+                let n = un(b, U::Neg, dy, loc)?;
+                contribute(b, z, n, loc)?;
+            }
+            Ok(())
+        }
+        B::Mul => {
+            if x_active {
+                let c = bin(b, B::Mul, dy, z, loc)?;
+                contribute(b, x, c, loc)?;
+            }
+            if z_active {
+                let c = bin(b, B::Mul, dy, x, loc)?;
+                contribute(b, z, c, loc)?;
+            }
+            Ok(())
+        }
+        B::Div => {
+            let q = bin(b, B::Div, dy, z, loc)?;
+            if x_active {
+                contribute(b, x, q, loc)?;
+            }
+            if z_active {
+                // d(x/z)/dz = -y/z
+                let m = bin(b, B::Mul, q, y, loc)?;
+                let n = un(b, U::Neg, m, loc)?;
+                contribute(b, z, n, loc)?;
+            }
+            Ok(())
+        }
+        B::Rem => {
+            contribute(b, x, dy, loc)?;
+            if z_active {
+                // x % z = x - trunc(x/z) z, and trunc(x/z) = (x - y) / z
+                let diff = bin(b, B::Sub, x, y, loc)?;
+                let t = bin(b, B::Div, diff, z, loc)?;
+                let m = bin(b, B::Mul, dy, t, loc)?;
+                let n = un(b, U::Neg, m, loc)?;
+                contribute(b, z, n, loc)?;
+            }
+            Ok(())
+        }
+        B::Max | B::Min => {
+            // Indicator of the operand the result took: the left on ties.
+            let diff = if op == B::Max {
+                bin(b, B::Sub, x, z, loc)?
+            } else {
+                bin(b, B::Sub, z, x, loc)?
+            };
+            let s = un(b, U::Signum, diff, loc)?;
+            let one = b.constant(elem, 1.0, loc)?;
+            let half = b.constant(elem, 0.5, loc)?;
+            let s1 = bin(b, B::Add, s, one, loc)?;
+            let left = bin(b, B::Mul, s1, half, loc)?;
+            if x_active {
+                let c = bin(b, B::Mul, dy, left, loc)?;
+                contribute(b, x, c, loc)?;
+            }
+            if z_active {
+                let right = bin(b, B::Sub, one, left, loc)?;
+                let c = bin(b, B::Mul, dy, right, loc)?;
+                contribute(b, z, c, loc)?;
+            }
+            Ok(())
+        }
+        B::Powi => {
+            // n x^(n-1)
+            let one_i = b.prim(Prim::Const(Scalar::I32(1)), Vec::new(), loc)?;
+            let nm1 = bin(b, B::Sub, z, one_i, loc)?;
+            let p = b.prim(Prim::Binary(B::Powi), vec![x, nm1], loc)?;
+            let nf = b.prim(Prim::Cast(elem), vec![z], loc)?;
+            let e = bin(b, B::Mul, p, nf, loc)?;
+            let c = bin(b, B::Mul, dy, e, loc)?;
+            contribute(b, x, c, loc)
+        }
+        B::Powf => {
+            if x_active {
+                // z x^(z-1)
+                let one = b.constant(elem, 1.0, loc)?;
+                let zm1 = bin(b, B::Sub, z, one, loc)?;
+                let p = bin(b, B::Powf, x, zm1, loc)?;
+                let e = bin(b, B::Mul, p, z, loc)?;
+                let c = bin(b, B::Mul, dy, e, loc)?;
+                contribute(b, x, c, loc)?;
+            }
+            if z_active {
+                // y ln x
+                let l = un(b, U::Ln, x, loc)?;
+                let e = bin(b, B::Mul, y, l, loc)?;
+                let c = bin(b, B::Mul, dy, e, loc)?;
+                contribute(b, z, c, loc)?;
+            }
+            Ok(())
+        }
+        B::BitAnd | B::BitOr | B::BitXor | B::Shl | B::Shr | B::Pow => Ok(()),
+    }
+}
+
+/// `fill`, array literals, indexing and indexed assignment.
+fn layout_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
+    let Site { args, dy, loc, .. } = site;
+    match prim {
         Prim::Fill(_) => {
             let s = sum_leading(b, dy, loc)?;
             contribute(b, args[0], s, loc)
@@ -419,7 +501,7 @@ fn prim_adjoint(
         }
         Prim::Index => {
             let (a, i) = (args[0], args[1]);
-            if !active(b, 0) {
+            if !site.active(b, 0) {
                 return Ok(());
             }
             // Add dy into row i of the adjoint of `a`, in place of a sum of
@@ -444,11 +526,11 @@ fn prim_adjoint(
         }
         Prim::IndexSet => {
             let (a, i, v) = (args[0], args[1], args[2]);
-            if active(b, 2) {
+            if site.active(b, 2) {
                 let c = b.prim(Prim::Index, vec![dy, i], loc)?;
                 contribute(b, v, c, loc)?;
             }
-            if active(b, 0) {
+            if site.active(b, 0) {
                 let vty = b.ty(v).clone();
                 let zero = b.filled(&vty, 0.0, loc)?;
                 let c = b.prim(Prim::IndexSet, vec![dy, i, zero], loc)?;
@@ -456,13 +538,23 @@ fn prim_adjoint(
             }
             Ok(())
         }
+        _ => derive_error(format!("`{prim}` is not a layout operation"), loc),
+    }
+}
+
+/// Products and transposition: each adjoint is a product again (`matvec`
+/// gives `vecmat` and `outer`, `matmul` gives `matmul`s), so that the
+/// batched executors' product paths serve the gradient.
+fn linalg_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
+    let Site { args, dy, loc, .. } = site;
+    match prim {
         Prim::Dot => {
             let (x, z) = (args[0], args[1]);
-            if active(b, 0) {
+            if site.active(b, 0) {
                 let c = bin(b, B::Mul, z, dy, loc)?;
                 contribute(b, x, c, loc)?;
             }
-            if active(b, 1) {
+            if site.active(b, 1) {
                 let c = bin(b, B::Mul, x, dy, loc)?;
                 contribute(b, z, c, loc)?;
             }
@@ -470,11 +562,11 @@ fn prim_adjoint(
         }
         Prim::Matvec => {
             let (m, v) = (args[0], args[1]);
-            if active(b, 1) {
+            if site.active(b, 1) {
                 let c = b.prim(Prim::Vecmat, vec![dy, m], loc)?;
                 contribute(b, v, c, loc)?;
             }
-            if active(b, 0) {
+            if site.active(b, 0) {
                 let c = b.prim(Prim::Outer, vec![dy, v], loc)?;
                 contribute(b, m, c, loc)?;
             }
@@ -482,11 +574,11 @@ fn prim_adjoint(
         }
         Prim::Vecmat => {
             let (v, m) = (args[0], args[1]);
-            if active(b, 0) {
+            if site.active(b, 0) {
                 let c = b.prim(Prim::Matvec, vec![m, dy], loc)?;
                 contribute(b, v, c, loc)?;
             }
-            if active(b, 1) {
+            if site.active(b, 1) {
                 let c = b.prim(Prim::Outer, vec![v, dy], loc)?;
                 contribute(b, m, c, loc)?;
             }
@@ -494,12 +586,12 @@ fn prim_adjoint(
         }
         Prim::Matmul => {
             let (x, z) = (args[0], args[1]);
-            if active(b, 0) {
+            if site.active(b, 0) {
                 let zt = b.prim(Prim::Transpose, vec![z], loc)?;
                 let c = b.prim(Prim::Matmul, vec![dy, zt], loc)?;
                 contribute(b, x, c, loc)?;
             }
-            if active(b, 1) {
+            if site.active(b, 1) {
                 let xt = b.prim(Prim::Transpose, vec![x], loc)?;
                 let c = b.prim(Prim::Matmul, vec![xt, dy], loc)?;
                 contribute(b, z, c, loc)?;
@@ -512,68 +604,67 @@ fn prim_adjoint(
         }
         Prim::Outer => {
             let (x, z) = (args[0], args[1]);
-            if active(b, 0) {
+            if site.active(b, 0) {
                 let c = b.prim(Prim::Matvec, vec![dy, z], loc)?;
                 contribute(b, x, c, loc)?;
             }
-            if active(b, 1) {
+            if site.active(b, 1) {
                 let c = b.prim(Prim::Vecmat, vec![x, dy], loc)?;
                 contribute(b, z, c, loc)?;
             }
             Ok(())
         }
-        Prim::Reduce(op) => {
-            let a = args[0];
-            let aty = b.ty(a).clone();
-            match op {
-                // The adjoint of a sum is `dy` broadcast: kept as the scalar.
-                ReduceOp::Sum => contribute(b, a, dy, loc),
-                ReduceOp::Mean => {
-                    let n = match aty.dims[0] {
-                        Dim::Fixed(n) => b.constant(elem, n as f64, loc)?,
-                        Dim::Symbolic(s) => {
-                            let u = b.prim(Prim::SymbolValue(s), Vec::new(), loc)?;
-                            b.prim(Prim::Cast(elem), vec![u], loc)?
-                        }
-                    };
-                    let q = bin(b, B::Div, dy, n, loc)?;
-                    contribute(b, a, q, loc)
-                }
-                ReduceOp::Max | ReduceOp::Min => {
-                    let which = if *op == ReduceOp::Max {
-                        ReduceOp::Argmax
-                    } else {
-                        ReduceOp::Argmin
-                    };
-                    let i = b.prim(Prim::Reduce(which), vec![a], loc)?;
-                    let zero = b.filled(&aty, 0.0, loc)?;
-                    let c = b.prim(Prim::IndexSet, vec![zero, i, dy], loc)?;
-                    contribute(b, a, c, loc)
-                }
-                ReduceOp::LogSumExp => {
-                    let s = b.prim(Prim::Softmax, vec![a], loc)?;
-                    let c = bin(b, B::Mul, s, dy, loc)?;
-                    contribute(b, a, c, loc)
-                }
-                ReduceOp::Argmax | ReduceOp::Argmin => Ok(()),
-            }
-        }
+        _ => derive_error(format!("`{prim}` is not a product or a transposition"), loc),
+    }
+}
+
+/// Reductions and `softmax`.
+fn reduction_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
+    let Site { args, y, dy, loc } = site;
+    let elem = b.ty(y).elem;
+    let a = args[0];
+    let op = match prim {
+        Prim::Reduce(op) => *op,
         Prim::Softmax => {
             // dx = y * (dy - <dy, y>)
             let inner = b.prim(Prim::Dot, vec![dy, y], loc)?;
             let centered = bin(b, B::Sub, dy, inner, loc)?;
             let c = bin(b, B::Mul, y, centered, loc)?;
-            contribute(b, args[0], c, loc)
+            return contribute(b, a, c, loc);
         }
-        Prim::Const(_)
-        | Prim::LoadStatic(_)
-        | Prim::SymbolValue(_)
-        | Prim::Compare(_)
-        | Prim::Uniform
-        | Prim::Normal
-        | Prim::Bernoulli
-        | Prim::UniformLike
-        | Prim::NormalLike
-        | Prim::Assert { .. } => Ok(()),
+        _ => return derive_error(format!("`{prim}` is not a reduction"), loc),
+    };
+    let aty = b.ty(a).clone();
+    match op {
+        // The adjoint of a sum is `dy` broadcast: kept as the scalar.
+        ReduceOp::Sum => contribute(b, a, dy, loc),
+        ReduceOp::Mean => {
+            let n = match aty.dims[0] {
+                Dim::Fixed(n) => b.constant(elem, n as f64, loc)?,
+                Dim::Symbolic(s) => {
+                    let u = b.prim(Prim::SymbolValue(s), Vec::new(), loc)?;
+                    b.prim(Prim::Cast(elem), vec![u], loc)?
+                }
+            };
+            let q = bin(b, B::Div, dy, n, loc)?;
+            contribute(b, a, q, loc)
+        }
+        ReduceOp::Max | ReduceOp::Min => {
+            let which = if op == ReduceOp::Max {
+                ReduceOp::Argmax
+            } else {
+                ReduceOp::Argmin
+            };
+            let i = b.prim(Prim::Reduce(which), vec![a], loc)?;
+            let zero = b.filled(&aty, 0.0, loc)?;
+            let c = b.prim(Prim::IndexSet, vec![zero, i, dy], loc)?;
+            contribute(b, a, c, loc)
+        }
+        ReduceOp::LogSumExp => {
+            let s = b.prim(Prim::Softmax, vec![a], loc)?;
+            let c = bin(b, B::Mul, s, dy, loc)?;
+            contribute(b, a, c, loc)
+        }
+        ReduceOp::Argmax | ReduceOp::Argmin => Ok(()),
     }
 }

@@ -46,8 +46,14 @@ impl Stream {
     }
 }
 
+/// The logistic regression's data: `x` (N x D, row-major) and `y`.
+struct Regression {
+    x: Vec<f64>,
+    y: Vec<f64>,
+}
+
 /// X (N x D) with entries in [-1, 1), y in {0, 1} from a hidden theta.
-fn synthetic_data() -> (Vec<f64>, Vec<f64>) {
+fn synthetic_data() -> Regression {
     let mut s = Stream(2026);
     let x: Vec<f64> = (0..N * D).map(|_| 2.0 * s.next() - 1.0).collect();
     let hidden: Vec<f64> = (0..D).map(|_| s.next() - 0.5).collect();
@@ -62,7 +68,7 @@ fn synthetic_data() -> (Vec<f64>, Vec<f64>) {
             }
         })
         .collect();
-    (x, y)
+    Regression { x, y }
 }
 
 fn tensor(shape: Vec<usize>, values: &[f64], f32: bool) -> Value {
@@ -74,42 +80,48 @@ fn tensor(shape: Vec<usize>, values: &[f64], f32: bool) -> Value {
     Value::Tensor(Tensor::new(shape, data))
 }
 
-/// Gradients per second of `source` at `batch` members through compile,
-/// bind and run: `(whole, steady)`, where `whole` is the rate of a run of
-/// `count` gradient steps per member (its setup included: columns allocated
-/// and first touched) and `steady` the marginal rate of the steps alone,
-/// from runs of `count` and `3 count` steps.
-#[allow(clippy::too_many_arguments)]
-fn library_rates(
-    source: &str,
-    x: &[f64],
-    y: &[f64],
+/// One program measured through the library: at `batch` members, each
+/// taking `count` gradient steps, in f32 or f64.
+struct Setting<'a> {
+    source: &'a str,
+    data: &'a Regression,
     f32: bool,
     batch: usize,
     count: i64,
-    threads: usize,
+    /// Seconds to spend on repetitions.
     budget: f64,
-) -> (f64, f64) {
-    let short = library_seconds(source, x, y, f32, batch, count, threads, budget);
-    let long = library_seconds(source, x, y, f32, batch, 3 * count, threads, budget);
-    let whole = (batch as f64 * count as f64) / short;
-    let steady = (batch as f64 * 2.0 * count as f64) / (long - short).max(1e-9);
-    (whole, steady)
 }
 
-/// Median seconds of a run of `source` at `batch` members, each taking
-/// `count` gradient steps.
-#[allow(clippy::too_many_arguments)]
-fn library_seconds(
-    source: &str,
-    x: &[f64],
-    y: &[f64],
-    f32: bool,
-    batch: usize,
-    count: i64,
-    threads: usize,
-    budget: f64,
-) -> f64 {
+/// Gradients per second through compile, bind and run.
+struct Rates {
+    /// The rate of a run of `count` gradient steps per member, its setup
+    /// included (columns allocated and first touched).
+    whole: f64,
+    /// The marginal rate of the steps alone, from runs of `count` and
+    /// `3 count` steps.
+    steady: f64,
+}
+
+fn library_rates(setting: &Setting, threads: usize) -> Rates {
+    let (batch, count) = (setting.batch, setting.count);
+    let short = library_seconds(setting, count, threads);
+    let long = library_seconds(setting, 3 * count, threads);
+    Rates {
+        whole: (batch as f64 * count as f64) / short,
+        steady: (batch as f64 * 2.0 * count as f64) / (long - short).max(1e-9),
+    }
+}
+
+/// Median seconds of a run of `setting` with `count` gradient steps per member.
+fn library_seconds(setting: &Setting, count: i64, threads: usize) -> f64 {
+    let Setting {
+        source,
+        data,
+        f32,
+        batch,
+        budget,
+        ..
+    } = *setting;
     let compiled = compile(source, "logreg.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut s = Stream(7);
     let thetas: Vec<Value> = (0..batch)
@@ -119,8 +131,8 @@ fn library_seconds(
         })
         .collect();
     let inputs = Inputs::new()
-        .shared("X", tensor(vec![N, D], x, f32))
-        .shared("Y", tensor(vec![N], y, f32))
+        .shared("X", tensor(vec![N, D], &data.x, f32))
+        .shared("Y", tensor(vec![N], &data.y, f32))
         .batched("theta", thetas)
         .batched("count", vec![count; batch]);
     let bound = compiled
@@ -164,7 +176,7 @@ fn products_rate<T: gemm::GemmFloat + FromF64>(x: &[f64], batch: usize, budget: 
 }
 
 /// Conversion of the synthetic data to the measured precision.
-pub trait FromF64 {
+trait FromF64 {
     fn from_f64(v: f64) -> Self;
 }
 
@@ -239,7 +251,7 @@ pub fn run(
         .filter(|b| only_batch.is_none_or(|o| o == *b))
         .collect();
     let budget = if quick { 0.3 } else { 1.5 };
-    let (x, y) = synthetic_data();
+    let data = synthetic_data();
     let bandwidth = memory_bandwidth(budget);
     let mut precisions = Vec::new();
     for f32 in [true, false] {
@@ -257,9 +269,9 @@ pub fn run(
             let count =
                 ((if quick { 64 } else { 256 }) / batch).max(if quick { 4 } else { 8 }) as i64;
             let products = if f32 {
-                products_rate::<f32>(&x, batch, budget)
+                products_rate::<f32>(&data.x, batch, budget)
             } else {
-                products_rate::<f64>(&x, batch, budget)
+                products_rate::<f64>(&data.x, batch, budget)
             };
             let mut row = serde_json::Map::new();
             row.insert("batch_size".into(), json!(batch));
@@ -274,7 +286,15 @@ pub fn run(
                 } else {
                     source.to_string()
                 };
-                let (one, steady) = library_rates(&source, &x, &y, f32, batch, count, 1, budget);
+                let setting = Setting {
+                    source: &source,
+                    data: &data,
+                    f32,
+                    batch,
+                    count,
+                    budget,
+                };
+                let Rates { whole: one, steady } = library_rates(&setting, 1);
                 let mut entry = json!({
                     "gradients_per_second_1_thread": one,
                     "ratio_to_products_alone": one / products,
@@ -287,8 +307,10 @@ pub fn run(
                         json!(steady / bandwidth_bound);
                 }
                 if threads > 1 {
-                    let (all, all_steady) =
-                        library_rates(&source, &x, &y, f32, batch, count, threads, budget);
+                    let Rates {
+                        whole: all,
+                        steady: all_steady,
+                    } = library_rates(&setting, threads);
                     entry[format!("gradients_per_second_{threads}_threads")] = json!(all);
                     entry[format!("steady_state_gradients_per_second_{threads}_threads")] =
                         json!(all_steady);

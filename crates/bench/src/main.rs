@@ -22,7 +22,7 @@ use std::time::Instant;
 use autobatch_exec::{
     run, Arg, Batch, BatchingOptions, BlockChoice, Env, LaneMode, RunOptions, Strategy,
 };
-use autobatch_ir::Program;
+use autobatch_ir::{FuncId, Program};
 use autobatch_types::{Scalar, Tensor};
 use serde_json::{json, Value};
 
@@ -118,83 +118,110 @@ fn compile(source: &str) -> Program {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
-    if args.first().map(String::as_str) == Some("nuts") {
-        return nuts::main(&args[1..]);
+    match args.first().map(String::as_str) {
+        Some("nuts") => nuts::main(&args[1..]),
+        Some("autodiff") => autodiff_command(&args, quick),
+        Some("strategies") => strategies(quick),
+        _ => {
+            eprintln!(
+                "usage: autobatch-bench strategies [--quick] | autodiff [--quick] [--threads N]"
+            );
+            std::process::exit(2);
+        }
     }
-    if args.first().map(String::as_str) == Some("autodiff") {
-        let threads = match args.iter().position(|a| a == "--threads") {
-            Some(i) => match args.get(i + 1).and_then(|n| n.parse::<usize>().ok()) {
-                Some(n) if n >= 1 => n,
-                _ => {
-                    eprintln!("usage: autobatch-bench autodiff [--quick] [--threads N] (N >= 1)");
-                    std::process::exit(2);
-                }
-            },
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        };
-        let value_of = |flag: &str| {
-            args.iter()
-                .position(|a| a == flag)
-                .and_then(|i| args.get(i + 1))
-                .map(String::as_str)
-        };
-        let only_batch = value_of("--batch").and_then(|b| b.parse().ok());
-        let report = autodiff::run(quick, threads, only_batch, value_of("--precision"));
-        println!("{}", serde_json::to_string_pretty(&report).unwrap());
-        return;
-    }
-    if args.first().map(String::as_str) != Some("strategies") {
-        eprintln!("usage: autobatch-bench strategies [--quick] | autodiff [--quick] [--threads N]");
-        std::process::exit(2);
-    }
+}
+
+/// `autodiff [--quick] [--threads N] [--batch B] [--precision f32|f64]`.
+fn autodiff_command(args: &[String], quick: bool) {
+    let threads = match args.iter().position(|a| a == "--threads") {
+        Some(i) => match args.get(i + 1).and_then(|n| n.parse::<usize>().ok()) {
+            Some(n) if n >= 1 => n,
+            _ => {
+                eprintln!("usage: autobatch-bench autodiff [--quick] [--threads N] (N >= 1)");
+                std::process::exit(2);
+            }
+        },
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let value_of = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .map(String::as_str)
+    };
+    let only_batch = value_of("--batch").and_then(|b| b.parse().ok());
+    let report = autodiff::run(quick, threads, only_batch, value_of("--precision"));
+    println!("{}", serde_json::to_string_pretty(&report).unwrap());
+}
+
+/// A strategy with the batching options it is measured with.
+#[derive(Clone, Copy, Debug)]
+struct Configuration {
+    strategy: Strategy,
+    lanes: LaneMode,
+    block_choice: BlockChoice,
+}
+
+/// Every configuration measured: each batching strategy in every lanes
+/// mode, and program-counter with the other block choice.
+fn configurations() -> Vec<Configuration> {
+    let configuration = |strategy, lanes, block_choice| Configuration {
+        strategy,
+        lanes,
+        block_choice,
+    };
+    vec![
+        configuration(
+            Strategy::Reference,
+            LaneMode::Auto,
+            BlockChoice::SmallestIndex,
+        ),
+        configuration(
+            Strategy::LocalStatic,
+            LaneMode::Mask,
+            BlockChoice::SmallestIndex,
+        ),
+        configuration(
+            Strategy::LocalStatic,
+            LaneMode::Compact,
+            BlockChoice::SmallestIndex,
+        ),
+        configuration(
+            Strategy::LocalStatic,
+            LaneMode::Auto,
+            BlockChoice::SmallestIndex,
+        ),
+        configuration(
+            Strategy::ProgramCounter,
+            LaneMode::Mask,
+            BlockChoice::SmallestIndex,
+        ),
+        configuration(
+            Strategy::ProgramCounter,
+            LaneMode::Compact,
+            BlockChoice::SmallestIndex,
+        ),
+        configuration(
+            Strategy::ProgramCounter,
+            LaneMode::Auto,
+            BlockChoice::SmallestIndex,
+        ),
+        configuration(
+            Strategy::ProgramCounter,
+            LaneMode::Auto,
+            BlockChoice::MostMembers,
+        ),
+    ]
+}
+
+/// `strategies [--quick]`: every workload at every batch size.
+fn strategies(quick: bool) {
     let sizes: Vec<usize> = if quick {
         vec![1, 16, 256, 1024]
     } else {
         vec![1, 4, 16, 64, 256, 1024, 4096]
     };
     let budget = if quick { 0.3 } else { 1.0 };
-    let configurations: Vec<(Strategy, LaneMode, BlockChoice)> = vec![
-        (
-            Strategy::Reference,
-            LaneMode::Auto,
-            BlockChoice::SmallestIndex,
-        ),
-        (
-            Strategy::LocalStatic,
-            LaneMode::Mask,
-            BlockChoice::SmallestIndex,
-        ),
-        (
-            Strategy::LocalStatic,
-            LaneMode::Compact,
-            BlockChoice::SmallestIndex,
-        ),
-        (
-            Strategy::LocalStatic,
-            LaneMode::Auto,
-            BlockChoice::SmallestIndex,
-        ),
-        (
-            Strategy::ProgramCounter,
-            LaneMode::Mask,
-            BlockChoice::SmallestIndex,
-        ),
-        (
-            Strategy::ProgramCounter,
-            LaneMode::Compact,
-            BlockChoice::SmallestIndex,
-        ),
-        (
-            Strategy::ProgramCounter,
-            LaneMode::Auto,
-            BlockChoice::SmallestIndex,
-        ),
-        (
-            Strategy::ProgramCounter,
-            LaneMode::Auto,
-            BlockChoice::MostMembers,
-        ),
-    ];
     let mut report = Vec::new();
     for workload in workloads() {
         let program = compile(workload.source);
@@ -203,70 +230,8 @@ fn main() {
             .expect("entry exists");
         let mut rows = Vec::new();
         for &size in &sizes {
-            let inputs: Vec<i64> = (0..size).map(workload.input).collect();
-            let native_seconds = measure(budget, 1000, || {
-                let t = Instant::now();
-                let mut sink = 0i64;
-                for &n in &inputs {
-                    sink = sink.wrapping_add((workload.native)(std::hint::black_box(n)));
-                }
-                std::hint::black_box(sink);
-                t.elapsed().as_secs_f64()
-            });
-            let mut row = serde_json::Map::new();
-            row.insert("batch_size".into(), json!(size));
-            row.insert(
-                "native_members_per_second".into(),
-                json!(size as f64 / native_seconds),
-            );
-            let batch = Batch {
-                entry,
-                size,
-                args: vec![Arg::Batched(
-                    inputs
-                        .iter()
-                        .map(|n| Tensor::scalar(Scalar::I64(*n)))
-                        .collect(),
-                )],
-            };
-            for (strategy, lanes, block_choice) in &configurations {
-                // The reference runs members one by one, and slowly: its
-                // throughput no longer changes past a few hundred members.
-                if *strategy == Strategy::Reference && size > 256 {
-                    continue;
-                }
-                let options = RunOptions::default();
-                let batching = BatchingOptions {
-                    lanes: *lanes,
-                    block_choice: *block_choice,
-                };
-                let mut utilization = 0.0;
-                let seconds = measure(budget, 50, || {
-                    let output = run(
-                        *strategy,
-                        &program,
-                        &Env::default(),
-                        &batch,
-                        &options,
-                        &batching,
-                    )
-                    .unwrap_or_else(|e| panic!("{e}"));
-                    utilization = output.stats.lane_utilization;
-                    output.stats.wall_seconds
-                });
-                let key = configuration_key(*strategy, *lanes, *block_choice);
-                row.insert(
-                    key,
-                    json!({
-                        "members_per_second": size as f64 / seconds,
-                        "median_seconds": seconds,
-                        "lane_utilization": utilization,
-                        "slowdown_vs_native": seconds / native_seconds,
-                    }),
-                );
-            }
+            rows.push(measure_batch(&workload, &program, entry, size, budget));
             eprintln!("{} batch {size}: done", workload.name);
-            rows.push(Value::Object(row));
         }
         report.push(json!({ "workload": workload.name, "rows": rows }));
     }
@@ -277,16 +242,91 @@ fn main() {
     );
 }
 
-/// A configuration's key in the report: the strategy's name, then the
-/// options it reads (the block choice only when not the default).
-fn configuration_key(strategy: Strategy, lanes: LaneMode, block_choice: BlockChoice) -> String {
-    let reads = strategy.reads();
-    let mut key = strategy.name().to_string();
-    if reads.lanes {
-        key = format!("{key}/{lanes}");
+/// One row of the report: `workload` at `size` members, natively and in
+/// every configuration.
+fn measure_batch(
+    workload: &Workload,
+    program: &Program,
+    entry: FuncId,
+    size: usize,
+    budget: f64,
+) -> Value {
+    let inputs: Vec<i64> = (0..size).map(workload.input).collect();
+    let native_seconds = measure(budget, 1000, || {
+        let t = Instant::now();
+        let mut sink = 0i64;
+        for &n in &inputs {
+            sink = sink.wrapping_add((workload.native)(std::hint::black_box(n)));
+        }
+        std::hint::black_box(sink);
+        t.elapsed().as_secs_f64()
+    });
+    let mut row = serde_json::Map::new();
+    row.insert("batch_size".into(), json!(size));
+    row.insert(
+        "native_members_per_second".into(),
+        json!(size as f64 / native_seconds),
+    );
+    let batch = Batch {
+        entry,
+        size,
+        args: vec![Arg::Batched(
+            inputs
+                .iter()
+                .map(|n| Tensor::scalar(Scalar::I64(*n)))
+                .collect(),
+        )],
+    };
+    for configuration in configurations() {
+        // The reference runs members one by one, and slowly: its
+        // throughput no longer changes past a few hundred members.
+        if configuration.strategy == Strategy::Reference && size > 256 {
+            continue;
+        }
+        let options = RunOptions::default();
+        let batching = BatchingOptions {
+            lanes: configuration.lanes,
+            block_choice: configuration.block_choice,
+        };
+        let mut utilization = 0.0;
+        let seconds = measure(budget, 50, || {
+            let output = run(
+                configuration.strategy,
+                program,
+                &Env::default(),
+                &batch,
+                &options,
+                &batching,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            utilization = output.stats.lane_utilization;
+            output.stats.wall_seconds
+        });
+        row.insert(
+            configuration.key(),
+            json!({
+                "members_per_second": size as f64 / seconds,
+                "median_seconds": seconds,
+                "lane_utilization": utilization,
+                "slowdown_vs_native": seconds / native_seconds,
+            }),
+        );
     }
-    if reads.block_choice && block_choice != BlockChoice::default() {
-        key = format!("{key}/{block_choice}");
+    Value::Object(row)
+}
+
+impl Configuration {
+    /// Its key in the report: the strategy's name, then the options it
+    /// reads (the block choice only when not the default).
+    fn key(&self) -> String {
+        let reads = self.strategy.reads();
+        let mut key = self.strategy.name().to_string();
+        if reads.lanes {
+            key = format!("{key}/{}", self.lanes);
+        }
+        if reads.block_choice && self.block_choice != BlockChoice::default() {
+            key = format!("{key}/{}", self.block_choice);
+        }
+        key
     }
-    key
 }

@@ -46,89 +46,97 @@ enum Command {
         lowered: bool,
     },
     /// Run an entry function on a batch of inputs and print each member's result as JSON.
-    Run {
-        /// The program file.
-        program: PathBuf,
-        /// The function to run.
-        #[arg(long, value_name = "NAME")]
-        entry: String,
-        /// The inputs: {"batch": {NAME: [one value per member]}, "shared": {NAME: value}}.
-        #[arg(long, value_name = "INPUTS.json")]
-        inputs: PathBuf,
-        #[arg(long, value_parser = parse_strategy, default_value = "program-counter", help = strategy_help())]
-        strategy: Strategy,
-        #[arg(long, value_parser = parse_lanes, default_value = "auto", help = lanes_help())]
-        lanes: Lanes,
-        #[arg(long, value_parser = parse_block_choice, default_value = "smallest-index", help = block_choice_help())]
-        block_choice: BlockChoice,
-        /// The deepest chain of calls one member may have.
-        #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = autobatch::DEFAULT_MAX_STACK_DEPTH)]
-        max_stack_depth: usize,
-        /// The most basic blocks one member may execute.
-        #[arg(long, value_name = "N", default_value_t = autobatch::DEFAULT_MAX_STEPS)]
-        max_steps: u64,
-        /// The seed of the members' random streams.
-        #[arg(long, value_name = "N", default_value_t = 0)]
-        seed: u64,
-        /// Worker threads, at most 4 per available core [default: the number of available cores].
-        #[arg(long, value_name = "N", value_parser = parse_threads)]
-        threads: Option<usize>,
-        /// Add the run's figures (`stats`) to the output.
-        #[arg(long)]
-        stats: bool,
-        /// Write the results to this file instead of stdout.
-        #[arg(long, value_name = "RESULT.json")]
-        output: Option<PathBuf>,
-    },
+    Run(RunArgs),
     /// Run the No-U-Turn Sampler on a model: warmup, then draws, all chains as one batch.
-    Sample {
-        /// The model: defines `fn log_density(theta: [f64; D]) -> f64`.
-        model: PathBuf,
-        /// The model's statics, by name (and optionally its symbolic dimensions).
-        #[arg(long, value_name = "DATA.json")]
-        data: PathBuf,
-        /// The number of chains.
-        #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = 4)]
-        chains: usize,
-        /// Warmup (adaptation) iterations per chain; warmup and draws
-        /// together at most 2147483647.
-        #[arg(long, value_name = "N", value_parser = parse_warmup, default_value_t = 1000)]
-        warmup: usize,
-        /// Draws per chain after warmup.
-        #[arg(long, value_name = "N", value_parser = parse_draws, default_value_t = 1000)]
-        draws: usize,
-        /// The seed of the chains' random streams.
-        #[arg(long, value_name = "N", default_value_t = 0)]
-        seed: u64,
-        #[arg(long, value_parser = parse_strategy, default_value = "program-counter", help = strategy_help())]
-        strategy: Strategy,
-        /// The deepest tree of a trajectory (at most 2^N - 1 leapfrog steps), from 1 to 30.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=30), default_value_t = 10)]
-        max_depth: u32,
-        /// The acceptance statistic warmup adapts the step size towards
-        /// (Stan's adapt_delta); raise it (0.9, 0.95) against divergences.
-        #[arg(long, value_name = "X", value_parser = parse_target_accept, default_value_t = 0.8)]
-        target_accept: f64,
-        /// Worker threads, at most 4 per available core [default: the number of available cores].
-        #[arg(long, value_name = "N", value_parser = parse_threads)]
-        threads: Option<usize>,
-        /// Write the draws to this CSV file: chain,draw,theta[0],...
-        #[arg(long, value_name = "DRAWS.csv")]
-        output: Option<PathBuf>,
-        /// Write the sampler's figures to this JSON file.
-        #[arg(long, value_name = "STATS.json")]
-        stats: Option<PathBuf>,
-        /// Adapt one step size and one metric for all chains, pooling their
-        /// warmup: chains then wait for one another during warmup, and a
-        /// chain's draws depend on the others. Without it, each chain adapts
-        /// alone and no chain ever waits for another.
-        #[arg(long)]
-        pooled_adaptation: bool,
-        /// With --pooled-adaptation: the warmup iterations between two
-        /// poolings (also at the end of every adaptation window).
-        #[arg(long, value_name = "N", value_parser = parse_pool_every, default_value_t = 1, requires = "pooled_adaptation")]
-        pool_every: usize,
-    },
+    Sample(SampleArgs),
+}
+
+// The arguments of `autobatch run` (its help is the variant's doc above).
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// The program file.
+    program: PathBuf,
+    /// The function to run.
+    #[arg(long, value_name = "NAME")]
+    entry: String,
+    /// The inputs: {"batch": {NAME: [one value per member]}, "shared": {NAME: value}}.
+    #[arg(long, value_name = "INPUTS.json")]
+    inputs: PathBuf,
+    #[arg(long, value_parser = parse_strategy, default_value = "program-counter", help = strategy_help())]
+    strategy: Strategy,
+    #[arg(long, value_parser = parse_lanes, default_value = "auto", help = lanes_help())]
+    lanes: Lanes,
+    #[arg(long, value_parser = parse_block_choice, default_value = "smallest-index", help = block_choice_help())]
+    block_choice: BlockChoice,
+    /// The deepest chain of calls one member may have.
+    #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = autobatch::DEFAULT_MAX_STACK_DEPTH)]
+    max_stack_depth: usize,
+    /// The most basic blocks one member may execute.
+    #[arg(long, value_name = "N", default_value_t = autobatch::DEFAULT_MAX_STEPS)]
+    max_steps: u64,
+    /// The seed of the members' random streams.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    seed: u64,
+    /// Worker threads, at most 4 per available core [default: the number of available cores].
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    threads: Option<usize>,
+    /// Add the run's figures (`stats`) to the output.
+    #[arg(long)]
+    stats: bool,
+    /// Write the results to this file instead of stdout.
+    #[arg(long, value_name = "RESULT.json")]
+    output: Option<PathBuf>,
+}
+
+// The arguments of `autobatch sample` (its help is the variant's doc above).
+#[derive(clap::Args, Debug)]
+struct SampleArgs {
+    /// The model: defines `fn log_density(theta: [f64; D]) -> f64`.
+    model: PathBuf,
+    /// The model's statics, by name (and optionally its symbolic dimensions).
+    #[arg(long, value_name = "DATA.json")]
+    data: PathBuf,
+    /// The number of chains.
+    #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = 4)]
+    chains: usize,
+    /// Warmup (adaptation) iterations per chain; warmup and draws
+    /// together at most 2147483647.
+    #[arg(long, value_name = "N", value_parser = parse_warmup, default_value_t = 1000)]
+    warmup: usize,
+    /// Draws per chain after warmup.
+    #[arg(long, value_name = "N", value_parser = parse_draws, default_value_t = 1000)]
+    draws: usize,
+    /// The seed of the chains' random streams.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    seed: u64,
+    #[arg(long, value_parser = parse_strategy, default_value = "program-counter", help = strategy_help())]
+    strategy: Strategy,
+    /// The deepest tree of a trajectory (at most 2^N - 1 leapfrog steps), from 1 to 30.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=30), default_value_t = 10)]
+    max_depth: u32,
+    /// The acceptance statistic warmup adapts the step size towards
+    /// (Stan's adapt_delta); raise it (0.9, 0.95) against divergences.
+    #[arg(long, value_name = "X", value_parser = parse_target_accept, default_value_t = 0.8)]
+    target_accept: f64,
+    /// Worker threads, at most 4 per available core [default: the number of available cores].
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    threads: Option<usize>,
+    /// Write the draws to this CSV file: chain,draw,theta[0],...
+    #[arg(long, value_name = "DRAWS.csv")]
+    output: Option<PathBuf>,
+    /// Write the sampler's figures to this JSON file.
+    #[arg(long, value_name = "STATS.json")]
+    stats: Option<PathBuf>,
+    /// Adapt one step size and one metric for all chains, pooling their
+    /// warmup: chains then wait for one another during warmup, and a
+    /// chain's draws depend on the others. Without it, each chain adapts
+    /// alone and no chain ever waits for another.
+    #[arg(long)]
+    pooled_adaptation: bool,
+    /// With --pooled-adaptation: the warmup iterations between two
+    /// poolings (also at the end of every adaptation window).
+    #[arg(long, value_name = "N", value_parser = parse_pool_every, default_value_t = 1, requires = "pooled_adaptation")]
+    pool_every: usize,
 }
 
 fn parse_target_accept(text: &str) -> Result<f64, String> {
@@ -342,139 +350,131 @@ fn execute(command: Command) -> Result<(), Failure> {
             };
             write_stdout(&text)
         }
-        Command::Run {
-            program,
-            entry,
-            inputs,
-            strategy,
-            lanes,
-            block_choice,
-            max_stack_depth,
-            max_steps,
-            seed,
-            threads,
-            stats,
-            output,
-        } => {
-            if let Some(path) = &output {
-                check_writable(path)?;
-            }
-            let compiled = compile_file(&program)?;
-            let inputs_text = read_file(&inputs, "inputs")?;
-            let parsed = Inputs::from_json_str(&inputs_text)
-                .map_err(|e| Failure::Usage(format!("{}: {}", inputs.display(), e.message())))?;
-            let batch = compiled.bind(&entry, &parsed)?;
-            let config = RunConfig {
-                strategy,
-                lanes,
-                block_choice,
-                max_stack_depth,
-                max_steps,
-                seed,
-                threads: threads.unwrap_or_else(autobatch::default_threads),
-            };
-            let result = batch.run(&config).map_err(run_error_line)?;
-            let mut text = serde_json::to_string(&result.to_json(stats))
-                .map_err(|e| Failure::Usage(format!("cannot write the results as JSON: {e}")))?;
-            text.push('\n');
-            match output {
-                Some(path) => std::fs::write(&path, text)
-                    .map_err(|e| Failure::Usage(format!("cannot write `{}`: {e}", path.display()))),
-                None => write_stdout(&text),
-            }
-        }
-        Command::Sample {
-            model,
-            data,
-            chains,
-            warmup,
-            draws,
-            seed,
-            strategy,
-            max_depth,
-            target_accept,
-            threads,
-            output,
-            stats,
-            pooled_adaptation,
-            pool_every,
-        } => {
-            check_iterations(warmup, draws)?;
-            for path in output.iter().chain(&stats) {
-                check_writable(path)?;
-            }
-            let source = read_program(&model)?;
-            let data_text = read_file(&data, "data")?;
-            let path = model.display().to_string();
-            let prepared = autobatch_sample::Model::new(&source, &path, &data_text)
-                .map_err(|e| sample_failure(e, &data))?;
-            let config = autobatch_sample::SampleConfig {
-                chains,
-                warmup,
-                draws,
-                max_depth,
-                target_accept,
-                run: RunConfig {
-                    strategy,
-                    seed,
-                    threads: threads.unwrap_or_else(autobatch::default_threads),
-                    ..RunConfig::default()
-                },
-                adaptation: if pooled_adaptation {
-                    autobatch_sample::Adaptation::Pooled { every: pool_every }
-                } else {
-                    autobatch_sample::Adaptation::PerChain
-                },
-                ..autobatch_sample::SampleConfig::default()
-            };
-            let bar = indicatif::ProgressBar::with_draw_target(
-                Some((warmup + draws) as u64),
-                if std::io::stderr().is_terminal() {
-                    indicatif::ProgressDrawTarget::stderr()
-                } else {
-                    indicatif::ProgressDrawTarget::hidden()
-                },
-            );
-            if let Ok(style) = indicatif::ProgressStyle::with_template(
-                "{msg:9} [{bar:40}] {pos}/{len} iterations ({elapsed}, about {eta} left)",
-            ) {
-                bar.set_style(style.progress_chars("=> "));
-            }
-            let run = prepared
-                .sample(&config, &mut |p| {
-                    bar.set_message(if p.warming_up { "warmup" } else { "sampling" });
-                    bar.set_position(p.done as u64);
-                })
-                .map_err(|e| sample_failure(e, &data))?;
-            bar.finish_and_clear();
-            // Exit 0, as `run` does when some members fail: the other chains'
-            // draws are written, and every failure is named.
-            for failure in &run.failures {
-                eprintln!("warning: {failure}");
-            }
-            if let Some(path) = &output {
-                let file = std::fs::File::create(path).map_err(|e| {
-                    Failure::Usage(format!("cannot write `{}`: {e}", path.display()))
-                })?;
-                let mut writer = std::io::BufWriter::new(file);
-                autobatch_sample::report::write_csv(&run, &mut writer)
-                    .and_then(|()| writer.flush())
-                    .map_err(|e| {
-                        Failure::Usage(format!("cannot write `{}`: {e}", path.display()))
-                    })?;
-            }
-            if let Some(path) = &stats {
-                let json = autobatch_sample::report::stats_json(&run, strategy.name());
-                let text = serde_json::to_string_pretty(&json).map_err(|e| {
-                    Failure::Usage(format!("cannot write the figures as JSON: {e}"))
-                })?;
-                std::fs::write(path, text + "\n").map_err(|e| {
-                    Failure::Usage(format!("cannot write `{}`: {e}", path.display()))
-                })?;
-            }
-            write_stdout(&autobatch_sample::report::table(&run))
-        }
+        Command::Run(args) => run(args),
+        Command::Sample(args) => sample(args),
     }
+}
+
+/// `autobatch run`.
+fn run(args: RunArgs) -> Result<(), Failure> {
+    if let Some(path) = &args.output {
+        check_writable(path)?;
+    }
+    let compiled = compile_file(&args.program)?;
+    let inputs_text = read_file(&args.inputs, "inputs")?;
+    let parsed = Inputs::from_json_str(&inputs_text)
+        .map_err(|e| Failure::Usage(format!("{}: {}", args.inputs.display(), e.message())))?;
+    let batch = compiled.bind(&args.entry, &parsed)?;
+    let config = RunConfig {
+        strategy: args.strategy,
+        lanes: args.lanes,
+        block_choice: args.block_choice,
+        max_stack_depth: args.max_stack_depth,
+        max_steps: args.max_steps,
+        seed: args.seed,
+        threads: args.threads.unwrap_or_else(autobatch::default_threads),
+    };
+    let result = batch.run(&config).map_err(run_error_line)?;
+    let mut text = serde_json::to_string(&result.to_json(args.stats))
+        .map_err(|e| Failure::Usage(format!("cannot write the results as JSON: {e}")))?;
+    text.push('\n');
+    match args.output {
+        Some(path) => std::fs::write(&path, text)
+            .map_err(|e| Failure::Usage(format!("cannot write `{}`: {e}", path.display()))),
+        None => write_stdout(&text),
+    }
+}
+
+/// `autobatch sample`.
+fn sample(args: SampleArgs) -> Result<(), Failure> {
+    check_iterations(args.warmup, args.draws)?;
+    for path in args.output.iter().chain(&args.stats) {
+        check_writable(path)?;
+    }
+    let source = read_program(&args.model)?;
+    let data_text = read_file(&args.data, "data")?;
+    let path = args.model.display().to_string();
+    let model = autobatch_sample::Model::new(&source, &path, &data_text)
+        .map_err(|e| sample_failure(e, &args.data))?;
+    let bar = progress_bar((args.warmup + args.draws) as u64);
+    let run = model
+        .sample(&sample_config(&args), &mut |p| {
+            bar.set_message(if p.warming_up { "warmup" } else { "sampling" });
+            bar.set_position(p.done as u64);
+        })
+        .map_err(|e| sample_failure(e, &args.data))?;
+    bar.finish_and_clear();
+    // Exit 0, as `run` does when some members fail: the other chains'
+    // draws are written, and every failure is named.
+    for failure in &run.failures {
+        eprintln!("warning: {failure}");
+    }
+    if let Some(path) = &args.output {
+        write_draws(&run, path)?;
+    }
+    if let Some(path) = &args.stats {
+        let json = autobatch_sample::report::stats_json(&run, args.strategy.name());
+        let text = serde_json::to_string_pretty(&json)
+            .map_err(|e| Failure::Usage(format!("cannot write the figures as JSON: {e}")))?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| Failure::Usage(format!("cannot write `{}`: {e}", path.display())))?;
+    }
+    write_stdout(&autobatch_sample::report::table(&run))
+}
+
+/// The sampler's settings from the command line's.
+fn sample_config(args: &SampleArgs) -> autobatch_sample::SampleConfig {
+    autobatch_sample::SampleConfig {
+        chains: args.chains,
+        warmup: args.warmup,
+        draws: args.draws,
+        max_depth: args.max_depth,
+        target_accept: args.target_accept,
+        run: RunConfig {
+            strategy: args.strategy,
+            seed: args.seed,
+            threads: args.threads.unwrap_or_else(autobatch::default_threads),
+            ..RunConfig::default()
+        },
+        adaptation: if args.pooled_adaptation {
+            autobatch_sample::Adaptation::Pooled {
+                every: args.pool_every,
+            }
+        } else {
+            autobatch_sample::Adaptation::PerChain
+        },
+        ..autobatch_sample::SampleConfig::default()
+    }
+}
+
+/// A progress bar of `total` iterations on stderr, hidden when stderr is
+/// not a terminal.
+fn progress_bar(total: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        if std::io::stderr().is_terminal() {
+            indicatif::ProgressDrawTarget::stderr()
+        } else {
+            indicatif::ProgressDrawTarget::hidden()
+        },
+    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{msg:9} [{bar:40}] {pos}/{len} iterations ({elapsed}, about {eta} left)",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+/// The draws as CSV into the file `path`.
+fn write_draws(run: &autobatch_sample::SampleRun, path: &Path) -> Result<(), Failure> {
+    let cannot =
+        |e: std::io::Error| Failure::Usage(format!("cannot write `{}`: {e}", path.display()));
+    let file = std::fs::File::create(path).map_err(cannot)?;
+    let mut writer = std::io::BufWriter::new(file);
+    autobatch_sample::report::write_csv(run, &mut writer)
+        .and_then(|()| writer.flush())
+        .map_err(cannot)
 }
 
 /// A model that cannot be sampled is reported like a program that does not

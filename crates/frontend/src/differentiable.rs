@@ -15,7 +15,7 @@ use std::collections::HashSet;
 
 use autobatch_types::Loc;
 
-use crate::hir::{Block, Builtin, Expr, ExprKind, Module, Pattern, Projection, Stmt};
+use crate::hir::{Block, Expr, ExprKind, LocalId, Module, Pattern, Projection, Stmt};
 use crate::Diagnostic;
 
 /// Checks every `grad` / `value_and_grad` of `module`.
@@ -195,7 +195,9 @@ impl Checker<'_> {
 
     /// Checks `e`; returns whether its value depends on the differentiated value.
     fn expr(&mut self, w: &mut Walk, e: &Expr) -> CheckResult<bool> {
-        let loop_note = "the trip count could depend on the differentiated value; use a `for` loop whose bounds do not depend on it";
+        if let Some(d) = self.rejection(e) {
+            return Err(d);
+        }
         Ok(match &e.kind {
             ExprKind::Literal(_) | ExprKind::Static(_) | ExprKind::Dim(_) => false,
             ExprKind::Local(l) => w.tainted[l.0 as usize],
@@ -210,36 +212,7 @@ impl Checker<'_> {
             ExprKind::Binary { lhs, rhs, .. }
             | ExprKind::Compare { lhs, rhs, .. }
             | ExprKind::And { lhs, rhs }
-            | ExprKind::Or { lhs, rhs } => {
-                // Walk a long left-nested chain with a loop.
-                let mut t = self.expr(w, rhs)?;
-                let mut cur: &Expr = lhs;
-                loop {
-                    match &cur.kind {
-                        ExprKind::Binary { lhs, rhs, .. }
-                        | ExprKind::Compare { lhs, rhs, .. }
-                        | ExprKind::And { lhs, rhs }
-                        | ExprKind::Or { lhs, rhs } => {
-                            t |= self.expr(w, rhs)?;
-                            cur = lhs;
-                        }
-                        _ => {
-                            t |= self.expr(w, cur)?;
-                            break;
-                        }
-                    }
-                }
-                t
-            }
-            ExprKind::Call { catch: true, .. } => {
-                return Err(self.error(
-                    "cannot differentiate through `catch`".into(),
-                    e.loc,
-                    "catch".len(),
-                    "`catch` in differentiated code",
-                    "a recovered fault has no derivative; call `catch` outside the function that is differentiated (for example around the `grad` call)",
-                ));
-            }
+            | ExprKind::Or { lhs, rhs } => self.operands(w, lhs, rhs)?,
             ExprKind::Call { function, args, .. } => {
                 let mut mask = Vec::with_capacity(args.len());
                 for a in args {
@@ -249,50 +222,9 @@ impl Checker<'_> {
                 self.function(*function, mask)?;
                 any
             }
-            ExprKind::Builtin { builtin, args } => {
-                let random = matches!(
-                    builtin,
-                    Builtin::Uniform
-                        | Builtin::Normal
-                        | Builtin::Bernoulli
-                        | Builtin::UniformLike
-                        | Builtin::NormalLike
-                );
-                if random {
-                    let name = match builtin {
-                        Builtin::Uniform => "uniform",
-                        Builtin::Normal => "normal",
-                        Builtin::Bernoulli => "bernoulli",
-                        Builtin::UniformLike => "uniform_like",
-                        _ => "normal_like",
-                    };
-                    return Err(self.error(
-                        format!("cannot differentiate the random draw `{name}`"),
-                        e.loc,
-                        name.len(),
-                        "random draw in differentiated code",
-                        "draw the random numbers outside the differentiated function and pass them in as part of the point, or as statics",
-                    ));
-                }
+            ExprKind::Builtin { args, .. } | ExprKind::Tuple(args) | ExprKind::Array(args) => {
                 let mut t = false;
                 for a in args {
-                    t |= self.expr(w, a)?;
-                }
-                t
-            }
-            ExprKind::Grad { .. } => {
-                return Err(self.error(
-                    "cannot differentiate a `grad` or `value_and_grad` inside differentiated code"
-                        .into(),
-                    e.loc,
-                    4,
-                    "nested autodiff",
-                    "higher derivatives are not supported",
-                ))
-            }
-            ExprKind::Tuple(items) | ExprKind::Array(items) => {
-                let mut t = false;
-                for a in items {
                     t |= self.expr(w, a)?;
                 }
                 t
@@ -308,75 +240,14 @@ impl Checker<'_> {
                 cond,
                 then_block,
                 else_branch,
-            } => {
-                let c = self.expr(w, cond)?;
-                w.control.push(c || w.under_condition());
-                let mut t = self.block(w, then_block);
-                if let (Ok(tt), Some(e)) = (&t, else_branch) {
-                    let tt = *tt;
-                    t = self.expr(w, e).map(|te| te || tt);
-                }
-                w.control.pop();
-                t? || c
-            }
-            ExprKind::While { .. } => {
-                return Err(self.error(
-                    "cannot differentiate a `while` loop".into(),
-                    e.loc,
-                    5,
-                    "`while` in differentiated code",
-                    loop_note,
-                ))
-            }
-            ExprKind::Loop { .. } => {
-                return Err(self.error(
-                    "cannot differentiate a `loop`".into(),
-                    e.loc,
-                    4,
-                    "`loop` in differentiated code",
-                    loop_note,
-                ))
-            }
-            ExprKind::Break { .. } => {
-                return Err(self.error(
-                    "cannot differentiate a `break`".into(),
-                    e.loc,
-                    5,
-                    "`break` in differentiated code",
-                    loop_note,
-                ))
-            }
+            } => self.branch(w, cond, then_block, else_branch.as_deref())?,
             ExprKind::For {
                 var,
                 start,
                 end,
                 body,
                 ..
-            } => {
-                let ts = self.expr(w, start)?;
-                let te = self.expr(w, end)?;
-                if ts || te {
-                    let bound = if ts { start } else { end };
-                    return Err(self.error(
-                        "cannot differentiate a `for` loop whose bounds depend on the differentiated value".into(),
-                        bound.loc,
-                        1,
-                        "this bound depends on the differentiated value",
-                        "the trip count must not depend on the differentiated value; compute the bounds from constants, statics or integers that do not depend on it",
-                    ));
-                }
-                w.tainted[var.0 as usize] = w.under_condition();
-                // Values assigned in one iteration flow into the next: walk
-                // the body until the dependence no longer grows.
-                loop {
-                    let before = w.tainted.clone();
-                    self.block(w, body)?;
-                    if w.tainted == before {
-                        break;
-                    }
-                }
-                false
-            }
+            } => self.for_loop(w, *var, start, end, body)?,
             ExprKind::Return { value } => match value {
                 Some(v) => self.expr(w, v)?,
                 None => false,
@@ -397,7 +268,143 @@ impl Checker<'_> {
                 self.expr(w, cond)?;
                 false
             }
+            // Rejected by `rejection` above.
+            ExprKind::Grad { .. }
+            | ExprKind::While { .. }
+            | ExprKind::Loop { .. }
+            | ExprKind::Break { .. } => false,
         })
+    }
+
+    /// The error for a construct that differentiated code may not contain
+    /// (checked before its operands).
+    fn rejection(&self, e: &Expr) -> Option<Box<Diagnostic>> {
+        let loop_note = "the trip count could depend on the differentiated value; use a `for` loop whose bounds do not depend on it";
+        let d = match &e.kind {
+            ExprKind::Call { catch: true, .. } => self.error(
+                "cannot differentiate through `catch`".into(),
+                e.loc,
+                "catch".len(),
+                "`catch` in differentiated code",
+                "a recovered fault has no derivative; call `catch` outside the function that is differentiated (for example around the `grad` call)",
+            ),
+            // The table's `nograd` rows are the random draws (a test of the
+            // table checks it).
+            ExprKind::Builtin { builtin, .. } if !builtin.differentiable() => {
+                let name = builtin.name();
+                self.error(
+                    format!("cannot differentiate the random draw `{name}`"),
+                    e.loc,
+                    name.len(),
+                    "random draw in differentiated code",
+                    "draw the random numbers outside the differentiated function and pass them in as part of the point, or as statics",
+                )
+            }
+            ExprKind::Grad { .. } => self.error(
+                "cannot differentiate a `grad` or `value_and_grad` inside differentiated code"
+                    .into(),
+                e.loc,
+                4,
+                "nested autodiff",
+                "higher derivatives are not supported",
+            ),
+            ExprKind::While { .. } => self.error(
+                "cannot differentiate a `while` loop".into(),
+                e.loc,
+                5,
+                "`while` in differentiated code",
+                loop_note,
+            ),
+            ExprKind::Loop { .. } => self.error(
+                "cannot differentiate a `loop`".into(),
+                e.loc,
+                4,
+                "`loop` in differentiated code",
+                loop_note,
+            ),
+            ExprKind::Break { .. } => self.error(
+                "cannot differentiate a `break`".into(),
+                e.loc,
+                5,
+                "`break` in differentiated code",
+                loop_note,
+            ),
+            _ => return None,
+        };
+        Some(d)
+    }
+
+    /// The operands of an operator; the left one may be a long left-nested
+    /// chain (`a + b + ... + z`), walked with a loop.
+    fn operands(&mut self, w: &mut Walk, lhs: &Expr, rhs: &Expr) -> CheckResult<bool> {
+        let mut t = self.expr(w, rhs)?;
+        let mut cur: &Expr = lhs;
+        loop {
+            match &cur.kind {
+                ExprKind::Binary { lhs, rhs, .. }
+                | ExprKind::Compare { lhs, rhs, .. }
+                | ExprKind::And { lhs, rhs }
+                | ExprKind::Or { lhs, rhs } => {
+                    t |= self.expr(w, rhs)?;
+                    cur = lhs;
+                }
+                _ => return Ok(self.expr(w, cur)? || t),
+            }
+        }
+    }
+
+    /// `if cond { then } else ...`: what the branches assign depends on the
+    /// differentiated value if `cond` does.
+    fn branch(
+        &mut self,
+        w: &mut Walk,
+        cond: &Expr,
+        then_block: &Block,
+        else_branch: Option<&Expr>,
+    ) -> CheckResult<bool> {
+        let c = self.expr(w, cond)?;
+        w.control.push(c || w.under_condition());
+        let mut t = self.block(w, then_block);
+        if let (Ok(tt), Some(e)) = (&t, else_branch) {
+            let tt = *tt;
+            t = self.expr(w, e).map(|te| te || tt);
+        }
+        w.control.pop();
+        Ok(t? || c)
+    }
+
+    /// `for var in start..end { body }`: the bounds must not depend on the
+    /// differentiated value.
+    fn for_loop(
+        &mut self,
+        w: &mut Walk,
+        var: LocalId,
+        start: &Expr,
+        end: &Expr,
+        body: &Block,
+    ) -> CheckResult<bool> {
+        let ts = self.expr(w, start)?;
+        let te = self.expr(w, end)?;
+        if ts || te {
+            let bound = if ts { start } else { end };
+            return Err(self.error(
+                "cannot differentiate a `for` loop whose bounds depend on the differentiated value".into(),
+                bound.loc,
+                1,
+                "this bound depends on the differentiated value",
+                "the trip count must not depend on the differentiated value; compute the bounds from constants, statics or integers that do not depend on it",
+            ));
+        }
+        w.tainted[var.0 as usize] = w.under_condition();
+        // Values assigned in one iteration flow into the next: walk the body
+        // until the dependence no longer grows.
+        loop {
+            let before = w.tainted.clone();
+            self.block(w, body)?;
+            if w.tainted == before {
+                return Ok(false);
+            }
+        }
     }
 }
 

@@ -8,6 +8,14 @@
 
 use autobatch_types::{Loc, ScalarType, SymbolId};
 
+/// The operators and builtins come from the table of operations:
+/// `UnaryOp` is `-` / `!`, `BinaryOp` the operators whose result has the
+/// operands' type, `CompareOp` the comparisons, `Builtin` the builtin
+/// functions and methods (a method takes its receiver as the first argument).
+pub use autobatch_ops::{
+    BinaryOperator as BinaryOp, Builtin, CompareOperator as CompareOp, UnaryOperator as UnaryOp,
+};
+
 /// The length of one array axis as written in the source, after resolving
 /// constants: a number, a symbolic dimension of the program, or the `index`-th
 /// const generic parameter of the enclosing function.
@@ -197,97 +205,6 @@ pub enum Literal {
         as_f64: f64,
         as_f32: f32,
     },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum UnaryOp {
-    /// `-x`.
-    Neg,
-    /// `!x`: logical not on `bool`, bitwise not on integers.
-    Not,
-}
-
-/// Operators of two operands whose result has the operands' type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BinaryOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Rem,
-    BitAnd,
-    BitOr,
-    BitXor,
-    Shl,
-    Shr,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CompareOp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-/// Built-in functions and methods. Methods take the receiver as the first argument.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Builtin {
-    // Elementwise, one operand (methods on numbers; `sigmoid`,
-    // `log_sigmoid`, `softplus` are functions).
-    Abs,
-    Exp,
-    ExpM1,
-    Ln,
-    Ln1p,
-    Log10,
-    Sqrt,
-    Sin,
-    Cos,
-    Tan,
-    Tanh,
-    Floor,
-    Ceil,
-    Round,
-    Signum,
-    Recip,
-    IsNan,
-    IsFinite,
-    Sigmoid,
-    LogSigmoid,
-    Softplus,
-    // Elementwise, two operands (methods): `x.max(y)`, `x.min(y)`,
-    // `x.powi(n)`, `x.powf(y)`, `n.pow(k)`.
-    Max,
-    Min,
-    Powi,
-    Powf,
-    Pow,
-    // Linear algebra.
-    Dot,
-    Matvec,
-    Vecmat,
-    Matmul,
-    Transpose,
-    Outer,
-    // Reductions over a 1-D array.
-    Sum,
-    Mean,
-    ReduceMax,
-    ReduceMin,
-    Argmax,
-    Argmin,
-    LogSumExp,
-    Softmax,
-    // Others.
-    Select,
-    Uniform,
-    Normal,
-    UniformLike,
-    NormalLike,
-    Bernoulli,
 }
 
 /// The target of an assignment: a local, then tuple fields, then indices

@@ -550,17 +550,6 @@ fn eval(
     if depth > crate::guard::MAX_NESTING {
         return Err(Box::new(crate::guard::too_deep(loc, end)));
     }
-    let not_const = || {
-        error(
-            "this expression cannot be evaluated when the program is compiled",
-            loc,
-            end,
-            "not a constant expression",
-        )
-        .map_note(
-            "constants may use literals, other constants, arithmetic, bitwise operators and `as`",
-        )
-    };
     match expr {
         syn::Expr::Paren(p) => eval(scope, &p.expr, in_progress, depth + 1),
         syn::Expr::Group(g) => eval(scope, &g.expr, in_progress, depth + 1),
@@ -577,107 +566,138 @@ fn eval(
                 let (value, ty) = read_float_literal(f)?;
                 Ok(Eval::Float(value, ty))
             }
-            _ => Err(not_const()),
+            _ => Err(not_const(loc, end)),
         },
-        syn::Expr::Path(p) if p.qself.is_none() => {
-            if let Some(c) = ModuleScope::well_known_constant(&p.path) {
-                return Ok(from_const(c));
-            }
-            let Some(name) = p.path.get_ident().map(|i| i.to_string()) else {
-                return Err(not_const());
-            };
-            if let Some(c) = scope.consts.get(&name) {
-                return Ok(from_const(*c));
-            }
-            if in_progress.contains(&name) {
-                return Err(error(
-                    format!("the constant `{name}` is defined in terms of itself"),
-                    loc,
-                    end,
-                    "cycle in constant definitions",
-                ));
-            }
-            Err(error(
-                format!("cannot find constant `{name}`"),
-                loc,
-                end,
-                "not a constant",
-            )
-            .map_note("constants may only refer to other `const` items"))
-        }
+        syn::Expr::Path(p) if p.qself.is_none() => eval_path(scope, &p.path, in_progress, loc, end),
         syn::Expr::Unary(u) => {
             let v = eval(scope, &u.expr, in_progress, depth + 1)?;
-            match (&u.op, v) {
-                (syn::UnOp::Neg(_), Eval::Int(x, t)) => {
-                    if t == Some(ScalarType::Usize) {
-                        return Err(error(
-                            "cannot negate a `usize`",
-                            loc,
-                            end,
-                            "negation of an unsigned value",
-                        ));
-                    }
-                    Ok(Eval::Int(-x, t))
-                }
-                (syn::UnOp::Neg(_), Eval::Float(x, t)) => Ok(Eval::Float(-x, t)),
-                (syn::UnOp::Not(_), Eval::Bool(b)) => Ok(Eval::Bool(!b)),
-                (syn::UnOp::Not(_), Eval::Int(x, t)) => {
-                    let ty = t.unwrap_or(ScalarType::I64);
-                    Ok(Eval::Int(wrap_int(!x, ty), Some(ty)))
-                }
-                _ => Err(error(
-                    "this operator does not apply to this constant",
-                    loc,
-                    end,
-                    "invalid operand",
-                )),
-            }
+            eval_unary(&u.op, v, loc, end)
         }
         syn::Expr::Cast(c) => {
             let v = eval(scope, &c.expr, in_progress, depth + 1)?;
-            let to = match &*c.ty {
-                syn::Type::Path(p) => p
-                    .path
-                    .get_ident()
-                    .and_then(|i| ScalarType::from_name(&i.to_string())),
-                _ => None,
-            };
-            let Some(to) = to else {
-                return Err(not_const());
-            };
-            Ok(match (v, to) {
-                (Eval::Bool(b), t) if t.is_integer() => Eval::Int(b as i128, Some(t)),
-                (Eval::Int(x, _), t) if t.is_integer() => Eval::Int(wrap_int(x, t), Some(t)),
-                (Eval::Int(x, _), t) if t.is_float() => Eval::Float(round_to(x as f64, t), Some(t)),
-                (Eval::Float(x, _), t) if t.is_integer() => {
-                    let (lo, hi) = int_range(t);
-                    // `as` saturates and maps NaN to 0, as in Rust.
-                    let v = if x.is_nan() {
-                        0
-                    } else {
-                        (x.trunc().max(lo as f64).min(hi as f64)) as i128
-                    };
-                    Eval::Int(v.clamp(lo, hi), Some(t))
-                }
-                (Eval::Float(x, _), t) if t.is_float() => Eval::Float(round_to(x, t), Some(t)),
-                (Eval::Bool(b), ScalarType::Bool) => Eval::Bool(b),
-                _ => {
-                    return Err(error(
-                        format!("this constant cannot be cast to `{to}`"),
-                        loc,
-                        end,
-                        "invalid cast",
-                    ))
-                }
-            })
+            eval_cast(v, &c.ty, loc, end)
         }
         syn::Expr::Binary(b) => {
             let l = eval(scope, &b.left, in_progress, depth + 1)?;
             let r = eval(scope, &b.right, in_progress, depth + 1)?;
             eval_binary(&b.op, l, r).map_err(|m| error(m, loc, end, "in this constant expression"))
         }
-        _ => Err(not_const()),
+        _ => Err(not_const(loc, end)),
     }
+}
+
+/// The error for an expression `loc..end` that is not a constant expression.
+fn not_const(loc: Loc, end: Loc) -> Box<Diagnostic> {
+    error(
+        "this expression cannot be evaluated when the program is compiled",
+        loc,
+        end,
+        "not a constant expression",
+    )
+    .map_note("constants may use literals, other constants, arithmetic, bitwise operators and `as`")
+}
+
+/// A name in a constant expression: a well-known constant or a `const`
+/// evaluated already (one still `in_progress` is a cycle).
+fn eval_path(
+    scope: &ModuleScope,
+    path: &syn::Path,
+    in_progress: &[String],
+    loc: Loc,
+    end: Loc,
+) -> CheckResult<Eval> {
+    if let Some(c) = ModuleScope::well_known_constant(path) {
+        return Ok(from_const(c));
+    }
+    let Some(name) = path.get_ident().map(|i| i.to_string()) else {
+        return Err(not_const(loc, end));
+    };
+    if let Some(c) = scope.consts.get(&name) {
+        return Ok(from_const(*c));
+    }
+    if in_progress.contains(&name) {
+        return Err(error(
+            format!("the constant `{name}` is defined in terms of itself"),
+            loc,
+            end,
+            "cycle in constant definitions",
+        ));
+    }
+    Err(error(
+        format!("cannot find constant `{name}`"),
+        loc,
+        end,
+        "not a constant",
+    )
+    .map_note("constants may only refer to other `const` items"))
+}
+
+/// `-v` or `!v` in a constant expression.
+fn eval_unary(op: &syn::UnOp, v: Eval, loc: Loc, end: Loc) -> CheckResult<Eval> {
+    match (op, v) {
+        (syn::UnOp::Neg(_), Eval::Int(x, t)) => {
+            if t == Some(ScalarType::Usize) {
+                return Err(error(
+                    "cannot negate a `usize`",
+                    loc,
+                    end,
+                    "negation of an unsigned value",
+                ));
+            }
+            Ok(Eval::Int(-x, t))
+        }
+        (syn::UnOp::Neg(_), Eval::Float(x, t)) => Ok(Eval::Float(-x, t)),
+        (syn::UnOp::Not(_), Eval::Bool(b)) => Ok(Eval::Bool(!b)),
+        (syn::UnOp::Not(_), Eval::Int(x, t)) => {
+            let ty = t.unwrap_or(ScalarType::I64);
+            Ok(Eval::Int(wrap_int(!x, ty), Some(ty)))
+        }
+        _ => Err(error(
+            "this operator does not apply to this constant",
+            loc,
+            end,
+            "invalid operand",
+        )),
+    }
+}
+
+/// `v as ty` in a constant expression, as Rust's `as`.
+fn eval_cast(v: Eval, ty: &syn::Type, loc: Loc, end: Loc) -> CheckResult<Eval> {
+    let to = match ty {
+        syn::Type::Path(p) => p
+            .path
+            .get_ident()
+            .and_then(|i| ScalarType::from_name(&i.to_string())),
+        _ => None,
+    };
+    let Some(to) = to else {
+        return Err(not_const(loc, end));
+    };
+    Ok(match (v, to) {
+        (Eval::Bool(b), t) if t.is_integer() => Eval::Int(b as i128, Some(t)),
+        (Eval::Int(x, _), t) if t.is_integer() => Eval::Int(wrap_int(x, t), Some(t)),
+        (Eval::Int(x, _), t) if t.is_float() => Eval::Float(round_to(x as f64, t), Some(t)),
+        (Eval::Float(x, _), t) if t.is_integer() => {
+            let (lo, hi) = int_range(t);
+            // `as` saturates and maps NaN to 0, as in Rust.
+            let v = if x.is_nan() {
+                0
+            } else {
+                (x.trunc().max(lo as f64).min(hi as f64)) as i128
+            };
+            Eval::Int(v.clamp(lo, hi), Some(t))
+        }
+        (Eval::Float(x, _), t) if t.is_float() => Eval::Float(round_to(x, t), Some(t)),
+        (Eval::Bool(b), ScalarType::Bool) => Eval::Bool(b),
+        _ => {
+            return Err(error(
+                format!("this constant cannot be cast to `{to}`"),
+                loc,
+                end,
+                "invalid cast",
+            ))
+        }
+    })
 }
 
 fn from_const(c: ConstValue) -> Eval {
@@ -1008,132 +1028,17 @@ pub(crate) fn item_name_span(item: &syn::Item) -> (Loc, Loc, &'static str) {
 pub(crate) fn check_file(source: &str, file: &syn::File) -> Result<hir::Module, Vec<Diagnostic>> {
     let mut scope = ModuleScope::new(source);
     let mut errors: Vec<Diagnostic> = Vec::new();
-    let push = |errors: &mut Vec<Diagnostic>, d: Box<Diagnostic>| errors.push(*d);
 
     // 1. Names of every item, rejecting unsupported items.
-    let mut consts: Vec<&syn::ItemConst> = Vec::new();
-    let mut functions: Vec<&syn::ItemFn> = Vec::new();
-    let mut foreign_statics: Vec<&syn::ForeignItemStatic> = Vec::new();
-    let mut foreign_functions: Vec<&syn::ForeignItemFn> = Vec::new();
-    let declare = |scope: &mut ModuleScope,
-                   errors: &mut Vec<Diagnostic>,
-                   ident: &syn::Ident,
-                   kind: ModuleName| {
-        let name = ident.to_string();
-        let loc = start_of(ident.span());
-        if let Some((_, first)) = scope.names.get(&name) {
-            errors.push(
-                Diagnostic::new(
-                    format!("the name `{name}` is defined more than once"),
-                    loc,
-                    end_of(ident.span()),
-                    "defined again here",
-                )
-                .with_note(format!(
-                    "first defined at line {}, column {}",
-                    first.line, first.column
-                )),
-            );
-            return false;
-        }
-        scope.names.insert(name, (kind, loc));
-        true
-    };
-    for item in &file.items {
-        match item {
-            syn::Item::Const(c) => {
-                if declare(&mut scope, &mut errors, &c.ident, ModuleName::Const) {
-                    consts.push(c);
-                }
-            }
-            syn::Item::Fn(f) => {
-                if declare(
-                    &mut scope,
-                    &mut errors,
-                    &f.sig.ident,
-                    ModuleName::Function(functions.len()),
-                ) {
-                    functions.push(f);
-                }
-            }
-            syn::Item::ForeignMod(m)
-                if m.abi
-                    .name
-                    .as_ref()
-                    .is_some_and(|n| n.value() == "autobatch") =>
-            {
-                for foreign in &m.items {
-                    match foreign {
-                        syn::ForeignItem::Static(s) => {
-                            if let syn::StaticMutability::Mut(t) = &s.mutability {
-                                push(
-                                    &mut errors,
-                                    unsupported("`static mut`", start_of(t.span), end_of(t.span)),
-                                );
-                                continue;
-                            }
-                            if declare(
-                                &mut scope,
-                                &mut errors,
-                                &s.ident,
-                                ModuleName::Static(foreign_statics.len()),
-                            ) {
-                                foreign_statics.push(s);
-                            }
-                        }
-                        syn::ForeignItem::Fn(f) => {
-                            let kind = ModuleName::HostFunction;
-                            if declare(&mut scope, &mut errors, &f.sig.ident, kind) {
-                                foreign_functions.push(f);
-                            }
-                        }
-                        other => {
-                            use syn::spanned::Spanned;
-                            // Not `other.span()`: items are not re-tokenized (see `location`).
-                            let span = match other {
-                                syn::ForeignItem::Type(t) => t.type_token.span,
-                                syn::ForeignItem::Macro(m) => match m.mac.path.segments.first() {
-                                    Some(s) => s.ident.span(),
-                                    None => m.mac.bang_token.span,
-                                },
-                                verbatim => verbatim.span(),
-                            };
-                            push(
-                                &mut errors,
-                                error(
-                                    "only `static` and `fn` declarations may appear in an `extern \"autobatch\"` block",
-                                    start_of(span),
-                                    end_of(span),
-                                    "not supported here",
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
-            syn::Item::ForeignMod(m) => {
-                let span = m.abi.extern_token.span;
-                push(
-                    &mut errors,
-                    error(
-                        "only `extern \"autobatch\"` blocks are supported",
-                        start_of(span),
-                        end_of(span),
-                        "write `extern \"autobatch\"`",
-                    ),
-                );
-            }
-            other => {
-                let (loc, end, what) = item_name_span(other);
-                push(&mut errors, unsupported(what, loc, end));
-            }
-        }
-    }
+    let items = collect_items(&mut scope, file, &mut errors);
 
     // 2. Constants, in dependency order (each may refer to the others).
-    let const_items: HashMap<String, &syn::ItemConst> =
-        consts.iter().map(|c| (c.ident.to_string(), *c)).collect();
-    for c in &consts {
+    let const_items: HashMap<String, &syn::ItemConst> = items
+        .consts
+        .iter()
+        .map(|c| (c.ident.to_string(), *c))
+        .collect();
+    for c in &items.consts {
         let mut in_progress = Vec::new();
         if let Err(d) = evaluate_const(&mut scope, &const_items, c, &mut in_progress, 0) {
             if !errors.contains(&d) {
@@ -1153,85 +1058,21 @@ pub(crate) fn check_file(source: &str, file: &syn::File) -> Result<hir::Module, 
     }
 
     // 4. Statics and signatures.
-    for s in &foreign_statics {
-        let loc = start_of(s.ident.span());
-        match scope.resolve_type(&s.ty, &[]) {
-            Ok(Ty::Tensor(ty)) => scope.statics.push(hir::Static {
-                name: s.ident.to_string(),
-                ty,
-                loc,
-            }),
-            Ok(_) => {
-                let (l, e) = type_range(&s.ty);
-                push(
-                    &mut errors,
-                    error(
-                        "a static must be a scalar or an array, not a tuple",
-                        l,
-                        e,
-                        "tuple type",
-                    ),
-                );
-                scope.statics.push(hir::Static {
-                    name: s.ident.to_string(),
-                    ty: TensorTy::scalar(ScalarType::F64),
-                    loc,
-                });
-            }
-            Err(d) => {
-                push(&mut errors, d);
-                scope.statics.push(hir::Static {
-                    name: s.ident.to_string(),
-                    ty: TensorTy::scalar(ScalarType::F64),
-                    loc,
-                });
-            }
-        }
+    for s in &items.statics {
+        resolve_static(&mut scope, s, &mut errors);
     }
-    for f in &foreign_functions {
-        match resolve_signature(&mut scope, &f.sig, false) {
-            Ok(sig) => scope.host_functions.push(hir::HostFunction {
-                name: sig.name,
-                params: sig.params.into_iter().map(|(n, _, t, _)| (n, t)).collect(),
-                ret: sig.ret,
-                loc: sig.loc,
-            }),
-            Err(d) => {
-                push(&mut errors, d);
-                scope.host_functions.push(hir::HostFunction {
-                    name: f.sig.ident.to_string(),
-                    params: Vec::new(),
-                    ret: Ty::unit(),
-                    loc: start_of(f.sig.fn_token.span),
-                });
-            }
-        }
+    for f in &items.host_functions {
+        resolve_host_function(&mut scope, f, &mut errors);
     }
-    let mut signature_ok = Vec::new();
-    for f in &functions {
-        match resolve_signature(&mut scope, &f.sig, true) {
-            Ok(sig) => {
-                scope.signatures.push(sig);
-                signature_ok.push(true);
-            }
-            Err(d) => {
-                push(&mut errors, d);
-                scope.signatures.push(Signature {
-                    name: f.sig.ident.to_string(),
-                    const_params: Vec::new(),
-                    params: Vec::new(),
-                    ret: Ty::unit(),
-                    loc: start_of(f.sig.fn_token.span),
-                    name_end: end_of(f.sig.ident.span()),
-                });
-                signature_ok.push(false);
-            }
-        }
-    }
+    let signature_ok: Vec<bool> = items
+        .functions
+        .iter()
+        .map(|f| resolve_function_signature(&mut scope, f, &mut errors))
+        .collect();
 
     // 5. Bodies.
     let mut checked = Vec::new();
-    for (index, f) in functions.iter().enumerate() {
+    for (index, f) in items.functions.iter().enumerate() {
         if !signature_ok[index] {
             continue;
         }
@@ -1253,6 +1094,233 @@ pub(crate) fn check_file(source: &str, file: &syn::File) -> Result<hir::Module, 
     };
     crate::differentiable::check_module(&module)?;
     Ok(module)
+}
+
+/// The items of a file that name something, by kind, in source order.
+#[derive(Default)]
+struct Items<'f> {
+    consts: Vec<&'f syn::ItemConst>,
+    functions: Vec<&'f syn::ItemFn>,
+    /// `static`s of `extern "autobatch"` blocks.
+    statics: Vec<&'f syn::ForeignItemStatic>,
+    /// `fn` declarations of `extern "autobatch"` blocks.
+    host_functions: Vec<&'f syn::ForeignItemFn>,
+}
+
+/// Declares every item's name in `scope`; an unsupported item or a name
+/// defined twice is an error.
+fn collect_items<'f>(
+    scope: &mut ModuleScope,
+    file: &'f syn::File,
+    errors: &mut Vec<Diagnostic>,
+) -> Items<'f> {
+    let mut items = Items::default();
+    for item in &file.items {
+        match item {
+            syn::Item::Const(c) => {
+                if declare(scope, errors, &c.ident, ModuleName::Const) {
+                    items.consts.push(c);
+                }
+            }
+            syn::Item::Fn(f) => {
+                let kind = ModuleName::Function(items.functions.len());
+                if declare(scope, errors, &f.sig.ident, kind) {
+                    items.functions.push(f);
+                }
+            }
+            syn::Item::ForeignMod(m)
+                if m.abi
+                    .name
+                    .as_ref()
+                    .is_some_and(|n| n.value() == "autobatch") =>
+            {
+                for foreign in &m.items {
+                    collect_foreign_item(scope, foreign, &mut items, errors);
+                }
+            }
+            syn::Item::ForeignMod(m) => {
+                let span = m.abi.extern_token.span;
+                errors.push(*error(
+                    "only `extern \"autobatch\"` blocks are supported",
+                    start_of(span),
+                    end_of(span),
+                    "write `extern \"autobatch\"`",
+                ));
+            }
+            other => {
+                let (loc, end, what) = item_name_span(other);
+                errors.push(*unsupported(what, loc, end));
+            }
+        }
+    }
+    items
+}
+
+/// One declaration of an `extern "autobatch"` block: a `static` or a `fn`.
+fn collect_foreign_item<'f>(
+    scope: &mut ModuleScope,
+    foreign: &'f syn::ForeignItem,
+    items: &mut Items<'f>,
+    errors: &mut Vec<Diagnostic>,
+) {
+    match foreign {
+        syn::ForeignItem::Static(s) => {
+            if let syn::StaticMutability::Mut(t) = &s.mutability {
+                errors.push(*unsupported(
+                    "`static mut`",
+                    start_of(t.span),
+                    end_of(t.span),
+                ));
+                return;
+            }
+            if declare(
+                scope,
+                errors,
+                &s.ident,
+                ModuleName::Static(items.statics.len()),
+            ) {
+                items.statics.push(s);
+            }
+        }
+        syn::ForeignItem::Fn(f) => {
+            if declare(scope, errors, &f.sig.ident, ModuleName::HostFunction) {
+                items.host_functions.push(f);
+            }
+        }
+        other => {
+            use syn::spanned::Spanned;
+            // Not `other.span()`: items are not re-tokenized (see `location`).
+            let span = match other {
+                syn::ForeignItem::Type(t) => t.type_token.span,
+                syn::ForeignItem::Macro(m) => match m.mac.path.segments.first() {
+                    Some(s) => s.ident.span(),
+                    None => m.mac.bang_token.span,
+                },
+                verbatim => verbatim.span(),
+            };
+            errors.push(*error(
+                "only `static` and `fn` declarations may appear in an `extern \"autobatch\"` block",
+                start_of(span),
+                end_of(span),
+                "not supported here",
+            ));
+        }
+    }
+}
+
+/// Declares the module-level name `ident` as `kind`; false (and an error)
+/// if the name is taken.
+fn declare(
+    scope: &mut ModuleScope,
+    errors: &mut Vec<Diagnostic>,
+    ident: &syn::Ident,
+    kind: ModuleName,
+) -> bool {
+    let name = ident.to_string();
+    let loc = start_of(ident.span());
+    if let Some((_, first)) = scope.names.get(&name) {
+        errors.push(
+            Diagnostic::new(
+                format!("the name `{name}` is defined more than once"),
+                loc,
+                end_of(ident.span()),
+                "defined again here",
+            )
+            .with_note(format!(
+                "first defined at line {}, column {}",
+                first.line, first.column
+            )),
+        );
+        return false;
+    }
+    scope.names.insert(name, (kind, loc));
+    true
+}
+
+/// Adds the static `s` to `scope` (an `f64` in place of a type in error,
+/// so that its index stays right).
+fn resolve_static(
+    scope: &mut ModuleScope,
+    s: &syn::ForeignItemStatic,
+    errors: &mut Vec<Diagnostic>,
+) {
+    let loc = start_of(s.ident.span());
+    let ty = match scope.resolve_type(&s.ty, &[]) {
+        Ok(Ty::Tensor(ty)) => ty,
+        Ok(_) => {
+            let (l, e) = type_range(&s.ty);
+            errors.push(*error(
+                "a static must be a scalar or an array, not a tuple",
+                l,
+                e,
+                "tuple type",
+            ));
+            TensorTy::scalar(ScalarType::F64)
+        }
+        Err(d) => {
+            errors.push(*d);
+            TensorTy::scalar(ScalarType::F64)
+        }
+    };
+    scope.statics.push(hir::Static {
+        name: s.ident.to_string(),
+        ty,
+        loc,
+    });
+}
+
+/// Adds the host primitive `f` to `scope` (with no parameters if its
+/// signature is in error).
+fn resolve_host_function(
+    scope: &mut ModuleScope,
+    f: &syn::ForeignItemFn,
+    errors: &mut Vec<Diagnostic>,
+) {
+    let host = match resolve_signature(scope, &f.sig, false) {
+        Ok(sig) => hir::HostFunction {
+            name: sig.name,
+            params: sig.params.into_iter().map(|(n, _, t, _)| (n, t)).collect(),
+            ret: sig.ret,
+            loc: sig.loc,
+        },
+        Err(d) => {
+            errors.push(*d);
+            hir::HostFunction {
+                name: f.sig.ident.to_string(),
+                params: Vec::new(),
+                ret: Ty::unit(),
+                loc: start_of(f.sig.fn_token.span),
+            }
+        }
+    };
+    scope.host_functions.push(host);
+}
+
+/// Adds the signature of `f` to `scope`; whether it resolved (a stand-in
+/// keeps the indices right otherwise, and the body is not checked).
+fn resolve_function_signature(
+    scope: &mut ModuleScope,
+    f: &syn::ItemFn,
+    errors: &mut Vec<Diagnostic>,
+) -> bool {
+    match resolve_signature(scope, &f.sig, true) {
+        Ok(sig) => {
+            scope.signatures.push(sig);
+            true
+        }
+        Err(d) => {
+            errors.push(*d);
+            scope.signatures.push(Signature {
+                name: f.sig.ident.to_string(),
+                const_params: Vec::new(),
+                params: Vec::new(),
+                ret: Ty::unit(),
+                loc: start_of(f.sig.fn_token.span),
+                name_end: end_of(f.sig.ident.span()),
+            });
+            false
+        }
+    }
 }
 
 fn evaluate_const(
@@ -1347,8 +1415,46 @@ fn resolve_signature(
     sig: &syn::Signature,
     allow_generics: bool,
 ) -> CheckResult<Signature> {
-    let name = sig.ident.to_string();
-    let loc = start_of(sig.fn_token.span);
+    reject_qualifiers(sig)?;
+    let const_params = const_params(sig, allow_generics)?;
+    let mut params: Vec<(String, bool, Ty, Loc)> = Vec::new();
+    for input in &sig.inputs {
+        let pt = match input {
+            syn::FnArg::Receiver(r) => {
+                let s = r.self_token.span;
+                return Err(unsupported("a `self` parameter", start_of(s), end_of(s)));
+            }
+            syn::FnArg::Typed(pt) => pt,
+        };
+        let ty = scope.resolve_type(&pt.ty, &const_params)?;
+        let (pname, mutable, ploc) = parameter_name(&pt.pat)?;
+        if pname != "_" && params.iter().any(|(n, _, _, _)| *n == pname) {
+            let (l, e) = pattern_range(&pt.pat);
+            return Err(error(
+                format!("the parameter name `{pname}` is used more than once"),
+                l,
+                e,
+                "used again here",
+            ));
+        }
+        params.push((pname, mutable, ty, ploc));
+    }
+    let ret = match &sig.output {
+        syn::ReturnType::Default => Ty::unit(),
+        syn::ReturnType::Type(_, ty) => scope.resolve_type(ty, &const_params)?,
+    };
+    Ok(Signature {
+        name: sig.ident.to_string(),
+        const_params,
+        params,
+        ret,
+        loc: start_of(sig.fn_token.span),
+        name_end: end_of(sig.ident.span()),
+    })
+}
+
+/// Rejects `const fn`, `async`, `unsafe`, an ABI, variadics and `where`.
+fn reject_qualifiers(sig: &syn::Signature) -> CheckResult<()> {
     if let Some(t) = &sig.constness {
         return Err(unsupported("`const fn`", start_of(t.span), end_of(t.span)));
     }
@@ -1374,6 +1480,12 @@ fn resolve_signature(
         let t = w.where_token.span;
         return Err(unsupported("a `where` clause", start_of(t), end_of(t)));
     }
+    Ok(())
+}
+
+/// The names of the const generic parameters (`<const K: usize>`), the only
+/// generics there are (and none if `allow_generics` is false).
+fn const_params(sig: &syn::Signature, allow_generics: bool) -> CheckResult<Vec<String>> {
     let mut const_params = Vec::new();
     for param in &sig.generics.params {
         match param {
@@ -1419,75 +1531,41 @@ fn resolve_signature(
             }
         }
     }
-    let mut params = Vec::new();
-    for input in &sig.inputs {
-        match input {
-            syn::FnArg::Receiver(r) => {
-                let s = r.self_token.span;
-                return Err(unsupported("a `self` parameter", start_of(s), end_of(s)));
+    Ok(const_params)
+}
+
+/// A parameter's name (`_` for a wildcard), whether it is `mut`, and where
+/// the name is.
+fn parameter_name(pat: &syn::Pat) -> CheckResult<(String, bool, Loc)> {
+    match pat {
+        syn::Pat::Ident(pi) => {
+            if let Some(b) = &pi.by_ref {
+                return Err(unsupported(
+                    "`ref` bindings",
+                    start_of(b.span),
+                    end_of(b.span),
+                ));
             }
-            syn::FnArg::Typed(pt) => {
-                let ty = scope.resolve_type(&pt.ty, &const_params)?;
-                let (pname, mutable, ploc) = match &*pt.pat {
-                    syn::Pat::Ident(pi) => {
-                        if let Some(b) = &pi.by_ref {
-                            return Err(unsupported(
-                                "`ref` bindings",
-                                start_of(b.span),
-                                end_of(b.span),
-                            ));
-                        }
-                        if let Some((at, _)) = &pi.subpat {
-                            return Err(unsupported(
-                                "`@` patterns",
-                                start_of(at.span),
-                                end_of(at.span),
-                            ));
-                        }
-                        (
-                            pi.ident.to_string(),
-                            pi.mutability.is_some(),
-                            start_of(pi.ident.span()),
-                        )
-                    }
-                    syn::Pat::Wild(w) => {
-                        ("_".to_string(), false, start_of(w.underscore_token.span))
-                    }
-                    other => {
-                        let (l, e) = pattern_range(other);
-                        return Err(unsupported("this parameter pattern", l, e)
-                            .map_note("parameters are written `name: type`"));
-                    }
-                };
-                if pname != "_"
-                    && params
-                        .iter()
-                        .any(|(n, _, _, _): &(String, bool, Ty, Loc)| *n == pname)
-                {
-                    let (l, e) = pattern_range(&pt.pat);
-                    return Err(error(
-                        format!("the parameter name `{pname}` is used more than once"),
-                        l,
-                        e,
-                        "used again here",
-                    ));
-                }
-                params.push((pname, mutable, ty, ploc));
+            if let Some((at, _)) = &pi.subpat {
+                return Err(unsupported(
+                    "`@` patterns",
+                    start_of(at.span),
+                    end_of(at.span),
+                ));
             }
+            Ok((
+                pi.ident.to_string(),
+                pi.mutability.is_some(),
+                start_of(pi.ident.span()),
+            ))
+        }
+        syn::Pat::Wild(w) => Ok(("_".to_string(), false, start_of(w.underscore_token.span))),
+        other => {
+            let (l, e) = pattern_range(other);
+            Err(unsupported("this parameter pattern", l, e)
+                .map_note("parameters are written `name: type`"))
         }
     }
-    let ret = match &sig.output {
-        syn::ReturnType::Default => Ty::unit(),
-        syn::ReturnType::Type(_, ty) => scope.resolve_type(ty, &const_params)?,
-    };
-    Ok(Signature {
-        name,
-        const_params,
-        params,
-        ret,
-        loc,
-        name_end: end_of(sig.ident.span()),
-    })
 }
 
 /// Start and end of a pattern.

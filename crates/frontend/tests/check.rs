@@ -393,6 +393,23 @@ fn rejects_unknown_names() {
 }
 
 #[test]
+fn an_unknown_method_lists_the_methods_by_receiver() {
+    // The list comes from the table of operations (`autobatch_ops`).
+    let Err(ds) = check("fn f(x: f64) -> f64 { x.iter() }") else {
+        panic!("`.iter()` accepted");
+    };
+    assert_eq!(
+        ds[0].message,
+        "the method `iter` is not supported by autobatch"
+    );
+    assert_eq!(
+        ds[0].notes,
+        ["methods: abs exp exp_m1 ln ln_1p log10 sqrt sin cos tan tanh floor ceil round signum recip \
+          powi powf max min is_nan is_finite (floats); abs max min pow (integers); len (arrays)"]
+    );
+}
+
+#[test]
 fn rejects_wrong_arity() {
     check_err(
         "fn g(a: i64) -> i64 { a }\nfn f() -> i64 { g(1, 2) }",

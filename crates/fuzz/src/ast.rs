@@ -195,48 +195,9 @@ pub enum UnOp {
     Not,
 }
 
-/// Builtins written as functions (`sum(a)`) or methods (`x.abs()`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Builtin {
-    Sum,
-    Dot,
-    ReduceMax,
-    Softmax,
-    Select,
-    Uniform,
-    Normal,
-    Abs,
-    Sqrt,
-    Tanh,
-    Min,
-    Max,
-}
-
-impl Builtin {
-    pub fn name(self) -> &'static str {
-        use Builtin::*;
-        match self {
-            Sum => "sum",
-            Dot => "dot",
-            ReduceMax => "max",
-            Softmax => "softmax",
-            Select => "select",
-            Uniform => "uniform",
-            Normal => "normal",
-            Abs => "abs",
-            Sqrt => "sqrt",
-            Tanh => "tanh",
-            Min => "min",
-            Max => "max",
-        }
-    }
-
-    /// Whether it is written as a method of its first argument.
-    pub fn is_method(self) -> bool {
-        use Builtin::*;
-        matches!(self, Abs | Sqrt | Tanh | Min | Max)
-    }
-}
+/// Builtins written as functions (`sum(a)`) or methods (`x.abs()`): the
+/// language's own, from its table of operations (the generator uses a few).
+pub use autobatch::ops::Builtin;
 
 /// An expression and its type.
 #[derive(Clone, Debug, PartialEq)]
@@ -571,7 +532,7 @@ fn write_expr(out: &mut String, e: &Expr) {
 
 fn write_builtin(out: &mut String, builtin: Builtin, args: &[Expr]) {
     match args.split_first() {
-        Some((receiver, rest)) if builtin.is_method() => {
+        Some((receiver, rest)) if builtin.spelling().method().is_some() => {
             out.push('(');
             write_expr(out, receiver);
             write!(out, ").{}", builtin.name()).unwrap_or(());

@@ -13,6 +13,11 @@
 //! 5. Every call passes as many variables as the callee has parameters, of the
 //!    same types, and receives the callee's results into variables of the
 //!    same types, none named twice (after a `bool` flag for a catching call).
+//!    A fork's instances are calls in the same sense: each `join` call takes
+//!    its arguments in order and the results are the calls' results in
+//!    order; a `map` of count `N` passes `k: i64` first if it has an index,
+//!    then element `k` of each `each` argument (`[T; N]` for a parameter
+//!    `T`), then the others whole, and receives `[R; N]` for each result `R`.
 //! 6. A branch condition is a `bool` scalar; a return returns variables of
 //!    the function's result types.
 //! 7. Every variable is assigned on every path from the entry before it is
@@ -74,6 +79,8 @@ fn check_type(program: &Program, ty: &TensorType, report: &mut dyn FnMut(String)
     }
 }
 
+/// Every invariant of one function; invariant 7 only when the others hold
+/// (it reads every variable and block).
 fn verify_function(program: &Program, f: &Function, errors: &mut Vec<VerifyError>) {
     let mut err = |block: Option<Block>, message: String| {
         errors.push(VerifyError {
@@ -89,169 +96,170 @@ fn verify_function(program: &Program, f: &Function, errors: &mut Vec<VerifyError
     for (v, d) in f.vars.iter() {
         check_type(program, &d.ty, &mut |m| err(None, format!("{v}: {m}")));
     }
-    // 3. parameters and results
-    let flat_params: Vec<TensorType> = f.signature.iter().flat_map(|p| p.ty.flatten()).collect();
-    if flat_params.len() != f.params.len() {
-        err(
-            None,
-            format!(
-                "{} parameter variables for a signature of {}",
-                f.params.len(),
-                flat_params.len()
-            ),
-        );
-    }
-    let mut seen = HashSet::new();
-    for (p, t) in f.params.iter().zip(&flat_params) {
-        match f.vars.get(*p) {
-            None => err(None, format!("parameter {p} does not exist")),
-            Some(d) if d.ty != *t => err(None, format!("parameter {p} has the wrong type")),
-            _ => {}
-        }
-        if !seen.insert(*p) {
-            err(None, format!("parameter {p} appears twice"));
-        }
-    }
-    if f.ret_type.flatten() != f.results {
-        err(None, "results are not the flattening of ret_type".into());
-    }
-
-    let var_ty = |v: Var| f.vars.get(v).map(|d| &d.ty);
-    let static_type = |s| program.static_type(s);
+    check_signature(f, &mut |m| err(None, m));
     for (b, block) in f.blocks.iter() {
-        let mut err = |m: String| {
-            errors.push(VerifyError {
-                function: f.name.clone(),
-                block: Some(b),
-                message: m,
-            })
-        };
+        let mut err = |m: String| err(Some(b), m);
         for op in &block.ops {
-            let mut arg_tys = Vec::new();
-            for v in op.uses().iter().chain(op.defs()) {
-                if var_ty(*v).is_none() {
-                    err(format!("variable {v} does not exist"));
-                }
-            }
-            if op
-                .uses()
-                .iter()
-                .chain(op.defs())
-                .any(|v| var_ty(*v).is_none())
-            {
-                continue;
-            }
-            for v in op.uses() {
-                arg_tys.push(var_ty(*v).unwrap());
-            }
-            match op {
-                Op::Prim { dst, prim, .. } => {
-                    if let crate::Prim::SymbolValue(s) | crate::Prim::Fill(Dim::Symbolic(s)) = prim
-                    {
-                        if s.0 as usize >= program.symbols.len() {
-                            err(format!("unknown symbol sym{}", s.0));
-                            continue;
-                        }
-                    }
-                    match (prim.result_type(&arg_tys, &static_type), dst) {
-                        (Err(m), _) => err(format!("{prim}: {m}")),
-                        (Ok(Some(t)), Some(d)) if *var_ty(*d).unwrap() != t => {
-                            err(format!("{prim}: result {d} has the wrong type"))
-                        }
-                        (Ok(Some(_)), None) => err(format!("{prim}: result without a variable")),
-                        (Ok(None), Some(d)) => err(format!("{prim}: no result, but writes {d}")),
-                        _ => {}
-                    }
-                }
-                op @ Op::Call {
-                    dsts,
-                    callee,
-                    args,
-                    catch,
-                    ..
-                } => {
-                    let Some(g) = program.functions.get(*callee) else {
-                        err(format!("callee {callee} does not exist"));
-                        continue;
-                    };
-                    let param_tys: Vec<&TensorType> = g
-                        .params
-                        .iter()
-                        .filter_map(|p| g.vars.get(*p).map(|d| &d.ty))
-                        .collect();
-                    if args.len() != g.params.len() || arg_tys != param_tys {
-                        err(format!(
-                            "call of {}: arguments do not match its parameters",
-                            g.name
-                        ));
-                    }
-                    if *catch
-                        && dsts.first().and_then(|d| var_ty(*d))
-                            != Some(&TensorType::scalar(autobatch_types::ScalarType::Bool))
-                    {
-                        err(format!(
-                            "catching call of {}: its first result variable is not a bool flag",
-                            g.name
-                        ));
-                    }
-                    let dst_tys: Vec<&TensorType> = op
-                        .call_results()
-                        .iter()
-                        .map(|d| var_ty(*d).unwrap())
-                        .collect();
-                    if dst_tys.len() != g.results.len()
-                        || dst_tys.iter().zip(&g.results).any(|(a, b)| *a != b)
-                    {
-                        err(format!(
-                            "call of {}: result variables do not match its results",
-                            g.name
-                        ));
-                    }
-                    let unique: HashSet<&Var> = dsts.iter().collect();
-                    if unique.len() != dsts.len() {
-                        err(format!(
-                            "call of {}: a result variable appears twice",
-                            g.name
-                        ));
-                    }
-                }
-            }
+            check_op(program, f, op, &mut err);
         }
-        match &block.term {
-            Terminator::Jump(t) => {
-                if !f.blocks.contains(*t) {
-                    err(format!("jump to missing block {t}"));
-                }
-            }
-            Terminator::Branch {
-                cond,
-                then_block,
-                else_block,
-            } => {
-                for t in [then_block, else_block] {
-                    if !f.blocks.contains(*t) {
-                        err(format!("branch to missing block {t}"));
-                    }
-                }
-                match var_ty(*cond) {
-                    Some(t) if *t == TensorType::scalar(autobatch_types::ScalarType::Bool) => {}
-                    _ => err(format!("branch condition {cond} is not a bool scalar")),
-                }
-            }
-            Terminator::Return(vars) => {
-                let tys: Vec<Option<&TensorType>> = vars.iter().map(|v| var_ty(*v)).collect();
-                if tys.len() != f.results.len()
-                    || tys.iter().zip(&f.results).any(|(a, b)| *a != Some(b))
-                {
-                    err("return does not match the function's results".into());
-                }
-            }
-        }
+        check_terminator(f, &block.term, &mut err);
     }
     if errors.iter().any(|e| e.function == f.name) {
         return;
     }
     check_definite_assignment(f, errors);
+}
+
+/// Invariant 3: parameters and results.
+fn check_signature(f: &Function, err: &mut dyn FnMut(String)) {
+    let flat_params: Vec<TensorType> = f.signature.iter().flat_map(|p| p.ty.flatten()).collect();
+    if flat_params.len() != f.params.len() {
+        err(format!(
+            "{} parameter variables for a signature of {}",
+            f.params.len(),
+            flat_params.len()
+        ));
+    }
+    let mut seen = HashSet::new();
+    for (p, t) in f.params.iter().zip(&flat_params) {
+        match f.vars.get(*p) {
+            None => err(format!("parameter {p} does not exist")),
+            Some(d) if d.ty != *t => err(format!("parameter {p} has the wrong type")),
+            _ => {}
+        }
+        if !seen.insert(*p) {
+            err(format!("parameter {p} appears twice"));
+        }
+    }
+    if f.ret_type.flatten() != f.results {
+        err("results are not the flattening of ret_type".into());
+    }
+}
+
+/// Invariants 2, 4 and 5 for one operation of `f`.
+fn check_op(program: &Program, f: &Function, op: &Op, err: &mut dyn FnMut(String)) {
+    let var_ty = |v: Var| f.vars.get(v).map(|d| &d.ty);
+    let mut missing = false;
+    for v in op.uses().iter().chain(op.defs()) {
+        if var_ty(*v).is_none() {
+            err(format!("variable {v} does not exist"));
+            missing = true;
+        }
+    }
+    if missing {
+        return;
+    }
+    let arg_tys: Vec<&TensorType> = op.uses().iter().map(|v| &f.vars[*v].ty).collect();
+    match op {
+        Op::Prim { dst, prim, .. } => {
+            if let crate::Prim::SymbolValue(s) | crate::Prim::Fill(Dim::Symbolic(s)) = prim {
+                if s.0 as usize >= program.symbols.len() {
+                    err(format!("unknown symbol sym{}", s.0));
+                    return;
+                }
+            }
+            let static_type = |s| program.static_type(s);
+            match (prim.result_type(&arg_tys, &static_type), dst) {
+                (Err(m), _) => err(format!("{prim}: {m}")),
+                (Ok(Some(t)), Some(d)) if f.vars[*d].ty != t => {
+                    err(format!("{prim}: result {d} has the wrong type"))
+                }
+                (Ok(Some(_)), None) => err(format!("{prim}: result without a variable")),
+                (Ok(None), Some(d)) => err(format!("{prim}: no result, but writes {d}")),
+                _ => {}
+            }
+        }
+        Op::Call {
+            dsts,
+            callee,
+            args,
+            catch,
+            ..
+        } => {
+            let Some(g) = program.functions.get(*callee) else {
+                err(format!("callee {callee} does not exist"));
+                return;
+            };
+            let param_tys: Vec<&TensorType> = g
+                .params
+                .iter()
+                .filter_map(|p| g.vars.get(*p).map(|d| &d.ty))
+                .collect();
+            if args.len() != g.params.len() || arg_tys != param_tys {
+                err(format!(
+                    "call of {}: arguments do not match its parameters",
+                    g.name
+                ));
+            }
+            if *catch
+                && dsts.first().and_then(|d| var_ty(*d))
+                    != Some(&TensorType::scalar(autobatch_types::ScalarType::Bool))
+            {
+                err(format!(
+                    "catching call of {}: its first result variable is not a bool flag",
+                    g.name
+                ));
+            }
+            let dst_tys: Vec<&TensorType> =
+                op.call_results().iter().map(|d| &f.vars[*d].ty).collect();
+            if dst_tys.len() != g.results.len()
+                || dst_tys.iter().zip(&g.results).any(|(a, b)| *a != b)
+            {
+                err(format!(
+                    "call of {}: result variables do not match its results",
+                    g.name
+                ));
+            }
+            let unique: HashSet<&Var> = dsts.iter().collect();
+            if unique.len() != dsts.len() {
+                err(format!(
+                    "call of {}: a result variable appears twice",
+                    g.name
+                ));
+            }
+        }
+        Op::Fork {
+            dsts,
+            args,
+            instances,
+            ..
+        } => check_fork(program, f, dsts, args, instances, err),
+    }
+}
+
+/// Invariants 2 and 6 for a block's terminator.
+fn check_terminator(f: &Function, term: &Terminator, err: &mut dyn FnMut(String)) {
+    let var_ty = |v: Var| f.vars.get(v).map(|d| &d.ty);
+    match term {
+        Terminator::Jump(t) => {
+            if !f.blocks.contains(*t) {
+                err(format!("jump to missing block {t}"));
+            }
+        }
+        Terminator::Branch {
+            cond,
+            then_block,
+            else_block,
+        } => {
+            for t in [then_block, else_block] {
+                if !f.blocks.contains(*t) {
+                    err(format!("branch to missing block {t}"));
+                }
+            }
+            match var_ty(*cond) {
+                Some(t) if *t == TensorType::scalar(autobatch_types::ScalarType::Bool) => {}
+                _ => err(format!("branch condition {cond} is not a bool scalar")),
+            }
+        }
+        Terminator::Return(vars) => {
+            let tys: Vec<Option<&TensorType>> = vars.iter().map(|v| var_ty(*v)).collect();
+            if tys.len() != f.results.len()
+                || tys.iter().zip(&f.results).any(|(a, b)| *a != Some(b))
+            {
+                err("return does not match the function's results".into());
+            }
+        }
+    }
 }
 
 /// Invariant 7, by a forward "must be assigned" data-flow analysis.
@@ -322,5 +330,90 @@ fn check_definite_assignment(f: &Function, errors: &mut Vec<VerifyError>) {
                 report(*u);
             }
         }
+    }
+}
+
+/// Invariant 5 for a fork: each instance is a well-typed call.
+fn check_fork(
+    program: &Program,
+    f: &Function,
+    dsts: &[Var],
+    args: &[Var],
+    instances: &crate::Instances,
+    err: &mut dyn FnMut(String),
+) {
+    use crate::{InstanceArg, Instances};
+    let count = match instances {
+        Instances::Map { count, .. } => Some(*count),
+        Instances::Join(calls) => {
+            let taken: usize = calls.iter().map(|c| c.args).sum();
+            if taken != args.len() || calls.len() < 2 {
+                err("join: needs two calls or more that take all its arguments".into());
+                return;
+            }
+            None
+        }
+    };
+    if let (Some(Dim::Symbolic(s)), Instances::Map { .. }) = (count, instances) {
+        if s.0 as usize >= program.symbols.len() {
+            err(format!("unknown symbol sym{}", s.0));
+            return;
+        }
+    }
+    let element = |t: &TensorType| -> Option<TensorType> {
+        (t.dims.first().copied() == count).then(|| TensorType {
+            elem: t.elem,
+            dims: t.dims[1..].to_vec(),
+        })
+    };
+    let mut received = 0;
+    for call in crate::fork_calls(program, dsts, args, instances) {
+        let Some(g) = program.functions.get(call.callee) else {
+            err(format!("callee {} does not exist", call.callee));
+            return;
+        };
+        let passed: Vec<Option<TensorType>> = call
+            .args
+            .iter()
+            .map(|a| match a {
+                InstanceArg::Whole(v) => Some(f.vars[*v].ty.clone()),
+                InstanceArg::Element(v) => element(&f.vars[*v].ty),
+                InstanceArg::Index => Some(TensorType::scalar(autobatch_types::ScalarType::I64)),
+            })
+            .collect();
+        let params: Vec<Option<TensorType>> = g
+            .params
+            .iter()
+            .map(|p| g.vars.get(*p).map(|d| d.ty.clone()))
+            .collect();
+        if passed != params {
+            err(format!(
+                "instance of {}: arguments do not match its parameters",
+                g.name
+            ));
+        }
+        let expected: Vec<TensorType> = match count {
+            None => g.results.clone(),
+            Some(n) => g
+                .results
+                .iter()
+                .map(|r| TensorType {
+                    elem: r.elem,
+                    dims: std::iter::once(n).chain(r.dims.iter().copied()).collect(),
+                })
+                .collect(),
+        };
+        let got: Vec<&TensorType> = call.dsts.iter().map(|d| &f.vars[*d].ty).collect();
+        if got.len() != expected.len() || got.iter().zip(&expected).any(|(a, b)| *a != b) {
+            err(format!(
+                "instance of {}: result variables do not match its results",
+                g.name
+            ));
+        }
+        received += call.dsts.len();
+    }
+    let unique: HashSet<&Var> = dsts.iter().collect();
+    if received != dsts.len() || unique.len() != dsts.len() {
+        err("fork: result variables are not one per result, each once".into());
     }
 }

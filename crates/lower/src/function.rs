@@ -20,8 +20,8 @@ use autobatch_frontend::hir::{
 use autobatch_frontend::Diagnostic;
 use autobatch_ir::EntityRef;
 use autobatch_ir::{
-    BinaryOp, Block, BlockData, CompareOp, Dim, FuncId, Function, Op, Param, Prim, Program,
-    ReduceOp, Scalar, ScalarType, StaticId, TensorType, Terminator, Type, UnaryOp, Var, VarData,
+    BinaryOp, Block, BlockData, CompareOp, Dim, FuncId, Function, Op, Param, Prim, Program, Scalar,
+    ScalarType, StaticId, TensorType, Terminator, Type, UnaryOp, Var, VarData,
 };
 use autobatch_types::Loc;
 
@@ -569,6 +569,9 @@ impl FunctionLowerer<'_> {
     // -----------------------------------------------------------------------
     // Expressions
 
+    /// Lowers `e`; its value goes into `dst` when `dst` fits it (a hint: the
+    /// variables returned hold the value). One arm per kind of expression;
+    /// control flow and the longer cases have functions of their own.
     fn lower_expr(&mut self, e: &Expr, dst: Option<&[Var]>) -> Flow {
         let loc = e.loc;
         let dst1 = match dst {
@@ -596,10 +599,9 @@ impl FunctionLowerer<'_> {
                 one(self.dim_value(*len, loc, dst1)?)
             }
             ExprKind::Unary { op, operand } => {
-                let Some(v) = self.lower_expr(operand, None)? else {
+                let Some(v) = self.lower_single(operand, loc)? else {
                     return Ok(None);
                 };
-                let v = self.single(&v, loc)?;
                 let op = match op {
                     HirUnary::Neg => UnaryOp::Neg,
                     HirUnary::Not => UnaryOp::Not,
@@ -607,68 +609,23 @@ impl FunctionLowerer<'_> {
                 one(self.prim(Prim::Unary(op), vec![v], loc, dst1)?)
             }
             ExprKind::Binary { op, lhs, rhs } => {
-                let Some(vs) = self.lower_operands(&[lhs, rhs])? else {
+                let Some(operands) = self.lower_single_operands(&[lhs, rhs], loc)? else {
                     return Ok(None);
                 };
-                let (l, r) = (self.single(&vs[0], loc)?, self.single(&vs[1], loc)?);
-                one(self.prim(Prim::Binary(binary_op(*op)), vec![l, r], loc, dst1)?)
+                one(self.prim(Prim::Binary(binary_op(*op)), operands, loc, dst1)?)
             }
             ExprKind::Compare { op, lhs, rhs } => {
-                let Some(vs) = self.lower_operands(&[lhs, rhs])? else {
+                let Some(operands) = self.lower_single_operands(&[lhs, rhs], loc)? else {
                     return Ok(None);
                 };
-                let (l, r) = (self.single(&vs[0], loc)?, self.single(&vs[1], loc)?);
-                let op = match op {
-                    HirCompare::Eq => CompareOp::Eq,
-                    HirCompare::Ne => CompareOp::Ne,
-                    HirCompare::Lt => CompareOp::Lt,
-                    HirCompare::Le => CompareOp::Le,
-                    HirCompare::Gt => CompareOp::Gt,
-                    HirCompare::Ge => CompareOp::Ge,
-                };
-                one(self.prim(Prim::Compare(op), vec![l, r], loc, dst1)?)
+                one(self.prim(Prim::Compare(compare_op(*op)), operands, loc, dst1)?)
             }
-            ExprKind::And { lhs, rhs } | ExprKind::Or { lhs, rhs } => {
-                let is_and = matches!(e.kind, ExprKind::And { .. });
-                // The result is written before the right operand runs, so it
-                // may only go into a destination no source binding can read
-                // (a temporary or a fresh `let` binding), never into a `mut` one.
-                let bool_ty = TensorType::scalar(ScalarType::Bool);
-                let result = match dst1 {
-                    Some(d) if !self.is_local_var[d.index()] && self.func.vars[d].ty == bool_ty => {
-                        d
-                    }
-                    _ => self.temp(bool_ty),
-                };
-                let Some(l) = self.lower_expr(lhs, Some(&[result]))? else {
-                    return Ok(None);
-                };
-                self.copy_into(&l, &[result], lhs.loc)?;
-                let rhs_block = self.new_block(rhs.loc);
-                let join = self.new_block(loc);
-                let (then_block, else_block) = if is_and {
-                    (rhs_block, join)
-                } else {
-                    (join, rhs_block)
-                };
-                self.terminate(Terminator::Branch {
-                    cond: result,
-                    then_block,
-                    else_block,
-                });
-                self.switch_to(rhs_block);
-                if let Some(r) = self.lower_expr(rhs, Some(&[result]))? {
-                    self.copy_into(&r, &[result], rhs.loc)?;
-                    self.jump(join);
-                }
-                self.switch_to(join);
-                one(result)
-            }
+            ExprKind::And { lhs, rhs } => self.lower_short_circuit(true, lhs, rhs, loc, dst1),
+            ExprKind::Or { lhs, rhs } => self.lower_short_circuit(false, lhs, rhs, loc, dst1),
             ExprKind::Cast { operand, to } => {
-                let Some(v) = self.lower_expr(operand, None)? else {
+                let Some(v) = self.lower_single(operand, loc)? else {
                     return Ok(None);
                 };
-                let v = self.single(&v, loc)?;
                 one(self.prim(Prim::Cast(*to), vec![v], loc, dst1)?)
             }
             ExprKind::Call {
@@ -676,87 +633,19 @@ impl FunctionLowerer<'_> {
                 const_args,
                 args,
                 catch,
-            } => {
-                // For `catch`, the flattened tuple type gives the flag first.
-                let refs: Vec<&Expr> = args.iter().collect();
-                let Some(vs) = self.lower_operands(&refs)? else {
-                    return Ok(None);
-                };
-                let mut concrete = Vec::new();
-                for d in const_args {
-                    concrete.push(concrete_dim(*d, self.const_args)?);
-                }
-                let callee: FuncId = self.registry.instance(self.module, *function, concrete);
-                let dsts = self.ty_vars(&e.ty, dst)?;
-                let unique =
-                    dsts.iter().collect::<std::collections::HashSet<_>>().len() == dsts.len();
-                let dsts = if unique {
-                    dsts
-                } else {
-                    self.ty_vars(&e.ty, None)?
-                };
-                self.push_op(Op::Call {
-                    dsts: dsts.clone(),
-                    callee,
-                    args: vs.concat(),
-                    loc,
-                    catch: *catch,
-                })?;
-                Ok(Some(dsts))
-            }
+            } => self.lower_call(e, *function, const_args, args, *catch, dst),
             ExprKind::Grad {
                 function,
                 const_args,
                 arg,
                 with_value,
-            } => {
-                let Some(x) = self.lower_expr(arg, None)? else {
-                    return Ok(None);
-                };
-                let x = self.single(&x, loc)?;
-                let mut concrete = Vec::new();
-                for d in const_args {
-                    concrete.push(concrete_dim(*d, self.const_args)?);
-                }
-                let callee: FuncId = self.registry.instance(self.module, *function, concrete);
-                let vjp = self.registry.vjp(callee);
-                let Some(hir::Ty::Tensor(ret)) =
-                    self.module.functions.get(*function).map(|f| &f.ret)
-                else {
-                    return Err(internal(
-                        "`grad` of a function without a scalar result",
-                        loc,
-                    ));
-                };
-                // `f'grad(x)` gives `(f(x), gradient)`.
-                let value = self.temp(TensorType {
-                    elem: ret.elem,
-                    dims: Vec::new(),
-                });
-                let gradient = self.temp(self.var_ty(x));
-                self.push_op(Op::Call {
-                    dsts: vec![value, gradient],
-                    callee: vjp,
-                    args: vec![x],
-                    loc,
-                    catch: false,
-                })?;
-                if *with_value {
-                    Ok(Some(vec![value, gradient]))
-                } else {
-                    Ok(Some(vec![gradient]))
-                }
-            }
+            } => self.lower_grad(*function, const_args, arg, *with_value, loc),
             ExprKind::Builtin { builtin, args } => {
                 let refs: Vec<&Expr> = args.iter().collect();
-                let Some(vs) = self.lower_operands(&refs)? else {
+                let Some(operands) = self.lower_single_operands(&refs, loc)? else {
                     return Ok(None);
                 };
-                let mut flat = Vec::new();
-                for v in &vs {
-                    flat.push(self.single(v, loc)?);
-                }
-                one(self.prim(builtin_prim(*builtin), flat, loc, dst1)?)
+                one(self.prim(builtin_prim(*builtin), operands, loc, dst1)?)
             }
             ExprKind::Tuple(items) => {
                 let refs: Vec<&Expr> = items.iter().collect();
@@ -765,49 +654,24 @@ impl FunctionLowerer<'_> {
                 };
                 Ok(Some(vs.concat()))
             }
-            ExprKind::Field { base, index } => {
-                let Some(vars) = self.lower_expr(base, None)? else {
-                    return Ok(None);
-                };
-                let hir::Ty::Tuple(items) = &base.ty else {
-                    return Err(internal("a field of a value that is not a tuple", loc));
-                };
-                let mut offset = 0;
-                for t in &items[..*index] {
-                    offset += concrete_type(t, self.const_args)?.flat_len();
-                }
-                let n = match items.get(*index) {
-                    Some(t) => concrete_type(t, self.const_args)?.flat_len(),
-                    None => return Err(internal("a missing tuple field", loc)),
-                };
-                let part = vars
-                    .get(offset..offset + n)
-                    .ok_or_else(|| internal("a tuple of the wrong size", loc))?;
-                Ok(Some(part.to_vec()))
-            }
+            ExprKind::Field { base, index } => self.lower_field(base, *index, loc),
             ExprKind::Index { base, index } => {
-                let Some(vs) = self.lower_operands(&[base, index])? else {
+                let Some(operands) = self.lower_single_operands(&[base, index], loc)? else {
                     return Ok(None);
                 };
-                let (a, i) = (self.single(&vs[0], loc)?, self.single(&vs[1], loc)?);
-                one(self.prim(Prim::Index, vec![a, i], loc, dst1)?)
+                one(self.prim(Prim::Index, operands, loc, dst1)?)
             }
             ExprKind::Array(items) => {
                 let refs: Vec<&Expr> = items.iter().collect();
-                let Some(vs) = self.lower_operands(&refs)? else {
+                let Some(operands) = self.lower_single_operands(&refs, loc)? else {
                     return Ok(None);
                 };
-                let mut flat = Vec::new();
-                for v in &vs {
-                    flat.push(self.single(v, loc)?);
-                }
-                one(self.prim(Prim::Stack, flat, loc, dst1)?)
+                one(self.prim(Prim::Stack, operands, loc, dst1)?)
             }
             ExprKind::Repeat { element, len } => {
-                let Some(v) = self.lower_expr(element, None)? else {
+                let Some(v) = self.lower_single(element, loc)? else {
                     return Ok(None);
                 };
-                let v = self.single(&v, loc)?;
                 let dim = concrete_dim(*len, self.const_args)?;
                 one(self.prim(Prim::Fill(dim), vec![v], loc, dst1)?)
             }
@@ -817,64 +681,8 @@ impl FunctionLowerer<'_> {
                 then_block,
                 else_branch,
             } => self.lower_if(e, cond, then_block, else_branch.as_deref(), dst),
-            ExprKind::While { cond, body } => {
-                let header = self.new_block(loc);
-                self.jump(header);
-                self.switch_to(header);
-                let Some(c) = self.lower_expr(cond, None)? else {
-                    return Ok(None);
-                };
-                let c = self.single(&c, loc)?;
-                let body_block = self.new_block(body.loc);
-                let exit = self.new_block(loc);
-                self.terminate(Terminator::Branch {
-                    cond: c,
-                    then_block: body_block,
-                    else_block: exit,
-                });
-                self.loops.push(LoopTargets {
-                    continue_to: header,
-                    break_to: Some(exit),
-                    result: Vec::new(),
-                    loc,
-                });
-                self.switch_to(body_block);
-                let flow = self.lower_block(body, None);
-                self.loops.pop();
-                if flow?.is_some() {
-                    self.jump(header);
-                }
-                self.switch_to(exit);
-                Ok(Some(Vec::new()))
-            }
-            ExprKind::Loop { body } => {
-                let result = if e.ty == hir::Ty::Never {
-                    Vec::new()
-                } else {
-                    self.ty_vars(&e.ty, dst)?
-                };
-                let header = self.new_block(loc);
-                self.jump(header);
-                self.switch_to(header);
-                self.loops.push(LoopTargets {
-                    continue_to: header,
-                    break_to: None,
-                    result: result.clone(),
-                    loc,
-                });
-                let flow = self.lower_block(body, None);
-                let targets = self.loops.pop();
-                if flow?.is_some() {
-                    self.jump(header);
-                }
-                match targets.and_then(|t| t.break_to) {
-                    Some(exit) => {
-                        self.switch_to(exit);
-                        Ok(Some(result))
-                    }
-                    None => Ok(None),
-                }
-            }
+            ExprKind::While { cond, body } => self.lower_while(cond, body, loc),
+            ExprKind::Loop { body } => self.lower_loop(e, body, dst),
             ExprKind::For {
                 var,
                 start,
@@ -882,72 +690,317 @@ impl FunctionLowerer<'_> {
                 inclusive,
                 body,
             } => self.lower_for(e, *var, start, end, *inclusive, body),
-            ExprKind::Break { value } => {
-                let Some(targets) = self.loops.last() else {
-                    return Err(internal("`break` outside of a loop", loc));
-                };
-                let result = targets.result.clone();
-                if let Some(v) = value {
-                    let Some(vars) = self.lower_expr(v, Some(&result))? else {
-                        return Ok(None);
-                    };
-                    if !vars.is_empty() || !result.is_empty() {
-                        self.copy_into(&vars, &result, v.loc)?;
-                    }
-                }
-                let exit = match self.loops.last().and_then(|t| t.break_to) {
-                    Some(b) => b,
-                    None => {
-                        let loop_loc = self.loops.last().map(|t| t.loc).unwrap_or(loc);
-                        let b = self.new_block(loop_loc);
-                        if let Some(t) = self.loops.last_mut() {
-                            t.break_to = Some(b);
-                        }
-                        b
-                    }
-                };
-                self.jump(exit);
-                Ok(None)
-            }
-            ExprKind::Continue => {
-                let Some(targets) = self.loops.last() else {
-                    return Err(internal("`continue` outside of a loop", loc));
-                };
-                let target = targets.continue_to;
-                self.jump(target);
-                Ok(None)
-            }
-            ExprKind::Return { value } => {
-                let vars = match value {
-                    Some(v) => match self.lower_expr(v, None)? {
-                        Some(vars) => vars,
-                        None => return Ok(None),
-                    },
-                    None => Vec::new(),
-                };
-                if vars.len() != self.func.results.len() {
-                    return Err(internal("`return` with the wrong number of values", loc));
-                }
-                self.terminate(Terminator::Return(vars));
-                Ok(None)
-            }
+            ExprKind::Break { value } => self.lower_break(value.as_deref(), loc),
+            ExprKind::Continue => self.lower_continue(loc),
+            ExprKind::Return { value } => self.lower_return(value.as_deref(), loc),
             ExprKind::Assign { place, op, value } => self.lower_assign(place, *op, value, loc),
-            ExprKind::Assert { cond, message } => {
-                let Some(c) = self.lower_expr(cond, None)? else {
-                    return Ok(None);
-                };
-                let c = self.single(&c, loc)?;
-                self.push_op(Op::Prim {
-                    dst: None,
-                    prim: Prim::Assert {
-                        message: message.clone(),
-                    },
-                    args: vec![c],
-                    loc,
-                })?;
-                Ok(Some(Vec::new()))
+            ExprKind::Assert { cond, message } => self.lower_assert(cond, message, loc),
+        }
+    }
+
+    /// Lowers `e`, which has one variable; `None` when control does not continue.
+    fn lower_single(&mut self, e: &Expr, loc: Loc) -> LowerResult<Option<Var>> {
+        let Some(vars) = self.lower_expr(e, None)? else {
+            return Ok(None);
+        };
+        self.single(&vars, loc).map(Some)
+    }
+
+    /// Lowers the operands of one operation (see [`Self::lower_operands`]),
+    /// each of which has one variable.
+    fn lower_single_operands(
+        &mut self,
+        exprs: &[&Expr],
+        loc: Loc,
+    ) -> LowerResult<Option<Vec<Var>>> {
+        let Some(vs) = self.lower_operands(exprs)? else {
+            return Ok(None);
+        };
+        let mut operands = Vec::with_capacity(vs.len());
+        for v in &vs {
+            operands.push(self.single(v, loc)?);
+        }
+        Ok(Some(operands))
+    }
+
+    /// The instance of function `function` of the module for `const_args`.
+    fn instance(&mut self, function: usize, const_args: &[hir::DimExpr]) -> LowerResult<FuncId> {
+        let mut concrete = Vec::new();
+        for d in const_args {
+            concrete.push(concrete_dim(*d, self.const_args)?);
+        }
+        Ok(self.registry.instance(self.module, function, concrete))
+    }
+
+    /// `lhs && rhs` (`is_and`) or `lhs || rhs`: the right operand runs only
+    /// when the left one does not decide.
+    fn lower_short_circuit(
+        &mut self,
+        is_and: bool,
+        lhs: &Expr,
+        rhs: &Expr,
+        loc: Loc,
+        dst1: Option<Var>,
+    ) -> Flow {
+        // The result is written before the right operand runs, so it
+        // may only go into a destination no source binding can read
+        // (a temporary or a fresh `let` binding), never into a `mut` one.
+        let bool_ty = TensorType::scalar(ScalarType::Bool);
+        let result = match dst1 {
+            Some(d) if !self.is_local_var[d.index()] && self.func.vars[d].ty == bool_ty => d,
+            _ => self.temp(bool_ty),
+        };
+        let Some(l) = self.lower_expr(lhs, Some(&[result]))? else {
+            return Ok(None);
+        };
+        self.copy_into(&l, &[result], lhs.loc)?;
+        let rhs_block = self.new_block(rhs.loc);
+        let join = self.new_block(loc);
+        let (then_block, else_block) = if is_and {
+            (rhs_block, join)
+        } else {
+            (join, rhs_block)
+        };
+        self.terminate(Terminator::Branch {
+            cond: result,
+            then_block,
+            else_block,
+        });
+        self.switch_to(rhs_block);
+        if let Some(r) = self.lower_expr(rhs, Some(&[result]))? {
+            self.copy_into(&r, &[result], rhs.loc)?;
+            self.jump(join);
+        }
+        self.switch_to(join);
+        Ok(Some(vec![result]))
+    }
+
+    /// A call `e` of function `function` of the module, caught when `catch`.
+    fn lower_call(
+        &mut self,
+        e: &Expr,
+        function: usize,
+        const_args: &[hir::DimExpr],
+        args: &[Expr],
+        catch: bool,
+        dst: Option<&[Var]>,
+    ) -> Flow {
+        // For `catch`, the flattened tuple type gives the flag first.
+        let refs: Vec<&Expr> = args.iter().collect();
+        let Some(vs) = self.lower_operands(&refs)? else {
+            return Ok(None);
+        };
+        let callee = self.instance(function, const_args)?;
+        let dsts = self.ty_vars(&e.ty, dst)?;
+        let unique = dsts.iter().collect::<std::collections::HashSet<_>>().len() == dsts.len();
+        let dsts = if unique {
+            dsts
+        } else {
+            self.ty_vars(&e.ty, None)?
+        };
+        self.push_op(Op::Call {
+            dsts: dsts.clone(),
+            callee,
+            args: vs.concat(),
+            loc: e.loc,
+            catch,
+        })?;
+        Ok(Some(dsts))
+    }
+
+    /// `grad(function, arg)`, or `value_and_grad` when `with_value`: a call
+    /// of the gradient the autodiff derives, which gives `(f(x), gradient)`.
+    fn lower_grad(
+        &mut self,
+        function: usize,
+        const_args: &[hir::DimExpr],
+        arg: &Expr,
+        with_value: bool,
+        loc: Loc,
+    ) -> Flow {
+        let Some(x) = self.lower_single(arg, loc)? else {
+            return Ok(None);
+        };
+        let callee = self.instance(function, const_args)?;
+        let vjp = self.registry.vjp(callee);
+        let Some(hir::Ty::Tensor(ret)) = self.module.functions.get(function).map(|f| &f.ret) else {
+            return Err(internal(
+                "`grad` of a function without a scalar result",
+                loc,
+            ));
+        };
+        let value = self.temp(TensorType {
+            elem: ret.elem,
+            dims: Vec::new(),
+        });
+        let gradient = self.temp(self.var_ty(x));
+        self.push_op(Op::Call {
+            dsts: vec![value, gradient],
+            callee: vjp,
+            args: vec![x],
+            loc,
+            catch: false,
+        })?;
+        if with_value {
+            Ok(Some(vec![value, gradient]))
+        } else {
+            Ok(Some(vec![gradient]))
+        }
+    }
+
+    /// Field `index` of the tuple `base`: its part of the flattened variables.
+    fn lower_field(&mut self, base: &Expr, index: usize, loc: Loc) -> Flow {
+        let Some(vars) = self.lower_expr(base, None)? else {
+            return Ok(None);
+        };
+        let hir::Ty::Tuple(items) = &base.ty else {
+            return Err(internal("a field of a value that is not a tuple", loc));
+        };
+        let mut offset = 0;
+        for t in &items[..index] {
+            offset += concrete_type(t, self.const_args)?.flat_len();
+        }
+        let n = match items.get(index) {
+            Some(t) => concrete_type(t, self.const_args)?.flat_len(),
+            None => return Err(internal("a missing tuple field", loc)),
+        };
+        let part = vars
+            .get(offset..offset + n)
+            .ok_or_else(|| internal("a tuple of the wrong size", loc))?;
+        Ok(Some(part.to_vec()))
+    }
+
+    /// `while cond { body }`: a header block that tests `cond`, the body,
+    /// and an exit block.
+    fn lower_while(&mut self, cond: &Expr, body: &hir::Block, loc: Loc) -> Flow {
+        let header = self.new_block(loc);
+        self.jump(header);
+        self.switch_to(header);
+        let Some(c) = self.lower_single(cond, loc)? else {
+            return Ok(None);
+        };
+        let body_block = self.new_block(body.loc);
+        let exit = self.new_block(loc);
+        self.terminate(Terminator::Branch {
+            cond: c,
+            then_block: body_block,
+            else_block: exit,
+        });
+        self.loops.push(LoopTargets {
+            continue_to: header,
+            break_to: Some(exit),
+            result: Vec::new(),
+            loc,
+        });
+        self.switch_to(body_block);
+        let flow = self.lower_block(body, None);
+        self.loops.pop();
+        if flow?.is_some() {
+            self.jump(header);
+        }
+        self.switch_to(exit);
+        Ok(Some(Vec::new()))
+    }
+
+    /// `loop { body }` (the expression `e`): its value is what a `break`
+    /// gives; without a `break`, control does not continue past it.
+    fn lower_loop(&mut self, e: &Expr, body: &hir::Block, dst: Option<&[Var]>) -> Flow {
+        let loc = e.loc;
+        let result = if e.ty == hir::Ty::Never {
+            Vec::new()
+        } else {
+            self.ty_vars(&e.ty, dst)?
+        };
+        let header = self.new_block(loc);
+        self.jump(header);
+        self.switch_to(header);
+        self.loops.push(LoopTargets {
+            continue_to: header,
+            break_to: None,
+            result: result.clone(),
+            loc,
+        });
+        let flow = self.lower_block(body, None);
+        let targets = self.loops.pop();
+        if flow?.is_some() {
+            self.jump(header);
+        }
+        match targets.and_then(|t| t.break_to) {
+            Some(exit) => {
+                self.switch_to(exit);
+                Ok(Some(result))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// `break` or `break value`: the value into the loop's result, then a
+    /// jump to its exit (made by the first `break` of a `loop`).
+    fn lower_break(&mut self, value: Option<&Expr>, loc: Loc) -> Flow {
+        let Some(targets) = self.loops.last() else {
+            return Err(internal("`break` outside of a loop", loc));
+        };
+        let result = targets.result.clone();
+        if let Some(v) = value {
+            let Some(vars) = self.lower_expr(v, Some(&result))? else {
+                return Ok(None);
+            };
+            if !vars.is_empty() || !result.is_empty() {
+                self.copy_into(&vars, &result, v.loc)?;
             }
         }
+        let exit = match self.loops.last().and_then(|t| t.break_to) {
+            Some(b) => b,
+            None => {
+                let loop_loc = self.loops.last().map(|t| t.loc).unwrap_or(loc);
+                let b = self.new_block(loop_loc);
+                if let Some(t) = self.loops.last_mut() {
+                    t.break_to = Some(b);
+                }
+                b
+            }
+        };
+        self.jump(exit);
+        Ok(None)
+    }
+
+    fn lower_continue(&mut self, loc: Loc) -> Flow {
+        let Some(targets) = self.loops.last() else {
+            return Err(internal("`continue` outside of a loop", loc));
+        };
+        let target = targets.continue_to;
+        self.jump(target);
+        Ok(None)
+    }
+
+    fn lower_return(&mut self, value: Option<&Expr>, loc: Loc) -> Flow {
+        let vars = match value {
+            Some(v) => match self.lower_expr(v, None)? {
+                Some(vars) => vars,
+                None => return Ok(None),
+            },
+            None => Vec::new(),
+        };
+        if vars.len() != self.func.results.len() {
+            return Err(internal("`return` with the wrong number of values", loc));
+        }
+        self.terminate(Terminator::Return(vars));
+        Ok(None)
+    }
+
+    fn lower_assert(&mut self, cond: &Expr, message: &str, loc: Loc) -> Flow {
+        let Some(c) = self.lower_single(cond, loc)? else {
+            return Ok(None);
+        };
+        self.push_op(Op::Prim {
+            dst: None,
+            prim: Prim::Assert {
+                message: message.to_owned(),
+            },
+            args: vec![c],
+            loc,
+        })?;
+        Ok(Some(Vec::new()))
     }
 
     fn lower_if(
@@ -1272,6 +1325,18 @@ impl FunctionLowerer<'_> {
     }
 }
 
+/// The IR comparison of a source comparison.
+fn compare_op(op: HirCompare) -> CompareOp {
+    match op {
+        HirCompare::Eq => CompareOp::Eq,
+        HirCompare::Ne => CompareOp::Ne,
+        HirCompare::Lt => CompareOp::Lt,
+        HirCompare::Le => CompareOp::Le,
+        HirCompare::Gt => CompareOp::Gt,
+        HirCompare::Ge => CompareOp::Ge,
+    }
+}
+
 fn one_of(elem: ScalarType) -> Scalar {
     match elem {
         ScalarType::I32 => Scalar::I32(1),
@@ -1295,68 +1360,19 @@ fn literal_scalar(lit: Literal, elem: ScalarType) -> Scalar {
 }
 
 fn binary_op(op: HirBinary) -> BinaryOp {
-    match op {
-        HirBinary::Add => BinaryOp::Add,
-        HirBinary::Sub => BinaryOp::Sub,
-        HirBinary::Mul => BinaryOp::Mul,
-        HirBinary::Div => BinaryOp::Div,
-        HirBinary::Rem => BinaryOp::Rem,
-        HirBinary::BitAnd => BinaryOp::BitAnd,
-        HirBinary::BitOr => BinaryOp::BitOr,
-        HirBinary::BitXor => BinaryOp::BitXor,
-        HirBinary::Shl => BinaryOp::Shl,
-        HirBinary::Shr => BinaryOp::Shr,
-    }
+    op.op()
 }
 
-fn builtin_prim(b: Builtin) -> Prim {
-    use Builtin as B;
-    match b {
-        B::Abs => Prim::Unary(UnaryOp::Abs),
-        B::Exp => Prim::Unary(UnaryOp::Exp),
-        B::ExpM1 => Prim::Unary(UnaryOp::ExpM1),
-        B::Ln => Prim::Unary(UnaryOp::Ln),
-        B::Ln1p => Prim::Unary(UnaryOp::Ln1p),
-        B::Log10 => Prim::Unary(UnaryOp::Log10),
-        B::Sqrt => Prim::Unary(UnaryOp::Sqrt),
-        B::Sin => Prim::Unary(UnaryOp::Sin),
-        B::Cos => Prim::Unary(UnaryOp::Cos),
-        B::Tan => Prim::Unary(UnaryOp::Tan),
-        B::Tanh => Prim::Unary(UnaryOp::Tanh),
-        B::Floor => Prim::Unary(UnaryOp::Floor),
-        B::Ceil => Prim::Unary(UnaryOp::Ceil),
-        B::Round => Prim::Unary(UnaryOp::Round),
-        B::Signum => Prim::Unary(UnaryOp::Signum),
-        B::Recip => Prim::Unary(UnaryOp::Recip),
-        B::IsNan => Prim::Unary(UnaryOp::IsNan),
-        B::IsFinite => Prim::Unary(UnaryOp::IsFinite),
-        B::Sigmoid => Prim::Unary(UnaryOp::Sigmoid),
-        B::LogSigmoid => Prim::Unary(UnaryOp::LogSigmoid),
-        B::Softplus => Prim::Unary(UnaryOp::Softplus),
-        B::Max => Prim::Binary(BinaryOp::Max),
-        B::Min => Prim::Binary(BinaryOp::Min),
-        B::Powi => Prim::Binary(BinaryOp::Powi),
-        B::Powf => Prim::Binary(BinaryOp::Powf),
-        B::Pow => Prim::Binary(BinaryOp::Pow),
-        B::Dot => Prim::Dot,
-        B::Matvec => Prim::Matvec,
-        B::Vecmat => Prim::Vecmat,
-        B::Matmul => Prim::Matmul,
-        B::Transpose => Prim::Transpose,
-        B::Outer => Prim::Outer,
-        B::Sum => Prim::Reduce(ReduceOp::Sum),
-        B::Mean => Prim::Reduce(ReduceOp::Mean),
-        B::ReduceMax => Prim::Reduce(ReduceOp::Max),
-        B::ReduceMin => Prim::Reduce(ReduceOp::Min),
-        B::Argmax => Prim::Reduce(ReduceOp::Argmax),
-        B::Argmin => Prim::Reduce(ReduceOp::Argmin),
-        B::LogSumExp => Prim::Reduce(ReduceOp::LogSumExp),
-        B::Softmax => Prim::Softmax,
-        B::Select => Prim::Select,
-        B::Uniform => Prim::Uniform,
-        B::Normal => Prim::Normal,
-        B::UniformLike => Prim::UniformLike,
-        B::NormalLike => Prim::NormalLike,
-        B::Bernoulli => Prim::Bernoulli,
-    }
+/// `fn builtin_prim(b: Builtin) -> Prim`: the primitive a builtin lowers to,
+/// from the table of operations.
+macro_rules! builtin_prim {
+    ($($(#[$attr:meta])* [$name:ident: $group:ident $op:ident, $($rest:tt)*])*) => {
+        fn builtin_prim(b: Builtin) -> Prim {
+            match b {
+                $(Builtin::$name => autobatch_ir::prim_of_row!($group $op),)*
+            }
+        }
+    };
 }
+
+autobatch_ops::for_each_builtin!(builtin_prim);

@@ -7,9 +7,12 @@
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use autobatch::{BoundBatch, Observer, RunConfig, RunError, RunProgress, RunResult, Tensor, Value};
-use autobatch_types::{Data, Scalar};
+use autobatch::{
+    BoundBatch, MemberError, Observer, RunConfig, RunError, RunProgress, RunResult, Tensor, Value,
+};
+use autobatch_types::Data;
 
+use crate::chains::{pool, ChainState, Gradients, Windows, STATE};
 use crate::model::{Model, SampleError};
 
 /// The most iterations (warmup and draws together) a chain may run, as in
@@ -228,196 +231,6 @@ impl SampleRun {
     }
 }
 
-/// The names of the entry's state parameters, in the order of the state
-/// tuple the entry returns.
-const STATE: [&str; 15] = [
-    "nuts_q",
-    "nuts_lp",
-    "nuts_g",
-    "nuts_eps",
-    "nuts_inv_metric",
-    "nuts_mu",
-    "nuts_s_bar",
-    "nuts_x_bar",
-    "nuts_da_n",
-    "nuts_w_n",
-    "nuts_w_mean",
-    "nuts_w_m2",
-    "nuts_win_size",
-    "nuts_win_next",
-    "nuts_restart",
-];
-const EPS: usize = 3;
-const INV_METRIC: usize = 4;
-const MU: usize = 5;
-const S_BAR: usize = 6;
-const X_BAR: usize = 7;
-const W_N: usize = 9;
-const W_MEAN: usize = 10;
-const W_M2: usize = 11;
-const WIN_NEXT: usize = 13;
-const RESTART: usize = 14;
-
-/// The seed of segment `k`: every segment gets its own streams.
-fn segment_seed(seed: u64, k: u64) -> u64 {
-    fn splitmix(mut z: u64) -> u64 {
-        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    splitmix(seed ^ splitmix(k.wrapping_add(1)))
-}
-
-/// Stan's warmup windows for `warmup` iterations: (initial buffer, terminal
-/// buffer, first window), shrunk to 15% / 10% / the rest when the defaults
-/// 75 / 50 / 25 do not fit.
-pub fn window_params(warmup: usize) -> (i64, i64, i64) {
-    let (mut init, mut term, mut base) = (75_i64, 50_i64, 25_i64);
-    let n = warmup as i64;
-    if warmup >= 20 && init + term + base > n {
-        init = (0.15 * warmup as f64) as i64;
-        term = (0.1 * warmup as f64) as i64;
-        base = n - (init + term);
-    }
-    (init, term, base)
-}
-
-fn f64s(t: &Tensor) -> Result<&[f64], SampleError> {
-    match &t.data {
-        Data::F64(v) => Ok(v),
-        _ => Err(SampleError::Run(
-            "internal error: the sampler returned a value of an unexpected type".into(),
-        )),
-    }
-}
-
-fn i64s(t: &Tensor) -> Result<&[i64], SampleError> {
-    match &t.data {
-        Data::I64(v) => Ok(v),
-        _ => Err(SampleError::Run(
-            "internal error: the sampler returned a value of an unexpected type".into(),
-        )),
-    }
-}
-
-fn bools(t: &Tensor) -> Result<&[bool], SampleError> {
-    match &t.data {
-        Data::Bool(v) => Ok(v),
-        _ => Err(SampleError::Run(
-            "internal error: the sampler returned a value of an unexpected type".into(),
-        )),
-    }
-}
-
-/// The rows of `per_chain` of the chains `ids` (sorted).
-fn keep_chains<T>(per_chain: Vec<Vec<T>>, ids: &[usize]) -> Vec<Vec<T>> {
-    per_chain
-        .into_iter()
-        .enumerate()
-        .filter(|(c, _)| ids.binary_search(c).is_ok())
-        .map(|(_, x)| x)
-        .collect()
-}
-
-/// Appends the first `n` of `values` to `to`, moving them when `to` is empty.
-/// What one chain's run of `nuts_segment` returns (see its doc in
-/// `nuts.ab`): the state to go on from, per sampling iteration of the run
-/// (padded to the library's `NUTS_REC`) the draw and its figures, and the
-/// run's counts.
-struct SegmentOutput {
-    state: Vec<Value>,
-    draws: Vec<f64>,
-    depths: Vec<i64>,
-    leapfrogs: Vec<i64>,
-    divergent: Vec<bool>,
-    accept_stats: Vec<f64>,
-    log_densities: Vec<f64>,
-    counts: SegmentCounts,
-}
-
-/// The counts `nuts_segment` returns last, in its order.
-struct SegmentCounts {
-    warmup_leapfrogs: i64,
-    warmup_divergences: i64,
-    other_gradients: i64,
-    warmup_faults: i64,
-    sampling_faults: i64,
-}
-
-impl SegmentOutput {
-    fn read(value: Value) -> Result<SegmentOutput, SampleError> {
-        let internal = |what: &str| {
-            SampleError::Run(format!(
-                "internal error: the sampler returned {what} (this is a bug in autobatch)"
-            ))
-        };
-        let Value::Tuple(mut parts) = value else {
-            return Err(internal("no tuple"));
-        };
-        if parts.len() != 8 {
-            return Err(internal("a tuple of the wrong length"));
-        }
-        let counts: Vec<Tensor> = parts.pop().expect("8 parts").flatten();
-        let per_iteration: Vec<Tensor> = parts
-            .split_off(1)
-            .into_iter()
-            .flat_map(Value::flatten)
-            .collect();
-        let Value::Tuple(state) = parts.pop().expect("the state") else {
-            return Err(internal("a state that is no tuple"));
-        };
-        if state.len() != STATE.len() {
-            return Err(internal("a state of the wrong length"));
-        }
-        let [draws, depths, leapfrogs, divergent, accepts, lps] =
-            <[Tensor; 6]>::try_from(per_iteration)
-                .map_err(|_| internal("draws of the wrong form"))?;
-        let counts =
-            <[Tensor; 5]>::try_from(counts).map_err(|_| internal("counts of the wrong form"))?;
-        let count = |k: usize| -> Result<i64, SampleError> {
-            i64s(&counts[k])?
-                .first()
-                .copied()
-                .ok_or_else(|| internal("an empty count"))
-        };
-        Ok(SegmentOutput {
-            state,
-            draws: into_f64s(draws)?,
-            depths: i64s(&depths)?.to_vec(),
-            leapfrogs: i64s(&leapfrogs)?.to_vec(),
-            divergent: bools(&divergent)?.to_vec(),
-            accept_stats: f64s(&accepts)?.to_vec(),
-            log_densities: f64s(&lps)?.to_vec(),
-            counts: SegmentCounts {
-                warmup_leapfrogs: count(0)?,
-                warmup_divergences: count(1)?,
-                other_gradients: count(2)?,
-                warmup_faults: count(3)?,
-                sampling_faults: count(4)?,
-            },
-        })
-    }
-}
-
-fn append(to: &mut Vec<f64>, mut values: Vec<f64>, n: usize) {
-    values.truncate(n);
-    if to.is_empty() {
-        *to = values;
-    } else {
-        to.extend_from_slice(&values);
-    }
-}
-
-fn into_f64s(t: Tensor) -> Result<Vec<f64>, SampleError> {
-    match t.data {
-        Data::F64(v) => Ok(v),
-        _ => Err(SampleError::Run(
-            "internal error: the sampler returned a value of an unexpected type".into(),
-        )),
-    }
-}
-
 /// The library lines the driver watches, in the combined program.
 #[derive(Clone, Copy, Debug)]
 struct Markers {
@@ -463,101 +276,6 @@ impl Snapshot {
     }
 }
 
-/// The scalar a state value holds (`None` for an array or a tuple).
-fn scalar(value: &Value) -> Option<Scalar> {
-    match value {
-        Value::Tensor(t) if t.is_scalar() => Some(t.as_scalar()),
-        _ => None,
-    }
-}
-
-fn scalar_f64(value: &Value) -> f64 {
-    match scalar(value) {
-        Some(Scalar::F64(x)) => x,
-        _ => f64::NAN,
-    }
-}
-
-fn scalar_i64(value: &Value) -> Option<i64> {
-    match scalar(value) {
-        Some(Scalar::I64(x)) => Some(x),
-        _ => None,
-    }
-}
-
-fn vector_f64(value: &Value) -> &[f64] {
-    match value {
-        Value::Tensor(Tensor {
-            data: Data::F64(v), ..
-        }) => v,
-        _ => &[],
-    }
-}
-
-fn scalar_value(x: Scalar) -> Value {
-    Value::Tensor(Tensor::scalar(x))
-}
-
-fn vector_value(x: Vec<f64>) -> Value {
-    Value::Tensor(Tensor::new(vec![x.len()], Data::F64(x)))
-}
-
-/// Pooled adaptation, between two warmup segments: every chain in `alive`
-/// gets the same step size (the geometric mean of theirs) and the mean of
-/// their dual averaging states; after a window's end, also the same metric,
-/// from all their draws of the window (Welford states combined in chain
-/// order), regularized as Stan regularizes one chain's.
-fn pool(state: &mut [Vec<Value>], alive: &[usize], dim: usize) {
-    let n = alive.len() as f64;
-    let mean_of = |k: usize, f: &dyn Fn(f64) -> f64| {
-        alive
-            .iter()
-            .map(|&c| f(scalar_f64(&state[k][c])))
-            .sum::<f64>()
-            / n
-    };
-    let eps = mean_of(EPS, &f64::ln).exp();
-    let mu = mean_of(MU, &|x| x);
-    let s_bar = mean_of(S_BAR, &|x| x);
-    let x_bar = mean_of(X_BAR, &|x| x);
-    let window_ended = scalar(&state[RESTART][alive[0]]) == Some(Scalar::Bool(true));
-    let metric = window_ended.then(|| {
-        let (mut count, mut mean, mut m2) = (0.0_f64, vec![0.0; dim], vec![0.0; dim]);
-        for &c in alive {
-            let n_b = scalar_i64(&state[W_N][c]).unwrap_or(0) as f64;
-            if n_b == 0.0 {
-                continue;
-            }
-            let (mean_b, m2_b) = (vector_f64(&state[W_MEAN][c]), vector_f64(&state[W_M2][c]));
-            let total = count + n_b;
-            for i in 0..dim {
-                let delta = mean_b[i] - mean[i];
-                mean[i] += delta * n_b / total;
-                m2[i] += m2_b[i] + delta * delta * count * n_b / total;
-            }
-            count = total;
-        }
-        m2.iter()
-            .map(|m2| {
-                let var = m2 / (count - 1.0);
-                var * (count / (count + 5.0)) + 1.0e-3 * (5.0 / (count + 5.0))
-            })
-            .collect::<Vec<f64>>()
-    });
-    for &c in alive {
-        state[EPS][c] = scalar_value(Scalar::F64(eps));
-        state[MU][c] = scalar_value(Scalar::F64(mu));
-        state[S_BAR][c] = scalar_value(Scalar::F64(s_bar));
-        state[X_BAR][c] = scalar_value(Scalar::F64(x_bar));
-        if let Some(metric) = &metric {
-            state[INV_METRIC][c] = vector_value(metric.clone());
-            state[W_N][c] = scalar_value(Scalar::I64(0));
-            state[W_MEAN][c] = vector_value(vec![0.0; dim]);
-            state[W_M2][c] = vector_value(vec![0.0; dim]);
-        }
-    }
-}
-
 impl Model {
     /// The line, in the combined program, of the library line that starts
     /// with `text`.
@@ -569,15 +287,9 @@ impl Model {
         self.model_lines + index as u32 + 1
     }
 
-    /// The line (in the combined program) of the leapfrog's position update,
-    /// whose operations run exactly once per gradient of a trajectory.
-    pub fn gradient_marker_line(&self) -> u32 {
-        self.library_line("let q1 = q + inv_metric * p_half * eps;")
-    }
-
     fn markers(&self) -> Markers {
         Markers {
-            gradient: self.gradient_marker_line(),
+            gradient: self.library_line("let q1 = q + inv_metric * p_half * eps;"),
             iteration: self.library_line("let it = start + k;"),
             warmup_iteration: self.library_line("da_n += 1.0;"),
         }
@@ -625,326 +337,448 @@ impl Model {
         config: &SampleConfig,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<SampleRun, SampleError> {
-        if config.chains == 0 {
-            return Err(SampleError::Config(
-                "the number of chains must be at least 1".into(),
-            ));
-        }
-        if config.draws == 0 {
-            return Err(SampleError::Config(
-                "the number of draws must be at least 1".into(),
-            ));
-        }
-        if config.max_depth == 0 || config.max_depth > 30 {
-            return Err(SampleError::Config(
-                "the maximum tree depth must be between 1 and 30".into(),
-            ));
-        }
-        if !(config.target_accept > 0.0 && config.target_accept < 1.0) {
-            return Err(SampleError::Config(
-                "the target acceptance statistic must be in (0, 1)".into(),
-            ));
-        }
-        if config
-            .warmup
-            .checked_add(config.draws)
-            .is_none_or(|total| total > MAX_ITERATIONS)
-        {
-            return Err(SampleError::Config(format!(
-                "{} warmup iterations and {} draws make more than {MAX_ITERATIONS} iterations per chain",
-                config.warmup, config.draws
-            )));
-        }
-        if config.segment == Some(0) {
-            return Err(SampleError::Config(
-                "a segment must have at least 1 iteration".into(),
-            ));
-        }
-        let pool_every = match config.adaptation {
-            Adaptation::PerChain => None,
-            Adaptation::Pooled { every: 0 } => {
-                return Err(SampleError::Config(
-                    "pooled adaptation must pool at least every iteration (every >= 1)".into(),
-                ))
-            }
-            Adaptation::Pooled { every } => Some(every),
-        };
-        config
-            .run
-            .validate()
-            .map_err(|e| SampleError::Config(e.to_string()))?;
-        let dim = self.dim();
-        let chains = config.chains;
-        // The host keeps every chain's state and draws, and the batch holds
-        // the draws of its run: refuse a run that cannot fit before
-        // allocating any of it (the batch's own run checks its variables again).
-        let per_chain =
-            8 * (2 * config.draws as u128 * (dim as u128 + 4) + 64 * dim as u128 + 1024);
-        let needed = per_chain * chains as u128;
-        let available = autobatch::available_memory_bytes() as u128;
-        if needed > available {
-            return Err(SampleError::Config(format!(
-                "{chains} chains of {} draws would need about {} MiB for their state and draws, \
-                 but only {} MiB of memory is available; run fewer chains or draws",
-                config.draws,
-                needed >> 20,
-                available >> 20
-            )));
-        }
-        let (init_buffer, term_buffer, base_window) = window_params(config.warmup);
-
-        // The state before iteration 0 (which draws the initial point).
-        let initial: Vec<Value> = vec![
-            vector_value(vec![0.0; dim]),
-            scalar_value(Scalar::F64(0.0)),
-            vector_value(vec![0.0; dim]),
-            scalar_value(Scalar::F64(1.0)),
-            vector_value(vec![1.0; dim]),
-            scalar_value(Scalar::F64(0.0)),
-            scalar_value(Scalar::F64(0.0)),
-            scalar_value(Scalar::F64(0.0)),
-            scalar_value(Scalar::F64(0.0)),
-            scalar_value(Scalar::I64(0)),
-            vector_value(vec![0.0; dim]),
-            vector_value(vec![0.0; dim]),
-            scalar_value(Scalar::I64(base_window)),
-            scalar_value(Scalar::I64(init_buffer + base_window - 1)),
-            scalar_value(Scalar::Bool(false)),
-        ];
-        // state[k][chain]
-        let mut state: Vec<Vec<Value>> = initial.into_iter().map(|v| vec![v; chains]).collect();
-
-        let warmup = config.warmup;
-        let total = warmup + config.draws;
-        let mut samples = vec![Vec::new(); chains];
-        let mut tree_depth = vec![Vec::new(); chains];
-        let mut n_leapfrog = vec![Vec::new(); chains];
-        let mut divergent = vec![Vec::new(); chains];
-        let mut accept_stat = vec![Vec::new(); chains];
-        let mut log_density = vec![Vec::new(); chains];
-        let mut warmup_divergences = vec![0_u64; chains];
-        let mut warmup_faults = vec![0_u64; chains];
-        let mut sampling_faults = vec![0_u64; chains];
-        let mut failures: Vec<Option<ChainFailure>> = vec![None; chains];
-        let mut warmup_figures = PhaseFigures::default();
-        let mut sampling_figures = PhaseFigures::default();
-        let markers = self.markers();
-
+        let sampler = Sampler::new(self, config)?;
+        let mut chains: Vec<ChainState> = (0..config.chains)
+            .map(|_| ChainState::new(sampler.dim, sampler.windows))
+            .collect();
+        let mut figures = Figures::default();
         let mut start = 0;
         let mut runs = 0_u64;
         progress(Progress {
             done: 0,
-            total,
-            warming_up: warmup > 0,
+            total: sampler.total,
+            warming_up: sampler.warmup > 0,
         });
-        while start < total {
-            let alive: Vec<usize> = (0..chains).filter(|c| failures[*c].is_none()).collect();
+        while start < sampler.total {
+            let alive = alive_chains(&chains);
             let Some(&first_alive) = alive.first() else {
                 break;
             };
-            // Where this run ends: the end, unless segments are asked for,
-            // or pooled adaptation meets at the next window's end.
-            let mut end = total;
-            if let Some(segment) = config.segment {
-                end = end.min(start.saturating_add(segment));
-            }
-            if let Some(every) = pool_every.filter(|_| start < warmup) {
-                end = end.min(start.saturating_add(every));
-                if let Some(next) = scalar_i64(&state[WIN_NEXT][first_alive]) {
-                    if next >= start as i64 {
-                        end = end.min((next as usize).saturating_add(1));
-                    }
-                }
-            }
-            if (config.segment.is_some() || pool_every.is_some()) && start < warmup {
-                end = end.min(warmup);
-            }
-            let recorded = end.saturating_sub(start.max(warmup));
-            let warmup_here = (warmup.min(end).saturating_sub(start) * alive.len()) as u64;
-
-            let began = Instant::now();
-            let mut inputs = self.statics.clone();
-            for (name, values) in STATE.iter().zip(&state) {
-                inputs = inputs.batched(name, values.iter().cloned());
-            }
-            inputs = inputs
-                .shared("nuts_start", start as i64)
-                .shared("nuts_n_iter", (end - start) as i64)
-                .shared("nuts_num_warmup", warmup as i64)
-                .shared("nuts_max_depth", i64::from(config.max_depth))
-                .shared("nuts_target_accept", config.target_accept)
-                .shared("nuts_init_buffer", init_buffer)
-                .shared("nuts_term_buffer", term_buffer)
-                .shared("nuts_base_window", base_window)
-                .shared("nuts_pooled", pool_every.is_some())
-                .shared(
-                    "nuts_recorded",
-                    Value::Tensor(Tensor {
-                        shape: vec![recorded.max(1)],
-                        data: Data::Bool(vec![false; recorded.max(1)]),
-                    }),
-                );
-            let batch = self.compiled.bind("nuts_segment", &inputs).map_err(|e| {
-                SampleError::Data(format!("the data does not fit the model: {}", e.message()))
-            })?;
-            let run_config = RunConfig {
-                seed: segment_seed(config.run.seed, runs),
-                max_steps: u64::MAX,
-                ..config.run.clone()
-            };
-            // When warmup ends in this run: the first moment every chain was
-            // seen past it.
-            let mut warmup_end: Option<Snapshot> = None;
-            let mut shown = start;
-            let result = self
-                .run_watched(&batch, &run_config, markers, &mut |snapshot| {
-                    if warmup_end.is_none()
-                        && warmup_here > 0
-                        && snapshot.warmup_iterations >= warmup_here
-                    {
-                        warmup_end = Some(snapshot);
-                    }
-                    let done =
-                        (start + (snapshot.iterations / alive.len() as u64) as usize).min(end);
-                    if done != shown {
-                        shown = done;
-                        progress(Progress {
-                            done,
-                            total,
-                            warming_up: snapshot.warmup_iterations < warmup_here,
-                        });
-                    }
-                })
-                .map_err(|e| SampleError::Run(e.to_string()))?;
+            let segment = sampler.segment(start, &chains[first_alive], alive.len());
+            let run = sampler.run_segment(&chains, &segment, runs, progress)?;
             runs += 1;
-            let seconds = began.elapsed();
-            let last = Snapshot::take(
-                &RunProgress {
-                    steps: result.stats.steps,
-                    op_counts: &result.stats.op_counts,
-                },
-                &markers,
-                seconds,
-            );
-
-            let (mut warmup_grads, mut sampling_grads) = (0_u64, 0_u64);
-            for (chain, member) in result.members.into_iter().enumerate() {
-                if failures[chain].is_some() {
-                    continue;
-                }
-                let value = match member {
-                    Ok(value) => value,
-                    Err(e) => {
-                        failures[chain] = Some(ChainFailure {
-                            chain,
-                            kind: e.kind.name().to_string(),
-                            location: self.describe_loc(e.loc.line, e.loc.column),
-                            message: e.message,
-                        });
-                        continue;
-                    }
-                };
-                let out = SegmentOutput::read(value)?;
-                let recorded_leapfrogs = &out.leapfrogs[..recorded];
-                append(&mut samples[chain], out.draws, recorded * dim);
-                tree_depth[chain].extend_from_slice(&out.depths[..recorded]);
-                n_leapfrog[chain].extend_from_slice(recorded_leapfrogs);
-                divergent[chain].extend_from_slice(&out.divergent[..recorded]);
-                accept_stat[chain].extend_from_slice(&out.accept_stats[..recorded]);
-                log_density[chain].extend_from_slice(&out.log_densities[..recorded]);
-                sampling_grads += recorded_leapfrogs.iter().sum::<i64>() as u64;
-                let counts = out.counts;
-                warmup_grads += (counts.warmup_leapfrogs + counts.other_gradients) as u64;
-                warmup_divergences[chain] += counts.warmup_divergences as u64;
-                warmup_faults[chain] += counts.warmup_faults as u64;
-                sampling_faults[chain] += counts.sampling_faults as u64;
-                for (k, v) in out.state.into_iter().enumerate() {
-                    state[k][chain] = v;
-                }
-            }
-
-            // The run's figures, split between the phases where warmup ended.
-            let split = if end <= warmup {
-                last
-            } else if start >= warmup {
-                Snapshot::default()
-            } else {
-                warmup_end.unwrap_or_else(|| {
-                    // Too short a run to see warmup end: split by gradients.
-                    let share = warmup_grads as f64 / (warmup_grads + sampling_grads).max(1) as f64;
-                    Snapshot {
-                        at: seconds.mul_f64(share),
-                        gradient_executions: (last.gradient_executions as f64 * share) as u64,
-                        gradient_active_lanes: (last.gradient_active_lanes as f64 * share) as u64,
-                        ..Snapshot::default()
-                    }
-                })
-            };
-            warmup_figures.seconds += split.at.as_secs_f64();
-            warmup_figures.gradient_evaluations += warmup_grads;
-            warmup_figures.gradient_executions += split.gradient_executions;
-            warmup_figures.gradient_active_lanes += split.gradient_active_lanes;
-            sampling_figures.seconds += (seconds - split.at.min(seconds)).as_secs_f64();
-            sampling_figures.gradient_evaluations += sampling_grads;
-            sampling_figures.gradient_executions +=
-                last.gradient_executions - split.gradient_executions;
-            sampling_figures.gradient_active_lanes +=
-                last.gradient_active_lanes - split.gradient_active_lanes;
-
-            if pool_every.is_some() && end <= warmup {
-                let alive: Vec<usize> = (0..chains).filter(|c| failures[*c].is_none()).collect();
+            let gradients = sampler.record(&mut chains, run.result.members, segment.recorded)?;
+            figures.add_run(&segment, sampler.warmup, &run.timing, gradients);
+            if sampler.pool_every.is_some() && segment.end <= sampler.warmup {
+                let alive = alive_chains(&chains);
                 if !alive.is_empty() {
-                    pool(&mut state, &alive, dim);
+                    pool(&mut chains, &alive, sampler.dim);
                 }
             }
-            start = end;
+            start = segment.end;
             progress(Progress {
                 done: start,
-                total,
-                warming_up: start < warmup,
+                total: sampler.total,
+                warming_up: start < sampler.warmup,
             });
         }
+        sampler.finish(chains, figures, runs as usize)
+    }
+}
 
-        let chain_ids: Vec<usize> = (0..chains).filter(|c| failures[*c].is_none()).collect();
-        let failures: Vec<ChainFailure> = failures.into_iter().flatten().collect();
+/// The seed of segment `k`: every segment gets its own streams.
+fn segment_seed(seed: u64, k: u64) -> u64 {
+    fn splitmix(mut z: u64) -> u64 {
+        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    splitmix(seed ^ splitmix(k.wrapping_add(1)))
+}
+
+/// The chains that have not stopped with an error, by number.
+fn alive_chains(chains: &[ChainState]) -> Vec<usize> {
+    (0..chains.len())
+        .filter(|c| chains[*c].failure.is_none())
+        .collect()
+}
+
+/// Refuses settings without meaning; returns how often pooled adaptation
+/// pools (`None`: each chain adapts alone).
+fn check_config(config: &SampleConfig) -> Result<Option<usize>, SampleError> {
+    let refuse = |message: &str| Err(SampleError::Config(message.into()));
+    if config.chains == 0 {
+        return refuse("the number of chains must be at least 1");
+    }
+    if config.draws == 0 {
+        return refuse("the number of draws must be at least 1");
+    }
+    if config.max_depth == 0 || config.max_depth > 30 {
+        return refuse("the maximum tree depth must be between 1 and 30");
+    }
+    if !(config.target_accept > 0.0 && config.target_accept < 1.0) {
+        return refuse("the target acceptance statistic must be in (0, 1)");
+    }
+    if config
+        .warmup
+        .checked_add(config.draws)
+        .is_none_or(|total| total > MAX_ITERATIONS)
+    {
+        return Err(SampleError::Config(format!(
+            "{} warmup iterations and {} draws make more than {MAX_ITERATIONS} iterations per chain",
+            config.warmup, config.draws
+        )));
+    }
+    if config.segment == Some(0) {
+        return refuse("a segment must have at least 1 iteration");
+    }
+    let pool_every = match config.adaptation {
+        Adaptation::PerChain => None,
+        Adaptation::Pooled { every: 0 } => {
+            return refuse("pooled adaptation must pool at least every iteration (every >= 1)")
+        }
+        Adaptation::Pooled { every } => Some(every),
+    };
+    config
+        .run
+        .validate()
+        .map_err(|e| SampleError::Config(e.to_string()))?;
+    Ok(pool_every)
+}
+
+/// The host keeps every chain's state and draws, and the batch holds the
+/// draws of its run: refuses a run that cannot fit before allocating any of
+/// it (the batch's own run checks its variables again).
+fn check_memory(config: &SampleConfig, dim: usize) -> Result<(), SampleError> {
+    let chains = config.chains;
+    let per_chain = 8 * (2 * config.draws as u128 * (dim as u128 + 4) + 64 * dim as u128 + 1024);
+    let needed = per_chain * chains as u128;
+    let available = autobatch::available_memory_bytes() as u128;
+    if needed > available {
+        return Err(SampleError::Config(format!(
+            "{chains} chains of {} draws would need about {} MiB for their state and draws, \
+             but only {} MiB of memory is available; run fewer chains or draws",
+            config.draws,
+            needed >> 20,
+            available >> 20
+        )));
+    }
+    Ok(())
+}
+
+/// One call of [`Model::sample`]: the model, the checked settings and what
+/// stays the same in every run of the batch.
+struct Sampler<'a> {
+    model: &'a Model,
+    config: &'a SampleConfig,
+    dim: usize,
+    warmup: usize,
+    /// Iterations per chain, warmup and sampling.
+    total: usize,
+    /// With pooled adaptation: the warmup iterations between two poolings.
+    pool_every: Option<usize>,
+    windows: Windows,
+    markers: Markers,
+}
+
+/// The iterations `start..end` of every chain, run as one run of the batch.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    start: usize,
+    end: usize,
+    /// Its sampling iterations, whose draws are kept.
+    recorded: usize,
+    /// The chains that run it (those that have not failed).
+    alive: usize,
+    /// Its warmup iterations, summed over the chains that run it.
+    warmup_iterations: u64,
+}
+
+/// How long a run took, and when in it warmup ended.
+#[derive(Clone, Copy)]
+struct Timing {
+    /// Binding the inputs and running.
+    seconds: Duration,
+    /// What the observer saw at the end of the run.
+    last: Snapshot,
+    /// The first moment every chain was seen past warmup, if that was in this run.
+    warmup_end: Option<Snapshot>,
+}
+
+/// A finished run of the batch.
+struct SegmentRun {
+    result: RunResult,
+    timing: Timing,
+}
+
+/// The figures of both phases, summed over the runs.
+#[derive(Default)]
+struct Figures {
+    warmup: PhaseFigures,
+    sampling: PhaseFigures,
+}
+
+impl Figures {
+    /// Adds the figures of the run of `segment`, split between the phases
+    /// where warmup ended.
+    fn add_run(&mut self, segment: &Segment, warmup: usize, timing: &Timing, gradients: Gradients) {
+        let Timing {
+            seconds,
+            last,
+            warmup_end,
+        } = *timing;
+        let split = if segment.end <= warmup {
+            last
+        } else if segment.start >= warmup {
+            Snapshot::default()
+        } else {
+            warmup_end.unwrap_or_else(|| {
+                // Too short a run to see warmup end: split by gradients.
+                let share =
+                    gradients.warmup as f64 / (gradients.warmup + gradients.sampling).max(1) as f64;
+                Snapshot {
+                    at: seconds.mul_f64(share),
+                    gradient_executions: (last.gradient_executions as f64 * share) as u64,
+                    gradient_active_lanes: (last.gradient_active_lanes as f64 * share) as u64,
+                    ..Snapshot::default()
+                }
+            })
+        };
+        let w = &mut self.warmup;
+        w.seconds += split.at.as_secs_f64();
+        w.gradient_evaluations += gradients.warmup;
+        w.gradient_executions += split.gradient_executions;
+        w.gradient_active_lanes += split.gradient_active_lanes;
+        let s = &mut self.sampling;
+        s.seconds += (seconds - split.at.min(seconds)).as_secs_f64();
+        s.gradient_evaluations += gradients.sampling;
+        s.gradient_executions += last.gradient_executions - split.gradient_executions;
+        s.gradient_active_lanes += last.gradient_active_lanes - split.gradient_active_lanes;
+    }
+}
+
+impl<'a> Sampler<'a> {
+    fn new(model: &'a Model, config: &'a SampleConfig) -> Result<Sampler<'a>, SampleError> {
+        let pool_every = check_config(config)?;
+        let dim = model.dim();
+        check_memory(config, dim)?;
+        Ok(Sampler {
+            model,
+            config,
+            dim,
+            warmup: config.warmup,
+            total: config.warmup + config.draws,
+            pool_every,
+            windows: Windows::for_warmup(config.warmup),
+            markers: model.markers(),
+        })
+    }
+
+    /// The segment that starts at iteration `start`, run by `alive` chains,
+    /// the first of which is `first`: to the end, unless segments are asked
+    /// for, or pooled adaptation meets at the next window's end.
+    fn segment(&self, start: usize, first: &ChainState, alive: usize) -> Segment {
+        let (warmup, config) = (self.warmup, self.config);
+        let mut end = self.total;
+        if let Some(segment) = config.segment {
+            end = end.min(start.saturating_add(segment));
+        }
+        if let Some(every) = self.pool_every.filter(|_| start < warmup) {
+            end = end.min(start.saturating_add(every));
+            if let Some(next) = first.window_end() {
+                if next >= start as i64 {
+                    end = end.min((next as usize).saturating_add(1));
+                }
+            }
+        }
+        if (config.segment.is_some() || self.pool_every.is_some()) && start < warmup {
+            end = end.min(warmup);
+        }
+        Segment {
+            start,
+            end,
+            recorded: end.saturating_sub(start.max(warmup)),
+            alive,
+            warmup_iterations: (warmup.min(end).saturating_sub(start) * alive) as u64,
+        }
+    }
+
+    /// Binds and runs `segment` as run number `run` (which picks its random
+    /// streams), passing the progress the observer sees to `progress`.
+    fn run_segment(
+        &self,
+        chains: &[ChainState],
+        segment: &Segment,
+        run: u64,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<SegmentRun, SampleError> {
+        let began = Instant::now();
+        let batch = self.bind(chains, segment)?;
+        let run_config = RunConfig {
+            seed: segment_seed(self.config.run.seed, run),
+            max_steps: u64::MAX,
+            ..self.config.run.clone()
+        };
+        let mut warmup_end: Option<Snapshot> = None;
+        let mut shown = segment.start;
+        let result = self
+            .model
+            .run_watched(&batch, &run_config, self.markers, &mut |snapshot| {
+                if warmup_end.is_none()
+                    && segment.warmup_iterations > 0
+                    && snapshot.warmup_iterations >= segment.warmup_iterations
+                {
+                    warmup_end = Some(snapshot);
+                }
+                let per_chain = (snapshot.iterations / segment.alive as u64) as usize;
+                let done = (segment.start + per_chain).min(segment.end);
+                if done != shown {
+                    shown = done;
+                    progress(Progress {
+                        done,
+                        total: self.total,
+                        warming_up: snapshot.warmup_iterations < segment.warmup_iterations,
+                    });
+                }
+            })
+            .map_err(|e| SampleError::Run(e.to_string()))?;
+        let seconds = began.elapsed();
+        let last = Snapshot::take(
+            &RunProgress {
+                steps: result.stats.steps,
+                op_counts: &result.stats.op_counts,
+            },
+            &self.markers,
+            seconds,
+        );
+        Ok(SegmentRun {
+            result,
+            timing: Timing {
+                seconds,
+                last,
+                warmup_end,
+            },
+        })
+    }
+
+    /// The batch of `segment`: the model's data, every chain's state, and
+    /// the settings.
+    fn bind(&self, chains: &[ChainState], segment: &Segment) -> Result<BoundBatch, SampleError> {
+        let mut inputs = self.model.statics.clone();
+        for (k, name) in STATE.iter().enumerate() {
+            inputs = inputs.batched(name, chains.iter().map(|c| c.state[k].clone()));
+        }
+        let recorded = segment.recorded.max(1);
+        let windows = self.windows;
+        inputs = inputs
+            .shared("nuts_start", segment.start as i64)
+            .shared("nuts_n_iter", (segment.end - segment.start) as i64)
+            .shared("nuts_num_warmup", self.warmup as i64)
+            .shared("nuts_max_depth", i64::from(self.config.max_depth))
+            .shared("nuts_target_accept", self.config.target_accept)
+            .shared("nuts_init_buffer", windows.init_buffer)
+            .shared("nuts_term_buffer", windows.term_buffer)
+            .shared("nuts_base_window", windows.base_window)
+            .shared("nuts_pooled", self.pool_every.is_some())
+            .shared(
+                "nuts_recorded",
+                Value::Tensor(Tensor {
+                    shape: vec![recorded],
+                    data: Data::Bool(vec![false; recorded]),
+                }),
+            );
+        self.model
+            .compiled
+            .bind("nuts_segment", &inputs)
+            .map_err(|e| {
+                SampleError::Data(format!("the data does not fit the model: {}", e.message()))
+            })
+    }
+
+    /// Takes in every chain's result of a run whose first `recorded`
+    /// iterations are sampling ones: a chain that failed before is
+    /// ignored, one that fails now is marked. Returns the gradients the
+    /// chains computed.
+    fn record(
+        &self,
+        chains: &mut [ChainState],
+        members: Vec<Result<Value, MemberError>>,
+        recorded: usize,
+    ) -> Result<Gradients, SampleError> {
+        let mut gradients = Gradients::default();
+        for (number, (chain, member)) in chains.iter_mut().zip(members).enumerate() {
+            if chain.failure.is_some() {
+                continue;
+            }
+            match member {
+                Ok(value) => {
+                    let g = chain.record(value, recorded, self.dim)?;
+                    gradients.warmup += g.warmup;
+                    gradients.sampling += g.sampling;
+                }
+                Err(e) => {
+                    chain.failure = Some(ChainFailure {
+                        chain: number,
+                        kind: e.kind.name().to_string(),
+                        location: self.model.describe_loc(e.loc.line, e.loc.column),
+                        message: e.message,
+                    });
+                }
+            }
+        }
+        Ok(gradients)
+    }
+
+    /// The run's result: the finished chains' draws and figures; an error
+    /// when every chain failed.
+    fn finish(
+        &self,
+        chains: Vec<ChainState>,
+        figures: Figures,
+        runs: usize,
+    ) -> Result<SampleRun, SampleError> {
+        let n_chains = chains.len();
+        let failures: Vec<ChainFailure> = chains.iter().filter_map(|c| c.failure.clone()).collect();
+        let (chain_ids, finished): (Vec<usize>, Vec<ChainState>) = chains
+            .into_iter()
+            .enumerate()
+            .filter(|(_, c)| c.failure.is_none())
+            .unzip();
         if chain_ids.is_empty() {
             let first = &failures[0];
-            return Err(SampleError::Chain(if chains == 1 {
+            return Err(SampleError::Chain(if n_chains == 1 {
                 first.to_string()
             } else {
                 format!("every chain stopped with an error; the first: {first}")
             }));
         }
-        let step_size = chain_ids
-            .iter()
-            .map(|&c| scalar_f64(&state[EPS][c]))
-            .collect();
-        let inv_metric = chain_ids
-            .iter()
-            .map(|&c| vector_f64(&state[INV_METRIC][c]).to_vec())
-            .collect();
-        Ok(SampleRun {
-            dim,
-            chains,
-            warmup,
-            draws: config.draws,
-            samples: keep_chains(samples, &chain_ids),
-            tree_depth: keep_chains(tree_depth, &chain_ids),
-            n_leapfrog: keep_chains(n_leapfrog, &chain_ids),
-            divergent: keep_chains(divergent, &chain_ids),
-            accept_stat: keep_chains(accept_stat, &chain_ids),
-            log_density: keep_chains(log_density, &chain_ids),
-            warmup_divergences: chain_ids.iter().map(|&c| warmup_divergences[c]).collect(),
-            warmup_faults: chain_ids.iter().map(|&c| warmup_faults[c]).collect(),
-            sampling_faults: chain_ids.iter().map(|&c| sampling_faults[c]).collect(),
-            step_size,
-            inv_metric,
-            warmup_figures,
-            sampling_figures,
+        let mut run = SampleRun {
+            dim: self.dim,
+            chains: n_chains,
+            warmup: self.warmup,
+            draws: self.config.draws,
             chain_ids,
             failures,
-            runs: runs as usize,
+            runs,
+            samples: Vec::with_capacity(finished.len()),
+            tree_depth: Vec::with_capacity(finished.len()),
+            n_leapfrog: Vec::with_capacity(finished.len()),
+            divergent: Vec::with_capacity(finished.len()),
+            accept_stat: Vec::with_capacity(finished.len()),
+            log_density: Vec::with_capacity(finished.len()),
+            warmup_divergences: Vec::with_capacity(finished.len()),
+            warmup_faults: Vec::with_capacity(finished.len()),
+            sampling_faults: Vec::with_capacity(finished.len()),
+            step_size: Vec::with_capacity(finished.len()),
+            inv_metric: Vec::with_capacity(finished.len()),
+            warmup_figures: figures.warmup,
+            sampling_figures: figures.sampling,
             summaries: std::sync::OnceLock::new(),
-        })
+        };
+        for chain in finished {
+            run.step_size.push(chain.step_size());
+            run.inv_metric.push(chain.inv_metric());
+            run.samples.push(chain.samples);
+            run.tree_depth.push(chain.tree_depth);
+            run.n_leapfrog.push(chain.n_leapfrog);
+            run.divergent.push(chain.divergent);
+            run.accept_stat.push(chain.accept_stat);
+            run.log_density.push(chain.log_density);
+            run.warmup_divergences.push(chain.warmup_divergences);
+            run.warmup_faults.push(chain.warmup_faults);
+            run.sampling_faults.push(chain.sampling_faults);
+        }
+        Ok(run)
     }
 }

@@ -28,13 +28,13 @@
 //! settings and the chain's index only, never on the strategy or the other
 //! chains (except under pooled adaptation, which a user asks for by name).
 
+mod chains;
 pub mod diagnostics;
 pub mod driver;
 pub mod model;
 pub mod report;
 
 pub use driver::{
-    window_params, Adaptation, ChainFailure, PhaseFigures, Progress, SampleConfig, SampleRun,
-    MAX_ITERATIONS,
+    Adaptation, ChainFailure, PhaseFigures, Progress, SampleConfig, SampleRun, MAX_ITERATIONS,
 };
 pub use model::{Model, SampleError, LIBRARY};

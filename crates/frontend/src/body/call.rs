@@ -1,0 +1,626 @@
+//! Calls of the program's functions (with their const generic arguments
+//! given or inferred), `catch(f(..))`, `grad` / `value_and_grad`, and the
+//! dispatch of a call by name to those or to a builtin function.
+
+use autobatch_types::{Loc, ScalarType};
+
+use crate::hir::{Builtin, DimExpr, Expr, ExprKind, TensorTy, Ty};
+use crate::items::{error, path_text, CheckResult, MapNote, ModuleName, Signature};
+use crate::location::{end_of, expr_end, expr_start, path_end, path_start, start_of, type_range};
+use crate::Diagnostic;
+
+use super::infer::Elem;
+use super::{mk, peel, FunctionChecker};
+
+impl FunctionChecker<'_, '_> {
+    pub(super) fn check_args(
+        &mut self,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+    ) -> CheckResult<Vec<(Expr, Loc)>> {
+        let mut out = Vec::new();
+        for a in args {
+            let x = self.check_expr(a)?;
+            out.push((x, expr_end(a)));
+        }
+        Ok(out)
+    }
+
+    pub(super) fn check_call(
+        &mut self,
+        c: &syn::ExprCall,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        let syn::Expr::Path(p) = peel(&c.func) else {
+            return Err(error(
+                "only named functions can be called",
+                expr_start(&c.func),
+                expr_end(&c.func),
+                "not a function name",
+            ));
+        };
+        let (fl, fe) = (path_start(&p.qself, &p.path), path_end(&p.path));
+        if p.qself.is_some() || p.path.segments.len() != 1 || p.path.leading_colon.is_some() {
+            return Err(error(
+                format!(
+                    "the path `{}` is not supported by autobatch",
+                    path_text(&p.path)
+                ),
+                fl,
+                fe,
+                "paths with `::` are not supported",
+            )
+            .map_note("call functions by their name alone; methods are written `x.sqrt()`"));
+        }
+        let segment = &p.path.segments[0];
+        let name = segment.ident.to_string();
+        let turbofish = match &segment.arguments {
+            syn::PathArguments::None => None,
+            syn::PathArguments::AngleBracketed(a) => Some(a),
+            syn::PathArguments::Parenthesized(_) => {
+                return Err(error(
+                    "unexpected parenthesized arguments",
+                    fl,
+                    fe,
+                    "not supported",
+                ));
+            }
+        };
+        if self.lookup_local(&name).is_some() {
+            return Err(error(
+                format!("`{name}` is a variable, not a function"),
+                fl,
+                fe,
+                "not a function",
+            ));
+        }
+        match self.scope.names.get(&name).map(|(k, _)| *k) {
+            Some(ModuleName::Function(index)) => {
+                return self.check_user_call(index, turbofish, &c.args, loc, end)
+            }
+            Some(ModuleName::HostFunction) => {
+                return Err(error(
+                    format!("host primitive `{name}` is not yet supported"),
+                    loc,
+                    end,
+                    "call of a host primitive",
+                )
+                .map_note(
+                    "declaring host primitives is allowed; calling them comes in a later version",
+                ));
+            }
+            Some(ModuleName::Const | ModuleName::Static(_)) => {
+                return Err(error(
+                    format!("`{name}` is not a function"),
+                    fl,
+                    fe,
+                    "not a function",
+                ));
+            }
+            None => {}
+        }
+        if name == "catch" {
+            return self.check_catch(turbofish, &c.args, loc, end);
+        }
+        if name == "grad" || name == "value_and_grad" {
+            if let Some(t) = turbofish {
+                return Err(error(
+                    format!("`{name}` takes no generic arguments"),
+                    start_of(t.lt_token.span),
+                    end_of(t.gt_token.span),
+                    "unexpected `::<...>`",
+                )
+                .map_note(format!(
+                    "give the function's const arguments on the function: `{name}(f::<3>, x)`"
+                )));
+            }
+            return self.check_grad(&name, &c.args, loc, end);
+        }
+        let Some(builtin) = Builtin::function(&name) else {
+            return Err(error(
+                format!("cannot find function `{name}`"),
+                fl,
+                fe,
+                "not found",
+            ));
+        };
+        if let Some(t) = turbofish {
+            return Err(error(
+                format!("the builtin `{name}` takes no generic arguments"),
+                start_of(t.lt_token.span),
+                end_of(t.gt_token.span),
+                "unexpected `::<...>`",
+            ));
+        }
+        self.check_builtin_function(builtin, &name, &c.args, loc, end)
+    }
+
+    fn resolve_const_arg(&mut self, arg: &syn::GenericArgument) -> CheckResult<DimExpr> {
+        let generics = self.const_params.clone();
+        match arg {
+            syn::GenericArgument::Const(e) => self.scope.resolve_dim(e, &generics, &|_| false),
+            syn::GenericArgument::Type(syn::Type::Path(tp))
+                if tp.qself.is_none() && tp.path.get_ident().is_some() =>
+            {
+                let expr = syn::Expr::Path(syn::ExprPath {
+                    attrs: Vec::new(),
+                    qself: None,
+                    path: tp.path.clone(),
+                });
+                self.scope.resolve_dim(&expr, &generics, &|_| false)
+            }
+            other => {
+                // Not `other.span()`: it may hold an expression (see `location`).
+                let (loc, end) = match other {
+                    syn::GenericArgument::Type(t) => type_range(t),
+                    syn::GenericArgument::Lifetime(l) => {
+                        (start_of(l.apostrophe), end_of(l.ident.span()))
+                    }
+                    syn::GenericArgument::AssocType(a) => {
+                        (start_of(a.ident.span()), type_range(&a.ty).1)
+                    }
+                    syn::GenericArgument::AssocConst(a) => {
+                        (start_of(a.ident.span()), expr_end(&a.value))
+                    }
+                    syn::GenericArgument::Constraint(c) => {
+                        (start_of(c.ident.span()), end_of(c.colon_token.span))
+                    }
+                    verbatim => {
+                        use syn::spanned::Spanned;
+                        (start_of(verbatim.span()), end_of(verbatim.span()))
+                    }
+                };
+                Err(error(
+                    "a const generic argument must be a number, a `const`, a const generic parameter or a symbolic dimension",
+                    loc,
+                    end,
+                    "not a length",
+                ))
+            }
+        }
+    }
+
+    /// The const arguments of a call of `sig` given with `::<...>`, one per
+    /// const generic parameter (all `None` without a turbofish; the rest are
+    /// inferred from the arguments).
+    fn turbofish_bindings(
+        &mut self,
+        sig: &Signature,
+        turbofish: Option<&syn::AngleBracketedGenericArguments>,
+    ) -> CheckResult<Vec<Option<DimExpr>>> {
+        let mut bindings: Vec<Option<DimExpr>> = vec![None; sig.const_params.len()];
+        if let Some(t) = turbofish {
+            if t.args.len() != sig.const_params.len() {
+                return Err(error(
+                    format!(
+                        "`{}` has {} const generic parameter(s), but {} were given",
+                        sig.name,
+                        sig.const_params.len(),
+                        t.args.len()
+                    ),
+                    start_of(t.lt_token.span),
+                    end_of(t.gt_token.span),
+                    "wrong number of generic arguments",
+                ));
+            }
+            for (i, a) in t.args.iter().enumerate() {
+                bindings[i] = Some(self.resolve_const_arg(a)?);
+            }
+        }
+        Ok(bindings)
+    }
+
+    fn check_user_call(
+        &mut self,
+        index: usize,
+        turbofish: Option<&syn::AngleBracketedGenericArguments>,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        let sig = self.scope.signatures[index].clone();
+        let mut bindings = self.turbofish_bindings(&sig, turbofish)?;
+        if args.len() != sig.params.len() {
+            return Err(error(
+                format!(
+                    "`{}` takes {} argument(s), but {} were given",
+                    sig.name,
+                    sig.params.len(),
+                    args.len()
+                ),
+                loc,
+                end,
+                format!("expected {} argument(s)", sig.params.len()),
+            ));
+        }
+        let checked = self.check_args(args)?;
+        let mut out = Vec::new();
+        for (k, ((arg, arg_end), (pname, _, pty, _))) in
+            checked.into_iter().zip(&sig.params).enumerate()
+        {
+            if !self.match_param(pty, &arg.ty, &mut bindings) {
+                let pty = &substitute(pty, &partially_bound(&bindings));
+                return Err(error(
+                    format!(
+                        "mismatched types: argument {} (`{pname}`) of `{}` must be `{}`, but this is `{}`",
+                        k + 1,
+                        sig.name,
+                        self.show_with(pty, &sig.const_params),
+                        self.show(&arg.ty)
+                    ),
+                    arg.loc,
+                    arg_end,
+                    format!("expected `{}`", self.show_with(pty, &sig.const_params)),
+                ));
+            }
+            out.push(arg);
+        }
+        let const_args = inferred_const_args(
+            &sig,
+            &bindings,
+            "the arguments",
+            format!("give it explicitly: `{}::<N>(...)`", sig.name),
+            (loc, end),
+        )?;
+        let ret = substitute(&sig.ret, &const_args);
+        Ok(mk(
+            ExprKind::Call {
+                function: index,
+                const_args,
+                args: out,
+                catch: false,
+            },
+            ret,
+            loc,
+        ))
+    }
+
+    /// `catch(f(args))`: the call of a function of the module, whose member
+    /// errors (but the step limit) are recovered: `(bool, T)` where `f`
+    /// returns `T`.
+    fn check_catch(
+        &mut self,
+        turbofish: Option<&syn::AngleBracketedGenericArguments>,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        if let Some(t) = turbofish {
+            return Err(error(
+                "`catch` takes no generic arguments",
+                start_of(t.lt_token.span),
+                end_of(t.gt_token.span),
+                "unexpected `::<...>`",
+            ));
+        }
+        let usage = "write `catch(f(a, b))`: one call of a function of the program, whose faults are caught; it gives `(true, result)`, or `(false, zeros)` when the call faults";
+        if args.len() != 1 {
+            return Err(error(
+                format!(
+                    "`catch` takes one call, but {} arguments were given",
+                    args.len()
+                ),
+                loc,
+                end,
+                "expected one call",
+            )
+            .map_note(usage));
+        }
+        let call = self.check_expr(&args[0])?;
+        let Expr {
+            kind:
+                ExprKind::Call {
+                    function,
+                    const_args,
+                    args,
+                    catch: false,
+                },
+            ty,
+            ..
+        } = call
+        else {
+            return Err(error(
+                "`catch` takes a call of a function of the program",
+                call.loc,
+                end,
+                "not a call of a function of the program",
+            )
+            .map_note(usage));
+        };
+        Ok(mk(
+            ExprKind::Call {
+                function,
+                const_args,
+                args,
+                catch: true,
+            },
+            Ty::Tuple(vec![Ty::scalar(ScalarType::Bool), ty]),
+            loc,
+        ))
+    }
+
+    /// `grad(f, x)` / `value_and_grad(f, x)`: `f` names a function of the
+    /// module with one float parameter and a float scalar result; `x` has the
+    /// parameter's type (const generics of `f` inferred from it or given as
+    /// `f::<...>`). Whether `f` is differentiable is checked once every body
+    /// is known (`crate::differentiable`).
+    fn check_grad(
+        &mut self,
+        name: &str,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        if args.len() != 2 {
+            return Err(error(
+                format!(
+                    "`{name}` takes 2 arguments (a function and a point), but {} were given",
+                    args.len()
+                ),
+                loc,
+                end,
+                "expected 2 arguments",
+            )
+            .map_note(format!(
+                "write `{name}(f, x)` where `f` is the name of a function of one parameter"
+            )));
+        }
+        let (index, turbofish) = self.grad_function(name, &args[0])?;
+        let sig = self.scope.signatures[index].clone();
+        self.check_grad_signature(name, &sig, &args[0])?;
+        let pty = sig.params[0].2.clone();
+        let mut bindings = self.turbofish_bindings(&sig, turbofish)?;
+        let x = self.check_expr(&args[1])?;
+        let x_end = expr_end(&args[1]);
+        if !self.match_param(&pty, &x.ty, &mut bindings) {
+            let want = substitute(&pty, &partially_bound(&bindings));
+            return Err(error(
+                format!(
+                    "mismatched types: `{name}` differentiates `{}` at a point of its parameter type `{}`, but this is `{}`",
+                    sig.name,
+                    self.show_with(&want, &sig.const_params),
+                    self.show(&x.ty)
+                ),
+                x.loc,
+                x_end,
+                format!("expected `{}`", self.show_with(&want, &sig.const_params)),
+            ));
+        }
+        let const_args = inferred_const_args(
+            &sig,
+            &bindings,
+            "the point",
+            format!("give it explicitly: `{name}({}::<N>, x)`", sig.name),
+            (loc, end),
+        )?;
+        let point_ty = substitute(&pty, &const_args);
+        let ty = if name == "value_and_grad" {
+            Ty::Tuple(vec![substitute(&sig.ret, &const_args), point_ty])
+        } else {
+            point_ty
+        };
+        Ok(mk(
+            ExprKind::Grad {
+                function: index,
+                const_args,
+                arg: Box::new(x),
+                with_value: name == "value_and_grad",
+            },
+            ty,
+            loc,
+        ))
+    }
+
+    /// The function that the first argument of `grad` / `value_and_grad`
+    /// names (its index), with its `::<...>` if any.
+    fn grad_function<'e>(
+        &self,
+        name: &str,
+        f_expr: &'e syn::Expr,
+    ) -> CheckResult<(usize, Option<&'e syn::AngleBracketedGenericArguments>)> {
+        let (fl, fe) = (expr_start(f_expr), expr_end(f_expr));
+        let not_function = |what: String| {
+            error(
+                format!("the first argument of `{name}` must name a function of the program, but {what}"),
+                fl,
+                fe,
+                "not a function of the program",
+            )
+            .map_note(format!("write `{name}(f, x)` where `f` is declared with `fn f(x: ...) -> f64`"))
+        };
+        let syn::Expr::Path(p) = peel(f_expr) else {
+            return Err(not_function("this is an expression".into()));
+        };
+        if p.qself.is_some() || p.path.segments.len() != 1 || p.path.leading_colon.is_some() {
+            return Err(not_function(format!("`{}` is a path", path_text(&p.path))));
+        }
+        let segment = &p.path.segments[0];
+        let fname = segment.ident.to_string();
+        let turbofish = match &segment.arguments {
+            syn::PathArguments::None => None,
+            syn::PathArguments::AngleBracketed(a) => Some(a),
+            syn::PathArguments::Parenthesized(_) => {
+                return Err(not_function(format!("`{fname}(...)` is not a name")));
+            }
+        };
+        if self.lookup_local(&fname).is_some() {
+            return Err(not_function(format!("`{fname}` is a variable")));
+        }
+        match self.scope.names.get(&fname).map(|(k, _)| *k) {
+            Some(ModuleName::Function(index)) => Ok((index, turbofish)),
+            Some(ModuleName::HostFunction) => Err(error(
+                format!("cannot differentiate the host primitive `{fname}`"),
+                fl,
+                fe,
+                "host primitive",
+            )
+            .map_note("only functions written in autobatch can be differentiated")),
+            Some(ModuleName::Const) => Err(not_function(format!("`{fname}` is a constant"))),
+            Some(ModuleName::Static(_)) => Err(not_function(format!("`{fname}` is a static"))),
+            None if Builtin::function(&fname).is_some() => {
+                Err(not_function(format!("`{fname}` is a builtin"))
+                    .map_note("wrap it in a function: `fn g(x: f64) -> f64 { ... }`"))
+            }
+            None => Err(error(
+                format!("cannot find function `{fname}`"),
+                fl,
+                fe,
+                "not found",
+            )),
+        }
+    }
+
+    /// What `grad` asks of the function it differentiates (`sig`, named by
+    /// `f_expr`): one float parameter and a float scalar result.
+    fn check_grad_signature(
+        &self,
+        name: &str,
+        sig: &Signature,
+        f_expr: &syn::Expr,
+    ) -> CheckResult<()> {
+        let (fl, fe) = (expr_start(f_expr), expr_end(f_expr));
+        let declared = |d: Box<Diagnostic>| -> Box<Diagnostic> {
+            d.map_note(format!(
+                "`{}` is declared at {}:{}",
+                sig.name, sig.loc.line, sig.loc.column
+            ))
+        };
+        if sig.params.len() != 1 {
+            return Err(declared(
+                error(
+                    format!(
+                        "`{name}` differentiates a function of exactly one parameter, but `{}` takes {}",
+                        sig.name,
+                        sig.params.len()
+                    ),
+                    fl,
+                    fe,
+                    format!("takes {} parameters", sig.params.len()),
+                )
+                .map_note("pass other inputs as statics (`extern \"autobatch\" { static X: ...; }`), or pack the parameters into one array"),
+            ));
+        }
+        let (pname, _, pty, _) = &sig.params[0];
+        if !matches!(pty, Ty::Tensor(t) if t.elem.is_float()) {
+            return Err(declared(error(
+                format!(
+                    "`{name}` needs a float parameter (`f32`, `f64` or an array of them), but the parameter `{pname}` of `{}` is `{}`",
+                    sig.name,
+                    self.show_with(pty, &sig.const_params)
+                ),
+                fl,
+                fe,
+                "parameter is not a float",
+            )));
+        }
+        if !matches!(&sig.ret, Ty::Tensor(t) if t.elem.is_float() && t.is_scalar()) {
+            return Err(declared(error(
+                format!(
+                    "`{name}` needs a function returning a float scalar (`f32` or `f64`), but `{}` returns `{}`",
+                    sig.name,
+                    self.show_with(&sig.ret, &sig.const_params)
+                ),
+                fl,
+                fe,
+                "result is not a float scalar",
+            )));
+        }
+        Ok(())
+    }
+
+    /// Matches an argument type against a parameter type, binding const generics.
+    fn match_param(&mut self, param: &Ty, arg: &Ty, bindings: &mut [Option<DimExpr>]) -> bool {
+        match (param, arg) {
+            (_, Ty::Never) => true,
+            (Ty::Tensor(p), Ty::Tensor(a)) => {
+                if p.dims.len() != a.dims.len() {
+                    return false;
+                }
+                for (pd, ad) in p.dims.iter().zip(&a.dims) {
+                    match pd {
+                        DimExpr::Generic(k) => match bindings.get_mut(*k as usize) {
+                            Some(slot @ None) => *slot = Some(*ad),
+                            Some(Some(bound)) if bound == ad => {}
+                            _ => return false,
+                        },
+                        other => {
+                            if other != ad {
+                                return false;
+                            }
+                        }
+                    }
+                }
+                let ea = self.elem(a);
+                self.unify_elem(Elem::Known(p.elem), ea)
+            }
+            (Ty::Tuple(ps), Ty::Tuple(as_)) => {
+                ps.len() == as_.len()
+                    && ps
+                        .iter()
+                        .zip(as_)
+                        .all(|(p, a)| self.match_param(p, a, bindings))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The const arguments of a call of `sig` once inference from `from` (the
+/// arguments, the point of a `grad`) is done: an error naming the first one
+/// still unknown, with `hint` as its note.
+fn inferred_const_args(
+    sig: &Signature,
+    bindings: &[Option<DimExpr>],
+    from: &str,
+    hint: String,
+    (loc, end): (Loc, Loc),
+) -> CheckResult<Vec<DimExpr>> {
+    bindings
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            b.ok_or_else(|| {
+                error(
+                    format!(
+                        "cannot infer the const parameter `{}` of `{}` from {from}",
+                        sig.const_params[i], sig.name
+                    ),
+                    loc,
+                    end,
+                    "cannot infer",
+                )
+                .map_note(hint.clone())
+            })
+        })
+        .collect()
+}
+
+/// The const arguments bound so far; a parameter not yet bound stays itself
+/// (for messages).
+fn partially_bound(bindings: &[Option<DimExpr>]) -> Vec<DimExpr> {
+    bindings
+        .iter()
+        .enumerate()
+        .map(|(i, b)| b.unwrap_or(DimExpr::Generic(i as u32)))
+        .collect()
+}
+
+/// Replaces const generic parameters by their values.
+fn substitute(ty: &Ty, args: &[DimExpr]) -> Ty {
+    match ty {
+        Ty::Never => Ty::Never,
+        Ty::Tuple(items) => Ty::Tuple(items.iter().map(|t| substitute(t, args)).collect()),
+        Ty::Tensor(t) => Ty::Tensor(TensorTy {
+            elem: t.elem,
+            dims: t
+                .dims
+                .iter()
+                .map(|d| match d {
+                    DimExpr::Generic(k) => args.get(*k as usize).copied().unwrap_or(*d),
+                    other => *other,
+                })
+                .collect(),
+            var: t.var,
+        }),
+    }
+}

@@ -1,0 +1,280 @@
+//! The table of operations, and the selection of its rows.
+//!
+//! [`for_each_op!`](crate::for_each_op) holds one row per operation and hands
+//! the rows to a callback macro (in the spirit of wasmi's `for_each_op!` and
+//! Cranelift's instruction definitions). Every row is a bracketed group:
+//!
+//! ```text
+//! [Name: Group Variant, "ir_name", SignatureClass, grad, Spelling("user")]
+//! ```
+//!
+//! - `Name`: the row's name; the variant of [`Builtin`](crate::Builtin), or
+//!   of [`UnaryOperator`](crate::UnaryOperator) / [`BinaryOperator`](crate::BinaryOperator),
+//!   when the user can write the operation.
+//! - `Group Variant`: the IR primitive it lowers to. `Unary`, `Binary`,
+//!   `Compare`, `Reduce`: `Prim::Unary(UnaryOp::Variant)` and so on (the
+//!   row is then a variant of that op enum); `Plain`: the payload-free
+//!   `Prim::Variant`; `Payload`: a `Prim::Variant` that carries data (a
+//!   constant, a type, a length, a message), which only the compiler makes.
+//! - `"ir_name"`: the name in the IR text form and in `op_counts`.
+//! - `SignatureClass`: a [`Signature`](crate::Signature) (its typing rule and arity).
+//! - `grad` or `nograd`: whether `grad` may differentiate through it.
+//! - The spelling: `Method("exp")` (`x.exp()`), `Function("softmax")`,
+//!   `Both("name")`, `Operator("+")`, `Syntax("a[i]")`, or `Internal`
+//!   (made by the compiler only). See [`Spelling`](crate::Spelling).
+//!
+//! Doc comments on a row document the generated variants.
+//!
+//! The order of the rows is the order of the variants of every generated
+//! enum and of the methods listed in the front end's unknown-method note.
+//!
+//! Selecting rows (only the unary ones, only the builtins) is done by
+//! recursion over the rows, one level per row; the default
+//! `recursion_limit` of 128 leaves room for about 120 rows.
+
+/// Calls `$callback! { rows }` with every row of the table (see the
+/// [`table`](crate::table) module for the row format).
+#[macro_export]
+macro_rules! for_each_op {
+    ($callback:ident) => {
+        $crate::for_each_op! { @select all $callback () }
+    };
+    // `$key` selects rows (see `__select!`); `$prefix` goes before the rows.
+    (@select $key:ident $callback:ident ($($prefix:tt)*)) => {
+        $crate::__select! { $key $callback ($($prefix)*) []
+            // Name         IR operation       IR name          signature class   grad    user spelling
+
+            // ---- operators
+            /// Arithmetic negation (wrapping on integers).
+            [Neg:           Unary Neg,         "neg",           SignedMap,        grad,   Operator("-")]
+            /// Logical not on `bool`, bitwise not on integers.
+            [Not:           Unary Not,         "not",           LogicMap,         grad,   Operator("!")]
+            [Add:           Binary Add,        "add",           Arithmetic,       grad,   Operator("+")]
+            [Sub:           Binary Sub,        "sub",           Arithmetic,       grad,   Operator("-")]
+            [Mul:           Binary Mul,        "mul",           Arithmetic,       grad,   Operator("*")]
+            /// Integer division (faults on a zero divisor) or float division.
+            [Div:           Binary Div,        "div",           Arithmetic,       grad,   Operator("/")]
+            /// Integer remainder (faults on a zero divisor) or float remainder (`fmod`).
+            [Rem:           Binary Rem,        "rem",           Arithmetic,       grad,   Operator("%")]
+            [BitAnd:        Binary BitAnd,     "bitand",        Bitwise,          grad,   Operator("&")]
+            [BitOr:         Binary BitOr,      "bitor",         Bitwise,          grad,   Operator("|")]
+            [BitXor:        Binary BitXor,     "bitxor",        Bitwise,          grad,   Operator("^")]
+            /// Shift left; the shift amount may be any integer type and is taken modulo the bit width.
+            [Shl:           Binary Shl,        "shl",           Shift,            grad,   Operator("<<")]
+            /// Shift right (arithmetic on signed types); amount as for `Shl`.
+            [Shr:           Binary Shr,        "shr",           Shift,            grad,   Operator(">>")]
+            [Eq:            Compare Eq,        "eq",            Compare,          grad,   Operator("==")]
+            [Ne:            Compare Ne,        "ne",            Compare,          grad,   Operator("!=")]
+            [Lt:            Compare Lt,        "lt",            Compare,          grad,   Operator("<")]
+            [Le:            Compare Le,        "le",            Compare,          grad,   Operator("<=")]
+            [Gt:            Compare Gt,        "gt",            Compare,          grad,   Operator(">")]
+            [Ge:            Compare Ge,        "ge",            Compare,          grad,   Operator(">=")]
+
+            // ---- methods
+            [Abs:           Unary Abs,         "abs",           SignedMap,        grad,   Method("abs")]
+            [Exp:           Unary Exp,         "exp",           FloatMap,         grad,   Method("exp")]
+            [ExpM1:         Unary ExpM1,       "exp_m1",        FloatMap,         grad,   Method("exp_m1")]
+            [Ln:            Unary Ln,          "ln",            FloatMap,         grad,   Method("ln")]
+            [Ln1p:          Unary Ln1p,        "ln_1p",         FloatMap,         grad,   Method("ln_1p")]
+            [Log10:         Unary Log10,       "log10",         FloatMap,         grad,   Method("log10")]
+            [Sqrt:          Unary Sqrt,        "sqrt",          FloatMap,         grad,   Method("sqrt")]
+            [Sin:           Unary Sin,         "sin",           FloatMap,         grad,   Method("sin")]
+            [Cos:           Unary Cos,         "cos",           FloatMap,         grad,   Method("cos")]
+            [Tan:           Unary Tan,         "tan",           FloatMap,         grad,   Method("tan")]
+            [Tanh:          Unary Tanh,        "tanh",          FloatMap,         grad,   Method("tanh")]
+            [Floor:         Unary Floor,       "floor",         FloatMap,         grad,   Method("floor")]
+            [Ceil:          Unary Ceil,        "ceil",          FloatMap,         grad,   Method("ceil")]
+            [Round:         Unary Round,       "round",         FloatMap,         grad,   Method("round")]
+            [Signum:        Unary Signum,      "signum",        FloatMap,         grad,   Method("signum")]
+            [Recip:         Unary Recip,       "recip",         FloatMap,         grad,   Method("recip")]
+            /// `f.powi(i32)`: the right operand is an `i32`.
+            [Powi:          Binary Powi,       "powi",          FloatPowi,        grad,   Method("powi")]
+            /// `f.powf(f)`.
+            [Powf:          Binary Powf,       "powf",          FloatBinary,      grad,   Method("powf")]
+            [Max:           Binary Max,        "max",           Arithmetic,       grad,   Method("max")]
+            [Min:           Binary Min,        "min",           Arithmetic,       grad,   Method("min")]
+            [IsNan:         Unary IsNan,       "is_nan",        FloatPredicate,   grad,   Method("is_nan")]
+            [IsFinite:      Unary IsFinite,    "is_finite",     FloatPredicate,   grad,   Method("is_finite")]
+            /// Integer `pow`: the right operand is any integer type, taken as `u32` (wrapping).
+            [Pow:           Binary Pow,        "pow",           IntPower,         grad,   Method("pow")]
+
+            // ---- functions
+            [Sigmoid:       Unary Sigmoid,     "sigmoid",       FloatMap,         grad,   Function("sigmoid")]
+            [LogSigmoid:    Unary LogSigmoid,  "log_sigmoid",   FloatMap,         grad,   Function("log_sigmoid")]
+            [Softplus:      Unary Softplus,    "softplus",      FloatMap,         grad,   Function("softplus")]
+            /// `(a, b)`, 1-D of one length: the inner product.
+            [Dot:           Plain Dot,         "dot",           Product {
+                left: 1, right: 1, contract: true,
+                lengths: "`dot(a, b)` needs two vectors of the same length" },
+                                                                                  grad,   Function("dot")]
+            /// `(m: [M, K], v: [K])`: `[M]`.
+            [Matvec:        Plain Matvec,      "matvec",        Product {
+                left: 2, right: 1, contract: true,
+                lengths: "`matvec(m, v)` needs `m: [[T; K]; M]` and `v: [T; K]`" },
+                                                                                  grad,   Function("matvec")]
+            /// `(v: [M], m: [M, K])`: `[K]`.
+            [Vecmat:        Plain Vecmat,      "vecmat",        Product {
+                left: 1, right: 2, contract: true,
+                lengths: "`vecmat(v, m)` needs `v: [T; M]` and `m: [[T; K]; M]`" },
+                                                                                  grad,   Function("vecmat")]
+            /// `(a: [M, K], b: [K, N])`: `[M, N]`.
+            [Matmul:        Plain Matmul,      "matmul",        Product {
+                left: 2, right: 2, contract: true,
+                lengths: "`matmul(a, b)` needs `a: [[T; K]; M]` and `b: [[T; N]; K]`" },
+                                                                                  grad,   Function("matmul")]
+            /// `(m: [M, K])`: `[K, M]`.
+            [Transpose:     Plain Transpose,   "transpose",     Transpose,        grad,   Function("transpose")]
+            /// `(a: [M], b: [K])`: `[M, K]`.
+            [Outer:         Plain Outer,       "outer",         Product {
+                left: 1, right: 1, contract: false,
+                lengths: "the lengths must agree" },
+                                                                                  grad,   Function("outer")]
+            [Sum:           Reduce Sum,        "sum",           Reduce,           grad,   Function("sum")]
+            [Mean:          Reduce Mean,       "mean",          FloatReduce,      grad,   Function("mean")]
+            [ReduceMax:     Reduce Max,        "reduce_max",    Reduce,           grad,   Function("max")]
+            [ReduceMin:     Reduce Min,        "reduce_min",    Reduce,           grad,   Function("min")]
+            /// Index of the first maximum, as `usize`.
+            [Argmax:        Reduce Argmax,     "argmax",        ArgReduce,        grad,   Function("argmax")]
+            /// Index of the first minimum, as `usize`.
+            [Argmin:        Reduce Argmin,     "argmin",        ArgReduce,        grad,   Function("argmin")]
+            [LogSumExp:     Reduce LogSumExp,  "logsumexp",     FloatReduce,      grad,   Function("logsumexp")]
+            /// `(a)` 1-D float: the softmax of `a`.
+            [Softmax:       Plain Softmax,     "softmax",       FloatVectorMap,   grad,   Function("softmax")]
+            /// `(cond: bool, a, b)`: `a` if `cond` else `b`; `cond` is a scalar or has the shape of `a`.
+            [Select:        Plain Select,      "select",        Select,           grad,   Function("select")]
+            /// No operands: a draw from U\[0, 1) as `f64`.
+            [Uniform:       Plain Uniform,     "uniform",       Draw,             nograd, Function("uniform")]
+            /// No operands: a draw from N(0, 1) as `f64`.
+            [Normal:        Plain Normal,      "normal",        Draw,             nograd, Function("normal")]
+            /// `(x)`: draws from U\[0, 1) shaped like `x` (its float type, or `f64`).
+            [UniformLike:   Plain UniformLike, "uniform_like",  DrawLike,         nograd, Function("uniform_like")]
+            /// `(x)`: draws from N(0, 1) shaped like `x` (its float type, or `f64`).
+            [NormalLike:    Plain NormalLike,  "normal_like",   DrawLike,         nograd, Function("normal_like")]
+            /// `(p: f64)`: a `bool`, true with probability `p`.
+            [Bernoulli:     Plain Bernoulli,   "bernoulli",     Bernoulli,        nograd, Function("bernoulli")]
+
+            // ---- written by syntax
+            /// One operand; elementwise conversion as Rust's `as`.
+            [Cast:          Payload Cast,      "cast",          Cast,             grad,   Syntax("x as T")]
+            /// `(x)`: an array of `dim` copies of `x` (`[x; N]`).
+            [Fill:          Payload Fill,      "fill",          Fill,             grad,   Syntax("[x; N]")]
+            /// `(x0, ..., xn-1)`, all of one type: the array `[x0, ..., xn-1]`.
+            [Stack:         Plain Stack,       "stack",         Stack,            grad,   Syntax("[a, b, c]")]
+            /// `(a, i)`: the element (or sub-array) `a[i]`; faults if `i` is out of bounds.
+            [Index:         Plain Index,       "index",         Index,            grad,   Syntax("a[i]")]
+            /// `(a, i, v)`: a copy of `a` with `a[i] = v`; faults if `i` is out of bounds.
+            [IndexSet:      Plain IndexSet,    "index_set",     IndexSet,         grad,   Syntax("a[i] = v")]
+            /// `(cond: bool)`, no result: faults with `assertion_failed` and `message` if `cond` is false.
+            [Assert:        Payload Assert,    "assert",        Assert,           grad,   Syntax("assert!(cond)")]
+
+            // ---- made by the compiler (bookkeeping: not in `op_counts`)
+            /// No operands; the constant.
+            [Const:         Payload Const,     "const",         Value,            grad,   Internal]
+            /// One operand; the same value.
+            [Copy:          Plain Copy,        "copy",          Copy,             grad,   Internal]
+            /// No operands; the value of a shared static.
+            [LoadStatic:    Payload LoadStatic, "load_static",  Value,            grad,   Internal]
+            /// No operands; the value of a symbolic dimension, as `usize`.
+            [SymbolValue:   Payload SymbolValue, "symbol_value", Value,           grad,   Internal]
+        }
+    };
+}
+
+/// Calls `$callback! { rows }` with the rows of the builtins only: the
+/// operations written as a method or a function (see [`Builtin`](crate::Builtin)).
+#[macro_export]
+macro_rules! for_each_builtin {
+    ($callback:ident) => {
+        $crate::for_each_op! { @select builtin $callback () }
+    };
+}
+
+/// Row selection behind [`for_each_op!`]: walks the rows, keeps those that
+/// `$key` selects, then calls `$callback! { $prefix kept-rows }`.
+///
+/// Keys: `all`; `unary`, `binary`, `compare`, `reduce` (by IR group);
+/// `builtin` (methods and functions); `unary_operator`, `binary_operator`,
+/// `compare_operator`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __select {
+    // Every row was seen.
+    ($key:ident $callback:ident ($($prefix:tt)*) [$($kept:tt)*]) => {
+        $callback! { $($prefix)* $($kept)* }
+    };
+    (all $callback:ident ($($prefix:tt)*) [] $($rows:tt)*) => {
+        $callback! { $($prefix)* $($rows)* }
+    };
+    // By IR group.
+    (unary $callback:ident $prefix:tt [$($kept:tt)*]
+        $(#[$a:meta])* [$n:ident: Unary $($f:tt)*] $($rest:tt)*) => {
+        $crate::__select! { unary $callback $prefix [$($kept)* $(#[$a])* [$n: Unary $($f)*]] $($rest)* }
+    };
+    (binary $callback:ident $prefix:tt [$($kept:tt)*]
+        $(#[$a:meta])* [$n:ident: Binary $($f:tt)*] $($rest:tt)*) => {
+        $crate::__select! { binary $callback $prefix [$($kept)* $(#[$a])* [$n: Binary $($f)*]] $($rest)* }
+    };
+    (compare $callback:ident $prefix:tt [$($kept:tt)*]
+        $(#[$a:meta])* [$n:ident: Compare $($f:tt)*] $($rest:tt)*) => {
+        $crate::__select! { compare $callback $prefix [$($kept)* $(#[$a])* [$n: Compare $($f)*]] $($rest)* }
+    };
+    (reduce $callback:ident $prefix:tt [$($kept:tt)*]
+        $(#[$a:meta])* [$n:ident: Reduce $($f:tt)*] $($rest:tt)*) => {
+        $crate::__select! { reduce $callback $prefix [$($kept)* $(#[$a])* [$n: Reduce $($f)*]] $($rest)* }
+    };
+    // By spelling: the builtins (one rule per spelling, so that a row costs
+    // one level of recursion).
+    (builtin $callback:ident $prefix:tt [$($kept:tt)*]
+        $(#[$a:meta])* [$n:ident: $g:ident $o:ident, $ir:literal, $s:ident $({$($sa:tt)*})?, $grad:ident,
+            Method($user:literal)] $($rest:tt)*) => {
+        $crate::__select! { builtin $callback $prefix [$($kept)*
+            $(#[$a])* [$n: $g $o, $ir, $s $({$($sa)*})?, $grad, Method($user)]] $($rest)* }
+    };
+    (builtin $callback:ident $prefix:tt [$($kept:tt)*]
+        $(#[$a:meta])* [$n:ident: $g:ident $o:ident, $ir:literal, $s:ident $({$($sa:tt)*})?, $grad:ident,
+            Function($user:literal)] $($rest:tt)*) => {
+        $crate::__select! { builtin $callback $prefix [$($kept)*
+            $(#[$a])* [$n: $g $o, $ir, $s $({$($sa)*})?, $grad, Function($user)]] $($rest)* }
+    };
+    (builtin $callback:ident $prefix:tt [$($kept:tt)*]
+        $(#[$a:meta])* [$n:ident: $g:ident $o:ident, $ir:literal, $s:ident $({$($sa:tt)*})?, $grad:ident,
+            Both($user:literal)] $($rest:tt)*) => {
+        $crate::__select! { builtin $callback $prefix [$($kept)*
+            $(#[$a])* [$n: $g $o, $ir, $s $({$($sa)*})?, $grad, Both($user)]] $($rest)* }
+    };
+    // By spelling: the operators, by group.
+    (unary_operator $callback:ident $prefix:tt [$($kept:tt)*]
+        $(#[$a:meta])* [$n:ident: Unary $o:ident, $ir:literal, $s:ident, $grad:ident, Operator($user:literal)]
+        $($rest:tt)*) => {
+        $crate::__select! { unary_operator $callback $prefix
+            [$($kept)* $(#[$a])* [$n: Unary $o, $ir, $s, $grad, Operator($user)]] $($rest)* }
+    };
+    (binary_operator $callback:ident $prefix:tt [$($kept:tt)*]
+        $(#[$a:meta])* [$n:ident: Binary $o:ident, $ir:literal, $s:ident, $grad:ident, Operator($user:literal)]
+        $($rest:tt)*) => {
+        $crate::__select! { binary_operator $callback $prefix
+            [$($kept)* $(#[$a])* [$n: Binary $o, $ir, $s, $grad, Operator($user)]] $($rest)* }
+    };
+    (compare_operator $callback:ident $prefix:tt [$($kept:tt)*]
+        $(#[$a:meta])* [$n:ident: Compare $o:ident, $ir:literal, $s:ident, $grad:ident, Operator($user:literal)]
+        $($rest:tt)*) => {
+        $crate::__select! { compare_operator $callback $prefix
+            [$($kept)* $(#[$a])* [$n: Compare $o, $ir, $s, $grad, Operator($user)]] $($rest)* }
+    };
+    // Any other row is left out.
+    ($key:ident $callback:ident $prefix:tt [$($kept:tt)*] $(#[$a:meta])* [$($row:tt)*] $($rest:tt)*) => {
+        $crate::__select! { $key $callback $prefix [$($kept)*] $($rest)* }
+    };
+}
+
+/// `grad` / `nograd` of a row as a `bool`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __grad {
+    (grad) => {
+        true
+    };
+    (nograd) => {
+        false
+    };
+}
