@@ -460,6 +460,12 @@ fn emit_forward(plan: &Plan, b: &mut Builder, ops: &[Op], map: &mut HashMap<Var,
                 loc: *loc,
                 catch: *catch,
             },
+            Op::Fork { instances, loc, .. } => Op::Fork {
+                dsts: defs,
+                args,
+                instances: instances.clone(),
+                loc: *loc,
+            },
         };
         if let Op::Prim {
             dst: Some(dst),

@@ -31,6 +31,10 @@ pub(crate) fn adjoint(d: &mut Deriver, b: &mut Builder, op: &Op) -> DeriveResult
             loc,
             catch: false,
         } => call_adjoint(d, b, dsts, *callee, args, *loc),
+        Op::Fork { loc, .. } => derive_error(
+            "`join`, `map` and `pfor` cannot be differentiated yet",
+            *loc,
+        ),
     }
 }
 

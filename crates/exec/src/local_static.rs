@@ -474,6 +474,8 @@ impl Run<'_> {
                     };
                     self.call(frame, &call, rows, depth)?
                 }
+                // TODO(issue 12): instances in local-static.
+                Op::Fork { .. } => internal_error("local-static does not run forks yet"),
             }
         }
         if rows.is_empty() {

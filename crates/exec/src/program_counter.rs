@@ -281,6 +281,10 @@ impl<'a> Machine<'a> {
             return Ok(());
         }
         match &block.term {
+            // TODO(issue 12): instances in program-counter.
+            LoweredTerm::Fork(_) => {
+                crate::internal::internal_error("program-counter does not run forks yet")
+            }
             LoweredTerm::Jump(target) => self.waiting.push(*target, rows),
             LoweredTerm::Branch {
                 cond,

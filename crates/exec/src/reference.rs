@@ -23,6 +23,15 @@
 //!   A catching call that would overflow the stack is caught the same way.
 //! - **Counts.** An operation counts as executed by a member when the member
 //!   reaches it, even if it then faults.
+//! - **Instances.** A fork (`join`, `map`, `pfor`) runs its instances one
+//!   after the other, in order (a `join`'s calls left to right, a `map`'s
+//!   `k` ascending), each to completion before the next, exactly as calls:
+//!   an instance's depth is its parent's plus one, its blocks are the
+//!   member's steps, and its first error is the member's (or is caught by a
+//!   `catch` around the fork). At the fork the member's stream gives the
+//!   fork's key ([`MemberRng::fork`], four words); instance `k` draws from
+//!   the key's stream `k`, and the member's own stream comes back after the
+//!   last instance (or when an error unwinds past the fork).
 //!
 //! Calls do not use host recursion: each member has an explicit stack of
 //! frames, so a deep recursion in a program cannot overflow the host stack.
@@ -35,9 +44,14 @@
 use std::borrow::Cow;
 use std::time::Instant;
 
-use autobatch_ir::{Block, EntityRef, FuncId, Function, Loc, Op, Prim, Program, Terminator, Var};
-use autobatch_kernels::{eval, layout, Backend, Fault, MemberRng, PrimContext};
-use autobatch_types::{Data, MemberError, Tensor};
+use autobatch_ir::{
+    fork_calls, Block, EntityRef, FuncId, Function, InstanceArg, Instances, Loc, Op, Prim, Program,
+    Terminator, Var,
+};
+use autobatch_kernels::{
+    dim_length, eval, layout, Backend, Fault, ForkKey, MemberRng, PrimContext,
+};
+use autobatch_types::{Data, MemberError, Scalar, Tensor};
 
 use crate::batched::{concrete_shape, stack_overflow, step_limit, OpCounter, Watch};
 use crate::internal::internal_error;
@@ -161,6 +175,22 @@ struct Frame<'e> {
     /// The value of each variable of `function`; `None` before its first
     /// assignment and after its value was moved out by a last read.
     vars: Vec<Option<Held<'e>>>,
+    /// While the frame waits at a fork: which instance runs, and what the
+    /// finished ones gave.
+    fork: Option<Box<ForkState>>,
+}
+
+/// A fork in progress: its instances run one after the other, each in a
+/// frame pushed above the forking one, with its own random stream.
+struct ForkState {
+    key: ForkKey,
+    /// The instance running now.
+    next: usize,
+    total: usize,
+    /// The forking frame's stream, while an instance's is in use.
+    parent_rng: Option<MemberRng>,
+    /// For a `map`: per result, the finished instances' values in order.
+    elements: Vec<Vec<Tensor>>,
 }
 
 /// A call operation, with which of its arguments are read for the last
@@ -205,6 +235,7 @@ impl<'a> MemberRun<'a, '_> {
             block: Function::ENTRY,
             next_op: 0,
             vars,
+            fork: None,
         }];
         let mut rng = MemberRng::new(self.options.seed, member as u64);
         let mut ctx = PrimContext {
@@ -217,7 +248,7 @@ impl<'a> MemberRun<'a, '_> {
             match self.step(&mut stack, &mut ctx, env) {
                 Ok(None) => {}
                 Ok(Some(values)) => return Ok(values),
-                Err(error) => self.unwind(&mut stack, error, env)?,
+                Err(error) => self.unwind(&mut stack, error, env, ctx.rng)?,
             }
         }
     }
@@ -238,7 +269,7 @@ impl<'a> MemberRun<'a, '_> {
         let (f, b, op_index) = (frame.function.index(), frame.block.index(), frame.next_op);
         let block = &program.functions[frame.function].blocks[frame.block];
         let Some(op) = block.ops.get(op_index) else {
-            return self.terminate(stack, &block.term);
+            return self.terminate(stack, &block.term, ctx, env);
         };
         frame.next_op += 1;
         let last_reads = &plan.last_reads[f].ops[b][op_index];
@@ -281,8 +312,108 @@ impl<'a> MemberRun<'a, '_> {
                 };
                 self.call(stack, &call, env)?;
             }
+            Op::Fork {
+                dsts, instances, ..
+            } => {
+                let total = match instances {
+                    Instances::Join(calls) => calls.len(),
+                    Instances::Map { count, .. } => dim_length(&env.symbols, *count),
+                };
+                frame.fork = Some(Box::new(ForkState {
+                    key: ctx.rng.fork(),
+                    next: 0,
+                    total,
+                    parent_rng: None,
+                    elements: vec![Vec::new(); dsts.len()],
+                }));
+                self.next_instance(stack, ctx, env)?;
+            }
         }
         Ok(None)
+    }
+
+    /// Starts the next instance of the fork the top frame waits at, in a
+    /// frame of its own with its own stream, or, when every instance has
+    /// returned, gives the fork its results and the frame its stream back.
+    fn next_instance<'e>(
+        &mut self,
+        stack: &mut Vec<Frame<'e>>,
+        ctx: &mut PrimContext<'_>,
+        env: &'e Env,
+    ) -> Result<(), MemberError> {
+        let depth = stack.len();
+        let Some(frame) = stack.last_mut() else {
+            unreachable!("a fork is made from a frame")
+        };
+        let Some(
+            op @ Op::Fork {
+                dsts,
+                args,
+                instances,
+                loc,
+            },
+        ) = self.pending_op(frame)
+        else {
+            internal_error("a fork state on a frame that waits at no fork");
+        };
+        let Some(state) = frame.fork.as_deref_mut() else {
+            internal_error("a frame waits at a fork without its state");
+        };
+        let k = state.next;
+        if k == state.total {
+            if let Some(parent) = state.parent_rng.take() {
+                *ctx.rng = parent;
+            }
+            let elements = std::mem::take(&mut state.elements);
+            frame.fork = None;
+            if let Instances::Map { .. } = instances {
+                let function = &self.program.functions[frame.function];
+                for (dst, values) in op.call_results().iter().zip(elements) {
+                    let array = if values.is_empty() {
+                        let ty = &function.vars[*dst].ty;
+                        Tensor::zeros(ty.elem, concrete_shape(ty, &env.symbols))
+                    } else {
+                        layout::stack(&values.iter().collect::<Vec<_>>())
+                    };
+                    frame.vars[dst.index()] = Some(Cow::Owned(array));
+                }
+            }
+            return Ok(());
+        }
+        if depth >= self.options.max_stack_depth {
+            return Err(stack_overflow(self.options.max_stack_depth, *loc));
+        }
+        let calls = fork_calls(self.program, dsts, args, instances);
+        let call = &calls[if calls.len() == 1 { 0 } else { k }];
+        let callee = &self.program.functions[call.callee];
+        let mut vars = vec![None; callee.vars.len()];
+        for (arg, param) in call.args.iter().zip(&callee.params) {
+            let value = match arg {
+                InstanceArg::Whole(v) => read_value(&mut frame.vars, *v, false),
+                InstanceArg::Element(v) => {
+                    let at = Tensor::scalar(Scalar::Usize(k as u64));
+                    let element = layout::index(borrow(&frame.vars, *v), &at)
+                        .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
+                    Cow::Owned(element)
+                }
+                InstanceArg::Index => Cow::Owned(Tensor::scalar(Scalar::I64(k as i64))),
+            };
+            vars[param.index()] = Some(value);
+        }
+        let instance_rng = state.key.instance(k as u64);
+        let previous = std::mem::replace(&mut *ctx.rng, instance_rng);
+        if state.parent_rng.is_none() {
+            state.parent_rng = Some(previous);
+        }
+        self.enter_block(callee, Function::ENTRY)?;
+        stack.push(Frame {
+            function: call.callee,
+            block: Function::ENTRY,
+            next_op: 0,
+            vars,
+            fork: None,
+        });
+        Ok(())
     }
 
     /// A call from the top frame: a new frame for the callee with the
@@ -318,6 +449,7 @@ impl<'a> MemberRun<'a, '_> {
             block: Function::ENTRY,
             next_op: 0,
             vars,
+            fork: None,
         });
         Ok(())
     }
@@ -328,6 +460,8 @@ impl<'a> MemberRun<'a, '_> {
         &mut self,
         stack: &mut Vec<Frame<'e>>,
         term: &Terminator,
+        ctx: &mut PrimContext<'_>,
+        env: &'e Env,
     ) -> Result<Option<Vec<Tensor>>, MemberError> {
         let Some(frame) = stack.last_mut() else {
             unreachable!("the run returns when the stack empties")
@@ -346,7 +480,7 @@ impl<'a> MemberRun<'a, '_> {
                     *else_block
                 }
             }
-            Terminator::Return(returned) => return Ok(self.ret(stack, returned)),
+            Terminator::Return(returned) => return self.ret(stack, returned, ctx, env),
         };
         self.enter_block(function, target)?;
         frame.block = target;
@@ -356,8 +490,15 @@ impl<'a> MemberRun<'a, '_> {
 
     /// Returns the values `returned` from the top frame: into the results
     /// of the call its caller waits at (with `true` for a catching call),
+    /// into the fork its caller waits at (then the next instance starts),
     /// or, from the entry function, as the member's results.
-    fn ret<'e>(&self, stack: &mut Vec<Frame<'e>>, returned: &[Var]) -> Option<Vec<Tensor>> {
+    fn ret<'e>(
+        &mut self,
+        stack: &mut Vec<Frame<'e>>,
+        returned: &[Var],
+        ctx: &mut PrimContext<'_>,
+        env: &'e Env,
+    ) -> Result<Option<Vec<Tensor>>, MemberError> {
         let Some(frame) = stack.last_mut() else {
             unreachable!("the run returns when the stack empties")
         };
@@ -369,8 +510,35 @@ impl<'a> MemberRun<'a, '_> {
             .collect();
         stack.pop();
         let Some(caller) = stack.last_mut() else {
-            return Some(values.into_iter().map(Cow::into_owned).collect());
+            return Ok(Some(values.into_iter().map(Cow::into_owned).collect()));
         };
+        if let Some(Op::Fork {
+            dsts,
+            args,
+            instances,
+            ..
+        }) = self.pending_op(caller)
+        {
+            let Some(state) = caller.fork.as_deref_mut() else {
+                internal_error("a frame waits at a fork without its state");
+            };
+            match instances {
+                Instances::Join(_) => {
+                    let calls = fork_calls(self.program, dsts, args, instances);
+                    for (dst, value) in calls[state.next].dsts.iter().zip(values) {
+                        caller.vars[dst.index()] = Some(value);
+                    }
+                }
+                Instances::Map { .. } => {
+                    for (elements, value) in state.elements.iter_mut().zip(values) {
+                        elements.push(value.into_owned());
+                    }
+                }
+            }
+            state.next += 1;
+            self.next_instance(stack, ctx, env)?;
+            return Ok(None);
+        }
         let Some(call @ Op::Call { dsts, catch, .. }) = self.pending_op(caller) else {
             internal_error("a frame returned to an operation that is not a call");
         };
@@ -382,7 +550,7 @@ impl<'a> MemberRun<'a, '_> {
         for (dst, value) in call.call_results().iter().zip(values) {
             caller.vars[dst.index()] = Some(value);
         }
-        None
+        Ok(None)
     }
 
     /// After a catchable `error`, goes on after the innermost catching call
@@ -393,6 +561,7 @@ impl<'a> MemberRun<'a, '_> {
         stack: &mut Vec<Frame<'_>>,
         error: MemberError,
         env: &Env,
+        rng: &mut MemberRng,
     ) -> Result<(), MemberError> {
         if !error.kind.is_catchable() {
             return Err(error);
@@ -408,6 +577,14 @@ impl<'a> MemberRun<'a, '_> {
         let Some(i) = catching else {
             return Err(error);
         };
+        // Forks abandoned by the unwinding: the outermost gives the stream
+        // back to the frames that go on.
+        if let Some(parent) = stack[i + 1..]
+            .iter_mut()
+            .find_map(|f| f.fork.as_mut().and_then(|state| state.parent_rng.take()))
+        {
+            *rng = parent;
+        }
         stack.truncate(i + 1);
         self.recover_at(&mut stack[i], env);
         Ok(())

@@ -188,36 +188,175 @@ pub enum Op {
         loc: Loc,
         catch: bool,
     },
+    /// `dsts = join(...)`, `map(...)` or `pfor(...)`: calls that run as
+    /// concurrent **instances** of the member ([`Instances`] says which
+    /// calls, with which of `args`). The meaning is the sequential
+    /// evaluation: the instances in order, each run to completion before
+    /// the next; the member's error is the first one that evaluation meets.
+    /// Instance `k` draws from its own random stream, derived from the
+    /// member's stream at the fork and `k`.
+    Fork {
+        dsts: Vec<Var>,
+        args: Vec<Var>,
+        instances: Instances,
+        loc: Loc,
+    },
+}
+
+/// The instances of an [`Op::Fork`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Instances {
+    /// `join(f(a), g(b, c))`: one instance per call, in order; each call
+    /// takes the next `args` of the fork in order (`a`, then `b, c`), and
+    /// `dsts` are the calls' results, concatenated.
+    Join(Vec<JoinCall>),
+    /// `map(f, xs, extra..)` and `pfor::<N>(g, extra..)`: `count` instances
+    /// of `callee`. Instance `k` passes, in order: `k` as `i64` if `index`;
+    /// element `k` of each of the first `each` arguments (arrays of length
+    /// `count`); the other arguments whole. `dsts[j]` is the array (of
+    /// length `count`) of the callee's `j`-th result.
+    Map {
+        callee: FuncId,
+        count: Dim,
+        index: bool,
+        each: usize,
+    },
+}
+
+/// One call of a [`Instances::Join`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct JoinCall {
+    pub callee: FuncId,
+    /// How many of the fork's arguments the call takes.
+    pub args: usize,
+}
+
+/// One instance of a fork, as a call: its callee, and how it gets each
+/// parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceCall<'a> {
+    pub callee: FuncId,
+    pub args: Vec<InstanceArg>,
+    /// The fork's destinations this instance's results go to (for `map`, an
+    /// element of each).
+    pub dsts: &'a [Var],
+}
+
+/// How an instance gets one parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstanceArg {
+    /// The variable itself.
+    Whole(Var),
+    /// Element `k` of the variable (an array of the fork's count).
+    Element(Var),
+    /// `k` as an `i64`.
+    Index,
+}
+
+impl Instances {
+    /// The callees, once per call of a `join`, once for a `map`.
+    pub fn callees(&self) -> Vec<FuncId> {
+        match self {
+            Instances::Join(calls) => calls.iter().map(|c| c.callee).collect(),
+            Instances::Map { callee, .. } => vec![*callee],
+        }
+    }
 }
 
 impl Op {
     pub fn loc(&self) -> Loc {
         match self {
-            Op::Prim { loc, .. } | Op::Call { loc, .. } => *loc,
+            Op::Prim { loc, .. } | Op::Call { loc, .. } | Op::Fork { loc, .. } => *loc,
         }
     }
     /// The variables this operation reads.
     pub fn uses(&self) -> &[Var] {
         match self {
-            Op::Prim { args, .. } | Op::Call { args, .. } => args,
+            Op::Prim { args, .. } | Op::Call { args, .. } | Op::Fork { args, .. } => args,
         }
     }
-    /// The variables that receive a call's results: all of `dsts`, or
-    /// `dsts[1..]` for a catching call. Empty for a primitive.
+    /// The variables that receive a call's or fork's results: all of
+    /// `dsts`, or `dsts[1..]` for a catching call. Empty for a primitive.
     pub fn call_results(&self) -> &[Var] {
         match self {
             Op::Prim { .. } => &[],
             Op::Call {
                 dsts, catch: true, ..
             } => &dsts[1..],
-            Op::Call { dsts, .. } => dsts,
+            Op::Call { dsts, .. } | Op::Fork { dsts, .. } => dsts,
         }
     }
     /// The variables this operation writes.
     pub fn defs(&self) -> &[Var] {
         match self {
             Op::Prim { dst, .. } => dst.as_slice(),
-            Op::Call { dsts, .. } => dsts,
+            Op::Call { dsts, .. } | Op::Fork { dsts, .. } => dsts,
+        }
+    }
+    /// The functions this operation calls (a call's callee, a fork's callees).
+    pub fn callees(&self) -> Vec<FuncId> {
+        match self {
+            Op::Prim { .. } => Vec::new(),
+            Op::Call { callee, .. } => vec![*callee],
+            Op::Fork { instances, .. } => instances.callees(),
+        }
+    }
+}
+
+/// The instances of a fork one by one: the calls of a `join` in order, or a
+/// `map`'s one call (the same for every `k`). `program` gives the callees'
+/// result counts (to split a `join`'s destinations).
+pub fn fork_calls<'a>(
+    program: &Program,
+    dsts: &'a [Var],
+    args: &[Var],
+    instances: &Instances,
+) -> Vec<InstanceCall<'a>> {
+    match instances {
+        Instances::Join(calls) => {
+            let (mut next_arg, mut next_dst) = (0, 0);
+            calls
+                .iter()
+                .map(|call| {
+                    let results = program
+                        .functions
+                        .get(call.callee)
+                        .map_or(0, |f| f.results.len());
+                    let taken = args.get(next_arg..next_arg + call.args).unwrap_or(&[]);
+                    let dst_end = (next_dst + results).min(dsts.len());
+                    let out = InstanceCall {
+                        callee: call.callee,
+                        args: taken.iter().map(|a| InstanceArg::Whole(*a)).collect(),
+                        dsts: &dsts[next_dst.min(dst_end)..dst_end],
+                    };
+                    next_arg += call.args;
+                    next_dst = dst_end;
+                    out
+                })
+                .collect()
+        }
+        Instances::Map {
+            callee,
+            index,
+            each,
+            ..
+        } => {
+            let mut passed = Vec::with_capacity(args.len() + 1);
+            if *index {
+                passed.push(InstanceArg::Index);
+            }
+            for (i, a) in args.iter().enumerate() {
+                passed.push(if i < *each {
+                    InstanceArg::Element(*a)
+                } else {
+                    InstanceArg::Whole(*a)
+                });
+            }
+            vec![InstanceCall {
+                callee: *callee,
+                args: passed,
+                dsts,
+            }]
         }
     }
 }

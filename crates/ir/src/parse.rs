@@ -16,8 +16,8 @@
 use std::fmt;
 
 use crate::{
-    Block, BlockData, EntityRef, EntityVec, FuncId, Function, Op, Param, Prim, Program, StaticDecl,
-    StaticId, Terminator, Var, VarData,
+    Block, BlockData, EntityRef, EntityVec, FuncId, Function, Instances, JoinCall, Op, Param, Prim,
+    Program, StaticDecl, StaticId, Terminator, Var, VarData,
 };
 use autobatch_types::{Dim, Loc, Scalar, ScalarType, SymbolId, TensorType, Type};
 
@@ -606,6 +606,12 @@ impl<'a> Reader<'a> {
         if catch || line.eat("call ") {
             return self.call(id, line, Destinations { dsts, catch, loc });
         }
+        if line.eat("join ") {
+            return self.join(id, line, dsts, loc);
+        }
+        if line.eat("map.") {
+            return self.map(id, line, dsts, loc);
+        }
         let dst = match &dsts[..] {
             [] => None,
             [one] => Some(*one),
@@ -641,21 +647,91 @@ impl<'a> Reader<'a> {
 
     /// `call f1 name(v0, v1)` after the destinations and `call `.
     fn call(&mut self, id: FuncId, mut line: Cursor<'a>, head: Destinations) -> Parsed<Op> {
-        let at = line;
-        let callee = FuncId(line.entity("f")?);
-        line.expect(" ")?;
-        let name = line.take_until(&['(']);
-        line.expect("(")?;
+        let callee = self.callee(&mut line)?;
         let args = self.var_list(id, &mut line)?;
         line.expect(")")?;
         line.expect_end()?;
-        self.callees.push(CalleeRef { at, callee, name });
         Ok(Op::Call {
             dsts: head.dsts,
             callee,
             args,
             loc: head.loc,
             catch: head.catch,
+        })
+    }
+
+    /// `f1 name(` of a call or an instance: the callee, checked later
+    /// against the program's functions.
+    fn callee(&mut self, line: &mut Cursor<'a>) -> Parsed<FuncId> {
+        let at = *line;
+        let callee = FuncId(line.entity("f")?);
+        line.expect(" ")?;
+        let name = line.take_until(&['(']);
+        line.expect("(")?;
+        self.callees.push(CalleeRef { at, callee, name });
+        Ok(callee)
+    }
+
+    /// `join f1 a(v0), f2 b(v1, v2)` after the destinations and `join `.
+    fn join(&mut self, id: FuncId, mut line: Cursor<'a>, dsts: Vec<Var>, loc: Loc) -> Parsed<Op> {
+        let (mut calls, mut args) = (Vec::new(), Vec::new());
+        loop {
+            let callee = self.callee(&mut line)?;
+            let taken = self.var_list(id, &mut line)?;
+            line.expect(")")?;
+            calls.push(JoinCall {
+                callee,
+                args: taken.len(),
+            });
+            args.extend(taken);
+            if !line.eat(", ") {
+                break;
+            }
+        }
+        line.expect_end()?;
+        Ok(Op::Fork {
+            dsts,
+            args,
+            instances: Instances::Join(calls),
+            loc,
+        })
+    }
+
+    /// `map.4 f1 g(index, each v0, v2)` after the destinations and `map.`:
+    /// `index` first if present, then the `each` arguments, then the others.
+    fn map(&mut self, id: FuncId, mut line: Cursor<'a>, dsts: Vec<Var>, loc: Loc) -> Parsed<Op> {
+        let count = self.fill_length(&mut line)?;
+        line.expect(" ")?;
+        let callee = self.callee(&mut line)?;
+        let index = line.eat("index");
+        let (mut args, mut each) = (Vec::new(), 0);
+        if !index || line.eat(", ") {
+            while line.peek() != Some(')') {
+                let at = line;
+                if line.eat("each ") {
+                    if each != args.len() {
+                        return Err(at.error("`each` arguments come before the others"));
+                    }
+                    each += 1;
+                }
+                args.push(self.var(id, &mut line)?);
+                if !line.eat(", ") {
+                    break;
+                }
+            }
+        }
+        line.expect(")")?;
+        line.expect_end()?;
+        Ok(Op::Fork {
+            dsts,
+            args,
+            instances: Instances::Map {
+                callee,
+                count,
+                index,
+                each,
+            },
+            loc,
         })
     }
 

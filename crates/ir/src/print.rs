@@ -28,7 +28,7 @@
 use std::fmt::{self, Write};
 
 use crate::{Function, Op, Program, Terminator};
-use autobatch_types::{TensorType, Type};
+use autobatch_types::{Dim, TensorType, Type};
 
 /// The text of a whole program.
 pub fn program_to_string(program: &Program) -> String {
@@ -199,6 +199,76 @@ pub fn write_op(out: &mut impl Write, program: &Program, op: &Op) -> fmt::Result
                 .unwrap_or("?");
             let call = if *catch { "catch call" } else { "call" };
             write!(out, "{call} {callee} {name}({})  @{loc}", list(args))
+        }
+        Op::Fork {
+            dsts,
+            args,
+            instances,
+            loc,
+        } => {
+            if !dsts.is_empty() {
+                write!(out, "{} = ", list(dsts))?;
+            }
+            write_fork(out, program, args, instances)?;
+            write!(out, "  @{loc}")
+        }
+    }
+}
+
+/// `join f1 a(v0), f2 b(v1, v2)` or `map.4 f1 g(index, each v0, v2)`.
+fn write_fork(
+    out: &mut impl Write,
+    program: &Program,
+    args: &[crate::Var],
+    instances: &crate::Instances,
+) -> fmt::Result {
+    let name = |f: crate::FuncId| {
+        program
+            .functions
+            .get(f)
+            .map(|f| f.name.as_str())
+            .unwrap_or("?")
+    };
+    match instances {
+        crate::Instances::Join(calls) => {
+            write!(out, "join")?;
+            let mut next = 0;
+            for (i, call) in calls.iter().enumerate() {
+                let taken = args.get(next..next + call.args).unwrap_or(&[]);
+                next += call.args;
+                let sep = if i == 0 { " " } else { ", " };
+                write!(
+                    out,
+                    "{sep}{} {}({})",
+                    call.callee,
+                    name(call.callee),
+                    list(taken)
+                )?;
+            }
+            Ok(())
+        }
+        crate::Instances::Map {
+            callee,
+            count,
+            index,
+            each,
+        } => {
+            match count {
+                Dim::Fixed(n) => write!(out, "map.{n}")?,
+                Dim::Symbolic(s) => write!(out, "map.sym{}", s.0)?,
+            }
+            let mut parts: Vec<String> = Vec::new();
+            if *index {
+                parts.push("index".into());
+            }
+            for (i, a) in args.iter().enumerate() {
+                parts.push(if i < *each {
+                    format!("each {a}")
+                } else {
+                    a.to_string()
+                });
+            }
+            write!(out, " {callee} {}({})", name(*callee), parts.join(", "))
         }
     }
 }

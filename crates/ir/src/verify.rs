@@ -13,6 +13,11 @@
 //! 5. Every call passes as many variables as the callee has parameters, of the
 //!    same types, and receives the callee's results into variables of the
 //!    same types, none named twice (after a `bool` flag for a catching call).
+//!    A fork's instances are calls in the same sense: each `join` call takes
+//!    its arguments in order and the results are the calls' results in
+//!    order; a `map` of count `N` passes `k: i64` first if it has an index,
+//!    then element `k` of each `each` argument (`[T; N]` for a parameter
+//!    `T`), then the others whole, and receives `[R; N]` for each result `R`.
 //! 6. A branch condition is a `bool` scalar; a return returns variables of
 //!    the function's result types.
 //! 7. Every variable is assigned on every path from the entry before it is
@@ -213,6 +218,12 @@ fn check_op(program: &Program, f: &Function, op: &Op, err: &mut dyn FnMut(String
                 ));
             }
         }
+        Op::Fork {
+            dsts,
+            args,
+            instances,
+            ..
+        } => check_fork(program, f, dsts, args, instances, err),
     }
 }
 
@@ -319,5 +330,90 @@ fn check_definite_assignment(f: &Function, errors: &mut Vec<VerifyError>) {
                 report(*u);
             }
         }
+    }
+}
+
+/// Invariant 5 for a fork: each instance is a well-typed call.
+fn check_fork(
+    program: &Program,
+    f: &Function,
+    dsts: &[Var],
+    args: &[Var],
+    instances: &crate::Instances,
+    err: &mut dyn FnMut(String),
+) {
+    use crate::{InstanceArg, Instances};
+    let count = match instances {
+        Instances::Map { count, .. } => Some(*count),
+        Instances::Join(calls) => {
+            let taken: usize = calls.iter().map(|c| c.args).sum();
+            if taken != args.len() || calls.len() < 2 {
+                err("join: needs two calls or more that take all its arguments".into());
+                return;
+            }
+            None
+        }
+    };
+    if let (Some(Dim::Symbolic(s)), Instances::Map { .. }) = (count, instances) {
+        if s.0 as usize >= program.symbols.len() {
+            err(format!("unknown symbol sym{}", s.0));
+            return;
+        }
+    }
+    let element = |t: &TensorType| -> Option<TensorType> {
+        (t.dims.first().copied() == count).then(|| TensorType {
+            elem: t.elem,
+            dims: t.dims[1..].to_vec(),
+        })
+    };
+    let mut received = 0;
+    for call in crate::fork_calls(program, dsts, args, instances) {
+        let Some(g) = program.functions.get(call.callee) else {
+            err(format!("callee {} does not exist", call.callee));
+            return;
+        };
+        let passed: Vec<Option<TensorType>> = call
+            .args
+            .iter()
+            .map(|a| match a {
+                InstanceArg::Whole(v) => Some(f.vars[*v].ty.clone()),
+                InstanceArg::Element(v) => element(&f.vars[*v].ty),
+                InstanceArg::Index => Some(TensorType::scalar(autobatch_types::ScalarType::I64)),
+            })
+            .collect();
+        let params: Vec<Option<TensorType>> = g
+            .params
+            .iter()
+            .map(|p| g.vars.get(*p).map(|d| d.ty.clone()))
+            .collect();
+        if passed != params {
+            err(format!(
+                "instance of {}: arguments do not match its parameters",
+                g.name
+            ));
+        }
+        let expected: Vec<TensorType> = match count {
+            None => g.results.clone(),
+            Some(n) => g
+                .results
+                .iter()
+                .map(|r| TensorType {
+                    elem: r.elem,
+                    dims: std::iter::once(n).chain(r.dims.iter().copied()).collect(),
+                })
+                .collect(),
+        };
+        let got: Vec<&TensorType> = call.dsts.iter().map(|d| &f.vars[*d].ty).collect();
+        if got.len() != expected.len() || got.iter().zip(&expected).any(|(a, b)| *a != b) {
+            err(format!(
+                "instance of {}: result variables do not match its results",
+                g.name
+            ));
+        }
+        received += call.dsts.len();
+    }
+    let unique: HashSet<&Var> = dsts.iter().collect();
+    if received != dsts.len() || unique.len() != dsts.len() {
+        err("fork: result variables are not one per result, each once".into());
     }
 }

@@ -69,7 +69,7 @@ pub mod scalar;
 pub mod vmath;
 
 pub use backend::{Backend, Cpu};
-pub use rng::MemberRng;
+pub use rng::{ForkKey, MemberRng};
 
 /// An error that stops the member that executed the primitive. The executor
 /// adds where in the source it happened.

@@ -29,6 +29,20 @@ impl MemberRng {
         MemberRng { stream }
     }
 
+    /// The stream of instance `k` of a fork (`join`, `map`, `pfor`), as
+    /// JAX splits a key: the forking stream draws four words, which become
+    /// the ChaCha8 key of the fork, and instance `k` takes that key's stream
+    /// number `k`. The forking stream advances by four words at every fork,
+    /// whether or not an instance draws; [`ForkKey::instance`] gives the
+    /// instances' streams.
+    pub fn fork(&mut self) -> ForkKey {
+        let mut key = [0u8; 32];
+        for chunk in key.chunks_exact_mut(8) {
+            chunk.copy_from_slice(&self.stream.next_u64().to_le_bytes());
+        }
+        ForkKey { key }
+    }
+
     /// A draw from U\[0, 1): the top 53 bits of one 64-bit word, scaled, so
     /// every value is a multiple of 2^-53 and 1.0 is never drawn.
     #[inline]
@@ -84,6 +98,21 @@ impl MemberRng {
         for o in out {
             *o = F::from_f64(self.normal());
         }
+    }
+}
+
+/// The key a fork drew from its parent's stream (see [`MemberRng::fork`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForkKey {
+    key: [u8; 32],
+}
+
+impl ForkKey {
+    /// The stream of instance `k`.
+    pub fn instance(&self, k: u64) -> MemberRng {
+        let mut stream = ChaCha8Rng::from_seed(self.key);
+        stream.set_stream(k);
+        MemberRng { stream }
     }
 }
 
@@ -294,5 +323,33 @@ mod tests {
         let narrow: Vec<f32> = a.normal_vec(5);
         let wide: Vec<f64> = b.normal_vec(5);
         assert_eq!(narrow, wide.iter().map(|&x| x as f32).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_fork_takes_four_words_and_gives_each_instance_its_own_stream() {
+        let mut parent = MemberRng::new(7, 2);
+        let mut twin = MemberRng::new(7, 2);
+        let key = parent.fork();
+        let words: Vec<u64> = (0..4).map(|_| twin.stream.next_u64()).collect();
+        let mut bytes = [0u8; 32];
+        for (chunk, w) in bytes.chunks_exact_mut(8).zip(&words) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        assert_eq!(key, ForkKey { key: bytes });
+        // The parent goes on after the four words, whatever the instances do.
+        assert_eq!(parent.uniform(), twin.uniform());
+        // Instance k is the key's stream k: distinct, and reproducible.
+        let draws: Vec<f64> = (0..3).map(|k| key.instance(k).uniform()).collect();
+        assert_ne!(draws[0], draws[1]);
+        assert_ne!(draws[1], draws[2]);
+        assert_eq!(draws[1], key.instance(1).uniform());
+        let mut direct = ChaCha8Rng::from_seed(bytes);
+        direct.set_stream(2);
+        assert_eq!(
+            draws[2],
+            (direct.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        );
+        // Two forks of one stream differ.
+        assert_ne!(parent.fork(), key);
     }
 }

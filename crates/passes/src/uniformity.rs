@@ -69,7 +69,7 @@ impl Invariance {
             let mut called = vec![false; program.functions.len()];
             for f in program.functions.values() {
                 for op in f.blocks.values().flat_map(|b| &b.ops) {
-                    if let Op::Call { callee, .. } = op {
+                    for callee in op.callees() {
                         called[callee.index()] = true;
                     }
                 }
@@ -122,6 +122,16 @@ impl Invariance {
                                         && single_return_var(g, k)
                                             .is_some_and(|v| invariant[callee.index()][v.index()]);
                                     if !returns_invariant && invariant[fid.index()][d.index()] {
+                                        invariant[fid.index()][d.index()] = false;
+                                        changed = true;
+                                    }
+                                }
+                            }
+                            // What instances give depends on their own
+                            // random streams and faults: never invariant.
+                            Op::Fork { dsts, .. } => {
+                                for d in dsts {
+                                    if invariant[fid.index()][d.index()] {
                                         invariant[fid.index()][d.index()] = false;
                                         changed = true;
                                     }

@@ -145,7 +145,9 @@ impl OpCounter {
                                 autobatch_ir::Op::Prim { prim, loc, .. } => {
                                     counter.register(prim, *loc)
                                 }
-                                autobatch_ir::Op::Call { .. } => None,
+                                autobatch_ir::Op::Call { .. } | autobatch_ir::Op::Fork { .. } => {
+                                    None
+                                }
                             })
                             .collect()
                     })

@@ -135,6 +135,49 @@ pub enum LoweredTerm {
     },
     /// Pop the program-counter stack; an empty stack means the member is done.
     Return,
+    /// Start the instances of a `join`, `map` or `pfor` as new lanes and
+    /// wait; when the last instance has returned, go on at `then` with the
+    /// results in the fork's destinations. The instances run in rows of
+    /// their own, so nothing of the forking lane needs saving.
+    Fork(Box<LoweredFork>),
+}
+
+/// The instances of a fork in explicit-stack form.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoweredFork {
+    /// A `join`'s calls in order, or a `map`'s one call.
+    pub calls: Vec<LoweredInstance>,
+    /// A `map`'s number of instances (every one runs `calls[0]`); `None`
+    /// for a `join`.
+    pub count: Option<autobatch_ir::Dim>,
+    /// Where the forking lane goes on once every instance has returned.
+    pub then: PcBlock,
+    pub loc: Loc,
+}
+
+/// One call of a fork: where an instance starts, what it receives and
+/// where its results go.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoweredInstance {
+    pub callee: FuncId,
+    /// The callee's entry block.
+    pub target: PcBlock,
+    /// Each parameter of the callee and what the forking lane passes to it.
+    pub params: Vec<(GlobalVar, LoweredArg)>,
+    /// Each result register of the callee and the forking lane's
+    /// destination it goes to (for a `map`, element `k` of it).
+    pub results: Vec<(GlobalVar, GlobalVar)>,
+}
+
+/// What a forking lane passes to one parameter of an instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoweredArg {
+    /// The variable's value.
+    Whole(GlobalVar),
+    /// Element `k` of the variable, for instance `k`.
+    Element(GlobalVar),
+    /// `k` as an `i64`.
+    Index,
 }
 
 #[derive(Clone, Debug)]
@@ -234,6 +277,7 @@ pub fn lower_to_stack(program: &Program, invariance: &Invariance) -> LoweredProg
         });
     }
     let mut lowering = BlockLowering {
+        program,
         reach: &reach,
         global_of: &global_of,
         result_registers: &result_registers,
@@ -312,6 +356,14 @@ fn storage_classes(
         }
         let after = live.live_after_ops(f, b);
         for (i, op) in block.ops.iter().enumerate() {
+            if let Op::Fork { dsts, .. } = op {
+                // The fork ends the block; its instances run in rows of
+                // their own and overwrite nothing of this activation.
+                for v in after[i].iter().chain(dsts.iter().copied()) {
+                    at_least(v, VarClass::Register);
+                }
+                continue;
+            }
             let Op::Call {
                 dsts,
                 callee,
@@ -396,6 +448,7 @@ fn number_blocks(program: &Program) -> Vec<Vec<PcBlock>> {
 
 /// Cuts IR blocks into lowered blocks, in the order [`number_blocks`] gave.
 struct BlockLowering<'a> {
+    program: &'a Program,
     reach: &'a [Vec<bool>],
     global_of: &'a [Vec<GlobalVar>],
     result_registers: &'a [Vec<GlobalVar>],
@@ -434,6 +487,9 @@ impl BlockLowering<'_> {
                 }),
                 Op::Call { .. } => {
                     current = self.lower_call(fid, b, op, &after[i], current);
+                }
+                Op::Fork { .. } => {
+                    current = self.lower_fork(fid, b, op, current);
                 }
             }
         }
@@ -540,6 +596,72 @@ impl BlockLowering<'_> {
         continuation_template(fid, b, *loc)
     }
 
+    /// Ends `current` with the fork `op` and gives the block where the
+    /// forking lane goes on once its instances have returned.
+    fn lower_fork(
+        &mut self,
+        fid: FuncId,
+        b: Block,
+        op: &Op,
+        mut current: LoweredBlock,
+    ) -> LoweredBlock {
+        let Op::Fork {
+            dsts,
+            args,
+            instances,
+            loc,
+        } = op
+        else {
+            unreachable!("lower_fork is given forks")
+        };
+        let count = match instances {
+            autobatch_ir::Instances::Map { count, .. } => Some(*count),
+            autobatch_ir::Instances::Join(_) => None,
+        };
+        let calls = autobatch_ir::fork_calls(self.program, dsts, args, instances)
+            .into_iter()
+            .map(|call| {
+                let callee = &self.functions[call.callee];
+                let params = callee
+                    .params
+                    .iter()
+                    .zip(&call.args)
+                    .map(|(p, a)| {
+                        let passed = match a {
+                            autobatch_ir::InstanceArg::Whole(v) => {
+                                LoweredArg::Whole(self.global(fid, *v))
+                            }
+                            autobatch_ir::InstanceArg::Element(v) => {
+                                LoweredArg::Element(self.global(fid, *v))
+                            }
+                            autobatch_ir::InstanceArg::Index => LoweredArg::Index,
+                        };
+                        (*p, passed)
+                    })
+                    .collect();
+                let results = self.result_registers[call.callee.index()]
+                    .iter()
+                    .zip(call.dsts)
+                    .map(|(r, d)| (*r, self.global(fid, *d)))
+                    .collect();
+                LoweredInstance {
+                    callee: call.callee,
+                    target: callee.entry,
+                    params,
+                    results,
+                }
+            })
+            .collect();
+        current.term = LoweredTerm::Fork(Box::new(LoweredFork {
+            calls,
+            count,
+            then: PcBlock::new(self.blocks.len() + 1),
+            loc: *loc,
+        }));
+        self.blocks.push(current);
+        continuation_template(fid, b, *loc)
+    }
+
     /// Copies the arguments into the callee's parameters. In a self call an
     /// argument may read a parameter that an earlier copy overwrites
     /// (`f(b, a)`): then the copies go through temporaries.
@@ -640,6 +762,12 @@ fn continuations_last(program: &mut LoweredProgram) {
                 }
             }
             LoweredTerm::Return => {}
+            LoweredTerm::Fork(fork) => {
+                renumber(&mut fork.then);
+                for call in &mut fork.calls {
+                    renumber(&mut call.target);
+                }
+            }
         }
         program.blocks.push(block);
     }
@@ -656,6 +784,7 @@ fn blocks_after(op: &Op) -> usize {
         Op::Prim { .. } => 0,
         Op::Call { catch: false, .. } => 1,
         Op::Call { catch: true, .. } => 3,
+        Op::Fork { .. } => 1,
     }
 }
 
@@ -973,7 +1102,50 @@ pub fn lowered_to_string(program: &Program, lowered: &LoweredProgram) -> String 
                 )
             }
             LoweredTerm::Return => writeln!(out, "  return"),
+            LoweredTerm::Fork(fork) => writeln!(out, "  {}", fork_text(fork)),
         };
     }
     out
+}
+
+/// `fork.4 f1 pc3(x2 <- each x0, x3 <- index) -> (x7 <- x4), then pc9  @l:c`.
+fn fork_text(fork: &LoweredFork) -> String {
+    let count = match fork.count {
+        None => String::new(),
+        Some(autobatch_ir::Dim::Fixed(n)) => format!(".{n}"),
+        Some(autobatch_ir::Dim::Symbolic(s)) => format!(".sym{}", s.0),
+    };
+    let calls: Vec<String> = fork
+        .calls
+        .iter()
+        .map(|c| {
+            let params: Vec<String> = c
+                .params
+                .iter()
+                .map(|(p, a)| match a {
+                    LoweredArg::Whole(v) => format!("{p} <- {v}"),
+                    LoweredArg::Element(v) => format!("{p} <- each {v}"),
+                    LoweredArg::Index => format!("{p} <- index"),
+                })
+                .collect();
+            let results: Vec<String> = c
+                .results
+                .iter()
+                .map(|(r, d)| format!("{d} <- {r}"))
+                .collect();
+            format!(
+                "{} {}({}) -> ({})",
+                c.callee,
+                c.target,
+                params.join(", "),
+                results.join(", ")
+            )
+        })
+        .collect();
+    format!(
+        "fork{count} {}, then {}  @{}",
+        calls.join(", "),
+        fork.then,
+        fork.loc
+    )
 }

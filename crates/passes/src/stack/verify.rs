@@ -31,6 +31,11 @@
 //!    blocks stay inside the function; `push_jump` targets the entry of its
 //!    callee. A catching call's recovery block starts with the stacks as the
 //!    call found them and none of the callee's results.
+//! 6. **Forks.** Each instance starts at its callee's entry, with every
+//!    parameter of the callee given and every result register taken; what
+//!    the fork passes is valid in this activation. Instances run in rows of
+//!    their own, so a fork overwrites nothing of the forking activation and
+//!    leaves its stacks as they were.
 //!
 //! A violation is a compiler bug, never the user's fault.
 
@@ -39,7 +44,9 @@ use std::fmt;
 
 use autobatch_ir::{EntityRef, EntityVec, FuncId};
 
-use super::{GlobalVar, LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass};
+use super::{
+    GlobalVar, LoweredArg, LoweredFork, LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass,
+};
 
 /// A broken invariant of the explicit-stack form.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -369,6 +376,51 @@ impl<'a> FunctionCheck<'a> {
             LoweredTerm::Return => {
                 self.check_return(pc, &state);
                 Vec::new()
+            }
+            LoweredTerm::Fork(fork) => {
+                self.check_fork(pc, &state, fork);
+                // The instances run in rows of their own: nothing of this
+                // activation is overwritten, and the destinations are set.
+                for call in &fork.calls {
+                    for (_, d) in &call.results {
+                        state.valid.insert(*d);
+                    }
+                }
+                vec![(fork.then, state)]
+            }
+        }
+    }
+
+    /// A fork reads what it passes from this activation, and each instance
+    /// starts at its callee's entry with every parameter given and every
+    /// result taken.
+    fn check_fork(&mut self, pc: PcBlock, state: &State, fork: &LoweredFork) {
+        for call in &fork.calls {
+            let function = &self.program.functions[call.callee];
+            if call.target != function.entry {
+                self.error(
+                    pc,
+                    format!(
+                        "fork to {}, not the entry {} of {}",
+                        call.target, function.entry, function.name
+                    ),
+                );
+            }
+            let params: Vec<GlobalVar> = call.params.iter().map(|(p, _)| *p).collect();
+            let results: Vec<GlobalVar> = call.results.iter().map(|(r, _)| *r).collect();
+            if params != function.params || results != function.results {
+                self.error(
+                    pc,
+                    format!(
+                        "fork: the parameters or results of {} do not match",
+                        function.name
+                    ),
+                );
+            }
+            for (_, arg) in &call.params {
+                if let LoweredArg::Whole(v) | LoweredArg::Element(v) = arg {
+                    self.check_read(pc, state, *v, "the fork's arguments");
+                }
             }
         }
     }
