@@ -2,7 +2,8 @@
 //!
 //! Run once every body is checked: for each `grad(f, x)` of the module, `f`
 //! and every function it calls must be free of `while`, `loop`, `break`,
-//! random draws, nested `grad`, recursion, and `for` loops whose bounds
+//! random draws, nested `grad`, instances (`join`, `map`, `pfor`: not yet),
+//! recursion, and `for` loops whose bounds
 //! depend on the differentiated parameter. That dependence is followed
 //! through every value (integers, casts, indices, tuples), through
 //! assignments made under a condition that depends on it, and into called
@@ -131,10 +132,11 @@ impl Checker<'_> {
         }
         stack.push(f);
         let mut calls = Vec::new();
-        visit_block(&self.module.functions[f].body, &mut |e| {
-            if let ExprKind::Call { function, .. } = &e.kind {
-                calls.push((*function, e.loc));
+        visit_block(&self.module.functions[f].body, &mut |e| match &e.kind {
+            ExprKind::Call { function, .. } | ExprKind::Map { function, .. } => {
+                calls.push((*function, e.loc))
             }
+            _ => {}
         });
         for (callee, loc) in calls {
             if stack.contains(&callee) {
@@ -222,6 +224,28 @@ impl Checker<'_> {
                 self.function(*function, mask)?;
                 any
             }
+            ExprKind::Join { calls } => {
+                let mut t = false;
+                for c in calls {
+                    t |= self.expr(w, c)?;
+                }
+                t
+            }
+            ExprKind::Map {
+                function,
+                indexed,
+                args,
+                ..
+            } => {
+                // The index of `pfor` does not depend on the differentiated value.
+                let mut mask = vec![false; usize::from(*indexed)];
+                for a in args {
+                    mask.push(self.expr(w, a)?);
+                }
+                let any = mask.iter().any(|t| *t);
+                self.function(*function, mask)?;
+                any
+            }
             ExprKind::Builtin { args, .. } | ExprKind::Tuple(args) | ExprKind::Array(args) => {
                 let mut t = false;
                 for a in args {
@@ -298,6 +322,18 @@ impl Checker<'_> {
                     name.len(),
                     "random draw in differentiated code",
                     "draw the random numbers outside the differentiated function and pass them in as part of the point, or as statics",
+                )
+            }
+            // Not yet: the autodiff does not derive a fork. Lifting this
+            // refusal is all the front end needs (`expr` walks instances).
+            ExprKind::Join { .. } | ExprKind::Map { .. } => {
+                let name = instance_form(e);
+                self.error(
+                    format!("cannot differentiate through `{name}`"),
+                    e.loc,
+                    name.len(),
+                    &format!("`{name}` in differentiated code"),
+                    "instances (`join`, `map`, `pfor`) cannot be differentiated yet; compute them outside the differentiated function and pass their results in as part of the point or as statics, or use calls and `for` loops in it",
                 )
             }
             ExprKind::Grad { .. } => self.error(
@@ -408,6 +444,15 @@ impl Checker<'_> {
     }
 }
 
+/// The name the user wrote for an instance form.
+fn instance_form(e: &Expr) -> &'static str {
+    match &e.kind {
+        ExprKind::Join { .. } => "join",
+        ExprKind::Map { indexed: true, .. } => "pfor",
+        _ => "map",
+    }
+}
+
 impl Walk {
     fn under_condition(&self) -> bool {
         self.control.last().copied().unwrap_or(false)
@@ -473,6 +518,8 @@ fn visit_expr(e: &Expr, visit: &mut dyn FnMut(&Expr)) {
         }
         ExprKind::Call { args, .. }
         | ExprKind::Builtin { args, .. }
+        | ExprKind::Map { args, .. }
+        | ExprKind::Join { calls: args }
         | ExprKind::Tuple(args)
         | ExprKind::Array(args) => args.iter().for_each(|a| visit_expr(a, visit)),
         ExprKind::Grad { arg, .. } => visit_expr(arg, visit),
