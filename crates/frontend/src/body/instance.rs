@@ -48,9 +48,10 @@ impl FunctionChecker<'_, '_> {
             .map_note("give a function's const arguments in its call: `join(f::<3>(x), g(y))`"));
         }
         if args.len() < 2 {
-            let given = match args.len() {
-                0 => "none was given".to_string(),
-                _ => "one was given".to_string(),
+            let given = if args.is_empty() {
+                "none was given"
+            } else {
+                "one was given"
             };
             return Err(error(
                 format!("`join` takes two calls or more, but {given}"),
@@ -156,65 +157,12 @@ impl FunctionChecker<'_, '_> {
     ) -> CheckResult<Expr> {
         let indexed = name == "pfor";
         let usage = if indexed { PFOR_USAGE } else { MAP_USAGE };
-        let pfor_count = if indexed {
-            Some(self.pfor_count(turbofish, loc)?)
-        } else {
-            if let Some(t) = turbofish {
-                return Err(error(
-                    "`map` takes no generic arguments",
-                    start_of(t.lt_token.span),
-                    end_of(t.gt_token.span),
-                    "unexpected `::<...>`",
-                )
-                .map_note("the number of instances is the length of the array; give the function's const arguments on the function: `map(f::<3>, xs)`"));
-            }
-            None
-        };
+        let pfor_count = self.instance_header(name, turbofish, args.len(), (loc, end))?;
         let needed = if indexed { 1 } else { 2 };
-        if args.len() < needed {
-            let want = if indexed {
-                "a function (then arguments for every instance)"
-            } else {
-                "a function and an array (then arguments for every instance)"
-            };
-            return Err(error(
-                format!(
-                    "`{name}` takes {want}, but {} argument(s) were given",
-                    args.len()
-                ),
-                loc,
-                end,
-                format!("expected {needed} argument(s) or more"),
-            )
-            .map_note(usage));
-        }
         let (index, f_turbofish) = self.function_argument(name, &args[0], usage)?;
         let sig = self.scope.signatures[index].clone();
         let mut bindings = self.turbofish_bindings(&sig, f_turbofish)?;
-        let extras = args.len() - needed;
-        let passed = extras + 1;
-        if sig.params.len() != passed {
-            let first = if indexed {
-                "the index"
-            } else {
-                "an element of the array"
-            };
-            return Err(error(
-                format!(
-                    "`{}` takes {} argument(s), but `{name}` passes {passed} ({first}, then {extras} more)",
-                    sig.name,
-                    sig.params.len()
-                ),
-                loc,
-                end,
-                format!("`{}` takes {} argument(s)", sig.name, sig.params.len()),
-            )
-            .map_note(usage)
-            .map_note(format!(
-                "`{}` is declared at {}:{}",
-                sig.name, sig.loc.line, sig.loc.column
-            )));
-        }
+        check_instance_arity(name, &sig, args.len() - needed, (loc, end))?;
         let mut checked = Vec::with_capacity(args.len() - 1);
         for a in args.iter().skip(1) {
             let x = self.check_expr(a)?;
@@ -231,34 +179,8 @@ impl FunctionChecker<'_, '_> {
                 self.mapped_array(&sig, xs, *xs_end, &mut bindings)?
             }
         };
-        let skip = usize::from(!indexed);
-        for (k, (arg, arg_end)) in checked.iter().enumerate().skip(skip) {
-            let param = k + 1 - skip;
-            let (pname, _, pty, _) = &sig.params[param];
-            if !self.match_param(pty, &arg.ty, &mut bindings) {
-                let pty = &substitute(pty, &partially_bound(&bindings));
-                let mut d = error(
-                    format!(
-                        "mismatched types: argument {} (`{pname}`) of `{}` must be `{}`, but this is `{}`",
-                        param + 1,
-                        sig.name,
-                        self.show_with(pty, &sig.const_params),
-                        self.show(&arg.ty)
-                    ),
-                    arg.loc,
-                    *arg_end,
-                    format!("expected `{}`", self.show_with(pty, &sig.const_params)),
-                )
-                .map_note(format!(
-                    "`{name}` passes {} first, then the other arguments whole to every instance",
-                    if indexed { "the index" } else { "an element of the array" }
-                ));
-                if !indexed && matches!(&arg.ty, Ty::Tensor(t) if !t.is_scalar()) {
-                    d = d.map_note("`map` maps over one array only; to go through several arrays together, use `pfor::<N>(g, xs, ys)` and index them with `k`");
-                }
-                return Err(d);
-            }
-        }
+        let extras = &checked[usize::from(!indexed)..];
+        self.match_extra_args(name, &sig, extras, &mut bindings)?;
         let hint = if indexed {
             format!("give it explicitly: `pfor::<N>({}::<K>, ...)`", sig.name)
         } else {
@@ -284,6 +206,90 @@ impl FunctionChecker<'_, '_> {
             ty,
             loc,
         ))
+    }
+
+    /// What comes before the function of `map` / `pfor` (`name`): `pfor`'s
+    /// count (`None` for `map`, which takes no `::<...>`), and enough
+    /// arguments (`given`).
+    fn instance_header(
+        &mut self,
+        name: &str,
+        turbofish: Option<&Turbofish>,
+        given: usize,
+        (loc, end): (Loc, Loc),
+    ) -> CheckResult<Option<DimExpr>> {
+        let indexed = name == "pfor";
+        let usage = if indexed { PFOR_USAGE } else { MAP_USAGE };
+        let pfor_count = if indexed {
+            Some(self.pfor_count(turbofish, loc)?)
+        } else {
+            if let Some(t) = turbofish {
+                return Err(error(
+                    "`map` takes no generic arguments",
+                    start_of(t.lt_token.span),
+                    end_of(t.gt_token.span),
+                    "unexpected `::<...>`",
+                )
+                .map_note("the number of instances is the length of the array; give the function's const arguments on the function: `map(f::<3>, xs)`"));
+            }
+            None
+        };
+        let needed = if indexed { 1 } else { 2 };
+        if given < needed {
+            let want = if indexed {
+                "a function (then arguments for every instance)"
+            } else {
+                "a function and an array (then arguments for every instance)"
+            };
+            return Err(error(
+                format!("`{name}` takes {want}, but {given} argument(s) were given"),
+                loc,
+                end,
+                format!("expected {needed} argument(s) or more"),
+            )
+            .map_note(usage));
+        }
+        Ok(pfor_count)
+    }
+
+    /// The arguments after the array of `map`, or after the function of
+    /// `pfor`, against the parameters of `sig` after the first.
+    fn match_extra_args(
+        &mut self,
+        name: &str,
+        sig: &Signature,
+        extras: &[(Expr, Loc)],
+        bindings: &mut [Option<DimExpr>],
+    ) -> CheckResult<()> {
+        let indexed = name == "pfor";
+        for (k, (arg, arg_end)) in extras.iter().enumerate() {
+            let (pname, _, pty, _) = &sig.params[k + 1];
+            if self.match_param(pty, &arg.ty, bindings) {
+                continue;
+            }
+            let pty = &substitute(pty, &partially_bound(bindings));
+            let mut d = error(
+                format!(
+                    "mismatched types: argument {} (`{pname}`) of `{}` must be `{}`, but this is `{}`",
+                    k + 2,
+                    sig.name,
+                    self.show_with(pty, &sig.const_params),
+                    self.show(&arg.ty)
+                ),
+                arg.loc,
+                *arg_end,
+                format!("expected `{}`", self.show_with(pty, &sig.const_params)),
+            )
+            .map_note(format!(
+                "`{name}` passes {} first, then the other arguments whole to every instance",
+                if indexed { "the index" } else { "an element of the array" }
+            ));
+            if !indexed && matches!(&arg.ty, Ty::Tensor(t) if !t.is_scalar()) {
+                d = d.map_note("`map` maps over one array only; to go through several arrays together, use `pfor::<N>(g, xs, ys)` and index them with `k`");
+            }
+            return Err(d);
+        }
+        Ok(())
     }
 
     /// The `N` of `pfor::<N>`: a number, a `const`, a const generic
@@ -410,6 +416,45 @@ impl FunctionChecker<'_, '_> {
         }
         Ok(Some(t.dims[0]))
     }
+}
+
+/// `map` and `pfor` (`name`) pass `sig`'s function one argument (an
+/// element, the index), then the `extras`.
+fn check_instance_arity(
+    name: &str,
+    sig: &Signature,
+    extras: usize,
+    (loc, end): (Loc, Loc),
+) -> CheckResult<()> {
+    let passed = extras + 1;
+    if sig.params.len() == passed {
+        return Ok(());
+    }
+    let first = if name == "pfor" {
+        "the index"
+    } else {
+        "an element of the array"
+    };
+    let usage = if name == "pfor" {
+        PFOR_USAGE
+    } else {
+        MAP_USAGE
+    };
+    Err(error(
+        format!(
+            "`{}` takes {} argument(s), but `{name}` passes {passed} ({first}, then {extras} more)",
+            sig.name,
+            sig.params.len()
+        ),
+        loc,
+        end,
+        format!("`{}` takes {} argument(s)", sig.name, sig.params.len()),
+    )
+    .map_note(usage)
+    .map_note(format!(
+        "`{}` is declared at {}:{}",
+        sig.name, sig.loc.line, sig.loc.column
+    )))
 }
 
 /// `ty` with every array (or scalar) made an array of `count` of them.
