@@ -1,9 +1,10 @@
 //! Which code `grad` and `value_and_grad` may differentiate.
 //!
 //! Run once every body is checked: for each `grad(f, x)` of the module, `f`
-//! and every function it calls must be free of random draws, nested `grad`
-//! and `catch`, and **control that repeats code must not depend on the
-//! differentiated parameter**, so that how often each loop runs and how deep
+//! and every function it calls must be free of random draws, nested `grad`,
+//! `catch` and instances (`join`, `map`, `pfor`: not yet), and **control
+//! that repeats code must not depend on the differentiated parameter**, so
+//! that how often each loop runs and how deep
 //! each recursion goes, once entered, is decided by data that do not depend
 //! on it:
 //!
@@ -259,6 +260,28 @@ impl Checker<'_> {
                 self.function(*function, mask)?;
                 any
             }
+            ExprKind::Join { calls } => {
+                let mut t = false;
+                for c in calls {
+                    t |= self.expr(w, c)?;
+                }
+                t
+            }
+            ExprKind::Map {
+                function,
+                indexed,
+                args,
+                ..
+            } => {
+                // The index of `pfor` does not depend on the differentiated value.
+                let mut mask = vec![false; usize::from(*indexed)];
+                for a in args {
+                    mask.push(self.expr(w, a)?);
+                }
+                let any = mask.iter().any(|t| *t);
+                self.function(*function, mask)?;
+                any
+            }
             ExprKind::Builtin { args, .. } | ExprKind::Tuple(args) | ExprKind::Array(args) => {
                 let mut t = false;
                 for a in args {
@@ -348,6 +371,18 @@ impl Checker<'_> {
                     name.len(),
                     "random draw in differentiated code",
                     "draw the random numbers outside the differentiated function and pass them in as part of the point, or as statics",
+                )
+            }
+            // Not yet: the autodiff does not derive a fork. Lifting this
+            // refusal is all the front end needs (`expr` walks instances).
+            ExprKind::Join { .. } | ExprKind::Map { .. } => {
+                let name = instance_form(e);
+                self.error(
+                    format!("cannot differentiate through `{name}`"),
+                    e.loc,
+                    name.len(),
+                    &format!("`{name}` in differentiated code"),
+                    "instances (`join`, `map`, `pfor`) cannot be differentiated yet; compute them outside the differentiated function and pass their results in as part of the point or as statics, or use calls and `for` loops in it",
                 )
             }
             ExprKind::Grad { .. } => self.error(
@@ -575,6 +610,15 @@ impl Checker<'_> {
     }
 }
 
+/// The name the user wrote for an instance form.
+fn instance_form(e: &Expr) -> &'static str {
+    match &e.kind {
+        ExprKind::Join { .. } => "join",
+        ExprKind::Map { indexed: true, .. } => "pfor",
+        _ => "map",
+    }
+}
+
 impl Walk {
     /// Whether an assignment to `local` here runs under a condition on the
     /// parameter that `local` was declared outside of.
@@ -620,7 +664,9 @@ impl CallGraph {
             .map(|f| {
                 let mut calls = Vec::new();
                 visit_block(&f.body, &mut |e| {
-                    if let ExprKind::Call { function, .. } = &e.kind {
+                    if let ExprKind::Call { function, .. } | ExprKind::Map { function, .. } =
+                        &e.kind
+                    {
                         if !calls.contains(function) {
                             calls.push(*function);
                         }
@@ -780,6 +826,8 @@ fn visit_expr(e: &Expr, visit: &mut dyn FnMut(&Expr)) {
         }
         ExprKind::Call { args, .. }
         | ExprKind::Builtin { args, .. }
+        | ExprKind::Map { args, .. }
+        | ExprKind::Join { calls: args }
         | ExprKind::Tuple(args)
         | ExprKind::Array(args) => args.iter().for_each(|a| visit_expr(a, visit)),
         ExprKind::Grad { arg, .. } => visit_expr(arg, visit),

@@ -294,6 +294,32 @@ pub enum ExprKind {
         arg: Box<Expr>,
         with_value: bool,
     },
+    /// `join(f(a), g(b, c), ...)`: two calls or more of functions of the
+    /// module, each an [`ExprKind::Call`] without `catch`, run as concurrent
+    /// instances of the member; the value is the tuple of their results.
+    /// The meaning is the sequential evaluation: the arguments of every call,
+    /// left to right, then the calls in order.
+    Join {
+        calls: Vec<Expr>,
+    },
+    /// `map(f, xs, extra..)` or `pfor::<count>(g, extra..)` (when
+    /// `indexed`): `count` instances of the function `function` of the
+    /// module (`const_args` as for [`ExprKind::Call`]). Instance `k` passes
+    /// `k as i64` first if `indexed`, else element `k` of `args[0]` (`xs`,
+    /// an array of `count` elements); then the other arguments whole. The
+    /// value has the function's result type with each array (or scalar) of
+    /// it made an array of `count` of them (a tuple of such arrays for a
+    /// tuple result). The meaning is the sequential evaluation: the
+    /// arguments left to right, then the instances for `k` ascending. When
+    /// `xs` never finishes (its type is `!`), so does the `map`: its type is
+    /// `!` and `count` is `Fixed(0)`, never used.
+    Map {
+        function: FunctionIndex,
+        const_args: Vec<DimExpr>,
+        count: DimExpr,
+        indexed: bool,
+        args: Vec<Expr>,
+    },
     Tuple(Vec<Expr>),
     Field {
         base: Box<Expr>,

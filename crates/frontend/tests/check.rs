@@ -947,3 +947,302 @@ fn array_lengths_beyond_the_largest_array_are_out_of_range() {
     check_ok("fn f(x: [bool; 9223372036854775807]) -> f64 { 1.0 }");
     check_ok("fn f(x: [[f64; 0]; 9223372036854775807]) -> f64 { 1.0 }");
 }
+
+// ---------------------------------------------------------------- instances
+
+/// The type the checker gives the tail expression of the last function.
+fn tail_type(src: &str) -> autobatch_frontend::hir::Ty {
+    let m = check(src).unwrap_or_else(|ds| panic!("{src}\n{}", ds[0].message));
+    let f = m.functions.last().expect("a function");
+    f.body.tail.as_ref().expect("a tail").ty.clone()
+}
+
+#[test]
+fn accepts_join_map_and_pfor() {
+    check_ok(
+        "fn sq(x: i64) -> i64 { x * x }\n\
+         fn pair(p: (i64, f64)) -> (f64, i64) { (p.1, p.0) }\n\
+         fn tree(d: i64) -> i64 { if d <= 0 { 1 } else { let (a, b) = join(tree(d - 1), tree(d - 2)); a + b } }\n\
+         fn f(x: i64) -> (i64, (f64, i64), i64) { join(sq(x), pair((x, 0.5)), (tree(x))) }",
+    );
+    // map: an element, then the other arguments; a generic callee inferred
+    // from the element; literals typed by the callee's parameters.
+    check_ok(
+        "fn poly(x: f32, a: f32, b: (f32, bool)) -> f32 { if b.1 { a * x + b.0 } else { x } }\n\
+         fn scale<const K: usize>(v: [f64; K], c: f64) -> [f64; K] { v * c }\n\
+         fn f(xs: [f32; 4], m: [[f64; 3]; N]) -> ([f32; 4], [[f64; 3]; N], [f32; 2], [f32; 0]) {\n\
+             (map(poly, xs, 2.0, (1.0, true)), map(scale, m, 0.5), map(poly, [1.0, 2.0], 1.0, (0.0, false)), map(poly, [0.0; 0], 1.0, (0.0, true)))\n\
+         }",
+    );
+    // pfor: counts that are numbers, constants, const expressions, const
+    // generics and symbolic dimensions; a generic callee given explicitly.
+    check_ok(
+        "const C: usize = 2;\n\
+         fn g(k: i64, v: [f64; N]) -> f64 { v[k as usize] }\n\
+         fn z<const K: usize>(k: i64) -> [f64; K] { [k as f64; K] }\n\
+         fn h<const M: usize>(v: [f64; N]) -> [f64; M] { pfor::<M>(g, v) }\n\
+         fn f(v: [f64; N]) -> ([f64; N], [f64; 3], [f64; C], [f64; 4], [[f64; 2]; 3]) {\n\
+             (pfor::<N>(g, v), h::<3>(v), pfor::<C>(g, v), pfor::<{ 2 * C }>(g, v), pfor::<3>(z::<2>))\n\
+         }",
+    );
+    // A function of the program named like a form is called as a function.
+    check_ok("fn map(x: i64) -> i64 { x }\nfn f(x: i64) -> i64 { map(x) }");
+}
+
+#[test]
+fn instance_forms_have_the_types_of_their_results() {
+    use autobatch_frontend::hir::{DimExpr, TensorTy, Ty};
+    use autobatch_types::ScalarType::{Bool, F64, I64};
+    let arr = |elem, dims: Vec<DimExpr>| Ty::Tensor(TensorTy::new(elem, dims));
+    assert_eq!(
+        tail_type(
+            "fn s(x: f64) -> (f64, bool) { (x, x > 0.0) }\n\
+             fn f(xs: [f64; 5]) -> ([f64; 5], [bool; 5]) { map(s, xs) }"
+        ),
+        Ty::Tuple(vec![
+            arr(F64, vec![DimExpr::Fixed(5)]),
+            arr(Bool, vec![DimExpr::Fixed(5)])
+        ])
+    );
+    assert_eq!(
+        tail_type(
+            "fn r(k: i64) -> [i64; 2] { [k, k] }\n\
+             fn f<const M: usize>() -> [[i64; 2]; M] { pfor::<M>(r) }"
+        ),
+        arr(I64, vec![DimExpr::Generic(0), DimExpr::Fixed(2)])
+    );
+    assert_eq!(
+        tail_type(
+            "fn a(x: i64) -> i64 { x }\n\
+             fn b(x: i64) -> (f64, ()) { (x as f64, ()) }\n\
+             fn f(x: i64) -> (i64, (f64, ())) { join(a(x), b(x)) }"
+        ),
+        Ty::Tuple(vec![
+            Ty::scalar(I64),
+            Ty::Tuple(vec![Ty::scalar(F64), Ty::unit()])
+        ])
+    );
+}
+
+#[test]
+fn instance_forms_accept_arguments_that_never_finish() {
+    // An argument of type `!` fits any parameter; a `map` over an array that
+    // never finishes never finishes either.
+    check_ok(
+        "fn f(x: f64) -> f64 { x }\n\
+         fn g(k: i64, x: f64) -> f64 { x }\n\
+         fn a(x: [f64; 3]) -> [f64; 3] { let y = map(f, return x); y }\n\
+         fn b(x: [f64; 3]) -> [f64; 3] { pfor::<3>(g, return x) }\n\
+         fn c(x: f64) -> (f64, f64) { join(f(return (x, x)), f(x)) }\n\
+         fn d(x: f64) -> [f64; 2] { loop { let y: [f64; 2] = map(f, break [x; 2]); } }",
+    );
+    assert_eq!(
+        tail_type("fn f(x: f64) -> f64 { x }\nfn a(x: f64) -> f64 { map(f, return x) }"),
+        autobatch_frontend::hir::Ty::Never
+    );
+}
+
+#[test]
+fn rejects_misused_instance_forms() {
+    let f = "fn f(x: f64) -> f64 { x }\nfn g(k: i64, x: f64) -> f64 { x }\n";
+    let cases: &[(&str, &str, u32, u32)] = &[
+        (
+            "fn h(x: f64) -> () { join() }",
+            "`join` takes two calls or more, but none was given",
+            3,
+            22,
+        ),
+        (
+            "fn h(x: f64) -> (f64, f64) { join::<1>(f(x), f(x)) }",
+            "`join` takes no generic arguments",
+            3,
+            36,
+        ),
+        (
+            "fn h(x: f64) -> (f64, f64) { join(f(x), map(f, [x])) }",
+            "`map(..)` is not one",
+            3,
+            41,
+        ),
+        (
+            "fn h(x: f64) -> (f64, f64) { join(f(x), x.exp()) }",
+            "`.exp()` is a method",
+            3,
+            41,
+        ),
+        (
+            "fn h(x: f64) -> (f64, f64) { join(f(x), exp(x)) }",
+            "`exp` is a builtin",
+            3,
+            41,
+        ),
+        (
+            "fn h(x: f64) -> (f64, f64) { join(f(x), x(1.0)) }",
+            "`x` is a variable, not a function",
+            3,
+            41,
+        ),
+        (
+            "fn h(x: f64) -> (f64, f64) { join(f(x), g(x, x)) }",
+            "argument 1 (`k`) of `g` must be `i64`",
+            3,
+            43,
+        ),
+        (
+            "fn h(x: f64) -> (f64, f64) { join(f(x), f(x, x)) }",
+            "`f` takes 1 argument(s), but 2 were given",
+            3,
+            41,
+        ),
+        (
+            "fn h(x: [f64; 2]) -> [f64; 2] { map::<2>(f, x) }",
+            "`map` takes no generic arguments",
+            3,
+            38,
+        ),
+        (
+            "fn h(x: [f64; 2]) -> [f64; 2] { map() }",
+            "`map` takes a function and an array",
+            3,
+            33,
+        ),
+        (
+            "fn h(x: [f64; 2]) -> [f64; 2] { map(x, x) }",
+            "`x` is a variable",
+            3,
+            37,
+        ),
+        (
+            "fn h(x: [f64; 2]) -> [f64; 2] { map(|y| y, x) }",
+            "this is an expression",
+            3,
+            37,
+        ),
+        (
+            "fn h(x: f64) -> [f64; 2] { map(f, (x, x)) }",
+            "`map` maps over an array, but this is `(f64, f64)`",
+            3,
+            35,
+        ),
+        (
+            "fn h(x: [i32; 2]) -> [f64; 2] { map(f, x) }",
+            "but they are `i32`",
+            3,
+            40,
+        ),
+        (
+            "fn h(x: [[f64; 2]; 2]) -> [f64; 2] { map(f, x) }",
+            "but they are `[f64; 2]`",
+            3,
+            45,
+        ),
+        (
+            "fn h(x: [f64; 2]) -> [f64; 2] { map(f, x, 1.0) }",
+            "`f` takes 1 argument(s), but `map` passes 2",
+            3,
+            33,
+        ),
+        (
+            "fn h(x: [f64; 2]) -> [f64; 2] { map(g, x, 1.0) }",
+            "the first parameter `k` of `g`, which is `i64`",
+            3,
+            40,
+        ),
+        (
+            "fn h(x: [i64; 2]) -> [f64; 2] { map(g, x, 1) }",
+            "argument 2 (`x`) of `g` must be `f64`, but this is `{integer}`",
+            3,
+            43,
+        ),
+        (
+            "fn h(x: f64) -> [f64; 2] { pfor::<2>(g, true) }",
+            "argument 2 (`x`) of `g` must be `f64`, but this is `bool`",
+            3,
+            41,
+        ),
+        (
+            "fn h(x: f64) -> [f64; 2] { pfor::<2>(f) }",
+            "passes the index of each instance as an `i64`",
+            3,
+            38,
+        ),
+        (
+            "fn h(x: f64) -> [f64; 2] { pfor::<2.0>(g, x) }",
+            "mismatched types: expected `usize`, found a float",
+            3,
+            35,
+        ),
+        (
+            "fn h(x: f64) -> [f64; 2] { pfor::<g>(g, x) }",
+            "cannot be used as an array length",
+            3,
+            35,
+        ),
+        (
+            "fn h(x: f64) -> [f64; 2] { pfor::<2>(exp, x) }",
+            "`exp` is a builtin method",
+            3,
+            38,
+        ),
+        (
+            "fn h(x: f64) -> [f64; 2] { pfor::<2>(sum, x) }",
+            "`sum` is a builtin",
+            3,
+            38,
+        ),
+        (
+            "fn h(x: f64) -> [f64; 2] { pfor::<2>(g::<3>, x) }",
+            "`g` has 0 const generic parameter(s), but 1 were given",
+            3,
+            41,
+        ),
+    ];
+    for (body, needle, line, column) in cases {
+        check_err(&format!("{f}{body}"), needle, *line, *column);
+    }
+    check_err(
+        "fn z<const K: usize>(x: f64) -> [f64; K] { [x; K] }\nfn h(x: [f64; 3]) -> [[f64; 2]; 3] { map(z, x) }",
+        "cannot infer the const parameter `K` of `z` from the arguments",
+        2,
+        38,
+    );
+    check_err(
+        "extern \"autobatch\" { fn p(x: f64) -> f64; }\nfn h(x: [f64; 3]) -> [f64; 3] { map(p, x) }",
+        "host primitive `p` is not yet supported",
+        2,
+        37,
+    );
+    check_err(
+        "fn f(x: f64) -> [f64; 4294967296] { [x; 4294967296] }\nfn h(x: [f64; 4294967296]) -> f64 { let y = map(f, x); 1.0 }",
+        "array lengths out of range",
+        2,
+        45,
+    );
+}
+
+#[test]
+fn grad_refuses_instances() {
+    check_err(
+        "fn f(x: f64) -> f64 { x * x }\n\
+         fn j(x: f64) -> f64 { let (a, b) = join(f(x), f(x)); a * b }\n\
+         fn g(x: f64) -> f64 { grad(j, x) }",
+        "cannot differentiate through `join`",
+        2,
+        36,
+    );
+    // Reached through a call, the error names the path.
+    check_err(
+        "fn k(i: i64, x: [f64; 2]) -> f64 { x[i as usize] }\n\
+         fn p(x: [f64; 2]) -> f64 { sum(pfor::<2>(k, x)) }\n\
+         fn q(x: [f64; 2]) -> f64 { p(x) * 2.0 }\n\
+         fn g(x: [f64; 2]) -> [f64; 2] { grad(q, x) }",
+        "cannot differentiate through `pfor`",
+        2,
+        32,
+    );
+    // Functions that no `grad` reaches may use instances.
+    check_ok(
+        "fn f(x: f64) -> f64 { x * x }\n\
+         fn g(x: [f64; 2]) -> ([f64; 2], f64) { (map(f, x), grad(f, x[0])) }",
+    );
+}

@@ -49,9 +49,12 @@ impl Ty {
     }
 }
 
-/// A whole program: optional statics, then functions; the first function is the entry.
+/// A whole program: `usize` constants, optional statics, then functions;
+/// the first function is the entry.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
+    /// `const NAME: usize = VALUE;` (the counts of some `pfor`s).
+    pub consts: Vec<(String, usize)>,
     pub statics: Vec<Param>,
     pub functions: Vec<Function>,
 }
@@ -253,6 +256,23 @@ pub enum ExprKind {
         call: Box<Expr>,
         fallback: Box<Expr>,
     },
+    /// `({ let joined = join(c0, c1, ..); joined.i + joined.j + .. })`:
+    /// the calls (each a `Call`) run as instances; the value adds up the
+    /// results of the calls listed in `picks` (those of the expression's
+    /// type; field by field for a pair).
+    Join {
+        calls: Vec<Expr>,
+        picks: Vec<usize>,
+    },
+    /// `map(callee, [d0, d1, ..], args..)` or `pfor::<N>(callee, args..)`
+    /// (`form`), then `use_` makes a value of the expression's type of the
+    /// array (or pair of arrays) of the results.
+    Instances {
+        callee: String,
+        form: InstanceForm,
+        args: Vec<Expr>,
+        use_: InstanceUse,
+    },
     Index {
         array: Box<Expr>,
         index: Box<Expr>,
@@ -263,6 +283,40 @@ pub enum ExprKind {
         pair: Box<Expr>,
         field: u8,
     },
+}
+
+/// How the instances of [`ExprKind::Instances`] get their depth argument.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InstanceForm {
+    /// `map` over an array of depths (`d`, `(d - 1)`, ...), one instance per element.
+    Map { depths: Vec<Expr> },
+    /// `pfor::<count>`: instance `k` gets depth `k`; the count is written
+    /// as the constant `name` when given.
+    Pfor { count: usize, name: Option<String> },
+}
+
+impl InstanceForm {
+    /// The number of instances.
+    pub fn count(&self) -> usize {
+        match self {
+            InstanceForm::Map { depths } => depths.len(),
+            InstanceForm::Pfor { count, .. } => *count,
+        }
+    }
+}
+
+/// What is made of the results of a `map` or `pfor`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstanceUse {
+    /// The array itself (`[i64; 4]`, `[f64; 3]`).
+    Whole,
+    /// `sum(..)` of an array of scalars.
+    Sum,
+    /// Element `k` (in bounds).
+    Index(usize),
+    /// `sum(..)` of field `0` or `1` of the pair of arrays that a callee
+    /// returning a pair gives.
+    SumField(u8),
 }
 
 impl Expr {
@@ -312,6 +366,9 @@ impl Printer {
     }
 
     fn program(&mut self, program: &Program) {
+        for (name, value) in &program.consts {
+            self.line(&format!("const {name}: usize = {value};"));
+        }
         if !program.statics.is_empty() {
             self.line("extern \"autobatch\" {");
             for s in &program.statics {
@@ -505,6 +562,13 @@ fn write_expr(out: &mut String, e: &Expr) {
             write_expr(out, fallback);
             out.push_str(" } })");
         }
+        ExprKind::Join { calls, picks } => write_join(out, e, calls, picks),
+        ExprKind::Instances {
+            callee,
+            form,
+            args,
+            use_,
+        } => write_instances(out, callee, form, args, *use_),
         ExprKind::Index { array, index } => {
             write_expr(out, array);
             out.push('[');
@@ -528,6 +592,58 @@ fn write_expr(out: &mut String, e: &Expr) {
             write!(out, ".{field}").unwrap_or(());
         }
     }
+}
+
+fn write_join(out: &mut String, e: &Expr, calls: &[Expr], picks: &[usize]) {
+    out.push_str("({ let joined = join(");
+    write_list(out, calls);
+    out.push_str("); ");
+    let sum = |field: &str| -> String {
+        let parts: Vec<String> = picks
+            .iter()
+            .map(|i| format!("(joined.{i}){field}"))
+            .collect();
+        format!("({})", parts.join(" + "))
+    };
+    if e.ty == Ty::Pair {
+        write!(out, "({}, {})", sum(".0"), sum(".1")).unwrap_or(());
+    } else {
+        out.push_str(&sum(""));
+    }
+    out.push_str(" })");
+}
+
+fn write_instances(
+    out: &mut String,
+    callee: &str,
+    form: &InstanceForm,
+    args: &[Expr],
+    use_: InstanceUse,
+) {
+    let mut call = String::new();
+    match form {
+        InstanceForm::Map { depths } => {
+            write!(call, "map({callee}, [").unwrap_or(());
+            write_list(&mut call, depths);
+            call.push(']');
+        }
+        InstanceForm::Pfor { count, name } => {
+            let count = name.clone().unwrap_or_else(|| count.to_string());
+            write!(call, "pfor::<{count}>({callee}").unwrap_or(());
+        }
+    }
+    for a in args {
+        call.push_str(", ");
+        write_expr(&mut call, a);
+    }
+    call.push(')');
+    match use_ {
+        InstanceUse::Whole => write!(out, "{call}"),
+        InstanceUse::Sum => write!(out, "sum({call})"),
+        InstanceUse::Index(k) => write!(out, "{call}[{k}]"),
+        InstanceUse::SumField(f) => write!(out, "sum({call}.{f})"),
+    }
+    .unwrap_or(());
 }
 
 fn write_builtin(out: &mut String, builtin: Builtin, args: &[Expr]) {

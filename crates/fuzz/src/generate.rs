@@ -11,6 +11,14 @@
 //! iterations of a counter the body cannot assign. Recursion is therefore
 //! bounded by the entry's `d`, and the run's step limit bounds the rest
 //! (a shrunk program may lose its guards).
+//!
+//! Instances keep the rule: the calls of a `join` are such calls; `map`
+//! maps a function over an array of such depth arguments; `pfor::<N>`
+//! gives instance `k` the depth `k`, so it runs only where `d >= N` (any
+//! function, itself included: every `k < d`) or `d >= N - 1` (a later
+//! function: every `k <= d`). Calls to later functions with a depth of at
+//! most `d`, and to any function with less than `d`, decrease the pair
+//! (`d`, position from the end), so every program still terminates.
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -85,6 +93,8 @@ struct Generator {
     rng: ChaCha8Rng,
     signatures: Vec<Signature>,
     statics: Vec<Param>,
+    /// The `usize` constants the program declares (counts of `pfor`).
+    consts: Vec<(String, usize)>,
     fresh: usize,
     scope: Scope,
 }
@@ -95,6 +105,7 @@ impl Generator {
             rng: ChaCha8Rng::seed_from_u64(seed),
             signatures: Vec::new(),
             statics: Vec::new(),
+            consts: Vec::new(),
             fresh: 0,
             scope: Scope {
                 vars: Vec::new(),
@@ -147,6 +158,7 @@ impl Generator {
         }
         let functions = (0..count).map(|index| self.function(index)).collect();
         Program {
+            consts: self.consts.clone(),
             statics: self.statics.clone(),
             functions,
         }
@@ -483,7 +495,11 @@ impl Generator {
         }
         loop {
             let made = match self.rng.gen_range(0..7) {
-                0 | 6 => self.call(ty, depth),
+                0 | 6 => match self.rng.gen_range(0..10) {
+                    0 | 1 => self.join_expr(ty, depth),
+                    2 | 3 => self.instances_expr(ty, depth),
+                    _ => self.call(ty, depth),
+                },
                 1 => Some(self.if_expr(ty, depth)),
                 2 if depth >= 2 && self.chance(0.3) => Some(self.loop_expr(ty, depth)),
                 _ => self.typed_expr(ty, depth),
@@ -824,12 +840,36 @@ impl Generator {
         )
     }
 
+    /// What one call costs of the body's budget (more inside loops).
+    fn call_cost(&self) -> i32 {
+        1 + 2 * self.scope.loops.len() as i32
+    }
+
     /// A call of a function returning `ty`: of a later function with `d`
     /// (sometimes), else with `d - 1` or `d - 2`, guarded by `if d > 0`
     /// where `d > 0` is not known. `None` when no function returns `ty` or
     /// the body has made enough calls.
     fn call(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
-        let cost = 1 + 2 * self.scope.loops.len() as i32;
+        let (mut call, lowers_depth) = self.call_parts(ty, depth)?;
+        if self.chance(0.2) {
+            // Members that fault inside the call go on with a fallback.
+            let fallback = self.literal(ty);
+            call = Expr::new(
+                ty,
+                ExprKind::Catch {
+                    call: Box::new(call),
+                    fallback: Box::new(fallback),
+                },
+            );
+        }
+        let guard = (lowers_depth && !self.scope.guarded).then_some(1);
+        Some(self.guarded(call, guard))
+    }
+
+    /// A call of a function returning `ty` (its cost paid), and whether its
+    /// depth argument is `d - 1` or `d - 2` (so that it needs `d > 0`).
+    fn call_parts(&mut self, ty: Ty, depth: u32) -> Option<(Expr, bool)> {
+        let cost = self.call_cost();
         if self.scope.calls_left < cost {
             return None;
         }
@@ -845,51 +885,164 @@ impl Generator {
             Expr::new(Ty::Int, ExprKind::DepthStep(self.rng.gen_range(1..=2)))
         };
         let mut args = vec![depth_arg];
-        let param_types: Vec<Ty> = self.signatures[callee].params[1..]
-            .iter()
-            .map(|p| p.ty)
-            .collect();
-        for param_ty in param_types {
-            args.push(self.expr(param_ty, depth - 1));
-        }
-        let mut call = Expr::new(
+        args.extend(self.extra_args(callee, depth));
+        let call = Expr::new(
             ty,
             ExprKind::Call {
                 callee: self.signatures[callee].name.clone(),
                 args,
             },
         );
-        if self.chance(0.2) {
-            // Members that fault inside the call go on with a fallback.
-            let fallback = self.literal(ty);
-            call = Expr::new(
-                ty,
-                ExprKind::Catch {
-                    call: Box::new(call),
-                    fallback: Box::new(fallback),
-                },
-            );
-        }
-        if self.scope.guarded || same_depth {
-            return Some(call);
-        }
-        let cond = Expr::binary(Ty::Bool, BinOp::Gt, Expr::var("d", Ty::Int), Expr::int(0));
+        Some((call, !same_depth))
+    }
+
+    /// Arguments for the parameters of `callee` after its depth.
+    fn extra_args(&mut self, callee: usize, depth: u32) -> Vec<Expr> {
+        let param_types: Vec<Ty> = self.signatures[callee].params[1..]
+            .iter()
+            .map(|p| p.ty)
+            .collect();
+        param_types
+            .into_iter()
+            .map(|t| self.expr(t, depth - 1))
+            .collect()
+    }
+
+    /// `e`, or `(if d >= at_least { e } else { constant })` when `at_least`
+    /// is given.
+    fn guarded(&mut self, e: Expr, at_least: Option<i64>) -> Expr {
+        let Some(at_least) = at_least else {
+            return e;
+        };
+        let ty = e.ty;
+        let cond = if at_least == 1 {
+            Expr::binary(Ty::Bool, BinOp::Gt, Expr::var("d", Ty::Int), Expr::int(0))
+        } else {
+            Expr::binary(
+                Ty::Bool,
+                BinOp::Ge,
+                Expr::var("d", Ty::Int),
+                Expr::int(at_least),
+            )
+        };
         let then = Block {
             stmts: Vec::new(),
-            tail: call,
+            tail: e,
         };
         let otherwise = Block {
             stmts: Vec::new(),
             tail: self.literal(ty),
         };
-        Some(Expr::new(
+        Expr::new(
             ty,
             ExprKind::If {
                 cond: Box::new(cond),
                 then: Box::new(then),
                 otherwise: Box::new(otherwise),
             },
-        ))
+        )
+    }
+
+    /// `join` of two or three calls (as [`Self::call`] makes them, the first
+    /// returning `ty`, the others sometimes another type), adding up the
+    /// results of type `ty`; guarded by `if d > 0` if a call lowers the depth.
+    fn join_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        let n = self.rng.gen_range(2..=3);
+        if self.scope.calls_left < n * self.call_cost() {
+            return None;
+        }
+        let (first, mut lowers_depth) = self.call_parts(ty, depth)?;
+        let mut calls = vec![first];
+        for _ in 1..n {
+            let other = if self.chance(0.5) {
+                ty
+            } else {
+                self.value_type()
+            };
+            let part = match self.call_parts(other, depth) {
+                Some(part) => part,
+                None => self.call_parts(ty, depth)?,
+            };
+            lowers_depth |= part.1;
+            calls.push(part.0);
+        }
+        let picks = (0..calls.len()).filter(|&i| calls[i].ty == ty).collect();
+        let join = Expr::new(ty, ExprKind::Join { calls, picks });
+        let guard = (lowers_depth && !self.scope.guarded).then_some(1);
+        Some(self.guarded(join, guard))
+    }
+
+    /// `map` of a function over an array of depth arguments, or
+    /// `pfor::<N>` of a function (a number or a constant `FAN<N>`), with
+    /// arguments for its other parameters; the result made into a `ty` by
+    /// an [`InstanceUse`]. Guarded so that every instance gets a depth the
+    /// termination rule allows (see the module doc).
+    fn instances_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        let options: Vec<(usize, InstanceUse)> = (0..self.signatures.len())
+            .flat_map(|i| {
+                instance_uses(self.signatures[i].ret, ty)
+                    .into_iter()
+                    .map(move |u| (i, u))
+            })
+            .collect();
+        let (callee, use_) = *options.choose(&mut self.rng)?;
+        let pfor = self.chance(0.5);
+        let count = match (use_, self.signatures[callee].ret) {
+            (InstanceUse::Whole, Ty::Int) => INT_ARRAY_LEN,
+            (InstanceUse::Whole, _) => FLOAT_ARRAY_LEN,
+            _ if pfor => self.rng.gen_range(1..=3),
+            _ => self.rng.gen_range(1..=4),
+        };
+        let use_ = match use_ {
+            InstanceUse::Index(_) => InstanceUse::Index(self.rng.gen_range(0..count)),
+            other => other,
+        };
+        let cost = count as i32 * self.call_cost();
+        if self.scope.calls_left < cost {
+            return None;
+        }
+        self.scope.calls_left -= cost;
+        let later = callee > self.scope.function;
+        let (form, guard) = if pfor {
+            let name = self.chance(0.5).then(|| self.count_const(count));
+            let at_least = count as i64 - i64::from(later);
+            (InstanceForm::Pfor { count, name }, Some(at_least))
+        } else {
+            let depths: Vec<Expr> = (0..count)
+                .map(|_| {
+                    if later && self.chance(0.5) {
+                        Expr::var("d", Ty::Int)
+                    } else {
+                        Expr::new(Ty::Int, ExprKind::DepthStep(self.rng.gen_range(1..=2)))
+                    }
+                })
+                .collect();
+            let lowers_depth = depths
+                .iter()
+                .any(|d| matches!(d.kind, ExprKind::DepthStep(_)));
+            let guard = (lowers_depth && !self.scope.guarded).then_some(1);
+            (InstanceForm::Map { depths }, guard)
+        };
+        let args = self.extra_args(callee, depth);
+        let e = Expr::new(
+            ty,
+            ExprKind::Instances {
+                callee: self.signatures[callee].name.clone(),
+                form,
+                args,
+                use_,
+            },
+        );
+        Some(self.guarded(e, guard))
+    }
+
+    /// The name of the constant `FAN<count>`, declared once.
+    fn count_const(&mut self, count: usize) -> String {
+        let name = format!("FAN{count}");
+        if !self.consts.iter().any(|(n, _)| *n == name) {
+            self.consts.push((name.clone(), count));
+        }
+        name
     }
 
     // ---- inputs and limits ----
@@ -964,5 +1117,22 @@ impl Generator {
             max_steps,
             seed: self.rng.gen_range(0..1000),
         }
+    }
+}
+
+/// How the results of instances of a function returning `ret` make a value
+/// of type `ty` (the index of `Index` is chosen later).
+fn instance_uses(ret: Ty, ty: Ty) -> Vec<InstanceUse> {
+    match (ret, ty) {
+        (Ty::Int, Ty::IntArray) | (Ty::Float, Ty::FloatArray) => vec![InstanceUse::Whole],
+        (Ty::Int, Ty::Int) | (Ty::Float, Ty::Float) => {
+            vec![InstanceUse::Sum, InstanceUse::Index(0)]
+        }
+        (Ty::IntArray, Ty::IntArray) | (Ty::FloatArray, Ty::FloatArray) => {
+            vec![InstanceUse::Index(0)]
+        }
+        (Ty::Pair, Ty::Int) => vec![InstanceUse::SumField(0)],
+        (Ty::Pair, Ty::Float) => vec![InstanceUse::SumField(1)],
+        _ => Vec::new(),
     }
 }

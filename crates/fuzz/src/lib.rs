@@ -6,9 +6,10 @@
 //!   program (1–4 functions; mutual and multiple recursion bounded by a
 //!   depth argument; values, arrays and tuples live across calls; calls
 //!   nested in arguments and several in one expression; `while`, `for` and
-//!   `loop` with `break value`, `break`, `continue` and calls inside; random
-//!   draws; members that fault beside members that do not), with shared and
-//!   batched inputs and limits.
+//!   `loop` with `break value`, `break`, `continue` and calls inside;
+//!   `catch`; instances (`join`, `map`, `pfor`); random draws; members that
+//!   fault beside members that do not), with shared and batched inputs and
+//!   limits.
 //! - [`oracle`]: compiles and runs a case through the `autobatch` library
 //!   API and compares each member with the reference, bit for bit.
 //! - [`shrink`]: makes a failing case smaller while it still fails.

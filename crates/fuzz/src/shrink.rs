@@ -11,7 +11,7 @@
 
 use serde_json::Value as Json;
 
-use crate::ast::{Block, Expr, ExprKind, Program, Stmt};
+use crate::ast::{Block, Expr, ExprKind, InstanceForm, Program, Stmt};
 use crate::case::{Case, InputValue, Limits};
 use crate::generate::USUAL_LIMITS;
 
@@ -123,12 +123,21 @@ fn edit_node(program: &mut Program, node: usize, option: usize) {
     });
 }
 
-/// Drops function `index`; its calls become constants of its result type.
+/// Drops function `index`; its calls (and the `join`, `map` and `pfor`
+/// that call it) become constants of their types.
 fn remove_function(program: &mut Program, index: usize) {
     let removed = program.functions.remove(index);
+    let calls_removed = |e: &Expr| match &e.kind {
+        ExprKind::Call { callee, .. } | ExprKind::Instances { callee, .. } => {
+            *callee == removed.name
+        }
+        _ => false,
+    };
     walk_program(program, &mut |node| {
         if let Node::Expr(e) = node {
-            if matches!(&e.kind, ExprKind::Call { callee, .. } if *callee == removed.name) {
+            let joins_removed =
+                matches!(&e.kind, ExprKind::Join { calls, .. } if calls.iter().any(calls_removed));
+            if calls_removed(e) || joins_removed {
                 *e = e.ty.zero();
             }
         }
@@ -197,6 +206,7 @@ fn expr_variants(e: &Expr) -> Vec<Expr> {
             out.push(call.as_ref().clone());
             out.push(fallback.as_ref().clone());
         }
+        ExprKind::Join { calls, picks } => out.extend(picks.iter().map(|&i| calls[i].clone())),
         _ => {}
     }
     out
@@ -387,6 +397,20 @@ fn walk_expr(e: &mut Expr, visit: &mut dyn FnMut(Node<'_>)) {
         ExprKind::Catch { call, fallback } => {
             walk_expr(call, visit);
             walk_expr(fallback, visit);
+        }
+        // The calls of a `join` stay calls: only their arguments are edited.
+        ExprKind::Join { calls, .. } => {
+            for call in calls {
+                if let ExprKind::Call { args, .. } = &mut call.kind {
+                    args.iter_mut().for_each(|a| walk_expr(a, visit));
+                }
+            }
+        }
+        ExprKind::Instances { form, args, .. } => {
+            if let InstanceForm::Map { depths } = form {
+                depths.iter_mut().for_each(|d| walk_expr(d, visit));
+            }
+            args.iter_mut().for_each(|a| walk_expr(a, visit));
         }
         ExprKind::If {
             cond,

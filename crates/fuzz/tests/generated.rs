@@ -72,6 +72,11 @@ fn the_programs_use_every_promised_construct() {
         " >> ",
         " & ",
         "= catch(",
+        "= join(",
+        "map(",
+        "pfor::<",
+        "pfor::<FAN",
+        "const FAN",
     ];
     let missing: Vec<&str> = constructs
         .iter()

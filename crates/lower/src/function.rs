@@ -20,8 +20,9 @@ use autobatch_frontend::hir::{
 use autobatch_frontend::Diagnostic;
 use autobatch_ir::EntityRef;
 use autobatch_ir::{
-    BinaryOp, Block, BlockData, CompareOp, Dim, FuncId, Function, Op, Param, Prim, Program, Scalar,
-    ScalarType, StaticId, TensorType, Terminator, Type, UnaryOp, Var, VarData,
+    BinaryOp, Block, BlockData, CompareOp, Dim, FuncId, Function, Instances, JoinCall, Op, Param,
+    Prim, Program, Scalar, ScalarType, StaticId, TensorType, Terminator, Type, UnaryOp, Var,
+    VarData,
 };
 use autobatch_types::Loc;
 
@@ -264,6 +265,8 @@ fn contains_assign(e: &Expr) -> bool {
             }
             ExprKind::Call { args, .. }
             | ExprKind::Builtin { args, .. }
+            | ExprKind::Map { args, .. }
+            | ExprKind::Join { calls: args }
             | ExprKind::Tuple(args)
             | ExprKind::Array(args) => stack.extend(args.iter()),
             ExprKind::Grad { arg, .. } => stack.push(arg),
@@ -640,6 +643,8 @@ impl FunctionLowerer<'_> {
                 arg,
                 with_value,
             } => self.lower_grad(*function, const_args, arg, *with_value, loc),
+            ExprKind::Join { .. } => self.lower_join(e, dst),
+            ExprKind::Map { .. } => self.lower_map(e, dst),
             ExprKind::Builtin { builtin, args } => {
                 let refs: Vec<&Expr> = args.iter().collect();
                 let Some(operands) = self.lower_single_operands(&refs, loc)? else {
@@ -846,6 +851,105 @@ impl FunctionLowerer<'_> {
         } else {
             Ok(Some(vec![gradient]))
         }
+    }
+
+    /// The variables of a fork's results: `dst` if it fits, names no
+    /// variable twice and none of the fork's arguments (so that no executor
+    /// writes a result where a later instance still reads an argument).
+    fn fork_results(
+        &mut self,
+        ty: &hir::Ty,
+        dst: Option<&[Var]>,
+        args: &[Var],
+    ) -> LowerResult<Vec<Var>> {
+        let dsts = self.ty_vars(ty, dst)?;
+        let unique = dsts.iter().collect::<std::collections::HashSet<_>>().len() == dsts.len();
+        if unique && !dsts.iter().any(|d| args.contains(d)) {
+            Ok(dsts)
+        } else {
+            self.ty_vars(ty, None)
+        }
+    }
+
+    /// `join(f(a), g(b, c))` (the expression `e`): the arguments of every
+    /// call, left to right, then one fork whose calls take them in order.
+    fn lower_join(&mut self, e: &Expr, dst: Option<&[Var]>) -> Flow {
+        let ExprKind::Join { calls } = &e.kind else {
+            return Err(internal("not a `join`", e.loc));
+        };
+        let mut operands: Vec<&Expr> = Vec::new();
+        let mut targets = Vec::with_capacity(calls.len());
+        for c in calls {
+            let ExprKind::Call {
+                function,
+                const_args,
+                args,
+                catch: false,
+            } = &c.kind
+            else {
+                return Err(internal("`join` of something that is not a call", c.loc));
+            };
+            operands.extend(args);
+            targets.push((*function, const_args, args.len()));
+        }
+        let Some(vs) = self.lower_operands(&operands)? else {
+            return Ok(None);
+        };
+        let mut values = vs.into_iter();
+        let mut join_calls = Vec::with_capacity(targets.len());
+        let mut args = Vec::new();
+        for (function, const_args, count) in targets {
+            let callee = self.instance(function, const_args)?;
+            let taken: Vec<Var> = values.by_ref().take(count).flatten().collect();
+            join_calls.push(JoinCall {
+                callee,
+                args: taken.len(),
+            });
+            args.extend(taken);
+        }
+        let dsts = self.fork_results(&e.ty, dst, &args)?;
+        self.push_op(Op::Fork {
+            dsts: dsts.clone(),
+            args,
+            instances: Instances::Join(join_calls),
+            loc: e.loc,
+        })?;
+        Ok(Some(dsts))
+    }
+
+    /// `map(f, xs, extra..)`, or `pfor::<count>(g, extra..)` when `indexed`
+    /// (the expression `e`): the arguments left to right, then one fork of
+    /// `count` instances.
+    fn lower_map(&mut self, e: &Expr, dst: Option<&[Var]>) -> Flow {
+        let ExprKind::Map {
+            function,
+            const_args,
+            count,
+            indexed,
+            args,
+        } = &e.kind
+        else {
+            return Err(internal("not a `map` or `pfor`", e.loc));
+        };
+        let refs: Vec<&Expr> = args.iter().collect();
+        let Some(vs) = self.lower_operands(&refs)? else {
+            return Ok(None);
+        };
+        let callee = self.instance(*function, const_args)?;
+        let args = vs.concat();
+        let dsts = self.fork_results(&e.ty, dst, &args)?;
+        self.push_op(Op::Fork {
+            dsts: dsts.clone(),
+            args,
+            instances: Instances::Map {
+                callee,
+                count: concrete_dim(*count, self.const_args)?,
+                index: *indexed,
+                each: usize::from(!*indexed),
+            },
+            loc: e.loc,
+        })?;
+        Ok(Some(dsts))
     }
 
     /// Field `index` of the tuple `base`: its part of the flattened variables.

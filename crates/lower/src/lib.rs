@@ -5,8 +5,10 @@
 //! functions are copied once per distinct tuple of const arguments reachable
 //! from a non-generic function); tuples become several variables; control
 //! flow (`if`, loops, `&&`/`||`, `break`, `continue`, `return`) becomes basic
-//! blocks and jumps. Every operation carries the location where its source
-//! expression starts.
+//! blocks and jumps; `join`, `map` and `pfor` become one `Op::Fork` each,
+//! after their arguments (tuples flattened, const-generic callees
+//! instantiated as for calls). Every operation carries the location where
+//! its source expression starts.
 //!
 //! Architecture Invariant: this crate knows nothing about execution or
 //! batching. It describes what one member computes; executors decide how.

@@ -1,6 +1,7 @@
 //! Calls of the program's functions (with their const generic arguments
 //! given or inferred), `catch(f(..))`, `grad` / `value_and_grad`, and the
-//! dispatch of a call by name to those or to a builtin function.
+//! dispatch of a call by name to those, to the instance forms (`join`,
+//! `map`, `pfor`: [`super::instance`]) or to a builtin function.
 
 use autobatch_types::{Loc, ScalarType};
 
@@ -102,6 +103,12 @@ impl FunctionChecker<'_, '_> {
         if name == "catch" {
             return self.check_catch(turbofish, &c.args, loc, end);
         }
+        if name == "join" {
+            return self.check_join(turbofish, &c.args, loc, end);
+        }
+        if name == "map" || name == "pfor" {
+            return self.check_map(&name, turbofish, &c.args, loc, end);
+        }
         if name == "grad" || name == "value_and_grad" {
             if let Some(t) = turbofish {
                 return Err(error(
@@ -135,7 +142,7 @@ impl FunctionChecker<'_, '_> {
         self.check_builtin_function(builtin, &name, &c.args, loc, end)
     }
 
-    fn resolve_const_arg(&mut self, arg: &syn::GenericArgument) -> CheckResult<DimExpr> {
+    pub(super) fn resolve_const_arg(&mut self, arg: &syn::GenericArgument) -> CheckResult<DimExpr> {
         let generics = self.const_params.clone();
         match arg {
             syn::GenericArgument::Const(e) => self.scope.resolve_dim(e, &generics, &|_| false),
@@ -183,7 +190,7 @@ impl FunctionChecker<'_, '_> {
     /// The const arguments of a call of `sig` given with `::<...>`, one per
     /// const generic parameter (all `None` without a turbofish; the rest are
     /// inferred from the arguments).
-    fn turbofish_bindings(
+    pub(super) fn turbofish_bindings(
         &mut self,
         sig: &Signature,
         turbofish: Option<&syn::AngleBracketedGenericArguments>,
@@ -365,7 +372,9 @@ impl FunctionChecker<'_, '_> {
                 "write `{name}(f, x)` where `f` is the name of a function of one parameter"
             )));
         }
-        let (index, turbofish) = self.grad_function(name, &args[0])?;
+        let usage =
+            format!("write `{name}(f, x)` where `f` is declared with `fn f(x: ...) -> f64`");
+        let (index, turbofish) = self.function_argument(name, &args[0], &usage)?;
         let sig = self.scope.signatures[index].clone();
         self.check_grad_signature(name, &sig, &args[0])?;
         let pty = sig.params[0].2.clone();
@@ -411,22 +420,25 @@ impl FunctionChecker<'_, '_> {
         ))
     }
 
-    /// The function that the first argument of `grad` / `value_and_grad`
-    /// names (its index), with its `::<...>` if any.
-    fn grad_function<'e>(
+    /// The function of the program that `f_expr`, the first argument of
+    /// `construct` (`grad`, `value_and_grad`, `map`, `pfor`), names (its
+    /// index), with its `::<...>` if any; `usage` is the note of the error
+    /// when it names nothing of the kind.
+    pub(super) fn function_argument<'e>(
         &self,
-        name: &str,
+        construct: &str,
         f_expr: &'e syn::Expr,
+        usage: &str,
     ) -> CheckResult<(usize, Option<&'e syn::AngleBracketedGenericArguments>)> {
         let (fl, fe) = (expr_start(f_expr), expr_end(f_expr));
         let not_function = |what: String| {
             error(
-                format!("the first argument of `{name}` must name a function of the program, but {what}"),
+                format!("the first argument of `{construct}` must name a function of the program, but {what}"),
                 fl,
                 fe,
                 "not a function of the program",
             )
-            .map_note(format!("write `{name}(f, x)` where `f` is declared with `fn f(x: ...) -> f64`"))
+            .map_note(usage)
         };
         let syn::Expr::Path(p) = peel(f_expr) else {
             return Err(not_function("this is an expression".into()));
@@ -448,19 +460,34 @@ impl FunctionChecker<'_, '_> {
         }
         match self.scope.names.get(&fname).map(|(k, _)| *k) {
             Some(ModuleName::Function(index)) => Ok((index, turbofish)),
-            Some(ModuleName::HostFunction) => Err(error(
+            Some(ModuleName::HostFunction) if construct.ends_with("grad") => Err(error(
                 format!("cannot differentiate the host primitive `{fname}`"),
                 fl,
                 fe,
                 "host primitive",
             )
             .map_note("only functions written in autobatch can be differentiated")),
+            Some(ModuleName::HostFunction) => Err(error(
+                format!("host primitive `{fname}` is not yet supported"),
+                fl,
+                fe,
+                "host primitive",
+            )
+            .map_note(
+                "declaring host primitives is allowed; calling them comes in a later version",
+            )),
             Some(ModuleName::Const) => Err(not_function(format!("`{fname}` is a constant"))),
             Some(ModuleName::Static(_)) => Err(not_function(format!("`{fname}` is a static"))),
             None if Builtin::function(&fname).is_some() => {
                 Err(not_function(format!("`{fname}` is a builtin"))
                     .map_note("wrap it in a function: `fn g(x: f64) -> f64 { ... }`"))
             }
+            None if Builtin::method(&fname).is_some() => Err(not_function(format!(
+                "`{fname}` is a builtin method"
+            ))
+            .map_note(format!(
+                "wrap it in a function: `fn g(x: f64) -> f64 {{ x.{fname}() }}`"
+            ))),
             None => Err(error(
                 format!("cannot find function `{fname}`"),
                 fl,
@@ -529,7 +556,12 @@ impl FunctionChecker<'_, '_> {
     }
 
     /// Matches an argument type against a parameter type, binding const generics.
-    fn match_param(&mut self, param: &Ty, arg: &Ty, bindings: &mut [Option<DimExpr>]) -> bool {
+    pub(super) fn match_param(
+        &mut self,
+        param: &Ty,
+        arg: &Ty,
+        bindings: &mut [Option<DimExpr>],
+    ) -> bool {
         match (param, arg) {
             (_, Ty::Never) => true,
             (Ty::Tensor(p), Ty::Tensor(a)) => {
@@ -568,7 +600,7 @@ impl FunctionChecker<'_, '_> {
 /// The const arguments of a call of `sig` once inference from `from` (the
 /// arguments, the point of a `grad`) is done: an error naming the first one
 /// still unknown, with `hint` as its note.
-fn inferred_const_args(
+pub(super) fn inferred_const_args(
     sig: &Signature,
     bindings: &[Option<DimExpr>],
     from: &str,
@@ -597,7 +629,7 @@ fn inferred_const_args(
 
 /// The const arguments bound so far; a parameter not yet bound stays itself
 /// (for messages).
-fn partially_bound(bindings: &[Option<DimExpr>]) -> Vec<DimExpr> {
+pub(super) fn partially_bound(bindings: &[Option<DimExpr>]) -> Vec<DimExpr> {
     bindings
         .iter()
         .enumerate()
@@ -606,7 +638,7 @@ fn partially_bound(bindings: &[Option<DimExpr>]) -> Vec<DimExpr> {
 }
 
 /// Replaces const generic parameters by their values.
-fn substitute(ty: &Ty, args: &[DimExpr]) -> Ty {
+pub(super) fn substitute(ty: &Ty, args: &[DimExpr]) -> Ty {
     match ty {
         Ty::Never => Ty::Never,
         Ty::Tuple(items) => Ty::Tuple(items.iter().map(|t| substitute(t, args)).collect()),

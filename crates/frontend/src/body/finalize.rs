@@ -41,6 +41,8 @@ impl FunctionChecker<'_, '_> {
             | ExprKind::Or { lhs, rhs } => self.finalize_operands(lhs, rhs)?,
             ExprKind::Call { args, .. }
             | ExprKind::Builtin { args, .. }
+            | ExprKind::Map { args, .. }
+            | ExprKind::Join { calls: args }
             | ExprKind::Tuple(args)
             | ExprKind::Array(args) => {
                 for a in args {

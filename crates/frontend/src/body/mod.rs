@@ -12,8 +12,8 @@
 //! contexts) and its entry point; the rest is split by concern: [`infer`]
 //! (element types, unification), [`expr`] (operators, literals, indexing,
 //! arrays), [`control`] (conditions and loops), [`place`] (assignments),
-//! [`call`] (calls, `catch`, `grad`), [`builtin`] (builtin methods and
-//! functions), [`block`] (blocks, `let`, patterns), [`finalize`] (fixing the
+//! [`call`] (calls, `catch`, `grad`), [`instance`] (`join`, `map`,
+//! `pfor`), [`builtin`] (builtin methods and functions), [`block`] (blocks, `let`, patterns), [`finalize`] (fixing the
 //! inferred types once the body is checked).
 
 mod block;
@@ -23,6 +23,7 @@ mod control;
 mod expr;
 mod finalize;
 mod infer;
+mod instance;
 mod place;
 
 use autobatch_types::{Loc, ScalarType};
