@@ -60,7 +60,10 @@ fn check_model(program: &str, entry: &str, input: &str, expected: &str) {
                 .map(|x| x.as_f64().expect("a float"))
                 .collect();
             let close = ours.len() == numpy.len()
-                && ours.iter().zip(numpy).all(|(a, b)| (a - b).abs() <= TOLERANCE);
+                && ours
+                    .iter()
+                    .zip(numpy)
+                    .all(|(a, b)| (a - b).abs() <= TOLERANCE);
             if !close {
                 failures.push(format!(
                     "{program} {strategy}/{lanes}/{block_choice} member {member}: {ours:?}, numpy {numpy:?}"
@@ -77,6 +80,16 @@ fn check_model(program: &str, entry: &str, input: &str, expected: &str) {
     }
     assert_eq!(expected.len(), first.map_or(0, |f| f.len()), "member count");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn treelstm_with_join_over_sst_trees_matches_numpy() {
+    check_model(
+        "treelstm.ab",
+        "classify",
+        "treelstm_small.json",
+        "treelstm_small.expect.json",
+    );
 }
 
 #[test]
