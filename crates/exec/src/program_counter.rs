@@ -258,7 +258,6 @@ impl<'a> Machine<'a> {
         waiting.push(entry.entry, &(0..members as u32).collect::<Vec<_>>());
         let mut engine = Engine::new(backend, options.threads);
         engine.remember_statics();
-        let mut counter = counter;
         counter.lanes = members as u64;
         let mut machine = Machine {
             lowered,

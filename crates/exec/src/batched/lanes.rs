@@ -762,10 +762,9 @@ impl Lanes {
         let wall_seconds = started.elapsed().as_secs_f64();
         let (op_counts, lane_utilization) = counter.finish();
         let mut results = Vec::with_capacity(self.members);
-        let mut own = self.results;
-        for m in 0..self.members {
+        for (m, own) in self.results.into_iter().enumerate() {
             let outcome = match &self.state[m] {
-                LaneState::Returned => match own[m].take() {
+                LaneState::Returned => match own {
                     Some(values) => Ok(values),
                     None => internal_error("a member returned without results"),
                 },
