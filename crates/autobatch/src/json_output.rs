@@ -131,6 +131,8 @@ impl RunResult {
             "steps": self.stats.steps,
             "wall_seconds": float_to_json(self.stats.wall_seconds),
             "lane_utilization": float_to_json(self.stats.lane_utilization),
+            "instances": self.stats.instances,
+            "peak_instances": self.stats.peak_instances,
             "op_counts": op_counts,
         })
     }
@@ -226,6 +228,7 @@ mod tests {
                     active_lanes: 3,
                 }],
                 wall_seconds: 0.5,
+                ..Stats::default()
             },
         }
     }

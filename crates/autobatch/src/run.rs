@@ -36,6 +36,10 @@ pub struct RunConfig {
     pub seed: u64,
     /// Worker threads; from 1 to [`max_threads`].
     pub threads: usize,
+    /// The most instances (of `join`, `map`, `pfor`) alive at once, at
+    /// least 1; `None`: as many as a quarter of the available memory holds.
+    /// Changes no result, only memory and speed.
+    pub max_instances: Option<usize>,
 }
 
 impl Default for RunConfig {
@@ -50,6 +54,7 @@ impl Default for RunConfig {
             max_steps: DEFAULT_MAX_STEPS,
             seed: 0,
             threads: default_threads(),
+            max_instances: None,
         }
     }
 }
@@ -92,6 +97,11 @@ impl RunConfig {
                 "the maximum stack depth must be at least 1".into(),
             ));
         }
+        if self.max_instances == Some(0) {
+            return Err(RunError::InvalidConfig(
+                "the maximum number of instances must be at least 1".into(),
+            ));
+        }
         if let Err(range) = check_threads(self.threads) {
             return Err(RunError::InvalidConfig(format!(
                 "the number of threads ({}) {range}",
@@ -107,6 +117,7 @@ impl RunConfig {
             max_steps: self.max_steps,
             seed: self.seed,
             threads: self.threads,
+            max_instances: self.max_instances,
             observer: None,
         }
     }
@@ -271,6 +282,13 @@ mod tests {
         };
         assert!(
             matches!(zero_threads.validate(), Err(RunError::InvalidConfig(m)) if m.contains("threads"))
+        );
+        let zero_instances = RunConfig {
+            max_instances: Some(0),
+            ..RunConfig::default()
+        };
+        assert!(
+            matches!(zero_instances.validate(), Err(RunError::InvalidConfig(m)) if m.contains("instances"))
         );
         assert_eq!(RunConfig::default().validate(), Ok(()));
     }

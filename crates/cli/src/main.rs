@@ -80,6 +80,11 @@ struct RunArgs {
     /// Worker threads, at most 4 per available core [default: the number of available cores].
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     threads: Option<usize>,
+    /// The most instances (of `join`, `map`, `pfor`) alive at once; the
+    /// others start as earlier ones end (results do not change) [default:
+    /// as many as a quarter of the available memory holds].
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    max_instances: Option<usize>,
     /// Add the run's figures (`stats`) to the output.
     #[arg(long)]
     stats: bool,
@@ -373,6 +378,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         max_steps: args.max_steps,
         seed: args.seed,
         threads: args.threads.unwrap_or_else(autobatch::default_threads),
+        max_instances: args.max_instances,
     };
     let result = batch.run(&config).map_err(run_error_line)?;
     let mut text = serde_json::to_string(&result.to_json(args.stats))

@@ -208,6 +208,12 @@ fn zero_stack_depth_and_zero_threads_are_refused() {
         "--threads",
     );
     assert_one_line_error(
+        &autobatch(&[&base[..], &["--max-instances", "0"]].concat()),
+        "--max-instances",
+    );
+    let bounded = autobatch(&[&base[..], &["--max-instances", "3"]].concat());
+    assert_eq!(bounded.status.code(), Some(0), "{}", stderr(&bounded));
+    assert_one_line_error(
         &autobatch(&[&base[..], &["--strategy", "fastest"]].concat()),
         "unknown strategy `fastest`",
     );
@@ -366,6 +372,8 @@ fn run_with_stats() {
         "steps",
         "wall_seconds",
         "lane_utilization",
+        "instances",
+        "peak_instances",
         "op_counts",
     ] {
         assert!(stats.get(field).is_some(), "stats lacks `{field}`: {stats}");

@@ -36,6 +36,12 @@ pub struct RunOptions {
     pub seed: u64,
     /// Worker threads for large operations (1 = none).
     pub threads: usize,
+    /// The most instance lanes (of `join`, `map`, `pfor`) the batching
+    /// strategies keep alive at once; a fork that finds none free still
+    /// starts one instance, the others as lanes free up. `None`: as many as
+    /// a quarter of the available memory holds ([`default_max_instances`]).
+    /// Changes no result.
+    pub max_instances: Option<usize>,
     /// Called while the run goes, with the counts so far.
     pub observer: Option<Observer>,
 }
@@ -85,6 +91,7 @@ impl Default for RunOptions {
             max_steps: DEFAULT_MAX_STEPS,
             seed: 0,
             threads: 1,
+            max_instances: None,
             observer: None,
         }
     }
@@ -141,8 +148,14 @@ pub struct OpCount {
 pub struct Stats {
     /// Blocks executed (each a batched execution of one basic block).
     pub steps: u64,
-    /// Mean fraction of the batch active in the operations run.
+    /// Mean fraction of the lanes active in the operations run: the active
+    /// rows of every execution over the lanes alive at the time (the
+    /// members, plus the instances of forks then running).
     pub lane_utilization: f64,
+    /// Instances (of `join`, `map`, `pfor`) started, summed over members.
+    pub instances: u64,
+    /// The most instances alive at once.
+    pub peak_instances: u64,
     /// One entry per user operation of the source (bookkeeping excluded),
     /// sorted by location then name.
     pub op_counts: Vec<OpCount>,
@@ -178,7 +191,7 @@ pub fn run_reference(
 
 pub use autobatch_kernels::backend::{Backend, Cpu};
 pub use batched::engine::LaneMode;
-pub use batched::{available_memory_bytes, BlockChoice};
+pub use batched::{available_memory_bytes, default_max_instances, BlockChoice};
 pub use executor::{Executor, OptionsRead, Strategy, EXECUTORS};
 
 /// Options only the batching strategies read.

@@ -13,6 +13,21 @@
 //! `--max-stack-depth`, so a deep recursion is a member's `stack_overflow`,
 //! never a crash.
 //!
+//! **Instances.** A fork (`join`, `map`, `pfor`) reached by some rows of an
+//! activation starts one lane per instance of every row
+//! ([`crate::batched::lanes`]): each lane draws from its instance's stream
+//! and counts the member's steps from its parent's. The lanes of all rows
+//! run together, one child activation per callee (the two calls of
+//! `join(node(l), node(r))` in an activation of R rows are one activation
+//! of 2R rows, and so on down a tree), at most `--max-instances` lanes at a
+//! time (chunks, at least one lane each); each instance that returns
+//! writes its results into its parent row's destinations (element `k` for a
+//! `map`). The joins then resolve in instance order: a row goes on with the
+//! member's steps, or stops with its first instance's error (which a
+//! catching call around may catch). An instance whose error is final (not
+//! inside a catching call of its own) cancels the later instances of its
+//! fork at once: their rows leave their activations at the next operation.
+//!
 //! The run keeps one copy of each static it reads (`StaticPool`) and lends
 //! it to the activation that loads it; an activation gives its loans back
 //! while it calls and takes them again after, so a recursion reading a large
@@ -27,16 +42,22 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use autobatch_ir::{Block, EntityRef, FuncId, Function, Loc, Op, Prim, Program, Terminator, Var};
-use autobatch_kernels::Backend;
+use autobatch_ir::{
+    fork_calls, Block, EntityRef, FuncId, Function, InstanceArg, InstanceCall, Instances, Loc, Op,
+    Prim, Program, Terminator, Var,
+};
+use autobatch_kernels::buffer::Values;
+use autobatch_kernels::{dim_length, Backend};
 use autobatch_passes::uniformity::Invariance;
-use autobatch_types::Tensor;
+use autobatch_types::{Scalar, Tensor};
 
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
-use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows, Members};
+use crate::batched::lanes::{ForkId, Lanes, Resolution};
+use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
 use crate::batched::storage::{Column, Slot};
 use crate::batched::{
-    check_memory, column_slot, concrete_shape, stack_overflow, value_bytes, OpCounter, Watch,
+    check_memory, column_slot, concrete_shape, default_max_instances, lane_bytes, stack_overflow,
+    step_limit, value_bytes, OpCounter, Watch,
 };
 use crate::internal::internal_error;
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
@@ -46,9 +67,11 @@ struct Run<'a> {
     invariance: &'a Invariance,
     shared: SharedEnv<'a>,
     options: &'a RunOptions,
-    lanes: LaneMode,
-    /// Per member: its random stream, steps taken and outcome.
-    per_member: Members,
+    lane_mode: LaneMode,
+    /// Per lane: its random stream, steps taken and state; the joins.
+    lanes: Lanes,
+    /// The most instance lanes alive at once (`--max-instances`).
+    max_instances: usize,
     counter: OpCounter,
     watch: Watch<'a>,
     /// Counter index of each op, per function and block.
@@ -207,7 +230,11 @@ fn run_on_this_thread(
 ) -> Result<RunOutput, ExecError> {
     let members = batch.size;
     let started = Instant::now();
-    let (counter, op_counters) = OpCounter::for_program(program);
+    let (mut counter, op_counters) = OpCounter::for_program(program);
+    counter.lanes = members as u64;
+    let max_instances = options.max_instances.unwrap_or_else(|| {
+        default_max_instances(lane_bytes(program, batch.entry, &env.symbols))
+    });
     let mut run = Run {
         program,
         invariance,
@@ -216,8 +243,9 @@ fn run_on_this_thread(
             symbols: &env.symbols,
         },
         options,
-        lanes,
-        per_member: Members::new(members, options.seed),
+        lane_mode: lanes,
+        lanes: Lanes::new(members, options.seed, options.max_steps),
+        max_instances,
         counter,
         watch: Watch::new(options),
         op_counters,
@@ -240,17 +268,19 @@ fn run_on_this_thread(
     let member_ids: Vec<u32> = (0..members as u32).collect();
     let returned = run.activation(batch.entry, &member_ids, params, 1)?;
     let Run {
-        mut per_member,
+        mut lanes,
         counter,
         steps,
         ..
     } = run;
     for (m, finished) in returned.finished.iter().enumerate() {
-        if *finished && !per_member.has_failed(m) {
-            per_member.finish(m, returned.values.iter().map(|c| c.row(m)).collect());
+        if *finished && !lanes.has_failed(m as u32) {
+            lanes.finish(m, returned.values.iter().map(|c| c.row(m)).collect());
         }
     }
-    Ok(per_member.into_output(counter, steps, started))
+    Ok(lanes.into_output(counter, steps, started, |member| {
+        crate::reference::run_member(program, env, batch, options, member)
+    }))
 }
 
 /// What an activation gives back: per row, whether it returned, and one
@@ -308,11 +338,28 @@ fn take_results(slots: &mut [Slot], dsts: &[Var], returned: Returned, rows: &[u3
     still_running
 }
 
-/// The state of one activation: a function running for some members.
+/// A fork operation of the IR.
+struct ForkSite<'p> {
+    dsts: &'p [Var],
+    args: &'p [Var],
+    instances: &'p Instances,
+    loc: Loc,
+}
+
+/// One instance started by a fork: the activation row of its parent, its
+/// lane, and its index.
+#[derive(Clone, Copy, Debug)]
+struct Instance {
+    row: u32,
+    lane: u32,
+    k: u64,
+}
+
+/// The state of one activation: a function running for some lanes.
 struct Activation<'m> {
     fid: FuncId,
-    /// Row `r` of the activation is member `members[r]`.
-    members: &'m [u32],
+    /// Row `r` of the activation is lane `lanes[r]`.
+    lanes: &'m [u32],
     /// One slot per variable of the function, a row per row.
     slots: Vec<Slot>,
     /// Per row, whether it returned.
@@ -326,8 +373,8 @@ struct Activation<'m> {
 }
 
 impl Activation<'_> {
-    fn member_of(&self, r: u32) -> usize {
-        self.members[r as usize] as usize
+    fn lane_of(&self, r: u32) -> u32 {
+        self.lanes[r as usize]
     }
 
     /// A block's terminator for the rows still running: they wait at the
@@ -378,17 +425,17 @@ impl Activation<'_> {
 }
 
 impl Run<'_> {
-    /// Runs one activation of `fid` for `members` (row r is member
-    /// `members[r]`); returns what each row returned, if it did not stop.
+    /// Runs one activation of `fid` for `lanes` (row r is lane
+    /// `lanes[r]`); returns what each row returned, if it did not stop.
     fn activation(
         &mut self,
         fid: FuncId,
-        members: &[u32],
+        lanes: &[u32],
         params: Vec<Slot>,
         depth: usize,
     ) -> Result<Returned, ExecError> {
         let function: &Function = &self.program.functions[fid];
-        let n = members.len();
+        let n = lanes.len();
         let mut slots: Vec<Slot> = function
             .vars
             .keys()
@@ -399,7 +446,7 @@ impl Run<'_> {
         }
         let mut frame = Activation {
             fid,
-            members,
+            lanes,
             slots,
             finished: vec![false; n],
             values: function
@@ -434,10 +481,10 @@ impl Run<'_> {
         rows.sort_unstable();
         self.watch.tick(self.steps, &self.counter);
         self.steps += 1;
-        let members = frame.members;
-        let member_of = |r: u32| members[r as usize] as usize;
-        self.per_member
-            .enter_block(rows, member_of, self.options.max_steps, block.loc);
+        self.counter.lanes = self.lanes.live() as u64;
+        let lanes = frame.lanes;
+        let lane_of = |r: u32| lanes[r as usize] as usize;
+        self.lanes.enter_block(rows, lane_of, block.loc);
         for (i, op) in block.ops.iter().enumerate() {
             if rows.is_empty() {
                 break;
@@ -474,9 +521,23 @@ impl Run<'_> {
                     };
                     self.call(frame, &call, rows, depth)?
                 }
-                // TODO(issue 12): instances in local-static.
-                Op::Fork { .. } => internal_error("local-static does not run forks yet"),
+                Op::Fork {
+                    dsts,
+                    args,
+                    instances,
+                    loc,
+                } => {
+                    let site = ForkSite {
+                        dsts,
+                        args,
+                        instances,
+                        loc: *loc,
+                    };
+                    self.fork(frame, &site, rows, depth)?
+                }
             }
+            // A lane cancelled by an operation's failures leaves at once.
+            self.lanes.drop_cancelled(rows, lane_of);
         }
         if rows.is_empty() {
             return Ok(());
@@ -515,26 +576,26 @@ impl Run<'_> {
             args: &arg_slots,
             dst: dst.map(|d| d.index()),
             rows,
-            total_rows: frame.members.len(),
-            mode: self.lanes,
+            total_rows: frame.lanes.len(),
+            mode: self.lane_mode,
         };
         let mut faults = std::mem::take(&mut self.faults);
         faults.clear();
-        let members = frame.members;
-        let member_of = |r: u32| members[r as usize] as usize;
+        let lanes = frame.lanes;
+        let lane_of = |r: u32| lanes[r as usize] as usize;
         self.engine.run_prim(
             &exec,
             &mut frame.slots,
             &self.shared,
-            &mut self.per_member.rngs,
-            &member_of,
+            &mut self.lanes.rngs,
+            &lane_of,
             &mut faults,
         );
         self.counter.record(counter, rows.len());
         // A fault inside a catching call is caught when the call returns,
         // not here.
-        self.per_member
-            .retire_faults(rows, &mut faults, loc, member_of, |_, error| Err(error));
+        self.lanes
+            .retire_faults(rows, &mut faults, loc, lane_of, |_, error| Err(error));
         self.faults = faults;
         self.arg_slots = arg_slots;
     }
@@ -561,15 +622,20 @@ impl Run<'_> {
             }
             for r in rows.iter() {
                 let error = stack_overflow(self.options.max_stack_depth, call.loc);
-                self.per_member.stop(frame.member_of(*r), error);
+                self.lanes.fail(frame.lane_of(*r), error);
             }
             rows.clear();
             return Ok(());
         }
-        let child_members: Vec<u32> = rows.iter().map(|r| frame.members[*r as usize]).collect();
+        let child_lanes: Vec<u32> = rows.iter().map(|r| frame.lanes[*r as usize]).collect();
         let child_params = self.pass_args(frame, call, rows);
+        if call.catch {
+            for lane in &child_lanes {
+                self.lanes.enter_catch(*lane);
+            }
+        }
         self.statics.take_back(&mut frame.slots, &frame.loans);
-        let mut returned = self.activation(call.callee, &child_members, child_params, depth + 1)?;
+        let mut returned = self.activation(call.callee, &child_lanes, child_params, depth + 1)?;
         self.statics.lend_again(&mut frame.slots, &frame.loans);
         for d in call.dsts {
             self.statics
@@ -581,10 +647,10 @@ impl Run<'_> {
                 .map(|k| rows[k])
                 .collect();
             set_flags(&mut frame.slots[call.dsts[0].index()], rows, &completed);
-            // A member that faulted inside goes on with the zeros
+            // A lane that faulted inside goes on with the zeros
             // its rows of the results still hold.
-            for (k, &member) in child_members.iter().enumerate() {
-                if self.per_member.revive_if_catchable(member as usize) {
+            for (k, &lane) in child_lanes.iter().enumerate() {
+                if self.lanes.leave_catch(lane) {
                     returned.finished[k] = true;
                 }
             }
@@ -594,6 +660,198 @@ impl Run<'_> {
         };
         *rows = take_results(&mut frame.slots, result_dsts, returned, rows);
         Ok(())
+    }
+
+    /// A fork for `rows`: every row draws its fork's key and opens a join
+    /// (or overflows the stack); the instances of all rows run in chunks
+    /// ([`Run::run_chunk`]); then each row goes on with its member's steps,
+    /// or stops with its first instance's error.
+    fn fork(
+        &mut self,
+        frame: &mut Activation<'_>,
+        site: &ForkSite<'_>,
+        rows: &mut Vec<u32>,
+        depth: usize,
+    ) -> Result<(), ExecError> {
+        let total = match site.instances {
+            Instances::Join(calls) => calls.len(),
+            Instances::Map { count, .. } => dim_length(self.shared.symbols, *count),
+        } as u64;
+        let max_depth = self.options.max_stack_depth;
+        let mut joins: Vec<(u32, ForkId)> = Vec::new();
+        let mut stopped: Vec<u32> = Vec::new();
+        for &r in rows.iter() {
+            let lane = frame.lane_of(r);
+            if self.lanes.is_cancelled(lane) {
+                // Cancelled by an overflow just above; it leaves after the operation.
+                continue;
+            }
+            let key = self.lanes.fork_key(lane);
+            if total > 0 && depth >= max_depth {
+                self.lanes.fail(lane, stack_overflow(max_depth, site.loc));
+                stopped.push(r);
+            } else if total > 0 {
+                joins.push((r, self.lanes.open_fork(lane, key, total, depth, 0)));
+            }
+        }
+        if !joins.is_empty() {
+            for d in site.dsts {
+                self.statics
+                    .before_write(&mut frame.slots, &mut frame.loans, d.index());
+            }
+            let calls = fork_calls(self.program, site.dsts, site.args, site.instances);
+            let map = matches!(site.instances, Instances::Map { .. });
+            while self.run_chunk(frame, &calls, map, &joins, depth)? {}
+            // Every join is closed before any parent fails: a failure
+            // cancels the parent's later siblings, which may be rows here.
+            let resolved: Vec<(u32, u32, Resolution)> = joins
+                .iter()
+                .map(|&(r, fork)| {
+                    let (join, resolution) = self.lanes.close_fork(fork);
+                    (r, join.parent, resolution)
+                })
+                .collect();
+            for (r, parent, resolution) in resolved {
+                match resolution {
+                    Resolution::Returned { steps } => self.lanes.set_steps(parent, steps),
+                    Resolution::Failed { steps, error } => {
+                        self.lanes.set_steps(parent, steps);
+                        self.lanes.fail(parent, error);
+                        stopped.push(r);
+                    }
+                    Resolution::StepLimit => {
+                        let error = step_limit(self.options.max_steps, site.loc);
+                        self.lanes.fail(parent, error);
+                        stopped.push(r);
+                    }
+                }
+            }
+            self.lanes.clear_resolved();
+        }
+        stopped.sort_unstable();
+        rows.retain(|r| stopped.binary_search(r).is_err());
+        Ok(())
+    }
+
+    /// Starts the next chunk of the joins' instances (as many as the budget
+    /// of `--max-instances` allows, at least one) and runs them: one child
+    /// activation per callee, whose returned rows write their results into
+    /// their parents' destinations. False when no instance was left to
+    /// start.
+    fn run_chunk(
+        &mut self,
+        frame: &mut Activation<'_>,
+        calls: &[InstanceCall<'_>],
+        map: bool,
+        joins: &[(u32, ForkId)],
+        depth: usize,
+    ) -> Result<bool, ExecError> {
+        let budget = self
+            .max_instances
+            .saturating_sub(self.lanes.live_instances())
+            .max(1);
+        let mut chunk: Vec<Instance> = Vec::new();
+        for &(row, fork) in joins {
+            while chunk.len() < budget {
+                let Some((lane, k)) = self.lanes.start_instance(fork) else {
+                    break;
+                };
+                chunk.push(Instance { row, lane, k });
+            }
+        }
+        if chunk.is_empty() {
+            return Ok(false);
+        }
+        let call_of = |k: u64| &calls[if map { 0 } else { k as usize }];
+        let mut callees: Vec<FuncId> = Vec::new();
+        for call in calls {
+            if !callees.contains(&call.callee) {
+                callees.push(call.callee);
+            }
+        }
+        for callee in callees {
+            // An instance cancelled by an earlier group's fault does not start.
+            let group: Vec<Instance> = chunk
+                .iter()
+                .filter(|i| call_of(i.k).callee == callee && !self.lanes.is_cancelled(i.lane))
+                .copied()
+                .collect();
+            if group.is_empty() {
+                continue;
+            }
+            let params = self.instance_params(frame, callee, &group, &call_of);
+            let lanes: Vec<u32> = group.iter().map(|i| i.lane).collect();
+            self.statics.take_back(&mut frame.slots, &frame.loans);
+            let returned = self.activation(callee, &lanes, params, depth + 1)?;
+            self.statics.lend_again(&mut frame.slots, &frame.loans);
+            self.instance_results(frame, &group, returned, map, &call_of);
+        }
+        for instance in &chunk {
+            self.lanes.free(instance.lane);
+        }
+        self.lanes.clear_released();
+        Ok(true)
+    }
+
+    /// The parameter slots of `callee`'s activation for `group`: row `i`
+    /// gets what instance `group[i]` passes (from its parent's row).
+    fn instance_params<'c>(
+        &self,
+        frame: &Activation<'_>,
+        callee: FuncId,
+        group: &[Instance],
+        call_of: &dyn Fn(u64) -> &'c InstanceCall<'c>,
+    ) -> Vec<Slot> {
+        let function = &self.program.functions[callee];
+        let mut params = Vec::with_capacity(function.params.len());
+        for (position, p) in function.params.iter().enumerate() {
+            let ty = &function.vars[*p].ty;
+            let shape = concrete_shape(ty, self.shared.symbols);
+            let mut column = Column::zeros(ty.elem, shape, group.len());
+            let len = column.row_len;
+            for (i, instance) in group.iter().enumerate() {
+                let parent = instance.row as usize;
+                let index = Scalar::I64(instance.k as i64);
+                let values = match call_of(instance.k).args[position] {
+                    InstanceArg::Whole(v) => frame.slots[v.index()].values(parent, 0, len),
+                    InstanceArg::Element(v) => {
+                        frame.slots[v.index()].values(parent, instance.k as usize * len, len)
+                    }
+                    InstanceArg::Index => Values::scalar(&index),
+                };
+                column.write(i, 0, values);
+            }
+            params.push(Slot::Column(column));
+        }
+        params
+    }
+
+    /// The instances of `group` that returned give their results to their
+    /// parents' destinations (element `k` of each for a `map`), and their
+    /// joins learn of it.
+    fn instance_results<'c>(
+        &mut self,
+        frame: &mut Activation<'_>,
+        group: &[Instance],
+        returned: Returned,
+        map: bool,
+        call_of: &dyn Fn(u64) -> &'c InstanceCall<'c>,
+    ) {
+        for (i, instance) in group.iter().enumerate() {
+            if !returned.finished[i] || !self.lanes.is_running(instance.lane) {
+                continue;
+            }
+            for (dst, value) in call_of(instance.k).dsts.iter().zip(&returned.values) {
+                let len = value.row_len;
+                let Slot::Column(column) = &mut frame.slots[dst.index()] else {
+                    internal_error("a fork's destination is invariant");
+                };
+                let offset = if map { instance.k as usize * len } else { 0 };
+                let values = Values::of(&value.data, i * len..(i + 1) * len);
+                column.write(instance.row as usize, offset, values);
+            }
+            self.lanes.instance_returned(instance.lane);
+        }
     }
 
     /// The callee's parameter slots for a call from `rows`: a shared

@@ -12,6 +12,23 @@
 //! Members waiting at each block are kept in per-block lists, so choosing
 //! the next block and its active set costs nothing per idle member.
 //!
+//! **Instances.** A row of storage is a *lane* ([`crate::batched::lanes`]):
+//! rows `0..members` are the members' own lanes, and each instance of a
+//! fork (`join`, `map`, `pfor`) is a lane of its own, with its own program
+//! counter, return stack, catch frames and variable stacks. At a fork the
+//! lane draws the fork's key and waits (in no block's queue); its instances
+//! get lanes (freed lanes are reused, and every column and stack grows when
+//! none is free), their parameters are copied from the parent's row, and
+//! they start at the callee's entry, running with every other lane that
+//! reaches the same block, whatever its member or depth. An instance that
+//! returns copies its results into the parent's destinations (element `k`
+//! of each for a `map`) and frees its lane; the join resolves in instance
+//! order ([`Lanes`]) and the last instance to end moves the parent to the
+//! fork's continuation (or unwinds it with the first instance's error).
+//! At most `--max-instances` instance lanes are alive at once: the others
+//! start as lanes free up, oldest fork first, and a fork with none running
+//! gets one whatever the budget.
+//!
 //! [`ProgramCounter`] registers it as the `program-counter` strategy. What
 //! it shares with local-static (per-member outcomes and the step limit,
 //! fault retirement, argument binding, the branch split) is
@@ -22,19 +39,24 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use autobatch_ir::{EntityRef, Loc, Prim, Program};
-use autobatch_kernels::Fault;
+use autobatch_kernels::buffer::{Values, ValuesMut};
+use autobatch_kernels::{dim_length, Fault};
 use autobatch_passes::stack::{
-    lower_to_stack, verify_lowered, GlobalVar, LoweredFunction, LoweredOp, LoweredProgram,
-    LoweredTerm, PcBlock, VarClass,
+    lower_to_stack, verify_lowered, GlobalVar, LoweredArg, LoweredFork, LoweredFunction,
+    LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass,
 };
-use autobatch_types::MemberError;
+use autobatch_types::{Data, MemberError, Scalar};
 
 use autobatch_kernels::Backend;
 
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
-use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows, Members};
+use crate::batched::lanes::{ForkId, Lanes, Resolution};
+use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
 use crate::batched::storage::{Column, Slot, ValueStack};
-use crate::batched::{column_slot, concrete_shape, stack_overflow, BlockChoice, OpCounter, Watch};
+use crate::batched::{
+    column_slot, concrete_shape, default_max_instances, lane_bytes, stack_overflow, step_limit,
+    BlockChoice, OpCounter, Watch,
+};
 use crate::internal::internal_error;
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
@@ -98,20 +120,29 @@ pub fn run(
         .map_err(ExecError::Resources)?;
     let started = Instant::now();
     let mut machine = Machine::new(backend, lowered, env, batch, options, batching.lanes)?;
+    machine.max_instances = options.max_instances.unwrap_or_else(|| {
+        default_max_instances(lane_bytes(program, batch.entry, &env.symbols))
+    });
     let mut watch = Watch::new(options);
     let mut rows: Vec<u32> = Vec::new();
     while let Some(pc) = machine.waiting.choose(batching.block_choice) {
         watch.tick(machine.steps, &machine.counter);
         machine.waiting.take(pc, &mut rows);
         machine.step(pc, &mut rows)?;
+        machine.settle();
+    }
+    if machine.lanes.forks_open() {
+        internal_error("the run ended with a fork still open");
     }
     let Machine {
-        per_member,
+        lanes,
         counter,
         steps,
         ..
     } = machine;
-    Ok(per_member.into_output(counter, steps, started))
+    Ok(lanes.into_output(counter, steps, started, |member| {
+        crate::reference::run_member(program, env, batch, options, member)
+    }))
 }
 
 /// The state of a program-counter run.
@@ -119,29 +150,36 @@ struct Machine<'a> {
     lowered: &'a LoweredProgram,
     entry: &'a LoweredFunction,
     options: &'a RunOptions,
-    lanes: LaneMode,
-    /// The batch size: every column has a row per member.
-    members: usize,
+    lane_mode: LaneMode,
+    /// The rows of every column and stack: at least one per lane.
+    capacity: usize,
     shared: SharedEnv<'a>,
     engine: Engine<'a>,
-    /// One slot per variable of the explicit-stack form, for all members.
+    /// One slot per variable of the explicit-stack form, a row per lane.
     slots: Vec<Slot>,
-    /// The per-member stacks of the full variables.
+    /// The per-lane stacks of the full variables.
     stacks: Vec<Option<ValueStack>>,
     /// Per block, per operation: what the engine needs of a primitive.
     ops: Vec<Vec<PrimSlots>>,
-    per_member: Members,
-    /// Per member, the blocks its pending calls return to.
+    lanes: Lanes,
+    /// The most instance lanes alive at once (`--max-instances`).
+    max_instances: usize,
+    /// Per lane, the blocks its pending calls return to.
     return_stacks: Vec<Vec<PcBlock>>,
+    /// Per lane, the stack depth below its first activation: 0 for a
+    /// member, its parent's depth at the fork for an instance.
+    depth_base: Vec<usize>,
     catch_plan: CatchPlan,
-    /// Per member, the catching calls it is inside, innermost last.
+    /// Per lane, the catching calls it is inside, innermost last.
     catches: Vec<Vec<CatchFrame>>,
     waiting: Waiting,
     counter: OpCounter,
     steps: u64,
-    /// Reused buffers: the faults of one operation, a branch's or a call's split.
+    /// Reused buffers: the faults of one operation, a branch's or a call's
+    /// split, a value moved between two rows.
     faults: Vec<(u32, Fault)>,
     branch: BranchRows,
+    scratch: Data,
 }
 
 /// A primitive operation as the engine runs it: its operand and result
@@ -206,7 +244,7 @@ impl<'a> Machine<'a> {
         env: &'a Env,
         batch: &Batch,
         options: &'a RunOptions,
-        lanes: LaneMode,
+        lane_mode: LaneMode,
     ) -> Result<Machine<'a>, ExecError> {
         let members = batch.size;
         let (slots, stacks) = storage(lowered, &env.symbols, members);
@@ -220,12 +258,14 @@ impl<'a> Machine<'a> {
         waiting.push(entry.entry, &(0..members as u32).collect::<Vec<_>>());
         let mut engine = Engine::new(backend, options.threads);
         engine.remember_statics();
+        counter.lanes = members as u64;
         let mut machine = Machine {
             lowered,
             entry,
             options,
-            lanes,
-            members,
+            lanes: Lanes::new(members, options.seed, options.max_steps),
+            lane_mode,
+            capacity: members,
             shared: SharedEnv {
                 statics: &env.statics,
                 symbols: &env.symbols,
@@ -234,8 +274,9 @@ impl<'a> Machine<'a> {
             slots,
             stacks,
             ops,
-            per_member: Members::new(members, options.seed),
+            max_instances: usize::MAX,
             return_stacks: vec![Vec::new(); members],
+            depth_base: vec![0; members],
             catch_plan: CatchPlan::new(lowered),
             catches: vec![Vec::new(); members],
             waiting,
@@ -243,6 +284,7 @@ impl<'a> Machine<'a> {
             steps: 0,
             faults: Vec::new(),
             branch: BranchRows::default(),
+            scratch: Data::Bool(Vec::new()),
         };
         for (param, arg) in entry.params.iter().zip(&batch.args) {
             bind_arg(&mut machine.slots[param.index()], arg, members)?;
@@ -256,9 +298,11 @@ impl<'a> Machine<'a> {
         let lowered = self.lowered;
         let block = &lowered.blocks[pc];
         self.steps += 1;
+        self.counter.lanes = self.lanes.live() as u64;
         if block.counts_step {
-            self.per_member
-                .enter_block(rows, |r| r as usize, self.options.max_steps, block.loc);
+            self.lanes.enter_block(rows, |r| r as usize, block.loc);
+        } else {
+            self.lanes.drop_cancelled(rows, |r| r as usize);
         }
         for (i, op) in block.ops.iter().enumerate() {
             if rows.is_empty() {
@@ -281,10 +325,7 @@ impl<'a> Machine<'a> {
             return Ok(());
         }
         match &block.term {
-            // TODO(issue 12): instances in program-counter.
-            LoweredTerm::Fork(_) => {
-                crate::internal::internal_error("program-counter does not run forks yet")
-            }
+            LoweredTerm::Fork(fork) => self.fork(pc, rows, fork),
             LoweredTerm::Jump(target) => self.waiting.push(*target, rows),
             LoweredTerm::Branch {
                 cond,
@@ -316,15 +357,15 @@ impl<'a> Machine<'a> {
             args: &op.args,
             dst: op.dst,
             rows,
-            total_rows: self.members,
-            mode: self.lanes,
+            total_rows: self.capacity,
+            mode: self.lane_mode,
         };
         self.faults.clear();
         self.engine.run_prim(
             &exec,
             &mut self.slots,
             &self.shared,
-            &mut self.per_member.rngs,
+            &mut self.lanes.rngs,
             &|r| r as usize,
             &mut self.faults,
         );
@@ -336,7 +377,7 @@ impl<'a> Machine<'a> {
             stacks: &mut self.stacks,
         };
         let waiting = &mut self.waiting;
-        self.per_member.retire_faults(
+        self.lanes.retire_faults(
             rows,
             &mut self.faults,
             loc,
@@ -368,9 +409,13 @@ impl<'a> Machine<'a> {
         overflowed.clear();
         let max_depth = self.options.max_stack_depth;
         for &r in rows {
-            // Depth is the entry activation plus one per pending return.
+            if self.lanes.drop_if_cancelled(r) {
+                continue;
+            }
+            // The caller's depth is its lane's base, plus its first
+            // activation, plus one per pending return.
             let depth = self.return_stacks[r as usize].len();
-            if depth + 2 > max_depth {
+            if self.depth_base[r as usize] + depth + 2 > max_depth {
                 if recover.is_some() {
                     // The call itself overflows: caught like a fault inside it.
                     overflowed.push(r);
@@ -384,7 +429,7 @@ impl<'a> Machine<'a> {
                 };
                 match unwind(r, stack_overflow(max_depth, loc), &mut member_stacks) {
                     Ok(recover) => self.waiting.push(recover, &[r]),
-                    Err(error) => self.per_member.stop(r as usize, error),
+                    Err(error) => self.lanes.fail(r, error),
                 }
                 continue;
             }
@@ -405,11 +450,15 @@ impl<'a> Machine<'a> {
         }
     }
 
-    /// A return: each member goes back to where its innermost call returns
-    /// (leaving the catching call it ends, if any), or, from the entry
-    /// function, finishes with its results.
+    /// A return: each lane goes back to where its innermost call returns
+    /// (leaving the catching call it ends, if any); from the entry function
+    /// a member finishes with its results, from its function an instance
+    /// gives its results to its parent and ends.
     fn ret(&mut self, rows: &[u32]) {
         for &r in rows {
+            if self.lanes.drop_if_cancelled(r) {
+                continue;
+            }
             let m = r as usize;
             match self.return_stacks[m].pop() {
                 Some(to) => {
@@ -420,6 +469,10 @@ impl<'a> Machine<'a> {
                     }
                     self.waiting.push(to, &[r]);
                 }
+                None if self.lanes.is_instance(r) => {
+                    self.give_results(r);
+                    self.lanes.instance_returned(r);
+                }
                 None => {
                     let results = self
                         .entry
@@ -427,10 +480,192 @@ impl<'a> Machine<'a> {
                         .iter()
                         .map(|x| self.slots[x.index()].value(m))
                         .collect();
-                    self.per_member.finish(m, results);
+                    self.lanes.finish(m, results);
                 }
             }
         }
+    }
+
+    /// A fork at the end of block `pc`, for `rows`: each lane draws the
+    /// fork's key and waits at its join (its instances start from the
+    /// queue, [`Machine::settle`]); a fork with no instance goes straight
+    /// on, and one that would overflow the stack unwinds the lane.
+    fn fork(&mut self, pc: PcBlock, rows: &[u32], fork: &LoweredFork) {
+        let total = match fork.count {
+            Some(count) => dim_length(self.shared.symbols, count) as u64,
+            None => fork.calls.len() as u64,
+        };
+        let max_depth = self.options.max_stack_depth;
+        for &r in rows {
+            if self.lanes.drop_if_cancelled(r) {
+                continue;
+            }
+            let key = self.lanes.fork_key(r);
+            let depth = self.depth(r);
+            if total > 0 && depth >= max_depth {
+                self.fail_or_recover(r, stack_overflow(max_depth, fork.loc));
+            } else if total == 0 {
+                self.waiting.push(fork.then, &[r]);
+            } else {
+                let join = self.lanes.open_fork(r, key, total, depth, pc.0);
+                self.lanes.queue_fork(join);
+            }
+        }
+    }
+
+    /// The stack depth of lane `r`'s current activation.
+    fn depth(&self, r: u32) -> usize {
+        self.depth_base[r as usize] + self.return_stacks[r as usize].len() + 1
+    }
+
+    /// After a step: frees the lanes that ended, resolves the joins whose
+    /// instances are accounted for, and starts instances while the budget
+    /// allows (one for a fork that has none running, whatever the budget).
+    #[inline]
+    fn settle(&mut self) {
+        loop {
+            while let Some(lane) = self.lanes.take_released() {
+                self.free_lane(lane);
+            }
+            if let Some(fork) = self.lanes.take_resolved() {
+                self.resolve(fork);
+            } else if let Some(fork) = self.lanes.next_to_start(self.max_instances) {
+                self.start_instance(fork);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Clears what an ended instance lane leaves (its stacks, after a fault
+    /// or a cancellation) and frees it.
+    fn free_lane(&mut self, lane: u32) {
+        let l = lane as usize;
+        if self.lanes.ended_abnormally(lane) {
+            for stack in self.stacks.iter_mut().flatten() {
+                stack.truncate(l, 0);
+            }
+            self.return_stacks[l].clear();
+            self.catches[l].clear();
+        }
+        self.lanes.free(lane);
+    }
+
+    /// A join resolved: its parent goes on after the fork with the member's
+    /// steps so far, or meets the first instance's error where it forked.
+    fn resolve(&mut self, fork: ForkId) {
+        let (join, resolution) = self.lanes.close_fork(fork);
+        let LoweredTerm::Fork(site) = &self.lowered.blocks[PcBlock(join.site)].term else {
+            internal_error("a join whose site is not a fork");
+        };
+        let parent = join.parent;
+        match resolution {
+            Resolution::Returned { steps } => {
+                self.lanes.set_steps(parent, steps);
+                self.waiting.push(site.then, &[parent]);
+            }
+            Resolution::Failed { steps, error } => {
+                self.lanes.set_steps(parent, steps);
+                self.fail_or_recover(parent, error);
+            }
+            Resolution::StepLimit => self
+                .lanes
+                .fail(parent, step_limit(self.options.max_steps, site.loc)),
+        }
+    }
+
+    /// Sends lane `r`, which met `error`, to its innermost catching call's
+    /// recovery block, or stops it.
+    fn fail_or_recover(&mut self, r: u32, error: MemberError) {
+        let mut member_stacks = MemberStacks {
+            plan: &self.catch_plan,
+            catches: &mut self.catches,
+            return_stacks: &mut self.return_stacks,
+            stacks: &mut self.stacks,
+        };
+        match unwind(r, error, &mut member_stacks) {
+            Ok(recover) => self.waiting.push(recover, &[r]),
+            Err(error) => self.lanes.fail(r, error),
+        }
+    }
+
+    /// Starts the next instance of `fork` in a lane: its parameters from
+    /// the parent's row, then the callee's entry.
+    fn start_instance(&mut self, fork: ForkId) {
+        let Some((lane, k)) = self.lanes.start_instance(fork) else {
+            return;
+        };
+        self.ensure_capacity();
+        let join = self.lanes.join(fork);
+        let (parent, site) = (join.parent as usize, PcBlock(join.site));
+        self.depth_base[lane as usize] = join.depth;
+        let LoweredTerm::Fork(site) = &self.lowered.blocks[site].term else {
+            internal_error("a join whose site is not a fork");
+        };
+        let call = &site.calls[if site.count.is_some() { 0 } else { k as usize }];
+        for (param, arg) in &call.params {
+            let len = self.slots[param.index()].row_len();
+            let index = Scalar::I64(k as i64);
+            let value = match arg {
+                LoweredArg::Whole(v) => self.slots[v.index()].values(parent, 0, len),
+                LoweredArg::Element(v) => {
+                    self.slots[v.index()].values(parent, k as usize * len, len)
+                }
+                LoweredArg::Index => Values::scalar(&index),
+            };
+            move_value(&mut self.scratch, value);
+            let Slot::Column(column) = &mut self.slots[param.index()] else {
+                internal_error("an instance's parameter is invariant");
+            };
+            column.write(lane as usize, 0, Values::all(&self.scratch));
+        }
+        self.waiting.push(call.target, &[lane]);
+    }
+
+    /// An instance lane returned: its results go to its parent's
+    /// destinations (element `k` of each, for a `map`).
+    fn give_results(&mut self, lane: u32) {
+        let Some((fork, k)) = self.lanes.instance_of(lane) else {
+            internal_error("a lane that is no instance returned as one");
+        };
+        let join = self.lanes.join(fork);
+        let (parent, site) = (join.parent as usize, PcBlock(join.site));
+        let LoweredTerm::Fork(site) = &self.lowered.blocks[site].term else {
+            internal_error("a join whose site is not a fork");
+        };
+        let map = site.count.is_some();
+        let call = &site.calls[if map { 0 } else { k as usize }];
+        for (result, dst) in &call.results {
+            let len = self.slots[result.index()].row_len();
+            let value = self.slots[result.index()].values(lane as usize, 0, len);
+            move_value(&mut self.scratch, value);
+            let offset = if map { k as usize * len } else { 0 };
+            let Slot::Column(column) = &mut self.slots[dst.index()] else {
+                internal_error("a fork's destination is invariant");
+            };
+            column.write(parent, offset, Values::all(&self.scratch));
+        }
+    }
+
+    /// Grows every column and stack to a row per lane (doubling).
+    fn ensure_capacity(&mut self) {
+        let needed = self.lanes.capacity();
+        if needed <= self.capacity {
+            return;
+        }
+        let rows = needed.max(2 * self.capacity);
+        for slot in &mut self.slots {
+            if let Slot::Column(column) = slot {
+                column.grow_rows(rows);
+            }
+        }
+        for stack in self.stacks.iter_mut().flatten() {
+            stack.grow(rows);
+        }
+        self.return_stacks.resize(rows, Vec::new());
+        self.catches.resize(rows, Vec::new());
+        self.depth_base.resize(rows, 0);
+        self.capacity = rows;
     }
 
     /// Runs `f` on the column of the full variable `x` and its stack.
@@ -443,6 +678,12 @@ impl<'a> Machine<'a> {
         };
         f(column, stack);
     }
+}
+
+/// `scratch` = `value` (to move a value between two rows of one column).
+fn move_value(scratch: &mut Data, value: Values<'_>) {
+    autobatch_kernels::buffer::resize(scratch, value.ty(), value.len());
+    autobatch_kernels::buffer::copy(value, ValuesMut::all(scratch));
 }
 
 /// One slot per variable of `lowered` for `members` members (invariant

@@ -107,7 +107,8 @@ pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) ->
         ));
     }
 
-    let (op_counter, count_slots) = OpCounter::for_program(program);
+    let (mut op_counter, count_slots) = OpCounter::for_program(program);
+    op_counter.lanes = batch.size as u64;
     let plan = Plan {
         count_slots,
         last_reads: program.functions.values().map(last_reads).collect(),
@@ -116,35 +117,83 @@ pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) ->
         ops: op_counter,
         steps: 0,
         watch: Watch::new(options),
+        instances: 0,
+        live_instances: 0,
+        peak_instances: 0,
     };
     let started = Instant::now();
     let results = (0..batch.size)
-        .map(|member| {
-            let mut run = MemberRun {
-                program,
-                plan: &plan,
-                options,
-                counters: &mut counters,
-                steps: 0,
-            };
-            let outcome = run.run(env, batch, member);
-            let steps = run.steps;
-            counters.steps += steps;
-            outcome
-        })
+        .map(|member| run_one(program, &plan, options, &mut counters, env, batch, member))
         .collect();
     let wall_seconds = started.elapsed().as_secs_f64();
 
-    let (op_counts, lane_utilization) = counters.ops.finish(batch.size);
+    let (op_counts, lane_utilization) = counters.ops.finish();
     RunOutput {
         results,
         stats: Stats {
             steps: counters.steps,
             lane_utilization,
+            instances: counters.instances,
+            peak_instances: counters.peak_instances,
             op_counts,
             wall_seconds,
         },
     }
+}
+
+/// Runs member `member` of `batch` alone, exactly as [`run`] would, and
+/// gives its outcome (nothing else: no figures, no observer). The batching
+/// executors use it for the one outcome they cannot place exactly: a
+/// member that forked and ran out of steps.
+pub fn run_member(
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    member: usize,
+) -> Result<Vec<Tensor>, MemberError> {
+    let options = RunOptions {
+        observer: None,
+        ..options.clone()
+    };
+    let (ops, count_slots) = OpCounter::for_program(program);
+    let plan = Plan {
+        count_slots,
+        last_reads: program.functions.values().map(last_reads).collect(),
+    };
+    let mut counters = Counters {
+        ops,
+        steps: 0,
+        watch: Watch::new(&options),
+        instances: 0,
+        live_instances: 0,
+        peak_instances: 0,
+    };
+    run_one(program, &plan, &options, &mut counters, env, batch, member)
+}
+
+/// Runs one member, adding its figures to `counters`.
+fn run_one(
+    program: &Program,
+    plan: &Plan,
+    options: &RunOptions,
+    counters: &mut Counters<'_>,
+    env: &Env,
+    batch: &Batch,
+    member: usize,
+) -> Result<Vec<Tensor>, MemberError> {
+    counters.live_instances = 0;
+    let mut run = MemberRun {
+        program,
+        plan,
+        options,
+        counters,
+        steps: 0,
+    };
+    let outcome = run.run(env, batch, member);
+    let steps = run.steps;
+    counters.steps += steps;
+    outcome
 }
 
 /// What the executor precomputes once per program: where each user
@@ -161,6 +210,10 @@ struct Counters<'a> {
     ops: OpCounter,
     steps: u64,
     watch: Watch<'a>,
+    /// Instances started, and how many run (are on the stack) now and at most.
+    instances: u64,
+    live_instances: u64,
+    peak_instances: u64,
 }
 
 /// A variable's value: its own, or a static of the run, borrowed.
@@ -406,6 +459,10 @@ impl<'a> MemberRun<'a, '_> {
             state.parent_rng = Some(previous);
         }
         self.enter_block(callee, Function::ENTRY)?;
+        let counters = &mut *self.counters;
+        counters.instances += 1;
+        counters.live_instances += 1;
+        counters.peak_instances = counters.peak_instances.max(counters.live_instances);
         stack.push(Frame {
             function: call.callee,
             block: Function::ENTRY,
@@ -522,6 +579,7 @@ impl<'a> MemberRun<'a, '_> {
             let Some(state) = caller.fork.as_deref_mut() else {
                 internal_error("a frame waits at a fork without its state");
             };
+            self.counters.live_instances -= 1;
             match instances {
                 Instances::Join(_) => {
                     let calls = fork_calls(self.program, dsts, args, instances);
@@ -557,7 +615,7 @@ impl<'a> MemberRun<'a, '_> {
     /// the member is in: its frames above it are dropped and the call gives
     /// `(false, zeros)`. Without one, the member stops with `error`.
     fn unwind(
-        &self,
+        &mut self,
         stack: &mut Vec<Frame<'_>>,
         error: MemberError,
         env: &Env,
@@ -585,6 +643,11 @@ impl<'a> MemberRun<'a, '_> {
         {
             *rng = parent;
         }
+        // The instances abandoned: the frames whose caller waits at a fork.
+        let abandoned = (i + 1..stack.len())
+            .filter(|&j| stack[j - 1].fork.is_some())
+            .count();
+        self.counters.live_instances -= abandoned as u64;
         stack.truncate(i + 1);
         self.recover_at(&mut stack[i], env);
         Ok(())

@@ -296,7 +296,7 @@ fn check_program(seed: u64) {
         max_steps: rng.gen_range(50..3000),
         seed: rng.gen(),
         threads: 1,
-        observer: None,
+        ..RunOptions::default()
     };
     let env = Env::default();
     let reference = run(

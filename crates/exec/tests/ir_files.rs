@@ -1,6 +1,7 @@
 //! Executor tests written as IR text: every `tests/ir/*.ir` is parsed,
 //! verified, optimized, and each of its `//@ run:` directives is run on every
-//! strategy, lanes mode and block choice; every member must get what the
+//! registered strategy, with every lanes mode and block choice it reads;
+//! every member must get what the
 //! `//@ expect:` after it says. The format is in `tests/ir/README.md`.
 
 mod common;

@@ -159,6 +159,7 @@ fn run(
         max_steps: limits.max_steps,
         seed: limits.seed,
         threads: 1,
+        max_instances: None,
     };
     match without_panics(|| bound.run(&config)) {
         Err(panic) => Err(format!("running {panic}")),

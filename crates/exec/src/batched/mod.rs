@@ -3,6 +3,7 @@
 //! that a run fits in memory.
 
 pub mod engine;
+pub mod lanes;
 pub mod skeleton;
 pub mod storage;
 
@@ -97,13 +98,19 @@ impl<'a> Watch<'a> {
     }
 }
 
-/// Counts executions of the user's primitive operations, keyed by name and location.
+/// Counts executions of the user's primitive operations, keyed by name and
+/// location, and the lanes they could have served.
 #[derive(Default)]
 pub struct OpCounter {
     index: HashMap<(&'static str, Loc), usize>,
     counts: Vec<OpCount>,
     pub lane_sum: u64,
     pub execution_sum: u64,
+    /// The lanes alive now (members plus running instances): an executor
+    /// sets it before it records executions.
+    pub lanes: u64,
+    /// The sum of `lanes` over the executions recorded.
+    pub lane_slots: u64,
 }
 
 impl OpCounter {
@@ -168,17 +175,19 @@ impl OpCounter {
             self.counts[i].active_lanes += active as u64;
             self.execution_sum += 1;
             self.lane_sum += active as u64;
+            self.lane_slots += self.lanes;
         }
     }
 
-    /// The counts sorted by location then name, and the lane utilization for `batch_size`.
-    pub fn finish(mut self, batch_size: usize) -> (Vec<OpCount>, f64) {
+    /// The counts sorted by location then name, and the lane utilization:
+    /// the active lanes of every execution over the lanes alive at the time.
+    pub fn finish(mut self) -> (Vec<OpCount>, f64) {
         self.counts
             .sort_by(|a, b| (a.loc, a.op).cmp(&(b.loc, b.op)));
-        let utilization = if self.execution_sum == 0 {
+        let utilization = if self.execution_sum == 0 || self.lane_slots == 0 {
             0.0
         } else {
-            self.lane_sum as f64 / (self.execution_sum as f64 * batch_size as f64)
+            self.lane_sum as f64 / self.lane_slots as f64
         };
         (self.counts, utilization)
     }
@@ -233,13 +242,6 @@ pub fn check_memory(
     Ok(())
 }
 
-/// The functions a run of `entry` may execute: those its calls reach.
-pub fn reachable_functions(program: &autobatch_ir::Program, entry: FuncId) -> Vec<bool> {
-    autobatch_passes::stack::reachability(program)
-        .into_iter()
-        .nth(entry.index())
-        .unwrap_or_default()
-}
 
 /// Refuses a run one of whose values could not fit in memory even once
 /// (`let big = [0.0; 100000000000];`), naming the variable and where it is
@@ -350,6 +352,52 @@ pub fn check_lowered_memory(
     check_memory(bytes.per_member, members, bytes.shared)
 }
 
+/// The functions a run of `entry` may execute: those its calls and forks reach.
+pub fn reachable_functions(program: &autobatch_ir::Program, entry: FuncId) -> Vec<bool> {
+    let mut seen = vec![false; program.functions.len()];
+    let mut todo = vec![entry];
+    if let Some(s) = seen.get_mut(entry.index()) {
+        *s = true;
+    }
+    while let Some(f) = todo.pop() {
+        let Some(function) = program.functions.get(f) else {
+            continue;
+        };
+        for op in function.blocks.values().flat_map(|b| &b.ops) {
+            for g in op.callees() {
+                if !seen[g.index()] {
+                    seen[g.index()] = true;
+                    todo.push(g);
+                }
+            }
+        }
+    }
+    seen
+}
+
+/// Bytes one lane costs at most: the variables of every function `entry`
+/// reaches (through calls and forks), and [`MEMBER_OVERHEAD_BYTES`].
+pub fn lane_bytes(program: &autobatch_ir::Program, entry: FuncId, symbols: &[u64]) -> u128 {
+    let reached = reachable_functions(program, entry);
+    let vars: u128 = program
+        .functions
+        .iter()
+        .filter(|(id, _)| reached.get(id.index()).copied().unwrap_or(false))
+        .flat_map(|(_, f)| f.vars.values())
+        .map(|v| value_bytes(&v.ty, symbols))
+        .fold(0u128, u128::saturating_add);
+    vars.saturating_add(MEMBER_OVERHEAD_BYTES)
+}
+
+/// The most instance lanes `--max-instances` allows by default: as many
+/// lanes of `lane_bytes` each as a quarter of the available memory holds
+/// (at least 1, at most 2^24).
+pub fn default_max_instances(lane_bytes: u128) -> usize {
+    let budget = (available_memory_bytes() / 4) as u128;
+    let lanes = budget / lane_bytes.max(1);
+    lanes.clamp(1, 1 << 24) as usize
+}
+
 /// The environment variable that caps the memory autobatch plans to use, in
 /// bytes, or with a suffix `K`, `M` or `G` (powers of 1024): `512M`.
 pub const MEMORY_LIMIT_VARIABLE: &str = "AUTOBATCH_MEMORY_LIMIT";
@@ -428,7 +476,7 @@ pub fn all_members_overflow(
 ) -> crate::RunOutput {
     let loc = program.functions[batch.entry].loc;
     let (counter, _) = OpCounter::for_program(program);
-    let (op_counts, lane_utilization) = counter.finish(batch.size);
+    let (op_counts, lane_utilization) = counter.finish();
     crate::RunOutput {
         results: (0..batch.size)
             .map(|_| Err(stack_overflow(0, loc)))
@@ -438,6 +486,7 @@ pub fn all_members_overflow(
             lane_utilization,
             op_counts,
             wall_seconds: 0.0,
+            ..crate::Stats::default()
         },
     }
 }

@@ -93,6 +93,24 @@ impl Column {
         )
     }
 
+    /// Makes room for `rows` rows (program-counter's lanes grow); new rows
+    /// are zeros.
+    pub fn grow_rows(&mut self, rows: usize) {
+        let len = rows * self.row_len;
+        if self.data.len() < len {
+            let ty = self.data.ty();
+            buffer::resize(&mut self.data, ty, len);
+        }
+    }
+
+    /// Writes `values` into row `r` from element `offset` on (a whole row,
+    /// or one item of a row that is an array).
+    pub fn write(&mut self, r: usize, offset: usize, values: Values<'_>) {
+        let start = r * self.row_len + offset;
+        let end = start + values.len();
+        buffer::copy(values, ValuesMut::of(&mut self.data, start..end));
+    }
+
     /// Row `rows[k]` of `self` = row `k` of `dense` (a column of `rows.len()` rows).
     pub fn scatter_rows_from(&mut self, dense: &Column, rows: &[u32]) {
         buffer::scatter_rows(
@@ -114,6 +132,28 @@ pub enum Slot {
 }
 
 impl Slot {
+    /// `len` elements of the value row `r` sees, from element `offset` on
+    /// (a whole row, or one item of an array).
+    pub fn values(&self, r: usize, offset: usize, len: usize) -> Values<'_> {
+        match self {
+            Slot::Invariant(Some(t)) => Values::of(&t.data, offset..offset + len),
+            Slot::Invariant(None) => internal_error("reading an unassigned invariant variable"),
+            Slot::Column(c) => {
+                let start = r * c.row_len + offset;
+                Values::of(&c.data, start..start + len)
+            }
+        }
+    }
+
+    /// The elements of one value (of one row, for a column).
+    pub fn row_len(&self) -> usize {
+        match self {
+            Slot::Invariant(Some(t)) => t.len(),
+            Slot::Invariant(None) => internal_error("reading an unassigned invariant variable"),
+            Slot::Column(c) => c.row_len,
+        }
+    }
+
     /// The value row `r` sees.
     pub fn value(&self, r: usize) -> Tensor {
         match self {
@@ -198,6 +238,13 @@ impl ValueStack {
                 let m = *m as usize;
                 stacks[m].extend_from_slice(&column[m * n..(m + 1) * n]);
             }
+        })
+    }
+
+    /// Makes room for the stacks of `lanes` lanes (new ones empty).
+    pub fn grow(&mut self, lanes: usize) {
+        each_stack!(&mut self.stacks, |s| if s.len() < lanes {
+            s.resize_with(lanes, Vec::new)
         })
     }
 

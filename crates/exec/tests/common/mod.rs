@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use autobatch_exec::{Arg, Batch, BatchingOptions, BlockChoice, LaneMode, RunOptions, Strategy};
+use autobatch_exec::{Arg, Batch, BatchingOptions, RunOptions, Strategy};
 use autobatch_ir::{Function, Program};
 use autobatch_types::{Data, Dim, MemberError, Scalar, ScalarType, Tensor, TensorType, Value};
 use serde_json::Value as Json;
@@ -92,6 +92,7 @@ fn set_option(options: &mut RunOptions, option: &str) -> Result<(), String> {
         "max-stack-depth" => options.max_stack_depth = value.parse().map_err(bad)?,
         "max-steps" => options.max_steps = value.parse().map_err(bad)?,
         "seed" => options.seed = value.parse().map_err(bad)?,
+        "max-instances" => options.max_instances = Some(value.parse().map_err(bad)?),
         _ => return Err(format!("unknown option `{key}`")),
     }
     Ok(())
@@ -279,21 +280,11 @@ pub fn same_error(expected: &Json, actual: &MemberError) -> bool {
     kind && line && column && message
 }
 
-/// Every strategy; the batching ones with every lanes mode and block choice.
+/// Every registered strategy, each with every lanes mode and block choice
+/// it reads (`Strategy::configurations`), the reference first.
 pub fn configurations() -> Vec<(Strategy, BatchingOptions)> {
-    let mut out = vec![(Strategy::Reference, BatchingOptions::default())];
-    for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
-        for lanes in [LaneMode::Mask, LaneMode::Compact, LaneMode::Auto] {
-            for block_choice in [BlockChoice::SmallestIndex, BlockChoice::MostMembers] {
-                out.push((
-                    strategy,
-                    BatchingOptions {
-                        lanes,
-                        block_choice,
-                    },
-                ));
-            }
-        }
-    }
-    out
+    Strategy::ALL
+        .into_iter()
+        .flat_map(|s| s.configurations().into_iter().map(move |b| (s, b)))
+        .collect()
 }
