@@ -232,9 +232,9 @@ fn run_on_this_thread(
     let started = Instant::now();
     let (mut counter, op_counters) = OpCounter::for_program(program);
     counter.lanes = members as u64;
-    let max_instances = options.max_instances.unwrap_or_else(|| {
-        default_max_instances(lane_bytes(program, batch.entry, &env.symbols))
-    });
+    let max_instances = options
+        .max_instances
+        .unwrap_or_else(|| default_max_instances(lane_bytes(program, batch.entry, &env.symbols)));
     let mut run = Run {
         program,
         invariance,
@@ -688,7 +688,10 @@ impl Run<'_> {
             }
             let key = self.lanes.fork_key(lane);
             if total > 0 && depth >= max_depth {
-                self.lanes.fail(lane, stack_overflow(max_depth, site.loc));
+                self.lanes.fail(
+                    lane,
+                    stack_overflow(max_depth, site.instances.overflow_loc(site.loc)),
+                );
                 stopped.push(r);
             } else if total > 0 {
                 joins.push((r, self.lanes.open_fork(lane, key, total, depth, 0)));

@@ -42,8 +42,8 @@ use autobatch_ir::{EntityRef, Loc, Prim, Program};
 use autobatch_kernels::buffer::{Values, ValuesMut};
 use autobatch_kernels::{dim_length, Fault};
 use autobatch_passes::stack::{
-    lower_to_stack, verify_lowered, GlobalVar, LoweredArg, LoweredFork, LoweredFunction,
-    LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass,
+    lower_to_stack, verify_lowered, GlobalVar, LoweredArg, LoweredFork, LoweredFunction, LoweredOp,
+    LoweredProgram, LoweredTerm, PcBlock, VarClass,
 };
 use autobatch_types::{Data, MemberError, Scalar};
 
@@ -120,9 +120,9 @@ pub fn run(
         .map_err(ExecError::Resources)?;
     let started = Instant::now();
     let mut machine = Machine::new(backend, lowered, env, batch, options, batching.lanes)?;
-    machine.max_instances = options.max_instances.unwrap_or_else(|| {
-        default_max_instances(lane_bytes(program, batch.entry, &env.symbols))
-    });
+    machine.max_instances = options
+        .max_instances
+        .unwrap_or_else(|| default_max_instances(lane_bytes(program, batch.entry, &env.symbols)));
     let mut watch = Watch::new(options);
     let mut rows: Vec<u32> = Vec::new();
     while let Some(pc) = machine.waiting.choose(batching.block_choice) {
@@ -503,7 +503,7 @@ impl<'a> Machine<'a> {
             let key = self.lanes.fork_key(r);
             let depth = self.depth(r);
             if total > 0 && depth >= max_depth {
-                self.fail_or_recover(r, stack_overflow(max_depth, fork.loc));
+                self.fail_or_recover(r, stack_overflow(max_depth, fork.overflow_loc));
             } else if total == 0 {
                 self.waiting.push(fork.then, &[r]);
             } else {

@@ -434,7 +434,8 @@ impl<'a> MemberRun<'a, '_> {
             return Ok(());
         }
         if depth >= self.options.max_stack_depth {
-            return Err(stack_overflow(self.options.max_stack_depth, *loc));
+            let at = instances.overflow_loc(*loc);
+            return Err(stack_overflow(self.options.max_stack_depth, at));
         }
         let calls = fork_calls(self.program, dsts, args, instances);
         let call = &calls[if calls.len() == 1 { 0 } else { k }];

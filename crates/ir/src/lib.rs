@@ -229,6 +229,9 @@ pub struct JoinCall {
     pub callee: FuncId,
     /// How many of the fork's arguments the call takes.
     pub args: usize,
+    /// The call's own location (an instance that would exceed the stack
+    /// depth stops the member here, as the call would).
+    pub loc: Loc,
 }
 
 /// One instance of a fork, as a call: its callee, and how it gets each
@@ -240,6 +243,9 @@ pub struct InstanceCall<'a> {
     /// The fork's destinations this instance's results go to (for `map`, an
     /// element of each).
     pub dsts: &'a [Var],
+    /// Where a stack overflow of the instance is located: the call in a
+    /// `join`, the fork itself for a `map`.
+    pub loc: Option<Loc>,
 }
 
 /// How an instance gets one parameter.
@@ -254,6 +260,15 @@ pub enum InstanceArg {
 }
 
 impl Instances {
+    /// Where the fork stops a member whose instances would exceed the stack
+    /// depth: at the first instance the sequential evaluation starts, so at
+    /// the first call of a `join`, or at the fork (`fork_loc`) for a `map`.
+    pub fn overflow_loc(&self, fork_loc: Loc) -> Loc {
+        match self {
+            Instances::Join(calls) => calls.first().map_or(fork_loc, |c| c.loc),
+            Instances::Map { .. } => fork_loc,
+        }
+    }
     /// The callees, once per call of a `join`, once for a `map`.
     pub fn callees(&self) -> Vec<FuncId> {
         match self {
@@ -328,6 +343,7 @@ pub fn fork_calls<'a>(
                         callee: call.callee,
                         args: taken.iter().map(|a| InstanceArg::Whole(*a)).collect(),
                         dsts: &dsts[next_dst.min(dst_end)..dst_end],
+                        loc: Some(call.loc),
                     };
                     next_arg += call.args;
                     next_dst = dst_end;
@@ -356,6 +372,7 @@ pub fn fork_calls<'a>(
                 callee: *callee,
                 args: passed,
                 dsts,
+                loc: None,
             }]
         }
     }

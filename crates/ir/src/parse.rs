@@ -672,16 +672,26 @@ impl<'a> Reader<'a> {
         Ok(callee)
     }
 
-    /// `join f1 a(v0), f2 b(v1, v2)` after the destinations and `join `.
+    /// `line:column` inside an operation (a `join` call's location).
+    fn inline_loc(&self, line: &mut Cursor<'a>) -> Parsed<Loc> {
+        let l = line.number("a line number")?;
+        line.expect(":")?;
+        let c = line.number("a column number")?;
+        Ok(Loc::new(l, c))
+    }
+
+    /// `join f1 a(v0) @3:9, f2 b(v1, v2) @3:15` after the destinations and `join `.
     fn join(&mut self, id: FuncId, mut line: Cursor<'a>, dsts: Vec<Var>, loc: Loc) -> Parsed<Op> {
         let (mut calls, mut args) = (Vec::new(), Vec::new());
         loop {
             let callee = self.callee(&mut line)?;
             let taken = self.var_list(id, &mut line)?;
-            line.expect(")")?;
+            line.expect(") @")?;
+            let call_loc = self.inline_loc(&mut line)?;
             calls.push(JoinCall {
                 callee,
                 args: taken.len(),
+                loc: call_loc,
             });
             args.extend(taken);
             if !line.eat(", ") {

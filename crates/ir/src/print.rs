@@ -239,10 +239,11 @@ fn write_fork(
                 let sep = if i == 0 { " " } else { ", " };
                 write!(
                     out,
-                    "{sep}{} {}({})",
+                    "{sep}{} {}({}) @{}",
                     call.callee,
                     name(call.callee),
-                    list(taken)
+                    list(taken),
+                    call.loc
                 )?;
             }
             Ok(())

@@ -890,7 +890,7 @@ impl FunctionLowerer<'_> {
                 return Err(internal("`join` of something that is not a call", c.loc));
             };
             operands.extend(args);
-            targets.push((*function, const_args, args.len()));
+            targets.push((*function, const_args, args.len(), c.loc));
         }
         let Some(vs) = self.lower_operands(&operands)? else {
             return Ok(None);
@@ -898,12 +898,13 @@ impl FunctionLowerer<'_> {
         let mut values = vs.into_iter();
         let mut join_calls = Vec::with_capacity(targets.len());
         let mut args = Vec::new();
-        for (function, const_args, count) in targets {
+        for (function, const_args, count, loc) in targets {
             let callee = self.instance(function, const_args)?;
             let taken: Vec<Var> = values.by_ref().take(count).flatten().collect();
             join_calls.push(JoinCall {
                 callee,
                 args: taken.len(),
+                loc,
             });
             args.extend(taken);
         }

@@ -292,7 +292,6 @@ impl Lanes {
         matches!(self.state[lane as usize], LaneState::Failed(_))
     }
 
-
     /// The step-limit check on entering a block at `loc`: counts a step for
     /// each of `rows`, and stops (and removes from `rows`) the lanes that
     /// have already taken `max_steps`; cancelled lanes leave too.
@@ -604,7 +603,9 @@ impl Lanes {
             };
             join.steps += own;
             join.resolution = if join.steps > max_steps
-                || error.as_ref().is_some_and(|e| e.kind == ErrorKind::StepLimit)
+                || error
+                    .as_ref()
+                    .is_some_and(|e| e.kind == ErrorKind::StepLimit)
             {
                 Some(Resolution::StepLimit)
             } else if let Some(error) = error {
@@ -801,7 +802,11 @@ mod tests {
     }
 
     fn error() -> MemberError {
-        MemberError::new(ErrorKind::DivisionByZero, "division by zero", Loc::new(1, 1))
+        MemberError::new(
+            ErrorKind::DivisionByZero,
+            "division by zero",
+            Loc::new(1, 1),
+        )
     }
 
     #[test]

@@ -242,7 +242,6 @@ pub fn check_memory(
     Ok(())
 }
 
-
 /// Refuses a run one of whose values could not fit in memory even once
 /// (`let big = [0.0; 100000000000];`), naming the variable and where it is
 /// assigned, before anything runs. Only the functions `entry` reaches count.

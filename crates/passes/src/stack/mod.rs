@@ -153,6 +153,9 @@ pub struct LoweredFork {
     /// Where the forking lane goes on once every instance has returned.
     pub then: PcBlock,
     pub loc: Loc,
+    /// Where a fork whose instances would exceed the stack depth stops the
+    /// member ([`autobatch_ir::Instances::overflow_loc`]).
+    pub overflow_loc: Loc,
 }
 
 /// One call of a fork: where an instance starts, what it receives and
@@ -657,6 +660,7 @@ impl BlockLowering<'_> {
             count,
             then: PcBlock::new(self.blocks.len() + 1),
             loc: *loc,
+            overflow_loc: instances.overflow_loc(*loc),
         }));
         self.blocks.push(current);
         continuation_template(fid, b, *loc)
