@@ -417,7 +417,16 @@ pub fn capacity(data: &Data) -> usize {
 
 /// `dst = src` (one type, one length).
 pub fn copy(src: Values<'_>, dst: ValuesMut<'_>) {
-    with_same_type!("copy", src, dst, |s, d| d.copy_from_slice(s))
+    #[inline]
+    fn copy_slice<T: Copy>(src: &[T], dst: &mut [T]) {
+        // One element (a scalar, the most frequent case) without a call to
+        // `memcpy`.
+        match (src, dst) {
+            ([s], [d]) => *d = *s,
+            (src, dst) => dst.copy_from_slice(src),
+        }
+    }
+    with_same_type!("copy", src, dst, |s, d| copy_slice(s, d))
 }
 
 /// Row `k` of `out` = row `rows[k]` of `src` (rows of `row_len`).

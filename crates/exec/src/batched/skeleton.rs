@@ -57,24 +57,29 @@ impl Members {
         max_steps: u64,
         loc: Loc,
     ) {
-        // A plain loop over locals rather than `retain` with a closure: this
-        // runs for every row of every block, and the closure's captures were
-        // reloaded on each row when it was not inlined.
+        // This runs for every row of every block: one tight pass counts the
+        // steps, and only when some member went over its limit does a second
+        // pass stop it. A stopped member's count is one over, never read
+        // again (it never runs again: a step limit is not catchable).
         let steps_taken = &mut self.steps_taken[..];
-        let mut kept = 0;
-        for i in 0..rows.len() {
-            let r = rows[i];
-            let member = member_of(r);
-            let taken = &mut steps_taken[member];
-            if *taken >= max_steps {
-                self.outcomes[member] = Some(Err(step_limit(max_steps, loc)));
-            } else {
-                *taken += 1;
-                rows[kept] = r;
-                kept += 1;
-            }
+        let mut over = false;
+        for &r in rows.iter() {
+            let taken = &mut steps_taken[member_of(r)];
+            // No overflow: a count passes `max_steps` at most by one.
+            *taken += 1;
+            over |= *taken > max_steps;
         }
-        rows.truncate(kept);
+        if over {
+            let outcomes = &mut self.outcomes;
+            rows.retain(|&r| {
+                let member = member_of(r);
+                let stopped = steps_taken[member] > max_steps;
+                if stopped {
+                    outcomes[member] = Some(Err(step_limit(max_steps, loc)));
+                }
+                !stopped
+            });
+        }
     }
 
     /// Fault retirement after an operation at `loc`: every row of `faults`
@@ -82,7 +87,22 @@ impl Members {
     /// `unwind`, which either sends the member on elsewhere (`Ok`: a
     /// catching call recovers it) or gives the error back to be recorded.
     /// `faults` is left empty.
+    #[inline]
     pub fn retire_faults(
+        &mut self,
+        rows: &mut Vec<u32>,
+        faults: &mut Vec<(u32, Fault)>,
+        loc: Loc,
+        member_of: impl Fn(u32) -> usize,
+        unwind: impl FnMut(u32, MemberError) -> Result<(), MemberError>,
+    ) {
+        // Almost every operation faults nowhere: that check is inlined.
+        if !faults.is_empty() {
+            self.retire(rows, faults, loc, member_of, unwind);
+        }
+    }
+
+    fn retire(
         &mut self,
         rows: &mut Vec<u32>,
         faults: &mut Vec<(u32, Fault)>,
@@ -90,9 +110,6 @@ impl Members {
         member_of: impl Fn(u32) -> usize,
         mut unwind: impl FnMut(u32, MemberError) -> Result<(), MemberError>,
     ) {
-        if faults.is_empty() {
-            return;
-        }
         self.retired.clear();
         for (r, fault) in faults.drain(..) {
             let error = MemberError::new(fault.kind, fault.message, loc);
