@@ -96,7 +96,14 @@ impl<'a> Values<'a> {
     /// Every element of `data`.
     #[inline]
     pub fn all(data: &'a Data) -> Values<'a> {
-        Values::of(data, 0..data.len())
+        match data {
+            Data::Bool(v) => Values::Bool(v),
+            Data::I32(v) => Values::I32(v),
+            Data::I64(v) => Values::I64(v),
+            Data::Usize(v) => Values::Usize(v),
+            Data::F32(v) => Values::F32(v),
+            Data::F64(v) => Values::F64(v),
+        }
     }
 
     /// The one element of `value`.
@@ -173,8 +180,14 @@ impl<'a> ValuesMut<'a> {
     /// Every element of `data`.
     #[inline]
     pub fn all(data: &'a mut Data) -> ValuesMut<'a> {
-        let n = data.len();
-        ValuesMut::of(data, 0..n)
+        match data {
+            Data::Bool(v) => ValuesMut::Bool(v),
+            Data::I32(v) => ValuesMut::I32(v),
+            Data::I64(v) => ValuesMut::I64(v),
+            Data::Usize(v) => ValuesMut::Usize(v),
+            Data::F32(v) => ValuesMut::F32(v),
+            Data::F64(v) => ValuesMut::F64(v),
+        }
     }
 
     #[inline]
@@ -417,7 +430,16 @@ pub fn capacity(data: &Data) -> usize {
 
 /// `dst = src` (one type, one length).
 pub fn copy(src: Values<'_>, dst: ValuesMut<'_>) {
-    with_same_type!("copy", src, dst, |s, d| d.copy_from_slice(s))
+    #[inline]
+    fn copy_slice<T: Copy>(src: &[T], dst: &mut [T]) {
+        // One element (a scalar, the most frequent case) without a call to
+        // `memcpy`.
+        match (src, dst) {
+            ([s], [d]) => *d = *s,
+            (src, dst) => dst.copy_from_slice(src),
+        }
+    }
+    with_same_type!("copy", src, dst, |s, d| copy_slice(s, d))
 }
 
 /// Row `k` of `out` = row `rows[k]` of `src` (rows of `row_len`).

@@ -602,18 +602,24 @@ fn on_rows<'a, const N: usize, E>(
         rows,
         row_len,
     } = out;
-    let any_column = operands.iter().any(|o| !o.is_shared());
-    let flat = (any_column || rows * row_len <= 1)
-        && operands.iter().enumerate().all(|(k, o)| match *o {
-            Rows::Column { row_len: n, .. } => n == row_len,
-            Rows::Shared(v) => k < arrays_from && v.len() == 1,
-        });
-    if flat {
-        let operands = operands.map(|o| match o {
-            Rows::Column { values, .. } => DataOperand::array(values),
-            Rows::Shared(values) => DataOperand::scalar(values),
-        });
-        return f(operands, values);
+    // Every operand as it pairs with the flat result, if each does.
+    let mut flat = [DataOperand::scalar(Values::Bool(&[])); N];
+    let (mut fits, mut any_column) = (true, false);
+    for (k, operand) in operands.iter().enumerate() {
+        match *operand {
+            Rows::Column { values, row_len: n } => {
+                any_column = true;
+                fits &= n == row_len;
+                flat[k] = DataOperand::array(values);
+            }
+            Rows::Shared(values) => {
+                fits &= k < arrays_from && values.len() == 1;
+                flat[k] = DataOperand::scalar(values);
+            }
+        }
+    }
+    if fits && (any_column || rows * row_len <= 1) {
+        return f(flat, values);
     }
     for r in 0..rows {
         let operands = operands.map(|o| {

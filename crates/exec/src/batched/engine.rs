@@ -510,13 +510,19 @@ impl<'b> Engine<'b> {
         let outcome = {
             let mut operands = [Rows::NONE; MAX_ARGS];
             for (k, a) in exec.args.iter().enumerate() {
-                let first = exec.args.iter().position(|b| b == a).unwrap_or(k);
-                operands[k] = match (&slots[*a], &gathered[first]) {
-                    (Slot::Column(c), Some(g)) => Rows::Column {
-                        values: Values::all(g),
-                        row_len: c.row_len,
-                    },
-                    (slot, _) => rows_of(slot).unwrap_or_else(|| {
+                operands[k] = match &slots[*a] {
+                    // Under compaction, its active rows gathered at its first use.
+                    Slot::Column(c) if !dense => {
+                        let first = exec.args.iter().position(|b| b == a).unwrap_or(k);
+                        let Some(g) = &gathered[first] else {
+                            internal_error("a column operand was not gathered")
+                        };
+                        Rows::Column {
+                            values: Values::all(g),
+                            row_len: c.row_len,
+                        }
+                    }
+                    slot => rows_of(slot).unwrap_or_else(|| {
                         internal_error("reading an unassigned invariant variable")
                     }),
                 };
@@ -526,6 +532,10 @@ impl<'b> Engine<'b> {
             let out = RowsMut::new(ValuesMut::all(&mut out), n, out_len);
             let backend = self.backend;
             self.split_rows(work, out, &|range, out| {
+                if range.len() == n {
+                    // Not split: the operands are cut to these rows already.
+                    return kind.run(backend, operands, out);
+                }
                 let mut sliced = [Rows::NONE; MAX_ARGS];
                 for (s, o) in sliced.iter_mut().zip(operands) {
                     *s = o.rows(range.clone());
@@ -533,8 +543,10 @@ impl<'b> Engine<'b> {
                 kind.run(backend, &sliced[..operands.len()], out)
             })
         };
-        for buffer in gathered.into_iter().flatten() {
-            self.give(buffer);
+        if !dense {
+            for buffer in gathered.into_iter().flatten() {
+                self.give(buffer);
+            }
         }
         if outcome.is_err() {
             self.give(out);
@@ -543,15 +555,17 @@ impl<'b> Engine<'b> {
         let Slot::Column(dst_column) = &mut slots[dst] else {
             unreachable!("checked above")
         };
-        let (rows, dst_values) = (exec.rows, ValuesMut::all(&mut dst_column.data));
+        let rows = exec.rows;
         if dense && active == total {
             std::mem::swap(&mut dst_column.data, &mut out);
         } else if dense {
+            let dst = ValuesMut::all(&mut dst_column.data);
             self.backend
-                .copy_rows(Values::all(&out), out_len, rows, dst_values);
+                .copy_rows(Values::all(&out), out_len, rows, dst);
         } else {
+            let dst = ValuesMut::all(&mut dst_column.data);
             self.backend
-                .scatter_rows(Values::all(&out), out_len, rows, dst_values);
+                .scatter_rows(Values::all(&out), out_len, rows, dst);
         }
         self.give(out);
         true
