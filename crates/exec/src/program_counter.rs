@@ -298,7 +298,7 @@ impl<'a> Machine<'a> {
         let lowered = self.lowered;
         let block = &lowered.blocks[pc];
         self.steps += 1;
-        self.counter.lanes = self.lanes.live() as u64;
+        self.counter.lanes = self.lanes.threads() as u64;
         if block.counts_step {
             self.lanes.enter_block(rows, |r| r as usize, block.loc);
         } else {

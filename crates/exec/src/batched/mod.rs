@@ -106,8 +106,9 @@ pub struct OpCounter {
     counts: Vec<OpCount>,
     pub lane_sum: u64,
     pub execution_sum: u64,
-    /// The lanes alive now (members plus running instances): an executor
-    /// sets it before it records executions.
+    /// The threads of control now (the members, a lane waiting at a fork
+    /// counting as its running instances, [`lanes::Lanes::threads`]): an
+    /// executor sets it before it records executions.
     pub lanes: u64,
     /// The sum of `lanes` over the executions recorded.
     pub lane_slots: u64,
@@ -180,7 +181,7 @@ impl OpCounter {
     }
 
     /// The counts sorted by location then name, and the lane utilization:
-    /// the active lanes of every execution over the lanes alive at the time.
+    /// the active lanes of every execution over the threads at the time.
     pub fn finish(mut self) -> (Vec<OpCount>, f64) {
         self.counts
             .sort_by(|a, b| (a.loc, a.op).cmp(&(b.loc, b.op)));
