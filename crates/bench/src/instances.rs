@@ -293,11 +293,26 @@ fn bytes_moved(program: &Program, batch: &Batch) -> Value {
     })
 }
 
-/// `instances [--quick]`.
+/// `instances [--quick] [--only VARIANT/STRATEGY]` (`--only join/program-counter`:
+/// that one measurement, ten runs, for a profiler).
 pub fn main(args: &[String]) {
     let quick = args.iter().any(|a| a == "--quick");
     let members = if quick { 64 } else { 256 };
     let runs = 3;
+    if let Some(only) = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+    {
+        let (variant, strategy) = only.split_once('/').expect("VARIANT/STRATEGY");
+        let program = program(64, variant == "join");
+        let (batch, _) = batch(&program, members, 64);
+        let strategy: Strategy = strategy.parse().expect("a strategy");
+        let mut figures = measure(&program, &batch, strategy, 10);
+        figures.as_object_mut().map(|o| o.remove("results"));
+        println!("{figures}");
+        return;
+    }
     let strategies = [Strategy::LocalStatic, Strategy::ProgramCounter];
     let mut variants = Vec::new();
     for join in [false, true] {

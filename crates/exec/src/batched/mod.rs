@@ -1,6 +1,6 @@
 //! What the batching strategies share: the loop skeleton ([`skeleton`]),
-//! storage, the primitive engine, the statistics they keep and the check
-//! that a run fits in memory.
+//! lanes and the joins of forks ([`lanes`]), storage, the primitive engine,
+//! the statistics they keep and the check that a run fits in memory.
 
 pub mod engine;
 pub mod lanes;
