@@ -54,8 +54,8 @@ use crate::batched::lanes::{ForkId, Lanes, Resolution};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
 use crate::batched::storage::{copy_value, Column, Place, Slot, ValueStack};
 use crate::batched::{
-    column_slot, concrete_shape, default_max_instances, lowered_state_bytes, stack_overflow,
-    step_limit, BlockChoice, OpCounter, Watch, MEMBER_OVERHEAD_BYTES,
+    column_slot, concrete_shape, default_max_instances, stack_overflow, step_limit, value_bytes,
+    BlockChoice, OpCounter, Watch, MEMBER_OVERHEAD_BYTES,
 };
 use crate::internal::internal_error;
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
@@ -121,9 +121,14 @@ pub fn run(
     let started = Instant::now();
     let mut machine = Machine::new(backend, lowered, env, batch, options, batching.lanes)?;
     machine.max_instances = options.max_instances.unwrap_or_else(|| {
-        // A lane costs a row of every column (and what its stacks hold).
-        let state = lowered_state_bytes(program, lowered, batch.entry, &env.symbols);
-        default_max_instances(state.per_member.saturating_add(MEMBER_OVERHEAD_BYTES))
+        // An instance costs a row of the columns of the functions it may run.
+        let row: u128 = lowered
+            .vars
+            .values()
+            .filter(|v| v.class != VarClass::Invariant && machine.grows[v.func.index()])
+            .map(|v| value_bytes(&v.ty, &env.symbols))
+            .fold(0, u128::saturating_add);
+        default_max_instances(row.saturating_add(MEMBER_OVERHEAD_BYTES))
     });
     let mut watch = Watch::new(options);
     let mut rows: Vec<u32> = Vec::new();

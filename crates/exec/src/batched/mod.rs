@@ -376,14 +376,39 @@ pub fn reachable_functions(program: &autobatch_ir::Program, entry: FuncId) -> Ve
     seen
 }
 
-/// Bytes one lane costs at most: the variables of every function `entry`
-/// reaches (through calls and forks), and [`MEMBER_OVERHEAD_BYTES`].
+/// Per function, whether an instance may run it: whether it is reached
+/// (through calls and forks) from the callee of a fork in a function that
+/// `entry` reaches.
+pub fn instance_functions(program: &autobatch_ir::Program, entry: FuncId) -> Vec<bool> {
+    let reachable = reachable_functions(program, entry);
+    let mut runs = vec![false; program.functions.len()];
+    for (id, f) in program.functions.iter() {
+        if !reachable.get(id.index()).copied().unwrap_or(false) {
+            continue;
+        }
+        for op in f.blocks.values().flat_map(|b| &b.ops) {
+            if let autobatch_ir::Op::Fork { instances, .. } = op {
+                for callee in instances.callees() {
+                    let reached = reachable_functions(program, callee);
+                    for (r, by_callee) in runs.iter_mut().zip(reached) {
+                        *r |= by_callee;
+                    }
+                }
+            }
+        }
+    }
+    runs
+}
+
+/// Bytes one instance lane costs at most: the variables of every function
+/// an instance may run ([`instance_functions`]), and
+/// [`MEMBER_OVERHEAD_BYTES`].
 pub fn lane_bytes(program: &autobatch_ir::Program, entry: FuncId, symbols: &[u64]) -> u128 {
-    let reached = reachable_functions(program, entry);
+    let runs = instance_functions(program, entry);
     let vars: u128 = program
         .functions
         .iter()
-        .filter(|(id, _)| reached.get(id.index()).copied().unwrap_or(false))
+        .filter(|(id, _)| runs.get(id.index()).copied().unwrap_or(false))
         .flat_map(|(_, f)| f.vars.values())
         .map(|v| value_bytes(&v.ty, symbols))
         .fold(0u128, u128::saturating_add);
