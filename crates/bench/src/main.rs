@@ -5,9 +5,10 @@
 //! ```sh
 //! cargo run --release -p autobatch-bench -- strategies [--quick]
 //! cargo run --release -p autobatch-bench -- autodiff [--quick] [--threads N]
+//! cargo run --release -p autobatch-bench -- instances [--quick]
 //! ```
 //!
-//! `autodiff`: see the module [`autodiff`].
+//! `autodiff`: see the module [`autodiff`]; `instances`: see [`instances`].
 //!
 //! Timings are medians over repetitions of the execution only (the
 //! executors' own `wall_seconds`: no parsing, compiling or input binding).
@@ -15,6 +16,7 @@
 //! need.
 
 mod autodiff;
+mod instances;
 mod nuts;
 
 use std::time::Instant;
@@ -120,11 +122,12 @@ fn main() {
     let quick = args.iter().any(|a| a == "--quick");
     match args.first().map(String::as_str) {
         Some("nuts") => nuts::main(&args[1..]),
+        Some("instances") => instances::main(&args[1..]),
         Some("autodiff") => autodiff_command(&args, quick),
         Some("strategies") => strategies(quick),
         _ => {
             eprintln!(
-                "usage: autobatch-bench strategies [--quick] | autodiff [--quick] [--threads N]"
+                "usage: autobatch-bench strategies [--quick] | autodiff [--quick] [--threads N] | instances [--quick]"
             );
             std::process::exit(2);
         }

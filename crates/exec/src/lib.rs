@@ -149,8 +149,9 @@ pub struct Stats {
     /// Blocks executed (each a batched execution of one basic block).
     pub steps: u64,
     /// Mean fraction of the lanes active in the operations run: the active
-    /// rows of every execution over the lanes alive at the time (the
-    /// members, plus the instances of forks then running).
+    /// rows of every execution over the threads of control at the time
+    /// (every member; one waiting at a fork counts as the instances of the
+    /// fork then running, and so on down nested forks).
     pub lane_utilization: f64,
     /// Instances (of `join`, `map`, `pfor`) started, summed over members.
     pub instances: u64,

@@ -481,7 +481,7 @@ impl Run<'_> {
         rows.sort_unstable();
         self.watch.tick(self.steps, &self.counter);
         self.steps += 1;
-        self.counter.lanes = self.lanes.live() as u64;
+        self.counter.lanes = self.lanes.threads() as u64;
         let lanes = frame.lanes;
         let lane_of = |r: u32| lanes[r as usize] as usize;
         self.lanes.enter_block(rows, lane_of, block.loc);

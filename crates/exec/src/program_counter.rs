@@ -39,23 +39,23 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use autobatch_ir::{EntityRef, Loc, Prim, Program};
-use autobatch_kernels::buffer::{Values, ValuesMut};
+use autobatch_kernels::buffer::Values;
 use autobatch_kernels::{dim_length, Fault};
 use autobatch_passes::stack::{
     lower_to_stack, verify_lowered, GlobalVar, LoweredArg, LoweredFork, LoweredFunction, LoweredOp,
     LoweredProgram, LoweredTerm, PcBlock, VarClass,
 };
-use autobatch_types::{Data, MemberError, Scalar};
+use autobatch_types::{MemberError, Scalar};
 
 use autobatch_kernels::Backend;
 
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::lanes::{ForkId, Lanes, Resolution};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
-use crate::batched::storage::{Column, Slot, ValueStack};
+use crate::batched::storage::{copy_value, Column, Place, Slot, ValueStack};
 use crate::batched::{
-    column_slot, concrete_shape, default_max_instances, lane_bytes, stack_overflow, step_limit,
-    BlockChoice, OpCounter, Watch,
+    column_slot, concrete_shape, default_max_instances, stack_overflow, step_limit, value_bytes,
+    BlockChoice, OpCounter, Watch, MEMBER_OVERHEAD_BYTES,
 };
 use crate::internal::internal_error;
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
@@ -120,9 +120,16 @@ pub fn run(
         .map_err(ExecError::Resources)?;
     let started = Instant::now();
     let mut machine = Machine::new(backend, lowered, env, batch, options, batching.lanes)?;
-    machine.max_instances = options
-        .max_instances
-        .unwrap_or_else(|| default_max_instances(lane_bytes(program, batch.entry, &env.symbols)));
+    machine.max_instances = options.max_instances.unwrap_or_else(|| {
+        // An instance costs a row of the columns of the functions it may run.
+        let row: u128 = lowered
+            .vars
+            .values()
+            .filter(|v| v.class != VarClass::Invariant && machine.grows[v.func.index()])
+            .map(|v| value_bytes(&v.ty, &env.symbols))
+            .fold(0, u128::saturating_add);
+        default_max_instances(row.saturating_add(MEMBER_OVERHEAD_BYTES))
+    });
     let mut watch = Watch::new(options);
     let mut rows: Vec<u32> = Vec::new();
     while let Some(pc) = machine.waiting.choose(batching.block_choice) {
@@ -151,8 +158,15 @@ struct Machine<'a> {
     entry: &'a LoweredFunction,
     options: &'a RunOptions,
     lane_mode: LaneMode,
-    /// The rows of every column and stack: at least one per lane.
+    /// The batch size: lanes `0..members` are the members'.
+    members: usize,
+    /// The rows of the columns and stacks of the functions instances may
+    /// run (`grows`): at least one per lane. The others have a row per
+    /// member only.
     capacity: usize,
+    /// Per function, whether an instance may run it (a fork's callee
+    /// reaches it).
+    grows: Vec<bool>,
     shared: SharedEnv<'a>,
     engine: Engine<'a>,
     /// One slot per variable of the explicit-stack form, a row per lane.
@@ -176,10 +190,9 @@ struct Machine<'a> {
     counter: OpCounter,
     steps: u64,
     /// Reused buffers: the faults of one operation, a branch's or a call's
-    /// split, a value moved between two rows.
+    /// split.
     faults: Vec<(u32, Fault)>,
     branch: BranchRows,
-    scratch: Data,
 }
 
 /// A primitive operation as the engine runs it: its operand and result
@@ -265,7 +278,9 @@ impl<'a> Machine<'a> {
             options,
             lanes: Lanes::new(members, options.seed, options.max_steps),
             lane_mode,
+            members,
             capacity: members,
+            grows: instance_functions(lowered),
             shared: SharedEnv {
                 statics: &env.statics,
                 symbols: &env.symbols,
@@ -284,7 +299,6 @@ impl<'a> Machine<'a> {
             steps: 0,
             faults: Vec::new(),
             branch: BranchRows::default(),
-            scratch: Data::Bool(Vec::new()),
         };
         for (param, arg) in entry.params.iter().zip(&batch.args) {
             bind_arg(&mut machine.slots[param.index()], arg, members)?;
@@ -298,7 +312,7 @@ impl<'a> Machine<'a> {
         let lowered = self.lowered;
         let block = &lowered.blocks[pc];
         self.steps += 1;
-        self.counter.lanes = self.lanes.live() as u64;
+        self.counter.lanes = self.lanes.threads() as u64;
         if block.counts_step {
             self.lanes.enter_block(rows, |r| r as usize, block.loc);
         } else {
@@ -357,7 +371,11 @@ impl<'a> Machine<'a> {
             args: &op.args,
             dst: op.dst,
             rows,
-            total_rows: self.capacity,
+            total_rows: if self.grows[self.lowered.blocks[pc].func.index()] {
+                self.capacity
+            } else {
+                self.members
+            },
             mode: self.lane_mode,
         };
         self.faults.clear();
@@ -542,8 +560,12 @@ impl<'a> Machine<'a> {
     fn free_lane(&mut self, lane: u32) {
         let l = lane as usize;
         if self.lanes.ended_abnormally(lane) {
-            for stack in self.stacks.iter_mut().flatten() {
-                stack.truncate(l, 0);
+            // Only the stacks of the functions instances run have its row.
+            for (x, stack) in self.stacks.iter_mut().enumerate() {
+                let func = self.lowered.vars[GlobalVar::new(x)].func;
+                if let (true, Some(stack)) = (self.grows[func.index()], stack) {
+                    stack.truncate(l, 0);
+                }
             }
             self.return_stacks[l].clear();
             self.catches[l].clear();
@@ -605,19 +627,29 @@ impl<'a> Machine<'a> {
         let call = &site.calls[if site.count.is_some() { 0 } else { k as usize }];
         for (param, arg) in &call.params {
             let len = self.slots[param.index()].row_len();
-            let index = Scalar::I64(k as i64);
-            let value = match arg {
-                LoweredArg::Whole(v) => self.slots[v.index()].values(parent, 0, len),
+            let to = Place {
+                slot: param.index(),
+                row: lane as usize,
+                offset: 0,
+            };
+            let from = |v: GlobalVar, offset| Place {
+                slot: v.index(),
+                row: parent,
+                offset,
+            };
+            match arg {
+                LoweredArg::Whole(v) => copy_value(&mut self.slots, from(*v, 0), to, len),
                 LoweredArg::Element(v) => {
-                    self.slots[v.index()].values(parent, k as usize * len, len)
+                    copy_value(&mut self.slots, from(*v, k as usize * len), to, len)
                 }
-                LoweredArg::Index => Values::scalar(&index),
-            };
-            move_value(&mut self.scratch, value);
-            let Slot::Column(column) = &mut self.slots[param.index()] else {
-                internal_error("an instance's parameter is invariant");
-            };
-            column.write(lane as usize, 0, Values::all(&self.scratch));
+                LoweredArg::Index => {
+                    let Slot::Column(column) = &mut self.slots[param.index()] else {
+                        internal_error("an instance's parameter is invariant");
+                    };
+                    let index = Scalar::I64(k as i64);
+                    column.write(lane as usize, 0, Values::scalar(&index));
+                }
+            }
         }
         self.waiting.push(call.target, &[lane]);
     }
@@ -637,30 +669,42 @@ impl<'a> Machine<'a> {
         let call = &site.calls[if map { 0 } else { k as usize }];
         for (result, dst) in &call.results {
             let len = self.slots[result.index()].row_len();
-            let value = self.slots[result.index()].values(lane as usize, 0, len);
-            move_value(&mut self.scratch, value);
-            let offset = if map { k as usize * len } else { 0 };
-            let Slot::Column(column) = &mut self.slots[dst.index()] else {
-                internal_error("a fork's destination is invariant");
+            let from = Place {
+                slot: result.index(),
+                row: lane as usize,
+                offset: 0,
             };
-            column.write(parent, offset, Values::all(&self.scratch));
+            let to = Place {
+                slot: dst.index(),
+                row: parent,
+                offset: if map { k as usize * len } else { 0 },
+            };
+            copy_value(&mut self.slots, from, to, len);
         }
     }
 
-    /// Grows every column and stack to a row per lane (doubling).
+    /// Grows the columns and stacks of the functions instances run to a row
+    /// per lane: four times as many rows (a new column is zeroed memory
+    /// that costs nothing until a lane writes its row), but not past the
+    /// members and `--max-instances` instances unless a fork that found no
+    /// free lane needs more.
     fn ensure_capacity(&mut self) {
         let needed = self.lanes.capacity();
         if needed <= self.capacity {
             return;
         }
-        let rows = needed.max(2 * self.capacity);
-        for slot in &mut self.slots {
-            if let Slot::Column(column) = slot {
+        let bound = self.members.saturating_add(self.max_instances);
+        let rows = needed.max((4 * self.capacity).min(bound));
+        let grows = |x: usize| self.grows[self.lowered.vars[GlobalVar::new(x)].func.index()];
+        for (x, slot) in self.slots.iter_mut().enumerate() {
+            if let (true, Slot::Column(column)) = (grows(x), slot) {
                 column.grow_rows(rows);
             }
         }
-        for stack in self.stacks.iter_mut().flatten() {
-            stack.grow(rows);
+        for (x, stack) in self.stacks.iter_mut().enumerate() {
+            if let (true, Some(stack)) = (grows(x), stack) {
+                stack.grow(rows);
+            }
         }
         self.return_stacks.resize(rows, Vec::new());
         self.catches.resize(rows, Vec::new());
@@ -680,10 +724,29 @@ impl<'a> Machine<'a> {
     }
 }
 
-/// `scratch` = `value` (to move a value between two rows of one column).
-fn move_value(scratch: &mut Data, value: Values<'_>) {
-    autobatch_kernels::buffer::resize(scratch, value.ty(), value.len());
-    autobatch_kernels::buffer::copy(value, ValuesMut::all(scratch));
+/// Per function of `lowered`, whether an instance may run it: whether some
+/// fork's callee reaches it through calls and forks.
+fn instance_functions(lowered: &LoweredProgram) -> Vec<bool> {
+    let mut callees: Vec<Vec<usize>> = vec![Vec::new(); lowered.functions.len()];
+    let mut todo = Vec::new();
+    for block in lowered.blocks.values() {
+        let from = &mut callees[block.func.index()];
+        match &block.term {
+            LoweredTerm::PushJump { callee, .. } => from.push(callee.index()),
+            LoweredTerm::Fork(fork) => {
+                from.extend(fork.calls.iter().map(|c| c.callee.index()));
+                todo.extend(fork.calls.iter().map(|c| c.callee.index()));
+            }
+            _ => {}
+        }
+    }
+    let mut grows = vec![false; lowered.functions.len()];
+    while let Some(f) = todo.pop() {
+        if !std::mem::replace(&mut grows[f], true) {
+            todo.extend(callees[f].iter().copied());
+        }
+    }
+    grows
 }
 
 /// One slot per variable of `lowered` for `members` members (invariant

@@ -39,6 +39,10 @@
 //! ([`Held::Borrowed`]) until it is changed, so a recursion reading a large
 //! static neither copies it per call nor keeps a copy per frame.
 //!
+//! [`run_member`] runs one member alone: the batching executors use it to
+//! place a `step_limit` met inside instances exactly (see
+//! `crate::batched::lanes`).
+//!
 //! [`Reference`] registers it as the `reference` strategy.
 
 use std::borrow::Cow;

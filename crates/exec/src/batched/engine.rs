@@ -120,7 +120,9 @@ pub struct PrimExecution<'a> {
     pub dst: Option<usize>,
     /// Active rows, in increasing order.
     pub rows: &'a [u32],
-    /// Number of rows of every column.
+    /// Rows of the columns the operation runs over: every column has at
+    /// least this many (program-counter: columns of the functions that
+    /// instances run have a row per lane, the others a row per member).
     pub total_rows: usize,
     pub mode: LaneMode,
 }
@@ -555,8 +557,9 @@ impl<'b> Engine<'b> {
         let Slot::Column(dst_column) = &mut slots[dst] else {
             unreachable!("checked above")
         };
+        let whole = dst_column.data.len() == out.len();
         let rows = exec.rows;
-        if dense && active == total {
+        if dense && active == total && whole {
             std::mem::swap(&mut dst_column.data, &mut out);
         } else if dense {
             let dst = ValuesMut::all(&mut dst_column.data);
@@ -683,10 +686,11 @@ impl<'b> Engine<'b> {
         let (src_slot, dst_slot) = two_slots(slots, src, dst);
         match (src_slot, dst_slot) {
             (Slot::Column(s), Slot::Column(d)) => {
-                let (from, to) = (Values::all(&s.data), ValuesMut::all(&mut d.data));
                 if exec.rows.len() == exec.total_rows {
-                    backend.copy(from, to);
+                    let n = exec.total_rows * d.row_len;
+                    backend.copy(Values::of(&s.data, 0..n), ValuesMut::of(&mut d.data, 0..n));
                 } else {
+                    let (from, to) = (Values::all(&s.data), ValuesMut::all(&mut d.data));
                     backend.copy_rows(from, d.row_len, exec.rows, to);
                 }
             }

@@ -178,6 +178,8 @@ pub struct Lanes {
     starving: Vec<(ForkId, u64)>,
     /// Lanes in the `Cancelled` state.
     cancelled: usize,
+    /// Joins open (each has its parent waiting).
+    open_forks: usize,
     live_instances: usize,
     instances: u64,
     peak_instances: u64,
@@ -211,6 +213,7 @@ impl Lanes {
             pending: VecDeque::new(),
             starving: Vec::new(),
             cancelled: 0,
+            open_forks: 0,
             live_instances: 0,
             instances: 0,
             peak_instances: 0,
@@ -223,9 +226,12 @@ impl Lanes {
         self.state.len()
     }
 
-    /// The members plus the instances alive.
-    pub fn live(&self) -> usize {
-        self.members + self.live_instances
+    /// The threads of control the batch has now, over which lane
+    /// utilization counts: every member (running or not, as without
+    /// forks), a member or instance that waits at a fork counting as the
+    /// instances of the fork that run.
+    pub fn threads(&self) -> usize {
+        self.members + self.live_instances - self.open_forks
     }
 
     /// Instance lanes alive.
@@ -488,6 +494,7 @@ impl Lanes {
             }
         };
         self.waits[parent as usize] = Some(fork);
+        self.open_forks += 1;
         fork
     }
 
@@ -657,6 +664,7 @@ impl Lanes {
                 if let Some(join) = self.forks[fork as usize].take() {
                     todo.extend(join.live.values().copied());
                     self.free_forks.push(fork);
+                    self.open_forks -= 1;
                 }
                 self.release(lane);
             }
@@ -734,6 +742,7 @@ impl Lanes {
             internal_error(format!("fork {fork} is closed before it resolved"));
         };
         self.free_forks.push(fork);
+        self.open_forks -= 1;
         self.waits[join.parent as usize] = None;
         (join, resolution)
     }

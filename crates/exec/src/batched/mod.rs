@@ -1,6 +1,6 @@
 //! What the batching strategies share: the loop skeleton ([`skeleton`]),
-//! storage, the primitive engine, the statistics they keep and the check
-//! that a run fits in memory.
+//! lanes and the joins of forks ([`lanes`]), storage, the primitive engine,
+//! the statistics they keep and the check that a run fits in memory.
 
 pub mod engine;
 pub mod lanes;
@@ -106,8 +106,9 @@ pub struct OpCounter {
     counts: Vec<OpCount>,
     pub lane_sum: u64,
     pub execution_sum: u64,
-    /// The lanes alive now (members plus running instances): an executor
-    /// sets it before it records executions.
+    /// The threads of control now (the members, a lane waiting at a fork
+    /// counting as its running instances, [`lanes::Lanes::threads`]): an
+    /// executor sets it before it records executions.
     pub lanes: u64,
     /// The sum of `lanes` over the executions recorded.
     pub lane_slots: u64,
@@ -180,7 +181,7 @@ impl OpCounter {
     }
 
     /// The counts sorted by location then name, and the lane utilization:
-    /// the active lanes of every execution over the lanes alive at the time.
+    /// the active lanes of every execution over the threads at the time.
     pub fn finish(mut self) -> (Vec<OpCount>, f64) {
         self.counts
             .sort_by(|a, b| (a.loc, a.op).cmp(&(b.loc, b.op)));
@@ -374,14 +375,39 @@ pub fn reachable_functions(program: &autobatch_ir::Program, entry: FuncId) -> Ve
     seen
 }
 
-/// Bytes one lane costs at most: the variables of every function `entry`
-/// reaches (through calls and forks), and [`MEMBER_OVERHEAD_BYTES`].
+/// Per function, whether an instance may run it: whether it is reached
+/// (through calls and forks) from the callee of a fork in a function that
+/// `entry` reaches.
+pub fn instance_functions(program: &autobatch_ir::Program, entry: FuncId) -> Vec<bool> {
+    let reachable = reachable_functions(program, entry);
+    let mut runs = vec![false; program.functions.len()];
+    for (id, f) in program.functions.iter() {
+        if !reachable.get(id.index()).copied().unwrap_or(false) {
+            continue;
+        }
+        for op in f.blocks.values().flat_map(|b| &b.ops) {
+            if let autobatch_ir::Op::Fork { instances, .. } = op {
+                for callee in instances.callees() {
+                    let reached = reachable_functions(program, callee);
+                    for (r, by_callee) in runs.iter_mut().zip(reached) {
+                        *r |= by_callee;
+                    }
+                }
+            }
+        }
+    }
+    runs
+}
+
+/// Bytes one instance lane costs at most: the variables of every function
+/// an instance may run ([`instance_functions`]), and
+/// [`MEMBER_OVERHEAD_BYTES`].
 pub fn lane_bytes(program: &autobatch_ir::Program, entry: FuncId, symbols: &[u64]) -> u128 {
-    let reached = reachable_functions(program, entry);
+    let runs = instance_functions(program, entry);
     let vars: u128 = program
         .functions
         .iter()
-        .filter(|(id, _)| reached.get(id.index()).copied().unwrap_or(false))
+        .filter(|(id, _)| runs.get(id.index()).copied().unwrap_or(false))
         .flat_map(|(_, f)| f.vars.values())
         .map(|v| value_bytes(&v.ty, symbols))
         .fold(0u128, u128::saturating_add);

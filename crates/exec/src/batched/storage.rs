@@ -97,9 +97,16 @@ impl Column {
     /// are zeros.
     pub fn grow_rows(&mut self, rows: usize) {
         let len = rows * self.row_len;
-        if self.data.len() < len {
-            let ty = self.data.ty();
-            buffer::resize(&mut self.data, ty, len);
+        let old = self.data.len();
+        if old < len {
+            // A new zeroed buffer (which the allocator gives as untouched
+            // pages: rows no lane uses cost no memory), the old rows copied.
+            let mut data = Data::filled(Scalar::zero(self.data.ty()), len);
+            buffer::copy(
+                Values::all(&self.data),
+                ValuesMut::of(&mut data, 0..old),
+            );
+            self.data = data;
         }
     }
 
@@ -162,6 +169,59 @@ impl Slot {
             Slot::Column(c) => c.row(r),
         }
     }
+}
+
+/// A place in a slot: element `offset` of row `row` (of the one value of
+/// an invariant slot, whatever the row).
+#[derive(Clone, Copy, Debug)]
+pub struct Place {
+    pub slot: usize,
+    pub row: usize,
+    pub offset: usize,
+}
+
+/// Copies `len` elements from `from` to `to` (a column; the two may be one
+/// slot, at other rows), with no buffer in between.
+pub fn copy_value(slots: &mut [Slot], from: Place, to: Place, len: usize) {
+    let start = |slot: &Slot, place: Place| match slot {
+        Slot::Column(c) => place.row * c.row_len + place.offset,
+        Slot::Invariant(_) => place.offset,
+    };
+    if from.slot == to.slot {
+        let Slot::Column(column) = &mut slots[to.slot] else {
+            internal_error("copying into an invariant variable");
+        };
+        let (src, dst) = (
+            from.row * column.row_len + from.offset,
+            to.row * column.row_len + to.offset,
+        );
+        macro_rules! within {
+            ($($variant:ident),*) => {
+                match &mut column.data {
+                    $(Data::$variant(v) => v.copy_within(src..src + len, dst),)*
+                }
+            };
+        }
+        within!(Bool, I32, I64, Usize, F32, F64);
+        return;
+    }
+    let (source, target) = if from.slot < to.slot {
+        let (lo, hi) = slots.split_at_mut(to.slot);
+        (&lo[from.slot], &mut hi[0])
+    } else {
+        let (lo, hi) = slots.split_at_mut(from.slot);
+        (&hi[0], &mut lo[to.slot])
+    };
+    let src = start(source, from);
+    let values = match source {
+        Slot::Column(c) => Values::of(&c.data, src..src + len),
+        Slot::Invariant(Some(t)) => Values::of(&t.data, src..src + len),
+        Slot::Invariant(None) => internal_error("reading an unassigned invariant variable"),
+    };
+    let Slot::Column(column) = target else {
+        internal_error("copying into an invariant variable");
+    };
+    column.write(to.row, to.offset, values);
 }
 
 /// The saved values of one full variable: one stack per member, each a flat
