@@ -237,6 +237,20 @@ struct Frame<'e> {
     fork: Option<Box<ForkState>>,
 }
 
+impl<'e> Frame<'e> {
+    /// A new activation of `function`, at its entry, with `vars` (its
+    /// parameters set).
+    fn entry(function: FuncId, vars: Vec<Option<Held<'e>>>) -> Frame<'e> {
+        Frame {
+            function,
+            block: Function::ENTRY,
+            next_op: 0,
+            vars,
+            fork: None,
+        }
+    }
+}
+
 /// A fork in progress: its instances run one after the other, each in a
 /// frame pushed above the forking one, with its own random stream.
 struct ForkState {
@@ -287,13 +301,7 @@ impl<'a> MemberRun<'a, '_> {
             vars[param.index()] = Some(Cow::Borrowed(arg.for_member(member)));
         }
         self.enter_block(entry, Function::ENTRY)?;
-        let mut stack = vec![Frame {
-            function: batch.entry,
-            block: Function::ENTRY,
-            next_op: 0,
-            vars,
-            fork: None,
-        }];
+        let mut stack = vec![Frame::entry(batch.entry, vars)];
         let mut rng = MemberRng::new(self.options.seed, member as u64);
         let mut ctx = PrimContext {
             statics: &env.statics,
@@ -468,13 +476,7 @@ impl<'a> MemberRun<'a, '_> {
         counters.instances += 1;
         counters.live_instances += 1;
         counters.peak_instances = counters.peak_instances.max(counters.live_instances);
-        stack.push(Frame {
-            function: call.callee,
-            block: Function::ENTRY,
-            next_op: 0,
-            vars,
-            fork: None,
-        });
+        stack.push(Frame::entry(call.callee, vars));
         Ok(())
     }
 
@@ -506,13 +508,7 @@ impl<'a> MemberRun<'a, '_> {
                 Some(read_value(&mut frame.vars, *arg, call.last_reads[position]));
         }
         self.enter_block(callee, Function::ENTRY)?;
-        stack.push(Frame {
-            function: call.callee,
-            block: Function::ENTRY,
-            next_op: 0,
-            vars,
-            fork: None,
-        });
+        stack.push(Frame::entry(call.callee, vars));
         Ok(())
     }
 
