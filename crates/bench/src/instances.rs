@@ -16,8 +16,10 @@
 //! The second part measures what passing the per-member trees down the
 //! recursion costs: the same trees with the arrays padded to a growing `N`
 //! (the work per node does not change), the bytes the explicit-stack form
-//! moves per call (saves of full variables, argument copies) and per
-//! instance (its parameters), and the seconds per node visited.
+//! moves per internal node (saves of full variables and argument copies
+//! for the two calls, or the two instances' parameters), and the seconds
+//! per node visited on program-counter (at most 512 instances alive: each
+//! holds its copy of the member's arrays).
 //!
 //! The front end has no `join` yet on this branch: the join variant is the
 //! sequential one's IR with the two calls of `node` made one fork
@@ -211,13 +213,22 @@ fn batch(program: &Program, members: usize, n: usize) -> (Batch, usize) {
     (batch, nodes)
 }
 
-/// The median of three runs, and the figures of the last.
-fn measure(program: &Program, batch: &Batch, strategy: Strategy, runs: usize) -> Value {
+/// The median of `runs` runs, and the figures of the last.
+fn measure(
+    program: &Program,
+    batch: &Batch,
+    strategy: Strategy,
+    runs: usize,
+    max_instances: Option<usize>,
+) -> Value {
     let batching = BatchingOptions {
         lanes: LaneMode::Auto,
         ..BatchingOptions::default()
     };
-    let options = RunOptions::default();
+    let options = RunOptions {
+        max_instances,
+        ..RunOptions::default()
+    };
     let mut seconds = Vec::new();
     let mut last = None;
     for _ in 0..runs {
@@ -311,7 +322,7 @@ pub fn main(args: &[String]) {
         let program = program(64, variant == "join");
         let (batch, _) = batch(&program, members, 64);
         let strategy: Strategy = strategy.parse().expect("a strategy");
-        let mut figures = measure(&program, &batch, strategy, 10);
+        let mut figures = measure(&program, &batch, strategy, 10, None);
         figures.as_object_mut().map(|o| o.remove("results"));
         println!("{figures}");
         return;
@@ -327,7 +338,10 @@ pub fn main(args: &[String]) {
         row.insert("nodes".into(), json!(nodes));
         for strategy in strategies {
             let started = Instant::now();
-            row.insert(strategy.name().into(), measure(&program, &batch, strategy, runs));
+            row.insert(
+                strategy.name().into(),
+                measure(&program, &batch, strategy, runs, None),
+            );
             eprintln!("{} {strategy}: {:.1?}", row["variant"], started.elapsed());
         }
         variants.push(Value::Object(row));
@@ -348,7 +362,9 @@ pub fn main(args: &[String]) {
         for join in [false, true] {
             let program = program(n, join);
             let (batch, nodes) = batch(&program, members, n);
-            let mut figures = measure(&program, &batch, Strategy::ProgramCounter, runs);
+            // At most 512 instances alive: a lane holds the member's arrays.
+            let bound = Some(512);
+            let mut figures = measure(&program, &batch, Strategy::ProgramCounter, runs, bound);
             let seconds = figures["median_seconds"].as_f64().unwrap_or(0.0);
             figures.as_object_mut().map(|o| o.remove("results"));
             padding.push(json!({

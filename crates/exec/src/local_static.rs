@@ -70,8 +70,11 @@ struct Run<'a> {
     lane_mode: LaneMode,
     /// Per lane: its random stream, steps taken and state; the joins.
     lanes: Lanes,
-    /// The most instance lanes alive at once (`--max-instances`).
-    max_instances: usize,
+    /// The most instance lanes alive at once (`--max-instances`); the
+    /// default is computed at the first fork ([`Run::max_instances`]).
+    max_instances: Option<usize>,
+    /// The entry function (for that default).
+    entry: FuncId,
     counter: OpCounter,
     watch: Watch<'a>,
     /// Counter index of each op, per function and block.
@@ -232,9 +235,6 @@ fn run_on_this_thread(
     let started = Instant::now();
     let (mut counter, op_counters) = OpCounter::for_program(program);
     counter.lanes = members as u64;
-    let max_instances = options
-        .max_instances
-        .unwrap_or_else(|| default_max_instances(lane_bytes(program, batch.entry, &env.symbols)));
     let mut run = Run {
         program,
         invariance,
@@ -245,7 +245,8 @@ fn run_on_this_thread(
         options,
         lane_mode: lanes,
         lanes: Lanes::new(members, options.seed, options.max_steps),
-        max_instances,
+        max_instances: options.max_instances,
+        entry: batch.entry,
         counter,
         watch: Watch::new(options),
         op_counters,
@@ -750,7 +751,7 @@ impl Run<'_> {
         depth: usize,
     ) -> Result<bool, ExecError> {
         let budget = self
-            .max_instances
+            .max_instances()
             .saturating_sub(self.lanes.live_instances())
             .max(1);
         let mut chunk: Vec<Instance> = Vec::new();
@@ -794,6 +795,19 @@ impl Run<'_> {
         }
         self.lanes.clear_released();
         Ok(true)
+    }
+
+    /// `--max-instances`, or by default as many instances as a quarter of
+    /// the available memory holds (computed once, at the first fork:
+    /// reading the available memory costs more than a small run).
+    fn max_instances(&mut self) -> usize {
+        if let Some(max) = self.max_instances {
+            return max;
+        }
+        let bytes = lane_bytes(self.program, self.entry, self.shared.symbols);
+        let max = default_max_instances(bytes);
+        self.max_instances = Some(max);
+        max
     }
 
     /// The parameter slots of `callee`'s activation for `group`: row `i`

@@ -17,8 +17,9 @@
 //! fork (`join`, `map`, `pfor`) is a lane of its own, with its own program
 //! counter, return stack, catch frames and variable stacks. At a fork the
 //! lane draws the fork's key and waits (in no block's queue); its instances
-//! get lanes (freed lanes are reused, and every column and stack grows when
-//! none is free), their parameters are copied from the parent's row, and
+//! get lanes (freed lanes are reused; when none is free, the columns and
+//! stacks of the functions instances may run grow, the others keep a row
+//! per member), their parameters are copied from the parent's row, and
 //! they start at the callee's entry, running with every other lane that
 //! reaches the same block, whatever its member or depth. An instance that
 //! returns copies its results into the parent's destinations (element `k`
@@ -120,16 +121,7 @@ pub fn run(
         .map_err(ExecError::Resources)?;
     let started = Instant::now();
     let mut machine = Machine::new(backend, lowered, env, batch, options, batching.lanes)?;
-    machine.max_instances = options.max_instances.unwrap_or_else(|| {
-        // An instance costs a row of the columns of the functions it may run.
-        let row: u128 = lowered
-            .vars
-            .values()
-            .filter(|v| v.class != VarClass::Invariant && machine.grows[v.func.index()])
-            .map(|v| value_bytes(&v.ty, &env.symbols))
-            .fold(0, u128::saturating_add);
-        default_max_instances(row.saturating_add(MEMBER_OVERHEAD_BYTES))
-    });
+    machine.max_instances = options.max_instances;
     let mut watch = Watch::new(options);
     let mut rows: Vec<u32> = Vec::new();
     while let Some(pc) = machine.waiting.choose(batching.block_choice) {
@@ -176,8 +168,9 @@ struct Machine<'a> {
     /// Per block, per operation: what the engine needs of a primitive.
     ops: Vec<Vec<PrimSlots>>,
     lanes: Lanes,
-    /// The most instance lanes alive at once (`--max-instances`).
-    max_instances: usize,
+    /// The most instance lanes alive at once (`--max-instances`); the
+    /// default is computed at the first fork ([`Machine::max_instances`]).
+    max_instances: Option<usize>,
     /// Per lane, the blocks its pending calls return to.
     return_stacks: Vec<Vec<PcBlock>>,
     /// Per lane, the stack depth below its first activation: 0 for a
@@ -289,7 +282,7 @@ impl<'a> Machine<'a> {
             slots,
             stacks,
             ops,
-            max_instances: usize::MAX,
+            max_instances: None,
             return_stacks: vec![Vec::new(); members],
             depth_base: vec![0; members],
             catch_plan: CatchPlan::new(lowered),
@@ -426,10 +419,9 @@ impl<'a> Machine<'a> {
         entering.clear();
         overflowed.clear();
         let max_depth = self.options.max_stack_depth;
+        // A lane an overflow below cancels goes on (it is dropped when it
+        // next runs a block).
         for &r in rows {
-            if self.lanes.drop_if_cancelled(r) {
-                continue;
-            }
             // The caller's depth is its lane's base, plus its first
             // activation, plus one per pending return.
             let depth = self.return_stacks[r as usize].len();
@@ -473,10 +465,10 @@ impl<'a> Machine<'a> {
     /// a member finishes with its results, from its function an instance
     /// gives its results to its parent and ends.
     fn ret(&mut self, rows: &[u32]) {
+        // An instance's return may cancel lanes of `rows`: one that returns
+        // to a caller goes on (it is dropped when it next runs a block), one
+        // that ends is dropped here (its join may be gone).
         for &r in rows {
-            if self.lanes.drop_if_cancelled(r) {
-                continue;
-            }
             let m = r as usize;
             match self.return_stacks[m].pop() {
                 Some(to) => {
@@ -488,8 +480,10 @@ impl<'a> Machine<'a> {
                     self.waiting.push(to, &[r]);
                 }
                 None if self.lanes.is_instance(r) => {
-                    self.give_results(r);
-                    self.lanes.instance_returned(r);
+                    if !self.lanes.drop_if_cancelled(r) {
+                        self.give_results(r);
+                        self.lanes.instance_returned(r);
+                    }
                 }
                 None => {
                     let results = self
@@ -531,6 +525,26 @@ impl<'a> Machine<'a> {
         }
     }
 
+    /// `--max-instances`, or by default as many instances as a quarter of
+    /// the available memory holds, each a row of the columns of the
+    /// functions instances run (computed once, at the first fork: reading
+    /// the available memory costs more than a small run).
+    fn max_instances(&mut self) -> usize {
+        if let Some(max) = self.max_instances {
+            return max;
+        }
+        let row: u128 = self
+            .lowered
+            .vars
+            .values()
+            .filter(|v| v.class != VarClass::Invariant && self.grows[v.func.index()])
+            .map(|v| value_bytes(&v.ty, self.shared.symbols))
+            .fold(0, u128::saturating_add);
+        let max = default_max_instances(row.saturating_add(MEMBER_OVERHEAD_BYTES));
+        self.max_instances = Some(max);
+        max
+    }
+
     /// The stack depth of lane `r`'s current activation.
     fn depth(&self, r: u32) -> usize {
         self.depth_base[r as usize] + self.return_stacks[r as usize].len() + 1
@@ -541,16 +555,24 @@ impl<'a> Machine<'a> {
     /// allows (one for a fork that has none running, whatever the budget).
     #[inline]
     fn settle(&mut self) {
+        if !self.lanes.is_settled() {
+            self.settle_forks();
+        }
+    }
+
+    fn settle_forks(&mut self) {
         loop {
             while let Some(lane) = self.lanes.take_released() {
                 self.free_lane(lane);
             }
             if let Some(fork) = self.lanes.take_resolved() {
                 self.resolve(fork);
-            } else if let Some(fork) = self.lanes.next_to_start(self.max_instances) {
-                self.start_instance(fork);
-            } else {
-                break;
+                continue;
+            }
+            let max_instances = self.max_instances();
+            match self.lanes.next_to_start(max_instances) {
+                Some(fork) => self.start_instance(fork),
+                None => break,
             }
         }
     }
@@ -693,7 +715,7 @@ impl<'a> Machine<'a> {
         if needed <= self.capacity {
             return;
         }
-        let bound = self.members.saturating_add(self.max_instances);
+        let bound = self.members.saturating_add(self.max_instances());
         let rows = needed.max((4 * self.capacity).min(bound));
         let grows = |x: usize| self.grows[self.lowered.vars[GlobalVar::new(x)].func.index()];
         for (x, slot) in self.slots.iter_mut().enumerate() {

@@ -715,6 +715,16 @@ impl Lanes {
         self.free.push(lane);
     }
 
+    /// Whether nothing waits for the executor: no lane released, no join
+    /// resolved, no instance to start.
+    #[inline]
+    pub fn is_settled(&self) -> bool {
+        self.released.is_empty()
+            && self.resolved.is_empty()
+            && self.starving.is_empty()
+            && self.pending.is_empty()
+    }
+
     /// The next join resolved since the last call (program-counter).
     pub fn take_resolved(&mut self) -> Option<ForkId> {
         while let Some((fork, serial)) = self.resolved.pop() {
