@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Reference values for the gradient tests through recursion and loops
-(tests/programs/grad_recursion_*.ab, grad_while.ab, grad_loop_break.ab).
+"""Reference values for the gradient tests through recursion, loops and
+instances (tests/programs/grad_recursion_*.ab, grad_while.ab,
+grad_loop_break.ab, grad_join_tree.ab, grad_map_extra.ab,
+grad_instances_f32.ab) and for the Jacobian tests (jacobian_*.ab).
 
 Each program is written again here in Python over mpmath numbers (50
 digits), and its derivatives are taken by mpmath's numerical
@@ -182,9 +184,43 @@ def loops_break():
     show("grad_loop_break", out)
 
 
+# ---------------------------------------------------------------- grad_join_tree
+# (LEFT, RIGHT, WORD as for grad_recursion_tree)
+
+
+def join_node(w, i):
+    if LEFT[i] < 0:
+        return mp.tanh(w[0] * WORD[i] + w[3])
+    l, r = join_node(w, LEFT[i]), join_node(w, RIGHT[i])
+    return mp.tanh(w[1] * l + w[2] * r + w[3] * WORD[i] + mpf("0.5") * l * r)
+
+
+def map_node(i, w):
+    if LEFT[i] < 0:
+        return mp.cos(w[3] * WORD[i]) * w[0]
+    hs = [map_node(c, w) for c in (LEFT[i], RIGHT[i])]
+    return mp.sin(w[1] * hs[0] - w[2] * hs[1] + w[0] * WORD[i])
+
+
+def join_tree():
+    ws = [[0.5, -0.7, 1.1, 0.3], [0.3, 0.9, -0.4, -0.8], [1.2, 0.2, 0.6, 0.1],
+          [-0.6, 1.3, 0.7, 0.5], [0.5, -0.7, 1.1, 0.3]]
+    roots = [0, 1, 5, 2, 3]
+    out = []
+    for w, root in zip(ws, roots):
+        def loss(*v):
+            e = join_node(v, root) - mpf("0.3")
+            m = map_node(root, v)
+            return e * e + mpf("0.5") * m * m
+        point = [mpf(v) for v in w]
+        out.append({"ok": [num(loss(*point)), [num(g) for g in gradient(loss, point)], True]})
+    show("grad_join_tree", out)
+
+
 if __name__ == "__main__":
     recursion_power()
     recursion_tree()
     recursion_mutual()
     loops_while()
     loops_break()
+    join_tree()

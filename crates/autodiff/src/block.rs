@@ -86,6 +86,46 @@ impl Known {
 }
 
 impl<'p> Builder<'p> {
+    /// A builder of an empty function named `name` (declared at `loc`) with
+    /// one block (opened at `block_loc`), no parameters and no results.
+    pub fn new(program: &'p Program, name: String, loc: Loc, block_loc: Loc) -> Builder<'p> {
+        let mut b = Builder {
+            program,
+            func: Function {
+                name,
+                signature: Vec::new(),
+                ret_type: Type::Tuple(Vec::new()),
+                params: Vec::new(),
+                results: Vec::new(),
+                vars: Default::default(),
+                blocks: Default::default(),
+                loc,
+            },
+            current: Block(0),
+            active: Vec::new(),
+            adj: HashMap::new(),
+            known: Known::default(),
+        };
+        b.new_block(block_loc);
+        b
+    }
+    /// Adds a parameter of type `ty` named `name` (inactive).
+    pub fn param(&mut self, ty: TensorType, name: String) -> Var {
+        let v = self.var(ty.clone(), Some(name.clone()), false);
+        self.func.params.push(v);
+        self.func.signature.push(Param {
+            name,
+            ty: Type::Tensor(ty),
+        });
+        v
+    }
+    /// Ends the current block by returning `vars`, which become the
+    /// function's results.
+    pub fn return_vars(&mut self, vars: Vec<Var>) {
+        self.func.results = vars.iter().map(|v| self.ty(*v).clone()).collect();
+        self.func.ret_type = self.func.flat_ret_type();
+        self.terminate(Terminator::Return(vars));
+    }
     pub fn var(&mut self, ty: TensorType, name: Option<String>, active: bool) -> Var {
         self.active.push(active);
         self.func.vars.push(VarData { ty, name })
@@ -266,24 +306,7 @@ pub(crate) fn build(d: &mut Deriver, p: usize, block: usize) -> DeriveResult<Fun
     let g = &plan.g;
     let bdata = g.blocks[Block::new(block)].clone();
     let loc = bdata.loc;
-    let mut b = Builder {
-        program: d.program,
-        func: Function {
-            name: plan.names[block].clone(),
-            signature: Vec::new(),
-            ret_type: Type::Tuple(Vec::new()),
-            params: Vec::new(),
-            results: Vec::new(),
-            vars: Default::default(),
-            blocks: Default::default(),
-            loc: g.loc,
-        },
-        current: Block(0),
-        active: Vec::new(),
-        adj: HashMap::new(),
-        known: Known::default(),
-    };
-    b.new_block(loc);
+    let mut b = Builder::new(d.program, plan.names[block].clone(), g.loc, loc);
     // Parameters: the block's variables, then the result adjoints.
     let mut map: HashMap<Var, Var> = HashMap::new();
     let mut param_of: Vec<(Var, Var)> = Vec::new();
@@ -689,6 +712,8 @@ fn successor_call(
 /// what its call needs (see the crate doc).
 pub(crate) struct CalleeVjp {
     pub id: FuncId,
+    /// Its name (`f'vjp`, `f'vjp@10`).
+    pub name: String,
     /// The callee's results, then the adjoints of its active parameters.
     pub result_types: Vec<TensorType>,
     /// The callee's float results, each of which the vjp takes an adjoint for.
@@ -705,6 +730,7 @@ pub(crate) fn callee_vjp(
     let plan = &d.plans[p];
     Ok(CalleeVjp {
         id: plan.ids[0].expect("the entry block is reachable"),
+        name: plan.names[0].clone(),
         result_types: plan.result_types(0),
         float_results: plan.float_results.clone(),
     })

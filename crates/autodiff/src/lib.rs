@@ -68,6 +68,7 @@
 
 mod analysis;
 mod block;
+mod fork;
 mod rules;
 
 use std::collections::{HashMap, VecDeque};
@@ -86,6 +87,20 @@ use autobatch_types::Loc;
 pub struct Request {
     pub function: FuncId,
     pub active: Vec<bool>,
+    pub kind: Derivative,
+}
+
+/// What a [`Request`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Derivative {
+    /// `f'grad` (see [`Request`]): `grad` and `value_and_grad`.
+    Gradient,
+    /// `h'jacobian`, for `jacobian(h, x)`: `h` takes one array `[F; D]`
+    /// (its one active parameter) and returns one array `[F; M]`; the
+    /// derived function takes `x` and returns the `[[F; D]; M]` whose row
+    /// `m` is the vjp of `h` at `x` with the one-hot adjoint `e_m`. The rows
+    /// are the `M` instances of a `pfor` (see the crate doc).
+    Jacobian,
 }
 
 /// Why a vjp could not be derived: an operation the transformation cannot
@@ -127,11 +142,18 @@ pub fn derive(program: &mut Program, requests: &[Request]) -> DeriveResult<Vec<F
         next_id,
         built: Vec::new(),
         queue: VecDeque::new(),
+        wrappers: HashMap::new(),
     };
     let mut ids = Vec::with_capacity(requests.len());
     for r in requests {
-        let p = deriver.plan(r.function, &r.active, true)?;
-        ids.push(deriver.plans[p].ids[0].expect("the entry block is reachable"));
+        let id = match r.kind {
+            Derivative::Gradient => {
+                let p = deriver.plan(r.function, &r.active, true)?;
+                deriver.plans[p].ids[0].expect("the entry block is reachable")
+            }
+            Derivative::Jacobian => fork::jacobian(&mut deriver, r.function, &r.active)?,
+        };
+        ids.push(id);
     }
     while let Some(p) = deriver.queue.pop_front() {
         let blocks: Vec<usize> = (0..deriver.plans[p].ids.len())
@@ -198,9 +220,21 @@ pub(crate) struct Deriver<'p> {
     next_id: u32,
     built: Vec<(FuncId, Function)>,
     queue: VecDeque<usize>,
+    /// The functions that a `map`'s adjoint runs as instances (see
+    /// [`fork::map_wrapper`]), each made once.
+    pub(crate) wrappers: HashMap<fork::WrapperKey, FuncId>,
 }
 
 impl Deriver<'_> {
+    /// Gives `f` (a function built whole, not from a plan) the next id and
+    /// adds it to the program with the vjps.
+    pub(crate) fn add_function(&mut self, f: Function) -> FuncId {
+        let id = FuncId(self.next_id);
+        self.next_id += 1;
+        self.built.push((id, f));
+        id
+    }
+
     /// The plan of the vjp of `function` with respect to `active` (with the
     /// result's adjoint fixed to one when `seed_one`), made (and queued for
     /// building) the first time it is asked for. Registering it before any

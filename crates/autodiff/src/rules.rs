@@ -8,6 +8,7 @@ use autobatch_ir::{
 use autobatch_types::Loc;
 
 use crate::block::{callee_vjp, Builder};
+use crate::fork::{self, Fork};
 use crate::{analysis, derive_error, DeriveResult, Deriver};
 
 /// Emits the adjoint operations of `op` (a forward operation of the block
@@ -31,9 +32,20 @@ pub(crate) fn adjoint(d: &mut Deriver, b: &mut Builder, op: &Op) -> DeriveResult
             loc,
             catch: false,
         } => call_adjoint(d, b, dsts, *callee, args, *loc),
-        Op::Fork { loc, .. } => derive_error(
-            "`join`, `map` and `pfor` cannot be differentiated yet",
-            *loc,
+        Op::Fork {
+            dsts,
+            args,
+            instances,
+            loc,
+        } => fork::fork_adjoint(
+            d,
+            b,
+            Fork {
+                dsts,
+                args,
+                instances,
+                loc: *loc,
+            },
         ),
     }
 }
@@ -148,8 +160,11 @@ fn sum_all(b: &mut Builder, c: Var, loc: Loc) -> DeriveResult<Var> {
     }
 }
 
-/// The sum over the leading axis of `c` (rank at least 1).
-fn sum_leading(b: &mut Builder, c: Var, loc: Loc) -> DeriveResult<Var> {
+/// The sum over the leading axis of `c` (rank at least 1), in a fixed
+/// order: a vector by the `sum` primitive (its fixed lane order), a matrix
+/// by `ones · c` (`vecmat`, which adds the rows first to last), a higher
+/// rank row by row, first to last (unrolled up to 64 rows, else a loop).
+pub(crate) fn sum_leading(b: &mut Builder, c: Var, loc: Loc) -> DeriveResult<Var> {
     let ty = b.ty(c).clone();
     match ty.dims.len() {
         0 => derive_error("cannot sum over the leading axis of a scalar", loc),
@@ -178,14 +193,57 @@ fn sum_leading(b: &mut Builder, c: Var, loc: Loc) -> DeriveResult<Var> {
                 }
                 Ok(acc.expect("n >= 1"))
             }
-            _ => derive_error(
-                "autodiff cannot yet sum the adjoint of an array of rank 3 or more whose \
-                 leading length is symbolic or above 64 (a scalar broadcast over it, or `[x; N]` \
-                 of a matrix)",
-                loc,
-            ),
+            _ => sum_leading_loop(b, c, loc),
         },
     }
+}
+
+/// The sum over the leading axis of `c` (rank 2 or more, any length) by a
+/// loop over its rows, first to last, from zeros. The values the loop
+/// computes are not recorded for reuse: they change with each iteration.
+fn sum_leading_loop(b: &mut Builder, c: Var, loc: Loc) -> DeriveResult<Var> {
+    use autobatch_ir::{CompareOp, ScalarType, Terminator};
+    let ty = b.ty(c).clone();
+    let row_ty = TensorType {
+        elem: ty.elem,
+        dims: ty.dims[1..].to_vec(),
+    };
+    let n = match ty.dims[0] {
+        Dim::Fixed(n) => b.prim(Prim::Const(Scalar::Usize(n)), Vec::new(), loc)?,
+        Dim::Symbolic(s) => b.prim(Prim::SymbolValue(s), Vec::new(), loc)?,
+    };
+    let zero = b.prim(Prim::Const(Scalar::Usize(0)), Vec::new(), loc)?;
+    let one = b.prim(Prim::Const(Scalar::Usize(1)), Vec::new(), loc)?;
+    let zeros = b.filled(&row_ty, 0.0, loc)?;
+    let usize_ty = TensorType::scalar(ScalarType::Usize);
+    let acc = b.var(row_ty.clone(), None, false);
+    let i = b.var(usize_ty.clone(), None, false);
+    b.prim_into(acc, Prim::Copy, vec![zeros], loc);
+    b.prim_into(i, Prim::Copy, vec![zero], loc);
+    let header = b.new_block(loc);
+    let body = b.new_block(loc);
+    let exit = b.new_block(loc);
+    b.terminate(Terminator::Jump(header));
+    b.current = header;
+    let more = b.var(TensorType::scalar(ScalarType::Bool), None, false);
+    b.prim_into(more, Prim::Compare(CompareOp::Lt), vec![i, n], loc);
+    b.terminate(Terminator::Branch {
+        cond: more,
+        then_block: body,
+        else_block: exit,
+    });
+    b.current = body;
+    let row = b.var(row_ty.clone(), None, false);
+    b.prim_into(row, Prim::Index, vec![c, i], loc);
+    let sum = b.var(row_ty, None, false);
+    b.prim_into(sum, Prim::Binary(B::Add), vec![acc, row], loc);
+    b.prim_into(acc, Prim::Copy, vec![sum], loc);
+    let next = b.var(usize_ty, None, false);
+    b.prim_into(next, Prim::Binary(B::Add), vec![i, one], loc);
+    b.prim_into(i, Prim::Copy, vec![next], loc);
+    b.terminate(Terminator::Jump(header));
+    b.current = exit;
+    Ok(acc)
 }
 
 fn bin(b: &mut Builder, op: B, x: Var, y: Var, loc: Loc) -> DeriveResult<Var> {

@@ -1,8 +1,11 @@
-//! Which code `grad` and `value_and_grad` may differentiate.
+//! Which code `grad`, `value_and_grad` and `jacobian` may differentiate.
 //!
-//! Run once every body is checked: for each `grad(f, x)` of the module, `f`
-//! and every function it calls must be free of random draws, nested `grad`,
-//! `catch` and instances (`join`, `map`, `pfor`: not yet), and **control
+//! Run once every body is checked: for each `grad(f, x)` (or
+//! `value_and_grad`, `jacobian`) of the module, `f` and every function it
+//! calls or runs as instances (`join`, `map`, `pfor`: their callees are
+//! walked as calls, the index of `pfor` not depending on the parameter)
+//! must be free of random draws, nested `grad` / `value_and_grad` /
+//! `jacobian` and `catch`, and **control
 //! that repeats code must not depend on the differentiated parameter**, so
 //! that how often each loop runs and how deep
 //! each recursion goes, once entered, is decided by data that do not depend
@@ -43,27 +46,22 @@ pub(crate) fn check_module(module: &Module) -> Result<(), Vec<Diagnostic>> {
     let mut sites = Vec::new();
     for f in &module.functions {
         visit_block(&f.body, &mut |e| {
-            if let ExprKind::Grad {
-                function,
-                with_value,
-                ..
-            } = &e.kind
-            {
-                sites.push((*function, e.loc, *with_value));
+            if let ExprKind::Grad { function, kind, .. } = &e.kind {
+                sites.push((*function, e.loc, *kind));
             }
         });
     }
     let graph = CallGraph::new(module);
     let mut errors = Vec::new();
     let mut seen = HashSet::new();
-    for (function, loc, with_value) in sites {
+    for (function, loc, kind) in sites {
         if !seen.insert(function) {
             continue;
         }
         let site = Site {
             function,
             loc,
-            name: if with_value { "value_and_grad" } else { "grad" },
+            name: kind.name(),
         };
         if let Err(d) = check_site(module, &graph, &site) {
             errors.push(*d);
@@ -373,25 +371,15 @@ impl Checker<'_> {
                     "draw the random numbers outside the differentiated function and pass them in as part of the point, or as statics",
                 )
             }
-            // Not yet: the autodiff does not derive a fork. Lifting this
-            // refusal is all the front end needs (`expr` walks instances).
-            ExprKind::Join { .. } | ExprKind::Map { .. } => {
-                let name = instance_form(e);
-                self.error(
-                    format!("cannot differentiate through `{name}`"),
-                    e.loc,
-                    name.len(),
-                    &format!("`{name}` in differentiated code"),
-                    "instances (`join`, `map`, `pfor`) cannot be differentiated yet; compute them outside the differentiated function and pass their results in as part of the point or as statics, or use calls and `for` loops in it",
-                )
-            }
-            ExprKind::Grad { .. } => self.error(
-                "cannot differentiate a `grad` or `value_and_grad` inside differentiated code"
-                    .into(),
+            ExprKind::Grad { kind, .. } => self.error(
+                format!(
+                    "cannot differentiate a `{}` inside differentiated code",
+                    kind.name()
+                ),
                 e.loc,
-                4,
+                kind.name().len(),
                 "nested autodiff",
-                "higher derivatives are not supported",
+                "higher derivatives are not supported: `grad`, `value_and_grad` and `jacobian` may not be reached from code that is differentiated",
             ),
             _ => return None,
         };
@@ -607,15 +595,6 @@ impl Checker<'_> {
     /// `loop { body }`: its value is its `break` values.
     fn repeat(&mut self, w: &mut Walk, body: &Block) -> CheckResult<bool> {
         self.loop_body(w, body, |_, _| Ok(()))
-    }
-}
-
-/// The name the user wrote for an instance form.
-fn instance_form(e: &Expr) -> &'static str {
-    match &e.kind {
-        ExprKind::Join { .. } => "join",
-        ExprKind::Map { indexed: true, .. } => "pfor",
-        _ => "map",
     }
 }
 

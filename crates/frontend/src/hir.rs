@@ -222,6 +222,30 @@ pub enum Projection {
     Index(Expr),
 }
 
+/// Which derivative an [`ExprKind::Grad`] computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GradKind {
+    /// `grad(f, x)`: the gradient of `f` (a float scalar result) at `x`.
+    Grad,
+    /// `value_and_grad(f, x)`: `(f(x), grad(f, x))`.
+    ValueAndGrad,
+    /// `jacobian(h, x)`: `h` maps an array `[F; D]` to an array `[F; M]`;
+    /// the `[[F; D]; M]` of its partial derivatives at `x`, row `m` the
+    /// gradient of result `m`.
+    Jacobian,
+}
+
+impl GradKind {
+    /// The name the user writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            GradKind::Grad => "grad",
+            GradKind::ValueAndGrad => "value_and_grad",
+            GradKind::Jacobian => "jacobian",
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum ExprKind {
     Literal(Literal),
@@ -283,16 +307,16 @@ pub enum ExprKind {
         builtin: Builtin,
         args: Vec<Expr>,
     },
-    /// `grad(function, arg)`, or `value_and_grad(function, arg)` when
-    /// `with_value`: the gradient at `arg` of a function of the module with
-    /// one float parameter and a float scalar result. `const_args` as for
+    /// `grad(function, arg)`, `value_and_grad(function, arg)` or
+    /// `jacobian(function, arg)` (see [`GradKind`]) of a function of the
+    /// module with one float parameter. `const_args` as for
     /// [`ExprKind::Call`]. The front end has checked that everything the
     /// function reaches is differentiable.
     Grad {
         function: FunctionIndex,
         const_args: Vec<DimExpr>,
         arg: Box<Expr>,
-        with_value: bool,
+        kind: GradKind,
     },
     /// `join(f(a), g(b, c), ...)`: two calls or more of functions of the
     /// module, each an [`ExprKind::Call`] without `catch`, run as concurrent

@@ -641,8 +641,8 @@ impl FunctionLowerer<'_> {
                 function,
                 const_args,
                 arg,
-                with_value,
-            } => self.lower_grad(*function, const_args, arg, *with_value, loc),
+                kind,
+            } => self.lower_grad(e, *function, const_args, arg, *kind),
             ExprKind::Join { .. } => self.lower_join(e, dst),
             ExprKind::Map { .. } => self.lower_map(e, dst),
             ExprKind::Builtin { builtin, args } => {
@@ -813,21 +813,39 @@ impl FunctionLowerer<'_> {
         Ok(Some(dsts))
     }
 
-    /// `grad(function, arg)`, or `value_and_grad` when `with_value`: a call
-    /// of the gradient the autodiff derives, which gives `(f(x), gradient)`.
+    /// `grad(function, arg)` or `value_and_grad`: a call of the gradient
+    /// the autodiff derives, which gives `(f(x), gradient)`; `jacobian`: a
+    /// call of the function the autodiff derives for it, which gives the
+    /// Jacobian (the expression `e`).
     fn lower_grad(
         &mut self,
+        e: &Expr,
         function: usize,
         const_args: &[hir::DimExpr],
         arg: &Expr,
-        with_value: bool,
-        loc: Loc,
+        kind: hir::GradKind,
     ) -> Flow {
+        let loc = e.loc;
         let Some(x) = self.lower_single(arg, loc)? else {
             return Ok(None);
         };
         let callee = self.instance(function, const_args)?;
-        let vjp = self.registry.vjp(callee);
+        let derivative = match kind {
+            hir::GradKind::Jacobian => autobatch_autodiff::Derivative::Jacobian,
+            _ => autobatch_autodiff::Derivative::Gradient,
+        };
+        let derived = self.registry.vjp(callee, derivative);
+        if kind == hir::GradKind::Jacobian {
+            let dsts = self.ty_vars(&e.ty, None)?;
+            self.push_op(Op::Call {
+                dsts: dsts.clone(),
+                callee: derived,
+                args: vec![x],
+                loc,
+                catch: false,
+            })?;
+            return Ok(Some(dsts));
+        }
         let Some(hir::Ty::Tensor(ret)) = self.module.functions.get(function).map(|f| &f.ret) else {
             return Err(internal(
                 "`grad` of a function without a scalar result",
@@ -841,12 +859,12 @@ impl FunctionLowerer<'_> {
         let gradient = self.temp(self.var_ty(x));
         self.push_op(Op::Call {
             dsts: vec![value, gradient],
-            callee: vjp,
+            callee: derived,
             args: vec![x],
             loc,
             catch: false,
         })?;
-        if with_value {
+        if kind == hir::GradKind::ValueAndGrad {
             Ok(Some(vec![value, gradient]))
         } else {
             Ok(Some(vec![gradient]))

@@ -84,19 +84,23 @@ pub fn lower(module: &hir::Module) -> Result<Program, Vec<Diagnostic>> {
 /// Adds the vjp functions that `grad` / `value_and_grad` call (see the
 /// `autobatch-autodiff` crate) and points the calls, which the lowering
 /// emitted to placeholder ids ([`InstanceRegistry::vjp`]), at them.
-fn derive_gradients(program: &mut Program, vjps: &[FuncId]) -> Result<(), Vec<Diagnostic>> {
+fn derive_gradients(
+    program: &mut Program,
+    vjps: &[(FuncId, autobatch_autodiff::Derivative)],
+) -> Result<(), Vec<Diagnostic>> {
     if vjps.is_empty() {
         return Ok(());
     }
     let requests: Vec<autobatch_autodiff::Request> = vjps
         .iter()
-        .map(|f| autobatch_autodiff::Request {
+        .map(|(f, kind)| autobatch_autodiff::Request {
             function: *f,
             active: program.functions[*f]
                 .params
                 .iter()
                 .map(|p| program.functions[*f].vars[*p].ty.elem.is_float())
                 .collect(),
+            kind: *kind,
         })
         .collect();
     let ids = autobatch_autodiff::derive(program, &requests).map_err(|e| {
@@ -134,18 +138,25 @@ pub(crate) struct InstanceRegistry {
     ids: HashMap<(usize, Vec<Dim>), FuncId>,
     pub(crate) order: Vec<(usize, Vec<Dim>)>,
     pub(crate) names: Vec<String>,
-    /// Function instances whose vjp `grad` / `value_and_grad` calls.
-    pub(crate) vjps: Vec<FuncId>,
+    /// Function instances whose gradient `grad` / `value_and_grad` calls
+    /// or whose Jacobian `jacobian` calls.
+    pub(crate) vjps: Vec<(FuncId, autobatch_autodiff::Derivative)>,
 }
 
 impl InstanceRegistry {
-    /// The placeholder callee id of the vjp of `function` (the k-th distinct
-    /// one is `u32::MAX - k`), replaced by the real id once derived.
-    pub(crate) fn vjp(&mut self, function: FuncId) -> FuncId {
-        let k = match self.vjps.iter().position(|f| *f == function) {
+    /// The placeholder callee id of the gradient or Jacobian of `function`
+    /// (the k-th distinct one is `u32::MAX - k`), replaced by the real id
+    /// once derived.
+    pub(crate) fn vjp(
+        &mut self,
+        function: FuncId,
+        derivative: autobatch_autodiff::Derivative,
+    ) -> FuncId {
+        let key = (function, derivative);
+        let k = match self.vjps.iter().position(|f| *f == key) {
             Some(k) => k,
             None => {
-                self.vjps.push(function);
+                self.vjps.push(key);
                 self.vjps.len() - 1
             }
         };

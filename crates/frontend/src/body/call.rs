@@ -5,7 +5,7 @@
 
 use autobatch_types::{Loc, ScalarType};
 
-use crate::hir::{Builtin, DimExpr, Expr, ExprKind, TensorTy, Ty};
+use crate::hir::{Builtin, DimExpr, Expr, ExprKind, GradKind, TensorTy, Ty};
 use crate::items::{error, path_text, CheckResult, MapNote, ModuleName, Signature};
 use crate::location::{end_of, expr_end, expr_start, path_end, path_start, start_of, type_range};
 use crate::Diagnostic;
@@ -109,7 +109,7 @@ impl FunctionChecker<'_, '_> {
         if name == "map" || name == "pfor" {
             return self.check_map(&name, turbofish, &c.args, loc, end);
         }
-        if name == "grad" || name == "value_and_grad" {
+        if name == "grad" || name == "value_and_grad" || name == "jacobian" {
             if let Some(t) = turbofish {
                 return Err(error(
                     format!("`{name}` takes no generic arguments"),
@@ -374,9 +374,19 @@ impl FunctionChecker<'_, '_> {
         }
         let usage =
             format!("write `{name}(f, x)` where `f` is declared with `fn f(x: ...) -> f64`");
+        let kind = match name {
+            "jacobian" => GradKind::Jacobian,
+            "value_and_grad" => GradKind::ValueAndGrad,
+            _ => GradKind::Grad,
+        };
+        let usage = if kind == GradKind::Jacobian {
+            "write `jacobian(h, x)` where `h` is declared with `fn h(x: [f64; D]) -> [f64; M]`".into()
+        } else {
+            usage
+        };
         let (index, turbofish) = self.function_argument(name, &args[0], &usage)?;
         let sig = self.scope.signatures[index].clone();
-        self.check_grad_signature(name, &sig, &args[0])?;
+        self.check_grad_signature(kind, &sig, &args[0])?;
         let pty = sig.params[0].2.clone();
         let mut bindings = self.turbofish_bindings(&sig, turbofish)?;
         let x = self.check_expr(&args[1])?;
@@ -403,17 +413,30 @@ impl FunctionChecker<'_, '_> {
             (loc, end),
         )?;
         let point_ty = substitute(&pty, &const_args);
-        let ty = if name == "value_and_grad" {
-            Ty::Tuple(vec![substitute(&sig.ret, &const_args), point_ty])
-        } else {
-            point_ty
+        let value_ty = substitute(&sig.ret, &const_args);
+        let ty = match (kind, &point_ty, &value_ty) {
+            (GradKind::Grad, _, _) => point_ty,
+            (GradKind::ValueAndGrad, _, _) => Ty::Tuple(vec![value_ty, point_ty]),
+            // `[[F; D]; M]` for `h: [F; D] -> [F; M]` (checked above).
+            (GradKind::Jacobian, Ty::Tensor(x), Ty::Tensor(y)) => Ty::Tensor(TensorTy::new(
+                x.elem,
+                y.dims.iter().chain(&x.dims).copied().collect(),
+            )),
+            (GradKind::Jacobian, _, _) => {
+                return Err(error(
+                    "internal compiler error: `jacobian` of a function that does not map an array to an array",
+                    loc,
+                    end,
+                    "here",
+                ))
+            }
         };
         Ok(mk(
             ExprKind::Grad {
                 function: index,
                 const_args,
                 arg: Box::new(x),
-                with_value: name == "value_and_grad",
+                kind,
             },
             ty,
             loc,
@@ -460,13 +483,17 @@ impl FunctionChecker<'_, '_> {
         }
         match self.scope.names.get(&fname).map(|(k, _)| *k) {
             Some(ModuleName::Function(index)) => Ok((index, turbofish)),
-            Some(ModuleName::HostFunction) if construct.ends_with("grad") => Err(error(
+            Some(ModuleName::HostFunction)
+                if construct.ends_with("grad") || construct == "jacobian" =>
+            {
+                Err(error(
                 format!("cannot differentiate the host primitive `{fname}`"),
                 fl,
                 fe,
                 "host primitive",
             )
-            .map_note("only functions written in autobatch can be differentiated")),
+            .map_note("only functions written in autobatch can be differentiated"))
+            }
             Some(ModuleName::HostFunction) => Err(error(
                 format!("host primitive `{fname}` is not yet supported"),
                 fl,
@@ -498,13 +525,16 @@ impl FunctionChecker<'_, '_> {
     }
 
     /// What `grad` asks of the function it differentiates (`sig`, named by
-    /// `f_expr`): one float parameter and a float scalar result.
+    /// `f_expr`): one float parameter and a float scalar result; what
+    /// `jacobian` asks: one parameter, an array of floats, and a result, an
+    /// array of the same float type.
     fn check_grad_signature(
         &self,
-        name: &str,
+        kind: GradKind,
         sig: &Signature,
         f_expr: &syn::Expr,
     ) -> CheckResult<()> {
+        let name = kind.name();
         let (fl, fe) = (expr_start(f_expr), expr_end(f_expr));
         let declared = |d: Box<Diagnostic>| -> Box<Diagnostic> {
             d.map_note(format!(
@@ -528,6 +558,11 @@ impl FunctionChecker<'_, '_> {
             ));
         }
         let (pname, _, pty, _) = &sig.params[0];
+        if kind == GradKind::Jacobian {
+            return self
+                .check_jacobian_signature(sig, pname, pty, (fl, fe))
+                .map_err(declared);
+        }
         if !matches!(pty, Ty::Tensor(t) if t.elem.is_float()) {
             return Err(declared(error(
                 format!(
@@ -541,7 +576,7 @@ impl FunctionChecker<'_, '_> {
             )));
         }
         if !matches!(&sig.ret, Ty::Tensor(t) if t.elem.is_float() && t.is_scalar()) {
-            return Err(declared(error(
+            let mut d = error(
                 format!(
                     "`{name}` needs a function returning a float scalar (`f32` or `f64`), but `{}` returns `{}`",
                     sig.name,
@@ -550,7 +585,74 @@ impl FunctionChecker<'_, '_> {
                 fl,
                 fe,
                 "result is not a float scalar",
-            )));
+            );
+            if matches!(&sig.ret, Ty::Tensor(t) if t.elem.is_float() && t.dims.len() == 1) {
+                d = d.map_note(format!(
+                    "for the derivatives of every element of the result, use `jacobian({}, x)`",
+                    sig.name
+                ));
+            }
+            return Err(declared(d));
+        }
+        Ok(())
+    }
+
+    /// What `jacobian` asks of `h` (`sig`, whose one parameter is `pname:
+    /// pty`): an array of floats `[F; D]` in, an array `[F; M]` out.
+    fn check_jacobian_signature(
+        &self,
+        sig: &Signature,
+        pname: &str,
+        pty: &Ty,
+        (fl, fe): (Loc, Loc),
+    ) -> CheckResult<()> {
+        let vector = |t: &Ty| matches!(t, Ty::Tensor(t) if t.elem.is_float() && t.dims.len() == 1);
+        let show = |t: &Ty| self.show_with(t, &sig.const_params);
+        if !vector(pty) {
+            return Err(error(
+                format!(
+                    "`jacobian` needs a parameter that is an array of floats (`[f64; D]` or `[f32; D]`), but the parameter `{pname}` of `{}` is `{}`",
+                    sig.name,
+                    show(pty)
+                ),
+                fl,
+                fe,
+                "parameter is not an array of floats",
+            ));
+        }
+        if !vector(&sig.ret) {
+            let mut d = error(
+                format!(
+                    "`jacobian` needs a function returning an array of floats (`[f64; M]` or `[f32; M]`), but `{}` returns `{}`",
+                    sig.name,
+                    show(&sig.ret)
+                ),
+                fl,
+                fe,
+                "result is not an array of floats",
+            );
+            if matches!(&sig.ret, Ty::Tensor(t) if t.elem.is_float() && t.is_scalar()) {
+                d = d.map_note(format!(
+                    "for the derivatives of a scalar result, use `grad({}, x)`",
+                    sig.name
+                ));
+            }
+            return Err(d);
+        }
+        if let (Ty::Tensor(p), Ty::Tensor(r)) = (pty, &sig.ret) {
+            if p.elem != r.elem {
+                return Err(error(
+                    format!(
+                        "`jacobian` needs the parameter and the result of `{}` to have the same float type, but they are `{}` and `{}`",
+                        sig.name,
+                        show(pty),
+                        show(&sig.ret)
+                    ),
+                    fl,
+                    fe,
+                    "parameter and result of different float types",
+                ));
+            }
         }
         Ok(())
     }

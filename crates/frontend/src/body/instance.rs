@@ -26,7 +26,15 @@ const MAP_USAGE: &str = "write `map(f, xs, a, b)`: one instance of the function 
 const PFOR_USAGE: &str = "write `pfor::<N>(g, a, b)`: `N` instances of the function `g` of the program, instance `k` computing `g(k as i64, a, b)` for `k` in `0..N`; it gives the array of the results";
 
 /// Names that are syntax forms taking calls or functions, not functions.
-const FORMS: [&str; 6] = ["catch", "grad", "value_and_grad", "join", "map", "pfor"];
+const FORMS: [&str; 7] = [
+    "catch",
+    "grad",
+    "value_and_grad",
+    "jacobian",
+    "join",
+    "map",
+    "pfor",
+];
 
 impl FunctionChecker<'_, '_> {
     /// `join(f(a), g(b), ...)`: two calls or more of functions of the
