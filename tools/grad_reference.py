@@ -217,6 +217,130 @@ def join_tree():
     show("grad_join_tree", out)
 
 
+# ---------------------------------------------------------------- grad_map_extra
+
+
+def layer(x, m, b, s):
+    pre = [m[0][0] * x[0] + m[0][1] * x[1] + b[0], m[1][0] * x[0] + m[1][1] * x[1] + b[1]]
+    return (mp.tanh(pre[0]) + mp.tanh(pre[1])) * s
+
+
+def pair(k, m, v):
+    a = v[k] * v[k] * m[0][1]
+    c = m[1][0] * v[0] + m[1][1]
+    return a * c
+
+
+def inner(k, v, m):
+    return sum(mp.sin(x * m[k][0]) for x in v)
+
+
+def map_extra_f(xs, p):
+    m = [[p[0], p[1]], [p[2], p[3]]]
+    b = [p[4], p[5]]
+    s = p[6]
+    v = [p[7], p[8], p[9]]
+    shared = sum(layer(x, m, b, s) for x in xs)
+    own = [layer(x, m, b, mpf(1)) for x in ([v[0], v[1]], [v[2], p[0]])]
+    pf = [pair(k, m, v) for k in range(3)]
+    nest = [inner(k, v, m) for k in range(2)]
+    return shared + own[0] * own[1] + sum(pf) + nest[0] - nest[1]
+
+
+def map_extra():
+    runs = [
+        ([[0.4, -1.0], [1.5, 0.25], [-0.3, 0.7]],
+         [[0.5, -0.7, 1.1, 0.3, 0.2, -0.4, 1.5, 0.8, -0.6, 0.9],
+          [-0.2, 0.4, 0.9, -1.3, 0.6, 0.1, -0.7, 0.3, 1.2, -0.5]]),
+        ([], [[0.5, -0.7, 1.1, 0.3, 0.2, -0.4, 1.5, 0.8, -0.6, 0.9]]),
+    ]
+    for xs, ps in runs:
+        xs = [[mpf(str(a)) for a in x] for x in xs]
+        out = []
+        for p in ps:
+            f = lambda *q: map_extra_f(xs, q)
+            point = [mpf(str(a)) for a in p]
+            out.append({"ok": [num(f(*point)), [num(g) for g in gradient(f, point)], True]})
+        show("grad_map_extra", out)
+
+
+# ---------------------------------------------------------------- jacobian_rows
+
+
+def jacobian_numeric(h, point):
+    """The Jacobian of h (a list of functions of len(point) numbers), by rows."""
+    return [gradient(hm, point) for hm in h]
+
+
+def h_closed_form(x):
+    """The Jacobian of h(x) = [x0 x1, sin x2 + x0, exp(x0 x2), x1 / (1 + x2^2)],
+    derived by hand."""
+    x0, x1, x2 = x
+    e = mp.exp(x0 * x2)
+    d = 1 + x2 * x2
+    return [
+        [x1, x0, 0],
+        [1, 0, mp.cos(x2)],
+        [x2 * e, 0, x0 * e],
+        [0, 1 / d, -2 * x1 * x2 / (d * d)],
+    ]
+
+
+def jacobian_rows():
+    rows = lambda j: [[num(v) for v in row] for row in j]
+    xs = [[0.5, -1.25, 0.75], [2.0, 0.3, -0.4], [-0.6, 1.1, 0.0]]
+    show("jacobian_rows", [{"ok": [rows(h_closed_form([mpf(str(v)) for v in x])), True]} for x in xs])
+
+    def forks(i, v):
+        p, q = v[0] * v[1], v[-1] ** 3
+        return mp.tanh(v[i] * p) * q
+
+    out = []
+    for x in [[0.5, -1.25, 0.75, 2.0], [0.1, 0.2, -0.3, 1.4]]:
+        point = [mpf(str(v)) for v in x]
+        h = [lambda *v, i=i: forks(i, v) for i in range(4)]
+        out.append({"ok": rows(jacobian_numeric(h, point))})
+    show("jacobian_rows", out)
+
+    w = [mpf(v) for v in ("0.5", "-2.0", "1.5")]
+    out = []
+    for x in [[0.5, -1.25], [1.5, 0.2]]:
+        point = [mpf(str(v)) for v in x]
+        h = [lambda a, b, wk=wk: wk * a * a + b for wk in w]
+        out.append({"ok": rows(jacobian_numeric(h, point))})
+    show("jacobian_rows", out)
+
+
+# ---------------------------------------------------------------- grad_instances_f32
+# (computed exactly; the test compares at f32's tolerance)
+
+
+def f32_sq(x, c):
+    return mp.tanh(x * c)
+
+
+def f32_loss(p):
+    a, b = f32_sq(p[0], p[1]), f32_sq(p[2], mpf("0.5"))
+    ys = [f32_sq(x, p[3]) for x in p]
+    pairs = [p[k] * p[(k + 1) % 4] for k in range(4)]
+    return a * b + sum(ys) + sum(pairs)
+
+
+def f32_spread(i, p):
+    return f32_sq(p[i], p[3]) * p[0]
+
+
+def instances_f32():
+    out = []
+    for x in [[0.5, -0.75, 1.25, 0.375], [-1.5, 0.25, 0.625, -0.875]]:
+        point = [mpf(str(v)) for v in x]
+        f = lambda *v: f32_loss(v)
+        h = [lambda *v, i=i: f32_spread(i, v) for i in range(3)]
+        jac = [[num(v) for v in row] for row in jacobian_numeric(h, point)]
+        out.append({"ok": [num(f(*point)), [num(g) for g in gradient(f, point)], jac]})
+    show("grad_instances_f32", out)
+
+
 if __name__ == "__main__":
     recursion_power()
     recursion_tree()
@@ -224,3 +348,6 @@ if __name__ == "__main__":
     loops_while()
     loops_break()
     join_tree()
+    map_extra()
+    jacobian_rows()
+    instances_f32()
