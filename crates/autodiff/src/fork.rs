@@ -16,8 +16,8 @@
 //!   [`crate::rules::sum_leading`]). The index of `pfor` is an integer: no
 //!   adjoint. Because an instance of a `map` takes its elements first and
 //!   the vjp takes the result adjoints last, the instances run a small
-//!   wrapper, `f'vjp.map`, that takes its parameters in the `map`'s order
-//!   and calls the vjp.
+//!   wrapper, `f'vjp.map` (`g'vjp.pfor`), that takes its parameters in the
+//!   fork's order and calls the vjp.
 //! - `jacobian(h, x)` is `h'jacobian(x)`: a `pfor` over the `M` rows,
 //!   row `m` (`h'jrow(m, x)`) being the vjp of `h` at `x` with the one-hot
 //!   adjoint `e_m`.
@@ -224,12 +224,14 @@ fn map_adjoint(d: &mut Deriver, b: &mut Builder, fork: &Fork, site: MapSite) -> 
 fn stacked(t: &TensorType, count: Dim) -> TensorType {
     TensorType {
         elem: t.elem,
-        dims: std::iter::once(count).chain(t.dims.iter().copied()).collect(),
+        dims: std::iter::once(count)
+            .chain(t.dims.iter().copied())
+            .collect(),
     }
 }
 
 /// The function a `map`'s adjoint runs as its instances, made once per
-/// key: `f'vjp.map` takes `f`'s parameters up to its last one passed per
+/// key: `f'vjp.map` (`.pfor` for a `pfor`) takes `f`'s parameters up to its last one passed per
 /// element (the index, the elements), then the adjoints of `f`'s float
 /// results (per element too), then `f`'s other parameters; it calls
 /// `f'vjp` and returns the adjoints of the active parameters.
@@ -240,7 +242,15 @@ fn map_wrapper(d: &mut Deriver, key: WrapperKey, vjp: &CalleeVjp) -> DeriveResul
     let program = d.program;
     let f = &program.functions[key.callee];
     let loc = f.loc;
-    let mut b = Builder::new(program, format!("{}.map", vjp.name), loc, loc);
+    // `.map` and `.pfor` as the language makes them (one array passed per
+    // element, or the index); the count of such arrays otherwise.
+    let name = match (key.index, key.each) {
+        (false, 1) => format!("{}.map", vjp.name),
+        (true, 0) => format!("{}.pfor", vjp.name),
+        (false, each) => format!("{}.map{each}", vjp.name),
+        (true, each) => format!("{}.pfor{each}", vjp.name),
+    };
+    let mut b = Builder::new(program, name, loc, loc);
     let split = usize::from(key.index) + key.each;
     let params = |b: &mut Builder, range: std::ops::Range<usize>| -> Vec<Var> {
         f.params[range]
@@ -291,17 +301,18 @@ pub(crate) fn jacobian(d: &mut Deriver, h: FuncId, active: &[bool]) -> DeriveRes
     let vector = |t: &TensorType| t.elem.is_float() && t.dims.len() == 1;
     let (x_ty, y_ty) = match (&f.params[..], &f.results[..]) {
         ([x], [y]) if vector(&f.vars[*x].ty) && vector(y) => (f.vars[*x].ty.clone(), y.clone()),
-        _ => {
-            return derive_error(
-                format!(
-                    "the Jacobian of `{}` needs one parameter and one result, both arrays of floats",
-                    f.name
-                ),
-                loc,
-            )
-        }
+        _ => return derive_error(
+            format!(
+                "the Jacobian of `{}` needs one parameter and one result, both arrays of floats",
+                f.name
+            ),
+            loc,
+        ),
     };
-    let x_name = f.vars[f.params[0]].name.clone().unwrap_or_else(|| "x".into());
+    let x_name = f.vars[f.params[0]]
+        .name
+        .clone()
+        .unwrap_or_else(|| "x".into());
     let vjp = callee_vjp(d, h, active)?;
     let gradient = match &vjp.result_types[..] {
         [_, gradient] => gradient.clone(),

@@ -4,7 +4,7 @@
 //! against finite differences and hand-written gradients in the `autobatch`
 //! crate's `grad` test, which runs every executor.)
 
-use autobatch_autodiff::{derive, Request};
+use autobatch_autodiff::{derive, Derivative, Request};
 use autobatch_ir::{verify::verify_program, FuncId, Function, Op, Prim, Program};
 
 fn compile(source: &str) -> Program {
@@ -165,6 +165,7 @@ fn bad_requests_are_refused() {
         &[Request {
             function: f,
             active: vec![true, false],
+            kind: Derivative::Gradient,
         }],
     );
     assert!(not_float.unwrap_err().message.contains("not a float"));
@@ -173,6 +174,7 @@ fn bad_requests_are_refused() {
         &[Request {
             function: f,
             active: vec![true],
+            kind: Derivative::Gradient,
         }],
     );
     assert!(wrong_len.unwrap_err().message.contains("parameter flags"));
@@ -181,6 +183,7 @@ fn bad_requests_are_refused() {
         &[Request {
             function: f,
             active: vec![false, true],
+            kind: Derivative::Gradient,
         }],
     )
     .expect("derives");
@@ -282,4 +285,94 @@ fn reaches_itself(p: &Program, start: FuncId) -> bool {
         }
     }
     false
+}
+
+/// The forks of `f`, as (callees' names, whether it is a `map`).
+fn forks<'p>(p: &'p Program, f: &Function) -> Vec<(Vec<&'p str>, bool)> {
+    f.blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .filter_map(|op| match op {
+            Op::Fork { instances, .. } => Some((
+                instances
+                    .callees()
+                    .into_iter()
+                    .map(|c| p.functions[c].name.as_str())
+                    .collect(),
+                matches!(instances, autobatch_ir::Instances::Map { .. }),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_adjoint_of_a_fork_is_a_fork_of_vjps() {
+    let p = compile(
+        "fn sq(x: f64, a: f64) -> f64 { a * x * x }
+         fn cube(x: f64) -> f64 { x * x * x }
+         fn j(x: f64) -> f64 { let (a, b) = join(sq(x, 2.0), cube(x)); a + b }
+         fn one(x: f64) -> f64 { let (a, b) = join(sq(x, 2.0), cube(3.0)); a + b }
+         fn m(x: [f64; 3]) -> f64 { sum(map(sq, x, x[0])) + sum(map(sq, x, 1.5)) }
+         fn row(i: i64, x: [f64; 3]) -> f64 { x[i as usize] }
+         fn p(x: [f64; 3]) -> f64 { sum(pfor::<3>(row, x)) }
+         fn g(x: f64, v: [f64; 3]) -> (f64, f64, [f64; 3], [f64; 3]) {
+             (grad(j, x), grad(one, x), grad(m, v), grad(p, v))
+         }",
+    );
+    // The forward fork runs as it is, then the backward join of the vjps.
+    assert_eq!(
+        forks(&p, function(&p, "j'grad")),
+        vec![
+            (vec!["sq", "cube"], false),
+            (vec!["sq'vjp@10", "cube'vjp"], false)
+        ]
+    );
+    // One call with something to propagate: a call, not a fork.
+    assert_eq!(forks(&p, function(&p, "one'grad")).len(), 1);
+    assert!(calls(function(&p, "one'grad")).contains(&p.function_by_name("sq'vjp@10").unwrap()));
+    // A map's adjoint maps the wrapper, made once per activity pattern.
+    let m = forks(&p, function(&p, "m'grad"));
+    assert_eq!(m.len(), 4);
+    assert_eq!(
+        m[2..],
+        [(vec!["sq'vjp@10.map"], true), (vec!["sq'vjp.map"], true)]
+    );
+    assert_eq!(derived(&p, "sq'vjp@10.map"), vec![("sq'vjp@10.map", 1)]);
+    assert_eq!(
+        forks(&p, function(&p, "p'grad"))[1],
+        (vec!["row'vjp.pfor"], true)
+    );
+}
+
+#[test]
+fn a_jacobian_is_a_pfor_over_rows() {
+    let p = compile(
+        "fn h(x: [f64; 3]) -> [f64; 2] { [x[0] * x[1], x[2].sin()] }
+         fn g(x: [f64; 3]) -> [[f64; 3]; 2] { jacobian(h, x) }",
+    );
+    let jac = function(&p, "h'jacobian");
+    assert_eq!(forks(&p, jac), vec![(vec!["h'jrow"], true)]);
+    let row = function(&p, "h'jrow");
+    assert_eq!(
+        calls(row),
+        vec![p.function_by_name("h'vjp").unwrap()],
+        "each row is one vjp"
+    );
+}
+
+#[test]
+fn a_jacobian_of_the_wrong_shape_is_refused() {
+    let mut p = compile("fn f(x: [f64; 2]) -> f64 { x[0] }");
+    let f = p.function_by_name("f").unwrap();
+    let err = derive(
+        &mut p,
+        &[Request {
+            function: f,
+            active: vec![true],
+            kind: Derivative::Jacobian,
+        }],
+    )
+    .unwrap_err();
+    assert!(err.message.contains("both arrays of floats"), "{err}");
 }

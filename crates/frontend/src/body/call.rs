@@ -380,7 +380,8 @@ impl FunctionChecker<'_, '_> {
             _ => GradKind::Grad,
         };
         let usage = if kind == GradKind::Jacobian {
-            "write `jacobian(h, x)` where `h` is declared with `fn h(x: [f64; D]) -> [f64; M]`".into()
+            "write `jacobian(h, x)` where `h` is declared with `fn h(x: [f64; D]) -> [f64; M]`"
+                .into()
         } else {
             usage
         };
@@ -487,12 +488,12 @@ impl FunctionChecker<'_, '_> {
                 if construct.ends_with("grad") || construct == "jacobian" =>
             {
                 Err(error(
-                format!("cannot differentiate the host primitive `{fname}`"),
-                fl,
-                fe,
-                "host primitive",
-            )
-            .map_note("only functions written in autobatch can be differentiated"))
+                    format!("cannot differentiate the host primitive `{fname}`"),
+                    fl,
+                    fe,
+                    "host primitive",
+                )
+                .map_note("only functions written in autobatch can be differentiated"))
             }
             Some(ModuleName::HostFunction) => Err(error(
                 format!("host primitive `{fname}` is not yet supported"),
