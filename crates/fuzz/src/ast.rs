@@ -273,6 +273,14 @@ pub enum ExprKind {
         args: Vec<Expr>,
         use_: InstanceUse,
     },
+    /// `jacobian(function, point)[row]`: a row of the Jacobian of a
+    /// differentiable helper `[f64; 3] -> [f64; 3]` (see
+    /// [`crate::differentiable`]); of type `[f64; 3]`.
+    Jacobian {
+        function: String,
+        point: Box<Expr>,
+        row: usize,
+    },
     Index {
         array: Box<Expr>,
         index: Box<Expr>,
@@ -569,6 +577,15 @@ fn write_expr(out: &mut String, e: &Expr) {
             args,
             use_,
         } => write_instances(out, callee, form, args, *use_),
+        ExprKind::Jacobian {
+            function,
+            point,
+            row,
+        } => {
+            write!(out, "jacobian({function}, ").unwrap_or(());
+            write_expr(out, point);
+            write!(out, ")[{row}]").unwrap_or(());
+        }
         ExprKind::Index { array, index } => {
             write_expr(out, array);
             out.push('[');

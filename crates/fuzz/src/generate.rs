@@ -27,6 +27,7 @@ use serde_json::{json, Value as Json};
 
 use crate::ast::*;
 use crate::case::{Case, InputArg, InputValue, Inputs, Limits, ENTRY};
+use crate::differentiable;
 
 /// Types a variable, parameter or result may have.
 const VALUE_TYPES: [Ty; 5] = [Ty::Int, Ty::Float, Ty::IntArray, Ty::FloatArray, Ty::Pair];
@@ -95,6 +96,8 @@ struct Generator {
     statics: Vec<Param>,
     /// The `usize` constants the program declares (counts of `pfor`).
     consts: Vec<(String, usize)>,
+    /// The differentiable helpers `jacobian` may take (none in most programs).
+    jacobian_targets: Vec<String>,
     fresh: usize,
     scope: Scope,
 }
@@ -106,6 +109,7 @@ impl Generator {
             signatures: Vec::new(),
             statics: Vec::new(),
             consts: Vec::new(),
+            jacobian_targets: Vec::new(),
             fresh: 0,
             scope: Scope {
                 vars: Vec::new(),
@@ -156,7 +160,17 @@ impl Generator {
             let signature = self.signature(index);
             self.signatures.push(signature);
         }
-        let functions = (0..count).map(|index| self.function(index)).collect();
+        let helpers = if self.chance(0.3) {
+            differentiable::helpers(&mut self.rng)
+        } else {
+            differentiable::Helpers {
+                functions: Vec::new(),
+                targets: Vec::new(),
+            }
+        };
+        self.jacobian_targets = helpers.targets;
+        let mut functions: Vec<Function> = (0..count).map(|index| self.function(index)).collect();
+        functions.extend(helpers.functions);
         Program {
             consts: self.consts.clone(),
             statics: self.statics.clone(),
@@ -498,6 +512,7 @@ impl Generator {
                 0 | 6 => match self.rng.gen_range(0..10) {
                     0 | 1 => self.join_expr(ty, depth),
                     2 | 3 => self.instances_expr(ty, depth),
+                    4 => self.jacobian_expr(ty, depth),
                     _ => self.call(ty, depth),
                 },
                 1 => Some(self.if_expr(ty, depth)),
@@ -1034,6 +1049,26 @@ impl Generator {
             },
         );
         Some(self.guarded(e, guard))
+    }
+
+    /// A row of the Jacobian of a differentiable helper, at a point of
+    /// type `[f64; 3]` (see [`differentiable`]); only for that type, and
+    /// in programs that have helpers.
+    fn jacobian_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        if ty != Ty::FloatArray {
+            return None;
+        }
+        let function = self.jacobian_targets.choose(&mut self.rng)?.clone();
+        let point = Box::new(self.expr(ty, depth - 1));
+        let row = self.rng.gen_range(0..FLOAT_ARRAY_LEN);
+        Some(Expr::new(
+            ty,
+            ExprKind::Jacobian {
+                function,
+                point,
+                row,
+            },
+        ))
     }
 
     /// The name of the constant `FAN<count>`, declared once.

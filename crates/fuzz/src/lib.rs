@@ -7,9 +7,10 @@
 //!   depth argument; values, arrays and tuples live across calls; calls
 //!   nested in arguments and several in one expression; `while`, `for` and
 //!   `loop` with `break value`, `break`, `continue` and calls inside;
-//!   `catch`; instances (`join`, `map`, `pfor`); random draws; members that
-//!   fault beside members that do not), with shared and batched inputs and
-//!   limits.
+//!   `catch`; instances (`join`, `map`, `pfor`); rows of `jacobian`s of
+//!   differentiable helpers that fork ([`differentiable`]); random draws;
+//!   members that fault beside members that do not), with shared and
+//!   batched inputs and limits.
 //! - [`oracle`]: compiles and runs a case through the `autobatch` library
 //!   API and compares each member with the reference, bit for bit.
 //! - [`shrink`]: makes a failing case smaller while it still fails.
@@ -25,6 +26,7 @@
 
 pub mod ast;
 pub mod case;
+pub mod differentiable;
 pub mod generate;
 pub mod oracle;
 pub mod shrink;

@@ -77,6 +77,10 @@ fn the_programs_use_every_promised_construct() {
         "pfor::<",
         "pfor::<FAN",
         "const FAN",
+        "jacobian(dv",
+        "map(ds, ",
+        "pfor::<3>(dk, ",
+        "join(dv",
     ];
     let missing: Vec<&str> = constructs
         .iter()

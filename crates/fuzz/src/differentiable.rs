@@ -1,0 +1,282 @@
+//! The differentiable helpers a program may take Jacobians of.
+//!
+//! Some programs get, besides the functions with a depth parameter, a few
+//! helpers that `jacobian` differentiates: `dv<i>(x: [f64; 3]) -> [f64; 3]`
+//! made of elementwise arithmetic, `tanh`/`sin`/`cos`, calls of earlier
+//! helpers, and instances: `map` of a scalar helper `ds(a, c)` with an extra
+//! argument (its adjoint is summed over the instances), `pfor::<3>` of an
+//! indexed helper `dk(k, x)`, and `join` of two earlier vector helpers. They
+//! have no loops, branches, random draws or recursion, so the front end
+//! accepts them for `jacobian`, and they terminate. An expression of type
+//! `[f64; 3]` elsewhere may then be a row `jacobian(dv<i>, point)[m]`.
+
+use rand::seq::SliceRandom;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::ast::*;
+
+/// The helpers of one program: the functions, and the names of the vector
+/// helpers (`[f64; 3] -> [f64; 3]`) that `jacobian` may take.
+pub struct Helpers {
+    pub functions: Vec<Function>,
+    pub targets: Vec<String>,
+}
+
+/// Writes the helpers of one program (one to three vector helpers).
+pub fn helpers(rng: &mut ChaCha8Rng) -> Helpers {
+    let mut functions = vec![scalar_helper(rng), indexed_helper(rng)];
+    let mut targets: Vec<String> = Vec::new();
+    for i in 0..rng.gen_range(1..=3) {
+        let name = format!("dv{i}");
+        let mut writer = VectorWriter {
+            rng: &mut *rng,
+            earlier: &targets,
+        };
+        let tail = writer.vector(2);
+        functions.push(Function {
+            name: name.clone(),
+            params: vec![param("x", Ty::FloatArray)],
+            ret: Ty::FloatArray,
+            body: Block {
+                stmts: Vec::new(),
+                tail,
+            },
+        });
+        targets.push(name);
+    }
+    Helpers { functions, targets }
+}
+
+const SCALAR: &str = "ds";
+const INDEXED: &str = "dk";
+
+fn param(name: &str, ty: Ty) -> Param {
+    Param {
+        name: name.into(),
+        ty,
+    }
+}
+
+fn float(v: f64) -> Expr {
+    Expr::new(Ty::Float, ExprKind::Float(v))
+}
+
+fn literal(rng: &mut ChaCha8Rng) -> Expr {
+    float(f64::from(rng.gen_range(-6..=6)) * 0.25)
+}
+
+fn index(array: Expr, i: Expr) -> Expr {
+    Expr::new(
+        Ty::Float,
+        ExprKind::Index {
+            array: Box::new(array),
+            index: Box::new(i),
+        },
+    )
+}
+
+fn x() -> Expr {
+    Expr::var("x", Ty::FloatArray)
+}
+
+/// A smooth float expression of `depth` levels over `leaves`.
+fn scalar_expr(rng: &mut ChaCha8Rng, leaves: &[Expr], depth: u32) -> Expr {
+    if depth == 0 || rng.gen_bool(0.25) {
+        return match leaves.choose(rng) {
+            Some(leaf) if rng.gen_bool(0.8) => leaf.clone(),
+            _ => literal(rng),
+        };
+    }
+    if rng.gen_bool(0.3) {
+        let builtin = *[Builtin::Tanh, Builtin::Sin, Builtin::Cos]
+            .choose(rng)
+            .unwrap_or(&Builtin::Tanh);
+        let operand = scalar_expr(rng, leaves, depth - 1);
+        return Expr::new(
+            Ty::Float,
+            ExprKind::Builtin {
+                builtin,
+                args: vec![operand],
+            },
+        );
+    }
+    let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul]
+        .choose(rng)
+        .unwrap_or(&BinOp::Mul);
+    let lhs = scalar_expr(rng, leaves, depth - 1);
+    let rhs = scalar_expr(rng, leaves, depth - 1);
+    Expr::binary(Ty::Float, op, lhs, rhs)
+}
+
+/// `ds(a: f64, c: f64) -> f64`, mapped over an array with `c` extra.
+fn scalar_helper(rng: &mut ChaCha8Rng) -> Function {
+    let leaves = [Expr::var("a", Ty::Float), Expr::var("c", Ty::Float)];
+    // `a` appears at least once, so that the mapped elements matter.
+    let tail = Expr::binary(
+        Ty::Float,
+        BinOp::Mul,
+        leaves[0].clone(),
+        scalar_expr(rng, &leaves, 2),
+    );
+    Function {
+        name: SCALAR.into(),
+        params: vec![param("a", Ty::Float), param("c", Ty::Float)],
+        ret: Ty::Float,
+        body: Block {
+            stmts: Vec::new(),
+            tail,
+        },
+    }
+}
+
+/// `dk(k: i64, x: [f64; 3]) -> f64`: element `k` of `x` times an
+/// expression of its neighbour `x[(k + 1) % 3]` and `x[0]`.
+fn indexed_helper(rng: &mut ChaCha8Rng) -> Function {
+    let k = Expr::var("k", Ty::Int);
+    let next = Expr::binary(
+        Ty::Int,
+        BinOp::Rem,
+        Expr::binary(Ty::Int, BinOp::Add, k.clone(), Expr::int(1)),
+        Expr::int(FLOAT_ARRAY_LEN as i64),
+    );
+    let leaves = [index(x(), next), index(x(), Expr::int(0))];
+    let tail = Expr::binary(
+        Ty::Float,
+        BinOp::Mul,
+        index(x(), k),
+        scalar_expr(rng, &leaves, 2),
+    );
+    Function {
+        name: INDEXED.into(),
+        params: vec![param("k", Ty::Int), param("x", Ty::FloatArray)],
+        ret: Ty::Float,
+        body: Block {
+            stmts: Vec::new(),
+            tail,
+        },
+    }
+}
+
+/// Writes the body of a vector helper; `earlier` are the vector helpers
+/// written before it (which it may call and join).
+struct VectorWriter<'a> {
+    rng: &'a mut ChaCha8Rng,
+    earlier: &'a [String],
+}
+
+impl VectorWriter<'_> {
+    /// An expression of type `[f64; 3]` over `x`.
+    fn vector(&mut self, depth: u32) -> Expr {
+        let ty = Ty::FloatArray;
+        if depth == 0 {
+            return x();
+        }
+        let sub = depth - 1;
+        match self.rng.gen_range(0..8) {
+            0 => {
+                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul]
+                    .choose(self.rng)
+                    .unwrap_or(&BinOp::Add);
+                Expr::binary(ty, op, self.vector(sub), self.vector(sub))
+            }
+            1 => {
+                let scale = self.element_expr();
+                Expr::binary(ty, BinOp::Mul, self.vector(sub), scale)
+            }
+            2 => {
+                let builtin = *[Builtin::Tanh, Builtin::Sin, Builtin::Cos]
+                    .choose(self.rng)
+                    .unwrap_or(&Builtin::Tanh);
+                let operand = self.vector(sub);
+                Expr::new(
+                    ty,
+                    ExprKind::Builtin {
+                        builtin,
+                        args: vec![operand],
+                    },
+                )
+            }
+            3 | 4 => self.map(sub),
+            5 => self.pfor(sub),
+            6 if !self.earlier.is_empty() => {
+                let callee = self.earlier_helper();
+                let arg = self.vector(sub);
+                call(&callee, vec![arg])
+            }
+            7 if !self.earlier.is_empty() => {
+                let calls = vec![
+                    call(&self.earlier_helper(), vec![self.vector(sub)]),
+                    call(&self.earlier_helper(), vec![self.vector(sub)]),
+                ];
+                Expr::new(
+                    ty,
+                    ExprKind::Join {
+                        calls,
+                        picks: vec![0, 1],
+                    },
+                )
+            }
+            _ => x(),
+        }
+    }
+
+    fn earlier_helper(&mut self) -> String {
+        self.earlier.choose(self.rng).cloned().unwrap_or_default()
+    }
+
+    /// A float expression of the elements of `x`.
+    fn element_expr(&mut self) -> Expr {
+        let leaves: Vec<Expr> = (0..FLOAT_ARRAY_LEN as i64)
+            .map(|i| index(x(), Expr::int(i)))
+            .collect();
+        scalar_expr(self.rng, &leaves, 1)
+    }
+
+    /// `map(ds, [v[0], v[1], v[2]], c)` for a vector expression `v` (of
+    /// one level at most: it is written once per element) and an extra
+    /// argument `c` of the elements of `x`.
+    fn map(&mut self, depth: u32) -> Expr {
+        let v = self.vector(depth.min(1));
+        let elements: Vec<Expr> = (0..FLOAT_ARRAY_LEN as i64)
+            .map(|i| index(v.clone(), Expr::int(i)))
+            .collect();
+        let extra = self.element_expr();
+        Expr::new(
+            Ty::FloatArray,
+            ExprKind::Instances {
+                callee: SCALAR.into(),
+                form: InstanceForm::Map { depths: elements },
+                args: vec![extra],
+                use_: InstanceUse::Whole,
+            },
+        )
+    }
+
+    /// `pfor::<3>(dk, v)` for a vector expression `v`.
+    fn pfor(&mut self, depth: u32) -> Expr {
+        let v = self.vector(depth);
+        Expr::new(
+            Ty::FloatArray,
+            ExprKind::Instances {
+                callee: INDEXED.into(),
+                form: InstanceForm::Pfor {
+                    count: FLOAT_ARRAY_LEN,
+                    name: None,
+                },
+                args: vec![v],
+                use_: InstanceUse::Whole,
+            },
+        )
+    }
+}
+
+fn call(callee: &str, args: Vec<Expr>) -> Expr {
+    Expr::new(
+        Ty::FloatArray,
+        ExprKind::Call {
+            callee: callee.into(),
+            args,
+        },
+    )
+}
