@@ -37,6 +37,17 @@
 //! - **Calls** inside differentiated code run the callee forward; the
 //!   backward pass calls the callee's vjp, which recomputes its forward
 //!   values (checkpointing at call boundaries).
+//! - **Forks** (`join`, `map`, `pfor`) likewise: the forward pass runs the
+//!   fork; its adjoint is a fork of the callees' vjps, so the backward
+//!   instances run concurrently as the forward ones do (a `join` of the
+//!   calls' vjps; a `map` of the same count over `f'vjp.map`, a wrapper
+//!   taking the vjp's parameters in the fork's order, the result adjoints
+//!   one element per instance; the adjoint of an argument every instance
+//!   gets whole is the sum of the instances' adjoints over the leading
+//!   axis, in a fixed order). See `fork.rs`.
+//! - **Jacobians** ([`Derivative::Jacobian`]): `h'jacobian(x)` is
+//!   `pfor::<M>(h'jrow, x)`, row `m` being the vjp of `h` with the one-hot
+//!   adjoint `e_m`: `M` vjps, run as `M` concurrent instances.
 //! - **Cycles of calls** (recursion, direct or mutual) need nothing
 //!   special: a vjp is named and given its `FuncId` by its *plan*, made the
 //!   first time a call asks for (function, active parameters, seed) and
