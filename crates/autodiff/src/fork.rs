@@ -301,13 +301,15 @@ pub(crate) fn jacobian(d: &mut Deriver, h: FuncId, active: &[bool]) -> DeriveRes
     let vector = |t: &TensorType| t.elem.is_float() && t.dims.len() == 1;
     let (x_ty, y_ty) = match (&f.params[..], &f.results[..]) {
         ([x], [y]) if vector(&f.vars[*x].ty) && vector(y) => (f.vars[*x].ty.clone(), y.clone()),
-        _ => return derive_error(
-            format!(
+        _ => {
+            return derive_error(
+                format!(
                 "the Jacobian of `{}` needs one parameter and one result, both arrays of floats",
                 f.name
             ),
-            loc,
-        ),
+                loc,
+            )
+        }
     };
     let x_name = f.vars[f.params[0]]
         .name
