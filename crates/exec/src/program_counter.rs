@@ -773,9 +773,27 @@ impl<'a> Machine<'a> {
         let bound = self.members.saturating_add(self.max_instances());
         let rows = needed.max((4 * self.capacity).min(bound));
         let grows = |x: usize| self.grows[self.lowered.vars[GlobalVar::new(x)].func.index()];
+        let lowered = self.lowered;
+        // A temporary's value does not outlive its step, unless a fork
+        // passes it (its instances start later, from the parent's row).
+        let fork_args: std::collections::HashSet<GlobalVar> = lowered
+            .blocks
+            .values()
+            .filter_map(|b| match &b.term {
+                LoweredTerm::Fork(fork) => Some(fork),
+                _ => None,
+            })
+            .flat_map(|fork| fork.calls.iter().flat_map(|c| &c.params))
+            .filter_map(|(_, arg)| match arg {
+                LoweredArg::Whole(v) | LoweredArg::Element(v) => Some(*v),
+                LoweredArg::Index => None,
+            })
+            .collect();
         for (x, slot) in self.slots.iter_mut().enumerate() {
             if let (true, Slot::Column(column)) = (grows(x), slot) {
-                column.grow_rows(rows);
+                let x = GlobalVar::new(x);
+                let keep = lowered.vars[x].class != VarClass::Temporary || fork_args.contains(&x);
+                column.grow_rows(rows, keep);
             }
         }
         for (x, stack) in self.stacks.iter_mut().enumerate() {

@@ -104,18 +104,21 @@ impl Column {
     }
 
     /// Makes room for `rows` rows (program-counter's lanes grow); new rows
-    /// are zeros.
-    pub fn grow_rows(&mut self, rows: usize) {
+    /// are zeros. The old rows are kept if `keep` (else the whole column is
+    /// zeros: a temporary's values do not outlive a step).
+    pub fn grow_rows(&mut self, rows: usize, keep: bool) {
         let len = rows * self.row_len;
         let old = self.data.len();
         if old < len {
             // A new zeroed buffer (which the allocator gives as untouched
             // pages: rows no lane uses cost no memory), the old rows copied.
             let mut data = Data::filled(Scalar::zero(self.data.ty()), len);
-            buffer::copy(
-                Values::all(&self.data),
-                ValuesMut::of(&mut data, 0..old),
-            );
+            if keep {
+                buffer::copy(
+                    Values::all(&self.data),
+                    ValuesMut::of(&mut data, 0..old),
+                );
+            }
             self.data = data;
         }
     }

@@ -733,14 +733,29 @@ impl BlockLowering<'_> {
 /// the same path through a recursion in step: on fib with `[3, 7, 4, 5]` the
 /// addition runs 20 times, what `fib(7)` alone needs, where the source order
 /// would run it 23 times.
+///
+/// Among the other blocks, those of the functions that fork come first: the
+/// smallest-index choice then lets every lane descend a recursion of forks
+/// (a tree's nodes, level by level) before any runs the work the forks'
+/// instances call at their leaves, so that the leaves of all depths and
+/// all members run together, then each level of the joins on the way back
+/// (ACRoBat's schedule by depth; a `join` over a TreeLSTM's children runs
+/// its leaf computation once for the whole batch).
 fn continuations_last(program: &mut LoweredProgram) {
-    let order: Vec<PcBlock> = program
-        .blocks
-        .iter()
-        .filter(|(_, b)| b.counts_step)
-        .chain(program.blocks.iter().filter(|(_, b)| !b.counts_step))
-        .map(|(pc, _)| pc)
-        .collect();
+    let mut forks = vec![false; program.functions.len()];
+    for block in program.blocks.values() {
+        if matches!(block.term, LoweredTerm::Fork(_)) {
+            forks[block.func.index()] = true;
+        }
+    }
+    let rank = |b: &LoweredBlock| match (b.counts_step, forks[b.func.index()]) {
+        (true, true) => 0,
+        (true, false) => 1,
+        (false, _) => 2,
+    };
+    let mut order: Vec<PcBlock> = program.blocks.keys().collect();
+    // Stable: the source order within each group.
+    order.sort_by_key(|pc| rank(&program.blocks[*pc]));
     let mut new_index = vec![PcBlock(0); order.len()];
     for (new, old) in order.iter().enumerate() {
         new_index[old.index()] = PcBlock::new(new);
