@@ -133,6 +133,8 @@ impl RunResult {
             "lane_utilization": float_to_json(self.stats.lane_utilization),
             "instances": self.stats.instances,
             "peak_instances": self.stats.peak_instances,
+            "call_bytes": self.stats.call_bytes,
+            "peak_state_bytes": self.stats.peak_state_bytes,
             "op_counts": op_counts,
         })
     }

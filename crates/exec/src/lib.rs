@@ -157,6 +157,18 @@ pub struct Stats {
     pub instances: u64,
     /// The most instances alive at once.
     pub peak_instances: u64,
+    /// Bytes the batching strategies copied to pass arguments to calls and
+    /// instances (into the callees' parameters), and, under
+    /// program-counter, to save variables on their value stacks around
+    /// calls and restore them. A member-uniform parameter (data a recursion
+    /// passes down unchanged) costs nothing. 0 under the reference.
+    pub call_bytes: u64,
+    /// The most bytes of per-lane variable storage held at once by the
+    /// batching strategies: local-static, the columns of the activations
+    /// alive; program-counter, the columns (a row per lane) and the value
+    /// stacks. Invariant values, statics and member-uniform parameters
+    /// (stored once per member) do not count. 0 under the reference.
+    pub peak_state_bytes: u64,
     /// One entry per user operation of the source (bookkeeping excluded),
     /// sorted by location then name.
     pub op_counts: Vec<OpCount>,

@@ -84,7 +84,15 @@ struct Run<'a> {
     /// Reused buffers for the faults and the operand slots of one operation.
     faults: Vec<(u32, autobatch_kernels::Fault)>,
     arg_slots: Vec<usize>,
+    /// Reused buffer: the member of each active row of an operation that
+    /// reads a member-uniform parameter.
+    member_rows: Vec<u32>,
     statics: StaticPool<'a>,
+    /// Bytes copied into callees' parameters ([`crate::Stats::call_bytes`]).
+    call_bytes: u64,
+    /// The bytes of the activations alive, and their most.
+    state_bytes: u64,
+    peak_state_bytes: u64,
 }
 
 /// The run's copies of the statics, each lent to at most one slot at a
@@ -254,15 +262,25 @@ fn run_on_this_thread(
         engine: Engine::new(backend, options.threads),
         faults: Vec::new(),
         arg_slots: Vec::new(),
+        member_rows: Vec::new(),
         statics: StaticPool {
             statics: &env.statics,
             idle: vec![Vec::new(); env.statics.len()],
         },
+        call_bytes: 0,
+        state_bytes: 0,
+        peak_state_bytes: 0,
     };
     let entry = &program.functions[batch.entry];
     let mut params = Vec::with_capacity(entry.params.len());
     for (p, arg) in entry.params.iter().zip(&batch.args) {
         let mut slot = run.new_slot(batch.entry, *p, members);
+        if invariance.member_root(batch.entry, *p).is_some() {
+            // Stored once per member, shared by every activation below.
+            let ty = &entry.vars[*p].ty;
+            let column = Column::zeros(ty.elem, concrete_shape(ty, &env.symbols), members);
+            slot = Slot::Member(std::sync::Arc::new(column));
+        }
         bind_arg(&mut slot, arg, members)?;
         params.push(slot);
     }
@@ -272,6 +290,8 @@ fn run_on_this_thread(
         mut lanes,
         counter,
         steps,
+        call_bytes,
+        peak_state_bytes,
         ..
     } = run;
     for (m, finished) in returned.finished.iter().enumerate() {
@@ -279,9 +299,12 @@ fn run_on_this_thread(
             lanes.finish(m, returned.values.iter().map(|c| c.row(m)).collect());
         }
     }
-    Ok(lanes.into_output(counter, steps, started, |member| {
+    let mut output = lanes.into_output(counter, steps, started, |member| {
         crate::reference::run_member(program, env, batch, options, member)
-    }))
+    });
+    output.stats.call_bytes = call_bytes;
+    output.stats.peak_state_bytes = peak_state_bytes;
+    Ok(output)
 }
 
 /// What an activation gives back: per row, whether it returned, and one
@@ -334,6 +357,7 @@ fn take_results(slots: &mut [Slot], dsts: &[Var], returned: Returned, rows: &[u3
                     *v = Some(value.row(*k as usize));
                 }
             }
+            Slot::Member(_) => internal_error("a call's result into a member-uniform variable"),
         }
     }
     still_running
@@ -359,8 +383,9 @@ struct Instance {
 /// The state of one activation: a function running for some lanes.
 struct Activation<'m> {
     fid: FuncId,
-    /// Row `r` of the activation is lane `lanes[r]`.
+    /// Row `r` of the activation is lane `lanes[r]`, of member `members[r]`.
     lanes: &'m [u32],
+    members: Vec<u32>,
     /// One slot per variable of the function, a row per row.
     slots: Vec<Slot>,
     /// Per row, whether it returned.
@@ -415,6 +440,13 @@ impl Activation<'_> {
                 for (value, v) in self.values.iter_mut().zip(vars) {
                     match &self.slots[v.index()] {
                         Slot::Column(c) => value.copy_rows_from(c, rows),
+                        Slot::Member(c) => {
+                            let n = c.row_len;
+                            for r in rows.iter() {
+                                let m = self.members[*r as usize] as usize;
+                                value.write(*r as usize, 0, Values::of(&c.data, m * n..(m + 1) * n));
+                            }
+                        }
                         Slot::Invariant(Some(t)) => value.fill_rows(t, rows),
                         Slot::Invariant(None) => internal_error("returning an unassigned variable"),
                     }
@@ -445,9 +477,16 @@ impl Run<'_> {
         for (p, slot) in function.params.iter().zip(params) {
             slots[p.index()] = slot;
         }
+        let bytes: u64 = slots.iter().map(Slot::bytes).sum();
+        self.state_bytes += bytes;
+        self.peak_state_bytes = self.peak_state_bytes.max(self.state_bytes);
         let mut frame = Activation {
             fid,
             lanes,
+            members: lanes
+                .iter()
+                .map(|l| self.lanes.member_of(*l) as u32)
+                .collect(),
             slots,
             finished: vec![false; n],
             values: function
@@ -461,6 +500,7 @@ impl Run<'_> {
         while let Some((block_id, mut rows)) = frame.queue.pop_first() {
             self.run_block(&mut frame, block_id, &mut rows, depth)?;
         }
+        self.state_bytes -= bytes;
         self.statics.take_back(&mut frame.slots, &frame.loans);
         Ok(Returned {
             finished: frame.finished,
@@ -572,11 +612,20 @@ impl Run<'_> {
         let mut arg_slots = std::mem::take(&mut self.arg_slots);
         arg_slots.clear();
         arg_slots.extend(args.iter().map(|a| a.index()));
+        let mut member_rows = std::mem::take(&mut self.member_rows);
+        member_rows.clear();
+        if args
+            .iter()
+            .any(|a| matches!(frame.slots[a.index()], Slot::Member(_)))
+        {
+            member_rows.extend(rows.iter().map(|r| frame.members[*r as usize]));
+        }
         let exec = PrimExecution {
             prim,
             args: &arg_slots,
             dst: dst.map(|d| d.index()),
             rows,
+            member_rows: &member_rows,
             total_rows: frame.lanes.len(),
             mode: self.lane_mode,
         };
@@ -599,6 +648,7 @@ impl Run<'_> {
             .retire_faults(rows, &mut faults, loc, lane_of, |_, error| Err(error));
         self.faults = faults;
         self.arg_slots = arg_slots;
+        self.member_rows = member_rows;
     }
 
     /// A call for `rows`: a child activation with exactly those members,
@@ -630,6 +680,7 @@ impl Run<'_> {
         }
         let child_lanes: Vec<u32> = rows.iter().map(|r| frame.lanes[*r as usize]).collect();
         let child_params = self.pass_args(frame, call, rows);
+        self.call_bytes += child_params.iter().map(Slot::bytes).sum::<u64>();
         if call.catch {
             for lane in &child_lanes {
                 self.lanes.enter_catch(*lane);
@@ -784,6 +835,7 @@ impl Run<'_> {
                 continue;
             }
             let params = self.instance_params(frame, callee, &group, &call_of);
+            self.call_bytes += params.iter().map(Slot::bytes).sum::<u64>();
             let lanes: Vec<u32> = group.iter().map(|i| i.lane).collect();
             self.statics.take_back(&mut frame.slots, &frame.loans);
             let returned = self.activation(callee, &lanes, params, depth + 1)?;
@@ -804,7 +856,7 @@ impl Run<'_> {
         if let Some(max) = self.max_instances {
             return max;
         }
-        let bytes = lane_bytes(self.program, self.entry, self.shared.symbols);
+        let bytes = lane_bytes(self.program, self.invariance, self.entry, self.shared.symbols);
         let max = default_max_instances(bytes);
         self.max_instances = Some(max);
         max
@@ -822,6 +874,10 @@ impl Run<'_> {
         let function = &self.program.functions[callee];
         let mut params = Vec::with_capacity(function.params.len());
         for (position, p) in function.params.iter().enumerate() {
+            if let Some(member) = self.shared_member_arg(frame, callee, *p, position, group, call_of) {
+                params.push(member);
+                continue;
+            }
             let ty = &function.vars[*p].ty;
             let shape = concrete_shape(ty, self.shared.symbols);
             let mut column = Column::zeros(ty.elem, shape, group.len());
@@ -829,10 +885,15 @@ impl Run<'_> {
             for (i, instance) in group.iter().enumerate() {
                 let parent = instance.row as usize;
                 let index = Scalar::I64(instance.k as i64);
+                // A member slot's row is the parent's member.
+                let row = |v: Var| match frame.slots[v.index()] {
+                    Slot::Member(_) => frame.members[parent] as usize,
+                    _ => parent,
+                };
                 let values = match call_of(instance.k).args[position] {
-                    InstanceArg::Whole(v) => frame.slots[v.index()].values(parent, 0, len),
+                    InstanceArg::Whole(v) => frame.slots[v.index()].values(row(v), 0, len),
                     InstanceArg::Element(v) => {
-                        frame.slots[v.index()].values(parent, instance.k as usize * len, len)
+                        frame.slots[v.index()].values(row(v), instance.k as usize * len, len)
                     }
                     InstanceArg::Index => Values::scalar(&index),
                 };
@@ -841,6 +902,33 @@ impl Run<'_> {
             params.push(Slot::Column(column));
         }
         params
+    }
+
+    /// For a member-uniform parameter `p` (at `position`) of `callee` to
+    /// which every instance of `group` passes, whole, one and the same
+    /// member slot: that slot, shared.
+    fn shared_member_arg<'c>(
+        &self,
+        frame: &Activation<'_>,
+        callee: FuncId,
+        p: Var,
+        position: usize,
+        group: &[Instance],
+        call_of: &dyn Fn(u64) -> &'c InstanceCall<'c>,
+    ) -> Option<Slot> {
+        self.invariance.member_root(callee, p)?;
+        let member_of = |instance: &Instance| match call_of(instance.k).args[position] {
+            InstanceArg::Whole(v) => match &frame.slots[v.index()] {
+                Slot::Member(c) => Some(c),
+                _ => None,
+            },
+            _ => None,
+        };
+        let first = member_of(group.first()?)?;
+        group
+            .iter()
+            .all(|i| member_of(i).is_some_and(|c| std::sync::Arc::ptr_eq(c, first)))
+            .then(|| Slot::Member(first.clone()))
     }
 
     /// The instances of `group` that returned give their results to their
@@ -885,6 +973,13 @@ impl Run<'_> {
                 Slot::Invariant(value) if self.invariance.is_invariant(call.callee, *p) => {
                     Slot::Invariant(value.clone())
                 }
+                Slot::Member(column) if self.invariance.member_root(call.callee, *p).is_some() => {
+                    Slot::Member(column.clone())
+                }
+                Slot::Member(column) => {
+                    let members: Vec<u32> = rows.iter().map(|r| frame.members[*r as usize]).collect();
+                    Slot::Column(column.gather(&members))
+                }
                 Slot::Column(source) => Slot::Column(source.gather(rows)),
                 Slot::Invariant(value) => {
                     let ty = &callee.vars[*p].ty;
@@ -903,7 +998,7 @@ impl Run<'_> {
     /// A fresh slot for variable `v` of `fid` in an activation of `rows`
     /// rows: unassigned if invariant, else a column of zeros.
     fn new_slot(&self, fid: FuncId, v: autobatch_ir::Var, rows: usize) -> Slot {
-        if self.invariance.is_invariant(fid, v) {
+        if self.invariance.is_invariant(fid, v) || self.invariance.member_root(fid, v).is_some() {
             Slot::Invariant(None)
         } else {
             column_slot(

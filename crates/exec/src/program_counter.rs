@@ -137,11 +137,16 @@ pub fn run(
         lanes,
         counter,
         steps,
+        call_bytes,
+        peak_state_bytes,
         ..
     } = machine;
-    Ok(lanes.into_output(counter, steps, started, |member| {
+    let mut output = lanes.into_output(counter, steps, started, |member| {
         crate::reference::run_member(program, env, batch, options, member)
-    }))
+    });
+    output.stats.call_bytes = call_bytes;
+    output.stats.peak_state_bytes = peak_state_bytes;
+    Ok(output)
 }
 
 /// The state of a program-counter run.
@@ -186,6 +191,15 @@ struct Machine<'a> {
     /// split.
     faults: Vec<(u32, Fault)>,
     branch: BranchRows,
+    /// Reused buffer: the member of each active lane of an operation that
+    /// reads a member-uniform parameter.
+    member_rows: Vec<u32>,
+    /// Bytes copied to make calls and forks ([`crate::Stats::call_bytes`]).
+    call_bytes: u64,
+    /// The bytes of the columns, and the most of those and the value
+    /// stacks together.
+    column_bytes: u64,
+    peak_state_bytes: u64,
 }
 
 /// A primitive operation as the engine runs it: its operand and result
@@ -194,6 +208,10 @@ struct PrimSlots {
     args: Vec<usize>,
     dst: Option<usize>,
     counter: Option<usize>,
+    /// Whether an operand is a member-uniform parameter.
+    reads_member: bool,
+    /// For an argument copy into a callee's parameter, the bytes of one value.
+    arg_bytes: Option<u64>,
 }
 
 /// The members waiting at each block, and the blocks some member waits at.
@@ -255,7 +273,7 @@ impl<'a> Machine<'a> {
         let members = batch.size;
         let (slots, stacks) = storage(lowered, &env.symbols, members);
         let mut counter = OpCounter::default();
-        let ops = prim_slots(lowered, &mut counter);
+        let ops = prim_slots(lowered, &env.symbols, &mut counter);
         let entry = &lowered.functions[batch.entry];
         let mut waiting = Waiting {
             at: vec![Vec::new(); lowered.blocks.len()],
@@ -292,10 +310,17 @@ impl<'a> Machine<'a> {
             steps: 0,
             faults: Vec::new(),
             branch: BranchRows::default(),
+            member_rows: Vec::new(),
+            call_bytes: 0,
+            column_bytes: 0,
+            peak_state_bytes: 0,
         };
         for (param, arg) in entry.params.iter().zip(&batch.args) {
             bind_arg(&mut machine.slots[param.index()], arg, members)?;
         }
+        share_member_slots(lowered, entry, &mut machine.slots);
+        machine.column_bytes = machine.slots.iter().map(Slot::bytes).sum();
+        machine.peak_state_bytes = machine.column_bytes;
         Ok(machine)
     }
 
@@ -318,13 +343,14 @@ impl<'a> Machine<'a> {
             match op {
                 LoweredOp::Prim { prim, loc, .. } => self.run_prim(pc, i, prim, *loc, rows),
                 LoweredOp::Push(x) => {
-                    self.with_stack(*x, |column, stack| stack.push_rows(rows, column))
+                    self.with_stack(*x, rows.len(), |column, stack| stack.push_rows(rows, column));
+                    self.note_state_bytes();
                 }
                 LoweredOp::Pop(x) => {
-                    self.with_stack(*x, |column, stack| stack.restore_rows(rows, column, true))
+                    self.with_stack(*x, rows.len(), |column, stack| stack.restore_rows(rows, column, true))
                 }
                 LoweredOp::Peek(x) => {
-                    self.with_stack(*x, |column, stack| stack.restore_rows(rows, column, false))
+                    self.with_stack(*x, rows.len(), |column, stack| stack.restore_rows(rows, column, false))
                 }
             }
         }
@@ -359,11 +385,21 @@ impl<'a> Machine<'a> {
     /// fault leave `rows` (to a catching call's recovery block, or stopped).
     fn run_prim(&mut self, pc: PcBlock, i: usize, prim: &Prim, loc: Loc, rows: &mut Vec<u32>) {
         let op = &self.ops[pc.index()][i];
+        self.member_rows.clear();
+        if op.reads_member {
+            let lanes = &self.lanes;
+            self.member_rows
+                .extend(rows.iter().map(|r| lanes.member_of(*r) as u32));
+        }
+        if let Some(bytes) = op.arg_bytes {
+            self.call_bytes += bytes * rows.len() as u64;
+        }
         let exec = PrimExecution {
             prim,
             args: &op.args,
             dst: op.dst,
             rows,
+            member_rows: &self.member_rows,
             total_rows: if self.grows[self.lowered.blocks[pc].func.index()] {
                 self.capacity
             } else {
@@ -537,7 +573,11 @@ impl<'a> Machine<'a> {
             .lowered
             .vars
             .values()
-            .filter(|v| v.class != VarClass::Invariant && self.grows[v.func.index()])
+            .filter(|v| {
+                // Invariant and member variables have no row per lane.
+                !matches!(v.class, VarClass::Invariant | VarClass::Member(_))
+                    && self.grows[v.func.index()]
+            })
             .map(|v| value_bytes(&v.ty, self.shared.symbols))
             .fold(0, u128::saturating_add);
         let max = default_max_instances(row.saturating_add(MEMBER_OVERHEAD_BYTES));
@@ -647,22 +687,37 @@ impl<'a> Machine<'a> {
             internal_error("a join whose site is not a fork");
         };
         let call = &site.calls[if site.count.is_some() { 0 } else { k as usize }];
+        let member = self.lanes.member_of(lane);
         for (param, arg) in &call.params {
+            if let Slot::Member(_) = self.slots[param.index()] {
+                // Holds the member's value already.
+                continue;
+            }
             let len = self.slots[param.index()].row_len();
+            let elem = self.lowered.vars[*param].ty.elem;
+            self.call_bytes += (len * crate::batched::element_bytes(elem)) as u64;
             let to = Place {
                 slot: param.index(),
                 row: lane as usize,
                 offset: 0,
             };
-            let from = |v: GlobalVar, offset| Place {
+            // A member slot's row is the member's.
+            let from = |slots: &[Slot], v: GlobalVar, offset| Place {
                 slot: v.index(),
-                row: parent,
+                row: match slots[v.index()] {
+                    Slot::Member(_) => member,
+                    _ => parent,
+                },
                 offset,
             };
             match arg {
-                LoweredArg::Whole(v) => copy_value(&mut self.slots, from(*v, 0), to, len),
+                LoweredArg::Whole(v) => {
+                    let from = from(&self.slots, *v, 0);
+                    copy_value(&mut self.slots, from, to, len)
+                }
                 LoweredArg::Element(v) => {
-                    copy_value(&mut self.slots, from(*v, k as usize * len), to, len)
+                    let from = from(&self.slots, *v, k as usize * len);
+                    copy_value(&mut self.slots, from, to, len)
                 }
                 LoweredArg::Index => {
                     let Slot::Column(column) = &mut self.slots[param.index()] else {
@@ -718,9 +773,27 @@ impl<'a> Machine<'a> {
         let bound = self.members.saturating_add(self.max_instances());
         let rows = needed.max((4 * self.capacity).min(bound));
         let grows = |x: usize| self.grows[self.lowered.vars[GlobalVar::new(x)].func.index()];
+        let lowered = self.lowered;
+        // A temporary's value does not outlive its step, unless a fork
+        // passes it (its instances start later, from the parent's row).
+        let fork_args: std::collections::HashSet<GlobalVar> = lowered
+            .blocks
+            .values()
+            .filter_map(|b| match &b.term {
+                LoweredTerm::Fork(fork) => Some(fork),
+                _ => None,
+            })
+            .flat_map(|fork| fork.calls.iter().flat_map(|c| &c.params))
+            .filter_map(|(_, arg)| match arg {
+                LoweredArg::Whole(v) | LoweredArg::Element(v) => Some(*v),
+                LoweredArg::Index => None,
+            })
+            .collect();
         for (x, slot) in self.slots.iter_mut().enumerate() {
             if let (true, Slot::Column(column)) = (grows(x), slot) {
-                column.grow_rows(rows);
+                let x = GlobalVar::new(x);
+                let keep = lowered.vars[x].class != VarClass::Temporary || fork_args.contains(&x);
+                column.grow_rows(rows, keep);
             }
         }
         for (x, stack) in self.stacks.iter_mut().enumerate() {
@@ -732,16 +805,32 @@ impl<'a> Machine<'a> {
         self.catches.resize(rows, Vec::new());
         self.depth_base.resize(rows, 0);
         self.capacity = rows;
+        self.column_bytes = self.slots.iter().map(Slot::bytes).sum();
+        self.note_state_bytes();
     }
 
-    /// Runs `f` on the column of the full variable `x` and its stack.
-    fn with_stack(&mut self, x: GlobalVar, f: impl FnOnce(&mut Column, &mut ValueStack)) {
+    /// Takes the bytes held now into the peak: the columns and the value
+    /// stacks.
+    fn note_state_bytes(&mut self) {
+        let stacks: u64 = self.stacks.iter().flatten().map(ValueStack::bytes).sum();
+        self.peak_state_bytes = self.peak_state_bytes.max(self.column_bytes + stacks);
+    }
+
+    /// Runs `f` on the column of the full variable `x` and its stack, moving
+    /// a value of each of `lanes` lanes.
+    fn with_stack(
+        &mut self,
+        x: GlobalVar,
+        lanes: usize,
+        f: impl FnOnce(&mut Column, &mut ValueStack),
+    ) {
         let Slot::Column(column) = &mut self.slots[x.index()] else {
             internal_error("stack operation on an invariant variable")
         };
         let Some(stack) = self.stacks[x.index()].as_mut() else {
             internal_error(format!("{x} has no stack"))
         };
+        self.call_bytes += stack.value_bytes() * lanes as u64;
         f(column, stack);
     }
 }
@@ -784,6 +873,13 @@ fn storage(
         .values()
         .map(|v| match v.class {
             VarClass::Invariant => Slot::Invariant(None),
+            // The entry's parameter is bound here; the others share it
+            // ([`share_member_slots`]).
+            VarClass::Member(_) => Slot::Member(std::sync::Arc::new(Column::zeros(
+                v.ty.elem,
+                concrete_shape(&v.ty, symbols),
+                if v.var.is_some() { members } else { 0 },
+            ))),
             _ => column_slot(&v.ty, symbols, members),
         })
         .collect();
@@ -800,13 +896,39 @@ fn storage(
     (slots, stacks)
 }
 
+/// Gives every member variable the slot of the entry's parameter whose value
+/// it holds (bound already), so that none is ever copied.
+fn share_member_slots(lowered: &LoweredProgram, entry: &LoweredFunction, slots: &mut [Slot]) {
+    for (x, v) in lowered.vars.iter() {
+        let VarClass::Member(root) = v.class else {
+            continue;
+        };
+        let Some(param) = entry.params.get(root as usize) else {
+            internal_error("a member variable whose root is no parameter of the entry");
+        };
+        if *param != x {
+            slots[x.index()] = slots[param.index()].clone();
+        }
+    }
+}
+
 /// Per block, per operation, the slots and counter of a primitive (every
 /// user operation registered in `counter`).
-fn prim_slots(lowered: &LoweredProgram, counter: &mut OpCounter) -> Vec<Vec<PrimSlots>> {
+fn prim_slots(
+    lowered: &LoweredProgram,
+    symbols: &[u64],
+    counter: &mut OpCounter,
+) -> Vec<Vec<PrimSlots>> {
+    let member = |x: &GlobalVar| matches!(lowered.vars[*x].class, VarClass::Member(_));
     lowered
         .blocks
         .values()
         .map(|b| {
+            // The parameters the block's call copies its arguments into.
+            let params: &[GlobalVar] = match &b.term {
+                LoweredTerm::PushJump { callee, .. } => &lowered.functions[*callee].params,
+                _ => &[],
+            };
             b.ops
                 .iter()
                 .map(|op| match op {
@@ -819,11 +941,20 @@ fn prim_slots(lowered: &LoweredProgram, counter: &mut OpCounter) -> Vec<Vec<Prim
                         args: args.iter().map(|a| a.index()).collect(),
                         dst: dst.map(|d| d.index()),
                         counter: counter.register(prim, *loc),
+                        reads_member: args.iter().any(member),
+                        arg_bytes: match (prim, dst) {
+                            (Prim::Copy, Some(d)) if params.contains(d) => {
+                                Some(value_bytes(&lowered.vars[*d].ty, symbols) as u64)
+                            }
+                            _ => None,
+                        },
                     },
                     _ => PrimSlots {
                         args: Vec::new(),
                         dst: None,
                         counter: None,
+                        reads_member: false,
+                        arg_bytes: None,
                     },
                 })
                 .collect()

@@ -141,6 +141,7 @@ pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) ->
             peak_instances: counters.peak_instances,
             op_counts,
             wall_seconds,
+            ..Stats::default()
         },
     }
 }

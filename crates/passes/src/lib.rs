@@ -8,6 +8,7 @@
 //! it reads and rewrites IR only.
 
 pub mod liveness;
+pub mod member;
 pub mod stack;
 pub mod tail_calls;
 pub mod uniformity;

@@ -22,6 +22,10 @@
 //! A loop counter (`let mut i = 0; ... i += 1`) has two definitions, so it is
 //! per-member even when every member runs the loop the same number of
 //! times: members may be at different iterations at once.
+//!
+//! Between the two sits member-uniform data ([`crate::member`]): a parameter
+//! that holds one value per member in every activation (stored once per
+//! member); [`Invariance::member_root`] gives it.
 
 use autobatch_ir::{EntityRef, FuncId, Op, Program, Terminator, Var};
 
@@ -29,11 +33,24 @@ use autobatch_ir::{EntityRef, FuncId, Op, Program, Terminator, Var};
 #[derive(Clone, Debug)]
 pub struct Invariance {
     pub invariant: Vec<Vec<bool>>,
+    /// Per function and variable: for a member-uniform parameter, the
+    /// position of the entry's parameter whose value it holds
+    /// ([`crate::member`]).
+    pub member_root: Vec<Vec<Option<u32>>>,
 }
 
 impl Invariance {
     pub fn is_invariant(&self, f: FuncId, v: Var) -> bool {
         self.invariant[f.index()][v.index()]
+    }
+
+    /// For a member-uniform parameter, the position of the entry parameter
+    /// whose value it holds in every activation of the member.
+    pub fn member_root(&self, f: FuncId, v: Var) -> Option<usize> {
+        self.member_root
+            .get(f.index())
+            .and_then(|vars| vars.get(v.index()).copied().flatten())
+            .map(|k| k as usize)
     }
 
     /// `entry` is the function being run and `shared_params[k]` whether its
@@ -142,7 +159,11 @@ impl Invariance {
                 }
             }
         }
-        Invariance { invariant }
+        let member_root = crate::member::member_roots(program, entry, &invariant);
+        Invariance {
+            invariant,
+            member_root,
+        }
     }
 
     /// Whether result `k` of function `f` is invariant at every `return`.

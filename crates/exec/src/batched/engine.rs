@@ -120,6 +120,9 @@ pub struct PrimExecution<'a> {
     pub dst: Option<usize>,
     /// Active rows, in increasing order.
     pub rows: &'a [u32],
+    /// The member of each active row, when an operand is a member slot
+    /// ([`Slot::Member`], read at its member's row); else empty.
+    pub member_rows: &'a [u32],
     /// Rows of the columns the operation runs over: every column has at
     /// least this many (program-counter: columns of the functions that
     /// instances run have a row per lane, the others a row per member).
@@ -260,6 +263,9 @@ impl<'b> Engine<'b> {
         let Some(&first_row) = exec.rows.first() else {
             return;
         };
+        if exec.args.iter().any(|a| matches!(slots[*a], Slot::Member(_))) {
+            return self.run_with_members(exec, slots, env, streams, faults);
+        }
         if prim.is_random() {
             if self.draw(exec, slots, streams) {
                 return;
@@ -289,6 +295,122 @@ impl<'b> Engine<'b> {
             }
         }
         self.run_row_by_row(exec, slots, env, streams, faults);
+    }
+
+    /// A primitive with member-uniform operands: `array[index]` of a member
+    /// array reads the item in place; any other operation runs on the
+    /// active rows of its member operands copied into columns (what it
+    /// costs is what the operation reads anyway).
+    fn run_with_members(
+        &mut self,
+        exec: &PrimExecution<'_>,
+        slots: &mut [Slot],
+        env: &SharedEnv<'_>,
+        streams: &mut Streams<'_>,
+        faults: &mut Vec<(u32, Fault)>,
+    ) {
+        if exec.member_rows.len() != exec.rows.len() {
+            internal_error("a member-uniform operand without the members of the rows");
+        }
+        if exec
+            .dst
+            .is_some_and(|d| matches!(slots[d], Slot::Member(_)))
+        {
+            internal_error("writing a member-uniform variable");
+        }
+        if self.index_member_array(exec, slots) {
+            return;
+        }
+        let mut lent = Vec::new();
+        for (k, &a) in exec.args.iter().enumerate() {
+            if exec.args[..k].contains(&a) {
+                continue;
+            }
+            let Slot::Member(column) = &slots[a] else {
+                continue;
+            };
+            let materialized = self.member_rows_column(column, exec);
+            lent.push((a, std::mem::replace(&mut slots[a], Slot::Column(materialized))));
+        }
+        self.run_prim_untracked(exec, slots, env, streams, faults);
+        for (a, member) in lent {
+            if let Slot::Column(column) = std::mem::replace(&mut slots[a], member) {
+                self.give(column.data);
+            }
+        }
+    }
+
+    /// A column of `exec.total_rows` rows whose active rows hold their
+    /// members' rows of `member` (the others unspecified).
+    fn member_rows_column(&mut self, member: &Column, exec: &PrimExecution<'_>) -> Column {
+        let n = member.row_len;
+        let mut data = self.take(member.data.ty(), exec.total_rows * n);
+        for (&row, &m) in exec.rows.iter().zip(exec.member_rows) {
+            let (r, m) = (row as usize, m as usize);
+            self.backend.copy(
+                Values::of(&member.data, m * n..(m + 1) * n),
+                ValuesMut::of(&mut data, r * n..(r + 1) * n),
+            );
+        }
+        Column {
+            shape: member.shape.clone(),
+            row_len: n,
+            data,
+        }
+    }
+
+    /// `dst = array[index]` with a member-uniform `array`: each active row's
+    /// item copied from its member's row, in place. False, having written
+    /// nothing, when the operands do not fit or an index is out of bounds
+    /// (the general path then reports exactly which rows fault).
+    fn index_member_array(&mut self, exec: &PrimExecution<'_>, slots: &mut [Slot]) -> bool {
+        let (Prim::Index, Some(dst), [array, index]) = (exec.prim, exec.dst, exec.args) else {
+            return false;
+        };
+        let Slot::Member(column) = &slots[*array] else {
+            return false;
+        };
+        let Some(&length) = column.shape.first() else {
+            return false;
+        };
+        let item = column.row_len.checked_div(length).unwrap_or(0);
+        let index_of = |row: u32| -> Option<i128> {
+            match &slots[*index] {
+                Slot::Column(c) if c.row_len == 1 && c.data.ty().is_integer() => {
+                    Some(Values::all(&c.data).integer(row as usize))
+                }
+                Slot::Invariant(Some(t)) if t.len() == 1 && t.elem_type().is_integer() => {
+                    Some(Values::all(&t.data).integer(0))
+                }
+                _ => None,
+            }
+        };
+        let in_bounds = exec
+            .rows
+            .iter()
+            .all(|r| index_of(*r).is_some_and(|i| i >= 0 && i < length as i128));
+        if item == 0 || !in_bounds || *index == dst || !matches!(&slots[dst], Slot::Column(c) if c.row_len == item && c.data.ty() == column.data.ty()) {
+            return false;
+        }
+        let positions: Vec<usize> = exec
+            .rows
+            .iter()
+            .map(|r| index_of(*r).map_or(0, |i| i as usize))
+            .collect();
+        let backend = self.backend;
+        let (Slot::Member(column), Slot::Column(out)) = two_slots(slots, *array, dst) else {
+            unreachable!("checked above")
+        };
+        let row_len = column.row_len;
+        for ((&row, &m), position) in exec.rows.iter().zip(exec.member_rows).zip(positions) {
+            let from = m as usize * row_len + position * item;
+            let to = row as usize * item;
+            backend.copy(
+                Values::of(&column.data, from..from + item),
+                ValuesMut::of(&mut out.data, to..to + item),
+            );
+        }
+        true
     }
 
     /// A primitive with invariant operands: computed once.
@@ -355,6 +477,7 @@ impl<'b> Engine<'b> {
             Slot::Column(c) => {
                 backend.broadcast_rows(Values::scalar(&value), rows, ValuesMut::all(&mut c.data))
             }
+            Slot::Member(_) => internal_error("writing a member-uniform variable"),
         }
     }
 
@@ -430,6 +553,7 @@ impl<'b> Engine<'b> {
                     .broadcast_rows(Values::all(&out), rows, ValuesMut::all(&mut c.data));
                 self.give(out);
             }
+            Slot::Member(_) => internal_error("writing a member-uniform variable"),
         }
     }
 
@@ -696,9 +820,10 @@ impl<'b> Engine<'b> {
             }
             (Slot::Invariant(Some(v)), d) => assign(backend, d, v, exec.rows),
             (Slot::Invariant(None), Slot::Invariant(d)) => *d = None,
-            (Slot::Column(_), Slot::Invariant(_)) | (Slot::Invariant(None), _) => {
-                internal_error("copy between incompatible slots")
-            }
+            (Slot::Column(_), Slot::Invariant(_))
+            | (Slot::Invariant(None), _)
+            | (Slot::Member(_), _)
+            | (_, Slot::Member(_)) => internal_error("copy between incompatible slots"),
         }
     }
 
@@ -720,6 +845,7 @@ impl<'b> Engine<'b> {
                     .map(|a| match &slots[*a] {
                         Slot::Column(c) => Some(row_value(backend, c, row as usize)),
                         Slot::Invariant(_) => None,
+                        Slot::Member(_) => internal_error("a member-uniform operand row by row"),
                     })
                     .collect();
                 let operands: Vec<&Tensor> = exec
@@ -755,7 +881,7 @@ impl<'b> Engine<'b> {
                         // Only a random primitive with invariant operands can get
                         // here with an invariant result, and the uniformity
                         // analysis never makes a random result invariant.
-                        Slot::Invariant(_) => {
+                        Slot::Invariant(_) | Slot::Member(_) => {
                             internal_error("a per-member value into an invariant variable")
                         }
                     }
@@ -944,7 +1070,7 @@ fn plan(
                 let count = dim_length(env.symbols, *dim);
                 (c.row_len.checked_mul(count) == Some(out_len)).then_some(Kind::Fill { count })
             }
-            Slot::Invariant(_) => None,
+            Slot::Invariant(_) | Slot::Member(_) => None,
         },
         Prim::Transpose => match (slot(0), slot_shape(slot(0))?) {
             (Slot::Column(_), &[m, k]) if m * k == out_len => Some(Kind::Transpose { m, k }),
@@ -976,7 +1102,7 @@ fn elementwise_operand_fits(slot: &Slot, out_len: usize, alternative: bool) -> b
     match slot {
         Slot::Column(c) => c.row_len == out_len || (c.row_len == 1 && !alternative),
         Slot::Invariant(Some(t)) => (t.is_scalar() && !alternative) || t.len() == out_len,
-        Slot::Invariant(None) => false,
+        Slot::Invariant(None) | Slot::Member(_) => false,
     }
 }
 
@@ -1024,7 +1150,7 @@ fn slot_shape(slot: &Slot) -> Option<&[usize]> {
     match slot {
         Slot::Column(c) => Some(&c.shape),
         Slot::Invariant(Some(t)) => Some(&t.shape),
-        Slot::Invariant(None) => None,
+        Slot::Invariant(None) | Slot::Member(_) => None,
     }
 }
 
@@ -1037,7 +1163,7 @@ fn rows_of(slot: &Slot) -> Option<Rows<'_>> {
             row_len: c.row_len,
         }),
         Slot::Invariant(Some(t)) => Some(Rows::Shared(Values::all(&t.data))),
-        Slot::Invariant(None) => None,
+        Slot::Invariant(None) | Slot::Member(_) => None,
     }
 }
 
@@ -1046,7 +1172,9 @@ fn invariant(slot: &Slot) -> &Tensor {
     match slot {
         Slot::Invariant(Some(t)) => t,
         Slot::Invariant(None) => internal_error("reading an unassigned invariant variable"),
-        Slot::Column(_) => internal_error("a per-member operand of an invariant operation"),
+        Slot::Column(_) | Slot::Member(_) => {
+            internal_error("a per-member operand of an invariant operation")
+        }
     }
 }
 
@@ -1066,6 +1194,7 @@ fn assign(backend: &dyn Backend, slot: &mut Slot, value: &Tensor, rows: &[u32]) 
         Slot::Column(c) => {
             backend.broadcast_rows(Values::all(&value.data), rows, ValuesMut::all(&mut c.data))
         }
+        Slot::Member(_) => internal_error("writing a member-uniform variable"),
     }
 }
 

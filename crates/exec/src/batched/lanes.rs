@@ -807,6 +807,7 @@ impl Lanes {
                 peak_instances: self.peak_instances,
                 op_counts,
                 wall_seconds,
+                ..Stats::default()
             },
         }
     }

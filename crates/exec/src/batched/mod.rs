@@ -400,16 +400,25 @@ pub fn instance_functions(program: &autobatch_ir::Program, entry: FuncId) -> Vec
 }
 
 /// Bytes one instance lane costs at most: the variables of every function
-/// an instance may run ([`instance_functions`]), and
-/// [`MEMBER_OVERHEAD_BYTES`].
-pub fn lane_bytes(program: &autobatch_ir::Program, entry: FuncId, symbols: &[u64]) -> u128 {
+/// an instance may run ([`instance_functions`]) but those stored once for
+/// all members or once per member (`invariance`: a static an instance
+/// loads, a tree passed down unchanged), and [`MEMBER_OVERHEAD_BYTES`].
+pub fn lane_bytes(
+    program: &autobatch_ir::Program,
+    invariance: &autobatch_passes::uniformity::Invariance,
+    entry: FuncId,
+    symbols: &[u64],
+) -> u128 {
     let runs = instance_functions(program, entry);
     let vars: u128 = program
         .functions
         .iter()
         .filter(|(id, _)| runs.get(id.index()).copied().unwrap_or(false))
-        .flat_map(|(_, f)| f.vars.values())
-        .map(|v| value_bytes(&v.ty, symbols))
+        .flat_map(|(id, f)| f.vars.iter().map(move |(v, data)| (id, v, data)))
+        .filter(|(id, v, _)| {
+            !invariance.is_invariant(*id, *v) && invariance.member_root(*id, *v).is_none()
+        })
+        .map(|(_, _, data)| value_bytes(&data.ty, symbols))
         .fold(0u128, u128::saturating_add);
     vars.saturating_add(MEMBER_OVERHEAD_BYTES)
 }

@@ -19,20 +19,30 @@ use super::storage::Slot;
 use crate::{Arg, Batch, ExecError, RunOptions, RunOutput};
 
 /// Binds one entry argument into its slot, made for `rows` members: an
-/// invariant slot takes a shared value once, a column takes a row per member.
+/// invariant slot takes a shared value once, a column (or a member slot, not
+/// yet shared) takes a row per member.
 pub fn bind_arg(slot: &mut Slot, arg: &Arg, rows: usize) -> Result<(), ExecError> {
-    match (slot, arg) {
-        (Slot::Invariant(v), Arg::Shared(value)) => *v = Some(value.clone()),
-        (Slot::Column(c), Arg::Shared(value)) => (0..rows).for_each(|r| c.set_row(r, value)),
-        (Slot::Column(c), Arg::Batched(values)) => values
+    let column = match slot {
+        Slot::Invariant(v) => {
+            let Arg::Shared(value) = arg else {
+                return Err(ExecError::Internal(
+                    "a batched argument bound to an invariant parameter".into(),
+                ));
+            };
+            *v = Some(value.clone());
+            return Ok(());
+        }
+        Slot::Column(c) => c,
+        Slot::Member(c) => std::sync::Arc::get_mut(c).ok_or_else(|| {
+            ExecError::Internal("binding an argument into a member slot already shared".into())
+        })?,
+    };
+    match arg {
+        Arg::Shared(value) => (0..rows).for_each(|r| column.set_row(r, value)),
+        Arg::Batched(values) => values
             .iter()
             .enumerate()
-            .for_each(|(r, value)| c.set_row(r, value)),
-        (Slot::Invariant(_), Arg::Batched(_)) => {
-            return Err(ExecError::Internal(
-                "a batched argument bound to an invariant parameter".into(),
-            ))
-        }
+            .for_each(|(r, value)| column.set_row(r, value)),
     }
     Ok(())
 }
@@ -72,9 +82,9 @@ impl BranchRows {
                     }
                 }
             }
-            Slot::Invariant(None) => {
+            Slot::Invariant(None) | Slot::Member(_) => {
                 return Err(ExecError::Internal(
-                    "a branch on an unassigned variable".into(),
+                    "a branch on an unassigned or member-uniform variable".into(),
                 ))
             }
         }

@@ -2,8 +2,11 @@
 //!
 //! A per-member variable is a [`Column`]: one contiguous `[rows, ...shape]`
 //! buffer, row `r` holding the value of the member (or lane) `r`. An invariant
-//! variable is one [`Tensor`] with no batch axis. A full variable also has a
-//! per-member [`ValueStack`] that grows on demand.
+//! variable is one [`Tensor`] with no batch axis. A member-uniform parameter
+//! (`autobatch_passes::member`) is [`Slot::Member`]: a column with one row
+//! per member, shared (not copied) by every activation and lane of the
+//! member. A full variable also has a per-member [`ValueStack`] that grows
+//! on demand.
 //!
 //! This is host memory, the layout of the CPU backend
 //! ([`autobatch_kernels::Cpu`]): the engine hands views of these buffers to
@@ -13,6 +16,8 @@
 
 use autobatch_kernels::buffer::{self, Values, ValuesMut};
 use autobatch_types::{Data, Scalar, ScalarType, Tensor};
+
+use std::sync::Arc;
 
 use crate::internal::internal_error;
 
@@ -39,6 +44,11 @@ impl Column {
 
     pub fn rows(&self) -> usize {
         self.data.len().checked_div(self.row_len).unwrap_or(0)
+    }
+
+    /// The bytes of its elements.
+    pub fn bytes(&self) -> u64 {
+        (self.data.len() * super::element_bytes(self.data.ty())) as u64
     }
 
     /// The value of row `r` as a tensor of its own.
@@ -94,18 +104,21 @@ impl Column {
     }
 
     /// Makes room for `rows` rows (program-counter's lanes grow); new rows
-    /// are zeros.
-    pub fn grow_rows(&mut self, rows: usize) {
+    /// are zeros. The old rows are kept if `keep` (else the whole column is
+    /// zeros: a temporary's values do not outlive a step).
+    pub fn grow_rows(&mut self, rows: usize, keep: bool) {
         let len = rows * self.row_len;
         let old = self.data.len();
         if old < len {
             // A new zeroed buffer (which the allocator gives as untouched
             // pages: rows no lane uses cost no memory), the old rows copied.
             let mut data = Data::filled(Scalar::zero(self.data.ty()), len);
-            buffer::copy(
-                Values::all(&self.data),
-                ValuesMut::of(&mut data, 0..old),
-            );
+            if keep {
+                buffer::copy(
+                    Values::all(&self.data),
+                    ValuesMut::of(&mut data, 0..old),
+                );
+            }
             self.data = data;
         }
     }
@@ -136,16 +149,21 @@ pub enum Slot {
     Invariant(Option<Tensor>),
     /// One row per member (or lane).
     Column(Column),
+    /// One row per *member*, whatever the lane or activation reading it:
+    /// a member-uniform parameter, shared by every slot that holds it.
+    Member(Arc<Column>),
 }
 
 impl Slot {
     /// `len` elements of the value row `r` sees, from element `offset` on
-    /// (a whole row, or one item of an array).
+    /// (a whole row, or one item of an array). For a member slot `r` is the
+    /// member.
     pub fn values(&self, r: usize, offset: usize, len: usize) -> Values<'_> {
         match self {
             Slot::Invariant(Some(t)) => Values::of(&t.data, offset..offset + len),
             Slot::Invariant(None) => internal_error("reading an unassigned invariant variable"),
-            Slot::Column(c) => {
+            Slot::Column(_) | Slot::Member(_) => {
+                let c = self.rows_column();
                 let start = r * c.row_len + offset;
                 Values::of(&c.data, start..start + len)
             }
@@ -158,15 +176,35 @@ impl Slot {
             Slot::Invariant(Some(t)) => t.len(),
             Slot::Invariant(None) => internal_error("reading an unassigned invariant variable"),
             Slot::Column(c) => c.row_len,
+            Slot::Member(c) => c.row_len,
         }
     }
 
-    /// The value row `r` sees.
+    /// The value row `r` sees (for a member slot, member `r`).
     pub fn value(&self, r: usize) -> Tensor {
         match self {
             Slot::Invariant(Some(t)) => t.clone(),
             Slot::Invariant(None) => internal_error("reading an unassigned invariant variable"),
             Slot::Column(c) => c.row(r),
+            Slot::Member(c) => c.row(r),
+        }
+    }
+
+    /// The column of a column or member slot.
+    fn rows_column(&self) -> &Column {
+        match self {
+            Slot::Column(c) => c,
+            Slot::Member(c) => c,
+            Slot::Invariant(_) => internal_error("an invariant slot has no rows"),
+        }
+    }
+
+    /// The bytes this slot holds (a member slot's are shared: none).
+    pub fn bytes(&self) -> u64 {
+        match self {
+            Slot::Invariant(Some(t)) => (t.len() * super::element_bytes(t.elem_type())) as u64,
+            Slot::Invariant(None) | Slot::Member(_) => 0,
+            Slot::Column(c) => c.bytes(),
         }
     }
 }
@@ -181,10 +219,11 @@ pub struct Place {
 }
 
 /// Copies `len` elements from `from` to `to` (a column; the two may be one
-/// slot, at other rows), with no buffer in between.
+/// slot, at other rows), with no buffer in between. The row of a member
+/// slot is the member's.
 pub fn copy_value(slots: &mut [Slot], from: Place, to: Place, len: usize) {
     let start = |slot: &Slot, place: Place| match slot {
-        Slot::Column(c) => place.row * c.row_len + place.offset,
+        Slot::Column(_) | Slot::Member(_) => place.row * slot.rows_column().row_len + place.offset,
         Slot::Invariant(_) => place.offset,
     };
     if from.slot == to.slot {
@@ -215,6 +254,7 @@ pub fn copy_value(slots: &mut [Slot], from: Place, to: Place, len: usize) {
     let src = start(source, from);
     let values = match source {
         Slot::Column(c) => Values::of(&c.data, src..src + len),
+        Slot::Member(c) => Values::of(&c.data, src..src + len),
         Slot::Invariant(Some(t)) => Values::of(&t.data, src..src + len),
         Slot::Invariant(None) => internal_error("reading an unassigned invariant variable"),
     };
@@ -230,6 +270,9 @@ pub fn copy_value(slots: &mut [Slot], from: Place, to: Place, len: usize) {
 pub struct ValueStack {
     row_len: usize,
     stacks: TypedStacks,
+    /// Elements saved, over every member, and the bytes of one.
+    held: usize,
+    elem_bytes: usize,
 }
 
 /// Per member, the saved rows, by element type (one match per operation,
@@ -287,7 +330,22 @@ impl ValueStack {
             ScalarType::F32 => TypedStacks::F32(vec![Vec::new(); members]),
             ScalarType::F64 => TypedStacks::F64(vec![Vec::new(); members]),
         };
-        ValueStack { row_len, stacks }
+        ValueStack {
+            row_len,
+            stacks,
+            held: 0,
+            elem_bytes: super::element_bytes(elem),
+        }
+    }
+
+    /// The bytes saved, over every member.
+    pub fn bytes(&self) -> u64 {
+        (self.held * self.elem_bytes) as u64
+    }
+
+    /// The bytes of one saved value.
+    pub fn value_bytes(&self) -> u64 {
+        (self.row_len * self.elem_bytes) as u64
     }
 
     /// Saves row `m` of `from` on member `m`'s stack, for each `m` in `members`.
@@ -298,7 +356,8 @@ impl ValueStack {
                 let m = *m as usize;
                 stacks[m].extend_from_slice(&column[m * n..(m + 1) * n]);
             }
-        })
+        });
+        self.held += members.len() * n;
     }
 
     /// Makes room for the stacks of `lanes` lanes (new ones empty).
@@ -317,7 +376,9 @@ impl ValueStack {
     /// Drops member `m`'s values saved above `height` (a fault unwound them).
     pub fn truncate(&mut self, m: usize, height: usize) {
         let len = height * self.row_len.max(1);
-        each_stack!(&mut self.stacks, |s| s[m].truncate(len))
+        let before = each_stack!(&self.stacks, |s| s[m].len());
+        each_stack!(&mut self.stacks, |s| s[m].truncate(len));
+        self.held -= before.saturating_sub(len);
     }
 
     /// Copies each member's top saved row into its row of `into`; pops it if `remove`.
@@ -336,6 +397,9 @@ impl ValueStack {
                     stack.truncate(len - n);
                 }
             }
-        })
+        });
+        if remove {
+            self.held -= members.len() * n;
+        }
     }
 }

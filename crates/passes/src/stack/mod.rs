@@ -25,7 +25,9 @@
 //! 6. self tail calls were already turned into jumps (see `tail_calls`).
 //!
 //! Besides, *invariant* variables (see `uniformity`) are stored once for all
-//! members and never saved.
+//! members and never saved, and *member* variables (member-uniform
+//! parameters, see `member`) are stored once per member, never saved and
+//! never copied into at a call (the caller's variable holds the same value).
 //!
 //! [`verify_lowered`] checks the result: balanced stacks and no read of a
 //! value that a nested activation may have overwritten.
@@ -65,6 +67,12 @@ entity!(
 pub enum VarClass {
     /// Same value for every member: one copy, no batch axis, no stack.
     Invariant,
+    /// A parameter holding the same value in every activation of a member
+    /// (`crate::member`): one row per member (not per lane), never saved,
+    /// never copied into by a call or a fork. The number is the position of
+    /// the entry's parameter whose value it holds: every variable with the
+    /// same number shares one storage.
+    Member(u32),
     /// Lives inside one block: no storage across steps.
     Temporary,
     /// Lives across blocks but no call may overwrite it: one value per member, no stack.
@@ -77,6 +85,7 @@ impl VarClass {
     pub fn name(self) -> &'static str {
         match self {
             VarClass::Invariant => "invariant",
+            VarClass::Member(_) => "member",
             VarClass::Temporary => "temporary",
             VarClass::Register => "register",
             VarClass::Full => "full",
@@ -321,6 +330,8 @@ fn classify_variables(
         for (v, data) in f.vars.iter() {
             let class = if invariance.is_invariant(fid, v) {
                 VarClass::Invariant
+            } else if let Some(root) = invariance.member_root(fid, v) {
+                VarClass::Member(root as u32)
             } else {
                 class[v.index()]
             };
@@ -681,7 +692,8 @@ impl BlockLowering<'_> {
             .params
             .iter()
             .zip(args)
-            .filter(|(p, a)| p != a)
+            // A member-uniform parameter already holds what is passed.
+            .filter(|(p, a)| p != a && !matches!(self.vars[**p].class, VarClass::Member(_)))
             .map(|(p, a)| (*p, *a))
             .collect();
         let hazard = assigned
@@ -721,14 +733,29 @@ impl BlockLowering<'_> {
 /// the same path through a recursion in step: on fib with `[3, 7, 4, 5]` the
 /// addition runs 20 times, what `fib(7)` alone needs, where the source order
 /// would run it 23 times.
+///
+/// Among the other blocks, those of the functions that fork come first: the
+/// smallest-index choice then lets every lane descend a recursion of forks
+/// (a tree's nodes, level by level) before any runs the work the forks'
+/// instances call at their leaves, so that the leaves of all depths and
+/// all members run together, then each level of the joins on the way back
+/// (ACRoBat's schedule by depth; a `join` over a TreeLSTM's children runs
+/// its leaf computation once for the whole batch).
 fn continuations_last(program: &mut LoweredProgram) {
-    let order: Vec<PcBlock> = program
-        .blocks
-        .iter()
-        .filter(|(_, b)| b.counts_step)
-        .chain(program.blocks.iter().filter(|(_, b)| !b.counts_step))
-        .map(|(pc, _)| pc)
-        .collect();
+    let mut forks = vec![false; program.functions.len()];
+    for block in program.blocks.values() {
+        if matches!(block.term, LoweredTerm::Fork(_)) {
+            forks[block.func.index()] = true;
+        }
+    }
+    let rank = |b: &LoweredBlock| match (b.counts_step, forks[b.func.index()]) {
+        (true, true) => 0,
+        (true, false) => 1,
+        (false, _) => 2,
+    };
+    let mut order: Vec<PcBlock> = program.blocks.keys().collect();
+    // Stable: the source order within each group.
+    order.sort_by_key(|pc| rank(&program.blocks[*pc]));
     let mut new_index = vec![PcBlock(0); order.len()];
     for (new, old) in order.iter().enumerate() {
         new_index[old.index()] = PcBlock::new(new);
@@ -907,7 +934,7 @@ fn coalesce_copies(program: &mut LoweredProgram) {
             match target {
                 Some(p)
                     if !read_later
-                        && program.vars[p].class != VarClass::Invariant
+                        && !matches!(program.vars[p].class, VarClass::Invariant | VarClass::Member(_))
                         && !block.ops[i + 1..j].iter().any(|op| mentions(op, p)) =>
                 {
                     if let LoweredOp::Prim { dst, .. } = &mut block.ops[i] {
@@ -1006,13 +1033,24 @@ pub fn lowered_to_string(program: &Program, lowered: &LoweredProgram) -> String 
             None => format!("{x}"),
         }
     };
-    let mut class_counts = [0usize; 4];
+    let mut class_counts = [0usize; 5];
     for v in lowered.vars.values() {
-        class_counts[v.class as usize] += 1;
+        let k = match v.class {
+            VarClass::Invariant => 0,
+            VarClass::Temporary => 1,
+            VarClass::Register => 2,
+            VarClass::Full => 3,
+            VarClass::Member(_) => 4,
+        };
+        class_counts[k] += 1;
     }
+    let members = match class_counts[4] {
+        0 => String::new(),
+        n => format!(", {n} member"),
+    };
     let _ = writeln!(
         out,
-        "; stack pushes: {}; variables: {} invariant, {} temporary, {} register, {} full",
+        "; stack pushes: {}; variables: {} invariant, {} temporary, {} register, {} full{members}",
         lowered.push_count(),
         class_counts[0],
         class_counts[1],

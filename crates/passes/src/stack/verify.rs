@@ -222,7 +222,8 @@ impl<'a> FunctionCheck<'a> {
                     stack_index[x.index()] = Some(full);
                     full += 1;
                 }
-                VarClass::Invariant => invariants.insert(x),
+                // Written once per member, before the entry runs: always valid.
+                VarClass::Invariant | VarClass::Member(_) => invariants.insert(x),
                 VarClass::Temporary => temporaries.insert(x),
                 VarClass::Register => {}
             }

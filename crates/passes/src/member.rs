@@ -1,0 +1,209 @@
+//! Which parameters hold one value for the whole member: data a recursion
+//! passes down unchanged (a tree's child-index arrays, a sentence).
+//!
+//! A parameter is *member-uniform* with root `k` when, in every activation
+//! of its function in a member (its own calls, and the instances of its
+//! forks, at every depth), it holds the value the member passed to the
+//! entry function's `k`-th parameter. The batching executors then store it
+//! once per member, and a call or an instance that passes it costs nothing
+//! (no copy into the callee, no save on a value stack), whatever its size.
+//!
+//! The rule: a parameter `p` of `f` has root `k` when it is an array (a
+//! scalar costs as little to copy as to look up), nothing but its binding
+//! defines it, it is not invariant (stored once for all members anyway),
+//! and
+//! - `f` is the entry function and `p` its `k`-th parameter, or `f` is not
+//!   the entry function and something calls it;
+//! - every call of `f` and every instance of a fork running `f`, in the
+//!   functions a run of the entry may execute, passes to `p`, whole, a
+//!   variable of the caller with root `k` (a `map`'s element or index never
+//!   qualifies).
+//!
+//! Found as the greatest fixpoint: every parameter starts as unknown (or
+//! its own root, for the entry's), each call site lowers its callee's
+//! parameters to what it passes (an unknown parameter passes unknown), and
+//! what stays unknown at the end (functions the entry never reaches)
+//! becomes per-lane; the rule is then checked again until
+//! nothing changes.
+
+use autobatch_ir::{fork_calls, EntityRef, FuncId, InstanceArg, Op, Program, Var};
+
+/// What is known of one variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// No call site seen yet.
+    Unknown,
+    /// Member-uniform with this root.
+    Root(u32),
+    /// Not member-uniform.
+    Lane,
+}
+
+impl State {
+    fn meet(self, other: State) -> State {
+        match (self, other) {
+            (State::Unknown, x) | (x, State::Unknown) => x,
+            (State::Root(a), State::Root(b)) if a == b => State::Root(a),
+            _ => State::Lane,
+        }
+    }
+}
+
+/// One call site's argument: the callee's parameter and what the caller
+/// passes (`None`: an element or an index).
+struct Passed {
+    caller: FuncId,
+    arg: Option<Var>,
+    callee: FuncId,
+    param: Var,
+}
+
+/// Per function and variable, the root of a member-uniform parameter.
+pub fn member_roots(
+    program: &Program,
+    entry: FuncId,
+    invariant: &[Vec<bool>],
+) -> Vec<Vec<Option<u32>>> {
+    let mut state: Vec<Vec<State>> = program
+        .functions
+        .values()
+        .map(|f| vec![State::Lane; f.vars.len()])
+        .collect();
+    let defined = defined_by_ops(program);
+    for (fid, f) in program.functions.iter() {
+        for (k, p) in f.params.iter().enumerate() {
+            let eligible = !f.vars[*p].ty.dims.is_empty()
+                && !defined[fid.index()][p.index()]
+                && !invariant[fid.index()][p.index()];
+            if eligible {
+                state[fid.index()][p.index()] = if fid == entry {
+                    State::Root(k as u32)
+                } else {
+                    State::Unknown
+                };
+            }
+        }
+    }
+    let sites = call_sites(program, &reachable(program, entry));
+    lower_until_stable(&mut state, &sites);
+    for s in state.iter_mut().flatten() {
+        if *s == State::Unknown {
+            *s = State::Lane;
+        }
+    }
+    lower_until_stable(&mut state, &sites);
+    state
+        .into_iter()
+        .map(|vars| {
+            vars.into_iter()
+                .map(|s| match s {
+                    State::Root(k) => Some(k),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Lowers each callee parameter to what its call sites pass, until nothing
+/// changes.
+fn lower_until_stable(state: &mut [Vec<State>], sites: &[Passed]) {
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for site in sites {
+            let passed = match site.arg {
+                Some(a) => state[site.caller.index()][a.index()],
+                None => State::Lane,
+            };
+            let current = state[site.callee.index()][site.param.index()];
+            let lowered = current.meet(passed);
+            if lowered != current {
+                state[site.callee.index()][site.param.index()] = lowered;
+                changed = true;
+            }
+        }
+    }
+}
+
+/// Per function and variable, whether an operation defines it.
+fn defined_by_ops(program: &Program) -> Vec<Vec<bool>> {
+    program
+        .functions
+        .values()
+        .map(|f| {
+            let mut defined = vec![false; f.vars.len()];
+            for op in f.blocks.values().flat_map(|b| &b.ops) {
+                for d in op.defs() {
+                    defined[d.index()] = true;
+                }
+            }
+            defined
+        })
+        .collect()
+}
+
+/// Per function, whether a run of `entry` may execute it.
+fn reachable(program: &Program, entry: FuncId) -> Vec<bool> {
+    let mut seen = vec![false; program.functions.len()];
+    let mut todo = vec![entry];
+    while let Some(f) = todo.pop() {
+        if f.index() >= seen.len() || std::mem::replace(&mut seen[f.index()], true) {
+            continue;
+        }
+        for op in program.functions[f].blocks.values().flat_map(|b| &b.ops) {
+            todo.extend(op.callees());
+        }
+    }
+    seen
+}
+
+/// Every argument of every call and fork instance in the functions a run
+/// may execute (`reachable`): the others never pass anything.
+fn call_sites(program: &Program, reachable: &[bool]) -> Vec<Passed> {
+    let mut sites = Vec::new();
+    for (caller, f) in program.functions.iter() {
+        if !reachable[caller.index()] {
+            continue;
+        }
+        for op in f.blocks.values().flat_map(|b| &b.ops) {
+            match op {
+                Op::Call { callee, args, .. } => {
+                    let params = &program.functions[*callee].params;
+                    for (p, a) in params.iter().zip(args) {
+                        sites.push(Passed {
+                            caller,
+                            arg: Some(*a),
+                            callee: *callee,
+                            param: *p,
+                        });
+                    }
+                }
+                Op::Fork {
+                    dsts,
+                    args,
+                    instances,
+                    ..
+                } => {
+                    for call in fork_calls(program, dsts, args, instances) {
+                        let params = &program.functions[call.callee].params;
+                        for (p, a) in params.iter().zip(&call.args) {
+                            let arg = match a {
+                                InstanceArg::Whole(v) => Some(*v),
+                                InstanceArg::Element(_) | InstanceArg::Index => None,
+                            };
+                            sites.push(Passed {
+                                caller,
+                                arg,
+                                callee: call.callee,
+                                param: *p,
+                            });
+                        }
+                    }
+                }
+                Op::Prim { .. } => {}
+            }
+        }
+    }
+    sites
+}
