@@ -88,7 +88,8 @@ fn selftest_directives_parse() {
         RunOverrides {
             max_stack_depth: Some(3),
             max_steps: None,
-            seed: Some(7)
+            seed: Some(7),
+            max_instances: Some(2),
         }
     );
     assert_eq!(file.runs[2].overrides.max_steps, Some(1000));

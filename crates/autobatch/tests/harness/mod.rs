@@ -34,6 +34,8 @@ pub struct RunOverrides {
     pub max_stack_depth: Option<usize>,
     pub max_steps: Option<u64>,
     pub seed: Option<u64>,
+    /// `--max-instances`: the bound on instances alive at once (default: from memory).
+    pub max_instances: Option<usize>,
 }
 
 /// What a `run` must give.
@@ -260,9 +262,12 @@ fn parse_run_options(text: &str) -> Result<RunOverrides, String> {
             }
             "max-steps" => overrides.max_steps = Some(value.trim().parse().map_err(bad_value)?),
             "seed" => overrides.seed = Some(value.trim().parse().map_err(bad_value)?),
+            "max-instances" => {
+                overrides.max_instances = Some(value.trim().parse().map_err(bad_value)?)
+            }
             other => {
                 return Err(format!(
-                    "unknown run option `{other}` (known: max-stack-depth, max-steps, seed)"
+                    "unknown run option `{other}` (known: max-instances, max-stack-depth, max-steps, seed)"
                 ))
             }
         }
@@ -542,6 +547,7 @@ pub fn run_test_file(display: &str, source: &str) -> Vec<String> {
                     .unwrap_or(defaults.max_stack_depth),
                 max_steps: case.overrides.max_steps.unwrap_or(defaults.max_steps),
                 seed: case.overrides.seed.unwrap_or(defaults.seed),
+                max_instances: case.overrides.max_instances.or(defaults.max_instances),
                 ..defaults
             };
             let actual = match without_panics(|| bound.run(&config)) {
