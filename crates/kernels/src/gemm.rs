@@ -4,8 +4,9 @@
 //!
 //! **The order of every output element is fixed**, whatever the batch size,
 //! the sub-range of the batch a thread computes, the tile the element falls
-//! in, and the CPU path (AVX2+FMA or portable), so a member's result has the
-//! same bits in every executor:
+//! in, and the CPU path ([`Path`]: AVX-512, AVX2+FMA or portable, chosen at
+//! run time; `*_into_on` force one), so a member's result has the same bits
+//! in every executor:
 //!
 //! - dot form (`dot`, `matvec_into`, `sum`): element `p` of the summed index
 //!   goes to lane partial `p mod L` (`L` = [`GemmFloat::LANES`]: 8 for `f32`,
@@ -21,6 +22,10 @@
 //! and in software, and Rust neither contracts nor reassociates floats, so
 //! the generic source compiled inside `#[target_feature(enable = "avx2,fma")]`
 //! functions (chosen at run time) and the portable fallback agree bit for bit.
+//! The AVX-512 path ([`avx512`]) runs the axpy form on 512-bit vectors (it is
+//! lane-wise) and keeps the dot form's `L` partials by holding two output
+//! elements' partials per 512-bit register (tests/gemm_paths.rs compares
+//! the paths). `dot` and `sum` stay on AVX2 (one output element each).
 //! Speed comes from register tiles (several matrix rows times several vectors
 //! in `matvec_into`, several vectors times several column chunks in
 //! `vecmat_into`) and cache blocking, which change only which elements are
@@ -29,7 +34,9 @@
 //! Layouts are row-major; batched operands are contiguous `[batch, ...]`
 //! buffers. A caller that splits a batch over threads passes each thread
 //! its sub-slices (`vs[lo*k..hi*k]`, `out[lo*rows..hi*rows]`): the same bits
-//! as computing the whole batch. Nothing here allocates. Lengths that do not
+//! as computing the whole batch. Nothing here allocates (the AVX-512 matvec
+//! packs its vectors into a buffer on the stack, per call: no shared matrix
+//! is ever repacked, so there is nothing to cache across calls). Lengths that do not
 //! match the stated shapes are a caller bug (an internal-error panic).
 
 use std::fmt::Debug;
