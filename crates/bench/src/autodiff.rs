@@ -6,6 +6,14 @@
 //! the same batch sizes, on one thread), the memory bandwidth, and the
 //! per-operation overhead of a tiny program of elementwise operations on
 //! length-4 vectors.
+//!
+//! The yardstick: with `AUTOBATCH_BENCH_PYTHON` naming a Python that has
+//! numpy (`/work/venv/bin/python` here), the same two products through
+//! numpy's BLAS (OpenBLAS) on as many threads, by
+//! `tools/logreg_openblas.py`, run for each setting right after ours; the
+//! report gives GFLOP/s of the products alone (ours and OpenBLAS's) and of
+//! the whole gradient (counting only the products' 4 N D flops), and the
+//! ratios to OpenBLAS.
 
 use std::time::Instant;
 
@@ -175,6 +183,39 @@ fn products_rate<T: gemm::GemmFloat + FromF64>(x: &[f64], batch: usize, budget: 
     batch as f64 / seconds
 }
 
+/// Flops of the two products of one gradient.
+const FLOPS_PER_GRADIENT: f64 = 4.0 * (N * D) as f64;
+
+/// The environment variable naming the Python (with numpy) of the yardstick.
+const PYTHON_VARIABLE: &str = "AUTOBATCH_BENCH_PYTHON";
+
+/// The two products through numpy's BLAS at `batch` members, on `threads`
+/// threads: the script's JSON report, or why there is none.
+fn openblas_products(f32: bool, batch: usize, threads: usize, budget: f64) -> Result<Json, String> {
+    let python = std::env::var(PYTHON_VARIABLE)
+        .map_err(|_| format!("not measured: set {PYTHON_VARIABLE} to a Python with numpy"))?;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tools/logreg_openblas.py"
+    );
+    let output = std::process::Command::new(&python)
+        .arg(script)
+        .args(["--precision", if f32 { "f32" } else { "f64" }])
+        .args(["--batch", &batch.to_string()])
+        .args(["--threads", &threads.to_string()])
+        .args(["--n", &N.to_string(), "--d", &D.to_string()])
+        .args(["--budget", &budget.to_string()])
+        .output()
+        .map_err(|e| format!("running {python} {script}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{python} {script} failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    serde_json::from_slice(&output.stdout).map_err(|e| format!("reading {script}'s report: {e}"))
+}
+
 /// Conversion of the synthetic data to the measured precision.
 trait FromF64 {
     fn from_f64(v: f64) -> Self;
@@ -273,6 +314,11 @@ pub fn run(
             } else {
                 products_rate::<f64>(&data.x, batch, budget)
             };
+            let openblas = openblas_products(f32, batch, 1, budget);
+            let openblas_rate = openblas
+                .as_ref()
+                .ok()
+                .and_then(|o| o["gradients_per_second"].as_f64());
             let mut row = serde_json::Map::new();
             row.insert("batch_size".into(), json!(batch));
             row.insert("gradient_steps_per_member".into(), json!(count));
@@ -280,6 +326,28 @@ pub fn run(
                 "products_alone_gradients_per_second".into(),
                 json!(products),
             );
+            row.insert(
+                "products_alone_gflops".into(),
+                json!(products * FLOPS_PER_GRADIENT / 1e9),
+            );
+            row.insert(
+                "products_path".into(),
+                json!(format!("{:?}", gemm::Path::detected())),
+            );
+            match &openblas {
+                Ok(report) => {
+                    row.insert("openblas_products_1_thread".into(), report.clone());
+                }
+                Err(why) => {
+                    row.insert("openblas_products_1_thread".into(), json!(why));
+                }
+            }
+            if let Some(theirs) = openblas_rate {
+                row.insert(
+                    "products_alone_ratio_to_openblas".into(),
+                    json!(products / theirs),
+                );
+            }
             for (program, source) in PROGRAMS {
                 let source = if f32 {
                     source.replace("f64", "f32")
@@ -297,10 +365,16 @@ pub fn run(
                 let Rates { whole: one, steady } = library_rates(&setting, 1);
                 let mut entry = json!({
                     "gradients_per_second_1_thread": one,
+                    "gflops_1_thread": one * FLOPS_PER_GRADIENT / 1e9,
                     "ratio_to_products_alone": one / products,
                     "steady_state_gradients_per_second_1_thread": steady,
+                    "steady_state_gflops_1_thread": steady * FLOPS_PER_GRADIENT / 1e9,
                     "steady_state_ratio_to_products_alone": steady / products,
                 });
+                if let Some(theirs) = openblas_rate {
+                    entry["ratio_to_openblas_products"] = json!(one / theirs);
+                    entry["steady_state_ratio_to_openblas_products"] = json!(steady / theirs);
+                }
                 if batch == 1 {
                     entry["fraction_of_bandwidth_bound"] = json!(one / bandwidth_bound);
                     entry["steady_state_fraction_of_bandwidth_bound"] =
@@ -317,7 +391,11 @@ pub fn run(
                 }
                 row.insert(program.into(), entry);
             }
-            eprintln!("autodiff {name} batch {batch}: done");
+            let theirs = openblas_rate.map_or("not measured".to_string(), |r| format!("{r:.0}/s"));
+            eprintln!(
+                "autodiff {name} batch {batch}: products alone {products:.0}/s ({:.1} GFLOP/s), OpenBLAS's {theirs}",
+                products * FLOPS_PER_GRADIENT / 1e9
+            );
             rows.push(Json::Object(row));
         }
         precisions.push(json!({

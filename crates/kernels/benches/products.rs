@@ -16,7 +16,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use autobatch_ir::UnaryOp;
-use autobatch_kernels::gemm::{self, GemmFloat};
+use autobatch_kernels::gemm::{self, GemmFloat, Path};
 use autobatch_kernels::vmath;
 
 const N: usize = 10_000;
@@ -141,6 +141,7 @@ fn bench_type<T: BenchFloat>(json: &mut Vec<String>, bandwidth: f64) {
         let r: Vec<T> = data(n * N, 3);
         let mut logits = vec![T::ACC_ZERO; n * N];
         let mut grad = vec![T::ACC_ZERO; n * D];
+        let (mut logits2, mut grad2) = (logits.clone(), grad.clone());
         #[cfg(feature = "yardstick")]
         let (mut out_mv, mut out_vm) = (vec![T::ACC_ZERO; n * N], vec![T::ACC_ZERO; n * D]);
         let times = {
@@ -148,6 +149,16 @@ fn bench_type<T: BenchFloat>(json: &mut Vec<String>, bandwidth: f64) {
                 || gemm::matvec_into(black_box(&x), N, D, black_box(&w), n, &mut logits);
             let mut ours_vm =
                 || gemm::vecmat_into(black_box(&r), black_box(&x), n, N, D, &mut grad);
+            // The AVX2 path, for comparison (the detected one when it is the best).
+            let avx2 = if Path::Avx2.available() {
+                Path::Avx2
+            } else {
+                Path::Portable
+            };
+            let mut avx2_mv =
+                || gemm::matvec_into_on(avx2, black_box(&x), N, D, black_box(&w), n, &mut logits2);
+            let mut avx2_vm =
+                || gemm::vecmat_into_on(avx2, black_box(&r), black_box(&x), n, N, D, &mut grad2);
             #[cfg(feature = "yardstick")]
             {
                 // logits (n x N) = w (n x D) * Xᵀ (D x N), with Xᵀ[p][i] = x[i * D + p];
@@ -187,12 +198,22 @@ fn bench_type<T: BenchFloat>(json: &mut Vec<String>, bandwidth: f64) {
                 };
                 best_times(
                     budget,
-                    &mut [&mut ours_mv, &mut ours_vm, &mut theirs_mv, &mut theirs_vm],
+                    &mut [
+                        &mut ours_mv,
+                        &mut ours_vm,
+                        &mut avx2_mv,
+                        &mut avx2_vm,
+                        &mut theirs_mv,
+                        &mut theirs_vm,
+                    ],
                 )
             }
             #[cfg(not(feature = "yardstick"))]
             {
-                best_times(budget, &mut [&mut ours_mv, &mut ours_vm])
+                best_times(
+                    budget,
+                    &mut [&mut ours_mv, &mut ours_vm, &mut avx2_mv, &mut avx2_vm],
+                )
             }
         };
         let (t_mv, t_vm) = (times[0], times[1]);
@@ -213,6 +234,17 @@ fn bench_type<T: BenchFloat>(json: &mut Vec<String>, bandwidth: f64) {
             flops / t_vm / 1e9,
             n as f64 / (t_mv + t_vm)
         );
+        let (a_mv, a_vm) = (times[2], times[3]);
+        line += &format!(
+            "  | AVX2 path: matvec {:7.2}  vecmat {:7.2} GFLOP/s",
+            flops / a_mv / 1e9,
+            flops / a_vm / 1e9
+        );
+        entry += &format!(
+            ",\"avx2_matvec_gflops\":{:.3},\"avx2_vecmat_gflops\":{:.3}",
+            flops / a_mv / 1e9,
+            flops / a_vm / 1e9
+        );
         if n == 1 {
             let gbs = 2.0 * bytes / (t_mv + t_vm) / 1e9;
             line += &format!(
@@ -227,7 +259,7 @@ fn bench_type<T: BenchFloat>(json: &mut Vec<String>, bandwidth: f64) {
         }
         #[cfg(feature = "yardstick")]
         {
-            let (g_mv, g_vm) = (times[2], times[3]);
+            let (g_mv, g_vm) = (times[4], times[5]);
             // The yardstick computes the same products (other rounding order).
             for (a, b) in out_mv.iter().zip(&logits).chain(out_vm.iter().zip(&grad)) {
                 let (a, b) = (a.wide(), b.wide());
@@ -307,8 +339,9 @@ fn main() {
         return;
     }
     println!(
-        "CPU fast path (AVX2+FMA): {}; yardstick gemm crate: {}",
+        "CPU fast path (AVX2+FMA): {}; products path: {:?}; yardstick gemm crate: {}",
         vmath::fast_path_available(),
+        Path::detected(),
         cfg!(feature = "yardstick")
     );
     let big: Vec<f64> = vec![1.0; 32 << 20];

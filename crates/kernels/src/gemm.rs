@@ -4,8 +4,9 @@
 //!
 //! **The order of every output element is fixed**, whatever the batch size,
 //! the sub-range of the batch a thread computes, the tile the element falls
-//! in, and the CPU path (AVX2+FMA or portable), so a member's result has the
-//! same bits in every executor:
+//! in, and the CPU path ([`Path`]: AVX-512, AVX2+FMA or portable, chosen at
+//! run time; `*_into_on` force one), so a member's result has the same bits
+//! in every executor:
 //!
 //! - dot form (`dot`, `matvec_into`, `sum`): element `p` of the summed index
 //!   goes to lane partial `p mod L` (`L` = [`GemmFloat::LANES`]: 8 for `f32`,
@@ -21,6 +22,10 @@
 //! and in software, and Rust neither contracts nor reassociates floats, so
 //! the generic source compiled inside `#[target_feature(enable = "avx2,fma")]`
 //! functions (chosen at run time) and the portable fallback agree bit for bit.
+//! The AVX-512 path ([`avx512`]) runs the axpy form on 512-bit vectors (it is
+//! lane-wise) and keeps the dot form's `L` partials by holding two output
+//! elements' partials per 512-bit register (tests/gemm_paths.rs compares
+//! the paths). `dot` and `sum` stay on AVX2 (one output element each).
 //! Speed comes from register tiles (several matrix rows times several vectors
 //! in `matvec_into`, several vectors times several column chunks in
 //! `vecmat_into`) and cache blocking, which change only which elements are
@@ -29,7 +34,9 @@
 //! Layouts are row-major; batched operands are contiguous `[batch, ...]`
 //! buffers. A caller that splits a batch over threads passes each thread
 //! its sub-slices (`vs[lo*k..hi*k]`, `out[lo*rows..hi*rows]`): the same bits
-//! as computing the whole batch. Nothing here allocates. Lengths that do not
+//! as computing the whole batch. Nothing here allocates (the AVX-512 matvec
+//! packs its vectors into a buffer on the stack, per call: no shared matrix
+//! is ever repacked, so there is nothing to cache across calls). Lengths that do not
 //! match the stated shapes are a caller bug (an internal-error panic).
 
 use std::fmt::Debug;
@@ -67,17 +74,29 @@ pub trait GemmFloat:
     fn vm_exp(self) -> Self;
     /// The portable vector backend of this type.
     #[doc(hidden)]
-    type Portable: Vector<Self>;
+    type Portable: DotVector<Self>;
     /// The AVX2+FMA vector backend of this type.
     #[cfg(target_arch = "x86_64")]
     #[doc(hidden)]
-    type Avx: Vector<Self>;
+    type Avx: DotVector<Self>;
+    /// The AVX-512 vector backend of this type (the axpy form).
+    #[cfg(target_arch = "x86_64")]
+    #[doc(hidden)]
+    type Avx512: Vector<Self>;
+    /// The AVX-512 pairs of dot-form partials (the dot form).
+    #[cfg(target_arch = "x86_64")]
+    #[doc(hidden)]
+    type Pairs: avx512::Pairs<Self>;
 }
 
 impl GemmFloat for f32 {
     type Portable = Portable<f32, 8>;
     #[cfg(target_arch = "x86_64")]
     type Avx = avx::F32x8;
+    #[cfg(target_arch = "x86_64")]
+    type Avx512 = avx512::F32x16;
+    #[cfg(target_arch = "x86_64")]
+    type Pairs = avx512::F32Pairs;
     const ACC_ZERO: Self = 0.0;
     const LANES: usize = 8;
     #[inline(always)]
@@ -94,6 +113,10 @@ impl GemmFloat for f64 {
     type Portable = Portable<f64, 4>;
     #[cfg(target_arch = "x86_64")]
     type Avx = avx::F64x4;
+    #[cfg(target_arch = "x86_64")]
+    type Avx512 = avx512::F64x8;
+    #[cfg(target_arch = "x86_64")]
+    type Pairs = avx512::F64Pairs;
     const ACC_ZERO: Self = 0.0;
     const LANES: usize = 4;
     #[inline(always)]
@@ -149,6 +172,12 @@ pub trait Vector<T: GemmFloat>: Copy {
     unsafe fn store_partial(self, p: *mut T, count: usize);
     /// `a * b + c` lane-wise, one rounding.
     fn mul_add(a: Self, b: Self, c: Self) -> Self;
+}
+
+/// A [`Vector`] whose `L` is [`GemmFloat::LANES`]: it holds the lane
+/// partials of one dot-form output element.
+#[doc(hidden)]
+pub trait DotVector<T: GemmFloat>: Vector<T> {
     /// The fixed pairwise tree: lane `l` plus lane `l + width` for `width`
     /// = L/2, L/4, ..., 1, the lower lane as the left operand.
     fn tree(self) -> T;
@@ -204,6 +233,9 @@ impl<T: GemmFloat, const L: usize> Vector<T> for Portable<T, L> {
     fn mul_add(a: Self, b: Self, c: Self) -> Self {
         Portable(std::array::from_fn(|l| a.0[l].fma(b.0[l], c.0[l])))
     }
+}
+
+impl<T: GemmFloat, const L: usize> DotVector<T> for Portable<T, L> {
     #[inline(always)]
     fn tree(self) -> T {
         tree(self.0)
@@ -212,11 +244,15 @@ impl<T: GemmFloat, const L: usize> Vector<T> for Portable<T, L> {
 
 #[cfg(target_arch = "x86_64")]
 #[doc(hidden)]
+pub mod avx512;
+
+#[cfg(target_arch = "x86_64")]
+#[doc(hidden)]
 pub mod avx {
     //! The AVX2+FMA backend. Its functions are only ever inlined into
     //! `#[target_feature(enable = "avx2,fma")]` functions that run after the
     //! CPU was tested; they compute exactly what [`super::Portable`] computes.
-    use super::Vector;
+    use super::{DotVector, Vector};
     use std::arch::x86_64::*;
 
     #[derive(Clone, Copy)]
@@ -277,6 +313,9 @@ pub mod avx {
         fn mul_add(a: Self, b: Self, c: Self) -> Self {
             F32x8(unsafe { _mm256_fmadd_ps(a.0, b.0, c.0) })
         }
+    }
+
+    impl DotVector<f32> for F32x8 {
         #[inline(always)]
         fn tree(self) -> f32 {
             unsafe {
@@ -341,6 +380,9 @@ pub mod avx {
         fn mul_add(a: Self, b: Self, c: Self) -> Self {
             F64x4(unsafe { _mm256_fmadd_pd(a.0, b.0, c.0) })
         }
+    }
+
+    impl DotVector<f64> for F64x4 {
         #[inline(always)]
         fn tree(self) -> f64 {
             unsafe {
@@ -424,7 +466,7 @@ fn sum_exp_l<T: GemmFloat, const L: usize>(a: &[T], shift: T) -> T {
 /// Every pointer points to `k` readable elements.
 #[allow(clippy::needless_range_loop)] // tiles index several arrays at once
 #[inline(always)]
-unsafe fn dot_tile<T: GemmFloat, V: Vector<T>, const MR: usize, const NR: usize>(
+unsafe fn dot_tile<T: GemmFloat, V: DotVector<T>, const MR: usize, const NR: usize>(
     mp: [*const T; MR],
     vp: [*const T; NR],
     k: usize,
@@ -475,12 +517,12 @@ unsafe fn dot_tile<T: GemmFloat, V: Vector<T>, const MR: usize, const NR: usize>
 }
 
 #[inline(always)]
-fn dot_v<T: GemmFloat, V: Vector<T>>(a: &[T], b: &[T]) -> T {
+fn dot_v<T: GemmFloat, V: DotVector<T>>(a: &[T], b: &[T]) -> T {
     // SAFETY: both slices have a.len() elements (checked by the public function).
     unsafe { dot_tile::<T, V, 1, 1>([a.as_ptr()], [b.as_ptr()], a.len())[0][0] }
 }
 
-const MV_MR: usize = 3;
+pub(crate) const MV_MR: usize = 3;
 const MV_NR: usize = 4;
 
 /// # Safety
@@ -489,7 +531,7 @@ const MV_NR: usize = 4;
 #[allow(clippy::needless_range_loop)] // tiles index several arrays at once
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn matvec_row_tile<T: GemmFloat, V: Vector<T>, const MR: usize>(
+pub(crate) unsafe fn matvec_row_tile<T: GemmFloat, V: DotVector<T>, const MR: usize>(
     m: *const T,
     rows: usize,
     k: usize,
@@ -527,7 +569,7 @@ unsafe fn matvec_row_tile<T: GemmFloat, V: Vector<T>, const MR: usize>(
 }
 
 #[inline(always)]
-fn matvec_v<T: GemmFloat, V: Vector<T>>(
+fn matvec_v<T: GemmFloat, V: DotVector<T>>(
     m: &[T],
     rows: usize,
     k: usize,
@@ -566,10 +608,10 @@ fn matvec_v<T: GemmFloat, V: Vector<T>>(
     }
 }
 
-/// Accumulates rows `i0..i1` of the axpy form into the `NV x (JC * L)` tile
+/// Accumulates rows `i0..i1` of the axpy form into the `NV x cols` tile
 /// of `out` at vector `b0`, column `j0` (loaded from and stored back to
 /// `out`, which holds the partial sums of the rows before `i0`); `cols` is
-/// `JC * L`, or fewer than `L` for the last columns (then `JC` is 1).
+/// more than `(JC - 1) * L` and at most `JC * L` (the last chunk may be partial).
 ///
 /// # Safety
 /// The tile lies inside `vs` (`. x m`), `mat` (`m x k`) and `out` (`. x k`).
@@ -587,15 +629,17 @@ unsafe fn axpy_tile<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: usize
     j0: usize,
     cols: usize,
 ) {
-    let partial = cols < V::L;
+    // Lanes of the last chunk (all of them when it is full).
+    let last = cols - (JC - 1) * V::L;
+    let partial = |c: usize| c == JC - 1 && last < V::L;
     let mut acc = [[V::zero(); JC]; NV];
     let mut vp = [vs; NV];
     for v in 0..NV {
         vp[v] = vs.add((b0 + v) * m);
         for c in 0..JC {
             let p = out.add((b0 + v) * k + j0 + c * V::L);
-            acc[v][c] = if partial {
-                V::load_partial(p, cols)
+            acc[v][c] = if partial(c) {
+                V::load_partial(p, last)
             } else {
                 V::load(p)
             };
@@ -605,8 +649,8 @@ unsafe fn axpy_tile<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: usize
         let row = mat.add(i * k + j0);
         let mut mc = [V::zero(); JC];
         for c in 0..JC {
-            mc[c] = if partial {
-                V::load_partial(row, cols)
+            mc[c] = if partial(c) {
+                V::load_partial(row.add(c * V::L), last)
             } else {
                 V::load(row.add(c * V::L))
             };
@@ -621,8 +665,8 @@ unsafe fn axpy_tile<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: usize
     for v in 0..NV {
         for c in 0..JC {
             let p = out.add((b0 + v) * k + j0 + c * V::L);
-            if partial {
-                acc[v][c].store_partial(p, cols);
+            if partial(c) {
+                acc[v][c].store_partial(p, last);
             } else {
                 acc[v][c].store(p);
             }
@@ -631,7 +675,8 @@ unsafe fn axpy_tile<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: usize
 }
 
 /// # Safety
-/// As [`axpy_tile`], for all `k` columns.
+/// As [`axpy_tile`], for all `k` columns: tiles of `JC` chunks, then one
+/// tile of the chunks left (its last one possibly partial).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn axpy_columns<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: usize>(
@@ -649,17 +694,23 @@ unsafe fn axpy_columns<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: us
         axpy_tile::<T, V, NV, JC>(vs, mat, out, m, k, rows, b0, j, JC * l);
         j += JC * l;
     }
-    while j + l <= k {
-        axpy_tile::<T, V, NV, 1>(vs, mat, out, m, k, rows, b0, j, l);
-        j += l;
+    let cols = k - j;
+    macro_rules! rest {
+        ($($c:literal)*) => {
+            match cols.div_ceil(l) {
+                0 => {}
+                $($c => axpy_tile::<T, V, NV, $c>(vs, mat, out, m, k, rows, b0, j, cols),)*
+                more => internal_error(format!("gemm: {more} chunks left of a {JC}-chunk tile")),
+            }
+        };
     }
-    if j < k {
-        axpy_tile::<T, V, NV, 1>(vs, mat, out, m, k, rows, b0, j, k - j);
-    }
+    rest!(1 2 3 4 5 6 7);
 }
 
+/// The axpy form with tiles of `NV` vectors by `JC` chunks, then single
+/// vectors by `JC1` chunks.
 #[inline(always)]
-fn vecmat_v<T: GemmFloat, V: Vector<T>>(
+fn vecmat_v<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: usize, const JC1: usize>(
     vs: &[T],
     mat: &[T],
     n: usize,
@@ -681,14 +732,12 @@ fn vecmat_v<T: GemmFloat, V: Vector<T>>(
         let mut b = 0;
         // SAFETY: the public function checked vs (n x m), mat (m x k), out (n x k).
         unsafe {
-            // 6 vectors x 2 column chunks: 12 accumulators, 2 row loads and
-            // 6 broadcasts per row, within the 16 AVX registers.
-            while b + 6 <= n {
-                axpy_columns::<T, V, 6, 2>(vp, mp, op, m, k, (i0, i1), b);
-                b += 6;
+            while b + NV <= n {
+                axpy_columns::<T, V, NV, JC>(vp, mp, op, m, k, (i0, i1), b);
+                b += NV;
             }
             while b < n {
-                axpy_columns::<T, V, 1, 8>(vp, mp, op, m, k, (i0, i1), b);
+                axpy_columns::<T, V, 1, JC1>(vp, mp, op, m, k, (i0, i1), b);
                 b += 1;
             }
         }
@@ -696,8 +745,99 @@ fn vecmat_v<T: GemmFloat, V: Vector<T>>(
     }
 }
 
+/// The axpy form on the portable or AVX2 backend: 6 vectors x 2 column
+/// chunks, 12 accumulators, 2 row loads and 6 broadcasts per row, within
+/// the 16 AVX registers.
+#[inline(always)]
+fn vecmat_narrow<T: GemmFloat, V: Vector<T>>(
+    vs: &[T],
+    mat: &[T],
+    n: usize,
+    m: usize,
+    k: usize,
+    out: &mut [T],
+) {
+    vecmat_v::<T, V, 6, 2, 7>(vs, mat, n, m, k, out)
+}
+
+/// The axpy form on AVX-512: 6 vectors x 4 chunks of 16 (`f32`) or 8
+/// (`f64`) lanes, 24 accumulators, within the 32 registers.
+#[inline(always)]
+fn vecmat_wide<T: GemmFloat, V: Vector<T>>(
+    vs: &[T],
+    mat: &[T],
+    n: usize,
+    m: usize,
+    k: usize,
+    out: &mut [T],
+) {
+    vecmat_v::<T, V, 6, 4, 7>(vs, mat, n, m, k, out)
+}
+
 // ---------------------------------------------------------------------------
 // Dispatch on the lane count and on the CPU.
+
+/// A CPU path of the products. Every path gives every output element the
+/// same bits; [`Path::detected`] is the fastest this CPU runs, and the
+/// `*_on` functions run a given path (for the tests that compare them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// Arrays of lanes and `mul_add`, on any CPU.
+    Portable,
+    /// 256-bit AVX2 and FMA.
+    Avx2,
+    /// 512-bit AVX-512 (F, VL, DQ) for the products, AVX2 for the rest.
+    Avx512,
+}
+
+impl Path {
+    /// Every path, slowest first.
+    pub const ALL: [Path; 3] = [Path::Portable, Path::Avx2, Path::Avx512];
+
+    /// Whether this CPU can run the path (tested once, then cached by `std`).
+    pub fn available(self) -> bool {
+        match self {
+            Path::Portable => true,
+            Path::Avx2 => crate::vmath::fast_path_available(),
+            Path::Avx512 => avx512_available(),
+        }
+    }
+
+    /// The fastest path this CPU runs.
+    #[inline]
+    pub fn detected() -> Path {
+        if avx512_available() {
+            Path::Avx512
+        } else if crate::vmath::fast_path_available() {
+            Path::Avx2
+        } else {
+            Path::Portable
+        }
+    }
+
+    fn check(self, what: &str) {
+        if !self.available() {
+            internal_error(format!(
+                "gemm::{what}: this CPU cannot run the {self:?} path"
+            ));
+        }
+    }
+}
+
+#[inline]
+fn avx512_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::vmath::fast_path_available()
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 
 macro_rules! lanes {
     ($T:ty, $f:ident ( $($arg:expr),* )) => {
@@ -740,33 +880,82 @@ dispatched! {
     fn sum_exp_any<T>(a: &[T], shift: T) -> T = sum_exp_l;
 }
 
-/// The products: the AVX backend when the CPU has it, else the portable one.
-macro_rules! vector_dispatched {
-    ($(fn $name:ident<T>($($arg:ident: $ty:ty),*) -> $ret:ty = $kernel:ident;)*) => {
+/// The products on a given path (available on this CPU): the `avx2` kernel
+/// on AVX2 and FMA, the `avx512` one on AVX-512, else the portable one.
+macro_rules! path_dispatched {
+    ($(fn $name:ident<T>($($arg:ident: $ty:ty),*)
+        = $portable:expr, $avx2:expr, $avx512:expr;)*) => {
         $(
             #[inline]
-            fn $name<T: GemmFloat>($($arg: $ty),*) -> $ret {
+            fn $name<T: GemmFloat>(path: Path, $($arg: $ty),*) {
                 #[cfg(target_arch = "x86_64")]
                 {
                     #[target_feature(enable = "avx2,fma")]
-                    unsafe fn fast<T: GemmFloat>($($arg: $ty),*) -> $ret {
-                        $kernel::<T, T::Avx>($($arg),*)
+                    unsafe fn avx2<T: GemmFloat>($($arg: $ty),*) {
+                        $avx2($($arg),*)
                     }
-                    if crate::vmath::fast_path_available() {
-                        // SAFETY: the CPU has AVX2 and FMA.
-                        return unsafe { fast::<T>($($arg),*) };
+                    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
+                    unsafe fn avx512<T: GemmFloat>($($arg: $ty),*) {
+                        $avx512($($arg),*)
+                    }
+                    match path {
+                        // SAFETY: the caller checked that the CPU runs `path`.
+                        Path::Avx512 => return unsafe { avx512::<T>($($arg),*) },
+                        Path::Avx2 => return unsafe { avx2::<T>($($arg),*) },
+                        Path::Portable => {}
                     }
                 }
-                $kernel::<T, T::Portable>($($arg),*)
+                let _ = path;
+                $portable($($arg),*)
             }
         )*
     };
 }
 
-vector_dispatched! {
-    fn dot_any<T>(a: &[T], b: &[T]) -> T = dot_v;
-    fn matvec_any<T>(m: &[T], rows: usize, k: usize, vs: &[T], n: usize, out: &mut [T]) -> () = matvec_v;
-    fn vecmat_any<T>(vs: &[T], mat: &[T], n: usize, m: usize, k: usize, out: &mut [T]) -> () = vecmat_v;
+/// `matvec_into` on AVX-512: the pairs kernel when a tile fits its buffer,
+/// else the AVX2 kernel (the same bits either way).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn matvec_avx512<T: GemmFloat>(m: &[T], rows: usize, k: usize, vs: &[T], n: usize, out: &mut [T]) {
+    if avx512::matvec_fits(k, T::LANES) {
+        avx512::matvec::<T, T::Pairs, T::Avx>(m, rows, k, vs, n, out)
+    } else {
+        matvec_v::<T, T::Avx>(m, rows, k, vs, n, out)
+    }
+}
+
+path_dispatched! {
+    fn matvec_on_path<T>(m: &[T], rows: usize, k: usize, vs: &[T], n: usize, out: &mut [T])
+        = matvec_v::<T, T::Portable>, matvec_v::<T, T::Avx>, matvec_avx512::<T>;
+    fn vecmat_on_path<T>(vs: &[T], mat: &[T], n: usize, m: usize, k: usize, out: &mut [T])
+        = vecmat_narrow::<T, T::Portable>, vecmat_narrow::<T, T::Avx>,
+          vecmat_wide::<T, T::Avx512>;
+}
+
+/// `dot` on the AVX backend when the CPU has it, else the portable one
+/// (one output element has no use for the wider registers).
+#[inline]
+fn dot_any<T: GemmFloat>(a: &[T], b: &[T]) -> T {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn fast<T: GemmFloat>(a: &[T], b: &[T]) -> T {
+            dot_v::<T, T::Avx>(a, b)
+        }
+        if crate::vmath::fast_path_available() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { fast::<T>(a, b) };
+        }
+    }
+    dot_v::<T, T::Portable>(a, b)
+}
+
+fn matvec_any<T: GemmFloat>(m: &[T], rows: usize, k: usize, vs: &[T], n: usize, out: &mut [T]) {
+    matvec_on_path(Path::detected(), m, rows, k, vs, n, out)
+}
+
+fn vecmat_any<T: GemmFloat>(vs: &[T], mat: &[T], n: usize, m: usize, k: usize, out: &mut [T]) {
+    vecmat_on_path(Path::detected(), vs, mat, n, m, k, out)
 }
 
 // ---------------------------------------------------------------------------
@@ -1018,7 +1207,45 @@ pub fn outer_into<T: GemmFloat>(a: &[T], c: &[T], out: &mut [T]) {
     }
 }
 
-/// The portable path only (no CPU dispatch), for the tests that check both
+/// [`matvec_into`] on a given CPU path; panics (an internal error) if this
+/// CPU cannot run it. For the tests and benchmarks that compare the paths.
+pub fn matvec_into_on<T: GemmFloat>(
+    path: Path,
+    m: &[T],
+    rows: usize,
+    k: usize,
+    vs: &[T],
+    n: usize,
+    out: &mut [T],
+) {
+    let what = "matvec_into_on";
+    path.check(what);
+    expect_len(what, "m", m.len(), product(what, rows, k));
+    expect_len(what, "vs", vs.len(), product(what, n, k));
+    expect_len(what, "out", out.len(), product(what, n, rows));
+    matvec_on_path(path, m, rows, k, vs, n, out)
+}
+
+/// [`vecmat_into`] on a given CPU path; panics (an internal error) if this
+/// CPU cannot run it.
+pub fn vecmat_into_on<T: GemmFloat>(
+    path: Path,
+    vs: &[T],
+    mat: &[T],
+    n: usize,
+    m: usize,
+    k: usize,
+    out: &mut [T],
+) {
+    let what = "vecmat_into_on";
+    path.check(what);
+    expect_len(what, "vs", vs.len(), product(what, n, m));
+    expect_len(what, "mat", mat.len(), product(what, m, k));
+    expect_len(what, "out", out.len(), product(what, n, k));
+    vecmat_on_path(path, vs, mat, n, m, k, out)
+}
+
+/// The portable path only (no CPU dispatch), for the tests that check the
 /// paths give the same bits.
 #[doc(hidden)]
 pub mod portable {
@@ -1037,10 +1264,7 @@ pub mod portable {
         n: usize,
         out: &mut [T],
     ) {
-        expect_len("portable::matvec_into", "m", m.len(), rows * k);
-        expect_len("portable::matvec_into", "vs", vs.len(), n * k);
-        expect_len("portable::matvec_into", "out", out.len(), n * rows);
-        matvec_v::<T, T::Portable>(m, rows, k, vs, n, out)
+        matvec_into_on(Path::Portable, m, rows, k, vs, n, out)
     }
 
     pub fn vecmat_into<T: GemmFloat>(
@@ -1051,9 +1275,6 @@ pub mod portable {
         k: usize,
         out: &mut [T],
     ) {
-        expect_len("portable::vecmat_into", "vs", vs.len(), n * m);
-        expect_len("portable::vecmat_into", "mat", mat.len(), m * k);
-        expect_len("portable::vecmat_into", "out", out.len(), n * k);
-        vecmat_v::<T, T::Portable>(vs, mat, n, m, k, out)
+        vecmat_into_on(Path::Portable, vs, mat, n, m, k, out)
     }
 }

@@ -4,9 +4,10 @@
 //! Each function is written once, branch-free (special cases are selects),
 //! with range reduction and a polynomial whose every multiply-add is an
 //! explicit [`f64::mul_add`] (exactly rounded, so the same bits in hardware or
-//! in software). The same source is compiled twice: inside
-//! `#[target_feature(enable = "avx2,fma")]` functions, chosen once at run time,
-//! where LLVM vectorizes the slice loops, and as a portable fallback. Basic
+//! in software). The same source is compiled three times: inside
+//! `#[target_feature]` functions for AVX-512 (the slice functions) and for
+//! AVX2 and FMA, chosen once at run time ([`crate::gemm::Path`]), where LLVM
+//! vectorizes the slice loops, and as a portable fallback. Basic
 //! IEEE operations and `mul_add` are exactly rounded and Rust never contracts
 //! or reassociates floats, so both give identical bits, and the scalar
 //! functions ([`exp_f64`], ...) give the same bits as the slice functions
@@ -31,6 +32,8 @@
 //! state beyond the cached CPU-feature test.
 
 use autobatch_ir::UnaryOp;
+
+use crate::gemm::Path;
 
 // ---------------------------------------------------------------------------
 // CPU dispatch.
@@ -614,72 +617,101 @@ fn check_lengths(what: &str, x: usize, out: usize) {
     }
 }
 
+/// The slice functions on a given CPU path: the same loop compiled for
+/// AVX-512, for AVX2 and FMA, or portable (LLVM vectorizes the first two
+/// with 512- and 256-bit registers; every operation is exactly rounded, so
+/// the bits are the same).
+macro_rules! path_dispatched {
+    ($(fn $name:ident($($arg:ident: $ty:ty),*) = $map:ident;)*) => {
+        $(
+            #[inline]
+            fn $name(path: Path, $($arg: $ty),*) -> bool {
+                #[cfg(target_arch = "x86_64")]
+                {
+                    #[target_feature(enable = "avx2,fma")]
+                    unsafe fn avx2($($arg: $ty),*) -> bool {
+                        $map($($arg),*)
+                    }
+                    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
+                    unsafe fn avx512($($arg: $ty),*) -> bool {
+                        $map($($arg),*)
+                    }
+                    match path {
+                        // SAFETY: the caller checked that the CPU runs `path`.
+                        Path::Avx512 => return unsafe { avx512($($arg),*) },
+                        Path::Avx2 => return unsafe { avx2($($arg),*) },
+                        Path::Portable => {}
+                    }
+                }
+                let _ = path;
+                $map($($arg),*)
+            }
+        )*
+    };
+}
+
+path_dispatched! {
+    fn map_f64_on(op: UnaryOp, x: &[f64], out: &mut [f64]) = map_f64;
+    fn map_f32_on(op: UnaryOp, x: &[f32], out: &mut [f32]) = map_f32;
+    fn map_in_place_f64_on(op: UnaryOp, x: &mut [f64]) = map_in_place_f64;
+    fn map_in_place_f32_on(op: UnaryOp, x: &mut [f32]) = map_in_place_f32;
+}
+
 /// `out[i] = op(x[i])` for a vmath operation (see [`is_vmath_op`]); returns
 /// `false` and writes nothing for any other operation. `out.len()` must be
 /// `x.len()`. Never allocates; bit-identical to the scalar functions.
 pub fn apply_f64(op: UnaryOp, x: &[f64], out: &mut [f64]) -> bool {
     check_lengths("apply_f64", x.len(), out.len());
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn fast(op: UnaryOp, x: &[f64], out: &mut [f64]) -> bool {
-            map_f64(op, x, out)
-        }
-        if fast_path_available() {
-            // SAFETY: the CPU has AVX2 and FMA.
-            return unsafe { fast(op, x, out) };
-        }
-    }
-    map_f64(op, x, out)
+    map_f64_on(Path::detected(), op, x, out)
 }
 
 /// [`apply_f64`] for `f32`.
 pub fn apply_f32(op: UnaryOp, x: &[f32], out: &mut [f32]) -> bool {
     check_lengths("apply_f32", x.len(), out.len());
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn fast(op: UnaryOp, x: &[f32], out: &mut [f32]) -> bool {
-            map_f32(op, x, out)
-        }
-        if fast_path_available() {
-            // SAFETY: the CPU has AVX2 and FMA.
-            return unsafe { fast(op, x, out) };
-        }
-    }
-    map_f32(op, x, out)
+    map_f32_on(Path::detected(), op, x, out)
 }
 
 /// `x[i] = op(x[i])` in place; `false` (nothing written) if `op` is not a vmath operation.
 pub fn apply_in_place_f64(op: UnaryOp, x: &mut [f64]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn fast(op: UnaryOp, x: &mut [f64]) -> bool {
-            map_in_place_f64(op, x)
-        }
-        if fast_path_available() {
-            // SAFETY: the CPU has AVX2 and FMA.
-            return unsafe { fast(op, x) };
-        }
-    }
-    map_in_place_f64(op, x)
+    map_in_place_f64_on(Path::detected(), op, x)
 }
 
 /// [`apply_in_place_f64`] for `f32`.
 pub fn apply_in_place_f32(op: UnaryOp, x: &mut [f32]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn fast(op: UnaryOp, x: &mut [f32]) -> bool {
-            map_in_place_f32(op, x)
-        }
-        if fast_path_available() {
-            // SAFETY: the CPU has AVX2 and FMA.
-            return unsafe { fast(op, x) };
-        }
+    map_in_place_f32_on(Path::detected(), op, x)
+}
+
+/// [`apply_f64`] on a given CPU path; panics (an internal error) if this
+/// CPU cannot run it. For the tests and benchmarks that compare the paths.
+pub fn apply_f64_on(path: Path, op: UnaryOp, x: &[f64], out: &mut [f64]) -> bool {
+    check_path(path);
+    check_lengths("apply_f64_on", x.len(), out.len());
+    map_f64_on(path, op, x, out)
+}
+
+/// [`apply_f32`] on a given CPU path.
+pub fn apply_f32_on(path: Path, op: UnaryOp, x: &[f32], out: &mut [f32]) -> bool {
+    check_path(path);
+    check_lengths("apply_f32_on", x.len(), out.len());
+    map_f32_on(path, op, x, out)
+}
+
+/// [`apply_in_place_f64`] on a given CPU path.
+pub fn apply_in_place_f64_on(path: Path, op: UnaryOp, x: &mut [f64]) -> bool {
+    check_path(path);
+    map_in_place_f64_on(path, op, x)
+}
+
+/// [`apply_in_place_f32`] on a given CPU path.
+pub fn apply_in_place_f32_on(path: Path, op: UnaryOp, x: &mut [f32]) -> bool {
+    check_path(path);
+    map_in_place_f32_on(path, op, x)
+}
+
+fn check_path(path: Path) {
+    if !path.available() {
+        crate::internal_error(format!("vmath: this CPU cannot run the {path:?} path"));
     }
-    map_in_place_f32(op, x)
 }
 
 /// The portable path only (no CPU dispatch), for the tests that check both
