@@ -444,7 +444,11 @@ impl Activation<'_> {
                             let n = c.row_len;
                             for r in rows.iter() {
                                 let m = self.members[*r as usize] as usize;
-                                value.write(*r as usize, 0, Values::of(&c.data, m * n..(m + 1) * n));
+                                value.write(
+                                    *r as usize,
+                                    0,
+                                    Values::of(&c.data, m * n..(m + 1) * n),
+                                );
                             }
                         }
                         Slot::Invariant(Some(t)) => value.fill_rows(t, rows),
@@ -856,7 +860,12 @@ impl Run<'_> {
         if let Some(max) = self.max_instances {
             return max;
         }
-        let bytes = lane_bytes(self.program, self.invariance, self.entry, self.shared.symbols);
+        let bytes = lane_bytes(
+            self.program,
+            self.invariance,
+            self.entry,
+            self.shared.symbols,
+        );
         let max = default_max_instances(bytes);
         self.max_instances = Some(max);
         max
@@ -874,7 +883,9 @@ impl Run<'_> {
         let function = &self.program.functions[callee];
         let mut params = Vec::with_capacity(function.params.len());
         for (position, p) in function.params.iter().enumerate() {
-            if let Some(member) = self.shared_member_arg(frame, callee, *p, position, group, call_of) {
+            if let Some(member) =
+                self.shared_member_arg(frame, callee, *p, position, group, call_of)
+            {
                 params.push(member);
                 continue;
             }
@@ -977,7 +988,8 @@ impl Run<'_> {
                     Slot::Member(column.clone())
                 }
                 Slot::Member(column) => {
-                    let members: Vec<u32> = rows.iter().map(|r| frame.members[*r as usize]).collect();
+                    let members: Vec<u32> =
+                        rows.iter().map(|r| frame.members[*r as usize]).collect();
                     Slot::Column(column.gather(&members))
                 }
                 Slot::Column(source) => Slot::Column(source.gather(rows)),
