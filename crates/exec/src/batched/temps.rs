@@ -382,11 +382,10 @@ fn scatter_result(
 /// temporaries it mentions last (their buffers go back after it).
 pub fn deaths(mentions: &[Vec<usize>], is_temp: &[bool]) -> Vec<Vec<usize>> {
     let mut dying = vec![Vec::new(); mentions.len()];
-    let mut seen = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for (i, slots) in mentions.iter().enumerate().rev() {
         for &s in slots {
-            if is_temp[s] && !seen.contains(&s) {
-                seen.push(s);
+            if is_temp[s] && seen.insert(s) {
                 dying[i].push(s);
             }
         }
