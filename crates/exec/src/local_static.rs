@@ -40,6 +40,7 @@
 //! unwound where it happens but revived when the call returns.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::time::Instant;
 
 use autobatch_ir::{
@@ -55,6 +56,7 @@ use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::lanes::{ForkId, Lanes, Resolution};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
 use crate::batched::storage::{Column, Slot};
+use crate::batched::temps::{deaths, in_place_set, StepTemps};
 use crate::batched::{
     check_memory, column_slot, concrete_shape, default_max_instances, lane_bytes, stack_overflow,
     step_limit, value_bytes, OpCounter, Watch,
@@ -93,6 +95,79 @@ struct Run<'a> {
     /// The bytes of the activations alive, and their most.
     state_bytes: u64,
     peak_state_bytes: u64,
+    /// Per function, its step temporaries, once computed.
+    temp_plans: Vec<Option<Rc<TempPlan>>>,
+}
+
+/// The step temporaries of a function ([`crate::batched::temps`]): per
+/// variable whether it is one, and per block and operation those it
+/// mentions last.
+struct TempPlan {
+    is_temp: Vec<bool>,
+    dying: Vec<Vec<Vec<usize>>>,
+}
+
+impl TempPlan {
+    /// A variable is a step temporary if it is stored per row and lives
+    /// inside one block: no parameter, live into no block, read by no
+    /// terminator, neither passed to nor live across a call or a fork, and
+    /// read by no indexed assignment in place.
+    fn new(fid: FuncId, function: &Function, invariance: &Invariance) -> TempPlan {
+        let live = autobatch_passes::liveness::Liveness::compute(function);
+        let mut is_temp: Vec<bool> = function
+            .vars
+            .keys()
+            .map(|v| !invariance.is_invariant(fid, v) && invariance.member_root(fid, v).is_none())
+            .collect();
+        for p in &function.params {
+            is_temp[p.index()] = false;
+        }
+        for (b, block) in function.blocks.iter() {
+            let mut not = |v: Var| is_temp[v.index()] = false;
+            live.live_in[b.index()].iter().for_each(&mut not);
+            block.term.uses().iter().copied().for_each(&mut not);
+            let after = live.live_after_ops(function, b);
+            for (op, live_after) in block.ops.iter().zip(&after) {
+                match op {
+                    Op::Call { .. } | Op::Fork { .. } => {
+                        op.uses()
+                            .iter()
+                            .chain(op.defs())
+                            .copied()
+                            .for_each(&mut not);
+                        live_after.iter().for_each(&mut not);
+                    }
+                    Op::Prim {
+                        dst, prim, args, ..
+                    } => {
+                        let slots: Vec<usize> = args.iter().map(|a| a.index()).collect();
+                        if in_place_set(prim, dst.map(|d| d.index()), &slots) {
+                            args.iter().copied().for_each(&mut not);
+                        }
+                    }
+                }
+            }
+        }
+        let dying = function
+            .blocks
+            .values()
+            .map(|block| {
+                let mentions: Vec<Vec<usize>> = block
+                    .ops
+                    .iter()
+                    .map(|op| {
+                        op.uses()
+                            .iter()
+                            .chain(op.defs())
+                            .map(|v| v.index())
+                            .collect()
+                    })
+                    .collect();
+                deaths(&mentions, &is_temp)
+            })
+            .collect();
+        TempPlan { is_temp, dying }
+    }
 }
 
 /// The run's copies of the statics, each lent to at most one slot at a
@@ -270,6 +345,7 @@ fn run_on_this_thread(
         call_bytes: 0,
         state_bytes: 0,
         peak_state_bytes: 0,
+        temp_plans: vec![None; program.functions.len()],
     };
     let entry = &program.functions[batch.entry];
     let mut params = Vec::with_capacity(entry.params.len());
@@ -396,6 +472,9 @@ struct Activation<'m> {
     loans: Vec<Loan>,
     /// The rows waiting at each block; the smallest block runs next.
     queue: BTreeMap<Block, Vec<u32>>,
+    /// Its step temporaries, and their storage in the running step.
+    plan: Rc<TempPlan>,
+    temps: StepTemps,
 }
 
 impl Activation<'_> {
@@ -444,7 +523,11 @@ impl Activation<'_> {
                             let n = c.row_len;
                             for r in rows.iter() {
                                 let m = self.members[*r as usize] as usize;
-                                value.write(*r as usize, 0, Values::of(&c.data, m * n..(m + 1) * n));
+                                value.write(
+                                    *r as usize,
+                                    0,
+                                    Values::of(&c.data, m * n..(m + 1) * n),
+                                );
                             }
                         }
                         Slot::Invariant(Some(t)) => value.fill_rows(t, rows),
@@ -469,10 +552,15 @@ impl Run<'_> {
     ) -> Result<Returned, ExecError> {
         let function: &Function = &self.program.functions[fid];
         let n = lanes.len();
+        let plan = self.temp_plan(fid);
         let mut slots: Vec<Slot> = function
             .vars
-            .keys()
-            .map(|v| self.new_slot(fid, v, n))
+            .iter()
+            .map(|(v, data)| match plan.is_temp[v.index()] {
+                // Stored only while a step runs.
+                true => column_slot(&data.ty, self.shared.symbols, 0),
+                false => self.new_slot(fid, v, n),
+            })
             .collect();
         for (p, slot) in function.params.iter().zip(params) {
             slots[p.index()] = slot;
@@ -496,6 +584,8 @@ impl Run<'_> {
                 .collect(),
             loans: Vec::new(),
             queue: BTreeMap::from([(Function::ENTRY, (0..n as u32).collect())]),
+            plan,
+            temps: StepTemps::default(),
         };
         while let Some((block_id, mut rows)) = frame.queue.pop_first() {
             self.run_block(&mut frame, block_id, &mut rows, depth)?;
@@ -526,6 +616,8 @@ impl Run<'_> {
         let lanes = frame.lanes;
         let lane_of = |r: u32| lanes[r as usize] as usize;
         self.lanes.enter_block(rows, lane_of, block.loc);
+        frame.temps.begin(rows, frame.lanes.len(), self.lane_mode);
+        let plan = frame.plan.clone();
         for (i, op) in block.ops.iter().enumerate() {
             if rows.is_empty() {
                 break;
@@ -579,7 +671,14 @@ impl Run<'_> {
             }
             // A lane cancelled by an operation's failures leaves at once.
             self.lanes.drop_cancelled(rows, lane_of);
+            let dying = &plan.dying[block_id.index()][i];
+            frame
+                .temps
+                .after_op(&mut self.engine, &mut frame.slots, rows, dying);
         }
+        let held = self.state_bytes + frame.temps.peak();
+        self.peak_state_bytes = self.peak_state_bytes.max(held);
+        frame.temps.end(&mut self.engine, &mut frame.slots);
         if rows.is_empty() {
             return Ok(());
         }
@@ -633,9 +732,15 @@ impl Run<'_> {
         faults.clear();
         let lanes = frame.lanes;
         let lane_of = |r: u32| lanes[r as usize] as usize;
-        self.engine.run_prim(
+        let is_temp = &frame.plan.is_temp;
+        frame
+            .temps
+            .prepare(&mut self.engine, &mut frame.slots, is_temp, exec.dst);
+        frame.temps.run_prim(
+            &mut self.engine,
             &exec,
             &mut frame.slots,
+            is_temp,
             &self.shared,
             &mut self.lanes.rngs,
             &lane_of,
@@ -849,6 +954,20 @@ impl Run<'_> {
         Ok(true)
     }
 
+    /// The step temporaries of function `fid` (computed at its first
+    /// activation).
+    fn temp_plan(&mut self, fid: FuncId) -> Rc<TempPlan> {
+        let plan = &mut self.temp_plans[fid.index()];
+        plan.get_or_insert_with(|| {
+            Rc::new(TempPlan::new(
+                fid,
+                &self.program.functions[fid],
+                self.invariance,
+            ))
+        })
+        .clone()
+    }
+
     /// `--max-instances`, or by default as many instances as a quarter of
     /// the available memory holds (computed once, at the first fork:
     /// reading the available memory costs more than a small run).
@@ -856,7 +975,12 @@ impl Run<'_> {
         if let Some(max) = self.max_instances {
             return max;
         }
-        let bytes = lane_bytes(self.program, self.invariance, self.entry, self.shared.symbols);
+        let bytes = lane_bytes(
+            self.program,
+            self.invariance,
+            self.entry,
+            self.shared.symbols,
+        );
         let max = default_max_instances(bytes);
         self.max_instances = Some(max);
         max
@@ -874,7 +998,9 @@ impl Run<'_> {
         let function = &self.program.functions[callee];
         let mut params = Vec::with_capacity(function.params.len());
         for (position, p) in function.params.iter().enumerate() {
-            if let Some(member) = self.shared_member_arg(frame, callee, *p, position, group, call_of) {
+            if let Some(member) =
+                self.shared_member_arg(frame, callee, *p, position, group, call_of)
+            {
                 params.push(member);
                 continue;
             }
@@ -977,7 +1103,8 @@ impl Run<'_> {
                     Slot::Member(column.clone())
                 }
                 Slot::Member(column) => {
-                    let members: Vec<u32> = rows.iter().map(|r| frame.members[*r as usize]).collect();
+                    let members: Vec<u32> =
+                        rows.iter().map(|r| frame.members[*r as usize]).collect();
                     Slot::Column(column.gather(&members))
                 }
                 Slot::Column(source) => Slot::Column(source.gather(rows)),

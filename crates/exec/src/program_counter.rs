@@ -54,6 +54,7 @@ use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::lanes::{ForkId, Lanes, Resolution};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
 use crate::batched::storage::{copy_value, Column, Place, Slot, ValueStack};
+use crate::batched::temps::{deaths, in_place_set, StepTemps};
 use crate::batched::{
     column_slot, concrete_shape, default_max_instances, stack_overflow, step_limit, value_bytes,
     BlockChoice, OpCounter, Watch, MEMBER_OVERHEAD_BYTES,
@@ -172,6 +173,10 @@ struct Machine<'a> {
     stacks: Vec<Option<ValueStack>>,
     /// Per block, per operation: what the engine needs of a primitive.
     ops: Vec<Vec<PrimSlots>>,
+    /// Per variable, whether it is a step temporary ([`crate::batched::temps`]).
+    is_temp: Vec<bool>,
+    /// The storage of the running step's temporaries.
+    temps: StepTemps,
     lanes: Lanes,
     /// The most instance lanes alive at once (`--max-instances`); the
     /// default is computed at the first fork ([`Machine::max_instances`]).
@@ -212,6 +217,8 @@ struct PrimSlots {
     reads_member: bool,
     /// For an argument copy into a callee's parameter, the bytes of one value.
     arg_bytes: Option<u64>,
+    /// The step temporaries this operation mentions last.
+    dying: Vec<usize>,
 }
 
 /// The members waiting at each block, and the blocks some member waits at.
@@ -271,9 +278,10 @@ impl<'a> Machine<'a> {
         lane_mode: LaneMode,
     ) -> Result<Machine<'a>, ExecError> {
         let members = batch.size;
-        let (slots, stacks) = storage(lowered, &env.symbols, members);
+        let is_temp = step_temporaries(lowered);
+        let (slots, stacks) = storage(lowered, &env.symbols, members, &is_temp);
         let mut counter = OpCounter::default();
-        let ops = prim_slots(lowered, &env.symbols, &mut counter);
+        let ops = prim_slots(lowered, &env.symbols, &mut counter, &is_temp);
         let entry = &lowered.functions[batch.entry];
         let mut waiting = Waiting {
             at: vec![Vec::new(); lowered.blocks.len()],
@@ -300,6 +308,8 @@ impl<'a> Machine<'a> {
             slots,
             stacks,
             ops,
+            is_temp,
+            temps: StepTemps::default(),
             max_instances: None,
             return_stacks: vec![Vec::new(); members],
             depth_base: vec![0; members],
@@ -336,24 +346,37 @@ impl<'a> Machine<'a> {
         } else {
             self.lanes.drop_cancelled(rows, |r| r as usize);
         }
+        let total = self.total_rows(pc);
+        self.temps.begin(rows, total, self.lane_mode);
         for (i, op) in block.ops.iter().enumerate() {
             if rows.is_empty() {
                 break;
             }
             match op {
-                LoweredOp::Prim { prim, loc, .. } => self.run_prim(pc, i, prim, *loc, rows),
+                LoweredOp::Prim { prim, loc, .. } => {
+                    self.run_prim(pc, i, prim, *loc, rows);
+                    let dying = &self.ops[pc.index()][i].dying;
+                    self.temps
+                        .after_op(&mut self.engine, &mut self.slots, rows, dying);
+                }
                 LoweredOp::Push(x) => {
-                    self.with_stack(*x, rows.len(), |column, stack| stack.push_rows(rows, column));
+                    self.with_stack(*x, rows.len(), |column, stack| {
+                        stack.push_rows(rows, column)
+                    });
                     self.note_state_bytes();
                 }
-                LoweredOp::Pop(x) => {
-                    self.with_stack(*x, rows.len(), |column, stack| stack.restore_rows(rows, column, true))
-                }
-                LoweredOp::Peek(x) => {
-                    self.with_stack(*x, rows.len(), |column, stack| stack.restore_rows(rows, column, false))
-                }
+                LoweredOp::Pop(x) => self.with_stack(*x, rows.len(), |column, stack| {
+                    stack.restore_rows(rows, column, true)
+                }),
+                LoweredOp::Peek(x) => self.with_stack(*x, rows.len(), |column, stack| {
+                    stack.restore_rows(rows, column, false)
+                }),
             }
         }
+        if self.temps.peak() > 0 {
+            self.note_state_bytes();
+        }
+        self.temps.end(&mut self.engine, &mut self.slots);
         if rows.is_empty() {
             return Ok(());
         }
@@ -400,17 +423,17 @@ impl<'a> Machine<'a> {
             dst: op.dst,
             rows,
             member_rows: &self.member_rows,
-            total_rows: if self.grows[self.lowered.blocks[pc].func.index()] {
-                self.capacity
-            } else {
-                self.members
-            },
+            total_rows: self.total_rows(pc),
             mode: self.lane_mode,
         };
         self.faults.clear();
-        self.engine.run_prim(
+        self.temps
+            .prepare(&mut self.engine, &mut self.slots, &self.is_temp, op.dst);
+        self.temps.run_prim(
+            &mut self.engine,
             &exec,
             &mut self.slots,
+            &self.is_temp,
             &self.shared,
             &mut self.lanes.rngs,
             &|r| r as usize,
@@ -435,6 +458,16 @@ impl<'a> Machine<'a> {
                 Ok(())
             },
         );
+    }
+
+    /// The rows of the columns of block `pc`'s function: a row per lane if
+    /// instances may run it, else a row per member.
+    fn total_rows(&self, pc: PcBlock) -> usize {
+        if self.grows[self.lowered.blocks[pc].func.index()] {
+            self.capacity
+        } else {
+            self.members
+        }
     }
 
     /// A call from block `pc`: each member pushes `return_to` and enters
@@ -790,6 +823,10 @@ impl<'a> Machine<'a> {
             })
             .collect();
         for (x, slot) in self.slots.iter_mut().enumerate() {
+            if self.is_temp[x] {
+                // Step storage only.
+                continue;
+            }
             if let (true, Slot::Column(column)) = (grows(x), slot) {
                 let x = GlobalVar::new(x);
                 let keep = lowered.vars[x].class != VarClass::Temporary || fork_args.contains(&x);
@@ -809,11 +846,12 @@ impl<'a> Machine<'a> {
         self.note_state_bytes();
     }
 
-    /// Takes the bytes held now into the peak: the columns and the value
-    /// stacks.
+    /// Takes the bytes held now into the peak: the columns, the value
+    /// stacks and the most the running step's temporaries held.
     fn note_state_bytes(&mut self) {
         let stacks: u64 = self.stacks.iter().flatten().map(ValueStack::bytes).sum();
-        self.peak_state_bytes = self.peak_state_bytes.max(self.column_bytes + stacks);
+        let held = self.column_bytes + stacks + self.temps.peak();
+        self.peak_state_bytes = self.peak_state_bytes.max(held);
     }
 
     /// Runs `f` on the column of the full variable `x` and its stack, moving
@@ -867,11 +905,14 @@ fn storage(
     lowered: &LoweredProgram,
     symbols: &[u64],
     members: usize,
+    is_temp: &[bool],
 ) -> (Vec<Slot>, Vec<Option<ValueStack>>) {
     let slots = lowered
         .vars
-        .values()
-        .map(|v| match v.class {
+        .iter()
+        .map(|(x, v)| match v.class {
+            // Stored only while a step runs ([`crate::batched::temps`]).
+            _ if is_temp[x.index()] => column_slot(&v.ty, symbols, 0),
             VarClass::Invariant => Slot::Invariant(None),
             // The entry's parameter is bound here; the others share it
             // ([`share_member_slots`]).
@@ -896,6 +937,44 @@ fn storage(
     (slots, stacks)
 }
 
+/// Per variable of `lowered`, whether it is a step temporary
+/// ([`crate::batched::temps`]): a temporary of the explicit-stack form
+/// (live inside one block) that no terminator reads (a branch's condition,
+/// a fork's arguments, read when its instances start) and no indexed
+/// assignment in place reads.
+fn step_temporaries(lowered: &LoweredProgram) -> Vec<bool> {
+    let mut is_temp: Vec<bool> = lowered
+        .vars
+        .values()
+        .map(|v| v.class == VarClass::Temporary)
+        .collect();
+    for block in lowered.blocks.values() {
+        match &block.term {
+            LoweredTerm::Branch { cond, .. } => is_temp[cond.index()] = false,
+            LoweredTerm::Fork(fork) => {
+                for (_, arg) in fork.calls.iter().flat_map(|c| &c.params) {
+                    if let LoweredArg::Whole(v) | LoweredArg::Element(v) = arg {
+                        is_temp[v.index()] = false;
+                    }
+                }
+            }
+            _ => {}
+        }
+        for op in &block.ops {
+            if let LoweredOp::Prim {
+                dst, prim, args, ..
+            } = op
+            {
+                let args: Vec<usize> = args.iter().map(|a| a.index()).collect();
+                if in_place_set(prim, dst.map(|d| d.index()), &args) {
+                    args.iter().for_each(|a| is_temp[*a] = false);
+                }
+            }
+        }
+    }
+    is_temp
+}
+
 /// Gives every member variable the slot of the entry's parameter whose value
 /// it holds (bound already), so that none is ever copied.
 fn share_member_slots(lowered: &LoweredProgram, entry: &LoweredFunction, slots: &mut [Slot]) {
@@ -918,12 +997,24 @@ fn prim_slots(
     lowered: &LoweredProgram,
     symbols: &[u64],
     counter: &mut OpCounter,
+    is_temp: &[bool],
 ) -> Vec<Vec<PrimSlots>> {
     let member = |x: &GlobalVar| matches!(lowered.vars[*x].class, VarClass::Member(_));
     lowered
         .blocks
         .values()
         .map(|b| {
+            let mentions: Vec<Vec<usize>> = b
+                .ops
+                .iter()
+                .map(|op| match op {
+                    LoweredOp::Prim { dst, args, .. } => {
+                        args.iter().chain(dst).map(|x| x.index()).collect()
+                    }
+                    _ => Vec::new(),
+                })
+                .collect();
+            let mut dying = deaths(&mentions, is_temp).into_iter();
             // The parameters the block's call copies its arguments into.
             let params: &[GlobalVar] = match &b.term {
                 LoweredTerm::PushJump { callee, .. } => &lowered.functions[*callee].params,
@@ -948,6 +1039,7 @@ fn prim_slots(
                             }
                             _ => None,
                         },
+                        dying: dying.next().unwrap_or_default(),
                     },
                     _ => PrimSlots {
                         args: Vec::new(),
@@ -955,6 +1047,7 @@ fn prim_slots(
                         counter: None,
                         reads_member: false,
                         arg_bytes: None,
+                        dying: dying.next().unwrap_or_default(),
                     },
                 })
                 .collect()

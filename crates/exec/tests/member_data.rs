@@ -116,7 +116,10 @@ fn check_independent_of_length(entry: &str, depths: &[i64], max_instances: Optio
         for (n, program) in [(8, &short), (4096, &long)] {
             let output = run_on(program, entry, strategy, n, depths, max_instances);
             let reference = run_on(program, entry, Strategy::Reference, n, depths, None);
-            assert_eq!(output.results, reference.results, "{strategy} {entry} n={n}");
+            assert_eq!(
+                output.results, reference.results,
+                "{strategy} {entry} n={n}"
+            );
             assert!(output.results.iter().all(|r| r.is_ok()));
             figures.push((output.stats.call_bytes, output.stats.peak_state_bytes));
         }
@@ -124,7 +127,10 @@ fn check_independent_of_length(entry: &str, depths: &[i64], max_instances: Optio
             figures[0], figures[1],
             "{strategy} {entry}: (call_bytes, peak_state_bytes) grow with the array's length"
         );
-        assert!(figures[0].0 > 0, "{strategy} {entry}: the calls move their other arguments");
+        assert!(
+            figures[0].0 > 0,
+            "{strategy} {entry}: the calls move their other arguments"
+        );
     }
 }
 

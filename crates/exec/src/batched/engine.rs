@@ -182,7 +182,7 @@ impl<'b> Engine<'b> {
 
     /// A buffer of `len` elements of type `ty` (contents unspecified),
     /// reusing a spare one when there is one of that type.
-    fn take(&mut self, ty: ScalarType, len: usize) -> Data {
+    pub(super) fn take(&mut self, ty: ScalarType, len: usize) -> Data {
         let mut best: Option<(usize, usize)> = None;
         for (i, (d, cap)) in self.spare.iter().enumerate() {
             if d.ty() == ty {
@@ -205,9 +205,14 @@ impl<'b> Engine<'b> {
     }
 
     /// Gives a buffer back for reuse.
-    fn give(&mut self, data: Data) {
+    pub(super) fn give(&mut self, data: Data) {
         let capacity = self.backend.capacity(&data);
         self.spare.push((data, capacity));
+    }
+
+    /// The backend the engine computes on.
+    pub(super) fn backend(&self) -> &'b dyn Backend {
+        self.backend
     }
 
     /// Lets the engine remember which invariant slots hold which static, so
@@ -263,7 +268,11 @@ impl<'b> Engine<'b> {
         let Some(&first_row) = exec.rows.first() else {
             return;
         };
-        if exec.args.iter().any(|a| matches!(slots[*a], Slot::Member(_))) {
+        if exec
+            .args
+            .iter()
+            .any(|a| matches!(slots[*a], Slot::Member(_)))
+        {
             return self.run_with_members(exec, slots, env, streams, faults);
         }
         if prim.is_random() {
@@ -330,7 +339,10 @@ impl<'b> Engine<'b> {
                 continue;
             };
             let materialized = self.member_rows_column(column, exec);
-            lent.push((a, std::mem::replace(&mut slots[a], Slot::Column(materialized))));
+            lent.push((
+                a,
+                std::mem::replace(&mut slots[a], Slot::Column(materialized)),
+            ));
         }
         self.run_prim_untracked(exec, slots, env, streams, faults);
         for (a, member) in lent {
@@ -389,7 +401,11 @@ impl<'b> Engine<'b> {
             .rows
             .iter()
             .all(|r| index_of(*r).is_some_and(|i| i >= 0 && i < length as i128));
-        if item == 0 || !in_bounds || *index == dst || !matches!(&slots[dst], Slot::Column(c) if c.row_len == item && c.data.ty() == column.data.ty()) {
+        if item == 0
+            || !in_bounds
+            || *index == dst
+            || !matches!(&slots[dst], Slot::Column(c) if c.row_len == item && c.data.ty() == column.data.ty())
+        {
             return false;
         }
         let positions: Vec<usize> = exec

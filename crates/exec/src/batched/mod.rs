@@ -6,6 +6,7 @@ pub mod engine;
 pub mod lanes;
 pub mod skeleton;
 pub mod storage;
+pub mod temps;
 
 use std::collections::HashMap;
 

@@ -114,10 +114,7 @@ impl Column {
             // pages: rows no lane uses cost no memory), the old rows copied.
             let mut data = Data::filled(Scalar::zero(self.data.ty()), len);
             if keep {
-                buffer::copy(
-                    Values::all(&self.data),
-                    ValuesMut::of(&mut data, 0..old),
-                );
+                buffer::copy(Values::all(&self.data), ValuesMut::of(&mut data, 0..old));
             }
             self.data = data;
         }
