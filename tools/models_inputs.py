@@ -251,7 +251,9 @@ def berxit_weights(seed, d, seq, labels=3):
         "WO": normal(rng, (nl, nh, dh, d), 1.0 / np.sqrt(d)),
         "W1": normal(rng, (nl, d, 2 * d), 1.0 / np.sqrt(d)),
         "W2": normal(rng, (nl, 2 * d, d), 1.0 / np.sqrt(2 * d)),
-        "WC": normal(rng, (nl, labels, d), 1.0),
+        # later layers' classifiers are sharper, so members exit at every depth
+        "WC": (rng.standard_normal((nl, labels, d))
+               * ((0.5 + 0.5 * np.arange(nl)) / np.sqrt(d))[:, None, None]).astype(F),
         "BC": normal(rng, (nl, labels), 0.1),
         "THRESH": F(0.9),
     }
