@@ -5,9 +5,11 @@ For every model, hidden size and batch size: writes one inputs file (the
 batch and the weights, from tools/treelstm_inputs.py or
 tools/models_inputs.py with seed 0), then
   - ours: `target/release/autobatch run MODEL.ab --stats` under the
-    program-counter and local-static strategies; the time is the stats'
-    `wall_seconds` (execution alone: no parsing, compiling or reading the
-    inputs), and the lane utilization is the stats' `lane_utilization`;
+    program-counter (pc) and local-static (ls) strategies, and the same for
+    MODEL_seq.ab (the model without instances, "seq pc", "seq ls") where it
+    exists; the time is the stats' `wall_seconds` (execution alone: no
+    parsing, compiling or reading the inputs), and the lane utilization is
+    the stats' `lane_utilization`;
   - DyNet: the same model built in DyNet from the same inputs file, with
     autobatch 0 (off), 1 and 2, each in its own process (dynet_config must
     be set before `import dynet`); the time is one renew_cg, the graph of
@@ -40,7 +42,18 @@ ROOT = os.path.dirname(HERE)
 BIN = os.path.join(ROOT, "target/release/autobatch")
 MODELS = ["treelstm", "mvrnn", "birnn", "nested", "drnn", "berxit", "stackrnn"]
 ENTRY = {"drnn": "decode"}
-OURS = ["program-counter", "local-static"]
+STRATEGIES = ["program-counter", "local-static"]
+SHORT = {"program-counter": "pc", "local-static": "ls"}
+# Models with instances also run as MODEL_seq.ab: the same model without
+# `join`/`map`/`pfor` (StackRNN has no independent work).
+SEQ = ["treelstm", "mvrnn", "birnn", "nested", "drnn", "berxit"]
+
+
+def ours_columns(model):
+    """(column, program, strategy) of our runs of `model`."""
+    programs = [("", model)] + ([("seq ", model + "_seq")] if model in SEQ else [])
+    return [(f"{tag}{SHORT[s]}", program, s) for tag, program in programs for s in STRATEGIES]
+
 SST = os.path.join(ROOT, "examples/data/sst/test.txt")
 
 
@@ -75,11 +88,11 @@ def flatten(v, out):
     return out
 
 
-def run_ours(model, inputs, strategy, runs, timeout):
+def run_ours(model, program, inputs, strategy, runs, timeout):
     walls, util, outputs = [], None, None
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         for _ in range(runs):
-            subprocess.run([BIN, "run", os.path.join(ROOT, "examples/models", model + ".ab"),
+            subprocess.run([BIN, "run", os.path.join(ROOT, "examples/models", program + ".ab"),
                             "--entry", ENTRY.get(model, "classify"), "--inputs", inputs,
                             "--strategy", strategy, "--stats", "--output", out.name],
                            check=True, timeout=timeout)
@@ -386,9 +399,10 @@ def main():
 
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "autobatch-cli"], cwd=ROOT, check=True)
     rows = []
-    print("| model | hidden | batch | " + " | ".join(f"ours {s} (util)" for s in OURS)
+    ours = [c for c, _, _ in ours_columns("treelstm")]
+    print("| model | hidden | batch | " + " | ".join(f"ours {c} (util)" for c in ours)
           + " | " + " | ".join(f"DyNet ab={b}" for b in a.dynet) + " | ours best / DyNet best |")
-    print("|" + "---|" * (4 + len(OURS) + len(a.dynet)))
+    print("|" + "---|" * (4 + len(ours) + len(a.dynet)))
     for model in a.models:
         for hidden in a.hidden:
             for batch in a.batches:
@@ -397,12 +411,14 @@ def main():
                     inputs = os.path.join(tmp, "inputs.json")
                     write_inputs(model, batch, hidden, inputs)
                     ours_out = None
-                    for s in OURS:
+                    for column, program, s in ours_columns(model):
                         try:
-                            wall, util, ours_out = run_ours(model, inputs, s, a.runs, a.timeout)
-                            row[s] = {"items_per_second": batch / wall, "lane_utilization": util}
+                            wall, util, ours_out = run_ours(model, program, inputs, s, a.runs,
+                                                            a.timeout)
+                            row[column] = {"items_per_second": batch / wall,
+                                           "lane_utilization": util}
                         except subprocess.SubprocessError as e:
-                            row[s] = {"error": str(e)}
+                            row[column] = {"error": str(e)}
                     for b in a.dynet:
                         try:
                             secs, out = run_dynet(model, inputs, b, a.runs, a.timeout)
@@ -422,9 +438,11 @@ def format_row(row, dynet):
     def ips(cell):
         return f"{cell['items_per_second']:.0f}" if "items_per_second" in cell else "failed"
 
-    cells = [f"{ips(row[s])} ({row[s].get('lane_utilization', 0):.2f})" for s in OURS]
+    columns = [c for c, _, _ in ours_columns("treelstm")]
+    cells = [f"{ips(row[c])} ({row[c].get('lane_utilization', 0):.3f})" if c in row else "-"
+             for c in columns]
     cells += [ips(row[f"dynet{b}"]) for b in dynet]
-    ours = max((row[s].get("items_per_second", 0) for s in OURS), default=0)
+    ours = max((row[c].get("items_per_second", 0) for c in columns if c in row), default=0)
     theirs = max((row[f"dynet{b}"].get("items_per_second", 0) for b in dynet), default=0)
     ratio = f"{ours / theirs:.2f}" if ours and theirs else "-"
     return f"| {row['model']} | {row['hidden']} | {row['batch']} | " + " | ".join(cells) + f" | {ratio} |"
