@@ -1,0 +1,452 @@
+#!/usr/bin/env python3
+"""The models of examples/models/ against DyNet, in the same run (not run by CI).
+
+For every model, hidden size and batch size: writes one inputs file (the
+batch and the weights, from tools/treelstm_inputs.py or
+tools/models_inputs.py with seed 0), then
+  - ours: `target/release/autobatch run MODEL.ab --stats` under the
+    program-counter (pc) and local-static (ls) strategies, and the same for
+    MODEL_seq.ab (the model without instances, "seq pc", "seq ls") where it
+    exists; the time is the stats' `wall_seconds` (execution alone: no
+    parsing, compiling or reading the inputs), and the lane utilization is
+    the stats' `lane_utilization`;
+  - DyNet: the same model built in DyNet from the same inputs file, with
+    autobatch 0 (off), 1 and 2, each in its own process (dynet_config must
+    be set before `import dynet`); the time is one renew_cg, the graph of
+    the whole batch and its forward pass (graph building is part of DyNet's
+    cost), after one untimed warm-up run.
+Items per second is the batch size over the median of --runs runs. DyNet's
+outputs are compared with ours (the largest difference is reported), so
+both compute the same model. Prints a markdown table and writes every
+figure to --json.
+
+DyNet cannot take a data-dependent decision inside a graph: for DRNN,
+Berxit and StackRNN it evaluates the batch's graph step by step (tree level,
+layer, token) to read the decisions, as a DyNet user would, which still
+batches each step across members.
+
+    /work/venv/bin/python tools/dynet_bench.py --models treelstm birnn \
+        --batches 8 64 256 --hidden 128 256 --json /tmp/bench.json
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BIN = os.path.join(ROOT, "target/release/autobatch")
+MODELS = ["treelstm", "mvrnn", "birnn", "nested", "drnn", "berxit", "stackrnn"]
+ENTRY = {"drnn": "decode"}
+STRATEGIES = ["program-counter", "local-static"]
+SHORT = {"program-counter": "pc", "local-static": "ls"}
+# Models with instances also run as MODEL_seq.ab: the same model without
+# `join`/`map`/`pfor` (StackRNN has no independent work).
+SEQ = ["treelstm", "mvrnn", "birnn", "nested", "drnn", "berxit"]
+
+
+def ours_columns(model):
+    """(column, program, strategy) of our runs of `model`."""
+    programs = [("", model)] + ([("seq ", model + "_seq")] if model in SEQ else [])
+    return [(f"{tag}{SHORT[s]}", program, s) for tag, program in programs for s in STRATEGIES]
+
+SST = os.path.join(ROOT, "examples/data/sst/test.txt")
+
+
+# ------------------------------------------------------------ inputs ----
+
+def write_inputs(model, batch, hidden, path):
+    sys.path.insert(0, HERE)
+    import numpy as np
+    import models_inputs
+    import treelstm_inputs
+
+    if model == "treelstm":
+        flat, vocab = models_inputs.sst_trees(SST, batch)
+        data = models_inputs.tree_batch(flat)
+        w = treelstm_inputs.weights(0, vocab, hidden, hidden)
+    else:
+        data, w, _ = models_inputs.build(model, batch, hidden, 0, SST)
+    shared = {k: (v.tolist() if isinstance(v, np.ndarray) else models_inputs.to_json(v))
+              for k, v in w.items()}
+    with open(path, "w") as f:
+        json.dump({"batch": data, "shared": shared}, f)
+
+
+# -------------------------------------------------------------- ours ----
+
+def flatten(v, out):
+    if isinstance(v, list):
+        for x in v:
+            flatten(x, out)
+    else:
+        out.append(float(v))
+    return out
+
+
+def run_ours(model, program, inputs, strategy, runs, timeout):
+    walls, util, outputs = [], None, None
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        for _ in range(runs):
+            subprocess.run([BIN, "run", os.path.join(ROOT, "examples/models", program + ".ab"),
+                            "--entry", ENTRY.get(model, "classify"), "--inputs", inputs,
+                            "--strategy", strategy, "--stats", "--output", out.name],
+                           check=True, timeout=timeout)
+            with open(out.name) as f:
+                doc = json.load(f)
+            walls.append(doc["stats"]["wall_seconds"])
+            util = doc["stats"]["lane_utilization"]
+            outputs = [flatten(r["ok"], []) for r in doc["results"]]
+    return statistics.median(walls), util, outputs
+
+
+def run_dynet(model, inputs, autobatch, runs, timeout):
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([sys.executable, __file__, "--worker", model, inputs, str(autobatch),
+                        str(runs), out.name], check=True, timeout=timeout)
+        with open(out.name) as f:
+            doc = json.load(f)
+    return statistics.median(doc["seconds"]), doc["outputs"]
+
+
+# ------------------------------------------------------------ DyNet -----
+
+def worker(model, inputs, autobatch, runs, out_path):
+    import dynet_config
+    dynet_config.set(mem="2048", autobatch=int(autobatch), random_seed=1)
+    import dynet as dy
+    import numpy as np
+
+    with open(inputs) as f:
+        doc = json.load(f)
+    batch, shared = doc["batch"], doc["shared"]
+    members = len(next(iter(batch.values())))
+    pc = dy.ParameterCollection()
+    build = BUILDERS[model](dy, np, pc, shared)
+    seconds, outputs = [], None
+    for r in range(int(runs) + 1):
+        t0 = time.perf_counter()
+        dy.renew_cg()
+        outs = build([{k: v[i] for k, v in batch.items()} for i in range(members)])
+        dy.forward([o for out in outs for o in out])
+        values = [[float(x) for o in out for x in np.asarray(o.value()).ravel()] for out in outs]
+        t1 = time.perf_counter()
+        if r > 0:
+            seconds.append(t1 - t0)
+        outputs = values
+    with open(out_path, "w") as f:
+        json.dump({"seconds": seconds, "outputs": outputs}, f)
+
+
+def params(dy, np, pc, shared, names):
+    return {k: pc.parameters_from_numpy(np.array(shared[k], dtype=np.float32)) for k in names}
+
+
+def stacked(np, pc, shared, names, index=None):
+    """One parameter of the named matrices stacked by rows (as DyNet's builders do)."""
+    parts = [np.array(shared[k], dtype=np.float32) for k in names]
+    if index is not None:
+        parts = [p[index] for p in parts]
+    return pc.parameters_from_numpy(np.concatenate(parts, axis=0))
+
+
+def treelstm_builder(dy, np, pc, w):
+    E = pc.lookup_parameters_from_numpy(np.array(w["E"], dtype=np.float32))
+    h = len(w["BI"])
+    WIOU = stacked(np, pc, w, ["WI", "WO", "WU"])
+    UL = stacked(np, pc, w, ["UIL", "UOL", "UUL"])
+    UR = stacked(np, pc, w, ["UIR", "UOR", "UUR"])
+    BIOU = stacked(np, pc, w, ["BI", "BO", "BU"])
+    p = params(dy, np, pc, w, ["UF1", "UF2", "BF", "WOUT", "BOUT"])
+
+    def gates(iou):
+        return (dy.logistic(dy.pick_range(iou, 0, h)), dy.logistic(dy.pick_range(iou, h, 2 * h)),
+                dy.tanh(dy.pick_range(iou, 2 * h, 3 * h)))
+
+    def node(m, n):
+        if m["left"][n] < 0:
+            i, o, u = gates(dy.affine_transform([BIOU, WIOU, E[m["word"][n]]]))
+            c = dy.cmult(i, u)
+            return dy.cmult(o, dy.tanh(c)), c
+        h1, c1 = node(m, m["left"][n])
+        h2, c2 = node(m, m["right"][n])
+        i, o, u = gates(dy.affine_transform([BIOU, UL, h1, UR, h2]))
+        f1 = dy.logistic(dy.affine_transform([p["BF"], p["UF1"], h1]))
+        f2 = dy.logistic(dy.affine_transform([p["BF"], p["UF2"], h2]))
+        c = dy.cmult(i, u) + dy.cmult(f1, c1) + dy.cmult(f2, c2)
+        return dy.cmult(o, dy.tanh(c)), c
+
+    return lambda ms: [[dy.affine_transform([p["BOUT"], p["WOUT"], node(m, m["root"])[0]])]
+                       for m in ms]
+
+
+def mvrnn_builder(dy, np, pc, w):
+    E = pc.lookup_parameters_from_numpy(np.array(w["E"], dtype=np.float32))
+    lm = np.array(w["LM"], dtype=np.float32)
+    LM = [pc.parameters_from_numpy(m) for m in lm]
+    p = params(dy, np, pc, w, ["WL", "WR", "BIAS", "ML", "MR", "WOUT", "BOUT"])
+
+    def node(m, n):
+        if m["left"][n] < 0:
+            word = m["word"][n]
+            return E[word], LM[word % len(LM)].expr()
+        a, A = node(m, m["left"][n])
+        b, B = node(m, m["right"][n])
+        v = dy.tanh(dy.affine_transform([p["BIAS"], p["WL"], B * a, p["WR"], A * b]))
+        return v, p["ML"] * A + p["MR"] * B
+
+    return lambda ms: [[dy.affine_transform([p["BOUT"], p["WOUT"], node(m, m["root"])[0]])]
+                       for m in ms]
+
+
+def birnn_builder(dy, np, pc, w):
+    E = pc.lookup_parameters_from_numpy(np.array(w["E"], dtype=np.float32))
+    h = len(w["BI"][0])
+    dirs = [(stacked(np, pc, w, ["WI", "WF", "WO", "WU"], d),
+             stacked(np, pc, w, ["UI", "UF", "UO", "UU"], d),
+             stacked(np, pc, w, ["BI", "BF", "BO", "BU"], d)) for d in (0, 1)]
+    p = params(dy, np, pc, w, ["WOUTF", "WOUTB", "BOUT"])
+
+    def lstm(d, tokens):
+        W, U, B = dirs[d]
+        hh = dy.zeros(h)
+        c = dy.zeros(h)
+        for t in tokens:
+            g = dy.affine_transform([B, W, E[t], U, hh])
+            i = dy.logistic(dy.pick_range(g, 0, h))
+            f = dy.logistic(dy.pick_range(g, h, 2 * h))
+            o = dy.logistic(dy.pick_range(g, 2 * h, 3 * h))
+            u = dy.tanh(dy.pick_range(g, 3 * h, 4 * h))
+            c = dy.cmult(i, u) + dy.cmult(f, c)
+            hh = dy.cmult(o, dy.tanh(c))
+        return hh
+
+    def one(m):
+        toks = m["tokens"][:m["len"]]
+        return [dy.affine_transform([p["BOUT"], p["WOUTF"], lstm(0, toks),
+                                     p["WOUTB"], lstm(1, toks[::-1])])]
+
+    return lambda ms: [one(m) for m in ms]
+
+
+def nested_builder(dy, np, pc, w):
+    E = pc.lookup_parameters_from_numpy(np.array(w["E"], dtype=np.float32))
+    h = len(w["BH"])
+    p = params(dy, np, pc, w, ["WX", "WH", "BH", "VX", "VH", "BG", "WOUT", "BOUT"])
+
+    def one(m):
+        g = dy.zeros(h)
+        for k in range(m["count"]):
+            x = dy.zeros(h)
+            for t in m["tokens"][k][:m["lens"][k]]:
+                x = dy.tanh(dy.affine_transform([p["BH"], p["WX"], E[t], p["WH"], x]))
+            g = dy.tanh(dy.affine_transform([p["BG"], p["VX"], x, p["VH"], g]))
+        return [dy.affine_transform([p["BOUT"], p["WOUT"], g])]
+
+    return lambda ms: [one(m) for m in ms]
+
+
+def drnn_builder(dy, np, pc, w):
+    p = params(dy, np, pc, w, ["WZ", "BZ", "UA", "UF", "BH", "WOUT"])
+    WE = pc.parameters_from_numpy(np.array([w["WE"]], dtype=np.float32))
+    WS = pc.parameters_from_numpy(np.array([w["WS"]], dtype=np.float32))
+    be, bs, dmax = w["BE"], w["BS"], w["DMAX"]
+
+    def run(ms):
+        # level by level over the whole batch: the decisions need values
+        scores = [[] for _ in ms]
+        frontier = [(i, dy.tanh(dy.affine_transform([p["BZ"], p["WZ"], dy.inputVector(m["z"])])), 0)
+                    for i, m in enumerate(ms)]
+        while frontier:
+            for i, hh, _ in frontier:
+                scores[i].append(p["WOUT"] * hh)
+            open_ = [(i, hh, d) for i, hh, d in frontier if d < dmax]
+            es = [WE * hh for _, hh, _ in open_]
+            if es:
+                dy.forward(es)
+            grow = [(i, hh, d) for (i, hh, d), e in zip(open_, es) if e.scalar_value() + be > 0]
+            kids = []
+            for i, hh, d in grow:
+                ah = p["UA"] * hh
+                kids.append((i, hh, d, ah, dy.tanh(ah + p["BH"])))
+            ss = [WS * h1 for *_, h1 in kids]
+            if ss:
+                dy.forward(ss)
+            frontier = []
+            for (i, hh, d, ah, h1), s in zip(kids, ss):
+                frontier.append((i, h1, d + 1))
+                if s.scalar_value() + bs > 0:
+                    frontier.append((i, dy.tanh(ah + p["UF"] * h1 + p["BH"]), d + 1))
+        return [[dy.esum(s) * (1.0 / len(s)), dy.scalarInput(len(s))] for s in scores]
+
+    return run
+
+
+def berxit_builder(dy, np, pc, w):
+    E = pc.lookup_parameters_from_numpy(np.array(w["E"], dtype=np.float32))
+    pos = np.array(w["POS"], dtype=np.float32)
+    seq, d = pos.shape
+    POS = pc.parameters_from_numpy(pos.T)  # D x S: a column per position
+    T = lambda a: pc.parameters_from_numpy(np.ascontiguousarray(np.array(a, dtype=np.float32).T))
+    nl = len(w["W1"])
+    heads = [[(T(w["WQ"][l][k]), T(w["WK"][l][k]), T(w["WV"][l][k]), T(w["WO"][l][k]))
+              for k in range(len(w["WQ"][l]))] for l in range(nl)]
+    W1 = [T(x) for x in w["W1"]]
+    W2 = [T(x) for x in w["W2"]]
+    WC = [pc.parameters_from_numpy(np.array(x, dtype=np.float32)) for x in w["WC"]]
+    BC = [pc.parameters_from_numpy(np.array(x, dtype=np.float32)) for x in w["BC"]]
+    thresh = w["THRESH"]
+    dh = len(w["WQ"][0][0][0])
+    ones_d = pc.parameters_from_numpy(np.ones((1, d), np.float32) / d)
+    col_d = pc.parameters_from_numpy(np.ones((d, 1), np.float32))
+
+    def norm(x):  # LayerNorm of every column (position) of a D x S matrix
+        xc = x - col_d * (ones_d * x)
+        var = ones_d * dy.cmult(xc, xc)
+        return dy.cmult(xc, col_d * dy.cdiv(dy.ones((1, seq)), dy.sqrt(var + 1e-5)))
+
+    def layer(l, x):
+        a = None
+        for wq, wk, wv, wo in heads[l]:
+            q, k, v = wq * x, wk * x, wv * x
+            att = dy.softmax(dy.transpose(k) * q * (1.0 / np.sqrt(dh)), d=0)  # keys x queries
+            o = wo * (v * att)
+            a = o if a is None else a + o
+        x = norm(x + a)
+        return norm(x + W2[l] * dy.rectify(W1[l] * x))
+
+    def run(ms):
+        xs = [dy.concatenate_cols([E[t] for t in m["tokens"]]) + POS for m in ms]
+        result = [None] * len(ms)
+        active = list(range(len(ms)))
+        for l in range(nl):
+            for i in active:
+                xs[i] = layer(l, xs[i])
+            cs = [dy.affine_transform([BC[l], WC[l], dy.select_cols(xs[i], [0])]) for i in active]
+            probs = [dy.softmax(c) for c in cs]
+            dy.forward(probs)
+            still = []
+            for i, c, pr in zip(active, cs, probs):
+                if l == nl - 1 or max(pr.vec_value()) >= thresh:
+                    result[i] = [c, dy.scalarInput(l)]
+                else:
+                    still.append(i)
+            active = still
+        return result
+
+    return run
+
+
+def stackrnn_builder(dy, np, pc, w):
+    E = pc.lookup_parameters_from_numpy(np.array(w["E"], dtype=np.float32))
+    h = len(w["BH"])
+    p = params(dy, np, pc, w, ["WX", "WH", "WS", "BH", "WA", "BA", "WOUT", "BOUT"])
+    cap = 16
+
+    def run(ms):
+        state = [{"h": dy.zeros(h), "stack": []} for _ in ms]
+        for t in range(max(m["len"] for m in ms)):
+            live = [i for i, m in enumerate(ms) if t < m["len"]]
+            acts = []
+            for i in live:
+                s = state[i]
+                top = s["stack"][-1] if s["stack"] else dy.zeros(h)
+                s["h"] = dy.tanh(dy.affine_transform([p["BH"], p["WX"], E[ms[i]["tokens"][t]],
+                                                      p["WH"], s["h"], p["WS"], top]))
+                acts.append(dy.affine_transform([p["BA"], p["WA"], s["h"]]))
+            dy.forward(acts)
+            for i, a in zip(live, acts):
+                best = int(np.argmax(a.npvalue()))
+                st = state[i]["stack"]
+                if best == 0 and len(st) < cap:
+                    st.append(state[i]["h"])
+                elif best == 1 and st:
+                    st.pop()
+        return [[dy.affine_transform([p["BOUT"], p["WOUT"], s["h"]]), dy.scalarInput(len(s["stack"]))]
+                for s in state]
+
+    return run
+
+
+BUILDERS = {"treelstm": treelstm_builder, "mvrnn": mvrnn_builder, "birnn": birnn_builder,
+            "nested": nested_builder, "drnn": drnn_builder, "berxit": berxit_builder,
+            "stackrnn": stackrnn_builder}
+
+
+# ------------------------------------------------------------- main -----
+
+def max_difference(a, b):
+    return max(abs(x - y) / max(1.0, abs(y)) for u, v in zip(a, b) for x, y in zip(u, v))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
+    ap.add_argument("--batches", nargs="+", type=int, default=[8, 64, 256])
+    ap.add_argument("--hidden", nargs="+", type=int, default=[128, 256])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per process")
+    ap.add_argument("--dynet", nargs="+", type=int, default=[0, 1, 2], help="autobatch settings")
+    ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        return worker(*a.worker)
+
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "autobatch-cli"], cwd=ROOT, check=True)
+    rows = []
+    ours = [c for c, _, _ in ours_columns("treelstm")]
+    print("| model | hidden | batch | " + " | ".join(f"ours {c} (util)" for c in ours)
+          + " | " + " | ".join(f"DyNet ab={b}" for b in a.dynet) + " | ours best / DyNet best |")
+    print("|" + "---|" * (4 + len(ours) + len(a.dynet)))
+    for model in a.models:
+        for hidden in a.hidden:
+            for batch in a.batches:
+                row = {"model": model, "hidden": hidden, "batch": batch}
+                with tempfile.TemporaryDirectory() as tmp:
+                    inputs = os.path.join(tmp, "inputs.json")
+                    write_inputs(model, batch, hidden, inputs)
+                    ours_out = None
+                    for column, program, s in ours_columns(model):
+                        try:
+                            wall, util, ours_out = run_ours(model, program, inputs, s, a.runs,
+                                                            a.timeout)
+                            row[column] = {"items_per_second": batch / wall,
+                                           "lane_utilization": util}
+                        except subprocess.SubprocessError as e:
+                            row[column] = {"error": str(e)}
+                    for b in a.dynet:
+                        try:
+                            secs, out = run_dynet(model, inputs, b, a.runs, a.timeout)
+                            row[f"dynet{b}"] = {"items_per_second": batch / secs}
+                            if ours_out is not None:
+                                row[f"dynet{b}"]["max_difference"] = max_difference(out, ours_out)
+                        except subprocess.SubprocessError as e:
+                            row[f"dynet{b}"] = {"error": str(e)}
+                rows.append(row)
+                print(format_row(row, a.dynet), flush=True)
+                if a.json:
+                    with open(a.json, "w") as f:
+                        json.dump(rows, f, indent=1)
+
+
+def format_row(row, dynet):
+    def ips(cell):
+        return f"{cell['items_per_second']:.0f}" if "items_per_second" in cell else "failed"
+
+    columns = [c for c, _, _ in ours_columns("treelstm")]
+    cells = [f"{ips(row[c])} ({row[c].get('lane_utilization', 0):.3f})" if c in row else "-"
+             for c in columns]
+    cells += [ips(row[f"dynet{b}"]) for b in dynet]
+    ours = max((row[c].get("items_per_second", 0) for c in columns if c in row), default=0)
+    theirs = max((row[f"dynet{b}"].get("items_per_second", 0) for b in dynet), default=0)
+    ratio = f"{ours / theirs:.2f}" if ours and theirs else "-"
+    return f"| {row['model']} | {row['hidden']} | {row['batch']} | " + " | ".join(cells) + f" | {ratio} |"
+
+
+if __name__ == "__main__":
+    main()
