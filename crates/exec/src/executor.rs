@@ -36,6 +36,12 @@ pub trait Executor: Send + Sync {
         OptionsRead::default()
     }
 
+    /// Whether it computes on the backend it is given (by default yes; the
+    /// reference and native code compute with the kernels themselves).
+    fn uses_backend(&self) -> bool {
+        true
+    }
+
     /// Runs `batch` on `program` (which has been through
     /// `autobatch_passes::optimize`, and whose values all fit in memory), a
     /// batching executor computing on `backend`.
@@ -112,6 +118,10 @@ impl Strategy {
 
     pub fn reads(self) -> OptionsRead {
         self.0.reads()
+    }
+
+    pub fn uses_backend(self) -> bool {
+        self.0.uses_backend()
     }
 
     pub fn from_name(name: &str) -> Option<Strategy> {

@@ -51,6 +51,12 @@ impl Executor for Native {
         "each member alone in machine code; others on program-counter"
     }
 
+    /// Native code computes with the kernels' own scalar functions; only
+    /// a program it does not compile runs (on program-counter) on the backend.
+    fn uses_backend(&self) -> bool {
+        false
+    }
+
     fn run(
         &self,
         backend: &dyn Backend,
@@ -231,7 +237,9 @@ fn run_chunk(
                     .push(reference::run_member(program, env, batch, options, member));
                 continue;
             }
-            Err(Stop::Fault { fault, loc }) => Err(MemberError::new(fault.kind, fault.message, loc)),
+            Err(Stop::Fault { fault, loc }) => {
+                Err(MemberError::new(fault.kind, fault.message, loc))
+            }
             Err(Stop::StepLimit(loc)) => Err(step_limit(options.max_steps, loc)),
             Err(Stop::StackOverflow(loc)) => Err(stack_overflow(options.max_stack_depth, loc)),
         };
@@ -284,7 +292,12 @@ type Slots = Vec<Vec<Vec<Option<usize>>>>;
 /// The operation counts of the segments' `counters`, as the reference
 /// gives them (each member's execution one, with one active lane),
 /// sorted by location then name.
-fn sorted_counts(counter: &OpCounter, slots: &Slots, native: &NativeProgram, counters: &[u64]) -> Vec<OpCount> {
+fn sorted_counts(
+    counter: &OpCounter,
+    slots: &Slots,
+    native: &NativeProgram,
+    counters: &[u64],
+) -> Vec<OpCount> {
     let mut counts = counter.counts().to_vec();
     for (segment, &executions) in native.segments().iter().zip(counters) {
         let block_slots = &slots[segment.function.index()][segment.block.index()];

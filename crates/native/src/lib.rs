@@ -190,7 +190,11 @@ impl NativeProgram {
         symbols: &[u64],
         counters: &mut [u64],
     ) -> MemberRun {
-        assert_eq!(counters.len(), self.segments.len(), "one counter per segment");
+        assert_eq!(
+            counters.len(),
+            self.segments.len(),
+            "one counter per segment"
+        );
         assert_eq!(args.len(), self.params.len(), "one argument per parameter");
         if limits.max_stack_depth == 0 {
             return MemberRun {

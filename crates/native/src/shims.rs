@@ -211,7 +211,13 @@ mod tests {
             assert!(all[i + 1..].iter().all(|b| b.name != a.name), "{}", a.name);
         }
         assert!(unary(UnaryOp::Exp, ScalarType::F64).is_some());
-        assert!(unary(UnaryOp::Sqrt, ScalarType::F64).is_none(), "sqrt is native");
-        assert!(binary(BinaryOp::Add, ScalarType::F64).is_none(), "add is native");
+        assert!(
+            unary(UnaryOp::Sqrt, ScalarType::F64).is_none(),
+            "sqrt is native"
+        );
+        assert!(
+            binary(BinaryOp::Add, ScalarType::F64).is_none(),
+            "add is native"
+        );
     }
 }

@@ -17,7 +17,9 @@ use std::sync::Mutex;
 
 use autobatch_ir::{FuncId, Function, Program};
 use autobatch_types::ScalarType;
-use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Signature, Type, UserFuncName};
+use cranelift_codegen::ir::{
+    types, AbiParam, InstBuilder, MemFlagsData, Signature, Type, UserFuncName,
+};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -169,7 +171,11 @@ fn frame_bound(function: &Function) -> usize {
 }
 
 /// Declares and defines every function, the trampoline, and links.
-fn define_all(unit: &mut Unit<'_>, entry: FuncId, functions: &[FuncId]) -> Result<Trampoline, String> {
+fn define_all(
+    unit: &mut Unit<'_>,
+    entry: FuncId,
+    functions: &[FuncId],
+) -> Result<Trampoline, String> {
     let program = unit.program;
     for &id in functions {
         let function = &program.functions[id];
@@ -187,7 +193,11 @@ fn define_all(unit: &mut Unit<'_>, entry: FuncId, functions: &[FuncId]) -> Resul
         let function = &program.functions[id];
         context.func.signature = signature(&unit.jit, function);
         context.func.name = UserFuncName::user(0, unit.ids[&id].as_u32());
-        function::translate(unit, id, FunctionBuilder::new(&mut context.func, &mut builder_context))?;
+        function::translate(
+            unit,
+            id,
+            FunctionBuilder::new(&mut context.func, &mut builder_context),
+        )?;
         unit.jit
             .define_function(unit.ids[&id], &mut context)
             .map_err(|e| format!("Cranelift could not compile `{}`: {e:?}", function.name))?;
@@ -227,7 +237,11 @@ fn define_trampoline(
     let block = b.create_block();
     b.append_block_params_for_function_params(block);
     b.switch_to_block(block);
-    let (ctx, args, results) = (b.block_params(block)[0], b.block_params(block)[1], b.block_params(block)[2]);
+    let (ctx, args, results) = (
+        b.block_params(block)[0],
+        b.block_params(block)[1],
+        b.block_params(block)[2],
+    );
     let flags = MemFlagsData::trusted();
     let depth = b.ins().load(types::I64, flags, ctx, offsets::DEPTH_LEFT);
     let steps = b.ins().load(types::I64, flags, ctx, offsets::STEPS_LEFT);

@@ -46,7 +46,11 @@ pub(super) struct Translator<'u, 'p, 'b> {
 pub(super) const FLAGS: MemFlagsData = MemFlagsData::trusted();
 
 /// Translates function `id` of the unit's program into `b`.
-pub(super) fn translate(unit: &mut Unit<'_>, id: FuncId, mut b: FunctionBuilder<'_>) -> Result<(), String> {
+pub(super) fn translate(
+    unit: &mut Unit<'_>,
+    id: FuncId,
+    mut b: FunctionBuilder<'_>,
+) -> Result<(), String> {
     let function = &unit.program.functions[id];
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -180,8 +184,10 @@ impl Translator<'_, '_, '_> {
                 else_block,
             } => {
                 let c = self.b.use_var(self.vars[cond.index()]);
-                let (then_block, else_block) =
-                    (self.blocks[then_block.index()], self.blocks[else_block.index()]);
+                let (then_block, else_block) = (
+                    self.blocks[then_block.index()],
+                    self.blocks[else_block.index()],
+                );
                 self.b.ins().brif(c, then_block, &[], else_block, &[]);
             }
             Terminator::Return(values) => {
@@ -228,7 +234,10 @@ impl Translator<'_, '_, '_> {
     /// The machine stack must have room for this activation.
     fn guard_stack(&mut self) {
         let sp = self.b.ins().get_stack_pointer(types::I64);
-        let limit = self.b.ins().load(types::I64, FLAGS, self.ctx, offsets::STACK_LIMIT);
+        let limit = self
+            .b
+            .ins()
+            .load(types::I64, FLAGS, self.ctx, offsets::STACK_LIMIT);
         let low = self.b.ins().icmp(IntCC::UnsignedLessThan, sp, limit);
         self.stop_if(low, Stop::NativeStack);
     }
@@ -277,7 +286,10 @@ impl Translator<'_, '_, '_> {
         let call = self.b.ins().call(callee_ref, &values);
         let returned = self.b.inst_results(call).to_vec();
         self.b.def_var(self.steps, returned[0]);
-        let status = self.b.ins().load(types::I32, FLAGS, self.ctx, offsets::STATUS);
+        let status = self
+            .b
+            .ins()
+            .load(types::I32, FLAGS, self.ctx, offsets::STATUS);
         let ok = self.b.create_block();
         let Some(recover) = recover else {
             self.b.ins().brif(status, self.propagate, &[], ok, &[]);
@@ -292,7 +304,9 @@ impl Translator<'_, '_, '_> {
         self.b.ins().brif(status, failed, &[], ok, &[]);
         self.b.switch_to_block(failed);
         let uncatchable = self.b.ins().band_imm_u(status, i64::from(UNCATCHABLE));
-        self.b.ins().brif(uncatchable, self.propagate, &[], recover, &[]);
+        self.b
+            .ins()
+            .brif(uncatchable, self.propagate, &[], recover, &[]);
         self.b.switch_to_block(ok);
         let completed = self.b.ins().iconst(types::I8, 1);
         self.b.def_var(self.vars[dsts[0].index()], completed);

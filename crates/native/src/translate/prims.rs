@@ -25,7 +25,10 @@ impl Translator<'_, '_, '_> {
         args: &[Var],
         loc: Loc,
     ) -> Result<(), String> {
-        let types: Vec<ScalarType> = args.iter().map(|v| self.function.vars[*v].ty.elem).collect();
+        let types: Vec<ScalarType> = args
+            .iter()
+            .map(|v| self.function.vars[*v].ty.elem)
+            .collect();
         let values: Vec<Value> = args
             .iter()
             .map(|v| self.b.use_var(self.vars[v.index()]))
@@ -60,7 +63,14 @@ impl Translator<'_, '_, '_> {
         match (dst, result) {
             (Some(dst), Some(value)) => self.b.def_var(self.vars[dst.index()], value),
             (None, None) => {}
-            _ => return Err(format!("`{}` at {}:{}: results and destinations differ", prim.name(), loc.line, loc.column)),
+            _ => {
+                return Err(format!(
+                    "`{}` at {}:{}: results and destinations differ",
+                    prim.name(),
+                    loc.line,
+                    loc.column
+                ))
+            }
         }
         Ok(())
     }
@@ -113,7 +123,14 @@ impl Translator<'_, '_, '_> {
         }
     }
 
-    fn binary(&mut self, op: BinaryOp, types: &[ScalarType], a: Value, b: Value, loc: Loc) -> Value {
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        types: &[ScalarType],
+        a: Value,
+        b: Value,
+        loc: Loc,
+    ) -> Value {
         let ty = types[0];
         let float = ty.is_float();
         let ins = self.b.ins();
@@ -157,7 +174,14 @@ impl Translator<'_, '_, '_> {
     /// Integer `/` or `%`: a zero divisor stops the member with the
     /// kernels' fault; `MIN / -1` wraps to `MIN` and `MIN % -1` is 0
     /// (the machine instruction would trap on both).
-    fn integer_division(&mut self, ty: ScalarType, a: Value, b: Value, loc: Loc, remainder: bool) -> Value {
+    fn integer_division(
+        &mut self,
+        ty: ScalarType,
+        a: Value,
+        b: Value,
+        loc: Loc,
+        remainder: bool,
+    ) -> Value {
         let zero = self.b.ins().icmp_imm_s(IntCC::Equal, b, 0);
         let fault = if remainder {
             Fault::remainder_by_zero()
@@ -167,7 +191,11 @@ impl Translator<'_, '_, '_> {
         self.stop_if(zero, Stop::Fault { fault, loc });
         let ins = self.b.ins();
         if ty == ScalarType::Usize {
-            return if remainder { ins.urem(a, b) } else { ins.udiv(a, b) };
+            return if remainder {
+                ins.urem(a, b)
+            } else {
+                ins.udiv(a, b)
+            };
         }
         let machine = machine_type(ty);
         let all_ones = if machine == types::I32 {
