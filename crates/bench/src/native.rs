@@ -40,7 +40,10 @@ pub fn main(args: &[String]) {
             entry: program.function_by_name(workload.entry).expect("entry"),
             size: MEMBERS,
             args: vec![Arg::Batched(
-                inputs.iter().map(|n| Tensor::scalar(Scalar::I64(*n))).collect(),
+                inputs
+                    .iter()
+                    .map(|n| Tensor::scalar(Scalar::I64(*n)))
+                    .collect(),
             )],
         };
         let time = |strategy: Strategy, threads: usize| {
@@ -61,7 +64,7 @@ pub fn main(args: &[String]) {
                 )
                 .expect("runs");
                 for field in &out.report {
-                    match (&field.name[..], &field.value) {
+                    match (field.name, &field.value) {
                         ("compile_seconds", ReportValue::Seconds(s)) => compile_seconds = *s,
                         ("compiled", ReportValue::Bool(b)) => compiled = Some(*b),
                         _ => {}
