@@ -123,7 +123,7 @@ impl RunResult {
                 })
             })
             .collect();
-        json!({
+        let mut stats = json!({
             "strategy": self.strategy.name(),
             "lanes": self.lanes.name(),
             "batch_size": self.batch_size,
@@ -136,7 +136,26 @@ impl RunResult {
             "call_bytes": self.stats.call_bytes,
             "peak_state_bytes": self.stats.peak_state_bytes,
             "op_counts": op_counts,
-        })
+        });
+        if !self.report.is_empty() {
+            let report: serde_json::Map<String, serde_json::Value> = self
+                .report
+                .iter()
+                .map(|field| (field.name.to_string(), report_value_to_json(&field.value)))
+                .collect();
+            stats[self.strategy.name()] = serde_json::Value::Object(report);
+        }
+        stats
+    }
+}
+
+fn report_value_to_json(value: &autobatch_exec::ReportValue) -> serde_json::Value {
+    use autobatch_exec::ReportValue;
+    match value {
+        ReportValue::Bool(b) => json!(b),
+        ReportValue::Count(n) => json!(n),
+        ReportValue::Seconds(s) => float_to_json(*s),
+        ReportValue::Text(t) => json!(t),
     }
 }
 
@@ -232,6 +251,7 @@ mod tests {
                 wall_seconds: 0.5,
                 ..Stats::default()
             },
+            report: Vec::new(),
         }
     }
 

@@ -6,6 +6,7 @@
 //! cargo run --release -p autobatch-bench -- strategies [--quick]
 //! cargo run --release -p autobatch-bench -- autodiff [--quick] [--threads N]
 //! cargo run --release -p autobatch-bench -- instances [--quick]
+//! cargo run --release -p autobatch-bench -- native [--quick]
 //! ```
 //!
 //! `autodiff`: see the module [`autodiff`]; `instances`: see [`instances`].
@@ -17,6 +18,7 @@
 
 mod autodiff;
 mod instances;
+mod native;
 mod nuts;
 
 use std::time::Instant;
@@ -123,11 +125,12 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("nuts") => nuts::main(&args[1..]),
         Some("instances") => instances::main(&args[1..]),
+        Some("native") => native::main(&args[1..]),
         Some("autodiff") => autodiff_command(&args, quick),
         Some("strategies") => strategies(quick),
         _ => {
             eprintln!(
-                "usage: autobatch-bench strategies [--quick] | autodiff [--quick] [--threads N] | instances [--quick]"
+                "usage: autobatch-bench strategies [--quick] | autodiff [--quick] [--threads N] | instances [--quick] | native [--quick]"
             );
             std::process::exit(2);
         }

@@ -9,8 +9,8 @@ use autobatch_ir::Program;
 use autobatch_kernels::backend::Backend;
 
 use crate::{
-    local_static, program_counter, reference, Batch, BatchingOptions, BlockChoice, Env, ExecError,
-    LaneMode, RunOptions, RunOutput,
+    local_static, native, program_counter, reference, Batch, BatchingOptions, BlockChoice, Env,
+    ExecError, LaneMode, ReportedOutput, RunOptions, RunOutput,
 };
 
 /// Every executor, in the order of [`Strategy::ALL`] (and of help texts).
@@ -19,6 +19,7 @@ pub const EXECUTORS: &[&dyn Executor] = &[
     &reference::Reference,
     &local_static::LocalStatic,
     &program_counter::ProgramCounter,
+    &native::Native,
 ];
 
 /// One way of executing a batch. Every executor must give every member
@@ -35,6 +36,12 @@ pub trait Executor: Send + Sync {
         OptionsRead::default()
     }
 
+    /// Whether it computes on the backend it is given (by default yes; the
+    /// reference and native code compute with the kernels themselves).
+    fn uses_backend(&self) -> bool {
+        true
+    }
+
     /// Runs `batch` on `program` (which has been through
     /// `autobatch_passes::optimize`, and whose values all fit in memory), a
     /// batching executor computing on `backend`.
@@ -47,6 +54,23 @@ pub trait Executor: Send + Sync {
         options: &RunOptions,
         batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError>;
+
+    /// [`Executor::run`] with the figures the executor reports of its own
+    /// (printed by `--stats` under its name); by default none.
+    fn run_reported(
+        &self,
+        backend: &dyn Backend,
+        program: &Program,
+        env: &Env,
+        batch: &Batch,
+        options: &RunOptions,
+        batching: &BatchingOptions,
+    ) -> Result<ReportedOutput, ExecError> {
+        Ok(ReportedOutput {
+            output: self.run(backend, program, env, batch, options, batching)?,
+            report: Vec::new(),
+        })
+    }
 }
 
 /// Which [`BatchingOptions`] change how an executor runs.
@@ -94,6 +118,10 @@ impl Strategy {
 
     pub fn reads(self) -> OptionsRead {
         self.0.reads()
+    }
+
+    pub fn uses_backend(self) -> bool {
+        self.0.uses_backend()
     }
 
     pub fn from_name(name: &str) -> Option<Strategy> {
@@ -225,7 +253,8 @@ mod tests {
         assert_eq!(
             "x".parse::<Strategy>(),
             Err(
-                "unknown strategy `x` (expected reference, local-static or program-counter)".into()
+                "unknown strategy `x` (expected reference, local-static, program-counter or native)"
+                    .into()
             )
         );
     }

@@ -18,6 +18,7 @@ mod executor;
 mod internal;
 mod liveness;
 pub mod local_static;
+pub mod native;
 pub mod program_counter;
 pub mod reference;
 
@@ -184,6 +185,31 @@ pub struct RunOutput {
     pub stats: Stats,
 }
 
+/// One figure an executor reports about a run beyond the common [`Stats`]
+/// (`--stats` prints an executor's figures as one object under its name).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReportField {
+    pub name: &'static str,
+    pub value: ReportValue,
+}
+
+/// The value of a [`ReportField`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReportValue {
+    Bool(bool),
+    Count(u64),
+    Seconds(f64),
+    Text(String),
+}
+
+/// A run's output with the figures its executor reports of its own
+/// ([`Executor::run_reported`]; none for most executors).
+#[derive(Clone, Debug)]
+pub struct ReportedOutput {
+    pub output: RunOutput,
+    pub report: Vec<ReportField>,
+}
+
 /// Runs `batch` on `program` with the reference executor ([`run`] with
 /// [`Strategy::Reference`]).
 pub fn run_reference(
@@ -266,7 +292,6 @@ pub fn run(
 
 /// [`run`], the batching strategies computing on `backend` (the reference
 /// executor defines the results: it computes with the kernels directly).
-/// This is the one boundary of the policy on internal errors.
 pub fn run_on(
     backend: &dyn Backend,
     strategy: Strategy,
@@ -276,11 +301,38 @@ pub fn run_on(
     options: &RunOptions,
     batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
+    run_on_reported(backend, strategy, program, env, batch, options, batching)
+        .map(|reported| reported.output)
+}
+
+/// [`run`], with the figures the executor reports of its own.
+pub fn run_reported(
+    strategy: Strategy,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    batching: &BatchingOptions,
+) -> Result<ReportedOutput, ExecError> {
+    run_on_reported(&Cpu, strategy, program, env, batch, options, batching)
+}
+
+/// [`run_on`] with the executor's own figures. This is the one boundary of
+/// the policy on internal errors.
+pub fn run_on_reported(
+    backend: &dyn Backend,
+    strategy: Strategy,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    batching: &BatchingOptions,
+) -> Result<ReportedOutput, ExecError> {
     internal::guard(|| {
         batched::check_value_sizes(program, batch.entry, &env.symbols)
             .map_err(ExecError::Resources)?;
         strategy
             .executor()
-            .run(backend, program, env, batch, options, batching)
+            .run_reported(backend, program, env, batch, options, batching)
     })
 }

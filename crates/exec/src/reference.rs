@@ -74,6 +74,10 @@ impl Executor for Reference {
         "one member at a time; defines every result"
     }
 
+    fn uses_backend(&self) -> bool {
+        false
+    }
+
     /// Ignores `backend`: the reference defines every result, so it computes
     /// with the kernels themselves.
     fn run(

@@ -234,7 +234,7 @@ fn a_bug_in_a_backend_is_an_internal_error_on_any_thread() {
     for size in [3, 100_000] {
         let batch = batch(&program, "double", size);
         for (strategy, batching) in configurations() {
-            if strategy == Strategy::Reference {
+            if !strategy.uses_backend() {
                 continue;
             }
             let options = RunOptions {

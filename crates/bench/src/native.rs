@@ -1,0 +1,105 @@
+//! `native [--quick]`: the native strategy (per-member machine code,
+//! issue 14) against program-counter and against the same function written
+//! in Rust and run member by member, on fib (n in 15..20), Collatz and a
+//! nested loop, 1024 members.
+//!
+//! ```sh
+//! cargo run --release -p autobatch-bench -- native [--quick]
+//! ```
+//!
+//! Per workload: the median execution seconds (the executors' own
+//! `wall_seconds`; compile time apart) of native on one thread and on all
+//! cores, of program-counter, and of the Rust loop on one thread;
+//! `native_vs_rust` is the Rust time over the native time on one thread
+//! (1 = as fast as Rust; the target of issue 14 is at least 1/3), and
+//! `native_vs_program_counter` the speed-up over program-counter.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use autobatch_exec::{
+    run_reported, Arg, Batch, BatchingOptions, Env, ReportValue, RunOptions, Strategy,
+};
+use autobatch_types::{Scalar, Tensor};
+use serde_json::{json, Value};
+
+use crate::{compile, measure, workloads};
+
+const MEMBERS: usize = 1024;
+
+pub fn main(args: &[String]) {
+    let quick = args.iter().any(|a| a == "--quick");
+    let budget = if quick { 0.3 } else { 2.0 };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let native = Strategy::from_name("native").expect("the native strategy is registered");
+    let mut rows = Vec::new();
+    for workload in workloads() {
+        let program = compile(workload.source);
+        let inputs: Vec<i64> = (0..MEMBERS).map(workload.input).collect();
+        let batch = Batch {
+            entry: program.function_by_name(workload.entry).expect("entry"),
+            size: MEMBERS,
+            args: vec![Arg::Batched(
+                inputs
+                    .iter()
+                    .map(|n| Tensor::scalar(Scalar::I64(*n)))
+                    .collect(),
+            )],
+        };
+        let time = |strategy: Strategy, threads: usize| {
+            let options = RunOptions {
+                threads,
+                ..RunOptions::default()
+            };
+            let mut compile_seconds = 0.0;
+            let mut compiled = None;
+            let seconds = measure(budget, 50, || {
+                let out = run_reported(
+                    strategy,
+                    &program,
+                    &Env::default(),
+                    &batch,
+                    &options,
+                    &BatchingOptions::default(),
+                )
+                .expect("runs");
+                for field in &out.report {
+                    match (field.name, &field.value) {
+                        ("compile_seconds", ReportValue::Seconds(s)) => compile_seconds = *s,
+                        ("compiled", ReportValue::Bool(b)) => compiled = Some(*b),
+                        _ => {}
+                    }
+                }
+                out.output.stats.wall_seconds
+            });
+            (seconds, compile_seconds, compiled)
+        };
+        let (native_1, compile_seconds, compiled) = time(native, 1);
+        let (native_all, _, _) = time(native, cores);
+        let (program_counter, _, _) = time(Strategy::ProgramCounter, 1);
+        let rust = measure(budget, 200, || {
+            let start = Instant::now();
+            let mut total = 0i64;
+            for n in &inputs {
+                total = total.wrapping_add((workload.native)(black_box(*n)));
+            }
+            black_box(total);
+            start.elapsed().as_secs_f64()
+        });
+        rows.push(json!({
+            "workload": workload.name,
+            "members": MEMBERS,
+            "compiled": compiled,
+            "compile_seconds": compile_seconds,
+            "native_seconds_1_thread": native_1,
+            "native_seconds_all_cores": native_all,
+            "cores": cores,
+            "program_counter_seconds_1_thread": program_counter,
+            "rust_seconds_1_thread": rust,
+            "native_vs_rust": rust / native_1,
+            "native_vs_program_counter": program_counter / native_1,
+        }));
+    }
+    let out: Value = json!({ "benchmark": "native", "results": rows });
+    println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+}

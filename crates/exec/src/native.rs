@@ -1,0 +1,313 @@
+//! The `native` strategy: every member alone, its control compiled to
+//! machine code by `autobatch_native` (Cranelift), the members spread over
+//! `--threads` worker threads, each member independent of the others.
+//!
+//! A program the native compiler does not take yet (arrays, statics,
+//! random draws, forks) runs on the program-counter strategy instead, and
+//! the report says so and why. A member whose native frames run short of
+//! machine stack (the threads' stacks are sized from `--max-stack-depth`,
+//! so this is rare) is rerun alone on the reference executor
+//! ([`reference::run_member`]); the report counts such members, whose
+//! steps and operation counts the figures then leave out.
+//!
+//! `--stats`: `steps` is the sum of the members' steps (as under the
+//! reference), the operation counts are the reference's (each member's
+//! execution counts one), and the report gives `compiled`, the `reason`
+//! when not, `compile_seconds`, `functions` compiled and `members_rerun`.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use autobatch_ir::{EntityRef, Program};
+use autobatch_kernels::Backend;
+use autobatch_native::{Limits, NativeProgram, Stop};
+use autobatch_types::{MemberError, Tensor};
+use rayon::prelude::*;
+
+use crate::batched::{stack_overflow, step_limit, OpCounter};
+use crate::internal::{capture_for, current_run, outside_capture};
+use crate::program_counter::ProgramCounter;
+use crate::{
+    reference, Batch, BatchingOptions, Env, ExecError, Executor, OpCount, ReportField, ReportValue,
+    ReportedOutput, RunOptions, RunOutput, RunProgress, Stats,
+};
+
+/// The native executor in the registry ([`crate::EXECUTORS`]).
+pub struct Native;
+
+/// The most machine stack a worker thread gets (members that need more
+/// are rerun on the reference executor).
+const MAX_STACK_BYTES: usize = 1 << 30;
+/// Machine stack kept free above a member's frames (the worker's own
+/// frames) and below them (the shims' frames).
+const STACK_MARGIN: usize = 1 << 20;
+
+impl Executor for Native {
+    fn name(&self) -> &'static str {
+        "native"
+    }
+
+    fn description(&self) -> &'static str {
+        "each member alone in machine code; others on program-counter"
+    }
+
+    /// Native code computes with the kernels' own scalar functions; only
+    /// a program it does not compile runs (on program-counter) on the backend.
+    fn uses_backend(&self) -> bool {
+        false
+    }
+
+    fn run(
+        &self,
+        backend: &dyn Backend,
+        program: &Program,
+        env: &Env,
+        batch: &Batch,
+        options: &RunOptions,
+        batching: &BatchingOptions,
+    ) -> Result<RunOutput, ExecError> {
+        self.run_reported(backend, program, env, batch, options, batching)
+            .map(|reported| reported.output)
+    }
+
+    fn run_reported(
+        &self,
+        backend: &dyn Backend,
+        program: &Program,
+        env: &Env,
+        batch: &Batch,
+        options: &RunOptions,
+        batching: &BatchingOptions,
+    ) -> Result<ReportedOutput, ExecError> {
+        let started = Instant::now();
+        let compiled = autobatch_native::compile(program, batch.entry);
+        let compile_seconds = ReportField {
+            name: "compile_seconds",
+            value: ReportValue::Seconds(started.elapsed().as_secs_f64()),
+        };
+        match compiled {
+            Ok(native) => {
+                let (output, rerun) = run_compiled(&native, program, env, batch, options)?;
+                let report = vec![
+                    field("compiled", ReportValue::Bool(true)),
+                    compile_seconds,
+                    field("functions", ReportValue::Count(native.functions() as u64)),
+                    field("members_rerun", ReportValue::Count(rerun)),
+                ];
+                Ok(ReportedOutput { output, report })
+            }
+            Err(not) => {
+                let output = ProgramCounter.run(backend, program, env, batch, options, batching)?;
+                let report = vec![
+                    field("compiled", ReportValue::Bool(false)),
+                    field("reason", ReportValue::Text(not.reason)),
+                    field("ran_on", ReportValue::Text(ProgramCounter.name().into())),
+                    compile_seconds,
+                ];
+                Ok(ReportedOutput { output, report })
+            }
+        }
+    }
+}
+
+fn field(name: &'static str, value: ReportValue) -> ReportField {
+    ReportField { name, value }
+}
+
+/// The figures gathered from the workers as members finish.
+struct Progress<'a> {
+    /// Per segment of the native program, its executions.
+    counters: Vec<u64>,
+    steps: u64,
+    rerun: u64,
+    last_call: Instant,
+    observer: Option<&'a crate::Observer>,
+}
+
+/// What one chunk of members gives.
+struct Chunk {
+    results: Vec<Result<Vec<Tensor>, MemberError>>,
+    counters: Vec<u64>,
+    steps: u64,
+    rerun: u64,
+}
+
+/// Runs every member natively; gives the output and how many members
+/// were rerun on the reference executor.
+fn run_compiled(
+    native: &NativeProgram,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+) -> Result<(RunOutput, u64), ExecError> {
+    let (counter, slots) = OpCounter::for_program(program);
+    let stack = native
+        .stack_bytes(options.max_stack_depth)
+        .clamp(8 * STACK_MARGIN, MAX_STACK_BYTES);
+    let limits = Limits {
+        max_steps: options.max_steps,
+        max_stack_depth: options.max_stack_depth,
+        stack_room: stack - 2 * STACK_MARGIN,
+    };
+    let threads = options.threads.max(1);
+    let run = current_run();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .stack_size(stack)
+        .thread_name(|i| format!("autobatch-native-{i}"))
+        .start_handler(move |_| capture_for(run))
+        .build()
+        .map_err(|e| ExecError::Resources(format!("cannot start the worker threads: {e}")))?;
+    let chunk = if options.observer.is_some() {
+        1
+    } else {
+        (batch.size / (threads * 16)).max(1)
+    };
+    let progress = Mutex::new(Progress {
+        counters: vec![0; native.segments().len()],
+        steps: 0,
+        rerun: 0,
+        last_call: Instant::now(),
+        observer: options.observer.as_ref(),
+    });
+    let started = Instant::now();
+    let chunks: Vec<Chunk> = pool.install(|| {
+        (0..batch.size.div_ceil(chunk))
+            .into_par_iter()
+            .map(|c| {
+                let members = c * chunk..((c + 1) * chunk).min(batch.size);
+                let done = run_chunk(native, program, env, batch, options, &limits, members);
+                report_progress(&progress, &done, native, &counter, &slots);
+                done
+            })
+            .collect()
+    });
+    let wall_seconds = started.elapsed().as_secs_f64();
+    let progress = progress.into_inner().unwrap_or_else(|p| p.into_inner());
+    let op_counts = sorted_counts(&counter, &slots, native, &progress.counters);
+    let executions: u64 = op_counts.iter().map(|c| c.executions).sum();
+    let lane_utilization = if executions == 0 {
+        0.0
+    } else {
+        1.0 / batch.size as f64
+    };
+    let results = chunks.into_iter().flat_map(|c| c.results).collect();
+    let stats = Stats {
+        steps: progress.steps,
+        lane_utilization,
+        instances: 0,
+        peak_instances: 0,
+        op_counts,
+        wall_seconds,
+    };
+    Ok((RunOutput { results, stats }, progress.rerun))
+}
+
+/// Runs `members` one after the other on this worker thread.
+fn run_chunk(
+    native: &NativeProgram,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    limits: &Limits,
+    members: std::ops::Range<usize>,
+) -> Chunk {
+    let segments = native.segments().len();
+    let mut chunk = Chunk {
+        results: Vec::with_capacity(members.len()),
+        counters: vec![0; segments],
+        steps: 0,
+        rerun: 0,
+    };
+    let mut member_counters = vec![0_u64; segments];
+    let mut args = Vec::with_capacity(batch.args.len());
+    for member in members {
+        args.clear();
+        args.extend(batch.args.iter().map(|a| a.for_member(member).as_scalar()));
+        member_counters.fill(0);
+        let run = native.run_member(&args, limits, &env.symbols, &mut member_counters);
+        let outcome = match run.outcome {
+            Ok(values) => Ok(values.into_iter().map(Tensor::scalar).collect()),
+            Err(Stop::NativeStack) => {
+                chunk.rerun += 1;
+                chunk
+                    .results
+                    .push(reference::run_member(program, env, batch, options, member));
+                continue;
+            }
+            Err(Stop::Fault { fault, loc }) => {
+                Err(MemberError::new(fault.kind, fault.message, loc))
+            }
+            Err(Stop::StepLimit(loc)) => Err(step_limit(options.max_steps, loc)),
+            Err(Stop::StackOverflow(loc)) => Err(stack_overflow(options.max_stack_depth, loc)),
+        };
+        chunk.results.push(outcome);
+        chunk.steps += run.steps;
+        for (total, count) in chunk.counters.iter_mut().zip(&member_counters) {
+            *total += count;
+        }
+    }
+    chunk
+}
+
+/// Adds a finished chunk's figures to the run's, and calls the observer
+/// if its interval has passed.
+fn report_progress(
+    progress: &Mutex<Progress<'_>>,
+    done: &Chunk,
+    native: &NativeProgram,
+    counter: &OpCounter,
+    slots: &Slots,
+) {
+    let mut progress = progress.lock().unwrap_or_else(|p| p.into_inner());
+    for (total, count) in progress.counters.iter_mut().zip(&done.counters) {
+        *total += count;
+    }
+    progress.steps += done.steps;
+    progress.rerun += done.rerun;
+    let Some(observer) = progress.observer else {
+        return;
+    };
+    let now = Instant::now();
+    if now.duration_since(progress.last_call) < observer.interval {
+        return;
+    }
+    progress.last_call = now;
+    let op_counts = sorted_counts(counter, slots, native, &progress.counters);
+    let steps = progress.steps;
+    // The caller's code: a panic there is not autobatch's.
+    outside_capture(|| {
+        (observer.callback)(&RunProgress {
+            steps,
+            op_counts: &op_counts,
+        })
+    });
+}
+
+/// Per function, per block, per op: the counter of a user primitive.
+type Slots = Vec<Vec<Vec<Option<usize>>>>;
+
+/// The operation counts of the segments' `counters`, as the reference
+/// gives them (each member's execution one, with one active lane),
+/// sorted by location then name.
+fn sorted_counts(
+    counter: &OpCounter,
+    slots: &Slots,
+    native: &NativeProgram,
+    counters: &[u64],
+) -> Vec<OpCount> {
+    let mut counts = counter.counts().to_vec();
+    for (segment, &executions) in native.segments().iter().zip(counters) {
+        let block_slots = &slots[segment.function.index()][segment.block.index()];
+        for &op in &segment.ops {
+            if let Some(slot) = block_slots[op] {
+                counts[slot].executions += executions;
+                counts[slot].active_lanes += executions;
+            }
+        }
+    }
+    counts.sort_by(|a, b| (a.loc, a.op).cmp(&(b.loc, b.op)));
+    counts
+}

@@ -1,0 +1,301 @@
+//! The native strategy really compiles the programs it is meant to (its
+//! report says `compiled: true`), so that its code path cannot rot into
+//! the fallback unnoticed, and gives every member the reference's result:
+//! values, every fault kind, step limits and stack depth, caught or not.
+//! A program it does not compile yet runs on program-counter, and the
+//! report says what stopped the compiler, and where.
+
+use autobatch_exec::{
+    run_reported, Arg, Batch, BatchingOptions, Env, ReportField, ReportValue, RunOptions, Strategy,
+};
+use autobatch_ir::Program;
+use autobatch_types::{Data, Scalar, Tensor};
+
+fn compile(source: &str) -> Program {
+    let mut program = autobatch_lower::compile(source).expect("compiles");
+    autobatch_passes::optimize(&mut program);
+    program
+}
+
+fn native() -> Strategy {
+    Strategy::from_name("native").expect("registered")
+}
+
+fn field<'a>(report: &'a [ReportField], name: &str) -> &'a ReportValue {
+    &report
+        .iter()
+        .find(|f| f.name == name)
+        .unwrap_or_else(|| panic!("no `{name}` in {report:?}"))
+        .value
+}
+
+/// Runs `entry` on `members` (one scalar argument list each) natively and
+/// on the reference; asserts identical results and steps, and gives the
+/// native report.
+fn agree(
+    source: &str,
+    entry: &str,
+    members: &[Vec<Scalar>],
+    options: &RunOptions,
+) -> Vec<ReportField> {
+    let program = compile(source);
+    let params = members[0].len();
+    let batch = Batch {
+        entry: program.function_by_name(entry).expect("entry"),
+        size: members.len(),
+        args: (0..params)
+            .map(|p| Arg::Batched(members.iter().map(|m| Tensor::scalar(m[p])).collect()))
+            .collect(),
+    };
+    let run = |strategy| {
+        run_reported(
+            strategy,
+            &program,
+            &Env::default(),
+            &batch,
+            options,
+            &BatchingOptions::default(),
+        )
+        .expect("runs")
+    };
+    let expected = run(Strategy::Reference);
+    let got = run(native());
+    let bits = |results: &[Result<Vec<Tensor>, autobatch_types::MemberError>]| -> Vec<String> {
+        results
+            .iter()
+            .map(|r| {
+                format!(
+                    "{:?}",
+                    r.as_ref()
+                        .map(|values| values.iter().map(tensor_bits).collect::<Vec<_>>())
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        bits(&got.output.results),
+        bits(&expected.output.results),
+        "{entry}"
+    );
+    if field(&got.report, "compiled") == &ReportValue::Bool(true) {
+        // Each member's executions and steps, summed, as under the reference.
+        assert_eq!(
+            got.output.stats.op_counts, expected.output.stats.op_counts,
+            "{entry}: op counts"
+        );
+        assert_eq!(
+            got.output.stats.steps, expected.output.stats.steps,
+            "{entry}: steps"
+        );
+    }
+    got.report
+}
+
+/// A value with its floats as bit patterns (so that NaNs compare).
+fn tensor_bits(t: &Tensor) -> String {
+    match &t.data {
+        Data::F64(values) => format!(
+            "{:?}",
+            values.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        ),
+        Data::F32(values) => format!(
+            "{:?}",
+            values.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
+fn assert_compiled(report: &[ReportField], what: &str) {
+    assert_eq!(
+        field(report, "compiled"),
+        &ReportValue::Bool(true),
+        "{what}: {report:?}"
+    );
+    assert_eq!(
+        field(report, "members_rerun"),
+        &ReportValue::Count(0),
+        "{what}"
+    );
+}
+
+fn i64s(values: &[i64]) -> Vec<Vec<Scalar>> {
+    values.iter().map(|v| vec![Scalar::I64(*v)]).collect()
+}
+
+const FIB: &str = "fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + fib(n - 1) } }";
+
+const COLLATZ: &str = "
+fn collatz(n: i64) -> i64 {
+    let mut x = n;
+    let mut steps = 0;
+    while x != 1 {
+        if x % 2 == 0 { x = x / 2; } else { x = 3 * x + 1; }
+        steps += 1;
+    }
+    steps
+}";
+
+const NESTED: &str = "
+fn nested(n: i64) -> (i64, f64) {
+    let mut acc = 0;
+    let mut f = 0.0;
+    for i in 0..n {
+        for j in 0..i {
+            acc = acc * 31 + (i ^ j) - (j << 3);
+            f = f + (j as f64).sqrt() * 0.5 - (i as f64) / 3.0;
+            f = f.max(-1e6).min(1e6) + (f * 0.001).tanh() + (j as f64 + 1.0).ln();
+        }
+    }
+    (acc, f)
+}";
+
+#[test]
+fn fib_collatz_and_nested_loops_are_compiled() {
+    let options = RunOptions::default();
+    let report = agree(FIB, "fib", &i64s(&[0, 1, 5, 15, 20, 3]), &options);
+    assert_compiled(&report, "fib");
+    let report = agree(
+        COLLATZ,
+        "collatz",
+        &i64s(&[1, 2, 27, 97, 871, 6171]),
+        &options,
+    );
+    assert_compiled(&report, "collatz");
+    let report = agree(NESTED, "nested", &i64s(&[0, 1, 7, 40, 100]), &options);
+    assert_compiled(&report, "nested");
+}
+
+const FAULTS: &str = "
+fn div(a: i64, b: i64) -> i64 { a / b }
+fn rem(a: i32, b: i32) -> i32 { a % b }
+fn check(a: i64, b: i64) -> i64 {
+    assert!(a < 100, \"a is too large\");
+    let q = div(a, b);
+    let r = rem(a as i32, b as i32) as i64;
+    let (ok, c) = catch(div(b, a));
+    if ok { q + r + c } else { q + r - 1000 }
+}
+fn deep(n: i64) -> i64 { if n == 0 { 0 } else { 1 + deep(n - 1) } }
+fn spin(n: i64) -> i64 { let mut i = 0; while i < n { i += 1; } i }
+fn safe_deep(n: i64) -> (bool, i64) { catch(deep(n)) }";
+
+#[test]
+fn every_fault_kind_and_limit_agrees_with_the_reference() {
+    let pairs = |values: &[(i64, i64)]| -> Vec<Vec<Scalar>> {
+        values
+            .iter()
+            .map(|(a, b)| vec![Scalar::I64(*a), Scalar::I64(*b)])
+            .collect()
+    };
+    let options = RunOptions::default();
+    // Division and remainder by zero, a failed assert, a caught division,
+    // MIN / -1 and MIN % -1 wrapping, an ordinary member.
+    let members = pairs(&[
+        (7, 2),
+        (7, 0),
+        (200, 1),
+        (0, 5),
+        (i64::MIN, -1),
+        (-7, 3),
+        (5, -1),
+    ]);
+    let report = agree(FAULTS, "check", &members, &options);
+    assert_compiled(&report, "faults");
+    let limited = RunOptions {
+        max_stack_depth: 8,
+        max_steps: 60,
+        ..RunOptions::default()
+    };
+    let report = agree(FAULTS, "deep", &i64s(&[3, 6, 7, 20]), &limited);
+    assert_compiled(&report, "stack depth");
+    let report = agree(FAULTS, "safe_deep", &i64s(&[3, 7, 20]), &limited);
+    assert_compiled(&report, "caught stack depth");
+    let report = agree(FAULTS, "spin", &i64s(&[2, 28, 29, 1000]), &limited);
+    assert_compiled(&report, "step limit");
+    let none = RunOptions {
+        max_stack_depth: 0,
+        ..RunOptions::default()
+    };
+    agree(FAULTS, "spin", &i64s(&[1]), &none);
+}
+
+#[test]
+fn float_functions_casts_and_edge_values_agree_bit_for_bit() {
+    let source = "
+fn f(x: f64, k: i64) -> (f64, f32, i32, usize, i64, bool, f64) {
+    let a = x.exp() + x.ln() * x.sin() - x.cos() / x.tan() + x.tanh() + x.exp_m1() + x.ln_1p();
+    let b = (x as f32).sqrt().powi(3) + (x as f32).powf(0.5) + (x as f32).abs().floor();
+    let c = x as i32;
+    let d = x as usize;
+    let e = (k as i32 as i64).pow(3) + (k % 7) + (k >> 2) + (k as usize as i64) / 3;
+    let g = x.is_nan() || !x.is_finite() || (k as f64) < x;
+    let h = x.max(0.0).min(1e300) + x.round() + x.ceil() + x.signum() + x.recip() + x % 1.5
+        + sigmoid(x) + softplus(x) + log_sigmoid(x) + x.log10() + (k as usize as f64);
+    (a, b, c, d, e, g, h)
+}";
+    let values = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.5,
+        2.5,
+        1e300,
+        -1e300,
+        1e-310,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        3.7,
+        -2.5,
+        4e9,
+        -4e9,
+        1.8e19,
+        0.1,
+    ];
+    let ks = [0, -1, 7, i64::MIN, i64::MAX, 1 << 40, -(1 << 53) - 1];
+    let members: Vec<Vec<Scalar>> = values
+        .iter()
+        .zip(ks.iter().cycle())
+        .map(|(x, k)| vec![Scalar::F64(*x), Scalar::I64(*k)])
+        .collect();
+    let report = agree(source, "f", &members, &RunOptions::default());
+    assert_compiled(&report, "float functions");
+}
+
+#[test]
+fn a_program_with_arrays_falls_back_and_says_why() {
+    let source = "fn total(n: i64) -> i64 {\n    let a = [n, n + 1, n + 2];\n    a[1] + a[2]\n}";
+    let report = agree(source, "total", &i64s(&[1, 2, 3]), &RunOptions::default());
+    assert_eq!(field(&report, "compiled"), &ReportValue::Bool(false));
+    assert_eq!(
+        field(&report, "ran_on"),
+        &ReportValue::Text("program-counter".into())
+    );
+    let ReportValue::Text(reason) = field(&report, "reason") else {
+        panic!("a reason")
+    };
+    assert!(
+        reason.ends_with("is not compiled yet") && reason.contains(" at 2:"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_deep_recursion_within_the_limit_runs_natively_on_every_thread_count() {
+    let options = |threads| RunOptions {
+        max_stack_depth: 200_000,
+        threads,
+        ..RunOptions::default()
+    };
+    let source = "fn deep(n: i64) -> i64 { if n == 0 { 0 } else { 1 + deep(n - 1) } }";
+    for threads in [1, 2] {
+        let report = agree(
+            source,
+            "deep",
+            &i64s(&[10, 150_000, 199_999, 200_000]),
+            &options(threads),
+        );
+        assert_compiled(&report, "deep recursion");
+    }
+}

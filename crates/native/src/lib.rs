@@ -1,0 +1,272 @@
+//! Native code for autobatch: the IR functions an entry reaches, compiled to
+//! machine code with Cranelift and run **member by member** (issue 14,
+//! phase 1: per-member native code for scalar control).
+//!
+//! [`compile`] translates each reachable IR function into one native
+//! function; a member's control (branches, loops, calls, recursion) then
+//! runs natively, its variables in registers and stack slots. Every result
+//! is the reference executor's, bit for bit:
+//!
+//! - integer arithmetic wraps as in `kernels::scalar` (`MIN / -1` is `MIN`,
+//!   `MIN % -1` is 0); an integer `/` or `%` by zero and a failed `assert`
+//!   stop the member with the kernels' own [`Fault`] at the operation;
+//! - float `+ - * /`, `sqrt`, `abs`, negation, `recip`, comparisons and
+//!   casts are computed natively (IEEE 754 and Rust's `as` fix their
+//!   bits); every other float function (and integer `pow`) calls the
+//!   kernels' own scalar function through an `extern "C"` shim (`shims`);
+//! - **steps**: each entry into an IR block takes one step; a member about
+//!   to exceed `max_steps` stops with [`Stop::StepLimit`] at that block;
+//! - **stack depth**: the entry is depth 1; a call that would exceed
+//!   `max_stack_depth` stops the member with [`Stop::StackOverflow`] at the
+//!   call (checked before the callee's entry step), or, for a catching
+//!   call, gives `(false, zeros)`; faults inside a catching call are
+//!   caught likewise (every stop but the step limit);
+//! - **native stack**: every function checks on entry that the machine
+//!   stack has room left (`Limits::stack_room`); if not, the member stops
+//!   with [`Stop::NativeStack`], which is not a result: the caller reruns
+//!   that member on an interpreter. [`NativeProgram::stack_bytes`] sizes a
+//!   thread's stack so that this does not happen within the depth limit.
+//!
+//! Operation counts are kept per *segment* (the ops of a block from one
+//! operation that may stop the member to the next, [`Segment`]): one
+//! counter increment per segment entered, which gives every operation the
+//! executions the reference counts.
+//!
+//! What is not compiled yet ([`compile`] says what and where): arrays and
+//! all operations on them, statics, random draws, forks. The executor
+//! (`autobatch_exec::native`) runs such programs on an interpreter.
+//!
+//! The functions of one [`NativeProgram`] are immutable after [`compile`]
+//! and may run on many threads at once, one member per thread at a time.
+
+mod check;
+mod shims;
+mod translate;
+
+use std::sync::Mutex;
+
+use autobatch_ir::{Block, FuncId, Program};
+use autobatch_kernels::Fault;
+use autobatch_types::{Loc, Scalar, ScalarType};
+use cranelift_jit::JITModule;
+
+/// Why a program is not compiled: the first construct the compiler does
+/// not take, with its place (`"matvec at 12:5 is not compiled yet"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotCompiled {
+    pub reason: String,
+}
+
+/// Why a member stopped before returning.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stop {
+    /// A primitive faulted (division by zero, assertion) at `loc`.
+    Fault { fault: Fault, loc: Loc },
+    /// The member was about to take a step past `max_steps`, entering the
+    /// block opened at `loc`.
+    StepLimit(Loc),
+    /// A call at `loc` would have exceeded `max_stack_depth`.
+    StackOverflow(Loc),
+    /// The machine stack ran short: no result; rerun the member elsewhere.
+    NativeStack,
+}
+
+impl Stop {
+    /// Whether a catching call recovers from it (every stop of the
+    /// program's meaning but the step limit).
+    fn catchable(&self) -> bool {
+        matches!(self, Stop::Fault { .. } | Stop::StackOverflow(_))
+    }
+}
+
+/// The user operations (by position in their block) that one counter
+/// counts: each is reached exactly when the segment is entered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub function: FuncId,
+    pub block: Block,
+    pub ops: Vec<usize>,
+}
+
+/// The limits of one member's run.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_steps: u64,
+    pub max_stack_depth: usize,
+    /// Bytes of machine stack below the caller's frame that the member's
+    /// native frames may use.
+    pub stack_room: usize,
+}
+
+/// One member's run: its results or why it stopped, and its steps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberRun {
+    pub outcome: Result<Vec<Scalar>, Stop>,
+    pub steps: u64,
+}
+
+/// What native code and the host share during one member's run. The
+/// offsets are fixed: the generated code reads and writes these fields.
+#[repr(C)]
+pub(crate) struct Context {
+    /// 0 while the member runs; else a stop code ([`translate::stop_code`]).
+    status: u32,
+    _pad: u32,
+    steps_left: u64,
+    depth_left: u64,
+    stack_limit: u64,
+    counters: *mut u64,
+    symbols: *const u64,
+}
+
+pub(crate) mod offsets {
+    pub const STATUS: i32 = 0;
+    pub const STEPS_LEFT: i32 = 8;
+    pub const DEPTH_LEFT: i32 = 16;
+    pub const STACK_LIMIT: i32 = 24;
+    pub const COUNTERS: i32 = 32;
+    pub const SYMBOLS: i32 = 40;
+}
+
+/// `fn(context, arguments, results)`: the entry, called from the host.
+type Trampoline = unsafe extern "C" fn(*mut Context, *const u64, *mut u64);
+
+/// A program compiled for one entry function.
+pub struct NativeProgram {
+    /// Kept to free the code when the program is dropped.
+    module: Mutex<Option<JITModule>>,
+    trampoline: Trampoline,
+    params: Vec<ScalarType>,
+    results: Vec<ScalarType>,
+    /// Indexed by stop code: what each code means.
+    stops: Vec<Stop>,
+    segments: Vec<Segment>,
+    /// A bound on the machine stack one activation takes.
+    frame_bytes: usize,
+    entry_loc: Loc,
+    functions: usize,
+}
+
+// SAFETY: the module is only touched under its mutex (to free it); the
+// generated code is immutable after `compile` and reentrant (its state is
+// the `Context` each run passes).
+unsafe impl Sync for NativeProgram {}
+unsafe impl Send for NativeProgram {}
+
+/// Compiles the functions `entry` reaches in `program` (which has been
+/// through `autobatch_passes::optimize` and verifies).
+pub fn compile(program: &Program, entry: FuncId) -> Result<NativeProgram, NotCompiled> {
+    let functions = check::reachable(program, entry).map_err(|reason| NotCompiled { reason })?;
+    translate::compile(program, entry, &functions).map_err(|reason| NotCompiled { reason })
+}
+
+impl NativeProgram {
+    /// The counters' segments, in counter order.
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// How many IR functions were compiled.
+    pub fn functions(&self) -> usize {
+        self.functions
+    }
+
+    /// A machine stack on which a member may reach `max_stack_depth`
+    /// activations without running short.
+    pub fn stack_bytes(&self, max_stack_depth: usize) -> usize {
+        const MARGIN: usize = 4 << 20;
+        max_stack_depth
+            .saturating_mul(self.frame_bytes)
+            .saturating_add(MARGIN)
+    }
+
+    /// Runs one member on `args` (one scalar per entry parameter, of its
+    /// type), adding the counts of its segments to `counters` (one per
+    /// segment). `symbols` are the values of the symbolic dimensions.
+    pub fn run_member(
+        &self,
+        args: &[Scalar],
+        limits: &Limits,
+        symbols: &[u64],
+        counters: &mut [u64],
+    ) -> MemberRun {
+        assert_eq!(
+            counters.len(),
+            self.segments.len(),
+            "one counter per segment"
+        );
+        assert_eq!(args.len(), self.params.len(), "one argument per parameter");
+        if limits.max_stack_depth == 0 {
+            return MemberRun {
+                outcome: Err(Stop::StackOverflow(self.entry_loc)),
+                steps: 0,
+            };
+        }
+        let bits: Vec<u64> = args.iter().map(|a| scalar_bits(*a)).collect();
+        let mut results = vec![0_u64; self.results.len().max(1)];
+        let here = &results as *const _ as usize;
+        let mut context = Context {
+            status: 0,
+            _pad: 0,
+            steps_left: limits.max_steps,
+            depth_left: limits.max_stack_depth as u64 - 1,
+            stack_limit: here.saturating_sub(limits.stack_room) as u64,
+            counters: counters.as_mut_ptr(),
+            symbols: symbols.as_ptr(),
+        };
+        // SAFETY: the trampoline reads one argument and writes one result
+        // per slot of the entry's signature (checked above), touches only
+        // `context`'s fields and `counters` (one per segment), and reads
+        // `symbols` at the indices of the program's symbols, which the
+        // caller binds.
+        unsafe { (self.trampoline)(&mut context, bits.as_ptr(), results.as_mut_ptr()) };
+        let steps = limits.max_steps - context.steps_left;
+        let outcome = match context.status {
+            0 => Ok(self
+                .results
+                .iter()
+                .zip(&results)
+                .map(|(ty, bits)| scalar_of_bits(*ty, *bits))
+                .collect()),
+            code => Err(self.stops[translate::stop_index(code)].clone()),
+        };
+        MemberRun { outcome, steps }
+    }
+}
+
+impl Drop for NativeProgram {
+    fn drop(&mut self) {
+        let module = match self.module.get_mut() {
+            Ok(module) => module.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(module) = module {
+            // SAFETY: no function of the module runs: `run_member` borrows
+            // `self`, which is being dropped.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+/// A scalar as the 64 bits the trampoline reads (the low bytes of the type's width).
+fn scalar_bits(value: Scalar) -> u64 {
+    match value {
+        Scalar::Bool(b) => b as u64,
+        Scalar::I32(x) => x as u32 as u64,
+        Scalar::I64(x) => x as u64,
+        Scalar::Usize(x) => x,
+        Scalar::F32(x) => x.to_bits() as u64,
+        Scalar::F64(x) => x.to_bits(),
+    }
+}
+
+fn scalar_of_bits(ty: ScalarType, bits: u64) -> Scalar {
+    match ty {
+        ScalarType::Bool => Scalar::Bool(bits as u8 != 0),
+        ScalarType::I32 => Scalar::I32(bits as u32 as i32),
+        ScalarType::I64 => Scalar::I64(bits as i64),
+        ScalarType::Usize => Scalar::Usize(bits),
+        ScalarType::F32 => Scalar::F32(f32::from_bits(bits as u32)),
+        ScalarType::F64 => Scalar::F64(f64::from_bits(bits)),
+    }
+}

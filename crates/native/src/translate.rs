@@ -1,0 +1,268 @@
+//! The JIT module of one program: the native functions' signatures, the
+//! shims, each IR function's translation ([`function`]), the trampoline
+//! the host calls, and linking.
+//!
+//! Every IR function `f(p..) -> (r..)` becomes
+//! `f(context, depth_left, steps_left, p..) -> (steps_left, r..)`: the
+//! depth the member may still grow by and the steps it may still take
+//! travel in registers; a stop is written to `context.status` and every
+//! caller, seeing it after the call, returns at once (or, at a catching
+//! call, recovers).
+
+mod function;
+mod prims;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use autobatch_ir::{FuncId, Function, Program};
+use autobatch_types::ScalarType;
+use cranelift_codegen::ir::{
+    types, AbiParam, InstBuilder, MemFlagsData, Signature, Type, UserFuncName,
+};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Linkage, Module};
+
+use crate::{offsets, shims, NativeProgram, Segment, Stop, Trampoline};
+
+/// The bit of a stop code that a catching call does not recover from.
+pub(crate) const UNCATCHABLE: u32 = 1 << 30;
+
+/// The code `context.status` holds for stop number `index`.
+pub(crate) fn stop_code(index: usize, stop: &Stop) -> u32 {
+    let code = index as u32 + 1;
+    if stop.catchable() {
+        code
+    } else {
+        code | UNCATCHABLE
+    }
+}
+
+/// The stop number of a status code.
+pub(crate) fn stop_index(code: u32) -> usize {
+    ((code & !UNCATCHABLE) - 1) as usize
+}
+
+/// The machine type of a scalar type (`bool` is a byte, 0 or 1).
+pub(crate) fn machine_type(ty: ScalarType) -> Type {
+    match ty {
+        ScalarType::Bool => types::I8,
+        ScalarType::I32 => types::I32,
+        ScalarType::I64 | ScalarType::Usize => types::I64,
+        ScalarType::F32 => types::F32,
+        ScalarType::F64 => types::F64,
+    }
+}
+
+/// What every function's translation shares: the module, the ids of the
+/// native functions and shims, and the stops and segments found so far.
+pub(crate) struct Unit<'p> {
+    pub program: &'p Program,
+    pub jit: JITModule,
+    pub ids: HashMap<FuncId, cranelift_module::FuncId>,
+    pub shims: HashMap<&'static str, cranelift_module::FuncId>,
+    pub stops: Vec<Stop>,
+    pub segments: Vec<Segment>,
+}
+
+impl Unit<'_> {
+    /// Registers a stop and gives its status code.
+    pub fn stop(&mut self, stop: Stop) -> u32 {
+        let code = stop_code(self.stops.len(), &stop);
+        self.stops.push(stop);
+        code
+    }
+}
+
+fn new_module() -> Result<JITModule, String> {
+    let mut flags = settings::builder();
+    for (name, value) in [
+        ("opt_level", "speed"),
+        ("is_pic", "false"),
+        ("use_colocated_libcalls", "false"),
+        ("enable_multi_ret_implicit_sret", "true"),
+    ] {
+        flags
+            .set(name, value)
+            .map_err(|e| format!("Cranelift setting {name}: {e}"))?;
+    }
+    let isa = cranelift_native::builder()
+        .map_err(|e| format!("this machine is not supported by Cranelift: {e}"))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| format!("Cranelift: {e}"))?;
+    let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+    for shim in shims::all() {
+        builder.symbol(shim.name, shim.address);
+    }
+    Ok(JITModule::new(builder))
+}
+
+/// The native signature of an IR function (see the module doc).
+fn signature(jit: &JITModule, function: &Function) -> Signature {
+    let mut sig = jit.make_signature();
+    for _ in 0..3 {
+        sig.params.push(AbiParam::new(types::I64));
+    }
+    for p in &function.params {
+        sig.params
+            .push(AbiParam::new(machine_type(function.vars[*p].ty.elem)));
+    }
+    sig.returns.push(AbiParam::new(types::I64));
+    for r in &function.results {
+        sig.returns.push(AbiParam::new(machine_type(r.elem)));
+    }
+    sig
+}
+
+/// Compiles `functions` (every function `entry` reaches, all supported).
+pub(crate) fn compile(
+    program: &Program,
+    entry: FuncId,
+    functions: &[FuncId],
+) -> Result<NativeProgram, String> {
+    let jit = new_module()?;
+    let mut unit = Unit {
+        program,
+        jit,
+        ids: HashMap::new(),
+        shims: HashMap::new(),
+        stops: Vec::new(),
+        segments: Vec::new(),
+    };
+    let outcome = define_all(&mut unit, entry, functions);
+    let trampoline = match outcome {
+        Ok(trampoline) => trampoline,
+        Err(reason) => {
+            // SAFETY: nothing of the module has run.
+            unsafe { unit.jit.free_memory() };
+            return Err(reason);
+        }
+    };
+    let entry_function = &program.functions[entry];
+    let frame_bytes = functions
+        .iter()
+        .map(|f| frame_bound(&program.functions[*f]))
+        .max()
+        .unwrap_or(0);
+    Ok(NativeProgram {
+        module: Mutex::new(Some(unit.jit)),
+        trampoline,
+        params: entry_function
+            .params
+            .iter()
+            .map(|p| entry_function.vars[*p].ty.elem)
+            .collect(),
+        results: entry_function.results.iter().map(|r| r.elem).collect(),
+        stops: unit.stops,
+        segments: unit.segments,
+        frame_bytes,
+        entry_loc: entry_function.loc,
+        functions: functions.len(),
+    })
+}
+
+/// A generous bound on one activation's machine frame: the return
+/// address, saved registers, and a slot per variable and temporary.
+fn frame_bound(function: &Function) -> usize {
+    let ops: usize = function.blocks.values().map(|b| b.ops.len()).sum();
+    128 + 16 * (function.vars.len() + ops)
+}
+
+/// Declares and defines every function, the trampoline, and links.
+fn define_all(
+    unit: &mut Unit<'_>,
+    entry: FuncId,
+    functions: &[FuncId],
+) -> Result<Trampoline, String> {
+    let program = unit.program;
+    for &id in functions {
+        let function = &program.functions[id];
+        let sig = signature(&unit.jit, function);
+        let name = format!("autobatch_f{}", id.0);
+        let native = unit
+            .jit
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| format!("Cranelift: {e}"))?;
+        unit.ids.insert(id, native);
+    }
+    let mut builder_context = FunctionBuilderContext::new();
+    let mut context = unit.jit.make_context();
+    for &id in functions {
+        let function = &program.functions[id];
+        context.func.signature = signature(&unit.jit, function);
+        context.func.name = UserFuncName::user(0, unit.ids[&id].as_u32());
+        function::translate(
+            unit,
+            id,
+            FunctionBuilder::new(&mut context.func, &mut builder_context),
+        )?;
+        unit.jit
+            .define_function(unit.ids[&id], &mut context)
+            .map_err(|e| format!("Cranelift could not compile `{}`: {e:?}", function.name))?;
+        unit.jit.clear_context(&mut context);
+    }
+    let trampoline = define_trampoline(unit, entry, &mut context, &mut builder_context)?;
+    unit.jit
+        .finalize_definitions()
+        .map_err(|e| format!("Cranelift could not link: {e}"))?;
+    let address = unit.jit.get_finalized_function(trampoline);
+    // SAFETY: the trampoline was defined with the signature of `Trampoline`
+    // in the platform's C calling convention.
+    Ok(unsafe { std::mem::transmute::<*const u8, Trampoline>(address) })
+}
+
+/// `trampoline(context, args, results)`: loads the entry's arguments (one
+/// 8-byte slot each), its depth and steps from `context`, calls it, and
+/// stores its steps and results back.
+fn define_trampoline(
+    unit: &mut Unit<'_>,
+    entry: FuncId,
+    context: &mut cranelift_codegen::Context,
+    builder_context: &mut FunctionBuilderContext,
+) -> Result<cranelift_module::FuncId, String> {
+    let function = &unit.program.functions[entry];
+    let mut sig = unit.jit.make_signature();
+    for _ in 0..3 {
+        sig.params.push(AbiParam::new(types::I64));
+    }
+    let id = unit
+        .jit
+        .declare_function("autobatch_trampoline", Linkage::Local, &sig)
+        .map_err(|e| format!("Cranelift: {e}"))?;
+    context.func.signature = sig;
+    context.func.name = UserFuncName::user(1, 0);
+    let mut b = FunctionBuilder::new(&mut context.func, builder_context);
+    let block = b.create_block();
+    b.append_block_params_for_function_params(block);
+    b.switch_to_block(block);
+    let (ctx, args, results) = (
+        b.block_params(block)[0],
+        b.block_params(block)[1],
+        b.block_params(block)[2],
+    );
+    let flags = MemFlagsData::trusted();
+    let depth = b.ins().load(types::I64, flags, ctx, offsets::DEPTH_LEFT);
+    let steps = b.ins().load(types::I64, flags, ctx, offsets::STEPS_LEFT);
+    let mut call_args = vec![ctx, depth, steps];
+    for (i, p) in function.params.iter().enumerate() {
+        let ty = machine_type(function.vars[*p].ty.elem);
+        call_args.push(b.ins().load(ty, flags, args, 8 * i as i32));
+    }
+    let callee = unit.jit.declare_func_in_func(unit.ids[&entry], b.func);
+    let call = b.ins().call(callee, &call_args);
+    let returned = b.inst_results(call).to_vec();
+    b.ins().store(flags, returned[0], ctx, offsets::STEPS_LEFT);
+    for (i, value) in returned[1..].iter().enumerate() {
+        b.ins().store(flags, *value, results, 8 * i as i32);
+    }
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+    b.finalize(unit.jit.target_config());
+    unit.jit
+        .define_function(id, context)
+        .map_err(|e| format!("Cranelift could not compile the trampoline: {e:?}"))?;
+    unit.jit.clear_context(context);
+    Ok(id)
+}

@@ -1,0 +1,342 @@
+//! One IR function as one native function: its blocks, steps, counters,
+//! calls, stops and returns. The primitives are in [`super::prims`].
+//!
+//! The IR's variables are mutable registers; each becomes a Cranelift
+//! `Variable`, and the frontend builds the SSA form. So does the member's
+//! `steps` (left to take): the entry of every IR block takes one, or stops
+//! the member at the block's location. Stops branch to one cold block per
+//! function that writes the stop code into the context and returns; a
+//! caller that sees a non-zero status after a call returns too
+//! (`propagate`), unless the call catches and the stop is catchable.
+
+use std::collections::HashMap;
+
+use autobatch_ir::{Block, BlockData, EntityRef, FuncId, Function, Loc, Op, Prim, Terminator, Var};
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{
+    types, Block as NativeBlock, BlockArg, FuncRef, InstBuilder, MemFlagsData, Type, Value,
+};
+use cranelift_frontend::{FunctionBuilder, Variable};
+use cranelift_module::Module;
+
+use super::{machine_type, Unit, UNCATCHABLE};
+use crate::{offsets, Segment, Stop};
+
+/// The translation of one function in progress.
+pub(super) struct Translator<'u, 'p, 'b> {
+    pub unit: &'u mut Unit<'p>,
+    pub function: &'p Function,
+    pub id: FuncId,
+    pub b: FunctionBuilder<'b>,
+    pub vars: Vec<Variable>,
+    pub steps: Variable,
+    pub ctx: Value,
+    pub depth_left: Value,
+    pub counters: Value,
+    pub symbols: Value,
+    /// Takes the stop code: writes it, then returns.
+    pub stop_block: NativeBlock,
+    /// Returns at once (the status is already set).
+    pub propagate: NativeBlock,
+    pub blocks: Vec<NativeBlock>,
+    pub shim_refs: HashMap<&'static str, FuncRef>,
+    pub callee_refs: HashMap<FuncId, FuncRef>,
+}
+
+pub(super) const FLAGS: MemFlagsData = MemFlagsData::trusted();
+
+/// Translates function `id` of the unit's program into `b`.
+pub(super) fn translate(
+    unit: &mut Unit<'_>,
+    id: FuncId,
+    mut b: FunctionBuilder<'_>,
+) -> Result<(), String> {
+    let function = &unit.program.functions[id];
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let vars: Vec<Variable> = function
+        .vars
+        .values()
+        .map(|v| b.declare_var(machine_type(v.ty.elem)))
+        .collect();
+    let steps = b.declare_var(types::I64);
+    b.def_var(steps, params[2]);
+    for (p, value) in function.params.iter().zip(&params[3..]) {
+        b.def_var(vars[p.index()], *value);
+    }
+    let ctx = params[0];
+    let counters = b.ins().load(types::I64, FLAGS, ctx, offsets::COUNTERS);
+    let symbols = b.ins().load(types::I64, FLAGS, ctx, offsets::SYMBOLS);
+    let stop_block = b.create_block();
+    b.append_block_param(stop_block, types::I32);
+    b.set_cold_block(stop_block);
+    let propagate = b.create_block();
+    b.set_cold_block(propagate);
+    let blocks = function.blocks.keys().map(|_| b.create_block()).collect();
+    let mut t = Translator {
+        unit,
+        function,
+        id,
+        b,
+        vars,
+        steps,
+        ctx,
+        depth_left: params[1],
+        counters,
+        symbols,
+        stop_block,
+        propagate,
+        blocks,
+        shim_refs: HashMap::new(),
+        callee_refs: HashMap::new(),
+    };
+    t.guard_stack();
+    let first = t.blocks[Function::ENTRY.index()];
+    t.b.ins().jump(first, &[]);
+    for (block, data) in function.blocks.iter() {
+        t.block(block, data)?;
+    }
+    t.exits();
+    let Translator { unit, mut b, .. } = t;
+    b.seal_all_blocks();
+    b.finalize(unit.jit.target_config());
+    Ok(())
+}
+
+/// Whether an operation may stop the member (so that the operations after
+/// it in its block may not run): a call, an integer division, an `assert`.
+fn may_stop(op: &Op) -> bool {
+    match op {
+        Op::Prim { prim, .. } => matches!(
+            prim,
+            Prim::Binary(autobatch_ir::BinaryOp::Div | autobatch_ir::BinaryOp::Rem)
+                | Prim::Assert { .. }
+        ),
+        Op::Call { .. } | Op::Fork { .. } => true,
+    }
+}
+
+/// The block's segments with user operations: (first op, user ops).
+fn segments(data: &BlockData) -> Vec<(usize, Vec<usize>)> {
+    let mut out = Vec::new();
+    let (mut start, mut ops) = (0, Vec::new());
+    for (i, op) in data.ops.iter().enumerate() {
+        if let Op::Prim { prim, .. } = op {
+            if !prim.is_bookkeeping() {
+                ops.push(i);
+            }
+        }
+        if may_stop(op) {
+            out.push((start, std::mem::take(&mut ops)));
+            start = i + 1;
+        }
+    }
+    out.push((start, ops));
+    out.retain(|(_, ops)| !ops.is_empty());
+    out
+}
+
+impl Translator<'_, '_, '_> {
+    fn block(&mut self, block: Block, data: &BlockData) -> Result<(), String> {
+        self.b.switch_to_block(self.blocks[block.index()]);
+        self.take_step(data.loc);
+        let mut segments = segments(data).into_iter().peekable();
+        for (i, op) in data.ops.iter().enumerate() {
+            if let Some((_, ops)) = segments.next_if(|(start, _)| *start == i) {
+                self.count(block, ops);
+            }
+            match op {
+                Op::Prim {
+                    dst,
+                    prim,
+                    args,
+                    loc,
+                } => self.prim(*dst, prim, args, *loc)?,
+                Op::Call {
+                    dsts,
+                    callee,
+                    args,
+                    loc,
+                    catch,
+                } => self.call(dsts, *callee, args, *loc, *catch),
+                Op::Fork { loc, .. } => {
+                    return Err(format!(
+                        "the fork at {}:{} is not compiled yet",
+                        loc.line, loc.column
+                    ))
+                }
+            }
+        }
+        self.terminate(&data.term);
+        Ok(())
+    }
+
+    fn terminate(&mut self, term: &Terminator) {
+        match term {
+            Terminator::Jump(target) => {
+                self.b.ins().jump(self.blocks[target.index()], &[]);
+            }
+            Terminator::Branch {
+                cond,
+                then_block,
+                else_block,
+            } => {
+                let c = self.b.use_var(self.vars[cond.index()]);
+                let (then_block, else_block) = (
+                    self.blocks[then_block.index()],
+                    self.blocks[else_block.index()],
+                );
+                self.b.ins().brif(c, then_block, &[], else_block, &[]);
+            }
+            Terminator::Return(values) => {
+                let mut returned = vec![self.b.use_var(self.steps)];
+                returned.extend(values.iter().map(|v| self.b.use_var(self.vars[v.index()])));
+                self.b.ins().return_(&returned);
+            }
+        }
+    }
+
+    /// One step, or the step limit at `loc`.
+    fn take_step(&mut self, loc: Loc) {
+        let left = self.b.use_var(self.steps);
+        let out = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
+        self.stop_if(out, Stop::StepLimit(loc));
+        let left = self.b.ins().iadd_imm_s(left, -1);
+        self.b.def_var(self.steps, left);
+    }
+
+    /// Adds one to the counter of a new segment of `block` holding `ops`.
+    fn count(&mut self, block: Block, ops: Vec<usize>) {
+        let offset = 8 * self.unit.segments.len() as i32;
+        self.unit.segments.push(Segment {
+            function: self.id,
+            block,
+            ops,
+        });
+        let count = self.b.ins().load(types::I64, FLAGS, self.counters, offset);
+        let count = self.b.ins().iadd_imm_s(count, 1);
+        self.b.ins().store(FLAGS, count, self.counters, offset);
+    }
+
+    /// Stops the member with `stop` if `cond` (non-zero).
+    pub(super) fn stop_if(&mut self, cond: Value, stop: Stop) {
+        let code = self.unit.stop(stop);
+        let code = self.b.ins().iconst(types::I32, i64::from(code));
+        let go_on = self.b.create_block();
+        self.b
+            .ins()
+            .brif(cond, self.stop_block, &[BlockArg::Value(code)], go_on, &[]);
+        self.b.switch_to_block(go_on);
+    }
+
+    /// The machine stack must have room for this activation.
+    fn guard_stack(&mut self) {
+        let sp = self.b.ins().get_stack_pointer(types::I64);
+        let limit = self
+            .b
+            .ins()
+            .load(types::I64, FLAGS, self.ctx, offsets::STACK_LIMIT);
+        let low = self.b.ins().icmp(IntCC::UnsignedLessThan, sp, limit);
+        self.stop_if(low, Stop::NativeStack);
+    }
+
+    /// The two exits: write the stop code, and return with zeros.
+    fn exits(&mut self) {
+        self.b.switch_to_block(self.stop_block);
+        let code = self.b.block_params(self.stop_block)[0];
+        self.b.ins().store(FLAGS, code, self.ctx, offsets::STATUS);
+        self.b.ins().jump(self.propagate, &[]);
+        self.b.switch_to_block(self.propagate);
+        let mut returned = vec![self.b.use_var(self.steps)];
+        for r in &self.function.results {
+            returned.push(self.zero(machine_type(r.elem)));
+        }
+        self.b.ins().return_(&returned);
+    }
+
+    pub(super) fn zero(&mut self, ty: Type) -> Value {
+        if ty == types::F32 {
+            self.b.ins().f32const(0.0)
+        } else if ty == types::F64 {
+            self.b.ins().f64const(0.0)
+        } else {
+            self.b.ins().iconst(ty, 0)
+        }
+    }
+
+    /// A call: the depth check, the call, and what its status means.
+    fn call(&mut self, dsts: &[Var], callee: FuncId, args: &[Var], loc: Loc, catch: bool) {
+        let recover = catch.then(|| self.b.create_block());
+        let no_room = self.b.ins().icmp_imm_s(IntCC::Equal, self.depth_left, 0);
+        match recover {
+            Some(recover) => {
+                let go = self.b.create_block();
+                self.b.ins().brif(no_room, recover, &[], go, &[]);
+                self.b.switch_to_block(go);
+            }
+            None => self.stop_if(no_room, Stop::StackOverflow(loc)),
+        }
+        let depth = self.b.ins().iadd_imm_s(self.depth_left, -1);
+        let steps = self.b.use_var(self.steps);
+        let mut values = vec![self.ctx, depth, steps];
+        values.extend(args.iter().map(|v| self.b.use_var(self.vars[v.index()])));
+        let callee_ref = self.callee_ref(callee);
+        let call = self.b.ins().call(callee_ref, &values);
+        let returned = self.b.inst_results(call).to_vec();
+        self.b.def_var(self.steps, returned[0]);
+        let status = self
+            .b
+            .ins()
+            .load(types::I32, FLAGS, self.ctx, offsets::STATUS);
+        let ok = self.b.create_block();
+        let Some(recover) = recover else {
+            self.b.ins().brif(status, self.propagate, &[], ok, &[]);
+            self.b.switch_to_block(ok);
+            for (d, value) in dsts.iter().zip(&returned[1..]) {
+                self.b.def_var(self.vars[d.index()], *value);
+            }
+            return;
+        };
+        let failed = self.b.create_block();
+        let after = self.b.create_block();
+        self.b.ins().brif(status, failed, &[], ok, &[]);
+        self.b.switch_to_block(failed);
+        let uncatchable = self.b.ins().band_imm_u(status, i64::from(UNCATCHABLE));
+        self.b
+            .ins()
+            .brif(uncatchable, self.propagate, &[], recover, &[]);
+        self.b.switch_to_block(ok);
+        let completed = self.b.ins().iconst(types::I8, 1);
+        self.b.def_var(self.vars[dsts[0].index()], completed);
+        for (d, value) in dsts[1..].iter().zip(&returned[1..]) {
+            self.b.def_var(self.vars[d.index()], *value);
+        }
+        self.b.ins().jump(after, &[]);
+        self.b.switch_to_block(recover);
+        let clear = self.b.ins().iconst(types::I32, 0);
+        self.b.ins().store(FLAGS, clear, self.ctx, offsets::STATUS);
+        let faulted = self.b.ins().iconst(types::I8, 0);
+        self.b.def_var(self.vars[dsts[0].index()], faulted);
+        for d in &dsts[1..] {
+            let ty = machine_type(self.function.vars[*d].ty.elem);
+            let zero = self.zero(ty);
+            self.b.def_var(self.vars[d.index()], zero);
+        }
+        self.b.ins().jump(after, &[]);
+        self.b.switch_to_block(after);
+    }
+
+    fn callee_ref(&mut self, callee: FuncId) -> FuncRef {
+        if let Some(r) = self.callee_refs.get(&callee) {
+            return *r;
+        }
+        let r = self
+            .unit
+            .jit
+            .declare_func_in_func(self.unit.ids[&callee], self.b.func);
+        self.callee_refs.insert(callee, r);
+        r
+    }
+}

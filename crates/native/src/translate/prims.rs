@@ -1,0 +1,317 @@
+//! The primitives on scalars: what native code computes itself (integer
+//! arithmetic with the kernels' wrapping and faults, IEEE float `+ - * /`,
+//! `sqrt`, `abs`, comparisons, Rust's `as`), and the calls of the shims
+//! for the rest (see `crate::shims`).
+
+use autobatch_ir::{BinaryOp, CompareOp, EntityRef, Loc, Prim, UnaryOp, Var};
+use autobatch_kernels::Fault;
+use autobatch_types::{Scalar, ScalarType};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
+use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Type, Value};
+use cranelift_module::{Linkage, Module};
+
+use super::function::{Translator, FLAGS};
+use super::machine_type;
+use crate::shims::{self, Shim};
+use crate::Stop;
+
+impl Translator<'_, '_, '_> {
+    /// `dst = prim(args)` (no `dst` for `assert`).
+    pub(super) fn prim(
+        &mut self,
+        dst: Option<Var>,
+        prim: &Prim,
+        args: &[Var],
+        loc: Loc,
+    ) -> Result<(), String> {
+        let types: Vec<ScalarType> = args
+            .iter()
+            .map(|v| self.function.vars[*v].ty.elem)
+            .collect();
+        let values: Vec<Value> = args
+            .iter()
+            .map(|v| self.b.use_var(self.vars[v.index()]))
+            .collect();
+        let result = match prim {
+            Prim::Const(value) => Some(self.constant(*value)),
+            Prim::Copy => Some(values[0]),
+            Prim::SymbolValue(symbol) => {
+                let offset = 8 * symbol.0 as i32;
+                Some(self.b.ins().load(types::I64, FLAGS, self.symbols, offset))
+            }
+            Prim::Unary(op) => Some(self.unary(*op, types[0], values[0])),
+            Prim::Binary(op) => Some(self.binary(*op, &types, values[0], values[1], loc)),
+            Prim::Compare(op) => Some(self.compare(*op, types[0], values[0], values[1])),
+            Prim::Cast(to) => Some(self.cast(types[0], *to, values[0])),
+            Prim::Select => Some(self.b.ins().select(values[0], values[1], values[2])),
+            Prim::Assert { message } => {
+                let failed = self.b.ins().icmp_imm_s(IntCC::Equal, values[0], 0);
+                let fault = Fault::assertion_failed(message);
+                self.stop_if(failed, Stop::Fault { fault, loc });
+                None
+            }
+            other => {
+                return Err(format!(
+                    "`{}` at {}:{} is not compiled yet",
+                    other.name(),
+                    loc.line,
+                    loc.column
+                ))
+            }
+        };
+        match (dst, result) {
+            (Some(dst), Some(value)) => self.b.def_var(self.vars[dst.index()], value),
+            (None, None) => {}
+            _ => {
+                return Err(format!(
+                    "`{}` at {}:{}: results and destinations differ",
+                    prim.name(),
+                    loc.line,
+                    loc.column
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    fn constant(&mut self, value: Scalar) -> Value {
+        let ins = self.b.ins();
+        match value {
+            Scalar::Bool(b) => ins.iconst(types::I8, i64::from(b)),
+            Scalar::I32(x) => ins.iconst(types::I32, i64::from(x as u32)),
+            Scalar::I64(x) => ins.iconst(types::I64, x),
+            Scalar::Usize(x) => ins.iconst(types::I64, x as i64),
+            Scalar::F32(x) => ins.f32const(Ieee32::with_bits(x.to_bits())),
+            Scalar::F64(x) => ins.f64const(Ieee64::with_bits(x.to_bits())),
+        }
+    }
+
+    fn unary(&mut self, op: UnaryOp, ty: ScalarType, x: Value) -> Value {
+        let float = ty.is_float();
+        match op {
+            UnaryOp::Neg if float => self.b.ins().fneg(x),
+            UnaryOp::Neg => self.b.ins().ineg(x),
+            UnaryOp::Not if ty == ScalarType::Bool => self.b.ins().bxor_imm_u(x, 1),
+            UnaryOp::Not => self.b.ins().bnot(x),
+            UnaryOp::Abs if float => self.b.ins().fabs(x),
+            UnaryOp::Abs if ty == ScalarType::Usize => x,
+            UnaryOp::Abs => self.b.ins().iabs(x),
+            UnaryOp::Sqrt => self.b.ins().sqrt(x),
+            UnaryOp::Recip => {
+                let one = self.float_const(ty, 1.0);
+                self.b.ins().fdiv(one, x)
+            }
+            UnaryOp::IsNan => self.b.ins().fcmp(FloatCC::Unordered, x, x),
+            UnaryOp::IsFinite => {
+                let magnitude = self.b.ins().fabs(x);
+                let infinity = self.float_const(ty, f64::INFINITY);
+                self.b.ins().fcmp(FloatCC::LessThan, magnitude, infinity)
+            }
+            _ => {
+                let shim = shims::unary(op, ty).expect("checked: a shim exists");
+                self.call_shim(shim, &[x], machine_type(ty))
+            }
+        }
+    }
+
+    fn float_const(&mut self, ty: ScalarType, value: f64) -> Value {
+        if ty == ScalarType::F32 {
+            self.b.ins().f32const(value as f32)
+        } else {
+            self.b.ins().f64const(value)
+        }
+    }
+
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        types: &[ScalarType],
+        a: Value,
+        b: Value,
+        loc: Loc,
+    ) -> Value {
+        let ty = types[0];
+        let float = ty.is_float();
+        let ins = self.b.ins();
+        match op {
+            BinaryOp::Add if float => ins.fadd(a, b),
+            BinaryOp::Add => ins.iadd(a, b),
+            BinaryOp::Sub if float => ins.fsub(a, b),
+            BinaryOp::Sub => ins.isub(a, b),
+            BinaryOp::Mul if float => ins.fmul(a, b),
+            BinaryOp::Mul => ins.imul(a, b),
+            BinaryOp::Div if float => ins.fdiv(a, b),
+            BinaryOp::Div => self.integer_division(ty, a, b, loc, false),
+            BinaryOp::Rem if !float => self.integer_division(ty, a, b, loc, true),
+            BinaryOp::BitAnd => ins.band(a, b),
+            BinaryOp::BitOr => ins.bor(a, b),
+            BinaryOp::BitXor => ins.bxor(a, b),
+            BinaryOp::Shl => ins.ishl(a, b),
+            BinaryOp::Shr if ty == ScalarType::Usize => ins.ushr(a, b),
+            BinaryOp::Shr => ins.sshr(a, b),
+            BinaryOp::Max if ty == ScalarType::Usize => ins.umax(a, b),
+            BinaryOp::Max if !float => ins.smax(a, b),
+            BinaryOp::Min if ty == ScalarType::Usize => ins.umin(a, b),
+            BinaryOp::Min if !float => ins.smin(a, b),
+            BinaryOp::Pow => {
+                // `as u32` of any integer exponent: its low 32 bits.
+                let exponent = if types[1] == ScalarType::I32 {
+                    b
+                } else {
+                    ins.ireduce(types::I32, b)
+                };
+                let shim = shims::binary(op, ty).expect("checked: a shim exists");
+                self.call_shim(shim, &[a, exponent], machine_type(ty))
+            }
+            _ => {
+                let shim = shims::binary(op, ty).expect("checked: a shim exists");
+                self.call_shim(shim, &[a, b], machine_type(ty))
+            }
+        }
+    }
+
+    /// Integer `/` or `%`: a zero divisor stops the member with the
+    /// kernels' fault; `MIN / -1` wraps to `MIN` and `MIN % -1` is 0
+    /// (the machine instruction would trap on both).
+    fn integer_division(
+        &mut self,
+        ty: ScalarType,
+        a: Value,
+        b: Value,
+        loc: Loc,
+        remainder: bool,
+    ) -> Value {
+        let zero = self.b.ins().icmp_imm_s(IntCC::Equal, b, 0);
+        let fault = if remainder {
+            Fault::remainder_by_zero()
+        } else {
+            Fault::division_by_zero()
+        };
+        self.stop_if(zero, Stop::Fault { fault, loc });
+        let ins = self.b.ins();
+        if ty == ScalarType::Usize {
+            return if remainder {
+                ins.urem(a, b)
+            } else {
+                ins.udiv(a, b)
+            };
+        }
+        let machine = machine_type(ty);
+        let all_ones = if machine == types::I32 {
+            i64::from(u32::MAX)
+        } else {
+            -1
+        };
+        let minus_one = ins.iconst(machine, all_ones);
+        let is_minus_one = self.b.ins().icmp(IntCC::Equal, b, minus_one);
+        let one = self.b.ins().iconst(machine, 1);
+        let divisor = self.b.ins().select(is_minus_one, one, b);
+        if remainder {
+            // `x % 1` is 0, as `MIN % -1` is.
+            return self.b.ins().srem(a, divisor);
+        }
+        let quotient = self.b.ins().sdiv(a, divisor);
+        let negated = self.b.ins().ineg(a);
+        self.b.ins().select(is_minus_one, negated, quotient)
+    }
+
+    fn compare(&mut self, op: CompareOp, ty: ScalarType, a: Value, b: Value) -> Value {
+        if ty.is_float() {
+            let cc = match op {
+                CompareOp::Eq => FloatCC::Equal,
+                CompareOp::Ne => FloatCC::NotEqual,
+                CompareOp::Lt => FloatCC::LessThan,
+                CompareOp::Le => FloatCC::LessThanOrEqual,
+                CompareOp::Gt => FloatCC::GreaterThan,
+                CompareOp::Ge => FloatCC::GreaterThanOrEqual,
+            };
+            return self.b.ins().fcmp(cc, a, b);
+        }
+        let signed = matches!(ty, ScalarType::I32 | ScalarType::I64);
+        let cc = match (op, signed) {
+            (CompareOp::Eq, _) => IntCC::Equal,
+            (CompareOp::Ne, _) => IntCC::NotEqual,
+            (CompareOp::Lt, true) => IntCC::SignedLessThan,
+            (CompareOp::Le, true) => IntCC::SignedLessThanOrEqual,
+            (CompareOp::Gt, true) => IntCC::SignedGreaterThan,
+            (CompareOp::Ge, true) => IntCC::SignedGreaterThanOrEqual,
+            (CompareOp::Lt, false) => IntCC::UnsignedLessThan,
+            (CompareOp::Le, false) => IntCC::UnsignedLessThanOrEqual,
+            (CompareOp::Gt, false) => IntCC::UnsignedGreaterThan,
+            (CompareOp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
+        };
+        self.b.ins().icmp(cc, a, b)
+    }
+
+    /// Rust's `as` (and "is not zero" into `bool`), as `CastScalar`.
+    fn cast(&mut self, from: ScalarType, to: ScalarType, x: Value) -> Value {
+        use ScalarType as S;
+        if from == to {
+            return x;
+        }
+        let target = machine_type(to);
+        let ins = self.b.ins();
+        match (from, to) {
+            (S::F32 | S::F64, S::Bool) => {
+                let zero = self.float_const(from, 0.0);
+                self.b.ins().fcmp(FloatCC::NotEqual, x, zero)
+            }
+            (_, S::Bool) => ins.icmp_imm_s(IntCC::NotEqual, x, 0),
+            (S::Bool, S::F32 | S::F64) => {
+                let wide = ins.uextend(types::I32, x);
+                self.b.ins().fcvt_from_uint(target, wide)
+            }
+            (S::Bool, _) => ins.uextend(target, x),
+            (S::F32, S::F64) => ins.fpromote(target, x),
+            (S::F64, S::F32) => ins.fdemote(target, x),
+            (S::F32 | S::F64, S::Usize) => ins.fcvt_to_uint_sat(target, x),
+            (S::F32 | S::F64, _) => ins.fcvt_to_sint_sat(target, x),
+            (S::Usize, _) if to.is_float() => ins.fcvt_from_uint(target, x),
+            (_, _) if to.is_float() => ins.fcvt_from_sint(target, x),
+            _ => {
+                let source = machine_type(from);
+                if source == target {
+                    x
+                } else if source.bits() < target.bits() {
+                    // Only `i32` is narrower: `as` extends its sign.
+                    ins.sextend(target, x)
+                } else {
+                    ins.ireduce(target, x)
+                }
+            }
+        }
+    }
+
+    /// Calls `shim` on `args`, giving one value of type `ret`.
+    fn call_shim(&mut self, shim: Shim, args: &[Value], ret: Type) -> Value {
+        let func_ref = match self.shim_refs.get(shim.name) {
+            Some(r) => *r,
+            None => {
+                let id = match self.unit.shims.get(shim.name) {
+                    Some(id) => *id,
+                    None => {
+                        let mut sig = self.unit.jit.make_signature();
+                        for a in args {
+                            let ty = self.b.func.dfg.value_type(*a);
+                            sig.params.push(AbiParam::new(ty));
+                        }
+                        sig.returns.push(AbiParam::new(ret));
+                        let id = self
+                            .unit
+                            .jit
+                            .declare_function(shim.name, Linkage::Import, &sig)
+                            .expect("a shim is declared once, with one signature");
+                        self.unit.shims.insert(shim.name, id);
+                        id
+                    }
+                };
+                let r = self.unit.jit.declare_func_in_func(id, self.b.func);
+                self.shim_refs.insert(shim.name, r);
+                r
+            }
+        };
+        let call = self.b.ins().call(func_ref, args);
+        self.b.inst_results(call)[0]
+    }
+}
