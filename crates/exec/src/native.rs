@@ -200,6 +200,9 @@ fn run_compiled(
         peak_instances: 0,
         op_counts,
         wall_seconds,
+        // Values live in registers and on the member's own machine stack.
+        call_bytes: 0,
+        peak_state_bytes: 0,
     };
     Ok((RunOutput { results, stats }, progress.rerun))
 }
