@@ -794,17 +794,15 @@ impl<'a> Machine<'a> {
     }
 
     /// Grows the columns and stacks of the functions instances run to a row
-    /// per lane: four times as many rows (a new column is zeroed memory
-    /// that costs nothing until a lane writes its row), but not past the
-    /// members and `--max-instances` instances unless a fork that found no
-    /// free lane needs more.
+    /// per lane, by [`grown_rows`] (a new column is zeroed memory that costs
+    /// nothing until a lane writes its row).
     fn ensure_capacity(&mut self) {
         let needed = self.lanes.capacity();
         if needed <= self.capacity {
             return;
         }
         let bound = self.members.saturating_add(self.max_instances());
-        let rows = needed.max((4 * self.capacity).min(bound));
+        let rows = grown_rows(self.capacity, needed, bound);
         let grows = |x: usize| self.grows[self.lowered.vars[GlobalVar::new(x)].func.index()];
         let lowered = self.lowered;
         // A temporary's value does not outlive its step, unless a fork
@@ -871,6 +869,22 @@ impl<'a> Machine<'a> {
         self.call_bytes += stack.value_bytes() * lanes as u64;
         f(column, stack);
     }
+}
+
+/// The rows the lanes' storage grows to when `needed` rows (lane ids)
+/// exceed its `capacity`: four times as many, up to `bound` (the members
+/// and `--max-instances` instances); past it (forks that found no free
+/// lane each start one instance anyway) half as many again. Growth is
+/// geometric either way, so each row is copied a bounded number of times
+/// however many lanes a run ends up needing; growing one row at a time
+/// copied every column once per extra lane.
+fn grown_rows(capacity: usize, needed: usize, bound: usize) -> usize {
+    let step = if capacity < bound {
+        capacity.saturating_mul(4).min(bound)
+    } else {
+        capacity.saturating_add(capacity / 2)
+    };
+    needed.max(step)
 }
 
 /// Per function of `lowered`, whether an instance may run it: whether some
