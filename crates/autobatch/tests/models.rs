@@ -111,55 +111,110 @@ fn treelstm_over_sst_trees_matches_numpy() {
 
 #[test]
 fn mv_rnn_over_sst_trees_matches_numpy() {
-    check_model("mvrnn.ab", "classify", "mvrnn_small.json", "mvrnn_small.expect.json");
+    check_model(
+        "mvrnn.ab",
+        "classify",
+        "mvrnn_small.json",
+        "mvrnn_small.expect.json",
+    );
 }
 
 #[test]
 fn bidirectional_lstm_over_ragged_sequences_matches_numpy() {
-    check_model("birnn.ab", "classify", "birnn_small.json", "birnn_small.expect.json");
+    check_model(
+        "birnn.ab",
+        "classify",
+        "birnn_small.json",
+        "birnn_small.expect.json",
+    );
 }
 
 #[test]
 fn nested_rnn_over_inner_sequences_matches_numpy() {
-    check_model("nested.ab", "classify", "nested_small.json", "nested_small.expect.json");
+    check_model(
+        "nested.ab",
+        "classify",
+        "nested_small.json",
+        "nested_small.expect.json",
+    );
 }
 
 #[test]
 fn doubly_recurrent_tree_decoder_matches_numpy() {
-    check_model("drnn.ab", "decode", "drnn_small.json", "drnn_small.expect.json");
+    check_model(
+        "drnn.ab",
+        "decode",
+        "drnn_small.json",
+        "drnn_small.expect.json",
+    );
 }
 
 #[test]
 fn berxit_transformer_with_early_exit_matches_numpy() {
-    check_model("berxit.ab", "classify", "berxit_small.json", "berxit_small.expect.json");
+    check_model(
+        "berxit.ab",
+        "classify",
+        "berxit_small.json",
+        "berxit_small.expect.json",
+    );
 }
 
 #[test]
 fn stack_rnn_with_push_and_pop_matches_numpy() {
-    check_model("stackrnn.ab", "classify", "stackrnn_small.json", "stackrnn_small.expect.json");
+    check_model(
+        "stackrnn.ab",
+        "classify",
+        "stackrnn_small.json",
+        "stackrnn_small.expect.json",
+    );
 }
 
 #[test]
 fn mv_rnn_without_join_matches_numpy() {
-    check_model("mvrnn_seq.ab", "classify", "mvrnn_small.json", "mvrnn_small.expect.json");
+    check_model(
+        "mvrnn_seq.ab",
+        "classify",
+        "mvrnn_small.json",
+        "mvrnn_small.expect.json",
+    );
 }
 
 #[test]
 fn bidirectional_lstm_without_join_matches_numpy() {
-    check_model("birnn_seq.ab", "classify", "birnn_small.json", "birnn_small.expect.json");
+    check_model(
+        "birnn_seq.ab",
+        "classify",
+        "birnn_small.json",
+        "birnn_small.expect.json",
+    );
 }
 
 #[test]
 fn nested_rnn_without_pfor_matches_numpy() {
-    check_model("nested_seq.ab", "classify", "nested_small.json", "nested_small.expect.json");
+    check_model(
+        "nested_seq.ab",
+        "classify",
+        "nested_small.json",
+        "nested_small.expect.json",
+    );
 }
 
 #[test]
 fn doubly_recurrent_decoder_without_join_matches_numpy() {
-    check_model("drnn_seq.ab", "decode", "drnn_small.json", "drnn_small.expect.json");
+    check_model(
+        "drnn_seq.ab",
+        "decode",
+        "drnn_small.json",
+        "drnn_small.expect.json",
+    );
 }
 
 #[test]
 fn berxit_without_join_matches_numpy() {
-    check_model("berxit_seq.ab", "classify", "berxit_small.json", "berxit_small.expect.json");
+    check_model(
+        "berxit_seq.ab",
+        "classify",
+        "berxit_small.json",
+        "berxit_small.expect.json",
+    );
 }

@@ -232,8 +232,15 @@ fn measure(
     let mut seconds = Vec::new();
     let mut last = None;
     for _ in 0..runs {
-        let output = run(strategy, program, &Env::default(), batch, &options, &batching)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let output = run(
+            strategy,
+            program,
+            &Env::default(),
+            batch,
+            &options,
+            &batching,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         assert!(output.results.iter().all(|r| r.is_ok()), "a member failed");
         seconds.push(output.stats.wall_seconds);
         last = Some(output);
@@ -333,7 +340,10 @@ pub fn main(args: &[String]) {
         let program = program(64, join);
         let (batch, nodes) = batch(&program, members, 64);
         let mut row = serde_json::Map::new();
-        row.insert("variant".into(), json!(if join { "join" } else { "sequential" }));
+        row.insert(
+            "variant".into(),
+            json!(if join { "join" } else { "sequential" }),
+        );
         row.insert("members".into(), json!(members));
         row.insert("nodes".into(), json!(nodes));
         for strategy in strategies {
@@ -356,7 +366,11 @@ pub fn main(args: &[String]) {
             v[s.name()].as_object_mut().map(|o| o.remove("results"));
         }
     }
-    let lengths: &[usize] = if quick { &[64, 1024] } else { &[64, 1024, 8192] };
+    let lengths: &[usize] = if quick {
+        &[64, 1024]
+    } else {
+        &[64, 1024, 8192]
+    };
     let mut padding = Vec::new();
     for &n in lengths {
         for join in [false, true] {

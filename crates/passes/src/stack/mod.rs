@@ -934,7 +934,10 @@ fn coalesce_copies(program: &mut LoweredProgram) {
             match target {
                 Some(p)
                     if !read_later
-                        && !matches!(program.vars[p].class, VarClass::Invariant | VarClass::Member(_))
+                        && !matches!(
+                            program.vars[p].class,
+                            VarClass::Invariant | VarClass::Member(_)
+                        )
                         && !block.ops[i + 1..j].iter().any(|op| mentions(op, p)) =>
                 {
                     if let LoweredOp::Prim { dst, .. } = &mut block.ops[i] {
