@@ -137,8 +137,9 @@ impl RunResult {
             "peak_state_bytes": self.stats.peak_state_bytes,
             "op_counts": op_counts,
         });
-        if !self.report.is_empty() {
+        if !self.stats.report.is_empty() {
             let report: serde_json::Map<String, serde_json::Value> = self
+                .stats
                 .report
                 .iter()
                 .map(|field| (field.name.to_string(), report_value_to_json(&field.value)))
@@ -251,7 +252,6 @@ mod tests {
                 wall_seconds: 0.5,
                 ..Stats::default()
             },
-            report: Vec::new(),
         }
     }
 

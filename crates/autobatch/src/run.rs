@@ -159,9 +159,6 @@ pub struct RunResult {
     /// One per member, in input order.
     pub members: Vec<Result<Value, MemberError>>,
     pub stats: Stats,
-    /// The figures the strategy reports of its own (`--stats` prints them
-    /// as an object under the strategy's name), often none.
-    pub report: Vec<autobatch_exec::ReportField>,
 }
 
 impl BoundBatch {
@@ -188,7 +185,7 @@ impl BoundBatch {
             lanes: config.lanes,
             block_choice: config.block_choice,
         };
-        let autobatch_exec::ReportedOutput { output, report } = autobatch_exec::run_reported(
+        let output = autobatch_exec::run(
             config.strategy,
             self.program(),
             self.env(),
@@ -235,7 +232,6 @@ impl BoundBatch {
             batch_size: self.batch_size(),
             members,
             stats: output.stats,
-            report,
         })
     }
 }

@@ -17,9 +17,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use autobatch_exec::{
-    run_reported, Arg, Batch, BatchingOptions, Env, ReportValue, RunOptions, Strategy,
-};
+use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, ReportValue, RunOptions, Strategy};
 use autobatch_types::{Scalar, Tensor};
 use serde_json::{json, Value};
 
@@ -54,7 +52,7 @@ pub fn main(args: &[String]) {
             let mut compile_seconds = 0.0;
             let mut compiled = None;
             let seconds = measure(budget, 50, || {
-                let out = run_reported(
+                let out = run(
                     strategy,
                     &program,
                     &Env::default(),
@@ -63,14 +61,14 @@ pub fn main(args: &[String]) {
                     &BatchingOptions::default(),
                 )
                 .expect("runs");
-                for field in &out.report {
+                for field in &out.stats.report {
                     match (field.name, &field.value) {
                         ("compile_seconds", ReportValue::Seconds(s)) => compile_seconds = *s,
                         ("compiled", ReportValue::Bool(b)) => compiled = Some(*b),
                         _ => {}
                     }
                 }
-                out.output.stats.wall_seconds
+                out.stats.wall_seconds
             });
             (seconds, compile_seconds, compiled)
         };

@@ -10,7 +10,7 @@ use autobatch_kernels::backend::Backend;
 
 use crate::{
     local_static, native, program_counter, reference, Batch, BatchingOptions, BlockChoice, Env,
-    ExecError, LaneMode, ReportedOutput, RunOptions, RunOutput,
+    ExecError, LaneMode, RunOptions, RunOutput,
 };
 
 /// Every executor, in the order of [`Strategy::ALL`] (and of help texts).
@@ -54,23 +54,6 @@ pub trait Executor: Send + Sync {
         options: &RunOptions,
         batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError>;
-
-    /// [`Executor::run`] with the figures the executor reports of its own
-    /// (printed by `--stats` under its name); by default none.
-    fn run_reported(
-        &self,
-        backend: &dyn Backend,
-        program: &Program,
-        env: &Env,
-        batch: &Batch,
-        options: &RunOptions,
-        batching: &BatchingOptions,
-    ) -> Result<ReportedOutput, ExecError> {
-        Ok(ReportedOutput {
-            output: self.run(backend, program, env, batch, options, batching)?,
-            report: Vec::new(),
-        })
-    }
 }
 
 /// Which [`BatchingOptions`] change how an executor runs.

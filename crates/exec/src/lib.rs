@@ -175,6 +175,9 @@ pub struct Stats {
     pub op_counts: Vec<OpCount>,
     /// Seconds spent executing the batch only.
     pub wall_seconds: f64,
+    /// The figures the executor reports of its own (`--stats` prints them
+    /// as an object under the strategy's name); none for most executors.
+    pub report: Vec<ReportField>,
 }
 
 /// The outcome of a run: per member, the flattened results or the error
@@ -200,14 +203,6 @@ pub enum ReportValue {
     Count(u64),
     Seconds(f64),
     Text(String),
-}
-
-/// A run's output with the figures its executor reports of its own
-/// ([`Executor::run_reported`]; none for most executors).
-#[derive(Clone, Debug)]
-pub struct ReportedOutput {
-    pub output: RunOutput,
-    pub report: Vec<ReportField>,
 }
 
 /// Runs `batch` on `program` with the reference executor ([`run`] with
@@ -301,38 +296,11 @@ pub fn run_on(
     options: &RunOptions,
     batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
-    run_on_reported(backend, strategy, program, env, batch, options, batching)
-        .map(|reported| reported.output)
-}
-
-/// [`run`], with the figures the executor reports of its own.
-pub fn run_reported(
-    strategy: Strategy,
-    program: &Program,
-    env: &Env,
-    batch: &Batch,
-    options: &RunOptions,
-    batching: &BatchingOptions,
-) -> Result<ReportedOutput, ExecError> {
-    run_on_reported(&Cpu, strategy, program, env, batch, options, batching)
-}
-
-/// [`run_on`] with the executor's own figures. This is the one boundary of
-/// the policy on internal errors.
-pub fn run_on_reported(
-    backend: &dyn Backend,
-    strategy: Strategy,
-    program: &Program,
-    env: &Env,
-    batch: &Batch,
-    options: &RunOptions,
-    batching: &BatchingOptions,
-) -> Result<ReportedOutput, ExecError> {
     internal::guard(|| {
         batched::check_value_sizes(program, batch.entry, &env.symbols)
             .map_err(ExecError::Resources)?;
         strategy
             .executor()
-            .run_reported(backend, program, env, batch, options, batching)
+            .run(backend, program, env, batch, options, batching)
     })
 }

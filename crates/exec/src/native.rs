@@ -29,7 +29,7 @@ use crate::internal::{capture_for, current_run, outside_capture};
 use crate::program_counter::ProgramCounter;
 use crate::{
     reference, Batch, BatchingOptions, Env, ExecError, Executor, OpCount, ReportField, ReportValue,
-    ReportedOutput, RunOptions, RunOutput, RunProgress, Stats,
+    RunOptions, RunOutput, RunProgress, Stats,
 };
 
 /// The native executor in the registry ([`crate::EXECUTORS`]).
@@ -66,19 +66,6 @@ impl Executor for Native {
         options: &RunOptions,
         batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError> {
-        self.run_reported(backend, program, env, batch, options, batching)
-            .map(|reported| reported.output)
-    }
-
-    fn run_reported(
-        &self,
-        backend: &dyn Backend,
-        program: &Program,
-        env: &Env,
-        batch: &Batch,
-        options: &RunOptions,
-        batching: &BatchingOptions,
-    ) -> Result<ReportedOutput, ExecError> {
         let started = Instant::now();
         let compiled = autobatch_native::compile(program, batch.entry);
         let compile_seconds = ReportField {
@@ -87,24 +74,25 @@ impl Executor for Native {
         };
         match compiled {
             Ok(native) => {
-                let (output, rerun) = run_compiled(&native, program, env, batch, options)?;
-                let report = vec![
+                let (mut output, rerun) = run_compiled(&native, program, env, batch, options)?;
+                output.stats.report = vec![
                     field("compiled", ReportValue::Bool(true)),
                     compile_seconds,
                     field("functions", ReportValue::Count(native.functions() as u64)),
                     field("members_rerun", ReportValue::Count(rerun)),
                 ];
-                Ok(ReportedOutput { output, report })
+                Ok(output)
             }
             Err(not) => {
-                let output = ProgramCounter.run(backend, program, env, batch, options, batching)?;
-                let report = vec![
+                let mut output =
+                    ProgramCounter.run(backend, program, env, batch, options, batching)?;
+                output.stats.report = vec![
                     field("compiled", ReportValue::Bool(false)),
                     field("reason", ReportValue::Text(not.reason)),
                     field("ran_on", ReportValue::Text(ProgramCounter.name().into())),
                     compile_seconds,
                 ];
-                Ok(ReportedOutput { output, report })
+                Ok(output)
             }
         }
     }
@@ -203,6 +191,7 @@ fn run_compiled(
         // Values live in registers and on the member's own machine stack.
         call_bytes: 0,
         peak_state_bytes: 0,
+        report: Vec::new(),
     };
     Ok((RunOutput { results, stats }, progress.rerun))
 }
