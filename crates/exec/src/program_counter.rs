@@ -217,6 +217,8 @@ struct PrimSlots {
     reads_member: bool,
     /// For an argument copy into a callee's parameter, the bytes of one value.
     arg_bytes: Option<u64>,
+    /// Whether that parameter is invariant (copied once, not per row).
+    shared_arg: bool,
     /// The step temporaries this operation mentions last.
     dying: Vec<usize>,
 }
@@ -415,7 +417,9 @@ impl<'a> Machine<'a> {
                 .extend(rows.iter().map(|r| lanes.member_of(*r) as u32));
         }
         if let Some(bytes) = op.arg_bytes {
-            self.call_bytes += bytes * rows.len() as u64;
+            // An invariant parameter is one value for all rows.
+            let copies = if op.shared_arg { 1 } else { rows.len() as u64 };
+            self.call_bytes += bytes * copies;
         }
         let exec = PrimExecution {
             prim,
@@ -724,6 +728,21 @@ impl<'a> Machine<'a> {
         for (param, arg) in &call.params {
             if let Slot::Member(_) = self.slots[param.index()] {
                 // Holds the member's value already.
+                continue;
+            }
+            if let Slot::Invariant(assigned) = &self.slots[param.index()] {
+                // Every call site passes the same shared value
+                // (`autobatch_passes::views`): set once, never per lane.
+                if assigned.is_none() {
+                    let value = match (arg, &self.slots) {
+                        (LoweredArg::Whole(v), slots) => match &slots[v.index()] {
+                            Slot::Invariant(Some(value)) => value.clone(),
+                            _ => internal_error("a per-member argument of an invariant parameter"),
+                        },
+                        _ => internal_error("an element or index for an invariant parameter"),
+                    };
+                    self.slots[param.index()] = Slot::Invariant(Some(value));
+                }
                 continue;
             }
             let len = self.slots[param.index()].row_len();
@@ -1053,6 +1072,9 @@ fn prim_slots(
                             }
                             _ => None,
                         },
+                        shared_arg: dst.is_some_and(|d| {
+                            lowered.vars[d].class == VarClass::Invariant
+                        }),
                         dying: dying.next().unwrap_or_default(),
                     },
                     _ => PrimSlots {
@@ -1061,6 +1083,7 @@ fn prim_slots(
                         counter: None,
                         reads_member: false,
                         arg_bytes: None,
+                        shared_arg: false,
                         dying: dying.next().unwrap_or_default(),
                     },
                 })

@@ -12,6 +12,7 @@ pub mod member;
 pub mod stack;
 pub mod tail_calls;
 pub mod uniformity;
+pub mod views;
 
 use autobatch_ir::Program;
 

@@ -51,11 +51,11 @@ impl State {
 
 /// One call site's argument: the callee's parameter and what the caller
 /// passes (`None`: an element or an index).
-struct Passed {
-    caller: FuncId,
-    arg: Option<Var>,
-    callee: FuncId,
-    param: Var,
+pub(crate) struct Passed {
+    pub(crate) caller: FuncId,
+    pub(crate) arg: Option<Var>,
+    pub(crate) callee: FuncId,
+    pub(crate) param: Var,
 }
 
 /// Per function and variable, the root of a member-uniform parameter.
@@ -144,7 +144,7 @@ fn defined_by_ops(program: &Program) -> Vec<Vec<bool>> {
 }
 
 /// Per function, whether a run of `entry` may execute it.
-fn reachable(program: &Program, entry: FuncId) -> Vec<bool> {
+pub(crate) fn reachable(program: &Program, entry: FuncId) -> Vec<bool> {
     let mut seen = vec![false; program.functions.len()];
     let mut todo = vec![entry];
     while let Some(f) = todo.pop() {
@@ -160,7 +160,7 @@ fn reachable(program: &Program, entry: FuncId) -> Vec<bool> {
 
 /// Every argument of every call and fork instance in the functions a run
 /// may execute (`reachable`): the others never pass anything.
-fn call_sites(program: &Program, reachable: &[bool]) -> Vec<Passed> {
+pub(crate) fn call_sites(program: &Program, reachable: &[bool]) -> Vec<Passed> {
     let mut sites = Vec::new();
     for (caller, f) in program.functions.iter() {
         if !reachable[caller.index()] {

@@ -16,8 +16,11 @@
 //!   position at every `return` (two different invariant variables at two
 //!   returns give members on different paths different values), unless the
 //!   call is a `catch` (a member that faulted gets zeros);
-//! - for a parameter (defined by its callers): the argument at every call site
-//!   is invariant, or, for the entry function, the argument is shared.
+//! - for a parameter (defined by its callers): every call site passes the
+//!   same expression of shared values (a static, `W[0]`, a shared entry
+//!   parameter: [`crate::views`]), or, for the entry function, the argument
+//!   is shared. (Invariant arguments that differ between call sites, as
+//!   `f(1)` and `f(2)`, give a per-member parameter.)
 //!
 //! A loop counter (`let mut i = 0; ... i += 1`) has two definitions, so it is
 //! per-member even when every member runs the loop the same number of
@@ -93,11 +96,16 @@ impl Invariance {
             }
             called
         };
+        // A parameter that every call site passes the same expression of
+        // shared values (a weight passed as an argument) is that value in
+        // every activation ([`crate::views`]).
+        let views = crate::views::shared_params(program, entry, shared_params);
         for (fid, f) in program.functions.iter() {
             for (k, p) in f.params.iter().enumerate() {
-                let shared = fid == entry
+                let shared = (fid == entry
                     && !called[fid.index()]
-                    && shared_params.get(k).copied().unwrap_or(false);
+                    && shared_params.get(k).copied().unwrap_or(false))
+                    || views.is_shared(fid, *p);
                 if !shared {
                     invariant[fid.index()][p.index()] = false;
                 }
