@@ -1004,6 +1004,10 @@ impl Run<'_> {
                 params.push(member);
                 continue;
             }
+            if self.invariance.is_invariant(callee, *p) {
+                params.push(self.shared_invariant_arg(frame, position, group, call_of));
+                continue;
+            }
             let ty = &function.vars[*p].ty;
             let shape = concrete_shape(ty, self.shared.symbols);
             let mut column = Column::zeros(ty.elem, shape, group.len());
@@ -1028,6 +1032,28 @@ impl Run<'_> {
             params.push(Slot::Column(column));
         }
         params
+    }
+
+    /// For an invariant parameter (at `position`): the value every instance
+    /// passes (the same shared value at every site, by
+    /// `autobatch_passes::views`), shared.
+    fn shared_invariant_arg<'c>(
+        &self,
+        frame: &Activation<'_>,
+        position: usize,
+        group: &[Instance],
+        call_of: &dyn Fn(u64) -> &'c InstanceCall<'c>,
+    ) -> Slot {
+        let first = group
+            .first()
+            .unwrap_or_else(|| internal_error("an activation of no instances"));
+        match call_of(first.k).args[position] {
+            InstanceArg::Whole(v) => match &frame.slots[v.index()] {
+                Slot::Invariant(Some(value)) => Slot::Invariant(Some(value.clone())),
+                _ => internal_error("a per-member argument of an invariant parameter"),
+            },
+            _ => internal_error("an element or index for an invariant parameter"),
+        }
     }
 
     /// For a member-uniform parameter `p` (at `position`) of `callee` to

@@ -59,6 +59,10 @@ struct Signature {
     name: String,
     params: Vec<Param>,
     ret: Ty,
+    /// Per parameter: whether call sites usually pass it the static `W`
+    /// (a weight passed as an argument, which every call site passing `W`
+    /// makes invariant in the callee).
+    weights: Vec<bool>,
 }
 
 struct Var {
@@ -197,7 +201,17 @@ impl Generator {
             });
         }
         let ret = self.value_type();
-        Signature { name, params, ret }
+        let has_weight = self.statics.iter().any(|s| s.name == "W");
+        let weights = params
+            .iter()
+            .map(|p| has_weight && index > 0 && p.ty == Ty::FloatArray && self.chance(0.6))
+            .collect();
+        Signature {
+            name,
+            params,
+            ret,
+            weights,
+        }
     }
 
     fn function(&mut self, index: usize) -> Function {
@@ -913,13 +927,22 @@ impl Generator {
 
     /// Arguments for the parameters of `callee` after its depth.
     fn extra_args(&mut self, callee: usize, depth: u32) -> Vec<Expr> {
-        let param_types: Vec<Ty> = self.signatures[callee].params[1..]
+        let params: Vec<(Ty, bool)> = self.signatures[callee].params[1..]
             .iter()
-            .map(|p| p.ty)
+            .zip(&self.signatures[callee].weights[1..])
+            .map(|(p, w)| (p.ty, *w))
             .collect();
-        param_types
+        params
             .into_iter()
-            .map(|t| self.expr(t, depth - 1))
+            .map(|(t, weight)| {
+                // Mostly the static itself; sometimes another value, so
+                // that the parameter is per-member after all.
+                if weight && self.chance(0.9) {
+                    Expr::var("W", t)
+                } else {
+                    self.expr(t, depth - 1)
+                }
+            })
             .collect()
     }
 
