@@ -99,6 +99,12 @@ impl StepTemps {
         self.peak
     }
 
+    /// Whether the running step keeps its temporaries dense (a row per row
+    /// of the columns).
+    pub fn dense(&self) -> bool {
+        matches!(self.layout, Layout::Dense(_))
+    }
+
     /// A step starts for the active `rows` (sorted) of columns of `total`
     /// rows: its layout is decided.
     pub fn begin(&mut self, rows: &[u32], total: usize, mode: LaneMode) {
