@@ -510,7 +510,7 @@ struct Destination<'a> {
 }
 
 /// Stores a kept value computed for every row into its slot: a step
-/// temporary (dense) gets it as its storage, a column its active rows.
+/// temporary (dense) adopts it as its storage, a column gets its active rows.
 fn store(
     engine: &mut Engine<'_>,
     temps: &mut StepTemps,
@@ -521,13 +521,13 @@ fn store(
 ) {
     let temp = is_temp[dst.slot];
     if temp {
-        temps.prepare(engine, slots, is_temp, Some(dst.slot));
+        return temps.adopt(engine, slots, dst.slot, data);
     }
     let Slot::Column(column) = &mut slots[dst.slot] else {
         unreachable!("checked when the chain was built")
     };
     let backend = engine.backend();
-    let all = temp || dst.rows.len() == dst.total;
+    let all = dst.rows.len() == dst.total;
     if all && column.data.len() == data.len() {
         std::mem::swap(&mut column.data, &mut data);
     } else if all {

@@ -145,6 +145,23 @@ impl StepTemps {
         self.held.push(d);
     }
 
+    /// A dense step's temporary `d` takes `data` (every row of it computed)
+    /// as its storage; a buffer it held goes back to the engine.
+    pub fn adopt(&mut self, engine: &mut Engine<'_>, slots: &mut [Slot], d: usize, data: Data) {
+        let Slot::Column(column) = &mut slots[d] else {
+            internal_error("a step temporary that is not a column");
+        };
+        let old = std::mem::replace(&mut column.data, data);
+        if self.held.contains(&d) {
+            self.bytes -= (old.len() * super::element_bytes(old.ty())) as u64;
+        } else {
+            self.held.push(d);
+        }
+        self.bytes += column.bytes();
+        self.peak = self.peak.max(self.bytes);
+        engine.give(old);
+    }
+
     /// Runs a primitive for `exec.rows`: on positions if the step is
     /// compact and the operation reads or writes a temporary, else as
     /// usual. Faults are reported by row, as [`Engine::run_prim`] does.
