@@ -118,7 +118,7 @@ impl RunConfig {
             seed: self.seed,
             threads: self.threads,
             max_instances: self.max_instances,
-            observer: None,
+            ..RunOptions::default()
         }
     }
 }

@@ -45,6 +45,10 @@ pub struct RunOptions {
     pub max_instances: Option<usize>,
     /// Called while the run goes, with the counts so far.
     pub observer: Option<Observer>,
+    /// Whether the batching strategies run chains of elementwise
+    /// operations fused, a cache-sized group of rows at a time
+    /// (`batched::fuse`); default true. Changes no result.
+    pub fuse: bool,
 }
 
 /// Watches a run while it goes: every executor calls `callback` between
@@ -94,6 +98,7 @@ impl Default for RunOptions {
             threads: 1,
             max_instances: None,
             observer: None,
+            fuse: true,
         }
     }
 }

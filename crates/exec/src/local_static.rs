@@ -53,6 +53,7 @@ use autobatch_passes::uniformity::Invariance;
 use autobatch_types::{Scalar, Tensor};
 
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
+use crate::batched::fuse::{find_chains, ChainSite, FusedStep, Fuser, OpView};
 use crate::batched::lanes::{ForkId, Lanes, Resolution};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
 use crate::batched::storage::{Column, Slot};
@@ -97,6 +98,7 @@ struct Run<'a> {
     peak_state_bytes: u64,
     /// Per function, its step temporaries, once computed.
     temp_plans: Vec<Option<Rc<TempPlan>>>,
+    fuser: Fuser,
 }
 
 /// The step temporaries of a function ([`crate::batched::temps`]): per
@@ -105,6 +107,8 @@ struct Run<'a> {
 struct TempPlan {
     is_temp: Vec<bool>,
     dying: Vec<Vec<Vec<usize>>>,
+    /// Per block, the fused chains starting at each operation.
+    chains: Vec<Vec<Option<ChainSite>>>,
 }
 
 impl TempPlan {
@@ -148,7 +152,7 @@ impl TempPlan {
                 }
             }
         }
-        let dying = function
+        let dying: Vec<Vec<Vec<usize>>> = function
             .blocks
             .values()
             .map(|block| {
@@ -166,7 +170,37 @@ impl TempPlan {
                 deaths(&mentions, &is_temp)
             })
             .collect();
-        TempPlan { is_temp, dying }
+        let chains = function
+            .blocks
+            .values()
+            .zip(&dying)
+            .map(|(block, dying)| {
+                let args: Vec<Vec<usize>> = block
+                    .ops
+                    .iter()
+                    .map(|op| op.uses().iter().map(|v| v.index()).collect())
+                    .collect();
+                let views: Vec<Option<OpView<'_>>> = block
+                    .ops
+                    .iter()
+                    .zip(&args)
+                    .map(|(op, args)| match op {
+                        Op::Prim { dst, prim, .. } => Some(OpView {
+                            prim,
+                            args,
+                            dst: dst.map(|d| d.index()),
+                        }),
+                        Op::Call { .. } | Op::Fork { .. } => None,
+                    })
+                    .collect();
+                find_chains(&views, &is_temp, dying)
+            })
+            .collect();
+        TempPlan {
+            is_temp,
+            dying,
+            chains,
+        }
     }
 }
 
@@ -346,6 +380,7 @@ fn run_on_this_thread(
         state_bytes: 0,
         peak_state_bytes: 0,
         temp_plans: vec![None; program.functions.len()],
+        fuser: Fuser::default(),
     };
     let entry = &program.functions[batch.entry];
     let mut params = Vec::with_capacity(entry.params.len());
@@ -618,9 +653,19 @@ impl Run<'_> {
         self.lanes.enter_block(rows, lane_of, block.loc);
         frame.temps.begin(rows, frame.lanes.len(), self.lane_mode);
         let plan = frame.plan.clone();
+        let mut fused_until = 0;
         for (i, op) in block.ops.iter().enumerate() {
             if rows.is_empty() {
                 break;
+            }
+            if i < fused_until {
+                continue;
+            }
+            if let Some(site) = &plan.chains[block_id.index()][i] {
+                if self.run_chain(frame, block_id, i, site, rows) {
+                    fused_until = site.end;
+                    continue;
+                }
             }
             let counter = self.op_counters[frame.fid.index()][block_id.index()][i];
             match op {
@@ -683,6 +728,86 @@ impl Run<'_> {
             return Ok(());
         }
         frame.terminate(&block.term, rows)
+    }
+
+    /// The fused chain `site`, starting at operation `start` of the block,
+    /// for `rows` (see [`crate::batched::fuse`]): false, having written
+    /// nothing, when it does not run fused.
+    fn run_chain(
+        &mut self,
+        frame: &mut Activation<'_>,
+        block_id: Block,
+        start: usize,
+        site: &ChainSite,
+        rows: &mut Vec<u32>,
+    ) -> bool {
+        if !self.options.fuse {
+            return false;
+        }
+        let program = self.program;
+        let block = &program.functions[frame.fid].blocks[block_id];
+        let lanes = frame.lanes;
+        let lane_of = |r: u32| lanes[r as usize] as usize;
+        for &h in &site.hoisted {
+            let Op::Prim {
+                dst,
+                prim,
+                args,
+                loc,
+            } = &block.ops[h]
+            else {
+                internal_error("a hoisted operation of a chain that is no primitive");
+            };
+            let op = PrimSite {
+                dst: *dst,
+                prim,
+                args,
+                loc: *loc,
+            };
+            let counter = self.op_counters[frame.fid.index()][block_id.index()][h];
+            self.run_prim(frame, counter, &op, rows);
+            self.lanes.drop_cancelled(rows, lane_of);
+            let dying = &frame.plan.dying[block_id.index()][h];
+            frame
+                .temps
+                .after_op(&mut self.engine, &mut frame.slots, rows, dying);
+            if rows.is_empty() {
+                return false;
+            }
+        }
+        for op in &site.ops {
+            self.statics
+                .before_write(&mut frame.slots, &mut frame.loans, op.dst);
+        }
+        let plan = frame.plan.clone();
+        let members = &frame.members;
+        let step = FusedStep {
+            is_temp: &plan.is_temp,
+            env: &self.shared,
+            rows,
+            total: frame.lanes.len(),
+            member_of: &|r| members[r as usize] as usize,
+        };
+        let ran = self.fuser.run(
+            &mut self.engine,
+            &mut frame.temps,
+            site,
+            &mut frame.slots,
+            &step,
+        );
+        if !ran {
+            return false;
+        }
+        for i in (start..site.end).filter(|i| !site.hoisted.contains(i)) {
+            let counter = self.op_counters[frame.fid.index()][block_id.index()][i];
+            self.counter.record(counter, rows.len());
+            self.lanes.drop_cancelled(rows, lane_of);
+            let dying = &plan.dying[block_id.index()][i];
+            frame
+                .temps
+                .after_op(&mut self.engine, &mut frame.slots, rows, dying);
+        }
+        true
     }
 
     /// A primitive for `rows`; the rows that fault stop (a catching call

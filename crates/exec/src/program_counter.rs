@@ -51,6 +51,7 @@ use autobatch_types::{MemberError, Scalar};
 use autobatch_kernels::Backend;
 
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
+use crate::batched::fuse::{find_chains, ChainSite, FusedStep, Fuser, OpView};
 use crate::batched::lanes::{ForkId, Lanes, Resolution};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
 use crate::batched::storage::{copy_value, Column, Place, Slot, ValueStack};
@@ -177,6 +178,10 @@ struct Machine<'a> {
     is_temp: Vec<bool>,
     /// The storage of the running step's temporaries.
     temps: StepTemps,
+    /// Per block, the fused chains starting at each operation (none when
+    /// the run does not fuse).
+    chains: Vec<Vec<Option<ChainSite>>>,
+    fuser: Fuser,
     lanes: Lanes,
     /// The most instance lanes alive at once (`--max-instances`); the
     /// default is computed at the first fork ([`Machine::max_instances`]).
@@ -309,9 +314,15 @@ impl<'a> Machine<'a> {
             engine,
             slots,
             stacks,
+            chains: if options.fuse {
+                block_chains(lowered, &ops, &is_temp)
+            } else {
+                Vec::new()
+            },
             ops,
             is_temp,
             temps: StepTemps::default(),
+            fuser: Fuser::default(),
             max_instances: None,
             return_stacks: vec![Vec::new(); members],
             depth_base: vec![0; members],
@@ -350,9 +361,17 @@ impl<'a> Machine<'a> {
         }
         let total = self.total_rows(pc);
         self.temps.begin(rows, total, self.lane_mode);
+        let mut fused_until = 0;
         for (i, op) in block.ops.iter().enumerate() {
             if rows.is_empty() {
                 break;
+            }
+            if i < fused_until {
+                continue;
+            }
+            if let Some(end) = self.run_chain(pc, i, rows) {
+                fused_until = end;
+                continue;
             }
             match op {
                 LoweredOp::Prim { prim, loc, .. } => {
@@ -404,6 +423,65 @@ impl<'a> Machine<'a> {
             LoweredTerm::Return => self.ret(rows),
         }
         Ok(())
+    }
+
+    /// The fused chain starting at operation `start` of block `pc`, if
+    /// there is one, for `rows` (see [`crate::batched::fuse`]): the index
+    /// of the operation after it, or `None` having written nothing when it
+    /// does not run fused.
+    fn run_chain(&mut self, pc: PcBlock, start: usize, rows: &mut Vec<u32>) -> Option<usize> {
+        let chains = std::mem::take(&mut self.chains);
+        let end = self.run_chain_of(&chains, pc, start, rows);
+        self.chains = chains;
+        end
+    }
+
+    fn run_chain_of(
+        &mut self,
+        chains: &[Vec<Option<ChainSite>>],
+        pc: PcBlock,
+        start: usize,
+        rows: &mut Vec<u32>,
+    ) -> Option<usize> {
+        let site = chains.get(pc.index())?.get(start)?.as_ref()?;
+        let lowered = self.lowered;
+        for &h in &site.hoisted {
+            let LoweredOp::Prim { prim, loc, .. } = &lowered.blocks[pc].ops[h] else {
+                internal_error("a hoisted operation of a chain that is no primitive");
+            };
+            self.run_prim(pc, h, prim, *loc, rows);
+            let dying = &self.ops[pc.index()][h].dying;
+            self.temps
+                .after_op(&mut self.engine, &mut self.slots, rows, dying);
+            if rows.is_empty() {
+                return None;
+            }
+        }
+        let lanes = &self.lanes;
+        let step = FusedStep {
+            is_temp: &self.is_temp,
+            env: &self.shared,
+            rows,
+            total: self.total_rows(pc),
+            member_of: &|r| lanes.member_of(r),
+        };
+        let ran = self.fuser.run(
+            &mut self.engine,
+            &mut self.temps,
+            site,
+            &mut self.slots,
+            &step,
+        );
+        if !ran {
+            return None;
+        }
+        for i in (start..site.end).filter(|i| !site.hoisted.contains(i)) {
+            let op = &self.ops[pc.index()][i];
+            self.counter.record(op.counter, rows.len());
+            self.temps
+                .after_op(&mut self.engine, &mut self.slots, rows, &op.dying);
+        }
+        Some(site.end)
     }
 
     /// Operation `i` of block `pc`, a primitive, for `rows`; the rows that
@@ -1022,6 +1100,37 @@ fn share_member_slots(lowered: &LoweredProgram, entry: &LoweredFunction, slots: 
             slots[x.index()] = slots[param.index()].clone();
         }
     }
+}
+
+/// Per block, the fused chains starting at each operation
+/// ([`crate::batched::fuse`]).
+fn block_chains(
+    lowered: &LoweredProgram,
+    ops: &[Vec<PrimSlots>],
+    is_temp: &[bool],
+) -> Vec<Vec<Option<ChainSite>>> {
+    lowered
+        .blocks
+        .values()
+        .zip(ops)
+        .map(|(block, slots)| {
+            let views: Vec<Option<OpView<'_>>> = block
+                .ops
+                .iter()
+                .zip(slots)
+                .map(|(op, slots)| match op {
+                    LoweredOp::Prim { prim, .. } => Some(OpView {
+                        prim,
+                        args: &slots.args,
+                        dst: slots.dst,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            let dying: Vec<Vec<usize>> = slots.iter().map(|s| s.dying.clone()).collect();
+            find_chains(&views, is_temp, &dying)
+        })
+        .collect()
 }
 
 /// Per block, per operation, the slots and counter of a primitive (every

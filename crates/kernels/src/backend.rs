@@ -19,7 +19,12 @@
 //! backend with memory of its own would copy at this seam, or take over that
 //! storage as well.
 //!
-//! Faults: an operation that may fault (`binary`, `index`, `index_set`,
+//! Fused chains: [`Backend::chain`] runs several elementwise steps (and
+//! reductions of rows) as one pass, a cache-sized group of rows at a time;
+//! its default calls the backend's own forms, so a backend need not
+//! implement it.
+//!
+//! Faults: an operation that may fault (`binary`, `chain`, `index`, `index_set`,
 //! `set_items`) returns the first [`Fault`] it meets; the engine then runs
 //! the operation row by row ([`Backend::eval`]) to find which rows fault.
 //! A broken invariant (operands the IR verifier rules out) is an internal
@@ -29,6 +34,7 @@ use autobatch_ir::{BinaryOp, CompareOp, Prim, ReduceOp, UnaryOp};
 use autobatch_types::{Data, ScalarType, Tensor};
 
 use crate::buffer::{self, Rows, RowsMut, Values, ValuesMut};
+use crate::fused::{self, Chain, Scratch};
 use crate::linalg::{self, Dims, ProductOp};
 use crate::rng::{self, Draw, Streams};
 use crate::{elementwise, eval, layout, reduce, Fault, PrimContext};
@@ -76,6 +82,22 @@ pub trait Backend: Send + Sync {
     fn cast(&self, x: Rows<'_>, out: RowsMut<'_>);
     /// `if_true` where `cond`, else `if_false`.
     fn select(&self, cond: Rows<'_>, if_true: Rows<'_>, if_false: Rows<'_>, out: RowsMut<'_>);
+
+    /// A fused chain of elementwise steps and row reductions
+    /// ([`crate::fused`]) on `rows` rows, a cache-sized group of rows at a
+    /// time; values the caller does not keep live in `scratch`. Each
+    /// element must have the bits the chain's steps give it one by one; the
+    /// default runs the steps through this backend's own batched forms.
+    fn chain(
+        &self,
+        chain: &Chain,
+        inputs: &[Rows<'_>],
+        outputs: &mut [RowsMut<'_>],
+        rows: usize,
+        scratch: &mut Scratch,
+    ) -> Result<(), Fault> {
+        fused::run_chain(self, chain, inputs, outputs, rows, scratch)
+    }
 
     // --- Reductions over each row.
 

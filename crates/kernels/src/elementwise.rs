@@ -15,6 +15,10 @@
 //! each row (a per-member scalar, or a shared array, against per-member
 //! arrays). So all three give the same bits.
 //!
+//! The float operations run compiled for the CPU's widest path
+//! ([`float_binary_on`], [`float_unary_on`]: AVX-512, AVX2, portable,
+//! chosen at run time), with the same bits on every path.
+//!
 //! When an integer division faults, the whole operation faults with the first
 //! zero divisor met in row-major order (all faults of one kind read the same,
 //! so which element is first does not show in the message). The `_into`
@@ -26,6 +30,7 @@ use autobatch_ir::{BinaryOp, CompareOp, UnaryOp};
 use autobatch_types::{Data, Scalar, ScalarType, Tensor};
 
 use crate::buffer::{Rows, RowsMut, Values, ValuesMut};
+use crate::gemm::Path;
 use crate::scalar::{self, CastScalar, DivisionByZero, Float, Integer};
 use crate::{internal_error, vmath, Fault};
 
@@ -174,12 +179,12 @@ pub fn unary_into(op: UnaryOp, x: Values<'_>, out: ValuesMut<'_>) {
         // element the bits of its scalar function), the rest element by element.
         (Values::F32(v), ValuesMut::F32(o)) => {
             if !vmath::apply_f32(op, v, o) {
-                float_unary_into(op, v, o)
+                float_unary_on(Path::detected(), op, v, o)
             }
         }
         (Values::F64(v), ValuesMut::F64(o)) => {
             if !vmath::apply_f64(op, v, o) {
-                float_unary_into(op, v, o)
+                float_unary_on(Path::detected(), op, v, o)
             }
         }
         (Values::F32(v), ValuesMut::Bool(o)) => float_predicate_into(op, v, o),
@@ -311,10 +316,10 @@ pub fn binary_into(
                 integer_binary_into(op, typed(&a, x), typed(&b, y), o)?
             }
             (Values::F32(x), Values::F32(y), ValuesMut::F32(o)) => {
-                float_binary_into(op, typed(&a, x), typed(&b, y), o)
+                float_binary_on(Path::detected(), op, typed(&a, x), typed(&b, y), o)
             }
             (Values::F64(x), Values::F64(y), ValuesMut::F64(o)) => {
-                float_binary_into(op, typed(&a, x), typed(&b, y), o)
+                float_binary_on(Path::detected(), op, typed(&a, x), typed(&b, y), o)
             }
             (x, y, _) => internal_error(format!(
                 "{}: operand types {} and {} differ",
@@ -392,6 +397,75 @@ pub fn float_binary_into<F: Float>(
         BinaryOp::Powf => zip_into(a, b, out, scalar::float_powf),
         _ => internal_error(format!("{} is not defined on floats", binary_name(op))),
     }
+}
+
+/// [`float_binary_into`] compiled for a CPU path (AVX-512, AVX2 and FMA, or
+/// portable), which must be available on this CPU (see [`Path::available`]).
+/// The operations are IEEE's, exactly rounded, and Rust neither contracts
+/// nor reassociates them, so every path gives each element the same bits;
+/// only the width of the vectors LLVM uses differs.
+#[inline]
+pub fn float_binary_on<F: Float>(
+    path: Path,
+    op: BinaryOp,
+    a: Operand<'_, F>,
+    b: Operand<'_, F>,
+    out: &mut [F],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<F: Float>(
+            op: BinaryOp,
+            a: Operand<'_, F>,
+            b: Operand<'_, F>,
+            out: &mut [F],
+        ) {
+            float_binary_into(op, a, b, out)
+        }
+        #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
+        unsafe fn avx512<F: Float>(
+            op: BinaryOp,
+            a: Operand<'_, F>,
+            b: Operand<'_, F>,
+            out: &mut [F],
+        ) {
+            float_binary_into(op, a, b, out)
+        }
+        match path {
+            // SAFETY: the path is available on this CPU (the caller's
+            // `Path::detected`, or a test that checked `Path::available`).
+            Path::Avx512 if path.available() => return unsafe { avx512(op, a, b, out) },
+            Path::Avx2 if path.available() => return unsafe { avx2(op, a, b, out) },
+            _ => {}
+        }
+    }
+    let _ = path;
+    float_binary_into(op, a, b, out)
+}
+
+/// [`float_unary_into`] compiled for a CPU path, as [`float_binary_on`].
+#[inline]
+pub fn float_unary_on<F: Float>(path: Path, op: UnaryOp, v: &[F], out: &mut [F]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<F: Float>(op: UnaryOp, v: &[F], out: &mut [F]) {
+            float_unary_into(op, v, out)
+        }
+        #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
+        unsafe fn avx512<F: Float>(op: UnaryOp, v: &[F], out: &mut [F]) {
+            float_unary_into(op, v, out)
+        }
+        match path {
+            // SAFETY: as in `float_binary_on`.
+            Path::Avx512 if path.available() => return unsafe { avx512(op, v, out) },
+            Path::Avx2 if path.available() => return unsafe { avx2(op, v, out) },
+            _ => {}
+        }
+    }
+    let _ = path;
+    float_unary_into(op, v, out)
 }
 
 /// `<<`, `>>` or `pow` of integers by an amount of any integer type.

@@ -20,6 +20,8 @@
 //! - [`vmath`], [`gemm`]: the vectorized transcendental functions and the
 //!   products, for one member or for many at once (slices of a batch), with
 //!   one fixed evaluation order per output element on every CPU path.
+//! - [`fused`]: chains of elementwise steps run as one pass over groups of
+//!   rows, each element by the same batched form as unfused.
 //! - [`backend`]: the seam under the batched engine.
 //!
 //! Architecture Invariant: this crate knows nothing of control flow (blocks,
@@ -60,6 +62,7 @@ macro_rules! map_same_type_pair {
 pub mod buffer;
 pub mod backend;
 pub mod elementwise;
+pub mod fused;
 pub mod gemm;
 pub mod layout;
 pub mod linalg;

@@ -762,6 +762,26 @@ impl<'b> Engine<'b> {
         }
     }
 
+    /// In how many parts to split `rows` rows of `work_per_row` each
+    /// between the worker threads (1: not split), as [`Engine::split_rows`]
+    /// decides.
+    pub(super) fn pieces(&self, rows: usize, work_per_row: usize) -> usize {
+        match &self.pool {
+            Some(_) if rows >= 2 && rows.saturating_mul(work_per_row) >= PARALLEL_WORK => {
+                self.threads.min(rows)
+            }
+            _ => 1,
+        }
+    }
+
+    /// Runs `f` inside the worker pool (on the calling thread without one).
+    pub(super) fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(pool) => pool.install(f),
+            None => f(),
+        }
+    }
+
     /// `x = index_set(x, i, v)` on a column `x`: writes each active row's item
     /// where it belongs, leaving the rest of the row alone, so that filling an
     /// array element by element costs the elements written, not the array's
@@ -944,7 +964,7 @@ fn split_recursive(
 
 /// The batched form of a primitive on these operands (see [`plan`]).
 #[derive(Clone, Copy, Debug)]
-enum Kind {
+pub(super) enum Kind {
     Unary(autobatch_ir::UnaryOp),
     Binary(autobatch_ir::BinaryOp),
     Compare(autobatch_ir::CompareOp),
@@ -1051,7 +1071,7 @@ impl Kind {
 /// Which batched form runs `prim` on these operands, if any: the operands'
 /// shapes must be the ones the form takes, and `out_len` (the elements of
 /// one row of the result) the one it gives.
-fn plan(
+pub(super) fn plan(
     prim: &Prim,
     args: &[usize],
     slots: &[Slot],

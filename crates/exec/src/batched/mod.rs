@@ -1,8 +1,9 @@
 //! What the batching strategies share: the loop skeleton ([`skeleton`]),
 //! lanes and the joins of forks ([`lanes`]), storage, the primitive engine,
-//! the statistics they keep and the check that a run fits in memory.
+//! fused chains of elementwise operations ([`fuse`]), the statistics they keep and the check that a run fits in memory.
 
 pub mod engine;
+pub mod fuse;
 pub mod lanes;
 pub mod skeleton;
 pub mod storage;

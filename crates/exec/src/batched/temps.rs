@@ -99,6 +99,12 @@ impl StepTemps {
         self.peak
     }
 
+    /// Whether the running step keeps its temporaries dense (a row per row
+    /// of the columns).
+    pub fn dense(&self) -> bool {
+        matches!(self.layout, Layout::Dense(_))
+    }
+
     /// A step starts for the active `rows` (sorted) of columns of `total`
     /// rows: its layout is decided.
     pub fn begin(&mut self, rows: &[u32], total: usize, mode: LaneMode) {
@@ -137,6 +143,23 @@ impl StepTemps {
         self.bytes += column.bytes();
         self.peak = self.peak.max(self.bytes);
         self.held.push(d);
+    }
+
+    /// A dense step's temporary `d` takes `data` (every row of it computed)
+    /// as its storage; a buffer it held goes back to the engine.
+    pub fn adopt(&mut self, engine: &mut Engine<'_>, slots: &mut [Slot], d: usize, data: Data) {
+        let Slot::Column(column) = &mut slots[d] else {
+            internal_error("a step temporary that is not a column");
+        };
+        let old = std::mem::replace(&mut column.data, data);
+        if self.held.contains(&d) {
+            self.bytes -= (old.len() * super::element_bytes(old.ty())) as u64;
+        } else {
+            self.held.push(d);
+        }
+        self.bytes += column.bytes();
+        self.peak = self.peak.max(self.bytes);
+        engine.give(old);
     }
 
     /// Runs a primitive for `exec.rows`: on positions if the step is

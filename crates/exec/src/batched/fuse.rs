@@ -1,0 +1,541 @@
+//! Fused chains: consecutive elementwise operations (and reductions of
+//! rows) of a block run as one pass over the rows, a cache-sized group of
+//! rows at a time ([`autobatch_kernels::fused`], through
+//! [`Backend::chain`](autobatch_kernels::Backend::chain)).
+//!
+//! [`find_chains`] finds them once per function: a chain is a run of at
+//! least two consecutive operations of a block, each `unary`, `binary`,
+//! `compare`, cast, `select` or a reduction, where some operation reads a
+//! value an earlier one of the run computed; constants and statics loaded
+//! between them join the run and are run before it. The value of an operation is
+//! *kept* (written to its variable's storage) unless a later operation of
+//! the chain overwrites the variable, or the variable is a step temporary
+//! ([`super::temps`]) whose last mention in the block is inside the chain:
+//! such a value lives only in the backend's group-sized scratch and never
+//! gets a column.
+//!
+//! A member-uniform operand (an entry's parameter) is copied into a column
+//! of the active rows once per chain, as the engine does once per
+//! operation. [`Fuser::run`] runs a chain when the step's temporaries are dense (every
+//! row active, or enough of them under `mask` and `auto`: then, as the
+//! unfused batched forms do, it computes over every row of the columns and
+//! stores the active rows) and every operation has its batched form; it computes the kept values into spare buffers and stores them
+//! only once the whole chain succeeded. Otherwise (some row inactive, an
+//! operand the batched forms do not take, or a fault anywhere: an integer
+//! division by zero) it writes nothing and returns false, and the executor
+//! runs the operations one by one as unfused, which finds exactly the rows
+//! that fault and reports them with their operation's location. Each
+//! element is computed by the same batched form as unfused, so the bits do
+//! not depend on fusion, the group size or the thread split.
+
+use autobatch_ir::Prim;
+use autobatch_kernels::buffer::{Rows, RowsMut, Values, ValuesMut};
+use autobatch_kernels::fused::{Chain, Link, Scratch, Source, Step, MAX_OPERANDS};
+use autobatch_kernels::{Backend, Fault};
+use autobatch_types::Data;
+
+use super::engine::{plan, Engine, Kind, SharedEnv};
+use super::storage::{Column, Slot};
+use super::temps::StepTemps;
+
+/// The most operations one chain fuses (a longer run is cut).
+pub const MAX_LINKS: usize = 32;
+
+/// The most distinct inputs a chain reads.
+const MAX_INPUTS: usize = MAX_LINKS * MAX_OPERANDS;
+
+/// An operation of a block as [`find_chains`] sees it (`None` for calls,
+/// forks and stack moves).
+#[derive(Clone, Copy, Debug)]
+pub struct OpView<'a> {
+    pub prim: &'a Prim,
+    pub args: &'a [usize],
+    pub dst: Option<usize>,
+}
+
+/// One operation of a chain.
+#[derive(Clone, Debug)]
+pub struct ChainOp {
+    pub prim: Prim,
+    pub args: Vec<usize>,
+    pub dst: usize,
+    /// Whether its value is stored to `dst` (else it lives in scratch).
+    pub keep: bool,
+}
+
+/// A chain found in a block: the operations from the one it starts at to
+/// `end` (exclusive). Those at `hoisted` (constants and statics loaded,
+/// which no earlier operation of the chain mentions) the executor runs
+/// first, as usual; `ops` are the others, fused.
+#[derive(Clone, Debug)]
+pub struct ChainSite {
+    pub end: usize,
+    pub hoisted: Vec<usize>,
+    pub ops: Vec<ChainOp>,
+}
+
+fn fusable(prim: &Prim) -> bool {
+    matches!(
+        prim,
+        Prim::Unary(_)
+            | Prim::Binary(_)
+            | Prim::Compare(_)
+            | Prim::Cast(_)
+            | Prim::Select
+            | Prim::Reduce(_)
+    )
+}
+
+/// The chains of a block whose operations are `ops`, indexed by the
+/// operation each starts at. `dying[i]` are the step temporaries operation
+/// `i` mentions last.
+pub fn find_chains(
+    ops: &[Option<OpView<'_>>],
+    is_temp: &[bool],
+    dying: &[Vec<usize>],
+) -> Vec<Option<ChainSite>> {
+    let mut sites = vec![None; ops.len()];
+    let candidate = |op: &Option<OpView<'_>>| {
+        op.is_some_and(|o| fusable(o.prim) && o.dst.is_some() && o.args.len() <= MAX_OPERANDS)
+    };
+    let mut start = 0;
+    while start < ops.len() {
+        if !candidate(&ops[start]) {
+            start += 1;
+            continue;
+        }
+        let (mut end, mut links) = (start, 0);
+        let mut hoisted = Vec::new();
+        while end < ops.len() && links < MAX_LINKS {
+            if candidate(&ops[end]) {
+                links += 1;
+            } else if hoistable(&ops[start..end], &ops[end]) {
+                hoisted.push(end);
+            } else {
+                break;
+            }
+            end += 1;
+        }
+        // A constant at the end is no part of the chain.
+        while hoisted.last().is_some_and(|h| *h + 1 == end) {
+            hoisted.pop();
+            end -= 1;
+        }
+        let run: Vec<OpView<'_>> = (start..end)
+            .filter(|i| !hoisted.contains(i))
+            .filter_map(|i| ops[i])
+            .collect();
+        let dying: Vec<usize> = (start..end)
+            .filter(|i| !hoisted.contains(i))
+            .flat_map(|i| dying[i].iter().copied())
+            .collect();
+        if let Some(mut site) = chain_site(&run, end, is_temp, &dying) {
+            site.hoisted = hoisted;
+            sites[start] = Some(site);
+        }
+        start = end.max(start + 1);
+    }
+    sites
+}
+
+/// Whether `op` (a constant, or a static loaded) may run before the
+/// operations `before` it in the block: it writes an invariant value that
+/// none of them mentions.
+fn hoistable(before: &[Option<OpView<'_>>], op: &Option<OpView<'_>>) -> bool {
+    let Some(op) = op else { return false };
+    let Some(dst) = op.dst else { return false };
+    matches!(op.prim, Prim::Const(_) | Prim::LoadStatic(_))
+        && before
+            .iter()
+            .flatten()
+            .all(|o| o.dst != Some(dst) && !o.args.contains(&dst))
+}
+
+/// The chain of the run `ops` (ending at `end`), if some operation reads
+/// the value of an earlier one.
+fn chain_site(
+    ops: &[OpView<'_>],
+    end: usize,
+    is_temp: &[bool],
+    dying: &[usize],
+) -> Option<ChainSite> {
+    let written_before = |i: usize, slot: usize| ops[..i].iter().any(|o| o.dst == Some(slot));
+    let flows = ops
+        .iter()
+        .enumerate()
+        .any(|(i, op)| op.args.iter().any(|a| written_before(i, *a)));
+    if ops.len() < 2 || !flows {
+        return None;
+    }
+    let dies_inside = |slot: usize| is_temp[slot] && dying.contains(&slot);
+    let ops = ops
+        .iter()
+        .enumerate()
+        .map(|(i, op)| {
+            let dst = op.dst.unwrap_or_default();
+            let overwritten = ops[i + 1..].iter().any(|o| o.dst == Some(dst));
+            ChainOp {
+                prim: op.prim.clone(),
+                args: op.args.to_vec(),
+                dst,
+                keep: !overwritten && !dies_inside(dst),
+            }
+        })
+        .collect();
+    Some(ChainSite {
+        end,
+        hoisted: Vec::new(),
+        ops,
+    })
+}
+
+/// The step a chain runs in.
+pub struct FusedStep<'a> {
+    /// Per slot, whether it is a step temporary.
+    pub is_temp: &'a [bool],
+    pub env: &'a SharedEnv<'a>,
+    /// The active rows, in increasing order, of columns of `total` rows.
+    pub rows: &'a [u32],
+    pub total: usize,
+    /// The member of a row.
+    pub member_of: &'a dyn Fn(u32) -> usize,
+}
+
+/// What a run of chains reuses from step to step.
+#[derive(Default)]
+pub struct Fuser {
+    /// The member-uniform operands, lent out as columns while a chain runs.
+    lent: Vec<(usize, Slot)>,
+    /// Spare shape vectors for those columns.
+    shapes: Vec<Vec<usize>>,
+    chain: Chain,
+    /// The slot of each input of the chain.
+    inputs: Vec<usize>,
+    /// The buffers of the kept values, by output index, while a chain runs.
+    outputs: Vec<Data>,
+    /// Per worker thread, the scratch of the values not kept.
+    scratch: Vec<Scratch>,
+}
+
+impl Fuser {
+    /// Runs `site` on the active `rows` of columns of `total` rows (row `r`
+    /// of a member-uniform operand is member `step.member_of(r)`'s): true
+    /// when it ran (every kept value stored), false having written nothing
+    /// (the executor then runs the operations one by one).
+    pub fn run(
+        &mut self,
+        engine: &mut Engine<'_>,
+        temps: &mut StepTemps,
+        site: &ChainSite,
+        slots: &mut [Slot],
+        step: &FusedStep<'_>,
+    ) -> bool {
+        // Over every row of the columns, as the unfused batched forms run a
+        // dense step (inactive rows compute on whatever they hold, and only
+        // the active rows are stored).
+        if !temps.dense() || step.rows.is_empty() {
+            return false;
+        }
+        let mut lent = std::mem::take(&mut self.lent);
+        for &a in site.ops.iter().flat_map(|op| &op.args) {
+            if lent.iter().any(|(s, _)| *s == a) {
+                continue;
+            }
+            if let Slot::Member(member) = &slots[a] {
+                let column = self.member_rows(engine, member, step);
+                lent.push((a, std::mem::replace(&mut slots[a], Slot::Column(column))));
+            }
+        }
+        let ran = self.run_on_columns(engine, temps, site, slots, step);
+        for (a, original) in lent.drain(..) {
+            if let Slot::Column(mut column) = std::mem::replace(&mut slots[a], original) {
+                self.shapes.push(std::mem::take(&mut column.shape));
+                engine.give(column.data);
+            }
+        }
+        self.lent = lent;
+        ran
+    }
+
+    /// A column whose active rows hold their members' rows of `member`
+    /// (the others unspecified), as the engine's `run_with_members` makes.
+    fn member_rows(
+        &mut self,
+        engine: &mut Engine<'_>,
+        member: &Column,
+        step: &FusedStep<'_>,
+    ) -> Column {
+        let n = member.row_len;
+        let mut data = engine.take(member.data.ty(), step.total * n);
+        for &row in step.rows {
+            let (r, m) = (row as usize, (step.member_of)(row));
+            engine.backend().copy(
+                Values::of(&member.data, m * n..(m + 1) * n),
+                ValuesMut::of(&mut data, r * n..(r + 1) * n),
+            );
+        }
+        let mut shape = self.shapes.pop().unwrap_or_default();
+        shape.clear();
+        shape.extend_from_slice(&member.shape);
+        Column {
+            shape,
+            row_len: n,
+            data,
+        }
+    }
+
+    fn run_on_columns(
+        &mut self,
+        engine: &mut Engine<'_>,
+        temps: &mut StepTemps,
+        site: &ChainSite,
+        slots: &mut [Slot],
+        step: &FusedStep<'_>,
+    ) -> bool {
+        let FusedStep {
+            is_temp,
+            env,
+            rows,
+            total,
+            ..
+        } = *step;
+        if !self.build(site, slots, is_temp, env, total) {
+            return false;
+        }
+        self.outputs.clear();
+        for link in &self.chain.links {
+            if link.output.is_some() {
+                self.outputs
+                    .push(engine.take(link.ty, total * link.row_len));
+            }
+        }
+        if self.compute(engine, slots, total).is_err() {
+            for data in self.outputs.drain(..) {
+                engine.give(data);
+            }
+            return false;
+        }
+        let mut outputs = std::mem::take(&mut self.outputs);
+        for (op, link) in site.ops.iter().zip(&self.chain.links) {
+            if let Some(o) = link.output {
+                let data = std::mem::replace(&mut outputs[o], Data::with_capacity(link.ty, 0));
+                let dst = Destination {
+                    slot: op.dst,
+                    rows,
+                    total,
+                };
+                store(engine, temps, slots, is_temp, &dst, data);
+            }
+        }
+        outputs.clear();
+        self.outputs = outputs;
+        true
+    }
+
+    /// The chain of `site` on the slots as they are now: false if some
+    /// operation has no batched form on them.
+    fn build(
+        &mut self,
+        site: &ChainSite,
+        slots: &[Slot],
+        is_temp: &[bool],
+        env: &SharedEnv<'_>,
+        total: usize,
+    ) -> bool {
+        self.chain.links.clear();
+        self.inputs.clear();
+        let mut outputs = 0;
+        for (i, op) in site.ops.iter().enumerate() {
+            let Slot::Column(dst) = &slots[op.dst] else {
+                return false;
+            };
+            if !is_temp[op.dst] && dst.rows() < total {
+                return false;
+            }
+            let step = match plan(&op.prim, &op.args, slots, dst.row_len, env) {
+                Some(Kind::Unary(u)) => Step::Unary(u),
+                Some(Kind::Binary(b)) => Step::Binary(b),
+                Some(Kind::Compare(c)) => Step::Compare(c),
+                Some(Kind::Cast) => Step::Cast,
+                Some(Kind::Select) => Step::Select,
+                Some(Kind::Reduce(r)) => Step::Reduce(r),
+                _ => return false,
+            };
+            let mut operands = [Source::Input(0); MAX_OPERANDS];
+            let mut per_row = false;
+            for (operand, &a) in operands.iter_mut().zip(&op.args) {
+                let writer = site.ops[..i].iter().rposition(|o| o.dst == a);
+                *operand = match writer {
+                    Some(j) => Source::Link(j),
+                    None => {
+                        match &slots[a] {
+                            Slot::Column(c) if c.rows() >= total => {}
+                            Slot::Invariant(Some(_)) => {}
+                            _ => return false,
+                        }
+                        let k = match self.inputs.iter().position(|s| *s == a) {
+                            Some(k) => k,
+                            None if self.inputs.len() < MAX_INPUTS => {
+                                self.inputs.push(a);
+                                self.inputs.len() - 1
+                            }
+                            None => return false,
+                        };
+                        Source::Input(k)
+                    }
+                };
+                per_row |=
+                    matches!(operand, Source::Link(_)) || matches!(slots[a], Slot::Column(_));
+            }
+            if !per_row {
+                return false;
+            }
+            let output = op.keep.then(|| {
+                outputs += 1;
+                outputs - 1
+            });
+            self.chain.links.push(Link {
+                step,
+                operands,
+                arity: op.args.len(),
+                ty: dst.data.ty(),
+                row_len: dst.row_len,
+                output,
+            });
+        }
+        true
+    }
+
+    /// Runs the built chain on rows `0..total` into `self.outputs`, split
+    /// between the engine's threads when the work is large.
+    fn compute(&mut self, engine: &Engine<'_>, slots: &[Slot], total: usize) -> Result<(), Fault> {
+        let mut inputs = [Rows::NONE; MAX_INPUTS];
+        for (input, &s) in inputs.iter_mut().zip(&self.inputs) {
+            *input = match &slots[s] {
+                Slot::Column(c) => Rows::Column {
+                    values: Values::of(&c.data, 0..total * c.row_len),
+                    row_len: c.row_len,
+                },
+                Slot::Invariant(Some(t)) => Rows::Shared(Values::all(&t.data)),
+                _ => unreachable!("checked when the chain was built"),
+            };
+        }
+        let inputs = &inputs[..self.inputs.len()];
+        let mut outputs: [RowsMut<'_>; MAX_LINKS] =
+            std::array::from_fn(|_| RowsMut::new(ValuesMut::Bool(&mut []), 0, 0));
+        let kept = self.outputs.len();
+        let mut data = self.outputs.iter_mut();
+        for link in &self.chain.links {
+            if let Some(o) = link.output {
+                let Some(buffer) = data.next() else {
+                    unreachable!("a buffer was taken for every output")
+                };
+                outputs[o] = RowsMut::new(ValuesMut::all(buffer), total, link.row_len);
+            }
+        }
+        let outputs = &mut outputs[..kept];
+        let work: usize = self.chain.links.iter().map(|l| l.row_len.max(1)).sum();
+        let pieces = engine.pieces(total, work);
+        if self.scratch.len() < pieces {
+            self.scratch.resize_with(pieces, Scratch::default);
+        }
+        let backend = engine.backend();
+        let chain = &self.chain;
+        if pieces <= 1 {
+            return backend.chain(chain, inputs, outputs, total, &mut self.scratch[0]);
+        }
+        let outputs: Vec<RowsMut<'_>> = outputs
+            .iter_mut()
+            .map(|o| std::mem::replace(o, RowsMut::new(ValuesMut::Bool(&mut []), 0, 0)))
+            .collect();
+        let piece = Piece {
+            backend,
+            chain,
+            inputs,
+        };
+        engine.install(|| piece.split(0..total, outputs, &mut self.scratch[..pieces]))
+    }
+}
+
+/// A chain's inputs while its rows are split between threads.
+struct Piece<'a> {
+    backend: &'a dyn Backend,
+    chain: &'a Chain,
+    inputs: &'a [Rows<'a>],
+}
+
+impl Piece<'_> {
+    /// The rows `range` (whose outputs are `outputs`), split in as many
+    /// consecutive parts as `scratch` has buffers, in parallel.
+    fn split(
+        &self,
+        range: std::ops::Range<usize>,
+        outputs: Vec<RowsMut<'_>>,
+        scratch: &mut [Scratch],
+    ) -> Result<(), Fault> {
+        let pieces = scratch.len();
+        if pieces <= 1 || range.len() <= 1 {
+            let mut outputs = outputs;
+            let inputs: Vec<Rows<'_>> = self.inputs.iter().map(|i| i.rows(range.clone())).collect();
+            return self.backend.chain(
+                self.chain,
+                &inputs,
+                &mut outputs,
+                range.len(),
+                &mut scratch[0],
+            );
+        }
+        let left_pieces = pieces / 2;
+        let mid = range.start + range.len() * left_pieces / pieces;
+        let (mut left, mut right) = (Vec::new(), Vec::new());
+        for o in outputs {
+            let (l, r) = o.split_at(mid - range.start);
+            left.push(l);
+            right.push(r);
+        }
+        let (ls, rs) = scratch.split_at_mut(left_pieces);
+        let (a, b) = rayon::join(
+            || self.split(range.start..mid, left, ls),
+            || self.split(mid..range.end, right, rs),
+        );
+        a.and(b)
+    }
+}
+
+/// Where a kept value goes: a slot, for the active `rows` of `total`.
+struct Destination<'a> {
+    slot: usize,
+    rows: &'a [u32],
+    total: usize,
+}
+
+/// Stores a kept value computed for every row into its slot: a step
+/// temporary (dense) adopts it as its storage, a column gets its active rows.
+fn store(
+    engine: &mut Engine<'_>,
+    temps: &mut StepTemps,
+    slots: &mut [Slot],
+    is_temp: &[bool],
+    dst: &Destination<'_>,
+    mut data: Data,
+) {
+    let temp = is_temp[dst.slot];
+    if temp {
+        return temps.adopt(engine, slots, dst.slot, data);
+    }
+    let Slot::Column(column) = &mut slots[dst.slot] else {
+        unreachable!("checked when the chain was built")
+    };
+    let backend = engine.backend();
+    let all = dst.rows.len() == dst.total;
+    if all && column.data.len() == data.len() {
+        std::mem::swap(&mut column.data, &mut data);
+    } else if all {
+        let n = data.len();
+        backend.copy(Values::all(&data), ValuesMut::of(&mut column.data, 0..n));
+    } else {
+        let to = ValuesMut::all(&mut column.data);
+        backend.copy_rows(Values::all(&data), column.row_len, dst.rows, to);
+    }
+    engine.give(data);
+}
