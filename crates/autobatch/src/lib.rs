@@ -51,6 +51,7 @@ mod frontend_bridge;
 pub mod inputs;
 pub mod json_output;
 pub mod run;
+pub mod shard;
 
 pub use bind::{BoundBatch, InputError, InputErrorKind};
 pub use compile::{compile, CompileError, Compiled};
