@@ -33,8 +33,10 @@ pub mod diagnostics;
 pub mod driver;
 pub mod model;
 pub mod report;
+mod shard;
 
 pub use driver::{
     Adaptation, ChainFailure, PhaseFigures, Progress, SampleConfig, SampleRun, MAX_ITERATIONS,
 };
 pub use model::{Model, SampleError, LIBRARY};
+pub use shard::{sample_sharded, ShardedError};

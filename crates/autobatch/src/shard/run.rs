@@ -49,11 +49,12 @@ impl RankFigures {
 /// Runs `batch` (given on the root, the whole batch bound there) over the
 /// ranks of `comm`; on the root, the document `autobatch run` writes (with
 /// `stats` if `with_stats`), exactly the bytes one process writes but for
-/// the timing figures. Every rank calls it; the other ranks get `None`, and
-/// only the root learns of a failed rank.
+/// the timing figures. Every rank calls it, with its program (or why it has
+/// none); the other ranks get `None`, and only the root learns of a failed
+/// rank.
 pub fn run_sharded(
     comm: &dyn Communicator,
-    compiled: &Compiled,
+    compiled: Result<&Compiled, String>,
     batch: Option<&BoundBatch>,
     config: &RunConfig,
     with_stats: bool,
@@ -71,10 +72,12 @@ pub fn run_sharded(
         Some(batch) => batch.slice_bytes(member_range(to, size, members)),
         None => Vec::new(),
     });
-    let status = compiled
-        .bind_slice(&slice)
-        .map_err(|e| format!("internal error: {e} (this is a bug in autobatch)"))
-        .and_then(|mine| run_slice(&mine, config));
+    let status = compiled.and_then(|compiled| {
+        compiled
+            .bind_slice(&slice)
+            .map_err(|e| format!("internal error: {e} (this is a bug in autobatch)"))
+            .and_then(|mine| run_slice(&mine, config))
+    });
     drop(slice);
     let Some(statuses) = comm.gather(status_bytes(status)) else {
         return Ok(None);
@@ -314,7 +317,7 @@ mod tests {
             for size in [1, 2, 3, 4, 12] {
                 let out = super::super::InProcess::run(size, |comm| {
                     let root = comm.is_root().then_some(&batch);
-                    run_sharded(comm, &compiled, root, &config, false)
+                    run_sharded(comm, Ok(&compiled), root, &config, false)
                 });
                 let text = out[0]
                     .clone()
@@ -338,7 +341,7 @@ mod tests {
         let out = super::super::InProcess::run(3, |comm| {
             run_sharded(
                 comm,
-                &compiled,
+                Ok(&compiled),
                 comm.is_root().then_some(&batch),
                 &config,
                 true,
