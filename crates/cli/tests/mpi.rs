@@ -351,8 +351,8 @@ fn a_failing_rank_ends_the_job_naming_it() {
         "--output",
         s(&out),
     ];
-    // Rank 1 alone has (almost) no memory: its slice cannot run.
-    let starved: Vec<&str> = ["env", "AUTOBATCH_MEMORY_LIMIT=1K", BIN]
+    // Rank 1 alone has no memory (a limit of 1 byte): its slice cannot run.
+    let starved: Vec<&str> = ["env", "AUTOBATCH_MEMORY_LIMIT=1", BIN]
         .into_iter()
         .chain(run)
         .collect();
@@ -378,7 +378,7 @@ fn a_failing_rank_ends_the_job_naming_it() {
         if pooled {
             sample.push("--pooled-adaptation");
         }
-        let starved: Vec<&str> = ["env", "AUTOBATCH_MEMORY_LIMIT=1K", BIN]
+        let starved: Vec<&str> = ["env", "AUTOBATCH_MEMORY_LIMIT=1", BIN]
             .into_iter()
             .chain(sample.iter().copied())
             .collect();
@@ -386,11 +386,41 @@ fn a_failing_rank_ends_the_job_naming_it() {
         assert_rank_failed(&two_programs(&first, &starved), &["rank 1: ", "memory"]);
     }
     // Ranks started with different arguments must not compute at all.
+    let first: Vec<&str> = [BIN].into_iter().chain(run).collect();
     let seeded: Vec<&str> = first.iter().copied().chain(["--seed", "2"]).collect();
     assert_rank_failed(
         &two_programs(&first, &seeded),
         &["rank 1 was started with other arguments"],
     );
+    // Rank 1 crashes (a segmentation fault, sent to it a second into a
+    // long run): one line naming it, exit code 2.
+    let csv = scratch.path("draws.csv");
+    let long = format!(
+        "{BIN} sample {} --data {} --chains 4 --warmup 100000 --draws 100000 --threads 1 --output {} & sleep 1; kill -SEGV $!; wait $!",
+        s(&model),
+        s(&data),
+        s(&csv)
+    );
+    let first: Vec<&str> = [
+        BIN,
+        "sample",
+        s(&model),
+        "--data",
+        s(&data),
+        "--chains",
+        "4",
+        "--warmup",
+        "100000",
+        "--draws",
+        "100000",
+        "--threads",
+        "1",
+        "--output",
+        s(&csv),
+    ]
+    .to_vec();
+    let crashed = two_programs(&first, &["sh", "-c", &long]);
+    assert_rank_failed(&crashed, &["rank 1: the process crashed"]);
     // No output claims a complete run; no partial file is left either.
     assert_eq!(
         scratch.files(),
