@@ -37,10 +37,11 @@ impl Job {
     #[cfg(not(feature = "mpi"))]
     pub fn start() -> Result<Job, String> {
         match launched_as() {
-            Some(Launched { rank, size }) if rank > 0 || size > 1 => Err(format!(
+            Some(Launched { rank, size }) if rank > 0 || size > 1 => Err(
                 "started by an MPI launcher as one of several ranks, but this autobatch was \
                  built without MPI (build it with `cargo build --release --features mpi`)"
-            )),
+                    .to_string(),
+            ),
             _ => Ok(Job::Single(Single)),
         }
     }
