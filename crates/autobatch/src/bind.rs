@@ -95,9 +95,40 @@ pub struct BoundBatch {
     entry: FuncId,
     env: Env,
     batch: Batch,
+    /// The index of member 0 in the whole batch this one is a slice of
+    /// (0 for a whole batch): member `m` draws random numbers as member
+    /// `first_member + m` of the whole batch.
+    first_member: u64,
 }
 
 impl BoundBatch {
+    /// A batch made of its parts (a shard received from another rank).
+    pub(crate) fn from_parts(
+        program: Arc<Program>,
+        env: Env,
+        batch: Batch,
+        first_member: u64,
+    ) -> BoundBatch {
+        BoundBatch {
+            program,
+            entry: batch.entry,
+            env,
+            batch,
+            first_member,
+        }
+    }
+    /// The same batch as members `first..` of a larger batch: member `m`
+    /// draws the random numbers member `first + m` draws in the larger
+    /// batch, so its results are the ones it has there (used to run one
+    /// shard of a batch, and by `sample` for one rank's chains).
+    pub fn numbered_from(mut self, first: u64) -> BoundBatch {
+        self.first_member = first;
+        self
+    }
+    /// The index in the whole batch of this batch's member 0.
+    pub fn first_member(&self) -> u64 {
+        self.first_member
+    }
     pub fn program(&self) -> &Program {
         &self.program
     }
@@ -161,6 +192,7 @@ impl Compiled {
             entry: entry_id,
             env,
             batch,
+            first_member: 0,
         })
     }
 }

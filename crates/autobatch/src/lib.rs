@@ -41,6 +41,12 @@
 //!    in the [`RunResult`], which also carries the run's [`Stats`] and writes
 //!    itself as JSON with [`RunResult::to_json`].
 //!
+//! A batch too large for one machine runs over the ranks of a job:
+//! [`shard::run_sharded`] gives each rank a contiguous slice of the members
+//! (numbered from their index in the whole batch, so that every member
+//! draws the same random numbers) and writes, on rank 0, the bytes one
+//! process writes; the transport is a [`shard::Communicator`].
+//!
 //! Architecture Invariant: this crate must not know about the command line
 //! (flags, exit codes, files, terminals). The `autobatch` command is a thin
 //! layer over it, and everything it can do must be possible from Rust.
@@ -51,6 +57,7 @@ mod frontend_bridge;
 pub mod inputs;
 pub mod json_output;
 pub mod run;
+pub mod shard;
 
 pub use bind::{BoundBatch, InputError, InputErrorKind};
 pub use compile::{compile, CompileError, Compiled};

@@ -116,6 +116,7 @@ impl RunConfig {
             max_stack_depth: self.max_stack_depth,
             max_steps: self.max_steps,
             seed: self.seed,
+            first_member: 0,
             threads: self.threads,
             max_instances: self.max_instances,
             ..RunOptions::default()
@@ -179,6 +180,7 @@ impl BoundBatch {
         config.validate()?;
         let options = RunOptions {
             observer,
+            first_member: self.first_member(),
             ..config.run_options()
         };
         let batching = autobatch_exec::BatchingOptions {

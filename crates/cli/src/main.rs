@@ -9,15 +9,26 @@
 //!
 //! The help of `--strategy`, `--lanes` and `--block-choice` lists the
 //! registered executors and the options each reads (`Strategy`).
+//!
+//! Started by an MPI launcher as the ranks of a job (`mpirun -n K autobatch
+//! run ...`, built with `--features mpi`), the command shards the batch
+//! (`job`): rank 0 reads and checks everything and writes every output,
+//! the bytes one process writes; an error is printed once, by rank 0
+//! (naming the rank it happened on), and every rank exits with the same
+//! code. Outputs are written to a temporary file and renamed, so a file
+//! exists only once a run completed.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use autobatch::{
-    BlockChoice, CompileError, Compiled, Inputs, Lanes, RunConfig, RunError, Strategy,
-};
+use autobatch::shard::Communicator;
+use autobatch::{BlockChoice, CompileError, Compiled, Inputs, Lanes, RunConfig, Strategy};
 use clap::{Parser, Subcommand};
+
+mod job;
+#[cfg(feature = "mpi")]
+mod mpi;
 
 /// Compile and run batched programs written in autobatch's Rust-syntax language.
 #[derive(Parser, Debug)]
@@ -230,6 +241,9 @@ enum Failure {
     /// Exit 1: a model `sample` cannot use, or a program file that is not
     /// text, already rendered.
     Model(String),
+    /// A rank other than rank 0 stopped: rank 0 reports why, and says
+    /// with which exit code every rank ends.
+    Elsewhere,
 }
 
 impl From<autobatch::InputError> for Failure {
@@ -239,37 +253,70 @@ impl From<autobatch::InputError> for Failure {
 }
 
 fn main() -> ExitCode {
-    install_panic_hook();
+    let job = match job::Job::start() {
+        Ok(job) => job,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let comm = job.comm();
+    install_panic_hook((comm.size() > 1).then(|| comm.rank()));
+    let code = run_command(comm);
+    ExitCode::from(job::agree_on_exit_code(comm, code))
+}
+
+/// Parses the arguments and runs the command; the exit code of this rank
+/// (rank 0's is the job's). Only rank 0 prints errors.
+fn run_command(comm: &dyn Communicator) -> u8 {
+    let print = comm.is_root();
+    if let Err(message) = job::same_arguments(comm) {
+        if print {
+            eprintln!("error: {message}");
+        }
+        return 2;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(error) => return report_clap_error(error),
+        Err(error) => return report_clap_error(error, print),
     };
-    match execute(cli.command) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::DoesNotCompile(error)) => {
-            let color = std::io::stderr().is_terminal();
-            eprint!("{}", error.render(color));
-            ExitCode::from(1)
+    let failure = match execute(cli.command, comm) {
+        Ok(()) => return 0,
+        Err(failure) => failure,
+    };
+    match failure {
+        Failure::DoesNotCompile(error) => {
+            if print {
+                let color = std::io::stderr().is_terminal();
+                eprint!("{}", error.render(color));
+            }
+            1
         }
-        Err(Failure::Model(text)) => {
+        Failure::Model(text) => {
             let text = text.trim_end();
-            if text.contains('\n') {
+            if !print {
+            } else if text.contains('\n') {
                 eprintln!("{text}");
             } else {
                 eprintln!("error: {text}");
             }
-            ExitCode::from(1)
+            1
         }
-        Err(Failure::Usage(message)) => {
-            eprintln!("error: {}", one_line(&message));
-            ExitCode::from(2)
+        Failure::Usage(message) => {
+            if print {
+                eprintln!("error: {}", one_line(&message));
+            }
+            2
         }
+        Failure::Elsewhere => 2,
     }
 }
 
-/// Any panic is a bug: say so in one line and exit 2, without a backtrace.
-fn install_panic_hook() {
-    std::panic::set_hook(Box::new(|info| {
+/// Any panic is a bug: say so in one line and exit 2, without a backtrace
+/// (naming the rank in a job of several, whose launcher then stops the others).
+fn install_panic_hook(rank: Option<usize>) {
+    let prefix = rank.map(|r| format!("rank {r}: ")).unwrap_or_default();
+    std::panic::set_hook(Box::new(move |info| {
         let payload = info.payload();
         let message = if let Some(s) = payload.downcast_ref::<&str>() {
             (*s).to_owned()
@@ -283,7 +330,7 @@ fn install_panic_hook() {
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
         eprintln!(
-            "error: internal error: {}{place} (this is a bug in autobatch)",
+            "error: {prefix}internal error: {}{place} (this is a bug in autobatch)",
             one_line(&message)
         );
         std::process::exit(2);
@@ -292,19 +339,26 @@ fn install_panic_hook() {
 
 /// Help and version go to stdout with exit 0; every usage error becomes one
 /// `error: ` line (clap's own text without its usage block), exit 2.
-fn report_clap_error(error: clap::Error) -> ExitCode {
+/// Prints only if `print` (rank 0 of a job).
+fn report_clap_error(error: clap::Error, print: bool) -> u8 {
     use clap::error::ErrorKind;
+    if !print {
+        return match error.kind() {
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
+            _ => 2,
+        };
+    }
     match error.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
             let _ = error.print();
-            ExitCode::SUCCESS
+            0
         }
         // `autobatch` alone: clap would print the whole help; one line is the contract.
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
             eprintln!(
                 "error: a command is required: check, ir, run or sample (see `autobatch --help`)"
             );
-            ExitCode::from(2)
+            2
         }
         _ => {
             let text = error.render().to_string();
@@ -318,7 +372,7 @@ fn report_clap_error(error: clap::Error) -> ExitCode {
             let message = one_line(&without_help_hint);
             let message = message.strip_prefix("error: ").unwrap_or(&message);
             eprintln!("error: {message}");
-            ExitCode::from(2)
+            2
         }
     }
 }
@@ -336,8 +390,10 @@ fn one_line(text: &str) -> String {
     out
 }
 
-fn execute(command: Command) -> Result<(), Failure> {
+fn execute(command: Command, comm: &dyn Communicator) -> Result<(), Failure> {
     match command {
+        // Nothing to shard: rank 0 does it alone.
+        Command::Check { .. } | Command::Ir { .. } if !comm.is_root() => Ok(()),
         Command::Check { program } => {
             compile_file(&program)?;
             Ok(())
@@ -355,21 +411,30 @@ fn execute(command: Command) -> Result<(), Failure> {
             };
             write_stdout(&text)
         }
-        Command::Run(args) => run(args),
-        Command::Sample(args) => sample(args),
+        Command::Run(args) => run(args, comm),
+        Command::Sample(args) => sample(args, comm),
     }
 }
 
-/// `autobatch run`.
-fn run(args: RunArgs) -> Result<(), Failure> {
-    if let Some(path) = &args.output {
-        check_writable(path)?;
-    }
-    let compiled = compile_file(&args.program)?;
-    let inputs_text = read_file(&args.inputs, "inputs")?;
-    let parsed = Inputs::from_json_str(&inputs_text)
-        .map_err(|e| Failure::Usage(format!("{}: {}", args.inputs.display(), e.message())))?;
-    let batch = compiled.bind(&args.entry, &parsed)?;
+/// `autobatch run`: rank 0 reads and binds the inputs, the ranks run
+/// their slices, rank 0 writes the results.
+fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
+    let prepared = comm.is_root().then(|| prepare_run(&args));
+    let root_texts = prepared.as_ref().map(|p| {
+        p.as_ref()
+            .map(|(compiled, _)| vec![compiled.source().to_owned()])
+    });
+    let shared = job::share_texts(comm, root_texts);
+    let (compiled, batch) = match prepared {
+        Some(Ok((compiled, batch))) => (Ok(compiled), Some(batch)),
+        Some(Err(failure)) => return Err(failure),
+        None => {
+            let source = shared?;
+            let path = args.program.display().to_string();
+            let compiled = autobatch::compile(&source[0], &path).map_err(|e| e.render(false));
+            (compiled, None)
+        }
+    };
     let config = RunConfig {
         strategy: args.strategy,
         lanes: args.lanes,
@@ -380,36 +445,76 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         threads: args.threads.unwrap_or_else(autobatch::default_threads),
         max_instances: args.max_instances,
     };
-    let result = batch.run(&config).map_err(run_error_line)?;
-    let mut text = serde_json::to_string(&result.to_json(args.stats))
-        .map_err(|e| Failure::Usage(format!("cannot write the results as JSON: {e}")))?;
-    text.push('\n');
+    let text = autobatch::shard::run_sharded(
+        comm,
+        compiled.as_ref().map_err(Clone::clone),
+        batch.as_ref(),
+        &config,
+        args.stats,
+    )
+    .map_err(|failure| job::rank_failure(comm, failure))?;
+    let Some(text) = text else {
+        return Ok(());
+    };
     match args.output {
-        Some(path) => std::fs::write(&path, text)
-            .map_err(|e| Failure::Usage(format!("cannot write `{}`: {e}", path.display()))),
+        Some(path) => write_file(&path, text.as_bytes()),
         None => write_stdout(&text),
     }
 }
 
-/// `autobatch sample`.
-fn sample(args: SampleArgs) -> Result<(), Failure> {
-    check_iterations(args.warmup, args.draws)?;
-    for path in args.output.iter().chain(&args.stats) {
+/// What rank 0 reads and checks before `run` starts: the program, compiled,
+/// and the inputs, bound.
+fn prepare_run(args: &RunArgs) -> Result<(Compiled, autobatch::BoundBatch), Failure> {
+    if let Some(path) = &args.output {
         check_writable(path)?;
     }
-    let source = read_program(&args.model)?;
-    let data_text = read_file(&args.data, "data")?;
-    let path = args.model.display().to_string();
-    let model = autobatch_sample::Model::new(&source, &path, &data_text)
-        .map_err(|e| sample_failure(e, &args.data))?;
-    let bar = progress_bar((args.warmup + args.draws) as u64);
-    let run = model
-        .sample(&sample_config(&args), &mut |p| {
+    let compiled = compile_file(&args.program)?;
+    let inputs_text = read_file(&args.inputs, "inputs")?;
+    let parsed = Inputs::from_json_str(&inputs_text)
+        .map_err(|e| Failure::Usage(format!("{}: {}", args.inputs.display(), e.message())))?;
+    let batch = compiled.bind(&args.entry, &parsed)?;
+    Ok((compiled, batch))
+}
+
+/// `autobatch sample`: rank 0 reads the model and the data and shares
+/// them, the ranks run their chains, rank 0 writes the draws, the figures
+/// and the summary.
+fn sample(args: SampleArgs, comm: &dyn Communicator) -> Result<(), Failure> {
+    let prepared = comm.is_root().then(|| prepare_sample(&args));
+    let root_texts = prepared
+        .as_ref()
+        .map(|p| p.as_ref().map(|(_, texts)| texts.clone()));
+    let shared = job::share_texts(comm, root_texts);
+    let model = match prepared {
+        Some(Ok((model, _))) => Ok(model),
+        Some(Err(failure)) => return Err(failure),
+        None => {
+            let texts = shared?;
+            let path = args.model.display().to_string();
+            autobatch_sample::Model::new(&texts[0], &path, &texts[1]).map_err(|e| e.to_string())
+        }
+    };
+    let bar = progress_bar((args.warmup + args.draws) as u64, comm.is_root());
+    let run = autobatch_sample::sample_sharded(
+        comm,
+        model.as_ref().map_err(Clone::clone),
+        &sample_config(&args),
+        &mut |p| {
             bar.set_message(if p.warming_up { "warmup" } else { "sampling" });
             bar.set_position(p.done as u64);
-        })
-        .map_err(|e| sample_failure(e, &args.data))?;
+        },
+    );
     bar.finish_and_clear();
+    let run = match run {
+        Ok(Some(run)) => run,
+        Ok(None) => return Ok(()),
+        Err(autobatch_sample::ShardedError::Rank(failure)) => {
+            return Err(job::rank_failure(comm, failure))
+        }
+        Err(autobatch_sample::ShardedError::Sample(e)) => {
+            return Err(sample_failure(e, &args.data))
+        }
+    };
     // Exit 0, as `run` does when some members fail: the other chains'
     // draws are written, and every failure is named.
     for failure in &run.failures {
@@ -422,10 +527,24 @@ fn sample(args: SampleArgs) -> Result<(), Failure> {
         let json = autobatch_sample::report::stats_json(&run, args.strategy.name());
         let text = serde_json::to_string_pretty(&json)
             .map_err(|e| Failure::Usage(format!("cannot write the figures as JSON: {e}")))?;
-        std::fs::write(path, text + "\n")
-            .map_err(|e| Failure::Usage(format!("cannot write `{}`: {e}", path.display())))?;
+        write_file(path, (text + "\n").as_bytes())?;
     }
     write_stdout(&autobatch_sample::report::table(&run))
+}
+
+/// What rank 0 reads and checks before `sample` starts: the model, and the
+/// texts the other ranks build it from (its source and the data).
+fn prepare_sample(args: &SampleArgs) -> Result<(autobatch_sample::Model, Vec<String>), Failure> {
+    check_iterations(args.warmup, args.draws)?;
+    for path in args.output.iter().chain(&args.stats) {
+        check_writable(path)?;
+    }
+    let source = read_program(&args.model)?;
+    let data_text = read_file(&args.data, "data")?;
+    let path = args.model.display().to_string();
+    let model = autobatch_sample::Model::new(&source, &path, &data_text)
+        .map_err(|e| sample_failure(e, &args.data))?;
+    Ok((model, vec![source, data_text]))
 }
 
 /// The sampler's settings from the command line's.
@@ -454,11 +573,11 @@ fn sample_config(args: &SampleArgs) -> autobatch_sample::SampleConfig {
 }
 
 /// A progress bar of `total` iterations on stderr, hidden when stderr is
-/// not a terminal.
-fn progress_bar(total: u64) -> indicatif::ProgressBar {
+/// not a terminal or `shown` is false (on every rank of a job but rank 0).
+fn progress_bar(total: u64, shown: bool) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(total),
-        if std::io::stderr().is_terminal() {
+        if shown && std::io::stderr().is_terminal() {
             indicatif::ProgressDrawTarget::stderr()
         } else {
             indicatif::ProgressDrawTarget::hidden()
@@ -474,13 +593,16 @@ fn progress_bar(total: u64) -> indicatif::ProgressBar {
 
 /// The draws as CSV into the file `path`.
 fn write_draws(run: &autobatch_sample::SampleRun, path: &Path) -> Result<(), Failure> {
-    let cannot =
-        |e: std::io::Error| Failure::Usage(format!("cannot write `{}`: {e}", path.display()));
-    let file = std::fs::File::create(path).map_err(cannot)?;
-    let mut writer = std::io::BufWriter::new(file);
-    autobatch_sample::report::write_csv(run, &mut writer)
-        .and_then(|()| writer.flush())
-        .map_err(cannot)
+    job::write_atomically(path, &mut |writer| {
+        autobatch_sample::report::write_csv(run, writer)
+    })
+    .map_err(|e| Failure::Usage(format!("cannot write `{}`: {e}", path.display())))
+}
+
+/// `bytes` into the file `path` (complete, or not at all).
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    job::write_atomically(path, &mut |writer| writer.write_all(bytes))
+        .map_err(|e| Failure::Usage(format!("cannot write `{}`: {e}", path.display())))
 }
 
 /// A model that cannot be sampled is reported like a program that does not
@@ -493,14 +615,6 @@ fn sample_failure(error: autobatch_sample::SampleError, data: &Path) -> Failure 
             Failure::Usage(format!("{}: {message}", data.display()))
         }
         other => Failure::Usage(other.to_string()),
-    }
-}
-
-fn run_error_line(error: RunError) -> Failure {
-    match error {
-        RunError::Resources(message) => Failure::Usage(message),
-        RunError::InvalidConfig(message) => Failure::Usage(message),
-        RunError::Internal(_) => Failure::Usage(error.to_string()),
     }
 }
 

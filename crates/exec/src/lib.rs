@@ -35,6 +35,11 @@ pub struct RunOptions {
     pub max_steps: u64,
     /// The seed of the run; member `i` draws from a stream that depends only on `(seed, i)`.
     pub seed: u64,
+    /// The index of the batch's member 0 in a larger batch of which this one
+    /// is a slice (a shard run by one of several processes): member `m`
+    /// draws from the stream of member `first_member + m`, so that its
+    /// results are those it has in the whole batch. 0 for a whole batch.
+    pub first_member: u64,
     /// Worker threads for large operations (1 = none).
     pub threads: usize,
     /// The most instance lanes (of `join`, `map`, `pfor`) the batching
@@ -95,6 +100,7 @@ impl Default for RunOptions {
             max_stack_depth: DEFAULT_MAX_STACK_DEPTH,
             max_steps: DEFAULT_MAX_STEPS,
             seed: 0,
+            first_member: 0,
             threads: 1,
             max_instances: None,
             observer: None,

@@ -361,7 +361,12 @@ fn run_on_this_thread(
         },
         options,
         lane_mode: lanes,
-        lanes: Lanes::new(members, options.seed, options.max_steps),
+        lanes: Lanes::numbered(
+            members,
+            options.seed,
+            options.first_member,
+            options.max_steps,
+        ),
         max_instances: options.max_instances,
         entry: batch.entry,
         counter,

@@ -302,7 +302,12 @@ impl<'a> Machine<'a> {
             lowered,
             entry,
             options,
-            lanes: Lanes::new(members, options.seed, options.max_steps),
+            lanes: Lanes::numbered(
+                members,
+                options.seed,
+                options.first_member,
+                options.max_steps,
+            ),
             lane_mode,
             members,
             capacity: members,

@@ -89,6 +89,52 @@ pub(crate) struct ChainState {
     pub failure: Option<ChainFailure>,
 }
 
+/// A chain at the end of the run: its draws and figures, or why it stopped.
+pub(crate) enum ChainOutcome {
+    Finished(Box<FinishedChain>),
+    Failed(ChainFailure),
+}
+
+/// What a chain that finished gives the run (see [`crate::SampleRun`]).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct FinishedChain {
+    pub samples: Vec<f64>,
+    pub tree_depth: Vec<i64>,
+    pub n_leapfrog: Vec<i64>,
+    pub divergent: Vec<bool>,
+    pub accept_stat: Vec<f64>,
+    pub log_density: Vec<f64>,
+    pub warmup_divergences: u64,
+    pub warmup_faults: u64,
+    pub sampling_faults: u64,
+    /// After warmup: the step size and the diagonal inverse metric.
+    pub step_size: f64,
+    pub inv_metric: Vec<f64>,
+}
+
+impl ChainState {
+    /// The chain's outcome, once the run is over.
+    pub fn outcome(self) -> ChainOutcome {
+        if let Some(failure) = self.failure {
+            return ChainOutcome::Failed(failure);
+        }
+        let (step_size, inv_metric) = (self.step_size(), self.inv_metric());
+        ChainOutcome::Finished(Box::new(FinishedChain {
+            samples: self.samples,
+            tree_depth: self.tree_depth,
+            n_leapfrog: self.n_leapfrog,
+            divergent: self.divergent,
+            accept_stat: self.accept_stat,
+            log_density: self.log_density,
+            warmup_divergences: self.warmup_divergences,
+            warmup_faults: self.warmup_faults,
+            sampling_faults: self.sampling_faults,
+            step_size,
+            inv_metric,
+        }))
+    }
+}
+
 /// Gradients computed by the chains in one run, per phase.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Gradients {
@@ -338,33 +384,59 @@ fn vector_value(x: Vec<f64>) -> Value {
     Value::Tensor(Tensor::new(vec![x.len()], Data::F64(x)))
 }
 
-/// Pooled adaptation, between two warmup segments: every chain in `alive`
-/// gets the same step size (the geometric mean of theirs) and the mean of
-/// their dual averaging states; after a window's end, also the same metric,
-/// from all their draws of the window (Welford states combined in chain
-/// order), regularized as Stan regularizes one chain's.
-pub(crate) fn pool(chains: &mut [ChainState], alive: &[usize], dim: usize) {
-    let n = alive.len() as f64;
-    let mean_of = |k: usize, f: &dyn Fn(f64) -> f64| {
-        alive
-            .iter()
-            .map(|&c| f(scalar_f64(&chains[c].state[k])))
-            .sum::<f64>()
-            / n
-    };
-    let eps = mean_of(EPS, &f64::ln).exp();
-    let mu = mean_of(MU, &|x| x);
-    let s_bar = mean_of(S_BAR, &|x| x);
-    let x_bar = mean_of(X_BAR, &|x| x);
-    let window_ended = scalar(&chains[alive[0]].state[RESTART]) == Some(Scalar::Bool(true));
-    let metric = window_ended.then(|| pooled_metric(chains, alive, dim));
-    for &c in alive {
-        let state = &mut chains[c].state;
-        state[EPS] = scalar_value(Scalar::F64(eps));
-        state[MU] = scalar_value(Scalar::F64(mu));
-        state[S_BAR] = scalar_value(Scalar::F64(s_bar));
-        state[X_BAR] = scalar_value(Scalar::F64(x_bar));
-        if let Some(metric) = &metric {
+/// What pooled adaptation reads of one chain: its step size, dual
+/// averaging state, whether its adaptation window just ended, its Welford
+/// state of the window, and the window's last iteration.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ChainAdaptation {
+    pub eps: f64,
+    pub mu: f64,
+    pub s_bar: f64,
+    pub x_bar: f64,
+    pub window_ended: bool,
+    pub w_n: i64,
+    pub w_mean: Vec<f64>,
+    pub w_m2: Vec<f64>,
+    pub window_end: Option<i64>,
+}
+
+/// What every chain adopts at a pooling (see [`pooled`]).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Pooled {
+    eps: f64,
+    mu: f64,
+    s_bar: f64,
+    x_bar: f64,
+    /// After a window's end: the pooled inverse metric.
+    metric: Option<Vec<f64>>,
+}
+
+impl ChainState {
+    /// What pooled adaptation reads of this chain.
+    pub fn adaptation(&self) -> ChainAdaptation {
+        let state = &self.state;
+        ChainAdaptation {
+            eps: scalar_f64(&state[EPS]),
+            mu: scalar_f64(&state[MU]),
+            s_bar: scalar_f64(&state[S_BAR]),
+            x_bar: scalar_f64(&state[X_BAR]),
+            window_ended: scalar(&state[RESTART]) == Some(Scalar::Bool(true)),
+            w_n: scalar_i64(&state[W_N]).unwrap_or(0),
+            w_mean: vector_f64(&state[W_MEAN]).to_vec(),
+            w_m2: vector_f64(&state[W_M2]).to_vec(),
+            window_end: self.window_end(),
+        }
+    }
+
+    /// Takes the pooled step size and dual averaging state, and after a
+    /// window's end the pooled metric (restarting the Welford state).
+    pub fn adopt(&mut self, pooled: &Pooled, dim: usize) {
+        let state = &mut self.state;
+        state[EPS] = scalar_value(Scalar::F64(pooled.eps));
+        state[MU] = scalar_value(Scalar::F64(pooled.mu));
+        state[S_BAR] = scalar_value(Scalar::F64(pooled.s_bar));
+        state[X_BAR] = scalar_value(Scalar::F64(pooled.x_bar));
+        if let Some(metric) = &pooled.metric {
             state[INV_METRIC] = vector_value(metric.clone());
             state[W_N] = scalar_value(Scalar::I64(0));
             state[W_MEAN] = vector_value(vec![0.0; dim]);
@@ -373,18 +445,38 @@ pub(crate) fn pool(chains: &mut [ChainState], alive: &[usize], dim: usize) {
     }
 }
 
+/// Pooled adaptation, between two warmup segments, over the chains that
+/// have not failed (`alive`, at least one, in chain order): every chain
+/// gets the same step size (the geometric mean of theirs) and the mean of
+/// their dual averaging states; after a window's end (as the first chain
+/// says), also the same metric, from all their draws of the window
+/// (Welford states combined in chain order), regularized as Stan
+/// regularizes one chain's. A function of the chains in order only, so that
+/// every rank of a job computes the same bits from the same list.
+pub(crate) fn pooled(alive: &[ChainAdaptation], dim: usize) -> Pooled {
+    let n = alive.len() as f64;
+    let mean_of = |f: &dyn Fn(&ChainAdaptation) -> f64| alive.iter().map(f).sum::<f64>() / n;
+    let window_ended = alive.first().is_some_and(|c| c.window_ended);
+    Pooled {
+        eps: mean_of(&|c| c.eps.ln()).exp(),
+        mu: mean_of(&|c| c.mu),
+        s_bar: mean_of(&|c| c.s_bar),
+        x_bar: mean_of(&|c| c.x_bar),
+        metric: window_ended.then(|| pooled_metric(alive, dim)),
+    }
+}
+
 /// The inverse metric of the chains `alive` together, at the end of a
 /// window: their Welford states combined in chain order, the variance
 /// regularized as Stan regularizes one chain's.
-fn pooled_metric(chains: &[ChainState], alive: &[usize], dim: usize) -> Vec<f64> {
+fn pooled_metric(alive: &[ChainAdaptation], dim: usize) -> Vec<f64> {
     let (mut count, mut mean, mut m2) = (0.0_f64, vec![0.0; dim], vec![0.0; dim]);
-    for &c in alive {
-        let state = &chains[c].state;
-        let n_b = scalar_i64(&state[W_N]).unwrap_or(0) as f64;
+    for chain in alive {
+        let n_b = chain.w_n as f64;
         if n_b == 0.0 {
             continue;
         }
-        let (mean_b, m2_b) = (vector_f64(&state[W_MEAN]), vector_f64(&state[W_M2]));
+        let (mean_b, m2_b) = (&chain.w_mean, &chain.w_m2);
         let total = count + n_b;
         for i in 0..dim {
             let delta = mean_b[i] - mean[i];

@@ -12,7 +12,9 @@ use autobatch::{
 };
 use autobatch_types::Data;
 
-use crate::chains::{pool, ChainState, Gradients, Windows, STATE};
+use autobatch::shard::{Communicator, RankFailure, Single};
+
+use crate::chains::{ChainOutcome, ChainState, Gradients, Windows, STATE};
 use crate::model::{Model, SampleError};
 
 /// The most iterations (warmup and draws together) a chain may run, as in
@@ -337,42 +339,112 @@ impl Model {
         config: &SampleConfig,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<SampleRun, SampleError> {
-        let sampler = Sampler::new(self, config)?;
-        let mut chains: Vec<ChainState> = (0..config.chains)
-            .map(|_| ChainState::new(sampler.dim, sampler.windows))
+        match crate::shard::sample_sharded(&Single, Ok(self), config, progress) {
+            Ok(Some(run)) => Ok(run),
+            Ok(None) => Err(SampleError::Run(
+                "internal error: one process has no result (this is a bug in autobatch)".into(),
+            )),
+            Err(crate::shard::ShardedError::Sample(e)) => Err(e),
+            Err(crate::shard::ShardedError::Rank(failure)) => {
+                Err(SampleError::Run(failure.message))
+            }
+        }
+    }
+}
+
+/// Why this rank's chains stopped early: an error of its own, or another
+/// rank's (learnt at an exchange).
+pub(crate) enum Stop {
+    Local(SampleError),
+    Rank(RankFailure),
+}
+
+impl From<SampleError> for Stop {
+    fn from(error: SampleError) -> Stop {
+        Stop::Local(error)
+    }
+}
+
+/// This rank's chains after the run, and the run's figures and count.
+pub(crate) struct Ran {
+    pub chains: Vec<ChainState>,
+    pub figures: Figures,
+    pub runs: usize,
+}
+
+impl Sampler<'_> {
+    /// Runs warmup and sampling of this rank's chains; under pooled
+    /// adaptation the ranks meet at every pooling, through `comm`.
+    pub(crate) fn run_chains(
+        &self,
+        comm: &dyn Communicator,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Ran, Stop> {
+        let mut chains: Vec<ChainState> = (0..self.chains)
+            .map(|_| ChainState::new(self.dim, self.windows))
             .collect();
         let mut figures = Figures::default();
         let mut start = 0;
         let mut runs = 0_u64;
+        // Every chain starts with the same windows; pooling then says.
+        let mut window_end = ChainState::new(self.dim, self.windows).window_end();
         progress(Progress {
             done: 0,
-            total: sampler.total,
-            warming_up: sampler.warmup > 0,
+            total: self.total,
+            warming_up: self.warmup > 0,
         });
-        while start < sampler.total {
+        while start < self.total {
             let alive = alive_chains(&chains);
-            let Some(&first_alive) = alive.first() else {
+            let pooling = self.pool_every.is_some();
+            if alive.is_empty() && !pooling {
                 break;
-            };
-            let segment = sampler.segment(start, &chains[first_alive], alive.len());
-            let run = sampler.run_segment(&chains, &segment, runs, progress)?;
-            runs += 1;
-            let gradients = sampler.record(&mut chains, run.result.members, segment.recorded)?;
-            figures.add_run(&segment, sampler.warmup, &run.timing, gradients);
-            if sampler.pool_every.is_some() && segment.end <= sampler.warmup {
-                let alive = alive_chains(&chains);
-                if !alive.is_empty() {
-                    pool(&mut chains, &alive, sampler.dim);
+            }
+            let segment = self.segment(start, window_end, alive.len());
+            if !alive.is_empty() {
+                let ran = self
+                    .run_segment(&chains, &segment, runs, progress)
+                    .and_then(|run| {
+                        let gradients =
+                            self.record(&mut chains, run.result.members, segment.recorded)?;
+                        figures.add_run(&segment, self.warmup, &run.timing, gradients);
+                        Ok(())
+                    });
+                if let Err(error) = ran {
+                    if pooling && segment.end <= self.warmup {
+                        // The others wait at the pooling: tell them.
+                        let _ = crate::shard::pool_across(comm, Err(error.to_string()), self.dim);
+                    }
+                    return Err(Stop::Local(error));
                 }
+            }
+            runs += 1;
+            if pooling && segment.end <= self.warmup {
+                let mine = alive_chains(&chains)
+                    .into_iter()
+                    .map(|c| chains[c].adaptation())
+                    .collect();
+                let Some((pooled, first_window_end)) =
+                    crate::shard::pool_across(comm, Ok(mine), self.dim).map_err(Stop::Rank)?
+                else {
+                    break;
+                };
+                for c in alive_chains(&chains) {
+                    chains[c].adopt(&pooled, self.dim);
+                }
+                window_end = first_window_end;
             }
             start = segment.end;
             progress(Progress {
                 done: start,
-                total: sampler.total,
-                warming_up: start < sampler.warmup,
+                total: self.total,
+                warming_up: start < self.warmup,
             });
         }
-        sampler.finish(chains, figures, runs as usize)
+        Ok(Ran {
+            chains,
+            figures,
+            runs: runs as usize,
+        })
     }
 }
 
@@ -396,7 +468,7 @@ fn alive_chains(chains: &[ChainState]) -> Vec<usize> {
 
 /// Refuses settings without meaning; returns how often pooled adaptation
 /// pools (`None`: each chain adapts alone).
-fn check_config(config: &SampleConfig) -> Result<Option<usize>, SampleError> {
+pub(crate) fn check_config(config: &SampleConfig) -> Result<Option<usize>, SampleError> {
     let refuse = |message: &str| Err(SampleError::Config(message.into()));
     if config.chains == 0 {
         return refuse("the number of chains must be at least 1");
@@ -440,8 +512,7 @@ fn check_config(config: &SampleConfig) -> Result<Option<usize>, SampleError> {
 /// The host keeps every chain's state and draws, and the batch holds the
 /// draws of its run: refuses a run that cannot fit before allocating any of
 /// it (the batch's own run checks its variables again).
-fn check_memory(config: &SampleConfig, dim: usize) -> Result<(), SampleError> {
-    let chains = config.chains;
+fn check_memory(config: &SampleConfig, chains: usize, dim: usize) -> Result<(), SampleError> {
     let per_chain = 8 * (2 * config.draws as u128 * (dim as u128 + 4) + 64 * dim as u128 + 1024);
     let needed = per_chain * chains as u128;
     let available = autobatch::available_memory_bytes() as u128;
@@ -459,10 +530,13 @@ fn check_memory(config: &SampleConfig, dim: usize) -> Result<(), SampleError> {
 
 /// One call of [`Model::sample`]: the model, the checked settings and what
 /// stays the same in every run of the batch.
-struct Sampler<'a> {
+pub(crate) struct Sampler<'a> {
     model: &'a Model,
     config: &'a SampleConfig,
-    dim: usize,
+    /// This rank's chains: `chains` of them, the first numbered `first_chain`.
+    first_chain: usize,
+    chains: usize,
+    pub(crate) dim: usize,
     warmup: usize,
     /// Iterations per chain, warmup and sampling.
     total: usize,
@@ -504,9 +578,9 @@ struct SegmentRun {
 
 /// The figures of both phases, summed over the runs.
 #[derive(Default)]
-struct Figures {
-    warmup: PhaseFigures,
-    sampling: PhaseFigures,
+pub(crate) struct Figures {
+    pub warmup: PhaseFigures,
+    pub sampling: PhaseFigures,
 }
 
 impl Figures {
@@ -549,13 +623,20 @@ impl Figures {
 }
 
 impl<'a> Sampler<'a> {
-    fn new(model: &'a Model, config: &'a SampleConfig) -> Result<Sampler<'a>, SampleError> {
+    /// The sampler of the chains `chains` (this rank's).
+    pub(crate) fn new(
+        model: &'a Model,
+        config: &'a SampleConfig,
+        chains: std::ops::Range<usize>,
+    ) -> Result<Sampler<'a>, SampleError> {
         let pool_every = check_config(config)?;
         let dim = model.dim();
-        check_memory(config, dim)?;
+        check_memory(config, chains.len(), dim)?;
         Ok(Sampler {
             model,
             config,
+            first_chain: chains.start,
+            chains: chains.len(),
             dim,
             warmup: config.warmup,
             total: config.warmup + config.draws,
@@ -565,10 +646,11 @@ impl<'a> Sampler<'a> {
         })
     }
 
-    /// The segment that starts at iteration `start`, run by `alive` chains,
-    /// the first of which is `first`: to the end, unless segments are asked
-    /// for, or pooled adaptation meets at the next window's end.
-    fn segment(&self, start: usize, first: &ChainState, alive: usize) -> Segment {
+    /// The segment that starts at iteration `start`, run by `alive` chains
+    /// (of this rank), the current adaptation window ending at iteration
+    /// `window_end`: to the end, unless segments are asked for, or pooled
+    /// adaptation meets at the next window's end.
+    fn segment(&self, start: usize, window_end: Option<i64>, alive: usize) -> Segment {
         let (warmup, config) = (self.warmup, self.config);
         let mut end = self.total;
         if let Some(segment) = config.segment {
@@ -576,7 +658,7 @@ impl<'a> Sampler<'a> {
         }
         if let Some(every) = self.pool_every.filter(|_| start < warmup) {
             end = end.min(start.saturating_add(every));
-            if let Some(next) = first.window_end() {
+            if let Some(next) = window_end {
                 if next >= start as i64 {
                     end = end.min((next as usize).saturating_add(1));
                 }
@@ -621,7 +703,7 @@ impl<'a> Sampler<'a> {
                 {
                     warmup_end = Some(snapshot);
                 }
-                let per_chain = (snapshot.iterations / segment.alive as u64) as usize;
+                let per_chain = (snapshot.iterations / segment.alive.max(1) as u64) as usize;
                 let done = (segment.start + per_chain).min(segment.end);
                 if done != shown {
                     shown = done;
@@ -681,6 +763,7 @@ impl<'a> Sampler<'a> {
         self.model
             .compiled
             .bind("nuts_segment", &inputs)
+            .map(|batch| batch.numbered_from(self.first_chain as u64))
             .map_err(|e| {
                 SampleError::Data(format!("the data does not fit the model: {}", e.message()))
             })
@@ -709,7 +792,7 @@ impl<'a> Sampler<'a> {
                 }
                 Err(e) => {
                     chain.failure = Some(ChainFailure {
-                        chain: number,
+                        chain: self.first_chain + number,
                         kind: e.kind.name().to_string(),
                         location: self.model.describe_loc(e.loc.line, e.loc.column),
                         message: e.message,
@@ -720,21 +803,27 @@ impl<'a> Sampler<'a> {
         Ok(gradients)
     }
 
-    /// The run's result: the finished chains' draws and figures; an error
-    /// when every chain failed.
-    fn finish(
+    /// The run's result from every chain's outcome, in chain order: the
+    /// finished chains' draws and figures; an error when every chain failed.
+    pub(crate) fn finish(
         &self,
-        chains: Vec<ChainState>,
+        outcomes: Vec<ChainOutcome>,
         figures: Figures,
         runs: usize,
     ) -> Result<SampleRun, SampleError> {
-        let n_chains = chains.len();
-        let failures: Vec<ChainFailure> = chains.iter().filter_map(|c| c.failure.clone()).collect();
-        let (chain_ids, finished): (Vec<usize>, Vec<ChainState>) = chains
-            .into_iter()
-            .enumerate()
-            .filter(|(_, c)| c.failure.is_none())
-            .unzip();
+        let n_chains = outcomes.len();
+        let mut failures = Vec::new();
+        let mut chain_ids = Vec::new();
+        let mut finished = Vec::new();
+        for (number, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                ChainOutcome::Failed(failure) => failures.push(failure),
+                ChainOutcome::Finished(chain) => {
+                    chain_ids.push(number);
+                    finished.push(*chain);
+                }
+            }
+        }
         if chain_ids.is_empty() {
             let first = &failures[0];
             return Err(SampleError::Chain(if n_chains == 1 {
@@ -767,8 +856,8 @@ impl<'a> Sampler<'a> {
             summaries: std::sync::OnceLock::new(),
         };
         for chain in finished {
-            run.step_size.push(chain.step_size());
-            run.inv_metric.push(chain.inv_metric());
+            run.step_size.push(chain.step_size);
+            run.inv_metric.push(chain.inv_metric);
             run.samples.push(chain.samples);
             run.tree_depth.push(chain.tree_depth);
             run.n_leapfrog.push(chain.n_leapfrog);

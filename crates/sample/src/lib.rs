@@ -11,7 +11,10 @@
 //! [`Model::sample`] runs every chain as one batch through the `autobatch`
 //! library API, warmup and sampling in one run, so that no chain waits for
 //! another (unless pooled adaptation is asked for); [`diagnostics`] computes R-hat and
-//! effective sample sizes; [`report`] writes the table, CSV and JSON.
+//! effective sample sizes; [`report`] writes the table, CSV and JSON;
+//! [`sample_sharded`] runs the chains over the ranks of a job (a slice of
+//! chains per rank, pooled adaptation pooled across ranks in chain order),
+//! with the result of one process.
 //!
 //! ```no_run
 //! use autobatch_sample::{Model, SampleConfig};
@@ -33,8 +36,10 @@ pub mod diagnostics;
 pub mod driver;
 pub mod model;
 pub mod report;
+mod shard;
 
 pub use driver::{
     Adaptation, ChainFailure, PhaseFigures, Progress, SampleConfig, SampleRun, MAX_ITERATIONS,
 };
 pub use model::{Model, SampleError, LIBRARY};
+pub use shard::{sample_sharded, ShardedError};

@@ -191,8 +191,16 @@ impl Lanes {
     /// `size` members, each running in its lane, member `m` drawing from
     /// `(seed, m)`; no member may take more than `max_steps` steps.
     pub fn new(size: usize, seed: u64, max_steps: u64) -> Lanes {
+        Lanes::numbered(size, seed, 0, max_steps)
+    }
+
+    /// [`Lanes::new`] for a slice of a larger batch that starts at member
+    /// `first`: member `m` draws from `(seed, first + m)`.
+    pub fn numbered(size: usize, seed: u64, first: u64, max_steps: u64) -> Lanes {
         Lanes {
-            rngs: (0..size).map(|m| MemberRng::new(seed, m as u64)).collect(),
+            rngs: (0..size)
+                .map(|m| MemberRng::new(seed, first + m as u64))
+                .collect(),
             steps: vec![0; size],
             start: vec![0; size],
             state: vec![LaneState::Running; size],
