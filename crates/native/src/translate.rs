@@ -13,6 +13,7 @@
 //! caller passes after the parameters (one per array result, in order).
 
 mod function;
+mod inline;
 mod prims;
 
 use std::collections::HashMap;

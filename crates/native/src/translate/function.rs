@@ -274,8 +274,8 @@ impl Translator<'_, '_, '_> {
                     if self.is_array(*v) {
                         let to = result_ptrs.next().expect("a pointer per array result");
                         let from = self.addr(*v);
-                        let bytes = self.bytes(*v);
-                        self.copy(to, from, bytes);
+                        let bytes = self.var_bytes(*v);
+                        self.copy_inline(to, from, bytes);
                     } else {
                         returned.push(self.b.use_var(self.vars[v.index()]));
                     }
@@ -466,14 +466,14 @@ impl Translator<'_, '_, '_> {
     pub(super) fn set_from(&mut self, v: Var, value: Value) {
         if self.is_array(v) {
             let to = self.addr(v);
-            let bytes = self.bytes(v);
-            self.copy(to, value, bytes);
+            let bytes = self.var_bytes(v);
+            self.copy_inline(to, value, bytes);
         } else {
             self.b.def_var(self.vars[v.index()], value);
         }
     }
 
-    fn copy(&mut self, to: Value, from: Value, bytes: Value) {
+    pub(super) fn copy(&mut self, to: Value, from: Value, bytes: Value) {
         self.call_import(COPY_BYTES, &[to, from, bytes], None);
     }
 

@@ -32,7 +32,9 @@ impl Translator<'_, '_, '_> {
             .collect();
         let all_scalar = args.iter().chain(&dst).all(|v| !self.is_array(*v));
         if !check::inline(prim, &types, all_scalar) {
-            self.host(dst, prim, args, loc);
+            if !self.inline_array(dst, prim, args, loc) {
+                self.host(dst, prim, args, loc);
+            }
             return Ok(());
         }
         let values: Vec<Value> = args
@@ -292,7 +294,7 @@ impl Translator<'_, '_, '_> {
     /// `dst = prim(args)` by the host (`crate::arrays::array_op`): each
     /// operand's pointer (a scalar's through the operand slot), the call,
     /// the fault check, and a scalar result loaded back.
-    fn host(&mut self, dst: Option<Var>, prim: &Prim, args: &[Var], loc: Loc) {
+    pub(super) fn host(&mut self, dst: Option<Var>, prim: &Prim, args: &[Var], loc: Loc) {
         let symbols = self.unit.symbols;
         let vars = &self.function.vars;
         let number = self.unit.arrays.len();
