@@ -120,6 +120,8 @@ pub(crate) struct Context {
     stack_limit: u64,
     counters: *mut u64,
     symbols: *const u64,
+    /// Per static, the address of its elements.
+    static_data: *const *const u8,
     // The rest is the host's (`arrays::array_op`); native code does not
     // read it.
     symbol_count: usize,
@@ -139,6 +141,7 @@ pub(crate) mod offsets {
     pub const STACK_LIMIT: i32 = 24;
     pub const COUNTERS: i32 = 32;
     pub const SYMBOLS: i32 = 40;
+    pub const STATIC_DATA: i32 = 48;
 }
 
 /// `fn(context, arguments, results)`: the entry, called from the host.
@@ -276,6 +279,10 @@ impl NativeProgram {
             })
             .collect();
         results.push(0);
+        let static_data: Vec<*const u8> = statics
+            .iter()
+            .map(|s| arrays::data_bytes(&s.data).0)
+            .collect();
         let here = &results as *const _ as usize;
         let mut context = Context {
             status: 0,
@@ -285,6 +292,7 @@ impl NativeProgram {
             stack_limit: here.saturating_sub(limits.stack_room) as u64,
             counters: counters.as_mut_ptr(),
             symbols: self.symbols.as_ptr(),
+            static_data: static_data.as_ptr(),
             symbol_count: self.symbols.len(),
             arrays: &self.arrays,
             statics,

@@ -50,6 +50,9 @@ pub(super) struct Translator<'u, 'p, 'b> {
     /// The array area, and each array variable's offset in it.
     pub area: Option<StackSlot>,
     pub offsets: Vec<Option<u32>>,
+    /// Per variable: the static it always holds, if every definition of
+    /// it loads that one static (then it is read in place, never copied).
+    pub statics: Vec<Option<u32>>,
     /// 8 bytes per operand of a host operation (destination first): the
     /// scalar operands' values, and the operands' pointers.
     pub operand_slot: StackSlot,
@@ -81,6 +84,46 @@ pub(crate) fn array_area(function: &Function, symbols: &[u64]) -> ArrayArea {
         })
         .collect();
     ArrayArea { offsets, bytes }
+}
+
+/// Per variable of `function`: the static it holds, if it is an array
+/// that only `LoadStatic` of that one static defines (no parameter, no
+/// other destination).
+fn static_vars(function: &Function) -> Vec<Option<u32>> {
+    let count = function.vars.len();
+    let mut loaded: Vec<Option<u32>> = vec![None; count];
+    let mut other = vec![false; count];
+    for p in &function.params {
+        other[p.index()] = true;
+    }
+    for op in function.blocks.values().flat_map(|b| &b.ops) {
+        match op {
+            Op::Prim {
+                dst: Some(d),
+                prim: Prim::LoadStatic(id),
+                ..
+            } => {
+                let (i, id) = (d.index(), id.0 as u32);
+                match loaded[i] {
+                    Some(old) if old != id => other[i] = true,
+                    _ => loaded[i] = Some(id),
+                }
+            }
+            Op::Prim { dst: Some(d), .. } => other[d.index()] = true,
+            Op::Prim { dst: None, .. } => {}
+            Op::Call { dsts, .. } | Op::Fork { dsts, .. } => {
+                for d in dsts {
+                    other[d.index()] = true;
+                }
+            }
+        }
+    }
+    function
+        .vars
+        .values()
+        .zip(loaded.into_iter().zip(other))
+        .map(|(v, (id, other))| id.filter(|_| !other && !v.ty.is_scalar()))
+        .collect()
 }
 
 /// The most operands (destination included) of one op of `function`.
@@ -160,6 +203,7 @@ pub(super) fn translate(
         callee_refs: HashMap::new(),
         area: area_slot,
         offsets: area.offsets,
+        statics: static_vars(function),
         operand_slot,
         pointer_slot,
         result_ptrs,
@@ -442,6 +486,13 @@ impl Translator<'_, '_, '_> {
 
     /// The address of array variable `v` in this activation's area.
     pub(super) fn addr(&mut self, v: Var) -> Value {
+        if let Some(id) = self.statics[v.index()] {
+            let table = self
+                .b
+                .ins()
+                .load(types::I64, FLAGS, self.ctx, offsets::STATIC_DATA);
+            return self.b.ins().load(types::I64, FLAGS, table, 8 * id as i32);
+        }
         let offset = self.offsets[v.index()].expect("an array variable");
         let area = self.area.expect("a function with arrays has an area");
         self.b.ins().stack_addr(types::I64, area, offset as i32)
