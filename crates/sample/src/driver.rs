@@ -172,6 +172,9 @@ pub struct SampleRun {
     pub inv_metric: Vec<Vec<f64>>,
     pub warmup_figures: PhaseFigures,
     pub sampling_figures: PhaseFigures,
+    /// The executor's own figures for the last run of the batch
+    /// (`Stats::report`: under `native`, whether the sampler was compiled).
+    pub executor_report: Vec<autobatch::ReportField>,
     /// Every parameter's summary, computed once when first asked for.
     summaries: std::sync::OnceLock<Vec<crate::diagnostics::Summary>>,
 }
@@ -344,6 +347,7 @@ impl Model {
         let mut figures = Figures::default();
         let mut start = 0;
         let mut runs = 0_u64;
+        let mut executor_report = Vec::new();
         progress(Progress {
             done: 0,
             total: sampler.total,
@@ -357,6 +361,7 @@ impl Model {
             let segment = sampler.segment(start, &chains[first_alive], alive.len());
             let run = sampler.run_segment(&chains, &segment, runs, progress)?;
             runs += 1;
+            executor_report = run.result.stats.report.clone();
             let gradients = sampler.record(&mut chains, run.result.members, segment.recorded)?;
             figures.add_run(&segment, sampler.warmup, &run.timing, gradients);
             if sampler.pool_every.is_some() && segment.end <= sampler.warmup {
@@ -372,7 +377,7 @@ impl Model {
                 warming_up: start < sampler.warmup,
             });
         }
-        sampler.finish(chains, figures, runs as usize)
+        sampler.finish(chains, figures, runs as usize, executor_report)
     }
 }
 
@@ -727,6 +732,7 @@ impl<'a> Sampler<'a> {
         chains: Vec<ChainState>,
         figures: Figures,
         runs: usize,
+        executor_report: Vec<autobatch::ReportField>,
     ) -> Result<SampleRun, SampleError> {
         let n_chains = chains.len();
         let failures: Vec<ChainFailure> = chains.iter().filter_map(|c| c.failure.clone()).collect();
@@ -751,6 +757,7 @@ impl<'a> Sampler<'a> {
             chain_ids,
             failures,
             runs,
+            executor_report,
             samples: Vec::with_capacity(finished.len()),
             tree_depth: Vec::with_capacity(finished.len()),
             n_leapfrog: Vec::with_capacity(finished.len()),
