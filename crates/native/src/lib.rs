@@ -1,11 +1,12 @@
 //! Native code for autobatch: the IR functions an entry reaches, compiled to
-//! machine code with Cranelift and run **member by member** (issue 14,
-//! phase 1: per-member native code for scalar control).
+//! machine code with Cranelift and run **member by member** (issue 14:
+//! per-member native code).
 //!
 //! [`compile`] translates each reachable IR function into one native
 //! function; a member's control (branches, loops, calls, recursion) then
-//! runs natively, its variables in registers and stack slots. Every result
-//! is the reference executor's, bit for bit:
+//! runs natively, its scalars in registers and its arrays in its own
+//! frames (each activation's array area; see `translate::function`).
+//! Every result is the reference executor's, bit for bit:
 //!
 //! - integer arithmetic wraps as in `kernels::scalar` (`MIN / -1` is `MIN`,
 //!   `MIN % -1` is 0); an integer `/` or `%` by zero and a failed `assert`
@@ -32,9 +33,17 @@
 //! counter increment per segment entered, which gives every operation the
 //! executions the reference counts.
 //!
-//! What is not compiled yet ([`compile`] says what and where): arrays and
-//! all operations on them, statics, random draws, forks. The executor
-//! (`autobatch_exec::native`) runs such programs on an interpreter.
+//! Array primitives, statics and random draws are computed by the host
+//! (`arrays`: the kernels' own per-member functions on slices of the
+//! member's frames, its `MemberRng` in the reference's order), indexing,
+//! small copies and small elementwise float `+ - * /` inline
+//! (`translate::inline`); an index out of bounds or an integer division by
+//! zero inside an array operation stops the member with the kernels'
+//! fault at the operation.
+//!
+//! What is not compiled yet ([`compile`] says what and where): forks
+//! (`join`, `map`, `pfor`). The executor (`autobatch_exec::native`) runs
+//! such programs on an interpreter.
 //!
 //! The functions of one [`NativeProgram`] are immutable after [`compile`]
 //! and may run on many threads at once, one member per thread at a time.
