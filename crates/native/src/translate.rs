@@ -231,7 +231,22 @@ fn frame_bound(function: &Function, symbols: &[u64]) -> usize {
         })
         .max()
         .unwrap_or(0);
-    128 + 16 * (function.vars.len() + ops + args) + function::array_area(function, symbols).bytes
+    let area = function::array_area(function, symbols).bytes;
+    // Copies of call arguments that are also the call's results.
+    let copies: usize = function
+        .blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .map(|op| match op {
+            Op::Call { dsts, args, .. } => args
+                .iter()
+                .filter(|a| dsts.contains(a) && !function.vars[**a].ty.is_scalar())
+                .map(|a| crate::operand(&function.vars[*a].ty, symbols).bytes() + 8)
+                .sum(),
+            _ => 0,
+        })
+        .sum();
+    128 + 16 * (function.vars.len() + ops + args) + area + copies
 }
 
 /// Declares and defines every function, the trampoline, and links.

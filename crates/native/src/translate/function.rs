@@ -59,6 +59,9 @@ pub(super) struct Translator<'u, 'p, 'b> {
     pub pointer_slot: StackSlot,
     /// Where to write each array result (the caller's pointers).
     pub result_ptrs: Vec<Value>,
+    /// Per variable: the caller's pointer, for an array parameter that no
+    /// operation of the function writes (read in place, never copied).
+    pub in_place: Vec<Option<Value>>,
 }
 
 /// Where a function keeps its arrays: each array variable's offset (8-byte
@@ -124,6 +127,27 @@ fn static_vars(function: &Function) -> Vec<Option<u32>> {
         .zip(loaded.into_iter().zip(other))
         .map(|(v, (id, other))| id.filter(|_| !other && !v.ty.is_scalar()))
         .collect()
+}
+
+/// Per variable of `function`: whether an operation writes it (it is the
+/// destination of a primitive, a call or a fork).
+fn written(function: &Function) -> Vec<bool> {
+    let mut written = vec![false; function.vars.len()];
+    for op in function.blocks.values().flat_map(|b| &b.ops) {
+        match op {
+            Op::Prim { dst, .. } => {
+                if let Some(d) = dst {
+                    written[d.index()] = true;
+                }
+            }
+            Op::Call { dsts, .. } | Op::Fork { dsts, .. } => {
+                for d in dsts {
+                    written[d.index()] = true;
+                }
+            }
+        }
+    }
+    written
 }
 
 /// The most operands (destination included) of one op of `function`.
@@ -207,10 +231,16 @@ pub(super) fn translate(
         operand_slot,
         pointer_slot,
         result_ptrs,
+        in_place: vec![None; function.vars.len()],
     };
     t.guard_stack();
+    let written = written(function);
     for (p, value) in function.params.iter().zip(&params[3..]) {
-        t.set_from(*p, *value);
+        if t.is_array(*p) && !written[p.index()] {
+            t.in_place[p.index()] = Some(*value);
+        } else {
+            t.set_from(*p, *value);
+        }
     }
     let first = t.blocks[Function::ENTRY.index()];
     t.b.ins().jump(first, &[]);
@@ -412,11 +442,21 @@ impl Translator<'_, '_, '_> {
         let depth = self.b.ins().iadd_imm_s(self.depth_left, -1);
         let steps = self.b.use_var(self.steps);
         let mut values = vec![self.ctx, depth, steps];
+        let results = if catch { &dsts[1..] } else { dsts };
         for v in args {
             let value = self.get(*v);
-            values.push(value);
+            if self.is_array(*v) && results.contains(v) {
+                // The callee may read its parameter in place while it
+                // writes its results: pass a copy.
+                let bytes = self.var_bytes(*v);
+                let slot = explicit_slot(&mut self.b, bytes.max(8));
+                let copy = self.b.ins().stack_addr(types::I64, slot, 0);
+                self.copy_inline(copy, value, bytes);
+                values.push(copy);
+            } else {
+                values.push(value);
+            }
         }
-        let results = if catch { &dsts[1..] } else { dsts };
         for d in results {
             if self.is_array(*d) {
                 let to = self.addr(*d);
@@ -486,6 +526,9 @@ impl Translator<'_, '_, '_> {
 
     /// The address of array variable `v` in this activation's area.
     pub(super) fn addr(&mut self, v: Var) -> Value {
+        if let Some(pointer) = self.in_place[v.index()] {
+            return pointer;
+        }
         if let Some(id) = self.statics[v.index()] {
             let table = self
                 .b

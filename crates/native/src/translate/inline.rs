@@ -106,10 +106,10 @@ impl Translator<'_, '_, '_> {
         position: Value,
     ) -> cranelift_codegen::ir::Block {
         let length = operand(&self.function.vars[args[0]].ty, self.unit.symbols).shape[0];
-        let out = self
-            .b
-            .ins()
-            .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, position, length as i64);
+        let out =
+            self.b
+                .ins()
+                .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, position, length as i64);
         let slow = self.b.create_block();
         let fast = self.b.create_block();
         let merge = self.b.create_block();

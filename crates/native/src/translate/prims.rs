@@ -32,7 +32,9 @@ impl Translator<'_, '_, '_> {
             .collect();
         let all_scalar = args.iter().chain(&dst).all(|v| !self.is_array(*v));
         if !check::inline(prim, &types, all_scalar) {
-            if matches!(prim, Prim::LoadStatic(_)) && dst.is_some_and(|d| self.statics[d.index()].is_some()) {
+            if matches!(prim, Prim::LoadStatic(_))
+                && dst.is_some_and(|d| self.statics[d.index()].is_some())
+            {
                 // Read in place (see `Translator::statics`).
                 return Ok(());
             }
