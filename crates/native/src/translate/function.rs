@@ -72,13 +72,23 @@ pub(crate) struct ArrayArea {
 }
 
 /// The array area of `function` when the symbols are `symbols`.
+///
+/// Arrays read in place take no room: a static's (see
+/// [`Translator::statics`]) and a parameter no operation writes.
 pub(crate) fn array_area(function: &Function, symbols: &[u64]) -> ArrayArea {
+    let statics = static_vars(function);
+    let written = written(function);
+    let mut in_place = statics.iter().map(Option::is_some).collect::<Vec<_>>();
+    for p in &function.params {
+        in_place[p.index()] |= !written[p.index()];
+    }
     let mut bytes = 0;
     let offsets = function
         .vars
         .values()
-        .map(|v| {
-            if v.ty.is_scalar() {
+        .zip(in_place)
+        .map(|(v, in_place)| {
+            if v.ty.is_scalar() || in_place {
                 return None;
             }
             let at = bytes;
@@ -194,7 +204,7 @@ pub(super) fn translate(
     let steps = b.declare_var(types::I64);
     b.def_var(steps, params[2]);
     let area = array_area(function, unit.symbols);
-    let has_arrays = area.offsets.iter().any(Option::is_some);
+    let has_arrays = function.vars.values().any(|v| !v.ty.is_scalar());
     let area_slot = has_arrays.then(|| explicit_slot(&mut b, area.bytes.max(8)));
     let operands = 8 * max_operands(function);
     let operand_slot = explicit_slot(&mut b, operands);
@@ -521,7 +531,7 @@ impl Translator<'_, '_, '_> {
     }
 
     pub(super) fn is_array(&self, v: Var) -> bool {
-        self.offsets[v.index()].is_some()
+        !self.function.vars[v].ty.is_scalar()
     }
 
     /// The address of array variable `v` in this activation's area.
