@@ -123,7 +123,7 @@ pub(crate) fn data_bytes_mut(data: &mut Data) -> *mut u8 {
 
 /// `memcpy` for native code (copies of arrays between frames).
 pub(crate) extern "C" fn copy_bytes(dst: *mut u8, src: *const u8, bytes: u64) {
-    if dst as *const u8 != src {
+    if !std::ptr::eq(dst, src) {
         // SAFETY: native code passes two frame areas (or a caller's
         // destination) of `bytes` bytes each, distinct or equal.
         unsafe { std::ptr::copy_nonoverlapping(src, dst, bytes as usize) };
@@ -148,7 +148,7 @@ pub(crate) extern "C" fn array_op(ctx: *mut Context, op: u64, ptrs: *const *mut 
     let ptrs = unsafe { std::slice::from_raw_parts(ptrs, op.args.len() + 1) };
     let dst = ptrs[0];
     let aliased = !dst.is_null()
-        && ptrs[1..].iter().any(|p| *p == dst)
+        && ptrs[1..].contains(&dst)
         && !matches!(op.prim, Prim::IndexSet | Prim::Copy);
     let outcome = if aliased {
         // Compute into scratch memory, then copy over the operand.

@@ -116,7 +116,7 @@ fn static_vars(function: &Function) -> Vec<Option<u32>> {
                 prim: Prim::LoadStatic(id),
                 ..
             } => {
-                let (i, id) = (d.index(), id.0 as u32);
+                let (i, id) = (d.index(), id.0);
                 match loaded[i] {
                     Some(old) if old != id => other[i] = true,
                     _ => loaded[i] = Some(id),
