@@ -69,7 +69,15 @@ impl Executor for Native {
         batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError> {
         let started = Instant::now();
-        let compiled = autobatch_native::compile(program, batch.entry, &env.symbols);
+        // Native code reads the statics in place: all must be bound (the
+        // interpreters report a missing one as an internal error).
+        let compiled = if env.statics.len() < program.statics.len() {
+            Err(autobatch_native::NotCompiled {
+                reason: "a static of the program is not in the environment".into(),
+            })
+        } else {
+            autobatch_native::compile(program, batch.entry, &env.symbols)
+        };
         let compile_seconds = ReportField {
             name: "compile_seconds",
             value: ReportValue::Seconds(started.elapsed().as_secs_f64()),
