@@ -76,7 +76,7 @@ pub use run::{
 pub use autobatch_ops as ops;
 
 pub use autobatch_exec::{
-    available_memory_bytes, Observer, OpCount, RunProgress, Stats, DEFAULT_MAX_STACK_DEPTH,
-    DEFAULT_MAX_STEPS,
+    available_memory_bytes, Observer, OpCount, ReportField, ReportValue, RunProgress, Stats,
+    DEFAULT_MAX_STACK_DEPTH, DEFAULT_MAX_STEPS,
 };
 pub use autobatch_types::{ErrorKind, Loc, MemberError, Scalar, ScalarType, Tensor, Type, Value};

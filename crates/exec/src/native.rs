@@ -2,9 +2,11 @@
 //! machine code by `autobatch_native` (Cranelift), the members spread over
 //! `--threads` worker threads, each member independent of the others.
 //!
-//! A program the native compiler does not take yet (arrays, statics,
-//! random draws, forks) runs on the program-counter strategy instead, and
-//! the report says so and why. A member whose native frames run short of
+//! Arrays live in each member's own frames, statics are read from the
+//! environment, and each member draws from its own `MemberRng` (seeded as
+//! the reference seeds it). A program the native compiler does not take
+//! yet (forks) runs on the program-counter strategy instead, and the
+//! report says so and why. A member whose native frames run short of
 //! machine stack (the threads' stacks are sized from `--max-stack-depth`,
 //! so this is rare) is rerun alone on the reference executor
 //! ([`reference::run_member`]); the report counts such members, whose
@@ -19,7 +21,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use autobatch_ir::{EntityRef, Program};
-use autobatch_kernels::Backend;
+use autobatch_kernels::{Backend, MemberRng};
 use autobatch_native::{Limits, NativeProgram, Stop};
 use autobatch_types::{MemberError, Tensor};
 use rayon::prelude::*;
@@ -67,7 +69,15 @@ impl Executor for Native {
         batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError> {
         let started = Instant::now();
-        let compiled = autobatch_native::compile(program, batch.entry);
+        // Native code reads the statics in place: all must be bound (the
+        // interpreters report a missing one as an internal error).
+        let compiled = if env.statics.len() < program.statics.len() {
+            Err(autobatch_native::NotCompiled {
+                reason: "a static of the program is not in the environment".into(),
+            })
+        } else {
+            autobatch_native::compile(program, batch.entry, &env.symbols)
+        };
         let compile_seconds = ReportField {
             name: "compile_seconds",
             value: ReportValue::Seconds(started.elapsed().as_secs_f64()),
@@ -217,11 +227,12 @@ fn run_chunk(
     let mut args = Vec::with_capacity(batch.args.len());
     for member in members {
         args.clear();
-        args.extend(batch.args.iter().map(|a| a.for_member(member).as_scalar()));
+        args.extend(batch.args.iter().map(|a| a.for_member(member)));
         member_counters.fill(0);
-        let run = native.run_member(&args, limits, &env.symbols, &mut member_counters);
+        let mut rng = MemberRng::new(options.seed, member as u64);
+        let run = native.run_member(&args, limits, &env.statics, &mut rng, &mut member_counters);
         let outcome = match run.outcome {
-            Ok(values) => Ok(values.into_iter().map(Tensor::scalar).collect()),
+            Ok(values) => Ok(values),
             Err(Stop::NativeStack) => {
                 chunk.rerun += 1;
                 chunk

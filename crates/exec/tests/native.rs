@@ -1,9 +1,10 @@
 //! The native strategy really compiles the programs it is meant to (its
 //! report says `compiled: true`), so that its code path cannot rot into
 //! the fallback unnoticed, and gives every member the reference's result:
-//! values, every fault kind, step limits and stack depth, caught or not.
-//! A program it does not compile yet runs on program-counter, and the
-//! report says what stopped the compiler, and where.
+//! values, every fault kind, step limits and stack depth, caught or not;
+//! arrays, statics, products and random draws included. A program it does
+//! not compile yet (a fork) runs on program-counter, and the report says
+//! what stopped the compiler, and where.
 
 use autobatch_exec::{
     run, Arg, Batch, BatchingOptions, Env, ReportField, ReportValue, RunOptions, Strategy,
@@ -256,10 +257,142 @@ fn f(x: f64, k: i64) -> (f64, f32, i32, usize, i64, bool, f64) {
     assert_compiled(&report, "float functions");
 }
 
+/// As [`agree`], with statics and a seed: `args` are the entry's flattened
+/// arguments (one tensor per member each).
+fn agree_with(
+    source: &str,
+    entry: &str,
+    env: &Env,
+    args: Vec<Arg>,
+    size: usize,
+    options: &RunOptions,
+) -> Vec<ReportField> {
+    let program = compile(source);
+    let batch = Batch {
+        entry: program.function_by_name(entry).expect("entry"),
+        size,
+        args,
+    };
+    let run = |strategy| {
+        run(
+            strategy,
+            &program,
+            env,
+            &batch,
+            options,
+            &BatchingOptions::default(),
+        )
+        .expect("runs")
+    };
+    let expected = run(Strategy::Reference);
+    let got = run(native());
+    let bits = |output: &autobatch_exec::RunOutput| -> Vec<String> {
+        output
+            .results
+            .iter()
+            .map(|r| {
+                format!(
+                    "{:?}",
+                    r.as_ref()
+                        .map(|values| values.iter().map(tensor_bits).collect::<Vec<_>>())
+                )
+            })
+            .collect()
+    };
+    assert_eq!(bits(&got), bits(&expected), "{entry}");
+    assert_eq!(
+        got.stats.op_counts, expected.stats.op_counts,
+        "{entry}: op counts"
+    );
+    assert_eq!(got.stats.steps, expected.stats.steps, "{entry}: steps");
+    got.stats.report
+}
+
+fn f64s(values: &[f64]) -> Tensor {
+    Tensor::new(vec![values.len()], Data::F64(values.to_vec()))
+}
+
+const ARRAYS: &str = r#"extern "autobatch" { static W: [[f64; 3]; 2]; static B: [f64; 2]; }
+fn affine(x: [f64; 3]) -> [f64; 2] { matvec(W, x) + B }
+fn pick(v: [f64; 3], i: i64) -> f64 { v[i] }
+fn arrays(x: [f64; 3], i: i64) -> (f64, [f64; 2], f64, [f64; 3], bool, [[f64; 3]; 2], f64) {
+    let v = [x[0], 2.0 * x[1], x[2] - 1.0];
+    let mut w = [0.0; 3];
+    w[1] = sum(v);
+    w[2] = max(v) + logsumexp(x);
+    let s = softmax(v);
+    let (ok, p) = catch(pick(v, i));
+    let m = [v * 2.0, select(v.is_nan(), w, v).exp()];
+    (dot(v, w), affine(v).tanh(), p, s + vecmat(B, W), ok, m, pick(v, i + 1))
+}
+fn draws(n: i64) -> (f64, f64, bool, [f64; 3], [f32; 2]) {
+    let z = normal_like([0.0; 3]);
+    let mut u = uniform_like([0.0f32; 2]);
+    if n > 1 { u[1] = 0.5; }
+    (uniform(), normal(), bernoulli(0.25), z, u)
+}"#;
+
+fn arrays_env() -> Env {
+    Env {
+        statics: vec![
+            Tensor::new(
+                vec![2, 3],
+                Data::F64(vec![0.5, -1.0, 2.0, 1.5, 0.25, -0.75]),
+            ),
+            f64s(&[0.1, -0.2]),
+        ],
+        symbols: Vec::new(),
+    }
+}
+
 #[test]
-fn a_program_with_arrays_falls_back_and_says_why() {
-    let source = "fn total(n: i64) -> i64 {\n    let a = [n, n + 1, n + 2];\n    a[1] + a[2]\n}";
-    let report = agree(source, "total", &i64s(&[1, 2, 3]), &RunOptions::default());
+fn arrays_statics_products_and_caught_index_faults_are_compiled() {
+    let xs = [
+        [1.0, 2.0, 3.0],
+        [-0.5, 0.0, f64::NAN],
+        [1e300, -1e300, 7.0],
+        [0.0; 3],
+    ];
+    let is = [0_i64, 2, -1, 3];
+    let args = vec![
+        Arg::Batched(xs.iter().map(|x| f64s(x)).collect()),
+        Arg::Batched(is.iter().map(|i| Tensor::scalar(Scalar::I64(*i))).collect()),
+    ];
+    let report = agree_with(
+        ARRAYS,
+        "arrays",
+        &arrays_env(),
+        args,
+        4,
+        &RunOptions::default(),
+    );
+    assert_compiled(&report, "arrays");
+}
+
+#[test]
+fn random_draws_follow_each_members_stream() {
+    for seed in [0, 7] {
+        let options = RunOptions {
+            seed,
+            ..RunOptions::default()
+        };
+        let members: Vec<Tensor> = (0..5).map(|n| Tensor::scalar(Scalar::I64(n))).collect();
+        let report = agree_with(
+            ARRAYS,
+            "draws",
+            &arrays_env(),
+            vec![Arg::Batched(members)],
+            5,
+            &options,
+        );
+        assert_compiled(&report, "random draws");
+    }
+}
+
+#[test]
+fn a_program_with_a_fork_falls_back_and_says_why() {
+    let source = "fn twice(n: i64) -> i64 { 2 * n }\nfn both(n: i64) -> (i64, i64) {\n    join(twice(n), twice(n + 1))\n}";
+    let report = agree(source, "both", &i64s(&[1, 2, 3]), &RunOptions::default());
     assert_eq!(field(&report, "compiled"), &ReportValue::Bool(false));
     assert_eq!(
         field(&report, "ran_on"),
@@ -269,7 +402,7 @@ fn a_program_with_arrays_falls_back_and_says_why() {
         panic!("a reason")
     };
     assert!(
-        reason.ends_with("is not compiled yet") && reason.contains(" at 2:"),
+        reason.ends_with("is not compiled yet") && reason.contains(" at 3:"),
         "{reason}"
     );
 }

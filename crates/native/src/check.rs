@@ -2,28 +2,31 @@
 //! the first construct among them it does not compile yet (with where it
 //! is), so that the executor can fall back and say why.
 //!
-//! Phase 1 compiles scalar control: every variable a scalar (`bool`,
-//! `i32`, `i64`, `usize`, `f32`, `f64`); constants, copies, symbolic
-//! dimensions, unary and binary operations, comparisons, casts, `select`,
-//! `assert`; calls (catching ones included), branches, loops, returns. Not
-//! yet: arrays and everything on them (indexing, products, reductions,
-//! `fill`, `stack`, `softmax`), statics, random draws, forks (`join`,
-//! `map`, `pfor`).
+//! It compiles scalar control (every scalar variable in a register),
+//! arrays in member-local memory whose shapes are fixed once the symbols
+//! are bound, and every primitive: scalar ones inline or through a shim,
+//! the others (arrays, statics, random draws) through the host
+//! (`crate::arrays`); calls, catching calls, branches, loops, returns.
+//! Not yet: forks (`join`, `map`, `pfor`).
 
 use autobatch_ir::{BinaryOp, FuncId, Function, Loc, Op, Prim, Program, UnaryOp};
-use autobatch_types::ScalarType;
+use autobatch_types::{Dim, ScalarType};
 
 use crate::shims;
 
 /// The functions `entry` reaches through calls, in id order, or why the
 /// program cannot be compiled: the first unsupported construct met.
-pub(crate) fn reachable(program: &Program, entry: FuncId) -> Result<Vec<FuncId>, String> {
+pub(crate) fn reachable(
+    program: &Program,
+    entry: FuncId,
+    symbols: &[u64],
+) -> Result<Vec<FuncId>, String> {
     let mut seen = vec![false; program.functions.len()];
     let mut stack = vec![entry];
     seen[entry.0 as usize] = true;
     while let Some(id) = stack.pop() {
         let function = &program.functions[id];
-        check_function(function)?;
+        check_function(function, symbols)?;
         for op in function.blocks.values().flat_map(|b| &b.ops) {
             for callee in op.callees() {
                 if !seen[callee.0 as usize] {
@@ -45,50 +48,45 @@ fn at(loc: Loc) -> String {
 }
 
 /// The first thing in `function` the compiler does not take, as a reason.
-fn check_function(function: &Function) -> Result<(), String> {
+fn check_function(function: &Function, symbols: &[u64]) -> Result<(), String> {
     for block in function.blocks.values() {
         for op in &block.ops {
-            match op {
-                Op::Prim {
-                    prim, args, loc, ..
-                } => {
-                    let types: Vec<ScalarType> =
-                        args.iter().map(|v| function.vars[*v].ty.elem).collect();
-                    let scalar_operands = args.iter().all(|v| function.vars[*v].ty.is_scalar());
-                    if !scalar_operands || !supported(prim, &types) {
-                        return Err(format!(
-                            "`{}` at {} is not compiled yet",
-                            prim.name(),
-                            at(*loc)
-                        ));
-                    }
-                }
-                Op::Call { .. } => {}
-                Op::Fork { loc, .. } => {
-                    return Err(format!(
-                        "the fork (`join`, `map` or `pfor`) at {} is not compiled yet",
-                        at(*loc)
-                    ))
-                }
+            if let Op::Fork { loc, .. } = op {
+                return Err(format!(
+                    "the fork (`join`, `map` or `pfor`) at {} is not compiled yet",
+                    at(*loc)
+                ));
             }
         }
     }
     for var in function.vars.values() {
-        if !var.ty.is_scalar() {
-            let name = var.name.as_deref().unwrap_or("a temporary");
-            return Err(format!(
-                "the array `{name}` of `{}` (at {}) is not compiled yet",
-                function.name,
-                at(function.loc)
-            ));
+        for dim in &var.ty.dims {
+            if let Dim::Symbolic(s) = dim {
+                if s.0 as usize >= symbols.len() {
+                    let name = var.name.as_deref().unwrap_or("a temporary");
+                    return Err(format!(
+                        "the length of `{name}` of `{}` (at {}) is a symbol that is not bound",
+                        function.name,
+                        at(function.loc)
+                    ));
+                }
+            }
         }
     }
     Ok(())
 }
 
+/// Whether native code computes `prim` inline (or by a scalar shim): it
+/// has only scalar operands of `types` and a scalar result, and needs no
+/// static or random stream. Every other primitive goes to the host
+/// (`crate::arrays`).
+pub(crate) fn inline(prim: &Prim, types: &[ScalarType], all_scalar: bool) -> bool {
+    all_scalar && supported(prim, types)
+}
+
 /// Whether native code computes `prim` on scalar operands of `types`
 /// (itself or by a shim).
-pub(crate) fn supported(prim: &Prim, types: &[ScalarType]) -> bool {
+fn supported(prim: &Prim, types: &[ScalarType]) -> bool {
     let first = types.first().copied();
     match prim {
         Prim::Const(_)

@@ -1,11 +1,12 @@
 //! Native code for autobatch: the IR functions an entry reaches, compiled to
-//! machine code with Cranelift and run **member by member** (issue 14,
-//! phase 1: per-member native code for scalar control).
+//! machine code with Cranelift and run **member by member** (issue 14:
+//! per-member native code).
 //!
 //! [`compile`] translates each reachable IR function into one native
 //! function; a member's control (branches, loops, calls, recursion) then
-//! runs natively, its variables in registers and stack slots. Every result
-//! is the reference executor's, bit for bit:
+//! runs natively, its scalars in registers and its arrays in its own
+//! frames (each activation's array area; see `translate::function`).
+//! Every result is the reference executor's, bit for bit:
 //!
 //! - integer arithmetic wraps as in `kernels::scalar` (`MIN / -1` is `MIN`,
 //!   `MIN % -1` is 0); an integer `/` or `%` by zero and a failed `assert`
@@ -32,13 +33,22 @@
 //! counter increment per segment entered, which gives every operation the
 //! executions the reference counts.
 //!
-//! What is not compiled yet ([`compile`] says what and where): arrays and
-//! all operations on them, statics, random draws, forks. The executor
-//! (`autobatch_exec::native`) runs such programs on an interpreter.
+//! Array primitives, statics and random draws are computed by the host
+//! (`arrays`: the kernels' own per-member functions on slices of the
+//! member's frames, its `MemberRng` in the reference's order), indexing,
+//! small copies and small elementwise float `+ - * /` inline
+//! (`translate::inline`); an index out of bounds or an integer division by
+//! zero inside an array operation stops the member with the kernels'
+//! fault at the operation.
+//!
+//! What is not compiled yet ([`compile`] says what and where): forks
+//! (`join`, `map`, `pfor`). The executor (`autobatch_exec::native`) runs
+//! such programs on an interpreter.
 //!
 //! The functions of one [`NativeProgram`] are immutable after [`compile`]
 //! and may run on many threads at once, one member per thread at a time.
 
+mod arrays;
 mod check;
 mod shims;
 mod translate;
@@ -46,9 +56,11 @@ mod translate;
 use std::sync::Mutex;
 
 use autobatch_ir::{Block, FuncId, Program};
-use autobatch_kernels::Fault;
-use autobatch_types::{Loc, Scalar, ScalarType};
+use autobatch_kernels::{Fault, MemberRng};
+use autobatch_types::{Data, Loc, Scalar, Tensor, TensorType};
 use cranelift_jit::JITModule;
+
+use arrays::{ArrayOp, Operand};
 
 /// Why a program is not compiled: the first construct the compiler does
 /// not take, with its place (`"matvec at 12:5 is not compiled yet"`).
@@ -101,7 +113,7 @@ pub struct Limits {
 /// One member's run: its results or why it stopped, and its steps.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemberRun {
-    pub outcome: Result<Vec<Scalar>, Stop>,
+    pub outcome: Result<Vec<Tensor>, Stop>,
     pub steps: u64,
 }
 
@@ -117,6 +129,18 @@ pub(crate) struct Context {
     stack_limit: u64,
     counters: *mut u64,
     symbols: *const u64,
+    /// Per static, the address of its elements.
+    static_data: *const *const u8,
+    // The rest is the host's (`arrays::array_op`); native code does not
+    // read it.
+    symbol_count: usize,
+    arrays: *const Vec<ArrayOp>,
+    statics: *const [Tensor],
+    rng: *mut MemberRng,
+    /// The fault of the last array operation that faulted.
+    fault: Option<Fault>,
+    /// Memory for an array operation whose destination is an operand.
+    scratch: Vec<u64>,
 }
 
 pub(crate) mod offsets {
@@ -126,6 +150,7 @@ pub(crate) mod offsets {
     pub const STACK_LIMIT: i32 = 24;
     pub const COUNTERS: i32 = 32;
     pub const SYMBOLS: i32 = 40;
+    pub const STATIC_DATA: i32 = 48;
 }
 
 /// `fn(context, arguments, results)`: the entry, called from the host.
@@ -136,10 +161,16 @@ pub struct NativeProgram {
     /// Kept to free the code when the program is dropped.
     module: Mutex<Option<JITModule>>,
     trampoline: Trampoline,
-    params: Vec<ScalarType>,
-    results: Vec<ScalarType>,
+    params: Vec<Operand>,
+    results: Vec<Operand>,
     /// Indexed by stop code: what each code means.
     stops: Vec<Stop>,
+    /// Indexed by stop code: whether the fault is the context's (an array
+    /// operation's, whose message depends on its operands).
+    dynamic: Vec<bool>,
+    /// The array operations native code calls the host for.
+    arrays: Vec<ArrayOp>,
+    symbols: Vec<u64>,
     segments: Vec<Segment>,
     /// A bound on the machine stack one activation takes.
     frame_bytes: usize,
@@ -154,10 +185,30 @@ unsafe impl Sync for NativeProgram {}
 unsafe impl Send for NativeProgram {}
 
 /// Compiles the functions `entry` reaches in `program` (which has been
-/// through `autobatch_passes::optimize` and verifies).
-pub fn compile(program: &Program, entry: FuncId) -> Result<NativeProgram, NotCompiled> {
-    let functions = check::reachable(program, entry).map_err(|reason| NotCompiled { reason })?;
-    translate::compile(program, entry, &functions).map_err(|reason| NotCompiled { reason })
+/// through `autobatch_passes::optimize` and verifies), for the values
+/// `symbols` of its symbolic dimensions: arrays get their byte sizes here.
+pub fn compile(
+    program: &Program,
+    entry: FuncId,
+    symbols: &[u64],
+) -> Result<NativeProgram, NotCompiled> {
+    let functions =
+        check::reachable(program, entry, symbols).map_err(|reason| NotCompiled { reason })?;
+    translate::compile(program, entry, &functions, symbols).map_err(|reason| NotCompiled { reason })
+}
+
+/// The shape of a variable of type `ty` when the symbols are `symbols`
+/// (checked bound by `check`).
+pub(crate) fn operand(ty: &TensorType, symbols: &[u64]) -> Operand {
+    let shape = ty
+        .dims
+        .iter()
+        .map(|d| match d {
+            autobatch_types::Dim::Fixed(n) => *n as usize,
+            autobatch_types::Dim::Symbolic(s) => symbols[s.0 as usize] as usize,
+        })
+        .collect();
+    Operand { ty: ty.elem, shape }
 }
 
 impl NativeProgram {
@@ -180,14 +231,16 @@ impl NativeProgram {
             .saturating_add(MARGIN)
     }
 
-    /// Runs one member on `args` (one scalar per entry parameter, of its
-    /// type), adding the counts of its segments to `counters` (one per
-    /// segment). `symbols` are the values of the symbolic dimensions.
+    /// Runs one member on `args` (one tensor per entry parameter, of its
+    /// type and shape), drawing from `rng` (the member's stream), reading
+    /// `statics`, and adding the counts of its segments to `counters` (one
+    /// per segment).
     pub fn run_member(
         &self,
-        args: &[Scalar],
+        args: &[&Tensor],
         limits: &Limits,
-        symbols: &[u64],
+        statics: &[Tensor],
+        rng: &mut MemberRng,
         counters: &mut [u64],
     ) -> MemberRun {
         assert_eq!(
@@ -202,8 +255,43 @@ impl NativeProgram {
                 steps: 0,
             };
         }
-        let bits: Vec<u64> = args.iter().map(|a| scalar_bits(*a)).collect();
-        let mut results = vec![0_u64; self.results.len().max(1)];
+        let bits: Vec<u64> = args
+            .iter()
+            .zip(&self.params)
+            .map(|(arg, param)| {
+                assert_eq!(
+                    arg.shape, param.shape,
+                    "an argument of the parameter's shape"
+                );
+                if param.shape.is_empty() {
+                    scalar_bits(arg.data.get(0))
+                } else {
+                    arrays::data_bytes(&arg.data).0 as u64
+                }
+            })
+            .collect();
+        let mut outputs: Vec<Data> = self
+            .results
+            .iter()
+            .map(|r| Data::filled(Scalar::zero(r.ty), r.len()))
+            .collect();
+        let mut results: Vec<u64> = self
+            .results
+            .iter()
+            .zip(&mut outputs)
+            .map(|(r, data)| {
+                if r.shape.is_empty() {
+                    0
+                } else {
+                    arrays::data_bytes_mut(data) as u64
+                }
+            })
+            .collect();
+        results.push(0);
+        let static_data: Vec<*const u8> = statics
+            .iter()
+            .map(|s| arrays::data_bytes(&s.data).0)
+            .collect();
         let here = &results as *const _ as usize;
         let mut context = Context {
             status: 0,
@@ -212,23 +300,47 @@ impl NativeProgram {
             depth_left: limits.max_stack_depth as u64 - 1,
             stack_limit: here.saturating_sub(limits.stack_room) as u64,
             counters: counters.as_mut_ptr(),
-            symbols: symbols.as_ptr(),
+            symbols: self.symbols.as_ptr(),
+            static_data: static_data.as_ptr(),
+            symbol_count: self.symbols.len(),
+            arrays: &self.arrays,
+            statics,
+            rng,
+            fault: None,
+            scratch: Vec::new(),
         };
-        // SAFETY: the trampoline reads one argument and writes one result
-        // per slot of the entry's signature (checked above), touches only
-        // `context`'s fields and `counters` (one per segment), and reads
-        // `symbols` at the indices of the program's symbols, which the
-        // caller binds.
+        // SAFETY: the trampoline reads one argument per parameter (a
+        // scalar's bits, or a pointer to an array of the parameter's shape,
+        // checked above) and writes one result per slot (a scalar, or the
+        // elements of an array through the pointer in its slot, sized from
+        // the result's shape); the code touches only `context`'s fields,
+        // `counters` (one per segment), the symbols the program was
+        // compiled with, and its own frames.
         unsafe { (self.trampoline)(&mut context, bits.as_ptr(), results.as_mut_ptr()) };
         let steps = limits.max_steps - context.steps_left;
         let outcome = match context.status {
             0 => Ok(self
                 .results
                 .iter()
+                .zip(outputs)
                 .zip(&results)
-                .map(|(ty, bits)| scalar_of_bits(*ty, *bits))
+                .map(|((r, data), bits)| {
+                    if r.shape.is_empty() {
+                        Tensor::scalar(scalar_of_bits(r.ty, *bits))
+                    } else {
+                        Tensor::new(r.shape.clone(), data)
+                    }
+                })
                 .collect()),
-            code => Err(self.stops[translate::stop_index(code)].clone()),
+            code => {
+                let index = translate::stop_index(code);
+                match (&self.stops[index], context.fault.take()) {
+                    (Stop::Fault { loc, .. }, Some(fault)) if self.dynamic[index] => {
+                        Err(Stop::Fault { fault, loc: *loc })
+                    }
+                    (stop, _) => Err(stop.clone()),
+                }
+            }
         };
         MemberRun { outcome, steps }
     }
@@ -260,13 +372,13 @@ fn scalar_bits(value: Scalar) -> u64 {
     }
 }
 
-fn scalar_of_bits(ty: ScalarType, bits: u64) -> Scalar {
+fn scalar_of_bits(ty: autobatch_types::ScalarType, bits: u64) -> Scalar {
     match ty {
-        ScalarType::Bool => Scalar::Bool(bits as u8 != 0),
-        ScalarType::I32 => Scalar::I32(bits as u32 as i32),
-        ScalarType::I64 => Scalar::I64(bits as i64),
-        ScalarType::Usize => Scalar::Usize(bits),
-        ScalarType::F32 => Scalar::F32(f32::from_bits(bits as u32)),
-        ScalarType::F64 => Scalar::F64(f64::from_bits(bits)),
+        autobatch_types::ScalarType::Bool => Scalar::Bool(bits as u8 != 0),
+        autobatch_types::ScalarType::I32 => Scalar::I32(bits as u32 as i32),
+        autobatch_types::ScalarType::I64 => Scalar::I64(bits as i64),
+        autobatch_types::ScalarType::Usize => Scalar::Usize(bits),
+        autobatch_types::ScalarType::F32 => Scalar::F32(f32::from_bits(bits as u32)),
+        autobatch_types::ScalarType::F64 => Scalar::F64(f64::from_bits(bits)),
     }
 }

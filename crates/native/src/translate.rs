@@ -7,16 +7,21 @@
 //! depth the member may still grow by and the steps it may still take
 //! travel in registers; a stop is written to `context.status` and every
 //! caller, seeing it after the call, returns at once (or, at a catching
-//! call, recovers).
+//! call, recovers). An array parameter is a pointer to the caller's
+//! elements (the callee copies them into its own frame on entry); an array
+//! result is not returned but written, on return, through a pointer the
+//! caller passes after the parameters (one per array result, in order).
 
 mod function;
+mod inline;
 mod prims;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use autobatch_ir::{FuncId, Function, Program};
-use autobatch_types::ScalarType;
+use autobatch_ir::{FuncId, Function, Op, Program};
+use autobatch_kernels::Fault;
+use autobatch_types::{ErrorKind, Loc, ScalarType, TensorType};
 use cranelift_codegen::ir::{
     types, AbiParam, InstBuilder, MemFlagsData, Signature, Type, UserFuncName,
 };
@@ -25,7 +30,8 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 
-use crate::{offsets, shims, NativeProgram, Segment, Stop, Trampoline};
+use crate::arrays::{self, ArrayOp};
+use crate::{offsets, operand, shims, NativeProgram, Segment, Stop, Trampoline};
 
 /// The bit of a stop code that a catching call does not recover from.
 pub(crate) const UNCATCHABLE: u32 = 1 << 30;
@@ -64,7 +70,11 @@ pub(crate) struct Unit<'p> {
     pub ids: HashMap<FuncId, cranelift_module::FuncId>,
     pub shims: HashMap<&'static str, cranelift_module::FuncId>,
     pub stops: Vec<Stop>,
+    /// Per stop: whether its fault is the one the host left in the context.
+    pub dynamic: Vec<bool>,
     pub segments: Vec<Segment>,
+    pub symbols: &'p [u64],
+    pub arrays: Vec<ArrayOp>,
 }
 
 impl Unit<'_> {
@@ -72,6 +82,17 @@ impl Unit<'_> {
     pub fn stop(&mut self, stop: Stop) -> u32 {
         let code = stop_code(self.stops.len(), &stop);
         self.stops.push(stop);
+        self.dynamic.push(false);
+        code
+    }
+
+    /// Registers the stop of a fault an array operation at `loc` reports
+    /// (its message is the context's), and gives its status code.
+    pub fn dynamic_fault(&mut self, loc: Loc) -> u32 {
+        // A placeholder: the run reports the fault the host left.
+        let fault = Fault::new(ErrorKind::IndexOutOfBounds, "");
+        let code = self.stop(Stop::Fault { fault, loc });
+        *self.dynamic.last_mut().expect("just pushed") = true;
         code
     }
 }
@@ -96,7 +117,24 @@ fn new_module() -> Result<JITModule, String> {
     for shim in shims::all() {
         builder.symbol(shim.name, shim.address);
     }
+    builder.symbol(ARRAY_OP, arrays::array_op as *const u8);
+    builder.symbol(COPY_BYTES, arrays::copy_bytes as *const u8);
+    builder.symbol(ZERO_BYTES, arrays::zero_bytes as *const u8);
     Ok(JITModule::new(builder))
+}
+
+/// The host's array operations and copies (`crate::arrays`).
+pub(crate) const ARRAY_OP: &str = "autobatch_array_op";
+pub(crate) const COPY_BYTES: &str = "autobatch_copy_bytes";
+pub(crate) const ZERO_BYTES: &str = "autobatch_zero_bytes";
+
+/// The machine type a value of `ty` travels as: its scalar's, or a pointer.
+pub(crate) fn value_type(ty: &TensorType) -> Type {
+    if ty.is_scalar() {
+        machine_type(ty.elem)
+    } else {
+        types::I64
+    }
 }
 
 /// The native signature of an IR function (see the module doc).
@@ -107,11 +145,15 @@ fn signature(jit: &JITModule, function: &Function) -> Signature {
     }
     for p in &function.params {
         sig.params
-            .push(AbiParam::new(machine_type(function.vars[*p].ty.elem)));
+            .push(AbiParam::new(value_type(&function.vars[*p].ty)));
     }
     sig.returns.push(AbiParam::new(types::I64));
     for r in &function.results {
-        sig.returns.push(AbiParam::new(machine_type(r.elem)));
+        if r.is_scalar() {
+            sig.returns.push(AbiParam::new(machine_type(r.elem)));
+        } else {
+            sig.params.push(AbiParam::new(types::I64));
+        }
     }
     sig
 }
@@ -121,6 +163,7 @@ pub(crate) fn compile(
     program: &Program,
     entry: FuncId,
     functions: &[FuncId],
+    symbols: &[u64],
 ) -> Result<NativeProgram, String> {
     let jit = new_module()?;
     let mut unit = Unit {
@@ -129,7 +172,10 @@ pub(crate) fn compile(
         ids: HashMap::new(),
         shims: HashMap::new(),
         stops: Vec::new(),
+        dynamic: Vec::new(),
         segments: Vec::new(),
+        symbols,
+        arrays: Vec::new(),
     };
     let outcome = define_all(&mut unit, entry, functions);
     let trampoline = match outcome {
@@ -143,7 +189,7 @@ pub(crate) fn compile(
     let entry_function = &program.functions[entry];
     let frame_bytes = functions
         .iter()
-        .map(|f| frame_bound(&program.functions[*f]))
+        .map(|f| frame_bound(&program.functions[*f], symbols))
         .max()
         .unwrap_or(0);
     Ok(NativeProgram {
@@ -152,10 +198,17 @@ pub(crate) fn compile(
         params: entry_function
             .params
             .iter()
-            .map(|p| entry_function.vars[*p].ty.elem)
+            .map(|p| operand(&entry_function.vars[*p].ty, symbols))
             .collect(),
-        results: entry_function.results.iter().map(|r| r.elem).collect(),
+        results: entry_function
+            .results
+            .iter()
+            .map(|r| operand(r, symbols))
+            .collect(),
         stops: unit.stops,
+        dynamic: unit.dynamic,
+        arrays: unit.arrays,
+        symbols: symbols.to_vec(),
         segments: unit.segments,
         frame_bytes,
         entry_loc: entry_function.loc,
@@ -164,10 +217,36 @@ pub(crate) fn compile(
 }
 
 /// A generous bound on one activation's machine frame: the return
-/// address, saved registers, and a slot per variable and temporary.
-fn frame_bound(function: &Function) -> usize {
+/// address, saved registers, a slot per variable and temporary, and the
+/// frame area of its arrays.
+fn frame_bound(function: &Function, symbols: &[u64]) -> usize {
     let ops: usize = function.blocks.values().map(|b| b.ops.len()).sum();
-    128 + 16 * (function.vars.len() + ops)
+    let args = function
+        .blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .map(|op| match op {
+            Op::Prim { args, .. } | Op::Call { args, .. } => args.len(),
+            Op::Fork { .. } => 0,
+        })
+        .max()
+        .unwrap_or(0);
+    let area = function::array_area(function, symbols).bytes;
+    // Copies of call arguments that are also the call's results.
+    let copies: usize = function
+        .blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .map(|op| match op {
+            Op::Call { dsts, args, .. } => args
+                .iter()
+                .filter(|a| dsts.contains(a) && !function.vars[**a].ty.is_scalar())
+                .map(|a| crate::operand(&function.vars[*a].ty, symbols).bytes() + 8)
+                .sum(),
+            _ => 0,
+        })
+        .sum();
+    128 + 16 * (function.vars.len() + ops + args) + area + copies
 }
 
 /// Declares and defines every function, the trampoline, and links.
@@ -247,14 +326,26 @@ fn define_trampoline(
     let steps = b.ins().load(types::I64, flags, ctx, offsets::STEPS_LEFT);
     let mut call_args = vec![ctx, depth, steps];
     for (i, p) in function.params.iter().enumerate() {
-        let ty = machine_type(function.vars[*p].ty.elem);
+        let ty = value_type(&function.vars[*p].ty);
         call_args.push(b.ins().load(ty, flags, args, 8 * i as i32));
+    }
+    // An array result's slot holds the pointer to write it through.
+    for (i, r) in function.results.iter().enumerate() {
+        if !r.is_scalar() {
+            call_args.push(b.ins().load(types::I64, flags, results, 8 * i as i32));
+        }
     }
     let callee = unit.jit.declare_func_in_func(unit.ids[&entry], b.func);
     let call = b.ins().call(callee, &call_args);
     let returned = b.inst_results(call).to_vec();
     b.ins().store(flags, returned[0], ctx, offsets::STEPS_LEFT);
-    for (i, value) in returned[1..].iter().enumerate() {
+    let scalar_slots = function
+        .results
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.is_scalar())
+        .map(|(i, _)| i);
+    for (i, value) in scalar_slots.zip(&returned[1..]) {
         b.ins().store(flags, *value, results, 8 * i as i32);
     }
     b.ins().return_(&[]);

@@ -174,6 +174,9 @@ pub struct SampleRun {
     pub inv_metric: Vec<Vec<f64>>,
     pub warmup_figures: PhaseFigures,
     pub sampling_figures: PhaseFigures,
+    /// The executor's own figures for the last run of the batch
+    /// (`Stats::report`: under `native`, whether the sampler was compiled).
+    pub executor_report: Vec<autobatch::ReportField>,
     /// Every parameter's summary, computed once when first asked for.
     summaries: std::sync::OnceLock<Vec<crate::diagnostics::Summary>>,
 }
@@ -370,6 +373,8 @@ pub(crate) struct Ran {
     pub chains: Vec<ChainState>,
     pub figures: Figures,
     pub runs: usize,
+    /// The executor's own figures of this rank's last run.
+    pub executor_report: Vec<autobatch::ReportField>,
 }
 
 impl Sampler<'_> {
@@ -388,6 +393,7 @@ impl Sampler<'_> {
         let mut runs = 0_u64;
         // Every chain starts with the same windows; pooling then says.
         let mut window_end = ChainState::new(self.dim, self.windows).window_end();
+        let mut executor_report = Vec::new();
         progress(Progress {
             done: 0,
             total: self.total,
@@ -404,6 +410,7 @@ impl Sampler<'_> {
                 let ran = self
                     .run_segment(&chains, &segment, runs, progress)
                     .and_then(|run| {
+                        executor_report = run.result.stats.report.clone();
                         let gradients =
                             self.record(&mut chains, run.result.members, segment.recorded)?;
                         figures.add_run(&segment, self.warmup, &run.timing, gradients);
@@ -444,6 +451,7 @@ impl Sampler<'_> {
             chains,
             figures,
             runs: runs as usize,
+            executor_report,
         })
     }
 }
@@ -810,6 +818,7 @@ impl<'a> Sampler<'a> {
         outcomes: Vec<ChainOutcome>,
         figures: Figures,
         runs: usize,
+        executor_report: Vec<autobatch::ReportField>,
     ) -> Result<SampleRun, SampleError> {
         let n_chains = outcomes.len();
         let mut failures = Vec::new();
@@ -840,6 +849,7 @@ impl<'a> Sampler<'a> {
             chain_ids,
             failures,
             runs,
+            executor_report,
             samples: Vec::with_capacity(finished.len()),
             tree_depth: Vec::with_capacity(finished.len()),
             n_leapfrog: Vec::with_capacity(finished.len()),

@@ -57,8 +57,13 @@ pub fn sample_sharded(
             Stop::Rank(failure) => ShardedError::Rank(failure),
         })?;
         let outcomes = ran.chains.into_iter().map(|c| c.outcome()).collect();
-        return finish(sampler, outcomes, ran.figures, ran.runs);
+        return finish(sampler, outcomes, ran.figures, ran.runs, ran.executor_report);
     }
+    // The executor's report is rank 0's (each rank's describes its own runs).
+    let report = ran
+        .as_ref()
+        .map(|ran| ran.executor_report.clone())
+        .unwrap_or_default();
     // Every rank learnt another's failure at the same pooling.
     let mut learnt = None;
     let status = match ran {
@@ -83,7 +88,7 @@ pub fn sample_sharded(
             message: format!("internal error: {e} (this is a bug in autobatch)"),
         })
     })?;
-    finish(sampler, outcomes, figures, runs)
+    finish(sampler, outcomes, figures, runs, report)
 }
 
 /// The run from every chain's outcome (on rank 0, whose sampler it is).
@@ -92,6 +97,7 @@ fn finish(
     outcomes: Vec<ChainOutcome>,
     figures: Figures,
     runs: usize,
+    executor_report: Vec<autobatch::ReportField>,
 ) -> Result<Option<SampleRun>, ShardedError> {
     let Some(sampler) = sampler else {
         return Err(ShardedError::Rank(RankFailure {
@@ -100,7 +106,7 @@ fn finish(
         }));
     };
     sampler
-        .finish(outcomes, figures, runs)
+        .finish(outcomes, figures, runs, executor_report)
         .map(Some)
         .map_err(ShardedError::Sample)
 }

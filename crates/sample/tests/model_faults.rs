@@ -64,6 +64,7 @@ fn recovered_faults_give_the_same_draws_on_every_strategy() {
         Strategy::Reference,
         Strategy::LocalStatic,
         Strategy::ProgramCounter,
+        Strategy::from_name("native").expect("registered"),
     ]
     .into_iter()
     .map(sample)

@@ -312,3 +312,30 @@ fn a_chain_does_not_depend_on_the_strategy_or_the_other_chains() {
         );
     }
 }
+
+#[test]
+fn the_native_strategy_compiles_the_sampler_and_gives_program_counters_draws() {
+    let model = Model::new(SMALL, "small.ab", "{}").unwrap();
+    let run = |strategy| {
+        let mut c = config(4, 60, 20, 3);
+        c.run.strategy = strategy;
+        model.sample(&c, &mut |_| {}).unwrap()
+    };
+    let native = run(Strategy::from_name("native").expect("registered"));
+    let compiled = native
+        .executor_report
+        .iter()
+        .find(|f| f.name == "compiled")
+        .map(|f| &f.value);
+    assert_eq!(
+        compiled,
+        Some(&autobatch::ReportValue::Bool(true)),
+        "{:?}",
+        native.executor_report
+    );
+    let pc = run(Strategy::ProgramCounter);
+    assert_eq!(native.samples, pc.samples);
+    assert_eq!(native.tree_depth, pc.tree_depth);
+    assert_eq!(native.step_size, pc.step_size);
+    assert_eq!(native.inv_metric, pc.inv_metric);
+}

@@ -8,19 +8,25 @@
 //! function that writes the stop code into the context and returns; a
 //! caller that sees a non-zero status after a call returns too
 //! (`propagate`), unless the call catches and the stop is catchable.
+//!
+//! Arrays live in the function's *array area*, one explicit stack slot per
+//! activation holding every array variable at a fixed offset (their byte
+//! sizes are known once the symbols are bound); their operations call the
+//! host (`crate::arrays`) with pointers into it.
 
 use std::collections::HashMap;
 
 use autobatch_ir::{Block, BlockData, EntityRef, FuncId, Function, Loc, Op, Prim, Terminator, Var};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    types, Block as NativeBlock, BlockArg, FuncRef, InstBuilder, MemFlagsData, Type, Value,
+    types, Block as NativeBlock, BlockArg, FuncRef, InstBuilder, MemFlagsData, StackSlot,
+    StackSlotData, StackSlotKind, Type, Value,
 };
 use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_module::Module;
 
-use super::{machine_type, Unit, UNCATCHABLE};
-use crate::{offsets, Segment, Stop};
+use super::{machine_type, Unit, COPY_BYTES, UNCATCHABLE, ZERO_BYTES};
+use crate::{offsets, operand, Segment, Stop};
 
 /// The translation of one function in progress.
 pub(super) struct Translator<'u, 'p, 'b> {
@@ -41,6 +47,140 @@ pub(super) struct Translator<'u, 'p, 'b> {
     pub blocks: Vec<NativeBlock>,
     pub shim_refs: HashMap<&'static str, FuncRef>,
     pub callee_refs: HashMap<FuncId, FuncRef>,
+    /// The array area, and each array variable's offset in it.
+    pub area: Option<StackSlot>,
+    pub offsets: Vec<Option<u32>>,
+    /// Per variable: the static it always holds, if every definition of
+    /// it loads that one static (then it is read in place, never copied).
+    pub statics: Vec<Option<u32>>,
+    /// 8 bytes per operand of a host operation (destination first): the
+    /// scalar operands' values, and the operands' pointers.
+    pub operand_slot: StackSlot,
+    pub pointer_slot: StackSlot,
+    /// Where to write each array result (the caller's pointers).
+    pub result_ptrs: Vec<Value>,
+    /// Per variable: the caller's pointer, for an array parameter that no
+    /// operation of the function writes (read in place, never copied).
+    pub in_place: Vec<Option<Value>>,
+}
+
+/// Where a function keeps its arrays: each array variable's offset (8-byte
+/// aligned) and the area's size.
+pub(crate) struct ArrayArea {
+    pub offsets: Vec<Option<u32>>,
+    pub bytes: usize,
+}
+
+/// The array area of `function` when the symbols are `symbols`.
+///
+/// Arrays read in place take no room: a static's (see
+/// [`Translator::statics`]) and a parameter no operation writes.
+pub(crate) fn array_area(function: &Function, symbols: &[u64]) -> ArrayArea {
+    let statics = static_vars(function);
+    let written = written(function);
+    let mut in_place = statics.iter().map(Option::is_some).collect::<Vec<_>>();
+    for p in &function.params {
+        in_place[p.index()] |= !written[p.index()];
+    }
+    let mut bytes = 0;
+    let offsets = function
+        .vars
+        .values()
+        .zip(in_place)
+        .map(|(v, in_place)| {
+            if v.ty.is_scalar() || in_place {
+                return None;
+            }
+            let at = bytes;
+            bytes += operand(&v.ty, symbols).bytes().next_multiple_of(8);
+            Some(at as u32)
+        })
+        .collect();
+    ArrayArea { offsets, bytes }
+}
+
+/// Per variable of `function`: the static it holds, if it is an array
+/// that only `LoadStatic` of that one static defines (no parameter, no
+/// other destination).
+fn static_vars(function: &Function) -> Vec<Option<u32>> {
+    let count = function.vars.len();
+    let mut loaded: Vec<Option<u32>> = vec![None; count];
+    let mut other = vec![false; count];
+    for p in &function.params {
+        other[p.index()] = true;
+    }
+    for op in function.blocks.values().flat_map(|b| &b.ops) {
+        match op {
+            Op::Prim {
+                dst: Some(d),
+                prim: Prim::LoadStatic(id),
+                ..
+            } => {
+                let (i, id) = (d.index(), id.0);
+                match loaded[i] {
+                    Some(old) if old != id => other[i] = true,
+                    _ => loaded[i] = Some(id),
+                }
+            }
+            Op::Prim { dst: Some(d), .. } => other[d.index()] = true,
+            Op::Prim { dst: None, .. } => {}
+            Op::Call { dsts, .. } | Op::Fork { dsts, .. } => {
+                for d in dsts {
+                    other[d.index()] = true;
+                }
+            }
+        }
+    }
+    function
+        .vars
+        .values()
+        .zip(loaded.into_iter().zip(other))
+        .map(|(v, (id, other))| id.filter(|_| !other && !v.ty.is_scalar()))
+        .collect()
+}
+
+/// Per variable of `function`: whether an operation writes it (it is the
+/// destination of a primitive, a call or a fork).
+fn written(function: &Function) -> Vec<bool> {
+    let mut written = vec![false; function.vars.len()];
+    for op in function.blocks.values().flat_map(|b| &b.ops) {
+        match op {
+            Op::Prim { dst, .. } => {
+                if let Some(d) = dst {
+                    written[d.index()] = true;
+                }
+            }
+            Op::Call { dsts, .. } | Op::Fork { dsts, .. } => {
+                for d in dsts {
+                    written[d.index()] = true;
+                }
+            }
+        }
+    }
+    written
+}
+
+/// The most operands (destination included) of one op of `function`.
+fn max_operands(function: &Function) -> usize {
+    function
+        .blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .map(|op| match op {
+            Op::Prim { args, .. } => args.len() + 1,
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0)
+        .max(1)
+}
+
+fn explicit_slot(b: &mut FunctionBuilder<'_>, bytes: usize) -> StackSlot {
+    b.create_sized_stack_slot(StackSlotData::new(
+        StackSlotKind::ExplicitSlot,
+        bytes as u32,
+        4,
+    ))
 }
 
 pub(super) const FLAGS: MemFlagsData = MemFlagsData::trusted();
@@ -63,9 +203,13 @@ pub(super) fn translate(
         .collect();
     let steps = b.declare_var(types::I64);
     b.def_var(steps, params[2]);
-    for (p, value) in function.params.iter().zip(&params[3..]) {
-        b.def_var(vars[p.index()], *value);
-    }
+    let area = array_area(function, unit.symbols);
+    let has_arrays = function.vars.values().any(|v| !v.ty.is_scalar());
+    let area_slot = has_arrays.then(|| explicit_slot(&mut b, area.bytes.max(8)));
+    let operands = 8 * max_operands(function);
+    let operand_slot = explicit_slot(&mut b, operands);
+    let pointer_slot = explicit_slot(&mut b, operands);
+    let result_ptrs = params[3 + function.params.len()..].to_vec();
     let ctx = params[0];
     let counters = b.ins().load(types::I64, FLAGS, ctx, offsets::COUNTERS);
     let symbols = b.ins().load(types::I64, FLAGS, ctx, offsets::SYMBOLS);
@@ -91,8 +235,23 @@ pub(super) fn translate(
         blocks,
         shim_refs: HashMap::new(),
         callee_refs: HashMap::new(),
+        area: area_slot,
+        offsets: area.offsets,
+        statics: static_vars(function),
+        operand_slot,
+        pointer_slot,
+        result_ptrs,
+        in_place: vec![None; function.vars.len()],
     };
     t.guard_stack();
+    let written = written(function);
+    for (p, value) in function.params.iter().zip(&params[3..]) {
+        if t.is_array(*p) && !written[p.index()] {
+            t.in_place[p.index()] = Some(*value);
+        } else {
+            t.set_from(*p, *value);
+        }
+    }
     let first = t.blocks[Function::ENTRY.index()];
     t.b.ins().jump(first, &[]);
     for (block, data) in function.blocks.iter() {
@@ -113,6 +272,8 @@ fn may_stop(op: &Op) -> bool {
             prim,
             Prim::Binary(autobatch_ir::BinaryOp::Div | autobatch_ir::BinaryOp::Rem)
                 | Prim::Assert { .. }
+                | Prim::Index
+                | Prim::IndexSet
         ),
         Op::Call { .. } | Op::Fork { .. } => true,
     }
@@ -192,7 +353,17 @@ impl Translator<'_, '_, '_> {
             }
             Terminator::Return(values) => {
                 let mut returned = vec![self.b.use_var(self.steps)];
-                returned.extend(values.iter().map(|v| self.b.use_var(self.vars[v.index()])));
+                let mut result_ptrs = self.result_ptrs.clone().into_iter();
+                for v in values {
+                    if self.is_array(*v) {
+                        let to = result_ptrs.next().expect("a pointer per array result");
+                        let from = self.addr(*v);
+                        let bytes = self.var_bytes(*v);
+                        self.copy_inline(to, from, bytes);
+                    } else {
+                        returned.push(self.b.use_var(self.vars[v.index()]));
+                    }
+                }
                 self.b.ins().return_(&returned);
             }
         }
@@ -250,7 +421,7 @@ impl Translator<'_, '_, '_> {
         self.b.ins().jump(self.propagate, &[]);
         self.b.switch_to_block(self.propagate);
         let mut returned = vec![self.b.use_var(self.steps)];
-        for r in &self.function.results {
+        for r in self.function.results.iter().filter(|r| r.is_scalar()) {
             returned.push(self.zero(machine_type(r.elem)));
         }
         self.b.ins().return_(&returned);
@@ -281,10 +452,35 @@ impl Translator<'_, '_, '_> {
         let depth = self.b.ins().iadd_imm_s(self.depth_left, -1);
         let steps = self.b.use_var(self.steps);
         let mut values = vec![self.ctx, depth, steps];
-        values.extend(args.iter().map(|v| self.b.use_var(self.vars[v.index()])));
+        let results = if catch { &dsts[1..] } else { dsts };
+        for v in args {
+            let value = self.get(*v);
+            if self.is_array(*v) && results.contains(v) {
+                // The callee may read its parameter in place while it
+                // writes its results: pass a copy.
+                let bytes = self.var_bytes(*v);
+                let slot = explicit_slot(&mut self.b, bytes.max(8));
+                let copy = self.b.ins().stack_addr(types::I64, slot, 0);
+                self.copy_inline(copy, value, bytes);
+                values.push(copy);
+            } else {
+                values.push(value);
+            }
+        }
+        for d in results {
+            if self.is_array(*d) {
+                let to = self.addr(*d);
+                values.push(to);
+            }
+        }
         let callee_ref = self.callee_ref(callee);
         let call = self.b.ins().call(callee_ref, &values);
         let returned = self.b.inst_results(call).to_vec();
+        let scalar_dsts: Vec<Var> = results
+            .iter()
+            .copied()
+            .filter(|d| !self.is_array(*d))
+            .collect();
         self.b.def_var(self.steps, returned[0]);
         let status = self
             .b
@@ -294,7 +490,7 @@ impl Translator<'_, '_, '_> {
         let Some(recover) = recover else {
             self.b.ins().brif(status, self.propagate, &[], ok, &[]);
             self.b.switch_to_block(ok);
-            for (d, value) in dsts.iter().zip(&returned[1..]) {
+            for (d, value) in scalar_dsts.iter().zip(&returned[1..]) {
                 self.b.def_var(self.vars[d.index()], *value);
             }
             return;
@@ -310,7 +506,7 @@ impl Translator<'_, '_, '_> {
         self.b.switch_to_block(ok);
         let completed = self.b.ins().iconst(types::I8, 1);
         self.b.def_var(self.vars[dsts[0].index()], completed);
-        for (d, value) in dsts[1..].iter().zip(&returned[1..]) {
+        for (d, value) in scalar_dsts.iter().zip(&returned[1..]) {
             self.b.def_var(self.vars[d.index()], *value);
         }
         self.b.ins().jump(after, &[]);
@@ -320,12 +516,69 @@ impl Translator<'_, '_, '_> {
         let faulted = self.b.ins().iconst(types::I8, 0);
         self.b.def_var(self.vars[dsts[0].index()], faulted);
         for d in &dsts[1..] {
-            let ty = machine_type(self.function.vars[*d].ty.elem);
-            let zero = self.zero(ty);
-            self.b.def_var(self.vars[d.index()], zero);
+            if self.is_array(*d) {
+                let to = self.addr(*d);
+                let bytes = self.bytes(*d);
+                self.call_import(ZERO_BYTES, &[to, bytes], None);
+            } else {
+                let ty = machine_type(self.function.vars[*d].ty.elem);
+                let zero = self.zero(ty);
+                self.b.def_var(self.vars[d.index()], zero);
+            }
         }
         self.b.ins().jump(after, &[]);
         self.b.switch_to_block(after);
+    }
+
+    pub(super) fn is_array(&self, v: Var) -> bool {
+        !self.function.vars[v].ty.is_scalar()
+    }
+
+    /// The address of array variable `v` in this activation's area.
+    pub(super) fn addr(&mut self, v: Var) -> Value {
+        if let Some(pointer) = self.in_place[v.index()] {
+            return pointer;
+        }
+        if let Some(id) = self.statics[v.index()] {
+            let table = self
+                .b
+                .ins()
+                .load(types::I64, FLAGS, self.ctx, offsets::STATIC_DATA);
+            return self.b.ins().load(types::I64, FLAGS, table, 8 * id as i32);
+        }
+        let offset = self.offsets[v.index()].expect("an array variable");
+        let area = self.area.expect("a function with arrays has an area");
+        self.b.ins().stack_addr(types::I64, area, offset as i32)
+    }
+
+    /// The byte size of array variable `v`, as a value.
+    pub(super) fn bytes(&mut self, v: Var) -> Value {
+        let bytes = operand(&self.function.vars[v].ty, self.unit.symbols).bytes();
+        self.b.ins().iconst(types::I64, bytes as i64)
+    }
+
+    /// What passes `v` to a callee: its value, or its address.
+    pub(super) fn get(&mut self, v: Var) -> Value {
+        if self.is_array(v) {
+            self.addr(v)
+        } else {
+            self.b.use_var(self.vars[v.index()])
+        }
+    }
+
+    /// `v = value` (for an array, `value` points at the elements to copy).
+    pub(super) fn set_from(&mut self, v: Var, value: Value) {
+        if self.is_array(v) {
+            let to = self.addr(v);
+            let bytes = self.var_bytes(v);
+            self.copy_inline(to, value, bytes);
+        } else {
+            self.b.def_var(self.vars[v.index()], value);
+        }
+    }
+
+    pub(super) fn copy(&mut self, to: Value, from: Value, bytes: Value) {
+        self.call_import(COPY_BYTES, &[to, from, bytes], None);
     }
 
     fn callee_ref(&mut self, callee: FuncId) -> FuncRef {

@@ -12,9 +12,10 @@ use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Type, Value};
 use cranelift_module::{Linkage, Module};
 
 use super::function::{Translator, FLAGS};
-use super::machine_type;
+use super::{machine_type, ARRAY_OP};
+use crate::arrays::ArrayOp;
 use crate::shims::{self, Shim};
-use crate::Stop;
+use crate::{check, operand, Stop};
 
 impl Translator<'_, '_, '_> {
     /// `dst = prim(args)` (no `dst` for `assert`).
@@ -29,6 +30,19 @@ impl Translator<'_, '_, '_> {
             .iter()
             .map(|v| self.function.vars[*v].ty.elem)
             .collect();
+        let all_scalar = args.iter().chain(&dst).all(|v| !self.is_array(*v));
+        if !check::inline(prim, &types, all_scalar) {
+            if matches!(prim, Prim::LoadStatic(_))
+                && dst.is_some_and(|d| self.statics[d.index()].is_some())
+            {
+                // Read in place (see `Translator::statics`).
+                return Ok(());
+            }
+            if !self.inline_array(dst, prim, args, loc) {
+                self.host(dst, prim, args, loc);
+            }
+            return Ok(());
+        }
         let values: Vec<Value> = args
             .iter()
             .map(|v| self.b.use_var(self.vars[v.index()]))
@@ -283,12 +297,86 @@ impl Translator<'_, '_, '_> {
         }
     }
 
+    /// `dst = prim(args)` by the host (`crate::arrays::array_op`): each
+    /// operand's pointer (a scalar's through the operand slot), the call,
+    /// the fault check, and a scalar result loaded back.
+    pub(super) fn host(&mut self, dst: Option<Var>, prim: &Prim, args: &[Var], loc: Loc) {
+        let symbols = self.unit.symbols;
+        let vars = &self.function.vars;
+        let number = self.unit.arrays.len();
+        self.unit.arrays.push(ArrayOp {
+            prim: prim.clone(),
+            args: args
+                .iter()
+                .map(|v| operand(&vars[*v].ty, symbols))
+                .collect(),
+            result: dst.map(|d| operand(&vars[d].ty, symbols)),
+        });
+        let (operands, pointers) = (self.operand_slot, self.pointer_slot);
+        let pointer = match dst {
+            None => self.b.ins().iconst(types::I64, 0),
+            Some(d) if self.is_array(d) => self.addr(d),
+            Some(_) => self.b.ins().stack_addr(types::I64, operands, 0),
+        };
+        self.b.ins().stack_store(types::I64, pointer, pointers, 0);
+        for (k, v) in args.iter().enumerate() {
+            let at = 8 * (k as i32 + 1);
+            let pointer = if self.is_array(*v) {
+                self.addr(*v)
+            } else {
+                let value = self.b.use_var(self.vars[v.index()]);
+                self.b.ins().stack_store(types::I64, value, operands, at);
+                self.b.ins().stack_addr(types::I64, operands, at)
+            };
+            self.b.ins().stack_store(types::I64, pointer, pointers, at);
+        }
+        let number = self.b.ins().iconst(types::I64, number as i64);
+        let table = self.b.ins().stack_addr(types::I64, pointers, 0);
+        let failed = self
+            .call_import(ARRAY_OP, &[self.ctx, number, table], Some(types::I32))
+            .expect("array_op returns a code");
+        let may_fault = matches!(
+            prim,
+            Prim::Index | Prim::IndexSet | Prim::Binary(BinaryOp::Div | BinaryOp::Rem)
+        );
+        if may_fault {
+            let code = self.unit.dynamic_fault(loc);
+            let code = self.b.ins().iconst(types::I32, i64::from(code));
+            let go_on = self.b.create_block();
+            self.b.ins().brif(
+                failed,
+                self.stop_block,
+                &[cranelift_codegen::ir::BlockArg::Value(code)],
+                go_on,
+                &[],
+            );
+            self.b.switch_to_block(go_on);
+        }
+        if let Some(d) = dst.filter(|d| !self.is_array(*d)) {
+            let ty = machine_type(self.function.vars[d].ty.elem);
+            let value = self.b.ins().stack_load(types::I64, ty, operands, 0);
+            self.b.def_var(self.vars[d.index()], value);
+        }
+    }
+
     /// Calls `shim` on `args`, giving one value of type `ret`.
     fn call_shim(&mut self, shim: Shim, args: &[Value], ret: Type) -> Value {
-        let func_ref = match self.shim_refs.get(shim.name) {
+        self.call_import(shim.name, args, Some(ret))
+            .expect("a shim returns a value")
+    }
+
+    /// Calls the imported function `name` (a shim or a host function) on
+    /// `args`, giving its value if it returns one of type `ret`.
+    pub(super) fn call_import(
+        &mut self,
+        name: &'static str,
+        args: &[Value],
+        ret: Option<Type>,
+    ) -> Option<Value> {
+        let func_ref = match self.shim_refs.get(name) {
             Some(r) => *r,
             None => {
-                let id = match self.unit.shims.get(shim.name) {
+                let id = match self.unit.shims.get(name) {
                     Some(id) => *id,
                     None => {
                         let mut sig = self.unit.jit.make_signature();
@@ -296,22 +384,22 @@ impl Translator<'_, '_, '_> {
                             let ty = self.b.func.dfg.value_type(*a);
                             sig.params.push(AbiParam::new(ty));
                         }
-                        sig.returns.push(AbiParam::new(ret));
+                        sig.returns.extend(ret.map(AbiParam::new));
                         let id = self
                             .unit
                             .jit
-                            .declare_function(shim.name, Linkage::Import, &sig)
-                            .expect("a shim is declared once, with one signature");
-                        self.unit.shims.insert(shim.name, id);
+                            .declare_function(name, Linkage::Import, &sig)
+                            .expect("an import is declared once, with one signature");
+                        self.unit.shims.insert(name, id);
                         id
                     }
                 };
                 let r = self.unit.jit.declare_func_in_func(id, self.b.func);
-                self.shim_refs.insert(shim.name, r);
+                self.shim_refs.insert(name, r);
                 r
             }
         };
         let call = self.b.ins().call(func_ref, args);
-        self.b.inst_results(call)[0]
+        self.b.inst_results(call).first().copied()
     }
 }

@@ -1,0 +1,221 @@
+//! Array operations native code does itself, without a call of the host,
+//! where the bits are fixed by copying or by IEEE 754:
+//!
+//! - `a[i]` and `a[i] = v`: a bounds check, then loads and stores (an item
+//!   of an array is copied). An index out of bounds takes the host's path
+//!   (`crate::arrays`), which makes the kernels' fault;
+//! - copies of small arrays (`Copy`, parameters, results): loads and
+//!   stores of 8-byte words;
+//! - elementwise float `+ - * /` and negation on small arrays (a scalar
+//!   operand broadcast): one instruction per element, as the kernels'
+//!   `scalar::float_add` ... compute it.
+//!
+//! "Small" is at most [`INLINE_BYTES`]; larger arrays call the host.
+
+use autobatch_ir::{BinaryOp, EntityRef, Loc, Prim, UnaryOp, Var};
+use autobatch_types::ScalarType;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, InstBuilder, Value};
+
+use super::function::{Translator, FLAGS};
+use super::machine_type;
+use crate::arrays::byte_size;
+use crate::operand;
+
+/// The largest array (in bytes) copied or computed inline.
+pub(super) const INLINE_BYTES: usize = 256;
+
+impl Translator<'_, '_, '_> {
+    /// Emits `dst = prim(args)` inline if it is one of the module doc's
+    /// cases; gives whether it did.
+    pub(super) fn inline_array(
+        &mut self,
+        dst: Option<Var>,
+        prim: &Prim,
+        args: &[Var],
+        loc: Loc,
+    ) -> bool {
+        let Some(dst) = dst else { return false };
+        match prim {
+            Prim::Index => self.index(dst, args, loc),
+            Prim::IndexSet => self.index_set(dst, args, loc),
+            Prim::Copy if self.is_array(dst) && self.var_bytes(dst) <= INLINE_BYTES => {
+                let (to, from) = (self.addr(dst), self.addr(args[0]));
+                self.copy_inline(to, from, self.var_bytes(dst));
+                true
+            }
+            Prim::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div)) => {
+                self.float_elementwise(dst, args, |t, a, b| {
+                    let ins = t.b.ins();
+                    match op {
+                        BinaryOp::Add => ins.fadd(a, b),
+                        BinaryOp::Sub => ins.fsub(a, b),
+                        BinaryOp::Mul => ins.fmul(a, b),
+                        _ => ins.fdiv(a, b),
+                    }
+                })
+            }
+            Prim::Unary(UnaryOp::Neg) => {
+                self.float_elementwise(dst, args, |t, a, _| t.b.ins().fneg(a))
+            }
+            _ => false,
+        }
+    }
+
+    pub(super) fn var_bytes(&self, v: Var) -> usize {
+        operand(&self.function.vars[v].ty, self.unit.symbols).bytes()
+    }
+
+    /// Copies `bytes` (a multiple of the element size) from `from` to `to`:
+    /// inline when small, else by the host.
+    pub(super) fn copy_inline(&mut self, to: Value, from: Value, bytes: usize) {
+        if bytes > INLINE_BYTES {
+            let n = self.b.ins().iconst(types::I64, bytes as i64);
+            self.copy(to, from, n);
+            return;
+        }
+        let mut at = 0;
+        for (width, ty) in [(8, types::I64), (4, types::I32), (1, types::I8)] {
+            while bytes - at >= width {
+                let word = self.b.ins().load(ty, FLAGS, from, at as i32);
+                self.b.ins().store(FLAGS, word, to, at as i32);
+                at += width;
+            }
+        }
+    }
+
+    /// The index operand as an unsigned 64-bit position (negative indices
+    /// become huge, so one unsigned compare checks both bounds).
+    fn position(&mut self, index: Var) -> Value {
+        let value = self.b.use_var(self.vars[index.index()]);
+        if self.function.vars[index].ty.elem == ScalarType::I32 {
+            self.b.ins().sextend(types::I64, value)
+        } else {
+            value
+        }
+    }
+
+    /// Branches to the host's path (which faults) when `position` is not
+    /// below the array's length; gives the block after the operation.
+    fn bounds_check(
+        &mut self,
+        dst: Var,
+        prim: &Prim,
+        args: &[Var],
+        loc: Loc,
+        position: Value,
+    ) -> cranelift_codegen::ir::Block {
+        let length = operand(&self.function.vars[args[0]].ty, self.unit.symbols).shape[0];
+        let out =
+            self.b
+                .ins()
+                .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, position, length as i64);
+        let slow = self.b.create_block();
+        let fast = self.b.create_block();
+        let merge = self.b.create_block();
+        self.b.set_cold_block(slow);
+        self.b.ins().brif(out, slow, &[], fast, &[]);
+        self.b.switch_to_block(slow);
+        self.host(Some(dst), prim, args, loc);
+        self.b.ins().jump(merge, &[]);
+        self.b.switch_to_block(fast);
+        merge
+    }
+
+    fn item_bytes(&self, array: Var) -> usize {
+        let shape = operand(&self.function.vars[array].ty, self.unit.symbols);
+        shape.bytes() / shape.shape[0].max(1)
+    }
+
+    fn index(&mut self, dst: Var, args: &[Var], loc: Loc) -> bool {
+        let item = self.item_bytes(args[0]);
+        if item > INLINE_BYTES {
+            return false;
+        }
+        let position = self.position(args[1]);
+        let merge = self.bounds_check(dst, &Prim::Index, args, loc, position);
+        let offset = self.b.ins().imul_imm_u(position, item as i64);
+        let base = self.addr(args[0]);
+        let at = self.b.ins().iadd(base, offset);
+        if self.is_array(dst) {
+            let to = self.addr(dst);
+            self.copy_inline(to, at, item);
+        } else {
+            let ty = machine_type(self.function.vars[dst].ty.elem);
+            let value = self.b.ins().load(ty, FLAGS, at, 0);
+            self.b.def_var(self.vars[dst.index()], value);
+        }
+        self.b.ins().jump(merge, &[]);
+        self.b.switch_to_block(merge);
+        true
+    }
+
+    fn index_set(&mut self, dst: Var, args: &[Var], loc: Loc) -> bool {
+        let item = self.item_bytes(args[0]);
+        let whole = self.var_bytes(args[0]);
+        if item > INLINE_BYTES || (dst != args[0] && whole > INLINE_BYTES) {
+            return false;
+        }
+        let position = self.position(args[1]);
+        let merge = self.bounds_check(dst, &Prim::IndexSet, args, loc, position);
+        let to = self.addr(dst);
+        if dst != args[0] {
+            let from = self.addr(args[0]);
+            self.copy_inline(to, from, whole);
+        }
+        let offset = self.b.ins().imul_imm_u(position, item as i64);
+        let at = self.b.ins().iadd(to, offset);
+        if self.is_array(args[2]) {
+            let from = self.addr(args[2]);
+            self.copy_inline(at, from, item);
+        } else {
+            let value = self.b.use_var(self.vars[args[2].index()]);
+            self.b.ins().store(FLAGS, value, at, 0);
+        }
+        self.b.ins().jump(merge, &[]);
+        self.b.switch_to_block(merge);
+        true
+    }
+
+    /// `dst[k] = f(a[k], b[k])` for a small float array `dst`, a scalar
+    /// operand standing for every element (`b` unused for unary `f`).
+    fn float_elementwise(
+        &mut self,
+        dst: Var,
+        args: &[Var],
+        f: impl Fn(&mut Self, Value, Value) -> Value,
+    ) -> bool {
+        let ty = self.function.vars[dst].ty.elem;
+        if !self.is_array(dst) || !ty.is_float() || self.var_bytes(dst) > INLINE_BYTES {
+            return false;
+        }
+        let size = byte_size(ty);
+        let len = self.var_bytes(dst) / size;
+        let machine = machine_type(ty);
+        let to = self.addr(dst);
+        // Each operand: its base address, or its scalar value.
+        let operands: Vec<Result<Value, Value>> = args
+            .iter()
+            .map(|v| {
+                if self.is_array(*v) {
+                    Ok(self.addr(*v))
+                } else {
+                    Err(self.b.use_var(self.vars[v.index()]))
+                }
+            })
+            .collect();
+        for k in 0..len {
+            let offset = (k * size) as i32;
+            let mut values = operands.iter().map(|o| match o {
+                Ok(base) => self.b.ins().load(machine, FLAGS, *base, offset),
+                Err(value) => *value,
+            });
+            let a = values.next().expect("an operand");
+            let b = values.next().unwrap_or(a);
+            drop(values);
+            let value = f(self, a, b);
+            self.b.ins().store(FLAGS, value, to, offset);
+        }
+        true
+    }
+}
