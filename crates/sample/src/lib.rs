@@ -35,6 +35,6 @@ pub mod model;
 pub mod report;
 
 pub use driver::{
-    Adaptation, ChainFailure, PhaseFigures, Progress, SampleConfig, SampleRun, MAX_ITERATIONS,
+    Adaptation, ChainFailure, PhaseFigures, Progress, SampleConfig, SampleRun, Stop, MAX_ITERATIONS,
 };
 pub use model::{Model, SampleError, LIBRARY};
