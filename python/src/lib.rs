@@ -49,14 +49,23 @@ fn no_panic<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
 /// A whole number argument between `min` and `max`: `TypeError` if it is
 /// not an integer, `ValueError` if it is out of range.
 fn whole_number(value: &Bound<'_, PyAny>, name: &str, min: u64, max: u64) -> PyResult<u64> {
-    if value.is_instance_of::<pyo3::types::PyBool>()
-        || !value.is_instance_of::<pyo3::types::PyInt>()
-    {
-        return Err(PyTypeError::new_err(format!(
+    let not_integer = || {
+        PyTypeError::new_err(format!(
             "`{name}` must be an integer, found a Python `{}`",
             convert::type_name(value)
-        )));
+        ))
+    };
+    if value.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(not_integer());
     }
+    // numpy's integers are integers too (they have `__index__`).
+    let value = if value.is_instance_of::<pyo3::types::PyInt>() {
+        value.clone()
+    } else if value.hasattr("__index__").unwrap_or(false) {
+        value.call_method0("__index__").map_err(|_| not_integer())?
+    } else {
+        return Err(not_integer());
+    };
     match value.extract::<u64>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
         _ => Err(PyValueError::new_err(format!(

@@ -183,3 +183,12 @@ def test_non_finite_floats_pass_through():
     res = prog.run("id", batch={"x": np.array([np.nan, np.inf, -np.inf, 1.0])})
     assert np.isnan(res.values[0])
     assert res.values[1:] == [np.inf, -np.inf, 1.0]
+
+
+def test_numpy_integers_are_counts():
+    prog = autobatch.compile("fn draw(k: i64) -> f64 { normal() + (k as f64) }")
+    a = prog.run("draw", batch={"k": np.zeros(2, dtype=np.int64)}, seed=np.int64(3), threads=np.int32(1))
+    b = prog.run("draw", batch={"k": [0, 0]}, seed=3, threads=1)
+    assert a.values == b.values
+    with pytest.raises(TypeError, match="`seed` must be an integer, found a Python `float`"):
+        prog.run("draw", batch={"k": [0]}, seed=1.0)
