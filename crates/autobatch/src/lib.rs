@@ -47,6 +47,10 @@
 //! draws the same random numbers) and writes, on rank 0, the bytes one
 //! process writes; the transport is a [`shard::Communicator`].
 //!
+//! Without JSON, [`Compiled::call`] takes inputs as Rust values by argument
+//! name (slices, arrays, tuples, [`typed::Array`], `ndarray` arrays with the
+//! `ndarray` feature) and gives typed results: see [`typed`].
+//!
 //! Architecture Invariant: this crate must not know about the command line
 //! (flags, exit codes, files, terminals). The `autobatch` command is a thin
 //! layer over it, and everything it can do must be possible from Rust.
@@ -58,6 +62,7 @@ pub mod inputs;
 pub mod json_output;
 pub mod run;
 pub mod shard;
+pub mod typed;
 
 pub use bind::{BoundBatch, InputError, InputErrorKind};
 pub use compile::{compile, CompileError, Compiled};
@@ -70,6 +75,7 @@ pub use run::{
     check_threads, default_threads, max_threads, BlockChoice, Lanes, RunConfig, RunError,
     RunResult, Strategy, THREADS_PER_CORE,
 };
+pub use typed::{Call, CallError, CallResult};
 
 /// The table of the language's operations: its builtins, their names and
 /// spellings, and the signature class of each.

@@ -503,6 +503,7 @@ fn sample(args: SampleArgs, comm: &dyn Communicator) -> Result<(), Failure> {
             bar.set_message(if p.warming_up { "warmup" } else { "sampling" });
             bar.set_position(p.done as u64);
         },
+        &autobatch_sample::Stop::new(),
     );
     bar.finish_and_clear();
     let run = match run {

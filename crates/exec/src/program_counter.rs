@@ -1186,9 +1186,8 @@ fn prim_slots(
                             }
                             _ => None,
                         },
-                        shared_arg: dst.is_some_and(|d| {
-                            lowered.vars[d].class == VarClass::Invariant
-                        }),
+                        shared_arg: dst
+                            .is_some_and(|d| lowered.vars[d].class == VarClass::Invariant),
                         dying: dying.next().unwrap_or_default(),
                     },
                     _ => PrimSlots {

@@ -4,6 +4,7 @@
 //! synchronising per trajectory run the batch in segments, the chains' state
 //! passing from one run to the next as batched inputs.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -79,6 +80,36 @@ impl Default for SampleConfig {
         }
     }
 }
+
+/// A request to stop a [`Model::sample_stoppable`] that is running, from
+/// another thread (a host's Ctrl-C handler, say). Clones share one request.
+///
+/// The sampler looks at it between runs of the batch and, while a run goes,
+/// each time the executor reports progress (every 10 ms): it then ends the
+/// run by unwinding out of its observer, which the executors let through
+/// (the observer's panics are the caller's), so that the run's memory is
+/// freed at once and [`SampleError::Stopped`] is returned.
+#[derive(Clone, Debug, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    /// A stop not requested (yet).
+    pub fn new() -> Stop {
+        Stop::default()
+    }
+    /// Asks the sampler to stop as soon as it can.
+    pub fn request(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+    /// Whether a stop was requested.
+    pub fn is_requested(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The payload the observer unwinds with when a stop is requested
+/// (`resume_unwind`, so that no panic hook prints it).
+struct Stopped;
 
 /// How far the run is, for a progress display.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -307,13 +338,18 @@ impl Model {
         batch: &BoundBatch,
         config: &RunConfig,
         markers: Markers,
+        stop: &Stop,
         watch: &mut dyn FnMut(Snapshot),
-    ) -> Result<RunResult, RunError> {
+    ) -> Result<RunResult, SampleError> {
         let (sender, receiver) = mpsc::channel();
         let began = Instant::now();
+        let observed_stop = stop.clone();
         let observer = Observer {
             interval: Duration::from_millis(10),
             callback: Arc::new(move |progress: &RunProgress<'_>| {
+                if observed_stop.is_requested() {
+                    std::panic::resume_unwind(Box::new(Stopped));
+                }
                 // The receiver lives until the run ends; a failed send only
                 // means nobody watches any more.
                 let _ = sender.send(Snapshot::take(progress, &markers, began.elapsed()));
@@ -323,13 +359,14 @@ impl Model {
             let run = std::thread::Builder::new()
                 .name("autobatch-sample".into())
                 .spawn_scoped(scope, move || batch.run_observed(config, Some(observer)))
-                .map_err(|e| RunError::Resources(format!("cannot start a thread: {e}")))?;
+                .map_err(|e| SampleError::Run(format!("cannot start a thread: {e}")))?;
             // Ends when the run ends and drops the observer (the sender).
             for snapshot in receiver {
                 watch(snapshot);
             }
             match run.join() {
-                Ok(result) => result,
+                Ok(result) => result.map_err(|e: RunError| SampleError::Run(e.to_string())),
+                Err(panic) if panic.is::<Stopped>() => Err(SampleError::Stopped),
                 Err(panic) => std::panic::resume_unwind(panic),
             }
         })
@@ -342,7 +379,18 @@ impl Model {
         config: &SampleConfig,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<SampleRun, SampleError> {
-        match crate::shard::sample_sharded(&Single, Ok(self), config, progress) {
+        self.sample_stoppable(config, progress, &Stop::new())
+    }
+
+    /// [`Model::sample`], ending early with [`SampleError::Stopped`] once
+    /// `stop` is requested (see [`Stop`]).
+    pub fn sample_stoppable(
+        &self,
+        config: &SampleConfig,
+        progress: &mut dyn FnMut(Progress),
+        stop: &Stop,
+    ) -> Result<SampleRun, SampleError> {
+        match crate::shard::sample_sharded(&Single, Ok(self), config, progress, stop) {
             Ok(Some(run)) => Ok(run),
             Ok(None) => Err(SampleError::Run(
                 "internal error: one process has no result (this is a bug in autobatch)".into(),
@@ -357,14 +405,14 @@ impl Model {
 
 /// Why this rank's chains stopped early: an error of its own, or another
 /// rank's (learnt at an exchange).
-pub(crate) enum Stop {
+pub(crate) enum Halt {
     Local(SampleError),
     Rank(RankFailure),
 }
 
-impl From<SampleError> for Stop {
-    fn from(error: SampleError) -> Stop {
-        Stop::Local(error)
+impl From<SampleError> for Halt {
+    fn from(error: SampleError) -> Halt {
+        Halt::Local(error)
     }
 }
 
@@ -384,7 +432,8 @@ impl Sampler<'_> {
         &self,
         comm: &dyn Communicator,
         progress: &mut dyn FnMut(Progress),
-    ) -> Result<Ran, Stop> {
+        stop: &Stop,
+    ) -> Result<Ran, Halt> {
         let mut chains: Vec<ChainState> = (0..self.chains)
             .map(|_| ChainState::new(self.dim, self.windows))
             .collect();
@@ -400,6 +449,9 @@ impl Sampler<'_> {
             warming_up: self.warmup > 0,
         });
         while start < self.total {
+            if stop.is_requested() {
+                return Err(Halt::Local(SampleError::Stopped));
+            }
             let alive = alive_chains(&chains);
             let pooling = self.pool_every.is_some();
             if alive.is_empty() && !pooling {
@@ -408,7 +460,7 @@ impl Sampler<'_> {
             let segment = self.segment(start, window_end, alive.len());
             if !alive.is_empty() {
                 let ran = self
-                    .run_segment(&chains, &segment, runs, progress)
+                    .run_segment(&chains, &segment, runs, progress, stop)
                     .and_then(|run| {
                         executor_report = run.result.stats.report.clone();
                         let gradients =
@@ -421,7 +473,7 @@ impl Sampler<'_> {
                         // The others wait at the pooling: tell them.
                         let _ = crate::shard::pool_across(comm, Err(error.to_string()), self.dim);
                     }
-                    return Err(Stop::Local(error));
+                    return Err(Halt::Local(error));
                 }
             }
             runs += 1;
@@ -431,7 +483,7 @@ impl Sampler<'_> {
                     .map(|c| chains[c].adaptation())
                     .collect();
                 let Some((pooled, first_window_end)) =
-                    crate::shard::pool_across(comm, Ok(mine), self.dim).map_err(Stop::Rank)?
+                    crate::shard::pool_across(comm, Ok(mine), self.dim).map_err(Halt::Rank)?
                 else {
                     break;
                 };
@@ -692,6 +744,7 @@ impl<'a> Sampler<'a> {
         segment: &Segment,
         run: u64,
         progress: &mut dyn FnMut(Progress),
+        stop: &Stop,
     ) -> Result<SegmentRun, SampleError> {
         let began = Instant::now();
         let batch = self.bind(chains, segment)?;
@@ -702,27 +755,26 @@ impl<'a> Sampler<'a> {
         };
         let mut warmup_end: Option<Snapshot> = None;
         let mut shown = segment.start;
-        let result = self
-            .model
-            .run_watched(&batch, &run_config, self.markers, &mut |snapshot| {
-                if warmup_end.is_none()
-                    && segment.warmup_iterations > 0
-                    && snapshot.warmup_iterations >= segment.warmup_iterations
-                {
-                    warmup_end = Some(snapshot);
-                }
-                let per_chain = (snapshot.iterations / segment.alive.max(1) as u64) as usize;
-                let done = (segment.start + per_chain).min(segment.end);
-                if done != shown {
-                    shown = done;
-                    progress(Progress {
-                        done,
-                        total: self.total,
-                        warming_up: snapshot.warmup_iterations < segment.warmup_iterations,
-                    });
-                }
-            })
-            .map_err(|e| SampleError::Run(e.to_string()))?;
+        let result =
+            self.model
+                .run_watched(&batch, &run_config, self.markers, stop, &mut |snapshot| {
+                    if warmup_end.is_none()
+                        && segment.warmup_iterations > 0
+                        && snapshot.warmup_iterations >= segment.warmup_iterations
+                    {
+                        warmup_end = Some(snapshot);
+                    }
+                    let per_chain = (snapshot.iterations / segment.alive.max(1) as u64) as usize;
+                    let done = (segment.start + per_chain).min(segment.end);
+                    if done != shown {
+                        shown = done;
+                        progress(Progress {
+                            done,
+                            total: self.total,
+                            warming_up: snapshot.warmup_iterations < segment.warmup_iterations,
+                        });
+                    }
+                })?;
         let seconds = began.elapsed();
         let last = Snapshot::take(
             &RunProgress {

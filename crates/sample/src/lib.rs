@@ -39,7 +39,7 @@ pub mod report;
 mod shard;
 
 pub use driver::{
-    Adaptation, ChainFailure, PhaseFigures, Progress, SampleConfig, SampleRun, MAX_ITERATIONS,
+    Adaptation, ChainFailure, PhaseFigures, Progress, SampleConfig, SampleRun, Stop, MAX_ITERATIONS,
 };
 pub use model::{Model, SampleError, LIBRARY};
 pub use shard::{sample_sharded, ShardedError};

@@ -29,6 +29,8 @@ pub enum SampleError {
     Chain(String),
     /// The batch could not run at all.
     Run(String),
+    /// A [`Stop`](crate::Stop) was requested before the run finished.
+    Stopped,
 }
 
 impl SampleError {
@@ -51,6 +53,7 @@ impl fmt::Display for SampleError {
             | SampleError::Config(m)
             | SampleError::Chain(m)
             | SampleError::Run(m) => f.write_str(m),
+            SampleError::Stopped => f.write_str("sampling was stopped before it finished"),
         }
     }
 }

@@ -10,7 +10,7 @@ use autobatch::shard::wire::{Reader, WireError, Writer};
 use autobatch::shard::{exchange, member_range, payloads, status_bytes, Communicator, RankFailure};
 
 use crate::chains::{pooled, ChainAdaptation, ChainOutcome, FinishedChain, Pooled};
-use crate::driver::{check_config, Figures, Ran, Sampler, Stop};
+use crate::driver::{check_config, Figures, Halt, Ran, Sampler, Stop};
 use crate::{ChainFailure, Model, PhaseFigures, Progress, SampleConfig, SampleError, SampleRun};
 
 /// Why a sharded `sample` stopped.
@@ -31,6 +31,7 @@ pub fn sample_sharded(
     model: Result<&Model, String>,
     config: &SampleConfig,
     progress: &mut dyn FnMut(Progress),
+    stop: &Stop,
 ) -> Result<Option<SampleRun>, ShardedError> {
     // The same settings on every rank: each refuses them alike, alone.
     let pool_every = check_config(config).map_err(ShardedError::Sample)?;
@@ -40,7 +41,7 @@ pub fn sample_sharded(
         .and_then(|model| Sampler::new(model, config, chains))
     {
         Ok(sampler) => {
-            let ran = sampler.run_chains(comm, progress);
+            let ran = sampler.run_chains(comm, progress, stop);
             (Some(sampler), ran)
         }
         Err(error) => {
@@ -48,16 +49,22 @@ pub fn sample_sharded(
                 // The others wait at the first pooling: tell them.
                 let _ = pool_across(comm, Err(error.to_string()), 0);
             }
-            (None, Err(Stop::Local(error)))
+            (None, Err(Halt::Local(error)))
         }
     };
     if comm.size() == 1 {
         let ran = ran.map_err(|stop| match stop {
-            Stop::Local(error) => ShardedError::Sample(error),
-            Stop::Rank(failure) => ShardedError::Rank(failure),
+            Halt::Local(error) => ShardedError::Sample(error),
+            Halt::Rank(failure) => ShardedError::Rank(failure),
         })?;
         let outcomes = ran.chains.into_iter().map(|c| c.outcome()).collect();
-        return finish(sampler, outcomes, ran.figures, ran.runs, ran.executor_report);
+        return finish(
+            sampler,
+            outcomes,
+            ran.figures,
+            ran.runs,
+            ran.executor_report,
+        );
     }
     // The executor's report is rank 0's (each rank's describes its own runs).
     let report = ran
@@ -68,8 +75,8 @@ pub fn sample_sharded(
     let mut learnt = None;
     let status = match ran {
         Ok(ran) => Ok(encode_ran(ran)),
-        Err(Stop::Local(error)) => Err(error.to_string()),
-        Err(Stop::Rank(failure)) => {
+        Err(Halt::Local(error)) => Err(error.to_string()),
+        Err(Halt::Rank(failure)) => {
             let message = failure.to_string();
             learnt = Some(failure);
             Err(message)

@@ -4,7 +4,9 @@
 //! build the model is named.
 
 use autobatch::shard::{Communicator, InProcess};
-use autobatch_sample::{report, sample_sharded, Adaptation, Model, SampleConfig, ShardedError};
+use autobatch_sample::{
+    report, sample_sharded, Adaptation, Model, SampleConfig, ShardedError, Stop,
+};
 
 const MODEL: &str = "\
 extern \"autobatch\" {
@@ -58,7 +60,8 @@ fn ranks_sample_what_one_process_samples() {
         for ranks in [2, 3, 6] {
             let runs = InProcess::run(ranks, |comm| {
                 let model = Model::new(MODEL, "model.ab", DATA).expect("a model");
-                sample_sharded(comm, Ok(&model), &config, &mut |_| {}).expect("samples")
+                sample_sharded(comm, Ok(&model), &config, &mut |_| {}, &Stop::new())
+                    .expect("samples")
             });
             let (root, others) = runs.split_first().expect("rank 0");
             assert!(others.iter().all(Option::is_none));
@@ -80,7 +83,7 @@ fn a_rank_without_a_model_is_named() {
             } else {
                 Ok(&model)
             };
-            sample_sharded(comm, mine, &config, &mut |_| {})
+            sample_sharded(comm, mine, &config, &mut |_| {}, &Stop::new())
         });
         match &results[0] {
             Err(ShardedError::Rank(failure)) => {

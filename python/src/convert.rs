@@ -1,0 +1,243 @@
+//! Python values to the inputs' JSON form, and results back to Python.
+//!
+//! Inputs go through [`autobatch::Inputs`] as JSON values, so that they are
+//! checked and converted by the same rules, with the same messages, as the
+//! command line's `--inputs` file: a numpy array becomes nested lists (its
+//! `tolist()`), a tuple a list, a float that is not finite the strings
+//! `"NaN"`, `"inf"`, `"-inf"`. Results come back as Python scalars, numpy
+//! arrays of the element type (`bool`, `int32`, `int64`, `uint64`,
+//! `float32`, `float64`) and tuples.
+
+use autobatch::{MemberError, Tensor, Value};
+use autobatch_types::Data;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyByteArray, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+/// How deep lists may nest in one input: far beyond any array the language
+/// has, and short of Python's and Rust's stacks.
+const MAX_NESTING: usize = 64;
+
+/// One Python value as JSON. `what` names the value for messages
+/// (`argument `x` of member 2`).
+pub fn to_json(value: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<serde_json::Value> {
+    to_json_at(value, what, 0)
+}
+
+fn to_json_at(
+    value: &Bound<'_, PyAny>,
+    what: &dyn Fn() -> String,
+    depth: usize,
+) -> PyResult<serde_json::Value> {
+    if depth > MAX_NESTING {
+        return Err(PyTypeError::new_err(format!(
+            "{} nests lists more than {MAX_NESTING} deep",
+            what()
+        )));
+    }
+    if value.is_none() {
+        return Ok(serde_json::Value::Null);
+    }
+    if let Ok(b) = value.downcast::<PyBool>() {
+        return Ok(serde_json::Value::Bool(b.is_true()));
+    }
+    if let Ok(i) = value.downcast::<PyInt>() {
+        if let Ok(i) = i.extract::<i64>() {
+            return Ok(i.into());
+        }
+        if let Ok(u) = i.extract::<u64>() {
+            return Ok(u.into());
+        }
+        // Beyond 64 bits: a number the binder reports as out of range.
+        let x: f64 = i.extract()?;
+        return Ok(autobatch::float_to_json(x));
+    }
+    if let Ok(x) = value.downcast::<PyFloat>() {
+        return Ok(autobatch::float_to_json(x.value()));
+    }
+    if let Ok(s) = value.downcast::<PyString>() {
+        return Ok(serde_json::Value::String(s.to_cow()?.into_owned()));
+    }
+    if let Ok(list) = value.downcast::<PyList>() {
+        return list
+            .iter()
+            .map(|item| to_json_at(&item, what, depth + 1))
+            .collect::<PyResult<Vec<_>>>()
+            .map(serde_json::Value::Array);
+    }
+    if let Ok(tuple) = value.downcast::<PyTuple>() {
+        return tuple
+            .iter()
+            .map(|item| to_json_at(&item, what, depth + 1))
+            .collect::<PyResult<Vec<_>>>()
+            .map(serde_json::Value::Array);
+    }
+    if is_numpy(value) {
+        // numpy arrays and numpy scalars: `tolist()` gives Python lists and scalars.
+        let plain = value.call_method0("tolist")?;
+        return to_json_at(&plain, what, depth);
+    }
+    Err(PyTypeError::new_err(format!(
+        "{} is a Python `{}`, which cannot be an input (give a number, a bool, a list, a tuple or a numpy array)",
+        what(),
+        type_name(value)
+    )))
+}
+
+/// Whether `value` is a numpy array or scalar (without importing numpy).
+fn is_numpy(value: &Bound<'_, PyAny>) -> bool {
+    value
+        .get_type()
+        .module()
+        .map(|m| m.to_string_lossy().starts_with("numpy"))
+        .unwrap_or(false)
+        && value.hasattr("tolist").unwrap_or(false)
+}
+
+/// The name of a value's Python type, for messages.
+pub fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value
+        .get_type()
+        .name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
+/// A batched argument's values, one per member: the items of a list or
+/// tuple, or the rows of a numpy array along its first axis.
+pub fn members(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<serde_json::Value>> {
+    let plain = if is_numpy(value) {
+        value.call_method0("tolist")?
+    } else {
+        value.clone()
+    };
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = plain.downcast::<PyList>() {
+        list.iter().collect()
+    } else if let Ok(tuple) = plain.downcast::<PyTuple>() {
+        tuple.iter().collect()
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "batched argument `{name}` must be a list or array with one value per member, found a Python `{}`",
+            type_name(value)
+        )));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(member, item)| to_json(item, &|| format!("argument `{name}` of member {member}")))
+        .collect()
+}
+
+/// A result value in Python: a scalar as a Python scalar, an array as a
+/// numpy array, a tuple as a tuple.
+pub fn value_to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    match value {
+        Value::Tuple(items) => {
+            let items = items
+                .iter()
+                .map(|item| value_to_py(py, item))
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok(PyTuple::new(py, items)?.into_any())
+        }
+        Value::Tensor(tensor) if tensor.shape.is_empty() && tensor.data.len() == 1 => {
+            scalar_to_py(py, tensor)
+        }
+        Value::Tensor(tensor) => tensor_to_numpy(py, tensor),
+    }
+}
+
+fn scalar_to_py<'py>(py: Python<'py>, tensor: &Tensor) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match &tensor.data {
+        Data::Bool(v) => PyBool::new(py, v[0]).to_owned().into_any(),
+        Data::I32(v) => v[0].into_pyobject(py)?.into_any(),
+        Data::I64(v) => v[0].into_pyobject(py)?.into_any(),
+        Data::Usize(v) => v[0].into_pyobject(py)?.into_any(),
+        Data::F32(v) => f64::from(v[0]).into_pyobject(py)?.into_any(),
+        Data::F64(v) => v[0].into_pyobject(py)?.into_any(),
+    })
+}
+
+/// The raw bytes of `data` in the machine's order, and numpy's name of its type.
+fn raw_bytes(data: &Data) -> (Vec<u8>, &'static str) {
+    fn bytes<T: Copy, const N: usize>(v: &[T], to: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+        v.iter().flat_map(|x| to(*x)).collect()
+    }
+    match data {
+        Data::Bool(v) => (v.iter().map(|b| u8::from(*b)).collect(), "bool"),
+        Data::I32(v) => (bytes(v, i32::to_ne_bytes), "int32"),
+        Data::I64(v) => (bytes(v, i64::to_ne_bytes), "int64"),
+        Data::Usize(v) => (bytes(v, u64::to_ne_bytes), "uint64"),
+        Data::F32(v) => (bytes(v, f32::to_ne_bytes), "float32"),
+        Data::F64(v) => (bytes(v, f64::to_ne_bytes), "float64"),
+    }
+}
+
+/// A tensor as a writable numpy array of its shape and element type.
+pub fn tensor_to_numpy<'py>(py: Python<'py>, tensor: &Tensor) -> PyResult<Bound<'py, PyAny>> {
+    let (bytes, dtype) = raw_bytes(&tensor.data);
+    flat_to_numpy(py, &bytes, dtype, &tensor.shape)
+}
+
+/// Raw machine-order bytes as a writable numpy array of `dtype` and `shape`.
+pub fn flat_to_numpy<'py>(
+    py: Python<'py>,
+    bytes: &[u8],
+    dtype: &str,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    let numpy = py.import("numpy")?;
+    let buffer = PyByteArray::new(py, bytes);
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("dtype", dtype)?;
+    let flat = numpy.call_method("frombuffer", (buffer,), Some(&kwargs))?;
+    flat.call_method1("reshape", (PyTuple::new(py, shape)?,))
+}
+
+/// A member's error as the dict `{"kind", "message", "line", "column"}`.
+pub fn error_to_py<'py>(py: Python<'py>, error: &MemberError) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("kind", error.kind.name())?;
+    dict.set_item("message", &error.message)?;
+    dict.set_item("line", error.loc.line)?;
+    dict.set_item("column", error.loc.column)?;
+    Ok(dict)
+}
+
+/// A JSON value (the figures of `--stats`) as Python: dicts, lists,
+/// numbers, strings; the strings `"NaN"`, `"inf"`, `"-inf"`, by which the
+/// command line's JSON writes floats that are not finite, become floats.
+pub fn json_to_py<'py>(py: Python<'py>, json: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match json {
+        serde_json::Value::Null => py.None().into_bound(py),
+        serde_json::Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        serde_json::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                i.into_pyobject(py)?.into_any()
+            } else if let Some(u) = n.as_u64() {
+                u.into_pyobject(py)?.into_any()
+            } else {
+                n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any()
+            }
+        }
+        serde_json::Value::String(s) => match s.as_str() {
+            "NaN" => f64::NAN.into_pyobject(py)?.into_any(),
+            "inf" => f64::INFINITY.into_pyobject(py)?.into_any(),
+            "-inf" => f64::NEG_INFINITY.into_pyobject(py)?.into_any(),
+            _ => PyString::new(py, s).into_any(),
+        },
+        serde_json::Value::Array(items) => {
+            let items = items
+                .iter()
+                .map(|item| json_to_py(py, item))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, items)?.into_any()
+        }
+        serde_json::Value::Object(map) => {
+            let dict = PyDict::new(py);
+            for (key, item) in map {
+                dict.set_item(key, json_to_py(py, item)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}

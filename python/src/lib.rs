@@ -1,0 +1,313 @@
+//! The native module of the `autobatch` Python package (`autobatch._native`),
+//! over the `autobatch` library API and the sampler of `autobatch-sample`:
+//! [`compile`] a program, [`Program::run`] a batch with numpy arrays in and
+//! out, and `_sample` (wrapped by the package's `autobatch.sample`).
+//!
+//! Bad input raises `ValueError` (a value that does not fit) or `TypeError`
+//! (a Python value of a type that cannot be an input) with the command
+//! line's one-line messages; a program that does not compile raises
+//! `autobatch.CompileError` with the rendered diagnostics. Nothing panics
+//! across the boundary: a panic inside autobatch (a bug) is caught and
+//! raised as `RuntimeError`. The GIL is released while a batch runs.
+//!
+//! Architecture Invariant: a thin layer: every check and every message
+//! comes from the `autobatch` and `autobatch-sample` crates; this crate only
+//! converts between Python and their types.
+
+mod convert;
+mod sample;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use autobatch::{Compiled, Inputs, Lanes, RunConfig, Strategy};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+create_exception!(
+    _native,
+    CompileError,
+    PyException,
+    "The program does not compile; `str(err)` is every diagnostic, with file, line, column and source line."
+);
+
+/// Runs `f`, turning a panic (a bug in autobatch) into `RuntimeError`.
+fn no_panic<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("a panic without a message");
+        Err(PyRuntimeError::new_err(format!(
+            "internal error: {message} (this is a bug in autobatch)"
+        )))
+    })
+}
+
+/// A whole number argument between `min` and `max`: `TypeError` if it is
+/// not an integer, `ValueError` if it is out of range.
+fn whole_number(value: &Bound<'_, PyAny>, name: &str, min: u64, max: u64) -> PyResult<u64> {
+    let not_integer = || {
+        PyTypeError::new_err(format!(
+            "`{name}` must be an integer, found a Python `{}`",
+            convert::type_name(value)
+        ))
+    };
+    if value.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(not_integer());
+    }
+    // numpy's integers are integers too (they have `__index__`).
+    let value = if value.is_instance_of::<pyo3::types::PyInt>() {
+        value.clone()
+    } else if value.hasattr("__index__").unwrap_or(false) {
+        value.call_method0("__index__").map_err(|_| not_integer())?
+    } else {
+        return Err(not_integer());
+    };
+    match value.extract::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(PyValueError::new_err(format!(
+            "`{name}` must be between {min} and {max}, found {value}"
+        ))),
+    }
+}
+
+/// An optional whole number argument (`None`: `default`).
+fn optional_number(
+    value: Option<&Bound<'_, PyAny>>,
+    name: &str,
+    min: u64,
+    max: u64,
+    default: u64,
+) -> PyResult<u64> {
+    match value {
+        Some(value) if !value.is_none() => whole_number(value, name, min, max),
+        _ => Ok(default),
+    }
+}
+
+/// A strategy or lanes name, parsed by the library (whose message lists the names).
+fn parse_name<T: std::str::FromStr<Err = String>>(text: &str) -> PyResult<T> {
+    text.parse::<T>().map_err(PyValueError::new_err)
+}
+
+/// The names and values of a `batch` or `shared` dict, in order.
+fn named_items<'py>(
+    section: &str,
+    dict: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
+    let Some(dict) = dict.filter(|d| !d.is_none()) else {
+        return Ok(Vec::new());
+    };
+    let dict = dict.downcast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "`{section}` must be a dict from names to values, found a Python `{}`",
+            convert::type_name(dict)
+        ))
+    })?;
+    dict.iter()
+        .map(|(key, value)| match key.extract::<String>() {
+            Ok(name) => Ok((name, value)),
+            Err(_) => Err(PyTypeError::new_err(format!(
+                "the names in `{section}` must be strings, found a Python `{}`",
+                convert::type_name(&key)
+            ))),
+        })
+        .collect()
+}
+
+/// The inputs of a run from the `batch` and `shared` dicts.
+fn inputs_from_py(
+    batch: Option<&Bound<'_, PyAny>>,
+    shared: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Inputs> {
+    let mut inputs = Inputs::new();
+    for (name, value) in named_items("batch", batch)? {
+        let members = convert::members(&name, &value)?;
+        inputs = inputs.batched(&name, members);
+    }
+    for (name, value) in named_items("shared", shared)? {
+        let json = convert::to_json(&value, &|| format!("`{name}` in `shared`"))?;
+        inputs = inputs.shared(&name, json);
+    }
+    Ok(inputs)
+}
+
+/// Compiles the program `source`; `path` names it in diagnostics.
+#[pyfunction]
+#[pyo3(signature = (source, path = "<string>"))]
+fn compile(source: &str, path: &str) -> PyResult<Program> {
+    no_panic(|| match autobatch::compile(source, path) {
+        Ok(compiled) => Ok(Program { compiled }),
+        Err(error) => Err(CompileError::new_err(
+            error.render(false).trim_end().to_owned(),
+        )),
+    })
+}
+
+/// A program that compiled.
+#[pyclass(frozen, module = "autobatch")]
+struct Program {
+    compiled: Compiled,
+}
+
+#[pymethods]
+impl Program {
+    /// The names of the functions that can be run as an entry.
+    #[getter]
+    fn entries(&self) -> Vec<String> {
+        self.compiled
+            .entry_names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The source the program was compiled from.
+    #[getter]
+    fn source(&self) -> &str {
+        self.compiled.source()
+    }
+
+    /// Runs the entry function `entry` on a batch: `batch` gives each
+    /// batched argument one value per member, `shared` the arguments and
+    /// statics every member shares.
+    #[pyo3(signature = (entry, batch = None, shared = None, *, strategy = "program-counter",
+                        seed = None, lanes = "auto", threads = None, max_stack_depth = None,
+                        max_steps = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        py: Python<'_>,
+        entry: &str,
+        batch: Option<&Bound<'_, PyAny>>,
+        shared: Option<&Bound<'_, PyAny>>,
+        strategy: &str,
+        seed: Option<&Bound<'_, PyAny>>,
+        lanes: &str,
+        threads: Option<&Bound<'_, PyAny>>,
+        max_stack_depth: Option<&Bound<'_, PyAny>>,
+        max_steps: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<RunResult> {
+        no_panic(|| {
+            let config = RunConfig {
+                strategy: parse_name::<Strategy>(strategy)?,
+                lanes: parse_name::<Lanes>(lanes)?,
+                seed: optional_number(seed, "seed", 0, u64::MAX, 0)?,
+                threads: optional_number(
+                    threads,
+                    "threads",
+                    0,
+                    u64::MAX,
+                    autobatch::default_threads() as u64,
+                )? as usize,
+                max_stack_depth: optional_number(
+                    max_stack_depth,
+                    "max_stack_depth",
+                    1,
+                    usize::MAX as u64,
+                    autobatch::DEFAULT_MAX_STACK_DEPTH as u64,
+                )? as usize,
+                max_steps: optional_number(
+                    max_steps,
+                    "max_steps",
+                    0,
+                    u64::MAX,
+                    autobatch::DEFAULT_MAX_STEPS,
+                )?,
+                ..RunConfig::default()
+            };
+            config
+                .validate()
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            let inputs = inputs_from_py(batch, shared)?;
+            let bound = self
+                .compiled
+                .bind(entry, &inputs)
+                .map_err(|e| PyValueError::new_err(e.message().to_owned()))?;
+            let result = py
+                .allow_threads(|| catch_unwind(AssertUnwindSafe(|| bound.run(&config))))
+                .map_err(|_| {
+                    PyRuntimeError::new_err(
+                        "internal error: the run panicked (this is a bug in autobatch)",
+                    )
+                })?
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            RunResult::from_result(py, &result)
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<autobatch.Program {} ({})>",
+            self.compiled.path(),
+            self.compiled.entry_names().join(", ")
+        )
+    }
+}
+
+/// The outcome of [`Program::run`]: per member a value or an error, and the figures.
+#[pyclass(frozen, get_all, module = "autobatch")]
+struct RunResult {
+    /// One per member: a Python scalar, a numpy array or a tuple; `None`
+    /// where the member failed.
+    values: Py<PyList>,
+    /// One per member: `None`, or `{"kind", "message", "line", "column"}`.
+    errors: Py<PyList>,
+    /// The run's figures, as `autobatch run --stats` writes them.
+    stats: Py<PyDict>,
+}
+
+impl RunResult {
+    fn from_result(py: Python<'_>, result: &autobatch::RunResult) -> PyResult<RunResult> {
+        let values = PyList::empty(py);
+        let errors = PyList::empty(py);
+        for member in &result.members {
+            match member {
+                Ok(value) => {
+                    values.append(convert::value_to_py(py, value)?)?;
+                    errors.append(py.None())?;
+                }
+                Err(error) => {
+                    values.append(py.None())?;
+                    errors.append(convert::error_to_py(py, error)?)?;
+                }
+            }
+        }
+        let stats = convert::json_to_py(py, &result.stats_to_json())?
+            .downcast_into::<PyDict>()
+            .map_err(|_| PyRuntimeError::new_err("internal error: the stats are not an object"))?;
+        Ok(RunResult {
+            values: values.unbind(),
+            errors: errors.unbind(),
+            stats: stats.unbind(),
+        })
+    }
+}
+
+#[pymethods]
+impl RunResult {
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.values.bind(py).len()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let failed = self.errors.bind(py).iter().filter(|e| !e.is_none()).count();
+        format!(
+            "<autobatch.RunResult of {} members, {failed} failed>",
+            self.values.bind(py).len()
+        )
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("CompileError", m.py().get_type::<CompileError>())?;
+    m.add_function(wrap_pyfunction!(compile, m)?)?;
+    m.add_function(wrap_pyfunction!(sample::sample, m)?)?;
+    m.add_class::<Program>()?;
+    m.add_class::<RunResult>()?;
+    Ok(())
+}

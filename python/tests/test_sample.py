@@ -1,0 +1,119 @@
+"""`autobatch.sample`: shapes, determinism, the summary, bad input, and
+Ctrl-C."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import autobatch
+
+NORMAL = """
+extern "autobatch" {
+    static mu: [f64; 2];
+}
+
+fn log_density(theta: [f64; 2]) -> f64 {
+    let d0 = theta[0] - mu[0];
+    let d1 = theta[1] - mu[1];
+    -0.5 * (d0 * d0 + d1 * d1)
+}
+"""
+
+DATA = {"mu": np.array([1.0, -2.0])}
+
+
+def small_fit(seed=1, **kwargs):
+    settings = dict(chains=3, warmup=150, draws=200, seed=seed, progress=False)
+    settings.update(kwargs)
+    return autobatch.sample(NORMAL, data=DATA, **settings)
+
+
+def test_draws_shape_stats_and_summary():
+    fit = small_fit()
+    assert fit.draws.shape == (3, 200, 2)
+    assert fit.draws.dtype == np.float64
+    assert fit.chain_ids == [0, 1, 2]
+    assert fit.stats["chains"] == 3 and fit.stats["draws"] == 200
+    assert fit.stats["dimension"] == 2
+    assert fit.stats["strategy"] == "program-counter"
+    for name in ["tree_depth", "n_steps", "diverging", "acceptance_rate", "lp"]:
+        assert fit.sample_stats[name].shape == (3, 200), name
+    assert fit.step_size.shape == (3,)
+    summary = fit.summary()
+    means = np.asarray(summary["mean"])
+    # The posterior is N(mu, I): 600 draws put the means well within 0.5.
+    assert np.all(np.abs(means - np.array([1.0, -2.0])) < 0.5)
+    assert np.allclose(means, fit.draws.mean(axis=(0, 1)))
+    for column in ["sd", "5%", "50%", "95%", "R-hat", "ESS bulk"]:
+        assert len(np.asarray(summary[column])) == 2
+    assert "theta[1]" in str(fit)
+
+
+def test_same_seed_same_draws_other_seed_other_draws():
+    a, b, c = small_fit(seed=7), small_fit(seed=7), small_fit(seed=8)
+    assert np.array_equal(a.draws, b.draws)
+    assert not np.array_equal(a.draws, c.draws)
+
+
+def test_draws_do_not_depend_on_the_strategy():
+    a = small_fit(strategy="program-counter")
+    b = small_fit(strategy="reference")
+    assert np.array_equal(a.draws, b.draws)
+
+
+def test_progress_callback_sees_every_phase():
+    seen = []
+    small_fit(progress=lambda done, total, warming_up: seen.append((done, total, warming_up)))
+    assert seen[0] == (0, 350, True)
+    assert seen[-1] == (350, 350, False)
+
+
+def test_bad_model_data_and_settings():
+    with pytest.raises(autobatch.CompileError, match="model.ab:1:"):
+        autobatch.sample("fn log_density(theta: [f64; 2]) -> f64 { theta }",
+                         data={}, path="model.ab", progress=False)
+    with pytest.raises(ValueError, match=r"the data has no `mu` \(static declared at <model>:3:12\)"):
+        autobatch.sample(NORMAL, data={}, progress=False)
+    with pytest.raises(ValueError, match="`chains` must be between 1"):
+        small_fit(chains=0)
+    with pytest.raises(ValueError, match="target acceptance statistic"):
+        small_fit(target_accept=1.5)
+    with pytest.raises(TypeError, match="`data` must be a dict"):
+        autobatch.sample(NORMAL, data=[1.0], progress=False)
+
+
+def test_to_arviz():
+    pytest.importorskip("arviz")
+    data = small_fit().to_arviz()
+    assert data.posterior["theta"].shape == (3, 200, 2)
+
+
+def test_ctrl_c_raises_keyboard_interrupt_and_frees_the_run():
+    # A run far too long to finish, interrupted by SIGINT after it started.
+    script = textwrap.dedent(f"""
+        import time, autobatch, numpy as np
+        model = {NORMAL!r}
+        began = time.monotonic()
+        try:
+            autobatch.sample(model, data={{"mu": np.zeros(2)}}, chains=2,
+                             warmup=10_000_000, draws=10, progress=lambda *a: print("go", flush=True))
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        # Nothing runs any more: no CPU time is spent while this sleeps.
+        cpu = time.process_time()
+        time.sleep(0.5)
+        print("cpu", time.process_time() - cpu, flush=True)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "go"
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=60)
+    lines = out.split()
+    assert "interrupted" in lines
+    assert float(lines[lines.index("cpu") + 1]) < 0.1
+    assert child.returncode == 0
