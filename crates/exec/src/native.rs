@@ -229,7 +229,7 @@ fn run_chunk(
         args.clear();
         args.extend(batch.args.iter().map(|a| a.for_member(member)));
         member_counters.fill(0);
-        let mut rng = MemberRng::new(options.seed, member as u64);
+        let mut rng = MemberRng::new(options.seed, options.first_member + member as u64);
         let run = native.run_member(&args, limits, &env.statics, &mut rng, &mut member_counters);
         let outcome = match run.outcome {
             Ok(values) => Ok(values),
