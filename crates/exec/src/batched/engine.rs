@@ -204,10 +204,21 @@ impl<'b> Engine<'b> {
         data
     }
 
-    /// Gives a buffer back for reuse.
+    /// Gives a buffer back for reuse. A buffer without capacity is dropped:
+    /// it has nothing to reuse, and keeping it would grow the spares that
+    /// [`Engine::take`] scans (a step temporary released and adopted again
+    /// gives back such a buffer at every step).
     pub(super) fn give(&mut self, data: Data) {
         let capacity = self.backend.capacity(&data);
-        self.spare.push((data, capacity));
+        if capacity > 0 {
+            self.spare.push((data, capacity));
+        }
+    }
+
+    /// How many spare buffers the engine keeps (for tests).
+    #[cfg(test)]
+    pub(super) fn spares(&self) -> usize {
+        self.spare.len()
     }
 
     /// The backend the engine computes on.
@@ -1245,5 +1256,30 @@ fn two_slots(slots: &mut [Slot], a: usize, b: usize) -> (&Slot, &mut Slot) {
     } else {
         let (lo, hi) = slots.split_at_mut(a);
         (&hi[0], &mut lo[b])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer without capacity is not kept: a step temporary released and
+    /// adopted again gives one back at every step, and keeping them made
+    /// `take` scan hundreds of thousands of spares (the sampler's runs slowed
+    /// down without bound).
+    #[test]
+    fn empty_buffers_are_not_kept_as_spares() {
+        let cpu = autobatch_kernels::Cpu;
+        let mut engine = Engine::new(&cpu, 1);
+        for _ in 0..1000 {
+            engine.give(Data::with_capacity(ScalarType::F64, 0));
+        }
+        assert_eq!(engine.spares(), 0);
+        let data = engine.take(ScalarType::F64, 16);
+        engine.give(data);
+        assert_eq!(engine.spares(), 1);
+        let again = engine.take(ScalarType::F64, 8);
+        assert_eq!(engine.spares(), 0, "the spare is reused");
+        engine.give(again);
     }
 }
