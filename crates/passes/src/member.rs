@@ -28,22 +28,24 @@
 
 use autobatch_ir::{fork_calls, EntityRef, FuncId, InstanceArg, Op, Program, Var};
 
-/// What is known of one variable.
+/// What is known of one parameter (or variable) in a flat lattice: nothing
+/// yet, one value `T` in every activation, or no one value. Shared by this
+/// pass (`T` = the root entry parameter) and `views` (`T` = an expression).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
+pub(crate) enum State<T> {
     /// No call site seen yet.
     Unknown,
-    /// Member-uniform with this root.
-    Root(u32),
-    /// Not member-uniform.
+    /// The same `T` in every activation.
+    Known(T),
+    /// Not one value.
     Lane,
 }
 
-impl State {
-    fn meet(self, other: State) -> State {
+impl<T: Copy + Eq> State<T> {
+    pub(crate) fn meet(self, other: State<T>) -> State<T> {
         match (self, other) {
             (State::Unknown, x) | (x, State::Unknown) => x,
-            (State::Root(a), State::Root(b)) if a == b => State::Root(a),
+            (State::Known(a), State::Known(b)) if a == b => State::Known(a),
             _ => State::Lane,
         }
     }
@@ -64,7 +66,7 @@ pub fn member_roots(
     entry: FuncId,
     invariant: &[Vec<bool>],
 ) -> Vec<Vec<Option<u32>>> {
-    let mut state: Vec<Vec<State>> = program
+    let mut state: Vec<Vec<State<u32>>> = program
         .functions
         .values()
         .map(|f| vec![State::Lane; f.vars.len()])
@@ -77,7 +79,7 @@ pub fn member_roots(
                 && !invariant[fid.index()][p.index()];
             if eligible {
                 state[fid.index()][p.index()] = if fid == entry {
-                    State::Root(k as u32)
+                    State::Known(k as u32)
                 } else {
                     State::Unknown
                 };
@@ -97,7 +99,7 @@ pub fn member_roots(
         .map(|vars| {
             vars.into_iter()
                 .map(|s| match s {
-                    State::Root(k) => Some(k),
+                    State::Known(k) => Some(k),
                     _ => None,
                 })
                 .collect()
@@ -107,23 +109,28 @@ pub fn member_roots(
 
 /// Lowers each callee parameter to what its call sites pass, until nothing
 /// changes.
-fn lower_until_stable(state: &mut [Vec<State>], sites: &[Passed]) {
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for site in sites {
-            let passed = match site.arg {
-                Some(a) => state[site.caller.index()][a.index()],
-                None => State::Lane,
-            };
-            let current = state[site.callee.index()][site.param.index()];
-            let lowered = current.meet(passed);
-            if lowered != current {
-                state[site.callee.index()][site.param.index()] = lowered;
-                changed = true;
-            }
+fn lower_until_stable(state: &mut [Vec<State<u32>>], sites: &[Passed]) {
+    while lower_params(state, sites) {}
+}
+
+/// One pass over the call sites: each callee parameter lowered to the meet
+/// of what it holds and what the site passes (an element or an index passes
+/// no one value); whether anything changed.
+pub(crate) fn lower_params<T: Copy + Eq>(state: &mut [Vec<State<T>>], sites: &[Passed]) -> bool {
+    let mut changed = false;
+    for site in sites {
+        let passed = match site.arg {
+            Some(a) => state[site.caller.index()][a.index()],
+            None => State::Lane,
+        };
+        let current = state[site.callee.index()][site.param.index()];
+        let lowered = current.meet(passed);
+        if lowered != current {
+            state[site.callee.index()][site.param.index()] = lowered;
+            changed = true;
         }
     }
+    changed
 }
 
 /// Per function and variable, whether an operation defines it.

@@ -36,7 +36,7 @@
 
 use autobatch_ir::{EntityRef, FuncId, Op, Prim, Program, Var};
 
-use crate::member::{call_sites, reachable, Passed};
+use crate::member::{self, call_sites, lower_params, reachable, Passed};
 
 /// An expression of shared values, interned: an index into [`Exprs`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,26 +71,9 @@ impl Exprs {
     }
 }
 
-/// What is known of one variable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    /// Not computed yet (a parameter with no call site seen yet).
-    Unknown,
-    /// Holds this expression in every activation.
-    Known(ExprId),
-    /// Not one expression of shared values.
-    Lane,
-}
-
-impl State {
-    fn meet(self, other: State) -> State {
-        match (self, other) {
-            (State::Unknown, x) | (x, State::Unknown) => x,
-            (State::Known(a), State::Known(b)) if a == b => State::Known(a),
-            _ => State::Lane,
-        }
-    }
-}
+/// What is known of one variable: the expression of shared values it holds
+/// in every activation.
+type State = member::State<ExprId>;
 
 /// Per function and variable, the expression of shared values a parameter
 /// holds in every activation (for parameters only; `None` elsewhere).
@@ -175,19 +158,7 @@ pub fn shared_params(program: &Program, entry: FuncId, shared_params: &[bool]) -
 fn settle(program: &Program, sites: &[Passed], state: &mut [Vec<State>], exprs: &mut Exprs) {
     let mut changed = true;
     while changed {
-        changed = false;
-        for site in sites {
-            let passed = match site.arg {
-                Some(a) => state[site.caller.index()][a.index()],
-                None => State::Lane,
-            };
-            let current = state[site.callee.index()][site.param.index()];
-            let lowered = current.meet(passed);
-            if lowered != current {
-                state[site.callee.index()][site.param.index()] = lowered;
-                changed = true;
-            }
-        }
+        changed = lower_params(state, sites);
         for (fid, f) in program.functions.iter() {
             let vars = &mut state[fid.index()];
             for op in f.blocks.values().flat_map(|b| &b.ops) {
