@@ -17,7 +17,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use autobatch_exec::{Arg, Batch, Env};
+use autobatch_exec::{Arg, Batch, Env, RaggedSymbol};
 use autobatch_ir::{EntityRef, FuncId, Function, Program};
 use autobatch_types::{Data, Dim, Scalar, ScalarType, SymbolId, Tensor, TensorType, Type, Value};
 
@@ -164,23 +164,28 @@ impl Compiled {
         let batch_size = batch_size(inputs)?;
 
         // Every value is converted before any is finished: the lengths of
-        // symbolic dimensions may come from any of them.
-        let mut dimensions = DimensionBinder::new(program);
-        let converted_statics = convert_statics(program, inputs, &mut dimensions)?;
-        let converted_params = convert_params(program, function, inputs, &mut dimensions)?;
+        // symbolic dimensions may come from any of them. The statics and
+        // shared arguments fix lengths for every member; the batched
+        // arguments of a member fix its own.
+        let mut shared = DimensionBinder::new(program);
+        let converted_statics = convert_statics(program, inputs, &mut shared)?;
+        let (converted_params, members) =
+            convert_params(program, function, inputs, batch_size, &mut shared)?;
+        let lengths = Lengths::new(program, &shared, &members)?;
         let mut statics = Vec::with_capacity(converted_statics.len());
         for converted in converted_statics {
-            statics.extend(converted.finish(program, &dimensions)?.flatten());
+            statics.extend(converted.finish(program, &lengths.batch)?.flatten());
         }
         let mut args = Vec::with_capacity(function.params.len());
         for converted in converted_params {
-            args.extend(converted.finish(program, &dimensions)?);
+            args.extend(converted.finish(program, &lengths)?);
         }
 
-        check_symbols_fixed(program, entry_id, &dimensions)?;
+        check_symbols_fixed(program, entry_id, &lengths)?;
         let env = Env {
             statics,
-            symbols: dimensions.values(),
+            symbols: lengths.symbol_values(),
+            ragged: lengths.ragged,
         };
         let batch = Batch {
             entry: entry_id,
@@ -235,22 +240,18 @@ enum ConvertedParam {
 
 impl ConvertedParam {
     /// The argument's flattened tensors, each one [`Arg`].
-    fn finish(
-        self,
-        program: &Program,
-        dimensions: &DimensionBinder,
-    ) -> Result<Vec<Arg>, InputError> {
+    fn finish(self, program: &Program, lengths: &Lengths) -> Result<Vec<Arg>, InputError> {
         match self {
             ConvertedParam::Shared(value) => Ok(value
-                .finish(program, dimensions)?
+                .finish(program, &lengths.batch)?
                 .flatten()
                 .into_iter()
                 .map(Arg::Shared)
                 .collect()),
             ConvertedParam::Batched(members) => {
                 let mut per_member = Vec::with_capacity(members.len());
-                for member in members {
-                    per_member.push(member.finish(program, dimensions)?.flatten());
+                for (member, value) in members.into_iter().enumerate() {
+                    per_member.push(value.finish(program, &lengths.of_member(member))?.flatten());
                 }
                 // Transpose member-major to argument-major: one `Arg` per flattened tensor.
                 let flat_len = per_member.first().map_or(0, Vec::len);
@@ -268,41 +269,62 @@ impl ConvertedParam {
     }
 }
 
-/// Every parameter of `function`, converted, in order.
-fn convert_params(
-    program: &Program,
+/// Every parameter of `function`, converted, in order; and, per member,
+/// the lengths its batched arguments fix (over those `shared` has: the
+/// statics' and shared arguments', converted first).
+fn convert_params<'p>(
+    program: &'p Program,
     function: &Function,
     inputs: &Inputs,
-    dimensions: &mut DimensionBinder,
-) -> Result<Vec<ConvertedParam>, InputError> {
-    let mut converted = Vec::with_capacity(function.signature.len());
+    batch_size: usize,
+    shared: &mut DimensionBinder<'p>,
+) -> Result<(Vec<ConvertedParam>, Vec<DimensionBinder<'p>>), InputError> {
+    let mut converted: Vec<Option<ConvertedParam>> = Vec::with_capacity(function.signature.len());
     for param in &function.signature {
-        if let Some(value) = shared_value(inputs, &param.name) {
-            let place = Place {
-                description: format!("argument `{}`", param.name),
-                root: param.name.clone(),
-            };
-            let value = convert(program, value, &param.ty, &place, dimensions)?;
-            converted.push(ConvertedParam::Shared(value));
-        } else {
-            let values = inputs
-                .batch
-                .iter()
-                .find(|(n, _)| *n == param.name)
-                .map(|(_, values)| values)
-                .ok_or_else(|| missing_argument(function, &param.name))?;
-            let mut members = Vec::with_capacity(values.len());
-            for (member, value) in values.iter().enumerate() {
+        converted.push(match shared_value(inputs, &param.name) {
+            Some(value) => {
                 let place = Place {
-                    description: format!("argument `{}` of member {member}", param.name),
+                    description: format!("argument `{}`", param.name),
                     root: param.name.clone(),
                 };
-                members.push(convert(program, value, &param.ty, &place, dimensions)?);
+                let value = convert(program, value, &param.ty, &place, shared)?;
+                Some(ConvertedParam::Shared(value))
             }
-            converted.push(ConvertedParam::Batched(members));
-        }
+            None => None,
+        });
     }
-    Ok(converted)
+    let mut members = vec![shared.clone(); batch_size];
+    for (param, converted) in function.signature.iter().zip(&mut converted) {
+        if converted.is_some() {
+            continue;
+        }
+        let values = inputs
+            .batch
+            .iter()
+            .find(|(n, _)| *n == param.name)
+            .map(|(_, values)| values)
+            .ok_or_else(|| missing_argument(function, &param.name))?;
+        let mut converted_members = Vec::with_capacity(values.len());
+        for (member, value) in values.iter().enumerate() {
+            let place = Place {
+                description: format!("argument `{}` of member {member}", param.name),
+                root: param.name.clone(),
+            };
+            let dimensions = members.get_mut(member).ok_or_else(|| {
+                InputError::new(
+                    InputErrorKind::BatchLengthMismatch,
+                    format!(
+                        "batched argument `{}` has more values than the batch has members",
+                        param.name
+                    ),
+                )
+            })?;
+            converted_members.push(convert(program, value, &param.ty, &place, dimensions)?);
+        }
+        *converted = Some(ConvertedParam::Batched(converted_members));
+    }
+    let converted = converted.into_iter().flatten().collect();
+    Ok((converted, members))
 }
 
 fn parameter_list(function: &Function) -> String {
@@ -488,6 +510,7 @@ impl Place {
 }
 
 /// The lengths bound to symbolic dimensions so far, with where each was first seen.
+#[derive(Clone)]
 struct DimensionBinder<'p> {
     program: &'p Program,
     /// Per symbol.
@@ -545,15 +568,97 @@ impl<'p> DimensionBinder<'p> {
             .get(symbol.0 as usize)
             .and_then(|b| b.as_ref().map(|b| b.length))
     }
+}
 
-    /// The value of every symbol, for `Env::symbols`. A symbol that no input
-    /// has in its type cannot be bound from the inputs at all; it is 0, and
-    /// only code the entry does not reach may use it (`check_symbols_fixed`).
-    fn values(&self) -> Vec<u64> {
-        self.bound
+/// The length of every symbolic dimension: one for the whole batch (fixed by
+/// a static or a shared argument, or by batched arguments on which every
+/// member agrees), or, for a ragged dimension (only batched arguments fix
+/// it, and members differ), one per member.
+struct Lengths {
+    /// Per symbol: its length for every member, if it has one.
+    batch: Vec<Option<u64>>,
+    /// Per member: the lengths its own arguments fix.
+    members: Vec<Vec<Option<u64>>>,
+    ragged: Vec<RaggedSymbol>,
+}
+
+impl Lengths {
+    fn new(
+        program: &Program,
+        shared: &DimensionBinder<'_>,
+        members: &[DimensionBinder<'_>],
+    ) -> Result<Lengths, InputError> {
+        let symbols = program.symbols.len();
+        let mut batch = vec![None; symbols];
+        let mut ragged = Vec::new();
+        for (s, length) in batch.iter_mut().enumerate() {
+            let symbol = SymbolId(s as u32);
+            if let Some(fixed) = shared.get(symbol) {
+                *length = Some(fixed);
+                continue;
+            }
+            let mut seen = members.iter().filter_map(|m| m.get(symbol));
+            let Some(first) = seen.next() else {
+                continue;
+            };
+            if seen.all(|l| l == first) {
+                *length = Some(first);
+                continue;
+            }
+            let mut lengths = Vec::with_capacity(members.len());
+            for (member, dimensions) in members.iter().enumerate() {
+                lengths.push(dimensions.get(symbol).ok_or_else(|| {
+                    InputError::new(
+                        InputErrorKind::UndeterminedDimension,
+                        format!(
+                            "symbolic dimension `{}` cannot be determined for member {member}: its arguments have it only inside empty arrays, and the other members' lengths differ",
+                            program.symbol_name(symbol)
+                        ),
+                    )
+                })?);
+            }
+            ragged.push(RaggedSymbol { symbol, lengths });
+        }
+        let members = members
             .iter()
-            .map(|b| b.as_ref().map_or(0, |b| b.length))
+            .map(|m| (0..symbols).map(|s| m.get(SymbolId(s as u32))).collect())
+            .collect();
+        Ok(Lengths {
+            batch,
+            members,
+            ragged,
+        })
+    }
+
+    /// The lengths member `member` sees: its own, else the batch's.
+    fn of_member(&self, member: usize) -> Vec<Option<u64>> {
+        let own = &self.members[member];
+        own.iter()
+            .zip(&self.batch)
+            .map(|(own, batch)| own.or(*batch))
             .collect()
+    }
+
+    /// Whether `symbol` has a length for every member.
+    fn is_fixed(&self, symbol: SymbolId) -> bool {
+        self.batch
+            .get(symbol.0 as usize)
+            .copied()
+            .flatten()
+            .is_some()
+            || self.ragged.iter().any(|r| r.symbol == symbol)
+    }
+
+    /// The value of every symbol, for `Env::symbols`: a ragged one's is its
+    /// longest member's. A symbol that no input has in its type cannot be
+    /// bound from the inputs at all; it is 0, and only code the entry does
+    /// not reach may use it (`check_symbols_fixed`).
+    fn symbol_values(&self) -> Vec<u64> {
+        let mut values: Vec<u64> = self.batch.iter().map(|l| l.unwrap_or(0)).collect();
+        for ragged in &self.ragged {
+            values[ragged.symbol.0 as usize] = ragged.lengths.iter().copied().max().unwrap_or(0);
+        }
+        values
     }
 }
 
@@ -563,14 +668,14 @@ impl<'p> DimensionBinder<'p> {
 fn check_symbols_fixed(
     program: &Program,
     entry: FuncId,
-    dimensions: &DimensionBinder<'_>,
+    lengths: &Lengths,
 ) -> Result<(), InputError> {
     let reach = autobatch_passes::stack::reachability(program);
     for (fid, function) in program.functions.iter() {
         if !reach[entry.index()][fid.index()] {
             continue;
         }
-        if let Some(symbol) = symbols_used(function).find(|s| dimensions.get(*s).is_none()) {
+        if let Some(symbol) = symbols_used(function).find(|s| !lengths.is_fixed(*s)) {
             return Err(InputError::new(
                 InputErrorKind::UndeterminedDimension,
                 format!(
@@ -627,13 +732,13 @@ enum Converted {
 }
 
 impl Converted {
-    /// The final value, with every axis length known.
-    fn finish(self, program: &Program, dimensions: &DimensionBinder) -> Result<Value, InputError> {
+    /// The final value, with every axis length known (`lengths`: per symbol).
+    fn finish(self, program: &Program, lengths: &[Option<u64>]) -> Result<Value, InputError> {
         match self {
             Converted::Tuple(items) => {
                 let mut out = Vec::with_capacity(items.len());
                 for item in items {
-                    out.push(item.finish(program, dimensions)?);
+                    out.push(item.finish(program, lengths)?);
                 }
                 Ok(Value::Tuple(out))
             }
@@ -646,7 +751,7 @@ impl Converted {
                 for axis in known_axes..ty.dims.len() {
                     tensor.shape[axis] = match ty.dims[axis] {
                         Dim::Fixed(n) => n as usize,
-                        Dim::Symbolic(symbol) => match dimensions.get(symbol) {
+                        Dim::Symbolic(symbol) => match lengths.get(symbol.0 as usize).copied().flatten() {
                             Some(n) => n as usize,
                             None => {
                                 return Err(InputError::new(

@@ -135,6 +135,7 @@ impl RunResult {
             "peak_instances": self.stats.peak_instances,
             "call_bytes": self.stats.call_bytes,
             "peak_state_bytes": self.stats.peak_state_bytes,
+            "sizes": self.stats.sizes,
             "op_counts": op_counts,
         });
         if !self.stats.report.is_empty() {

@@ -10,7 +10,7 @@
 //! This crate must not know about syntax, JSON or the command line: inputs
 //! arrive as tensors already checked against the entry function's signature.
 
-use autobatch_ir::{FuncId, Program};
+use autobatch_ir::{FuncId, Program, SymbolId};
 use autobatch_types::{Loc, MemberError, Tensor};
 
 pub mod batched;
@@ -20,6 +20,7 @@ mod liveness;
 pub mod local_static;
 pub mod native;
 pub mod program_counter;
+pub mod ragged;
 pub mod reference;
 
 /// Default `--max-stack-depth`: the deepest chain of calls one member may
@@ -40,6 +41,11 @@ pub struct RunOptions {
     /// draws from the stream of member `first_member + m`, so that its
     /// results are those it has in the whole batch. 0 for a whole batch.
     pub first_member: u64,
+    /// The index in the whole batch of each member of this batch, where
+    /// they are not `first_member, first_member + 1, ..` (the members of one
+    /// size of a ragged batch, [`ragged`]): member `m` draws from the stream
+    /// of member `member_ids[m]`. `None` for a whole batch or a slice.
+    pub member_ids: Option<std::sync::Arc<[u64]>>,
     /// Worker threads for large operations (1 = none).
     pub threads: usize,
     /// The most instance lanes (of `join`, `map`, `pfor`) the batching
@@ -94,6 +100,17 @@ impl RunProgress<'_> {
     }
 }
 
+impl RunOptions {
+    /// The index in the whole batch of member `m` of this one: the member
+    /// whose random stream it draws from.
+    pub fn member_id(&self, m: usize) -> u64 {
+        match &self.member_ids {
+            Some(ids) => ids[m],
+            None => self.first_member + m as u64,
+        }
+    }
+}
+
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
@@ -101,6 +118,7 @@ impl Default for RunOptions {
             max_steps: DEFAULT_MAX_STEPS,
             seed: 0,
             first_member: 0,
+            member_ids: None,
             threads: 1,
             max_instances: None,
             observer: None,
@@ -110,11 +128,26 @@ impl Default for RunOptions {
 }
 
 /// What is shared by all members: the statics (indexed by `StaticId`) and
-/// the values of the symbolic dimensions (indexed by `SymbolId`).
+/// the values of the symbolic dimensions (indexed by `SymbolId`); and the
+/// symbolic dimensions whose length differs from member to member.
 #[derive(Clone, Debug, Default)]
 pub struct Env {
     pub statics: Vec<Tensor>,
+    /// The length of each symbolic dimension; for a ragged one, the longest
+    /// member's (an upper bound for memory checks).
     pub symbols: Vec<u64>,
+    /// The symbolic dimensions only batched arguments fix, with each
+    /// member's own length, where not every member has the same
+    /// ([`ragged`]); empty for a batch of one size.
+    pub ragged: Vec<RaggedSymbol>,
+}
+
+/// A symbolic dimension whose length differs from member to member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RaggedSymbol {
+    pub symbol: SymbolId,
+    /// One per member of the batch.
+    pub lengths: Vec<u64>,
 }
 
 /// One flattened entry argument: one value per member, or one for all.
@@ -186,6 +219,10 @@ pub struct Stats {
     pub op_counts: Vec<OpCount>,
     /// Seconds spent executing the batch only.
     pub wall_seconds: f64,
+    /// How many sizes the batch ran as: 1 when every member has the same
+    /// lengths; for a ragged batch, the distinct combinations of lengths of
+    /// its ragged dimensions, each run as a batch of its own ([`ragged`]).
+    pub sizes: u64,
     /// The figures the executor reports of its own (`--stats` prints them
     /// as an object under the strategy's name); none for most executors.
     pub report: Vec<ReportField>,
@@ -310,8 +347,13 @@ pub fn run_on(
     internal::guard(|| {
         batched::check_value_sizes(program, batch.entry, &env.symbols)
             .map_err(ExecError::Resources)?;
-        strategy
+        if !env.ragged.is_empty() {
+            return ragged::run_by_size(backend, strategy, program, env, batch, options, batching);
+        }
+        let mut output = strategy
             .executor()
-            .run(backend, program, env, batch, options, batching)
+            .run(backend, program, env, batch, options, batching)?;
+        output.stats.sizes = 1;
+        Ok(output)
     })
 }

@@ -361,12 +361,7 @@ fn run_on_this_thread(
         },
         options,
         lane_mode: lanes,
-        lanes: Lanes::numbered(
-            members,
-            options.seed,
-            options.first_member,
-            options.max_steps,
-        ),
+        lanes: Lanes::for_run(members, options),
         max_instances: options.max_instances,
         entry: batch.entry,
         counter,

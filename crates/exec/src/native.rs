@@ -201,6 +201,7 @@ fn run_compiled(
         // Values live in registers and on the member's own machine stack.
         call_bytes: 0,
         peak_state_bytes: 0,
+        sizes: 1,
         report: Vec::new(),
     };
     Ok((RunOutput { results, stats }, progress.rerun))
@@ -229,7 +230,7 @@ fn run_chunk(
         args.clear();
         args.extend(batch.args.iter().map(|a| a.for_member(member)));
         member_counters.fill(0);
-        let mut rng = MemberRng::new(options.seed, options.first_member + member as u64);
+        let mut rng = MemberRng::new(options.seed, options.member_id(member));
         let run = native.run_member(&args, limits, &env.statics, &mut rng, &mut member_counters);
         let outcome = match run.outcome {
             Ok(values) => Ok(values),

@@ -302,12 +302,7 @@ impl<'a> Machine<'a> {
             lowered,
             entry,
             options,
-            lanes: Lanes::numbered(
-                members,
-                options.seed,
-                options.first_member,
-                options.max_steps,
-            ),
+            lanes: Lanes::for_run(members, options),
             lane_mode,
             members,
             capacity: members,

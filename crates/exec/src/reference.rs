@@ -307,7 +307,7 @@ impl<'a> MemberRun<'a, '_> {
         }
         self.enter_block(entry, Function::ENTRY)?;
         let mut stack = vec![Frame::entry(batch.entry, vars)];
-        let mut rng = MemberRng::new(self.options.seed, self.options.first_member + member as u64);
+        let mut rng = MemberRng::new(self.options.seed, self.options.member_id(member));
         let mut ctx = PrimContext {
             statics: &env.statics,
             symbols: &env.symbols,

@@ -65,6 +65,7 @@ fn allocated_bytes(strategy: Strategy) -> u64 {
     let env = Env {
         statics: vec![Tensor::new(vec![LENGTH], Data::F64(vec![0.5; LENGTH]))],
         symbols: vec![LENGTH as u64],
+        ..Env::default()
     };
     let batch = Batch {
         entry,

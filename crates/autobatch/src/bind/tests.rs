@@ -725,14 +725,66 @@ fn symbolic_dimensions_disagree_between_static_and_member() {
 }
 
 #[test]
-fn symbolic_dimensions_disagree_between_members() {
+fn a_dimension_only_batched_arguments_fix_may_differ_between_members() {
+    let b = bind_ok(
+        &[],
+        &[("y", "[f64; N]"), ("z", "[[f64; D]; N]")],
+        r#"{"batch": {"y": [[1], [1, 2], [3]], "z": [[[1, 2]], [[1], [2]], [[4, 5]]]}}"#,
+    );
+    let ragged: Vec<(u32, Vec<u64>)> = b
+        .env()
+        .ragged
+        .iter()
+        .map(|r| (r.symbol.0, r.lengths.clone()))
+        .collect();
+    assert_eq!(
+        ragged,
+        vec![(0, vec![1, 2, 1]), (1, vec![2, 1, 2])],
+        "N and D per member"
+    );
+    assert_eq!(b.env().symbols, vec![2, 2], "the longest member's lengths");
+}
+
+#[test]
+fn a_member_disagrees_with_itself() {
     check_error(
         &[],
-        &[("y", "[f64; N]")],
-        r#"{"batch": {"y": [[1], [1, 2]]}}"#,
+        &[("y", "[f64; N]"), ("z", "[f64; N]")],
+        r#"{"batch": {"y": [[1], [1, 2]], "z": [[1], [1, 2, 3]]}}"#,
         DimensionMismatch,
-        "`N` is 1 in argument `y` of member 0 but 2 in argument `y` of member 1",
+        "`N` is 2 in argument `y` of member 1 but 3 in argument `z` of member 1",
     );
+}
+
+#[test]
+fn a_shared_argument_fixes_a_dimension_for_every_member() {
+    check_error(
+        &[],
+        &[("y", "[f64; N]"), ("w", "[f64; N]")],
+        r#"{"batch": {"y": [[1, 2], [1]]}, "shared": {"w": [1, 2]}}"#,
+        DimensionMismatch,
+        "symbolic dimension `N` is 2 in argument `w` but 1 in argument `y` of member 1",
+    );
+}
+
+#[test]
+fn a_ragged_dimension_only_inside_a_members_empty_array_is_undetermined() {
+    check_error(
+        &[],
+        &[("m", "[[f64; D]; N]")],
+        r#"{"batch": {"m": [[[1, 2]], [[1, 2, 3]], []]}}"#,
+        UndeterminedDimension,
+        "symbolic dimension `D` cannot be determined for member 2",
+    );
+    // Where the other members agree, an empty member takes their length.
+    let b = bind_ok(
+        &[],
+        &[("m", "[[f64; D]; N]")],
+        r#"{"batch": {"m": [[[1, 2]], [[3, 4], [5, 6]], []]}}"#,
+    );
+    assert_eq!(b.env().ragged.len(), 1, "only N is ragged");
+    assert_eq!(b.env().ragged[0].lengths, vec![1, 2, 0]);
+    assert_eq!(b.batch().args.len(), 1);
 }
 
 #[test]

@@ -27,8 +27,9 @@ pub use run::{merge_stats_json, run_sharded, RankFigures};
 
 use std::ops::Range;
 
-use autobatch_exec::{Arg, Batch, Env};
+use autobatch_exec::{Arg, Batch, Env, RaggedSymbol};
 use autobatch_ir::EntityRef;
+use autobatch_types::SymbolId;
 
 use crate::bind::BoundBatch;
 use crate::compile::Compiled;
@@ -120,6 +121,11 @@ impl BoundBatch {
         env.statics.iter().for_each(|t| w.tensor(t));
         w.usize(env.symbols.len());
         env.symbols.iter().for_each(|s| w.u64(*s));
+        w.usize(env.ragged.len());
+        for ragged in &env.ragged {
+            w.u64(u64::from(ragged.symbol.0));
+            ragged.lengths[range.clone()].iter().for_each(|l| w.u64(*l));
+        }
         let args = &self.batch().args;
         w.usize(args.len());
         for arg in args {
@@ -156,7 +162,26 @@ impl Compiled {
         let statics = (0..r.usize()?)
             .map(|_| r.tensor())
             .collect::<Result<_, _>>()?;
-        let symbols = (0..r.usize()?).map(|_| r.u64()).collect::<Result<_, _>>()?;
+        let symbols: Vec<u64> = (0..r.usize()?).map(|_| r.u64()).collect::<Result<_, _>>()?;
+        let mut ragged = Vec::new();
+        for _ in 0..r.usize()? {
+            let symbol = SymbolId(r.u64()? as u32);
+            let lengths = (0..size).map(|_| r.u64()).collect::<Result<_, _>>()?;
+            ragged.push(RaggedSymbol { symbol, lengths });
+        }
+        // A slice whose members all have one size is not ragged.
+        let mut symbols = symbols;
+        ragged.retain(|r: &RaggedSymbol| {
+            let first = r.lengths.first().copied().unwrap_or(0);
+            if r.lengths.iter().all(|&l| l == first) {
+                if let Some(slot) = symbols.get_mut(r.symbol.0 as usize) {
+                    *slot = first;
+                }
+                false
+            } else {
+                true
+            }
+        });
         let n_args = r.usize()?;
         let mut args = Vec::new();
         for _ in 0..n_args {
@@ -168,7 +193,11 @@ impl Compiled {
         if !r.is_done() {
             return Err(WireError("bytes left after a batch".into()));
         }
-        let env = Env { statics, symbols };
+        let env = Env {
+            statics,
+            symbols,
+            ragged,
+        };
         let batch = Batch { entry, size, args };
         Ok(BoundBatch::from_parts(
             self.shared_program(),

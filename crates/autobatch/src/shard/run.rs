@@ -200,6 +200,10 @@ pub fn merge_stats_json(ranks: &[RankFigures], members: usize) -> Json {
         .filter_map(Json::as_f64)
         .fold(0.0, f64::max);
     stats["wall_seconds"] = float_to_json(slowest);
+    // A size may have members on several ranks: the most any rank ran is
+    // what one process can say without the lengths of the others' members.
+    let sizes = all(ranks, "sizes").filter_map(Json::as_u64).max();
+    stats["sizes"] = sizes.unwrap_or(1).into();
     let active: u64 = ranks.iter().map(|f| f.active_lanes).sum();
     let slots: u64 = ranks.iter().map(|f| f.lane_slots).sum();
     let utilization = if slots == 0 {
@@ -325,6 +329,40 @@ mod tests {
                     .expect("the root writes");
                 assert_eq!(text, expected, "{} on {size} ranks", strategy.name());
                 assert!(out[1..].iter().all(|o| matches!(o, Ok(None))));
+            }
+        }
+    }
+
+    #[test]
+    fn a_ragged_batch_on_ranks_writes_the_bytes_of_one_process() {
+        let source = "fn g(xs: [f64; L]) -> [f64; L] { let mut ys = xs; for i in 0..xs.len() { ys[i] = xs[i] + normal(); } ys }\n";
+        let compiled = compile(source, "g.ab").expect("compiles");
+        let arrays: Vec<Vec<f64>> = (0..10)
+            .map(|m| (0..(m * 7) % 4).map(|k| k as f64).collect())
+            .collect();
+        let inputs =
+            Inputs::from_json_str(&serde_json::json!({"batch": {"xs": arrays}}).to_string())
+                .expect("inputs parse");
+        let batch = compiled.bind("g", &inputs).expect("binds");
+        for strategy in Strategy::ALL {
+            let config = RunConfig {
+                strategy,
+                threads: 1,
+                ..RunConfig::default()
+            };
+            let expected = serde_json::to_string(&batch.run(&config).expect("runs").to_json(false))
+                .unwrap()
+                + "\n";
+            for size in [2, 3, 4] {
+                let out = super::super::InProcess::run(size, |comm| {
+                    let root = comm.is_root().then_some(&batch);
+                    run_sharded(comm, Ok(&compiled), root, &config, false)
+                });
+                let text = out[0]
+                    .clone()
+                    .expect("no rank fails")
+                    .expect("the root writes");
+                assert_eq!(text, expected, "{} on {size} ranks", strategy.name());
             }
         }
     }

@@ -47,7 +47,7 @@ use autobatch_types::{ErrorKind, MemberError, Tensor};
 
 use super::{step_limit, OpCounter};
 use crate::internal::internal_error;
-use crate::{RunOutput, Stats};
+use crate::{RunOptions, RunOutput, Stats};
 
 /// How a member ended: its flattened results, or the error that stopped it.
 pub type Outcome = Result<Vec<Tensor>, MemberError>;
@@ -191,16 +191,22 @@ impl Lanes {
     /// `size` members, each running in its lane, member `m` drawing from
     /// `(seed, m)`; no member may take more than `max_steps` steps.
     pub fn new(size: usize, seed: u64, max_steps: u64) -> Lanes {
-        Lanes::numbered(size, seed, 0, max_steps)
+        Lanes::numbered(size, |m| MemberRng::new(seed, m as u64), max_steps)
     }
 
-    /// [`Lanes::new`] for a slice of a larger batch that starts at member
-    /// `first`: member `m` draws from `(seed, first + m)`.
-    pub fn numbered(size: usize, seed: u64, first: u64, max_steps: u64) -> Lanes {
+    /// The lanes of a run with `options`: member `m` draws from the stream
+    /// of its index in the whole batch ([`RunOptions::member_id`]).
+    pub fn for_run(size: usize, options: &RunOptions) -> Lanes {
+        Lanes::numbered(
+            size,
+            |m| MemberRng::new(options.seed, options.member_id(m)),
+            options.max_steps,
+        )
+    }
+
+    fn numbered(size: usize, rng: impl Fn(usize) -> MemberRng, max_steps: u64) -> Lanes {
         Lanes {
-            rngs: (0..size)
-                .map(|m| MemberRng::new(seed, first + m as u64))
-                .collect(),
+            rngs: (0..size).map(rng).collect(),
             steps: vec![0; size],
             start: vec![0; size],
             state: vec![LaneState::Running; size],

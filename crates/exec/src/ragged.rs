@@ -1,0 +1,207 @@
+//! Ragged batches: members whose symbolic dimensions have different
+//! lengths (a batch of sentences of different lengths, each member's own
+//! data set).
+//!
+//! A batch whose [`Env::ragged`] is not empty runs as one batch per
+//! **size**: the members that agree on every ragged dimension run together,
+//! with those dimensions fixed, on the chosen strategy; their results go
+//! back to their places. Each member thus computes on exactly its own
+//! elements (no padding is stored or touched, nothing is masked) and gets
+//! the result it gets alone: its random stream is still that of its index
+//! in the whole batch ([`RunOptions::member_ids`]).
+//!
+//! The sizes run one after the other, smallest first; each is batched as
+//! any batch is. What this costs: members of different sizes never share
+//! an operation, so a batch with many distinct sizes runs as many small
+//! batches (`docs/ragged.md` measures when that matters and what comes
+//! next).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use autobatch_ir::Program;
+
+use crate::{
+    Arg, Backend, Batch, BatchingOptions, Env, ExecError, OpCount, ReportField, ReportValue,
+    RunOptions, RunOutput, Stats, Strategy,
+};
+
+/// The members of one size: each ragged dimension's length, and the
+/// members (indices into the batch) that have those lengths.
+struct SizeGroup {
+    lengths: Vec<u64>,
+    members: Vec<usize>,
+}
+
+/// Runs a ragged batch as one batch per size (see the module docs).
+pub(crate) fn run_by_size(
+    backend: &dyn Backend,
+    strategy: Strategy,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    batching: &BatchingOptions,
+) -> Result<RunOutput, ExecError> {
+    let groups = size_groups(env, batch.size)?;
+    let mut results = vec![None; batch.size];
+    let mut stats = Vec::with_capacity(groups.len());
+    for group in &groups {
+        let group_env = env_of(env, group);
+        let group_batch = batch_of(batch, &group.members);
+        let ids: Arc<[u64]> = group
+            .members
+            .iter()
+            .map(|&m| options.member_id(m))
+            .collect();
+        let group_options = RunOptions {
+            member_ids: Some(ids),
+            ..options.clone()
+        };
+        let output = strategy.executor().run(
+            backend,
+            program,
+            &group_env,
+            &group_batch,
+            &group_options,
+            batching,
+        )?;
+        if output.results.len() != group.members.len() {
+            return Err(ExecError::Internal(format!(
+                "the executor returned {} results for {} members of one size",
+                output.results.len(),
+                group.members.len()
+            )));
+        }
+        for (&member, result) in group.members.iter().zip(output.results) {
+            results[member] = Some(result);
+        }
+        stats.push(output.stats);
+    }
+    let results = results
+        .into_iter()
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| ExecError::Internal("a member of a ragged batch was not run".into()))?;
+    let mut stats = merge_stats(stats);
+    stats.sizes = groups.len() as u64;
+    Ok(RunOutput { results, stats })
+}
+
+/// The batch's members grouped by their lengths of the ragged dimensions,
+/// in increasing order of those lengths.
+fn size_groups(env: &Env, members: usize) -> Result<Vec<SizeGroup>, ExecError> {
+    if let Some(bad) = env.ragged.iter().find(|r| r.lengths.len() != members) {
+        return Err(ExecError::Internal(format!(
+            "ragged dimension {} has {} lengths for {members} members",
+            bad.symbol.0,
+            bad.lengths.len()
+        )));
+    }
+    let mut groups: BTreeMap<Vec<u64>, Vec<usize>> = BTreeMap::new();
+    for member in 0..members {
+        let key = env.ragged.iter().map(|r| r.lengths[member]).collect();
+        groups.entry(key).or_default().push(member);
+    }
+    Ok(groups
+        .into_iter()
+        .map(|(lengths, members)| SizeGroup { lengths, members })
+        .collect())
+}
+
+/// The environment of one size: every dimension fixed.
+fn env_of(env: &Env, group: &SizeGroup) -> Env {
+    let mut symbols = env.symbols.clone();
+    for (ragged, &length) in env.ragged.iter().zip(&group.lengths) {
+        if let Some(slot) = symbols.get_mut(ragged.symbol.0 as usize) {
+            *slot = length;
+        }
+    }
+    Env {
+        statics: env.statics.clone(),
+        symbols,
+        ragged: Vec::new(),
+    }
+}
+
+/// The batch of the members `members` (shared arguments as they are).
+fn batch_of(batch: &Batch, members: &[usize]) -> Batch {
+    let args = batch
+        .args
+        .iter()
+        .map(|arg| match arg {
+            Arg::Shared(value) => Arg::Shared(value.clone()),
+            Arg::Batched(values) => {
+                Arg::Batched(members.iter().map(|&m| values[m].clone()).collect())
+            }
+        })
+        .collect();
+    Batch {
+        entry: batch.entry,
+        size: members.len(),
+        args,
+    }
+}
+
+/// The figures of a run made of the runs of its sizes, one after the
+/// other: counts add up, peaks are the largest, the lane utilization is
+/// the mean over all the operations run.
+fn merge_stats(runs: Vec<Stats>) -> Stats {
+    let mut merged = Stats::default();
+    let mut weighted_utilization = 0.0;
+    let mut weight = 0.0;
+    let mut op_counts: BTreeMap<(u32, u32, &'static str), OpCount> = BTreeMap::new();
+    for run in runs {
+        let operations: u64 = run.op_counts.iter().map(|c| c.executions).sum();
+        let run_weight = operations.max(run.steps).max(1) as f64;
+        weighted_utilization += run.lane_utilization * run_weight;
+        weight += run_weight;
+        merged.steps += run.steps;
+        merged.instances += run.instances;
+        merged.peak_instances = merged.peak_instances.max(run.peak_instances);
+        merged.call_bytes += run.call_bytes;
+        merged.peak_state_bytes = merged.peak_state_bytes.max(run.peak_state_bytes);
+        merged.wall_seconds += run.wall_seconds;
+        for count in run.op_counts {
+            let key = (count.loc.line, count.loc.column, count.op);
+            match op_counts.get_mut(&key) {
+                Some(total) => {
+                    total.executions += count.executions;
+                    total.active_lanes += count.active_lanes;
+                }
+                None => {
+                    op_counts.insert(key, count);
+                }
+            }
+        }
+        merge_report(&mut merged.report, run.report);
+    }
+    merged.lane_utilization = if weight > 0.0 {
+        weighted_utilization / weight
+    } else {
+        0.0
+    };
+    merged.op_counts = op_counts.into_values().collect();
+    merged
+}
+
+/// An executor's own figures over several runs: counts and seconds add up,
+/// a flag holds if it held in every run, a text is kept if every run said
+/// the same (else the distinct texts, joined).
+fn merge_report(total: &mut Vec<ReportField>, run: Vec<ReportField>) {
+    for field in run {
+        let Some(existing) = total.iter_mut().find(|f| f.name == field.name) else {
+            total.push(field);
+            continue;
+        };
+        existing.value = match (&existing.value, field.value) {
+            (ReportValue::Count(a), ReportValue::Count(b)) => ReportValue::Count(a + b),
+            (ReportValue::Seconds(a), ReportValue::Seconds(b)) => ReportValue::Seconds(a + b),
+            (ReportValue::Bool(a), ReportValue::Bool(b)) => ReportValue::Bool(*a && b),
+            (ReportValue::Text(a), ReportValue::Text(b)) if a.split("; ").any(|t| t == b) => {
+                ReportValue::Text(a.clone())
+            }
+            (ReportValue::Text(a), ReportValue::Text(b)) => ReportValue::Text(format!("{a}; {b}")),
+            (_, other) => other,
+        };
+    }
+}
