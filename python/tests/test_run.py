@@ -192,3 +192,17 @@ def test_numpy_integers_are_counts():
     assert a.values == b.values
     with pytest.raises(TypeError, match="`seed` must be an integer, found a Python `float`"):
         prog.run("draw", batch={"k": [0]}, seed=1.0)
+
+
+def test_a_ragged_batch_gives_each_member_its_own_length():
+    prog = autobatch.compile(
+        "fn scaled(xs: [f64; L], k: f64) -> (f64, [f64; L]) { (sum(xs), xs * k) }")
+    xs = [np.array([1.0, 2.0]), np.array([3.0]), np.array([4.0, 5.0, 6.0])]
+    for strategy in STRATEGIES:
+        res = prog.run("scaled", batch={"xs": xs}, shared={"k": 2.0}, strategy=strategy)
+        assert [v[0] for v in res.values] == [3.0, 3.0, 15.0], strategy
+        assert [v[1].tolist() for v in res.values] == [[2.0, 4.0], [6.0], [8.0, 10.0, 12.0]]
+        assert res.stats["sizes"] == 3
+    with pytest.raises(ValueError, match="symbolic dimension `L` is 1 in argument `xs` of member 1 but 2"):
+        prog2 = autobatch.compile("fn both(xs: [f64; L], ys: [f64; L]) -> f64 { dot(xs, ys) }")
+        prog2.run("both", batch={"xs": [[1.0, 2.0], [3.0]], "ys": [[1.0, 1.0], [2.0, 2.0]]})

@@ -98,3 +98,15 @@ fn ragged_results_have_each_members_length() {
         assert_eq!(ok[2], json!(m + array.len()));
     }
 }
+
+#[test]
+fn the_typed_api_takes_and_gives_ragged_arrays() {
+    let program = compile("fn twice(xs: [f64; L]) -> [f64; L] { xs * 2.0 }", "t.ab")
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let out = program
+        .call("twice")
+        .batched("xs", vec![vec![1.0, 2.0], vec![], vec![3.0]])
+        .run::<Vec<f64>>(&RunConfig::default())
+        .expect("runs");
+    assert_eq!(out.members, [Ok(vec![2.0, 4.0]), Ok(vec![]), Ok(vec![6.0])]);
+}

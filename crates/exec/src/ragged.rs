@@ -10,14 +10,19 @@
 //! the result it gets alone: its random stream is still that of its index
 //! in the whole batch ([`RunOptions::member_ids`]).
 //!
-//! The sizes run one after the other, smallest first; each is batched as
-//! any batch is. What this costs: members of different sizes never share
+//! With one thread the sizes run one after the other, each batched as any
+//! batch is; with more, the sizes run in parallel, each on one of the
+//! `threads` workers (largest first), instead of splitting each size's
+//! operations between threads. Either way a member's result is the same. What this costs: members of different sizes never share
 //! an operation, so a batch with many distinct sizes runs as many small
 //! batches (`docs/ragged.md` measures when that matters and what comes
 //! next).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
+
+use rayon::prelude::*;
 
 use autobatch_ir::Program;
 
@@ -33,6 +38,18 @@ struct SizeGroup {
     members: Vec<usize>,
 }
 
+impl SizeGroup {
+    /// A measure of the group's work: its members times the product of
+    /// its lengths (at least 1 each).
+    fn elements(&self) -> u128 {
+        self.lengths
+            .iter()
+            .fold(self.members.len() as u128, |n, &l| {
+                n.saturating_mul(u128::from(l.max(1)))
+            })
+    }
+}
+
 /// Runs a ragged batch as one batch per size (see the module docs).
 pub(crate) fn run_by_size(
     backend: &dyn Backend,
@@ -44,9 +61,7 @@ pub(crate) fn run_by_size(
     batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
     let groups = size_groups(env, batch.size)?;
-    let mut results = vec![None; batch.size];
-    let mut stats = Vec::with_capacity(groups.len());
-    for group in &groups {
+    let run_group = |group: &SizeGroup, threads: usize| {
         let group_env = env_of(env, group);
         let group_batch = batch_of(batch, &group.members);
         let ids: Arc<[u64]> = group
@@ -56,16 +71,38 @@ pub(crate) fn run_by_size(
             .collect();
         let group_options = RunOptions {
             member_ids: Some(ids),
+            threads,
             ..options.clone()
         };
-        let output = strategy.executor().run(
+        strategy.executor().run(
             backend,
             program,
             &group_env,
             &group_batch,
             &group_options,
             batching,
-        )?;
+        )
+    };
+    let start = Instant::now();
+    let outputs: Vec<Result<RunOutput, ExecError>> = if options.threads > 1 && groups.len() > 1 {
+        // Sizes are independent batches: each runs on one worker (a size's
+        // results do not depend on the thread that runs it).
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(options.threads)
+            .build()
+            .map_err(|e| ExecError::Resources(format!("cannot start worker threads: {e}")))?;
+        pool.install(|| groups.par_iter().map(|g| run_group(g, 1)).collect())
+    } else {
+        groups
+            .iter()
+            .map(|g| run_group(g, options.threads))
+            .collect()
+    };
+    let wall_seconds = start.elapsed().as_secs_f64();
+    let mut results = vec![None; batch.size];
+    let mut stats = Vec::with_capacity(groups.len());
+    for (group, output) in groups.iter().zip(outputs) {
+        let output = output?;
         if output.results.len() != group.members.len() {
             return Err(ExecError::Internal(format!(
                 "the executor returned {} results for {} members of one size",
@@ -84,11 +121,13 @@ pub(crate) fn run_by_size(
         .ok_or_else(|| ExecError::Internal("a member of a ragged batch was not run".into()))?;
     let mut stats = merge_stats(stats);
     stats.sizes = groups.len() as u64;
+    stats.wall_seconds = wall_seconds;
     Ok(RunOutput { results, stats })
 }
 
-/// The batch's members grouped by their lengths of the ragged dimensions,
-/// in increasing order of those lengths.
+/// The batch's members grouped by their lengths of the ragged dimensions:
+/// the groups with the most elements first (so that, run in parallel, a
+/// large one does not start last), ties in increasing order of lengths.
 fn size_groups(env: &Env, members: usize) -> Result<Vec<SizeGroup>, ExecError> {
     if let Some(bad) = env.ragged.iter().find(|r| r.lengths.len() != members) {
         return Err(ExecError::Internal(format!(
@@ -102,10 +141,12 @@ fn size_groups(env: &Env, members: usize) -> Result<Vec<SizeGroup>, ExecError> {
         let key = env.ragged.iter().map(|r| r.lengths[member]).collect();
         groups.entry(key).or_default().push(member);
     }
-    Ok(groups
+    let mut groups: Vec<SizeGroup> = groups
         .into_iter()
         .map(|(lengths, members)| SizeGroup { lengths, members })
-        .collect())
+        .collect();
+    groups.sort_by_key(|g| std::cmp::Reverse(g.elements()));
+    Ok(groups)
 }
 
 /// The environment of one size: every dimension fixed.
@@ -142,9 +183,10 @@ fn batch_of(batch: &Batch, members: &[usize]) -> Batch {
     }
 }
 
-/// The figures of a run made of the runs of its sizes, one after the
-/// other: counts add up, peaks are the largest, the lane utilization is
-/// the mean over all the operations run.
+/// The figures of a run made of the runs of its sizes: counts add up,
+/// peaks are the largest (as if the sizes ran one after the other), the
+/// lane utilization is the mean over all the operations run. The caller
+/// sets the seconds (the sizes may have run in parallel).
 fn merge_stats(runs: Vec<Stats>) -> Stats {
     let mut merged = Stats::default();
     let mut weighted_utilization = 0.0;
@@ -160,7 +202,6 @@ fn merge_stats(runs: Vec<Stats>) -> Stats {
         merged.peak_instances = merged.peak_instances.max(run.peak_instances);
         merged.call_bytes += run.call_bytes;
         merged.peak_state_bytes = merged.peak_state_bytes.max(run.peak_state_bytes);
-        merged.wall_seconds += run.wall_seconds;
         for count in run.op_counts {
             let key = (count.loc.line, count.loc.column, count.op);
             match op_counts.get_mut(&key) {
