@@ -51,6 +51,27 @@
 //! name (slices, arrays, tuples, [`typed::Array`], `ndarray` arrays with the
 //! `ndarray` feature) and gives typed results: see [`typed`].
 //!
+//! A program can also live in the Rust code itself: [`program!`] checks it
+//! when the Rust code compiles (its diagnostics are compile errors at the
+//! program's own tokens) and gives a method per function, with Rust types
+//! for its arguments and result:
+//!
+//! ```
+//! use autobatch::{RunConfig, Shared};
+//!
+//! let prog = autobatch::program! {
+//!     fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + fib(n - 1) } }
+//!     fn scale(xs: [f64; L], k: f64) -> [f64; L] { xs * k }
+//! };
+//! let out = prog.fib(vec![3, 7, 4]).run(&RunConfig::default()).unwrap();
+//! assert_eq!(out.members, [Ok(3), Ok(21), Ok(5)]);
+//! // One value for all members, and arrays of each member's own length.
+//! let out = prog.scale(vec![vec![1.0, 2.0], vec![3.0]], Shared(10.0))
+//!     .run(&RunConfig::default())
+//!     .unwrap();
+//! assert_eq!(out.members, [Ok(vec![10.0, 20.0]), Ok(vec![30.0])]);
+//! ```
+//!
 //! Architecture Invariant: this crate must not know about the command line
 //! (flags, exit codes, files, terminals). The `autobatch` command is a thin
 //! layer over it, and everything it can do must be possible from Rust.
@@ -75,7 +96,11 @@ pub use run::{
     check_threads, default_threads, max_threads, BlockChoice, Lanes, RunConfig, RunError,
     RunResult, Strategy, THREADS_PER_CORE,
 };
-pub use typed::{Call, CallError, CallResult};
+pub use typed::{Call, CallError, CallResult, Shared};
+
+/// An autobatch program embedded in Rust code, checked when the Rust code
+/// compiles: see [`autobatch_macros::program`].
+pub use autobatch_macros::program;
 
 /// The table of the language's operations: its builtins, their names and
 /// spellings, and the signature class of each.

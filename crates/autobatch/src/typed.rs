@@ -460,3 +460,73 @@ mod ndarray_values {
         }
     }
 }
+
+/// One value for every member of a call made by [`program!`](crate::program):
+/// `prog.scale(xs, Shared(2.0))` gives every member `k = 2.0`, where an
+/// iterator of values (`vec![1.0, 2.0]`) gives each member its own.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shared<T>(pub T);
+
+/// An argument of a function of a [`program!`](crate::program) whose
+/// parameter is of the Rust type `R`: one value per member (anything that
+/// iterates over `R`s) or one for all ([`Shared`]).
+pub trait Arg<R> {
+    /// `call` with this argument given as `name`.
+    fn give<'c>(self, call: Call<'c>, name: &str) -> Call<'c>;
+}
+
+impl<R: IntoValue, I: IntoIterator<Item = R>> Arg<R> for I {
+    fn give<'c>(self, call: Call<'c>, name: &str) -> Call<'c> {
+        call.batched(name, self)
+    }
+}
+
+impl<R: IntoValue> Arg<R> for Shared<R> {
+    fn give<'c>(self, call: Call<'c>, name: &str) -> Call<'c> {
+        call.shared(name, self.0)
+    }
+}
+
+/// A call of a function of a [`program!`](crate::program), its result of
+/// the Rust type `R`: give the statics with [`Typed::shared`], then
+/// [`Typed::run`].
+#[derive(Clone, Debug)]
+pub struct Typed<'c, R> {
+    call: Call<'c>,
+    result: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<'c, R: FromValue> Typed<'c, R> {
+    /// Wraps a call whose entry returns `R` (the macro's expansion makes it).
+    #[doc(hidden)]
+    pub fn new(call: Call<'c>) -> Self {
+        Typed {
+            call,
+            result: std::marker::PhantomData,
+        }
+    }
+
+    /// Gives the static `name` (or any argument) one value for every member.
+    pub fn shared(self, name: &str, value: impl IntoValue) -> Self {
+        Typed::new(self.call.shared(name, value))
+    }
+
+    /// Binds the inputs and runs the batch ([`Call::run`]).
+    pub fn run(&self, config: &RunConfig) -> Result<CallResult<R>, CallError> {
+        self.call.run::<R>(config)
+    }
+}
+
+/// Any value of the language, as it is (for types the Rust types above do
+/// not cover, such as tuples of more than four values).
+impl IntoValue for Value {
+    fn into_value(self) -> Value {
+        self
+    }
+}
+
+impl FromValue for Value {
+    fn from_value(value: Value) -> Option<Self> {
+        Some(value)
+    }
+}
