@@ -464,6 +464,13 @@ mod ndarray_values {
 /// One value for every member of a call made by [`program!`](crate::program):
 /// `prog.scale(xs, Shared(2.0))` gives every member `k = 2.0`, where an
 /// iterator of values (`vec![1.0, 2.0]`) gives each member its own.
+///
+/// ```
+/// use autobatch::{RunConfig, Shared};
+/// let prog = autobatch::program! { fn scale(x: f64, k: f64) -> f64 { x * k } };
+/// let out = prog.scale(vec![1.0, 2.0], Shared(3.0)).run(&RunConfig::default()).unwrap();
+/// assert_eq!(out.members, [Ok(3.0), Ok(6.0)]);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Shared<T>(pub T);
 
@@ -490,6 +497,16 @@ impl<R: IntoValue> Arg<R> for Shared<R> {
 /// A call of a function of a [`program!`](crate::program), its result of
 /// the Rust type `R`: give the statics with [`Typed::shared`], then
 /// [`Typed::run`].
+///
+/// ```
+/// use autobatch::RunConfig;
+/// let prog = autobatch::program! {
+///     extern "autobatch" { static W: [f64; 3]; }
+///     fn score(x: [f64; 3]) -> f64 { dot(W, x) }
+/// };
+/// let call = prog.score(vec![vec![1.0, 0.0, 0.0], vec![1.0, 1.0, 1.0]]).shared("W", vec![0.5, 1.0, 2.0]);
+/// assert_eq!(call.run(&RunConfig::default()).unwrap().members, [Ok(0.5), Ok(3.5)]);
+/// ```
 #[derive(Clone, Debug)]
 pub struct Typed<'c, R> {
     call: Call<'c>,
