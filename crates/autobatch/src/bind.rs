@@ -182,10 +182,12 @@ impl Compiled {
         }
 
         check_symbols_fixed(program, entry_id, &lengths)?;
+        check_hosts_registered(program, entry_id, self.hosts())?;
         let env = Env {
             statics,
             symbols: lengths.symbol_values(),
             ragged: lengths.ragged,
+            hosts: self.hosts().clone(),
         };
         let batch = Batch {
             entry: entry_id,
@@ -684,6 +686,39 @@ fn check_symbols_fixed(
                     function.name
                 ),
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a run whose entry reaches a call of a host primitive that has
+/// no host function registered.
+fn check_hosts_registered(
+    program: &Program,
+    entry: FuncId,
+    hosts: &autobatch_exec::Hosts,
+) -> Result<(), InputError> {
+    let reach = autobatch_passes::stack::reachability(program);
+    for (fid, function) in program.functions.iter() {
+        if !reach[entry.index()][fid.index()] {
+            continue;
+        }
+        for op in function.blocks.values().flat_map(|b| &b.ops) {
+            if let autobatch_ir::Op::Prim {
+                prim: autobatch_ir::Prim::Host(host),
+                ..
+            } = op
+            {
+                if !hosts.contains(&host.name) {
+                    return Err(InputError::new(
+                        InputErrorKind::MissingName,
+                        format!(
+                            "host primitive `{}` (called by `{}`) has no host function: register one with `Compiled::with_host` (the `autobatch` command cannot run a program that calls host primitives)",
+                            host.name, function.name
+                        ),
+                    ));
+                }
+            }
         }
     }
     Ok(())

@@ -5,8 +5,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use autobatch_ir::{EntityRef, FuncId, Program};
-use autobatch_types::Loc;
+use autobatch_exec::{HostFn, Hosts};
+use autobatch_ir::{EntityRef, FuncId, Op, Prim, Program};
+use autobatch_types::{Loc, Tensor, Value};
 
 use crate::bind::{InputError, InputErrorKind};
 use crate::frontend_bridge::{self, Diagnostic};
@@ -30,6 +31,52 @@ pub fn compile(source: &str, path: &str) -> Result<Compiled, CompileError> {
         program: Arc::new(program),
         source: source.to_owned(),
         path: path.to_owned(),
+        hosts: Hosts::default(),
+    })
+}
+
+/// The names of the host primitives `program` calls, in order of first call.
+pub(crate) fn host_names(program: &Program) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for function in program.functions.values() {
+        for op in function.blocks.values().flat_map(|b| &b.ops) {
+            if let Op::Prim {
+                prim: Prim::Host(host),
+                ..
+            } = op
+            {
+                if !names.contains(&host.name) {
+                    names.push(host.name.clone());
+                }
+            }
+        }
+    }
+    names
+}
+
+/// A host function over values, as the executors call it: operands as
+/// values, a tuple or a panic turned into the member's error message.
+fn host_fn(
+    name: &str,
+    function: impl Fn(&[Value]) -> Result<Value, String> + Send + Sync + 'static,
+) -> HostFn {
+    let name = name.to_owned();
+    Arc::new(move |args: &[&Tensor]| {
+        let values: Vec<Value> = args.iter().map(|t| Value::Tensor((*t).clone())).collect();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| function(&values)));
+        match outcome {
+            Ok(Ok(Value::Tensor(tensor))) => Ok(tensor),
+            Ok(Ok(Value::Tuple(_))) => Err("it returned a tuple".to_owned()),
+            Ok(Err(message)) => Err(message),
+            Err(panic) => {
+                let text = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".to_owned());
+                Err(format!("the host function `{name}` panicked: {text}"))
+            }
+        }
     })
 }
 
@@ -51,6 +98,8 @@ pub struct Compiled {
     program: Arc<Program>,
     source: String,
     path: String,
+    /// The host functions registered with [`Compiled::with_host`].
+    hosts: Hosts,
 }
 
 impl Compiled {
@@ -61,7 +110,68 @@ impl Compiled {
             program: Arc::new(program),
             source: source.to_owned(),
             path: path.to_owned(),
+            hosts: Hosts::default(),
         }
+    }
+
+    /// Registers `function` as the host function of the host primitive
+    /// `name` (a bodiless `fn` of an `extern "autobatch"` block that the
+    /// program calls). Each member's call gets its operands as values and
+    /// gives its result, or a message: the member then stops with a
+    /// `host_error` naming the primitive and the message (as it does when
+    /// the value is not of the declared type and shape, or the function
+    /// panics), and the other members go on. Calls of one member run in its
+    /// order; calls of different members may run in any order and on any
+    /// thread, so the function must give each member's call the same
+    /// result whatever the others do.
+    ///
+    /// ```
+    /// use autobatch::typed::{FromValue, IntoValue};
+    /// use autobatch::{compile, ErrorKind, RunConfig, Value};
+    /// let source = r#"
+    ///     extern "autobatch" { fn log_gamma(x: f64) -> f64; }
+    ///     fn f(x: f64) -> f64 { log_gamma(x) + 1.0 }
+    /// "#;
+    /// let program = compile(source, "f.ab").unwrap().with_host("log_gamma", |args: &[Value]| {
+    ///     let x = f64::from_value(args[0].clone()).ok_or("not a number")?;
+    ///     if x <= 0.0 {
+    ///         return Err(format!("log_gamma of {x}"));
+    ///     }
+    ///     Ok(x.ln().into_value()) // a stand-in, for the example
+    /// }).unwrap();
+    /// let out = program.call("f").batched("x", [1.0, -2.0]).run::<f64>(&RunConfig::default()).unwrap();
+    /// assert_eq!(out.members[0], Ok(1.0));
+    /// let error = out.members[1].as_ref().unwrap_err();
+    /// assert_eq!(error.kind, ErrorKind::HostError);
+    /// assert_eq!(error.message, "host primitive `log_gamma` failed: log_gamma of -2");
+    /// ```
+    pub fn with_host(
+        mut self,
+        name: &str,
+        function: impl Fn(&[Value]) -> Result<Value, String> + Send + Sync + 'static,
+    ) -> Result<Compiled, InputError> {
+        let called = host_names(&self.program);
+        if !called.iter().any(|n| n == name) {
+            let listed = if called.is_empty() {
+                "it calls none".to_owned()
+            } else {
+                format!("it calls: {}", called.join(", "))
+            };
+            return Err(InputError::new(
+                InputErrorKind::UnknownName,
+                format!(
+                    "`{name}` is not a host primitive that {} calls ({listed})",
+                    self.path
+                ),
+            ));
+        }
+        self.hosts.insert(name, host_fn(name, function));
+        Ok(self)
+    }
+
+    /// The registered host functions.
+    pub(crate) fn hosts(&self) -> &Hosts {
+        &self.hosts
     }
 
     /// The IR program (after the shared passes).

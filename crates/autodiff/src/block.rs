@@ -38,7 +38,7 @@ pub(crate) struct Known {
 
 /// Whether two evaluations of `prim` on the same operands give the same value.
 fn reusable(prim: &Prim) -> bool {
-    !prim.is_random() && !matches!(prim, Prim::Assert { .. })
+    !prim.is_random() && !prim.is_host() && !matches!(prim, Prim::Assert { .. })
 }
 
 impl Known {
@@ -386,6 +386,7 @@ fn remove_unused_operations(func: &mut Function) {
                     ..
                 } if !used[dst.index()]
                     && !prim.is_random()
+                    && !prim.is_host()
                     && !matches!(prim, Prim::Assert { .. }) =>
                 {
                     removed = true;

@@ -309,6 +309,11 @@ fn prim_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
         | Prim::UniformLike
         | Prim::NormalLike
         | Prim::Assert { .. } => Ok(()),
+        // The front end refuses to differentiate through a host primitive.
+        Prim::Host(host) => derive_error(
+            format!("cannot differentiate the host primitive `{}`", host.name),
+            site.loc,
+        ),
     }
 }
 

@@ -136,6 +136,8 @@ pub struct Env {
     /// The length of each symbolic dimension; for a ragged one, the longest
     /// member's (an upper bound for memory checks).
     pub symbols: Vec<u64>,
+    /// The host functions the program's host primitives call, by name.
+    pub hosts: autobatch_kernels::Hosts,
     /// The symbolic dimensions only batched arguments fix, with each
     /// member's own length, where not every member has the same
     /// ([`ragged`]); empty for a batch of one size.
@@ -272,6 +274,7 @@ pub fn run_reference(
 }
 
 pub use autobatch_kernels::backend::{Backend, Cpu};
+pub use autobatch_kernels::{HostFn, Hosts};
 pub use batched::engine::LaneMode;
 pub use batched::{available_memory_bytes, default_max_instances, BlockChoice};
 pub use executor::{Executor, OptionsRead, Strategy, EXECUTORS};

@@ -358,6 +358,7 @@ fn run_on_this_thread(
         shared: SharedEnv {
             statics: &env.statics,
             symbols: &env.symbols,
+            hosts: &env.hosts,
         },
         options,
         lane_mode: lanes,

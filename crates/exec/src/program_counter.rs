@@ -310,6 +310,7 @@ impl<'a> Machine<'a> {
             shared: SharedEnv {
                 statics: &env.statics,
                 symbols: &env.symbols,
+                hosts: &env.hosts,
             },
             engine,
             slots,

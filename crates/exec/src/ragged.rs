@@ -161,6 +161,7 @@ fn env_of(env: &Env, group: &SizeGroup) -> Env {
         statics: env.statics.clone(),
         symbols,
         ragged: Vec::new(),
+        hosts: env.hosts.clone(),
     }
 }
 

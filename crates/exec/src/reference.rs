@@ -312,6 +312,7 @@ impl<'a> MemberRun<'a, '_> {
             statics: &env.statics,
             symbols: &env.symbols,
             rng: &mut rng,
+            hosts: &env.hosts,
         };
 
         loop {

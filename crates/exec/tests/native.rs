@@ -342,7 +342,7 @@ fn arrays_env() -> Env {
             f64s(&[0.1, -0.2]),
         ],
         symbols: Vec::new(),
-        ragged: Vec::new(),
+        ..Env::default()
     }
 }
 

@@ -280,7 +280,10 @@ impl Checker<'_> {
                 self.function(*function, mask)?;
                 any
             }
-            ExprKind::Builtin { args, .. } | ExprKind::Tuple(args) | ExprKind::Array(args) => {
+            ExprKind::Builtin { args, .. }
+            | ExprKind::HostCall { args, .. }
+            | ExprKind::Tuple(args)
+            | ExprKind::Array(args) => {
                 let mut t = false;
                 for a in args {
                     t |= self.expr(w, a)?;
@@ -369,6 +372,16 @@ impl Checker<'_> {
                     name.len(),
                     "random draw in differentiated code",
                     "draw the random numbers outside the differentiated function and pass them in as part of the point, or as statics",
+                )
+            }
+            ExprKind::HostCall { host, .. } => {
+                let name = &self.module.host_functions[*host].name;
+                self.error(
+                    format!("cannot differentiate through the host primitive `{name}`"),
+                    e.loc,
+                    name.chars().count(),
+                    "host primitive in differentiated code",
+                    "autobatch knows no derivative of a host function; compute its value outside the differentiated function and pass it in as part of the point, or write the computation in autobatch",
                 )
             }
             ExprKind::Grad { kind, .. } => self.error(
@@ -805,6 +818,7 @@ fn visit_expr(e: &Expr, visit: &mut dyn FnMut(&Expr)) {
         }
         ExprKind::Call { args, .. }
         | ExprKind::Builtin { args, .. }
+        | ExprKind::HostCall { args, .. }
         | ExprKind::Map { args, .. }
         | ExprKind::Join { calls: args }
         | ExprKind::Tuple(args)

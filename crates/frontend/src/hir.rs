@@ -307,6 +307,13 @@ pub enum ExprKind {
         builtin: Builtin,
         args: Vec<Expr>,
     },
+    /// `h(args)` of the host primitive `host` (an index into
+    /// [`Module::host_functions`]): what the host function registered for
+    /// it gives, for this member.
+    HostCall {
+        host: usize,
+        args: Vec<Expr>,
+    },
     /// `grad(function, arg)`, `value_and_grad(function, arg)` or
     /// `jacobian(function, arg)` (see [`GradKind`]) of a function of the
     /// module with one float parameter. `const_args` as for

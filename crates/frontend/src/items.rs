@@ -55,7 +55,8 @@ pub(crate) struct Signature {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum ModuleName {
     Function(usize),
-    HostFunction,
+    /// A host primitive: its index in `ModuleScope::host_functions`.
+    HostFunction(usize),
     Const,
     Static(usize),
 }
@@ -1183,7 +1184,8 @@ fn collect_foreign_item<'f>(
             }
         }
         syn::ForeignItem::Fn(f) => {
-            if declare(scope, errors, &f.sig.ident, ModuleName::HostFunction) {
+            let index = items.host_functions.len();
+            if declare(scope, errors, &f.sig.ident, ModuleName::HostFunction(index)) {
                 items.host_functions.push(f);
             }
         }
@@ -1269,6 +1271,36 @@ fn resolve_static(
     });
 }
 
+/// Whether a host primitive's signature takes and returns numbers, `bool`s
+/// or arrays of them: one value each (a host function gets one tensor per
+/// operand and gives one).
+fn check_tensor_signature(sig: &Signature) -> Result<(), Box<Diagnostic>> {
+    let not_tensor = |what: String, (loc, end): (Loc, Loc)| {
+        Box::new(
+            Diagnostic::new(
+                format!("{what} of host primitive `{}` is not a number, a `bool` or an array", sig.name),
+                loc,
+                end,
+                "not one value",
+            )
+            .with_note("a host primitive takes and returns numbers, `bool`s or arrays of them; pass a tuple's parts as separate parameters"),
+        )
+    };
+    for (name, _, ty, at) in &sig.params {
+        if !matches!(ty, Ty::Tensor(_)) {
+            let end = Loc {
+                line: at.line,
+                column: at.column + name.chars().count() as u32,
+            };
+            return Err(not_tensor(format!("parameter `{name}`"), (*at, end)));
+        }
+    }
+    if !matches!(sig.ret, Ty::Tensor(_)) {
+        return Err(not_tensor("the result".to_owned(), (sig.loc, sig.name_end)));
+    }
+    Ok(())
+}
+
 /// Adds the host primitive `f` to `scope` (with no parameters if its
 /// signature is in error).
 fn resolve_host_function(
@@ -1277,12 +1309,18 @@ fn resolve_host_function(
     errors: &mut Vec<Diagnostic>,
 ) {
     let host = match resolve_signature(scope, &f.sig, false) {
-        Ok(sig) => hir::HostFunction {
-            name: sig.name,
-            params: sig.params.into_iter().map(|(n, _, t, _)| (n, t)).collect(),
-            ret: sig.ret,
-            loc: sig.loc,
-        },
+        Ok(sig) => {
+            // Calls are still checked against the signature as written.
+            if let Err(d) = check_tensor_signature(&sig) {
+                errors.push(*d);
+            }
+            hir::HostFunction {
+                name: sig.name,
+                params: sig.params.into_iter().map(|(n, _, t, _)| (n, t)).collect(),
+                ret: sig.ret,
+                loc: sig.loc,
+            }
+        }
         Err(d) => {
             errors.push(*d);
             hir::HostFunction {

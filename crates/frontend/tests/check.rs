@@ -256,10 +256,38 @@ fn rejects_unsupported_expressions() {
 }
 
 #[test]
-fn rejects_host_calls() {
+fn checks_host_calls_against_their_declarations() {
+    check(
+        "extern \"autobatch\" { fn h(x: f64, v: [f64; N]) -> [i64; 2]; }\nfn g(x: f64, v: [f64; N]) -> [i64; 2] { h(x, v) }",
+    )
+    .expect("a call that fits the declaration");
     check_err(
-        "extern \"autobatch\" { fn h(x: f64) -> f64; }\nfn g(x: f64) -> f64 { h(x) }",
-        "host primitive `h` is not yet supported",
+        "extern \"autobatch\" { fn h(x: f64) -> f64; }\nfn g(x: i64) -> f64 { h(x) }",
+        "argument 1 (`x`) of `h` must be `f64`, but this is `i64`",
+        2,
+        25,
+    );
+    check_err(
+        "extern \"autobatch\" { fn h(x: f64) -> f64; }\nfn g(x: f64) -> f64 { h(x, x) }",
+        "`h` takes 1 argument(s), but 2 were given",
+        2,
+        23,
+    );
+    check_err(
+        "extern \"autobatch\" { fn h(p: (f64, f64)) -> f64; }\nfn g(x: f64) -> f64 { h((x, x)) }",
+        "parameter `p` of host primitive `h` is not a number, a `bool` or an array",
+        1,
+        27,
+    );
+    check_err(
+        "extern \"autobatch\" { fn h(x: f64) -> (f64, f64); }\nfn g(x: f64) -> f64 { h(x).0 }",
+        "the result of host primitive `h` is not a number, a `bool` or an array",
+        1,
+        22,
+    );
+    check_err(
+        "extern \"autobatch\" { fn h(x: f64) -> f64; }\nfn f(x: f64) -> f64 { h(x) * x }\nfn g(x: f64) -> f64 { grad(f, x) }",
+        "cannot differentiate through the host primitive `h`",
         2,
         23,
     );
@@ -1208,7 +1236,7 @@ fn rejects_misused_instance_forms() {
     );
     check_err(
         "extern \"autobatch\" { fn p(x: f64) -> f64; }\nfn h(x: [f64; 3]) -> [f64; 3] { map(p, x) }",
-        "host primitive `p` is not yet supported",
+        "`map` cannot take the host primitive `p` itself",
         2,
         37,
     );

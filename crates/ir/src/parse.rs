@@ -783,6 +783,7 @@ impl<'a> Reader<'a> {
                 let message = string_literal(line)?;
                 Ok(Prim::Assert { message })
             }
+            "host" => self.host(line),
             _ => Prim::from_plain_name(name)
                 .ok_or_else(|| start.error(format!("unknown operation `{name}`"))),
         }
@@ -805,6 +806,27 @@ impl<'a> Reader<'a> {
             }
         }
         Ok(Prim::LoadStatic(id))
+    }
+
+    /// `host NAME(T, ...) -> T`: a host primitive with its declared types.
+    fn host(&self, line: &mut Cursor<'a>) -> Parsed<Prim> {
+        line.expect(" ")?;
+        let name = line.name("a host primitive's name")?.to_owned();
+        line.expect("(")?;
+        let mut params = Vec::new();
+        while !line.eat(")") {
+            if !params.is_empty() {
+                line.expect(", ")?;
+            }
+            params.push(self.tensor_type(line, 0)?);
+        }
+        line.expect(" -> ")?;
+        let result = self.tensor_type(line, 0)?;
+        Ok(Prim::Host(Box::new(crate::HostPrim {
+            name,
+            params,
+            result,
+        })))
     }
 
     /// The length of `fill.N`: a number or `symN`.

@@ -72,6 +72,20 @@ pub enum Prim {
     Assert {
         message: String,
     },
+    /// The operands of the declared parameter types: what the host function
+    /// registered under the name gives (a fault if it fails or gives a value
+    /// of another type or shape). Never computed once for all members, even
+    /// of shared operands: each member's call is its own.
+    Host(Box<HostPrim>),
+}
+
+/// A host primitive (a bodiless `fn` of an `extern "autobatch"` block), as
+/// the operations that call it carry it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostPrim {
+    pub name: String,
+    pub params: Vec<TensorType>,
+    pub result: TensorType,
 }
 
 /// The [`Prim`] that a row of the table of operations lowers to, from the
@@ -178,6 +192,11 @@ impl Prim {
         self.signature().is_random()
     }
 
+    /// Whether this calls a host function (computed per member, never once).
+    pub fn is_host(&self) -> bool {
+        matches!(self, Prim::Host(_))
+    }
+
     /// The type of the result for operands of types `args`, `None` for a
     /// primitive without result, or a message saying why the operands do not fit.
     /// `static_type` gives the declared type of a static.
@@ -282,6 +301,10 @@ impl Prim {
                 }
                 Ok(None)
             }
+            S::Host => match self {
+                Prim::Host(host) => rule.host(host),
+                _ => Err(format!("{name} has no declaration")),
+            },
         }
     }
 
@@ -309,6 +332,27 @@ struct Rule<'a, 'b> {
 }
 
 impl Rule<'_, '_> {
+    /// The operands the declaration names, one by one; its result.
+    fn host(&self, host: &HostPrim) -> Result<Option<TensorType>, String> {
+        if self.args.len() != host.params.len() {
+            return Err(format!(
+                "host {} takes {} operand(s), got {}",
+                host.name,
+                host.params.len(),
+                self.args.len()
+            ));
+        }
+        for (k, (arg, param)) in self.args.iter().zip(&host.params).enumerate() {
+            if *arg != param {
+                return Err(format!(
+                    "operand {k} of host {} has another type than declared",
+                    host.name
+                ));
+            }
+        }
+        Ok(Some(host.result.clone()))
+    }
+
     fn scalar(&self, elem: ScalarType) -> Result<Option<TensorType>, String> {
         Ok(Some(TensorType::scalar(elem)))
     }
@@ -514,6 +558,16 @@ impl fmt::Display for Prim {
             Prim::Fill(Dim::Fixed(n)) => write!(f, "fill.{n}"),
             Prim::Fill(Dim::Symbolic(s)) => write!(f, "fill.sym{}", s.0),
             Prim::Assert { message } => write!(f, "assert {message:?}"),
+            Prim::Host(host) => {
+                let symbol = |s: SymbolId| format!("sym{}", s.0);
+                write!(f, "host {}(", host.name)?;
+                for (k, param) in host.params.iter().enumerate() {
+                    let sep = if k == 0 { "" } else { ", " };
+                    write!(f, "{sep}{}", param.display(&symbol))?;
+                }
+                let result = host.result.display(&symbol).to_string();
+                write!(f, ") -> {result}")
+            }
             other => f.write_str(other.name()),
         }
     }

@@ -64,12 +64,15 @@ pub mod backend;
 pub mod elementwise;
 pub mod fused;
 pub mod gemm;
+pub mod host;
 pub mod layout;
 pub mod linalg;
 pub mod reduce;
 pub mod rng;
 pub mod scalar;
 pub mod vmath;
+
+pub use host::{HostFn, Hosts};
 
 pub use backend::{Backend, Cpu};
 pub use rng::{ForkKey, MemberRng};
@@ -127,11 +130,13 @@ impl std::error::Error for Fault {}
 
 /// What a primitive may read besides its operands: the shared statics
 /// (indexed by `StaticId`), the values of the symbolic dimensions (indexed by
-/// `SymbolId`) and the random stream of the member it runs for.
+/// `SymbolId`), the random stream of the member it runs for and the run's
+/// host functions.
 pub struct PrimContext<'a> {
     pub statics: &'a [Tensor],
     pub symbols: &'a [u64],
     pub rng: &'a mut MemberRng,
+    pub hosts: &'a Hosts,
 }
 
 /// Applies `prim` to `args` for one member: `Ok(Some(result))`, `Ok(None)`
@@ -200,6 +205,7 @@ pub fn eval(
                 Err(Fault::assertion_failed(message))
             };
         }
+        Prim::Host(host) => ctx.hosts.call(host, args, ctx.symbols)?,
     };
     Ok(Some(result))
 }
@@ -304,6 +310,7 @@ mod tests {
             statics: &statics,
             symbols: &symbols,
             rng: &mut rng,
+            hosts: &Hosts::default(),
         };
         eval(&prim, args, &mut ctx)
     }
@@ -413,6 +420,7 @@ mod tests {
             statics: &statics,
             symbols: &[],
             rng: &mut rng,
+            hosts: &Hosts::default(),
         };
         let u = eval(&Prim::Uniform, &[], &mut ctx).unwrap().unwrap();
         assert_eq!(u, Tensor::scalar(Scalar::F64(expected.uniform())));

@@ -265,6 +265,7 @@ fn contains_assign(e: &Expr) -> bool {
             }
             ExprKind::Call { args, .. }
             | ExprKind::Builtin { args, .. }
+            | ExprKind::HostCall { args, .. }
             | ExprKind::Map { args, .. }
             | ExprKind::Join { calls: args }
             | ExprKind::Tuple(args)
@@ -388,6 +389,35 @@ impl FunctionLowerer<'_> {
 
     /// Emits `dst = prim(args)`; the result type comes from `Prim::result_type`.
     /// `dst` is used when it has exactly that type.
+    /// The primitive that calls the host primitive `host`, with its
+    /// declared types (the front end allows numbers and arrays only).
+    fn host_prim(&self, host: usize, loc: Loc) -> LowerResult<Prim> {
+        let decl = self
+            .module
+            .host_functions
+            .get(host)
+            .ok_or_else(|| crate::internal(format!("no host primitive {host}"), loc))?;
+        let tensor = |ty: &hir::Ty| match ty {
+            hir::Ty::Tensor(t) => crate::concrete_tensor(t, &[]),
+            _ => Err(crate::internal(
+                format!(
+                    "host primitive `{}` has a tuple in its signature",
+                    decl.name
+                ),
+                loc,
+            )),
+        };
+        let mut params = Vec::with_capacity(decl.params.len());
+        for (_, ty) in &decl.params {
+            params.push(tensor(ty)?);
+        }
+        Ok(Prim::Host(Box::new(autobatch_ir::HostPrim {
+            name: decl.name.clone(),
+            params,
+            result: tensor(&decl.ret)?,
+        })))
+    }
+
     fn prim(&mut self, prim: Prim, args: Vec<Var>, loc: Loc, dst: Option<Var>) -> LowerResult<Var> {
         let arg_tys: Vec<TensorType> = args.iter().map(|a| self.var_ty(*a)).collect();
         let arg_refs: Vec<&TensorType> = arg_tys.iter().collect();
@@ -651,6 +681,14 @@ impl FunctionLowerer<'_> {
                     return Ok(None);
                 };
                 one(self.prim(builtin_prim(*builtin), operands, loc, dst1)?)
+            }
+            ExprKind::HostCall { host, args } => {
+                let refs: Vec<&Expr> = args.iter().collect();
+                let Some(operands) = self.lower_single_operands(&refs, loc)? else {
+                    return Ok(None);
+                };
+                let prim = self.host_prim(*host, loc)?;
+                one(self.prim(prim, operands, loc, dst1)?)
             }
             ExprKind::Tuple(items) => {
                 let refs: Vec<&Expr> = items.iter().collect();

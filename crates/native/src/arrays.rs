@@ -23,6 +23,8 @@ use autobatch_kernels::elementwise::{self, DataOperand, Operand as BoolOperand};
 use autobatch_kernels::{layout, linalg, reduce, Fault, PrimContext};
 use autobatch_types::{Data, Scalar, ScalarType, Tensor};
 
+static NO_HOSTS: autobatch_kernels::Hosts = autobatch_kernels::Hosts::new();
+
 use crate::Context;
 
 /// The type and (resolved) shape of one operand.
@@ -352,10 +354,12 @@ unsafe fn through_eval(
         .collect();
     let refs: Vec<&Tensor> = tensors.iter().collect();
     let symbols = std::slice::from_raw_parts(ctx.symbols, ctx.symbol_count);
+    // Native code never calls a host primitive (`check`).
     let mut prim_ctx = PrimContext {
         statics: &*ctx.statics,
         symbols,
         rng: &mut *ctx.rng,
+        hosts: &NO_HOSTS,
     };
     let value = autobatch_kernels::eval(&op.prim, &refs, &mut prim_ctx)?;
     if let (Some(value), Some(r)) = (value, &op.result) {

@@ -7,7 +7,7 @@
 //! are bound, and every primitive: scalar ones inline or through a shim,
 //! the others (arrays, statics, random draws) through the host
 //! (`crate::arrays`); calls, catching calls, branches, loops, returns.
-//! Not yet: forks (`join`, `map`, `pfor`).
+//! Not yet: forks (`join`, `map`, `pfor`) and calls of host primitives.
 
 use autobatch_ir::{BinaryOp, FuncId, Function, Loc, Op, Prim, Program, UnaryOp};
 use autobatch_types::{Dim, ScalarType};
@@ -51,6 +51,18 @@ fn at(loc: Loc) -> String {
 fn check_function(function: &Function, symbols: &[u64]) -> Result<(), String> {
     for block in function.blocks.values() {
         for op in &block.ops {
+            if let Op::Prim {
+                prim: Prim::Host(host),
+                loc,
+                ..
+            } = op
+            {
+                return Err(format!(
+                    "the call of the host primitive `{}` at {} is not compiled yet",
+                    host.name,
+                    at(*loc)
+                ));
+            }
             if let Op::Fork { loc, .. } = op {
                 return Err(format!(
                     "the fork (`join`, `map` or `pfor`) at {} is not compiled yet",

@@ -99,6 +99,8 @@ pub enum Signature {
     IndexSet,
     /// A `bool` scalar; no result.
     Assert,
+    /// The operands and the result the payload declares (a host primitive).
+    Host,
 }
 
 impl Signature {
@@ -133,7 +135,7 @@ impl Signature {
             | S::Product { .. }
             | S::Index => 2,
             S::Select | S::IndexSet => 3,
-            S::Stack => return None,
+            S::Stack | S::Host => return None,
         })
     }
 

@@ -166,6 +166,9 @@ macro_rules! for_each_op {
             [IndexSet:      Plain IndexSet,    "index_set",     IndexSet,         grad,   Syntax("a[i] = v")]
             /// `(cond: bool)`, no result: faults with `assertion_failed` and `message` if `cond` is false.
             [Assert:        Payload Assert,    "assert",        Assert,           grad,   Syntax("assert!(cond)")]
+            /// The operands of the declared parameter types: the value the host
+            /// function registered under the primitive's name gives (a fault if it fails).
+            [Host:          Payload Host,      "host",          Host,             nograd, Syntax("h(args)")]
 
             // ---- made by the compiler (bookkeeping: not in `op_counts`)
             /// No operands; the constant.

@@ -11,7 +11,8 @@
 //! variable is invariant when it has exactly one definition and that
 //! definition is
 //! - a constant, a static, a symbolic dimension's value;
-//! - a non-random primitive whose operands are all invariant;
+//! - a primitive that neither draws a random number nor calls a host
+//!   function, whose operands are all invariant;
 //! - a call whose callee returns one and the same invariant variable in that
 //!   position at every `return` (two different invariant variables at two
 //!   returns give members on different paths different values), unless the
@@ -126,6 +127,7 @@ impl Invariance {
                                 ..
                             } => {
                                 let ok = !prim.is_random()
+                                    && !prim.is_host()
                                     && args.iter().all(|a| invariant[fid.index()][a.index()]);
                                 if !ok && invariant[fid.index()][dst.index()] {
                                     invariant[fid.index()][dst.index()] = false;

@@ -414,6 +414,8 @@ pub enum ErrorKind {
     AssertionFailed,
     StackOverflow,
     StepLimit,
+    /// A host function failed, or gave a value other than its declared type.
+    HostError,
 }
 
 impl ErrorKind {
@@ -430,6 +432,7 @@ impl ErrorKind {
             ErrorKind::AssertionFailed => "assertion_failed",
             ErrorKind::StackOverflow => "stack_overflow",
             ErrorKind::StepLimit => "step_limit",
+            ErrorKind::HostError => "host_error",
         }
     }
     pub fn from_name(name: &str) -> Option<ErrorKind> {
@@ -439,6 +442,7 @@ impl ErrorKind {
             ErrorKind::AssertionFailed,
             ErrorKind::StackOverflow,
             ErrorKind::StepLimit,
+            ErrorKind::HostError,
         ]
         .into_iter()
         .find(|k| k.name() == name)

@@ -197,6 +197,7 @@ impl Compiled {
             statics,
             symbols,
             ragged,
+            hosts: self.hosts().clone(),
         };
         let batch = Batch { entry, size, args };
         Ok(BoundBatch::from_parts(

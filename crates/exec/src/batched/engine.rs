@@ -109,6 +109,7 @@ impl LaneMode {
 pub struct SharedEnv<'a> {
     pub statics: &'a [Tensor],
     pub symbols: &'a [u64],
+    pub hosts: &'a autobatch_kernels::Hosts,
 }
 
 /// Inputs of one primitive execution.
@@ -291,10 +292,12 @@ impl<'b> Engine<'b> {
                 return;
             }
         } else {
-            let all_invariant = exec
-                .args
-                .iter()
-                .all(|a| matches!(slots[*a], Slot::Invariant(_)));
+            // A host function is called once per member, whatever its operands.
+            let all_invariant = !prim.is_host()
+                && exec
+                    .args
+                    .iter()
+                    .all(|a| matches!(slots[*a], Slot::Invariant(_)));
             if all_invariant {
                 // Non-random primitives never read a stream; one is passed
                 // only because the kernels' context holds one.
@@ -478,6 +481,7 @@ impl<'b> Engine<'b> {
             statics: env.statics,
             symbols: env.symbols,
             rng: unused_rng,
+            hosts: env.hosts,
         };
         match self.backend.eval(exec.prim, &args, &mut ctx) {
             Err(fault) => faults.extend(exec.rows.iter().map(|r| (*r, fault.clone()))),
@@ -908,6 +912,7 @@ impl<'b> Engine<'b> {
                     statics: env.statics,
                     symbols: env.symbols,
                     rng: streams.of(row),
+                    hosts: env.hosts,
                 };
                 backend.eval(exec.prim, &operands, &mut ctx)
             };

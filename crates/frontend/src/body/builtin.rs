@@ -305,7 +305,8 @@ impl FunctionChecker<'_, '_> {
             | S::Stack
             | S::Index
             | S::IndexSet
-            | S::Assert => {
+            | S::Assert
+            | S::Host => {
                 return Err(error(
                     format!("{} cannot be called", call.shown()),
                     call.loc,
@@ -617,7 +618,8 @@ pub(super) fn accepts(signature: OpSignature, class: Class) -> bool {
         | S::Stack
         | S::Index
         | S::IndexSet
-        | S::Assert => true,
+        | S::Assert
+        | S::Host => true,
         S::Draw | S::Value => false,
     }
 }

@@ -79,16 +79,8 @@ impl FunctionChecker<'_, '_> {
             Some(ModuleName::Function(index)) => {
                 return self.check_user_call(index, turbofish, &c.args, loc, end)
             }
-            Some(ModuleName::HostFunction) => {
-                return Err(error(
-                    format!("host primitive `{name}` is not yet supported"),
-                    loc,
-                    end,
-                    "call of a host primitive",
-                )
-                .map_note(
-                    "declaring host primitives is allowed; calling them comes in a later version",
-                ));
+            Some(ModuleName::HostFunction(index)) => {
+                return self.check_host_call(index, turbofish, &c.args, loc, end)
             }
             Some(ModuleName::Const | ModuleName::Static(_)) => {
                 return Err(error(
@@ -278,6 +270,68 @@ impl FunctionChecker<'_, '_> {
                 catch: false,
             },
             ret,
+            loc,
+        ))
+    }
+
+    /// `h(args)` of a host primitive: its arguments against its declared
+    /// parameter types (no generics; symbolic lengths as written).
+    fn check_host_call(
+        &mut self,
+        index: usize,
+        turbofish: Option<&syn::AngleBracketedGenericArguments>,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        let host = self.scope.host_functions[index].clone();
+        if let Some(t) = turbofish {
+            return Err(error(
+                format!("host primitive `{}` takes no generic arguments", host.name),
+                start_of(t.lt_token.span),
+                end_of(t.gt_token.span),
+                "unexpected `::<...>`",
+            ));
+        }
+        if args.len() != host.params.len() {
+            return Err(error(
+                format!(
+                    "`{}` takes {} argument(s), but {} were given",
+                    host.name,
+                    host.params.len(),
+                    args.len()
+                ),
+                loc,
+                end,
+                format!("expected {} argument(s)", host.params.len()),
+            ));
+        }
+        let checked = self.check_args(args)?;
+        let mut out = Vec::with_capacity(checked.len());
+        for (k, ((arg, arg_end), (pname, pty))) in checked.into_iter().zip(&host.params).enumerate()
+        {
+            if !self.match_param(pty, &arg.ty, &mut []) {
+                return Err(error(
+                    format!(
+                        "mismatched types: argument {} (`{pname}`) of `{}` must be `{}`, but this is `{}`",
+                        k + 1,
+                        host.name,
+                        self.show(pty),
+                        self.show(&arg.ty)
+                    ),
+                    arg.loc,
+                    arg_end,
+                    format!("expected `{}`", self.show(pty)),
+                ));
+            }
+            out.push(arg);
+        }
+        Ok(mk(
+            ExprKind::HostCall {
+                host: index,
+                args: out,
+            },
+            host.ret.clone(),
             loc,
         ))
     }
@@ -484,7 +538,7 @@ impl FunctionChecker<'_, '_> {
         }
         match self.scope.names.get(&fname).map(|(k, _)| *k) {
             Some(ModuleName::Function(index)) => Ok((index, turbofish)),
-            Some(ModuleName::HostFunction)
+            Some(ModuleName::HostFunction(_))
                 if construct.ends_with("grad") || construct == "jacobian" =>
             {
                 Err(error(
@@ -495,15 +549,15 @@ impl FunctionChecker<'_, '_> {
                 )
                 .map_note("only functions written in autobatch can be differentiated"))
             }
-            Some(ModuleName::HostFunction) => Err(error(
-                format!("host primitive `{fname}` is not yet supported"),
+            Some(ModuleName::HostFunction(_)) => Err(error(
+                format!("`{construct}` cannot take the host primitive `{fname}` itself"),
                 fl,
                 fe,
                 "host primitive",
             )
-            .map_note(
-                "declaring host primitives is allowed; calling them comes in a later version",
-            )),
+            .map_note(format!(
+                "call it from a function of the program and give that function to `{construct}`: `fn g(x: T) -> U {{ {fname}(x) }}`"
+            ))),
             Some(ModuleName::Const) => Err(not_function(format!("`{fname}` is a constant"))),
             Some(ModuleName::Static(_)) => Err(not_function(format!("`{fname}` is a static"))),
             None if Builtin::function(&fname).is_some() => {

@@ -393,7 +393,7 @@ impl FunctionChecker<'_, '_> {
                 let ty = Ty::Tensor(self.scope.statics[i].ty.clone());
                 return Ok(mk(ExprKind::Static(i), ty, loc));
             }
-            Some(ModuleName::Function(_) | ModuleName::HostFunction) => {
+            Some(ModuleName::Function(_) | ModuleName::HostFunction(_)) => {
                 return Err(error(
                     format!("`{name}` is a function; functions are not values, call it with `{name}(...)`"),
                     loc,
