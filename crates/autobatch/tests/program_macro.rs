@@ -85,6 +85,25 @@ fn a_ragged_argument() {
     assert_eq!(out.members, [Ok(3.0), Ok(3.0), Ok(15.0)]);
 }
 
+#[test]
+fn a_host_primitive_of_an_embedded_program() {
+    use autobatch::typed::{FromValue, IntoValue};
+    let prog = autobatch::program! {
+        extern "autobatch" { fn half(x: f64) -> f64; }
+        fn quarter(x: f64) -> f64 { half(half(x)) }
+    }
+    .with_host("half", |args| {
+        let x = f64::from_value(args[0].clone()).ok_or("not an f64")?;
+        Ok((x / 2.0).into_value())
+    })
+    .expect("half is called");
+    let out = prog
+        .quarter(vec![8.0, 1.0])
+        .run(&RunConfig::default())
+        .expect("runs");
+    assert_eq!(out.members, [Ok(2.0), Ok(0.25)]);
+}
+
 /// The compile errors of embedded programs, against `tests/ui/*.stderr`
 /// (bless with `TRYBUILD=overwrite`).
 #[test]

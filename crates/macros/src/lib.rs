@@ -135,6 +135,22 @@ fn expand(layout: &Layout, program: &Program) -> TokenStream {
             pub fn as_compiled(&self) -> &::autobatch::Compiled {
                 &self.compiled
             }
+
+            /// Registers the host function of a host primitive the program
+            /// calls (`autobatch::Compiled::with_host`).
+            #[allow(dead_code)]
+            pub fn with_host(
+                self,
+                name: &str,
+                function: impl Fn(&[::autobatch::Value]) -> ::std::result::Result<::autobatch::Value, ::std::string::String>
+                    + ::std::marker::Send
+                    + ::std::marker::Sync
+                    + 'static,
+            ) -> ::std::result::Result<Self, ::autobatch::InputError> {
+                ::std::result::Result::Ok(AutobatchProgram {
+                    compiled: self.compiled.with_host(name, function)?,
+                })
+            }
         }
         AutobatchProgram {
             compiled: ::autobatch::compile(#source, #path)
