@@ -241,3 +241,90 @@ pub fn json_to_py<'py>(py: Python<'py>, json: &serde_json::Value) -> PyResult<Bo
         }
     })
 }
+
+/// One member's call of a Python host function: its operands as Python
+/// values, its value as a tensor of the declared element type `elem` (the
+/// executor checks the shape), an exception as the message.
+pub fn call_host(
+    py: Python<'_>,
+    function: &Py<PyAny>,
+    args: &[Value],
+    elem: autobatch::ScalarType,
+) -> Result<Value, String> {
+    let operands = args
+        .iter()
+        .map(|a| value_to_py(py, a))
+        .collect::<PyResult<Vec<_>>>()
+        .map_err(|e| e.to_string())?;
+    let tuple = PyTuple::new(py, operands).map_err(|e| e.to_string())?;
+    let value = function.call1(py, tuple).map_err(|e| e.to_string())?;
+    let json = to_json(value.bind(py), &|| "the host function's value".to_owned())
+        .map_err(|e| e.to_string())?;
+    json_to_tensor(&json, elem).map(Value::Tensor)
+}
+
+/// A JSON number, bool or rectangular nest of lists as a tensor of `elem`.
+fn json_to_tensor(json: &serde_json::Value, elem: autobatch::ScalarType) -> Result<Tensor, String> {
+    use autobatch::Scalar;
+    fn walk(
+        json: &serde_json::Value,
+        depth: usize,
+        shape: &mut Vec<usize>,
+        out: &mut Vec<Scalar>,
+        elem: autobatch::ScalarType,
+    ) -> Result<(), String> {
+        match json {
+            serde_json::Value::Array(items) => {
+                if depth == shape.len() {
+                    if !out.is_empty() {
+                        return Err("a value that is not a rectangular array".to_owned());
+                    }
+                    shape.push(items.len());
+                } else if shape.get(depth) != Some(&items.len()) {
+                    return Err("a value that is not a rectangular array".to_owned());
+                }
+                items
+                    .iter()
+                    .try_for_each(|item| walk(item, depth + 1, shape, out, elem))
+            }
+            scalar if depth == shape.len() => {
+                out.push(json_scalar(scalar, elem)?);
+                Ok(())
+            }
+            _ => Err("a value that is not a rectangular array".to_owned()),
+        }
+    }
+    let mut shape = Vec::new();
+    let mut scalars = Vec::new();
+    walk(json, 0, &mut shape, &mut scalars, elem)?;
+    let mut data = Data::with_capacity(elem, scalars.len());
+    scalars.into_iter().for_each(|s| data.push(s));
+    Ok(Tensor::new(shape, data))
+}
+
+fn json_scalar(
+    json: &serde_json::Value,
+    elem: autobatch::ScalarType,
+) -> Result<autobatch::Scalar, String> {
+    use autobatch::{Scalar, ScalarType};
+    let wrong = || format!("{json}, which is not a {}", elem.name());
+    let float = || match json {
+        serde_json::Value::Number(n) => n.as_f64().ok_or_else(wrong),
+        serde_json::Value::String(s) if s == "NaN" => Ok(f64::NAN),
+        serde_json::Value::String(s) if s == "inf" => Ok(f64::INFINITY),
+        serde_json::Value::String(s) if s == "-inf" => Ok(f64::NEG_INFINITY),
+        _ => Err(wrong()),
+    };
+    Ok(match elem {
+        ScalarType::Bool => Scalar::Bool(json.as_bool().ok_or_else(wrong)?),
+        ScalarType::I32 => Scalar::I32(
+            json.as_i64()
+                .and_then(|i| i32::try_from(i).ok())
+                .ok_or_else(wrong)?,
+        ),
+        ScalarType::I64 => Scalar::I64(json.as_i64().ok_or_else(wrong)?),
+        ScalarType::Usize => Scalar::Usize(json.as_u64().ok_or_else(wrong)?),
+        ScalarType::F32 => Scalar::F32(float()? as f32),
+        ScalarType::F64 => Scalar::F64(float()?),
+    })
+}

@@ -239,6 +239,36 @@ impl Program {
         })
     }
 
+    /// A copy of the program with `function` as the host function of the
+    /// host primitive `name`: each member's call gets its operands (Python
+    /// scalars or numpy arrays) and returns the value (a number, a bool, a
+    /// list or a numpy array of the declared type and shape); an exception
+    /// stops that member with a `host_error` naming it. Runs call it with
+    /// the GIL held, one call at a time.
+    fn with_host(&self, name: &str, function: Py<PyAny>) -> PyResult<Program> {
+        no_panic(|| {
+            let Some(result) = self.compiled.host_result_type(name) else {
+                let error = self
+                    .compiled
+                    .clone()
+                    .with_host(name, |_| Err(String::new()))
+                    .err()
+                    .map(|e| e.message().to_owned())
+                    .unwrap_or_default();
+                return Err(PyValueError::new_err(error));
+            };
+            let call = move |args: &[autobatch::Value]| {
+                Python::with_gil(|py| convert::call_host(py, &function, args, result.elem))
+            };
+            let compiled = self
+                .compiled
+                .clone()
+                .with_host(name, call)
+                .map_err(|e| PyValueError::new_err(e.message().to_owned()))?;
+            Ok(Program { compiled })
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "<autobatch.Program {} ({})>",

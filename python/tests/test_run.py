@@ -206,3 +206,40 @@ def test_a_ragged_batch_gives_each_member_its_own_length():
     with pytest.raises(ValueError, match="symbolic dimension `L` is 1 in argument `xs` of member 1 but 2"):
         prog2 = autobatch.compile("fn both(xs: [f64; L], ys: [f64; L]) -> f64 { dot(xs, ys) }")
         prog2.run("both", batch={"xs": [[1.0, 2.0], [3.0]], "ys": [[1.0, 1.0], [2.0, 2.0]]})
+
+
+HOSTS = """
+extern "autobatch" {
+    fn lgamma(x: f64) -> f64;
+    fn swap(v: [f64; 2]) -> [f64; 2];
+}
+fn f(x: f64) -> f64 { lgamma(x) + 1.0 }
+fn g(v: [f64; 2]) -> [f64; 2] { swap(v) * 2.0 }
+"""
+
+
+def test_host_functions_in_python():
+    import math
+    prog = autobatch.compile(HOSTS)
+    with pytest.raises(ValueError, match="host primitive `lgamma` \\(called by `f`\\) has no host function"):
+        prog.run("f", batch={"x": [1.0]})
+    with pytest.raises(ValueError, match="`nope` is not a host primitive"):
+        prog.with_host("nope", abs)
+
+    def lgamma(x):
+        if x <= 0:
+            raise ValueError(f"lgamma of {x}")
+        return math.lgamma(x)
+
+    with_lgamma = prog.with_host("lgamma", lgamma)
+    for strategy in STRATEGIES:
+        res = with_lgamma.run("f", batch={"x": [1.0, 5.0, -1.0]}, strategy=strategy, threads=2)
+        assert res.values[:2] == [1.0, math.lgamma(5.0) + 1.0], strategy
+        assert res.errors[2]["kind"] == "host_error"
+        assert "lgamma of -1.0" in res.errors[2]["message"]
+    both = with_lgamma.with_host("swap", lambda v: v[::-1])   # a numpy array in and out
+    res = both.run("g", batch={"v": [[1.0, 2.0], [3.0, 4.0]]})
+    assert [v.tolist() for v in res.values] == [[4.0, 2.0], [8.0, 6.0]]
+    wrong = with_lgamma.with_host("swap", lambda v: [1.0, 2.0, 3.0])
+    res = wrong.run("g", batch={"v": [[1.0, 2.0]]})
+    assert res.errors[0]["message"] == "host primitive `swap` returned [f64; 3], but is declared to return [f64; 2]"

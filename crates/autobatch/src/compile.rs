@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use autobatch_exec::{HostFn, Hosts};
 use autobatch_ir::{EntityRef, FuncId, Op, Prim, Program};
-use autobatch_types::{Loc, Tensor, Value};
+use autobatch_types::{Loc, Tensor, TensorType, Value};
 
 use crate::bind::{InputError, InputErrorKind};
 use crate::frontend_bridge::{self, Diagnostic};
@@ -167,6 +167,23 @@ impl Compiled {
         }
         self.hosts.insert(name, host_fn(name, function));
         Ok(self)
+    }
+
+    /// The declared result type of the host primitive `name` that the
+    /// program calls (for hosts that convert a function's value, as the
+    /// Python package does).
+    pub fn host_result_type(&self, name: &str) -> Option<TensorType> {
+        self.program
+            .functions
+            .values()
+            .flat_map(|f| f.blocks.values().flat_map(|b| &b.ops))
+            .find_map(|op| match op {
+                Op::Prim {
+                    prim: Prim::Host(host),
+                    ..
+                } if host.name == name => Some(host.result.clone()),
+                _ => None,
+            })
     }
 
     /// The registered host functions.
