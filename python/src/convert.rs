@@ -263,6 +263,81 @@ pub fn call_host(
     json_to_tensor(&json, elem).map(Value::Tensor)
 }
 
+/// The calls of several members of a batched Python host function at once:
+/// each operand stacked over the calls, the value split along its first
+/// axis. If the function raises, or gives another number of values, each
+/// call is retried alone, so that only the calls that fail by themselves
+/// get the error.
+pub fn call_host_batch(
+    py: Python<'_>,
+    function: &Py<PyAny>,
+    calls: &[Vec<Value>],
+    elem: autobatch::ScalarType,
+) -> Vec<Result<Value, String>> {
+    match stacked_call(py, function, calls, elem) {
+        Ok(values) => values.into_iter().map(Ok).collect(),
+        Err(message) if calls.len() == 1 => vec![Err(message)],
+        Err(_) => calls
+            .iter()
+            .map(|call| {
+                stacked_call(py, function, std::slice::from_ref(call), elem)
+                    .map(|mut v| v.remove(0))
+            })
+            .collect(),
+    }
+}
+
+/// One call of a batched host function on `calls`: a value per call.
+fn stacked_call(
+    py: Python<'_>,
+    function: &Py<PyAny>,
+    calls: &[Vec<Value>],
+    elem: autobatch::ScalarType,
+) -> Result<Vec<Value>, String> {
+    let operands = calls.first().map_or(0, Vec::len);
+    let mut stacked = Vec::with_capacity(operands);
+    for k in 0..operands {
+        let tensors: Vec<&Tensor> = calls
+            .iter()
+            .map(|call| match &call[k] {
+                Value::Tensor(t) => Ok(t),
+                Value::Tuple(_) => Err("an operand is a tuple".to_owned()),
+            })
+            .collect::<Result<_, _>>()?;
+        stacked.push(stack(py, &tensors).map_err(|e| e.to_string())?);
+    }
+    let tuple = PyTuple::new(py, stacked).map_err(|e| e.to_string())?;
+    let value = function.call1(py, tuple).map_err(|e| e.to_string())?;
+    let json = to_json(value.bind(py), &|| "the host function's value".to_owned())
+        .map_err(|e| e.to_string())?;
+    let items = match json {
+        serde_json::Value::Array(items) if items.len() == calls.len() => items,
+        _ => {
+            return Err(format!(
+                "it returned something other than {} values stacked along the first axis",
+                calls.len()
+            ))
+        }
+    };
+    items
+        .iter()
+        .map(|item| json_to_tensor(item, elem).map(Value::Tensor))
+        .collect()
+}
+
+/// Tensors of one type and shape as one numpy array, stacked along a new
+/// first axis.
+fn stack<'py>(py: Python<'py>, tensors: &[&Tensor]) -> PyResult<Bound<'py, PyAny>> {
+    let first = tensors[0];
+    let mut data = Data::with_capacity(first.data.ty(), first.data.len() * tensors.len());
+    for t in tensors {
+        data.extend_from(&t.data, 0..t.data.len());
+    }
+    let mut shape = vec![tensors.len()];
+    shape.extend(&first.shape);
+    tensor_to_numpy(py, &Tensor::new(shape, data))
+}
+
 /// A JSON number, bool or rectangular nest of lists as a tensor of `elem`.
 fn json_to_tensor(json: &serde_json::Value, elem: autobatch::ScalarType) -> Result<Tensor, String> {
     use autobatch::Scalar;

@@ -244,8 +244,13 @@ impl Program {
     /// scalars or numpy arrays) and returns the value (a number, a bool, a
     /// list or a numpy array of the declared type and shape); an exception
     /// stops that member with a `host_error` naming it. Runs call it with
-    /// the GIL held, one call at a time.
-    fn with_host(&self, name: &str, function: Py<PyAny>) -> PyResult<Program> {
+    /// the GIL held, one call at a time. With `batched=True` a call takes
+    /// the calls of many members at once: each operand stacked over them
+    /// (a numpy array whose first axis is the calls), and returns the values
+    /// stacked the same way; an exception then retries each call alone, so
+    /// that only the members whose own call fails get the error.
+    #[pyo3(signature = (name, function, *, batched = false))]
+    fn with_host(&self, name: &str, function: Py<PyAny>, batched: bool) -> PyResult<Program> {
         no_panic(|| {
             let Some(result) = self.compiled.host_result_type(name) else {
                 let error = self
@@ -257,14 +262,20 @@ impl Program {
                     .unwrap_or_default();
                 return Err(PyValueError::new_err(error));
             };
-            let call = move |args: &[autobatch::Value]| {
-                Python::with_gil(|py| convert::call_host(py, &function, args, result.elem))
+            let compiled = if batched {
+                let call = move |calls: &[Vec<autobatch::Value>]| {
+                    Python::with_gil(|py| {
+                        convert::call_host_batch(py, &function, calls, result.elem)
+                    })
+                };
+                self.compiled.clone().with_batched_host(name, call)
+            } else {
+                let call = move |args: &[autobatch::Value]| {
+                    Python::with_gil(|py| convert::call_host(py, &function, args, result.elem))
+                };
+                self.compiled.clone().with_host(name, call)
             };
-            let compiled = self
-                .compiled
-                .clone()
-                .with_host(name, call)
-                .map_err(|e| PyValueError::new_err(e.message().to_owned()))?;
+            let compiled = compiled.map_err(|e| PyValueError::new_err(e.message().to_owned()))?;
             Ok(Program { compiled })
         })
     }

@@ -243,3 +243,26 @@ def test_host_functions_in_python():
     wrong = with_lgamma.with_host("swap", lambda v: [1.0, 2.0, 3.0])
     res = wrong.run("g", batch={"v": [[1.0, 2.0]]})
     assert res.errors[0]["message"] == "host primitive `swap` returned [f64; 3], but is declared to return [f64; 2]"
+
+
+def test_a_batched_host_function_takes_many_calls_at_once():
+    import math
+    prog = autobatch.compile(HOSTS)
+    widths = []
+
+    def lgamma(xs):                      # xs: the calls' operands, stacked
+        widths.append(len(xs))
+        if (xs <= 0).any():
+            raise ValueError("lgamma of a non-positive number")
+        return np.array([math.lgamma(x) for x in xs])
+
+    batched = prog.with_host("lgamma", lgamma, batched=True)
+    res = batched.run("f", batch={"x": [1.0, 5.0, -1.0, 3.0]}, strategy="program-counter")
+    assert res.values[0] == 1.0 and res.values[1] == math.lgamma(5.0) + 1.0
+    assert res.values[3] == math.lgamma(3.0) + 1.0
+    assert res.errors[2]["kind"] == "host_error"
+    assert "non-positive" in res.errors[2]["message"]
+    assert widths[0] == 4                # one call for the four members, then each alone
+    both = batched.with_host("swap", lambda vs: vs[:, ::-1], batched=True)
+    res = both.run("g", batch={"v": [[1.0, 2.0], [3.0, 4.0]]})
+    assert [v.tolist() for v in res.values] == [[4.0, 2.0], [8.0, 6.0]]

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use autobatch_exec::{HostFn, Hosts};
+use autobatch_exec::{BatchHostFn, HostFn, Hosts};
 use autobatch_ir::{EntityRef, FuncId, Op, Prim, Program};
 use autobatch_types::{Loc, Tensor, TensorType, Value};
 
@@ -63,21 +63,56 @@ fn host_fn(
     let name = name.to_owned();
     Arc::new(move |args: &[&Tensor]| {
         let values: Vec<Value> = args.iter().map(|t| Value::Tensor((*t).clone())).collect();
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| function(&values)));
-        match outcome {
-            Ok(Ok(Value::Tensor(tensor))) => Ok(tensor),
-            Ok(Ok(Value::Tuple(_))) => Err("it returned a tuple".to_owned()),
-            Ok(Err(message)) => Err(message),
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| function(&values))) {
+            Ok(outcome) => tensor_outcome(outcome),
+            Err(panic) => Err(format!(
+                "the host function `{name}` panicked: {}",
+                panic_text(panic.as_ref())
+            )),
+        }
+    })
+}
+
+/// A batched host function over values, as the executors call it.
+fn batch_host_fn(
+    name: &str,
+    function: impl Fn(&[Vec<Value>]) -> Vec<Result<Value, String>> + Send + Sync + 'static,
+) -> BatchHostFn {
+    let name = name.to_owned();
+    Arc::new(move |calls: &[Vec<&Tensor>]| {
+        let values: Vec<Vec<Value>> = calls
+            .iter()
+            .map(|args| args.iter().map(|t| Value::Tensor((*t).clone())).collect())
+            .collect();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| function(&values))) {
+            Ok(outcomes) => outcomes.into_iter().map(tensor_outcome).collect(),
             Err(panic) => {
-                let text = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic".to_owned());
-                Err(format!("the host function `{name}` panicked: {text}"))
+                let message = format!(
+                    "the host function `{name}` panicked: {}",
+                    panic_text(panic.as_ref())
+                );
+                calls.iter().map(|_| Err(message.clone())).collect()
             }
         }
     })
+}
+
+/// A value a host function gave, as the tensor it must be.
+fn tensor_outcome(outcome: Result<Value, String>) -> Result<Tensor, String> {
+    match outcome {
+        Ok(Value::Tensor(tensor)) => Ok(tensor),
+        Ok(Value::Tuple(_)) => Err("it returned a tuple".to_owned()),
+        Err(message) => Err(message),
+    }
+}
+
+/// What a panic said.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_owned())
 }
 
 /// A broken IR invariant is a compiler bug, never the user's fault, so it is
@@ -150,23 +185,66 @@ impl Compiled {
         name: &str,
         function: impl Fn(&[Value]) -> Result<Value, String> + Send + Sync + 'static,
     ) -> Result<Compiled, InputError> {
-        let called = host_names(&self.program);
-        if !called.iter().any(|n| n == name) {
-            let listed = if called.is_empty() {
-                "it calls none".to_owned()
-            } else {
-                format!("it calls: {}", called.join(", "))
-            };
-            return Err(InputError::new(
-                InputErrorKind::UnknownName,
-                format!(
-                    "`{name}` is not a host primitive that {} calls ({listed})",
-                    self.path
-                ),
-            ));
-        }
+        self.check_host_name(name)?;
         self.hosts.insert(name, host_fn(name, function));
         Ok(self)
+    }
+
+    /// [`Compiled::with_host`] for a function that takes the calls of many
+    /// members at once: `calls[m]` holds one call's operands, and the
+    /// function gives one outcome per call, in order, each depending on its
+    /// call alone. Every executor gives it the calls of the members that
+    /// reach the primitive together (program-counter and local-static: the
+    /// active members of a step, in any grouping; the reference: one at a
+    /// time), so a vectorized function (a numerical library's batched
+    /// routine, a model served on a GPU) runs once per step instead of once
+    /// per member. A panic fails every call of that batch.
+    ///
+    /// ```
+    /// use autobatch::typed::{FromValue, IntoValue};
+    /// use autobatch::{compile, RunConfig, Value};
+    /// let source = r#"
+    ///     extern "autobatch" { fn norm(v: [f64; 2]) -> f64; }
+    ///     fn f(v: [f64; 2]) -> f64 { norm(v) }
+    /// "#;
+    /// let program = compile(source, "f.ab").unwrap().with_batched_host("norm", |calls: &[Vec<Value>]| {
+    ///     calls.iter().map(|args| {
+    ///         let v = Vec::<f64>::from_value(args[0].clone()).ok_or("not a vector")?;
+    ///         Ok(v.iter().map(|x| x * x).sum::<f64>().sqrt().into_value())
+    ///     }).collect()
+    /// }).unwrap();
+    /// let out = program.call("f").batched("v", [[3.0, 4.0], [6.0, 8.0]]).run::<f64>(&RunConfig::default()).unwrap();
+    /// assert_eq!(out.members, [Ok(5.0), Ok(10.0)]);
+    /// ```
+    pub fn with_batched_host(
+        mut self,
+        name: &str,
+        function: impl Fn(&[Vec<Value>]) -> Vec<Result<Value, String>> + Send + Sync + 'static,
+    ) -> Result<Compiled, InputError> {
+        self.check_host_name(name)?;
+        self.hosts
+            .insert_batched(name, batch_host_fn(name, function));
+        Ok(self)
+    }
+
+    /// Whether the program calls a host primitive `name`.
+    fn check_host_name(&self, name: &str) -> Result<(), InputError> {
+        let called = host_names(&self.program);
+        if called.iter().any(|n| n == name) {
+            return Ok(());
+        }
+        let listed = if called.is_empty() {
+            "it calls none".to_owned()
+        } else {
+            format!("it calls: {}", called.join(", "))
+        };
+        Err(InputError::new(
+            InputErrorKind::UnknownName,
+            format!(
+                "`{name}` is not a host primitive that {} calls ({listed})",
+                self.path
+            ),
+        ))
     }
 
     /// The declared result type of the host primitive `name` that the

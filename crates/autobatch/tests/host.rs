@@ -230,3 +230,55 @@ fn a_program_runs_only_with_its_host_functions() {
         "`afine` is not a host primitive that host.ab calls (it calls: affine, weigh, shaky)"
     );
 }
+
+#[test]
+fn a_batched_host_function_takes_the_calls_of_a_step_at_once() {
+    let widest = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&widest);
+    let compiled = program(Arc::new(AtomicUsize::new(0)))
+        .with_batched_host("affine", move |calls| {
+            seen.fetch_max(calls.len(), Ordering::Relaxed);
+            calls
+                .iter()
+                .map(|args| {
+                    let (x, k) = (f64_arg(args, 0)?, f64_arg(args, 1)?);
+                    if x > 1000.0 {
+                        return Err(format!("{x} is too large"));
+                    }
+                    Ok((x * k + 1.0).into_value())
+                })
+                .collect()
+        })
+        .expect("affine is called");
+    for config in every_configuration() {
+        widest.store(0, Ordering::Relaxed);
+        let walked = run(
+            &compiled,
+            "walk",
+            json!({"batch": {"x": [1.0, 2.0, -4.0, 5000.0], "steps": [0, 1, 3, 1]}, "shared": {"W": [1.0]}}),
+            &config,
+        );
+        let walked = walked.as_array().expect("results");
+        assert_eq!(
+            walked[..3],
+            [
+                json!({"ok": [1.0, 7.0]}),
+                json!({"ok": [2.0, 7.0]}),
+                json!({"ok": [1.25, 7.0]})
+            ]
+        );
+        assert_eq!(
+            walked[3]["error"]["message"], "host primitive `affine` failed: 5000 is too large",
+            "{config:?}"
+        );
+        let widest = widest.load(Ordering::Relaxed);
+        if config.strategy == Strategy::Reference {
+            assert_eq!(widest, 1, "the reference runs one member at a time");
+        } else if config.strategy != Strategy::from_name("native").unwrap() {
+            assert!(
+                widest >= 2,
+                "{config:?}: the members' calls of a step go together"
+            );
+        }
+    }
+}

@@ -274,7 +274,7 @@ pub fn run_reference(
 }
 
 pub use autobatch_kernels::backend::{Backend, Cpu};
-pub use autobatch_kernels::{HostFn, Hosts};
+pub use autobatch_kernels::{BatchHostFn, HostFn, Hosts};
 pub use batched::engine::LaneMode;
 pub use batched::{available_memory_bytes, default_max_instances, BlockChoice};
 pub use executor::{Executor, OptionsRead, Strategy, EXECUTORS};

@@ -72,7 +72,7 @@ pub mod rng;
 pub mod scalar;
 pub mod vmath;
 
-pub use host::{HostFn, Hosts};
+pub use host::{BatchHostFn, HostFn, Hosts};
 
 pub use backend::{Backend, Cpu};
 pub use rng::{ForkKey, MemberRng};

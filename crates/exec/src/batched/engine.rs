@@ -878,7 +878,8 @@ impl<'b> Engine<'b> {
         }
     }
 
-    /// The general path: each active row alone, through [`Backend::eval`].
+    /// The general path: each active row alone, through [`Backend::eval`]
+    /// (a batched host function: every active row in one call).
     fn run_row_by_row(
         &mut self,
         exec: &PrimExecution<'_>,
@@ -887,27 +888,16 @@ impl<'b> Engine<'b> {
         streams: &mut Streams<'_>,
         faults: &mut Vec<(u32, Fault)>,
     ) {
+        if let Prim::Host(host) = exec.prim {
+            if env.hosts.is_batched(&host.name) {
+                return self.run_host_batch(exec, slots, env, host, faults);
+            }
+        }
         let backend = self.backend;
         for &row in exec.rows {
             let outcome = {
-                let owned: Vec<Option<Tensor>> = exec
-                    .args
-                    .iter()
-                    .map(|a| match &slots[*a] {
-                        Slot::Column(c) => Some(row_value(backend, c, row as usize)),
-                        Slot::Invariant(_) => None,
-                        Slot::Member(_) => internal_error("a member-uniform operand row by row"),
-                    })
-                    .collect();
-                let operands: Vec<&Tensor> = exec
-                    .args
-                    .iter()
-                    .zip(&owned)
-                    .map(|(a, o)| match o {
-                        Some(t) => t,
-                        None => invariant(&slots[*a]),
-                    })
-                    .collect();
+                let owned = row_operands(backend, exec, slots, row);
+                let operands = operand_refs(exec, slots, &owned);
                 let mut ctx = PrimContext {
                     statics: env.statics,
                     symbols: env.symbols,
@@ -919,26 +909,97 @@ impl<'b> Engine<'b> {
             match outcome {
                 Err(fault) => faults.push((row, fault)),
                 Ok(None) => {}
-                Ok(Some(value)) => {
-                    let Some(dst) = exec.dst else { continue };
-                    match &mut slots[dst] {
-                        Slot::Column(c) => {
-                            let n = c.row_len;
-                            let r = row as usize;
-                            backend.copy(
-                                Values::all(&value.data),
-                                ValuesMut::of(&mut c.data, r * n..(r + 1) * n),
-                            );
-                        }
-                        // Only a random primitive with invariant operands can get
-                        // here with an invariant result, and the uniformity
-                        // analysis never makes a random result invariant.
-                        Slot::Invariant(_) | Slot::Member(_) => {
-                            internal_error("a per-member value into an invariant variable")
-                        }
-                    }
-                }
+                Ok(Some(value)) => store_row(backend, exec, slots, row, &value),
             }
+        }
+    }
+
+    /// A batched host function: the calls of every active row at once.
+    fn run_host_batch(
+        &mut self,
+        exec: &PrimExecution<'_>,
+        slots: &mut [Slot],
+        env: &SharedEnv<'_>,
+        host: &autobatch_ir::HostPrim,
+        faults: &mut Vec<(u32, Fault)>,
+    ) {
+        let backend = self.backend;
+        let owned: Vec<Vec<Option<Tensor>>> = exec
+            .rows
+            .iter()
+            .map(|&row| row_operands(backend, exec, slots, row))
+            .collect();
+        let outcomes = {
+            let calls: Vec<Vec<&Tensor>> =
+                owned.iter().map(|o| operand_refs(exec, slots, o)).collect();
+            env.hosts.call_batch(host, &calls, env.symbols)
+        };
+        for (&row, outcome) in exec.rows.iter().zip(outcomes) {
+            match outcome {
+                Err(fault) => faults.push((row, fault)),
+                Ok(value) => store_row(backend, exec, slots, row, &value),
+            }
+        }
+    }
+}
+
+/// Row `row`'s operands that live in columns (invariant ones are `None`:
+/// read in place, [`operand_refs`]).
+fn row_operands(
+    backend: &dyn Backend,
+    exec: &PrimExecution<'_>,
+    slots: &[Slot],
+    row: u32,
+) -> Vec<Option<Tensor>> {
+    exec.args
+        .iter()
+        .map(|a| match &slots[*a] {
+            Slot::Column(c) => Some(row_value(backend, c, row as usize)),
+            Slot::Invariant(_) => None,
+            Slot::Member(_) => internal_error("a member-uniform operand row by row"),
+        })
+        .collect()
+}
+
+/// A row's operands: its own (`owned`) and the invariant ones.
+fn operand_refs<'s>(
+    exec: &PrimExecution<'_>,
+    slots: &'s [Slot],
+    owned: &'s [Option<Tensor>],
+) -> Vec<&'s Tensor> {
+    exec.args
+        .iter()
+        .zip(owned)
+        .map(|(a, o)| match o {
+            Some(t) => t,
+            None => invariant(&slots[*a]),
+        })
+        .collect()
+}
+
+/// Writes one row's value into the destination column.
+fn store_row(
+    backend: &dyn Backend,
+    exec: &PrimExecution<'_>,
+    slots: &mut [Slot],
+    row: u32,
+    value: &Tensor,
+) {
+    let Some(dst) = exec.dst else { return };
+    match &mut slots[dst] {
+        Slot::Column(c) => {
+            let n = c.row_len;
+            let r = row as usize;
+            backend.copy(
+                Values::all(&value.data),
+                ValuesMut::of(&mut c.data, r * n..(r + 1) * n),
+            );
+        }
+        // Only a random primitive or a host call with invariant operands
+        // can get here with an invariant result, and the uniformity
+        // analysis never makes their results invariant.
+        Slot::Invariant(_) | Slot::Member(_) => {
+            internal_error("a per-member value into an invariant variable")
         }
     }
 }
