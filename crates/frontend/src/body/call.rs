@@ -219,19 +219,7 @@ impl FunctionChecker<'_, '_> {
     ) -> CheckResult<Expr> {
         let sig = self.scope.signatures[index].clone();
         let mut bindings = self.turbofish_bindings(&sig, turbofish)?;
-        if args.len() != sig.params.len() {
-            return Err(error(
-                format!(
-                    "`{}` takes {} argument(s), but {} were given",
-                    sig.name,
-                    sig.params.len(),
-                    args.len()
-                ),
-                loc,
-                end,
-                format!("expected {} argument(s)", sig.params.len()),
-            ));
-        }
+        check_arity(&sig.name, sig.params.len(), args.len(), (loc, end))?;
         let checked = self.check_args(args)?;
         let mut out = Vec::new();
         for (k, ((arg, arg_end), (pname, _, pty, _))) in
@@ -239,18 +227,8 @@ impl FunctionChecker<'_, '_> {
         {
             if !self.match_param(pty, &arg.ty, &mut bindings) {
                 let pty = &substitute(pty, &partially_bound(&bindings));
-                return Err(error(
-                    format!(
-                        "mismatched types: argument {} (`{pname}`) of `{}` must be `{}`, but this is `{}`",
-                        k + 1,
-                        sig.name,
-                        self.show_with(pty, &sig.const_params),
-                        self.show(&arg.ty)
-                    ),
-                    arg.loc,
-                    arg_end,
-                    format!("expected `{}`", self.show_with(pty, &sig.const_params)),
-                ));
+                let expected = self.show_with(pty, &sig.const_params);
+                return Err(self.mismatched_argument(k, pname, &sig.name, &expected, &arg, arg_end));
             }
             out.push(arg);
         }
@@ -274,6 +252,28 @@ impl FunctionChecker<'_, '_> {
         ))
     }
 
+    /// Argument `k` (`pname`) of `callee` is `arg`, not of the type `expected`.
+    fn mismatched_argument(
+        &self,
+        k: usize,
+        pname: &str,
+        callee: &str,
+        expected: &str,
+        arg: &Expr,
+        arg_end: Loc,
+    ) -> Box<Diagnostic> {
+        error(
+            format!(
+                "mismatched types: argument {} (`{pname}`) of `{callee}` must be `{expected}`, but this is `{}`",
+                k + 1,
+                self.show(&arg.ty)
+            ),
+            arg.loc,
+            arg_end,
+            format!("expected `{expected}`"),
+        )
+    }
+
     /// `h(args)` of a host primitive: its arguments against its declared
     /// parameter types (no generics; symbolic lengths as written).
     fn check_host_call(
@@ -293,36 +293,16 @@ impl FunctionChecker<'_, '_> {
                 "unexpected `::<...>`",
             ));
         }
-        if args.len() != host.params.len() {
-            return Err(error(
-                format!(
-                    "`{}` takes {} argument(s), but {} were given",
-                    host.name,
-                    host.params.len(),
-                    args.len()
-                ),
-                loc,
-                end,
-                format!("expected {} argument(s)", host.params.len()),
-            ));
-        }
+        check_arity(&host.name, host.params.len(), args.len(), (loc, end))?;
         let checked = self.check_args(args)?;
         let mut out = Vec::with_capacity(checked.len());
         for (k, ((arg, arg_end), (pname, pty))) in checked.into_iter().zip(&host.params).enumerate()
         {
             if !self.match_param(pty, &arg.ty, &mut []) {
-                return Err(error(
-                    format!(
-                        "mismatched types: argument {} (`{pname}`) of `{}` must be `{}`, but this is `{}`",
-                        k + 1,
-                        host.name,
-                        self.show(pty),
-                        self.show(&arg.ty)
-                    ),
-                    arg.loc,
-                    arg_end,
-                    format!("expected `{}`", self.show(pty)),
-                ));
+                let expected = self.show(pty);
+                return Err(
+                    self.mismatched_argument(k, pname, &host.name, &expected, &arg, arg_end)
+                );
             }
             out.push(arg);
         }
@@ -812,4 +792,17 @@ pub(super) fn substitute(ty: &Ty, args: &[DimExpr]) -> Ty {
             var: t.var,
         }),
     }
+}
+
+/// `callee` takes `expected` arguments; `given` were written at `place`.
+fn check_arity(callee: &str, expected: usize, given: usize, place: (Loc, Loc)) -> CheckResult<()> {
+    if given == expected {
+        return Ok(());
+    }
+    Err(error(
+        format!("`{callee}` takes {expected} argument(s), but {given} were given"),
+        place.0,
+        place.1,
+        format!("expected {expected} argument(s)"),
+    ))
 }
