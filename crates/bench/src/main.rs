@@ -7,9 +7,11 @@
 //! cargo run --release -p autobatch-bench -- autodiff [--quick] [--threads N]
 //! cargo run --release -p autobatch-bench -- instances [--quick]
 //! cargo run --release -p autobatch-bench -- native [--quick]
+//! cargo run --release -p autobatch-bench -- ragged [--quick]
 //! ```
 //!
-//! `autodiff`: see the module [`autodiff`]; `instances`: see [`instances`].
+//! `autodiff`: see the module [`autodiff`]; `instances`: see [`instances`];
+//! `ragged`: see [`ragged`].
 //!
 //! Timings are medians over repetitions of the execution only (the
 //! executors' own `wall_seconds`: no parsing, compiling or input binding).
@@ -20,6 +22,7 @@ mod autodiff;
 mod instances;
 mod native;
 mod nuts;
+mod ragged;
 
 use std::time::Instant;
 
@@ -126,11 +129,12 @@ fn main() {
         Some("nuts") => nuts::main(&args[1..]),
         Some("instances") => instances::main(&args[1..]),
         Some("native") => native::main(&args[1..]),
+        Some("ragged") => ragged::main(&args[1..]),
         Some("autodiff") => autodiff_command(&args, quick),
         Some("strategies") => strategies(quick),
         _ => {
             eprintln!(
-                "usage: autobatch-bench strategies [--quick] | autodiff [--quick] [--threads N] | instances [--quick] | native [--quick]"
+                "usage: autobatch-bench strategies [--quick] | autodiff [--quick] [--threads N] | instances [--quick] | native [--quick] | ragged [--quick]"
             );
             std::process::exit(2);
         }

@@ -1,0 +1,287 @@
+//! `ragged [--quick]`: a ragged batch (each member with its own length,
+//! issue 16) against the same batch padded to the longest member by hand,
+//! as users write it where ragged batches do not exist.
+//!
+//! ```sh
+//! cargo run --release -p autobatch-bench -- ragged [--quick]
+//! ```
+//!
+//! Two programs, each in both forms:
+//!
+//! - `rnn`: a tanh RNN over the member's tokens (a shared-weight `matvec`
+//!   and an embedding row per token, hidden 64). Padded: the tokens padded
+//!   with 0 to the longest member and the member's own `len`, the loop
+//!   stopping there. Both forms compute the same operations in the same
+//!   order: the results must be equal to the bit.
+//! - `softmax`: `dot(softmax(x), x) + max(x)` over the member's values.
+//!   Padded: the values padded to the longest member and a mask (`0` or
+//!   `-inf`) added before `softmax` and `max`, the usual way in array
+//!   languages; the padding changes the order of the sums, so the results
+//!   are compared to a relative 1e-12.
+//!
+//! Two length distributions: skewed (nine members in ten of length 1 to 5,
+//! one in ten of 40 to 50) and uniform (1 to 50); batches of 256 and 1024;
+//! program-counter and local-static, one thread. Reported: the median
+//! execution seconds (`wall_seconds`) of each form over the repetitions,
+//! their ratio, and the number of sizes the ragged batch ran as.
+
+use autobatch::{compile, Compiled, Inputs, RunConfig, Strategy};
+use serde_json::{json, Value};
+
+const HIDDEN: usize = 64;
+const VOCABULARY: usize = 500;
+
+const RNN_RAGGED: &str = "
+extern \"autobatch\" { static E: [[f64; H]; V]; static W: [[f64; H]; H]; }
+fn run(tokens: [usize; L]) -> f64 {
+    let mut h = [0.0; H];
+    for t in 0..tokens.len() {
+        h = (matvec(W, h) + E[tokens[t]]).tanh();
+    }
+    sum(h)
+}
+";
+
+const RNN_PADDED: &str = "
+extern \"autobatch\" { static E: [[f64; H]; V]; static W: [[f64; H]; H]; }
+fn run(tokens: [usize; LMAX], len: usize) -> f64 {
+    let mut h = [0.0; H];
+    for t in 0..len {
+        h = (matvec(W, h) + E[tokens[t]]).tanh();
+    }
+    sum(h)
+}
+";
+
+const SOFTMAX_RAGGED: &str = "
+fn run(x: [f64; L]) -> f64 { dot(softmax(x), x) + max(x) }
+";
+
+const SOFTMAX_PADDED: &str = "
+fn run(x: [f64; LMAX], mask: [f64; LMAX]) -> f64 {
+    let masked = x + mask;
+    dot(softmax(masked), x) + max(masked)
+}
+";
+
+/// A small deterministic generator (the inputs only need to be fixed).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    /// Uniform in [-1, 1).
+    fn unit(&mut self) -> f64 {
+        self.below(1 << 20) as f64 / (1 << 19) as f64 - 1.0
+    }
+}
+
+/// The members' lengths.
+fn lengths(distribution: &str, members: usize, rng: &mut Lcg) -> Vec<usize> {
+    (0..members)
+        .map(|_| match distribution {
+            "skewed" if rng.below(10) == 0 => 40 + rng.below(11) as usize,
+            "skewed" => 1 + rng.below(5) as usize,
+            _ => 1 + rng.below(50) as usize,
+        })
+        .collect()
+}
+
+/// Both forms of one program, compiled, and how to make their inputs.
+struct Workload {
+    name: &'static str,
+    ragged: Compiled,
+    padded: Compiled,
+    /// Every member's values, of its length.
+    values: fn(&[usize], &mut Lcg) -> Vec<Vec<Value>>,
+    statics: Value,
+    /// Whether the two forms compute the same bits.
+    exact: bool,
+}
+
+fn workloads(rng: &mut Lcg) -> Vec<Workload> {
+    let matrix = |rows: usize, cols: usize, scale: f64, rng: &mut Lcg| -> Value {
+        (0..rows)
+            .map(|_| (0..cols).map(|_| rng.unit() * scale).collect::<Vec<f64>>())
+            .collect::<Vec<_>>()
+            .into()
+    };
+    let e = matrix(VOCABULARY, HIDDEN, 0.5, rng);
+    let w = matrix(HIDDEN, HIDDEN, 1.0 / (HIDDEN as f64).sqrt(), rng);
+    let compiled = |source: &str| compile(source, "bench.ab").expect("the benchmark compiles");
+    vec![
+        Workload {
+            name: "rnn",
+            ragged: compiled(RNN_RAGGED),
+            padded: compiled(RNN_PADDED),
+            values: |lens, rng| {
+                lens.iter()
+                    .map(|&n| {
+                        (0..n)
+                            .map(|_| json!(rng.below(VOCABULARY as u64)))
+                            .collect()
+                    })
+                    .collect()
+            },
+            statics: json!({"E": e, "W": w}),
+            exact: true,
+        },
+        Workload {
+            name: "softmax",
+            ragged: compiled(SOFTMAX_RAGGED),
+            padded: compiled(SOFTMAX_PADDED),
+            values: |lens, rng| {
+                lens.iter()
+                    .map(|&n| (0..n).map(|_| json!(rng.unit() * 3.0)).collect())
+                    .collect()
+            },
+            statics: json!({}),
+            exact: false,
+        },
+    ]
+}
+
+/// The inputs of both forms: each member's own values; and the values
+/// padded to the longest member with the member's length (`rnn`) or a mask
+/// (`softmax`).
+fn inputs(workload: &Workload, values: &[Vec<Value>]) -> (Inputs, Inputs) {
+    let longest = values.iter().map(Vec::len).max().unwrap_or(0);
+    let padded: Vec<Vec<Value>> = values
+        .iter()
+        .map(|v| {
+            let mut p = v.clone();
+            p.resize(longest, json!(0));
+            p
+        })
+        .collect();
+    let (ragged_batch, padded_batch) = if workload.name == "rnn" {
+        let lens: Vec<usize> = values.iter().map(Vec::len).collect();
+        (
+            json!({"tokens": values}),
+            json!({"tokens": padded, "len": lens}),
+        )
+    } else {
+        let masks: Vec<Vec<Value>> = values
+            .iter()
+            .map(|v| {
+                (0..longest)
+                    .map(|i| {
+                        if i < v.len() {
+                            json!(0.0)
+                        } else {
+                            json!("-inf")
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        (json!({"x": values}), json!({"x": padded, "mask": masks}))
+    };
+    let parse = |batch: Value| {
+        let text = json!({"batch": batch, "shared": workload.statics}).to_string();
+        Inputs::from_json_str(&text).expect("the benchmark's inputs parse")
+    };
+    (parse(ragged_batch), parse(padded_batch))
+}
+
+/// The median execution seconds of `repeats` runs, the results of the
+/// last, and the sizes it ran as.
+fn measure(
+    compiled: &Compiled,
+    inputs: &Inputs,
+    config: &RunConfig,
+    repeats: usize,
+) -> (f64, Vec<f64>, u64) {
+    let bound = compiled
+        .bind("run", inputs)
+        .expect("the benchmark's inputs bind");
+    let mut seconds = Vec::with_capacity(repeats);
+    let mut last = None;
+    for _ in 0..repeats {
+        let result = bound.run(config).expect("the benchmark runs");
+        seconds.push(result.stats.wall_seconds);
+        last = Some(result);
+    }
+    seconds.sort_by(f64::total_cmp);
+    let result = last.expect("at least one repetition");
+    let values = result
+        .members
+        .iter()
+        .map(|m| match m {
+            Ok(autobatch::Value::Tensor(t)) => match t.data.get(0) {
+                autobatch::Scalar::F64(x) => x,
+                other => panic!("the benchmark returns an f64, not {other:?}"),
+            },
+            other => panic!("a member of the benchmark failed: {other:?}"),
+        })
+        .collect();
+    (seconds[seconds.len() / 2], values, result.stats.sizes)
+}
+
+/// Whether the two forms agree (to the bit, or to a relative 1e-12).
+fn agree(a: &[f64], b: &[f64], exact: bool) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            if exact {
+                x.to_bits() == y.to_bits()
+            } else {
+                (x - y).abs() <= 1e-12 * x.abs().max(1.0)
+            }
+        })
+}
+
+pub fn main(args: &[String]) {
+    let quick = args.iter().any(|a| a == "--quick");
+    let repeats = if quick { 1 } else { 5 };
+    let batches: &[usize] = if quick { &[64] } else { &[256, 1024] };
+    let mut rng = Lcg(2026);
+    let mut rows = Vec::new();
+    for workload in workloads(&mut rng) {
+        for distribution in ["skewed", "uniform"] {
+            for &members in batches {
+                let lens = lengths(distribution, members, &mut rng);
+                let values = (workload.values)(&lens, &mut rng);
+                let (ragged, padded) = inputs(&workload, &values);
+                for strategy in ["program-counter", "local-static"] {
+                    let config = RunConfig {
+                        strategy: Strategy::from_name(strategy).expect("a strategy"),
+                        threads: 1,
+                        ..RunConfig::default()
+                    };
+                    let (ragged_s, ragged_v, sizes) =
+                        measure(&workload.ragged, &ragged, &config, repeats);
+                    let (padded_s, padded_v, _) =
+                        measure(&workload.padded, &padded, &config, repeats);
+                    let same = agree(&ragged_v, &padded_v, workload.exact);
+                    let row = json!({
+                        "program": workload.name,
+                        "lengths": distribution,
+                        "members": members,
+                        "elements": lens.iter().sum::<usize>(),
+                        "longest": lens.iter().max(),
+                        "strategy": strategy,
+                        "ragged_seconds": ragged_s,
+                        "padded_seconds": padded_s,
+                        "padded_over_ragged": padded_s / ragged_s,
+                        "sizes": sizes,
+                        "results_agree": same,
+                    });
+                    eprintln!("{row}");
+                    rows.push(row);
+                }
+            }
+        }
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({"benchmark": "ragged", "rows": rows})).unwrap()
+    );
+}
