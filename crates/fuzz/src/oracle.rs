@@ -123,6 +123,25 @@ pub fn validate(case: &Case) -> Result<(), String> {
     bind(&case.source(), &case.inputs.to_json().to_string()).map(|_| ())
 }
 
+/// Checks that the binder refuses `inputs` for the case's program (inputs
+/// that fix the ragged dimension both in `shared` and, with other lengths,
+/// in `batch`) with an input error naming the dimension; the error message
+/// if so, what happened instead if not (it binds, or the binder panics).
+pub fn refuses_inputs(case: &Case, inputs: &crate::case::Inputs) -> Result<String, String> {
+    let compiled = compile(&case.source(), "generated.ab")
+        .map_err(|e| format!("does not compile:\n{}", e.render(false)))?;
+    let inputs = Inputs::from_json_str(&inputs.to_json().to_string())
+        .map_err(|e| format!("bad inputs: {}", e.message()))?;
+    match without_panics(|| compiled.bind(ENTRY, &inputs)) {
+        Err(panic) => Err(format!("binding {panic}")),
+        Ok(Ok(_)) => Err("the inputs bind".into()),
+        Ok(Err(e)) if e.message().contains(&format!("`{}`", crate::ast::RAGGED_DIM)) => {
+            Ok(e.message().to_owned())
+        }
+        Ok(Err(e)) => Err(format!("refused for another reason: {}", e.message())),
+    }
+}
+
 /// The reference's results as `autobatch run` prints them (the `results` array).
 pub fn reference_results(
     source: &str,

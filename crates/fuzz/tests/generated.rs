@@ -145,6 +145,9 @@ fn every_configuration_matches_the_reference() {
         .filter_map(|seed| match check_seed(seed) {
             Outcome::Pass => None,
             Outcome::GeneratorBug { why, .. } => Some(format!("seed {seed}: generator bug: {why}")),
+            Outcome::ConflictAccepted { why, inputs, .. } => Some(format!(
+                "seed {seed}: conflicting ragged inputs {inputs} not refused: {why}"
+            )),
             Outcome::Fail { findings, .. } => Some(format!(
                 "seed {seed}: {} configurations differ, first {}: {}",
                 findings.len(),
