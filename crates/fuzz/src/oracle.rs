@@ -2,7 +2,8 @@
 //! every registered strategy with every lanes mode and block choice it
 //! reads ([`configurations`]) through the library API, and
 //! compares every member's result with the reference executor's, bit for
-//! bit (values) or by kind, line and column (errors).
+//! bit (values) or by kind, line and column (errors); in a ragged batch,
+//! also the reference's result of each member with that member run alone.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -11,7 +12,7 @@ use autobatch::{
     Strategy, Tensor, Value,
 };
 
-use crate::case::{Case, Limits, ENTRY};
+use crate::case::{Case, InputValue, Inputs as CaseInputs, Limits, ENTRY};
 
 /// One way of running a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,9 +73,81 @@ pub struct Finding {
 
 /// Checks a case whose program text is preceded by `header_lines` lines
 /// (so that error lines match a test file with that many directive lines).
+///
+/// A ragged batch (members of different lengths) is also checked member by
+/// member: each member run alone on the reference, numbered as in the
+/// batch (so that it draws the same random numbers), must get what it gets
+/// in the batch ([`members_alone`]).
 pub fn check(case: &Case, header_lines: usize) -> Verdict {
     let source = format!("{}{}", "\n".repeat(header_lines), case.source());
-    check_source(&source, &case.inputs.to_json().to_string(), case.limits)
+    let verdict = check_source(&source, &case.inputs.to_json().to_string(), case.limits);
+    if verdict != Verdict::Pass || !is_ragged_batch(&case.inputs) {
+        return verdict;
+    }
+    members_alone(&source, &case.inputs, case.limits)
+}
+
+/// Whether the batched ragged arguments differ in length between members.
+fn is_ragged_batch(inputs: &CaseInputs) -> bool {
+    inputs.args.iter().any(|arg| match &arg.value {
+        InputValue::Batched(values) if arg.ty.is_ragged() => {
+            let len = |v: &serde_json::Value| v.as_array().map(Vec::len);
+            values.windows(2).any(|w| len(&w[0]) != len(&w[1]))
+        }
+        _ => false,
+    })
+}
+
+/// The inputs of member `m` alone: a batch of one.
+fn member_inputs(inputs: &CaseInputs, m: usize) -> CaseInputs {
+    let mut alone = inputs.clone();
+    alone.members = 1;
+    for arg in &mut alone.args {
+        if let InputValue::Batched(values) = &mut arg.value {
+            *values = values.get(m).cloned().into_iter().collect();
+        }
+    }
+    alone
+}
+
+/// Runs the batch on the reference, then each member alone (numbered as
+/// in the batch), and compares each member's two results.
+pub fn members_alone(source: &str, inputs: &CaseInputs, limits: Limits) -> Verdict {
+    let reference = configurations()[0];
+    let batch = match bind(source, &inputs.to_json().to_string())
+        .and_then(|bound| run(&bound, reference, limits))
+    {
+        Ok(result) => result,
+        Err(why) => return Verdict::Invalid(why),
+    };
+    let mut findings = Vec::new();
+    for (m, in_batch) in batch.members.iter().enumerate() {
+        let alone = bind(source, &member_inputs(inputs, m).to_json().to_string())
+            .map(|bound| bound.numbered_from(m as u64))
+            .and_then(|bound| run(&bound, reference, limits));
+        let show = |r: &Result<Value, MemberError>| autobatch::member_result_to_json(r).to_string();
+        let detail = match alone {
+            Err(why) => format!("member {m} alone: {why}"),
+            Ok(alone) => match alone.members.first() {
+                Some(result) if same_result(result, in_batch) => continue,
+                Some(result) => format!(
+                    "member {m}: alone {}, in the batch {}",
+                    show(result),
+                    show(in_batch)
+                ),
+                None => format!("member {m} alone: no result"),
+            },
+        };
+        findings.push(Finding {
+            configuration: reference,
+            detail,
+        });
+    }
+    if findings.is_empty() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail(findings)
+    }
 }
 
 /// Checks program text with inputs JSON and limits.
