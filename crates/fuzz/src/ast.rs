@@ -27,6 +27,8 @@ pub enum Ty {
     IntRagged,
     /// `[f64; L]`.
     FloatRagged,
+    /// `[[f64; 3]; L]`: a ragged number of rows of `[f64; 3]`.
+    RowsRagged,
 }
 
 impl Ty {
@@ -41,27 +43,22 @@ impl Ty {
             Ty::Pair => "(i64, f64)",
             Ty::IntRagged => "[i64; L]",
             Ty::FloatRagged => "[f64; L]",
+            Ty::RowsRagged => "[[f64; 3]; L]",
         }
     }
 
     /// Whether the type is an array of the symbolic length `L`.
     pub fn is_ragged(self) -> bool {
-        matches!(self, Ty::IntRagged | Ty::FloatRagged)
+        matches!(self, Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged)
     }
 
-    /// Whether the type is an array (of a fixed or ragged length).
-    pub fn is_array(self) -> bool {
-        matches!(
-            self,
-            Ty::IntArray | Ty::FloatArray | Ty::IntRagged | Ty::FloatRagged
-        )
-    }
-
-    /// The element type of an array type; the type itself otherwise.
+    /// The element type of an array type (a row of `[[f64; 3]; L]`); the
+    /// type itself otherwise.
     pub fn element(self) -> Ty {
         match self {
             Ty::IntArray | Ty::IntRagged => Ty::Int,
             Ty::FloatArray | Ty::FloatRagged => Ty::Float,
+            Ty::RowsRagged => Ty::FloatArray,
             other => other,
         }
     }
@@ -75,7 +72,9 @@ impl Ty {
             Ty::IntArray => ExprKind::Array(vec![Ty::Int.zero(); INT_ARRAY_LEN]),
             Ty::FloatArray => ExprKind::Array(vec![Ty::Float.zero(); FLOAT_ARRAY_LEN]),
             Ty::Pair => ExprKind::Pair(Box::new(Ty::Int.zero()), Box::new(Ty::Float.zero())),
-            Ty::IntRagged | Ty::FloatRagged => ExprKind::Fill(Box::new(self.element().zero())),
+            Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged => {
+                ExprKind::Fill(Box::new(self.element().zero()))
+            }
         };
         Expr { ty: self, kind }
     }

@@ -33,7 +33,7 @@ use crate::differentiable;
 const VALUE_TYPES: [Ty; 5] = [Ty::Int, Ty::Float, Ty::IntArray, Ty::FloatArray, Ty::Pair];
 
 /// The same in a program with ragged arrays.
-const RAGGED_VALUE_TYPES: [Ty; 7] = [
+const RAGGED_VALUE_TYPES: [Ty; 8] = [
     Ty::Int,
     Ty::Float,
     Ty::IntArray,
@@ -41,6 +41,7 @@ const RAGGED_VALUE_TYPES: [Ty; 7] = [
     Ty::Pair,
     Ty::IntRagged,
     Ty::FloatRagged,
+    Ty::RowsRagged,
 ];
 
 /// How often a program has ragged arrays.
@@ -179,11 +180,9 @@ impl Generator {
 
     /// A ragged array type.
     fn ragged_type(&mut self) -> Ty {
-        if self.chance(0.5) {
-            Ty::IntRagged
-        } else {
-            Ty::FloatRagged
-        }
+        *[Ty::IntRagged, Ty::FloatRagged, Ty::FloatRagged, Ty::RowsRagged]
+            .choose(&mut self.rng)
+            .unwrap_or(&Ty::FloatRagged)
     }
 
     // ---- program, functions ----
@@ -426,7 +425,8 @@ impl Generator {
             | Ty::IntArray
             | Ty::FloatArray
             | Ty::IntRagged
-            | Ty::FloatRagged => {
+            | Ty::FloatRagged
+            | Ty::RowsRagged => {
                 *[AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul]
                     .choose(&mut self.rng)?
             }
@@ -442,6 +442,7 @@ impl Generator {
             Ty::FloatArray,
             Ty::IntRagged,
             Ty::FloatRagged,
+            Ty::RowsRagged,
         ])?;
         let element = ty.element();
         let index = self.index(ty, 1);
@@ -598,6 +599,7 @@ impl Generator {
             Ty::IntArray | Ty::FloatArray => self.array_expr(ty, depth),
             Ty::Pair => self.pair_expr(depth),
             Ty::IntRagged | Ty::FloatRagged => self.ragged_expr(ty, depth),
+            Ty::RowsRagged => self.rows_expr(depth),
         }
     }
 
@@ -633,7 +635,9 @@ impl Generator {
                 Box::new(self.literal(Ty::Int)),
                 Box::new(self.literal(Ty::Float)),
             ),
-            Ty::IntRagged | Ty::FloatRagged => ExprKind::Fill(Box::new(self.literal(ty.element()))),
+            Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged => {
+                ExprKind::Fill(Box::new(self.literal(ty.element())))
+            }
         };
         Expr::new(ty, kind)
     }
@@ -821,6 +825,14 @@ impl Generator {
 
     fn array_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
         let sub = depth - 1;
+        if ty == Ty::FloatArray && self.ragged && self.chance(0.2) {
+            // A row of `[[f64; 3]; L]`, or `vecmat` contracting over `L`.
+            if self.chance(0.5) {
+                return Some(self.index_expr(Ty::RowsRagged, sub));
+            }
+            let (v, m) = (self.expr(Ty::FloatRagged, sub), self.expr(Ty::RowsRagged, sub));
+            return Some(self.builtin(ty, Builtin::Vecmat, vec![v, m]));
+        }
         let (element, len) = if ty == Ty::IntArray {
             (Ty::Int, INT_ARRAY_LEN)
         } else {
@@ -989,7 +1001,34 @@ impl Generator {
                 let array = self.expr(ty, sub);
                 self.builtin(ty, builtin, vec![array])
             }
+            5 if ty == Ty::FloatRagged && self.chance(0.5) => {
+                let (m, v) = (self.expr(Ty::RowsRagged, sub), self.expr(Ty::FloatArray, sub));
+                self.builtin(ty, Builtin::Matvec, vec![m, v])
+            }
             4 | 5 => {
+                let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
+                self.builtin(ty, Builtin::Select, args)
+            }
+            _ => self.leaf(ty),
+        };
+        Some(e)
+    }
+
+    /// An expression of type `[[f64; 3]; L]`: `[row; L]`, elementwise
+    /// with another or with a scalar, `select`.
+    fn rows_expr(&mut self, depth: u32) -> Option<Expr> {
+        let (ty, sub) = (Ty::RowsRagged, depth - 1);
+        let e = match self.rng.gen_range(0..6) {
+            0 => Expr::new(ty, ExprKind::Fill(Box::new(self.expr(Ty::FloatArray, sub)))),
+            1 | 2 => {
+                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
+            }
+            3 => {
+                let op = *[BinOp::Add, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(Ty::Float, sub))
+            }
+            4 => {
                 let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
                 self.builtin(ty, Builtin::Select, args)
             }
@@ -1438,6 +1477,14 @@ impl Generator {
             Ty::Pair => json!([int(&mut self.rng), float(&mut self.rng)]),
             Ty::IntRagged => Json::Array((0..length).map(|_| int(&mut self.rng)).collect()),
             Ty::FloatRagged => Json::Array((0..length).map(|_| float(&mut self.rng)).collect()),
+            Ty::RowsRagged => Json::Array(
+                (0..length)
+                    .map(|_| {
+                        let row = (0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng));
+                        Json::Array(row.collect())
+                    })
+                    .collect(),
+            ),
         }
     }
 
@@ -1489,7 +1536,11 @@ pub fn conflicting_inputs(case: &Case) -> Option<Inputs> {
         return None;
     }
     let zeros = |ty: Ty, n: usize| {
-        let zero = if ty == Ty::IntRagged { json!(0) } else { json!(0.0) };
+        let zero = match ty {
+            Ty::IntRagged => json!(0),
+            Ty::RowsRagged => Json::Array(vec![json!(0.0); FLOAT_ARRAY_LEN]),
+            _ => json!(0.0),
+        };
         Json::Array(vec![zero; n])
     };
     let arg = &mut inputs.args[first];

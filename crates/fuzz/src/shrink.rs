@@ -363,6 +363,7 @@ fn simpler_value(value: &Json) -> Option<Json> {
 
 fn zero_like(value: &Json) -> Json {
     match value {
+        Json::Array(items) => Json::Array(items.iter().map(zero_like).collect()),
         Json::Number(n) if n.is_f64() => Json::from(0.0),
         _ => Json::from(0),
     }

@@ -98,6 +98,9 @@ fn the_programs_use_every_promised_construct() {
         "min(",
         "mean(",
         "logsumexp(",
+        "[[f64; 3]; L]",
+        "matvec(",
+        "vecmat(",
     ];
     let missing: Vec<&str> = constructs
         .iter()
