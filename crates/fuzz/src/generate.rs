@@ -19,6 +19,9 @@
 //! function: every `k <= d`). Calls to later functions with a depth of at
 //! most `d`, and to any function with less than `d`, decrease the pair
 //! (`d`, position from the end), so every program still terminates.
+//! `pfor::<L>` over the member's own ragged length `L` is guarded by
+//! `d >= L` (`d >= L - 1` for a later function) for the same reason, and
+//! `map` over `[depth; L]` passes every instance the same depth argument.
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};

@@ -10,7 +10,8 @@
 //!   `catch`; instances (`join`, `map`, `pfor`); rows of `jacobian`s of
 //!   differentiable helpers that fork ([`differentiable`]); random draws;
 //!   members that fault beside members that do not; in some programs ragged
-//!   arrays `[i64; L]`, `[f64; L]` whose length is each member's own), with
+//!   arrays `[i64; L]`, `[f64; L]`, `[[f64; 3]; L]` whose length is each
+//!   member's own), with
 //!   shared and batched inputs (ragged ones of each member's own length, or
 //!   of one length and then possibly shared) and limits; and inputs that
 //!   fix `L` in conflicting ways, which must be refused.
