@@ -3,7 +3,8 @@
 //! reads ([`configurations`]) through the library API, and
 //! compares every member's result with the reference executor's, bit for
 //! bit (values) or by kind, line and column (errors); in a ragged batch,
-//! also the reference's result of each member with that member run alone.
+//! also on two threads ([`threaded_configurations`]), and the reference's
+//! result of each member with that member run alone.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -20,12 +21,36 @@ pub struct Configuration {
     pub strategy: Strategy,
     pub lanes: Lanes,
     pub block_choice: BlockChoice,
+    /// Worker threads (1 but for [`threaded_configurations`]).
+    pub threads: usize,
 }
 
 impl std::fmt::Display for Configuration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}/{}", self.strategy, self.lanes, self.block_choice)
+        write!(f, "{}/{}/{}", self.strategy, self.lanes, self.block_choice)?;
+        if self.threads > 1 {
+            write!(f, "/{} threads", self.threads)?;
+        }
+        Ok(())
     }
+}
+
+/// Every strategy with its first lanes mode and block choice on two
+/// threads: ragged batches run one batch per size, each split between the
+/// threads, and every member must keep its own random stream.
+pub fn threaded_configurations() -> Vec<Configuration> {
+    Strategy::ALL
+        .into_iter()
+        .filter_map(|strategy| {
+            let options = strategy.configurations().into_iter().next()?;
+            Some(Configuration {
+                strategy,
+                lanes: options.lanes,
+                block_choice: options.block_choice,
+                threads: 2,
+            })
+        })
+        .collect()
 }
 
 /// The reference first, then every other registered strategy with every
@@ -35,6 +60,7 @@ pub fn configurations() -> Vec<Configuration> {
         strategy: Strategy::Reference,
         lanes: Lanes::Auto,
         block_choice: BlockChoice::SmallestIndex,
+        threads: 1,
     };
     let others = Strategy::ALL
         .into_iter()
@@ -47,6 +73,7 @@ pub fn configurations() -> Vec<Configuration> {
                 strategy,
                 lanes: options.lanes,
                 block_choice: options.block_choice,
+                threads: 1,
             })
     });
     std::iter::once(reference).chain(batching).collect()
@@ -80,11 +107,16 @@ pub struct Finding {
 /// in the batch ([`members_alone`]).
 pub fn check(case: &Case, header_lines: usize) -> Verdict {
     let source = format!("{}{}", "\n".repeat(header_lines), case.source());
-    let verdict = check_source(&source, &case.inputs.to_json().to_string(), case.limits);
-    if verdict != Verdict::Pass || !is_ragged_batch(&case.inputs) {
-        return verdict;
+    let inputs = case.inputs.to_json().to_string();
+    if !is_ragged_batch(&case.inputs) {
+        return check_source(&source, &inputs, case.limits);
     }
-    members_alone(&source, &case.inputs, case.limits)
+    let mut all = configurations();
+    all.extend(threaded_configurations());
+    match check_configurations(&source, &inputs, case.limits, &all) {
+        Verdict::Pass => members_alone(&source, &case.inputs, case.limits),
+        verdict => verdict,
+    }
 }
 
 /// Whether the batched ragged arguments differ in length between members.
@@ -152,13 +184,23 @@ pub fn members_alone(source: &str, inputs: &CaseInputs, limits: Limits) -> Verdi
 
 /// Checks program text with inputs JSON and limits.
 pub fn check_source(source: &str, inputs_json: &str, limits: Limits) -> Verdict {
+    check_configurations(source, inputs_json, limits, &configurations())
+}
+
+/// Checks program text on `configurations`, the first of which is the reference.
+fn check_configurations(
+    source: &str,
+    inputs_json: &str,
+    limits: Limits,
+    configurations: &[Configuration],
+) -> Verdict {
     let bound = match bind(source, inputs_json) {
         Ok(bound) => bound,
         Err(why) => return Verdict::Invalid(why),
     };
-    let mut runs = configurations()
-        .into_iter()
-        .map(|c| (c, run(&bound, c, limits)));
+    let mut runs = configurations
+        .iter()
+        .map(|&c| (c, run(&bound, c, limits)));
     let Some((reference_config, reference)) = runs.next() else {
         return Verdict::Pass;
     };
@@ -250,7 +292,7 @@ fn run(
         max_stack_depth: limits.max_stack_depth,
         max_steps: limits.max_steps,
         seed: limits.seed,
-        threads: 1,
+        threads: configuration.threads,
         max_instances: None,
     };
     match without_panics(|| bound.run(&config)) {
