@@ -9,7 +9,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use autobatch::{
-    compile, BlockChoice, BoundBatch, Inputs, Lanes, MemberError, RunConfig, RunResult, Scalar,
+    compile, BlockChoice, BoundBatch, Compiled, Inputs, Lanes, MemberError, RunConfig, RunResult, Scalar,
     Strategy, Tensor, Value,
 };
 
@@ -108,14 +108,22 @@ pub struct Finding {
 pub fn check(case: &Case, header_lines: usize) -> Verdict {
     let source = format!("{}{}", "\n".repeat(header_lines), case.source());
     let inputs = case.inputs.to_json().to_string();
+    let compiled = match compile_source(&source) {
+        Ok(compiled) => compiled,
+        Err(why) => return Verdict::Invalid(why),
+    };
+    let bound = match bind_compiled(&compiled, &inputs) {
+        Ok(bound) => bound,
+        Err(why) => return Verdict::Invalid(why),
+    };
     if !is_ragged_batch(&case.inputs) {
-        return check_source(&source, &inputs, case.limits);
+        return compare_configurations(&bound, case.limits, &configurations()).0;
     }
     let mut all = configurations();
     all.extend(threaded_configurations());
-    match check_configurations(&source, &inputs, case.limits, &all) {
-        Verdict::Pass => members_alone(&source, &case.inputs, case.limits),
-        verdict => verdict,
+    match compare_configurations(&bound, case.limits, &all) {
+        (Verdict::Pass, Some(batch)) => members_alone(&compiled, &case.inputs, case.limits, &batch),
+        (verdict, _) => verdict,
     }
 }
 
@@ -142,19 +150,18 @@ fn member_inputs(inputs: &CaseInputs, m: usize) -> CaseInputs {
     alone
 }
 
-/// Runs the batch on the reference, then each member alone (numbered as
-/// in the batch), and compares each member's two results.
-pub fn members_alone(source: &str, inputs: &CaseInputs, limits: Limits) -> Verdict {
+/// Runs each member of the batch alone on the reference (numbered as in
+/// the batch) and compares its result with `batch`'s (the reference's).
+fn members_alone(
+    compiled: &Compiled,
+    inputs: &CaseInputs,
+    limits: Limits,
+    batch: &RunResult,
+) -> Verdict {
     let reference = configurations()[0];
-    let batch = match bind(source, &inputs.to_json().to_string())
-        .and_then(|bound| run(&bound, reference, limits))
-    {
-        Ok(result) => result,
-        Err(why) => return Verdict::Invalid(why),
-    };
     let mut findings = Vec::new();
     for (m, in_batch) in batch.members.iter().enumerate() {
-        let alone = bind(source, &member_inputs(inputs, m).to_json().to_string())
+        let alone = bind_compiled(compiled, &member_inputs(inputs, m).to_json().to_string())
             .map(|bound| bound.numbered_from(m as u64))
             .and_then(|bound| run(&bound, reference, limits));
         let show = |r: &Result<Value, MemberError>| autobatch::member_result_to_json(r).to_string();
@@ -184,33 +191,34 @@ pub fn members_alone(source: &str, inputs: &CaseInputs, limits: Limits) -> Verdi
 
 /// Checks program text with inputs JSON and limits.
 pub fn check_source(source: &str, inputs_json: &str, limits: Limits) -> Verdict {
-    check_configurations(source, inputs_json, limits, &configurations())
+    match bind(source, inputs_json) {
+        Ok(bound) => compare_configurations(&bound, limits, &configurations()).0,
+        Err(why) => Verdict::Invalid(why),
+    }
 }
 
-/// Checks program text on `configurations`, the first of which is the reference.
-fn check_configurations(
-    source: &str,
-    inputs_json: &str,
+/// Runs a batch on `configurations`, the first of which is the reference,
+/// and compares each run with the reference's; the reference's result too
+/// if it ran.
+fn compare_configurations(
+    bound: &BoundBatch,
     limits: Limits,
     configurations: &[Configuration],
-) -> Verdict {
-    let bound = match bind(source, inputs_json) {
-        Ok(bound) => bound,
-        Err(why) => return Verdict::Invalid(why),
-    };
+) -> (Verdict, Option<RunResult>) {
     let mut runs = configurations
         .iter()
-        .map(|&c| (c, run(&bound, c, limits)));
+        .map(|&c| (c, run(bound, c, limits)));
     let Some((reference_config, reference)) = runs.next() else {
-        return Verdict::Pass;
+        return (Verdict::Pass, None);
     };
     let reference = match reference {
         Ok(result) => result,
         Err(detail) => {
-            return Verdict::Fail(vec![Finding {
+            let finding = Finding {
                 configuration: reference_config,
                 detail,
-            }])
+            };
+            return (Verdict::Fail(vec![finding]), None);
         }
     };
     let findings: Vec<Finding> = runs
@@ -225,11 +233,12 @@ fn check_configurations(
             })
         })
         .collect();
-    if findings.is_empty() {
+    let verdict = if findings.is_empty() {
         Verdict::Pass
     } else {
         Verdict::Fail(findings)
-    }
+    };
+    (verdict, Some(reference))
 }
 
 /// Whether a case compiles and its inputs bind (without running it);
@@ -270,9 +279,16 @@ pub fn reference_results(
 }
 
 fn bind(source: &str, inputs_json: &str) -> Result<BoundBatch, String> {
-    let compiled = without_panics(|| compile(source, "generated.ab"))
+    bind_compiled(&compile_source(source)?, inputs_json)
+}
+
+fn compile_source(source: &str) -> Result<Compiled, String> {
+    without_panics(|| compile(source, "generated.ab"))
         .map_err(|panic| format!("compiling {panic}"))?
-        .map_err(|e| format!("does not compile:\n{}", e.render(false)))?;
+        .map_err(|e| format!("does not compile:\n{}", e.render(false)))
+}
+
+fn bind_compiled(compiled: &Compiled, inputs_json: &str) -> Result<BoundBatch, String> {
     let inputs =
         Inputs::from_json_str(inputs_json).map_err(|e| format!("bad inputs: {}", e.message()))?;
     without_panics(|| compiled.bind(ENTRY, &inputs))
