@@ -183,9 +183,14 @@ impl Generator {
 
     /// A ragged array type.
     fn ragged_type(&mut self) -> Ty {
-        *[Ty::IntRagged, Ty::FloatRagged, Ty::FloatRagged, Ty::RowsRagged]
-            .choose(&mut self.rng)
-            .unwrap_or(&Ty::FloatRagged)
+        *[
+            Ty::IntRagged,
+            Ty::FloatRagged,
+            Ty::FloatRagged,
+            Ty::RowsRagged,
+        ]
+        .choose(&mut self.rng)
+        .unwrap_or(&Ty::FloatRagged)
     }
 
     // ---- program, functions ----
@@ -429,10 +434,8 @@ impl Generator {
             | Ty::FloatArray
             | Ty::IntRagged
             | Ty::FloatRagged
-            | Ty::RowsRagged => {
-                *[AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul]
-                    .choose(&mut self.rng)?
-            }
+            | Ty::RowsRagged => *[AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul]
+                .choose(&mut self.rng)?,
             _ => AssignOp::Set,
         };
         let value = self.expr(ty, self.stmt_expr_depth(3));
@@ -833,7 +836,10 @@ impl Generator {
             if self.chance(0.5) {
                 return Some(self.index_expr(Ty::RowsRagged, sub));
             }
-            let (v, m) = (self.expr(Ty::FloatRagged, sub), self.expr(Ty::RowsRagged, sub));
+            let (v, m) = (
+                self.expr(Ty::FloatRagged, sub),
+                self.expr(Ty::RowsRagged, sub),
+            );
             return Some(self.builtin(ty, Builtin::Vecmat, vec![v, m]));
         }
         let (element, len) = if ty == Ty::IntArray {
@@ -919,7 +925,12 @@ impl Generator {
         }
         match self.rng.gen_range(0..6) {
             0 => self.expr(Ty::Int, depth),
-            1 => Expr::binary(Ty::Int, BinOp::Sub, Expr::new(Ty::Int, ExprKind::Dim), Expr::int(1)),
+            1 => Expr::binary(
+                Ty::Int,
+                BinOp::Sub,
+                Expr::new(Ty::Int, ExprKind::Dim),
+                Expr::int(1),
+            ),
             k => {
                 let mask = if k < 4 { 1 } else { 3 };
                 let e = self.expr(Ty::Int, depth);
@@ -1005,7 +1016,10 @@ impl Generator {
                 self.builtin(ty, builtin, vec![array])
             }
             5 if ty == Ty::FloatRagged && self.chance(0.5) => {
-                let (m, v) = (self.expr(Ty::RowsRagged, sub), self.expr(Ty::FloatArray, sub));
+                let (m, v) = (
+                    self.expr(Ty::RowsRagged, sub),
+                    self.expr(Ty::FloatArray, sub),
+                );
                 self.builtin(ty, Builtin::Matvec, vec![m, v])
             }
             4 | 5 => {
@@ -1234,7 +1248,9 @@ impl Generator {
         let options: Vec<(usize, InstanceUse, bool)> = (0..self.signatures.len())
             .flat_map(|i| {
                 let ret = self.signatures[i].ret;
-                let fixed = instance_uses(ret, ty).into_iter().map(move |u| (i, u, false));
+                let fixed = instance_uses(ret, ty)
+                    .into_iter()
+                    .map(move |u| (i, u, false));
                 let by_l = ragged_instance_uses(ret, ty)
                     .into_iter()
                     .filter(move |_| ragged)
@@ -1332,8 +1348,8 @@ impl Generator {
             let form = InstanceForm::MapRagged {
                 depth: Box::new(step),
             };
-            let guard = (!self.scope.guarded)
-                .then(|| Expr::binary(Ty::Bool, BinOp::Gt, d, Expr::int(0)));
+            let guard =
+                (!self.scope.guarded).then(|| Expr::binary(Ty::Bool, BinOp::Gt, d, Expr::int(0)));
             (form, guard)
         };
         let args = self.extra_args(callee, depth);
@@ -1550,7 +1566,9 @@ pub fn conflicting_inputs(case: &Case) -> Option<Inputs> {
     arg.value = InputValue::Shared(zeros(arg.ty, 1));
     for &a in rest {
         let arg = &mut inputs.args[a];
-        let values = (0..inputs.members).map(|m| zeros(arg.ty, 2 + m % 2)).collect();
+        let values = (0..inputs.members)
+            .map(|m| zeros(arg.ty, 2 + m % 2))
+            .collect();
         arg.value = InputValue::Batched(values);
     }
     Some(inputs)

@@ -9,8 +9,8 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use autobatch::{
-    compile, BlockChoice, BoundBatch, Compiled, Inputs, Lanes, MemberError, RunConfig, RunResult, Scalar,
-    Strategy, Tensor, Value,
+    compile, BlockChoice, BoundBatch, Compiled, Inputs, Lanes, MemberError, RunConfig, RunResult,
+    Scalar, Strategy, Tensor, Value,
 };
 
 use crate::case::{Case, InputValue, Inputs as CaseInputs, Limits, ENTRY};
@@ -205,9 +205,7 @@ fn compare_configurations(
     limits: Limits,
     configurations: &[Configuration],
 ) -> (Verdict, Option<RunResult>) {
-    let mut runs = configurations
-        .iter()
-        .map(|&c| (c, run(bound, c, limits)));
+    let mut runs = configurations.iter().map(|&c| (c, run(bound, c, limits)));
     let Some((reference_config, reference)) = runs.next() else {
         return (Verdict::Pass, None);
     };
@@ -259,7 +257,10 @@ pub fn refuses_inputs(case: &Case, inputs: &crate::case::Inputs) -> Result<Strin
     match without_panics(|| compiled.bind(ENTRY, &inputs)) {
         Err(panic) => Err(format!("binding {panic}")),
         Ok(Ok(_)) => Err("the inputs bind".into()),
-        Ok(Err(e)) if e.message().contains(&format!("`{}`", crate::ast::RAGGED_DIM)) => {
+        Ok(Err(e))
+            if e.message()
+                .contains(&format!("`{}`", crate::ast::RAGGED_DIM)) =>
+        {
             Ok(e.message().to_owned())
         }
         Ok(Err(e)) => Err(format!("refused for another reason: {}", e.message())),

@@ -157,25 +157,48 @@ fn members_fault_in_every_way_beside_members_that_do_not() {
     );
 }
 
-/// Fails while a strategy disagrees with the reference (program-counter
-/// does until the live-across-call fix of the stack pass lands).
+/// What checking `seed` found, if it fails.
+fn seed_failure(seed: u64) -> Option<String> {
+    match check_seed(seed) {
+        Outcome::Pass => None,
+        Outcome::GeneratorBug { why, .. } => Some(format!("seed {seed}: generator bug: {why}")),
+        Outcome::ConflictAccepted { why, inputs, .. } => Some(format!(
+            "seed {seed}: conflicting ragged inputs {inputs} not refused: {why}"
+        )),
+        Outcome::Fail { findings, .. } => Some(format!(
+            "seed {seed}: {} configurations differ, first {}: {}",
+            findings.len(),
+            findings[0].configuration,
+            findings[0].detail
+        )),
+    }
+}
+
+/// Fails while a strategy disagrees with the reference. The seeds run on
+/// two threads (CI has two cores; ragged batches run one batch per size).
 #[test]
 fn every_configuration_matches_the_reference() {
-    let failures: Vec<String> = RUN_SEEDS
-        .filter_map(|seed| match check_seed(seed) {
-            Outcome::Pass => None,
-            Outcome::GeneratorBug { why, .. } => Some(format!("seed {seed}: generator bug: {why}")),
-            Outcome::ConflictAccepted { why, inputs, .. } => Some(format!(
-                "seed {seed}: conflicting ragged inputs {inputs} not refused: {why}"
-            )),
-            Outcome::Fail { findings, .. } => Some(format!(
-                "seed {seed}: {} configurations differ, first {}: {}",
-                findings.len(),
-                findings[0].configuration,
-                findings[0].detail
-            )),
-        })
-        .collect();
+    const WORKERS: u64 = 2;
+    let mut failures: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                scope.spawn(move || {
+                    RUN_SEEDS
+                        .filter(|seed| seed % WORKERS == w)
+                        .filter_map(seed_failure)
+                        .collect::<Vec<String>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| vec!["a worker panicked".into()])
+            })
+            .collect()
+    });
+    failures.sort();
     assert!(
         failures.is_empty(),
         "{} of {} programs fail (reproduce and shrink with `cargo run --release -p autobatch-fuzz -- programs --count 1 --seed SEED`):\n{}",
@@ -217,7 +240,13 @@ fn ragged_lengths(case: &Case) -> (Vec<Option<usize>>, bool) {
     let len = |v: &Json| v.as_array().map_or(0, Vec::len);
     let mut lengths: Vec<Option<usize>> = Vec::new();
     let mut shared = false;
-    for (i, arg) in case.inputs.args.iter().filter(|a| a.ty.is_ragged()).enumerate() {
+    for (i, arg) in case
+        .inputs
+        .args
+        .iter()
+        .filter(|a| a.ty.is_ragged())
+        .enumerate()
+    {
         let of_member: Vec<usize> = match &arg.value {
             InputValue::Shared(v) => {
                 shared = true;
@@ -257,10 +286,19 @@ fn ragged_inputs_give_each_member_its_own_length() {
         empty += usize::from(lengths.contains(&0));
         long += usize::from(lengths.iter().any(|&l| l >= 5));
     }
-    assert!(ragged >= SEEDS.count() / 4, "only {ragged} programs take ragged arrays");
-    assert!(differing >= ragged / 3, "only {differing} of {ragged} batches are ragged");
+    assert!(
+        ragged >= SEEDS.count() / 4,
+        "only {ragged} programs take ragged arrays"
+    );
+    assert!(
+        differing >= ragged / 3,
+        "only {differing} of {ragged} batches are ragged"
+    );
     assert!(shared >= 5, "only {shared} cases share a ragged argument");
-    assert!(empty >= 10 && long >= 5, "{empty} cases with empty, {long} with long arrays");
+    assert!(
+        empty >= 10 && long >= 5,
+        "{empty} cases with empty, {long} with long arrays"
+    );
 }
 
 #[test]
@@ -311,7 +349,10 @@ fn conflicting_ragged_inputs_are_refused() {
         };
         let message = oracle::refuses_inputs(&case, &inputs)
             .unwrap_or_else(|why| panic!("seed {seed}: {why}\n{}", case.source()));
-        assert!(message.contains("shared") || message.contains("argument"), "{message}");
+        assert!(
+            message.contains("shared") || message.contains("argument"),
+            "{message}"
+        );
         refused += 1;
     }
     assert!(refused >= 5, "only {refused} cases with conflicting inputs");
