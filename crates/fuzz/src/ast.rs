@@ -9,6 +9,9 @@ use std::fmt::Write;
 pub const INT_ARRAY_LEN: usize = 4;
 /// Length of every `[f64; N]` array in generated programs.
 pub const FLOAT_ARRAY_LEN: usize = 3;
+/// The symbolic dimension of the ragged arrays: only batched entry
+/// arguments fix it, so it may differ from member to member.
+pub const RAGGED_DIM: &str = "L";
 
 /// The types a generated program uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +23,12 @@ pub enum Ty {
     FloatArray,
     /// `(i64, f64)`.
     Pair,
+    /// `[i64; L]`: a ragged array (each member its own length).
+    IntRagged,
+    /// `[f64; L]`.
+    FloatRagged,
+    /// `[[f64; 3]; L]`: a ragged number of rows of `[f64; 3]`.
+    RowsRagged,
 }
 
 impl Ty {
@@ -32,6 +41,25 @@ impl Ty {
             Ty::IntArray => "[i64; 4]",
             Ty::FloatArray => "[f64; 3]",
             Ty::Pair => "(i64, f64)",
+            Ty::IntRagged => "[i64; L]",
+            Ty::FloatRagged => "[f64; L]",
+            Ty::RowsRagged => "[[f64; 3]; L]",
+        }
+    }
+
+    /// Whether the type is an array of the symbolic length `L`.
+    pub fn is_ragged(self) -> bool {
+        matches!(self, Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged)
+    }
+
+    /// The element type of an array type (a row of `[[f64; 3]; L]`); the
+    /// type itself otherwise.
+    pub fn element(self) -> Ty {
+        match self {
+            Ty::IntArray | Ty::IntRagged => Ty::Int,
+            Ty::FloatArray | Ty::FloatRagged => Ty::Float,
+            Ty::RowsRagged => Ty::FloatArray,
+            other => other,
         }
     }
 
@@ -44,6 +72,9 @@ impl Ty {
             Ty::IntArray => ExprKind::Array(vec![Ty::Int.zero(); INT_ARRAY_LEN]),
             Ty::FloatArray => ExprKind::Array(vec![Ty::Float.zero(); FLOAT_ARRAY_LEN]),
             Ty::Pair => ExprKind::Pair(Box::new(Ty::Int.zero()), Box::new(Ty::Float.zero())),
+            Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged => {
+                ExprKind::Fill(Box::new(self.element().zero()))
+            }
         };
         Expr { ty: self, kind }
     }
@@ -286,6 +317,12 @@ pub enum ExprKind {
         index: Box<Expr>,
     },
     Array(Vec<Expr>),
+    /// `[value; L]`: a ragged array of each member's own length.
+    Fill(Box<Expr>),
+    /// `((array).len() as i64)`.
+    Len(Box<Expr>),
+    /// `(L as i64)`: the symbolic dimension as a value.
+    Dim,
     Pair(Box<Expr>, Box<Expr>),
     Field {
         pair: Box<Expr>,
@@ -301,14 +338,20 @@ pub enum InstanceForm {
     /// `pfor::<count>`: instance `k` gets depth `k`; the count is written
     /// as the constant `name` when given.
     Pfor { count: usize, name: Option<String> },
+    /// `map` over `[depth; L]`: as many instances as the member's own `L`,
+    /// each given `depth`.
+    MapRagged { depth: Box<Expr> },
+    /// `pfor::<L>`: the member's own `L` instances, instance `k` given depth `k`.
+    PforRagged,
 }
 
 impl InstanceForm {
-    /// The number of instances.
-    pub fn count(&self) -> usize {
+    /// The number of instances; `None` for a ragged count (`L`).
+    pub fn count(&self) -> Option<usize> {
         match self {
-            InstanceForm::Map { depths } => depths.len(),
-            InstanceForm::Pfor { count, .. } => *count,
+            InstanceForm::Map { depths } => Some(depths.len()),
+            InstanceForm::Pfor { count, .. } => Some(*count),
+            InstanceForm::MapRagged { .. } | InstanceForm::PforRagged => None,
         }
     }
 }
@@ -597,6 +640,17 @@ fn write_expr(out: &mut String, e: &Expr) {
             write_list(out, items);
             out.push(']');
         }
+        ExprKind::Fill(value) => {
+            out.push('[');
+            write_expr(out, value);
+            write!(out, "; {RAGGED_DIM}]").unwrap_or(());
+        }
+        ExprKind::Len(array) => {
+            out.push_str("((");
+            write_expr(out, array);
+            out.push_str(").len() as i64)");
+        }
+        ExprKind::Dim => write!(out, "({RAGGED_DIM} as i64)").unwrap_or(()),
         ExprKind::Pair(a, b) => {
             out.push('(');
             write_expr(out, a);
@@ -647,6 +701,14 @@ fn write_instances(
         InstanceForm::Pfor { count, name } => {
             let count = name.clone().unwrap_or_else(|| count.to_string());
             write!(call, "pfor::<{count}>({callee}").unwrap_or(());
+        }
+        InstanceForm::MapRagged { depth } => {
+            write!(call, "map({callee}, [").unwrap_or(());
+            write_expr(&mut call, depth);
+            write!(call, "; {RAGGED_DIM}]").unwrap_or(());
+        }
+        InstanceForm::PforRagged => {
+            write!(call, "pfor::<{RAGGED_DIM}>({callee}").unwrap_or(());
         }
     }
     for a in args {

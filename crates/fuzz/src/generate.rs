@@ -19,6 +19,9 @@
 //! function: every `k <= d`). Calls to later functions with a depth of at
 //! most `d`, and to any function with less than `d`, decrease the pair
 //! (`d`, position from the end), so every program still terminates.
+//! `pfor::<L>` over the member's own ragged length `L` is guarded by
+//! `d >= L` (`d >= L - 1` for a later function) for the same reason, and
+//! `map` over `[depth; L]` passes every instance the same depth argument.
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -31,6 +34,21 @@ use crate::differentiable;
 
 /// Types a variable, parameter or result may have.
 const VALUE_TYPES: [Ty; 5] = [Ty::Int, Ty::Float, Ty::IntArray, Ty::FloatArray, Ty::Pair];
+
+/// The same in a program with ragged arrays.
+const RAGGED_VALUE_TYPES: [Ty; 8] = [
+    Ty::Int,
+    Ty::Float,
+    Ty::IntArray,
+    Ty::FloatArray,
+    Ty::Pair,
+    Ty::IntRagged,
+    Ty::FloatRagged,
+    Ty::RowsRagged,
+];
+
+/// How often a program has ragged arrays.
+const RAGGED_PROGRAMS: f64 = 0.4;
 
 /// The limits of most cases (others get a small stack or step limit).
 pub const USUAL_LIMITS: Limits = Limits {
@@ -69,6 +87,20 @@ struct Var {
     name: String,
     ty: Ty,
     assignable: bool,
+    /// An `i64` known to be in `0..L` (the counter of a loop over `L`):
+    /// an index in bounds of every ragged array of the member.
+    in_l: bool,
+}
+
+impl Var {
+    fn new(name: &str, ty: Ty, assignable: bool) -> Var {
+        Var {
+            name: name.to_owned(),
+            ty,
+            assignable,
+            in_l: false,
+        }
+    }
 }
 
 /// What a `break` inside the innermost loop must carry.
@@ -102,6 +134,9 @@ struct Generator {
     consts: Vec<(String, usize)>,
     /// The differentiable helpers `jacobian` may take (none in most programs).
     jacobian_targets: Vec<String>,
+    /// Whether the program has ragged arrays (`[i64; L]`, `[f64; L]`; the
+    /// entry then takes at least one).
+    ragged: bool,
     fresh: usize,
     scope: Scope,
 }
@@ -114,6 +149,7 @@ impl Generator {
             statics: Vec::new(),
             consts: Vec::new(),
             jacobian_targets: Vec::new(),
+            ragged: false,
             fresh: 0,
             scope: Scope {
                 vars: Vec::new(),
@@ -137,12 +173,30 @@ impl Generator {
     }
 
     fn value_type(&mut self) -> Ty {
-        *VALUE_TYPES.choose(&mut self.rng).unwrap_or(&Ty::Int)
+        let types: &[Ty] = if self.ragged {
+            &RAGGED_VALUE_TYPES
+        } else {
+            &VALUE_TYPES
+        };
+        *types.choose(&mut self.rng).unwrap_or(&Ty::Int)
+    }
+
+    /// A ragged array type.
+    fn ragged_type(&mut self) -> Ty {
+        *[
+            Ty::IntRagged,
+            Ty::FloatRagged,
+            Ty::FloatRagged,
+            Ty::RowsRagged,
+        ]
+        .choose(&mut self.rng)
+        .unwrap_or(&Ty::FloatRagged)
     }
 
     // ---- program, functions ----
 
     fn program(&mut self) -> Program {
+        self.ragged = self.chance(RAGGED_PROGRAMS);
         if self.chance(0.3) {
             self.statics = vec![
                 Param {
@@ -200,6 +254,14 @@ impl Generator {
                 ty,
             });
         }
+        if index == 0 && self.ragged && !params.iter().any(|p| p.ty.is_ragged()) {
+            // `L` is fixed by the entry's arguments only.
+            let ty = self.ragged_type();
+            params.push(Param {
+                name: format!("p{extra}"),
+                ty,
+            });
+        }
         let ret = self.value_type();
         let has_weight = self.statics.iter().any(|s| s.name == "W");
         let weights = params
@@ -223,17 +285,9 @@ impl Generator {
         );
         let mut vars: Vec<Var> = params
             .iter()
-            .map(|p| Var {
-                name: p.name.clone(),
-                ty: p.ty,
-                assignable: false,
-            })
+            .map(|p| Var::new(&p.name, p.ty, false))
             .collect();
-        vars.extend(self.statics.iter().map(|s| Var {
-            name: s.name.clone(),
-            ty: s.ty,
-            assignable: false,
-        }));
+        vars.extend(self.statics.iter().map(|s| Var::new(&s.name, s.ty, false)));
         self.scope = Scope {
             vars,
             guarded: false,
@@ -356,11 +410,7 @@ impl Generator {
         let ty = self.value_type();
         let value = self.expr(ty, self.stmt_expr_depth(3));
         let name = self.fresh("v");
-        self.scope.vars.push(Var {
-            name: name.clone(),
-            ty,
-            assignable: true,
-        });
+        self.scope.vars.push(Var::new(&name, ty, true));
         Stmt::Let { name, value }
     }
 
@@ -378,10 +428,14 @@ impl Generator {
     fn assign_stmt(&mut self) -> Option<Stmt> {
         let (name, ty) = self.assignable(&VALUE_TYPES)?;
         let op = match ty {
-            Ty::Int | Ty::Float | Ty::IntArray | Ty::FloatArray => {
-                *[AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul]
-                    .choose(&mut self.rng)?
-            }
+            Ty::Int
+            | Ty::Float
+            | Ty::IntArray
+            | Ty::FloatArray
+            | Ty::IntRagged
+            | Ty::FloatRagged
+            | Ty::RowsRagged => *[AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul]
+                .choose(&mut self.rng)?,
             _ => AssignOp::Set,
         };
         let value = self.expr(ty, self.stmt_expr_depth(3));
@@ -389,12 +443,14 @@ impl Generator {
     }
 
     fn set_index_stmt(&mut self) -> Option<Stmt> {
-        let (name, ty) = self.assignable(&[Ty::IntArray, Ty::FloatArray])?;
-        let element = if ty == Ty::IntArray {
-            Ty::Int
-        } else {
-            Ty::Float
-        };
+        let (name, ty) = self.assignable(&[
+            Ty::IntArray,
+            Ty::FloatArray,
+            Ty::IntRagged,
+            Ty::FloatRagged,
+            Ty::RowsRagged,
+        ])?;
+        let element = ty.element();
         let index = self.index(ty, 1);
         let value = self.expr(element, self.stmt_expr_depth(2));
         let op = *[
@@ -456,11 +512,7 @@ impl Generator {
     fn while_stmt(&mut self, depth: u32) -> Stmt {
         let limit = self.outside_loops(Self::loop_bound);
         let counter = self.fresh("c");
-        self.scope.vars.push(Var {
-            name: counter.clone(),
-            ty: Ty::Int,
-            assignable: false,
-        });
+        self.scope.vars.push(Var::new(&counter, Ty::Int, false));
         let body = self.loop_body(LoopKind::Plain, depth - 1);
         Stmt::While {
             counter,
@@ -469,15 +521,21 @@ impl Generator {
         }
     }
 
+    /// `for i in -1..bound`, or in a program with ragged arrays sometimes
+    /// `for i in 0..(xs.len() as i64)` (or `0..(L as i64)`), whose `i` is
+    /// in bounds of every ragged array of the member.
     fn for_stmt(&mut self, depth: u32) -> Stmt {
-        let start = Expr::int(self.rng.gen_range(-1..=1));
-        let end = self.loop_bound();
+        let over_l = self.ragged && self.chance(0.5);
+        let (start, end) = if over_l {
+            (Expr::int(0), self.length())
+        } else {
+            (Expr::int(self.rng.gen_range(-1..=1)), self.loop_bound())
+        };
         let var = self.fresh("i");
         let mark = self.scope.vars.len();
         self.scope.vars.push(Var {
-            name: var.clone(),
-            ty: Ty::Int,
-            assignable: false,
+            in_l: over_l,
+            ..Var::new(&var, Ty::Int, false)
         });
         let body = self.loop_body(LoopKind::Plain, depth - 1);
         self.scope.vars.truncate(mark);
@@ -546,6 +604,8 @@ impl Generator {
             Ty::Bool => Some(self.bool_expr(depth)),
             Ty::IntArray | Ty::FloatArray => self.array_expr(ty, depth),
             Ty::Pair => self.pair_expr(depth),
+            Ty::IntRagged | Ty::FloatRagged => self.ragged_expr(ty, depth),
+            Ty::RowsRagged => self.rows_expr(depth),
         }
     }
 
@@ -581,6 +641,9 @@ impl Generator {
                 Box::new(self.literal(Ty::Int)),
                 Box::new(self.literal(Ty::Float)),
             ),
+            Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged => {
+                ExprKind::Fill(Box::new(self.literal(ty.element())))
+            }
         };
         Expr::new(ty, kind)
     }
@@ -591,6 +654,9 @@ impl Generator {
 
     fn int_expr(&mut self, depth: u32) -> Option<Expr> {
         let sub = depth - 1;
+        if self.ragged && self.chance(0.2) {
+            return self.ragged_scalar(Ty::Int, sub);
+        }
         let e = match self.rng.gen_range(0..12) {
             0..=2 => {
                 let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
@@ -658,6 +724,9 @@ impl Generator {
 
     fn float_expr(&mut self, depth: u32) -> Option<Expr> {
         let sub = depth - 1;
+        if self.ragged && self.chance(0.2) {
+            return self.ragged_scalar(Ty::Float, sub);
+        }
         let e = match self.rng.gen_range(0..12) {
             0..=2 => {
                 let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div].choose(&mut self.rng)?;
@@ -762,6 +831,17 @@ impl Generator {
 
     fn array_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
         let sub = depth - 1;
+        if ty == Ty::FloatArray && self.ragged && self.chance(0.2) {
+            // A row of `[[f64; 3]; L]`, or `vecmat` contracting over `L`.
+            if self.chance(0.5) {
+                return Some(self.index_expr(Ty::RowsRagged, sub));
+            }
+            let (v, m) = (
+                self.expr(Ty::FloatRagged, sub),
+                self.expr(Ty::RowsRagged, sub),
+            );
+            return Some(self.builtin(ty, Builtin::Vecmat, vec![v, m]));
+        }
         let (element, len) = if ty == Ty::IntArray {
             (Ty::Int, INT_ARRAY_LEN)
         } else {
@@ -804,8 +884,12 @@ impl Generator {
     }
 
     /// An index into an array of type `array`: mostly in bounds
-    /// (`e & 3` into `[i64; 4]`, `e & 1` into `[f64; 3]`), sometimes not.
+    /// (`e & 3` into `[i64; 4]`, `e & 1` into `[f64; 3]`), sometimes not;
+    /// into a ragged array see [`Self::ragged_index`].
     fn index(&mut self, array: Ty, depth: u32) -> Expr {
+        if array.is_ragged() {
+            return self.ragged_index(depth);
+        }
         let e = self.expr(Ty::Int, depth);
         let mask = match (array, self.rng.gen_range(0..10)) {
             (_, 0) => return e,
@@ -817,14 +901,157 @@ impl Generator {
     }
 
     fn index_expr(&mut self, array_ty: Ty, depth: u32) -> Expr {
-        let element = if array_ty == Ty::IntArray {
-            Ty::Int
-        } else {
-            Ty::Float
-        };
+        let element = array_ty.element();
         let array = Box::new(self.expr(array_ty, depth));
         let index = Box::new(self.index(array_ty, depth));
         Expr::new(element, ExprKind::Index { array, index })
+    }
+
+    /// An index into a ragged array, against each member's own length:
+    /// the counter of an enclosing loop over `L` (always in bounds), or
+    /// `e & 1`, `e & 3`, `e`, `L - 1` (out of bounds for some members).
+    fn ragged_index(&mut self, depth: u32) -> Expr {
+        let counters: Vec<String> = self
+            .scope
+            .vars
+            .iter()
+            .filter(|v| v.in_l)
+            .map(|v| v.name.clone())
+            .collect();
+        if let Some(name) = counters.choose(&mut self.rng) {
+            if self.chance(0.6) {
+                return Expr::var(name, Ty::Int);
+            }
+        }
+        match self.rng.gen_range(0..6) {
+            0 => self.expr(Ty::Int, depth),
+            1 => Expr::binary(
+                Ty::Int,
+                BinOp::Sub,
+                Expr::new(Ty::Int, ExprKind::Dim),
+                Expr::int(1),
+            ),
+            k => {
+                let mask = if k < 4 { 1 } else { 3 };
+                let e = self.expr(Ty::Int, depth);
+                Expr::binary(Ty::Int, BinOp::BitAnd, e, Expr::int(mask))
+            }
+        }
+    }
+
+    /// The member's own `L` as an `i64`: `(xs.len() as i64)` of a ragged
+    /// array in scope, or `(L as i64)`.
+    fn length(&mut self) -> Expr {
+        let arrays: Vec<(String, Ty)> = self
+            .scope
+            .vars
+            .iter()
+            .filter(|v| v.ty.is_ragged())
+            .map(|v| (v.name.clone(), v.ty))
+            .collect();
+        match arrays.choose(&mut self.rng) {
+            Some((name, ty)) if self.chance(0.7) => {
+                Expr::new(Ty::Int, ExprKind::Len(Box::new(Expr::var(name, *ty))))
+            }
+            _ => Expr::new(Ty::Int, ExprKind::Dim),
+        }
+    }
+
+    /// A scalar of type `ty` (`i64` or `f64`) made of ragged arrays: the
+    /// length, a reduction (`sum`, `max`, `min`; `mean`, `logsumexp`,
+    /// `dot` of floats), an element.
+    fn ragged_scalar(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        let array_ty = if ty == Ty::Int {
+            Ty::IntRagged
+        } else {
+            Ty::FloatRagged
+        };
+        let e = match self.rng.gen_range(0..6) {
+            0 if ty == Ty::Int => {
+                let array_ty = self.ragged_type();
+                let array = self.expr(array_ty, depth.min(1));
+                Expr::new(Ty::Int, ExprKind::Len(Box::new(array)))
+            }
+            1 if ty == Ty::Int => Expr::new(Ty::Int, ExprKind::Dim),
+            0 | 1 => {
+                let (a, b) = (self.expr(array_ty, depth), self.expr(array_ty, depth));
+                self.builtin(ty, Builtin::Dot, vec![a, b])
+            }
+            2 | 3 => {
+                let mut builtins = vec![Builtin::Sum, Builtin::ReduceMax, Builtin::ReduceMin];
+                if ty == Ty::Float {
+                    builtins.extend([Builtin::Mean, Builtin::LogSumExp]);
+                }
+                let builtin = *builtins.choose(&mut self.rng)?;
+                let array = self.expr(array_ty, depth);
+                self.builtin(ty, builtin, vec![array])
+            }
+            _ => self.index_expr(array_ty, depth),
+        };
+        Some(e)
+    }
+
+    /// An expression of a ragged array type: `[x; L]`, elementwise with
+    /// another such array or a scalar, `softmax`/`tanh`, `select`.
+    fn ragged_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        let sub = depth - 1;
+        let element = ty.element();
+        let e = match self.rng.gen_range(0..7) {
+            0 => Expr::new(ty, ExprKind::Fill(Box::new(self.expr(element, sub)))),
+            1 | 2 => {
+                let mut ops = vec![BinOp::Add, BinOp::Sub, BinOp::Mul];
+                if ty == Ty::FloatRagged {
+                    ops.push(BinOp::Div);
+                }
+                let op = *ops.choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
+            }
+            3 => {
+                let op = *[BinOp::Add, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(element, sub))
+            }
+            4 if ty == Ty::FloatRagged => {
+                let builtin = *[Builtin::Softmax, Builtin::Tanh].choose(&mut self.rng)?;
+                let array = self.expr(ty, sub);
+                self.builtin(ty, builtin, vec![array])
+            }
+            5 if ty == Ty::FloatRagged && self.chance(0.5) => {
+                let (m, v) = (
+                    self.expr(Ty::RowsRagged, sub),
+                    self.expr(Ty::FloatArray, sub),
+                );
+                self.builtin(ty, Builtin::Matvec, vec![m, v])
+            }
+            4 | 5 => {
+                let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
+                self.builtin(ty, Builtin::Select, args)
+            }
+            _ => self.leaf(ty),
+        };
+        Some(e)
+    }
+
+    /// An expression of type `[[f64; 3]; L]`: `[row; L]`, elementwise
+    /// with another or with a scalar, `select`.
+    fn rows_expr(&mut self, depth: u32) -> Option<Expr> {
+        let (ty, sub) = (Ty::RowsRagged, depth - 1);
+        let e = match self.rng.gen_range(0..6) {
+            0 => Expr::new(ty, ExprKind::Fill(Box::new(self.expr(Ty::FloatArray, sub)))),
+            1 | 2 => {
+                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
+            }
+            3 => {
+                let op = *[BinOp::Add, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(Ty::Float, sub))
+            }
+            4 => {
+                let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
+                self.builtin(ty, Builtin::Select, args)
+            }
+            _ => self.leaf(ty),
+        };
+        Some(e)
     }
 
     fn if_expr(&mut self, ty: Ty, depth: u32) -> Expr {
@@ -848,11 +1075,7 @@ impl Generator {
         let limit = Box::new(self.outside_loops(Self::loop_bound));
         let counter = self.fresh("c");
         let mark = self.scope.vars.len();
-        self.scope.vars.push(Var {
-            name: counter.clone(),
-            ty: Ty::Int,
-            assignable: false,
-        });
+        self.scope.vars.push(Var::new(&counter, Ty::Int, false));
         self.scope.nesting += 1;
         let body = self.loop_body(LoopKind::Value(ty), depth - 1);
         self.scope.nesting -= 1;
@@ -952,7 +1175,6 @@ impl Generator {
         let Some(at_least) = at_least else {
             return e;
         };
-        let ty = e.ty;
         let cond = if at_least == 1 {
             Expr::binary(Ty::Bool, BinOp::Gt, Expr::var("d", Ty::Int), Expr::int(0))
         } else {
@@ -963,6 +1185,12 @@ impl Generator {
                 Expr::int(at_least),
             )
         };
+        self.guarded_by(e, cond)
+    }
+
+    /// `(if cond { e } else { constant })`.
+    fn guarded_by(&mut self, e: Expr, cond: Expr) -> Expr {
+        let ty = e.ty;
         let then = Block {
             stmts: Vec::new(),
             tail: e,
@@ -1016,14 +1244,24 @@ impl Generator {
     /// an [`InstanceUse`]. Guarded so that every instance gets a depth the
     /// termination rule allows (see the module doc).
     fn instances_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
-        let options: Vec<(usize, InstanceUse)> = (0..self.signatures.len())
+        let ragged = self.ragged;
+        let options: Vec<(usize, InstanceUse, bool)> = (0..self.signatures.len())
             .flat_map(|i| {
-                instance_uses(self.signatures[i].ret, ty)
+                let ret = self.signatures[i].ret;
+                let fixed = instance_uses(ret, ty)
                     .into_iter()
-                    .map(move |u| (i, u))
+                    .map(move |u| (i, u, false));
+                let by_l = ragged_instance_uses(ret, ty)
+                    .into_iter()
+                    .filter(move |_| ragged)
+                    .map(move |u| (i, u, true));
+                fixed.chain(by_l)
             })
             .collect();
-        let (callee, use_) = *options.choose(&mut self.rng)?;
+        let (callee, use_, by_l) = *options.choose(&mut self.rng)?;
+        if by_l {
+            return self.ragged_instances(ty, callee, use_, depth);
+        }
         let pfor = self.chance(0.5);
         let count = match (use_, self.signatures[callee].ret) {
             (InstanceUse::Whole, Ty::Int) => INT_ARRAY_LEN,
@@ -1074,6 +1312,62 @@ impl Generator {
         Some(self.guarded(e, guard))
     }
 
+    /// `map` of `callee` over `[depth; L]` or `pfor::<L>` of it: as many
+    /// instances as the member's own `L`. `pfor::<L>` gives instance `k`
+    /// the depth `k < L`, so it runs where `d >= L` (`d >= L - 1` for a
+    /// later function), as [`Self::instances_expr`] does for a number.
+    fn ragged_instances(
+        &mut self,
+        ty: Ty,
+        callee: usize,
+        use_: InstanceUse,
+        depth: u32,
+    ) -> Option<Expr> {
+        // Most members are short: priced as three instances.
+        let cost = 3 * self.call_cost();
+        if self.scope.calls_left < cost {
+            return None;
+        }
+        self.scope.calls_left -= cost;
+        let later = callee > self.scope.function;
+        let d = Expr::var("d", Ty::Int);
+        let (form, guard) = if self.chance(0.5) {
+            let dim = Expr::new(Ty::Int, ExprKind::Dim);
+            let at_least = if later {
+                Expr::binary(Ty::Int, BinOp::Sub, dim, Expr::int(1))
+            } else {
+                dim
+            };
+            let guard = Expr::binary(Ty::Bool, BinOp::Ge, d, at_least);
+            (InstanceForm::PforRagged, Some(guard))
+        } else if later && self.chance(0.5) {
+            let form = InstanceForm::MapRagged { depth: Box::new(d) };
+            (form, None)
+        } else {
+            let step = Expr::new(Ty::Int, ExprKind::DepthStep(self.rng.gen_range(1..=2)));
+            let form = InstanceForm::MapRagged {
+                depth: Box::new(step),
+            };
+            let guard =
+                (!self.scope.guarded).then(|| Expr::binary(Ty::Bool, BinOp::Gt, d, Expr::int(0)));
+            (form, guard)
+        };
+        let args = self.extra_args(callee, depth);
+        let e = Expr::new(
+            ty,
+            ExprKind::Instances {
+                callee: self.signatures[callee].name.clone(),
+                form,
+                args,
+                use_,
+            },
+        );
+        Some(match guard {
+            Some(cond) => self.guarded_by(e, cond),
+            None => e,
+        })
+    }
+
     /// A row of the Jacobian of a differentiable helper, at a point of
     /// type `[f64; 3]` (see [`differentiable`]); only for that type, and
     /// in programs that have helpers.
@@ -1105,8 +1399,13 @@ impl Generator {
 
     // ---- inputs and limits ----
 
+    /// The entry's arguments, each shared or batched, and the statics.
+    /// Ragged arguments follow [`RaggedLengths`]: each member's own length
+    /// (every ragged argument of a member has it), or one length for all,
+    /// and then a ragged argument may be shared.
     fn inputs(&mut self, program: &Program) -> Inputs {
         let members = self.rng.gen_range(1..=8);
+        let lengths = self.ragged_lengths(members);
         let mut args = Vec::new();
         for param in program
             .functions
@@ -1116,13 +1415,19 @@ impl Generator {
         {
             let batched = if param.name == "d" {
                 self.chance(0.85)
+            } else if param.ty.is_ragged() && lengths.shared.is_none() {
+                true
             } else {
                 self.chance(0.6)
             };
             let value = if batched {
-                InputValue::Batched((0..members).map(|_| self.input_value(param)).collect())
+                InputValue::Batched(
+                    (0..members)
+                        .map(|m| self.input_value(param, lengths.of(m)))
+                        .collect(),
+                )
             } else {
-                InputValue::Shared(self.input_value(param))
+                InputValue::Shared(self.input_value(param, lengths.of(0)))
             };
             args.push(InputArg {
                 name: param.name.clone(),
@@ -1131,7 +1436,7 @@ impl Generator {
             });
         }
         for s in &program.statics {
-            let value = InputValue::Shared(self.input_value(s));
+            let value = InputValue::Shared(self.input_value(s, 0));
             args.push(InputArg {
                 name: s.name.clone(),
                 ty: s.ty,
@@ -1141,7 +1446,40 @@ impl Generator {
         Inputs { members, args }
     }
 
-    fn input_value(&mut self, param: &Param) -> Json {
+    /// Each member's `L`: most often its own, from 0 to 6 and mostly
+    /// short; in a quarter of the cases one for all members.
+    fn ragged_lengths(&mut self, members: usize) -> RaggedLengths {
+        // Lengths 0..=6, weighted towards short arrays.
+        const WEIGHTS: [u32; 7] = [3, 4, 4, 3, 2, 1, 1];
+        let draw = |rng: &mut ChaCha8Rng| {
+            let total: u32 = WEIGHTS.iter().sum();
+            let mut pick = rng.gen_range(0..total);
+            WEIGHTS
+                .iter()
+                .position(|&w| {
+                    let hit = pick < w;
+                    pick = pick.saturating_sub(w);
+                    hit
+                })
+                .unwrap_or(0)
+        };
+        if self.chance(0.25) {
+            let length = draw(&mut self.rng);
+            RaggedLengths {
+                members: vec![length; members],
+                shared: Some(length),
+            }
+        } else {
+            let members = (0..members).map(|_| draw(&mut self.rng)).collect();
+            RaggedLengths {
+                members,
+                shared: None,
+            }
+        }
+    }
+
+    /// A value of `param`'s type; a ragged array of `length` elements.
+    fn input_value(&mut self, param: &Param, length: usize) -> Json {
         if param.name == "d" {
             return json!(self.rng.gen_range(0..=5));
         }
@@ -1156,6 +1494,16 @@ impl Generator {
                 Json::Array((0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng)).collect())
             }
             Ty::Pair => json!([int(&mut self.rng), float(&mut self.rng)]),
+            Ty::IntRagged => Json::Array((0..length).map(|_| int(&mut self.rng)).collect()),
+            Ty::FloatRagged => Json::Array((0..length).map(|_| float(&mut self.rng)).collect()),
+            Ty::RowsRagged => Json::Array(
+                (0..length)
+                    .map(|_| {
+                        let row = (0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng));
+                        Json::Array(row.collect())
+                    })
+                    .collect(),
+            ),
         }
     }
 
@@ -1178,6 +1526,54 @@ impl Generator {
     }
 }
 
+/// The length `L` of each member's ragged arguments.
+struct RaggedLengths {
+    members: Vec<usize>,
+    /// The length of every member when all share one (so that a ragged
+    /// argument may be given in `shared`).
+    shared: Option<usize>,
+}
+
+impl RaggedLengths {
+    fn of(&self, member: usize) -> usize {
+        self.members.get(member).copied().unwrap_or(0)
+    }
+}
+
+/// Inputs that bind a ragged length both in `shared` and, with other
+/// lengths, in `batch`: the first ragged argument of the entry shared with
+/// one element, the others batched with two or three (the binder must
+/// refuse them with an input error). `None` if the entry has fewer than
+/// two ragged parameters.
+pub fn conflicting_inputs(case: &Case) -> Option<Inputs> {
+    let mut inputs = case.inputs.clone();
+    let ragged: Vec<usize> = (0..inputs.args.len())
+        .filter(|&a| inputs.args[a].ty.is_ragged())
+        .collect();
+    let (&first, rest) = ragged.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    let zeros = |ty: Ty, n: usize| {
+        let zero = match ty {
+            Ty::IntRagged => json!(0),
+            Ty::RowsRagged => Json::Array(vec![json!(0.0); FLOAT_ARRAY_LEN]),
+            _ => json!(0.0),
+        };
+        Json::Array(vec![zero; n])
+    };
+    let arg = &mut inputs.args[first];
+    arg.value = InputValue::Shared(zeros(arg.ty, 1));
+    for &a in rest {
+        let arg = &mut inputs.args[a];
+        let values = (0..inputs.members)
+            .map(|m| zeros(arg.ty, 2 + m % 2))
+            .collect();
+        arg.value = InputValue::Batched(values);
+    }
+    Some(inputs)
+}
+
 /// How the results of instances of a function returning `ret` make a value
 /// of type `ty` (the index of `Index` is chosen later).
 fn instance_uses(ret: Ty, ty: Ty) -> Vec<InstanceUse> {
@@ -1189,6 +1585,21 @@ fn instance_uses(ret: Ty, ty: Ty) -> Vec<InstanceUse> {
         (Ty::IntArray, Ty::IntArray) | (Ty::FloatArray, Ty::FloatArray) => {
             vec![InstanceUse::Index(0)]
         }
+        (Ty::IntRagged, Ty::IntRagged) | (Ty::FloatRagged, Ty::FloatRagged) => {
+            vec![InstanceUse::Index(0)]
+        }
+        (Ty::Pair, Ty::Int) => vec![InstanceUse::SumField(0)],
+        (Ty::Pair, Ty::Float) => vec![InstanceUse::SumField(1)],
+        _ => Vec::new(),
+    }
+}
+
+/// How the results of `L` instances (`map` over `[depth; L]`, `pfor::<L>`)
+/// of a function returning `ret` make a value of type `ty`.
+fn ragged_instance_uses(ret: Ty, ty: Ty) -> Vec<InstanceUse> {
+    match (ret, ty) {
+        (Ty::Int, Ty::IntRagged) | (Ty::Float, Ty::FloatRagged) => vec![InstanceUse::Whole],
+        (Ty::Int, Ty::Int) | (Ty::Float, Ty::Float) => vec![InstanceUse::Sum],
         (Ty::Pair, Ty::Int) => vec![InstanceUse::SumField(0)],
         (Ty::Pair, Ty::Float) => vec![InstanceUse::SumField(1)],
         _ => Vec::new(),

@@ -9,8 +9,12 @@
 //!   `loop` with `break value`, `break`, `continue` and calls inside;
 //!   `catch`; instances (`join`, `map`, `pfor`); rows of `jacobian`s of
 //!   differentiable helpers that fork ([`differentiable`]); random draws;
-//!   members that fault beside members that do not), with shared and
-//!   batched inputs and limits.
+//!   members that fault beside members that do not; in some programs ragged
+//!   arrays `[i64; L]`, `[f64; L]`, `[[f64; 3]; L]` whose length is each
+//!   member's own), with
+//!   shared and batched inputs (ragged ones of each member's own length, or
+//!   of one length and then possibly shared) and limits; and inputs that
+//!   fix `L` in conflicting ways, which must be refused.
 //! - [`oracle`]: compiles and runs a case through the `autobatch` library
 //!   API and compares each member with the reference, bit for bit.
 //! - [`shrink`]: makes a failing case smaller while it still fails.
@@ -53,18 +57,42 @@ pub enum Outcome {
         case: Case,
         findings: Vec<Finding>,
     },
+    /// Inputs that fix the ragged dimension `L` both in `shared` and, with
+    /// other lengths, in `batch` ([`generate::conflicting_inputs`]) were
+    /// not refused with an input error.
+    ConflictAccepted {
+        source: String,
+        inputs: String,
+        why: String,
+    },
 }
 
 /// Generates and checks the case of `seed`.
 pub fn check_seed(seed: u64) -> Outcome {
     let case = generate(seed);
     match check(&case, HEADER_LINES) {
-        Verdict::Pass => Outcome::Pass,
+        Verdict::Pass => check_conflict(&case),
         Verdict::Invalid(why) => Outcome::GeneratorBug {
             source: case.source(),
             why,
         },
         Verdict::Fail(findings) => Outcome::Fail { case, findings },
+    }
+}
+
+/// Checks that conflicting ragged inputs for the case's program, if it
+/// has two ragged entry parameters, are refused with an input error.
+fn check_conflict(case: &Case) -> Outcome {
+    let Some(inputs) = generate::conflicting_inputs(case) else {
+        return Outcome::Pass;
+    };
+    match oracle::refuses_inputs(case, &inputs) {
+        Ok(_) => Outcome::Pass,
+        Err(why) => Outcome::ConflictAccepted {
+            source: case.source(),
+            inputs: inputs.to_json().to_string(),
+            why,
+        },
     }
 }
 

@@ -162,6 +162,16 @@ fn check_one(seed: u64, out: Option<&PathBuf>) -> bool {
             eprintln!("seed {seed}: GENERATOR BUG: {why}\n{source}");
             false
         }
+        Outcome::ConflictAccepted {
+            source,
+            inputs,
+            why,
+        } => {
+            eprintln!(
+                "seed {seed}: CONFLICTING RAGGED INPUTS NOT REFUSED: {why}\ninputs: {inputs}\n{source}"
+            );
+            false
+        }
         Outcome::Fail { case, findings } => {
             let first = findings
                 .first()

@@ -2,16 +2,18 @@
 //! every registered strategy with every lanes mode and block choice it
 //! reads ([`configurations`]) through the library API, and
 //! compares every member's result with the reference executor's, bit for
-//! bit (values) or by kind, line and column (errors).
+//! bit (values) or by kind, line and column (errors); in a ragged batch,
+//! also on two threads ([`threaded_configurations`]), and the reference's
+//! result of each member with that member run alone.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use autobatch::{
-    compile, BlockChoice, BoundBatch, Inputs, Lanes, MemberError, RunConfig, RunResult, Scalar,
-    Strategy, Tensor, Value,
+    compile, BlockChoice, BoundBatch, Compiled, Inputs, Lanes, MemberError, RunConfig, RunResult,
+    Scalar, Strategy, Tensor, Value,
 };
 
-use crate::case::{Case, Limits, ENTRY};
+use crate::case::{Case, InputValue, Inputs as CaseInputs, Limits, ENTRY};
 
 /// One way of running a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,12 +21,36 @@ pub struct Configuration {
     pub strategy: Strategy,
     pub lanes: Lanes,
     pub block_choice: BlockChoice,
+    /// Worker threads (1 but for [`threaded_configurations`]).
+    pub threads: usize,
 }
 
 impl std::fmt::Display for Configuration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}/{}", self.strategy, self.lanes, self.block_choice)
+        write!(f, "{}/{}/{}", self.strategy, self.lanes, self.block_choice)?;
+        if self.threads > 1 {
+            write!(f, "/{} threads", self.threads)?;
+        }
+        Ok(())
     }
+}
+
+/// Every strategy with its first lanes mode and block choice on two
+/// threads: ragged batches run one batch per size, each split between the
+/// threads, and every member must keep its own random stream.
+pub fn threaded_configurations() -> Vec<Configuration> {
+    Strategy::ALL
+        .into_iter()
+        .filter_map(|strategy| {
+            let options = strategy.configurations().into_iter().next()?;
+            Some(Configuration {
+                strategy,
+                lanes: options.lanes,
+                block_choice: options.block_choice,
+                threads: 2,
+            })
+        })
+        .collect()
 }
 
 /// The reference first, then every other registered strategy with every
@@ -34,6 +60,7 @@ pub fn configurations() -> Vec<Configuration> {
         strategy: Strategy::Reference,
         lanes: Lanes::Auto,
         block_choice: BlockChoice::SmallestIndex,
+        threads: 1,
     };
     let others = Strategy::ALL
         .into_iter()
@@ -46,6 +73,7 @@ pub fn configurations() -> Vec<Configuration> {
                 strategy,
                 lanes: options.lanes,
                 block_choice: options.block_choice,
+                threads: 1,
             })
     });
     std::iter::once(reference).chain(batching).collect()
@@ -72,30 +100,123 @@ pub struct Finding {
 
 /// Checks a case whose program text is preceded by `header_lines` lines
 /// (so that error lines match a test file with that many directive lines).
+///
+/// A ragged batch (members of different lengths) is also checked member by
+/// member: each member run alone on the reference, numbered as in the
+/// batch (so that it draws the same random numbers), must get what it gets
+/// in the batch ([`members_alone`]).
 pub fn check(case: &Case, header_lines: usize) -> Verdict {
     let source = format!("{}{}", "\n".repeat(header_lines), case.source());
-    check_source(&source, &case.inputs.to_json().to_string(), case.limits)
+    let inputs = case.inputs.to_json().to_string();
+    let compiled = match compile_source(&source) {
+        Ok(compiled) => compiled,
+        Err(why) => return Verdict::Invalid(why),
+    };
+    let bound = match bind_compiled(&compiled, &inputs) {
+        Ok(bound) => bound,
+        Err(why) => return Verdict::Invalid(why),
+    };
+    if !is_ragged_batch(&case.inputs) {
+        return compare_configurations(&bound, case.limits, &configurations()).0;
+    }
+    let mut all = configurations();
+    all.extend(threaded_configurations());
+    match compare_configurations(&bound, case.limits, &all) {
+        (Verdict::Pass, Some(batch)) => members_alone(&compiled, &case.inputs, case.limits, &batch),
+        (verdict, _) => verdict,
+    }
+}
+
+/// Whether the batched ragged arguments differ in length between members.
+fn is_ragged_batch(inputs: &CaseInputs) -> bool {
+    inputs.args.iter().any(|arg| match &arg.value {
+        InputValue::Batched(values) if arg.ty.is_ragged() => {
+            let len = |v: &serde_json::Value| v.as_array().map(Vec::len);
+            values.windows(2).any(|w| len(&w[0]) != len(&w[1]))
+        }
+        _ => false,
+    })
+}
+
+/// The inputs of member `m` alone: a batch of one.
+fn member_inputs(inputs: &CaseInputs, m: usize) -> CaseInputs {
+    let mut alone = inputs.clone();
+    alone.members = 1;
+    for arg in &mut alone.args {
+        if let InputValue::Batched(values) = &mut arg.value {
+            *values = values.get(m).cloned().into_iter().collect();
+        }
+    }
+    alone
+}
+
+/// Runs each member of the batch alone on the reference (numbered as in
+/// the batch) and compares its result with `batch`'s (the reference's).
+fn members_alone(
+    compiled: &Compiled,
+    inputs: &CaseInputs,
+    limits: Limits,
+    batch: &RunResult,
+) -> Verdict {
+    let reference = configurations()[0];
+    let mut findings = Vec::new();
+    for (m, in_batch) in batch.members.iter().enumerate() {
+        let alone = bind_compiled(compiled, &member_inputs(inputs, m).to_json().to_string())
+            .map(|bound| bound.numbered_from(m as u64))
+            .and_then(|bound| run(&bound, reference, limits));
+        let show = |r: &Result<Value, MemberError>| autobatch::member_result_to_json(r).to_string();
+        let detail = match alone {
+            Err(why) => format!("member {m} alone: {why}"),
+            Ok(alone) => match alone.members.first() {
+                Some(result) if same_result(result, in_batch) => continue,
+                Some(result) => format!(
+                    "member {m}: alone {}, in the batch {}",
+                    show(result),
+                    show(in_batch)
+                ),
+                None => format!("member {m} alone: no result"),
+            },
+        };
+        findings.push(Finding {
+            configuration: reference,
+            detail,
+        });
+    }
+    if findings.is_empty() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail(findings)
+    }
 }
 
 /// Checks program text with inputs JSON and limits.
 pub fn check_source(source: &str, inputs_json: &str, limits: Limits) -> Verdict {
-    let bound = match bind(source, inputs_json) {
-        Ok(bound) => bound,
-        Err(why) => return Verdict::Invalid(why),
-    };
-    let mut runs = configurations()
-        .into_iter()
-        .map(|c| (c, run(&bound, c, limits)));
+    match bind(source, inputs_json) {
+        Ok(bound) => compare_configurations(&bound, limits, &configurations()).0,
+        Err(why) => Verdict::Invalid(why),
+    }
+}
+
+/// Runs a batch on `configurations`, the first of which is the reference,
+/// and compares each run with the reference's; the reference's result too
+/// if it ran.
+fn compare_configurations(
+    bound: &BoundBatch,
+    limits: Limits,
+    configurations: &[Configuration],
+) -> (Verdict, Option<RunResult>) {
+    let mut runs = configurations.iter().map(|&c| (c, run(bound, c, limits)));
     let Some((reference_config, reference)) = runs.next() else {
-        return Verdict::Pass;
+        return (Verdict::Pass, None);
     };
     let reference = match reference {
         Ok(result) => result,
         Err(detail) => {
-            return Verdict::Fail(vec![Finding {
+            let finding = Finding {
                 configuration: reference_config,
                 detail,
-            }])
+            };
+            return (Verdict::Fail(vec![finding]), None);
         }
     };
     let findings: Vec<Finding> = runs
@@ -110,17 +231,40 @@ pub fn check_source(source: &str, inputs_json: &str, limits: Limits) -> Verdict 
             })
         })
         .collect();
-    if findings.is_empty() {
+    let verdict = if findings.is_empty() {
         Verdict::Pass
     } else {
         Verdict::Fail(findings)
-    }
+    };
+    (verdict, Some(reference))
 }
 
 /// Whether a case compiles and its inputs bind (without running it);
 /// the reason if not.
 pub fn validate(case: &Case) -> Result<(), String> {
     bind(&case.source(), &case.inputs.to_json().to_string()).map(|_| ())
+}
+
+/// Checks that the binder refuses `inputs` for the case's program (inputs
+/// that fix the ragged dimension both in `shared` and, with other lengths,
+/// in `batch`) with an input error naming the dimension; the error message
+/// if so, what happened instead if not (it binds, or the binder panics).
+pub fn refuses_inputs(case: &Case, inputs: &crate::case::Inputs) -> Result<String, String> {
+    let compiled = compile(&case.source(), "generated.ab")
+        .map_err(|e| format!("does not compile:\n{}", e.render(false)))?;
+    let inputs = Inputs::from_json_str(&inputs.to_json().to_string())
+        .map_err(|e| format!("bad inputs: {}", e.message()))?;
+    match without_panics(|| compiled.bind(ENTRY, &inputs)) {
+        Err(panic) => Err(format!("binding {panic}")),
+        Ok(Ok(_)) => Err("the inputs bind".into()),
+        Ok(Err(e))
+            if e.message()
+                .contains(&format!("`{}`", crate::ast::RAGGED_DIM)) =>
+        {
+            Ok(e.message().to_owned())
+        }
+        Ok(Err(e)) => Err(format!("refused for another reason: {}", e.message())),
+    }
 }
 
 /// The reference's results as `autobatch run` prints them (the `results` array).
@@ -136,9 +280,16 @@ pub fn reference_results(
 }
 
 fn bind(source: &str, inputs_json: &str) -> Result<BoundBatch, String> {
-    let compiled = without_panics(|| compile(source, "generated.ab"))
+    bind_compiled(&compile_source(source)?, inputs_json)
+}
+
+fn compile_source(source: &str) -> Result<Compiled, String> {
+    without_panics(|| compile(source, "generated.ab"))
         .map_err(|panic| format!("compiling {panic}"))?
-        .map_err(|e| format!("does not compile:\n{}", e.render(false)))?;
+        .map_err(|e| format!("does not compile:\n{}", e.render(false)))
+}
+
+fn bind_compiled(compiled: &Compiled, inputs_json: &str) -> Result<BoundBatch, String> {
     let inputs =
         Inputs::from_json_str(inputs_json).map_err(|e| format!("bad inputs: {}", e.message()))?;
     without_panics(|| compiled.bind(ENTRY, &inputs))
@@ -158,7 +309,7 @@ fn run(
         max_stack_depth: limits.max_stack_depth,
         max_steps: limits.max_steps,
         seed: limits.seed,
-        threads: 1,
+        threads: configuration.threads,
         max_instances: None,
     };
     match without_panics(|| bound.run(&config)) {

@@ -4,7 +4,8 @@
 //! constants), drop a statement, put the body of an `if` or loop statement
 //! in its place, replace an expression by a constant of its type or by one
 //! of its operands of the same type, drop a member, share a batched
-//! argument, or make one input value simpler. Variants that do not compile
+//! argument, make one input value simpler, or make ragged arrays one
+//! element shorter (a member's all at once, so that its `L` stays one). Variants that do not compile
 //! are just failures of the predicate. Shrinking is greedy: the first
 //! variant that still fails replaces the case, and the search goes on from
 //! there until a whole round of variants passes.
@@ -218,6 +219,7 @@ fn expr_variants(e: &Expr) -> Vec<Expr> {
 /// no statics; the generator's usual limits and seed 0.
 fn input_variants(case: &Case) -> Vec<Case> {
     let mut out = setting_variants(case);
+    out.extend(shorter_ragged(case));
     let members = case.inputs.members;
     if members > 1 {
         for m in 0..members {
@@ -249,6 +251,53 @@ fn input_variants(case: &Case) -> Vec<Case> {
                 out.push(variant);
             }
         }
+    }
+    out
+}
+
+/// Ragged arrays one element shorter, so that the lengths stay a valid
+/// binding: a member's every ragged argument at once (when none is shared),
+/// or every ragged value of the batch at once.
+fn shorter_ragged(case: &Case) -> Vec<Case> {
+    let ragged: Vec<usize> = (0..case.inputs.args.len())
+        .filter(|&a| case.inputs.args[a].ty.is_ragged())
+        .collect();
+    if ragged.is_empty() {
+        return Vec::new();
+    }
+    let shorten = |variant: &mut Case, member: Option<usize>| -> bool {
+        let mut changed = false;
+        for &a in &ragged {
+            let values: Vec<&mut Json> = match &mut variant.inputs.args[a].value {
+                InputValue::Shared(v) => vec![v],
+                InputValue::Batched(vs) => match member {
+                    Some(m) => vs.get_mut(m).into_iter().collect(),
+                    None => vs.iter_mut().collect(),
+                },
+            };
+            for value in values {
+                if let Json::Array(items) = value {
+                    changed |= items.pop().is_some();
+                }
+            }
+        }
+        changed
+    };
+    let any_shared = ragged
+        .iter()
+        .any(|&a| matches!(case.inputs.args[a].value, InputValue::Shared(_)));
+    let mut out = Vec::new();
+    if !any_shared {
+        for m in 0..case.inputs.members {
+            let mut variant = case.clone();
+            if shorten(&mut variant, Some(m)) {
+                out.push(variant);
+            }
+        }
+    }
+    let mut variant = case.clone();
+    if shorten(&mut variant, None) {
+        out.push(variant);
     }
     out
 }
@@ -314,6 +363,7 @@ fn simpler_value(value: &Json) -> Option<Json> {
 
 fn zero_like(value: &Json) -> Json {
     match value {
+        Json::Array(items) => Json::Array(items.iter().map(zero_like).collect()),
         Json::Number(n) if n.is_f64() => Json::from(0.0),
         _ => Json::from(0),
     }
@@ -387,7 +437,9 @@ fn walk_expr(e: &mut Expr, visit: &mut dyn FnMut(Node<'_>)) {
         | ExprKind::Float(_)
         | ExprKind::Bool(_)
         | ExprKind::Var(_)
-        | ExprKind::DepthStep(_) => {}
+        | ExprKind::DepthStep(_)
+        | ExprKind::Dim => {}
+        ExprKind::Fill(value) | ExprKind::Len(value) => walk_expr(value, visit),
         ExprKind::Unary { operand, .. } | ExprKind::Cast { operand } => walk_expr(operand, visit),
         ExprKind::Binary { lhs, rhs, .. } => {
             walk_expr(lhs, visit);
@@ -409,8 +461,10 @@ fn walk_expr(e: &mut Expr, visit: &mut dyn FnMut(Node<'_>)) {
             }
         }
         ExprKind::Instances { form, args, .. } => {
-            if let InstanceForm::Map { depths } = form {
-                depths.iter_mut().for_each(|d| walk_expr(d, visit));
+            match form {
+                InstanceForm::Map { depths } => depths.iter_mut().for_each(|d| walk_expr(d, visit)),
+                InstanceForm::MapRagged { depth } => walk_expr(depth, visit),
+                InstanceForm::Pfor { .. } | InstanceForm::PforRagged => {}
             }
             args.iter_mut().for_each(|a| walk_expr(a, visit));
         }

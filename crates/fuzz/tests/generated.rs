@@ -8,7 +8,9 @@
 
 use std::collections::BTreeSet;
 
+use autobatch_fuzz::case::{Case, InputValue};
 use autobatch_fuzz::{check_seed, generate, oracle, shrink, Outcome, HEADER_LINES};
+use serde_json::Value as Json;
 
 /// The seeds of the tests of the generator.
 const SEEDS: std::ops::Range<u64> = 0..300;
@@ -81,6 +83,24 @@ fn the_programs_use_every_promised_construct() {
         "map(ds, ",
         "pfor::<3>(dk, ",
         "join(dv",
+        "[i64; L]",
+        "[f64; L]",
+        "-> [f64; L] {",
+        "-> [i64; L] {",
+        ").len() as i64)",
+        "(L as i64)",
+        "; L]",
+        "pfor::<L>(",
+        "; L], ",
+        "softmax(",
+        "dot(",
+        "max(",
+        "min(",
+        "mean(",
+        "logsumexp(",
+        "[[f64; 3]; L]",
+        "matvec(",
+        "vecmat(",
     ];
     let missing: Vec<&str> = constructs
         .iter()
@@ -137,22 +157,48 @@ fn members_fault_in_every_way_beside_members_that_do_not() {
     );
 }
 
-/// Fails while a strategy disagrees with the reference (program-counter
-/// does until the live-across-call fix of the stack pass lands).
+/// What checking `seed` found, if it fails.
+fn seed_failure(seed: u64) -> Option<String> {
+    match check_seed(seed) {
+        Outcome::Pass => None,
+        Outcome::GeneratorBug { why, .. } => Some(format!("seed {seed}: generator bug: {why}")),
+        Outcome::ConflictAccepted { why, inputs, .. } => Some(format!(
+            "seed {seed}: conflicting ragged inputs {inputs} not refused: {why}"
+        )),
+        Outcome::Fail { findings, .. } => Some(format!(
+            "seed {seed}: {} configurations differ, first {}: {}",
+            findings.len(),
+            findings[0].configuration,
+            findings[0].detail
+        )),
+    }
+}
+
+/// Fails while a strategy disagrees with the reference. The seeds run on
+/// two threads (CI has two cores; ragged batches run one batch per size).
 #[test]
 fn every_configuration_matches_the_reference() {
-    let failures: Vec<String> = RUN_SEEDS
-        .filter_map(|seed| match check_seed(seed) {
-            Outcome::Pass => None,
-            Outcome::GeneratorBug { why, .. } => Some(format!("seed {seed}: generator bug: {why}")),
-            Outcome::Fail { findings, .. } => Some(format!(
-                "seed {seed}: {} configurations differ, first {}: {}",
-                findings.len(),
-                findings[0].configuration,
-                findings[0].detail
-            )),
-        })
-        .collect();
+    const WORKERS: u64 = 2;
+    let mut failures: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                scope.spawn(move || {
+                    RUN_SEEDS
+                        .filter(|seed| seed % WORKERS == w)
+                        .filter_map(seed_failure)
+                        .collect::<Vec<String>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| vec!["a worker panicked".into()])
+            })
+            .collect()
+    });
+    failures.sort();
     assert!(
         failures.is_empty(),
         "{} of {} programs fail (reproduce and shrink with `cargo run --release -p autobatch-fuzz -- programs --count 1 --seed SEED`):\n{}",
@@ -186,4 +232,149 @@ fn the_shrinker_keeps_the_property_and_makes_the_case_smaller() {
         "members left: {}",
         shrunk.inputs.members
     );
+}
+
+/// Each member's length of the ragged arguments of a case (`None` for a
+/// member whose ragged arguments disagree), and whether one is shared.
+fn ragged_lengths(case: &Case) -> (Vec<Option<usize>>, bool) {
+    let len = |v: &Json| v.as_array().map_or(0, Vec::len);
+    let mut lengths: Vec<Option<usize>> = Vec::new();
+    let mut shared = false;
+    for (i, arg) in case
+        .inputs
+        .args
+        .iter()
+        .filter(|a| a.ty.is_ragged())
+        .enumerate()
+    {
+        let of_member: Vec<usize> = match &arg.value {
+            InputValue::Shared(v) => {
+                shared = true;
+                vec![len(v); case.inputs.members]
+            }
+            InputValue::Batched(vs) => vs.iter().map(len).collect(),
+        };
+        if i == 0 {
+            lengths = of_member.into_iter().map(Some).collect();
+        } else {
+            for (l, n) in lengths.iter_mut().zip(of_member) {
+                *l = l.filter(|&l| l == n);
+            }
+        }
+    }
+    (lengths, shared)
+}
+
+#[test]
+fn ragged_inputs_give_each_member_its_own_length() {
+    let (mut ragged, mut differing, mut shared, mut empty, mut long) = (0, 0, 0, 0, 0);
+    for seed in SEEDS {
+        let case = generate(seed);
+        let (lengths, is_shared) = ragged_lengths(&case);
+        if lengths.is_empty() {
+            continue;
+        }
+        ragged += 1;
+        assert!(
+            lengths.iter().all(Option::is_some),
+            "seed {seed}: a member's ragged arguments differ in length: {lengths:?}"
+        );
+        let lengths: Vec<usize> = lengths.into_iter().flatten().collect();
+        assert!(lengths.iter().all(|&l| l <= 6), "seed {seed}: {lengths:?}");
+        differing += usize::from(lengths.windows(2).any(|w| w[0] != w[1]));
+        shared += usize::from(is_shared);
+        empty += usize::from(lengths.contains(&0));
+        long += usize::from(lengths.iter().any(|&l| l >= 5));
+    }
+    assert!(
+        ragged >= SEEDS.count() / 4,
+        "only {ragged} programs take ragged arrays"
+    );
+    assert!(
+        differing >= ragged / 3,
+        "only {differing} of {ragged} batches are ragged"
+    );
+    assert!(shared >= 5, "only {shared} cases share a ragged argument");
+    assert!(
+        empty >= 10 && long >= 5,
+        "{empty} cases with empty, {long} with long arrays"
+    );
+}
+
+#[test]
+fn members_of_ragged_programs_fault_against_their_own_length() {
+    let (mut out_of_bounds, mut result_lengths_differ) = (0, 0);
+    for seed in SEEDS {
+        let case = generate(seed);
+        if ragged_lengths(&case).0.is_empty() {
+            continue;
+        }
+        let source = format!("{}{}", "\n".repeat(HEADER_LINES), case.source());
+        let results =
+            oracle::reference_results(&source, &case.inputs.to_json().to_string(), case.limits)
+                .unwrap_or_else(|why| panic!("seed {seed}: {why}"));
+        let results = results.as_array().cloned().unwrap_or_default();
+        let kinds: BTreeSet<&str> = results
+            .iter()
+            .map(|r| r["error"]["kind"].as_str().unwrap_or("ok"))
+            .collect();
+        if kinds.contains("index_out_of_bounds") && kinds.contains("ok") {
+            out_of_bounds += 1;
+        }
+        let array_lengths: BTreeSet<usize> = results
+            .iter()
+            .filter_map(|r| r["ok"].as_array().map(Vec::len))
+            .collect();
+        if case.source().contains("-> [f64; L] {\n") || case.source().contains("-> [i64; L] {\n") {
+            result_lengths_differ += usize::from(array_lengths.len() > 1);
+        }
+    }
+    assert!(
+        out_of_bounds >= 3,
+        "only {out_of_bounds} ragged batches where a member is out of bounds beside one that is not"
+    );
+    assert!(
+        result_lengths_differ >= 3,
+        "only {result_lengths_differ} batches whose results differ in length"
+    );
+}
+
+#[test]
+fn conflicting_ragged_inputs_are_refused() {
+    let mut refused = 0;
+    for seed in SEEDS {
+        let case = generate(seed);
+        let Some(inputs) = autobatch_fuzz::generate::conflicting_inputs(&case) else {
+            continue;
+        };
+        let message = oracle::refuses_inputs(&case, &inputs)
+            .unwrap_or_else(|why| panic!("seed {seed}: {why}\n{}", case.source()));
+        assert!(
+            message.contains("shared") || message.contains("argument"),
+            "{message}"
+        );
+        refused += 1;
+    }
+    assert!(refused >= 5, "only {refused} cases with conflicting inputs");
+}
+
+#[test]
+fn the_shrinker_shortens_ragged_inputs() {
+    // A stand-in for "still fails": two members of different lengths.
+    let property = |case: &Case| {
+        let lengths: Vec<usize> = ragged_lengths(case).0.into_iter().flatten().collect();
+        lengths.iter().any(|&l| l != lengths[0]) && oracle::validate(case).is_ok()
+    };
+    let seed = SEEDS
+        .clone()
+        .find(|&s| {
+            let case = generate(s);
+            property(&case) && ragged_lengths(&case).0.iter().flatten().any(|&l| l >= 3)
+        })
+        .expect("some batch is ragged");
+    let shrunk = shrink::shrink(&generate(seed), property);
+    assert!(property(&shrunk));
+    let lengths: Vec<usize> = ragged_lengths(&shrunk).0.into_iter().flatten().collect();
+    assert_eq!(lengths.iter().max(), Some(&1), "{lengths:?}");
+    assert_eq!(shrunk.inputs.members, 2);
 }
