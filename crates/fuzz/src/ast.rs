@@ -88,7 +88,18 @@ pub struct Program {
     pub consts: Vec<(String, usize)>,
     pub statics: Vec<Param>,
     pub functions: Vec<Function>,
+    /// Whether the program declares the [`HOSTS`] (it calls some).
+    pub hosts: bool,
 }
+
+/// The host primitives generated programs may call, as declared, with their
+/// arity (every operand and the result are `f64`). The oracle registers
+/// their functions (`crate::oracle::register_hosts`): `host_affine` one
+/// member's call at a time, `host_square` batched.
+pub const HOSTS: [(&str, &str, usize); 2] = [
+    ("host_affine", "fn host_affine(x: f64, k: f64) -> f64;", 2),
+    ("host_square", "fn host_square(x: f64) -> f64;", 1),
+];
 
 /// A named, typed parameter (or static).
 #[derive(Clone, Debug, PartialEq)]
@@ -281,6 +292,12 @@ pub enum ExprKind {
         callee: String,
         args: Vec<Expr>,
     },
+    /// `name(args)` of one of the [`HOSTS`] (host primitives the oracle
+    /// registers functions for); of type `f64`.
+    HostCall {
+        name: &'static str,
+        args: Vec<Expr>,
+    },
     /// `({ let (caught, value) = catch(call); if caught { value } else { fallback } })`:
     /// `call` is a `Call`; a member that faults inside it goes on with `fallback`.
     Catch {
@@ -420,10 +437,15 @@ impl Printer {
         for (name, value) in &program.consts {
             self.line(&format!("const {name}: usize = {value};"));
         }
-        if !program.statics.is_empty() {
+        if !program.statics.is_empty() || program.hosts {
             self.line("extern \"autobatch\" {");
             for s in &program.statics {
                 self.line(&format!("    static {}: {};", s.name, s.ty.source()));
+            }
+            if program.hosts {
+                for (_, declaration, _) in HOSTS {
+                    self.line(&format!("    {declaration}"));
+                }
             }
             self.line("}");
         }
@@ -566,6 +588,17 @@ fn write_expr(out: &mut String, e: &Expr) {
             out.push(')');
         }
         ExprKind::Builtin { builtin, args } => write_builtin(out, *builtin, args),
+        ExprKind::HostCall { name, args } => {
+            out.push_str(name);
+            out.push('(');
+            for (k, arg) in args.iter().enumerate() {
+                if k > 0 {
+                    out.push_str(", ");
+                }
+                write_expr(out, arg);
+            }
+            out.push(')');
+        }
         ExprKind::Cast { operand } => {
             out.push('(');
             write_expr(out, operand);

@@ -49,6 +49,8 @@ const RAGGED_VALUE_TYPES: [Ty; 8] = [
 
 /// How often a program has ragged arrays.
 const RAGGED_PROGRAMS: f64 = 0.4;
+/// How often a float expression is a call of a host primitive.
+const HOST_CALLS: f64 = 0.03;
 
 /// The limits of most cases (others get a small stack or step limit).
 pub const USUAL_LIMITS: Limits = Limits {
@@ -137,6 +139,8 @@ struct Generator {
     /// Whether the program has ragged arrays (`[i64; L]`, `[f64; L]`; the
     /// entry then takes at least one).
     ragged: bool,
+    /// Whether some expression calls a host primitive ([`HOSTS`]).
+    hosts: bool,
     fresh: usize,
     scope: Scope,
 }
@@ -150,6 +154,7 @@ impl Generator {
             consts: Vec::new(),
             jacobian_targets: Vec::new(),
             ragged: false,
+            hosts: false,
             fresh: 0,
             scope: Scope {
                 vars: Vec::new(),
@@ -233,6 +238,7 @@ impl Generator {
             consts: self.consts.clone(),
             statics: self.statics.clone(),
             functions,
+            hosts: self.hosts,
         }
     }
 
@@ -722,10 +728,21 @@ impl Generator {
         Some(e)
     }
 
+    /// A call of one of the [`HOSTS`] on float expressions.
+    fn host_call(&mut self, sub: u32) -> Expr {
+        let (name, _, arity) = HOSTS[self.rng.gen_range(0..HOSTS.len())];
+        let args = (0..arity).map(|_| self.expr(Ty::Float, sub)).collect();
+        self.hosts = true;
+        Expr::new(Ty::Float, ExprKind::HostCall { name, args })
+    }
+
     fn float_expr(&mut self, depth: u32) -> Option<Expr> {
         let sub = depth - 1;
         if self.ragged && self.chance(0.2) {
             return self.ragged_scalar(Ty::Float, sub);
+        }
+        if self.chance(HOST_CALLS) {
+            return Some(self.host_call(sub));
         }
         let e = match self.rng.gen_range(0..12) {
             0..=2 => {

@@ -250,8 +250,7 @@ pub fn validate(case: &Case) -> Result<(), String> {
 /// in `batch`) with an input error naming the dimension; the error message
 /// if so, what happened instead if not (it binds, or the binder panics).
 pub fn refuses_inputs(case: &Case, inputs: &crate::case::Inputs) -> Result<String, String> {
-    let compiled = compile(&case.source(), "generated.ab")
-        .map_err(|e| format!("does not compile:\n{}", e.render(false)))?;
+    let compiled = compile_source(&case.source())?;
     let inputs = Inputs::from_json_str(&inputs.to_json().to_string())
         .map_err(|e| format!("bad inputs: {}", e.message()))?;
     match without_panics(|| compiled.bind(ENTRY, &inputs)) {
@@ -284,9 +283,56 @@ fn bind(source: &str, inputs_json: &str) -> Result<BoundBatch, String> {
 }
 
 fn compile_source(source: &str) -> Result<Compiled, String> {
-    without_panics(|| compile(source, "generated.ab"))
+    let compiled = without_panics(|| compile(source, "generated.ab"))
         .map_err(|panic| format!("compiling {panic}"))?
-        .map_err(|e| format!("does not compile:\n{}", e.render(false)))
+        .map_err(|e| format!("does not compile:\n{}", e.render(false)))?;
+    Ok(register_hosts(compiled))
+}
+
+/// The program with the functions of the host primitives it calls
+/// ([`crate::ast::HOSTS`]): `host_affine(x, k)` is `0.5 x - k` and fails
+/// where `x > 2.5`; `host_square(x)` is `x * x - 1`, batched (the calls of
+/// a step at once), and fails where `x < -2.5`. Deterministic, so every
+/// strategy must give every member the reference's value or error.
+pub fn register_hosts(compiled: Compiled) -> Compiled {
+    let scalar = |v: &Value| -> Result<f64, String> {
+        match v {
+            Value::Tensor(t) => match t.data.get(0) {
+                Scalar::F64(x) => Ok(x),
+                other => Err(format!("not an f64: {other:?}")),
+            },
+            Value::Tuple(_) => Err("a tuple".into()),
+        }
+    };
+    let f64_value = |x: f64| Value::Tensor(Tensor::scalar(Scalar::F64(x)));
+    let affine = move |args: &[Value]| -> Result<Value, String> {
+        let (x, k) = (scalar(&args[0])?, scalar(&args[1])?);
+        if x > 2.5 {
+            return Err(format!("{x} is over 2.5"));
+        }
+        Ok(f64_value(0.5 * x - k))
+    };
+    let square = move |calls: &[Vec<Value>]| -> Vec<Result<Value, String>> {
+        calls
+            .iter()
+            .map(|args| {
+                let x = scalar(&args[0])?;
+                if x < -2.5 {
+                    return Err(format!("{x} is below -2.5"));
+                }
+                Ok(f64_value(x * x - 1.0))
+            })
+            .collect()
+    };
+    // A program that does not call a primitive has no function for it.
+    let compiled = match compiled.clone().with_host("host_affine", affine) {
+        Ok(with) => with,
+        Err(_) => compiled,
+    };
+    match compiled.clone().with_batched_host("host_square", square) {
+        Ok(with) => with,
+        Err(_) => compiled,
+    }
 }
 
 fn bind_compiled(compiled: &Compiled, inputs_json: &str) -> Result<BoundBatch, String> {

@@ -193,7 +193,9 @@ fn expr_variants(e: &Expr) -> Vec<Expr> {
                 .filter(|c| same_type(c))
                 .cloned(),
         ),
-        ExprKind::Builtin { args, .. } | ExprKind::Call { args, .. } => {
+        ExprKind::Builtin { args, .. }
+        | ExprKind::Call { args, .. }
+        | ExprKind::HostCall { args, .. } => {
             out.extend(args.iter().filter(|c| same_type(c)).cloned())
         }
         ExprKind::If {
@@ -445,9 +447,10 @@ fn walk_expr(e: &mut Expr, visit: &mut dyn FnMut(Node<'_>)) {
             walk_expr(lhs, visit);
             walk_expr(rhs, visit);
         }
-        ExprKind::Builtin { args, .. } | ExprKind::Call { args, .. } | ExprKind::Array(args) => {
-            args.iter_mut().for_each(|a| walk_expr(a, visit))
-        }
+        ExprKind::Builtin { args, .. }
+        | ExprKind::Call { args, .. }
+        | ExprKind::HostCall { args, .. }
+        | ExprKind::Array(args) => args.iter_mut().for_each(|a| walk_expr(a, visit)),
         ExprKind::Catch { call, fallback } => {
             walk_expr(call, visit);
             walk_expr(fallback, visit);

@@ -101,6 +101,9 @@ fn the_programs_use_every_promised_construct() {
         "[[f64; 3]; L]",
         "matvec(",
         "vecmat(",
+        "fn host_affine(x: f64, k: f64) -> f64;",
+        "host_affine(",
+        "host_square(",
     ];
     let missing: Vec<&str> = constructs
         .iter()
@@ -145,6 +148,7 @@ fn members_fault_in_every_way_beside_members_that_do_not() {
     let expected = [
         "assertion_failed",
         "division_by_zero",
+        "host_error",
         "index_out_of_bounds",
         "ok",
         "stack_overflow",
