@@ -282,3 +282,28 @@ fn a_batched_host_function_takes_the_calls_of_a_step_at_once() {
         }
     }
 }
+
+#[test]
+fn a_call_whose_value_is_unused_still_happens() {
+    let source = "extern \"autobatch\" { fn check(x: f64) -> f64; }\nfn f(x: f64) -> f64 { let unused = check(x); x * 2.0 }";
+    let compiled = compile(source, "unused.ab")
+        .expect("compiles")
+        .with_host("check", |args| {
+            let x = f64_arg(args, 0)?;
+            if x < 0.0 {
+                return Err("negative".into());
+            }
+            Ok(x.into_value())
+        })
+        .expect("check is called");
+    for config in every_configuration() {
+        let out = run(
+            &compiled,
+            "f",
+            json!({"batch": {"x": [1.0, -1.0]}}),
+            &config,
+        );
+        assert_eq!(out[0], json!({"ok": 2.0}), "{config:?}");
+        assert_eq!(out[1]["error"]["kind"], "host_error", "{config:?}: {out}");
+    }
+}
