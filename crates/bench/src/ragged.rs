@@ -1,6 +1,6 @@
 //! `ragged [--quick]`: a ragged batch (each member with its own length,
 //! issue 16) against the same batch padded to the longest member by hand,
-//! as users write it where ragged batches do not exist.
+//! as users write it in array languages without ragged batches.
 //!
 //! ```sh
 //! cargo run --release -p autobatch-bench -- ragged [--quick]
