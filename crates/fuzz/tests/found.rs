@@ -1,6 +1,6 @@
-//! Bugs the fuzzer found in other crates and that are not fixed yet, each
-//! as its shrunk (then hand-reduced) case: ignored until the fix lands;
-//! `cargo test -p autobatch-fuzz --test found -- --ignored` runs them.
+//! Bugs the fuzzer found in other crates, each as its shrunk (then
+//! hand-reduced) case, kept as a regression test once fixed (an unfixed
+//! one is `#[ignore]`d until its fix lands).
 
 use autobatch_fuzz::oracle::{check_source, Verdict};
 use autobatch_fuzz::Limits;
@@ -12,9 +12,10 @@ use autobatch_fuzz::Limits;
 /// fork's arguments where it is not written: "internal error: the
 /// explicit-stack form is invalid: stack verifier: fn main pc0: the fork's
 /// arguments: reads x1 (v), a temporary not written earlier in this block".
-/// The reference and local-static give `6.0, 14.0`.
+/// The reference and local-static give `6.0, 14.0`. Fixed: the stack
+/// pass's copy coalescing now counts a fork's arguments as reads
+/// (`term_reads` in `crates/passes/src/stack`).
 #[test]
-#[ignore = "the stack pass's bug with a variable assigned after a fork in one expression is not fixed yet"]
 fn a_variable_assigned_after_a_map_in_one_expression() {
     let source = r#"
 fn main(d: i64) -> f64 {

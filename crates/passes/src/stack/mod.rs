@@ -929,8 +929,8 @@ fn coalesce_copies(program: &mut LoweredProgram) {
                 } if args[0] == t && *p != t => Some(*p),
                 _ => None,
             };
-            let read_later = block.ops[j + 1..].iter().any(|op| mentions(op, t))
-                || matches!(block.term, LoweredTerm::Branch { cond, .. } if cond == t);
+            let read_later =
+                block.ops[j + 1..].iter().any(|op| mentions(op, t)) || term_reads(&block.term, t);
             match target {
                 Some(p)
                     if !read_later
@@ -948,6 +948,22 @@ fn coalesce_copies(program: &mut LoweredProgram) {
                 _ => i += 1,
             }
         }
+    }
+}
+
+/// Whether the terminator `term` reads `v`: a branch's condition, or what a
+/// fork passes to its instances (found by the fuzzer: a temporary read by
+/// a fork's arguments after it was copied must keep its own value).
+fn term_reads(term: &LoweredTerm, v: GlobalVar) -> bool {
+    match term {
+        LoweredTerm::Branch { cond, .. } => *cond == v,
+        LoweredTerm::Fork(fork) => fork.calls.iter().any(|call| {
+            call.params.iter().any(|(_, arg)| match arg {
+                LoweredArg::Whole(x) | LoweredArg::Element(x) => *x == v,
+                LoweredArg::Index => false,
+            })
+        }),
+        LoweredTerm::Jump(_) | LoweredTerm::PushJump { .. } | LoweredTerm::Return => false,
     }
 }
 
