@@ -110,3 +110,46 @@ fn the_typed_api_takes_and_gives_ragged_arrays() {
         .expect("runs");
     assert_eq!(out.members, [Ok(vec![2.0, 4.0]), Ok(vec![]), Ok(vec![6.0])]);
 }
+
+/// `examples/ragged/attention.ab` against numpy's softmax attention
+/// (`tools/ragged_reference.py`), on every configuration: the kernels' own
+/// order of sums differs from numpy's, so within a relative 1e-12.
+#[test]
+fn the_attention_example_matches_numpy() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ragged");
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).expect("the example's files");
+    let compiled = compile(&read("attention.ab"), "attention.ab")
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let inputs = Inputs::from_json_str(&read("attention.json")).expect("inputs parse");
+    let expected: Value = serde_json::from_str(&read("attention.expect.json")).expect("JSON");
+    let bound = compiled.bind("attend", &inputs).expect("binds");
+    for (strategy, lanes, block_choice) in configurations() {
+        let config = RunConfig {
+            strategy,
+            lanes,
+            block_choice,
+            ..RunConfig::default()
+        };
+        let got = bound.run(&config).expect("runs").to_json(false)["results"].clone();
+        for (member, (g, e)) in got
+            .as_array()
+            .expect("results")
+            .iter()
+            .zip(expected.as_array().expect("expected"))
+            .enumerate()
+        {
+            let (g, e) = (
+                g["ok"].as_array().expect("a value"),
+                e["ok"].as_array().expect("a value"),
+            );
+            assert_eq!(g.len(), e.len());
+            for (x, y) in g.iter().zip(e) {
+                let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+                assert!(
+                    (x - y).abs() <= 1e-12 * y.abs().max(1.0),
+                    "{strategy:?}/{lanes:?}: member {member}: {x} against numpy's {y}"
+                );
+            }
+        }
+    }
+}
