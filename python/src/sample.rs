@@ -246,6 +246,10 @@ fn fit_dict<'py>(
         "lp",
         flat_to_numpy(py, &floats(&run.log_density), "float64", &shape)?,
     )?;
+    per_draw.set_item(
+        "energy",
+        flat_to_numpy(py, &floats(&run.energy), "float64", &shape)?,
+    )?;
     fit.set_item("sample_stats", per_draw)?;
     let step_size = floats(std::slice::from_ref(&run.step_size));
     fit.set_item(

@@ -41,7 +41,7 @@ def test_draws_shape_stats_and_summary():
     assert fit.stats["chains"] == 3 and fit.stats["draws"] == 200
     assert fit.stats["dimension"] == 2
     assert fit.stats["strategy"] == "program-counter"
-    for name in ["tree_depth", "n_steps", "diverging", "acceptance_rate", "lp"]:
+    for name in ["tree_depth", "n_steps", "diverging", "acceptance_rate", "lp", "energy"]:
         assert fit.sample_stats[name].shape == (3, 200), name
     assert fit.step_size.shape == (3,)
     summary = fit.summary()

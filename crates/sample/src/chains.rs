@@ -75,12 +75,13 @@ pub(crate) struct ChainState {
     /// The draws so far, row after row: `samples[draw * dim + i]`.
     pub samples: Vec<f64>,
     /// Per draw: tree depth, leapfrog steps, divergence, acceptance
-    /// statistic, log density.
+    /// statistic, log density, energy.
     pub tree_depth: Vec<i64>,
     pub n_leapfrog: Vec<i64>,
     pub divergent: Vec<bool>,
     pub accept_stat: Vec<f64>,
     pub log_density: Vec<f64>,
+    pub energy: Vec<f64>,
     pub warmup_divergences: u64,
     /// Leapfrog steps at which the model faulted, in warmup and in sampling.
     pub warmup_faults: u64,
@@ -104,6 +105,7 @@ pub(crate) struct FinishedChain {
     pub divergent: Vec<bool>,
     pub accept_stat: Vec<f64>,
     pub log_density: Vec<f64>,
+    pub energy: Vec<f64>,
     pub warmup_divergences: u64,
     pub warmup_faults: u64,
     pub sampling_faults: u64,
@@ -126,6 +128,7 @@ impl ChainState {
             divergent: self.divergent,
             accept_stat: self.accept_stat,
             log_density: self.log_density,
+            energy: self.energy,
             warmup_divergences: self.warmup_divergences,
             warmup_faults: self.warmup_faults,
             sampling_faults: self.sampling_faults,
@@ -170,6 +173,7 @@ impl ChainState {
             divergent: Vec::new(),
             accept_stat: Vec::new(),
             log_density: Vec::new(),
+            energy: Vec::new(),
             warmup_divergences: 0,
             warmup_faults: 0,
             sampling_faults: 0,
@@ -211,6 +215,7 @@ impl ChainState {
             .extend_from_slice(&out.accept_stats[..recorded]);
         self.log_density
             .extend_from_slice(&out.log_densities[..recorded]);
+        self.energy.extend_from_slice(&out.energies[..recorded]);
         let counts = out.counts;
         let gradients = Gradients {
             warmup: (counts.warmup_leapfrogs + counts.other_gradients) as u64,
@@ -246,6 +251,7 @@ struct SegmentOutput {
     divergent: Vec<bool>,
     accept_stats: Vec<f64>,
     log_densities: Vec<f64>,
+    energies: Vec<f64>,
     counts: SegmentCounts,
 }
 
@@ -268,10 +274,10 @@ impl SegmentOutput {
         let Value::Tuple(mut parts) = value else {
             return Err(internal("no tuple"));
         };
-        if parts.len() != 8 {
+        if parts.len() != 9 {
             return Err(internal("a tuple of the wrong length"));
         }
-        let counts: Vec<Tensor> = parts.pop().expect("8 parts").flatten();
+        let counts: Vec<Tensor> = parts.pop().expect("9 parts").flatten();
         let per_iteration: Vec<Tensor> = parts
             .split_off(1)
             .into_iter()
@@ -283,8 +289,8 @@ impl SegmentOutput {
         if state.len() != STATE.len() {
             return Err(internal("a state of the wrong length"));
         }
-        let [draws, depths, leapfrogs, divergent, accepts, lps] =
-            <[Tensor; 6]>::try_from(per_iteration)
+        let [draws, depths, leapfrogs, divergent, accepts, lps, energies] =
+            <[Tensor; 7]>::try_from(per_iteration)
                 .map_err(|_| internal("draws of the wrong form"))?;
         let counts =
             <[Tensor; 5]>::try_from(counts).map_err(|_| internal("counts of the wrong form"))?;
@@ -302,6 +308,7 @@ impl SegmentOutput {
             divergent: bools(&divergent)?.to_vec(),
             accept_stats: f64s(&accepts)?.to_vec(),
             log_densities: f64s(&lps)?.to_vec(),
+            energies: f64s(&energies)?.to_vec(),
             counts: SegmentCounts {
                 warmup_leapfrogs: count(0)?,
                 warmup_divergences: count(1)?,

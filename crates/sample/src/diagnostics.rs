@@ -4,6 +4,38 @@
 //! effective sample size (rank-normalized split chains, Geyer's initial
 //! monotone sequence). Every function takes draws as `[chain][draw]`.
 
+/// The energy Bayesian fraction of missing information of one chain's
+/// energies (Betancourt 2016), as ArviZ's `bfmi` computes it: the mean
+/// squared change of energy from one draw to the next over the variance of
+/// the energy. Below 0.3 (Stan's threshold), momentum resampling moves the
+/// energy too little for the sampler to explore the posterior's tails.
+/// NaN with fewer than two draws or energies that do not vary.
+pub fn e_bfmi(energies: &[f64]) -> f64 {
+    let n = energies.len();
+    if n < 2 {
+        return f64::NAN;
+    }
+    let mean = energies.iter().sum::<f64>() / n as f64;
+    let variance = energies
+        .iter()
+        .map(|e| (e - mean) * (e - mean))
+        .sum::<f64>()
+        / n as f64;
+    let steps = energies
+        .windows(2)
+        .map(|w| (w[1] - w[0]) * (w[1] - w[0]))
+        .sum::<f64>()
+        / (n - 1) as f64;
+    if variance > 0.0 {
+        steps / variance
+    } else {
+        f64::NAN
+    }
+}
+
+/// Stan's threshold: an E-BFMI below it is worth a warning.
+pub const E_BFMI_THRESHOLD: f64 = 0.3;
+
 /// The quantile function of the standard normal distribution (Acklam's
 /// rational approximation, relative error below 1.2e-9): enough for rank
 /// normalization, which only needs the order of magnitude of the tails.

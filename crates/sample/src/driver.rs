@@ -187,12 +187,15 @@ pub struct SampleRun {
     /// Per finished chain, the draws row after row: `samples[k][draw * dim + i]`.
     pub samples: Vec<Vec<f64>>,
     /// Per chain and draw (sampling only): tree depth, leapfrog steps,
-    /// divergence, acceptance statistic, log density.
+    /// divergence, acceptance statistic, log density, and energy (the
+    /// Hamiltonian at the draw with the momentum it was reached with:
+    /// Stan's `energy__`).
     pub tree_depth: Vec<Vec<i64>>,
     pub n_leapfrog: Vec<Vec<i64>>,
     pub divergent: Vec<Vec<bool>>,
     pub accept_stat: Vec<Vec<f64>>,
     pub log_density: Vec<Vec<f64>>,
+    pub energy: Vec<Vec<f64>>,
     /// Divergences during warmup, per finished chain.
     pub warmup_divergences: Vec<u64>,
     /// Per finished chain, the leapfrog steps at which the model faulted
@@ -258,6 +261,15 @@ impl SampleRun {
     pub fn divergences(&self) -> u64 {
         self.divergent.iter().flatten().filter(|d| **d).count() as u64
     }
+    /// Per finished chain, the E-BFMI of its energies
+    /// ([`crate::diagnostics::e_bfmi`]).
+    pub fn e_bfmi(&self) -> Vec<f64> {
+        self.energy
+            .iter()
+            .map(|e| crate::diagnostics::e_bfmi(e))
+            .collect()
+    }
+
     pub fn mean_tree_depth(&self) -> f64 {
         let n = self.finished() * self.draws;
         if n == 0 {
@@ -908,6 +920,7 @@ impl<'a> Sampler<'a> {
             divergent: Vec::with_capacity(finished.len()),
             accept_stat: Vec::with_capacity(finished.len()),
             log_density: Vec::with_capacity(finished.len()),
+            energy: Vec::with_capacity(finished.len()),
             warmup_divergences: Vec::with_capacity(finished.len()),
             warmup_faults: Vec::with_capacity(finished.len()),
             sampling_faults: Vec::with_capacity(finished.len()),
@@ -926,6 +939,7 @@ impl<'a> Sampler<'a> {
             run.divergent.push(chain.divergent);
             run.accept_stat.push(chain.accept_stat);
             run.log_density.push(chain.log_density);
+            run.energy.push(chain.energy);
             run.warmup_divergences.push(chain.warmup_divergences);
             run.warmup_faults.push(chain.warmup_faults);
             run.sampling_faults.push(chain.sampling_faults);

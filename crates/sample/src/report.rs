@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use crate::diagnostics::Summary;
+use crate::diagnostics::{Summary, E_BFMI_THRESHOLD};
 use crate::driver::SampleRun;
 
 /// The summary of every parameter, in order.
@@ -114,6 +114,7 @@ pub fn table(run: &SampleRun) -> String {
             counted(chains_hit, "chain")
         );
     }
+    write_e_bfmi(&mut out, run);
     let _ = writeln!(
         out,
         "divergences: {} of {}; mean tree depth: {}",
@@ -131,6 +132,47 @@ pub fn table(run: &SampleRun) -> String {
         gradients_per_second(run)
     );
     out
+}
+
+/// The lowest E-BFMI over the chains, and a warning naming the chains
+/// below Stan's threshold.
+fn write_e_bfmi(out: &mut String, run: &SampleRun) {
+    let e_bfmi = run.e_bfmi();
+    let Some((lowest_at, lowest)) = e_bfmi
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, x)| !x.is_nan())
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+    else {
+        return;
+    };
+    let low: Vec<String> = e_bfmi
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| **x < E_BFMI_THRESHOLD)
+        .map(|(k, _)| run.chain_ids[k].to_string())
+        .collect();
+    if low.is_empty() {
+        let _ = writeln!(
+            out,
+            "E-BFMI: lowest {} (chain {})",
+            number(lowest, 2),
+            run.chain_ids[lowest_at]
+        );
+        return;
+    }
+    let shown = if low.len() > 10 {
+        format!("{}, ...", low[..10].join(", "))
+    } else {
+        low.join(", ")
+    };
+    let _ = writeln!(
+        out,
+        "warning: E-BFMI below {E_BFMI_THRESHOLD} in {} (lowest {}: chains {shown}): the momentum resampling barely moves the energy, so the chains may not explore the posterior's tails; reparameterizing the model usually helps",
+        counted(low.len(), "chain"),
+        number(lowest, 2),
+    );
 }
 
 /// Writes the draws: a header `chain,draw,theta[0],...`, then one row per
@@ -159,7 +201,7 @@ fn float(x: f64) -> serde_json::Value {
 }
 
 /// The run's figures as JSON (`--stats`). Per-chain lists (`step_size`,
-/// `inv_metric`, `mean_accept_stat`) follow `finished_chains`.
+/// `inv_metric`, `mean_accept_stat`, `e_bfmi`) follow `finished_chains`.
 pub fn stats_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
     let rows = summaries(run);
     serde_json::json!({
@@ -182,6 +224,7 @@ pub fn stats_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
         "model_faults_warmup": run.warmup_faults,
         "model_faults_sampling": run.sampling_faults,
         "mean_tree_depth": float(run.mean_tree_depth()),
+        "e_bfmi": run.e_bfmi().into_iter().map(float).collect::<Vec<_>>(),
         "finished_chains": run.chain_ids,
         "failed_chains": run.failures.iter().map(|f| serde_json::json!({
             "chain": f.chain, "kind": f.kind, "message": f.message, "location": f.location,

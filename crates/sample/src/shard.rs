@@ -213,6 +213,7 @@ fn encode_ran(ran: Ran) -> Vec<u8> {
                 w.bools(&c.divergent);
                 w.f64s(&c.accept_stat);
                 w.f64s(&c.log_density);
+                w.f64s(&c.energy);
                 w.u64(c.warmup_divergences);
                 w.u64(c.warmup_faults);
                 w.u64(c.sampling_faults);
@@ -289,6 +290,7 @@ fn read_part(
                 divergent: r.bools()?,
                 accept_stat: r.f64s()?,
                 log_density: r.f64s()?,
+                energy: r.f64s()?,
                 warmup_divergences: r.u64()?,
                 warmup_faults: r.u64()?,
                 sampling_faults: r.u64()?,

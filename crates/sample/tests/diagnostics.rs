@@ -2,8 +2,8 @@
 //! independent draws, AR(1) chains, chains that disagree in location or scale.
 
 use autobatch_sample::diagnostics::{
-    ess_basic, ess_bulk, normal_quantile, quantile, rank_normalize, rhat, rhat_basic, split_chains,
-    summarize,
+    e_bfmi, ess_basic, ess_bulk, normal_quantile, quantile, rank_normalize, rhat, rhat_basic,
+    split_chains, summarize,
 };
 
 /// splitmix64 with Box-Muller: deterministic test data.
@@ -174,4 +174,20 @@ fn degenerate_inputs_give_nan_not_a_panic() {
     // One chain: split R-hat still compares its two halves.
     let one = iid(1, 1000, 7);
     assert!((rhat(&one) - 1.0).abs() < 0.02);
+}
+
+#[test]
+fn e_bfmi_is_twice_one_minus_the_autocorrelation() {
+    // For a stationary AR(1) series, E[(x[t] - x[t-1])^2] = 2 (1 - phi) Var x.
+    for (phi, seed) in [(0.0, 41), (0.5, 42), (0.9, 43)] {
+        let chain = &ar1(1, 40_000, phi, seed)[0];
+        let x = e_bfmi(chain);
+        let truth = 2.0 * (1.0 - phi);
+        assert!(
+            (x - truth).abs() < 0.05,
+            "phi {phi}: E-BFMI {x}, truth {truth}"
+        );
+    }
+    assert!(e_bfmi(&[1.0]).is_nan());
+    assert!(e_bfmi(&[2.0, 2.0, 2.0]).is_nan());
 }

@@ -71,6 +71,7 @@ fn standard_normal_in_several_dimensions() {
         assert_eq!(run.dim, dim);
         check_moments(&run, &vec![0.0; dim], &vec![1.0; dim]);
         assert_eq!(run.divergences(), 0);
+        check_energy(&run);
         for chain in 0..4 {
             // The adapted step size of a standard normal is near 1 (less in
             // more dimensions), and the metric near the identity.
@@ -85,6 +86,35 @@ fn standard_normal_in_several_dimensions() {
                 assert!(*v > 0.5 && *v < 2.0, "D = {dim}: inverse metric {v}");
             }
         }
+    }
+}
+
+/// The energies of a standard normal in D dimensions: at each draw the
+/// energy is -lp plus a kinetic energy (never negative); in equilibrium
+/// both halves are chi-square(D) / 2, so the energy has mean D (within 4.5
+/// standard errors from its own ESS); and a Gaussian target's E-BFMI is
+/// near 1, far above Stan's 0.3.
+fn check_energy(run: &SampleRun) {
+    let dim = run.dim as f64;
+    for (k, energies) in run.energy.iter().enumerate() {
+        assert_eq!(energies.len(), run.draws);
+        for (e, lp) in energies.iter().zip(&run.log_density[k]) {
+            assert!(*e >= -lp, "chain {k}: energy {e} below -lp {}", -lp);
+        }
+    }
+    let ess = ess_basic(&run.energy);
+    let all: Vec<f64> = run.energy.concat();
+    let mean = all.iter().sum::<f64>() / all.len() as f64;
+    let se = (dim / ess).sqrt();
+    assert!(
+        (mean - dim).abs() < 4.5 * se,
+        "D = {dim}: mean energy {mean}, standard error {se}"
+    );
+    for (k, x) in run.e_bfmi().iter().enumerate() {
+        assert!(
+            *x > 0.6 && *x < 1.6,
+            "D = {dim}: E-BFMI of chain {k} is {x}"
+        );
     }
 }
 
