@@ -106,6 +106,8 @@ pub use autobatch_macros::program;
 /// spellings, and the signature class of each.
 pub use autobatch_ops as ops;
 
+/// A run's profile ([`RunConfig::profile`], `autobatch run --profile`).
+pub use autobatch_exec::profile;
 pub use autobatch_exec::{
     available_memory_bytes, Observer, OpCount, ReportField, ReportValue, RunProgress, Stats,
     DEFAULT_MAX_STACK_DEPTH, DEFAULT_MAX_STEPS,

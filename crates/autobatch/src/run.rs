@@ -40,6 +40,10 @@ pub struct RunConfig {
     /// least 1; `None`: as many as a quarter of the available memory holds.
     /// Changes no result, only memory and speed.
     pub max_instances: Option<usize>,
+    /// Record the run's profile (the lanes each step used, each block's
+    /// steps) into [`Stats::profile`]; only the strategies that batch
+    /// steps record one ([`Strategy::records_profile`]). Changes no result.
+    pub profile: bool,
 }
 
 impl Default for RunConfig {
@@ -55,6 +59,7 @@ impl Default for RunConfig {
             seed: 0,
             threads: default_threads(),
             max_instances: None,
+            profile: false,
         }
     }
 }
@@ -102,6 +107,14 @@ impl RunConfig {
                 "the maximum number of instances must be at least 1".into(),
             ));
         }
+        if self.profile && !self.strategy.records_profile() {
+            return Err(RunError::InvalidConfig(format!(
+                "the {} strategy records no profile (its steps do not batch lanes); \
+                 profile with {}",
+                self.strategy,
+                Strategy::profiling_list()
+            )));
+        }
         if let Err(range) = check_threads(self.threads) {
             return Err(RunError::InvalidConfig(format!(
                 "the number of threads ({}) {range}",
@@ -119,6 +132,7 @@ impl RunConfig {
             first_member: 0,
             threads: self.threads,
             max_instances: self.max_instances,
+            profile: self.profile,
             ..RunOptions::default()
         }
     }

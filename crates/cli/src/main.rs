@@ -29,6 +29,7 @@ use clap::{Parser, Subcommand};
 mod job;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod pictures;
 
 /// Compile and run batched programs written in autobatch's Rust-syntax language.
 #[derive(Parser, Debug)]
@@ -102,6 +103,11 @@ struct RunArgs {
     /// Write the results to this file instead of stdout.
     #[arg(long, value_name = "RESULT.json")]
     output: Option<PathBuf>,
+    /// Draw the run's profile into this picture (.svg or .png): the lane
+    /// utilization of every step, and each block's steps and lanes
+    /// (program-counter and local-static; one process).
+    #[arg(long, value_name = "FILE.svg")]
+    profile: Option<PathBuf>,
 }
 
 // The arguments of `autobatch sample` (its help is the variant's doc above).
@@ -143,6 +149,11 @@ struct SampleArgs {
     /// Write the sampler's figures to this JSON file.
     #[arg(long, value_name = "STATS.json")]
     stats: Option<PathBuf>,
+    /// Draw pictures of the draws into this directory (created if
+    /// needed), as PNG and SVG: trace-theta-I and rank-theta-I for every
+    /// parameter, and energy.
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
     /// Adapt one step size and one metric for all chains, pooling their
     /// warmup: chains then wait for one another during warmup, and a
     /// chain's draws depend on the others. Without it, each chain adapts
@@ -419,6 +430,13 @@ fn execute(command: Command, comm: &dyn Communicator) -> Result<(), Failure> {
 /// `autobatch run`: rank 0 reads and binds the inputs, the ranks run
 /// their slices, rank 0 writes the results.
 fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
+    if args.profile.is_some() && comm.size() > 1 {
+        return Err(Failure::Usage(format!(
+            "--profile records the run of one process, but this job has {} ranks; \
+             run it without the MPI launcher to profile it",
+            comm.size()
+        )));
+    }
     let prepared = comm.is_root().then(|| prepare_run(&args));
     let root_texts = prepared.as_ref().map(|p| {
         p.as_ref()
@@ -444,8 +462,9 @@ fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
         seed: args.seed,
         threads: args.threads.unwrap_or_else(autobatch::default_threads),
         max_instances: args.max_instances,
+        profile: args.profile.is_some(),
     };
-    let text = autobatch::shard::run_sharded(
+    let document = autobatch::shard::run_sharded(
         comm,
         compiled.as_ref().map_err(Clone::clone),
         batch.as_ref(),
@@ -453,12 +472,16 @@ fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
         args.stats,
     )
     .map_err(|failure| job::rank_failure(comm, failure))?;
-    let Some(text) = text else {
+    let Some(document) = document else {
         return Ok(());
     };
+    if let (Some(path), Some(profile), Some(batch)) = (&args.profile, &document.profile, &batch) {
+        let (entry, strategy) = (&args.entry, args.strategy.name());
+        pictures::write_profile(path, profile, entry, batch.batch_size(), strategy)?;
+    }
     match args.output {
-        Some(path) => write_file(&path, text.as_bytes()),
-        None => write_stdout(&text),
+        Some(path) => write_file(&path, document.text.as_bytes()),
+        None => write_stdout(&document.text),
     }
 }
 
@@ -467,6 +490,9 @@ fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
 fn prepare_run(args: &RunArgs) -> Result<(Compiled, autobatch::BoundBatch), Failure> {
     if let Some(path) = &args.output {
         check_writable(path)?;
+    }
+    if let Some(path) = &args.profile {
+        pictures::check_picture_path(path)?;
     }
     let compiled = compile_file(&args.program)?;
     let inputs_text = read_file(&args.inputs, "inputs")?;
@@ -530,6 +556,9 @@ fn sample(args: SampleArgs, comm: &dyn Communicator) -> Result<(), Failure> {
             .map_err(|e| Failure::Usage(format!("cannot write the figures as JSON: {e}")))?;
         write_file(path, (text + "\n").as_bytes())?;
     }
+    if let Some(dir) = &args.plots {
+        pictures::write_sample_plots(dir, &run)?;
+    }
     write_stdout(&autobatch_sample::report::table(&run))
 }
 
@@ -539,6 +568,9 @@ fn prepare_sample(args: &SampleArgs) -> Result<(autobatch_sample::Model, Vec<Str
     check_iterations(args.warmup, args.draws)?;
     for path in args.output.iter().chain(&args.stats) {
         check_writable(path)?;
+    }
+    if let Some(dir) = &args.plots {
+        pictures::prepare_plot_dir(dir)?;
     }
     let source = read_program(&args.model)?;
     let data_text = read_file(&args.data, "data")?;

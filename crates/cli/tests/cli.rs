@@ -732,3 +732,57 @@ fn inputs_too_large_for_memory_are_one_line() {
     let output = run_limited(&many, "1G");
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
 }
+
+/// `--profile FILE` draws the run's profile (SVG or PNG by the extension)
+/// without changing a byte of the results; it is refused, before the run,
+/// for a path that names no picture format or cannot be written, and for a
+/// strategy that records no profile.
+#[test]
+fn profile_pictures_leave_the_results_unchanged() {
+    let s = Scratch::new("profile");
+    let program = s.file("fib.ab", FIB);
+    let inputs = s.file("in.json", r#"{"batch": {"n": [3, 7, 4, 5, 0, 9]}}"#);
+    let base = ["run", &program, "--entry", "fib", "--inputs", &inputs];
+    let plain = autobatch(&base);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    for strategy in ["program-counter", "local-static"] {
+        for extension in ["svg", "png"] {
+            let picture = s.path(&format!("{strategy}.{extension}"));
+            let mut args = base.to_vec();
+            args.extend(["--strategy", strategy, "--profile", &picture]);
+            let output = autobatch(&args);
+            assert!(output.status.success(), "{}", stderr(&output));
+            assert_eq!(stdout(&output), stdout(&plain), "{strategy}");
+            let bytes = std::fs::read(&picture).expect("the picture is written");
+            if extension == "png" {
+                assert_eq!(&bytes[..4], b"\x89PNG");
+            } else {
+                let text = String::from_utf8(bytes).unwrap();
+                assert!(
+                    text.contains(&format!("fib on 6 members, {strategy}: ")),
+                    "{text}"
+                );
+                assert!(text.contains("fib bb0 (line 1)"));
+            }
+        }
+    }
+    let mut args = base.to_vec();
+    let gif = s.path("p.gif");
+    args.extend(["--profile", &gif]);
+    assert_one_line_error(
+        &autobatch(&args),
+        "a picture is written as .svg or .png, not `.gif`",
+    );
+    let missing = s.path("no/such/dir/p.svg");
+    let mut args = base.to_vec();
+    args.extend(["--profile", &missing]);
+    assert_one_line_error(&autobatch(&args), &format!("cannot write `{missing}`"));
+    let mut args = base.to_vec();
+    let svg = s.path("reference.svg");
+    args.extend(["--strategy", "reference", "--profile", &svg]);
+    assert_one_line_error(
+        &autobatch(&args),
+        "the reference strategy records no profile",
+    );
+    assert!(!std::path::Path::new(&svg).exists());
+}

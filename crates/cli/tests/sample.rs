@@ -552,3 +552,75 @@ fn the_summary_uses_significant_digits_and_singulars() {
         "{stdout}"
     );
 }
+
+/// `--plots DIR` creates the directory and writes, as PNG and SVG, the
+/// trace and rank plots of every parameter and the energy plot; the
+/// summary names the lowest E-BFMI; `--stats` lists each chain's. A
+/// directory that cannot be made is refused before sampling.
+#[test]
+fn plots_of_every_parameter_and_the_energy() {
+    let s = Scratch::new("plots");
+    let dir = s.dir.join("pictures/new");
+    let stats = s.dir.join("stats.json");
+    let output = sample_with(
+        &s,
+        &[
+            "--chains",
+            "3",
+            "--warmup",
+            "150",
+            "--draws",
+            "100",
+            "--plots",
+            dir.to_str().unwrap(),
+            "--stats",
+            stats.to_str().unwrap(),
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut expected = vec!["energy.png".to_string(), "energy.svg".to_string()];
+    for kind in ["rank", "trace"] {
+        for i in 0..2 {
+            for extension in ["png", "svg"] {
+                expected.push(format!("{kind}-theta-{i}.{extension}"));
+            }
+        }
+    }
+    assert_eq!(names, expected);
+    let trace = std::fs::read_to_string(dir.join("trace-theta-1.svg")).unwrap();
+    assert!(trace.contains("theta[1]: trace (3 chains)"));
+    let energy = std::fs::read_to_string(dir.join("energy.svg")).unwrap();
+    assert!(energy.contains("E-BFMI: lowest"));
+    let png = std::fs::read(dir.join("rank-theta-0.png")).unwrap();
+    assert_eq!(&png[..4], b"\x89PNG");
+    assert!(text(&output.stdout).contains("E-BFMI: lowest"));
+    let figures: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let e_bfmi = figures["e_bfmi"].as_array().unwrap();
+    assert_eq!(e_bfmi.len(), 3);
+    assert!(
+        e_bfmi.iter().all(|x| x.as_f64().unwrap() > 0.3),
+        "{figures}"
+    );
+
+    let file = s.file("a-file", "");
+    let started = std::time::Instant::now();
+    let output = sample_with(
+        &s,
+        &[
+            "--warmup",
+            "2000000",
+            "--draws",
+            "10",
+            "--plots",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_fails(&output, 2, "it is not a directory");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}

@@ -42,6 +42,13 @@ pub trait Executor: Send + Sync {
         true
     }
 
+    /// Whether it records a run's [`crate::profile::Profile`] when asked
+    /// ([`RunOptions::profile`]): the batching strategies, whose steps run
+    /// many lanes at once, do (by default no).
+    fn records_profile(&self) -> bool {
+        false
+    }
+
     /// Runs `batch` on `program` (which has been through
     /// `autobatch_passes::optimize`, and whose values all fit in memory), a
     /// batching executor computing on `backend`.
@@ -105,6 +112,20 @@ impl Strategy {
 
     pub fn uses_backend(self) -> bool {
         self.0.uses_backend()
+    }
+
+    pub fn records_profile(self) -> bool {
+        self.0.records_profile()
+    }
+
+    /// The strategies that record a profile, for a message: `a or b`.
+    pub fn profiling_list() -> String {
+        let names: Vec<String> = Strategy::ALL
+            .iter()
+            .filter(|s| s.records_profile())
+            .map(|s| s.name().to_string())
+            .collect();
+        joined(&names, "or")
     }
 
     pub fn from_name(name: &str) -> Option<Strategy> {

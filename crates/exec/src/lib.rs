@@ -19,6 +19,7 @@ mod internal;
 mod liveness;
 pub mod local_static;
 pub mod native;
+pub mod profile;
 pub mod program_counter;
 pub mod ragged;
 pub mod reference;
@@ -60,6 +61,9 @@ pub struct RunOptions {
     /// operations fused, a cache-sized group of rows at a time
     /// (`batched::fuse`); default true. Changes no result.
     pub fuse: bool,
+    /// Whether the batching strategies record the run's [`profile::Profile`]
+    /// (into [`Stats::profile`]); default false. Changes no result.
+    pub profile: bool,
 }
 
 /// Watches a run while it goes: every executor calls `callback` between
@@ -123,6 +127,7 @@ impl Default for RunOptions {
             max_instances: None,
             observer: None,
             fuse: true,
+            profile: false,
         }
     }
 }
@@ -228,6 +233,10 @@ pub struct Stats {
     /// The figures the executor reports of its own (`--stats` prints them
     /// as an object under the strategy's name); none for most executors.
     pub report: Vec<ReportField>,
+    /// The lanes each step used and each block's steps, when the run was
+    /// asked to record them ([`RunOptions::profile`]) and the strategy
+    /// records them ([`Strategy::records_profile`]).
+    pub profile: Option<profile::Profile>,
 }
 
 /// The outcome of a run: per member, the flattened results or the error

@@ -63,6 +63,7 @@ use crate::batched::{
     step_limit, value_bytes, OpCounter, Watch,
 };
 use crate::internal::internal_error;
+use crate::profile::Profiler;
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
 struct Run<'a> {
@@ -99,6 +100,8 @@ struct Run<'a> {
     /// Per function, its step temporaries, once computed.
     temp_plans: Vec<Option<Rc<TempPlan>>>,
     fuser: Fuser,
+    /// Records the run's profile, when asked ([`RunOptions::profile`]).
+    profiler: Option<Profiler>,
 }
 
 /// The step temporaries of a function ([`crate::batched::temps`]): per
@@ -272,6 +275,10 @@ impl Executor for LocalStatic {
         }
     }
 
+    fn records_profile(&self) -> bool {
+        true
+    }
+
     fn run(
         &self,
         backend: &dyn Backend,
@@ -382,6 +389,7 @@ fn run_on_this_thread(
         peak_state_bytes: 0,
         temp_plans: vec![None; program.functions.len()],
         fuser: Fuser::default(),
+        profiler: options.profile.then(|| Profiler::for_program(program)),
     };
     let entry = &program.functions[batch.entry];
     let mut params = Vec::with_capacity(entry.params.len());
@@ -404,6 +412,7 @@ fn run_on_this_thread(
         steps,
         call_bytes,
         peak_state_bytes,
+        profiler,
         ..
     } = run;
     for (m, finished) in returned.finished.iter().enumerate() {
@@ -416,6 +425,7 @@ fn run_on_this_thread(
     });
     output.stats.call_bytes = call_bytes;
     output.stats.peak_state_bytes = peak_state_bytes;
+    output.stats.profile = profiler.map(Profiler::finish);
     Ok(output)
 }
 
@@ -652,6 +662,10 @@ impl Run<'_> {
         let lanes = frame.lanes;
         let lane_of = |r: u32| lanes[r as usize] as usize;
         self.lanes.enter_block(rows, lane_of, block.loc);
+        if let Some(profiler) = &mut self.profiler {
+            let threads = self.lanes.threads();
+            profiler.step(frame.fid.index(), block_id.index(), rows.len(), threads);
+        }
         frame.temps.begin(rows, frame.lanes.len(), self.lane_mode);
         let plan = frame.plan.clone();
         let mut fused_until = 0;

@@ -203,6 +203,7 @@ fn run_compiled(
         peak_state_bytes: 0,
         sizes: 1,
         report: Vec::new(),
+        profile: None,
     };
     Ok((RunOutput { results, stats }, progress.rerun))
 }

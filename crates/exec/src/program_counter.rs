@@ -61,6 +61,7 @@ use crate::batched::{
     BlockChoice, OpCounter, Watch, MEMBER_OVERHEAD_BYTES,
 };
 use crate::internal::internal_error;
+use crate::profile::Profiler;
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
 /// The program-counter executor in the registry ([`crate::EXECUTORS`]).
@@ -80,6 +81,10 @@ impl Executor for ProgramCounter {
             lanes: true,
             block_choice: true,
         }
+    }
+
+    fn records_profile(&self) -> bool {
+        true
     }
 
     /// Lowers `program` to the explicit-stack form, verifies it, and runs it.
@@ -124,6 +129,7 @@ pub fn run(
     let started = Instant::now();
     let mut machine = Machine::new(backend, lowered, env, batch, options, batching.lanes)?;
     machine.max_instances = options.max_instances;
+    machine.profiler = options.profile.then(|| Profiler::for_program(program));
     let mut watch = Watch::new(options);
     let mut rows: Vec<u32> = Vec::new();
     while let Some(pc) = machine.waiting.choose(batching.block_choice) {
@@ -141,6 +147,7 @@ pub fn run(
         steps,
         call_bytes,
         peak_state_bytes,
+        profiler,
         ..
     } = machine;
     let mut output = lanes.into_output(counter, steps, started, |member| {
@@ -148,6 +155,7 @@ pub fn run(
     });
     output.stats.call_bytes = call_bytes;
     output.stats.peak_state_bytes = peak_state_bytes;
+    output.stats.profile = profiler.map(Profiler::finish);
     Ok(output)
 }
 
@@ -210,6 +218,8 @@ struct Machine<'a> {
     /// stacks together.
     column_bytes: u64,
     peak_state_bytes: u64,
+    /// Records the run's profile, when asked ([`RunOptions::profile`]).
+    profiler: Option<Profiler>,
 }
 
 /// A primitive operation as the engine runs it: its operand and result
@@ -338,6 +348,7 @@ impl<'a> Machine<'a> {
             call_bytes: 0,
             column_bytes: 0,
             peak_state_bytes: 0,
+            profiler: None,
         };
         for (param, arg) in entry.params.iter().zip(&batch.args) {
             bind_arg(&mut machine.slots[param.index()], arg, members)?;
@@ -359,6 +370,15 @@ impl<'a> Machine<'a> {
             self.lanes.enter_block(rows, |r| r as usize, block.loc);
         } else {
             self.lanes.drop_cancelled(rows, |r| r as usize);
+        }
+        if let Some(profiler) = &mut self.profiler {
+            let threads = self.lanes.threads();
+            profiler.step(
+                block.func.index(),
+                block.origin.index(),
+                rows.len(),
+                threads,
+            );
         }
         let total = self.total_rows(pc);
         self.temps.begin(rows, total, self.lane_mode);

@@ -216,6 +216,11 @@ fn merge_stats(runs: Vec<Stats>) -> Stats {
             }
         }
         merge_report(&mut merged.report, run.report);
+        match (&mut merged.profile, run.profile) {
+            (Some(mine), Some(later)) => mine.append(&later),
+            (mine @ None, later) => *mine = later,
+            (Some(_), None) => {}
+        }
     }
     merged.lane_utilization = if weight > 0.0 {
         weighted_utilization / weight

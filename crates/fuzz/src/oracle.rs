@@ -357,6 +357,9 @@ fn run(
         seed: limits.seed,
         threads: configuration.threads,
         max_instances: None,
+        // Recording a profile must change no result: every strategy that
+        // records one does, under the fuzzer.
+        profile: configuration.strategy.records_profile(),
     };
     match without_panics(|| bound.run(&config)) {
         Err(panic) => Err(format!("running {panic}")),

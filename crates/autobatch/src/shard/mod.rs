@@ -23,7 +23,7 @@ mod run;
 pub mod wire;
 
 pub use comm::{Communicator, InProcess, Single};
-pub use run::{merge_stats_json, run_sharded, RankFigures};
+pub use run::{merge_stats_json, run_sharded, RankFigures, RunDocument};
 
 use std::ops::Range;
 

@@ -46,6 +46,15 @@ impl RankFigures {
     }
 }
 
+/// What `autobatch run` gets back on the root: the document it writes,
+/// and the run's profile when it asked for one (`RunConfig::profile`, in a
+/// job of one process: ranks record none).
+#[derive(Clone, Debug)]
+pub struct RunDocument {
+    pub text: String,
+    pub profile: Option<autobatch_exec::profile::Profile>,
+}
+
 /// Runs `batch` (given on the root, the whole batch bound there) over the
 /// ranks of `comm`; on the root, the document `autobatch run` writes (with
 /// `stats` if `with_stats`), exactly the bytes one process writes but for
@@ -58,7 +67,7 @@ pub fn run_sharded(
     batch: Option<&BoundBatch>,
     config: &RunConfig,
     with_stats: bool,
-) -> Result<Option<String>, RankFailure> {
+) -> Result<Option<RunDocument>, RankFailure> {
     let (rank, size) = (comm.rank(), comm.size());
     if size == 1 {
         // One process: no slices, no copies.
@@ -84,7 +93,11 @@ pub fn run_sharded(
     };
     debug_assert_eq!(rank, 0);
     let parts = payloads(statuses)?;
-    assemble(&parts, members, with_stats).map(Some)
+    let text = assemble(&parts, members, with_stats)?;
+    Ok(Some(RunDocument {
+        text,
+        profile: None,
+    }))
 }
 
 /// The document of a job of one rank.
@@ -92,13 +105,16 @@ fn one_process(
     batch: &BoundBatch,
     config: &RunConfig,
     with_stats: bool,
-) -> Result<String, RankFailure> {
+) -> Result<RunDocument, RankFailure> {
     let failure = |message: String| RankFailure { rank: 0, message };
-    let result = batch.run(config).map_err(|e| failure(e.to_string()))?;
+    let mut result = batch.run(config).map_err(|e| failure(e.to_string()))?;
     let mut text = serde_json::to_string(&result.to_json(with_stats))
         .map_err(|e| failure(format!("cannot write the results as JSON: {e}")))?;
     text.push('\n');
-    Ok(text)
+    Ok(RunDocument {
+        text,
+        profile: result.stats.profile.take(),
+    })
 }
 
 /// This rank's part: its members' results as JSON, separated by commas,
@@ -331,7 +347,8 @@ mod tests {
                 let text = out[0]
                     .clone()
                     .expect("no rank fails")
-                    .expect("the root writes");
+                    .expect("the root writes")
+                    .text;
                 assert_eq!(text, expected, "{} on {size} ranks", strategy.name());
                 assert!(out[1..].iter().all(|o| matches!(o, Ok(None))));
             }
@@ -376,7 +393,8 @@ mod tests {
                 true,
             )
         });
-        let got: Json = serde_json::from_str(out[0].as_ref().unwrap().as_ref().unwrap()).unwrap();
+        let got: Json =
+            serde_json::from_str(&out[0].as_ref().unwrap().as_ref().unwrap().text).unwrap();
         // Timing, and the utilization (the ranks' lanes are their own).
         let varying = ["wall_seconds", "lane_utilization"];
         assert_eq!(without(got, &varying), without(expected, &varying));

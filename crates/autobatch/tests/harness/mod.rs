@@ -425,6 +425,41 @@ fn without_panics<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 
 /// Runs every case of one test file; returns every failure, each prefixed
 /// with `display:LINE: ` of the directive it belongs to.
+/// A run's profile, when it recorded one, accounts for every step: its
+/// bins and its blocks count the run's steps, and the same rows.
+pub fn check_profile(stats: &autobatch::Stats, recorded: bool) -> Result<(), String> {
+    let Some(profile) = &stats.profile else {
+        return if recorded {
+            Err("none was recorded".into())
+        } else {
+            Ok(())
+        };
+    };
+    if !recorded {
+        return Err("recorded without being asked".into());
+    }
+    let executions: u64 = profile.blocks.iter().map(|b| b.executions).sum();
+    if profile.steps() != stats.steps || executions != stats.steps {
+        return Err(format!(
+            "{} steps in the bins and {executions} in the blocks, but the run took {}",
+            profile.steps(),
+            stats.steps
+        ));
+    }
+    let rows = |active: fn(&autobatch::profile::StepBin) -> u64| -> u64 {
+        profile.bins.iter().map(active).sum()
+    };
+    let block_rows: u64 = profile.blocks.iter().map(|b| b.active).sum();
+    let block_threads: u64 = profile.blocks.iter().map(|b| b.threads).sum();
+    if rows(|b| b.active) != block_rows || rows(|b| b.threads) != block_threads {
+        return Err("the bins and the blocks count other rows".into());
+    }
+    if profile.bins.len() > autobatch::profile::MAX_BINS {
+        return Err(format!("{} bins", profile.bins.len()));
+    }
+    Ok(())
+}
+
 pub fn run_test_file(display: &str, source: &str) -> Vec<String> {
     let file = parse_test_file(source);
     let mut failures: Vec<String> = file
@@ -548,6 +583,10 @@ pub fn run_test_file(display: &str, source: &str) -> Vec<String> {
                 max_steps: case.overrides.max_steps.unwrap_or(defaults.max_steps),
                 seed: case.overrides.seed.unwrap_or(defaults.seed),
                 max_instances: case.overrides.max_instances.or(defaults.max_instances),
+                // Every strategy that records a profile records one here:
+                // recording must change no result, and the profile must
+                // account for every step.
+                profile: strategy.records_profile(),
                 ..defaults
             };
             let actual = match without_panics(|| bound.run(&config)) {
@@ -565,7 +604,15 @@ pub fn run_test_file(display: &str, source: &str) -> Vec<String> {
                     ));
                     continue;
                 }
-                Ok(Ok(result)) => result.to_json(false),
+                Ok(Ok(result)) => {
+                    if let Err(problem) = check_profile(&result.stats, config.profile) {
+                        failures.push(format!(
+                            "{display}:{}: [{strategy}/{lanes}/{block_choice}] profile: {problem}",
+                            case.line
+                        ));
+                    }
+                    result.to_json(false)
+                }
             };
             let actual = actual["results"].as_array().cloned().unwrap_or_default();
             for mismatch in compare_results(expected, &actual, *tolerance) {

@@ -1,0 +1,163 @@
+//! The command's pictures: `run --profile FILE.svg` and `sample --plots
+//! DIR`. The figures come from the run (its profile) or the sampler (its
+//! draws and energies); `autobatch-plots` draws them. Like every output of
+//! the command, a picture is written complete or not at all.
+
+use std::path::Path;
+
+use autobatch::profile::Profile;
+use autobatch_plots::{BlockBar, Format, PlotError, ProfilePicture, StepSpan};
+
+use crate::Failure;
+
+/// Checks, before the run, that `path` names a picture that can be
+/// written (its format, its directory).
+pub fn check_picture_path(path: &Path) -> Result<(), Failure> {
+    Format::of(path).map_err(|e| Failure::Usage(e.to_string()))?;
+    crate::check_writable(path)
+}
+
+/// Creates `dir` (and its parents) if needed and checks that pictures can
+/// be written into it, before sampling starts.
+pub fn prepare_plot_dir(dir: &Path) -> Result<(), Failure> {
+    let cannot = |reason: String| {
+        Failure::Usage(format!(
+            "--plots `{}`: cannot write pictures there: {reason}",
+            dir.display()
+        ))
+    };
+    if dir.exists() && !dir.is_dir() {
+        return Err(cannot("it is not a directory".into()));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| cannot(e.to_string()))?;
+    crate::check_writable(&dir.join("energy.svg"))
+}
+
+/// Draws a picture into `path` through a temporary file beside it (with
+/// the same extension, which says the format), renamed once complete.
+fn draw_atomically(
+    path: &Path,
+    draw: impl FnOnce(&Path) -> Result<(), PlotError>,
+) -> Result<(), Failure> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = path.with_file_name(format!(".autobatch-{}-{name}", std::process::id()));
+    let result = draw(&temporary)
+        .map_err(|e| e.to_string())
+        .and_then(|()| std::fs::rename(&temporary, path).map_err(|e| e.to_string()));
+    if let Err(message) = result {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(Failure::Usage(format!(
+            "cannot write `{}`: {}",
+            path.display(),
+            message.replace(
+                &temporary.display().to_string(),
+                &path.display().to_string()
+            )
+        )));
+    }
+    Ok(())
+}
+
+/// The picture of a run's profile, titled `title`.
+pub fn profile_picture(profile: &Profile, title: String) -> ProfilePicture {
+    let mut first_step = 0;
+    let spans = profile
+        .bins
+        .iter()
+        .map(|bin| {
+            let span = StepSpan {
+                first_step,
+                steps: bin.steps,
+                utilization: ratio(bin.active, bin.threads),
+            };
+            first_step += bin.steps;
+            span
+        })
+        .collect();
+    let blocks = profile
+        .blocks
+        .iter()
+        .map(|b| BlockBar {
+            label: format!("{} bb{} (line {})", b.function, b.block, b.loc.line),
+            executions: b.executions,
+            utilization: ratio(b.active, b.threads),
+            operations: b.operations,
+        })
+        .collect();
+    ProfilePicture {
+        title,
+        spans,
+        blocks,
+    }
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// Writes the profile picture of a run of `entry` on `members` members.
+pub fn write_profile(
+    path: &Path,
+    profile: &Profile,
+    entry: &str,
+    members: usize,
+    strategy: &str,
+) -> Result<(), Failure> {
+    let active: u64 = profile.bins.iter().map(|b| b.active).sum();
+    let threads: u64 = profile.bins.iter().map(|b| b.threads).sum();
+    let title = format!(
+        "{entry} on {members} members, {strategy}: {} steps, {:.0}% of the lanes used",
+        profile.steps(),
+        100.0 * ratio(active, threads)
+    );
+    let picture = profile_picture(profile, title);
+    draw_atomically(path, |to| autobatch_plots::profile(to, &picture))
+}
+
+/// Writes the trace and rank plots of every parameter and the energy plot
+/// of `run` into `dir`.
+pub fn write_sample_plots(dir: &Path, run: &autobatch_sample::SampleRun) -> Result<(), Failure> {
+    for i in 0..run.dim {
+        let name = format!("theta[{i}]");
+        let chains: Vec<Vec<f64>> = (0..run.finished())
+            .map(|k| (0..run.draws).map(|d| run.draw(k, d)[i]).collect())
+            .collect();
+        for extension in ["png", "svg"] {
+            let trace = dir.join(format!("trace-theta-{i}.{extension}"));
+            draw_atomically(&trace, |to| autobatch_plots::trace(to, &name, &chains))?;
+            let rank = dir.join(format!("rank-theta-{i}.{extension}"));
+            draw_atomically(&rank, |to| autobatch_plots::rank(to, &name, &chains))?;
+        }
+    }
+    let note = energy_note(run);
+    for extension in ["png", "svg"] {
+        let path = dir.join(format!("energy.{extension}"));
+        draw_atomically(&path, |to| autobatch_plots::energy(to, &run.energy, &note))?;
+    }
+    Ok(())
+}
+
+/// The energy plot's subtitle: the chains' lowest E-BFMI.
+fn energy_note(run: &autobatch_sample::SampleRun) -> String {
+    let lowest = run
+        .e_bfmi()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, x)| !x.is_nan())
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    match lowest {
+        Some((k, x)) => format!(
+            "E-BFMI: lowest {x:.2} (chain {}); below {} the tails may not be explored",
+            run.chain_ids[k],
+            autobatch_sample::diagnostics::E_BFMI_THRESHOLD
+        ),
+        None => "E-BFMI: not defined (fewer than two draws, or constant energy)".into(),
+    }
+}

@@ -1,0 +1,357 @@
+//! A sampler's pictures, as Stan and ArviZ users know them: the trace of a
+//! parameter (its chains' draws in order, and their histogram), its rank
+//! plot (the ranks of each chain's draws among all chains' draws: flat
+//! histograms when the chains mix), and the energy plot (the marginal
+//! energy against the energy transitions, whose widths E-BFMI compares).
+
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::{colour, draw_to, extent, histogram, message, tick, Drawn, PlotError, FONT};
+
+/// The most chains a trace or a rank plot draws (the first ones): more
+/// lines than this hide one another. The histogram of a trace plot and the
+/// ranks count every chain.
+pub const MAX_CHAINS_DRAWN: usize = 8;
+
+const HISTOGRAM_BINS: usize = 40;
+
+/// Writes the trace plot of `parameter` to `path` (SVG or PNG): left, the
+/// histogram of every chain's draws; right, the draws of the first
+/// [`MAX_CHAINS_DRAWN`] chains in order. `chains[c]` holds chain `c`'s draws.
+pub fn trace(path: &Path, parameter: &str, chains: &[Vec<f64>]) -> Result<(), PlotError> {
+    draw_to!(path, (1200, 400), |root| draw_trace(
+        root, parameter, chains
+    ))
+}
+
+/// Writes the rank plot of `parameter` to `path`: the ranks of every draw
+/// among all chains' draws, and for each of the first [`MAX_CHAINS_DRAWN`]
+/// chains the histogram of its draws' ranks, with the count a uniform
+/// histogram would have dashed.
+pub fn rank(path: &Path, parameter: &str, chains: &[Vec<f64>]) -> Result<(), PlotError> {
+    let shown = chains.len().clamp(1, MAX_CHAINS_DRAWN) as u32;
+    draw_to!(path, (900, 60 + 110 * shown), |root| draw_rank(
+        root, parameter, chains
+    ))
+}
+
+/// Writes the energy plot to `path`: the histogram of each chain's energy
+/// minus its mean (the marginal energy), and of the changes of energy from
+/// one draw to the next (the transitions), every chain pooled. `note` is
+/// printed under the title (the caller's E-BFMI figures).
+pub fn energy(path: &Path, chains: &[Vec<f64>], note: &str) -> Result<(), PlotError> {
+    draw_to!(path, (900, 500), |root| draw_energy(root, chains, note))
+}
+
+/// "chains 0-7 of 256 drawn", or "4 chains".
+fn chains_note(chains: usize) -> String {
+    if chains > MAX_CHAINS_DRAWN {
+        format!("chains 0-{} of {chains} drawn", MAX_CHAINS_DRAWN - 1)
+    } else if chains == 1 {
+        "1 chain".into()
+    } else {
+        format!("{chains} chains")
+    }
+}
+
+fn draw_trace<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    parameter: &str,
+    chains: &[Vec<f64>],
+) -> Drawn {
+    let title = format!("{parameter}: trace ({})", chains_note(chains.len()));
+    let root = root.titled(&title, (FONT, 22)).map_err(message)?;
+    let (left, right) = root.split_horizontally(360);
+    let range = extent(chains.iter().flatten().copied());
+    draw_histogram(&left, chains, range)?;
+    let longest = chains.iter().map(Vec::len).max().unwrap_or(0).max(2);
+    let mut chart = ChartBuilder::on(&right)
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..(longest - 1) as f64, range.0..range.1)
+        .map_err(message)?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+        .x_desc("draw")
+        .y_desc(parameter)
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(message)?;
+    for (c, draws) in chains
+        .iter()
+        .take(crate::sampler::MAX_CHAINS_DRAWN)
+        .enumerate()
+    {
+        let points = draws
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.is_finite())
+            .map(|(i, v)| (i as f64, *v));
+        chart
+            .draw_series(LineSeries::new(points, colour(c).mix(0.8).stroke_width(1)))
+            .map_err(message)?
+            .label(format!("chain {c}"))
+            .legend(move |(x, y)| {
+                PathElement::new([(x, y), (x + 16, y)], colour(c).stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .label_font((FONT, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(message)
+}
+
+/// The histogram of every chain's draws over `range`.
+fn draw_histogram<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    chains: &[Vec<f64>],
+    range: (f64, f64),
+) -> Drawn {
+    let counts = histogram(chains.iter().flatten().copied(), range, HISTOGRAM_BINS);
+    let top = counts.iter().copied().max().unwrap_or(0).max(1) as f64 * 1.05;
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(range.0..range.1, 0f64..top)
+        .map_err(message)?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+        .x_desc("value (every chain)")
+        .y_desc("draws")
+        .x_labels(5)
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(message)?;
+    let width = (range.1 - range.0) / HISTOGRAM_BINS as f64;
+    chart
+        .draw_series(counts.iter().enumerate().map(|(i, &n)| {
+            let x0 = range.0 + i as f64 * width;
+            Rectangle::new(
+                [(x0, 0.0), (x0 + width, n as f64)],
+                colour(0).mix(0.6).filled(),
+            )
+        }))
+        .map_err(message)?;
+    Ok(())
+}
+
+/// Each draw's rank (0 for the smallest) among every chain's draws, by
+/// chain; ties (and NaNs, which sort last) ranked in chain then draw order.
+pub fn ranks(chains: &[Vec<f64>]) -> Vec<Vec<usize>> {
+    let mut order: Vec<(f64, usize, usize)> = chains
+        .iter()
+        .enumerate()
+        .flat_map(|(c, draws)| draws.iter().enumerate().map(move |(i, &v)| (v, c, i)))
+        .collect();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    let mut ranks: Vec<Vec<usize>> = chains.iter().map(|d| vec![0; d.len()]).collect();
+    for (rank, &(_, c, i)) in order.iter().enumerate() {
+        ranks[c][i] = rank;
+    }
+    ranks
+}
+
+/// Bins of a rank histogram: 20, fewer when a chain has few draws.
+fn rank_bins(draws: usize) -> usize {
+    (draws / 5).clamp(1, 20)
+}
+
+fn draw_rank<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    parameter: &str,
+    chains: &[Vec<f64>],
+) -> Drawn {
+    let title = format!("{parameter}: ranks ({})", chains_note(chains.len()));
+    let root = root.titled(&title, (FONT, 22)).map_err(message)?;
+    let ranks = ranks(chains);
+    let total: usize = chains.iter().map(Vec::len).sum();
+    let shown = chains.len().clamp(1, MAX_CHAINS_DRAWN);
+    let rows = root.split_evenly((shown, 1));
+    let bins = rank_bins(chains.iter().map(Vec::len).min().unwrap_or(0));
+    for (c, (row, chain_ranks)) in rows.iter().zip(&ranks).enumerate() {
+        draw_rank_row(row, c, chain_ranks, total.max(1), bins)?;
+    }
+    Ok(())
+}
+
+/// One chain's rank histogram over the `total` ranks, in `bins` bins.
+fn draw_rank_row<DB: DrawingBackend>(
+    row: &DrawingArea<DB, Shift>,
+    chain: usize,
+    ranks: &[usize],
+    total: usize,
+    bins: usize,
+) -> Drawn {
+    let range = (0.0, total as f64);
+    let counts = histogram(ranks.iter().map(|&r| r as f64), range, bins);
+    let expected = ranks.len() as f64 / bins as f64;
+    let top = (counts.iter().copied().max().unwrap_or(0) as f64).max(expected) * 1.15 + 1.0;
+    let mut chart = ChartBuilder::on(row)
+        .margin_left(12)
+        .margin_right(24)
+        .margin_top(4)
+        .x_label_area_size(24)
+        .y_label_area_size(90)
+        .build_cartesian_2d(range.0..range.1, 0f64..top)
+        .map_err(message)?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+        .y_desc(format!("chain {chain}"))
+        .x_labels(6)
+        .y_labels(3)
+        .label_style((FONT, 12))
+        .axis_desc_style((FONT, 14))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(message)?;
+    let width = total as f64 / bins as f64;
+    chart
+        .draw_series(counts.iter().enumerate().map(|(i, &n)| {
+            let x0 = i as f64 * width;
+            Rectangle::new(
+                [(x0 + width * 0.05, 0.0), (x0 + width * 0.95, n as f64)],
+                colour(chain).mix(0.7).filled(),
+            )
+        }))
+        .map_err(message)?;
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(0.0, expected), (total as f64, expected)],
+            6,
+            4,
+            BLACK.stroke_width(1),
+        ))
+        .map_err(message)?;
+    Ok(())
+}
+
+/// Each chain's energies minus their mean, and the changes from each draw
+/// to the next, every chain pooled.
+pub fn energy_samples(chains: &[Vec<f64>]) -> (Vec<f64>, Vec<f64>) {
+    let mut marginal = Vec::new();
+    let mut transitions = Vec::new();
+    for energies in chains {
+        let finite: Vec<f64> = energies.iter().copied().filter(|e| e.is_finite()).collect();
+        if finite.is_empty() {
+            continue;
+        }
+        let mean = finite.iter().sum::<f64>() / finite.len() as f64;
+        marginal.extend(finite.iter().map(|e| e - mean));
+        transitions.extend(finite.windows(2).map(|w| w[1] - w[0]));
+    }
+    (marginal, transitions)
+}
+
+fn draw_energy<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    chains: &[Vec<f64>],
+    note: &str,
+) -> Drawn {
+    let title = format!(
+        "energy ({})",
+        chains_note(chains.len()).replace(" drawn", "")
+    );
+    let root = root.titled(&title, (FONT, 22)).map_err(message)?;
+    let (marginal, transitions) = energy_samples(chains);
+    let range = extent(marginal.iter().chain(&transitions).copied());
+    let bins = HISTOGRAM_BINS;
+    let density = |values: &[f64]| -> Vec<f64> {
+        let n = values.len().max(1) as f64;
+        let width = (range.1 - range.0) / bins as f64;
+        histogram(values.iter().copied(), range, bins)
+            .into_iter()
+            .map(|c| c as f64 / (n * width))
+            .collect()
+    };
+    let series = [
+        ("marginal energy (E - mean E)", density(&marginal), 0),
+        (
+            "energy transition (E[n] - E[n-1])",
+            density(&transitions),
+            1,
+        ),
+    ];
+    let top = series
+        .iter()
+        .flat_map(|(_, d, _)| d.iter().copied())
+        .fold(0.0f64, f64::max)
+        .max(f64::MIN_POSITIVE)
+        * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(note, (FONT, 15))
+        .margin(14)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(range.0..range.1, 0f64..top)
+        .map_err(message)?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+        .x_desc("energy")
+        .y_desc("density")
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(message)?;
+    let width = (range.1 - range.0) / bins as f64;
+    for (label, heights, c) in series {
+        let fill = colour(c).mix(0.45).filled();
+        chart
+            .draw_series(heights.iter().enumerate().map(|(i, &h)| {
+                let x0 = range.0 + i as f64 * width;
+                Rectangle::new([(x0, 0.0), (x0 + width, h)], fill)
+            }))
+            .map_err(message)?
+            .label(label)
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 6), (x + 16, y + 6)], colour(c).mix(0.45).filled())
+            });
+    }
+    chart
+        .configure_series_labels()
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_count_every_chain_and_break_ties_in_order() {
+        let chains = vec![vec![3.0, 1.0], vec![2.0, 1.0, f64::NAN]];
+        assert_eq!(ranks(&chains), vec![vec![3, 0], vec![2, 1, 4]]);
+    }
+
+    #[test]
+    fn energy_samples_centre_each_chain() {
+        let (marginal, transitions) = energy_samples(&[vec![1.0, 3.0], vec![10.0, 10.0, 13.0]]);
+        assert_eq!(marginal, [-1.0, 1.0, -1.0, -1.0, 2.0]);
+        assert_eq!(transitions, [2.0, 0.0, 3.0]);
+    }
+}

@@ -1,0 +1,158 @@
+//! Every picture, drawn in both formats: the files are complete pictures
+//! of the stated size that name what they show.
+
+use std::path::{Path, PathBuf};
+
+use autobatch_plots::{
+    energy, profile, rank, trace, BlockBar, PlotError, ProfilePicture, StepSpan,
+};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("autobatch-plots-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// The width and height in a PNG's header.
+fn png_size(path: &Path) -> (u32, u32) {
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(
+        &bytes[..8],
+        b"\x89PNG\r\n\x1a\n",
+        "{} is not a PNG",
+        path.display()
+    );
+    let word = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+    (word(16), word(20))
+}
+
+fn svg_text(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(
+        text.trim_start().starts_with("<svg"),
+        "{} is not an SVG",
+        path.display()
+    );
+    assert!(text.trim_end().ends_with("</svg>"));
+    text
+}
+
+/// Four chains of a slowly mixing AR(1) series, the last constant.
+fn chains() -> Vec<Vec<f64>> {
+    (0..4)
+        .map(|c| {
+            let mut x = c as f64;
+            (0..300)
+                .map(|i| {
+                    x = if c == 3 {
+                        1.5
+                    } else {
+                        0.9 * x + ((i * 7919 + c * 31) % 97) as f64 / 97.0 - 0.5
+                    };
+                    x
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn trace_rank_and_energy_plots_are_written_in_both_formats() {
+    let chains = chains();
+    for extension in ["svg", "png"] {
+        let path = scratch(&format!("trace.{extension}"));
+        trace(&path, "theta[1]", &chains).unwrap();
+        let path2 = scratch(&format!("rank.{extension}"));
+        rank(&path2, "theta[1]", &chains).unwrap();
+        let path3 = scratch(&format!("energy.{extension}"));
+        energy(&path3, &chains, "E-BFMI 0.91 (lowest chain)").unwrap();
+        if extension == "png" {
+            assert_eq!(png_size(&path), (1200, 400));
+            assert_eq!(png_size(&path2), (900, 60 + 110 * 4));
+            assert_eq!(png_size(&path3), (900, 500));
+        } else {
+            let text = svg_text(&path);
+            assert!(text.contains("theta[1]: trace (4 chains)"), "{text}");
+            assert!(text.contains("chain 3"));
+            let text = svg_text(&path2);
+            assert!(text.contains("theta[1]: ranks (4 chains)"));
+            let text = svg_text(&path3);
+            assert!(text.contains("E-BFMI 0.91 (lowest chain)"));
+            assert!(text.contains("energy transition"));
+        }
+    }
+}
+
+#[test]
+fn many_chains_draw_the_first_eight() {
+    let chains: Vec<Vec<f64>> = (0..20)
+        .map(|c| vec![c as f64, 1.0, 2.0, 3.0, 4.0])
+        .collect();
+    let path = scratch("many.svg");
+    trace(&path, "mu", &chains).unwrap();
+    let text = svg_text(&path);
+    assert!(text.contains("mu: trace (chains 0-7 of 20 drawn)"));
+    assert!(text.contains("chain 7") && !text.contains("chain 8"));
+    rank(&scratch("many-rank.png"), "mu", &chains).unwrap();
+    assert_eq!(png_size(&scratch("many-rank.png")), (900, 60 + 110 * 8));
+}
+
+#[test]
+fn a_profile_picture_shows_the_steps_and_the_blocks() {
+    let picture = ProfilePicture {
+        title: "fib on 4 members: 31 steps".into(),
+        spans: (0..31)
+            .map(|i| StepSpan {
+                first_step: i,
+                steps: 1,
+                utilization: (i % 4 + 1) as f64 / 4.0,
+            })
+            .collect(),
+        blocks: vec![
+            BlockBar {
+                label: "fib bb0 (line 7)".into(),
+                executions: 12,
+                utilization: 0.8,
+                operations: 1,
+            },
+            BlockBar {
+                label: "fib bb1 (line 8)".into(),
+                executions: 19,
+                utilization: 0.4,
+                operations: 3,
+            },
+        ],
+    };
+    let svg = scratch("profile.svg");
+    profile(&svg, &picture).unwrap();
+    let text = svg_text(&svg);
+    for expected in [
+        "fib on 4 members: 31 steps",
+        "fib bb1 (line 8)",
+        "19 steps, 40% lanes, 3 ops",
+        "12 steps, 80% lanes, 1 op",
+    ] {
+        assert!(text.contains(expected), "{expected} missing");
+    }
+    let png = scratch("profile.png");
+    profile(&png, &picture).unwrap();
+    assert_eq!(png_size(&png), (1200, 300 + 110 + 24 * 2));
+}
+
+#[test]
+fn bad_paths_are_errors_that_name_them() {
+    let error = trace(Path::new("trace.jpeg"), "x", &chains()).unwrap_err();
+    assert!(matches!(error, PlotError::Format { .. }));
+    let missing = scratch("no/such/dir/trace.svg");
+    let error = trace(&missing, "x", &chains()).unwrap_err().to_string();
+    assert!(error.starts_with(&missing.display().to_string()), "{error}");
+}
+
+#[test]
+fn empty_and_non_finite_draws_still_draw() {
+    let chains = vec![vec![f64::NAN, f64::INFINITY], vec![]];
+    trace(&scratch("nan.svg"), "x", &chains).unwrap();
+    rank(&scratch("nan-rank.svg"), "x", &chains).unwrap();
+    energy(&scratch("nan-energy.svg"), &chains, "").unwrap();
+    energy(&scratch("none-energy.png"), &[], "").unwrap();
+}
