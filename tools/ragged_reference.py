@@ -12,10 +12,13 @@ program's `results` (NAME.expect.json):
 - regressions.ab: 40 members with 1 to 200 observations each (skewed);
   numpy's gradient descent on each member's mean squared error, the same
   steps as the program.
-- rnn.ab: see `rnn()` below."""
+- rnn.ab: the first 120 sentences of examples/data/sst/dev.txt as word
+  ids (a vocabulary built from them), random weights; numpy's Elman RNN
+  and softmax per sentence."""
 
 import json
 import pathlib
+import re
 
 import numpy as np
 
@@ -81,6 +84,63 @@ def regressions():
     write("regressions", {"batch": {"xs": xss, "ys": yss}}, expected)
 
 
+def sst_leaves(line):
+    """The words of one tree of the Stanford Sentiment Treebank: the
+    leaves, `(label word)`, left to right (tokens as in its README)."""
+    tokens = [t for t in re.findall(r" +|[()]|[^ ()]+", line) if not t.isspace()]
+    return [
+        tokens[i + 2]
+        for i in range(len(tokens) - 3)
+        if tokens[i] == "(" and tokens[i + 2] not in "()" and tokens[i + 3] == ")"
+    ]
+
+
+def rnn():
+    """Members: the first 120 sentences of dev.txt (2 to 50-odd words),
+    each word an id into a vocabulary of the words of those sentences, in
+    order of first appearance. Weights: normal draws from a fixed seed,
+    rounded to 3 decimals, hidden width 8, 5 labels."""
+    lines = (ROOT / "examples" / "data" / "sst" / "dev.txt").read_text().splitlines()[:120]
+    vocabulary = {}
+    sentences = []
+    for line in lines:
+        words = sst_leaves(line)
+        sentences.append([vocabulary.setdefault(w, len(vocabulary)) for w in words])
+    rng = np.random.default_rng(1617)
+    h, k, v = 8, 5, len(vocabulary)
+    e = rng.normal(size=(v, h)).round(3)
+    w = (rng.normal(size=(h, h)) / np.sqrt(h)).round(3)
+    u = (rng.normal(size=(h, h)) / np.sqrt(h)).round(3)
+    b = (0.1 * rng.normal(size=h)).round(3)
+    o = rng.normal(size=(k, h)).round(3)
+    c = (0.1 * rng.normal(size=k)).round(3)
+    expected = []
+    for words in sentences:
+        state = np.zeros(h)
+        for word in words:
+            state = np.tanh(w @ e[word] + u @ state + b)
+        logits = o @ state + c
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+        top = np.sort(p)
+        # The label compared exactly: no near tie that rounding could flip.
+        assert top[-1] - top[-2] > 1e-9
+        expected.append({"ok": [p.tolist(), int(np.argmax(p))]})
+    inputs = {
+        "batch": {"words": sentences},
+        "shared": {
+            "E": e.tolist(),
+            "W": w.tolist(),
+            "U": u.tolist(),
+            "B": b.tolist(),
+            "O": o.tolist(),
+            "C": c.tolist(),
+        },
+    }
+    write("rnn", inputs, expected)
+
+
 if __name__ == "__main__":
     attention()
     regressions()
+    rnn()

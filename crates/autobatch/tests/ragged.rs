@@ -258,3 +258,15 @@ fn check_example(name: &str, entry: &str, tolerance: f64) {
 fn the_regressions_example_matches_numpy() {
     check_example("regressions", "fit", 1e-12);
 }
+
+/// `examples/ragged/rnn.ab`: an Elman RNN over 120 sentences of the
+/// Stanford Sentiment Treebank (6 to 42 words). Against numpy: the kernels'
+/// `tanh` is autobatch's own (a few units in the last place from numpy's)
+/// and their products and `softmax` sum in another order, but `tanh` does
+/// not amplify differences, so they stay at the rounding level (the
+/// largest measured is 5.6e-16 relative): 1e-12 leaves a wide margin. The
+/// label is compared exactly (the reference asserts no near tie).
+#[test]
+fn the_rnn_example_matches_numpy() {
+    check_example("rnn", "classify", 1e-12);
+}
