@@ -2,7 +2,8 @@
 """Reference values for the gradient tests through recursion, loops and
 instances (tests/programs/grad_recursion_*.ab, grad_while.ab,
 grad_loop_break.ab, grad_join_tree.ab, grad_map_extra.ab,
-grad_instances_f32.ab) and for the Jacobian tests (jacobian_*.ab).
+grad_instances_f32.ab), for the tests of data arguments (grad_data*.ab) and
+for the Jacobian tests (jacobian_*.ab).
 
 Each program is written again here in Python over mpmath numbers (50
 digits), and its derivatives are taken by mpmath's numerical
@@ -341,6 +342,95 @@ def instances_f32():
     show("grad_instances_f32", out)
 
 
+# ---------------------------------------------------------------- grad_data
+
+
+def data_loss(theta, xs, ys, w, skip):
+    scale, power = w
+    s = mpf(0)
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        if skip and i == 0:
+            continue
+        s += scale * (theta[0] * x + theta[1] - y) ** power
+    return s + theta[0] * theta[0] * mpf("0.125")
+
+
+def data():
+    thetas = [[0.5, -0.25], [1.5, 0.75], [-0.2, 0.1], [0.3, 0.3]]
+    xss = [[1.0, 2.0, -0.5], [0.25], [], [2.0, -1.0, 0.5, 1.5, 3.0]]
+    yss = [[0.5, 1.25, -1.0], [2.0], [], [1.0, -0.5, 0.0, 0.75, 2.5]]
+    skips = [False, True, False, False]
+    out = []
+    for theta, xs, ys, skip in zip(thetas, xss, yss, skips):
+        xs, ys = [mpf(v) for v in xs], [mpf(v) for v in ys]
+        f = lambda *t: data_loss(t, xs, ys, (mpf("0.75"), 3), skip)
+        point = [mpf(v) for v in theta]
+        g = [num(v) for v in gradient(f, point)]
+        out.append({"ok": [num(f(*point)), g, g, True]})
+    show("grad_data", out)
+
+
+# ---------------------------------------------------------------- grad_data_tree
+
+
+def data_node(w, i, left, right, word):
+    if left[i] < 0:
+        return mp.tanh(w[0] * word[i] + w[3])
+    l = data_node(w, left[i], left, right, word)
+    r = data_node(w, right[i], left, right, word)
+    return mp.tanh(w[1] * l + w[2] * r + w[3] * word[i])
+
+
+def data_tree():
+    ws = [[0.5, -0.7, 1.1, 0.3], [0.3, 0.9, -0.4, -0.8], [1.2, 0.2, 0.6, 0.1],
+          [-0.6, 1.3, 0.7, 0.5]]
+    lefts = [[1, 3, -1, -1, -1], [-1], [1, 3, 5, -1, -1, -1, -1], [1, -1, -1]]
+    rights = [[2, 4, -1, -1, -1], [-1], [2, 4, 6, -1, -1, -1, -1], [2, -1, -1]]
+    words = [["0.1", "-0.2", "0.3", "0.8", "-1.1"], ["0.45"],
+             ["2.0", "-0.35", "0.9", "0.1", "-0.2", "0.3", "0.8"], ["-1.1", "0.45", "2.0"]]
+    out = []
+    for w, left, right, word in zip(ws, lefts, rights, words):
+        word = [mpf(v) for v in word]
+        loss = lambda *v: (data_node(v, 0, left, right, word) - mpf("0.3")) ** 2
+        point = [mpf(v) for v in w]
+        out.append({"ok": [num(loss(*point)), [num(g) for g in gradient(loss, point)], True]})
+    show("grad_data_tree", out)
+
+
+# ---------------------------------------------------------------- grad_data_forks
+
+
+def forks_fit(theta, xs):
+    def term(x):
+        p = mpf(0)
+        for t in theta:
+            p = p * x + t
+        return mp.tanh(p - x)
+
+    moments = [theta[k] * sum(x ** (k + 1) for x in xs) for k in range(3)]
+    a = theta[0] * sum(xs)
+    b = theta[0] * theta[0] * sum(xs)
+    return sum(term(x) ** 2 for x in xs) + mp.sin(sum(moments)) + a * b
+
+
+def forks_h(x, xs):
+    return [x[m] * sum(v ** (m + 1) for v in xs) * x[m] for m in range(3)]
+
+
+def data_forks():
+    thetas = [[0.5, -0.25, 0.75], [1.5, 0.5, -1.0], [-0.2, 0.1, 0.3]]
+    xss = [[1.0, 2.0, -0.5], [0.25], [0.5, -1.5, 2.0, 1.0, -0.75, 0.125]]
+    out = []
+    for theta, xs in zip(thetas, xss):
+        xs = [mpf(v) for v in xs]
+        f = lambda *t: forks_fit(t, xs)
+        point = [mpf(v) for v in theta]
+        rows = [lambda *v, m=m: forks_h(v, xs)[m] for m in range(3)]
+        jac = [[num(v) for v in row] for row in jacobian_numeric(rows, point)]
+        out.append({"ok": [num(f(*point)), [num(g) for g in gradient(f, point)], jac, True]})
+    show("grad_data_forks", out)
+
+
 if __name__ == "__main__":
     recursion_power()
     recursion_tree()
@@ -351,3 +441,6 @@ if __name__ == "__main__":
     map_extra()
     jacobian_rows()
     instances_f32()
+    data()
+    data_tree()
+    data_forks()

@@ -20,7 +20,9 @@
 //!   fork's order and calls the vjp.
 //! - `jacobian(h, x)` is `h'jacobian(x)`: a `pfor` over the `M` rows,
 //!   row `m` (`h'jrow(m, x)`) being the vjp of `h` at `x` with the one-hot
-//!   adjoint `e_m`.
+//!   adjoint `e_m`. With data arguments (`jacobian(h, x, d..)`, `h`'s
+//!   parameters after the first), `h'jacobian(x, d..)` passes them whole
+//!   to every row, `h'jrow(m, x, d..)`, which passes them to the vjp.
 
 use autobatch_ir::{
     fork_calls, Dim, EntityRef, FuncId, InstanceArg, Instances, JoinCall, Op, Prim, ScalarType,
@@ -299,22 +301,32 @@ pub(crate) fn jacobian(d: &mut Deriver, h: FuncId, active: &[bool]) -> DeriveRes
     };
     let loc = f.loc;
     let vector = |t: &TensorType| t.elem.is_float() && t.dims.len() == 1;
+    // The point `x` is the first parameter; the others (the data
+    // arguments of `jacobian(h, x, d..)`) are passed through unchanged.
     let (x_ty, y_ty) = match (&f.params[..], &f.results[..]) {
-        ([x], [y]) if vector(&f.vars[*x].ty) && vector(y) => (f.vars[*x].ty.clone(), y.clone()),
+        ([x, ..], [y]) if vector(&f.vars[*x].ty) && vector(y) => {
+            (f.vars[*x].ty.clone(), y.clone())
+        }
         _ => {
             return derive_error(
                 format!(
-                "the Jacobian of `{}` needs one parameter and one result, both arrays of floats",
+                "the Jacobian of `{}` needs a first parameter and one result, both arrays of floats",
                 f.name
             ),
                 loc,
             )
         }
     };
-    let x_name = f.vars[f.params[0]]
-        .name
-        .clone()
-        .unwrap_or_else(|| "x".into());
+    let param_name = |k: usize, default: &str| {
+        f.vars[f.params[k]]
+            .name
+            .clone()
+            .unwrap_or_else(|| default.into())
+    };
+    let data: Vec<(TensorType, String)> = (1..f.params.len())
+        .map(|k| (f.vars[f.params[k]].ty.clone(), param_name(k, "d")))
+        .collect();
+    let x_name = param_name(0, "x");
     let vjp = callee_vjp(d, h, active)?;
     let gradient = match &vjp.result_types[..] {
         [_, gradient] => gradient.clone(),
@@ -328,16 +340,20 @@ pub(crate) fn jacobian(d: &mut Deriver, h: FuncId, active: &[bool]) -> DeriveRes
 
     let mut b = Builder::new(program, format!("{}'jrow", f.name), loc, loc);
     let m = b.param(TensorType::scalar(ScalarType::I64), "m".into());
-    let x = b.param(x_ty.clone(), x_name.clone());
+    let mut args = vec![b.param(x_ty.clone(), x_name.clone())];
+    for (ty, name) in &data {
+        args.push(b.param(ty.clone(), name.clone()));
+    }
     let zeros = b.filled(&y_ty, 0.0, loc)?;
     let one = b.constant(y_ty.elem, 1.0, loc)?;
     let e = b.prim(Prim::IndexSet, vec![zeros, m, one], loc)?;
     let value = b.var(y_ty.clone(), None, false);
     let row = b.var(gradient.clone(), None, false);
+    args.push(e);
     b.push(Op::Call {
         dsts: vec![value, row],
         callee: vjp.id,
-        args: vec![x, e],
+        args,
         loc,
         catch: false,
     });
@@ -345,12 +361,15 @@ pub(crate) fn jacobian(d: &mut Deriver, h: FuncId, active: &[bool]) -> DeriveRes
     let row_function = d.add_function(b.func);
 
     let mut b = Builder::new(program, format!("{}'jacobian", f.name), loc, loc);
-    let x = b.param(x_ty, x_name);
+    let mut args = vec![b.param(x_ty, x_name)];
+    for (ty, name) in data {
+        args.push(b.param(ty, name));
+    }
     let count = y_ty.dims[0];
     let j = b.var(stacked(&gradient, count), None, false);
     b.push(Op::Fork {
         dsts: vec![j],
-        args: vec![x],
+        args,
         instances: Instances::Map {
             callee: row_function,
             count,

@@ -376,3 +376,28 @@ fn a_jacobian_of_the_wrong_shape_is_refused() {
     .unwrap_err();
     assert!(err.message.contains("both arrays of floats"), "{err}");
 }
+
+/// `grad(f, x, d..)`: the gradient takes `f`'s parameters, the data
+/// flattened (the tuple's two parts), and gives the value and the adjoint
+/// of `x` only; a float data argument gets no adjoint work (no `outer` for
+/// the matrix `m`); the Jacobian passes the data whole to every row.
+#[test]
+fn data_arguments_are_passed_through_without_adjoints() {
+    let p = compile(
+        "fn f(x: [f64; 3], m: [[f64; 3]; 2], p: (i64, f64)) -> f64 { sum(matvec(m, x)) * p.1 + p.0 as f64 }
+         fn g(x: [f64; 3], m: [[f64; 3]; 2], p: (i64, f64)) -> (f64, [f64; 3]) { value_and_grad(f, x, m, p) }
+         fn h(x: [f64; 3], m: [[f64; 3]; 2]) -> [f64; 2] { matvec(m, x) }
+         fn j(x: [f64; 3], m: [[f64; 3]; 2]) -> [[f64; 3]; 2] { jacobian(h, x, m) }",
+    );
+    let grad = function(&p, "f'grad@1000");
+    assert_eq!(grad.params.len(), 4, "x, m and the tuple's two parts");
+    assert_eq!(grad.results.len(), 2, "the value and the adjoint of x");
+    assert_eq!(count(grad, |p| *p == Prim::Outer), 0, "no adjoint for m");
+    assert_eq!(count(grad, |p| *p == Prim::Vecmat), 1, "the adjoint of x");
+    let jac = function(&p, "h'jacobian");
+    assert_eq!(jac.params.len(), 2);
+    assert_eq!(forks(&p, jac), vec![(vec!["h'jrow"], true)]);
+    let row = function(&p, "h'jrow");
+    assert_eq!(row.params.len(), 3, "the row index, x and m");
+    assert_eq!(calls(row), vec![p.function_by_name("h'vjp@10").unwrap()]);
+}

@@ -6,7 +6,9 @@
 //! walked as calls, the index of `pfor` not depending on the parameter)
 //! must be free of random draws, nested `grad` / `value_and_grad` /
 //! `jacobian` and `catch`, and **control
-//! that repeats code must not depend on the differentiated parameter**, so
+//! that repeats code must not depend on the differentiated parameter** (the
+//! first one, `x`; the data arguments of `grad(f, x, d..)` are like
+//! statics), so
 //! that how often each loop runs and how deep
 //! each recursion goes, once entered, is decided by data that do not depend
 //! on it:
@@ -90,7 +92,11 @@ fn check_site(module: &Module, graph: &CallGraph, site: &Site) -> CheckResult<()
         done: HashSet::new(),
         path: Vec::new(),
     };
-    checker.function(site.function, vec![true])
+    // Only the first parameter (the point `x`) is differentiated; data
+    // arguments (`grad(f, x, d..)`) are like statics: control may depend
+    // on them.
+    let params = module.functions[site.function].params.len();
+    checker.function(site.function, (0..params).map(|i| i == 0).collect())
 }
 
 struct Checker<'m> {
@@ -822,8 +828,8 @@ fn visit_expr(e: &Expr, visit: &mut dyn FnMut(&Expr)) {
         | ExprKind::Map { args, .. }
         | ExprKind::Join { calls: args }
         | ExprKind::Tuple(args)
+        | ExprKind::Grad { args, .. }
         | ExprKind::Array(args) => args.iter().for_each(|a| visit_expr(a, visit)),
-        ExprKind::Grad { arg, .. } => visit_expr(arg, visit),
         ExprKind::Field { base, .. } => visit_expr(base, visit),
         ExprKind::Index { base, index } => {
             visit_expr(base, visit);

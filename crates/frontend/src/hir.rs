@@ -314,15 +314,18 @@ pub enum ExprKind {
         host: usize,
         args: Vec<Expr>,
     },
-    /// `grad(function, arg)`, `value_and_grad(function, arg)` or
-    /// `jacobian(function, arg)` (see [`GradKind`]) of a function of the
-    /// module with one float parameter. `const_args` as for
+    /// `grad(function, x, d..)`, `value_and_grad(function, x, d..)` or
+    /// `jacobian(function, x, d..)` (see [`GradKind`]) of a function of the
+    /// module whose first parameter is a float (or float array) `x`, the one
+    /// differentiated; `args` are the point `x` then the data arguments
+    /// `d..` (none in `grad(f, x)`), passed to the function's other
+    /// parameters unchanged and carrying no derivative. `const_args` as for
     /// [`ExprKind::Call`]. The front end has checked that everything the
     /// function reaches is differentiable.
     Grad {
         function: FunctionIndex,
         const_args: Vec<DimExpr>,
-        arg: Box<Expr>,
+        args: Vec<Expr>,
         kind: GradKind,
     },
     /// `join(f(a), g(b, c), ...)`: two calls or more of functions of the

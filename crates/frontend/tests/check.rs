@@ -306,6 +306,26 @@ fn accepts_grad_and_value_and_grad() {
     assert_eq!(m.functions.len(), 5);
 }
 
+/// `grad(f, x, d..)`: the data arguments go to `f`'s other parameters (of
+/// any type: integers, bools, tuples, ragged arrays), const generics are
+/// inferred from them too, and control may depend on them (not on `x`).
+#[test]
+fn accepts_grad_with_data_arguments() {
+    check_ok(
+        "fn f(x: [f64; 2], xs: [f64; L], p: (i64, bool)) -> f64 {\n\
+           let mut s = 0.0;\n\
+           for i in 0..xs.len() { if p.1 && xs[i] > 0.0 { s += x[0] * xs[i]; } }\n\
+           s + x[1] * p.0 as f64\n\
+         }\n\
+         fn k<const K: usize>(x: f64, v: [f64; K]) -> f64 { x * sum(v) }\n\
+         fn h(x: [f64; 2], n: i64) -> [f64; 2] { x * n as f64 }\n\
+         fn g(x: [f64; 2], xs: [f64; L]) -> ([f64; 2], f64, [[f64; 2]; 2]) {\n\
+           let (v, d) = value_and_grad(f, x, xs, (3, true));\n\
+           (grad(f, x, xs, (1, false)) + d, v + grad(k, 1.0, xs) + grad(k::<2>, 1.0, x), jacobian(h, x, 2))\n\
+         }",
+    );
+}
+
 #[test]
 fn rejects_grad_of_what_is_not_a_scalar_function_of_one_float() {
     let cases: &[(&str, &str, u32, u32)] = &[
@@ -329,7 +349,7 @@ fn rejects_grad_of_what_is_not_a_scalar_function_of_one_float() {
         ),
         (
             "fn g(x: f64) -> f64 { grad(g) }",
-            "takes 2 arguments",
+            "takes at least 2 arguments",
             1,
             23,
         ),
@@ -341,7 +361,25 @@ fn rejects_grad_of_what_is_not_a_scalar_function_of_one_float() {
         ),
         (
             "fn f(a: f64, b: f64) -> f64 { a * b }\nfn g(x: f64) -> f64 { grad(f, x) }",
-            "exactly one parameter, but `f` takes 2",
+            "`grad` passes `f` the point and 0 data arguments, but `f` takes 1 parameter after the point",
+            2,
+            23,
+        ),
+        (
+            "fn f(a: f64) -> f64 { a }\nfn g(x: f64) -> f64 { grad(f, x, x) }",
+            "`grad` passes `f` the point and 1 data argument, but `f` takes 0 parameters after the point",
+            2,
+            34,
+        ),
+        (
+            "fn f(a: f64, n: i64) -> f64 { a }\nfn g(x: f64) -> f64 { grad(f, x, x) }",
+            "`grad` passes this data argument to the parameter `n` of `f`, of type `i64`, but this is `f64`",
+            2,
+            34,
+        ),
+        (
+            "fn f() -> f64 { 1.0 }\nfn g(x: f64) -> f64 { grad(f, x) }",
+            "with respect to its first parameter, but `f` takes none",
             2,
             28,
         ),

@@ -321,13 +321,23 @@ pub enum ExprKind {
         args: Vec<Expr>,
         use_: InstanceUse,
     },
-    /// `jacobian(function, point)[row]`: a row of the Jacobian of a
-    /// differentiable helper `[f64; 3] -> [f64; 3]` (see
-    /// [`crate::differentiable`]); of type `[f64; 3]`.
+    /// `jacobian(function, point, data..)[row]`: a row of the Jacobian of
+    /// a differentiable helper `[f64; 3] -> [f64; 3]` (see
+    /// [`crate::differentiable`]), with its data argument if it takes one;
+    /// of type `[f64; 3]`.
     Jacobian {
         function: String,
         point: Box<Expr>,
+        data: Vec<Expr>,
         row: usize,
+    },
+    /// `grad(function, point, data..)`: the derivative of the scalar helper
+    /// `ds(a: f64, c: f64) -> f64` in `a` at the point, `c` being the data
+    /// argument; of type `f64`.
+    Grad {
+        function: String,
+        point: Box<Expr>,
+        data: Vec<Expr>,
     },
     Index {
         array: Box<Expr>,
@@ -656,11 +666,29 @@ fn write_expr(out: &mut String, e: &Expr) {
         ExprKind::Jacobian {
             function,
             point,
+            data,
             row,
         } => {
             write!(out, "jacobian({function}, ").unwrap_or(());
             write_expr(out, point);
+            for d in data {
+                out.push_str(", ");
+                write_expr(out, d);
+            }
             write!(out, ")[{row}]").unwrap_or(());
+        }
+        ExprKind::Grad {
+            function,
+            point,
+            data,
+        } => {
+            write!(out, "grad({function}, ").unwrap_or(());
+            write_expr(out, point);
+            for d in data {
+                out.push_str(", ");
+                write_expr(out, d);
+            }
+            out.push(')');
         }
         ExprKind::Index { array, index } => {
             write_expr(out, array);

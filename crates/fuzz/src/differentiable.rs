@@ -7,8 +7,12 @@
 //! argument (its adjoint is summed over the instances), `pfor::<3>` of an
 //! indexed helper `dk(k, x)`, and `join` of two earlier vector helpers. They
 //! have no loops, branches, random draws or recursion, so the front end
-//! accepts them for `jacobian`, and they terminate. An expression of type
-//! `[f64; 3]` elsewhere may then be a row `jacobian(dv<i>, point)[m]`.
+//! accepts them for `jacobian`, and they terminate. Some vector helpers
+//! take a data argument `d: [f64; 3]` after the point (not differentiated).
+//! An expression of type `[f64; 3]` elsewhere may then be a row
+//! `jacobian(dv<i>, point)[m]` (`jacobian(dv<i>, point, data)[m]` for a
+//! helper with data), and one of type `f64` the derivative of the scalar
+//! helper in its first argument, the second being data: `grad(ds, a, c)`.
 
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -16,36 +20,67 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::ast::*;
 
-/// The helpers of one program: the functions, and the names of the vector
-/// helpers (`[f64; 3] -> [f64; 3]`) that `jacobian` may take.
+/// The helpers of one program: the functions, the vector helpers
+/// (`[f64; 3] -> [f64; 3]`) that `jacobian` may take, and the scalar
+/// helper that `grad` may take with a data argument.
 pub struct Helpers {
     pub functions: Vec<Function>,
-    pub targets: Vec<String>,
+    pub targets: Vec<Target>,
+    pub scalar: Option<String>,
+}
+
+/// A vector helper `jacobian` may take: its name, and whether it takes a
+/// data argument `d: [f64; 3]` after the point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    pub name: String,
+    pub data: bool,
+}
+
+impl Helpers {
+    /// No helpers (most programs).
+    pub fn none() -> Helpers {
+        Helpers {
+            functions: Vec::new(),
+            targets: Vec::new(),
+            scalar: None,
+        }
+    }
 }
 
 /// Writes the helpers of one program (one to three vector helpers).
 pub fn helpers(rng: &mut ChaCha8Rng) -> Helpers {
     let mut functions = vec![scalar_helper(rng), indexed_helper(rng)];
-    let mut targets: Vec<String> = Vec::new();
+    let mut targets: Vec<Target> = Vec::new();
     for i in 0..rng.gen_range(1..=3) {
         let name = format!("dv{i}");
+        let data = rng.gen_bool(0.5);
         let mut writer = VectorWriter {
             rng: &mut *rng,
             earlier: &targets,
+            data,
         };
         let tail = writer.vector(2);
+        let mut params = vec![param("x", Ty::FloatArray)];
+        if data {
+            params.push(param("d", Ty::FloatArray));
+        }
         functions.push(Function {
             name: name.clone(),
-            params: vec![param("x", Ty::FloatArray)],
+            params,
             ret: Ty::FloatArray,
             body: Block {
                 stmts: Vec::new(),
                 tail,
             },
         });
-        targets.push(name);
+        targets.push(Target { name, data });
     }
-    Helpers { functions, targets }
+    Helpers {
+        functions,
+        targets,
+        scalar: Some(SCALAR.into()),
+    }
 }
 
 const SCALAR: &str = "ds";
@@ -78,6 +113,10 @@ fn index(array: Expr, i: Expr) -> Expr {
 
 fn x() -> Expr {
     Expr::var("x", Ty::FloatArray)
+}
+
+fn d() -> Expr {
+    Expr::var("d", Ty::FloatArray)
 }
 
 /// A smooth float expression of `depth` levels over `leaves`.
@@ -159,18 +198,20 @@ fn indexed_helper(rng: &mut ChaCha8Rng) -> Function {
 }
 
 /// Writes the body of a vector helper; `earlier` are the vector helpers
-/// written before it (which it may call and join).
+/// written before it (which it may call and join); `data`: whether the
+/// helper takes the data argument `d`.
 struct VectorWriter<'a> {
     rng: &'a mut ChaCha8Rng,
-    earlier: &'a [String],
+    earlier: &'a [Target],
+    data: bool,
 }
 
 impl VectorWriter<'_> {
-    /// An expression of type `[f64; 3]` over `x`.
+    /// An expression of type `[f64; 3]` over `x` (and `d`).
     fn vector(&mut self, depth: u32) -> Expr {
         let ty = Ty::FloatArray;
         if depth == 0 {
-            return x();
+            return self.leaf();
         }
         let sub = depth - 1;
         match self.rng.gen_range(0..8) {
@@ -199,16 +240,9 @@ impl VectorWriter<'_> {
             }
             3 | 4 => self.map(sub),
             5 => self.pfor(sub),
-            6 if !self.earlier.is_empty() => {
-                let callee = self.earlier_helper();
-                let arg = self.vector(sub);
-                call(&callee, vec![arg])
-            }
+            6 if !self.earlier.is_empty() => self.earlier_call(sub),
             7 if !self.earlier.is_empty() => {
-                let calls = vec![
-                    call(&self.earlier_helper(), vec![self.vector(sub)]),
-                    call(&self.earlier_helper(), vec![self.vector(sub)]),
-                ];
+                let calls = vec![self.earlier_call(sub), self.earlier_call(sub)];
                 Expr::new(
                     ty,
                     ExprKind::Join {
@@ -217,12 +251,30 @@ impl VectorWriter<'_> {
                     },
                 )
             }
-            _ => x(),
+            _ => self.leaf(),
         }
     }
 
-    fn earlier_helper(&mut self) -> String {
-        self.earlier.choose(self.rng).cloned().unwrap_or_default()
+    /// `x`, or sometimes the data argument `d` if the helper takes one.
+    fn leaf(&mut self) -> Expr {
+        if self.data && self.rng.gen_bool(0.3) {
+            d()
+        } else {
+            x()
+        }
+    }
+
+    /// A call of an earlier vector helper at a vector expression, with a
+    /// data argument (`d`, or `x` in a helper without data) if it takes one.
+    fn earlier_call(&mut self, depth: u32) -> Expr {
+        let Some(callee) = self.earlier.choose(self.rng).cloned() else {
+            return x();
+        };
+        let mut args = vec![self.vector(depth)];
+        if callee.data {
+            args.push(if self.data { d() } else { x() });
+        }
+        call(&callee.name, args)
     }
 
     /// A float expression of the elements of `x`.

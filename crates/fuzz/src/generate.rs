@@ -135,7 +135,9 @@ struct Generator {
     /// The `usize` constants the program declares (counts of `pfor`).
     consts: Vec<(String, usize)>,
     /// The differentiable helpers `jacobian` may take (none in most programs).
-    jacobian_targets: Vec<String>,
+    jacobian_targets: Vec<differentiable::Target>,
+    /// The scalar helper `grad` may take (with a data argument), if any.
+    grad_target: Option<String>,
     /// Whether the program has ragged arrays (`[i64; L]`, `[f64; L]`; the
     /// entry then takes at least one).
     ragged: bool,
@@ -153,6 +155,7 @@ impl Generator {
             statics: Vec::new(),
             consts: Vec::new(),
             jacobian_targets: Vec::new(),
+            grad_target: None,
             ragged: false,
             hosts: false,
             fresh: 0,
@@ -226,12 +229,10 @@ impl Generator {
         let helpers = if self.chance(0.3) {
             differentiable::helpers(&mut self.rng)
         } else {
-            differentiable::Helpers {
-                functions: Vec::new(),
-                targets: Vec::new(),
-            }
+            differentiable::Helpers::none()
         };
         self.jacobian_targets = helpers.targets;
+        self.grad_target = helpers.scalar;
         let mut functions: Vec<Function> = (0..count).map(|index| self.function(index)).collect();
         functions.extend(helpers.functions);
         Program {
@@ -1386,20 +1387,41 @@ impl Generator {
     }
 
     /// A row of the Jacobian of a differentiable helper, at a point of
-    /// type `[f64; 3]` (see [`differentiable`]); only for that type, and
-    /// in programs that have helpers.
+    /// type `[f64; 3]`, with a data argument of that type if the helper
+    /// takes one; or, for type `f64`, `grad(ds, a, c)` of the scalar helper
+    /// with `c` a data argument (see [`differentiable`]). Only in programs
+    /// that have helpers.
     fn jacobian_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        if ty == Ty::Float {
+            let function = self.grad_target.clone()?;
+            let point = Box::new(self.expr(ty, depth - 1));
+            let data = vec![self.expr(ty, depth - 1)];
+            return Some(Expr::new(
+                ty,
+                ExprKind::Grad {
+                    function,
+                    point,
+                    data,
+                },
+            ));
+        }
         if ty != Ty::FloatArray {
             return None;
         }
-        let function = self.jacobian_targets.choose(&mut self.rng)?.clone();
+        let target = self.jacobian_targets.choose(&mut self.rng)?.clone();
         let point = Box::new(self.expr(ty, depth - 1));
+        let data = if target.data {
+            vec![self.expr(ty, depth - 1)]
+        } else {
+            Vec::new()
+        };
         let row = self.rng.gen_range(0..FLOAT_ARRAY_LEN);
         Some(Expr::new(
             ty,
             ExprKind::Jacobian {
-                function,
+                function: target.name,
                 point,
+                data,
                 row,
             },
         ))

@@ -8,7 +8,9 @@
 //!   nested in arguments and several in one expression; `while`, `for` and
 //!   `loop` with `break value`, `break`, `continue` and calls inside;
 //!   `catch`; instances (`join`, `map`, `pfor`); rows of `jacobian`s of
-//!   differentiable helpers that fork ([`differentiable`]); random draws;
+//!   differentiable helpers that fork, some with a data argument, and
+//!   `grad` of a scalar helper with a data argument ([`differentiable`]);
+//!   random draws;
 //!   members that fault beside members that do not; in some programs ragged
 //!   arrays `[i64; L]`, `[f64; L]`, `[[f64; 3]; L]` whose length is each
 //!   member's own), with

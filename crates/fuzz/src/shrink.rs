@@ -124,14 +124,17 @@ fn edit_node(program: &mut Program, node: usize, option: usize) {
     });
 }
 
-/// Drops function `index`; its calls (and the `join`, `map`, `pfor` and
-/// `jacobian` that name it) become constants of their types.
+/// Drops function `index`; its calls (and the `join`, `map`, `pfor`,
+/// `jacobian` and `grad` that name it) become constants of their types.
 fn remove_function(program: &mut Program, index: usize) {
     let removed = program.functions.remove(index);
     let calls_removed = |e: &Expr| match &e.kind {
         ExprKind::Call { callee, .. }
         | ExprKind::Instances { callee, .. }
         | ExprKind::Jacobian {
+            function: callee, ..
+        }
+        | ExprKind::Grad {
             function: callee, ..
         } => *callee == removed.name,
         _ => false,
@@ -496,6 +499,9 @@ fn walk_expr(e: &mut Expr, visit: &mut dyn FnMut(Node<'_>)) {
             walk_expr(b, visit);
         }
         ExprKind::Field { pair, .. } => walk_expr(pair, visit),
-        ExprKind::Jacobian { point, .. } => walk_expr(point, visit),
+        ExprKind::Jacobian { point, data, .. } | ExprKind::Grad { point, data, .. } => {
+            walk_expr(point, visit);
+            data.iter_mut().for_each(|d| walk_expr(d, visit));
+        }
     }
 }

@@ -83,6 +83,8 @@ fn the_programs_use_every_promised_construct() {
         "map(ds, ",
         "pfor::<3>(dk, ",
         "join(dv",
+        "x: [f64; 3], d: [f64; 3]) -> [f64; 3]",
+        "grad(ds, ",
         "[i64; L]",
         "[f64; L]",
         "-> [f64; L] {",

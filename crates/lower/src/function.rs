@@ -269,8 +269,8 @@ fn contains_assign(e: &Expr) -> bool {
             | ExprKind::Map { args, .. }
             | ExprKind::Join { calls: args }
             | ExprKind::Tuple(args)
+            | ExprKind::Grad { args, .. }
             | ExprKind::Array(args) => stack.extend(args.iter()),
-            ExprKind::Grad { arg, .. } => stack.push(arg),
             ExprKind::Field { base, .. } => stack.push(base),
             ExprKind::Index { base, index } => {
                 stack.push(base);
@@ -670,9 +670,9 @@ impl FunctionLowerer<'_> {
             ExprKind::Grad {
                 function,
                 const_args,
-                arg,
+                args,
                 kind,
-            } => self.lower_grad(e, *function, const_args, arg, *kind),
+            } => self.lower_grad(e, *function, const_args, args, *kind),
             ExprKind::Join { .. } => self.lower_join(e, dst),
             ExprKind::Map { .. } => self.lower_map(e, dst),
             ExprKind::Builtin { builtin, args } => {
@@ -851,22 +851,32 @@ impl FunctionLowerer<'_> {
         Ok(Some(dsts))
     }
 
-    /// `grad(function, arg)` or `value_and_grad`: a call of the gradient
-    /// the autodiff derives, which gives `(f(x), gradient)`; `jacobian`: a
-    /// call of the function the autodiff derives for it, which gives the
-    /// Jacobian (the expression `e`).
+    /// `grad(function, x, d..)` or `value_and_grad`: a call of the
+    /// gradient the autodiff derives, which takes `function`'s arguments
+    /// (the point, then the data arguments, flattened) and gives `(f(x,
+    /// d..), gradient)`; `jacobian`: a call of the function the autodiff
+    /// derives for it, which takes the same arguments and gives the
+    /// Jacobian (the expression `e`). The point is the function's first
+    /// flattened parameter, the one the derivative is taken with respect
+    /// to (see `derive_gradients`).
     fn lower_grad(
         &mut self,
         e: &Expr,
         function: usize,
         const_args: &[hir::DimExpr],
-        arg: &Expr,
+        args: &[Expr],
         kind: hir::GradKind,
     ) -> Flow {
         let loc = e.loc;
-        let Some(x) = self.lower_single(arg, loc)? else {
+        let refs: Vec<&Expr> = args.iter().collect();
+        let Some(vs) = self.lower_operands(&refs)? else {
             return Ok(None);
         };
+        let Some(first) = vs.first() else {
+            return Err(internal("`grad` without a point", loc));
+        };
+        let x = self.single(first, loc)?;
+        let args = vs.concat();
         let callee = self.instance(function, const_args)?;
         let derivative = match kind {
             hir::GradKind::Jacobian => autobatch_autodiff::Derivative::Jacobian,
@@ -878,7 +888,7 @@ impl FunctionLowerer<'_> {
             self.push_op(Op::Call {
                 dsts: dsts.clone(),
                 callee: derived,
-                args: vec![x],
+                args,
                 loc,
                 catch: false,
             })?;
@@ -898,7 +908,7 @@ impl FunctionLowerer<'_> {
         self.push_op(Op::Call {
             dsts: vec![value, gradient],
             callee: derived,
-            args: vec![x],
+            args,
             loc,
             catch: false,
         })?;

@@ -91,14 +91,15 @@ fn derive_gradients(
     if vjps.is_empty() {
         return Ok(());
     }
+    // The derivative is taken with respect to the first parameter (the
+    // point `x`, one variable: a float or a float array); the others are
+    // the data arguments of `grad(f, x, d..)`, passed through unchanged.
     let requests: Vec<autobatch_autodiff::Request> = vjps
         .iter()
         .map(|(f, kind)| autobatch_autodiff::Request {
             function: *f,
-            active: program.functions[*f]
-                .params
-                .iter()
-                .map(|p| program.functions[*f].vars[*p].ty.elem.is_float())
+            active: (0..program.functions[*f].params.len())
+                .map(|i| i == 0)
                 .collect(),
             kind: *kind,
         })

@@ -380,11 +380,15 @@ impl FunctionChecker<'_, '_> {
         ))
     }
 
-    /// `grad(f, x)` / `value_and_grad(f, x)`: `f` names a function of the
-    /// module with one float parameter and a float scalar result; `x` has the
-    /// parameter's type (const generics of `f` inferred from it or given as
-    /// `f::<...>`). Whether `f` is differentiable is checked once every body
-    /// is known (`crate::differentiable`).
+    /// `grad(f, x, d..)` / `value_and_grad(f, x, d..)` / `jacobian(h, x,
+    /// d..)`: `f` names a function of the module whose first parameter is
+    /// a float (or float array) and whose result is a float scalar (for
+    /// `jacobian`: an array of floats in, one out); `x` has the first
+    /// parameter's type, each data argument `d` the type of the parameter
+    /// it is passed to (const generics of `f` inferred from all of them or
+    /// given as `f::<...>`). Only `x` is differentiated; `grad(f, x)` is
+    /// the case without data arguments. Whether `f` is differentiable is
+    /// checked once every body is known (`crate::differentiable`).
     fn check_grad(
         &mut self,
         name: &str,
@@ -392,22 +396,20 @@ impl FunctionChecker<'_, '_> {
         loc: Loc,
         end: Loc,
     ) -> CheckResult<Expr> {
-        if args.len() != 2 {
+        if args.len() < 2 {
             return Err(error(
                 format!(
-                    "`{name}` takes 2 arguments (a function and a point), but {} were given",
+                    "`{name}` takes at least 2 arguments (a function and a point), but {} were given",
                     args.len()
                 ),
                 loc,
                 end,
-                "expected 2 arguments",
+                "expected at least 2 arguments",
             )
             .map_note(format!(
-                "write `{name}(f, x)` where `f` is the name of a function of one parameter"
+                "write `{name}(f, x)`, or `{name}(f, x, d1, d2, ...)` where the data arguments `d1, d2, ...` go to `f`'s other parameters"
             )));
         }
-        let usage =
-            format!("write `{name}(f, x)` where `f` is declared with `fn f(x: ...) -> f64`");
         let kind = match name {
             "jacobian" => GradKind::Jacobian,
             "value_and_grad" => GradKind::ValueAndGrad,
@@ -417,11 +419,12 @@ impl FunctionChecker<'_, '_> {
             "write `jacobian(h, x)` where `h` is declared with `fn h(x: [f64; D]) -> [f64; M]`"
                 .into()
         } else {
-            usage
+            format!("write `{name}(f, x)` where `f` is declared with `fn f(x: ...) -> f64`")
         };
         let (index, turbofish) = self.function_argument(name, &args[0], &usage)?;
         let sig = self.scope.signatures[index].clone();
         self.check_grad_signature(kind, &sig, &args[0])?;
+        self.check_grad_arity(kind, &sig, args, (loc, end))?;
         let pty = sig.params[0].2.clone();
         let mut bindings = self.turbofish_bindings(&sig, turbofish)?;
         let x = self.check_expr(&args[1])?;
@@ -439,6 +442,30 @@ impl FunctionChecker<'_, '_> {
                 x_end,
                 format!("expected `{}`", self.show_with(&want, &sig.const_params)),
             ));
+        }
+        let mut checked = vec![x];
+        // The data arguments, passed to `f`'s other parameters as they are.
+        for (a, (pname, _, pty, _)) in args.iter().skip(2).zip(&sig.params[1..]) {
+            let d = self.check_expr(a)?;
+            if !self.match_param(pty, &d.ty, &mut bindings) {
+                let want = substitute(pty, &partially_bound(&bindings));
+                let want = self.show_with(&want, &sig.const_params);
+                return Err(error(
+                    format!(
+                        "mismatched types: `{name}` passes this data argument to the parameter `{pname}` of `{}`, of type `{want}`, but this is `{}`",
+                        sig.name,
+                        self.show(&d.ty)
+                    ),
+                    d.loc,
+                    expr_end(a),
+                    format!("expected `{want}`"),
+                )
+                .map_note(format!(
+                    "`{}` is declared at {}:{}",
+                    sig.name, sig.loc.line, sig.loc.column
+                )));
+            }
+            checked.push(d);
         }
         let const_args = inferred_const_args(
             &sig,
@@ -470,7 +497,7 @@ impl FunctionChecker<'_, '_> {
             ExprKind::Grad {
                 function: index,
                 const_args,
-                arg: Box::new(x),
+                args: checked,
                 kind,
             },
             ty,
@@ -560,9 +587,10 @@ impl FunctionChecker<'_, '_> {
     }
 
     /// What `grad` asks of the function it differentiates (`sig`, named by
-    /// `f_expr`): one float parameter and a float scalar result; what
-    /// `jacobian` asks: one parameter, an array of floats, and a result, an
-    /// array of the same float type.
+    /// `f_expr`): a float first parameter and a float scalar result; what
+    /// `jacobian` asks: a first parameter that is an array of floats, and a
+    /// result, an array of the same float type. (How many parameters is
+    /// [`Self::check_grad_arity`]'s business.)
     fn check_grad_signature(
         &self,
         kind: GradKind,
@@ -577,19 +605,18 @@ impl FunctionChecker<'_, '_> {
                 sig.name, sig.loc.line, sig.loc.column
             ))
         };
-        if sig.params.len() != 1 {
+        if sig.params.is_empty() {
             return Err(declared(
                 error(
                     format!(
-                        "`{name}` differentiates a function of exactly one parameter, but `{}` takes {}",
-                        sig.name,
-                        sig.params.len()
+                        "`{name}` differentiates a function with respect to its first parameter, but `{}` takes none",
+                        sig.name
                     ),
                     fl,
                     fe,
-                    format!("takes {} parameters", sig.params.len()),
+                    "takes no parameters",
                 )
-                .map_note("pass other inputs as statics (`extern \"autobatch\" { static X: ...; }`), or pack the parameters into one array"),
+                .map_note(format!("declare the point as the first parameter: `fn {}(x: f64) -> f64`", sig.name)),
             ));
         }
         let (pname, _, pty, _) = &sig.params[0];
@@ -630,6 +657,73 @@ impl FunctionChecker<'_, '_> {
             return Err(declared(d));
         }
         Ok(())
+    }
+
+    /// `grad(f, x, d..)` passes `f` the point and one data argument per
+    /// other parameter of `f`: a missing one is reported at the call, an
+    /// extra one at itself.
+    fn check_grad_arity(
+        &self,
+        kind: GradKind,
+        sig: &Signature,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+        (loc, end): (Loc, Loc),
+    ) -> CheckResult<()> {
+        let name = kind.name();
+        let wanted = sig.params.len() - 1;
+        let given = args.len() - 2;
+        if given == wanted {
+            return Ok(());
+        }
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        let params: Vec<String> = sig
+            .params
+            .iter()
+            .map(|(pname, _, pty, _)| {
+                format!("{pname}: {}", self.show_with(pty, &sig.const_params))
+            })
+            .collect();
+        let declared = format!(
+            "`{}` is declared at {}:{} with `fn {}({})`; the point goes to `{}` and one data argument to each other parameter, unchanged (only the point is differentiated)",
+            sig.name,
+            sig.loc.line,
+            sig.loc.column,
+            sig.name,
+            params.join(", "),
+            sig.params[0].0
+        );
+        let message = format!(
+            "`{name}` passes `{}` the point and {given} data argument{}, but `{}` takes {wanted} parameter{} after the point",
+            sig.name,
+            plural(given),
+            sig.name,
+            plural(wanted)
+        );
+        if given > wanted {
+            let extra = &args[2 + wanted];
+            return Err(error(
+                message,
+                expr_start(extra),
+                expr_end(extra),
+                "unexpected data argument",
+            )
+            .map_note(declared));
+        }
+        let missing: Vec<String> = sig.params[1 + given..]
+            .iter()
+            .map(|(pname, ..)| format!("`{pname}`"))
+            .collect();
+        Err(error(
+            message,
+            loc,
+            end,
+            format!(
+                "missing data argument{} for {}",
+                plural(missing.len()),
+                missing.join(", ")
+            ),
+        )
+        .map_note(declared))
     }
 
     /// What `jacobian` asks of `h` (`sig`, whose one parameter is `pname:

@@ -45,12 +45,12 @@ impl FunctionChecker<'_, '_> {
             | ExprKind::Map { args, .. }
             | ExprKind::Join { calls: args }
             | ExprKind::Tuple(args)
+            | ExprKind::Grad { args, .. }
             | ExprKind::Array(args) => {
                 for a in args {
                     self.finalize_expr(a)?;
                 }
             }
-            ExprKind::Grad { arg, .. } => self.finalize_expr(arg)?,
             ExprKind::Field { base, .. } => self.finalize_expr(base)?,
             ExprKind::Index { base, index } => {
                 self.finalize_expr(base)?;
