@@ -113,7 +113,7 @@ fn strategies() -> [(Strategy, BlockChoice); 2] {
     ]
 }
 
-/// Plain `value_and_grad` of the model (whose parameter is `[f64; D]`) over
+/// Plain `value_and_grad` of the model (whose parameter is `[FLOAT; D]`) over
 /// `chains` members: gradients per second in steady state, the marginal
 /// rate of the gradient steps alone (each member takes `count` steps of a
 /// tiny gradient ascent, in runs of 4 and of 12 steps; median times of
@@ -127,8 +127,13 @@ fn plain_gradients(
     block_choice: BlockChoice,
     budget: f64,
 ) -> f64 {
+    let float = if source.contains("[f32; D]") {
+        "f32"
+    } else {
+        "f64"
+    };
     let program = format!(
-        "{source}\nfn bench_grad(theta: [f64; D], count: i64) -> f64 {{\n    let mut t = theta;\n    let mut total = 0.0;\n    for _k in 0..count {{\n        let (value, g) = value_and_grad(log_density, t);\n        t = t + 0.000001 * g;\n        total += value;\n    }}\n    total\n}}\n"
+        "{source}\nfn bench_grad(theta: [{float}; D], count: i64) -> {float} {{\n    let mut t = theta;\n    let mut total = 0.0_{float};\n    for _k in 0..count {{\n        let (value, g) = value_and_grad(log_density, t);\n        t = t + 0.000001 * g;\n        total += value;\n    }}\n    total\n}}\n"
     );
     let compiled = autobatch::compile(&program, "bench.ab").expect("the benchmark model compiles");
     let serde_json::Value::Object(statics) = serde_json::from_str::<Value>(data).expect("JSON")
@@ -170,9 +175,20 @@ fn plain_gradients(
     chains as f64 * 8.0 / (long - short).max(1e-9)
 }
 
-fn logistic(quick: bool, only: &Option<Vec<usize>>, lengths: Option<(usize, usize)>) -> Value {
+fn logistic(
+    quick: bool,
+    only: &Option<Vec<usize>>,
+    lengths: Option<(usize, usize)>,
+    f32: bool,
+) -> Value {
     let (n, d) = (10_000, 100);
     let data = logistic_data(n, d);
+    // The same model and data in f32 (the sampler's own arithmetic stays f64).
+    let source = if f32 {
+        LOGISTIC.replace("f64", "f32")
+    } else {
+        LOGISTIC.to_string()
+    };
     let default: &[usize] = if quick {
         &[1, 4, 16, 64]
     } else {
@@ -180,7 +196,7 @@ fn logistic(quick: bool, only: &Option<Vec<usize>>, lengths: Option<(usize, usiz
     };
     let chain_counts = only.as_deref().unwrap_or(default);
     let (warmup, draws) = lengths.unwrap_or(if quick { (10, 10) } else { (20, 20) });
-    let model = Model::new(LOGISTIC, "logistic.ab", &data).expect("the logistic model compiles");
+    let model = Model::new(&source, "logistic.ab", &data).expect("the logistic model compiles");
     let mut rows = Vec::new();
     for &(strategy, block_choice) in &strategies() {
         for &chains in chain_counts {
@@ -204,7 +220,7 @@ fn logistic(quick: bool, only: &Option<Vec<usize>>, lengths: Option<(usize, usiz
             let seconds = run.warmup_figures.seconds + run.sampling_figures.seconds;
             let nuts_rate = grads as f64 / seconds;
             let plain_rate = plain_gradients(
-                LOGISTIC,
+                &source,
                 &data,
                 d,
                 chains,
@@ -231,7 +247,7 @@ fn logistic(quick: bool, only: &Option<Vec<usize>>, lengths: Option<(usize, usiz
             rows.push(row);
         }
     }
-    json!({ "n": n, "d": d, "results": rows })
+    json!({ "n": n, "d": d, "model_float": if f32 { "f32" } else { "f64" }, "results": rows })
 }
 
 fn correlated_gaussian(
@@ -321,7 +337,8 @@ fn flag<T>(
 /// Runs the NUTS benchmarks named in `args` (`logistic`, `gaussian`; both if
 /// neither is named) and prints one JSON document. `--chains 16,256` measures
 /// only those numbers of chains, `--trajectories 10` (gaussian) only those
-/// numbers of trajectories per run.
+/// numbers of trajectories per run; `--f32` writes the logistic model and
+/// its data in f32.
 pub fn main(args: &[String]) {
     let quick = args.iter().any(|a| a == "--quick");
     let positive = |n: &str| n.parse::<usize>().ok().filter(|n| *n > 0);
@@ -363,7 +380,8 @@ pub fn main(args: &[String]) {
         );
     }
     if both || want_logistic {
-        out.insert("logistic".into(), logistic(quick, &only, lengths));
+        let f32 = args.iter().any(|a| a == "--f32");
+        out.insert("logistic".into(), logistic(quick, &only, lengths, f32));
     }
     println!(
         "{}",

@@ -69,6 +69,7 @@ pub struct Model {
     /// Lines of the user's source; the library starts after them.
     pub(crate) model_lines: u32,
     dim: usize,
+    precision: ScalarType,
 }
 
 impl Model {
@@ -79,7 +80,10 @@ impl Model {
     pub fn new(source: &str, path: &str, data: &str) -> Result<Model, SampleError> {
         // The model alone first, so that its diagnostics point into its own text.
         let alone = compile(source, path).map_err(|e| SampleError::Compile(e.render(false)))?;
-        let dim_text = check_log_density(&alone, path)?;
+        let ModelSignature {
+            dim_text,
+            precision,
+        } = check_log_density(&alone, path)?;
         for function in alone.program().functions.values() {
             if function.name.starts_with("nuts_") {
                 return Err(SampleError::Model(format!(
@@ -89,7 +93,7 @@ impl Model {
             }
         }
 
-        let library = LIBRARY.replace("NUTS_DIM", &dim_text);
+        let library = library_for(precision).replace("NUTS_DIM", &dim_text);
         let mut combined = String::with_capacity(source.len() + library.len() + 1);
         combined.push_str(source);
         if !source.ends_with('\n') {
@@ -107,12 +111,18 @@ impl Model {
             path: path.to_string(),
             model_lines,
             dim,
+            precision,
         })
     }
 
     /// The number of parameters (the length of `theta`).
     pub fn dim(&self) -> usize {
         self.dim
+    }
+
+    /// The float type the model is written in.
+    pub fn precision(&self) -> ScalarType {
+        self.precision
     }
 
     /// The program that runs: the model followed by the sampler library.
@@ -133,12 +143,49 @@ impl Model {
     }
 }
 
-/// Finds `fn log_density(theta: [f64; D]) -> f64` and returns the text of
-/// its length `D` to put into the library: a number, or the name of a
-/// symbolic dimension.
-fn check_log_density(compiled: &Compiled, path: &str) -> Result<String, SampleError> {
+/// What the sampler needs to know of `log_density`: the text of its length
+/// `D` to put into the library (a number, or the name of a symbolic
+/// dimension), and the float type it is written in.
+struct ModelSignature {
+    dim_text: String,
+    precision: ScalarType,
+}
+
+/// The wrapper through which the sampler (in f64) calls a model written in
+/// f32: the point rounded to f32, the log density widened back (the casts'
+/// derivative is 1: the gradient is the model's own, widened). One line, in
+/// place of the library's marker line, so that the library's line numbers
+/// do not change.
+const F32_WRAPPER: &str = "fn nuts_log_density_f32(theta: [f64; NUTS_DIM]) -> f64 { \
+let mut narrow = [0.0_f32; NUTS_DIM]; \
+for i in 0..NUTS_DIM { narrow[i] = theta[i] as f32; } \
+log_density(narrow) as f64 }";
+
+/// The sampler's library for a model written in `precision`, `NUTS_DIM`
+/// still to replace.
+fn library_for(precision: ScalarType) -> String {
+    let (wrapper, model) = match precision {
+        ScalarType::F32 => (F32_WRAPPER, "nuts_log_density_f32"),
+        _ => ("", "log_density"),
+    };
+    let lines: Vec<String> = LIBRARY
+        .lines()
+        .map(|line| {
+            if line.starts_with("// NUTS_MODEL_WRAPPER") && !wrapper.is_empty() {
+                wrapper.to_string()
+            } else {
+                line.replace("NUTS_MODEL", model)
+            }
+        })
+        .collect();
+    lines.join("\n") + "\n"
+}
+
+/// Finds `fn log_density(theta: [f64; D]) -> f64` (or the same in f32) and
+/// returns what the sampler needs of it.
+fn check_log_density(compiled: &Compiled, path: &str) -> Result<ModelSignature, SampleError> {
     let program = compiled.program();
-    let wanted = "`fn log_density(theta: [f64; D]) -> f64`";
+    let wanted = "`fn log_density(theta: [f64; D]) -> f64` (or f32 for both)";
     let Some(function) = program
         .functions
         .values()
@@ -161,32 +208,39 @@ fn check_log_density(compiled: &Compiled, path: &str) -> Result<String, SampleEr
         )));
     }
     let param = &function.signature[0];
-    let dim = match &param.ty {
-        Type::Tensor(t) if t.elem == ScalarType::F64 && t.dims.len() == 1 => t.dims[0],
+    let float = |t: ScalarType| matches!(t, ScalarType::F64 | ScalarType::F32);
+    let (dim, precision) = match &param.ty {
+        Type::Tensor(t) if float(t.elem) && t.dims.len() == 1 => (t.dims[0], t.elem),
         other => {
             return Err(SampleError::Model(format!(
-                "{at}: the parameter `{}` of `log_density` has type {}; `sample` needs {wanted}, a one-dimensional array of f64",
+                "{at}: the parameter `{}` of `log_density` has type {}; `sample` needs {wanted}, a one-dimensional array of f64 (or f32)",
                 param.name,
                 type_text(program, other)
             )))
         }
     };
     match &function.ret_type {
-        Type::Tensor(t) if t.elem == ScalarType::F64 && t.dims.is_empty() => {}
+        Type::Tensor(t) if t.elem == precision && t.dims.is_empty() => {}
         other => {
             return Err(SampleError::Model(format!(
-                "{at}: `log_density` returns {}; `sample` needs {wanted}, an f64",
+                "{at}: `log_density` returns {}; `sample` needs {wanted}, an {precision} like its parameter",
                 type_text(program, other)
             )))
         }
     }
-    match dim {
-        Dim::Fixed(0) => Err(SampleError::Model(format!(
-            "{at}: the parameter of `log_density` has length 0: there is nothing to sample"
-        ))),
-        Dim::Fixed(n) => Ok(n.to_string()),
-        Dim::Symbolic(id) => Ok(program.symbol_name(id)),
-    }
+    let dim_text = match dim {
+        Dim::Fixed(0) => {
+            return Err(SampleError::Model(format!(
+                "{at}: the parameter of `log_density` has length 0: there is nothing to sample"
+            )))
+        }
+        Dim::Fixed(n) => n.to_string(),
+        Dim::Symbolic(id) => program.symbol_name(id),
+    };
+    Ok(ModelSignature {
+        dim_text,
+        precision,
+    })
 }
 
 fn type_text(program: &Program, ty: &Type) -> String {

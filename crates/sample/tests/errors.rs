@@ -55,10 +55,16 @@ fn models_without_a_usable_log_density() {
         "{}",
         &["type `f64`", "one-dimensional array of f64"],
     );
+    // A model in f32 is sampled (tests/sampling.rs), but in f32 throughout.
     assert_model(
-        "fn log_density(theta: [f32; 2]) -> f32 { theta[0] }\n",
+        "fn log_density(theta: [f32; 2]) -> f64 { theta[0] as f64 }\n",
         "{}",
-        &["`[f32; 2]`"],
+        &["returns `f64`", "an f32 like its parameter"],
+    );
+    assert_model(
+        "fn log_density(theta: [i64; 2]) -> f64 { 0.0 }\n",
+        "{}",
+        &["`[i64; 2]`", "one-dimensional array of f64 (or f32)"],
     );
     assert_model(
         "fn log_density(theta: [f64; 2]) -> [f64; 2] { theta }\n",

@@ -89,6 +89,45 @@ fn standard_normal_in_several_dimensions() {
     }
 }
 
+/// A model written in f32 is sampled through a wrapper that rounds the
+/// point to f32 and widens the log density and gradient back: the moments
+/// are right, and a chain's draws still do not depend on the strategy.
+#[test]
+fn a_model_in_f32_samples_its_target() {
+    let source = "\
+// A standard normal in 4 dimensions, scaled by data, in f32.
+extern \"autobatch\" { static s: [f32; 4]; }
+fn log_density(theta: [f32; 4]) -> f32 {
+    let z = theta / s;
+    -0.5 * dot(z, z)
+}
+";
+    let data = r#"{"s": [1.0, 2.0, 0.5, 1.0]}"#;
+    let model = Model::new(source, "f32.ab", data).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(model.precision(), autobatch::ScalarType::F32);
+    let run = model
+        .sample(&config(4, 400, 400, 31), &mut |_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    check_moments(&run, &[0.0; 4], &[1.0, 4.0, 0.25, 1.0]);
+    assert_eq!(run.divergences(), 0);
+    let mut c = config(3, 60, 20, 5);
+    let pc = model.sample(&c, &mut |_| {}).unwrap();
+    c.run.strategy = Strategy::LocalStatic;
+    let ls = model.sample(&c, &mut |_| {}).unwrap();
+    c.run.strategy = Strategy::Reference;
+    let reference = model.sample(&c, &mut |_| {}).unwrap();
+    for chain in 0..3 {
+        assert!(
+            same_draws(&pc, chain, &ls, chain),
+            "chain {chain}: local-static"
+        );
+        assert!(
+            same_draws(&pc, chain, &reference, chain),
+            "chain {chain}: reference"
+        );
+    }
+}
+
 /// The energies of a standard normal in D dimensions: at each draw the
 /// energy is -lp plus a kinetic energy (never negative); in equilibrium
 /// both halves are chi-square(D) / 2, so the energy has mean D (within 4.5
