@@ -182,20 +182,29 @@ impl<'b> Engine<'b> {
     }
 
     /// A buffer of `len` elements of type `ty` (contents unspecified),
-    /// reusing a spare one when there is one of that type.
+    /// reusing a spare one when there is one of that type: the smallest
+    /// that holds `len` (best fit: a large spare taken for a small buffer
+    /// would make the next large one a new allocation, and the spares grow
+    /// without bound), else the largest, grown.
     pub(super) fn take(&mut self, ty: ScalarType, len: usize) -> Data {
-        let mut best: Option<(usize, usize)> = None;
+        let mut fitting: Option<(usize, usize)> = None;
+        let mut largest: Option<(usize, usize)> = None;
         for (i, (d, cap)) in self.spare.iter().enumerate() {
-            if d.ty() == ty {
-                if *cap >= len {
-                    best = Some((i, *cap));
+            if d.ty() != ty {
+                continue;
+            }
+            if *cap >= len {
+                if fitting.is_none_or(|(_, c)| *cap < c) {
+                    fitting = Some((i, *cap));
+                }
+                if *cap == len {
                     break;
                 }
-                if best.is_none_or(|(_, c)| c < *cap) {
-                    best = Some((i, *cap));
-                }
+            } else if largest.is_none_or(|(_, c)| c < *cap) {
+                largest = Some((i, *cap));
             }
         }
+        let best = fitting.or(largest);
         let mut data = match best {
             Some((i, _)) => self.spare.swap_remove(i).0,
             // Empty: the backend allocates it.
