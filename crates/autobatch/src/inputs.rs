@@ -289,6 +289,13 @@ impl<'de> Visitor<'de> for SectionSeed {
     }
 }
 
+/// Parses `text` as JSON as the inputs are parsed: like
+/// `serde_json::from_str`, except that a key repeated in any object is an
+/// error (`duplicate key `NAME``, with its line and column).
+pub fn parse_strict_json(text: &str) -> Result<serde_json::Value, serde_json::Error> {
+    serde_json::from_str::<StrictJson>(text).map(|StrictJson(value)| value)
+}
+
 /// A JSON value parsed like `serde_json::Value`, except that a key repeated
 /// in an object is an error.
 struct StrictJson(serde_json::Value);

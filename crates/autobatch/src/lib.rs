@@ -88,7 +88,7 @@ pub mod typed;
 pub use bind::{BoundBatch, InputError, InputErrorKind};
 pub use compile::{compile, CompileError, Compiled};
 pub use frontend_bridge::Diagnostic;
-pub use inputs::{InputValue, Inputs};
+pub use inputs::{parse_strict_json, InputValue, Inputs};
 pub use json_output::{
     float_to_json, member_result_to_json, scalar_to_json, tensor_to_json, value_to_json,
 };

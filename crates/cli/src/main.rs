@@ -507,12 +507,18 @@ fn prepare_run(args: &RunArgs) -> Result<(Compiled, autobatch::BoundBatch), Fail
 /// and the summary.
 fn sample(args: SampleArgs, comm: &dyn Communicator) -> Result<(), Failure> {
     let prepared = comm.is_root().then(|| prepare_sample(&args));
+    // The other ranks build the model from rank 0's texts (none to share
+    // in one process: the data's text is dropped before sampling starts).
     let root_texts = prepared
         .as_ref()
+        .filter(|_| comm.size() > 1)
         .map(|p| p.as_ref().map(|(_, texts)| texts.clone()));
     let shared = job::share_texts(comm, root_texts);
     let model = match prepared {
-        Some(Ok((model, _))) => Ok(model),
+        Some(Ok((model, texts))) => {
+            drop((texts, shared));
+            Ok(model)
+        }
         Some(Err(failure)) => return Err(failure),
         None => {
             let texts = shared?;

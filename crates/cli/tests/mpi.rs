@@ -284,6 +284,9 @@ fn sample_on_ranks_writes_the_bytes_of_one_process() {
                 "gradient_utilization",
                 "gradient_utilization_warmup",
                 "gradient_utilization_sampling",
+                // Memory: each rank's own batch and process.
+                "peak_batch_bytes",
+                "peak_resident_bytes",
             ];
             let parse = |b: &[u8]| -> Value { serde_json::from_slice(b).expect("stats JSON") };
             assert_eq!(
@@ -291,10 +294,11 @@ fn sample_on_ranks_writes_the_bytes_of_one_process() {
                 without(parse(&stats), None, &timing),
                 "stats on {ranks} ranks, pooled: {pooled}"
             );
-            // The table, but its last line (seconds, gradients per second).
+            // The table, but its lines of seconds and gradients per
+            // second, and of memory (each rank's own).
             let head = |t: &str| {
                 t.lines()
-                    .filter(|l| !l.starts_with("gradient evaluations"))
+                    .filter(|l| !l.starts_with("gradient evaluations") && !l.starts_with("memory:"))
                     .collect::<Vec<_>>()
                     .join("\n")
             };

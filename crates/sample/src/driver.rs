@@ -208,11 +208,62 @@ pub struct SampleRun {
     pub inv_metric: Vec<Vec<f64>>,
     pub warmup_figures: PhaseFigures,
     pub sampling_figures: PhaseFigures,
+    /// What the run held in memory, against what it had to.
+    pub memory: MemoryFigures,
     /// The executor's own figures for the last run of the batch
     /// (`Stats::report`: under `native`, whether the sampler was compiled).
     pub executor_report: Vec<autobatch::ReportField>,
     /// Every parameter's summary, computed once when first asked for.
     summaries: std::sync::OnceLock<Vec<crate::diagnostics::Summary>>,
+}
+
+/// What a run held in memory, against what it had to hold: the model's
+/// data and the chains' state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryFigures {
+    /// The model's data (its statics), as bound: stored once for all chains.
+    pub data_bytes: u64,
+    /// What the chains must keep: each chain's sampler state (the point,
+    /// its gradient, the metric and the adaptation's vectors and scalars)
+    /// and the draws with their per-draw figures.
+    pub chain_state_bytes: u64,
+    /// The most bytes of variable storage (the batch's columns and value
+    /// stacks, `Stats::peak_state_bytes`) one run of the batch held at once;
+    /// under several ranks, the largest of any rank.
+    pub peak_batch_bytes: u64,
+    /// The process's peak resident memory (Linux's `VmHWM`; rank 0's under
+    /// several ranks), when the system says.
+    pub peak_resident_bytes: Option<u64>,
+}
+
+/// The bytes of a tensor's elements.
+fn tensor_bytes(t: &autobatch::Tensor) -> u64 {
+    let width = match t.elem_type() {
+        autobatch::ScalarType::Bool => 1,
+        autobatch::ScalarType::I32 | autobatch::ScalarType::F32 => 4,
+        _ => 8,
+    };
+    (t.len() * width) as u64
+}
+
+/// The sampler state of `chains` chains of `dim` parameters (five vectors
+/// of `dim` and ten scalars each) and the draws and per-draw figures `run`
+/// keeps.
+fn chain_state_bytes(dim: usize, chains: usize, run: &SampleRun) -> u64 {
+    let state = chains * (5 * dim + 10) * 8;
+    let draws: usize = run.samples.iter().map(|s| s.len() * 8).sum();
+    // Tree depth, leapfrog steps, acceptance, log density, energy; divergence.
+    let per_draw: usize = run.tree_depth.iter().map(|d| d.len() * (5 * 8 + 1)).sum();
+    (state + draws + per_draw) as u64
+}
+
+/// The process's peak resident set, from `/proc/self/status` (`VmHWM`, in
+/// kB); `None` where there is no such file.
+pub fn peak_resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 impl SampleRun {
@@ -475,6 +526,10 @@ impl Sampler<'_> {
                     .run_segment(&chains, &segment, runs, progress, stop)
                     .and_then(|run| {
                         executor_report = run.result.stats.report.clone();
+                        figures.peak_batch_bytes = figures
+                            .peak_batch_bytes
+                            .max(run.result.stats.peak_state_bytes);
+                        figures.data_bytes = run.data_bytes;
                         let gradients =
                             self.record(&mut chains, run.result.members, segment.recorded)?;
                         figures.add_run(&segment, self.warmup, &run.timing, gradients);
@@ -646,13 +701,21 @@ struct Timing {
 struct SegmentRun {
     result: RunResult,
     timing: Timing,
+    /// The bytes of the model's data the run was bound with.
+    data_bytes: u64,
 }
 
-/// The figures of both phases, summed over the runs.
+/// The figures of both phases, summed over the runs, and the memory the
+/// runs held.
 #[derive(Default)]
 pub(crate) struct Figures {
     pub warmup: PhaseFigures,
     pub sampling: PhaseFigures,
+    /// The bytes of the model's data (its statics).
+    pub data_bytes: u64,
+    /// The most bytes of per-chain variable storage (columns and value
+    /// stacks) a run held at once (`Stats::peak_state_bytes`).
+    pub peak_batch_bytes: u64,
 }
 
 impl Figures {
@@ -760,6 +823,7 @@ impl<'a> Sampler<'a> {
     ) -> Result<SegmentRun, SampleError> {
         let began = Instant::now();
         let batch = self.bind(chains, segment)?;
+        let data_bytes = batch.env().statics.iter().map(tensor_bytes).sum();
         let run_config = RunConfig {
             seed: segment_seed(self.config.run.seed, run),
             max_steps: u64::MAX,
@@ -797,6 +861,7 @@ impl<'a> Sampler<'a> {
             seconds,
         );
         Ok(SegmentRun {
+            data_bytes,
             result,
             timing: Timing {
                 seconds,
@@ -928,6 +993,12 @@ impl<'a> Sampler<'a> {
             inv_metric: Vec::with_capacity(finished.len()),
             warmup_figures: figures.warmup,
             sampling_figures: figures.sampling,
+            memory: MemoryFigures {
+                data_bytes: figures.data_bytes,
+                chain_state_bytes: 0,
+                peak_batch_bytes: figures.peak_batch_bytes,
+                peak_resident_bytes: peak_resident_bytes(),
+            },
             summaries: std::sync::OnceLock::new(),
         };
         for chain in finished {
@@ -944,6 +1015,7 @@ impl<'a> Sampler<'a> {
             run.warmup_faults.push(chain.warmup_faults);
             run.sampling_faults.push(chain.sampling_faults);
         }
+        run.memory.chain_state_bytes = chain_state_bytes(self.dim, n_chains, &run);
         Ok(run)
     }
 }

@@ -39,7 +39,8 @@ pub mod report;
 mod shard;
 
 pub use driver::{
-    Adaptation, ChainFailure, PhaseFigures, Progress, SampleConfig, SampleRun, Stop, MAX_ITERATIONS,
+    Adaptation, ChainFailure, MemoryFigures, PhaseFigures, Progress, SampleConfig, SampleRun, Stop,
+    MAX_ITERATIONS,
 };
 pub use model::{Model, SampleError, LIBRARY};
 pub use shard::{sample_sharded, ShardedError};

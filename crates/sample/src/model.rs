@@ -333,28 +333,36 @@ fn relocate(text: &str, model_lines: u32) -> String {
 /// inputs and the length of `theta`.
 fn bind_data(compiled: &Compiled, data: &str, path: &str) -> Result<(Inputs, usize), SampleError> {
     let program = compiled.program();
-    let value: serde_json::Value = serde_json::from_str(data)
-        .map_err(|e| SampleError::Data(format!("the data is not valid JSON: {e}")))?;
+    // One strict parse (a repeated key is an error, as in the inputs of
+    // `run`); the JSON is dropped once the statics are tensors.
+    let value = autobatch::parse_strict_json(data).map_err(|e| {
+        let message = e.to_string();
+        SampleError::Data(if message.starts_with("duplicate key") {
+            format!("the data repeats a key: {message}")
+        } else {
+            format!("the data is not valid JSON: {message}")
+        })
+    })?;
     let serde_json::Value::Object(object) = value else {
         return Err(SampleError::Data(
             "the data must be a JSON object holding each static of the model by name".into(),
         ));
     };
-    // serde_json keeps the last of repeated keys; the library's strict reader refuses them.
-    Inputs::from_json_str(&format!("{{\"shared\": {data}}}")).map_err(|e| {
-        SampleError::Data(format!(
-            "the data repeats a key: {}",
-            e.message()
-                .trim_start_matches("inputs are not in the expected form: ")
-        ))
-    })?;
+    for decl in program.statics.values() {
+        if !object.contains_key(&decl.name) {
+            return Err(SampleError::Data(format!(
+                "the data has no `{}` (static declared at {path}:{}:{})",
+                decl.name, decl.loc.line, decl.loc.column
+            )));
+        }
+    }
 
     let mut inputs = Inputs::new();
     let mut given_dims: Vec<(String, u64)> = Vec::new();
-    for (key, value) in &object {
-        if program.statics.values().any(|s| &s.name == key) {
-            inputs = inputs.shared(key, value.clone());
-        } else if program.symbols.iter().any(|s| s == key) {
+    for (key, value) in object {
+        if program.statics.values().any(|s| s.name == key) {
+            inputs = inputs.shared(&key, value);
+        } else if program.symbols.contains(&key) {
             let Some(n) = value.as_u64() else {
                 return Err(SampleError::Data(format!(
                     "the data gives the dimension `{key}` as {value}; a dimension is a non-negative integer"
@@ -367,16 +375,8 @@ fn bind_data(compiled: &Compiled, data: &str, path: &str) -> Result<(Inputs, usi
             )));
         }
     }
-    for decl in program.statics.values() {
-        if !object.contains_key(&decl.name) {
-            return Err(SampleError::Data(format!(
-                "the data has no `{}` (static declared at {path}:{}:{})",
-                decl.name, decl.loc.line, decl.loc.column
-            )));
-        }
-    }
     let probe = compiled
-        .bind("nuts_probe", &inputs.clone().batched("nuts_chain", [0_i64]))
+        .bind("nuts_probe", &inputs.batched("nuts_chain", [0_i64]))
         .map_err(|e| {
             SampleError::Data(format!("the data does not fit the model: {}", e.message()))
         })?;

@@ -131,7 +131,40 @@ pub fn table(run: &SampleRun) -> String {
         run.sampling_figures.seconds,
         gradients_per_second(run)
     );
+    let _ = writeln!(out, "{}", memory_line(&run.memory));
     out
+}
+
+/// Bytes as megabytes, one decimal (kilobytes below one megabyte).
+fn megabytes(bytes: u64) -> String {
+    if bytes < 1_000_000 {
+        format!("{:.1} kB", bytes as f64 / 1e3)
+    } else {
+        format!("{:.1} MB", bytes as f64 / 1e6)
+    }
+}
+
+/// The memory the run held against what it had to: the peak resident set
+/// over the data plus the chains' state, and the batch's own storage.
+pub fn memory_line(memory: &crate::MemoryFigures) -> String {
+    let needed = memory.data_bytes + memory.chain_state_bytes;
+    let against = format!(
+        "data {} + chains' state {} (draws included)",
+        megabytes(memory.data_bytes),
+        megabytes(memory.chain_state_bytes)
+    );
+    let batch = format!(
+        "the batch's columns and stacks at most {}",
+        megabytes(memory.peak_batch_bytes)
+    );
+    match memory.peak_resident_bytes {
+        Some(resident) => format!(
+            "memory: peak resident {}, {:.1} times {against}; {batch}",
+            megabytes(resident),
+            resident as f64 / needed.max(1) as f64
+        ),
+        None => format!("memory: {against}; {batch}"),
+    }
 }
 
 /// The lowest E-BFMI over the chains, and a warning naming the chains
@@ -224,6 +257,10 @@ pub fn stats_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
         "model_faults_warmup": run.warmup_faults,
         "model_faults_sampling": run.sampling_faults,
         "mean_tree_depth": float(run.mean_tree_depth()),
+        "data_bytes": run.memory.data_bytes,
+        "chain_state_bytes": run.memory.chain_state_bytes,
+        "peak_batch_bytes": run.memory.peak_batch_bytes,
+        "peak_resident_bytes": run.memory.peak_resident_bytes,
         "e_bfmi": run.e_bfmi().into_iter().map(float).collect::<Vec<_>>(),
         "finished_chains": run.chain_ids,
         "failed_chains": run.failures.iter().map(|f| serde_json::json!({

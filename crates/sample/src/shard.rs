@@ -196,6 +196,8 @@ fn encode_ran(ran: Ran) -> Vec<u8> {
         w.u64(phase.gradient_executions);
         w.u64(phase.gradient_active_lanes);
     }
+    w.u64(ran.figures.data_bytes);
+    w.u64(ran.figures.peak_batch_bytes);
     for chain in ran.chains {
         match chain.outcome() {
             ChainOutcome::Failed(f) => {
@@ -275,6 +277,8 @@ fn read_part(
         phase.gradient_active_lanes += read.gradient_active_lanes;
         weighted[k] += read.gradient_executions as u128 * chains as u128;
     }
+    figures.data_bytes = figures.data_bytes.max(r.u64()?);
+    figures.peak_batch_bytes = figures.peak_batch_bytes.max(r.u64()?);
     for _ in 0..chains {
         outcomes.push(match r.u8()? {
             1 => ChainOutcome::Failed(ChainFailure {

@@ -45,6 +45,9 @@ fn outputs(run: &autobatch_sample::SampleRun) -> (Vec<u8>, serde_json::Value) {
         "gradient_utilization",
         "gradient_utilization_warmup",
         "gradient_utilization_sampling",
+        // Memory: each rank's own batch and process.
+        "peak_batch_bytes",
+        "peak_resident_bytes",
     ] {
         stats.as_object_mut().expect("an object").remove(key);
     }
