@@ -628,11 +628,24 @@ fn rejects_mixed_scalar_types() {
         1,
         24,
     );
+    // An array casts element by element: its shape stays.
     check_err(
-        "fn f(x: [f64; 2]) -> f64 { x as f64 }",
-        "converts scalars only",
+        "fn f(x: [f64; 2]) -> f64 { x as f32 }",
+        "body ends with a value of type `[f32; 2]`",
         1,
         28,
+    );
+    check_err(
+        "fn f(x: [bool; 2]) -> [f64; 2] { x as f64 }",
+        "cannot cast `[bool; 2]` as `f64`",
+        1,
+        34,
+    );
+    check_err(
+        "fn f(x: (f64, f64)) -> f64 { x as f64 }",
+        "converts scalars and arrays",
+        1,
+        30,
     );
     check_err("fn f(x: f64) -> f64 { x[0] }", "cannot index into", 1, 23);
     check_err(

@@ -610,9 +610,10 @@ fn write_expr(out: &mut String, e: &Expr) {
             out.push(')');
         }
         ExprKind::Cast { operand } => {
+            // An array casts element by element: `as` names the element type.
             out.push('(');
             write_expr(out, operand);
-            write!(out, " as {})", e.ty.source()).unwrap_or(());
+            write!(out, " as {})", e.ty.element().source()).unwrap_or(());
         }
         ExprKind::If {
             cond,

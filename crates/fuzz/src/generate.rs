@@ -1014,8 +1014,18 @@ impl Generator {
     fn ragged_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
         let sub = depth - 1;
         let element = ty.element();
-        let e = match self.rng.gen_range(0..7) {
+        let e = match self.rng.gen_range(0..8) {
             0 => Expr::new(ty, ExprKind::Fill(Box::new(self.expr(element, sub)))),
+            // The other ragged array cast element by element (`xs as f64`).
+            7 => {
+                let from = if ty == Ty::FloatRagged {
+                    Ty::IntRagged
+                } else {
+                    Ty::FloatRagged
+                };
+                let operand = Box::new(self.expr(from, sub));
+                Expr::new(ty, ExprKind::Cast { operand })
+            }
             1 | 2 => {
                 let mut ops = vec![BinOp::Add, BinOp::Sub, BinOp::Mul];
                 if ty == Ty::FloatRagged {

@@ -101,6 +101,7 @@ fn the_programs_use_every_promised_construct() {
         "mean(",
         "logsumexp(",
         "[[f64; 3]; L]",
+        "; L] as ",
         "matvec(",
         "vecmat(",
         "fn host_affine(x: f64, k: f64) -> f64;",

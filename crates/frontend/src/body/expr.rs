@@ -807,17 +807,19 @@ impl FunctionChecker<'_, '_> {
                 loc,
             ));
         }
+        // A scalar, or an array element by element (the result has the
+        // array's shape).
         let t = match &operand.ty {
-            Ty::Tensor(t) if t.is_scalar() => t.clone(),
+            Ty::Tensor(t) => t.clone(),
             other => {
                 return Err(error(
                     format!(
-                        "`as` converts scalars only, but this is `{}`",
+                        "`as` converts scalars and arrays, but this is `{}`",
                         self.show(other)
                     ),
                     operand.loc,
                     expr_end(&c.expr),
-                    "not a scalar",
+                    "not a scalar or an array",
                 ))
             }
         };
@@ -842,12 +844,17 @@ impl FunctionChecker<'_, '_> {
             )
             .map_note(note));
         }
+        let ty = Ty::Tensor(TensorTy {
+            elem: to,
+            dims: t.dims.clone(),
+            var: None,
+        });
         Ok(mk(
             ExprKind::Cast {
                 operand: Box::new(operand),
                 to,
             },
-            Ty::scalar(to),
+            ty,
             loc,
         ))
     }
