@@ -8,7 +8,7 @@
 mod harness;
 
 use autobatch::{compile, Compiled, Inputs, RunConfig, Strategy};
-use harness::configurations;
+use harness::{configurations, numbers};
 use serde_json::{json, Value};
 
 /// Statics and helpers every case may use.
@@ -178,17 +178,6 @@ fn to_json(shape: Shape, flat: &[f64]) -> Value {
     }
 }
 
-fn flatten(v: &Value, out: &mut Vec<f64>) {
-    match v {
-        Value::Array(items) => items.iter().for_each(|i| flatten(i, out)),
-        other => out.push(
-            other
-                .as_f64()
-                .unwrap_or_else(|| panic!("expected a number, got {other}")),
-        ),
-    }
-}
-
 /// Runs `entry` on one member per point; returns each member's `ok` value.
 fn run(compiled: &Compiled, entry: &str, points: &[Value], config: &RunConfig) -> Vec<Value> {
     let inputs = format!(
@@ -202,17 +191,7 @@ fn run(compiled: &Compiled, entry: &str, points: &[Value], config: &RunConfig) -
     let result = bound
         .run(config)
         .unwrap_or_else(|e| panic!("running {entry}: {e}"));
-    let json = result.to_json(false);
-    json["results"]
-        .as_array()
-        .expect("results")
-        .iter()
-        .map(|r| {
-            r.get("ok")
-                .cloned()
-                .unwrap_or_else(|| panic!("{entry} failed: {r}"))
-        })
-        .collect()
+    harness::ok_values(&result, entry)
 }
 
 fn reference() -> RunConfig {
@@ -279,7 +258,7 @@ fn gradients_match_finite_differences() {
             let vgs = run(&compiled, "vg", &at, &config);
             for (m, ((g, vg), want)) in grads.iter().zip(&vgs).zip(&fd).enumerate() {
                 let mut got = Vec::new();
-                flatten(g, &mut got);
+                numbers(g, &mut got);
                 let close = got.len() == want.len()
                     && got
                         .iter()
@@ -329,7 +308,7 @@ fn same_results(source: &str, a: &str, b: &str, inputs: &str) {
             let mut flat = Vec::new();
             for r in json["results"].as_array().expect("results") {
                 let ok = r.get("ok").unwrap_or_else(|| panic!("{entry} failed: {r}"));
-                flatten(ok, &mut flat);
+                numbers(ok, &mut flat);
             }
             out.push(flat);
         }
@@ -513,7 +492,7 @@ fn vg(x: [f64; 3], xs: [f64; L], n: i64, p: (f64, bool)) -> (f64, [f64; 3]) { va
     let g_reference = run_on("g", &at, &reference());
     for (m, p) in points.iter().enumerate() {
         let mut got = Vec::new();
-        flatten(&g_reference[m], &mut got);
+        numbers(&g_reference[m], &mut got);
         for j in 0..3 {
             let h = step * p[j].abs().max(1.0);
             let k = (m * 3 + j) * 2;

@@ -8,7 +8,7 @@
 mod harness;
 
 use autobatch::{compile, Compiled, Inputs, RunConfig};
-use harness::configurations;
+use harness::{configurations, numbers};
 use serde_json::{json, Value};
 
 const SOURCE: &str = r#"
@@ -154,18 +154,6 @@ fn the_attention_example_matches_numpy() {
     }
 }
 
-/// The numbers of a result, depth first.
-fn numbers(v: &Value, out: &mut Vec<f64>) {
-    match v {
-        Value::Array(items) => items.iter().for_each(|i| numbers(i, out)),
-        other => out.push(
-            other
-                .as_f64()
-                .unwrap_or_else(|| panic!("expected a number, got {other}")),
-        ),
-    }
-}
-
 /// Runs `examples/ragged/NAME.ab`'s `entry` on `NAME.json` and checks:
 /// every configuration gives the reference executor's bits; each member
 /// alone (a batch of one, on the reference executor) gets the bits it gets
@@ -183,17 +171,7 @@ fn check_example(name: &str, entry: &str, tolerance: f64) {
     let run = |inputs: &Value, config: &RunConfig| -> Vec<Value> {
         let inputs = Inputs::from_json_str(&inputs.to_string()).expect("inputs parse");
         let bound = compiled.bind(entry, &inputs).expect("binds");
-        let results = bound.run(config).expect("runs").to_json(false)["results"].clone();
-        results
-            .as_array()
-            .expect("results")
-            .iter()
-            .map(|r| {
-                r.get("ok")
-                    .cloned()
-                    .unwrap_or_else(|| panic!("{name}: {r}"))
-            })
-            .collect()
+        harness::ok_values(&bound.run(config).expect("runs"), name)
     };
     let reference = RunConfig {
         strategy: autobatch::Strategy::Reference,

@@ -9,6 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
+use plotters::chart::MeshStyle;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -128,6 +130,38 @@ fn tick(v: &f64) -> String {
     }
     let text = format!("{v:.4}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A chart over two `f64` axes.
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Every chart's mesh: short tick labels, the axes described, text of
+/// `size` pixels in the picture's font, no minor lines; the caller adds
+/// what its chart needs and draws it.
+fn mesh<'a, 'b, DB: DrawingBackend>(
+    chart: &'b mut Chart<'a, DB>,
+    size: u32,
+) -> MeshStyle<'a, 'b, RangedCoordf64, RangedCoordf64, DB> {
+    let mut style = chart.configure_mesh();
+    style
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+        .label_style((FONT, size))
+        .axis_desc_style((FONT, size + 1))
+        .light_line_style(WHITE);
+    style
+}
+
+/// Draws the legend of `chart`'s labelled series, upper right.
+fn legend<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>, size: u32) -> Drawn {
+    chart
+        .configure_series_labels()
+        .label_font((FONT, size))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(message)
 }
 
 /// The colour of series `i` (chains, blocks).

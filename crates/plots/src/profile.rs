@@ -9,7 +9,7 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::{colour, draw_to, message, tick, Drawn, PlotError, FONT};
+use crate::{colour, draw_to, mesh, message, tick, Drawn, PlotError, FONT};
 
 /// Consecutive steps and the lanes they used.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,15 +93,9 @@ fn draw_timeline<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, spans: &[Ste
         .y_label_area_size(60)
         .build_cartesian_2d(0f64..steps as f64, 0f64..100.0)
         .map_err(message)?;
-    chart
-        .configure_mesh()
-        .x_label_formatter(&tick)
-        .y_label_formatter(&tick)
+    mesh(&mut chart, 13)
         .x_desc("step")
         .y_desc("lanes used (%)")
-        .label_style((FONT, 13))
-        .axis_desc_style((FONT, 14))
-        .light_line_style(WHITE)
         .draw()
         .map_err(message)?;
     chart
@@ -149,16 +143,12 @@ fn draw_blocks<DB: DrawingBackend>(
         .y_label_area_size(0)
         .build_cartesian_2d(left..most * 1.45, 0f64..rows as f64)
         .map_err(message)?;
-    chart
-        .configure_mesh()
+    mesh(&mut chart, 13)
         .x_label_formatter(&|x: &f64| if *x < 0.0 { String::new() } else { tick(x) })
         .x_desc("steps")
         .disable_x_mesh()
         .disable_y_mesh()
         .disable_y_axis()
-        .label_style((FONT, 13))
-        .axis_desc_style((FONT, 14))
-        .light_line_style(WHITE)
         .draw()
         .map_err(message)?;
     for (i, block) in blocks.iter().enumerate() {

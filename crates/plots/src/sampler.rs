@@ -9,7 +9,7 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::{colour, draw_to, extent, histogram, message, tick, Drawn, PlotError, FONT};
+use crate::{colour, draw_to, extent, histogram, legend, mesh, message, Drawn, PlotError, FONT};
 
 /// The most chains a trace or a rank plot draws (the first ones): more
 /// lines than this hide one another. The histogram of a trace plot and the
@@ -74,15 +74,9 @@ fn draw_trace<DB: DrawingBackend>(
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..(longest - 1) as f64, range.0..range.1)
         .map_err(message)?;
-    chart
-        .configure_mesh()
-        .x_label_formatter(&tick)
-        .y_label_formatter(&tick)
+    mesh(&mut chart, 14)
         .x_desc("draw")
         .y_desc(parameter)
-        .label_style((FONT, 14))
-        .axis_desc_style((FONT, 15))
-        .light_line_style(WHITE)
         .draw()
         .map_err(message)?;
     for (c, draws) in chains
@@ -103,14 +97,7 @@ fn draw_trace<DB: DrawingBackend>(
                 PathElement::new([(x, y), (x + 16, y)], colour(c).stroke_width(2))
             });
     }
-    chart
-        .configure_series_labels()
-        .label_font((FONT, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(message)
+    legend(&mut chart, 13)
 }
 
 /// The histogram of every chain's draws over `range`.
@@ -127,16 +114,10 @@ fn draw_histogram<DB: DrawingBackend>(
         .y_label_area_size(56)
         .build_cartesian_2d(range.0..range.1, 0f64..top)
         .map_err(message)?;
-    chart
-        .configure_mesh()
-        .x_label_formatter(&tick)
-        .y_label_formatter(&tick)
+    mesh(&mut chart, 14)
         .x_desc("value (every chain)")
         .y_desc("draws")
         .x_labels(5)
-        .label_style((FONT, 14))
-        .axis_desc_style((FONT, 15))
-        .light_line_style(WHITE)
         .draw()
         .map_err(message)?;
     let width = (range.1 - range.0) / HISTOGRAM_BINS as f64;
@@ -211,16 +192,10 @@ fn draw_rank_row<DB: DrawingBackend>(
         .y_label_area_size(90)
         .build_cartesian_2d(range.0..range.1, 0f64..top)
         .map_err(message)?;
-    chart
-        .configure_mesh()
-        .x_label_formatter(&tick)
-        .y_label_formatter(&tick)
+    mesh(&mut chart, 12)
         .y_desc(format!("chain {chain}"))
         .x_labels(6)
         .y_labels(3)
-        .label_style((FONT, 12))
-        .axis_desc_style((FONT, 14))
-        .light_line_style(WHITE)
         .draw()
         .map_err(message)?;
     let width = total as f64 / bins as f64;
@@ -303,15 +278,9 @@ fn draw_energy<DB: DrawingBackend>(
         .y_label_area_size(70)
         .build_cartesian_2d(range.0..range.1, 0f64..top)
         .map_err(message)?;
-    chart
-        .configure_mesh()
-        .x_label_formatter(&tick)
-        .y_label_formatter(&tick)
+    mesh(&mut chart, 14)
         .x_desc("energy")
         .y_desc("density")
-        .label_style((FONT, 14))
-        .axis_desc_style((FONT, 15))
-        .light_line_style(WHITE)
         .draw()
         .map_err(message)?;
     let width = (range.1 - range.0) / bins as f64;
@@ -328,14 +297,7 @@ fn draw_energy<DB: DrawingBackend>(
                 Rectangle::new([(x, y - 6), (x + 16, y + 6)], colour(c).mix(0.45).filled())
             });
     }
-    chart
-        .configure_series_labels()
-        .label_font((FONT, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(message)
+    legend(&mut chart, 14)
 }
 
 #[cfg(test)]

@@ -7,10 +7,26 @@ use autobatch_plots::{
     energy, profile, rank, trace, BlockBar, PlotError, ProfilePicture, StepSpan,
 };
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("autobatch-plots-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A directory of its own for each test, removed when the test ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("autobatch-plots-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The width and height in a PNG's header.
@@ -58,13 +74,14 @@ fn chains() -> Vec<Vec<f64>> {
 
 #[test]
 fn trace_rank_and_energy_plots_are_written_in_both_formats() {
+    let scratch = Scratch::new("trace_rank");
     let chains = chains();
     for extension in ["svg", "png"] {
-        let path = scratch(&format!("trace.{extension}"));
+        let path = scratch.path(&format!("trace.{extension}"));
         trace(&path, "theta[1]", &chains).unwrap();
-        let path2 = scratch(&format!("rank.{extension}"));
+        let path2 = scratch.path(&format!("rank.{extension}"));
         rank(&path2, "theta[1]", &chains).unwrap();
-        let path3 = scratch(&format!("energy.{extension}"));
+        let path3 = scratch.path(&format!("energy.{extension}"));
         energy(&path3, &chains, "E-BFMI 0.91 (lowest chain)").unwrap();
         if extension == "png" {
             assert_eq!(png_size(&path), (1200, 400));
@@ -85,20 +102,25 @@ fn trace_rank_and_energy_plots_are_written_in_both_formats() {
 
 #[test]
 fn many_chains_draw_the_first_eight() {
+    let scratch = Scratch::new("many_chains");
     let chains: Vec<Vec<f64>> = (0..20)
         .map(|c| vec![c as f64, 1.0, 2.0, 3.0, 4.0])
         .collect();
-    let path = scratch("many.svg");
+    let path = scratch.path("many.svg");
     trace(&path, "mu", &chains).unwrap();
     let text = svg_text(&path);
     assert!(text.contains("mu: trace (chains 0-7 of 20 drawn)"));
     assert!(text.contains("chain 7") && !text.contains("chain 8"));
-    rank(&scratch("many-rank.png"), "mu", &chains).unwrap();
-    assert_eq!(png_size(&scratch("many-rank.png")), (900, 60 + 110 * 8));
+    rank(&scratch.path("many-rank.png"), "mu", &chains).unwrap();
+    assert_eq!(
+        png_size(&scratch.path("many-rank.png")),
+        (900, 60 + 110 * 8)
+    );
 }
 
 #[test]
 fn a_profile_picture_shows_the_steps_and_the_blocks() {
+    let scratch = Scratch::new("a_profile");
     let picture = ProfilePicture {
         title: "fib on 4 members: 31 steps".into(),
         spans: (0..31)
@@ -123,7 +145,7 @@ fn a_profile_picture_shows_the_steps_and_the_blocks() {
             },
         ],
     };
-    let svg = scratch("profile.svg");
+    let svg = scratch.path("profile.svg");
     profile(&svg, &picture).unwrap();
     let text = svg_text(&svg);
     for expected in [
@@ -134,25 +156,27 @@ fn a_profile_picture_shows_the_steps_and_the_blocks() {
     ] {
         assert!(text.contains(expected), "{expected} missing");
     }
-    let png = scratch("profile.png");
+    let png = scratch.path("profile.png");
     profile(&png, &picture).unwrap();
     assert_eq!(png_size(&png), (1200, 300 + 110 + 24 * 2));
 }
 
 #[test]
 fn bad_paths_are_errors_that_name_them() {
+    let scratch = Scratch::new("bad_paths");
     let error = trace(Path::new("trace.jpeg"), "x", &chains()).unwrap_err();
     assert!(matches!(error, PlotError::Format { .. }));
-    let missing = scratch("no/such/dir/trace.svg");
+    let missing = scratch.path("no/such/dir/trace.svg");
     let error = trace(&missing, "x", &chains()).unwrap_err().to_string();
     assert!(error.starts_with(&missing.display().to_string()), "{error}");
 }
 
 #[test]
 fn empty_and_non_finite_draws_still_draw() {
+    let scratch = Scratch::new("empty_and");
     let chains = vec![vec![f64::NAN, f64::INFINITY], vec![]];
-    trace(&scratch("nan.svg"), "x", &chains).unwrap();
-    rank(&scratch("nan-rank.svg"), "x", &chains).unwrap();
-    energy(&scratch("nan-energy.svg"), &chains, "").unwrap();
-    energy(&scratch("none-energy.png"), &[], "").unwrap();
+    trace(&scratch.path("nan.svg"), "x", &chains).unwrap();
+    rank(&scratch.path("nan-rank.svg"), "x", &chains).unwrap();
+    energy(&scratch.path("nan-energy.svg"), &chains, "").unwrap();
+    energy(&scratch.path("none-energy.png"), &[], "").unwrap();
 }

@@ -624,3 +624,32 @@ pub fn run_test_file(display: &str, source: &str) -> Vec<String> {
     }
     failures
 }
+
+/// The numbers of a JSON result, depth first, appended to `out`.
+#[allow(dead_code)]
+pub fn numbers(v: &serde_json::Value, out: &mut Vec<f64>) {
+    match v {
+        serde_json::Value::Array(items) => items.iter().for_each(|i| numbers(i, out)),
+        other => out.push(
+            other
+                .as_f64()
+                .unwrap_or_else(|| panic!("expected a number, got {other}")),
+        ),
+    }
+}
+
+/// Each member's `ok` value of a run's results; panics naming `what` and
+/// the member's result when one failed.
+#[allow(dead_code)]
+pub fn ok_values(result: &autobatch::RunResult, what: &str) -> Vec<serde_json::Value> {
+    result.to_json(false)["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            r.get("ok")
+                .cloned()
+                .unwrap_or_else(|| panic!("{what} failed: {r}"))
+        })
+        .collect()
+}
