@@ -143,7 +143,7 @@ struct SampleArgs {
     /// Worker threads, at most 4 per available core [default: the number of available cores].
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     threads: Option<usize>,
-    /// Write the draws to this CSV file: chain,draw,theta[0],...
+    /// Write the draws to this CSV file: chain,draw,theta[0],...,lp__,accept_stat__,treedepth__,n_leapfrog__,divergent__,energy__
     #[arg(long, value_name = "DRAWS.csv")]
     output: Option<PathBuf>,
     /// Write the sampler's figures to this JSON file.

@@ -141,14 +141,27 @@ fn draws_csv_stats_json_and_summary() {
 
     let draws = std::fs::read_to_string(&csv).expect("the CSV");
     let mut lines = draws.lines();
-    assert_eq!(lines.next(), Some("chain,draw,theta[0],theta[1]"));
+    assert_eq!(
+        lines.next(),
+        Some("chain,draw,theta[0],theta[1],lp__,accept_stat__,treedepth__,n_leapfrog__,divergent__,energy__")
+    );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), 3 * 120);
     for (k, row) in rows.iter().enumerate() {
-        assert_eq!(row.len(), 4);
+        assert_eq!(row.len(), 10);
         assert_eq!(row[0].parse::<usize>().unwrap(), k / 120);
         assert_eq!(row[1].parse::<usize>().unwrap(), k % 120);
         assert!(row[2].parse::<f64>().unwrap().is_finite());
+        // The sampler's figures: lp__ finite, accept_stat__ in [0, 1],
+        // tree depth and leapfrog steps consistent, divergent__ 0 or 1,
+        // energy__ at least -lp__ (the kinetic energy is not negative).
+        let lp: f64 = row[4].parse().unwrap();
+        let accept: f64 = row[5].parse().unwrap();
+        let (depth, leapfrogs): (u32, u64) = (row[6].parse().unwrap(), row[7].parse().unwrap());
+        assert!(lp.is_finite() && (0.0..=1.0).contains(&accept), "{row:?}");
+        assert!(leapfrogs >= 1 && leapfrogs < 1 << (depth + 1), "{row:?}");
+        assert!(row[8] == "0" || row[8] == "1");
+        assert!(row[9].parse::<f64>().unwrap() >= -lp, "{row:?}");
     }
     // The posterior mean of mu is near the data's mean (1.3).
     let mu: f64 = rows

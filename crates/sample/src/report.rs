@@ -208,12 +208,29 @@ fn write_e_bfmi(out: &mut String, run: &SampleRun) {
     );
 }
 
-/// Writes the draws: a header `chain,draw,theta[0],...`, then one row per
-/// chain and draw (both counted from 0), floats in their shortest exact form.
+/// The sampler's figures per draw, after the parameters in the CSV, by
+/// Stan's names.
+pub const DRAW_COLUMNS: [&str; 6] = [
+    "lp__",
+    "accept_stat__",
+    "treedepth__",
+    "n_leapfrog__",
+    "divergent__",
+    "energy__",
+];
+
+/// Writes the draws: a header `chain,draw,theta[0],...,lp__,...`, then one
+/// row per chain and draw (both counted from 0): the parameters, then the
+/// sampler's figures of the draw ([`DRAW_COLUMNS`]: log density,
+/// acceptance statistic, tree depth, leapfrog steps, divergence as 0 or 1,
+/// energy); floats in their shortest exact form.
 pub fn write_csv(run: &SampleRun, out: &mut dyn Write) -> io::Result<()> {
     let mut line = String::from("chain,draw");
     for i in 0..run.dim {
         let _ = write!(line, ",theta[{i}]");
+    }
+    for column in DRAW_COLUMNS {
+        let _ = write!(line, ",{column}");
     }
     writeln!(out, "{line}")?;
     for (k, chain) in run.chain_ids.iter().enumerate() {
@@ -223,6 +240,16 @@ pub fn write_csv(run: &SampleRun, out: &mut dyn Write) -> io::Result<()> {
             for x in run.draw(k, draw) {
                 let _ = write!(line, ",{x:?}");
             }
+            let _ = write!(
+                line,
+                ",{:?},{:?},{},{},{},{:?}",
+                run.log_density[k][draw],
+                run.accept_stat[k][draw],
+                run.tree_depth[k][draw],
+                run.n_leapfrog[k][draw],
+                u8::from(run.divergent[k][draw]),
+                run.energy[k][draw]
+            );
             writeln!(out, "{line}")?;
         }
     }
