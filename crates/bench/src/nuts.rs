@@ -113,25 +113,33 @@ fn strategies() -> [(Strategy, BlockChoice); 2] {
     ]
 }
 
-/// Plain `value_and_grad` of the model (whose parameter is `[FLOAT; D]`) over
+/// Plain `value_and_grad` of the model (whose parameter is `[float; D]`) over
 /// `chains` members: gradients per second in steady state, the marginal
 /// rate of the gradient steps alone (each member takes `count` steps of a
 /// tiny gradient ascent, in runs of 4 and of 12 steps; median times of
 /// repetitions within a budget), so that the run's setup does not count.
-fn plain_gradients(
-    source: &str,
-    data: &str,
+/// A model as `plain_gradients` measures it: its source, the float type it
+/// is written in, its data (JSON) and its dimension.
+struct PlainModel<'a> {
+    source: &'a str,
+    float: autobatch::ScalarType,
+    data: &'a str,
     dim: usize,
+}
+
+fn plain_gradients(
+    model: &PlainModel<'_>,
     chains: usize,
     strategy: Strategy,
     block_choice: BlockChoice,
     budget: f64,
 ) -> f64 {
-    let float = if source.contains("[f32; D]") {
-        "f32"
-    } else {
-        "f64"
-    };
+    let PlainModel {
+        source,
+        float,
+        data,
+        dim,
+    } = *model;
     let program = format!(
         "{source}\nfn bench_grad(theta: [{float}; D], count: i64) -> {float} {{\n    let mut t = theta;\n    let mut total = 0.0_{float};\n    for _k in 0..count {{\n        let (value, g) = value_and_grad(log_density, t);\n        t = t + 0.000001 * g;\n        total += value;\n    }}\n    total\n}}\n"
     );
@@ -219,10 +227,14 @@ fn logistic(
                 run.warmup_figures.gradient_evaluations + run.sampling_figures.gradient_evaluations;
             let seconds = run.warmup_figures.seconds + run.sampling_figures.seconds;
             let nuts_rate = grads as f64 / seconds;
+            let plain_model = PlainModel {
+                source: &source,
+                float: model.precision(),
+                data: &data,
+                dim: d,
+            };
             let plain_rate = plain_gradients(
-                &source,
-                &data,
-                d,
+                &plain_model,
                 chains,
                 strategy,
                 block_choice,

@@ -33,32 +33,14 @@ pub fn prepare_plot_dir(dir: &Path) -> Result<(), Failure> {
     crate::check_writable(&dir.join("energy.svg"))
 }
 
-/// Draws a picture into `path` through a temporary file beside it (with
-/// the same extension, which says the format), renamed once complete.
+/// Draws a picture into `path`, complete or not at all
+/// ([`crate::job::create_atomically`]).
 fn draw_atomically(
     path: &Path,
     draw: impl FnOnce(&Path) -> Result<(), PlotError>,
 ) -> Result<(), Failure> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = path.with_file_name(format!(".autobatch-{}-{name}", std::process::id()));
-    let result = draw(&temporary)
-        .map_err(|e| e.to_string())
-        .and_then(|()| std::fs::rename(&temporary, path).map_err(|e| e.to_string()));
-    if let Err(message) = result {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(Failure::Usage(format!(
-            "cannot write `{}`: {}",
-            path.display(),
-            message.replace(
-                &temporary.display().to_string(),
-                &path.display().to_string()
-            )
-        )));
-    }
-    Ok(())
+    crate::job::create_atomically(path, |temporary| draw(temporary).map_err(|e| e.to_string()))
+        .map_err(|message| Failure::Usage(format!("cannot write `{}`: {message}", path.display())))
 }
 
 /// The picture of a run's profile, titled `title`.

@@ -515,25 +515,32 @@ fn output_paths_are_checked_before_sampling() {
     let s = Scratch::new("paths_first");
     for flag in ["--output", "--stats"] {
         let missing = s.dir.join("no/such/dir/file");
-        let started = std::time::Instant::now();
-        let output = sample_with(
-            &s,
-            &[
-                "--warmup",
-                "2000000",
-                "--draws",
-                "10",
-                flag,
-                missing.to_str().unwrap(),
-            ],
-        );
-        assert_fails(&output, 2, missing.to_str().unwrap());
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(5),
-            "{flag}: the error came after {:?}",
-            started.elapsed()
-        );
+        let wanted = missing.to_str().unwrap();
+        assert_refused_at_once(&s, flag, &missing, wanted);
     }
+}
+
+/// `sample` with `flag PATH` on a run that would take long fails with
+/// exit 2 and `wanted` at once, before sampling.
+fn assert_refused_at_once(s: &Scratch, flag: &str, path: &std::path::Path, wanted: &str) {
+    let started = std::time::Instant::now();
+    let output = sample_with(
+        s,
+        &[
+            "--warmup",
+            "2000000",
+            "--draws",
+            "10",
+            flag,
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_fails(&output, 2, wanted);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{flag}: the error came after {:?}",
+        started.elapsed()
+    );
 }
 
 /// A parameter of scale 1e-30 shows significant digits, not `0.000`; one
@@ -622,18 +629,5 @@ fn plots_of_every_parameter_and_the_energy() {
     );
 
     let file = s.file("a-file", "");
-    let started = std::time::Instant::now();
-    let output = sample_with(
-        &s,
-        &[
-            "--warmup",
-            "2000000",
-            "--draws",
-            "10",
-            "--plots",
-            file.to_str().unwrap(),
-        ],
-    );
-    assert_fails(&output, 2, "it is not a directory");
-    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_refused_at_once(&s, "--plots", &file, "it is not a directory");
 }

@@ -120,17 +120,29 @@ fn draw_histogram<DB: DrawingBackend>(
         .x_labels(5)
         .draw()
         .map_err(message)?;
-    let width = (range.1 - range.0) / HISTOGRAM_BINS as f64;
+    let heights = counts.iter().map(|&n| n as f64);
     chart
-        .draw_series(counts.iter().enumerate().map(|(i, &n)| {
-            let x0 = range.0 + i as f64 * width;
-            Rectangle::new(
-                [(x0, 0.0), (x0 + width, n as f64)],
-                colour(0).mix(0.6).filled(),
-            )
-        }))
+        .draw_series(bars(range, heights, 0.0, colour(0).mix(0.6).filled()))
         .map_err(message)?;
     Ok(())
+}
+
+/// A histogram's bars: `heights` over equal bins spanning `range`, each
+/// narrowed by `gap` (a fraction of its width) on both sides.
+fn bars(
+    range: (f64, f64),
+    heights: impl ExactSizeIterator<Item = f64>,
+    gap: f64,
+    style: ShapeStyle,
+) -> impl Iterator<Item = Rectangle<(f64, f64)>> {
+    let width = (range.1 - range.0) / heights.len().max(1) as f64;
+    heights.enumerate().map(move |(i, h)| {
+        let x0 = range.0 + i as f64 * width;
+        Rectangle::new(
+            [(x0 + width * gap, 0.0), (x0 + width * (1.0 - gap), h)],
+            style,
+        )
+    })
 }
 
 /// Each draw's rank (0 for the smallest) among every chain's draws, by
@@ -198,15 +210,9 @@ fn draw_rank_row<DB: DrawingBackend>(
         .y_labels(3)
         .draw()
         .map_err(message)?;
-    let width = total as f64 / bins as f64;
+    let heights = counts.iter().map(|&n| n as f64);
     chart
-        .draw_series(counts.iter().enumerate().map(|(i, &n)| {
-            let x0 = i as f64 * width;
-            Rectangle::new(
-                [(x0 + width * 0.05, 0.0), (x0 + width * 0.95, n as f64)],
-                colour(chain).mix(0.7).filled(),
-            )
-        }))
+        .draw_series(bars(range, heights, 0.05, colour(chain).mix(0.7).filled()))
         .map_err(message)?;
     chart
         .draw_series(DashedLineSeries::new(
@@ -283,14 +289,10 @@ fn draw_energy<DB: DrawingBackend>(
         .y_desc("density")
         .draw()
         .map_err(message)?;
-    let width = (range.1 - range.0) / bins as f64;
     for (label, heights, c) in series {
         let fill = colour(c).mix(0.45).filled();
         chart
-            .draw_series(heights.iter().enumerate().map(|(i, &h)| {
-                let x0 = range.0 + i as f64 * width;
-                Rectangle::new([(x0, 0.0), (x0 + width, h)], fill)
-            }))
+            .draw_series(bars(range, heights.into_iter(), 0.0, fill))
             .map_err(message)?
             .label(label)
             .legend(move |(x, y)| {

@@ -993,12 +993,7 @@ impl<'a> Sampler<'a> {
             inv_metric: Vec::with_capacity(finished.len()),
             warmup_figures: figures.warmup,
             sampling_figures: figures.sampling,
-            memory: MemoryFigures {
-                data_bytes: figures.data_bytes,
-                chain_state_bytes: 0,
-                peak_batch_bytes: figures.peak_batch_bytes,
-                peak_resident_bytes: peak_resident_bytes(),
-            },
+            memory: MemoryFigures::default(),
             summaries: std::sync::OnceLock::new(),
         };
         for chain in finished {
@@ -1015,7 +1010,12 @@ impl<'a> Sampler<'a> {
             run.warmup_faults.push(chain.warmup_faults);
             run.sampling_faults.push(chain.sampling_faults);
         }
-        run.memory.chain_state_bytes = chain_state_bytes(self.dim, n_chains, &run);
+        run.memory = MemoryFigures {
+            data_bytes: figures.data_bytes,
+            chain_state_bytes: chain_state_bytes(self.dim, n_chains, &run),
+            peak_batch_bytes: figures.peak_batch_bytes,
+            peak_resident_bytes: peak_resident_bytes(),
+        };
         Ok(run)
     }
 }
