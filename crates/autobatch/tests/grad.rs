@@ -104,6 +104,10 @@ const CASES: &[Case] = &[
     // Recursion, `while`, `loop` with `break` (control on data only).
     case("f64", Scalar, false, "rec_poly(x, 3) + rec_poly(x * 0.5, IDX[0] as i64) + ping(x, 3)"),
     case("f64", Scalar, false, "settle(x, 5) + settle(x * x, IDX[1])"),
+    // Counted loops too long to unroll: differentiated over a tape.
+    case("f64", Scalar, false, "let mut a = x; for i in 0..30 { a = (a * 0.9 + x * (i as f64) * 0.01).sin(); } a * x"),
+    case("f64", Scalar, false, "let mut a = x; for _i in 0..18 { a = helper(a, x) * 0.5 + 0.1; } a"),
+    case("f64", Scalar, false, "let mut s = 0.0; for i in 0..20 { let mut a = x; for j in 0..20 { a = (a * 0.95 + 0.01 * (j as f64)).tanh(); } s += a * (i as f64); } s"),
     case("f64", Scalar, false, "let mut a = x; let mut i = 0; let r = loop { a = (a + V[i]).sin(); i += 1; if i == 3 || V[i] > 0.3 { break a * a; } }; r + a"),
     // f64 vectors.
     case("[f64; 3]", Vector, false, "dot(x, x) + sum(x * V) + mean(x.exp())"),
@@ -121,6 +125,7 @@ const CASES: &[Case] = &[
     case("[f64; 3]", Vector, false, "let mut h = x; for i in 0..5 { h = matvec(M, h).tanh() + V * (i as f64); } sum(h)"),
     case("[f64; 3]", Vector, false, "let mut m = [x; 3]; m[1] = x * x; m[2][IDX[2]] = x[0] * 3.0; sum(matvec(m, V)) + sum(m[2])"),
     case("[f64; 3]", Vector, false, "select(x[0] > x[1], sum(x), dot(x, V)) + sum(select(x[2] > 0.0, x, V))"),
+    case("[f64; 3]", Vector, false, "let mut h = x; let mut k = 0; while k < 20 { h = matvec(M, h).tanh() * 0.5 + x; h[k % 3] = h[k % 3] * x[0]; k += 1; } sum(h * h)"),
     case("[f64; 3]", Vector, false, "tree_sum(x, 0) + tree_sum(x * x, 1) + settle(x[IDX[0]], 4)"),
     // f64 matrices (rank 2).
     case("[[f64; 3]; 2]", Matrix, false, "let m = matmul(transpose(x), x); sum(matvec(m, V)) + dot(vecmat([1.0, -2.0], x), V)"),

@@ -415,6 +415,9 @@ fn emit(
     mut map: HashMap<Var, Var>,
     dres: &[Var],
 ) -> DeriveResult<Vec<Var>> {
+    if let Some(lp) = d.plans[p].loops[block].clone() {
+        return crate::loops::emit_taped(d, p, b, &lp, map, dres);
+    }
     let bdata = d.plans[p].g.blocks[Block::new(block)].clone();
     let loc = bdata.loc;
     let records = emit_forward(&d.plans[p], b, &bdata.ops, &mut map);
@@ -455,7 +458,12 @@ fn emit(
 /// Forward: emits `ops` (operations of `plan.g`) with every definition a
 /// fresh variable, recorded in `map`; returns the operations emitted, for
 /// the backward pass.
-fn emit_forward(plan: &Plan, b: &mut Builder, ops: &[Op], map: &mut HashMap<Var, Var>) -> Vec<Op> {
+pub(crate) fn emit_forward(
+    plan: &Plan,
+    b: &mut Builder,
+    ops: &[Op],
+    map: &mut HashMap<Var, Var>,
+) -> Vec<Op> {
     let mut records: Vec<Op> = Vec::with_capacity(ops.len());
     for op in ops {
         let args: Vec<Var> = op.uses().iter().map(|v| map[v]).collect();
@@ -638,7 +646,7 @@ fn join_arms(
 
 /// Continues with block `succ`: inline when this is its only predecessor,
 /// else by calling its function and adding the adjoints it returns.
-fn successor(
+pub(crate) fn successor(
     d: &mut Deriver,
     p: usize,
     b: &mut Builder,

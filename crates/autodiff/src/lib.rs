@@ -28,12 +28,23 @@
 //!   as a function (so a loop body lives in its header's function, and the
 //!   exit path needs no call); so is a block that only returns. The entry
 //!   block's function is `g'vjp`. A
-//!   loop of `n` iterations therefore nests about `n` activations. Every
+//!   loop of `n` iterations therefore nests about `n` activations, unless
+//!   it is a counted loop (below). Every
 //!   loop form (`for`, `while`, `loop`, with `break` and `continue`) lowers
 //!   to such blocks: a loop header, the block after a `&&` in a `while`
 //!   condition, the block where several `break`s meet are join points; the
 //!   loop body is inlined in its header's function, which calls the
 //!   header's function again for the next iteration.
+//! - **Counted loops** (`loops.rs`): a loop whose header tests `i < n`
+//!   with `n` a constant or a symbolic dimension, and whose body is one
+//!   straight block incrementing `i` once, runs at most `n` times. With a
+//!   short constant count it is unrolled first (the plan's `g`); else its
+//!   header's function runs it as a loop that writes what the adjoint needs
+//!   into `[T; n]` tapes, continues with the exit, then runs the body's
+//!   adjoint as a second loop from the last iteration to the first, reading
+//!   the tapes back (cheap values are computed again instead). One
+//!   activation instead of `n`, and the same operations in the same order
+//!   as the recursive form, so the same bits.
 //! - **Calls** inside differentiated code run the callee forward; the
 //!   backward pass calls the callee's vjp, which recomputes its forward
 //!   values (checkpointing at call boundaries).
@@ -80,6 +91,7 @@
 mod analysis;
 mod block;
 mod fork;
+mod loops;
 mod rules;
 
 use std::collections::{HashMap, VecDeque};
@@ -205,6 +217,9 @@ pub(crate) struct Plan {
     pub inline: Vec<bool>,
     /// Per block: its function's name.
     pub names: Vec<String>,
+    /// Per block: the counted loop it heads, when that loop is
+    /// differentiated over a tape instead of by recursion.
+    pub loops: Vec<Option<loops::CountedLoop>>,
     /// Indices of `g`'s float results (each gets an adjoint parameter).
     pub float_results: Vec<usize>,
     /// Whether the adjoint of the result is one (a `grad` request): the
@@ -268,10 +283,11 @@ impl Deriver<'_> {
             );
         };
         check_active(original, active)?;
-        let g = analysis::merge_jump_chains(original);
+        let g = loops::unroll_short_loops(analysis::merge_jump_chains(original));
         let reachable = analysis::reachable(&g);
         let inline = inline_blocks(&g, &reachable);
         let act = analysis::activity(&g, active, &reachable);
+        let taped = taped_loops(&g, &act, &reachable, &inline);
         let live = block_inputs(&g);
         let adj_in: Vec<Vec<Var>> = live
             .iter()
@@ -322,6 +338,7 @@ impl Deriver<'_> {
             ids,
             inline,
             names,
+            loops: taped,
             float_results,
             seed_one,
         });
@@ -368,6 +385,25 @@ fn inline_blocks(g: &Function, reachable: &[bool]) -> Vec<bool> {
             let data = &g.blocks[Block::new(b)];
             let returns_at_once = data.ops.is_empty() && matches!(data.term, Terminator::Return(_));
             b != 0 && reachable[b] && (preds[b] == 1 || returns_at_once)
+        })
+        .collect()
+}
+
+/// Per block of `g`: the counted loop it heads, when that loop is
+/// differentiated over a tape (see [`loops`]).
+fn taped_loops(
+    g: &Function,
+    act: &[bool],
+    reachable: &[bool],
+    inline: &[bool],
+) -> Vec<Option<loops::CountedLoop>> {
+    let preds = analysis::predecessor_counts(g);
+    (0..g.blocks.len())
+        .map(|b| {
+            if !reachable[b] || inline[b] {
+                return None;
+            }
+            loops::counted_loop(g, Block::new(b), &preds).filter(|lp| loops::tapeable(g, act, lp))
         })
         .collect()
 }

@@ -13,6 +13,9 @@
 //! `jacobian(dv<i>, point)[m]` (`jacobian(dv<i>, point, data)[m]` for a
 //! helper with data), and one of type `f64` the derivative of the scalar
 //! helper in its first argument, the second being data: `grad(ds, a, c)`.
+//! One more vector helper, `dl(x)`, runs a counted loop (`for k in 0..T`)
+//! that updates an array and a scalar; with `T` of 16 or less the
+//! derivation unrolls it, above that it differentiates it over a tape.
 
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -50,8 +53,11 @@ impl Helpers {
 
 /// Writes the helpers of one program (one to three vector helpers).
 pub fn helpers(rng: &mut ChaCha8Rng) -> Helpers {
-    let mut functions = vec![scalar_helper(rng), indexed_helper(rng)];
-    let mut targets: Vec<Target> = Vec::new();
+    let mut functions = vec![scalar_helper(rng), indexed_helper(rng), loop_helper(rng)];
+    let mut targets: Vec<Target> = vec![Target {
+        name: LOOP.into(),
+        data: false,
+    }];
     for i in 0..rng.gen_range(1..=3) {
         let name = format!("dv{i}");
         let data = rng.gen_bool(0.5);
@@ -85,6 +91,7 @@ pub fn helpers(rng: &mut ChaCha8Rng) -> Helpers {
 
 const SCALAR: &str = "ds";
 const INDEXED: &str = "dk";
+const LOOP: &str = "dl";
 
 fn param(name: &str, ty: Ty) -> Param {
     Param {
@@ -193,6 +200,79 @@ fn indexed_helper(rng: &mut ChaCha8Rng) -> Function {
         body: Block {
             stmts: Vec::new(),
             tail,
+        },
+    }
+}
+
+/// `dl(x: [f64; 3]) -> [f64; 3]`: a counted loop of a constant count
+/// (unrolled when short, taped when long) over an array state `s`, updated
+/// one element per iteration, and a scalar state `a`; `tanh` keeps both
+/// bounded however long the loop.
+fn loop_helper(rng: &mut ChaCha8Rng) -> Function {
+    let trips = *[0, 3, 12, 17, 40].choose(rng).unwrap_or(&17);
+    let s = || Expr::var("s", Ty::FloatArray);
+    let a = || Expr::var("a", Ty::Float);
+    let k = Expr::var("k", Ty::Int);
+    let tanh = |e: Expr| {
+        Expr::new(
+            Ty::Float,
+            ExprKind::Builtin {
+                builtin: Builtin::Tanh,
+                args: vec![e],
+            },
+        )
+    };
+    let mut leaves: Vec<Expr> = (0..FLOAT_ARRAY_LEN as i64)
+        .map(|i| index(s(), Expr::int(i)))
+        .collect();
+    leaves.push(a());
+    leaves.push(index(
+        x(),
+        Expr::int(rng.gen_range(0..FLOAT_ARRAY_LEN as i64)),
+    ));
+    let position = Expr::binary(Ty::Int, BinOp::Rem, k, Expr::int(FLOAT_ARRAY_LEN as i64));
+    let scaled_a = Expr::binary(Ty::Float, BinOp::Mul, a(), literal(rng));
+    let body = vec![
+        Stmt::SetIndex {
+            name: "s".into(),
+            index: position,
+            op: AssignOp::Set,
+            value: tanh(scalar_expr(rng, &leaves, 2)),
+        },
+        Stmt::Assign {
+            name: "a".into(),
+            op: AssignOp::Set,
+            value: tanh(Expr::binary(
+                Ty::Float,
+                BinOp::Add,
+                scaled_a,
+                scalar_expr(rng, &leaves, 1),
+            )),
+        },
+    ];
+    let stmts = vec![
+        Stmt::Let {
+            name: "s".into(),
+            value: x(),
+        },
+        Stmt::Let {
+            name: "a".into(),
+            value: index(x(), Expr::int(0)),
+        },
+        Stmt::For {
+            var: "k".into(),
+            start: Expr::int(0),
+            end: Expr::int(trips),
+            body,
+        },
+    ];
+    Function {
+        name: LOOP.into(),
+        params: vec![param("x", Ty::FloatArray)],
+        ret: Ty::FloatArray,
+        body: Block {
+            stmts,
+            tail: Expr::binary(Ty::FloatArray, BinOp::Mul, s(), a()),
         },
     }
 }
