@@ -733,7 +733,8 @@ impl Figures {
             Snapshot::default()
         } else {
             warmup_end.unwrap_or_else(|| {
-                // Too short a run to see warmup end: split by gradients.
+                // Too short a run to see warmup end, or members that ran
+                // whole (`native`): split by gradients.
                 let share =
                     gradients.warmup as f64 / (gradients.warmup + gradients.sampling).max(1) as f64;
                 Snapshot {
@@ -831,12 +832,17 @@ impl<'a> Sampler<'a> {
         };
         let mut warmup_end: Option<Snapshot> = None;
         let mut shown = segment.start;
+        // A snapshot that sees warmup end but no sampling left saw no
+        // boundary (under `native` each member runs whole before it is
+        // counted): the phases' seconds are then split by gradients.
+        let iterations = (segment.alive * (segment.end - segment.start)) as u64;
         let result =
             self.model
                 .run_watched(&batch, &run_config, self.markers, stop, &mut |snapshot| {
                     if warmup_end.is_none()
                         && segment.warmup_iterations > 0
                         && snapshot.warmup_iterations >= segment.warmup_iterations
+                        && snapshot.iterations < iterations
                     {
                         warmup_end = Some(snapshot);
                     }

@@ -402,6 +402,19 @@ fn the_native_strategy_compiles_the_sampler_and_gives_program_counters_draws() {
         "{:?}",
         native.executor_report
     );
+    // Members run whole under native, so no snapshot sees warmup end: the
+    // phases' seconds are split by gradients (a run long enough for the
+    // progress observer to see members finish).
+    let mut long = config(4, 3000, 3000, 3);
+    long.run.strategy = Strategy::from_name("native").expect("registered");
+    long.run.threads = 1;
+    let long = model.sample(&long, &mut |_| {}).unwrap();
+    let (w, s) = (long.warmup_figures, long.sampling_figures);
+    assert!(w.gradient_evaluations > 0 && s.gradient_evaluations > 0);
+    let time_share = s.seconds / (w.seconds + s.seconds);
+    let gradient_share =
+        s.gradient_evaluations as f64 / (w.gradient_evaluations + s.gradient_evaluations) as f64;
+    assert!((time_share - gradient_share).abs() < 1e-6, "{w:?} {s:?}");
     let pc = run(Strategy::ProgramCounter);
     assert_eq!(native.samples, pc.samples);
     assert_eq!(native.tree_depth, pc.tree_depth);
