@@ -214,7 +214,9 @@ pub fn integer_unary_into<T: Integer>(op: UnaryOp, v: &[T], out: &mut [T]) {
 
 /// A unary operation on floats of one type whose result is of the same
 /// type, into `out` (of `v`'s length). The one place that
-/// says how each float unary operation is computed.
+/// says how each float unary operation is computed. Always inlined, as
+/// [`float_binary_into`].
+#[inline(always)]
 pub fn float_unary_into<F: Float>(op: UnaryOp, v: &[F], out: &mut [F]) {
     match op {
         UnaryOp::Neg => map_into(v, out, scalar::float_neg),
@@ -379,7 +381,10 @@ pub fn integer_binary_into<T: Integer>(
     Ok(())
 }
 
-/// A binary operation on two floats of one type, into `out`.
+/// A binary operation on two floats of one type, into `out`. Always
+/// inlined, so that [`float_binary_on`]'s AVX-512 and AVX2 copies compile
+/// its loops for their vectors (called, it would run its own baseline code).
+#[inline(always)]
 pub fn float_binary_into<F: Float>(
     op: BinaryOp,
     a: Operand<'_, F>,

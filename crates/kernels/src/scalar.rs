@@ -255,13 +255,23 @@ macro_rules! impl_float {
             fn tanh(self) -> Self {
                 crate::vmath::$tanh(self)
             }
+            // A NaN comes out quiet on every path: the vector rounding
+            // instructions quiet a signaling NaN, the portable code does not.
             #[inline]
             fn floor(self) -> Self {
-                $t::floor(self)
+                if self.is_nan() {
+                    self + self
+                } else {
+                    $t::floor(self)
+                }
             }
             #[inline]
             fn ceil(self) -> Self {
-                $t::ceil(self)
+                if self.is_nan() {
+                    self + self
+                } else {
+                    $t::ceil(self)
+                }
             }
             #[inline]
             fn round(self) -> Self {
