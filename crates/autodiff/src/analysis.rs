@@ -1,6 +1,7 @@
 //! The analyses the derivation needs on the function it differentiates:
 //! merging straight-line jump chains, reachability, live-in variables per
-//! block and activity (which variables depend on the active parameters).
+//! block and activity (which variables depend on the active parameters);
+//! and one on the functions it builds: updating arrays in place.
 
 use std::collections::BTreeSet;
 
@@ -192,4 +193,98 @@ pub(crate) fn activity(g: &Function, active: &[bool], reachable: &[bool]) -> Vec
         }
     }
     act
+}
+
+/// Rewrites `d = index_set(s, i, v)` into `s = index_set(s, i, v)` (and
+/// reads of `d` into reads of `s`) where that changes no value: `s` is
+/// read no more after it (before it is defined again), `d` is defined
+/// there only and read only later in the same block, before `s` is
+/// defined again, and neither is live out of the block nor a parameter.
+/// Executors update `s = index_set(s, ..)` in place instead of copying
+/// the array (an adjoint accumulated element by element, `d.theta[k] +=
+/// ..` in a loop, is one array, not a copy per element). Then drops the
+/// copies of a variable into itself.
+pub(crate) fn update_in_place(func: &mut Function) {
+    let live = live_in(func);
+    let mut defs = vec![0usize; func.vars.len()];
+    for op in func.blocks.values().flat_map(|b| &b.ops) {
+        for d in op.defs() {
+            defs[d.index()] += 1;
+        }
+    }
+    let params: BTreeSet<Var> = func.params.iter().copied().collect();
+    let blocks: Vec<Block> = func.blocks.keys().collect();
+    for blk in blocks {
+        let mut live_out = BTreeSet::new();
+        for s in func.blocks[blk].term.successors() {
+            live_out.extend(live[s.index()].iter().copied());
+        }
+        let data = &mut func.blocks[blk];
+        for k in 0..data.ops.len() {
+            let Op::Prim {
+                dst: Some(d),
+                prim: Prim::IndexSet,
+                args,
+                ..
+            } = &data.ops[k]
+            else {
+                continue;
+            };
+            let (d, s) = (*d, args[0]);
+            if d == s
+                || defs[d.index()] != 1
+                || params.contains(&s)
+                || params.contains(&d)
+                || live_out.contains(&d)
+                || !renamable(data, k, s, d, &live_out)
+            {
+                continue;
+            }
+            if let Op::Prim { dst, .. } = &mut data.ops[k] {
+                *dst = Some(s);
+            }
+            for op in &mut data.ops[k + 1..] {
+                rename_uses(op, d, s);
+            }
+            if let Terminator::Branch { cond, .. } = &mut data.term {
+                if *cond == d {
+                    *cond = s;
+                }
+            }
+            if let Terminator::Return(vars) = &mut data.term {
+                for v in vars.iter_mut().filter(|v| **v == d) {
+                    *v = s;
+                }
+            }
+        }
+        data.ops.retain(|op| {
+            !matches!(op, Op::Prim { dst: Some(d), prim: Prim::Copy, args, .. } if args[0] == *d)
+        });
+    }
+}
+
+/// Whether, after op `k` of `data`, `s` is read no more before it is
+/// defined again (nor live out of the block if it is not), and every read
+/// of `d` comes before `s` is defined again (an operation reads before it
+/// writes: `s = copy d` is fine).
+fn renamable(data: &BlockData, k: usize, s: Var, d: Var, live_out: &BTreeSet<Var>) -> bool {
+    for (j, op) in data.ops.iter().enumerate().skip(k + 1) {
+        if op.uses().contains(&s) {
+            return false;
+        }
+        if op.defs().contains(&s) {
+            let later = data.ops[j + 1..].iter().flat_map(|o| o.uses());
+            return !later.chain(data.term.uses()).any(|v| *v == d);
+        }
+    }
+    !data.term.uses().contains(&s) && !live_out.contains(&s)
+}
+
+fn rename_uses(op: &mut Op, from: Var, to: Var) {
+    let args = match op {
+        Op::Prim { args, .. } | Op::Call { args, .. } | Op::Fork { args, .. } => args,
+    };
+    for a in args.iter_mut().filter(|a| **a == from) {
+        *a = to;
+    }
 }

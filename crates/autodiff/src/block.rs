@@ -357,6 +357,7 @@ pub(crate) fn build(d: &mut Deriver, p: usize, block: usize) -> DeriveResult<Fun
     b.terminate(Terminator::Return(out));
     let mut func = b.func;
     remove_unused_operations(&mut func);
+    crate::analysis::update_in_place(&mut func);
     Ok(func)
 }
 

@@ -401,3 +401,40 @@ fn data_arguments_are_passed_through_without_adjoints() {
     assert_eq!(row.params.len(), 3, "the row index, x and m");
     assert_eq!(calls(row), vec![p.function_by_name("h'vjp@10").unwrap()]);
 }
+
+/// The index_set operations of `f` that write into another variable than
+/// the one they read (each copies the whole array).
+fn copying_index_sets(f: &Function) -> usize {
+    f.blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .filter(|op| {
+            matches!(op, Op::Prim { dst: Some(d), prim: Prim::IndexSet, args, .. } if *d != args[0])
+        })
+        .count()
+}
+
+#[test]
+fn a_counted_loop_is_taped_unrolled_or_recursive() {
+    let p = compile(
+        "extern \"autobatch\" { static Y: [[f64; 3]; N]; }\n\
+         fn taped(t: [f64; 3]) -> f64 { let mut s = 0.0; for i in 0..N { for k in 0..3 { s += t[k] * Y[i][k]; } } s * s }\n\
+         fn runtime(t: [f64; 3], n: i64) -> f64 { let mut s = 0.0; for i in 0..n { s += t[(i % 3) as usize]; } s }\n\
+         fn g(t: [f64; 3]) -> ([f64; 3], [f64; 3]) { (grad(taped, t), grad(runtime, t, 5)) }",
+    );
+    // The outer loop's body is straight once the inner loop (three
+    // iterations) is unrolled: one loop function, which calls nothing.
+    let taped = function(&p, "taped'grad.b1");
+    assert!(calls(taped).is_empty(), "a taped loop calls no function");
+    assert!(taped
+        .vars
+        .values()
+        .any(|v| v.name.as_deref() == Some("tape.t")));
+    // The adjoint of t, accumulated element by element in the reverse
+    // loop, is one array updated in place.
+    assert_eq!(copying_index_sets(taped), 0);
+    assert!(count(taped, |p| *p == Prim::IndexSet) >= 3);
+    // A bound that is a runtime value: one activation per iteration.
+    let runtime = function(&p, "runtime'grad.b1");
+    assert!(calls(runtime).contains(&p.function_by_name("runtime'grad.b1").unwrap()));
+}

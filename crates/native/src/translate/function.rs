@@ -62,6 +62,9 @@ pub(super) struct Translator<'u, 'p, 'b> {
     /// Per variable: the caller's pointer, for an array parameter that no
     /// operation of the function writes (read in place, never copied).
     pub in_place: Vec<Option<Value>>,
+    /// Per variable: for a *view* (see [`views`]), the variable holding
+    /// the address of the elements it reads in place.
+    pub views: Vec<Option<Variable>>,
 }
 
 /// Where a function keeps its arrays: each array variable's offset (8-byte
@@ -78,7 +81,12 @@ pub(crate) struct ArrayArea {
 pub(crate) fn array_area(function: &Function, symbols: &[u64]) -> ArrayArea {
     let statics = static_vars(function);
     let written = written(function);
-    let mut in_place = statics.iter().map(Option::is_some).collect::<Vec<_>>();
+    let views = views(function, &statics);
+    let mut in_place = statics
+        .iter()
+        .zip(&views)
+        .map(|(s, view)| s.is_some() || *view)
+        .collect::<Vec<_>>();
     for p in &function.params {
         in_place[p.index()] |= !written[p.index()];
     }
@@ -97,6 +105,49 @@ pub(crate) fn array_area(function: &Function, symbols: &[u64]) -> ArrayArea {
         })
         .collect();
     ArrayArea { offsets, bytes }
+}
+
+/// Per variable of `function`: whether it is a *view*, an array that every
+/// definition takes as an item of a static or of another view (`row =
+/// Y[i]` with `Y` a static) and that nothing else defines (no parameter,
+/// no `index_set` into it): its elements are never written, so it is read
+/// in place, where the item lies in the static's data (which no run
+/// changes), instead of being copied out.
+fn views(function: &Function, statics: &[Option<u32>]) -> Vec<bool> {
+    let count = function.vars.len();
+    let mut view: Vec<bool> = function.vars.values().map(|v| !v.ty.is_scalar()).collect();
+    for p in &function.params {
+        view[p.index()] = false;
+    }
+    let mut defined = vec![false; count];
+    loop {
+        let mut changed = false;
+        for op in function.blocks.values().flat_map(|b| &b.ops) {
+            let (dsts, source): (&[Var], Option<Var>) = match op {
+                Op::Prim {
+                    dst: Some(d),
+                    prim: Prim::Index,
+                    args,
+                    ..
+                } => (std::slice::from_ref(d), Some(args[0])),
+                Op::Prim { dst, .. } => (dst.as_slice(), None),
+                Op::Call { dsts, .. } | Op::Fork { dsts, .. } => (dsts.as_slice(), None),
+            };
+            for d in dsts {
+                defined[d.index()] = true;
+                let from_view =
+                    source.is_some_and(|a| statics[a.index()].is_some() || view[a.index()]);
+                if view[d.index()] && !from_view {
+                    view[d.index()] = false;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    view.iter().zip(defined).map(|(v, d)| *v && d).collect()
 }
 
 /// Per variable of `function`: the static it holds, if it is an array
@@ -242,7 +293,13 @@ pub(super) fn translate(
         pointer_slot,
         result_ptrs,
         in_place: vec![None; function.vars.len()],
+        views: Vec::new(),
     };
+    let statics = t.statics.clone();
+    t.views = views(function, &statics)
+        .into_iter()
+        .map(|view| view.then(|| t.b.declare_var(types::I64)))
+        .collect();
     t.guard_stack();
     let written = written(function);
     for (p, value) in function.params.iter().zip(&params[3..]) {
@@ -538,6 +595,9 @@ impl Translator<'_, '_, '_> {
     pub(super) fn addr(&mut self, v: Var) -> Value {
         if let Some(pointer) = self.in_place[v.index()] {
             return pointer;
+        }
+        if let Some(view) = self.views[v.index()] {
+            return self.b.use_var(view);
         }
         if let Some(id) = self.statics[v.index()] {
             let table = self

@@ -129,6 +129,19 @@ impl Translator<'_, '_, '_> {
 
     fn index(&mut self, dst: Var, args: &[Var], loc: Loc) -> bool {
         let item = self.item_bytes(args[0]);
+        if let Some(view) = self.views[dst.index()] {
+            // A view: the address of the item, no copy (a position out of
+            // bounds takes the host's path, which faults before writing).
+            let position = self.position(args[1]);
+            let merge = self.bounds_check(dst, &Prim::Index, args, loc, position);
+            let offset = self.b.ins().imul_imm_u(position, item as i64);
+            let base = self.addr(args[0]);
+            let at = self.b.ins().iadd(base, offset);
+            self.b.def_var(view, at);
+            self.b.ins().jump(merge, &[]);
+            self.b.switch_to_block(merge);
+            return true;
+        }
         if item > INLINE_BYTES {
             return false;
         }
