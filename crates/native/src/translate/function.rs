@@ -16,7 +16,10 @@
 
 use std::collections::HashMap;
 
-use autobatch_ir::{Block, BlockData, EntityRef, FuncId, Function, Loc, Op, Prim, Terminator, Var};
+use autobatch_ir::{
+    BinaryOp, Block, BlockData, EntityRef, FuncId, Function, Loc, Op, Prim, Terminator, Var,
+};
+use autobatch_types::{Scalar, ScalarType};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
     types, Block as NativeBlock, BlockArg, FuncRef, InstBuilder, MemFlagsData, StackSlot,
@@ -65,6 +68,10 @@ pub(super) struct Translator<'u, 'p, 'b> {
     /// Per variable: for a *view* (see [`views`]), the variable holding
     /// the address of the elements it reads in place.
     pub views: Vec<Option<Variable>>,
+    /// The integer variables whose value is known at this point of the
+    /// block being translated: constants, and `+ - *` of them (with the
+    /// type's wrapping); an index by one within bounds needs no check.
+    pub constants: HashMap<Var, i128>,
 }
 
 /// Where a function keeps its arrays: each array variable's offset (8-byte
@@ -294,6 +301,7 @@ pub(super) fn translate(
         result_ptrs,
         in_place: vec![None; function.vars.len()],
         views: Vec::new(),
+        constants: HashMap::new(),
     };
     let statics = t.statics.clone();
     t.views = views(function, &statics)
@@ -319,6 +327,44 @@ pub(super) fn translate(
     b.seal_all_blocks();
     b.finalize(unit.jit.target_config());
     Ok(())
+}
+
+/// The integer value `op` gives its destination, when `constants` (the
+/// values known before it) determine it: a constant, a copy, or `+ - *`
+/// wrapped to the destination's type.
+fn known_constant(function: &Function, constants: &HashMap<Var, i128>, op: &Op) -> Option<i128> {
+    let Op::Prim {
+        dst: Some(d),
+        prim,
+        args,
+        ..
+    } = op
+    else {
+        return None;
+    };
+    let value = |v: &Var| constants.get(v).copied();
+    let wide = match prim {
+        Prim::Const(Scalar::Usize(c)) => *c as i128,
+        Prim::Const(Scalar::I64(c)) => *c as i128,
+        Prim::Const(Scalar::I32(c)) => *c as i128,
+        Prim::Copy => value(&args[0])?,
+        Prim::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul)) => {
+            let (a, b) = (value(&args[0])?, value(&args[1])?);
+            match op {
+                BinaryOp::Add => a.wrapping_add(b),
+                BinaryOp::Sub => a.wrapping_sub(b),
+                _ => a.wrapping_mul(b),
+            }
+        }
+        _ => return None,
+    };
+    // Wrap as the destination's type does.
+    Some(match function.vars[*d].ty.elem {
+        ScalarType::Usize => wide as u64 as i128,
+        ScalarType::I64 => wide as i64 as i128,
+        ScalarType::I32 => wide as i32 as i128,
+        _ => return None,
+    })
 }
 
 /// Whether an operation may stop the member (so that the operations after
@@ -361,10 +407,12 @@ impl Translator<'_, '_, '_> {
         self.b.switch_to_block(self.blocks[block.index()]);
         self.take_step(data.loc);
         let mut segments = segments(data).into_iter().peekable();
+        self.constants.clear();
         for (i, op) in data.ops.iter().enumerate() {
             if let Some((_, ops)) = segments.next_if(|(start, _)| *start == i) {
                 self.count(block, ops);
             }
+            let known = known_constant(self.function, &self.constants, op);
             match op {
                 Op::Prim {
                     dst,
@@ -385,6 +433,12 @@ impl Translator<'_, '_, '_> {
                         loc.line, loc.column
                     ))
                 }
+            }
+            for d in op.defs() {
+                self.constants.remove(d);
+            }
+            if let (Some(d), Some(value)) = (op.defs().first(), known) {
+                self.constants.insert(*d, value);
             }
         }
         self.terminate(&data.term);
