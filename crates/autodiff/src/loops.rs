@@ -525,14 +525,7 @@ fn forward(
             b.prim_into(entered.state[v], Prim::Copy, vec![map[v]], loc);
         }
     }
-    let t_next = b.var(TensorType::scalar(ScalarType::Usize), None, false);
-    b.prim_into(
-        t_next,
-        Prim::Binary(BinaryOp::Add),
-        vec![entered.t, entered.one],
-        loc,
-    );
-    b.prim_into(entered.t, Prim::Copy, vec![t_next], loc);
+    step_tape(b, entered, BinaryOp::Add, loc);
     b.terminate(Terminator::Jump(head));
     Forward {
         head,
@@ -545,6 +538,14 @@ fn forward(
         records,
         store_at,
     }
+}
+
+/// `t = t + 1` (`op` is `Add`) or `t = t - 1` (`Sub`): the tape's
+/// position moves to the next iteration, or back to the previous one.
+fn step_tape(b: &mut Builder, entered: &Entered, op: BinaryOp, loc: Loc) {
+    let moved = b.var(TensorType::scalar(ScalarType::Usize), None, false);
+    b.prim_into(moved, Prim::Binary(op), vec![entered.t, entered.one], loc);
+    b.prim_into(entered.t, Prim::Copy, vec![moved], loc);
 }
 
 /// Emits the reverse loop, from the current block: while `t > 0`, step
@@ -578,14 +579,7 @@ fn reverse(
         else_block: done,
     });
     b.current = rev_body;
-    let t_prev = b.var(TensorType::scalar(ScalarType::Usize), None, false);
-    b.prim_into(
-        t_prev,
-        Prim::Binary(BinaryOp::Sub),
-        vec![entered.t, entered.one],
-        loc,
-    );
-    b.prim_into(entered.t, Prim::Copy, vec![t_prev], loc);
+    step_tape(b, entered, BinaryOp::Sub, loc);
     let reload_at = b.func.blocks[rev_body].ops.len();
     b.known = fwd.known_body.clone();
     b.adj = HashMap::new();
