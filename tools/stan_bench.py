@@ -142,7 +142,24 @@ def main():
             rate = args.chains / seconds
             ratio = f"{rate / stan_rate:.2f}" if stan_rate else "-"
             print(f"| {name} | {sampler} | {seconds:.2f} | {rate:.1f} | {ratio} |")
+    check_dev_null()
     return 0
+
+
+def check_dev_null():
+    """Warns when /dev/null is no longer the null device. On the shared
+    development machine, runs of PyStan (httpstan's build) left a regular
+    file there; cargo then fed its contents to rustc as a program
+    (trybuild's tests failed). Restore it as root with
+    `rm /dev/null && mknod -m 666 /dev/null c 1 3`."""
+    import stat
+
+    if not stat.S_ISCHR(os.stat("/dev/null").st_mode):
+        print(
+            "warning: /dev/null is not a character device any more; restore it "
+            "with `rm /dev/null && mknod -m 666 /dev/null c 1 3`",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":
