@@ -8,7 +8,7 @@
 mod harness;
 
 use autobatch::{compile, Compiled, Inputs, RunConfig, Strategy};
-use harness::{configurations, numbers};
+use harness::{configurations, numbers, ok_values};
 use serde_json::{json, Value};
 
 /// Statics and helpers every case may use.
@@ -467,17 +467,7 @@ fn vg(x: [f64; 3], xs: [f64; L], n: i64, p: (f64, bool)) -> (f64, [f64; 3]) { va
         }});
         let inputs = Inputs::from_json_str(&inputs.to_string()).expect("inputs parse");
         let bound = compiled.bind(entry, &inputs).expect("binds");
-        let json = bound.run(config).expect("runs").to_json(false);
-        json["results"]
-            .as_array()
-            .expect("results")
-            .iter()
-            .map(|r| {
-                r.get("ok")
-                    .cloned()
-                    .unwrap_or_else(|| panic!("{entry}: {r}"))
-            })
-            .collect()
+        ok_values(&bound.run(config).expect("runs"), entry)
     };
     // Central differences: each member's point moved along each axis, with its own data.
     let step: f64 = 1e-5;

@@ -132,31 +132,46 @@ fn body_increments_once(g: &Function, body: Block, counter: Var) -> bool {
     }
 }
 
-/// The integer constant every definition of `v` in `g` gives, if they all
-/// give the same one (and there is at least one).
-fn constant_of(g: &Function, v: Var) -> Option<i128> {
-    let mut value = None;
+/// The value of an integer constant (`usize` or `i64`) that `op` loads.
+fn integer_constant(op: &Op) -> Option<i128> {
+    match op {
+        Op::Prim {
+            prim: Prim::Const(Scalar::Usize(c)),
+            ..
+        } => Some(*c as i128),
+        Op::Prim {
+            prim: Prim::Const(Scalar::I64(c)),
+            ..
+        } => Some(*c as i128),
+        _ => None,
+    }
+}
+
+/// What every definition of `v` in `g` gives by `value`, if each gives
+/// something and all the same (and there is at least one definition).
+fn same_everywhere<T: PartialEq>(
+    g: &Function,
+    v: Var,
+    value: impl Fn(&Op) -> Option<T>,
+) -> Option<T> {
+    let mut common = None;
     for op in g.blocks.values().flat_map(|b| &b.ops) {
         if !op.defs().contains(&v) {
             continue;
         }
-        let c = match op {
-            Op::Prim {
-                prim: Prim::Const(Scalar::Usize(c)),
-                ..
-            } => *c as i128,
-            Op::Prim {
-                prim: Prim::Const(Scalar::I64(c)),
-                ..
-            } => *c as i128,
-            _ => return None,
-        };
-        if value.is_some_and(|x| x != c) {
+        let this = value(op)?;
+        if common.as_ref().is_some_and(|c| *c != this) {
             return None;
         }
-        value = Some(c);
+        common = Some(this);
     }
-    value
+    common
+}
+
+/// The integer constant every definition of `v` in `g` gives, if they all
+/// give the same one.
+fn constant_of(g: &Function, v: Var) -> Option<i128> {
+    same_everywhere(g, v, integer_constant)
 }
 
 /// `n` as a dimension: every definition of `n` is the same constant (not
@@ -165,24 +180,14 @@ fn constant_bound(g: &Function, n: Var) -> Option<Dim> {
     if let Some(c) = constant_of(g, n) {
         return (c >= 0).then_some(Dim::Fixed(c as u64));
     }
-    let mut symbol = None;
-    for op in g.blocks.values().flat_map(|b| &b.ops) {
-        if !op.defs().contains(&n) {
-            continue;
-        }
-        let Op::Prim {
+    same_everywhere(g, n, |op| match op {
+        Op::Prim {
             prim: Prim::SymbolValue(s),
             ..
-        } = op
-        else {
-            return None;
-        };
-        if symbol.is_some_and(|x| x != *s) {
-            return None;
-        }
-        symbol = Some(*s);
-    }
-    symbol.map(Dim::Symbolic)
+        } => Some(*s),
+        _ => None,
+    })
+    .map(Dim::Symbolic)
 }
 
 /// Whether every definition of `counter` outside `body` is a constant of
@@ -194,20 +199,9 @@ fn starts_non_negative(g: &Function, counter: Var, body: Block) -> bool {
     g.blocks
         .iter()
         .filter(|(b, _)| *b != body)
-        .all(|(_, data)| {
-            data.ops
-                .iter()
-                .filter(|op| op.defs().contains(&counter))
-                .all(|op| {
-                    matches!(
-                        op,
-                        Op::Prim {
-                            prim: Prim::Const(Scalar::I64(c)),
-                            ..
-                        } if *c >= 0
-                    )
-                })
-        })
+        .flat_map(|(_, data)| &data.ops)
+        .filter(|op| op.defs().contains(&counter))
+        .all(|op| integer_constant(op).is_some_and(|c| c >= 0))
 }
 
 /// `g` with its short counted loops of constant count unrolled (innermost
@@ -279,17 +273,7 @@ fn last_constant(g: &Function, blk: Block, v: Var) -> Option<i128> {
         .iter()
         .rev()
         .find(|op| op.defs().contains(&v))?;
-    match op {
-        Op::Prim {
-            prim: Prim::Const(Scalar::Usize(c)),
-            ..
-        } => Some(*c as i128),
-        Op::Prim {
-            prim: Prim::Const(Scalar::I64(c)),
-            ..
-        } => Some(*c as i128),
-        _ => None,
-    }
+    integer_constant(op)
 }
 
 /// Whether the counted loop `lp` of plan `p` is differentiated over a tape:

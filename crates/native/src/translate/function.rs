@@ -79,6 +79,8 @@ pub(super) struct Translator<'u, 'p, 'b> {
 pub(crate) struct ArrayArea {
     pub offsets: Vec<Option<u32>>,
     pub bytes: usize,
+    /// Per variable: whether it is a view (see [`views`]), which takes no room.
+    pub views: Vec<bool>,
 }
 
 /// The array area of `function` when the symbols are `symbols`.
@@ -111,7 +113,11 @@ pub(crate) fn array_area(function: &Function, symbols: &[u64]) -> ArrayArea {
             Some(at as u32)
         })
         .collect();
-    ArrayArea { offsets, bytes }
+    ArrayArea {
+        offsets,
+        bytes,
+        views,
+    }
 }
 
 /// Per variable of `function`: whether it is a *view*, an array that every
@@ -303,9 +309,9 @@ pub(super) fn translate(
         views: Vec::new(),
         constants: HashMap::new(),
     };
-    let statics = t.statics.clone();
-    t.views = views(function, &statics)
-        .into_iter()
+    t.views = area
+        .views
+        .iter()
         .map(|view| view.then(|| t.b.declare_var(types::I64)))
         .collect();
     t.guard_stack();
