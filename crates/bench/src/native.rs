@@ -1,10 +1,11 @@
-//! `native [--quick]`: the native strategy (per-member machine code,
-//! issue 14) against program-counter and against the same function written
-//! in Rust and run member by member, on fib (n in 15..20), Collatz and a
-//! nested loop, 1024 members.
+//! `native [--quick] [--workload NAME] [--members N]`: the native strategy
+//! (per-member machine code, issue 14) against program-counter and against
+//! the same function written in Rust and run member by member, on fib (n in
+//! 15..20), Collatz and a nested loop, 1024 members (or `N`; `NAME` runs
+//! one workload).
 //!
 //! ```sh
-//! cargo run --release -p autobatch-bench -- native [--quick]
+//! cargo run --release -p autobatch-bench -- native [--quick] [--workload fib|collatz|nested] [--members N]
 //! ```
 //!
 //! Per workload: the median execution seconds (the executors' own
@@ -31,12 +32,25 @@ pub fn main(args: &[String]) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let native = Strategy::from_name("native").expect("the native strategy is registered");
     let mut rows = Vec::new();
+    let option = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+    };
+    let only = option("--workload");
+    let members: usize = option("--members").map_or(MEMBERS, |n| {
+        n.parse()
+            .unwrap_or_else(|_| panic!("--members takes a number, not `{n}`"))
+    });
     for workload in workloads() {
+        if only.is_some_and(|name| name != workload.name) {
+            continue;
+        }
         let program = compile(workload.source);
-        let inputs: Vec<i64> = (0..MEMBERS).map(workload.input).collect();
+        let inputs: Vec<i64> = (0..members).map(workload.input).collect();
         let batch = Batch {
             entry: program.function_by_name(workload.entry).expect("entry"),
-            size: MEMBERS,
+            size: members,
             args: vec![Arg::Batched(
                 inputs
                     .iter()
@@ -86,7 +100,7 @@ pub fn main(args: &[String]) {
         });
         rows.push(json!({
             "workload": workload.name,
-            "members": MEMBERS,
+            "members": members,
             "compiled": compiled,
             "compile_seconds": compile_seconds,
             "native_seconds_1_thread": native_1,

@@ -16,9 +16,11 @@
 //!
 //! So that nothing is printed, the first guarded run installs a panic hook
 //! that records, instead of printing, the panics raised on a thread while
-//! it works for a run: the thread that called [`guard`], and the threads a
+//! it works for a run: the thread that called [`guard`], the threads a
 //! run starts (the local-static executor's thread, the engine's workers),
-//! which call [`capture_for`] first. Every other panic goes to the hook that
+//! which call [`capture_for`] first, and the workers of the pools kept from
+//! run to run ([`worker_pool`], the native strategy's), which hold
+//! [`working_for`] while they do a run's job. Every other panic goes to the hook that
 //! was installed before (the default one, or the command line's). The
 //! observer a caller passes in [`crate::RunOptions`] runs outside the
 //! capture ([`outside_capture`]): a panic there is the caller's, and
@@ -28,7 +30,9 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::{Arc, Mutex, Once};
+
+use rayon::ThreadPool;
 
 use crate::ExecError;
 
@@ -81,6 +85,65 @@ pub(crate) fn current_run() -> Option<u64> {
 /// Makes the calling thread (started by a run) record its panics for `run`.
 pub(crate) fn capture_for(run: Option<u64>) {
     CAPTURING.set(run);
+}
+
+/// While the value lives, the calling thread (a worker of a pool that
+/// [`worker_pool`] keeps from run to run) records its panics for `run`;
+/// dropping it restores what the thread worked for before (a worker that
+/// waits inside one run's job may run another run's job meanwhile).
+pub(crate) struct WorkingFor(Option<u64>);
+
+pub(crate) fn working_for(run: Option<u64>) -> WorkingFor {
+    WorkingFor(CAPTURING.replace(run))
+}
+
+impl Drop for WorkingFor {
+    fn drop(&mut self) {
+        CAPTURING.set(self.0);
+    }
+}
+
+/// The pools kept for later runs: threads, stack bytes, pool.
+type Pools = Vec<(usize, usize, Arc<ThreadPool>)>;
+static POOLS: Mutex<Pools> = Mutex::new(Vec::new());
+/// How many pools are kept (the least recently used goes first).
+const KEPT_POOLS: usize = 4;
+
+/// A pool of `threads` workers named `name-i`, each with a machine stack
+/// of at least `stack` bytes, kept for the runs that follow (starting the
+/// threads of a new pool costs about a quarter of a millisecond, more than
+/// a whole run of a thousand small members). The stack is rounded up to a
+/// power of two so that runs of similar programs share a pool. Every job a
+/// run sends to the pool must hold [`working_for`] while it works.
+pub(crate) fn worker_pool(
+    threads: usize,
+    stack: usize,
+    name: &'static str,
+) -> Result<Arc<ThreadPool>, ExecError> {
+    let stack = stack.next_power_of_two();
+    let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(at) = pools
+        .iter()
+        .position(|(t, s, _)| *t == threads && *s == stack)
+    {
+        let kept = pools.remove(at);
+        let pool = kept.2.clone();
+        pools.push(kept);
+        return Ok(pool);
+    }
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .stack_size(stack)
+            .thread_name(move |i| format!("{name}-{i}"))
+            .build()
+            .map_err(|e| ExecError::Resources(format!("cannot start the worker threads: {e}")))?,
+    );
+    if pools.len() == KEPT_POOLS {
+        pools.remove(0);
+    }
+    pools.push((threads, stack, pool.clone()));
+    Ok(pool)
 }
 
 /// Runs `f` (the caller's code, called back during a run) with the capture

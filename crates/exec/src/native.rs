@@ -27,7 +27,7 @@ use autobatch_types::{MemberError, Tensor};
 use rayon::prelude::*;
 
 use crate::batched::{stack_overflow, step_limit, OpCounter};
-use crate::internal::{capture_for, current_run, outside_capture};
+use crate::internal::{current_run, outside_capture, worker_pool, working_for};
 use crate::program_counter::ProgramCounter;
 use crate::{
     reference, Batch, BatchingOptions, Env, ExecError, Executor, OpCount, ReportField, ReportValue,
@@ -142,7 +142,8 @@ fn run_compiled(
     let (counter, slots) = OpCounter::for_program(program);
     let stack = native
         .stack_bytes(options.max_stack_depth)
-        .clamp(8 * STACK_MARGIN, MAX_STACK_BYTES);
+        .clamp(8 * STACK_MARGIN, MAX_STACK_BYTES)
+        .next_power_of_two();
     let limits = Limits {
         max_steps: options.max_steps,
         max_stack_depth: options.max_stack_depth,
@@ -150,13 +151,7 @@ fn run_compiled(
     };
     let threads = options.threads.max(1);
     let run = current_run();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .stack_size(stack)
-        .thread_name(|i| format!("autobatch-native-{i}"))
-        .start_handler(move |_| capture_for(run))
-        .build()
-        .map_err(|e| ExecError::Resources(format!("cannot start the worker threads: {e}")))?;
+    let pool = worker_pool(threads, stack, "autobatch-native")?;
     let chunk = if options.observer.is_some() {
         1
     } else {
@@ -174,6 +169,7 @@ fn run_compiled(
         (0..batch.size.div_ceil(chunk))
             .into_par_iter()
             .map(|c| {
+                let _capture = working_for(run);
                 let members = c * chunk..((c + 1) * chunk).min(batch.size);
                 let done = run_chunk(native, program, env, batch, options, &limits, members);
                 report_progress(&progress, &done, native, &counter, &slots);
@@ -227,12 +223,16 @@ fn run_chunk(
     };
     let mut member_counters = vec![0_u64; segments];
     let mut args = Vec::with_capacity(batch.args.len());
+    let mut runner = native.runner(&env.statics);
     for member in members {
         args.clear();
         args.extend(batch.args.iter().map(|a| a.for_member(member)));
         member_counters.fill(0);
-        let mut rng = MemberRng::new(options.seed, options.member_id(member));
-        let run = native.run_member(&args, limits, &env.statics, &mut rng, &mut member_counters);
+        // Seeding a stream costs more than many a member's whole run.
+        let mut rng = native
+            .draws()
+            .then(|| MemberRng::new(options.seed, options.member_id(member)));
+        let run = runner.run(&args, limits, rng.as_mut(), &mut member_counters);
         let outcome = match run.outcome {
             Ok(values) => Ok(values),
             Err(Stop::NativeStack) => {

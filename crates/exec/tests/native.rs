@@ -172,7 +172,19 @@ fn check(a: i64, b: i64) -> i64 {
 }
 fn deep(n: i64) -> i64 { if n == 0 { 0 } else { 1 + deep(n - 1) } }
 fn spin(n: i64) -> i64 { let mut i = 0; while i < n { i += 1; } i }
-fn safe_deep(n: i64) -> (bool, i64) { catch(deep(n)) }";
+fn safe_deep(n: i64) -> (bool, i64) { catch(deep(n)) }
+fn div_loop(n: i64, z: i64) -> i64 {
+    let mut s = 0;
+    let mut i = 0;
+    while i < n { s += 100 / (z - i); i += 1; }
+    s
+}
+fn caught_loop(n: i64, z: i64) -> i64 {
+    let (ok, v) = catch(div_loop(n, z));
+    let mut t = 0;
+    for k in 0..n { if k % 2 == 0 { t += k; } }
+    if ok { v + t } else { t - 1 }
+}";
 
 #[test]
 fn every_fault_kind_and_limit_agrees_with_the_reference() {
@@ -207,6 +219,14 @@ fn every_fault_kind_and_limit_agrees_with_the_reference() {
     assert_compiled(&report, "caught stack depth");
     let report = agree(FAULTS, "spin", &i64s(&[2, 28, 29, 1000]), &limited);
     assert_compiled(&report, "step limit");
+    // Faults and the step limit inside loops (whose operation counts native
+    // code keeps in registers until the function exits), caught or not.
+    let loops = pairs(&[(5, 3), (5, 10), (0, 0), (9, 4), (40, 100)]);
+    let report = agree(FAULTS, "div_loop", &loops, &options);
+    assert_compiled(&report, "fault in a loop");
+    let report = agree(FAULTS, "caught_loop", &loops, &options);
+    assert_compiled(&report, "caught fault in a loop");
+    agree(FAULTS, "caught_loop", &loops, &limited);
     let none = RunOptions {
         max_stack_depth: 0,
         ..RunOptions::default()

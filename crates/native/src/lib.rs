@@ -31,7 +31,10 @@
 //! Operation counts are kept per *segment* (the ops of a block from one
 //! operation that may stop the member to the next, [`Segment`]): one
 //! counter increment per segment entered, which gives every operation the
-//! executions the reference counts.
+//! executions the reference counts. A segment inside a loop counts in a
+//! register, added to the context's counter on every exit of its function
+//! (a return or a stop), so that a loop's iterations do not wait on one
+//! another through memory.
 //!
 //! Array primitives, statics and random draws are computed by the host
 //! (`arrays`: the kernels' own per-member functions on slices of the
@@ -176,6 +179,8 @@ pub struct NativeProgram {
     frame_bytes: usize,
     entry_loc: Loc,
     functions: usize,
+    /// Whether an array operation draws from the member's stream.
+    draws: bool,
 }
 
 // SAFETY: the module is only touched under its mutex (to free it); the
@@ -231,68 +236,108 @@ impl NativeProgram {
             .saturating_add(MARGIN)
     }
 
+    /// Whether the program draws random numbers (then each member's run
+    /// needs its stream).
+    pub fn draws(&self) -> bool {
+        self.draws
+    }
+
+    /// A runner of members over `statics`, which keeps its buffers from
+    /// one member to the next (one per thread).
+    pub fn runner<'p>(&'p self, statics: &'p [Tensor]) -> Runner<'p> {
+        Runner {
+            program: self,
+            statics,
+            static_data: statics
+                .iter()
+                .map(|s| arrays::data_bytes(&s.data).0)
+                .collect(),
+            bits: Vec::with_capacity(self.params.len()),
+            slots: Vec::with_capacity(self.results.len() + 1),
+            scratch: Vec::new(),
+        }
+    }
+}
+
+/// Runs the members of one thread, one after the other, reusing the
+/// buffers that pass arguments and results.
+pub struct Runner<'p> {
+    program: &'p NativeProgram,
+    statics: &'p [Tensor],
+    /// Per static, the address of its elements.
+    static_data: Vec<*const u8>,
+    /// One 8-byte slot per parameter.
+    bits: Vec<u64>,
+    /// One 8-byte slot per result, and one more.
+    slots: Vec<u64>,
+    scratch: Vec<u64>,
+}
+
+impl Runner<'_> {
     /// Runs one member on `args` (one tensor per entry parameter, of its
-    /// type and shape), drawing from `rng` (the member's stream), reading
-    /// `statics`, and adding the counts of its segments to `counters` (one
-    /// per segment).
-    pub fn run_member(
-        &self,
+    /// type and shape), drawing from `rng` (the member's stream; `None`
+    /// only when the program does not [`draw`](NativeProgram::draws)),
+    /// and adding the counts of its segments to `counters` (one per
+    /// segment).
+    pub fn run(
+        &mut self,
         args: &[&Tensor],
         limits: &Limits,
-        statics: &[Tensor],
-        rng: &mut MemberRng,
+        rng: Option<&mut MemberRng>,
         counters: &mut [u64],
     ) -> MemberRun {
+        let program = self.program;
         assert_eq!(
             counters.len(),
-            self.segments.len(),
+            program.segments.len(),
             "one counter per segment"
         );
-        assert_eq!(args.len(), self.params.len(), "one argument per parameter");
+        assert_eq!(
+            args.len(),
+            program.params.len(),
+            "one argument per parameter"
+        );
+        assert!(
+            rng.is_some() || !program.draws,
+            "a program that draws runs with the member's stream"
+        );
         if limits.max_stack_depth == 0 {
             return MemberRun {
-                outcome: Err(Stop::StackOverflow(self.entry_loc)),
+                outcome: Err(Stop::StackOverflow(program.entry_loc)),
                 steps: 0,
             };
         }
-        let bits: Vec<u64> = args
-            .iter()
-            .zip(&self.params)
-            .map(|(arg, param)| {
+        self.bits.clear();
+        for (arg, param) in args.iter().zip(&program.params) {
+            let bits = if param.shape.is_empty() {
+                assert!(
+                    arg.shape.is_empty(),
+                    "a scalar argument for a scalar parameter"
+                );
+                scalar_bits(arg.data.get(0))
+            } else {
                 assert_eq!(
                     arg.shape, param.shape,
                     "an argument of the parameter's shape"
                 );
-                if param.shape.is_empty() {
-                    scalar_bits(arg.data.get(0))
-                } else {
-                    arrays::data_bytes(&arg.data).0 as u64
-                }
-            })
-            .collect();
-        let mut outputs: Vec<Data> = self
+                arrays::data_bytes(&arg.data).0 as u64
+            };
+            self.bits.push(bits);
+        }
+        // Array results are written into their own new tensors' data.
+        let mut outputs: Vec<Option<Data>> = program
             .results
             .iter()
-            .map(|r| Data::filled(Scalar::zero(r.ty), r.len()))
+            .map(|r| (!r.shape.is_empty()).then(|| Data::filled(Scalar::zero(r.ty), r.len())))
             .collect();
-        let mut results: Vec<u64> = self
-            .results
-            .iter()
-            .zip(&mut outputs)
-            .map(|(r, data)| {
-                if r.shape.is_empty() {
-                    0
-                } else {
-                    arrays::data_bytes_mut(data) as u64
-                }
-            })
-            .collect();
-        results.push(0);
-        let static_data: Vec<*const u8> = statics
-            .iter()
-            .map(|s| arrays::data_bytes(&s.data).0)
-            .collect();
-        let here = &results as *const _ as usize;
+        self.slots.clear();
+        self.slots.extend(outputs.iter_mut().map(|data| match data {
+            Some(data) => arrays::data_bytes_mut(data) as u64,
+            None => 0,
+        }));
+        self.slots.push(0);
+        let here = &self.slots as *const _ as usize;
+        let rng: *mut MemberRng = rng.map_or(std::ptr::null_mut(), |rng| rng);
         let mut context = Context {
             status: 0,
             _pad: 0,
@@ -300,14 +345,14 @@ impl NativeProgram {
             depth_left: limits.max_stack_depth as u64 - 1,
             stack_limit: here.saturating_sub(limits.stack_room) as u64,
             counters: counters.as_mut_ptr(),
-            symbols: self.symbols.as_ptr(),
-            static_data: static_data.as_ptr(),
-            symbol_count: self.symbols.len(),
-            arrays: &self.arrays,
-            statics,
+            symbols: program.symbols.as_ptr(),
+            static_data: self.static_data.as_ptr(),
+            symbol_count: program.symbols.len(),
+            arrays: &program.arrays,
+            statics: self.statics,
             rng,
             fault: None,
-            scratch: Vec::new(),
+            scratch: std::mem::take(&mut self.scratch),
         };
         // SAFETY: the trampoline reads one argument per parameter (a
         // scalar's bits, or a pointer to an array of the parameter's shape,
@@ -315,27 +360,26 @@ impl NativeProgram {
         // elements of an array through the pointer in its slot, sized from
         // the result's shape); the code touches only `context`'s fields,
         // `counters` (one per segment), the symbols the program was
-        // compiled with, and its own frames.
-        unsafe { (self.trampoline)(&mut context, bits.as_ptr(), results.as_mut_ptr()) };
+        // compiled with, and its own frames. `rng` is null only for a
+        // program that draws nothing (no array operation reads it).
+        unsafe { (program.trampoline)(&mut context, self.bits.as_ptr(), self.slots.as_mut_ptr()) };
+        self.scratch = std::mem::take(&mut context.scratch);
         let steps = limits.max_steps - context.steps_left;
         let outcome = match context.status {
-            0 => Ok(self
+            0 => Ok(program
                 .results
                 .iter()
                 .zip(outputs)
-                .zip(&results)
-                .map(|((r, data), bits)| {
-                    if r.shape.is_empty() {
-                        Tensor::scalar(scalar_of_bits(r.ty, *bits))
-                    } else {
-                        Tensor::new(r.shape.clone(), data)
-                    }
+                .zip(&self.slots)
+                .map(|((r, data), bits)| match data {
+                    Some(data) => Tensor::new(r.shape.clone(), data),
+                    None => Tensor::scalar(scalar_of_bits(r.ty, *bits)),
                 })
                 .collect()),
             code => {
                 let index = translate::stop_index(code);
-                match (&self.stops[index], context.fault.take()) {
-                    (Stop::Fault { loc, .. }, Some(fault)) if self.dynamic[index] => {
+                match (&program.stops[index], context.fault.take()) {
+                    (Stop::Fault { loc, .. }, Some(fault)) if program.dynamic[index] => {
                         Err(Stop::Fault { fault, loc: *loc })
                     }
                     (stop, _) => Err(stop.clone()),
@@ -353,7 +397,7 @@ impl Drop for NativeProgram {
             Err(poisoned) => poisoned.into_inner().take(),
         };
         if let Some(module) = module {
-            // SAFETY: no function of the module runs: `run_member` borrows
+            // SAFETY: no function of the module runs: a `Runner` borrows
             // `self`, which is being dropped.
             unsafe { module.free_memory() };
         }

@@ -207,6 +207,7 @@ pub(crate) fn compile(
             .collect(),
         stops: unit.stops,
         dynamic: unit.dynamic,
+        draws: unit.arrays.iter().any(|op| op.prim.is_random()),
         arrays: unit.arrays,
         symbols: symbols.to_vec(),
         segments: unit.segments,

@@ -35,13 +35,19 @@ use crate::{offsets, operand, Segment, Stop};
 pub(super) struct Translator<'u, 'p, 'b> {
     pub unit: &'u mut Unit<'p>,
     pub function: &'p Function,
-    pub id: FuncId,
     pub b: FunctionBuilder<'b>,
     pub vars: Vec<Variable>,
     pub steps: Variable,
     pub ctx: Value,
     pub depth_left: Value,
     pub counters: Value,
+    /// Per IR block, the number of its first segment (its counter).
+    pub segment_base: Vec<usize>,
+    /// The counters of the segments inside loops, kept in registers while
+    /// the function runs and added to the context's at every exit (one
+    /// memory update per segment execution would chain each iteration of a
+    /// loop to the previous one through memory): segment number, variable.
+    pub local_counts: Vec<(usize, Variable)>,
     pub symbols: Value,
     /// Takes the stop code: writes it, then returns.
     pub stop_block: NativeBlock,
@@ -283,16 +289,18 @@ pub(super) fn translate(
     let propagate = b.create_block();
     b.set_cold_block(propagate);
     let blocks = function.blocks.keys().map(|_| b.create_block()).collect();
+    let (segment_base, local_counts) = register_segments(unit, id, function, &mut b);
     let mut t = Translator {
         unit,
         function,
-        id,
         b,
         vars,
         steps,
         ctx,
         depth_left: params[1],
         counters,
+        segment_base,
+        local_counts,
         symbols,
         stop_block,
         propagate,
@@ -408,15 +416,72 @@ fn segments(data: &BlockData) -> Vec<(usize, Vec<usize>)> {
     out
 }
 
+/// Registers the segments of `function`'s blocks in the unit (block by
+/// block, in order; each gets the next counter) and declares a variable,
+/// zero on entry, for each segment in a block that is part of a loop.
+/// Gives each block's first segment number and the variables.
+fn register_segments(
+    unit: &mut Unit<'_>,
+    id: FuncId,
+    function: &Function,
+    b: &mut FunctionBuilder<'_>,
+) -> (Vec<usize>, Vec<(usize, Variable)>) {
+    let looping = in_loops(function);
+    let mut bases = Vec::with_capacity(function.blocks.len());
+    let mut locals = Vec::new();
+    for (block, data) in function.blocks.iter() {
+        bases.push(unit.segments.len());
+        for (_, ops) in segments(data) {
+            if looping[block.index()] {
+                let var = b.declare_var(types::I64);
+                let zero = b.ins().iconst(types::I64, 0);
+                b.def_var(var, zero);
+                locals.push((unit.segments.len(), var));
+            }
+            unit.segments.push(Segment {
+                function: id,
+                block,
+                ops,
+            });
+        }
+    }
+    (bases, locals)
+}
+
+/// Per block of `function`: whether it lies on a cycle of the control-flow
+/// graph (a loop's blocks).
+fn in_loops(function: &Function) -> Vec<bool> {
+    let successors: Vec<Vec<Block>> = function
+        .blocks
+        .values()
+        .map(|d| d.term.successors())
+        .collect();
+    (0..successors.len())
+        .map(|start| {
+            let mut seen = vec![false; successors.len()];
+            let mut stack = successors[start].clone();
+            while let Some(b) = stack.pop() {
+                if b.index() == start {
+                    return true;
+                }
+                if !std::mem::replace(&mut seen[b.index()], true) {
+                    stack.extend(&successors[b.index()]);
+                }
+            }
+            false
+        })
+        .collect()
+}
+
 impl Translator<'_, '_, '_> {
     fn block(&mut self, block: Block, data: &BlockData) -> Result<(), String> {
         self.b.switch_to_block(self.blocks[block.index()]);
         self.take_step(data.loc);
-        let mut segments = segments(data).into_iter().peekable();
+        let mut segments = segments(data).into_iter().enumerate().peekable();
         self.constants.clear();
         for (i, op) in data.ops.iter().enumerate() {
-            if let Some((_, ops)) = segments.next_if(|(start, _)| *start == i) {
-                self.count(block, ops);
+            if let Some((k, _)) = segments.next_if(|(_, (start, _))| *start == i) {
+                self.count(self.segment_base[block.index()] + k);
             }
             let known = known_constant(self.function, &self.constants, op);
             match op {
@@ -481,6 +546,7 @@ impl Translator<'_, '_, '_> {
                         returned.push(self.b.use_var(self.vars[v.index()]));
                     }
                 }
+                self.flush_counts();
                 self.b.ins().return_(&returned);
             }
         }
@@ -495,27 +561,50 @@ impl Translator<'_, '_, '_> {
         self.b.def_var(self.steps, left);
     }
 
-    /// Adds one to the counter of a new segment of `block` holding `ops`.
-    fn count(&mut self, block: Block, ops: Vec<usize>) {
-        let offset = 8 * self.unit.segments.len() as i32;
-        self.unit.segments.push(Segment {
-            function: self.id,
-            block,
-            ops,
-        });
+    /// Adds one to the counter of segment number `segment`: in its
+    /// register inside a loop, else in the context's counters.
+    fn count(&mut self, segment: usize) {
+        if let Some(&(_, var)) = self.local_counts.iter().find(|(s, _)| *s == segment) {
+            let count = self.b.use_var(var);
+            let count = self.b.ins().iadd_imm_s(count, 1);
+            self.b.def_var(var, count);
+            return;
+        }
+        let offset = 8 * segment as i32;
         let count = self.b.ins().load(types::I64, FLAGS, self.counters, offset);
         let count = self.b.ins().iadd_imm_s(count, 1);
         self.b.ins().store(FLAGS, count, self.counters, offset);
     }
 
+    /// Adds the counters kept in registers to the context's (before every
+    /// exit of the function).
+    fn flush_counts(&mut self) {
+        for (segment, var) in self.local_counts.clone() {
+            let offset = 8 * segment as i32;
+            let local = self.b.use_var(var);
+            let count = self.b.ins().load(types::I64, FLAGS, self.counters, offset);
+            let count = self.b.ins().iadd(count, local);
+            self.b.ins().store(FLAGS, count, self.counters, offset);
+        }
+    }
+
     /// Stops the member with `stop` if `cond` (non-zero).
     pub(super) fn stop_if(&mut self, cond: Value, stop: Stop) {
         let code = self.unit.stop(stop);
-        let code = self.b.ins().iconst(types::I32, i64::from(code));
+        self.stop_with_code_if(cond, code);
+    }
+
+    /// Stops the member with the stop code `code` if `cond` (non-zero).
+    /// The code is set in a cold block of its own, off the path that goes
+    /// on.
+    pub(super) fn stop_with_code_if(&mut self, cond: Value, code: u32) {
+        let stop = self.b.create_block();
+        self.b.set_cold_block(stop);
         let go_on = self.b.create_block();
-        self.b
-            .ins()
-            .brif(cond, self.stop_block, &[BlockArg::Value(code)], go_on, &[]);
+        self.b.ins().brif(cond, stop, &[], go_on, &[]);
+        self.b.switch_to_block(stop);
+        let code = self.b.ins().iconst(types::I32, i64::from(code));
+        self.b.ins().jump(self.stop_block, &[BlockArg::Value(code)]);
         self.b.switch_to_block(go_on);
     }
 
@@ -537,6 +626,7 @@ impl Translator<'_, '_, '_> {
         self.b.ins().store(FLAGS, code, self.ctx, offsets::STATUS);
         self.b.ins().jump(self.propagate, &[]);
         self.b.switch_to_block(self.propagate);
+        self.flush_counts();
         let mut returned = vec![self.b.use_var(self.steps)];
         for r in self.function.results.iter().filter(|r| r.is_scalar()) {
             returned.push(self.zero(machine_type(r.elem)));

@@ -341,16 +341,7 @@ impl Translator<'_, '_, '_> {
         );
         if may_fault {
             let code = self.unit.dynamic_fault(loc);
-            let code = self.b.ins().iconst(types::I32, i64::from(code));
-            let go_on = self.b.create_block();
-            self.b.ins().brif(
-                failed,
-                self.stop_block,
-                &[cranelift_codegen::ir::BlockArg::Value(code)],
-                go_on,
-                &[],
-            );
-            self.b.switch_to_block(go_on);
+            self.stop_with_code_if(failed, code);
         }
         if let Some(d) = dst.filter(|d| !self.is_array(*d)) {
             let ty = machine_type(self.function.vars[d].ty.elem);
