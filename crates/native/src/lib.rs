@@ -324,17 +324,24 @@ impl Runner<'_> {
             };
             self.bits.push(bits);
         }
-        // Array results are written into their own new tensors' data.
-        let mut outputs: Vec<Option<Data>> = program
+        // Array results are written into their own new tensors' data (no
+        // allocation at all when every result is a scalar).
+        let mut outputs: Vec<Data> = program
             .results
             .iter()
-            .map(|r| (!r.shape.is_empty()).then(|| Data::filled(Scalar::zero(r.ty), r.len())))
+            .filter(|r| !r.shape.is_empty())
+            .map(|r| Data::filled(Scalar::zero(r.ty), r.len()))
             .collect();
         self.slots.clear();
-        self.slots.extend(outputs.iter_mut().map(|data| match data {
-            Some(data) => arrays::data_bytes_mut(data) as u64,
-            None => 0,
-        }));
+        let mut arrays = outputs.iter_mut();
+        for r in &program.results {
+            self.slots.push(if r.shape.is_empty() {
+                0
+            } else {
+                let data = arrays.next().expect("one output per array result");
+                arrays::data_bytes_mut(data) as u64
+            });
+        }
         self.slots.push(0);
         let here = &self.slots as *const _ as usize;
         let rng: *mut MemberRng = rng.map_or(std::ptr::null_mut(), |rng| rng);
@@ -366,16 +373,22 @@ impl Runner<'_> {
         self.scratch = std::mem::take(&mut context.scratch);
         let steps = limits.max_steps - context.steps_left;
         let outcome = match context.status {
-            0 => Ok(program
-                .results
-                .iter()
-                .zip(outputs)
-                .zip(&self.slots)
-                .map(|((r, data), bits)| match data {
-                    Some(data) => Tensor::new(r.shape.clone(), data),
-                    None => Tensor::scalar(scalar_of_bits(r.ty, *bits)),
-                })
-                .collect()),
+            0 => {
+                let mut arrays = outputs.into_iter();
+                Ok(program
+                    .results
+                    .iter()
+                    .zip(&self.slots)
+                    .map(|(r, bits)| {
+                        if r.shape.is_empty() {
+                            Tensor::scalar(scalar_of_bits(r.ty, *bits))
+                        } else {
+                            let data = arrays.next().expect("one output per array result");
+                            Tensor::new(r.shape.clone(), data)
+                        }
+                    })
+                    .collect())
+            }
             code => {
                 let index = translate::stop_index(code);
                 match (&program.stops[index], context.fault.take()) {

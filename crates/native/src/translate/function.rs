@@ -78,6 +78,10 @@ pub(super) struct Translator<'u, 'p, 'b> {
     /// block being translated: constants, and `+ - *` of them (with the
     /// type's wrapping); an index by one within bounds needs no check.
     pub constants: HashMap<Var, i128>,
+    /// The integer variables that hold `x % 2^k` at this point of the
+    /// block: `x`'s value then and `2^k - 1`. Such a remainder compared
+    /// with 0 is the test of `x`'s low bits (for either sign of `x`).
+    pub remainders: HashMap<Var, (Value, i64)>,
 }
 
 /// Where a function keeps its arrays: each array variable's offset (8-byte
@@ -316,6 +320,7 @@ pub(super) fn translate(
         in_place: vec![None; function.vars.len()],
         views: Vec::new(),
         constants: HashMap::new(),
+        remainders: HashMap::new(),
     };
     t.views = area
         .views
@@ -479,11 +484,13 @@ impl Translator<'_, '_, '_> {
         self.take_step(data.loc);
         let mut segments = segments(data).into_iter().enumerate().peekable();
         self.constants.clear();
+        self.remainders.clear();
         for (i, op) in data.ops.iter().enumerate() {
             if let Some((k, _)) = segments.next_if(|(_, (start, _))| *start == i) {
                 self.count(self.segment_base[block.index()] + k);
             }
             let known = known_constant(self.function, &self.constants, op);
+            let remainder = self.power_of_two_remainder(op);
             match op {
                 Op::Prim {
                     dst,
@@ -507,13 +514,40 @@ impl Translator<'_, '_, '_> {
             }
             for d in op.defs() {
                 self.constants.remove(d);
+                self.remainders.remove(d);
             }
             if let (Some(d), Some(value)) = (op.defs().first(), known) {
                 self.constants.insert(*d, value);
             }
+            if let Some((d, source)) = remainder {
+                self.remainders.insert(d, source);
+            }
         }
         self.terminate(&data.term);
         Ok(())
+    }
+
+    /// For `d = x % c` with `c` a known power of two: `d`, and `x`'s
+    /// value with the mask `c - 1`.
+    fn power_of_two_remainder(&mut self, op: &Op) -> Option<(Var, (Value, i64))> {
+        let Op::Prim {
+            dst: Some(d),
+            prim: Prim::Binary(BinaryOp::Rem),
+            args,
+            ..
+        } = op
+        else {
+            return None;
+        };
+        if !self.function.vars[*d].ty.is_scalar() || self.function.vars[*d].ty.elem.is_float() {
+            return None;
+        }
+        let divisor = *self.constants.get(&args[1])?;
+        if divisor < 1 || divisor.count_ones() != 1 || divisor > i64::MAX as i128 {
+            return None;
+        }
+        let x = self.b.use_var(self.vars[args[0].index()]);
+        Some((*d, (x, divisor as i64 - 1)))
     }
 
     fn terminate(&mut self, term: &Terminator) {
