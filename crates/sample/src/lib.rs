@@ -32,6 +32,7 @@
 //! chains (except under pooled adaptation, which a user asks for by name).
 
 mod chains;
+mod data;
 pub mod diagnostics;
 pub mod driver;
 pub mod model;

@@ -331,59 +331,22 @@ fn relocate(text: &str, model_lines: u32) -> String {
 /// inputs and the length of `theta`.
 fn bind_data(compiled: &Compiled, data: &str, path: &str) -> Result<(Inputs, usize), SampleError> {
     let program = compiled.program();
-    // One strict parse (a repeated key is an error, as in the inputs of
-    // `run`); the JSON is dropped once the statics are tensors.
-    let value = autobatch::parse_strict_json(data).map_err(|e| {
-        let message = e.to_string();
-        SampleError::Data(if message.starts_with("duplicate key") {
-            format!("the data repeats a key: {message}")
-        } else {
-            format!("the data is not valid JSON: {message}")
-        })
-    })?;
-    let serde_json::Value::Object(object) = value else {
-        return Err(SampleError::Data(
-            "the data must be a JSON object holding each static of the model by name".into(),
-        ));
+    let bound = match crate::data::read(program, data).and_then(|c| bind_compact(compiled, c)) {
+        Some(bound) => bound,
+        None => bind_json(compiled, data, path)?,
     };
-    for decl in program.statics.values() {
-        if !object.contains_key(&decl.name) {
-            return Err(SampleError::Data(format!(
-                "the data has no `{}` (static declared at {path}:{}:{})",
-                decl.name, decl.loc.line, decl.loc.column
-            )));
-        }
-    }
+    finish_binding(compiled, bound)
+}
 
-    let mut inputs = Inputs::new();
-    let mut given_dims: Vec<(String, u64)> = Vec::new();
-    for (key, value) in object {
-        if program.statics.values().any(|s| s.name == key) {
-            inputs = inputs.shared(&key, value);
-        } else if program.symbols.contains(&key) {
-            let Some(n) = value.as_u64() else {
-                return Err(SampleError::Data(format!(
-                    "the data gives the dimension `{key}` as {value}; a dimension is a non-negative integer"
-                )));
-            };
-            given_dims.push((key.clone(), n));
-        } else {
-            return Err(SampleError::Data(format!(
-                "the data has `{key}`, which is neither a static of the model nor one of its symbolic dimensions"
-            )));
-        }
-    }
-    let probe = compiled
-        .bind("nuts_probe", &inputs.batched("nuts_chain", [0_i64]))
-        .map_err(|e| {
-            SampleError::Data(format!("the data does not fit the model: {}", e.message()))
-        })?;
-    // The statics once converted, so that every segment binds tensors, not JSON.
-    let mut converted = Inputs::new();
-    for (decl, tensor) in program.statics.values().zip(&probe.env().statics) {
-        converted = converted.shared(&decl.name, autobatch::Value::Tensor(tensor.clone()));
-    }
-    let symbols = &probe.env().symbols;
+/// Checks the dimensions the data gives against the statics' shapes and
+/// finds the length of `theta`.
+fn finish_binding(compiled: &Compiled, bound: BoundData) -> Result<(Inputs, usize), SampleError> {
+    let program = compiled.program();
+    let BoundData {
+        statics: converted,
+        symbols,
+        given_dims,
+    } = bound;
     let fixed_by_statics = |id: usize| {
         program.statics.values().any(|s| {
             s.ty.dims
@@ -438,4 +401,229 @@ fn bind_data(compiled: &Compiled, data: &str, path: &str) -> Result<(Inputs, usi
         }
     };
     Ok((converted, dim as usize))
+}
+
+/// The data bound: the statics as tensors, the values of the symbolic
+/// dimensions they fix, and the dimensions the data gives by name.
+#[derive(Debug, PartialEq)]
+struct BoundData {
+    statics: Inputs,
+    symbols: Vec<u64>,
+    given_dims: Vec<(String, u64)>,
+}
+
+/// Binds the data read by `crate::data::read`, or `None` if the binder
+/// refuses it (then the JSON path says why, in its words).
+fn bind_compact(compiled: &Compiled, compact: crate::data::Compact) -> Option<BoundData> {
+    let program = compiled.program();
+    if program
+        .statics
+        .values()
+        .any(|decl| !compact.statics.iter().any(|(name, _)| *name == decl.name))
+    {
+        return None;
+    }
+    let mut inputs = Inputs::new();
+    for (name, tensor) in compact.statics {
+        inputs = inputs.shared(&name, autobatch::Value::Tensor(tensor));
+    }
+    let probe = compiled
+        .bind("nuts_probe", &inputs.batched("nuts_chain", [0_i64]))
+        .ok()?;
+    // The probe holds its own copy of every static: take them from there
+    // (the inputs are gone), so that at most two copies exist at once.
+    let mut statics = Inputs::new();
+    for (decl, tensor) in program.statics.values().zip(&probe.env().statics) {
+        statics = statics.shared(&decl.name, autobatch::Value::Tensor(tensor.clone()));
+    }
+    let symbols = probe.env().symbols.clone();
+    // In the order the JSON path takes them (its objects sort their keys),
+    // so that the first dimension found wrong is the same.
+    let mut given_dims = compact.dims;
+    given_dims.sort_by(|a, b| a.0.cmp(&b.0));
+    Some(BoundData {
+        statics,
+        symbols,
+        given_dims,
+    })
+}
+
+/// Binds the data through `serde_json::Value`: accepts everything the
+/// binder accepts and names what it refuses.
+fn bind_json(compiled: &Compiled, data: &str, path: &str) -> Result<BoundData, SampleError> {
+    let program = compiled.program();
+    // One strict parse (a repeated key is an error, as in the inputs of
+    // `run`); the JSON is dropped once the statics are tensors.
+    let value = autobatch::parse_strict_json(data).map_err(|e| {
+        let message = e.to_string();
+        SampleError::Data(if message.starts_with("duplicate key") {
+            format!("the data repeats a key: {message}")
+        } else {
+            format!("the data is not valid JSON: {message}")
+        })
+    })?;
+    let serde_json::Value::Object(object) = value else {
+        return Err(SampleError::Data(
+            "the data must be a JSON object holding each static of the model by name".into(),
+        ));
+    };
+    for decl in program.statics.values() {
+        if !object.contains_key(&decl.name) {
+            return Err(SampleError::Data(format!(
+                "the data has no `{}` (static declared at {path}:{}:{})",
+                decl.name, decl.loc.line, decl.loc.column
+            )));
+        }
+    }
+
+    let mut inputs = Inputs::new();
+    let mut given_dims: Vec<(String, u64)> = Vec::new();
+    for (key, value) in object {
+        if program.statics.values().any(|s| s.name == key) {
+            inputs = inputs.shared(&key, value);
+        } else if program.symbols.contains(&key) {
+            let Some(n) = value.as_u64() else {
+                return Err(SampleError::Data(format!(
+                    "the data gives the dimension `{key}` as {value}; a dimension is a non-negative integer"
+                )));
+            };
+            given_dims.push((key.clone(), n));
+        } else {
+            return Err(SampleError::Data(format!(
+                "the data has `{key}`, which is neither a static of the model nor one of its symbolic dimensions"
+            )));
+        }
+    }
+    let probe = compiled
+        .bind("nuts_probe", &inputs.batched("nuts_chain", [0_i64]))
+        .map_err(|e| {
+            SampleError::Data(format!("the data does not fit the model: {}", e.message()))
+        })?;
+    // The statics once converted, so that every segment binds tensors, not JSON.
+    let mut converted = Inputs::new();
+    for (decl, tensor) in program.statics.values().zip(&probe.env().statics) {
+        converted = converted.shared(&decl.name, autobatch::Value::Tensor(tensor.clone()));
+    }
+    Ok(BoundData {
+        statics: converted,
+        symbols: probe.env().symbols.clone(),
+        given_dims,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The fast reader of the data (`crate::data`) binds exactly what the
+    //! JSON path binds, or gives way to it: what is accepted, the tensors'
+    //! bits and the errors stay the JSON path's.
+
+    use super::*;
+
+    const MODEL: &str = r#"
+extern "autobatch" {
+    static X: [[f64; D]; N];
+    static y: [f32; N];
+    static k: [i32; 3];
+    static u: usize;
+    static b: [bool; 2];
+    static Z: [[[i64; 2]; 2]; 2];
+}
+fn log_density(theta: [f64; D]) -> f64 { sum(matvec(X, theta)) }
+"#;
+
+    fn compiled() -> Compiled {
+        let library = library_for(ScalarType::F64).replace("NUTS_DIM", "D");
+        compile(&format!("{MODEL}\n{library}"), "m.ab").expect("the test model compiles")
+    }
+
+    const GOOD: &str = r#"{"X": [[1, -2, 3e2], [0.5, -2.5E+2, 1e-300]],
+        "y": [0.1, 16777217], "k": [-2147483648, 2147483647, 0], "u": 18446744073709551615,
+        "b": [true, false], "Z": [[[1, -9223372036854775808], [3, 4]], [[5, 6], [7, 9223372036854775807]]],
+        "N": 2, "D": 3}"#;
+
+    /// Each data text: whether the fast reader takes it, and that the
+    /// outcome of `bind_data` is the JSON path's.
+    #[test]
+    fn the_fast_reader_binds_what_the_json_path_binds_or_gives_way() {
+        let compiled = compiled();
+        let cases: Vec<(String, bool)> = vec![
+            (GOOD.to_string(), true),
+            (GOOD.replace(r#""N": 2, "D": 3"#, r#""D": 3"#), true),
+            // The JSON path accepts these; the fast reader leaves them to it.
+            (GOOD.replace("0.5", "\"NaN\""), false),
+            (GOOD.replace("[0.1, 16777217]", "[\"inf\", 1]"), false),
+            // Refused, with the JSON path's words.
+            (GOOD.replace("0.1", "1e39"), false),
+            (GOOD.replace("-2147483648", "-2147483649"), false),
+            (GOOD.replace("[-2147483648, 2147483647, 0]", "[1.0, 2, 3]"), false),
+            (GOOD.replace("18446744073709551615", "-1"), false),
+            (GOOD.replace("[true, false]", "[1, 0]"), false),
+            (GOOD.replace("[0.5, -2.5E+2, 1e-300]", "[0.5, -2.5E+2]"), false),
+            (GOOD.replace(r#""N": 2"#, r#""N": 3"#), true),
+            (GOOD.replace(r#""N": 2"#, r#""N": 2, "N": 2"#), false),
+            (GOOD.replace(r#""N": 2"#, r#""M": 2"#), false),
+            // Read, but a static is missing: bound the JSON way, which names it.
+            (GOOD.replace(r#""u": 18446744073709551615,"#, ""), true),
+            (r#"{"X": [], "y": [], "k": [1, 2, 3], "u": 1, "b": [true, true], "Z": [[[1, 2], [3, 4]], [[5, 6], [7, 8]]], "D": 3}"#.to_string(), false),
+            ("[1, 2]".to_string(), false),
+            ("{\"X\": ".to_string(), false),
+        ];
+        for (data, fast) in cases {
+            let read = crate::data::read(compiled.program(), &data);
+            assert_eq!(read.is_some(), fast, "fast reader on {data}");
+            let json = bind_json(&compiled, &data, "m.ab");
+            if let Some(compact) = read {
+                let bound = bind_compact(&compiled, compact);
+                match (&bound, &json) {
+                    (Some(bound), Ok(json)) => assert_eq!(bound, json, "bound from {data}"),
+                    (None, Err(_)) => {}
+                    other => panic!("{data}: fast {:?}, JSON {:?}", other.0, other.1),
+                }
+            }
+            let via_data = bind_data(&compiled, &data, "m.ab");
+            let via_json = json.and_then(|bound| finish_binding(&compiled, bound));
+            assert_eq!(
+                format!("{via_data:?}"),
+                format!("{via_json:?}"),
+                "bind_data on {data}"
+            );
+        }
+    }
+
+    /// The tensors hold the binder's conversions: f32 rounding of decimals,
+    /// integers as floats, the extremes of every integer type.
+    #[test]
+    fn the_fast_reader_converts_numbers_as_the_binder_does() {
+        let compiled = compiled();
+        let compact = crate::data::read(compiled.program(), GOOD).expect("taken");
+        let find = |name: &str| {
+            compact
+                .statics
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t.clone())
+                .expect("present")
+        };
+        let x = find("X");
+        assert_eq!(x.shape, vec![2, 3]);
+        assert_eq!(
+            x.data,
+            autobatch_types::Data::F64(vec![1.0, -2.0, 300.0, 0.5, -250.0, 1e-300])
+        );
+        assert_eq!(
+            find("y").data,
+            autobatch_types::Data::F32(vec![0.1_f64 as f32, 16777216.0])
+        );
+        assert_eq!(
+            find("k").data,
+            autobatch_types::Data::I32(vec![i32::MIN, i32::MAX, 0])
+        );
+        assert_eq!(find("u").shape, Vec::<usize>::new());
+        assert_eq!(find("u").data, autobatch_types::Data::Usize(vec![u64::MAX]));
+        assert_eq!(find("Z").shape, vec![2, 2, 2]);
+        assert_eq!(
+            compact.dims,
+            vec![("N".to_string(), 2), ("D".to_string(), 3)]
+        );
+    }
 }
