@@ -333,17 +333,20 @@ impl Runner<'_> {
             .map(|r| Data::filled(Scalar::zero(r.ty), r.len()))
             .collect();
         self.slots.clear();
-        let mut arrays = outputs.iter_mut();
+        let mut array_outputs = outputs.iter_mut();
         for r in &program.results {
             self.slots.push(if r.shape.is_empty() {
                 0
             } else {
-                let data = arrays.next().expect("one output per array result");
+                let data = array_outputs.next().expect("one output per array result");
                 arrays::data_bytes_mut(data) as u64
             });
         }
         self.slots.push(0);
-        let here = &self.slots as *const _ as usize;
+        // An address in this frame: where the member's frames start (the
+        // runner itself may live anywhere).
+        let marker = 0_u8;
+        let here = std::hint::black_box(&marker) as *const u8 as usize;
         let rng: *mut MemberRng = rng.map_or(std::ptr::null_mut(), |rng| rng);
         let mut context = Context {
             status: 0,
@@ -374,7 +377,7 @@ impl Runner<'_> {
         let steps = limits.max_steps - context.steps_left;
         let outcome = match context.status {
             0 => {
-                let mut arrays = outputs.into_iter();
+                let mut array_outputs = outputs.into_iter();
                 Ok(program
                     .results
                     .iter()
@@ -383,7 +386,7 @@ impl Runner<'_> {
                         if r.shape.is_empty() {
                             Tensor::scalar(scalar_of_bits(r.ty, *bits))
                         } else {
-                            let data = arrays.next().expect("one output per array result");
+                            let data = array_outputs.next().expect("one output per array result");
                             Tensor::new(r.shape.clone(), data)
                         }
                     })

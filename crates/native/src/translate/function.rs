@@ -46,7 +46,8 @@ pub(super) struct Translator<'u, 'p, 'b> {
     /// The counters of the segments inside loops, kept in registers while
     /// the function runs and added to the context's at every exit (one
     /// memory update per segment execution would chain each iteration of a
-    /// loop to the previous one through memory): segment number, variable.
+    /// loop to the previous one through memory): segment number, variable,
+    /// by segment number.
     pub local_counts: Vec<(usize, Variable)>,
     pub symbols: Value,
     /// Takes the stop code: writes it, then returns.
@@ -598,7 +599,12 @@ impl Translator<'_, '_, '_> {
     /// Adds one to the counter of segment number `segment`: in its
     /// register inside a loop, else in the context's counters.
     fn count(&mut self, segment: usize) {
-        if let Some(&(_, var)) = self.local_counts.iter().find(|(s, _)| *s == segment) {
+        let local = self
+            .local_counts
+            .binary_search_by_key(&segment, |(s, _)| *s)
+            .ok()
+            .map(|at| self.local_counts[at].1);
+        if let Some(var) = local {
             let count = self.b.use_var(var);
             let count = self.b.ins().iadd_imm_s(count, 1);
             self.b.def_var(var, count);
