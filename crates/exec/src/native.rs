@@ -4,18 +4,20 @@
 //!
 //! Arrays live in each member's own frames, statics are read from the
 //! environment, and each member draws from its own `MemberRng` (seeded as
-//! the reference seeds it). A program the native compiler does not take
-//! yet (forks) runs on the program-counter strategy instead, and the
-//! report says so and why. A member whose native frames run short of
+//! the reference seeds it). Forks run their instances one after the
+//! other, as under the reference. A program the native compiler does not
+//! take yet (one that calls a host primitive) runs on the program-counter
+//! strategy instead, and the report says so and why. A member whose native frames run short of
 //! machine stack (the threads' stacks are sized from `--max-stack-depth`,
 //! so this is rare) is rerun alone on the reference executor
 //! ([`reference::run_member`]); the report counts such members, whose
 //! steps and operation counts the figures then leave out.
 //!
 //! `--stats`: `steps` is the sum of the members' steps (as under the
-//! reference), the operation counts are the reference's (each member's
-//! execution counts one), and the report gives `compiled`, the `reason`
-//! when not, `compile_seconds`, `functions` compiled and `members_rerun`.
+//! reference), the operation counts, `instances` and `peak_instances` are
+//! the reference's (each member's execution counts one), and the report
+//! gives `compiled`, the `reason` when not, `compile_seconds`, `functions`
+//! compiled and `members_rerun`.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -117,6 +119,8 @@ struct Progress<'a> {
     /// Per segment of the native program, its executions.
     counters: Vec<u64>,
     steps: u64,
+    instances: u64,
+    peak_instances: u64,
     rerun: u64,
     last_call: Instant,
     observer: Option<&'a crate::Observer>,
@@ -127,6 +131,8 @@ struct Chunk {
     results: Vec<Result<Vec<Tensor>, MemberError>>,
     counters: Vec<u64>,
     steps: u64,
+    instances: u64,
+    peak_instances: u64,
     rerun: u64,
 }
 
@@ -160,6 +166,8 @@ fn run_compiled(
     let progress = Mutex::new(Progress {
         counters: vec![0; native.segments().len()],
         steps: 0,
+        instances: 0,
+        peak_instances: 0,
         rerun: 0,
         last_call: Instant::now(),
         observer: options.observer.as_ref(),
@@ -190,8 +198,8 @@ fn run_compiled(
     let stats = Stats {
         steps: progress.steps,
         lane_utilization,
-        instances: 0,
-        peak_instances: 0,
+        instances: progress.instances,
+        peak_instances: progress.peak_instances,
         op_counts,
         wall_seconds,
         // Values live in registers and on the member's own machine stack.
@@ -219,6 +227,8 @@ fn run_chunk(
         results: Vec::with_capacity(members.len()),
         counters: vec![0; segments],
         steps: 0,
+        instances: 0,
+        peak_instances: 0,
         rerun: 0,
     };
     let mut member_counters = vec![0_u64; segments];
@@ -250,6 +260,8 @@ fn run_chunk(
         };
         chunk.results.push(outcome);
         chunk.steps += run.steps;
+        chunk.instances += run.instances;
+        chunk.peak_instances = chunk.peak_instances.max(run.peak_instances);
         for (total, count) in chunk.counters.iter_mut().zip(&member_counters) {
             *total += count;
         }
@@ -271,6 +283,8 @@ fn report_progress(
         *total += count;
     }
     progress.steps += done.steps;
+    progress.instances += done.instances;
+    progress.peak_instances = progress.peak_instances.max(done.peak_instances);
     progress.rerun += done.rerun;
     let Some(observer) = progress.observer else {
         return;

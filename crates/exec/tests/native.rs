@@ -81,6 +81,11 @@ fn agree(
             "{entry}: op counts"
         );
         assert_eq!(got.stats.steps, expected.stats.steps, "{entry}: steps");
+        assert_eq!(
+            (got.stats.instances, got.stats.peak_instances),
+            (expected.stats.instances, expected.stats.peak_instances),
+            "{entry}: instances started and most live at once"
+        );
     }
     got.stats.report
 }
@@ -410,22 +415,66 @@ fn random_draws_follow_each_members_stream() {
     }
 }
 
+const FORKS: &str = "
+fn twice(n: i64) -> i64 { 2 * n }
+fn both(n: i64) -> (i64, i64) { join(twice(n), twice(n + 1)) }
+fn pair(n: i64) -> (i64, [f64; 3]) { (n + 1, [n as f64, uniform(), 0.5]) }
+fn arrays(n: i64) -> (i64, [f64; 3], [f64; 3]) {
+    let ((a, v), (b, w)) = join(pair(n), pair(n * 3));
+    (a + b, v + w, w)
+}
+fn tree(n: i64) -> f64 {
+    if n <= 1 { uniform() } else {
+        let (a, b) = join(tree(n - 1), tree(n - 2));
+        a + b + normal()
+    }
+}
+fn sq(k: i64, n: i64) -> (i64, [f64; 2], bool) { (k * k + n, [uniform(), k as f64], k % 2 == 0) }
+fn squares(n: i64) -> ([i64; 5], [[f64; 2]; 5], [bool; 5]) { pfor::<5>(sq, n) }
+fn halve(x: f64) -> f64 { x / 2.0 + uniform() }
+fn halved(n: i64) -> [f64; 4] {
+    let mut xs = [1.0, 2.0, 3.0, n as f64];
+    xs = map(halve, xs);
+    xs = map(halve, xs);
+    xs
+}
+fn div(a: i64, b: i64) -> i64 { a / b }
+fn risky(n: i64) -> i64 { let (a, b) = join(div(n, 1), div(10, n)); a + b }
+fn guarded(n: i64) -> (bool, i64, f64, f64) {
+    let (ok, v) = catch(risky(n));
+    (ok, v, uniform(), tree(3))
+}
+fn deep(n: i64) -> i64 { if n == 0 { 0 } else { let (a, b) = join(deep(n - 1), twice(n)); a + b } }
+fn safe_deep(n: i64) -> (bool, i64, f64) { let (ok, v) = catch(deep(n)); (ok, v, uniform()) }
+fn none(n: i64) -> [i64; 0] { pfor::<0>(twice_k, n) }
+fn twice_k(k: i64, n: i64) -> i64 { k * n }";
+
 #[test]
-fn a_program_with_a_fork_falls_back_and_says_why() {
-    let source = "fn twice(n: i64) -> i64 { 2 * n }\nfn both(n: i64) -> (i64, i64) {\n    join(twice(n), twice(n + 1))\n}";
-    let report = agree(source, "both", &i64s(&[1, 2, 3]), &RunOptions::default());
-    assert_eq!(field(&report, "compiled"), &ReportValue::Bool(false));
-    assert_eq!(
-        field(&report, "ran_on"),
-        &ReportValue::Text("program-counter".into())
-    );
-    let ReportValue::Text(reason) = field(&report, "reason") else {
-        panic!("a reason")
+fn forks_run_natively_as_the_reference_runs_them() {
+    let members = i64s(&[0, 1, 2, 5, -3, 7]);
+    for seed in [0, 11] {
+        let options = RunOptions {
+            seed,
+            ..RunOptions::default()
+        };
+        for entry in [
+            "both", "arrays", "tree", "squares", "halved", "guarded", "none",
+        ] {
+            let report = agree(FORKS, entry, &members, &options);
+            assert_compiled(&report, entry);
+        }
+    }
+    // Instances past the depth limit (a caught one included) and the step
+    // limit inside instances.
+    let limited = RunOptions {
+        max_stack_depth: 6,
+        max_steps: 90,
+        ..RunOptions::default()
     };
-    assert!(
-        reason.ends_with("is not compiled yet") && reason.contains(" at 3:"),
-        "{reason}"
-    );
+    for entry in ["deep", "safe_deep", "tree"] {
+        let report = agree(FORKS, entry, &i64s(&[1, 3, 5, 6, 9]), &limited);
+        assert_compiled(&report, entry);
+    }
 }
 
 #[test]

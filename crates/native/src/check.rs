@@ -6,8 +6,8 @@
 //! arrays in member-local memory whose shapes are fixed once the symbols
 //! are bound, and every primitive: scalar ones inline or through a shim,
 //! the others (arrays, statics, random draws) through the host
-//! (`crate::arrays`); calls, catching calls, branches, loops, returns.
-//! Not yet: forks (`join`, `map`, `pfor`) and calls of host primitives.
+//! (`crate::arrays`); calls, catching calls, forks (`join`, `map`,
+//! `pfor`), branches, loops, returns. Not yet: calls of host primitives.
 
 use autobatch_ir::{BinaryOp, FuncId, Function, Loc, Op, Prim, Program, UnaryOp};
 use autobatch_types::{Dim, ScalarType};
@@ -60,12 +60,6 @@ fn check_function(function: &Function, symbols: &[u64]) -> Result<(), String> {
                 return Err(format!(
                     "the call of the host primitive `{}` at {} is not compiled yet",
                     host.name,
-                    at(*loc)
-                ));
-            }
-            if let Op::Fork { loc, .. } = op {
-                return Err(format!(
-                    "the fork (`join`, `map` or `pfor`) at {} is not compiled yet",
                     at(*loc)
                 ));
             }

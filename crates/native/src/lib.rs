@@ -44,15 +44,22 @@
 //! zero inside an array operation stops the member with the kernels'
 //! fault at the operation.
 //!
-//! What is not compiled yet ([`compile`] says what and where): forks
-//! (`join`, `map`, `pfor`). The executor (`autobatch_exec::native`) runs
-//! such programs on an interpreter.
+//! Forks (`join`, `map`, `pfor`) run their instances one after the other,
+//! as the reference executor does: each instance a native call one level
+//! deeper, with the instance's own random stream and the figures kept by
+//! the host (`forks`); a `map`'s instances are a native loop writing
+//! element `k` of each result array.
+//!
+//! What is not compiled yet ([`compile`] says what and where): calls of
+//! host primitives. The executor (`autobatch_exec::native`) runs such
+//! programs on an interpreter.
 //!
 //! The functions of one [`NativeProgram`] are immutable after [`compile`]
 //! and may run on many threads at once, one member per thread at a time.
 
 mod arrays;
 mod check;
+mod forks;
 mod shims;
 mod translate;
 
@@ -113,11 +120,15 @@ pub struct Limits {
     pub stack_room: usize,
 }
 
-/// One member's run: its results or why it stopped, and its steps.
+/// One member's run: its results or why it stopped, its steps, and the
+/// instances of `join`, `map` and `pfor` it started (and the most that
+/// were live at once).
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemberRun {
     pub outcome: Result<Vec<Tensor>, Stop>,
     pub steps: u64,
+    pub instances: u64,
+    pub peak_instances: u64,
 }
 
 /// What native code and the host share during one member's run. The
@@ -144,6 +155,12 @@ pub(crate) struct Context {
     fault: Option<Fault>,
     /// Memory for an array operation whose destination is an operand.
     scratch: Vec<u64>,
+    /// The forks the member is inside (`forks`).
+    forks: Vec<forks::OpenFork>,
+    /// Instances started, instances live now, and the most live at once.
+    instances: u64,
+    live_instances: u64,
+    peak_instances: u64,
 }
 
 pub(crate) mod offsets {
@@ -255,6 +272,7 @@ impl NativeProgram {
             bits: Vec::with_capacity(self.params.len()),
             slots: Vec::with_capacity(self.results.len() + 1),
             scratch: Vec::new(),
+            forks: Vec::new(),
         }
     }
 }
@@ -271,6 +289,7 @@ pub struct Runner<'p> {
     /// One 8-byte slot per result, and one more.
     slots: Vec<u64>,
     scratch: Vec<u64>,
+    forks: Vec<forks::OpenFork>,
 }
 
 impl Runner<'_> {
@@ -305,6 +324,8 @@ impl Runner<'_> {
             return MemberRun {
                 outcome: Err(Stop::StackOverflow(program.entry_loc)),
                 steps: 0,
+                instances: 0,
+                peak_instances: 0,
             };
         }
         self.bits.clear();
@@ -363,6 +384,10 @@ impl Runner<'_> {
             rng,
             fault: None,
             scratch: std::mem::take(&mut self.scratch),
+            forks: std::mem::take(&mut self.forks),
+            instances: 0,
+            live_instances: 0,
+            peak_instances: 0,
         };
         // SAFETY: the trampoline reads one argument per parameter (a
         // scalar's bits, or a pointer to an array of the parameter's shape,
@@ -374,6 +399,8 @@ impl Runner<'_> {
         // program that draws nothing (no array operation reads it).
         unsafe { (program.trampoline)(&mut context, self.bits.as_ptr(), self.slots.as_mut_ptr()) };
         self.scratch = std::mem::take(&mut context.scratch);
+        self.forks = std::mem::take(&mut context.forks);
+        self.forks.clear();
         let steps = limits.max_steps - context.steps_left;
         let outcome = match context.status {
             0 => {
@@ -402,7 +429,12 @@ impl Runner<'_> {
                 }
             }
         };
-        MemberRun { outcome, steps }
+        MemberRun {
+            outcome,
+            steps,
+            instances: context.instances,
+            peak_instances: context.peak_instances,
+        }
     }
 }
 

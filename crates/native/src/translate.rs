@@ -12,6 +12,7 @@
 //! result is not returned but written, on return, through a pointer the
 //! caller passes after the parameters (one per array result, in order).
 
+mod fork;
 mod function;
 mod inline;
 mod prims;
@@ -31,6 +32,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 
 use crate::arrays::{self, ArrayOp};
+use crate::forks;
 use crate::{offsets, operand, shims, NativeProgram, Segment, Stop, Trampoline};
 
 /// The bit of a stop code that a catching call does not recover from.
@@ -120,6 +122,10 @@ fn new_module() -> Result<JITModule, String> {
     builder.symbol(ARRAY_OP, arrays::array_op as *const u8);
     builder.symbol(COPY_BYTES, arrays::copy_bytes as *const u8);
     builder.symbol(ZERO_BYTES, arrays::zero_bytes as *const u8);
+    builder.symbol(FORK_BEGIN, forks::fork_begin as *const u8);
+    builder.symbol(INSTANCE_BEGIN, forks::instance_begin as *const u8);
+    builder.symbol(INSTANCE_END, forks::instance_end as *const u8);
+    builder.symbol(FORK_END, forks::fork_end as *const u8);
     Ok(JITModule::new(builder))
 }
 
@@ -127,6 +133,10 @@ fn new_module() -> Result<JITModule, String> {
 pub(crate) const ARRAY_OP: &str = "autobatch_array_op";
 pub(crate) const COPY_BYTES: &str = "autobatch_copy_bytes";
 pub(crate) const ZERO_BYTES: &str = "autobatch_zero_bytes";
+pub(crate) const FORK_BEGIN: &str = "autobatch_fork_begin";
+pub(crate) const INSTANCE_BEGIN: &str = "autobatch_instance_begin";
+pub(crate) const INSTANCE_END: &str = "autobatch_instance_end";
+pub(crate) const FORK_END: &str = "autobatch_fork_end";
 
 /// The machine type a value of `ty` travels as: its scalar's, or a pointer.
 pub(crate) fn value_type(ty: &TensorType) -> Type {
@@ -227,8 +237,7 @@ fn frame_bound(function: &Function, symbols: &[u64]) -> usize {
         .values()
         .flat_map(|b| &b.ops)
         .map(|op| match op {
-            Op::Prim { args, .. } | Op::Call { args, .. } => args.len(),
-            Op::Fork { .. } => 0,
+            Op::Prim { args, .. } | Op::Call { args, .. } | Op::Fork { args, .. } => args.len(),
         })
         .max()
         .unwrap_or(0);
@@ -239,7 +248,7 @@ fn frame_bound(function: &Function, symbols: &[u64]) -> usize {
         .values()
         .flat_map(|b| &b.ops)
         .map(|op| match op {
-            Op::Call { dsts, args, .. } => args
+            Op::Call { dsts, args, .. } | Op::Fork { dsts, args, .. } => args
                 .iter()
                 .filter(|a| dsts.contains(a) && !function.vars[**a].ty.is_scalar())
                 .map(|a| crate::operand(&function.vars[*a].ty, symbols).bytes() + 8)

@@ -250,7 +250,7 @@ fn max_operands(function: &Function) -> usize {
         .max(1)
 }
 
-fn explicit_slot(b: &mut FunctionBuilder<'_>, bytes: usize) -> StackSlot {
+pub(super) fn explicit_slot(b: &mut FunctionBuilder<'_>, bytes: usize) -> StackSlot {
     b.create_sized_stack_slot(StackSlotData::new(
         StackSlotKind::ExplicitSlot,
         bytes as u32,
@@ -506,12 +506,12 @@ impl Translator<'_, '_, '_> {
                     loc,
                     catch,
                 } => self.call(dsts, *callee, args, *loc, *catch),
-                Op::Fork { loc, .. } => {
-                    return Err(format!(
-                        "the fork at {}:{} is not compiled yet",
-                        loc.line, loc.column
-                    ))
-                }
+                Op::Fork {
+                    dsts,
+                    args,
+                    instances,
+                    loc,
+                } => self.fork(dsts, args, instances, *loc),
             }
             for d in op.defs() {
                 self.constants.remove(d);
@@ -831,7 +831,7 @@ impl Translator<'_, '_, '_> {
         self.call_import(COPY_BYTES, &[to, from, bytes], None);
     }
 
-    fn callee_ref(&mut self, callee: FuncId) -> FuncRef {
+    pub(super) fn callee_ref(&mut self, callee: FuncId) -> FuncRef {
         if let Some(r) = self.callee_refs.get(&callee) {
             return *r;
         }
