@@ -354,11 +354,21 @@ unsafe fn through_eval(
         .collect();
     let refs: Vec<&Tensor> = tensors.iter().collect();
     let symbols = std::slice::from_raw_parts(ctx.symbols, ctx.symbol_count);
+    // A program that draws nothing runs without a stream (a null
+    // pointer): such an operation draws nothing, so any stream will do.
+    let mut unused;
+    let rng = match ctx.rng.as_mut() {
+        Some(rng) => rng,
+        None => {
+            unused = autobatch_kernels::MemberRng::new(0, 0);
+            &mut unused
+        }
+    };
     // Native code never calls a host primitive (`check`).
     let mut prim_ctx = PrimContext {
         statics: &*ctx.statics,
         symbols,
-        rng: &mut *ctx.rng,
+        rng,
         hosts: &NO_HOSTS,
     };
     let value = autobatch_kernels::eval(&op.prim, &refs, &mut prim_ctx)?;
