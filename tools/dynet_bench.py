@@ -5,7 +5,8 @@ For every model, hidden size and batch size: writes one inputs file (the
 batch and the weights, from tools/treelstm_inputs.py or
 tools/models_inputs.py with seed 0), then
   - ours: `target/release/autobatch run MODEL.ab --stats` under the
-    program-counter (pc) and local-static (ls) strategies, and the same for
+    program-counter (pc), local-static (ls) and native (na) strategies
+    (`--strategies` to choose), and the same for
     MODEL_seq.ab (the model without instances, "seq pc", "seq ls") where it
     exists; the time is the stats' `wall_seconds` (execution alone: no
     parsing, compiling or reading the inputs), and the lane utilization is
@@ -42,8 +43,8 @@ ROOT = os.path.dirname(HERE)
 BIN = os.path.join(ROOT, "target/release/autobatch")
 MODELS = ["treelstm", "mvrnn", "birnn", "nested", "drnn", "berxit", "stackrnn"]
 ENTRY = {"drnn": "decode"}
-STRATEGIES = ["program-counter", "local-static"]
-SHORT = {"program-counter": "pc", "local-static": "ls"}
+STRATEGIES = ["program-counter", "local-static", "native"]
+SHORT = {"program-counter": "pc", "local-static": "ls", "native": "na"}
 # Models with instances also run as MODEL_seq.ab: the same model without
 # `join`/`map`/`pfor` (StackRNN has no independent work).
 SEQ = ["treelstm", "mvrnn", "birnn", "nested", "drnn", "berxit"]
@@ -53,6 +54,11 @@ def ours_columns(model):
     """(column, program, strategy) of our runs of `model`."""
     programs = [("", model)] + ([("seq ", model + "_seq")] if model in SEQ else [])
     return [(f"{tag}{SHORT[s]}", program, s) for tag, program in programs for s in STRATEGIES]
+
+
+def set_strategies(names):
+    """Keeps only the strategies `names` (in the order of STRATEGIES)."""
+    STRATEGIES[:] = [s for s in STRATEGIES if s in names]
 
 SST = os.path.join(ROOT, "examples/data/sst/test.txt")
 
@@ -391,11 +397,14 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per process")
     ap.add_argument("--dynet", nargs="+", type=int, default=[0, 1, 2], help="autobatch settings")
+    ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=list(STRATEGIES),
+                    help="our strategies to run")
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         return worker(*a.worker)
+    set_strategies(a.strategies)
 
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "autobatch-cli"], cwd=ROOT, check=True)
     rows = []
