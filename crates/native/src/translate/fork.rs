@@ -169,9 +169,12 @@ impl Translator<'_, '_, '_> {
                 Source::Ready(value) => {
                     // A join's call whose array argument is also its own
                     // result gets a copy (the callee may read it in place
-                    // while it writes the result).
+                    // while it writes the result); a map's such arguments
+                    // are copies already (`sources`).
                     match arg {
-                        InstanceArg::Whole(v) if self.is_array(*v) && call.dsts.contains(v) => {
+                        InstanceArg::Whole(v)
+                            if !mapped && self.is_array(*v) && call.dsts.contains(v) =>
+                        {
                             self.copy_of(*v, value)
                         }
                         _ => value,
