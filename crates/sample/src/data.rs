@@ -24,7 +24,7 @@ use std::fmt;
 
 use autobatch::ScalarType;
 use autobatch_ir::Program;
-use autobatch_types::{Data, Tensor};
+use autobatch_types::{Data, Scalar, Tensor};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// The data of a model read the fast way.
@@ -113,16 +113,8 @@ struct Array {
 
 impl Array {
     fn new(elem: ScalarType, rank: usize) -> Array {
-        let data = match elem {
-            ScalarType::Bool => Data::Bool(Vec::new()),
-            ScalarType::I32 => Data::I32(Vec::new()),
-            ScalarType::I64 => Data::I64(Vec::new()),
-            ScalarType::Usize => Data::Usize(Vec::new()),
-            ScalarType::F32 => Data::F32(Vec::new()),
-            ScalarType::F64 => Data::F64(Vec::new()),
-        };
         Array {
-            data,
+            data: Data::filled(Scalar::zero(elem), 0),
             shape: vec![None; rank],
         }
     }

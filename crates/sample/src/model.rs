@@ -427,23 +427,35 @@ fn bind_compact(compiled: &Compiled, compact: crate::data::Compact) -> Option<Bo
     for (name, tensor) in compact.statics {
         inputs = inputs.shared(&name, autobatch::Value::Tensor(tensor));
     }
-    let probe = compiled
-        .bind("nuts_probe", &inputs.batched("nuts_chain", [0_i64]))
-        .ok()?;
-    // The probe holds its own copy of every static: take them from there
-    // (the inputs are gone), so that at most two copies exist at once.
-    let mut statics = Inputs::new();
-    for (decl, tensor) in program.statics.values().zip(&probe.env().statics) {
-        statics = statics.shared(&decl.name, autobatch::Value::Tensor(tensor.clone()));
-    }
-    let symbols = probe.env().symbols.clone();
     // In the order the JSON path takes them (its objects sort their keys),
     // so that the first dimension found wrong is the same.
     let mut given_dims = compact.dims;
     given_dims.sort_by(|a, b| a.0.cmp(&b.0));
-    Some(BoundData {
+    probe(compiled, inputs, given_dims).ok()
+}
+
+/// Binds the statics `inputs` once (a probe run of one chain) and keeps
+/// them as the probe converted them, so that every segment binds tensors;
+/// the probe holds its own copy and `inputs` is gone by then, so at most
+/// two copies of the data exist at once.
+fn probe(
+    compiled: &Compiled,
+    inputs: Inputs,
+    given_dims: Vec<(String, u64)>,
+) -> Result<BoundData, autobatch::InputError> {
+    let probe = compiled.bind("nuts_probe", &inputs.batched("nuts_chain", [0_i64]))?;
+    let mut statics = Inputs::new();
+    for (decl, tensor) in compiled
+        .program()
+        .statics
+        .values()
+        .zip(&probe.env().statics)
+    {
+        statics = statics.shared(&decl.name, autobatch::Value::Tensor(tensor.clone()));
+    }
+    Ok(BoundData {
         statics,
-        symbols,
+        symbols: probe.env().symbols.clone(),
         given_dims,
     })
 }
@@ -494,21 +506,8 @@ fn bind_json(compiled: &Compiled, data: &str, path: &str) -> Result<BoundData, S
             )));
         }
     }
-    let probe = compiled
-        .bind("nuts_probe", &inputs.batched("nuts_chain", [0_i64]))
-        .map_err(|e| {
-            SampleError::Data(format!("the data does not fit the model: {}", e.message()))
-        })?;
-    // The statics once converted, so that every segment binds tensors, not JSON.
-    let mut converted = Inputs::new();
-    for (decl, tensor) in program.statics.values().zip(&probe.env().statics) {
-        converted = converted.shared(&decl.name, autobatch::Value::Tensor(tensor.clone()));
-    }
-    Ok(BoundData {
-        statics: converted,
-        symbols: probe.env().symbols.clone(),
-        given_dims,
-    })
+    probe(compiled, inputs, given_dims)
+        .map_err(|e| SampleError::Data(format!("the data does not fit the model: {}", e.message())))
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Value};
 use super::function::{explicit_slot, Translator, FLAGS};
 use super::{machine_type, FORK_BEGIN, FORK_END, INSTANCE_BEGIN, INSTANCE_END};
 use crate::{offsets, operand, Stop};
+use autobatch_kernels::dim_length;
 
 /// Where instance `k` finds one argument.
 #[derive(Clone, Copy)]
@@ -52,14 +53,7 @@ impl Translator<'_, '_, '_> {
             }
             Instances::Map { count, .. } => {
                 let call = &calls[0];
-                let count = operand(
-                    &autobatch_types::TensorType {
-                        elem: autobatch_types::ScalarType::Usize,
-                        dims: vec![*count],
-                    },
-                    self.unit.symbols,
-                )
-                .len();
+                let count = dim_length(self.unit.symbols, *count);
                 let sources = self.sources(call, dsts);
                 self.map_loop(call, count, &sources, overflow);
             }
@@ -88,16 +82,48 @@ impl Translator<'_, '_, '_> {
                         base = self.copy_of(v, base);
                     }
                     let ty = &self.function.vars[v].ty;
-                    let whole = operand(ty, self.unit.symbols);
-                    let count = whole.shape[0].max(1);
                     Source::Element {
                         base,
-                        bytes: (whole.bytes() / count) as i64,
+                        bytes: self.element_bytes(v),
                         scalar: (ty.dims.len() == 1).then(|| machine_type(ty.elem)),
                     }
                 }
             })
             .collect()
+    }
+
+    /// If `cond`: leaves the fork (the forking stream comes back) in a cold
+    /// block, then stops the member with `code`, or, without one, returns
+    /// with the status an instance set.
+    fn leave_fork_if(&mut self, cond: Value, code: Option<u32>) {
+        let leave = self.b.create_block();
+        self.b.set_cold_block(leave);
+        let go_on = self.b.create_block();
+        self.b.ins().brif(cond, leave, &[], go_on, &[]);
+        self.b.switch_to_block(leave);
+        self.call_import(FORK_END, &[self.ctx], None);
+        match code {
+            Some(code) => {
+                let code = self.b.ins().iconst(types::I32, i64::from(code));
+                self.b.ins().jump(self.stop_block, &[BlockArg::Value(code)]);
+            }
+            None => {
+                self.b.ins().jump(self.propagate, &[]);
+            }
+        }
+        self.b.switch_to_block(go_on);
+    }
+
+    /// The bytes of one element (the item along the first axis) of array `v`.
+    fn element_bytes(&self, v: Var) -> i64 {
+        let whole = operand(&self.function.vars[v].ty, self.unit.symbols);
+        (whole.bytes() / whole.shape[0].max(1)) as i64
+    }
+
+    /// The address of element `k` of the array at `base`.
+    fn element_at(&mut self, base: Value, k: Value, bytes: i64) -> Value {
+        let offset = self.b.ins().imul_imm_s(k, bytes);
+        self.b.ins().iadd(base, offset)
     }
 
     /// A copy of array `v` (at `from`) in a slot of this frame.
@@ -149,16 +175,8 @@ impl Translator<'_, '_, '_> {
     ) {
         // The depth check of a call; on overflow, leave the fork first.
         let no_room = self.b.ins().icmp_imm_s(IntCC::Equal, self.depth_left, 0);
-        let overflowed = self.b.create_block();
-        self.b.set_cold_block(overflowed);
-        let go = self.b.create_block();
-        self.b.ins().brif(no_room, overflowed, &[], go, &[]);
-        self.b.switch_to_block(overflowed);
-        self.call_import(FORK_END, &[self.ctx], None);
         let code = self.unit.stop(overflow);
-        let code = self.b.ins().iconst(types::I32, i64::from(code));
-        self.b.ins().jump(self.stop_block, &[BlockArg::Value(code)]);
-        self.b.switch_to_block(go);
+        self.leave_fork_if(no_room, Some(code));
 
         self.call_import(INSTANCE_BEGIN, &[self.ctx, k], None);
         let depth = self.b.ins().iadd_imm_s(self.depth_left, -1);
@@ -186,8 +204,7 @@ impl Translator<'_, '_, '_> {
                     bytes,
                     scalar,
                 } => {
-                    let offset = self.b.ins().imul_imm_s(k, bytes);
-                    let at = self.b.ins().iadd(base, offset);
+                    let at = self.element_at(base, k, bytes);
                     match scalar {
                         Some(ty) => self.b.ins().load(ty, FLAGS, at, 0),
                         None => at,
@@ -207,11 +224,9 @@ impl Translator<'_, '_, '_> {
         let mut element_addrs = Vec::with_capacity(results.len());
         for &(d, scalar) in &results {
             let at = if mapped {
-                let whole = operand(&self.function.vars[d].ty, self.unit.symbols);
-                let count = whole.shape[0].max(1);
                 let base = self.addr(d);
-                let offset = self.b.ins().imul_imm_s(k, (whole.bytes() / count) as i64);
-                Some(self.b.ins().iadd(base, offset))
+                let bytes = self.element_bytes(d);
+                Some(self.element_at(base, k, bytes))
             } else {
                 None
             };
@@ -233,14 +248,7 @@ impl Translator<'_, '_, '_> {
             .b
             .ins()
             .load(types::I32, FLAGS, self.ctx, offsets::STATUS);
-        let stopped = self.b.create_block();
-        self.b.set_cold_block(stopped);
-        let ok = self.b.create_block();
-        self.b.ins().brif(status, stopped, &[], ok, &[]);
-        self.b.switch_to_block(stopped);
-        self.call_import(FORK_END, &[self.ctx], None);
-        self.b.ins().jump(self.propagate, &[]);
-        self.b.switch_to_block(ok);
+        self.leave_fork_if(status, None);
         let mut scalars = returned[1..].iter();
         for (&(d, scalar), at) in results.iter().zip(element_addrs) {
             if !scalar {
