@@ -54,6 +54,10 @@ pub enum InputErrorKind {
     DimensionMismatch,
     /// A symbolic dimension that only occurs inside empty arrays.
     UndeterminedDimension,
+    /// A gradient with respect to statics that cannot be taken (the entry
+    /// does not return a float scalar, a static is not a float, or the
+    /// code breaks a rule of `grad`).
+    NotDifferentiable,
 }
 
 /// Inputs that cannot be run: what is wrong and where.
@@ -99,6 +103,9 @@ pub struct BoundBatch {
     /// (0 for a whole batch): member `m` draws random numbers as member
     /// `first_member + m` of the whole batch.
     first_member: u64,
+    /// The statics whose gradient (summed over the members) the run gives
+    /// ([`Compiled::bind_static_gradient`]), by name; none for a plain run.
+    pub(crate) gradients: Vec<(String, autobatch_ir::StaticId)>,
 }
 
 impl BoundBatch {
@@ -115,6 +122,7 @@ impl BoundBatch {
             env,
             batch,
             first_member,
+            gradients: Vec::new(),
         }
     }
     /// The same batch as members `first..` of a larger batch: member `m`
@@ -157,8 +165,131 @@ impl Compiled {
     /// Binds `inputs` to the entry function `entry`: see the [module docs](crate::bind)
     /// for the rules. With no batched argument the batch has one member.
     pub fn bind(&self, entry: &str, inputs: &Inputs) -> Result<BoundBatch, InputError> {
-        let program = self.program();
         let entry_id = self.entry_function(entry)?;
+        self.bind_function(entry_id, inputs)
+    }
+
+    /// Binds `inputs` to `entry` to run, instead of `entry`, the gradient
+    /// of the sum of the members' results (each member's loss: `entry`
+    /// returns a float scalar) with respect to the `statics`, as JAX's
+    /// `grad(lambda W: vmap(loss)(W, xs).sum())`. Each member still gets
+    /// its own result (its loss), exactly as [`Compiled::bind`] gives it;
+    /// the run's [`crate::RunResult::static_gradients`] holds the sum's
+    /// gradient, one value per static, of the static's type: the sum of
+    /// the contributions of the members that finish (a member that faults
+    /// contributes nothing), in an order fixed by the contributions'
+    /// values (see `docs/language.md`, "Gradients with respect to
+    /// statics"), so that its bits depend neither on the strategy, the
+    /// threads, nor the order of the members. The rules of `grad` hold
+    /// with the statics in the place of the point.
+    pub fn bind_static_gradient(
+        &self,
+        entry: &str,
+        statics: &[&str],
+        inputs: &Inputs,
+    ) -> Result<BoundBatch, InputError> {
+        let original = self.entry_function(entry)?;
+        let ids = self.check_static_gradient(original, entry, statics)?;
+        let names: Vec<String> = statics.iter().map(|s| s.to_string()).collect();
+        let (mut program, sgrad) =
+            crate::frontend_bridge::lower_static_gradient(self.source(), entry, &names).map_err(
+                |diagnostics| {
+                    let error = crate::compile::CompileError::new(diagnostics, self);
+                    InputError::new(
+                        InputErrorKind::NotDifferentiable,
+                        format!(
+                            "cannot differentiate `{entry}` with respect to {}:\n{}",
+                            statics.join(", "),
+                            error.render(false)
+                        ),
+                    )
+                },
+            )?;
+        crate::compile::verify_and_optimize(&mut program);
+        let derived = self.with_program(program);
+        let mut bound = derived.bind_function(sgrad, inputs)?;
+        bound.gradients = names.into_iter().zip(ids).collect();
+        Ok(bound)
+    }
+
+    /// Checks a request of [`Compiled::bind_static_gradient`]: `entry`
+    /// returns a float scalar; the statics exist, are floats, and are
+    /// named once each. Gives their ids, in order.
+    fn check_static_gradient(
+        &self,
+        entry_id: FuncId,
+        entry: &str,
+        statics: &[&str],
+    ) -> Result<Vec<autobatch_ir::StaticId>, InputError> {
+        let program = self.program();
+        let function = &program.functions[entry_id];
+        let scalar_float =
+            matches!(function.results.as_slice(), [t] if t.is_scalar() && t.elem.is_float());
+        if !scalar_float {
+            return Err(InputError::new(
+                InputErrorKind::NotDifferentiable,
+                format!(
+                    "a gradient with respect to statics needs an entry that returns one float \
+                     scalar (each member's loss), but `{entry}` returns {}",
+                    type_name(program, &function.ret_type)
+                ),
+            ));
+        }
+        if statics.is_empty() {
+            return Err(InputError::new(
+                InputErrorKind::NotDifferentiable,
+                "a gradient with respect to statics needs at least one static",
+            ));
+        }
+        let float_statics: Vec<&str> = program
+            .statics
+            .values()
+            .filter(|s| s.ty.elem.is_float())
+            .map(|s| s.name.as_str())
+            .collect();
+        let mut ids = Vec::with_capacity(statics.len());
+        for (k, name) in statics.iter().enumerate() {
+            let found = program.statics.iter().find(|(_, s)| s.name == *name);
+            let id = match found {
+                Some((id, s)) if s.ty.elem.is_float() => id,
+                Some((_, s)) => {
+                    return Err(InputError::new(
+                        InputErrorKind::NotDifferentiable,
+                        format!(
+                            "cannot differentiate with respect to the static `{name}`: it is of type {}, not a float",
+                            type_name(program, &Type::Tensor(s.ty.clone()))
+                        ),
+                    ))
+                }
+                None => {
+                    return Err(InputError::new(
+                        InputErrorKind::UnknownName,
+                        format!(
+                            "no static named `{name}` in {} (float statics: {})",
+                            self.path(),
+                            if float_statics.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                float_statics.join(", ")
+                            }
+                        ),
+                    ))
+                }
+            };
+            if statics[..k].contains(name) {
+                return Err(InputError::new(
+                    InputErrorKind::DuplicatedName,
+                    format!("the static `{name}` is named twice"),
+                ));
+            }
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
+    /// Binds `inputs` to the function `entry_id` (see [`Compiled::bind`]).
+    fn bind_function(&self, entry_id: FuncId, inputs: &Inputs) -> Result<BoundBatch, InputError> {
+        let program = self.program();
         let function = &program.functions[entry_id];
         check_names(program, function, inputs)?;
         let batch_size = batch_size(inputs)?;
@@ -200,6 +331,7 @@ impl Compiled {
             env,
             batch,
             first_member: 0,
+            gradients: Vec::new(),
         })
     }
 }

@@ -24,9 +24,7 @@ pub fn compile(source: &str, path: &str) -> Result<Compiled, CompileError> {
             source: source.to_owned(),
             path: path.to_owned(),
         })?;
-    verify_or_panic(&program, "lowering");
-    autobatch_passes::optimize(&mut program);
-    verify_or_panic(&program, "optimization");
+    verify_and_optimize(&mut program);
     Ok(Compiled {
         program: Arc::new(program),
         source: source.to_owned(),
@@ -113,6 +111,13 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic".to_owned())
+}
+
+/// Verifies a lowered program, optimizes it and verifies it again.
+pub(crate) fn verify_and_optimize(program: &mut Program) {
+    verify_or_panic(program, "lowering");
+    autobatch_passes::optimize(program);
+    verify_or_panic(program, "optimization");
 }
 
 /// A broken IR invariant is a compiler bug, never the user's fault, so it is
@@ -274,6 +279,17 @@ impl Compiled {
         &self.program
     }
 
+    /// The same source, path and host functions with another program (one
+    /// derived from this one's source).
+    pub(crate) fn with_program(&self, program: Program) -> Compiled {
+        Compiled {
+            program: Arc::new(program),
+            source: self.source.clone(),
+            path: self.path.clone(),
+            hosts: self.hosts.clone(),
+        }
+    }
+
     pub(crate) fn shared_program(&self) -> Arc<Program> {
         Arc::clone(&self.program)
     }
@@ -405,6 +421,15 @@ pub struct CompileError {
 }
 
 impl CompileError {
+    /// `diagnostics` about the source of `compiled`.
+    pub(crate) fn new(diagnostics: Vec<Diagnostic>, compiled: &Compiled) -> CompileError {
+        CompileError {
+            diagnostics,
+            source: compiled.source().to_owned(),
+            path: compiled.path().to_owned(),
+        }
+    }
+
     /// The diagnostics, in the order the front end reported them.
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.diagnostics

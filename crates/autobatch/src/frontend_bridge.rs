@@ -11,6 +11,16 @@ pub(crate) fn lower_source(source: &str) -> Result<Program, Vec<Diagnostic>> {
     autobatch_lower::compile(source)
 }
 
+/// [`lower_source`], then the gradient of `entry` with respect to
+/// `statics` (`entry'sgrad`, whose id comes with the program).
+pub(crate) fn lower_static_gradient(
+    source: &str,
+    entry: &str,
+    statics: &[String],
+) -> Result<(Program, autobatch_ir::FuncId), Vec<Diagnostic>> {
+    autobatch_lower::compile_static_gradient(source, entry, statics)
+}
+
 /// Where a diagnostic starts.
 pub(crate) fn diagnostic_start(diagnostic: &Diagnostic) -> Loc {
     diagnostic.loc

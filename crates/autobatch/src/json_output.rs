@@ -101,6 +101,17 @@ impl RunResult {
             self.members.iter().map(member_result_to_json).collect();
         let mut out = serde_json::Map::new();
         out.insert("results".into(), serde_json::Value::Array(results));
+        if !self.static_gradients.is_empty() {
+            let gradients: serde_json::Map<String, serde_json::Value> = self
+                .static_gradients
+                .iter()
+                .map(|(name, g)| (name.clone(), tensor_to_json(g)))
+                .collect();
+            out.insert(
+                "static_gradients".into(),
+                serde_json::Value::Object(gradients),
+            );
+        }
         if with_stats {
             out.insert("stats".into(), self.stats_to_json());
         }
@@ -233,6 +244,7 @@ mod tests {
             lanes: Lanes::Auto,
             threads: 4,
             batch_size: 2,
+            static_gradients: Vec::new(),
             members: vec![
                 Ok(scalar(Scalar::I64(3))),
                 Err(MemberError::new(

@@ -173,6 +173,10 @@ pub struct RunResult {
     pub batch_size: usize,
     /// One per member, in input order.
     pub members: Vec<Result<Value, MemberError>>,
+    /// For a batch bound by [`crate::Compiled::bind_static_gradient`]: each
+    /// static's name and the gradient of the sum of the members' results
+    /// with respect to it (the members that finished); else empty.
+    pub static_gradients: Vec<(String, autobatch_types::Tensor)>,
     pub stats: Stats,
 }
 
@@ -220,6 +224,7 @@ impl BoundBatch {
                 self.batch_size()
             )));
         }
+        let static_gradients = self.sum_static_gradients(output.adjoints);
         let ret_type = &self.entry_function().ret_type;
         let mut members = Vec::with_capacity(output.results.len());
         for (member, result) in output.results.into_iter().enumerate() {
@@ -247,8 +252,26 @@ impl BoundBatch {
             threads: config.threads,
             batch_size: self.batch_size(),
             members,
+            static_gradients,
             stats: output.stats,
         })
+    }
+
+    /// The gradients this batch asked for, from the members' contributions.
+    fn sum_static_gradients(
+        &self,
+        adjoints: Vec<autobatch_exec::adjoints::AdjointRecord>,
+    ) -> Vec<(String, autobatch_types::Tensor)> {
+        if self.gradients.is_empty() {
+            return Vec::new();
+        }
+        let ids: Vec<autobatch_ir::StaticId> = self.gradients.iter().map(|(_, id)| *id).collect();
+        let sums = autobatch_exec::adjoints::static_gradients(&self.env().statics, &ids, adjoints);
+        self.gradients
+            .iter()
+            .map(|(name, _)| name.clone())
+            .zip(sums)
+            .collect()
     }
 }
 

@@ -158,9 +158,16 @@ pub(crate) fn propagates(prim: &Prim) -> bool {
     )
 }
 
-/// Which variables depend (through float values) on the active parameters,
-/// flow-insensitively: a variable is active if any of its definitions is.
-pub(crate) fn activity(g: &Function, active: &[bool], reachable: &[bool]) -> Vec<bool> {
+/// Which variables depend (through float values) on the active parameters
+/// or on the statics of `sources`, flow-insensitively: a variable is active
+/// if any of its definitions is. A load of an active static is active, as
+/// are the results of a call or fork of a function that reads one.
+pub(crate) fn activity(
+    g: &Function,
+    active: &[bool],
+    reachable: &[bool],
+    sources: &Sources,
+) -> Vec<bool> {
     let mut act = vec![false; g.vars.len()];
     for (p, a) in g.params.iter().zip(active) {
         if *a {
@@ -175,7 +182,7 @@ pub(crate) fn activity(g: &Function, active: &[bool], reachable: &[bool]) -> Vec
                 continue;
             }
             for op in &data.ops {
-                if !op.uses().iter().any(|v| act[v.index()]) {
+                if !op.uses().iter().any(|v| act[v.index()]) && !sources.starts(op) {
                     continue;
                 }
                 if let Op::Prim { prim, .. } = op {
@@ -286,5 +293,73 @@ fn rename_uses(op: &mut Op, from: Var, to: Var) {
     };
     for a in args.iter_mut().filter(|a| **a == from) {
         *a = to;
+    }
+}
+
+/// The statics a gradient is taken with respect to (`--grad-statics`), and
+/// which functions of the program read them (themselves, or through the
+/// functions they call or run as instances).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Sources {
+    /// By static: whether it is differentiated.
+    pub statics: Vec<bool>,
+    /// By function of the original program: whether it reads one.
+    pub reads: Vec<bool>,
+}
+
+impl Sources {
+    /// The sources for the statics marked in `statics` (by `StaticId`).
+    pub fn new(program: &autobatch_ir::Program, statics: Vec<bool>) -> Sources {
+        let mut sources = Sources {
+            statics,
+            reads: vec![false; program.functions.len()],
+        };
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for (f, func) in program.functions.iter() {
+                if sources.reads[f.index()] {
+                    continue;
+                }
+                let reads = func
+                    .blocks
+                    .values()
+                    .flat_map(|b| &b.ops)
+                    .any(|op| sources.starts(op));
+                if reads {
+                    sources.reads[f.index()] = true;
+                    changed = true;
+                }
+            }
+        }
+        sources
+    }
+
+    /// Whether `static` is differentiated.
+    pub fn is_active(&self, id: autobatch_ir::StaticId) -> bool {
+        self.statics.get(id.0 as usize).copied().unwrap_or(false)
+    }
+
+    /// Whether function `f` reads a differentiated static.
+    pub fn reads(&self, f: autobatch_ir::FuncId) -> bool {
+        self.reads.get(f.index()).copied().unwrap_or(false)
+    }
+
+    /// Whether `op`'s results depend on a differentiated static whatever
+    /// its operands: a load of one, or a call or fork of a function that
+    /// reads one.
+    pub fn starts(&self, op: &Op) -> bool {
+        match op {
+            Op::Prim {
+                prim: Prim::LoadStatic(id),
+                ..
+            } => self.is_active(*id),
+            Op::Prim { .. } => false,
+            Op::Call { callee, .. } => self.reads(*callee),
+            Op::Fork { instances, .. } => match instances {
+                autobatch_ir::Instances::Join(calls) => calls.iter().any(|c| self.reads(c.callee)),
+                autobatch_ir::Instances::Map { callee, .. } => self.reads(*callee),
+            },
+        }
     }
 }

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use autobatch_ir::{
-    Block, BlockData, EntityRef, FuncId, Function, Op, Param, Prim, Program, Scalar, ScalarType,
-    TensorType, Terminator, Type, Var, VarData,
+    AdjointKind, Block, BlockData, EntityRef, FuncId, Function, Op, Param, Prim, Program, Scalar,
+    ScalarType, TensorType, Terminator, Type, Var, VarData,
 };
 use autobatch_types::Loc;
 
@@ -25,6 +25,21 @@ pub(crate) struct Builder<'p> {
     /// that the adjoint code reuses forward values and its own instead of
     /// recomputing them; and which variables are negations of which.
     pub known: Known,
+    /// By static: whether it is differentiated (`derive_static_gradient`).
+    pub statics: Vec<bool>,
+    /// The variables that hold a differentiated static or a row of one:
+    /// their adjoints never accumulate; each contribution goes to the
+    /// member's log at once ([`Builder::accumulate`]).
+    pub views: HashMap<Var, View>,
+}
+
+/// A variable holding a differentiated static ([`Builder::views`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum View {
+    /// The whole static.
+    Whole(autobatch_ir::StaticId),
+    /// Its row at the index held by the variable.
+    Row(autobatch_ir::StaticId, Var),
 }
 
 /// See [`Builder::known`].
@@ -38,7 +53,7 @@ pub(crate) struct Known {
 
 /// Whether two evaluations of `prim` on the same operands give the same value.
 fn reusable(prim: &Prim) -> bool {
-    !prim.is_random() && !prim.is_host() && !matches!(prim, Prim::Assert { .. })
+    !prim.has_effect()
 }
 
 impl Known {
@@ -105,6 +120,8 @@ impl<'p> Builder<'p> {
             active: Vec::new(),
             adj: HashMap::new(),
             known: Known::default(),
+            statics: Vec::new(),
+            views: HashMap::new(),
         };
         b.new_block(block_loc);
         b
@@ -134,7 +151,67 @@ impl<'p> Builder<'p> {
         &self.func.vars[v].ty
     }
     pub fn push(&mut self, op: Op) {
+        self.note_view(&op);
         self.func.blocks[self.current].ops.push(op);
+    }
+    /// Records in [`Builder::views`] a load of a differentiated static, or
+    /// a row read of one.
+    fn note_view(&mut self, op: &Op) {
+        let Op::Prim {
+            dst: Some(dst),
+            prim,
+            args,
+            ..
+        } = op
+        else {
+            return;
+        };
+        let view = match prim {
+            Prim::LoadStatic(id) if self.statics.get(id.0 as usize) == Some(&true) => {
+                View::Whole(*id)
+            }
+            Prim::Index => match self.views.get(&args[0]) {
+                Some(View::Whole(id)) => View::Row(*id, args[1]),
+                _ => return,
+            },
+            _ => return,
+        };
+        self.views.insert(*dst, view);
+    }
+    /// What `v` holds of a differentiated static, if anything.
+    pub fn view(&self, v: Var) -> Option<View> {
+        self.views.get(&v).copied()
+    }
+    /// Records the contribution `outer(u, w)` to the matrix `m` holds, when
+    /// `m` holds a differentiated static or a row of one (a matrix): true
+    /// if it did.
+    pub fn record_outer(&mut self, m: Var, u: Var, w: Var, loc: Loc) -> bool {
+        if self.ty(m).dims.len() != 2 {
+            return false;
+        }
+        match self.view(m) {
+            Some(View::Whole(id)) => self.record_adjoint(id, AdjointKind::Outer, vec![u, w], loc),
+            Some(View::Row(id, i)) => {
+                self.record_adjoint(id, AdjointKind::OuterRow, vec![i, u, w], loc)
+            }
+            None => return false,
+        }
+        true
+    }
+    /// Appends `prim` (a contribution to a static's adjoint) to the block.
+    pub fn record_adjoint(
+        &mut self,
+        id: autobatch_ir::StaticId,
+        kind: autobatch_ir::AdjointKind,
+        args: Vec<Var>,
+        loc: Loc,
+    ) {
+        self.push(Op::Prim {
+            dst: None,
+            prim: Prim::StaticAdjoint(autobatch_ir::StaticAdjoint { id, kind }),
+            args,
+            loc,
+        });
     }
     /// The type of `prim` applied to `args`.
     fn result_type(&self, prim: &Prim, args: &[Var], loc: Loc) -> DeriveResult<Option<TensorType>> {
@@ -238,8 +315,18 @@ impl<'p> Builder<'p> {
         }
         Ok(v)
     }
-    /// Adds `contribution` to the adjoint of `v` (the first one is taken as is).
+    /// Adds `contribution` to the adjoint of `v` (the first one is taken as
+    /// is); for a variable holding a differentiated static (or a row of
+    /// one), appends the contribution to the member's log instead.
     pub fn accumulate(&mut self, v: Var, contribution: Var, loc: Loc) -> DeriveResult<()> {
+        if let Some(view) = self.views.get(&v).copied() {
+            let c = self.full(v, contribution, loc)?;
+            match view {
+                View::Whole(id) => self.record_adjoint(id, AdjointKind::Dense, vec![c], loc),
+                View::Row(id, i) => self.record_adjoint(id, AdjointKind::Row, vec![i, c], loc),
+            }
+            return Ok(());
+        }
         let sum = match self.adj.get(&v) {
             None => contribution,
             Some(old) => {
@@ -307,6 +394,7 @@ pub(crate) fn build(d: &mut Deriver, p: usize, block: usize) -> DeriveResult<Fun
     let bdata = g.blocks[Block::new(block)].clone();
     let loc = bdata.loc;
     let mut b = Builder::new(d.program, plan.names[block].clone(), g.loc, loc);
+    b.statics = d.sources.statics.clone();
     // Parameters: the block's variables, then the result adjoints.
     let mut map: HashMap<Var, Var> = HashMap::new();
     let mut param_of: Vec<(Var, Var)> = Vec::new();
@@ -385,11 +473,7 @@ fn remove_unused_operations(func: &mut Function) {
                     dst: Some(dst),
                     prim,
                     ..
-                } if !used[dst.index()]
-                    && !prim.is_random()
-                    && !prim.is_host()
-                    && !matches!(prim, Prim::Assert { .. }) =>
-                {
+                } if !used[dst.index()] && !prim.has_effect() => {
                     removed = true;
                     false
                 }

@@ -101,7 +101,9 @@ fn join_adjoint(d: &mut Deriver, b: &mut Builder, fork: &Fork) -> DeriveResult<(
             }
         }
         let active: Vec<bool> = args.iter().map(|a| b.active[a.index()]).collect();
-        if !active.iter().any(|a| *a) || !call.dsts.iter().any(|v| b.adj.contains_key(v)) {
+        let reads = d.sources.reads(call.callee);
+        if !(active.iter().any(|a| *a) || reads) || !call.dsts.iter().any(|v| b.adj.contains_key(v))
+        {
             continue;
         }
         let vjp = callee_vjp(d, call.callee, &active)?;
@@ -171,7 +173,8 @@ fn map_adjoint(d: &mut Deriver, b: &mut Builder, fork: &Fork, site: MapSite) -> 
     let loc = fork.loc;
     let mut active = vec![false; usize::from(site.index)];
     active.extend(fork.args.iter().map(|a| b.active[a.index()]));
-    if !active.iter().any(|a| *a) || !fork.dsts.iter().any(|v| b.adj.contains_key(v)) {
+    let reads = d.sources.reads(site.callee);
+    if !(active.iter().any(|a| *a) || reads) || !fork.dsts.iter().any(|v| b.adj.contains_key(v)) {
         return Ok(());
     }
     let vjp = callee_vjp(d, site.callee, &active)?;

@@ -97,6 +97,8 @@ mod rules;
 use std::collections::{HashMap, VecDeque};
 
 use autobatch_ir::{Block, EntityRef, FuncId, Function, Program, TensorType, Terminator, Var};
+
+use analysis::Sources;
 use autobatch_types::Loc;
 
 /// A gradient to derive: of `function`, with respect to the flattened
@@ -157,16 +159,7 @@ pub(crate) fn derive_error<T>(message: impl Into<String>, loc: Loc) -> DeriveRes
 /// through cycles of calls). Returns the `FuncId` of each request's vjp, in
 /// the order of `requests`.
 pub fn derive(program: &mut Program, requests: &[Request]) -> DeriveResult<Vec<FuncId>> {
-    let next_id = program.functions.len() as u32;
-    let mut deriver = Deriver {
-        program: &*program,
-        plans: Vec::new(),
-        plan_index: HashMap::new(),
-        next_id,
-        built: Vec::new(),
-        queue: VecDeque::new(),
-        wrappers: HashMap::new(),
-    };
+    let mut deriver = Deriver::new(program, Sources::default());
     let mut ids = Vec::with_capacity(requests.len());
     for r in requests {
         let id = match r.kind {
@@ -178,23 +171,87 @@ pub fn derive(program: &mut Program, requests: &[Request]) -> DeriveResult<Vec<F
         };
         ids.push(id);
     }
-    while let Some(p) = deriver.queue.pop_front() {
-        let blocks: Vec<usize> = (0..deriver.plans[p].ids.len())
-            .filter(|b| deriver.plans[p].ids[*b].is_some())
-            .collect();
-        for b in blocks {
-            let id = deriver.plans[p].ids[b].expect("filtered");
-            let f = block::build(&mut deriver, p, b)?;
-            deriver.built.push((id, f));
+    let built = deriver.build_all()?;
+    append(program, built);
+    Ok(ids)
+}
+
+/// Derives `f'sgrad`, the gradient of `function` (whose one result is a
+/// float scalar, the member's loss) with respect to the `statics`, and
+/// appends it (and what it needs) to `program`. `f'sgrad` takes `f`'s
+/// parameters and returns its result; every use of a static of the set
+/// appends its contribution to the member's log of adjoints instead of
+/// flowing back through variables, in the form the use gives it
+/// (`static_adjoint.outer S, dy, x` for `matvec(S, x)`, `.row` for a read
+/// `S[i]`, `.dense` otherwise), so that no member holds a copy of a
+/// weight matrix. The executors keep the logs; the sum over members is
+/// `autobatch_kernels::adjoints::static_gradients`.
+///
+/// The rules of `grad` hold with the statics in the place of the point:
+/// control that repeats code must not depend on them (the front end checks
+/// that before asking).
+pub fn derive_static_gradient(
+    program: &mut Program,
+    function: FuncId,
+    statics: &[autobatch_ir::StaticId],
+) -> DeriveResult<FuncId> {
+    let mut marked = vec![false; program.statics.len()];
+    for s in statics {
+        match marked.get_mut(s.0 as usize) {
+            Some(m) => *m = true,
+            None => return derive_error(format!("no static {s}"), Loc::new(1, 1)),
         }
     }
-    let mut built = std::mem::take(&mut deriver.built);
-    built.sort_by_key(|(id, _)| *id);
-    for (id, f) in built {
-        let pushed = program.functions.push(f);
-        debug_assert_eq!(pushed, id);
+    let sources = Sources::new(program, marked);
+    let mut deriver = Deriver::new(program, sources);
+    let params = match program.functions.get(function) {
+        Some(f) => f.params.len(),
+        None => return derive_error(format!("no function {function}"), Loc::new(1, 1)),
+    };
+    let p = deriver.plan(function, &vec![false; params], true)?;
+    let id = deriver.plans[p].ids[0].expect("the entry block is reachable");
+    let built = deriver.build_all()?;
+    append(program, built);
+    Ok(id)
+}
+
+impl<'p> Deriver<'p> {
+    fn new(program: &'p Program, sources: Sources) -> Deriver<'p> {
+        Deriver {
+            program,
+            plans: Vec::new(),
+            plan_index: HashMap::new(),
+            next_id: program.functions.len() as u32,
+            built: Vec::new(),
+            queue: VecDeque::new(),
+            wrappers: HashMap::new(),
+            sources,
+        }
     }
-    Ok(ids)
+
+    /// Builds every queued plan; the functions to append, in id order.
+    fn build_all(mut self) -> DeriveResult<Vec<Function>> {
+        while let Some(p) = self.queue.pop_front() {
+            let blocks: Vec<usize> = (0..self.plans[p].ids.len())
+                .filter(|b| self.plans[p].ids[*b].is_some())
+                .collect();
+            for b in blocks {
+                let id = self.plans[p].ids[b].expect("filtered");
+                let f = block::build(&mut self, p, b)?;
+                self.built.push((id, f));
+            }
+        }
+        let mut built = std::mem::take(&mut self.built);
+        built.sort_by_key(|(id, _)| *id);
+        Ok(built.into_iter().map(|(_, f)| f).collect())
+    }
+}
+
+/// Appends the functions a derivation built (their ids follow the program's).
+fn append(program: &mut Program, built: Vec<Function>) {
+    for f in built {
+        program.functions.push(f);
+    }
 }
 
 /// What the derivation of one (function, active parameters) pair needs to
@@ -249,6 +306,8 @@ pub(crate) struct Deriver<'p> {
     /// The functions that a `map`'s adjoint runs as instances (see
     /// [`fork::map_wrapper`]), each made once.
     pub(crate) wrappers: HashMap<fork::WrapperKey, FuncId>,
+    /// The statics differentiated (none but for `derive_static_gradient`).
+    pub(crate) sources: Sources,
 }
 
 impl Deriver<'_> {
@@ -286,7 +345,7 @@ impl Deriver<'_> {
         let g = loops::unroll_short_loops(analysis::merge_jump_chains(original));
         let reachable = analysis::reachable(&g);
         let inline = inline_blocks(&g, &reachable);
-        let act = analysis::activity(&g, active, &reachable);
+        let act = analysis::activity(&g, active, &reachable, &self.sources);
         let taped = taped_loops(&g, &act, &reachable, &inline);
         let live = block_inputs(&g);
         let adj_in: Vec<Vec<Var>> = live
@@ -305,7 +364,8 @@ impl Deriver<'_> {
                 }
             })
             .collect();
-        let base = vjp_name(original, active, seed_one);
+        let statics = self.sources.statics.iter().any(|s| *s);
+        let base = vjp_name(original, active, seed_one, statics);
         let n = g.blocks.len();
         let mut ids = Vec::with_capacity(n);
         let mut names = Vec::with_capacity(n);
@@ -420,13 +480,18 @@ fn block_inputs(g: &Function) -> Vec<Vec<Var>> {
 /// The name of the vjp (`f'vjp`) or gradient (`f'grad`) of `original`, with
 /// the active parameters as bits (`f'vjp@10`) unless they are all its float
 /// parameters.
-fn vjp_name(original: &Function, active: &[bool], seed_one: bool) -> String {
+fn vjp_name(original: &Function, active: &[bool], seed_one: bool, statics: bool) -> String {
     let all = original
         .params
         .iter()
         .zip(active)
         .all(|(p, a)| *a == original.vars[*p].ty.elem.is_float());
-    let kind = if seed_one { "grad" } else { "vjp" };
+    let kind = match (seed_one, statics) {
+        (true, false) => "grad",
+        (false, false) => "vjp",
+        (true, true) => "sgrad",
+        (false, true) => "svjp",
+    };
     if all {
         format!("{}'{kind}", original.name)
     } else {

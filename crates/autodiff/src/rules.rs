@@ -100,7 +100,8 @@ fn call_adjoint(
     loc: Loc,
 ) -> DeriveResult<()> {
     let active: Vec<bool> = args.iter().map(|a| b.active[a.0 as usize]).collect();
-    if !active.iter().any(|a| *a) || !dsts.iter().any(|v| b.adj.contains_key(v)) {
+    let reads = d.sources.reads(callee);
+    if !(active.iter().any(|a| *a) || reads) || !dsts.iter().any(|v| b.adj.contains_key(v)) {
         return Ok(());
     }
     let vjp = callee_vjp(d, callee, &active)?;
@@ -308,7 +309,8 @@ fn prim_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
         | Prim::Bernoulli
         | Prim::UniformLike
         | Prim::NormalLike
-        | Prim::Assert { .. } => Ok(()),
+        | Prim::Assert { .. }
+        | Prim::StaticAdjoint(_) => Ok(()),
         // The front end refuses to differentiate through a host primitive.
         Prim::Host(host) => derive_error(
             format!("cannot differentiate the host primitive `{}`", host.name),
@@ -629,7 +631,8 @@ fn linalg_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> 
                 let c = b.prim(Prim::Vecmat, vec![dy, m], loc)?;
                 contribute(b, v, c, loc)?;
             }
-            if site.active(b, 0) {
+            // The contribution to a differentiated static, as its two vectors.
+            if !b.record_outer(m, dy, v, loc) && site.active(b, 0) {
                 let c = b.prim(Prim::Outer, vec![dy, v], loc)?;
                 contribute(b, m, c, loc)?;
             }
@@ -641,7 +644,7 @@ fn linalg_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> 
                 let c = b.prim(Prim::Matvec, vec![m, dy], loc)?;
                 contribute(b, v, c, loc)?;
             }
-            if site.active(b, 1) {
+            if !b.record_outer(m, v, dy, loc) && site.active(b, 1) {
                 let c = b.prim(Prim::Outer, vec![v, dy], loc)?;
                 contribute(b, m, c, loc)?;
             }

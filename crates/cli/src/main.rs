@@ -100,6 +100,12 @@ struct RunArgs {
     /// Add the run's figures (`stats`) to the output.
     #[arg(long)]
     stats: bool,
+    /// Statics (comma-separated) to differentiate the sum of the members'
+    /// results with respect to: the entry returns each member's loss (a
+    /// float scalar); the output gains `static_gradients`, the gradient of
+    /// the sum (one process).
+    #[arg(long, value_name = "S1,S2,..", value_delimiter = ',')]
+    grad_statics: Vec<String>,
     /// Write the results to this file instead of stdout.
     #[arg(long, value_name = "RESULT.json")]
     output: Option<PathBuf>,
@@ -430,6 +436,13 @@ fn execute(command: Command, comm: &dyn Communicator) -> Result<(), Failure> {
 /// `autobatch run`: rank 0 reads and binds the inputs, the ranks run
 /// their slices, rank 0 writes the results.
 fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
+    if !args.grad_statics.is_empty() && comm.size() > 1 {
+        return Err(Failure::Usage(format!(
+            "--grad-statics sums over the members of one process, but this job has {} ranks; \
+             run it without the MPI launcher",
+            comm.size()
+        )));
+    }
     if args.profile.is_some() && comm.size() > 1 {
         return Err(Failure::Usage(format!(
             "--profile records the run of one process, but this job has {} ranks; \
@@ -498,7 +511,12 @@ fn prepare_run(args: &RunArgs) -> Result<(Compiled, autobatch::BoundBatch), Fail
     let inputs_text = read_file(&args.inputs, "inputs")?;
     let parsed = Inputs::from_json_str(&inputs_text)
         .map_err(|e| Failure::Usage(format!("{}: {}", args.inputs.display(), e.message())))?;
-    let batch = compiled.bind(&args.entry, &parsed)?;
+    let batch = if args.grad_statics.is_empty() {
+        compiled.bind(&args.entry, &parsed)?
+    } else {
+        let statics: Vec<&str> = args.grad_statics.iter().map(String::as_str).collect();
+        compiled.bind_static_gradient(&args.entry, &statics, &parsed)?
+    };
     Ok((compiled, batch))
 }
 

@@ -244,6 +244,12 @@ pub struct Stats {
 #[derive(Clone, Debug)]
 pub struct RunOutput {
     pub results: Vec<Result<Vec<Tensor>, MemberError>>,
+    /// The contributions to static adjoints of the members that finished
+    /// (a program derived by `autobatch_autodiff::derive_static_gradient`;
+    /// empty for any other), `member` being the member's index in the
+    /// batch, in no particular order:
+    /// `autobatch_kernels::adjoints::static_gradients` sums them.
+    pub adjoints: Vec<autobatch_kernels::adjoints::AdjointRecord>,
     pub stats: Stats,
 }
 
@@ -282,6 +288,7 @@ pub fn run_reference(
     )
 }
 
+pub use autobatch_kernels::adjoints;
 pub use autobatch_kernels::backend::{Backend, Cpu};
 pub use autobatch_kernels::{BatchHostFn, HostFn, Hosts};
 pub use batched::engine::LaneMode;

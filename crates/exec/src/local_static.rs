@@ -886,6 +886,14 @@ impl Run<'_> {
             &lane_of,
             &mut faults,
         );
+        if let Prim::StaticAdjoint(_) = exec.prim {
+            // The engine knows each record's lane (its stream).
+            let lanes = &mut self.lanes;
+            let mut log = std::mem::take(&mut lanes.adjoints);
+            self.engine
+                .take_adjoints(|lane| lanes.member_of(lane as u32), &mut log);
+            lanes.adjoints = log;
+        }
         self.counter.record(counter, rows.len());
         // A fault inside a catching call is caught when the call returns,
         // not here.

@@ -209,7 +209,16 @@ fn run_compiled(
         report: Vec::new(),
         profile: None,
     };
-    Ok((RunOutput { results, stats }, progress.rerun))
+    // Programs that log static adjoints are not compiled (they fall back).
+    let adjoints = Vec::new();
+    Ok((
+        RunOutput {
+            results,
+            adjoints,
+            stats,
+        },
+        progress.rerun,
+    ))
 }
 
 /// Runs `members` one after the other on this worker thread.

@@ -542,6 +542,14 @@ impl<'a> Machine<'a> {
             &|r| r as usize,
             &mut self.faults,
         );
+        if let Prim::StaticAdjoint(_) = prim {
+            // Rows are lanes here: the records go to the lanes' members.
+            let lanes = &mut self.lanes;
+            let mut log = std::mem::take(&mut lanes.adjoints);
+            self.engine
+                .take_adjoints(|lane| lanes.member_of(lane as u32), &mut log);
+            lanes.adjoints = log;
+        }
         self.counter.record(op.counter, rows.len());
         let mut member_stacks = MemberStacks {
             plan: &self.catch_plan,

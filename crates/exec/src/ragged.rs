@@ -101,8 +101,14 @@ pub(crate) fn run_by_size(
     let wall_seconds = start.elapsed().as_secs_f64();
     let mut results = vec![None; batch.size];
     let mut stats = Vec::with_capacity(groups.len());
+    let mut adjoints = Vec::new();
     for (group, output) in groups.iter().zip(outputs) {
         let output = output?;
+        for mut record in output.adjoints {
+            // The group's member index is the batch's `group.members[..]`.
+            record.member = group.members[record.member as usize] as u32;
+            adjoints.push(record);
+        }
         if output.results.len() != group.members.len() {
             return Err(ExecError::Internal(format!(
                 "the executor returned {} results for {} members of one size",
@@ -122,7 +128,11 @@ pub(crate) fn run_by_size(
     let mut stats = merge_stats(stats);
     stats.sizes = groups.len() as u64;
     stats.wall_seconds = wall_seconds;
-    Ok(RunOutput { results, stats })
+    Ok(RunOutput {
+        results,
+        adjoints,
+        stats,
+    })
 }
 
 /// The batch's members grouped by their lengths of the ragged dimensions:

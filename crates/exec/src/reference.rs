@@ -53,7 +53,8 @@ use autobatch_ir::{
     Terminator, Var,
 };
 use autobatch_kernels::{
-    dim_length, eval, layout, Backend, Fault, ForkKey, MemberRng, PrimContext,
+    adjoints::AdjointRecord, dim_length, eval, layout, Backend, Fault, ForkKey, MemberRng,
+    PrimContext,
 };
 use autobatch_types::{Data, MemberError, Scalar, Tensor};
 
@@ -128,6 +129,7 @@ pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) ->
         instances: 0,
         live_instances: 0,
         peak_instances: 0,
+        adjoints: Vec::new(),
     };
     let started = Instant::now();
     let results = (0..batch.size)
@@ -138,6 +140,7 @@ pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) ->
     let (op_counts, lane_utilization) = counters.ops.finish();
     RunOutput {
         results,
+        adjoints: counters.adjoints,
         stats: Stats {
             steps: counters.steps,
             lane_utilization,
@@ -177,6 +180,7 @@ pub fn run_member(
         instances: 0,
         live_instances: 0,
         peak_instances: 0,
+        adjoints: Vec::new(),
     };
     run_one(program, &plan, &options, &mut counters, env, batch, member)
 }
@@ -198,9 +202,16 @@ fn run_one(
         options,
         counters,
         steps: 0,
+        adjoints: Vec::new(),
+        member: member as u32,
     };
     let outcome = run.run(env, batch, member);
     let steps = run.steps;
+    let mut adjoints = std::mem::take(&mut run.adjoints);
+    if outcome.is_ok() {
+        // A member that faults contributes nothing.
+        counters.adjoints.append(&mut adjoints);
+    }
     counters.steps += steps;
     outcome
 }
@@ -223,6 +234,8 @@ struct Counters<'a> {
     instances: u64,
     live_instances: u64,
     peak_instances: u64,
+    /// The contributions to static adjoints of the members that finished.
+    adjoints: Vec<AdjointRecord>,
 }
 
 /// A variable's value: its own, or a static of the run, borrowed.
@@ -287,6 +300,9 @@ struct MemberRun<'a, 'w> {
     counters: &'a mut Counters<'w>,
     /// Blocks this member has entered.
     steps: u64,
+    /// The member's contributions to static adjoints, in the order made.
+    adjoints: Vec<AdjointRecord>,
+    member: u32,
 }
 
 impl<'a> MemberRun<'a, '_> {
@@ -354,6 +370,13 @@ impl<'a> MemberRun<'a, '_> {
                 self.counters
                     .ops
                     .record(plan.count_slots[f][b][op_index], 1);
+                if let Prim::StaticAdjoint(adjoint) = prim {
+                    let operands: Vec<&Tensor> =
+                        args.iter().map(|v| borrow(&frame.vars, *v)).collect();
+                    let record = AdjointRecord::new(self.member, adjoint, &operands);
+                    self.adjoints.push(record);
+                    return Ok(None);
+                }
                 let value = eval_prim(&mut frame.vars, prim, args, last_reads, env, ctx)
                     .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
                 match (dst, value) {

@@ -84,6 +84,37 @@ struct Site {
 
 type CheckResult<T> = Result<T, Box<Diagnostic>>;
 
+/// Checks a gradient of `function` (its result a member's loss) with
+/// respect to the statics marked in `statics` (`autobatch run
+/// --grad-statics`): the rules of `grad` with those statics in the place
+/// of the point `x` (no parameter is differentiated).
+pub fn check_static_gradient(
+    module: &Module,
+    function: usize,
+    statics: &[bool],
+) -> Result<(), Vec<Diagnostic>> {
+    let graph = CallGraph::new(module);
+    let site = Site {
+        function,
+        loc: module.functions[function].loc,
+        name: "--grad-statics",
+    };
+    let reads = graph.reading(module, statics);
+    let mut checker = Checker {
+        module,
+        graph: &graph,
+        site: &site,
+        done: HashSet::new(),
+        path: Vec::new(),
+        statics: statics.to_vec(),
+        reads,
+    };
+    let params = module.functions[function].params.len();
+    checker
+        .function(function, vec![false; params])
+        .map_err(|d| vec![*d])
+}
+
 fn check_site(module: &Module, graph: &CallGraph, site: &Site) -> CheckResult<()> {
     let mut checker = Checker {
         module,
@@ -91,6 +122,8 @@ fn check_site(module: &Module, graph: &CallGraph, site: &Site) -> CheckResult<()
         site,
         done: HashSet::new(),
         path: Vec::new(),
+        statics: Vec::new(),
+        reads: Vec::new(),
     };
     // Only the first parameter (the point `x`) is differentiated; data
     // arguments (`grad(f, x, d..)`) are like statics: control may depend
@@ -107,6 +140,11 @@ struct Checker<'m> {
     done: HashSet<(usize, Vec<bool>)>,
     /// The chain of functions from the differentiated one to the current one.
     path: Vec<usize>,
+    /// By static: whether it is differentiated (`check_static_gradient`).
+    statics: Vec<bool>,
+    /// By function: whether it reads a differentiated static, itself or
+    /// through the functions it calls.
+    reads: Vec<bool>,
 }
 
 /// The walk of one function body: which locals depend on the parameter.
@@ -146,6 +184,11 @@ struct LoopFrame {
 }
 
 impl Checker<'_> {
+    /// Whether function `f` reads a differentiated static.
+    fn reads(&self, f: usize) -> bool {
+        self.reads.get(f).copied().unwrap_or(false)
+    }
+
     fn error(
         &self,
         message: String,
@@ -236,7 +279,8 @@ impl Checker<'_> {
             return Err(d);
         }
         Ok(match &e.kind {
-            ExprKind::Literal(_) | ExprKind::Static(_) | ExprKind::Dim(_) => false,
+            ExprKind::Literal(_) | ExprKind::Dim(_) => false,
+            ExprKind::Static(s) => self.statics.get(*s).copied().unwrap_or(false),
             ExprKind::Local(l) => w.tainted[l.0 as usize],
             ExprKind::Continue => {
                 if let Some(frame) = w.loops.last_mut() {
@@ -260,7 +304,7 @@ impl Checker<'_> {
                 for a in args {
                     mask.push(self.expr(w, a)?);
                 }
-                let any = mask.iter().any(|t| *t);
+                let any = mask.iter().any(|t| *t) || self.reads(*function);
                 self.function(*function, mask)?;
                 any
             }
@@ -282,7 +326,7 @@ impl Checker<'_> {
                 for a in args {
                     mask.push(self.expr(w, a)?);
                 }
-                let any = mask.iter().any(|t| *t);
+                let any = mask.iter().any(|t| *t) || self.reads(*function);
                 self.function(*function, mask)?;
                 any
             }
@@ -686,6 +730,35 @@ impl CallGraph {
             component,
             recursive,
         }
+    }
+
+    /// By function: whether it reads a static marked in `statics`, in its
+    /// body or through the functions it calls.
+    fn reading(&self, module: &Module, statics: &[bool]) -> Vec<bool> {
+        let mut reads: Vec<bool> = module
+            .functions
+            .iter()
+            .map(|f| {
+                let mut found = false;
+                visit_block(&f.body, &mut |e| {
+                    if let ExprKind::Static(s) = &e.kind {
+                        found |= statics.get(*s).copied().unwrap_or(false);
+                    }
+                });
+                found
+            })
+            .collect();
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for f in 0..reads.len() {
+                if !reads[f] && self.callees[f].iter().any(|g| reads[*g]) {
+                    reads[f] = true;
+                    changed = true;
+                }
+            }
+        }
+        reads
     }
 
     /// A shortest cycle of calls through recursive function `f`: `f`, the

@@ -22,6 +22,7 @@ mod items;
 mod location;
 
 pub use diagnostic::Diagnostic;
+pub use differentiable::check_static_gradient;
 
 use autobatch_types::Loc;
 

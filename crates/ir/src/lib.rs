@@ -25,7 +25,10 @@ pub mod verify;
 
 pub use autobatch_types::{Dim, Loc, Scalar, ScalarType, SymbolId, TensorType, Type};
 pub use entity::{EntityRef, EntityVec};
-pub use prim::{BinaryOp, CompareOp, HostPrim, Prim, ReduceOp, Signature, Spelling, UnaryOp};
+pub use prim::{
+    AdjointKind, BinaryOp, CompareOp, HostPrim, Prim, ReduceOp, Signature, Spelling, StaticAdjoint,
+    UnaryOp,
+};
 
 entity!(
     /// A function of a program.

@@ -15,9 +15,10 @@
 
 use std::fmt;
 
+use crate::prim::AdjointKind;
 use crate::{
     Block, BlockData, EntityRef, EntityVec, FuncId, Function, Instances, JoinCall, Op, Param, Prim,
-    Program, StaticDecl, StaticId, Terminator, Var, VarData,
+    Program, StaticAdjoint, StaticDecl, StaticId, Terminator, Var, VarData,
 };
 use autobatch_types::{Dim, Loc, Scalar, ScalarType, SymbolId, TensorType, Type};
 
@@ -784,6 +785,7 @@ impl<'a> Reader<'a> {
                 Ok(Prim::Assert { message })
             }
             "host" => self.host(line),
+            "static_adjoint" => self.static_adjoint(line),
             _ => Prim::from_plain_name(name)
                 .ok_or_else(|| start.error(format!("unknown operation `{name}`"))),
         }
@@ -806,6 +808,22 @@ impl<'a> Reader<'a> {
             }
         }
         Ok(Prim::LoadStatic(id))
+    }
+
+    /// `static_adjoint.KIND s0 (X)`: a contribution to a static's adjoint.
+    fn static_adjoint(&self, line: &mut Cursor<'a>) -> Parsed<Prim> {
+        line.expect(".")?;
+        let at = *line;
+        let kind_name = line.name("a kind of adjoint")?;
+        let Some(kind) = AdjointKind::ALL.into_iter().find(|k| k.name() == kind_name) else {
+            return Err(at.error(format!(
+                "unknown kind of static adjoint `{kind_name}` (dense, row, outer)"
+            )));
+        };
+        let Prim::LoadStatic(id) = self.load_static(line)? else {
+            unreachable!("load_static parses a static")
+        };
+        Ok(Prim::StaticAdjoint(StaticAdjoint { id, kind }))
     }
 
     /// `host NAME(T, ...) -> T`: a host primitive with its declared types.

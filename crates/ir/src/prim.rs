@@ -77,6 +77,53 @@ pub enum Prim {
     /// of another type or shape). Never computed once for all members, even
     /// of shared operands: each member's call is its own.
     Host(Box<HostPrim>),
+    /// A contribution to the adjoint of a static in a gradient taken with
+    /// respect to statics (`autobatch run --grad-statics`), appended to
+    /// the member's log of adjoints; no result. The operands by
+    /// [`AdjointKind`]. Like a host primitive, each member's operation is
+    /// its own: never computed once for all members.
+    StaticAdjoint(StaticAdjoint),
+}
+
+/// See [`Prim::StaticAdjoint`]: which static, and the form of the contribution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StaticAdjoint {
+    pub id: StaticId,
+    pub kind: AdjointKind,
+}
+
+/// The form of a [`StaticAdjoint`] contribution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AdjointKind {
+    /// `(a)`: `a`, of the static's type.
+    Dense,
+    /// `(i, r)`: `r` added to row `i` of the static (`S[i]`'s type).
+    Row,
+    /// `(u: [M], v: [K])`, the static `[[F; K]; M]`: `outer(u, v)` (the
+    /// adjoint of `matvec(S, v)` with the result's adjoint `u`).
+    Outer,
+    /// `(i, u: [M], v: [K])`, the static `[[[F; K]; M]; R]`: `outer(u, v)`
+    /// added to `S[i]` (the adjoint of `matvec(S[i], v)`).
+    OuterRow,
+}
+
+impl AdjointKind {
+    pub const ALL: [AdjointKind; 4] = [
+        AdjointKind::Dense,
+        AdjointKind::Row,
+        AdjointKind::Outer,
+        AdjointKind::OuterRow,
+    ];
+
+    /// The suffix in the text form: `static_adjoint.outer s3`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AdjointKind::Dense => "dense",
+            AdjointKind::Row => "row",
+            AdjointKind::Outer => "outer",
+            AdjointKind::OuterRow => "outer_row",
+        }
+    }
 }
 
 /// A host primitive (a bodiless `fn` of an `extern "autobatch"` block), as
@@ -197,6 +244,23 @@ impl Prim {
         matches!(self, Prim::Host(_))
     }
 
+    /// Whether each member's operation must run on its own, never once for
+    /// all members even when every operand is shared: a host function's
+    /// call, and a contribution to a member's log of static adjoints.
+    pub fn is_per_member(&self) -> bool {
+        matches!(self, Prim::Host(_) | Prim::StaticAdjoint(_))
+    }
+
+    /// Whether the operation matters for something besides its result
+    /// (so that it is never removed when nothing reads its result).
+    pub fn has_effect(&self) -> bool {
+        self.is_random()
+            || matches!(
+                self,
+                Prim::Host(_) | Prim::Assert { .. } | Prim::StaticAdjoint(_)
+            )
+    }
+
     /// The type of the result for operands of types `args`, `None` for a
     /// primitive without result, or a message saying why the operands do not fit.
     /// `static_type` gives the declared type of a static.
@@ -304,6 +368,13 @@ impl Prim {
             S::Host => match self {
                 Prim::Host(host) => rule.host(host),
                 _ => Err(format!("{name} has no declaration")),
+            },
+            S::StaticAdjoint => match self {
+                Prim::StaticAdjoint(adjoint) => match static_type(adjoint.id) {
+                    Some(ty) => rule.static_adjoint(adjoint.kind, &ty),
+                    None => Err(format!("no static {}", adjoint.id)),
+                },
+                _ => Err(format!("{name} has no static")),
             },
         }
     }
@@ -548,6 +619,72 @@ impl Rule<'_, '_> {
     }
 }
 
+impl Rule<'_, '_> {
+    /// The operands of a contribution of `kind` to a static of type `ty`.
+    fn static_adjoint(
+        &self,
+        kind: AdjointKind,
+        ty: &TensorType,
+    ) -> Result<Option<TensorType>, String> {
+        let name = self.name;
+        let args = self.args;
+        let expect = |n: usize| {
+            if args.len() == n {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{name}.{} takes {n} operand(s), got {}",
+                    kind.name(),
+                    args.len()
+                ))
+            }
+        };
+        if !ty.elem.is_float() {
+            return Err(format!("{name} needs a float static"));
+        }
+        let fits = match kind {
+            AdjointKind::Dense => {
+                expect(1)?;
+                args[0] == ty
+            }
+            AdjointKind::Row => {
+                expect(2)?;
+                !ty.dims.is_empty()
+                    && args[0].is_scalar()
+                    && args[0].elem.is_integer()
+                    && args[1].elem == ty.elem
+                    && args[1].dims[..] == ty.dims[1..]
+            }
+            AdjointKind::Outer => {
+                expect(2)?;
+                ty.dims.len() == 2
+                    && args.iter().all(|a| a.elem == ty.elem && a.dims.len() == 1)
+                    && args[0].dims[0] == ty.dims[0]
+                    && args[1].dims[0] == ty.dims[1]
+            }
+            AdjointKind::OuterRow => {
+                expect(3)?;
+                ty.dims.len() == 3
+                    && args[0].is_scalar()
+                    && args[0].elem.is_integer()
+                    && args[1..]
+                        .iter()
+                        .all(|a| a.elem == ty.elem && a.dims.len() == 1)
+                    && args[1].dims[0] == ty.dims[1]
+                    && args[2].dims[0] == ty.dims[2]
+            }
+        };
+        if fits {
+            Ok(None)
+        } else {
+            Err(format!(
+                "{name}.{}: the operands do not fit the static",
+                kind.name()
+            ))
+        }
+    }
+}
+
 impl fmt::Display for Prim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -558,6 +695,7 @@ impl fmt::Display for Prim {
             Prim::Fill(Dim::Fixed(n)) => write!(f, "fill.{n}"),
             Prim::Fill(Dim::Symbolic(s)) => write!(f, "fill.sym{}", s.0),
             Prim::Assert { message } => write!(f, "assert {message:?}"),
+            Prim::StaticAdjoint(a) => write!(f, "static_adjoint.{} {}", a.kind.name(), a.id),
             Prim::Host(host) => {
                 let symbol = |s: SymbolId| format!("sym{}", s.0);
                 write!(f, "host {}(", host.name)?;

@@ -172,8 +172,13 @@ pub fn write_op(out: &mut impl Write, program: &Program, op: &Op) -> fmt::Result
                 write!(out, "{d} = ")?;
             }
             write!(out, "{prim}")?;
-            if let crate::Prim::LoadStatic(s) = prim {
-                if let Some(decl) = program.statics.get(*s) {
+            let named = match prim {
+                crate::Prim::LoadStatic(s) => Some(*s),
+                crate::Prim::StaticAdjoint(a) => Some(a.id),
+                _ => None,
+            };
+            if let Some(s) = named {
+                if let Some(decl) = program.statics.get(s) {
                     write!(out, " ({})", decl.name)?;
                 }
             }

@@ -60,6 +60,7 @@ macro_rules! map_same_type_pair {
 
 #[macro_use]
 pub mod buffer;
+pub mod adjoints;
 pub mod backend;
 pub mod elementwise;
 pub mod fused;
@@ -206,6 +207,10 @@ pub fn eval(
             };
         }
         Prim::Host(host) => ctx.hosts.call(host, args, ctx.symbols)?,
+        // A member's log is its executor's: see `adjoints`.
+        Prim::StaticAdjoint(_) => internal_error(format!(
+            "`{prim}` reached `eval`: executors record static adjoints themselves"
+        )),
     };
     Ok(Some(result))
 }

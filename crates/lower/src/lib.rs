@@ -21,7 +21,9 @@ use std::collections::HashMap;
 
 use autobatch_frontend::hir::{self, DimExpr};
 use autobatch_frontend::Diagnostic;
-use autobatch_ir::{Dim, EntityVec, FuncId, Function, Program, StaticDecl, TensorType, Type};
+use autobatch_ir::{
+    Dim, EntityRef, EntityVec, FuncId, Function, Program, StaticDecl, TensorType, Type,
+};
 use autobatch_types::Loc;
 
 /// Parses, checks and lowers a program. Runs on a thread with a large stack
@@ -31,6 +33,69 @@ pub fn compile(source: &str) -> Result<Program, Vec<Diagnostic>> {
     let result = autobatch_frontend::run_with_big_stack(move || {
         let module = autobatch_frontend::check_on_this_thread(&source)?;
         lower(&module)
+    });
+    match result {
+        Ok(r) => r,
+        Err(d) => Err(vec![d]),
+    }
+}
+
+/// Parses, checks and lowers a program, then derives `entry'sgrad`: the
+/// gradient of `entry` (a non-generic function whose result is a float
+/// scalar, each member's loss) with respect to the `statics` (see
+/// `autobatch_autodiff::derive_static_gradient`). The rules of `grad` hold
+/// with those statics in the place of the point, checked as for `grad`
+/// (diagnostics point at the offending construct). Returns the program and
+/// the derived function's id. The caller has checked that `entry` and the
+/// statics exist; a missing one is a diagnostic at 1:1.
+pub fn compile_static_gradient(
+    source: &str,
+    entry: &str,
+    statics: &[String],
+) -> Result<(Program, FuncId), Vec<Diagnostic>> {
+    let source = source.to_string();
+    let (entry, statics) = (entry.to_string(), statics.to_vec());
+    let result = autobatch_frontend::run_with_big_stack(move || {
+        let module = autobatch_frontend::check_on_this_thread(&source)?;
+        let nowhere =
+            |message: String| vec![Diagnostic::new(message, Loc::new(1, 1), Loc::new(1, 2), "")];
+        let Some(index) = module
+            .functions
+            .iter()
+            .position(|f| f.name == entry && f.const_params.is_empty())
+        else {
+            return Err(nowhere(format!("no function `{entry}` to differentiate")));
+        };
+        let mut marked = vec![false; module.statics.len()];
+        for name in &statics {
+            match module.statics.iter().position(|s| &s.name == name) {
+                Some(k) => marked[k] = true,
+                None => return Err(nowhere(format!("no static `{name}`"))),
+            }
+        }
+        autobatch_frontend::check_static_gradient(&module, index, &marked)?;
+        let mut program = lower(&module)?;
+        let Some(id) = program.function_by_name(&entry) else {
+            return Err(nowhere(format!("`{entry}` was not lowered")));
+        };
+        let ids: Vec<autobatch_ir::StaticId> = program
+            .statics
+            .keys()
+            .filter(|s| marked[s.index()])
+            .collect();
+        let sgrad =
+            autobatch_autodiff::derive_static_gradient(&mut program, id, &ids).map_err(|e| {
+                vec![Diagnostic::new(
+                    format!("cannot differentiate: {}", e.message),
+                    e.loc,
+                    Loc::new(e.loc.line, e.loc.column + 1),
+                    "in the differentiated code",
+                )]
+            })?;
+        // `entry'sgrad` returns what `entry` returns (no parameter is
+        // differentiated): the same value, shown the same way.
+        program.functions[sgrad].ret_type = program.functions[id].ret_type.clone();
+        Ok((program, sgrad))
     });
     match result {
         Ok(r) => r,

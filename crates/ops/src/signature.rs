@@ -101,6 +101,10 @@ pub enum Signature {
     Assert,
     /// The operands and the result the payload declares (a host primitive).
     Host,
+    /// A contribution to the adjoint of the payload's static (`dense`: one
+    /// value of the static's type; `row`: an index and a row; `outer`: two
+    /// vectors whose outer product is the contribution); no result.
+    StaticAdjoint,
 }
 
 impl Signature {
@@ -135,7 +139,7 @@ impl Signature {
             | S::Product { .. }
             | S::Index => 2,
             S::Select | S::IndexSet => 3,
-            S::Stack | S::Host => return None,
+            S::Stack | S::Host | S::StaticAdjoint => return None,
         })
     }
 

@@ -179,6 +179,9 @@ macro_rules! for_each_op {
             [LoadStatic:    Payload LoadStatic, "load_static",  Value,            grad,   Internal]
             /// No operands; the value of a symbolic dimension, as `usize`.
             [SymbolValue:   Payload SymbolValue, "symbol_value", Value,           grad,   Internal]
+            /// The adjoint of a static the gradient is taken with respect to
+            /// (`--grad-statics`), appended to the member's log: no result.
+            [StaticAdjoint: Payload StaticAdjoint, "static_adjoint", StaticAdjoint, nograd, Internal]
         }
     };
 }

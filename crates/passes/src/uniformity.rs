@@ -127,7 +127,7 @@ impl Invariance {
                                 ..
                             } => {
                                 let ok = !prim.is_random()
-                                    && !prim.is_host()
+                                    && !prim.is_per_member()
                                     && args.iter().all(|a| invariant[fid.index()][a.index()]);
                                 if !ok && invariant[fid.index()][dst.index()] {
                                     invariant[fid.index()][dst.index()] = false;

@@ -201,7 +201,7 @@ fn recompute(op: &Op, vars: &mut [State], exprs: &mut Exprs) -> bool {
                 }
             }
             let new = match new {
-                _ if prim.is_random() || prim.is_host() => State::Lane,
+                _ if prim.is_random() || prim.is_per_member() => State::Lane,
                 Some(s) => s,
                 None => State::Known(exprs.intern(Expr::Prim {
                     prim: prim.clone(),

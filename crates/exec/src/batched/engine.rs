@@ -43,6 +43,7 @@
 use std::ops::Range;
 
 use autobatch_ir::{Prim, ReduceOp};
+use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::backend::Backend;
 use autobatch_kernels::buffer::{Rows, RowsMut, Values, ValuesMut};
 use autobatch_kernels::elementwise::unary_result_type;
@@ -151,6 +152,10 @@ pub struct Engine<'b> {
     track_statics: bool,
     /// Per slot, the static it holds for sure (when tracked).
     static_in: Vec<Option<u32>>,
+    /// The contributions to static adjoints made since the executor last
+    /// took them, each with its row's *stream* index in `member` (the
+    /// executor maps it to the member: [`Engine::take_adjoints`]).
+    adjoints: Vec<AdjointRecord>,
 }
 
 impl<'b> Engine<'b> {
@@ -178,6 +183,7 @@ impl<'b> Engine<'b> {
             threads,
             track_statics: false,
             static_in: Vec::new(),
+            adjoints: Vec::new(),
         }
     }
 
@@ -301,8 +307,9 @@ impl<'b> Engine<'b> {
                 return;
             }
         } else {
-            // A host function is called once per member, whatever its operands.
-            let all_invariant = !prim.is_host()
+            // A host function is called once per member, whatever its
+            // operands, and each member logs its own static adjoints.
+            let all_invariant = !prim.is_per_member()
                 && exec
                     .args
                     .iter()
@@ -887,8 +894,23 @@ impl<'b> Engine<'b> {
         }
     }
 
+    /// The contributions to static adjoints made since the last call, with
+    /// the member of each: `member_of(stream)` for the stream index the
+    /// engine knows.
+    pub fn take_adjoints(
+        &mut self,
+        member_of: impl Fn(usize) -> usize,
+        into: &mut Vec<AdjointRecord>,
+    ) {
+        for mut record in self.adjoints.drain(..) {
+            record.member = member_of(record.member as usize) as u32;
+            into.push(record);
+        }
+    }
+
     /// The general path: each active row alone, through [`Backend::eval`]
-    /// (a batched host function: every active row in one call).
+    /// (a batched host function: every active row in one call; a static
+    /// adjoint: each row's record into the engine's log).
     fn run_row_by_row(
         &mut self,
         exec: &PrimExecution<'_>,
@@ -897,6 +919,16 @@ impl<'b> Engine<'b> {
         streams: &mut Streams<'_>,
         faults: &mut Vec<(u32, Fault)>,
     ) {
+        if let Prim::StaticAdjoint(adjoint) = exec.prim {
+            for &row in exec.rows {
+                let owned = row_operands(self.backend, exec, slots, row);
+                let operands = operand_refs(exec, slots, &owned);
+                let stream = (streams.member_of)(row) as u32;
+                let record = AdjointRecord::new(stream, adjoint, &operands);
+                self.adjoints.push(record);
+            }
+            return;
+        }
         if let Prim::Host(host) = exec.prim {
             if env.hosts.is_batched(&host.name) {
                 return self.run_host_batch(exec, slots, env, host, faults);

@@ -42,6 +42,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use autobatch_ir::Loc;
+use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::{Fault, ForkKey, MemberRng};
 use autobatch_types::{ErrorKind, MemberError, Tensor};
 
@@ -140,6 +141,10 @@ impl Join {
 /// Everything a batching executor keeps per lane, per member and per fork.
 pub struct Lanes {
     /// Lane `l` draws from `rngs[l]`.
+    /// The members' contributions to static adjoints (each record's
+    /// `member` is the member's index), kept in [`Lanes::into_output`]
+    /// for the members that return.
+    pub adjoints: Vec<AdjointRecord>,
     pub rngs: Vec<MemberRng>,
     /// Per lane, the member's steps as the lane counts them.
     steps: Vec<u64>,
@@ -232,6 +237,7 @@ impl Lanes {
             instances: 0,
             peak_instances: 0,
             retired: Vec::new(),
+            adjoints: Vec::new(),
         }
     }
 
@@ -812,8 +818,14 @@ impl Lanes {
             };
             results.push(outcome);
         }
+        let adjoints = self
+            .adjoints
+            .into_iter()
+            .filter(|r| results[r.member as usize].is_ok())
+            .collect();
         RunOutput {
             results,
+            adjoints,
             stats: Stats {
                 steps,
                 lane_utilization,

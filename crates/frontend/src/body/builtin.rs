@@ -306,7 +306,8 @@ impl FunctionChecker<'_, '_> {
             | S::Index
             | S::IndexSet
             | S::Assert
-            | S::Host => {
+            | S::Host
+            | S::StaticAdjoint => {
                 return Err(error(
                     format!("{} cannot be called", call.shown()),
                     call.loc,
@@ -620,7 +621,7 @@ pub(super) fn accepts(signature: OpSignature, class: Class) -> bool {
         | S::IndexSet
         | S::Assert
         | S::Host => true,
-        S::Draw | S::Value => false,
+        S::Draw | S::Value | S::StaticAdjoint => false,
     }
 }
 

@@ -1,0 +1,332 @@
+//! Gradients with respect to statics, summed over a batch's members
+//! (`autobatch run --grad-statics`): the members' logs of contributions
+//! ([`AdjointRecord`], one per `static_adjoint` operation a member runs)
+//! and their sum ([`static_gradients`]).
+//!
+//! A contribution is kept in the compact form the use gives it (the two
+//! vectors of an outer product, a row and its index), so that a member's
+//! log grows with the activations of the model, not with copies of its
+//! weight matrices. The sum is defined so that its bits depend only on the
+//! **multiset** of contributions: not on the strategy, the threads, the
+//! schedule of instances, the order of the members or how they were split
+//! (see [`static_gradients`]).
+
+use std::cmp::Ordering;
+
+use autobatch_ir::{AdjointKind, StaticAdjoint, StaticId};
+use autobatch_types::{Data, Scalar, Tensor};
+
+use crate::internal_error;
+
+/// One contribution to a static's adjoint, made by member `member`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdjointRecord {
+    pub member: u32,
+    pub id: StaticId,
+    pub kind: AdjointKind,
+    /// The row of a `Row` or `OuterRow` contribution (0 otherwise).
+    pub row: u64,
+    /// The values: the whole contribution (`Dense`), the row (`Row`), or
+    /// `u` then `v` (`Outer`, `OuterRow`: `outer(u, v)` is the contribution
+    /// to the matrix, `u` as long as its first axis).
+    pub values: Data,
+}
+
+impl AdjointRecord {
+    /// The record of `member`'s operation `adjoint` on `args` (operands the
+    /// IR verifier accepted for it).
+    pub fn new(member: u32, adjoint: &StaticAdjoint, args: &[&Tensor]) -> AdjointRecord {
+        let operand = |k: usize| match args.get(k) {
+            Some(t) => *t,
+            None => internal_error(format!(
+                "static_adjoint.{} without operand {k}",
+                adjoint.kind.name()
+            )),
+        };
+        let row_of = |t: &Tensor| match t.as_scalar() {
+            Scalar::Usize(i) => i,
+            Scalar::I64(i) if i >= 0 => i as u64,
+            Scalar::I32(i) if i >= 0 => i as u64,
+            _ => internal_error("a static adjoint's row is not an index".to_string()),
+        };
+        let pair = |u: &Tensor, v: &Tensor| {
+            let mut values = Data::with_capacity(u.elem_type(), u.len() + v.len());
+            values.extend_from(&u.data, 0..u.len());
+            values.extend_from(&v.data, 0..v.len());
+            values
+        };
+        let (row, values) = match adjoint.kind {
+            AdjointKind::Dense => (0, operand(0).data.clone()),
+            AdjointKind::Row => (row_of(operand(0)), operand(1).data.clone()),
+            AdjointKind::Outer => (0, pair(operand(0), operand(1))),
+            AdjointKind::OuterRow => (row_of(operand(0)), pair(operand(1), operand(2))),
+        };
+        AdjointRecord {
+            member,
+            id: adjoint.id,
+            kind: adjoint.kind,
+            row,
+            values,
+        }
+    }
+}
+
+/// How many contributions of an outer product are summed into a block
+/// before the block is added to the gradient (fixed: part of the order).
+const OUTER_BLOCK: usize = 64;
+
+/// The gradient of each static of `wanted` (shaped like `statics[id]`,
+/// float) from every member's contributions in `records` (members that
+/// faulted already left out): their sum, in this order, whatever order the
+/// records come in:
+///
+/// 1. the `outer` contributions `u vᵀ` (to the static, or to its row
+///    `i` for `outer_row`), sorted by row, then their values' bits
+///    (`u`, then `v`, element by element), in blocks of 64: each block's
+///    sum `Σ u_r v_rᵀ` computed element by element in record order, then
+///    added to the gradient;
+/// 2. the `row` contributions, sorted by row, then values' bits, each added
+///    to its row;
+/// 3. the `dense` contributions, sorted by values' bits, each added.
+///
+/// Sorting by value makes the sum a function of the multiset of
+/// contributions alone; equal records may go in either order.
+pub fn static_gradients(
+    statics: &[Tensor],
+    wanted: &[StaticId],
+    records: Vec<AdjointRecord>,
+) -> Vec<Tensor> {
+    let mut by_static: Vec<Vec<AdjointRecord>> = vec![Vec::new(); wanted.len()];
+    for r in records {
+        match wanted.iter().position(|w| *w == r.id) {
+            Some(k) => by_static[k].push(r),
+            None => internal_error(format!("an adjoint of {} was not asked for", r.id)),
+        }
+    }
+    wanted
+        .iter()
+        .zip(by_static)
+        .map(|(id, records)| match statics.get(id.0 as usize) {
+            Some(s) => gradient_of(s, records),
+            None => internal_error(format!("static {id} is not in the environment")),
+        })
+        .collect()
+}
+
+/// The gradient of one static (see [`static_gradients`]).
+fn gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> Tensor {
+    records.sort_by(|a, b| {
+        kind_rank(a.kind)
+            .cmp(&kind_rank(b.kind))
+            .then(a.row.cmp(&b.row))
+            .then_with(|| compare_bits(&a.values, &b.values))
+    });
+    let shape = stat.shape.clone();
+    let data = match &stat.data {
+        Data::F32(_) => Data::F32(sum_records::<f32>(&shape, &records)),
+        Data::F64(_) => Data::F64(sum_records::<f64>(&shape, &records)),
+        other => internal_error(format!("the gradient of a static of {}", other.ty())),
+    };
+    Tensor::new(shape, data)
+}
+
+fn kind_rank(kind: AdjointKind) -> u8 {
+    match kind {
+        AdjointKind::Outer | AdjointKind::OuterRow => 0,
+        AdjointKind::Row => 1,
+        AdjointKind::Dense => 2,
+    }
+}
+
+/// A fixed order on values of one type: by the bits of each element in turn.
+fn compare_bits(a: &Data, b: &Data) -> Ordering {
+    match (a, b) {
+        (Data::F32(x), Data::F32(y)) => x
+            .iter()
+            .map(|v| v.to_bits())
+            .cmp(y.iter().map(|v| v.to_bits())),
+        (Data::F64(x), Data::F64(y)) => x
+            .iter()
+            .map(|v| v.to_bits())
+            .cmp(y.iter().map(|v| v.to_bits())),
+        _ => internal_error("static adjoints of another type than their static".to_string()),
+    }
+}
+
+/// The float types a gradient is summed in.
+trait Float: Copy + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {
+    const ZERO: Self;
+    fn slice(data: &Data) -> &[Self];
+}
+
+impl Float for f32 {
+    const ZERO: f32 = 0.0;
+    fn slice(data: &Data) -> &[f32] {
+        match data {
+            Data::F32(v) => v,
+            _ => internal_error("an f32 static's adjoint is not f32".to_string()),
+        }
+    }
+}
+
+impl Float for f64 {
+    const ZERO: f64 = 0.0;
+    fn slice(data: &Data) -> &[f64] {
+        match data {
+            Data::F64(v) => v,
+            _ => internal_error("an f64 static's adjoint is not f64".to_string()),
+        }
+    }
+}
+
+/// The sum of `records` (sorted) into a gradient of `shape`.
+fn sum_records<F: Float>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> {
+    let len: usize = shape.iter().product();
+    let mut g = vec![F::ZERO; len];
+    let outer_end = records
+        .iter()
+        .position(|r| kind_rank(r.kind) != 0)
+        .unwrap_or(records.len());
+    if outer_end > 0 {
+        // The matrix (a 2-D static, or each row of a 3-D one) and the
+        // contributions to it (sorted by row, so consecutive).
+        let (m, k) = match shape {
+            [m, k] | [_, m, k] => (*m, *k),
+            _ => {
+                internal_error("an outer-product adjoint of a static that is no matrix".to_string())
+            }
+        };
+        let mut rest = &records[..outer_end];
+        while let Some(first) = rest.first() {
+            let same = rest.iter().take_while(|r| r.row == first.row).count();
+            let start = first.row as usize * m * k;
+            let Some(matrix) = g.get_mut(start..start + m * k) else {
+                internal_error(format!("a static adjoint's row {} is outside", first.row))
+            };
+            for block in rest[..same].chunks(OUTER_BLOCK) {
+                add_outer_block(matrix, m, k, block);
+            }
+            rest = &rest[same..];
+        }
+    }
+    let row_len = if shape.is_empty() { 1 } else { len / shape[0] };
+    for r in &records[outer_end..] {
+        let values = F::slice(&r.values);
+        let target = match r.kind {
+            AdjointKind::Row => {
+                let start = r.row as usize * row_len;
+                match g.get_mut(start..start + row_len) {
+                    Some(row) => row,
+                    None => internal_error(format!("a static adjoint's row {} is outside", r.row)),
+                }
+            }
+            _ => &mut g[..],
+        };
+        if target.len() != values.len() {
+            internal_error("a static adjoint of another shape than its static".to_string());
+        }
+        for (t, v) in target.iter_mut().zip(values) {
+            *t = *t + *v;
+        }
+    }
+    g
+}
+
+/// Adds `Σ_r u_r v_rᵀ` (each element summed in record order from zero)
+/// to the `m × k` gradient `g`. Rows of the block are independent, so two
+/// threads split them without changing a bit.
+fn add_outer_block<F: Float>(g: &mut [F], m: usize, k: usize, block: &[AdjointRecord]) {
+    let pairs: Vec<(&[F], &[F])> = block
+        .iter()
+        .map(|r| {
+            let values = F::slice(&r.values);
+            if values.len() != m + k {
+                internal_error("an outer-product adjoint of another shape".to_string());
+            }
+            values.split_at(m)
+        })
+        .collect();
+    let mut sum = vec![F::ZERO; k];
+    for (i, g_row) in g.chunks_exact_mut(k).enumerate().take(m) {
+        sum.iter_mut().for_each(|s| *s = F::ZERO);
+        for (u, v) in &pairs {
+            let ui = u[i];
+            for (s, vj) in sum.iter_mut().zip(v.iter()) {
+                *s = *s + ui * *vj;
+            }
+        }
+        for (t, s) in g_row.iter_mut().zip(&sum) {
+            *t = *t + *s;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outer(member: u32, u: &[f64], v: &[f64]) -> AdjointRecord {
+        let mut values = u.to_vec();
+        values.extend_from_slice(v);
+        AdjointRecord {
+            member,
+            id: StaticId(0),
+            kind: AdjointKind::Outer,
+            row: 0,
+            values: Data::F64(values),
+        }
+    }
+
+    fn row(member: u32, i: u64, r: &[f64]) -> AdjointRecord {
+        AdjointRecord {
+            member,
+            id: StaticId(0),
+            kind: AdjointKind::Row,
+            row: i,
+            values: Data::F64(r.to_vec()),
+        }
+    }
+
+    fn dense(member: u32, d: &[f64]) -> AdjointRecord {
+        AdjointRecord {
+            member,
+            id: StaticId(0),
+            kind: AdjointKind::Dense,
+            row: 0,
+            values: Data::F64(d.to_vec()),
+        }
+    }
+
+    #[test]
+    fn the_sum_of_every_kind_of_contribution() {
+        let stat = Tensor::new(vec![2, 3], Data::F64(vec![0.0; 6]));
+        let records = vec![
+            outer(0, &[1.0, 2.0], &[1.0, 0.0, -1.0]),
+            row(1, 1, &[0.5, 0.5, 0.5]),
+            dense(0, &[1.0, 1.0, 1.0, 1.0, 1.0, 1.0]),
+            outer(1, &[0.0, 1.0], &[2.0, 2.0, 2.0]),
+        ];
+        let g = static_gradients(&[stat], &[StaticId(0)], records);
+        assert_eq!(g[0].data, Data::F64(vec![2.0, 1.0, 0.0, 5.5, 3.5, 1.5]));
+    }
+
+    #[test]
+    fn the_order_of_the_records_does_not_change_a_bit() {
+        let stat = Tensor::new(vec![3, 2], Data::F64(vec![0.0; 6]));
+        let mut records: Vec<AdjointRecord> = (0..300u32)
+            .map(|i| {
+                let x = (i as f64 * 0.7311).sin() * 1e3_f64.powf((i % 7) as f64 - 3.0);
+                match i % 3 {
+                    0 => outer(i, &[x, 0.1 * x, -x], &[1.0 / (1.0 + x.abs()), x]),
+                    1 => row(i, (i % 3) as u64, &[x, -0.3 * x]),
+                    _ => dense(i, &[x, x, 0.5, -x, 1.0 / 3.0, x * x]),
+                }
+            })
+            .collect();
+        let first = static_gradients(std::slice::from_ref(&stat), &[StaticId(0)], records.clone());
+        records.reverse();
+        records.swap(3, 150);
+        let second = static_gradients(&[stat], &[StaticId(0)], records);
+        assert_eq!(first, second);
+    }
+}
