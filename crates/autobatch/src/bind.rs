@@ -188,6 +188,23 @@ impl Compiled {
         statics: &[&str],
         inputs: &Inputs,
     ) -> Result<BoundBatch, InputError> {
+        let derived = self.derive_static_gradient(entry, statics)?;
+        let mut bound = derived.program.bind_function(derived.entry, inputs)?;
+        bound.gradients = derived.statics;
+        Ok(bound)
+    }
+
+    /// The IR of `entry'sgrad` (see [`Compiled::bind_static_gradient`]) and
+    /// of the functions it reaches, as `autobatch ir --entry NAME
+    /// --grad-statics S,..` prints it.
+    pub fn static_gradient_ir_text(&self, entry: &str, statics: &[&str]) -> Result<String, InputError> {
+        let derived = self.derive_static_gradient(entry, statics)?;
+        Ok(derived.program.ir_text_from(derived.entry))
+    }
+
+    /// The program with `entry'sgrad` added (see
+    /// [`Compiled::bind_static_gradient`]), verified and optimized.
+    fn derive_static_gradient(&self, entry: &str, statics: &[&str]) -> Result<Derived, InputError> {
         let original = self.entry_function(entry)?;
         let ids = self.check_static_gradient(original, entry, statics)?;
         let names: Vec<String> = statics.iter().map(|s| s.to_string()).collect();
@@ -206,10 +223,11 @@ impl Compiled {
                 },
             )?;
         crate::compile::verify_and_optimize(&mut program);
-        let derived = self.with_program(program);
-        let mut bound = derived.bind_function(sgrad, inputs)?;
-        bound.gradients = names.into_iter().zip(ids).collect();
-        Ok(bound)
+        Ok(Derived {
+            program: self.with_program(program),
+            entry: sgrad,
+            statics: names.into_iter().zip(ids).collect(),
+        })
     }
 
     /// Checks a request of [`Compiled::bind_static_gradient`]: `entry`
@@ -334,6 +352,14 @@ impl Compiled {
             gradients: Vec::new(),
         })
     }
+}
+
+/// A program with a gradient with respect to statics derived: the program,
+/// the derived function, and the statics by name.
+struct Derived {
+    program: Compiled,
+    entry: FuncId,
+    statics: Vec<(String, autobatch_ir::StaticId)>,
 }
 
 /// The value given in `shared` for `name`.

@@ -361,6 +361,12 @@ impl Compiled {
     /// of the whole program, so calls still name the right functions.
     pub fn ir_text_for_entry(&self, entry: &str) -> Result<String, InputError> {
         let entry_id = self.entry_function(entry)?;
+        Ok(self.ir_text_from(entry_id))
+    }
+
+    /// The IR of the functions reachable from `entry_id` (see
+    /// [`Compiled::ir_text_for_entry`]).
+    pub(crate) fn ir_text_from(&self, entry_id: FuncId) -> String {
         let program = &*self.program;
         let reachable = reachable_functions(program, entry_id);
         let mut out = String::new();
@@ -375,7 +381,7 @@ impl Compiled {
             autobatch_ir::print::write_function(&mut out, program, *id, &program.functions[*id])
                 .expect("writing to a String cannot fail");
         }
-        Ok(out)
+        out
     }
 
     /// The explicit-stack form run by the program-counter strategy

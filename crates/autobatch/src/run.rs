@@ -224,7 +224,13 @@ impl BoundBatch {
                 self.batch_size()
             )));
         }
+        // Summing the gradients is part of the run (and of its seconds).
+        let summing = std::time::Instant::now();
         let static_gradients = self.sum_static_gradients(output.adjoints);
+        let mut stats = output.stats;
+        if !self.gradients.is_empty() {
+            stats.wall_seconds += summing.elapsed().as_secs_f64();
+        }
         let ret_type = &self.entry_function().ret_type;
         let mut members = Vec::with_capacity(output.results.len());
         for (member, result) in output.results.into_iter().enumerate() {
@@ -253,7 +259,7 @@ impl BoundBatch {
             batch_size: self.batch_size(),
             members,
             static_gradients,
-            stats: output.stats,
+            stats,
         })
     }
 

@@ -56,6 +56,10 @@ enum Command {
         /// The IR after lowering to the explicit-stack form of the program-counter strategy.
         #[arg(long)]
         lowered: bool,
+        /// The IR of the gradient of `--entry` with respect to these
+        /// statics (as `run --grad-statics` runs it).
+        #[arg(long, value_name = "S1,S2,..", value_delimiter = ',', requires = "entry", conflicts_with = "lowered")]
+        grad_statics: Vec<String>,
     },
     /// Run an entry function on a batch of inputs and print each member's result as JSON.
     Run(RunArgs),
@@ -419,9 +423,14 @@ fn execute(command: Command, comm: &dyn Communicator) -> Result<(), Failure> {
             program,
             entry,
             lowered,
+            grad_statics,
         } => {
             let compiled = compile_file(&program)?;
             let text = match (entry, lowered) {
+                (Some(name), false) if !grad_statics.is_empty() => {
+                    let statics: Vec<&str> = grad_statics.iter().map(String::as_str).collect();
+                    compiled.static_gradient_ir_text(&name, &statics)?
+                }
                 (entry, true) => compiled.lowered_ir_text(entry.as_deref())?,
                 (Some(name), false) => compiled.ir_text_for_entry(&name)?,
                 (None, false) => compiled.ir_text(),
