@@ -26,8 +26,34 @@ Berxit and StackRNN it evaluates the batch's graph step by step (tree level,
 layer, token) to read the decisions, as a DyNet user would, which still
 batches each step across members.
 
+`--train` benches a training step instead (TreeLSTM and BiRNN only, the
+models with a `loss` entry): the inputs gain a batched `label`, member i's
+being i % C (C = 5 for TreeLSTM, 3 for BiRNN), then
+  - ours: `autobatch run MODEL.ab --entry loss --grad-statics <every static
+    of the inputs> --stats` (MODEL_seq.ab is not run) under program-counter
+    and local-static; native is skipped, as --grad-statics runs it on
+    program-counter; the time is `wall_seconds`, which includes the
+    gradient of the batch's summed loss;
+  - DyNet: renew_cg, every member's graph, pickneglogsoftmax(logits, label)
+    (the same logsumexp(z) - z[label], checked on the values), esum,
+    value() and backward(), timed as a whole after one untimed warm-up; no
+    update is applied, and the gradients are zeroed (scale_gradient(0): this
+    DyNet has no ParameterCollection.reset_gradient) before every run,
+    untimed, so they do not accumulate.
+DyNet's gradients (read after the last run, its stacked gate matrices split
+back into our statics) are compared with ours' `static_gradients`: for each
+static, the largest |ours - DyNet| over its elements divided by the largest
+|DyNet| of that static (so the figure is relative to the gradient's scale,
+not inflated by elements that cancel to ~0); the table shows the worst static
+over every pair of our strategies and DyNet settings. Members' losses are
+compared too (largest |ours - DyNet| / max(1, |DyNet|)).
+
+`--no-build` skips `cargo build` and uses the binary as it is.
+
     /work/venv/bin/python tools/dynet_bench.py --models treelstm birnn \
         --batches 8 64 256 --hidden 128 256 --json /tmp/bench.json
+    /work/venv/bin/python tools/dynet_bench.py --train --models treelstm birnn \
+        --strategies program-counter local-static --json /tmp/train.json
 """
 import argparse
 import json
@@ -48,10 +74,14 @@ SHORT = {"program-counter": "pc", "local-static": "ls", "native": "na"}
 # Models with instances also run as MODEL_seq.ab: the same model without
 # `join`/`map`/`pfor` (StackRNN has no independent work).
 SEQ = ["treelstm", "mvrnn", "birnn", "nested", "drnn", "berxit"]
+# Models with a `loss` entry (--train), and their number of labels C.
+TRAIN = {"treelstm": 5, "birnn": 3}
 
 
-def ours_columns(model):
+def ours_columns(model, train=False):
     """(column, program, strategy) of our runs of `model`."""
+    if train:
+        return [(SHORT[s], model, s) for s in STRATEGIES]
     programs = [("", model)] + ([("seq ", model + "_seq")] if model in SEQ else [])
     return [(f"{tag}{SHORT[s]}", program, s) for tag, program in programs for s in STRATEGIES]
 
@@ -65,7 +95,7 @@ SST = os.path.join(ROOT, "examples/data/sst/test.txt")
 
 # ------------------------------------------------------------ inputs ----
 
-def write_inputs(model, batch, hidden, path):
+def write_inputs(model, batch, hidden, path, train=False):
     sys.path.insert(0, HERE)
     import numpy as np
     import models_inputs
@@ -79,8 +109,18 @@ def write_inputs(model, batch, hidden, path):
         data, w, _ = models_inputs.build(model, batch, hidden, 0, SST)
     shared = {k: (v.tolist() if isinstance(v, np.ndarray) else models_inputs.to_json(v))
               for k, v in w.items()}
+    if train:
+        add_labels(model, data, shared)
     with open(path, "w") as f:
         json.dump({"batch": data, "shared": shared}, f)
+
+
+def add_labels(model, data, shared):
+    """Member i's label is i % C (C: the number of rows of BOUT, the model's labels)."""
+    labels = TRAIN[model]
+    assert len(shared["BOUT"]) == labels, (model, len(shared["BOUT"]))
+    members = len(next(iter(data.values())))
+    data["label"] = [i % labels for i in range(members)]
 
 
 # -------------------------------------------------------------- ours ----
@@ -110,18 +150,40 @@ def run_ours(model, program, inputs, strategy, runs, timeout):
     return statistics.median(walls), util, outputs
 
 
-def run_dynet(model, inputs, autobatch, runs, timeout):
+def run_ours_train(model, inputs, strategy, runs, timeout):
+    """The loss and its gradient with respect to every static of `inputs`:
+    (median wall seconds, lane utilization, members' losses, gradients)."""
+    with open(inputs) as f:
+        statics = ",".join(json.load(f)["shared"])
+    walls, doc = [], None
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        for _ in range(runs):
+            subprocess.run([BIN, "run", os.path.join(ROOT, "examples/models", model + ".ab"),
+                            "--entry", "loss", "--inputs", inputs, "--grad-statics", statics,
+                            "--strategy", strategy, "--stats", "--output", out.name],
+                           check=True, timeout=timeout)
+            with open(out.name) as f:
+                doc = json.load(f)
+            walls.append(doc["stats"]["wall_seconds"])
+    losses = [r["ok"] for r in doc["results"]]
+    return (statistics.median(walls), doc["stats"]["lane_utilization"], losses,
+            doc["static_gradients"])
+
+
+def run_dynet(model, inputs, autobatch, runs, timeout, mode="forward"):
+    """The worker's figures: forward mode gives (median seconds, outputs),
+    train mode (median seconds, the worker's whole document)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         subprocess.run([sys.executable, __file__, "--worker", model, inputs, str(autobatch),
-                        str(runs), out.name], check=True, timeout=timeout)
+                        str(runs), mode, out.name], check=True, timeout=timeout)
         with open(out.name) as f:
             doc = json.load(f)
-    return statistics.median(doc["seconds"]), doc["outputs"]
+    return statistics.median(doc["seconds"]), (doc if mode == "train" else doc["outputs"])
 
 
 # ------------------------------------------------------------ DyNet -----
 
-def worker(model, inputs, autobatch, runs, out_path):
+def worker(model, inputs, autobatch, runs, mode, out_path):
     import dynet_config
     dynet_config.set(mem="2048", autobatch=int(autobatch), random_seed=1)
     import dynet as dy
@@ -130,11 +192,18 @@ def worker(model, inputs, autobatch, runs, out_path):
     with open(inputs) as f:
         doc = json.load(f)
     batch, shared = doc["batch"], doc["shared"]
-    members = len(next(iter(batch.values())))
     pc = dy.ParameterCollection()
     build = BUILDERS[model](dy, np, pc, shared)
+    steps = train_steps if mode == "train" else forward_steps
+    result = steps(dy, np, pc, build, batch, int(runs))
+    with open(out_path, "w") as f:
+        json.dump(result, f)
+
+
+def forward_steps(dy, np, pc, build, batch, runs):
+    members = len(next(iter(batch.values())))
     seconds, outputs = [], None
-    for r in range(int(runs) + 1):
+    for r in range(runs + 1):
         t0 = time.perf_counter()
         dy.renew_cg()
         outs = build([{k: v[i] for k, v in batch.items()} for i in range(members)])
@@ -144,8 +213,43 @@ def worker(model, inputs, autobatch, runs, out_path):
         if r > 0:
             seconds.append(t1 - t0)
         outputs = values
-    with open(out_path, "w") as f:
-        json.dump({"seconds": seconds, "outputs": outputs}, f)
+    return {"seconds": seconds, "outputs": outputs}
+
+
+def train_steps(dy, np, pc, build, batch, runs):
+    """Timed training steps without an update; the figures of the last one."""
+    members = [{k: v[i] for k, v in batch.items()} for i in range(len(batch["label"]))]
+    labels = batch["label"]
+    seconds = []
+    for r in range(runs + 1):
+        zero_gradients(pc)  # untimed (a trainer's update would do it)
+        t0 = time.perf_counter()
+        dy.renew_cg()
+        outs = build(members)
+        losses = [dy.pickneglogsoftmax(out[0], l) for out, l in zip(outs, labels)]
+        total = dy.esum(losses)
+        total.value()
+        total.backward()
+        t1 = time.perf_counter()
+        if r > 0:
+            seconds.append(t1 - t0)
+    values = [float(l.value()) for l in losses]
+    formula = [logsumexp_loss(np, out[0].npvalue(), l) for out, l in zip(outs, labels)]
+    return {"seconds": seconds, "losses": values,
+            "formula_difference": max(abs(x - y) for x, y in zip(values, formula)),
+            "gradients": {k: np.asarray(g).tolist() for k, g in build.gradients().items()}}
+
+
+def zero_gradients(pc):
+    for p in pc.parameters_list() + pc.lookup_parameters_list():
+        p.scale_gradient(0.0)
+
+
+def logsumexp_loss(np, z, label):
+    """logsumexp(z) - z[label] in float64 (what our `loss` computes)."""
+    z = np.asarray(z, dtype=np.float64)
+    m = z.max()
+    return float(m + np.log(np.exp(z - m).sum()) - z[label])
 
 
 def params(dy, np, pc, shared, names):
@@ -158,6 +262,11 @@ def stacked(np, pc, shared, names, index=None):
     if index is not None:
         parts = [p[index] for p in parts]
     return pc.parameters_from_numpy(np.concatenate(parts, axis=0))
+
+
+def split_gradient(np, param, names):
+    """The gradient of a parameter made by `stacked`, split back into its named parts."""
+    return dict(zip(names, np.split(np.asarray(param.grad_as_array()), len(names), axis=0)))
 
 
 def treelstm_builder(dy, np, pc, w):
@@ -186,8 +295,18 @@ def treelstm_builder(dy, np, pc, w):
         c = dy.cmult(i, u) + dy.cmult(f1, c1) + dy.cmult(f2, c2)
         return dy.cmult(o, dy.tanh(c)), c
 
-    return lambda ms: [[dy.affine_transform([p["BOUT"], p["WOUT"], node(m, m["root"])[0]])]
-                       for m in ms]
+    def gradients():
+        g = {"E": E.grad_as_array(), **{k: v.grad_as_array() for k, v in p.items()}}
+        for param, names in [(WIOU, ["WI", "WO", "WU"]), (UL, ["UIL", "UOL", "UUL"]),
+                             (UR, ["UIR", "UOR", "UUR"]), (BIOU, ["BI", "BO", "BU"])]:
+            g.update(split_gradient(np, param, names))
+        return g
+
+    def build(ms):
+        return [[dy.affine_transform([p["BOUT"], p["WOUT"], node(m, m["root"])[0]])] for m in ms]
+
+    build.gradients = gradients
+    return build
 
 
 def mvrnn_builder(dy, np, pc, w):
@@ -236,7 +355,19 @@ def birnn_builder(dy, np, pc, w):
         return [dy.affine_transform([p["BOUT"], p["WOUTF"], lstm(0, toks),
                                      p["WOUTB"], lstm(1, toks[::-1])])]
 
-    return lambda ms: [one(m) for m in ms]
+    def gradients():
+        g = {"E": E.grad_as_array(), **{k: v.grad_as_array() for k, v in p.items()}}
+        for i, names in enumerate([["WI", "WF", "WO", "WU"], ["UI", "UF", "UO", "UU"],
+                                   ["BI", "BF", "BO", "BU"]]):
+            parts = [split_gradient(np, dirs[d][i], names) for d in (0, 1)]
+            g.update({k: np.stack([parts[0][k], parts[1][k]]) for k in names})
+        return g
+
+    def build(ms):
+        return [one(m) for m in ms]
+
+    build.gradients = gradients
+    return build
 
 
 def nested_builder(dy, np, pc, w):
@@ -389,6 +520,17 @@ def max_difference(a, b):
     return max(abs(x - y) / max(1.0, abs(y)) for u, v in zip(a, b) for x, y in zip(u, v))
 
 
+def gradient_differences(ours, theirs):
+    """Per static: max |ours - theirs| / max |theirs| (1 where theirs is all zero)."""
+    out = {}
+    for name, g in theirs.items():
+        a, b = flatten(ours[name], []), flatten(g, [])
+        assert len(a) == len(b), (name, len(a), len(b))
+        scale = max(abs(y) for y in b) or 1.0
+        out[name] = max(abs(x - y) for x, y in zip(a, b)) / scale
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
@@ -400,13 +542,20 @@ def main():
     ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=list(STRATEGIES),
                     help="our strategies to run")
     ap.add_argument("--json", help="write every figure here")
-    ap.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--train", action="store_true",
+                    help="bench a training step (loss and gradients; treelstm and birnn)")
+    ap.add_argument("--no-build", action="store_true", help="do not run cargo build")
+    ap.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         return worker(*a.worker)
     set_strategies(a.strategies)
 
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "autobatch-cli"], cwd=ROOT, check=True)
+    if not a.no_build:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "autobatch-cli"], cwd=ROOT,
+                       check=True)
+    if a.train:
+        return train_bench(a)
     rows = []
     ours = [c for c, _, _ in ours_columns("treelstm")]
     print("| model | hidden | batch | " + " | ".join(f"ours {c} (util)" for c in ours)
@@ -441,6 +590,83 @@ def main():
                 if a.json:
                     with open(a.json, "w") as f:
                         json.dump(rows, f, indent=1)
+
+
+def train_bench(a):
+    others = [m for m in a.models if m not in TRAIN]
+    if others:
+        sys.exit(f"--train: no `loss` entry in {', '.join(others)} (only {', '.join(TRAIN)})")
+    if "native" in STRATEGIES:
+        print("--train: native skipped (--grad-statics runs it on program-counter)",
+              file=sys.stderr)
+        set_strategies([s for s in STRATEGIES if s != "native"])
+    ours = [SHORT[s] for s in STRATEGIES]
+    print("| model | hidden | batch | " + " | ".join(f"ours {c} (util)" for c in ours)
+          + " | " + " | ".join(f"DyNet ab={b}" for b in a.dynet)
+          + " | ours best / DyNet best | max gradient difference (static) | max loss difference |")
+    print("|" + "---|" * (6 + len(ours) + len(a.dynet)))
+    rows = []
+    for model in a.models:
+        for hidden in a.hidden:
+            for batch in a.batches:
+                rows.append(train_row(model, hidden, batch, a))
+                print(format_train_row(rows[-1], a.dynet), flush=True)
+                if a.json:
+                    with open(a.json, "w") as f:
+                        json.dump(rows, f, indent=1)
+
+
+def train_row(model, hidden, batch, a):
+    """Runs ours and DyNet on one training batch; compares losses and gradients."""
+    row = {"model": model, "hidden": hidden, "batch": batch, "gradient_difference": {},
+           "loss_difference": {}}
+    ours, theirs = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = os.path.join(tmp, "inputs.json")
+        write_inputs(model, batch, hidden, inputs, train=True)
+        for column, _, s in ours_columns(model, train=True):
+            try:
+                wall, util, losses, grads = run_ours_train(model, inputs, s, a.runs, a.timeout)
+                row[column] = {"items_per_second": batch / wall, "seconds": wall,
+                               "lane_utilization": util}
+                ours[column] = (losses, grads)
+            except subprocess.SubprocessError as e:
+                row[column] = {"error": str(e)}
+        for b in a.dynet:
+            try:
+                secs, doc = run_dynet(model, inputs, b, a.runs, a.timeout, mode="train")
+                row[f"dynet{b}"] = {"items_per_second": batch / secs, "seconds": secs,
+                                    "pickneglogsoftmax_vs_formula": doc["formula_difference"]}
+                theirs[f"dynet{b}"] = (doc["losses"], doc["gradients"])
+            except subprocess.SubprocessError as e:
+                row[f"dynet{b}"] = {"error": str(e)}
+    for c, (losses, grads) in ours.items():
+        for d, (their_losses, their_grads) in theirs.items():
+            row["loss_difference"][f"{c} vs {d}"] = max_difference([losses], [their_losses])
+            row["gradient_difference"][f"{c} vs {d}"] = gradient_differences(grads, their_grads)
+    ours_best = max((row[c].get("items_per_second", 0) for c in ours), default=0)
+    theirs_best = max((row[d].get("items_per_second", 0) for d in theirs), default=0)
+    if ours_best and theirs_best:
+        row["ours_best_over_dynet_best"] = ours_best / theirs_best
+    return row
+
+
+def format_train_row(row, dynet):
+    def ips(cell):
+        return f"{cell['items_per_second']:.0f}" if "items_per_second" in cell else "failed"
+
+    columns = [SHORT[s] for s in STRATEGIES]
+    cells = [f"{ips(row[c])} ({row[c].get('lane_utilization', 0):.3f})" for c in columns]
+    cells += [ips(row[f"dynet{b}"]) for b in dynet]
+    ours = max((row[c].get("items_per_second", 0) for c in columns), default=0)
+    theirs = max((row[f"dynet{b}"].get("items_per_second", 0) for b in dynet), default=0)
+    cells.append(f"{ours / theirs:.2f}" if ours and theirs else "-")
+    worst = max(((d, name) for pair in row["gradient_difference"].values()
+                 for name, d in pair.items()), default=None)
+    cells.append(f"{worst[0]:.1e} ({worst[1]})" if worst else "-")
+    loss = max(row["loss_difference"].values(), default=None)
+    cells.append(f"{loss:.1e}" if loss is not None else "-")
+    return f"| {row['model']} | {row['hidden']} | {row['batch']} | " + " | ".join(cells) + " |"
 
 
 def format_row(row, dynet):

@@ -197,7 +197,11 @@ impl Compiled {
     /// The IR of `entry'sgrad` (see [`Compiled::bind_static_gradient`]) and
     /// of the functions it reaches, as `autobatch ir --entry NAME
     /// --grad-statics S,..` prints it.
-    pub fn static_gradient_ir_text(&self, entry: &str, statics: &[&str]) -> Result<String, InputError> {
+    pub fn static_gradient_ir_text(
+        &self,
+        entry: &str,
+        statics: &[&str],
+    ) -> Result<String, InputError> {
         let derived = self.derive_static_gradient(entry, statics)?;
         Ok(derived.program.ir_text_from(derived.entry))
     }

@@ -58,7 +58,13 @@ enum Command {
         lowered: bool,
         /// The IR of the gradient of `--entry` with respect to these
         /// statics (as `run --grad-statics` runs it).
-        #[arg(long, value_name = "S1,S2,..", value_delimiter = ',', requires = "entry", conflicts_with = "lowered")]
+        #[arg(
+            long,
+            value_name = "S1,S2,..",
+            value_delimiter = ',',
+            requires = "entry",
+            conflicts_with = "lowered"
+        )]
         grad_statics: Vec<String>,
     },
     /// Run an entry function on a batch of inputs and print each member's result as JSON.

@@ -16,6 +16,35 @@ pub struct Case {
     pub program: Program,
     pub inputs: Inputs,
     pub limits: Limits,
+    /// A gradient with respect to statics to check too, in programs whose
+    /// helpers read the static `W` (`crate::differentiable`).
+    pub gradient: Option<GradientCase>,
+}
+
+/// A gradient of `entry`, summed over members, with respect to `statics`
+/// (`autobatch run --grad-statics`): each member's point `x`, the statics
+/// those of the case's inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GradientCase {
+    pub entry: String,
+    pub statics: Vec<String>,
+    /// One `[f64; 3]` per member.
+    pub points: Vec<Json>,
+}
+
+impl GradientCase {
+    /// The inputs JSON: the points batched, the values the case gives the
+    /// program's statics shared.
+    pub fn inputs_json(&self, case: &Case) -> Json {
+        let mut shared = Map::new();
+        let is_static = |name: &str| case.program.statics.iter().any(|s| s.name == name);
+        for arg in &case.inputs.args {
+            if let (true, InputValue::Shared(v)) = (is_static(&arg.name), &arg.value) {
+                shared.insert(arg.name.clone(), v.clone());
+            }
+        }
+        json!({"batch": {"x": self.points}, "shared": shared})
+    }
 }
 
 /// The entry's arguments and the statics, by name.

@@ -16,6 +16,12 @@
 //! One more vector helper, `dl(x)`, runs a counted loop (`for k in 0..T`)
 //! that updates an array and a scalar; with `T` of 16 or less the
 //! derivation unrolls it, above that it differentiates it over a tape.
+//!
+//! In a program with the float static `W: [f64; 3]`, the helpers also read
+//! it (whole, `W[i]`, and inside instances and the counted loop), and a
+//! loss `sloss(x: [f64; 3]) -> f64`, the sum of a vector helper at `x` times `W`,
+//! is the entry of a gradient with respect to `W` summed over members
+//! (`--grad-statics W`, [`crate::case::GradientCase`]).
 
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -30,6 +36,8 @@ pub struct Helpers {
     pub functions: Vec<Function>,
     pub targets: Vec<Target>,
     pub scalar: Option<String>,
+    /// The loss `sloss` (among `functions`), in a program with `W`.
+    pub loss: Option<String>,
 }
 
 /// A vector helper `jacobian` may take: its name, and whether it takes a
@@ -47,13 +55,23 @@ impl Helpers {
             functions: Vec::new(),
             targets: Vec::new(),
             scalar: None,
+            loss: None,
         }
     }
 }
 
-/// Writes the helpers of one program (one to three vector helpers).
-pub fn helpers(rng: &mut ChaCha8Rng) -> Helpers {
-    let mut functions = vec![scalar_helper(rng), indexed_helper(rng), loop_helper(rng)];
+/// The name of the loss of a gradient with respect to `W`.
+pub const LOSS: &str = "sloss";
+
+/// Writes the helpers of one program (one to three vector helpers);
+/// `weight`: whether the program has the static `W: [f64; 3]`, which the
+/// helpers then read, and the loss `sloss`.
+pub fn helpers(rng: &mut ChaCha8Rng, weight: bool) -> Helpers {
+    let mut functions = vec![
+        scalar_helper(rng),
+        indexed_helper(rng, weight),
+        loop_helper(rng, weight),
+    ];
     let mut targets: Vec<Target> = vec![Target {
         name: LOOP.into(),
         data: false,
@@ -65,6 +83,7 @@ pub fn helpers(rng: &mut ChaCha8Rng) -> Helpers {
             rng: &mut *rng,
             earlier: &targets,
             data,
+            weight,
         };
         let tail = writer.vector(2);
         let mut params = vec![param("x", Ty::FloatArray)];
@@ -82,11 +101,54 @@ pub fn helpers(rng: &mut ChaCha8Rng) -> Helpers {
         });
         targets.push(Target { name, data });
     }
+    let loss = weight.then(|| {
+        let target = targets.choose(rng).cloned().unwrap_or(Target {
+            name: LOOP.into(),
+            data: false,
+        });
+        functions.push(loss_function(&target));
+        LOSS.to_owned()
+    });
     Helpers {
         functions,
         targets,
         scalar: Some(SCALAR.into()),
+        loss,
     }
+}
+
+/// `sloss(x: [f64; 3]) -> f64 { sum(target(x) * W) }` (`target(x, x)`
+/// with data): `W` is read here and, often, inside the target.
+fn loss_function(target: &Target) -> Function {
+    let mut args = vec![x()];
+    if target.data {
+        args.push(x());
+    }
+    let tail = Expr::new(
+        Ty::Float,
+        ExprKind::Builtin {
+            builtin: Builtin::Sum,
+            args: vec![Expr::binary(
+                Ty::FloatArray,
+                BinOp::Mul,
+                call(&target.name, args),
+                w(),
+            )],
+        },
+    );
+    Function {
+        name: LOSS.into(),
+        params: vec![param("x", Ty::FloatArray)],
+        ret: Ty::Float,
+        body: Block {
+            stmts: Vec::new(),
+            tail,
+        },
+    }
+}
+
+fn w() -> Expr {
+    Expr::var("W", Ty::FloatArray)
 }
 
 const SCALAR: &str = "ds";
@@ -178,7 +240,7 @@ fn scalar_helper(rng: &mut ChaCha8Rng) -> Function {
 
 /// `dk(k: i64, x: [f64; 3]) -> f64`: element `k` of `x` times an
 /// expression of its neighbour `x[(k + 1) % 3]` and `x[0]`.
-fn indexed_helper(rng: &mut ChaCha8Rng) -> Function {
+fn indexed_helper(rng: &mut ChaCha8Rng, weight: bool) -> Function {
     let k = Expr::var("k", Ty::Int);
     let next = Expr::binary(
         Ty::Int,
@@ -186,7 +248,10 @@ fn indexed_helper(rng: &mut ChaCha8Rng) -> Function {
         Expr::binary(Ty::Int, BinOp::Add, k.clone(), Expr::int(1)),
         Expr::int(FLOAT_ARRAY_LEN as i64),
     );
-    let leaves = [index(x(), next), index(x(), Expr::int(0))];
+    let mut leaves = vec![index(x(), next.clone()), index(x(), Expr::int(0))];
+    if weight {
+        leaves.push(index(w(), next));
+    }
     let tail = Expr::binary(
         Ty::Float,
         BinOp::Mul,
@@ -208,7 +273,7 @@ fn indexed_helper(rng: &mut ChaCha8Rng) -> Function {
 /// (unrolled when short, taped when long) over an array state `s`, updated
 /// one element per iteration, and a scalar state `a`; `tanh` keeps both
 /// bounded however long the loop.
-fn loop_helper(rng: &mut ChaCha8Rng) -> Function {
+fn loop_helper(rng: &mut ChaCha8Rng, weight: bool) -> Function {
     let trips = *[0, 3, 12, 17, 40].choose(rng).unwrap_or(&17);
     let s = || Expr::var("s", Ty::FloatArray);
     let a = || Expr::var("a", Ty::Float);
@@ -231,6 +296,9 @@ fn loop_helper(rng: &mut ChaCha8Rng) -> Function {
         Expr::int(rng.gen_range(0..FLOAT_ARRAY_LEN as i64)),
     ));
     let position = Expr::binary(Ty::Int, BinOp::Rem, k, Expr::int(FLOAT_ARRAY_LEN as i64));
+    if weight {
+        leaves.push(index(w(), position.clone()));
+    }
     let scaled_a = Expr::binary(Ty::Float, BinOp::Mul, a(), literal(rng));
     let body = vec![
         Stmt::SetIndex {
@@ -284,6 +352,8 @@ struct VectorWriter<'a> {
     rng: &'a mut ChaCha8Rng,
     earlier: &'a [Target],
     data: bool,
+    /// Whether the program has the static `W`, a leaf too.
+    weight: bool,
 }
 
 impl VectorWriter<'_> {
@@ -339,6 +409,8 @@ impl VectorWriter<'_> {
     fn leaf(&mut self) -> Expr {
         if self.data && self.rng.gen_bool(0.3) {
             d()
+        } else if self.weight && self.rng.gen_bool(0.25) {
+            w()
         } else {
             x()
         }
@@ -359,9 +431,15 @@ impl VectorWriter<'_> {
 
     /// A float expression of the elements of `x`.
     fn element_expr(&mut self) -> Expr {
-        let leaves: Vec<Expr> = (0..FLOAT_ARRAY_LEN as i64)
+        let mut leaves: Vec<Expr> = (0..FLOAT_ARRAY_LEN as i64)
             .map(|i| index(x(), Expr::int(i)))
             .collect();
+        if self.weight {
+            leaves.push(index(
+                w(),
+                Expr::int(self.rng.gen_range(0..FLOAT_ARRAY_LEN as i64)),
+            ));
+        }
         scalar_expr(self.rng, &leaves, 1)
     }
 

@@ -29,7 +29,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value as Json};
 
 use crate::ast::*;
-use crate::case::{Case, InputArg, InputValue, Inputs, Limits, ENTRY};
+use crate::case::{Case, GradientCase, InputArg, InputValue, Inputs, Limits, ENTRY};
 use crate::differentiable;
 
 /// Types a variable, parameter or result may have.
@@ -68,10 +68,12 @@ pub fn generate(seed: u64) -> Case {
     let program = gen.program();
     let inputs = gen.inputs(&program);
     let limits = gen.limits();
+    let gradient = gen.gradient(&program);
     Case {
         program,
         inputs,
         limits,
+        gradient,
     }
 }
 
@@ -227,7 +229,8 @@ impl Generator {
             self.signatures.push(signature);
         }
         let helpers = if self.chance(0.3) {
-            differentiable::helpers(&mut self.rng)
+            let weight = self.statics.iter().any(|s| s.name == "W");
+            differentiable::helpers(&mut self.rng, weight)
         } else {
             differentiable::Helpers::none()
         };
@@ -1447,6 +1450,29 @@ impl Generator {
     }
 
     // ---- inputs and limits ----
+
+    /// A gradient of the loss with respect to `W`, if the program has one:
+    /// 1 to 6 members, each with its own point.
+    fn gradient(&mut self, program: &Program) -> Option<GradientCase> {
+        program
+            .functions
+            .iter()
+            .find(|f| f.name == differentiable::LOSS)?;
+        let members = self.rng.gen_range(1..=6);
+        let points = (0..members)
+            .map(|_| {
+                let point: Vec<f64> = (0..FLOAT_ARRAY_LEN)
+                    .map(|_| f64::from(self.rng.gen_range(-8..=8)) * 0.125)
+                    .collect();
+                Json::from(point)
+            })
+            .collect();
+        Some(GradientCase {
+            entry: differentiable::LOSS.into(),
+            statics: vec!["W".into()],
+            points,
+        })
+    }
 
     /// The entry's arguments, each shared or batched, and the statics.
     /// Ragged arguments follow [`RaggedLengths`]: each member's own length

@@ -9,7 +9,11 @@
 //!   `loop` with `break value`, `break`, `continue` and calls inside;
 //!   `catch`; instances (`join`, `map`, `pfor`); rows of `jacobian`s of
 //!   differentiable helpers that fork, some with a data argument, and
-//!   `grad` of a scalar helper with a data argument ([`differentiable`]);
+//!   `grad` of a scalar helper with a data argument ([`differentiable`]),
+//!   helpers that read the static `W` and a loss of them whose gradient
+//!   with respect to `W`, summed over members, is checked too
+//!   ([`case::GradientCase`]: every configuration's bits and the members
+//!   in reverse order);
 //!   random draws;
 //!   members that fault beside members that do not; in some programs ragged
 //!   arrays `[i64; L]`, `[f64; L]`, `[[f64; 3]; L]` whose length is each

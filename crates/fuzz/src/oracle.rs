@@ -13,7 +13,7 @@ use autobatch::{
     Scalar, Strategy, Tensor, Value,
 };
 
-use crate::case::{Case, InputValue, Inputs as CaseInputs, Limits, ENTRY};
+use crate::case::{Case, GradientCase, InputValue, Inputs as CaseInputs, Limits, ENTRY};
 
 /// One way of running a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,15 +116,117 @@ pub fn check(case: &Case, header_lines: usize) -> Verdict {
         Ok(bound) => bound,
         Err(why) => return Verdict::Invalid(why),
     };
-    if !is_ragged_batch(&case.inputs) {
-        return compare_configurations(&bound, case.limits, &configurations()).0;
-    }
-    let mut all = configurations();
-    all.extend(threaded_configurations());
-    match compare_configurations(&bound, case.limits, &all) {
-        (Verdict::Pass, Some(batch)) => members_alone(&compiled, &case.inputs, case.limits, &batch),
+    let verdict = if !is_ragged_batch(&case.inputs) {
+        compare_configurations(&bound, case.limits, &configurations()).0
+    } else {
+        let mut all = configurations();
+        all.extend(threaded_configurations());
+        match compare_configurations(&bound, case.limits, &all) {
+            (Verdict::Pass, Some(batch)) => {
+                members_alone(&compiled, &case.inputs, case.limits, &batch)
+            }
+            (verdict, _) => verdict,
+        }
+    };
+    match (verdict, &case.gradient) {
+        (Verdict::Pass, Some(gradient)) => check_gradient(&compiled, case, gradient),
         (verdict, _) => verdict,
     }
+}
+
+/// Checks a gradient with respect to statics: under every configuration
+/// (and two threads) each member's loss and the summed gradient's bits
+/// must be the reference's, and the members in reverse order must give
+/// the same gradient.
+fn check_gradient(compiled: &Compiled, case: &Case, gradient: &GradientCase) -> Verdict {
+    let bind_points = |points: &[serde_json::Value]| {
+        let reordered = GradientCase {
+            points: points.to_vec(),
+            ..gradient.clone()
+        };
+        let json = reordered.inputs_json(case).to_string();
+        let inputs =
+            Inputs::from_json_str(&json).map_err(|e| format!("bad inputs: {}", e.message()))?;
+        let statics: Vec<&str> = gradient.statics.iter().map(String::as_str).collect();
+        without_panics(|| compiled.bind_static_gradient(&gradient.entry, &statics, &inputs))
+            .map_err(|panic| format!("binding the gradient {panic}"))?
+            .map_err(|e| format!("the gradient does not bind: {}", e.message()))
+    };
+    let bound = match bind_points(&gradient.points) {
+        Ok(bound) => bound,
+        Err(why) => return Verdict::Invalid(why),
+    };
+    let mut all = configurations();
+    all.extend(threaded_configurations());
+    let reference = match run(&bound, all[0], case.limits) {
+        Ok(reference) => reference,
+        Err(detail) => {
+            return Verdict::Fail(vec![Finding {
+                configuration: all[0],
+                detail,
+            }])
+        }
+    };
+    let mut findings = Vec::new();
+    for &configuration in &all[1..] {
+        let detail = match run(&bound, configuration, case.limits) {
+            Ok(run) => {
+                compare_runs(&reference, &run).or_else(|| compare_gradients(&reference, &run))
+            }
+            Err(detail) => Some(detail),
+        };
+        if let Some(detail) = detail {
+            findings.push(Finding {
+                configuration,
+                detail,
+            });
+        }
+    }
+    let mut reversed = gradient.points.clone();
+    reversed.reverse();
+    let again = bind_points(&reversed).and_then(|bound| run(&bound, all[0], case.limits));
+    let detail = match again {
+        Ok(again) => {
+            compare_gradients(&reference, &again).map(|d| format!("members reversed: {d}"))
+        }
+        Err(why) => Some(format!("members reversed: {why}")),
+    };
+    if let Some(detail) = detail {
+        findings.push(Finding {
+            configuration: all[0],
+            detail,
+        });
+    }
+    if findings.is_empty() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail(findings)
+    }
+}
+
+/// The first static whose summed gradient differs in a bit, described.
+fn compare_gradients(reference: &RunResult, actual: &RunResult) -> Option<String> {
+    let same = reference.static_gradients.len() == actual.static_gradients.len()
+        && reference
+            .static_gradients
+            .iter()
+            .zip(&actual.static_gradients)
+            .all(|((n, a), (m, b))| n == m && same_tensor(a, b));
+    if same {
+        return None;
+    }
+    let show = |run: &RunResult| {
+        run.static_gradients
+            .iter()
+            .map(|(n, t)| format!("{n} = {}", autobatch::tensor_to_json(t)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(format!(
+        "static gradients: expected {}, got {}",
+        show(reference),
+        show(actual)
+    ))
 }
 
 /// Whether the batched ragged arguments differ in length between members.
