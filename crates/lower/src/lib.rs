@@ -83,15 +83,8 @@ pub fn compile_static_gradient(
             .keys()
             .filter(|s| marked[s.index()])
             .collect();
-        let sgrad =
-            autobatch_autodiff::derive_static_gradient(&mut program, id, &ids).map_err(|e| {
-                vec![Diagnostic::new(
-                    format!("cannot differentiate: {}", e.message),
-                    e.loc,
-                    Loc::new(e.loc.line, e.loc.column + 1),
-                    "in the differentiated code",
-                )]
-            })?;
+        let sgrad = autobatch_autodiff::derive_static_gradient(&mut program, id, &ids)
+            .map_err(derive_diagnostic)?;
         // `entry'sgrad` returns what `entry` returns (no parameter is
         // differentiated): the same value, shown the same way.
         program.functions[sgrad].ret_type = program.functions[id].ret_type.clone();
@@ -169,14 +162,7 @@ fn derive_gradients(
             kind: *kind,
         })
         .collect();
-    let ids = autobatch_autodiff::derive(program, &requests).map_err(|e| {
-        vec![Diagnostic::new(
-            format!("cannot differentiate: {}", e.message),
-            e.loc,
-            Loc::new(e.loc.line, e.loc.column + 1),
-            "in the differentiated code",
-        )]
-    })?;
+    let ids = autobatch_autodiff::derive(program, &requests).map_err(derive_diagnostic)?;
     for f in program.functions.values_mut() {
         for block in f.blocks.values_mut() {
             for op in &mut block.ops {
@@ -189,6 +175,17 @@ fn derive_gradients(
         }
     }
     Ok(())
+}
+
+/// A derivation that failed (a limit of the transformation, or a bug: the
+/// front end refuses what is not differentiable), as a diagnostic.
+fn derive_diagnostic(e: autobatch_autodiff::DeriveError) -> Vec<Diagnostic> {
+    vec![Diagnostic::new(
+        format!("cannot differentiate: {}", e.message),
+        e.loc,
+        Loc::new(e.loc.line, e.loc.column + 1),
+        "in the differentiated code",
+    )]
 }
 
 /// The request index of a placeholder callee id, if `id` is one.
