@@ -23,6 +23,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use autobatch_ir::{EntityRef, Program};
+use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::{Backend, MemberRng};
 use autobatch_native::{Limits, NativeProgram, Stop};
 use autobatch_types::{MemberError, Tensor};
@@ -129,6 +130,8 @@ struct Progress<'a> {
 /// What one chunk of members gives.
 struct Chunk {
     results: Vec<Result<Vec<Tensor>, MemberError>>,
+    /// The contributions to static adjoints of the members that finished.
+    adjoints: Vec<AdjointRecord>,
     counters: Vec<u64>,
     steps: u64,
     instances: u64,
@@ -194,7 +197,12 @@ fn run_compiled(
     } else {
         1.0 / batch.size as f64
     };
-    let results = chunks.into_iter().flat_map(|c| c.results).collect();
+    let mut results = Vec::with_capacity(batch.size);
+    let mut adjoints = Vec::new();
+    for chunk in chunks {
+        results.extend(chunk.results);
+        adjoints.extend(chunk.adjoints);
+    }
     let stats = Stats {
         steps: progress.steps,
         lane_utilization,
@@ -209,8 +217,6 @@ fn run_compiled(
         report: Vec::new(),
         profile: None,
     };
-    // Programs that log static adjoints are not compiled (they fall back).
-    let adjoints = Vec::new();
     Ok((
         RunOutput {
             results,
@@ -234,6 +240,7 @@ fn run_chunk(
     let segments = native.segments().len();
     let mut chunk = Chunk {
         results: Vec::with_capacity(members.len()),
+        adjoints: Vec::new(),
         counters: vec![0; segments],
         steps: 0,
         instances: 0,
@@ -253,12 +260,18 @@ fn run_chunk(
             .then(|| MemberRng::new(options.seed, options.member_id(member)));
         let run = runner.run(&args, limits, rng.as_mut(), &mut member_counters);
         let outcome = match run.outcome {
-            Ok(values) => Ok(values),
+            Ok(values) => {
+                chunk.adjoints.extend(run.adjoints.into_iter().map(|mut r| {
+                    r.member = member as u32;
+                    r
+                }));
+                Ok(values)
+            }
             Err(Stop::NativeStack) => {
                 chunk.rerun += 1;
-                chunk
-                    .results
-                    .push(reference::run_member(program, env, batch, options, member));
+                let alone = reference::run_member_logged(program, env, batch, options, member);
+                chunk.results.push(alone.result);
+                chunk.adjoints.extend(alone.adjoints);
                 continue;
             }
             Err(Stop::Fault { fault, loc }) => {

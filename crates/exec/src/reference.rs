@@ -164,6 +164,25 @@ pub fn run_member(
     options: &RunOptions,
     member: usize,
 ) -> Result<Vec<Tensor>, MemberError> {
+    run_member_logged(program, env, batch, options, member).result
+}
+
+/// What [`run_member_logged`] gives: the member's outcome, and its
+/// contributions to static adjoints (none if it failed).
+pub struct LoggedMember {
+    pub result: Result<Vec<Tensor>, MemberError>,
+    pub adjoints: Vec<AdjointRecord>,
+}
+
+/// [`run_member`] with the member's log of static adjoints (the native
+/// strategy's fallback for a member whose machine stack ran out).
+pub fn run_member_logged(
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    member: usize,
+) -> LoggedMember {
     let options = RunOptions {
         observer: None,
         ..options.clone()
@@ -182,7 +201,11 @@ pub fn run_member(
         peak_instances: 0,
         adjoints: Vec::new(),
     };
-    run_one(program, &plan, &options, &mut counters, env, batch, member)
+    let result = run_one(program, &plan, &options, &mut counters, env, batch, member);
+    LoggedMember {
+        result,
+        adjoints: counters.adjoints,
+    }
 }
 
 /// Runs one member, adding its figures to `counters`.

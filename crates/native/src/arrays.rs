@@ -18,6 +18,7 @@
 //! the run's context and reported by the return code.
 
 use autobatch_ir::{Prim, ReduceOp};
+use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::buffer::{copy, Rows, RowsMut, Values, ValuesMut};
 use autobatch_kernels::elementwise::{self, DataOperand, Operand as BoolOperand};
 use autobatch_kernels::{layout, linalg, reduce, Fault, PrimContext};
@@ -263,6 +264,11 @@ unsafe fn apply(
             ValuesMut::F64(o) => (*ctx.rng).normal_into(o),
             _ => return through_eval(ctx, op, dst, args),
         },
+        Prim::StaticAdjoint(adjoint) => {
+            let tensors = operand_tensors(op, args);
+            let refs: Vec<&Tensor> = tensors.iter().collect();
+            ctx.adjoints.push(AdjointRecord::new(0, adjoint, &refs));
+        }
         _ => return through_eval(ctx, op, dst, args),
     }
     Ok(())
@@ -334,6 +340,22 @@ fn product<T: linalg::Product>(op: &ArrayOp, a: &[T], b: &[T], out: &mut [T]) {
     }
 }
 
+/// The operands of `op`, copied out of member memory into tensors.
+///
+/// # Safety
+/// As [`array_op`]'s operands.
+unsafe fn operand_tensors(op: &ArrayOp, args: &[*mut u8]) -> Vec<Tensor> {
+    op.args
+        .iter()
+        .zip(args)
+        .map(|(a, p)| {
+            let mut data = Data::filled(Scalar::zero(a.ty), a.len());
+            copy(view(a.ty, *p, a.len()), ValuesMut::all(&mut data));
+            Tensor::new(a.shape.clone(), data)
+        })
+        .collect()
+}
+
 /// Any primitive through `autobatch_kernels::eval` on tensors copied out
 /// of member memory, its result copied back.
 unsafe fn through_eval(
@@ -342,16 +364,7 @@ unsafe fn through_eval(
     dst: *mut u8,
     args: &[*mut u8],
 ) -> Result<(), Fault> {
-    let tensors: Vec<Tensor> = op
-        .args
-        .iter()
-        .zip(args)
-        .map(|(a, p)| {
-            let mut data = Data::filled(Scalar::zero(a.ty), a.len());
-            copy(view(a.ty, *p, a.len()), ValuesMut::all(&mut data));
-            Tensor::new(a.shape.clone(), data)
-        })
-        .collect();
+    let tensors = operand_tensors(op, args);
     let refs: Vec<&Tensor> = tensors.iter().collect();
     let symbols = std::slice::from_raw_parts(ctx.symbols, ctx.symbol_count);
     // A program that draws nothing runs without a stream (a null

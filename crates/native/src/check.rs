@@ -51,28 +51,17 @@ fn at(loc: Loc) -> String {
 fn check_function(function: &Function, symbols: &[u64]) -> Result<(), String> {
     for block in function.blocks.values() {
         for op in &block.ops {
-            match op {
-                Op::Prim {
-                    prim: Prim::Host(host),
-                    loc,
-                    ..
-                } => {
-                    return Err(format!(
-                        "the call of the host primitive `{}` at {} is not compiled yet",
-                        host.name,
-                        at(*loc)
-                    ))
-                }
-                Op::Prim {
-                    prim: Prim::StaticAdjoint(_),
-                    ..
-                } => {
-                    return Err(format!(
-                        "gradients with respect to statics (`{}`) are not compiled yet",
-                        function.name
-                    ))
-                }
-                _ => {}
+            if let Op::Prim {
+                prim: Prim::Host(host),
+                loc,
+                ..
+            } = op
+            {
+                return Err(format!(
+                    "the call of the host primitive `{}` at {} is not compiled yet",
+                    host.name,
+                    at(*loc)
+                ));
             }
         }
     }

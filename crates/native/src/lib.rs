@@ -66,6 +66,7 @@ mod translate;
 use std::sync::Mutex;
 
 use autobatch_ir::{Block, FuncId, Program};
+use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::{Fault, MemberRng};
 use autobatch_types::{Data, Loc, Scalar, Tensor, TensorType};
 use cranelift_jit::JITModule;
@@ -129,6 +130,9 @@ pub struct MemberRun {
     pub steps: u64,
     pub instances: u64,
     pub peak_instances: u64,
+    /// The member's contributions to static adjoints (`static_adjoint`
+    /// operations), in the order made; `member` is 0 (the caller's to set).
+    pub adjoints: Vec<AdjointRecord>,
 }
 
 /// What native code and the host share during one member's run. The
@@ -161,6 +165,8 @@ pub(crate) struct Context {
     instances: u64,
     live_instances: u64,
     peak_instances: u64,
+    /// The member's log of static adjoints (`arrays::apply`).
+    adjoints: Vec<AdjointRecord>,
 }
 
 pub(crate) mod offsets {
@@ -326,6 +332,7 @@ impl Runner<'_> {
                 steps: 0,
                 instances: 0,
                 peak_instances: 0,
+                adjoints: Vec::new(),
             };
         }
         self.bits.clear();
@@ -388,6 +395,7 @@ impl Runner<'_> {
             instances: 0,
             live_instances: 0,
             peak_instances: 0,
+            adjoints: Vec::new(),
         };
         // SAFETY: the trampoline reads one argument per parameter (a
         // scalar's bits, or a pointer to an array of the parameter's shape,
@@ -434,6 +442,7 @@ impl Runner<'_> {
             steps,
             instances: context.instances,
             peak_instances: context.peak_instances,
+            adjoints: context.adjoints,
         }
     }
 }
