@@ -176,7 +176,7 @@ impl Program {
     /// statics every member shares.
     #[pyo3(signature = (entry, batch = None, shared = None, *, strategy = "program-counter",
                         seed = None, lanes = "auto", threads = None, max_stack_depth = None,
-                        max_steps = None))]
+                        max_steps = None, grad_statics = None))]
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -190,6 +190,7 @@ impl Program {
         threads: Option<&Bound<'_, PyAny>>,
         max_stack_depth: Option<&Bound<'_, PyAny>>,
         max_steps: Option<&Bound<'_, PyAny>>,
+        grad_statics: Option<Vec<String>>,
     ) -> PyResult<RunResult> {
         no_panic(|| {
             let config = RunConfig {
@@ -223,10 +224,14 @@ impl Program {
                 .validate()
                 .map_err(|e| PyValueError::new_err(e.to_string()))?;
             let inputs = inputs_from_py(batch, shared)?;
-            let bound = self
-                .compiled
-                .bind(entry, &inputs)
-                .map_err(|e| PyValueError::new_err(e.message().to_owned()))?;
+            let bound = match &grad_statics {
+                None => self.compiled.bind(entry, &inputs),
+                Some(statics) => {
+                    let statics: Vec<&str> = statics.iter().map(String::as_str).collect();
+                    self.compiled.bind_static_gradient(entry, &statics, &inputs)
+                }
+            }
+            .map_err(|e| PyValueError::new_err(e.message().to_owned()))?;
             let result = py
                 .allow_threads(|| catch_unwind(AssertUnwindSafe(|| bound.run(&config))))
                 .map_err(|_| {
@@ -299,6 +304,10 @@ struct RunResult {
     errors: Py<PyList>,
     /// The run's figures, as `autobatch run --stats` writes them.
     stats: Py<PyDict>,
+    /// With `grad_statics`: each static's name and the gradient of the sum
+    /// of the members' results with respect to it (a numpy array, or a
+    /// float for a scalar static); else empty.
+    static_gradients: Py<PyDict>,
 }
 
 impl RunResult {
@@ -320,10 +329,16 @@ impl RunResult {
         let stats = convert::json_to_py(py, &result.stats_to_json())?
             .downcast_into::<PyDict>()
             .map_err(|_| PyRuntimeError::new_err("internal error: the stats are not an object"))?;
+        let gradients = PyDict::new(py);
+        for (name, gradient) in &result.static_gradients {
+            let value = autobatch::Value::Tensor(gradient.clone());
+            gradients.set_item(name, convert::value_to_py(py, &value)?)?;
+        }
         Ok(RunResult {
             values: values.unbind(),
             errors: errors.unbind(),
             stats: stats.unbind(),
+            static_gradients: gradients.unbind(),
         })
     }
 }

@@ -266,3 +266,32 @@ def test_a_batched_host_function_takes_many_calls_at_once():
     both = batched.with_host("swap", lambda vs: vs[:, ::-1], batched=True)
     res = both.run("g", batch={"v": [[1.0, 2.0], [3.0, 4.0]]})
     assert [v.tolist() for v in res.values] == [[4.0, 2.0], [8.0, 6.0]]
+
+
+def test_gradients_with_respect_to_statics_summed_over_members():
+    prog = autobatch.compile("""
+extern "autobatch" { static W: [[f64; 2]; 2]; static B: [f64; 2]; }
+fn loss(x: [f64; 2], y: [f64; 2]) -> f64 {
+    let d = matvec(W, x) + B - y;
+    0.5 * sum(d * d)
+}
+""")
+    W = np.array([[0.5, -1.0], [2.0, 0.25]])
+    B = np.array([0.1, -0.2])
+    xs = np.array([[1.0, 2.0], [-1.0, 0.5], [0.0, 3.0]])
+    ys = np.array([[0.0, 1.0], [1.0, 1.0], [2.0, -1.0]])
+    res = prog.run("loss", batch={"x": xs, "y": ys}, shared={"W": W, "B": B},
+                   grad_statics=["W", "B"])
+    residuals = xs @ W.T + B - ys
+    np.testing.assert_allclose(res.values, 0.5 * (residuals ** 2).sum(axis=1))
+    np.testing.assert_allclose(res.static_gradients["W"], residuals.T @ xs, rtol=1e-12)
+    np.testing.assert_allclose(res.static_gradients["B"], residuals.sum(axis=0), rtol=1e-12)
+    assert res.static_gradients["W"].dtype == np.float64
+    # The same bits under every strategy.
+    for strategy in ["reference", "local-static", "native"]:
+        other = prog.run("loss", batch={"x": xs, "y": ys}, shared={"W": W, "B": B},
+                         grad_statics=["W", "B"], strategy=strategy)
+        assert (other.static_gradients["W"] == res.static_gradients["W"]).all()
+    assert prog.run("loss", batch={"x": xs, "y": ys}, shared={"W": W, "B": B}).static_gradients == {}
+    with pytest.raises(ValueError, match="no static named `V`"):
+        prog.run("loss", batch={"x": xs, "y": ys}, shared={"W": W, "B": B}, grad_statics=["V"])
