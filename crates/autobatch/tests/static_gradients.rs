@@ -185,6 +185,7 @@ fn loss(word: usize, y: [f64; 2]) -> f64 {
 fn both(word: usize, y: [f64; 2]) -> [f64; 2] { y }
 fn deep(n: i64) -> f64 { if B[0] > 0.0 { 1.0 } else if n > 0 { deep(n - 1) } else { B[1] } }
 fn recursive(n: i64) -> f64 { deep(n) }
+fn noisy(word: usize, y: [f64; 2]) -> f64 { W[0][0] * uniform() }
 "#;
 
 fn small_inputs(words: &[usize], ys: &[[f64; 2]]) -> Json {
@@ -381,6 +382,14 @@ fn requests_that_cannot_be_served_are_refused_with_what_is_wrong() {
     assert_eq!(e.kind(), InputErrorKind::NotDifferentiable);
     assert!(
         e.message().contains("small.ab:16:29") && e.message().contains("`--grad-statics`"),
+        "{}",
+        e.message()
+    );
+    // Random draws in the differentiated code, as for `grad`.
+    let e = refused("noisy", &["W"], &json);
+    assert_eq!(e.kind(), InputErrorKind::NotDifferentiable);
+    assert!(
+        e.message().contains("small.ab:18") && e.message().contains("random"),
         "{}",
         e.message()
     );
