@@ -30,9 +30,8 @@ batches each step across members.
 models with a `loss` entry): the inputs gain a batched `label`, member i's
 being i % C (C = 5 for TreeLSTM, 3 for BiRNN), then
   - ours: `autobatch run MODEL.ab --entry loss --grad-statics <every static
-    of the inputs> --stats` (MODEL_seq.ab is not run) under program-counter
-    and local-static; native is skipped, as --grad-statics runs it on
-    program-counter; the time is `wall_seconds`, which includes the
+    of the inputs> --stats` (MODEL_seq.ab is not run) under the strategies
+    of --strategies; the time is `wall_seconds`, which includes the
     gradient of the batch's summed loss;
   - DyNet: renew_cg, every member's graph, pickneglogsoftmax(logits, label)
     (the same logsumexp(z) - z[label], checked on the values), esum,
@@ -596,10 +595,6 @@ def train_bench(a):
     others = [m for m in a.models if m not in TRAIN]
     if others:
         sys.exit(f"--train: no `loss` entry in {', '.join(others)} (only {', '.join(TRAIN)})")
-    if "native" in STRATEGIES:
-        print("--train: native skipped (--grad-statics runs it on program-counter)",
-              file=sys.stderr)
-        set_strategies([s for s in STRATEGIES if s != "native"])
     ours = [SHORT[s] for s in STRATEGIES]
     print("| model | hidden | batch | " + " | ".join(f"ours {c} (util)" for c in ours)
           + " | " + " | ".join(f"DyNet ab={b}" for b in a.dynet)
