@@ -413,6 +413,7 @@ fn run_on_this_thread(
         call_bytes,
         peak_state_bytes,
         profiler,
+        mut engine,
         ..
     } = run;
     for (m, finished) in returned.finished.iter().enumerate() {
@@ -420,7 +421,8 @@ fn run_on_this_thread(
             lanes.finish(m, returned.values.iter().map(|c| c.row(m)).collect());
         }
     }
-    let mut output = lanes.into_output(counter, steps, started, |member| {
+    let adjoints = engine.take_adjoints();
+    let mut output = lanes.into_output(counter, steps, started, adjoints, |member| {
         crate::reference::run_member(program, env, batch, options, member)
     });
     output.stats.call_bytes = call_bytes;
@@ -853,10 +855,11 @@ impl Run<'_> {
         arg_slots.extend(args.iter().map(|a| a.index()));
         let mut member_rows = std::mem::take(&mut self.member_rows);
         member_rows.clear();
-        if args
+        // A static adjoint is logged as its member's.
+        let members_read = args
             .iter()
-            .any(|a| matches!(frame.slots[a.index()], Slot::Member(_)))
-        {
+            .any(|a| matches!(frame.slots[a.index()], Slot::Member(_)));
+        if members_read || matches!(prim, Prim::StaticAdjoint(_)) {
             member_rows.extend(rows.iter().map(|r| frame.members[*r as usize]));
         }
         let exec = PrimExecution {
@@ -886,14 +889,6 @@ impl Run<'_> {
             &lane_of,
             &mut faults,
         );
-        if let Prim::StaticAdjoint(_) = exec.prim {
-            // The engine knows each record's lane (its stream).
-            let lanes = &mut self.lanes;
-            let mut log = std::mem::take(&mut lanes.adjoints);
-            self.engine
-                .take_adjoints(|lane| lanes.member_of(lane as u32), &mut log);
-            lanes.adjoints = log;
-        }
         self.counter.record(counter, rows.len());
         // A fault inside a catching call is caught when the call returns,
         // not here.

@@ -148,9 +148,11 @@ pub fn run(
         call_bytes,
         peak_state_bytes,
         profiler,
+        mut engine,
         ..
     } = machine;
-    let mut output = lanes.into_output(counter, steps, started, |member| {
+    let adjoints = engine.take_adjoints();
+    let mut output = lanes.into_output(counter, steps, started, adjoints, |member| {
         crate::reference::run_member(program, env, batch, options, member)
     });
     output.stats.call_bytes = call_bytes;
@@ -542,14 +544,6 @@ impl<'a> Machine<'a> {
             &|r| r as usize,
             &mut self.faults,
         );
-        if let Prim::StaticAdjoint(_) = prim {
-            // Rows are lanes here: the records go to the lanes' members.
-            let lanes = &mut self.lanes;
-            let mut log = std::mem::take(&mut lanes.adjoints);
-            self.engine
-                .take_adjoints(|lane| lanes.member_of(lane as u32), &mut log);
-            lanes.adjoints = log;
-        }
         self.counter.record(op.counter, rows.len());
         let mut member_stacks = MemberStacks {
             plan: &self.catch_plan,
@@ -1203,7 +1197,9 @@ fn prim_slots(
                         args: args.iter().map(|a| a.index()).collect(),
                         dst: dst.map(|d| d.index()),
                         counter: counter.register(prim, *loc),
-                        reads_member: args.iter().any(member),
+                        // A static adjoint is logged as its member's.
+                        reads_member: args.iter().any(member)
+                            || matches!(prim, Prim::StaticAdjoint(_)),
                         arg_bytes: match (prim, dst) {
                             (Prim::Copy, Some(d)) if params.contains(d) => {
                                 Some(value_bytes(&lowered.vars[*d].ty, symbols) as u64)

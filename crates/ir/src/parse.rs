@@ -15,10 +15,9 @@
 
 use std::fmt;
 
-use crate::prim::AdjointKind;
 use crate::{
-    Block, BlockData, EntityRef, EntityVec, FuncId, Function, Instances, JoinCall, Op, Param, Prim,
-    Program, StaticAdjoint, StaticDecl, StaticId, Terminator, Var, VarData,
+    AdjointKind, Block, BlockData, EntityRef, EntityVec, FuncId, Function, Instances, JoinCall, Op,
+    Param, Prim, Program, StaticAdjoint, StaticDecl, StaticId, Terminator, Var, VarData,
 };
 use autobatch_types::{Dim, Loc, Scalar, ScalarType, SymbolId, TensorType, Type};
 
@@ -816,8 +815,10 @@ impl<'a> Reader<'a> {
         let at = *line;
         let kind_name = line.name("a kind of adjoint")?;
         let Some(kind) = AdjointKind::ALL.into_iter().find(|k| k.name() == kind_name) else {
+            let kinds: Vec<&str> = AdjointKind::ALL.iter().map(|k| k.name()).collect();
             return Err(at.error(format!(
-                "unknown kind of static adjoint `{kind_name}` (dense, row, outer)"
+                "unknown kind of static adjoint `{kind_name}` ({})",
+                kinds.join(", ")
             )));
         };
         let Prim::LoadStatic(id) = self.load_static(line)? else {

@@ -123,7 +123,8 @@ pub struct PrimExecution<'a> {
     /// Active rows, in increasing order.
     pub rows: &'a [u32],
     /// The member of each active row, when an operand is a member slot
-    /// ([`Slot::Member`], read at its member's row); else empty.
+    /// ([`Slot::Member`], read at its member's row) or the primitive is a
+    /// static adjoint (logged as its member's); else empty.
     pub member_rows: &'a [u32],
     /// Rows of the columns the operation runs over: every column has at
     /// least this many (program-counter: columns of the functions that
@@ -152,9 +153,8 @@ pub struct Engine<'b> {
     track_statics: bool,
     /// Per slot, the static it holds for sure (when tracked).
     static_in: Vec<Option<u32>>,
-    /// The contributions to static adjoints made since the executor last
-    /// took them, each with its row's *stream* index in `member` (the
-    /// executor maps it to the member: [`Engine::take_adjoints`]).
+    /// The run's contributions to static adjoints, each with its row's
+    /// member (from [`PrimExecution::member_rows`]).
     adjoints: Vec<AdjointRecord>,
 }
 
@@ -894,18 +894,11 @@ impl<'b> Engine<'b> {
         }
     }
 
-    /// The contributions to static adjoints made since the last call, with
-    /// the member of each: `member_of(stream)` for the stream index the
-    /// engine knows.
-    pub fn take_adjoints(
-        &mut self,
-        member_of: impl Fn(usize) -> usize,
-        into: &mut Vec<AdjointRecord>,
-    ) {
-        for mut record in self.adjoints.drain(..) {
-            record.member = member_of(record.member as usize) as u32;
-            into.push(record);
-        }
+    /// The run's contributions to static adjoints so far (every member's,
+    /// failed ones included: [`super::lanes::Lanes::into_output`] keeps
+    /// those of the members that return).
+    pub fn take_adjoints(&mut self) -> Vec<AdjointRecord> {
+        std::mem::take(&mut self.adjoints)
     }
 
     /// The general path: each active row alone, through [`Backend::eval`]
@@ -920,11 +913,13 @@ impl<'b> Engine<'b> {
         faults: &mut Vec<(u32, Fault)>,
     ) {
         if let Prim::StaticAdjoint(adjoint) = exec.prim {
-            for &row in exec.rows {
+            if exec.member_rows.len() != exec.rows.len() {
+                internal_error("a static adjoint without the members of the rows");
+            }
+            for (&row, &member) in exec.rows.iter().zip(exec.member_rows) {
                 let owned = row_operands(self.backend, exec, slots, row);
                 let operands = operand_refs(exec, slots, &owned);
-                let stream = (streams.member_of)(row) as u32;
-                let record = AdjointRecord::new(stream, adjoint, &operands);
+                let record = AdjointRecord::new(member, adjoint, &operands);
                 self.adjoints.push(record);
             }
             return;

@@ -141,10 +141,6 @@ impl Join {
 /// Everything a batching executor keeps per lane, per member and per fork.
 pub struct Lanes {
     /// Lane `l` draws from `rngs[l]`.
-    /// The members' contributions to static adjoints (each record's
-    /// `member` is the member's index), kept in [`Lanes::into_output`]
-    /// for the members that return.
-    pub adjoints: Vec<AdjointRecord>,
     pub rngs: Vec<MemberRng>,
     /// Per lane, the member's steps as the lane counts them.
     steps: Vec<u64>,
@@ -237,7 +233,6 @@ impl Lanes {
             instances: 0,
             peak_instances: 0,
             retired: Vec::new(),
-            adjoints: Vec::new(),
         }
     }
 
@@ -787,8 +782,9 @@ impl Lanes {
         self.forks.iter().any(Option::is_some)
     }
 
-    /// The run's output: every member's outcome, with the run's figures.
-    /// A member that forked and stopped with `step_limit` gets the outcome
+    /// The run's output: every member's outcome, with the run's figures,
+    /// and the contributions to static adjoints (`adjoints`, the engine's
+    /// log) of the members that return. A member that forked and stopped with `step_limit` gets the outcome
     /// `rerun` gives it (the reference executor, running it alone: see the
     /// module doc). Panics if a member neither finished nor failed (an
     /// executor bug).
@@ -797,6 +793,7 @@ impl Lanes {
         counter: OpCounter,
         steps: u64,
         started: Instant,
+        adjoints: Vec<AdjointRecord>,
         mut rerun: impl FnMut(usize) -> Outcome,
     ) -> RunOutput {
         let wall_seconds = started.elapsed().as_secs_f64();
@@ -818,8 +815,8 @@ impl Lanes {
             };
             results.push(outcome);
         }
-        let adjoints = self
-            .adjoints
+        // A member that fails contributes nothing.
+        let adjoints = adjoints
             .into_iter()
             .filter(|r| results[r.member as usize].is_ok())
             .collect();
