@@ -17,6 +17,7 @@ use autobatch_ir::{AdjointKind, StaticAdjoint, StaticId};
 use autobatch_types::{Data, Scalar, Tensor};
 
 use crate::internal_error;
+use crate::scalar::Float;
 
 /// One contribution to a static's adjoint, made by member `member`.
 #[derive(Clone, Debug, PartialEq)]
@@ -153,14 +154,12 @@ fn compare_bits(a: &Data, b: &Data) -> Ordering {
     }
 }
 
-/// The float types a gradient is summed in.
-trait Float: Copy + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {
-    const ZERO: Self;
+/// The float types a gradient is summed in, with their values in a record.
+trait Summed: Float {
     fn slice(data: &Data) -> &[Self];
 }
 
-impl Float for f32 {
-    const ZERO: f32 = 0.0;
+impl Summed for f32 {
     fn slice(data: &Data) -> &[f32] {
         match data {
             Data::F32(v) => v,
@@ -169,8 +168,7 @@ impl Float for f32 {
     }
 }
 
-impl Float for f64 {
-    const ZERO: f64 = 0.0;
+impl Summed for f64 {
     fn slice(data: &Data) -> &[f64] {
         match data {
             Data::F64(v) => v,
@@ -180,7 +178,7 @@ impl Float for f64 {
 }
 
 /// The sum of `records` (sorted) into a gradient of `shape`.
-fn sum_records<F: Float>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> {
+fn sum_records<F: Summed>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> {
     let len: usize = shape.iter().product();
     let mut g = vec![F::ZERO; len];
     let outer_end = records
@@ -235,7 +233,7 @@ fn sum_records<F: Float>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> {
 /// Adds `Σ_r u_r v_rᵀ` (each element summed in record order from zero)
 /// to the `m × k` gradient `g`. Rows of the block are independent, so two
 /// threads split them without changing a bit.
-fn add_outer_block<F: Float>(g: &mut [F], m: usize, k: usize, block: &[AdjointRecord]) {
+fn add_outer_block<F: Summed>(g: &mut [F], m: usize, k: usize, block: &[AdjointRecord]) {
     let pairs: Vec<(&[F], &[F])> = block
         .iter()
         .map(|r| {
