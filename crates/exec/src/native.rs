@@ -17,7 +17,8 @@
 //! reference), the operation counts, `instances` and `peak_instances` are
 //! the reference's (each member's execution counts one), and the report
 //! gives `compiled`, the `reason` when not, `compile_seconds`, `functions`
-//! compiled and `members_rerun`.
+//! compiled, `merged_branches` (branches run as selects) and
+//! `members_rerun`.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -92,6 +93,10 @@ impl Executor for Native {
                     field("compiled", ReportValue::Bool(true)),
                     compile_seconds,
                     field("functions", ReportValue::Count(native.functions() as u64)),
+                    field(
+                        "merged_branches",
+                        ReportValue::Count(native.merged_branches() as u64),
+                    ),
                     field("members_rerun", ReportValue::Count(rerun)),
                 ];
                 Ok(output)

@@ -165,6 +165,64 @@ fn fib_collatz_and_nested_loops_are_compiled() {
     assert_compiled(&report, "nested");
 }
 
+/// Branches that native code merges into selects (Collatz's is one):
+/// both arms, one arm (either), in and out of loops, floats, bools, a
+/// division by a constant, and two that must stay branches (a division
+/// by zero and by `-1` on a path members may not take).
+const MERGED: &str = "
+fn arms(n: i64, x: f64) -> (i64, f64, bool) {
+    let mut k = n;
+    let mut y = x;
+    let mut flag = false;
+    for i in 0..n {
+        if (k ^ i) % 3 == 0 { k = k / 3 + i; y = y * 0.5; } else { k = 3 * k - 1; y = y - 1.5; }
+        if k < 0 { k = -k; flag = !flag; }
+        if y > 10.0 { } else { y = y + 2.25; }
+    }
+    if x < 0.0 { y = -y; }
+    (k, y, flag)
+}
+fn guarded(n: i64) -> (i64, i32) {
+    let mut r = n;
+    if n > 100 { r = n / 0; }
+    let mut s = n as i32;
+    if n < -100 { s = s / -1; }
+    (r, s)
+}";
+
+#[test]
+fn merged_branches_count_steps_and_operations_as_branches_do() {
+    let members: Vec<Vec<Scalar>> = [(0, 1.0), (1, -2.0), (5, 3.5), (17, 40.0), (30, -0.25)]
+        .iter()
+        .map(|(n, x)| vec![Scalar::I64(*n), Scalar::F64(*x)])
+        .collect();
+    let report = agree(MERGED, "arms", &members, &RunOptions::default());
+    assert_compiled(&report, "merged branches");
+    // Four of `arms`' branches (the loop's test is not one).
+    assert_eq!(
+        field(&report, "merged_branches"),
+        &ReportValue::Count(4),
+        "merged branches"
+    );
+    // The step limit met at every block in turn, merged arms included:
+    // each member stops where the reference stops, with its counts.
+    for max_steps in 1..60 {
+        let limited = RunOptions {
+            max_steps,
+            ..RunOptions::default()
+        };
+        agree(MERGED, "arms", &members, &limited);
+    }
+    // A division by zero or by -1 is not run on a path not taken.
+    let report = agree(
+        MERGED,
+        "guarded",
+        &i64s(&[5, 101, -101, i64::MIN, 100]),
+        &RunOptions::default(),
+    );
+    assert_compiled(&report, "guarded");
+}
+
 const FAULTS: &str = "
 fn div(a: i64, b: i64) -> i64 { a / b }
 fn rem(a: i32, b: i32) -> i32 { a % b }

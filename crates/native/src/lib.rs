@@ -28,6 +28,12 @@
 //!   that member on an interpreter. [`NativeProgram::stack_bytes`] sizes a
 //!   thread's stack so that this does not happen within the depth limit.
 //!
+//! A branch whose two arms are short, scalar and cannot stop the member
+//! runs as selects (`translate::select`): both arms are computed and the
+//! member keeps the values, the step and the counts of the arm its
+//! condition takes, so that a branch that follows the data is not a
+//! mispredicted jump.
+//!
 //! Operation counts are kept per *segment* (the ops of a block from one
 //! operation that may stop the member to the next, [`Segment`]): one
 //! counter increment per segment entered, which gives every operation the
@@ -202,6 +208,7 @@ pub struct NativeProgram {
     frame_bytes: usize,
     entry_loc: Loc,
     functions: usize,
+    merged_branches: usize,
     /// Whether an array operation draws from the member's stream.
     draws: bool,
 }
@@ -248,6 +255,12 @@ impl NativeProgram {
     /// How many IR functions were compiled.
     pub fn functions(&self) -> usize {
         self.functions
+    }
+
+    /// How many branches run as selects (both arms computed, the taken
+    /// one's values kept; see `translate::select`).
+    pub fn merged_branches(&self) -> usize {
+        self.merged_branches
     }
 
     /// A machine stack on which a member may reach `max_stack_depth`

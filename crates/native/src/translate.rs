@@ -16,6 +16,7 @@ mod fork;
 mod function;
 mod inline;
 mod prims;
+mod select;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -77,6 +78,8 @@ pub(crate) struct Unit<'p> {
     pub segments: Vec<Segment>,
     pub symbols: &'p [u64],
     pub arrays: Vec<ArrayOp>,
+    /// How many branches were merged into selects (`function::select`).
+    pub merged_branches: usize,
 }
 
 impl Unit<'_> {
@@ -186,6 +189,7 @@ pub(crate) fn compile(
         segments: Vec::new(),
         symbols,
         arrays: Vec::new(),
+        merged_branches: 0,
     };
     let outcome = define_all(&mut unit, entry, functions);
     let trampoline = match outcome {
@@ -224,6 +228,7 @@ pub(crate) fn compile(
         frame_bytes,
         entry_loc: entry_function.loc,
         functions: functions.len(),
+        merged_branches: unit.merged_branches,
     })
 }
 
@@ -287,9 +292,18 @@ fn define_all(
             id,
             FunctionBuilder::new(&mut context.func, &mut builder_context),
         )?;
+        let disasm = std::env::var_os("AUTOBATCH_NATIVE_DISASM").is_some();
+        context.set_disasm(disasm);
         unit.jit
             .define_function(unit.ids[&id], &mut context)
             .map_err(|e| format!("Cranelift could not compile `{}`: {e:?}", function.name))?;
+        if let Some(code) = context
+            .compiled_code()
+            .and_then(|c| c.vcode.as_ref())
+            .filter(|_| disasm)
+        {
+            eprintln!("; `{}` (autobatch_f{})\n{code}", function.name, id.0);
+        }
         unit.jit.clear_context(&mut context);
     }
     let trampoline = define_trampoline(unit, entry, &mut context, &mut builder_context)?;

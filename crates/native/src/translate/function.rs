@@ -28,6 +28,7 @@ use cranelift_codegen::ir::{
 use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_module::Module;
 
+use super::select::{merges, Merge};
 use super::{machine_type, Unit, COPY_BYTES, UNCATCHABLE, ZERO_BYTES};
 use crate::{offsets, operand, Segment, Stop};
 
@@ -83,6 +84,12 @@ pub(super) struct Translator<'u, 'p, 'b> {
     /// block: `x`'s value then and `2^k - 1`. Such a remainder compared
     /// with 0 is the test of `x`'s low bits (for either sign of `x`).
     pub remainders: HashMap<Var, (Value, i64)>,
+    /// Per block: the branch it ends with, merged into selects (see
+    /// [`super::select`]).
+    pub merges: Vec<Option<Merge>>,
+    /// Per block: whether it is an arm of a merge (translated inside its
+    /// branch's block, not on its own).
+    pub absorbed: Vec<bool>,
 }
 
 /// Where a function keeps its arrays: each array variable's offset (8-byte
@@ -322,7 +329,19 @@ pub(super) fn translate(
         views: Vec::new(),
         constants: HashMap::new(),
         remainders: HashMap::new(),
+        merges: Vec::new(),
+        absorbed: vec![false; function.blocks.len()],
     };
+    t.merges = merges(function);
+    t.unit.merged_branches += t.merges.iter().flatten().count();
+    let arms = t
+        .merges
+        .iter()
+        .flatten()
+        .flat_map(|m| [m.then_arm, m.else_arm]);
+    for arm in arms.flatten() {
+        t.absorbed[arm.index()] = true;
+    }
     t.views = area
         .views
         .iter()
@@ -340,7 +359,9 @@ pub(super) fn translate(
     let first = t.blocks[Function::ENTRY.index()];
     t.b.ins().jump(first, &[]);
     for (block, data) in function.blocks.iter() {
-        t.block(block, data)?;
+        if !t.absorbed[block.index()] {
+            t.block(block, data)?;
+        }
     }
     t.exits();
     let Translator { unit, mut b, .. } = t;
@@ -352,7 +373,11 @@ pub(super) fn translate(
 /// The integer value `op` gives its destination, when `constants` (the
 /// values known before it) determine it: a constant, a copy, or `+ - *`
 /// wrapped to the destination's type.
-fn known_constant(function: &Function, constants: &HashMap<Var, i128>, op: &Op) -> Option<i128> {
+pub(super) fn known_constant(
+    function: &Function,
+    constants: &HashMap<Var, i128>,
+    op: &Op,
+) -> Option<i128> {
     let Op::Prim {
         dst: Some(d),
         prim,
@@ -483,12 +508,30 @@ impl Translator<'_, '_, '_> {
     fn block(&mut self, block: Block, data: &BlockData) -> Result<(), String> {
         self.b.switch_to_block(self.blocks[block.index()]);
         self.take_step(data.loc);
-        let mut segments = segments(data).into_iter().enumerate().peekable();
         self.constants.clear();
         self.remainders.clear();
+        self.operations(block, data, None)?;
+        match self.merges[block.index()].clone() {
+            Some(merge) => self.merged_branch(&merge),
+            None => {
+                self.terminate(&data.term);
+                Ok(())
+            }
+        }
+    }
+
+    /// `block`'s operations (`data`'s), each segment's counter growing by
+    /// one, or by `taken` (0 or 1) for an arm run whether taken or not.
+    pub(super) fn operations(
+        &mut self,
+        block: Block,
+        data: &BlockData,
+        taken: Option<Value>,
+    ) -> Result<(), String> {
+        let mut segments = segments(data).into_iter().enumerate().peekable();
         for (i, op) in data.ops.iter().enumerate() {
             if let Some((k, _)) = segments.next_if(|(_, (start, _))| *start == i) {
-                self.count(self.segment_base[block.index()] + k);
+                self.count(self.segment_base[block.index()] + k, taken);
             }
             let known = known_constant(self.function, &self.constants, op);
             let remainder = self.power_of_two_remainder(op);
@@ -524,7 +567,6 @@ impl Translator<'_, '_, '_> {
                 self.remainders.insert(d, source);
             }
         }
-        self.terminate(&data.term);
         Ok(())
     }
 
@@ -596,23 +638,27 @@ impl Translator<'_, '_, '_> {
         self.b.def_var(self.steps, left);
     }
 
-    /// Adds one to the counter of segment number `segment`: in its
-    /// register inside a loop, else in the context's counters.
-    fn count(&mut self, segment: usize) {
+    /// Adds one (or `by`) to the counter of segment number `segment`: in
+    /// its register inside a loop, else in the context's counters.
+    fn count(&mut self, segment: usize, by: Option<Value>) {
         let local = self
             .local_counts
             .binary_search_by_key(&segment, |(s, _)| *s)
             .ok()
             .map(|at| self.local_counts[at].1);
+        let add = |t: &mut Self, count: Value| match by {
+            Some(by) => t.b.ins().iadd(count, by),
+            None => t.b.ins().iadd_imm_s(count, 1),
+        };
         if let Some(var) = local {
             let count = self.b.use_var(var);
-            let count = self.b.ins().iadd_imm_s(count, 1);
+            let count = add(self, count);
             self.b.def_var(var, count);
             return;
         }
         let offset = 8 * segment as i32;
         let count = self.b.ins().load(types::I64, FLAGS, self.counters, offset);
-        let count = self.b.ins().iadd_imm_s(count, 1);
+        let count = add(self, count);
         self.b.ins().store(FLAGS, count, self.counters, offset);
     }
 
