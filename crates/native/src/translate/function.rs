@@ -413,33 +413,46 @@ pub(super) fn known_constant(
 }
 
 /// Whether an operation may stop the member (so that the operations after
-/// it in its block may not run): a call, an integer division, an `assert`.
-fn may_stop(op: &Op) -> bool {
+/// it in its block may not run): a call, an integer division (unless by a
+/// scalar known, from `constants`, not to be zero), an index, an `assert`.
+fn may_stop(function: &Function, op: &Op, constants: &HashMap<Var, i128>) -> bool {
     match op {
-        Op::Prim { prim, .. } => matches!(
-            prim,
-            Prim::Binary(autobatch_ir::BinaryOp::Div | autobatch_ir::BinaryOp::Rem)
-                | Prim::Assert { .. }
-                | Prim::Index
-                | Prim::IndexSet
-        ),
+        Op::Prim {
+            prim: Prim::Binary(BinaryOp::Div | BinaryOp::Rem),
+            args,
+            ..
+        } => {
+            let integer = !function.vars[args[0]].ty.elem.is_float();
+            let divisor = &function.vars[args[1]].ty;
+            let nonzero = divisor.is_scalar() && constants.get(&args[1]).is_some_and(|c| *c != 0);
+            integer && !nonzero
+        }
+        Op::Prim { prim, .. } => matches!(prim, Prim::Assert { .. } | Prim::Index | Prim::IndexSet),
         Op::Call { .. } | Op::Fork { .. } => true,
     }
 }
 
 /// The block's segments with user operations: (first op, user ops).
-fn segments(data: &BlockData) -> Vec<(usize, Vec<usize>)> {
+fn segments(function: &Function, data: &BlockData) -> Vec<(usize, Vec<usize>)> {
     let mut out = Vec::new();
     let (mut start, mut ops) = (0, Vec::new());
+    let mut constants = HashMap::new();
     for (i, op) in data.ops.iter().enumerate() {
         if let Op::Prim { prim, .. } = op {
             if !prim.is_bookkeeping() {
                 ops.push(i);
             }
         }
-        if may_stop(op) {
+        if may_stop(function, op, &constants) {
             out.push((start, std::mem::take(&mut ops)));
             start = i + 1;
+        }
+        let known = known_constant(function, &constants, op);
+        for d in op.defs() {
+            constants.remove(d);
+        }
+        if let (Some(d), Some(value)) = (op.defs().first(), known) {
+            constants.insert(*d, value);
         }
     }
     out.push((start, ops));
@@ -462,7 +475,7 @@ fn register_segments(
     let mut locals = Vec::new();
     for (block, data) in function.blocks.iter() {
         bases.push(unit.segments.len());
-        for (_, ops) in segments(data) {
+        for (_, ops) in segments(function, data) {
             if looping[block.index()] {
                 let var = b.declare_var(types::I64);
                 let zero = b.ins().iconst(types::I64, 0);
@@ -528,7 +541,10 @@ impl Translator<'_, '_, '_> {
         data: &BlockData,
         taken: Option<Value>,
     ) -> Result<(), String> {
-        let mut segments = segments(data).into_iter().enumerate().peekable();
+        let mut segments = segments(self.function, data)
+            .into_iter()
+            .enumerate()
+            .peekable();
         for (i, op) in data.ops.iter().enumerate() {
             if let Some((k, _)) = segments.next_if(|(_, (start, _))| *start == i) {
                 self.count(self.segment_base[block.index()] + k, taken);
