@@ -132,9 +132,9 @@ struct Progress<'a> {
     observer: Option<&'a crate::Observer>,
 }
 
-/// What one chunk of members gives.
+/// What one chunk of members gives (their results are written into the
+/// run's own vector, in place).
 struct Chunk {
-    results: Vec<Result<Vec<Tensor>, MemberError>>,
     /// The contributions to static adjoints of the members that finished.
     adjoints: Vec<AdjointRecord>,
     counters: Vec<u64>,
@@ -181,13 +181,20 @@ fn run_compiled(
         observer: options.observer.as_ref(),
     });
     let started = Instant::now();
+    // Every member's place, written by its chunk (an empty `Ok` takes no
+    // allocation).
+    let mut results: Vec<Result<Vec<Tensor>, MemberError>> = Vec::with_capacity(batch.size);
+    results.resize_with(batch.size, || Ok(Vec::new()));
     let chunks: Vec<Chunk> = pool.install(|| {
-        (0..batch.size.div_ceil(chunk))
-            .into_par_iter()
-            .map(|c| {
+        results
+            .par_chunks_mut(chunk)
+            .enumerate()
+            .map(|(c, places)| {
                 let _capture = working_for(run);
-                let members = c * chunk..((c + 1) * chunk).min(batch.size);
-                let done = run_chunk(native, program, env, batch, options, &limits, members);
+                let members = c * chunk..c * chunk + places.len();
+                let done = run_chunk(
+                    native, program, env, batch, options, &limits, members, places,
+                );
                 report_progress(&progress, &done, native, &counter, &slots);
                 done
             })
@@ -202,12 +209,7 @@ fn run_compiled(
     } else {
         1.0 / batch.size as f64
     };
-    let mut results = Vec::with_capacity(batch.size);
-    let mut adjoints = Vec::new();
-    for chunk in chunks {
-        results.extend(chunk.results);
-        adjoints.extend(chunk.adjoints);
-    }
+    let adjoints = chunks.into_iter().flat_map(|c| c.adjoints).collect();
     let stats = Stats {
         steps: progress.steps,
         lane_utilization,
@@ -232,7 +234,9 @@ fn run_compiled(
     ))
 }
 
-/// Runs `members` one after the other on this worker thread.
+/// Runs `members` one after the other on this worker thread, writing
+/// each one's result into its place in `places`.
+#[allow(clippy::too_many_arguments)]
 fn run_chunk(
     native: &NativeProgram,
     program: &Program,
@@ -241,10 +245,10 @@ fn run_chunk(
     options: &RunOptions,
     limits: &Limits,
     members: std::ops::Range<usize>,
+    places: &mut [Result<Vec<Tensor>, MemberError>],
 ) -> Chunk {
     let segments = native.segments().len();
     let mut chunk = Chunk {
-        results: Vec::with_capacity(members.len()),
         adjoints: Vec::new(),
         counters: vec![0; segments],
         steps: 0,
@@ -255,7 +259,7 @@ fn run_chunk(
     let mut member_counters = vec![0_u64; segments];
     let mut args = Vec::with_capacity(batch.args.len());
     let mut runner = native.runner(&env.statics);
-    for member in members {
+    for (member, place) in members.zip(places) {
         args.clear();
         args.extend(batch.args.iter().map(|a| a.for_member(member)));
         member_counters.fill(0);
@@ -266,16 +270,18 @@ fn run_chunk(
         let run = runner.run(&args, limits, rng.as_mut(), &mut member_counters);
         let outcome = match run.outcome {
             Ok(values) => {
-                chunk.adjoints.extend(run.adjoints.into_iter().map(|mut r| {
-                    r.member = member as u32;
-                    r
-                }));
+                if !run.adjoints.is_empty() {
+                    chunk.adjoints.extend(run.adjoints.into_iter().map(|mut r| {
+                        r.member = member as u32;
+                        r
+                    }));
+                }
                 Ok(values)
             }
             Err(Stop::NativeStack) => {
                 chunk.rerun += 1;
                 let alone = reference::run_member_logged(program, env, batch, options, member);
-                chunk.results.push(alone.result);
+                *place = alone.result;
                 chunk.adjoints.extend(alone.adjoints);
                 continue;
             }
@@ -285,7 +291,7 @@ fn run_chunk(
             Err(Stop::StepLimit(loc)) => Err(step_limit(options.max_steps, loc)),
             Err(Stop::StackOverflow(loc)) => Err(stack_overflow(options.max_stack_depth, loc)),
         };
-        chunk.results.push(outcome);
+        *place = outcome;
         chunk.steps += run.steps;
         chunk.instances += run.instances;
         chunk.peak_instances = chunk.peak_instances.max(run.peak_instances);
