@@ -185,6 +185,14 @@ fn run_compiled(
     // allocation).
     let mut results: Vec<Result<Vec<Tensor>, MemberError>> = Vec::with_capacity(batch.size);
     results.resize_with(batch.size, || Ok(Vec::new()));
+    let inputs = RunInputs {
+        native,
+        program,
+        env,
+        batch,
+        options,
+        limits: &limits,
+    };
     let chunks: Vec<Chunk> = pool.install(|| {
         results
             .par_chunks_mut(chunk)
@@ -192,9 +200,7 @@ fn run_compiled(
             .map(|(c, places)| {
                 let _capture = working_for(run);
                 let members = c * chunk..c * chunk + places.len();
-                let done = run_chunk(
-                    native, program, env, batch, options, &limits, members, places,
-                );
+                let done = run_chunk(&inputs, members, places);
                 report_progress(&progress, &done, native, &counter, &slots);
                 done
             })
@@ -234,19 +240,31 @@ fn run_compiled(
     ))
 }
 
+/// What every chunk of a run reads.
+struct RunInputs<'a> {
+    native: &'a NativeProgram,
+    program: &'a Program,
+    env: &'a Env,
+    batch: &'a Batch,
+    options: &'a RunOptions,
+    limits: &'a Limits,
+}
+
 /// Runs `members` one after the other on this worker thread, writing
 /// each one's result into its place in `places`.
-#[allow(clippy::too_many_arguments)]
 fn run_chunk(
-    native: &NativeProgram,
-    program: &Program,
-    env: &Env,
-    batch: &Batch,
-    options: &RunOptions,
-    limits: &Limits,
+    inputs: &RunInputs<'_>,
     members: std::ops::Range<usize>,
     places: &mut [Result<Vec<Tensor>, MemberError>],
 ) -> Chunk {
+    let RunInputs {
+        native,
+        program,
+        env,
+        batch,
+        options,
+        limits,
+    } = *inputs;
     let segments = native.segments().len();
     let mut chunk = Chunk {
         adjoints: Vec::new(),
