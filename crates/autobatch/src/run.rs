@@ -44,6 +44,11 @@ pub struct RunConfig {
     /// steps) into [`Stats::profile`]; only the strategies that batch
     /// steps record one ([`Strategy::records_profile`]). Changes no result.
     pub profile: bool,
+    /// Count each operation's executions ([`Stats::op_counts`]); default
+    /// true. A run that reads no figures may say false: the native
+    /// strategy's machine code then counts nothing (and `op_counts` is
+    /// empty), which makes short members faster. Changes no result.
+    pub count_operations: bool,
 }
 
 impl Default for RunConfig {
@@ -60,6 +65,7 @@ impl Default for RunConfig {
             threads: default_threads(),
             max_instances: None,
             profile: false,
+            count_operations: true,
         }
     }
 }
@@ -133,6 +139,7 @@ impl RunConfig {
             threads: self.threads,
             max_instances: self.max_instances,
             profile: self.profile,
+            count_operations: self.count_operations,
             ..RunOptions::default()
         }
     }

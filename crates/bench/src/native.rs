@@ -10,9 +10,12 @@
 //!
 //! Per workload: the median execution seconds (the executors' own
 //! `wall_seconds`; compile time apart) of native on one thread and on all
-//! cores, of program-counter, and of the Rust loop on one thread;
-//! `native_vs_rust` is the Rust time over the native time on one thread
-//! (1 = as fast as Rust; the target of issue 14 is at least 1/3), and
+//! cores (counting nothing, as `autobatch run` without `--stats`), of
+//! native on one thread counting every operation (as with `--stats`), of
+//! program-counter, and of the Rust loop on one thread; `native_vs_rust`
+//! is the Rust time over the native time on one thread (1 = as fast as
+//! Rust; the target of issue 14 is at least 1/3),
+//! `native_counting_vs_rust` the same with counting, and
 //! `native_vs_program_counter` the speed-up over program-counter.
 
 use std::hint::black_box;
@@ -58,9 +61,10 @@ pub fn main(args: &[String]) {
                     .collect(),
             )],
         };
-        let time = |strategy: Strategy, threads: usize| {
+        let time = |strategy: Strategy, threads: usize, count_operations: bool| {
             let options = RunOptions {
                 threads,
+                count_operations,
                 ..RunOptions::default()
             };
             let mut compile_seconds = 0.0;
@@ -86,9 +90,12 @@ pub fn main(args: &[String]) {
             });
             (seconds, compile_seconds, compiled)
         };
-        let (native_1, compile_seconds, compiled) = time(native, 1);
-        let (native_all, _, _) = time(native, cores);
-        let (program_counter, _, _) = time(Strategy::ProgramCounter, 1);
+        // As `autobatch run` runs without `--stats`: nothing counted.
+        let (native_1, compile_seconds, compiled) = time(native, 1, false);
+        let (native_all, _, _) = time(native, cores, false);
+        // With `--stats`: every operation's executions counted.
+        let (native_counting, _, _) = time(native, 1, true);
+        let (program_counter, _, _) = time(Strategy::ProgramCounter, 1, true);
         let rust = measure(budget, 200, || {
             let start = Instant::now();
             let mut total = 0i64;
@@ -105,10 +112,12 @@ pub fn main(args: &[String]) {
             "compile_seconds": compile_seconds,
             "native_seconds_1_thread": native_1,
             "native_seconds_all_cores": native_all,
+            "native_counting_seconds_1_thread": native_counting,
             "cores": cores,
             "program_counter_seconds_1_thread": program_counter,
             "rust_seconds_1_thread": rust,
             "native_vs_rust": rust / native_1,
+            "native_counting_vs_rust": rust / native_counting,
             "native_vs_program_counter": program_counter / native_1,
         }));
     }

@@ -491,6 +491,8 @@ fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
         threads: args.threads.unwrap_or_else(autobatch::default_threads),
         max_instances: args.max_instances,
         profile: args.profile.is_some(),
+        // The counts are printed only with `--stats`.
+        count_operations: args.stats,
     };
     let document = autobatch::shard::run_sharded(
         comm,

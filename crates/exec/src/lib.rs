@@ -64,6 +64,12 @@ pub struct RunOptions {
     /// Whether the batching strategies record the run's [`profile::Profile`]
     /// (into [`Stats::profile`]); default false. Changes no result.
     pub profile: bool,
+    /// Whether the run must count each operation's executions
+    /// ([`Stats::op_counts`]); default true. When false (and no `observer`
+    /// is set), the native strategy's machine code counts nothing and its
+    /// `op_counts` is empty (and `lane_utilization` 0); the interpreters
+    /// count regardless (it costs them little). Changes no result.
+    pub count_operations: bool,
 }
 
 /// Watches a run while it goes: every executor calls `callback` between
@@ -128,6 +134,7 @@ impl Default for RunOptions {
             observer: None,
             fuse: true,
             profile: false,
+            count_operations: true,
         }
     }
 }

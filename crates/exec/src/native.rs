@@ -18,7 +18,9 @@
 //! the reference's (each member's execution counts one), and the report
 //! gives `compiled`, the `reason` when not, `compile_seconds`, `functions`
 //! compiled, `merged_branches` (branches run as selects) and
-//! `members_rerun`.
+//! `members_rerun`. A run that does not ask for the operation counts
+//! (`RunOptions::count_operations` false, no observer: `autobatch run`
+//! without `--stats`) compiles code that counts nothing.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -26,7 +28,7 @@ use std::time::Instant;
 use autobatch_ir::{EntityRef, Program};
 use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::{Backend, MemberRng};
-use autobatch_native::{Limits, NativeProgram, Stop};
+use autobatch_native::{Counting, Limits, NativeProgram, Stop};
 use autobatch_types::{MemberError, Tensor};
 use rayon::prelude::*;
 
@@ -80,7 +82,7 @@ impl Executor for Native {
                 reason: "a static of the program is not in the environment".into(),
             })
         } else {
-            autobatch_native::compile(program, batch.entry, &env.symbols)
+            autobatch_native::compile(program, batch.entry, &env.symbols, counting(options))
         };
         let compile_seconds = ReportField {
             name: "compile_seconds",
@@ -113,6 +115,16 @@ impl Executor for Native {
                 Ok(output)
             }
         }
+    }
+}
+
+/// Whether the run's machine code counts operations: when the run asks
+/// for the counts or an observer follows them.
+fn counting(options: &RunOptions) -> Counting {
+    if options.count_operations || options.observer.is_some() {
+        Counting::Kept
+    } else {
+        Counting::Skipped
     }
 }
 
@@ -208,7 +220,10 @@ fn run_compiled(
     });
     let wall_seconds = started.elapsed().as_secs_f64();
     let progress = progress.into_inner().unwrap_or_else(|p| p.into_inner());
-    let op_counts = sorted_counts(&counter, &slots, native, &progress.counters);
+    let op_counts = match counting(options) {
+        Counting::Kept => sorted_counts(&counter, &slots, native, &progress.counters),
+        Counting::Skipped => Vec::new(),
+    };
     let executions: u64 = op_counts.iter().map(|c| c.executions).sum();
     let lane_utilization = if executions == 0 {
         0.0

@@ -48,7 +48,7 @@ fn agree(
             .map(|p| Arg::Batched(members.iter().map(|m| Tensor::scalar(m[p])).collect()))
             .collect(),
     };
-    let run = |strategy| {
+    let run_with = |strategy, options: &RunOptions| {
         run(
             strategy,
             &program,
@@ -59,6 +59,7 @@ fn agree(
         )
         .expect("runs")
     };
+    let run = |strategy| run_with(strategy, options);
     let expected = run(Strategy::Reference);
     let got = run(native());
     let bits = |results: &[Result<Vec<Tensor>, autobatch_types::MemberError>]| -> Vec<String> {
@@ -74,7 +75,29 @@ fn agree(
             .collect()
     };
     assert_eq!(bits(&got.results), bits(&expected.results), "{entry}");
+    // Code that counts nothing gives the same results and steps, and no
+    // counts.
+    let uncounted = run_with(
+        native(),
+        &RunOptions {
+            count_operations: false,
+            ..options.clone()
+        },
+    );
+    assert_eq!(
+        bits(&uncounted.results),
+        bits(&expected.results),
+        "{entry}, uncounted"
+    );
+    assert_eq!(
+        uncounted.stats.steps, got.stats.steps,
+        "{entry}, uncounted: steps"
+    );
     if field(&got.stats.report, "compiled") == &ReportValue::Bool(true) {
+        assert!(
+            uncounted.stats.op_counts.is_empty(),
+            "{entry}: nothing counted"
+        );
         // Each member's executions and steps, summed, as under the reference.
         assert_eq!(
             got.stats.op_counts, expected.stats.op_counts,

@@ -462,6 +462,9 @@ fn run(
         // Recording a profile must change no result: every strategy that
         // records one does, under the fuzzer.
         profile: configuration.strategy.records_profile(),
+        // Nor may counting the operations (or not): the threaded runs
+        // count nothing.
+        count_operations: configuration.threads == 1,
     };
     match without_panics(|| bound.run(&config)) {
         Err(panic) => Err(format!("running {panic}")),

@@ -34,7 +34,8 @@
 //! condition takes, so that a branch that follows the data is not a
 //! mispredicted jump.
 //!
-//! Operation counts are kept per *segment* (the ops of a block from one
+//! Operation counts are kept per *segment* (unless compiled with
+//! [`Counting::Skipped`], for a run whose counts nobody reads) (the ops of a block from one
 //! operation that may stop the member to the next, [`Segment`]): one
 //! counter increment per segment entered, which gives every operation the
 //! executions the reference counts. A segment inside a loop counts in a
@@ -152,6 +153,8 @@ pub(crate) struct Context {
     depth_left: u64,
     stack_limit: u64,
     counters: *mut u64,
+    /// The symbols' values (native code has them as constants; the host
+    /// reads them here).
     symbols: *const u64,
     /// Per static, the address of its elements.
     static_data: *const *const u8,
@@ -181,7 +184,6 @@ pub(crate) mod offsets {
     pub const DEPTH_LEFT: i32 = 16;
     pub const STACK_LIMIT: i32 = 24;
     pub const COUNTERS: i32 = 32;
-    pub const SYMBOLS: i32 = 40;
     pub const STATIC_DATA: i32 = 48;
 }
 
@@ -219,6 +221,17 @@ pub struct NativeProgram {
 unsafe impl Sync for NativeProgram {}
 unsafe impl Send for NativeProgram {}
 
+/// Whether compiled code counts the executions of its operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counting {
+    /// Each segment's counter grows as it runs (what `Runner::run` adds
+    /// to its `counters`).
+    Kept,
+    /// Nothing is counted (the counters stay zero): for a run whose
+    /// operation counts nobody reads, which then runs faster.
+    Skipped,
+}
+
 /// Compiles the functions `entry` reaches in `program` (which has been
 /// through `autobatch_passes::optimize` and verifies), for the values
 /// `symbols` of its symbolic dimensions: arrays get their byte sizes here.
@@ -226,10 +239,12 @@ pub fn compile(
     program: &Program,
     entry: FuncId,
     symbols: &[u64],
+    counting: Counting,
 ) -> Result<NativeProgram, NotCompiled> {
     let functions =
         check::reachable(program, entry, symbols).map_err(|reason| NotCompiled { reason })?;
-    translate::compile(program, entry, &functions, symbols).map_err(|reason| NotCompiled { reason })
+    translate::compile(program, entry, &functions, symbols, counting)
+        .map_err(|reason| NotCompiled { reason })
 }
 
 /// The shape of a variable of type `ty` when the symbols are `symbols`

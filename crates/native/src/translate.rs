@@ -34,7 +34,7 @@ use cranelift_module::{default_libcall_names, Linkage, Module};
 
 use crate::arrays::{self, ArrayOp};
 use crate::forks;
-use crate::{offsets, operand, shims, NativeProgram, Segment, Stop, Trampoline};
+use crate::{offsets, operand, shims, Counting, NativeProgram, Segment, Stop, Trampoline};
 
 /// The bit of a stop code that a catching call does not recover from.
 pub(crate) const UNCATCHABLE: u32 = 1 << 30;
@@ -80,6 +80,7 @@ pub(crate) struct Unit<'p> {
     pub arrays: Vec<ArrayOp>,
     /// How many branches were merged into selects (`function::select`).
     pub merged_branches: usize,
+    pub counting: Counting,
 }
 
 impl Unit<'_> {
@@ -177,6 +178,7 @@ pub(crate) fn compile(
     entry: FuncId,
     functions: &[FuncId],
     symbols: &[u64],
+    counting: Counting,
 ) -> Result<NativeProgram, String> {
     let jit = new_module()?;
     let mut unit = Unit {
@@ -190,6 +192,7 @@ pub(crate) fn compile(
         symbols,
         arrays: Vec::new(),
         merged_branches: 0,
+        counting,
     };
     let outcome = define_all(&mut unit, entry, functions);
     let trampoline = match outcome {

@@ -30,7 +30,7 @@ use cranelift_module::Module;
 
 use super::select::{merges, Merge};
 use super::{machine_type, Unit, COPY_BYTES, UNCATCHABLE, ZERO_BYTES};
-use crate::{offsets, operand, Segment, Stop};
+use crate::{offsets, operand, Counting, Segment, Stop};
 
 /// The translation of one function in progress.
 pub(super) struct Translator<'u, 'p, 'b> {
@@ -41,7 +41,8 @@ pub(super) struct Translator<'u, 'p, 'b> {
     pub steps: Variable,
     pub ctx: Value,
     pub depth_left: Value,
-    pub counters: Value,
+    /// The context's counters (`None` when the code counts nothing).
+    pub counters: Option<Value>,
     /// Per IR block, the number of its first segment (its counter).
     pub segment_base: Vec<usize>,
     /// The counters of the segments inside loops, kept in registers while
@@ -50,7 +51,6 @@ pub(super) struct Translator<'u, 'p, 'b> {
     /// loop to the previous one through memory): segment number, variable,
     /// by segment number.
     pub local_counts: Vec<(usize, Variable)>,
-    pub symbols: Value,
     /// Takes the stop code: writes it, then returns.
     pub stop_block: NativeBlock,
     /// Returns at once (the status is already set).
@@ -293,8 +293,8 @@ pub(super) fn translate(
     let pointer_slot = explicit_slot(&mut b, operands);
     let result_ptrs = params[3 + function.params.len()..].to_vec();
     let ctx = params[0];
-    let counters = b.ins().load(types::I64, FLAGS, ctx, offsets::COUNTERS);
-    let symbols = b.ins().load(types::I64, FLAGS, ctx, offsets::SYMBOLS);
+    let counters = (unit.counting == Counting::Kept)
+        .then(|| b.ins().load(types::I64, FLAGS, ctx, offsets::COUNTERS));
     let stop_block = b.create_block();
     b.append_block_param(stop_block, types::I32);
     b.set_cold_block(stop_block);
@@ -313,7 +313,6 @@ pub(super) fn translate(
         counters,
         segment_base,
         local_counts,
-        symbols,
         stop_block,
         propagate,
         blocks,
@@ -476,7 +475,7 @@ fn register_segments(
     for (block, data) in function.blocks.iter() {
         bases.push(unit.segments.len());
         for (_, ops) in segments(function, data) {
-            if looping[block.index()] {
+            if looping[block.index()] && unit.counting == Counting::Kept {
                 let var = b.declare_var(types::I64);
                 let zero = b.ins().iconst(types::I64, 0);
                 b.def_var(var, zero);
@@ -657,6 +656,9 @@ impl Translator<'_, '_, '_> {
     /// Adds one (or `by`) to the counter of segment number `segment`: in
     /// its register inside a loop, else in the context's counters.
     fn count(&mut self, segment: usize, by: Option<Value>) {
+        let Some(counters) = self.counters else {
+            return;
+        };
         let local = self
             .local_counts
             .binary_search_by_key(&segment, |(s, _)| *s)
@@ -673,20 +675,23 @@ impl Translator<'_, '_, '_> {
             return;
         }
         let offset = 8 * segment as i32;
-        let count = self.b.ins().load(types::I64, FLAGS, self.counters, offset);
+        let count = self.b.ins().load(types::I64, FLAGS, counters, offset);
         let count = add(self, count);
-        self.b.ins().store(FLAGS, count, self.counters, offset);
+        self.b.ins().store(FLAGS, count, counters, offset);
     }
 
     /// Adds the counters kept in registers to the context's (before every
     /// exit of the function).
     fn flush_counts(&mut self) {
+        let Some(counters) = self.counters else {
+            return;
+        };
         for (segment, var) in self.local_counts.clone() {
             let offset = 8 * segment as i32;
             let local = self.b.use_var(var);
-            let count = self.b.ins().load(types::I64, FLAGS, self.counters, offset);
+            let count = self.b.ins().load(types::I64, FLAGS, counters, offset);
             let count = self.b.ins().iadd(count, local);
-            self.b.ins().store(FLAGS, count, self.counters, offset);
+            self.b.ins().store(FLAGS, count, counters, offset);
         }
     }
 

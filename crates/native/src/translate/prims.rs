@@ -11,7 +11,7 @@ use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Type, Value};
 use cranelift_module::{Linkage, Module};
 
-use super::function::{Translator, FLAGS};
+use super::function::Translator;
 use super::{machine_type, ARRAY_OP};
 use crate::arrays::ArrayOp;
 use crate::shims::{self, Shim};
@@ -46,6 +46,10 @@ impl Translator<'_, '_, '_> {
         if let Some(test) = self.low_bits_test(dst, prim, args) {
             return Ok(test);
         }
+        if let (Some(d), Some(product)) = (dst, self.multiply_by_constant(prim, args)) {
+            self.b.def_var(self.vars[d.index()], product);
+            return Ok(());
+        }
         let values: Vec<Value> = args
             .iter()
             .map(|v| self.b.use_var(self.vars[v.index()]))
@@ -53,9 +57,10 @@ impl Translator<'_, '_, '_> {
         let result = match prim {
             Prim::Const(value) => Some(self.constant(*value)),
             Prim::Copy => Some(values[0]),
+            // The program is compiled for its symbols' values.
             Prim::SymbolValue(symbol) => {
-                let offset = 8 * symbol.0 as i32;
-                Some(self.b.ins().load(types::I64, FLAGS, self.symbols, offset))
+                let value = self.unit.symbols[symbol.0 as usize];
+                Some(self.b.ins().iconst(types::I64, value as i64))
             }
             Prim::Unary(op) => Some(self.unary(*op, types[0], values[0])),
             Prim::Binary(op) => Some(self.binary(*op, &types, values[0], values[1], loc)),
@@ -163,6 +168,40 @@ impl Translator<'_, '_, '_> {
         let test = self.b.ins().icmp_imm_s(cc, bits, 0);
         self.b.def_var(self.vars[d.index()], test);
         Some(())
+    }
+
+    /// An integer `x * c` with `c` known and `2^k` or `2^k + 1` (`k` from 1
+    /// to 3) as shifts and an add, which the machine does in one or two
+    /// cycles (an `lea`) where a multiplication takes three: the same
+    /// wrapped product.
+    fn multiply_by_constant(&mut self, prim: &Prim, args: &[Var]) -> Option<Value> {
+        let Prim::Binary(BinaryOp::Mul) = prim else {
+            return None;
+        };
+        let ty = self.function.vars[args[0]].ty.elem;
+        if ty.is_float() || self.is_array(args[0]) || self.is_array(args[1]) {
+            return None;
+        }
+        let (x, c) = match (self.constants.get(&args[0]), self.constants.get(&args[1])) {
+            (_, Some(c)) => (args[0], *c),
+            (Some(c), None) => (args[1], *c),
+            (None, None) => return None,
+        };
+        let bits = i128::from(machine_type(ty).bits());
+        let x = self.b.use_var(self.vars[x.index()]);
+        let power = |c: i128| {
+            (c > 1 && c.count_ones() == 1 && c < 1 << (bits - 1)).then(|| c.trailing_zeros())
+        };
+        if let Some(k) = power(c) {
+            return Some(self.b.ins().ishl_imm_s(x, i64::from(k)));
+        }
+        match power(c - 1) {
+            Some(k @ 1..=3) => {
+                let shifted = self.b.ins().ishl_imm_s(x, i64::from(k));
+                Some(self.b.ins().iadd(x, shifted))
+            }
+            _ => None,
+        }
     }
 
     fn binary(
