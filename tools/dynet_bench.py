@@ -68,8 +68,8 @@ ROOT = os.path.dirname(HERE)
 BIN = os.path.join(ROOT, "target/release/autobatch")
 MODELS = ["treelstm", "mvrnn", "birnn", "nested", "drnn", "berxit", "stackrnn"]
 ENTRY = {"drnn": "decode"}
-STRATEGIES = ["program-counter", "local-static", "native"]
-SHORT = {"program-counter": "pc", "local-static": "ls", "native": "na"}
+STRATEGIES = ["program-counter", "local-static", "native", "native-batched"]
+SHORT = {"program-counter": "pc", "local-static": "ls", "native": "na", "native-batched": "nb"}
 # Models with instances also run as MODEL_seq.ab: the same model without
 # `join`/`map`/`pfor` (StackRNN has no independent work).
 SEQ = ["treelstm", "mvrnn", "birnn", "nested", "drnn", "berxit"]

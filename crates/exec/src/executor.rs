@@ -20,6 +20,7 @@ pub const EXECUTORS: &[&dyn Executor] = &[
     &local_static::LocalStatic,
     &program_counter::ProgramCounter,
     &native::Native,
+    &native::NativeBatched,
 ];
 
 /// One way of executing a batch. Every executor must give every member

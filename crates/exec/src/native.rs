@@ -40,8 +40,23 @@ use crate::{
     RunOptions, RunOutput, RunProgress, Stats,
 };
 
-/// The native executor in the registry ([`crate::EXECUTORS`]).
+/// The native executor in the registry ([`crate::EXECUTORS`]): each
+/// member alone, one after the other.
 pub struct Native;
+
+/// The native executor whose members run together, each on its own
+/// stack, waiting at the products with a static matrix so that each runs
+/// once for all the members waiting at it (`autobatch_native::waits`).
+pub struct NativeBatched;
+
+/// How a worker runs its members' machine code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// One member after the other ([`Native`]).
+    Alone,
+    /// All of a worker's members together ([`NativeBatched`]).
+    Together,
+}
 
 /// The most machine stack a worker thread gets (members that need more
 /// are rerun on the reference executor).
@@ -74,6 +89,57 @@ impl Executor for Native {
         options: &RunOptions,
         batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError> {
+        run_native(Mode::Alone, backend, program, env, batch, options, batching)
+    }
+}
+
+impl Executor for NativeBatched {
+    fn name(&self) -> &'static str {
+        "native-batched"
+    }
+
+    fn description(&self) -> &'static str {
+        "each member in machine code on its own stack, products with a static \
+         matrix run once for all members waiting at them; others on program-counter"
+    }
+
+    fn uses_backend(&self) -> bool {
+        false
+    }
+
+    fn run(
+        &self,
+        backend: &dyn Backend,
+        program: &Program,
+        env: &Env,
+        batch: &Batch,
+        options: &RunOptions,
+        batching: &BatchingOptions,
+    ) -> Result<RunOutput, ExecError> {
+        run_native(
+            Mode::Together,
+            backend,
+            program,
+            env,
+            batch,
+            options,
+            batching,
+        )
+    }
+}
+
+/// Compiles the program and runs its members in `mode`, or runs it on
+/// program-counter if it is not compiled.
+fn run_native(
+    mode: Mode,
+    backend: &dyn Backend,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    batching: &BatchingOptions,
+) -> Result<RunOutput, ExecError> {
+    {
         let started = Instant::now();
         // Native code reads the statics in place: all must be bound (the
         // interpreters report a missing one as an internal error).
@@ -90,7 +156,8 @@ impl Executor for Native {
         };
         match compiled {
             Ok(native) => {
-                let (mut output, rerun) = run_compiled(&native, program, env, batch, options)?;
+                let (mut output, figures) =
+                    run_compiled(mode, &native, program, env, batch, options)?;
                 output.stats.report = vec![
                     field("compiled", ReportValue::Bool(true)),
                     compile_seconds,
@@ -99,8 +166,14 @@ impl Executor for Native {
                         "merged_branches",
                         ReportValue::Count(native.merged_branches() as u64),
                     ),
-                    field("members_rerun", ReportValue::Count(rerun)),
+                    field("members_rerun", ReportValue::Count(figures.rerun)),
                 ];
+                if mode == Mode::Together {
+                    output.stats.report.extend([
+                        field("batched_products", ReportValue::Count(figures.products)),
+                        field("batched_waits", ReportValue::Count(figures.waits)),
+                    ]);
+                }
                 Ok(output)
             }
             Err(not) => {
@@ -140,6 +213,8 @@ struct Progress<'a> {
     instances: u64,
     peak_instances: u64,
     rerun: u64,
+    products: u64,
+    waits: u64,
     last_call: Instant,
     observer: Option<&'a crate::Observer>,
 }
@@ -154,17 +229,30 @@ struct Chunk {
     instances: u64,
     peak_instances: u64,
     rerun: u64,
+    /// Products computed for members run together, and the member-products
+    /// they served.
+    products: u64,
+    waits: u64,
 }
 
-/// Runs every member natively; gives the output and how many members
-/// were rerun on the reference executor.
+/// A compiled run's own figures, for the report.
+struct Figures {
+    rerun: u64,
+    products: u64,
+    waits: u64,
+}
+
+/// Runs every member natively; gives the output and the report's
+/// figures (how many members were rerun on the reference executor, how
+/// the products were batched).
 fn run_compiled(
+    mode: Mode,
     native: &NativeProgram,
     program: &Program,
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
-) -> Result<(RunOutput, u64), ExecError> {
+) -> Result<(RunOutput, Figures), ExecError> {
     let (counter, slots) = OpCounter::for_program(program);
     let stack = native
         .stack_bytes(options.max_stack_depth)
@@ -178,10 +266,11 @@ fn run_compiled(
     let threads = options.threads.max(1);
     let run = current_run();
     let pool = worker_pool(threads, stack, "autobatch-native")?;
-    let chunk = if options.observer.is_some() {
-        1
-    } else {
-        (batch.size / (threads * 16)).max(1)
+    let chunk = match mode {
+        // Members run together are batched within a chunk: one per thread.
+        Mode::Together => batch.size.div_ceil(threads).max(1),
+        Mode::Alone if options.observer.is_some() => 1,
+        Mode::Alone => (batch.size / (threads * 16)).max(1),
     };
     let progress = Mutex::new(Progress {
         counters: vec![0; native.segments().len()],
@@ -189,6 +278,8 @@ fn run_compiled(
         instances: 0,
         peak_instances: 0,
         rerun: 0,
+        products: 0,
+        waits: 0,
         last_call: Instant::now(),
         observer: options.observer.as_ref(),
     });
@@ -212,7 +303,10 @@ fn run_compiled(
             .map(|(c, places)| {
                 let _capture = working_for(run);
                 let members = c * chunk..c * chunk + places.len();
-                let done = run_chunk(&inputs, members, places);
+                let done = match mode {
+                    Mode::Alone => run_chunk(&inputs, members, places),
+                    Mode::Together => run_chunk_together(&inputs, members, places),
+                };
                 report_progress(&progress, &done, native, &counter, &slots);
                 done
             })
@@ -251,7 +345,11 @@ fn run_compiled(
             adjoints,
             stats,
         },
-        progress.rerun,
+        Figures {
+            rerun: progress.rerun,
+            products: progress.products,
+            waits: progress.waits,
+        },
     ))
 }
 
@@ -274,21 +372,14 @@ fn run_chunk(
 ) -> Chunk {
     let RunInputs {
         native,
-        program,
         env,
         batch,
         options,
         limits,
+        ..
     } = *inputs;
     let segments = native.segments().len();
-    let mut chunk = Chunk {
-        adjoints: Vec::new(),
-        counters: vec![0; segments],
-        steps: 0,
-        instances: 0,
-        peak_instances: 0,
-        rerun: 0,
-    };
+    let mut chunk = Chunk::new(segments);
     let mut member_counters = vec![0_u64; segments];
     let mut args = Vec::with_capacity(batch.args.len());
     let mut runner = native.runner(&env.statics);
@@ -301,10 +392,90 @@ fn run_chunk(
             .draws()
             .then(|| MemberRng::new(options.seed, options.member_id(member)));
         let run = runner.run(&args, limits, rng.as_mut(), &mut member_counters);
+        chunk.record(inputs, member, place, run, &member_counters);
+    }
+    chunk
+}
+
+/// Runs `members` together on this worker thread
+/// (`NativeProgram::run_batched`), writing each one's result into its
+/// place in `places`.
+fn run_chunk_together(
+    inputs: &RunInputs<'_>,
+    members: std::ops::Range<usize>,
+    places: &mut [Result<Vec<Tensor>, MemberError>],
+) -> Chunk {
+    let RunInputs {
+        native,
+        env,
+        batch,
+        options,
+        limits,
+        ..
+    } = *inputs;
+    let mut chunk = Chunk::new(native.segments().len());
+    let member_inputs = members
+        .clone()
+        .map(|member| autobatch_native::MemberInput {
+            args: batch.args.iter().map(|a| a.for_member(member)).collect(),
+            rng: native
+                .draws()
+                .then(|| MemberRng::new(options.seed, options.member_id(member))),
+        })
+        .collect();
+    match native.run_batched(&env.statics, member_inputs, limits) {
+        Ok(together) => {
+            chunk.products = together.products;
+            chunk.waits = together.waits;
+            let runs = together.runs.into_iter().zip(&together.counters);
+            for ((member, place), (run, counters)) in members.zip(places).zip(runs) {
+                chunk.record(inputs, member, place, run, counters);
+            }
+        }
+        Err(_no_stacks) => {
+            // No stacks to be had: every member alone on the reference.
+            for (member, place) in members.zip(places) {
+                chunk.rerun += 1;
+                let alone =
+                    reference::run_member_logged(inputs.program, env, batch, options, member);
+                *place = alone.result;
+                chunk.adjoints.extend(alone.adjoints);
+            }
+        }
+    }
+    chunk
+}
+
+impl Chunk {
+    fn new(segments: usize) -> Chunk {
+        Chunk {
+            adjoints: Vec::new(),
+            counters: vec![0; segments],
+            steps: 0,
+            instances: 0,
+            peak_instances: 0,
+            rerun: 0,
+            products: 0,
+            waits: 0,
+        }
+    }
+
+    /// Writes `member`'s result into `place` and adds its figures (its
+    /// segments' `counters`), or reruns it on the reference executor if its
+    /// native frames ran short of stack.
+    fn record(
+        &mut self,
+        inputs: &RunInputs<'_>,
+        member: usize,
+        place: &mut Result<Vec<Tensor>, MemberError>,
+        run: autobatch_native::MemberRun,
+        counters: &[u64],
+    ) {
+        let options = inputs.options;
         let outcome = match run.outcome {
             Ok(values) => {
                 if !run.adjoints.is_empty() {
-                    chunk.adjoints.extend(run.adjoints.into_iter().map(|mut r| {
+                    self.adjoints.extend(run.adjoints.into_iter().map(|mut r| {
                         r.member = member as u32;
                         r
                     }));
@@ -312,11 +483,17 @@ fn run_chunk(
                 Ok(values)
             }
             Err(Stop::NativeStack) => {
-                chunk.rerun += 1;
-                let alone = reference::run_member_logged(program, env, batch, options, member);
+                self.rerun += 1;
+                let alone = reference::run_member_logged(
+                    inputs.program,
+                    inputs.env,
+                    inputs.batch,
+                    options,
+                    member,
+                );
                 *place = alone.result;
-                chunk.adjoints.extend(alone.adjoints);
-                continue;
+                self.adjoints.extend(alone.adjoints);
+                return;
             }
             Err(Stop::Fault { fault, loc }) => {
                 Err(MemberError::new(fault.kind, fault.message, loc))
@@ -325,14 +502,13 @@ fn run_chunk(
             Err(Stop::StackOverflow(loc)) => Err(stack_overflow(options.max_stack_depth, loc)),
         };
         *place = outcome;
-        chunk.steps += run.steps;
-        chunk.instances += run.instances;
-        chunk.peak_instances = chunk.peak_instances.max(run.peak_instances);
-        for (total, count) in chunk.counters.iter_mut().zip(&member_counters) {
+        self.steps += run.steps;
+        self.instances += run.instances;
+        self.peak_instances = self.peak_instances.max(run.peak_instances);
+        for (total, count) in self.counters.iter_mut().zip(counters) {
             *total += count;
         }
     }
-    chunk
 }
 
 /// Adds a finished chunk's figures to the run's, and calls the observer
@@ -352,6 +528,8 @@ fn report_progress(
     progress.instances += done.instances;
     progress.peak_instances = progress.peak_instances.max(done.peak_instances);
     progress.rerun += done.rerun;
+    progress.products += done.products;
+    progress.waits += done.waits;
     let Some(observer) = progress.observer else {
         return;
     };

@@ -22,6 +22,10 @@ fn native() -> Strategy {
     Strategy::from_name("native").expect("registered")
 }
 
+fn native_batched() -> Strategy {
+    Strategy::from_name("native-batched").expect("registered")
+}
+
 fn field<'a>(report: &'a [ReportField], name: &str) -> &'a ReportValue {
     &report
         .iter()
@@ -59,9 +63,7 @@ fn agree(
         )
         .expect("runs")
     };
-    let run = |strategy| run_with(strategy, options);
-    let expected = run(Strategy::Reference);
-    let got = run(native());
+    let expected = run_with(Strategy::Reference, options);
     let bits = |results: &[Result<Vec<Tensor>, autobatch_types::MemberError>]| -> Vec<String> {
         results
             .iter()
@@ -74,43 +76,50 @@ fn agree(
             })
             .collect()
     };
-    assert_eq!(bits(&got.results), bits(&expected.results), "{entry}");
-    // Code that counts nothing gives the same results and steps, and no
-    // counts.
-    let uncounted = run_with(
-        native(),
-        &RunOptions {
-            count_operations: false,
-            ..options.clone()
-        },
-    );
-    assert_eq!(
-        bits(&uncounted.results),
-        bits(&expected.results),
-        "{entry}, uncounted"
-    );
-    assert_eq!(
-        uncounted.stats.steps, got.stats.steps,
-        "{entry}, uncounted: steps"
-    );
-    if field(&got.stats.report, "compiled") == &ReportValue::Bool(true) {
-        assert!(
-            uncounted.stats.op_counts.is_empty(),
-            "{entry}: nothing counted"
+    // Both shapes of native code: members alone, and members together.
+    let mut reports = [native(), native_batched()].map(|strategy| {
+        let got = run_with(strategy, options);
+        let name = format!("{entry} on {strategy}");
+        assert_eq!(bits(&got.results), bits(&expected.results), "{name}");
+        // Code that counts nothing gives the same results and steps, and
+        // no counts.
+        let uncounted = run_with(
+            strategy,
+            &RunOptions {
+                count_operations: false,
+                ..options.clone()
+            },
         );
-        // Each member's executions and steps, summed, as under the reference.
         assert_eq!(
-            got.stats.op_counts, expected.stats.op_counts,
-            "{entry}: op counts"
+            bits(&uncounted.results),
+            bits(&expected.results),
+            "{name}, uncounted"
         );
-        assert_eq!(got.stats.steps, expected.stats.steps, "{entry}: steps");
         assert_eq!(
-            (got.stats.instances, got.stats.peak_instances),
-            (expected.stats.instances, expected.stats.peak_instances),
-            "{entry}: instances started and most live at once"
+            uncounted.stats.steps, got.stats.steps,
+            "{name}, uncounted: steps"
         );
-    }
-    got.stats.report
+        if field(&got.stats.report, "compiled") == &ReportValue::Bool(true) {
+            assert!(
+                uncounted.stats.op_counts.is_empty(),
+                "{name}: nothing counted"
+            );
+            // Each member's executions and steps, summed, as under the
+            // reference.
+            assert_eq!(
+                got.stats.op_counts, expected.stats.op_counts,
+                "{name}: op counts"
+            );
+            assert_eq!(got.stats.steps, expected.stats.steps, "{name}: steps");
+            assert_eq!(
+                (got.stats.instances, got.stats.peak_instances),
+                (expected.stats.instances, expected.stats.peak_instances),
+                "{name}: instances started and most live at once"
+            );
+        }
+        got.stats.report
+    });
+    std::mem::take(&mut reports[0])
 }
 
 /// A value with its floats as bit patterns (so that NaNs compare).
@@ -391,7 +400,6 @@ fn agree_with(
         .expect("runs")
     };
     let expected = run(Strategy::Reference);
-    let got = run(native());
     let bits = |output: &autobatch_exec::RunOutput| -> Vec<String> {
         output
             .results
@@ -405,13 +413,25 @@ fn agree_with(
             })
             .collect()
     };
-    assert_eq!(bits(&got), bits(&expected), "{entry}");
-    assert_eq!(
-        got.stats.op_counts, expected.stats.op_counts,
-        "{entry}: op counts"
+    let mut reports = [native(), native_batched()].map(|strategy| {
+        let got = run(strategy);
+        let name = format!("{entry} on {strategy}");
+        assert_eq!(bits(&got), bits(&expected), "{name}");
+        assert_eq!(
+            got.stats.op_counts, expected.stats.op_counts,
+            "{name}: op counts"
+        );
+        assert_eq!(got.stats.steps, expected.stats.steps, "{name}: steps");
+        got.stats.report
+    });
+    // The native report, and the batched one's figures after it.
+    let mut report = std::mem::take(&mut reports[0]);
+    report.extend(
+        reports[1]
+            .drain(..)
+            .filter(|f| f.name.starts_with("batched_")),
     );
-    assert_eq!(got.stats.steps, expected.stats.steps, "{entry}: steps");
-    got.stats.report
+    report
 }
 
 fn f64s(values: &[f64]) -> Tensor {
@@ -474,6 +494,69 @@ fn arrays_statics_products_and_caught_index_faults_are_compiled() {
         &RunOptions::default(),
     );
     assert_compiled(&report, "arrays");
+}
+
+/// Members of different depths waiting at products with a static matrix
+/// and with views of a static (`T[n % 2]`: two matrices), one of them
+/// failing an assert half way.
+const WAITING: &str = r#"extern "autobatch" { static W: [[f64; 3]; 3]; static T: [[[f64; 3]; 3]; 2]; }
+fn walk(x: [f64; 3], n: i64) -> [f64; 3] {
+    if n <= 0 {
+        x
+    } else {
+        let y = matvec(W, x).tanh();
+        let z = vecmat(y, T[n % 2]);
+        assert!(n != 13, "thirteen");
+        walk(z * 0.5 + y, n - 1)
+    }
+}"#;
+
+#[test]
+fn members_together_wait_at_products_and_get_their_own_bits() {
+    let env = Env {
+        statics: vec![
+            Tensor::new(
+                vec![3, 3],
+                Data::F64(vec![0.5, -1.0, 2.0, 1.5, 0.25, -0.75, 0.1, 0.2, -0.3]),
+            ),
+            Tensor::new(
+                vec![2, 3, 3],
+                Data::F64((0..18).map(|k| (k as f64 - 8.5) / 7.0).collect()),
+            ),
+        ],
+        symbols: Vec::new(),
+        ..Env::default()
+    };
+    let ns = [0_i64, 1, 5, 5, 9, 20, 17, 3];
+    let args = || {
+        vec![
+            Arg::Batched(
+                (0..ns.len())
+                    .map(|m| f64s(&[m as f64 * 0.25, -1.0, 0.5]))
+                    .collect(),
+            ),
+            Arg::Batched(ns.iter().map(|n| Tensor::scalar(Scalar::I64(*n))).collect()),
+        ]
+    };
+    for threads in [1, 2] {
+        let options = RunOptions {
+            threads,
+            ..RunOptions::default()
+        };
+        let report = agree_with(WAITING, "walk", &env, args(), ns.len(), &options);
+        assert_compiled(&report, "waiting");
+        let count = |name| match field(&report, name) {
+            ReportValue::Count(n) => *n,
+            other => panic!("{name}: {other:?}"),
+        };
+        let (products, waits) = (count("batched_products"), count("batched_waits"));
+        // Every member-product was waited for (two per level; a member
+        // that starts above 13 stops at 13), and most were computed with
+        // others.
+        let levels = |n: i64| if n < 13 { n } else { n - 12 } as u64;
+        assert_eq!(waits, ns.iter().map(|n| 2 * levels(*n)).sum::<u64>());
+        assert!(products < waits, "{products} products for {waits} waits");
+    }
 }
 
 #[test]

@@ -56,6 +56,10 @@ pub(crate) struct ArrayOp {
     pub prim: Prim,
     pub args: Vec<Operand>,
     pub result: Option<Operand>,
+    /// A float `matvec` of a static matrix or `vecmat` by one: a member
+    /// run among others waits here for the product of all members waiting
+    /// (`crate::waits`).
+    pub batched: bool,
 }
 
 /// The bytes of one element of `ty` in member memory.
@@ -147,8 +151,15 @@ pub(crate) extern "C" fn array_op(ctx: *mut Context, op: u64, ptrs: *const *mut 
     // operand's type and shape (see the module doc).
     let ctx = unsafe { &mut *ctx };
     let table = unsafe { &*ctx.arrays };
+    let number = op;
     let op = &table[op as usize];
     let ptrs = unsafe { std::slice::from_raw_parts(ptrs, op.args.len() + 1) };
+    if op.batched && !ctx.yielder.is_null() {
+        // SAFETY: a non-null yielder is the member's coroutine's, and this
+        // code runs on that coroutine's stack.
+        unsafe { crate::waits::wait(&*ctx.yielder, number as u32, ptrs) };
+        return 0;
+    }
     let dst = ptrs[0];
     let aliased = !dst.is_null()
         && ptrs[1..].contains(&dst)

@@ -57,6 +57,11 @@
 //! the host (`forks`); a `map`'s instances are a native loop writing
 //! element `k` of each result array.
 //!
+//! Members may also run together ([`NativeProgram::run_batched`], the
+//! `native-batched` strategy): each on a stack of its own, waiting at the
+//! products with a static matrix, which run once for all the members
+//! waiting at them (`waits`).
+//!
 //! What is not compiled yet ([`compile`] says what and where): calls of
 //! host primitives. The executor (`autobatch_exec::native`) runs such
 //! programs on an interpreter.
@@ -69,6 +74,9 @@ mod check;
 mod forks;
 mod shims;
 mod translate;
+mod waits;
+
+pub use waits::{BatchedRun, MemberInput};
 
 use std::sync::Mutex;
 
@@ -176,6 +184,9 @@ pub(crate) struct Context {
     peak_instances: u64,
     /// The member's log of static adjoints (`arrays::apply`).
     adjoints: Vec<AdjointRecord>,
+    /// Where a member run among others suspends at a product with a
+    /// static matrix ([`waits`]); null for a member run alone.
+    yielder: *const waits::MemberYielder,
 }
 
 pub(crate) mod offsets {
@@ -339,6 +350,20 @@ impl Runner<'_> {
         rng: Option<&mut MemberRng>,
         counters: &mut [u64],
     ) -> MemberRun {
+        self.run_waiting(args, limits, rng, counters, std::ptr::null())
+    }
+
+    /// [`Runner::run`] on a member's own stack: at each product with a
+    /// static matrix the member suspends through `yielder` (non-null) and
+    /// resumes when the scheduler has written the product ([`waits`]).
+    pub(crate) fn run_waiting(
+        &mut self,
+        args: &[&Tensor],
+        limits: &Limits,
+        rng: Option<&mut MemberRng>,
+        counters: &mut [u64],
+        yielder: *const waits::MemberYielder,
+    ) -> MemberRun {
         let program = self.program;
         assert_eq!(
             counters.len(),
@@ -424,6 +449,7 @@ impl Runner<'_> {
             live_instances: 0,
             peak_instances: 0,
             adjoints: Vec::new(),
+            yielder,
         };
         // SAFETY: the trampoline reads one argument per parameter (a
         // scalar's bits, or a pointer to an array of the parameter's shape,

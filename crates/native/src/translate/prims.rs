@@ -378,6 +378,7 @@ impl Translator<'_, '_, '_> {
                 .map(|v| operand(&vars[*v].ty, symbols))
                 .collect(),
             result: dst.map(|d| operand(&vars[d].ty, symbols)),
+            batched: self.static_product(prim, args),
         });
         let (operands, pointers) = (self.operand_slot, self.pointer_slot);
         let pointer = match dst {
@@ -415,6 +416,22 @@ impl Translator<'_, '_, '_> {
             let value = self.b.ins().stack_load(types::I64, ty, operands, 0);
             self.b.def_var(self.vars[d.index()], value);
         }
+    }
+
+    /// Whether `prim(args)` is a float product with a matrix read in place
+    /// from a static (the static, or a view of one: `matvec(S, x)`,
+    /// `vecmat(x, W[d])`), which members run among others compute together
+    /// when they wait at it with the same matrix (`crate::waits`).
+    fn static_product(&self, prim: &Prim, args: &[Var]) -> bool {
+        let matrix = match prim {
+            Prim::Matvec => args[0],
+            Prim::Vecmat => args[1],
+            _ => return false,
+        };
+        let ty = &self.function.vars[matrix].ty;
+        let in_place =
+            self.statics[matrix.index()].is_some() || self.views[matrix.index()].is_some();
+        ty.elem.is_float() && ty.dims.len() == 2 && in_place
     }
 
     /// Calls `shim` on `args`, giving one value of type `ret`.

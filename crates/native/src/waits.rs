@@ -1,0 +1,265 @@
+//! Members run together, each in machine code on its own stack, that wait
+//! at the products with a static matrix: the products of all the members
+//! waiting at one such operation are computed as one product of the
+//! matrix with their vectors stacked (issue 14's second shape: per-member
+//! native code suspending at batched operations; DyNet's lazy batching and
+//! ACRoBat's fibers, seed 003).
+//!
+//! Each member runs on a coroutine (`corosensei`, a stack of its own). At
+//! a `matvec(S, x)` or `vecmat(x, S)` whose matrix is a static
+//! or a view of one (`ArrayOp::batched`), the host side of the operation ([`wait`]) hands
+//! the scheduler a [`Wait`] (the operation and the member's operand and
+//! destination addresses) and suspends. When no member can go on, the
+//! scheduler picks the operation and matrix most members wait at, gathers their
+//! vectors, runs the kernels' shared-matrix product once
+//! (`gemm::matvec_into` / `vecmat_into`, whose every row has the bits of
+//! the product alone), writes each member's row where it waits, and
+//! resumes them. A member's control, scalars, faults, limits, random
+//! stream and counts are those of [`crate::Runner::run`]; only the order in
+//! which members interleave changes, which no member can observe.
+//!
+//! Every coroutine runs to its end before [`NativeProgram::run_batched`]
+//! returns (a member always ends: its steps are bounded), so none is
+//! dropped while suspended in machine code.
+
+use autobatch_ir::Prim;
+use autobatch_kernels::gemm::{self, GemmFloat};
+use autobatch_kernels::MemberRng;
+use autobatch_types::{ScalarType, Tensor};
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+
+use crate::arrays::ArrayOp;
+use crate::{Limits, MemberRun, NativeProgram};
+
+/// What a member's coroutine yields: the product it waits for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Wait {
+    /// The operation's number in the program's table.
+    op: u32,
+    /// Where the member's result goes.
+    dst: *mut u8,
+    /// The operands, in order: the static matrix and the member's vector
+    /// (`matvec`), or the vector and the matrix (`vecmat`).
+    args: [*const u8; 2],
+}
+
+pub(crate) type MemberYielder = Yielder<(), Wait>;
+
+/// The host side of a batched product for a member run among others:
+/// suspends until the scheduler has written the product at `ptrs[0]`.
+pub(crate) fn wait(yielder: &MemberYielder, op: u32, ptrs: &[*mut u8]) {
+    let [dst, a, b] = ptrs else {
+        unreachable!("a product has a destination and two operands")
+    };
+    yielder.suspend(Wait {
+        op,
+        dst: *dst,
+        args: [*a as *const u8, *b as *const u8],
+    });
+}
+
+/// One member of a batched run: its arguments, and its random stream if
+/// the program draws.
+pub struct MemberInput<'a> {
+    pub args: Vec<&'a Tensor>,
+    pub rng: Option<MemberRng>,
+}
+
+/// What [`NativeProgram::run_batched`] gives: each member's run and
+/// segment counts, and how the products were batched.
+pub struct BatchedRun {
+    pub runs: Vec<MemberRun>,
+    pub counters: Vec<Vec<u64>>,
+    /// Products computed (each for all the members waiting at it).
+    pub products: u64,
+    /// Member-products they served (`waits / products` is the mean batch).
+    pub waits: u64,
+}
+
+/// Machine stack each member's coroutine gets beyond its frames' room (the
+/// host's and the kernels' frames below the member's).
+const HOST_MARGIN: usize = 1 << 20;
+/// The most room for a member's frames on its coroutine: a member that
+/// needs more stops with `Stop::NativeStack` (the caller reruns it).
+const MAX_ROOM: usize = 32 << 20;
+
+/// One member's state, at a fixed address while its coroutine runs.
+struct Slot<'p> {
+    runner: crate::Runner<'p>,
+    args: Vec<&'p Tensor>,
+    rng: Option<MemberRng>,
+    counters: Vec<u64>,
+    run: Option<MemberRun>,
+    waiting: Option<Wait>,
+}
+
+type MemberCoroutine = Coroutine<(), Wait, (), DefaultStack>;
+
+impl NativeProgram {
+    /// Runs `members` together on this thread (see the module doc), with
+    /// `limits` (whose `stack_room` is capped for the members' own stacks).
+    pub fn run_batched<'p>(
+        &'p self,
+        statics: &'p [Tensor],
+        members: Vec<MemberInput<'p>>,
+        limits: &Limits,
+    ) -> Result<BatchedRun, String> {
+        let limits = Limits {
+            stack_room: limits.stack_room.min(MAX_ROOM),
+            ..*limits
+        };
+        let mut slots: Vec<Box<Slot<'p>>> = members
+            .into_iter()
+            .map(|m| {
+                Box::new(Slot {
+                    runner: self.runner(statics),
+                    args: m.args,
+                    rng: m.rng,
+                    counters: vec![0; self.segments.len()],
+                    run: None,
+                    waiting: None,
+                })
+            })
+            .collect();
+        let mut coroutines = Vec::with_capacity(slots.len());
+        for slot in &mut slots {
+            let stack = DefaultStack::new(limits.stack_room + HOST_MARGIN)
+                .map_err(|e| format!("a member's stack could not be mapped: {e}"))?;
+            let slot: *mut Slot<'p> = &mut **slot;
+
+            let body = move |yielder: &MemberYielder, ()| {
+                // SAFETY: the slot is boxed and outlives the coroutine
+                // (both are dropped at the end of `run_batched`, the
+                // coroutines first, each run to its end); only this
+                // coroutine touches it while it runs.
+                let slot = unsafe { &mut *slot };
+                let run = slot.runner.run_waiting(
+                    &slot.args,
+                    &limits,
+                    slot.rng.as_mut(),
+                    &mut slot.counters,
+                    yielder,
+                );
+                slot.run = Some(run);
+            };
+            // SAFETY: what the body borrows (the program, the statics, the
+            // slots) outlives every coroutine, each of which is driven to
+            // its end below before any of them is dropped.
+            coroutines.push(unsafe { MemberCoroutine::with_stack_unchecked(stack, body) });
+        }
+        let mut figures = (0_u64, 0_u64);
+        for (coroutine, slot) in coroutines.iter_mut().zip(&mut slots) {
+            advance(coroutine, slot);
+        }
+        while let Some((op, waiting)) = most_waited(&self.arrays, &slots) {
+            self.compute(op, &waiting, &slots);
+            figures.0 += 1;
+            figures.1 += waiting.len() as u64;
+            for m in waiting {
+                slots[m].waiting = None;
+                advance(&mut coroutines[m], &mut slots[m]);
+            }
+        }
+        debug_assert!(coroutines.iter().all(|c| c.done()), "every member ended");
+        drop(coroutines);
+        let (runs, counters) = slots
+            .into_iter()
+            .map(|slot| {
+                let slot = *slot;
+                (
+                    slot.run.expect("an ended member has its run"),
+                    slot.counters,
+                )
+            })
+            .unzip();
+        Ok(BatchedRun {
+            runs,
+            counters,
+            products: figures.0,
+            waits: figures.1,
+        })
+    }
+
+    /// Computes operation `op` for the members `waiting` at it, writing
+    /// each one's row where it waits.
+    fn compute(&self, op: u32, waiting: &[usize], slots: &[Box<Slot<'_>>]) {
+        let table_op = &self.arrays[op as usize];
+        let waits: Vec<Wait> = waiting
+            .iter()
+            .map(|m| slots[*m].waiting.expect("a waiting member"))
+            .collect();
+        match table_op.args[0].ty {
+            ScalarType::F64 => product::<f64>(table_op, &waits),
+            ScalarType::F32 => product::<f32>(table_op, &waits),
+            other => unreachable!("a batched product of {other}"),
+        }
+    }
+}
+
+/// Resumes `coroutine` until it waits again or ends.
+fn advance(coroutine: &mut MemberCoroutine, slot: &mut Slot<'_>) {
+    match coroutine.resume(()) {
+        CoroutineResult::Yield(wait) => slot.waiting = Some(wait),
+        CoroutineResult::Return(()) => {}
+    }
+}
+
+/// The operation and matrix the most members wait at (the first among
+/// equals), and those members in order; `None` when none waits. (A view
+/// of a static, `W[d]`, may be a different matrix for different members.)
+fn most_waited(table: &[ArrayOp], slots: &[Box<Slot<'_>>]) -> Option<(u32, Vec<usize>)> {
+    let key = |w: &Wait| (w.op, w.args[matrix_operand(&table[w.op as usize])] as usize);
+    let mut counts: std::collections::BTreeMap<(u32, usize), usize> = Default::default();
+    for wait in slots.iter().filter_map(|s| s.waiting) {
+        *counts.entry(key(&wait)).or_default() += 1;
+    }
+    let (&chosen, _) = counts
+        .iter()
+        .max_by(|(a, x), (b, y)| x.cmp(y).then(b.cmp(a)))?;
+    let members = (0..slots.len())
+        .filter(|m| slots[*m].waiting.is_some_and(|w| key(&w) == chosen))
+        .collect();
+    Some((chosen.0, members))
+}
+
+/// Which operand of a batched product is the matrix.
+fn matrix_operand(op: &ArrayOp) -> usize {
+    match op.prim {
+        Prim::Matvec => 0,
+        _ => 1,
+    }
+}
+
+/// The product of `op` (`matvec(S, x)` or `vecmat(x, S)`) for every wait:
+/// the vectors gathered into one block, one call of the kernels, the rows
+/// scattered back (after all are read: a destination may be its vector).
+fn product<T: GemmFloat>(op: &ArrayOp, waits: &[Wait]) {
+    let n = waits.len();
+    // Which operand is the static matrix, and the lengths.
+    let m = matrix_operand(op);
+    let (matrix_shape, vector_len) = (&op.args[m].shape, op.args[1 - m].len());
+    let result_len = match op.prim {
+        Prim::Matvec => matrix_shape[0],
+        _ => matrix_shape[1],
+    };
+    let (rows, cols) = (matrix_shape[0], matrix_shape[1]);
+    // SAFETY: every member waiting at `op` passed the static's elements
+    // (`rows x cols` of `T`) and its own vector and destination, of the
+    // operation's shapes; they stay put while it waits.
+    let matrix = unsafe { std::slice::from_raw_parts(waits[0].args[m].cast::<T>(), rows * cols) };
+    let mut vectors = Vec::with_capacity(n * vector_len);
+    for wait in waits {
+        let v = unsafe { std::slice::from_raw_parts(wait.args[1 - m].cast::<T>(), vector_len) };
+        vectors.extend_from_slice(v);
+    }
+    let mut out = vec![T::ACC_ZERO; n * result_len];
+    match op.prim {
+        Prim::Matvec => gemm::matvec_into(matrix, rows, cols, &vectors, n, &mut out),
+        _ => gemm::vecmat_into(&vectors, matrix, n, rows, cols, &mut out),
+    }
+    for (wait, row) in waits.iter().zip(out.chunks_exact(result_len)) {
+        let dst = unsafe { std::slice::from_raw_parts_mut(wait.dst.cast::<T>(), result_len) };
+        dst.copy_from_slice(row);
+    }
+}
