@@ -29,6 +29,9 @@ pub enum Ty {
     FloatRagged,
     /// `[[f64; 3]; L]`: a ragged number of rows of `[f64; 3]`.
     RowsRagged,
+    /// `[[f64; 3]; 3]`: only the static `M` (read by the differentiable
+    /// helpers' loss: products with a static matrix).
+    Matrix,
 }
 
 impl Ty {
@@ -44,6 +47,7 @@ impl Ty {
             Ty::IntRagged => "[i64; L]",
             Ty::FloatRagged => "[f64; L]",
             Ty::RowsRagged => "[[f64; 3]; L]",
+            Ty::Matrix => "[[f64; 3]; 3]",
         }
     }
 
@@ -58,7 +62,7 @@ impl Ty {
         match self {
             Ty::IntArray | Ty::IntRagged => Ty::Int,
             Ty::FloatArray | Ty::FloatRagged => Ty::Float,
-            Ty::RowsRagged => Ty::FloatArray,
+            Ty::RowsRagged | Ty::Matrix => Ty::FloatArray,
             other => other,
         }
     }
@@ -75,6 +79,7 @@ impl Ty {
             Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged => {
                 ExprKind::Fill(Box::new(self.element().zero()))
             }
+            Ty::Matrix => ExprKind::Array(vec![Ty::FloatArray.zero(); FLOAT_ARRAY_LEN]),
         };
         Expr { ty: self, kind }
     }

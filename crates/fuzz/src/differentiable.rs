@@ -19,9 +19,11 @@
 //!
 //! In a program with the float static `W: [f64; 3]`, the helpers also read
 //! it (whole, `W[i]`, and inside instances and the counted loop), and a
-//! loss `sloss(x: [f64; 3]) -> f64`, the sum of a vector helper at `x` times `W`,
-//! is the entry of a gradient with respect to `W` summed over members
-//! (`--grad-statics W`, [`crate::case::GradientCase`]).
+//! loss `sloss(x: [f64; 3]) -> f64`, the sum of a vector helper at `x`
+//! times `W` plus products with the static matrix `M: [[f64; 3]; 3]` and
+//! a row of it, is the entry of a gradient with respect to `W` and `M`
+//! summed over members (`--grad-statics W,M`,
+//! [`crate::case::GradientCase`]).
 
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -117,31 +119,74 @@ pub fn helpers(rng: &mut ChaCha8Rng, weight: bool) -> Helpers {
     }
 }
 
-/// `sloss(x: [f64; 3]) -> f64 { sum(target(x) * W) }` (`target(x, x)`
-/// with data): `W` is read here and, often, inside the target.
+/// `sloss(x: [f64; 3]) -> f64 { let t = target(x); sum(t * W) +
+/// dot(matvec(M, t), x) + sum(vecmat(t, M) * W) + dot(M[1], t) }`
+/// (`target(x, x)` with data): `W` is read here and, often, inside the
+/// target; the static matrix `M` in both products and by a row, so that
+/// the gradient with respect to `W` and `M` meets every kind of static
+/// adjoint (dense, row, outer), and `native-batched` waits at products.
 fn loss_function(target: &Target) -> Function {
     let mut args = vec![x()];
     if target.data {
         args.push(x());
     }
-    let tail = Expr::new(
-        Ty::Float,
-        ExprKind::Builtin {
-            builtin: Builtin::Sum,
-            args: vec![Expr::binary(
+    let t = || Expr::var("t", Ty::FloatArray);
+    let m = || Expr::var("M", Ty::Matrix);
+    let builtin = |ty: Ty, builtin: Builtin, args: Vec<Expr>| {
+        Expr::new(ty, ExprKind::Builtin { builtin, args })
+    };
+    let terms = [
+        builtin(
+            Ty::Float,
+            Builtin::Sum,
+            vec![Expr::binary(Ty::FloatArray, BinOp::Mul, t(), w())],
+        ),
+        builtin(
+            Ty::Float,
+            Builtin::Dot,
+            vec![
+                builtin(Ty::FloatArray, Builtin::Matvec, vec![m(), t()]),
+                x(),
+            ],
+        ),
+        builtin(
+            Ty::Float,
+            Builtin::Sum,
+            vec![Expr::binary(
                 Ty::FloatArray,
                 BinOp::Mul,
-                call(&target.name, args),
+                builtin(Ty::FloatArray, Builtin::Vecmat, vec![t(), m()]),
                 w(),
             )],
-        },
-    );
+        ),
+        builtin(
+            Ty::Float,
+            Builtin::Dot,
+            vec![
+                Expr::new(
+                    Ty::FloatArray,
+                    ExprKind::Index {
+                        array: Box::new(m()),
+                        index: Box::new(Expr::new(Ty::Int, ExprKind::Int(1))),
+                    },
+                ),
+                t(),
+            ],
+        ),
+    ];
+    let tail = terms
+        .into_iter()
+        .reduce(|a, b| Expr::binary(Ty::Float, BinOp::Add, a, b))
+        .expect("terms");
     Function {
         name: LOSS.into(),
         params: vec![param("x", Ty::FloatArray)],
         ret: Ty::Float,
         body: Block {
-            stmts: Vec::new(),
+            stmts: vec![Stmt::Let {
+                name: "t".into(),
+                value: call(&target.name, args),
+            }],
             tail,
         },
     }

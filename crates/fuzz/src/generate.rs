@@ -217,6 +217,10 @@ impl Generator {
                     name: "K".into(),
                     ty: Ty::Int,
                 },
+                Param {
+                    name: "M".into(),
+                    ty: Ty::Matrix,
+                },
             ];
         }
         let count = if self.chance(0.1) {
@@ -616,6 +620,7 @@ impl Generator {
             Ty::Pair => self.pair_expr(depth),
             Ty::IntRagged | Ty::FloatRagged => self.ragged_expr(ty, depth),
             Ty::RowsRagged => self.rows_expr(depth),
+            Ty::Matrix => Some(self.leaf(ty)),
         }
     }
 
@@ -654,6 +659,11 @@ impl Generator {
             Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged => {
                 ExprKind::Fill(Box::new(self.literal(ty.element())))
             }
+            Ty::Matrix => ExprKind::Array(
+                (0..FLOAT_ARRAY_LEN)
+                    .map(|_| self.literal(Ty::FloatArray))
+                    .collect(),
+            ),
         };
         Expr::new(ty, kind)
     }
@@ -1469,7 +1479,7 @@ impl Generator {
             .collect();
         Some(GradientCase {
             entry: differentiable::LOSS.into(),
-            statics: vec!["W".into()],
+            statics: vec!["W".into(), "M".into()],
             points,
         })
     }
@@ -1571,6 +1581,14 @@ impl Generator {
             Ty::Pair => json!([int(&mut self.rng), float(&mut self.rng)]),
             Ty::IntRagged => Json::Array((0..length).map(|_| int(&mut self.rng)).collect()),
             Ty::FloatRagged => Json::Array((0..length).map(|_| float(&mut self.rng)).collect()),
+            Ty::Matrix => Json::Array(
+                (0..FLOAT_ARRAY_LEN)
+                    .map(|_| {
+                        let row = (0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng));
+                        Json::Array(row.collect())
+                    })
+                    .collect(),
+            ),
             Ty::RowsRagged => Json::Array(
                 (0..length)
                     .map(|_| {

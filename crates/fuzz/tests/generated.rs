@@ -61,6 +61,8 @@ fn the_programs_use_every_promised_construct() {
         "uniform()",
         "normal()",
         "static W",
+        "static M: [[f64; 3]; 3]",
+        "matvec(M, t)",
         "[i64; 4]",
         "[f64; 3]",
         "(i64, f64)",
