@@ -19,8 +19,8 @@ pub const EXECUTORS: &[&dyn Executor] = &[
     &reference::Reference,
     &local_static::LocalStatic,
     &program_counter::ProgramCounter,
-    &native::Native,
-    &native::NativeBatched,
+    &native::NATIVE,
+    &native::NATIVE_BATCHED,
 ];
 
 /// One way of executing a batch. Every executor must give every member

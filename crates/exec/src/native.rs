@@ -40,21 +40,28 @@ use crate::{
     RunOptions, RunOutput, RunProgress, Stats,
 };
 
-/// The native executor in the registry ([`crate::EXECUTORS`]): each
-/// member alone, one after the other.
-pub struct Native;
+/// The native executors in the registry ([`crate::EXECUTORS`]), one per
+/// [`Mode`].
+pub struct Native {
+    mode: Mode,
+}
 
-/// The native executor whose members run together, each on its own
-/// stack, waiting at the products with a static matrix so that each runs
-/// once for all the members waiting at it (`autobatch_native::waits`).
-pub struct NativeBatched;
+/// `native`: each member alone, one after the other.
+pub const NATIVE: Native = Native { mode: Mode::Alone };
+
+/// `native-batched`: members run together, each on its own stack, waiting
+/// at the products with a static matrix so that each runs once for all the
+/// members waiting at it (`autobatch_native::waits`).
+pub const NATIVE_BATCHED: Native = Native {
+    mode: Mode::Together,
+};
 
 /// How a worker runs its members' machine code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
-    /// One member after the other ([`Native`]).
+    /// One member after the other.
     Alone,
-    /// All of a worker's members together ([`NativeBatched`]).
+    /// All of a worker's members together.
     Together,
 }
 
@@ -67,11 +74,20 @@ const STACK_MARGIN: usize = 1 << 20;
 
 impl Executor for Native {
     fn name(&self) -> &'static str {
-        "native"
+        match self.mode {
+            Mode::Alone => "native",
+            Mode::Together => "native-batched",
+        }
     }
 
     fn description(&self) -> &'static str {
-        "each member alone in machine code; others on program-counter"
+        match self.mode {
+            Mode::Alone => "each member alone in machine code; others on program-counter",
+            Mode::Together => {
+                "each member in machine code on its own stack, products with a static \
+                 matrix run once for all members waiting at them; others on program-counter"
+            }
+        }
     }
 
     /// Native code computes with the kernels' own scalar functions; only
@@ -89,42 +105,7 @@ impl Executor for Native {
         options: &RunOptions,
         batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError> {
-        run_native(Mode::Alone, backend, program, env, batch, options, batching)
-    }
-}
-
-impl Executor for NativeBatched {
-    fn name(&self) -> &'static str {
-        "native-batched"
-    }
-
-    fn description(&self) -> &'static str {
-        "each member in machine code on its own stack, products with a static \
-         matrix run once for all members waiting at them; others on program-counter"
-    }
-
-    fn uses_backend(&self) -> bool {
-        false
-    }
-
-    fn run(
-        &self,
-        backend: &dyn Backend,
-        program: &Program,
-        env: &Env,
-        batch: &Batch,
-        options: &RunOptions,
-        batching: &BatchingOptions,
-    ) -> Result<RunOutput, ExecError> {
-        run_native(
-            Mode::Together,
-            backend,
-            program,
-            env,
-            batch,
-            options,
-            batching,
-        )
+        run_native(self.mode, backend, program, env, batch, options, batching)
     }
 }
 
@@ -139,54 +120,50 @@ fn run_native(
     options: &RunOptions,
     batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
-    {
-        let started = Instant::now();
-        // Native code reads the statics in place: all must be bound (the
-        // interpreters report a missing one as an internal error).
-        let compiled = if env.statics.len() < program.statics.len() {
-            Err(autobatch_native::NotCompiled {
-                reason: "a static of the program is not in the environment".into(),
-            })
-        } else {
-            autobatch_native::compile(program, batch.entry, &env.symbols, counting(options))
-        };
-        let compile_seconds = ReportField {
-            name: "compile_seconds",
-            value: ReportValue::Seconds(started.elapsed().as_secs_f64()),
-        };
-        match compiled {
-            Ok(native) => {
-                let (mut output, figures) =
-                    run_compiled(mode, &native, program, env, batch, options)?;
-                output.stats.report = vec![
-                    field("compiled", ReportValue::Bool(true)),
-                    compile_seconds,
-                    field("functions", ReportValue::Count(native.functions() as u64)),
-                    field(
-                        "merged_branches",
-                        ReportValue::Count(native.merged_branches() as u64),
-                    ),
-                    field("members_rerun", ReportValue::Count(figures.rerun)),
-                ];
-                if mode == Mode::Together {
-                    output.stats.report.extend([
-                        field("batched_products", ReportValue::Count(figures.products)),
-                        field("batched_waits", ReportValue::Count(figures.waits)),
-                    ]);
-                }
-                Ok(output)
+    let started = Instant::now();
+    // Native code reads the statics in place: all must be bound (the
+    // interpreters report a missing one as an internal error).
+    let compiled = if env.statics.len() < program.statics.len() {
+        Err(autobatch_native::NotCompiled {
+            reason: "a static of the program is not in the environment".into(),
+        })
+    } else {
+        autobatch_native::compile(program, batch.entry, &env.symbols, counting(options))
+    };
+    let compile_seconds = ReportField {
+        name: "compile_seconds",
+        value: ReportValue::Seconds(started.elapsed().as_secs_f64()),
+    };
+    match compiled {
+        Ok(native) => {
+            let (mut output, figures) = run_compiled(mode, &native, program, env, batch, options)?;
+            output.stats.report = vec![
+                field("compiled", ReportValue::Bool(true)),
+                compile_seconds,
+                field("functions", ReportValue::Count(native.functions() as u64)),
+                field(
+                    "merged_branches",
+                    ReportValue::Count(native.merged_branches() as u64),
+                ),
+                field("members_rerun", ReportValue::Count(figures.rerun)),
+            ];
+            if mode == Mode::Together {
+                output.stats.report.extend([
+                    field("batched_products", ReportValue::Count(figures.products)),
+                    field("batched_waits", ReportValue::Count(figures.waits)),
+                ]);
             }
-            Err(not) => {
-                let mut output =
-                    ProgramCounter.run(backend, program, env, batch, options, batching)?;
-                output.stats.report = vec![
-                    field("compiled", ReportValue::Bool(false)),
-                    field("reason", ReportValue::Text(not.reason)),
-                    field("ran_on", ReportValue::Text(ProgramCounter.name().into())),
-                    compile_seconds,
-                ];
-                Ok(output)
-            }
+            Ok(output)
+        }
+        Err(not) => {
+            let mut output = ProgramCounter.run(backend, program, env, batch, options, batching)?;
+            output.stats.report = vec![
+                field("compiled", ReportValue::Bool(false)),
+                field("reason", ReportValue::Text(not.reason)),
+                field("ran_on", ReportValue::Text(ProgramCounter.name().into())),
+                compile_seconds,
+            ];
+            Ok(output)
         }
     }
 }

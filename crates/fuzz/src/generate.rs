@@ -1581,16 +1581,12 @@ impl Generator {
             Ty::Pair => json!([int(&mut self.rng), float(&mut self.rng)]),
             Ty::IntRagged => Json::Array((0..length).map(|_| int(&mut self.rng)).collect()),
             Ty::FloatRagged => Json::Array((0..length).map(|_| float(&mut self.rng)).collect()),
-            Ty::Matrix => Json::Array(
-                (0..FLOAT_ARRAY_LEN)
-                    .map(|_| {
-                        let row = (0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng));
-                        Json::Array(row.collect())
-                    })
-                    .collect(),
-            ),
-            Ty::RowsRagged => Json::Array(
-                (0..length)
+            Ty::Matrix | Ty::RowsRagged => Json::Array(
+                (0..if param.ty == Ty::Matrix {
+                    FLOAT_ARRAY_LEN
+                } else {
+                    length
+                })
                     .map(|_| {
                         let row = (0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng));
                         Json::Array(row.collect())
