@@ -557,6 +557,23 @@ fn members_together_wait_at_products_and_get_their_own_bits() {
         assert_eq!(waits, ns.iter().map(|n| 2 * levels(*n)).sum::<u64>());
         assert!(products < waits, "{products} products for {waits} waits");
     }
+    // More members than a thread keeps alive at once (1024): the later
+    // ones start, on the stacks of those that ended, as others end.
+    let many = 1100;
+    let args = vec![
+        Arg::Batched(
+            (0..many)
+                .map(|m| f64s(&[m as f64 * 0.01, -1.0, 0.5]))
+                .collect(),
+        ),
+        Arg::Batched(
+            (0..many)
+                .map(|m| Tensor::scalar(Scalar::I64(ns[m % ns.len()])))
+                .collect(),
+        ),
+    ];
+    let report = agree_with(WAITING, "walk", &env, args, many, &RunOptions::default());
+    assert_compiled(&report, "many waiting");
 }
 
 #[test]

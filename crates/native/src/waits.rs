@@ -18,9 +18,11 @@
 //! stream and counts are those of [`crate::Runner::run`]; only the order in
 //! which members interleave changes, which no member can observe.
 //!
-//! Every coroutine runs to its end before [`NativeProgram::run_batched`]
-//! returns (a member always ends: its steps are bounded), so none is
-//! dropped while suspended in machine code.
+//! At most `MAX_LIVE` members of a thread are alive at once (each has a
+//! stack of its own, which the next member reuses when it ends). Every
+//! coroutine runs to its end before [`NativeProgram::run_batched`] returns
+//! (a member always ends: its steps are bounded), so none is dropped while
+//! suspended in machine code.
 
 use autobatch_ir::Prim;
 use autobatch_kernels::gemm::{self, GemmFloat};
@@ -83,6 +85,9 @@ const HOST_MARGIN: usize = 1 << 20;
 /// The most room for a member's frames on its coroutine: a member that
 /// needs more stops with `Stop::NativeStack` (the caller reruns it).
 const MAX_ROOM: usize = 32 << 20;
+/// The most members alive at once on one thread (each has a stack of its
+/// own); the others start as members end.
+const MAX_LIVE: usize = 1024;
 
 /// One member's state, at a fixed address while its coroutine runs.
 struct Slot<'p> {
@@ -122,47 +127,48 @@ impl NativeProgram {
                 })
             })
             .collect();
-        let mut coroutines = Vec::with_capacity(slots.len());
-        for slot in &mut slots {
-            let stack = DefaultStack::new(limits.stack_room + HOST_MARGIN)
-                .map_err(|e| format!("a member's stack could not be mapped: {e}"))?;
-            let slot: *mut Slot<'p> = &mut **slot;
-
-            let body = move |yielder: &MemberYielder, ()| {
-                // SAFETY: the slot is boxed and outlives the coroutine
-                // (both are dropped at the end of `run_batched`, the
-                // coroutines first, each run to its end); only this
-                // coroutine touches it while it runs.
-                let slot = unsafe { &mut *slot };
-                let run = slot.runner.run_waiting(
-                    &slot.args,
-                    &limits,
-                    slot.rng.as_mut(),
-                    &mut slot.counters,
-                    yielder,
-                );
-                slot.run = Some(run);
-            };
-            // SAFETY: what the body borrows (the program, the statics, the
-            // slots) outlives every coroutine, each of which is driven to
-            // its end below before any of them is dropped.
-            coroutines.push(unsafe { MemberCoroutine::with_stack_unchecked(stack, body) });
-        }
+        let n = slots.len();
+        let mut coroutines: Vec<Option<MemberCoroutine>> = (0..n).map(|_| None).collect();
+        // Stacks of members that ended, for the next ones.
+        let mut spare: Vec<DefaultStack> = Vec::new();
+        let (mut next, mut live) = (0, 0);
         let mut figures = (0_u64, 0_u64);
-        for (coroutine, slot) in coroutines.iter_mut().zip(&mut slots) {
-            advance(coroutine, slot);
-        }
-        while let Some((op, waiting)) = most_waited(&self.arrays, &slots) {
+        loop {
+            // Start members while fewer than `MAX_LIVE` are alive (and
+            // stacks can be had: with none alive, failing to map one ends
+            // the run; no coroutine is ever dropped suspended).
+            while live < MAX_LIVE && next < n {
+                let stack = match spare.pop() {
+                    Some(stack) => stack,
+                    None => match DefaultStack::new(limits.stack_room + HOST_MARGIN) {
+                        Ok(stack) => stack,
+                        Err(_) if live > 0 => break,
+                        Err(e) => return Err(format!("a member's stack could not be mapped: {e}")),
+                    },
+                };
+                let slot: *mut Slot<'p> = &mut *slots[next];
+                // SAFETY: the slot is boxed, outlives the coroutine, and is
+                // touched only by it while it runs.
+                coroutines[next] = Some(unsafe { member_coroutine(stack, slot, limits) });
+                live += 1;
+                live -= usize::from(advance(&mut coroutines[next], &mut slots[next], &mut spare));
+                next += 1;
+            }
+            let Some((op, waiting)) = most_waited(&self.arrays, &slots) else {
+                if next == n {
+                    break;
+                }
+                continue;
+            };
             self.compute(op, &waiting, &slots);
             figures.0 += 1;
             figures.1 += waiting.len() as u64;
             for m in waiting {
                 slots[m].waiting = None;
-                advance(&mut coroutines[m], &mut slots[m]);
+                live -= usize::from(advance(&mut coroutines[m], &mut slots[m], &mut spare));
             }
         }
-        debug_assert!(coroutines.iter().all(|c| c.done()), "every member ended");
-        drop(coroutines);
+        debug_assert!(coroutines.iter().all(Option::is_none), "every member ended");
         let (runs, counters) = slots
             .into_iter()
             .map(|slot| {
@@ -197,11 +203,51 @@ impl NativeProgram {
     }
 }
 
-/// Resumes `coroutine` until it waits again or ends.
-fn advance(coroutine: &mut MemberCoroutine, slot: &mut Slot<'_>) {
-    match coroutine.resume(()) {
-        CoroutineResult::Yield(wait) => slot.waiting = Some(wait),
-        CoroutineResult::Return(()) => {}
+/// The coroutine that runs the member of `slot` on `stack`.
+///
+/// # Safety
+/// `slot` stays valid, and is touched by nothing else while the coroutine
+/// runs, until the coroutine has ended; the coroutine is driven to its end
+/// before what the slot borrows goes away.
+unsafe fn member_coroutine<'p>(
+    stack: DefaultStack,
+    slot: *mut Slot<'p>,
+    limits: Limits,
+) -> MemberCoroutine {
+    let body = move |yielder: &MemberYielder, ()| {
+        // SAFETY: as the function's contract.
+        let slot = unsafe { &mut *slot };
+        let run = slot.runner.run_waiting(
+            &slot.args,
+            &limits,
+            slot.rng.as_mut(),
+            &mut slot.counters,
+            yielder,
+        );
+        slot.run = Some(run);
+    };
+    // SAFETY: what the body borrows outlives the coroutine (the contract).
+    unsafe { MemberCoroutine::with_stack_unchecked(stack, body) }
+}
+
+/// Resumes the member's coroutine until it waits again or ends; an ended
+/// one is dropped and its stack kept in `spare`. Whether it ended.
+fn advance(
+    coroutine: &mut Option<MemberCoroutine>,
+    slot: &mut Slot<'_>,
+    spare: &mut Vec<DefaultStack>,
+) -> bool {
+    let running = coroutine.as_mut().expect("a live member");
+    match running.resume(()) {
+        CoroutineResult::Yield(wait) => {
+            slot.waiting = Some(wait);
+            false
+        }
+        CoroutineResult::Return(()) => {
+            let ended = coroutine.take().expect("a live member");
+            spare.push(ended.into_stack());
+            true
+        }
     }
 }
 
