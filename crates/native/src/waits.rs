@@ -6,12 +6,12 @@
 //! ACRoBat's fibers, seed 003).
 //!
 //! Each member runs on a coroutine (`corosensei`, a stack of its own). At
-//! a `matvec(S, x)` or `vecmat(x, S)` whose matrix is a static
-//! or a view of one (`ArrayOp::batched`), the host side of the operation ([`wait`]) hands
-//! the scheduler a [`Wait`] (the operation and the member's operand and
-//! destination addresses) and suspends. When no member can go on, the
-//! scheduler picks the operation and matrix most members wait at, gathers their
-//! vectors, runs the kernels' shared-matrix product once
+//! a `matvec(S, x)` or `vecmat(x, S)` whose matrix is a static or a view
+//! of one (`ArrayOp::batched`), the host side of the operation ([`wait`])
+//! hands the scheduler a [`Wait`] (the operation and the member's operand
+//! and destination addresses) and suspends. When no member can go on, the
+//! scheduler picks the operation and matrix most members wait at, gathers
+//! their vectors, runs the kernels' shared-matrix product once
 //! (`gemm::matvec_into` / `vecmat_into`, whose every row has the bits of
 //! the product alone), writes each member's row where it waits, and
 //! resumes them. A member's control, scalars, faults, limits, random
