@@ -409,16 +409,9 @@ fn run_chunk_together(
                 chunk.record(inputs, member, place, run, counters);
             }
         }
-        Err(_no_stacks) => {
-            // No stacks to be had: every member alone on the reference.
-            for (member, place) in members.zip(places) {
-                chunk.rerun += 1;
-                let alone =
-                    reference::run_member_logged(inputs.program, env, batch, options, member);
-                *place = alone.result;
-                chunk.adjoints.extend(alone.adjoints);
-            }
-        }
+        // No stack could be mapped for a member (the system's limit on
+        // mappings or memory): the members one after the other instead.
+        Err(_no_stacks) => return run_chunk(inputs, members, places),
     }
     chunk
 }
