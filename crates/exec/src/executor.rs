@@ -258,7 +258,7 @@ mod tests {
         assert_eq!(
             "x".parse::<Strategy>(),
             Err(
-                "unknown strategy `x` (expected reference, local-static, program-counter or native)"
+                "unknown strategy `x` (expected reference, local-static, program-counter, native or native-batched)"
                     .into()
             )
         );

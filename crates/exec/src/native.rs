@@ -243,11 +243,12 @@ fn run_compiled(
     let threads = options.threads.max(1);
     let run = current_run();
     let pool = worker_pool(threads, stack, "autobatch-native")?;
-    let chunk = match mode {
-        // Members run together are batched within a chunk: one per thread.
-        Mode::Together => batch.size.div_ceil(threads).max(1),
-        Mode::Alone if options.observer.is_some() => 1,
-        Mode::Alone => (batch.size / (threads * 16)).max(1),
+    let chunk = match (mode, options.observer.is_some()) {
+        // Members run together are batched within a chunk: one per thread,
+        // or, for an observer to see the run go, sixteen per thread.
+        (Mode::Together, false) => batch.size.div_ceil(threads).max(1),
+        (Mode::Alone, true) => 1,
+        (_, _) => (batch.size / (threads * 16)).max(1),
     };
     let progress = Mutex::new(Progress {
         counters: vec![0; native.segments().len()],
