@@ -132,7 +132,7 @@ impl NativeProgram {
         // Stacks of members that ended, for the next ones.
         let mut spare: Vec<DefaultStack> = Vec::new();
         let (mut next, mut live) = (0, 0);
-        let mut figures = (0_u64, 0_u64);
+        let (mut products, mut waits) = (0_u64, 0_u64);
         loop {
             // Start members while fewer than `MAX_LIVE` are alive (and
             // stacks can be had: with none alive, failing to map one ends
@@ -161,8 +161,8 @@ impl NativeProgram {
                 continue;
             };
             self.compute(op, &waiting, &slots);
-            figures.0 += 1;
-            figures.1 += waiting.len() as u64;
+            products += 1;
+            waits += waiting.len() as u64;
             for m in waiting {
                 slots[m].waiting = None;
                 live -= usize::from(advance(&mut coroutines[m], &mut slots[m], &mut spare));
@@ -182,8 +182,8 @@ impl NativeProgram {
         Ok(BatchedRun {
             runs,
             counters,
-            products: figures.0,
-            waits: figures.1,
+            products,
+            waits,
         })
     }
 
