@@ -248,3 +248,103 @@ fn the_regressions_example_matches_numpy() {
 fn the_rnn_example_matches_numpy() {
     check_example("rnn", "classify", 1e-12);
 }
+
+/// The program-counter strategy runs a ragged batch as **one** batch
+/// (`docs/ragged.md`): an operation whose types do not mention `L` (the
+/// recurrence's `tanh`) runs once per step for the members of every
+/// length together, as many times as the longest member has tokens; one
+/// that does (`tokens[t]`) runs once per size class present at the step.
+/// One batch per size would run the `tanh` once per step of every size:
+/// 1 + 2 + ... + 8 times. Each member still gets its own bits (random
+/// draws, a member that faults at its own last token, empty members), and
+/// a `pfor::<L>` forks each member's own number of instances.
+#[test]
+fn program_counter_runs_members_of_all_sizes_together() {
+    let source = r#"
+fn step(h: f64, x: f64) -> f64 { (h * 0.5 + x).tanh() }
+
+fn scaled(k: i64, xs: [f64; L]) -> f64 { xs[k] * (k as f64) }
+
+fn rnn(tokens: [f64; L]) -> (f64, [f64; L], f64) {
+    let mut h = 0.0;
+    for t in 0..tokens.len() {
+        let x = tokens[t];
+        assert!(x != 99.0, "a poisoned token");
+        h = step(h, x) + 0.001 * normal();
+    }
+    let forked = pfor::<L>(scaled, tokens);
+    (h, forked, sum(forked) + tokens.len() as f64)
+}
+"#;
+    let compiled = compile(source, "rnn.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    // Lengths 0 to 8, two members of each; member 5 has a poisoned token.
+    let tokens: Vec<Vec<f64>> = (0..18)
+        .map(|m| {
+            (0..m / 2)
+                .map(|t| {
+                    if m == 5 && t == 1 {
+                        99.0
+                    } else {
+                        (m * 7 + t) as f64 * 0.1 - 1.0
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let inputs = Inputs::from_json_str(&json!({"batch": {"tokens": tokens}}).to_string())
+        .expect("inputs parse");
+    let bound = compiled.bind("rnn", &inputs).expect("binds");
+    let run = |strategy, lanes, block_choice, threads| {
+        let config = RunConfig {
+            strategy,
+            lanes,
+            block_choice,
+            threads,
+            seed: 3,
+            ..RunConfig::default()
+        };
+        bound.run(&config).expect("runs").to_json(true)
+    };
+    let reference = run(
+        autobatch::Strategy::Reference,
+        Default::default(),
+        Default::default(),
+        1,
+    );
+    for (strategy, lanes, block_choice) in configurations() {
+        for threads in [1, 2] {
+            let got = run(strategy, lanes, block_choice, threads);
+            assert_eq!(
+                got["results"], reference["results"],
+                "{strategy:?}/{lanes:?}/{block_choice:?}, {threads} threads"
+            );
+            assert_eq!(got["stats"]["sizes"], 9);
+        }
+    }
+    assert!(
+        reference["results"][5]["error"]
+            .to_string()
+            .contains("a poisoned token"),
+        "{}",
+        reference["results"][5]
+    );
+    let pc = run(
+        autobatch::Strategy::ProgramCounter,
+        Default::default(),
+        Default::default(),
+        1,
+    );
+    let executions = |op: &str, line: u64| -> u64 {
+        pc["stats"]["op_counts"]
+            .as_array()
+            .expect("op counts")
+            .iter()
+            .filter(|c| c["op"] == op && c["line"] == line)
+            .map(|c| c["executions"].as_u64().expect("a count"))
+            .sum()
+    };
+    // The longest member has 8 tokens: 8 steps of the recurrence, all
+    // lengths together (one batch per size: 36).
+    assert_eq!(executions("tanh", 2), 8, "{}", pc["stats"]);
+    assert_eq!(executions("index", 9), 8, "{}", pc["stats"]);
+}

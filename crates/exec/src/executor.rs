@@ -50,6 +50,14 @@ pub trait Executor: Send + Sync {
         false
     }
 
+    /// Whether it runs a ragged batch ([`crate::Env::ragged`]) as one batch
+    /// itself (`crate::batched::classes`); if not (by default), a ragged
+    /// batch runs as one batch per size ([`crate::ragged`]), each with its
+    /// lengths fixed.
+    fn runs_ragged(&self) -> bool {
+        false
+    }
+
     /// Runs `batch` on `program` (which has been through
     /// `autobatch_passes::optimize`, and whose values all fit in memory), a
     /// batching executor computing on `backend`.

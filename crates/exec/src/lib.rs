@@ -233,9 +233,11 @@ pub struct Stats {
     pub op_counts: Vec<OpCount>,
     /// Seconds spent executing the batch only.
     pub wall_seconds: f64,
-    /// How many sizes the batch ran as: 1 when every member has the same
+    /// How many sizes the batch has: 1 when every member has the same
     /// lengths; for a ragged batch, the distinct combinations of lengths of
-    /// its ragged dimensions, each run as a batch of its own ([`ragged`]).
+    /// its ragged dimensions (its size classes). The program-counter
+    /// strategy runs them as one batch (`batched::classes`), the others
+    /// each as a batch of its own ([`ragged`]).
     pub sizes: u64,
     /// The figures the executor reports of its own (`--stats` prints them
     /// as an object under the strategy's name); none for most executors.
@@ -373,13 +375,16 @@ pub fn run_on(
     internal::guard(|| {
         batched::check_value_sizes(program, batch.entry, &env.symbols)
             .map_err(ExecError::Resources)?;
-        if !env.ragged.is_empty() {
+        if !env.ragged.is_empty() && !strategy.executor().runs_ragged() {
             return ragged::run_by_size(backend, strategy, program, env, batch, options, batching);
         }
         let mut output = strategy
             .executor()
             .run(backend, program, env, batch, options, batching)?;
-        output.stats.sizes = 1;
+        output.stats.sizes = match crate::batched::classes::SizeClasses::of(env, batch.size)? {
+            Some(classes) => classes.len() as u64,
+            None => 1,
+        };
         Ok(output)
     })
 }

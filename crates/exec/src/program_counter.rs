@@ -46,14 +46,17 @@ use autobatch_passes::stack::{
     lower_to_stack, verify_lowered, GlobalVar, LoweredArg, LoweredFork, LoweredFunction, LoweredOp,
     LoweredProgram, LoweredTerm, PcBlock, VarClass,
 };
-use autobatch_types::{MemberError, Scalar};
+use autobatch_types::{MemberError, Scalar, TensorType};
 
 use autobatch_kernels::Backend;
 
+use crate::batched::classes::{run_split, SizeClasses, Split, SplitScratch};
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::fuse::{find_chains, ChainSite, FusedStep, Fuser, OpView};
 use crate::batched::lanes::{ForkId, Lanes, Resolution};
-use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
+use crate::batched::skeleton::{
+    bind_arg, invariance, no_room_for_entry, ragged_invariance, BranchRows,
+};
 use crate::batched::storage::{copy_value, Column, Place, Slot, ValueStack};
 use crate::batched::temps::{deaths, in_place_set, StepTemps};
 use crate::batched::{
@@ -87,6 +90,13 @@ impl Executor for ProgramCounter {
         true
     }
 
+    /// A ragged batch runs as one batch, split by size class only where
+    /// an operation mentions a ragged dimension
+    /// ([`crate::batched::classes`]).
+    fn runs_ragged(&self) -> bool {
+        true
+    }
+
     /// Lowers `program` to the explicit-stack form, verifies it, and runs it.
     fn run(
         &self,
@@ -100,7 +110,12 @@ impl Executor for ProgramCounter {
         if let Some(output) = no_room_for_entry(program, batch, options) {
             return Ok(output);
         }
-        let lowered = lower_to_stack(program, &invariance(program, batch));
+        let invariance = if env.ragged.is_empty() {
+            invariance(program, batch)
+        } else {
+            ragged_invariance(program, batch, env)
+        };
+        let lowered = lower_to_stack(program, &invariance);
         verify_lowered(&lowered).map_err(|errors| {
             let listed: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
             ExecError::Internal(format!(
@@ -153,7 +168,8 @@ pub fn run(
     } = machine;
     let adjoints = engine.take_adjoints();
     let mut output = lanes.into_output(counter, steps, started, adjoints, |member| {
-        crate::reference::run_member(program, env, batch, options, member)
+        let env = crate::ragged::member_env(env, member);
+        crate::reference::run_member(program, &env, batch, options, member)
     });
     output.stats.call_bytes = call_bytes;
     output.stats.peak_state_bytes = peak_state_bytes;
@@ -222,6 +238,11 @@ struct Machine<'a> {
     peak_state_bytes: u64,
     /// Records the run's profile, when asked ([`RunOptions::profile`]).
     profiler: Option<Profiler>,
+    /// For a ragged batch, its members' size classes; the operations that
+    /// mention a ragged dimension run split by them
+    /// ([`crate::batched::classes`]).
+    classes: Option<SizeClasses>,
+    split_scratch: SplitScratch,
 }
 
 /// A primitive operation as the engine runs it: its operand and result
@@ -238,6 +259,9 @@ struct PrimSlots {
     shared_arg: bool,
     /// The step temporaries this operation mentions last.
     dying: Vec<usize>,
+    /// Whether it runs once per size class of its rows (a ragged batch's
+    /// operation that mentions a ragged dimension).
+    split: bool,
 }
 
 /// The members waiting at each block, and the blocks some member waits at.
@@ -297,10 +321,23 @@ impl<'a> Machine<'a> {
         lane_mode: LaneMode,
     ) -> Result<Machine<'a>, ExecError> {
         let members = batch.size;
-        let is_temp = step_temporaries(lowered);
+        let classes = SizeClasses::of(env, members)?;
+        // A ragged batch's columns are padded rows; its step temporaries
+        // and fused chains, which assume one shape per column, are kept
+        // whole.
+        let is_temp = match classes {
+            None => step_temporaries(lowered),
+            Some(_) => vec![false; lowered.vars.len()],
+        };
         let (slots, stacks) = storage(lowered, &env.symbols, members, &is_temp);
         let mut counter = OpCounter::default();
-        let ops = prim_slots(lowered, &env.symbols, &mut counter, &is_temp);
+        let ops = prim_slots(
+            lowered,
+            &env.symbols,
+            &mut counter,
+            &is_temp,
+            classes.as_ref(),
+        );
         let entry = &lowered.functions[batch.entry];
         let mut waiting = Waiting {
             at: vec![Vec::new(); lowered.blocks.len()],
@@ -327,7 +364,7 @@ impl<'a> Machine<'a> {
             engine,
             slots,
             stacks,
-            chains: if options.fuse {
+            chains: if options.fuse && classes.is_none() {
                 block_chains(lowered, &ops, &is_temp)
             } else {
                 Vec::new()
@@ -351,6 +388,8 @@ impl<'a> Machine<'a> {
             column_bytes: 0,
             peak_state_bytes: 0,
             profiler: None,
+            classes,
+            split_scratch: SplitScratch::default(),
         };
         for (param, arg) in entry.params.iter().zip(&batch.args) {
             bind_arg(&mut machine.slots[param.index()], arg, members)?;
@@ -532,18 +571,48 @@ impl<'a> Machine<'a> {
             mode: self.lane_mode,
         };
         self.faults.clear();
-        self.temps
-            .prepare(&mut self.engine, &mut self.slots, &self.is_temp, op.dst);
-        self.temps.run_prim(
-            &mut self.engine,
-            &exec,
-            &mut self.slots,
-            &self.is_temp,
-            &self.shared,
-            &mut self.lanes.rngs,
-            &|r| r as usize,
-            &mut self.faults,
-        );
+        if let (true, Some(classes)) = (op.split, &self.classes) {
+            let lowered = self.lowered;
+            let types: Vec<&TensorType> = match &lowered.blocks[pc].ops[i] {
+                LoweredOp::Prim { args, dst, .. } => args
+                    .iter()
+                    .chain(dst)
+                    .map(|x| &lowered.vars[*x].ty)
+                    .collect(),
+                _ => internal_error("a split operation that is no primitive"),
+            };
+            let (member, rngs) = self.lanes.members_and_rngs();
+            let split = Split {
+                classes,
+                exec: &exec,
+                types: &types,
+                statics: self.shared.statics,
+                hosts: self.shared.hosts,
+                member_of: &|r| member[r as usize] as usize,
+                rng_of: &|r| r as usize,
+            };
+            run_split(
+                &mut self.engine,
+                &split,
+                &mut self.slots,
+                rngs,
+                &mut self.split_scratch,
+                &mut self.faults,
+            );
+        } else {
+            self.temps
+                .prepare(&mut self.engine, &mut self.slots, &self.is_temp, op.dst);
+            self.temps.run_prim(
+                &mut self.engine,
+                &exec,
+                &mut self.slots,
+                &self.is_temp,
+                &self.shared,
+                &mut self.lanes.rngs,
+                &|r| r as usize,
+                &mut self.faults,
+            );
+        }
         self.counter.record(op.counter, rows.len());
         let mut member_stacks = MemberStacks {
             plan: &self.catch_plan,
@@ -664,7 +733,16 @@ impl<'a> Machine<'a> {
                         .entry
                         .results
                         .iter()
-                        .map(|x| self.slots[x.index()].value(m))
+                        .map(|x| {
+                            let slot = &self.slots[x.index()];
+                            let ty = &self.lowered.vars[*x].ty;
+                            match &self.classes {
+                                Some(classes) if classes.mentions(ty) => {
+                                    classes.value(slot, ty, m, m)
+                                }
+                                _ => slot.value(m),
+                            }
+                        })
                         .collect();
                     self.lanes.finish(m, results);
                 }
@@ -677,15 +755,15 @@ impl<'a> Machine<'a> {
     /// queue, [`Machine::settle`]); a fork with no instance goes straight
     /// on, and one that would overflow the stack unwinds the lane.
     fn fork(&mut self, pc: PcBlock, rows: &[u32], fork: &LoweredFork) {
-        let total = match fork.count {
-            Some(count) => dim_length(self.shared.symbols, count) as u64,
-            None => fork.calls.len() as u64,
-        };
         let max_depth = self.options.max_stack_depth;
         for &r in rows {
             if self.lanes.drop_if_cancelled(r) {
                 continue;
             }
+            let total = match fork.count {
+                Some(count) => dim_length(self.symbols_of(r), count) as u64,
+                None => fork.calls.len() as u64,
+            };
             let key = self.lanes.fork_key(r);
             let depth = self.depth(r);
             if total > 0 && depth >= max_depth {
@@ -721,6 +799,25 @@ impl<'a> Machine<'a> {
         let max = default_max_instances(row.saturating_add(MEMBER_OVERHEAD_BYTES));
         self.max_instances = Some(max);
         max
+    }
+
+    /// The lengths of the symbolic dimensions lane `r` sees (its member's
+    /// own, in a ragged batch).
+    fn symbols_of(&self, r: u32) -> &[u64] {
+        match &self.classes {
+            Some(classes) => classes.symbols_of(self.lanes.member_of(r)),
+            None => self.shared.symbols,
+        }
+    }
+
+    /// The elements of lane `r`'s value of variable `x` (fewer than its
+    /// slot's row holds for a ragged value of a shorter member).
+    fn own_len(&self, x: GlobalVar, r: u32) -> usize {
+        let ty = &self.lowered.vars[x].ty;
+        match &self.classes {
+            Some(classes) if classes.mentions(ty) => classes.row_len(ty, self.lanes.member_of(r)),
+            _ => self.slots[x.index()].row_len(),
+        }
     }
 
     /// The stack depth of lane `r`'s current activation.
@@ -846,7 +943,7 @@ impl<'a> Machine<'a> {
                 }
                 continue;
             }
-            let len = self.slots[param.index()].row_len();
+            let len = self.own_len(*param, lane);
             let elem = self.lowered.vars[*param].ty.elem;
             self.call_bytes += (len * crate::batched::element_bytes(elem)) as u64;
             let to = Place {
@@ -898,7 +995,7 @@ impl<'a> Machine<'a> {
         let map = site.count.is_some();
         let call = &site.calls[if map { 0 } else { k as usize }];
         for (result, dst) in &call.results {
-            let len = self.slots[result.index()].row_len();
+            let len = self.own_len(*result, lane);
             let from = Place {
                 slot: result.index(),
                 row: lane as usize,
@@ -1163,6 +1260,7 @@ fn prim_slots(
     symbols: &[u64],
     counter: &mut OpCounter,
     is_temp: &[bool],
+    classes: Option<&SizeClasses>,
 ) -> Vec<Vec<PrimSlots>> {
     let member = |x: &GlobalVar| matches!(lowered.vars[*x].class, VarClass::Member(_));
     lowered
@@ -1209,6 +1307,14 @@ fn prim_slots(
                         shared_arg: dst
                             .is_some_and(|d| lowered.vars[d].class == VarClass::Invariant),
                         dying: dying.next().unwrap_or_default(),
+                        split: classes.is_some_and(|c| {
+                            let types: Vec<&TensorType> = args
+                                .iter()
+                                .chain(dst)
+                                .map(|x| &lowered.vars[*x].ty)
+                                .collect();
+                            c.splits(prim, &types)
+                        }),
                     },
                     _ => PrimSlots {
                         args: Vec::new(),
@@ -1218,6 +1324,7 @@ fn prim_slots(
                         arg_bytes: None,
                         shared_arg: false,
                         dying: dying.next().unwrap_or_default(),
+                        split: false,
                     },
                 })
                 .collect()

@@ -175,6 +175,22 @@ fn env_of(env: &Env, group: &SizeGroup) -> Env {
     }
 }
 
+/// The environment member `member` of a ragged batch sees alone: its own
+/// lengths (`env` itself for a batch of one size).
+pub(crate) fn member_env(env: &Env, member: usize) -> std::borrow::Cow<'_, Env> {
+    if env.ragged.is_empty() {
+        return std::borrow::Cow::Borrowed(env);
+    }
+    let lengths = env.ragged.iter().map(|r| r.lengths[member]).collect();
+    std::borrow::Cow::Owned(env_of(
+        env,
+        &SizeGroup {
+            lengths,
+            members: Vec::new(),
+        },
+    ))
+}
+
 /// The batch of the members `members` (shared arguments as they are).
 fn batch_of(batch: &Batch, members: &[usize]) -> Batch {
     let args = batch

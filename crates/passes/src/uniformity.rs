@@ -27,11 +27,15 @@
 //! per-member even when every member runs the loop the same number of
 //! times: members may be at different iterations at once.
 //!
+//! A symbolic dimension whose length differs from member to member (a
+//! ragged batch: [`Invariance::compute_varying`]) is no shared input: its
+//! value, and every variable whose type mentions it, is per-member.
+//!
 //! Between the two sits member-uniform data ([`crate::member`]): a parameter
 //! that holds one value per member in every activation (stored once per
 //! member); [`Invariance::member_root`] gives it.
 
-use autobatch_ir::{EntityRef, FuncId, Op, Program, Terminator, Var};
+use autobatch_ir::{Dim, EntityRef, FuncId, Op, Prim, Program, SymbolId, Terminator, Var};
 
 /// Invariant variables of every function: `invariant[f][v]`.
 #[derive(Clone, Debug)]
@@ -60,6 +64,18 @@ impl Invariance {
     /// `entry` is the function being run and `shared_params[k]` whether its
     /// k-th flattened parameter is shared by all members.
     pub fn compute(program: &Program, entry: FuncId, shared_params: &[bool]) -> Invariance {
+        Invariance::compute_varying(program, entry, shared_params, &[])
+    }
+
+    /// [`Invariance::compute`] for a batch whose symbolic dimensions
+    /// `varying` have each member's own length: their values, and the
+    /// variables whose types mention them, are per-member.
+    pub fn compute_varying(
+        program: &Program,
+        entry: FuncId,
+        shared_params: &[bool],
+        varying: &[SymbolId],
+    ) -> Invariance {
         // Count definitions; parameters count one for being passed in.
         let mut def_count: Vec<Vec<u32>> = program
             .functions
@@ -100,7 +116,7 @@ impl Invariance {
         // A parameter that every call site passes the same expression of
         // shared values (a weight passed as an argument) is that value in
         // every activation ([`crate::views`]).
-        let views = crate::views::shared_params(program, entry, shared_params);
+        let views = crate::views::shared_params(program, entry, shared_params, varying);
         for (fid, f) in program.functions.iter() {
             for (k, p) in f.params.iter().enumerate() {
                 let shared = (fid == entry
@@ -109,6 +125,14 @@ impl Invariance {
                     || views.is_shared(fid, *p);
                 if !shared {
                     invariant[fid.index()][p.index()] = false;
+                }
+            }
+        }
+        let varies = |d: &Dim| matches!(d, Dim::Symbolic(s) if varying.contains(s));
+        for (fid, f) in program.functions.iter() {
+            for (v, data) in f.vars.iter() {
+                if data.ty.dims.iter().any(varies) {
+                    invariant[fid.index()][v.index()] = false;
                 }
             }
         }
@@ -128,6 +152,7 @@ impl Invariance {
                             } => {
                                 let ok = !prim.is_random()
                                     && !prim.is_per_member()
+                                    && !matches!(prim, Prim::SymbolValue(s) if varying.contains(s))
                                     && args.iter().all(|a| invariant[fid.index()][a.index()]);
                                 if !ok && invariant[fid.index()][dst.index()] {
                                     invariant[fid.index()][dst.index()] = false;

@@ -22,6 +22,10 @@
 //!   expression that every call site passes (an element or the index of a
 //!   `map` never has one).
 //!
+//! In a ragged batch, a symbolic dimension whose length is each member's
+//! own is no shared value: neither its value nor a variable whose type
+//! mentions it (`[0.5; L]`) has an expression.
+//!
 //! Two expressions are the same when they are built by equal primitives
 //! (`PartialEq`: a constant NaN is never equal to itself, so it is never
 //! matched, which errs on the per-member side) over the same operands.
@@ -34,7 +38,7 @@
 //! (functions the entry never reaches, cycles no outside call enters)
 //! becomes per-member; then again until nothing changes.
 
-use autobatch_ir::{EntityRef, FuncId, Op, Prim, Program, Var};
+use autobatch_ir::{Dim, EntityRef, FuncId, Op, Prim, Program, SymbolId, Var};
 
 use crate::member::{self, call_sites, lower_params, reachable, Passed};
 
@@ -92,8 +96,15 @@ impl SharedParams {
 
 /// The parameters of every function that hold one expression of shared
 /// values; `shared_params[k]`: whether the entry's `k`-th parameter is
-/// shared by all members.
-pub fn shared_params(program: &Program, entry: FuncId, shared_params: &[bool]) -> SharedParams {
+/// shared by all members; `varying`: the symbolic dimensions whose length
+/// is each member's own (a ragged batch), whose values, and the values of
+/// whose types, are no shared expression.
+pub fn shared_params(
+    program: &Program,
+    entry: FuncId,
+    shared_params: &[bool],
+    varying: &[SymbolId],
+) -> SharedParams {
     let sites = call_sites(program, &reachable(program, entry));
     let called = called_functions(program);
     let mut exprs = Exprs::default();
@@ -110,7 +121,19 @@ pub fn shared_params(program: &Program, entry: FuncId, shared_params: &[bool]) -
         }
         let mut vars: Vec<State> = defs
             .iter()
-            .map(|n| if *n == 1 { State::Unknown } else { State::Lane })
+            .zip(f.vars.values())
+            .map(|(n, data)| {
+                let ragged = data
+                    .ty
+                    .dims
+                    .iter()
+                    .any(|d| matches!(d, Dim::Symbolic(s) if varying.contains(s)));
+                if *n == 1 && !ragged {
+                    State::Unknown
+                } else {
+                    State::Lane
+                }
+            })
             .collect();
         if fid == entry && !called[fid.index()] {
             for (k, p) in f.params.iter().enumerate() {
@@ -130,13 +153,13 @@ pub fn shared_params(program: &Program, entry: FuncId, shared_params: &[bool]) -
         }
         state.push(vars);
     }
-    settle(program, &sites, &mut state, &mut exprs);
+    settle(program, &sites, &mut state, &mut exprs, varying);
     for s in state.iter_mut().flatten() {
         if *s == State::Unknown {
             *s = State::Lane;
         }
     }
-    settle(program, &sites, &mut state, &mut exprs);
+    settle(program, &sites, &mut state, &mut exprs, varying);
     let param_expr = program
         .functions
         .iter()
@@ -155,14 +178,20 @@ pub fn shared_params(program: &Program, entry: FuncId, shared_params: &[bool]) -
 
 /// Lowers parameters to what their call sites pass and recomputes every
 /// operation's result from its operands, until nothing changes.
-fn settle(program: &Program, sites: &[Passed], state: &mut [Vec<State>], exprs: &mut Exprs) {
+fn settle(
+    program: &Program,
+    sites: &[Passed],
+    state: &mut [Vec<State>],
+    exprs: &mut Exprs,
+    varying: &[SymbolId],
+) {
     let mut changed = true;
     while changed {
         changed = lower_params(state, sites);
         for (fid, f) in program.functions.iter() {
             let vars = &mut state[fid.index()];
             for op in f.blocks.values().flat_map(|b| &b.ops) {
-                changed |= recompute(op, vars, exprs);
+                changed |= recompute(op, vars, exprs, varying);
             }
         }
     }
@@ -170,7 +199,7 @@ fn settle(program: &Program, sites: &[Passed], state: &mut [Vec<State>], exprs: 
 
 /// Recomputes what an operation's results hold from its operands; whether
 /// anything changed. A variable with several definitions stays per-member.
-fn recompute(op: &Op, vars: &mut [State], exprs: &mut Exprs) -> bool {
+fn recompute(op: &Op, vars: &mut [State], exprs: &mut Exprs, varying: &[SymbolId]) -> bool {
     let update = |vars: &mut [State], d: Var, new: State| {
         let old = vars[d.index()];
         // Several definitions, or already lowered.
@@ -202,6 +231,7 @@ fn recompute(op: &Op, vars: &mut [State], exprs: &mut Exprs) -> bool {
             }
             let new = match new {
                 _ if prim.is_random() || prim.is_per_member() => State::Lane,
+                _ if matches!(prim, Prim::SymbolValue(s) if varying.contains(s)) => State::Lane,
                 Some(s) => s,
                 None => State::Known(exprs.intern(Expr::Prim {
                     prim: prim.clone(),

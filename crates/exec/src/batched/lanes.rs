@@ -258,6 +258,11 @@ impl Lanes {
         self.member[lane as usize] as usize
     }
 
+    /// Each lane's member, and the lanes' random streams (to write).
+    pub fn members_and_rngs(&mut self) -> (&[u32], &mut [MemberRng]) {
+        (&self.member, &mut self.rngs)
+    }
+
     pub fn steps(&self, lane: u32) -> u64 {
         self.steps[lane as usize]
     }

@@ -2,6 +2,7 @@
 //! lanes and the joins of forks ([`lanes`]), storage, the primitive engine,
 //! fused chains of elementwise operations ([`fuse`]), the statistics they keep and the check that a run fits in memory.
 
+pub mod classes;
 pub mod engine;
 pub mod fuse;
 pub mod lanes;

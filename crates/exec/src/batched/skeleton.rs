@@ -11,16 +11,18 @@
 //! that take rows take `lane_of` to find the lane of a row.
 
 use autobatch_ir::Program;
+use autobatch_kernels::buffer::Values;
 use autobatch_passes::uniformity::Invariance;
 use autobatch_types::{Data, Scalar};
 
 use super::all_members_overflow;
 use super::storage::Slot;
-use crate::{Arg, Batch, ExecError, RunOptions, RunOutput};
+use crate::{Arg, Batch, Env, ExecError, RunOptions, RunOutput};
 
 /// Binds one entry argument into its slot, made for `rows` members: an
 /// invariant slot takes a shared value once, a column (or a member slot, not
-/// yet shared) takes a row per member.
+/// yet shared) takes a row per member (a ragged member's shorter value at
+/// the start of its row).
 pub fn bind_arg(slot: &mut Slot, arg: &Arg, rows: usize) -> Result<(), ExecError> {
     let column = match slot {
         Slot::Invariant(v) => {
@@ -39,10 +41,23 @@ pub fn bind_arg(slot: &mut Slot, arg: &Arg, rows: usize) -> Result<(), ExecError
     };
     match arg {
         Arg::Shared(value) => (0..rows).for_each(|r| column.set_row(r, value)),
-        Arg::Batched(values) => values
-            .iter()
-            .enumerate()
-            .for_each(|(r, value)| column.set_row(r, value)),
+        Arg::Batched(values) => {
+            for (r, value) in values.iter().enumerate() {
+                if value.len() == column.row_len {
+                    column.set_row(r, value);
+                } else if value.len() < column.row_len {
+                    // A ragged member's value, at the start of its padded
+                    // row (`crate::batched::classes`).
+                    column.write(r, 0, Values::all(&value.data));
+                } else {
+                    return Err(ExecError::Internal(format!(
+                        "member {r}'s argument has {} elements, its row room for {}",
+                        value.len(),
+                        column.row_len
+                    )));
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -101,6 +116,18 @@ pub fn invariance(program: &Program, batch: &Batch) -> Invariance {
         .map(|a| matches!(a, Arg::Shared(_)))
         .collect();
     Invariance::compute(program, batch.entry, &shared_params)
+}
+
+/// [`invariance`] for a batch whose ragged dimensions (`env.ragged`) have
+/// each member's own length: what mentions them is per-member.
+pub fn ragged_invariance(program: &Program, batch: &Batch, env: &Env) -> Invariance {
+    let shared_params: Vec<bool> = batch
+        .args
+        .iter()
+        .map(|a| matches!(a, Arg::Shared(_)))
+        .collect();
+    let varying: Vec<_> = env.ragged.iter().map(|r| r.symbol).collect();
+    Invariance::compute_varying(program, batch.entry, &shared_params, &varying)
 }
 
 /// With a stack limit of 0 not even the entry function can be entered: the

@@ -1,0 +1,387 @@
+//! Size classes: a ragged batch run as **one** batch (the program-counter
+//! strategy's way, `docs/ragged.md`).
+//!
+//! A ragged batch's members have their own lengths of some symbolic
+//! dimensions (`xs: [f64; L]`, `L` per member). Members with the same
+//! lengths of all of them form a *size class*. The columns are padded:
+//! each row has room for the longest member's value, and a member's value
+//! of a type that mentions a ragged dimension sits, laid out for its own
+//! lengths, at the start of its row (the rest of the row is never read).
+//!
+//! An operation whose types do not mention a ragged dimension (the shared
+//! weights' `matvec` of an RNN, its `tanh`, a loop's counter) runs as
+//! always, once over all the active rows, whatever their classes. An
+//! operation whose types do (`xs[i]`, `sum(xs)`, `xs.len()`, `softmax(xs)`)
+//! runs once per class of its active rows ([`run_split`]): those rows'
+//! values are gathered (each member's own elements only, never the padding)
+//! into a dense buffer of the class's shapes, the operation runs there with
+//! the class's lengths, and its results go back to their rows. A copy (an
+//! argument, `let y = xs`) moves whole rows and is not split. So control
+//! flow and the shared-weight products are batched across sizes, and an
+//! operation on a ragged value touches only the elements that exist.
+//!
+//! This module knows the classes and how to run one operation split by
+//! them; the program-counter executor decides where (it must not know the
+//! kernels).
+
+use std::collections::BTreeMap;
+
+use autobatch_ir::{Prim, SymbolId};
+use autobatch_kernels::buffer::{Values, ValuesMut};
+use autobatch_kernels::{dim_length, Fault, MemberRng};
+use autobatch_types::{Data, Dim, Scalar, Tensor, TensorType};
+
+use super::engine::{Engine, PrimExecution, SharedEnv};
+use super::storage::{Column, Slot};
+use crate::internal::internal_error;
+use crate::{Env, ExecError};
+
+/// The size classes of a ragged batch.
+#[derive(Clone, Debug)]
+pub struct SizeClasses {
+    /// The symbolic dimensions whose length differs between members.
+    ragged: Vec<SymbolId>,
+    /// Per member, its class.
+    class_of: Vec<u32>,
+    /// Per class, the length of every symbolic dimension (the batch's
+    /// shared ones and the class's own ragged ones).
+    symbols: Vec<Vec<u64>>,
+}
+
+impl SizeClasses {
+    /// The classes of `env`'s ragged dimensions over `members` members;
+    /// `None` for a batch of one size.
+    pub fn of(env: &Env, members: usize) -> Result<Option<SizeClasses>, ExecError> {
+        if env.ragged.is_empty() {
+            return Ok(None);
+        }
+        if let Some(bad) = env.ragged.iter().find(|r| r.lengths.len() != members) {
+            return Err(ExecError::Internal(format!(
+                "ragged dimension {} has {} lengths for {members} members",
+                bad.symbol.0,
+                bad.lengths.len()
+            )));
+        }
+        let mut ids: BTreeMap<Vec<u64>, u32> = BTreeMap::new();
+        let mut symbols = Vec::new();
+        let mut class_of = Vec::with_capacity(members);
+        for m in 0..members {
+            let key: Vec<u64> = env.ragged.iter().map(|r| r.lengths[m]).collect();
+            let next = ids.len() as u32;
+            let id = *ids.entry(key).or_insert_with_key(|key| {
+                let mut own = env.symbols.clone();
+                for (r, &length) in env.ragged.iter().zip(key) {
+                    if let Some(slot) = own.get_mut(r.symbol.0 as usize) {
+                        *slot = length;
+                    }
+                }
+                symbols.push(own);
+                next
+            });
+            class_of.push(id);
+        }
+        Ok(Some(SizeClasses {
+            ragged: env.ragged.iter().map(|r| r.symbol).collect(),
+            class_of,
+            symbols,
+        }))
+    }
+
+    /// How many classes there are.
+    pub fn len(&self) -> usize {
+        self.symbols.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.symbols.is_empty()
+    }
+
+    /// Whether a value of type `ty` has each member's own shape.
+    pub fn mentions(&self, ty: &TensorType) -> bool {
+        ty.dims.iter().any(|d| self.is_ragged(*d))
+    }
+
+    pub fn is_ragged(&self, dim: Dim) -> bool {
+        matches!(dim, Dim::Symbolic(s) if self.ragged.contains(&s))
+    }
+
+    /// Whether an operation with these operand and result types must run
+    /// class by class: it reads or writes a ragged value, or a ragged
+    /// dimension's value or length, and is not a plain copy of rows.
+    pub fn splits(&self, prim: &Prim, types: &[&TensorType]) -> bool {
+        match prim {
+            Prim::Copy => false,
+            Prim::SymbolValue(s) => self.ragged.contains(s),
+            Prim::Fill(d) => self.is_ragged(*d) || types.iter().any(|t| self.mentions(t)),
+            _ => types.iter().any(|t| self.mentions(t)),
+        }
+    }
+
+    /// The lengths of the symbolic dimensions as member `member` sees them.
+    pub fn symbols_of(&self, member: usize) -> &[u64] {
+        &self.symbols[self.class_of[member] as usize]
+    }
+
+    /// The elements of member `member`'s value of type `ty`.
+    pub fn row_len(&self, ty: &TensorType, member: usize) -> usize {
+        let symbols = self.symbols_of(member);
+        ty.dims.iter().map(|d| dim_length(symbols, *d)).product()
+    }
+
+    /// Member `member`'s value of type `ty` from the padded row `row` of
+    /// `slot` (its own elements, at the row's start).
+    pub fn value(&self, slot: &Slot, ty: &TensorType, row: usize, member: usize) -> Tensor {
+        let symbols = self.symbols_of(member);
+        let shape: Vec<usize> = ty.dims.iter().map(|d| dim_length(symbols, *d)).collect();
+        let len = shape.iter().product();
+        let mut data = Data::filled(Scalar::zero(ty.elem), len);
+        buffer_copy(slot.values(row, 0, len), ValuesMut::all(&mut data));
+        Tensor::new(shape, data)
+    }
+
+    /// The active rows of one operation, grouped by class (each group in
+    /// the rows' order), into `groups` (one entry per class, reused).
+    fn group(&self, rows: &[u32], member_of: &dyn Fn(u32) -> usize, groups: &mut Vec<Vec<u32>>) {
+        groups.resize_with(self.len(), Vec::new);
+        groups.iter_mut().for_each(Vec::clear);
+        for &r in rows {
+            groups[self.class_of[member_of(r)] as usize].push(r);
+        }
+    }
+}
+
+/// Buffers [`run_split`] reuses from operation to operation.
+#[derive(Default)]
+pub struct SplitScratch {
+    groups: Vec<Vec<u32>>,
+    args: Vec<usize>,
+    rows: Vec<u32>,
+    members: Vec<u32>,
+    faults: Vec<(u32, Fault)>,
+}
+
+/// What one split operation needs besides the engine and the slots.
+pub struct Split<'a> {
+    pub classes: &'a SizeClasses,
+    /// The operation as it runs over the real slots and rows.
+    pub exec: &'a PrimExecution<'a>,
+    /// The type of each operand, then of the result (if any).
+    pub types: &'a [&'a TensorType],
+    pub statics: &'a [Tensor],
+    pub hosts: &'a autobatch_kernels::Hosts,
+    /// The member of an active row (a lane's member): its class, and its
+    /// row of a member slot.
+    pub member_of: &'a dyn Fn(u32) -> usize,
+    /// The random stream of an active row (its lane's).
+    pub rng_of: &'a dyn Fn(u32) -> usize,
+}
+
+/// Runs `split.exec` once per size class of its active rows (module docs):
+/// the operands of the class's rows gathered into columns of the class's
+/// shapes (pushed past the end of `slots` for the time of the operation;
+/// invariant operands are read where they are), the operation run over
+/// them with the class's lengths, each result written back at the start of
+/// its row. Faulting rows are reported in `faults` (as real rows) and
+/// nothing of them is written.
+pub fn run_split(
+    engine: &mut Engine<'_>,
+    split: &Split<'_>,
+    slots: &mut Vec<Slot>,
+    rngs: &mut [MemberRng],
+    scratch: &mut SplitScratch,
+    faults: &mut Vec<(u32, Fault)>,
+) {
+    let exec = split.exec;
+    let classes = split.classes;
+    let mut groups = std::mem::take(&mut scratch.groups);
+    classes.group(exec.rows, split.member_of, &mut groups);
+    let base = slots.len();
+    for (class, group) in groups.iter().enumerate() {
+        if group.is_empty() {
+            continue;
+        }
+        let symbols = &classes.symbols[class];
+        let shape_of = |ty: &TensorType| -> Vec<usize> {
+            ty.dims.iter().map(|d| dim_length(symbols, *d)).collect()
+        };
+        // The operands: invariant ones where they are, the others gathered.
+        scratch.args.clear();
+        for (k, &a) in exec.args.iter().enumerate() {
+            let ty = split.types[k];
+            match &slots[a] {
+                Slot::Invariant(_) => scratch.args.push(a),
+                Slot::Column(_) | Slot::Member(_) => {
+                    let gathered =
+                        gather_prefix(engine, &slots[a], ty, shape_of(ty), group, split.member_of);
+                    scratch.args.push(slots.len());
+                    slots.push(Slot::Column(gathered));
+                }
+            }
+        }
+        let dst = exec.dst.map(|d| {
+            let ty = split.types[exec.args.len()];
+            let shape = shape_of(ty);
+            let row_len: usize = shape.iter().product();
+            let data = engine.take(ty.elem, group.len() * row_len);
+            slots.push(Slot::Column(Column {
+                shape,
+                row_len,
+                data,
+            }));
+            (d, slots.len() - 1)
+        });
+        scratch.rows.clear();
+        scratch.rows.extend(0..group.len() as u32);
+        scratch.members.clear();
+        if !exec.member_rows.is_empty() {
+            scratch
+                .members
+                .extend(group.iter().map(|&r| (split.member_of)(r) as u32));
+        }
+        let class_exec = PrimExecution {
+            prim: exec.prim,
+            args: &scratch.args,
+            dst: dst.map(|(_, t)| t),
+            rows: &scratch.rows,
+            member_rows: &scratch.members,
+            total_rows: group.len(),
+            mode: exec.mode,
+        };
+        let env = SharedEnv {
+            statics: split.statics,
+            symbols,
+            hosts: split.hosts,
+        };
+        scratch.faults.clear();
+        engine.run_prim(
+            &class_exec,
+            slots,
+            &env,
+            rngs,
+            &|t| (split.rng_of)(group[t as usize]),
+            &mut scratch.faults,
+        );
+        scratch.faults.sort_unstable_by_key(|(t, _)| *t);
+        if let Some((d, t)) = dst {
+            scatter_prefix(slots, t, d, group, &scratch.faults);
+        }
+        faults.extend(
+            scratch
+                .faults
+                .drain(..)
+                .map(|(t, fault)| (group[t as usize], fault)),
+        );
+        for slot in slots.drain(base..) {
+            if let Slot::Column(column) = slot {
+                engine.give(column.data);
+            }
+        }
+    }
+    scratch.groups = groups;
+}
+
+/// The values of `rows` of `slot` (padded rows; a member slot is read at
+/// the row's member), each `shape`'s elements from its row's start, as a
+/// dense column of `rows.len()` rows.
+fn gather_prefix(
+    engine: &mut Engine<'_>,
+    slot: &Slot,
+    ty: &TensorType,
+    shape: Vec<usize>,
+    rows: &[u32],
+    member_of: &dyn Fn(u32) -> usize,
+) -> Column {
+    let row_len: usize = shape.iter().product();
+    let mut data = engine.take(ty.elem, rows.len() * row_len);
+    let member_slot = matches!(slot, Slot::Member(_));
+    for (k, &r) in rows.iter().enumerate() {
+        let from = if member_slot {
+            member_of(r)
+        } else {
+            r as usize
+        };
+        buffer_copy(
+            slot.values(from, 0, row_len),
+            ValuesMut::of(&mut data, k * row_len..(k + 1) * row_len),
+        );
+    }
+    Column {
+        shape,
+        row_len,
+        data,
+    }
+}
+
+/// Writes row `k` of the dense column in slot `from` at the start of row
+/// `rows[k]` of the padded column in slot `to`, for each row that did not
+/// fault (`faulted`: sorted by dense row).
+fn scatter_prefix(
+    slots: &mut [Slot],
+    from: usize,
+    to: usize,
+    rows: &[u32],
+    faulted: &[(u32, Fault)],
+) {
+    let (head, tail) = slots.split_at_mut(from);
+    let (Slot::Column(dense), Slot::Column(padded)) = (&tail[0], &mut head[to]) else {
+        internal_error("a split operation's result is not a column");
+    };
+    let len = dense.row_len;
+    let mut faulted = faulted.iter().map(|(t, _)| *t as usize).peekable();
+    for (k, &r) in rows.iter().enumerate() {
+        if faulted.next_if_eq(&k).is_some() {
+            continue;
+        }
+        padded.write(
+            r as usize,
+            0,
+            Values::of(&dense.data, k * len..(k + 1) * len),
+        );
+    }
+}
+
+fn buffer_copy(from: Values<'_>, to: ValuesMut<'_>) {
+    autobatch_kernels::buffer::copy(from, to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RaggedSymbol;
+    use autobatch_types::ScalarType;
+
+    fn env(lengths: Vec<u64>) -> Env {
+        Env {
+            symbols: vec![*lengths.iter().max().unwrap()],
+            ragged: vec![RaggedSymbol {
+                symbol: SymbolId(0),
+                lengths,
+            }],
+            ..Env::default()
+        }
+    }
+
+    #[test]
+    fn members_of_the_same_lengths_share_a_class() {
+        let classes = SizeClasses::of(&env(vec![3, 1, 3, 2]), 4).unwrap().unwrap();
+        assert_eq!(classes.len(), 3);
+        assert_eq!(classes.symbols_of(0), &[3]);
+        assert_eq!(classes.symbols_of(1), &[1]);
+        assert_eq!(classes.class_of[0], classes.class_of[2]);
+        let ragged = TensorType {
+            elem: ScalarType::F64,
+            dims: vec![Dim::Symbolic(SymbolId(0)), Dim::Fixed(2)],
+        };
+        assert!(classes.mentions(&ragged));
+        assert_eq!(classes.row_len(&ragged, 3), 4);
+        assert!(SizeClasses::of(&Env::default(), 4).unwrap().is_none());
+    }
+
+    #[test]
+    fn rows_group_by_class_in_order() {
+        let classes = SizeClasses::of(&env(vec![3, 1, 3, 2]), 4).unwrap().unwrap();
+        let mut groups = Vec::new();
+        classes.group(&[0, 1, 2, 3], &|r| r as usize, &mut groups);
+        assert_eq!(groups, vec![vec![0, 2], vec![1], vec![3]]);
+    }
+}
