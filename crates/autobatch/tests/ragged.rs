@@ -249,8 +249,8 @@ fn the_rnn_example_matches_numpy() {
     check_example("rnn", "classify", 1e-12);
 }
 
-/// The program-counter strategy runs a ragged batch as **one** batch
-/// (`docs/ragged.md`): an operation whose types do not mention `L` (the
+/// The program-counter and local-static strategies run a ragged batch as
+/// **one** batch (`docs/ragged.md`): an operation whose types do not mention `L` (the
 /// recurrence's `tanh`) runs once per step for the members of every
 /// length together, as many times as the longest member has tokens; one
 /// that does (`tokens[t]`) runs once per size class present at the step.
@@ -259,7 +259,7 @@ fn the_rnn_example_matches_numpy() {
 /// draws, a member that faults at its own last token, empty members), and
 /// a `pfor::<L>` forks each member's own number of instances.
 #[test]
-fn program_counter_runs_members_of_all_sizes_together() {
+fn batching_strategies_run_members_of_all_sizes_together() {
     let source = r#"
 fn step(h: f64, x: f64) -> f64 { (h * 0.5 + x).tanh() }
 
@@ -328,23 +328,23 @@ fn rnn(tokens: [f64; L]) -> (f64, [f64; L], f64) {
         "{}",
         reference["results"][5]
     );
-    let pc = run(
+    for strategy in [
         autobatch::Strategy::ProgramCounter,
-        Default::default(),
-        Default::default(),
-        1,
-    );
-    let executions = |op: &str, line: u64| -> u64 {
-        pc["stats"]["op_counts"]
-            .as_array()
-            .expect("op counts")
-            .iter()
-            .filter(|c| c["op"] == op && c["line"] == line)
-            .map(|c| c["executions"].as_u64().expect("a count"))
-            .sum()
-    };
-    // The longest member has 8 tokens: 8 steps of the recurrence, all
-    // lengths together (one batch per size: 36).
-    assert_eq!(executions("tanh", 2), 8, "{}", pc["stats"]);
-    assert_eq!(executions("index", 9), 8, "{}", pc["stats"]);
+        autobatch::Strategy::LocalStatic,
+    ] {
+        let got = run(strategy, Default::default(), Default::default(), 1);
+        let executions = |op: &str, line: u64| -> u64 {
+            got["stats"]["op_counts"]
+                .as_array()
+                .expect("op counts")
+                .iter()
+                .filter(|c| c["op"] == op && c["line"] == line)
+                .map(|c| c["executions"].as_u64().expect("a count"))
+                .sum()
+        };
+        // The longest member has 8 tokens: 8 steps of the recurrence, all
+        // lengths together (one batch per size: 36).
+        assert_eq!(executions("tanh", 2), 8, "{strategy:?}: {}", got["stats"]);
+        assert_eq!(executions("index", 9), 8, "{strategy:?}: {}", got["stats"]);
+    }
 }

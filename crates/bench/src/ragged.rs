@@ -23,7 +23,8 @@
 //! one in ten of 40 to 50) and uniform (1 to 50); batches of 256 and 1024;
 //! program-counter and local-static, one thread. Reported: the median
 //! execution seconds (`wall_seconds`) of each form over the repetitions,
-//! their ratio, and the number of sizes the ragged batch ran as.
+//! their ratio, and the number of sizes (size classes) of the ragged
+//! batch, which both strategies run as one batch (`docs/ragged.md`).
 
 use autobatch::{compile, Compiled, Inputs, RunConfig, Strategy};
 use serde_json::{json, Value};

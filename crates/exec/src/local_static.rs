@@ -50,12 +50,15 @@ use autobatch_ir::{
 use autobatch_kernels::buffer::Values;
 use autobatch_kernels::{dim_length, Backend};
 use autobatch_passes::uniformity::Invariance;
-use autobatch_types::{Scalar, Tensor};
+use autobatch_types::{Scalar, Tensor, TensorType};
 
+use crate::batched::classes::{run_split, SizeClasses, Split, SplitScratch};
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::fuse::{find_chains, ChainSite, FusedStep, Fuser, OpView};
 use crate::batched::lanes::{ForkId, Lanes, Resolution};
-use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
+use crate::batched::skeleton::{
+    bind_arg, invariance, no_room_for_entry, ragged_invariance, BranchRows,
+};
 use crate::batched::storage::{Column, Slot};
 use crate::batched::temps::{deaths, in_place_set, StepTemps};
 use crate::batched::{
@@ -102,6 +105,11 @@ struct Run<'a> {
     fuser: Fuser,
     /// Records the run's profile, when asked ([`RunOptions::profile`]).
     profiler: Option<Profiler>,
+    /// For a ragged batch, its members' size classes: the operations that
+    /// mention a ragged dimension run split by them
+    /// ([`crate::batched::classes`]).
+    classes: Option<SizeClasses>,
+    split_scratch: SplitScratch,
 }
 
 /// The step temporaries of a function ([`crate::batched::temps`]): per
@@ -109,6 +117,10 @@ struct Run<'a> {
 /// mentions last.
 struct TempPlan {
     is_temp: Vec<bool>,
+    /// Per block and operation, whether it runs split by size class, and
+    /// whether only its bounds check needs the split
+    /// ([`SizeClasses::bounds_only`]).
+    split: Vec<Vec<(bool, bool)>>,
     dying: Vec<Vec<Vec<usize>>>,
     /// Per block, the fused chains starting at each operation.
     chains: Vec<Vec<Option<ChainSite>>>,
@@ -119,8 +131,33 @@ impl TempPlan {
     /// inside one block: no parameter, live into no block, read by no
     /// terminator, neither passed to nor live across a call or a fork, and
     /// read by no indexed assignment in place.
-    fn new(fid: FuncId, function: &Function, invariance: &Invariance) -> TempPlan {
+    fn new(
+        fid: FuncId,
+        function: &Function,
+        invariance: &Invariance,
+        classes: Option<&SizeClasses>,
+    ) -> TempPlan {
         let live = autobatch_passes::liveness::Liveness::compute(function);
+        let split: Vec<Vec<(bool, bool)>> = function
+            .blocks
+            .values()
+            .map(|block| {
+                block
+                    .ops
+                    .iter()
+                    .map(|op| match (op, classes) {
+                        (Op::Prim { prim, .. }, Some(classes)) => {
+                            let types = operand_types(function, op);
+                            (
+                                classes.splits(prim, &types),
+                                classes.bounds_only(prim, &types),
+                            )
+                        }
+                        _ => (false, false),
+                    })
+                    .collect()
+            })
+            .collect();
         let mut is_temp: Vec<bool> = function
             .vars
             .keys()
@@ -154,6 +191,18 @@ impl TempPlan {
                     }
                 }
             }
+            // An operation split by size class reads and writes its
+            // operands by row, where a compact step's temporaries are laid
+            // out by position.
+            for (op, (split, _)) in block.ops.iter().zip(&split[b.index()]) {
+                if *split {
+                    op.uses()
+                        .iter()
+                        .chain(op.defs())
+                        .copied()
+                        .for_each(&mut not);
+                }
+            }
         }
         let dying: Vec<Vec<Vec<usize>>> = function
             .blocks
@@ -177,7 +226,8 @@ impl TempPlan {
             .blocks
             .values()
             .zip(&dying)
-            .map(|(block, dying)| {
+            .zip(&split)
+            .map(|((block, dying), split)| {
                 let args: Vec<Vec<usize>> = block
                     .ops
                     .iter()
@@ -187,7 +237,11 @@ impl TempPlan {
                     .ops
                     .iter()
                     .zip(&args)
-                    .map(|(op, args)| match op {
+                    .zip(split)
+                    .map(|((op, args), (split, _))| match op {
+                        // No link of a chain, which runs over whole
+                        // padded rows.
+                        Op::Prim { .. } if *split => None,
                         Op::Prim { dst, prim, .. } => Some(OpView {
                             prim,
                             args,
@@ -201,6 +255,7 @@ impl TempPlan {
             .collect();
         TempPlan {
             is_temp,
+            split,
             dying,
             chains,
         }
@@ -279,6 +334,13 @@ impl Executor for LocalStatic {
         true
     }
 
+    /// A ragged batch runs as one batch, split by size class only where
+    /// an operation mentions a ragged dimension
+    /// ([`crate::batched::classes`]).
+    fn runs_ragged(&self) -> bool {
+        true
+    }
+
     fn run(
         &self,
         backend: &dyn Backend,
@@ -291,7 +353,11 @@ impl Executor for LocalStatic {
         if let Some(output) = no_room_for_entry(program, batch, options) {
             return Ok(output);
         }
-        let invariance = invariance(program, batch);
+        let invariance = if env.ragged.is_empty() {
+            invariance(program, batch)
+        } else {
+            ragged_invariance(program, batch, env)
+        };
         run(
             backend,
             program,
@@ -390,6 +456,8 @@ fn run_on_this_thread(
         temp_plans: vec![None; program.functions.len()],
         fuser: Fuser::default(),
         profiler: options.profile.then(|| Profiler::for_program(program)),
+        classes: SizeClasses::of(env, members)?,
+        split_scratch: SplitScratch::default(),
     };
     let entry = &program.functions[batch.entry];
     let mut params = Vec::with_capacity(entry.params.len());
@@ -414,16 +482,34 @@ fn run_on_this_thread(
         peak_state_bytes,
         profiler,
         mut engine,
+        classes,
         ..
     } = run;
     for (m, finished) in returned.finished.iter().enumerate() {
         if *finished && !lanes.has_failed(m as u32) {
-            lanes.finish(m, returned.values.iter().map(|c| c.row(m)).collect());
+            let value = |(c, ty): (&Column, &TensorType)| match &classes {
+                Some(classes) if classes.mentions(ty) => classes.value(
+                    Values::of(&c.data, m * c.row_len..(m + 1) * c.row_len),
+                    ty,
+                    m,
+                ),
+                _ => c.row(m),
+            };
+            lanes.finish(
+                m,
+                returned
+                    .values
+                    .iter()
+                    .zip(&entry.results)
+                    .map(value)
+                    .collect(),
+            );
         }
     }
     let adjoints = engine.take_adjoints();
     let mut output = lanes.into_output(counter, steps, started, adjoints, |member| {
-        crate::reference::run_member(program, env, batch, options, member)
+        let env = crate::ragged::member_env(env, member);
+        crate::reference::run_member(program, &env, batch, options, member)
     });
     output.stats.call_bytes = call_bytes;
     output.stats.peak_state_bytes = peak_state_bytes;
@@ -445,6 +531,9 @@ struct PrimSite<'p> {
     prim: &'p Prim,
     args: &'p [Var],
     loc: Loc,
+    /// In a ragged batch: whether it runs split by size class, and whether
+    /// only for the rows outside their own bounds ([`TempPlan::split`]).
+    split: (bool, bool),
 }
 
 /// A call operation of the IR.
@@ -697,6 +786,7 @@ impl Run<'_> {
                         prim,
                         args,
                         loc: *loc,
+                        split: plan.split[block_id.index()][i],
                     };
                     self.run_prim(frame, counter, &op, rows)
                 }
@@ -775,11 +865,13 @@ impl Run<'_> {
             else {
                 internal_error("a hoisted operation of a chain that is no primitive");
             };
+            // A constant or a static: never split.
             let op = PrimSite {
                 dst: *dst,
                 prim,
                 args,
                 loc: *loc,
+                split: (false, false),
             };
             let counter = self.op_counters[frame.fid.index()][block_id.index()][h];
             self.run_prim(frame, counter, &op, rows);
@@ -841,6 +933,7 @@ impl Run<'_> {
             prim,
             args,
             loc,
+            split,
         } = *op;
         if let Some(d) = dst {
             self.statics
@@ -876,19 +969,89 @@ impl Run<'_> {
         let lanes = frame.lanes;
         let lane_of = |r: u32| lanes[r as usize] as usize;
         let is_temp = &frame.plan.is_temp;
-        frame
-            .temps
-            .prepare(&mut self.engine, &mut frame.slots, is_temp, exec.dst);
-        frame.temps.run_prim(
-            &mut self.engine,
-            &exec,
-            &mut frame.slots,
-            is_temp,
-            &self.shared,
-            &mut self.lanes.rngs,
-            &lane_of,
-            &mut faults,
-        );
+        match &self.classes {
+            Some(classes) if split.0 => {
+                let function = &self.program.functions[frame.fid];
+                let types = var_types(function, args, dst);
+                let (mut inside, mut outside) = (Vec::new(), Vec::new());
+                let members = &frame.members;
+                let member_of = |r: u32| members[r as usize] as usize;
+                if split.1 {
+                    classes.split_by_bounds(
+                        types[0],
+                        &frame.slots[arg_slots[1]],
+                        rows,
+                        &member_of,
+                        &mut inside,
+                        &mut outside,
+                    );
+                } else {
+                    outside.clone_from(rows);
+                }
+                if !inside.is_empty() {
+                    let inside_members: Vec<u32> = if member_rows.is_empty() {
+                        Vec::new()
+                    } else {
+                        inside.iter().map(|r| members[*r as usize]).collect()
+                    };
+                    let exec = PrimExecution {
+                        rows: &inside,
+                        member_rows: &inside_members,
+                        ..exec
+                    };
+                    frame.temps.run_prim(
+                        &mut self.engine,
+                        &exec,
+                        &mut frame.slots,
+                        is_temp,
+                        &self.shared,
+                        &mut self.lanes.rngs,
+                        &lane_of,
+                        &mut faults,
+                    );
+                }
+                if !outside.is_empty() {
+                    // `member_rows` only says whether the operation reads
+                    // members: `run_split` finds the members of its rows.
+                    let exec = PrimExecution {
+                        rows: &outside,
+                        ..exec
+                    };
+                    let split = Split {
+                        classes,
+                        exec: &exec,
+                        types: &types,
+                        statics: self.shared.statics,
+                        hosts: self.shared.hosts,
+                        member_of: &member_of,
+                        rng_of: &lane_of,
+                    };
+                    run_split(
+                        &mut self.engine,
+                        &split,
+                        &mut frame.slots,
+                        &mut self.lanes.rngs,
+                        &mut self.split_scratch,
+                        &mut faults,
+                    );
+                }
+            }
+            _ => {
+                frame
+                    .temps
+                    .prepare(&mut self.engine, &mut frame.slots, is_temp, exec.dst);
+                frame.temps.run_prim(
+                    &mut self.engine,
+                    &exec,
+                    &mut frame.slots,
+                    is_temp,
+                    &self.shared,
+                    &mut self.lanes.rngs,
+                    &lane_of,
+                    &mut faults,
+                );
+            }
+        }
         self.counter.record(counter, rows.len());
         // A fault inside a catching call is caught when the call returns,
         // not here.
@@ -973,10 +1136,6 @@ impl Run<'_> {
         rows: &mut Vec<u32>,
         depth: usize,
     ) -> Result<(), ExecError> {
-        let total = match site.instances {
-            Instances::Join(calls) => calls.len(),
-            Instances::Map { count, .. } => dim_length(self.shared.symbols, *count),
-        } as u64;
         let max_depth = self.options.max_stack_depth;
         let mut joins: Vec<(u32, ForkId)> = Vec::new();
         let mut stopped: Vec<u32> = Vec::new();
@@ -986,6 +1145,12 @@ impl Run<'_> {
                 // Cancelled by an overflow just above; it leaves after the operation.
                 continue;
             }
+            let total = match site.instances {
+                Instances::Join(calls) => calls.len(),
+                Instances::Map { count, .. } => {
+                    dim_length(self.symbols_of(frame.members[r as usize]), *count)
+                }
+            } as u64;
             let key = self.lanes.fork_key(lane);
             if total > 0 && depth >= max_depth {
                 self.lanes.fail(
@@ -1097,6 +1262,24 @@ impl Run<'_> {
         Ok(true)
     }
 
+    /// The lengths of the symbolic dimensions member `member` sees (its
+    /// own, in a ragged batch).
+    fn symbols_of(&self, member: u32) -> &[u64] {
+        match &self.classes {
+            Some(classes) => classes.symbols_of(member as usize),
+            None => self.shared.symbols,
+        }
+    }
+
+    /// The elements of member `member`'s value of type `ty` (fewer than a
+    /// padded row of the longest member holds, for a ragged value).
+    fn own_len(&self, ty: &TensorType, member: u32) -> usize {
+        ty.dims
+            .iter()
+            .map(|d| dim_length(self.symbols_of(member), *d))
+            .product()
+    }
+
     /// The step temporaries of function `fid` (computed at its first
     /// activation).
     fn temp_plan(&mut self, fid: FuncId) -> Rc<TempPlan> {
@@ -1106,6 +1289,7 @@ impl Run<'_> {
                 fid,
                 &self.program.functions[fid],
                 self.invariance,
+                self.classes.as_ref(),
             ))
         })
         .clone()
@@ -1154,9 +1338,9 @@ impl Run<'_> {
             let ty = &function.vars[*p].ty;
             let shape = concrete_shape(ty, self.shared.symbols);
             let mut column = Column::zeros(ty.elem, shape, group.len());
-            let len = column.row_len;
             for (i, instance) in group.iter().enumerate() {
                 let parent = instance.row as usize;
+                let len = self.own_len(ty, frame.members[parent]);
                 let index = Scalar::I64(instance.k as i64);
                 // A member slot's row is the parent's member.
                 let row = |v: Var| match frame.slots[v.index()] {
@@ -1241,13 +1425,21 @@ impl Run<'_> {
             if !returned.finished[i] || !self.lanes.is_running(instance.lane) {
                 continue;
             }
+            let member = frame.members[instance.row as usize];
+            let function = &self.program.functions[frame.fid];
             for (dst, value) in call_of(instance.k).dsts.iter().zip(&returned.values) {
-                let len = value.row_len;
+                // A `map`'s destination holds one result per instance.
+                let item = TensorType {
+                    elem: value.data.ty(),
+                    dims: function.vars[*dst].ty.dims[usize::from(map)..].to_vec(),
+                };
+                let len = self.own_len(&item, member);
                 let Slot::Column(column) = &mut frame.slots[dst.index()] else {
                     internal_error("a fork's destination is invariant");
                 };
                 let offset = if map { instance.k as usize * len } else { 0 };
-                let values = Values::of(&value.data, i * len..(i + 1) * len);
+                let start = i * value.row_len;
+                let values = Values::of(&value.data, start..start + len);
                 column.write(instance.row as usize, offset, values);
             }
             self.lanes.instance_returned(instance.lane);
@@ -1352,4 +1544,20 @@ fn zero_rows(slot: &mut Slot, rows: &[u32]) {
         internal_error("the result of a catching call is not per-member")
     };
     column.fill_rows(&Tensor::zeros(column.data.ty(), column.shape.clone()), rows);
+}
+
+/// The types of a primitive's operands, then of its result (if any).
+fn operand_types<'f>(function: &'f Function, op: &Op) -> Vec<&'f TensorType> {
+    match op {
+        Op::Prim { args, dst, .. } => var_types(function, args, *dst),
+        _ => Vec::new(),
+    }
+}
+
+/// The types of `args`, then of `dst` (if any).
+fn var_types<'f>(function: &'f Function, args: &[Var], dst: Option<Var>) -> Vec<&'f TensorType> {
+    args.iter()
+        .chain(&dst)
+        .map(|v| &function.vars[*v].ty)
+        .collect()
 }

@@ -243,6 +243,9 @@ struct Machine<'a> {
     /// ([`crate::batched::classes`]).
     classes: Option<SizeClasses>,
     split_scratch: SplitScratch,
+    /// Reused buffers: a bounds-only operation's rows inside and outside
+    /// their own bounds, and the members of those inside.
+    bounds_rows: (Vec<u32>, Vec<u32>, Vec<u32>),
 }
 
 /// A primitive operation as the engine runs it: its operand and result
@@ -262,6 +265,9 @@ struct PrimSlots {
     /// Whether it runs once per size class of its rows (a ragged batch's
     /// operation that mentions a ragged dimension).
     split: bool,
+    /// Whether, split, it runs unsplit for the rows inside their own
+    /// bounds ([`SizeClasses::bounds_only`]).
+    bounds_only: bool,
 }
 
 /// The members waiting at each block, and the blocks some member waits at.
@@ -322,13 +328,10 @@ impl<'a> Machine<'a> {
     ) -> Result<Machine<'a>, ExecError> {
         let members = batch.size;
         let classes = SizeClasses::of(env, members)?;
-        // A ragged batch's columns are padded rows; its step temporaries
-        // and fused chains, which assume one shape per column, are kept
-        // whole.
-        let is_temp = match classes {
-            None => step_temporaries(lowered),
-            Some(_) => vec![false; lowered.vars.len()],
-        };
+        let mut is_temp = step_temporaries(lowered);
+        if let Some(classes) = &classes {
+            keep_split_operands(lowered, classes, &mut is_temp);
+        }
         let (slots, stacks) = storage(lowered, &env.symbols, members, &is_temp);
         let mut counter = OpCounter::default();
         let ops = prim_slots(
@@ -364,7 +367,7 @@ impl<'a> Machine<'a> {
             engine,
             slots,
             stacks,
-            chains: if options.fuse && classes.is_none() {
+            chains: if options.fuse {
                 block_chains(lowered, &ops, &is_temp)
             } else {
                 Vec::new()
@@ -390,6 +393,7 @@ impl<'a> Machine<'a> {
             profiler: None,
             classes,
             split_scratch: SplitScratch::default(),
+            bounds_rows: Default::default(),
         };
         for (param, arg) in entry.params.iter().zip(&batch.args) {
             bind_arg(&mut machine.slots[param.index()], arg, members)?;
@@ -571,47 +575,89 @@ impl<'a> Machine<'a> {
             mode: self.lane_mode,
         };
         self.faults.clear();
-        if let (true, Some(classes)) = (op.split, &self.classes) {
-            let lowered = self.lowered;
-            let types: Vec<&TensorType> = match &lowered.blocks[pc].ops[i] {
-                LoweredOp::Prim { args, dst, .. } => args
-                    .iter()
-                    .chain(dst)
-                    .map(|x| &lowered.vars[*x].ty)
-                    .collect(),
-                _ => internal_error("a split operation that is no primitive"),
-            };
-            let (member, rngs) = self.lanes.members_and_rngs();
-            let split = Split {
-                classes,
-                exec: &exec,
-                types: &types,
-                statics: self.shared.statics,
-                hosts: self.shared.hosts,
-                member_of: &|r| member[r as usize] as usize,
-                rng_of: &|r| r as usize,
-            };
-            run_split(
-                &mut self.engine,
-                &split,
-                &mut self.slots,
-                rngs,
-                &mut self.split_scratch,
-                &mut self.faults,
-            );
-        } else {
-            self.temps
-                .prepare(&mut self.engine, &mut self.slots, &self.is_temp, op.dst);
-            self.temps.run_prim(
-                &mut self.engine,
-                &exec,
-                &mut self.slots,
-                &self.is_temp,
-                &self.shared,
-                &mut self.lanes.rngs,
-                &|r| r as usize,
-                &mut self.faults,
-            );
+        match &self.classes {
+            Some(classes) if op.split => {
+                let types = operand_types(self.lowered, &self.lowered.blocks[pc].ops[i]);
+                let (mut inside, mut outside, mut inside_members) =
+                    std::mem::take(&mut self.bounds_rows);
+                if op.bounds_only {
+                    let lanes = &self.lanes;
+                    classes.split_by_bounds(
+                        types[0],
+                        &self.slots[op.args[1]],
+                        rows,
+                        &|r| lanes.member_of(r),
+                        &mut inside,
+                        &mut outside,
+                    );
+                } else {
+                    inside.clear();
+                    outside.clone_from(rows);
+                }
+                if !inside.is_empty() {
+                    inside_members.clear();
+                    if op.reads_member {
+                        let lanes = &self.lanes;
+                        inside_members.extend(inside.iter().map(|r| lanes.member_of(*r) as u32));
+                    }
+                    let exec = PrimExecution {
+                        rows: &inside,
+                        member_rows: &inside_members,
+                        ..exec
+                    };
+                    self.temps.run_prim(
+                        &mut self.engine,
+                        &exec,
+                        &mut self.slots,
+                        &self.is_temp,
+                        &self.shared,
+                        &mut self.lanes.rngs,
+                        &|r| r as usize,
+                        &mut self.faults,
+                    );
+                }
+                if !outside.is_empty() {
+                    // `member_rows` only says whether the operation reads
+                    // members: `run_split` finds the members of its rows.
+                    let exec = PrimExecution {
+                        rows: &outside,
+                        ..exec
+                    };
+                    let (member, rngs) = self.lanes.members_and_rngs();
+                    let split = Split {
+                        classes,
+                        exec: &exec,
+                        types: &types,
+                        statics: self.shared.statics,
+                        hosts: self.shared.hosts,
+                        member_of: &|r| member[r as usize] as usize,
+                        rng_of: &|r| r as usize,
+                    };
+                    run_split(
+                        &mut self.engine,
+                        &split,
+                        &mut self.slots,
+                        rngs,
+                        &mut self.split_scratch,
+                        &mut self.faults,
+                    );
+                }
+                self.bounds_rows = (inside, outside, inside_members);
+            }
+            _ => {
+                self.temps
+                    .prepare(&mut self.engine, &mut self.slots, &self.is_temp, op.dst);
+                self.temps.run_prim(
+                    &mut self.engine,
+                    &exec,
+                    &mut self.slots,
+                    &self.is_temp,
+                    &self.shared,
+                    &mut self.lanes.rngs,
+                    &|r| r as usize,
+                    &mut self.faults,
+                );
+            }
         }
         self.counter.record(op.counter, rows.len());
         let mut member_stacks = MemberStacks {
@@ -738,7 +784,7 @@ impl<'a> Machine<'a> {
                             let ty = &self.lowered.vars[*x].ty;
                             match &self.classes {
                                 Some(classes) if classes.mentions(ty) => {
-                                    classes.value(slot, ty, m, m)
+                                    classes.value(slot.values(m, 0, slot.row_len()), ty, m)
                                 }
                                 _ => slot.value(m),
                             }
@@ -1206,6 +1252,24 @@ fn step_temporaries(lowered: &LoweredProgram) -> Vec<bool> {
     is_temp
 }
 
+/// In a ragged batch, the operands and results of the operations split by
+/// size class are no step temporaries: [`run_split`] reads and writes them
+/// by lane, where a compact step's temporaries are laid out by position.
+fn keep_split_operands(lowered: &LoweredProgram, classes: &SizeClasses, is_temp: &mut [bool]) {
+    for op in lowered.blocks.values().flat_map(|b| &b.ops) {
+        if let LoweredOp::Prim {
+            prim, args, dst, ..
+        } = op
+        {
+            if classes.splits(prim, &operand_types(lowered, op)) {
+                for x in args.iter().chain(dst) {
+                    is_temp[x.index()] = false;
+                }
+            }
+        }
+    }
+}
+
 /// Gives every member variable the slot of the entry's parameter whose value
 /// it holds (bound already), so that none is ever copied.
 fn share_member_slots(lowered: &LoweredProgram, entry: &LoweredFunction, slots: &mut [Slot]) {
@@ -1239,6 +1303,9 @@ fn block_chains(
                 .iter()
                 .zip(slots)
                 .map(|(op, slots)| match op {
+                    // An operation split by size class is no link of a
+                    // chain, which runs over whole padded rows.
+                    LoweredOp::Prim { .. } if slots.split => None,
                     LoweredOp::Prim { prim, .. } => Some(OpView {
                         prim,
                         args: &slots.args,
@@ -1263,6 +1330,7 @@ fn prim_slots(
     classes: Option<&SizeClasses>,
 ) -> Vec<Vec<PrimSlots>> {
     let member = |x: &GlobalVar| matches!(lowered.vars[*x].class, VarClass::Member(_));
+    let types_of = |op: &LoweredOp| operand_types(lowered, op);
     lowered
         .blocks
         .values()
@@ -1307,14 +1375,8 @@ fn prim_slots(
                         shared_arg: dst
                             .is_some_and(|d| lowered.vars[d].class == VarClass::Invariant),
                         dying: dying.next().unwrap_or_default(),
-                        split: classes.is_some_and(|c| {
-                            let types: Vec<&TensorType> = args
-                                .iter()
-                                .chain(dst)
-                                .map(|x| &lowered.vars[*x].ty)
-                                .collect();
-                            c.splits(prim, &types)
-                        }),
+                        split: classes.is_some_and(|c| c.splits(prim, &types_of(op))),
+                        bounds_only: classes.is_some_and(|c| c.bounds_only(prim, &types_of(op))),
                     },
                     _ => PrimSlots {
                         args: Vec::new(),
@@ -1325,11 +1387,24 @@ fn prim_slots(
                         shared_arg: false,
                         dying: dying.next().unwrap_or_default(),
                         split: false,
+                        bounds_only: false,
                     },
                 })
                 .collect()
         })
         .collect()
+}
+
+/// The types of a primitive's operands, then of its result (if any).
+fn operand_types<'l>(lowered: &'l LoweredProgram, op: &LoweredOp) -> Vec<&'l TensorType> {
+    match op {
+        LoweredOp::Prim { args, dst, .. } => args
+            .iter()
+            .chain(dst)
+            .map(|x| &lowered.vars[*x].ty)
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// A catching call a member is inside: where it goes on if it faults, and

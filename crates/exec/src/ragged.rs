@@ -1,8 +1,11 @@
 //! Ragged batches: members whose symbolic dimensions have different
 //! lengths (a batch of sentences of different lengths, each member's own
-//! data set).
+//! data set), on the executors that do not run them as one batch
+//! ([`crate::Executor::runs_ragged`]: the reference and the native
+//! strategies; program-counter and local-static use
+//! `crate::batched::classes`).
 //!
-//! A batch whose [`Env::ragged`] is not empty runs as one batch per
+//! A batch whose [`Env::ragged`] is not empty runs here as one batch per
 //! **size**: the members that agree on every ragged dimension run together,
 //! with those dimensions fixed, on the chosen strategy; their results go
 //! back to their places. Each member thus computes on exactly its own
@@ -13,10 +16,10 @@
 //! With one thread the sizes run one after the other, each batched as any
 //! batch is; with more, the sizes run in parallel, each on one of the
 //! `threads` workers (largest first), instead of splitting each size's
-//! operations between threads. Either way a member's result is the same. What this costs: members of different sizes never share
-//! an operation, so a batch with many distinct sizes runs as many small
-//! batches (`docs/ragged.md` measures when that matters and what comes
-//! next).
+//! operations between threads. Either way a member's result is the same.
+//! What this costs: members of different sizes never share an operation,
+//! so a batch with many distinct sizes runs as many small batches
+//! (`docs/ragged.md`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -16,7 +16,13 @@
 //! values are gathered (each member's own elements only, never the padding)
 //! into a dense buffer of the class's shapes, the operation runs there with
 //! the class's lengths, and its results go back to their rows. A copy (an
-//! argument, `let y = xs`) moves whole rows and is not split. So control
+//! argument, `let y = xs`) moves whole rows and is not split. Nor is an
+//! item read or written (`xs[i]`, `xs[i] = v`) of an array whose only
+//! ragged dimension is its outermost, for the rows whose index lies inside
+//! their own length ([`SizeClasses::bounds_only`]): such an item is where
+//! it would be in a row of the longest member, so the operation runs once
+//! over those rows; the others (out of their own bounds) run split, where
+//! the kernels report each fault against the member's own length. So control
 //! flow and the shared-weight products are batched across sizes, and an
 //! operation on a ragged value touches only the elements that exist.
 //!
@@ -117,6 +123,61 @@ impl SizeClasses {
         }
     }
 
+    /// Whether an operation is an item read or write (`xs[i]`, `xs[i] = v`)
+    /// of an array whose only ragged dimension is its outermost, with an
+    /// index, a value and (for a read) a result that mention none: only its
+    /// bounds check depends on a member's lengths (module docs).
+    pub fn bounds_only(&self, prim: &Prim, types: &[&TensorType]) -> bool {
+        let outer_only = |t: &TensorType| {
+            t.dims.first().is_some_and(|d| self.is_ragged(*d))
+                && !t.dims[1..].iter().any(|d| self.is_ragged(*d))
+        };
+        match (prim, types) {
+            (Prim::Index, [array, index, item]) => {
+                outer_only(array) && !self.mentions(index) && !self.mentions(item)
+            }
+            (Prim::IndexSet, [array, index, value, result]) => {
+                outer_only(array)
+                    && !self.mentions(index)
+                    && !self.mentions(value)
+                    && result == array
+            }
+            _ => false,
+        }
+    }
+
+    /// For a [`SizeClasses::bounds_only`] operation over `rows` whose
+    /// arrays have type `array` and whose indices are in `index`: the rows
+    /// whose index lies in `0..` their member's own outer length go to
+    /// `inside`, the others to `outside` (both in the rows' order).
+    pub fn split_by_bounds(
+        &self,
+        array: &TensorType,
+        index: &Slot,
+        rows: &[u32],
+        member_of: &dyn Fn(u32) -> usize,
+        inside: &mut Vec<u32>,
+        outside: &mut Vec<u32>,
+    ) {
+        inside.clear();
+        outside.clear();
+        let Some(&outer) = array.dims.first() else {
+            internal_error("an item of a scalar");
+        };
+        let member_slot = matches!(index, Slot::Member(_));
+        for &r in rows {
+            let member = member_of(r);
+            let length = dim_length(self.symbols_of(member), outer) as i128;
+            let at = if member_slot { member } else { r as usize };
+            let i = index.values(at, 0, 1).integer(0);
+            if (0..length).contains(&i) {
+                inside.push(r);
+            } else {
+                outside.push(r);
+            }
+        }
+    }
+
     /// The lengths of the symbolic dimensions as member `member` sees them.
     pub fn symbols_of(&self, member: usize) -> &[u64] {
         &self.symbols[self.class_of[member] as usize]
@@ -128,14 +189,14 @@ impl SizeClasses {
         ty.dims.iter().map(|d| dim_length(symbols, *d)).product()
     }
 
-    /// Member `member`'s value of type `ty` from the padded row `row` of
-    /// `slot` (its own elements, at the row's start).
-    pub fn value(&self, slot: &Slot, ty: &TensorType, row: usize, member: usize) -> Tensor {
+    /// Member `member`'s value of type `ty` from its padded row `row` (its
+    /// own elements, at the row's start).
+    pub fn value(&self, row: Values<'_>, ty: &TensorType, member: usize) -> Tensor {
         let symbols = self.symbols_of(member);
         let shape: Vec<usize> = ty.dims.iter().map(|d| dim_length(symbols, *d)).collect();
         let len = shape.iter().product();
         let mut data = Data::filled(Scalar::zero(ty.elem), len);
-        buffer_copy(slot.values(row, 0, len), ValuesMut::all(&mut data));
+        buffer_copy(row.slice(0..len), ValuesMut::all(&mut data));
         Tensor::new(shape, data)
     }
 
