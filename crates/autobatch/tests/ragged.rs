@@ -348,3 +348,43 @@ fn rnn(tokens: [f64; L]) -> (f64, [f64; L], f64) {
         assert_eq!(executions("index", 9), 8, "{strategy:?}: {}", got["stats"]);
     }
 }
+
+/// A ragged batch whose rows, padded to its longest member, would not fit
+/// in memory (one member of 4,000 among 4,095 of 1: a `[[f64; L]; L]` of
+/// 128 MB for the long one, 512 GB padded for all) still runs on the
+/// strategies that would pad it: one batch per size, each with its own
+/// lengths (so its steps are those of both sizes' runs).
+#[test]
+fn a_batch_too_large_padded_runs_one_batch_per_size() {
+    let source = "fn square(xs: [f64; L]) -> f64 { let m = [xs; L]; sum(m[0]) + (L as f64) }";
+    let compiled = compile(source, "square.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let members = 4096;
+    let arrays: Vec<Vec<f64>> = (0..members)
+        .map(|m| vec![0.5; if m == 7 { 4000 } else { 1 }])
+        .collect();
+    let run = |arrays: &[Vec<f64>], strategy| {
+        let inputs = Inputs::from_json_str(&json!({"batch": {"xs": arrays}}).to_string())
+            .expect("inputs parse");
+        let config = RunConfig {
+            strategy,
+            ..RunConfig::default()
+        };
+        let bound = compiled.bind("square", &inputs).expect("binds");
+        bound.run(&config).expect("runs").to_json(true)
+    };
+    for strategy in [
+        autobatch::Strategy::ProgramCounter,
+        autobatch::Strategy::LocalStatic,
+    ] {
+        let got = run(&arrays, strategy);
+        assert_eq!(got["stats"]["sizes"], 2, "{strategy:?}");
+        assert_eq!(got["results"][7]["ok"], json!(6000.0), "{strategy:?}");
+        assert_eq!(got["results"][0]["ok"], json!(1.5), "{strategy:?}");
+        let short = run(&arrays[..2], strategy);
+        assert_eq!(
+            got["stats"]["steps"],
+            json!(2 * short["stats"]["steps"].as_u64().expect("steps")),
+            "{strategy:?}: one run per size"
+        );
+    }
+}

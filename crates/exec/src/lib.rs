@@ -375,16 +375,25 @@ pub fn run_on(
     internal::guard(|| {
         batched::check_value_sizes(program, batch.entry, &env.symbols)
             .map_err(ExecError::Resources)?;
-        if !env.ragged.is_empty() && !strategy.executor().runs_ragged() {
+        let executor = strategy.executor();
+        if !env.ragged.is_empty() {
+            if executor.runs_ragged() {
+                match executor.run(backend, program, env, batch, options, batching) {
+                    // The batch's rows, padded to its longest member, do
+                    // not fit in memory (found before anything ran): its
+                    // sizes, each with its own lengths, may.
+                    Err(ExecError::Resources(_)) => {}
+                    Err(other) => return Err(other),
+                    Ok(mut output) => {
+                        output.stats.sizes = ragged::sizes(env, batch.size)?;
+                        return Ok(output);
+                    }
+                }
+            }
             return ragged::run_by_size(backend, strategy, program, env, batch, options, batching);
         }
-        let mut output = strategy
-            .executor()
-            .run(backend, program, env, batch, options, batching)?;
-        output.stats.sizes = match crate::batched::classes::SizeClasses::of(env, batch.size)? {
-            Some(classes) => classes.len() as u64,
-            None => 1,
-        };
+        let mut output = executor.run(backend, program, env, batch, options, batching)?;
+        output.stats.sizes = 1;
         Ok(output)
     })
 }

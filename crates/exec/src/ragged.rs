@@ -19,7 +19,10 @@
 //! operations between threads. Either way a member's result is the same.
 //! What this costs: members of different sizes never share an operation,
 //! so a batch with many distinct sizes runs as many small batches
-//! (`docs/ragged.md`).
+//! (`docs/ragged.md`). It is also where a ragged batch goes when its rows,
+//! padded to its longest member, do not fit in memory on an executor that
+//! would run it as one batch (a few very long members among many short
+//! ones): each size needs only its own lengths' memory.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -136,6 +139,11 @@ pub(crate) fn run_by_size(
         adjoints,
         stats,
     })
+}
+
+/// How many sizes a ragged batch of `members` members has.
+pub(crate) fn sizes(env: &Env, members: usize) -> Result<u64, ExecError> {
+    Ok(size_groups(env, members)?.len() as u64)
 }
 
 /// The batch's members grouped by their lengths of the ragged dimensions:
