@@ -388,3 +388,59 @@ fn a_batch_too_large_padded_runs_one_batch_per_size() {
         );
     }
 }
+
+/// `native-batched` compiles a ragged batch once per size and runs the
+/// members of all sizes together: the product with the static `W` at
+/// token `t` is one product for the members of every length above `t`
+/// (one batch per size would batch only the two members of each length).
+#[test]
+fn native_batched_shares_products_across_sizes() {
+    let source = r#"
+extern "autobatch" { static W: [[f64; 4]; 4]; }
+fn rnn(tokens: [f64; L]) -> f64 {
+    let mut h = [0.0; 4];
+    for t in 0..tokens.len() {
+        h = (matvec(W, h) + tokens[t]).tanh();
+    }
+    sum(h)
+}
+"#;
+    let compiled = compile(source, "rnn.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    // Lengths 1 to 9, two members of each.
+    let tokens: Vec<Vec<f64>> = (0..18)
+        .map(|m| {
+            (0..=m / 2)
+                .map(|t| (m * 5 + t) as f64 * 0.1 - 1.0)
+                .collect()
+        })
+        .collect();
+    let w: Vec<Vec<f64>> = (0..4)
+        .map(|i| {
+            (0..4)
+                .map(|j| ((i * 4 + j) as f64 * 0.37).sin() * 0.5)
+                .collect()
+        })
+        .collect();
+    let inputs = Inputs::from_json_str(
+        &json!({"batch": {"tokens": tokens}, "shared": {"W": w}}).to_string(),
+    )
+    .expect("inputs parse");
+    let bound = compiled.bind("rnn", &inputs).expect("binds");
+    let run = |strategy| {
+        let config = RunConfig {
+            strategy,
+            threads: 1,
+            ..RunConfig::default()
+        };
+        bound.run(&config).expect("runs").to_json(true)
+    };
+    let reference = run(autobatch::Strategy::Reference);
+    let together = run(autobatch::Strategy::from_name("native-batched").expect("a strategy"));
+    assert_eq!(together["results"], reference["results"]);
+    let report = &together["stats"]["native-batched"];
+    assert_eq!(report["programs"], 9, "{report}");
+    // 9 steps of the longest members: one product each, for all members
+    // still in their loops (18 + 16 + ... + 2 = 90 member-products).
+    assert_eq!(report["batched_products"], 9, "{report}");
+    assert_eq!(report["batched_waits"], 90, "{report}");
+}

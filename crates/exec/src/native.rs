@@ -21,6 +21,13 @@
 //! `members_rerun`. A run that does not ask for the operation counts
 //! (`RunOptions::count_operations` false, no observer: `autobatch run`
 //! without `--stats`) compiles code that counts nothing.
+//!
+//! A ragged batch ([`Env::ragged`]) runs as one batch: the program is
+//! compiled once per size (native code has the lengths as constants), and
+//! each member runs its size's code; under `native-batched` the members of
+//! all sizes wait together, a product shared by the members of different
+//! sizes when it is the same product (`autobatch_native::run_batched_programs`).
+//! The report's `programs` says how many were compiled.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -28,7 +35,7 @@ use std::time::Instant;
 use autobatch_ir::{EntityRef, Program};
 use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::{Backend, MemberRng};
-use autobatch_native::{Counting, Limits, NativeProgram, Stop};
+use autobatch_native::{Counting, Limits, NativeProgram, NotCompiled, ProgramMembers, Stop};
 use autobatch_types::{MemberError, Tensor};
 use rayon::prelude::*;
 
@@ -96,6 +103,12 @@ impl Executor for Native {
         false
     }
 
+    /// One compiled program per size, the members of all sizes run in one
+    /// pass (module docs).
+    fn runs_ragged(&self) -> bool {
+        true
+    }
+
     fn run(
         &self,
         backend: &dyn Backend,
@@ -128,25 +141,34 @@ fn run_native(
             reason: "a static of the program is not in the environment".into(),
         })
     } else {
-        autobatch_native::compile(program, batch.entry, &env.symbols, counting(options))
+        Compiled::new(program, env, batch, options)
     };
     let compile_seconds = ReportField {
         name: "compile_seconds",
         value: ReportValue::Seconds(started.elapsed().as_secs_f64()),
     };
     match compiled {
-        Ok(native) => {
-            let (mut output, figures) = run_compiled(mode, &native, program, env, batch, options)?;
+        Ok(compiled) => {
+            let (mut output, figures) =
+                run_compiled(mode, &compiled, program, env, batch, options)?;
+            let first = &compiled.programs[0];
             output.stats.report = vec![
                 field("compiled", ReportValue::Bool(true)),
                 compile_seconds,
-                field("functions", ReportValue::Count(native.functions() as u64)),
+                field("functions", ReportValue::Count(first.functions() as u64)),
                 field(
                     "merged_branches",
-                    ReportValue::Count(native.merged_branches() as u64),
+                    ReportValue::Count(first.merged_branches() as u64),
                 ),
                 field("members_rerun", ReportValue::Count(figures.rerun)),
             ];
+            if compiled.programs.len() > 1 {
+                let programs = compiled.programs.len() as u64;
+                output
+                    .stats
+                    .report
+                    .push(field("programs", ReportValue::Count(programs)));
+            }
             if mode == Mode::Together {
                 output.stats.report.extend([
                     field("batched_products", ReportValue::Count(figures.products)),
@@ -168,6 +190,68 @@ fn run_native(
     }
 }
 
+/// The native code of a run: one program, or, for a ragged batch, one per
+/// size (native code has the lengths as constants).
+struct Compiled {
+    programs: Vec<NativeProgram>,
+    /// Per member, the index of its program (empty: all run the first).
+    program_of: Vec<u32>,
+}
+
+impl Compiled {
+    fn new(
+        program: &Program,
+        env: &Env,
+        batch: &Batch,
+        options: &RunOptions,
+    ) -> Result<Compiled, NotCompiled> {
+        let counting = counting(options);
+        if env.ragged.is_empty() {
+            let native = autobatch_native::compile(program, batch.entry, &env.symbols, counting)?;
+            return Ok(Compiled {
+                programs: vec![native],
+                program_of: Vec::new(),
+            });
+        }
+        let mut programs = Vec::new();
+        let mut program_of = vec![0; batch.size];
+        for (k, size) in crate::ragged::size_symbols(env, batch.size)
+            .map_err(|e| NotCompiled {
+                reason: e.to_string(),
+            })?
+            .into_iter()
+            .enumerate()
+        {
+            programs.push(autobatch_native::compile(
+                program,
+                batch.entry,
+                &size.symbols,
+                counting,
+            )?);
+            for m in size.members {
+                program_of[m] = k as u32;
+            }
+        }
+        Ok(Compiled {
+            programs,
+            program_of,
+        })
+    }
+
+    /// The index of member `member`'s program.
+    fn index_of(&self, member: usize) -> usize {
+        self.program_of.get(member).map_or(0, |k| *k as usize)
+    }
+
+    /// Per program, a vector of zeros per segment.
+    fn zero_counters(&self) -> Vec<Vec<u64>> {
+        self.programs
+            .iter()
+            .map(|p| vec![0; p.segments().len()])
+            .collect()
+    }
+}
+
 /// Whether the run's machine code counts operations: when the run asks
 /// for the counts or an observer follows them.
 fn counting(options: &RunOptions) -> Counting {
@@ -184,8 +268,8 @@ fn field(name: &'static str, value: ReportValue) -> ReportField {
 
 /// The figures gathered from the workers as members finish.
 struct Progress<'a> {
-    /// Per segment of the native program, its executions.
-    counters: Vec<u64>,
+    /// Per native program, per segment, its executions.
+    counters: Vec<Vec<u64>>,
     steps: u64,
     instances: u64,
     peak_instances: u64,
@@ -201,7 +285,8 @@ struct Progress<'a> {
 struct Chunk {
     /// The contributions to static adjoints of the members that finished.
     adjoints: Vec<AdjointRecord>,
-    counters: Vec<u64>,
+    /// Per native program, per segment, its executions.
+    counters: Vec<Vec<u64>>,
     steps: u64,
     instances: u64,
     peak_instances: u64,
@@ -224,15 +309,19 @@ struct Figures {
 /// the products were batched).
 fn run_compiled(
     mode: Mode,
-    native: &NativeProgram,
+    compiled: &Compiled,
     program: &Program,
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
 ) -> Result<(RunOutput, Figures), ExecError> {
     let (counter, slots) = OpCounter::for_program(program);
-    let stack = native
-        .stack_bytes(options.max_stack_depth)
+    let stack = compiled
+        .programs
+        .iter()
+        .map(|p| p.stack_bytes(options.max_stack_depth))
+        .max()
+        .unwrap_or(0)
         .clamp(8 * STACK_MARGIN, MAX_STACK_BYTES)
         .next_power_of_two();
     let limits = Limits {
@@ -251,7 +340,7 @@ fn run_compiled(
         (_, _) => (batch.size / (threads * 16)).max(1),
     };
     let progress = Mutex::new(Progress {
-        counters: vec![0; native.segments().len()],
+        counters: compiled.zero_counters(),
         steps: 0,
         instances: 0,
         peak_instances: 0,
@@ -267,7 +356,7 @@ fn run_compiled(
     let mut results: Vec<Result<Vec<Tensor>, MemberError>> = Vec::with_capacity(batch.size);
     results.resize_with(batch.size, || Ok(Vec::new()));
     let inputs = RunInputs {
-        native,
+        compiled,
         program,
         env,
         batch,
@@ -285,7 +374,7 @@ fn run_compiled(
                     Mode::Alone => run_chunk(&inputs, members, places),
                     Mode::Together => run_chunk_together(&inputs, members, places),
                 };
-                report_progress(&progress, &done, native, &counter, &slots);
+                report_progress(&progress, &done, compiled, &counter, &slots);
                 done
             })
             .collect()
@@ -293,7 +382,7 @@ fn run_compiled(
     let wall_seconds = started.elapsed().as_secs_f64();
     let progress = progress.into_inner().unwrap_or_else(|p| p.into_inner());
     let op_counts = match counting(options) {
-        Counting::Kept => sorted_counts(&counter, &slots, native, &progress.counters),
+        Counting::Kept => sorted_counts(&counter, &slots, compiled, &progress.counters),
         Counting::Skipped => Vec::new(),
     };
     let executions: u64 = op_counts.iter().map(|c| c.executions).sum();
@@ -333,7 +422,7 @@ fn run_compiled(
 
 /// What every chunk of a run reads.
 struct RunInputs<'a> {
-    native: &'a NativeProgram,
+    compiled: &'a Compiled,
     program: &'a Program,
     env: &'a Env,
     batch: &'a Batch,
@@ -349,65 +438,91 @@ fn run_chunk(
     places: &mut [Result<Vec<Tensor>, MemberError>],
 ) -> Chunk {
     let RunInputs {
-        native,
+        compiled,
         env,
         batch,
         options,
         limits,
         ..
     } = *inputs;
-    let segments = native.segments().len();
-    let mut chunk = Chunk::new(segments);
-    let mut member_counters = vec![0_u64; segments];
+    let mut chunk = Chunk::new(compiled);
+    let mut member_counters = compiled.zero_counters();
     let mut args = Vec::with_capacity(batch.args.len());
-    let mut runner = native.runner(&env.statics);
+    // A runner per program, made when a member first needs it.
+    let mut runners: Vec<Option<autobatch_native::Runner<'_>>> =
+        compiled.programs.iter().map(|_| None).collect();
     for (member, place) in members.zip(places) {
+        let k = compiled.index_of(member);
+        let native = &compiled.programs[k];
+        let runner = runners[k].get_or_insert_with(|| native.runner(&env.statics));
         args.clear();
         args.extend(batch.args.iter().map(|a| a.for_member(member)));
-        member_counters.fill(0);
+        let counters = &mut member_counters[k];
+        counters.fill(0);
         // Seeding a stream costs more than many a member's whole run.
         let mut rng = native
             .draws()
             .then(|| MemberRng::new(options.seed, options.member_id(member)));
-        let run = runner.run(&args, limits, rng.as_mut(), &mut member_counters);
-        chunk.record(inputs, member, place, run, &member_counters);
+        let run = runner.run(&args, limits, rng.as_mut(), counters);
+        chunk.record(inputs, member, place, run, k, counters);
     }
     chunk
 }
 
 /// Runs `members` together on this worker thread
-/// (`NativeProgram::run_batched`), writing each one's result into its
-/// place in `places`.
+/// (`autobatch_native::run_batched_programs`, each member on its size's
+/// program), writing each one's result into its place in `places`.
 fn run_chunk_together(
     inputs: &RunInputs<'_>,
     members: std::ops::Range<usize>,
     places: &mut [Result<Vec<Tensor>, MemberError>],
 ) -> Chunk {
     let RunInputs {
-        native,
+        compiled,
         env,
         batch,
         options,
         limits,
         ..
     } = *inputs;
-    let mut chunk = Chunk::new(native.segments().len());
-    let member_inputs = members
-        .clone()
-        .map(|member| autobatch_native::MemberInput {
-            args: batch.args.iter().map(|a| a.for_member(member)).collect(),
-            rng: native
-                .draws()
-                .then(|| MemberRng::new(options.seed, options.member_id(member))),
+    let mut chunk = Chunk::new(compiled);
+    // The chunk's members by program, in order.
+    let mut by_program: Vec<Vec<usize>> = vec![Vec::new(); compiled.programs.len()];
+    for member in members.clone() {
+        by_program[compiled.index_of(member)].push(member);
+    }
+    let groups = by_program
+        .iter()
+        .zip(&compiled.programs)
+        .filter(|(members, _)| !members.is_empty())
+        .map(|(members, native)| ProgramMembers {
+            program: native,
+            members: members
+                .iter()
+                .map(|&member| autobatch_native::MemberInput {
+                    args: batch.args.iter().map(|a| a.for_member(member)).collect(),
+                    rng: native
+                        .draws()
+                        .then(|| MemberRng::new(options.seed, options.member_id(member))),
+                })
+                .collect(),
         })
         .collect();
-    match native.run_batched(&env.statics, member_inputs, limits) {
-        Ok(together) => {
-            chunk.products = together.products;
-            chunk.waits = together.waits;
-            let runs = together.runs.into_iter().zip(&together.counters);
-            for ((member, place), (run, counters)) in members.zip(places).zip(runs) {
-                chunk.record(inputs, member, place, run, counters);
+    match autobatch_native::run_batched_programs(&env.statics, groups, limits) {
+        Ok((runs, products, waits)) => {
+            chunk.products = products;
+            chunk.waits = waits;
+            let start = members.start;
+            let present = by_program
+                .iter()
+                .enumerate()
+                .filter(|(_, members)| !members.is_empty());
+            for ((k, members), together) in present.zip(runs) {
+                let runs = together.runs.into_iter().zip(&together.counters);
+                for (&member, (run, counters)) in members.iter().zip(runs) {
+                    let place = &mut places[member - start];
+                    chunk.record(inputs, member, place, run, k, counters);
+                }
             }
         }
         // No stack could be mapped for a member (the system's limit on
@@ -418,10 +533,10 @@ fn run_chunk_together(
 }
 
 impl Chunk {
-    fn new(segments: usize) -> Chunk {
+    fn new(compiled: &Compiled) -> Chunk {
         Chunk {
             adjoints: Vec::new(),
-            counters: vec![0; segments],
+            counters: compiled.zero_counters(),
             steps: 0,
             instances: 0,
             peak_instances: 0,
@@ -431,15 +546,17 @@ impl Chunk {
         }
     }
 
-    /// Writes `member`'s result into `place` and adds its figures (its
-    /// segments' `counters`), or reruns it on the reference executor if its
-    /// native frames ran short of stack.
+    /// Writes `member`'s result into `place` and adds its figures (the
+    /// `counters` of the segments of its program, number `program`), or
+    /// reruns it on the reference executor if its native frames ran short
+    /// of stack.
     fn record(
         &mut self,
         inputs: &RunInputs<'_>,
         member: usize,
         place: &mut Result<Vec<Tensor>, MemberError>,
         run: autobatch_native::MemberRun,
+        program: usize,
         counters: &[u64],
     ) {
         let options = inputs.options;
@@ -457,7 +574,7 @@ impl Chunk {
                 self.rerun += 1;
                 let alone = reference::run_member_logged(
                     inputs.program,
-                    inputs.env,
+                    &crate::ragged::member_env(inputs.env, member),
                     inputs.batch,
                     options,
                     member,
@@ -476,7 +593,7 @@ impl Chunk {
         self.steps += run.steps;
         self.instances += run.instances;
         self.peak_instances = self.peak_instances.max(run.peak_instances);
-        for (total, count) in self.counters.iter_mut().zip(counters) {
+        for (total, count) in self.counters[program].iter_mut().zip(counters) {
             *total += count;
         }
     }
@@ -487,13 +604,15 @@ impl Chunk {
 fn report_progress(
     progress: &Mutex<Progress<'_>>,
     done: &Chunk,
-    native: &NativeProgram,
+    compiled: &Compiled,
     counter: &OpCounter,
     slots: &Slots,
 ) {
     let mut progress = progress.lock().unwrap_or_else(|p| p.into_inner());
-    for (total, count) in progress.counters.iter_mut().zip(&done.counters) {
-        *total += count;
+    for (totals, counts) in progress.counters.iter_mut().zip(&done.counters) {
+        for (total, count) in totals.iter_mut().zip(counts) {
+            *total += count;
+        }
     }
     progress.steps += done.steps;
     progress.instances += done.instances;
@@ -509,7 +628,7 @@ fn report_progress(
         return;
     }
     progress.last_call = now;
-    let op_counts = sorted_counts(counter, slots, native, &progress.counters);
+    let op_counts = sorted_counts(counter, slots, compiled, &progress.counters);
     let steps = progress.steps;
     // The caller's code: a panic there is not autobatch's.
     outside_capture(|| {
@@ -523,22 +642,24 @@ fn report_progress(
 /// Per function, per block, per op: the counter of a user primitive.
 type Slots = Vec<Vec<Vec<Option<usize>>>>;
 
-/// The operation counts of the segments' `counters`, as the reference
-/// gives them (each member's execution one, with one active lane),
-/// sorted by location then name.
+/// The operation counts of the programs' segments' `counters`, as the
+/// reference gives them (each member's execution one, with one active
+/// lane), sorted by location then name.
 fn sorted_counts(
     counter: &OpCounter,
     slots: &Slots,
-    native: &NativeProgram,
-    counters: &[u64],
+    compiled: &Compiled,
+    counters: &[Vec<u64>],
 ) -> Vec<OpCount> {
     let mut counts = counter.counts().to_vec();
-    for (segment, &executions) in native.segments().iter().zip(counters) {
-        let block_slots = &slots[segment.function.index()][segment.block.index()];
-        for &op in &segment.ops {
-            if let Some(slot) = block_slots[op] {
-                counts[slot].executions += executions;
-                counts[slot].active_lanes += executions;
+    for (native, counters) in compiled.programs.iter().zip(counters) {
+        for (segment, &executions) in native.segments().iter().zip(counters) {
+            let block_slots = &slots[segment.function.index()][segment.block.index()];
+            for &op in &segment.ops {
+                if let Some(slot) = block_slots[op] {
+                    counts[slot].executions += executions;
+                    counts[slot].active_lanes += executions;
+                }
             }
         }
     }

@@ -141,6 +141,36 @@ pub(crate) fn run_by_size(
     })
 }
 
+/// One size of a ragged batch: the lengths of every symbolic dimension
+/// (the shared ones and the size's own), and its members.
+pub(crate) struct SizeSymbols {
+    pub symbols: Vec<u64>,
+    pub members: Vec<usize>,
+}
+
+/// The sizes of a ragged batch of `members` members (largest first).
+pub(crate) fn size_symbols(env: &Env, members: usize) -> Result<Vec<SizeSymbols>, ExecError> {
+    Ok(size_groups(env, members)?
+        .into_iter()
+        .map(|group| SizeSymbols {
+            symbols: symbols_of(env, &group.lengths),
+            members: group.members,
+        })
+        .collect())
+}
+
+/// The lengths of every symbolic dimension for a size whose ragged ones
+/// have `lengths`.
+fn symbols_of(env: &Env, lengths: &[u64]) -> Vec<u64> {
+    let mut symbols = env.symbols.clone();
+    for (ragged, &length) in env.ragged.iter().zip(lengths) {
+        if let Some(slot) = symbols.get_mut(ragged.symbol.0 as usize) {
+            *slot = length;
+        }
+    }
+    symbols
+}
+
 /// How many sizes a ragged batch of `members` members has.
 pub(crate) fn sizes(env: &Env, members: usize) -> Result<u64, ExecError> {
     Ok(size_groups(env, members)?.len() as u64)
@@ -172,15 +202,9 @@ fn size_groups(env: &Env, members: usize) -> Result<Vec<SizeGroup>, ExecError> {
 
 /// The environment of one size: every dimension fixed.
 fn env_of(env: &Env, group: &SizeGroup) -> Env {
-    let mut symbols = env.symbols.clone();
-    for (ragged, &length) in env.ragged.iter().zip(&group.lengths) {
-        if let Some(slot) = symbols.get_mut(ragged.symbol.0 as usize) {
-            *slot = length;
-        }
-    }
     Env {
         statics: env.statics.clone(),
-        symbols,
+        symbols: symbols_of(env, &group.lengths),
         ragged: Vec::new(),
         hosts: env.hosts.clone(),
     }

@@ -76,7 +76,7 @@ mod shims;
 mod translate;
 mod waits;
 
-pub use waits::{BatchedRun, MemberInput};
+pub use waits::{run_batched_programs, BatchedRun, MemberInput, ProgramMembers};
 
 use std::sync::Mutex;
 

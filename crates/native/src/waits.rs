@@ -18,6 +18,12 @@
 //! stream and counts are those of [`crate::Runner::run`]; only the order in
 //! which members interleave changes, which no member can observe.
 //!
+//! Members of several programs may run together
+//! ([`run_batched_programs`]: the same source compiled for each size of a
+//! ragged batch): members of different programs share a product when it
+//! is the same product, the same kind over the same static matrix of the
+//! same shape.
+//!
 //! At most `MAX_LIVE` members of a thread are alive at once (each has a
 //! stack of its own, which the next member reuses when it ends). Every
 //! coroutine runs to its end before [`NativeProgram::run_batched`] returns
@@ -68,6 +74,13 @@ pub struct MemberInput<'a> {
     pub rng: Option<MemberRng>,
 }
 
+/// The members of one program in a run of several
+/// ([`run_batched_programs`]).
+pub struct ProgramMembers<'a> {
+    pub program: &'a NativeProgram,
+    pub members: Vec<MemberInput<'a>>,
+}
+
 /// What [`NativeProgram::run_batched`] gives: each member's run and
 /// segment counts, and how the products were batched.
 pub struct BatchedRun {
@@ -91,6 +104,8 @@ const MAX_LIVE: usize = 1024;
 
 /// One member's state, at a fixed address while its coroutine runs.
 struct Slot<'p> {
+    /// The program it runs (its own table of operations).
+    program: &'p NativeProgram,
     runner: crate::Runner<'p>,
     args: Vec<&'p Tensor>,
     rng: Option<MemberRng>,
@@ -110,96 +125,129 @@ impl NativeProgram {
         members: Vec<MemberInput<'p>>,
         limits: &Limits,
     ) -> Result<BatchedRun, String> {
-        let limits = Limits {
-            stack_room: limits.stack_room.min(MAX_ROOM),
-            ..*limits
+        let one = ProgramMembers {
+            program: self,
+            members,
         };
-        let mut slots: Vec<Box<Slot<'p>>> = members
-            .into_iter()
-            .map(|m| {
+        let (mut runs, products, waits) = run_batched_programs(statics, vec![one], limits)?;
+        let mut run = runs.pop().expect("one program's run");
+        (run.products, run.waits) = (products, waits);
+        Ok(run)
+    }
+}
+
+/// Runs the members of several programs together on this thread (the
+/// module doc): per program, its members' runs and counts in order; and
+/// the products computed and the member-products they served, over all.
+pub fn run_batched_programs<'p>(
+    statics: &'p [Tensor],
+    programs: Vec<ProgramMembers<'p>>,
+    limits: &Limits,
+) -> Result<(Vec<BatchedRun>, u64, u64), String> {
+    let limits = Limits {
+        stack_room: limits.stack_room.min(MAX_ROOM),
+        ..*limits
+    };
+    let sizes: Vec<usize> = programs.iter().map(|p| p.members.len()).collect();
+    let mut slots: Vec<Box<Slot<'p>>> = programs
+        .into_iter()
+        .flat_map(|p| {
+            let program = p.program;
+            p.members.into_iter().map(move |m| {
                 Box::new(Slot {
-                    runner: self.runner(statics),
+                    program,
+                    runner: program.runner(statics),
                     args: m.args,
                     rng: m.rng,
-                    counters: vec![0; self.segments.len()],
+                    counters: vec![0; program.segments.len()],
                     run: None,
                     waiting: None,
                 })
             })
-            .collect();
-        let n = slots.len();
-        let mut coroutines: Vec<Option<MemberCoroutine>> = (0..n).map(|_| None).collect();
-        // Stacks of members that ended, for the next ones.
-        let mut spare: Vec<DefaultStack> = Vec::new();
-        let (mut next, mut live) = (0, 0);
-        let (mut products, mut waits) = (0_u64, 0_u64);
-        loop {
-            // Start members while fewer than `MAX_LIVE` are alive (and
-            // stacks can be had: with none alive, failing to map one ends
-            // the run; no coroutine is ever dropped suspended).
-            while live < MAX_LIVE && next < n {
-                let stack = match spare.pop() {
-                    Some(stack) => stack,
-                    None => match DefaultStack::new(limits.stack_room + HOST_MARGIN) {
-                        Ok(stack) => stack,
-                        Err(_) if live > 0 => break,
-                        Err(e) => return Err(format!("a member's stack could not be mapped: {e}")),
-                    },
-                };
-                let slot: *mut Slot<'p> = &mut *slots[next];
-                // SAFETY: the slot is boxed, outlives the coroutine, and is
-                // touched only by it while it runs.
-                coroutines[next] = Some(unsafe { member_coroutine(stack, slot, limits) });
-                live += 1;
-                live -= usize::from(advance(&mut coroutines[next], &mut slots[next], &mut spare));
-                next += 1;
-            }
-            let Some((op, waiting)) = most_waited(&self.arrays, &slots) else {
-                if next == n {
-                    break;
-                }
-                continue;
-            };
-            self.compute(op, &waiting, &slots);
-            products += 1;
-            waits += waiting.len() as u64;
-            for m in waiting {
-                slots[m].waiting = None;
-                live -= usize::from(advance(&mut coroutines[m], &mut slots[m], &mut spare));
-            }
-        }
-        debug_assert!(coroutines.iter().all(Option::is_none), "every member ended");
-        let (runs, counters) = slots
-            .into_iter()
-            .map(|slot| {
-                let slot = *slot;
-                (
-                    slot.run.expect("an ended member has its run"),
-                    slot.counters,
-                )
-            })
-            .unzip();
-        Ok(BatchedRun {
-            runs,
-            counters,
-            products,
-            waits,
         })
-    }
-
-    /// Computes operation `op` for the members `waiting` at it, writing
-    /// each one's row where it waits.
-    fn compute(&self, op: u32, waiting: &[usize], slots: &[Box<Slot<'_>>]) {
-        let table_op = &self.arrays[op as usize];
-        let waits: Vec<Wait> = waiting
-            .iter()
-            .map(|m| slots[*m].waiting.expect("a waiting member"))
-            .collect();
-        match table_op.args[0].ty {
-            ScalarType::F64 => product::<f64>(table_op, &waits),
-            ScalarType::F32 => product::<f32>(table_op, &waits),
-            other => unreachable!("a batched product of {other}"),
+        .collect();
+    let n = slots.len();
+    let mut coroutines: Vec<Option<MemberCoroutine>> = (0..n).map(|_| None).collect();
+    // Stacks of members that ended, for the next ones.
+    let mut spare: Vec<DefaultStack> = Vec::new();
+    let (mut next, mut live) = (0, 0);
+    let (mut products, mut waits) = (0_u64, 0_u64);
+    loop {
+        // Start members while fewer than `MAX_LIVE` are alive (and stacks
+        // can be had: with none alive, failing to map one ends the run; no
+        // coroutine is ever dropped suspended).
+        while live < MAX_LIVE && next < n {
+            let stack = match spare.pop() {
+                Some(stack) => stack,
+                None => match DefaultStack::new(limits.stack_room + HOST_MARGIN) {
+                    Ok(stack) => stack,
+                    Err(_) if live > 0 => break,
+                    Err(e) => return Err(format!("a member's stack could not be mapped: {e}")),
+                },
+            };
+            let slot: *mut Slot<'p> = &mut *slots[next];
+            // SAFETY: the slot is boxed, outlives the coroutine, and is
+            // touched only by it while it runs.
+            coroutines[next] = Some(unsafe { member_coroutine(stack, slot, limits) });
+            live += 1;
+            live -= usize::from(advance(&mut coroutines[next], &mut slots[next], &mut spare));
+            next += 1;
         }
+        let Some(waiting) = most_waited(&slots) else {
+            if next == n {
+                break;
+            }
+            continue;
+        };
+        compute(&waiting, &slots);
+        products += 1;
+        waits += waiting.len() as u64;
+        for m in waiting {
+            slots[m].waiting = None;
+            live -= usize::from(advance(&mut coroutines[m], &mut slots[m], &mut spare));
+        }
+    }
+    debug_assert!(coroutines.iter().all(Option::is_none), "every member ended");
+    let mut slots = slots.into_iter();
+    let runs = sizes
+        .into_iter()
+        .map(|size| {
+            let (runs, counters) = slots
+                .by_ref()
+                .take(size)
+                .map(|slot| {
+                    let slot = *slot;
+                    (
+                        slot.run.expect("an ended member has its run"),
+                        slot.counters,
+                    )
+                })
+                .unzip();
+            BatchedRun {
+                runs,
+                counters,
+                products: 0,
+                waits: 0,
+            }
+        })
+        .collect();
+    Ok((runs, products, waits))
+}
+
+/// Computes the product the members `waiting` wait at (one product:
+/// [`most_waited`]), writing each one's row where it waits.
+fn compute(waiting: &[usize], slots: &[Box<Slot<'_>>]) {
+    let first = &slots[waiting[0]];
+    let wait = first.waiting.expect("a waiting member");
+    let table_op = &first.program.arrays[wait.op as usize];
+    let waits: Vec<Wait> = waiting
+        .iter()
+        .map(|m| slots[*m].waiting.expect("a waiting member"))
+        .collect();
+    match table_op.args[0].ty {
+        ScalarType::F64 => product::<f64>(table_op, &waits),
+        ScalarType::F32 => product::<f32>(table_op, &waits),
+        other => unreachable!("a batched product of {other}"),
     }
 }
 
@@ -254,19 +302,47 @@ fn advance(
 /// The operation and matrix the most members wait at (the first among
 /// equals), and those members in order; `None` when none waits. (A view
 /// of a static, `W[d]`, may be a different matrix for different members.)
-fn most_waited(table: &[ArrayOp], slots: &[Box<Slot<'_>>]) -> Option<(u32, Vec<usize>)> {
-    let key = |w: &Wait| (w.op, w.args[matrix_operand(&table[w.op as usize])] as usize);
-    let mut counts: std::collections::BTreeMap<(u32, usize), usize> = Default::default();
-    for wait in slots.iter().filter_map(|s| s.waiting) {
-        *counts.entry(key(&wait)).or_default() += 1;
+fn most_waited(slots: &[Box<Slot<'_>>]) -> Option<Vec<usize>> {
+    let mut counts: std::collections::BTreeMap<ProductKey, usize> = Default::default();
+    for slot in slots {
+        if let Some(key) = ProductKey::of(slot) {
+            *counts.entry(key).or_default() += 1;
+        }
     }
     let (&chosen, _) = counts
         .iter()
         .max_by(|(a, x), (b, y)| x.cmp(y).then(b.cmp(a)))?;
     let members = (0..slots.len())
-        .filter(|m| slots[*m].waiting.is_some_and(|w| key(&w) == chosen))
+        .filter(|m| ProductKey::of(&slots[*m]) == Some(chosen))
         .collect();
-    Some((chosen.0, members))
+    Some(members)
+}
+
+/// What makes two waits one product: the kind (`matvec` or `vecmat`), the
+/// element type, the static matrix's address and its shape (in one program
+/// the operation's number says the first three; members of programs
+/// compiled for different sizes share a product only so).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct ProductKey {
+    vecmat: bool,
+    f32: bool,
+    matrix: usize,
+    shape: (usize, usize),
+}
+
+impl ProductKey {
+    fn of(slot: &Slot<'_>) -> Option<ProductKey> {
+        let wait = slot.waiting?;
+        let op = &slot.program.arrays[wait.op as usize];
+        let m = matrix_operand(op);
+        let shape = &op.args[m].shape;
+        Some(ProductKey {
+            vecmat: m == 1,
+            f32: op.args[0].ty == ScalarType::F32,
+            matrix: wait.args[m] as usize,
+            shape: (shape[0], shape[1]),
+        })
+    }
 }
 
 /// Which operand of a batched product is the matrix.
