@@ -21,7 +21,9 @@
 //!
 //! Two length distributions: skewed (nine members in ten of length 1 to 5,
 //! one in ten of 40 to 50) and uniform (1 to 50); batches of 256 and 1024;
-//! program-counter and local-static, one thread. Reported: the median
+//! program-counter, local-static, native and native-batched, one thread
+//! (the native strategies' compile time is not in their seconds: it is
+//! reported apart, `compile_seconds`). Reported: the median
 //! execution seconds (`wall_seconds`) of each form over the repetitions,
 //! their ratio, and the number of sizes (size classes) of the ragged
 //! batch, which both strategies run as one batch (`docs/ragged.md`).
@@ -193,14 +195,20 @@ fn inputs(workload: &Workload, values: &[Vec<Value>]) -> (Inputs, Inputs) {
     (parse(ragged_batch), parse(padded_batch))
 }
 
-/// The median execution seconds of `repeats` runs, the results of the
-/// last, and the sizes it ran as.
-fn measure(
-    compiled: &Compiled,
-    inputs: &Inputs,
-    config: &RunConfig,
-    repeats: usize,
-) -> (f64, Vec<f64>, u64) {
+/// What [`measure`] gives.
+struct Measured {
+    /// The median execution seconds.
+    seconds: f64,
+    /// The last run's results.
+    values: Vec<f64>,
+    /// The sizes of the batch.
+    sizes: u64,
+    /// For the native strategies, the last run's compile seconds.
+    compile_seconds: Option<f64>,
+}
+
+/// `repeats` runs of `compiled` on `inputs`.
+fn measure(compiled: &Compiled, inputs: &Inputs, config: &RunConfig, repeats: usize) -> Measured {
     let bound = compiled
         .bind("run", inputs)
         .expect("the benchmark's inputs bind");
@@ -224,7 +232,16 @@ fn measure(
             other => panic!("a member of the benchmark failed: {other:?}"),
         })
         .collect();
-    (seconds[seconds.len() / 2], values, result.stats.sizes)
+    let compile_seconds = result.stats.report.iter().find_map(|f| match f.value {
+        autobatch::ReportValue::Seconds(s) if f.name == "compile_seconds" => Some(s),
+        _ => None,
+    });
+    Measured {
+        seconds: seconds[seconds.len() / 2],
+        values,
+        sizes: result.stats.sizes,
+        compile_seconds,
+    }
 }
 
 /// Whether the two forms agree (to the bit, or to a relative 1e-12).
@@ -251,17 +268,21 @@ pub fn main(args: &[String]) {
                 let lens = lengths(distribution, members, &mut rng);
                 let values = (workload.values)(&lens, &mut rng);
                 let (ragged, padded) = inputs(&workload, &values);
-                for strategy in ["program-counter", "local-static"] {
+                for strategy in [
+                    "program-counter",
+                    "local-static",
+                    "native",
+                    "native-batched",
+                ] {
                     let config = RunConfig {
                         strategy: Strategy::from_name(strategy).expect("a strategy"),
                         threads: 1,
                         ..RunConfig::default()
                     };
-                    let (ragged_s, ragged_v, sizes) =
-                        measure(&workload.ragged, &ragged, &config, repeats);
-                    let (padded_s, padded_v, _) =
-                        measure(&workload.padded, &padded, &config, repeats);
-                    let same = agree(&ragged_v, &padded_v, workload.exact);
+                    let ragged_run = measure(&workload.ragged, &ragged, &config, repeats);
+                    let padded_run = measure(&workload.padded, &padded, &config, repeats);
+                    let same = agree(&ragged_run.values, &padded_run.values, workload.exact);
+                    let (ragged_s, padded_s) = (ragged_run.seconds, padded_run.seconds);
                     let row = json!({
                         "program": workload.name,
                         "lengths": distribution,
@@ -272,7 +293,9 @@ pub fn main(args: &[String]) {
                         "ragged_seconds": ragged_s,
                         "padded_seconds": padded_s,
                         "padded_over_ragged": padded_s / ragged_s,
-                        "sizes": sizes,
+                        "sizes": ragged_run.sizes,
+                        "ragged_compile_seconds": ragged_run.compile_seconds,
+                        "padded_compile_seconds": padded_run.compile_seconds,
                         "results_agree": same,
                     });
                     eprintln!("{row}");
