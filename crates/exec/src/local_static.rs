@@ -973,68 +973,25 @@ impl Run<'_> {
             Some(classes) if split.0 => {
                 let function = &self.program.functions[frame.fid];
                 let types = var_types(function, args, dst);
-                let (mut inside, mut outside) = (Vec::new(), Vec::new());
                 let members = &frame.members;
-                let member_of = |r: u32| members[r as usize] as usize;
-                if split.1 {
-                    classes.split_by_bounds(
-                        types[0],
-                        &frame.slots[arg_slots[1]],
-                        rows,
-                        &member_of,
-                        &mut inside,
-                        &mut outside,
-                    );
-                } else {
-                    outside.clone_from(rows);
-                }
-                if !inside.is_empty() {
-                    let inside_members: Vec<u32> = if member_rows.is_empty() {
-                        Vec::new()
-                    } else {
-                        inside.iter().map(|r| members[*r as usize]).collect()
-                    };
-                    let exec = PrimExecution {
-                        rows: &inside,
-                        member_rows: &inside_members,
-                        ..exec
-                    };
-                    frame.temps.run_prim(
-                        &mut self.engine,
-                        &exec,
-                        &mut frame.slots,
-                        is_temp,
-                        &self.shared,
-                        &mut self.lanes.rngs,
-                        &lane_of,
-                        &mut faults,
-                    );
-                }
-                if !outside.is_empty() {
-                    // `member_rows` only says whether the operation reads
-                    // members: `run_split` finds the members of its rows.
-                    let exec = PrimExecution {
-                        rows: &outside,
-                        ..exec
-                    };
-                    let split = Split {
-                        classes,
-                        exec: &exec,
-                        types: &types,
-                        statics: self.shared.statics,
-                        hosts: self.shared.hosts,
-                        member_of: &member_of,
-                        rng_of: &lane_of,
-                    };
-                    run_split(
-                        &mut self.engine,
-                        &split,
-                        &mut frame.slots,
-                        &mut self.lanes.rngs,
-                        &mut self.split_scratch,
-                        &mut faults,
-                    );
-                }
+                let split = Split {
+                    classes,
+                    exec: &exec,
+                    types: &types,
+                    statics: self.shared.statics,
+                    hosts: self.shared.hosts,
+                    member_of: &|r| members[r as usize] as usize,
+                    rng_of: &lane_of,
+                    bounds_only: split.1,
+                };
+                run_split(
+                    &mut self.engine,
+                    &split,
+                    &mut frame.slots,
+                    &mut self.lanes.rngs,
+                    &mut self.split_scratch,
+                    &mut faults,
+                );
             }
             _ => {
                 frame

@@ -243,9 +243,6 @@ struct Machine<'a> {
     /// ([`crate::batched::classes`]).
     classes: Option<SizeClasses>,
     split_scratch: SplitScratch,
-    /// Reused buffers: a bounds-only operation's rows inside and outside
-    /// their own bounds, and the members of those inside.
-    bounds_rows: (Vec<u32>, Vec<u32>, Vec<u32>),
 }
 
 /// A primitive operation as the engine runs it: its operand and result
@@ -393,7 +390,6 @@ impl<'a> Machine<'a> {
             profiler: None,
             classes,
             split_scratch: SplitScratch::default(),
-            bounds_rows: Default::default(),
         };
         for (param, arg) in entry.params.iter().zip(&batch.args) {
             bind_arg(&mut machine.slots[param.index()], arg, members)?;
@@ -578,71 +574,25 @@ impl<'a> Machine<'a> {
         match &self.classes {
             Some(classes) if op.split => {
                 let types = operand_types(self.lowered, &self.lowered.blocks[pc].ops[i]);
-                let (mut inside, mut outside, mut inside_members) =
-                    std::mem::take(&mut self.bounds_rows);
-                if op.bounds_only {
-                    let lanes = &self.lanes;
-                    classes.split_by_bounds(
-                        types[0],
-                        &self.slots[op.args[1]],
-                        rows,
-                        &|r| lanes.member_of(r),
-                        &mut inside,
-                        &mut outside,
-                    );
-                } else {
-                    inside.clear();
-                    outside.clone_from(rows);
-                }
-                if !inside.is_empty() {
-                    inside_members.clear();
-                    if op.reads_member {
-                        let lanes = &self.lanes;
-                        inside_members.extend(inside.iter().map(|r| lanes.member_of(*r) as u32));
-                    }
-                    let exec = PrimExecution {
-                        rows: &inside,
-                        member_rows: &inside_members,
-                        ..exec
-                    };
-                    self.temps.run_prim(
-                        &mut self.engine,
-                        &exec,
-                        &mut self.slots,
-                        &self.is_temp,
-                        &self.shared,
-                        &mut self.lanes.rngs,
-                        &|r| r as usize,
-                        &mut self.faults,
-                    );
-                }
-                if !outside.is_empty() {
-                    // `member_rows` only says whether the operation reads
-                    // members: `run_split` finds the members of its rows.
-                    let exec = PrimExecution {
-                        rows: &outside,
-                        ..exec
-                    };
-                    let (member, rngs) = self.lanes.members_and_rngs();
-                    let split = Split {
-                        classes,
-                        exec: &exec,
-                        types: &types,
-                        statics: self.shared.statics,
-                        hosts: self.shared.hosts,
-                        member_of: &|r| member[r as usize] as usize,
-                        rng_of: &|r| r as usize,
-                    };
-                    run_split(
-                        &mut self.engine,
-                        &split,
-                        &mut self.slots,
-                        rngs,
-                        &mut self.split_scratch,
-                        &mut self.faults,
-                    );
-                }
-                self.bounds_rows = (inside, outside, inside_members);
+                let (member, rngs) = self.lanes.members_and_rngs();
+                let split = Split {
+                    classes,
+                    exec: &exec,
+                    types: &types,
+                    statics: self.shared.statics,
+                    hosts: self.shared.hosts,
+                    member_of: &|r| member[r as usize] as usize,
+                    rng_of: &|r| r as usize,
+                    bounds_only: op.bounds_only,
+                };
+                run_split(
+                    &mut self.engine,
+                    &split,
+                    &mut self.slots,
+                    rngs,
+                    &mut self.split_scratch,
+                    &mut self.faults,
+                );
             }
             _ => {
                 self.temps

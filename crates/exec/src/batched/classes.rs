@@ -1,5 +1,5 @@
-//! Size classes: a ragged batch run as **one** batch (the program-counter
-//! strategy's way, `docs/ragged.md`).
+//! Size classes: a ragged batch run as **one** batch (the way of the
+//! program-counter and local-static strategies, `docs/ragged.md`).
 //!
 //! A ragged batch's members have their own lengths of some symbolic
 //! dimensions (`xs: [f64; L]`, `L` per member). Members with the same
@@ -26,9 +26,14 @@
 //! flow and the shared-weight products are batched across sizes, and an
 //! operation on a ragged value touches only the elements that exist.
 //!
+//! The operands and results of the split operations are no step
+//! temporaries, and the split operations are no links of fused chains (the
+//! executors see to both: temporaries are laid out by position in a step,
+//! and a chain runs over whole padded rows).
+//!
 //! This module knows the classes and how to run one operation split by
-//! them; the program-counter executor decides where (it must not know the
-//! kernels).
+//! them, through the engine; the executors decide which operations split
+//! (it must know nothing of their control).
 
 use std::collections::BTreeMap;
 
@@ -52,6 +57,8 @@ pub struct SizeClasses {
     /// Per class, the length of every symbolic dimension (the batch's
     /// shared ones and the class's own ragged ones).
     symbols: Vec<Vec<u64>>,
+    /// The lengths the padded rows are made for (the longest member's).
+    longest: Vec<u64>,
 }
 
 impl SizeClasses {
@@ -90,6 +97,7 @@ impl SizeClasses {
             ragged: env.ragged.iter().map(|r| r.symbol).collect(),
             class_of,
             symbols,
+            longest: env.symbols.clone(),
         }))
     }
 
@@ -150,7 +158,7 @@ impl SizeClasses {
     /// arrays have type `array` and whose indices are in `index`: the rows
     /// whose index lies in `0..` their member's own outer length go to
     /// `inside`, the others to `outside` (both in the rows' order).
-    pub fn split_by_bounds(
+    fn split_by_bounds(
         &self,
         array: &TensorType,
         index: &Slot,
@@ -219,6 +227,9 @@ pub struct SplitScratch {
     rows: Vec<u32>,
     members: Vec<u32>,
     faults: Vec<(u32, Fault)>,
+    /// A bounds-only operation's rows inside and outside their bounds.
+    inside: Vec<u32>,
+    outside: Vec<u32>,
 }
 
 /// What one split operation needs besides the engine and the slots.
@@ -235,6 +246,73 @@ pub struct Split<'a> {
     pub member_of: &'a dyn Fn(u32) -> usize,
     /// The random stream of an active row (its lane's).
     pub rng_of: &'a dyn Fn(u32) -> usize,
+    /// Whether only the rows outside their own bounds need the split
+    /// ([`SizeClasses::bounds_only`]; the index is the second operand).
+    pub bounds_only: bool,
+}
+
+/// Runs `split.exec`, an operation that mentions a ragged dimension, for
+/// its rows (module docs): for a bounds-only one, once over the rows inside
+/// their own bounds as over any rows, and by class for the others; for any
+/// other, by class ([`run_by_class`]). The operation's operands and result
+/// are no step temporaries (the executors keep them whole).
+pub fn run_split(
+    engine: &mut Engine<'_>,
+    split: &Split<'_>,
+    slots: &mut Vec<Slot>,
+    rngs: &mut [MemberRng],
+    scratch: &mut SplitScratch,
+    faults: &mut Vec<(u32, Fault)>,
+) {
+    let exec = split.exec;
+    if !split.bounds_only {
+        return run_by_class(engine, split, slots, rngs, scratch, faults);
+    }
+    let (mut inside, mut outside) = (
+        std::mem::take(&mut scratch.inside),
+        std::mem::take(&mut scratch.outside),
+    );
+    split.classes.split_by_bounds(
+        split.types[0],
+        &slots[exec.args[1]],
+        exec.rows,
+        split.member_of,
+        &mut inside,
+        &mut outside,
+    );
+    if !inside.is_empty() {
+        let mut members = std::mem::take(&mut scratch.members);
+        members.clear();
+        if !exec.member_rows.is_empty() {
+            members.extend(inside.iter().map(|&r| (split.member_of)(r) as u32));
+        }
+        let whole = PrimExecution {
+            rows: &inside,
+            member_rows: &members,
+            ..*exec
+        };
+        let env = SharedEnv {
+            statics: split.statics,
+            symbols: &split.classes.longest,
+            hosts: split.hosts,
+        };
+        engine.run_prim(&whole, slots, &env, rngs, split.rng_of, faults);
+        scratch.members = members;
+    }
+    if !outside.is_empty() {
+        // `member_rows` only says whether the operation reads members:
+        // `run_by_class` finds the members of its rows.
+        let rest = PrimExecution {
+            rows: &outside,
+            ..*exec
+        };
+        let rest = Split {
+            exec: &rest,
+            ..*split
+        };
+        run_by_class(engine, &rest, slots, rngs, scratch, faults);
+    }
+    (scratch.inside, scratch.outside) = (inside, outside);
 }
 
 /// Runs `split.exec` once per size class of its active rows (module docs):
@@ -244,7 +322,7 @@ pub struct Split<'a> {
 /// them with the class's lengths, each result written back at the start of
 /// its row. Faulting rows are reported in `faults` (as real rows) and
 /// nothing of them is written.
-pub fn run_split(
+fn run_by_class(
     engine: &mut Engine<'_>,
     split: &Split<'_>,
     slots: &mut Vec<Slot>,
