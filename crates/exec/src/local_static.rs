@@ -52,7 +52,7 @@ use autobatch_kernels::{dim_length, Backend};
 use autobatch_passes::uniformity::Invariance;
 use autobatch_types::{Scalar, Tensor, TensorType};
 
-use crate::batched::classes::{run_split, SizeClasses, Split, SplitScratch};
+use crate::batched::classes::{run_split, SizeClasses, Split, SplitPlan, SplitScratch};
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::fuse::{find_chains, ChainSite, FusedStep, Fuser, OpView};
 use crate::batched::lanes::{ForkId, Lanes, Resolution};
@@ -117,10 +117,9 @@ struct Run<'a> {
 /// mentions last.
 struct TempPlan {
     is_temp: Vec<bool>,
-    /// Per block and operation, whether it runs split by size class, and
-    /// whether only its bounds check needs the split
-    /// ([`SizeClasses::bounds_only`]).
-    split: Vec<Vec<(bool, bool)>>,
+    /// Per block and operation, whether it runs split by size class in a
+    /// ragged batch ([`SizeClasses::plan`]).
+    split: Vec<Vec<SplitPlan>>,
     dying: Vec<Vec<Vec<usize>>>,
     /// Per block, the fused chains starting at each operation.
     chains: Vec<Vec<Option<ChainSite>>>,
@@ -138,7 +137,7 @@ impl TempPlan {
         classes: Option<&SizeClasses>,
     ) -> TempPlan {
         let live = autobatch_passes::liveness::Liveness::compute(function);
-        let split: Vec<Vec<(bool, bool)>> = function
+        let split: Vec<Vec<SplitPlan>> = function
             .blocks
             .values()
             .map(|block| {
@@ -147,13 +146,9 @@ impl TempPlan {
                     .iter()
                     .map(|op| match (op, classes) {
                         (Op::Prim { prim, .. }, Some(classes)) => {
-                            let types = operand_types(function, op);
-                            (
-                                classes.splits(prim, &types),
-                                classes.bounds_only(prim, &types),
-                            )
+                            classes.plan(prim, &operand_types(function, op))
                         }
-                        _ => (false, false),
+                        _ => SplitPlan::default(),
                     })
                     .collect()
             })
@@ -194,8 +189,8 @@ impl TempPlan {
             // An operation split by size class reads and writes its
             // operands by row, where a compact step's temporaries are laid
             // out by position.
-            for (op, (split, _)) in block.ops.iter().zip(&split[b.index()]) {
-                if *split {
+            for (op, plan) in block.ops.iter().zip(&split[b.index()]) {
+                if plan.split {
                     op.uses()
                         .iter()
                         .chain(op.defs())
@@ -238,10 +233,10 @@ impl TempPlan {
                     .iter()
                     .zip(&args)
                     .zip(split)
-                    .map(|((op, args), (split, _))| match op {
+                    .map(|((op, args), plan)| match op {
                         // No link of a chain, which runs over whole
                         // padded rows.
-                        Op::Prim { .. } if *split => None,
+                        Op::Prim { .. } if plan.split => None,
                         Op::Prim { dst, prim, .. } => Some(OpView {
                             prim,
                             args,
@@ -531,9 +526,9 @@ struct PrimSite<'p> {
     prim: &'p Prim,
     args: &'p [Var],
     loc: Loc,
-    /// In a ragged batch: whether it runs split by size class, and whether
-    /// only for the rows outside their own bounds ([`TempPlan::split`]).
-    split: (bool, bool),
+    /// In a ragged batch, whether it runs split by size class
+    /// ([`TempPlan::split`]).
+    split: SplitPlan,
 }
 
 /// A call operation of the IR.
@@ -871,7 +866,7 @@ impl Run<'_> {
                 prim,
                 args,
                 loc: *loc,
-                split: (false, false),
+                split: SplitPlan::default(),
             };
             let counter = self.op_counters[frame.fid.index()][block_id.index()][h];
             self.run_prim(frame, counter, &op, rows);
@@ -970,7 +965,7 @@ impl Run<'_> {
         let lane_of = |r: u32| lanes[r as usize] as usize;
         let is_temp = &frame.plan.is_temp;
         match &self.classes {
-            Some(classes) if split.0 => {
+            Some(classes) if split.split => {
                 let function = &self.program.functions[frame.fid];
                 let types = var_types(function, args, dst);
                 let members = &frame.members;
@@ -982,7 +977,7 @@ impl Run<'_> {
                     hosts: self.shared.hosts,
                     member_of: &|r| members[r as usize] as usize,
                     rng_of: &lane_of,
-                    bounds_only: split.1,
+                    plan: split,
                 };
                 run_split(
                     &mut self.engine,

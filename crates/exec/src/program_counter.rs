@@ -50,7 +50,7 @@ use autobatch_types::{MemberError, Scalar, TensorType};
 
 use autobatch_kernels::Backend;
 
-use crate::batched::classes::{run_split, SizeClasses, Split, SplitScratch};
+use crate::batched::classes::{run_split, SizeClasses, Split, SplitPlan, SplitScratch};
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::fuse::{find_chains, ChainSite, FusedStep, Fuser, OpView};
 use crate::batched::lanes::{ForkId, Lanes, Resolution};
@@ -259,12 +259,9 @@ struct PrimSlots {
     shared_arg: bool,
     /// The step temporaries this operation mentions last.
     dying: Vec<usize>,
-    /// Whether it runs once per size class of its rows (a ragged batch's
-    /// operation that mentions a ragged dimension).
-    split: bool,
-    /// Whether, split, it runs unsplit for the rows inside their own
-    /// bounds ([`SizeClasses::bounds_only`]).
-    bounds_only: bool,
+    /// In a ragged batch, whether it runs split by size class
+    /// ([`SizeClasses::plan`]).
+    split: SplitPlan,
 }
 
 /// The members waiting at each block, and the blocks some member waits at.
@@ -572,7 +569,7 @@ impl<'a> Machine<'a> {
         };
         self.faults.clear();
         match &self.classes {
-            Some(classes) if op.split => {
+            Some(classes) if op.split.split => {
                 let types = operand_types(self.lowered, &self.lowered.blocks[pc].ops[i]);
                 let (member, rngs) = self.lanes.members_and_rngs();
                 let split = Split {
@@ -583,7 +580,7 @@ impl<'a> Machine<'a> {
                     hosts: self.shared.hosts,
                     member_of: &|r| member[r as usize] as usize,
                     rng_of: &|r| r as usize,
-                    bounds_only: op.bounds_only,
+                    plan: op.split,
                 };
                 run_split(
                     &mut self.engine,
@@ -1255,7 +1252,7 @@ fn block_chains(
                 .map(|(op, slots)| match op {
                     // An operation split by size class is no link of a
                     // chain, which runs over whole padded rows.
-                    LoweredOp::Prim { .. } if slots.split => None,
+                    LoweredOp::Prim { .. } if slots.split.split => None,
                     LoweredOp::Prim { prim, .. } => Some(OpView {
                         prim,
                         args: &slots.args,
@@ -1280,7 +1277,6 @@ fn prim_slots(
     classes: Option<&SizeClasses>,
 ) -> Vec<Vec<PrimSlots>> {
     let member = |x: &GlobalVar| matches!(lowered.vars[*x].class, VarClass::Member(_));
-    let types_of = |op: &LoweredOp| operand_types(lowered, op);
     lowered
         .blocks
         .values()
@@ -1325,8 +1321,9 @@ fn prim_slots(
                         shared_arg: dst
                             .is_some_and(|d| lowered.vars[d].class == VarClass::Invariant),
                         dying: dying.next().unwrap_or_default(),
-                        split: classes.is_some_and(|c| c.splits(prim, &types_of(op))),
-                        bounds_only: classes.is_some_and(|c| c.bounds_only(prim, &types_of(op))),
+                        split: classes.map_or_else(SplitPlan::default, |c| {
+                            c.plan(prim, &operand_types(lowered, op))
+                        }),
                     },
                     _ => PrimSlots {
                         args: Vec::new(),
@@ -1336,8 +1333,7 @@ fn prim_slots(
                         arg_bytes: None,
                         shared_arg: false,
                         dying: dying.next().unwrap_or_default(),
-                        split: false,
-                        bounds_only: false,
+                        split: SplitPlan::default(),
                     },
                 })
                 .collect()

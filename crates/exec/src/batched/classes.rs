@@ -47,6 +47,17 @@ use super::storage::{Column, Slot};
 use crate::internal::internal_error;
 use crate::{Env, ExecError};
 
+/// How one operation runs in a ragged batch ([`SizeClasses::plan`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SplitPlan {
+    /// Whether it runs through [`run_split`] (it mentions a ragged
+    /// dimension and is no plain copy).
+    pub split: bool,
+    /// Whether, split, only its rows outside their own bounds need the
+    /// classes ([`SizeClasses::bounds_only`]).
+    pub bounds_only: bool,
+}
+
 /// The size classes of a ragged batch.
 #[derive(Clone, Debug)]
 pub struct SizeClasses {
@@ -117,6 +128,15 @@ impl SizeClasses {
 
     pub fn is_ragged(&self, dim: Dim) -> bool {
         matches!(dim, Dim::Symbolic(s) if self.ragged.contains(&s))
+    }
+
+    /// How an operation with these operand and result types runs.
+    pub fn plan(&self, prim: &Prim, types: &[&TensorType]) -> SplitPlan {
+        let split = self.splits(prim, types);
+        SplitPlan {
+            split,
+            bounds_only: split && self.bounds_only(prim, types),
+        }
     }
 
     /// Whether an operation with these operand and result types must run
@@ -246,9 +266,8 @@ pub struct Split<'a> {
     pub member_of: &'a dyn Fn(u32) -> usize,
     /// The random stream of an active row (its lane's).
     pub rng_of: &'a dyn Fn(u32) -> usize,
-    /// Whether only the rows outside their own bounds need the split
-    /// ([`SizeClasses::bounds_only`]; the index is the second operand).
-    pub bounds_only: bool,
+    /// How it runs (`bounds_only`: the index is the second operand).
+    pub plan: SplitPlan,
 }
 
 /// Runs `split.exec`, an operation that mentions a ragged dimension, for
@@ -265,7 +284,7 @@ pub fn run_split(
     faults: &mut Vec<(u32, Fault)>,
 ) {
     let exec = split.exec;
-    if !split.bounds_only {
+    if !split.plan.bounds_only {
         return run_by_class(engine, split, slots, rngs, scratch, faults);
     }
     let (mut inside, mut outside) = (
