@@ -444,3 +444,67 @@ fn rnn(tokens: [f64; L]) -> f64 {
     assert_eq!(report["batched_products"], 9, "{report}");
     assert_eq!(report["batched_waits"], 90, "{report}");
 }
+
+/// Both dimensions of `m: [[f64; D]; L]` each member's own: rows read by
+/// index (the item's own length varies too), a `map` over the rows (each
+/// instance gets its member's row of `D`), `pfor::<D>` and results of both
+/// lengths; on every configuration, each member gets the bits it gets in
+/// a batch where every member has its lengths.
+#[test]
+fn two_ragged_dimensions_get_each_members_own_lengths() {
+    let source = r#"
+fn rowsum(row: [f64; D]) -> f64 { sum(row * row) + (D as f64) }
+fn column(k: i64, m: [[f64; D]; L]) -> f64 {
+    let mut s = 0.0;
+    for i in 0..m.len() { s = s + m[i][k]; }
+    s
+}
+fn f(m: [[f64; D]; L]) -> ([f64; D], [f64; L], [f64; D], f64) {
+    let mut acc = [0.0; D];
+    for i in 0..m.len() { acc = acc + m[i] * (i as f64 + 1.0); }
+    let sums = map(rowsum, m);
+    let columns = pfor::<D>(column, m);
+    (acc, sums, columns, sum(sums) + uniform())
+}
+"#;
+    let compiled = compile(source, "m.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    // Member k: L = 1 + k % 3 rows of D = 1 + k % 4 values: twelve sizes.
+    let members = 12;
+    let matrix = |k: usize| -> Vec<Vec<f64>> {
+        (0..1 + k % 3)
+            .map(|i| {
+                (0..1 + k % 4)
+                    .map(|j| (k * 7 + i * 3 + j) as f64 * 0.125 - 1.0)
+                    .collect()
+            })
+            .collect()
+    };
+    let run = |ms: &[Vec<Vec<f64>>], strategy, lanes, block_choice| {
+        let inputs =
+            Inputs::from_json_str(&json!({"batch": {"m": ms}}).to_string()).expect("inputs parse");
+        let config = RunConfig {
+            strategy,
+            lanes,
+            block_choice,
+            seed: 9,
+            ..RunConfig::default()
+        };
+        let bound = compiled.bind("f", &inputs).expect("binds");
+        bound.run(&config).expect("runs").to_json(true)
+    };
+    let ms: Vec<Vec<Vec<f64>>> = (0..members).map(matrix).collect();
+    for (strategy, lanes, block_choice) in configurations() {
+        let got = run(&ms, strategy, lanes, block_choice);
+        assert_eq!(got["stats"]["sizes"], 12, "{strategy:?}");
+        for k in 0..members {
+            let uniform = run(&vec![ms[k].clone(); members], strategy, lanes, block_choice);
+            assert_eq!(
+                got["results"][k], uniform["results"][k],
+                "{strategy:?}/{lanes:?}/{block_choice:?}: member {k}"
+            );
+            let ok = &got["results"][k]["ok"];
+            assert_eq!(ok[0].as_array().expect("acc").len(), 1 + k % 4);
+            assert_eq!(ok[1].as_array().expect("sums").len(), 1 + k % 3);
+        }
+    }
+}
