@@ -56,6 +56,10 @@ pub struct SplitPlan {
     /// Whether, split, only its rows outside their own bounds need the
     /// classes ([`SizeClasses::bounds_only`]).
     pub bounds_only: bool,
+    /// The ragged dimensions it mentions (a bit per position in
+    /// [`SizeClasses`]'s list): its rows are grouped by their lengths of
+    /// these only.
+    pub mentions: u32,
 }
 
 /// The size classes of a ragged batch.
@@ -70,6 +74,52 @@ pub struct SizeClasses {
     symbols: Vec<Vec<u64>>,
     /// The lengths the padded rows are made for (the longest member's).
     longest: Vec<u64>,
+    /// Per set of ragged dimensions (a bit each, as [`SplitPlan::mentions`];
+    /// every set when there are at most [`MAX_VIEWED`] dimensions, else
+    /// only all of them), the classes by those dimensions' lengths alone.
+    views: Vec<ClassView>,
+}
+
+/// The most ragged dimensions for which an operation's rows are grouped by
+/// the dimensions it mentions only (beyond, by all of them).
+const MAX_VIEWED: usize = 6;
+
+/// The classes of a ragged batch as seen by operations that mention some of
+/// its ragged dimensions: classes that agree on those are one.
+#[derive(Clone, Debug)]
+struct ClassView {
+    /// Per class of the batch, its class here.
+    of_class: Vec<u32>,
+    /// Per class here, the length of every symbolic dimension (those not
+    /// mentioned: the first member's of the class).
+    symbols: Vec<Vec<u64>>,
+}
+
+impl ClassView {
+    /// The view of the classes with `symbols` by the ragged dimensions in
+    /// `mask` (positions in `ragged`).
+    fn new(ragged: &[SymbolId], symbols: &[Vec<u64>], mask: u32) -> ClassView {
+        let mut ids: BTreeMap<Vec<u64>, u32> = BTreeMap::new();
+        let mut view = ClassView {
+            of_class: Vec::with_capacity(symbols.len()),
+            symbols: Vec::new(),
+        };
+        for own in symbols {
+            let key: Vec<u64> = ragged
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| mask & (1 << k) != 0)
+                .map(|(_, s)| own[s.0 as usize])
+                .collect();
+            let next = ids.len() as u32;
+            let id = *ids.entry(key).or_insert_with(|| {
+                view.symbols.push(own.clone());
+                next
+            });
+            view.of_class.push(id);
+        }
+        view
+    }
 }
 
 impl SizeClasses {
@@ -104,11 +154,20 @@ impl SizeClasses {
             });
             class_of.push(id);
         }
+        let ragged: Vec<SymbolId> = env.ragged.iter().map(|r| r.symbol).collect();
+        let views = if ragged.len() <= MAX_VIEWED {
+            (0..1u32 << ragged.len())
+                .map(|mask| ClassView::new(&ragged, &symbols, mask))
+                .collect()
+        } else {
+            Vec::new()
+        };
         Ok(Some(SizeClasses {
-            ragged: env.ragged.iter().map(|r| r.symbol).collect(),
+            ragged,
             class_of,
             symbols,
             longest: env.symbols.clone(),
+            views,
         }))
     }
 
@@ -133,10 +192,42 @@ impl SizeClasses {
     /// How an operation with these operand and result types runs.
     pub fn plan(&self, prim: &Prim, types: &[&TensorType]) -> SplitPlan {
         let split = self.splits(prim, types);
+        let all = (1u32 << self.ragged.len().min(31)) - 1;
+        let mentions = match prim {
+            // Whatever a host function may read of the dimensions.
+            _ if prim.is_per_member() => all,
+            _ if self.views.is_empty() => all,
+            _ => {
+                let bit = |d: &Dim| match d {
+                    Dim::Symbolic(s) => self
+                        .ragged
+                        .iter()
+                        .position(|r| r == s)
+                        .map_or(0, |k| 1 << k),
+                    Dim::Fixed(_) => 0,
+                };
+                let own = match prim {
+                    Prim::SymbolValue(s) => bit(&Dim::Symbolic(*s)),
+                    Prim::Fill(d) => bit(d),
+                    _ => 0,
+                };
+                types
+                    .iter()
+                    .flat_map(|t| &t.dims)
+                    .fold(own, |mask, d| mask | bit(d))
+            }
+        };
         SplitPlan {
             split,
             bounds_only: split && self.bounds_only(prim, types),
+            mentions,
         }
+    }
+
+    /// The classes as an operation that mentions the ragged dimensions in
+    /// `mask` sees them.
+    fn view(&self, mask: u32) -> Option<&ClassView> {
+        self.views.get(mask as usize)
     }
 
     /// Whether an operation with these operand and result types must run
@@ -230,12 +321,25 @@ impl SizeClasses {
 
     /// The active rows of one operation, grouped by class (each group in
     /// the rows' order), into `groups` (one entry per class, reused).
-    fn group(&self, rows: &[u32], member_of: &dyn Fn(u32) -> usize, groups: &mut Vec<Vec<u32>>) {
-        groups.resize_with(self.len(), Vec::new);
+    /// With a view (`mask`: [`SplitPlan::mentions`]), by the classes of
+    /// that view; gives each group's lengths of every symbolic dimension.
+    fn group<'c>(
+        &'c self,
+        rows: &[u32],
+        member_of: &dyn Fn(u32) -> usize,
+        mask: u32,
+        groups: &mut Vec<Vec<u32>>,
+    ) -> &'c [Vec<u64>] {
+        let view = self.view(mask);
+        let count = view.map_or(self.len(), |v| v.symbols.len());
+        groups.resize_with(count, Vec::new);
         groups.iter_mut().for_each(Vec::clear);
         for &r in rows {
-            groups[self.class_of[member_of(r)] as usize].push(r);
+            let class = self.class_of[member_of(r)];
+            let group = view.map_or(class, |v| v.of_class[class as usize]);
+            groups[group as usize].push(r);
         }
+        view.map_or(&self.symbols, |v| &v.symbols)
     }
 }
 
@@ -352,13 +456,13 @@ fn run_by_class(
     let exec = split.exec;
     let classes = split.classes;
     let mut groups = std::mem::take(&mut scratch.groups);
-    classes.group(exec.rows, split.member_of, &mut groups);
+    let group_symbols = classes.group(exec.rows, split.member_of, split.plan.mentions, &mut groups);
     let base = slots.len();
     for (class, group) in groups.iter().enumerate() {
         if group.is_empty() {
             continue;
         }
-        let symbols = &classes.symbols[class];
+        let symbols = &group_symbols[class];
         let shape_of = |ty: &TensorType| -> Vec<usize> {
             ty.dims.iter().map(|d| dim_length(symbols, *d)).collect()
         };
@@ -539,7 +643,12 @@ mod tests {
     fn rows_group_by_class_in_order() {
         let classes = SizeClasses::of(&env(vec![3, 1, 3, 2]), 4).unwrap().unwrap();
         let mut groups = Vec::new();
-        classes.group(&[0, 1, 2, 3], &|r| r as usize, &mut groups);
+        let all = (1 << 1) - 1;
+        classes.group(&[0, 1, 2, 3], &|r| r as usize, all, &mut groups);
         assert_eq!(groups, vec![vec![0, 2], vec![1], vec![3]]);
+        // An operation that mentions no ragged dimension sees one class.
+        let lengths = classes.group(&[0, 1, 2, 3], &|r| r as usize, 0, &mut groups);
+        assert_eq!(groups, vec![vec![0, 1, 2, 3]]);
+        assert_eq!(lengths.len(), 1);
     }
 }
