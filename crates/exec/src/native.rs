@@ -213,22 +213,33 @@ impl Compiled {
                 program_of: Vec::new(),
             });
         }
-        let mut programs = Vec::new();
-        let mut program_of = vec![0; batch.size];
-        for (k, size) in crate::ragged::size_symbols(env, batch.size)
-            .map_err(|e| NotCompiled {
-                reason: e.to_string(),
+        let not_compiled = |e: ExecError| NotCompiled {
+            reason: e.to_string(),
+        };
+        let sizes = crate::ragged::size_symbols(env, batch.size).map_err(not_compiled)?;
+        // The sizes compile in parallel on the run's worker threads.
+        let compile = |size: &crate::ragged::SizeSymbols| {
+            autobatch_native::compile(program, batch.entry, &size.symbols, counting)
+        };
+        let programs = if options.threads > 1 {
+            let run = current_run();
+            let pool = worker_pool(options.threads, 8 * STACK_MARGIN, "autobatch-native")
+                .map_err(not_compiled)?;
+            pool.install(|| {
+                sizes
+                    .par_iter()
+                    .map(|size| {
+                        let _capture = working_for(run);
+                        compile(size)
+                    })
+                    .collect::<Result<Vec<_>, _>>()
             })?
-            .into_iter()
-            .enumerate()
-        {
-            programs.push(autobatch_native::compile(
-                program,
-                batch.entry,
-                &size.symbols,
-                counting,
-            )?);
-            for m in size.members {
+        } else {
+            sizes.iter().map(compile).collect::<Result<Vec<_>, _>>()?
+        };
+        let mut program_of = vec![0; batch.size];
+        for (k, size) in sizes.iter().enumerate() {
+            for &m in &size.members {
                 program_of[m] = k as u32;
             }
         }
