@@ -520,15 +520,15 @@ fn run_chunk_together(
         })
         .collect();
     match autobatch_native::run_batched_programs(&env.statics, groups, limits) {
-        Ok((runs, products, waits)) => {
-            chunk.products = products;
-            chunk.waits = waits;
+        Ok(together) => {
+            chunk.products = together.products;
+            chunk.waits = together.waits;
             let start = members.start;
             let present = by_program
                 .iter()
                 .enumerate()
                 .filter(|(_, members)| !members.is_empty());
-            for ((k, members), together) in present.zip(runs) {
+            for ((k, members), together) in present.zip(together.programs) {
                 let runs = together.runs.into_iter().zip(&together.counters);
                 for (&member, (run, counters)) in members.iter().zip(runs) {
                     let place = &mut places[member - start];

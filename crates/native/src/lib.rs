@@ -76,7 +76,7 @@ mod shims;
 mod translate;
 mod waits;
 
-pub use waits::{run_batched_programs, BatchedRun, MemberInput, ProgramMembers};
+pub use waits::{run_batched_programs, BatchedRun, MemberInput, ProgramMembers, ProgramsRun};
 
 use std::sync::Mutex;
 

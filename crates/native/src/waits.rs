@@ -81,6 +81,15 @@ pub struct ProgramMembers<'a> {
     pub members: Vec<MemberInput<'a>>,
 }
 
+/// What [`run_batched_programs`] gives: per program, its members' runs and
+/// segment counts (as [`BatchedRun`]'s, in order); and, over all, the
+/// products computed and the member-products they served.
+pub struct ProgramsRun {
+    pub programs: Vec<BatchedRun>,
+    pub products: u64,
+    pub waits: u64,
+}
+
 /// What [`NativeProgram::run_batched`] gives: each member's run and
 /// segment counts, and how the products were batched.
 pub struct BatchedRun {
@@ -129,21 +138,25 @@ impl NativeProgram {
             program: self,
             members,
         };
-        let (mut runs, products, waits) = run_batched_programs(statics, vec![one], limits)?;
-        let mut run = runs.pop().expect("one program's run");
-        (run.products, run.waits) = (products, waits);
+        let together = run_batched_programs(statics, vec![one], limits)?;
+        let mut run = together
+            .programs
+            .into_iter()
+            .next()
+            .expect("one program's run");
+        (run.products, run.waits) = (together.products, together.waits);
         Ok(run)
     }
 }
 
 /// Runs the members of several programs together on this thread (the
-/// module doc): per program, its members' runs and counts in order; and
-/// the products computed and the member-products they served, over all.
+/// module doc). Each program's runs carry no product figures of their own
+/// (they are shared: [`ProgramsRun`]).
 pub fn run_batched_programs<'p>(
     statics: &'p [Tensor],
     programs: Vec<ProgramMembers<'p>>,
     limits: &Limits,
-) -> Result<(Vec<BatchedRun>, u64, u64), String> {
+) -> Result<ProgramsRun, String> {
     let limits = Limits {
         stack_room: limits.stack_room.min(MAX_ROOM),
         ..*limits
@@ -231,7 +244,11 @@ pub fn run_batched_programs<'p>(
             }
         })
         .collect();
-    Ok((runs, products, waits))
+    Ok(ProgramsRun {
+        programs: runs,
+        products,
+        waits,
+    })
 }
 
 /// Computes the product the members `waiting` wait at (one product:
