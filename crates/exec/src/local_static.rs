@@ -38,6 +38,10 @@
 //! fault retirement, argument binding, the branch split) is
 //! [`crate::batched::skeleton`]; a fault inside a catching call is not
 //! unwound where it happens but revived when the call returns.
+//!
+//! A ragged batch runs as one batch: padded rows, and the operations that
+//! mention a ragged dimension run split by size class
+//! ([`crate::batched::classes`]).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;

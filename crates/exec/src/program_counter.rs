@@ -35,6 +35,10 @@
 //! fault retirement, argument binding, the branch split) is
 //! [`crate::batched::skeleton`]; a fault inside a catching call is unwound
 //! where it happens, through the `unwind` hook of fault retirement.
+//!
+//! A ragged batch runs as one batch: padded rows, and the operations that
+//! mention a ragged dimension run split by size class
+//! ([`crate::batched::classes`]).
 
 use std::collections::BTreeSet;
 use std::time::Instant;
