@@ -377,7 +377,7 @@ pub struct Split<'a> {
 /// Runs `split.exec`, an operation that mentions a ragged dimension, for
 /// its rows (module docs): for a bounds-only one, once over the rows inside
 /// their own bounds as over any rows, and by class for the others; for any
-/// other, by class ([`run_by_class`]). The operation's operands and result
+/// other, by class (`run_by_class`). The operation's operands and result
 /// are no step temporaries (the executors keep them whole).
 pub fn run_split(
     engine: &mut Engine<'_>,
