@@ -326,19 +326,12 @@ impl<'a> Machine<'a> {
     ) -> Result<Machine<'a>, ExecError> {
         let members = batch.size;
         let classes = SizeClasses::of(env, members)?;
+        let plans = split_plans(lowered, classes.as_ref());
         let mut is_temp = step_temporaries(lowered);
-        if let Some(classes) = &classes {
-            keep_split_operands(lowered, classes, &mut is_temp);
-        }
+        keep_split_operands(lowered, &plans, &mut is_temp);
         let (slots, stacks) = storage(lowered, &env.symbols, members, &is_temp);
         let mut counter = OpCounter::default();
-        let ops = prim_slots(
-            lowered,
-            &env.symbols,
-            &mut counter,
-            &is_temp,
-            classes.as_ref(),
-        );
+        let ops = prim_slots(lowered, &env.symbols, &mut counter, &is_temp, &plans);
         let entry = &lowered.functions[batch.entry];
         let mut waiting = Waiting {
             at: vec![Vec::new(); lowered.blocks.len()],
@@ -1203,16 +1196,34 @@ fn step_temporaries(lowered: &LoweredProgram) -> Vec<bool> {
     is_temp
 }
 
+/// Per block, per operation, how it runs in a ragged batch (for another
+/// batch, never split).
+fn split_plans(lowered: &LoweredProgram, classes: Option<&SizeClasses>) -> Vec<Vec<SplitPlan>> {
+    lowered
+        .blocks
+        .values()
+        .map(|b| {
+            b.ops
+                .iter()
+                .map(|op| match (op, classes) {
+                    (LoweredOp::Prim { prim, .. }, Some(classes)) => {
+                        classes.plan(prim, &operand_types(lowered, op))
+                    }
+                    _ => SplitPlan::default(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// In a ragged batch, the operands and results of the operations split by
-/// size class are no step temporaries: [`run_split`] reads and writes them
-/// by lane, where a compact step's temporaries are laid out by position.
-fn keep_split_operands(lowered: &LoweredProgram, classes: &SizeClasses, is_temp: &mut [bool]) {
-    for op in lowered.blocks.values().flat_map(|b| &b.ops) {
-        if let LoweredOp::Prim {
-            prim, args, dst, ..
-        } = op
-        {
-            if classes.splits(prim, &operand_types(lowered, op)) {
+/// size class (`plans`) are no step temporaries: [`run_split`] reads and
+/// writes them by lane, where a compact step's temporaries are laid out by
+/// position.
+fn keep_split_operands(lowered: &LoweredProgram, plans: &[Vec<SplitPlan>], is_temp: &mut [bool]) {
+    for (block, plans) in lowered.blocks.values().zip(plans) {
+        for (op, plan) in block.ops.iter().zip(plans) {
+            if let (LoweredOp::Prim { args, dst, .. }, true) = (op, plan.split) {
                 for x in args.iter().chain(dst) {
                     is_temp[x.index()] = false;
                 }
@@ -1278,13 +1289,14 @@ fn prim_slots(
     symbols: &[u64],
     counter: &mut OpCounter,
     is_temp: &[bool],
-    classes: Option<&SizeClasses>,
+    plans: &[Vec<SplitPlan>],
 ) -> Vec<Vec<PrimSlots>> {
     let member = |x: &GlobalVar| matches!(lowered.vars[*x].class, VarClass::Member(_));
     lowered
         .blocks
         .values()
-        .map(|b| {
+        .zip(plans)
+        .map(|(b, plans)| {
             let mentions: Vec<Vec<usize>> = b
                 .ops
                 .iter()
@@ -1303,7 +1315,8 @@ fn prim_slots(
             };
             b.ops
                 .iter()
-                .map(|op| match op {
+                .zip(plans)
+                .map(|(op, plan)| match op {
                     LoweredOp::Prim {
                         dst,
                         prim,
@@ -1325,9 +1338,7 @@ fn prim_slots(
                         shared_arg: dst
                             .is_some_and(|d| lowered.vars[d].class == VarClass::Invariant),
                         dying: dying.next().unwrap_or_default(),
-                        split: classes.map_or_else(SplitPlan::default, |c| {
-                            c.plan(prim, &operand_types(lowered, op))
-                        }),
+                        split: *plan,
                     },
                     _ => PrimSlots {
                         args: Vec::new(),
@@ -1337,7 +1348,7 @@ fn prim_slots(
                         arg_bytes: None,
                         shared_arg: false,
                         dying: dying.next().unwrap_or_default(),
-                        split: SplitPlan::default(),
+                        split: *plan,
                     },
                 })
                 .collect()

@@ -129,30 +129,16 @@ impl SizeClasses {
         if env.ragged.is_empty() {
             return Ok(None);
         }
-        if let Some(bad) = env.ragged.iter().find(|r| r.lengths.len() != members) {
-            return Err(ExecError::Internal(format!(
-                "ragged dimension {} has {} lengths for {members} members",
-                bad.symbol.0,
-                bad.lengths.len()
-            )));
-        }
-        let mut ids: BTreeMap<Vec<u64>, u32> = BTreeMap::new();
-        let mut symbols = Vec::new();
-        let mut class_of = Vec::with_capacity(members);
-        for m in 0..members {
-            let key: Vec<u64> = env.ragged.iter().map(|r| r.lengths[m]).collect();
-            let next = ids.len() as u32;
-            let id = *ids.entry(key).or_insert_with_key(|key| {
-                let mut own = env.symbols.clone();
-                for (r, &length) in env.ragged.iter().zip(key) {
-                    if let Some(slot) = own.get_mut(r.symbol.0 as usize) {
-                        *slot = length;
-                    }
-                }
-                symbols.push(own);
-                next
-            });
-            class_of.push(id);
+        // Classes numbered in the order of their first members.
+        let mut sizes = crate::ragged::size_symbols(env, members)?;
+        sizes.sort_by_key(|size| size.members.first().copied());
+        let mut class_of = vec![0; members];
+        let mut symbols = Vec::with_capacity(sizes.len());
+        for (class, size) in sizes.into_iter().enumerate() {
+            for m in size.members {
+                class_of[m] = class as u32;
+            }
+            symbols.push(size.symbols);
         }
         let ragged: Vec<SymbolId> = env.ragged.iter().map(|r| r.symbol).collect();
         let views = if ragged.len() <= MAX_VIEWED {
@@ -172,12 +158,8 @@ impl SizeClasses {
     }
 
     /// How many classes there are.
-    pub fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.symbols.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.symbols.is_empty()
     }
 
     /// Whether a value of type `ty` has each member's own shape.
@@ -185,7 +167,7 @@ impl SizeClasses {
         ty.dims.iter().any(|d| self.is_ragged(*d))
     }
 
-    pub fn is_ragged(&self, dim: Dim) -> bool {
+    fn is_ragged(&self, dim: Dim) -> bool {
         matches!(dim, Dim::Symbolic(s) if self.ragged.contains(&s))
     }
 
@@ -208,7 +190,6 @@ impl SizeClasses {
                 };
                 let own = match prim {
                     Prim::SymbolValue(s) => bit(&Dim::Symbolic(*s)),
-                    Prim::Fill(d) => bit(d),
                     _ => 0,
                 };
                 types
@@ -233,11 +214,11 @@ impl SizeClasses {
     /// Whether an operation with these operand and result types must run
     /// class by class: it reads or writes a ragged value, or a ragged
     /// dimension's value or length, and is not a plain copy of rows.
-    pub fn splits(&self, prim: &Prim, types: &[&TensorType]) -> bool {
+    /// (A `fill`'s dimension is its result's outermost.)
+    fn splits(&self, prim: &Prim, types: &[&TensorType]) -> bool {
         match prim {
             Prim::Copy => false,
             Prim::SymbolValue(s) => self.ragged.contains(s),
-            Prim::Fill(d) => self.is_ragged(*d) || types.iter().any(|t| self.mentions(t)),
             _ => types.iter().any(|t| self.mentions(t)),
         }
     }
@@ -246,7 +227,7 @@ impl SizeClasses {
     /// of an array whose only ragged dimension is its outermost, with an
     /// index, a value and (for a read) a result that mention none: only its
     /// bounds check depends on a member's lengths (module docs).
-    pub fn bounds_only(&self, prim: &Prim, types: &[&TensorType]) -> bool {
+    fn bounds_only(&self, prim: &Prim, types: &[&TensorType]) -> bool {
         let outer_only = |t: &TensorType| {
             t.dims.first().is_some_and(|d| self.is_ragged(*d))
                 && !t.dims[1..].iter().any(|d| self.is_ragged(*d))
