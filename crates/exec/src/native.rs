@@ -48,7 +48,7 @@ use crate::{
 };
 
 /// The native executors in the registry ([`crate::EXECUTORS`]), one per
-/// [`Mode`].
+/// mode (`Mode`).
 pub struct Native {
     mode: Mode,
 }

@@ -320,17 +320,16 @@ fn advance(
 /// equals), and those members in order; `None` when none waits. (A view
 /// of a static, `W[d]`, may be a different matrix for different members.)
 fn most_waited(slots: &[Box<Slot<'_>>]) -> Option<Vec<usize>> {
+    let keys: Vec<Option<ProductKey>> = slots.iter().map(|s| ProductKey::of(s)).collect();
     let mut counts: std::collections::BTreeMap<ProductKey, usize> = Default::default();
-    for slot in slots {
-        if let Some(key) = ProductKey::of(slot) {
-            *counts.entry(key).or_default() += 1;
-        }
+    for key in keys.iter().flatten() {
+        *counts.entry(*key).or_default() += 1;
     }
     let (&chosen, _) = counts
         .iter()
         .max_by(|(a, x), (b, y)| x.cmp(y).then(b.cmp(a)))?;
     let members = (0..slots.len())
-        .filter(|m| ProductKey::of(&slots[*m]) == Some(chosen))
+        .filter(|m| keys[*m] == Some(chosen))
         .collect();
     Some(members)
 }
