@@ -235,9 +235,10 @@ pub struct Stats {
     pub wall_seconds: f64,
     /// How many sizes the batch has: 1 when every member has the same
     /// lengths; for a ragged batch, the distinct combinations of lengths of
-    /// its ragged dimensions (its size classes). The program-counter
-    /// strategy runs them as one batch (`batched::classes`), the others
-    /// each as a batch of its own ([`ragged`]).
+    /// its ragged dimensions (its size classes). The batching strategies
+    /// run them as one batch (`batched::classes`), the native ones with a
+    /// program per size; the reference, and any strategy whose padded rows
+    /// do not fit in memory, each as a batch of its own ([`ragged`]).
     pub sizes: u64,
     /// The figures the executor reports of its own (`--stats` prints them
     /// as an object under the strategy's name); none for most executors.

@@ -60,9 +60,7 @@ use crate::batched::classes::{run_split, SizeClasses, Split, SplitPlan, SplitScr
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::fuse::{find_chains, ChainSite, FusedStep, Fuser, OpView};
 use crate::batched::lanes::{ForkId, Lanes, Resolution};
-use crate::batched::skeleton::{
-    bind_arg, invariance, no_room_for_entry, ragged_invariance, BranchRows,
-};
+use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
 use crate::batched::storage::{Column, Slot};
 use crate::batched::temps::{deaths, in_place_set, StepTemps};
 use crate::batched::{
@@ -352,11 +350,7 @@ impl Executor for LocalStatic {
         if let Some(output) = no_room_for_entry(program, batch, options) {
             return Ok(output);
         }
-        let invariance = if env.ragged.is_empty() {
-            invariance(program, batch)
-        } else {
-            ragged_invariance(program, batch, env)
-        };
+        let invariance = invariance(program, batch, env);
         run(
             backend,
             program,

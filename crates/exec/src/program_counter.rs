@@ -58,9 +58,7 @@ use crate::batched::classes::{run_split, SizeClasses, Split, SplitPlan, SplitScr
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::fuse::{find_chains, ChainSite, FusedStep, Fuser, OpView};
 use crate::batched::lanes::{ForkId, Lanes, Resolution};
-use crate::batched::skeleton::{
-    bind_arg, invariance, no_room_for_entry, ragged_invariance, BranchRows,
-};
+use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
 use crate::batched::storage::{copy_value, Column, Place, Slot, ValueStack};
 use crate::batched::temps::{deaths, in_place_set, StepTemps};
 use crate::batched::{
@@ -114,11 +112,7 @@ impl Executor for ProgramCounter {
         if let Some(output) = no_room_for_entry(program, batch, options) {
             return Ok(output);
         }
-        let invariance = if env.ragged.is_empty() {
-            invariance(program, batch)
-        } else {
-            ragged_invariance(program, batch, env)
-        };
+        let invariance = invariance(program, batch, env);
         let lowered = lower_to_stack(program, &invariance);
         verify_lowered(&lowered).map_err(|errors| {
             let listed: Vec<String> = errors.iter().map(|e| e.to_string()).collect();

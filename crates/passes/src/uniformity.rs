@@ -128,10 +128,9 @@ impl Invariance {
                 }
             }
         }
-        let varies = |d: &Dim| matches!(d, Dim::Symbolic(s) if varying.contains(s));
         for (fid, f) in program.functions.iter() {
             for (v, data) in f.vars.iter() {
-                if data.ty.dims.iter().any(varies) {
+                if mentions_varying(&data.ty, varying) {
                     invariant[fid.index()][v.index()] = false;
                 }
             }
@@ -205,6 +204,14 @@ impl Invariance {
     pub fn result_invariant(&self, program: &Program, f: FuncId, k: usize) -> bool {
         single_return_var(&program.functions[f], k).is_some_and(|v| self.is_invariant(f, v))
     }
+}
+
+/// Whether a value of type `ty` has a dimension of `varying` (each member's
+/// own length, in a ragged batch).
+pub(crate) fn mentions_varying(ty: &autobatch_ir::TensorType, varying: &[SymbolId]) -> bool {
+    ty.dims
+        .iter()
+        .any(|d| matches!(d, Dim::Symbolic(s) if varying.contains(s)))
 }
 
 /// The variable that every `return` of `f` returns in position `k`, if it is

@@ -38,7 +38,7 @@
 //! (functions the entry never reaches, cycles no outside call enters)
 //! becomes per-member; then again until nothing changes.
 
-use autobatch_ir::{Dim, EntityRef, FuncId, Op, Prim, Program, SymbolId, Var};
+use autobatch_ir::{EntityRef, FuncId, Op, Prim, Program, SymbolId, Var};
 
 use crate::member::{self, call_sites, lower_params, reachable, Passed};
 
@@ -123,12 +123,7 @@ pub fn shared_params(
             .iter()
             .zip(f.vars.values())
             .map(|(n, data)| {
-                let ragged = data
-                    .ty
-                    .dims
-                    .iter()
-                    .any(|d| matches!(d, Dim::Symbolic(s) if varying.contains(s)));
-                if *n == 1 && !ragged {
+                if *n == 1 && !crate::uniformity::mentions_varying(&data.ty, varying) {
                     State::Unknown
                 } else {
                     State::Lane

@@ -108,19 +108,10 @@ impl BranchRows {
 }
 
 /// Which variables of `program` hold one value for the whole batch, given
-/// which of the entry's arguments are shared.
-pub fn invariance(program: &Program, batch: &Batch) -> Invariance {
-    let shared_params: Vec<bool> = batch
-        .args
-        .iter()
-        .map(|a| matches!(a, Arg::Shared(_)))
-        .collect();
-    Invariance::compute(program, batch.entry, &shared_params)
-}
-
-/// [`invariance`] for a batch whose ragged dimensions (`env.ragged`) have
-/// each member's own length: what mentions them is per-member.
-pub fn ragged_invariance(program: &Program, batch: &Batch, env: &Env) -> Invariance {
+/// which of the entry's arguments are shared and which symbolic dimensions
+/// have each member's own length (`env.ragged`: what mentions them is
+/// per-member).
+pub fn invariance(program: &Program, batch: &Batch, env: &Env) -> Invariance {
     let shared_params: Vec<bool> = batch
         .args
         .iter()
