@@ -12,6 +12,9 @@ pub const FLOAT_ARRAY_LEN: usize = 3;
 /// The symbolic dimension of the ragged arrays: only batched entry
 /// arguments fix it, so it may differ from member to member.
 pub const RAGGED_DIM: &str = "L";
+/// The second ragged dimension, of the rows of `[[f64; D]; L]` and of
+/// `[f64; D]`: each member its own, independent of its `L`.
+pub const INNER_RAGGED_DIM: &str = "D";
 
 /// The types a generated program uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +32,10 @@ pub enum Ty {
     FloatRagged,
     /// `[[f64; 3]; L]`: a ragged number of rows of `[f64; 3]`.
     RowsRagged,
+    /// `[f64; D]`: ragged in the second dimension `D`.
+    ColsRagged,
+    /// `[[f64; D]; L]`: ragged in both dimensions.
+    GridRagged,
     /// `[[f64; 3]; 3]`: only the static `M` (read by the differentiable
     /// helpers' loss: products with a static matrix).
     Matrix,
@@ -47,13 +54,34 @@ impl Ty {
             Ty::IntRagged => "[i64; L]",
             Ty::FloatRagged => "[f64; L]",
             Ty::RowsRagged => "[[f64; 3]; L]",
+            Ty::ColsRagged => "[f64; D]",
+            Ty::GridRagged => "[[f64; D]; L]",
             Ty::Matrix => "[[f64; 3]; 3]",
         }
     }
 
     /// Whether the type is an array of the symbolic length `L`.
     pub fn is_ragged(self) -> bool {
-        matches!(self, Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged)
+        matches!(
+            self,
+            Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged | Ty::GridRagged
+        )
+    }
+
+    /// Whether the type mentions a ragged dimension (`L` or `D`).
+    pub fn is_per_member(self) -> bool {
+        self.is_ragged() || self == Ty::ColsRagged
+    }
+
+    /// The ragged dimension of the outermost axis, if it has one.
+    pub fn outer_dim(self) -> Option<&'static str> {
+        if self.is_ragged() {
+            Some(RAGGED_DIM)
+        } else if self == Ty::ColsRagged {
+            Some(INNER_RAGGED_DIM)
+        } else {
+            None
+        }
     }
 
     /// The element type of an array type (a row of `[[f64; 3]; L]`); the
@@ -61,7 +89,8 @@ impl Ty {
     pub fn element(self) -> Ty {
         match self {
             Ty::IntArray | Ty::IntRagged => Ty::Int,
-            Ty::FloatArray | Ty::FloatRagged => Ty::Float,
+            Ty::FloatArray | Ty::FloatRagged | Ty::ColsRagged => Ty::Float,
+            Ty::GridRagged => Ty::ColsRagged,
             Ty::RowsRagged | Ty::Matrix => Ty::FloatArray,
             other => other,
         }
@@ -76,7 +105,7 @@ impl Ty {
             Ty::IntArray => ExprKind::Array(vec![Ty::Int.zero(); INT_ARRAY_LEN]),
             Ty::FloatArray => ExprKind::Array(vec![Ty::Float.zero(); FLOAT_ARRAY_LEN]),
             Ty::Pair => ExprKind::Pair(Box::new(Ty::Int.zero()), Box::new(Ty::Float.zero())),
-            Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged => {
+            Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged | Ty::ColsRagged | Ty::GridRagged => {
                 ExprKind::Fill(Box::new(self.element().zero()))
             }
             Ty::Matrix => ExprKind::Array(vec![Ty::FloatArray.zero(); FLOAT_ARRAY_LEN]),
@@ -349,12 +378,13 @@ pub enum ExprKind {
         index: Box<Expr>,
     },
     Array(Vec<Expr>),
-    /// `[value; L]`: a ragged array of each member's own length.
+    /// `[value; L]` (`[value; D]` when of type `[f64; D]`): a ragged
+    /// array of each member's own length.
     Fill(Box<Expr>),
     /// `((array).len() as i64)`.
     Len(Box<Expr>),
-    /// `(L as i64)`: the symbolic dimension as a value.
-    Dim,
+    /// `(L as i64)` or `(D as i64)`: a ragged dimension as a value.
+    Dim(&'static str),
     Pair(Box<Expr>, Box<Expr>),
     Field {
         pair: Box<Expr>,
@@ -710,14 +740,15 @@ fn write_expr(out: &mut String, e: &Expr) {
         ExprKind::Fill(value) => {
             out.push('[');
             write_expr(out, value);
-            write!(out, "; {RAGGED_DIM}]").unwrap_or(());
+            let dim = e.ty.outer_dim().unwrap_or(RAGGED_DIM);
+            write!(out, "; {dim}]").unwrap_or(());
         }
         ExprKind::Len(array) => {
             out.push_str("((");
             write_expr(out, array);
             out.push_str(").len() as i64)");
         }
-        ExprKind::Dim => write!(out, "({RAGGED_DIM} as i64)").unwrap_or(()),
+        ExprKind::Dim(dim) => write!(out, "({dim} as i64)").unwrap_or(()),
         ExprKind::Pair(a, b) => {
             out.push('(');
             write_expr(out, a);

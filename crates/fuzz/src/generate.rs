@@ -47,8 +47,14 @@ const RAGGED_VALUE_TYPES: [Ty; 8] = [
     Ty::RowsRagged,
 ];
 
+/// The types a program with a second ragged dimension adds.
+const INNER_RAGGED_TYPES: [Ty; 2] = [Ty::ColsRagged, Ty::GridRagged];
+
 /// How often a program has ragged arrays.
 const RAGGED_PROGRAMS: f64 = 0.4;
+/// How often a program with ragged arrays has a second ragged dimension
+/// (`[f64; D]`, `[[f64; D]; L]`).
+const INNER_RAGGED_PROGRAMS: f64 = 0.4;
 /// How often a float expression is a call of a host primitive.
 const HOST_CALLS: f64 = 0.03;
 
@@ -94,6 +100,9 @@ struct Var {
     /// An `i64` known to be in `0..L` (the counter of a loop over `L`):
     /// an index in bounds of every ragged array of the member.
     in_l: bool,
+    /// An `i64` known to be in `0..D`: an index in bounds of every
+    /// `[f64; D]` of the member.
+    in_d: bool,
 }
 
 impl Var {
@@ -103,6 +112,7 @@ impl Var {
             ty,
             assignable,
             in_l: false,
+            in_d: false,
         }
     }
 }
@@ -143,6 +153,9 @@ struct Generator {
     /// Whether the program has ragged arrays (`[i64; L]`, `[f64; L]`; the
     /// entry then takes at least one).
     ragged: bool,
+    /// Whether the program also has the second ragged dimension `D`
+    /// (the entry then takes an argument that fixes it).
+    inner: bool,
     /// Whether some expression calls a host primitive ([`HOSTS`]).
     hosts: bool,
     fresh: usize,
@@ -159,6 +172,7 @@ impl Generator {
             jacobian_targets: Vec::new(),
             grad_target: None,
             ragged: false,
+            inner: false,
             hosts: false,
             fresh: 0,
             scope: Scope {
@@ -183,6 +197,11 @@ impl Generator {
     }
 
     fn value_type(&mut self) -> Ty {
+        if self.inner && self.chance(0.15) {
+            return *INNER_RAGGED_TYPES
+                .choose(&mut self.rng)
+                .unwrap_or(&Ty::ColsRagged);
+        }
         let types: &[Ty] = if self.ragged {
             &RAGGED_VALUE_TYPES
         } else {
@@ -207,6 +226,7 @@ impl Generator {
 
     fn program(&mut self) -> Program {
         self.ragged = self.chance(RAGGED_PROGRAMS);
+        self.inner = self.ragged && self.chance(INNER_RAGGED_PROGRAMS);
         if self.chance(0.3) {
             self.statics = vec![
                 Param {
@@ -272,7 +292,18 @@ impl Generator {
             // `L` is fixed by the entry's arguments only.
             let ty = self.ragged_type();
             params.push(Param {
-                name: format!("p{extra}"),
+                name: format!("p{}", params.len() - 1),
+                ty,
+            });
+        }
+        let fixes_d = |ty: Ty| INNER_RAGGED_TYPES.contains(&ty);
+        if index == 0 && self.inner && !params.iter().any(|p| fixes_d(p.ty)) {
+            // So is `D`.
+            let ty = *INNER_RAGGED_TYPES
+                .choose(&mut self.rng)
+                .unwrap_or(&Ty::ColsRagged);
+            params.push(Param {
+                name: format!("p{}", params.len() - 1),
                 ty,
             });
         }
@@ -463,6 +494,8 @@ impl Generator {
             Ty::IntRagged,
             Ty::FloatRagged,
             Ty::RowsRagged,
+            Ty::ColsRagged,
+            Ty::GridRagged,
         ])?;
         let element = ty.element();
         let index = self.index(ty, 1);
@@ -539,9 +572,12 @@ impl Generator {
     /// `for i in 0..(xs.len() as i64)` (or `0..(L as i64)`), whose `i` is
     /// in bounds of every ragged array of the member.
     fn for_stmt(&mut self, depth: u32) -> Stmt {
-        let over_l = self.ragged && self.chance(0.5);
+        let over_d = self.inner && self.chance(0.25);
+        let over_l = !over_d && self.ragged && self.chance(0.5);
         let (start, end) = if over_l {
             (Expr::int(0), self.length())
+        } else if over_d {
+            (Expr::int(0), self.inner_length())
         } else {
             (Expr::int(self.rng.gen_range(-1..=1)), self.loop_bound())
         };
@@ -549,6 +585,7 @@ impl Generator {
         let mark = self.scope.vars.len();
         self.scope.vars.push(Var {
             in_l: over_l,
+            in_d: over_d,
             ..Var::new(&var, Ty::Int, false)
         });
         let body = self.loop_body(LoopKind::Plain, depth - 1);
@@ -620,6 +657,8 @@ impl Generator {
             Ty::Pair => self.pair_expr(depth),
             Ty::IntRagged | Ty::FloatRagged => self.ragged_expr(ty, depth),
             Ty::RowsRagged => self.rows_expr(depth),
+            Ty::ColsRagged => self.cols_expr(depth),
+            Ty::GridRagged => self.grid_expr(depth),
             Ty::Matrix => Some(self.leaf(ty)),
         }
     }
@@ -656,7 +695,7 @@ impl Generator {
                 Box::new(self.literal(Ty::Int)),
                 Box::new(self.literal(Ty::Float)),
             ),
-            Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged => {
+            Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged | Ty::ColsRagged | Ty::GridRagged => {
                 ExprKind::Fill(Box::new(self.literal(ty.element())))
             }
             Ty::Matrix => ExprKind::Array(
@@ -921,6 +960,9 @@ impl Generator {
         if array.is_ragged() {
             return self.ragged_index(depth);
         }
+        if array == Ty::ColsRagged {
+            return self.inner_index(depth);
+        }
         let e = self.expr(Ty::Int, depth);
         let mask = match (array, self.rng.gen_range(0..10)) {
             (_, 0) => return e,
@@ -959,7 +1001,7 @@ impl Generator {
             1 => Expr::binary(
                 Ty::Int,
                 BinOp::Sub,
-                Expr::new(Ty::Int, ExprKind::Dim),
+                Expr::new(Ty::Int, ExprKind::Dim(RAGGED_DIM)),
                 Expr::int(1),
             ),
             k => {
@@ -967,6 +1009,55 @@ impl Generator {
                 let e = self.expr(Ty::Int, depth);
                 Expr::binary(Ty::Int, BinOp::BitAnd, e, Expr::int(mask))
             }
+        }
+    }
+
+    /// An index into a `[f64; D]`: the counter of an enclosing loop over
+    /// `D`, or `e & 1`, `e`, `D - 1` (out of bounds for some members).
+    fn inner_index(&mut self, depth: u32) -> Expr {
+        let counters: Vec<String> = self
+            .scope
+            .vars
+            .iter()
+            .filter(|v| v.in_d)
+            .map(|v| v.name.clone())
+            .collect();
+        if let Some(name) = counters.choose(&mut self.rng) {
+            if self.chance(0.6) {
+                return Expr::var(name, Ty::Int);
+            }
+        }
+        match self.rng.gen_range(0..4) {
+            0 => self.expr(Ty::Int, depth),
+            1 => Expr::binary(
+                Ty::Int,
+                BinOp::Sub,
+                Expr::new(Ty::Int, ExprKind::Dim(INNER_RAGGED_DIM)),
+                Expr::int(1),
+            ),
+            _ => {
+                let e = self.expr(Ty::Int, depth);
+                Expr::binary(Ty::Int, BinOp::BitAnd, e, Expr::int(1))
+            }
+        }
+    }
+
+    /// The member's own `D` as an `i64`: `(c.len() as i64)` of a
+    /// `[f64; D]` in scope, or `(D as i64)`.
+    fn inner_length(&mut self) -> Expr {
+        let arrays: Vec<String> = self
+            .scope
+            .vars
+            .iter()
+            .filter(|v| v.ty == Ty::ColsRagged)
+            .map(|v| v.name.clone())
+            .collect();
+        match arrays.choose(&mut self.rng) {
+            Some(name) if self.chance(0.6) => Expr::new(
+                Ty::Int,
+                ExprKind::Len(Box::new(Expr::var(name, Ty::ColsRagged))),
+            ),
+            _ => Expr::new(Ty::Int, ExprKind::Dim(INNER_RAGGED_DIM)),
         }
     }
 
@@ -984,7 +1075,7 @@ impl Generator {
             Some((name, ty)) if self.chance(0.7) => {
                 Expr::new(Ty::Int, ExprKind::Len(Box::new(Expr::var(name, *ty))))
             }
-            _ => Expr::new(Ty::Int, ExprKind::Dim),
+            _ => Expr::new(Ty::Int, ExprKind::Dim(RAGGED_DIM)),
         }
     }
 
@@ -992,6 +1083,9 @@ impl Generator {
     /// length, a reduction (`sum`, `max`, `min`; `mean`, `logsumexp`,
     /// `dot` of floats), an element.
     fn ragged_scalar(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        if self.inner && self.chance(0.4) {
+            return self.inner_scalar(ty, depth);
+        }
         let array_ty = if ty == Ty::Int {
             Ty::IntRagged
         } else {
@@ -1003,7 +1097,7 @@ impl Generator {
                 let array = self.expr(array_ty, depth.min(1));
                 Expr::new(Ty::Int, ExprKind::Len(Box::new(array)))
             }
-            1 if ty == Ty::Int => Expr::new(Ty::Int, ExprKind::Dim),
+            1 if ty == Ty::Int => Expr::new(Ty::Int, ExprKind::Dim(RAGGED_DIM)),
             0 | 1 => {
                 let (a, b) = (self.expr(array_ty, depth), self.expr(array_ty, depth));
                 self.builtin(ty, Builtin::Dot, vec![a, b])
@@ -1018,6 +1112,101 @@ impl Generator {
                 self.builtin(ty, builtin, vec![array])
             }
             _ => self.index_expr(array_ty, depth),
+        };
+        Some(e)
+    }
+
+    /// A scalar made of `[f64; D]` arrays: `D`, a length, a reduction, a
+    /// `dot`, an element; of a `[[f64; D]; L]`, its length.
+    fn inner_scalar(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        let e = match self.rng.gen_range(0..5) {
+            0 if ty == Ty::Int => Expr::new(Ty::Int, ExprKind::Dim(INNER_RAGGED_DIM)),
+            1 if ty == Ty::Int => {
+                let array_ty = *INNER_RAGGED_TYPES.choose(&mut self.rng)?;
+                let array = self.expr(array_ty, depth.min(1));
+                Expr::new(Ty::Int, ExprKind::Len(Box::new(array)))
+            }
+            _ if ty == Ty::Int => self.inner_length(),
+            0 | 1 => {
+                let (a, b) = (
+                    self.expr(Ty::ColsRagged, depth),
+                    self.expr(Ty::ColsRagged, depth),
+                );
+                self.builtin(ty, Builtin::Dot, vec![a, b])
+            }
+            2 | 3 => {
+                let builtin = *[
+                    Builtin::Sum,
+                    Builtin::ReduceMax,
+                    Builtin::ReduceMin,
+                    Builtin::Mean,
+                    Builtin::LogSumExp,
+                ]
+                .choose(&mut self.rng)?;
+                let array = self.expr(Ty::ColsRagged, depth);
+                self.builtin(ty, builtin, vec![array])
+            }
+            _ => self.index_expr(Ty::ColsRagged, depth),
+        };
+        Some(e)
+    }
+
+    /// An expression of type `[f64; D]`: `[x; D]`, elementwise with
+    /// another or a scalar, `softmax`/`tanh`, `select`, a row of a
+    /// `[[f64; D]; L]`, `vecmat` of one.
+    fn cols_expr(&mut self, depth: u32) -> Option<Expr> {
+        let (ty, sub) = (Ty::ColsRagged, depth - 1);
+        let e = match self.rng.gen_range(0..9) {
+            0 => Expr::new(ty, ExprKind::Fill(Box::new(self.expr(Ty::Float, sub)))),
+            1 | 2 => {
+                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
+            }
+            3 => {
+                let op = *[BinOp::Add, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(Ty::Float, sub))
+            }
+            4 => {
+                let builtin = *[Builtin::Softmax, Builtin::Tanh].choose(&mut self.rng)?;
+                let array = self.expr(ty, sub);
+                self.builtin(ty, builtin, vec![array])
+            }
+            5 => self.index_expr(Ty::GridRagged, sub),
+            6 => {
+                let (v, m) = (
+                    self.expr(Ty::FloatRagged, sub),
+                    self.expr(Ty::GridRagged, sub),
+                );
+                self.builtin(ty, Builtin::Vecmat, vec![v, m])
+            }
+            7 => {
+                let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
+                self.builtin(ty, Builtin::Select, args)
+            }
+            _ => self.leaf(ty),
+        };
+        Some(e)
+    }
+
+    /// An expression of type `[[f64; D]; L]`: `[row; L]`, elementwise
+    /// with another or with a scalar, `select`.
+    fn grid_expr(&mut self, depth: u32) -> Option<Expr> {
+        let (ty, sub) = (Ty::GridRagged, depth - 1);
+        let e = match self.rng.gen_range(0..6) {
+            0 => Expr::new(ty, ExprKind::Fill(Box::new(self.expr(Ty::ColsRagged, sub)))),
+            1 | 2 => {
+                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
+            }
+            3 => {
+                let op = *[BinOp::Add, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(Ty::Float, sub))
+            }
+            4 => {
+                let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
+                self.builtin(ty, Builtin::Select, args)
+            }
+            _ => self.leaf(ty),
         };
         Some(e)
     }
@@ -1055,6 +1244,13 @@ impl Generator {
                 let builtin = *[Builtin::Softmax, Builtin::Tanh].choose(&mut self.rng)?;
                 let array = self.expr(ty, sub);
                 self.builtin(ty, builtin, vec![array])
+            }
+            5 if ty == Ty::FloatRagged && self.inner && self.chance(0.3) => {
+                let (m, v) = (
+                    self.expr(Ty::GridRagged, sub),
+                    self.expr(Ty::ColsRagged, sub),
+                );
+                self.builtin(ty, Builtin::Matvec, vec![m, v])
             }
             5 if ty == Ty::FloatRagged && self.chance(0.5) => {
                 let (m, v) = (
@@ -1373,7 +1569,7 @@ impl Generator {
         let later = callee > self.scope.function;
         let d = Expr::var("d", Ty::Int);
         let (form, guard) = if self.chance(0.5) {
-            let dim = Expr::new(Ty::Int, ExprKind::Dim);
+            let dim = Expr::new(Ty::Int, ExprKind::Dim(RAGGED_DIM));
             let at_least = if later {
                 Expr::binary(Ty::Int, BinOp::Sub, dim, Expr::int(1))
             } else {
@@ -1485,12 +1681,21 @@ impl Generator {
     }
 
     /// The entry's arguments, each shared or batched, and the statics.
-    /// Ragged arguments follow [`RaggedLengths`]: each member's own length
-    /// (every ragged argument of a member has it), or one length for all,
-    /// and then a ragged argument may be shared.
+    /// Ragged arguments follow [`RaggedLengths`], one for `L` and one for
+    /// `D`: each member's own length (every ragged argument of a member
+    /// has it), or one length for all, and then an argument ragged in that
+    /// dimension only may be shared.
     fn inputs(&mut self, program: &Program) -> Inputs {
         let members = self.rng.gen_range(1..=8);
-        let lengths = self.ragged_lengths(members);
+        let mut lengths = self.ragged_lengths(members);
+        let inner = self.ragged_lengths(members);
+        let params = program.functions.first().map(|f| f.params.as_slice());
+        let has = |ty: Ty| params.unwrap_or(&[]).iter().any(|p| p.ty == ty);
+        if has(Ty::GridRagged) && !has(Ty::ColsRagged) {
+            // `D` is fixed by the rows of a `[[f64; D]; L]` alone: a member
+            // with no rows would leave it undetermined (an input error).
+            lengths.at_least_one();
+        }
         let mut args = Vec::new();
         for param in program
             .functions
@@ -1500,7 +1705,9 @@ impl Generator {
         {
             let batched = if param.name == "d" {
                 self.chance(0.85)
-            } else if param.ty.is_ragged() && lengths.shared.is_none() {
+            } else if (param.ty.is_ragged() && lengths.shared.is_none())
+                || (INNER_RAGGED_TYPES.contains(&param.ty) && inner.shared.is_none())
+            {
                 true
             } else {
                 self.chance(0.6)
@@ -1508,11 +1715,11 @@ impl Generator {
             let value = if batched {
                 InputValue::Batched(
                     (0..members)
-                        .map(|m| self.input_value(param, lengths.of(m)))
+                        .map(|m| self.input_value(param, lengths.of(m), inner.of(m)))
                         .collect(),
                 )
             } else {
-                InputValue::Shared(self.input_value(param, lengths.of(0)))
+                InputValue::Shared(self.input_value(param, lengths.of(0), inner.of(0)))
             };
             args.push(InputArg {
                 name: param.name.clone(),
@@ -1521,7 +1728,7 @@ impl Generator {
             });
         }
         for s in &program.statics {
-            let value = InputValue::Shared(self.input_value(s, 0));
+            let value = InputValue::Shared(self.input_value(s, 0, 0));
             args.push(InputArg {
                 name: s.name.clone(),
                 ty: s.ty,
@@ -1563,8 +1770,9 @@ impl Generator {
         }
     }
 
-    /// A value of `param`'s type; a ragged array of `length` elements.
-    fn input_value(&mut self, param: &Param, length: usize) -> Json {
+    /// A value of `param`'s type; a ragged array of `length` elements
+    /// (`L`), of `width` elements (`D`).
+    fn input_value(&mut self, param: &Param, length: usize, width: usize) -> Json {
         if param.name == "d" {
             return json!(self.rng.gen_range(0..=5));
         }
@@ -1581,6 +1789,12 @@ impl Generator {
             Ty::Pair => json!([int(&mut self.rng), float(&mut self.rng)]),
             Ty::IntRagged => Json::Array((0..length).map(|_| int(&mut self.rng)).collect()),
             Ty::FloatRagged => Json::Array((0..length).map(|_| float(&mut self.rng)).collect()),
+            Ty::ColsRagged => Json::Array((0..width).map(|_| float(&mut self.rng)).collect()),
+            Ty::GridRagged => Json::Array(
+                (0..length)
+                    .map(|_| Json::Array((0..width).map(|_| float(&mut self.rng)).collect()))
+                    .collect(),
+            ),
             Ty::Matrix | Ty::RowsRagged => Json::Array(
                 (0..if param.ty == Ty::Matrix {
                     FLOAT_ARRAY_LEN
@@ -1627,6 +1841,14 @@ impl RaggedLengths {
     fn of(&self, member: usize) -> usize {
         self.members.get(member).copied().unwrap_or(0)
     }
+
+    /// Lengths of 0 made 1.
+    fn at_least_one(&mut self) {
+        self.members.iter_mut().for_each(|l| *l = (*l).max(1));
+        if let Some(l) = &mut self.shared {
+            *l = (*l).max(1);
+        }
+    }
 }
 
 /// Inputs that bind a ragged length both in `shared` and, with other
@@ -1636,8 +1858,10 @@ impl RaggedLengths {
 /// two ragged parameters.
 pub fn conflicting_inputs(case: &Case) -> Option<Inputs> {
     let mut inputs = case.inputs.clone();
+    // Arrays ragged in `L` alone: a `[[f64; D]; L]` keeps its values
+    // (and so disagrees on `L` too).
     let ragged: Vec<usize> = (0..inputs.args.len())
-        .filter(|&a| inputs.args[a].ty.is_ragged())
+        .filter(|&a| inputs.args[a].ty.is_ragged() && inputs.args[a].ty != Ty::GridRagged)
         .collect();
     let (&first, rest) = ragged.split_first()?;
     if rest.is_empty() {
@@ -1674,9 +1898,10 @@ fn instance_uses(ret: Ty, ty: Ty) -> Vec<InstanceUse> {
         (Ty::IntArray, Ty::IntArray) | (Ty::FloatArray, Ty::FloatArray) => {
             vec![InstanceUse::Index(0)]
         }
-        (Ty::IntRagged, Ty::IntRagged) | (Ty::FloatRagged, Ty::FloatRagged) => {
-            vec![InstanceUse::Index(0)]
-        }
+        (Ty::IntRagged, Ty::IntRagged)
+        | (Ty::FloatRagged, Ty::FloatRagged)
+        | (Ty::ColsRagged, Ty::ColsRagged)
+        | (Ty::GridRagged, Ty::GridRagged) => vec![InstanceUse::Index(0)],
         (Ty::Pair, Ty::Int) => vec![InstanceUse::SumField(0)],
         (Ty::Pair, Ty::Float) => vec![InstanceUse::SumField(1)],
         _ => Vec::new(),
@@ -1687,7 +1912,10 @@ fn instance_uses(ret: Ty, ty: Ty) -> Vec<InstanceUse> {
 /// of a function returning `ret` make a value of type `ty`.
 fn ragged_instance_uses(ret: Ty, ty: Ty) -> Vec<InstanceUse> {
     match (ret, ty) {
-        (Ty::Int, Ty::IntRagged) | (Ty::Float, Ty::FloatRagged) => vec![InstanceUse::Whole],
+        (Ty::Int, Ty::IntRagged)
+        | (Ty::Float, Ty::FloatRagged)
+        | (Ty::FloatArray, Ty::RowsRagged)
+        | (Ty::ColsRagged, Ty::GridRagged) => vec![InstanceUse::Whole],
         (Ty::Int, Ty::Int) | (Ty::Float, Ty::Float) => vec![InstanceUse::Sum],
         (Ty::Pair, Ty::Int) => vec![InstanceUse::SumField(0)],
         (Ty::Pair, Ty::Float) => vec![InstanceUse::SumField(1)],

@@ -17,7 +17,9 @@
 //!   random draws;
 //!   members that fault beside members that do not; in some programs ragged
 //!   arrays `[i64; L]`, `[f64; L]`, `[[f64; 3]; L]` whose length is each
-//!   member's own), with
+//!   member's own, and in some of those a second ragged dimension `D`
+//!   (`[f64; D]`, `[[f64; D]; L]`: reductions, `softmax`, rows, `matvec`
+//!   and `vecmat` over both, loops over `D`, `map` giving rows), with
 //!   shared and batched inputs (ragged ones of each member's own length, or
 //!   of one length and then possibly shared) and limits; and inputs that
 //!   fix `L` in conflicting ways, which must be refused.

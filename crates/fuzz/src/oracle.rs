@@ -229,13 +229,24 @@ fn compare_gradients(reference: &RunResult, actual: &RunResult) -> Option<String
     ))
 }
 
-/// Whether the batched ragged arguments differ in length between members.
+/// Whether the batched ragged arguments differ in shape between members
+/// (in `L`, or in the rows' `D`).
 fn is_ragged_batch(inputs: &CaseInputs) -> bool {
-    inputs.args.iter().any(|arg| match &arg.value {
-        InputValue::Batched(values) if arg.ty.is_ragged() => {
-            let len = |v: &serde_json::Value| v.as_array().map(Vec::len);
-            values.windows(2).any(|w| len(&w[0]) != len(&w[1]))
+    fn shape(v: &serde_json::Value, out: &mut Vec<usize>) {
+        if let Some(items) = v.as_array() {
+            out.push(items.len());
+            items.iter().for_each(|item| shape(item, out));
         }
+    }
+    let shape_of = |v: &serde_json::Value| {
+        let mut out = Vec::new();
+        shape(v, &mut out);
+        out
+    };
+    inputs.args.iter().any(|arg| match &arg.value {
+        InputValue::Batched(values) if arg.ty.is_per_member() => values
+            .windows(2)
+            .any(|w| shape_of(&w[0]) != shape_of(&w[1])),
         _ => false,
     })
 }

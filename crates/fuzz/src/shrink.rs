@@ -443,7 +443,7 @@ fn walk_expr(e: &mut Expr, visit: &mut dyn FnMut(Node<'_>)) {
         | ExprKind::Bool(_)
         | ExprKind::Var(_)
         | ExprKind::DepthStep(_)
-        | ExprKind::Dim => {}
+        | ExprKind::Dim(_) => {}
         ExprKind::Fill(value) | ExprKind::Len(value) => walk_expr(value, visit),
         ExprKind::Unary { operand, .. } | ExprKind::Cast { operand } => walk_expr(operand, visit),
         ExprKind::Binary { lhs, rhs, .. } => {

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 
+use autobatch_fuzz::ast::Ty;
 use autobatch_fuzz::case::{Case, InputValue};
 use autobatch_fuzz::{check_seed, generate, oracle, shrink, Outcome, HEADER_LINES};
 use serde_json::Value as Json;
@@ -104,6 +105,11 @@ fn the_programs_use_every_promised_construct() {
         "logsumexp(",
         "[[f64; 3]; L]",
         "; L] as ",
+        "[f64; D]",
+        "[[f64; D]; L]",
+        "-> [f64; D] {",
+        "(D as i64)",
+        "; D]; L]",
         "matvec(",
         "vecmat(",
         "fn host_affine(x: f64, k: f64) -> f64;",
@@ -307,6 +313,61 @@ fn ragged_inputs_give_each_member_its_own_length() {
     assert!(
         empty >= 10 && long >= 5,
         "{empty} cases with empty, {long} with long arrays"
+    );
+}
+
+/// Each member's `D` (the length of its `[f64; D]` arguments, of the rows
+/// of its `[[f64; D]; L]` ones), if the entry takes such arguments
+/// batched; `None` for a member whose arguments disagree.
+fn inner_lengths(case: &Case) -> Vec<Option<usize>> {
+    let mut lengths: Vec<Option<Option<usize>>> = vec![None; case.inputs.members];
+    for arg in &case.inputs.args {
+        let InputValue::Batched(values) = &arg.value else {
+            continue;
+        };
+        for (m, value) in values.iter().enumerate() {
+            let widths: Vec<usize> = match (arg.ty, value.as_array()) {
+                (Ty::ColsRagged, Some(items)) => vec![items.len()],
+                (Ty::GridRagged, Some(rows)) => rows
+                    .iter()
+                    .map(|r| r.as_array().map_or(0, Vec::len))
+                    .collect(),
+                _ => continue,
+            };
+            for w in widths {
+                lengths[m] = match lengths[m] {
+                    None => Some(Some(w)),
+                    Some(seen) => Some(seen.filter(|&s| s == w)),
+                };
+            }
+        }
+    }
+    lengths.into_iter().flatten().collect()
+}
+
+#[test]
+fn the_second_ragged_dimension_is_each_members_own() {
+    let (mut programs, mut differing) = (0, 0);
+    for seed in SEEDS {
+        let case = generate(seed);
+        let lengths = inner_lengths(&case);
+        if lengths.is_empty() {
+            continue;
+        }
+        programs += 1;
+        assert!(
+            lengths.iter().all(Option::is_some),
+            "seed {seed}: a member's `D` differs between its arguments: {lengths:?}"
+        );
+        differing += usize::from(lengths.windows(2).any(|w| w[0] != w[1]));
+    }
+    assert!(
+        programs >= SEEDS.count() / 20,
+        "only {programs} programs take `D` arrays batched"
+    );
+    assert!(
+        differing >= programs / 3,
+        "only {differing} of {programs} batches differ in `D`"
     );
 }
 
