@@ -7,7 +7,7 @@
 //! cargo run --release -p autobatch-bench -- autodiff [--quick] [--threads N]
 //! cargo run --release -p autobatch-bench -- instances [--quick]
 //! cargo run --release -p autobatch-bench -- native [--quick]
-//! cargo run --release -p autobatch-bench -- ragged [--quick]
+//! cargo run --release -p autobatch-bench -- ragged [--quick] [--members N,M]
 //! ```
 //!
 //! `autodiff`: see the module [`autodiff`]; `instances`: see [`instances`];
@@ -134,7 +134,7 @@ fn main() {
         Some("strategies") => strategies(quick),
         _ => {
             eprintln!(
-                "usage: autobatch-bench strategies [--quick] | autodiff [--quick] [--threads N] | instances [--quick] | native [--quick] | ragged [--quick]"
+                "usage: autobatch-bench strategies [--quick] | autodiff [--quick] [--threads N] | instances [--quick] | native [--quick] | ragged [--quick] [--members N,M]"
             );
             std::process::exit(2);
         }

@@ -27,6 +27,13 @@
 //! execution seconds (`wall_seconds`) of each form over the repetitions,
 //! their ratio, and the number of sizes (size classes) of the ragged
 //! batch, which both strategies run as one batch (`docs/ragged.md`).
+//!
+//! A third form measures what the ragged storage itself costs: the same
+//! program on a batch of one size, every member at the ragged batch's mean
+//! length (about as many elements). `ragged_over_dense` is the ragged
+//! batch's seconds per element over that batch's: what any other layout
+//! of ragged columns (packed with offsets) could at best win back.
+//! `--members N,M` runs other batch sizes (default 256 and 1024).
 
 use autobatch::{compile, Compiled, Inputs, RunConfig, Strategy};
 use serde_json::{json, Value};
@@ -259,15 +266,36 @@ fn agree(a: &[f64], b: &[f64], exact: bool) -> bool {
 pub fn main(args: &[String]) {
     let quick = args.iter().any(|a| a == "--quick");
     let repeats = if quick { 1 } else { 5 };
-    let batches: &[usize] = if quick { &[64] } else { &[256, 1024] };
+    let given: Option<Vec<usize>> = args
+        .iter()
+        .position(|a| a == "--members")
+        .and_then(|i| args.get(i + 1))
+        .map(|list| {
+            list.split(',')
+                .map(|n| {
+                    n.trim()
+                        .parse()
+                        .expect("--members takes numbers, as 256,1024")
+                })
+                .collect()
+        });
+    let batches: Vec<usize> = match given {
+        Some(list) => list,
+        None if quick => vec![64],
+        None => vec![256, 1024],
+    };
     let mut rng = Lcg(2026);
     let mut rows = Vec::new();
     for workload in workloads(&mut rng) {
         for distribution in ["skewed", "uniform"] {
-            for &members in batches {
+            for &members in &batches {
                 let lens = lengths(distribution, members, &mut rng);
                 let values = (workload.values)(&lens, &mut rng);
                 let (ragged, padded) = inputs(&workload, &values);
+                let elements: usize = lens.iter().sum();
+                let mean = (elements as f64 / members as f64).round().max(1.0) as usize;
+                let dense_values = (workload.values)(&vec![mean; members], &mut rng);
+                let (dense, _) = inputs(&workload, &dense_values);
                 for strategy in [
                     "program-counter",
                     "local-static",
@@ -281,18 +309,25 @@ pub fn main(args: &[String]) {
                     };
                     let ragged_run = measure(&workload.ragged, &ragged, &config, repeats);
                     let padded_run = measure(&workload.padded, &padded, &config, repeats);
+                    let dense_run = measure(&workload.ragged, &dense, &config, repeats);
                     let same = agree(&ragged_run.values, &padded_run.values, workload.exact);
                     let (ragged_s, padded_s) = (ragged_run.seconds, padded_run.seconds);
+                    let per_element = |seconds: f64, count: usize| seconds / count as f64;
+                    let ragged_over_dense = per_element(ragged_s, elements)
+                        / per_element(dense_run.seconds, mean * members);
                     let row = json!({
                         "program": workload.name,
                         "lengths": distribution,
                         "members": members,
-                        "elements": lens.iter().sum::<usize>(),
+                        "elements": elements,
                         "longest": lens.iter().max(),
                         "strategy": strategy,
                         "ragged_seconds": ragged_s,
                         "padded_seconds": padded_s,
                         "padded_over_ragged": padded_s / ragged_s,
+                        "dense_length": mean,
+                        "dense_seconds": dense_run.seconds,
+                        "ragged_over_dense": ragged_over_dense,
                         "sizes": ragged_run.sizes,
                         "ragged_compile_seconds": ragged_run.compile_seconds,
                         "padded_compile_seconds": padded_run.compile_seconds,
