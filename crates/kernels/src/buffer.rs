@@ -481,6 +481,74 @@ pub fn scatter_rows(src: Values<'_>, row_len: usize, rows: &[u32], dst: ValuesMu
     ))
 }
 
+/// Row `k` of `out` (a dense run of rows of `len`) = the first `len`
+/// elements of row `rows[k]` of `src` (rows of `src_row_len >= len`): the
+/// members' own elements of a padded ragged column.
+pub fn gather_prefixes(
+    src: Values<'_>,
+    src_row_len: usize,
+    len: usize,
+    rows: &[u32],
+    out: ValuesMut<'_>,
+) {
+    fn gather<T: Copy>(src: &[T], src_row_len: usize, len: usize, rows: &[u32], out: &mut [T]) {
+        if len == 0 {
+            return;
+        }
+        if len == 1 {
+            for (o, r) in out.iter_mut().zip(rows) {
+                *o = src[*r as usize * src_row_len];
+            }
+        } else {
+            for (o, r) in out.chunks_exact_mut(len).zip(rows) {
+                let start = *r as usize * src_row_len;
+                o.copy_from_slice(&src[start..start + len]);
+            }
+        }
+    }
+    with_same_type!("gather_prefixes", src, out, |s, o| gather(
+        s,
+        src_row_len,
+        len,
+        rows,
+        o
+    ))
+}
+
+/// The first `len` elements of row `rows[k]` of `dst` (rows of
+/// `dst_row_len >= len`) = row `k` of `src` (a dense run of rows of
+/// `len`); the rest of each row is left alone.
+pub fn scatter_prefixes(
+    src: Values<'_>,
+    len: usize,
+    rows: &[u32],
+    dst_row_len: usize,
+    dst: ValuesMut<'_>,
+) {
+    fn scatter<T: Copy>(src: &[T], len: usize, rows: &[u32], dst_row_len: usize, dst: &mut [T]) {
+        if len == 0 {
+            return;
+        }
+        if len == 1 {
+            for (s, r) in src.iter().zip(rows) {
+                dst[*r as usize * dst_row_len] = *s;
+            }
+        } else {
+            for (s, r) in src.chunks_exact(len).zip(rows) {
+                let start = *r as usize * dst_row_len;
+                dst[start..start + len].copy_from_slice(s);
+            }
+        }
+    }
+    with_same_type!("scatter_prefixes", src, dst, |s, d| scatter(
+        s,
+        len,
+        rows,
+        dst_row_len,
+        d
+    ))
+}
+
 /// Row `r` of `dst` = row `r` of `src`, for each `r` in `rows`.
 pub fn copy_rows(src: Values<'_>, row_len: usize, rows: &[u32], dst: ValuesMut<'_>) {
     fn copy_same<T: Copy>(src: &[T], row_len: usize, rows: &[u32], dst: &mut [T]) {
@@ -544,6 +612,55 @@ mod tests {
             ValuesMut::all(&mut scalars),
         );
         assert_eq!(scalars, Data::F32(vec![3.0, 3.0, 1.0]));
+    }
+
+    #[test]
+    fn prefixes_of_padded_rows() {
+        // Rows of 3, padded: the members' own values are 2 long.
+        let padded = Data::F64(vec![1.0, 2.0, 9.0, 3.0, 4.0, 9.0, 5.0, 6.0, 9.0]);
+        let mut dense = Data::F64(vec![0.0; 4]);
+        gather_prefixes(
+            Values::all(&padded),
+            3,
+            2,
+            &[2, 0],
+            ValuesMut::all(&mut dense),
+        );
+        assert_eq!(dense, Data::F64(vec![5.0, 6.0, 1.0, 2.0]));
+        let mut dst = Data::F64(vec![0.0; 9]);
+        scatter_prefixes(Values::all(&dense), 2, &[1, 2], 3, ValuesMut::all(&mut dst));
+        assert_eq!(
+            dst,
+            Data::F64(vec![0.0, 0.0, 0.0, 5.0, 6.0, 0.0, 1.0, 2.0, 0.0])
+        );
+        // One element each; none (members of length 0).
+        let mut one = Data::F64(vec![0.0; 2]);
+        gather_prefixes(
+            Values::all(&padded),
+            3,
+            1,
+            &[1, 2],
+            ValuesMut::all(&mut one),
+        );
+        assert_eq!(one, Data::F64(vec![3.0, 5.0]));
+        scatter_prefixes(Values::all(&one), 1, &[0, 1], 3, ValuesMut::all(&mut dst));
+        assert_eq!(
+            dst,
+            Data::F64(vec![3.0, 0.0, 0.0, 5.0, 6.0, 0.0, 1.0, 2.0, 0.0])
+        );
+        let mut empty = Data::F64(Vec::new());
+        gather_prefixes(
+            Values::all(&padded),
+            3,
+            0,
+            &[0, 1],
+            ValuesMut::all(&mut empty),
+        );
+        scatter_prefixes(Values::all(&empty), 0, &[0, 1], 3, ValuesMut::all(&mut dst));
+        assert_eq!(
+            dst,
+            Data::F64(vec![3.0, 0.0, 0.0, 5.0, 6.0, 0.0, 1.0, 2.0, 0.0])
+        );
     }
 
     #[test]

@@ -536,18 +536,21 @@ fn gather_prefix(
 ) -> Column {
     let row_len: usize = shape.iter().product();
     let mut data = engine.take(ty.elem, rows.len() * row_len);
-    let member_slot = matches!(slot, Slot::Member(_));
-    for (k, &r) in rows.iter().enumerate() {
-        let from = if member_slot {
-            member_of(r)
-        } else {
-            r as usize
-        };
-        buffer_copy(
-            slot.values(from, 0, row_len),
-            ValuesMut::of(&mut data, k * row_len..(k + 1) * row_len),
-        );
-    }
+    let members: Vec<u32>;
+    let sources = if matches!(slot, Slot::Member(_)) {
+        members = rows.iter().map(|&r| member_of(r) as u32).collect();
+        &members
+    } else {
+        rows
+    };
+    let from = slot.rows_column();
+    autobatch_kernels::buffer::gather_prefixes(
+        Values::all(&from.data),
+        from.row_len,
+        row_len,
+        sources,
+        ValuesMut::all(&mut data),
+    );
     Column {
         shape,
         row_len,
@@ -570,6 +573,16 @@ fn scatter_prefix(
         internal_error("a split operation's result is not a column");
     };
     let len = dense.row_len;
+    if faulted.is_empty() {
+        autobatch_kernels::buffer::scatter_prefixes(
+            Values::all(&dense.data),
+            len,
+            rows,
+            padded.row_len,
+            ValuesMut::all(&mut padded.data),
+        );
+        return;
+    }
     let mut faulted = faulted.iter().map(|(t, _)| *t as usize).peekable();
     for (k, &r) in rows.iter().enumerate() {
         if faulted.next_if_eq(&k).is_some() {

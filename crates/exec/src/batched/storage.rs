@@ -188,7 +188,7 @@ impl Slot {
     }
 
     /// The column of a column or member slot.
-    fn rows_column(&self) -> &Column {
+    pub fn rows_column(&self) -> &Column {
         match self {
             Slot::Column(c) => c,
             Slot::Member(c) => c,
