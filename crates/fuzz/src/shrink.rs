@@ -12,7 +12,7 @@
 
 use serde_json::Value as Json;
 
-use crate::ast::{Block, Expr, ExprKind, InstanceForm, Program, Stmt};
+use crate::ast::{Block, Expr, ExprKind, InstanceForm, Program, Stmt, Ty};
 use crate::case::{Case, InputValue, Limits};
 use crate::generate::USUAL_LIMITS;
 
@@ -225,6 +225,7 @@ fn expr_variants(e: &Expr) -> Vec<Expr> {
 fn input_variants(case: &Case) -> Vec<Case> {
     let mut out = setting_variants(case);
     out.extend(shorter_ragged(case));
+    out.extend(narrower_inner(case));
     let members = case.inputs.members;
     if members > 1 {
         for m in 0..members {
@@ -264,16 +265,61 @@ fn input_variants(case: &Case) -> Vec<Case> {
 /// binding: a member's every ragged argument at once (when none is shared),
 /// or every ragged value of the batch at once.
 fn shorter_ragged(case: &Case) -> Vec<Case> {
-    let ragged: Vec<usize> = (0..case.inputs.args.len())
-        .filter(|&a| case.inputs.args[a].ty.is_ragged())
+    fn pop(_: Ty, value: &mut Json) -> bool {
+        pop_last(value)
+    }
+    shortened(case, |ty| ty.is_ragged(), pop)
+}
+
+/// `[f64; D]` arrays one element shorter, and the rows of `[[f64; D]; L]`
+/// arrays with them, so that each member's `D` stays one, as
+/// [`shorter_ragged`] does for `L`.
+fn narrower_inner(case: &Case) -> Vec<Case> {
+    fn narrow(ty: Ty, value: &mut Json) -> bool {
+        match (ty, value) {
+            (Ty::ColsRagged, value) => pop_last(value),
+            // Every row (no short circuit: the rows keep one width).
+            (Ty::GridRagged, Json::Array(rows)) => {
+                rows.iter_mut()
+                    .map(pop_last)
+                    .filter(|&popped| popped)
+                    .count()
+                    > 0
+            }
+            _ => false,
+        }
+    }
+    shortened(
+        case,
+        |ty| matches!(ty, Ty::ColsRagged | Ty::GridRagged),
+        narrow,
+    )
+}
+
+/// Drops the last element of an array; whether there was one.
+fn pop_last(value: &mut Json) -> bool {
+    match value {
+        Json::Array(items) => items.pop().is_some(),
+        _ => false,
+    }
+}
+
+/// Variants of `case` with `shorten` applied to the arguments whose type
+/// `chosen` picks: for one member at a time (when none of them is
+/// shared), and for the whole batch.
+fn shortened(case: &Case, chosen: fn(Ty) -> bool, shorten: fn(Ty, &mut Json) -> bool) -> Vec<Case> {
+    let args: Vec<usize> = (0..case.inputs.args.len())
+        .filter(|&a| chosen(case.inputs.args[a].ty))
         .collect();
-    if ragged.is_empty() {
+    if args.is_empty() {
         return Vec::new();
     }
-    let shorten = |variant: &mut Case, member: Option<usize>| -> bool {
+    let apply = |variant: &mut Case, member: Option<usize>| -> bool {
         let mut changed = false;
-        for &a in &ragged {
-            let values: Vec<&mut Json> = match &mut variant.inputs.args[a].value {
+        for &a in &args {
+            let arg = &mut variant.inputs.args[a];
+            let ty = arg.ty;
+            let values: Vec<&mut Json> = match &mut arg.value {
                 InputValue::Shared(v) => vec![v],
                 InputValue::Batched(vs) => match member {
                     Some(m) => vs.get_mut(m).into_iter().collect(),
@@ -281,27 +327,25 @@ fn shorter_ragged(case: &Case) -> Vec<Case> {
                 },
             };
             for value in values {
-                if let Json::Array(items) = value {
-                    changed |= items.pop().is_some();
-                }
+                changed |= shorten(ty, value);
             }
         }
         changed
     };
-    let any_shared = ragged
+    let any_shared = args
         .iter()
         .any(|&a| matches!(case.inputs.args[a].value, InputValue::Shared(_)));
     let mut out = Vec::new();
     if !any_shared {
         for m in 0..case.inputs.members {
             let mut variant = case.clone();
-            if shorten(&mut variant, Some(m)) {
+            if apply(&mut variant, Some(m)) {
                 out.push(variant);
             }
         }
     }
     let mut variant = case.clone();
-    if shorten(&mut variant, None) {
+    if apply(&mut variant, None) {
         out.push(variant);
     }
     out

@@ -448,3 +448,24 @@ fn the_shrinker_shortens_ragged_inputs() {
     assert_eq!(lengths.iter().max(), Some(&1), "{lengths:?}");
     assert_eq!(shrunk.inputs.members, 2);
 }
+
+#[test]
+fn the_shrinker_narrows_the_second_ragged_dimension() {
+    // A stand-in for "still fails": two members of different `D`.
+    let property = |case: &Case| {
+        let widths: Vec<usize> = inner_lengths(case).into_iter().flatten().collect();
+        widths.iter().any(|&w| w != widths[0]) && oracle::validate(case).is_ok()
+    };
+    let seed = SEEDS
+        .clone()
+        .find(|&s| {
+            let case = generate(s);
+            property(&case) && inner_lengths(&case).iter().flatten().any(|&w| w >= 3)
+        })
+        .expect("some batch differs in `D`");
+    let shrunk = shrink::shrink(&generate(seed), property);
+    assert!(property(&shrunk));
+    let widths: Vec<usize> = inner_lengths(&shrunk).into_iter().flatten().collect();
+    assert_eq!(widths.iter().max(), Some(&1), "{widths:?}");
+    assert_eq!(shrunk.inputs.members, 2);
+}
