@@ -24,6 +24,12 @@ pub enum Ty {
     Bool,
     IntArray,
     FloatArray,
+    /// `i32`: wraps at 32 bits.
+    I32,
+    /// `f32`.
+    F32,
+    /// `[f32; 3]`.
+    F32Array,
     /// `(i64, f64)`.
     Pair,
     /// `[i64; L]`: a ragged array (each member its own length).
@@ -50,6 +56,9 @@ impl Ty {
             Ty::Bool => "bool",
             Ty::IntArray => "[i64; 4]",
             Ty::FloatArray => "[f64; 3]",
+            Ty::I32 => "i32",
+            Ty::F32 => "f32",
+            Ty::F32Array => "[f32; 3]",
             Ty::Pair => "(i64, f64)",
             Ty::IntRagged => "[i64; L]",
             Ty::FloatRagged => "[f64; L]",
@@ -91,6 +100,7 @@ impl Ty {
             Ty::IntArray | Ty::IntRagged => Ty::Int,
             Ty::FloatArray | Ty::FloatRagged | Ty::ColsRagged => Ty::Float,
             Ty::GridRagged => Ty::ColsRagged,
+            Ty::F32Array => Ty::F32,
             Ty::RowsRagged | Ty::Matrix => Ty::FloatArray,
             other => other,
         }
@@ -104,6 +114,9 @@ impl Ty {
             Ty::Bool => ExprKind::Bool(false),
             Ty::IntArray => ExprKind::Array(vec![Ty::Int.zero(); INT_ARRAY_LEN]),
             Ty::FloatArray => ExprKind::Array(vec![Ty::Float.zero(); FLOAT_ARRAY_LEN]),
+            Ty::I32 => ExprKind::Int(0),
+            Ty::F32 => ExprKind::Float(0.0),
+            Ty::F32Array => ExprKind::Array(vec![Ty::F32.zero(); FLOAT_ARRAY_LEN]),
             Ty::Pair => ExprKind::Pair(Box::new(Ty::Int.zero()), Box::new(Ty::Float.zero())),
             Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged | Ty::ColsRagged | Ty::GridRagged => {
                 ExprKind::Fill(Box::new(self.element().zero()))
@@ -611,12 +624,23 @@ pub fn expr(e: &Expr) -> String {
     out
 }
 
+/// The suffix a literal of type `ty` is written with: none for the
+/// default types (`i64`, `f64`).
+fn suffix(ty: Ty) -> &'static str {
+    match ty {
+        Ty::I32 => "i32",
+        Ty::F32 => "f32",
+        _ => "",
+    }
+}
+
 fn write_expr(out: &mut String, e: &Expr) {
     match &e.kind {
-        ExprKind::Int(v) if *v < 0 => write!(out, "({v})").unwrap_or(()),
-        ExprKind::Int(v) => write!(out, "{v}").unwrap_or(()),
-        ExprKind::Float(v) if *v < 0.0 => write!(out, "({v:?})").unwrap_or(()),
-        ExprKind::Float(v) => write!(out, "{v:?}").unwrap_or(()),
+        // `i32` and `f32` literals carry their suffix.
+        ExprKind::Int(v) if *v < 0 => write!(out, "({v}{})", suffix(e.ty)).unwrap_or(()),
+        ExprKind::Int(v) => write!(out, "{v}{}", suffix(e.ty)).unwrap_or(()),
+        ExprKind::Float(v) if *v < 0.0 => write!(out, "({v:?}{})", suffix(e.ty)).unwrap_or(()),
+        ExprKind::Float(v) => write!(out, "{v:?}{}", suffix(e.ty)).unwrap_or(()),
         ExprKind::Bool(b) => write!(out, "{b}").unwrap_or(()),
         ExprKind::Var(name) => out.push_str(name),
         ExprKind::DepthStep(step) => write!(out, "(d - {step})").unwrap_or(()),

@@ -33,15 +33,25 @@ use crate::case::{Case, GradientCase, InputArg, InputValue, Inputs, Limits, ENTR
 use crate::differentiable;
 
 /// Types a variable, parameter or result may have.
-const VALUE_TYPES: [Ty; 5] = [Ty::Int, Ty::Float, Ty::IntArray, Ty::FloatArray, Ty::Pair];
-
-/// The same in a program with ragged arrays.
-const RAGGED_VALUE_TYPES: [Ty; 8] = [
+const VALUE_TYPES: [Ty; 8] = [
     Ty::Int,
     Ty::Float,
     Ty::IntArray,
     Ty::FloatArray,
     Ty::Pair,
+    Ty::I32,
+    Ty::F32,
+    Ty::F32Array,
+];
+
+/// The same in a program with ragged arrays.
+const RAGGED_VALUE_TYPES: [Ty; 9] = [
+    Ty::Int,
+    Ty::Float,
+    Ty::IntArray,
+    Ty::FloatArray,
+    Ty::Pair,
+    Ty::F32,
     Ty::IntRagged,
     Ty::FloatRagged,
     Ty::RowsRagged,
@@ -477,6 +487,9 @@ impl Generator {
             | Ty::Float
             | Ty::IntArray
             | Ty::FloatArray
+            | Ty::I32
+            | Ty::F32
+            | Ty::F32Array
             | Ty::IntRagged
             | Ty::FloatRagged
             | Ty::RowsRagged => *[AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul]
@@ -491,6 +504,7 @@ impl Generator {
         let (name, ty) = self.assignable(&[
             Ty::IntArray,
             Ty::FloatArray,
+            Ty::F32Array,
             Ty::IntRagged,
             Ty::FloatRagged,
             Ty::RowsRagged,
@@ -654,6 +668,9 @@ impl Generator {
             Ty::Float => self.float_expr(depth),
             Ty::Bool => Some(self.bool_expr(depth)),
             Ty::IntArray | Ty::FloatArray => self.array_expr(ty, depth),
+            Ty::I32 => self.i32_expr(depth),
+            Ty::F32 => self.f32_expr(depth),
+            Ty::F32Array => self.f32_array_expr(depth),
             Ty::Pair => self.pair_expr(depth),
             Ty::IntRagged | Ty::FloatRagged => self.ragged_expr(ty, depth),
             Ty::RowsRagged => self.rows_expr(depth),
@@ -681,7 +698,13 @@ impl Generator {
     fn literal(&mut self, ty: Ty) -> Expr {
         let kind = match ty {
             Ty::Int => ExprKind::Int(self.rng.gen_range(-4..=9)),
-            Ty::Float => ExprKind::Float(f64::from(self.rng.gen_range(-12..=12)) * 0.25),
+            Ty::Float | Ty::F32 => ExprKind::Float(f64::from(self.rng.gen_range(-12..=12)) * 0.25),
+            Ty::I32 => ExprKind::Int(self.rng.gen_range(-4..=9)),
+            Ty::F32Array => ExprKind::Array(
+                (0..FLOAT_ARRAY_LEN)
+                    .map(|_| self.literal(Ty::F32))
+                    .collect(),
+            ),
             Ty::Bool => ExprKind::Bool(self.chance(0.5)),
             Ty::IntArray => {
                 ExprKind::Array((0..INT_ARRAY_LEN).map(|_| self.literal(Ty::Int)).collect())
@@ -823,7 +846,8 @@ impl Generator {
                 self.builtin(Ty::Float, builtin, args)
             }
             4 => {
-                let operand = Box::new(self.expr(Ty::Int, sub));
+                let from = *[Ty::Int, Ty::Int, Ty::F32, Ty::I32].choose(&mut self.rng)?;
+                let operand = Box::new(self.expr(from, sub));
                 Expr::new(Ty::Float, ExprKind::Cast { operand })
             }
             5 => self.index_expr(Ty::FloatArray, sub),
@@ -884,7 +908,12 @@ impl Generator {
             }
             2 => self.literal(Ty::Bool),
             k => {
-                let ty = if k % 2 == 0 { Ty::Float } else { Ty::Int };
+                let ty = match (k, self.rng.gen_range(0..5)) {
+                    (_, 0) => Ty::F32,
+                    (_, 1) => Ty::I32,
+                    (k, _) if k % 2 == 0 => Ty::Float,
+                    _ => Ty::Int,
+                };
                 let ops = [
                     BinOp::Lt,
                     BinOp::Le,
@@ -912,6 +941,11 @@ impl Generator {
             );
             return Some(self.builtin(ty, Builtin::Vecmat, vec![v, m]));
         }
+        if ty == Ty::FloatArray && self.chance(0.1) {
+            // A `[f32; 3]` widened element by element.
+            let operand = Box::new(self.expr(Ty::F32Array, sub));
+            return Some(Expr::new(ty, ExprKind::Cast { operand }));
+        }
         let (element, len) = if ty == Ty::IntArray {
             (Ty::Int, INT_ARRAY_LEN)
         } else {
@@ -938,6 +972,146 @@ impl Generator {
             _ if ty == Ty::FloatArray => {
                 let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
                 self.builtin(ty, Builtin::Select, args)
+            }
+            _ => self.leaf(ty),
+        };
+        Some(e)
+    }
+
+    /// An `i32`: wrapping arithmetic, division (by zero: a member's
+    /// error), bitwise operations and shifts, `abs`/`min`/`max`, casts
+    /// from `i64` (wrapping), `f64` and `f32` (saturating).
+    fn i32_expr(&mut self, depth: u32) -> Option<Expr> {
+        let (ty, sub) = (Ty::I32, depth - 1);
+        let e = match self.rng.gen_range(0..8) {
+            0 | 1 => {
+                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
+            }
+            2 => {
+                let op = *[BinOp::Div, BinOp::Rem].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
+            }
+            3 => {
+                let op = *[BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor, BinOp::Shr]
+                    .choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
+            }
+            4 => {
+                let builtin = *[Builtin::Abs, Builtin::Min, Builtin::Max].choose(&mut self.rng)?;
+                let mut args = vec![self.expr(ty, sub)];
+                if builtin != Builtin::Abs {
+                    args.push(self.expr(ty, sub));
+                }
+                self.builtin(ty, builtin, args)
+            }
+            5 => {
+                let from = *[Ty::Int, Ty::Float, Ty::F32].choose(&mut self.rng)?;
+                let operand = Box::new(self.expr(from, sub));
+                Expr::new(ty, ExprKind::Cast { operand })
+            }
+            6 => {
+                let operand = Box::new(self.expr(ty, sub));
+                Expr::new(
+                    ty,
+                    ExprKind::Unary {
+                        op: UnOp::Neg,
+                        operand,
+                    },
+                )
+            }
+            _ => self.leaf(ty),
+        };
+        Some(e)
+    }
+
+    /// An `f32`: arithmetic, `abs`/`sqrt`/`tanh`/`min`/`max`, an element,
+    /// `sum`/`max`/`dot` of `[f32; 3]`, casts from `i64`, `i32` and `f64`
+    /// (random draws among them).
+    fn f32_expr(&mut self, depth: u32) -> Option<Expr> {
+        let (ty, sub) = (Ty::F32, depth - 1);
+        let e = match self.rng.gen_range(0..9) {
+            0..=2 => {
+                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
+            }
+            3 => {
+                let builtin = *[
+                    Builtin::Abs,
+                    Builtin::Sqrt,
+                    Builtin::Tanh,
+                    Builtin::Min,
+                    Builtin::Max,
+                ]
+                .choose(&mut self.rng)?;
+                let mut args = vec![self.expr(ty, sub)];
+                if matches!(builtin, Builtin::Min | Builtin::Max) {
+                    args.push(self.expr(ty, sub));
+                }
+                self.builtin(ty, builtin, args)
+            }
+            4 => {
+                let from = *[Ty::Int, Ty::I32, Ty::Float].choose(&mut self.rng)?;
+                let operand = Box::new(self.expr(from, sub));
+                Expr::new(ty, ExprKind::Cast { operand })
+            }
+            5 => self.index_expr(Ty::F32Array, sub),
+            6 => {
+                let builtin = *[Builtin::Sum, Builtin::ReduceMax].choose(&mut self.rng)?;
+                let array = self.expr(Ty::F32Array, sub);
+                self.builtin(ty, builtin, vec![array])
+            }
+            7 => {
+                let (a, b) = (self.expr(Ty::F32Array, sub), self.expr(Ty::F32Array, sub));
+                self.builtin(ty, Builtin::Dot, vec![a, b])
+            }
+            _ => {
+                let operand = Box::new(self.expr(ty, sub));
+                Expr::new(
+                    ty,
+                    ExprKind::Unary {
+                        op: UnOp::Neg,
+                        operand,
+                    },
+                )
+            }
+        };
+        Some(e)
+    }
+
+    /// A `[f32; 3]`: an array of `f32`s, elementwise with another or with
+    /// an `f32`, `softmax`/`tanh`, `select`, a `[f64; 3]` cast.
+    fn f32_array_expr(&mut self, depth: u32) -> Option<Expr> {
+        let (ty, sub) = (Ty::F32Array, depth - 1);
+        let e = match self.rng.gen_range(0..7) {
+            0 => Expr::new(
+                ty,
+                ExprKind::Array(
+                    (0..FLOAT_ARRAY_LEN)
+                        .map(|_| self.expr(Ty::F32, sub))
+                        .collect(),
+                ),
+            ),
+            1 => {
+                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
+            }
+            2 => {
+                let op = *[BinOp::Add, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(Ty::F32, sub))
+            }
+            3 => {
+                let builtin = *[Builtin::Softmax, Builtin::Tanh].choose(&mut self.rng)?;
+                let array = self.expr(ty, sub);
+                self.builtin(ty, builtin, vec![array])
+            }
+            4 => {
+                let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
+                self.builtin(ty, Builtin::Select, args)
+            }
+            5 => {
+                let operand = Box::new(self.expr(Ty::FloatArray, sub));
+                Expr::new(ty, ExprKind::Cast { operand })
             }
             _ => self.leaf(ty),
         };
@@ -1779,8 +1953,11 @@ impl Generator {
         let int = |rng: &mut ChaCha8Rng| json!(rng.gen_range(-4..=9));
         let float = |rng: &mut ChaCha8Rng| json!(f64::from(rng.gen_range(-12..=12)) * 0.25);
         match param.ty {
-            Ty::Int => int(&mut self.rng),
-            Ty::Float => float(&mut self.rng),
+            Ty::Int | Ty::I32 => int(&mut self.rng),
+            Ty::Float | Ty::F32 => float(&mut self.rng),
+            Ty::F32Array => {
+                Json::Array((0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng)).collect())
+            }
             Ty::Bool => json!(self.chance(0.5)),
             Ty::IntArray => Json::Array((0..INT_ARRAY_LEN).map(|_| int(&mut self.rng)).collect()),
             Ty::FloatArray => {

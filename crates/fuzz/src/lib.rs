@@ -4,7 +4,10 @@
 //!
 //! - [`generate`]: a seed gives a [`Case`]: a well-typed, terminating
 //!   program (1–4 functions; mutual and multiple recursion bounded by a
-//!   depth argument; values, arrays and tuples live across calls; calls
+//!   depth argument; `i64`, `f64`, `i32` (wrapping, shifts, division by
+//!   zero), `f32` and `[f32; 3]` (arithmetic, reductions, `softmax`,
+//!   casts between every pair of number types, arrays cast element by
+//!   element); values, arrays and tuples live across calls; calls
 //!   nested in arguments and several in one expression; `while`, `for` and
 //!   `loop` with `break value`, `break`, `continue` and calls inside;
 //!   `catch`; instances (`join`, `map`, `pfor`); rows of `jacobian`s of
