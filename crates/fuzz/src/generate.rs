@@ -60,6 +60,29 @@ const RAGGED_VALUE_TYPES: [Ty; 9] = [
 /// The types a program with a second ragged dimension adds.
 const INNER_RAGGED_TYPES: [Ty; 2] = [Ty::ColsRagged, Ty::GridRagged];
 
+/// The elementwise float builtins of one operand (methods and functions).
+const FLOAT_MAPS: [Builtin; 19] = [
+    Builtin::Abs,
+    Builtin::Exp,
+    Builtin::ExpM1,
+    Builtin::Ln,
+    Builtin::Ln1p,
+    Builtin::Log10,
+    Builtin::Sqrt,
+    Builtin::Sin,
+    Builtin::Cos,
+    Builtin::Tan,
+    Builtin::Tanh,
+    Builtin::Floor,
+    Builtin::Ceil,
+    Builtin::Round,
+    Builtin::Signum,
+    Builtin::Recip,
+    Builtin::Sigmoid,
+    Builtin::LogSigmoid,
+    Builtin::Softplus,
+];
+
 /// How often a program has ragged arrays.
 const RAGGED_PROGRAMS: f64 = 0.4;
 /// How often a program with ragged arrays has a second ragged dimension
@@ -830,21 +853,7 @@ impl Generator {
                     self.expr(Ty::Float, sub),
                 )
             }
-            3 => {
-                let builtin = *[
-                    Builtin::Abs,
-                    Builtin::Sqrt,
-                    Builtin::Tanh,
-                    Builtin::Min,
-                    Builtin::Max,
-                ]
-                .choose(&mut self.rng)?;
-                let mut args = vec![self.expr(Ty::Float, sub)];
-                if matches!(builtin, Builtin::Min | Builtin::Max) {
-                    args.push(self.expr(Ty::Float, sub));
-                }
-                self.builtin(Ty::Float, builtin, args)
-            }
+            3 => self.float_builtin(Ty::Float, sub)?,
             4 => {
                 let from = *[Ty::Int, Ty::Int, Ty::F32, Ty::I32].choose(&mut self.rng)?;
                 let operand = Box::new(self.expr(from, sub));
@@ -907,6 +916,14 @@ impl Generator {
                 )
             }
             2 => self.literal(Ty::Bool),
+            3 if self.chance(0.3) => {
+                let builtin = *[Builtin::IsNan, Builtin::IsFinite]
+                    .choose(&mut self.rng)
+                    .unwrap_or(&Builtin::IsNan);
+                let ty = if self.chance(0.7) { Ty::Float } else { Ty::F32 };
+                let x = self.expr(ty, sub);
+                self.builtin(Ty::Bool, builtin, vec![x])
+            }
             k => {
                 let ty = match (k, self.rng.gen_range(0..5)) {
                     (_, 0) => Ty::F32,
@@ -964,16 +981,39 @@ impl Generator {
                 let op = *[BinOp::Add, BinOp::Mul].choose(&mut self.rng)?;
                 Expr::binary(ty, op, self.expr(ty, sub), self.expr(element, sub))
             }
-            4 if ty == Ty::FloatArray => {
-                let builtin = *[Builtin::Softmax, Builtin::Tanh].choose(&mut self.rng)?;
+            4 if ty == Ty::FloatArray && self.chance(0.5) => {
                 let array = self.expr(ty, sub);
-                self.builtin(ty, builtin, vec![array])
+                self.builtin(ty, Builtin::Softmax, vec![array])
             }
+            4 if ty == Ty::FloatArray => self.float_builtin(ty, sub)?,
             _ if ty == Ty::FloatArray => {
                 let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
                 self.builtin(ty, Builtin::Select, args)
             }
             _ => self.leaf(ty),
+        };
+        Some(e)
+    }
+
+    /// An elementwise float builtin on a float or float array of type
+    /// `ty`: a map of one operand ([`FLOAT_MAPS`]), `min`/`max`/`powf` of
+    /// two, `powi` by an `i32`.
+    fn float_builtin(&mut self, ty: Ty, sub: u32) -> Option<Expr> {
+        let e = match self.rng.gen_range(0..6) {
+            0 => {
+                let builtin = *[Builtin::Min, Builtin::Max, Builtin::Powf].choose(&mut self.rng)?;
+                let args = vec![self.expr(ty, sub), self.expr(ty, sub)];
+                self.builtin(ty, builtin, args)
+            }
+            1 if self.chance(0.5) => {
+                let args = vec![self.expr(ty, sub), self.expr(Ty::I32, sub)];
+                self.builtin(ty, Builtin::Powi, args)
+            }
+            _ => {
+                let builtin = *FLOAT_MAPS.choose(&mut self.rng)?;
+                let args = vec![self.expr(ty, sub)];
+                self.builtin(ty, builtin, args)
+            }
         };
         Some(e)
     }
@@ -1035,21 +1075,7 @@ impl Generator {
                 let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div].choose(&mut self.rng)?;
                 Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
             }
-            3 => {
-                let builtin = *[
-                    Builtin::Abs,
-                    Builtin::Sqrt,
-                    Builtin::Tanh,
-                    Builtin::Min,
-                    Builtin::Max,
-                ]
-                .choose(&mut self.rng)?;
-                let mut args = vec![self.expr(ty, sub)];
-                if matches!(builtin, Builtin::Min | Builtin::Max) {
-                    args.push(self.expr(ty, sub));
-                }
-                self.builtin(ty, builtin, args)
-            }
+            3 => self.float_builtin(ty, sub)?,
             4 => {
                 let from = *[Ty::Int, Ty::I32, Ty::Float].choose(&mut self.rng)?;
                 let operand = Box::new(self.expr(from, sub));
@@ -1100,11 +1126,11 @@ impl Generator {
                 let op = *[BinOp::Add, BinOp::Mul].choose(&mut self.rng)?;
                 Expr::binary(ty, op, self.expr(ty, sub), self.expr(Ty::F32, sub))
             }
-            3 => {
-                let builtin = *[Builtin::Softmax, Builtin::Tanh].choose(&mut self.rng)?;
+            3 if self.chance(0.5) => {
                 let array = self.expr(ty, sub);
-                self.builtin(ty, builtin, vec![array])
+                self.builtin(ty, Builtin::Softmax, vec![array])
             }
+            3 => self.float_builtin(ty, sub)?,
             4 => {
                 let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
                 self.builtin(ty, Builtin::Select, args)
