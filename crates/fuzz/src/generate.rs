@@ -699,7 +699,7 @@ impl Generator {
             Ty::RowsRagged => self.rows_expr(depth),
             Ty::ColsRagged => self.cols_expr(depth),
             Ty::GridRagged => self.grid_expr(depth),
-            Ty::Matrix => Some(self.leaf(ty)),
+            Ty::Matrix => self.matrix_expr(depth),
         }
     }
 
@@ -818,9 +818,22 @@ impl Generator {
                 let pair = Box::new(self.expr(Ty::Pair, sub));
                 Expr::new(Ty::Int, ExprKind::Field { pair, field: 0 })
             }
-            10 => {
+            10 if self.chance(0.5) => {
                 let array = self.expr(Ty::IntArray, sub);
                 self.builtin(Ty::Int, Builtin::Sum, vec![array])
+            }
+            10 => {
+                // `argmax`/`argmin` give a `usize`.
+                let builtin = *[Builtin::Argmax, Builtin::Argmin].choose(&mut self.rng)?;
+                let ty = *[Ty::FloatArray, Ty::IntArray, Ty::F32Array].choose(&mut self.rng)?;
+                let array = self.expr(ty, sub);
+                let arg = self.builtin(Ty::Int, builtin, vec![array]);
+                Expr::new(
+                    Ty::Int,
+                    ExprKind::Cast {
+                        operand: Box::new(arg),
+                    },
+                )
             }
             _ => self.leaf(Ty::Int),
         };
@@ -876,9 +889,16 @@ impl Generator {
                 );
                 self.builtin(Ty::Float, Builtin::Dot, vec![a, b])
             }
-            9 | 10 => {
+            9 | 10 if self.chance(0.8) => {
                 let builtin = *[Builtin::Uniform, Builtin::Normal].choose(&mut self.rng)?;
                 self.builtin(Ty::Float, builtin, Vec::new())
+            }
+            9 | 10 => {
+                // Draws shaped like their operand (an `i64` gives an `f64`).
+                let builtin = *[Builtin::UniformLike, Builtin::NormalLike].choose(&mut self.rng)?;
+                let like = *[Ty::Float, Ty::Int].choose(&mut self.rng)?;
+                let x = self.expr(like, sub);
+                self.builtin(Ty::Float, builtin, vec![x])
             }
             _ => {
                 let operand = Box::new(self.expr(Ty::Float, sub));
@@ -916,6 +936,10 @@ impl Generator {
                 )
             }
             2 => self.literal(Ty::Bool),
+            3 if self.chance(0.1) => {
+                let p = self.expr(Ty::Float, sub);
+                self.builtin(Ty::Bool, Builtin::Bernoulli, vec![p])
+            }
             3 if self.chance(0.3) => {
                 let builtin = *[Builtin::IsNan, Builtin::IsFinite]
                     .choose(&mut self.rng)
@@ -957,6 +981,30 @@ impl Generator {
                 self.expr(Ty::RowsRagged, sub),
             );
             return Some(self.builtin(ty, Builtin::Vecmat, vec![v, m]));
+        }
+        if ty == Ty::FloatArray && self.chance(0.1) {
+            // A product with a matrix, or a matrix's row.
+            let m = self.expr(Ty::Matrix, sub);
+            return Some(match self.rng.gen_range(0..3) {
+                0 => {
+                    let v = self.expr(ty, sub);
+                    self.builtin(ty, Builtin::Matvec, vec![m, v])
+                }
+                1 => {
+                    let v = self.expr(ty, sub);
+                    self.builtin(ty, Builtin::Vecmat, vec![v, m])
+                }
+                _ => {
+                    let index = Box::new(self.index(Ty::FloatArray, sub));
+                    Expr::new(
+                        ty,
+                        ExprKind::Index {
+                            array: Box::new(m),
+                            index,
+                        },
+                    )
+                }
+            });
         }
         if ty == Ty::FloatArray && self.chance(0.1) {
             // A `[f32; 3]` widened element by element.
@@ -1038,10 +1086,14 @@ impl Generator {
                 Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
             }
             4 => {
-                let builtin = *[Builtin::Abs, Builtin::Min, Builtin::Max].choose(&mut self.rng)?;
+                let builtin = *[Builtin::Abs, Builtin::Min, Builtin::Max, Builtin::Pow]
+                    .choose(&mut self.rng)?;
                 let mut args = vec![self.expr(ty, sub)];
-                if builtin != Builtin::Abs {
-                    args.push(self.expr(ty, sub));
+                match builtin {
+                    Builtin::Abs => {}
+                    // Any integer type, taken as `u32` (wrapping).
+                    Builtin::Pow => args.push(self.expr(Ty::Int, sub)),
+                    _ => args.push(self.expr(ty, sub)),
                 }
                 self.builtin(ty, builtin, args)
             }
@@ -1135,9 +1187,43 @@ impl Generator {
                 let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
                 self.builtin(ty, Builtin::Select, args)
             }
-            5 => {
+            5 if self.chance(0.8) => {
                 let operand = Box::new(self.expr(Ty::FloatArray, sub));
                 Expr::new(ty, ExprKind::Cast { operand })
+            }
+            5 => {
+                let builtin = *[Builtin::UniformLike, Builtin::NormalLike].choose(&mut self.rng)?;
+                let x = self.expr(ty, sub);
+                self.builtin(ty, builtin, vec![x])
+            }
+            _ => self.leaf(ty),
+        };
+        Some(e)
+    }
+
+    /// A `[[f64; 3]; 3]`: the static `M` or a literal, `outer` of two
+    /// vectors, `transpose`, `matmul`, elementwise with another.
+    fn matrix_expr(&mut self, depth: u32) -> Option<Expr> {
+        let (ty, sub) = (Ty::Matrix, depth - 1);
+        let e = match self.rng.gen_range(0..6) {
+            0 => {
+                let (a, b) = (
+                    self.expr(Ty::FloatArray, sub),
+                    self.expr(Ty::FloatArray, sub),
+                );
+                self.builtin(ty, Builtin::Outer, vec![a, b])
+            }
+            1 => {
+                let m = self.expr(ty, sub);
+                self.builtin(ty, Builtin::Transpose, vec![m])
+            }
+            2 => {
+                let (a, b) = (self.expr(ty, sub), self.expr(ty, sub));
+                self.builtin(ty, Builtin::Matmul, vec![a, b])
+            }
+            3 => {
+                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
             }
             _ => self.leaf(ty),
         };

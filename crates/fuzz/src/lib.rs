@@ -7,9 +7,11 @@
 //!   depth argument; `i64`, `f64`, `i32` (wrapping, shifts, division by
 //!   zero), `f32` and `[f32; 3]` (arithmetic, reductions, `softmax`,
 //!   casts between every pair of number types, arrays cast element by
-//!   element); every elementwise float builtin (`exp`, `ln_1p`, `powi`,
-//!   `softplus`, `is_nan`, ...) on scalars and arrays of both float
-//!   types; values, arrays and tuples live across calls; calls
+//!   element); every builtin of the operation table (a test checks it):
+//!   the elementwise float ones (`exp`, `ln_1p`, `powi`, `softplus`,
+//!   `is_nan`, ...) on scalars and arrays of both float types, integer
+//!   `pow`, `argmax`/`argmin`, `matmul`/`transpose`/`outer` of 3-by-3
+//!   matrices, `uniform_like`/`normal_like`/`bernoulli`; values, arrays and tuples live across calls; calls
 //!   nested in arguments and several in one expression; `while`, `for` and
 //!   `loop` with `break value`, `break`, `continue` and calls inside;
 //!   `catch`; instances (`join`, `map`, `pfor`); rows of `jacobian`s of

@@ -481,3 +481,36 @@ fn the_shrinker_narrows_the_second_ragged_dimension() {
     assert_eq!(widths.iter().max(), Some(&1), "{widths:?}");
     assert_eq!(shrunk.inputs.members, 2);
 }
+
+/// Every builtin of the operation table appears in the programs of
+/// [`SEEDS`]: a builtin added to the table without the generator learning
+/// it fails here.
+#[test]
+fn every_builtin_of_the_table_is_generated() {
+    let all: String = SEEDS.map(|seed| generate(seed).source()).collect();
+    let called = |name: &str, method: bool| {
+        let needle = if method {
+            format!(").{name}(")
+        } else {
+            format!("{name}(")
+        };
+        all.match_indices(&needle).any(|(at, _)| {
+            method
+                || !all[..at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
+        })
+    };
+    let missing: Vec<&str> = autobatch::ops::Builtin::ALL
+        .iter()
+        .filter(|b| {
+            let spelling = b.spelling();
+            let as_method = spelling.method().is_some_and(|m| called(m, true));
+            let as_function = spelling.function().is_some_and(|f| called(f, false));
+            !(as_method || as_function)
+        })
+        .map(|b| b.name())
+        .collect();
+    assert!(missing.is_empty(), "no generated program calls {missing:?}");
+}
