@@ -782,24 +782,32 @@ impl Generator {
                 Expr::binary(Ty::Int, op, self.expr(Ty::Int, sub), rhs)
             }
             4 => {
-                let op = *[BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor, BinOp::Shr]
-                    .choose(&mut self.rng)?;
+                let op = *[
+                    BinOp::BitAnd,
+                    BinOp::BitOr,
+                    BinOp::BitXor,
+                    BinOp::Shl,
+                    BinOp::Shr,
+                ]
+                .choose(&mut self.rng)?;
+                // A shift amount may be of another integer type.
+                let amount_ty = if matches!(op, BinOp::Shl | BinOp::Shr) && self.chance(0.3) {
+                    Ty::I32
+                } else {
+                    Ty::Int
+                };
                 Expr::binary(
                     Ty::Int,
                     op,
                     self.expr(Ty::Int, sub),
-                    self.expr(Ty::Int, sub),
+                    self.expr(amount_ty, sub),
                 )
             }
             5 => {
+                // `-x`, or bitwise `!x`.
+                let op = *[UnOp::Neg, UnOp::Neg, UnOp::Not].choose(&mut self.rng)?;
                 let operand = Box::new(self.expr(Ty::Int, sub));
-                Expr::new(
-                    Ty::Int,
-                    ExprKind::Unary {
-                        op: UnOp::Neg,
-                        operand,
-                    },
-                )
+                Expr::new(Ty::Int, ExprKind::Unary { op, operand })
             }
             6 => {
                 let builtin = *[Builtin::Abs, Builtin::Min, Builtin::Max].choose(&mut self.rng)?;
@@ -918,11 +926,18 @@ impl Generator {
         let sub = depth.saturating_sub(1);
         match self.rng.gen_range(0..8) {
             0 if depth > 0 => {
-                let op = if self.chance(0.5) {
-                    BinOp::And
-                } else {
-                    BinOp::Or
-                };
+                // `&&`, `||`, or `& | ^` on `bool` (both sides evaluated).
+                let op = *[
+                    BinOp::And,
+                    BinOp::Or,
+                    BinOp::And,
+                    BinOp::Or,
+                    BinOp::BitAnd,
+                    BinOp::BitOr,
+                    BinOp::BitXor,
+                ]
+                .choose(&mut self.rng)
+                .unwrap_or(&BinOp::And);
                 Expr::binary(Ty::Bool, op, self.bool_expr(sub), self.bool_expr(sub))
             }
             1 if depth > 0 => {
@@ -1022,7 +1037,12 @@ impl Generator {
                 ExprKind::Array((0..len).map(|_| self.expr(element, sub)).collect()),
             ),
             2 => {
-                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
+                let mut ops = vec![BinOp::Add, BinOp::Sub, BinOp::Mul];
+                if ty == Ty::IntArray {
+                    // Elementwise bitwise operations and shifts.
+                    ops.extend([BinOp::BitAnd, BinOp::BitXor, BinOp::Shl, BinOp::Shr]);
+                }
+                let op = *ops.choose(&mut self.rng)?;
                 Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
             }
             3 => {
@@ -1081,9 +1101,20 @@ impl Generator {
                 Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
             }
             3 => {
-                let op = *[BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor, BinOp::Shr]
-                    .choose(&mut self.rng)?;
-                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
+                let op = *[
+                    BinOp::BitAnd,
+                    BinOp::BitOr,
+                    BinOp::BitXor,
+                    BinOp::Shl,
+                    BinOp::Shr,
+                ]
+                .choose(&mut self.rng)?;
+                let amount_ty = if matches!(op, BinOp::Shl | BinOp::Shr) && self.chance(0.3) {
+                    Ty::Int
+                } else {
+                    ty
+                };
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(amount_ty, sub))
             }
             4 => {
                 let builtin = *[Builtin::Abs, Builtin::Min, Builtin::Max, Builtin::Pow]
@@ -1103,14 +1134,9 @@ impl Generator {
                 Expr::new(ty, ExprKind::Cast { operand })
             }
             6 => {
+                let op = *[UnOp::Neg, UnOp::Not].choose(&mut self.rng)?;
                 let operand = Box::new(self.expr(ty, sub));
-                Expr::new(
-                    ty,
-                    ExprKind::Unary {
-                        op: UnOp::Neg,
-                        operand,
-                    },
-                )
+                Expr::new(ty, ExprKind::Unary { op, operand })
             }
             _ => self.leaf(ty),
         };
