@@ -26,6 +26,8 @@ pub enum Ty {
     FloatArray,
     /// `i32`: wraps at 32 bits.
     I32,
+    /// `usize`: unsigned, wraps at 64 bits.
+    Usize,
     /// `f32`.
     F32,
     /// `[f32; 3]`.
@@ -57,6 +59,7 @@ impl Ty {
             Ty::IntArray => "[i64; 4]",
             Ty::FloatArray => "[f64; 3]",
             Ty::I32 => "i32",
+            Ty::Usize => "usize",
             Ty::F32 => "f32",
             Ty::F32Array => "[f32; 3]",
             Ty::Pair => "(i64, f64)",
@@ -114,7 +117,7 @@ impl Ty {
             Ty::Bool => ExprKind::Bool(false),
             Ty::IntArray => ExprKind::Array(vec![Ty::Int.zero(); INT_ARRAY_LEN]),
             Ty::FloatArray => ExprKind::Array(vec![Ty::Float.zero(); FLOAT_ARRAY_LEN]),
-            Ty::I32 => ExprKind::Int(0),
+            Ty::I32 | Ty::Usize => ExprKind::Int(0),
             Ty::F32 => ExprKind::Float(0.0),
             Ty::F32Array => ExprKind::Array(vec![Ty::F32.zero(); FLOAT_ARRAY_LEN]),
             Ty::Pair => ExprKind::Pair(Box::new(Ty::Int.zero()), Box::new(Ty::Float.zero())),
@@ -631,6 +634,7 @@ pub fn expr(e: &Expr) -> String {
 fn suffix(ty: Ty) -> &'static str {
     match ty {
         Ty::I32 => "i32",
+        Ty::Usize => "usize",
         Ty::F32 => "f32",
         _ => "",
     }

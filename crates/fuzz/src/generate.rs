@@ -33,13 +33,14 @@ use crate::case::{Case, GradientCase, InputArg, InputValue, Inputs, Limits, ENTR
 use crate::differentiable;
 
 /// Types a variable, parameter or result may have.
-const VALUE_TYPES: [Ty; 8] = [
+const VALUE_TYPES: [Ty; 9] = [
     Ty::Int,
     Ty::Float,
     Ty::IntArray,
     Ty::FloatArray,
     Ty::Pair,
     Ty::I32,
+    Ty::Usize,
     Ty::F32,
     Ty::F32Array,
 ];
@@ -511,6 +512,7 @@ impl Generator {
             | Ty::IntArray
             | Ty::FloatArray
             | Ty::I32
+            | Ty::Usize
             | Ty::F32
             | Ty::F32Array
             | Ty::IntRagged
@@ -691,7 +693,7 @@ impl Generator {
             Ty::Float => self.float_expr(depth),
             Ty::Bool => Some(self.bool_expr(depth)),
             Ty::IntArray | Ty::FloatArray => self.array_expr(ty, depth),
-            Ty::I32 => self.i32_expr(depth),
+            Ty::I32 | Ty::Usize => self.small_int_expr(ty, depth),
             Ty::F32 => self.f32_expr(depth),
             Ty::F32Array => self.f32_array_expr(depth),
             Ty::Pair => self.pair_expr(depth),
@@ -723,6 +725,8 @@ impl Generator {
             Ty::Int => ExprKind::Int(self.rng.gen_range(-4..=9)),
             Ty::Float | Ty::F32 => ExprKind::Float(f64::from(self.rng.gen_range(-12..=12)) * 0.25),
             Ty::I32 => ExprKind::Int(self.rng.gen_range(-4..=9)),
+            // A negative `usize` literal is an error.
+            Ty::Usize => ExprKind::Int(self.rng.gen_range(0..=9)),
             Ty::F32Array => ExprKind::Array(
                 (0..FLOAT_ARRAY_LEN)
                     .map(|_| self.literal(Ty::F32))
@@ -876,7 +880,8 @@ impl Generator {
             }
             3 => self.float_builtin(Ty::Float, sub)?,
             4 => {
-                let from = *[Ty::Int, Ty::Int, Ty::F32, Ty::I32].choose(&mut self.rng)?;
+                let from =
+                    *[Ty::Int, Ty::Int, Ty::F32, Ty::I32, Ty::Usize].choose(&mut self.rng)?;
                 let operand = Box::new(self.expr(from, sub));
                 Expr::new(Ty::Float, ExprKind::Cast { operand })
             }
@@ -964,9 +969,10 @@ impl Generator {
                 self.builtin(Ty::Bool, builtin, vec![x])
             }
             k => {
-                let ty = match (k, self.rng.gen_range(0..5)) {
+                let ty = match (k, self.rng.gen_range(0..6)) {
                     (_, 0) => Ty::F32,
                     (_, 1) => Ty::I32,
+                    (_, 2) => Ty::Usize,
                     (k, _) if k % 2 == 0 => Ty::Float,
                     _ => Ty::Int,
                 };
@@ -1086,11 +1092,13 @@ impl Generator {
         Some(e)
     }
 
-    /// An `i32`: wrapping arithmetic, division (by zero: a member's
-    /// error), bitwise operations and shifts, `abs`/`min`/`max`, casts
-    /// from `i64` (wrapping), `f64` and `f32` (saturating).
-    fn i32_expr(&mut self, depth: u32) -> Option<Expr> {
-        let (ty, sub) = (Ty::I32, depth - 1);
+    /// An `i32` or a `usize`: wrapping arithmetic, division (by zero: a
+    /// member's error), bitwise operations and shifts, `abs` (not of a
+    /// `usize`)/`min`/`max`/`pow`, casts from `i64` (wrapping), `f64` and
+    /// `f32` (saturating), negation (`-` of an `i32`, bitwise `!`).
+    fn small_int_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        let signed = ty == Ty::I32;
+        let sub = depth - 1;
         let e = match self.rng.gen_range(0..8) {
             0 | 1 => {
                 let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
@@ -1117,8 +1125,12 @@ impl Generator {
                 Expr::binary(ty, op, self.expr(ty, sub), self.expr(amount_ty, sub))
             }
             4 => {
-                let builtin = *[Builtin::Abs, Builtin::Min, Builtin::Max, Builtin::Pow]
-                    .choose(&mut self.rng)?;
+                let builtins: &[Builtin] = if signed {
+                    &[Builtin::Abs, Builtin::Min, Builtin::Max, Builtin::Pow]
+                } else {
+                    &[Builtin::Min, Builtin::Max, Builtin::Pow]
+                };
+                let builtin = *builtins.choose(&mut self.rng)?;
                 let mut args = vec![self.expr(ty, sub)];
                 match builtin {
                     Builtin::Abs => {}
@@ -1129,12 +1141,17 @@ impl Generator {
                 self.builtin(ty, builtin, args)
             }
             5 => {
-                let from = *[Ty::Int, Ty::Float, Ty::F32].choose(&mut self.rng)?;
+                let from =
+                    *[Ty::Int, Ty::Float, Ty::F32, Ty::I32, Ty::Usize].choose(&mut self.rng)?;
                 let operand = Box::new(self.expr(from, sub));
                 Expr::new(ty, ExprKind::Cast { operand })
             }
             6 => {
-                let op = *[UnOp::Neg, UnOp::Not].choose(&mut self.rng)?;
+                let op = if signed {
+                    *[UnOp::Neg, UnOp::Not].choose(&mut self.rng)?
+                } else {
+                    UnOp::Not
+                };
                 let operand = Box::new(self.expr(ty, sub));
                 Expr::new(ty, ExprKind::Unary { op, operand })
             }
@@ -2092,6 +2109,7 @@ impl Generator {
         let float = |rng: &mut ChaCha8Rng| json!(f64::from(rng.gen_range(-12..=12)) * 0.25);
         match param.ty {
             Ty::Int | Ty::I32 => int(&mut self.rng),
+            Ty::Usize => json!(self.rng.gen_range(0..=9)),
             Ty::Float | Ty::F32 => float(&mut self.rng),
             Ty::F32Array => {
                 Json::Array((0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng)).collect())

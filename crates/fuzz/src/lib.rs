@@ -4,7 +4,7 @@
 //!
 //! - [`generate`]: a seed gives a [`Case`]: a well-typed, terminating
 //!   program (1–4 functions; mutual and multiple recursion bounded by a
-//!   depth argument; `i64`, `f64`, `i32` (wrapping, shifts, division by
+//!   depth argument; `i64`, `f64`, `i32` and `usize` (wrapping, shifts, division by
 //!   zero), `f32` and `[f32; 3]` (arithmetic, reductions, `softmax`,
 //!   casts between every pair of number types, arrays cast element by
 //!   element); every builtin of the operation table (a test checks it):

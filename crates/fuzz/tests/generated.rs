@@ -120,6 +120,8 @@ fn the_programs_use_every_promised_construct() {
         " as i32)",
         "5f32",
         ": i32",
+        ": usize",
+        "usize)",
         "[f64; D]",
         "[[f64; D]; L]",
         "-> [f64; D] {",
