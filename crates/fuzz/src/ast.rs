@@ -385,11 +385,13 @@ pub enum ExprKind {
     },
     /// `grad(function, point, data..)`: the derivative of the scalar helper
     /// `ds(a: f64, c: f64) -> f64` in `a` at the point, `c` being the data
-    /// argument; of type `f64`.
+    /// argument; of type `f64`. With `field`, `value_and_grad(..).field`
+    /// instead: the value (`0`) or the derivative (`1`).
     Grad {
         function: String,
         point: Box<Expr>,
         data: Vec<Expr>,
+        field: Option<u8>,
     },
     Index {
         array: Box<Expr>,
@@ -747,14 +749,23 @@ fn write_expr(out: &mut String, e: &Expr) {
             function,
             point,
             data,
+            field,
         } => {
-            write!(out, "grad({function}, ").unwrap_or(());
+            let name = if field.is_some() {
+                "(value_and_grad"
+            } else {
+                "grad"
+            };
+            write!(out, "{name}({function}, ").unwrap_or(());
             write_expr(out, point);
             for d in data {
                 out.push_str(", ");
                 write_expr(out, d);
             }
             out.push(')');
+            if let Some(field) = field {
+                write!(out, ".{field})").unwrap_or(());
+            }
         }
         ExprKind::Index { array, index } => {
             write_expr(out, array);

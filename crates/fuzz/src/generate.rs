@@ -1937,19 +1937,21 @@ impl Generator {
     /// A row of the Jacobian of a differentiable helper, at a point of
     /// type `[f64; 3]`, with a data argument of that type if the helper
     /// takes one; or, for type `f64`, `grad(ds, a, c)` of the scalar helper
-    /// with `c` a data argument (see [`differentiable`]). Only in programs
+    /// (or a field of `value_and_grad(ds, a, c)`) with `c` a data argument (see [`differentiable`]). Only in programs
     /// that have helpers.
     fn jacobian_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
         if ty == Ty::Float {
             let function = self.grad_target.clone()?;
             let point = Box::new(self.expr(ty, depth - 1));
             let data = vec![self.expr(ty, depth - 1)];
+            let field = self.chance(0.3).then(|| self.rng.gen_range(0..2));
             return Some(Expr::new(
                 ty,
                 ExprKind::Grad {
                     function,
                     point,
                     data,
+                    field,
                 },
             ));
         }

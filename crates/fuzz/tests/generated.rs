@@ -91,6 +91,7 @@ fn the_programs_use_every_promised_construct() {
         "join(dv",
         "x: [f64; 3], d: [f64; 3]) -> [f64; 3]",
         "grad(ds, ",
+        "(value_and_grad(ds, ",
         "[i64; L]",
         "[f64; L]",
         "-> [f64; L] {",
