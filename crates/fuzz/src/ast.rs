@@ -32,6 +32,9 @@ pub enum Ty {
     F32,
     /// `[f32; 3]`.
     F32Array,
+    /// `[bool; 3]`: elementwise comparisons, conditions of an elementwise
+    /// `select`.
+    BoolArray,
     /// `(i64, f64)`.
     Pair,
     /// `[i64; L]`: a ragged array (each member its own length).
@@ -62,6 +65,7 @@ impl Ty {
             Ty::Usize => "usize",
             Ty::F32 => "f32",
             Ty::F32Array => "[f32; 3]",
+            Ty::BoolArray => "[bool; 3]",
             Ty::Pair => "(i64, f64)",
             Ty::IntRagged => "[i64; L]",
             Ty::FloatRagged => "[f64; L]",
@@ -104,6 +108,7 @@ impl Ty {
             Ty::FloatArray | Ty::FloatRagged | Ty::ColsRagged => Ty::Float,
             Ty::GridRagged => Ty::ColsRagged,
             Ty::F32Array => Ty::F32,
+            Ty::BoolArray => Ty::Bool,
             Ty::RowsRagged | Ty::Matrix => Ty::FloatArray,
             other => other,
         }
@@ -120,6 +125,7 @@ impl Ty {
             Ty::I32 | Ty::Usize => ExprKind::Int(0),
             Ty::F32 => ExprKind::Float(0.0),
             Ty::F32Array => ExprKind::Array(vec![Ty::F32.zero(); FLOAT_ARRAY_LEN]),
+            Ty::BoolArray => ExprKind::Array(vec![Ty::Bool.zero(); FLOAT_ARRAY_LEN]),
             Ty::Pair => ExprKind::Pair(Box::new(Ty::Int.zero()), Box::new(Ty::Float.zero())),
             Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged | Ty::ColsRagged | Ty::GridRagged => {
                 ExprKind::Fill(Box::new(self.element().zero()))

@@ -696,6 +696,7 @@ impl Generator {
             Ty::I32 | Ty::Usize => self.small_int_expr(ty, depth),
             Ty::F32 => self.f32_expr(depth),
             Ty::F32Array => self.f32_array_expr(depth),
+            Ty::BoolArray => self.bool_array_expr(depth),
             Ty::Pair => self.pair_expr(depth),
             Ty::IntRagged | Ty::FloatRagged => self.ragged_expr(ty, depth),
             Ty::RowsRagged => self.rows_expr(depth),
@@ -727,9 +728,9 @@ impl Generator {
             Ty::I32 => ExprKind::Int(self.rng.gen_range(-4..=9)),
             // A negative `usize` literal is an error.
             Ty::Usize => ExprKind::Int(self.rng.gen_range(0..=9)),
-            Ty::F32Array => ExprKind::Array(
+            Ty::F32Array | Ty::BoolArray => ExprKind::Array(
                 (0..FLOAT_ARRAY_LEN)
-                    .map(|_| self.literal(Ty::F32))
+                    .map(|_| self.literal(ty.element()))
                     .collect(),
             ),
             Ty::Bool => ExprKind::Bool(self.chance(0.5)),
@@ -955,6 +956,7 @@ impl Generator {
                     },
                 )
             }
+            2 if depth > 0 && self.chance(0.3) => self.index_expr(Ty::BoolArray, sub),
             2 => self.literal(Ty::Bool),
             3 if self.chance(0.1) => {
                 let p = self.expr(Ty::Float, sub);
@@ -1061,7 +1063,11 @@ impl Generator {
             }
             4 if ty == Ty::FloatArray => self.float_builtin(ty, sub)?,
             _ if ty == Ty::FloatArray => {
-                let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
+                let args = vec![
+                    self.select_condition(sub),
+                    self.expr(ty, sub),
+                    self.expr(ty, sub),
+                ];
                 self.builtin(ty, Builtin::Select, args)
             }
             _ => self.leaf(ty),
@@ -1227,7 +1233,11 @@ impl Generator {
             }
             3 => self.float_builtin(ty, sub)?,
             4 => {
-                let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
+                let args = vec![
+                    self.select_condition(sub),
+                    self.expr(ty, sub),
+                    self.expr(ty, sub),
+                ];
                 self.builtin(ty, Builtin::Select, args)
             }
             5 if self.chance(0.8) => {
@@ -1240,6 +1250,52 @@ impl Generator {
                 self.builtin(ty, builtin, vec![x])
             }
             _ => self.leaf(ty),
+        };
+        Some(e)
+    }
+
+    /// The condition of a `select` between two `[f64; 3]` or `[f32; 3]`:
+    /// a `bool`, or a `[bool; 3]` choosing element by element.
+    fn select_condition(&mut self, sub: u32) -> Expr {
+        if self.chance(0.4) {
+            self.expr(Ty::BoolArray, sub)
+        } else {
+            self.bool_expr(sub)
+        }
+    }
+
+    /// A `[bool; 3]` (comparisons apply to scalars only): a literal, an
+    /// array of conditions, `is_nan`/`is_finite` of a float array, `!`,
+    /// `& | ^` of two.
+    fn bool_array_expr(&mut self, depth: u32) -> Option<Expr> {
+        let (ty, sub) = (Ty::BoolArray, depth - 1);
+        let e = match self.rng.gen_range(0..6) {
+            0 => self.literal(ty),
+            // Conditions that differ from member to member.
+            1 => Expr::new(
+                ty,
+                ExprKind::Array((0..FLOAT_ARRAY_LEN).map(|_| self.bool_expr(sub)).collect()),
+            ),
+            2 => {
+                let builtin = *[Builtin::IsNan, Builtin::IsFinite].choose(&mut self.rng)?;
+                let floats = *[Ty::FloatArray, Ty::F32Array].choose(&mut self.rng)?;
+                let x = self.expr(floats, sub);
+                self.builtin(ty, builtin, vec![x])
+            }
+            3 => {
+                let operand = Box::new(self.expr(ty, sub));
+                Expr::new(
+                    ty,
+                    ExprKind::Unary {
+                        op: UnOp::Not,
+                        operand,
+                    },
+                )
+            }
+            _ => {
+                let op = *[BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor].choose(&mut self.rng)?;
+                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
+            }
         };
         Some(e)
     }
@@ -2116,6 +2172,11 @@ impl Generator {
             Ty::F32Array => {
                 Json::Array((0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng)).collect())
             }
+            Ty::BoolArray => Json::Array(
+                (0..FLOAT_ARRAY_LEN)
+                    .map(|_| json!(self.chance(0.5)))
+                    .collect(),
+            ),
             Ty::Bool => json!(self.chance(0.5)),
             Ty::IntArray => Json::Array((0..INT_ARRAY_LEN).map(|_| int(&mut self.rng)).collect()),
             Ty::FloatArray => {

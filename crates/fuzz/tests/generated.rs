@@ -110,6 +110,7 @@ fn the_programs_use_every_promised_construct() {
         "[[f64; 3]; L]",
         "; L] as ",
         "[f32; 3]",
+        "select([",
         ".powi(",
         ".powf(",
         ".exp()",
