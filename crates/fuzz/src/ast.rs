@@ -41,6 +41,8 @@ pub enum Ty {
     IntRagged,
     /// `[f64; L]`.
     FloatRagged,
+    /// `[f32; L]`.
+    F32Ragged,
     /// `[[f64; 3]; L]`: a ragged number of rows of `[f64; 3]`.
     RowsRagged,
     /// `[f64; D]`: ragged in the second dimension `D`.
@@ -69,6 +71,7 @@ impl Ty {
             Ty::Pair => "(i64, f64)",
             Ty::IntRagged => "[i64; L]",
             Ty::FloatRagged => "[f64; L]",
+            Ty::F32Ragged => "[f32; L]",
             Ty::RowsRagged => "[[f64; 3]; L]",
             Ty::ColsRagged => "[f64; D]",
             Ty::GridRagged => "[[f64; D]; L]",
@@ -80,7 +83,7 @@ impl Ty {
     pub fn is_ragged(self) -> bool {
         matches!(
             self,
-            Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged | Ty::GridRagged
+            Ty::IntRagged | Ty::FloatRagged | Ty::F32Ragged | Ty::RowsRagged | Ty::GridRagged
         )
     }
 
@@ -107,7 +110,7 @@ impl Ty {
             Ty::IntArray | Ty::IntRagged => Ty::Int,
             Ty::FloatArray | Ty::FloatRagged | Ty::ColsRagged => Ty::Float,
             Ty::GridRagged => Ty::ColsRagged,
-            Ty::F32Array => Ty::F32,
+            Ty::F32Array | Ty::F32Ragged => Ty::F32,
             Ty::BoolArray => Ty::Bool,
             Ty::RowsRagged | Ty::Matrix => Ty::FloatArray,
             other => other,
@@ -127,9 +130,12 @@ impl Ty {
             Ty::F32Array => ExprKind::Array(vec![Ty::F32.zero(); FLOAT_ARRAY_LEN]),
             Ty::BoolArray => ExprKind::Array(vec![Ty::Bool.zero(); FLOAT_ARRAY_LEN]),
             Ty::Pair => ExprKind::Pair(Box::new(Ty::Int.zero()), Box::new(Ty::Float.zero())),
-            Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged | Ty::ColsRagged | Ty::GridRagged => {
-                ExprKind::Fill(Box::new(self.element().zero()))
-            }
+            Ty::IntRagged
+            | Ty::FloatRagged
+            | Ty::F32Ragged
+            | Ty::RowsRagged
+            | Ty::ColsRagged
+            | Ty::GridRagged => ExprKind::Fill(Box::new(self.element().zero())),
             Ty::Matrix => ExprKind::Array(vec![Ty::FloatArray.zero(); FLOAT_ARRAY_LEN]),
         };
         Expr { ty: self, kind }

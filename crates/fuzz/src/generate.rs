@@ -46,7 +46,7 @@ const VALUE_TYPES: [Ty; 9] = [
 ];
 
 /// The same in a program with ragged arrays.
-const RAGGED_VALUE_TYPES: [Ty; 9] = [
+const RAGGED_VALUE_TYPES: [Ty; 10] = [
     Ty::Int,
     Ty::Float,
     Ty::IntArray,
@@ -55,6 +55,7 @@ const RAGGED_VALUE_TYPES: [Ty; 9] = [
     Ty::F32,
     Ty::IntRagged,
     Ty::FloatRagged,
+    Ty::F32Ragged,
     Ty::RowsRagged,
 ];
 
@@ -517,6 +518,7 @@ impl Generator {
             | Ty::F32Array
             | Ty::IntRagged
             | Ty::FloatRagged
+            | Ty::F32Ragged
             | Ty::RowsRagged => *[AssignOp::Set, AssignOp::Add, AssignOp::Sub, AssignOp::Mul]
                 .choose(&mut self.rng)?,
             _ => AssignOp::Set,
@@ -532,6 +534,7 @@ impl Generator {
             Ty::F32Array,
             Ty::IntRagged,
             Ty::FloatRagged,
+            Ty::F32Ragged,
             Ty::RowsRagged,
             Ty::ColsRagged,
             Ty::GridRagged,
@@ -698,7 +701,7 @@ impl Generator {
             Ty::F32Array => self.f32_array_expr(depth),
             Ty::BoolArray => self.bool_array_expr(depth),
             Ty::Pair => self.pair_expr(depth),
-            Ty::IntRagged | Ty::FloatRagged => self.ragged_expr(ty, depth),
+            Ty::IntRagged | Ty::FloatRagged | Ty::F32Ragged => self.ragged_expr(ty, depth),
             Ty::RowsRagged => self.rows_expr(depth),
             Ty::ColsRagged => self.cols_expr(depth),
             Ty::GridRagged => self.grid_expr(depth),
@@ -746,9 +749,12 @@ impl Generator {
                 Box::new(self.literal(Ty::Int)),
                 Box::new(self.literal(Ty::Float)),
             ),
-            Ty::IntRagged | Ty::FloatRagged | Ty::RowsRagged | Ty::ColsRagged | Ty::GridRagged => {
-                ExprKind::Fill(Box::new(self.literal(ty.element())))
-            }
+            Ty::IntRagged
+            | Ty::FloatRagged
+            | Ty::F32Ragged
+            | Ty::RowsRagged
+            | Ty::ColsRagged
+            | Ty::GridRagged => ExprKind::Fill(Box::new(self.literal(ty.element()))),
             Ty::Matrix => ExprKind::Array(
                 (0..FLOAT_ARRAY_LEN)
                     .map(|_| self.literal(Ty::FloatArray))
@@ -1171,6 +1177,36 @@ impl Generator {
     /// (random draws among them).
     fn f32_expr(&mut self, depth: u32) -> Option<Expr> {
         let (ty, sub) = (Ty::F32, depth - 1);
+        if self.ragged && self.chance(0.15) {
+            // A reduction or an element of an `[f32; L]`.
+            let array = self.expr(Ty::F32Ragged, sub);
+            return Some(match self.rng.gen_range(0..4) {
+                0 => {
+                    let other = self.expr(Ty::F32Ragged, sub);
+                    self.builtin(ty, Builtin::Dot, vec![array, other])
+                }
+                1 => {
+                    let index = Box::new(self.index(Ty::F32Ragged, sub));
+                    Expr::new(
+                        ty,
+                        ExprKind::Index {
+                            array: Box::new(array),
+                            index,
+                        },
+                    )
+                }
+                _ => {
+                    let builtin = *[
+                        Builtin::Sum,
+                        Builtin::ReduceMax,
+                        Builtin::Mean,
+                        Builtin::LogSumExp,
+                    ]
+                    .choose(&mut self.rng)?;
+                    self.builtin(ty, builtin, vec![array])
+                }
+            });
+        }
         let e = match self.rng.gen_range(0..9) {
             0..=2 => {
                 let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div].choose(&mut self.rng)?;
@@ -1605,17 +1641,16 @@ impl Generator {
             0 => Expr::new(ty, ExprKind::Fill(Box::new(self.expr(element, sub)))),
             // The other ragged array cast element by element (`xs as f64`).
             7 => {
-                let from = if ty == Ty::FloatRagged {
-                    Ty::IntRagged
-                } else {
-                    Ty::FloatRagged
+                let from = match ty {
+                    Ty::FloatRagged => *[Ty::IntRagged, Ty::F32Ragged].choose(&mut self.rng)?,
+                    _ => Ty::FloatRagged,
                 };
                 let operand = Box::new(self.expr(from, sub));
                 Expr::new(ty, ExprKind::Cast { operand })
             }
             1 | 2 => {
                 let mut ops = vec![BinOp::Add, BinOp::Sub, BinOp::Mul];
-                if ty == Ty::FloatRagged {
+                if ty != Ty::IntRagged {
                     ops.push(BinOp::Div);
                 }
                 let op = *ops.choose(&mut self.rng)?;
@@ -1625,7 +1660,7 @@ impl Generator {
                 let op = *[BinOp::Add, BinOp::Mul].choose(&mut self.rng)?;
                 Expr::binary(ty, op, self.expr(ty, sub), self.expr(element, sub))
             }
-            4 if ty == Ty::FloatRagged => {
+            4 if ty != Ty::IntRagged => {
                 let builtin = *[Builtin::Softmax, Builtin::Tanh].choose(&mut self.rng)?;
                 let array = self.expr(ty, sub);
                 self.builtin(ty, builtin, vec![array])
@@ -2184,7 +2219,9 @@ impl Generator {
             }
             Ty::Pair => json!([int(&mut self.rng), float(&mut self.rng)]),
             Ty::IntRagged => Json::Array((0..length).map(|_| int(&mut self.rng)).collect()),
-            Ty::FloatRagged => Json::Array((0..length).map(|_| float(&mut self.rng)).collect()),
+            Ty::FloatRagged | Ty::F32Ragged => {
+                Json::Array((0..length).map(|_| float(&mut self.rng)).collect())
+            }
             Ty::ColsRagged => Json::Array((0..width).map(|_| float(&mut self.rng)).collect()),
             Ty::GridRagged => Json::Array(
                 (0..length)
@@ -2296,6 +2333,7 @@ fn instance_uses(ret: Ty, ty: Ty) -> Vec<InstanceUse> {
         }
         (Ty::IntRagged, Ty::IntRagged)
         | (Ty::FloatRagged, Ty::FloatRagged)
+        | (Ty::F32Ragged, Ty::F32Ragged)
         | (Ty::ColsRagged, Ty::ColsRagged)
         | (Ty::GridRagged, Ty::GridRagged) => vec![InstanceUse::Index(0)],
         (Ty::Pair, Ty::Int) => vec![InstanceUse::SumField(0)],
@@ -2310,6 +2348,7 @@ fn ragged_instance_uses(ret: Ty, ty: Ty) -> Vec<InstanceUse> {
     match (ret, ty) {
         (Ty::Int, Ty::IntRagged)
         | (Ty::Float, Ty::FloatRagged)
+        | (Ty::F32, Ty::F32Ragged)
         | (Ty::FloatArray, Ty::RowsRagged)
         | (Ty::ColsRagged, Ty::GridRagged) => vec![InstanceUse::Whole],
         (Ty::Int, Ty::Int) | (Ty::Float, Ty::Float) => vec![InstanceUse::Sum],

@@ -124,6 +124,7 @@ fn the_programs_use_every_promised_construct() {
         ": i32",
         ": usize",
         "usize)",
+        "[f32; L]",
         "[f64; D]",
         "[[f64; D]; L]",
         "-> [f64; D] {",
