@@ -702,9 +702,8 @@ impl Generator {
             Ty::BoolArray => self.bool_array_expr(depth),
             Ty::Pair => self.pair_expr(depth),
             Ty::IntRagged | Ty::FloatRagged | Ty::F32Ragged => self.ragged_expr(ty, depth),
-            Ty::RowsRagged => self.rows_expr(depth),
+            Ty::RowsRagged | Ty::GridRagged => self.rows_expr(ty, depth),
             Ty::ColsRagged => self.cols_expr(depth),
-            Ty::GridRagged => self.grid_expr(depth),
             Ty::Matrix => self.matrix_expr(depth),
         }
     }
@@ -1609,29 +1608,6 @@ impl Generator {
         Some(e)
     }
 
-    /// An expression of type `[[f64; D]; L]`: `[row; L]`, elementwise
-    /// with another or with a scalar, `select`.
-    fn grid_expr(&mut self, depth: u32) -> Option<Expr> {
-        let (ty, sub) = (Ty::GridRagged, depth - 1);
-        let e = match self.rng.gen_range(0..6) {
-            0 => Expr::new(ty, ExprKind::Fill(Box::new(self.expr(Ty::ColsRagged, sub)))),
-            1 | 2 => {
-                let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
-                Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
-            }
-            3 => {
-                let op = *[BinOp::Add, BinOp::Mul].choose(&mut self.rng)?;
-                Expr::binary(ty, op, self.expr(ty, sub), self.expr(Ty::Float, sub))
-            }
-            4 => {
-                let args = vec![self.bool_expr(sub), self.expr(ty, sub), self.expr(ty, sub)];
-                self.builtin(ty, Builtin::Select, args)
-            }
-            _ => self.leaf(ty),
-        };
-        Some(e)
-    }
-
     /// An expression of a ragged array type: `[x; L]`, elementwise with
     /// another such array or a scalar, `softmax`/`tanh`, `select`.
     fn ragged_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
@@ -1688,12 +1664,13 @@ impl Generator {
         Some(e)
     }
 
-    /// An expression of type `[[f64; 3]; L]`: `[row; L]`, elementwise
-    /// with another or with a scalar, `select`.
-    fn rows_expr(&mut self, depth: u32) -> Option<Expr> {
-        let (ty, sub) = (Ty::RowsRagged, depth - 1);
+    /// An expression of a ragged number of rows, `[[f64; 3]; L]` or
+    /// `[[f64; D]; L]`: `[row; L]`, elementwise with another or with a
+    /// scalar, `select`.
+    fn rows_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        let sub = depth - 1;
         let e = match self.rng.gen_range(0..6) {
-            0 => Expr::new(ty, ExprKind::Fill(Box::new(self.expr(Ty::FloatArray, sub)))),
+            0 => Expr::new(ty, ExprKind::Fill(Box::new(self.expr(ty.element(), sub)))),
             1 | 2 => {
                 let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
                 Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
