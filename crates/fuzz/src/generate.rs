@@ -132,12 +132,10 @@ struct Var {
     name: String,
     ty: Ty,
     assignable: bool,
-    /// An `i64` known to be in `0..L` (the counter of a loop over `L`):
-    /// an index in bounds of every ragged array of the member.
-    in_l: bool,
-    /// An `i64` known to be in `0..D`: an index in bounds of every
-    /// `[f64; D]` of the member.
-    in_d: bool,
+    /// For an `i64` known to be in `0..L` (or `0..D`: the counter of a
+    /// loop over it), that dimension: an index in bounds of every array of
+    /// the member whose outer length it is.
+    in_dim: Option<&'static str>,
 }
 
 impl Var {
@@ -146,8 +144,7 @@ impl Var {
             name: name.to_owned(),
             ty,
             assignable,
-            in_l: false,
-            in_d: false,
+            in_dim: None,
         }
     }
 }
@@ -626,8 +623,11 @@ impl Generator {
         let var = self.fresh("i");
         let mark = self.scope.vars.len();
         self.scope.vars.push(Var {
-            in_l: over_l,
-            in_d: over_d,
+            in_dim: if over_l {
+                Some(RAGGED_DIM)
+            } else {
+                over_d.then_some(INNER_RAGGED_DIM)
+            },
             ..Var::new(&var, Ty::Int, false)
         });
         let body = self.loop_body(LoopKind::Plain, depth - 1);
@@ -791,28 +791,7 @@ impl Generator {
                 }
                 Expr::binary(Ty::Int, op, self.expr(Ty::Int, sub), rhs)
             }
-            4 => {
-                let op = *[
-                    BinOp::BitAnd,
-                    BinOp::BitOr,
-                    BinOp::BitXor,
-                    BinOp::Shl,
-                    BinOp::Shr,
-                ]
-                .choose(&mut self.rng)?;
-                // A shift amount may be of another integer type.
-                let amount_ty = if matches!(op, BinOp::Shl | BinOp::Shr) && self.chance(0.3) {
-                    Ty::I32
-                } else {
-                    Ty::Int
-                };
-                Expr::binary(
-                    Ty::Int,
-                    op,
-                    self.expr(Ty::Int, sub),
-                    self.expr(amount_ty, sub),
-                )
-            }
+            4 => self.bitwise_expr(Ty::Int, Ty::I32, sub)?,
             5 => {
                 // `-x`, or bitwise `!x`.
                 let op = *[UnOp::Neg, UnOp::Neg, UnOp::Not].choose(&mut self.rng)?;
@@ -856,6 +835,30 @@ impl Generator {
             _ => self.leaf(Ty::Int),
         };
         Some(e)
+    }
+
+    /// `& | ^ << >>` of two integers of type `ty`; a shift's amount is
+    /// sometimes of type `amount` (any integer type may shift any).
+    fn bitwise_expr(&mut self, ty: Ty, amount: Ty, sub: u32) -> Option<Expr> {
+        let op = *[
+            BinOp::BitAnd,
+            BinOp::BitOr,
+            BinOp::BitXor,
+            BinOp::Shl,
+            BinOp::Shr,
+        ]
+        .choose(&mut self.rng)?;
+        let amount_ty = if matches!(op, BinOp::Shl | BinOp::Shr) && self.chance(0.3) {
+            amount
+        } else {
+            ty
+        };
+        Some(Expr::binary(
+            ty,
+            op,
+            self.expr(ty, sub),
+            self.expr(amount_ty, sub),
+        ))
     }
 
     /// A call of one of the [`HOSTS`] on float expressions.
@@ -1119,22 +1122,7 @@ impl Generator {
                 let op = *[BinOp::Div, BinOp::Rem].choose(&mut self.rng)?;
                 Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
             }
-            3 => {
-                let op = *[
-                    BinOp::BitAnd,
-                    BinOp::BitOr,
-                    BinOp::BitXor,
-                    BinOp::Shl,
-                    BinOp::Shr,
-                ]
-                .choose(&mut self.rng)?;
-                let amount_ty = if matches!(op, BinOp::Shl | BinOp::Shr) && self.chance(0.3) {
-                    Ty::Int
-                } else {
-                    ty
-                };
-                Expr::binary(ty, op, self.expr(ty, sub), self.expr(amount_ty, sub))
-            }
+            3 => self.bitwise_expr(ty, Ty::Int, sub)?,
             4 => {
                 let builtins: &[Builtin] = if signed {
                     &[Builtin::Abs, Builtin::Min, Builtin::Max, Builtin::Pow]
@@ -1377,11 +1365,8 @@ impl Generator {
     /// (`e & 3` into `[i64; 4]`, `e & 1` into `[f64; 3]`), sometimes not;
     /// into a ragged array see [`Self::ragged_index`].
     fn index(&mut self, array: Ty, depth: u32) -> Expr {
-        if array.is_ragged() {
-            return self.ragged_index(depth);
-        }
-        if array == Ty::ColsRagged {
-            return self.inner_index(depth);
+        if let Some(dim) = array.outer_dim() {
+            return self.ragged_index(dim, depth);
         }
         let e = self.expr(Ty::Int, depth);
         let mask = match (array, self.rng.gen_range(0..10)) {
@@ -1400,15 +1385,16 @@ impl Generator {
         Expr::new(element, ExprKind::Index { array, index })
     }
 
-    /// An index into a ragged array, against each member's own length:
-    /// the counter of an enclosing loop over `L` (always in bounds), or
-    /// `e & 1`, `e & 3`, `e`, `L - 1` (out of bounds for some members).
-    fn ragged_index(&mut self, depth: u32) -> Expr {
+    /// An index into an array whose outer length is the ragged dimension
+    /// `dim` (`L` or `D`), against each member's own length: the counter
+    /// of an enclosing loop over `dim` (always in bounds), or `e & 1`,
+    /// `e & 3`, `e`, `dim - 1` (out of bounds for some members).
+    fn ragged_index(&mut self, dim: &'static str, depth: u32) -> Expr {
         let counters: Vec<String> = self
             .scope
             .vars
             .iter()
-            .filter(|v| v.in_l)
+            .filter(|v| v.in_dim == Some(dim))
             .map(|v| v.name.clone())
             .collect();
         if let Some(name) = counters.choose(&mut self.rng) {
@@ -1421,43 +1407,13 @@ impl Generator {
             1 => Expr::binary(
                 Ty::Int,
                 BinOp::Sub,
-                Expr::new(Ty::Int, ExprKind::Dim(RAGGED_DIM)),
+                Expr::new(Ty::Int, ExprKind::Dim(dim)),
                 Expr::int(1),
             ),
             k => {
                 let mask = if k < 4 { 1 } else { 3 };
                 let e = self.expr(Ty::Int, depth);
                 Expr::binary(Ty::Int, BinOp::BitAnd, e, Expr::int(mask))
-            }
-        }
-    }
-
-    /// An index into a `[f64; D]`: the counter of an enclosing loop over
-    /// `D`, or `e & 1`, `e`, `D - 1` (out of bounds for some members).
-    fn inner_index(&mut self, depth: u32) -> Expr {
-        let counters: Vec<String> = self
-            .scope
-            .vars
-            .iter()
-            .filter(|v| v.in_d)
-            .map(|v| v.name.clone())
-            .collect();
-        if let Some(name) = counters.choose(&mut self.rng) {
-            if self.chance(0.6) {
-                return Expr::var(name, Ty::Int);
-            }
-        }
-        match self.rng.gen_range(0..4) {
-            0 => self.expr(Ty::Int, depth),
-            1 => Expr::binary(
-                Ty::Int,
-                BinOp::Sub,
-                Expr::new(Ty::Int, ExprKind::Dim(INNER_RAGGED_DIM)),
-                Expr::int(1),
-            ),
-            _ => {
-                let e = self.expr(Ty::Int, depth);
-                Expr::binary(Ty::Int, BinOp::BitAnd, e, Expr::int(1))
             }
         }
     }
