@@ -608,8 +608,9 @@ impl Generator {
     }
 
     /// `for i in -1..bound`, or in a program with ragged arrays sometimes
-    /// `for i in 0..(xs.len() as i64)` (or `0..(L as i64)`), whose `i` is
-    /// in bounds of every ragged array of the member.
+    /// `for i in 0..(xs.len() as i64)` (or `0..(L as i64)`, or the same
+    /// over `D`), whose `i` is in bounds of every array of the member of
+    /// that outer length.
     fn for_stmt(&mut self, depth: u32) -> Stmt {
         let over_d = self.inner && self.chance(0.25);
         let over_l = !over_d && self.ragged && self.chance(0.5);
@@ -824,7 +825,7 @@ impl Generator {
                 let builtin = *[Builtin::Argmax, Builtin::Argmin].choose(&mut self.rng)?;
                 let ty = *[Ty::FloatArray, Ty::IntArray, Ty::F32Array].choose(&mut self.rng)?;
                 let array = self.expr(ty, sub);
-                let arg = self.builtin(Ty::Int, builtin, vec![array]);
+                let arg = self.builtin(Ty::Usize, builtin, vec![array]);
                 Expr::new(
                     Ty::Int,
                     ExprKind::Cast {
