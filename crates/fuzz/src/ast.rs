@@ -32,9 +32,10 @@ pub enum Ty {
     F32,
     /// `[f32; 3]`.
     F32Array,
-    /// `[bool; 3]`: elementwise comparisons, conditions of an elementwise
-    /// `select`.
+    /// `[bool; 3]`: conditions of an elementwise `select`.
     BoolArray,
+    /// `[[f32; 3]; 3]`: products of `f32` (`matvec`, `matmul`, ...).
+    F32Matrix,
     /// `(i64, f64)`.
     Pair,
     /// `[i64; L]`: a ragged array (each member its own length).
@@ -68,6 +69,7 @@ impl Ty {
             Ty::F32 => "f32",
             Ty::F32Array => "[f32; 3]",
             Ty::BoolArray => "[bool; 3]",
+            Ty::F32Matrix => "[[f32; 3]; 3]",
             Ty::Pair => "(i64, f64)",
             Ty::IntRagged => "[i64; L]",
             Ty::FloatRagged => "[f64; L]",
@@ -112,8 +114,17 @@ impl Ty {
             Ty::GridRagged => Ty::ColsRagged,
             Ty::F32Array | Ty::F32Ragged => Ty::F32,
             Ty::BoolArray => Ty::Bool,
+            Ty::F32Matrix => Ty::F32Array,
             Ty::RowsRagged | Ty::Matrix => Ty::FloatArray,
             other => other,
+        }
+    }
+
+    /// The scalar type of the elements (the type itself for a scalar).
+    pub fn scalar(self) -> Ty {
+        match self.element() {
+            e if e == self => self,
+            e => e.scalar(),
         }
     }
 
@@ -129,6 +140,7 @@ impl Ty {
             Ty::F32 => ExprKind::Float(0.0),
             Ty::F32Array => ExprKind::Array(vec![Ty::F32.zero(); FLOAT_ARRAY_LEN]),
             Ty::BoolArray => ExprKind::Array(vec![Ty::Bool.zero(); FLOAT_ARRAY_LEN]),
+            Ty::F32Matrix => ExprKind::Array(vec![Ty::F32Array.zero(); FLOAT_ARRAY_LEN]),
             Ty::Pair => ExprKind::Pair(Box::new(Ty::Int.zero()), Box::new(Ty::Float.zero())),
             Ty::IntRagged
             | Ty::FloatRagged
@@ -689,10 +701,10 @@ fn write_expr(out: &mut String, e: &Expr) {
             out.push(')');
         }
         ExprKind::Cast { operand } => {
-            // An array casts element by element: `as` names the element type.
+            // An array casts element by element: `as` names the scalar type.
             out.push('(');
             write_expr(out, operand);
-            write!(out, " as {})", e.ty.element().source()).unwrap_or(());
+            write!(out, " as {})", e.ty.scalar().source()).unwrap_or(());
         }
         ExprKind::If {
             cond,

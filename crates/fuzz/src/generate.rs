@@ -705,7 +705,7 @@ impl Generator {
             Ty::IntRagged | Ty::FloatRagged | Ty::F32Ragged => self.ragged_expr(ty, depth),
             Ty::RowsRagged | Ty::GridRagged => self.rows_expr(ty, depth),
             Ty::ColsRagged => self.cols_expr(depth),
-            Ty::Matrix => self.matrix_expr(depth),
+            Ty::Matrix | Ty::F32Matrix => self.matrix_expr(ty, depth),
         }
     }
 
@@ -731,7 +731,7 @@ impl Generator {
             Ty::I32 => ExprKind::Int(self.rng.gen_range(-4..=9)),
             // A negative `usize` literal is an error.
             Ty::Usize => ExprKind::Int(self.rng.gen_range(0..=9)),
-            Ty::F32Array | Ty::BoolArray => ExprKind::Array(
+            Ty::F32Array | Ty::BoolArray | Ty::F32Matrix => ExprKind::Array(
                 (0..FLOAT_ARRAY_LEN)
                     .map(|_| self.literal(ty.element()))
                     .collect(),
@@ -1234,6 +1234,30 @@ impl Generator {
     /// an `f32`, `softmax`/`tanh`, `select`, a `[f64; 3]` cast.
     fn f32_array_expr(&mut self, depth: u32) -> Option<Expr> {
         let (ty, sub) = (Ty::F32Array, depth - 1);
+        if self.chance(0.15) {
+            // A product with an `f32` matrix, or its row.
+            let m = self.expr(Ty::F32Matrix, sub);
+            return Some(match self.rng.gen_range(0..3) {
+                0 => {
+                    let v = self.expr(ty, sub);
+                    self.builtin(ty, Builtin::Matvec, vec![m, v])
+                }
+                1 => {
+                    let v = self.expr(ty, sub);
+                    self.builtin(ty, Builtin::Vecmat, vec![v, m])
+                }
+                _ => {
+                    let index = Box::new(self.index(ty, sub));
+                    Expr::new(
+                        ty,
+                        ExprKind::Index {
+                            array: Box::new(m),
+                            index,
+                        },
+                    )
+                }
+            });
+        }
         let e = match self.rng.gen_range(0..7) {
             0 => Expr::new(
                 ty,
@@ -1324,17 +1348,20 @@ impl Generator {
         Some(e)
     }
 
-    /// A `[[f64; 3]; 3]`: the static `M` or a literal, `outer` of two
-    /// vectors, `transpose`, `matmul`, elementwise with another.
-    fn matrix_expr(&mut self, depth: u32) -> Option<Expr> {
-        let (ty, sub) = (Ty::Matrix, depth - 1);
-        let e = match self.rng.gen_range(0..6) {
+    /// A `[[f64; 3]; 3]` or `[[f32; 3]; 3]`: the static `M` or a literal,
+    /// `outer` of two vectors, `transpose`, `matmul`, elementwise with
+    /// another; an `f32` one also `M` cast.
+    fn matrix_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
+        let sub = depth - 1;
+        let row = ty.element();
+        let e = match self.rng.gen_range(0..7) {
             0 => {
-                let (a, b) = (
-                    self.expr(Ty::FloatArray, sub),
-                    self.expr(Ty::FloatArray, sub),
-                );
+                let (a, b) = (self.expr(row, sub), self.expr(row, sub));
                 self.builtin(ty, Builtin::Outer, vec![a, b])
+            }
+            6 if ty == Ty::F32Matrix => {
+                let operand = Box::new(self.expr(Ty::Matrix, sub));
+                Expr::new(ty, ExprKind::Cast { operand })
             }
             1 => {
                 let m = self.expr(ty, sub);
@@ -2141,6 +2168,13 @@ impl Generator {
             Ty::F32Array => {
                 Json::Array((0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng)).collect())
             }
+            Ty::F32Matrix => Json::Array(
+                (0..FLOAT_ARRAY_LEN)
+                    .map(|_| {
+                        Json::Array((0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng)).collect())
+                    })
+                    .collect(),
+            ),
             Ty::BoolArray => Json::Array(
                 (0..FLOAT_ARRAY_LEN)
                     .map(|_| json!(self.chance(0.5)))

@@ -111,6 +111,8 @@ fn the_programs_use_every_promised_construct() {
         "; L] as ",
         "[f32; 3]",
         "select([",
+        "]] as f32)",
+        "matvec([[",
         ".powi(",
         ".powf(",
         ".exp()",
