@@ -541,6 +541,7 @@ fn prepare_run(args: &RunArgs) -> Result<(Compiled, autobatch::BoundBatch), Fail
 /// them, the ranks run their chains, rank 0 writes the draws, the figures
 /// and the summary.
 fn sample(args: SampleArgs, comm: &dyn Communicator) -> Result<(), Failure> {
+    return_large_buffers_to_the_system();
     let prepared = comm.is_root().then(|| prepare_sample(&args));
     // The other ranks build the model from rank 0's texts (none to share
     // in one process: the data's text is dropped before sampling starts).
@@ -622,6 +623,21 @@ fn prepare_sample(args: &SampleArgs) -> Result<(autobatch_sample::Model, Vec<Str
 }
 
 /// The sampler's settings from the command line's.
+/// Makes every buffer of 128 kB or more its own mapping, given back to the
+/// system when freed. glibc's default raises that threshold to the largest
+/// such buffer freed so far (the data file's text, 20 MB for a 10,000 x
+/// 100 matrix), after which the chains' draws and results stay resident in
+/// the heap once freed: `sample` at 256 chains peaked 9 MB higher
+/// (`docs/benchmarks.md`, "`sample` memory at 256 chains").
+fn return_large_buffers_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `mallopt` only sets a parameter of glibc's allocator, under
+    // the allocator's own lock; the value is valid.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
+}
+
 fn sample_config(args: &SampleArgs) -> autobatch_sample::SampleConfig {
     autobatch_sample::SampleConfig {
         chains: args.chains,
