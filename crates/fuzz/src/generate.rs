@@ -1015,28 +1015,7 @@ impl Generator {
             return Some(self.builtin(ty, Builtin::Vecmat, vec![v, m]));
         }
         if ty == Ty::FloatArray && self.chance(0.1) {
-            // A product with a matrix, or a matrix's row.
-            let m = self.expr(Ty::Matrix, sub);
-            return Some(match self.rng.gen_range(0..3) {
-                0 => {
-                    let v = self.expr(ty, sub);
-                    self.builtin(ty, Builtin::Matvec, vec![m, v])
-                }
-                1 => {
-                    let v = self.expr(ty, sub);
-                    self.builtin(ty, Builtin::Vecmat, vec![v, m])
-                }
-                _ => {
-                    let index = Box::new(self.index(Ty::FloatArray, sub));
-                    Expr::new(
-                        ty,
-                        ExprKind::Index {
-                            array: Box::new(m),
-                            index,
-                        },
-                    )
-                }
-            });
+            return Some(self.matrix_product(Ty::Matrix, sub));
         }
         if ty == Ty::FloatArray && self.chance(0.1) {
             // A `[f32; 3]` widened element by element.
@@ -1235,28 +1214,7 @@ impl Generator {
     fn f32_array_expr(&mut self, depth: u32) -> Option<Expr> {
         let (ty, sub) = (Ty::F32Array, depth - 1);
         if self.chance(0.15) {
-            // A product with an `f32` matrix, or its row.
-            let m = self.expr(Ty::F32Matrix, sub);
-            return Some(match self.rng.gen_range(0..3) {
-                0 => {
-                    let v = self.expr(ty, sub);
-                    self.builtin(ty, Builtin::Matvec, vec![m, v])
-                }
-                1 => {
-                    let v = self.expr(ty, sub);
-                    self.builtin(ty, Builtin::Vecmat, vec![v, m])
-                }
-                _ => {
-                    let index = Box::new(self.index(ty, sub));
-                    Expr::new(
-                        ty,
-                        ExprKind::Index {
-                            array: Box::new(m),
-                            index,
-                        },
-                    )
-                }
-            });
+            return Some(self.matrix_product(Ty::F32Matrix, sub));
         }
         let e = match self.rng.gen_range(0..7) {
             0 => Expr::new(
@@ -1346,6 +1304,33 @@ impl Generator {
             }
         };
         Some(e)
+    }
+
+    /// A vector made of a matrix of type `matrix` (`[[f64; 3]; 3]` or
+    /// `[[f32; 3]; 3]`): `matvec`, `vecmat` or one of its rows.
+    fn matrix_product(&mut self, matrix: Ty, sub: u32) -> Expr {
+        let ty = matrix.element();
+        let m = self.expr(matrix, sub);
+        match self.rng.gen_range(0..3) {
+            0 => {
+                let v = self.expr(ty, sub);
+                self.builtin(ty, Builtin::Matvec, vec![m, v])
+            }
+            1 => {
+                let v = self.expr(ty, sub);
+                self.builtin(ty, Builtin::Vecmat, vec![v, m])
+            }
+            _ => {
+                let index = Box::new(self.index(ty, sub));
+                Expr::new(
+                    ty,
+                    ExprKind::Index {
+                        array: Box::new(m),
+                        index,
+                    },
+                )
+            }
+        }
     }
 
     /// A `[[f64; 3]; 3]` or `[[f32; 3]; 3]`: the static `M` or a literal,
