@@ -691,14 +691,7 @@ fn write_expr(out: &mut String, e: &Expr) {
         ExprKind::Builtin { builtin, args } => write_builtin(out, *builtin, args),
         ExprKind::HostCall { name, args } => {
             out.push_str(name);
-            out.push('(');
-            for (k, arg) in args.iter().enumerate() {
-                if k > 0 {
-                    out.push_str(", ");
-                }
-                write_expr(out, arg);
-            }
-            out.push(')');
+            write_args(out, args);
         }
         ExprKind::Cast { operand } => {
             // An array casts element by element: `as` names the scalar type.
@@ -761,36 +754,22 @@ fn write_expr(out: &mut String, e: &Expr) {
             data,
             row,
         } => {
-            write!(out, "jacobian({function}, ").unwrap_or(());
-            write_expr(out, point);
-            for d in data {
-                out.push_str(", ");
-                write_expr(out, d);
-            }
-            write!(out, ")[{row}]").unwrap_or(());
+            write_derivative(out, "jacobian", function, point, data);
+            write!(out, "[{row}]").unwrap_or(());
         }
         ExprKind::Grad {
             function,
             point,
             data,
             field,
-        } => {
-            let name = if field.is_some() {
-                "(value_and_grad"
-            } else {
-                "grad"
-            };
-            write!(out, "{name}({function}, ").unwrap_or(());
-            write_expr(out, point);
-            for d in data {
-                out.push_str(", ");
-                write_expr(out, d);
-            }
-            out.push(')');
-            if let Some(field) = field {
+        } => match field {
+            None => write_derivative(out, "grad", function, point, data),
+            Some(field) => {
+                out.push('(');
+                write_derivative(out, "value_and_grad", function, point, data);
                 write!(out, ".{field})").unwrap_or(());
             }
-        }
+        },
         ExprKind::Index { array, index } => {
             write_expr(out, array);
             out.push('[');
@@ -886,6 +865,17 @@ fn write_instances(
         InstanceUse::SumField(f) => write!(out, "sum({call}.{f})"),
     }
     .unwrap_or(());
+}
+
+/// `name(function, point, data..)`: `grad`, `value_and_grad`, `jacobian`.
+fn write_derivative(out: &mut String, name: &str, function: &str, point: &Expr, data: &[Expr]) {
+    write!(out, "{name}({function}, ").unwrap_or(());
+    write_expr(out, point);
+    for d in data {
+        out.push_str(", ");
+        write_expr(out, d);
+    }
+    out.push(')');
 }
 
 fn write_builtin(out: &mut String, builtin: Builtin, args: &[Expr]) {
