@@ -33,7 +33,7 @@ struct Settings {
 /// package's `Fit` wraps (draws, stats, summary, per-draw statistics, table).
 #[pyfunction]
 #[pyo3(signature = (model_source, data = None, *, chains = None, warmup = None, draws = None,
-                    seed = None, strategy = "program-counter", threads = None, max_depth = None,
+                    seed = None, strategy = None, threads = None, max_depth = None,
                     target_accept = 0.8, pooled_adaptation = None, progress = None,
                     path = "<model>"))]
 #[allow(clippy::too_many_arguments)]
@@ -45,7 +45,7 @@ pub fn sample<'py>(
     warmup: Option<&Bound<'py, PyAny>>,
     draws: Option<&Bound<'py, PyAny>>,
     seed: Option<&Bound<'py, PyAny>>,
-    strategy: &str,
+    strategy: Option<&str>,
     threads: Option<&Bound<'py, PyAny>>,
     max_depth: Option<&Bound<'py, PyAny>>,
     target_accept: f64,
@@ -55,7 +55,10 @@ pub fn sample<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     no_panic(|| {
         let max = autobatch_sample::MAX_ITERATIONS as u64;
-        let strategy = parse_name::<Strategy>(strategy)?;
+        let strategy = match strategy {
+            Some(name) => parse_name::<Strategy>(name)?,
+            None => autobatch_sample::DEFAULT_STRATEGY,
+        };
         let adaptation = match pooled_adaptation.filter(|p| !p.is_none()) {
             None => Adaptation::PerChain,
             Some(every) => Adaptation::Pooled {

@@ -40,7 +40,8 @@ def test_draws_shape_stats_and_summary():
     assert fit.chain_ids == [0, 1, 2]
     assert fit.stats["chains"] == 3 and fit.stats["draws"] == 200
     assert fit.stats["dimension"] == 2
-    assert fit.stats["strategy"] == "program-counter"
+    # The sampler's default strategy (autobatch_sample::DEFAULT_STRATEGY).
+    assert fit.stats["strategy"] == "native"
     for name in ["tree_depth", "n_steps", "diverging", "acceptance_rate", "lp", "energy"]:
         assert fit.sample_stats[name].shape == (3, 200), name
     assert fit.step_size.shape == (3,)

@@ -150,16 +150,21 @@ impl RunResult {
             "op_counts": op_counts,
         });
         if !self.stats.report.is_empty() {
-            let report: serde_json::Map<String, serde_json::Value> = self
-                .stats
-                .report
-                .iter()
-                .map(|field| (field.name.to_string(), report_value_to_json(&field.value)))
-                .collect();
-            stats[self.strategy.name()] = serde_json::Value::Object(report);
+            stats[self.strategy.name()] = report_to_json(&self.stats.report);
         }
         stats
     }
+}
+
+/// An executor's own figures ([`autobatch_exec::Stats::report`]) as one
+/// JSON object, a member per field: what `--stats` prints under the
+/// strategy's name.
+pub fn report_to_json(report: &[autobatch_exec::ReportField]) -> serde_json::Value {
+    let fields: serde_json::Map<String, serde_json::Value> = report
+        .iter()
+        .map(|field| (field.name.to_string(), report_value_to_json(&field.value)))
+        .collect();
+    serde_json::Value::Object(fields)
 }
 
 fn report_value_to_json(value: &autobatch_exec::ReportValue) -> serde_json::Value {

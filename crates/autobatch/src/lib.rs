@@ -90,7 +90,8 @@ pub use compile::{compile, CompileError, Compiled};
 pub use frontend_bridge::Diagnostic;
 pub use inputs::{parse_strict_json, InputValue, Inputs};
 pub use json_output::{
-    float_to_json, member_result_to_json, scalar_to_json, tensor_to_json, value_to_json,
+    float_to_json, member_result_to_json, report_to_json, scalar_to_json, tensor_to_json,
+    value_to_json,
 };
 pub use run::{
     check_threads, default_threads, max_threads, BlockChoice, Lanes, RunConfig, RunError,

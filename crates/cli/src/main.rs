@@ -147,7 +147,7 @@ struct SampleArgs {
     /// The seed of the chains' random streams.
     #[arg(long, value_name = "N", default_value_t = 0)]
     seed: u64,
-    #[arg(long, value_parser = parse_strategy, default_value = "program-counter", help = strategy_help())]
+    #[arg(long, value_parser = parse_strategy, default_value = autobatch_sample::DEFAULT_STRATEGY.name(), help = strategy_help())]
     strategy: Strategy,
     /// The deepest tree of a trajectory (at most 2^N - 1 leapfrog steps), from 1 to 30.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=30), default_value_t = 10)]

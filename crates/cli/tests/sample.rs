@@ -187,15 +187,20 @@ fn draws_csv_stats_json_and_summary() {
     assert_eq!(json["step_size"].as_array().unwrap().len(), 3);
     assert!(json["gradient_evaluations_sampling"].as_u64().unwrap() >= 3 * 120);
     assert!(json["warmup_seconds"].as_f64().unwrap() > 0.0);
+    // The default strategy is native, and it compiled the sampler and the model.
+    assert_eq!(json["strategy"], "native", "{json}");
+    assert_eq!(json["native"]["compiled"], true, "{json}");
 
     // The same command gives the same draws, whatever the strategy.
     let again = autobatch(&args);
     assert_eq!(again.status.code(), Some(0));
     assert_eq!(std::fs::read_to_string(&csv).unwrap(), draws);
-    let mut local = args.to_vec();
-    local.extend(["--strategy", "local-static"]);
-    assert_eq!(autobatch(&local).status.code(), Some(0));
-    assert_eq!(std::fs::read_to_string(&csv).unwrap(), draws);
+    for strategy in ["local-static", "program-counter", "native-batched"] {
+        let mut other = args.to_vec();
+        other.extend(["--strategy", strategy]);
+        assert_eq!(autobatch(&other).status.code(), Some(0), "{strategy}");
+        assert_eq!(std::fs::read_to_string(&csv).unwrap(), draws, "{strategy}");
+    }
 }
 
 #[test]

@@ -89,6 +89,8 @@ impl Strategy {
     pub const Reference: Strategy = Strategy(&reference::Reference);
     pub const LocalStatic: Strategy = Strategy(&local_static::LocalStatic);
     pub const ProgramCounter: Strategy = Strategy(&program_counter::ProgramCounter);
+    pub const Native: Strategy = Strategy(&native::NATIVE);
+    pub const NativeBatched: Strategy = Strategy(&native::NATIVE_BATCHED);
 }
 
 impl Strategy {

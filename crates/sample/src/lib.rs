@@ -41,7 +41,7 @@ mod shard;
 
 pub use driver::{
     Adaptation, ChainFailure, MemoryFigures, PhaseFigures, Progress, SampleConfig, SampleRun, Stop,
-    MAX_ITERATIONS,
+    DEFAULT_STRATEGY, MAX_ITERATIONS,
 };
 pub use model::{Model, SampleError, LIBRARY};
 pub use shard::{sample_sharded, ShardedError};

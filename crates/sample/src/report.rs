@@ -153,17 +153,22 @@ pub fn memory_line(memory: &crate::MemoryFigures) -> String {
         megabytes(memory.data_bytes),
         megabytes(memory.chain_state_bytes)
     );
-    let batch = format!(
-        "the batch's columns and stacks at most {}",
-        megabytes(memory.peak_batch_bytes)
-    );
+    // Only the interpreters keep batch columns (native code keeps each
+    // member's values in its own frames).
+    let batch = match memory.peak_batch_bytes {
+        0 => String::new(),
+        bytes => format!(
+            "; the batch's columns and stacks at most {}",
+            megabytes(bytes)
+        ),
+    };
     match memory.peak_resident_bytes {
         Some(resident) => format!(
-            "memory: peak resident {}, {:.1} times {against}; {batch}",
+            "memory: peak resident {}, {:.1} times {against}{batch}",
             megabytes(resident),
             resident as f64 / needed.max(1) as f64
         ),
-        None => format!("memory: {against}; {batch}"),
+        None => format!("memory: {against}{batch}"),
     }
 }
 
@@ -263,6 +268,17 @@ fn float(x: f64) -> serde_json::Value {
 /// The run's figures as JSON (`--stats`). Per-chain lists (`step_size`,
 /// `inv_metric`, `mean_accept_stat`, `e_bfmi`) follow `finished_chains`.
 pub fn stats_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
+    let mut stats = figures_json(run, strategy);
+    if !run.executor_report.is_empty() {
+        // The executor's own figures, as `autobatch run --stats` has them
+        // (under `native`: whether the program was compiled, and if not why).
+        stats[strategy] = autobatch::report_to_json(&run.executor_report);
+    }
+    stats
+}
+
+/// The run's figures, summary and settings.
+fn figures_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
     let rows = summaries(run);
     serde_json::json!({
         "chains": run.chains,

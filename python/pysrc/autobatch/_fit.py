@@ -107,12 +107,14 @@ class _ProgressBar:
 
 
 def sample(model_source, data=None, *, chains=4, warmup=1000, draws=1000, seed=0,
-           strategy="program-counter", threads=None, max_depth=10, target_accept=0.8,
+           strategy=None, threads=None, max_depth=10, target_accept=0.8,
            pooled_adaptation=None, progress=None, path="<model>"):
     """Runs the No-U-Turn Sampler on `model_source` (which defines
     `fn log_density(theta: [f64; D]) -> f64`) with its statics in `data`,
     as `autobatch sample` does, and returns a `Fit`.
 
+    `strategy`: how the chains run (None: `autobatch sample`'s default,
+    native); every strategy gives the same draws.
     `pooled_adaptation`: pool the chains' adaptation every that many warmup
     iterations (None: each chain adapts alone). `progress`: None draws a
     progress bar on stderr when it is a terminal, False draws none, a
