@@ -19,6 +19,7 @@ mod internal;
 mod liveness;
 pub mod local_static;
 pub mod native;
+mod native_cache;
 pub mod profile;
 pub mod program_counter;
 pub mod ragged;

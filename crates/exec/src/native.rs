@@ -13,12 +13,22 @@
 //! ([`reference::run_member`]); the report counts such members, whose
 //! steps and operation counts the figures then leave out.
 //!
+//! With an observer ([`crate::Observer`]), a watcher thread calls it every
+//! interval while members run (a member may run for long: a sampler's
+//! chain), besides the calls as chunks of members end; when it panics (a
+//! host stopping the run), the members are interrupted
+//! ([`autobatch_native::Limits::interrupt`]) within a few thousand of
+//! their steps, and the panic goes on once they have stopped.
+//!
 //! `--stats`: `steps` is the sum of the members' steps (as under the
 //! reference), the operation counts, `instances` and `peak_instances` are
 //! the reference's (each member's execution counts one), and the report
 //! gives `compiled`, the `reason` when not, `compile_seconds`, `functions`
-//! compiled, `merged_branches` (branches run as selects) and
-//! `members_rerun`. A run that does not ask for the operation counts
+//! compiled, `merged_branches` (branches run as selects),
+//! `members_rerun` and `cached_programs` (the programs of the run that
+//! were not compiled again: `crate::native_cache` keeps the last 128
+//! compiled programs of the process, so a program run many times, or a
+//! sampler run once per pooling of its chains, compiles once). A run that does not ask for the operation counts
 //! (`RunOptions::count_operations` false, no observer: `autobatch run`
 //! without `--stats`) compiles code that counts nothing.
 //!
@@ -29,7 +39,8 @@
 //! sizes when it is the same product (`autobatch_native::run_batched_programs`).
 //! The report's `programs` says how many were compiled.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use autobatch_ir::{EntityRef, Program};
@@ -40,7 +51,8 @@ use autobatch_types::{MemberError, Tensor};
 use rayon::prelude::*;
 
 use crate::batched::{stack_overflow, step_limit, OpCounter};
-use crate::internal::{current_run, outside_capture, worker_pool, working_for};
+use crate::internal::{capture_for, current_run, outside_capture, worker_pool, working_for};
+use crate::native_cache::{self, ProgramText};
 use crate::program_counter::ProgramCounter;
 use crate::{
     reference, Batch, BatchingOptions, Env, ExecError, Executor, OpCount, ReportField, ReportValue,
@@ -161,6 +173,10 @@ fn run_native(
                     ReportValue::Count(first.merged_branches() as u64),
                 ),
                 field("members_rerun", ReportValue::Count(figures.rerun)),
+                field(
+                    "cached_programs",
+                    ReportValue::Count(compiled.cached as u64),
+                ),
             ];
             if compiled.programs.len() > 1 {
                 let programs = compiled.programs.len() as u64;
@@ -191,11 +207,14 @@ fn run_native(
 }
 
 /// The native code of a run: one program, or, for a ragged batch, one per
-/// size (native code has the lengths as constants).
+/// size (native code has the lengths as constants), each compiled now or
+/// kept from an earlier run of the same program (`native_cache`).
 struct Compiled {
-    programs: Vec<NativeProgram>,
+    programs: Vec<Arc<NativeProgram>>,
     /// Per member, the index of its program (empty: all run the first).
     program_of: Vec<u32>,
+    /// How many of `programs` came from the cache.
+    cached: usize,
 }
 
 impl Compiled {
@@ -206,11 +225,13 @@ impl Compiled {
         options: &RunOptions,
     ) -> Result<Compiled, NotCompiled> {
         let counting = counting(options);
+        let text = ProgramText::of(program);
         if env.ragged.is_empty() {
-            let native = autobatch_native::compile(program, batch.entry, &env.symbols, counting)?;
+            let code = native_cache::compile(program, &text, batch.entry, &env.symbols, counting)?;
             return Ok(Compiled {
-                programs: vec![native],
+                programs: vec![code.program],
                 program_of: Vec::new(),
+                cached: usize::from(code.cached),
             });
         }
         let not_compiled = |e: ExecError| NotCompiled {
@@ -219,9 +240,9 @@ impl Compiled {
         let sizes = crate::ragged::size_symbols(env, batch.size).map_err(not_compiled)?;
         // The sizes compile in parallel on the run's worker threads.
         let compile = |size: &crate::ragged::SizeSymbols| {
-            autobatch_native::compile(program, batch.entry, &size.symbols, counting)
+            native_cache::compile(program, &text, batch.entry, &size.symbols, counting)
         };
-        let programs = if options.threads > 1 {
+        let codes = if options.threads > 1 {
             let run = current_run();
             let pool = worker_pool(options.threads, 8 * STACK_MARGIN, "autobatch-native")
                 .map_err(not_compiled)?;
@@ -244,7 +265,8 @@ impl Compiled {
             }
         }
         Ok(Compiled {
-            programs,
+            cached: codes.iter().filter(|c| c.cached).count(),
+            programs: codes.into_iter().map(|c| c.program).collect(),
             program_of,
         })
     }
@@ -306,6 +328,9 @@ struct Chunk {
     /// they served.
     products: u64,
     waits: u64,
+    /// Members stopped or not started because the run was interrupted
+    /// (their places keep no result: the run unwinds).
+    interrupted: u64,
 }
 
 /// A compiled run's own figures, for the report.
@@ -335,10 +360,14 @@ fn run_compiled(
         .unwrap_or(0)
         .clamp(8 * STACK_MARGIN, MAX_STACK_BYTES)
         .next_power_of_two();
+    // Raised when the observer stops the run (`watch`): every member then
+    // stops within `autobatch_native::POLL_STEPS` of its steps.
+    let interrupt = AtomicBool::new(false);
     let limits = Limits {
         max_steps: options.max_steps,
         max_stack_depth: options.max_stack_depth,
         stack_room: stack - 2 * STACK_MARGIN,
+        interrupt: options.observer.as_ref().map(|_| &interrupt),
     };
     let threads = options.threads.max(1);
     let run = current_run();
@@ -374,22 +403,59 @@ fn run_compiled(
         options,
         limits: &limits,
     };
-    let chunks: Vec<Chunk> = pool.install(|| {
-        results
-            .par_chunks_mut(chunk)
-            .enumerate()
-            .map(|(c, places)| {
-                let _capture = working_for(run);
-                let members = c * chunk..c * chunk + places.len();
-                let done = match mode {
-                    Mode::Alone => run_chunk(&inputs, members, places),
-                    Mode::Together => run_chunk_together(&inputs, members, places),
-                };
-                report_progress(&progress, &done, compiled, &counter, &slots);
-                done
-            })
-            .collect()
+    let watched = Watched {
+        progress: &progress,
+        compiled,
+        counter: &counter,
+        slots: &slots,
+        interrupt: &interrupt,
+    };
+    let (chunks, stopped) = std::thread::scope(|scope| {
+        // While members run, a watcher calls the observer (a member may
+        // run for long: a chain of a sampler); the workers call it too as
+        // chunks end.
+        let watcher = options.observer.as_ref().map(|observer| {
+            let (done, ended) = std::sync::mpsc::channel::<()>();
+            let watched = &watched;
+            let handle = scope.spawn(move || {
+                // Its own panics are the run's (internal errors), the
+                // observer's the caller's.
+                capture_for(run);
+                watch(observer, watched, ended)
+            });
+            (done, handle)
+        });
+        let chunks: Vec<Chunk> = pool.install(|| {
+            results
+                .par_chunks_mut(chunk)
+                .enumerate()
+                .map(|(c, places)| {
+                    let _capture = working_for(run);
+                    let members = c * chunk..c * chunk + places.len();
+                    let done = match mode {
+                        Mode::Alone => run_chunk(&inputs, members, places, &interrupt),
+                        Mode::Together => run_chunk_together(&inputs, members, places, &interrupt),
+                    };
+                    report_progress(&watched, &done);
+                    done
+                })
+                .collect()
+        });
+        let stopped = watcher.and_then(|(done, handle)| {
+            drop(done);
+            handle.join().unwrap_or_else(Some)
+        });
+        (chunks, stopped)
     });
+    if let Some(panic) = stopped {
+        // The observer stopped the run: its panic goes on, as from a worker.
+        std::panic::resume_unwind(panic);
+    }
+    if chunks.iter().any(|c| c.interrupted > 0) {
+        return Err(ExecError::Internal(
+            "a member was interrupted, but the observer did not stop the run".into(),
+        ));
+    }
     let wall_seconds = started.elapsed().as_secs_f64();
     let progress = progress.into_inner().unwrap_or_else(|p| p.into_inner());
     let op_counts = match counting(options) {
@@ -438,7 +504,7 @@ struct RunInputs<'a> {
     env: &'a Env,
     batch: &'a Batch,
     options: &'a RunOptions,
-    limits: &'a Limits,
+    limits: &'a Limits<'a>,
 }
 
 /// Runs `members` one after the other on this worker thread, writing
@@ -447,6 +513,7 @@ fn run_chunk(
     inputs: &RunInputs<'_>,
     members: std::ops::Range<usize>,
     places: &mut [Result<Vec<Tensor>, MemberError>],
+    interrupt: &AtomicBool,
 ) -> Chunk {
     let RunInputs {
         compiled,
@@ -463,6 +530,11 @@ fn run_chunk(
     let mut runners: Vec<Option<autobatch_native::Runner<'_>>> =
         compiled.programs.iter().map(|_| None).collect();
     for (member, place) in members.zip(places) {
+        if interrupt.load(Ordering::Relaxed) {
+            // The run is being abandoned: the rest of the chunk does not start.
+            chunk.interrupted += 1;
+            continue;
+        }
         let k = compiled.index_of(member);
         let native = &compiled.programs[k];
         let runner = runners[k].get_or_insert_with(|| native.runner(&env.statics));
@@ -487,6 +559,7 @@ fn run_chunk_together(
     inputs: &RunInputs<'_>,
     members: std::ops::Range<usize>,
     places: &mut [Result<Vec<Tensor>, MemberError>],
+    interrupt: &AtomicBool,
 ) -> Chunk {
     let RunInputs {
         compiled,
@@ -538,7 +611,7 @@ fn run_chunk_together(
         }
         // No stack could be mapped for a member (the system's limit on
         // mappings or memory): the members one after the other instead.
-        Err(_no_stacks) => return run_chunk(inputs, members, places),
+        Err(_no_stacks) => return run_chunk(inputs, members, places, interrupt),
     }
     chunk
 }
@@ -554,6 +627,7 @@ impl Chunk {
             rerun: 0,
             products: 0,
             waits: 0,
+            interrupted: 0,
         }
     }
 
@@ -599,6 +673,10 @@ impl Chunk {
             }
             Err(Stop::StepLimit(loc)) => Err(step_limit(options.max_steps, loc)),
             Err(Stop::StackOverflow(loc)) => Err(stack_overflow(options.max_stack_depth, loc)),
+            Err(Stop::Interrupted) => {
+                self.interrupted += 1;
+                return;
+            }
         };
         *place = outcome;
         self.steps += run.steps;
@@ -610,16 +688,20 @@ impl Chunk {
     }
 }
 
+/// What the observer is shown: the figures of the chunks ended so far.
+struct Watched<'w, 'p> {
+    progress: &'w Mutex<Progress<'p>>,
+    compiled: &'w Compiled,
+    counter: &'w OpCounter,
+    slots: &'w Slots,
+    /// Raised when the observer panics (a host stopping the run).
+    interrupt: &'w AtomicBool,
+}
+
 /// Adds a finished chunk's figures to the run's, and calls the observer
 /// if its interval has passed.
-fn report_progress(
-    progress: &Mutex<Progress<'_>>,
-    done: &Chunk,
-    compiled: &Compiled,
-    counter: &OpCounter,
-    slots: &Slots,
-) {
-    let mut progress = progress.lock().unwrap_or_else(|p| p.into_inner());
+fn report_progress(watched: &Watched<'_, '_>, done: &Chunk) {
+    let mut progress = watched.progress.lock().unwrap_or_else(|p| p.into_inner());
     for (totals, counts) in progress.counters.iter_mut().zip(&done.counters) {
         for (total, count) in totals.iter_mut().zip(counts) {
             *total += count;
@@ -631,6 +713,12 @@ fn report_progress(
     progress.rerun += done.rerun;
     progress.products += done.products;
     progress.waits += done.waits;
+    call_observer(watched, progress);
+}
+
+/// Calls the observer with the figures so far if its interval has passed
+/// since the last call.
+fn call_observer(watched: &Watched<'_, '_>, mut progress: std::sync::MutexGuard<'_, Progress<'_>>) {
     let Some(observer) = progress.observer else {
         return;
     };
@@ -639,15 +727,53 @@ fn report_progress(
         return;
     }
     progress.last_call = now;
-    let op_counts = sorted_counts(counter, slots, compiled, &progress.counters);
+    let op_counts = sorted_counts(
+        watched.counter,
+        watched.slots,
+        watched.compiled,
+        &progress.counters,
+    );
     let steps = progress.steps;
-    // The caller's code: a panic there is not autobatch's.
-    outside_capture(|| {
-        (observer.callback)(&RunProgress {
-            steps,
-            op_counts: &op_counts,
+    // The caller's code (called with the lock held: the workers and the
+    // watcher call it one at a time, with counts that never go back): a
+    // panic there is not autobatch's. It stops the run: the members still
+    // running are interrupted, then it goes on.
+    let call = || {
+        outside_capture(|| {
+            (observer.callback)(&RunProgress {
+                steps,
+                op_counts: &op_counts,
+            })
         })
-    });
+    };
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
+        watched.interrupt.store(true, Ordering::Relaxed);
+        drop(progress);
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// The watcher of a run with an observer: calls it every interval (at
+/// least every millisecond) until `ended` says the run is over. If the
+/// observer panics (a host stopping the run, `Stop` of the sampler), the
+/// members are interrupted (`call_observer`) and the panic is given back,
+/// for the run to go on unwinding with once they have stopped.
+fn watch(
+    observer: &crate::Observer,
+    watched: &Watched<'_, '_>,
+    ended: std::sync::mpsc::Receiver<()>,
+) -> Option<Box<dyn std::any::Any + Send>> {
+    let every = observer.interval.max(std::time::Duration::from_millis(1));
+    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = ended.recv_timeout(every) {
+        let call = || {
+            let progress = watched.progress.lock().unwrap_or_else(|p| p.into_inner());
+            call_observer(watched, progress);
+        };
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
+            return Some(panic);
+        }
+    }
+    None
 }
 
 /// Per function, per block, per op: the counter of a user primitive.

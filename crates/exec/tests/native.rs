@@ -197,6 +197,36 @@ fn fib_collatz_and_nested_loops_are_compiled() {
     assert_compiled(&report, "nested");
 }
 
+#[test]
+fn members_stop_at_the_step_limit_across_the_slices_of_their_steps() {
+    // Native code holds its steps `POLL_STEPS` at a time and asks the host
+    // for more: a limit just before, at and after each boundary stops
+    // every member where the reference does (merged branches included),
+    // with the same steps.
+    const SPIN: &str = "
+fn spin(n: i64) -> i64 {
+    let mut x = 0;
+    for i in 0..n {
+        if i % 3 == 0 { x = x + 1; } else { x = x - 2; }
+    }
+    x
+}";
+    let report = agree(SPIN, "spin", &i64s(&[10_000]), &RunOptions::default());
+    assert_ne!(field(&report, "merged_branches"), &ReportValue::Count(0));
+    let slice = autobatch_native::POLL_STEPS;
+    for k in 1..4 {
+        for max_steps in [k * slice - 1, k * slice, k * slice + 1] {
+            let limited = RunOptions {
+                max_steps,
+                ..RunOptions::default()
+            };
+            agree(NESTED, "nested", &i64s(&[100, 60, 3]), &limited);
+            agree(SPIN, "spin", &i64s(&[10_000, 3000, 5]), &limited);
+            agree(FIB, "fib", &i64s(&[18, 12]), &limited);
+        }
+    }
+}
+
 /// Branches that native code merges into selects (Collatz's is one):
 /// both arms, one arm (either), in and out of loops, floats, bools, a
 /// division by a constant, and two that must stay branches (a division
@@ -675,4 +705,65 @@ fn a_deep_recursion_within_the_limit_runs_natively_on_every_thread_count() {
         );
         assert_compiled(&report, "deep recursion");
     }
+}
+
+/// Runs `entry` of `program` on one member natively; gives its result and
+/// how many of the run's programs came from the code cache.
+fn run_cached(
+    program: &Program,
+    entry: &str,
+    n: i64,
+    count_operations: bool,
+) -> (Vec<Tensor>, u64) {
+    let batch = Batch {
+        entry: program.function_by_name(entry).expect("entry"),
+        size: 1,
+        args: vec![Arg::Batched(vec![Tensor::scalar(Scalar::I64(n))])],
+    };
+    let options = RunOptions {
+        count_operations,
+        ..RunOptions::default()
+    };
+    let output = run(
+        native(),
+        program,
+        &Env::default(),
+        &batch,
+        &options,
+        &BatchingOptions::default(),
+    )
+    .expect("runs");
+    assert_compiled(&output.stats.report, entry);
+    let ReportValue::Count(cached) = field(&output.stats.report, "cached_programs") else {
+        panic!("cached_programs is a count: {:?}", output.stats.report);
+    };
+    let result = output.results.into_iter().next().expect("one member");
+    (result.expect("no fault"), *cached)
+}
+
+#[test]
+fn a_program_run_again_is_not_compiled_again() {
+    // A function no other test compiles (the cache is the process's).
+    let source = |k: i64| format!("fn cached_twice(n: i64) -> i64 {{ n * {k} + 7 }}");
+    let program = compile(&source(3));
+    let (first, cached) = run_cached(&program, "cached_twice", 5, true);
+    assert_eq!(cached, 0, "the first run compiles");
+    let (again, cached) = run_cached(&program, "cached_twice", 6, true);
+    assert_eq!(cached, 1, "the second run takes the kept code");
+    assert_eq!(
+        (first, again),
+        (
+            vec![Tensor::scalar(Scalar::I64(22))],
+            vec![Tensor::scalar(Scalar::I64(25))]
+        )
+    );
+    // Code that counts nothing is other code.
+    let (_, cached) = run_cached(&program, "cached_twice", 5, false);
+    assert_eq!(cached, 0);
+    // So is a program that differs in one constant: its own result.
+    let other = compile(&source(4));
+    let (result, cached) = run_cached(&other, "cached_twice", 5, true);
+    assert_eq!((result, cached), (vec![Tensor::scalar(Scalar::I64(27))], 0));
+    let (result, cached) = run_cached(&program, "cached_twice", 5, true);
+    assert_eq!((result, cached), (vec![Tensor::scalar(Scalar::I64(22))], 1));
 }

@@ -120,3 +120,65 @@ fn an_observer_is_called_at_most_once_per_interval() {
     run_on(&program, Strategy::ProgramCounter, Some(observer));
     assert_eq!(*calls.lock().unwrap(), 0, "no hour has passed");
 }
+
+/// What an observer that stops a run unwinds with.
+struct StopTheRun;
+
+#[test]
+fn an_observer_that_panics_stops_long_members_on_every_strategy() {
+    // Members far too long to finish (a loop of 10^12 iterations): the
+    // observer's panic (a host's Ctrl-C) ends the run soon after, and
+    // goes on to the caller. Under native and native-batched each member
+    // is one long run of machine code, interrupted inside.
+    let program = compile();
+    for strategy in Strategy::ALL {
+        if strategy == Strategy::Reference {
+            continue; // it calls the observer between members only
+        }
+        let began = std::time::Instant::now();
+        let observer = Observer {
+            interval: Duration::from_millis(5),
+            callback: Arc::new(move |_| {
+                if began.elapsed() > Duration::from_millis(200) {
+                    std::panic::resume_unwind(Box::new(StopTheRun));
+                }
+            }),
+        };
+        let batch = Batch {
+            entry: program.function_by_name("count").expect("entry"),
+            size: 4,
+            args: vec![Arg::Batched(vec![
+                Tensor::scalar(Scalar::I64(
+                    1_000_000_000_000
+                ));
+                4
+            ])],
+        };
+        let options = RunOptions {
+            observer: Some(observer),
+            max_steps: u64::MAX,
+            threads: 2,
+            ..RunOptions::default()
+        };
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run(
+                strategy,
+                &program,
+                &Env::default(),
+                &batch,
+                &options,
+                &BatchingOptions::default(),
+            )
+        }));
+        let name = strategy.name();
+        match outcome {
+            Err(payload) => assert!(payload.is::<StopTheRun>(), "{name}: another panic"),
+            Ok(result) => panic!("{name}: the run ended without the stop: {result:?}"),
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "{name}: stopped after {:?}",
+            began.elapsed()
+        );
+    }
+}

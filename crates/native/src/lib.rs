@@ -16,7 +16,11 @@
 //!   bits); every other float function (and integer `pow`) calls the
 //!   kernels' own scalar function through an `extern "C"` shim (`shims`);
 //! - **steps**: each entry into an IR block takes one step; a member about
-//!   to exceed `max_steps` stops with [`Stop::StepLimit`] at that block;
+//!   to exceed `max_steps` stops with [`Stop::StepLimit`] at that block.
+//!   Native code holds its steps [`POLL_STEPS`] at a time and, on a cold
+//!   path, asks the host for the next slice (`refuel`), which is where a
+//!   run's [`Limits::interrupt`] is seen: the member then stops with
+//!   [`Stop::Interrupted`], which is not a result;
 //! - **stack depth**: the entry is depth 1; a call that would exceed
 //!   `max_stack_depth` stops the member with [`Stop::StackOverflow`] at the
 //!   call (checked before the callee's entry step), or, for a catching
@@ -78,6 +82,7 @@ mod waits;
 
 pub use waits::{run_batched_programs, BatchedRun, MemberInput, ProgramMembers, ProgramsRun};
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use autobatch_ir::{Block, FuncId, Program};
@@ -107,6 +112,8 @@ pub enum Stop {
     StackOverflow(Loc),
     /// The machine stack ran short: no result; rerun the member elsewhere.
     NativeStack,
+    /// The run was interrupted ([`Limits::interrupt`]): no result.
+    Interrupted,
 }
 
 impl Stop {
@@ -128,13 +135,25 @@ pub struct Segment {
 
 /// The limits of one member's run.
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
+pub struct Limits<'a> {
     pub max_steps: u64,
     pub max_stack_depth: usize,
     /// Bytes of machine stack below the caller's frame that the member's
     /// native frames may use.
     pub stack_room: usize,
+    /// Set from another thread, it stops every member within
+    /// [`POLL_STEPS`] of its steps, with [`Stop::Interrupted`] (a host
+    /// abandoning the run: a user's Ctrl-C). `None`: nothing interrupts.
+    pub interrupt: Option<&'a AtomicBool>,
 }
+
+/// How many steps a member takes between two looks at
+/// [`Limits::interrupt`]: native code counts its steps down from a slice
+/// of this many and asks the host (`refuel`) for the next one, so that
+/// the look costs nothing on the way (a step is a few nanoseconds, so a
+/// member sees an interrupt within about a millisecond, or within this
+/// many blocks of array work).
+pub const POLL_STEPS: u64 = 1 << 12;
 
 /// One member's run: its results or why it stopped, its steps, and the
 /// instances of `join`, `map` and `pfor` it started (and the most that
@@ -187,6 +206,32 @@ pub(crate) struct Context {
     /// Where a member run among others suspends at a product with a
     /// static matrix ([`waits`]); null for a member run alone.
     yielder: *const waits::MemberYielder,
+    /// The steps not yet handed to native code (which holds at most
+    /// [`POLL_STEPS`] at a time: `refuel`).
+    steps_reserve: u64,
+    /// Null, or the run's interrupt flag ([`Limits::interrupt`]).
+    interrupt: *const AtomicBool,
+    /// Whether `refuel` found the run interrupted.
+    interrupted: bool,
+}
+
+/// Native code calls it when a member has used the steps it holds: gives
+/// the next slice (at most [`POLL_STEPS`] of the member's remaining
+/// steps), or 0 when none remain or the run is interrupted; the member
+/// then stops at the block it was entering, with the step limit, which
+/// the host reports as [`Stop::Interrupted`] when `interrupted` is set.
+/// A member thus stops at the step the limit says whatever the slices.
+pub(crate) extern "C" fn refuel(ctx: *mut Context) -> u64 {
+    // SAFETY: native code passes its own context.
+    let ctx = unsafe { &mut *ctx };
+    // SAFETY: the flag outlives the run (`Limits` borrows it).
+    if !ctx.interrupt.is_null() && unsafe { (*ctx.interrupt).load(Ordering::Relaxed) } {
+        ctx.interrupted = true;
+        return 0;
+    }
+    let slice = ctx.steps_reserve.min(POLL_STEPS);
+    ctx.steps_reserve -= slice;
+    slice
 }
 
 pub(crate) mod offsets {
@@ -432,7 +477,8 @@ impl Runner<'_> {
         let mut context = Context {
             status: 0,
             _pad: 0,
-            steps_left: limits.max_steps,
+            // Native code asks for its first slice at the entry block.
+            steps_left: 0,
             depth_left: limits.max_stack_depth as u64 - 1,
             stack_limit: here.saturating_sub(limits.stack_room) as u64,
             counters: counters.as_mut_ptr(),
@@ -450,6 +496,11 @@ impl Runner<'_> {
             peak_instances: 0,
             adjoints: Vec::new(),
             yielder,
+            steps_reserve: limits.max_steps,
+            interrupt: limits
+                .interrupt
+                .map_or(std::ptr::null(), |flag| flag as *const AtomicBool),
+            interrupted: false,
         };
         // SAFETY: the trampoline reads one argument per parameter (a
         // scalar's bits, or a pointer to an array of the parameter's shape,
@@ -463,8 +514,9 @@ impl Runner<'_> {
         self.scratch = std::mem::take(&mut context.scratch);
         self.forks = std::mem::take(&mut context.forks);
         self.forks.clear();
-        let steps = limits.max_steps - context.steps_left;
+        let steps = limits.max_steps - context.steps_left - context.steps_reserve;
         let outcome = match context.status {
+            _ if context.interrupted => Err(Stop::Interrupted),
             0 => {
                 let mut array_outputs = outputs.into_iter();
                 Ok(program

@@ -130,6 +130,7 @@ fn new_module() -> Result<JITModule, String> {
     builder.symbol(INSTANCE_BEGIN, forks::instance_begin as *const u8);
     builder.symbol(INSTANCE_END, forks::instance_end as *const u8);
     builder.symbol(FORK_END, forks::fork_end as *const u8);
+    builder.symbol(REFUEL, crate::refuel as *const u8);
     Ok(JITModule::new(builder))
 }
 
@@ -141,6 +142,8 @@ pub(crate) const FORK_BEGIN: &str = "autobatch_fork_begin";
 pub(crate) const INSTANCE_BEGIN: &str = "autobatch_instance_begin";
 pub(crate) const INSTANCE_END: &str = "autobatch_instance_end";
 pub(crate) const FORK_END: &str = "autobatch_fork_end";
+/// The next slice of a member's steps (`crate::refuel`).
+pub(crate) const REFUEL: &str = "autobatch_refuel";
 
 /// The machine type a value of `ty` travels as: its scalar's, or a pointer.
 pub(crate) fn value_type(ty: &TensorType) -> Type {

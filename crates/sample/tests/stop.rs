@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use autobatch::Strategy;
 use autobatch_sample::{Model, SampleConfig, SampleError, Stop};
 
 const MODEL: &str = "fn log_density(theta: [f64; 2]) -> f64 { -0.5 * dot(theta, theta) }";
@@ -27,22 +28,44 @@ fn a_stop_requested_before_sampling_stops_it_at_once() {
 
 #[test]
 fn a_stop_requested_while_a_run_goes_ends_the_run() {
-    let model = Model::new(MODEL, "m.ab", "{}").expect("a model");
-    let stop = Stop::new();
-    let began = Instant::now();
-    let mut requested_at = None;
-    let result = model.sample_stoppable(
-        &long_config(),
-        &mut |progress| {
-            if progress.done > 0 && requested_at.is_none() {
-                requested_at = Some(Instant::now());
+    // The default strategy (native: each chain's run is one long member,
+    // interrupted inside) and program-counter (the batch stops between
+    // two steps); the stop comes from another thread, as Ctrl-C's does.
+    for strategy in [autobatch_sample::DEFAULT_STRATEGY, Strategy::ProgramCounter] {
+        let model = Model::new(MODEL, "m.ab", "{}").expect("a model");
+        let stop = Stop::new();
+        let mut config = long_config();
+        config.run.strategy = strategy;
+        let began = Instant::now();
+        let mut progressed = false;
+        let (result, requested_at) = std::thread::scope(|scope| {
+            let requester = scope.spawn(|| {
+                std::thread::sleep(Duration::from_millis(300));
                 stop.request();
-            }
-        },
-        &stop,
-    );
-    assert!(matches!(result, Err(SampleError::Stopped)), "{result:?}");
-    let requested_at = requested_at.expect("progress was reported during the run");
-    assert!(requested_at.elapsed() < Duration::from_secs(10));
-    assert!(began.elapsed() < Duration::from_secs(120));
+                Instant::now()
+            });
+            let result = model.sample_stoppable(
+                &config,
+                &mut |progress| progressed |= progress.done > 0,
+                &stop,
+            );
+            (result, requester.join().expect("the requester"))
+        });
+        let name = strategy.name();
+        assert!(
+            matches!(result, Err(SampleError::Stopped)),
+            "{name}: {result:?}"
+        );
+        assert!(
+            requested_at.elapsed() < Duration::from_secs(10),
+            "{name}: stopped {:?} after the request",
+            requested_at.elapsed()
+        );
+        assert!(began.elapsed() < Duration::from_secs(120), "{name}");
+        if strategy == Strategy::ProgramCounter {
+            // The batch reports its chains' iterations as they go (under
+            // native, a chain's count comes when it ends).
+            assert!(progressed, "{name}: progress was reported during the run");
+        }
+    }
 }

@@ -29,7 +29,7 @@ use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_module::Module;
 
 use super::select::{merges, Merge};
-use super::{machine_type, Unit, COPY_BYTES, UNCATCHABLE, ZERO_BYTES};
+use super::{machine_type, Unit, COPY_BYTES, REFUEL, UNCATCHABLE, ZERO_BYTES};
 use crate::{offsets, operand, Counting, Segment, Stop};
 
 /// The translation of one function in progress.
@@ -644,13 +644,53 @@ impl Translator<'_, '_, '_> {
         }
     }
 
-    /// One step, or the step limit at `loc`.
+    /// One step, or the step limit at `loc`. The member holds a slice of
+    /// its steps; when it is used up, a cold path asks the host for the
+    /// next (`crate::refuel`), which gives none when the member's limit is
+    /// reached or the run is interrupted: one test on the way, as before.
     fn take_step(&mut self, loc: Loc) {
         let left = self.b.use_var(self.steps);
-        let out = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
+        let empty = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
+        let refill = self.b.create_block();
+        self.b.set_cold_block(refill);
+        let go_on = self.b.create_block();
+        let held = self.b.append_block_param(go_on, types::I64);
+        self.b
+            .ins()
+            .brif(empty, refill, &[], go_on, &[BlockArg::Value(left)]);
+        self.b.switch_to_block(refill);
+        let given = self.refuel();
+        let out = self.b.ins().icmp_imm_s(IntCC::Equal, given, 0);
         self.stop_if(out, Stop::StepLimit(loc));
-        let left = self.b.ins().iadd_imm_s(left, -1);
+        self.b.ins().jump(go_on, &[BlockArg::Value(given)]);
+        self.b.switch_to_block(go_on);
+        let left = self.b.ins().iadd_imm_s(held, -1);
         self.b.def_var(self.steps, left);
+    }
+
+    /// The member's next slice of steps from the host (0: none).
+    fn refuel(&mut self) -> Value {
+        self.call_import(REFUEL, &[self.ctx], Some(types::I64))
+            .expect("refuel returns the slice")
+    }
+
+    /// Asks the host for the next slice of steps if the member holds none
+    /// (where the step is taken by selects: `select::merged_step`).
+    pub(super) fn refuel_if_empty(&mut self) {
+        let left = self.b.use_var(self.steps);
+        let empty = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
+        let refill = self.b.create_block();
+        self.b.set_cold_block(refill);
+        let go_on = self.b.create_block();
+        let held = self.b.append_block_param(go_on, types::I64);
+        self.b
+            .ins()
+            .brif(empty, refill, &[], go_on, &[BlockArg::Value(left)]);
+        self.b.switch_to_block(refill);
+        let given = self.refuel();
+        self.b.ins().jump(go_on, &[BlockArg::Value(given)]);
+        self.b.switch_to_block(go_on);
+        self.b.def_var(self.steps, held);
     }
 
     /// Adds one (or `by`) to the counter of segment number `segment`: in

@@ -210,6 +210,7 @@ impl Translator<'_, '_, '_> {
     /// The step the arm taken takes at its entry (none on a missing arm's
     /// path), or the step limit at that arm.
     fn merged_step(&mut self, merge: &Merge, c: Value) {
+        self.refuel_if_empty();
         let left = self.b.use_var(self.steps);
         let out = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
         let code = |t: &mut Self, arm: Option<Block>| {
