@@ -46,13 +46,15 @@ use std::time::Instant;
 use autobatch_ir::{EntityRef, Program};
 use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::{Backend, MemberRng};
-use autobatch_native::{Counting, Limits, NativeProgram, NotCompiled, ProgramMembers, Stop};
+use autobatch_native::{
+    Counting, Interrupts, Limits, NativeProgram, NotCompiled, ProgramMembers, Stop,
+};
 use autobatch_types::{MemberError, Tensor};
 use rayon::prelude::*;
 
 use crate::batched::{stack_overflow, step_limit, OpCounter};
 use crate::internal::{capture_for, current_run, outside_capture, worker_pool, working_for};
-use crate::native_cache::{self, ProgramText};
+use crate::native_cache::{self, Flavor, ProgramText};
 use crate::program_counter::ProgramCounter;
 use crate::{
     reference, Batch, BatchingOptions, Env, ExecError, Executor, OpCount, ReportField, ReportValue,
@@ -224,10 +226,10 @@ impl Compiled {
         batch: &Batch,
         options: &RunOptions,
     ) -> Result<Compiled, NotCompiled> {
-        let counting = counting(options);
+        let flavor = flavor(options);
         let text = ProgramText::of(program);
         if env.ragged.is_empty() {
-            let code = native_cache::compile(program, &text, batch.entry, &env.symbols, counting)?;
+            let code = native_cache::compile(program, &text, batch.entry, &env.symbols, flavor)?;
             return Ok(Compiled {
                 programs: vec![code.program],
                 program_of: Vec::new(),
@@ -240,7 +242,7 @@ impl Compiled {
         let sizes = crate::ragged::size_symbols(env, batch.size).map_err(not_compiled)?;
         // The sizes compile in parallel on the run's worker threads.
         let compile = |size: &crate::ragged::SizeSymbols| {
-            native_cache::compile(program, &text, batch.entry, &size.symbols, counting)
+            native_cache::compile(program, &text, batch.entry, &size.symbols, flavor)
         };
         let codes = if options.threads > 1 {
             let run = current_run();
@@ -282,6 +284,19 @@ impl Compiled {
             .iter()
             .map(|p| vec![0; p.segments().len()])
             .collect()
+    }
+}
+
+/// How the run's machine code is made: it counts operations when the run
+/// asks for the counts or an observer follows them, and it can be
+/// interrupted when an observer watches the run (which may stop it).
+fn flavor(options: &RunOptions) -> Flavor {
+    Flavor {
+        counting: counting(options),
+        interrupts: match options.observer {
+            Some(_) => Interrupts::Polled,
+            None => Interrupts::Ignored,
+        },
     }
 }
 

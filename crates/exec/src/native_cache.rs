@@ -10,8 +10,8 @@
 //!
 //! What identifies compiled code: the program's text form (which
 //! determines the program exactly: `parse(print(p)) == p`), the entry, the
-//! values of the symbolic dimensions (native code has them as constants)
-//! and whether it counts operations. The statics' values, the members'
+//! values of the symbolic dimensions (native code has them as constants),
+//! whether it counts operations and whether it can be interrupted. The statics' values, the members'
 //! inputs, the seed and the limits are read at run time, so they are not
 //! part of the key. A program the compiler refuses is not kept (refusing is
 //! quick). Dropping an entry never frees code a run is using: runs hold
@@ -20,7 +20,7 @@
 use std::sync::{Arc, Mutex};
 
 use autobatch_ir::{FuncId, Program};
-use autobatch_native::{Counting, NativeProgram, NotCompiled};
+use autobatch_native::{Counting, Interrupts, NativeProgram, NotCompiled};
 
 /// The most compiled programs kept (the least recently used goes first).
 pub const CAPACITY: usize = 128;
@@ -45,23 +45,30 @@ impl ProgramText {
     }
 }
 
+/// How a program's code is made beyond its text, entry and lengths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Flavor {
+    pub counting: Counting,
+    pub interrupts: Interrupts,
+}
+
 /// One compiled program and what it was compiled from.
 struct Entry {
     text: Arc<str>,
     hash: u64,
     entry: FuncId,
     symbols: Vec<u64>,
-    counting: Counting,
+    flavor: Flavor,
     program: Arc<NativeProgram>,
     /// When it was last given out (a counter of lookups).
     used: u64,
 }
 
 impl Entry {
-    fn is(&self, text: &ProgramText, entry: FuncId, symbols: &[u64], counting: Counting) -> bool {
+    fn is(&self, text: &ProgramText, entry: FuncId, symbols: &[u64], flavor: Flavor) -> bool {
         self.hash == text.hash
             && self.entry == entry
-            && self.counting == counting
+            && self.flavor == flavor
             && self.symbols == symbols
             && *self.text == *text.text
     }
@@ -91,9 +98,9 @@ pub(crate) fn compile(
     text: &ProgramText,
     entry: FuncId,
     symbols: &[u64],
-    counting: Counting,
+    flavor: Flavor,
 ) -> Result<Code, NotCompiled> {
-    if let Some(program) = lookup(text, entry, symbols, counting) {
+    if let Some(program) = lookup(text, entry, symbols, flavor) {
         return Ok(Code {
             program,
             cached: true,
@@ -102,14 +109,18 @@ pub(crate) fn compile(
     // Compiled outside the lock: other runs go on meanwhile (two runs of a
     // new program may both compile it; the second one kept wins).
     let compiled = Arc::new(autobatch_native::compile(
-        program, entry, symbols, counting,
+        program,
+        entry,
+        symbols,
+        flavor.counting,
+        flavor.interrupts,
     )?);
     keep(Entry {
         text: text.text.clone(),
         hash: text.hash,
         entry,
         symbols: symbols.to_vec(),
-        counting,
+        flavor,
         program: compiled.clone(),
         used: 0,
     });
@@ -131,7 +142,7 @@ fn lookup(
     text: &ProgramText,
     entry: FuncId,
     symbols: &[u64],
-    counting: Counting,
+    flavor: Flavor,
 ) -> Option<Arc<NativeProgram>> {
     let mut cache = lock();
     cache.clock += 1;
@@ -139,7 +150,7 @@ fn lookup(
     let found = cache
         .entries
         .iter_mut()
-        .find(|e| e.is(text, entry, symbols, counting))?;
+        .find(|e| e.is(text, entry, symbols, flavor))?;
     found.used = now;
     Some(found.program.clone())
 }
@@ -151,7 +162,7 @@ fn keep(mut new: Entry) {
     if let Some(same) = cache.entries.iter().position(|e| {
         e.hash == new.hash
             && e.entry == new.entry
-            && e.counting == new.counting
+            && e.flavor == new.flavor
             && e.symbols == new.symbols
             && e.text == new.text
     }) {
@@ -184,17 +195,31 @@ b0:  @1:1
         let entry = program.function_by_name("quotient").expect("quotient");
         // Fill the cache with CAPACITY + 1 sizes of nothing: symbols that
         // the program does not read still make distinct keys.
-        let first = compile(&program, &text, entry, &[u64::MAX - 1], Counting::Kept).unwrap();
+        let kept = Flavor {
+            counting: Counting::Kept,
+            interrupts: Interrupts::Ignored,
+        };
+        let skipped = Flavor {
+            counting: Counting::Skipped,
+            ..kept
+        };
+        let polled = Flavor {
+            interrupts: Interrupts::Polled,
+            ..kept
+        };
+        let first = compile(&program, &text, entry, &[u64::MAX - 1], kept).unwrap();
         assert!(!first.cached);
-        let again = compile(&program, &text, entry, &[u64::MAX - 1], Counting::Kept).unwrap();
+        let again = compile(&program, &text, entry, &[u64::MAX - 1], kept).unwrap();
         assert!(again.cached);
         assert!(Arc::ptr_eq(&first.program, &again.program));
-        let other = compile(&program, &text, entry, &[u64::MAX - 1], Counting::Skipped).unwrap();
+        let other = compile(&program, &text, entry, &[u64::MAX - 1], skipped).unwrap();
         assert!(!other.cached, "counting is part of the key");
+        let other = compile(&program, &text, entry, &[u64::MAX - 1], polled).unwrap();
+        assert!(!other.cached, "interrupts are part of the key");
         for k in 0..CAPACITY as u64 {
-            compile(&program, &text, entry, &[u64::MAX - 2 - k], Counting::Kept).unwrap();
+            compile(&program, &text, entry, &[u64::MAX - 2 - k], kept).unwrap();
         }
-        let evicted = compile(&program, &text, entry, &[u64::MAX - 1], Counting::Kept).unwrap();
+        let evicted = compile(&program, &text, entry, &[u64::MAX - 1], kept).unwrap();
         assert!(!evicted.cached, "the oldest entry was dropped");
         assert!(lock().entries.len() <= CAPACITY);
     }

@@ -197,12 +197,62 @@ fn fib_collatz_and_nested_loops_are_compiled() {
     assert_compiled(&report, "nested");
 }
 
+/// Runs `entry` on `members` on native and native-batched with an
+/// observer (so that the code is interruptible: it holds its steps a
+/// slice at a time) and on the reference; asserts identical results,
+/// steps and operation counts.
+fn agree_watched(source: &str, entry: &str, members: &[Vec<Scalar>], max_steps: u64) {
+    let program = compile(source);
+    let batch = Batch {
+        entry: program.function_by_name(entry).expect("entry"),
+        size: members.len(),
+        args: (0..members[0].len())
+            .map(|p| Arg::Batched(members.iter().map(|m| Tensor::scalar(m[p])).collect()))
+            .collect(),
+    };
+    let options = RunOptions {
+        max_steps,
+        observer: Some(autobatch_exec::Observer {
+            interval: std::time::Duration::from_secs(3600),
+            callback: std::sync::Arc::new(|_| {}),
+        }),
+        ..RunOptions::default()
+    };
+    let run_with = |strategy| {
+        run(
+            strategy,
+            &program,
+            &Env::default(),
+            &batch,
+            &options,
+            &BatchingOptions::default(),
+        )
+        .expect("runs")
+    };
+    let expected = run_with(Strategy::Reference);
+    for strategy in [native(), native_batched()] {
+        let got = run_with(strategy);
+        let name = format!("{entry} on {strategy}, max_steps {max_steps}");
+        assert_compiled(&got.stats.report, &name);
+        assert_eq!(
+            format!("{:?}", got.results),
+            format!("{:?}", expected.results),
+            "{name}"
+        );
+        assert_eq!(got.stats.steps, expected.stats.steps, "{name}: steps");
+        assert_eq!(
+            got.stats.op_counts, expected.stats.op_counts,
+            "{name}: op counts"
+        );
+    }
+}
+
 #[test]
 fn members_stop_at_the_step_limit_across_the_slices_of_their_steps() {
-    // Native code holds its steps `POLL_STEPS` at a time and asks the host
-    // for more: a limit just before, at and after each boundary stops
-    // every member where the reference does (merged branches included),
-    // with the same steps.
+    // Code that can be interrupted holds its steps `POLL_STEPS` at a time
+    // and takes the next slice when one is used up: a limit just before,
+    // at and after each boundary stops every member where the reference
+    // does (merged branches included), with the same steps.
     const SPIN: &str = "
 fn spin(n: i64) -> i64 {
     let mut x = 0;
@@ -214,15 +264,14 @@ fn spin(n: i64) -> i64 {
     let report = agree(SPIN, "spin", &i64s(&[10_000]), &RunOptions::default());
     assert_ne!(field(&report, "merged_branches"), &ReportValue::Count(0));
     let slice = autobatch_native::POLL_STEPS;
+    for max_steps in [1, 2, 1000, u64::MAX] {
+        agree_watched(SPIN, "spin", &i64s(&[10_000, 3000, 5]), max_steps);
+    }
     for k in 1..4 {
         for max_steps in [k * slice - 1, k * slice, k * slice + 1] {
-            let limited = RunOptions {
-                max_steps,
-                ..RunOptions::default()
-            };
-            agree(NESTED, "nested", &i64s(&[100, 60, 3]), &limited);
-            agree(SPIN, "spin", &i64s(&[10_000, 3000, 5]), &limited);
-            agree(FIB, "fib", &i64s(&[18, 12]), &limited);
+            agree_watched(NESTED, "nested", &i64s(&[100, 60, 3]), max_steps);
+            agree_watched(SPIN, "spin", &i64s(&[10_000, 3000, 5]), max_steps);
+            agree_watched(FIB, "fib", &i64s(&[18, 12]), max_steps);
         }
     }
 }

@@ -17,9 +17,10 @@
 //!   kernels' own scalar function through an `extern "C"` shim (`shims`);
 //! - **steps**: each entry into an IR block takes one step; a member about
 //!   to exceed `max_steps` stops with [`Stop::StepLimit`] at that block.
-//!   Native code holds its steps [`POLL_STEPS`] at a time and, on a cold
-//!   path, asks the host for the next slice (`refuel`), which is where a
-//!   run's [`Limits::interrupt`] is seen: the member then stops with
+//!   Code compiled with [`Interrupts::Polled`] holds its steps
+//!   [`POLL_STEPS`] at a time and, on a cold path, takes the next slice
+//!   from the context's reserve, which is where a run's
+//!   [`Limits::interrupt`] is seen: the member then stops with
 //!   [`Stop::Interrupted`], which is not a result;
 //! - **stack depth**: the entry is depth 1; a call that would exceed
 //!   `max_stack_depth` stops the member with [`Stop::StackOverflow`] at the
@@ -141,16 +142,17 @@ pub struct Limits<'a> {
     /// Bytes of machine stack below the caller's frame that the member's
     /// native frames may use.
     pub stack_room: usize,
-    /// Set from another thread, it stops every member within
-    /// [`POLL_STEPS`] of its steps, with [`Stop::Interrupted`] (a host
-    /// abandoning the run: a user's Ctrl-C). `None`: nothing interrupts.
+    /// Set from another thread, it stops every member of a program
+    /// compiled with [`Interrupts::Polled`] within [`POLL_STEPS`] of its
+    /// steps, with [`Stop::Interrupted`] (a host abandoning the run: a
+    /// user's Ctrl-C). `None`: nothing interrupts.
     pub interrupt: Option<&'a AtomicBool>,
 }
 
 /// How many steps a member takes between two looks at
-/// [`Limits::interrupt`]: native code counts its steps down from a slice
-/// of this many and asks the host (`refuel`) for the next one, so that
-/// the look costs nothing on the way (a step is a few nanoseconds, so a
+/// [`Limits::interrupt`] under [`Interrupts::Polled`]: native code counts
+/// its steps down from a slice of this many and then takes the next one,
+/// so that the look costs nothing on the way (a step is a few nanoseconds, so a
 /// member sees an interrupt within about a millisecond, or within this
 /// many blocks of array work).
 pub const POLL_STEPS: u64 = 1 << 12;
@@ -185,6 +187,13 @@ pub(crate) struct Context {
     symbols: *const u64,
     /// Per static, the address of its elements.
     static_data: *const *const u8,
+    /// The steps not yet handed to the code, which holds at most
+    /// [`POLL_STEPS`] of them at a time (`translate::function`'s
+    /// `take_step` takes the next slice when it has none left).
+    steps_reserve: u64,
+    /// The run's interrupt flag ([`Limits::interrupt`]; else [`NEVER`]),
+    /// read by the code as it takes a slice: when set, it takes none.
+    interrupt: *const AtomicBool,
     // The rest is the host's (`arrays::array_op`); native code does not
     // read it.
     symbol_count: usize,
@@ -206,33 +215,10 @@ pub(crate) struct Context {
     /// Where a member run among others suspends at a product with a
     /// static matrix ([`waits`]); null for a member run alone.
     yielder: *const waits::MemberYielder,
-    /// The steps not yet handed to native code (which holds at most
-    /// [`POLL_STEPS`] at a time: `refuel`).
-    steps_reserve: u64,
-    /// Null, or the run's interrupt flag ([`Limits::interrupt`]).
-    interrupt: *const AtomicBool,
-    /// Whether `refuel` found the run interrupted.
-    interrupted: bool,
 }
 
-/// Native code calls it when a member has used the steps it holds: gives
-/// the next slice (at most [`POLL_STEPS`] of the member's remaining
-/// steps), or 0 when none remain or the run is interrupted; the member
-/// then stops at the block it was entering, with the step limit, which
-/// the host reports as [`Stop::Interrupted`] when `interrupted` is set.
-/// A member thus stops at the step the limit says whatever the slices.
-pub(crate) extern "C" fn refuel(ctx: *mut Context) -> u64 {
-    // SAFETY: native code passes its own context.
-    let ctx = unsafe { &mut *ctx };
-    // SAFETY: the flag outlives the run (`Limits` borrows it).
-    if !ctx.interrupt.is_null() && unsafe { (*ctx.interrupt).load(Ordering::Relaxed) } {
-        ctx.interrupted = true;
-        return 0;
-    }
-    let slice = ctx.steps_reserve.min(POLL_STEPS);
-    ctx.steps_reserve -= slice;
-    slice
-}
+/// The interrupt flag of a run that nothing interrupts.
+static NEVER: AtomicBool = AtomicBool::new(false);
 
 pub(crate) mod offsets {
     pub const STATUS: i32 = 0;
@@ -241,6 +227,8 @@ pub(crate) mod offsets {
     pub const STACK_LIMIT: i32 = 24;
     pub const COUNTERS: i32 = 32;
     pub const STATIC_DATA: i32 = 48;
+    pub const STEPS_RESERVE: i32 = 56;
+    pub const INTERRUPT: i32 = 64;
 }
 
 /// `fn(context, arguments, results)`: the entry, called from the host.
@@ -269,6 +257,7 @@ pub struct NativeProgram {
     merged_branches: usize,
     /// Whether an array operation draws from the member's stream.
     draws: bool,
+    interrupts: Interrupts,
 }
 
 // SAFETY: the module is only touched under its mutex (to free it); the
@@ -288,6 +277,21 @@ pub enum Counting {
     Skipped,
 }
 
+/// Whether compiled code can be interrupted while a member runs
+/// ([`Limits::interrupt`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interrupts {
+    /// The member holds all its steps at once: only its step limit stops
+    /// it (the fastest code: a function's step test has one exit).
+    Ignored,
+    /// The member holds its steps [`POLL_STEPS`] at a time and, between
+    /// two slices, stops if the run's interrupt flag is set (for a run a
+    /// host watches and may stop: about a sixth slower on code made of
+    /// tiny calls, such as a naive recursive Fibonacci; unmeasurable on a
+    /// sampler's).
+    Polled,
+}
+
 /// Compiles the functions `entry` reaches in `program` (which has been
 /// through `autobatch_passes::optimize` and verifies), for the values
 /// `symbols` of its symbolic dimensions: arrays get their byte sizes here.
@@ -296,10 +300,11 @@ pub fn compile(
     entry: FuncId,
     symbols: &[u64],
     counting: Counting,
+    interrupts: Interrupts,
 ) -> Result<NativeProgram, NotCompiled> {
     let functions =
         check::reachable(program, entry, symbols).map_err(|reason| NotCompiled { reason })?;
-    translate::compile(program, entry, &functions, symbols, counting)
+    translate::compile(program, entry, &functions, symbols, counting, interrupts)
         .map_err(|reason| NotCompiled { reason })
 }
 
@@ -477,13 +482,21 @@ impl Runner<'_> {
         let mut context = Context {
             status: 0,
             _pad: 0,
-            // Native code asks for its first slice at the entry block.
-            steps_left: 0,
+            // Code that polls takes its first slice at the entry block.
+            steps_left: match program.interrupts {
+                Interrupts::Ignored => limits.max_steps,
+                Interrupts::Polled => 0,
+            },
             depth_left: limits.max_stack_depth as u64 - 1,
             stack_limit: here.saturating_sub(limits.stack_room) as u64,
             counters: counters.as_mut_ptr(),
             symbols: program.symbols.as_ptr(),
             static_data: self.static_data.as_ptr(),
+            steps_reserve: match program.interrupts {
+                Interrupts::Ignored => 0,
+                Interrupts::Polled => limits.max_steps,
+            },
+            interrupt: limits.interrupt.unwrap_or(&NEVER),
             symbol_count: program.symbols.len(),
             arrays: &program.arrays,
             statics: self.statics,
@@ -496,11 +509,6 @@ impl Runner<'_> {
             peak_instances: 0,
             adjoints: Vec::new(),
             yielder,
-            steps_reserve: limits.max_steps,
-            interrupt: limits
-                .interrupt
-                .map_or(std::ptr::null(), |flag| flag as *const AtomicBool),
-            interrupted: false,
         };
         // SAFETY: the trampoline reads one argument per parameter (a
         // scalar's bits, or a pointer to an array of the parameter's shape,
@@ -516,7 +524,14 @@ impl Runner<'_> {
         self.forks.clear();
         let steps = limits.max_steps - context.steps_left - context.steps_reserve;
         let outcome = match context.status {
-            _ if context.interrupted => Err(Stop::Interrupted),
+            // A member stopped by the interrupt stopped as at its step
+            // limit; a run interrupted is abandoned, whatever stopped it.
+            _ if limits
+                .interrupt
+                .is_some_and(|flag| flag.load(Ordering::Relaxed)) =>
+            {
+                Err(Stop::Interrupted)
+            }
             0 => {
                 let mut array_outputs = outputs.into_iter();
                 Ok(program

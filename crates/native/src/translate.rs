@@ -34,7 +34,9 @@ use cranelift_module::{default_libcall_names, Linkage, Module};
 
 use crate::arrays::{self, ArrayOp};
 use crate::forks;
-use crate::{offsets, operand, shims, Counting, NativeProgram, Segment, Stop, Trampoline};
+use crate::{
+    offsets, operand, shims, Counting, Interrupts, NativeProgram, Segment, Stop, Trampoline,
+};
 
 /// The bit of a stop code that a catching call does not recover from.
 pub(crate) const UNCATCHABLE: u32 = 1 << 30;
@@ -81,6 +83,7 @@ pub(crate) struct Unit<'p> {
     /// How many branches were merged into selects (`function::select`).
     pub merged_branches: usize,
     pub counting: Counting,
+    pub interrupts: Interrupts,
 }
 
 impl Unit<'_> {
@@ -130,7 +133,6 @@ fn new_module() -> Result<JITModule, String> {
     builder.symbol(INSTANCE_BEGIN, forks::instance_begin as *const u8);
     builder.symbol(INSTANCE_END, forks::instance_end as *const u8);
     builder.symbol(FORK_END, forks::fork_end as *const u8);
-    builder.symbol(REFUEL, crate::refuel as *const u8);
     Ok(JITModule::new(builder))
 }
 
@@ -142,8 +144,6 @@ pub(crate) const FORK_BEGIN: &str = "autobatch_fork_begin";
 pub(crate) const INSTANCE_BEGIN: &str = "autobatch_instance_begin";
 pub(crate) const INSTANCE_END: &str = "autobatch_instance_end";
 pub(crate) const FORK_END: &str = "autobatch_fork_end";
-/// The next slice of a member's steps (`crate::refuel`).
-pub(crate) const REFUEL: &str = "autobatch_refuel";
 
 /// The machine type a value of `ty` travels as: its scalar's, or a pointer.
 pub(crate) fn value_type(ty: &TensorType) -> Type {
@@ -182,6 +182,7 @@ pub(crate) fn compile(
     functions: &[FuncId],
     symbols: &[u64],
     counting: Counting,
+    interrupts: Interrupts,
 ) -> Result<NativeProgram, String> {
     let jit = new_module()?;
     let mut unit = Unit {
@@ -196,6 +197,7 @@ pub(crate) fn compile(
         arrays: Vec::new(),
         merged_branches: 0,
         counting,
+        interrupts,
     };
     let outcome = define_all(&mut unit, entry, functions);
     let trampoline = match outcome {
@@ -235,6 +237,7 @@ pub(crate) fn compile(
         entry_loc: entry_function.loc,
         functions: functions.len(),
         merged_branches: unit.merged_branches,
+        interrupts,
     })
 }
 
