@@ -23,6 +23,10 @@ pub struct Configuration {
     pub block_choice: BlockChoice,
     /// Worker threads (1 but for [`threaded_configurations`]).
     pub threads: usize,
+    /// Whether an observer watches the run (which makes the native
+    /// strategies compile interruptible code, and calls the observer from
+    /// a watcher thread as well as the workers).
+    pub watched: bool,
 }
 
 impl std::fmt::Display for Configuration {
@@ -30,6 +34,9 @@ impl std::fmt::Display for Configuration {
         write!(f, "{}/{}/{}", self.strategy, self.lanes, self.block_choice)?;
         if self.threads > 1 {
             write!(f, "/{} threads", self.threads)?;
+        }
+        if self.watched {
+            write!(f, "/watched")?;
         }
         Ok(())
     }
@@ -48,19 +55,23 @@ pub fn threaded_configurations() -> Vec<Configuration> {
                 lanes: options.lanes,
                 block_choice: options.block_choice,
                 threads: 2,
+                watched: false,
             })
         })
         .collect()
 }
 
 /// The reference first, then every other registered strategy with every
-/// lanes mode and block choice it reads ([`Strategy::configurations`]).
+/// lanes mode and block choice it reads ([`Strategy::configurations`]),
+/// then each of them once more with its first options, watched by an
+/// observer.
 pub fn configurations() -> Vec<Configuration> {
     let reference = Configuration {
         strategy: Strategy::Reference,
         lanes: Lanes::Auto,
         block_choice: BlockChoice::SmallestIndex,
         threads: 1,
+        watched: false,
     };
     let others = Strategy::ALL
         .into_iter()
@@ -74,9 +85,23 @@ pub fn configurations() -> Vec<Configuration> {
                 lanes: options.lanes,
                 block_choice: options.block_choice,
                 threads: 1,
+                watched: false,
             })
     });
-    std::iter::once(reference).chain(batching).collect()
+    let all: Vec<Configuration> = std::iter::once(reference).chain(batching).collect();
+    let watched = Strategy::ALL
+        .into_iter()
+        .filter(|s| *s != Strategy::Reference)
+        .filter_map(|strategy| {
+            all.iter()
+                .find(|c| c.strategy == strategy)
+                .map(|c| Configuration {
+                    watched: true,
+                    ..*c
+                })
+        })
+        .collect::<Vec<_>>();
+    all.into_iter().chain(watched).collect()
 }
 
 /// What checking one case found.
@@ -477,7 +502,15 @@ fn run(
         // count nothing.
         count_operations: configuration.threads == 1,
     };
-    match without_panics(|| bound.run(&config)) {
+    // An observer that looks at every chance it gets (every millisecond,
+    // from the workers and the native strategies' watcher thread).
+    let observer = configuration.watched.then(|| autobatch::Observer {
+        interval: std::time::Duration::from_millis(1),
+        callback: std::sync::Arc::new(|progress: &autobatch::RunProgress<'_>| {
+            std::hint::black_box(progress.op_counts.len());
+        }),
+    });
+    match without_panics(|| bound.run_observed(&config, observer)) {
         Err(panic) => Err(format!("running {panic}")),
         Ok(Err(error)) => Err(format!("cannot run: {error}")),
         Ok(Ok(result)) => Ok(result),
