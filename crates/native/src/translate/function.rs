@@ -659,6 +659,15 @@ impl Translator<'_, '_, '_> {
             self.b.def_var(self.steps, left);
             return;
         }
+        let held = self.refill_when_empty(left, Some(loc));
+        let left = self.b.ins().iadd_imm_s(held, -1);
+        self.b.def_var(self.steps, left);
+    }
+
+    /// If the member holds no steps (`left` is 0), takes the next slice on
+    /// a cold path (`refuel`); with `stop_at`, a member given none stops
+    /// there with the step limit. Gives the steps held after it.
+    fn refill_when_empty(&mut self, left: Value, stop_at: Option<Loc>) -> Value {
         let empty = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
         let refill = self.b.create_block();
         self.b.set_cold_block(refill);
@@ -669,12 +678,13 @@ impl Translator<'_, '_, '_> {
             .brif(empty, refill, &[], go_on, &[BlockArg::Value(left)]);
         self.b.switch_to_block(refill);
         let given = self.refuel();
-        let out = self.b.ins().icmp_imm_s(IntCC::Equal, given, 0);
-        self.stop_if(out, Stop::StepLimit(loc));
+        if let Some(loc) = stop_at {
+            let out = self.b.ins().icmp_imm_s(IntCC::Equal, given, 0);
+            self.stop_if(out, Stop::StepLimit(loc));
+        }
         self.b.ins().jump(go_on, &[BlockArg::Value(given)]);
         self.b.switch_to_block(go_on);
-        let left = self.b.ins().iadd_imm_s(held, -1);
-        self.b.def_var(self.steps, left);
+        held
     }
 
     /// The member's next slice of steps, taken from the context's reserve:
@@ -701,25 +711,15 @@ impl Translator<'_, '_, '_> {
         slice
     }
 
-    /// Asks the host for the next slice of steps if the member holds none
-    /// (where the step is taken by selects: `select::merged_step`).
+    /// Takes the next slice of steps if the member holds none, under
+    /// `Interrupts::Polled` (where the step is taken by selects:
+    /// `select::merged_step`, which then tests for none itself).
     pub(super) fn refuel_if_empty(&mut self) {
         if self.unit.interrupts == Interrupts::Ignored {
             return;
         }
         let left = self.b.use_var(self.steps);
-        let empty = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
-        let refill = self.b.create_block();
-        self.b.set_cold_block(refill);
-        let go_on = self.b.create_block();
-        let held = self.b.append_block_param(go_on, types::I64);
-        self.b
-            .ins()
-            .brif(empty, refill, &[], go_on, &[BlockArg::Value(left)]);
-        self.b.switch_to_block(refill);
-        let given = self.refuel();
-        self.b.ins().jump(go_on, &[BlockArg::Value(given)]);
-        self.b.switch_to_block(go_on);
+        let held = self.refill_when_empty(left, None);
         self.b.def_var(self.steps, held);
     }
 
