@@ -385,7 +385,6 @@ fn run_compiled(
         interrupt: options.observer.as_ref().map(|_| &interrupt),
     };
     let threads = options.threads.max(1);
-    let run = current_run();
     let pool = worker_pool(threads, stack, "autobatch-native")?;
     let chunk = match (mode, options.observer.is_some()) {
         // Members run together are batched within a chunk: one per thread,
@@ -425,47 +424,7 @@ fn run_compiled(
         slots: &slots,
         interrupt: &interrupt,
     };
-    let (chunks, stopped) = std::thread::scope(|scope| {
-        // While members run, a watcher calls the observer (a member may
-        // run for long: a chain of a sampler); the workers call it too as
-        // chunks end.
-        let watcher = options.observer.as_ref().map(|observer| {
-            let (done, ended) = std::sync::mpsc::channel::<()>();
-            let watched = &watched;
-            let handle = scope.spawn(move || {
-                // Its own panics are the run's (internal errors), the
-                // observer's the caller's.
-                capture_for(run);
-                watch(observer, watched, ended)
-            });
-            (done, handle)
-        });
-        let chunks: Vec<Chunk> = pool.install(|| {
-            results
-                .par_chunks_mut(chunk)
-                .enumerate()
-                .map(|(c, places)| {
-                    let _capture = working_for(run);
-                    let members = c * chunk..c * chunk + places.len();
-                    let done = match mode {
-                        Mode::Alone => run_chunk(&inputs, members, places, &interrupt),
-                        Mode::Together => run_chunk_together(&inputs, members, places, &interrupt),
-                    };
-                    report_progress(&watched, &done);
-                    done
-                })
-                .collect()
-        });
-        let stopped = watcher.and_then(|(done, handle)| {
-            drop(done);
-            handle.join().unwrap_or_else(Some)
-        });
-        (chunks, stopped)
-    });
-    if let Some(panic) = stopped {
-        // The observer stopped the run: its panic goes on, as from a worker.
-        std::panic::resume_unwind(panic);
-    }
+    let chunks = run_chunks(mode, &inputs, &watched, &mut results, chunk, &pool);
     if chunks.iter().any(|c| c.interrupted > 0) {
         return Err(ExecError::Internal(
             "a member was interrupted, but the observer did not stop the run".into(),
@@ -510,6 +469,61 @@ fn run_compiled(
             waits: progress.waits,
         },
     ))
+}
+
+/// Runs the members in chunks of `chunk` on `pool`'s workers, each chunk
+/// writing its members' places in `results`. While they run, a watcher
+/// thread calls the observer (a member may run for long: a chain of a
+/// sampler); the workers call it too as chunks end. An observer's panic
+/// (a host stopping the run) goes on once the members have stopped.
+fn run_chunks(
+    mode: Mode,
+    inputs: &RunInputs<'_>,
+    watched: &Watched<'_, '_>,
+    results: &mut [Result<Vec<Tensor>, MemberError>],
+    chunk: usize,
+    pool: &rayon::ThreadPool,
+) -> Vec<Chunk> {
+    let run = current_run();
+    let interrupt = watched.interrupt;
+    let (chunks, stopped) = std::thread::scope(|scope| {
+        let watcher = inputs.options.observer.as_ref().map(|observer| {
+            let (done, ended) = std::sync::mpsc::channel::<()>();
+            let handle = scope.spawn(move || {
+                // Its own panics are the run's (internal errors), the
+                // observer's the caller's.
+                capture_for(run);
+                watch(observer, watched, ended)
+            });
+            (done, handle)
+        });
+        let chunks: Vec<Chunk> = pool.install(|| {
+            results
+                .par_chunks_mut(chunk)
+                .enumerate()
+                .map(|(c, places)| {
+                    let _capture = working_for(run);
+                    let members = c * chunk..c * chunk + places.len();
+                    let done = match mode {
+                        Mode::Alone => run_chunk(inputs, members, places, interrupt),
+                        Mode::Together => run_chunk_together(inputs, members, places, interrupt),
+                    };
+                    report_progress(watched, &done);
+                    done
+                })
+                .collect()
+        });
+        let stopped = watcher.and_then(|(done, handle)| {
+            drop(done);
+            handle.join().unwrap_or_else(Some)
+        });
+        (chunks, stopped)
+    });
+    if let Some(panic) = stopped {
+        // The observer stopped the run: its panic goes on, as from a worker.
+        std::panic::resume_unwind(panic);
+    }
+    chunks
 }
 
 /// What every chunk of a run reads.

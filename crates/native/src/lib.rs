@@ -523,40 +523,15 @@ impl Runner<'_> {
         self.forks = std::mem::take(&mut context.forks);
         self.forks.clear();
         let steps = limits.max_steps - context.steps_left - context.steps_reserve;
-        let outcome = match context.status {
+        let interrupted = limits
+            .interrupt
+            .is_some_and(|flag| flag.load(Ordering::Relaxed));
+        let outcome = if interrupted {
             // A member stopped by the interrupt stopped as at its step
             // limit; a run interrupted is abandoned, whatever stopped it.
-            _ if limits
-                .interrupt
-                .is_some_and(|flag| flag.load(Ordering::Relaxed)) =>
-            {
-                Err(Stop::Interrupted)
-            }
-            0 => {
-                let mut array_outputs = outputs.into_iter();
-                Ok(program
-                    .results
-                    .iter()
-                    .zip(&self.slots)
-                    .map(|(r, bits)| {
-                        if r.shape.is_empty() {
-                            Tensor::scalar(scalar_of_bits(r.ty, *bits))
-                        } else {
-                            let data = array_outputs.next().expect("one output per array result");
-                            Tensor::new(r.shape.clone(), data)
-                        }
-                    })
-                    .collect())
-            }
-            code => {
-                let index = translate::stop_index(code);
-                match (&program.stops[index], context.fault.take()) {
-                    (Stop::Fault { loc, .. }, Some(fault)) if program.dynamic[index] => {
-                        Err(Stop::Fault { fault, loc: *loc })
-                    }
-                    (stop, _) => Err(stop.clone()),
-                }
-            }
+            Err(Stop::Interrupted)
+        } else {
+            self.outcome(context.status, context.fault.take(), outputs)
         };
         MemberRun {
             outcome,
@@ -565,6 +540,43 @@ impl Runner<'_> {
             peak_instances: context.peak_instances,
             adjoints: context.adjoints,
         }
+    }
+}
+
+impl Runner<'_> {
+    /// A member's results (from the slots and the array `outputs`) if it
+    /// ended with status 0, else why it stopped (with the fault the host
+    /// left in the context for an array operation's stop).
+    fn outcome(
+        &self,
+        status: u32,
+        fault: Option<Fault>,
+        outputs: Vec<Data>,
+    ) -> Result<Vec<Tensor>, Stop> {
+        let program = self.program;
+        if status != 0 {
+            let index = translate::stop_index(status);
+            return match (&program.stops[index], fault) {
+                (Stop::Fault { loc, .. }, Some(fault)) if program.dynamic[index] => {
+                    Err(Stop::Fault { fault, loc: *loc })
+                }
+                (stop, _) => Err(stop.clone()),
+            };
+        }
+        let mut array_outputs = outputs.into_iter();
+        Ok(program
+            .results
+            .iter()
+            .zip(&self.slots)
+            .map(|(r, bits)| {
+                if r.shape.is_empty() {
+                    Tensor::scalar(scalar_of_bits(r.ty, *bits))
+                } else {
+                    let data = array_outputs.next().expect("one output per array result");
+                    Tensor::new(r.shape.clone(), data)
+                }
+            })
+            .collect())
     }
 }
 
