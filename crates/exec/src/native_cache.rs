@@ -65,12 +65,14 @@ struct Entry {
 }
 
 impl Entry {
-    fn is(&self, text: &ProgramText, entry: FuncId, symbols: &[u64], flavor: Flavor) -> bool {
-        self.hash == text.hash
+    /// Whether it was compiled from this text (of this hash), entry,
+    /// lengths and flavor.
+    fn is(&self, text: &str, hash: u64, entry: FuncId, symbols: &[u64], flavor: Flavor) -> bool {
+        self.hash == hash
             && self.entry == entry
             && self.flavor == flavor
             && self.symbols == symbols
-            && *self.text == *text.text
+            && *self.text == *text
     }
 }
 
@@ -150,7 +152,7 @@ fn lookup(
     let found = cache
         .entries
         .iter_mut()
-        .find(|e| e.is(text, entry, symbols, flavor))?;
+        .find(|e| e.is(&text.text, text.hash, entry, symbols, flavor))?;
     found.used = now;
     Some(found.program.clone())
 }
@@ -159,13 +161,11 @@ fn keep(mut new: Entry) {
     let mut cache = lock();
     cache.clock += 1;
     new.used = cache.clock;
-    if let Some(same) = cache.entries.iter().position(|e| {
-        e.hash == new.hash
-            && e.entry == new.entry
-            && e.flavor == new.flavor
-            && e.symbols == new.symbols
-            && e.text == new.text
-    }) {
+    let same = cache
+        .entries
+        .iter()
+        .position(|e| e.is(&new.text, new.hash, new.entry, &new.symbols, new.flavor));
+    if let Some(same) = same {
         cache.entries[same] = new;
         return;
     }

@@ -152,9 +152,10 @@ pub struct Limits<'a> {
 /// How many steps a member takes between two looks at
 /// [`Limits::interrupt`] under [`Interrupts::Polled`]: native code counts
 /// its steps down from a slice of this many and then takes the next one,
-/// so that the look costs nothing on the way (a step is a few nanoseconds, so a
-/// member sees an interrupt within about a millisecond, or within this
-/// many blocks of array work).
+/// so that the look costs nothing on the way (a step of scalar code takes
+/// a few nanoseconds, so a member sees an interrupt within some tens of
+/// microseconds; one whose blocks do array work, within this many of
+/// them).
 pub const POLL_STEPS: u64 = 1 << 12;
 
 /// One member's run: its results or why it stopped, its steps, and the
