@@ -97,7 +97,10 @@ def test_to_arviz():
 def test_ctrl_c_raises_keyboard_interrupt_and_frees_the_run():
     # A run far too long to finish, interrupted by SIGINT after it started.
     script = textwrap.dedent(f"""
-        import time, autobatch, numpy as np
+        import signal, time, autobatch, numpy as np
+        # Python leaves SIGINT ignored when it starts ignored (a test run
+        # launched in the background): this one takes Ctrl-C as a terminal does.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         model = {NORMAL!r}
         began = time.monotonic()
         try:
