@@ -28,9 +28,10 @@
 //! `members_rerun` and `cached_programs` (the programs of the run that
 //! were not compiled again: `crate::native_cache` keeps the last 128
 //! compiled programs of the process, so a program run many times, or a
-//! sampler run once per pooling of its chains, compiles once). A run that does not ask for the operation counts
-//! (`RunOptions::count_operations` false, no observer: `autobatch run`
-//! without `--stats`) compiles code that counts nothing.
+//! sampler run once per pooling of its chains, compiles once). A run that
+//! does not ask for the operation counts (`RunOptions::count_operations`
+//! false, no observer: `autobatch run` without `--stats`) compiles code
+//! that counts nothing.
 //!
 //! A ragged batch ([`Env::ragged`]) runs as one batch: the program is
 //! compiled once per size (native code has the lengths as constants), and

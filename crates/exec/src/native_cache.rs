@@ -8,14 +8,14 @@
 //! [`CAPACITY`] compiled programs of the process and gives a run the one
 //! it already has.
 //!
-//! What identifies compiled code: the program's text form (which
-//! determines the program exactly: `parse(print(p)) == p`), the entry, the
-//! values of the symbolic dimensions (native code has them as constants),
-//! whether it counts operations and whether it can be interrupted. The statics' values, the members'
-//! inputs, the seed and the limits are read at run time, so they are not
-//! part of the key. A program the compiler refuses is not kept (refusing is
-//! quick). Dropping an entry never frees code a run is using: runs hold
-//! their programs by `Arc`.
+//! What identifies compiled code: the program's text form (which determines
+//! the program exactly: `parse(print(p)) == p`), the entry, the values of
+//! the symbolic dimensions (native code has them as constants), whether it
+//! counts operations and whether it can be interrupted. The statics'
+//! values, the members' inputs, the seed and the limits are read at run
+//! time, so they are not part of the key. A program the compiler refuses is
+//! not kept (refusing is quick). Dropping an entry never frees code a run
+//! is using: runs hold their programs by `Arc`.
 
 use std::sync::{Arc, Mutex};
 
@@ -76,7 +76,6 @@ impl Entry {
     }
 }
 
-#[derive(Default)]
 struct Cache {
     entries: Vec<Entry>,
     clock: u64,

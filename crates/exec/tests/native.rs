@@ -44,43 +44,18 @@ fn agree(
     options: &RunOptions,
 ) -> Vec<ReportField> {
     let program = compile(source);
-    let params = members[0].len();
-    let batch = Batch {
-        entry: program.function_by_name(entry).expect("entry"),
-        size: members.len(),
-        args: (0..params)
-            .map(|p| Arg::Batched(members.iter().map(|m| Tensor::scalar(m[p])).collect()))
-            .collect(),
-    };
-    let run_with = |strategy, options: &RunOptions| {
-        run(
-            strategy,
-            &program,
-            &Env::default(),
-            &batch,
-            options,
-            &BatchingOptions::default(),
-        )
-        .expect("runs")
-    };
+    let batch = scalar_batch(&program, entry, members);
+    let run_with = |strategy, options: &RunOptions| run_batch(strategy, &program, &batch, options);
     let expected = run_with(Strategy::Reference, options);
-    let bits = |results: &[Result<Vec<Tensor>, autobatch_types::MemberError>]| -> Vec<String> {
-        results
-            .iter()
-            .map(|r| {
-                format!(
-                    "{:?}",
-                    r.as_ref()
-                        .map(|values| values.iter().map(tensor_bits).collect::<Vec<_>>())
-                )
-            })
-            .collect()
-    };
     // Both shapes of native code: members alone, and members together.
     let mut reports = [native(), native_batched()].map(|strategy| {
         let got = run_with(strategy, options);
         let name = format!("{entry} on {strategy}");
-        assert_eq!(bits(&got.results), bits(&expected.results), "{name}");
+        assert_eq!(
+            results_bits(&got.results),
+            results_bits(&expected.results),
+            "{name}"
+        );
         // Code that counts nothing gives the same results and steps, and
         // no counts.
         let uncounted = run_with(
@@ -91,8 +66,8 @@ fn agree(
             },
         );
         assert_eq!(
-            bits(&uncounted.results),
-            bits(&expected.results),
+            results_bits(&uncounted.results),
+            results_bits(&expected.results),
             "{name}, uncounted"
         );
         assert_eq!(
@@ -120,6 +95,49 @@ fn agree(
         got.stats.report
     });
     std::mem::take(&mut reports[0])
+}
+
+/// One member per list of scalar arguments, for `entry` of `program`.
+fn scalar_batch(program: &Program, entry: &str, members: &[Vec<Scalar>]) -> Batch {
+    Batch {
+        entry: program.function_by_name(entry).expect("entry"),
+        size: members.len(),
+        args: (0..members[0].len())
+            .map(|p| Arg::Batched(members.iter().map(|m| Tensor::scalar(m[p])).collect()))
+            .collect(),
+    }
+}
+
+/// Runs `batch` of `program` on `strategy` (no statics).
+fn run_batch(
+    strategy: Strategy,
+    program: &Program,
+    batch: &Batch,
+    options: &RunOptions,
+) -> autobatch_exec::RunOutput {
+    run(
+        strategy,
+        program,
+        &Env::default(),
+        batch,
+        options,
+        &BatchingOptions::default(),
+    )
+    .expect("runs")
+}
+
+/// Each member's results with their floats as bit patterns, or its error.
+fn results_bits(results: &[Result<Vec<Tensor>, autobatch_types::MemberError>]) -> Vec<String> {
+    results
+        .iter()
+        .map(|r| {
+            format!(
+                "{:?}",
+                r.as_ref()
+                    .map(|values| values.iter().map(tensor_bits).collect::<Vec<_>>())
+            )
+        })
+        .collect()
 }
 
 /// A value with its floats as bit patterns (so that NaNs compare).
@@ -203,13 +221,7 @@ fn fib_collatz_and_nested_loops_are_compiled() {
 /// steps and operation counts.
 fn agree_watched(source: &str, entry: &str, members: &[Vec<Scalar>], max_steps: u64) {
     let program = compile(source);
-    let batch = Batch {
-        entry: program.function_by_name(entry).expect("entry"),
-        size: members.len(),
-        args: (0..members[0].len())
-            .map(|p| Arg::Batched(members.iter().map(|m| Tensor::scalar(m[p])).collect()))
-            .collect(),
-    };
+    let batch = scalar_batch(&program, entry, members);
     let options = RunOptions {
         max_steps,
         observer: Some(autobatch_exec::Observer {
@@ -218,25 +230,14 @@ fn agree_watched(source: &str, entry: &str, members: &[Vec<Scalar>], max_steps: 
         }),
         ..RunOptions::default()
     };
-    let run_with = |strategy| {
-        run(
-            strategy,
-            &program,
-            &Env::default(),
-            &batch,
-            &options,
-            &BatchingOptions::default(),
-        )
-        .expect("runs")
-    };
-    let expected = run_with(Strategy::Reference);
+    let expected = run_batch(Strategy::Reference, &program, &batch, &options);
     for strategy in [native(), native_batched()] {
-        let got = run_with(strategy);
+        let got = run_batch(strategy, &program, &batch, &options);
         let name = format!("{entry} on {strategy}, max_steps {max_steps}");
         assert_compiled(&got.stats.report, &name);
         assert_eq!(
-            format!("{:?}", got.results),
-            format!("{:?}", expected.results),
+            results_bits(&got.results),
+            results_bits(&expected.results),
             "{name}"
         );
         assert_eq!(got.stats.steps, expected.stats.steps, "{name}: steps");
@@ -764,24 +765,12 @@ fn run_cached(
     n: i64,
     count_operations: bool,
 ) -> (Vec<Tensor>, u64) {
-    let batch = Batch {
-        entry: program.function_by_name(entry).expect("entry"),
-        size: 1,
-        args: vec![Arg::Batched(vec![Tensor::scalar(Scalar::I64(n))])],
-    };
+    let batch = scalar_batch(program, entry, &i64s(&[n]));
     let options = RunOptions {
         count_operations,
         ..RunOptions::default()
     };
-    let output = run(
-        native(),
-        program,
-        &Env::default(),
-        &batch,
-        &options,
-        &BatchingOptions::default(),
-    )
-    .expect("runs");
+    let output = run_batch(native(), program, &batch, &options);
     assert_compiled(&output.stats.report, entry);
     let ReportValue::Count(cached) = field(&output.stats.report, "cached_programs") else {
         panic!("cached_programs is a count: {:?}", output.stats.report);

@@ -542,9 +542,7 @@ impl Runner<'_> {
             adjoints: context.adjoints,
         }
     }
-}
 
-impl Runner<'_> {
     /// A member's results (from the slots and the array `outputs`) if it
     /// ended with status 0, else why it stopped (with the fault the host
     /// left in the context for an array operation's stop).
