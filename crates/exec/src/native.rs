@@ -48,14 +48,14 @@ use autobatch_ir::{EntityRef, Program};
 use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::{Backend, MemberRng};
 use autobatch_native::{
-    Counting, Flavor, Forks, Interrupts, Limits, NativeProgram, NotCompiled, ProgramMembers, Stop,
+    Counting, Interrupts, Limits, NativeProgram, NotCompiled, ProgramMembers, Stop,
 };
 use autobatch_types::{MemberError, Tensor};
 use rayon::prelude::*;
 
 use crate::batched::{stack_overflow, step_limit, OpCounter};
 use crate::internal::{capture_for, current_run, outside_capture, worker_pool, working_for};
-use crate::native_cache::{self, ProgramText};
+use crate::native_cache::{self, Flavor, ProgramText};
 use crate::program_counter::ProgramCounter;
 use crate::{
     reference, Batch, BatchingOptions, Env, ExecError, Executor, OpCount, ReportField, ReportValue,
@@ -156,7 +156,7 @@ fn run_native(
             reason: "a static of the program is not in the environment".into(),
         })
     } else {
-        Compiled::new(program, env, batch, options, mode)
+        Compiled::new(program, env, batch, options)
     };
     let compile_seconds = ReportField {
         name: "compile_seconds",
@@ -226,9 +226,8 @@ impl Compiled {
         env: &Env,
         batch: &Batch,
         options: &RunOptions,
-        mode: Mode,
     ) -> Result<Compiled, NotCompiled> {
-        let flavor = flavor(options, mode);
+        let flavor = flavor(options);
         let text = ProgramText::of(program);
         if env.ragged.is_empty() {
             let code = native_cache::compile(program, &text, batch.entry, &env.symbols, flavor)?;
@@ -290,19 +289,14 @@ impl Compiled {
 }
 
 /// How the run's machine code is made: it counts operations when the run
-/// asks for the counts or an observer follows them, it can be interrupted
-/// when an observer watches the run (which may stop it), and members run
-/// together run their forks' instances concurrently.
-fn flavor(options: &RunOptions, mode: Mode) -> Flavor {
+/// asks for the counts or an observer follows them, and it can be
+/// interrupted when an observer watches the run (which may stop it).
+fn flavor(options: &RunOptions) -> Flavor {
     Flavor {
         counting: counting(options),
         interrupts: match options.observer {
             Some(_) => Interrupts::Polled,
             None => Interrupts::Ignored,
-        },
-        forks: match mode {
-            Mode::Alone => Forks::Sequential,
-            Mode::Together => Forks::Concurrent,
         },
     }
 }

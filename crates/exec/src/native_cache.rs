@@ -20,7 +20,7 @@
 use std::sync::{Arc, Mutex};
 
 use autobatch_ir::{FuncId, Program};
-use autobatch_native::{Flavor, NativeProgram, NotCompiled};
+use autobatch_native::{Counting, Interrupts, NativeProgram, NotCompiled};
 
 /// The most compiled programs kept (the least recently used goes first).
 pub const CAPACITY: usize = 128;
@@ -43,6 +43,13 @@ impl ProgramText {
             hash: hasher.finish(),
         }
     }
+}
+
+/// How a program's code is made beyond its text, entry and lengths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Flavor {
+    pub counting: Counting,
+    pub interrupts: Interrupts,
 }
 
 /// One compiled program and what it was compiled from.
@@ -102,7 +109,13 @@ pub(crate) fn compile(
     }
     // Compiled outside the lock: other runs go on meanwhile (two runs of a
     // new program may both compile it; the second one kept wins).
-    let compiled = Arc::new(autobatch_native::compile(program, entry, symbols, flavor)?);
+    let compiled = Arc::new(autobatch_native::compile(
+        program,
+        entry,
+        symbols,
+        flavor.counting,
+        flavor.interrupts,
+    )?);
     keep(Entry {
         text: text.text.clone(),
         hash: text.hash,
@@ -166,7 +179,6 @@ fn keep(mut new: Entry) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autobatch_native::{Counting, Forks, Interrupts};
 
     #[test]
     fn the_least_recently_used_program_goes_first() {
@@ -185,7 +197,6 @@ b0:  @1:1
         let kept = Flavor {
             counting: Counting::Kept,
             interrupts: Interrupts::Ignored,
-            forks: Forks::Sequential,
         };
         let skipped = Flavor {
             counting: Counting::Skipped,
@@ -204,12 +215,6 @@ b0:  @1:1
         assert!(!other.cached, "counting is part of the key");
         let other = compile(&program, &text, entry, &[u64::MAX - 1], polled).unwrap();
         assert!(!other.cached, "interrupts are part of the key");
-        let concurrent = Flavor {
-            forks: Forks::Concurrent,
-            ..kept
-        };
-        let other = compile(&program, &text, entry, &[u64::MAX - 1], concurrent).unwrap();
-        assert!(!other.cached, "how forks run is part of the key");
         for k in 0..CAPACITY as u64 {
             compile(&program, &text, entry, &[u64::MAX - 2 - k], kept).unwrap();
         }

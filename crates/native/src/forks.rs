@@ -31,13 +31,6 @@ pub(crate) struct OpenFork {
     parent: Option<MemberRng>,
 }
 
-impl OpenFork {
-    /// The fork's key (`None` when the program draws nothing).
-    pub(crate) fn key(&self) -> Option<&ForkKey> {
-        self.key.as_ref()
-    }
-}
-
 /// The stream behind the context, if the program draws.
 fn stream(ctx: &mut Context) -> Option<&mut MemberRng> {
     // SAFETY: `rng` is null or the member's stream, alive for the run.

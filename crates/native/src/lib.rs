@@ -65,10 +65,7 @@
 //! Members may also run together ([`NativeProgram::run_batched`], the
 //! `native-batched` strategy): each on a stack of its own, waiting at the
 //! products with a static matrix, which run once for all the members
-//! waiting at them (`waits`). Code compiled with [`Forks::Concurrent`]
-//! runs a fork's instances there as members of their own, each on its own
-//! stack (`instances`), so that the nodes of one tree wait at the same
-//! products too.
+//! waiting at them (`waits`).
 //!
 //! What is not compiled yet ([`compile`] says what and where): calls of
 //! host primitives. The executor (`autobatch_exec::native`) runs such
@@ -80,7 +77,6 @@
 mod arrays;
 mod check;
 mod forks;
-mod instances;
 mod shims;
 mod translate;
 mod waits;
@@ -220,13 +216,6 @@ pub(crate) struct Context {
     /// Where a member run among others suspends at a product with a
     /// static matrix ([`waits`]); null for a member run alone.
     yielder: *const waits::MemberYielder,
-    /// Whether the code holds its steps a slice at a time
-    /// ([`Interrupts::Polled`]).
-    polled: bool,
-    /// The status that stops the member for a rerun elsewhere
-    /// ([`Stop::NativeStack`]; set by a concurrent fork whose instances
-    /// did not all return: `instances`).
-    rerun_status: u32,
 }
 
 /// The interrupt flag of a run that nothing interrupts.
@@ -270,8 +259,6 @@ pub struct NativeProgram {
     /// Whether an array operation draws from the member's stream.
     draws: bool,
     interrupts: Interrupts,
-    /// The status of [`Stop::NativeStack`] set by the host (`instances`).
-    rerun_status: u32,
 }
 
 // SAFETY: the module is only touched under its mutex (to free it); the
@@ -306,28 +293,6 @@ pub enum Interrupts {
     Polled,
 }
 
-/// How a fork's instances run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Forks {
-    /// One after the other, each a native call inside its member, as the
-    /// reference executor runs them.
-    Sequential,
-    /// Concurrently, each on a stack of its own, when the member runs
-    /// among others ([`NativeProgram::run_batched`]): an instance waits at
-    /// products like a member, so the products of one member's instances
-    /// batch together (`instances`). A fork in a member run alone runs its
-    /// instances one after the other.
-    Concurrent,
-}
-
-/// How a program's code is made beyond its text, entry and lengths.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Flavor {
-    pub counting: Counting,
-    pub interrupts: Interrupts,
-    pub forks: Forks,
-}
-
 /// Compiles the functions `entry` reaches in `program` (which has been
 /// through `autobatch_passes::optimize` and verifies), for the values
 /// `symbols` of its symbolic dimensions: arrays get their byte sizes here.
@@ -335,11 +300,12 @@ pub fn compile(
     program: &Program,
     entry: FuncId,
     symbols: &[u64],
-    flavor: Flavor,
+    counting: Counting,
+    interrupts: Interrupts,
 ) -> Result<NativeProgram, NotCompiled> {
     let functions =
         check::reachable(program, entry, symbols).map_err(|reason| NotCompiled { reason })?;
-    translate::compile(program, entry, &functions, symbols, flavor)
+    translate::compile(program, entry, &functions, symbols, counting, interrupts)
         .map_err(|reason| NotCompiled { reason })
 }
 
@@ -544,8 +510,6 @@ impl Runner<'_> {
             peak_instances: 0,
             adjoints: Vec::new(),
             yielder,
-            polled: program.interrupts == Interrupts::Polled,
-            rerun_status: program.rerun_status,
         };
         // SAFETY: the trampoline reads one argument per parameter (a
         // scalar's bits, or a pointer to an array of the parameter's shape,

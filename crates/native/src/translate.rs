@@ -33,10 +33,9 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 
 use crate::arrays::{self, ArrayOp};
-use crate::{forks, instances};
+use crate::forks;
 use crate::{
-    offsets, operand, shims, Counting, Flavor, Forks, Interrupts, NativeProgram, Segment, Stop,
-    Trampoline,
+    offsets, operand, shims, Counting, Interrupts, NativeProgram, Segment, Stop, Trampoline,
 };
 
 /// The bit of a stop code that a catching call does not recover from.
@@ -85,13 +84,6 @@ pub(crate) struct Unit<'p> {
     pub merged_branches: usize,
     pub counting: Counting,
     pub interrupts: Interrupts,
-    pub forks: Forks,
-    /// Under [`Forks::Concurrent`]: per function a fork calls, its
-    /// instance trampoline (the host runs an instance through it).
-    pub instance_trampolines: HashMap<FuncId, cranelift_module::FuncId>,
-    /// The status of [`Stop::NativeStack`], which the host sets when a
-    /// concurrent fork's member must be rerun (`crate::instances`).
-    pub rerun_status: u32,
 }
 
 impl Unit<'_> {
@@ -141,7 +133,6 @@ fn new_module() -> Result<JITModule, String> {
     builder.symbol(INSTANCE_BEGIN, forks::instance_begin as *const u8);
     builder.symbol(INSTANCE_END, forks::instance_end as *const u8);
     builder.symbol(FORK_END, forks::fork_end as *const u8);
-    builder.symbol(FORK_WAIT, instances::fork_wait as *const u8);
     Ok(JITModule::new(builder))
 }
 
@@ -153,7 +144,6 @@ pub(crate) const FORK_BEGIN: &str = "autobatch_fork_begin";
 pub(crate) const INSTANCE_BEGIN: &str = "autobatch_instance_begin";
 pub(crate) const INSTANCE_END: &str = "autobatch_instance_end";
 pub(crate) const FORK_END: &str = "autobatch_fork_end";
-pub(crate) const FORK_WAIT: &str = "autobatch_fork_wait";
 
 /// The machine type a value of `ty` travels as: its scalar's, or a pointer.
 pub(crate) fn value_type(ty: &TensorType) -> Type {
@@ -191,7 +181,8 @@ pub(crate) fn compile(
     entry: FuncId,
     functions: &[FuncId],
     symbols: &[u64],
-    flavor: Flavor,
+    counting: Counting,
+    interrupts: Interrupts,
 ) -> Result<NativeProgram, String> {
     let jit = new_module()?;
     let mut unit = Unit {
@@ -205,13 +196,9 @@ pub(crate) fn compile(
         symbols,
         arrays: Vec::new(),
         merged_branches: 0,
-        counting: flavor.counting,
-        interrupts: flavor.interrupts,
-        forks: flavor.forks,
-        instance_trampolines: HashMap::new(),
-        rerun_status: 0,
+        counting,
+        interrupts,
     };
-    unit.rerun_status = unit.stop(Stop::NativeStack);
     let outcome = define_all(&mut unit, entry, functions);
     let trampoline = match outcome {
         Ok(trampoline) => trampoline,
@@ -250,8 +237,7 @@ pub(crate) fn compile(
         entry_loc: entry_function.loc,
         functions: functions.len(),
         merged_branches: unit.merged_branches,
-        interrupts: flavor.interrupts,
-        rerun_status: unit.rerun_status,
+        interrupts,
     })
 }
 
@@ -304,13 +290,6 @@ fn define_all(
             .map_err(|e| format!("Cranelift: {e}"))?;
         unit.ids.insert(id, native);
     }
-    if unit.forks == Forks::Concurrent {
-        for callee in fork_callees(program, functions) {
-            let name = format!("autobatch_instance_f{}", callee.0);
-            let id = declare_trampoline(unit, &name)?;
-            unit.instance_trampolines.insert(callee, id);
-        }
-    }
     let mut builder_context = FunctionBuilderContext::new();
     let mut context = unit.jit.make_context();
     for &id in functions {
@@ -336,13 +315,7 @@ fn define_all(
         }
         unit.jit.clear_context(&mut context);
     }
-    let trampoline = declare_trampoline(unit, "autobatch_trampoline")?;
-    define_trampoline(unit, entry, trampoline, &mut context, &mut builder_context)?;
-    let mut instance_trampolines: Vec<_> = unit.instance_trampolines.clone().into_iter().collect();
-    instance_trampolines.sort_by_key(|(callee, _)| callee.0);
-    for (callee, id) in instance_trampolines {
-        define_trampoline(unit, callee, id, &mut context, &mut builder_context)?;
-    }
+    let trampoline = define_trampoline(unit, entry, &mut context, &mut builder_context)?;
     unit.jit
         .finalize_definitions()
         .map_err(|e| format!("Cranelift could not link: {e}"))?;
@@ -352,61 +325,26 @@ fn define_all(
     Ok(unsafe { std::mem::transmute::<*const u8, Trampoline>(address) })
 }
 
-/// The functions the forks of `functions` call, each once.
-fn fork_callees(program: &Program, functions: &[FuncId]) -> Vec<FuncId> {
-    let mut callees = Vec::new();
-    for &id in functions {
-        for op in program.functions[id].blocks.values().flat_map(|b| &b.ops) {
-            if let Op::Fork {
-                dsts,
-                args,
-                instances,
-                ..
-            } = op
-            {
-                for call in autobatch_ir::fork_calls(program, dsts, args, instances) {
-                    if !callees.contains(&call.callee) {
-                        callees.push(call.callee);
-                    }
-                }
-            }
-        }
-    }
-    callees
-}
-
-/// The signature of a trampoline: `fn(context, args, results)`.
-fn trampoline_signature(jit: &JITModule) -> Signature {
-    let mut sig = jit.make_signature();
+/// `trampoline(context, args, results)`: loads the entry's arguments (one
+/// 8-byte slot each), its depth and steps from `context`, calls it, and
+/// stores its steps and results back.
+fn define_trampoline(
+    unit: &mut Unit<'_>,
+    entry: FuncId,
+    context: &mut cranelift_codegen::Context,
+    builder_context: &mut FunctionBuilderContext,
+) -> Result<cranelift_module::FuncId, String> {
+    let function = &unit.program.functions[entry];
+    let mut sig = unit.jit.make_signature();
     for _ in 0..3 {
         sig.params.push(AbiParam::new(types::I64));
     }
-    sig
-}
-
-fn declare_trampoline(unit: &mut Unit<'_>, name: &str) -> Result<cranelift_module::FuncId, String> {
-    let sig = trampoline_signature(&unit.jit);
-    unit.jit
-        .declare_function(name, Linkage::Local, &sig)
-        .map_err(|e| format!("Cranelift: {e}"))
-}
-
-/// `trampoline(context, args, results)` (declared as `id`): loads the
-/// arguments of `callee` (one 8-byte slot each), its depth and steps from
-/// `context`, calls it, and stores its steps and results back (a result's
-/// slot holds, for an array, the pointer to write it through; a scalar
-/// is written into it). The entry's is how the host runs a member; each
-/// instance trampoline, how it runs an instance (`crate::instances`).
-fn define_trampoline(
-    unit: &mut Unit<'_>,
-    callee: FuncId,
-    id: cranelift_module::FuncId,
-    context: &mut cranelift_codegen::Context,
-    builder_context: &mut FunctionBuilderContext,
-) -> Result<(), String> {
-    let function = &unit.program.functions[callee];
-    context.func.signature = trampoline_signature(&unit.jit);
-    context.func.name = UserFuncName::user(1, id.as_u32());
+    let id = unit
+        .jit
+        .declare_function("autobatch_trampoline", Linkage::Local, &sig)
+        .map_err(|e| format!("Cranelift: {e}"))?;
+    context.func.signature = sig;
+    context.func.name = UserFuncName::user(1, 0);
     let mut b = FunctionBuilder::new(&mut context.func, builder_context);
     let block = b.create_block();
     b.append_block_params_for_function_params(block);
@@ -430,7 +368,7 @@ fn define_trampoline(
             call_args.push(b.ins().load(types::I64, flags, results, 8 * i as i32));
         }
     }
-    let callee = unit.jit.declare_func_in_func(unit.ids[&callee], b.func);
+    let callee = unit.jit.declare_func_in_func(unit.ids[&entry], b.func);
     let call = b.ins().call(callee, &call_args);
     let returned = b.inst_results(call).to_vec();
     b.ins().store(flags, returned[0], ctx, offsets::STEPS_LEFT);
@@ -450,5 +388,5 @@ fn define_trampoline(
         .define_function(id, context)
         .map_err(|e| format!("Cranelift could not compile the trampoline: {e:?}"))?;
     unit.jit.clear_context(context);
-    Ok(())
+    Ok(id)
 }

@@ -38,21 +38,11 @@ use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use crate::arrays::ArrayOp;
-use crate::instances::PendingFork;
 use crate::{Limits, MemberRun, NativeProgram};
 
-/// What a coroutine yields: what it waits for.
+/// What a member's coroutine yields: the product it waits for.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Wait {
-    /// A product with a static matrix.
-    Product(ProductWait),
-    /// The instances of a fork (`crate::instances`).
-    Fork(*mut PendingFork),
-}
-
-/// A product a member (or instance) waits at.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ProductWait {
+pub(crate) struct Wait {
     /// The operation's number in the program's table.
     op: u32,
     /// Where the member's result goes.
@@ -70,11 +60,11 @@ pub(crate) fn wait(yielder: &MemberYielder, op: u32, ptrs: &[*mut u8]) {
     let [dst, a, b] = ptrs else {
         unreachable!("a product has a destination and two operands")
     };
-    yielder.suspend(Wait::Product(ProductWait {
+    yielder.suspend(Wait {
         op,
         dst: *dst,
         args: [*a as *const u8, *b as *const u8],
-    }));
+    });
 }
 
 /// One member of a batched run: its arguments, and its random stream if
@@ -111,16 +101,14 @@ pub struct BatchedRun {
     pub waits: u64,
 }
 
-/// Machine stack each coroutine gets beyond its frames' room (the host's
-/// and the kernels' frames below the member's).
+/// Machine stack each member's coroutine gets beyond its frames' room (the
+/// host's and the kernels' frames below the member's).
 const HOST_MARGIN: usize = 1 << 20;
 /// The most room for a member's frames on its coroutine: a member that
 /// needs more stops with `Stop::NativeStack` (the caller reruns it).
 const MAX_ROOM: usize = 32 << 20;
-/// The most coroutines (members and instances) alive at once on one
-/// thread (each has a stack of its own); further members start as others
-/// end, and a fork that would pass it runs its instances one after the
-/// other inside its member.
+/// The most members alive at once on one thread (each has a stack of its
+/// own); the others start as members end.
 const MAX_LIVE: usize = 1024;
 
 /// One member's state, at a fixed address while its coroutine runs.
@@ -132,49 +120,10 @@ struct Slot<'p> {
     rng: Option<MemberRng>,
     counters: Vec<u64>,
     run: Option<MemberRun>,
-}
-
-/// An instance of a concurrent fork, at a fixed address while its
-/// coroutine runs.
-struct Instance {
-    fork: *mut PendingFork,
-    k: usize,
-    /// The fiber that forked it (which waits for it).
-    parent: usize,
-    rng: Option<MemberRng>,
-}
-
-/// A thread of control of the run: a member, or an instance of a fork.
-struct Fiber<'p> {
-    program: &'p NativeProgram,
-    coroutine: MemberCoroutine,
-    /// The product it waits at, if it does.
-    waiting: Option<ProductWait>,
-    of: Of,
-}
-
-enum Of {
-    Member,
-    Instance(Box<Instance>),
+    waiting: Option<Wait>,
 }
 
 type MemberCoroutine = Coroutine<(), Wait, (), DefaultStack>;
-
-/// The coroutines' stacks: those of ended coroutines are kept for the
-/// next ones.
-struct Stacks {
-    spare: Vec<DefaultStack>,
-    bytes: usize,
-}
-
-impl Stacks {
-    fn take(&mut self) -> std::io::Result<DefaultStack> {
-        match self.spare.pop() {
-            Some(stack) => Ok(stack),
-            None => DefaultStack::new(self.bytes),
-        }
-    }
-}
 
 impl NativeProgram {
     /// Runs `members` together on this thread (see the module doc), with
@@ -198,19 +147,6 @@ impl NativeProgram {
         (run.products, run.waits) = (together.products, together.waits);
         Ok(run)
     }
-}
-
-/// The run's coroutines and what they wait for.
-struct Scheduler<'p> {
-    /// By id; `None` for an id free for reuse.
-    fibers: Vec<Option<Fiber<'p>>>,
-    free: Vec<usize>,
-    /// Fibers to resume.
-    ready: std::collections::VecDeque<usize>,
-    stacks: Stacks,
-    live: usize,
-    /// The room for an instance's frames on its stack.
-    room: usize,
 }
 
 /// Runs the members of several programs together on this thread (the
@@ -238,62 +174,53 @@ pub fn run_batched_programs<'p>(
                     rng: m.rng,
                     counters: vec![0; program.segments.len()],
                     run: None,
+                    waiting: None,
                 })
             })
         })
         .collect();
     let n = slots.len();
-    let mut scheduler = Scheduler {
-        fibers: Vec::new(),
-        free: Vec::new(),
-        ready: Default::default(),
-        stacks: Stacks {
-            spare: Vec::new(),
-            bytes: limits.stack_room + HOST_MARGIN,
-        },
-        live: 0,
-        room: limits.stack_room,
-    };
-    let mut next = 0;
+    let mut coroutines: Vec<Option<MemberCoroutine>> = (0..n).map(|_| None).collect();
+    // Stacks of members that ended, for the next ones.
+    let mut spare: Vec<DefaultStack> = Vec::new();
+    let (mut next, mut live) = (0, 0);
     let (mut products, mut waits) = (0_u64, 0_u64);
     loop {
-        // Start members while fewer than `MAX_LIVE` coroutines are alive
-        // (and stacks can be had: with none alive, failing to map one ends
-        // the run; no coroutine is ever dropped suspended).
-        while scheduler.live < MAX_LIVE && next < n {
-            let stack = match scheduler.stacks.take() {
-                Ok(stack) => stack,
-                Err(_) if scheduler.live > 0 => break,
-                Err(e) => return Err(format!("a member's stack could not be mapped: {e}")),
+        // Start members while fewer than `MAX_LIVE` are alive (and stacks
+        // can be had: with none alive, failing to map one ends the run; no
+        // coroutine is ever dropped suspended).
+        while live < MAX_LIVE && next < n {
+            let stack = match spare.pop() {
+                Some(stack) => stack,
+                None => match DefaultStack::new(limits.stack_room + HOST_MARGIN) {
+                    Ok(stack) => stack,
+                    Err(_) if live > 0 => break,
+                    Err(e) => return Err(format!("a member's stack could not be mapped: {e}")),
+                },
             };
             let slot: *mut Slot<'p> = &mut *slots[next];
             // SAFETY: the slot is boxed, outlives the coroutine, and is
             // touched only by it while it runs.
-            let coroutine = unsafe { member_coroutine(stack, slot, limits) };
-            scheduler.add(Fiber {
-                program: slots[next].program,
-                coroutine,
-                waiting: None,
-                of: Of::Member,
-            });
+            coroutines[next] = Some(unsafe { member_coroutine(stack, slot, limits) });
+            live += 1;
+            live -= usize::from(advance(&mut coroutines[next], &mut slots[next], &mut spare));
             next += 1;
         }
-        scheduler.run_ready();
-        let Some(waiting) = most_waited(&scheduler.fibers) else {
+        let Some(waiting) = most_waited(&slots) else {
             if next == n {
                 break;
             }
             continue;
         };
-        compute(&waiting, &scheduler.fibers);
+        compute(&waiting, &slots);
         products += 1;
         waits += waiting.len() as u64;
-        for id in waiting {
-            scheduler.fiber(id).waiting = None;
-            scheduler.ready.push_back(id);
+        for m in waiting {
+            slots[m].waiting = None;
+            live -= usize::from(advance(&mut coroutines[m], &mut slots[m], &mut spare));
         }
     }
-    debug_assert_eq!(scheduler.live, 0, "every coroutine ended");
+    debug_assert!(coroutines.iter().all(Option::is_none), "every member ended");
     let mut slots = slots.into_iter();
     let runs = sizes
         .into_iter()
@@ -324,109 +251,15 @@ pub fn run_batched_programs<'p>(
     })
 }
 
-impl<'p> Scheduler<'p> {
-    fn fiber(&mut self, id: usize) -> &mut Fiber<'p> {
-        self.fibers[id].as_mut().expect("a live fiber")
-    }
-
-    /// Adds a new coroutine, ready to start.
-    fn add(&mut self, fiber: Fiber<'p>) {
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.fibers[id] = Some(fiber);
-                id
-            }
-            None => {
-                self.fibers.push(Some(fiber));
-                self.fibers.len() - 1
-            }
-        };
-        self.live += 1;
-        self.ready.push_back(id);
-    }
-
-    /// Resumes the ready coroutines, and those they make ready, until
-    /// each waits or has ended.
-    fn run_ready(&mut self) {
-        while let Some(id) = self.ready.pop_front() {
-            match self.fiber(id).coroutine.resume(()) {
-                CoroutineResult::Yield(Wait::Product(wait)) => self.fiber(id).waiting = Some(wait),
-                CoroutineResult::Yield(Wait::Fork(fork)) => self.start_instances(id, fork),
-                CoroutineResult::Return(()) => self.end(id),
-            }
-        }
-    }
-
-    /// An ended coroutine: its stack is kept; an instance's parent goes on
-    /// once every instance of its fork has ended.
-    fn end(&mut self, id: usize) {
-        let fiber = self.fibers[id].take().expect("a live fiber");
-        self.free.push(id);
-        self.live -= 1;
-        self.stacks.spare.push(fiber.coroutine.into_stack());
-        if let Of::Instance(instance) = fiber.of {
-            // SAFETY: the fork lives in its parent's frame, which waits.
-            let all_ended = unsafe { (*instance.fork).ended.iter().all(Option::is_some) };
-            if all_ended {
-                self.ready.push_back(instance.parent);
-            }
-        }
-    }
-
-    /// Fiber `id` waits at `fork`: each instance starts on a coroutine of
-    /// its own; or, when that would pass `MAX_LIVE` or a stack cannot be
-    /// had, the fiber goes on and runs them itself.
-    fn start_instances(&mut self, id: usize, fork: *mut PendingFork) {
-        // SAFETY: the fork lives in the frame of the fiber that waits at it.
-        let n = unsafe { (*fork).requests.len() };
-        if self.live + n > MAX_LIVE {
-            self.ready.push_back(id);
-            return;
-        }
-        let mut stacks = Vec::with_capacity(n);
-        for _ in 0..n {
-            match self.stacks.take() {
-                Ok(stack) => stacks.push(stack),
-                Err(_) => {
-                    self.stacks.spare.extend(stacks);
-                    self.ready.push_back(id);
-                    return;
-                }
-            }
-        }
-        let program = self.fiber(id).program;
-        for (k, stack) in stacks.into_iter().enumerate() {
-            let mut instance = Box::new(Instance {
-                fork,
-                k,
-                parent: id,
-                // SAFETY: as above.
-                rng: unsafe { (*fork).stream(k) },
-            });
-            let at: *mut Instance = &mut *instance;
-            // SAFETY: the instance is boxed, outlives its coroutine (both
-            // are dropped in `end`), and the fork outlives both.
-            let coroutine = unsafe { instance_coroutine(stack, at, self.room) };
-            self.add(Fiber {
-                program,
-                coroutine,
-                waiting: None,
-                of: Of::Instance(instance),
-            });
-        }
-    }
-}
-
-/// Computes the product the fibers `waiting` wait at (one product:
+/// Computes the product the members `waiting` wait at (one product:
 /// [`most_waited`]), writing each one's row where it waits.
-fn compute(waiting: &[usize], fibers: &[Option<Fiber<'_>>]) {
-    let fiber = |id: usize| fibers[id].as_ref().expect("a live fiber");
-    let first = fiber(waiting[0]);
-    let wait = first.waiting.expect("a waiting fiber");
+fn compute(waiting: &[usize], slots: &[Box<Slot<'_>>]) {
+    let first = &slots[waiting[0]];
+    let wait = first.waiting.expect("a waiting member");
     let table_op = &first.program.arrays[wait.op as usize];
-    let waits: Vec<ProductWait> = waiting
+    let waits: Vec<Wait> = waiting
         .iter()
-        .map(|id| fiber(*id).waiting.expect("a waiting fiber"))
+        .map(|m| slots[*m].waiting.expect("a waiting member"))
         .collect();
     match table_op.args[0].ty {
         ScalarType::F64 => product::<f64>(table_op, &waits),
@@ -462,48 +295,32 @@ unsafe fn member_coroutine<'p>(
     unsafe { MemberCoroutine::with_stack_unchecked(stack, body) }
 }
 
-/// The coroutine that runs `instance` of its fork on `stack`, its frames
-/// within `room` bytes of where it starts.
-///
-/// # Safety
-/// As [`member_coroutine`], for `instance` and its fork.
-unsafe fn instance_coroutine(
-    stack: DefaultStack,
-    instance: *mut Instance,
-    room: usize,
-) -> MemberCoroutine {
-    let body = move |yielder: &MemberYielder, ()| {
-        // SAFETY: as the function's contract; the fork is only reached
-        // through its pointer, as its other instances reach it.
-        let instance = unsafe { &mut *instance };
-        let marker = 0_u8;
-        let here = std::hint::black_box(&marker) as *const u8 as usize;
-        let fork = instance.fork;
-        let mut ctx = unsafe {
-            (*fork).context(
-                here.saturating_sub(room) as u64,
-                yielder,
-                instance.rng.as_mut(),
-            )
-        };
-        let request = unsafe { (&(*fork).requests)[instance.k] };
-        // SAFETY: the trampoline of the instance's callee, with the slots
-        // the forking code wrote; `ctx` is this instance's.
-        unsafe { (request.trampoline)(&mut ctx, request.args, request.results) };
-        unsafe { (*fork).end(instance.k, &mut ctx) };
-    };
-    // SAFETY: what the body borrows outlives the coroutine (the contract).
-    unsafe { MemberCoroutine::with_stack_unchecked(stack, body) }
+/// Resumes the member's coroutine until it waits again or ends; an ended
+/// one is dropped and its stack kept in `spare`. Whether it ended.
+fn advance(
+    coroutine: &mut Option<MemberCoroutine>,
+    slot: &mut Slot<'_>,
+    spare: &mut Vec<DefaultStack>,
+) -> bool {
+    let running = coroutine.as_mut().expect("a live member");
+    match running.resume(()) {
+        CoroutineResult::Yield(wait) => {
+            slot.waiting = Some(wait);
+            false
+        }
+        CoroutineResult::Return(()) => {
+            let ended = coroutine.take().expect("a live member");
+            spare.push(ended.into_stack());
+            true
+        }
+    }
 }
 
-/// The operation and matrix the most fibers wait at (the first among
-/// equals), and those fibers in order; `None` when none waits. (A view
+/// The operation and matrix the most members wait at (the first among
+/// equals), and those members in order; `None` when none waits. (A view
 /// of a static, `W[d]`, may be a different matrix for different members.)
-fn most_waited(fibers: &[Option<Fiber<'_>>]) -> Option<Vec<usize>> {
-    let keys: Vec<Option<ProductKey>> = fibers
-        .iter()
-        .map(|f| f.as_ref().and_then(ProductKey::of))
-        .collect();
+fn most_waited(slots: &[Box<Slot<'_>>]) -> Option<Vec<usize>> {
+    let keys: Vec<Option<ProductKey>> = slots.iter().map(|s| ProductKey::of(s)).collect();
     let mut counts: std::collections::BTreeMap<ProductKey, usize> = Default::default();
     for key in keys.iter().flatten() {
         *counts.entry(*key).or_default() += 1;
@@ -511,7 +328,7 @@ fn most_waited(fibers: &[Option<Fiber<'_>>]) -> Option<Vec<usize>> {
     let (&chosen, _) = counts
         .iter()
         .max_by(|(a, x), (b, y)| x.cmp(y).then(b.cmp(a)))?;
-    let members = (0..fibers.len())
+    let members = (0..slots.len())
         .filter(|m| keys[*m] == Some(chosen))
         .collect();
     Some(members)
@@ -530,9 +347,9 @@ struct ProductKey {
 }
 
 impl ProductKey {
-    fn of(fiber: &Fiber<'_>) -> Option<ProductKey> {
-        let wait = fiber.waiting?;
-        let op = &fiber.program.arrays[wait.op as usize];
+    fn of(slot: &Slot<'_>) -> Option<ProductKey> {
+        let wait = slot.waiting?;
+        let op = &slot.program.arrays[wait.op as usize];
         let m = matrix_operand(op);
         let shape = &op.args[m].shape;
         Some(ProductKey {
@@ -555,7 +372,7 @@ fn matrix_operand(op: &ArrayOp) -> usize {
 /// The product of `op` (`matvec(S, x)` or `vecmat(x, S)`) for every wait:
 /// the vectors gathered into one block, one call of the kernels, the rows
 /// scattered back (after all are read: a destination may be its vector).
-fn product<T: GemmFloat>(op: &ArrayOp, waits: &[ProductWait]) {
+fn product<T: GemmFloat>(op: &ArrayOp, waits: &[Wait]) {
     let n = waits.len();
     // Which operand is the static matrix, and the lengths.
     let m = matrix_operand(op);

@@ -13,28 +13,15 @@
 //! is read from a copy taken before the loop. A stop inside an instance
 //! leaves the fork through `fork_end` (the forking stream comes back), then
 //! returns like any stop.
-//!
-//! Under [`Forks::Concurrent`] a fork whose instances cannot see each
-//! other's results (no result of one is an argument of another; a `map`
-//! of at most [`MAX_CONCURRENT_MAP`] instances) writes each instance's
-//! arguments and result pointers into slots of its frame, with a table of
-//! their trampolines, and hands the table to the host (`fork_wait`, see
-//! `crate::instances`), which runs the instances and returns when all
-//! have; the scalar results are then read from their slots.
 
 use autobatch_ir::{fork_calls, EntityRef, InstanceArg, InstanceCall, Instances, Loc, Var};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Value};
 
 use super::function::{explicit_slot, Translator, FLAGS};
-use super::{machine_type, FORK_BEGIN, FORK_END, FORK_WAIT, INSTANCE_BEGIN, INSTANCE_END};
-use crate::{offsets, operand, Forks, Stop};
+use super::{machine_type, FORK_BEGIN, FORK_END, INSTANCE_BEGIN, INSTANCE_END};
+use crate::{offsets, operand, Stop};
 use autobatch_kernels::dim_length;
-use cranelift_module::Module;
-
-/// The most instances of a `map` (or `pfor`) that run concurrently; a
-/// larger one runs its instances one after the other.
-pub(crate) const MAX_CONCURRENT_MAP: usize = 64;
 
 /// Where instance `k` finds one argument.
 #[derive(Clone, Copy)]
@@ -56,11 +43,6 @@ impl Translator<'_, '_, '_> {
         let calls = fork_calls(self.unit.program, dsts, args, instances);
         let overflow = Stop::StackOverflow(instances.overflow_loc(loc));
         self.call_import(FORK_BEGIN, &[self.ctx], None);
-        if self.concurrent(&calls, instances) {
-            self.fork_concurrent(&calls, dsts, instances, overflow);
-            self.call_import(FORK_END, &[self.ctx], None);
-            return;
-        }
         match instances {
             Instances::Join(_) => {
                 for (k, call) in calls.iter().enumerate() {
@@ -278,236 +260,6 @@ impl Translator<'_, '_, '_> {
                     self.b.ins().store(FLAGS, value, at, 0);
                 }
                 None => self.b.def_var(self.vars[d.index()], value),
-            }
-        }
-    }
-
-    /// Whether this fork's instances run concurrently (the module doc).
-    fn concurrent(&self, calls: &[InstanceCall<'_>], instances: &Instances) -> bool {
-        if self.unit.forks != Forks::Concurrent {
-            return false;
-        }
-        match instances {
-            Instances::Join(_) => !calls.iter().any(|call| {
-                call.args.iter().any(|arg| match arg {
-                    InstanceArg::Whole(v) | InstanceArg::Element(v) => {
-                        calls.iter().any(|c| c.dsts.contains(v))
-                    }
-                    InstanceArg::Index => false,
-                })
-            }),
-            Instances::Map { count, .. } => {
-                dim_length(self.unit.symbols, *count) <= MAX_CONCURRENT_MAP
-            }
-        }
-    }
-
-    /// The fork's instances handed to the host at once (the module doc).
-    fn fork_concurrent(
-        &mut self,
-        calls: &[InstanceCall<'_>],
-        dsts: &[Var],
-        instances: &Instances,
-        overflow: Stop,
-    ) {
-        let (count, per_call) = match instances {
-            Instances::Join(_) => (calls.len(), false),
-            Instances::Map { count, .. } => (dim_length(self.unit.symbols, *count), true),
-        };
-        if count == 0 {
-            return;
-        }
-        // Every instance is one level deeper: no room, no instance runs.
-        let no_room = self.b.ins().icmp_imm_s(IntCC::Equal, self.depth_left, 0);
-        let code = self.unit.stop(overflow);
-        self.leave_fork_if(no_room, Some(code));
-        // The table (three words per instance), then each instance's
-        // argument slots and result slots.
-        let slots: Vec<usize> = (0..count)
-            .map(|k| {
-                let call = &calls[if per_call { 0 } else { k }];
-                let callee = &self.unit.program.functions[call.callee];
-                callee.params.len() + callee.results.len()
-            })
-            .collect();
-        let table_bytes = 24 * count;
-        let bytes = table_bytes + 8 * slots.iter().sum::<usize>();
-        let frame = explicit_slot(&mut self.b, bytes);
-        let base = self.b.ins().stack_addr(types::I64, frame, 0);
-        if per_call {
-            let sources = self.sources(&calls[0], dsts);
-            let stride = 8 * slots[0] as i64;
-            self.for_each_instance(count, |t, k| {
-                let at = t.b.ins().imul_imm_s(k, stride);
-                let at = t.b.ins().iadd_imm_s(at, table_bytes as i64);
-                let at = t.b.ins().iadd(base, at);
-                t.request(&calls[0], &sources, k, base, at, true);
-            });
-        } else {
-            let mut at = table_bytes as i64;
-            for (k, call) in calls.iter().enumerate() {
-                let sources = self.sources(call, &[]);
-                let k_value = self.b.ins().iconst(types::I64, k as i64);
-                let args_at = self.b.ins().iadd_imm_s(base, at);
-                self.request(call, &sources, k_value, base, args_at, false);
-                at += 8 * slots[k] as i64;
-            }
-        }
-        let n = self.b.ins().iconst(types::I64, count as i64);
-        let steps = self.b.use_var(self.steps);
-        let args = [self.ctx, base, n, self.depth_left, steps];
-        let steps = self
-            .call_import(FORK_WAIT, &args, Some(types::I64))
-            .expect("fork_wait returns the steps");
-        self.b.def_var(self.steps, steps);
-        let status = self
-            .b
-            .ins()
-            .load(types::I32, FLAGS, self.ctx, offsets::STATUS);
-        self.leave_fork_if(status, None);
-        // The scalar results, from their slots.
-        if per_call {
-            let call = &calls[0];
-            let stride = 8 * slots[0] as i64;
-            let first = 8 * call.args.len() as i64 + table_bytes as i64;
-            if self.scalar_results(call).next().is_some() {
-                self.for_each_instance(count, |t, k| {
-                    let at = t.b.ins().imul_imm_s(k, stride);
-                    let at = t.b.ins().iadd_imm_s(at, first);
-                    let at = t.b.ins().iadd(base, at);
-                    t.read_results(call, at, Some(k));
-                });
-            }
-        } else {
-            let mut at = table_bytes as i64;
-            for (k, call) in calls.iter().enumerate() {
-                let results_at = self
-                    .b
-                    .ins()
-                    .iadd_imm_s(base, at + 8 * call.args.len() as i64);
-                self.read_results(call, results_at, None);
-                at += 8 * slots[k] as i64;
-            }
-        }
-    }
-
-    /// `body(k)` for `k` in `0..count`, as a loop.
-    fn for_each_instance(&mut self, count: usize, mut body: impl FnMut(&mut Self, Value)) {
-        let header = self.b.create_block();
-        let inside = self.b.create_block();
-        let exit = self.b.create_block();
-        self.b.append_block_param(header, types::I64);
-        let zero = self.b.ins().iconst(types::I64, 0);
-        self.b.ins().jump(header, &[BlockArg::Value(zero)]);
-        self.b.switch_to_block(header);
-        let k = self.b.block_params(header)[0];
-        let more = self
-            .b
-            .ins()
-            .icmp_imm_u(IntCC::UnsignedLessThan, k, count as i64);
-        self.b.ins().brif(more, inside, &[], exit, &[]);
-        self.b.switch_to_block(inside);
-        body(self, k);
-        let next = self.b.ins().iadd_imm_s(k, 1);
-        self.b.ins().jump(header, &[BlockArg::Value(next)]);
-        self.b.switch_to_block(exit);
-    }
-
-    /// Writes instance `k`'s arguments into the slots at `args_at`, the
-    /// pointers its array results are written through after them, and its
-    /// entry of the table at `table`.
-    fn request(
-        &mut self,
-        call: &InstanceCall<'_>,
-        sources: &[Source],
-        k: Value,
-        table: Value,
-        args_at: Value,
-        mapped: bool,
-    ) {
-        for (i, source) in sources.iter().enumerate() {
-            let value = self.source_value(*source, k);
-            self.b.ins().store(FLAGS, value, args_at, 8 * i as i32);
-        }
-        let first = 8 * sources.len() as i32;
-        let callee = &self.unit.program.functions[call.callee];
-        let results: Vec<bool> = callee.results.iter().map(|r| r.is_scalar()).collect();
-        for (i, (&d, scalar)) in call.dsts.iter().zip(results).enumerate() {
-            if scalar {
-                continue;
-            }
-            let to = if mapped {
-                let base = self.addr(d);
-                let bytes = self.element_bytes(d);
-                self.element_at(base, k, bytes)
-            } else {
-                self.addr(d)
-            };
-            self.b.ins().store(FLAGS, to, args_at, first + 8 * i as i32);
-        }
-        let trampoline = self.unit.instance_trampolines[&call.callee];
-        let trampoline = self.unit.jit.declare_func_in_func(trampoline, self.b.func);
-        let trampoline = self.b.ins().func_addr(types::I64, trampoline);
-        let entry = self.b.ins().imul_imm_s(k, 24);
-        let entry = self.b.ins().iadd(table, entry);
-        let results_at = self.b.ins().iadd_imm_s(args_at, i64::from(first));
-        self.b.ins().store(FLAGS, trampoline, entry, 0);
-        self.b.ins().store(FLAGS, args_at, entry, 8);
-        self.b.ins().store(FLAGS, results_at, entry, 16);
-    }
-
-    /// The value instance `k` gets for one argument.
-    fn source_value(&mut self, source: Source, k: Value) -> Value {
-        match source {
-            Source::Ready(value) => value,
-            Source::Index => k,
-            Source::Element {
-                base,
-                bytes,
-                scalar,
-            } => {
-                let at = self.element_at(base, k, bytes);
-                match scalar {
-                    Some(ty) => self.b.ins().load(ty, FLAGS, at, 0),
-                    None => at,
-                }
-            }
-        }
-    }
-
-    /// The positions and destinations of `call`'s scalar results.
-    fn scalar_results<'c>(
-        &self,
-        call: &'c InstanceCall<'_>,
-    ) -> impl Iterator<Item = (usize, Var)> + 'c {
-        let callee = &self.unit.program.functions[call.callee];
-        let scalar: Vec<bool> = callee.results.iter().map(|r| r.is_scalar()).collect();
-        call.dsts
-            .iter()
-            .enumerate()
-            .filter(move |(i, _)| scalar[*i])
-            .map(|(i, d)| (i, *d))
-    }
-
-    /// Reads `call`'s scalar results from the slots at `results_at` into
-    /// their variables, or, for a `map`'s instance `k`, into element `k`.
-    fn read_results(&mut self, call: &InstanceCall<'_>, results_at: Value, k: Option<Value>) {
-        let results: Vec<(usize, Var)> = self.scalar_results(call).collect();
-        for (i, d) in results {
-            match k {
-                Some(k) => {
-                    let ty = machine_type(self.function.vars[d].ty.elem);
-                    let value = self.b.ins().load(ty, FLAGS, results_at, 8 * i as i32);
-                    let base = self.addr(d);
-                    let bytes = self.element_bytes(d);
-                    let at = self.element_at(base, k, bytes);
-                    self.b.ins().store(FLAGS, value, at, 0);
-                }
-                None => {
-                    let ty = machine_type(self.function.vars[d].ty.elem);
-                    let value = self.b.ins().load(ty, FLAGS, results_at, 8 * i as i32);
-                    self.b.def_var(self.vars[d.index()], value);
-                }
             }
         }
     }
