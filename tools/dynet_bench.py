@@ -47,7 +47,9 @@ not inflated by elements that cancel to ~0); the table shows the worst static
 over every pair of our strategies and DyNet settings. Members' losses are
 compared too (largest |ours - DyNet| / max(1, |DyNet|)).
 
-`--no-build` skips `cargo build` and uses the binary as it is.
+`--no-build` skips `cargo build` and uses the binary as it is;
+`AUTOBATCH_BIN=PATH` runs that binary of ours instead (with --no-build:
+an A/B of two commits).
 
     /work/venv/bin/python tools/dynet_bench.py --models treelstm birnn \
         --batches 8 64 256 --hidden 128 256 --json /tmp/bench.json
@@ -65,7 +67,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-BIN = os.path.join(ROOT, "target/release/autobatch")
+# AUTOBATCH_BIN names another build of ours (an A/B of two commits).
+BIN = os.environ.get("AUTOBATCH_BIN", os.path.join(ROOT, "target/release/autobatch"))
 MODELS = ["treelstm", "mvrnn", "birnn", "nested", "drnn", "berxit", "stackrnn"]
 ENTRY = {"drnn": "decode"}
 STRATEGIES = ["program-counter", "local-static", "native", "native-batched"]

@@ -319,6 +319,13 @@ pub fn run(
                 .as_ref()
                 .ok()
                 .and_then(|o| o["gradients_per_second"].as_f64());
+            // The same products on as many threads as ours run with.
+            let openblas_all =
+                (threads > 1).then(|| openblas_products(f32, batch, threads, budget));
+            let openblas_all_rate = openblas_all
+                .as_ref()
+                .and_then(|o| o.as_ref().ok())
+                .and_then(|o| o["gradients_per_second"].as_f64());
             let mut row = serde_json::Map::new();
             row.insert("batch_size".into(), json!(batch));
             row.insert("gradient_steps_per_member".into(), json!(count));
@@ -347,6 +354,10 @@ pub fn run(
                     "products_alone_ratio_to_openblas".into(),
                     json!(products / theirs),
                 );
+            }
+            if let Some(report) = &openblas_all {
+                let report = report.clone().unwrap_or_else(|why| json!(why));
+                row.insert(format!("openblas_products_{threads}_threads"), report);
             }
             for (program, source) in PROGRAMS {
                 let source = if f32 {
@@ -388,6 +399,13 @@ pub fn run(
                     entry[format!("gradients_per_second_{threads}_threads")] = json!(all);
                     entry[format!("steady_state_gradients_per_second_{threads}_threads")] =
                         json!(all_steady);
+                    if let Some(theirs) = openblas_all_rate {
+                        entry[format!("ratio_to_openblas_products_{threads}_threads")] =
+                            json!(all / theirs);
+                        entry[format!(
+                            "steady_state_ratio_to_openblas_products_{threads}_threads"
+                        )] = json!(all_steady / theirs);
+                    }
                 }
                 row.insert(program.into(), entry);
             }
