@@ -15,7 +15,11 @@
 //!
 //! With an observer ([`crate::Observer`]), a watcher thread calls it every
 //! interval while members run (a member may run for long: a sampler's
-//! chain), besides the calls as chunks of members end; when it panics (a
+//! chain), besides the calls as chunks of members end. Under `native` it
+//! sees a running member's counts too: the code brings them up to date
+//! in memory with every slice of steps, and the watcher reads the running
+//! chunks' counters (`LiveCounts`); the counts it is shown never go back.
+//! When the observer panics (a
 //! host stopping the run), the members are interrupted
 //! ([`autobatch_native::Limits::interrupt`]) within a few thousand of
 //! their steps, and the panic goes on once they have stopped.
@@ -40,7 +44,7 @@
 //! sizes when it is the same product (`autobatch_native::run_batched_programs`).
 //! The report's `programs` says how many were compiled.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -319,6 +323,13 @@ fn field(name: &'static str, value: ReportValue) -> ReportField {
 struct Progress<'a> {
     /// Per native program, per segment, its executions.
     counters: Vec<Vec<u64>>,
+    /// The counters of the chunks running now, which their members update
+    /// as they run (`run_chunk`, with an observer).
+    live: Vec<Arc<LiveCounts>>,
+    /// The counts the observer was last shown (what it sees never goes
+    /// back, even when a member is rerun elsewhere and its counts are
+    /// taken back).
+    shown: Vec<Vec<u64>>,
     steps: u64,
     instances: u64,
     peak_instances: u64,
@@ -329,9 +340,16 @@ struct Progress<'a> {
     observer: Option<&'a crate::Observer>,
 }
 
+/// Per native program, per segment: the executions of a running chunk's
+/// members, which native code updates (`Runner::run_shared`) and the
+/// watcher reads.
+type LiveCounts = Vec<Vec<AtomicU64>>;
+
 /// What one chunk of members gives (their results are written into the
 /// run's own vector, in place).
 struct Chunk {
+    /// The counters its members ran with, if the observer follows them.
+    live: Option<Arc<LiveCounts>>,
     /// The contributions to static adjoints of the members that finished.
     adjoints: Vec<AdjointRecord>,
     /// Per native program, per segment, its executions.
@@ -396,6 +414,8 @@ fn run_compiled(
     };
     let progress = Mutex::new(Progress {
         counters: compiled.zero_counters(),
+        live: Vec::new(),
+        shown: compiled.zero_counters(),
         steps: 0,
         instances: 0,
         peak_instances: 0,
@@ -486,7 +506,6 @@ fn run_chunks(
     pool: &rayon::ThreadPool,
 ) -> Vec<Chunk> {
     let run = current_run();
-    let interrupt = watched.interrupt;
     let (chunks, stopped) = std::thread::scope(|scope| {
         let watcher = inputs.options.observer.as_ref().map(|observer| {
             let (done, ended) = std::sync::mpsc::channel::<()>();
@@ -506,8 +525,8 @@ fn run_chunks(
                     let _capture = working_for(run);
                     let members = c * chunk..c * chunk + places.len();
                     let done = match mode {
-                        Mode::Alone => run_chunk(inputs, members, places, interrupt),
-                        Mode::Together => run_chunk_together(inputs, members, places, interrupt),
+                        Mode::Alone => run_chunk(inputs, members, places, watched),
+                        Mode::Together => run_chunk_together(inputs, members, places, watched),
                     };
                     report_progress(watched, &done);
                     done
@@ -538,12 +557,14 @@ struct RunInputs<'a> {
 }
 
 /// Runs `members` one after the other on this worker thread, writing
-/// each one's result into its place in `places`.
+/// each one's result into its place in `places`. Their counts go to
+/// counters the watcher reads while they run (with an observer that
+/// follows counts), so that it sees a long member's progress.
 fn run_chunk(
     inputs: &RunInputs<'_>,
     members: std::ops::Range<usize>,
     places: &mut [Result<Vec<Tensor>, MemberError>],
-    interrupt: &AtomicBool,
+    watched: &Watched<'_, '_>,
 ) -> Chunk {
     let RunInputs {
         compiled,
@@ -553,8 +574,23 @@ fn run_chunk(
         limits,
         ..
     } = *inputs;
+    let interrupt = watched.interrupt;
     let mut chunk = Chunk::new(compiled);
-    let mut member_counters = compiled.zero_counters();
+    let counting = counting(options) == Counting::Kept;
+    let live: Arc<LiveCounts> = Arc::new(
+        compiled
+            .programs
+            .iter()
+            .map(|p| p.segments().iter().map(|_| AtomicU64::new(0)).collect())
+            .collect(),
+    );
+    if counting && options.observer.is_some() {
+        let mut progress = watched.progress.lock().unwrap_or_else(|p| p.into_inner());
+        progress.live.push(live.clone());
+        chunk.live = Some(live.clone());
+    }
+    // A member's counts before it ran, restored if it is rerun elsewhere.
+    let mut before: Vec<u64> = Vec::new();
     let mut args = Vec::with_capacity(batch.args.len());
     // A runner per program, made when a member first needs it.
     let mut runners: Vec<Option<autobatch_native::Runner<'_>>> =
@@ -570,16 +606,32 @@ fn run_chunk(
         let runner = runners[k].get_or_insert_with(|| native.runner(&env.statics));
         args.clear();
         args.extend(batch.args.iter().map(|a| a.for_member(member)));
-        let counters = &mut member_counters[k];
-        counters.fill(0);
+        let counters = &live[k];
+        if counting {
+            before.clear();
+            before.extend(counters.iter().map(|c| c.load(Ordering::Relaxed)));
+        }
         // Seeding a stream costs more than many a member's whole run.
         let mut rng = native
             .draws()
             .then(|| MemberRng::new(options.seed, options.member_id(member)));
-        let run = runner.run(&args, limits, rng.as_mut(), counters);
-        chunk.record(inputs, member, place, run, k, counters);
+        let run = runner.run_shared(&args, limits, rng.as_mut(), counters);
+        if counting && run.outcome == Err(Stop::NativeStack) {
+            for (counter, count) in counters.iter().zip(&before) {
+                counter.store(*count, Ordering::Relaxed);
+            }
+        }
+        chunk.record(inputs, member, place, run, k, None);
     }
+    chunk.counters = load_counts(&live);
     chunk
+}
+
+/// The counts of `live` now.
+fn load_counts(live: &LiveCounts) -> Vec<Vec<u64>> {
+    live.iter()
+        .map(|counters| counters.iter().map(|c| c.load(Ordering::Relaxed)).collect())
+        .collect()
 }
 
 /// Runs `members` together on this worker thread
@@ -589,7 +641,7 @@ fn run_chunk_together(
     inputs: &RunInputs<'_>,
     members: std::ops::Range<usize>,
     places: &mut [Result<Vec<Tensor>, MemberError>],
-    interrupt: &AtomicBool,
+    watched: &Watched<'_, '_>,
 ) -> Chunk {
     let RunInputs {
         compiled,
@@ -635,13 +687,13 @@ fn run_chunk_together(
                 let runs = together.runs.into_iter().zip(&together.counters);
                 for (&member, (run, counters)) in members.iter().zip(runs) {
                     let place = &mut places[member - start];
-                    chunk.record(inputs, member, place, run, k, counters);
+                    chunk.record(inputs, member, place, run, k, Some(counters));
                 }
             }
         }
         // No stack could be mapped for a member (the system's limit on
         // mappings or memory): the members one after the other instead.
-        Err(_no_stacks) => return run_chunk(inputs, members, places, interrupt),
+        Err(_no_stacks) => return run_chunk(inputs, members, places, watched),
     }
     chunk
 }
@@ -649,6 +701,7 @@ fn run_chunk_together(
 impl Chunk {
     fn new(compiled: &Compiled) -> Chunk {
         Chunk {
+            live: None,
             adjoints: Vec::new(),
             counters: compiled.zero_counters(),
             steps: 0,
@@ -662,9 +715,9 @@ impl Chunk {
     }
 
     /// Writes `member`'s result into `place` and adds its figures (the
-    /// `counters` of the segments of its program, number `program`), or
-    /// reruns it on the reference executor if its native frames ran short
-    /// of stack.
+    /// `counters` of the segments of its program, number `program`, unless
+    /// they are the chunk's already), or reruns it on the reference
+    /// executor if its native frames ran short of stack.
     fn record(
         &mut self,
         inputs: &RunInputs<'_>,
@@ -672,7 +725,7 @@ impl Chunk {
         place: &mut Result<Vec<Tensor>, MemberError>,
         run: autobatch_native::MemberRun,
         program: usize,
-        counters: &[u64],
+        counters: Option<&[u64]>,
     ) {
         let options = inputs.options;
         let outcome = match run.outcome {
@@ -712,7 +765,10 @@ impl Chunk {
         self.steps += run.steps;
         self.instances += run.instances;
         self.peak_instances = self.peak_instances.max(run.peak_instances);
-        for (total, count) in self.counters[program].iter_mut().zip(counters) {
+        for (total, count) in self.counters[program]
+            .iter_mut()
+            .zip(counters.unwrap_or(&[]))
+        {
             *total += count;
         }
     }
@@ -732,6 +788,10 @@ struct Watched<'w, 'p> {
 /// if its interval has passed.
 fn report_progress(watched: &Watched<'_, '_>, done: &Chunk) {
     let mut progress = watched.progress.lock().unwrap_or_else(|p| p.into_inner());
+    // Its counts move from the live ones to the totals at once.
+    if let Some(live) = &done.live {
+        progress.live.retain(|l| !Arc::ptr_eq(l, live));
+    }
     for (totals, counts) in progress.counters.iter_mut().zip(&done.counters) {
         for (total, count) in totals.iter_mut().zip(counts) {
             *total += count;
@@ -757,12 +817,21 @@ fn call_observer(watched: &Watched<'_, '_>, mut progress: std::sync::MutexGuard<
         return;
     }
     progress.last_call = now;
-    let op_counts = sorted_counts(
-        watched.counter,
-        watched.slots,
-        watched.compiled,
-        &progress.counters,
-    );
+    let mut counts = progress.counters.clone();
+    for live in &progress.live {
+        for (totals, counters) in counts.iter_mut().zip(live.iter()) {
+            for (total, counter) in totals.iter_mut().zip(counters) {
+                *total += counter.load(Ordering::Relaxed);
+            }
+        }
+    }
+    for (totals, shown) in counts.iter_mut().zip(&progress.shown) {
+        for (total, shown) in totals.iter_mut().zip(shown) {
+            *total = (*total).max(*shown);
+        }
+    }
+    let op_counts = sorted_counts(watched.counter, watched.slots, watched.compiled, &counts);
+    progress.shown = counts;
     let steps = progress.steps;
     // The caller's code (called with the lock held: the workers and the
     // watcher call it one at a time, with counts that never go back): a

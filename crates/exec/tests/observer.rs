@@ -182,3 +182,60 @@ fn an_observer_that_panics_stops_long_members_on_every_strategy() {
         );
     }
 }
+
+#[test]
+fn an_observer_sees_a_long_native_member_go() {
+    // One member, one long loop: under `native` it is one run of machine
+    // code, whose counts reach the observer as it goes (every slice of
+    // steps), not only when it ends.
+    let program = compile();
+    let n = 20_000_000_i64;
+    let seen: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let record = Arc::clone(&seen);
+    let observer = Observer {
+        interval: Duration::from_millis(1),
+        callback: Arc::new(move |progress| {
+            let lanes = progress.active_lanes_at_line(ITERATION_LINE);
+            record.lock().unwrap().push(lanes);
+        }),
+    };
+    let batch = Batch {
+        entry: program.function_by_name("count").expect("entry"),
+        size: 1,
+        args: vec![Arg::Batched(vec![Tensor::scalar(Scalar::I64(n))])],
+    };
+    let options = RunOptions {
+        observer: Some(observer),
+        threads: 1,
+        ..RunOptions::default()
+    };
+    let observed = run(
+        Strategy::Native,
+        &program,
+        &Env::default(),
+        &batch,
+        &options,
+        &BatchingOptions::default(),
+    )
+    .expect("runs");
+    let final_lanes: u64 = observed
+        .stats
+        .op_counts
+        .iter()
+        .filter(|op| op.loc.line == ITERATION_LINE)
+        .map(|op| op.active_lanes)
+        .sum();
+    assert_eq!(final_lanes % n as u64, 0);
+    let seen = seen.lock().unwrap();
+    assert!(
+        seen.windows(2).all(|pair| pair[0] <= pair[1]),
+        "counts went back"
+    );
+    assert!(seen.iter().all(|&lanes| lanes <= final_lanes));
+    assert!(
+        seen.iter().any(|&lanes| lanes > 0 && lanes < final_lanes),
+        "no count seen part way in {} calls: {:?}",
+        seen.len(),
+        &seen[..seen.len().min(10)]
+    );
+}

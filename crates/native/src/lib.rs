@@ -46,7 +46,9 @@
 //! executions the reference counts. A segment inside a loop counts in a
 //! register, added to the context's counter on every exit of its function
 //! (a return or a stop), so that a loop's iterations do not wait on one
-//! another through memory.
+//! another through memory; code compiled with [`Interrupts::Polled`] also
+//! adds it at every slice of steps, so that a host reading the counters
+//! while the member runs ([`Runner::run_shared`]) sees its progress.
 //!
 //! Array primitives, statics and random draws are computed by the host
 //! (`arrays`: the kernels' own per-member functions on slices of the
@@ -401,7 +403,25 @@ impl Runner<'_> {
         rng: Option<&mut MemberRng>,
         counters: &mut [u64],
     ) -> MemberRun {
-        self.run_waiting(args, limits, rng, counters, std::ptr::null())
+        let (at, len) = (counters.as_mut_ptr(), counters.len());
+        self.run_waiting(args, limits, rng, (at, len), std::ptr::null())
+    }
+
+    /// [`Runner::run`] adding the counts to counters that another thread
+    /// may read while the member runs (a host following a long member's
+    /// progress: code compiled with [`Interrupts::Polled`] brings its
+    /// counts up to date at least every [`POLL_STEPS`] steps).
+    pub fn run_shared(
+        &mut self,
+        args: &[&Tensor],
+        limits: &Limits,
+        rng: Option<&mut MemberRng>,
+        counters: &[std::sync::atomic::AtomicU64],
+    ) -> MemberRun {
+        // An `AtomicU64` is a `u64` in an `UnsafeCell`: the code's plain
+        // updates and the other thread's atomic loads see the same words.
+        let at = counters.as_ptr().cast::<u64>().cast_mut();
+        self.run_waiting(args, limits, rng, (at, counters.len()), std::ptr::null())
     }
 
     /// [`Runner::run`] on a member's own stack: at each product with a
@@ -412,15 +432,11 @@ impl Runner<'_> {
         args: &[&Tensor],
         limits: &Limits,
         rng: Option<&mut MemberRng>,
-        counters: &mut [u64],
+        (counters, count): (*mut u64, usize),
         yielder: *const waits::MemberYielder,
     ) -> MemberRun {
         let program = self.program;
-        assert_eq!(
-            counters.len(),
-            program.segments.len(),
-            "one counter per segment"
-        );
+        assert_eq!(count, program.segments.len(), "one counter per segment");
         assert_eq!(
             args.len(),
             program.params.len(),
@@ -490,7 +506,7 @@ impl Runner<'_> {
             },
             depth_left: limits.max_stack_depth as u64 - 1,
             stack_limit: here.saturating_sub(limits.stack_room) as u64,
-            counters: counters.as_mut_ptr(),
+            counters,
             symbols: program.symbols.as_ptr(),
             static_data: self.static_data.as_ptr(),
             steps_reserve: match program.interrupts {

@@ -286,7 +286,7 @@ unsafe fn member_coroutine<'p>(
             &slot.args,
             &limits,
             slot.rng.as_mut(),
-            &mut slot.counters,
+            (slot.counters.as_mut_ptr(), slot.counters.len()),
             yielder,
         );
         slot.run = Some(run);

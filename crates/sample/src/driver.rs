@@ -844,13 +844,17 @@ impl<'a> Sampler<'a> {
         let mut warmup_end: Option<Snapshot> = None;
         let mut shown = segment.start;
         // A snapshot that sees warmup end but no sampling left saw no
-        // boundary (under `native` each member runs whole before it is
-        // counted): the phases' seconds are then split by gradients.
+        // boundary: the phases' seconds are then split by gradients. So
+        // they are under the native strategies, whose chains run one
+        // after the other on each thread (the last chain ends warmup near
+        // the end of the run), not together.
+        let together = ![Strategy::Native, Strategy::NativeBatched].contains(&run_config.strategy);
         let iterations = (segment.alive * (segment.end - segment.start)) as u64;
         let result =
             self.model
                 .run_watched(&batch, &run_config, self.markers, stop, &mut |snapshot| {
-                    if warmup_end.is_none()
+                    if together
+                        && warmup_end.is_none()
                         && segment.warmup_iterations > 0
                         && snapshot.warmup_iterations >= segment.warmup_iterations
                         && snapshot.iterations < iterations

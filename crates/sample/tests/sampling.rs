@@ -402,9 +402,10 @@ fn the_native_strategy_compiles_the_sampler_and_gives_program_counters_draws() {
         "{:?}",
         native.executor_report
     );
-    // Members run whole under native, so no snapshot sees warmup end: the
-    // phases' seconds are split by gradients (a run long enough for the
-    // progress observer to see members finish).
+    // Chains run one after the other under native (each a member in
+    // machine code), so the moment the last one ends warmup says nothing
+    // of the phases: their seconds are split by gradients (a run long
+    // enough for the progress observer to see chains go).
     let mut long = config(4, 3000, 3000, 3);
     long.run.strategy = Strategy::from_name("native").expect("registered");
     long.run.threads = 1;

@@ -677,6 +677,14 @@ impl Translator<'_, '_, '_> {
             .ins()
             .brif(empty, refill, &[], go_on, &[BlockArg::Value(left)]);
         self.b.switch_to_block(refill);
+        // The counts kept in registers go to the context's counters with
+        // every slice, so that a host watching them sees a long member's
+        // progress (within `POLL_STEPS` steps).
+        self.flush_counts();
+        for (_, var) in self.local_counts.clone() {
+            let zero = self.b.ins().iconst(types::I64, 0);
+            self.b.def_var(var, zero);
+        }
         let given = self.refuel();
         if let Some(loc) = stop_at {
             let out = self.b.ins().icmp_imm_s(IntCC::Equal, given, 0);
