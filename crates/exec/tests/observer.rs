@@ -55,6 +55,17 @@ fn run_on(program: &Program, strategy: Strategy, observer: Option<Observer>) -> 
     .expect("runs")
 }
 
+/// The active lanes of the loop's line, summed, at the end of a run.
+fn iteration_lanes(output: &RunOutput) -> u64 {
+    output
+        .stats
+        .op_counts
+        .iter()
+        .filter(|op| op.loc.line == ITERATION_LINE)
+        .map(|op| op.active_lanes)
+        .sum()
+}
+
 #[test]
 fn an_observer_sees_growing_counts_and_changes_nothing() {
     let program = compile();
@@ -76,13 +87,7 @@ fn an_observer_sees_growing_counts_and_changes_nothing() {
             observed.stats.op_counts, plain.stats.op_counts,
             "{strategy}"
         );
-        let final_lanes: u64 = observed
-            .stats
-            .op_counts
-            .iter()
-            .filter(|op| op.loc.line == ITERATION_LINE)
-            .map(|op| op.active_lanes)
-            .sum();
+        let final_lanes = iteration_lanes(&observed);
         // Two operations (a multiplication and a remainder, then an add) per
         // iteration at that line: the count is a multiple of the iterations.
         assert_eq!(final_lanes % total_iterations, 0, "{strategy}");
@@ -218,13 +223,7 @@ fn an_observer_sees_a_long_native_member_go() {
         &BatchingOptions::default(),
     )
     .expect("runs");
-    let final_lanes: u64 = observed
-        .stats
-        .op_counts
-        .iter()
-        .filter(|op| op.loc.line == ITERATION_LINE)
-        .map(|op| op.active_lanes)
-        .sum();
+    let final_lanes = iteration_lanes(&observed);
     assert_eq!(final_lanes % n as u64, 0);
     let seen = seen.lock().unwrap();
     assert!(
