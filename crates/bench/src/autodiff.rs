@@ -280,6 +280,54 @@ fn overhead(batch: usize, threads: usize, budget: f64) -> Json {
     })
 }
 
+/// What a program's gradients per second are compared with, at one
+/// setting: our two products alone, OpenBLAS's on one thread and on the
+/// run's threads, and (at one member) the memory's bound.
+struct Yardsticks {
+    products: f64,
+    openblas: Option<f64>,
+    openblas_all: Option<f64>,
+    bandwidth_bound: f64,
+}
+
+/// One program's figures at `setting`: its rates on one thread (and on
+/// `threads`), and their ratios to the yardsticks.
+fn program_entry(setting: &Setting, yardsticks: &Yardsticks, threads: usize) -> Json {
+    let products = yardsticks.products;
+    let Rates { whole: one, steady } = library_rates(setting, 1);
+    let mut entry = json!({
+        "gradients_per_second_1_thread": one,
+        "gflops_1_thread": one * FLOPS_PER_GRADIENT / 1e9,
+        "ratio_to_products_alone": one / products,
+        "steady_state_gradients_per_second_1_thread": steady,
+        "steady_state_gflops_1_thread": steady * FLOPS_PER_GRADIENT / 1e9,
+        "steady_state_ratio_to_products_alone": steady / products,
+    });
+    if let Some(theirs) = yardsticks.openblas {
+        entry["ratio_to_openblas_products"] = json!(one / theirs);
+        entry["steady_state_ratio_to_openblas_products"] = json!(steady / theirs);
+    }
+    if setting.batch == 1 {
+        let bound = yardsticks.bandwidth_bound;
+        entry["fraction_of_bandwidth_bound"] = json!(one / bound);
+        entry["steady_state_fraction_of_bandwidth_bound"] = json!(steady / bound);
+    }
+    if threads > 1 {
+        let Rates {
+            whole: all,
+            steady: all_steady,
+        } = library_rates(setting, threads);
+        entry[format!("gradients_per_second_{threads}_threads")] = json!(all);
+        entry[format!("steady_state_gradients_per_second_{threads}_threads")] = json!(all_steady);
+        if let Some(theirs) = yardsticks.openblas_all {
+            entry[format!("ratio_to_openblas_products_{threads}_threads")] = json!(all / theirs);
+            entry[format!("steady_state_ratio_to_openblas_products_{threads}_threads")] =
+                json!(all_steady / theirs);
+        }
+    }
+    entry
+}
+
 /// `only_batch` / `only_precision` restrict the run (for profiling).
 pub fn run(
     quick: bool,
@@ -373,40 +421,13 @@ pub fn run(
                     count,
                     budget,
                 };
-                let Rates { whole: one, steady } = library_rates(&setting, 1);
-                let mut entry = json!({
-                    "gradients_per_second_1_thread": one,
-                    "gflops_1_thread": one * FLOPS_PER_GRADIENT / 1e9,
-                    "ratio_to_products_alone": one / products,
-                    "steady_state_gradients_per_second_1_thread": steady,
-                    "steady_state_gflops_1_thread": steady * FLOPS_PER_GRADIENT / 1e9,
-                    "steady_state_ratio_to_products_alone": steady / products,
-                });
-                if let Some(theirs) = openblas_rate {
-                    entry["ratio_to_openblas_products"] = json!(one / theirs);
-                    entry["steady_state_ratio_to_openblas_products"] = json!(steady / theirs);
-                }
-                if batch == 1 {
-                    entry["fraction_of_bandwidth_bound"] = json!(one / bandwidth_bound);
-                    entry["steady_state_fraction_of_bandwidth_bound"] =
-                        json!(steady / bandwidth_bound);
-                }
-                if threads > 1 {
-                    let Rates {
-                        whole: all,
-                        steady: all_steady,
-                    } = library_rates(&setting, threads);
-                    entry[format!("gradients_per_second_{threads}_threads")] = json!(all);
-                    entry[format!("steady_state_gradients_per_second_{threads}_threads")] =
-                        json!(all_steady);
-                    if let Some(theirs) = openblas_all_rate {
-                        entry[format!("ratio_to_openblas_products_{threads}_threads")] =
-                            json!(all / theirs);
-                        entry[format!(
-                            "steady_state_ratio_to_openblas_products_{threads}_threads"
-                        )] = json!(all_steady / theirs);
-                    }
-                }
+                let yardsticks = Yardsticks {
+                    products,
+                    openblas: openblas_rate,
+                    openblas_all: openblas_all_rate,
+                    bandwidth_bound,
+                };
+                let entry = program_entry(&setting, &yardsticks, threads);
                 row.insert(program.into(), entry);
             }
             let theirs = openblas_rate.map_or("not measured".to_string(), |r| format!("{r:.0}/s"));

@@ -627,6 +627,15 @@ fn run_chunk(
     chunk
 }
 
+/// Adds `counts` to `totals` (per program, per segment).
+fn add_counts(totals: &mut [Vec<u64>], counts: &[Vec<u64>]) {
+    for (totals, counts) in totals.iter_mut().zip(counts) {
+        for (total, count) in totals.iter_mut().zip(counts) {
+            *total += count;
+        }
+    }
+}
+
 /// The counts of `live` now.
 fn load_counts(live: &LiveCounts) -> Vec<Vec<u64>> {
     live.iter()
@@ -792,11 +801,7 @@ fn report_progress(watched: &Watched<'_, '_>, done: &Chunk) {
     if let Some(live) = &done.live {
         progress.live.retain(|l| !Arc::ptr_eq(l, live));
     }
-    for (totals, counts) in progress.counters.iter_mut().zip(&done.counters) {
-        for (total, count) in totals.iter_mut().zip(counts) {
-            *total += count;
-        }
-    }
+    add_counts(&mut progress.counters, &done.counters);
     progress.steps += done.steps;
     progress.instances += done.instances;
     progress.peak_instances = progress.peak_instances.max(done.peak_instances);
@@ -819,11 +824,7 @@ fn call_observer(watched: &Watched<'_, '_>, mut progress: std::sync::MutexGuard<
     progress.last_call = now;
     let mut counts = progress.counters.clone();
     for live in &progress.live {
-        for (totals, counters) in counts.iter_mut().zip(live.iter()) {
-            for (total, counter) in totals.iter_mut().zip(counters) {
-                *total += counter.load(Ordering::Relaxed);
-            }
-        }
+        add_counts(&mut counts, &load_counts(live));
     }
     for (totals, shown) in counts.iter_mut().zip(&progress.shown) {
         for (total, shown) in totals.iter_mut().zip(shown) {

@@ -480,19 +480,7 @@ fn agree_with(
         .expect("runs")
     };
     let expected = run(Strategy::Reference);
-    let bits = |output: &autobatch_exec::RunOutput| -> Vec<String> {
-        output
-            .results
-            .iter()
-            .map(|r| {
-                format!(
-                    "{:?}",
-                    r.as_ref()
-                        .map(|values| values.iter().map(tensor_bits).collect::<Vec<_>>())
-                )
-            })
-            .collect()
-    };
+    let bits = |output: &autobatch_exec::RunOutput| results_bits(&output.results);
     let mut reports = [native(), native_batched()].map(|strategy| {
         let got = run(strategy);
         let name = format!("{entry} on {strategy}");
