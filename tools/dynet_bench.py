@@ -4,13 +4,15 @@
 For every model, hidden size and batch size: writes one inputs file (the
 batch and the weights, from tools/treelstm_inputs.py or
 tools/models_inputs.py with seed 0), then
-  - ours: `target/release/autobatch run MODEL.ab --stats` under the
-    program-counter (pc), local-static (ls) and native (na) strategies
-    (`--strategies` to choose), and the same for
-    MODEL_seq.ab (the model without instances, "seq pc", "seq ls") where it
-    exists; the time is the stats' `wall_seconds` (execution alone: no
-    parsing, compiling or reading the inputs), and the lane utilization is
-    the stats' `lane_utilization`;
+  - ours: `target/release/autobatch-bench model MODEL.ab` (what
+    `autobatch run` does, in a loop: one cold run, then --runs more in the
+    same process, as DyNet's side runs after a warm-up) under the
+    program-counter (pc), local-static (ls), native (na) and
+    native-batched (nb) strategies (`--strategies` to choose), and the
+    same for MODEL_seq.ab (the model without instances, "seq pc", "seq
+    ls") where it exists; the time is each run's `wall_seconds` (execution
+    alone: no parsing, compiling or reading the inputs), and the lane
+    utilization is the stats' `lane_utilization`;
   - DyNet: the same model built in DyNet from the same inputs file, with
     autobatch 0 (off), 1 and 2, each in its own process (dynet_config must
     be set before `import dynet`); the time is one renew_cg, the graph of
@@ -29,10 +31,10 @@ batches each step across members.
 `--train` benches a training step instead (TreeLSTM and BiRNN only, the
 models with a `loss` entry): the inputs gain a batched `label`, member i's
 being i % C (C = 5 for TreeLSTM, 3 for BiRNN), then
-  - ours: `autobatch run MODEL.ab --entry loss --grad-statics <every static
-    of the inputs> --stats` (MODEL_seq.ab is not run) under the strategies
-    of --strategies; the time is `wall_seconds`, which includes the
-    gradient of the batch's summed loss;
+  - ours: `autobatch-bench model MODEL.ab --entry loss --grad-statics
+    <every static of the inputs>` (MODEL_seq.ab is not run) under the
+    strategies of --strategies; the time is `wall_seconds` of the warm
+    runs, which includes the gradient of the batch's summed loss;
   - DyNet: renew_cg, every member's graph, pickneglogsoftmax(logits, label)
     (the same logsumexp(z) - z[label], checked on the values), esum,
     value() and backward(), timed as a whole after one untimed warm-up; no
@@ -48,8 +50,11 @@ over every pair of our strategies and DyNet settings. Members' losses are
 compared too (largest |ours - DyNet| / max(1, |DyNet|)).
 
 `--no-build` skips `cargo build` and uses the binary as it is;
-`AUTOBATCH_BIN=PATH` runs that binary of ours instead (with --no-build:
-an A/B of two commits).
+`AUTOBATCH_BENCH_BIN=PATH` runs that `autobatch-bench` of ours instead
+(with --no-build: an A/B of two commits). Until 2026-11-27 our side was
+timed as one `autobatch run` process per run (a cold run each: first
+touch of every buffer, nothing compiled before), against DyNet's warm
+runs; the tables of docs/benchmarks.md say which way they were timed.
 
     /work/venv/bin/python tools/dynet_bench.py --models treelstm birnn \
         --batches 8 64 256 --hidden 128 256 --json /tmp/bench.json
@@ -67,8 +72,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-# AUTOBATCH_BIN names another build of ours (an A/B of two commits).
-BIN = os.environ.get("AUTOBATCH_BIN", os.path.join(ROOT, "target/release/autobatch"))
+# AUTOBATCH_BENCH_BIN names another build of ours (an A/B of two commits).
+BENCH = os.environ.get("AUTOBATCH_BENCH_BIN", os.path.join(ROOT, "target/release/autobatch-bench"))
 MODELS = ["treelstm", "mvrnn", "birnn", "nested", "drnn", "berxit", "stackrnn"]
 ENTRY = {"drnn": "decode"}
 STRATEGIES = ["program-counter", "local-static", "native", "native-batched"]
@@ -136,39 +141,34 @@ def flatten(v, out):
     return out
 
 
+def bench_model(program, entry, inputs, strategy, runs, timeout, grad_statics=None):
+    """`autobatch-bench model`: one cold run, then `runs` more in the same
+    process; the report (median of the warm runs' wall seconds, the last
+    run's output document)."""
+    cmd = [BENCH, "model", os.path.join(ROOT, "examples/models", program + ".ab"),
+           "--entry", entry, "--inputs", inputs, "--strategy", strategy, "--runs", str(runs)]
+    if grad_statics:
+        cmd += ["--grad-statics", ",".join(grad_statics)]
+    done = subprocess.run(cmd, check=True, timeout=timeout, stdout=subprocess.PIPE)
+    return json.loads(done.stdout)
+
+
 def run_ours(model, program, inputs, strategy, runs, timeout):
-    walls, util, outputs = [], None, None
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        for _ in range(runs):
-            subprocess.run([BIN, "run", os.path.join(ROOT, "examples/models", program + ".ab"),
-                            "--entry", ENTRY.get(model, "classify"), "--inputs", inputs,
-                            "--strategy", strategy, "--stats", "--output", out.name],
-                           check=True, timeout=timeout)
-            with open(out.name) as f:
-                doc = json.load(f)
-            walls.append(doc["stats"]["wall_seconds"])
-            util = doc["stats"]["lane_utilization"]
-            outputs = [flatten(r["ok"], []) for r in doc["results"]]
-    return statistics.median(walls), util, outputs
+    report = bench_model(program, ENTRY.get(model, "classify"), inputs, strategy, runs, timeout)
+    doc = report["document"]
+    outputs = [flatten(r["ok"], []) for r in doc["results"]]
+    return report["median_seconds"], doc["stats"]["lane_utilization"], outputs
 
 
 def run_ours_train(model, inputs, strategy, runs, timeout):
     """The loss and its gradient with respect to every static of `inputs`:
     (median wall seconds, lane utilization, members' losses, gradients)."""
     with open(inputs) as f:
-        statics = ",".join(json.load(f)["shared"])
-    walls, doc = [], None
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        for _ in range(runs):
-            subprocess.run([BIN, "run", os.path.join(ROOT, "examples/models", model + ".ab"),
-                            "--entry", "loss", "--inputs", inputs, "--grad-statics", statics,
-                            "--strategy", strategy, "--stats", "--output", out.name],
-                           check=True, timeout=timeout)
-            with open(out.name) as f:
-                doc = json.load(f)
-            walls.append(doc["stats"]["wall_seconds"])
+        statics = list(json.load(f)["shared"])
+    report = bench_model(model, "loss", inputs, strategy, runs, timeout, statics)
+    doc = report["document"]
     losses = [r["ok"] for r in doc["results"]]
-    return (statistics.median(walls), doc["stats"]["lane_utilization"], losses,
+    return (report["median_seconds"], doc["stats"]["lane_utilization"], losses,
             doc["static_gradients"])
 
 
@@ -554,7 +554,7 @@ def main():
     set_strategies(a.strategies)
 
     if not a.no_build:
-        subprocess.run(["cargo", "build", "--release", "-q", "-p", "autobatch-cli"], cwd=ROOT,
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "autobatch-bench"], cwd=ROOT,
                        check=True)
     if a.train:
         return train_bench(a)

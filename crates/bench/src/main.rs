@@ -8,10 +8,11 @@
 //! cargo run --release -p autobatch-bench -- instances [--quick]
 //! cargo run --release -p autobatch-bench -- native [--quick]
 //! cargo run --release -p autobatch-bench -- ragged [--quick] [--members N,M]
+//! cargo run --release -p autobatch-bench -- model PROGRAM --entry E --inputs FILE [...]
 //! ```
 //!
 //! `autodiff`: see the module [`autodiff`]; `instances`: see [`instances`];
-//! `ragged`: see [`ragged`].
+//! `ragged`: see [`ragged`]; `model`: see [`model`].
 //!
 //! Timings are medians over repetitions of the execution only (the
 //! executors' own `wall_seconds`: no parsing, compiling or input binding).
@@ -20,6 +21,7 @@
 
 mod autodiff;
 mod instances;
+mod model;
 mod native;
 mod nuts;
 mod ragged;
@@ -130,11 +132,12 @@ fn main() {
         Some("instances") => instances::main(&args[1..]),
         Some("native") => native::main(&args[1..]),
         Some("ragged") => ragged::main(&args[1..]),
+        Some("model") => model::main(&args[1..]),
         Some("autodiff") => autodiff_command(&args, quick),
         Some("strategies") => strategies(quick),
         _ => {
             eprintln!(
-                "usage: autobatch-bench strategies [--quick] | autodiff [--quick] [--threads N] | instances [--quick] | native [--quick] | ragged [--quick] [--members N,M]"
+                "usage: autobatch-bench strategies [--quick] | autodiff [--quick] [--threads N] | instances [--quick] | native [--quick] | ragged [--quick] [--members N,M] | model PROGRAM --entry E --inputs FILE [...]"
             );
             std::process::exit(2);
         }

@@ -50,6 +50,16 @@ pub trait Executor: Send + Sync {
         false
     }
 
+    /// Whether the members of a batch advance together, a step of each at
+    /// a time, so that at any moment they have all come about as far (the
+    /// batching strategies); if not (by default), members run one after
+    /// another on each thread, or in turns, and the last one begins its
+    /// work near the end of the run. A caller that reads the progress of
+    /// the whole batch as a moment in every member's run asks this.
+    fn advances_members_together(&self) -> bool {
+        false
+    }
+
     /// Whether it runs a ragged batch ([`crate::Env::ragged`]) as one batch
     /// itself (`crate::batched::classes`); if not (by default), a ragged
     /// batch runs as one batch per size ([`crate::ragged`]), each with its
@@ -127,6 +137,10 @@ impl Strategy {
 
     pub fn records_profile(self) -> bool {
         self.0.records_profile()
+    }
+
+    pub fn advances_members_together(self) -> bool {
+        self.0.advances_members_together()
     }
 
     /// The strategies that record a profile, for a message: `a or b`.

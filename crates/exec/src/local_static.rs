@@ -331,6 +331,10 @@ impl Executor for LocalStatic {
         true
     }
 
+    fn advances_members_together(&self) -> bool {
+        true
+    }
+
     /// A ragged batch runs as one batch, split by size class only where
     /// an operation mentions a ragged dimension
     /// ([`crate::batched::classes`]).

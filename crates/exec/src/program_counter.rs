@@ -92,6 +92,10 @@ impl Executor for ProgramCounter {
         true
     }
 
+    fn advances_members_together(&self) -> bool {
+        true
+    }
+
     /// A ragged batch runs as one batch, split by size class only where
     /// an operation mentions a ragged dimension
     /// ([`crate::batched::classes`]).

@@ -845,10 +845,10 @@ impl<'a> Sampler<'a> {
         let mut shown = segment.start;
         // A snapshot that sees warmup end but no sampling left saw no
         // boundary: the phases' seconds are then split by gradients. So
-        // they are under the native strategies, whose chains run one
-        // after the other on each thread (the last chain ends warmup near
-        // the end of the run), not together.
-        let together = ![Strategy::Native, Strategy::NativeBatched].contains(&run_config.strategy);
+        // they are under a strategy whose chains do not advance together
+        // (the native ones run them one after the other on each thread:
+        // the last chain ends warmup near the end of the run).
+        let together = run_config.strategy.advances_members_together();
         let iterations = (segment.alive * (segment.end - segment.start)) as u64;
         let result =
             self.model
