@@ -13,10 +13,10 @@
 //! and, under the native strategies, nothing compiled yet), then `--runs`
 //! more (`seconds`, `median_seconds`). Every time is the run's own
 //! `wall_seconds` (execution only), operations not counted (as a loop that
-//! reads no figures runs). `document` is the last run's output, what
-//! `autobatch run --stats` prints (results, figures but an empty
-//! `op_counts`, `static_gradients` with `--grad-statics`), so a caller can
-//! check the values it timed. `tools/dynet_bench.py` times our side with this, as
+//! reads no figures runs). `document` is the output of one more run with
+//! the operations counted, what `autobatch run --stats` prints (results,
+//! figures, `static_gradients` with `--grad-statics`): the values timed,
+//! as counting changes no result. `tools/dynet_bench.py` times our side with this, as
 //! DyNet's side is timed after a warm-up in one process.
 
 use autobatch::{Inputs, RunConfig, Strategy};
@@ -45,15 +45,18 @@ fn fail(message: &str) -> ! {
 
 fn parse(args: &[String]) -> ModelArgs {
     let value_of = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .map(|i| args.get(i + 1).unwrap_or_else(|| fail(&format!("{flag} needs a value"))))
+        args.iter().position(|a| a == flag).map(|i| {
+            args.get(i + 1)
+                .unwrap_or_else(|| fail(&format!("{flag} needs a value")))
+        })
     };
     let number = |flag: &str, default: usize| match value_of(flag) {
         None => default,
         Some(text) => match text.parse::<usize>() {
             Ok(n) if n >= 1 => n,
-            _ => fail(&format!("{flag} takes a whole number of at least 1, not `{text}`")),
+            _ => fail(&format!(
+                "{flag} takes a whole number of at least 1, not `{text}`"
+            )),
         },
     };
     let program = match args.first() {
@@ -66,8 +69,12 @@ fn parse(args: &[String]) -> ModelArgs {
     };
     ModelArgs {
         program,
-        entry: value_of("--entry").unwrap_or_else(|| fail("--entry is required")).clone(),
-        inputs: value_of("--inputs").unwrap_or_else(|| fail("--inputs is required")).clone(),
+        entry: value_of("--entry")
+            .unwrap_or_else(|| fail("--entry is required"))
+            .clone(),
+        inputs: value_of("--inputs")
+            .unwrap_or_else(|| fail("--inputs is required"))
+            .clone(),
         grad_statics: value_of("--grad-statics")
             .map(|list| list.split(',').map(str::to_owned).collect())
             .unwrap_or_default(),
@@ -101,20 +108,22 @@ pub fn main(args: &[String]) {
         count_operations: false,
         ..RunConfig::default()
     };
-    let run = || {
+    let run = |config: &RunConfig| {
         bound
-            .run(&config)
+            .run(config)
             .unwrap_or_else(|e| fail(&format!("the run failed: {e}")))
     };
-    let cold_seconds = run().stats.wall_seconds;
-    let mut seconds = Vec::with_capacity(args.runs);
-    let mut last = None;
-    for _ in 0..args.runs {
-        let result = run();
-        seconds.push(result.stats.wall_seconds);
-        last = Some(result);
-    }
-    let document: Value = last.expect("at least one run").to_json(true);
+    let cold_seconds = run(&config).stats.wall_seconds;
+    let seconds: Vec<f64> = (0..args.runs)
+        .map(|_| run(&config).stats.wall_seconds)
+        .collect();
+    // One more run, counted, for the figures (the results are the same
+    // bits counted or not).
+    let counted = RunConfig {
+        count_operations: true,
+        ..config.clone()
+    };
+    let document: Value = run(&counted).to_json(true);
     let report = json!({
         "benchmark": "model",
         "program": args.program,

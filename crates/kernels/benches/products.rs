@@ -10,6 +10,7 @@
 //! (`cargo bench -p autobatch-kernels --features yardstick --bench products`),
 //! and, at n = 1, in GB/s of the matrix read, next to the memory bandwidth
 //! measured by summing a 256 MiB array. Also the throughput of `vmath`.
+//! Also the small products of the dynamic models (`--small`: only those).
 //! Prints one line per figure and a JSON object at the end.
 
 use std::hint::black_box;
@@ -334,6 +335,38 @@ fn bench_vmath(json: &mut Vec<String>) {
     }
 }
 
+/// The products of the dynamic models (a TreeLSTM's or an RNN's gate
+/// matrices, f32, hidden size H): one matrix of `rows x k` times 1 to 8
+/// vectors, as member-by-member native code (1) and `native-batched`'s
+/// waits (a few) call them; first one matrix again and again (it stays in
+/// L2), then 8 matrices in turn (as a model's gate matrices: together they
+/// overflow L2 from H = 128 on).
+fn bench_small(json: &mut Vec<String>) {
+    for matrices in [1, 8] {
+        for (rows, k) in [(128, 128), (384, 128), (256, 256), (768, 256)] {
+            let mats: Vec<Vec<f32>> = (0..matrices).map(|s| data(rows * k, 10 + s)).collect();
+            for n in [1, 2, 3, 8] {
+                let vs: Vec<f32> = data(n * k, 4);
+                let mut out = vec![0.0f32; n * rows];
+                let t = best_time(0.3, || {
+                    for m in &mats {
+                        gemm::matvec_into(black_box(m), rows, k, black_box(&vs), n, &mut out);
+                    }
+                }) / mats.len() as f64;
+                let gflops = 2.0 * (rows * k * n) as f64 / t / 1e9;
+                println!(
+                    "small matvec f32 {rows}x{k}, {matrices} matrices in turn, {n} vectors: \
+                     {gflops:.1} GFLOP/s"
+                );
+                json.push(format!(
+                    "{{\"small_matvec\":\"{rows}x{k}\",\"matrices\":{matrices},\
+                     \"vectors\":{n},\"gflops\":{gflops:.2}}}"
+                ));
+            }
+        }
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -344,6 +377,12 @@ fn main() {
         Path::detected(),
         cfg!(feature = "yardstick")
     );
+    if std::env::args().any(|a| a == "--small") {
+        let mut json = Vec::new();
+        bench_small(&mut json);
+        println!("[{}]", json.join(",\n"));
+        return;
+    }
     let big: Vec<f64> = vec![1.0; 32 << 20];
     let t = best_time(1.0, || {
         black_box(gemm::sum(black_box(&big)));
@@ -352,6 +391,7 @@ fn main() {
     println!("memory bandwidth (sum of 256 MiB): {bandwidth:.2} GB/s");
     drop(big);
     let mut json = vec![format!("{{\"memory_bandwidth_gb_per_s\":{bandwidth:.3}}}")];
+    bench_small(&mut json);
     bench_type::<f32>(&mut json, bandwidth);
     bench_type::<f64>(&mut json, bandwidth);
     bench_vmath(&mut json);

@@ -501,6 +501,22 @@ unsafe fn dot_tile<T: GemmFloat, V: DotVector<T>, const MR: usize, const NR: usi
         }
     }
     let mut result = [[T::ACC_ZERO; NR]; MR];
+    if NR == 1 {
+        // One vector: the trees of four rows at once.
+        let mut r = 0;
+        while r + 4 <= MR {
+            let t = V::tree4(acc[r][0], acc[r + 1][0], acc[r + 2][0], acc[r + 3][0]);
+            for (i, x) in t.into_iter().enumerate() {
+                result[r + i][0] = x;
+            }
+            r += 4;
+        }
+        while r < MR {
+            result[r][0] = acc[r][0].tree();
+            r += 1;
+        }
+        return result;
+    }
     for r in 0..MR {
         let mut v = 0;
         while v + 4 <= NR {
@@ -524,6 +540,11 @@ fn dot_v<T: GemmFloat, V: DotVector<T>>(a: &[T], b: &[T]) -> T {
 
 pub(crate) const MV_MR: usize = 3;
 const MV_NR: usize = 4;
+/// Rows of a tile against one vector (the vectors left over from groups
+/// of [`MV_NR`], all of them when a call has fewer): eight independent
+/// accumulators keep both FMA units busy through the FMA's latency, where
+/// [`MV_MR`] would leave the single vector's three chains waiting.
+const MV_MR_ONE: usize = 8;
 
 /// # Safety
 /// Rows `i0..i0 + MR` of `m` and vectors `b_start..b_end` of `vs` exist, and
@@ -581,7 +602,9 @@ fn matvec_v<T: GemmFloat, V: DotVector<T>>(
     // blocks of about 16 KiB (kept in L1) while the row tiles of the row
     // block pass over them.
     let row_bytes = k.max(1) * std::mem::size_of::<T>();
-    let row_block = ((128 * 1024 / row_bytes) / MV_MR * MV_MR).max(MV_MR);
+    // (A multiple of both row tiles' heights.)
+    let tiles = MV_MR * MV_MR_ONE;
+    let row_block = ((128 * 1024 / row_bytes) / tiles * tiles).max(tiles);
     let vec_block = ((16 * 1024 / row_bytes) / MV_NR * MV_NR).max(MV_NR);
     let (mp, vp, op) = (m.as_ptr(), vs.as_ptr(), out.as_mut_ptr());
     let mut r_start = 0;
@@ -590,16 +613,36 @@ fn matvec_v<T: GemmFloat, V: DotVector<T>>(
         let mut b_start = 0;
         while b_start < n {
             let b_end = (b_start + vec_block).min(n);
-            let mut i = r_start;
+            // Groups of MV_NR vectors against tiles of MV_MR rows, then the
+            // vectors left one at a time against tiles of MV_MR_ONE rows.
+            let grouped = b_start + (b_end - b_start) / MV_NR * MV_NR;
             // SAFETY: the public function checked m (rows x k), vs (n x k), out (n x rows).
             unsafe {
-                while i + MV_MR <= r_end {
-                    matvec_row_tile::<T, V, MV_MR>(mp, rows, k, i, vp, b_start, b_end, op);
-                    i += MV_MR;
+                if grouped > b_start {
+                    let mut i = r_start;
+                    while i + MV_MR <= r_end {
+                        matvec_row_tile::<T, V, MV_MR>(mp, rows, k, i, vp, b_start, grouped, op);
+                        i += MV_MR;
+                    }
+                    while i < r_end {
+                        matvec_row_tile::<T, V, 1>(mp, rows, k, i, vp, b_start, grouped, op);
+                        i += 1;
+                    }
                 }
-                while i < r_end {
-                    matvec_row_tile::<T, V, 1>(mp, rows, k, i, vp, b_start, b_end, op);
-                    i += 1;
+                if b_end > grouped {
+                    let mut i = r_start;
+                    while i + MV_MR_ONE <= r_end {
+                        matvec_row_tile::<T, V, MV_MR_ONE>(mp, rows, k, i, vp, grouped, b_end, op);
+                        i += MV_MR_ONE;
+                    }
+                    if i + 4 <= r_end {
+                        matvec_row_tile::<T, V, 4>(mp, rows, k, i, vp, grouped, b_end, op);
+                        i += 4;
+                    }
+                    while i < r_end {
+                        matvec_row_tile::<T, V, 1>(mp, rows, k, i, vp, grouped, b_end, op);
+                        i += 1;
+                    }
                 }
             }
             b_start = b_end;
