@@ -80,6 +80,7 @@ mod arrays;
 mod check;
 mod forks;
 mod shims;
+mod stacks;
 mod translate;
 mod waits;
 

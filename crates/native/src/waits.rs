@@ -25,7 +25,8 @@
 //! same shape.
 //!
 //! At most `MAX_LIVE` members of a thread are alive at once (each has a
-//! stack of its own, which the next member reuses when it ends). Every
+//! stack of its own, which the next member reuses when it ends, and which
+//! the next runs reuse: `stacks`). Every
 //! coroutine runs to its end before [`NativeProgram::run_batched`] returns
 //! (a member always ends: its steps are bounded), so none is dropped while
 //! suspended in machine code.
@@ -192,7 +193,7 @@ pub fn run_batched_programs<'p>(
         while live < MAX_LIVE && next < n {
             let stack = match spare.pop() {
                 Some(stack) => stack,
-                None => match DefaultStack::new(limits.stack_room + HOST_MARGIN) {
+                None => match crate::stacks::take(limits.stack_room + HOST_MARGIN) {
                     Ok(stack) => stack,
                     Err(_) if live > 0 => break,
                     Err(e) => return Err(format!("a member's stack could not be mapped: {e}")),
@@ -221,6 +222,7 @@ pub fn run_batched_programs<'p>(
         }
     }
     debug_assert!(coroutines.iter().all(Option::is_none), "every member ended");
+    crate::stacks::give_back(spare);
     let mut slots = slots.into_iter();
     let runs = sizes
         .into_iter()

@@ -1,0 +1,105 @@
+//! The machine stacks of `native-batched`'s members (`waits`), kept from
+//! one run to the next.
+//!
+//! A fresh stack is a mapping whose pages fault in one by one as a
+//! member's frames first reach them: about a dozen faults for a TreeLSTM
+//! member, at some 10 µs a fault in a virtual machine, which was a third
+//! of a warm run of 8 trees. Stacks of members that ended go to a pool
+//! shared by every thread and every run; a later member takes one whose
+//! room is large enough. What the pool keeps is bounded: at most [`POOLED`]
+//! stacks, each keeping only its top [`KEPT`] bytes resident (where every
+//! member's frames begin); the pages below are given back to the system
+//! (`MADV_DONTNEED`) when the stack enters the pool, and read as zeros
+//! (faulting in again) when a deep member reaches them. A stack's contents
+//! never matter to the next member: its frames are written before they
+//! are read.
+
+use std::sync::{Mutex, PoisonError};
+
+use corosensei::stack::{DefaultStack, Stack};
+
+/// The most stacks the pool keeps.
+const POOLED: usize = 256;
+/// The bytes at the top of a pooled stack that stay resident.
+const KEPT: usize = 128 << 10;
+
+static POOL: Mutex<Vec<DefaultStack>> = Mutex::new(Vec::new());
+
+/// The bytes a member's frames may use on `stack`.
+fn room(stack: &DefaultStack) -> usize {
+    stack.base().get() - stack.limit().get()
+}
+
+/// A stack with at least `size` bytes of room: a pooled one, else a new one.
+pub(crate) fn take(size: usize) -> std::io::Result<DefaultStack> {
+    let pooled = {
+        let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
+        let found = pool.iter().rposition(|s| room(s) >= size);
+        found.map(|i| pool.swap_remove(i))
+    };
+    match pooled {
+        Some(stack) => Ok(stack),
+        None => DefaultStack::new(size),
+    }
+}
+
+/// Gives the stacks of ended members to the pool (those beyond its
+/// capacity are unmapped).
+pub(crate) fn give_back(stacks: Vec<DefaultStack>) {
+    let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
+    for stack in stacks {
+        if pool.len() < POOLED {
+            release_deep_pages(&stack);
+            pool.push(stack);
+        }
+    }
+}
+
+/// Gives the pages below the top [`KEPT`] bytes of `stack` back to the
+/// system (they read as zeros again).
+fn release_deep_pages(stack: &DefaultStack) {
+    let (limit, base) = (stack.limit().get(), stack.base().get());
+    let deep_end = base.saturating_sub(KEPT).max(limit);
+    if deep_end > limit {
+        // SAFETY: [limit, deep_end) lies inside the stack's mapping, which
+        // no coroutine uses (the stack's member has ended) and whose pages
+        // may read as zeros when next touched (a stack's data is dead
+        // between members). `limit` is page-aligned (the mapping's start
+        // plus its guard page), as the address must be. A failure leaves
+        // the pages resident, which only costs memory.
+        unsafe {
+            libc::madvise(
+                limit as *mut libc::c_void,
+                deep_end - limit,
+                libc::MADV_DONTNEED,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stack given back is the one the next member gets, with its deep
+    /// pages zeroed and its top kept.
+    #[test]
+    fn a_stack_given_back_is_reused_with_its_deep_pages_released() {
+        let size = 3 << 20;
+        let stack = take(size).expect("a stack");
+        let (limit, base) = (stack.limit().get(), stack.base().get());
+        // SAFETY: both addresses lie inside the stack's writable mapping.
+        unsafe {
+            *((limit + 4096) as *mut u8) = 7;
+            *((base - 64) as *mut u8) = 9;
+        }
+        give_back(vec![stack]);
+        let again = take(size).expect("a stack");
+        assert_eq!(again.base().get(), base, "the pooled stack is reused");
+        // SAFETY: as above.
+        let (deep, top) = unsafe { (*((limit + 4096) as *const u8), *((base - 64) as *const u8)) };
+        assert_eq!(deep, 0, "the deep page was given back to the system");
+        assert_eq!(top, 9, "the top pages stay resident");
+        give_back(vec![again]);
+    }
+}
