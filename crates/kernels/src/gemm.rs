@@ -538,7 +538,7 @@ fn dot_v<T: GemmFloat, V: DotVector<T>>(a: &[T], b: &[T]) -> T {
     unsafe { dot_tile::<T, V, 1, 1>([a.as_ptr()], [b.as_ptr()], a.len())[0][0] }
 }
 
-pub(crate) const MV_MR: usize = 3;
+const MV_MR: usize = 3;
 const MV_NR: usize = 4;
 /// Rows of a tile against one vector (the vectors left over from groups
 /// of [`MV_NR`], all of them when a call has fewer): eight independent
@@ -589,6 +589,54 @@ pub(crate) unsafe fn matvec_row_tile<T: GemmFloat, V: DotVector<T>, const MR: us
     }
 }
 
+/// Rows `r0..r1` of `m` against the vectors `b0..b1` of `vs`: groups of
+/// [`MV_NR`] vectors against tiles of [`MV_MR`] rows, then the vectors
+/// left one at a time against tiles of [`MV_MR_ONE`] rows, then of 4, then
+/// single rows.
+///
+/// # Safety
+/// As [`matvec_row_tile`], for every row and vector named.
+#[inline(always)]
+pub(crate) unsafe fn matvec_rows<T: GemmFloat, V: DotVector<T>>(
+    m: *const T,
+    rows: usize,
+    k: usize,
+    (r0, r1): (usize, usize),
+    vs: *const T,
+    (b0, b1): (usize, usize),
+    out: *mut T,
+) {
+    let grouped = b0 + (b1 - b0) / MV_NR * MV_NR;
+    if grouped > b0 {
+        let mut i = r0;
+        while i + MV_MR <= r1 {
+            matvec_row_tile::<T, V, MV_MR>(m, rows, k, i, vs, b0, grouped, out);
+            i += MV_MR;
+        }
+        while i < r1 {
+            matvec_row_tile::<T, V, 1>(m, rows, k, i, vs, b0, grouped, out);
+            i += 1;
+        }
+    }
+    if grouped == b1 {
+        return;
+    }
+    let b0 = grouped;
+    let mut i = r0;
+    while i + MV_MR_ONE <= r1 {
+        matvec_row_tile::<T, V, MV_MR_ONE>(m, rows, k, i, vs, b0, b1, out);
+        i += MV_MR_ONE;
+    }
+    if i + 4 <= r1 {
+        matvec_row_tile::<T, V, 4>(m, rows, k, i, vs, b0, b1, out);
+        i += 4;
+    }
+    while i < r1 {
+        matvec_row_tile::<T, V, 1>(m, rows, k, i, vs, b0, b1, out);
+        i += 1;
+    }
+}
+
 #[inline(always)]
 fn matvec_v<T: GemmFloat, V: DotVector<T>>(
     m: &[T],
@@ -613,38 +661,8 @@ fn matvec_v<T: GemmFloat, V: DotVector<T>>(
         let mut b_start = 0;
         while b_start < n {
             let b_end = (b_start + vec_block).min(n);
-            // Groups of MV_NR vectors against tiles of MV_MR rows, then the
-            // vectors left one at a time against tiles of MV_MR_ONE rows.
-            let grouped = b_start + (b_end - b_start) / MV_NR * MV_NR;
             // SAFETY: the public function checked m (rows x k), vs (n x k), out (n x rows).
-            unsafe {
-                if grouped > b_start {
-                    let mut i = r_start;
-                    while i + MV_MR <= r_end {
-                        matvec_row_tile::<T, V, MV_MR>(mp, rows, k, i, vp, b_start, grouped, op);
-                        i += MV_MR;
-                    }
-                    while i < r_end {
-                        matvec_row_tile::<T, V, 1>(mp, rows, k, i, vp, b_start, grouped, op);
-                        i += 1;
-                    }
-                }
-                if b_end > grouped {
-                    let mut i = r_start;
-                    while i + MV_MR_ONE <= r_end {
-                        matvec_row_tile::<T, V, MV_MR_ONE>(mp, rows, k, i, vp, grouped, b_end, op);
-                        i += MV_MR_ONE;
-                    }
-                    if i + 4 <= r_end {
-                        matvec_row_tile::<T, V, 4>(mp, rows, k, i, vp, grouped, b_end, op);
-                        i += 4;
-                    }
-                    while i < r_end {
-                        matvec_row_tile::<T, V, 1>(mp, rows, k, i, vp, grouped, b_end, op);
-                        i += 1;
-                    }
-                }
-            }
+            unsafe { matvec_rows::<T, V>(mp, rows, k, (r_start, r_end), vp, (b_start, b_end), op) };
             b_start = b_end;
         }
         r_start = r_end;

@@ -18,7 +18,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{matvec_row_tile, GemmFloat, Vector, MV_MR};
+use super::{matvec_row_tile, matvec_rows, GemmFloat, Vector};
 
 /// 16 `f32` lanes.
 #[derive(Clone, Copy)]
@@ -422,20 +422,8 @@ pub fn matvec<T: GemmFloat, P: Pairs<T>, V: super::DotVector<T>>(
             }
             b0 = b1;
         }
-        if n_tiled < n {
-            let mut i = r0;
-            // SAFETY: as above, for the vectors after the tiled ones.
-            unsafe {
-                while i + MV_MR <= r1 {
-                    matvec_row_tile::<T, V, MV_MR>(mp, rows, k, i, vp, n_tiled, n, op);
-                    i += MV_MR;
-                }
-                while i < r1 {
-                    matvec_row_tile::<T, V, 1>(mp, rows, k, i, vp, n_tiled, n, op);
-                    i += 1;
-                }
-            }
-        }
+        // SAFETY: as above, for the vectors after the tiled ones.
+        unsafe { matvec_rows::<T, V>(mp, rows, k, (r0, r1), vp, (n_tiled, n), op) };
         r0 = r1;
     }
 }
