@@ -16,8 +16,8 @@
 //! reads no figures runs). `document` is the output of one more run with
 //! the operations counted, what `autobatch run --stats` prints (results,
 //! figures, `static_gradients` with `--grad-statics`): the values timed,
-//! as counting changes no result. `tools/dynet_bench.py` times our side with this, as
-//! DyNet's side is timed after a warm-up in one process.
+//! as counting changes no result. `tools/dynet_bench.py` times our side
+//! with this, as DyNet's side is timed after a warm-up in one process.
 
 use autobatch::{Inputs, RunConfig, Strategy};
 use serde_json::{json, Value};
