@@ -48,8 +48,8 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use autobatch_ir::{
-    fork_calls, Block, EntityRef, FuncId, Function, InstanceArg, InstanceCall, Instances, Loc, Op,
-    Prim, Program, Terminator, Var,
+    fork_calls, Block, BlockData, EntityRef, FuncId, Function, InstanceArg, InstanceCall,
+    Instances, Loc, Op, Prim, Program, Terminator, Var,
 };
 use autobatch_kernels::buffer::Values;
 use autobatch_kernels::{dim_length, Backend};
@@ -59,6 +59,9 @@ use autobatch_types::{Scalar, Tensor, TensorType};
 use crate::batched::classes::{run_split, SizeClasses, Split, SplitPlan, SplitScratch};
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::fuse::{find_chains, ChainSite, FusedStep, Fuser, OpView};
+use crate::batched::indexed::{
+    deferrable, find_indexed_products, products_of, Deferral, IndexedRole,
+};
 use crate::batched::lanes::{ForkId, Lanes, Resolution};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
 use crate::batched::storage::{Column, Slot};
@@ -125,6 +128,8 @@ struct TempPlan {
     dying: Vec<Vec<Vec<usize>>>,
     /// Per block, the fused chains starting at each operation.
     chains: Vec<Vec<Option<ChainSite>>>,
+    /// Per block, the indexed products ([`crate::batched::indexed`]).
+    indexed: Vec<Vec<Option<IndexedRole>>>,
 }
 
 impl TempPlan {
@@ -201,7 +206,7 @@ impl TempPlan {
                 }
             }
         }
-        let dying: Vec<Vec<Vec<usize>>> = function
+        let mut dying: Vec<Vec<Vec<usize>>> = function
             .blocks
             .values()
             .map(|block| {
@@ -219,42 +224,41 @@ impl TempPlan {
                 deaths(&mentions, &is_temp)
             })
             .collect();
-        let chains = function
-            .blocks
-            .values()
-            .zip(&dying)
-            .zip(&split)
-            .map(|((block, dying), split)| {
-                let args: Vec<Vec<usize>> = block
-                    .ops
-                    .iter()
-                    .map(|op| op.uses().iter().map(|v| v.index()).collect())
-                    .collect();
-                let views: Vec<Option<OpView<'_>>> = block
-                    .ops
-                    .iter()
-                    .zip(&args)
-                    .zip(split)
-                    .map(|((op, args), plan)| match op {
-                        // No link of a chain, which runs over whole
-                        // padded rows.
-                        Op::Prim { .. } if plan.split => None,
-                        Op::Prim { dst, prim, .. } => Some(OpView {
-                            prim,
-                            args,
-                            dst: dst.map(|d| d.index()),
-                        }),
-                        Op::Call { .. } | Op::Fork { .. } => None,
-                    })
-                    .collect();
-                find_chains(&views, &is_temp, dying)
-            })
-            .collect();
+        let mut chains = Vec::new();
+        let mut indexed = Vec::new();
+        for ((block, dying), split) in function.blocks.values().zip(&mut dying).zip(&split) {
+            let args: Vec<Vec<usize>> = block
+                .ops
+                .iter()
+                .map(|op| op.uses().iter().map(|v| v.index()).collect())
+                .collect();
+            let views: Vec<Option<OpView<'_>>> = block
+                .ops
+                .iter()
+                .zip(&args)
+                .zip(split)
+                .map(|((op, args), plan)| match op {
+                    // No link of a chain, which runs over whole
+                    // padded rows.
+                    Op::Prim { .. } if plan.split => None,
+                    Op::Prim { dst, prim, .. } => Some(OpView {
+                        prim,
+                        args,
+                        dst: dst.map(|d| d.index()),
+                    }),
+                    Op::Call { .. } | Op::Fork { .. } => None,
+                })
+                .collect();
+            // (An index that is a step temporary then lives until its product.)
+            indexed.push(find_indexed_products(&views, &is_temp, dying));
+            chains.push(find_chains(&views, &is_temp, dying));
+        }
         TempPlan {
             is_temp,
             split,
             dying,
             chains,
+            indexed,
         }
     }
 }
@@ -533,6 +537,48 @@ struct PrimSite<'p> {
     split: SplitPlan,
 }
 
+/// Whether the index `role` (operation `i` of `block`) is deferred to its
+/// products for `rows` ([`crate::batched::indexed`]).
+fn defers(
+    frame: &Activation<'_>,
+    (block, block_id, i): (&BlockData, Block, usize),
+    role: IndexedRole,
+    rows: &[u32],
+) -> bool {
+    let IndexedRole::Index { array, index, .. } = role else {
+        return false;
+    };
+    let roles = &frame.plan.indexed[block_id.index()];
+    let operands: Vec<(&Prim, Vec<usize>, Option<usize>)> = products_of(roles, i)
+        .filter_map(|j| match &block.ops[j] {
+            Op::Prim {
+                dst, prim, args, ..
+            } => Some((
+                prim,
+                args.iter().map(|a| a.index()).collect(),
+                dst.map(|d| d.index()),
+            )),
+            _ => None,
+        })
+        .collect();
+    let products: Vec<OpView<'_>> = operands
+        .iter()
+        .map(|(prim, args, dst)| OpView {
+            prim,
+            args,
+            dst: *dst,
+        })
+        .collect();
+    let member = matches!(frame.slots[index], Slot::Member(_));
+    let position = frame.plan.is_temp[index] && !frame.temps.dense();
+    let row_of = |k: usize, r: u32| match (member, position) {
+        (true, _) => frame.members[r as usize] as usize,
+        (false, true) => k,
+        (false, false) => r as usize,
+    };
+    deferrable(&frame.slots, (array, index), &products, rows, &row_of)
+}
+
 /// A call operation of the IR.
 struct CallSite<'p> {
     dsts: &'p [Var],
@@ -756,6 +802,7 @@ impl Run<'_> {
         }
         frame.temps.begin(rows, frame.lanes.len(), self.lane_mode);
         let plan = frame.plan.clone();
+        let mut deferral = Deferral::default();
         let mut fused_until = 0;
         for (i, op) in block.ops.iter().enumerate() {
             if rows.is_empty() {
@@ -785,7 +832,19 @@ impl Run<'_> {
                         loc: *loc,
                         split: plan.split[block_id.index()][i],
                     };
-                    self.run_prim(frame, counter, &op, rows)
+                    let role = plan.indexed[block_id.index()][i].filter(|_| self.options.fuse);
+                    match role {
+                        Some(role) if defers(frame, (block, block_id, i), role, rows) => {
+                            deferral.defer(i);
+                            self.counter.record(counter, rows.len());
+                        }
+                        Some(role @ IndexedRole::Product { index_op, .. })
+                            if deferral.deferred(index_op) =>
+                        {
+                            self.run_prim(frame, counter, &op, rows, Some(role))
+                        }
+                        _ => self.run_prim(frame, counter, &op, rows, None),
+                    }
                 }
                 Op::Call {
                     dsts,
@@ -871,7 +930,7 @@ impl Run<'_> {
                 split: SplitPlan::default(),
             };
             let counter = self.op_counters[frame.fid.index()][block_id.index()][h];
-            self.run_prim(frame, counter, &op, rows);
+            self.run_prim(frame, counter, &op, rows, None);
             self.lanes.drop_cancelled(rows, lane_of);
             let dying = &frame.plan.dying[block_id.index()][h];
             frame
@@ -916,14 +975,16 @@ impl Run<'_> {
         true
     }
 
-    /// A primitive for `rows`; the rows that fault stop (a catching call
-    /// around the activation revives them when it returns).
+    /// A primitive for `rows` (with the item of its deferred index, for an
+    /// indexed product); the rows that fault stop (a catching call around
+    /// the activation revives them when it returns).
     fn run_prim(
         &mut self,
         frame: &mut Activation<'_>,
         counter: Option<usize>,
         op: &PrimSite<'_>,
         rows: &mut Vec<u32>,
+        indexed: Option<IndexedRole>,
     ) {
         let PrimSite {
             dst,
@@ -943,12 +1004,17 @@ impl Run<'_> {
         let mut arg_slots = std::mem::take(&mut self.arg_slots);
         arg_slots.clear();
         arg_slots.extend(args.iter().map(|a| a.index()));
+        let indexed = indexed.and_then(|role| role.product_operands(&arg_slots));
+        if let Some((pair, _)) = &indexed {
+            arg_slots.clear();
+            arg_slots.extend_from_slice(pair);
+        }
         let mut member_rows = std::mem::take(&mut self.member_rows);
         member_rows.clear();
         // A static adjoint is logged as its member's.
-        let members_read = args
+        let members_read = arg_slots
             .iter()
-            .any(|a| matches!(frame.slots[a.index()], Slot::Member(_)));
+            .any(|a| matches!(frame.slots[*a], Slot::Member(_)));
         if members_read || matches!(prim, Prim::StaticAdjoint(_)) {
             member_rows.extend(rows.iter().map(|r| frame.members[*r as usize]));
         }
@@ -960,6 +1026,7 @@ impl Run<'_> {
             member_rows: &member_rows,
             total_rows: frame.lanes.len(),
             mode: self.lane_mode,
+            indexed: indexed.map(|(_, operand)| operand),
         };
         let mut faults = std::mem::take(&mut self.faults);
         faults.clear();

@@ -47,8 +47,8 @@ use autobatch_ir::{EntityRef, Loc, Prim, Program};
 use autobatch_kernels::buffer::Values;
 use autobatch_kernels::{dim_length, Fault};
 use autobatch_passes::stack::{
-    lower_to_stack, verify_lowered, GlobalVar, LoweredArg, LoweredFork, LoweredFunction, LoweredOp,
-    LoweredProgram, LoweredTerm, PcBlock, VarClass,
+    lower_to_stack, verify_lowered, GlobalVar, LoweredArg, LoweredBlock, LoweredFork,
+    LoweredFunction, LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass,
 };
 use autobatch_types::{MemberError, Scalar, TensorType};
 
@@ -57,6 +57,9 @@ use autobatch_kernels::Backend;
 use crate::batched::classes::{run_split, SizeClasses, Split, SplitPlan, SplitScratch};
 use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
 use crate::batched::fuse::{find_chains, ChainSite, FusedStep, Fuser, OpView};
+use crate::batched::indexed::{
+    deferrable, find_indexed_products, products_of, Deferral, IndexedRole,
+};
 use crate::batched::lanes::{ForkId, Lanes, Resolution};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
 use crate::batched::storage::{copy_value, Column, Place, Slot, ValueStack};
@@ -210,6 +213,11 @@ struct Machine<'a> {
     /// the run does not fuse).
     chains: Vec<Vec<Option<ChainSite>>>,
     fuser: Fuser,
+    /// Per block, the indexed products (`matvec(W[l], h)`, none when the
+    /// run does not fuse) and the indices deferred in the running step
+    /// ([`crate::batched::indexed`]).
+    indexed: Vec<Vec<Option<IndexedRole>>>,
+    deferral: Deferral,
     lanes: Lanes,
     /// The most instance lanes alive at once (`--max-instances`); the
     /// default is computed at the first fork ([`Machine::max_instances`]).
@@ -329,7 +337,12 @@ impl<'a> Machine<'a> {
         keep_split_operands(lowered, &plans, &mut is_temp);
         let (slots, stacks) = storage(lowered, &env.symbols, members, &is_temp);
         let mut counter = OpCounter::default();
-        let ops = prim_slots(lowered, &env.symbols, &mut counter, &is_temp, &plans);
+        let mut ops = prim_slots(lowered, &env.symbols, &mut counter, &is_temp, &plans);
+        let indexed = if options.fuse {
+            block_indexed_products(lowered, &mut ops, &is_temp)
+        } else {
+            Vec::new()
+        };
         let entry = &lowered.functions[batch.entry];
         let mut waiting = Waiting {
             at: vec![Vec::new(); lowered.blocks.len()],
@@ -361,6 +374,8 @@ impl<'a> Machine<'a> {
             } else {
                 Vec::new()
             },
+            indexed,
+            deferral: Deferral::default(),
             ops,
             is_temp,
             temps: StepTemps::default(),
@@ -415,6 +430,7 @@ impl<'a> Machine<'a> {
         }
         let total = self.total_rows(pc);
         self.temps.begin(rows, total, self.lane_mode);
+        self.deferral.begin();
         let mut fused_until = 0;
         for (i, op) in block.ops.iter().enumerate() {
             if rows.is_empty() {
@@ -429,7 +445,19 @@ impl<'a> Machine<'a> {
             }
             match op {
                 LoweredOp::Prim { prim, loc, .. } => {
-                    self.run_prim(pc, i, prim, *loc, rows);
+                    match self.indexed_role(pc, i) {
+                        Some(role) if self.defers(pc, i, role, rows) => {
+                            self.deferral.defer(i);
+                            self.counter
+                                .record(self.ops[pc.index()][i].counter, rows.len());
+                        }
+                        Some(role @ IndexedRole::Product { index_op, .. })
+                            if self.deferral.deferred(index_op) =>
+                        {
+                            self.run_prim(pc, i, prim, *loc, rows, Some(role))
+                        }
+                        _ => self.run_prim(pc, i, prim, *loc, rows, None),
+                    }
                     let dying = &self.ops[pc.index()][i].dying;
                     self.temps
                         .after_op(&mut self.engine, &mut self.slots, rows, dying);
@@ -503,7 +531,7 @@ impl<'a> Machine<'a> {
             let LoweredOp::Prim { prim, loc, .. } = &lowered.blocks[pc].ops[h] else {
                 internal_error("a hoisted operation of a chain that is no primitive");
             };
-            self.run_prim(pc, h, prim, *loc, rows);
+            self.run_prim(pc, h, prim, *loc, rows, None);
             let dying = &self.ops[pc.index()][h].dying;
             self.temps
                 .after_op(&mut self.engine, &mut self.slots, rows, dying);
@@ -538,12 +566,63 @@ impl<'a> Machine<'a> {
         Some(site.end)
     }
 
-    /// Operation `i` of block `pc`, a primitive, for `rows`; the rows that
-    /// fault leave `rows` (to a catching call's recovery block, or stopped).
-    fn run_prim(&mut self, pc: PcBlock, i: usize, prim: &Prim, loc: Loc, rows: &mut Vec<u32>) {
+    /// The role of operation `i` of block `pc` in an indexed product.
+    fn indexed_role(&self, pc: PcBlock, i: usize) -> Option<IndexedRole> {
+        *self.indexed.get(pc.index())?.get(i)?
+    }
+
+    /// Whether the index `role` (operation `i` of block `pc`) is deferred
+    /// to its products for `rows`.
+    fn defers(&self, pc: PcBlock, i: usize, role: IndexedRole, rows: &[u32]) -> bool {
+        let IndexedRole::Index { array, index, .. } = role else {
+            return false;
+        };
+        let block = &self.lowered.blocks[pc];
+        let products: Vec<OpView<'_>> = products_of(&self.indexed[pc.index()], i)
+            .filter_map(|j| {
+                let LoweredOp::Prim { prim, .. } = &block.ops[j] else {
+                    return None;
+                };
+                let slots = &self.ops[pc.index()][j];
+                Some(OpView {
+                    prim,
+                    args: &slots.args,
+                    dst: slots.dst,
+                })
+            })
+            .collect();
+        let lanes = &self.lanes;
+        let member = matches!(self.slots[index], Slot::Member(_));
+        let position = self.is_temp[index] && !self.temps.dense();
+        let row_of = |k: usize, r: u32| match (member, position) {
+            (true, _) => lanes.member_of(r),
+            (false, true) => k,
+            (false, false) => r as usize,
+        };
+        deferrable(&self.slots, (array, index), &products, rows, &row_of)
+    }
+
+    /// Operation `i` of block `pc`, a primitive, for `rows` (with the item
+    /// of its deferred index, for an indexed product); the rows that fault
+    /// leave `rows` (to a catching call's recovery block, or stopped).
+    fn run_prim(
+        &mut self,
+        pc: PcBlock,
+        i: usize,
+        prim: &Prim,
+        loc: Loc,
+        rows: &mut Vec<u32>,
+        indexed: Option<IndexedRole>,
+    ) {
         let op = &self.ops[pc.index()][i];
+        let indexed = indexed.and_then(|role| role.product_operands(&op.args));
+        let slots = &self.slots;
+        let reads_member = match &indexed {
+            Some((args, _)) => args.iter().any(|a| matches!(slots[*a], Slot::Member(_))),
+            None => op.reads_member,
+        };
         self.member_rows.clear();
-        if op.reads_member {
+        if reads_member {
             let lanes = &self.lanes;
             self.member_rows
                 .extend(rows.iter().map(|r| lanes.member_of(*r) as u32));
@@ -555,12 +634,13 @@ impl<'a> Machine<'a> {
         }
         let exec = PrimExecution {
             prim,
-            args: &op.args,
+            args: indexed.as_ref().map_or(&op.args[..], |(args, _)| &args[..]),
             dst: op.dst,
             rows,
             member_rows: &self.member_rows,
             total_rows: self.total_rows(pc),
             mode: self.lane_mode,
+            indexed: indexed.map(|(_, operand)| operand),
         };
         self.faults.clear();
         match &self.classes {
@@ -1258,24 +1338,50 @@ fn block_chains(
         .values()
         .zip(ops)
         .map(|(block, slots)| {
-            let views: Vec<Option<OpView<'_>>> = block
-                .ops
-                .iter()
-                .zip(slots)
-                .map(|(op, slots)| match op {
-                    // An operation split by size class is no link of a
-                    // chain, which runs over whole padded rows.
-                    LoweredOp::Prim { .. } if slots.split.split => None,
-                    LoweredOp::Prim { prim, .. } => Some(OpView {
-                        prim,
-                        args: &slots.args,
-                        dst: slots.dst,
-                    }),
-                    _ => None,
-                })
-                .collect();
             let dying: Vec<Vec<usize>> = slots.iter().map(|s| s.dying.clone()).collect();
-            find_chains(&views, is_temp, &dying)
+            find_chains(&block_views(block, slots), is_temp, &dying)
+        })
+        .collect()
+}
+
+/// Per block, the indexed products ([`crate::batched::indexed`]); an index
+/// that is a step temporary lives until its product.
+fn block_indexed_products(
+    lowered: &LoweredProgram,
+    ops: &mut [Vec<PrimSlots>],
+    is_temp: &[bool],
+) -> Vec<Vec<Option<IndexedRole>>> {
+    lowered
+        .blocks
+        .values()
+        .zip(ops)
+        .map(|(block, slots)| {
+            let mut dying: Vec<Vec<usize>> = slots.iter().map(|s| s.dying.clone()).collect();
+            let roles = find_indexed_products(&block_views(block, slots), is_temp, &mut dying);
+            for (slot, dying) in slots.iter_mut().zip(dying) {
+                slot.dying = dying;
+            }
+            roles
+        })
+        .collect()
+}
+
+/// A block's operations as fused chains and indexed products see them.
+fn block_views<'b>(block: &'b LoweredBlock, slots: &'b [PrimSlots]) -> Vec<Option<OpView<'b>>> {
+    block
+        .ops
+        .iter()
+        .zip(slots)
+        .map(|(op, slots)| match op {
+            // An operation split by size class is no link of a
+            // chain, which runs over whole padded rows.
+            LoweredOp::Prim { .. } if slots.split.split => None,
+            LoweredOp::Prim { prim, .. } => Some(OpView {
+                prim,
+                args: &slots.args,
+                dst: slots.dst,
+            }),
+            _ => None,
         })
         .collect()
 }

@@ -9,6 +9,8 @@ use std::fmt::Write;
 pub const INT_ARRAY_LEN: usize = 4;
 /// Length of every `[f64; N]` array in generated programs.
 pub const FLOAT_ARRAY_LEN: usize = 3;
+/// Items of the static `MS: [[[f64; 3]; 3]; 2]`.
+pub const MATRIX_STACK_LEN: usize = 2;
 /// The symbolic dimension of the ragged arrays: only batched entry
 /// arguments fix it, so it may differ from member to member.
 pub const RAGGED_DIM: &str = "L";
@@ -53,6 +55,10 @@ pub enum Ty {
     /// `[[f64; 3]; 3]`: only the static `M` (read by the differentiable
     /// helpers' loss: products with a static matrix).
     Matrix,
+    /// `[[[f64; 3]; 3]; 2]`: only the static `MS`, whose items a member
+    /// picks by its own index (`matvec(MS[i], v)`: products grouped by
+    /// index in the batching strategies).
+    MatrixStack,
 }
 
 impl Ty {
@@ -78,6 +84,7 @@ impl Ty {
             Ty::ColsRagged => "[f64; D]",
             Ty::GridRagged => "[[f64; D]; L]",
             Ty::Matrix => "[[f64; 3]; 3]",
+            Ty::MatrixStack => "[[[f64; 3]; 3]; 2]",
         }
     }
 
@@ -116,6 +123,7 @@ impl Ty {
             Ty::BoolArray => Ty::Bool,
             Ty::F32Matrix => Ty::F32Array,
             Ty::RowsRagged | Ty::Matrix => Ty::FloatArray,
+            Ty::MatrixStack => Ty::Matrix,
             other => other,
         }
     }
@@ -149,6 +157,7 @@ impl Ty {
             | Ty::ColsRagged
             | Ty::GridRagged => ExprKind::Fill(Box::new(self.element().zero())),
             Ty::Matrix => ExprKind::Array(vec![Ty::FloatArray.zero(); FLOAT_ARRAY_LEN]),
+            Ty::MatrixStack => ExprKind::Array(vec![Ty::Matrix.zero(); MATRIX_STACK_LEN]),
         };
         Expr { ty: self, kind }
     }

@@ -273,6 +273,10 @@ impl Generator {
                     name: "M".into(),
                     ty: Ty::Matrix,
                 },
+                Param {
+                    name: "MS".into(),
+                    ty: Ty::MatrixStack,
+                },
             ];
         }
         let count = if self.chance(0.1) {
@@ -706,6 +710,8 @@ impl Generator {
             Ty::RowsRagged | Ty::GridRagged => self.rows_expr(ty, depth),
             Ty::ColsRagged => self.cols_expr(depth),
             Ty::Matrix | Ty::F32Matrix => self.matrix_expr(ty, depth),
+            // Only the static `MS`.
+            Ty::MatrixStack => Some(self.leaf(ty)),
         }
     }
 
@@ -758,6 +764,11 @@ impl Generator {
             Ty::Matrix => ExprKind::Array(
                 (0..FLOAT_ARRAY_LEN)
                     .map(|_| self.literal(Ty::FloatArray))
+                    .collect(),
+            ),
+            Ty::MatrixStack => ExprKind::Array(
+                (0..MATRIX_STACK_LEN)
+                    .map(|_| self.literal(Ty::Matrix))
                     .collect(),
             ),
         };
@@ -1339,6 +1350,11 @@ impl Generator {
     fn matrix_expr(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
         let sub = depth - 1;
         let row = ty.element();
+        let stack = self.statics.iter().any(|s| s.name == "MS");
+        if ty == Ty::Matrix && stack && self.chance(0.3) {
+            // An item of the static `MS` picked by the member's own index.
+            return Some(self.index_expr(Ty::MatrixStack, sub));
+        }
         let e = match self.rng.gen_range(0..7) {
             0 => {
                 let (a, b) = (self.expr(row, sub), self.expr(row, sub));
@@ -2179,6 +2195,18 @@ impl Generator {
             Ty::GridRagged => Json::Array(
                 (0..length)
                     .map(|_| Json::Array((0..width).map(|_| float(&mut self.rng)).collect()))
+                    .collect(),
+            ),
+            Ty::MatrixStack => Json::Array(
+                (0..MATRIX_STACK_LEN)
+                    .map(|_| {
+                        let rows = (0..FLOAT_ARRAY_LEN).map(|_| {
+                            Json::Array(
+                                (0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng)).collect(),
+                            )
+                        });
+                        Json::Array(rows.collect())
+                    })
                     .collect(),
             ),
             Ty::Matrix | Ty::RowsRagged => Json::Array(

@@ -489,6 +489,7 @@ fn run_by_class(
             member_rows: &scratch.members,
             total_rows: group.len(),
             mode: exec.mode,
+            indexed: None,
         };
         let env = SharedEnv {
             statics: split.statics,

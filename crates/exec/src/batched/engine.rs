@@ -52,6 +52,7 @@ use autobatch_kernels::rng::{Draw, Streams};
 use autobatch_kernels::{dim_length, Fault, MemberRng, PrimContext};
 use autobatch_types::{Data, Scalar, ScalarType, Tensor};
 
+use super::indexed::{IndexedOperand, RowGroups};
 use super::storage::{Column, Slot};
 use crate::internal::internal_error;
 
@@ -131,6 +132,9 @@ pub struct PrimExecution<'a> {
     /// instances run have a row per lane, the others a row per member).
     pub total_rows: usize,
     pub mode: LaneMode,
+    /// A product with an item of a shared array as one operand
+    /// ([`super::indexed`]): `args` are then `[index, other operand]`.
+    pub indexed: Option<IndexedOperand>,
 }
 
 /// Elements (times a rough cost per element) below which an operation is
@@ -301,6 +305,9 @@ impl<'b> Engine<'b> {
             .any(|a| matches!(slots[*a], Slot::Member(_)))
         {
             return self.run_with_members(exec, slots, env, streams, faults);
+        }
+        if let Some(indexed) = exec.indexed {
+            return self.indexed_product(exec, indexed, slots);
         }
         if prim.is_random() {
             if self.draw(exec, slots, streams) {
@@ -655,6 +662,93 @@ impl<'b> Engine<'b> {
     /// The batched path of every primitive that computes each row from the
     /// same row of its operands (or from shared operands): false, having
     /// written nothing, when the operands do not fit it or a row faults.
+    /// A product whose operand `indexed.operand` is `array[index]` of a
+    /// shared array ([`super::indexed`]): the rows grouped by their index,
+    /// each group one product with its item shared, gathered and scattered
+    /// by row. The executor checked the operands' kinds and the indices'
+    /// bounds when it deferred the index.
+    fn indexed_product(
+        &mut self,
+        exec: &PrimExecution<'_>,
+        indexed: IndexedOperand,
+        slots: &mut [Slot],
+    ) {
+        let (&[index, other], Some(dst)) = (exec.args, exec.dst) else {
+            internal_error("an indexed product without its index, operand and result")
+        };
+        let (Slot::Invariant(Some(array)), Slot::Column(indices), Slot::Column(vectors)) =
+            (&slots[indexed.array], &slots[index], &slots[other])
+        else {
+            internal_error("an indexed product of operands it does not take")
+        };
+        let Slot::Column(out) = &slots[dst] else {
+            internal_error("an indexed product into no column")
+        };
+        let (out_ty, out_len) = (out.data.ty(), out.row_len);
+        let Some((&length, item_shape)) = array.shape.split_first() else {
+            internal_error("an indexed product of a scalar")
+        };
+        let item = item_shape.iter().product::<usize>();
+        let shapes = if indexed.operand == 0 {
+            [item_shape, &vectors.shape[..]]
+        } else {
+            [&vectors.shape[..], item_shape]
+        };
+        let Some(kind @ Kind::Product { dims, .. }) =
+            product_kind(exec.prim, shapes[0], shapes[1], out_len)
+        else {
+            internal_error("an indexed product of shapes it does not take")
+        };
+        let groups = RowGroups::by_index(Values::all(&indices.data), exec.rows, length);
+        let row_len = vectors.row_len;
+        let mut rows_in = self.take(vectors.data.ty(), exec.rows.len() * row_len);
+        let mut rows_out = self.take(out_ty, exec.rows.len() * out_len);
+        let backend = self.backend;
+        backend.gather_rows(
+            Values::all(&vectors.data),
+            row_len,
+            &groups.rows,
+            ValuesMut::all(&mut rows_in),
+        );
+        for (value, range) in groups.groups() {
+            let n = range.len();
+            let shared =
+                Rows::Shared(Values::all(&array.data).slice(value * item..(value + 1) * item));
+            let own = Rows::Column {
+                values: Values::all(&rows_in).slice(range.start * row_len..range.end * row_len),
+                row_len,
+            };
+            let operands = if indexed.operand == 0 {
+                [shared, own]
+            } else {
+                [own, shared]
+            };
+            let out = RowsMut::new(
+                ValuesMut::of(&mut rows_out, range.start * out_len..range.end * out_len),
+                n,
+                out_len,
+            );
+            let ran = self.split_rows(out_len.max(1) * dims.k.max(1), out, &|range, out| {
+                let sliced = operands.map(|o| o.rows(range.clone()));
+                kind.run(backend, &sliced, out)
+            });
+            if ran.is_err() {
+                internal_error("a product faulted");
+            }
+        }
+        let Slot::Column(out) = &mut slots[dst] else {
+            unreachable!("checked above")
+        };
+        backend.scatter_rows(
+            Values::all(&rows_out),
+            out_len,
+            &groups.rows,
+            ValuesMut::all(&mut out.data),
+        );
+        self.give(rows_in);
+        self.give(rows_out);
+    }
+
     fn run_rowwise(
         &mut self,
         exec: &PrimExecution<'_>,
@@ -1281,7 +1375,13 @@ fn plan_product(prim: &Prim, a: &Slot, b: &Slot, out_len: usize) -> Option<Kind>
     if !float(a) || !float(b) {
         return None;
     }
-    let (op, m, k, p) = match (prim, slot_shape(a)?, slot_shape(b)?) {
+    product_kind(prim, slot_shape(a)?, slot_shape(b)?, out_len)
+}
+
+/// The batched form of a product of operands of these shapes (of one row),
+/// if the shapes fit it and its result has `out_len` elements.
+fn product_kind(prim: &Prim, a: &[usize], b: &[usize], out_len: usize) -> Option<Kind> {
+    let (op, m, k, p) = match (prim, a, b) {
         (Prim::Dot, &[k], &[k2]) if k == k2 => (ProductOp::Dot, 1, k, 1),
         (Prim::Matvec, &[m, k], &[k2]) if k == k2 => (ProductOp::Matvec, m, k, 1),
         (Prim::Vecmat, &[k], &[k2, p]) if k == k2 => (ProductOp::Vecmat, 1, k, p),

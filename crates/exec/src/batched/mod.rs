@@ -5,6 +5,7 @@
 pub mod classes;
 pub mod engine;
 pub mod fuse;
+pub mod indexed;
 pub mod lanes;
 pub mod skeleton;
 pub mod storage;
