@@ -408,13 +408,14 @@ impl Compiled {
     }
 }
 
-/// The functions `entry` may call, directly or not, with `entry` itself, sorted by id.
+/// The functions `entry` may run, through calls and forks (the callees of
+/// a `join`, `map` or `pfor`), with `entry` itself, sorted by id.
 fn reachable_functions(program: &Program, entry: FuncId) -> Vec<FuncId> {
-    let reach = autobatch_passes::stack::reachability(program);
+    let reach = autobatch_exec::batched::reachable_functions(program, entry);
     program
         .functions
         .keys()
-        .filter(|f| reach[entry.index()][f.index()])
+        .filter(|f| reach[f.index()])
         .collect()
 }
 

@@ -286,6 +286,19 @@ fn ir_prints_the_program() {
         &autobatch(&["ir", &program, "--entry", "missing"]),
         "no function named `missing`",
     );
+    // The callees of a fork are reachable too.
+    let forked = scratch.file(
+        "forked.ab",
+        "fn left(x: f64) -> f64 { x * 2.0 }\n\
+         fn right(x: f64) -> f64 { x + 1.0 }\n\
+         fn unused(x: f64) -> f64 { x }\n\
+         fn both(x: f64) -> f64 { let (a, b) = join(left(x), right(x)); a + b }\n",
+    );
+    let text = stdout(&autobatch(&["ir", &forked, "--entry", "both"]));
+    assert!(
+        text.contains(" left(") && text.contains(" right(") && !text.contains(" unused("),
+        "{text}"
+    );
 }
 
 // ---- run (needs the front end and the reference executor) ----
