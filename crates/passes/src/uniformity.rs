@@ -25,7 +25,10 @@
 //!
 //! A loop counter (`let mut i = 0; ... i += 1`) has two definitions, so it is
 //! per-member even when every member runs the loop the same number of
-//! times: members may be at different iterations at once.
+//! times: members may be at different iterations at once. The one
+//! exception: a variable every definition of which loads the same static
+//! (derived code reloads a static where the forward code loaded it) holds
+//! that static whenever it is read, so it counts as defined once.
 //!
 //! A symbolic dimension whose length differs from member to member (a
 //! ragged batch: [`Invariance::compute_varying`]) is no shared input: its
@@ -94,9 +97,17 @@ impl Invariance {
                 }
             }
         }
+        let reloads = static_reloads(program);
         let mut invariant: Vec<Vec<bool>> = def_count
             .iter()
-            .map(|counts| counts.iter().map(|c| *c == 1).collect())
+            .zip(&reloads)
+            .map(|(counts, reloads)| {
+                counts
+                    .iter()
+                    .zip(reloads)
+                    .map(|(c, reload)| *c == 1 || *reload)
+                    .collect()
+            })
             .collect();
         // A parameter takes a new value at every call, and the program-counter
         // strategy runs activations that received different values in one
@@ -208,6 +219,45 @@ impl Invariance {
 
 /// Whether a value of type `ty` has a dimension of `varying` (each member's
 /// own length, in a ragged batch).
+/// Per function and variable: whether the variable is no parameter and
+/// every one of its definitions (at least two) loads one and the same static.
+fn static_reloads(program: &Program) -> Vec<Vec<bool>> {
+    program
+        .functions
+        .values()
+        .map(|f| {
+            let mut loads: Vec<Option<Option<autobatch_ir::StaticId>>> = vec![None; f.vars.len()];
+            let mut count = vec![0u32; f.vars.len()];
+            for p in &f.params {
+                loads[p.index()] = Some(None);
+            }
+            for op in f.blocks.values().flat_map(|b| &b.ops) {
+                let this = match op {
+                    Op::Prim {
+                        prim: Prim::LoadStatic(id),
+                        ..
+                    } => Some(*id),
+                    _ => None,
+                };
+                for d in op.defs() {
+                    count[d.index()] += 1;
+                    let seen = &mut loads[d.index()];
+                    *seen = match *seen {
+                        None => Some(this),
+                        Some(before) if before == this => Some(this),
+                        Some(_) => Some(None),
+                    };
+                }
+            }
+            loads
+                .iter()
+                .zip(&count)
+                .map(|(load, c)| *c >= 2 && matches!(load, Some(Some(_))))
+                .collect()
+        })
+        .collect()
+}
+
 pub(crate) fn mentions_varying(ty: &autobatch_ir::TensorType, varying: &[SymbolId]) -> bool {
     ty.dims
         .iter()

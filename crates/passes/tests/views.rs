@@ -72,3 +72,43 @@ fn run(w: [f64; 2], n: i64) -> f64 { if n <= 0 { w[0] } else { w[1] + run(w, n -
     let (f, v) = param(&program, "run", "w");
     assert!(!inv.is_invariant(f, v));
 }
+
+/// A variable every definition of which loads one and the same static
+/// (derived code reloads a static where the forward code loaded it) holds
+/// that static whenever it is read: invariant. Loads of two statics, or a
+/// load and another definition, are not.
+#[test]
+fn a_variable_reloading_one_static_is_invariant() {
+    let source = "
+extern \"autobatch\" { static W: [f64; 2]; static V: [f64; 2]; }
+fn run(n: i64, x: f64) -> f64 {
+    let mut same = W;
+    let mut two = W;
+    let mut other = W;
+    let mut s = 0.0;
+    let mut i = 0;
+    while i < n {
+        s = s + same[0] + two[1] + other[0];
+        same = W;
+        two = V;
+        other = other * x;
+        i = i + 1;
+    }
+    s
+}
+";
+    let (program, inv) = invariance(source, "run", &[false, false]);
+    let f = program.function_by_name("run").expect("run");
+    let invariant = |name: &str| {
+        let vars = &program.functions[f].vars;
+        let v = vars
+            .iter()
+            .find(|(_, data)| data.name.as_deref() == Some(name))
+            .map(|(v, _)| v)
+            .expect("variable");
+        inv.is_invariant(f, v)
+    };
+    assert!(invariant("same"));
+    assert!(!invariant("two"));
+    assert!(!invariant("other"));
+}
