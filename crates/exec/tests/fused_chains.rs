@@ -10,9 +10,12 @@
 //! run for some rows only. Wide rows (more elements than a group) and
 //! narrow ones (many rows per group) are both run.
 
+mod common;
+
 use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, RunOptions, RunOutput, Strategy};
 use autobatch_ir::Program;
 use autobatch_types::{Data, Scalar, Tensor};
+use common::result_bits;
 
 /// `chain(x, d)` on `[FLOAT; n]`: if `d != 1`, one block of chained
 /// elementwise operations with `100 / d` (a fault where `d == 0`) inside,
@@ -96,26 +99,6 @@ fn run_on(
     .expect("runs")
 }
 
-/// The results as bits, so that NaN compares equal to itself.
-fn bits(output: &RunOutput) -> Vec<Result<Vec<Vec<u64>>, String>> {
-    output
-        .results
-        .iter()
-        .map(|r| match r {
-            Ok(values) => Ok(values
-                .iter()
-                .map(|t| match &t.data {
-                    Data::F32(v) => v.iter().map(|x| x.to_bits() as u64).collect(),
-                    Data::F64(v) => v.iter().map(|x| x.to_bits()).collect(),
-                    Data::I64(v) => v.iter().map(|x| *x as u64).collect(),
-                    other => panic!("unexpected result type {}", other.ty()),
-                })
-                .collect()),
-            Err(error) => Err(format!("{error:?}")),
-        })
-        .collect()
-}
-
 #[test]
 fn fused_and_unfused_runs_agree_bit_for_bit() {
     for float in ["f32", "f64"] {
@@ -131,7 +114,7 @@ fn fused_and_unfused_runs_agree_bit_for_bit() {
                 &BatchingOptions::default(),
                 &RunOptions::default(),
             );
-            let expected = bits(&reference);
+            let expected = result_bits(&reference);
             let faulted = reference.results.iter().filter(|r| r.is_err()).count();
             assert_eq!(faulted, 2, "the members with d == 0 fault");
             for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
@@ -147,7 +130,7 @@ fn fused_and_unfused_runs_agree_bit_for_bit() {
                                 &DIVISORS, &program, float, n, strategy, &batching, &options,
                             );
                             assert_eq!(
-                                bits(&output),
+                                result_bits(&output),
                                 expected,
                                 "{float} n={n} {strategy} {batching:?} threads={threads} fuse={fuse}"
                             );

@@ -11,9 +11,12 @@
 //! the entry's parameters. The grouped form copies no item: the run's peak storage is
 //! below the unfused one.
 
+mod common;
+
 use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, RunOptions, RunOutput, Strategy};
 use autobatch_ir::Program;
 use autobatch_types::{Data, Scalar, Tensor};
+use common::result_bits;
 
 /// `M x K` items, `LAYERS` of them, and a loop over `steps` layers with a
 /// per-member layer counter.
@@ -130,25 +133,6 @@ fn run_on(
     run(strategy, program, &env(float), &batch, options, batching).expect("runs")
 }
 
-/// The results as bits, and errors as text.
-fn bits(output: &RunOutput) -> Vec<Result<Vec<Vec<u64>>, String>> {
-    output
-        .results
-        .iter()
-        .map(|r| match r {
-            Ok(values) => Ok(values
-                .iter()
-                .map(|t| match &t.data {
-                    Data::F32(v) => v.iter().map(|x| x.to_bits() as u64).collect(),
-                    Data::F64(v) => v.iter().map(|x| x.to_bits()).collect(),
-                    other => panic!("unexpected result type {}", other.ty()),
-                })
-                .collect()),
-            Err(error) => Err(format!("{error:?}")),
-        })
-        .collect()
-}
-
 #[test]
 fn grouped_and_copied_items_agree_bit_for_bit() {
     for float in ["f32", "f64"] {
@@ -161,7 +145,7 @@ fn grouped_and_copied_items_agree_bit_for_bit() {
             &BatchingOptions::default(),
             &RunOptions::default(),
         );
-        let expected = bits(&reference);
+        let expected = result_bits(&reference);
         let faulted: Vec<String> = expected.iter().filter_map(|r| r.clone().err()).collect();
         assert_eq!(faulted.len(), 1, "the member whose layer is 7 faults");
         assert!(faulted[0].contains("IndexOutOfBounds"), "{faulted:?}");
@@ -177,7 +161,7 @@ fn grouped_and_copied_items_agree_bit_for_bit() {
                         let output =
                             run_on(&MEMBERS, &program, float, strategy, &batching, &options);
                         assert_eq!(
-                            bits(&output),
+                            result_bits(&output),
                             expected,
                             "{float} {strategy} {batching:?} threads={threads} fuse={fuse}"
                         );
@@ -243,7 +227,11 @@ fn peak_storage_drops(program: &Program, body: &str) {
             run(strategy, program, &env("f64"), &batch, &options, &batching).expect("runs")
         };
         let (fused, unfused) = (run_with(true), run_with(false));
-        assert_eq!(bits(&fused), bits(&unfused), "{strategy}: {body}");
+        assert_eq!(
+            result_bits(&fused),
+            result_bits(&unfused),
+            "{strategy}: {body}"
+        );
         assert!(fused.results.iter().all(|r| r.is_ok()));
         let (fused, unfused) = (fused.stats.peak_state_bytes, unfused.stats.peak_state_bytes);
         let item = (members * M * K * 8) as u64;

@@ -1,10 +1,11 @@
 //! What the executor tests share: the `//@ run:` / `//@ expect:` directives
 //! of a test file (IR or source) as cases, a case's JSON inputs as a
-//! [`Batch`], results as JSON, and every configuration of the strategies.
+//! [`Batch`], results as JSON or as bits, and every configuration of the
+//! strategies.
 
 #![allow(dead_code)]
 
-use autobatch_exec::{Arg, Batch, BatchingOptions, RunOptions, Strategy};
+use autobatch_exec::{Arg, Batch, BatchingOptions, RunOptions, RunOutput, Strategy};
 use autobatch_ir::{Function, Program};
 use autobatch_types::{Data, Dim, MemberError, Scalar, ScalarType, Tensor, TensorType, Value};
 use serde_json::Value as Json;
@@ -286,5 +287,26 @@ pub fn configurations() -> Vec<(Strategy, BatchingOptions)> {
     Strategy::ALL
         .into_iter()
         .flat_map(|s| s.configurations().into_iter().map(move |b| (s, b)))
+        .collect()
+}
+
+/// Each member's results as bits (so that NaN compares equal to itself),
+/// or its error as text.
+pub fn result_bits(output: &RunOutput) -> Vec<Result<Vec<Vec<u64>>, String>> {
+    output
+        .results
+        .iter()
+        .map(|r| match r {
+            Ok(values) => Ok(values
+                .iter()
+                .map(|t| match &t.data {
+                    Data::F32(v) => v.iter().map(|x| x.to_bits() as u64).collect(),
+                    Data::F64(v) => v.iter().map(|x| x.to_bits()).collect(),
+                    Data::I64(v) => v.iter().map(|x| *x as u64).collect(),
+                    other => panic!("unexpected result type {}", other.ty()),
+                })
+                .collect()),
+            Err(error) => Err(format!("{error:?}")),
+        })
         .collect()
 }
