@@ -9,13 +9,13 @@
 //! each group runs the product with its item shared, as it would with a
 //! static named in the program. The item is never copied.
 //!
-//! [`find_indexed_products`] finds the pairs once per block: an `index`
-//! whose result is a step temporary read only by the next operation that
-//! mentions it, a product taking it as its matrix. [`Deferral`] is the
+//! [`find_indexed_products`] finds them once per block: an `index` whose
+//! result is a step temporary that every later operation mentioning it, up
+//! to its death, reads as the matrix of a product. [`Deferral`] is the
 //! state of a step: the executor *defers* the `index` when, at its turn,
 //! the operands are of the kinds this form takes and every active row's
 //! index is in bounds (so the `index` cannot fault, and deferring it moves
-//! no fault); the product then runs grouped
+//! no fault); its products then run grouped
 //! ([`super::engine::Engine::run_prim`] with [`PrimExecution::indexed`]).
 //! Otherwise nothing is deferred and both run as usual.
 //!
@@ -35,7 +35,8 @@ use super::storage::Slot;
 /// What an operation of a block is to an indexed product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IndexedRole {
-    /// `dst = array[index]`, read only by the product at operation `product`.
+    /// `dst = array[index]`, read only by products, the last at operation
+    /// `product`.
     Index {
         product: usize,
         array: usize,
