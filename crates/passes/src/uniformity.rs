@@ -220,14 +220,14 @@ impl Invariance {
 /// Whether a value of type `ty` has a dimension of `varying` (each member's
 /// own length, in a ragged batch).
 /// Per function and variable: whether the variable is no parameter and
-/// every one of its definitions (at least two) loads one and the same static.
+/// every one of its definitions loads one and the same static (the caller
+/// counts the definitions).
 fn static_reloads(program: &Program) -> Vec<Vec<bool>> {
     program
         .functions
         .values()
         .map(|f| {
             let mut loads: Vec<Option<Option<autobatch_ir::StaticId>>> = vec![None; f.vars.len()];
-            let mut count = vec![0u32; f.vars.len()];
             for p in &f.params {
                 loads[p.index()] = Some(None);
             }
@@ -240,7 +240,6 @@ fn static_reloads(program: &Program) -> Vec<Vec<bool>> {
                     _ => None,
                 };
                 for d in op.defs() {
-                    count[d.index()] += 1;
                     let seen = &mut loads[d.index()];
                     *seen = match *seen {
                         None => Some(this),
@@ -251,8 +250,7 @@ fn static_reloads(program: &Program) -> Vec<Vec<bool>> {
             }
             loads
                 .iter()
-                .zip(&count)
-                .map(|(load, c)| *c >= 2 && matches!(load, Some(Some(_))))
+                .map(|load| matches!(load, Some(Some(_))))
                 .collect()
         })
         .collect()
