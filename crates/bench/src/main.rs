@@ -98,6 +98,13 @@ fn workloads() -> Vec<Workload> {
             input: |i| 20 + (i % 21) as i64,
             native: native_nested,
         },
+        Workload {
+            name: "nested-same",
+            source: include_str!("../programs/nested.ab"),
+            entry: "nested",
+            input: |_| 30,
+            native: native_nested,
+        },
     ]
 }
 

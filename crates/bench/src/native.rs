@@ -17,6 +17,15 @@
 //! Rust; the target of issue 14 is at least 1/3),
 //! `native_counting_vs_rust` the same with counting, and
 //! `native_vs_program_counter` the speed-up over program-counter.
+//!
+//! The same for `native-lockstep` (issue 14's other shape: the members in
+//! lock-step, each piece of the program a native loop over the members at
+//! it): `lockstep_seconds_1_thread`, `lockstep_seconds_all_cores`,
+//! `lockstep_vs_native` (the native time over the lock-step time, one
+//! thread: above 1, lock-step is faster) and `lockstep_lane_utilization`
+//! (the members a piece ran for over the batch, on average). The
+//! `nested-same` workload gives every member the same `n`: members that
+//! agree on control, lock-step's best case.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -96,6 +105,20 @@ pub fn main(args: &[String]) {
         // With `--stats`: every operation's executions counted.
         let (native_counting, _, _) = time(native, 1, true);
         let (program_counter, _, _) = time(Strategy::ProgramCounter, 1, true);
+        let lockstep = Strategy::NativeLockstep;
+        let (lockstep_1, lockstep_compile, lockstep_compiled) = time(lockstep, 1, false);
+        let (lockstep_all, _, _) = time(lockstep, cores, false);
+        let utilization = run(
+            lockstep,
+            &program,
+            &Env::default(),
+            &batch,
+            &RunOptions::default(),
+            &BatchingOptions::default(),
+        )
+        .expect("runs")
+        .stats
+        .lane_utilization;
         let rust = measure(budget, 200, || {
             let start = Instant::now();
             let mut total = 0i64;
@@ -119,6 +142,13 @@ pub fn main(args: &[String]) {
             "native_vs_rust": rust / native_1,
             "native_counting_vs_rust": rust / native_counting,
             "native_vs_program_counter": program_counter / native_1,
+            "lockstep_compiled": lockstep_compiled,
+            "lockstep_compile_seconds": lockstep_compile,
+            "lockstep_seconds_1_thread": lockstep_1,
+            "lockstep_seconds_all_cores": lockstep_all,
+            "lockstep_vs_native": native_1 / lockstep_1,
+            "lockstep_vs_rust": rust / lockstep_1,
+            "lockstep_lane_utilization": utilization,
         }));
     }
     let out: Value = json!({ "benchmark": "native", "results": rows });

@@ -9,8 +9,8 @@ use autobatch_ir::Program;
 use autobatch_kernels::backend::Backend;
 
 use crate::{
-    local_static, native, program_counter, reference, Batch, BatchingOptions, BlockChoice, Env,
-    ExecError, LaneMode, RunOptions, RunOutput,
+    local_static, lockstep, native, program_counter, reference, Batch, BatchingOptions,
+    BlockChoice, Env, ExecError, LaneMode, RunOptions, RunOutput,
 };
 
 /// Every executor, in the order of [`Strategy::ALL`] (and of help texts).
@@ -21,6 +21,7 @@ pub const EXECUTORS: &[&dyn Executor] = &[
     &program_counter::ProgramCounter,
     &native::NATIVE,
     &native::NATIVE_BATCHED,
+    &lockstep::LockStep,
 ];
 
 /// One way of executing a batch. Every executor must give every member
@@ -101,6 +102,7 @@ impl Strategy {
     pub const ProgramCounter: Strategy = Strategy(&program_counter::ProgramCounter);
     pub const Native: Strategy = Strategy(&native::NATIVE);
     pub const NativeBatched: Strategy = Strategy(&native::NATIVE_BATCHED);
+    pub const NativeLockstep: Strategy = Strategy(&lockstep::LockStep);
 }
 
 impl Strategy {
@@ -282,7 +284,7 @@ mod tests {
         assert_eq!(
             "x".parse::<Strategy>(),
             Err(
-                "unknown strategy `x` (expected reference, local-static, program-counter, native or native-batched)"
+                "unknown strategy `x` (expected reference, local-static, program-counter, native, native-batched or native-lockstep)"
                     .into()
             )
         );

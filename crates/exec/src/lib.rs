@@ -18,6 +18,7 @@ mod executor;
 mod internal;
 mod liveness;
 pub mod local_static;
+pub mod lockstep;
 pub mod native;
 mod native_cache;
 pub mod profile;

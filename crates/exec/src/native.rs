@@ -760,15 +760,11 @@ impl Chunk {
                 self.adjoints.extend(alone.adjoints);
                 return;
             }
-            Err(Stop::Fault { fault, loc }) => {
-                Err(MemberError::new(fault.kind, fault.message, loc))
-            }
-            Err(Stop::StepLimit(loc)) => Err(step_limit(options.max_steps, loc)),
-            Err(Stop::StackOverflow(loc)) => Err(stack_overflow(options.max_stack_depth, loc)),
             Err(Stop::Interrupted) => {
                 self.interrupted += 1;
                 return;
             }
+            Err(stop) => Err(member_error(stop, options)),
         };
         *place = outcome;
         self.steps += run.steps;
@@ -779,6 +775,19 @@ impl Chunk {
             .zip(counters.unwrap_or(&[]))
         {
             *total += count;
+        }
+    }
+}
+
+/// The error of a member that stopped with `stop` (a stop of the
+/// program's meaning: a fault, the step limit, the depth limit).
+pub(crate) fn member_error(stop: Stop, options: &RunOptions) -> MemberError {
+    match stop {
+        Stop::Fault { fault, loc } => MemberError::new(fault.kind, fault.message, loc),
+        Stop::StepLimit(loc) => step_limit(options.max_steps, loc),
+        Stop::StackOverflow(loc) => stack_overflow(options.max_stack_depth, loc),
+        Stop::NativeStack | Stop::Interrupted => {
+            crate::internal::internal_error(format!("{stop:?} is not a member's error"))
         }
     }
 }
@@ -877,7 +886,7 @@ fn watch(
 }
 
 /// Per function, per block, per op: the counter of a user primitive.
-type Slots = Vec<Vec<Vec<Option<usize>>>>;
+pub(crate) type Slots = Vec<Vec<Vec<Option<usize>>>>;
 
 /// The operation counts of the programs' segments' `counters`, as the
 /// reference gives them (each member's execution one, with one active
@@ -888,9 +897,26 @@ fn sorted_counts(
     compiled: &Compiled,
     counters: &[Vec<u64>],
 ) -> Vec<OpCount> {
+    let programs = compiled.programs.iter().map(|p| p.segments());
+    segment_counts(
+        counter,
+        slots,
+        programs.zip(counters.iter().map(Vec::as_slice)),
+    )
+}
+
+/// The operation counts of native code's segments (per program: its
+/// segments and their executions), as the reference gives them (each
+/// member's execution one, with one active lane), sorted by location then
+/// name.
+pub(crate) fn segment_counts<'a>(
+    counter: &OpCounter,
+    slots: &Slots,
+    programs: impl IntoIterator<Item = (&'a [autobatch_native::Segment], &'a [u64])>,
+) -> Vec<OpCount> {
     let mut counts = counter.counts().to_vec();
-    for (native, counters) in compiled.programs.iter().zip(counters) {
-        for (segment, &executions) in native.segments().iter().zip(counters) {
+    for (segments, counters) in programs {
+        for (segment, &executions) in segments.iter().zip(counters) {
             let block_slots = &slots[segment.function.index()][segment.block.index()];
             for &op in &segment.ops {
                 if let Some(slot) = block_slots[op] {

@@ -1,6 +1,7 @@
-//! The native strategy really compiles the programs it is meant to (its
-//! report says `compiled: true`), so that its code path cannot rot into
-//! the fallback unnoticed, and gives every member the reference's result:
+//! The native strategies (`native`, `native-batched`, `native-lockstep`)
+//! really compile the programs they are meant to (the report says
+//! `compiled: true`), so that their code paths cannot rot into the
+//! fallback unnoticed, and give every member the reference's result:
 //! values, every fault kind, step limits and stack depth, caught or not;
 //! arrays, statics, products and random draws included. A program it does
 //! not compile yet (a fork) runs on program-counter, and the report says
@@ -26,6 +27,10 @@ fn native_batched() -> Strategy {
     Strategy::from_name("native-batched").expect("registered")
 }
 
+fn native_lockstep() -> Strategy {
+    Strategy::from_name("native-lockstep").expect("registered")
+}
+
 fn field<'a>(report: &'a [ReportField], name: &str) -> &'a ReportValue {
     &report
         .iter()
@@ -43,12 +48,25 @@ fn agree(
     members: &[Vec<Scalar>],
     options: &RunOptions,
 ) -> Vec<ReportField> {
+    let [native, _, _] = agree_all(source, entry, members, options);
+    native
+}
+
+/// [`agree`] giving the reports of `native`, `native-batched` and
+/// `native-lockstep`, in that order.
+fn agree_all(
+    source: &str,
+    entry: &str,
+    members: &[Vec<Scalar>],
+    options: &RunOptions,
+) -> [Vec<ReportField>; 3] {
     let program = compile(source);
     let batch = scalar_batch(&program, entry, members);
     let run_with = |strategy, options: &RunOptions| run_batch(strategy, &program, &batch, options);
     let expected = run_with(Strategy::Reference, options);
-    // Both shapes of native code: members alone, and members together.
-    let mut reports = [native(), native_batched()].map(|strategy| {
+    // Every shape of native code: members alone, members together waiting
+    // at products, members in lock-step.
+    [native(), native_batched(), native_lockstep()].map(|strategy| {
         let got = run_with(strategy, options);
         let name = format!("{entry} on {strategy}");
         assert_eq!(
@@ -93,8 +111,7 @@ fn agree(
             );
         }
         got.stats.report
-    });
-    std::mem::take(&mut reports[0])
+    })
 }
 
 /// One member per list of scalar arguments, for `entry` of `program`.
@@ -792,4 +809,116 @@ fn a_program_run_again_is_not_compiled_again() {
     assert_eq!((result, cached), (vec![Tensor::scalar(Scalar::I64(27))], 0));
     let (result, cached) = run_cached(&program, "cached_twice", 5, true);
     assert_eq!((result, cached), (vec![Tensor::scalar(Scalar::I64(22))], 1));
+}
+
+fn assert_lockstep_compiled(report: &[ReportField], what: &str) {
+    assert_eq!(
+        field(report, "compiled"),
+        &ReportValue::Bool(true),
+        "{what} on native-lockstep: {report:?}"
+    );
+}
+
+#[test]
+fn lockstep_compiles_scalar_control_and_agrees_with_the_reference() {
+    // Recursion (values live across calls), loops whose trip counts
+    // differ, float functions through the shims, every fault and limit
+    // but a caught one: each compiled to lock-step pieces, each member
+    // the reference's, bit for bit, with its steps and counts (`agree_all`).
+    let options = RunOptions::default();
+    let [_, _, report] = agree_all(FIB, "fib", &i64s(&[0, 1, 5, 15, 20, 3]), &options);
+    assert_lockstep_compiled(&report, "fib");
+    let members = i64s(&[1, 2, 27, 97, 871, 6171]);
+    let [_, _, report] = agree_all(COLLATZ, "collatz", &members, &options);
+    assert_lockstep_compiled(&report, "collatz");
+    let [_, _, report] = agree_all(NESTED, "nested", &i64s(&[0, 1, 7, 40, 100]), &options);
+    assert_lockstep_compiled(&report, "nested");
+    let limited = RunOptions {
+        max_stack_depth: 8,
+        max_steps: 60,
+        ..RunOptions::default()
+    };
+    let [_, _, report] = agree_all(FAULTS, "deep", &i64s(&[3, 6, 7, 20]), &limited);
+    assert_lockstep_compiled(&report, "stack depth");
+    let [_, _, report] = agree_all(FAULTS, "spin", &i64s(&[2, 28, 29, 1000]), &limited);
+    assert_lockstep_compiled(&report, "step limit");
+    let pairs: Vec<Vec<Scalar>> = [(5, 3), (5, 10), (0, 0), (9, 4), (40, 100)]
+        .iter()
+        .map(|(n, z)| vec![Scalar::I64(*n), Scalar::I64(*z)])
+        .collect();
+    let [_, _, report] = agree_all(FAULTS, "div_loop", &pairs, &options);
+    assert_lockstep_compiled(&report, "division by zero in a loop");
+    // A catching call is not compiled for lock-step: program-counter runs
+    // it, and the report says why.
+    let [_, _, report] = agree_all(FAULTS, "caught_loop", &pairs, &options);
+    assert_eq!(field(&report, "compiled"), &ReportValue::Bool(false));
+    let ReportValue::Text(reason) = field(&report, "reason") else {
+        panic!("a reason: {report:?}")
+    };
+    assert!(reason.contains("catching call"), "{reason}");
+}
+
+#[test]
+fn lockstep_runs_large_batches_in_groups_on_every_thread_count() {
+    // More members than one group of lock-step members (4096), recursions
+    // deep enough that each member's save stack grows several times, and
+    // members that stop at the depth limit: every thread count gives the
+    // reference's bits, steps and counts.
+    const DEEP: &str = "
+fn deep(n: i64, x: f64) -> f64 { if n == 0 { x } else { x * 0.5 + deep(n - 1, x + 1.0) / 3.0 } }
+fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + fib(n - 1) } }";
+    let program = compile(DEEP);
+    let members = 4500;
+    let deep = Batch {
+        entry: program.function_by_name("deep").expect("entry"),
+        size: members,
+        args: vec![
+            Arg::Batched(
+                (0..members)
+                    .map(|i| Tensor::scalar(Scalar::I64((i * 7 % 300) as i64)))
+                    .collect(),
+            ),
+            Arg::Batched(
+                (0..members)
+                    .map(|i| Tensor::scalar(Scalar::F64(i as f64 * 0.25)))
+                    .collect(),
+            ),
+        ],
+    };
+    let fib = scalar_batch(
+        &program,
+        "fib",
+        &i64s(&(0..members as i64).map(|i| i % 17).collect::<Vec<_>>()),
+    );
+    for batch in [&deep, &fib] {
+        let options = RunOptions {
+            max_stack_depth: 250,
+            ..RunOptions::default()
+        };
+        let expected = run_batch(Strategy::Reference, &program, batch, &options);
+        for threads in [1, 2, 3] {
+            let options = RunOptions {
+                threads,
+                ..options.clone()
+            };
+            let got = run_batch(native_lockstep(), &program, batch, &options);
+            assert_lockstep_compiled(&got.stats.report, "large batch");
+            assert_eq!(
+                results_bits(&got.results),
+                results_bits(&expected.results),
+                "{threads} threads"
+            );
+            assert_eq!(got.stats.steps, expected.stats.steps);
+            assert_eq!(got.stats.op_counts, expected.stats.op_counts);
+        }
+    }
+    let options = RunOptions {
+        max_stack_depth: 250,
+        ..RunOptions::default()
+    };
+    let expected = run_batch(Strategy::Reference, &program, &deep, &options);
+    assert!(
+        expected.results.iter().any(|r| r.is_err()) && expected.results.iter().any(|r| r.is_ok()),
+        "some members stop at the depth limit, others return"
+    );
 }

@@ -79,11 +79,13 @@
 mod arrays;
 mod check;
 mod forks;
+mod lockstep;
 mod shims;
 mod stacks;
 mod translate;
 mod waits;
 
+pub use lockstep::{compile_lockstep, LockProgress, LockStepProgram, LockStepRun};
 pub use waits::{run_batched_programs, BatchedRun, MemberInput, ProgramMembers, ProgramsRun};
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -15,6 +15,7 @@
 mod fork;
 mod function;
 mod inline;
+pub(crate) mod lockstep;
 mod prims;
 mod select;
 

@@ -432,7 +432,7 @@ fn may_stop(function: &Function, op: &Op, constants: &HashMap<Var, i128>) -> boo
 }
 
 /// The block's segments with user operations: (first op, user ops).
-fn segments(function: &Function, data: &BlockData) -> Vec<(usize, Vec<usize>)> {
+pub(super) fn segments(function: &Function, data: &BlockData) -> Vec<(usize, Vec<usize>)> {
     let mut out = Vec::new();
     let (mut start, mut ops) = (0, Vec::new());
     let mut constants = HashMap::new();
@@ -540,11 +540,31 @@ impl Translator<'_, '_, '_> {
         data: &BlockData,
         taken: Option<Value>,
     ) -> Result<(), String> {
+        self.operations_in(block, data, 0..data.ops.len(), taken)
+    }
+
+    /// The operations of `block` at positions `range`, which starts where
+    /// a segment may start (the block's first operation, or the one after
+    /// a call). The constants known are those of the range only.
+    pub(super) fn operations_in(
+        &mut self,
+        block: Block,
+        data: &BlockData,
+        range: std::ops::Range<usize>,
+        taken: Option<Value>,
+    ) -> Result<(), String> {
         let mut segments = segments(self.function, data)
             .into_iter()
             .enumerate()
+            .filter(|(_, (start, _))| *start >= range.start)
             .peekable();
-        for (i, op) in data.ops.iter().enumerate() {
+        for (i, op) in data
+            .ops
+            .iter()
+            .enumerate()
+            .take(range.end)
+            .skip(range.start)
+        {
             if let Some((k, _)) = segments.next_if(|(_, (start, _))| *start == i) {
                 self.count(self.segment_base[block.index()] + k, taken);
             }
@@ -649,7 +669,7 @@ impl Translator<'_, '_, '_> {
     /// path takes the next (`refuel`), which is none when the member's
     /// limit is reached or the run is interrupted (the merge of that path
     /// costs code made of tiny calls about a sixth of its speed).
-    fn take_step(&mut self, loc: Loc) {
+    pub(super) fn take_step(&mut self, loc: Loc) {
         let left = self.b.use_var(self.steps);
         if self.unit.interrupts == Interrupts::Ignored {
             // All the member's steps are held: the test has one exit.
@@ -760,7 +780,7 @@ impl Translator<'_, '_, '_> {
 
     /// Adds the counters kept in registers to the context's (before every
     /// exit of the function).
-    fn flush_counts(&mut self) {
+    pub(super) fn flush_counts(&mut self) {
         let Some(counters) = self.counters else {
             return;
         };

@@ -1,0 +1,352 @@
+//! The `native-lockstep` strategy: the members advance together through
+//! lock-step native code (`autobatch_native::compile_lockstep`): each
+//! piece of the program (a block, or the rest of one after a call) is a
+//! native loop over the members waiting at it, their scalars in flat
+//! columns, their program counters bucketed as the pieces write them.
+//! This is issue 14's first shape, against `native`'s member-by-member
+//! code (its second); `docs/benchmarks.md` measures them against each
+//! other.
+//!
+//! With `--threads N` the batch is cut into N contiguous groups of
+//! members, each run by its own host loop on its own thread (a member's
+//! results never depend on its group). A program the lock-step compiler
+//! does not take (arrays, forks, catching calls, host primitives) runs on
+//! the program-counter strategy instead, and the report says so and why.
+//!
+//! `--stats`: `steps`, the operation counts and the errors are the
+//! reference's; `lane_utilization` is the members a piece ran for over the
+//! members of its group, averaged over the piece runs; the report gives
+//! `compiled`, the `reason` when not, `compile_seconds`, `functions`,
+//! `pieces` and `piece_runs`. With an observer, each group shows its
+//! counts every few pieces (they never go back); when the observer
+//! panics, every group stops after its current piece and the panic goes
+//! on.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use autobatch_ir::Program;
+use autobatch_kernels::Backend;
+use autobatch_native::{Counting, Limits, LockProgress, LockStepProgram, Stop};
+use autobatch_types::{MemberError, Tensor};
+
+use crate::batched::OpCounter;
+use crate::internal::{current_run, outside_capture, working_for};
+use crate::native::{member_error, segment_counts, Slots};
+use crate::program_counter::ProgramCounter;
+use crate::{
+    Batch, BatchingOptions, Env, ExecError, Executor, ReportField, ReportValue, RunOptions,
+    RunOutput, RunProgress, Stats,
+};
+
+/// The lock-step executor in the registry ([`crate::EXECUTORS`]).
+pub struct LockStep;
+
+impl Executor for LockStep {
+    fn name(&self) -> &'static str {
+        "native-lockstep"
+    }
+
+    fn description(&self) -> &'static str {
+        "members in lock-step, each block machine code looping over the members at it; \
+         others on program-counter"
+    }
+
+    /// Lock-step code computes with the kernels' own scalar functions;
+    /// only a program it does not compile runs (on program-counter) on the
+    /// backend.
+    fn uses_backend(&self) -> bool {
+        false
+    }
+
+    fn run(
+        &self,
+        backend: &dyn Backend,
+        program: &Program,
+        env: &Env,
+        batch: &Batch,
+        options: &RunOptions,
+        batching: &BatchingOptions,
+    ) -> Result<RunOutput, ExecError> {
+        let started = Instant::now();
+        let counting = if options.count_operations || options.observer.is_some() {
+            Counting::Kept
+        } else {
+            Counting::Skipped
+        };
+        let compiled =
+            autobatch_native::compile_lockstep(program, batch.entry, &env.symbols, counting);
+        let compile_seconds = field(
+            "compile_seconds",
+            ReportValue::Seconds(started.elapsed().as_secs_f64()),
+        );
+        match compiled {
+            Ok(code) => {
+                let (mut output, figures) = run_compiled(&code, program, batch, options)?;
+                output.stats.report = vec![
+                    field("compiled", ReportValue::Bool(true)),
+                    compile_seconds,
+                    field("functions", ReportValue::Count(code.functions() as u64)),
+                    field("pieces", ReportValue::Count(code.pieces() as u64)),
+                    field("piece_runs", ReportValue::Count(figures.piece_runs)),
+                ];
+                Ok(output)
+            }
+            Err(not) => {
+                let mut output =
+                    ProgramCounter.run(backend, program, env, batch, options, batching)?;
+                output.stats.report = vec![
+                    field("compiled", ReportValue::Bool(false)),
+                    field("reason", ReportValue::Text(not.reason)),
+                    field("ran_on", ReportValue::Text(ProgramCounter.name().into())),
+                    compile_seconds,
+                ];
+                Ok(output)
+            }
+        }
+    }
+}
+
+fn field(name: &'static str, value: ReportValue) -> ReportField {
+    ReportField { name, value }
+}
+
+/// The figures of a run's groups, summed.
+#[derive(Default)]
+struct Figures {
+    piece_runs: u64,
+    /// Per piece run, the members of its group: the lanes it could serve.
+    lane_slots: u64,
+    rows: u64,
+}
+
+/// What the groups share while they run, for the observer.
+struct Shared<'a> {
+    observer: Option<&'a crate::Observer>,
+    counter: &'a OpCounter,
+    slots: &'a Slots,
+    segments: &'a [autobatch_native::Segment],
+    /// Per group, its counts and steps when it last showed them.
+    shown: Mutex<Shown>,
+    /// Raised when the observer panics: every group stops.
+    interrupt: AtomicBool,
+}
+
+struct Shown {
+    counters: Vec<Vec<u64>>,
+    steps: Vec<u64>,
+    last_call: Instant,
+    panic: Option<Box<dyn std::any::Any + Send>>,
+}
+
+/// Runs the members in `--threads` groups; gives the output and figures.
+fn run_compiled(
+    code: &LockStepProgram,
+    program: &Program,
+    batch: &Batch,
+    options: &RunOptions,
+) -> Result<(RunOutput, Figures), ExecError> {
+    let started = Instant::now();
+    let (counter, slots) = OpCounter::for_program(program);
+    let groups = options.threads.max(1).min(batch.size.max(1));
+    let per_group = batch.size.div_ceil(groups).max(1);
+    let shared = Shared {
+        observer: options.observer.as_ref(),
+        counter: &counter,
+        slots: &slots,
+        segments: code.segments(),
+        shown: Mutex::new(Shown {
+            counters: vec![vec![0; code.segments().len()]; groups],
+            steps: vec![0; groups],
+            last_call: Instant::now(),
+            panic: None,
+        }),
+        interrupt: AtomicBool::new(false),
+    };
+    let run = current_run();
+    let outcomes: Vec<GroupOutcome> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..groups)
+            .map(|g| {
+                let members = g * per_group..((g + 1) * per_group).min(batch.size);
+                let shared = &shared;
+                scope.spawn(move || {
+                    let _capture = working_for(run);
+                    run_group(code, batch, options, members, g, shared)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    let shown = shared.shown.into_inner().unwrap_or_else(|p| p.into_inner());
+    if let Some(panic) = shown.panic {
+        // The observer stopped the run: its panic goes on.
+        std::panic::resume_unwind(panic);
+    }
+    let mut figures = Figures::default();
+    let mut steps = 0;
+    let mut results = Vec::with_capacity(batch.size);
+    let mut totals = vec![0; code.segments().len()];
+    for outcome in outcomes {
+        figures.piece_runs += outcome.piece_runs;
+        figures.lane_slots += outcome.piece_runs * outcome.members as u64;
+        figures.rows += outcome.rows;
+        steps += outcome.steps;
+        for (total, count) in totals.iter_mut().zip(&outcome.counters) {
+            *total += count;
+        }
+        results.extend(outcome.results);
+    }
+    let op_counts = match options.count_operations || options.observer.is_some() {
+        true => segment_counts(&counter, &slots, [(code.segments(), totals.as_slice())]),
+        false => Vec::new(),
+    };
+    let lane_utilization = if figures.lane_slots == 0 {
+        0.0
+    } else {
+        figures.rows as f64 / figures.lane_slots as f64
+    };
+    let stats = Stats {
+        steps,
+        lane_utilization,
+        instances: 0,
+        peak_instances: 0,
+        op_counts,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        call_bytes: 0,
+        peak_state_bytes: 0,
+        sizes: 1,
+        report: Vec::new(),
+        profile: None,
+    };
+    let output = RunOutput {
+        results,
+        adjoints: Vec::new(),
+        stats,
+    };
+    Ok((output, figures))
+}
+
+/// What one group gives back.
+struct GroupOutcome {
+    members: usize,
+    results: Vec<Result<Vec<Tensor>, MemberError>>,
+    counters: Vec<u64>,
+    steps: u64,
+    piece_runs: u64,
+    rows: u64,
+}
+
+/// Runs the members `members` together on this thread: group number `g`.
+fn run_group(
+    code: &LockStepProgram,
+    batch: &Batch,
+    options: &RunOptions,
+    members: std::ops::Range<usize>,
+    g: usize,
+    shared: &Shared<'_>,
+) -> GroupOutcome {
+    let args: Vec<Vec<&Tensor>> = members
+        .clone()
+        .map(|m| batch.args.iter().map(|a| a.for_member(m)).collect())
+        .collect();
+    let limits = Limits {
+        max_steps: options.max_steps,
+        max_stack_depth: options.max_stack_depth,
+        stack_room: 0,
+        interrupt: Some(&shared.interrupt),
+    };
+    let mut counters = vec![0; code.segments().len()];
+    // Pieces until the clock is read again.
+    let mut countdown = 0_u32;
+    let watch = |progress: &LockProgress<'_>| -> bool {
+        if shared.observer.is_none() {
+            return true;
+        }
+        if countdown > 0 {
+            countdown -= 1;
+            return true;
+        }
+        countdown = 16;
+        show(shared, g, progress)
+    };
+    let run = code.run(&args, &limits, &mut counters, watch);
+    let steps = run.runs.iter().map(|member| member.steps).sum();
+    let results = run
+        .runs
+        .into_iter()
+        .map(|member| match member.outcome {
+            Ok(values) => Ok(values),
+            // The run is being abandoned (the observer panicked): the
+            // place is never read.
+            Err(Stop::Interrupted) => Ok(Vec::new()),
+            Err(stop) => Err(member_error(stop, options)),
+        })
+        .collect();
+    GroupOutcome {
+        members: members.len(),
+        results,
+        counters,
+        steps,
+        piece_runs: run.piece_runs,
+        rows: run.rows,
+    }
+}
+
+/// Shows the observer the run's progress (group `g`'s as of now, the
+/// others' as they last showed it) if its interval has passed. False when
+/// the observer has panicked: the run stops.
+fn show(shared: &Shared<'_>, g: usize, progress: &LockProgress<'_>) -> bool {
+    let Some(observer) = shared.observer else {
+        return true;
+    };
+    let mut shown = shared.shown.lock().unwrap_or_else(|p| p.into_inner());
+    if shown.panic.is_some() {
+        return false;
+    }
+    shown.counters[g].clear();
+    shown.counters[g].extend_from_slice(progress.counters);
+    shown.steps[g] = progress.steps();
+    let now = Instant::now();
+    if now.duration_since(shown.last_call) < observer.interval {
+        return true;
+    }
+    shown.last_call = now;
+    let mut totals = vec![0; shared.segments.len()];
+    for counters in &shown.counters {
+        for (total, count) in totals.iter_mut().zip(counters) {
+            *total += count;
+        }
+    }
+    let op_counts = segment_counts(
+        shared.counter,
+        shared.slots,
+        [(shared.segments, totals.as_slice())],
+    );
+    let steps = shown.steps.iter().sum();
+    // The caller's code: a panic there stops the run and goes on.
+    let call = || {
+        outside_capture(|| {
+            (observer.callback)(&RunProgress {
+                steps,
+                op_counts: &op_counts,
+            })
+        })
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
+        Ok(()) => true,
+        Err(panic) => {
+            shown.panic = Some(panic);
+            shared
+                .interrupt
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            false
+        }
+    }
+}
