@@ -9,7 +9,9 @@ import autobatch
 
 FIB = "fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + fib(n - 1) } }"
 
-STRATEGIES = ["reference", "local-static", "program-counter", "native", "native-batched"]
+STRATEGIES = [
+    "reference", "local-static", "program-counter", "native", "native-batched", "native-lockstep",
+]
 
 
 def test_fib_per_member_on_every_strategy():
