@@ -59,6 +59,21 @@ const RAGGED_VALUE_TYPES: [Ty; 10] = [
     Ty::RowsRagged,
 ];
 
+/// The same in a scalar program ([`scalar_program`]): scalars and the
+/// pair of two (a tuple is as many scalar variables in the IR), `i64` and
+/// `f64` the most often.
+const SCALAR_VALUE_TYPES: [Ty; 9] = [
+    Ty::Int,
+    Ty::Int,
+    Ty::Float,
+    Ty::Float,
+    Ty::I32,
+    Ty::Usize,
+    Ty::F32,
+    Ty::Bool,
+    Ty::Pair,
+];
+
 /// The types a program with a second ragged dimension adds.
 const INNER_RAGGED_TYPES: [Ty; 2] = [Ty::ColsRagged, Ty::GridRagged];
 
@@ -90,6 +105,11 @@ const RAGGED_PROGRAMS: f64 = 0.4;
 /// How often a program with ragged arrays has a second ragged dimension
 /// (`[f64; D]`, `[[f64; D]; L]`).
 const INNER_RAGGED_PROGRAMS: f64 = 0.4;
+/// How often a program is a scalar program ([`scalar_program`]).
+const SCALAR_PROGRAMS: f64 = 0.15;
+/// Mixed into the seed for the draw of [`scalar_program`], which has its
+/// own random stream.
+const SCALAR_STREAM: u64 = 0x5ca1_a75e_ed5c_a1a7;
 /// How often a float expression is a call of a host primitive.
 const HOST_CALLS: f64 = 0.03;
 
@@ -102,6 +122,14 @@ pub const USUAL_LIMITS: Limits = Limits {
 
 /// Calls one function body may write (a call inside a loop costs more).
 const CALL_BUDGET: i32 = 7;
+
+/// Whether the program of `seed` is a scalar program (about
+/// [`SCALAR_PROGRAMS`] of the seeds): see [`Generator::scalar`]. Drawn from
+/// a stream of its own, so that the other seeds give the programs they
+/// gave before scalar programs existed.
+pub fn scalar_program(seed: u64) -> bool {
+    ChaCha8Rng::seed_from_u64(seed ^ SCALAR_STREAM).gen_bool(SCALAR_PROGRAMS)
+}
 
 /// Generates the case of `seed`.
 pub fn generate(seed: u64) -> Case {
@@ -190,6 +218,20 @@ struct Generator {
     inner: bool,
     /// Whether some expression calls a host primitive ([`HOSTS`]).
     hosts: bool,
+    /// Whether this is a *scalar program*, the programs the lock-step
+    /// strategy (`native-lockstep`) compiles rather than leaving to an
+    /// interpreter: every parameter, result, variable and intermediate
+    /// value of every function is a scalar (`i64`, `f64`, `i32`, `usize`,
+    /// `f32`, `bool`) or a pair of them, which the IR holds as scalars.
+    /// Nothing makes an array: no array types, literals, elements,
+    /// reductions, `len`, products or casts of arrays; no statics and no
+    /// ragged inputs; no differentiable helpers (`grad`, `jacobian`); no
+    /// forks (`join`, `map`, `pfor`), catching calls, random draws or host
+    /// primitives. What stays: calls between the functions with the depth
+    /// rule (recursion included), loops with `break`/`continue`, `if` and
+    /// `while` on data, integer division and remainder (which fault),
+    /// `assert!`, early returns, and the limits of [`Self::limits`].
+    scalar: bool,
     fresh: usize,
     scope: Scope,
 }
@@ -206,6 +248,7 @@ impl Generator {
             ragged: false,
             inner: false,
             hosts: false,
+            scalar: scalar_program(seed),
             fresh: 0,
             scope: Scope {
                 vars: Vec::new(),
@@ -228,7 +271,31 @@ impl Generator {
         self.rng.gen_bool(p)
     }
 
+    /// An arm of `0..arms`: in a scalar program, never one of `arrays`
+    /// (the arms that make or read an array, draw a random number, ...).
+    /// Other programs draw once, as they always did.
+    fn arm(&mut self, arms: u32, arrays: &[u32]) -> u32 {
+        loop {
+            let arm = self.rng.gen_range(0..arms);
+            if !self.scalar || !arrays.contains(&arm) {
+                return arm;
+            }
+        }
+    }
+
+    /// The types a variable may be assigned.
+    fn assignable_types(&self) -> &'static [Ty] {
+        if self.scalar {
+            &SCALAR_VALUE_TYPES
+        } else {
+            &VALUE_TYPES
+        }
+    }
+
     fn value_type(&mut self) -> Ty {
+        if self.scalar {
+            return *SCALAR_VALUE_TYPES.choose(&mut self.rng).unwrap_or(&Ty::Int);
+        }
         if self.inner && self.chance(0.15) {
             return *INNER_RAGGED_TYPES
                 .choose(&mut self.rng)
@@ -257,9 +324,10 @@ impl Generator {
     // ---- program, functions ----
 
     fn program(&mut self) -> Program {
-        self.ragged = self.chance(RAGGED_PROGRAMS);
+        // A scalar program has no ragged arrays, statics or helpers.
+        self.ragged = !self.scalar && self.chance(RAGGED_PROGRAMS);
         self.inner = self.ragged && self.chance(INNER_RAGGED_PROGRAMS);
-        if self.chance(0.3) {
+        if !self.scalar && self.chance(0.3) {
             self.statics = vec![
                 Param {
                     name: "W".into(),
@@ -288,7 +356,7 @@ impl Generator {
             let signature = self.signature(index);
             self.signatures.push(signature);
         }
-        let helpers = if self.chance(0.3) {
+        let helpers = if !self.scalar && self.chance(0.3) {
             let weight = self.statics.iter().any(|s| s.name == "W");
             differentiable::helpers(&mut self.rng, weight)
         } else {
@@ -467,7 +535,7 @@ impl Generator {
             let stmt = match self.rng.gen_range(0..20) {
                 0..=5 => Some(self.let_stmt()),
                 6..=8 => self.assign_stmt(),
-                9 => self.set_index_stmt(),
+                9 if !self.scalar => self.set_index_stmt(),
                 10 | 11 if depth > 0 => Some(self.if_stmt(depth)),
                 12 if depth > 0 => Some(self.while_stmt(depth)),
                 13 if depth > 0 => Some(self.for_stmt(depth)),
@@ -507,7 +575,7 @@ impl Generator {
     }
 
     fn assign_stmt(&mut self) -> Option<Stmt> {
-        let (name, ty) = self.assignable(&VALUE_TYPES)?;
+        let (name, ty) = self.assignable(self.assignable_types())?;
         let op = match ty {
             Ty::Int
             | Ty::Float
@@ -679,6 +747,8 @@ impl Generator {
         }
         loop {
             let made = match self.rng.gen_range(0..7) {
+                // A scalar program forks nothing: plain calls only.
+                0 | 6 if self.scalar => self.call(ty, depth),
                 0 | 6 => match self.rng.gen_range(0..10) {
                     0 | 1 => self.join_expr(ty, depth),
                     2 | 3 => self.instances_expr(ty, depth),
@@ -784,7 +854,8 @@ impl Generator {
         if self.ragged && self.chance(0.2) {
             return self.ragged_scalar(Ty::Int, sub);
         }
-        let e = match self.rng.gen_range(0..12) {
+        // Not in a scalar program: an element, `sum`, `argmax`.
+        let e = match self.arm(12, &[8, 10]) {
             0..=2 => {
                 let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul].choose(&mut self.rng)?;
                 Expr::binary(
@@ -886,10 +957,11 @@ impl Generator {
         if self.ragged && self.chance(0.2) {
             return self.ragged_scalar(Ty::Float, sub);
         }
-        if self.chance(HOST_CALLS) {
+        if !self.scalar && self.chance(HOST_CALLS) {
             return Some(self.host_call(sub));
         }
-        let e = match self.rng.gen_range(0..12) {
+        // Not in a scalar program: an element, `sum`/`max`, `dot`, draws.
+        let e = match self.arm(12, &[5, 7, 8, 9, 10]) {
             0..=2 => {
                 let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div].choose(&mut self.rng)?;
                 Expr::binary(
@@ -976,9 +1048,14 @@ impl Generator {
                     },
                 )
             }
-            2 if depth > 0 && self.chance(0.3) => self.index_expr(Ty::BoolArray, sub),
+            // An element of a `[bool; 3]`, a draw: not in a scalar program.
+            2 if !self.scalar && depth > 0 && self.chance(0.3) => {
+                self.index_expr(Ty::BoolArray, sub)
+            }
+            // A scalar program has `bool` variables too.
+            2 if self.scalar => self.leaf(Ty::Bool),
             2 => self.literal(Ty::Bool),
-            3 if self.chance(0.1) => {
+            3 if !self.scalar && self.chance(0.1) => {
                 let p = self.expr(Ty::Float, sub);
                 self.builtin(Ty::Bool, Builtin::Bernoulli, vec![p])
             }
@@ -1185,7 +1262,8 @@ impl Generator {
                 }
             });
         }
-        let e = match self.rng.gen_range(0..9) {
+        // Not in a scalar program: an element, `sum`/`max`, `dot`.
+        let e = match self.arm(9, &[5, 6, 7]) {
             0..=2 => {
                 let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div].choose(&mut self.rng)?;
                 Expr::binary(ty, op, self.expr(ty, sub), self.expr(ty, sub))
@@ -1722,7 +1800,7 @@ impl Generator {
     /// the body has made enough calls.
     fn call(&mut self, ty: Ty, depth: u32) -> Option<Expr> {
         let (mut call, lowers_depth) = self.call_parts(ty, depth)?;
-        if self.chance(0.2) {
+        if !self.scalar && self.chance(0.2) {
             // Members that fault inside the call go on with a fallback.
             let fallback = self.literal(ty);
             call = Expr::new(

@@ -29,7 +29,11 @@
 //!   and `vecmat` over both, loops over `D`, `map` giving rows), with
 //!   shared and batched inputs (ragged ones of each member's own length, or
 //!   of one length and then possibly shared) and limits; and inputs that
-//!   fix `L` in conflicting ways, which must be refused.
+//!   fix `L` in conflicting ways, which must be refused. About 15% of the
+//!   seeds give *scalar programs* ([`generate::scalar_program`]): scalars
+//!   and pairs of them only, no forks, `catch`, draws, host primitives or
+//!   statics, so that the lock-step strategy compiles them rather than
+//!   leaving them to an interpreter.
 //! - [`oracle`]: compiles and runs a case through the `autobatch` library
 //!   API and compares each member with the reference, bit for bit.
 //! - [`shrink`]: makes a failing case smaller while it still fails.

@@ -416,6 +416,22 @@ pub fn reference_results(
     Ok(result.to_json(false)["results"].clone())
 }
 
+/// The figures of a run of the case under `strategy` (its first lanes
+/// mode and block choice), as `autobatch run --stats` prints them: the
+/// executor's own report is under the strategy's name.
+pub fn stats(case: &Case, strategy: Strategy) -> Result<serde_json::Value, String> {
+    let bound = bind(&case.source(), &case.inputs.to_json().to_string())?;
+    let options = strategy.configurations().into_iter().next();
+    let configuration = Configuration {
+        strategy,
+        lanes: options.map_or(Lanes::Auto, |o| o.lanes),
+        block_choice: options.map_or(BlockChoice::SmallestIndex, |o| o.block_choice),
+        threads: 1,
+        watched: false,
+    };
+    Ok(run(&bound, configuration, case.limits)?.stats_to_json())
+}
+
 fn bind(source: &str, inputs_json: &str) -> Result<BoundBatch, String> {
     bind_compiled(&compile_source(source)?, inputs_json)
 }
