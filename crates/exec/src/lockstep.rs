@@ -33,8 +33,7 @@ use autobatch_types::{MemberError, Tensor};
 
 use crate::batched::OpCounter;
 use crate::internal::{current_run, outside_capture, working_for};
-use crate::native::{member_error, segment_counts, Slots};
-use crate::program_counter::ProgramCounter;
+use crate::native::{counting, member_error, run_instead, segment_counts, Slots};
 use crate::{
     Batch, BatchingOptions, Env, ExecError, Executor, ReportField, ReportValue, RunOptions,
     RunOutput, RunProgress, Stats,
@@ -70,13 +69,12 @@ impl Executor for LockStep {
         batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError> {
         let started = Instant::now();
-        let counting = if options.count_operations || options.observer.is_some() {
-            Counting::Kept
-        } else {
-            Counting::Skipped
-        };
-        let compiled =
-            autobatch_native::compile_lockstep(program, batch.entry, &env.symbols, counting);
+        let compiled = autobatch_native::compile_lockstep(
+            program,
+            batch.entry,
+            &env.symbols,
+            counting(options),
+        );
         let compile_seconds = field(
             "compile_seconds",
             ReportValue::Seconds(started.elapsed().as_secs_f64()),
@@ -93,17 +91,16 @@ impl Executor for LockStep {
                 ];
                 Ok(output)
             }
-            Err(not) => {
-                let mut output =
-                    ProgramCounter.run(backend, program, env, batch, options, batching)?;
-                output.stats.report = vec![
-                    field("compiled", ReportValue::Bool(false)),
-                    field("reason", ReportValue::Text(not.reason)),
-                    field("ran_on", ReportValue::Text(ProgramCounter.name().into())),
-                    compile_seconds,
-                ];
-                Ok(output)
-            }
+            Err(not) => run_instead(
+                backend,
+                program,
+                env,
+                batch,
+                options,
+                batching,
+                not,
+                compile_seconds,
+            ),
         }
     }
 }
@@ -203,9 +200,9 @@ fn run_compiled(
         }
         results.extend(outcome.results);
     }
-    let op_counts = match options.count_operations || options.observer.is_some() {
-        true => segment_counts(&counter, &slots, [(code.segments(), totals.as_slice())]),
-        false => Vec::new(),
+    let op_counts = match counting(options) {
+        Counting::Kept => segment_counts(&counter, &slots, [(code.segments(), totals.as_slice())]),
+        Counting::Skipped => Vec::new(),
     };
     let lane_utilization = if figures.lane_slots == 0 {
         0.0

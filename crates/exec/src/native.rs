@@ -200,17 +200,40 @@ fn run_native(
             }
             Ok(output)
         }
-        Err(not) => {
-            let mut output = ProgramCounter.run(backend, program, env, batch, options, batching)?;
-            output.stats.report = vec![
-                field("compiled", ReportValue::Bool(false)),
-                field("reason", ReportValue::Text(not.reason)),
-                field("ran_on", ReportValue::Text(ProgramCounter.name().into())),
-                compile_seconds,
-            ];
-            Ok(output)
-        }
+        Err(not) => run_instead(
+            backend,
+            program,
+            env,
+            batch,
+            options,
+            batching,
+            not,
+            compile_seconds,
+        ),
     }
+}
+
+/// Runs a program the native compiler did not take on program-counter;
+/// the report says so, why, and how long the attempt took.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_instead(
+    backend: &dyn Backend,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    batching: &BatchingOptions,
+    not: NotCompiled,
+    compile_seconds: ReportField,
+) -> Result<RunOutput, ExecError> {
+    let mut output = ProgramCounter.run(backend, program, env, batch, options, batching)?;
+    output.stats.report = vec![
+        field("compiled", ReportValue::Bool(false)),
+        field("reason", ReportValue::Text(not.reason)),
+        field("ran_on", ReportValue::Text(ProgramCounter.name().into())),
+        compile_seconds,
+    ];
+    Ok(output)
 }
 
 /// The native code of a run: one program, or, for a ragged batch, one per
@@ -307,7 +330,7 @@ fn flavor(options: &RunOptions) -> Flavor {
 
 /// Whether the run's machine code counts operations: when the run asks
 /// for the counts or an observer follows them.
-fn counting(options: &RunOptions) -> Counting {
+pub(crate) fn counting(options: &RunOptions) -> Counting {
     if options.count_operations || options.observer.is_some() {
         Counting::Kept
     } else {

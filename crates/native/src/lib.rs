@@ -243,7 +243,7 @@ type Trampoline = unsafe extern "C" fn(*mut Context, *const u64, *mut u64);
 /// A program compiled for one entry function.
 pub struct NativeProgram {
     /// Kept to free the code when the program is dropped.
-    module: Mutex<Option<JITModule>>,
+    _module: CodeMemory,
     trampoline: Trampoline,
     params: Vec<Operand>,
     results: Vec<Operand>,
@@ -598,15 +598,25 @@ impl Runner<'_> {
     }
 }
 
-impl Drop for NativeProgram {
+/// The memory of a compiled module's code, freed when it is dropped: the
+/// program holding it runs no code then (a run borrows the program).
+pub(crate) struct CodeMemory(Mutex<Option<JITModule>>);
+
+impl CodeMemory {
+    pub(crate) fn new(module: JITModule) -> CodeMemory {
+        CodeMemory(Mutex::new(Some(module)))
+    }
+}
+
+impl Drop for CodeMemory {
     fn drop(&mut self) {
-        let module = match self.module.get_mut() {
+        let module = match self.0.get_mut() {
             Ok(module) => module.take(),
             Err(poisoned) => poisoned.into_inner().take(),
         };
         if let Some(module) = module {
-            // SAFETY: no function of the module runs: a `Runner` borrows
-            // `self`, which is being dropped.
+            // SAFETY: no function of the module runs: the program that
+            // holds this memory is being dropped, and every run borrows it.
             unsafe { module.free_memory() };
         }
     }

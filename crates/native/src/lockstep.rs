@@ -25,15 +25,14 @@
 //! interpreter.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 
 use autobatch_ir::{FuncId, Program};
 use autobatch_types::{Loc, ScalarType, Tensor};
-use cranelift_jit::JITModule;
 
 use crate::translate::lockstep::{self as code, RETURNED};
 use crate::{
-    check, scalar_bits, scalar_of_bits, Counting, Limits, MemberRun, NotCompiled, Segment, Stop,
+    check, scalar_bits, scalar_of_bits, CodeMemory, Counting, Limits, MemberRun, NotCompiled,
+    Segment, Stop,
 };
 
 /// What the code reads (see `translate::lockstep::offsets`).
@@ -64,7 +63,7 @@ pub const GROUP: usize = 4096;
 /// A program compiled to lock-step pieces for one entry function.
 pub struct LockStepProgram {
     /// Kept to free the code when the program is dropped.
-    module: Mutex<Option<JITModule>>,
+    _module: CodeMemory,
     pieces: Vec<PieceFn>,
     /// Per piece: the save-stack words its call needs (0 without one).
     needs: Vec<u64>,
@@ -108,7 +107,7 @@ pub fn compile_lockstep(
             // `PieceFn` in the platform's C calling convention.
             .map(|p| unsafe { std::mem::transmute::<*const u8, PieceFn>(*p) })
             .collect(),
-        module: Mutex::new(Some(compiled.jit)),
+        _module: CodeMemory::new(compiled.jit),
         needs: compiled.needs,
         entry_piece: compiled.entry_piece,
         params: function
@@ -129,19 +128,6 @@ pub fn compile_lockstep(
         functions: functions.len(),
         entry_loc: function.loc,
     })
-}
-
-impl Drop for LockStepProgram {
-    fn drop(&mut self) {
-        let module = match self.module.get_mut() {
-            Ok(module) => module.take(),
-            Err(poisoned) => poisoned.into_inner().take(),
-        };
-        if let Some(module) = module {
-            // SAFETY: no piece runs: a run borrows `self`, being dropped.
-            unsafe { module.free_memory() };
-        }
-    }
 }
 
 /// One run's members and figures.

@@ -20,7 +20,6 @@ mod prims;
 mod select;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use autobatch_ir::{FuncId, Function, Op, Program};
 use autobatch_kernels::Fault;
@@ -87,7 +86,30 @@ pub(crate) struct Unit<'p> {
     pub interrupts: Interrupts,
 }
 
-impl Unit<'_> {
+impl<'p> Unit<'p> {
+    /// A unit with a new module and nothing translated yet.
+    pub fn new(
+        program: &'p Program,
+        symbols: &'p [u64],
+        counting: Counting,
+        interrupts: Interrupts,
+    ) -> Result<Unit<'p>, String> {
+        Ok(Unit {
+            program,
+            jit: new_module()?,
+            ids: HashMap::new(),
+            shims: HashMap::new(),
+            stops: Vec::new(),
+            dynamic: Vec::new(),
+            segments: Vec::new(),
+            symbols,
+            arrays: Vec::new(),
+            merged_branches: 0,
+            counting,
+            interrupts,
+        })
+    }
+
     /// Registers a stop and gives its status code.
     pub fn stop(&mut self, stop: Stop) -> u32 {
         let code = stop_code(self.stops.len(), &stop);
@@ -185,21 +207,7 @@ pub(crate) fn compile(
     counting: Counting,
     interrupts: Interrupts,
 ) -> Result<NativeProgram, String> {
-    let jit = new_module()?;
-    let mut unit = Unit {
-        program,
-        jit,
-        ids: HashMap::new(),
-        shims: HashMap::new(),
-        stops: Vec::new(),
-        dynamic: Vec::new(),
-        segments: Vec::new(),
-        symbols,
-        arrays: Vec::new(),
-        merged_branches: 0,
-        counting,
-        interrupts,
-    };
+    let mut unit = Unit::new(program, symbols, counting, interrupts)?;
     let outcome = define_all(&mut unit, entry, functions);
     let trampoline = match outcome {
         Ok(trampoline) => trampoline,
@@ -216,7 +224,7 @@ pub(crate) fn compile(
         .max()
         .unwrap_or(0);
     Ok(NativeProgram {
-        module: Mutex::new(Some(unit.jit)),
+        _module: crate::CodeMemory::new(unit.jit),
         trampoline,
         params: entry_function
             .params

@@ -34,7 +34,7 @@ use cranelift_jit::JITModule;
 use cranelift_module::{Linkage, Module};
 
 use super::function::{explicit_slot, segments, Translator, FLAGS};
-use super::{machine_type, new_module, Unit};
+use super::{machine_type, Unit};
 use crate::{Counting, Interrupts, Segment, Stop};
 
 /// The status of a member that returned from the entry (0: still
@@ -180,20 +180,7 @@ pub(crate) fn compile(
     symbols: &[u64],
     counting: Counting,
 ) -> Result<LockCode, String> {
-    let mut unit = Unit {
-        program,
-        jit: new_module()?,
-        ids: HashMap::new(),
-        shims: HashMap::new(),
-        stops: Vec::new(),
-        dynamic: Vec::new(),
-        segments: Vec::new(),
-        symbols,
-        arrays: Vec::new(),
-        merged_branches: 0,
-        counting,
-        interrupts: Interrupts::Ignored,
-    };
+    let mut unit = Unit::new(program, symbols, counting, Interrupts::Ignored)?;
     let layout = layout(&mut unit, functions);
     match define_pieces(&mut unit, &layout) {
         Ok(pieces) => {
