@@ -526,23 +526,26 @@ fn static_targets(
     targets
 }
 
-fn translate_piece(
-    unit: &mut Unit<'_>,
-    layout: &Layout,
-    id: u32,
-    mut b: FunctionBuilder<'_>,
-) -> Result<(), String> {
+/// What a piece does, decided before any code: its shape, the call it
+/// ends with, the call it resumes after, what it reads and defines.
+struct Plan<'f> {
+    start: PieceStart,
+    shape: &'f Shape,
+    /// The block it ends in.
+    last: Block,
+    call: Option<CallSite<'f>>,
+    resumed: Option<CallSite<'f>>,
+    traffic: Traffic,
+}
+
+fn plan<'f>(layout: &'f Layout, function: &'f Function, id: u32) -> Plan<'f> {
     let start = layout.starts[id as usize];
-    let program = unit.program;
-    let function = &program.functions[start.function];
     let facts = &layout.facts[&start.function];
     let shape = &layout.shapes[id as usize];
     let (last, _) = shape.parts.last().cloned().expect("a piece runs a block");
-    let last_data = &function.blocks[last];
     let call = shape
         .call
         .and_then(|(block, at)| call_site(function, &facts.liveness, block, at));
-    // The call this piece resumes after, if it does.
     let resumed = (start.op > 0)
         .then(|| call_site(function, &facts.liveness, start.block, start.op - 1))
         .flatten();
@@ -552,15 +555,30 @@ fn translate_piece(
         .unwrap_or_default();
     let end_reads: Vec<Var> = match &call {
         Some(c) => c.args.iter().chain(&c.saved).copied().collect(),
-        None => last_data.term.uses().to_vec(),
+        None => function.blocks[last].term.uses().to_vec(),
     };
     let traffic = traffic(function, shape, &restored, &end_reads);
+    Plan {
+        start,
+        shape,
+        last,
+        call,
+        resumed,
+        traffic,
+    }
+}
 
-    let entry = b.create_block();
-    b.append_block_params_for_function_params(entry);
-    b.switch_to_block(entry);
-    let params = b.block_params(entry).to_vec();
-    let (ctx, rows, n) = (params[0], params[1], params[2]);
+/// Loads, in the entry block, what the piece's loop reads (see [`Frame`]).
+fn frame(
+    b: &mut FunctionBuilder<'_>,
+    ctx: Value,
+    program: &Program,
+    layout: &Layout,
+    id: u32,
+    plan: &Plan<'_>,
+) -> Frame {
+    let function = &program.functions[plan.start.function];
+    let facts = &layout.facts[&plan.start.function];
     let members = b.ins().load(types::I64, FLAGS, ctx, offsets::MEMBERS);
     let stride = b.ins().ishl_imm_u(members, 3);
     let fields: HashMap<i32, Value> = [
@@ -580,7 +598,7 @@ fn translate_piece(
     .collect();
     let mut column_numbers: Vec<usize> =
         (0..function.vars.len()).map(|v| facts.column + v).collect();
-    if let Some(call) = &call {
+    if let Some(call) = &plan.call {
         let callee = &program.functions[call.callee];
         let base = layout.facts[&call.callee].column;
         column_numbers.extend(callee.params.iter().map(|p| base + p.index()));
@@ -591,13 +609,14 @@ fn translate_piece(
     };
     let columns = column_numbers
         .into_iter()
-        .map(|c| (c, column_start(&mut b, fields[&offsets::COLUMNS], c)))
+        .map(|c| (c, column_start(b, fields[&offsets::COLUMNS], c)))
         .collect();
     let results = (0..layout.result_columns)
-        .map(|k| column_start(&mut b, fields[&offsets::RESULTS], k))
+        .map(|k| column_start(b, fields[&offsets::RESULTS], k))
         .collect();
     let mut queues = HashMap::new();
-    for q in static_targets(layout, id, call.as_ref(), &last_data.term) {
+    let term = &function.blocks[plan.last].term;
+    for q in static_targets(layout, id, plan.call.as_ref(), term) {
         // Queue `q` starts `q * members * 4` bytes in.
         let queue_bytes = b.ins().ushr_imm_u(stride, 1);
         let start = b.ins().imul_imm_u(queue_bytes, i64::from(q));
@@ -609,14 +628,46 @@ fn translate_piece(
         b.def_var(var, length);
         queues.insert(q, (start, var));
     }
-    let mut frame = Frame {
+    Frame {
         ctx,
         stride,
         fields,
         columns,
         results,
         queues,
-    };
+    }
+}
+
+/// The loop's blocks: its test, the member's piece, the step to the next
+/// member, the exit; the stop of a member, and `propagate` (unused: the
+/// code makes no native calls).
+struct Loop {
+    head: cranelift_codegen::ir::Block,
+    body: cranelift_codegen::ir::Block,
+    latch: cranelift_codegen::ir::Block,
+    exit: cranelift_codegen::ir::Block,
+    stop: cranelift_codegen::ir::Block,
+    propagate: cranelift_codegen::ir::Block,
+}
+
+fn translate_piece(
+    unit: &mut Unit<'_>,
+    layout: &Layout,
+    id: u32,
+    mut b: FunctionBuilder<'_>,
+) -> Result<(), String> {
+    let program = unit.program;
+    let function = &program.functions[layout.starts[id as usize].function];
+    let plan = plan(layout, function, id);
+    let (start, shape) = (plan.start, plan.shape);
+    let facts = &layout.facts[&start.function];
+
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let (ctx, rows, n) = (params[0], params[1], params[2]);
+    let mut frame = frame(&mut b, ctx, program, layout, id, &plan);
     let counters = (unit.counting == Counting::Kept)
         .then(|| b.ins().load(types::I64, FLAGS, ctx, offsets::COUNTERS));
     let vars: Vec<Variable> = function
@@ -647,26 +698,28 @@ fn translate_piece(
             }
         }
     }
-    let head = b.create_block();
-    let body = b.create_block();
-    let latch = b.create_block();
-    let exit = b.create_block();
-    let stop_block = b.create_block();
-    b.append_block_param(stop_block, types::I32);
-    b.set_cold_block(stop_block);
-    let propagate = b.create_block();
-    b.set_cold_block(propagate);
+    let lp = Loop {
+        head: b.create_block(),
+        body: b.create_block(),
+        latch: b.create_block(),
+        exit: b.create_block(),
+        stop: b.create_block(),
+        propagate: b.create_block(),
+    };
+    b.append_block_param(lp.stop, types::I32);
+    b.set_cold_block(lp.stop);
+    b.set_cold_block(lp.propagate);
     let vars_count = function.vars.len();
     let operand_slot = explicit_slot(&mut b, 8);
     let pointer_slot = explicit_slot(&mut b, 8);
-    b.ins().jump(head, &[]);
+    b.ins().jump(lp.head, &[]);
 
-    b.switch_to_block(head);
+    b.switch_to_block(lp.head);
     let i = b.use_var(row.i);
     let more = b.ins().icmp(IntCC::UnsignedLessThan, i, n);
-    b.ins().brif(more, body, &[], exit, &[]);
+    b.ins().brif(more, lp.body, &[], lp.exit, &[]);
 
-    b.switch_to_block(body);
+    b.switch_to_block(lp.body);
     let offset = b.ins().ishl_imm_u(i, 2);
     let at = b.ins().iadd(rows, offset);
     let r = b.ins().uload32(FLAGS, at, 0);
@@ -684,8 +737,8 @@ fn translate_piece(
         counters,
         segment_base: facts.segment_base.clone(),
         local_counts,
-        stop_block,
-        propagate,
+        stop_block: lp.stop,
+        propagate: lp.propagate,
         blocks: Vec::new(),
         shim_refs: HashMap::new(),
         callee_refs: HashMap::new(),
@@ -708,73 +761,10 @@ fn translate_piece(
         id,
         row,
         frame: &mut frame,
-        latch,
+        latch: lp.latch,
     };
-    if let Some(call) = &call {
-        piece.room_check(&mut t, call);
-    }
-    let steps_left = piece.column_field(&mut t, offsets::STEPS_LEFT, types::I64);
-    t.b.def_var(t.steps, steps_left);
-    if let Some(resumed) = &resumed {
-        piece.restore(&mut t, resumed);
-    }
-    for v in &traffic.loads {
-        let value = piece.load_var(&mut t, facts.column + v.index(), function, *v);
-        t.b.def_var(t.vars[v.index()], value);
-    }
-    for (block, range) in &shape.parts {
-        let data = &function.blocks[*block];
-        if range.start == 0 {
-            t.take_step(data.loc);
-        }
-        t.constants.clear();
-        t.remainders.clear();
-        t.operations_in(*block, data, range.clone(), None)?;
-    }
-    match &call {
-        Some(call) => piece.call(&mut t, call),
-        None => piece.terminate(&mut t, start.function, last, &traffic.defined),
-    }
-    t.b.ins().jump(latch, &[]);
-
-    // A stopped member: its code, its steps, no queue.
-    t.b.switch_to_block(stop_block);
-    let code = t.b.block_params(stop_block)[0];
-    let status = piece.frame.field(offsets::STATUS);
-    let slot = t.b.use_var(piece.row.slot);
-    let half = t.b.ins().ushr_imm_u(slot, 1);
-    let at = t.b.ins().iadd(status, half);
-    t.b.ins().store(FLAGS, code, at, 0);
-    let steps_value = t.b.use_var(t.steps);
-    piece.store_field(&mut t, offsets::STEPS_LEFT, steps_value);
-    t.b.ins().jump(latch, &[]);
-
-    // Lock-step code makes no native calls, so nothing propagates.
-    t.b.switch_to_block(propagate);
-    t.b.ins().jump(latch, &[]);
-
-    t.b.switch_to_block(latch);
-    let i = t.b.use_var(piece.row.i);
-    let i = t.b.ins().iadd_imm_s(i, 1);
-    t.b.def_var(piece.row.i, i);
-    t.b.ins().jump(head, &[]);
-
-    t.b.switch_to_block(exit);
-    t.flush_counts();
-    let lengths = piece.frame.field(offsets::LENGTHS);
-    let mut queued: Vec<_> = piece
-        .frame
-        .queues
-        .iter()
-        .map(|(q, (_, var))| (*q, *var))
-        .collect();
-    queued.sort_unstable_by_key(|(q, _)| *q);
-    for (q, var) in queued {
-        let length = t.b.use_var(var);
-        t.b.ins().store(FLAGS, length, lengths, 8 * q as i32);
-    }
-    t.b.ins().return_(&[]);
-
+    piece.member(&mut t, &plan)?;
+    piece.close_loop(&mut t, &lp);
     let Translator { unit, mut b, .. } = t;
     b.seal_all_blocks();
     b.finalize(unit.jit.target_config());
@@ -792,6 +782,80 @@ struct Piece<'l, 'f> {
 }
 
 impl Piece<'_, '_> {
+    /// One member's run of the piece, in the loop's body: what it reads,
+    /// its step and operations block by block, and where it goes next.
+    fn member(&mut self, t: &mut Translator<'_, '_, '_>, plan: &Plan<'_>) -> Result<(), String> {
+        let function = t.function;
+        if let Some(call) = &plan.call {
+            self.room_check(t, call);
+        }
+        let steps_left = self.column_field(t, offsets::STEPS_LEFT, types::I64);
+        t.b.def_var(t.steps, steps_left);
+        if let Some(resumed) = &plan.resumed {
+            self.restore(t, resumed);
+        }
+        for v in &plan.traffic.loads {
+            let value = self.load_var(t, self.facts.column + v.index(), function, *v);
+            t.b.def_var(t.vars[v.index()], value);
+        }
+        for (block, range) in &plan.shape.parts {
+            let data = &function.blocks[*block];
+            if range.start == 0 {
+                t.take_step(data.loc);
+            }
+            t.constants.clear();
+            t.remainders.clear();
+            t.operations_in(*block, data, range.clone(), None)?;
+        }
+        match &plan.call {
+            Some(call) => self.call(t, call),
+            None => self.terminate(t, plan.start.function, plan.last, &plan.traffic.defined),
+        }
+        t.b.ins().jump(self.latch, &[]);
+        Ok(())
+    }
+
+    /// The loop's other blocks: a stopped member's (its code and steps,
+    /// no queue), the step to the next member, and the exit, which writes
+    /// the counts and the queue lengths kept in registers.
+    fn close_loop(&mut self, t: &mut Translator<'_, '_, '_>, lp: &Loop) {
+        t.b.switch_to_block(lp.stop);
+        let code = t.b.block_params(lp.stop)[0];
+        let status = self.frame.field(offsets::STATUS);
+        let slot = t.b.use_var(self.row.slot);
+        let half = t.b.ins().ushr_imm_u(slot, 1);
+        let at = t.b.ins().iadd(status, half);
+        t.b.ins().store(FLAGS, code, at, 0);
+        let steps = t.b.use_var(t.steps);
+        self.store_field(t, offsets::STEPS_LEFT, steps);
+        t.b.ins().jump(lp.latch, &[]);
+
+        t.b.switch_to_block(lp.propagate);
+        t.b.ins().jump(lp.latch, &[]);
+
+        t.b.switch_to_block(lp.latch);
+        let i = t.b.use_var(self.row.i);
+        let i = t.b.ins().iadd_imm_s(i, 1);
+        t.b.def_var(self.row.i, i);
+        t.b.ins().jump(lp.head, &[]);
+
+        t.b.switch_to_block(lp.exit);
+        t.flush_counts();
+        let lengths = self.frame.field(offsets::LENGTHS);
+        let mut queued: Vec<_> = self
+            .frame
+            .queues
+            .iter()
+            .map(|(q, (_, var))| (*q, *var))
+            .collect();
+        queued.sort_unstable_by_key(|(q, _)| *q);
+        for (q, var) in queued {
+            let length = t.b.use_var(var);
+            t.b.ins().store(FLAGS, length, lengths, 8 * q as i32);
+        }
+        t.b.ins().return_(&[]);
+    }
+
     /// The address of the member's slot in column `column`.
     fn column_slot(&mut self, t: &mut Translator<'_, '_, '_>, column: usize) -> Value {
         let base = self.frame.columns[&column];
@@ -946,7 +1010,6 @@ impl Piece<'_, '_> {
             let value = t.b.use_var(t.vars[v.index()]);
             t.b.ins().store(FLAGS, value, base, 8 * k as i32);
         }
-        let function = t.function;
         let caller = self.layout.starts[self.id as usize].function;
         let resume = self.layout.piece(caller, call.block, call.at + 1);
         let resume = t.b.ins().iconst(types::I64, i64::from(resume));
@@ -967,7 +1030,6 @@ impl Piece<'_, '_> {
         }
         let steps = t.b.use_var(t.steps);
         self.store_field(t, offsets::STEPS_LEFT, steps);
-        let _ = function;
         self.queue_at(t, self.layout.piece(call.callee, Function::ENTRY, 0));
     }
 
@@ -1058,6 +1120,5 @@ impl Piece<'_, '_> {
                 t.b.switch_to_block(after);
             }
         }
-        let _ = function;
     }
 }
