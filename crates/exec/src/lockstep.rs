@@ -192,7 +192,7 @@ fn run_compiled(
     let mut totals = vec![0; code.segments().len()];
     for outcome in outcomes {
         figures.piece_runs += outcome.piece_runs;
-        figures.lane_slots += outcome.piece_runs * outcome.members as u64;
+        figures.lane_slots += outcome.lane_slots;
         figures.rows += outcome.rows;
         steps += outcome.steps;
         for (total, count) in totals.iter_mut().zip(&outcome.counters) {
@@ -232,12 +232,12 @@ fn run_compiled(
 
 /// What one group gives back.
 struct GroupOutcome {
-    members: usize,
     results: Vec<Result<Vec<Tensor>, MemberError>>,
     counters: Vec<u64>,
     steps: u64,
     piece_runs: u64,
     rows: u64,
+    lane_slots: u64,
 }
 
 /// Runs the members `members` together on this thread: group number `g`.
@@ -287,12 +287,12 @@ fn run_group(
         })
         .collect();
     GroupOutcome {
-        members: members.len(),
         results,
         counters,
         steps,
         piece_runs: run.piece_runs,
         rows: run.rows,
+        lane_slots: run.lane_slots,
     }
 }
 

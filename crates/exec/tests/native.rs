@@ -912,6 +912,13 @@ fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + fib(n - 1) } }";
             assert_eq!(got.stats.op_counts, expected.stats.op_counts);
         }
     }
+    // Members that agree on control: every piece runs for its whole
+    // group (4096 members, then 404), a lane utilization of exactly 1.
+    let same = compile("fn same(n: i64) -> i64 { let mut s = 0; for i in 0..n { s += i; } s }");
+    let batch = scalar_batch(&same, "same", &i64s(&vec![40; members]));
+    let got = run_batch(native_lockstep(), &same, &batch, &RunOptions::default());
+    assert_lockstep_compiled(&got.stats.report, "members that agree");
+    assert_eq!(got.stats.lane_utilization, 1.0);
     let options = RunOptions {
         max_stack_depth: 250,
         ..RunOptions::default()

@@ -138,6 +138,9 @@ pub struct LockStepRun {
     /// `rows / piece_runs` members per piece run on average.
     pub piece_runs: u64,
     pub rows: u64,
+    /// Per piece run, the members of its group, summed: `rows /
+    /// lane_slots` is the lane utilization.
+    pub lane_slots: u64,
 }
 
 /// What the host is shown between two pieces.
@@ -266,6 +269,7 @@ impl LockStepProgram {
             runs: Vec::with_capacity(args.len()),
             piece_runs: 0,
             rows: 0,
+            lane_slots: 0,
         };
         if limits.max_stack_depth == 0 {
             out.runs = args
@@ -279,6 +283,7 @@ impl LockStepProgram {
         let mut interrupted = false;
         for group in args.chunks(GROUP) {
             let mut state = self.state(group, limits);
+            let runs_before = out.piece_runs;
             if !interrupted {
                 interrupted = self.run_group(&mut state, limits, counters, &mut out, |p| {
                     let progress = LockProgress {
@@ -290,6 +295,7 @@ impl LockStepProgram {
                     between(&progress)
                 });
             }
+            out.lane_slots += (out.piece_runs - runs_before) * group.len() as u64;
             let runs = (0..group.len()).map(|r| self.member_run(&state, r, limits));
             out.runs.extend(runs);
             steps_before += out
