@@ -69,6 +69,12 @@
 //! products with a static matrix, which run once for all the members
 //! waiting at them (`waits`).
 //!
+//! Or in lock-step ([`compile_lockstep`], the `native-lockstep` strategy;
+//! `lockstep`): the members advance together and each piece of the
+//! program is a native loop over the members at it, their scalars in
+//! columns. Issue 14 asked for both shapes to be measured against each
+//! other; on this CPU member by member wins (`docs/benchmarks.md`).
+//!
 //! What is not compiled yet ([`compile`] says what and where): calls of
 //! host primitives. The executor (`autobatch_exec::native`) runs such
 //! programs on an interpreter.
