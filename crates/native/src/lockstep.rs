@@ -26,7 +26,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use autobatch_ir::{FuncId, Program};
+use autobatch_ir::{EntityRef, FuncId, Program};
 use autobatch_types::{Loc, ScalarType, Tensor};
 
 use crate::translate::lockstep::{self as code, RETURNED};
@@ -113,12 +113,7 @@ pub fn compile_lockstep(
         params: function
             .params
             .iter()
-            .map(|p| {
-                (
-                    compiled.entry_columns[p.0 as usize],
-                    function.vars[*p].ty.elem,
-                )
-            })
+            .map(|p| (compiled.entry_column + p.index(), function.vars[*p].ty.elem))
             .collect(),
         results: function.results.iter().map(|r| r.elem).collect(),
         columns: compiled.columns,
@@ -164,12 +159,6 @@ impl LockProgress<'_> {
             .sum();
         self.steps_before + running
     }
-}
-
-/// A group's progress, as its host loop sees it.
-struct GroupProgress<'a> {
-    counters: &'a [u64],
-    steps_left: &'a [u64],
 }
 
 /// Words each member's save stack starts with.
@@ -283,19 +272,16 @@ impl LockStepProgram {
         let mut interrupted = false;
         for group in args.chunks(GROUP) {
             let mut state = self.state(group, limits);
-            let runs_before = out.piece_runs;
             if !interrupted {
-                interrupted = self.run_group(&mut state, limits, counters, &mut out, |p| {
-                    let progress = LockProgress {
-                        counters: p.counters,
-                        steps_left: p.steps_left,
-                        max_steps: limits.max_steps,
-                        steps_before,
-                    };
-                    between(&progress)
-                });
+                interrupted = self.run_group(
+                    &mut state,
+                    limits,
+                    counters,
+                    steps_before,
+                    &mut out,
+                    &mut between,
+                );
             }
-            out.lane_slots += (out.piece_runs - runs_before) * group.len() as u64;
             let runs = (0..group.len()).map(|r| self.member_run(&state, r, limits));
             out.runs.extend(runs);
             steps_before += out
@@ -309,15 +295,19 @@ impl LockStepProgram {
         out
     }
 
-    /// Runs one group until no member is queued; true if it was
-    /// interrupted.
+    /// Runs one group until no member is queued, always the waiting
+    /// piece with the smallest number (a piece may queue members at pieces
+    /// below it: a loop's header, a callee's entry, a caller's
+    /// resumption); true if it was interrupted. `steps_before`: the steps
+    /// of the groups run before, for the progress.
     fn run_group(
         &self,
         state: &mut State,
         limits: &Limits,
         counters: &mut [u64],
+        steps_before: u64,
         out: &mut LockStepRun,
-        mut between: impl FnMut(&GroupProgress<'_>) -> bool,
+        between: &mut impl FnMut(&LockProgress<'_>) -> bool,
     ) -> bool {
         let interrupt = limits.interrupt.unwrap_or(&NEVER);
         let entry = self.entry_piece as usize;
@@ -326,9 +316,7 @@ impl LockStepProgram {
         }
         state.lengths[entry] = state.members as u64;
         let mut rows: Vec<u32> = Vec::with_capacity(state.members);
-        // No queue below it has members.
-        let mut lowest = entry;
-        while let Some(p) = (lowest..self.pieces.len()).find(|q| state.lengths[*q] > 0) {
+        while let Some(p) = state.lengths.iter().position(|&length| length > 0) {
             state.take_queue(p, &mut rows);
             let mut context = state.context(counters);
             // SAFETY: every row is a member of the group; every column
@@ -339,6 +327,7 @@ impl LockStepProgram {
             unsafe { (self.pieces[p])(&mut context, rows.as_ptr(), rows.len() as u64) };
             out.piece_runs += 1;
             out.rows += rows.len() as u64;
+            out.lane_slots += state.members as u64;
             if context.grow != 0 {
                 for &r in &rows {
                     let r = r as usize;
@@ -347,12 +336,11 @@ impl LockStepProgram {
                     }
                 }
             }
-            // A piece may queue members at pieces below it (a loop's
-            // header, a callee's entry, a caller's resumption).
-            lowest = 0;
-            let progress = GroupProgress {
+            let progress = LockProgress {
                 counters,
                 steps_left: &state.steps_left,
+                max_steps: limits.max_steps,
+                steps_before,
             };
             if interrupt.load(Ordering::Relaxed) || !between(&progress) {
                 return true;

@@ -217,8 +217,6 @@ impl Invariance {
     }
 }
 
-/// Whether a value of type `ty` has a dimension of `varying` (each member's
-/// own length, in a ragged batch).
 /// Per function and variable: whether the variable is no parameter and
 /// every one of its definitions loads one and the same static (the caller
 /// counts the definitions).
@@ -256,6 +254,8 @@ fn static_reloads(program: &Program) -> Vec<Vec<bool>> {
         .collect()
 }
 
+/// Whether a value of type `ty` has a dimension of `varying` (each member's
+/// own length, in a ragged batch).
 pub(crate) fn mentions_varying(ty: &autobatch_ir::TensorType, varying: &[SymbolId]) -> bool {
     ty.dims
         .iter()

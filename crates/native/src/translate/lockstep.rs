@@ -85,8 +85,9 @@ pub(crate) struct LockCode {
     /// Per piece: the save-stack words its call needs (0 without a call).
     pub needs: Vec<u64>,
     pub entry_piece: u32,
-    /// The column of each variable of the entry, by variable.
-    pub entry_columns: Vec<usize>,
+    /// The column of the entry's variable 0 (its variable `v` is in
+    /// column `entry_column + v`).
+    pub entry_column: usize,
     pub columns: usize,
     pub result_columns: usize,
     pub stops: Vec<Stop>,
@@ -183,41 +184,30 @@ pub(crate) fn compile(
     let mut unit = Unit::new(program, symbols, counting, Interrupts::Ignored)?;
     let layout = layout(&mut unit, functions);
     match define_pieces(&mut unit, &layout) {
-        Ok(pieces) => {
-            let entry_function = &program.functions[entry];
-            let entry_column = layout.facts[&entry].column;
-            Ok(LockCode {
-                needs: layout
-                    .starts
-                    .iter()
-                    .zip(&layout.shapes)
-                    .map(|(s, shape)| {
-                        let facts = &layout.facts[&s.function];
-                        shape
-                            .call
-                            .and_then(|(block, at)| {
-                                call_site(
-                                    &program.functions[s.function],
-                                    &facts.liveness,
-                                    block,
-                                    at,
-                                )
-                            })
-                            .map_or(0, |c| c.need)
-                    })
-                    .collect(),
-                entry_piece: layout.piece(entry, Function::ENTRY, 0),
-                entry_columns: (0..entry_function.vars.len())
-                    .map(|v| entry_column + v)
-                    .collect(),
-                columns: layout.columns,
-                result_columns: layout.result_columns,
-                stops: unit.stops,
-                segments: unit.segments,
-                pieces,
-                jit: unit.jit,
-            })
-        }
+        Ok(pieces) => Ok(LockCode {
+            needs: layout
+                .starts
+                .iter()
+                .zip(&layout.shapes)
+                .map(|(s, shape)| {
+                    let facts = &layout.facts[&s.function];
+                    shape
+                        .call
+                        .and_then(|(block, at)| {
+                            call_site(&program.functions[s.function], &facts.liveness, block, at)
+                        })
+                        .map_or(0, |c| c.need)
+                })
+                .collect(),
+            entry_piece: layout.piece(entry, Function::ENTRY, 0),
+            entry_column: layout.facts[&entry].column,
+            columns: layout.columns,
+            result_columns: layout.result_columns,
+            stops: unit.stops,
+            segments: unit.segments,
+            pieces,
+            jit: unit.jit,
+        }),
         Err(reason) => {
             // SAFETY: nothing of the module has run.
             unsafe { unit.jit.free_memory() };
