@@ -449,10 +449,7 @@ fn run_compiled(
         observer: options.observer.as_ref(),
     });
     let started = Instant::now();
-    // Every member's place, written by its chunk (an empty `Ok` takes no
-    // allocation).
-    let mut results: Vec<Result<Vec<Tensor>, MemberError>> = Vec::with_capacity(batch.size);
-    results.resize_with(batch.size, || Ok(Vec::new()));
+    let mut results = places(mode, compiled, batch.size);
     let inputs = RunInputs {
         compiled,
         program,
@@ -513,6 +510,24 @@ fn run_compiled(
             waits: progress.waits,
         },
     ))
+}
+
+/// Every member's place, written by its chunk. Members run one after the
+/// other write their results into blank tensors made here, on the thread
+/// that gives them to the caller ([`NativeProgram::blank_results`]);
+/// members run together get theirs from the scheduler (an empty `Ok`
+/// takes no allocation).
+fn places(
+    mode: Mode,
+    compiled: &Compiled,
+    members: usize,
+) -> Vec<Result<Vec<Tensor>, MemberError>> {
+    (0..members)
+        .map(|member| match mode {
+            Mode::Alone => Ok(compiled.programs[compiled.index_of(member)].blank_results()),
+            Mode::Together => Ok(Vec::new()),
+        })
+        .collect()
 }
 
 /// Runs the members in chunks of `chunk` on `pool`'s workers, each chunk
@@ -638,7 +653,10 @@ fn run_chunk(
         let mut rng = native
             .draws()
             .then(|| MemberRng::new(options.seed, options.member_id(member)));
-        let run = runner.run_shared(&args, limits, rng.as_mut(), counters);
+        let Ok(values) = place else {
+            crate::internal::internal_error("a member's place holds no blank results")
+        };
+        let run = runner.run_into(&args, limits, rng.as_mut(), counters, values);
         if counting && run.outcome == Err(Stop::NativeStack) {
             for (counter, count) in counters.iter().zip(&before) {
                 counter.store(*count, Ordering::Relaxed);
@@ -719,6 +737,7 @@ fn run_chunk_together(
                 let runs = together.runs.into_iter().zip(&together.counters);
                 for (&member, (run, counters)) in members.iter().zip(runs) {
                     let place = &mut places[member - start];
+                    let run = run.map(|values| *place = Ok(values));
                     chunk.record(inputs, member, place, run, k, Some(counters));
                 }
             }
@@ -746,29 +765,29 @@ impl Chunk {
         }
     }
 
-    /// Writes `member`'s result into `place` and adds its figures (the
-    /// `counters` of the segments of its program, number `program`, unless
-    /// they are the chunk's already), or reruns it on the reference
-    /// executor if its native frames ran short of stack.
+    /// Adds `member`'s figures (the `counters` of the segments of its
+    /// program, number `program`, unless they are the chunk's already) and,
+    /// if it stopped, writes its error into `place` (which holds its
+    /// results if it finished), or reruns it on the reference executor if
+    /// its native frames ran short of stack.
     fn record(
         &mut self,
         inputs: &RunInputs<'_>,
         member: usize,
         place: &mut Result<Vec<Tensor>, MemberError>,
-        run: autobatch_native::MemberRun,
+        run: autobatch_native::MemberRun<()>,
         program: usize,
         counters: Option<&[u64]>,
     ) {
         let options = inputs.options;
-        let outcome = match run.outcome {
-            Ok(values) => {
+        match run.outcome {
+            Ok(()) => {
                 if !run.adjoints.is_empty() {
                     self.adjoints.extend(run.adjoints.into_iter().map(|mut r| {
                         r.member = member as u32;
                         r
                     }));
                 }
-                Ok(values)
             }
             Err(Stop::NativeStack) => {
                 self.rerun += 1;
@@ -787,9 +806,8 @@ impl Chunk {
                 self.interrupted += 1;
                 return;
             }
-            Err(stop) => Err(member_error(stop, options)),
-        };
-        *place = outcome;
+            Err(stop) => *place = Err(member_error(stop, options)),
+        }
         self.steps += run.steps;
         self.instances += run.instances;
         self.peak_instances = self.peak_instances.max(run.peak_instances);

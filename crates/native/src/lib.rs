@@ -172,15 +172,31 @@ pub const POLL_STEPS: u64 = 1 << 12;
 /// One member's run: its results or why it stopped, its steps, and the
 /// instances of `join`, `map` and `pfor` it started (and the most that
 /// were live at once).
+///
+/// `T` is what a member that finished gives: its results, or nothing when
+/// they were written in place ([`Runner::run_into`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct MemberRun {
-    pub outcome: Result<Vec<Tensor>, Stop>,
+pub struct MemberRun<T = Vec<Tensor>> {
+    pub outcome: Result<T, Stop>,
     pub steps: u64,
     pub instances: u64,
     pub peak_instances: u64,
     /// The member's contributions to static adjoints (`static_adjoint`
     /// operations), in the order made; `member` is 0 (the caller's to set).
     pub adjoints: Vec<AdjointRecord>,
+}
+
+impl<T> MemberRun<T> {
+    /// The same run with `f` applied to what a finished member gives.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> MemberRun<U> {
+        MemberRun {
+            outcome: self.outcome.map(f),
+            steps: self.steps,
+            instances: self.instances,
+            peak_instances: self.peak_instances,
+            adjoints: self.adjoints,
+        }
+    }
 }
 
 /// What native code and the host share during one member's run. The
@@ -366,6 +382,18 @@ impl NativeProgram {
         self.draws
     }
 
+    /// Zeros of the entry's results' types and shapes: where
+    /// [`Runner::run_into`] writes a member's results. Made by the thread
+    /// that will drop them, a run's worker threads allocate nothing per
+    /// member (memory allocated on one thread and freed on another is
+    /// what the allocator serves slowest).
+    pub fn blank_results(&self) -> Vec<Tensor> {
+        self.results
+            .iter()
+            .map(|r| Tensor::new(r.shape.clone(), Data::filled(Scalar::zero(r.ty), r.len())))
+            .collect()
+    }
+
     /// A runner of members over `statics`, which keeps its buffers from
     /// one member to the next (one per thread).
     pub fn runner<'p>(&'p self, statics: &'p [Tensor]) -> Runner<'p> {
@@ -433,6 +461,24 @@ impl Runner<'_> {
         self.run_waiting(args, limits, rng, (at, counters.len()), std::ptr::null())
     }
 
+    /// [`Runner::run_shared`] writing the member's results into
+    /// `results` ([`NativeProgram::blank_results`]: tensors of the
+    /// results' types and shapes), which the caller keeps: the run itself
+    /// allocates nothing for them. Their values are the member's results
+    /// when it finished (`Ok(())`), and unspecified when it stopped.
+    pub fn run_into(
+        &mut self,
+        args: &[&Tensor],
+        limits: &Limits,
+        rng: Option<&mut MemberRng>,
+        counters: &[std::sync::atomic::AtomicU64],
+        results: &mut [Tensor],
+    ) -> MemberRun<()> {
+        let at = counters.as_ptr().cast::<u64>().cast_mut();
+        let counters = (at, counters.len());
+        self.run_in_place(args, limits, rng, counters, std::ptr::null(), results)
+    }
+
     /// [`Runner::run`] on a member's own stack: at each product with a
     /// static matrix the member suspends through `yielder` (non-null) and
     /// resumes when the scheduler has written the product ([`waits`]).
@@ -441,9 +487,25 @@ impl Runner<'_> {
         args: &[&Tensor],
         limits: &Limits,
         rng: Option<&mut MemberRng>,
-        (counters, count): (*mut u64, usize),
+        counters: (*mut u64, usize),
         yielder: *const waits::MemberYielder,
     ) -> MemberRun {
+        let mut results = self.program.blank_results();
+        self.run_in_place(args, limits, rng, counters, yielder, &mut results)
+            .map(|()| results)
+    }
+
+    /// Runs one member, its results written into `results` (one tensor
+    /// per result, of its type and shape).
+    fn run_in_place(
+        &mut self,
+        args: &[&Tensor],
+        limits: &Limits,
+        rng: Option<&mut MemberRng>,
+        (counters, count): (*mut u64, usize),
+        yielder: *const waits::MemberYielder,
+        results: &mut [Tensor],
+    ) -> MemberRun<()> {
         let program = self.program;
         assert_eq!(count, program.segments.len(), "one counter per segment");
         assert_eq!(
@@ -464,42 +526,8 @@ impl Runner<'_> {
                 adjoints: Vec::new(),
             };
         }
-        self.bits.clear();
-        for (arg, param) in args.iter().zip(&program.params) {
-            let bits = if param.shape.is_empty() {
-                assert!(
-                    arg.shape.is_empty(),
-                    "a scalar argument for a scalar parameter"
-                );
-                scalar_bits(arg.data.get(0))
-            } else {
-                assert_eq!(
-                    arg.shape, param.shape,
-                    "an argument of the parameter's shape"
-                );
-                arrays::data_bytes(&arg.data).0 as u64
-            };
-            self.bits.push(bits);
-        }
-        // Array results are written into their own new tensors' data (no
-        // allocation at all when every result is a scalar).
-        let mut outputs: Vec<Data> = program
-            .results
-            .iter()
-            .filter(|r| !r.shape.is_empty())
-            .map(|r| Data::filled(Scalar::zero(r.ty), r.len()))
-            .collect();
-        self.slots.clear();
-        let mut array_outputs = outputs.iter_mut();
-        for r in &program.results {
-            self.slots.push(if r.shape.is_empty() {
-                0
-            } else {
-                let data = array_outputs.next().expect("one output per array result");
-                arrays::data_bytes_mut(data) as u64
-            });
-        }
-        self.slots.push(0);
+        self.bind_arguments(args);
+        self.bind_results(results);
         // An address in this frame: where the member's frames start (the
         // runner itself may live anywhere).
         let marker = 0_u8;
@@ -557,7 +585,7 @@ impl Runner<'_> {
             // limit; a run interrupted is abandoned, whatever stopped it.
             Err(Stop::Interrupted)
         } else {
-            self.outcome(context.status, context.fault.take(), outputs)
+            self.outcome(context.status, context.fault.take(), results)
         };
         MemberRun {
             outcome,
@@ -568,15 +596,61 @@ impl Runner<'_> {
         }
     }
 
-    /// A member's results (from the slots and the array `outputs`) if it
-    /// ended with status 0, else why it stopped (with the fault the host
-    /// left in the context for an array operation's stop).
+    /// One 8-byte slot per parameter: a scalar's bits, or the address of
+    /// an array's elements.
+    fn bind_arguments(&mut self, args: &[&Tensor]) {
+        self.bits.clear();
+        for (arg, param) in args.iter().zip(&self.program.params) {
+            let bits = if param.shape.is_empty() {
+                assert!(
+                    arg.shape.is_empty(),
+                    "a scalar argument for a scalar parameter"
+                );
+                scalar_bits(arg.data.get(0))
+            } else {
+                assert_eq!(
+                    arg.shape, param.shape,
+                    "an argument of the parameter's shape"
+                );
+                arrays::data_bytes(&arg.data).0 as u64
+            };
+            self.bits.push(bits);
+        }
+    }
+
+    /// One 8-byte slot per result, and one more: the code writes a
+    /// scalar's bits into its slot, and an array's elements straight into
+    /// its tensor (whose address the slot holds).
+    fn bind_results(&mut self, results: &mut [Tensor]) {
+        assert_eq!(
+            results.len(),
+            self.program.results.len(),
+            "one tensor per result"
+        );
+        self.slots.clear();
+        for (tensor, r) in results.iter_mut().zip(&self.program.results) {
+            assert!(
+                tensor.shape == r.shape && tensor.data.ty() == r.ty,
+                "a result tensor of the result's type and shape"
+            );
+            self.slots.push(if r.shape.is_empty() {
+                0
+            } else {
+                arrays::data_bytes_mut(&mut tensor.data) as u64
+            });
+        }
+        self.slots.push(0);
+    }
+
+    /// `Ok` with the scalar results moved from their slots into `results`
+    /// if the member ended with status 0, else why it stopped (with the
+    /// fault the host left in the context for an array operation's stop).
     fn outcome(
         &self,
         status: u32,
         fault: Option<Fault>,
-        outputs: Vec<Data>,
-    ) -> Result<Vec<Tensor>, Stop> {
+        results: &mut [Tensor],
+    ) -> Result<(), Stop> {
         let program = self.program;
         if status != 0 {
             let index = translate::stop_index(status);
@@ -587,20 +661,12 @@ impl Runner<'_> {
                 (stop, _) => Err(stop.clone()),
             };
         }
-        let mut array_outputs = outputs.into_iter();
-        Ok(program
-            .results
-            .iter()
-            .zip(&self.slots)
-            .map(|(r, bits)| {
-                if r.shape.is_empty() {
-                    Tensor::scalar(scalar_of_bits(r.ty, *bits))
-                } else {
-                    let data = array_outputs.next().expect("one output per array result");
-                    Tensor::new(r.shape.clone(), data)
-                }
-            })
-            .collect())
+        for ((tensor, r), bits) in results.iter_mut().zip(&program.results).zip(&self.slots) {
+            if r.shape.is_empty() {
+                set_scalar_bits(&mut tensor.data, *bits);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -637,6 +703,19 @@ fn scalar_bits(value: Scalar) -> u64 {
         Scalar::Usize(x) => x,
         Scalar::F32(x) => x.to_bits() as u64,
         Scalar::F64(x) => x.to_bits(),
+    }
+}
+
+/// Writes the scalar whose trampoline bits are `bits` as the only
+/// element of `data` (of the result's type).
+fn set_scalar_bits(data: &mut Data, bits: u64) {
+    match data {
+        Data::Bool(v) => v[0] = bits as u8 != 0,
+        Data::I32(v) => v[0] = bits as u32 as i32,
+        Data::I64(v) => v[0] = bits as i64,
+        Data::Usize(v) => v[0] = bits,
+        Data::F32(v) => v[0] = f32::from_bits(bits as u32),
+        Data::F64(v) => v[0] = f64::from_bits(bits),
     }
 }
 
