@@ -28,7 +28,8 @@
 //! reference), the operation counts, `instances` and `peak_instances` are
 //! the reference's (each member's execution counts one), and the report
 //! gives `compiled`, the `reason` when not, `compile_seconds`, `functions`
-//! compiled, `merged_branches` (branches run as selects),
+//! compiled, `merged_branches` (branches run as selects), `tail_calls`
+//! (functions whose self tail call became a jump),
 //! `members_rerun` and `cached_programs` (the programs of the run that
 //! were not compiled again: `crate::native_cache` keeps the last 128
 //! compiled programs of the process, so a program run many times, or a
@@ -179,6 +180,7 @@ fn run_native(
                     "merged_branches",
                     ReportValue::Count(first.merged_branches() as u64),
                 ),
+                field("tail_calls", ReportValue::Count(first.tail_calls() as u64)),
                 field("members_rerun", ReportValue::Count(figures.rerun)),
                 field(
                     "cached_programs",

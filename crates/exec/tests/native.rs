@@ -929,3 +929,69 @@ fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + fib(n - 1) } }";
         "some members stop at the depth limit, others return"
     );
 }
+
+const TAILS: &str = "
+fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + fib(n - 1) } }
+fn fact(n: i64) -> i64 { if n <= 1 { 1 } else { n * fact(n - 1) } }
+fn sum32(n: i32) -> i32 { if n == 0 { 7 } else { n * 1000003 + sum32(n - 1) } }
+fn tri(n: usize) -> usize { if n == 0 { 3 } else { let k = n * n; k + tri(n - 1) } }
+fn fsum(n: i64) -> f64 { if n == 0 { 0.0 } else { 0.1 + fsum(n - 1) } }
+fn twice(n: i64) -> i64 {
+    if n <= 0 { 1 } else if n % 2 == 0 { 1 + twice(n - 1) } else { 2 + twice(n - 2) }
+}";
+
+/// A self call whose result is returned `+` or `*` an integer of the
+/// caller becomes a jump in native code: the function restarts its
+/// activation. What a member shows does not change: its result (wrapped),
+/// the depth limit at the call, its steps, the step limit wherever it
+/// falls (before or after the innermost return: the frames left out take
+/// their return block's step as they return) and its operation counts.
+#[test]
+fn self_tail_calls_become_jumps_and_agree_with_the_reference() {
+    let tails = |report: &[ReportField]| field(report, "tail_calls").clone();
+    let cases: Vec<(&str, Vec<Vec<Scalar>>, u64)> = vec![
+        ("fib", i64s(&[0, 1, 2, 7, 12]), 1),
+        ("fact", i64s(&[0, 1, 5, 20, 25, 40]), 1),
+        (
+            "sum32",
+            [0, 1, 9, 3000]
+                .iter()
+                .map(|n| vec![Scalar::I32(*n)])
+                .collect(),
+            1,
+        ),
+        (
+            "tri",
+            [0_u64, 1, 6, 50]
+                .iter()
+                .map(|n| vec![Scalar::Usize(*n)])
+                .collect(),
+            1,
+        ),
+        // A float sum does not associate: the calls stay.
+        ("fsum", i64s(&[0, 1, 10]), 0),
+        // Two self calls that could each be a jump: neither is.
+        ("twice", i64s(&[0, 5, 10]), 0),
+    ];
+    for (entry, members, expected) in &cases {
+        let report = agree(TAILS, entry, members, &RunOptions::default());
+        assert_compiled(&report, entry);
+        assert_eq!(tails(&report), ReportValue::Count(*expected), "{entry}");
+        // Every step limit up to past the end, and every depth limit: the
+        // member stops where the reference stops it.
+        for max_steps in 1..=48 {
+            let options = RunOptions {
+                max_steps,
+                ..RunOptions::default()
+            };
+            agree(TAILS, entry, members, &options);
+        }
+        for max_stack_depth in 1..=7 {
+            let options = RunOptions {
+                max_stack_depth,
+                ..RunOptions::default()
+            };
+            agree(TAILS, entry, members, &options);
+        }
+    }
+}

@@ -39,6 +39,11 @@
 //! condition takes, so that a branch that follows the data is not a
 //! mispredicted jump.
 //!
+//! A function's one self call whose result is returned `+` or `*` an
+//! integer of the caller restarts the activation instead of calling
+//! (`translate::tail`): its frames cost no machine call, and the member's
+//! depth, steps, limits and counts stay the reference's.
+//!
 //! Operation counts are kept per *segment* (unless compiled with
 //! [`Counting::Skipped`], for a run whose counts nobody reads) (the ops of a block from one
 //! operation that may stop the member to the next, [`Segment`]): one
@@ -283,6 +288,7 @@ pub struct NativeProgram {
     entry_loc: Loc,
     functions: usize,
     merged_branches: usize,
+    tail_calls: usize,
     /// Whether an array operation draws from the member's stream.
     draws: bool,
     interrupts: Interrupts,
@@ -365,6 +371,12 @@ impl NativeProgram {
     /// one's values kept; see `translate::select`).
     pub fn merged_branches(&self) -> usize {
         self.merged_branches
+    }
+
+    /// How many functions' self tail call became a jump (the function
+    /// restarts its activation instead of calling itself).
+    pub fn tail_calls(&self) -> usize {
+        self.tail_calls
     }
 
     /// A machine stack on which a member may reach `max_stack_depth`

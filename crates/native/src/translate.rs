@@ -18,6 +18,7 @@ mod inline;
 pub(crate) mod lockstep;
 mod prims;
 mod select;
+mod tail;
 
 use std::collections::HashMap;
 
@@ -82,6 +83,8 @@ pub(crate) struct Unit<'p> {
     pub arrays: Vec<ArrayOp>,
     /// How many branches were merged into selects (`function::select`).
     pub merged_branches: usize,
+    /// Functions whose self tail call became a jump (`tail`).
+    pub tail_calls: usize,
     pub counting: Counting,
     pub interrupts: Interrupts,
 }
@@ -105,6 +108,7 @@ impl<'p> Unit<'p> {
             symbols,
             arrays: Vec::new(),
             merged_branches: 0,
+            tail_calls: 0,
             counting,
             interrupts,
         })
@@ -246,6 +250,7 @@ pub(crate) fn compile(
         entry_loc: entry_function.loc,
         functions: functions.len(),
         merged_branches: unit.merged_branches,
+        tail_calls: unit.tail_calls,
         interrupts,
     })
 }

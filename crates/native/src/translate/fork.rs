@@ -174,12 +174,13 @@ impl Translator<'_, '_, '_> {
         mapped: bool,
     ) {
         // The depth check of a call; on overflow, leave the fork first.
-        let no_room = self.b.ins().icmp_imm_s(IntCC::Equal, self.depth_left, 0);
+        let depth_left = self.b.use_var(self.depth);
+        let no_room = self.b.ins().icmp_imm_s(IntCC::Equal, depth_left, 0);
         let code = self.unit.stop(overflow);
         self.leave_fork_if(no_room, Some(code));
 
         self.call_import(INSTANCE_BEGIN, &[self.ctx, k], None);
-        let depth = self.b.ins().iadd_imm_s(self.depth_left, -1);
+        let depth = self.b.ins().iadd_imm_s(depth_left, -1);
         let steps = self.b.use_var(self.steps);
         let mut values = vec![self.ctx, depth, steps];
         for (source, arg) in sources.iter().zip(&call.args) {

@@ -29,6 +29,7 @@ use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_module::Module;
 
 use super::select::{merges, Merge};
+use super::tail::{tail_site, Tail};
 use super::{machine_type, Unit, COPY_BYTES, UNCATCHABLE, ZERO_BYTES};
 use crate::{offsets, operand, Counting, Interrupts, Segment, Stop};
 
@@ -40,7 +41,9 @@ pub(super) struct Translator<'u, 'p, 'b> {
     pub vars: Vec<Variable>,
     pub steps: Variable,
     pub ctx: Value,
-    pub depth_left: Value,
+    /// How much deeper the member may call (a variable: a self tail call
+    /// restarts the activation one level deeper, [`super::tail`]).
+    pub depth: Variable,
     /// The context's counters (`None` when the code counts nothing).
     pub counters: Option<Value>,
     /// Per IR block, the number of its first segment (its counter).
@@ -90,6 +93,8 @@ pub(super) struct Translator<'u, 'p, 'b> {
     /// Per block: whether it is an arm of a merge (translated inside its
     /// branch's block, not on its own).
     pub absorbed: Vec<bool>,
+    /// The function's self tail call, made a jump ([`super::tail`]).
+    pub tail: Option<Tail>,
 }
 
 /// Where a function keeps its arrays: each array variable's offset (8-byte
@@ -285,6 +290,8 @@ pub(super) fn translate(
         .collect();
     let steps = b.declare_var(types::I64);
     b.def_var(steps, params[2]);
+    let depth = b.declare_var(types::I64);
+    b.def_var(depth, params[1]);
     let area = array_area(function, unit.symbols);
     let has_arrays = function.vars.values().any(|v| !v.ty.is_scalar());
     let area_slot = has_arrays.then(|| explicit_slot(&mut b, area.bytes.max(8)));
@@ -309,7 +316,7 @@ pub(super) fn translate(
         vars,
         steps,
         ctx,
-        depth_left: params[1],
+        depth,
         counters,
         segment_base,
         local_counts,
@@ -330,6 +337,7 @@ pub(super) fn translate(
         remainders: HashMap::new(),
         merges: Vec::new(),
         absorbed: vec![false; function.blocks.len()],
+        tail: None,
     };
     t.merges = merges(function);
     t.unit.merged_branches += t.merges.iter().flatten().count();
@@ -354,6 +362,13 @@ pub(super) fn translate(
         } else {
             t.set_from(*p, *value);
         }
+    }
+    // Code that polls for interrupts holds its steps in slices, which the
+    // frames a tail call leaves out would have to pay for one by one.
+    if t.unit.interrupts == Interrupts::Ignored {
+        let site = tail_site(function, id).filter(|site| !t.absorbed[site.block.index()]);
+        t.tail = site.map(|site| Tail::new(site, function, params[1], &mut t.b));
+        t.unit.tail_calls += usize::from(t.tail.is_some());
     }
     let first = t.blocks[Function::ENTRY.index()];
     t.b.ins().jump(first, &[]);
@@ -522,7 +537,12 @@ impl Translator<'_, '_, '_> {
         self.take_step(data.loc);
         self.constants.clear();
         self.remainders.clear();
-        self.operations(block, data, None)?;
+        let tail_call = self.tail_call_in(block);
+        self.operations_in(block, data, 0..tail_call.unwrap_or(data.ops.len()), None)?;
+        if tail_call.is_some() {
+            self.restart();
+            return Ok(());
+        }
         match self.merges[block.index()].clone() {
             Some(merge) => self.merged_branch(&merge),
             None => {
@@ -646,7 +666,7 @@ impl Translator<'_, '_, '_> {
                 self.b.ins().brif(c, then_block, &[], else_block, &[]);
             }
             Terminator::Return(values) => {
-                let mut returned = vec![self.b.use_var(self.steps)];
+                let mut scalars = Vec::new();
                 let mut result_ptrs = self.result_ptrs.clone().into_iter();
                 for v in values {
                     if self.is_array(*v) {
@@ -655,9 +675,13 @@ impl Translator<'_, '_, '_> {
                         let bytes = self.var_bytes(*v);
                         self.copy_inline(to, from, bytes);
                     } else {
-                        returned.push(self.b.use_var(self.vars[v.index()]));
+                        let value = self.b.use_var(self.vars[v.index()]);
+                        // The frames a tail call left out take their steps here.
+                        scalars.push(self.unwind(value));
                     }
                 }
+                let mut returned = vec![self.b.use_var(self.steps)];
+                returned.extend(scalars);
                 self.flush_counts();
                 self.b.ins().return_(&returned);
             }
@@ -753,7 +777,7 @@ impl Translator<'_, '_, '_> {
 
     /// Adds one (or `by`) to the counter of segment number `segment`: in
     /// its register inside a loop, else in the context's counters.
-    fn count(&mut self, segment: usize, by: Option<Value>) {
+    pub(super) fn count(&mut self, segment: usize, by: Option<Value>) {
         let Some(counters) = self.counters else {
             return;
         };
@@ -852,7 +876,8 @@ impl Translator<'_, '_, '_> {
     /// A call: the depth check, the call, and what its status means.
     fn call(&mut self, dsts: &[Var], callee: FuncId, args: &[Var], loc: Loc, catch: bool) {
         let recover = catch.then(|| self.b.create_block());
-        let no_room = self.b.ins().icmp_imm_s(IntCC::Equal, self.depth_left, 0);
+        let depth_left = self.b.use_var(self.depth);
+        let no_room = self.b.ins().icmp_imm_s(IntCC::Equal, depth_left, 0);
         match recover {
             Some(recover) => {
                 let go = self.b.create_block();
@@ -861,7 +886,7 @@ impl Translator<'_, '_, '_> {
             }
             None => self.stop_if(no_room, Stop::StackOverflow(loc)),
         }
-        let depth = self.b.ins().iadd_imm_s(self.depth_left, -1);
+        let depth = self.b.ins().iadd_imm_s(depth_left, -1);
         let steps = self.b.use_var(self.steps);
         let mut values = vec![self.ctx, depth, steps];
         let results = if catch { &dsts[1..] } else { dsts };

@@ -672,6 +672,9 @@ fn translate_piece(
     };
     let zero = b.ins().iconst(types::I64, 0);
     b.def_var(row.i, zero);
+    // Pieces make no calls through the translator: its depth is unused.
+    let depth = b.declare_var(types::I64);
+    b.def_var(depth, zero);
     // The segments this piece enters count in registers, added to the
     // counters when the piece ends.
     let mut local_counts = Vec::new();
@@ -723,7 +726,7 @@ fn translate_piece(
         vars,
         steps,
         ctx,
-        depth_left: zero,
+        depth,
         counters,
         segment_base: facts.segment_base.clone(),
         local_counts,
@@ -744,6 +747,7 @@ fn translate_piece(
         remainders: HashMap::new(),
         merges: vec![None; function.blocks.len()],
         absorbed: vec![false; function.blocks.len()],
+        tail: None,
     };
     let mut piece = Piece {
         layout,
