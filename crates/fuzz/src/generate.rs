@@ -110,6 +110,15 @@ const SCALAR_PROGRAMS: f64 = 0.15;
 /// Mixed into the seed for the draw of [`scalar_program`], which has its
 /// own random stream.
 const SCALAR_STREAM: u64 = 0x5ca1_a75e_ed5c_a1a7;
+/// How often the recursive arm of an `i64` function ends with
+/// `e + self(d - k, ..)` or `e * self(d - k, ..)`: a self call whose result
+/// is combined with the caller's value, which native code makes a jump
+/// (`autobatch_native`'s `translate::tail`).
+const FOLDED_SELF_CALLS: f64 = 0.5;
+/// Mixed into the seed for the draws of [`FOLDED_SELF_CALLS`], which have
+/// their own random stream (so that the seeds whose functions draw no
+/// such call give the programs they gave before).
+const FOLD_STREAM: u64 = 0xf01d_5e1f_ca11_f01d;
 /// How often a float expression is a call of a host primitive.
 const HOST_CALLS: f64 = 0.03;
 
@@ -232,6 +241,8 @@ struct Generator {
     /// `while` on data, integer division and remainder (which fault),
     /// `assert!`, early returns, and the limits of [`Self::limits`].
     scalar: bool,
+    /// The stream of the draws of [`FOLDED_SELF_CALLS`].
+    folds: ChaCha8Rng,
     fresh: usize,
     scope: Scope,
 }
@@ -249,6 +260,7 @@ impl Generator {
             inner: false,
             hosts: false,
             scalar: scalar_program(seed),
+            folds: ChaCha8Rng::seed_from_u64(seed ^ FOLD_STREAM),
             fresh: 0,
             scope: Scope {
                 vars: Vec::new(),
@@ -480,7 +492,10 @@ impl Generator {
                     tail: self.expr(ret, 2),
                 };
                 self.scope.guarded = true;
-                let recursive = self.block(ret, 3, 1..5);
+                let mut recursive = self.block(ret, 3, 1..5);
+                if ret == Ty::Int && self.folds.gen_bool(FOLDED_SELF_CALLS) {
+                    recursive.tail = self.folded_self_call(recursive.tail);
+                }
                 let tail = Expr::new(
                     ret,
                     ExprKind::If {
@@ -1843,6 +1858,33 @@ impl Generator {
             },
         );
         Some((call, !same_depth))
+    }
+
+    /// `e + self(d - k, ..)` or `e * self(d - k, ..)` where `d > 0` holds
+    /// (its cost paid), or `e` when the body has made enough calls.
+    fn folded_self_call(&mut self, e: Expr) -> Expr {
+        let cost = self.call_cost();
+        if self.scope.calls_left < cost {
+            return e;
+        }
+        self.scope.calls_left -= cost;
+        let callee = self.scope.function;
+        let op = if self.folds.gen_bool(0.5) {
+            BinOp::Add
+        } else {
+            BinOp::Mul
+        };
+        let step = self.folds.gen_range(1..=2);
+        let mut args = vec![Expr::new(Ty::Int, ExprKind::DepthStep(step))];
+        args.extend(self.extra_args(callee, 2));
+        let call = Expr::new(
+            Ty::Int,
+            ExprKind::Call {
+                callee: self.signatures[callee].name.clone(),
+                args,
+            },
+        );
+        Expr::binary(Ty::Int, op, e, call)
     }
 
     /// Arguments for the parameters of `callee` after its depth.

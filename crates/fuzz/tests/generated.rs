@@ -575,6 +575,45 @@ fn scalar_programs_are_compiled_in_lock_step() {
     }
 }
 
+/// Some recursive `i64` functions end with `e + self(d - k, ..)` or
+/// `e * self(d - k, ..)`, which native code makes a jump back to the
+/// function's entry (`tail_calls` in its report): the programs' checks on
+/// every strategy then cover that code, its depth limits and its steps.
+#[test]
+fn folded_self_calls_are_generated_and_made_jumps() {
+    let folded = |source: &str| {
+        (0..8).any(|f| {
+            let name = if f == 0 {
+                "main".to_owned()
+            } else {
+                format!("f{f}")
+            };
+            [" + ", " * "]
+                .iter()
+                .any(|op| source.contains(&format!("{op}{name}((d - ")))
+        })
+    };
+    let seeds: Vec<u64> = SEEDS.filter(|&s| folded(&generate(s).source())).collect();
+    assert!(
+        seeds.len() >= SEEDS.count() / 50,
+        "{} programs of {} have a folded self call",
+        seeds.len(),
+        SEEDS.count()
+    );
+    let native = autobatch::Strategy::from_name("native").expect("the native strategy");
+    let jumps = seeds
+        .iter()
+        .filter(|&&seed| {
+            let stats = oracle::stats(&generate(seed), native)
+                .unwrap_or_else(|why| panic!("seed {seed}: {why}"));
+            stats[native.name()]["tail_calls"]
+                .as_u64()
+                .is_some_and(|n| n > 0)
+        })
+        .count();
+    assert!(jumps > 0, "no folded self call of {seeds:?} became a jump");
+}
+
 /// Every builtin of the operation table appears in the programs of
 /// [`SEEDS`]: a builtin added to the table without the generator learning
 /// it fails here.
