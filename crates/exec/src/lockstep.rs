@@ -17,7 +17,9 @@
 //! reference's; `lane_utilization` is the members a piece ran for over the
 //! members of its group, averaged over the piece runs; the report gives
 //! `compiled`, the `reason` when not, `compile_seconds`, `functions`,
-//! `pieces` and `piece_runs`. With an observer, each group shows its
+//! `pieces`, `piece_runs` and `cached_programs` (1 when the run's code was
+//! compiled by an earlier run: `crate::native_cache` keeps lock-step code
+//! as it keeps `native`'s). With an observer, each group shows its
 //! counts every few pieces (they never go back); when the observer
 //! panics, every group stops after its current piece and the panic goes
 //! on.
@@ -34,6 +36,7 @@ use autobatch_types::{MemberError, Tensor};
 use crate::batched::OpCounter;
 use crate::internal::{current_run, outside_capture, working_for};
 use crate::native::{counting, member_error, run_instead, segment_counts, Slots};
+use crate::native_cache::{self, LockCode, ProgramText};
 use crate::{
     Batch, BatchingOptions, Env, ExecError, Executor, ReportField, ReportValue, RunOptions,
     RunOutput, RunProgress, Stats,
@@ -69,8 +72,10 @@ impl Executor for LockStep {
         batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError> {
         let started = Instant::now();
-        let compiled = autobatch_native::compile_lockstep(
+        let text = ProgramText::of(program);
+        let compiled = native_cache::compile_lockstep(
             program,
+            &text,
             batch.entry,
             &env.symbols,
             counting(options),
@@ -80,7 +85,10 @@ impl Executor for LockStep {
             ReportValue::Seconds(started.elapsed().as_secs_f64()),
         );
         match compiled {
-            Ok(code) => {
+            Ok(LockCode {
+                program: code,
+                cached,
+            }) => {
                 let (mut output, figures) = run_compiled(&code, program, batch, options)?;
                 output.stats.report = vec![
                     field("compiled", ReportValue::Bool(true)),
@@ -88,6 +96,7 @@ impl Executor for LockStep {
                     field("functions", ReportValue::Count(code.functions() as u64)),
                     field("pieces", ReportValue::Count(code.pieces() as u64)),
                     field("piece_runs", ReportValue::Count(figures.piece_runs)),
+                    field("cached_programs", ReportValue::Count(u64::from(cached))),
                 ];
                 Ok(output)
             }

@@ -6,7 +6,8 @@
 //! Python loop calls `run` per step, a ragged batch compiles each of its
 //! sizes) would pay that every time. [`compile`] therefore keeps the last
 //! [`CAPACITY`] compiled programs of the process and gives a run the one
-//! it already has.
+//! it already has. Lock-step code (`native-lockstep`) is kept the same way,
+//! in the same cache ([`compile_lockstep`]).
 //!
 //! What identifies compiled code: the program's text form (which determines
 //! the program exactly: `parse(print(p)) == p`), the entry, the values of
@@ -20,13 +21,14 @@
 use std::sync::{Arc, Mutex};
 
 use autobatch_ir::{FuncId, Program};
-use autobatch_native::{Counting, Interrupts, NativeProgram, NotCompiled};
+use autobatch_native::{Counting, Interrupts, LockStepProgram, NativeProgram, NotCompiled};
 
 /// The most compiled programs kept (the least recently used goes first).
 pub const CAPACITY: usize = 128;
 
 /// A program's text form, computed once per run and shared by the sizes
 /// of a ragged batch.
+#[derive(Clone)]
 pub(crate) struct ProgramText {
     text: Arc<str>,
     hash: u64,
@@ -52,27 +54,50 @@ pub(crate) struct Flavor {
     pub interrupts: Interrupts,
 }
 
+/// The two shapes of compiled code.
+#[derive(Clone)]
+enum Kept {
+    PerMember(Arc<NativeProgram>),
+    LockStep(Arc<LockStepProgram>),
+}
+
+impl Kept {
+    fn lockstep(&self) -> bool {
+        matches!(self, Kept::LockStep(_))
+    }
+}
+
 /// One compiled program and what it was compiled from.
 struct Entry {
-    text: Arc<str>,
-    hash: u64,
+    text: ProgramText,
     entry: FuncId,
     symbols: Vec<u64>,
     flavor: Flavor,
-    program: Arc<NativeProgram>,
+    program: Kept,
     /// When it was last given out (a counter of lookups).
     used: u64,
 }
 
 impl Entry {
-    /// Whether it was compiled from this text (of this hash), entry,
-    /// lengths and flavor.
-    fn is(&self, text: &str, hash: u64, entry: FuncId, symbols: &[u64], flavor: Flavor) -> bool {
-        self.hash == hash
-            && self.entry == entry
-            && self.flavor == flavor
-            && self.symbols == symbols
-            && *self.text == *text
+    /// Whether it is the code of `key`.
+    fn is(&self, key: &Key<'_>) -> bool {
+        self.text.hash == key.text.hash
+            && self.entry == key.entry
+            && self.flavor == key.flavor
+            && self.program.lockstep() == key.lockstep
+            && self.symbols == key.symbols
+            && *self.text.text == *key.text.text
+    }
+
+    /// What identifies it.
+    fn key(&self) -> Key<'_> {
+        Key {
+            text: &self.text,
+            entry: self.entry,
+            symbols: &self.symbols,
+            flavor: self.flavor,
+            lockstep: self.program.lockstep(),
+        }
     }
 }
 
@@ -85,6 +110,15 @@ static CACHE: Mutex<Cache> = Mutex::new(Cache {
     entries: Vec::new(),
     clock: 0,
 });
+
+/// What identifies compiled code.
+struct Key<'a> {
+    text: &'a ProgramText,
+    entry: FuncId,
+    symbols: &'a [u64],
+    flavor: Flavor,
+    lockstep: bool,
+}
 
 /// A compiled program, and whether it came from the cache.
 pub(crate) struct Code {
@@ -101,34 +135,80 @@ pub(crate) fn compile(
     symbols: &[u64],
     flavor: Flavor,
 ) -> Result<Code, NotCompiled> {
-    if let Some(program) = lookup(text, entry, symbols, flavor) {
-        return Ok(Code {
-            program,
-            cached: true,
-        });
+    let key = Key {
+        text,
+        entry,
+        symbols,
+        flavor,
+        lockstep: false,
+    };
+    let (kept, cached) = kept_or_compiled(&key, || {
+        let compiled =
+            autobatch_native::compile(program, entry, symbols, flavor.counting, flavor.interrupts)?;
+        Ok(Kept::PerMember(Arc::new(compiled)))
+    })?;
+    let Kept::PerMember(program) = kept else {
+        unreachable!("the key asks for code per member")
+    };
+    Ok(Code { program, cached })
+}
+
+/// A compiled lock-step program, and whether it came from the cache.
+pub(crate) struct LockCode {
+    pub program: Arc<LockStepProgram>,
+    pub cached: bool,
+}
+
+/// [`compile`] for lock-step code (`native-lockstep`), which only
+/// `counting` makes in another flavor.
+pub(crate) fn compile_lockstep(
+    program: &Program,
+    text: &ProgramText,
+    entry: FuncId,
+    symbols: &[u64],
+    counting: Counting,
+) -> Result<LockCode, NotCompiled> {
+    let key = Key {
+        text,
+        entry,
+        symbols,
+        flavor: Flavor {
+            counting,
+            interrupts: Interrupts::Ignored,
+        },
+        lockstep: true,
+    };
+    let (kept, cached) = kept_or_compiled(&key, || {
+        let compiled = autobatch_native::compile_lockstep(program, entry, symbols, counting)?;
+        Ok(Kept::LockStep(Arc::new(compiled)))
+    })?;
+    let Kept::LockStep(program) = kept else {
+        unreachable!("the key asks for lock-step code")
+    };
+    Ok(LockCode { program, cached })
+}
+
+/// The code of `key`: the kept one (and `true`), else `compile`'s, kept
+/// (and `false`).
+fn kept_or_compiled(
+    key: &Key<'_>,
+    compile: impl FnOnce() -> Result<Kept, NotCompiled>,
+) -> Result<(Kept, bool), NotCompiled> {
+    if let Some(kept) = lookup(key) {
+        return Ok((kept, true));
     }
     // Compiled outside the lock: other runs go on meanwhile (two runs of a
     // new program may both compile it; the second one kept wins).
-    let compiled = Arc::new(autobatch_native::compile(
-        program,
-        entry,
-        symbols,
-        flavor.counting,
-        flavor.interrupts,
-    )?);
+    let compiled = compile()?;
     keep(Entry {
-        text: text.text.clone(),
-        hash: text.hash,
-        entry,
-        symbols: symbols.to_vec(),
-        flavor,
+        text: key.text.clone(),
+        entry: key.entry,
+        symbols: key.symbols.to_vec(),
+        flavor: key.flavor,
         program: compiled.clone(),
         used: 0,
     });
-    Ok(Code {
-        program: compiled,
-        cached: false,
-    })
+    Ok((compiled, false))
 }
 
 fn lock() -> std::sync::MutexGuard<'static, Cache> {
@@ -139,19 +219,11 @@ fn lock() -> std::sync::MutexGuard<'static, Cache> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn lookup(
-    text: &ProgramText,
-    entry: FuncId,
-    symbols: &[u64],
-    flavor: Flavor,
-) -> Option<Arc<NativeProgram>> {
+fn lookup(key: &Key<'_>) -> Option<Kept> {
     let mut cache = lock();
     cache.clock += 1;
     let now = cache.clock;
-    let found = cache
-        .entries
-        .iter_mut()
-        .find(|e| e.is(&text.text, text.hash, entry, symbols, flavor))?;
+    let found = cache.entries.iter_mut().find(|e| e.is(key))?;
     found.used = now;
     Some(found.program.clone())
 }
@@ -160,10 +232,7 @@ fn keep(mut new: Entry) {
     let mut cache = lock();
     cache.clock += 1;
     new.used = cache.clock;
-    let same = cache
-        .entries
-        .iter()
-        .position(|e| e.is(&new.text, new.hash, new.entry, &new.symbols, new.flavor));
+    let same = cache.entries.iter().position(|e| e.is(&new.key()));
     if let Some(same) = same {
         cache.entries[same] = new;
         return;
@@ -221,5 +290,19 @@ b0:  @1:1
         let evicted = compile(&program, &text, entry, &[u64::MAX - 1], kept).unwrap();
         assert!(!evicted.cached, "the oldest entry was dropped");
         assert!(lock().entries.len() <= CAPACITY);
+        // Lock-step code is kept too, apart from the per-member code of the
+        // same program, lengths and counting.
+        let lockstep =
+            compile_lockstep(&program, &text, entry, &[u64::MAX - 1], Counting::Kept).unwrap();
+        assert!(!lockstep.cached, "the shape is part of the key");
+        let again =
+            compile_lockstep(&program, &text, entry, &[u64::MAX - 1], Counting::Kept).unwrap();
+        assert!(again.cached);
+        assert!(Arc::ptr_eq(&lockstep.program, &again.program));
+        let uncounted =
+            compile_lockstep(&program, &text, entry, &[u64::MAX - 1], Counting::Skipped).unwrap();
+        assert!(!uncounted.cached, "counting is part of the key");
+        let per_member = compile(&program, &text, entry, &[u64::MAX - 1], kept).unwrap();
+        assert!(per_member.cached, "the per-member code is still kept");
     }
 }

@@ -995,3 +995,28 @@ fn self_tail_calls_become_jumps_and_agree_with_the_reference() {
         }
     }
 }
+
+/// A second run of the same program for the same lengths takes its
+/// lock-step code from the process's cache (`cached_programs`), as
+/// `native` does, with the same results.
+#[test]
+fn lockstep_code_is_compiled_once_per_program() {
+    let program = compile("fn cached_lockstep_triple(n: i64) -> i64 { let mut s = 0; for i in 0..n { s += 3 * i + 1; } s }");
+    let batch = scalar_batch(&program, "cached_lockstep_triple", &i64s(&[0, 4, 9]));
+    let options = RunOptions::default();
+    let first = run_batch(native_lockstep(), &program, &batch, &options);
+    let second = run_batch(native_lockstep(), &program, &batch, &options);
+    assert_eq!(
+        field(&first.stats.report, "compiled"),
+        &ReportValue::Bool(true)
+    );
+    assert_eq!(
+        field(&first.stats.report, "cached_programs"),
+        &ReportValue::Count(0)
+    );
+    assert_eq!(
+        field(&second.stats.report, "cached_programs"),
+        &ReportValue::Count(1)
+    );
+    assert_eq!(results_bits(&first.results), results_bits(&second.results));
+}
