@@ -1020,3 +1020,54 @@ fn lockstep_code_is_compiled_once_per_program() {
     );
     assert_eq!(results_bits(&first.results), results_bits(&second.results));
 }
+
+const HALVES: &str = "
+fn halves(x: i64) -> (i64, i64, i64, i64, i64) {
+    let a = if x % 2 == 0 { x / 2 } else { 3 * x + 1 };
+    let b = if x % 4 != 0 { x - 1 } else { x / 4 };
+    let c = if x % 2 == 0 { x / 4 } else { x };
+    let d = if x % 2 == 0 { let y = x + 1; y / 2 } else { x };
+    let mut w = x;
+    let e = if w % 2 == 0 { w = w - 1; w / 2 } else { 0 };
+    (a, b, c, d, e + w)
+}
+fn halves32(x: i32) -> i32 { if x % 2 == 0 { x / 2 } else { x } }";
+
+/// A signed division by `2^j` in the arm of a merged branch that only
+/// runs (its values picked) where `x % 2^k == 0`, `j <= k`, is an
+/// arithmetic shift; every other division stays a division. Negative
+/// values included, the results are the reference's.
+#[test]
+fn exact_divisions_in_merged_arms_agree_with_the_reference() {
+    let values = [
+        0,
+        1,
+        -1,
+        2,
+        -2,
+        3,
+        -3,
+        6,
+        -6,
+        8,
+        -8,
+        12,
+        -12,
+        16,
+        -24,
+        27,
+        i64::MAX,
+        i64::MIN,
+        i64::MIN + 1,
+        i64::MAX - 1,
+    ];
+    let report = agree(HALVES, "halves", &i64s(&values), &RunOptions::default());
+    assert_compiled(&report, "halves");
+    assert_ne!(field(&report, "merged_branches"), &ReportValue::Count(0));
+    let members: Vec<Vec<Scalar>> = [0, 1, -1, 2, -2, 7, -8, i32::MIN, i32::MAX, i32::MIN + 1]
+        .iter()
+        .map(|x| vec![Scalar::I32(*x)])
+        .collect();
+    let report = agree(HALVES, "halves32", &members, &RunOptions::default());
+    assert_compiled(&report, "halves32");
+}

@@ -86,7 +86,15 @@ pub(super) struct Translator<'u, 'p, 'b> {
     /// The integer variables that hold `x % 2^k` at this point of the
     /// block: `x`'s value then and `2^k - 1`. Such a remainder compared
     /// with 0 is the test of `x`'s low bits (for either sign of `x`).
-    pub remainders: HashMap<Var, (Value, i64)>,
+    pub remainders: HashMap<Var, Remainder>,
+    /// The `bool` variables that hold such a test of `x`'s low bits at
+    /// this point of the block.
+    pub low_tests: HashMap<Var, LowTest>,
+    /// Inside the arm of a merged branch whose values are picked only
+    /// where `x`'s low bits under the mask are zero: the variable `x` (as
+    /// long as it keeps that value) and the mask. `x / 2^j` there is
+    /// exact: one arithmetic shift.
+    pub divisible: Option<(Var, i64)>,
     /// Per block: the branch it ends with, merged into selects (see
     /// [`super::select`]).
     pub merges: Vec<Option<Merge>>,
@@ -95,6 +103,27 @@ pub(super) struct Translator<'u, 'p, 'b> {
     pub absorbed: Vec<bool>,
     /// The function's self tail call, made a jump ([`super::tail`]).
     pub tail: Option<Tail>,
+}
+
+/// What a variable holding `x % 2^k` is known to hold.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Remainder {
+    /// `x`'s value then.
+    pub x: Value,
+    /// `2^k - 1`.
+    pub mask: i64,
+    /// The variable `x`, while it still holds that value.
+    pub var: Option<Var>,
+}
+
+/// What a `bool` variable holding `x % 2^k == 0` (or `!= 0`) is known to
+/// hold.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LowTest {
+    pub remainder: Remainder,
+    /// Whether the variable is true when the low bits are zero (`== 0`)
+    /// rather than when they are not (`!= 0`).
+    pub zero: bool,
 }
 
 /// Where a function keeps its arrays: each array variable's offset (8-byte
@@ -335,6 +364,8 @@ pub(super) fn translate(
         views: Vec::new(),
         constants: HashMap::new(),
         remainders: HashMap::new(),
+        low_tests: HashMap::new(),
+        divisible: None,
         merges: Vec::new(),
         absorbed: vec![false; function.blocks.len()],
         tail: None,
@@ -537,6 +568,7 @@ impl Translator<'_, '_, '_> {
         self.take_step(data.loc);
         self.constants.clear();
         self.remainders.clear();
+        self.low_tests.clear();
         let tail_call = self.tail_call_in(block);
         self.operations_in(block, data, 0..tail_call.unwrap_or(data.ops.len()), None)?;
         if tail_call.is_some() {
@@ -590,6 +622,12 @@ impl Translator<'_, '_, '_> {
             }
             let known = known_constant(self.function, &self.constants, op);
             let remainder = self.power_of_two_remainder(op);
+            let low_test = match op {
+                Op::Prim {
+                    dst, prim, args, ..
+                } => self.low_test(*dst, prim, args),
+                _ => None,
+            };
             match op {
                 Op::Prim {
                     dst,
@@ -614,6 +652,8 @@ impl Translator<'_, '_, '_> {
             for d in op.defs() {
                 self.constants.remove(d);
                 self.remainders.remove(d);
+                self.low_tests.remove(d);
+                self.forget_value_of(*d);
             }
             if let (Some(d), Some(value)) = (op.defs().first(), known) {
                 self.constants.insert(*d, value);
@@ -621,13 +661,33 @@ impl Translator<'_, '_, '_> {
             if let Some((d, source)) = remainder {
                 self.remainders.insert(d, source);
             }
+            if let Some((d, test)) = low_test {
+                self.low_tests.insert(d, test);
+            }
         }
         Ok(())
     }
 
+    /// `x`, redefined, no longer holds the value the facts about its low
+    /// bits are about.
+    fn forget_value_of(&mut self, x: Var) {
+        let facts = self
+            .remainders
+            .values_mut()
+            .chain(self.low_tests.values_mut().map(|t| &mut t.remainder));
+        for fact in facts {
+            if fact.var == Some(x) {
+                fact.var = None;
+            }
+        }
+        if self.divisible.is_some_and(|(var, _)| var == x) {
+            self.divisible = None;
+        }
+    }
+
     /// For `d = x % c` with `c` a known power of two: `d`, and `x`'s
     /// value with the mask `c - 1`.
-    fn power_of_two_remainder(&mut self, op: &Op) -> Option<(Var, (Value, i64))> {
+    fn power_of_two_remainder(&mut self, op: &Op) -> Option<(Var, Remainder)> {
         let Op::Prim {
             dst: Some(d),
             prim: Prim::Binary(BinaryOp::Rem),
@@ -645,7 +705,14 @@ impl Translator<'_, '_, '_> {
             return None;
         }
         let x = self.b.use_var(self.vars[args[0].index()]);
-        Some((*d, (x, divisor as i64 - 1)))
+        Some((
+            *d,
+            Remainder {
+                x,
+                mask: divisor as i64 - 1,
+                var: Some(args[0]),
+            },
+        ))
     }
 
     fn terminate(&mut self, term: &Terminator) {

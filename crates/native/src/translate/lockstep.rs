@@ -745,6 +745,8 @@ fn translate_piece(
         views: vec![None; vars_count],
         constants: HashMap::new(),
         remainders: HashMap::new(),
+        low_tests: HashMap::new(),
+        divisible: None,
         merges: vec![None; function.blocks.len()],
         absorbed: vec![false; function.blocks.len()],
         tail: None,
@@ -799,6 +801,7 @@ impl Piece<'_, '_> {
             }
             t.constants.clear();
             t.remainders.clear();
+            t.low_tests.clear();
             t.operations_in(*block, data, range.clone(), None)?;
         }
         match &plan.call {

@@ -11,7 +11,7 @@ use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Type, Value};
 use cranelift_module::{Linkage, Module};
 
-use super::function::Translator;
+use super::function::{LowTest, Translator};
 use super::{machine_type, ARRAY_OP};
 use crate::arrays::ArrayOp;
 use crate::shims::{self, Shim};
@@ -45,6 +45,10 @@ impl Translator<'_, '_, '_> {
         }
         if let Some(test) = self.low_bits_test(dst, prim, args) {
             return Ok(test);
+        }
+        if let (Some(d), Some(quotient)) = (dst, self.exact_division(prim, args)) {
+            self.b.def_var(self.vars[d.index()], quotient);
+            return Ok(());
         }
         if let (Some(d), Some(product)) = (dst, self.multiply_by_constant(prim, args)) {
             self.b.def_var(self.vars[d.index()], product);
@@ -149,6 +153,29 @@ impl Translator<'_, '_, '_> {
     /// the same for either sign of `x` and costs one instruction instead of
     /// the remainder's five; `Some` when it applies (and is done).
     fn low_bits_test(&mut self, dst: Option<Var>, prim: &Prim, args: &[Var]) -> Option<()> {
+        let (d, test) = self.low_test(dst, prim, args)?;
+        let bits = self
+            .b
+            .ins()
+            .band_imm_s(test.remainder.x, test.remainder.mask);
+        let cc = if test.zero {
+            IntCC::Equal
+        } else {
+            IntCC::NotEqual
+        };
+        let test = self.b.ins().icmp_imm_s(cc, bits, 0);
+        self.b.def_var(self.vars[d.index()], test);
+        Some(())
+    }
+
+    /// For `d = (x % 2^k == 0)` (or `!= 0`) with the remainder known
+    /// ([`Translator::remainders`]): `d` and what it tests.
+    pub(super) fn low_test(
+        &self,
+        dst: Option<Var>,
+        prim: &Prim,
+        args: &[Var],
+    ) -> Option<(Var, LowTest)> {
         let (Prim::Compare(op @ (CompareOp::Eq | CompareOp::Ne)), Some(d)) = (prim, dst) else {
             return None;
         };
@@ -158,16 +185,42 @@ impl Translator<'_, '_, '_> {
             [z, r] if is_zero(z) => *r,
             _ => return None,
         };
-        let (x, mask) = *self.remainders.get(&remainder)?;
-        let bits = self.b.ins().band_imm_s(x, mask);
-        let cc = if *op == CompareOp::Eq {
-            IntCC::Equal
-        } else {
-            IntCC::NotEqual
+        let remainder = *self.remainders.get(&remainder)?;
+        Some((
+            d,
+            LowTest {
+                remainder,
+                zero: *op == CompareOp::Eq,
+            },
+        ))
+    }
+
+    /// `x / 2^j` where the arm being translated runs only for an `x` whose
+    /// low bits under a mask covering `2^j - 1` are zero
+    /// ([`Translator::divisible`]): the division is exact, and an
+    /// arithmetic shift gives its quotient for either sign of `x` (the
+    /// general signed division by `2^j` rounds toward zero in three
+    /// instructions). In a merged branch the arm also runs where its
+    /// values are not picked; a shift never faults, and what it gives
+    /// there is never used.
+    fn exact_division(&mut self, prim: &Prim, args: &[Var]) -> Option<Value> {
+        let Prim::Binary(BinaryOp::Div) = prim else {
+            return None;
         };
-        let test = self.b.ins().icmp_imm_s(cc, bits, 0);
-        self.b.def_var(self.vars[d.index()], test);
-        Some(())
+        let (x, mask) = self.divisible?;
+        if args[0] != x {
+            return None;
+        }
+        let ty = self.function.vars[args[0]].ty.elem;
+        if !matches!(ty, ScalarType::I64 | ScalarType::I32) || self.is_array(args[0]) {
+            return None;
+        }
+        let c = *self.constants.get(&args[1])?;
+        if c < 2 || c.count_ones() != 1 || (c - 1) & !i128::from(mask) != 0 {
+            return None;
+        }
+        let a = self.b.use_var(self.vars[x.index()]);
+        Some(self.b.ins().sshr_imm_s(a, i64::from(c.trailing_zeros())))
     }
 
     /// An integer `x * c` with `c` known and `2^k` or `2^k + 1` (`k` from 1

@@ -193,7 +193,16 @@ impl Translator<'_, '_, '_> {
             }
             self.constants = constants.clone();
             self.remainders = remainders.clone();
+            // The arm whose values are picked where a low-bits test holds
+            // (the then arm of `x % 2 == 0`) divides `x` exactly.
+            let picked_when_zero = Some(arm) == merge.then_arm;
+            self.divisible = self
+                .low_tests
+                .get(&merge.cond)
+                .filter(|test| test.zero == picked_when_zero)
+                .and_then(|test| Some((test.remainder.var?, test.remainder.mask)));
             self.operations(arm, &self.function.blocks[arm], Some(taken))?;
+            self.divisible = None;
             values.push(merge.picked.iter().map(|v| value(self, v)).collect());
         }
         let picks = merge.picked.iter().zip(&values[0]).zip(&values[1]);
