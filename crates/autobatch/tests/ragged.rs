@@ -445,6 +445,45 @@ fn rnn(tokens: [f64; L]) -> f64 {
     assert_eq!(report["batched_waits"], 90, "{report}");
 }
 
+/// A ragged batch of more sizes than native code compiles (one program
+/// per size, at most 128) runs on program-counter under the native
+/// strategies, with the reason in the report and the reference's results.
+#[test]
+fn native_runs_a_batch_of_too_many_sizes_on_program_counter() {
+    let source = "fn total(xs: [f64; L]) -> f64 { sum(xs * xs) }";
+    let compiled = compile(source, "total.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let run = |lengths: usize, strategy| {
+        let xs: Vec<Vec<f64>> = (0..lengths)
+            .map(|n| (0..n).map(|k| k as f64 * 0.5 - 1.0).collect())
+            .collect();
+        let inputs =
+            Inputs::from_json_str(&json!({"batch": {"xs": xs}}).to_string()).expect("inputs parse");
+        let bound = compiled.bind("total", &inputs).expect("binds");
+        let config = RunConfig {
+            strategy,
+            threads: 1,
+            ..RunConfig::default()
+        };
+        bound.run(&config).expect("runs").to_json(true)
+    };
+    for name in ["native", "native-batched"] {
+        let strategy = autobatch::Strategy::from_name(name).expect("a strategy");
+        let many = run(129, strategy);
+        assert_eq!(
+            many["results"],
+            run(129, autobatch::Strategy::Reference)["results"]
+        );
+        let report = &many["stats"][name];
+        assert_eq!(report["compiled"], false, "{report}");
+        assert_eq!(report["ran_on"], "program-counter", "{report}");
+        let reason = report["reason"].as_str().expect("a reason");
+        assert!(reason.contains("129 sizes"), "{reason}");
+        let enough = run(128, strategy);
+        assert_eq!(enough["stats"][name]["compiled"], true);
+        assert_eq!(enough["stats"][name]["programs"], 128);
+    }
+}
+
 /// Both dimensions of `m: [[f64; D]; L]` each member's own: rows read by
 /// index (the item's own length varies too), a `map` over the rows (each
 /// instance gets its member's row of `D`), `pfor::<D>` and results of both

@@ -43,7 +43,9 @@
 //! each member runs its size's code; under `native-batched` the members of
 //! all sizes wait together, a product shared by the members of different
 //! sizes when it is the same product (`autobatch_native::run_batched_programs`).
-//! The report's `programs` says how many were compiled.
+//! The report's `programs` says how many were compiled. A batch of more
+//! than `MAX_SIZES` sizes runs on program-counter instead (the reason says
+//! so).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -91,6 +93,12 @@ enum Mode {
     /// All of a worker's members together.
     Together,
 }
+
+/// The most sizes of a ragged batch compiled: one program each, and no
+/// more than the process keeps (`native_cache::CAPACITY`), so that a
+/// program run again finds all its sizes compiled. A batch with more runs
+/// on program-counter, its report saying why.
+const MAX_SIZES: usize = native_cache::CAPACITY;
 
 /// The most machine stack a worker thread gets (members that need more
 /// are rerun on the reference executor).
@@ -270,6 +278,16 @@ impl Compiled {
             reason: e.to_string(),
         };
         let sizes = crate::ragged::size_symbols(env, batch.size).map_err(not_compiled)?;
+        if sizes.len() > MAX_SIZES {
+            return Err(NotCompiled {
+                reason: format!(
+                    "the ragged batch has {} sizes, and native code is compiled once per \
+                     size (at most {MAX_SIZES}: more would compile for long, and again at \
+                     every run, past what the process keeps)",
+                    sizes.len()
+                ),
+            });
+        }
         // The sizes compile in parallel on the run's worker threads.
         let compile = |size: &crate::ragged::SizeSymbols| {
             native_cache::compile(program, &text, batch.entry, &size.symbols, flavor)
