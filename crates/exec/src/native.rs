@@ -384,7 +384,7 @@ struct Progress<'a> {
 }
 
 /// Per native program, per segment: the executions of a running chunk's
-/// members, which native code updates (`Runner::run_shared`) and the
+/// members, which native code updates (`Runner::run_into`) and the
 /// watcher reads.
 type LiveCounts = Vec<Vec<AtomicU64>>;
 

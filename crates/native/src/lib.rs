@@ -53,7 +53,7 @@
 //! (a return or a stop), so that a loop's iterations do not wait on one
 //! another through memory; code compiled with [`Interrupts::Polled`] also
 //! adds it at every slice of steps, so that a host reading the counters
-//! while the member runs ([`Runner::run_shared`]) sees its progress.
+//! while the member runs ([`Runner::run_into`]) sees its progress.
 //!
 //! Array primitives, statics and random draws are computed by the host
 //! (`arrays`: the kernels' own per-member functions on slices of the
@@ -459,24 +459,11 @@ impl Runner<'_> {
     /// [`Runner::run`] adding the counts to counters that another thread
     /// may read while the member runs (a host following a long member's
     /// progress: code compiled with [`Interrupts::Polled`] brings its
-    /// counts up to date at least every [`POLL_STEPS`] steps).
-    pub fn run_shared(
-        &mut self,
-        args: &[&Tensor],
-        limits: &Limits,
-        rng: Option<&mut MemberRng>,
-        counters: &[std::sync::atomic::AtomicU64],
-    ) -> MemberRun {
-        // An `AtomicU64` is a `u64` in an `UnsafeCell`: the code's plain
-        // updates and the other thread's atomic loads see the same words.
-        let at = counters.as_ptr().cast::<u64>().cast_mut();
-        self.run_waiting(args, limits, rng, (at, counters.len()), std::ptr::null())
-    }
-
-    /// [`Runner::run_shared`] writing the member's results into
-    /// `results` ([`NativeProgram::blank_results`]: tensors of the
-    /// results' types and shapes), which the caller keeps: the run itself
-    /// allocates nothing for them. Their values are the member's results
+    /// counts up to date at least every [`POLL_STEPS`] steps), and writing
+    /// the member's results into `results`
+    /// ([`NativeProgram::blank_results`]: tensors of the results' types
+    /// and shapes), which the caller keeps: the run itself allocates
+    /// nothing for them. Their values are the member's results
     /// when it finished (`Ok(())`), and unspecified when it stopped.
     pub fn run_into(
         &mut self,
@@ -486,6 +473,8 @@ impl Runner<'_> {
         counters: &[std::sync::atomic::AtomicU64],
         results: &mut [Tensor],
     ) -> MemberRun<()> {
+        // An `AtomicU64` is a `u64` in an `UnsafeCell`: the code's plain
+        // updates and the other thread's atomic loads see the same words.
         let at = counters.as_ptr().cast::<u64>().cast_mut();
         let counters = (at, counters.len());
         self.run_in_place(args, limits, rng, counters, std::ptr::null(), results)
