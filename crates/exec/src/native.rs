@@ -763,8 +763,14 @@ fn run_chunk_together(
             }
         }
         // No stack could be mapped for a member (the system's limit on
-        // mappings or memory): the members one after the other instead.
-        Err(_no_stacks) => return run_chunk(inputs, members, places, watched),
+        // mappings or memory): the members one after the other instead,
+        // into blank results as `places` makes them for that mode.
+        Err(_no_stacks) => {
+            for (place, member) in places.iter_mut().zip(members.clone()) {
+                *place = Ok(compiled.programs[compiled.index_of(member)].blank_results());
+            }
+            return run_chunk(inputs, members, places, watched);
+        }
     }
     chunk
 }
