@@ -189,6 +189,7 @@ fn run_native(
                     ReportValue::Count(first.merged_branches() as u64),
                 ),
                 field("tail_calls", ReportValue::Count(first.tail_calls() as u64)),
+                field("fast_loops", ReportValue::Count(first.fast_loops() as u64)),
                 field("members_rerun", ReportValue::Count(figures.rerun)),
                 field(
                     "cached_programs",

@@ -1071,3 +1071,77 @@ fn exact_divisions_in_merged_arms_agree_with_the_reference() {
     let report = agree(HALVES, "halves32", &members, &RunOptions::default());
     assert_compiled(&report, "halves32");
 }
+
+const LOOPS: &str = "
+fn collatz(n: i64) -> i64 {
+    let mut x = n;
+    let mut s = 0;
+    while x != 1 { if x % 2 == 0 { x = x / 2; } else { x = 3 * x + 1; } s += 1; }
+    s
+}
+fn nested(n: i64) -> i64 { let mut s = 0; for i in 0..n { for j in 0..i { s += (i * j) % 7; } } s }
+fn early(n: i64) -> i64 {
+    let mut s = 0;
+    let mut i = 0;
+    while i < n {
+        i += 1;
+        if i % 5 == 3 { continue; }
+        s += i;
+        if s > 40 { break; }
+    }
+    s
+}
+fn oneway(n: i64) -> i64 { let mut s = n; for i in 0..n { if i % 2 == 1 { s = s * 3; } s = s - i; } s }
+fn faulty(n: i64) -> i64 {
+    let xs = [1, 2, 3, 4];
+    let mut s = 0;
+    for i in 0..(n as usize) { s += xs[i]; }
+    s
+}
+fn divides(n: i64) -> i64 { let mut s = 0; for i in 0..n { s += 100 / (3 - i); } s }
+fn spin(n: i64) -> i64 { let mut x = 0; loop { x += 1; if x >= n { break; } } x }
+fn g(x: i64) -> i64 { x + 1 }
+fn calls(n: i64) -> i64 { let mut s = 0; for i in 0..n { s = g(s) + i; } s }";
+
+/// A loop without calls or loops inside tests the member's steps once per
+/// pass in native code (`fast_loops`), in a copy of its blocks entered only
+/// when the member holds steps for a whole pass. What a member shows does
+/// not change: its result, its fault, its steps, its operation counts, and
+/// the step limit at the very block where the reference stops it.
+#[test]
+fn loops_test_steps_once_per_pass_and_agree_with_the_reference() {
+    let fast = |report: &[ReportField]| field(report, "fast_loops").clone();
+    let members = i64s(&[1, 2, 3, 7, 27]);
+    let cases = [
+        ("collatz", 1),
+        ("nested", 1),
+        ("early", 1),
+        ("oneway", 1),
+        ("faulty", 1),
+        ("divides", 1),
+        ("spin", 1),
+        // A call may take any number of steps: the loop keeps its tests.
+        ("calls", 0),
+    ];
+    for (entry, expected) in cases {
+        let report = agree(LOOPS, entry, &members, &RunOptions::default());
+        assert_compiled(&report, entry);
+        assert_eq!(fast(&report), ReportValue::Count(expected), "{entry}");
+        // Every step limit up to past the longest member's end (Collatz
+        // of 27 takes 450 steps), then with a member that never ends
+        // (Collatz of 0).
+        let mut with_zero = members.clone();
+        with_zero.push(vec![Scalar::I64(0)]);
+        for (batch, max_steps) in (1..=120)
+            .chain([449, 450, 451, 452, 453])
+            .map(|m| (&members, m))
+            .chain([1, 2, 3, 4, 5, 99, 1000].map(|m| (&with_zero, m)))
+        {
+            let options = RunOptions {
+                max_steps,
+                ..RunOptions::default()
+            };
+            agree(LOOPS, entry, batch, &options);
+        }
+    }
+}

@@ -614,6 +614,37 @@ fn folded_self_calls_are_generated_and_made_jumps() {
     assert!(jumps > 0, "no folded self call of {seeds:?} became a jump");
 }
 
+/// Many programs have a loop without calls or loops inside it, whose
+/// native code tests the step limit once per pass (`fast_loops` in its
+/// report), and some of those run under a step limit low enough to stop
+/// members inside it: the programs' checks on every strategy then cover
+/// the pass's dispatch and the stop at the very block the reference stops.
+#[test]
+fn simple_loops_are_generated_and_tested_once_per_pass() {
+    let native = autobatch::Strategy::from_name("native").expect("the native strategy");
+    let fast: Vec<u64> = SEEDS
+        .filter(|&seed| {
+            let stats = oracle::stats(&generate(seed), native)
+                .unwrap_or_else(|why| panic!("seed {seed}: {why}"));
+            stats[native.name()]["fast_loops"]
+                .as_u64()
+                .is_some_and(|n| n > 0)
+        })
+        .collect();
+    assert!(
+        fast.len() >= SEEDS.count() / 10,
+        "{} programs of {} have a loop tested once per pass",
+        fast.len(),
+        SEEDS.count()
+    );
+    let usual = autobatch_fuzz::generate::USUAL_LIMITS.max_steps;
+    let limited = fast
+        .iter()
+        .filter(|&&seed| generate(seed).limits.max_steps < usual)
+        .count();
+    assert!(limited > 0, "none of {fast:?} runs under a low step limit");
+}
+
 /// Every builtin of the operation table appears in the programs of
 /// [`SEEDS`]: a builtin added to the table without the generator learning
 /// it fails here.

@@ -289,6 +289,7 @@ pub struct NativeProgram {
     functions: usize,
     merged_branches: usize,
     tail_calls: usize,
+    fast_loops: usize,
     /// Whether an array operation draws from the member's stream.
     draws: bool,
     interrupts: Interrupts,
@@ -377,6 +378,12 @@ impl NativeProgram {
     /// restarts its activation instead of calling itself).
     pub fn tail_calls(&self) -> usize {
         self.tail_calls
+    }
+
+    /// How many loops test the member's steps once per pass instead of
+    /// once per block (see `translate::budget`).
+    pub fn fast_loops(&self) -> usize {
+        self.fast_loops
     }
 
     /// A machine stack on which a member may reach `max_stack_depth`

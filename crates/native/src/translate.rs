@@ -12,6 +12,7 @@
 //! result is not returned but written, on return, through a pointer the
 //! caller passes after the parameters (one per array result, in order).
 
+mod budget;
 mod fork;
 mod function;
 mod inline;
@@ -85,6 +86,8 @@ pub(crate) struct Unit<'p> {
     pub merged_branches: usize,
     /// Functions whose self tail call became a jump (`tail`).
     pub tail_calls: usize,
+    /// Loops with one step test per pass (`budget`).
+    pub fast_loops: usize,
     pub counting: Counting,
     pub interrupts: Interrupts,
 }
@@ -109,6 +112,7 @@ impl<'p> Unit<'p> {
             arrays: Vec::new(),
             merged_branches: 0,
             tail_calls: 0,
+            fast_loops: 0,
             counting,
             interrupts,
         })
@@ -251,6 +255,7 @@ pub(crate) fn compile(
         functions: functions.len(),
         merged_branches: unit.merged_branches,
         tail_calls: unit.tail_calls,
+        fast_loops: unit.fast_loops,
         interrupts,
     })
 }

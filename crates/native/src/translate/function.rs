@@ -28,6 +28,7 @@ use cranelift_codegen::ir::{
 use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_module::Module;
 
+use super::budget::FastLoop;
 use super::select::{merges, Merge};
 use super::tail::{tail_site, Tail};
 use super::{machine_type, Unit, COPY_BYTES, UNCATCHABLE, ZERO_BYTES};
@@ -103,6 +104,11 @@ pub(super) struct Translator<'u, 'p, 'b> {
     pub absorbed: Vec<bool>,
     /// The function's self tail call, made a jump ([`super::tail`]).
     pub tail: Option<Tail>,
+    /// The function's simple loops, with a fast copy each
+    /// ([`super::budget`]).
+    pub fast: Vec<FastLoop>,
+    /// While a fast copy is translated: its loop's number in `fast`.
+    pub in_fast: Option<usize>,
 }
 
 /// What a variable holding `x % 2^k` is known to hold.
@@ -369,6 +375,8 @@ pub(super) fn translate(
         merges: Vec::new(),
         absorbed: vec![false; function.blocks.len()],
         tail: None,
+        fast: Vec::new(),
+        in_fast: None,
     };
     t.merges = merges(function);
     t.unit.merged_branches += t.merges.iter().flatten().count();
@@ -400,14 +408,19 @@ pub(super) fn translate(
         let site = tail_site(function, id).filter(|site| !t.absorbed[site.block.index()]);
         t.tail = site.map(|site| Tail::new(site, function, params[1], &mut t.b));
         t.unit.tail_calls += usize::from(t.tail.is_some());
+        // A tail call's restart jumps to the entry, which may head a loop.
+        if t.tail.is_none() {
+            t.plan_fast_loops();
+        }
     }
-    let first = t.blocks[Function::ENTRY.index()];
+    let first = t.target(Function::ENTRY);
     t.b.ins().jump(first, &[]);
     for (block, data) in function.blocks.iter() {
         if !t.absorbed[block.index()] {
-            t.block(block, data)?;
+            t.block_into(t.blocks[block.index()], block, data)?;
         }
     }
+    t.fast_copies()?;
     t.exits();
     let Translator { unit, mut b, .. } = t;
     b.seal_all_blocks();
@@ -563,8 +576,14 @@ fn in_loops(function: &Function) -> Vec<bool> {
 }
 
 impl Translator<'_, '_, '_> {
-    fn block(&mut self, block: Block, data: &BlockData) -> Result<(), String> {
-        self.b.switch_to_block(self.blocks[block.index()]);
+    /// Translates `block` (`data`) into the native block `native`.
+    pub(super) fn block_into(
+        &mut self,
+        native: NativeBlock,
+        block: Block,
+        data: &BlockData,
+    ) -> Result<(), String> {
+        self.b.switch_to_block(native);
         self.take_step(data.loc);
         self.constants.clear();
         self.remainders.clear();
@@ -718,7 +737,8 @@ impl Translator<'_, '_, '_> {
     fn terminate(&mut self, term: &Terminator) {
         match term {
             Terminator::Jump(target) => {
-                self.b.ins().jump(self.blocks[target.index()], &[]);
+                let target = self.target(*target);
+                self.b.ins().jump(target, &[]);
             }
             Terminator::Branch {
                 cond,
@@ -726,11 +746,18 @@ impl Translator<'_, '_, '_> {
                 else_block,
             } => {
                 let c = self.b.use_var(self.vars[cond.index()]);
-                let (then_block, else_block) = (
-                    self.blocks[then_block.index()],
-                    self.blocks[else_block.index()],
-                );
-                self.b.ins().brif(c, then_block, &[], else_block, &[]);
+                // In a fast copy, the path that stays in the loop is the
+                // fall-through (the else successor) and leaving it the jump.
+                let leaves =
+                    self.stays_in_fast_loop(*then_block) && !self.stays_in_fast_loop(*else_block);
+                let (then_native, else_native) =
+                    (self.target(*then_block), self.target(*else_block));
+                if leaves {
+                    let not_c = self.b.ins().icmp_imm_u(IntCC::Equal, c, 0);
+                    self.b.ins().brif(not_c, else_native, &[], then_native, &[]);
+                } else {
+                    self.b.ins().brif(c, then_native, &[], else_native, &[]);
+                }
             }
             Terminator::Return(values) => {
                 let mut scalars = Vec::new();
@@ -762,6 +789,12 @@ impl Translator<'_, '_, '_> {
     /// costs code made of tiny calls about a sixth of its speed).
     pub(super) fn take_step(&mut self, loc: Loc) {
         let left = self.b.use_var(self.steps);
+        if self.in_fast.is_some() {
+            // The loop's dispatch saw steps for the whole pass.
+            let left = self.b.ins().iadd_imm_s(left, -1);
+            self.b.def_var(self.steps, left);
+            return;
+        }
         if self.unit.interrupts == Interrupts::Ignored {
             // All the member's steps are held: the test has one exit.
             let out = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);

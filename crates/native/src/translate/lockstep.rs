@@ -750,6 +750,8 @@ fn translate_piece(
         merges: vec![None; function.blocks.len()],
         absorbed: vec![false; function.blocks.len()],
         tail: None,
+        fast: Vec::new(),
+        in_fast: None,
     };
     let mut piece = Piece {
         layout,

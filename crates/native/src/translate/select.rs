@@ -212,7 +212,8 @@ impl Translator<'_, '_, '_> {
         }
         self.constants.clear();
         self.remainders.clear();
-        self.b.ins().jump(self.blocks[merge.join.index()], &[]);
+        let join = self.target(merge.join);
+        self.b.ins().jump(join, &[]);
         Ok(())
     }
 
@@ -221,6 +222,18 @@ impl Translator<'_, '_, '_> {
     fn merged_step(&mut self, merge: &Merge, c: Value) {
         self.refuel_if_empty();
         let left = self.b.use_var(self.steps);
+        if self.in_fast.is_some() {
+            // The loop's dispatch saw steps for the whole pass.
+            let then_taken = self.b.ins().uextend(types::I64, c);
+            let taken = match (merge.then_arm, merge.else_arm) {
+                (Some(_), Some(_)) => self.b.ins().iconst(types::I64, 1),
+                (Some(_), None) => then_taken,
+                (None, _) => self.b.ins().bxor_imm_u(then_taken, 1),
+            };
+            let left = self.b.ins().isub(left, taken);
+            self.b.def_var(self.steps, left);
+            return;
+        }
         let out = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
         let code = |t: &mut Self, arm: Option<Block>| {
             arm.map(|arm| {
