@@ -71,10 +71,15 @@ impl Default for RunConfig {
 }
 
 /// One thread per core the process may use (1 if that cannot be known).
+/// Asked once per process: the answer reads the cgroup's files, which
+/// costs more than a small run (every run checks its thread count).
 pub fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
 }
 
 /// Threads per available core a run may use at most: more only adds the

@@ -454,6 +454,8 @@ fn run_compiled(
         // or, for an observer to see the run go, sixteen per thread.
         (Mode::Together, false) => batch.size.div_ceil(threads).max(1),
         (Mode::Alone, true) => 1,
+        // One worker has nothing to balance: the whole batch is one chunk.
+        (Mode::Alone, false) if threads == 1 => batch.size.max(1),
         (_, _) => (batch.size / (threads * 16)).max(1),
     };
     let progress = Mutex::new(Progress {
