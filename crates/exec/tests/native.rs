@@ -1143,5 +1143,17 @@ fn loops_test_steps_once_per_pass_and_agree_with_the_reference() {
             };
             agree(LOOPS, entry, batch, &options);
         }
+        // Watched code holds its steps a slice at a time: the dispatch
+        // reads the steps held, the checked copy takes the next slice.
+        for max_steps in [1, 2, 3, 50, u64::MAX] {
+            agree_watched(LOOPS, entry, &members, max_steps);
+        }
+    }
+    let slice = autobatch_native::POLL_STEPS;
+    for k in 1..4 {
+        for max_steps in [k * slice - 1, k * slice, k * slice + 1] {
+            agree_watched(LOOPS, "spin", &i64s(&[20_000, 4100, 5]), max_steps);
+            agree_watched(LOOPS, "nested", &i64s(&[60, 45, 3]), max_steps);
+        }
     }
 }

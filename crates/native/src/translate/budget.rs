@@ -21,8 +21,10 @@
 //! Every jump to the header, from inside the loop or outside, goes
 //! through the dispatch; the fast copy leaves the loop into the checked
 //! blocks outside it. The member's steps, results, stops and counts are
-//! those of the checked code. Only code that ignores interrupts has fast
-//! copies (code that polls holds its steps in slices).
+//! those of the checked code. In code that polls for interrupts the
+//! member holds its steps a slice at a time: the dispatch compares the
+//! steps held, and the checked copy takes the next slice (and sees an
+//! interrupt) when they run short.
 
 use std::collections::HashMap;
 

@@ -408,10 +408,10 @@ pub(super) fn translate(
         let site = tail_site(function, id).filter(|site| !t.absorbed[site.block.index()]);
         t.tail = site.map(|site| Tail::new(site, function, params[1], &mut t.b));
         t.unit.tail_calls += usize::from(t.tail.is_some());
-        // A tail call's restart jumps to the entry, which may head a loop.
-        if t.tail.is_none() {
-            t.plan_fast_loops();
-        }
+    }
+    // A tail call's restart jumps to the entry, which may head a loop.
+    if t.tail.is_none() {
+        t.plan_fast_loops();
     }
     let first = t.target(Function::ENTRY);
     t.b.ins().jump(first, &[]);

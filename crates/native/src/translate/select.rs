@@ -220,9 +220,8 @@ impl Translator<'_, '_, '_> {
     /// The step the arm taken takes at its entry (none on a missing arm's
     /// path), or the step limit at that arm.
     fn merged_step(&mut self, merge: &Merge, c: Value) {
-        self.refuel_if_empty();
-        let left = self.b.use_var(self.steps);
         if self.in_fast.is_some() {
+            let left = self.b.use_var(self.steps);
             // The loop's dispatch saw steps for the whole pass.
             let then_taken = self.b.ins().uextend(types::I64, c);
             let taken = match (merge.then_arm, merge.else_arm) {
@@ -234,6 +233,8 @@ impl Translator<'_, '_, '_> {
             self.b.def_var(self.steps, left);
             return;
         }
+        self.refuel_if_empty();
+        let left = self.b.use_var(self.steps);
         let out = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
         let code = |t: &mut Self, arm: Option<Block>| {
             arm.map(|arm| {
