@@ -166,6 +166,21 @@ pub struct BlockData {
     pub loc: Loc,
 }
 
+impl BlockData {
+    /// The position of the block's last call, if that call is a call of
+    /// function `id` (itself, when the block is `id`'s) that does not
+    /// catch: the one call a tail call can be (a catching call never is:
+    /// the member goes on after it).
+    pub fn last_self_call(&self, id: FuncId) -> Option<usize> {
+        let at = self
+            .ops
+            .iter()
+            .rposition(|op| matches!(op, Op::Call { .. }))?;
+        matches!(&self.ops[at], Op::Call { callee, catch: false, .. } if *callee == id)
+            .then_some(at)
+    }
+}
+
 /// An operation inside a block.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {

@@ -76,23 +76,10 @@ fn eliminate_in_function(id: FuncId, function: &mut Function) -> usize {
 /// `Return` unchanged, the index of that call in the block.
 fn tail_call_position(id: FuncId, function: &Function, b: Block) -> Option<usize> {
     let block = &function.blocks[b];
-    let call_index = block
-        .ops
-        .iter()
-        .rposition(|op| matches!(op, Op::Call { .. }))?;
-    // A catching call is never a tail call: the member goes on after it.
-    let Op::Call {
-        dsts,
-        callee,
-        catch: false,
-        ..
-    } = &block.ops[call_index]
-    else {
+    let call_index = block.last_self_call(id)?;
+    let Op::Call { dsts, .. } = &block.ops[call_index] else {
         return None;
     };
-    if *callee != id {
-        return None;
-    }
     // Which result of the call each variable now holds.
     let mut holds: HashMap<Var, usize> = dsts.iter().enumerate().map(|(i, v)| (*v, i)).collect();
     let follow_copies = |ops: &[Op], holds: &mut HashMap<Var, usize>| -> bool {

@@ -113,24 +113,14 @@ pub(super) fn tail_site(function: &Function, id: FuncId) -> Option<TailSite> {
 /// The tail call ending `block`, if it is one.
 fn site_in(function: &Function, id: FuncId, block: Block) -> Option<TailSite> {
     let data = &function.blocks[block];
-    let call = data
-        .ops
-        .iter()
-        .rposition(|op| matches!(op, Op::Call { .. }))?;
+    let call = data.last_self_call(id)?;
     let Op::Call {
-        dsts,
-        callee,
-        args,
-        loc,
-        catch: false,
+        dsts, args, loc, ..
     } = &data.ops[call]
     else {
         return None;
     };
     let [r] = dsts[..] else { return None };
-    if *callee != id {
-        return None;
-    }
     let [Op::Prim {
         dst: Some(returned),
         prim: Prim::Binary(op @ (BinaryOp::Add | BinaryOp::Mul)),
