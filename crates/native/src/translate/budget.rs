@@ -100,6 +100,15 @@ pub(super) fn simple_loops(
     let mut taken = vec![false; n];
     let mut loops = Vec::new();
     for &header in &blocks {
+        // Only a block that a later block jumps back to is taken for a
+        // header (as lowering orders a loop's blocks): a loop missed only
+        // keeps its tests, and each header costs a walk of the function.
+        if !pred[header.index()]
+            .iter()
+            .any(|p| p.index() >= header.index())
+        {
+            continue;
+        }
         // The natural loop of the header's back edges: those from blocks
         // it dominates (which the entry reaches only through it).
         let around = reach_avoiding(header);
@@ -112,19 +121,20 @@ pub(super) fn simple_loops(
             continue;
         }
         let mut members = vec![header];
+        let mut inside = vec![false; n];
+        inside[header.index()] = true;
         let mut stack = sources;
         while let Some(b) = stack.pop() {
-            if !members.contains(&b) {
+            if !std::mem::replace(&mut inside[b.index()], true) {
                 members.push(b);
                 stack.extend(&pred[b.index()]);
             }
         }
-        let inside = |b: Block| members.contains(&b);
         // Entered only at the header: no edge from outside (nor the
         // function's entry) reaches another of its blocks.
         let entered_elsewhere = members[1..]
             .iter()
-            .any(|b| *b == Function::ENTRY || pred[b.index()].iter().any(|p| !inside(*p)));
+            .any(|b| *b == Function::ENTRY || pred[b.index()].iter().any(|p| !inside[p.index()]));
         let calls = members.iter().any(|b| {
             function.blocks[*b]
                 .ops
@@ -134,7 +144,7 @@ pub(super) fn simple_loops(
         if entered_elsewhere || calls || members.iter().any(|b| taken[b.index()]) {
             continue;
         }
-        let Some(steps) = longest_pass(header, &members, &succ, merges) else {
+        let Some(steps) = longest_pass(header, &inside, &succ, merges) else {
             continue; // a loop inside
         };
         for b in &members {
@@ -149,55 +159,66 @@ pub(super) fn simple_loops(
     loops
 }
 
-/// The most steps a pass from `header` through `members` takes (a block's
+/// The most steps a pass from `header` through the blocks `inside` takes (a block's
 /// entry one, a merged branch's arm taken one more), or `None` if the
-/// blocks have a cycle that does not pass through the header.
+/// blocks have a cycle that does not pass through the header. An
+/// iterative depth-first walk: a loop's body may have thousands of blocks.
 fn longest_pass(
     header: Block,
-    members: &[Block],
+    inside: &[bool],
     succ: &[Vec<Block>],
     merges: &[Option<Merge>],
 ) -> Option<u64> {
-    // Depth-first, memoised; `on_path` finds a cycle.
-    fn visit(
-        b: Block,
-        header: Block,
-        members: &[Block],
-        succ: &[Vec<Block>],
-        merges: &[Option<Merge>],
-        memo: &mut HashMap<Block, u64>,
-        on_path: &mut Vec<Block>,
-    ) -> Option<u64> {
-        if let Some(steps) = memo.get(&b) {
-            return Some(*steps);
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Open,
+        Done(u64),
+    }
+    let inner = |b: Block| -> Vec<Block> {
+        succ[b.index()]
+            .iter()
+            .copied()
+            .filter(|s| *s != header && inside[s.index()])
+            .collect()
+    };
+    let mut marks: HashMap<Block, Mark> = HashMap::new();
+    // Each entry: a block and whether its successors are done.
+    let mut stack = vec![(header, false)];
+    while let Some((b, expanded)) = stack.pop() {
+        if expanded {
+            let arm = merges[b.index()]
+                .as_ref()
+                .is_some_and(|m| m.then_arm.is_some() || m.else_arm.is_some());
+            let after = inner(b)
+                .iter()
+                .map(|s| match marks.get(s) {
+                    Some(Mark::Done(steps)) => *steps,
+                    _ => 0,
+                })
+                .max()
+                .unwrap_or(0);
+            marks.insert(b, Mark::Done(1 + u64::from(arm) + after));
+            continue;
         }
-        if on_path.contains(&b) {
-            return None;
+        match marks.get(&b) {
+            Some(Mark::Done(_)) => continue,
+            Some(Mark::Open) => return None, // on the current path: a cycle
+            None => {}
         }
-        on_path.push(b);
-        let arm = merges[b.index()]
-            .as_ref()
-            .is_some_and(|m| m.then_arm.is_some() || m.else_arm.is_some());
-        let own = 1 + u64::from(arm);
-        let mut after = 0;
-        for s in &succ[b.index()] {
-            if *s != header && members.contains(s) {
-                after = after.max(visit(*s, header, members, succ, merges, memo, on_path)?);
+        marks.insert(b, Mark::Open);
+        stack.push((b, true));
+        for s in inner(b) {
+            match marks.get(&s) {
+                Some(Mark::Done(_)) => {}
+                Some(Mark::Open) => return None,
+                None => stack.push((s, false)),
             }
         }
-        on_path.pop();
-        memo.insert(b, own + after);
-        Some(own + after)
     }
-    visit(
-        header,
-        header,
-        members,
-        succ,
-        merges,
-        &mut HashMap::new(),
-        &mut Vec::new(),
-    )
+    match marks.get(&header) {
+        Some(Mark::Done(steps)) => Some(*steps),
+        _ => None,
+    }
 }
 
 impl Translator<'_, '_, '_> {
@@ -310,6 +331,19 @@ mod tests {
             "n",
         );
         assert_eq!(found.len(), 1);
+    }
+
+    #[test]
+    fn a_loop_of_thousands_of_blocks_is_walked_without_recursion() {
+        let ifs = "if x % 3 == 0 { x = x + xs[1]; } ".repeat(5000);
+        let source = format!(
+            "fn long(n: i64) -> i64 {{ let xs = [1, 2]; let mut x = n; \
+             for i in 0..n {{ {ifs} x = x + i; }} x }}"
+        );
+        let found = shapes(&source, "long");
+        assert_eq!(found.len(), 1);
+        // Each `if` a branch block and its arm, then the join.
+        assert!(found[0].steps > 10_000, "{}", found[0].steps);
     }
 
     #[test]
