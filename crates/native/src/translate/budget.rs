@@ -257,7 +257,7 @@ impl Translator<'_, '_, '_> {
     /// `block`.
     pub(super) fn stays_in_fast_loop(&self, block: Block) -> bool {
         self.in_fast
-            .is_some_and(|l| self.fast[l].shape.blocks.contains(&block))
+            .is_some_and(|l| self.fast[l].copies.contains_key(&block))
     }
 
     /// Translates each simple loop's fast copy and its dispatch.

@@ -217,18 +217,24 @@ impl Translator<'_, '_, '_> {
         Ok(())
     }
 
+    /// Whether the member's path enters an arm of `merge` (as a `bool`):
+    /// always when both arms exist, else where `c` picks the one there is.
+    fn arm_on_path(&mut self, merge: &Merge, c: Value) -> Value {
+        match (merge.then_arm, merge.else_arm) {
+            (Some(_), Some(_)) => self.b.ins().iconst(types::I8, 1),
+            (Some(_), None) => c,
+            (None, _) => self.b.ins().bxor_imm_u(c, 1),
+        }
+    }
+
     /// The step the arm taken takes at its entry (none on a missing arm's
     /// path), or the step limit at that arm.
     fn merged_step(&mut self, merge: &Merge, c: Value) {
+        let entered = self.arm_on_path(merge, c);
+        let taken = self.b.ins().uextend(types::I64, entered);
         if self.in_fast.is_some() {
-            let left = self.b.use_var(self.steps);
             // The loop's dispatch saw steps for the whole pass.
-            let then_taken = self.b.ins().uextend(types::I64, c);
-            let taken = match (merge.then_arm, merge.else_arm) {
-                (Some(_), Some(_)) => self.b.ins().iconst(types::I64, 1),
-                (Some(_), None) => then_taken,
-                (None, _) => self.b.ins().bxor_imm_u(then_taken, 1),
-            };
+            let left = self.b.use_var(self.steps);
             let left = self.b.ins().isub(left, taken);
             self.b.def_var(self.steps, left);
             return;
@@ -236,6 +242,7 @@ impl Translator<'_, '_, '_> {
         self.refuel_if_empty();
         let left = self.b.use_var(self.steps);
         let out = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
+        let stops = self.b.ins().band(out, entered);
         let code = |t: &mut Self, arm: Option<Block>| {
             arm.map(|arm| {
                 let loc = t.function.blocks[arm].loc;
@@ -243,18 +250,6 @@ impl Translator<'_, '_, '_> {
             })
         };
         let (then_code, else_code) = (code(self, merge.then_arm), code(self, merge.else_arm));
-        let (stops, taken) = match (then_code, else_code) {
-            (Some(_), Some(_)) => (out, self.b.ins().iconst(types::I64, 1)),
-            (Some(_), None) => (
-                self.b.ins().band(out, c),
-                self.b.ins().uextend(types::I64, c),
-            ),
-            (None, _) => {
-                let not_c = self.b.ins().bxor_imm_u(c, 1);
-                let stops = self.b.ins().band(out, not_c);
-                (stops, self.b.ins().uextend(types::I64, not_c))
-            }
-        };
         // The stop code (the arm's location) is picked off the hot path.
         let stop = self.b.create_block();
         self.b.set_cold_block(stop);
