@@ -1,6 +1,9 @@
 //! The `native` strategy: every member alone, its control compiled to
 //! machine code by `autobatch_native` (Cranelift), the members spread over
-//! `--threads` worker threads, each member independent of the others.
+//! `--threads` worker threads (one thread and no observer: the calling
+//! thread, on a machine stack as large as a worker's,
+//! [`autobatch_native::run_on_stack`]), each member independent of the
+//! others.
 //!
 //! Arrays live in each member's own frames, statics are read from the
 //! environment, and each member draws from its own `MemberRng` (seeded as
@@ -448,7 +451,6 @@ fn run_compiled(
         interrupt: options.observer.as_ref().map(|_| &interrupt),
     };
     let threads = options.threads.max(1);
-    let pool = worker_pool(threads, stack, "autobatch-native")?;
     let chunk = match (mode, options.observer.is_some()) {
         // Members run together are batched within a chunk: one per thread,
         // or, for an observer to see the run go, sixteen per thread.
@@ -488,7 +490,13 @@ fn run_compiled(
         slots: &slots,
         interrupt: &interrupt,
     };
-    let chunks = run_chunks(mode, &inputs, &watched, &mut results, chunk, &pool);
+    let chunks = match run_here(mode, &inputs, &watched, &mut results, threads, stack) {
+        Some(done) => vec![done],
+        None => {
+            let pool = worker_pool(threads, stack, "autobatch-native")?;
+            run_chunks(mode, &inputs, &watched, &mut results, chunk, &pool)
+        }
+    };
     if chunks.iter().any(|c| c.interrupted > 0) {
         return Err(ExecError::Internal(
             "a member was interrupted, but the observer did not stop the run".into(),
@@ -551,6 +559,31 @@ fn places(
             Mode::Together => Ok(Vec::new()),
         })
         .collect()
+}
+
+/// Runs a one-thread run that nobody watches on the calling thread, on a
+/// machine stack of `stack` bytes (a worker's): waking a worker costs
+/// about 30 µs, more than a small run's members take. `None` when the run
+/// is not such a run, or no stack could be mapped (the caller then runs
+/// it on the pool).
+fn run_here(
+    mode: Mode,
+    inputs: &RunInputs<'_>,
+    watched: &Watched<'_, '_>,
+    results: &mut [Result<Vec<Tensor>, MemberError>],
+    threads: usize,
+    stack: usize,
+) -> Option<Chunk> {
+    if mode != Mode::Alone || threads != 1 || inputs.options.observer.is_some() {
+        return None;
+    }
+    let members = 0..results.len();
+    let done = autobatch_native::run_on_stack(stack, || {
+        run_chunk(inputs, members, &mut *results, watched)
+    })
+    .ok()?;
+    report_progress(watched, &done);
+    Some(done)
 }
 
 /// Runs the members in chunks of `chunk` on `pool`'s workers, each chunk

@@ -97,6 +97,7 @@ mod translate;
 mod waits;
 
 pub use lockstep::{compile_lockstep, LockProgress, LockStepProgram, LockStepRun};
+pub use stacks::run_on_stack;
 pub use waits::{run_batched_programs, BatchedRun, MemberInput, ProgramMembers, ProgramsRun};
 
 use std::sync::atomic::{AtomicBool, Ordering};
