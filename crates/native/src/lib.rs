@@ -417,17 +417,41 @@ impl NativeProgram {
     /// A runner of members over `statics`, which keeps its buffers from
     /// one member to the next (one per thread).
     pub fn runner<'p>(&'p self, statics: &'p [Tensor]) -> Runner<'p> {
-        Runner {
-            program: self,
+        let static_data: Vec<*const u8> = statics
+            .iter()
+            .map(|s| arrays::data_bytes(&s.data).0)
+            .collect();
+        let context = Box::new(Context {
+            status: 0,
+            _pad: 0,
+            steps_left: 0,
+            depth_left: 0,
+            stack_limit: 0,
+            counters: std::ptr::null_mut(),
+            symbols: self.symbols.as_ptr(),
+            // The vector's elements stay where they are when the runner moves.
+            static_data: static_data.as_ptr(),
+            steps_reserve: 0,
+            interrupt: &NEVER,
+            symbol_count: self.symbols.len(),
+            arrays: &self.arrays,
             statics,
-            static_data: statics
-                .iter()
-                .map(|s| arrays::data_bytes(&s.data).0)
-                .collect(),
-            bits: Vec::with_capacity(self.params.len()),
-            slots: Vec::with_capacity(self.results.len() + 1),
+            rng: std::ptr::null_mut(),
+            fault: None,
             scratch: Vec::new(),
             forks: Vec::new(),
+            instances: 0,
+            live_instances: 0,
+            peak_instances: 0,
+            adjoints: Vec::new(),
+            yielder: std::ptr::null(),
+        });
+        Runner {
+            program: self,
+            _static_data: static_data,
+            bits: Vec::with_capacity(self.params.len()),
+            slots: Vec::with_capacity(self.results.len() + 1),
+            context,
         }
     }
 }
@@ -436,15 +460,17 @@ impl NativeProgram {
 /// buffers that pass arguments and results.
 pub struct Runner<'p> {
     program: &'p NativeProgram,
-    statics: &'p [Tensor],
-    /// Per static, the address of its elements.
-    static_data: Vec<*const u8>,
+    /// Per static, the address of its elements (which `context` points to).
+    _static_data: Vec<*const u8>,
     /// One 8-byte slot per parameter.
     bits: Vec<u64>,
     /// One 8-byte slot per result, and one more.
     slots: Vec<u64>,
-    scratch: Vec<u64>,
-    forks: Vec<forks::OpenFork>,
+    /// The context the code runs with, kept from one member to the next:
+    /// what the program and the statics fix is set once, a member's own
+    /// fields at each run (`start_member`), and the host's buffers
+    /// (`scratch`, `forks`) keep their memory.
+    context: Box<Context>,
 }
 
 impl Runner<'_> {
@@ -542,37 +568,24 @@ impl Runner<'_> {
         let marker = 0_u8;
         let here = std::hint::black_box(&marker) as *const u8 as usize;
         let rng: *mut MemberRng = rng.map_or(std::ptr::null_mut(), |rng| rng);
-        let mut context = Context {
-            status: 0,
-            _pad: 0,
-            // Code that polls takes its first slice at the entry block.
-            steps_left: match program.interrupts {
-                Interrupts::Ignored => limits.max_steps,
-                Interrupts::Polled => 0,
-            },
-            depth_left: limits.max_stack_depth as u64 - 1,
-            stack_limit: here.saturating_sub(limits.stack_room) as u64,
-            counters,
-            symbols: program.symbols.as_ptr(),
-            static_data: self.static_data.as_ptr(),
-            steps_reserve: match program.interrupts {
-                Interrupts::Ignored => 0,
-                Interrupts::Polled => limits.max_steps,
-            },
-            interrupt: limits.interrupt.unwrap_or(&NEVER),
-            symbol_count: program.symbols.len(),
-            arrays: &program.arrays,
-            statics: self.statics,
-            rng,
-            fault: None,
-            scratch: std::mem::take(&mut self.scratch),
-            forks: std::mem::take(&mut self.forks),
-            instances: 0,
-            live_instances: 0,
-            peak_instances: 0,
-            adjoints: Vec::new(),
-            yielder,
+        let context = &mut *self.context;
+        context.status = 0;
+        // Code that polls takes its first slice at the entry block.
+        (context.steps_left, context.steps_reserve) = match program.interrupts {
+            Interrupts::Ignored => (limits.max_steps, 0),
+            Interrupts::Polled => (0, limits.max_steps),
         };
+        context.depth_left = limits.max_stack_depth as u64 - 1;
+        context.stack_limit = here.saturating_sub(limits.stack_room) as u64;
+        context.counters = counters;
+        context.interrupt = limits.interrupt.unwrap_or(&NEVER);
+        context.rng = rng;
+        context.fault = None;
+        context.forks.clear();
+        context.instances = 0;
+        context.live_instances = 0;
+        context.peak_instances = 0;
+        context.yielder = yielder;
         // SAFETY: the trampoline reads one argument per parameter (a
         // scalar's bits, or a pointer to an array of the parameter's shape,
         // checked above) and writes one result per slot (a scalar, or the
@@ -581,28 +594,30 @@ impl Runner<'_> {
         // `counters` (one per segment), the symbols the program was
         // compiled with, and its own frames. `rng` is null only for a
         // program that draws nothing (no array operation reads it).
-        unsafe { (program.trampoline)(&mut context, self.bits.as_ptr(), self.slots.as_mut_ptr()) };
-        self.scratch = std::mem::take(&mut context.scratch);
-        self.forks = std::mem::take(&mut context.forks);
-        self.forks.clear();
+        unsafe { (program.trampoline)(context, self.bits.as_ptr(), self.slots.as_mut_ptr()) };
+        let context = &mut *self.context;
+        context.rng = std::ptr::null_mut();
+        context.yielder = std::ptr::null();
         let steps = limits.max_steps - context.steps_left - context.steps_reserve;
         let interrupted = limits
             .interrupt
             .is_some_and(|flag| flag.load(Ordering::Relaxed));
+        let (status, fault) = (context.status, context.fault.take());
+        let run = MemberRun {
+            outcome: Ok(()),
+            steps,
+            instances: context.instances,
+            peak_instances: context.peak_instances,
+            adjoints: std::mem::take(&mut context.adjoints),
+        };
         let outcome = if interrupted {
             // A member stopped by the interrupt stopped as at its step
             // limit; a run interrupted is abandoned, whatever stopped it.
             Err(Stop::Interrupted)
         } else {
-            self.outcome(context.status, context.fault.take(), results)
+            self.outcome(status, fault, results)
         };
-        MemberRun {
-            outcome,
-            steps,
-            instances: context.instances,
-            peak_instances: context.peak_instances,
-            adjoints: context.adjoints,
-        }
+        MemberRun { outcome, ..run }
     }
 
     /// One 8-byte slot per parameter: a scalar's bits, or the address of
@@ -639,7 +654,7 @@ impl Runner<'_> {
         self.slots.clear();
         for (tensor, r) in results.iter_mut().zip(&self.program.results) {
             assert!(
-                tensor.shape == r.shape && tensor.data.ty() == r.ty,
+                same_shape(&tensor.shape, &r.shape) && tensor.data.ty() == r.ty,
                 "a result tensor of the result's type and shape"
             );
             self.slots.push(if r.shape.is_empty() {
@@ -701,6 +716,12 @@ impl Drop for CodeMemory {
             unsafe { module.free_memory() };
         }
     }
+}
+
+/// Whether two shapes are equal, element by element (a slice comparison
+/// calls `memcmp`, which costs a scalar member's run more than the test).
+fn same_shape(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// A scalar as the 64 bits the trampoline reads (the low bytes of the type's width).
