@@ -251,6 +251,43 @@ pub(crate) struct Context {
     yielder: *const waits::MemberYielder,
 }
 
+/// What a member's run sets in its runner's [`Context`].
+struct MemberStart<'l> {
+    interrupts: Interrupts,
+    limits: &'l Limits<'l>,
+    stack_limit: u64,
+    counters: *mut u64,
+    rng: *mut MemberRng,
+    yielder: *const waits::MemberYielder,
+}
+
+impl Context {
+    /// Makes the context a fresh member's: its limits, counters, stream
+    /// and place to suspend; nothing left of the member before (a run
+    /// that panicked may have left a fork open, a fault or adjoints).
+    fn start_member(&mut self, start: MemberStart<'_>) {
+        let limits = start.limits;
+        self.status = 0;
+        // Code that polls takes its first slice at the entry block.
+        (self.steps_left, self.steps_reserve) = match start.interrupts {
+            Interrupts::Ignored => (limits.max_steps, 0),
+            Interrupts::Polled => (0, limits.max_steps),
+        };
+        self.depth_left = limits.max_stack_depth as u64 - 1;
+        self.stack_limit = start.stack_limit;
+        self.counters = start.counters;
+        self.interrupt = limits.interrupt.unwrap_or(&NEVER);
+        self.rng = start.rng;
+        self.fault = None;
+        self.forks.clear();
+        self.adjoints.clear();
+        self.instances = 0;
+        self.live_instances = 0;
+        self.peak_instances = 0;
+        self.yielder = start.yielder;
+    }
+}
+
 /// The interrupt flag of a run that nothing interrupts.
 static NEVER: AtomicBool = AtomicBool::new(false);
 
@@ -468,8 +505,8 @@ pub struct Runner<'p> {
     slots: Vec<u64>,
     /// The context the code runs with, kept from one member to the next:
     /// what the program and the statics fix is set once, a member's own
-    /// fields at each run (`start_member`), and the host's buffers
-    /// (`scratch`, `forks`) keep their memory.
+    /// fields at each run ([`Context::start_member`]), and the host's
+    /// buffers (`scratch`, `forks`) keep their memory.
     context: Box<Context>,
 }
 
@@ -569,23 +606,14 @@ impl Runner<'_> {
         let here = std::hint::black_box(&marker) as *const u8 as usize;
         let rng: *mut MemberRng = rng.map_or(std::ptr::null_mut(), |rng| rng);
         let context = &mut *self.context;
-        context.status = 0;
-        // Code that polls takes its first slice at the entry block.
-        (context.steps_left, context.steps_reserve) = match program.interrupts {
-            Interrupts::Ignored => (limits.max_steps, 0),
-            Interrupts::Polled => (0, limits.max_steps),
-        };
-        context.depth_left = limits.max_stack_depth as u64 - 1;
-        context.stack_limit = here.saturating_sub(limits.stack_room) as u64;
-        context.counters = counters;
-        context.interrupt = limits.interrupt.unwrap_or(&NEVER);
-        context.rng = rng;
-        context.fault = None;
-        context.forks.clear();
-        context.instances = 0;
-        context.live_instances = 0;
-        context.peak_instances = 0;
-        context.yielder = yielder;
+        context.start_member(MemberStart {
+            interrupts: program.interrupts,
+            limits,
+            stack_limit: here.saturating_sub(limits.stack_room) as u64,
+            counters,
+            rng,
+            yielder,
+        });
         // SAFETY: the trampoline reads one argument per parameter (a
         // scalar's bits, or a pointer to an array of the parameter's shape,
         // checked above) and writes one result per slot (a scalar, or the
