@@ -631,13 +631,8 @@ impl Runner<'_> {
             .interrupt
             .is_some_and(|flag| flag.load(Ordering::Relaxed));
         let (status, fault) = (context.status, context.fault.take());
-        let run = MemberRun {
-            outcome: Ok(()),
-            steps,
-            instances: context.instances,
-            peak_instances: context.peak_instances,
-            adjoints: std::mem::take(&mut context.adjoints),
-        };
+        let (instances, peak_instances) = (context.instances, context.peak_instances);
+        let adjoints = std::mem::take(&mut context.adjoints);
         let outcome = if interrupted {
             // A member stopped by the interrupt stopped as at its step
             // limit; a run interrupted is abandoned, whatever stopped it.
@@ -645,7 +640,13 @@ impl Runner<'_> {
         } else {
             self.outcome(status, fault, results)
         };
-        MemberRun { outcome, ..run }
+        MemberRun {
+            outcome,
+            steps,
+            instances,
+            peak_instances,
+            adjoints,
+        }
     }
 
     /// One 8-byte slot per parameter: a scalar's bits, or the address of

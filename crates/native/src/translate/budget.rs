@@ -174,14 +174,13 @@ fn longest_pass(
         Open,
         Done(u64),
     }
-    let inner = |b: Block| -> Vec<Block> {
+    let inner = |b: Block| {
         succ[b.index()]
             .iter()
             .copied()
-            .filter(|s| *s != header && inside[s.index()])
-            .collect()
+            .filter(move |s| *s != header && inside[s.index()])
     };
-    let mut marks: HashMap<Block, Mark> = HashMap::new();
+    let mut marks: Vec<Option<Mark>> = vec![None; inside.len()];
     // Each entry: a block and whether its successors are done.
     let mut stack = vec![(header, false)];
     while let Some((b, expanded)) = stack.pop() {
@@ -190,33 +189,32 @@ fn longest_pass(
                 .as_ref()
                 .is_some_and(|m| m.then_arm.is_some() || m.else_arm.is_some());
             let after = inner(b)
-                .iter()
-                .map(|s| match marks.get(s) {
-                    Some(Mark::Done(steps)) => *steps,
+                .map(|s| match marks[s.index()] {
+                    Some(Mark::Done(steps)) => steps,
                     _ => 0,
                 })
                 .max()
                 .unwrap_or(0);
-            marks.insert(b, Mark::Done(1 + u64::from(arm) + after));
+            marks[b.index()] = Some(Mark::Done(1 + u64::from(arm) + after));
             continue;
         }
-        match marks.get(&b) {
+        match marks[b.index()] {
             Some(Mark::Done(_)) => continue,
             Some(Mark::Open) => return None, // on the current path: a cycle
             None => {}
         }
-        marks.insert(b, Mark::Open);
+        marks[b.index()] = Some(Mark::Open);
         stack.push((b, true));
         for s in inner(b) {
-            match marks.get(&s) {
+            match marks[s.index()] {
                 Some(Mark::Done(_)) => {}
                 Some(Mark::Open) => return None,
                 None => stack.push((s, false)),
             }
         }
     }
-    match marks.get(&header) {
-        Some(Mark::Done(steps)) => Some(*steps),
+    match marks[header.index()] {
+        Some(Mark::Done(steps)) => Some(steps),
         _ => None,
     }
 }
