@@ -307,6 +307,12 @@ pub(super) fn explicit_slot(b: &mut FunctionBuilder<'_>, bytes: usize) -> StackS
 
 pub(super) const FLAGS: MemFlagsData = MemFlagsData::trusted();
 
+/// Memory flags for what no code writes while a member runs (the
+/// context's table of static data, and the statics themselves): such loads
+/// are pure to Cranelift, so a loop reads a static's address once, not at
+/// every element.
+pub(super) const FIXED: MemFlagsData = FLAGS.with_readonly().with_can_move();
+
 /// Translates function `id` of the unit's program into `b`.
 pub(super) fn translate(
     unit: &mut Unit<'_>,
@@ -932,9 +938,14 @@ impl Translator<'_, '_, '_> {
         let go_on = self.b.create_block();
         self.b.ins().brif(cond, stop, &[], go_on, &[]);
         self.b.switch_to_block(stop);
+        self.stop_with_code(code);
+        self.b.switch_to_block(go_on);
+    }
+
+    /// Stops the member with the stop code `code`: ends the current block.
+    pub(super) fn stop_with_code(&mut self, code: u32) {
         let code = self.b.ins().iconst(types::I32, i64::from(code));
         self.b.ins().jump(self.stop_block, &[BlockArg::Value(code)]);
-        self.b.switch_to_block(go_on);
     }
 
     /// The machine stack must have room for this activation.
@@ -1083,8 +1094,8 @@ impl Translator<'_, '_, '_> {
             let table = self
                 .b
                 .ins()
-                .load(types::I64, FLAGS, self.ctx, offsets::STATIC_DATA);
-            return self.b.ins().load(types::I64, FLAGS, table, 8 * id as i32);
+                .load(types::I64, FIXED, self.ctx, offsets::STATIC_DATA);
+            return self.b.ins().load(types::I64, FIXED, table, 8 * id as i32);
         }
         let offset = self.offsets[v.index()].expect("an array variable");
         let area = self.area.expect("a function with arrays has an area");

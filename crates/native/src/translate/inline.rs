@@ -97,60 +97,31 @@ impl Translator<'_, '_, '_> {
 
     /// The position of `args[1]` in `args[0]`, checked: a constant within
     /// the bounds (known while translating, see `Translator::constants`)
-    /// needs no check; any other position branches to the host's path
-    /// (which faults) when it is out of bounds, and the block after the
-    /// operation is returned with it.
-    fn checked_position(
-        &mut self,
-        dst: Var,
-        prim: &Prim,
-        args: &[Var],
-        loc: Loc,
-    ) -> (Value, Option<cranelift_codegen::ir::Block>) {
+    /// needs no check; any other position branches to the host's path when
+    /// it is out of bounds, which faults and stops the member there
+    /// ([`Self::host_fault`]), so the code after the operation has one way
+    /// in: no merge for Cranelift to rebuild pure values after, and no
+    /// value kept across the host's call.
+    fn checked_position(&mut self, dst: Var, prim: &Prim, args: &[Var], loc: Loc) -> Value {
         let length = operand(&self.function.vars[args[0]].ty, self.unit.symbols).shape[0];
         if let Some(c) = self.constants.get(&args[1]).copied() {
             if c >= 0 && c < length as i128 {
-                return (self.b.ins().iconst(types::I64, c as i64), None);
+                return self.b.ins().iconst(types::I64, c as i64);
             }
         }
         let position = self.position(args[1]);
-        let merge = self.bounds_check(dst, prim, args, loc, position);
-        (position, Some(merge))
-    }
-
-    /// Ends an operation that [`Self::checked_position`] may have split.
-    fn merge(&mut self, merge: Option<cranelift_codegen::ir::Block>) {
-        if let Some(merge) = merge {
-            self.b.ins().jump(merge, &[]);
-            self.b.switch_to_block(merge);
-        }
-    }
-
-    /// Branches to the host's path (which faults) when `position` is not
-    /// below the array's length; gives the block after the operation.
-    fn bounds_check(
-        &mut self,
-        dst: Var,
-        prim: &Prim,
-        args: &[Var],
-        loc: Loc,
-        position: Value,
-    ) -> cranelift_codegen::ir::Block {
-        let length = operand(&self.function.vars[args[0]].ty, self.unit.symbols).shape[0];
         let out =
             self.b
                 .ins()
                 .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, position, length as i64);
         let slow = self.b.create_block();
         let fast = self.b.create_block();
-        let merge = self.b.create_block();
         self.b.set_cold_block(slow);
         self.b.ins().brif(out, slow, &[], fast, &[]);
         self.b.switch_to_block(slow);
-        self.host(Some(dst), prim, args, loc);
-        self.b.ins().jump(merge, &[]);
+        self.host_fault(Some(dst), prim, args, loc);
         self.b.switch_to_block(fast);
-        merge
+        position
     }
 
     fn item_bytes(&self, array: Var) -> usize {
@@ -163,18 +134,17 @@ impl Translator<'_, '_, '_> {
         if let Some(view) = self.views[dst.index()] {
             // A view: the address of the item, no copy (a position out of
             // bounds takes the host's path, which faults before writing).
-            let (position, merge) = self.checked_position(dst, &Prim::Index, args, loc);
+            let position = self.checked_position(dst, &Prim::Index, args, loc);
             let offset = self.b.ins().imul_imm_u(position, item as i64);
             let base = self.addr(args[0]);
             let at = self.b.ins().iadd(base, offset);
             self.b.def_var(view, at);
-            self.merge(merge);
             return true;
         }
         if item > INLINE_BYTES {
             return false;
         }
-        let (position, merge) = self.checked_position(dst, &Prim::Index, args, loc);
+        let position = self.checked_position(dst, &Prim::Index, args, loc);
         let offset = self.b.ins().imul_imm_u(position, item as i64);
         let base = self.addr(args[0]);
         let at = self.b.ins().iadd(base, offset);
@@ -186,7 +156,6 @@ impl Translator<'_, '_, '_> {
             let value = self.b.ins().load(ty, FLAGS, at, 0);
             self.b.def_var(self.vars[dst.index()], value);
         }
-        self.merge(merge);
         true
     }
 
@@ -196,7 +165,7 @@ impl Translator<'_, '_, '_> {
         if item > INLINE_BYTES || (dst != args[0] && whole > INLINE_BYTES) {
             return false;
         }
-        let (position, merge) = self.checked_position(dst, &Prim::IndexSet, args, loc);
+        let position = self.checked_position(dst, &Prim::IndexSet, args, loc);
         let to = self.addr(dst);
         if dst != args[0] {
             let from = self.addr(args[0]);
@@ -211,7 +180,6 @@ impl Translator<'_, '_, '_> {
             let value = self.b.use_var(self.vars[args[2].index()]);
             self.b.ins().store(FLAGS, value, at, 0);
         }
-        self.merge(merge);
         true
     }
 

@@ -421,6 +421,40 @@ impl Translator<'_, '_, '_> {
     /// operand's pointer (a scalar's through the operand slot), the call,
     /// the fault check, and a scalar result loaded back.
     pub(super) fn host(&mut self, dst: Option<Var>, prim: &Prim, args: &[Var], loc: Loc) {
+        let failed = self.host_call(dst, prim, args);
+        let may_fault = matches!(
+            prim,
+            Prim::Index | Prim::IndexSet | Prim::Binary(BinaryOp::Div | BinaryOp::Rem)
+        );
+        if may_fault {
+            let code = self.unit.dynamic_fault(loc);
+            self.stop_with_code_if(failed, code);
+        }
+        if let Some(d) = dst.filter(|d| !self.is_array(*d)) {
+            let ty = machine_type(self.function.vars[d].ty.elem);
+            let value = self
+                .b
+                .ins()
+                .stack_load(types::I64, ty, self.operand_slot, 0);
+            self.b.def_var(self.vars[d.index()], value);
+        }
+    }
+
+    /// `prim(args)` by the host where it faults (an index out of bounds,
+    /// known to be so): the host leaves the kernels' fault in the context
+    /// and the member stops, whatever the call returns. The block ends
+    /// here, so the code after the operation is reached from its fast path
+    /// alone, and nothing live there is kept across this call.
+    pub(super) fn host_fault(&mut self, dst: Option<Var>, prim: &Prim, args: &[Var], loc: Loc) {
+        self.host_call(dst, prim, args);
+        let code = self.unit.dynamic_fault(loc);
+        self.stop_with_code(code);
+    }
+
+    /// The host's call for `dst = prim(args)`: each operand's pointer in
+    /// the pointer slot (a scalar's through the operand slot), then
+    /// `crate::arrays::array_op`; gives its return code (non-zero: failed).
+    fn host_call(&mut self, dst: Option<Var>, prim: &Prim, args: &[Var]) -> Value {
         let symbols = self.unit.symbols;
         let vars = &self.function.vars;
         let number = self.unit.arrays.len();
@@ -453,22 +487,8 @@ impl Translator<'_, '_, '_> {
         }
         let number = self.b.ins().iconst(types::I64, number as i64);
         let table = self.b.ins().stack_addr(types::I64, pointers, 0);
-        let failed = self
-            .call_import(ARRAY_OP, &[self.ctx, number, table], Some(types::I32))
-            .expect("array_op returns a code");
-        let may_fault = matches!(
-            prim,
-            Prim::Index | Prim::IndexSet | Prim::Binary(BinaryOp::Div | BinaryOp::Rem)
-        );
-        if may_fault {
-            let code = self.unit.dynamic_fault(loc);
-            self.stop_with_code_if(failed, code);
-        }
-        if let Some(d) = dst.filter(|d| !self.is_array(*d)) {
-            let ty = machine_type(self.function.vars[d].ty.elem);
-            let value = self.b.ins().stack_load(types::I64, ty, operands, 0);
-            self.b.def_var(self.vars[d.index()], value);
-        }
+        self.call_import(ARRAY_OP, &[self.ctx, number, table], Some(types::I32))
+            .expect("array_op returns a code")
     }
 
     /// Whether `prim(args)` is a float product with a matrix read in place
