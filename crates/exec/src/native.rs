@@ -32,7 +32,8 @@
 //! the reference's (each member's execution counts one), and the report
 //! gives `compiled`, the `reason` when not, `compile_seconds`, `functions`
 //! compiled, `merged_branches` (branches run as selects), `tail_calls`
-//! (functions whose self tail call became a jump),
+//! (functions whose self tail call became a jump), `fast_loops`,
+//! `fused_loops` (chains of float array operations run in one pass),
 //! `members_rerun` and `cached_programs` (the programs of the run that
 //! were not compiled again: `crate::native_cache` keeps the last 128
 //! compiled programs of the process, so a program run many times, or a
@@ -193,6 +194,10 @@ fn run_native(
                 ),
                 field("tail_calls", ReportValue::Count(first.tail_calls() as u64)),
                 field("fast_loops", ReportValue::Count(first.fast_loops() as u64)),
+                field(
+                    "fused_loops",
+                    ReportValue::Count(first.fused_loops() as u64),
+                ),
                 field("members_rerun", ReportValue::Count(figures.rerun)),
                 field(
                     "cached_programs",

@@ -328,6 +328,7 @@ pub struct NativeProgram {
     merged_branches: usize,
     tail_calls: usize,
     fast_loops: usize,
+    fused_loops: usize,
     /// Whether an array operation draws from the member's stream.
     draws: bool,
     interrupts: Interrupts,
@@ -422,6 +423,14 @@ impl NativeProgram {
     /// once per block (see `translate::budget`).
     pub fn fast_loops(&self) -> usize {
         self.fast_loops
+    }
+
+    /// How many loops run a block's chain of float array operations (and
+    /// the sums it feeds) element by element in one pass
+    /// (see `translate::fused`). A loop's block compiled twice (its fast
+    /// and tested copies) counts twice.
+    pub fn fused_loops(&self) -> usize {
+        self.fused_loops
     }
 
     /// A machine stack on which a member may reach `max_stack_depth`

@@ -15,6 +15,7 @@
 mod budget;
 mod fork;
 mod function;
+mod fused;
 mod inline;
 pub(crate) mod lockstep;
 mod prims;
@@ -88,6 +89,8 @@ pub(crate) struct Unit<'p> {
     pub tail_calls: usize,
     /// Loops with one step test per pass (`budget`).
     pub fast_loops: usize,
+    /// Loops of fused array operations emitted (`fused`).
+    pub fused_loops: usize,
     pub counting: Counting,
     pub interrupts: Interrupts,
 }
@@ -113,6 +116,7 @@ impl<'p> Unit<'p> {
             merged_branches: 0,
             tail_calls: 0,
             fast_loops: 0,
+            fused_loops: 0,
             counting,
             interrupts,
         })
@@ -256,6 +260,7 @@ pub(crate) fn compile(
         merged_branches: unit.merged_branches,
         tail_calls: unit.tail_calls,
         fast_loops: unit.fast_loops,
+        fused_loops: unit.fused_loops,
         interrupts,
     })
 }

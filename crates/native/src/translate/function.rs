@@ -29,6 +29,7 @@ use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_module::Module;
 
 use super::budget::FastLoop;
+use super::fused::Counts;
 use super::select::{merges, Merge};
 use super::tail::{tail_site, Tail};
 use super::{machine_type, Unit, COPY_BYTES, UNCATCHABLE, ZERO_BYTES};
@@ -109,6 +110,8 @@ pub(super) struct Translator<'u, 'p, 'b> {
     pub fast: Vec<FastLoop>,
     /// While a fast copy is translated: its loop's number in `fast`.
     pub in_fast: Option<usize>,
+    /// How often each variable is defined and read ([`super::fused`]).
+    pub fuse_counts: Counts,
 }
 
 /// What a variable holding `x % 2^k` is known to hold.
@@ -313,6 +316,11 @@ pub(super) const FLAGS: MemFlagsData = MemFlagsData::trusted();
 /// every element.
 pub(super) const FIXED: MemFlagsData = FLAGS.with_readonly().with_can_move();
 
+/// Reinterpreting a value's bits as another type of the same width, lanes
+/// in their order.
+pub(super) const LANES: MemFlagsData =
+    MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
+
 /// Translates function `id` of the unit's program into `b`.
 pub(super) fn translate(
     unit: &mut Unit<'_>,
@@ -383,6 +391,7 @@ pub(super) fn translate(
         tail: None,
         fast: Vec::new(),
         in_fast: None,
+        fuse_counts: Counts::of(function),
     };
     t.merges = merges(function);
     t.unit.merged_branches += t.merges.iter().flatten().count();
@@ -479,7 +488,7 @@ pub(super) fn known_constant(
 /// Whether an operation may stop the member (so that the operations after
 /// it in its block may not run): a call, an integer division (unless by a
 /// scalar known, from `constants`, not to be zero), an index, an `assert`.
-fn may_stop(function: &Function, op: &Op, constants: &HashMap<Var, i128>) -> bool {
+pub(super) fn may_stop(function: &Function, op: &Op, constants: &HashMap<Var, i128>) -> bool {
     match op {
         Op::Prim {
             prim: Prim::Binary(BinaryOp::Div | BinaryOp::Rem),
@@ -635,6 +644,16 @@ impl Translator<'_, '_, '_> {
             .enumerate()
             .filter(|(_, (start, _))| *start >= range.start)
             .peekable();
+        // Each operation of a fused group runs in its group's loop, emitted
+        // at the group's last operation (`super::fused`).
+        let groups = self.fused_groups(data, range.start..range.end);
+        let mut fused: HashMap<usize, Option<usize>> = HashMap::new();
+        for (g, group) in groups.iter().enumerate() {
+            let last = *group.members.last().expect("a group has members");
+            for m in &group.members {
+                fused.insert(*m, (*m == last).then_some(g));
+            }
+        }
         for (i, op) in data
             .ops
             .iter()
@@ -653,26 +672,37 @@ impl Translator<'_, '_, '_> {
                 } => self.low_test(*dst, prim, args),
                 _ => None,
             };
-            match op {
-                Op::Prim {
-                    dst,
-                    prim,
-                    args,
-                    loc,
-                } => self.prim(*dst, prim, args, *loc)?,
-                Op::Call {
-                    dsts,
-                    callee,
-                    args,
-                    loc,
-                    catch,
-                } => self.call(dsts, *callee, args, *loc, *catch),
-                Op::Fork {
-                    dsts,
-                    args,
-                    instances,
-                    loc,
-                } => self.fork(dsts, args, instances, *loc),
+            match (fused.get(&i), op) {
+                (Some(Some(g)), _) => self.fused_loop(data, &groups[*g]),
+                (Some(None), _) => {}
+                (
+                    None,
+                    Op::Prim {
+                        dst,
+                        prim,
+                        args,
+                        loc,
+                    },
+                ) => self.prim(*dst, prim, args, *loc)?,
+                (
+                    None,
+                    Op::Call {
+                        dsts,
+                        callee,
+                        args,
+                        loc,
+                        catch,
+                    },
+                ) => self.call(dsts, *callee, args, *loc, *catch),
+                (
+                    None,
+                    Op::Fork {
+                        dsts,
+                        args,
+                        instances,
+                        loc,
+                    },
+                ) => self.fork(dsts, args, instances, *loc),
             }
             for d in op.defs() {
                 self.constants.remove(d);
@@ -946,6 +976,38 @@ impl Translator<'_, '_, '_> {
     pub(super) fn stop_with_code(&mut self, code: u32) {
         let code = self.b.ins().iconst(types::I32, i64::from(code));
         self.b.ins().jump(self.stop_block, &[BlockArg::Value(code)]);
+    }
+
+    /// `-x` for a float or a vector of floats: the sign bit flipped, as the
+    /// kernels' `-` does, but not as Cranelift's `fneg`: its mid-end
+    /// rewrites `(-a) * (-b)` into `a * b`, which changes which NaN a
+    /// product of two NaNs keeps (the kernels compute the negations).
+    pub(super) fn flip_sign(&mut self, x: Value) -> Value {
+        let ty = self.b.func.dfg.value_type(x);
+        let lane = ty.lane_type();
+        let vector = if ty.is_vector() {
+            ty
+        } else {
+            lane.by(128 / lane.bits()).expect("a 128-bit vector")
+        };
+        let wide = if ty.is_vector() {
+            x
+        } else {
+            self.b.ins().scalar_to_vector(vector, x)
+        };
+        let bits = self.b.ins().bitcast(vector.as_int(), LANES, wide);
+        let sign = self
+            .b
+            .ins()
+            .iconst(lane.as_int(), (1u64 << (lane.bits() - 1)) as i64);
+        let signs = self.b.ins().splat(vector.as_int(), sign);
+        let flipped = self.b.ins().bxor(bits, signs);
+        let back = self.b.ins().bitcast(vector, LANES, flipped);
+        if ty.is_vector() {
+            back
+        } else {
+            self.b.ins().extractlane(back, 0)
+        }
     }
 
     /// The machine stack must have room for this activation.

@@ -56,7 +56,7 @@ impl Translator<'_, '_, '_> {
                 })
             }
             Prim::Unary(UnaryOp::Neg) => {
-                self.float_elementwise(dst, args, |t, a, _| t.b.ins().fneg(a))
+                self.float_elementwise(dst, args, |t, a, _| t.flip_sign(a))
             }
             _ => false,
         }

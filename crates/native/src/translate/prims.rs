@@ -116,7 +116,7 @@ impl Translator<'_, '_, '_> {
     fn unary(&mut self, op: UnaryOp, ty: ScalarType, x: Value) -> Value {
         let float = ty.is_float();
         match op {
-            UnaryOp::Neg if float => self.b.ins().fneg(x),
+            UnaryOp::Neg if float => self.flip_sign(x),
             UnaryOp::Neg => self.b.ins().ineg(x),
             UnaryOp::Not if ty == ScalarType::Bool => self.b.ins().bxor_imm_u(x, 1),
             UnaryOp::Not => self.b.ins().bnot(x),

@@ -1,0 +1,480 @@
+//! Chains of elementwise float operations over arrays of one length, with
+//! the sums they feed, run as **one native loop** instead
+//! of one call of the host per operation (ACRoBat's grain coarsening, for
+//! code that runs member by member).
+//!
+//! A *group* is a run of a block's operations, each one of
+//!
+//! - `a + b`, `a - b`, `a * b`, `a / b` with `a` or `b` a float array (the
+//!   other an array of the same shape, or a scalar standing for every
+//!   element), and `-a`;
+//! - `sum(a)` of a one-dimensional float array,
+//!
+//! all of one element type and one element count, larger than what
+//! `inline` computes element by element. Operations between them that
+//! neither read what the group defines, nor define what it reads or
+//! defines, nor may stop the member run before the loop (so the group's
+//! operations keep every value they had in the block's order).
+//!
+//! The loop takes the elements a *chunk* at a time: the lane count `L` of
+//! the kernels' reductions (`gemm::GemmFloat::LANES`: 4 for `f64`, 8 for
+//! `f32`), as two vectors of `L / 2`. Within a chunk every operation runs
+//! in the block's order, so an array a later operation reads is in a
+//! register; it is stored only if something outside the group reads it.
+//! The bits are the kernels':
+//!
+//! - `+ - * /` and negation are IEEE 754 operations (any order of elements
+//!   gives the same bits);
+//! - a sum keeps the kernels' `L` lane partials (element `k` of a chunk
+//!   goes to lane `k`, a partial chunk at the end to its first lanes),
+//!   starting from `+0`, then their fixed pairwise tree (`gemm::tree`),
+//!   each addition with the partial as its first operand, as the kernels'
+//!   (which of two NaNs an addition keeps depends on the order).
+//!
+//! `dot` stays the host's: its lanes are fused multiply-adds, and which of
+//! several NaN operands an x86 FMA keeps depends on which of its three
+//! encodings the compiler picks, which Cranelift and the kernels' compiler
+//! pick independently (a chain of random programs found a NaN of the other
+//! sign).
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use autobatch_ir::{BinaryOp, BlockData, EntityRef, Function, Op, Prim, ReduceOp, UnaryOp, Var};
+use autobatch_types::ScalarType;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, BlockArg, InstBuilder, MemFlagsData, Type, Value};
+
+use super::function::{may_stop, Translator, LANES};
+use super::inline::INLINE_BYTES;
+use crate::operand;
+
+/// Vector loads and stores: the arrays are 8-byte aligned, not 16.
+const UNALIGNED: MemFlagsData = MemFlagsData::new().with_notrap();
+
+/// How many times each variable of a function is defined (parameters
+/// included) and read (by operations and terminators).
+pub(crate) struct Counts {
+    defs: Vec<u32>,
+    uses: Vec<u32>,
+}
+
+impl Counts {
+    pub(crate) fn of(function: &Function) -> Counts {
+        let n = function.vars.len();
+        let (mut defs, mut uses) = (vec![0; n], vec![0; n]);
+        for p in &function.params {
+            defs[p.index()] += 1;
+        }
+        for data in function.blocks.values() {
+            for op in &data.ops {
+                for d in op.defs() {
+                    defs[d.index()] += 1;
+                }
+                for u in op.uses() {
+                    uses[u.index()] += 1;
+                }
+            }
+            for u in data.term.uses() {
+                uses[u.index()] += 1;
+            }
+        }
+        Counts { defs, uses }
+    }
+}
+
+/// What one operation of a group computes.
+#[derive(Clone, Copy)]
+enum Step {
+    Binary(BinaryOp),
+    Neg,
+    Sum,
+}
+
+/// A planned group: its operations' positions in the block (the loop is
+/// emitted at the last one), their element type and count.
+pub(super) struct Group {
+    pub members: Vec<usize>,
+    elem: ScalarType,
+    len: usize,
+}
+
+/// A group being gathered: its members, and every variable they read and
+/// define.
+struct Gathering {
+    group: Group,
+    reads: Vec<Var>,
+    defs: Vec<Var>,
+    /// The scalars its reductions define (no member may read them: they
+    /// hold their values only after the loop).
+    sums: Vec<Var>,
+}
+
+impl Gathering {
+    fn close(self, groups: &mut Vec<Group>) {
+        if self.group.members.len() >= 2 {
+            groups.push(self.group);
+        }
+    }
+}
+
+impl Translator<'_, '_, '_> {
+    /// The groups among operations `range` of `data`.
+    pub(super) fn fused_groups(&self, data: &BlockData, range: Range<usize>) -> Vec<Group> {
+        let mut groups = Vec::new();
+        let mut open: Option<Gathering> = None;
+        let no_constants = HashMap::new();
+        for i in range {
+            let op = &data.ops[i];
+            if let Some((elem, len)) = self.fusable(op) {
+                let joins = open.as_ref().is_some_and(|g| {
+                    g.group.elem == elem
+                        && g.group.len == len
+                        && !op.uses().iter().any(|u| g.sums.contains(u))
+                });
+                if !joins {
+                    if let Some(g) = open.take() {
+                        g.close(&mut groups);
+                    }
+                }
+                let g = open.get_or_insert_with(|| Gathering {
+                    group: Group {
+                        members: Vec::new(),
+                        elem,
+                        len,
+                    },
+                    reads: Vec::new(),
+                    defs: Vec::new(),
+                    sums: Vec::new(),
+                });
+                g.group.members.push(i);
+                g.reads.extend_from_slice(op.uses());
+                g.defs.extend_from_slice(op.defs());
+                if op.defs().iter().all(|d| !self.is_array(*d)) {
+                    g.sums.extend_from_slice(op.defs());
+                }
+                continue;
+            }
+            let Some(g) = open.as_ref() else { continue };
+            let conflicts = may_stop(self.function, op, &no_constants)
+                || op.uses().iter().any(|u| g.defs.contains(u))
+                || op
+                    .defs()
+                    .iter()
+                    .any(|d| g.defs.contains(d) || g.reads.contains(d));
+            if conflicts {
+                open.take().expect("open").close(&mut groups);
+            }
+        }
+        if let Some(g) = open {
+            g.close(&mut groups);
+        }
+        groups
+    }
+
+    /// The element type and count of a float array operation a group may
+    /// hold (see the module doc), if `op` is one.
+    fn fusable(&self, op: &Op) -> Option<(ScalarType, usize)> {
+        let Op::Prim {
+            dst: Some(dst),
+            prim,
+            args,
+            ..
+        } = op
+        else {
+            return None;
+        };
+        let step = step_of(prim)?;
+        let array = match step {
+            Step::Sum => args[0],
+            Step::Binary(_) | Step::Neg => *dst,
+        };
+        let elem = self.function.vars[array].ty.elem;
+        if !matches!(elem, ScalarType::F32 | ScalarType::F64) || !self.is_array(array) {
+            return None;
+        }
+        let shape = operand(&self.function.vars[array].ty, self.unit.symbols);
+        if shape.bytes() <= INLINE_BYTES {
+            return None;
+        }
+        let same_elem = |v: &Var| self.function.vars[*v].ty.elem == elem;
+        let same_shape = |v: &Var| {
+            !self.is_array(*v)
+                || operand(&self.function.vars[*v].ty, self.unit.symbols).shape == shape.shape
+        };
+        let fits = match step {
+            Step::Binary(_) | Step::Neg => args.iter().all(|v| same_elem(v) && same_shape(v)),
+            Step::Sum => shape.shape.len() == 1 && !self.is_array(*dst) && same_elem(dst),
+        };
+        let len = shape.shape.iter().product();
+        fits.then_some((elem, len))
+    }
+
+    /// Emits `group`'s loop: its operations, chunk by chunk in the block's
+    /// order, then the chunk left over element by element, then each
+    /// reduction's tree.
+    pub(super) fn fused_loop(&mut self, data: &BlockData, group: &Group) {
+        let ops: Vec<(Var, Step, &[Var])> = group
+            .members
+            .iter()
+            .map(|i| match &data.ops[*i] {
+                Op::Prim {
+                    dst: Some(d),
+                    prim,
+                    args,
+                    ..
+                } => (*d, step_of(prim).expect("planned"), args.as_slice()),
+                _ => unreachable!("a group holds primitives with a result"),
+            })
+            .collect();
+        let scalar = if group.elem == ScalarType::F64 {
+            types::F64
+        } else {
+            types::F32
+        };
+        let lanes = 32 / scalar.bytes() as usize; // the kernels' L: 4 or 8
+        let vector = scalar.by(lanes as u32 / 2).expect("a 128-bit vector");
+        let size = scalar.bytes() as i64;
+        // Per operation: whether its array result is stored, which it is
+        // unless the group's later operations are all that ever read it
+        // (and it is defined nowhere else).
+        let stored: Vec<bool> = (0..ops.len())
+            .map(|j| {
+                let d = ops[j].0;
+                let later = ops[j + 1..]
+                    .iter()
+                    .flat_map(|(_, _, args)| args.iter())
+                    .filter(|a| **a == d)
+                    .count() as u32;
+                let counts = &self.fuse_counts;
+                counts.defs[d.index()] != 1 || counts.uses[d.index()] != later
+            })
+            .collect();
+        // Before the loop: each array's base, each scalar operand's value
+        // and its splat.
+        let mut bases: HashMap<Var, Value> = HashMap::new();
+        let mut scalars: HashMap<Var, (Value, Value)> = HashMap::new();
+        for (d, step, args) in &ops {
+            for v in args
+                .iter()
+                .chain(matches!(step, Step::Binary(_) | Step::Neg).then_some(d))
+            {
+                if self.is_array(*v) {
+                    if !bases.contains_key(v) {
+                        let base = self.addr(*v);
+                        bases.insert(*v, base);
+                    }
+                } else if !scalars.contains_key(v) {
+                    let value = self.b.use_var(self.vars[v.index()]);
+                    let splat = self.b.ins().splat(vector, value);
+                    scalars.insert(*v, (value, splat));
+                }
+            }
+        }
+        let reductions: Vec<usize> = (0..ops.len())
+            .filter(|k| matches!(ops[*k].1, Step::Sum))
+            .collect();
+        let zero = if scalar == types::F64 {
+            self.b.ins().f64const(0.0)
+        } else {
+            self.b.ins().f32const(0.0)
+        };
+        let zeros = self.b.ins().splat(vector, zero);
+
+        // The loop over whole chunks (there is at least one: the arrays are
+        // larger than `INLINE_BYTES`): its byte offset and two accumulator
+        // vectors per reduction as block parameters.
+        self.unit.fused_loops += 1;
+        let chunks = group.len / lanes;
+        let body = self.b.create_block();
+        let exit = self.b.create_block();
+        let offset = self.b.append_block_param(body, types::I64);
+        let mut accs = Vec::new();
+        for _ in 0..2 * reductions.len() {
+            accs.push(self.b.append_block_param(body, vector));
+            self.b.append_block_param(exit, vector);
+        }
+        let start = self.b.ins().iconst(types::I64, 0);
+        let mut entry_args = vec![BlockArg::Value(start)];
+        entry_args.extend(std::iter::repeat_n(BlockArg::Value(zeros), accs.len()));
+        self.b.ins().jump(body, &entry_args);
+        self.b.switch_to_block(body);
+        let mut next_accs = accs.clone();
+        for half in 0..2 {
+            let at = self
+                .b
+                .ins()
+                .iadd_imm_s(offset, half * (lanes as i64 / 2) * size);
+            let mut values: HashMap<Var, Value> = HashMap::new();
+            let mut reduction = 0;
+            for (j, (d, step, args)) in ops.iter().enumerate() {
+                let mut operands = Vec::new();
+                for a in *args {
+                    let value = match (values.get(a), scalars.get(a)) {
+                        (Some(v), _) => *v,
+                        (None, Some((_, splat))) => *splat,
+                        (None, None) => self.element_load(vector, bases[a], at),
+                    };
+                    operands.push(value);
+                }
+                match step {
+                    Step::Sum => {
+                        let acc = &mut next_accs[2 * reduction + half as usize];
+                        *acc = self.b.ins().fadd(*acc, operands[0]);
+                        reduction += 1;
+                    }
+                    Step::Binary(op) => {
+                        let scalar_second = !self.is_array(args[1]) && self.is_array(args[0]);
+                        let value = binary(self, *op, operands[0], operands[1], scalar_second);
+                        self.element_result(*d, value, at, &bases, stored[j], &mut values);
+                    }
+                    Step::Neg => {
+                        let value = self.flip_sign(operands[0]);
+                        self.element_result(*d, value, at, &bases, stored[j], &mut values);
+                    }
+                }
+            }
+        }
+        let next = self.b.ins().iadd_imm_s(offset, lanes as i64 * size);
+        let more = self.b.ins().icmp_imm_u(
+            IntCC::UnsignedLessThan,
+            next,
+            (chunks * lanes) as i64 * size,
+        );
+        let mut body_args = vec![BlockArg::Value(next)];
+        body_args.extend(next_accs.iter().map(|v| BlockArg::Value(*v)));
+        let exit_args: Vec<BlockArg> = next_accs.iter().map(|v| BlockArg::Value(*v)).collect();
+        self.b.ins().brif(more, body, &body_args, exit, &exit_args);
+        self.b.switch_to_block(exit);
+        let accs: Vec<Value> = self.b.block_params(exit).to_vec();
+
+        // Each reduction's lane partials, as scalars.
+        let mut partials: Vec<Vec<Value>> = (0..reductions.len())
+            .map(|r| {
+                let mut lane_values = Vec::with_capacity(lanes);
+                for half in 0..2 {
+                    for l in 0..lanes / 2 {
+                        let v = self.b.ins().extractlane(accs[2 * r + half], l as u8);
+                        lane_values.push(v);
+                    }
+                }
+                lane_values
+            })
+            .collect();
+        // The chunk left over, element by element into lanes 0, 1, ...
+        for k in chunks * lanes..group.len {
+            let lane = k - chunks * lanes;
+            let at = self.b.ins().iconst(types::I64, k as i64 * size);
+            let mut values: HashMap<Var, Value> = HashMap::new();
+            let mut reduction = 0;
+            for (j, (d, step, args)) in ops.iter().enumerate() {
+                let mut operands = Vec::new();
+                for a in *args {
+                    let value = match (values.get(a), scalars.get(a)) {
+                        (Some(v), _) => *v,
+                        (None, Some((value, _))) => *value,
+                        (None, None) => self.element_load(scalar, bases[a], at),
+                    };
+                    operands.push(value);
+                }
+                match step {
+                    Step::Sum => {
+                        let acc = &mut partials[reduction][lane];
+                        *acc = self.b.ins().fadd(*acc, operands[0]);
+                        reduction += 1;
+                    }
+                    Step::Binary(op) => {
+                        let scalar_second = !self.is_array(args[1]) && self.is_array(args[0]);
+                        let value = binary(self, *op, operands[0], operands[1], scalar_second);
+                        self.element_result(*d, value, at, &bases, stored[j], &mut values);
+                    }
+                    Step::Neg => {
+                        let value = self.flip_sign(operands[0]);
+                        self.element_result(*d, value, at, &bases, stored[j], &mut values);
+                    }
+                }
+            }
+        }
+        // Each reduction's tree over its lanes (`gemm::tree`).
+        for (r, k) in reductions.iter().enumerate() {
+            let mut w = std::mem::take(&mut partials[r]);
+            let mut width = lanes;
+            while width > 1 {
+                width /= 2;
+                for i in 0..width {
+                    w[i] = self.b.ins().fadd(w[i], w[i + width]);
+                }
+            }
+            let d = ops[*k].0;
+            self.b.def_var(self.vars[d.index()], w[0]);
+        }
+    }
+
+    /// The elements of an operand at byte offset `at` of `base`, as `ty`.
+    /// They are loaded as integers and reinterpreted: Cranelift folds a
+    /// float load into the operation that reads it, and to do so swaps the
+    /// operands of `+` and `*`, which changes which of two NaNs the result
+    /// keeps (see [`binary`]).
+    fn element_load(&mut self, ty: Type, base: Value, at: Value) -> Value {
+        let address = self.b.ins().iadd(base, at);
+        let bits = self.b.ins().load(ty.as_int(), UNALIGNED, address, 0);
+        self.b.ins().bitcast(ty, LANES, bits)
+    }
+
+    /// An elementwise result: kept for the operations after it in the
+    /// chunk, and stored at `at` if something outside the group reads it.
+    fn element_result(
+        &mut self,
+        dst: Var,
+        value: Value,
+        at: Value,
+        bases: &HashMap<Var, Value>,
+        stored: bool,
+        values: &mut HashMap<Var, Value>,
+    ) {
+        if stored {
+            let address = self.b.ins().iadd(bases[&dst], at);
+            self.b.ins().store(UNALIGNED, value, address, 0);
+        }
+        values.insert(dst, value);
+    }
+}
+
+/// `a op b`. Which NaN an operation with two keeps is its first
+/// operand's, on x86 as Cranelift emits it (no operand being a load, see
+/// [`Translator::element_load`]), as the kernels' for two arrays; the kernels' `+` and `*` of an
+/// array and a broadcast scalar keep the scalar's, whichever side it is
+/// written on (the compiler puts the array's elements, read from memory,
+/// second). `scalar_second` says `b` is such a scalar: `+` and `*` then
+/// take it first, so that the bits are the kernels' (a test with NaNs of
+/// both signs on either side checks it).
+fn binary(
+    t: &mut Translator<'_, '_, '_>,
+    op: BinaryOp,
+    a: Value,
+    b: Value,
+    scalar_second: bool,
+) -> Value {
+    let (a, b) = match op {
+        BinaryOp::Add | BinaryOp::Mul if scalar_second => (b, a),
+        _ => (a, b),
+    };
+    let ins = t.b.ins();
+    match op {
+        BinaryOp::Add => ins.fadd(a, b),
+        BinaryOp::Sub => ins.fsub(a, b),
+        BinaryOp::Mul => ins.fmul(a, b),
+        _ => ins.fdiv(a, b),
+    }
+}
+
+fn step_of(prim: &Prim) -> Option<Step> {
+    Some(match prim {
+        Prim::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div)) => {
+            Step::Binary(*op)
+        }
+        Prim::Unary(UnaryOp::Neg) => Step::Neg,
+        Prim::Reduce(ReduceOp::Sum) => Step::Sum,
+        _ => return None,
+    })
+}
