@@ -99,6 +99,16 @@ pub(super) struct Group {
     len: usize,
 }
 
+/// A group's operations as its loop reads them: each operation (result,
+/// step, operands), whether its array result is stored, each array's base
+/// address and each scalar operand (its value and its splat).
+struct Chain<'a> {
+    ops: Vec<(Var, Step, &'a [Var])>,
+    stored: Vec<bool>,
+    bases: HashMap<Var, Value>,
+    scalars: HashMap<Var, (Value, Value)>,
+}
+
 /// A group being gathered: its members, and every variable they read and
 /// define.
 struct Gathering {
@@ -274,6 +284,12 @@ impl Translator<'_, '_, '_> {
         let reductions: Vec<usize> = (0..ops.len())
             .filter(|k| matches!(ops[*k].1, Step::Sum))
             .collect();
+        let chain = Chain {
+            ops,
+            stored,
+            bases,
+            scalars,
+        };
         let zero = if scalar == types::F64 {
             self.b.ins().f64const(0.0)
         } else {
@@ -305,34 +321,12 @@ impl Translator<'_, '_, '_> {
                 .b
                 .ins()
                 .iadd_imm_s(offset, half * (lanes as i64 / 2) * size);
-            let mut values: HashMap<Var, Value> = HashMap::new();
-            let mut reduction = 0;
-            for (j, (d, step, args)) in ops.iter().enumerate() {
-                let mut operands = Vec::new();
-                for a in *args {
-                    let value = match (values.get(a), scalars.get(a)) {
-                        (Some(v), _) => *v,
-                        (None, Some((_, splat))) => *splat,
-                        (None, None) => self.element_load(vector, bases[a], at),
-                    };
-                    operands.push(value);
-                }
-                match step {
-                    Step::Sum => {
-                        let acc = &mut next_accs[2 * reduction + half as usize];
-                        *acc = self.b.ins().fadd(*acc, operands[0]);
-                        reduction += 1;
-                    }
-                    Step::Binary(op) => {
-                        let scalar_second = !self.is_array(args[1]) && self.is_array(args[0]);
-                        let value = binary(self, *op, operands[0], operands[1], scalar_second);
-                        self.element_result(*d, value, at, &bases, stored[j], &mut values);
-                    }
-                    Step::Neg => {
-                        let value = self.flip_sign(operands[0]);
-                        self.element_result(*d, value, at, &bases, stored[j], &mut values);
-                    }
-                }
+            let mut part: Vec<Value> = (0..reductions.len())
+                .map(|r| next_accs[2 * r + half as usize])
+                .collect();
+            self.chain_at(&chain, vector, at, &mut part);
+            for (r, value) in part.into_iter().enumerate() {
+                next_accs[2 * r + half as usize] = value;
             }
         }
         let next = self.b.ins().iadd_imm_s(offset, lanes as i64 * size);
@@ -365,34 +359,10 @@ impl Translator<'_, '_, '_> {
         for k in chunks * lanes..group.len {
             let lane = k - chunks * lanes;
             let at = self.b.ins().iconst(types::I64, k as i64 * size);
-            let mut values: HashMap<Var, Value> = HashMap::new();
-            let mut reduction = 0;
-            for (j, (d, step, args)) in ops.iter().enumerate() {
-                let mut operands = Vec::new();
-                for a in *args {
-                    let value = match (values.get(a), scalars.get(a)) {
-                        (Some(v), _) => *v,
-                        (None, Some((value, _))) => *value,
-                        (None, None) => self.element_load(scalar, bases[a], at),
-                    };
-                    operands.push(value);
-                }
-                match step {
-                    Step::Sum => {
-                        let acc = &mut partials[reduction][lane];
-                        *acc = self.b.ins().fadd(*acc, operands[0]);
-                        reduction += 1;
-                    }
-                    Step::Binary(op) => {
-                        let scalar_second = !self.is_array(args[1]) && self.is_array(args[0]);
-                        let value = binary(self, *op, operands[0], operands[1], scalar_second);
-                        self.element_result(*d, value, at, &bases, stored[j], &mut values);
-                    }
-                    Step::Neg => {
-                        let value = self.flip_sign(operands[0]);
-                        self.element_result(*d, value, at, &bases, stored[j], &mut values);
-                    }
-                }
+            let mut part: Vec<Value> = partials.iter().map(|p| p[lane]).collect();
+            self.chain_at(&chain, scalar, at, &mut part);
+            for (r, value) in part.into_iter().enumerate() {
+                partials[r][lane] = value;
             }
         }
         // Each reduction's tree over its lanes (`gemm::tree`).
@@ -405,7 +375,7 @@ impl Translator<'_, '_, '_> {
                     w[i] = self.b.ins().fadd(w[i], w[i + width]);
                 }
             }
-            let d = ops[*k].0;
+            let d = chain.ops[*k].0;
             self.b.def_var(self.vars[d.index()], w[0]);
         }
     }
@@ -415,28 +385,54 @@ impl Translator<'_, '_, '_> {
     /// float load into the operation that reads it, and to do so swaps the
     /// operands of `+` and `*`, which changes which of two NaNs the result
     /// keeps (see [`binary`]).
-    fn element_load(&mut self, ty: Type, base: Value, at: Value) -> Value {
+    pub(super) fn element_load(&mut self, ty: Type, base: Value, at: Value) -> Value {
         let address = self.b.ins().iadd(base, at);
         let bits = self.b.ins().load(ty.as_int(), UNALIGNED, address, 0);
         self.b.ins().bitcast(ty, LANES, bits)
     }
 
-    /// An elementwise result: kept for the operations after it in the
-    /// chunk, and stored at `at` if something outside the group reads it.
-    fn element_result(
-        &mut self,
-        dst: Var,
-        value: Value,
-        at: Value,
-        bases: &HashMap<Var, Value>,
-        stored: bool,
-        values: &mut HashMap<Var, Value>,
-    ) {
-        if stored {
-            let address = self.b.ins().iadd(bases[&dst], at);
-            self.b.ins().store(UNALIGNED, value, address, 0);
+    /// Every operation of `chain`, in order, on the elements at byte
+    /// offset `at`: a vector of them or one (`ty`); `accs` holds each sum's
+    /// partial for these elements (a vector of lanes, or one lane) and is
+    /// updated.
+    fn chain_at(&mut self, chain: &Chain<'_>, ty: Type, at: Value, accs: &mut [Value]) {
+        let wide = ty.is_vector();
+        let mut values: HashMap<Var, Value> = HashMap::new();
+        let mut reduction = 0;
+        for (j, (d, step, args)) in chain.ops.iter().enumerate() {
+            let mut operands = Vec::new();
+            for a in *args {
+                let value = match (values.get(a), chain.scalars.get(a)) {
+                    (Some(v), _) => *v,
+                    (None, Some((value, splat))) => {
+                        if wide {
+                            *splat
+                        } else {
+                            *value
+                        }
+                    }
+                    (None, None) => self.element_load(ty, chain.bases[a], at),
+                };
+                operands.push(value);
+            }
+            let value = match step {
+                Step::Sum => {
+                    accs[reduction] = self.b.ins().fadd(accs[reduction], operands[0]);
+                    reduction += 1;
+                    continue;
+                }
+                Step::Binary(op) => {
+                    let scalar_second = !self.is_array(args[1]) && self.is_array(args[0]);
+                    binary(self, *op, operands[0], operands[1], scalar_second)
+                }
+                Step::Neg => self.flip_sign(operands[0]),
+            };
+            if chain.stored[j] {
+                let address = self.b.ins().iadd(chain.bases[d], at);
+                self.b.ins().store(UNALIGNED, value, address, 0);
+            }
+            values.insert(*d, value);
         }
-        values.insert(dst, value);
     }
 }
 
@@ -448,7 +444,7 @@ impl Translator<'_, '_, '_> {
 /// second). `scalar_second` says `b` is such a scalar: `+` and `*` then
 /// take it first, so that the bits are the kernels' (a test with NaNs of
 /// both signs on either side checks it).
-fn binary(
+pub(super) fn binary(
     t: &mut Translator<'_, '_, '_>,
     op: BinaryOp,
     a: Value,

@@ -8,7 +8,8 @@
 //!   stores of 8-byte words;
 //! - elementwise float `+ - * /` and negation on small arrays (a scalar
 //!   operand broadcast): one instruction per element, as the kernels'
-//!   `scalar::float_add` ... compute it.
+//!   `scalar::float_add` ... compute it, keeping the kernels' NaN of two
+//!   (`fused::binary`).
 //!
 //! "Small" is at most [`INLINE_BYTES`]; larger arrays call the host.
 
@@ -45,14 +46,9 @@ impl Translator<'_, '_, '_> {
                 true
             }
             Prim::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div)) => {
+                let scalar_second = !self.is_array(args[1]) && self.is_array(args[0]);
                 self.float_elementwise(dst, args, |t, a, b| {
-                    let ins = t.b.ins();
-                    match op {
-                        BinaryOp::Add => ins.fadd(a, b),
-                        BinaryOp::Sub => ins.fsub(a, b),
-                        BinaryOp::Mul => ins.fmul(a, b),
-                        _ => ins.fdiv(a, b),
-                    }
+                    super::fused::binary(t, *op, a, b, scalar_second)
                 })
             }
             Prim::Unary(UnaryOp::Neg) => {
@@ -212,13 +208,18 @@ impl Translator<'_, '_, '_> {
             .collect();
         for k in 0..len {
             let offset = (k * size) as i32;
-            let mut values = operands.iter().map(|o| match o {
-                Ok(base) => self.b.ins().load(machine, FLAGS, *base, offset),
-                Err(value) => *value,
-            });
-            let a = values.next().expect("an operand");
-            let b = values.next().unwrap_or(a);
-            drop(values);
+            let mut values = Vec::with_capacity(2);
+            for o in &operands {
+                values.push(match o {
+                    Ok(base) => {
+                        let at = self.b.ins().iconst(types::I64, i64::from(offset));
+                        self.element_load(machine, *base, at)
+                    }
+                    Err(value) => *value,
+                });
+            }
+            let a = values[0];
+            let b = values.get(1).copied().unwrap_or(a);
             let value = f(self, a, b);
             self.b.ins().store(FLAGS, value, to, offset);
         }
