@@ -107,6 +107,37 @@ struct Chain<'a> {
     stored: Vec<bool>,
     bases: HashMap<Var, Value>,
     scalars: HashMap<Var, (Value, Value)>,
+    /// The positions in `ops` of the sums, in order.
+    sums: Vec<usize>,
+}
+
+/// How a fused loop takes its elements: `lanes` (the kernels' `L`: 4 for
+/// `f64`, 8 for `f32`) a chunk, as two vectors of `lanes / 2` scalars of
+/// `size` bytes.
+#[derive(Clone, Copy)]
+struct ChunkShape {
+    scalar: Type,
+    vector: Type,
+    lanes: usize,
+    size: usize,
+}
+
+impl ChunkShape {
+    fn of(elem: ScalarType) -> ChunkShape {
+        let scalar = if elem == ScalarType::F64 {
+            types::F64
+        } else {
+            types::F32
+        };
+        let size = scalar.bytes() as usize;
+        let lanes = 32 / size;
+        ChunkShape {
+            scalar,
+            vector: scalar.by(lanes as u32 / 2).expect("a 128-bit vector"),
+            lanes,
+            size,
+        }
+    }
 }
 
 /// A group being gathered: its members, and every variable they read and
@@ -222,8 +253,40 @@ impl Translator<'_, '_, '_> {
 
     /// Emits `group`'s loop: its operations, chunk by chunk in the block's
     /// order, then the chunk left over element by element, then each
-    /// reduction's tree.
+    /// sum's tree.
     pub(super) fn fused_loop(&mut self, data: &BlockData, group: &Group) {
+        self.unit.fused_loops += 1;
+        let shape = ChunkShape::of(group.elem);
+        let chain = self.chain(data, group, shape.vector);
+        let whole = group.len / shape.lanes * shape.lanes;
+        let mut partials = self.whole_chunks(&chain, shape, whole);
+        // The chunk left over, element by element into lanes 0, 1, ...
+        for k in whole..group.len {
+            let lane = k - whole;
+            let at = self.b.ins().iconst(types::I64, (k * shape.size) as i64);
+            let mut part: Vec<Value> = partials.iter().map(|p| p[lane]).collect();
+            self.chain_at(&chain, shape.scalar, at, &mut part);
+            for (r, value) in part.into_iter().enumerate() {
+                partials[r][lane] = value;
+            }
+        }
+        // Each sum's tree over its lanes (`gemm::tree`).
+        for (mut w, k) in partials.into_iter().zip(&chain.sums) {
+            let mut width = shape.lanes;
+            while width > 1 {
+                width /= 2;
+                for i in 0..width {
+                    w[i] = self.b.ins().fadd(w[i], w[i + width]);
+                }
+            }
+            let d = chain.ops[*k].0;
+            self.b.def_var(self.vars[d.index()], w[0]);
+        }
+    }
+
+    /// `group`'s operations as its loop reads them (see [`Chain`]); the
+    /// bases and splats are computed here, before the loop.
+    fn chain<'d>(&mut self, data: &'d BlockData, group: &Group, vector: Type) -> Chain<'d> {
         let ops: Vec<(Var, Step, &[Var])> = group
             .members
             .iter()
@@ -237,17 +300,8 @@ impl Translator<'_, '_, '_> {
                 _ => unreachable!("a group holds primitives with a result"),
             })
             .collect();
-        let scalar = if group.elem == ScalarType::F64 {
-            types::F64
-        } else {
-            types::F32
-        };
-        let lanes = 32 / scalar.bytes() as usize; // the kernels' L: 4 or 8
-        let vector = scalar.by(lanes as u32 / 2).expect("a 128-bit vector");
-        let size = scalar.bytes() as i64;
-        // Per operation: whether its array result is stored, which it is
-        // unless the group's later operations are all that ever read it
-        // (and it is defined nowhere else).
+        // An array result is stored unless the group's later operations
+        // are all that ever read it (and it is defined nowhere else).
         let stored: Vec<bool> = (0..ops.len())
             .map(|j| {
                 let d = ops[j].0;
@@ -260,15 +314,11 @@ impl Translator<'_, '_, '_> {
                 counts.defs[d.index()] != 1 || counts.uses[d.index()] != later
             })
             .collect();
-        // Before the loop: each array's base, each scalar operand's value
-        // and its splat.
         let mut bases: HashMap<Var, Value> = HashMap::new();
         let mut scalars: HashMap<Var, (Value, Value)> = HashMap::new();
         for (d, step, args) in &ops {
-            for v in args
-                .iter()
-                .chain(matches!(step, Step::Binary(_) | Step::Neg).then_some(d))
-            {
+            let elementwise = matches!(step, Step::Binary(_) | Step::Neg);
+            for v in args.iter().chain(elementwise.then_some(d)) {
                 if self.is_array(*v) {
                     if !bases.contains_key(v) {
                         let base = self.addr(*v);
@@ -281,103 +331,87 @@ impl Translator<'_, '_, '_> {
                 }
             }
         }
-        let reductions: Vec<usize> = (0..ops.len())
+        let sums = (0..ops.len())
             .filter(|k| matches!(ops[*k].1, Step::Sum))
             .collect();
-        let chain = Chain {
+        Chain {
             ops,
             stored,
             bases,
             scalars,
-        };
-        let zero = if scalar == types::F64 {
+            sums,
+        }
+    }
+
+    /// The loop over the `whole` first elements, a chunk a pass (there is
+    /// at least one chunk: the arrays are larger than `INLINE_BYTES`): its
+    /// byte offset and, per sum, two vectors of lane partials as block
+    /// parameters. Gives each sum's lane partials after it, as scalars.
+    fn whole_chunks(
+        &mut self,
+        chain: &Chain<'_>,
+        shape: ChunkShape,
+        whole: usize,
+    ) -> Vec<Vec<Value>> {
+        let (vector, half_lanes) = (shape.vector, shape.lanes / 2);
+        let sums = chain.sums.len();
+        let body = self.b.create_block();
+        let exit = self.b.create_block();
+        let offset = self.b.append_block_param(body, types::I64);
+        let mut accs = Vec::new();
+        for _ in 0..2 * sums {
+            accs.push(self.b.append_block_param(body, vector));
+            self.b.append_block_param(exit, vector);
+        }
+        let zero = if shape.scalar == types::F64 {
             self.b.ins().f64const(0.0)
         } else {
             self.b.ins().f32const(0.0)
         };
         let zeros = self.b.ins().splat(vector, zero);
-
-        // The loop over whole chunks (there is at least one: the arrays are
-        // larger than `INLINE_BYTES`): its byte offset and two accumulator
-        // vectors per reduction as block parameters.
-        self.unit.fused_loops += 1;
-        let chunks = group.len / lanes;
-        let body = self.b.create_block();
-        let exit = self.b.create_block();
-        let offset = self.b.append_block_param(body, types::I64);
-        let mut accs = Vec::new();
-        for _ in 0..2 * reductions.len() {
-            accs.push(self.b.append_block_param(body, vector));
-            self.b.append_block_param(exit, vector);
-        }
         let start = self.b.ins().iconst(types::I64, 0);
         let mut entry_args = vec![BlockArg::Value(start)];
         entry_args.extend(std::iter::repeat_n(BlockArg::Value(zeros), accs.len()));
         self.b.ins().jump(body, &entry_args);
         self.b.switch_to_block(body);
-        let mut next_accs = accs.clone();
+        // Sum `r`'s partials of lanes `0..L/2` are `accs[2r]`, of the other
+        // half `accs[2r + 1]`.
         for half in 0..2 {
             let at = self
                 .b
                 .ins()
-                .iadd_imm_s(offset, half * (lanes as i64 / 2) * size);
-            let mut part: Vec<Value> = (0..reductions.len())
-                .map(|r| next_accs[2 * r + half as usize])
-                .collect();
-            self.chain_at(&chain, vector, at, &mut part);
+                .iadd_imm_s(offset, (half * half_lanes * shape.size) as i64);
+            let mut part: Vec<Value> = (0..sums).map(|r| accs[2 * r + half]).collect();
+            self.chain_at(chain, vector, at, &mut part);
             for (r, value) in part.into_iter().enumerate() {
-                next_accs[2 * r + half as usize] = value;
+                accs[2 * r + half] = value;
             }
         }
-        let next = self.b.ins().iadd_imm_s(offset, lanes as i64 * size);
-        let more = self.b.ins().icmp_imm_u(
-            IntCC::UnsignedLessThan,
-            next,
-            (chunks * lanes) as i64 * size,
-        );
+        let next = self
+            .b
+            .ins()
+            .iadd_imm_s(offset, (shape.lanes * shape.size) as i64);
+        let more =
+            self.b
+                .ins()
+                .icmp_imm_u(IntCC::UnsignedLessThan, next, (whole * shape.size) as i64);
         let mut body_args = vec![BlockArg::Value(next)];
-        body_args.extend(next_accs.iter().map(|v| BlockArg::Value(*v)));
-        let exit_args: Vec<BlockArg> = next_accs.iter().map(|v| BlockArg::Value(*v)).collect();
+        body_args.extend(accs.iter().map(|v| BlockArg::Value(*v)));
+        let exit_args: Vec<BlockArg> = accs.iter().map(|v| BlockArg::Value(*v)).collect();
         self.b.ins().brif(more, body, &body_args, exit, &exit_args);
         self.b.switch_to_block(exit);
         let accs: Vec<Value> = self.b.block_params(exit).to_vec();
-
-        // Each reduction's lane partials, as scalars.
-        let mut partials: Vec<Vec<Value>> = (0..reductions.len())
-            .map(|r| {
-                let mut lane_values = Vec::with_capacity(lanes);
-                for half in 0..2 {
-                    for l in 0..lanes / 2 {
-                        let v = self.b.ins().extractlane(accs[2 * r + half], l as u8);
-                        lane_values.push(v);
+        accs.chunks(2)
+            .map(|pair| {
+                let mut lanes = Vec::with_capacity(shape.lanes);
+                for v in pair {
+                    for l in 0..half_lanes {
+                        lanes.push(self.b.ins().extractlane(*v, l as u8));
                     }
                 }
-                lane_values
+                lanes
             })
-            .collect();
-        // The chunk left over, element by element into lanes 0, 1, ...
-        for k in chunks * lanes..group.len {
-            let lane = k - chunks * lanes;
-            let at = self.b.ins().iconst(types::I64, k as i64 * size);
-            let mut part: Vec<Value> = partials.iter().map(|p| p[lane]).collect();
-            self.chain_at(&chain, scalar, at, &mut part);
-            for (r, value) in part.into_iter().enumerate() {
-                partials[r][lane] = value;
-            }
-        }
-        // Each reduction's tree over its lanes (`gemm::tree`).
-        for (r, k) in reductions.iter().enumerate() {
-            let mut w = std::mem::take(&mut partials[r]);
-            let mut width = lanes;
-            while width > 1 {
-                width /= 2;
-                for i in 0..width {
-                    w[i] = self.b.ins().fadd(w[i], w[i + width]);
-                }
-            }
-            let d = chain.ops[*k].0;
-            self.b.def_var(self.vars[d.index()], w[0]);
-        }
+            .collect()
     }
 
     /// The elements of an operand at byte offset `at` of `base`, as `ty`.
