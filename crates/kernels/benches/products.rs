@@ -335,6 +335,45 @@ fn bench_vmath(json: &mut Vec<String>) {
     }
 }
 
+/// `softplus` and `sigmoid` of one operand (a `softplus`'s gradient needs
+/// both): apart, and in the one pass that shares each exponential.
+fn bench_softplus_sigmoid(json: &mut Vec<String>) {
+    let len = 10_000;
+    let x64: Vec<f64> = data::<f64>(len, 6).iter().map(|v| v * 40.0).collect();
+    let x32: Vec<f32> = x64.iter().map(|&v| v as f32).collect();
+    let (mut p64, mut s64) = (vec![0.0f64; len], vec![0.0f64; len]);
+    let (mut p32, mut s32) = (vec![0.0f32; len], vec![0.0f32; len]);
+    let apart64 = best_time(0.1, || {
+        vmath::apply_f64(UnaryOp::Softplus, black_box(&x64), &mut p64);
+        vmath::apply_f64(UnaryOp::Sigmoid, black_box(&x64), &mut s64);
+    });
+    let together64 = best_time(0.1, || {
+        vmath::softplus_sigmoid_f64(black_box(&x64), &mut p64, &mut s64);
+    });
+    let apart32 = best_time(0.1, || {
+        vmath::apply_f32(UnaryOp::Softplus, black_box(&x32), &mut p32);
+        vmath::apply_f32(UnaryOp::Sigmoid, black_box(&x32), &mut s32);
+    });
+    let together32 = best_time(0.1, || {
+        vmath::softplus_sigmoid_f32(black_box(&x32), &mut p32, &mut s32);
+    });
+    let ns = |t: f64| t / len as f64 * 1e9;
+    println!(
+        "vmath softplus and sigmoid: f64 apart {:.2} ns/elem, together {:.2}; f32 apart {:.2}, together {:.2}",
+        ns(apart64),
+        ns(together64),
+        ns(apart32),
+        ns(together32)
+    );
+    json.push(format!(
+        "{{\"vmath\":\"softplus+sigmoid\",\"f64_apart_ns\":{:.3},\"f64_together_ns\":{:.3},\"f32_apart_ns\":{:.3},\"f32_together_ns\":{:.3}}}",
+        ns(apart64),
+        ns(together64),
+        ns(apart32),
+        ns(together32)
+    ));
+}
+
 /// The products of the dynamic models (a TreeLSTM's or an RNN's gate
 /// matrices, f32, hidden size H): one matrix of `rows x k` times 1 to 8
 /// vectors, as member-by-member native code (1) and `native-batched`'s
@@ -395,5 +434,6 @@ fn main() {
     bench_type::<f32>(&mut json, bandwidth);
     bench_type::<f64>(&mut json, bandwidth);
     bench_vmath(&mut json);
+    bench_softplus_sigmoid(&mut json);
     println!("[{}]", json.join(",\n"));
 }

@@ -73,6 +73,13 @@ pub trait Backend: Send + Sync {
 
     /// A unary operation; `out` has the result type.
     fn unary(&self, op: UnaryOp, x: Rows<'_>, out: RowsMut<'_>);
+    /// `softplus(x)` into `softplus` and `sigmoid(x)` into `sigmoid` (float
+    /// `x`): the bits of two [`Backend::unary`] calls, which the default
+    /// makes; a backend may share the work the two have in common.
+    fn softplus_sigmoid(&self, x: Rows<'_>, softplus: RowsMut<'_>, sigmoid: RowsMut<'_>) {
+        self.unary(UnaryOp::Softplus, x, softplus);
+        self.unary(UnaryOp::Sigmoid, x, sigmoid);
+    }
     /// A binary operation; faults on an integer division by zero.
     fn binary(&self, op: BinaryOp, a: Rows<'_>, b: Rows<'_>, out: RowsMut<'_>)
         -> Result<(), Fault>;
@@ -215,6 +222,10 @@ impl Backend for Cpu {
 
     fn unary(&self, op: UnaryOp, x: Rows<'_>, out: RowsMut<'_>) {
         elementwise::unary_rows(op, x, out)
+    }
+
+    fn softplus_sigmoid(&self, x: Rows<'_>, softplus: RowsMut<'_>, sigmoid: RowsMut<'_>) {
+        elementwise::softplus_sigmoid_rows(x, softplus, sigmoid)
     }
 
     fn binary(

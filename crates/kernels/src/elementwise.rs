@@ -728,6 +728,28 @@ pub fn unary_rows(op: UnaryOp, x: Rows<'_>, out: RowsMut<'_>) {
     }))
 }
 
+/// `softplus` and `sigmoid` of every row of float `x`, as two
+/// [`unary_rows`] calls give them; a column of whole rows runs the vmath
+/// pass that shares each element's exponential.
+pub fn softplus_sigmoid_rows(x: Rows<'_>, mut softplus: RowsMut<'_>, mut sigmoid: RowsMut<'_>) {
+    let whole_rows = softplus.rows == sigmoid.rows
+        && softplus.row_len == sigmoid.row_len
+        && matches!(x, Rows::Column { row_len, .. } if row_len == softplus.row_len);
+    if let (true, Rows::Column { values, .. }) = (whole_rows, x) {
+        match (values, &mut softplus.values, &mut sigmoid.values) {
+            (Values::F64(v), ValuesMut::F64(p), ValuesMut::F64(s)) if v.len() == p.len() => {
+                return vmath::softplus_sigmoid_f64(v, p, s);
+            }
+            (Values::F32(v), ValuesMut::F32(p), ValuesMut::F32(s)) if v.len() == p.len() => {
+                return vmath::softplus_sigmoid_f32(v, p, s);
+            }
+            _ => {}
+        }
+    }
+    unary_rows(UnaryOp::Softplus, x, softplus);
+    unary_rows(UnaryOp::Sigmoid, x, sigmoid);
+}
+
 /// [`binary_into`] on every row; faults as it does.
 pub fn binary_rows(op: BinaryOp, a: Rows<'_>, b: Rows<'_>, out: RowsMut<'_>) -> Result<(), Fault> {
     on_rows([a, b], 2, out, |[a, b], o| binary_into(op, a, b, o))

@@ -158,73 +158,192 @@ pub fn run_chain<B: Backend + ?Sized>(
             }
         }
     }
+    let partners = partners(chain);
     let mut start = 0;
     while start < rows {
         let end = (start + group).min(rows);
-        run_group(backend, chain, inputs, outputs, start..end, scratch)?;
+        let cut = Cut {
+            inputs,
+            range: start..end,
+        };
+        run_group(backend, chain, &partners, &cut, outputs, scratch)?;
         start = end;
     }
     Ok(())
 }
 
-/// Every link of `chain` on the rows `range`.
+/// How a link runs within a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Partner {
+    /// On its own.
+    Alone,
+    /// Together with the later link given, which then has nothing to do:
+    /// `softplus` and `sigmoid` of one operand share each element's
+    /// exponential ([`Backend::softplus_sigmoid`]).
+    With(usize),
+    /// Already computed with an earlier link.
+    Done,
+}
+
+/// Pairs each `softplus` with a later `sigmoid` of the same operand and
+/// row length (or the other way round), as the gradient of a `softplus`
+/// has them; every other link runs alone.
+fn partners(chain: &Chain) -> Vec<Partner> {
+    let links = &chain.links;
+    let mut partners = vec![Partner::Alone; links.len()];
+    let pairable = |l: &Link| {
+        l.arity == 1
+            && matches!(l.ty, ScalarType::F32 | ScalarType::F64)
+            && matches!(
+                l.step,
+                Step::Unary(UnaryOp::Softplus) | Step::Unary(UnaryOp::Sigmoid)
+            )
+    };
+    for i in 0..links.len() {
+        if partners[i] != Partner::Alone || !pairable(&links[i]) {
+            continue;
+        }
+        let (a, rest) = (&links[i], i + 1..links.len());
+        let found = rest.into_iter().find(|&j| {
+            let b = &links[j];
+            partners[j] == Partner::Alone
+                && pairable(b)
+                && b.step != a.step
+                && b.operands[0] == a.operands[0]
+                && (b.ty, b.row_len) == (a.ty, a.row_len)
+        });
+        if let Some(j) = found {
+            partners[i] = Partner::With(j);
+            partners[j] = Partner::Done;
+        }
+    }
+    partners
+}
+
+/// The rows of one group and the chain's inputs, which every link reads.
+struct Cut<'c, 'i> {
+    inputs: &'c [Rows<'i>],
+    range: std::ops::Range<usize>,
+}
+
+/// Every link of `chain` on the rows of `cut`.
 fn run_group<B: Backend + ?Sized>(
     backend: &B,
     chain: &Chain,
-    inputs: &[Rows<'_>],
+    partners: &[Partner],
+    cut: &Cut<'_, '_>,
     outputs: &mut [RowsMut<'_>],
-    range: std::ops::Range<usize>,
     scratch: &mut Scratch,
 ) -> Result<(), Fault> {
-    let n = range.len();
     for (i, link) in chain.links.iter().enumerate() {
-        // The link's own buffer is moved out while it is written, so that
-        // the earlier links' values can be read at the same time.
-        let mut own = match link.output {
-            Some(o) => Own::Output(std::mem::replace(&mut outputs[o], empty_rows())),
-            None => {
-                let mut data = std::mem::replace(
-                    &mut scratch.buffers[i],
-                    Data::with_capacity(ScalarType::Bool, 0),
-                );
-                backend.resize(&mut data, link.ty, n * link.row_len);
-                Own::Scratch(data)
-            }
-        };
-        let outcome = {
-            let mut operands = [Rows::NONE; MAX_OPERANDS];
-            for (operand, source) in operands.iter_mut().zip(link.operands()) {
-                *operand = match *source {
-                    Source::Input(k) => inputs[k].rows(range.clone()),
-                    Source::Link(j) => link_rows(chain, j, outputs, scratch, range.clone()),
-                };
-            }
-            let out = match &mut own {
-                Own::Output(rows) => {
-                    let len = link.row_len;
-                    RowsMut::new(
-                        rows.values.slice(range.start * len..range.end * len),
-                        n,
-                        len,
-                    )
-                }
-                Own::Scratch(data) => RowsMut::new(ValuesMut::all(data), n, link.row_len),
-            };
-            run_step(backend, link.step, &operands[..link.arity], out)
-        };
-        match own {
-            Own::Output(rows) => outputs[link.output.unwrap_or_default()] = rows,
-            Own::Scratch(data) => scratch.buffers[i] = data,
+        if partners[i] == Partner::Done {
+            continue;
         }
+        // A link's own buffer is moved out while it is written, so that
+        // the earlier links' values can be read at the same time.
+        let mut own = take(backend, chain, i, cut, outputs, scratch);
+        let outcome = match partners[i] {
+            Partner::Done => Ok(()), // skipped above
+            Partner::Alone => {
+                let operands = operands(chain, link, cut, outputs, scratch);
+                let out = own.rows(link, cut);
+                run_step(backend, link.step, &operands[..link.arity], out)
+            }
+            Partner::With(j) => {
+                let mut other = take(backend, chain, j, cut, outputs, scratch);
+                let operands = operands(chain, link, cut, outputs, scratch);
+                let (mine, theirs) = (own.rows(link, cut), other.rows(&chain.links[j], cut));
+                let (softplus, sigmoid) = match link.step {
+                    Step::Unary(UnaryOp::Softplus) => (mine, theirs),
+                    _ => (theirs, mine),
+                };
+                backend.softplus_sigmoid(operands[0], softplus, sigmoid);
+                give(chain, j, other, outputs, scratch);
+                Ok(())
+            }
+        };
+        give(chain, i, own, outputs, scratch);
         outcome?;
     }
     Ok(())
+}
+
+/// Moves link `i`'s buffer out: the caller's output, or its scratch sized
+/// for the group.
+fn take<'o, B: Backend + ?Sized>(
+    backend: &B,
+    chain: &Chain,
+    i: usize,
+    cut: &Cut<'_, '_>,
+    outputs: &mut [RowsMut<'o>],
+    scratch: &mut Scratch,
+) -> Own<'o> {
+    let link = &chain.links[i];
+    match link.output {
+        Some(o) => Own::Output(std::mem::replace(&mut outputs[o], empty_rows())),
+        None => {
+            let mut data = std::mem::replace(
+                &mut scratch.buffers[i],
+                Data::with_capacity(ScalarType::Bool, 0),
+            );
+            backend.resize(&mut data, link.ty, cut.range.len() * link.row_len);
+            Own::Scratch(data)
+        }
+    }
+}
+
+/// Puts link `i`'s buffer back where [`take`] found it.
+fn give<'o>(
+    chain: &Chain,
+    i: usize,
+    own: Own<'o>,
+    outputs: &mut [RowsMut<'o>],
+    scratch: &mut Scratch,
+) {
+    match own {
+        Own::Output(rows) => outputs[chain.links[i].output.unwrap_or_default()] = rows,
+        Own::Scratch(data) => scratch.buffers[i] = data,
+    }
+}
+
+/// The operands of `link` on the rows of `cut`.
+fn operands<'s>(
+    chain: &Chain,
+    link: &Link,
+    cut: &Cut<'_, 's>,
+    outputs: &'s [RowsMut<'_>],
+    scratch: &'s Scratch,
+) -> [Rows<'s>; MAX_OPERANDS] {
+    let mut operands = [Rows::NONE; MAX_OPERANDS];
+    for (operand, source) in operands.iter_mut().zip(link.operands()) {
+        *operand = match *source {
+            Source::Input(k) => cut.inputs[k].rows(cut.range.clone()),
+            Source::Link(j) => link_rows(chain, j, outputs, scratch, cut.range.clone()),
+        };
+    }
+    operands
 }
 
 /// The buffer a link writes, while it runs.
 enum Own<'a> {
     Output(RowsMut<'a>),
     Scratch(Data),
+}
+
+impl Own<'_> {
+    /// The rows of `cut` that `link` writes.
+    fn rows(&mut self, link: &Link, cut: &Cut<'_, '_>) -> RowsMut<'_> {
+        let (n, len) = (cut.range.len(), link.row_len);
+        match self {
+            Own::Output(rows) => RowsMut::new(
+                rows.values
+                    .slice(cut.range.start * len..cut.range.end * len),
+                n,
+                len,
+            ),
+            Own::Scratch(data) => RowsMut::new(ValuesMut::all(data), n, len),
+        }
+    }
 }
 
 fn empty_rows() -> RowsMut<'static> {
@@ -285,4 +404,43 @@ pub fn run_step<B: Backend + ?Sized>(
         Step::Reduce(op) => backend.reduce(op, arg(0), out),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unary(op: UnaryOp, operand: Source, ty: ScalarType, row_len: usize) -> Link {
+        Link {
+            step: Step::Unary(op),
+            operands: [operand, Source::Input(0), Source::Input(0)],
+            arity: 1,
+            ty,
+            row_len,
+            output: None,
+        }
+    }
+
+    #[test]
+    fn softplus_pairs_with_a_later_sigmoid_of_its_operand_only() {
+        use ScalarType::{F32, F64};
+        use UnaryOp::{Exp, Sigmoid, Softplus};
+        let (x, y) = (Source::Input(0), Source::Input(1));
+        let links = vec![
+            unary(Sigmoid, x, F64, 4),  // 0: pairs with 3
+            unary(Softplus, y, F64, 4), // 1: another operand: alone
+            unary(Exp, x, F64, 4),      // 2: not a pair's step
+            unary(Softplus, x, F64, 4), // 3: with 0
+            unary(Softplus, x, F64, 4), // 4: 0 is taken: alone
+            unary(Sigmoid, x, F32, 4),  // 5: another type than 4
+            unary(Sigmoid, x, F64, 2),  // 6: another row length
+            unary(Sigmoid, x, F64, 4),  // 7: with 4
+        ];
+        let chain = Chain { links };
+        use Partner::{Alone, Done, With};
+        assert_eq!(
+            partners(&chain),
+            vec![With(3), Alone, Alone, Done, With(7), Alone, Alone, Done]
+        );
+    }
 }

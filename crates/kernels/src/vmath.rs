@@ -260,6 +260,16 @@ fn softplus_core(x: f64) -> f64 {
     select(x.is_nan(), x, y)
 }
 
+/// `softplus(x)` and `sigmoid(x)` from one `e^-|x|`: the bits of
+/// [`softplus_core`] and [`sigmoid_core`], one exponential fewer.
+#[inline(always)]
+fn softplus_sigmoid_core(x: f64) -> (f64, f64) {
+    let e = exp_core(-x.abs());
+    let softplus = select(x.is_nan(), x, x.max(0.0) + ln_1p_unit(e));
+    let sigmoid = select(x >= 0.0, 1.0, e) / (1.0 + e);
+    (softplus, sigmoid)
+}
+
 /// [`ATANH_COEF`] for `z <= 0.04` (|s| <= 0.2): economized to degree 8,
 /// error below 0.02 ulp.
 const ATANH_UNIT_COEF: [f64; 9] = [
@@ -472,6 +482,15 @@ fn softplus_core_f32(x: f32) -> f32 {
     select32(x.is_nan(), x, y)
 }
 
+/// [`softplus_sigmoid_core`] in f32.
+#[inline(always)]
+fn softplus_sigmoid_core_f32(x: f32) -> (f32, f32) {
+    let e = exp_core_f32(-x.abs());
+    let softplus = select32(x.is_nan(), x, x.max(0.0) + ln_1p_unit_f32(e));
+    let sigmoid = select32(x >= 0.0, 1.0, e) / (1.0 + e);
+    (softplus, sigmoid)
+}
+
 /// [`ATANH_COEF_F32`] for `z <= 0.04` (|s| <= 0.2): economized to degree 3,
 /// error below 0.02 ulp (before rounding the coefficients to f32).
 const ATANH_UNIT_COEF_F32: [f32; 4] = [0.666_666_6, 0.399_999_9, 0.286_005_53, 0.222_530_3];
@@ -650,11 +669,59 @@ macro_rules! path_dispatched {
     };
 }
 
+#[inline(always)]
+fn pair_f64(x: &[f64], softplus: &mut [f64], sigmoid: &mut [f64]) -> bool {
+    for ((&v, p), s) in x.iter().zip(softplus.iter_mut()).zip(sigmoid.iter_mut()) {
+        (*p, *s) = softplus_sigmoid_core(v);
+    }
+    true
+}
+
+#[inline(always)]
+fn pair_f32(x: &[f32], softplus: &mut [f32], sigmoid: &mut [f32]) -> bool {
+    for ((&v, p), s) in x.iter().zip(softplus.iter_mut()).zip(sigmoid.iter_mut()) {
+        (*p, *s) = softplus_sigmoid_core_f32(v);
+    }
+    true
+}
+
 path_dispatched! {
     fn map_f64_on(op: UnaryOp, x: &[f64], out: &mut [f64]) = map_f64;
     fn map_f32_on(op: UnaryOp, x: &[f32], out: &mut [f32]) = map_f32;
     fn map_in_place_f64_on(op: UnaryOp, x: &mut [f64]) = map_in_place_f64;
     fn map_in_place_f32_on(op: UnaryOp, x: &mut [f32]) = map_in_place_f32;
+    fn pair_f64_on(x: &[f64], softplus: &mut [f64], sigmoid: &mut [f64]) = pair_f64;
+    fn pair_f32_on(x: &[f32], softplus: &mut [f32], sigmoid: &mut [f32]) = pair_f32;
+}
+
+/// `softplus(x[i])` into `softplus` and `sigmoid(x[i])` into `sigmoid` in
+/// one pass that computes each `e^-|x[i]|` once (the gradient of a
+/// `softplus` needs both): the bits [`apply_f64`] gives each. The three
+/// slices have one length. Never allocates.
+pub fn softplus_sigmoid_f64(x: &[f64], softplus: &mut [f64], sigmoid: &mut [f64]) {
+    softplus_sigmoid_f64_on(Path::detected(), x, softplus, sigmoid)
+}
+
+/// [`softplus_sigmoid_f64`] for `f32`.
+pub fn softplus_sigmoid_f32(x: &[f32], softplus: &mut [f32], sigmoid: &mut [f32]) {
+    softplus_sigmoid_f32_on(Path::detected(), x, softplus, sigmoid)
+}
+
+/// [`softplus_sigmoid_f64`] on a given CPU path (panics, an internal error,
+/// if this CPU cannot run it).
+pub fn softplus_sigmoid_f64_on(path: Path, x: &[f64], softplus: &mut [f64], sigmoid: &mut [f64]) {
+    check_path(path);
+    check_lengths("softplus_sigmoid_f64", x.len(), softplus.len());
+    check_lengths("softplus_sigmoid_f64", x.len(), sigmoid.len());
+    pair_f64_on(path, x, softplus, sigmoid);
+}
+
+/// [`softplus_sigmoid_f64_on`] for `f32`.
+pub fn softplus_sigmoid_f32_on(path: Path, x: &[f32], softplus: &mut [f32], sigmoid: &mut [f32]) {
+    check_path(path);
+    check_lengths("softplus_sigmoid_f32", x.len(), softplus.len());
+    check_lengths("softplus_sigmoid_f32", x.len(), sigmoid.len());
+    pair_f32_on(path, x, softplus, sigmoid);
 }
 
 /// `out[i] = op(x[i])` for a vmath operation (see [`is_vmath_op`]); returns

@@ -2,7 +2,8 @@
 //! forced through `vmath::apply_*_on`) gives every element the same bits,
 //! out of place and in place, on odd lengths and on inputs of every
 //! exponent, NaN, infinities, signed zeros and subnormals included. Paths
-//! this CPU cannot run are skipped (and named on stderr).
+//! this CPU cannot run are skipped (and named on stderr). The pass that
+//! computes `softplus` and `sigmoid` together keeps the bits of each.
 
 use autobatch_ir::UnaryOp;
 use autobatch_kernels::gemm::Path;
@@ -151,6 +152,60 @@ fn vmath_paths_agree_bit_for_bit_f32() {
                     );
                 }
             }
+        }
+    }
+}
+
+/// `softplus_sigmoid_*_on`, which computes each element's exponential once
+/// for both functions, gives exactly the bits of `softplus` and `sigmoid`
+/// apart (NaN payloads included), on every path.
+#[test]
+fn softplus_and_sigmoid_together_keep_their_bits() {
+    let mut gen = Gen(33);
+    for len in LENGTHS {
+        let x = inputs_f64(len, &mut gen);
+        let (mut softplus, mut sigmoid) = (vec![1.0; len], vec![1.0; len]);
+        assert!(vmath::apply_f64_on(
+            Path::Portable,
+            UnaryOp::Softplus,
+            &x,
+            &mut softplus
+        ));
+        assert!(vmath::apply_f64_on(
+            Path::Portable,
+            UnaryOp::Sigmoid,
+            &x,
+            &mut sigmoid
+        ));
+        let x32 = inputs_f32(len, &mut gen);
+        let (mut softplus32, mut sigmoid32) = (vec![1.0; len], vec![1.0; len]);
+        assert!(vmath::apply_f32_on(
+            Path::Portable,
+            UnaryOp::Softplus,
+            &x32,
+            &mut softplus32
+        ));
+        assert!(vmath::apply_f32_on(
+            Path::Portable,
+            UnaryOp::Sigmoid,
+            &x32,
+            &mut sigmoid32
+        ));
+        for path in paths() {
+            let (mut p, mut s) = (vec![2.0; len], vec![2.0; len]);
+            vmath::softplus_sigmoid_f64_on(path, &x, &mut p, &mut s);
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&p), bits(&softplus), "softplus f64 {path:?} len {len}");
+            assert_eq!(bits(&s), bits(&sigmoid), "sigmoid f64 {path:?} len {len}");
+            let (mut p, mut s) = (vec![2.0; len], vec![2.0; len]);
+            vmath::softplus_sigmoid_f32_on(path, &x32, &mut p, &mut s);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&p),
+                bits(&softplus32),
+                "softplus f32 {path:?} len {len}"
+            );
+            assert_eq!(bits(&s), bits(&sigmoid32), "sigmoid f32 {path:?} len {len}");
         }
     }
 }
