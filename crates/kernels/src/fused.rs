@@ -16,7 +16,11 @@
 //! subset of the rows; those compute each element (each row, for a
 //! reduction) independently of the rows around it, so a fused chain gives
 //! every element the bits of the unfused operations: fusion reorders which
-//! element is computed when, never the arithmetic.
+//! element is computed when, never the arithmetic. One exception of form,
+//! not of bits: a `softplus` and a `sigmoid` of the same operand (a
+//! `softplus`'s value and its gradient) run as one
+//! [`Backend::softplus_sigmoid`], which shares each element's exponential
+//! and gives both the bits of the two apart.
 
 use autobatch_ir::{BinaryOp, CompareOp, ReduceOp, UnaryOp};
 use autobatch_types::{Data, ScalarType};
