@@ -6,13 +6,14 @@
 //! cargo bench -p autobatch-kernels --bench epilogue
 //! ```
 //!
-//! One gradient step of 256 members (f64, X 10,000 x 100 shared): `z =
+//! One gradient step of 256 and of 1024 members (f64, X 10,000 x 100 shared): `z =
 //! matvec(X, theta)`, the chain of `value_and_grad` (`Y * z`, `softplus`
 //! and `sigmoid` together, `-`, `sum`, `Y - sigmoid`), `g = vecmat(r, X)`,
 //! with the members in blocks of `B`: product, chain and product for one
-//! block, then the next. `B = 256` is what the executor does (each
-//! operation over the whole batch); a smaller block keeps the block's `z`
-//! in cache for the chain but streams `X` once per block and per product.
+//! block, then the next. `B` = all the members is what the executor does
+//! (each operation over the whole batch); a smaller block keeps the block's
+//! `z` in cache for the chain but streams `X` once per block and per
+//! product.
 //! Every block size gives every member the same bits (the kernels compute
 //! each member's row alone), so only the time differs. Prints milliseconds
 //! per step, the median of 7 steps, for three rounds over the block sizes.
@@ -26,7 +27,6 @@ use autobatch_kernels::vmath;
 
 const N: usize = 10_000;
 const D: usize = 100;
-const MEMBERS: usize = 256;
 
 /// The shared data and the members' points.
 struct Problem {
@@ -68,9 +68,10 @@ fn chain(path: Path, y: &[f64], step: &mut Step, range: std::ops::Range<usize>) 
 
 /// One gradient step of every member, `block` members at a time.
 fn gradient_step(path: Path, problem: &Problem, step: &mut Step, block: usize) {
+    let members = step.values.len();
     let mut b0 = 0;
-    while b0 < MEMBERS {
-        let b1 = (b0 + block).min(MEMBERS);
+    while b0 < members {
+        let b1 = (b0 + block).min(members);
         let n = b1 - b0;
         let (rows, members) = (b0 * N..b1 * N, b0 * D..b1 * D);
         let theta = &problem.theta[members.clone()];
@@ -83,26 +84,38 @@ fn gradient_step(path: Path, problem: &Problem, step: &mut Step, block: usize) {
 
 fn main() {
     let path = Path::detected();
+    for members in [256, 1024] {
+        println!("epilogue: {path:?} path, {members} members, f64, X {N} x {D}");
+        let blocks: &[usize] = if members == 256 {
+            &[256, 96, 48, 24, 12, 6]
+        } else {
+            &[1024, 512, 256, 128, 48, 6]
+        };
+        measure(path, members, blocks);
+    }
+}
+
+/// Three rounds over the block sizes at `members` members.
+fn measure(path: Path, members: usize, blocks: &[usize]) {
     let problem = Problem {
         x: (0..N * D)
             .map(|i| ((i * 7919 % 1000) as f64 - 500.0) / 5000.0)
             .collect(),
         y: (0..N).map(|i| (i % 2) as f64).collect(),
-        theta: (0..MEMBERS * D)
+        theta: (0..members * D)
             .map(|i| ((i * 31 % 100) as f64 - 50.0) / 500.0)
             .collect(),
     };
     let mut step = Step {
-        z: vec![0.0; MEMBERS * N],
-        r: vec![0.0; MEMBERS * N],
-        values: vec![0.0; MEMBERS],
-        g: vec![0.0; MEMBERS * D],
+        z: vec![0.0; members * N],
+        r: vec![0.0; members * N],
+        values: vec![0.0; members],
+        g: vec![0.0; members * D],
         row: std::array::from_fn(|_| vec![0.0; N]),
     };
-    println!("epilogue: {path:?} path, {MEMBERS} members, f64, X {N} x {D}");
     let mut reference: Option<Vec<u64>> = None;
     for round in 0..3 {
-        for block in [256, 96, 48, 24, 12, 6] {
+        for &block in blocks {
             let mut times: Vec<f64> = (0..7)
                 .map(|_| {
                     let start = Instant::now();
@@ -123,9 +136,9 @@ fn main() {
             );
             let median = times[times.len() / 2];
             println!(
-                "round {round} block {block:>3}: {:.2} ms per step ({:.1} us per gradient)",
+                "round {round} block {block:>4}: {:.2} ms per step ({:.1} us per gradient)",
                 median * 1e3,
-                median * 1e6 / MEMBERS as f64
+                median * 1e6 / members as f64
             );
         }
     }

@@ -89,6 +89,8 @@ pub struct Chain {
 #[derive(Debug, Default)]
 pub struct Scratch {
     buffers: Vec<Data>,
+    /// How each link runs ([`partners`]), kept for its allocation.
+    partners: Vec<Partner>,
 }
 
 impl Scratch {
@@ -162,18 +164,21 @@ pub fn run_chain<B: Backend + ?Sized>(
             }
         }
     }
-    let partners = partners(chain);
+    let mut partners = std::mem::take(&mut scratch.partners);
+    pair_links(chain, &mut partners);
     let mut start = 0;
-    while start < rows {
+    let mut outcome = Ok(());
+    while start < rows && outcome.is_ok() {
         let end = (start + group).min(rows);
         let cut = Cut {
             inputs,
             range: start..end,
         };
-        run_group(backend, chain, &partners, &cut, outputs, scratch)?;
+        outcome = run_group(backend, chain, &partners, &cut, outputs, scratch);
         start = end;
     }
-    Ok(())
+    scratch.partners = partners;
+    outcome
 }
 
 /// How a link runs within a group.
@@ -191,10 +196,12 @@ enum Partner {
 
 /// Pairs each `softplus` with a later `sigmoid` of the same operand and
 /// row length (or the other way round), as the gradient of a `softplus`
-/// has them; every other link runs alone.
-fn partners(chain: &Chain) -> Vec<Partner> {
+/// has them; every other link runs alone. Into `partners` (one per link;
+/// allocates only when it is the longest chain yet).
+fn pair_links(chain: &Chain, partners: &mut Vec<Partner>) {
     let links = &chain.links;
-    let mut partners = vec![Partner::Alone; links.len()];
+    partners.clear();
+    partners.resize(links.len(), Partner::Alone);
     let pairable = |l: &Link| {
         l.arity == 1
             && matches!(l.ty, ScalarType::F32 | ScalarType::F64)
@@ -221,7 +228,6 @@ fn partners(chain: &Chain) -> Vec<Partner> {
             partners[j] = Partner::Done;
         }
     }
-    partners
 }
 
 /// The rows of one group and the chain's inputs, which every link reads.
@@ -442,8 +448,10 @@ mod tests {
         ];
         let chain = Chain { links };
         use Partner::{Alone, Done, With};
+        let mut partners = vec![Done; 2];
+        pair_links(&chain, &mut partners);
         assert_eq!(
-            partners(&chain),
+            partners,
             vec![With(3), Alone, Alone, Done, With(7), Alone, Alone, Done]
         );
     }
