@@ -484,6 +484,7 @@ fn run_on_this_thread(
         profiler,
         mut engine,
         classes,
+        fuser,
         ..
     } = run;
     for (m, finished) in returned.finished.iter().enumerate() {
@@ -515,6 +516,9 @@ fn run_on_this_thread(
     output.stats.call_bytes = call_bytes;
     output.stats.peak_state_bytes = peak_state_bytes;
     output.stats.profile = profiler.map(Profiler::finish);
+    if options.fuse {
+        output.stats.report = fuser.report();
+    }
     Ok(output)
 }
 

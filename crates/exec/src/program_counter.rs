@@ -169,6 +169,7 @@ pub fn run(
         peak_state_bytes,
         profiler,
         mut engine,
+        fuser,
         ..
     } = machine;
     let adjoints = engine.take_adjoints();
@@ -179,6 +180,9 @@ pub fn run(
     output.stats.call_bytes = call_bytes;
     output.stats.peak_state_bytes = peak_state_bytes;
     output.stats.profile = profiler.map(Profiler::finish);
+    if options.fuse {
+        output.stats.report = fuser.report();
+    }
     Ok(output)
 }
 

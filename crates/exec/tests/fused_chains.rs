@@ -14,7 +14,9 @@
 
 mod common;
 
-use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, RunOptions, RunOutput, Strategy};
+use autobatch_exec::{
+    run, Arg, Batch, BatchingOptions, Env, ReportValue, RunOptions, RunOutput, Strategy,
+};
 use autobatch_ir::Program;
 use autobatch_types::{Data, Scalar, Tensor};
 use common::result_bits;
@@ -126,6 +128,7 @@ fn fused_and_unfused_runs_agree_bit_for_bit() {
             let faulted = reference.results.iter().filter(|r| r.is_err()).count();
             let zeros = divisors.iter().filter(|&&d| d == 0).count();
             assert_eq!(faulted, zeros, "the members with d == 0 fault");
+            let mut fused_somewhere = false;
             for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
                 for batching in strategy.configurations() {
                     for threads in [1, 2] {
@@ -142,12 +145,36 @@ fn fused_and_unfused_runs_agree_bit_for_bit() {
                                 expected,
                                 "{float} n={n} {strategy} {batching:?} threads={threads} fuse={fuse}"
                             );
+                            let fused = fused_chains(&output);
+                            assert!(fuse || fused == 0, "fused chains with fuse off");
+                            fused_somewhere |= fused > 0;
                         }
                     }
                 }
             }
+            // Without faults, dense steps run their chains fused: the
+            // comparisons above did compare fused values.
+            let faults = divisors.contains(&0);
+            assert!(
+                faults || fused_somewhere,
+                "{float} n={n}: no chain ran fused"
+            );
         }
     }
+}
+
+/// The executor's count of chain executions that ran fused (its report's
+/// `fused_chains`; none reported counts as 0).
+fn fused_chains(output: &RunOutput) -> u64 {
+    output
+        .stats
+        .report
+        .iter()
+        .find(|f| f.name == "fused_chains")
+        .map_or(0, |f| match f.value {
+            ReportValue::Count(n) => n,
+            ref other => panic!("fused_chains is {other:?}"),
+        })
 }
 
 /// Every member active and none faulting: the chains run fused; their

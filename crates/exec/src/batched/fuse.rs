@@ -37,6 +37,7 @@ use autobatch_types::Data;
 use super::engine::{plan, Engine, Kind, SharedEnv};
 use super::storage::{Column, Slot};
 use super::temps::StepTemps;
+use crate::{ReportField, ReportValue};
 
 /// The most operations one chain fuses (a longer run is cut).
 pub const MAX_LINKS: usize = 32;
@@ -215,6 +216,9 @@ pub struct Fuser {
     outputs: Vec<Data>,
     /// Per worker thread, the scratch of the values not kept.
     scratch: Vec<Scratch>,
+    /// Chain executions that ran fused, and those that ran unfused.
+    fused: u64,
+    unfused: u64,
 }
 
 impl Fuser {
@@ -223,6 +227,40 @@ impl Fuser {
     /// when it ran (every kept value stored), false having written nothing
     /// (the executor then runs the operations one by one).
     pub fn run(
+        &mut self,
+        engine: &mut Engine<'_>,
+        temps: &mut StepTemps,
+        site: &ChainSite,
+        slots: &mut [Slot],
+        step: &FusedStep<'_>,
+    ) -> bool {
+        let ran = self.try_run(engine, temps, site, slots, step);
+        if ran {
+            self.fused += 1;
+        } else {
+            self.unfused += 1;
+        }
+        ran
+    }
+
+    /// The run's figures of fusion, for the executor's report (`--stats`):
+    /// `fused_chains`, the chain executions that ran fused, and
+    /// `chains_run_unfused`, those that ran op by op instead (a step of
+    /// part of the rows, or a fault in the chain).
+    pub fn report(&self) -> Vec<ReportField> {
+        vec![
+            ReportField {
+                name: "fused_chains",
+                value: ReportValue::Count(self.fused),
+            },
+            ReportField {
+                name: "chains_run_unfused",
+                value: ReportValue::Count(self.unfused),
+            },
+        ]
+    }
+
+    fn try_run(
         &mut self,
         engine: &mut Engine<'_>,
         temps: &mut StepTemps,
