@@ -7,11 +7,14 @@
 //! not compile yet (a fork) runs on program-counter, and the report says
 //! what stopped the compiler, and where.
 
+mod common;
+
 use autobatch_exec::{
     run, Arg, Batch, BatchingOptions, Env, ReportField, ReportValue, RunOptions, Strategy,
 };
 use autobatch_ir::Program;
 use autobatch_types::{Data, Scalar, Tensor};
+use common::report_field as field;
 
 fn compile(source: &str) -> Program {
     let mut program = autobatch_lower::compile(source).expect("compiles");
@@ -29,14 +32,6 @@ fn native_batched() -> Strategy {
 
 fn native_lockstep() -> Strategy {
     Strategy::from_name("native-lockstep").expect("registered")
-}
-
-fn field<'a>(report: &'a [ReportField], name: &str) -> &'a ReportValue {
-    &report
-        .iter()
-        .find(|f| f.name == name)
-        .unwrap_or_else(|| panic!("no `{name}` in {report:?}"))
-        .value
 }
 
 /// Runs `entry` on `members` (one scalar argument list each) natively and

@@ -246,20 +246,21 @@ fn run_group<B: Backend + ?Sized>(
     scratch: &mut Scratch,
 ) -> Result<(), Fault> {
     for (i, link) in chain.links.iter().enumerate() {
-        if partners[i] == Partner::Done {
-            continue;
-        }
+        let partner = match partners[i] {
+            Partner::Done => continue,
+            Partner::Alone => None,
+            Partner::With(j) => Some(j),
+        };
         // A link's own buffer is moved out while it is written, so that
         // the earlier links' values can be read at the same time.
         let mut own = take(backend, chain, i, cut, outputs, scratch);
-        let outcome = match partners[i] {
-            Partner::Done => Ok(()), // skipped above
-            Partner::Alone => {
+        let outcome = match partner {
+            None => {
                 let operands = operands(chain, link, cut, outputs, scratch);
                 let out = own.rows(link, cut);
                 run_step(backend, link.step, &operands[..link.arity], out)
             }
-            Partner::With(j) => {
+            Some(j) => {
                 let mut other = take(backend, chain, j, cut, outputs, scratch);
                 let operands = operands(chain, link, cut, outputs, scratch);
                 let (mine, theirs) = (own.rows(link, cut), other.rows(&chain.links[j], cut));

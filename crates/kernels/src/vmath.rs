@@ -669,6 +669,8 @@ macro_rules! path_dispatched {
     };
 }
 
+/// The pass of [`softplus_sigmoid_f64`] (always `true`: the form
+/// `path_dispatched!` compiles per path).
 #[inline(always)]
 fn pair_f64(x: &[f64], softplus: &mut [f64], sigmoid: &mut [f64]) -> bool {
     for ((&v, p), s) in x.iter().zip(softplus.iter_mut()).zip(sigmoid.iter_mut()) {
@@ -677,6 +679,7 @@ fn pair_f64(x: &[f64], softplus: &mut [f64], sigmoid: &mut [f64]) -> bool {
     true
 }
 
+/// [`pair_f64`] for `f32`.
 #[inline(always)]
 fn pair_f32(x: &[f32], softplus: &mut [f32], sigmoid: &mut [f32]) -> bool {
     for ((&v, p), s) in x.iter().zip(softplus.iter_mut()).zip(sigmoid.iter_mut()) {

@@ -5,7 +5,9 @@
 
 #![allow(dead_code)]
 
-use autobatch_exec::{Arg, Batch, BatchingOptions, RunOptions, RunOutput, Strategy};
+use autobatch_exec::{
+    Arg, Batch, BatchingOptions, ReportField, ReportValue, RunOptions, RunOutput, Strategy,
+};
 use autobatch_ir::{Function, Program};
 use autobatch_types::{Data, Dim, MemberError, Scalar, ScalarType, Tensor, TensorType, Value};
 use serde_json::Value as Json;
@@ -309,4 +311,14 @@ pub fn result_bits(output: &RunOutput) -> Vec<Result<Vec<Vec<u64>>, String>> {
             Err(error) => Err(format!("{error:?}")),
         })
         .collect()
+}
+
+/// The field `name` of an executor's report (panics, naming the report,
+/// if it has none).
+pub fn report_field<'a>(report: &'a [ReportField], name: &str) -> &'a ReportValue {
+    &report
+        .iter()
+        .find(|f| f.name == name)
+        .unwrap_or_else(|| panic!("no `{name}` in {report:?}"))
+        .value
 }

@@ -103,12 +103,27 @@ pub(super) struct Group {
 /// step, operands), whether its array result is stored, each array's base
 /// address and each scalar operand (its value and its splat).
 struct Chain<'a> {
-    ops: Vec<(Var, Step, &'a [Var])>,
+    ops: Vec<ChainOp<'a>>,
     stored: Vec<bool>,
     bases: HashMap<Var, Value>,
-    scalars: HashMap<Var, (Value, Value)>,
+    scalars: HashMap<Var, ScalarOperand>,
     /// The positions in `ops` of the sums, in order.
     sums: Vec<usize>,
+}
+
+/// One operation of a [`Chain`].
+struct ChainOp<'a> {
+    dst: Var,
+    step: Step,
+    args: &'a [Var],
+}
+
+/// A scalar operand of a [`Chain`]: its value, for the leftover elements,
+/// and its splat, for the vectors of whole chunks.
+#[derive(Clone, Copy)]
+struct ScalarOperand {
+    value: Value,
+    splat: Value,
 }
 
 /// How a fused loop takes its elements: `lanes` (the kernels' `L`: 4 for
@@ -279,7 +294,7 @@ impl Translator<'_, '_, '_> {
                     w[i] = self.b.ins().fadd(w[i], w[i + width]);
                 }
             }
-            let d = chain.ops[*k].0;
+            let d = chain.ops[*k].dst;
             self.b.def_var(self.vars[d.index()], w[0]);
         }
     }
@@ -287,7 +302,7 @@ impl Translator<'_, '_, '_> {
     /// `group`'s operations as its loop reads them (see [`Chain`]); the
     /// bases and splats are computed here, before the loop.
     fn chain<'d>(&mut self, data: &'d BlockData, group: &Group, vector: Type) -> Chain<'d> {
-        let ops: Vec<(Var, Step, &[Var])> = group
+        let ops: Vec<ChainOp<'d>> = group
             .members
             .iter()
             .map(|i| match &data.ops[*i] {
@@ -296,7 +311,11 @@ impl Translator<'_, '_, '_> {
                     prim,
                     args,
                     ..
-                } => (*d, step_of(prim).expect("planned"), args.as_slice()),
+                } => ChainOp {
+                    dst: *d,
+                    step: step_of(prim).expect("planned"),
+                    args: args.as_slice(),
+                },
                 _ => unreachable!("a group holds primitives with a result"),
             })
             .collect();
@@ -304,10 +323,10 @@ impl Translator<'_, '_, '_> {
         // are all that ever read it (and it is defined nowhere else).
         let stored: Vec<bool> = (0..ops.len())
             .map(|j| {
-                let d = ops[j].0;
+                let d = ops[j].dst;
                 let later = ops[j + 1..]
                     .iter()
-                    .flat_map(|(_, _, args)| args.iter())
+                    .flat_map(|op| op.args.iter())
                     .filter(|a| **a == d)
                     .count() as u32;
                 let counts = &self.fuse_counts;
@@ -315,10 +334,10 @@ impl Translator<'_, '_, '_> {
             })
             .collect();
         let mut bases: HashMap<Var, Value> = HashMap::new();
-        let mut scalars: HashMap<Var, (Value, Value)> = HashMap::new();
-        for (d, step, args) in &ops {
-            let elementwise = matches!(step, Step::Binary(_) | Step::Neg);
-            for v in args.iter().chain(elementwise.then_some(d)) {
+        let mut scalars: HashMap<Var, ScalarOperand> = HashMap::new();
+        for op in &ops {
+            let elementwise = matches!(op.step, Step::Binary(_) | Step::Neg);
+            for v in op.args.iter().chain(elementwise.then_some(&op.dst)) {
                 if self.is_array(*v) {
                     if !bases.contains_key(v) {
                         let base = self.addr(*v);
@@ -327,12 +346,12 @@ impl Translator<'_, '_, '_> {
                 } else if !scalars.contains_key(v) {
                     let value = self.b.use_var(self.vars[v.index()]);
                     let splat = self.b.ins().splat(vector, value);
-                    scalars.insert(*v, (value, splat));
+                    scalars.insert(*v, ScalarOperand { value, splat });
                 }
             }
         }
         let sums = (0..ops.len())
-            .filter(|k| matches!(ops[*k].1, Step::Sum))
+            .filter(|k| matches!(ops[*k].step, Step::Sum))
             .collect();
         Chain {
             ops,
@@ -433,49 +452,45 @@ impl Translator<'_, '_, '_> {
         let wide = ty.is_vector();
         let mut values: HashMap<Var, Value> = HashMap::new();
         let mut reduction = 0;
-        for (j, (d, step, args)) in chain.ops.iter().enumerate() {
+        for (j, op) in chain.ops.iter().enumerate() {
             let mut operands = Vec::new();
-            for a in *args {
+            for a in op.args {
                 let value = match (values.get(a), chain.scalars.get(a)) {
                     (Some(v), _) => *v,
-                    (None, Some((value, splat))) => {
-                        if wide {
-                            *splat
-                        } else {
-                            *value
-                        }
-                    }
+                    (None, Some(s)) if wide => s.splat,
+                    (None, Some(s)) => s.value,
                     (None, None) => self.element_load(ty, chain.bases[a], at),
                 };
                 operands.push(value);
             }
-            let value = match step {
+            let value = match op.step {
                 Step::Sum => {
                     accs[reduction] = self.b.ins().fadd(accs[reduction], operands[0]);
                     reduction += 1;
                     continue;
                 }
-                Step::Binary(op) => {
+                Step::Binary(binary_op) => {
+                    let args = op.args;
                     let scalar_second = !self.is_array(args[1]) && self.is_array(args[0]);
-                    binary(self, *op, operands[0], operands[1], scalar_second)
+                    binary(self, binary_op, operands[0], operands[1], scalar_second)
                 }
                 Step::Neg => self.flip_sign(operands[0]),
             };
             if chain.stored[j] {
-                let address = self.b.ins().iadd(chain.bases[d], at);
+                let address = self.b.ins().iadd(chain.bases[&op.dst], at);
                 self.b.ins().store(UNALIGNED, value, address, 0);
             }
-            values.insert(*d, value);
+            values.insert(op.dst, value);
         }
     }
 }
 
 /// `a op b`. Which NaN an operation with two keeps is its first
 /// operand's, on x86 as Cranelift emits it (no operand being a load, see
-/// [`Translator::element_load`]), as the kernels' for two arrays; the kernels' `+` and `*` of an
-/// array and a broadcast scalar keep the scalar's, whichever side it is
-/// written on (the compiler puts the array's elements, read from memory,
-/// second). `scalar_second` says `b` is such a scalar: `+` and `*` then
+/// [`Translator::element_load`]), as the kernels' for two arrays; the
+/// kernels' `+` and `*` of an array and a broadcast scalar keep the
+/// scalar's, whichever side it is written on (the compiler puts the
+/// array's elements, read from memory, second). `scalar_second` says `b` is such a scalar: `+` and `*` then
 /// take it first, so that the bits are the kernels' (a test with NaNs of
 /// both signs on either side checks it).
 pub(super) fn binary(
