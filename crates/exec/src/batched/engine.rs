@@ -162,6 +162,10 @@ pub struct Engine<'b> {
     adjoints: Vec<AdjointRecord>,
 }
 
+/// How many times longer than a request a spare buffer may be and still be
+/// taken for it (see [`Engine::take`]).
+const OVERSIZED: usize = 8;
+
 impl<'b> Engine<'b> {
     /// An engine computing on `backend`, splitting large operations between
     /// `threads` threads (1: everything on the calling thread).
@@ -192,31 +196,37 @@ impl<'b> Engine<'b> {
     }
 
     /// A buffer of `len` elements of type `ty` (contents unspecified),
-    /// reusing a spare one when there is one of that type: the smallest
-    /// that holds `len` (best fit: a large spare taken for a small buffer
-    /// would make the next large one a new allocation, and the spares grow
-    /// without bound), else the largest, grown.
+    /// reusing a spare one of that type when there is one: among those
+    /// that hold `len`, the one that needs the fewest new elements, then the
+    /// smallest (best fit: a large spare taken for a small buffer would make
+    /// the next large one a new allocation, and the spares grow without
+    /// bound); else the largest, grown. A spare more than [`OVERSIZED`]
+    /// times longer than `len` is left for a long request: shortened, it
+    /// would forget its elements past `len`, and the next long request
+    /// would write zeros over them again (the logistic gradient's 20 MB
+    /// columns were zeroed twice a step that way).
     pub(super) fn take(&mut self, ty: ScalarType, len: usize) -> Data {
-        let mut fitting: Option<(usize, usize)> = None;
+        let mut fitting: Option<(usize, (usize, usize))> = None;
         let mut largest: Option<(usize, usize)> = None;
         for (i, (d, cap)) in self.spare.iter().enumerate() {
-            if d.ty() != ty {
+            if d.ty() != ty || d.len() > len.max(1).saturating_mul(OVERSIZED) {
                 continue;
             }
             if *cap >= len {
-                if fitting.is_none_or(|(_, c)| *cap < c) {
-                    fitting = Some((i, *cap));
+                let cost = (len.saturating_sub(d.len()), *cap);
+                if fitting.is_none_or(|(_, c)| cost < c) {
+                    fitting = Some((i, cost));
                 }
-                if *cap == len {
+                if cost == (0, len) {
                     break;
                 }
             } else if largest.is_none_or(|(_, c)| c < *cap) {
                 largest = Some((i, *cap));
             }
         }
-        let best = fitting.or(largest);
+        let best = fitting.map(|(i, _)| i).or(largest.map(|(i, _)| i));
         let mut data = match best {
-            Some((i, _)) => self.spare.swap_remove(i).0,
+            Some(i) => self.spare.swap_remove(i).0,
             // Empty: the backend allocates it.
             None => Data::with_capacity(ty, 0),
         };
@@ -1483,5 +1493,33 @@ mod tests {
         let again = engine.take(ScalarType::F64, 8);
         assert_eq!(engine.spares(), 0, "the spare is reused");
         engine.give(again);
+    }
+
+    fn address(data: &Data) -> *const f64 {
+        match data {
+            Data::F64(v) => v.as_ptr(),
+            _ => panic!("not f64"),
+        }
+    }
+
+    /// A long spare is not shortened for a short buffer: the next long
+    /// request gets it whole, and no zeros are written over it again.
+    #[test]
+    fn long_spares_are_kept_for_long_requests() {
+        let cpu = autobatch_kernels::Cpu;
+        let mut engine = Engine::new(&cpu, 1);
+        let long = engine.take(ScalarType::F64, 4096);
+        let first = address(&long);
+        engine.give(long);
+        let short = engine.take(ScalarType::F64, 16);
+        assert_ne!(address(&short), first, "a new short buffer");
+        assert_eq!(engine.spares(), 1, "the long one stays spare");
+        let again = engine.take(ScalarType::F64, 4096);
+        assert_eq!(address(&again), first, "the long spare, whole");
+        // Within the bound, a longer spare is taken (shortened).
+        engine.give(again);
+        engine.give(short);
+        let middle = engine.take(ScalarType::F64, 1024);
+        assert_eq!(address(&middle), first);
     }
 }
