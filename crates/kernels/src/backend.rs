@@ -36,6 +36,7 @@ use autobatch_types::{Data, ScalarType, Tensor};
 use crate::buffer::{self, Rows, RowsMut, Values, ValuesMut};
 use crate::fused::{self, Chain, Scratch};
 use crate::linalg::{self, Dims, ProductOp};
+use crate::product_chain::{self, ProductChain};
 use crate::rng::{self, Draw, Streams};
 use crate::{elementwise, eval, layout, reduce, Fault, PrimContext};
 
@@ -104,6 +105,25 @@ pub trait Backend: Send + Sync {
         scratch: &mut Scratch,
     ) -> Result<(), Fault> {
         fused::run_chain(self, chain, inputs, outputs, rows, scratch)
+    }
+
+    /// A fused chain between two products with one shared matrix
+    /// ([`crate::product_chain`]): `inputs` and `outputs` as for
+    /// [`Backend::chain`] (input `pc.opening` is the opening product's value
+    /// and is not read; the closing link is not kept), `closing` receives
+    /// `vecmat(closing link's value, matrix)`, `members` rows of `pc.k`.
+    /// Each element must have the bits of the operations one by one, which
+    /// the default runs.
+    fn product_chain(
+        &self,
+        pc: &ProductChain<'_>,
+        inputs: &[Rows<'_>],
+        outputs: &mut [RowsMut<'_>],
+        closing: RowsMut<'_>,
+        members: usize,
+        scratch: &mut Scratch,
+    ) -> Result<(), Fault> {
+        product_chain::unblocked(self, pc, inputs, outputs, closing, members, scratch)
     }
 
     // --- Reductions over each row.
@@ -248,6 +268,18 @@ impl Backend for Cpu {
 
     fn select(&self, cond: Rows<'_>, if_true: Rows<'_>, if_false: Rows<'_>, out: RowsMut<'_>) {
         elementwise::select_rows(cond, if_true, if_false, out)
+    }
+
+    fn product_chain(
+        &self,
+        pc: &ProductChain<'_>,
+        inputs: &[Rows<'_>],
+        outputs: &mut [RowsMut<'_>],
+        closing: RowsMut<'_>,
+        members: usize,
+        scratch: &mut Scratch,
+    ) -> Result<(), Fault> {
+        product_chain::blocked(self, pc, inputs, outputs, closing, members, scratch)
     }
 
     fn reduce(&self, op: ReduceOp, x: Rows<'_>, out: RowsMut<'_>) {

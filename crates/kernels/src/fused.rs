@@ -27,6 +27,7 @@ use autobatch_types::{Data, ScalarType};
 
 use crate::backend::Backend;
 use crate::buffer::{self, Rows, RowsMut, Values, ValuesMut};
+use crate::reduce::Piecewise;
 use crate::{internal_error, Fault};
 
 /// About how many elements of each value a group of rows holds: a few such
@@ -91,6 +92,11 @@ pub struct Scratch {
     buffers: Vec<Data>,
     /// How each link runs ([`partners`]), kept for its allocation.
     partners: Vec<Partner>,
+    /// What [`crate::product_chain`] keeps from run to run: the chain on a
+    /// block of rows, the reductions' partial states, the block's buffers.
+    pub(crate) block_chain: Chain,
+    pub(crate) partials: Vec<Option<Piecewise>>,
+    pub(crate) product: Vec<Data>,
 }
 
 impl Scratch {
@@ -98,6 +104,7 @@ impl Scratch {
     pub fn bytes(&self) -> u64 {
         self.buffers
             .iter()
+            .chain(&self.product)
             .map(|d| {
                 let element = match d.ty() {
                     ScalarType::Bool => 1,
@@ -130,6 +137,32 @@ pub fn run_chain<B: Backend + ?Sized>(
     outputs: &mut [RowsMut<'_>],
     rows: usize,
     scratch: &mut Scratch,
+) -> Result<(), Fault> {
+    let mut none = Partials {
+        states: &mut [],
+        rows,
+    };
+    run_chain_with(backend, chain, inputs, outputs, rows, scratch, &mut none)
+}
+
+/// The reductions of a chain that runs a piece of each row (a block of
+/// columns): `states[link * rows + row]` is link `link`'s reduction of row
+/// `row` so far, fed the piece instead of reduced into an output. Empty:
+/// every reduction reduces whole rows.
+pub(crate) struct Partials<'p> {
+    pub states: &'p mut [Option<Piecewise>],
+    pub rows: usize,
+}
+
+/// [`run_chain`], the reductions fed to `partials` when it has states.
+pub(crate) fn run_chain_with<B: Backend + ?Sized>(
+    backend: &B,
+    chain: &Chain,
+    inputs: &[Rows<'_>],
+    outputs: &mut [RowsMut<'_>],
+    rows: usize,
+    scratch: &mut Scratch,
+    partials: &mut Partials<'_>,
 ) -> Result<(), Fault> {
     let widest = chain
         .links
@@ -174,7 +207,7 @@ pub fn run_chain<B: Backend + ?Sized>(
             inputs,
             range: start..end,
         };
-        outcome = run_group(backend, chain, &partners, &cut, outputs, scratch);
+        outcome = run_group(backend, chain, &partners, &cut, outputs, scratch, partials);
         start = end;
     }
     scratch.partners = partners;
@@ -244,8 +277,19 @@ fn run_group<B: Backend + ?Sized>(
     cut: &Cut<'_, '_>,
     outputs: &mut [RowsMut<'_>],
     scratch: &mut Scratch,
+    partials: &mut Partials<'_>,
 ) -> Result<(), Fault> {
     for (i, link) in chain.links.iter().enumerate() {
+        if matches!(link.step, Step::Reduce(_)) && !partials.states.is_empty() {
+            let operands = operands(chain, link, cut, outputs, scratch);
+            for (r, row) in cut.range.clone().enumerate() {
+                let Some(state) = &mut partials.states[i * partials.rows + row] else {
+                    internal_error(format!("link {i} reduces no piece"));
+                };
+                state.add(operands[0].row(r));
+            }
+            continue;
+        }
         let partner = match partners[i] {
             Partner::Done => continue,
             Partner::Alone => None,

@@ -771,7 +771,14 @@ unsafe fn axpy_columns<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: us
 /// The axpy form with tiles of `NV` vectors by `JC` chunks, then single
 /// vectors by `JC1` chunks.
 #[inline(always)]
-fn vecmat_v<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: usize, const JC1: usize>(
+fn vecmat_v<
+    T: GemmFloat,
+    V: Vector<T>,
+    const NV: usize,
+    const JC: usize,
+    const JC1: usize,
+    const ADD: bool,
+>(
     vs: &[T],
     mat: &[T],
     n: usize,
@@ -779,7 +786,10 @@ fn vecmat_v<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: usize, const 
     k: usize,
     out: &mut [T],
 ) {
-    out.fill(T::ACC_ZERO);
+    // `ADD`: each element goes on from its value (see [`vecmat_add_into`]).
+    if !ADD {
+        out.fill(T::ACC_ZERO);
+    }
     if m == 0 || k == 0 {
         return;
     }
@@ -810,7 +820,7 @@ fn vecmat_v<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: usize, const 
 /// chunks, 12 accumulators, 2 row loads and 6 broadcasts per row, within
 /// the 16 AVX registers.
 #[inline(always)]
-fn vecmat_narrow<T: GemmFloat, V: Vector<T>>(
+fn vecmat_narrow<T: GemmFloat, V: Vector<T>, const ADD: bool>(
     vs: &[T],
     mat: &[T],
     n: usize,
@@ -818,13 +828,13 @@ fn vecmat_narrow<T: GemmFloat, V: Vector<T>>(
     k: usize,
     out: &mut [T],
 ) {
-    vecmat_v::<T, V, 6, 2, 7>(vs, mat, n, m, k, out)
+    vecmat_v::<T, V, 6, 2, 7, ADD>(vs, mat, n, m, k, out)
 }
 
 /// The axpy form on AVX-512: 6 vectors x 4 chunks of 16 (`f32`) or 8
 /// (`f64`) lanes, 24 accumulators, within the 32 registers.
 #[inline(always)]
-fn vecmat_wide<T: GemmFloat, V: Vector<T>>(
+fn vecmat_wide<T: GemmFloat, V: Vector<T>, const ADD: bool>(
     vs: &[T],
     mat: &[T],
     n: usize,
@@ -832,7 +842,7 @@ fn vecmat_wide<T: GemmFloat, V: Vector<T>>(
     k: usize,
     out: &mut [T],
 ) {
-    vecmat_v::<T, V, 6, 4, 7>(vs, mat, n, m, k, out)
+    vecmat_v::<T, V, 6, 4, 7, ADD>(vs, mat, n, m, k, out)
 }
 
 // ---------------------------------------------------------------------------
@@ -939,6 +949,7 @@ macro_rules! dispatched {
 dispatched! {
     fn sum_any<T>(a: &[T]) -> T = sum_l;
     fn sum_exp_any<T>(a: &[T], shift: T) -> T = sum_exp_l;
+    fn add_pieces_any<T>(partials: &mut [T; MOST_LANES], a: &[T]) -> () = add_pieces_l;
 }
 
 /// The products on a given path (available on this CPU): the `avx2` kernel
@@ -989,8 +1000,11 @@ path_dispatched! {
     fn matvec_on_path<T>(m: &[T], rows: usize, k: usize, vs: &[T], n: usize, out: &mut [T])
         = matvec_v::<T, T::Portable>, matvec_v::<T, T::Avx>, matvec_avx512::<T>;
     fn vecmat_on_path<T>(vs: &[T], mat: &[T], n: usize, m: usize, k: usize, out: &mut [T])
-        = vecmat_narrow::<T, T::Portable>, vecmat_narrow::<T, T::Avx>,
-          vecmat_wide::<T, T::Avx512>;
+        = vecmat_narrow::<T, T::Portable, false>, vecmat_narrow::<T, T::Avx, false>,
+          vecmat_wide::<T, T::Avx512, false>;
+    fn vecmat_add_on_path<T>(vs: &[T], mat: &[T], n: usize, m: usize, k: usize, out: &mut [T])
+        = vecmat_narrow::<T, T::Portable, true>, vecmat_narrow::<T, T::Avx, true>,
+          vecmat_wide::<T, T::Avx512, true>;
 }
 
 /// `dot` on the AVX backend when the CPU has it, else the portable one
@@ -1031,6 +1045,77 @@ pub fn dot<T: GemmFloat>(a: &[T], b: &[T]) -> T {
 /// `sum_p a[p]` in the same lane order as [`dot`] (plain adds).
 pub fn sum<T: GemmFloat>(a: &[T]) -> T {
     sum_any(a)
+}
+
+/// The most lanes of any [`GemmFloat`] (`f32`'s 8).
+const MOST_LANES: usize = 8;
+
+/// A [`sum`] of one array fed a piece at a time, in order: the bits of
+/// [`sum`] of the whole, as long as every piece but the last has a multiple
+/// of [`LaneSum::PIECE_MULTIPLE`] elements (each piece then starts at lane
+/// 0, where the whole array's element would go).
+#[derive(Clone, Copy, Debug)]
+pub struct LaneSum<T> {
+    partials: [T; MOST_LANES],
+    /// A piece that was not a multiple of the lanes came: it must be the last.
+    ended: bool,
+}
+
+impl<T: GemmFloat> LaneSum<T> {
+    /// Every piece but the last is a multiple of this many elements (a
+    /// multiple of every type's lanes).
+    pub const PIECE_MULTIPLE: usize = MOST_LANES;
+
+    pub fn new() -> LaneSum<T> {
+        LaneSum {
+            partials: [T::ACC_ZERO; MOST_LANES],
+            ended: false,
+        }
+    }
+
+    /// Adds the next piece of the array.
+    pub fn add(&mut self, piece: &[T]) {
+        if self.ended {
+            internal_error("LaneSum::add: a piece after a short one".into());
+        }
+        self.ended = !piece.len().is_multiple_of(T::LANES);
+        add_pieces_any(&mut self.partials, piece);
+    }
+
+    /// The sum of the pieces added.
+    pub fn finish(&self) -> T {
+        lanes!(T, finish_l(&self.partials))
+    }
+}
+
+impl<T: GemmFloat> Default for LaneSum<T> {
+    fn default() -> LaneSum<T> {
+        LaneSum::new()
+    }
+}
+
+/// [`sum_l`]'s loop, from given partials (their first `L`).
+#[inline(always)]
+fn add_pieces_l<T: GemmFloat, const L: usize>(partials: &mut [T; MOST_LANES], a: &[T]) {
+    let full = a.len() / L * L;
+    let mut acc = [T::ACC_ZERO; L];
+    acc.copy_from_slice(&partials[..L]);
+    for x in a[..full].chunks_exact(L) {
+        for l in 0..L {
+            acc[l] = acc[l] + x[l];
+        }
+    }
+    for l in 0..a.len() - full {
+        acc[l] = acc[l] + a[full + l];
+    }
+    partials[..L].copy_from_slice(&acc);
+}
+
+#[inline(always)]
+fn finish_l<T: GemmFloat, const L: usize>(partials: &[T; MOST_LANES]) -> T {
+    let mut acc = [T::ACC_ZERO; L];
+    acc.copy_from_slice(&partials[..L]);
+    tree(acc)
 }
 
 /// `sum_p e^(a[p] - shift)` in the lane order of [`sum`]: the same bits as
@@ -1081,6 +1166,41 @@ pub fn vecmat_into<T: GemmFloat>(vs: &[T], mat: &[T], n: usize, m: usize, k: usi
         product("vecmat_into", n, k),
     );
     vecmat_any(vs, mat, n, m, k, out)
+}
+
+/// [`vecmat_into`] that goes on from `out`: each element continues its
+/// `mul_add` chain from the value `out` holds, over `mat`'s rows in
+/// increasing order. `vecmat_into` of rows `0..a` of a matrix then
+/// `vecmat_add_into` of rows `a..m` gives the bits of `vecmat_into` of all
+/// `m` rows (the fused product chains run the product a block of rows at
+/// a time this way).
+pub fn vecmat_add_into<T: GemmFloat>(
+    vs: &[T],
+    mat: &[T],
+    n: usize,
+    m: usize,
+    k: usize,
+    out: &mut [T],
+) {
+    vecmat_add_into_on(Path::detected(), vs, mat, n, m, k, out)
+}
+
+/// [`vecmat_add_into`] on a given path (available on this CPU).
+pub fn vecmat_add_into_on<T: GemmFloat>(
+    path: Path,
+    vs: &[T],
+    mat: &[T],
+    n: usize,
+    m: usize,
+    k: usize,
+    out: &mut [T],
+) {
+    let what = "vecmat_add_into";
+    path.check(what);
+    expect_len(what, "vs", vs.len(), product(what, n, m));
+    expect_len(what, "mat", mat.len(), product(what, m, k));
+    expect_len(what, "out", out.len(), product(what, n, k));
+    vecmat_add_on_path(path, vs, mat, n, m, k, out)
 }
 
 /// `a` (`m x k`) times `b` (`k x n`) into `out` (`m x n`), each element

@@ -68,6 +68,7 @@ pub mod gemm;
 pub mod host;
 pub mod layout;
 pub mod linalg;
+pub mod product_chain;
 pub mod reduce;
 pub mod rng;
 pub mod scalar;

@@ -118,6 +118,100 @@ fn float_rows_into<F: Float>(op: ReduceOp, x: &[F], row_len: usize, out: &mut [F
     }
 }
 
+/// A float reduction of one row fed a piece at a time, in order (`sum`,
+/// `mean`, `max`, `min`): [`Piecewise::finish`] gives the bits of the
+/// reduction of the whole row, as long as every piece but the last has a
+/// multiple of [`Piecewise::PIECE_MULTIPLE`] elements (the sums carry their
+/// lane partials from piece to piece, `max` and `min` their fold).
+#[derive(Clone, Copy, Debug)]
+pub enum Piecewise {
+    F32(Pieces<f32>),
+    F64(Pieces<f64>),
+}
+
+/// [`Piecewise`] of one element type.
+#[derive(Clone, Copy, Debug)]
+pub struct Pieces<F> {
+    op: ReduceOp,
+    sum: crate::gemm::LaneSum<F>,
+    /// The `max` or `min` so far.
+    fold: F,
+    len: usize,
+}
+
+impl<F: Float + crate::gemm::GemmFloat> Pieces<F> {
+    fn new(op: ReduceOp) -> Pieces<F> {
+        let fold = match op {
+            ReduceOp::Min => F::INFINITY,
+            _ => F::NEG_INFINITY,
+        };
+        Pieces {
+            op,
+            sum: crate::gemm::LaneSum::new(),
+            fold,
+            len: 0,
+        }
+    }
+
+    fn add(&mut self, piece: &[F]) {
+        self.len += piece.len();
+        match self.op {
+            ReduceOp::Sum | ReduceOp::Mean => self.sum.add(piece),
+            ReduceOp::Max => self.fold = piece.iter().fold(self.fold, |acc, &x| acc.max(x)),
+            ReduceOp::Min => self.fold = piece.iter().fold(self.fold, |acc, &x| acc.min(x)),
+            op => internal_error(format!("{op:?} is not reduced piecewise")),
+        }
+    }
+
+    fn finish(&self) -> F {
+        match self.op {
+            ReduceOp::Sum => self.sum.finish(),
+            ReduceOp::Mean => self.sum.finish() / F::from_count(self.len),
+            _ => self.fold,
+        }
+    }
+}
+
+impl Piecewise {
+    /// Every piece but the last is a multiple of this many elements.
+    pub const PIECE_MULTIPLE: usize = crate::gemm::LaneSum::<f64>::PIECE_MULTIPLE;
+
+    /// The start of `op` over a row of `ty`, if it reduces piecewise.
+    pub fn new(op: ReduceOp, ty: ScalarType) -> Option<Piecewise> {
+        let piecewise = matches!(
+            op,
+            ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Max | ReduceOp::Min
+        );
+        match ty {
+            ScalarType::F32 if piecewise => Some(Piecewise::F32(Pieces::new(op))),
+            ScalarType::F64 if piecewise => Some(Piecewise::F64(Pieces::new(op))),
+            _ => None,
+        }
+    }
+
+    /// Adds the next piece of the row.
+    pub fn add(&mut self, piece: Values<'_>) {
+        match (self, piece) {
+            (Piecewise::F32(p), Values::F32(v)) => p.add(v),
+            (Piecewise::F64(p), Values::F64(v)) => p.add(v),
+            (_, v) => internal_error(format!("a piecewise reduction fed {}", v.ty())),
+        }
+    }
+
+    /// The reduction of the row, into `out` (one element).
+    pub fn finish(&self, out: ValuesMut<'_>) {
+        match (self, out) {
+            (Piecewise::F32(p), ValuesMut::F32([o])) => *o = p.finish(),
+            (Piecewise::F64(p), ValuesMut::F64([o])) => *o = p.finish(),
+            (_, o) => internal_error(format!(
+                "a piecewise reduction into {} elements of {}",
+                o.len(),
+                o.ty()
+            )),
+        }
+    }
+}
+
 /// `sum`, `max` or `min` of integers.
 pub fn integer_reduce<T: Integer>(op: ReduceOp, v: &[T]) -> T {
     match op {
@@ -312,6 +406,63 @@ pub fn softmax_rows_into<F: Float>(x: &[F], row_len: usize, out: &mut [F]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn reduce_one<F: Float>(op: ReduceOp, v: &[F]) -> F {
+        match op {
+            ReduceOp::Sum => float_sum(v),
+            ReduceOp::Mean => float_mean(v),
+            ReduceOp::Max => float_max(v),
+            _ => float_min(v),
+        }
+    }
+
+    /// A row fed in pieces (multiples of 8, the last any length) gives the
+    /// bits of the row reduced whole, NaN, infinities and signed zeros
+    /// included.
+    #[test]
+    fn piecewise_reductions_give_the_bits_of_the_whole_row() {
+        let row: Vec<f64> = (0..203)
+            .map(|i| match i {
+                17 => f64::NAN,
+                40 => f64::INFINITY,
+                41 => -0.0,
+                _ => ((i * 7919 % 1001) as f64 - 500.0) * 1e-3,
+            })
+            .collect();
+        let rows32: Vec<f32> = row.iter().map(|&x| x as f32).collect();
+        for op in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min] {
+            for len in [0, 1, 7, 8, 9, 64, 100, 203] {
+                for piece in [8, 16, 24, 96] {
+                    let whole = [reduce_one(op, &row[..len])];
+                    let mut p = Piecewise::new(op, ScalarType::F64).unwrap();
+                    for chunk in row[..len].chunks(piece) {
+                        p.add(Values::F64(chunk));
+                    }
+                    let mut got = [0.0f64];
+                    p.finish(ValuesMut::F64(&mut got));
+                    assert_eq!(
+                        got[0].to_bits(),
+                        whole[0].to_bits(),
+                        "{op:?} {len} by {piece}"
+                    );
+                    let whole32 = [reduce_one(op, &rows32[..len])];
+                    let mut p = Piecewise::new(op, ScalarType::F32).unwrap();
+                    for chunk in rows32[..len].chunks(piece) {
+                        p.add(Values::F32(chunk));
+                    }
+                    let mut got32 = [0.0f32];
+                    p.finish(ValuesMut::F32(&mut got32));
+                    assert_eq!(
+                        got32[0].to_bits(),
+                        whole32[0].to_bits(),
+                        "f32 {op:?} {len} by {piece}"
+                    );
+                }
+            }
+        }
+        assert!(Piecewise::new(ReduceOp::LogSumExp, ScalarType::F64).is_none());
+        assert!(Piecewise::new(ReduceOp::Sum, ScalarType::I64).is_none());
+    }
 
     fn vector(data: Data) -> Tensor {
         Tensor::new(vec![data.len()], data)
