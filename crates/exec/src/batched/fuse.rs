@@ -31,6 +31,7 @@
 use autobatch_ir::Prim;
 use autobatch_kernels::buffer::{Rows, RowsMut, Values, ValuesMut};
 use autobatch_kernels::fused::{Chain, Link, Scratch, Source, Step, MAX_OPERANDS};
+use autobatch_kernels::product_chain::ProductChain;
 use autobatch_kernels::{Backend, Fault};
 use autobatch_types::Data;
 
@@ -73,6 +74,21 @@ pub struct ChainSite {
     pub end: usize,
     pub hoisted: Vec<usize>,
     pub ops: Vec<ChainOp>,
+    /// The chain sits between two products with one matrix
+    /// ([`autobatch_kernels::product_chain`]): `ops[0]` is `z = matvec(M, v)`,
+    /// read by the chain only, and the last op `vecmat(r, M)` of a value `r`
+    /// of the chain that nothing else reads.
+    pub between_products: bool,
+}
+
+impl ChainSite {
+    /// The elementwise operations and reductions (without the products).
+    pub fn links(&self) -> &[ChainOp] {
+        match self.between_products {
+            true => &self.ops[1..self.ops.len() - 1],
+            false => &self.ops,
+        }
+    }
 }
 
 fn fusable(prim: &Prim) -> bool {
@@ -126,17 +142,95 @@ pub fn find_chains(
             .filter(|i| !hoisted.contains(i))
             .filter_map(|i| ops[i])
             .collect();
-        let dying: Vec<usize> = (start..end)
+        let chain_dying: Vec<usize> = (start..end)
             .filter(|i| !hoisted.contains(i))
             .flat_map(|i| dying[i].iter().copied())
             .collect();
-        if let Some(mut site) = chain_site(&run, end, is_temp, &dying) {
+        if let Some(mut site) = chain_site(&run, end, is_temp, &chain_dying) {
             site.hoisted = hoisted;
+            // Both: when the products cannot run with the chain (their
+            // operands are not a shared matrix and rows of vectors), the
+            // executor runs the opening product alone, then this chain.
+            if let Some((at, products)) = between_products(ops, &site, start, is_temp, dying) {
+                sites[at] = Some(products);
+            }
             sites[start] = Some(site);
         }
         start = end.max(start + 1);
     }
     sites
+}
+
+/// The chain `site` (from operation `start`) with the products around it,
+/// and the operation it then starts at, if the operation before it (but
+/// constants and statics loaded, which run first) is `z = matvec(M, v)`
+/// whose `z` (a step temporary) dies inside the chain, and the operation
+/// after it `vecmat(r, M)` of a temporary `r` of the chain that dies there.
+fn between_products(
+    ops: &[Option<OpView<'_>>],
+    site: &ChainSite,
+    start: usize,
+    is_temp: &[bool],
+    dying: &[Vec<usize>],
+) -> Option<(usize, ChainSite)> {
+    let loads = |o: &Option<OpView<'_>>| {
+        o.is_some_and(|o| matches!(o.prim, Prim::Const(_) | Prim::LoadStatic(_)) && o.dst.is_some())
+    };
+    let mut open = start.checked_sub(1)?;
+    while loads(&ops[open]) {
+        open = open.checked_sub(1)?;
+    }
+    let hoisted: Vec<usize> = (open + 1..start)
+        .chain(site.hoisted.iter().copied())
+        .collect();
+    let opening = ops[open]?;
+    let closing = (*ops.get(site.end)?)?;
+    let (&[matrix, v], Some(z)) = (opening.args, opening.dst) else {
+        return None;
+    };
+    let &[r, matrix_again] = closing.args else {
+        return None;
+    };
+    let chain_dying: Vec<usize> = (start..site.end)
+        .flat_map(|i| dying[i].iter().copied())
+        .collect();
+    let chain_writes = |slot: usize| site.ops.iter().any(|o| o.dst == slot);
+    let fits = matches!(opening.prim, Prim::Matvec)
+        && matches!(closing.prim, Prim::Vecmat)
+        && closing.dst.is_some()
+        && matrix_again == matrix
+        && ![matrix, v].contains(&z)
+        && is_temp[z]
+        && chain_dying.contains(&z)
+        && is_temp[r]
+        && dying[site.end].contains(&r)
+        && chain_writes(r)
+        && !chain_writes(matrix)
+        && !chain_writes(v)
+        && !chain_writes(z)
+        && hoisted.iter().all(|&h| {
+            ops[h]
+                .and_then(|o| o.dst)
+                .is_some_and(|d| ![matrix, v, z].contains(&d))
+        });
+    if !fits {
+        return None;
+    }
+    let mut run: Vec<OpView<'_>> = vec![opening];
+    run.extend(
+        (start..site.end)
+            .filter(|i| !hoisted.contains(i))
+            .filter_map(|i| ops[i]),
+    );
+    run.push(closing);
+    let all_dying: Vec<usize> = (open..=site.end)
+        .filter(|i| !hoisted.contains(i))
+        .flat_map(|i| dying[i].iter().copied())
+        .collect();
+    let mut products = chain_site(&run, site.end + 1, is_temp, &all_dying)?;
+    products.hoisted = hoisted;
+    products.between_products = true;
+    Some((open, products))
 }
 
 /// Whether `op` (a constant, or a static loaded) may run before the
@@ -187,6 +281,7 @@ fn chain_site(
         end,
         hoisted: Vec::new(),
         ops,
+        between_products: false,
     })
 }
 
@@ -216,9 +311,28 @@ pub struct Fuser {
     outputs: Vec<Data>,
     /// Per worker thread, the scratch of the values not kept.
     scratch: Vec<Scratch>,
-    /// Chain executions that ran fused, and those that ran unfused.
+    /// The products around the chain, when it sits between two.
+    products: Option<Products>,
+    /// Chain executions that ran fused, and those that ran unfused; of
+    /// the fused ones, those between two products.
     fused: u64,
     unfused: u64,
+    between_products: u64,
+}
+
+/// The products around a built chain ([`ChainSite::between_products`]):
+/// its input 0 is `matvec(matrix, vectors)`.
+#[derive(Clone, Copy, Debug)]
+struct Products {
+    /// The slot of the shared matrix (`rows x k`) and of the vectors.
+    matrix: usize,
+    vectors: usize,
+    rows: usize,
+    k: usize,
+    /// The link whose value the closing `vecmat` takes.
+    closing_link: usize,
+    /// The slot the closing `vecmat` writes.
+    closing_dst: usize,
 }
 
 impl Fuser {
@@ -237,6 +351,7 @@ impl Fuser {
         let ran = self.try_run(engine, temps, site, slots, step);
         if ran {
             self.fused += 1;
+            self.between_products += u64::from(site.between_products);
         } else {
             self.unfused += 1;
         }
@@ -256,6 +371,10 @@ impl Fuser {
             ReportField {
                 name: "chains_run_unfused",
                 value: ReportValue::Count(self.unfused),
+            },
+            ReportField {
+                name: "chains_between_products",
+                value: ReportValue::Count(self.between_products),
             },
         ]
     }
@@ -347,6 +466,10 @@ impl Fuser {
                     .push(engine.take(link.ty, total * link.row_len));
             }
         }
+        if let Some(p) = self.products {
+            let ty = self.chain.links[p.closing_link].ty;
+            self.outputs.push(engine.take(ty, total * p.k));
+        }
         if self.compute(engine, slots, total).is_err() {
             for data in self.outputs.drain(..) {
                 engine.give(data);
@@ -354,7 +477,7 @@ impl Fuser {
             return false;
         }
         let mut outputs = std::mem::take(&mut self.outputs);
-        for (op, link) in site.ops.iter().zip(&self.chain.links) {
+        for (op, link) in site.links().iter().zip(&self.chain.links) {
             if let Some(o) = link.output {
                 let data = std::mem::replace(&mut outputs[o], Data::with_capacity(link.ty, 0));
                 let dst = Destination {
@@ -364,6 +487,14 @@ impl Fuser {
                 };
                 store(engine, temps, slots, is_temp, &dst, data);
             }
+        }
+        if let (Some(p), Some(data)) = (self.products, outputs.pop()) {
+            let dst = Destination {
+                slot: p.closing_dst,
+                rows,
+                total,
+            };
+            store(engine, temps, slots, is_temp, &dst, data);
         }
         outputs.clear();
         self.outputs = outputs;
@@ -382,8 +513,13 @@ impl Fuser {
     ) -> bool {
         self.chain.links.clear();
         self.inputs.clear();
+        self.products = None;
+        // The opening product's value is input 0.
+        let opening = site.between_products.then(|| site.ops[0].dst);
+        self.inputs.extend(opening);
+        let links = site.links();
         let mut outputs = 0;
-        for (i, op) in site.ops.iter().enumerate() {
+        for (i, op) in links.iter().enumerate() {
             let Slot::Column(dst) = &slots[op.dst] else {
                 return false;
             };
@@ -402,9 +538,10 @@ impl Fuser {
             let mut operands = [Source::Input(0); MAX_OPERANDS];
             let mut per_row = false;
             for (operand, &a) in operands.iter_mut().zip(&op.args) {
-                let writer = site.ops[..i].iter().rposition(|o| o.dst == a);
+                let writer = links[..i].iter().rposition(|o| o.dst == a);
                 *operand = match writer {
                     Some(j) => Source::Link(j),
+                    None if opening == Some(a) => Source::Input(0),
                     None => {
                         match &slots[a] {
                             Slot::Column(c) if c.rows() >= total => {}
@@ -422,8 +559,9 @@ impl Fuser {
                         Source::Input(k)
                     }
                 };
-                per_row |=
-                    matches!(operand, Source::Link(_)) || matches!(slots[a], Slot::Column(_));
+                per_row |= matches!(operand, Source::Link(_))
+                    || opening == Some(a)
+                    || matches!(slots[a], Slot::Column(_));
             }
             if !per_row {
                 return false;
@@ -441,14 +579,70 @@ impl Fuser {
                 output,
             });
         }
+        if site.between_products {
+            self.products = self.products_of(site, slots, is_temp, total);
+            return self.products.is_some();
+        }
         true
+    }
+
+    /// The products around the built chain of `site`, if the slots take
+    /// them: a shared float matrix, every row's vector, a closing value
+    /// that the chain does not keep, a destination of every row.
+    fn products_of(
+        &self,
+        site: &ChainSite,
+        slots: &[Slot],
+        is_temp: &[bool],
+        total: usize,
+    ) -> Option<Products> {
+        let (opening, closing) = (&site.ops[0], site.ops.last()?);
+        let &[matrix, vectors] = opening.args.as_slice() else {
+            return None;
+        };
+        let Slot::Invariant(Some(m)) = &slots[matrix] else {
+            return None;
+        };
+        let &[rows, k] = m.shape.as_slice() else {
+            return None;
+        };
+        let Slot::Column(v) = &slots[vectors] else {
+            return None;
+        };
+        let Slot::Column(dst) = &slots[closing.dst] else {
+            return None;
+        };
+        let closing_link = site
+            .links()
+            .iter()
+            .rposition(|o| o.dst == closing.args[0])?;
+        let link = &self.chain.links[closing_link];
+        let ty = m.data.ty();
+        let fits = v.row_len == k
+            && v.rows() >= total
+            && v.data.ty() == ty
+            && link.ty == ty
+            && link.output.is_none()
+            && link.row_len == rows
+            && dst.row_len == k
+            && dst.data.ty() == ty
+            && (is_temp[closing.dst] || dst.rows() >= total);
+        fits.then_some(Products {
+            matrix,
+            vectors,
+            rows,
+            k,
+            closing_link,
+            closing_dst: closing.dst,
+        })
     }
 
     /// Runs the built chain on rows `0..total` into `self.outputs`, split
     /// between the engine's threads when the work is large.
     fn compute(&mut self, engine: &Engine<'_>, slots: &[Slot], total: usize) -> Result<(), Fault> {
         let mut inputs = [Rows::NONE; MAX_INPUTS];
-        for (input, &s) in inputs.iter_mut().zip(&self.inputs) {
+        let skip = usize::from(self.products.is_some());
+        for (input, &s) in inputs.iter_mut().zip(&self.inputs).skip(skip) {
             *input = match &slots[s] {
                 Slot::Column(c) => Rows::Column {
                     values: Values::of(&c.data, 0..total * c.row_len),
@@ -459,7 +653,7 @@ impl Fuser {
             };
         }
         let inputs = &inputs[..self.inputs.len()];
-        let mut outputs: [RowsMut<'_>; MAX_LINKS] =
+        let mut outputs: [RowsMut<'_>; MAX_LINKS + 1] =
             std::array::from_fn(|_| RowsMut::new(ValuesMut::Bool(&mut []), 0, 0));
         let kept = self.outputs.len();
         let mut data = self.outputs.iter_mut();
@@ -471,27 +665,63 @@ impl Fuser {
                 outputs[o] = RowsMut::new(ValuesMut::all(buffer), total, link.row_len);
             }
         }
+        // The closing product's value comes last.
+        if let (Some(p), Some(buffer)) = (self.products, data.next()) {
+            outputs[kept - 1] = RowsMut::new(ValuesMut::all(buffer), total, p.k);
+        }
         let outputs = &mut outputs[..kept];
-        let work: usize = self.chain.links.iter().map(|l| l.row_len.max(1)).sum();
+        let mut work: usize = self.chain.links.iter().map(|l| l.row_len.max(1)).sum();
+        let products = self.products.map(|p| {
+            work += 4 * p.k;
+            ProductsView::of(&p, slots, total)
+        });
         let pieces = engine.pieces(total, work);
         if self.scratch.len() < pieces {
             self.scratch.resize_with(pieces, Scratch::default);
         }
-        let backend = engine.backend();
-        let chain = &self.chain;
+        let piece = Piece {
+            backend: engine.backend(),
+            chain: &self.chain,
+            inputs,
+            products,
+        };
         if pieces <= 1 {
-            return backend.chain(chain, inputs, outputs, total, &mut self.scratch[0]);
+            return piece.run(inputs, outputs, 0..total, &mut self.scratch[0]);
         }
         let outputs: Vec<RowsMut<'_>> = outputs
             .iter_mut()
             .map(|o| std::mem::replace(o, RowsMut::new(ValuesMut::Bool(&mut []), 0, 0)))
             .collect();
-        let piece = Piece {
-            backend,
-            chain,
-            inputs,
-        };
         engine.install(|| piece.split(0..total, outputs, &mut self.scratch[..pieces]))
+    }
+}
+
+/// The products around a chain, on the slots.
+#[derive(Clone, Copy)]
+struct ProductsView<'a> {
+    matrix: Values<'a>,
+    vectors: Rows<'a>,
+    rows: usize,
+    k: usize,
+    closing_link: usize,
+}
+
+impl<'a> ProductsView<'a> {
+    fn of(p: &Products, slots: &'a [Slot], total: usize) -> ProductsView<'a> {
+        let (Slot::Invariant(Some(m)), Slot::Column(v)) = (&slots[p.matrix], &slots[p.vectors])
+        else {
+            unreachable!("checked when the chain was built")
+        };
+        ProductsView {
+            matrix: Values::all(&m.data),
+            vectors: Rows::Column {
+                values: Values::of(&v.data, 0..total * p.k),
+                row_len: p.k,
+            },
+            rows: p.rows,
+            k: p.k,
+            closing_link: p.closing_link,
+        }
     }
 }
 
@@ -500,9 +730,41 @@ struct Piece<'a> {
     backend: &'a dyn Backend,
     chain: &'a Chain,
     inputs: &'a [Rows<'a>],
+    products: Option<ProductsView<'a>>,
 }
 
 impl Piece<'_> {
+    /// The rows `range` on this thread: `inputs` and `outputs` are theirs
+    /// (the closing product's value last, between products).
+    fn run(
+        &self,
+        inputs: &[Rows<'_>],
+        outputs: &mut [RowsMut<'_>],
+        range: std::ops::Range<usize>,
+        scratch: &mut Scratch,
+    ) -> Result<(), Fault> {
+        let Some(p) = self.products else {
+            return self
+                .backend
+                .chain(self.chain, inputs, outputs, range.len(), scratch);
+        };
+        let Some((closing, kept)) = outputs.split_last_mut() else {
+            unreachable!("a chain between products has the closing product's value")
+        };
+        let closing = RowsMut::new(closing.values.slice(0..range.len() * p.k), range.len(), p.k);
+        let pc = ProductChain {
+            chain: self.chain,
+            matrix: p.matrix,
+            rows: p.rows,
+            k: p.k,
+            vectors: p.vectors.rows(range.clone()),
+            opening: 0,
+            closing: p.closing_link,
+        };
+        self.backend
+            .product_chain(&pc, inputs, kept, closing, range.len(), scratch)
+    }
+
     /// The rows `range` (whose outputs are `outputs`), split in as many
     /// consecutive parts as `scratch` has buffers, in parallel.
     fn split(
@@ -515,13 +777,7 @@ impl Piece<'_> {
         if pieces <= 1 || range.len() <= 1 {
             let mut outputs = outputs;
             let inputs: Vec<Rows<'_>> = self.inputs.iter().map(|i| i.rows(range.clone())).collect();
-            return self.backend.chain(
-                self.chain,
-                &inputs,
-                &mut outputs,
-                range.len(),
-                &mut scratch[0],
-            );
+            return self.run(&inputs, &mut outputs, range, &mut scratch[0]);
         }
         let left_pieces = pieces / 2;
         let mid = range.start + range.len() * left_pieces / pieces;
