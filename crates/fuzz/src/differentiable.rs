@@ -120,11 +120,15 @@ pub fn helpers(rng: &mut ChaCha8Rng, weight: bool) -> Helpers {
 }
 
 /// `sloss(x: [f64; 3]) -> f64 { let t = target(x); sum(t * W) +
-/// dot(matvec(M, t), x) + sum(vecmat(t, M) * W) + dot(M[1], t) }`
-/// (`target(x, x)` with data): `W` is read here and, often, inside the
-/// target; the static matrix `M` in both products and by a row, so that
-/// the gradient with respect to `W` and `M` meets every kind of static
-/// adjoint (dense, row, outer), and `native-batched` waits at products.
+/// dot(matvec(M, t), x) + sum(vecmat(t, M) * W) + dot(M[1], t) +
+/// sum(W * softplus(matvec(M, x))) }` (`target(x, x)` with data): `W` is
+/// read here and, often, inside the target; the static matrix `M` in both
+/// products and by a row, so that the gradient with respect to `W` and `M`
+/// meets every kind of static adjoint (dense, row, outer), and
+/// `native-batched` waits at products. The last term is a generalized
+/// linear model's: its gradient with respect to `x` is a chain between
+/// `matvec(M, x)` and `vecmat(., M)`, which the batching strategies may
+/// run fused with both products.
 fn loss_function(target: &Target) -> Function {
     let mut args = vec![x()];
     if target.data {
@@ -172,6 +176,20 @@ fn loss_function(target: &Target) -> Function {
                 ),
                 t(),
             ],
+        ),
+        builtin(
+            Ty::Float,
+            Builtin::Sum,
+            vec![Expr::binary(
+                Ty::FloatArray,
+                BinOp::Mul,
+                w(),
+                builtin(
+                    Ty::FloatArray,
+                    Builtin::Softplus,
+                    vec![builtin(Ty::FloatArray, Builtin::Matvec, vec![m(), x()])],
+                ),
+            )],
         ),
     ];
     let tail = terms

@@ -1411,9 +1411,17 @@ impl Generator {
     }
 
     /// A vector made of a matrix of type `matrix` (`[[f64; 3]; 3]` or
-    /// `[[f32; 3]; 3]`): `matvec`, `vecmat` or one of its rows.
+    /// `[[f32; 3]; 3]`): `matvec`, `vecmat` or one of its rows; with the
+    /// static `M`, sometimes a chain between two products with it
+    /// (`vecmat(sigmoid(matvec(M, v * d)) * u, M)`, a generalized linear
+    /// model's gradient, which the batching strategies run fused with both
+    /// products).
     fn matrix_product(&mut self, matrix: Ty, sub: u32) -> Expr {
         let ty = matrix.element();
+        let static_m = self.statics.iter().any(|s| s.name == "M");
+        if matrix == Ty::Matrix && static_m && self.chance(0.5) {
+            return self.between_products(sub);
+        }
         let m = self.expr(matrix, sub);
         match self.rng.gen_range(0..3) {
             0 => {
@@ -1435,6 +1443,33 @@ impl Generator {
                 )
             }
         }
+    }
+
+    /// `vecmat(f(matvec(M, v * d)) op u, M)` with `f` `sigmoid`, `softplus`
+    /// or `tanh`, of the static `M`.
+    fn between_products(&mut self, sub: u32) -> Expr {
+        let ty = Ty::FloatArray;
+        let m = || Expr::var("M", Ty::Matrix);
+        // Scaled by the member's `d`, so that `v` is not the same for
+        // every member (a product of invariant operands runs once).
+        let d = Expr::new(
+            Ty::Float,
+            ExprKind::Cast {
+                operand: Box::new(Expr::var("d", Ty::Int)),
+            },
+        );
+        let v = Expr::binary(ty, BinOp::Mul, self.expr(ty, sub), d);
+        let z = self.builtin(ty, Builtin::Matvec, vec![m(), v]);
+        let f = *[Builtin::Sigmoid, Builtin::Softplus, Builtin::Tanh]
+            .choose(&mut self.rng)
+            .unwrap_or(&Builtin::Sigmoid);
+        let fz = self.builtin(ty, f, vec![z]);
+        let op = *[BinOp::Mul, BinOp::Sub]
+            .choose(&mut self.rng)
+            .unwrap_or(&BinOp::Mul);
+        let u = self.expr(ty, sub);
+        let r = Expr::binary(ty, op, fz, u);
+        self.builtin(ty, Builtin::Vecmat, vec![r, m()])
     }
 
     /// A `[[f64; 3]; 3]` or `[[f32; 3]; 3]`: the static `M` or a literal,

@@ -645,6 +645,43 @@ fn simple_loops_are_generated_and_tested_once_per_pass() {
     assert!(limited > 0, "none of {fast:?} runs under a low step limit");
 }
 
+/// Some programs compute a chain between two products with the static
+/// `M` (`vecmat(f(matvec(M, v)) op u, M)`), and some of those run it fused
+/// with both products (`chains_between_products` in program-counter's
+/// report): the programs' checks on every strategy then cover that path.
+#[test]
+fn chains_between_products_are_generated_and_run_fused() {
+    let pc = autobatch::Strategy::ProgramCounter;
+    let between: Vec<u64> = SEEDS
+        .filter(|&seed| {
+            let source = generate(seed).source();
+            ["sigmoid(matvec(M, ", "softplus(matvec(M, ", "(matvec(M, "]
+                .iter()
+                .any(|f| source.contains(&format!("vecmat(({f}")))
+        })
+        .collect();
+    assert!(
+        between.len() >= SEEDS.count() / 50,
+        "{} programs of {} have a product of M after a chain",
+        between.len(),
+        SEEDS.count()
+    );
+    let fused = between
+        .iter()
+        .filter(|&&seed| {
+            let stats = oracle::stats(&generate(seed), pc)
+                .unwrap_or_else(|why| panic!("seed {seed}: {why}"));
+            stats[pc.name()]["chains_between_products"]
+                .as_u64()
+                .is_some_and(|n| n > 0)
+        })
+        .count();
+    assert!(
+        fused > 0,
+        "no chain of {between:?} ran between its products"
+    );
+}
+
 /// Every builtin of the operation table appears in the programs of
 /// [`SEEDS`]: a builtin added to the table without the generator learning
 /// it fails here.

@@ -163,9 +163,11 @@ pub fn find_chains(
 
 /// The chain `site` (from operation `start`) with the products around it,
 /// and the operation it then starts at, if the operation before it (but
-/// constants and statics loaded, which run first) is `z = matvec(M, v)`
-/// whose `z` (a step temporary) dies inside the chain, and the operation
-/// after it `vecmat(r, M)` of a temporary `r` of the chain that dies there.
+/// constants and statics loaded, which then run first) is `z = matvec(M,
+/// v)` whose `z` (a step temporary) dies inside the chain, and the
+/// operation after it (but such loads) `vecmat(r, M)` of a temporary `r`
+/// of the chain that dies there. `M` is one variable, or two loaded from
+/// one static in the block.
 fn between_products(
     ops: &[Option<OpView<'_>>],
     site: &ChainSite,
@@ -180,39 +182,53 @@ fn between_products(
     while loads(&ops[open]) {
         open = open.checked_sub(1)?;
     }
-    let hoisted: Vec<usize> = (open + 1..start)
-        .chain(site.hoisted.iter().copied())
-        .collect();
-    let opening = ops[open]?;
-    let closing = (*ops.get(site.end)?)?;
+    let mut close = site.end;
+    while ops.get(close).is_some_and(loads) {
+        close += 1;
+    }
+    let (opening, closing) = (ops[open]?, (*ops.get(close)?)?);
     let (&[matrix, v], Some(z)) = (opening.args, opening.dst) else {
         return None;
     };
     let &[r, matrix_again] = closing.args else {
         return None;
     };
+    let hoisted: Vec<usize> = (open + 1..start)
+        .chain(site.hoisted.iter().copied())
+        .chain(site.end..close)
+        .collect();
     let chain_dying: Vec<usize> = (start..site.end)
         .flat_map(|i| dying[i].iter().copied())
         .collect();
     let chain_writes = |slot: usize| site.ops.iter().any(|o| o.dst == slot);
+    // The loads run before the opening product: none may write what an
+    // operation before it (the opening product, the chain) mentions.
+    let early = |h: usize| {
+        let Some(d) = ops[h].and_then(|o| o.dst) else {
+            return false;
+        };
+        (open..h)
+            .filter(|i| !hoisted.contains(i))
+            .filter_map(|i| ops[i])
+            .all(|o| o.dst != Some(d) && !o.args.contains(&d))
+    };
+    let same_matrix = matrix_again == matrix
+        || static_of(ops, matrix, open)
+            .is_some_and(|s| static_of(ops, matrix_again, close) == Some(s));
     let fits = matches!(opening.prim, Prim::Matvec)
         && matches!(closing.prim, Prim::Vecmat)
         && closing.dst.is_some()
-        && matrix_again == matrix
+        && same_matrix
         && ![matrix, v].contains(&z)
         && is_temp[z]
         && chain_dying.contains(&z)
         && is_temp[r]
-        && dying[site.end].contains(&r)
+        && dying[close].contains(&r)
         && chain_writes(r)
         && !chain_writes(matrix)
         && !chain_writes(v)
         && !chain_writes(z)
-        && hoisted.iter().all(|&h| {
-            ops[h]
-                .and_then(|o| o.dst)
-                .is_some_and(|d| ![matrix, v, z].contains(&d))
-        });
+        && hoisted.iter().all(|&h| early(h));
     if !fits {
         return None;
     }
@@ -223,14 +239,32 @@ fn between_products(
             .filter_map(|i| ops[i]),
     );
     run.push(closing);
-    let all_dying: Vec<usize> = (open..=site.end)
+    let all_dying: Vec<usize> = (open..=close)
         .filter(|i| !hoisted.contains(i))
         .flat_map(|i| dying[i].iter().copied())
         .collect();
-    let mut products = chain_site(&run, site.end + 1, is_temp, &all_dying)?;
+    let mut products = chain_site(&run, close + 1, is_temp, &all_dying)?;
     products.hoisted = hoisted;
     products.between_products = true;
     Some((open, products))
+}
+
+/// The static that operation `before` finds in `slot`, if the block loads
+/// it there earlier.
+fn static_of(
+    ops: &[Option<OpView<'_>>],
+    slot: usize,
+    before: usize,
+) -> Option<autobatch_ir::StaticId> {
+    let writer = ops[..before]
+        .iter()
+        .rev()
+        .flatten()
+        .find(|o| o.dst == Some(slot))?;
+    match writer.prim {
+        Prim::LoadStatic(s) => Some(*s),
+        _ => None,
+    }
 }
 
 /// Whether `op` (a constant, or a static loaded) may run before the
