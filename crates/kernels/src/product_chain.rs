@@ -67,17 +67,48 @@ pub fn unblocked<B: Backend + ?Sized>(
     members: usize,
     scratch: &mut Scratch,
 ) -> Result<(), Fault> {
+    // `z`, `r` and the chain with `r` kept: the scratch's, reused from run
+    // to run.
     let ty = pc.matrix.ty();
-    let mut z = Data::with_capacity(ty, 0);
-    backend.resize(&mut z, ty, members * pc.rows);
-    let mut r = Data::with_capacity(ty, 0);
-    backend.resize(&mut r, ty, members * pc.rows);
+    let mut buffers = std::mem::take(&mut scratch.product);
+    buffers.resize_with(2, || Data::with_capacity(ScalarType::Bool, 0));
+    let [z, r] = &mut buffers[..] else {
+        internal_error("a product chain without its two buffers".into());
+    };
+    backend.resize(z, ty, members * pc.rows);
+    backend.resize(r, ty, members * pc.rows);
+    let mut chain = std::mem::take(&mut scratch.block_chain);
+    chain.links.clear();
+    chain.links.extend_from_slice(&pc.chain.links);
+    chain.links[pc.closing].output = Some(outputs.len());
+    let outcome = unblocked_in(
+        backend, pc, &chain, inputs, outputs, closing, members, z, r, scratch,
+    );
+    scratch.block_chain = chain;
+    scratch.product = buffers;
+    outcome
+}
+
+/// [`unblocked`] with its buffers and its chain (the closing link kept).
+#[allow(clippy::too_many_arguments)]
+fn unblocked_in<B: Backend + ?Sized>(
+    backend: &B,
+    pc: &ProductChain<'_>,
+    chain: &Chain,
+    inputs: &[Rows<'_>],
+    outputs: &mut [RowsMut<'_>],
+    closing: RowsMut<'_>,
+    members: usize,
+    z: &mut Data,
+    r: &mut Data,
+    scratch: &mut Scratch,
+) -> Result<(), Fault> {
     let opening = Dims {
         m: pc.rows,
         k: pc.k,
         p: 1,
     };
-    let z_rows = RowsMut::new(ValuesMut::all(&mut z), members, pc.rows);
+    let z_rows = RowsMut::new(ValuesMut::all(z), members, pc.rows);
     backend.product(
         ProductOp::Matvec,
         opening,
@@ -85,11 +116,9 @@ pub fn unblocked<B: Backend + ?Sized>(
         pc.vectors,
         z_rows,
     );
-    let mut chain = pc.chain.clone();
-    chain.links[pc.closing].output = Some(outputs.len());
     let mut all_inputs = inputs.to_vec();
     all_inputs[pc.opening] = Rows::Column {
-        values: Values::all(&z),
+        values: Values::all(z),
         row_len: pc.rows,
     };
     let mut all_outputs: Vec<RowsMut<'_>> = outputs
@@ -99,10 +128,10 @@ pub fn unblocked<B: Backend + ?Sized>(
             RowsMut::new(o.values.slice(0..rows * row_len), rows, row_len)
         })
         .collect();
-    all_outputs.push(RowsMut::new(ValuesMut::all(&mut r), members, pc.rows));
-    backend.chain(&chain, &all_inputs, &mut all_outputs, members, scratch)?;
+    all_outputs.push(RowsMut::new(ValuesMut::all(r), members, pc.rows));
+    backend.chain(chain, &all_inputs, &mut all_outputs, members, scratch)?;
     let r_rows = Rows::Column {
-        values: Values::all(&r),
+        values: Values::all(r),
         row_len: pc.rows,
     };
     let closing_dims = Dims {
