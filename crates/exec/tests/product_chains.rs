@@ -6,8 +6,10 @@
 //! mode and block choice, one thread and two, f32 and f64, with a matrix
 //! whose rows are many blocks (and a partial last one) and with one
 //! smaller than a block. Members that skip the gradient make it run for
-//! some rows only. The runs report that the chains did run between the
-//! products, so the fused values are what is compared.
+//! some rows only; members whose integer division by zero sits inside a
+//! chain between products fault with the reference's error (the chain
+//! then runs unfused). The runs report that the chains did run between
+//! the products, so the fused values are what is compared.
 
 mod common;
 
@@ -39,7 +41,10 @@ fn steps(theta: [{float}; {d}], skip: i64) -> ({float}, [{float}; {d}]) {{
             total += value;
         }}
     }}
-    (total, t)
+    // A chain between products outside a gradient, with an integer
+    // division that faults where `skip == -1`.
+    let extra = vecmat(sigmoid(matvec(X, t)) * ((100 / (skip + 1)) as {float}), X);
+    (total, t + 0.001 * extra)
 }}
 "
     );
@@ -104,7 +109,11 @@ fn chains_between_products_agree_bit_for_bit() {
         // Many blocks of rows (the last partial), and fewer rows than a block.
         for (n, d) in [(3000, 100), (50, 7)] {
             let program = program(float, n, d);
-            for skips in [&[0, 0, 0, 0, 0][..], &[0, 1, 0, 0, 1, 1, 0][..]] {
+            for skips in [
+                &[0, 0, 0, 0, 0][..],
+                &[0, 1, 0, 0, 1, 1, 0][..],
+                &[0, -1, 1, 0][..],
+            ] {
                 let case = Case {
                     program: &program,
                     float,
@@ -118,7 +127,9 @@ fn chains_between_products_agree_bit_for_bit() {
                     &BatchingOptions::default(),
                     &RunOptions::default(),
                 );
-                assert!(reference.results.iter().all(|r| r.is_ok()));
+                let faults = reference.results.iter().filter(|r| r.is_err()).count();
+                let zeros = skips.iter().filter(|&&s| s == -1).count();
+                assert_eq!(faults, zeros, "the members with skip == -1 fault");
                 let expected = result_bits(&reference);
                 let mut between = 0;
                 for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
@@ -152,7 +163,7 @@ fn chains_between_products_agree_bit_for_bit() {
                 // Every member active: the chains ran between the products,
                 // so the comparisons above compared their values.
                 assert!(
-                    skips.contains(&1) || between > 0,
+                    skips.iter().any(|&s| s != 0) || between > 0,
                     "{float} {n}x{d}: no chain ran between its products"
                 );
             }
