@@ -15,8 +15,8 @@ mod common;
 
 use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, RunOptions, RunOutput, Strategy};
 use autobatch_ir::Program;
-use autobatch_types::{Data, Scalar, Tensor};
-use common::result_bits;
+use autobatch_types::{Scalar, Tensor};
+use common::{float_tensor, result_bits};
 
 /// `M x K` items, `LAYERS` of them, and a loop over `steps` layers with a
 /// per-member layer counter.
@@ -67,22 +67,13 @@ fn layers(x: [{float}; {K}], first: i64, steps: i64, skip: bool) -> ({float}, [{
     program
 }
 
-fn tensor(float: &str, shape: Vec<usize>, values: impl Iterator<Item = f64>) -> Tensor {
-    let data = if float == "f32" {
-        Data::F32(values.map(|v| v as f32).collect())
-    } else {
-        Data::F64(values.collect())
-    };
-    Tensor::new(shape, data)
-}
-
 fn env(float: &str) -> Env {
     let w = (0..LAYERS * M * K).map(|i| ((i * 37 % 101) as f64 - 50.0) / 200.0);
     let s = (0..LAYERS * M * M).map(|i| ((i * 53 % 97) as f64 - 48.0) / 300.0);
     Env {
         statics: vec![
-            tensor(float, vec![LAYERS, M, K], w),
-            tensor(float, vec![LAYERS, M, M], s),
+            float_tensor(float, vec![LAYERS, M, K], w),
+            float_tensor(float, vec![LAYERS, M, M], s),
         ],
         ..Env::default()
     }
@@ -111,7 +102,7 @@ fn run_on(
     options: &RunOptions,
 ) -> RunOutput {
     let x = |m: usize| {
-        tensor(
+        float_tensor(
             float,
             vec![K],
             (0..K).map(move |k| ((k * 7 + m * 3) % 11) as f64 * 0.1 - 0.5),
@@ -206,7 +197,7 @@ fn one(x: [f64; {K}], l: i64) -> [f64; {M}] {{
 
 fn peak_storage_drops(program: &Program, body: &str) {
     let members = 64;
-    let x = |m: usize| tensor("f64", vec![K], (0..K).map(move |k| (k + m) as f64 * 0.01));
+    let x = |m: usize| float_tensor("f64", vec![K], (0..K).map(move |k| (k + m) as f64 * 0.01));
     let l = |m: usize| Tensor::scalar(Scalar::I64((m % LAYERS) as i64));
     let batch = Batch {
         entry: program.function_by_name("one").expect("entry"),

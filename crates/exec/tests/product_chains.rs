@@ -17,8 +17,8 @@ use autobatch_exec::{
     run, Arg, Batch, BatchingOptions, Env, ReportValue, RunOptions, RunOutput, Strategy,
 };
 use autobatch_ir::Program;
-use autobatch_types::{Data, Scalar, Tensor};
-use common::{report_field, result_bits};
+use autobatch_types::{Scalar, Tensor};
+use common::{float_tensor, report_field, result_bits};
 
 fn program(float: &str, n: usize, d: usize) -> Program {
     let source = format!(
@@ -53,15 +53,6 @@ fn steps(theta: [{float}; {d}], skip: i64) -> ({float}, [{float}; {d}]) {{
     program
 }
 
-fn tensor(float: &str, shape: Vec<usize>, values: impl Iterator<Item = f64>) -> Tensor {
-    let data = if float == "f32" {
-        Data::F32(values.map(|v| v as f32).collect())
-    } else {
-        Data::F64(values.collect())
-    };
-    Tensor::new(shape, data)
-}
-
 struct Case<'a> {
     program: &'a Program,
     float: &'a str,
@@ -82,13 +73,13 @@ fn run_on(
     };
     let env = Env {
         statics: vec![
-            tensor(float, vec![n, d], wave(n * d, 1, 2e-3)),
-            tensor(float, vec![n], (0..n).map(|i| (i % 3 == 0) as u8 as f64)),
+            float_tensor(float, vec![n, d], wave(n * d, 1, 2e-3)),
+            float_tensor(float, vec![n], (0..n).map(|i| (i % 3 == 0) as u8 as f64)),
         ],
         ..Env::default()
     };
     let thetas = (0..case.skips.len())
-        .map(|m| tensor(float, vec![d], wave(d, m + 2, 1e-3)))
+        .map(|m| float_tensor(float, vec![d], wave(d, m + 2, 1e-3)))
         .collect();
     let skips = case
         .skips

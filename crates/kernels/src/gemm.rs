@@ -1195,12 +1195,24 @@ pub fn vecmat_add_into_on<T: GemmFloat>(
     k: usize,
     out: &mut [T],
 ) {
-    let what = "vecmat_add_into";
-    path.check(what);
-    expect_len(what, "vs", vs.len(), product(what, n, m));
-    expect_len(what, "mat", mat.len(), product(what, m, k));
-    expect_len(what, "out", out.len(), product(what, n, k));
+    check_vecmat(
+        "vecmat_add_into",
+        path,
+        [vs.len(), mat.len(), out.len()],
+        n,
+        m,
+        k,
+    );
     vecmat_add_on_path(path, vs, mat, n, m, k, out)
+}
+
+/// That `path` runs here and the lengths of `vs`, `mat` and `out` are
+/// those of a `vecmat` of `n` vectors of `m` with an `m x k` matrix.
+fn check_vecmat(what: &str, path: Path, [vs, mat, out]: [usize; 3], n: usize, m: usize, k: usize) {
+    path.check(what);
+    expect_len(what, "vs", vs, product(what, n, m));
+    expect_len(what, "mat", mat, product(what, m, k));
+    expect_len(what, "out", out, product(what, n, k));
 }
 
 /// `a` (`m x k`) times `b` (`k x n`) into `out` (`m x n`), each element
@@ -1418,11 +1430,14 @@ pub fn vecmat_into_on<T: GemmFloat>(
     k: usize,
     out: &mut [T],
 ) {
-    let what = "vecmat_into_on";
-    path.check(what);
-    expect_len(what, "vs", vs.len(), product(what, n, m));
-    expect_len(what, "mat", mat.len(), product(what, m, k));
-    expect_len(what, "out", out.len(), product(what, n, k));
+    check_vecmat(
+        "vecmat_into_on",
+        path,
+        [vs.len(), mat.len(), out.len()],
+        n,
+        m,
+        k,
+    );
     vecmat_on_path(path, vs, mat, n, m, k, out)
 }
 

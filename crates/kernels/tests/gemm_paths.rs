@@ -122,6 +122,8 @@ fn matvec_paths<T: TestFloat>(gen: &mut Gen) {
     }
 }
 
+/// Every path, and on every path the rows in two parts (`vecmat_add_into_on`
+/// continuing the first part's sums): the bits of the portable path.
 fn vecmat_paths<T: TestFloat>(gen: &mut Gen) {
     let paths = paths();
     for m in [1usize, 7, 17, 100, 257] {
@@ -132,10 +134,26 @@ fn vecmat_paths<T: TestFloat>(gen: &mut Gen) {
                 let vs: Vec<T> = gen.vec(n * m, special);
                 let mut want = vec![T::of(9.0); n * k];
                 gemm::vecmat_into_on(Path::Portable, &vs, &mat, n, m, k, &mut want);
+                // The first `a` rows, then the others continued from them.
+                let a = m / 2;
+                let part = |range: std::ops::Range<usize>| -> Vec<T> {
+                    (0..n)
+                        .flat_map(|b| vs[b * m + range.start..b * m + range.end].iter().copied())
+                        .collect()
+                };
+                let (first, rest) = (part(0..a), part(a..m));
                 for &path in &paths {
                     let mut got = vec![T::of(-9.0); n * k];
                     gemm::vecmat_into_on(path, &vs, &mat, n, m, k, &mut got);
                     same_bits(&format!("vecmat {path:?} m={m} k={k} n={n}"), &got, &want);
+                    let mut got = vec![T::of(-9.0); n * k];
+                    gemm::vecmat_into_on(path, &first, &mat[..a * k], n, a, k, &mut got);
+                    gemm::vecmat_add_into_on(path, &rest, &mat[a * k..], n, m - a, k, &mut got);
+                    same_bits(
+                        &format!("vecmat in two {path:?} m={m} k={k} n={n}"),
+                        &got,
+                        &want,
+                    );
                 }
             }
         }

@@ -322,3 +322,13 @@ pub fn report_field<'a>(report: &'a [ReportField], name: &str) -> &'a ReportValu
         .unwrap_or_else(|| panic!("no `{name}` in {report:?}"))
         .value
 }
+
+/// A tensor of `float` (`"f32"` or `"f64"`) elements.
+pub fn float_tensor(float: &str, shape: Vec<usize>, values: impl Iterator<Item = f64>) -> Tensor {
+    let data = if float == "f32" {
+        Data::F32(values.map(|v| v as f32).collect())
+    } else {
+        Data::F64(values.collect())
+    };
+    Tensor::new(shape, data)
+}
