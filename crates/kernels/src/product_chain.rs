@@ -23,14 +23,13 @@
 //! continues each element's `mul_add` chain block after block
 //! ([`gemm::vecmat_add_into`]). `tests` compare the two bit for bit.
 
-use crate::linalg::ProductOp;
 use autobatch_types::{Data, ScalarType};
 
 use crate::backend::Backend;
 use crate::buffer::{Rows, RowsMut, Values, ValuesMut};
 use crate::fused::{self, Chain, Partials, Scratch, Source, Step};
 use crate::gemm::{self, GemmFloat};
-use crate::linalg::Dims;
+use crate::linalg::{Dims, ProductOp};
 use crate::reduce::Piecewise;
 use crate::{internal_error, Fault};
 
