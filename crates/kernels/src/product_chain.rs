@@ -189,15 +189,16 @@ pub fn blocked<B: Backend + ?Sized>(
     outcome
 }
 
-/// Rows of the matrix per block: about 128 KiB of it (kept in L2 while
-/// both products read it), a multiple of [`Piecewise::PIECE_MULTIPLE`].
+/// Rows of the matrix per block: about 256 KiB of it (kept in L2 while
+/// both products read it; 64 and 128 KiB measured slower, 512 the same), a
+/// multiple of [`Piecewise::PIECE_MULTIPLE`].
 fn block_rows(pc: &ProductChain<'_>) -> usize {
     let element = match pc.matrix.ty() {
         ScalarType::F32 => 4,
         _ => 8,
     };
     let multiple = Piecewise::PIECE_MULTIPLE;
-    ((128 * 1024 / (pc.k.max(1) * element)) / multiple * multiple).max(multiple)
+    ((256 * 1024 / (pc.k.max(1) * element)) / multiple * multiple).max(multiple)
 }
 
 /// Whether the chain runs a block of columns at a time: floats; every
