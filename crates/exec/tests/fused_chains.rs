@@ -19,7 +19,7 @@ use autobatch_exec::{
 };
 use autobatch_ir::Program;
 use autobatch_types::{Data, Scalar, Tensor};
-use common::{report_field, result_bits};
+use common::{batched_runs, report_field, result_bits};
 
 /// `chain(x, d)` on `[FLOAT; n]`: if `d != 1`, one block of chained
 /// elementwise operations with `100 / d` (a fault where `d == 0`) inside,
@@ -129,32 +129,21 @@ fn fused_and_unfused_runs_agree_bit_for_bit() {
             let zeros = divisors.iter().filter(|&&d| d == 0).count();
             assert_eq!(faulted, zeros, "the members with d == 0 fault");
             let mut fused_somewhere = false;
-            for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
-                for batching in strategy.configurations() {
-                    for threads in [1, 2] {
-                        for fuse in [true, false] {
-                            let options = RunOptions {
-                                threads,
-                                fuse,
-                                ..RunOptions::default()
-                            };
-                            let output =
-                                run_on(divisors, &program, float, n, strategy, &batching, &options);
-                            assert_eq!(
-                                result_bits(&output),
-                                expected,
-                                "{float} n={n} {strategy} {batching:?} threads={threads} fuse={fuse}"
-                            );
-                            // Fusion off reports nothing; on, its counts.
-                            let report = &output.stats.report;
-                            if fuse {
-                                let fused = report_field(report, "fused_chains");
-                                fused_somewhere |= *fused != ReportValue::Count(0);
-                            } else {
-                                assert!(report.is_empty(), "fuse off: {report:?}");
-                            }
-                        }
-                    }
+            for (strategy, batching, options) in batched_runs() {
+                let (threads, fuse) = (options.threads, options.fuse);
+                let output = run_on(divisors, &program, float, n, strategy, &batching, &options);
+                assert_eq!(
+                    result_bits(&output),
+                    expected,
+                    "{float} n={n} {strategy} {batching:?} threads={threads} fuse={fuse}"
+                );
+                // Fusion off reports nothing; on, its counts.
+                let report = &output.stats.report;
+                if fuse {
+                    let fused = report_field(report, "fused_chains");
+                    fused_somewhere |= *fused != ReportValue::Count(0);
+                } else {
+                    assert!(report.is_empty(), "fuse off: {report:?}");
                 }
             }
             // Without faults, dense steps run their chains fused: the

@@ -16,7 +16,7 @@ mod common;
 use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, RunOptions, RunOutput, Strategy};
 use autobatch_ir::Program;
 use autobatch_types::{Scalar, Tensor};
-use common::{float_tensor, result_bits};
+use common::{batched_runs, float_tensor, result_bits};
 
 /// `M x K` items, `LAYERS` of them, and a loop over `steps` layers with a
 /// per-member layer counter.
@@ -140,25 +140,14 @@ fn grouped_and_copied_items_agree_bit_for_bit() {
         let faulted: Vec<String> = expected.iter().filter_map(|r| r.clone().err()).collect();
         assert_eq!(faulted.len(), 1, "the member whose layer is 7 faults");
         assert!(faulted[0].contains("IndexOutOfBounds"), "{faulted:?}");
-        for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
-            for batching in strategy.configurations() {
-                for threads in [1, 2] {
-                    for fuse in [true, false] {
-                        let options = RunOptions {
-                            threads,
-                            fuse,
-                            ..RunOptions::default()
-                        };
-                        let output =
-                            run_on(&MEMBERS, &program, float, strategy, &batching, &options);
-                        assert_eq!(
-                            result_bits(&output),
-                            expected,
-                            "{float} {strategy} {batching:?} threads={threads} fuse={fuse}"
-                        );
-                    }
-                }
-            }
+        for (strategy, batching, options) in batched_runs() {
+            let (threads, fuse) = (options.threads, options.fuse);
+            let output = run_on(&MEMBERS, &program, float, strategy, &batching, &options);
+            assert_eq!(
+                result_bits(&output),
+                expected,
+                "{float} {strategy} {batching:?} threads={threads} fuse={fuse}"
+            );
         }
     }
 }

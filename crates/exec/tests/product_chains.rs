@@ -18,7 +18,7 @@ use autobatch_exec::{
 };
 use autobatch_ir::Program;
 use autobatch_types::{Scalar, Tensor};
-use common::{float_tensor, report_field, result_bits};
+use common::{batched_runs, float_tensor, report_field, result_bits};
 
 fn program(float: &str, n: usize, d: usize) -> Program {
     let source = format!(
@@ -123,32 +123,21 @@ fn chains_between_products_agree_bit_for_bit() {
                 assert_eq!(faults, zeros, "the members with skip == -1 fault");
                 let expected = result_bits(&reference);
                 let mut between = 0;
-                for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
-                    for batching in strategy.configurations() {
-                        for threads in [1, 2] {
-                            for fuse in [true, false] {
-                                let options = RunOptions {
-                                    threads,
-                                    fuse,
-                                    ..RunOptions::default()
-                                };
-                                let output = run_on(&case, strategy, &batching, &options);
-                                assert_eq!(
-                                    result_bits(&output),
-                                    expected,
-                                    "{float} {n}x{d} {skips:?} {strategy} {batching:?} threads={threads} fuse={fuse}"
-                                );
-                                if fuse {
-                                    let ReportValue::Count(count) = *report_field(
-                                        &output.stats.report,
-                                        "chains_between_products",
-                                    ) else {
-                                        panic!("chains_between_products is a count");
-                                    };
-                                    between += count;
-                                }
-                            }
-                        }
+                for (strategy, batching, options) in batched_runs() {
+                    let (threads, fuse) = (options.threads, options.fuse);
+                    let output = run_on(&case, strategy, &batching, &options);
+                    assert_eq!(
+                        result_bits(&output),
+                        expected,
+                        "{float} {n}x{d} {skips:?} {strategy} {batching:?} threads={threads} fuse={fuse}"
+                    );
+                    if fuse {
+                        let ReportValue::Count(count) =
+                            *report_field(&output.stats.report, "chains_between_products")
+                        else {
+                            panic!("chains_between_products is a count");
+                        };
+                        between += count;
                     }
                 }
                 // Every member active: the chains ran between the products,

@@ -431,17 +431,9 @@ fn tree<T: GemmFloat, const L: usize>(mut w: [T; L]) -> T {
 
 #[inline(always)]
 fn sum_l<T: GemmFloat, const L: usize>(a: &[T]) -> T {
-    let full = a.len() / L * L;
-    let mut acc = [T::ACC_ZERO; L];
-    for x in a[..full].chunks_exact(L) {
-        for l in 0..L {
-            acc[l] = acc[l] + x[l];
-        }
-    }
-    for l in 0..a.len() - full {
-        acc[l] = acc[l] + a[full + l];
-    }
-    tree(acc)
+    let mut partials = [T::ACC_ZERO; MOST_LANES];
+    add_pieces_l::<T, L>(&mut partials, a);
+    finish_l::<T, L>(&partials)
 }
 
 #[inline(always)]
@@ -1094,7 +1086,7 @@ impl<T: GemmFloat> Default for LaneSum<T> {
     }
 }
 
-/// [`sum_l`]'s loop, from given partials (their first `L`).
+/// The loop of [`sum`]'s lane order, from given partials (their first `L`).
 #[inline(always)]
 fn add_pieces_l<T: GemmFloat, const L: usize>(partials: &mut [T; MOST_LANES], a: &[T]) {
     let full = a.len() / L * L;

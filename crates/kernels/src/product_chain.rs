@@ -218,16 +218,13 @@ pub fn fits(pc: &ProductChain<'_>, inputs: &[Rows<'_>]) -> bool {
                 Rows::Column { row_len, .. } => row_len == 1,
             }
     };
-    let read_later = |i: usize| {
-        links[i + 1..]
-            .iter()
-            .any(|l| l.operands().contains(&Source::Link(i)))
-    };
     let long = |s: &Source| match *s {
         Source::Input(k) => k == pc.opening || inputs[k].row_len() == rows,
         Source::Link(j) => links[j].row_len == rows,
     };
-    let link_fits = |(i, link): (usize, &fused::Link)| {
+    // A link's operands that are links are `rows` long: so no link reads a
+    // reduction (one element per row), whose value exists only at the end.
+    let link_fits = |link: &fused::Link| {
         let operands_fit = link.operands().iter().all(|s| match *s {
             Source::Input(k) => input_fits(k),
             Source::Link(j) => links[j].row_len == rows,
@@ -236,7 +233,6 @@ pub fn fits(pc: &ProductChain<'_>, inputs: &[Rows<'_>]) -> bool {
             && match link.step {
                 Step::Reduce(op) => {
                     link.row_len == 1
-                        && !read_later(i)
                         && Piecewise::new(op, link.ty).is_some()
                         && link.operands().iter().all(long)
                 }
@@ -246,8 +242,8 @@ pub fn fits(pc: &ProductChain<'_>, inputs: &[Rows<'_>]) -> bool {
     float
         && inputs.len() <= MAX_BLOCK_INPUTS
         && pc.closing < links.len()
-        && !matches!(links[pc.closing].step, Step::Reduce(_))
-        && links.iter().enumerate().all(link_fits)
+        && links[pc.closing].row_len == rows
+        && links.iter().all(link_fits)
 }
 
 /// The chain on a block (its long links `block` wide: set per block), the

@@ -706,7 +706,8 @@ impl Fuser {
         let outputs = &mut outputs[..kept];
         let mut work: usize = self.chain.links.iter().map(|l| l.row_len.max(1)).sum();
         let products = self.products.map(|p| {
-            work += 4 * p.k;
+            // Each row's two products: `rows x k` multiply-adds each.
+            work += 2 * p.rows * p.k;
             ProductsView::of(&p, slots, total)
         });
         let pieces = engine.pieces(total, work);

@@ -292,6 +292,28 @@ pub fn configurations() -> Vec<(Strategy, BatchingOptions)> {
         .collect()
 }
 
+/// The batching strategies (local-static and program-counter), each with
+/// every lanes mode and block choice it reads, on one thread and two, with
+/// fused chains and without: the runs the fusion tests compare.
+pub fn batched_runs() -> Vec<(Strategy, BatchingOptions, RunOptions)> {
+    let mut runs = Vec::new();
+    for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
+        for batching in strategy.configurations() {
+            for threads in [1, 2] {
+                for fuse in [true, false] {
+                    let options = RunOptions {
+                        threads,
+                        fuse,
+                        ..RunOptions::default()
+                    };
+                    runs.push((strategy, batching, options));
+                }
+            }
+        }
+    }
+    runs
+}
+
 /// Each member's results as bits (so that NaN compares equal to itself),
 /// or its error as text.
 pub fn result_bits(output: &RunOutput) -> Vec<Result<Vec<Vec<u64>>, String>> {
