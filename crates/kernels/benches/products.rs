@@ -10,7 +10,8 @@
 //! (`cargo bench -p autobatch-kernels --features yardstick --bench products`),
 //! and, at n = 1, in GB/s of the matrix read, next to the memory bandwidth
 //! measured by summing a 256 MiB array. Also the throughput of `vmath`.
-//! Also the small products of the dynamic models (`--small`: only those).
+//! Also the small products of the dynamic models (`--small`: only those),
+//! and `vmath` alone (`--vmath`).
 //! Prints one line per figure and a JSON object at the end.
 
 use std::hint::black_box;
@@ -298,6 +299,7 @@ fn bench_vmath(json: &mut Vec<String>) {
         UnaryOp::Exp,
         UnaryOp::Ln,
         UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
         UnaryOp::LogSigmoid,
         UnaryOp::Softplus,
     ] {
@@ -416,6 +418,12 @@ fn main() {
         Path::detected(),
         cfg!(feature = "yardstick")
     );
+    if std::env::args().any(|a| a == "--vmath") {
+        let mut json = Vec::new();
+        bench_vmath(&mut json);
+        bench_softplus_sigmoid(&mut json);
+        return;
+    }
     if std::env::args().any(|a| a == "--small") {
         let mut json = Vec::new();
         bench_small(&mut json);

@@ -234,40 +234,61 @@ fn ln_1p_core(x: f64) -> f64 {
     select(x == 0.0 || x.is_nan(), x, y)
 }
 
+// The functions below are two stages, `then(x, first(x))`: the slice loops
+// run each stage over a tile before the next (`staged`), so that the
+// processor overlaps the elements' long dependency chains; one element's
+// arithmetic, and so its bits, is the same either way.
+
 #[inline(always)]
 fn tanh_core(x: f64) -> f64 {
+    tanh_then(x, tanh_first(x))
+}
+
+/// `t` of [`tanh_then`].
+#[inline(always)]
+fn tanh_first(x: f64) -> f64 {
+    let ax = x.abs();
+    exp_m1_core(select(ax < 0.55, -2.0 * ax, 2.0 * ax))
+}
+
+#[inline(always)]
+fn tanh_then(x: f64, t: f64) -> f64 {
     // |x| < 0.55: t = e^(-2|x|) - 1, tanh|x| = -t / (t + 2);
     // otherwise   t = e^(2|x|) - 1,  tanh|x| = 1 - 2 / (t + 2).
-    let ax = x.abs();
-    let small = ax < 0.55;
-    let t = exp_m1_core(select(small, -2.0 * ax, 2.0 * ax));
+    let small = x.abs() < 0.55;
     let q = select(small, -t, 2.0) / (t + 2.0);
     let y = select(small, q, 1.0 - q).copysign(x);
     select(x.is_nan(), x, y)
 }
 
+/// `e^-|x|` (at most 1: never overflows), the first stage of `sigmoid`,
+/// `softplus` and `log_sigmoid`.
+#[inline(always)]
+fn exp_neg_abs(x: f64) -> f64 {
+    exp_core(-x.abs())
+}
+
 #[inline(always)]
 fn sigmoid_core(x: f64) -> f64 {
-    // e^-|x| <= 1 never overflows: 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) otherwise.
-    let e = exp_core(-x.abs());
+    sigmoid_then(x, exp_neg_abs(x))
+}
+
+#[inline(always)]
+fn sigmoid_then(x: f64, e: f64) -> f64 {
+    // 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) otherwise.
     select(x >= 0.0, 1.0, e) / (1.0 + e)
 }
 
 #[inline(always)]
 fn softplus_core(x: f64) -> f64 {
-    // max(x, 0) + ln(1 + e^-|x|): no overflow, and the small term is kept.
-    let y = x.max(0.0) + ln_1p_unit(exp_core(-x.abs()));
-    select(x.is_nan(), x, y)
+    softplus_then(x, exp_neg_abs(x))
 }
 
-/// `softplus(x)` and `sigmoid(x)` from one `e^-|x|`: the bits of
-/// [`softplus_core`] and [`sigmoid_core`], one exponential fewer.
 #[inline(always)]
-fn softplus_sigmoid_core(x: f64) -> (f64, f64) {
-    let e = exp_core(-x.abs());
-    let softplus = select(x.is_nan(), x, x.max(0.0) + ln_1p_unit(e));
-    let sigmoid = select(x >= 0.0, 1.0, e) / (1.0 + e);
-    (softplus, sigmoid)
+fn softplus_then(x: f64, e: f64) -> f64 {
+    // max(x, 0) + ln(1 + e^-|x|): no overflow, and the small term is kept.
+    let y = x.max(0.0) + ln_1p_unit(e);
+    select(x.is_nan(), x, y)
 }
 
 /// [`ATANH_COEF`] for `z <= 0.04` (|s| <= 0.2): economized to degree 8,
@@ -304,6 +325,12 @@ fn ln_1p_unit(e: f64) -> f64 {
 #[inline(always)]
 fn log_sigmoid_core(x: f64) -> f64 {
     -softplus_core(-x)
+}
+
+/// [`log_sigmoid_core`] from `e^-|x|` (which is `e^-|-x|`).
+#[inline(always)]
+fn log_sigmoid_then(x: f64, e: f64) -> f64 {
+    -softplus_then(-x, e)
 }
 
 // ---------------------------------------------------------------------------
@@ -460,35 +487,49 @@ fn ln_1p_core_f32(x: f32) -> f32 {
 
 #[inline(always)]
 fn tanh_core_f32(x: f32) -> f32 {
+    tanh_then_f32(x, tanh_first_f32(x))
+}
+
+#[inline(always)]
+fn tanh_first_f32(x: f32) -> f32 {
     // As tanh_core: |x| < 0.55 uses e^(-2|x|) - 1, otherwise e^(2|x|) - 1.
     let ax = x.abs();
-    let small = ax < 0.55;
-    let t = exp_m1_core_f32(select32(small, -2.0 * ax, 2.0 * ax));
+    exp_m1_core_f32(select32(ax < 0.55, -2.0 * ax, 2.0 * ax))
+}
+
+#[inline(always)]
+fn tanh_then_f32(x: f32, t: f32) -> f32 {
+    let small = x.abs() < 0.55;
     let q = select32(small, -t, 2.0) / (t + 2.0);
     let y = select32(small, q, 1.0 - q).copysign(x);
     select32(x.is_nan(), x, y)
 }
 
 #[inline(always)]
+fn exp_neg_abs_f32(x: f32) -> f32 {
+    exp_core_f32(-x.abs())
+}
+
+#[inline(always)]
 fn sigmoid_core_f32(x: f32) -> f32 {
-    let e = exp_core_f32(-x.abs());
+    sigmoid_then_f32(x, exp_neg_abs_f32(x))
+}
+
+#[inline(always)]
+fn sigmoid_then_f32(x: f32, e: f32) -> f32 {
     select32(x >= 0.0, 1.0, e) / (1.0 + e)
 }
 
 #[inline(always)]
 fn softplus_core_f32(x: f32) -> f32 {
-    // As softplus_core, with ln(1 + e) for e in [0, 1] computed directly.
-    let y = x.max(0.0) + ln_1p_unit_f32(exp_core_f32(-x.abs()));
-    select32(x.is_nan(), x, y)
+    softplus_then_f32(x, exp_neg_abs_f32(x))
 }
 
-/// [`softplus_sigmoid_core`] in f32.
 #[inline(always)]
-fn softplus_sigmoid_core_f32(x: f32) -> (f32, f32) {
-    let e = exp_core_f32(-x.abs());
-    let softplus = select32(x.is_nan(), x, x.max(0.0) + ln_1p_unit_f32(e));
-    let sigmoid = select32(x >= 0.0, 1.0, e) / (1.0 + e);
-    (softplus, sigmoid)
+fn softplus_then_f32(x: f32, e: f32) -> f32 {
+    // As softplus_core, with ln(1 + e) for e in [0, 1] computed directly.
+    let y = x.max(0.0) + ln_1p_unit_f32(e);
+    select32(x.is_nan(), x, y)
 }
 
 /// [`ATANH_COEF_F32`] for `z <= 0.04` (|s| <= 0.2): economized to degree 3,
@@ -514,11 +555,88 @@ fn log_sigmoid_core_f32(x: f32) -> f32 {
     -softplus_core_f32(-x)
 }
 
+#[inline(always)]
+fn log_sigmoid_then_f32(x: f32, e: f32) -> f32 {
+    -softplus_then_f32(-x, e)
+}
+
 // ---------------------------------------------------------------------------
 // Public scalar and slice functions.
 
+/// How many elements a stage of a two-stage function runs over before the
+/// next stage (a stack buffer: 2 KiB of `f64`).
+const STAGE_TILE: usize = 256;
+
+/// `out[i] = then(x[i], first(x[i]))`, each stage over a tile of
+/// [`STAGE_TILE`] elements before the next: the first stage's chains of
+/// neighbouring elements overlap, and so do the second's (run as one loop,
+/// an element's whole chain is longer than the processor looks ahead).
+#[inline(always)]
+fn staged<T: Copy + Default>(
+    x: &[T],
+    out: &mut [T],
+    first: impl Fn(T) -> T,
+    then: impl Fn(T, T) -> T,
+) {
+    let mut tile = [T::default(); STAGE_TILE];
+    for (x, out) in x.chunks(STAGE_TILE).zip(out.chunks_mut(STAGE_TILE)) {
+        let t = &mut tile[..x.len()];
+        for (t, &v) in t.iter_mut().zip(x) {
+            *t = first(v);
+        }
+        for ((o, &v), &t) in out.iter_mut().zip(x).zip(t.iter()) {
+            *o = then(v, t);
+        }
+    }
+}
+
+/// [`staged`] in place.
+#[inline(always)]
+fn staged_in_place<T: Copy + Default>(
+    x: &mut [T],
+    first: impl Fn(T) -> T,
+    then: impl Fn(T, T) -> T,
+) {
+    let mut tile = [T::default(); STAGE_TILE];
+    for x in x.chunks_mut(STAGE_TILE) {
+        let t = &mut tile[..x.len()];
+        for (t, &v) in t.iter_mut().zip(x.iter()) {
+            *t = first(v);
+        }
+        for (v, &t) in x.iter_mut().zip(t.iter()) {
+            *v = then(*v, t);
+        }
+    }
+}
+
+/// A slice loop of one function: one element at a time, or its two
+/// stages a tile at a time ([`staged`]).
+macro_rules! map_loop {
+    ($x:expr, $out:expr, $core:ident) => {
+        for (o, &v) in $out.iter_mut().zip($x) {
+            *o = $core(v);
+        }
+    };
+    ($x:expr, $out:expr, $core:ident, $first:ident, $then:ident) => {
+        staged($x, $out, $first, $then)
+    };
+}
+
+/// [`map_loop`] in place.
+macro_rules! map_in_place_loop {
+    ($x:expr, $core:ident) => {
+        for v in $x.iter_mut() {
+            *v = $core(*v);
+        }
+    };
+    ($x:expr, $core:ident, $first:ident, $then:ident) => {
+        staged_in_place($x, $first, $then)
+    };
+}
+
 macro_rules! public_functions {
-    ($( $op:ident, $core:ident, $core32:ident, $f64name:ident, $f32name:ident, $doc:literal; )*) => {
+    ($( $op:ident, $core:ident, $core32:ident, $f64name:ident, $f32name:ident, $doc:literal
+        $(, staged($first:ident, $then:ident, $first32:ident, $then32:ident))?; )*) => {
         $(
             #[doc = $doc]
             #[doc = " (`f64`; bit-identical to [`apply_f64`] on a slice)."]
@@ -562,9 +680,7 @@ macro_rules! public_functions {
         fn map_f64(op: UnaryOp, x: &[f64], out: &mut [f64]) -> bool {
             match op {
                 $(UnaryOp::$op => {
-                    for (o, &v) in out.iter_mut().zip(x) {
-                        *o = $core(v);
-                    }
+                    map_loop!(x, out, $core $(, $first, $then)?);
                 })*
                 _ => return false,
             }
@@ -575,9 +691,7 @@ macro_rules! public_functions {
         fn map_f32(op: UnaryOp, x: &[f32], out: &mut [f32]) -> bool {
             match op {
                 $(UnaryOp::$op => {
-                    for (o, &v) in out.iter_mut().zip(x) {
-                        *o = $core32(v);
-                    }
+                    map_loop!(x, out, $core32 $(, $first32, $then32)?);
                 })*
                 _ => return false,
             }
@@ -588,9 +702,7 @@ macro_rules! public_functions {
         fn map_in_place_f64(op: UnaryOp, x: &mut [f64]) -> bool {
             match op {
                 $(UnaryOp::$op => {
-                    for v in x.iter_mut() {
-                        *v = $core(*v);
-                    }
+                    map_in_place_loop!(x, $core $(, $first, $then)?);
                 })*
                 _ => return false,
             }
@@ -601,9 +713,7 @@ macro_rules! public_functions {
         fn map_in_place_f32(op: UnaryOp, x: &mut [f32]) -> bool {
             match op {
                 $(UnaryOp::$op => {
-                    for v in x.iter_mut() {
-                        *v = $core32(*v);
-                    }
+                    map_in_place_loop!(x, $core32 $(, $first32, $then32)?);
                 })*
                 _ => return false,
             }
@@ -622,10 +732,13 @@ public_functions! {
     ExpM1, exp_m1_core, exp_m1_core_f32, exp_m1_f64, exp_m1_f32, "`e^x - 1`, accurate near 0";
     Ln, ln_core, ln_core_f32, ln_f64, ln_f32, "The natural logarithm (NaN below 0, `-inf` at ±0)";
     Ln1p, ln_1p_core, ln_1p_core_f32, ln_1p_f64, ln_1p_f32, "`ln(1 + x)`, accurate near 0";
-    Tanh, tanh_core, tanh_core_f32, tanh_f64, tanh_f32, "The hyperbolic tangent";
+    Tanh, tanh_core, tanh_core_f32, tanh_f64, tanh_f32, "The hyperbolic tangent",
+        staged(tanh_first, tanh_then, tanh_first_f32, tanh_then_f32);
     Sigmoid, sigmoid_core, sigmoid_core_f32, sigmoid_f64, sigmoid_f32, "The logistic function `1 / (1 + e^-x)`, stable for both signs";
-    LogSigmoid, log_sigmoid_core, log_sigmoid_core_f32, log_sigmoid_f64, log_sigmoid_f32, "`ln(sigmoid(x)) = -softplus(-x)`";
-    Softplus, softplus_core, softplus_core_f32, softplus_f64, softplus_f32, "`ln(1 + e^x) = max(x, 0) + ln_1p(e^-|x|)`";
+    LogSigmoid, log_sigmoid_core, log_sigmoid_core_f32, log_sigmoid_f64, log_sigmoid_f32, "`ln(sigmoid(x)) = -softplus(-x)`",
+        staged(exp_neg_abs, log_sigmoid_then, exp_neg_abs_f32, log_sigmoid_then_f32);
+    Softplus, softplus_core, softplus_core_f32, softplus_f64, softplus_f32, "`ln(1 + e^x) = max(x, 0) + ln_1p(e^-|x|)`",
+        staged(exp_neg_abs, softplus_then, exp_neg_abs_f32, softplus_then_f32);
 }
 
 fn check_lengths(what: &str, x: usize, out: usize) {
@@ -669,23 +782,59 @@ macro_rules! path_dispatched {
     };
 }
 
-/// The pass of [`softplus_sigmoid_f64`] (always `true`: the form
-/// `path_dispatched!` compiles per path).
+/// The pass of [`softplus_sigmoid_f64`]: one `e^-|x|` per element, both
+/// functions' second stages from it, a tile at a time as [`staged`] (always
+/// `true`: the form `path_dispatched!` compiles per path).
 #[inline(always)]
 fn pair_f64(x: &[f64], softplus: &mut [f64], sigmoid: &mut [f64]) -> bool {
-    for ((&v, p), s) in x.iter().zip(softplus.iter_mut()).zip(sigmoid.iter_mut()) {
-        (*p, *s) = softplus_sigmoid_core(v);
-    }
+    pair(
+        x,
+        softplus,
+        sigmoid,
+        exp_neg_abs,
+        softplus_then,
+        sigmoid_then,
+    );
     true
 }
 
 /// [`pair_f64`] for `f32`.
 #[inline(always)]
 fn pair_f32(x: &[f32], softplus: &mut [f32], sigmoid: &mut [f32]) -> bool {
-    for ((&v, p), s) in x.iter().zip(softplus.iter_mut()).zip(sigmoid.iter_mut()) {
-        (*p, *s) = softplus_sigmoid_core_f32(v);
-    }
+    pair(
+        x,
+        softplus,
+        sigmoid,
+        exp_neg_abs_f32,
+        softplus_then_f32,
+        sigmoid_then_f32,
+    );
     true
+}
+
+#[inline(always)]
+fn pair<T: Copy + Default>(
+    x: &[T],
+    softplus: &mut [T],
+    sigmoid: &mut [T],
+    first: impl Fn(T) -> T,
+    then_softplus: impl Fn(T, T) -> T,
+    then_sigmoid: impl Fn(T, T) -> T,
+) {
+    let mut tile = [T::default(); STAGE_TILE];
+    let outs = softplus
+        .chunks_mut(STAGE_TILE)
+        .zip(sigmoid.chunks_mut(STAGE_TILE));
+    for (x, (p, s)) in x.chunks(STAGE_TILE).zip(outs) {
+        let e = &mut tile[..x.len()];
+        for (e, &v) in e.iter_mut().zip(x) {
+            *e = first(v);
+        }
+        for (((&v, &e), p), s) in x.iter().zip(e.iter()).zip(p.iter_mut()).zip(s.iter_mut()) {
+            *p = then_softplus(v, e);
+            *s = then_sigmoid(v, e);
+        }
+    }
 }
 
 path_dispatched! {

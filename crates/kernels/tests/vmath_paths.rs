@@ -209,3 +209,50 @@ fn softplus_and_sigmoid_together_keep_their_bits() {
         }
     }
 }
+
+/// The slice loops (which run `tanh`, `softplus` and `log_sigmoid` in two
+/// stages, a tile of elements at a time) give each element the bits of
+/// the scalar function, across tile boundaries, on every path.
+#[test]
+fn slices_give_the_scalar_functions_bits() {
+    type Pair = (UnaryOp, fn(f64) -> f64, fn(f32) -> f32);
+    let scalar: [Pair; 8] = [
+        (UnaryOp::Exp, vmath::exp_f64, vmath::exp_f32),
+        (UnaryOp::ExpM1, vmath::exp_m1_f64, vmath::exp_m1_f32),
+        (UnaryOp::Ln, vmath::ln_f64, vmath::ln_f32),
+        (UnaryOp::Ln1p, vmath::ln_1p_f64, vmath::ln_1p_f32),
+        (UnaryOp::Tanh, vmath::tanh_f64, vmath::tanh_f32),
+        (UnaryOp::Sigmoid, vmath::sigmoid_f64, vmath::sigmoid_f32),
+        (
+            UnaryOp::LogSigmoid,
+            vmath::log_sigmoid_f64,
+            vmath::log_sigmoid_f32,
+        ),
+        (UnaryOp::Softplus, vmath::softplus_f64, vmath::softplus_f32),
+    ];
+    let mut gen = Gen(34);
+    let x = inputs_f64(1000, &mut gen);
+    let x32 = inputs_f32(1000, &mut gen);
+    for (op, f64_fn, f32_fn) in scalar {
+        for path in paths() {
+            let mut got = vec![0.0; x.len()];
+            assert!(vmath::apply_f64_on(path, op, &x, &mut got));
+            for (v, g) in x.iter().zip(&got) {
+                let want = f64_fn(*v);
+                assert!(
+                    want.to_bits() == g.to_bits() || (want.is_nan() && g.is_nan()),
+                    "{op:?} {path:?} f64 x={v:e}: slice {g} scalar {want}"
+                );
+            }
+            let mut got = vec![0.0; x32.len()];
+            assert!(vmath::apply_f32_on(path, op, &x32, &mut got));
+            for (v, g) in x32.iter().zip(&got) {
+                let want = f32_fn(*v);
+                assert!(
+                    want.to_bits() == g.to_bits() || (want.is_nan() && g.is_nan()),
+                    "{op:?} {path:?} f32 x={v:e}: slice {g} scalar {want}"
+                );
+            }
+        }
+    }
+}
