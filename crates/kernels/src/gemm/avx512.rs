@@ -303,12 +303,16 @@ fn pack<T: GemmFloat>(vs: &[T], k: usize, b0: usize, pairs: usize, dst: &mut [T]
     for q in 0..pairs {
         for half in 0..2 {
             let v = &vs[(b0 + 2 * q + half) * k..(b0 + 2 * q + half + 1) * k];
-            for c in 0..chunks {
-                let at = (q * chunks + c) * 2 * h + half * h;
-                let lo = c * h;
-                let hi = (lo + h).min(k);
-                dst[at..at + (hi - lo)].copy_from_slice(&v[lo..hi]);
-                dst[at + (hi - lo)..at + h].fill(T::ACC_ZERO);
+            let at = |c: usize| (q * chunks + c) * 2 * h + half * h;
+            // Whole chunks copy a constant length (inlined vector moves,
+            // not a call per chunk); the last, partial one is padded.
+            for c in 0..k / h {
+                dst[at(c)..at(c) + h].copy_from_slice(&v[c * h..(c + 1) * h]);
+            }
+            if k % h != 0 {
+                let (c, tail) = (k / h, k % h);
+                dst[at(c)..at(c) + tail].copy_from_slice(&v[c * h..k]);
+                dst[at(c) + tail..at(c) + h].fill(T::ACC_ZERO);
             }
         }
     }
