@@ -729,10 +729,19 @@ unsafe fn axpy_tile<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: usize
 
 /// # Safety
 /// As [`axpy_tile`], for all `k` columns: tiles of `JC` chunks, then one
-/// tile of the chunks left (its last one possibly partial).
+/// tile of the chunks left (its last one possibly partial). When the
+/// narrower vector `W` holds the last few columns, they run on it (a wide
+/// chunk with a few lanes costs a whole one; each column's `mul_add`
+/// chain, and so its bits, is the same on any width).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn axpy_columns<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: usize>(
+unsafe fn axpy_columns<
+    T: GemmFloat,
+    V: Vector<T>,
+    W: Vector<T>,
+    const NV: usize,
+    const JC: usize,
+>(
     vs: *const T,
     mat: *const T,
     out: *mut T,
@@ -747,17 +756,24 @@ unsafe fn axpy_columns<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: us
         axpy_tile::<T, V, NV, JC>(vs, mat, out, m, k, rows, b0, j, JC * l);
         j += JC * l;
     }
-    let cols = k - j;
     macro_rules! rest {
-        ($($c:literal)*) => {
-            match cols.div_ceil(l) {
+        ($vector:ty, $j:expr, $cols:expr, $($c:literal)*) => {
+            match $cols.div_ceil(<$vector>::L) {
                 0 => {}
-                $($c => axpy_tile::<T, V, NV, $c>(vs, mat, out, m, k, rows, b0, j, cols),)*
+                $($c => axpy_tile::<T, $vector, NV, $c>(vs, mat, out, m, k, rows, b0, $j, $cols),)*
                 more => internal_error(format!("gemm: {more} chunks left of a {JC}-chunk tile")),
             }
         };
     }
-    rest!(1 2 3 4 5 6 7);
+    let cols = k - j;
+    let tail = cols % l;
+    if W::L < l && tail != 0 && tail <= W::L {
+        let whole = cols - tail;
+        rest!(V, j, whole, 1 2 3 4 5 6 7);
+        rest!(W, j + whole, tail, 1);
+    } else {
+        rest!(V, j, cols, 1 2 3 4 5 6 7);
+    }
 }
 
 /// The axpy form with tiles of `NV` vectors by `JC` chunks, then single
@@ -766,6 +782,7 @@ unsafe fn axpy_columns<T: GemmFloat, V: Vector<T>, const NV: usize, const JC: us
 fn vecmat_v<
     T: GemmFloat,
     V: Vector<T>,
+    W: Vector<T>,
     const NV: usize,
     const JC: usize,
     const JC1: usize,
@@ -796,11 +813,11 @@ fn vecmat_v<
         // SAFETY: the public function checked vs (n x m), mat (m x k), out (n x k).
         unsafe {
             while b + NV <= n {
-                axpy_columns::<T, V, NV, JC>(vp, mp, op, m, k, (i0, i1), b);
+                axpy_columns::<T, V, W, NV, JC>(vp, mp, op, m, k, (i0, i1), b);
                 b += NV;
             }
             while b < n {
-                axpy_columns::<T, V, 1, JC1>(vp, mp, op, m, k, (i0, i1), b);
+                axpy_columns::<T, V, W, 1, JC1>(vp, mp, op, m, k, (i0, i1), b);
                 b += 1;
             }
         }
@@ -820,13 +837,14 @@ fn vecmat_narrow<T: GemmFloat, V: Vector<T>, const ADD: bool>(
     k: usize,
     out: &mut [T],
 ) {
-    vecmat_v::<T, V, 6, 2, 7, ADD>(vs, mat, n, m, k, out)
+    vecmat_v::<T, V, V, 6, 2, 7, ADD>(vs, mat, n, m, k, out)
 }
 
 /// The axpy form on AVX-512: 6 vectors x 4 chunks of 16 (`f32`) or 8
-/// (`f64`) lanes, 24 accumulators, within the 32 registers.
+/// (`f64`) lanes, 24 accumulators, within the 32 registers; the last few
+/// columns on 256-bit vectors `W`.
 #[inline(always)]
-fn vecmat_wide<T: GemmFloat, V: Vector<T>, const ADD: bool>(
+fn vecmat_wide<T: GemmFloat, V: Vector<T>, W: Vector<T>, const ADD: bool>(
     vs: &[T],
     mat: &[T],
     n: usize,
@@ -834,7 +852,7 @@ fn vecmat_wide<T: GemmFloat, V: Vector<T>, const ADD: bool>(
     k: usize,
     out: &mut [T],
 ) {
-    vecmat_v::<T, V, 6, 4, 7, ADD>(vs, mat, n, m, k, out)
+    vecmat_v::<T, V, W, 6, 4, 7, ADD>(vs, mat, n, m, k, out)
 }
 
 // ---------------------------------------------------------------------------
@@ -993,10 +1011,10 @@ path_dispatched! {
         = matvec_v::<T, T::Portable>, matvec_v::<T, T::Avx>, matvec_avx512::<T>;
     fn vecmat_on_path<T>(vs: &[T], mat: &[T], n: usize, m: usize, k: usize, out: &mut [T])
         = vecmat_narrow::<T, T::Portable, false>, vecmat_narrow::<T, T::Avx, false>,
-          vecmat_wide::<T, T::Avx512, false>;
+          vecmat_wide::<T, T::Avx512, T::Avx, false>;
     fn vecmat_add_on_path<T>(vs: &[T], mat: &[T], n: usize, m: usize, k: usize, out: &mut [T])
         = vecmat_narrow::<T, T::Portable, true>, vecmat_narrow::<T, T::Avx, true>,
-          vecmat_wide::<T, T::Avx512, true>;
+          vecmat_wide::<T, T::Avx512, T::Avx, true>;
 }
 
 /// `dot` on the AVX backend when the CPU has it, else the portable one
