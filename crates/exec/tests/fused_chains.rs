@@ -7,7 +7,8 @@
 //! strategy, lanes mode and block choice, on one thread and two. Members
 //! whose integer division by zero sits inside a chain fault with the
 //! reference's error and location; members that skip the block make it
-//! run for some rows only. Wide rows (more elements than a group) and
+//! run for some rows only (under `compact`, chains in compact steps run
+//! fused on the active rows' positions). Wide rows (more elements than a group) and
 //! narrow ones (many rows per group) are both run. A batch without such
 //! members runs too: a fault in a chain makes its block run unfused, so
 //! only there are the fused values themselves compared.
@@ -15,7 +16,7 @@
 mod common;
 
 use autobatch_exec::{
-    run, Arg, Batch, BatchingOptions, Env, ReportValue, RunOptions, RunOutput, Strategy,
+    run, Arg, Batch, BatchingOptions, Env, LaneMode, ReportValue, RunOptions, RunOutput, Strategy,
 };
 use autobatch_ir::Program;
 use autobatch_types::{Data, Scalar, Tensor};
@@ -129,6 +130,7 @@ fn fused_and_unfused_runs_agree_bit_for_bit() {
             let zeros = divisors.iter().filter(|&&d| d == 0).count();
             assert_eq!(faulted, zeros, "the members with d == 0 fault");
             let mut fused_somewhere = false;
+            let faults = divisors.contains(&0);
             for (strategy, batching, options) in batched_runs() {
                 let (threads, fuse) = (options.threads, options.fuse);
                 let output = run_on(divisors, &program, float, n, strategy, &batching, &options);
@@ -142,13 +144,21 @@ fn fused_and_unfused_runs_agree_bit_for_bit() {
                 if fuse {
                     let fused = report_field(report, "fused_chains");
                     fused_somewhere |= *fused != ReportValue::Count(0);
+                    // Members with d == 1 skip the chain's block: under
+                    // `compact` its steps are compact, and still fused.
+                    if batching.lanes == LaneMode::Compact && !faults {
+                        assert_ne!(
+                            *fused,
+                            ReportValue::Count(0),
+                            "{float} n={n} {strategy} compact: the chain ran unfused"
+                        );
+                    }
                 } else {
                     assert!(report.is_empty(), "fuse off: {report:?}");
                 }
             }
-            // Without faults, dense steps run their chains fused: the
-            // comparisons above did compare fused values.
-            let faults = divisors.contains(&0);
+            // Without faults, the chains run fused: the comparisons above
+            // did compare fused values.
             assert!(
                 faults || fused_somewhere,
                 "{float} n={n}: no chain ran fused"

@@ -421,23 +421,39 @@ impl Fuser {
         slots: &mut [Slot],
         step: &FusedStep<'_>,
     ) -> bool {
-        // Over every row of the columns, as the unfused batched forms run a
-        // dense step (inactive rows compute on whatever they hold, and only
-        // the active rows are stored).
-        if !temps.dense() || step.rows.is_empty() {
+        if step.rows.is_empty() {
             return false;
         }
+        // A dense step runs over every row of the columns, as the unfused
+        // batched forms do (inactive rows compute on whatever they hold,
+        // and only the active rows are stored). A compact step runs over
+        // its positions, as its temporaries are laid out: the columns it
+        // reads are gathered once for the whole chain, and the values it
+        // keeps in columns are scattered back.
+        let layout = if temps.dense() {
+            Layout::Dense
+        } else {
+            Layout::Compact
+        };
+        let rows = match layout {
+            Layout::Dense => step.total,
+            Layout::Compact => step.rows.len(),
+        };
         let mut lent = std::mem::take(&mut self.lent);
         for &a in site.ops.iter().flat_map(|op| &op.args) {
             if lent.iter().any(|(s, _)| *s == a) {
                 continue;
             }
-            if let Slot::Member(member) = &slots[a] {
-                let column = self.member_rows(engine, member, step);
-                lent.push((a, std::mem::replace(&mut slots[a], Slot::Column(column))));
-            }
+            let column = match (&slots[a], layout) {
+                (Slot::Member(member), _) => self.member_rows(engine, member, step, layout),
+                (Slot::Column(column), Layout::Compact) if !step.is_temp[a] => {
+                    self.gathered(engine, column, step.rows)
+                }
+                _ => continue,
+            };
+            lent.push((a, std::mem::replace(&mut slots[a], Slot::Column(column))));
         }
-        let ran = self.run_on_columns(engine, temps, site, slots, step);
+        let computed = self.run_on_columns(engine, site, slots, step, rows);
         for (a, original) in lent.drain(..) {
             if let Slot::Column(mut column) = std::mem::replace(&mut slots[a], original) {
                 self.shapes.push(std::mem::take(&mut column.shape));
@@ -445,94 +461,142 @@ impl Fuser {
             }
         }
         self.lent = lent;
-        ran
+        if computed {
+            self.store_outputs(engine, temps, site, slots, step, layout);
+        }
+        computed
     }
 
-    /// A column whose active rows hold their members' rows of `member`
-    /// (the others unspecified), as the engine's `run_with_members` makes.
+    /// A column whose rows hold their members' rows of `member`: at the
+    /// active rows of a dense step (the others unspecified), as the
+    /// engine's `run_with_members` makes, or at a compact step's positions.
     fn member_rows(
         &mut self,
         engine: &mut Engine<'_>,
         member: &Column,
         step: &FusedStep<'_>,
+        layout: Layout,
     ) -> Column {
         let n = member.row_len;
-        let mut data = engine.take(member.data.ty(), step.total * n);
-        for &row in step.rows {
-            let (r, m) = (row as usize, (step.member_of)(row));
+        let rows = match layout {
+            Layout::Dense => step.total,
+            Layout::Compact => step.rows.len(),
+        };
+        let mut data = engine.take(member.data.ty(), rows * n);
+        for (k, &row) in step.rows.iter().enumerate() {
+            let r = match layout {
+                Layout::Dense => row as usize,
+                Layout::Compact => k,
+            };
+            let m = (step.member_of)(row);
             engine.backend().copy(
                 Values::of(&member.data, m * n..(m + 1) * n),
                 ValuesMut::of(&mut data, r * n..(r + 1) * n),
             );
         }
+        self.column_like(member, data)
+    }
+
+    /// The active `rows` of `column`, at positions `0..rows.len()`.
+    fn gathered(&mut self, engine: &mut Engine<'_>, column: &Column, rows: &[u32]) -> Column {
+        let n = column.row_len;
+        let mut data = engine.take(column.data.ty(), rows.len() * n);
+        engine.backend().gather_rows(
+            Values::all(&column.data),
+            n,
+            rows,
+            ValuesMut::all(&mut data),
+        );
+        self.column_like(column, data)
+    }
+
+    /// A column of `like`'s shape holding `data`.
+    fn column_like(&mut self, like: &Column, data: Data) -> Column {
         let mut shape = self.shapes.pop().unwrap_or_default();
         shape.clear();
-        shape.extend_from_slice(&member.shape);
+        shape.extend_from_slice(&like.shape);
         Column {
             shape,
-            row_len: n,
+            row_len: like.row_len,
             data,
         }
     }
 
+    /// Builds and computes the chain of `site` over rows `0..rows` of the
+    /// slots as they are now, into `self.outputs`: false (nothing kept)
+    /// if it cannot be built or faults.
     fn run_on_columns(
+        &mut self,
+        engine: &mut Engine<'_>,
+        site: &ChainSite,
+        slots: &mut [Slot],
+        step: &FusedStep<'_>,
+        rows: usize,
+    ) -> bool {
+        if !self.build(site, slots, step.is_temp, step.env, rows) {
+            return false;
+        }
+        self.outputs.clear();
+        for link in &self.chain.links {
+            if link.output.is_some() {
+                self.outputs.push(engine.take(link.ty, rows * link.row_len));
+            }
+        }
+        if let Some(p) = self.products {
+            let ty = self.chain.links[p.closing_link].ty;
+            self.outputs.push(engine.take(ty, rows * p.k));
+        }
+        if self.compute(engine, slots, rows).is_err() {
+            for data in self.outputs.drain(..) {
+                engine.give(data);
+            }
+            return false;
+        }
+        true
+    }
+
+    /// Stores the computed kept values (`self.outputs`) into their slots.
+    fn store_outputs(
         &mut self,
         engine: &mut Engine<'_>,
         temps: &mut StepTemps,
         site: &ChainSite,
         slots: &mut [Slot],
         step: &FusedStep<'_>,
-    ) -> bool {
-        let FusedStep {
-            is_temp,
-            env,
-            rows,
-            total,
-            ..
-        } = *step;
-        if !self.build(site, slots, is_temp, env, total) {
-            return false;
-        }
-        self.outputs.clear();
-        for link in &self.chain.links {
-            if link.output.is_some() {
-                self.outputs
-                    .push(engine.take(link.ty, total * link.row_len));
-            }
-        }
-        if let Some(p) = self.products {
-            let ty = self.chain.links[p.closing_link].ty;
-            self.outputs.push(engine.take(ty, total * p.k));
-        }
-        if self.compute(engine, slots, total).is_err() {
-            for data in self.outputs.drain(..) {
-                engine.give(data);
-            }
-            return false;
-        }
+        layout: Layout,
+    ) {
         let mut outputs = std::mem::take(&mut self.outputs);
+        let destination = |slot: usize| Destination {
+            slot,
+            rows: step.rows,
+            total: step.total,
+            layout,
+        };
         for (op, link) in site.links().iter().zip(&self.chain.links) {
             if let Some(o) = link.output {
                 let data = std::mem::replace(&mut outputs[o], Data::with_capacity(link.ty, 0));
-                let dst = Destination {
-                    slot: op.dst,
-                    rows,
-                    total,
-                };
-                store(engine, temps, slots, is_temp, &dst, data);
+                store(
+                    engine,
+                    temps,
+                    slots,
+                    step.is_temp,
+                    &destination(op.dst),
+                    data,
+                );
             }
         }
         if let (Some(p), Some(data)) = (self.products, outputs.pop()) {
-            let dst = Destination {
-                slot: p.closing_dst,
-                rows,
-                total,
-            };
-            store(engine, temps, slots, is_temp, &dst, data);
+            store(
+                engine,
+                temps,
+                slots,
+                step.is_temp,
+                &destination(p.closing_dst),
+                data,
+            );
         }
         outputs.clear();
         self.outputs = outputs;
-        true
     }
 
     /// The chain of `site` on the slots as they are now: false if some
@@ -831,15 +895,25 @@ impl Piece<'_> {
     }
 }
 
+/// How a step's chain lays out its rows: over every row of the columns,
+/// or over the active rows' positions (as the step's temporaries are).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    Dense,
+    Compact,
+}
+
 /// Where a kept value goes: a slot, for the active `rows` of `total`.
 struct Destination<'a> {
     slot: usize,
     rows: &'a [u32],
     total: usize,
+    layout: Layout,
 }
 
-/// Stores a kept value computed for every row into its slot: a step
-/// temporary (dense) adopts it as its storage, a column gets its active rows.
+/// Stores a kept value computed for every row (or every position) into
+/// its slot: a step temporary adopts it as its storage (it has the step's
+/// layout), a column gets its active rows.
 fn store(
     engine: &mut Engine<'_>,
     temps: &mut StepTemps,
@@ -857,7 +931,10 @@ fn store(
     };
     let backend = engine.backend();
     let all = dst.rows.len() == dst.total;
-    if all && column.data.len() == data.len() {
+    if dst.layout == Layout::Compact && !all {
+        let to = ValuesMut::all(&mut column.data);
+        backend.scatter_rows(Values::all(&data), column.row_len, dst.rows, to);
+    } else if all && column.data.len() == data.len() {
         std::mem::swap(&mut column.data, &mut data);
     } else if all {
         let n = data.len();
