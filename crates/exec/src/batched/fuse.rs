@@ -16,17 +16,22 @@
 //!
 //! A member-uniform operand (an entry's parameter) is copied into a column
 //! of the active rows once per chain, as the engine does once per
-//! operation. [`Fuser::run`] runs a chain when the step's temporaries are dense (every
-//! row active, or enough of them under `mask` and `auto`: then, as the
-//! unfused batched forms do, it computes over every row of the columns and
-//! stores the active rows) and every operation has its batched form; it computes the kept values into spare buffers and stores them
-//! only once the whole chain succeeded. Otherwise (some row inactive, an
-//! operand the batched forms do not take, or a fault anywhere: an integer
-//! division by zero) it writes nothing and returns false, and the executor
-//! runs the operations one by one as unfused, which finds exactly the rows
-//! that fault and reports them with their operation's location. Each
-//! element is computed by the same batched form as unfused, so the bits do
-//! not depend on fusion, the group size or the thread split.
+//! operation. [`Fuser::run`] runs a chain in the layout of the step's
+//! temporaries ([`super::temps`]): in a dense step (every row active, or
+//! enough of them under `mask` and `auto`) over every row of the columns,
+//! as the unfused batched forms do, storing the active rows; in a compact
+//! step over the active rows' positions, the columns it reads gathered
+//! once for the whole chain (the unfused operations gather them one by
+//! one) and the values it keeps in columns scattered back. It runs when
+//! every operation has its batched form, computes the kept values into
+//! spare buffers and stores them only once the whole chain succeeded.
+//! Otherwise (an operand the batched forms do not take, or a fault
+//! anywhere: an integer division by zero) it writes nothing and returns
+//! false, and the executor runs the operations one by one as unfused,
+//! which finds exactly the rows that fault and reports them with their
+//! operation's location. Each element is computed by the same batched
+//! form as unfused, so the bits do not depend on fusion, the layout, the
+//! group size or the thread split.
 
 use autobatch_ir::Prim;
 use autobatch_kernels::buffer::{Rows, RowsMut, Values, ValuesMut};
@@ -394,8 +399,8 @@ impl Fuser {
 
     /// The run's figures of fusion, for the executor's report (`--stats`):
     /// `fused_chains`, the chain executions that ran fused, and
-    /// `chains_run_unfused`, those that ran op by op instead (a step of
-    /// part of the rows, or a fault in the chain).
+    /// `chains_run_unfused`, those that ran op by op instead (an operand
+    /// the batched forms do not take, or a fault in the chain).
     pub fn report(&self) -> Vec<ReportField> {
         vec![
             ReportField {
