@@ -449,6 +449,90 @@ pub fn float_binary_on<F: Float>(
     float_binary_into(op, a, b, out)
 }
 
+/// An operand of [`float_binary_rows_on`]: its own row for each row of
+/// the result (`Rows`: the rows one after the other), or one row that
+/// every row reads (`Shared`).
+#[derive(Clone, Copy, Debug)]
+pub enum RowOperand<'a, F> {
+    Rows(&'a [F]),
+    Shared(&'a [F]),
+}
+
+impl<'a, F> RowOperand<'a, F> {
+    #[inline(always)]
+    fn row(self, r: usize, n: usize) -> Operand<'a, F> {
+        let values = match self {
+            RowOperand::Rows(v) => &v[r * n..(r + 1) * n],
+            RowOperand::Shared(v) => v,
+        };
+        Operand {
+            values,
+            broadcast: false,
+        }
+    }
+}
+
+/// [`float_binary_into`] on each row of `out` (rows of `row_len`, the
+/// operands' rows as long), as one call of [`float_binary_on`] per row
+/// gives it, without the per-row dispatch (a shared row against a column
+/// runs a call per row: the `Y * z` of a gradient over its members).
+#[inline]
+pub fn float_binary_rows_on<F: Float>(
+    path: Path,
+    op: BinaryOp,
+    a: RowOperand<'_, F>,
+    b: RowOperand<'_, F>,
+    out: &mut [F],
+    row_len: usize,
+) {
+    #[inline(always)]
+    fn rows<F: Float>(
+        op: BinaryOp,
+        a: RowOperand<'_, F>,
+        b: RowOperand<'_, F>,
+        out: &mut [F],
+        n: usize,
+    ) {
+        for (r, o) in out.chunks_exact_mut(n).enumerate() {
+            float_binary_into(op, a.row(r, n), b.row(r, n), o);
+        }
+    }
+    if row_len == 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<F: Float>(
+            op: BinaryOp,
+            a: RowOperand<'_, F>,
+            b: RowOperand<'_, F>,
+            out: &mut [F],
+            n: usize,
+        ) {
+            rows(op, a, b, out, n)
+        }
+        #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
+        unsafe fn avx512<F: Float>(
+            op: BinaryOp,
+            a: RowOperand<'_, F>,
+            b: RowOperand<'_, F>,
+            out: &mut [F],
+            n: usize,
+        ) {
+            rows(op, a, b, out, n)
+        }
+        match path {
+            // SAFETY: as in `float_binary_on`.
+            Path::Avx512 if path.available() => return unsafe { avx512(op, a, b, out, row_len) },
+            Path::Avx2 if path.available() => return unsafe { avx2(op, a, b, out, row_len) },
+            _ => {}
+        }
+    }
+    let _ = path;
+    rows(op, a, b, out, row_len)
+}
+
 /// [`float_unary_into`] compiled for a CPU path, as [`float_binary_on`].
 #[inline]
 pub fn float_unary_on<F: Float>(path: Path, op: UnaryOp, v: &[F], out: &mut [F]) {
@@ -752,7 +836,70 @@ pub fn softplus_sigmoid_rows(x: Rows<'_>, mut softplus: RowsMut<'_>, mut sigmoid
 
 /// [`binary_into`] on every row; faults as it does.
 pub fn binary_rows(op: BinaryOp, a: Rows<'_>, b: Rows<'_>, out: RowsMut<'_>) -> Result<(), Fault> {
+    let out = match float_rows(op, a, b, out) {
+        Ok(()) => return Ok(()),
+        Err(out) => out,
+    };
     on_rows([a, b], 2, out, |[a, b], o| binary_into(op, a, b, o))
+}
+
+/// A float operation of a shared row and a column, or of two columns, whose
+/// rows are all as long as the result's: [`float_binary_rows_on`] (the
+/// bits of [`binary_into`] row by row). Else `out` back.
+fn float_rows<'o>(
+    op: BinaryOp,
+    a: Rows<'_>,
+    b: Rows<'_>,
+    out: RowsMut<'o>,
+) -> Result<(), RowsMut<'o>> {
+    let n = out.row_len;
+    let float_op = matches!(
+        op,
+        BinaryOp::Add
+            | BinaryOp::Sub
+            | BinaryOp::Mul
+            | BinaryOp::Div
+            | BinaryOp::Rem
+            | BinaryOp::Max
+            | BinaryOp::Min
+            | BinaryOp::Powf
+    );
+    let whole = |x: Rows<'_>| match x {
+        Rows::Column { row_len, .. } => row_len == n,
+        Rows::Shared(v) => v.len() == n,
+    };
+    if !float_op
+        || n <= 1
+        || out.rows <= 1
+        || !whole(a)
+        || !whole(b)
+        || a.is_shared() && b.is_shared()
+    {
+        return Err(out);
+    }
+    fn operand<'v, F>(x: Rows<'_>, values: &'v [F]) -> RowOperand<'v, F> {
+        match x {
+            Rows::Column { .. } => RowOperand::Rows(values),
+            Rows::Shared(_) => RowOperand::Shared(values),
+        }
+    }
+    let path = Path::detected();
+    match (a.values(), b.values(), out.values) {
+        (Values::F32(x), Values::F32(y), ValuesMut::F32(o)) => {
+            float_binary_rows_on(path, op, operand(a, x), operand(b, y), o, n)
+        }
+        (Values::F64(x), Values::F64(y), ValuesMut::F64(o)) => {
+            float_binary_rows_on(path, op, operand(a, x), operand(b, y), o, n)
+        }
+        (_, _, values) => {
+            return Err(RowsMut {
+                values,
+                rows: out.rows,
+                row_len: n,
+            })
+        }
+    }
+    Ok(())
 }
 
 /// [`compare_into`] on every row, into a `bool` result.
@@ -1283,5 +1430,72 @@ mod tests {
             select(&t(&[2], Data::Bool(vec![false, true])), &p, &q),
             t(&[2], Data::Bool(vec![false, false]))
         );
+    }
+
+    /// A float operation of a shared row and a column (or two columns)
+    /// runs its rows in one call: the bits of `binary_into` row by row,
+    /// NaN, infinities and signed zeros included, f32 and f64.
+    #[test]
+    fn float_rows_give_the_bits_of_each_row_alone() {
+        let special = [f64::NAN, f64::INFINITY, -0.0, 0.0, -3.5, 1e-310, 7.25];
+        let (rows, n) = (5, 37);
+        let value = |i: usize| special[i % special.len()] * if i % 3 == 0 { -1.0 } else { 1.5 };
+        let column: Vec<f64> = (0..rows * n).map(|i| value(i * 7 + 1)).collect();
+        let shared: Vec<f64> = (0..n).map(|i| value(i * 5 + 2)).collect();
+        let other: Vec<f64> = (0..rows * n).map(|i| value(i * 3 + 4)).collect();
+        let ops = [
+            BinaryOp::Add,
+            BinaryOp::Sub,
+            BinaryOp::Mul,
+            BinaryOp::Div,
+            BinaryOp::Rem,
+            BinaryOp::Max,
+            BinaryOp::Min,
+            BinaryOp::Powf,
+        ];
+        for f32 in [false, true] {
+            let data = |v: &[f64]| {
+                if f32 {
+                    Data::F32(v.iter().map(|&x| x as f32).collect())
+                } else {
+                    Data::F64(v.to_vec())
+                }
+            };
+            let (col, sh, oth) = (data(&column), data(&shared), data(&other));
+            fn as_column(d: &Data, n: usize) -> Rows<'_> {
+                Rows::Column {
+                    values: Values::all(d),
+                    row_len: n,
+                }
+            }
+            let pairs = [
+                (Rows::Shared(Values::all(&sh)), as_column(&col, n)),
+                (as_column(&col, n), Rows::Shared(Values::all(&sh))),
+                (as_column(&col, n), as_column(&oth, n)),
+            ];
+            for op in ops {
+                for (a, b) in pairs {
+                    let mut got = data(&vec![9.0; rows * n]);
+                    let out = RowsMut::new(ValuesMut::all(&mut got), rows, n);
+                    binary_rows(op, a, b, out).unwrap();
+                    let mut want = data(&vec![-9.0; rows * n]);
+                    for r in 0..rows {
+                        let (x, y) = (a.row(r), b.row(r));
+                        let o = ValuesMut::of(&mut want, r * n..(r + 1) * n);
+                        let operand = |values| DataOperand {
+                            values,
+                            broadcast: false,
+                        };
+                        binary_into(op, operand(x), operand(y), o).unwrap();
+                    }
+                    let bits = |d: &Data| match d {
+                        Data::F32(v) => v.iter().map(|x| x.to_bits() as u64).collect::<Vec<_>>(),
+                        Data::F64(v) => v.iter().map(|x| x.to_bits()).collect(),
+                        _ => unreachable!(),
+                    };
+                    assert_eq!(bits(&got), bits(&want), "{op:?} f32={f32}");
+                }
+            }
+        }
     }
 }
