@@ -1439,7 +1439,8 @@ mod tests {
     fn float_rows_give_the_bits_of_each_row_alone() {
         let special = [f64::NAN, f64::INFINITY, -0.0, 0.0, -3.5, 1e-310, 7.25];
         let (rows, n) = (5, 37);
-        let value = |i: usize| special[i % special.len()] * if i % 3 == 0 { -1.0 } else { 1.5 };
+        let value =
+            |i: usize| special[i % special.len()] * if i.is_multiple_of(3) { -1.0 } else { 1.5 };
         let column: Vec<f64> = (0..rows * n).map(|i| value(i * 7 + 1)).collect();
         let shared: Vec<f64> = (0..n).map(|i| value(i * 5 + 2)).collect();
         let other: Vec<f64> = (0..rows * n).map(|i| value(i * 3 + 4)).collect();

@@ -309,7 +309,7 @@ fn pack<T: GemmFloat>(vs: &[T], k: usize, b0: usize, pairs: usize, dst: &mut [T]
             for c in 0..k / h {
                 dst[at(c)..at(c) + h].copy_from_slice(&v[c * h..(c + 1) * h]);
             }
-            if k % h != 0 {
+            if !k.is_multiple_of(h) {
                 let (c, tail) = (k / h, k % h);
                 dst[at(c)..at(c) + tail].copy_from_slice(&v[c * h..k]);
                 dst[at(c) + tail..at(c) + h].fill(T::ACC_ZERO);
