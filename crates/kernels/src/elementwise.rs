@@ -404,6 +404,34 @@ pub fn float_binary_into<F: Float>(
     }
 }
 
+/// Calls `$f` (always inlined) compiled for `$path`: the AVX-512 or the
+/// AVX2 and FMA copy when the path is one of those and this CPU runs it,
+/// else the portable code.
+macro_rules! on_path {
+    ($path:expr, $f:ident::<$t:ident>($($arg:ident: $ty:ty),*)) => {{
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn avx2<$t: Float>($($arg: $ty),*) {
+                $f::<$t>($($arg),*)
+            }
+            #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
+            unsafe fn avx512<$t: Float>($($arg: $ty),*) {
+                $f::<$t>($($arg),*)
+            }
+            match $path {
+                // SAFETY: the path is available on this CPU (the caller's
+                // `Path::detected`, or a test that checked `Path::available`).
+                Path::Avx512 if $path.available() => return unsafe { avx512::<$t>($($arg),*) },
+                Path::Avx2 if $path.available() => return unsafe { avx2::<$t>($($arg),*) },
+                _ => {}
+            }
+        }
+        let _ = $path;
+        $f::<$t>($($arg),*)
+    }};
+}
+
 /// [`float_binary_into`] compiled for a CPU path (AVX-512, AVX2 and FMA, or
 /// portable), which must be available on this CPU (see [`Path::available`]).
 /// The operations are IEEE's, exactly rounded, and Rust neither contracts
@@ -417,36 +445,7 @@ pub fn float_binary_on<F: Float>(
     b: Operand<'_, F>,
     out: &mut [F],
 ) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2<F: Float>(
-            op: BinaryOp,
-            a: Operand<'_, F>,
-            b: Operand<'_, F>,
-            out: &mut [F],
-        ) {
-            float_binary_into(op, a, b, out)
-        }
-        #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
-        unsafe fn avx512<F: Float>(
-            op: BinaryOp,
-            a: Operand<'_, F>,
-            b: Operand<'_, F>,
-            out: &mut [F],
-        ) {
-            float_binary_into(op, a, b, out)
-        }
-        match path {
-            // SAFETY: the path is available on this CPU (the caller's
-            // `Path::detected`, or a test that checked `Path::available`).
-            Path::Avx512 if path.available() => return unsafe { avx512(op, a, b, out) },
-            Path::Avx2 if path.available() => return unsafe { avx2(op, a, b, out) },
-            _ => {}
-        }
-    }
-    let _ = path;
-    float_binary_into(op, a, b, out)
+    on_path!(path, float_binary_into::<F>(op: BinaryOp, a: Operand<'_, F>, b: Operand<'_, F>, out: &mut [F]))
 }
 
 /// An operand of [`float_binary_rows_on`]: its own row for each row of
@@ -500,61 +499,13 @@ pub fn float_binary_rows_on<F: Float>(
     if row_len == 0 {
         return;
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2<F: Float>(
-            op: BinaryOp,
-            a: RowOperand<'_, F>,
-            b: RowOperand<'_, F>,
-            out: &mut [F],
-            n: usize,
-        ) {
-            rows(op, a, b, out, n)
-        }
-        #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
-        unsafe fn avx512<F: Float>(
-            op: BinaryOp,
-            a: RowOperand<'_, F>,
-            b: RowOperand<'_, F>,
-            out: &mut [F],
-            n: usize,
-        ) {
-            rows(op, a, b, out, n)
-        }
-        match path {
-            // SAFETY: as in `float_binary_on`.
-            Path::Avx512 if path.available() => return unsafe { avx512(op, a, b, out, row_len) },
-            Path::Avx2 if path.available() => return unsafe { avx2(op, a, b, out, row_len) },
-            _ => {}
-        }
-    }
-    let _ = path;
-    rows(op, a, b, out, row_len)
+    on_path!(path, rows::<F>(op: BinaryOp, a: RowOperand<'_, F>, b: RowOperand<'_, F>, out: &mut [F], row_len: usize))
 }
 
 /// [`float_unary_into`] compiled for a CPU path, as [`float_binary_on`].
 #[inline]
 pub fn float_unary_on<F: Float>(path: Path, op: UnaryOp, v: &[F], out: &mut [F]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2<F: Float>(op: UnaryOp, v: &[F], out: &mut [F]) {
-            float_unary_into(op, v, out)
-        }
-        #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
-        unsafe fn avx512<F: Float>(op: UnaryOp, v: &[F], out: &mut [F]) {
-            float_unary_into(op, v, out)
-        }
-        match path {
-            // SAFETY: as in `float_binary_on`.
-            Path::Avx512 if path.available() => return unsafe { avx512(op, v, out) },
-            Path::Avx2 if path.available() => return unsafe { avx2(op, v, out) },
-            _ => {}
-        }
-    }
-    let _ = path;
-    float_unary_into(op, v, out)
+    on_path!(path, float_unary_into::<F>(op: UnaryOp, v: &[F], out: &mut [F]))
 }
 
 /// `<<`, `>>` or `pow` of integers by an amount of any integer type.
