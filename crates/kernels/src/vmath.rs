@@ -812,6 +812,8 @@ fn pair_f32(x: &[f32], softplus: &mut [f32], sigmoid: &mut [f32]) -> bool {
     true
 }
 
+/// `softplus` and `sigmoid` of each element from one `first` (`e^-|x|`),
+/// as [`staged`]: the first stage over a tile, then both second stages.
 #[inline(always)]
 fn pair<T: Copy + Default>(
     x: &[T],
