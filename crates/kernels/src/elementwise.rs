@@ -452,7 +452,7 @@ pub fn float_binary_on<F: Float>(
 /// the result (`Rows`: the rows one after the other), or one row that
 /// every row reads (`Shared`).
 #[derive(Clone, Copy, Debug)]
-pub enum RowOperand<'a, F> {
+enum RowOperand<'a, F> {
     Rows(&'a [F]),
     Shared(&'a [F]),
 }
@@ -471,12 +471,13 @@ impl<'a, F> RowOperand<'a, F> {
     }
 }
 
-/// [`float_binary_into`] on each row of `out` (rows of `row_len`, the
-/// operands' rows as long), as one call of [`float_binary_on`] per row
-/// gives it, without the per-row dispatch (a shared row against a column
-/// runs a call per row: the `Y * z` of a gradient over its members).
+/// [`float_binary_into`] on each row of `out` (rows of `row_len`, at
+/// least one element; the operands' rows as long), as one call of
+/// [`float_binary_on`] per row gives it, without the per-row dispatch (a
+/// shared row against a column runs a call per row: the `Y * z` of a
+/// gradient over its members).
 #[inline]
-pub fn float_binary_rows_on<F: Float>(
+fn float_binary_rows_on<F: Float>(
     path: Path,
     op: BinaryOp,
     a: RowOperand<'_, F>,
@@ -495,9 +496,6 @@ pub fn float_binary_rows_on<F: Float>(
         for (r, o) in out.chunks_exact_mut(n).enumerate() {
             float_binary_into(op, a.row(r, n), b.row(r, n), o);
         }
-    }
-    if row_len == 0 {
-        return;
     }
     on_path!(path, rows::<F>(op: BinaryOp, a: RowOperand<'_, F>, b: RowOperand<'_, F>, out: &mut [F], row_len: usize))
 }
@@ -796,7 +794,8 @@ pub fn binary_rows(op: BinaryOp, a: Rows<'_>, b: Rows<'_>, out: RowsMut<'_>) -> 
 
 /// A float operation of a shared row and a column, or of two columns, whose
 /// rows are all as long as the result's: [`float_binary_rows_on`] (the
-/// bits of [`binary_into`] row by row). Else `out` back.
+/// bits of [`binary_into`] row by row, which on three float operands also
+/// takes every operation to [`float_binary_into`]). Else `out` back.
 fn float_rows<'o>(
     op: BinaryOp,
     a: Rows<'_>,
@@ -804,28 +803,11 @@ fn float_rows<'o>(
     out: RowsMut<'o>,
 ) -> Result<(), RowsMut<'o>> {
     let n = out.row_len;
-    let float_op = matches!(
-        op,
-        BinaryOp::Add
-            | BinaryOp::Sub
-            | BinaryOp::Mul
-            | BinaryOp::Div
-            | BinaryOp::Rem
-            | BinaryOp::Max
-            | BinaryOp::Min
-            | BinaryOp::Powf
-    );
     let whole = |x: Rows<'_>| match x {
         Rows::Column { row_len, .. } => row_len == n,
         Rows::Shared(v) => v.len() == n,
     };
-    if !float_op
-        || n <= 1
-        || out.rows <= 1
-        || !whole(a)
-        || !whole(b)
-        || a.is_shared() && b.is_shared()
-    {
+    if n <= 1 || out.rows <= 1 || !whole(a) || !whole(b) || a.is_shared() && b.is_shared() {
         return Err(out);
     }
     fn operand<'v, F>(x: Rows<'_>, values: &'v [F]) -> RowOperand<'v, F> {

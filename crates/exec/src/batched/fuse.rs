@@ -435,17 +435,16 @@ impl Fuser {
         // its positions, as its temporaries are laid out: the columns it
         // reads are gathered once for the whole chain, and the values it
         // keeps in columns are scattered back.
-        let layout = if temps.dense() {
-            Layout::Dense
-        } else {
-            Layout::Compact
-        };
-        let rows = match layout {
-            Layout::Dense => step.total,
-            Layout::Compact => step.rows.len(),
-        };
+        let layout = Layout::of(temps);
+        let rows = layout.rows(step);
         let mut lent = std::mem::take(&mut self.lent);
-        for &a in site.ops.iter().flat_map(|op| &op.args) {
+        // Each slot the chain reads before it writes it (a value written
+        // first is read from its link).
+        let inputs = site.ops.iter().enumerate().flat_map(|(i, op)| {
+            let written = move |a: &usize| site.ops[..i].iter().any(|o| o.dst == *a);
+            op.args.iter().copied().filter(move |a| !written(a))
+        });
+        for a in inputs {
             if lent.iter().any(|(s, _)| *s == a) {
                 continue;
             }
@@ -483,16 +482,9 @@ impl Fuser {
         layout: Layout,
     ) -> Column {
         let n = member.row_len;
-        let rows = match layout {
-            Layout::Dense => step.total,
-            Layout::Compact => step.rows.len(),
-        };
-        let mut data = engine.take(member.data.ty(), rows * n);
+        let mut data = engine.take(member.data.ty(), layout.rows(step) * n);
         for (k, &row) in step.rows.iter().enumerate() {
-            let r = match layout {
-                Layout::Dense => row as usize,
-                Layout::Compact => k,
-            };
+            let r = layout.position(k, row);
             let m = (step.member_of)(row);
             engine.backend().copy(
                 Values::of(&member.data, m * n..(m + 1) * n),
@@ -906,6 +898,33 @@ impl Piece<'_> {
 enum Layout {
     Dense,
     Compact,
+}
+
+impl Layout {
+    /// The layout of the running step's temporaries.
+    fn of(temps: &StepTemps) -> Layout {
+        if temps.dense() {
+            Layout::Dense
+        } else {
+            Layout::Compact
+        }
+    }
+
+    /// The rows a chain of `step` computes.
+    fn rows(self, step: &FusedStep<'_>) -> usize {
+        match self {
+            Layout::Dense => step.total,
+            Layout::Compact => step.rows.len(),
+        }
+    }
+
+    /// Where the `k`-th active row (`row` of the columns) is.
+    fn position(self, k: usize, row: u32) -> usize {
+        match self {
+            Layout::Dense => row as usize,
+            Layout::Compact => k,
+        }
+    }
 }
 
 /// Where a kept value goes: a slot, for the active `rows` of `total`.
