@@ -389,10 +389,10 @@ fn a_batch_too_large_padded_runs_one_batch_per_size() {
     }
 }
 
-/// `native-batched` compiles a ragged batch once per size and runs the
-/// members of all sizes together: the product with the static `W` at
-/// token `t` is one product for the members of every length above `t`
-/// (one batch per size would batch only the two members of each length).
+/// `native-batched` runs the members of all lengths together on one
+/// program: the product with the static `W` at token `t` is one product
+/// for the members of every length above `t` (one batch per size would
+/// batch only the two members of each length).
 #[test]
 fn native_batched_shares_products_across_sizes() {
     let source = r#"
@@ -438,22 +438,30 @@ fn rnn(tokens: [f64; L]) -> f64 {
     let together = run(autobatch::Strategy::from_name("native-batched").expect("a strategy"));
     assert_eq!(together["results"], reference["results"]);
     let report = &together["stats"]["native-batched"];
-    assert_eq!(report["programs"], 9, "{report}");
+    assert_eq!(report["compiled"], true, "{report}");
     // 9 steps of the longest members: one product each, for all members
     // still in their loops (18 + 16 + ... + 2 = 90 member-products).
     assert_eq!(report["batched_products"], 9, "{report}");
     assert_eq!(report["batched_waits"], 90, "{report}");
 }
 
-/// A ragged batch of more sizes than native code compiles (one program
-/// per size, at most 128) runs on program-counter under the native
-/// strategies, with the reason in the report and the reference's results.
+/// A ragged batch of many sizes (0 to 299 elements) runs natively on one
+/// program, each member with its own length; a batch whose longest member
+/// rounds up to the same capacity (a power of two: 512 here) runs the code
+/// kept from the first, one whose longest member is longer compiles again.
 #[test]
-fn native_runs_a_batch_of_too_many_sizes_on_program_counter() {
-    let source = "fn total(xs: [f64; L]) -> f64 { sum(xs * xs) }";
+fn native_runs_a_batch_of_many_sizes_on_one_program() {
+    let source = r#"
+fn total(xs: [f64; L]) -> (f64, [f64; L], f64) {
+    let mut s = 0.0;
+    for i in 0..xs.len() { s = s + xs[i] * (i as f64); }
+    (sum(xs * xs), pfor::<L>(twice, xs), s)
+}
+fn twice(i: i64, xs: [f64; L]) -> f64 { 2.0 * xs[i] }
+"#;
     let compiled = compile(source, "total.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
-    let run = |lengths: usize, strategy| {
-        let xs: Vec<Vec<f64>> = (0..lengths)
+    let run = |sizes: std::ops::Range<usize>, strategy| {
+        let xs: Vec<Vec<f64>> = sizes
             .map(|n| (0..n).map(|k| k as f64 * 0.5 - 1.0).collect())
             .collect();
         let inputs =
@@ -461,27 +469,42 @@ fn native_runs_a_batch_of_too_many_sizes_on_program_counter() {
         let bound = compiled.bind("total", &inputs).expect("binds");
         let config = RunConfig {
             strategy,
-            threads: 1,
+            threads: 2,
             ..RunConfig::default()
         };
         bound.run(&config).expect("runs").to_json(true)
     };
     for name in ["native", "native-batched"] {
         let strategy = autobatch::Strategy::from_name(name).expect("a strategy");
-        let many = run(129, strategy);
+        let many = run(0..300, strategy);
         assert_eq!(
             many["results"],
-            run(129, autobatch::Strategy::Reference)["results"]
+            run(0..300, autobatch::Strategy::Reference)["results"]
         );
+        assert_eq!(many["stats"]["sizes"], 300);
         let report = &many["stats"][name];
-        assert_eq!(report["compiled"], false, "{report}");
-        assert_eq!(report["ran_on"], "program-counter", "{report}");
-        let reason = report["reason"].as_str().expect("a reason");
-        assert!(reason.contains("129 sizes"), "{reason}");
-        let enough = run(128, strategy);
-        assert_eq!(enough["stats"][name]["compiled"], true);
-        assert_eq!(enough["stats"][name]["programs"], 128);
+        assert_eq!(report["compiled"], true, "{report}");
+        let longer = run(500..520, strategy);
+        assert_eq!(
+            longer["results"],
+            run(500..520, autobatch::Strategy::Reference)["results"]
+        );
     }
+    // The two strategies run the same code (the cache's key has no
+    // strategy): a new capacity compiles once.
+    let native = autobatch::Strategy::from_name("native").expect("a strategy");
+    let again = run(10..400, native);
+    assert_eq!(
+        again["stats"]["native"]["cached_programs"], 1,
+        "{}",
+        again["stats"]
+    );
+    let longer = run(600..1100, native);
+    assert_eq!(
+        longer["stats"]["native"]["cached_programs"], 0,
+        "{}",
+        longer["stats"]
+    );
 }
 
 /// Both dimensions of `m: [[f64; D]; L]` each member's own: rows read by

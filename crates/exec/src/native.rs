@@ -42,14 +42,13 @@
 //! false, no observer: `autobatch run` without `--stats`) compiles code
 //! that counts nothing.
 //!
-//! A ragged batch ([`Env::ragged`]) runs as one batch: the program is
-//! compiled once per size (native code has the lengths as constants), and
-//! each member runs its size's code; under `native-batched` the members of
-//! all sizes wait together, a product shared by the members of different
-//! sizes when it is the same product (`autobatch_native::run_batched_programs`).
-//! The report's `programs` says how many were compiled. A batch of more
-//! than `MAX_SIZES` sizes runs on program-counter instead (the reason says
-//! so).
+//! A ragged batch ([`Env::ragged`]) runs as one batch on one program:
+//! each member runs with its own lengths of the ragged dimensions, which
+//! the code reads from the member's context, its arrays in frames sized
+//! for the batch's *capacities* ([`lengths`]: the longest member's length
+//! rounded up to a power of two, so that batches of similar lengths share
+//! their code in `native_cache`). Under `native-batched` the members of
+//! all lengths wait together at a product with a static matrix.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -58,9 +57,7 @@ use std::time::Instant;
 use autobatch_ir::{EntityRef, Program};
 use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::{Backend, MemberRng};
-use autobatch_native::{
-    Counting, Interrupts, Limits, NativeProgram, NotCompiled, ProgramMembers, Stop,
-};
+use autobatch_native::{Counting, Interrupts, Lengths, Limits, NativeProgram, NotCompiled, Stop};
 use autobatch_types::{MemberError, Tensor};
 use rayon::prelude::*;
 
@@ -98,12 +95,6 @@ enum Mode {
     Together,
 }
 
-/// The most sizes of a ragged batch compiled: one program each, and no
-/// more than the process keeps (`native_cache::CAPACITY`), so that a
-/// program run again finds all its sizes compiled. A batch with more runs
-/// on program-counter, its report saying why.
-const MAX_SIZES: usize = native_cache::CAPACITY;
-
 /// The most machine stack a worker thread gets (members that need more
 /// are rerun on the reference executor).
 const MAX_STACK_BYTES: usize = 1 << 30;
@@ -135,8 +126,7 @@ impl Executor for Native {
         false
     }
 
-    /// One compiled program per size, the members of all sizes run in one
-    /// pass (module docs).
+    /// One program for all the members' lengths (module docs).
     fn runs_ragged(&self) -> bool {
         true
     }
@@ -183,7 +173,7 @@ fn run_native(
         Ok(compiled) => {
             let (mut output, figures) =
                 run_compiled(mode, &compiled, program, env, batch, options)?;
-            let first = &compiled.programs[0];
+            let first = &compiled.program;
             output.stats.report = vec![
                 field("compiled", ReportValue::Bool(true)),
                 compile_seconds,
@@ -201,16 +191,9 @@ fn run_native(
                 field("members_rerun", ReportValue::Count(figures.rerun)),
                 field(
                     "cached_programs",
-                    ReportValue::Count(compiled.cached as u64),
+                    ReportValue::Count(u64::from(compiled.cached)),
                 ),
             ];
-            if compiled.programs.len() > 1 {
-                let programs = compiled.programs.len() as u64;
-                output
-                    .stats
-                    .report
-                    .push(field("programs", ReportValue::Count(programs)));
-            }
             if mode == Mode::Together {
                 output.stats.report.extend([
                     field("batched_products", ReportValue::Count(figures.products)),
@@ -255,15 +238,13 @@ pub(crate) fn run_instead(
     Ok(output)
 }
 
-/// The native code of a run: one program, or, for a ragged batch, one per
-/// size (native code has the lengths as constants), each compiled now or
-/// kept from an earlier run of the same program (`native_cache`).
+/// The native code of a run, compiled now or kept from an earlier run of
+/// the same program (`native_cache`): for a ragged batch, one program for
+/// every member's lengths.
 struct Compiled {
-    programs: Vec<Arc<NativeProgram>>,
-    /// Per member, the index of its program (empty: all run the first).
-    program_of: Vec<u32>,
-    /// How many of `programs` came from the cache.
-    cached: usize,
+    program: Arc<NativeProgram>,
+    /// Whether it came from the cache.
+    cached: bool,
 }
 
 impl Compiled {
@@ -273,75 +254,47 @@ impl Compiled {
         batch: &Batch,
         options: &RunOptions,
     ) -> Result<Compiled, NotCompiled> {
-        let flavor = flavor(options);
-        let text = ProgramText::of(program);
-        if env.ragged.is_empty() {
-            let code = native_cache::compile(program, &text, batch.entry, &env.symbols, flavor)?;
-            return Ok(Compiled {
-                programs: vec![code.program],
-                program_of: Vec::new(),
-                cached: usize::from(code.cached),
-            });
-        }
-        let not_compiled = |e: ExecError| NotCompiled {
+        let lengths = lengths(env, batch.size).map_err(|e| NotCompiled {
             reason: e.to_string(),
-        };
-        let sizes = crate::ragged::size_symbols(env, batch.size).map_err(not_compiled)?;
-        if sizes.len() > MAX_SIZES {
-            return Err(NotCompiled {
-                reason: format!(
-                    "the ragged batch has {} sizes, and native code is compiled once per \
-                     size (at most {MAX_SIZES}: more would compile for long, and again at \
-                     every run, past what the process keeps)",
-                    sizes.len()
-                ),
-            });
-        }
-        // The sizes compile in parallel on the run's worker threads.
-        let compile = |size: &crate::ragged::SizeSymbols| {
-            native_cache::compile(program, &text, batch.entry, &size.symbols, flavor)
-        };
-        let codes = if options.threads > 1 {
-            let run = current_run();
-            let pool = worker_pool(options.threads, 8 * STACK_MARGIN, "autobatch-native")
-                .map_err(not_compiled)?;
-            pool.install(|| {
-                sizes
-                    .par_iter()
-                    .map(|size| {
-                        let _capture = working_for(run);
-                        compile(size)
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            })?
-        } else {
-            sizes.iter().map(compile).collect::<Result<Vec<_>, _>>()?
-        };
-        let mut program_of = vec![0; batch.size];
-        for (k, size) in sizes.iter().enumerate() {
-            for &m in &size.members {
-                program_of[m] = k as u32;
-            }
-        }
+        })?;
+        let text = ProgramText::of(program);
+        let code = native_cache::compile(program, &text, batch.entry, &lengths, flavor(options))?;
         Ok(Compiled {
-            cached: codes.iter().filter(|c| c.cached).count(),
-            programs: codes.into_iter().map(|c| c.program).collect(),
-            program_of,
+            program: code.program,
+            cached: code.cached,
         })
     }
 
-    /// The index of member `member`'s program.
-    fn index_of(&self, member: usize) -> usize {
-        self.program_of.get(member).map_or(0, |k| *k as usize)
+    /// A zero per segment.
+    fn zero_counters(&self) -> Vec<u64> {
+        vec![0; self.program.segments().len()]
     }
+}
 
-    /// Per program, a vector of zeros per segment.
-    fn zero_counters(&self) -> Vec<Vec<u64>> {
-        self.programs
-            .iter()
-            .map(|p| vec![0; p.segments().len()])
-            .collect()
+/// The lengths native code is compiled for: the environment's, and for
+/// each ragged dimension a capacity, the batch's longest member's length
+/// rounded up to a power of two (each member runs with its own; the
+/// rounding lets a batch whose longest member is a little longer or
+/// shorter run the code kept from an earlier one).
+fn lengths(env: &Env, members: usize) -> Result<Lengths, ExecError> {
+    let mut values = env.symbols.clone();
+    let mut per_member = vec![false; values.len()];
+    for ragged in &env.ragged {
+        if ragged.lengths.len() != members {
+            return Err(ExecError::Internal(format!(
+                "ragged dimension {} has {} lengths for {members} members",
+                ragged.symbol.0,
+                ragged.lengths.len()
+            )));
+        }
+        let s = ragged.symbol.0 as usize;
+        if s < values.len() {
+            let longest = ragged.lengths.iter().copied().max().unwrap_or(0);
+            values[s] = longest.next_power_of_two();
+            per_member[s] = true;
+        }
     }
+    Ok(Lengths { values, per_member })
 }
 
 /// How the run's machine code is made: it counts operations when the run
@@ -373,15 +326,15 @@ fn field(name: &'static str, value: ReportValue) -> ReportField {
 
 /// The figures gathered from the workers as members finish.
 struct Progress<'a> {
-    /// Per native program, per segment, its executions.
-    counters: Vec<Vec<u64>>,
+    /// Per segment, its executions.
+    counters: Vec<u64>,
     /// The counters of the chunks running now, which their members update
     /// as they run (`run_chunk`, with an observer).
     live: Vec<Arc<LiveCounts>>,
     /// The counts the observer was last shown (what it sees never goes
     /// back, even when a member is rerun elsewhere and its counts are
     /// taken back).
-    shown: Vec<Vec<u64>>,
+    shown: Vec<u64>,
     steps: u64,
     instances: u64,
     peak_instances: u64,
@@ -392,10 +345,9 @@ struct Progress<'a> {
     observer: Option<&'a crate::Observer>,
 }
 
-/// Per native program, per segment: the executions of a running chunk's
-/// members, which native code updates (`Runner::run_into`) and the
-/// watcher reads.
-type LiveCounts = Vec<Vec<AtomicU64>>;
+/// Per segment: the executions of a running chunk's members, which native
+/// code updates (`Runner::run_into`) and the watcher reads.
+type LiveCounts = Vec<AtomicU64>;
 
 /// What one chunk of members gives (their results are written into the
 /// run's own vector, in place).
@@ -404,8 +356,8 @@ struct Chunk {
     live: Option<Arc<LiveCounts>>,
     /// The contributions to static adjoints of the members that finished.
     adjoints: Vec<AdjointRecord>,
-    /// Per native program, per segment, its executions.
-    counters: Vec<Vec<u64>>,
+    /// Per segment, its executions.
+    counters: Vec<u64>,
     steps: u64,
     instances: u64,
     peak_instances: u64,
@@ -439,11 +391,8 @@ fn run_compiled(
 ) -> Result<(RunOutput, Figures), ExecError> {
     let (counter, slots) = OpCounter::for_program(program);
     let stack = compiled
-        .programs
-        .iter()
-        .map(|p| p.stack_bytes(options.max_stack_depth))
-        .max()
-        .unwrap_or(0)
+        .program
+        .stack_bytes(options.max_stack_depth)
         .clamp(8 * STACK_MARGIN, MAX_STACK_BYTES)
         .next_power_of_two();
     // Raised when the observer stops the run (`watch`): every member then
@@ -479,7 +428,7 @@ fn run_compiled(
         observer: options.observer.as_ref(),
     });
     let started = Instant::now();
-    let mut results = places(mode, compiled, batch.size);
+    let mut results = places(mode, compiled, batch);
     let inputs = RunInputs {
         compiled,
         program,
@@ -553,17 +502,19 @@ fn run_compiled(
 /// that gives them to the caller ([`NativeProgram::blank_results`]);
 /// members run together get theirs from the scheduler (an empty `Ok`
 /// takes no allocation).
-fn places(
-    mode: Mode,
-    compiled: &Compiled,
-    members: usize,
-) -> Vec<Result<Vec<Tensor>, MemberError>> {
-    (0..members)
+fn places(mode: Mode, compiled: &Compiled, batch: &Batch) -> Vec<Result<Vec<Tensor>, MemberError>> {
+    (0..batch.size)
         .map(|member| match mode {
-            Mode::Alone => Ok(compiled.programs[compiled.index_of(member)].blank_results()),
+            Mode::Alone => Ok(blank_results(compiled, batch, member)),
             Mode::Together => Ok(Vec::new()),
         })
         .collect()
+}
+
+/// Zeros of member `member`'s results' types and shapes.
+fn blank_results(compiled: &Compiled, batch: &Batch, member: usize) -> Vec<Tensor> {
+    let args: Vec<&Tensor> = batch.args.iter().map(|a| a.for_member(member)).collect();
+    compiled.program.blank_results(&args)
 }
 
 /// Runs a one-thread run that nobody watches on the calling thread, on a
@@ -678,9 +629,10 @@ fn run_chunk(
     let counting = counting(options) == Counting::Kept;
     let live: Arc<LiveCounts> = Arc::new(
         compiled
-            .programs
+            .program
+            .segments()
             .iter()
-            .map(|p| p.segments().iter().map(|_| AtomicU64::new(0)).collect())
+            .map(|_| AtomicU64::new(0))
             .collect(),
     );
     if counting && options.observer.is_some() {
@@ -691,21 +643,17 @@ fn run_chunk(
     // A member's counts before it ran, restored if it is rerun elsewhere.
     let mut before: Vec<u64> = Vec::new();
     let mut args = Vec::with_capacity(batch.args.len());
-    // A runner per program, made when a member first needs it.
-    let mut runners: Vec<Option<autobatch_native::Runner<'_>>> =
-        compiled.programs.iter().map(|_| None).collect();
+    let native = &compiled.program;
+    let mut runner = native.runner(&env.statics);
+    let counters = &live[..];
     for (member, place) in members.zip(places) {
         if interrupt.load(Ordering::Relaxed) {
             // The run is being abandoned: the rest of the chunk does not start.
             chunk.interrupted += 1;
             continue;
         }
-        let k = compiled.index_of(member);
-        let native = &compiled.programs[k];
-        let runner = runners[k].get_or_insert_with(|| native.runner(&env.statics));
         args.clear();
         args.extend(batch.args.iter().map(|a| a.for_member(member)));
-        let counters = &live[k];
         if counting {
             before.clear();
             before.extend(counters.iter().map(|c| c.load(Ordering::Relaxed)));
@@ -723,31 +671,27 @@ fn run_chunk(
                 counter.store(*count, Ordering::Relaxed);
             }
         }
-        chunk.record(inputs, member, place, run, k, None);
+        chunk.record(inputs, member, place, run, None);
     }
     chunk.counters = load_counts(&live);
     chunk
 }
 
-/// Adds `counts` to `totals` (per program, per segment).
-fn add_counts(totals: &mut [Vec<u64>], counts: &[Vec<u64>]) {
-    for (totals, counts) in totals.iter_mut().zip(counts) {
-        for (total, count) in totals.iter_mut().zip(counts) {
-            *total += count;
-        }
+/// Adds `counts` to `totals` (per segment).
+fn add_counts(totals: &mut [u64], counts: &[u64]) {
+    for (total, count) in totals.iter_mut().zip(counts) {
+        *total += count;
     }
 }
 
 /// The counts of `live` now.
-fn load_counts(live: &LiveCounts) -> Vec<Vec<u64>> {
-    live.iter()
-        .map(|counters| counters.iter().map(|c| c.load(Ordering::Relaxed)).collect())
-        .collect()
+fn load_counts(live: &LiveCounts) -> Vec<u64> {
+    live.iter().map(|c| c.load(Ordering::Relaxed)).collect()
 }
 
 /// Runs `members` together on this worker thread
-/// (`autobatch_native::run_batched_programs`, each member on its size's
-/// program), writing each one's result into its place in `places`.
+/// ([`NativeProgram::run_batched`]), writing each one's result into its
+/// place in `places`.
 fn run_chunk_together(
     inputs: &RunInputs<'_>,
     members: std::ops::Range<usize>,
@@ -763,44 +707,24 @@ fn run_chunk_together(
         ..
     } = *inputs;
     let mut chunk = Chunk::new(compiled);
-    // The chunk's members by program, in order.
-    let mut by_program: Vec<Vec<usize>> = vec![Vec::new(); compiled.programs.len()];
-    for member in members.clone() {
-        by_program[compiled.index_of(member)].push(member);
-    }
-    let groups = by_program
-        .iter()
-        .zip(&compiled.programs)
-        .filter(|(members, _)| !members.is_empty())
-        .map(|(members, native)| ProgramMembers {
-            program: native,
-            members: members
-                .iter()
-                .map(|&member| autobatch_native::MemberInput {
-                    args: batch.args.iter().map(|a| a.for_member(member)).collect(),
-                    rng: native
-                        .draws()
-                        .then(|| MemberRng::new(options.seed, options.member_id(member))),
-                })
-                .collect(),
+    let native = &compiled.program;
+    let inputs_of = members
+        .clone()
+        .map(|member| autobatch_native::MemberInput {
+            args: batch.args.iter().map(|a| a.for_member(member)).collect(),
+            rng: native
+                .draws()
+                .then(|| MemberRng::new(options.seed, options.member_id(member))),
         })
         .collect();
-    match autobatch_native::run_batched_programs(&env.statics, groups, limits) {
+    match native.run_batched(&env.statics, inputs_of, limits) {
         Ok(together) => {
             chunk.products = together.products;
             chunk.waits = together.waits;
-            let start = members.start;
-            let present = by_program
-                .iter()
-                .enumerate()
-                .filter(|(_, members)| !members.is_empty());
-            for ((k, members), together) in present.zip(together.programs) {
-                let runs = together.runs.into_iter().zip(&together.counters);
-                for (&member, (run, counters)) in members.iter().zip(runs) {
-                    let place = &mut places[member - start];
-                    let run = run.map(|values| *place = Ok(values));
-                    chunk.record(inputs, member, place, run, k, Some(counters));
-                }
+            let runs = together.runs.into_iter().zip(&together.counters);
+            for ((member, place), (run, counters)) in members.zip(places).zip(runs) {
+                let run = run.map(|values| *place = Ok(values));
+                chunk.record(inputs, member, place, run, Some(counters));
             }
         }
         // No stack could be mapped for a member (the system's limit on
@@ -808,7 +732,7 @@ fn run_chunk_together(
         // into blank results as `places` makes them for that mode.
         Err(_no_stacks) => {
             for (place, member) in places.iter_mut().zip(members.clone()) {
-                *place = Ok(compiled.programs[compiled.index_of(member)].blank_results());
+                *place = Ok(blank_results(compiled, batch, member));
             }
             return run_chunk(inputs, members, places, watched);
         }
@@ -832,8 +756,8 @@ impl Chunk {
         }
     }
 
-    /// Adds `member`'s figures (the `counters` of the segments of its
-    /// program, number `program`, unless they are the chunk's already) and,
+    /// Adds `member`'s figures (the `counters` of the segments, unless
+    /// they are the chunk's already) and,
     /// if it stopped, writes its error into `place` (which holds its
     /// results if it finished), or reruns it on the reference executor if
     /// its native frames ran short of stack.
@@ -843,7 +767,6 @@ impl Chunk {
         member: usize,
         place: &mut Result<Vec<Tensor>, MemberError>,
         run: autobatch_native::MemberRun<()>,
-        program: usize,
         counters: Option<&[u64]>,
     ) {
         let options = inputs.options;
@@ -878,12 +801,7 @@ impl Chunk {
         self.steps += run.steps;
         self.instances += run.instances;
         self.peak_instances = self.peak_instances.max(run.peak_instances);
-        for (total, count) in self.counters[program]
-            .iter_mut()
-            .zip(counters.unwrap_or(&[]))
-        {
-            *total += count;
-        }
+        add_counts(&mut self.counters, counters.unwrap_or(&[]));
     }
 }
 
@@ -943,10 +861,8 @@ fn call_observer(watched: &Watched<'_, '_>, mut progress: std::sync::MutexGuard<
     for live in &progress.live {
         add_counts(&mut counts, &load_counts(live));
     }
-    for (totals, shown) in counts.iter_mut().zip(&progress.shown) {
-        for (total, shown) in totals.iter_mut().zip(shown) {
-            *total = (*total).max(*shown);
-        }
+    for (total, shown) in counts.iter_mut().zip(&progress.shown) {
+        *total = (*total).max(*shown);
     }
     let op_counts = sorted_counts(watched.counter, watched.slots, watched.compiled, &counts);
     progress.shown = counts;
@@ -996,21 +912,16 @@ fn watch(
 /// Per function, per block, per op: the counter of a user primitive.
 pub(crate) type Slots = Vec<Vec<Vec<Option<usize>>>>;
 
-/// The operation counts of the programs' segments' `counters`, as the
+/// The operation counts of the program's segments' `counters`, as the
 /// reference gives them (each member's execution one, with one active
 /// lane), sorted by location then name.
 fn sorted_counts(
     counter: &OpCounter,
     slots: &Slots,
     compiled: &Compiled,
-    counters: &[Vec<u64>],
+    counters: &[u64],
 ) -> Vec<OpCount> {
-    let programs = compiled.programs.iter().map(|p| p.segments());
-    segment_counts(
-        counter,
-        slots,
-        programs.zip(counters.iter().map(Vec::as_slice)),
-    )
+    segment_counts(counter, slots, [(compiled.program.segments(), counters)])
 }
 
 /// The operation counts of native code's segments (per program: its

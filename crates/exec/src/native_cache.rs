@@ -3,15 +3,16 @@
 //! Compiling a program to machine code takes milliseconds (25 ms for the
 //! sampler with a small model); a host that runs one program many times
 //! (`sample` with pooled adaptation runs the batch once per pooling, a
-//! Python loop calls `run` per step, a ragged batch compiles each of its
-//! sizes) would pay that every time. [`compile`] therefore keeps the last
+//! Python loop calls `run` per step, a ragged batch whose longest
+//! member varies little) would pay that every time. [`compile`] therefore keeps the last
 //! [`CAPACITY`] compiled programs of the process and gives a run the one
 //! it already has. Lock-step code (`native-lockstep`) is kept the same way,
 //! in the same cache ([`compile_lockstep`]).
 //!
 //! What identifies compiled code: the program's text form (which determines
-//! the program exactly: `parse(print(p)) == p`), the entry, the values of
-//! the symbolic dimensions (native code has them as constants), whether it
+//! the program exactly: `parse(print(p)) == p`), the entry, the lengths of
+//! the symbolic dimensions (native code has them as constants, or, for a
+//! ragged batch's, the capacities it is compiled for), whether it
 //! counts operations and whether it can be interrupted. The statics'
 //! values, the members' inputs, the seed and the limits are read at run
 //! time, so they are not part of the key. A program the compiler refuses is
@@ -21,7 +22,9 @@
 use std::sync::{Arc, Mutex};
 
 use autobatch_ir::{FuncId, Program};
-use autobatch_native::{Counting, Interrupts, LockStepProgram, NativeProgram, NotCompiled};
+use autobatch_native::{
+    Counting, Interrupts, Lengths, LockStepProgram, NativeProgram, NotCompiled,
+};
 
 /// The most compiled programs kept (the least recently used goes first).
 pub const CAPACITY: usize = 128;
@@ -71,7 +74,7 @@ impl Kept {
 struct Entry {
     text: ProgramText,
     entry: FuncId,
-    symbols: Vec<u64>,
+    lengths: Lengths,
     flavor: Flavor,
     program: Kept,
     /// When it was last given out (a counter of lookups).
@@ -85,7 +88,7 @@ impl Entry {
             && self.entry == key.entry
             && self.flavor == key.flavor
             && self.program.lockstep() == key.lockstep
-            && self.symbols == key.symbols
+            && self.lengths == *key.lengths
             && *self.text.text == *key.text.text
     }
 
@@ -94,7 +97,7 @@ impl Entry {
         Key {
             text: &self.text,
             entry: self.entry,
-            symbols: &self.symbols,
+            lengths: &self.lengths,
             flavor: self.flavor,
             lockstep: self.program.lockstep(),
         }
@@ -115,7 +118,7 @@ static CACHE: Mutex<Cache> = Mutex::new(Cache {
 struct Key<'a> {
     text: &'a ProgramText,
     entry: FuncId,
-    symbols: &'a [u64],
+    lengths: &'a Lengths,
     flavor: Flavor,
     lockstep: bool,
 }
@@ -127,24 +130,29 @@ pub(crate) struct Code {
 }
 
 /// The native code of `program` (whose text is `text`) for `entry` and
-/// `symbols`: the kept one if there is one, else compiled now and kept.
+/// `lengths`: the kept one if there is one, else compiled now and kept.
 pub(crate) fn compile(
     program: &Program,
     text: &ProgramText,
     entry: FuncId,
-    symbols: &[u64],
+    lengths: &Lengths,
     flavor: Flavor,
 ) -> Result<Code, NotCompiled> {
     let key = Key {
         text,
         entry,
-        symbols,
+        lengths,
         flavor,
         lockstep: false,
     };
     let (kept, cached) = kept_or_compiled(&key, || {
-        let compiled =
-            autobatch_native::compile(program, entry, symbols, flavor.counting, flavor.interrupts)?;
+        let compiled = autobatch_native::compile_for(
+            program,
+            entry,
+            lengths,
+            flavor.counting,
+            flavor.interrupts,
+        )?;
         Ok(Kept::PerMember(Arc::new(compiled)))
     })?;
     let Kept::PerMember(program) = kept else {
@@ -168,10 +176,11 @@ pub(crate) fn compile_lockstep(
     symbols: &[u64],
     counting: Counting,
 ) -> Result<LockCode, NotCompiled> {
+    let lengths = Lengths::fixed(symbols);
     let key = Key {
         text,
         entry,
-        symbols,
+        lengths: &lengths,
         flavor: Flavor {
             counting,
             interrupts: Interrupts::Ignored,
@@ -203,7 +212,7 @@ fn kept_or_compiled(
     keep(Entry {
         text: key.text.clone(),
         entry: key.entry,
-        symbols: key.symbols.to_vec(),
+        lengths: key.lengths.clone(),
         flavor: key.flavor,
         program: compiled.clone(),
         used: 0,
@@ -275,19 +284,61 @@ b0:  @1:1
             interrupts: Interrupts::Polled,
             ..kept
         };
-        let first = compile(&program, &text, entry, &[u64::MAX - 1], kept).unwrap();
+        let first = compile(
+            &program,
+            &text,
+            entry,
+            &Lengths::fixed(&[u64::MAX - 1]),
+            kept,
+        )
+        .unwrap();
         assert!(!first.cached);
-        let again = compile(&program, &text, entry, &[u64::MAX - 1], kept).unwrap();
+        let again = compile(
+            &program,
+            &text,
+            entry,
+            &Lengths::fixed(&[u64::MAX - 1]),
+            kept,
+        )
+        .unwrap();
         assert!(again.cached);
         assert!(Arc::ptr_eq(&first.program, &again.program));
-        let other = compile(&program, &text, entry, &[u64::MAX - 1], skipped).unwrap();
+        let other = compile(
+            &program,
+            &text,
+            entry,
+            &Lengths::fixed(&[u64::MAX - 1]),
+            skipped,
+        )
+        .unwrap();
         assert!(!other.cached, "counting is part of the key");
-        let other = compile(&program, &text, entry, &[u64::MAX - 1], polled).unwrap();
+        let other = compile(
+            &program,
+            &text,
+            entry,
+            &Lengths::fixed(&[u64::MAX - 1]),
+            polled,
+        )
+        .unwrap();
         assert!(!other.cached, "interrupts are part of the key");
         for k in 0..CAPACITY as u64 {
-            compile(&program, &text, entry, &[u64::MAX - 2 - k], kept).unwrap();
+            compile(
+                &program,
+                &text,
+                entry,
+                &Lengths::fixed(&[u64::MAX - 2 - k]),
+                kept,
+            )
+            .unwrap();
         }
-        let evicted = compile(&program, &text, entry, &[u64::MAX - 1], kept).unwrap();
+        let evicted = compile(
+            &program,
+            &text,
+            entry,
+            &Lengths::fixed(&[u64::MAX - 1]),
+            kept,
+        )
+        .unwrap();
         assert!(!evicted.cached, "the oldest entry was dropped");
         assert!(lock().entries.len() <= CAPACITY);
         // Lock-step code is kept too, apart from the per-member code of the
@@ -302,7 +353,14 @@ b0:  @1:1
         let uncounted =
             compile_lockstep(&program, &text, entry, &[u64::MAX - 1], Counting::Skipped).unwrap();
         assert!(!uncounted.cached, "counting is part of the key");
-        let per_member = compile(&program, &text, entry, &[u64::MAX - 1], kept).unwrap();
+        let per_member = compile(
+            &program,
+            &text,
+            entry,
+            &Lengths::fixed(&[u64::MAX - 1]),
+            kept,
+        )
+        .unwrap();
         assert!(per_member.cached, "the per-member code is still kept");
     }
 }

@@ -22,7 +22,7 @@ use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::buffer::{copy, Rows, RowsMut, Values, ValuesMut};
 use autobatch_kernels::elementwise::{self, DataOperand, Operand as BoolOperand};
 use autobatch_kernels::{layout, linalg, reduce, Fault, PrimContext};
-use autobatch_types::{Data, Scalar, ScalarType, Tensor};
+use autobatch_types::{Data, Scalar, ScalarType, Tensor, TensorType};
 
 static NO_HOSTS: autobatch_kernels::Hosts = autobatch_kernels::Hosts::new();
 
@@ -60,6 +60,39 @@ pub(crate) struct ArrayOp {
     /// run among others waits here for the product of all members waiting
     /// (`crate::waits`).
     pub batched: bool,
+    /// For an operation on values with per-member lengths
+    /// (`crate::lengths`): its operands' types, from which each run takes
+    /// the member's own shapes (`args` and `result` then hold those of
+    /// the capacities).
+    pub ragged: Option<RaggedTypes>,
+}
+
+/// The types of a ragged operation's operands.
+#[derive(Clone, Debug)]
+pub(crate) struct RaggedTypes {
+    pub args: Vec<TensorType>,
+    pub result: Option<TensorType>,
+}
+
+impl ArrayOp {
+    /// The operation with the shapes of a member whose lengths are
+    /// `symbols` (the table's own when it has no ragged operand).
+    fn for_member(&self, symbols: &[u64]) -> std::borrow::Cow<'_, ArrayOp> {
+        let Some(types) = &self.ragged else {
+            return std::borrow::Cow::Borrowed(self);
+        };
+        let resolve = |ty: &TensorType| Operand {
+            ty: ty.elem,
+            shape: crate::lengths::shape(ty, symbols),
+        };
+        std::borrow::Cow::Owned(ArrayOp {
+            prim: self.prim.clone(),
+            args: types.args.iter().map(resolve).collect(),
+            result: types.result.as_ref().map(resolve),
+            batched: false,
+            ragged: None,
+        })
+    }
 }
 
 /// The bytes of one element of `ty` in member memory.
@@ -152,7 +185,10 @@ pub(crate) extern "C" fn array_op(ctx: *mut Context, op: u64, ptrs: *const *mut 
     let ctx = unsafe { &mut *ctx };
     let table = unsafe { &*ctx.arrays };
     let number = op;
-    let op = &table[op as usize];
+    // SAFETY: the member's lengths, one per symbol (`Context::symbols`).
+    let symbols = unsafe { std::slice::from_raw_parts(ctx.symbols, ctx.symbol_count) };
+    let op = table[op as usize].for_member(symbols);
+    let op = &*op;
     let ptrs = unsafe { std::slice::from_raw_parts(ptrs, op.args.len() + 1) };
     if op.batched && !ctx.yielder.is_null() {
         // SAFETY: a non-null yielder is the member's coroutine's, and this

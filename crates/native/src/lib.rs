@@ -90,15 +90,17 @@
 mod arrays;
 mod check;
 mod forks;
+mod lengths;
 mod lockstep;
 mod shims;
 mod stacks;
 mod translate;
 mod waits;
 
+pub use lengths::Lengths;
 pub use lockstep::{compile_lockstep, LockProgress, LockStepProgram, LockStepRun};
 pub use stacks::run_on_stack;
-pub use waits::{run_batched_programs, BatchedRun, MemberInput, ProgramMembers, ProgramsRun};
+pub use waits::{BatchedRun, MemberInput};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -216,8 +218,9 @@ pub(crate) struct Context {
     depth_left: u64,
     stack_limit: u64,
     counters: *mut u64,
-    /// The symbols' values (native code has them as constants; the host
-    /// reads them here).
+    /// The member's length of every symbol (`lengths`): native code reads
+    /// the per-member ones here (the others are its constants), the host
+    /// all of them.
     symbols: *const u64,
     /// Per static, the address of its elements.
     static_data: *const *const u8,
@@ -297,6 +300,7 @@ pub(crate) mod offsets {
     pub const DEPTH_LEFT: i32 = 16;
     pub const STACK_LIMIT: i32 = 24;
     pub const COUNTERS: i32 = 32;
+    pub const SYMBOLS: i32 = 40;
     pub const STATIC_DATA: i32 = 48;
     pub const STEPS_RESERVE: i32 = 56;
     pub const INTERRUPT: i32 = 64;
@@ -310,8 +314,13 @@ pub struct NativeProgram {
     /// Kept to free the code when the program is dropped.
     _module: CodeMemory,
     trampoline: Trampoline,
+    /// The entry's parameters and results, with the dimensions' lengths
+    /// (a per-member one: its capacity) and as types (for a member's own
+    /// shapes, [`Lengths::per_member`]).
     params: Vec<Operand>,
     results: Vec<Operand>,
+    param_types: Vec<TensorType>,
+    result_types: Vec<TensorType>,
     /// Indexed by stop code: what each code means.
     stops: Vec<Stop>,
     /// Indexed by stop code: whether the fault is the context's (an array
@@ -319,7 +328,7 @@ pub struct NativeProgram {
     dynamic: Vec<bool>,
     /// The array operations native code calls the host for.
     arrays: Vec<ArrayOp>,
-    symbols: Vec<u64>,
+    lengths: Lengths,
     segments: Vec<Segment>,
     /// A bound on the machine stack one activation takes.
     frame_bytes: usize,
@@ -376,9 +385,29 @@ pub fn compile(
     counting: Counting,
     interrupts: Interrupts,
 ) -> Result<NativeProgram, NotCompiled> {
-    let functions =
-        check::reachable(program, entry, symbols).map_err(|reason| NotCompiled { reason })?;
-    translate::compile(program, entry, &functions, symbols, counting, interrupts)
+    compile_for(
+        program,
+        entry,
+        &Lengths::fixed(symbols),
+        counting,
+        interrupts,
+    )
+}
+
+/// [`compile`] for `lengths`, whose per-member dimensions each member
+/// runs with its own length (read from its arguments' shapes, at most the
+/// dimension's capacity): one program for a ragged batch
+/// ([`lengths`](crate::lengths)).
+pub fn compile_for(
+    program: &Program,
+    entry: FuncId,
+    lengths: &Lengths,
+    counting: Counting,
+    interrupts: Interrupts,
+) -> Result<NativeProgram, NotCompiled> {
+    let functions = check::reachable(program, entry, &lengths.values)
+        .map_err(|reason| NotCompiled { reason })?;
+    translate::compile(program, entry, &functions, lengths, counting, interrupts)
         .map_err(|reason| NotCompiled { reason })
 }
 
@@ -448,16 +477,43 @@ impl NativeProgram {
         self.draws
     }
 
-    /// Zeros of the entry's results' types and shapes: where
-    /// [`Runner::run_into`] writes a member's results. Made by the thread
-    /// that will drop them, a run's worker threads allocate nothing per
-    /// member (memory allocated on one thread and freed on another is
-    /// what the allocator serves slowest).
-    pub fn blank_results(&self) -> Vec<Tensor> {
-        self.results
+    /// Zeros of the entry's results' types and shapes for a member whose
+    /// arguments are `args`: where [`Runner::run_into`] writes its results.
+    /// Made by the thread that will drop them, a run's worker threads
+    /// allocate nothing per member (memory allocated on one thread and
+    /// freed on another is what the allocator serves slowest).
+    pub fn blank_results(&self, args: &[&Tensor]) -> Vec<Tensor> {
+        if !self.lengths.any_per_member() {
+            return self
+                .results
+                .iter()
+                .map(|r| Tensor::new(r.shape.clone(), Data::filled(Scalar::zero(r.ty), r.len())))
+                .collect();
+        }
+        let mut symbols = Vec::new();
+        self.member_symbols(args, &mut symbols);
+        self.result_types
             .iter()
-            .map(|r| Tensor::new(r.shape.clone(), Data::filled(Scalar::zero(r.ty), r.len())))
+            .map(|ty| {
+                let shape = lengths::shape(ty, &symbols);
+                let len = shape.iter().product();
+                Tensor::new(shape, Data::filled(Scalar::zero(ty.elem), len))
+            })
             .collect()
+    }
+
+    /// Whether the program runs each member with its own lengths of some
+    /// dimensions ([`compile_for`]).
+    pub fn per_member_lengths(&self) -> bool {
+        self.lengths.any_per_member()
+    }
+
+    /// The lengths of every symbol for a member whose arguments are
+    /// `args`, into `into`.
+    fn member_symbols(&self, args: &[&Tensor], into: &mut Vec<u64>) {
+        if let Err(e) = lengths::member_symbols(&self.lengths, &self.param_types, args, into) {
+            panic!("a member's arguments do not fit the program's lengths: {e}");
+        }
     }
 
     /// A runner of members over `statics`, which keeps its buffers from
@@ -474,12 +530,12 @@ impl NativeProgram {
             depth_left: 0,
             stack_limit: 0,
             counters: std::ptr::null_mut(),
-            symbols: self.symbols.as_ptr(),
+            symbols: std::ptr::null(),
             // The vector's elements stay where they are when the runner moves.
             static_data: static_data.as_ptr(),
             steps_reserve: 0,
             interrupt: &NEVER,
-            symbol_count: self.symbols.len(),
+            symbol_count: self.lengths.values.len(),
             arrays: &self.arrays,
             statics,
             rng: std::ptr::null_mut(),
@@ -492,13 +548,17 @@ impl NativeProgram {
             adjoints: Vec::new(),
             yielder: std::ptr::null(),
         });
-        Runner {
+        let symbols = self.lengths.values.clone();
+        let mut runner = Runner {
             program: self,
             _static_data: static_data,
+            symbols,
             bits: Vec::with_capacity(self.params.len()),
             slots: Vec::with_capacity(self.results.len() + 1),
             context,
-        }
+        };
+        runner.context.symbols = runner.symbols.as_ptr();
+        runner
     }
 }
 
@@ -508,6 +568,9 @@ pub struct Runner<'p> {
     program: &'p NativeProgram,
     /// Per static, the address of its elements (which `context` points to).
     _static_data: Vec<*const u8>,
+    /// The running member's length of every symbol (which `context`
+    /// points to): the program's, each per-member one the member's own.
+    symbols: Vec<u64>,
     /// One 8-byte slot per parameter.
     bits: Vec<u64>,
     /// One 8-byte slot per result, and one more.
@@ -571,7 +634,7 @@ impl Runner<'_> {
         counters: (*mut u64, usize),
         yielder: *const waits::MemberYielder,
     ) -> MemberRun {
-        let mut results = self.program.blank_results();
+        let mut results = self.program.blank_results(args);
         self.run_in_place(args, limits, rng, counters, yielder, &mut results)
             .map(|()| results)
     }
@@ -628,8 +691,9 @@ impl Runner<'_> {
         // checked above) and writes one result per slot (a scalar, or the
         // elements of an array through the pointer in its slot, sized from
         // the result's shape); the code touches only `context`'s fields,
-        // `counters` (one per segment), the symbols the program was
-        // compiled with, and its own frames. `rng` is null only for a
+        // `counters` (one per segment), the member's lengths
+        // (`self.symbols`, each per-member one within its capacity: the
+        // arguments were checked against them), and its own frames. `rng` is null only for a
         // program that draws nothing (no array operation reads it).
         unsafe { (program.trampoline)(context, self.bits.as_ptr(), self.slots.as_mut_ptr()) };
         let context = &mut *self.context;
@@ -659,9 +723,22 @@ impl Runner<'_> {
     }
 
     /// One 8-byte slot per parameter: a scalar's bits, or the address of
-    /// an array's elements.
+    /// an array's elements; and the member's lengths, from the arguments'
+    /// shapes, when it has its own.
     fn bind_arguments(&mut self, args: &[&Tensor]) {
         self.bits.clear();
+        if self.program.lengths.any_per_member() {
+            self.program.member_symbols(args, &mut self.symbols);
+            self.context.symbols = self.symbols.as_ptr();
+            for arg in args {
+                self.bits.push(if arg.shape.is_empty() {
+                    scalar_bits(arg.data.get(0))
+                } else {
+                    arrays::data_bytes(&arg.data).0 as u64
+                });
+            }
+            return;
+        }
         for (arg, param) in args.iter().zip(&self.program.params) {
             let bits = if param.shape.is_empty() {
                 assert!(
@@ -690,9 +767,15 @@ impl Runner<'_> {
             "one tensor per result"
         );
         self.slots.clear();
-        for (tensor, r) in results.iter_mut().zip(&self.program.results) {
+        let program = self.program;
+        for (k, (tensor, r)) in results.iter_mut().zip(&program.results).enumerate() {
+            let fits = if program.lengths.any_per_member() {
+                tensor.shape == lengths::shape(&program.result_types[k], &self.symbols)
+            } else {
+                same_shape(&tensor.shape, &r.shape)
+            };
             assert!(
-                same_shape(&tensor.shape, &r.shape) && tensor.data.ty() == r.ty,
+                fits && tensor.data.ty() == r.ty,
                 "a result tensor of the result's type and shape"
             );
             self.slots.push(if r.shape.is_empty() {

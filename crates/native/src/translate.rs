@@ -38,7 +38,8 @@ use cranelift_module::{default_libcall_names, Linkage, Module};
 use crate::arrays::{self, ArrayOp};
 use crate::forks;
 use crate::{
-    offsets, operand, shims, Counting, Interrupts, NativeProgram, Segment, Stop, Trampoline,
+    offsets, operand, shims, Counting, Interrupts, Lengths, NativeProgram, Segment, Stop,
+    Trampoline,
 };
 
 /// The bit of a stop code that a catching call does not recover from.
@@ -81,7 +82,12 @@ pub(crate) struct Unit<'p> {
     /// Per stop: whether its fault is the one the host left in the context.
     pub dynamic: Vec<bool>,
     pub segments: Vec<Segment>,
+    /// Per symbol: its length, or for a per-member one its capacity (what
+    /// the frames are sized for).
     pub symbols: &'p [u64],
+    /// Per symbol: whether each member has its own length, which the code
+    /// reads from the context ([`crate::lengths`]).
+    pub per_member: Vec<bool>,
     pub arrays: Vec<ArrayOp>,
     /// How many branches were merged into selects (`function::select`).
     pub merged_branches: usize,
@@ -112,6 +118,7 @@ impl<'p> Unit<'p> {
             dynamic: Vec::new(),
             segments: Vec::new(),
             symbols,
+            per_member: Vec::new(),
             arrays: Vec::new(),
             merged_branches: 0,
             tail_calls: 0,
@@ -120,6 +127,19 @@ impl<'p> Unit<'p> {
             counting,
             interrupts,
         })
+    }
+
+    /// Whether symbol `s` is each member's own.
+    pub fn is_per_member(&self, s: autobatch_types::SymbolId) -> bool {
+        self.per_member.get(s.0 as usize).copied().unwrap_or(false)
+    }
+
+    /// Whether a value of type `ty` has a dimension each member has its own
+    /// length of (its code then reads the lengths at run time).
+    pub fn is_ragged(&self, ty: &TensorType) -> bool {
+        ty.dims
+            .iter()
+            .any(|d| matches!(d, autobatch_types::Dim::Symbolic(s) if self.is_per_member(*s)))
     }
 
     /// Registers a stop and gives its status code.
@@ -215,11 +235,13 @@ pub(crate) fn compile(
     program: &Program,
     entry: FuncId,
     functions: &[FuncId],
-    symbols: &[u64],
+    lengths: &Lengths,
     counting: Counting,
     interrupts: Interrupts,
 ) -> Result<NativeProgram, String> {
+    let symbols = lengths.values.as_slice();
     let mut unit = Unit::new(program, symbols, counting, interrupts)?;
+    unit.per_member = lengths.per_member.clone();
     let outcome = define_all(&mut unit, entry, functions);
     let trampoline = match outcome {
         Ok(trampoline) => trampoline,
@@ -248,11 +270,17 @@ pub(crate) fn compile(
             .iter()
             .map(|r| operand(r, symbols))
             .collect(),
+        param_types: entry_function
+            .params
+            .iter()
+            .map(|p| entry_function.vars[*p].ty.clone())
+            .collect(),
+        result_types: entry_function.results.clone(),
         stops: unit.stops,
         dynamic: unit.dynamic,
         draws: unit.arrays.iter().any(|op| op.prim.is_random()),
         arrays: unit.arrays,
-        symbols: symbols.to_vec(),
+        lengths: lengths.clone(),
         segments: unit.segments,
         frame_bytes,
         entry_loc: entry_function.loc,

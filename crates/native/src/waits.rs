@@ -18,11 +18,9 @@
 //! stream and counts are those of [`crate::Runner::run`]; only the order in
 //! which members interleave changes, which no member can observe.
 //!
-//! Members of several programs may run together
-//! ([`run_batched_programs`]: the same source compiled for each size of a
-//! ragged batch): members of different programs share a product when it
-//! is the same product, the same kind over the same static matrix of the
-//! same shape.
+//! The members of a ragged batch run together whatever their lengths
+//! (`crate::lengths`): a product with a static matrix has the matrix's
+//! shape for every member.
 //!
 //! At most `MAX_LIVE` members of a thread are alive at once (each has a
 //! stack of its own, which the next member reuses when it ends, and which
@@ -75,22 +73,6 @@ pub struct MemberInput<'a> {
     pub rng: Option<MemberRng>,
 }
 
-/// The members of one program in a run of several
-/// ([`run_batched_programs`]).
-pub struct ProgramMembers<'a> {
-    pub program: &'a NativeProgram,
-    pub members: Vec<MemberInput<'a>>,
-}
-
-/// What [`run_batched_programs`] gives: per program, its members' runs and
-/// segment counts (as [`BatchedRun`]'s, in order); and, over all, the
-/// products computed and the member-products they served.
-pub struct ProgramsRun {
-    pub programs: Vec<BatchedRun>,
-    pub products: u64,
-    pub waits: u64,
-}
-
 /// What [`NativeProgram::run_batched`] gives: each member's run and
 /// segment counts, and how the products were batched.
 pub struct BatchedRun {
@@ -114,7 +96,7 @@ const MAX_LIVE: usize = 1024;
 
 /// One member's state, at a fixed address while its coroutine runs.
 struct Slot<'p> {
-    /// The program it runs (its own table of operations).
+    /// The program it runs (its table of operations).
     program: &'p NativeProgram,
     runner: crate::Runner<'p>,
     args: Vec<&'p Tensor>,
@@ -135,51 +117,45 @@ impl NativeProgram {
         members: Vec<MemberInput<'p>>,
         limits: &Limits,
     ) -> Result<BatchedRun, String> {
-        let one = ProgramMembers {
-            program: self,
-            members,
+        let limits = Limits {
+            stack_room: limits.stack_room.min(MAX_ROOM),
+            ..*limits
         };
-        let together = run_batched_programs(statics, vec![one], limits)?;
-        let mut run = together
-            .programs
+        let mut slots: Vec<Box<Slot<'p>>> = members
             .into_iter()
-            .next()
-            .expect("one program's run");
-        (run.products, run.waits) = (together.products, together.waits);
-        Ok(run)
-    }
-}
-
-/// Runs the members of several programs together on this thread (the
-/// module doc). Each program's runs carry no product figures of their own
-/// (they are shared: [`ProgramsRun`]).
-pub fn run_batched_programs<'p>(
-    statics: &'p [Tensor],
-    programs: Vec<ProgramMembers<'p>>,
-    limits: &Limits,
-) -> Result<ProgramsRun, String> {
-    let limits = Limits {
-        stack_room: limits.stack_room.min(MAX_ROOM),
-        ..*limits
-    };
-    let sizes: Vec<usize> = programs.iter().map(|p| p.members.len()).collect();
-    let mut slots: Vec<Box<Slot<'p>>> = programs
-        .into_iter()
-        .flat_map(|p| {
-            let program = p.program;
-            p.members.into_iter().map(move |m| {
+            .map(|m| {
                 Box::new(Slot {
-                    program,
-                    runner: program.runner(statics),
+                    program: self,
+                    runner: self.runner(statics),
                     args: m.args,
                     rng: m.rng,
-                    counters: vec![0; program.segments.len()],
+                    counters: vec![0; self.segments.len()],
                     run: None,
                     waiting: None,
                 })
             })
+            .collect();
+        let (products, waits) = drive(&mut slots, limits)?;
+        let (runs, counters) = slots
+            .into_iter()
+            .map(|slot| {
+                let slot = *slot;
+                let run = slot.run.expect("an ended member has its run");
+                (run, slot.counters)
+            })
+            .unzip();
+        Ok(BatchedRun {
+            runs,
+            counters,
+            products,
+            waits,
         })
-        .collect();
+    }
+}
+
+/// Runs the members of `slots` to their ends (see the module doc), giving
+/// the products computed and the member-products they served.
+fn drive<'p>(slots: &mut [Box<Slot<'p>>], limits: Limits) -> Result<(u64, u64), String> {
     let n = slots.len();
     let mut coroutines: Vec<Option<MemberCoroutine>> = (0..n).map(|_| None).collect();
     // Stacks of members that ended, for the next ones.
@@ -207,13 +183,13 @@ pub fn run_batched_programs<'p>(
             live -= usize::from(advance(&mut coroutines[next], &mut slots[next], &mut spare));
             next += 1;
         }
-        let Some(waiting) = most_waited(&slots) else {
+        let Some(waiting) = most_waited(slots) else {
             if next == n {
                 break;
             }
             continue;
         };
-        compute(&waiting, &slots);
+        compute(&waiting, slots);
         products += 1;
         waits += waiting.len() as u64;
         for m in waiting {
@@ -223,34 +199,7 @@ pub fn run_batched_programs<'p>(
     }
     debug_assert!(coroutines.iter().all(Option::is_none), "every member ended");
     crate::stacks::give_back(spare);
-    let mut slots = slots.into_iter();
-    let runs = sizes
-        .into_iter()
-        .map(|size| {
-            let (runs, counters) = slots
-                .by_ref()
-                .take(size)
-                .map(|slot| {
-                    let slot = *slot;
-                    (
-                        slot.run.expect("an ended member has its run"),
-                        slot.counters,
-                    )
-                })
-                .unzip();
-            BatchedRun {
-                runs,
-                counters,
-                products: 0,
-                waits: 0,
-            }
-        })
-        .collect();
-    Ok(ProgramsRun {
-        programs: runs,
-        products,
-        waits,
-    })
+    Ok((products, waits))
 }
 
 /// Computes the product the members `waiting` wait at (one product:
@@ -337,9 +286,8 @@ fn most_waited(slots: &[Box<Slot<'_>>]) -> Option<Vec<usize>> {
 }
 
 /// What makes two waits one product: the kind (`matvec` or `vecmat`), the
-/// element type, the static matrix's address and its shape (in one program
-/// the operation's number says the first three; members of programs
-/// compiled for different sizes share a product only so).
+/// element type, the static matrix's address and its shape (waits at
+/// different operations of the program share a product when these agree).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct ProductKey {
     vecmat: bool,

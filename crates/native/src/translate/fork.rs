@@ -20,8 +20,7 @@ use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Value};
 
 use super::function::{explicit_slot, Translator, FLAGS};
 use super::{machine_type, FORK_BEGIN, FORK_END, INSTANCE_BEGIN, INSTANCE_END};
-use crate::{offsets, operand, Stop};
-use autobatch_kernels::dim_length;
+use crate::{offsets, Stop};
 
 /// Where instance `k` finds one argument.
 #[derive(Clone, Copy)]
@@ -32,7 +31,7 @@ enum Source {
     /// scalar of type `scalar` is loaded, an array is passed by address.
     Element {
         base: Value,
-        bytes: i64,
+        bytes: Value,
         scalar: Option<types::Type>,
     },
     Index,
@@ -53,7 +52,8 @@ impl Translator<'_, '_, '_> {
             }
             Instances::Map { count, .. } => {
                 let call = &calls[0];
-                let count = dim_length(self.unit.symbols, *count);
+                // A constant, or the member's own length.
+                let count = self.dim_value(*count);
                 let sources = self.sources(call, dsts);
                 self.map_loop(call, count, &sources, overflow);
             }
@@ -114,15 +114,16 @@ impl Translator<'_, '_, '_> {
         self.b.switch_to_block(go_on);
     }
 
-    /// The bytes of one element (the item along the first axis) of array `v`.
-    fn element_bytes(&self, v: Var) -> i64 {
-        let whole = operand(&self.function.vars[v].ty, self.unit.symbols);
-        (whole.bytes() / whole.shape[0].max(1)) as i64
+    /// The bytes of one element (the item along the first axis) of array
+    /// `v` (the member's own).
+    fn element_bytes(&mut self, v: Var) -> Value {
+        let function = self.function;
+        self.bytes_of(&function.vars[v].ty, 1)
     }
 
     /// The address of element `k` of the array at `base`.
-    fn element_at(&mut self, base: Value, k: Value, bytes: i64) -> Value {
-        let offset = self.b.ins().imul_imm_s(k, bytes);
+    fn element_at(&mut self, base: Value, k: Value, bytes: Value) -> Value {
+        let offset = self.b.ins().imul(k, bytes);
         self.b.ins().iadd(base, offset)
     }
 
@@ -131,7 +132,7 @@ impl Translator<'_, '_, '_> {
         let bytes = self.var_bytes(v);
         let slot = explicit_slot(&mut self.b, bytes.max(8));
         let copy = self.b.ins().stack_addr(types::I64, slot, 0);
-        self.copy_inline(copy, from, bytes);
+        self.copy_var(copy, from, v);
         copy
     }
 
@@ -139,7 +140,7 @@ impl Translator<'_, '_, '_> {
     fn map_loop(
         &mut self,
         call: &InstanceCall<'_>,
-        count: usize,
+        count: Value,
         sources: &[Source],
         overflow: Stop,
     ) {
@@ -151,10 +152,7 @@ impl Translator<'_, '_, '_> {
         self.b.ins().jump(header, &[BlockArg::Value(zero)]);
         self.b.switch_to_block(header);
         let k = self.b.block_params(header)[0];
-        let more = self
-            .b
-            .ins()
-            .icmp_imm_u(IntCC::UnsignedLessThan, k, count as i64);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, k, count);
         self.b.ins().brif(more, body, &[], exit, &[]);
         self.b.switch_to_block(body);
         self.instance(call, k, sources, overflow, true);

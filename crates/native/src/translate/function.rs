@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use autobatch_ir::{
     BinaryOp, Block, BlockData, EntityRef, FuncId, Function, Loc, Op, Prim, Terminator, Var,
 };
-use autobatch_types::{Scalar, ScalarType};
+use autobatch_types::{Dim, Scalar, ScalarType, TensorType};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
     types, Block as NativeBlock, BlockArg, FuncRef, InstBuilder, MemFlagsData, StackSlot,
@@ -802,8 +802,7 @@ impl Translator<'_, '_, '_> {
                     if self.is_array(*v) {
                         let to = result_ptrs.next().expect("a pointer per array result");
                         let from = self.addr(*v);
-                        let bytes = self.var_bytes(*v);
-                        self.copy_inline(to, from, bytes);
+                        self.copy_var(to, from, *v);
                     } else {
                         let value = self.b.use_var(self.vars[v.index()]);
                         // The frames a tail call left out take their steps here.
@@ -1071,7 +1070,7 @@ impl Translator<'_, '_, '_> {
                 let bytes = self.var_bytes(*v);
                 let slot = explicit_slot(&mut self.b, bytes.max(8));
                 let copy = self.b.ins().stack_addr(types::I64, slot, 0);
-                self.copy_inline(copy, value, bytes);
+                self.copy_var(copy, value, *v);
                 values.push(copy);
             } else {
                 values.push(value);
@@ -1164,10 +1163,68 @@ impl Translator<'_, '_, '_> {
         self.b.ins().stack_addr(types::I64, area, offset as i32)
     }
 
-    /// The byte size of array variable `v`, as a value.
+    /// The byte size of array variable `v` (the member's own), as a value.
     pub(super) fn bytes(&mut self, v: Var) -> Value {
-        let bytes = operand(&self.function.vars[v].ty, self.unit.symbols).bytes();
-        self.b.ins().iconst(types::I64, bytes as i64)
+        let function = self.function;
+        self.bytes_of(&function.vars[v].ty, 0)
+    }
+
+    /// The bytes of a value of type `ty` without its first `skip`
+    /// dimensions (0: the whole value; 1: one item) for this member: a
+    /// constant, times the per-member lengths read from the context.
+    pub(super) fn bytes_of(&mut self, ty: &TensorType, skip: usize) -> Value {
+        let mut constant = crate::arrays::byte_size(ty.elem) as i64;
+        let mut per_member = Vec::new();
+        for dim in &ty.dims[skip..] {
+            match *dim {
+                Dim::Fixed(n) => constant *= n as i64,
+                Dim::Symbolic(s) if self.unit.is_per_member(s) => per_member.push(s),
+                Dim::Symbolic(s) => constant *= self.unit.symbols[s.0 as usize] as i64,
+            }
+        }
+        let mut bytes = self.b.ins().iconst(types::I64, constant);
+        for s in per_member {
+            let length = self.dim_value(Dim::Symbolic(s));
+            bytes = self.b.ins().imul(bytes, length);
+        }
+        bytes
+    }
+
+    /// The member's length of `dim`: a constant, or for a per-member
+    /// symbol, its length read from the context ([`crate::lengths`]).
+    pub(super) fn dim_value(&mut self, dim: Dim) -> Value {
+        let length = match dim {
+            Dim::Symbolic(s) if self.unit.is_per_member(s) => {
+                // The member's lengths do not change while it runs.
+                let table = self
+                    .b
+                    .ins()
+                    .load(types::I64, FIXED, self.ctx, offsets::SYMBOLS);
+                return self.b.ins().load(types::I64, FIXED, table, 8 * s.0 as i32);
+            }
+            Dim::Symbolic(s) => self.unit.symbols[s.0 as usize],
+            Dim::Fixed(n) => n,
+        };
+        self.b.ins().iconst(types::I64, length as i64)
+    }
+
+    /// Whether array variable `v` has a dimension each member has its own
+    /// length of.
+    pub(super) fn is_ragged(&self, v: Var) -> bool {
+        self.unit.is_ragged(&self.function.vars[v].ty)
+    }
+
+    /// Copies array variable `v`'s elements (the member's own) from `from`
+    /// to `to`: inline when small and the same for every member, else by
+    /// the host.
+    pub(super) fn copy_var(&mut self, to: Value, from: Value, v: Var) {
+        if self.is_ragged(v) {
+            let bytes = self.bytes(v);
+            self.copy(to, from, bytes);
+        } else {
+            let bytes = self.var_bytes(v);
+            self.copy_inline(to, from, bytes);
+        }
     }
 
     /// What passes `v` to a callee: its value, or its address.
@@ -1183,8 +1240,7 @@ impl Translator<'_, '_, '_> {
     pub(super) fn set_from(&mut self, v: Var, value: Value) {
         if self.is_array(v) {
             let to = self.addr(v);
-            let bytes = self.var_bytes(v);
-            self.copy_inline(to, value, bytes);
+            self.copy_var(to, value, v);
         } else {
             self.b.def_var(self.vars[v.index()], value);
         }

@@ -249,6 +249,11 @@ impl Translator<'_, '_, '_> {
         if !matches!(elem, ScalarType::F32 | ScalarType::F64) || !self.is_array(array) {
             return None;
         }
+        // Arrays of per-member lengths run on the host (the loop's
+        // length is a constant).
+        if self.is_ragged(array) {
+            return None;
+        }
         let shape = operand(&self.function.vars[array].ty, self.unit.symbols);
         if shape.bytes() <= INLINE_BYTES {
             return None;

@@ -14,7 +14,7 @@
 //! "Small" is at most [`INLINE_BYTES`]; larger arrays call the host.
 
 use autobatch_ir::{BinaryOp, EntityRef, Loc, Prim, UnaryOp, Var};
-use autobatch_types::ScalarType;
+use autobatch_types::{Dim, ScalarType, TensorType};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value};
 
@@ -40,7 +40,11 @@ impl Translator<'_, '_, '_> {
         match prim {
             Prim::Index => self.index(dst, args, loc),
             Prim::IndexSet => self.index_set(dst, args, loc),
-            Prim::Copy if self.is_array(dst) && self.var_bytes(dst) <= INLINE_BYTES => {
+            Prim::Copy
+                if self.is_array(dst)
+                    && !self.is_ragged(dst)
+                    && self.var_bytes(dst) <= INLINE_BYTES =>
+            {
                 let (to, from) = (self.addr(dst), self.addr(args[0]));
                 self.copy_inline(to, from, self.var_bytes(dst));
                 true
@@ -58,6 +62,9 @@ impl Translator<'_, '_, '_> {
         }
     }
 
+    /// The bytes of array variable `v`, known while translating: for one
+    /// with a per-member dimension, those of its capacity (its room in the
+    /// frame; its copies move the member's own, [`Self::copy_var`]).
     pub(super) fn var_bytes(&self, v: Var) -> usize {
         operand(&self.function.vars[v].ty, self.unit.symbols).bytes()
     }
@@ -98,18 +105,26 @@ impl Translator<'_, '_, '_> {
     /// ([`Self::host_fault`]), so the code after the operation has one way
     /// in: no merge for Cranelift to rebuild pure values after, and no
     /// value kept across the host's call.
+    ///
+    /// The bound is the member's own length of the array's first dimension
+    /// (read from the context when each member has its own).
     fn checked_position(&mut self, dst: Var, prim: &Prim, args: &[Var], loc: Loc) -> Value {
-        let length = operand(&self.function.vars[args[0]].ty, self.unit.symbols).shape[0];
-        if let Some(c) = self.constants.get(&args[1]).copied() {
-            if c >= 0 && c < length as i128 {
+        let outer = self.function.vars[args[0]].ty.dims[0];
+        let length = self.dim_value(outer);
+        let known = match outer {
+            Dim::Symbolic(s) if self.unit.is_per_member(s) => None,
+            _ => Some(operand(&self.function.vars[args[0]].ty, self.unit.symbols).shape[0]),
+        };
+        if let (Some(c), Some(known)) = (self.constants.get(&args[1]).copied(), known) {
+            if c >= 0 && c < known as i128 {
                 return self.b.ins().iconst(types::I64, c as i64);
             }
         }
         let position = self.position(args[1]);
-        let out =
-            self.b
-                .ins()
-                .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, position, length as i64);
+        let out = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, position, length);
         let slow = self.b.create_block();
         let fast = self.b.create_block();
         self.b.set_cold_block(slow);
@@ -120,13 +135,26 @@ impl Translator<'_, '_, '_> {
         position
     }
 
-    fn item_bytes(&self, array: Var) -> usize {
-        let shape = operand(&self.function.vars[array].ty, self.unit.symbols);
-        shape.bytes() / shape.shape[0].max(1)
+    /// The bytes of one item of `array` (along its first dimension), if
+    /// they are the same for every member.
+    fn item_bytes(&self, array: Var) -> Option<usize> {
+        let ty = &self.function.vars[array].ty;
+        let item = TensorType {
+            elem: ty.elem,
+            dims: ty.dims[1..].to_vec(),
+        };
+        if self.unit.is_ragged(&item) {
+            return None;
+        }
+        let shape = operand(ty, self.unit.symbols);
+        Some(shape.bytes() / shape.shape[0].max(1))
     }
 
     fn index(&mut self, dst: Var, args: &[Var], loc: Loc) -> bool {
-        let item = self.item_bytes(args[0]);
+        // An item with a per-member length: the host copies it.
+        let Some(item) = self.item_bytes(args[0]) else {
+            return false;
+        };
         if let Some(view) = self.views[dst.index()] {
             // A view: the address of the item, no copy (a position out of
             // bounds takes the host's path, which faults before writing).
@@ -156,9 +184,12 @@ impl Translator<'_, '_, '_> {
     }
 
     fn index_set(&mut self, dst: Var, args: &[Var], loc: Loc) -> bool {
-        let item = self.item_bytes(args[0]);
+        let Some(item) = self.item_bytes(args[0]) else {
+            return false;
+        };
         let whole = self.var_bytes(args[0]);
-        if item > INLINE_BYTES || (dst != args[0] && whole > INLINE_BYTES) {
+        let copies = dst != args[0];
+        if item > INLINE_BYTES || (copies && (whole > INLINE_BYTES || self.is_ragged(dst))) {
             return false;
         }
         let position = self.checked_position(dst, &Prim::IndexSet, args, loc);
@@ -188,7 +219,11 @@ impl Translator<'_, '_, '_> {
         f: impl Fn(&mut Self, Value, Value) -> Value,
     ) -> bool {
         let ty = self.function.vars[dst].ty.elem;
-        if !self.is_array(dst) || !ty.is_float() || self.var_bytes(dst) > INLINE_BYTES {
+        if !self.is_array(dst)
+            || !ty.is_float()
+            || self.is_ragged(dst)
+            || self.var_bytes(dst) > INLINE_BYTES
+        {
             return false;
         }
         let size = byte_size(ty);

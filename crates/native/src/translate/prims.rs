@@ -5,7 +5,7 @@
 
 use autobatch_ir::{BinaryOp, CompareOp, EntityRef, Loc, Prim, UnaryOp, Var};
 use autobatch_kernels::Fault;
-use autobatch_types::{Scalar, ScalarType};
+use autobatch_types::{Dim, Scalar, ScalarType};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Type, Value};
@@ -13,7 +13,7 @@ use cranelift_module::{Linkage, Module};
 
 use super::function::{LowTest, Translator};
 use super::{machine_type, ARRAY_OP};
-use crate::arrays::ArrayOp;
+use crate::arrays::{ArrayOp, RaggedTypes};
 use crate::shims::{self, Shim};
 use crate::{check, operand, Stop};
 
@@ -61,11 +61,8 @@ impl Translator<'_, '_, '_> {
         let result = match prim {
             Prim::Const(value) => Some(self.constant(*value)),
             Prim::Copy => Some(values[0]),
-            // The program is compiled for its symbols' values.
-            Prim::SymbolValue(symbol) => {
-                let value = self.unit.symbols[symbol.0 as usize];
-                Some(self.b.ins().iconst(types::I64, value as i64))
-            }
+            // A constant, or the member's own length.
+            Prim::SymbolValue(symbol) => Some(self.dim_value(Dim::Symbolic(*symbol))),
             Prim::Unary(op) => Some(self.unary(*op, types[0], values[0])),
             Prim::Binary(op) => Some(self.binary(*op, &types, values[0], values[1], loc)),
             Prim::Compare(op) => Some(self.compare(*op, types[0], values[0], values[1])),
@@ -458,6 +455,16 @@ impl Translator<'_, '_, '_> {
         let symbols = self.unit.symbols;
         let vars = &self.function.vars;
         let number = self.unit.arrays.len();
+        let operands = dst.iter().chain(args);
+        // An operation on values of per-member lengths gets its shapes
+        // from the member's lengths when it runs.
+        let ragged = operands
+            .clone()
+            .any(|v| self.is_ragged(*v))
+            .then(|| RaggedTypes {
+                args: args.iter().map(|v| vars[*v].ty.clone()).collect(),
+                result: dst.map(|d| vars[d].ty.clone()),
+            });
         self.unit.arrays.push(ArrayOp {
             prim: prim.clone(),
             args: args
@@ -465,7 +472,8 @@ impl Translator<'_, '_, '_> {
                 .map(|v| operand(&vars[*v].ty, symbols))
                 .collect(),
             result: dst.map(|d| operand(&vars[d].ty, symbols)),
-            batched: self.static_product(prim, args),
+            batched: ragged.is_none() && self.static_product(prim, args),
+            ragged,
         });
         let (operands, pointers) = (self.operand_slot, self.pointer_slot);
         let pointer = match dst {
