@@ -3,8 +3,8 @@
 //! Compiling a program to machine code takes milliseconds (25 ms for the
 //! sampler with a small model); a host that runs one program many times
 //! (`sample` with pooled adaptation runs the batch once per pooling, a
-//! Python loop calls `run` per step, a ragged batch whose longest
-//! member varies little) would pay that every time. [`compile`] therefore keeps the last
+//! Python loop calls `run` per step, ragged batches whose longest
+//! members round to the same capacity) would pay that every time. [`compile`] therefore keeps the last
 //! [`CAPACITY`] compiled programs of the process and gives a run the one
 //! it already has. Lock-step code (`native-lockstep`) is kept the same way,
 //! in the same cache ([`compile_lockstep`]).

@@ -2,8 +2,8 @@
 //! lengths (a batch of sentences of different lengths, each member's own
 //! data set), on the executors that do not run them as one batch
 //! ([`crate::Executor::runs_ragged`]: the reference; program-counter and
-//! local-static use `crate::batched::classes`, the native strategies a
-//! program per size), and where a batch goes whose padded rows do not fit.
+//! local-static use `crate::batched::classes`, the native strategies one
+//! program that reads each member's lengths), and where a batch goes whose padded rows do not fit.
 //!
 //! A batch whose [`Env::ragged`] is not empty runs here as one batch per
 //! **size**: the members that agree on every ragged dimension run together,

@@ -4,7 +4,8 @@
 //!
 //! It compiles scalar control (every scalar variable in a register),
 //! arrays in member-local memory whose shapes are fixed once the symbols
-//! are bound, and every primitive: scalar ones inline or through a shim,
+//! are bound (or, for a ragged batch's dimensions, read from each member's
+//! lengths, `crate::lengths`), and every primitive: scalar ones inline or through a shim,
 //! the others (arrays, statics, random draws) through the host
 //! (`crate::arrays`); calls, catching calls, forks (`join`, `map`,
 //! `pfor`), branches, loops, returns. Not yet: calls of host primitives.

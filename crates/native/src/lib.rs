@@ -63,6 +63,10 @@
 //! zero inside an array operation stops the member with the kernels'
 //! fault at the operation.
 //!
+//! A ragged batch runs on one program ([`compile_for`]): each member reads
+//! its own lengths of the per-member dimensions from its context, its
+//! arrays in frames sized for the batch's capacities (`lengths`).
+//!
 //! Forks (`join`, `map`, `pfor`) run their instances one after the other,
 //! as the reference executor does: each instance a native call one level
 //! deeper, with the instance's own random stream and the figures kept by

@@ -11,7 +11,8 @@
 //!
 //! Arrays live in the function's *array area*, one explicit stack slot per
 //! activation holding every array variable at a fixed offset (their byte
-//! sizes are known once the symbols are bound); their operations call the
+//! sizes are known once the symbols are bound; a per-member dimension's
+//! capacity, `crate::lengths`, sizes its place); their operations call the
 //! host (`crate::arrays`) with pointers into it.
 
 use std::collections::HashMap;
