@@ -277,6 +277,9 @@ impl Compiled {
 /// rounding lets a batch whose longest member is a little longer or
 /// shorter run the code kept from an earlier one).
 fn lengths(env: &Env, members: usize) -> Result<Lengths, ExecError> {
+    if env.ragged.is_empty() {
+        return Ok(Lengths::fixed(&env.symbols));
+    }
     let mut values = env.symbols.clone();
     let mut per_member = vec![false; values.len()];
     for ragged in &env.ragged {

@@ -4,10 +4,11 @@
 //! sampler with a small model); a host that runs one program many times
 //! (`sample` with pooled adaptation runs the batch once per pooling, a
 //! Python loop calls `run` per step, ragged batches whose longest
-//! members round to the same capacity) would pay that every time. [`compile`] therefore keeps the last
-//! [`CAPACITY`] compiled programs of the process and gives a run the one
-//! it already has. Lock-step code (`native-lockstep`) is kept the same way,
-//! in the same cache ([`compile_lockstep`]).
+//! members round to the same capacity) would pay that every time.
+//! [`compile`] therefore keeps the last [`CAPACITY`] compiled programs of
+//! the process and gives a run the one it already has. Lock-step code
+//! (`native-lockstep`) is kept the same way, in the same cache
+//! ([`compile_lockstep`]).
 //!
 //! What identifies compiled code: the program's text form (which determines
 //! the program exactly: `parse(print(p)) == p`), the entry, the lengths of
@@ -284,43 +285,25 @@ b0:  @1:1
             interrupts: Interrupts::Polled,
             ..kept
         };
-        let first = compile(
-            &program,
-            &text,
-            entry,
-            &Lengths::fixed(&[u64::MAX - 1]),
-            kept,
-        )
-        .unwrap();
+        let one = Lengths::fixed(&[u64::MAX - 1]);
+        let first = compile(&program, &text, entry, &one, kept).unwrap();
         assert!(!first.cached);
-        let again = compile(
-            &program,
-            &text,
-            entry,
-            &Lengths::fixed(&[u64::MAX - 1]),
-            kept,
-        )
-        .unwrap();
+        let again = compile(&program, &text, entry, &one, kept).unwrap();
         assert!(again.cached);
         assert!(Arc::ptr_eq(&first.program, &again.program));
-        let other = compile(
-            &program,
-            &text,
-            entry,
-            &Lengths::fixed(&[u64::MAX - 1]),
-            skipped,
-        )
-        .unwrap();
+        let other = compile(&program, &text, entry, &one, skipped).unwrap();
         assert!(!other.cached, "counting is part of the key");
-        let other = compile(
-            &program,
-            &text,
-            entry,
-            &Lengths::fixed(&[u64::MAX - 1]),
-            polled,
-        )
-        .unwrap();
+        let other = compile(&program, &text, entry, &one, polled).unwrap();
         assert!(!other.cached, "interrupts are part of the key");
+        let ragged = Lengths {
+            values: one.values.clone(),
+            per_member: vec![true],
+        };
+        let other = compile(&program, &text, entry, &ragged, kept).unwrap();
+        assert!(
+            !other.cached,
+            "which lengths are per member is part of the key"
+        );
         for k in 0..CAPACITY as u64 {
             compile(
                 &program,
@@ -331,14 +314,7 @@ b0:  @1:1
             )
             .unwrap();
         }
-        let evicted = compile(
-            &program,
-            &text,
-            entry,
-            &Lengths::fixed(&[u64::MAX - 1]),
-            kept,
-        )
-        .unwrap();
+        let evicted = compile(&program, &text, entry, &one, kept).unwrap();
         assert!(!evicted.cached, "the oldest entry was dropped");
         assert!(lock().entries.len() <= CAPACITY);
         // Lock-step code is kept too, apart from the per-member code of the
@@ -353,14 +329,7 @@ b0:  @1:1
         let uncounted =
             compile_lockstep(&program, &text, entry, &[u64::MAX - 1], Counting::Skipped).unwrap();
         assert!(!uncounted.cached, "counting is part of the key");
-        let per_member = compile(
-            &program,
-            &text,
-            entry,
-            &Lengths::fixed(&[u64::MAX - 1]),
-            kept,
-        )
-        .unwrap();
+        let per_member = compile(&program, &text, entry, &one, kept).unwrap();
         assert!(per_member.cached, "the per-member code is still kept");
     }
 }
