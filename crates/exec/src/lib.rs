@@ -238,8 +238,8 @@ pub struct Stats {
     /// How many sizes the batch has: 1 when every member has the same
     /// lengths; for a ragged batch, the distinct combinations of lengths of
     /// its ragged dimensions (its size classes). The batching strategies
-    /// run them as one batch (`batched::classes`), the native ones with a
-    /// program per size; the reference, and any strategy whose padded rows
+    /// run them as one batch (`batched::classes`), the native ones on one
+    /// program that reads each member's lengths; the reference, and any strategy whose padded rows
     /// do not fit in memory, each as a batch of its own ([`ragged`]).
     pub sizes: u64,
     /// The figures the executor reports of its own (`--stats` prints them

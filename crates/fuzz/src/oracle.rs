@@ -43,8 +43,9 @@ impl std::fmt::Display for Configuration {
 }
 
 /// Every strategy with its first lanes mode and block choice on two
-/// threads: ragged batches run one batch per size, each split between the
-/// threads, and every member must keep its own random stream.
+/// threads: ragged batches run as one batch (or, on the reference, one
+/// batch per size) split between the threads, and every member must keep
+/// its own random stream.
 pub fn threaded_configurations() -> Vec<Configuration> {
     Strategy::ALL
         .into_iter()

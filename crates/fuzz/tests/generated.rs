@@ -217,7 +217,7 @@ fn seed_failure(seed: u64) -> Option<String> {
 }
 
 /// Fails while a strategy disagrees with the reference. The seeds run on
-/// two threads (CI has two cores; ragged batches run one batch per size).
+/// two threads (CI has two cores).
 #[test]
 fn every_configuration_matches_the_reference() {
     const WORKERS: u64 = 2;
