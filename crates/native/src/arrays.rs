@@ -81,10 +81,7 @@ impl ArrayOp {
         let Some(types) = &self.ragged else {
             return std::borrow::Cow::Borrowed(self);
         };
-        let resolve = |ty: &TensorType| Operand {
-            ty: ty.elem,
-            shape: crate::lengths::shape(ty, symbols),
-        };
+        let resolve = |ty: &TensorType| crate::operand(ty, symbols);
         std::borrow::Cow::Owned(ArrayOp {
             prim: self.prim.clone(),
             args: types.args.iter().map(resolve).collect(),

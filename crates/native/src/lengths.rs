@@ -15,7 +15,7 @@
 //! one that only batched entry arguments have in their types, so the
 //! shapes of the member's arguments fix it ([`member_symbols`]).
 
-use autobatch_types::{Dim, Tensor, TensorType};
+use autobatch_types::{Dim, SymbolId, Tensor, TensorType};
 
 /// The lengths a program is compiled for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,8 +38,8 @@ impl Lengths {
     }
 
     /// Whether symbol `s` is each member's own.
-    pub fn is_per_member(&self, s: u32) -> bool {
-        self.per_member.get(s as usize).copied().unwrap_or(false)
+    pub fn is_per_member(&self, s: SymbolId) -> bool {
+        self.per_member.get(s.0 as usize).copied().unwrap_or(false)
     }
 
     /// Whether any dimension is each member's own.
@@ -51,7 +51,7 @@ impl Lengths {
     pub fn is_ragged(&self, ty: &TensorType) -> bool {
         ty.dims
             .iter()
-            .any(|d| matches!(d, Dim::Symbolic(s) if self.is_per_member(s.0)))
+            .any(|d| matches!(d, Dim::Symbolic(s) if self.is_per_member(*s)))
     }
 }
 
@@ -82,7 +82,7 @@ pub(crate) fn member_symbols(
             let length = length as u64;
             let fits = match dim {
                 Dim::Fixed(n) => *n == length,
-                Dim::Symbolic(s) if lengths.is_per_member(s.0) => {
+                Dim::Symbolic(s) if lengths.is_per_member(*s) => {
                     let s = s.0 as usize;
                     let agrees = !seen[s] || into[s] == length;
                     let fits = agrees && length <= lengths.values[s];
@@ -100,17 +100,6 @@ pub(crate) fn member_symbols(
         }
     }
     Ok(())
-}
-
-/// The shape of a value of type `ty` when the symbols are `symbols`.
-pub(crate) fn shape(ty: &TensorType, symbols: &[u64]) -> Vec<usize> {
-    ty.dims
-        .iter()
-        .map(|d| match d {
-            Dim::Fixed(n) => *n as usize,
-            Dim::Symbolic(s) => symbols[s.0 as usize] as usize,
-        })
-        .collect()
 }
 
 #[cfg(test)]

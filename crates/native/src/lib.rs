@@ -487,29 +487,17 @@ impl NativeProgram {
     /// allocate nothing per member (memory allocated on one thread and
     /// freed on another is what the allocator serves slowest).
     pub fn blank_results(&self, args: &[&Tensor]) -> Vec<Tensor> {
+        let blank =
+            |r: &Operand| Tensor::new(r.shape.clone(), Data::filled(Scalar::zero(r.ty), r.len()));
         if !self.lengths.any_per_member() {
-            return self
-                .results
-                .iter()
-                .map(|r| Tensor::new(r.shape.clone(), Data::filled(Scalar::zero(r.ty), r.len())))
-                .collect();
+            return self.results.iter().map(blank).collect();
         }
         let mut symbols = Vec::new();
         self.member_symbols(args, &mut symbols);
         self.result_types
             .iter()
-            .map(|ty| {
-                let shape = lengths::shape(ty, &symbols);
-                let len = shape.iter().product();
-                Tensor::new(shape, Data::filled(Scalar::zero(ty.elem), len))
-            })
+            .map(|ty| blank(&operand(ty, &symbols)))
             .collect()
-    }
-
-    /// Whether the program runs each member with its own lengths of some
-    /// dimensions ([`compile_for`]).
-    pub fn per_member_lengths(&self) -> bool {
-        self.lengths.any_per_member()
     }
 
     /// The lengths of every symbol for a member whose arguments are
@@ -774,7 +762,7 @@ impl Runner<'_> {
         let program = self.program;
         for (k, (tensor, r)) in results.iter_mut().zip(&program.results).enumerate() {
             let fits = if program.lengths.any_per_member() {
-                tensor.shape == lengths::shape(&program.result_types[k], &self.symbols)
+                tensor.shape == operand(&program.result_types[k], &self.symbols).shape
             } else {
                 same_shape(&tensor.shape, &r.shape)
             };

@@ -82,12 +82,9 @@ pub(crate) struct Unit<'p> {
     /// Per stop: whether its fault is the one the host left in the context.
     pub dynamic: Vec<bool>,
     pub segments: Vec<Segment>,
-    /// Per symbol: its length, or for a per-member one its capacity (what
-    /// the frames are sized for).
-    pub symbols: &'p [u64],
-    /// Per symbol: whether each member has its own length, which the code
-    /// reads from the context ([`crate::lengths`]).
-    pub per_member: Vec<bool>,
+    /// The lengths compiled for: constants, and the per-member ones the
+    /// code reads from the context ([`crate::lengths`]).
+    pub lengths: &'p Lengths,
     pub arrays: Vec<ArrayOp>,
     /// How many branches were merged into selects (`function::select`).
     pub merged_branches: usize,
@@ -105,7 +102,7 @@ impl<'p> Unit<'p> {
     /// A unit with a new module and nothing translated yet.
     pub fn new(
         program: &'p Program,
-        symbols: &'p [u64],
+        lengths: &'p Lengths,
         counting: Counting,
         interrupts: Interrupts,
     ) -> Result<Unit<'p>, String> {
@@ -117,8 +114,7 @@ impl<'p> Unit<'p> {
             stops: Vec::new(),
             dynamic: Vec::new(),
             segments: Vec::new(),
-            symbols,
-            per_member: Vec::new(),
+            lengths,
             arrays: Vec::new(),
             merged_branches: 0,
             tail_calls: 0,
@@ -129,17 +125,10 @@ impl<'p> Unit<'p> {
         })
     }
 
-    /// Whether symbol `s` is each member's own.
-    pub fn is_per_member(&self, s: autobatch_types::SymbolId) -> bool {
-        self.per_member.get(s.0 as usize).copied().unwrap_or(false)
-    }
-
-    /// Whether a value of type `ty` has a dimension each member has its own
-    /// length of (its code then reads the lengths at run time).
-    pub fn is_ragged(&self, ty: &TensorType) -> bool {
-        ty.dims
-            .iter()
-            .any(|d| matches!(d, autobatch_types::Dim::Symbolic(s) if self.is_per_member(*s)))
+    /// Per symbol: its length, or for a per-member one its capacity (what
+    /// the frames are sized for).
+    pub fn symbols(&self) -> &'p [u64] {
+        &self.lengths.values
     }
 
     /// Registers a stop and gives its status code.
@@ -240,8 +229,7 @@ pub(crate) fn compile(
     interrupts: Interrupts,
 ) -> Result<NativeProgram, String> {
     let symbols = lengths.values.as_slice();
-    let mut unit = Unit::new(program, symbols, counting, interrupts)?;
-    unit.per_member = lengths.per_member.clone();
+    let mut unit = Unit::new(program, lengths, counting, interrupts)?;
     let outcome = define_all(&mut unit, entry, functions);
     let trampoline = match outcome {
         Ok(trampoline) => trampoline,

@@ -342,7 +342,7 @@ pub(super) fn translate(
     b.def_var(steps, params[2]);
     let depth = b.declare_var(types::I64);
     b.def_var(depth, params[1]);
-    let area = array_area(function, unit.symbols);
+    let area = array_area(function, unit.symbols());
     let has_arrays = function.vars.values().any(|v| !v.ty.is_scalar());
     let area_slot = has_arrays.then(|| explicit_slot(&mut b, area.bytes.max(8)));
     let operands = 8 * max_operands(function);
@@ -1179,8 +1179,8 @@ impl Translator<'_, '_, '_> {
         for dim in &ty.dims[skip..] {
             match *dim {
                 Dim::Fixed(n) => constant *= n as i64,
-                Dim::Symbolic(s) if self.unit.is_per_member(s) => per_member.push(s),
-                Dim::Symbolic(s) => constant *= self.unit.symbols[s.0 as usize] as i64,
+                Dim::Symbolic(s) if self.unit.lengths.is_per_member(s) => per_member.push(s),
+                Dim::Symbolic(s) => constant *= self.unit.symbols()[s.0 as usize] as i64,
             }
         }
         let mut bytes = self.b.ins().iconst(types::I64, constant);
@@ -1195,7 +1195,7 @@ impl Translator<'_, '_, '_> {
     /// symbol, its length read from the context ([`crate::lengths`]).
     pub(super) fn dim_value(&mut self, dim: Dim) -> Value {
         let length = match dim {
-            Dim::Symbolic(s) if self.unit.is_per_member(s) => {
+            Dim::Symbolic(s) if self.unit.lengths.is_per_member(s) => {
                 // The member's lengths do not change while it runs.
                 let table = self
                     .b
@@ -1203,7 +1203,7 @@ impl Translator<'_, '_, '_> {
                     .load(types::I64, FIXED, self.ctx, offsets::SYMBOLS);
                 return self.b.ins().load(types::I64, FIXED, table, 8 * s.0 as i32);
             }
-            Dim::Symbolic(s) => self.unit.symbols[s.0 as usize],
+            Dim::Symbolic(s) => self.unit.symbols()[s.0 as usize],
             Dim::Fixed(n) => n,
         };
         self.b.ins().iconst(types::I64, length as i64)
@@ -1212,7 +1212,7 @@ impl Translator<'_, '_, '_> {
     /// Whether array variable `v` has a dimension each member has its own
     /// length of.
     pub(super) fn is_ragged(&self, v: Var) -> bool {
-        self.unit.is_ragged(&self.function.vars[v].ty)
+        self.unit.lengths.is_ragged(&self.function.vars[v].ty)
     }
 
     /// Copies array variable `v`'s elements (the member's own) from `from`

@@ -254,14 +254,14 @@ impl Translator<'_, '_, '_> {
         if self.is_ragged(array) {
             return None;
         }
-        let shape = operand(&self.function.vars[array].ty, self.unit.symbols);
+        let shape = operand(&self.function.vars[array].ty, self.unit.symbols());
         if shape.bytes() <= INLINE_BYTES {
             return None;
         }
         let same_elem = |v: &Var| self.function.vars[*v].ty.elem == elem;
         let same_shape = |v: &Var| {
             !self.is_array(*v)
-                || operand(&self.function.vars[*v].ty, self.unit.symbols).shape == shape.shape
+                || operand(&self.function.vars[*v].ty, self.unit.symbols()).shape == shape.shape
         };
         let fits = match step {
             Step::Binary(_) | Step::Neg => args.iter().all(|v| same_elem(v) && same_shape(v)),

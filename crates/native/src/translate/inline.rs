@@ -66,7 +66,7 @@ impl Translator<'_, '_, '_> {
     /// with a per-member dimension, those of its capacity (its room in the
     /// frame; its copies move the member's own, [`Self::copy_var`]).
     pub(super) fn var_bytes(&self, v: Var) -> usize {
-        operand(&self.function.vars[v].ty, self.unit.symbols).bytes()
+        operand(&self.function.vars[v].ty, self.unit.symbols()).bytes()
     }
 
     /// Copies `bytes` (a multiple of the element size) from `from` to `to`:
@@ -112,8 +112,8 @@ impl Translator<'_, '_, '_> {
         let outer = self.function.vars[args[0]].ty.dims[0];
         let length = self.dim_value(outer);
         let known = match outer {
-            Dim::Symbolic(s) if self.unit.is_per_member(s) => None,
-            _ => Some(operand(&self.function.vars[args[0]].ty, self.unit.symbols).shape[0]),
+            Dim::Symbolic(s) if self.unit.lengths.is_per_member(s) => None,
+            _ => Some(operand(&self.function.vars[args[0]].ty, self.unit.symbols()).shape[0]),
         };
         if let (Some(c), Some(known)) = (self.constants.get(&args[1]).copied(), known) {
             if c >= 0 && c < known as i128 {
@@ -143,10 +143,10 @@ impl Translator<'_, '_, '_> {
             elem: ty.elem,
             dims: ty.dims[1..].to_vec(),
         };
-        if self.unit.is_ragged(&item) {
+        if self.unit.lengths.is_ragged(&item) {
             return None;
         }
-        let shape = operand(ty, self.unit.symbols);
+        let shape = operand(ty, self.unit.symbols());
         Some(shape.bytes() / shape.shape[0].max(1))
     }
 

@@ -35,6 +35,7 @@ use cranelift_module::{Linkage, Module};
 
 use super::function::{explicit_slot, segments, Translator, FLAGS};
 use super::{machine_type, Unit};
+use crate::Lengths;
 use crate::{Counting, Interrupts, Segment, Stop};
 
 /// The status of a member that returned from the entry (0: still
@@ -181,7 +182,8 @@ pub(crate) fn compile(
     symbols: &[u64],
     counting: Counting,
 ) -> Result<LockCode, String> {
-    let mut unit = Unit::new(program, symbols, counting, Interrupts::Ignored)?;
+    let lengths = Lengths::fixed(symbols);
+    let mut unit = Unit::new(program, &lengths, counting, Interrupts::Ignored)?;
     let layout = layout(&mut unit, functions);
     match define_pieces(&mut unit, &layout) {
         Ok(pieces) => Ok(LockCode {

@@ -452,7 +452,7 @@ impl Translator<'_, '_, '_> {
     /// the pointer slot (a scalar's through the operand slot), then
     /// `crate::arrays::array_op`; gives its return code (non-zero: failed).
     fn host_call(&mut self, dst: Option<Var>, prim: &Prim, args: &[Var]) -> Value {
-        let symbols = self.unit.symbols;
+        let symbols = self.unit.symbols();
         let vars = &self.function.vars;
         let number = self.unit.arrays.len();
         let operands = dst.iter().chain(args);
