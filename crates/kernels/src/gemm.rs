@@ -537,6 +537,10 @@ const MV_NR: usize = 4;
 /// accumulators keep both FMA units busy through the FMA's latency, where
 /// [`MV_MR`] would leave the single vector's three chains waiting.
 const MV_MR_ONE: usize = 8;
+/// Rows of a tile against two or three vectors ([`few_vectors`]) with 16
+/// vector registers (AVX2): 8 or 12 accumulators, four row loads and one
+/// vector load live. With 32 (AVX-512), `avx512::matvec` takes 8 rows.
+const MV_MR_FEW: usize = 4;
 
 /// # Safety
 /// Rows `i0..i0 + MR` of `m` and vectors `b_start..b_end` of `vs` exist, and
@@ -583,13 +587,15 @@ pub(crate) unsafe fn matvec_row_tile<T: GemmFloat, V: DotVector<T>, const MR: us
 
 /// Rows `r0..r1` of `m` against the vectors `b0..b1` of `vs`: groups of
 /// [`MV_NR`] vectors against tiles of [`MV_MR`] rows, then the vectors
-/// left one at a time against tiles of [`MV_MR_ONE`] rows, then of 4, then
-/// single rows.
+/// left: two or three together against tiles of `FEW` rows
+/// ([`few_vectors`]; a product batching a few members' vectors is this
+/// case), one against tiles of [`MV_MR_ONE`] rows, then of 4, then single
+/// rows.
 ///
 /// # Safety
 /// As [`matvec_row_tile`], for every row and vector named.
 #[inline(always)]
-pub(crate) unsafe fn matvec_rows<T: GemmFloat, V: DotVector<T>>(
+pub(crate) unsafe fn matvec_rows<T: GemmFloat, V: DotVector<T>, const FEW: usize>(
     m: *const T,
     rows: usize,
     k: usize,
@@ -610,8 +616,11 @@ pub(crate) unsafe fn matvec_rows<T: GemmFloat, V: DotVector<T>>(
             i += 1;
         }
     }
-    if grouped == b1 {
-        return;
+    match b1 - grouped {
+        0 => return,
+        2 => return few_vectors::<T, V, FEW, 2>(m, rows, k, (r0, r1), vs, grouped, out),
+        3 => return few_vectors::<T, V, FEW, 3>(m, rows, k, (r0, r1), vs, grouped, out),
+        _ => {}
     }
     let b0 = grouped;
     let mut i = r0;
@@ -625,6 +634,51 @@ pub(crate) unsafe fn matvec_rows<T: GemmFloat, V: DotVector<T>>(
     }
     while i < r1 {
         matvec_row_tile::<T, V, 1>(m, rows, k, i, vs, b0, b1, out);
+        i += 1;
+    }
+}
+
+/// Rows `r0..r1` of `m` against the `NR` (2 or 3) vectors from `b0` of
+/// `vs`, all at once: tiles of `MR` rows, then single rows. Each
+/// row is loaded once for the `NR` vectors, where one vector at a time
+/// would load it `NR` times (the same bits: each element is its own
+/// accumulator in [`dot_tile`]).
+///
+/// # Safety
+/// As [`matvec_row_tile`], for every row named and vectors `b0..b0 + NR`.
+#[inline(always)]
+unsafe fn few_vectors<T: GemmFloat, V: DotVector<T>, const MR: usize, const NR: usize>(
+    m: *const T,
+    rows: usize,
+    k: usize,
+    (r0, r1): (usize, usize),
+    vs: *const T,
+    b0: usize,
+    out: *mut T,
+) {
+    let mut vp = [vs; NR];
+    for (v, p) in vp.iter_mut().enumerate() {
+        *p = vs.add((b0 + v) * k);
+    }
+    let mut i = r0;
+    while i + MR <= r1 {
+        let mut mp = [m; MR];
+        for (r, p) in mp.iter_mut().enumerate() {
+            *p = m.add((i + r) * k);
+        }
+        let d = dot_tile::<T, V, MR, NR>(mp, vp, k);
+        for (r, row) in d.iter().enumerate() {
+            for (v, x) in row.iter().enumerate() {
+                *out.add((b0 + v) * rows + i + r) = *x;
+            }
+        }
+        i += MR;
+    }
+    while i < r1 {
+        let d = dot_tile::<T, V, 1, NR>([m.add(i * k)], vp, k);
+        for (v, x) in d[0].iter().enumerate() {
+            *out.add((b0 + v) * rows + i) = *x;
+        }
         i += 1;
     }
 }
@@ -654,7 +708,17 @@ fn matvec_v<T: GemmFloat, V: DotVector<T>>(
         while b_start < n {
             let b_end = (b_start + vec_block).min(n);
             // SAFETY: the public function checked m (rows x k), vs (n x k), out (n x rows).
-            unsafe { matvec_rows::<T, V>(mp, rows, k, (r_start, r_end), vp, (b_start, b_end), op) };
+            unsafe {
+                matvec_rows::<T, V, MV_MR_FEW>(
+                    mp,
+                    rows,
+                    k,
+                    (r_start, r_end),
+                    vp,
+                    (b_start, b_end),
+                    op,
+                )
+            };
             b_start = b_end;
         }
         r_start = r_end;

@@ -99,7 +99,7 @@ fn matvec_paths<T: TestFloat>(gen: &mut Gen) {
     let paths = paths();
     for rows in [1usize, 7, 8, 9, 17, 100, 257] {
         for k in [0usize, 1, 3, 7, 8, 9, 15, 16, 17, 100, 257, 700] {
-            for n in [1usize, 5, 6, 7, 13, 40] {
+            for n in [1usize, 2, 3, 5, 6, 7, 8, 9, 13, 40] {
                 if rows * k * n > 3_000_000 {
                     continue;
                 }

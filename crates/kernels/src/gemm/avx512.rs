@@ -427,7 +427,8 @@ pub fn matvec<T: GemmFloat, P: Pairs<T>, V: super::DotVector<T>>(
             b0 = b1;
         }
         // SAFETY: as above, for the vectors after the tiled ones.
-        unsafe { matvec_rows::<T, V>(mp, rows, k, (r0, r1), vp, (n_tiled, n), op) };
+        // (Eight rows against two or three vectors: 32 registers hold them.)
+        unsafe { matvec_rows::<T, V, 8>(mp, rows, k, (r0, r1), vp, (n_tiled, n), op) };
         r0 = r1;
     }
 }
