@@ -5,8 +5,8 @@ For every model, hidden size and batch size: writes one inputs file (the
 batch and the weights, from tools/treelstm_inputs.py or
 tools/models_inputs.py with seed 0), then
   - ours: `target/release/autobatch-bench model MODEL.ab` (what
-    `autobatch run` does, in a loop: one cold run, then --runs more in the
-    same process, as DyNet's side runs after a warm-up) under the
+    `autobatch run` does, in a loop: one cold run, untimed runs for
+    --warmup seconds, then --runs more in the same process) under the
     program-counter (pc), local-static (ls), native (na) and
     native-batched (nb) strategies (`--strategies` to choose), and the
     same for MODEL_seq.ab (the model without instances, "seq pc", "seq
@@ -17,7 +17,11 @@ tools/models_inputs.py with seed 0), then
     autobatch 0 (off), 1 and 2, each in its own process (dynet_config must
     be set before `import dynet`); the time is one renew_cg, the graph of
     the whole batch and its forward pass (graph building is part of DyNet's
-    cost), after one untimed warm-up run.
+    cost), after untimed runs for --warmup seconds (at least one).
+Both sides warm up for the same time (0.2 s by default): with two threads
+on a shared VM our first runs can be slower (the second worker wakes too
+late to share a small batch; docs/benchmarks.md, "The first runs of a
+process"), and DyNet's allocator warms up too.
 Items per second is the batch size over the median of --runs runs. DyNet's
 outputs are compared with ours (the largest difference is reported), so
 both compute the same model. Prints a markdown table and writes every
@@ -37,7 +41,7 @@ being i % C (C = 5 for TreeLSTM, 3 for BiRNN), then
     runs, which includes the gradient of the batch's summed loss;
   - DyNet: renew_cg, every member's graph, pickneglogsoftmax(logits, label)
     (the same logsumexp(z) - z[label], checked on the values), esum,
-    value() and backward(), timed as a whole after one untimed warm-up; no
+    value() and backward(), timed as a whole after the warm-up; no
     update is applied, and the gradients are zeroed (scale_gradient(0): this
     DyNet has no ParameterCollection.reset_gradient) before every run,
     untimed, so they do not accumulate.
@@ -98,6 +102,8 @@ def set_strategies(names):
     STRATEGIES[:] = [s for s in STRATEGIES if s in names]
 
 SST = os.path.join(ROOT, "examples/data/sst/test.txt")
+# Seconds of untimed runs before the timed ones, on both sides (--warmup).
+WARMUP = 0.2
 
 
 # ------------------------------------------------------------ inputs ----
@@ -142,11 +148,12 @@ def flatten(v, out):
 
 
 def bench_model(program, entry, inputs, strategy, runs, timeout, grad_statics=None):
-    """`autobatch-bench model`: one cold run, then `runs` more in the same
-    process; the report (median of the warm runs' wall seconds, the last
-    run's output document)."""
+    """`autobatch-bench model`: one cold run, untimed runs for WARMUP
+    seconds, then `runs` more in the same process; the report (median of
+    the timed runs' wall seconds, the last run's output document)."""
     cmd = [BENCH, "model", os.path.join(ROOT, "examples/models", program + ".ab"),
-           "--entry", entry, "--inputs", inputs, "--strategy", strategy, "--runs", str(runs)]
+           "--entry", entry, "--inputs", inputs, "--strategy", strategy, "--runs", str(runs),
+           "--warmup", str(WARMUP)]
     if grad_statics:
         cmd += ["--grad-statics", ",".join(grad_statics)]
     done = subprocess.run(cmd, check=True, timeout=timeout, stdout=subprocess.PIPE)
@@ -177,7 +184,7 @@ def run_dynet(model, inputs, autobatch, runs, timeout, mode="forward"):
     train mode (median seconds, the worker's whole document)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         subprocess.run([sys.executable, __file__, "--worker", model, inputs, str(autobatch),
-                        str(runs), mode, out.name], check=True, timeout=timeout)
+                        str(runs), mode, str(WARMUP), out.name], check=True, timeout=timeout)
         with open(out.name) as f:
             doc = json.load(f)
     return statistics.median(doc["seconds"]), (doc if mode == "train" else doc["outputs"])
@@ -185,7 +192,7 @@ def run_dynet(model, inputs, autobatch, runs, timeout, mode="forward"):
 
 # ------------------------------------------------------------ DyNet -----
 
-def worker(model, inputs, autobatch, runs, mode, out_path):
+def worker(model, inputs, autobatch, runs, mode, warmup, out_path):
     import dynet_config
     dynet_config.set(mem="2048", autobatch=int(autobatch), random_seed=1)
     import dynet as dy
@@ -197,33 +204,46 @@ def worker(model, inputs, autobatch, runs, mode, out_path):
     pc = dy.ParameterCollection()
     build = BUILDERS[model](dy, np, pc, shared)
     steps = train_steps if mode == "train" else forward_steps
-    result = steps(dy, np, pc, build, batch, int(runs))
+    result = steps(dy, np, pc, build, batch, int(runs), float(warmup))
     with open(out_path, "w") as f:
         json.dump(result, f)
 
 
-def forward_steps(dy, np, pc, build, batch, runs):
+def warmed(step, runs, warmup):
+    """`step()` (which returns its seconds) run untimed once and then until
+    `warmup` seconds have passed, then `runs` times: those runs' seconds."""
+    started = time.perf_counter()
+    step()
+    while time.perf_counter() - started < warmup:
+        step()
+    return [step() for _ in range(runs)]
+
+
+def forward_steps(dy, np, pc, build, batch, runs, warmup):
     members = len(next(iter(batch.values())))
-    seconds, outputs = [], None
-    for r in range(runs + 1):
+    outputs = None
+
+    def step():
+        nonlocal outputs
         t0 = time.perf_counter()
         dy.renew_cg()
         outs = build([{k: v[i] for k, v in batch.items()} for i in range(members)])
         dy.forward([o for out in outs for o in out])
-        values = [[float(x) for o in out for x in np.asarray(o.value()).ravel()] for out in outs]
-        t1 = time.perf_counter()
-        if r > 0:
-            seconds.append(t1 - t0)
-        outputs = values
+        outputs = [[float(x) for o in out for x in np.asarray(o.value()).ravel()] for out in outs]
+        return time.perf_counter() - t0
+
+    seconds = warmed(step, runs, warmup)
     return {"seconds": seconds, "outputs": outputs}
 
 
-def train_steps(dy, np, pc, build, batch, runs):
+def train_steps(dy, np, pc, build, batch, runs, warmup):
     """Timed training steps without an update; the figures of the last one."""
     members = [{k: v[i] for k, v in batch.items()} for i in range(len(batch["label"]))]
     labels = batch["label"]
-    seconds = []
-    for r in range(runs + 1):
+    outs = losses = None
+
+    def step():
+        nonlocal outs, losses
         zero_gradients(pc)  # untimed (a trainer's update would do it)
         t0 = time.perf_counter()
         dy.renew_cg()
@@ -232,9 +252,9 @@ def train_steps(dy, np, pc, build, batch, runs):
         total = dy.esum(losses)
         total.value()
         total.backward()
-        t1 = time.perf_counter()
-        if r > 0:
-            seconds.append(t1 - t0)
+        return time.perf_counter() - t0
+
+    seconds = warmed(step, runs, warmup)
     values = [float(l.value()) for l in losses]
     formula = [logsumexp_loss(np, out[0].npvalue(), l) for out, l in zip(outs, labels)]
     return {"seconds": seconds, "losses": values,
@@ -547,11 +567,15 @@ def main():
     ap.add_argument("--train", action="store_true",
                     help="bench a training step (loss and gradients; treelstm and birnn)")
     ap.add_argument("--no-build", action="store_true", help="do not run cargo build")
-    ap.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
+    ap.add_argument("--warmup", type=float, default=0.2,
+                    help="seconds of untimed runs before the timed ones, on both sides")
+    ap.add_argument("--worker", nargs=7, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         return worker(*a.worker)
     set_strategies(a.strategies)
+    global WARMUP
+    WARMUP = a.warmup
 
     if not a.no_build:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "autobatch-bench"], cwd=ROOT,

@@ -1,5 +1,5 @@
 //! `model PROGRAM --entry E --inputs FILE [--grad-statics A,B,..]
-//! [--strategy S] [--threads N] [--runs N]`: one program on one inputs
+//! [--strategy S] [--threads N] [--runs N] [--warmup SECONDS]`: one program on one inputs
 //! file, run again and again in this process, the way a user's training
 //! loop or server runs batch after batch.
 //!
@@ -10,8 +10,13 @@
 //!
 //! The program is compiled and the inputs bound once; the first run is
 //! timed apart (`cold_seconds`: the process's first touch of its memory
-//! and, under the native strategies, nothing compiled yet), then `--runs`
-//! more (`seconds`, `median_seconds`). Every time is the run's own
+//! and, under the native strategies, nothing compiled yet), then untimed
+//! runs until `--warmup` seconds have passed (`warmup_runs`; none by
+//! default), then `--runs` more (`seconds`, `median_seconds`). A warm-up
+//! matters with two threads on a shared VM: for the first tens of
+//! milliseconds of a process, the second worker may wake too late to take
+//! its share of a small batch (docs/benchmarks.md, "The first runs of a
+//! process"). Every time is the run's own
 //! `wall_seconds` (execution only), operations not counted (as a loop that
 //! reads no figures runs). `document` is the output of one more run with
 //! the operations counted, what `autobatch run --stats` prints (results,
@@ -33,10 +38,13 @@ struct ModelArgs {
     strategy: Strategy,
     threads: usize,
     runs: usize,
+    /// Seconds of untimed runs after the cold one.
+    warmup: f64,
 }
 
 const USAGE: &str = "usage: autobatch-bench model PROGRAM --entry E --inputs FILE \
-                     [--grad-statics A,B,..] [--strategy S] [--threads N] [--runs N]";
+                     [--grad-statics A,B,..] [--strategy S] [--threads N] [--runs N] \
+                     [--warmup SECONDS]";
 
 fn fail(message: &str) -> ! {
     eprintln!("autobatch-bench model: {message}\n{USAGE}");
@@ -81,6 +89,15 @@ fn parse(args: &[String]) -> ModelArgs {
         strategy,
         threads: number("--threads", autobatch::default_threads()),
         runs: number("--runs", 5),
+        warmup: match value_of("--warmup") {
+            None => 0.0,
+            Some(text) => match text.parse::<f64>() {
+                Ok(s) if s.is_finite() && s >= 0.0 => s,
+                _ => fail(&format!(
+                    "--warmup takes a number of seconds of at least 0, not `{text}`"
+                )),
+            },
+        },
     }
 }
 
@@ -114,6 +131,12 @@ pub fn main(args: &[String]) {
             .unwrap_or_else(|e| fail(&format!("the run failed: {e}")))
     };
     let cold_seconds = run(&config).stats.wall_seconds;
+    let warming = std::time::Instant::now();
+    let mut warmup_runs = 0;
+    while warming.elapsed().as_secs_f64() < args.warmup {
+        run(&config);
+        warmup_runs += 1;
+    }
     let seconds: Vec<f64> = (0..args.runs)
         .map(|_| run(&config).stats.wall_seconds)
         .collect();
@@ -132,6 +155,7 @@ pub fn main(args: &[String]) {
         "threads": args.threads,
         "batch_size": bound.batch_size(),
         "cold_seconds": cold_seconds,
+        "warmup_runs": warmup_runs,
         "median_seconds": median(seconds.clone()),
         "seconds": seconds,
         "document": document,
