@@ -539,7 +539,7 @@ const MV_NR: usize = 4;
 const MV_MR_ONE: usize = 8;
 /// Rows of a tile against two or three vectors ([`few_vectors`]) with 16
 /// vector registers (AVX2): 8 or 12 accumulators, four row loads and one
-/// vector load live. With 32 (AVX-512), `avx512::matvec` takes 8 rows.
+/// vector load live. With 32 (AVX-512), `avx512::matvec` takes more.
 const MV_MR_FEW: usize = 4;
 
 /// # Safety
@@ -595,7 +595,7 @@ pub(crate) unsafe fn matvec_row_tile<T: GemmFloat, V: DotVector<T>, const MR: us
 /// # Safety
 /// As [`matvec_row_tile`], for every row and vector named.
 #[inline(always)]
-pub(crate) unsafe fn matvec_rows<T: GemmFloat, V: DotVector<T>, const FEW: usize>(
+pub(crate) unsafe fn matvec_rows<T: GemmFloat, V: DotVector<T>>(
     m: *const T,
     rows: usize,
     k: usize,
@@ -618,8 +618,8 @@ pub(crate) unsafe fn matvec_rows<T: GemmFloat, V: DotVector<T>, const FEW: usize
     }
     match b1 - grouped {
         0 => return,
-        2 => return few_vectors::<T, V, FEW, 2>(m, rows, k, (r0, r1), vs, grouped, out),
-        3 => return few_vectors::<T, V, FEW, 3>(m, rows, k, (r0, r1), vs, grouped, out),
+        2 => return few_vectors::<T, V, MV_MR_FEW, 2>(m, rows, k, (r0, r1), vs, grouped, out),
+        3 => return few_vectors::<T, V, MV_MR_FEW, 3>(m, rows, k, (r0, r1), vs, grouped, out),
         _ => {}
     }
     let b0 = grouped;
@@ -638,8 +638,8 @@ pub(crate) unsafe fn matvec_rows<T: GemmFloat, V: DotVector<T>, const FEW: usize
     }
 }
 
-/// Rows `r0..r1` of `m` against the `NR` (2 or 3) vectors from `b0` of
-/// `vs`, all at once: tiles of `MR` rows, then single rows. Each
+/// Rows `r0..r1` of `m` against the `NR` vectors from `b0` of `vs`, all
+/// at once: tiles of `MR` rows, then single rows. Each
 /// row is loaded once for the `NR` vectors, where one vector at a time
 /// would load it `NR` times (the same bits: each element is its own
 /// accumulator in [`dot_tile`]).
@@ -647,7 +647,12 @@ pub(crate) unsafe fn matvec_rows<T: GemmFloat, V: DotVector<T>, const FEW: usize
 /// # Safety
 /// As [`matvec_row_tile`], for every row named and vectors `b0..b0 + NR`.
 #[inline(always)]
-unsafe fn few_vectors<T: GemmFloat, V: DotVector<T>, const MR: usize, const NR: usize>(
+pub(crate) unsafe fn few_vectors<
+    T: GemmFloat,
+    V: DotVector<T>,
+    const MR: usize,
+    const NR: usize,
+>(
     m: *const T,
     rows: usize,
     k: usize,
@@ -708,17 +713,7 @@ fn matvec_v<T: GemmFloat, V: DotVector<T>>(
         while b_start < n {
             let b_end = (b_start + vec_block).min(n);
             // SAFETY: the public function checked m (rows x k), vs (n x k), out (n x rows).
-            unsafe {
-                matvec_rows::<T, V, MV_MR_FEW>(
-                    mp,
-                    rows,
-                    k,
-                    (r_start, r_end),
-                    vp,
-                    (b_start, b_end),
-                    op,
-                )
-            };
+            unsafe { matvec_rows::<T, V>(mp, rows, k, (r_start, r_end), vp, (b_start, b_end), op) };
             b_start = b_end;
         }
         r_start = r_end;
@@ -840,15 +835,20 @@ unsafe fn axpy_columns<
     }
 }
 
-/// The axpy form with tiles of `NV` vectors by `JC` chunks, then single
-/// vectors by `JC1` chunks.
+/// The axpy form with tiles of `NV` vectors by `JC` chunks, then the
+/// vectors left: three at a time by `JC3` chunks, two by `JC2`, one by
+/// `JC1` (a product batching a few members' vectors reads each row once
+/// for all of them).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn vecmat_v<
     T: GemmFloat,
     V: Vector<T>,
     W: Vector<T>,
     const NV: usize,
     const JC: usize,
+    const JC3: usize,
+    const JC2: usize,
     const JC1: usize,
     const ADD: bool,
 >(
@@ -880,6 +880,14 @@ fn vecmat_v<
                 axpy_columns::<T, V, W, NV, JC>(vp, mp, op, m, k, (i0, i1), b);
                 b += NV;
             }
+            while b + 3 <= n {
+                axpy_columns::<T, V, W, 3, JC3>(vp, mp, op, m, k, (i0, i1), b);
+                b += 3;
+            }
+            if b + 2 <= n {
+                axpy_columns::<T, V, W, 2, JC2>(vp, mp, op, m, k, (i0, i1), b);
+                b += 2;
+            }
             while b < n {
                 axpy_columns::<T, V, W, 1, JC1>(vp, mp, op, m, k, (i0, i1), b);
                 b += 1;
@@ -891,7 +899,7 @@ fn vecmat_v<
 
 /// The axpy form on the portable or AVX2 backend: 6 vectors x 2 column
 /// chunks, 12 accumulators, 2 row loads and 6 broadcasts per row, within
-/// the 16 AVX registers.
+/// the 16 AVX registers (3 x 3, 2 x 4 and 1 x 7 for the vectors left).
 #[inline(always)]
 fn vecmat_narrow<T: GemmFloat, V: Vector<T>, const ADD: bool>(
     vs: &[T],
@@ -901,12 +909,13 @@ fn vecmat_narrow<T: GemmFloat, V: Vector<T>, const ADD: bool>(
     k: usize,
     out: &mut [T],
 ) {
-    vecmat_v::<T, V, V, 6, 2, 7, ADD>(vs, mat, n, m, k, out)
+    vecmat_v::<T, V, V, 6, 2, 3, 4, 7, ADD>(vs, mat, n, m, k, out)
 }
 
 /// The axpy form on AVX-512: 6 vectors x 4 chunks of 16 (`f32`) or 8
-/// (`f64`) lanes, 24 accumulators, within the 32 registers; the last few
-/// columns on 256-bit vectors `W`.
+/// (`f64`) lanes, 24 accumulators, within the 32 registers (3 x 6, 2 x 7
+/// and 1 x 7 for the vectors left); the last few columns on 256-bit
+/// vectors `W`.
 #[inline(always)]
 fn vecmat_wide<T: GemmFloat, V: Vector<T>, W: Vector<T>, const ADD: bool>(
     vs: &[T],
@@ -916,7 +925,7 @@ fn vecmat_wide<T: GemmFloat, V: Vector<T>, W: Vector<T>, const ADD: bool>(
     k: usize,
     out: &mut [T],
 ) {
-    vecmat_v::<T, V, W, 6, 4, 7, ADD>(vs, mat, n, m, k, out)
+    vecmat_v::<T, V, W, 6, 4, 6, 7, 7, ADD>(vs, mat, n, m, k, out)
 }
 
 // ---------------------------------------------------------------------------

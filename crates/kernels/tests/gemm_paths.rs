@@ -99,7 +99,7 @@ fn matvec_paths<T: TestFloat>(gen: &mut Gen) {
     let paths = paths();
     for rows in [1usize, 7, 8, 9, 17, 100, 257] {
         for k in [0usize, 1, 3, 7, 8, 9, 15, 16, 17, 100, 257, 700] {
-            for n in [1usize, 2, 3, 5, 6, 7, 8, 9, 13, 40] {
+            for n in [1usize, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 40] {
                 if rows * k * n > 3_000_000 {
                     continue;
                 }
@@ -128,7 +128,7 @@ fn vecmat_paths<T: TestFloat>(gen: &mut Gen) {
     let paths = paths();
     for m in [1usize, 7, 17, 100, 257] {
         for k in [1usize, 3, 7, 8, 15, 16, 17, 31, 63, 64, 65, 100, 113, 257] {
-            for n in [1usize, 5, 6, 7, 13] {
+            for n in [1usize, 2, 3, 4, 5, 6, 7, 8, 9, 13] {
                 let special = (m + k + n) % 2 == 1;
                 let mat: Vec<T> = gen.vec(m * k, special);
                 let vs: Vec<T> = gen.vec(n * m, special);

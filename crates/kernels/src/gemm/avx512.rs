@@ -18,7 +18,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{matvec_row_tile, matvec_rows, GemmFloat, Vector};
+use super::{few_vectors, matvec_row_tile, matvec_rows, GemmFloat, Vector};
 
 /// 16 `f32` lanes.
 #[derive(Clone, Copy)]
@@ -427,8 +427,19 @@ pub fn matvec<T: GemmFloat, P: Pairs<T>, V: super::DotVector<T>>(
             b0 = b1;
         }
         // SAFETY: as above, for the vectors after the tiled ones.
-        // (Eight rows against two or three vectors: 32 registers hold them.)
-        unsafe { matvec_rows::<T, V, 8>(mp, rows, k, (r0, r1), vp, (n_tiled, n), op) };
+        // Each row read once for all of them, in tiles whose accumulators
+        // the 32 registers hold (one vector: the AVX2 kernel's tiles).
+        let rows_of = (r0, r1);
+        unsafe {
+            match n - n_tiled {
+                0 => {}
+                2 => few_vectors::<T, V, 8, 2>(mp, rows, k, rows_of, vp, n_tiled, op),
+                3 => few_vectors::<T, V, 8, 3>(mp, rows, k, rows_of, vp, n_tiled, op),
+                4 => few_vectors::<T, V, 6, 4>(mp, rows, k, rows_of, vp, n_tiled, op),
+                5 => few_vectors::<T, V, 4, 5>(mp, rows, k, rows_of, vp, n_tiled, op),
+                _ => matvec_rows::<T, V>(mp, rows, k, rows_of, vp, (n_tiled, n), op),
+            }
+        }
         r0 = r1;
     }
 }
