@@ -244,17 +244,60 @@ fn add_outer_block<F: Summed>(g: &mut [F], m: usize, k: usize, block: &[AdjointR
             values.split_at(m)
         })
         .collect();
-    let mut sum = vec![F::ZERO; k];
-    for (i, g_row) in g.chunks_exact_mut(k).enumerate().take(m) {
-        sum.iter_mut().for_each(|s| *s = F::ZERO);
-        for (u, v) in &pairs {
-            let ui = u[i];
-            for (s, vj) in sum.iter_mut().zip(v.iter()) {
-                *s = *s + ui * *vj;
-            }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        unsafe fn wide<F: Summed>(g: &mut [F], m: usize, k: usize, pairs: &[(&[F], &[F])]) {
+            outer_rows(g, m, k, pairs)
         }
-        for (t, s) in g_row.iter_mut().zip(&sum) {
-            *t = *t + *s;
+        if crate::vmath::fast_path_available() {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { wide(g, m, k, &pairs) };
+        }
+    }
+    outer_rows(g, m, k, &pairs)
+}
+
+/// Elements of a row of an outer-product block summed at once: they stay
+/// in registers while the block's records pass.
+const OUTER_COLUMNS: usize = 32;
+
+/// [`add_outer_block`]'s sums: for every element, `s = s + u_r[i] * v_r[j]`
+/// over the records in order from zero (a product, then a sum: no fused
+/// multiply-add, so the bits are those of the scalar loop on any CPU),
+/// then added to the gradient, a whole chunk of [`OUTER_COLUMNS`] elements
+/// of a row at a time. (An element that is NaN is one of its operands'
+/// NaNs, the one the CPU's addition keeps.)
+#[inline(always)]
+fn outer_rows<F: Summed>(g: &mut [F], m: usize, k: usize, pairs: &[(&[F], &[F])]) {
+    for (i, g_row) in g.chunks_exact_mut(k).enumerate().take(m) {
+        let mut j0 = 0;
+        while j0 + OUTER_COLUMNS <= k {
+            let mut sum = [F::ZERO; OUTER_COLUMNS];
+            for (u, v) in pairs {
+                let ui = u[i];
+                let v = &v[j0..j0 + OUTER_COLUMNS];
+                for (s, vj) in sum.iter_mut().zip(v) {
+                    *s = *s + ui * *vj;
+                }
+            }
+            for (t, s) in g_row[j0..j0 + OUTER_COLUMNS].iter_mut().zip(&sum) {
+                *t = *t + *s;
+            }
+            j0 += OUTER_COLUMNS;
+        }
+        if j0 < k {
+            let mut sum = [F::ZERO; OUTER_COLUMNS];
+            let sum = &mut sum[..k - j0];
+            for (u, v) in pairs {
+                let ui = u[i];
+                for (s, vj) in sum.iter_mut().zip(&v[j0..]) {
+                    *s = *s + ui * *vj;
+                }
+            }
+            for (t, s) in g_row[j0..].iter_mut().zip(sum.iter()) {
+                *t = *t + *s;
+            }
         }
     }
 }
@@ -326,5 +369,79 @@ mod tests {
         records.swap(3, 150);
         let second = static_gradients(&[stat], &[StaticId(0)], records);
         assert_eq!(first, second);
+    }
+
+    /// The block sums, vectorized or not, have the bits of the plain loop:
+    /// a product then a sum per element, records in order, for widths on
+    /// and off the chunk of columns, with signed zeros, infinities and NaNs
+    /// (a NaN where the plain loop has one).
+    #[test]
+    fn outer_blocks_have_the_bits_of_the_plain_loop() {
+        fn plain(g: &mut [f32], m: usize, k: usize, pairs: &[(Vec<f32>, Vec<f32>)]) {
+            for i in 0..m {
+                let mut sum = vec![0.0f32; k];
+                for (u, v) in pairs {
+                    for j in 0..k {
+                        sum[j] += u[i] * v[j];
+                    }
+                }
+                for j in 0..k {
+                    g[i * k + j] += sum[j];
+                }
+            }
+        }
+        let mut seed = 7u32;
+        // Finite values of several magnitudes; with `specials`, now and then
+        // a signed zero, an infinity or a NaN.
+        let mut draw = move |specials: bool| {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            match seed >> 22 {
+                0 if specials => -0.0,
+                1 if specials => f32::INFINITY,
+                2 if specials => f32::NAN,
+                _ => {
+                    ((seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5)
+                        * 1e3f32.powi((seed % 7) as i32 - 3)
+                }
+            }
+        };
+        let shapes = [(1, 1), (3, 5), (2, 32), (5, 45), (4, 128), (3, 131)];
+        for (m, k, specials) in shapes
+            .iter()
+            .flat_map(|&(m, k)| [(m, k, false), (m, k, true)])
+        {
+            let mut next = || draw(specials);
+            let pairs: Vec<(Vec<f32>, Vec<f32>)> = (0..70)
+                .map(|_| {
+                    (
+                        (0..m).map(|_| next()).collect(),
+                        (0..k).map(|_| next()).collect(),
+                    )
+                })
+                .collect();
+            let records: Vec<AdjointRecord> = pairs
+                .iter()
+                .map(|(u, v)| AdjointRecord {
+                    member: 0,
+                    id: StaticId(0),
+                    kind: AdjointKind::Outer,
+                    row: 0,
+                    values: Data::F32(u.iter().chain(v).copied().collect()),
+                })
+                .collect();
+            let start: Vec<f32> = (0..m * k).map(|_| next()).collect();
+            let mut want = start.clone();
+            plain(&mut want, m, k, &pairs);
+            let mut got = start;
+            add_outer_block::<f32>(&mut got, m, k, &records);
+            // (Which of two NaNs a sum keeps is the CPU's choice, and the
+            // compiler's, which may commute a sum: NaNs are one class here.)
+            let bits = |x: &[f32]| {
+                x.iter()
+                    .map(|v| if v.is_nan() { u32::MAX } else { v.to_bits() })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&got), bits(&want), "m={m} k={k}");
+        }
     }
 }
