@@ -383,14 +383,22 @@ pub fn matvec<T: GemmFloat, P: Pairs<T>, V: super::DotVector<T>>(
     let chunks = k.div_ceil(h);
     let tile_vectors = 2 * PAIRS;
     let tile_len = PAIRS * chunks * 2 * h;
+    let n_tiled = n / tile_vectors * tile_vectors;
+    let (mp, vp, op) = (m.as_ptr(), vs.as_ptr(), out.as_mut_ptr());
+    if n_tiled == 0 {
+        // Fewer vectors than a tile (a product of a few members): no
+        // packing buffer to clear, each row read once for all of them.
+        // SAFETY: the public function checked m (rows x k), vs (n x k),
+        // out (n x rows).
+        unsafe { left_over::<T, V>(mp, rows, k, (0, rows), vp, (0, n), op) };
+        return;
+    }
     let mut buffer = [T::ACC_ZERO; PACK];
     // Vectors in blocks that fill the buffer (about 16 KiB of f32, kept in
     // L1), matrix rows in blocks of about 128 KiB (kept in L2).
     let per_block = (PACK / tile_len).max(1);
-    let n_tiled = n / tile_vectors * tile_vectors;
     let row_bytes = k.max(1) * std::mem::size_of::<T>();
     let row_block = ((128 * 1024 / row_bytes) / ROWS * ROWS).max(ROWS);
-    let (mp, vp, op) = (m.as_ptr(), vs.as_ptr(), out.as_mut_ptr());
     let mut r0 = 0;
     while r0 < rows {
         let r1 = (r0 + row_block).min(rows);
@@ -427,19 +435,35 @@ pub fn matvec<T: GemmFloat, P: Pairs<T>, V: super::DotVector<T>>(
             b0 = b1;
         }
         // SAFETY: as above, for the vectors after the tiled ones.
-        // Each row read once for all of them, in tiles whose accumulators
-        // the 32 registers hold (one vector: the AVX2 kernel's tiles).
-        let rows_of = (r0, r1);
-        unsafe {
-            match n - n_tiled {
-                0 => {}
-                2 => few_vectors::<T, V, 8, 2>(mp, rows, k, rows_of, vp, n_tiled, op),
-                3 => few_vectors::<T, V, 8, 3>(mp, rows, k, rows_of, vp, n_tiled, op),
-                4 => few_vectors::<T, V, 6, 4>(mp, rows, k, rows_of, vp, n_tiled, op),
-                5 => few_vectors::<T, V, 4, 5>(mp, rows, k, rows_of, vp, n_tiled, op),
-                _ => matvec_rows::<T, V>(mp, rows, k, rows_of, vp, (n_tiled, n), op),
-            }
-        }
+        unsafe { left_over::<T, V>(mp, rows, k, (r0, r1), vp, (n_tiled, n), op) };
         r0 = r1;
+    }
+}
+
+/// Rows `r0..r1` against the vectors `b0..b1` left after the tiles (fewer
+/// than six), each row read once for all of them, in tiles whose
+/// accumulators the 32 registers hold (one vector: the AVX2 kernel's
+/// tiles).
+///
+/// # Safety
+/// As `matvec_row_tile`, for every row and vector named.
+#[inline(always)]
+unsafe fn left_over<T: GemmFloat, V: super::DotVector<T>>(
+    mp: *const T,
+    rows: usize,
+    k: usize,
+    (r0, r1): (usize, usize),
+    vp: *const T,
+    (b0, b1): (usize, usize),
+    op: *mut T,
+) {
+    let rows_of = (r0, r1);
+    match b1 - b0 {
+        0 => {}
+        2 => few_vectors::<T, V, 8, 2>(mp, rows, k, rows_of, vp, b0, op),
+        3 => few_vectors::<T, V, 8, 3>(mp, rows, k, rows_of, vp, b0, op),
+        4 => few_vectors::<T, V, 6, 4>(mp, rows, k, rows_of, vp, b0, op),
+        5 => few_vectors::<T, V, 4, 5>(mp, rows, k, rows_of, vp, b0, op),
+        _ => matvec_rows::<T, V>(mp, rows, k, rows_of, vp, (b0, b1), op),
     }
 }
