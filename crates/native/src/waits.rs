@@ -162,6 +162,7 @@ fn drive<'p>(slots: &mut [Box<Slot<'p>>], limits: Limits) -> Result<(u64, u64), 
     let mut spare: Vec<DefaultStack> = Vec::new();
     let (mut next, mut live) = (0, 0);
     let (mut products, mut waits) = (0_u64, 0_u64);
+    let mut scratch = Scratch::default();
     loop {
         // Start members while fewer than `MAX_LIVE` are alive (and stacks
         // can be had: with none alive, failing to map one ends the run; no
@@ -183,16 +184,16 @@ fn drive<'p>(slots: &mut [Box<Slot<'p>>], limits: Limits) -> Result<(u64, u64), 
             live -= usize::from(advance(&mut coroutines[next], &mut slots[next], &mut spare));
             next += 1;
         }
-        let Some(waiting) = most_waited(slots) else {
+        if !most_waited(slots, &mut scratch) {
             if next == n {
                 break;
             }
             continue;
-        };
-        compute(&waiting, slots);
+        }
+        compute(&scratch.members, slots, &mut scratch.gathered);
         products += 1;
-        waits += waiting.len() as u64;
-        for m in waiting {
+        waits += scratch.members.len() as u64;
+        for &m in &scratch.members {
             slots[m].waiting = None;
             live -= usize::from(advance(&mut coroutines[m], &mut slots[m], &mut spare));
         }
@@ -202,19 +203,49 @@ fn drive<'p>(slots: &mut [Box<Slot<'p>>], limits: Limits) -> Result<(u64, u64), 
     Ok((products, waits))
 }
 
+/// What a thread's scheduler reuses from one product to the next (a
+/// product of a few small vectors costs about a microsecond: allocating
+/// its buffers each time would be a good part of it).
+#[derive(Default)]
+struct Scratch {
+    /// Each member's product key, or `None` (not waiting).
+    keys: Vec<Option<ProductKey>>,
+    /// The keys waited at and how many wait at each.
+    counts: Vec<(ProductKey, usize)>,
+    /// The members waiting at the product chosen, in order.
+    members: Vec<usize>,
+    gathered: Gathered,
+}
+
+/// The waits of one product, and its vectors and results, per type.
+#[derive(Default)]
+struct Gathered {
+    waits: Vec<Wait>,
+    f32: Buffers<f32>,
+    f64: Buffers<f64>,
+}
+
+#[derive(Default)]
+struct Buffers<T> {
+    vectors: Vec<T>,
+    out: Vec<T>,
+}
+
 /// Computes the product the members `waiting` wait at (one product:
 /// [`most_waited`]), writing each one's row where it waits.
-fn compute(waiting: &[usize], slots: &[Box<Slot<'_>>]) {
+fn compute(waiting: &[usize], slots: &[Box<Slot<'_>>], gathered: &mut Gathered) {
     let first = &slots[waiting[0]];
     let wait = first.waiting.expect("a waiting member");
     let table_op = &first.program.arrays[wait.op as usize];
-    let waits: Vec<Wait> = waiting
-        .iter()
-        .map(|m| slots[*m].waiting.expect("a waiting member"))
-        .collect();
+    gathered.waits.clear();
+    gathered.waits.extend(
+        waiting
+            .iter()
+            .map(|m| slots[*m].waiting.expect("a waiting member")),
+    );
     match table_op.args[0].ty {
-        ScalarType::F64 => product::<f64>(table_op, &waits),
-        ScalarType::F32 => product::<f32>(table_op, &waits),
+        ScalarType::F64 => product::<f64>(table_op, &gathered.waits, &mut gathered.f64),
+        ScalarType::F32 => product::<f32>(table_op, &gathered.waits, &mut gathered.f32),
         other => unreachable!("a batched product of {other}"),
     }
 }
@@ -267,22 +298,36 @@ fn advance(
     }
 }
 
-/// The operation and matrix the most members wait at (the first among
-/// equals), and those members in order; `None` when none waits. (A view
-/// of a static, `W[d]`, may be a different matrix for different members.)
-fn most_waited(slots: &[Box<Slot<'_>>]) -> Option<Vec<usize>> {
-    let keys: Vec<Option<ProductKey>> = slots.iter().map(|s| ProductKey::of(s)).collect();
-    let mut counts: std::collections::BTreeMap<ProductKey, usize> = Default::default();
+/// The operation and matrix the most members wait at (the least key among
+/// equals), and those members in order, into `scratch.members`; false when
+/// none waits. (A view of a static, `W[d]`, may be a different matrix for
+/// different members.)
+fn most_waited(slots: &[Box<Slot<'_>>], scratch: &mut Scratch) -> bool {
+    let Scratch {
+        keys,
+        counts,
+        members,
+        ..
+    } = scratch;
+    keys.clear();
+    keys.extend(slots.iter().map(|s| ProductKey::of(s)));
+    // (A handful of distinct keys: a list beats a map.)
+    counts.clear();
     for key in keys.iter().flatten() {
-        *counts.entry(*key).or_default() += 1;
+        match counts.iter_mut().find(|(k, _)| k == key) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((*key, 1)),
+        }
     }
-    let (&chosen, _) = counts
+    let Some(&(chosen, _)) = counts
         .iter()
-        .max_by(|(a, x), (b, y)| x.cmp(y).then(b.cmp(a)))?;
-    let members = (0..slots.len())
-        .filter(|m| keys[*m] == Some(chosen))
-        .collect();
-    Some(members)
+        .max_by(|(a, x), (b, y)| x.cmp(y).then(b.cmp(a)))
+    else {
+        return false;
+    };
+    members.clear();
+    members.extend((0..slots.len()).filter(|m| keys[*m] == Some(chosen)));
+    true
 }
 
 /// What makes two waits one product: the kind (`matvec` or `vecmat`), the
@@ -322,7 +367,7 @@ fn matrix_operand(op: &ArrayOp) -> usize {
 /// The product of `op` (`matvec(S, x)` or `vecmat(x, S)`) for every wait:
 /// the vectors gathered into one block, one call of the kernels, the rows
 /// scattered back (after all are read: a destination may be its vector).
-fn product<T: GemmFloat>(op: &ArrayOp, waits: &[Wait]) {
+fn product<T: GemmFloat>(op: &ArrayOp, waits: &[Wait], buffers: &mut Buffers<T>) {
     let n = waits.len();
     // Which operand is the static matrix, and the lengths.
     let m = matrix_operand(op);
@@ -336,15 +381,17 @@ fn product<T: GemmFloat>(op: &ArrayOp, waits: &[Wait]) {
     // (`rows x cols` of `T`) and its own vector and destination, of the
     // operation's shapes; they stay put while it waits.
     let matrix = unsafe { std::slice::from_raw_parts(waits[0].args[m].cast::<T>(), rows * cols) };
-    let mut vectors = Vec::with_capacity(n * vector_len);
+    let Buffers { vectors, out } = buffers;
+    vectors.clear();
     for wait in waits {
         let v = unsafe { std::slice::from_raw_parts(wait.args[1 - m].cast::<T>(), vector_len) };
         vectors.extend_from_slice(v);
     }
-    let mut out = vec![T::ACC_ZERO; n * result_len];
+    // (Every element is written by the product.)
+    out.resize(n * result_len, T::ACC_ZERO);
     match op.prim {
-        Prim::Matvec => gemm::matvec_into(matrix, rows, cols, &vectors, n, &mut out),
-        _ => gemm::vecmat_into(&vectors, matrix, n, rows, cols, &mut out),
+        Prim::Matvec => gemm::matvec_into(matrix, rows, cols, vectors, n, out),
+        _ => gemm::vecmat_into(vectors, matrix, n, rows, cols, out),
     }
     for (wait, row) in waits.iter().zip(out.chunks_exact(result_len)) {
         let dst = unsafe { std::slice::from_raw_parts_mut(wait.dst.cast::<T>(), result_len) };
