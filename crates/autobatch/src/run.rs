@@ -238,7 +238,7 @@ impl BoundBatch {
         }
         // Summing the gradients is part of the run (and of its seconds).
         let summing = std::time::Instant::now();
-        let static_gradients = self.sum_static_gradients(output.adjoints);
+        let static_gradients = self.sum_static_gradients(output.adjoints, config.threads);
         let mut stats = output.stats;
         if !self.gradients.is_empty() {
             stats.wall_seconds += summing.elapsed().as_secs_f64();
@@ -275,16 +275,23 @@ impl BoundBatch {
         })
     }
 
-    /// The gradients this batch asked for, from the members' contributions.
+    /// The gradients this batch asked for, from the members' contributions
+    /// (on the run's threads; the same bits on any number).
     fn sum_static_gradients(
         &self,
         adjoints: Vec<autobatch_exec::adjoints::AdjointRecord>,
+        threads: usize,
     ) -> Vec<(String, autobatch_types::Tensor)> {
         if self.gradients.is_empty() {
             return Vec::new();
         }
         let ids: Vec<autobatch_ir::StaticId> = self.gradients.iter().map(|(_, id)| *id).collect();
-        let sums = autobatch_exec::adjoints::static_gradients(&self.env().statics, &ids, adjoints);
+        let sums = autobatch_exec::gradients::static_gradients(
+            &self.env().statics,
+            &ids,
+            adjoints,
+            threads,
+        );
         self.gradients
             .iter()
             .map(|(name, _)| name.clone())

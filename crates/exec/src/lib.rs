@@ -15,6 +15,7 @@ use autobatch_types::{Loc, MemberError, Tensor};
 
 pub mod batched;
 mod executor;
+pub mod gradients;
 mod internal;
 mod liveness;
 pub mod local_static;

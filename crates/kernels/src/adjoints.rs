@@ -97,25 +97,53 @@ pub fn static_gradients(
     wanted: &[StaticId],
     records: Vec<AdjointRecord>,
 ) -> Vec<Tensor> {
-    let mut by_static: Vec<Vec<AdjointRecord>> = vec![Vec::new(); wanted.len()];
-    for r in records {
-        match wanted.iter().position(|w| *w == r.id) {
-            Some(k) => by_static[k].push(r),
-            None => internal_error(format!("an adjoint of {} was not asked for", r.id)),
-        }
-    }
     wanted
         .iter()
-        .zip(by_static)
-        .map(|(id, records)| match statics.get(id.0 as usize) {
-            Some(s) => gradient_of(s, records),
-            None => internal_error(format!("static {id} is not in the environment")),
-        })
+        .zip(by_static(wanted, records))
+        .map(|(id, records)| gradient_of(static_of(statics, *id), records))
         .collect()
 }
 
-/// The gradient of one static (see [`static_gradients`]).
-fn gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> Tensor {
+/// The records of each static of `wanted`, in order (the parts of
+/// [`static_gradients`], which a caller may sum on several threads: each
+/// static's sum depends on its records alone).
+pub fn by_static(wanted: &[StaticId], records: Vec<AdjointRecord>) -> Vec<Vec<AdjointRecord>> {
+    let mut parts: Vec<Vec<AdjointRecord>> = vec![Vec::new(); wanted.len()];
+    for r in records {
+        match wanted.iter().position(|w| *w == r.id) {
+            Some(k) => parts[k].push(r),
+            None => internal_error(format!("an adjoint of {} was not asked for", r.id)),
+        }
+    }
+    parts
+}
+
+/// Static `id` of `statics`.
+pub fn static_of(statics: &[Tensor], id: StaticId) -> &Tensor {
+    match statics.get(id.0 as usize) {
+        Some(s) => s,
+        None => internal_error(format!("static {id} is not in the environment")),
+    }
+}
+
+/// About how many multiply-adds summing `records` takes (to share the
+/// statics' sums among threads).
+pub fn summing_cost(records: &[AdjointRecord]) -> usize {
+    records
+        .iter()
+        .map(|r| match r.kind {
+            // u (m) and v (k): m x k products.
+            AdjointKind::Outer | AdjointKind::OuterRow => {
+                let n = r.values.len();
+                (n / 2) * (n - n / 2)
+            }
+            AdjointKind::Row | AdjointKind::Dense => r.values.len(),
+        })
+        .sum()
+}
+
+/// The gradient of one static from its records (see [`static_gradients`]).
+pub fn gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> Tensor {
     records.sort_by(|a, b| {
         kind_rank(a.kind)
             .cmp(&kind_rank(b.kind))

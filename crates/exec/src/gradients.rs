@@ -1,0 +1,131 @@
+//! The sum of a batch's contributions to static gradients
+//! (`autobatch run --grad-statics`) on several threads.
+//!
+//! The sum is `autobatch_kernels::adjoints::static_gradients`: each
+//! static's gradient depends on its own contributions alone, so the statics
+//! are shared among the threads (the costliest first, each to the thread
+//! with the least work so far) and every gradient has the bits the sum on
+//! one thread gives. A small sum runs on the calling thread: starting a
+//! thread costs more than it saves.
+
+use autobatch_ir::StaticId;
+use autobatch_kernels::adjoints::{by_static, gradient_of, static_of, summing_cost, AdjointRecord};
+use autobatch_types::Tensor;
+
+/// Below this many multiply-adds, the sum runs on the calling thread.
+const SHARED_FROM: usize = 1 << 20;
+
+/// The gradient of each static of `wanted` from `records`, on at most
+/// `threads` threads (see the module doc).
+pub fn static_gradients(
+    statics: &[Tensor],
+    wanted: &[StaticId],
+    records: Vec<AdjointRecord>,
+    threads: usize,
+) -> Vec<Tensor> {
+    let parts = by_static(wanted, records);
+    let costs: Vec<usize> = parts.iter().map(|p| summing_cost(p)).collect();
+    let threads = threads.clamp(1, parts.len().max(1));
+    if threads == 1 || costs.iter().sum::<usize>() < SHARED_FROM {
+        return wanted
+            .iter()
+            .zip(parts)
+            .map(|(id, part)| gradient_of(static_of(statics, *id), part))
+            .collect();
+    }
+    let shares = shares(&costs, threads);
+    let mut jobs: Vec<Vec<(usize, Vec<AdjointRecord>)>> = vec![Vec::new(); threads];
+    for (k, part) in parts.into_iter().enumerate() {
+        jobs[shares[k]].push((k, part));
+    }
+    let sum = |job: Vec<(usize, Vec<AdjointRecord>)>| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            job.into_iter()
+                .map(|(k, part)| (k, gradient_of(static_of(statics, wanted[k]), part)))
+                .collect::<Vec<_>>()
+        }))
+    };
+    let mut jobs = jobs.into_iter();
+    let here = jobs.next().expect("at least one thread");
+    let done: Vec<_> = std::thread::scope(|scope| {
+        let others: Vec<_> = jobs.map(|job| scope.spawn(move || sum(job))).collect();
+        let mut done = vec![sum(here)];
+        done.extend(
+            others
+                .into_iter()
+                .map(|h| h.join().expect("the sum catches its panics")),
+        );
+        done
+    });
+    let mut gradients: Vec<Option<Tensor>> = vec![None; wanted.len()];
+    for part in done {
+        match part {
+            Ok(sums) => sums.into_iter().for_each(|(k, g)| gradients[k] = Some(g)),
+            // An internal error in a sum goes on as the caller's own.
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+    gradients
+        .into_iter()
+        .map(|g| g.expect("every static's gradient was summed"))
+        .collect()
+}
+
+/// The thread of each static: the costliest first, each to the thread
+/// with the least work so far (ties to the lowest thread).
+fn shares(costs: &[usize], threads: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..costs.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(costs[k]));
+    let mut load = vec![0usize; threads];
+    let mut share = vec![0; costs.len()];
+    for k in order {
+        let t = (0..threads).min_by_key(|&t| load[t]).expect("a thread");
+        share[k] = t;
+        load[t] += costs[k];
+    }
+    share
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autobatch_ir::AdjointKind;
+    use autobatch_types::Data;
+
+    /// Several statics with outer-product contributions large enough to be
+    /// shared: the gradients have the bits of the sum on one thread.
+    #[test]
+    fn shared_sums_have_the_bits_of_one_thread() {
+        let (m, k) = (64usize, 48usize);
+        let statics: Vec<Tensor> = (0..5)
+            .map(|_| Tensor::new(vec![m, k], Data::F32(vec![0.0; m * k])))
+            .collect();
+        let mut records = Vec::new();
+        for r in 0..400u32 {
+            let x = |i: usize| {
+                (r as f32 * 0.37 + i as f32 * 1.3).sin() * 10f32.powi((r % 5) as i32 - 2)
+            };
+            records.push(AdjointRecord {
+                member: r % 7,
+                id: StaticId(r % 5),
+                kind: AdjointKind::Outer,
+                row: 0,
+                values: Data::F32((0..m + k).map(x).collect()),
+            });
+        }
+        let wanted: Vec<StaticId> = [3, 0, 4, 1, 2].map(StaticId).to_vec();
+        assert!(summing_cost(&records) >= SHARED_FROM);
+        let serial =
+            autobatch_kernels::adjoints::static_gradients(&statics, &wanted, records.clone());
+        for threads in [1, 2, 3, 8] {
+            let shared = static_gradients(&statics, &wanted, records.clone(), threads);
+            assert_eq!(shared, serial, "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn the_costliest_static_goes_first_to_the_least_loaded_thread() {
+        assert_eq!(shares(&[5, 100, 7, 90], 2), vec![1, 0, 1, 1]);
+        assert_eq!(shares(&[1, 1, 1], 4), vec![0, 1, 2]);
+    }
+}
