@@ -532,8 +532,8 @@ fn dot_v<T: GemmFloat, V: DotVector<T>>(a: &[T], b: &[T]) -> T {
 
 const MV_MR: usize = 3;
 const MV_NR: usize = 4;
-/// Rows of a tile against one vector (the vectors left over from groups
-/// of [`MV_NR`], all of them when a call has fewer): eight independent
+/// Rows of a tile against one vector (the vector left over from groups
+/// of [`MV_NR`], or a call's only one): eight independent
 /// accumulators keep both FMA units busy through the FMA's latency, where
 /// [`MV_MR`] would leave the single vector's three chains waiting.
 const MV_MR_ONE: usize = 8;

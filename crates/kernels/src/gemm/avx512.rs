@@ -368,8 +368,9 @@ unsafe fn pair_tile<T: GemmFloat, P: Pairs<T>>(
 }
 
 /// `matvec_into` on AVX-512 (`matvec_fits(k)` holds): tiles of 8 rows by 6
-/// vectors in pairs; the rows and vectors left over run the AVX2 kernel `V`,
-/// whose elements have the same bits.
+/// vectors in pairs; the rows and vectors left over run on the AVX2
+/// kernel's dot tiles `V` (the vectors together: [`left_over`]), whose
+/// elements have the same bits.
 #[inline(always)]
 pub fn matvec<T: GemmFloat, P: Pairs<T>, V: super::DotVector<T>>(
     m: &[T],
