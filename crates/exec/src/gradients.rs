@@ -23,16 +23,12 @@ pub fn static_gradients(
     records: Vec<AdjointRecord>,
     threads: usize,
 ) -> Vec<Tensor> {
+    let threads = threads.clamp(1, wanted.len().max(1));
+    if threads == 1 || summing_cost(&records) < SHARED_FROM {
+        return autobatch_kernels::adjoints::static_gradients(statics, wanted, records);
+    }
     let parts = by_static(wanted, records);
     let costs: Vec<usize> = parts.iter().map(|p| summing_cost(p)).collect();
-    let threads = threads.clamp(1, parts.len().max(1));
-    if threads == 1 || costs.iter().sum::<usize>() < SHARED_FROM {
-        return wanted
-            .iter()
-            .zip(parts)
-            .map(|(id, part)| gradient_of(static_of(statics, *id), part))
-            .collect();
-    }
     let shares = shares(&costs, threads);
     let mut jobs: Vec<Vec<(usize, Vec<AdjointRecord>)>> = vec![Vec::new(); threads];
     for (k, part) in parts.into_iter().enumerate() {

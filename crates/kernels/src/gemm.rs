@@ -542,10 +542,41 @@ const MV_MR_ONE: usize = 8;
 /// vector load live. With 32 (AVX-512), `avx512::matvec` takes more.
 const MV_MR_FEW: usize = 4;
 
+/// The dot products of rows `i0..i0 + MR` of `m` with vectors `b..b + NR`
+/// of `vs`, written to `out` (`. x rows`).
+///
+/// # Safety
+/// Those rows and vectors exist, and `out` holds `(b + NR) * rows` elements.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn matvec_tile<T: GemmFloat, V: DotVector<T>, const MR: usize, const NR: usize>(
+    m: *const T,
+    rows: usize,
+    k: usize,
+    i0: usize,
+    vs: *const T,
+    b: usize,
+    out: *mut T,
+) {
+    let mut mp = [m; MR];
+    for (r, p) in mp.iter_mut().enumerate() {
+        *p = m.add((i0 + r) * k);
+    }
+    let mut vp = [vs; NR];
+    for (v, p) in vp.iter_mut().enumerate() {
+        *p = vs.add((b + v) * k);
+    }
+    let d = dot_tile::<T, V, MR, NR>(mp, vp, k);
+    for (r, row) in d.iter().enumerate() {
+        for (v, x) in row.iter().enumerate() {
+            *out.add((b + v) * rows + i0 + r) = *x;
+        }
+    }
+}
+
 /// # Safety
 /// Rows `i0..i0 + MR` of `m` and vectors `b_start..b_end` of `vs` exist, and
 /// `out` holds `b_end * rows` elements.
-#[allow(clippy::needless_range_loop)] // tiles index several arrays at once
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn matvec_row_tile<T: GemmFloat, V: DotVector<T>, const MR: usize>(
@@ -558,29 +589,13 @@ pub(crate) unsafe fn matvec_row_tile<T: GemmFloat, V: DotVector<T>, const MR: us
     b_end: usize,
     out: *mut T,
 ) {
-    let mut mp = [m; MR];
-    for (r, p) in mp.iter_mut().enumerate() {
-        *p = m.add((i0 + r) * k);
-    }
     let mut b = b_start;
     while b + MV_NR <= b_end {
-        let mut vp = [vs; MV_NR];
-        for (v, p) in vp.iter_mut().enumerate() {
-            *p = vs.add((b + v) * k);
-        }
-        let d = dot_tile::<T, V, MR, MV_NR>(mp, vp, k);
-        for r in 0..MR {
-            for v in 0..MV_NR {
-                *out.add((b + v) * rows + i0 + r) = d[r][v];
-            }
-        }
+        matvec_tile::<T, V, MR, MV_NR>(m, rows, k, i0, vs, b, out);
         b += MV_NR;
     }
     while b < b_end {
-        let d = dot_tile::<T, V, MR, 1>(mp, [vs.add(b * k)], k);
-        for r in 0..MR {
-            *out.add(b * rows + i0 + r) = d[r][0];
-        }
+        matvec_tile::<T, V, MR, 1>(m, rows, k, i0, vs, b, out);
         b += 1;
     }
 }
@@ -661,29 +676,13 @@ pub(crate) unsafe fn few_vectors<
     b0: usize,
     out: *mut T,
 ) {
-    let mut vp = [vs; NR];
-    for (v, p) in vp.iter_mut().enumerate() {
-        *p = vs.add((b0 + v) * k);
-    }
     let mut i = r0;
     while i + MR <= r1 {
-        let mut mp = [m; MR];
-        for (r, p) in mp.iter_mut().enumerate() {
-            *p = m.add((i + r) * k);
-        }
-        let d = dot_tile::<T, V, MR, NR>(mp, vp, k);
-        for (r, row) in d.iter().enumerate() {
-            for (v, x) in row.iter().enumerate() {
-                *out.add((b0 + v) * rows + i + r) = *x;
-            }
-        }
+        matvec_tile::<T, V, MR, NR>(m, rows, k, i, vs, b0, out);
         i += MR;
     }
     while i < r1 {
-        let d = dot_tile::<T, V, 1, NR>([m.add(i * k)], vp, k);
-        for (v, x) in d[0].iter().enumerate() {
-            *out.add((b0 + v) * rows + i) = *x;
-        }
+        matvec_tile::<T, V, 1, NR>(m, rows, k, i, vs, b0, out);
         i += 1;
     }
 }
