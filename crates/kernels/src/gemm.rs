@@ -537,9 +537,10 @@ const MV_NR: usize = 4;
 /// accumulators keep both FMA units busy through the FMA's latency, where
 /// [`MV_MR`] would leave the single vector's three chains waiting.
 const MV_MR_ONE: usize = 8;
-/// Rows of a tile against two or three vectors ([`few_vectors`]) with 16
-/// vector registers (AVX2): 8 or 12 accumulators, four row loads and one
-/// vector load live. With 32 (AVX-512), `avx512::matvec` takes more.
+/// Rows of a tile against two vectors ([`few_vectors`]) with 16 vector
+/// registers (AVX2): 8 accumulators, four row loads and one vector load
+/// live; three vectors take [`MV_MR`] rows (9 accumulators: four rows'
+/// 12 would spill). With 32 (AVX-512), `avx512::matvec` takes more.
 const MV_MR_FEW: usize = 4;
 
 /// The dot products of rows `i0..i0 + MR` of `m` with vectors `b..b + NR`
@@ -634,7 +635,7 @@ pub(crate) unsafe fn matvec_rows<T: GemmFloat, V: DotVector<T>>(
     match b1 - grouped {
         0 => return,
         2 => return few_vectors::<T, V, MV_MR_FEW, 2>(m, rows, k, (r0, r1), vs, grouped, out),
-        3 => return few_vectors::<T, V, MV_MR_FEW, 3>(m, rows, k, (r0, r1), vs, grouped, out),
+        3 => return few_vectors::<T, V, MV_MR, 3>(m, rows, k, (r0, r1), vs, grouped, out),
         _ => {}
     }
     let b0 = grouped;
