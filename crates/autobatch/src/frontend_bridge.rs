@@ -26,11 +26,15 @@ pub(crate) fn diagnostic_start(diagnostic: &Diagnostic) -> Loc {
     diagnostic.loc
 }
 
-/// Everything a diagnostic says in words (message, label, notes), without
+/// Everything a diagnostic says in words (message, labels, notes), without
 /// the quoted source, for tests that match on text.
 pub(crate) fn diagnostic_words(diagnostic: &Diagnostic) -> String {
     let mut words = diagnostic.message.clone();
-    for extra in std::iter::once(&diagnostic.label).chain(&diagnostic.notes) {
+    let secondary = diagnostic.secondary.iter().map(|s| &s.label);
+    for extra in std::iter::once(&diagnostic.label)
+        .chain(secondary)
+        .chain(&diagnostic.notes)
+    {
         if !extra.is_empty() {
             words.push('\n');
             words.push_str(extra);

@@ -19,6 +19,18 @@ pub struct Diagnostic {
     pub label: String,
     /// Further explanations or hints, printed after the source excerpt.
     pub notes: Vec<String>,
+    /// Other places the message refers to (an opening delimiter, the token
+    /// found instead), each with its own label.
+    pub secondary: Vec<SecondaryLabel>,
+}
+
+/// A place in the source a [`Diagnostic`] refers to besides its main one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecondaryLabel {
+    pub loc: Loc,
+    /// Exclusive, as [`Diagnostic::end`].
+    pub end: Loc,
+    pub label: String,
 }
 
 impl Diagnostic {
@@ -40,7 +52,23 @@ impl Diagnostic {
             end,
             label: label.into(),
             notes: Vec::new(),
+            secondary: Vec::new(),
         }
+    }
+
+    /// Adds a label at `loc..end`, another place the message refers to.
+    pub fn with_secondary(mut self, loc: Loc, end: Loc, label: impl Into<String>) -> Diagnostic {
+        let end = if end <= loc {
+            Loc::new(loc.line, loc.column + 1)
+        } else {
+            end
+        };
+        self.secondary.push(SecondaryLabel {
+            loc,
+            end,
+            label: label.into(),
+        });
+        self
     }
 
     /// Adds a note printed after the source excerpt.
@@ -53,16 +81,8 @@ impl Diagnostic {
     /// line and an underline of the offending code, then the notes.
     pub fn render(&self, source: &str, path: &str, color: bool) -> String {
         use ariadne::{Config, Label, Report, ReportKind, Source};
-        let start = char_offset(source, self.loc);
-        let end = char_offset(source, self.end).max(start + 1);
         let total_chars = source.chars().count();
-        // A range past the end of the text (an error at end of file) is clamped
-        // so that ariadne still shows the last line.
-        let (start, end) = if start >= total_chars && total_chars > 0 {
-            (total_chars - 1, total_chars)
-        } else {
-            (start, end.min(total_chars.max(start + 1)))
-        };
+        let (start, end) = char_range(source, total_chars, self.loc, self.end);
         let id = path.to_string();
         let mut report = Report::build(ReportKind::Error, (id.clone(), start..end))
             .with_config(Config::default().with_color(color))
@@ -71,6 +91,11 @@ impl Diagnostic {
                 self.message, self.loc.line, self.loc.column
             ))
             .with_label(Label::new((id.clone(), start..end)).with_message(&self.label));
+        for other in &self.secondary {
+            let (start, end) = char_range(source, total_chars, other.loc, other.end);
+            report =
+                report.with_label(Label::new((id.clone(), start..end)).with_message(&other.label));
+        }
         for note in &self.notes {
             report = report.with_note(note);
         }
@@ -91,6 +116,19 @@ impl Diagnostic {
 impl std::fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}: {}", self.loc.line, self.loc.column, self.message)
+    }
+}
+
+/// The characters `loc..end` of `source` (at least one). A range past the
+/// end of the text (an error at end of file) is clamped so that ariadne
+/// still shows the last line.
+fn char_range(source: &str, total_chars: usize, loc: Loc, end: Loc) -> (usize, usize) {
+    let start = char_offset(source, loc);
+    let end = char_offset(source, end).max(start + 1);
+    if start >= total_chars && total_chars > 0 {
+        (total_chars - 1, total_chars)
+    } else {
+        (start, end.min(total_chars.max(start + 1)))
     }
 }
 

@@ -6,8 +6,11 @@
 //! execution or about batching. It describes what the user wrote, checked;
 //! the `lower` crate turns that into IR.
 //!
-//! Pipeline: [`guard`] bounds the nesting of the token stream so that `syn`
-//! cannot exhaust the stack; `syn::parse_file` parses; [`items`] collects
+//! Pipeline: the source is split into tokens (where that fails,
+//! `delimiters` says why: an unclosed delimiter, an unterminated string);
+//! [`guard`] bounds the nesting of the token stream so that `syn`
+//! cannot exhaust the stack; `syn::parse_file` parses (`syntax` words and
+//! places its errors); [`items`] collects
 //! items, evaluates constants, collects symbolic dimensions and resolves
 //! signatures; [`body`] checks each function body into HIR; `differentiable`
 //! checks what `grad` / `value_and_grad` differentiate.
@@ -15,13 +18,15 @@
 pub mod hir;
 
 mod body;
+mod delimiters;
 mod diagnostic;
 mod differentiable;
 mod guard;
 mod items;
 mod location;
+mod syntax;
 
-pub use diagnostic::Diagnostic;
+pub use diagnostic::{Diagnostic, SecondaryLabel};
 pub use differentiable::check_static_gradient;
 
 use autobatch_types::Loc;
@@ -55,10 +60,16 @@ pub fn check_on_this_thread(source: &str) -> Result<hir::Module, Vec<Diagnostic>
         let first_line_len = guarded.find('\n').unwrap_or(guarded.len());
         guarded.replace_range(..first_line_len, &" ".repeat(first_line_len));
     }
-    if let Ok(tokens) = guarded.parse::<proc_macro2::TokenStream>() {
-        guard::check_nesting(tokens).map_err(|d| vec![d])?;
+    match guarded.parse::<proc_macro2::TokenStream>() {
+        Ok(tokens) => guard::check_nesting(tokens).map_err(|d| vec![d])?,
+        Err(e) => {
+            let stopped = location::start_of(e.span());
+            return Err(vec![
+                delimiters::scan(&guarded).tokenizer_error(&guarded, stopped)
+            ]);
+        }
     }
-    let file = syn::parse_file(source).map_err(|e| vec![syntax_error(&e)])?;
+    let file = syn::parse_file(source).map_err(|e| vec![syntax::syntax_error(&guarded, &e)])?;
     items::check_file(source, &file)
 }
 
@@ -75,12 +86,6 @@ fn too_large(bytes: usize) -> Diagnostic {
         "the program starts here",
     )
     .with_note("split the work into several smaller programs")
-}
-
-fn syntax_error(e: &syn::Error) -> Diagnostic {
-    let span = e.span();
-    let (loc, end) = (location::start_of(span), location::end_of(span));
-    Diagnostic::new(format!("syntax error: {e}"), loc, end, e.to_string())
 }
 
 /// Runs `work` on a fresh thread with a [`COMPILER_STACK_BYTES`] stack. A

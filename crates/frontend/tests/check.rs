@@ -1332,3 +1332,209 @@ fn grad_goes_through_instances_and_checks_their_callees() {
         27,
     );
 }
+
+// ------------------------------------------- tokens and syntax, as rustc reports them
+//
+// Each position below is where rustc 1.95 reports the same text (as a
+// `.rs` file); where it differs, the comment says how.
+
+/// The one diagnostic of `src`, which must have the labels `labels` (line,
+/// column, text) besides its main one, and render with all of them.
+fn check_labels(src: &str, labels: &[(u32, u32, &str)]) {
+    let ds = check(src).expect_err("expected an error");
+    let d = &ds[0];
+    for (line, column, text) in labels {
+        assert!(
+            d.secondary
+                .iter()
+                .any(|s| s.loc.line == *line && s.loc.column == *column && s.label.contains(text)),
+            "expected the label {text:?} at {line}:{column}, got {:?}",
+            d.secondary
+        );
+    }
+    let rendered = d.render(src, "test.ab", false);
+    for (_, _, text) in labels {
+        assert!(rendered.contains(text), "{rendered}");
+    }
+}
+
+/// The first diagnostic of `src` has a note containing `text`.
+fn check_note(src: &str, text: &str) {
+    let ds = check(src).expect_err("expected an error");
+    assert!(
+        ds[0].notes.iter().any(|n| n.contains(text)),
+        "expected a note containing {text:?}, got {:?}",
+        ds[0].notes
+    );
+}
+
+#[test]
+fn reports_an_unclosed_parenthesis_at_the_parenthesis() {
+    let src = "fn f(x: i64) -> i64 {\n    let y = (x + 1;\n    y\n}\n";
+    check_err(src, "mismatched closing delimiter: `}`", 2, 13);
+    check_labels(
+        src,
+        &[
+            (4, 1, "mismatched closing delimiter"),
+            (1, 21, "closing delimiter possibly meant for this"),
+        ],
+    );
+    // A call missing its `)`.
+    let src = "fn f() -> i64 {\n    let a = g(1, 2;\n    a\n}\n";
+    check_err(src, "mismatched closing delimiter: `}`", 2, 14);
+}
+
+#[test]
+fn reports_an_unclosed_bracket_and_a_mismatched_pair() {
+    check_err(
+        "fn f(x: i64) -> i64 {\n    let y = [x, 1;\n    y\n}\n",
+        "mismatched closing delimiter: `}`",
+        2,
+        13,
+    );
+    let src = "fn f(x: i64) -> i64 {\n    let y = (x + 1];\n    y\n}\n";
+    check_err(src, "mismatched closing delimiter: `]`", 2, 13);
+    check_labels(src, &[(2, 19, "mismatched closing delimiter")]);
+}
+
+#[test]
+fn reports_an_unclosed_brace_at_the_brace() {
+    // rustc puts its main label at the end of the file and "unclosed
+    // delimiter" at 1:21; the opening brace is what needs the fix.
+    check_err(
+        "fn f(x: i64) -> i64 {\n    let y = x + 1;\n    y\n",
+        "unclosed delimiter `{`",
+        1,
+        21,
+    );
+    // A brace closed at another indentation is where the `}` went missing.
+    let src =
+        "fn f(x: bool) -> i64 {\n    if x {\n        1\n    else { 2 }\n}\nfn g() -> i64 { 1 }\n";
+    check_err(src, "unclosed delimiter `{`", 1, 22);
+    check_labels(
+        src,
+        &[
+            (2, 10, "this delimiter might not be properly closed"),
+            (5, 1, "different indentation"),
+        ],
+    );
+}
+
+#[test]
+fn reports_an_unexpected_closing_delimiter() {
+    // rustc reads this `)` as closing the `{` and reports the final `}`,
+    // with a label "missing open `(` for this delimiter" at the `)`.
+    check_err(
+        "fn f(x: i64) -> i64 {\n    let y = x + 1);\n    y\n}\n",
+        "unexpected closing delimiter: `)`",
+        2,
+        18,
+    );
+    let src = "fn f() -> i64 {\n    1\n}\n}\n";
+    check_err(src, "unexpected closing delimiter: `}`", 4, 1);
+    check_labels(
+        src,
+        &[
+            (1, 15, "this opening brace"),
+            (3, 1, "matches this closing brace"),
+        ],
+    );
+}
+
+#[test]
+fn reports_unterminated_strings_and_comments_at_their_start() {
+    check_err(
+        "fn f(x: i64) -> i64 {\n    let y = \"abc;\n    y\n}\n",
+        "unterminated double quote string",
+        2,
+        13,
+    );
+    check_err(
+        "fn f(x: i64) -> i64 {\n    /* let y = x;\n    y\n}\n",
+        "unterminated block comment",
+        2,
+        5,
+    );
+    // Block comments nest: the inner `*/` closes only the inner `/*`.
+    check_err(
+        "fn f() -> i64 {\n    /* a /* b */ c\n    1\n}\n",
+        "unterminated block comment",
+        2,
+        5,
+    );
+    check_err(
+        "fn f() -> i64 {\n    let a = r#\"1\";\n    a\n}\n",
+        "unterminated raw string",
+        2,
+        13,
+    );
+    check_err(
+        "fn f() -> i64 {\n    let a = “1”;\n    a\n}\n",
+        "unknown start of token: `“`",
+        2,
+        13,
+    );
+}
+
+#[test]
+fn delimiters_in_strings_comments_and_characters_do_not_count() {
+    // Each program is balanced once its literals and comments are skipped,
+    // so the error is about the literal, not a delimiter.
+    check_err(
+        "fn f() -> i64 {\n    let s = \"(]\";\n    1\n}\n",
+        "string",
+        2,
+        13,
+    );
+    check_err(
+        "fn f() -> i64 {\n    let c = '{';\n    1\n}\n",
+        "this kind of literal",
+        2,
+        13,
+    );
+    check_ok("fn f() -> i64 {\n    // ( [\n    /* { /* } */ ) */\n    1\n}\n");
+}
+
+#[test]
+fn reports_a_missing_semicolon_after_the_statement() {
+    let src = "fn f() -> i64 {\n    let a = 1\n    let b = 2;\n    a + b\n}\n";
+    check_err(src, "expected `;`, found `let`", 2, 14);
+    check_labels(src, &[(3, 5, "found `let`")]);
+    check_err(
+        "fn f() -> i64 {\n    let a = g(1)\n    a\n}\n",
+        "expected `;`, found `a`",
+        2,
+        17,
+    );
+    let rendered = check("fn f() -> i64 {\n    let a = 1\n    let b = 2;\n    a + b\n}\n")
+        .expect_err("an error")[0]
+        .render(src, "test.ab", false);
+    assert!(rendered.contains("test.ab:2:14"), "{rendered}");
+    assert!(rendered.contains("    let a = 1"), "{rendered}");
+    assert!(rendered.contains("expected `;` here"), "{rendered}");
+}
+
+#[test]
+fn reports_common_slips_where_they_are() {
+    // A missing `,` between arguments: at the second argument, as rustc.
+    check_err(
+        "fn f() -> i64 {\n    let a = g(1 2);\n    a\n}\n",
+        "expected `,`, found `2`",
+        2,
+        17,
+    );
+    // A `let` without `=`: rustc lists the tokens that may follow (2:11).
+    let src = "fn f() -> i64 {\n    let a 1;\n    a\n}\n";
+    check_err(src, "expected `;`, found `1`", 2, 11);
+    check_note(src, "let name = value;");
+    // `=>` for `>=`: at the `=>`, as rustc, with the hint rustc gives.
+    let src = "fn f(x: i64) -> bool {\n    let a = x => 1;\n    a\n}\n";
+    check_err(src, "expected `;`, found `=>`", 2, 15);
+    check_note(src, "write `>=`");
+    // A `fn` without a body: rustc reports the next `fn` (2:1) and labels
+    // the end of the signature (1:14), where the body belongs.
+    let src = "fn f() -> i64\nfn g() -> i64 { 1 }\n";
+    check_err(src, "expected `{`, found `fn`", 1, 14);
+    check_note(src, "a function needs a body");
+    check_err("fn f() -> i64", "found the end of the file", 1, 14);
+}
