@@ -806,7 +806,8 @@ mod tests {
     /// On thousands of random and mutated texts the scan never panics, and
     /// it agrees with the tokenizer: no problem where the tokenizer reads
     /// the text, and where the tokenizer stops at a delimiter, the scan
-    /// detects its problem there too.
+    /// detects its problem there too. The parser's errors on the texts the
+    /// tokenizer reads are worded and placed without panicking either.
     #[test]
     fn random_texts_never_panic_and_agree_with_the_tokenizer() {
         let mut random = Random(0x9e37_79b9_7f4a_7c15);
@@ -814,7 +815,14 @@ mod tests {
             let text = random_text(&mut random);
             let found = scan(&text);
             match text.parse::<proc_macro2::TokenStream>() {
-                Ok(_) => assert!(found.problem.is_none(), "{text:?}: {:?}", found.problem),
+                Ok(_) => {
+                    assert!(found.problem.is_none(), "{text:?}: {:?}", found.problem);
+                    // The parser's errors on the same texts are placed without panicking.
+                    if let Err(e) = syn::parse_file(&text) {
+                        let d = crate::syntax::syntax_error(&text, &e);
+                        let _ = d.render(&text, "random.ab", false);
+                    }
+                }
                 Err(e) => {
                     let stopped = crate::location::start_of(e.span());
                     let stopped_char = text

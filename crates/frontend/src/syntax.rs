@@ -53,8 +53,11 @@ pub(crate) fn syntax_error(source: &str, error: &syn::Error) -> Diagnostic {
         None => format!("syntax error: {raw}"),
     };
     let what = expected.clone().unwrap_or(raw);
+    // The previous item is complete when an item was expected: the token
+    // found is what is wrong.
+    let after_item = what.starts_with(EXPECTED_ITEM);
     let after_line_break = match (before, found_at) {
-        (Some(b), Some(at)) => tokens[b].end.line < at.line,
+        (Some(b), Some(at)) => tokens[b].end.line < at.line && !after_item,
         (Some(_), None) => true,
         (None, _) => false,
     };
@@ -82,6 +85,9 @@ pub(crate) fn syntax_error(source: &str, error: &syn::Error) -> Diagnostic {
     diagnostic
 }
 
+/// What is said when the parser expected an item.
+const EXPECTED_ITEM: &str = "expected an item";
+
 /// What `syn`'s message says was expected, in the language's words
 /// (`expected `{`` for "expected curly braces"); `None` if the message
 /// is not about an expectation.
@@ -94,7 +100,9 @@ fn expectation(raw: &str) -> Option<String> {
         return None;
     }
     if text.starts_with("expected one of: `fn`, `extern`") {
-        return Some("expected an item (`fn`, `const` or `extern \"autobatch\"`)".to_string());
+        return Some(format!(
+            "{EXPECTED_ITEM} (`fn`, `const` or `extern \"autobatch\"`)"
+        ));
     }
     Some(
         text.replace("curly braces", "`{`")

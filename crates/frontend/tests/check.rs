@@ -1538,3 +1538,14 @@ fn reports_common_slips_where_they_are() {
     check_note(src, "a function needs a body");
     check_err("fn f() -> i64", "found the end of the file", 1, 14);
 }
+
+#[test]
+fn reports_a_token_that_cannot_start_an_item_where_it_is() {
+    // As rustc: "expected item, found keyword `let`" at the `let`.
+    check_err(
+        "fn f() -> i64 { 1 }\nlet x = 3;\n",
+        "expected an item",
+        2,
+        1,
+    );
+}
