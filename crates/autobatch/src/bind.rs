@@ -491,21 +491,14 @@ fn convert_params<'p>(
     Ok((converted, members))
 }
 
-/// The name of the user's function that `name` is or is derived from: a
-/// derived function (`f'sgrad@01`, the gradient the binding runs) is shown
-/// by the name the user wrote.
-fn user_function_name(name: &str) -> &str {
-    name.split('\'').next().unwrap_or(name)
-}
-
 fn parameter_list(function: &Function) -> String {
     if function.signature.is_empty() {
-        format!("`{}` has no parameters", user_function_name(&function.name))
+        format!("`{}` has no parameters", function.user_name())
     } else {
         let names: Vec<&str> = function.signature.iter().map(|p| p.name.as_str()).collect();
         format!(
             "the parameters of `{}` are: {}",
-            user_function_name(&function.name),
+            function.user_name(),
             names.join(", ")
         )
     }
@@ -516,7 +509,7 @@ fn missing_argument(function: &Function, name: &str) -> InputError {
         InputErrorKind::MissingName,
         format!(
             "missing argument `{name}` of `{}`: give it in `batch` (one value per member) or in `shared`",
-            user_function_name(&function.name)
+            function.user_name()
         ),
     )
 }
@@ -540,7 +533,7 @@ fn check_names(program: &Program, function: &Function, inputs: &Inputs) -> Resul
                 format!(
                     "parameter `{}` of `{}` has the same name as a static, so the inputs cannot give both; rename one",
                     param.name,
-                    user_function_name(&function.name)
+                    function.user_name()
                 ),
             ));
         }
@@ -592,7 +585,7 @@ fn check_names(program: &Program, function: &Function, inputs: &Inputs) -> Resul
                 InputErrorKind::UnknownName,
                 format!(
                     "`{name}` in `batch` is not a parameter of `{}` ({})",
-                    user_function_name(&function.name),
+                    function.user_name(),
                     parameter_list(function)
                 ),
             ));
@@ -604,7 +597,7 @@ fn check_names(program: &Program, function: &Function, inputs: &Inputs) -> Resul
                 InputErrorKind::UnknownName,
                 format!(
                     "`{name}` in `shared` is neither a parameter of `{}` nor a static ({})",
-                    user_function_name(&function.name),
+                    function.user_name(),
                     parameter_list(function)
                 ),
             ));
@@ -853,7 +846,7 @@ fn check_symbols_fixed(
                 format!(
                     "symbolic dimension `{}` (used by `{}`) is not fixed by any input: give a static or an argument whose type has it",
                     program.symbol_name(symbol),
-                    user_function_name(&function.name)
+                    function.user_name()
                 ),
             ));
         }
@@ -885,7 +878,7 @@ fn check_hosts_registered(
                         format!(
                             "host primitive `{}` (called by `{}`) has no host function: register one with `Compiled::with_host` (the `autobatch` command cannot run a program that calls host primitives)",
                             host.name,
-                            user_function_name(&function.name)
+                            function.user_name()
                         ),
                     ));
                 }

@@ -358,6 +358,66 @@ fn faults_inside_derivatives(messages: &mut Messages, failures: &mut Vec<String>
     messages.run("faults.ab missing", &compiled, bind, "{}", &config);
 }
 
+/// A machine too small for any value: the run errors name the variable
+/// that does not fit and its function, the user's.
+fn too_little_memory(messages: &mut Messages) {
+    let compiled = compile(FAULTS, "faults.ab").expect("faults.ab compiles");
+    std::env::set_var("AUTOBATCH_MEMORY_LIMIT", "1");
+    for strategy in Strategy::ALL {
+        let config = RunConfig {
+            strategy,
+            ..RunConfig::default()
+        };
+        for entry in [
+            "through_grad",
+            "through_value_and_grad",
+            "through_jacobian",
+            "power_grad",
+        ] {
+            let bind = |inputs: &Inputs| compiled.bind(entry, inputs);
+            let inputs = if entry == "power_grad" {
+                r#"{"batch": {"x": [1.5], "n": [2]}}"#
+            } else {
+                FAULTING_MEMBERS
+            };
+            messages.run(
+                &format!("faults.ab {entry} ({strategy}, 1 byte)"),
+                &compiled,
+                bind,
+                inputs,
+                &config,
+            );
+        }
+    }
+    let root = workspace();
+    for path in files(&root.join("tests/programs"), ".ab") {
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        if !(name.starts_with("grad") || name.starts_with("jacobian")) {
+            continue;
+        }
+        let source = read(&path);
+        let Ok(compiled) = compile(&source, &name) else {
+            continue;
+        };
+        for case in harness::parse_test_file(&source).runs {
+            let bind = |inputs: &Inputs| compiled.bind(&case.entry, inputs);
+            let config = reference(&case.overrides);
+            messages.run(
+                &format!("{name}:{} (1 byte)", case.line),
+                &compiled,
+                bind,
+                &case.inputs,
+                &config,
+            );
+        }
+    }
+    std::env::remove_var("AUTOBATCH_MEMORY_LIMIT");
+}
+
 /// The program of the gradients with respect to statics.
 const STATICS: &str = r#"
 extern "autobatch" {
@@ -440,6 +500,7 @@ fn no_message_names_an_internal_function() {
     let mut found = Vec::new();
     faults_inside_derivatives(&mut messages, &mut found);
     static_gradients(&mut messages, &mut found);
+    too_little_memory(&mut messages);
     expect_more(&messages, n, 30, "the gradients' faults");
     failures.extend(found);
     for (origin, message, source) in &messages.all {

@@ -123,6 +123,18 @@ impl Function {
     /// The entry block is always the first.
     pub const ENTRY: Block = Block(0);
 
+    /// Whether the compiler derived this function from one of the user's
+    /// (`f'grad`, `f'vjp@10`, `f'grad.b1`, `h'jacobian`): its name is not
+    /// one the user wrote, and messages name it by [`Function::user_name`].
+    pub fn is_derived(&self) -> bool {
+        self.name.contains('\'')
+    }
+
+    /// The name of the user's function this one is or is derived from.
+    pub fn user_name(&self) -> &str {
+        user_function_name(&self.name)
+    }
+
     /// The signature the flattened parameters imply when no tuple is
     /// involved: one parameter per variable, named as the variable (or
     /// `""`), of its type. The text form writes a `sig:` line only for a
@@ -146,6 +158,12 @@ impl Function {
             many => Type::Tuple(many.iter().cloned().map(Type::Tensor).collect()),
         }
     }
+}
+
+/// The name of the user's function that the function named `name` is or
+/// is derived from: `f` for `f'grad`, `f'vjp@10` or `f'grad.b1`.
+pub fn user_function_name(name: &str) -> &str {
+    name.split('\'').next().unwrap_or(name)
 }
 
 /// A variable: its type and, when it comes from a source binding, its name.

@@ -296,16 +296,22 @@ const SURELY_AVAILABLE: u128 = 16 << 20;
 
 /// A variable as a user finds it in the source: its name and where it is
 /// first assigned (a parameter: where its function is declared).
+/// A variable of a function the compiler derived (a gradient's) is
+/// described in the words of the user's function it comes from.
 fn describe_var(f: &autobatch_ir::Function, v: autobatch_ir::Var) -> String {
-    let name = match f.vars[v].name.as_deref() {
+    let identifier = |name: &&str| name.chars().all(|c| c.is_alphanumeric() || c == '_');
+    let name = match f.vars[v].name.as_deref().filter(identifier) {
         Some(name) => format!("`{name}`"),
         None => "a temporary value".to_string(),
     };
+    let (of, within) = if f.is_derived() {
+        let derivative = format!("the derivative of `{}`", f.user_name());
+        (derivative.clone(), derivative)
+    } else {
+        (format!("`{}`", f.name), format!("function `{}`", f.name))
+    };
     if f.params.contains(&v) {
-        return format!(
-            "{name}, a parameter of `{}` (declared at {}),",
-            f.name, f.loc
-        );
+        return format!("{name}, a parameter of {of} (declared at {}),", f.loc);
     }
     let assigned = f
         .blocks
@@ -319,8 +325,8 @@ fn describe_var(f: &autobatch_ir::Function, v: autobatch_ir::Var) -> String {
             _ => None,
         });
     match assigned {
-        Some(loc) => format!("{name} (assigned at {loc} in function `{}`)", f.name),
-        None => format!("{name} in function `{}` (declared at {})", f.name, f.loc),
+        Some(loc) => format!("{name} (assigned at {loc} in {within})"),
+        None => format!("{name} in {within} (declared at {})", f.loc),
     }
 }
 
