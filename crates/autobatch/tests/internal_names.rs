@@ -430,6 +430,9 @@ fn predict(x: [f64; 3], y: [f64; 2]) -> f64 {
     sum(d * d)
 }
 fn both(x: [f64; 3]) -> [f64; 2] { B }
+fn deep(n: i64) -> f64 { if B[0] > 0.0 { 1.0 } else if n > 0 { deep(n - 1) } else { B[1] } }
+fn recursive(x: [f64; 3], y: [f64; 2]) -> f64 { deep(3) }
+fn noisy(x: [f64; 3], y: [f64; 2]) -> f64 { W[0][0] * uniform() }
 "#;
 
 /// Gradients with respect to statics (`--grad-statics`): bad inputs, a
@@ -468,6 +471,8 @@ fn static_gradients(messages: &mut Messages, failures: &mut Vec<String>) {
         ("both", &["B"][..]),
         ("predict", &["V"][..]),
         ("predict", &[][..]),
+        ("recursive", &["B"][..]),
+        ("noisy", &["W"][..]),
     ] {
         let bind = |inputs: &Inputs| compiled.bind_static_gradient(entry, statics, inputs);
         messages.run(
