@@ -303,10 +303,7 @@ fn faults_inside_derivatives(messages: &mut Messages, failures: &mut Vec<String>
     let compiled = messages
         .compile("faults.ab", FAULTS)
         .expect("faults.ab compiles");
-    let config = RunConfig {
-        strategy: Strategy::Reference,
-        ..RunConfig::default()
-    };
+    let config = reference(&harness::RunOverrides::default());
     let run = |messages: &mut Messages, entry: &str, inputs: &str, config: &RunConfig| {
         let bind = |inputs: &Inputs| compiled.bind(entry, inputs);
         error_places(&messages.run(
@@ -441,10 +438,7 @@ fn static_gradients(messages: &mut Messages, failures: &mut Vec<String>) {
     let compiled = messages
         .compile("statics.ab", STATICS)
         .expect("statics.ab compiles");
-    let config = RunConfig {
-        strategy: Strategy::Reference,
-        ..RunConfig::default()
-    };
+    let config = reference(&harness::RunOverrides::default());
     let statics = r#""W": [[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]], "B": [0.0, 1.0]"#;
     let cases = [
         ("missing argument", format!(r#"{{"batch": {{"x": [[1.0, 2.0, 3.0]]}}, "shared": {{{statics}}}}}"#)),

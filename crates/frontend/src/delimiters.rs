@@ -647,6 +647,8 @@ fn unreadable_token(source: &str, at: Loc) -> Diagnostic {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     fn problem(text: &str) -> Option<(String, Loc)> {
         scan(text)
@@ -716,22 +718,6 @@ mod tests {
         }
     }
 
-    /// A small xorshift generator, so that the random inputs are the same on every run.
-    struct Random(u64);
-
-    impl Random {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
-
     /// Pieces that steer the scan into its corners.
     const PIECES: &[&str] = &[
         "(",
@@ -779,22 +765,24 @@ mod tests {
         "extern \"autobatch\" { static X: [f64; N]; }\nfn g(n: i64) -> i64 { if n < 2 { n } else { g(n - 1) + g(n - 2) } }\n",
     ];
 
-    fn random_text(random: &mut Random) -> String {
-        if random.below(2) == 0 {
-            let pieces = 1 + random.below(40);
+    fn random_text(random: &mut ChaCha8Rng) -> String {
+        if random.gen_range(0..2) == 0 {
+            let pieces = 1 + random.gen_range(0..40);
             (0..pieces)
-                .map(|_| PIECES[random.below(PIECES.len())])
+                .map(|_| PIECES[random.gen_range(0..PIECES.len())])
                 .collect()
         } else {
-            let mut chars: Vec<char> = PROGRAMS[random.below(PROGRAMS.len())].chars().collect();
-            for _ in 0..1 + random.below(4) {
-                let at = random.below(chars.len() + 1);
-                match random.below(3) {
+            let mut chars: Vec<char> = PROGRAMS[random.gen_range(0..PROGRAMS.len())]
+                .chars()
+                .collect();
+            for _ in 0..1 + random.gen_range(0..4) {
+                let at = random.gen_range(0..chars.len() + 1);
+                match random.gen_range(0..3) {
                     0 if at < chars.len() => {
                         chars.remove(at);
                     }
                     _ => {
-                        let piece = PIECES[random.below(PIECES.len())];
+                        let piece = PIECES[random.gen_range(0..PIECES.len())];
                         chars.splice(at..at, piece.chars());
                     }
                 }
@@ -810,7 +798,7 @@ mod tests {
     /// tokenizer reads are worded and placed without panicking either.
     #[test]
     fn random_texts_never_panic_and_agree_with_the_tokenizer() {
-        let mut random = Random(0x9e37_79b9_7f4a_7c15);
+        let mut random = ChaCha8Rng::seed_from_u64(45);
         for _ in 0..5000 {
             let text = random_text(&mut random);
             let found = scan(&text);

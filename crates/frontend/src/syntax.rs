@@ -45,12 +45,13 @@ pub(crate) fn syntax_error(source: &str, error: &syn::Error) -> Diagnostic {
     let expected = expectation(&raw);
     let found_text = match found {
         Some(i) => format!("`{}`", shown(&tokens[i].text)),
-        None if found_at.is_some() => "this".to_string(),
-        None => "the end of the file".to_string(),
+        None if at_end_of_file => "the end of the file".to_string(),
+        None => "this".to_string(),
     };
-    let message = match &expected {
-        Some(expected) => format!("syntax error: {expected}, found {found_text}"),
-        None => format!("syntax error: {raw}"),
+    let message = match (&expected, found.is_some() || at_end_of_file) {
+        (Some(expected), true) => format!("syntax error: {expected}, found {found_text}"),
+        (Some(expected), false) => format!("syntax error: {expected}"),
+        (None, _) => format!("syntax error: {raw}"),
     };
     let what = expected.clone().unwrap_or(raw);
     // The previous item is complete when an item was expected: the token
