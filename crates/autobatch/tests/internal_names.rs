@@ -45,6 +45,14 @@ fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
     found
 }
 
+/// `path` as a text relative to `root`.
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
@@ -179,21 +187,22 @@ fn program_files(messages: &mut Messages) {
     let mut paths = files(&root.join("tests/programs"), ".ab");
     paths.extend(files(&root.join("examples"), ".ab"));
     for path in paths {
-        let origin = path
-            .strip_prefix(&root)
-            .unwrap_or(&path)
-            .display()
-            .to_string();
+        let origin = relative(&root, &path);
         let source = read(&path);
-        let Some(compiled) = messages.compile(&origin, &source) else {
-            continue;
-        };
-        for case in harness::parse_test_file(&source).runs {
-            let origin = format!("{origin}:{}", case.line);
-            let bind = |inputs: &Inputs| compiled.bind(&case.entry, inputs);
-            let config = reference(&case.overrides);
-            messages.run(&origin, &compiled, bind, &case.inputs, &config);
+        if let Some(compiled) = messages.compile(&origin, &source) {
+            run_directives(messages, &origin, &compiled, "");
         }
+    }
+}
+
+/// Binds and runs each `run` directive of the program `compiled` on the
+/// reference executor; `note` follows the origin of its messages.
+fn run_directives(messages: &mut Messages, origin: &str, compiled: &Compiled, note: &str) {
+    for case in harness::parse_test_file(compiled.source()).runs {
+        let origin = format!("{origin}:{}{note}", case.line);
+        let bind = |inputs: &Inputs| compiled.bind(&case.entry, inputs);
+        let config = reference(&case.overrides);
+        messages.run(&origin, compiled, bind, &case.inputs, &config);
     }
 }
 
@@ -228,11 +237,7 @@ fn programs_in_rust_tests(messages: &mut Messages) {
     for crate_dir in files(&root.join("crates"), "/Cargo.toml") {
         let tests = crate_dir.parent().expect("a crate directory").join("tests");
         for path in files(&tests, ".rs") {
-            let file = path
-                .strip_prefix(&root)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
+            let file = relative(&root, &path);
             for (line, literal) in string_literals(&read(&path)) {
                 if literal.contains("fn ") {
                     messages.compile(&format!("{file}:{line}"), &literal);
@@ -240,11 +245,7 @@ fn programs_in_rust_tests(messages: &mut Messages) {
             }
         }
         for path in files(&tests, ".stderr") {
-            let file = path
-                .strip_prefix(&root)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
+            let file = relative(&root, &path);
             let expected = read(&path);
             let program = read(&path.with_extension("rs"));
             messages.add(&file, expected, &program);
@@ -396,20 +397,8 @@ fn too_little_memory(messages: &mut Messages) {
         if !(name.starts_with("grad") || name.starts_with("jacobian")) {
             continue;
         }
-        let source = read(&path);
-        let Ok(compiled) = compile(&source, &name) else {
-            continue;
-        };
-        for case in harness::parse_test_file(&source).runs {
-            let bind = |inputs: &Inputs| compiled.bind(&case.entry, inputs);
-            let config = reference(&case.overrides);
-            messages.run(
-                &format!("{name}:{} (1 byte)", case.line),
-                &compiled,
-                bind,
-                &case.inputs,
-                &config,
-            );
+        if let Ok(compiled) = compile(&read(&path), &name) {
+            run_directives(messages, &name, &compiled, " (1 byte)");
         }
     }
     std::env::remove_var("AUTOBATCH_MEMORY_LIMIT");
