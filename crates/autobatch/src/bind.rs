@@ -22,7 +22,7 @@ use autobatch_ir::{EntityRef, FuncId, Function, Program};
 use autobatch_types::{Data, Dim, Scalar, ScalarType, SymbolId, Tensor, TensorType, Type, Value};
 
 use crate::compile::Compiled;
-use crate::inputs::{InputValue, Inputs};
+use crate::inputs::{InputValue, Inputs, JsonPlace};
 
 /// What kind of problem an [`InputError`] reports; the message says the details.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -65,17 +65,42 @@ pub enum InputErrorKind {
 pub struct InputError {
     kind: InputErrorKind,
     message: String,
+    /// Whether the error is about what the inputs hold, rather than about
+    /// the request (the entry, the statics to differentiate) or the program.
+    about_the_inputs: bool,
 }
 
 impl InputError {
+    /// An error about what the inputs hold; one of kind
+    /// [`InputErrorKind::UnknownEntry`] or [`InputErrorKind::NotDifferentiable`]
+    /// is about the request.
     pub(crate) fn new(kind: InputErrorKind, message: impl Into<String>) -> Self {
+        let about_the_inputs = !matches!(
+            kind,
+            InputErrorKind::UnknownEntry | InputErrorKind::NotDifferentiable
+        );
         InputError {
             kind,
             message: message.into(),
+            about_the_inputs,
+        }
+    }
+    /// An error about the request (a static to differentiate, a host
+    /// function) or the program, not about what the inputs hold.
+    pub(crate) fn about_the_request(kind: InputErrorKind, message: impl Into<String>) -> Self {
+        InputError {
+            about_the_inputs: false,
+            ..InputError::new(kind, message)
         }
     }
     pub fn kind(&self) -> InputErrorKind {
         self.kind
+    }
+    /// Whether the error is about what the inputs hold (a value, a name,
+    /// the layout), so that a message may name the file they came from;
+    /// not about the entry, the statics to differentiate or the program.
+    pub fn is_about_the_inputs(&self) -> bool {
+        self.about_the_inputs
     }
     /// One line for people.
     pub fn message(&self) -> &str {
@@ -284,7 +309,7 @@ impl Compiled {
                     ))
                 }
                 None => {
-                    return Err(InputError::new(
+                    return Err(InputError::about_the_request(
                         InputErrorKind::UnknownName,
                         format!(
                             "no static named `{name}` in {} (float statics: {})",
@@ -299,7 +324,7 @@ impl Compiled {
                 }
             };
             if statics[..k].contains(name) {
-                return Err(InputError::new(
+                return Err(InputError::about_the_request(
                     InputErrorKind::DuplicatedName,
                     format!("the static `{name}` is named twice"),
                 ));
@@ -388,6 +413,7 @@ fn convert_statics(
         let place = Place {
             description: format!("static `{}`", decl.name),
             root: decl.name.clone(),
+            written: Written::shared(inputs),
         };
         let ty = Type::Tensor(decl.ty.clone());
         converted.push(convert(program, value, &ty, &place, dimensions)?);
@@ -450,6 +476,7 @@ fn convert_params<'p>(
                 let place = Place {
                     description: format!("argument `{}`", param.name),
                     root: param.name.clone(),
+                    written: Written::shared(inputs),
                 };
                 let value = convert(program, value, &param.ty, &place, shared)?;
                 Some(ConvertedParam::Shared(value))
@@ -473,6 +500,11 @@ fn convert_params<'p>(
             let place = Place {
                 description: format!("argument `{}` of member {member}", param.name),
                 root: param.name.clone(),
+                written: Written {
+                    inputs,
+                    section: "batch",
+                    member: Some(member),
+                },
             };
             let dimensions = members.get_mut(member).ok_or_else(|| {
                 InputError::new(
@@ -492,6 +524,7 @@ fn convert_params<'p>(
 }
 
 fn parameter_list(function: &Function) -> String {
+    let name = function.user_name();
     if function.signature.is_empty() {
         format!("`{}` has no parameters", function.user_name())
     } else {
@@ -647,13 +680,55 @@ fn batch_size(inputs: &Inputs) -> Result<usize, InputError> {
 }
 
 /// Which input a value is, for messages: its description ("argument `x` of
-/// member 2") and the name its paths start with (`x`).
-struct Place {
+/// member 2"), the name its paths start with (`x`), and where the inputs'
+/// text has it.
+struct Place<'i> {
     description: String,
     root: String,
+    written: Written<'i>,
 }
 
-impl Place {
+/// Where in the inputs a value is given: in `section`, as the value of
+/// member `member` for a batched argument.
+struct Written<'i> {
+    inputs: &'i Inputs,
+    section: &'static str,
+    member: Option<usize>,
+}
+
+impl<'i> Written<'i> {
+    fn shared(inputs: &'i Inputs) -> Written<'i> {
+        Written {
+            inputs,
+            section: "shared",
+            member: None,
+        }
+    }
+}
+
+impl Place<'_> {
+    /// What the JSON value at `path` is, for "found ..." in messages: a
+    /// number as the inputs' text writes it.
+    fn found(&self, json: &serde_json::Value, path: &str) -> String {
+        if let serde_json::Value::Number(_) = json {
+            // The indices after the root: `x[2].1[0]` is 2, 1, 0.
+            let within = path.strip_prefix(self.root.as_str()).unwrap_or("");
+            let indices = within
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .filter_map(|s| s.parse().ok());
+            let place = JsonPlace {
+                section: self.written.section,
+                name: &self.root,
+                indices: self.written.member.into_iter().chain(indices).collect(),
+            };
+            if let Some(written) = self.written.inputs.written_number(&place) {
+                return written;
+            }
+        }
+        describe_json(json)
+    }
+
     /// An error about the part of the value at `path`.
     fn error(&self, path: &str, problem: impl fmt::Display) -> InputError {
         let message = if path == self.root {
@@ -873,7 +948,7 @@ fn check_hosts_registered(
             } = op
             {
                 if !hosts.contains(&host.name) {
-                    return Err(InputError::new(
+                    return Err(InputError::about_the_request(
                         InputErrorKind::MissingName,
                         format!(
                             "host primitive `{}` (called by `{}`) has no host function: register one with `Compiled::with_host` (the `autobatch` command cannot run a program that calls host primitives)",
@@ -1032,7 +1107,7 @@ fn convert_json(
             }
             other => Err(place.error(
                 path,
-                format_args!("must be `()` (null or []), found {}", describe_json(other)),
+                format_args!("must be `()` (null or []), found {}", place.found(other, path)),
             )),
         },
         Type::Tuple(items) => match json {
@@ -1056,7 +1131,7 @@ fn convert_json(
                     "must be a tuple `{}`, written as a list of {} values, found {}",
                     type_name(program, ty),
                     items.len(),
-                    describe_json(other)
+                    place.found(other, path)
                 ),
             )),
         },
@@ -1071,7 +1146,7 @@ fn convert_json(
 struct Walk<'a> {
     program: &'a Program,
     ty: &'a TensorType,
-    place: &'a Place,
+    place: &'a Place<'a>,
     root: &'a str,
     /// The indices from the root to the list or element being visited;
     /// a path string is only made when something is wrong, so that a
@@ -1101,7 +1176,8 @@ impl Walk<'_> {
 
     fn visit(&mut self, json: &serde_json::Value, axis: usize) -> Result<(), InputError> {
         if axis == self.ty.dims.len() {
-            let scalar = json_to_scalar(json, self.ty.elem)
+            let found = || self.place.found(json, &self.path());
+            let scalar = json_to_scalar(json, self.ty.elem, &found)
                 .map_err(|problem| self.place.error(&self.path(), problem))?;
             self.data.push(scalar);
             return Ok(());
@@ -1112,7 +1188,7 @@ impl Walk<'_> {
                 format_args!(
                     "must be an array `{}` (a list), found {}",
                     self.sub_type_name(axis),
-                    describe_json(json)
+                    self.place.found(json, &self.path())
                 ),
             ));
         };
@@ -1222,13 +1298,13 @@ fn finish_tensor(
 /// What is wrong with the JSON number `number`, which is neither an `i64`
 /// nor a `u64` (a fraction, an exponent, or an integer beyond 64 bits), given
 /// for the integer type `elem`: a whole number is out of range, or else must
-/// be written as an integer.
-fn float_for_integer(number: &serde_json::Number, elem: ScalarType) -> String {
+/// be written as an integer. `written` quotes the number.
+fn float_for_integer(number: &serde_json::Number, elem: ScalarType, written: &str) -> String {
     let Some(x) = number
         .as_f64()
         .filter(|x| x.is_finite() && x.fract() == 0.0)
     else {
-        return format!("must be an integer ({elem}), found {number}");
+        return format!("must be an integer ({elem}), found {written}");
     };
     // Exclusive upper and inclusive lower bounds, exact as f64.
     let (lo, hi) = match elem {
@@ -1237,19 +1313,23 @@ fn float_for_integer(number: &serde_json::Number, elem: ScalarType) -> String {
         _ => (0.0, 2f64.powi(64)),
     };
     if x < 0.0 && lo == 0.0 {
-        format!("must be a non-negative integer ({elem}), found {number}")
+        format!("must be a non-negative integer ({elem}), found {written}")
     } else if x < lo || x >= hi {
-        format!("must be an integer that fits {elem}, found {number}, which is out of range")
+        format!("must be an integer that fits {elem}, found {written}, which is out of range")
     } else {
         format!(
-            "must be an integer ({elem}), found {number}; write it without a fraction or an exponent"
+            "must be an integer ({elem}), found {written}; write it without a fraction or an exponent"
         )
     }
 }
 
-/// Converts one JSON scalar to `elem`, or says what is wrong with it.
-fn json_to_scalar(json: &serde_json::Value, elem: ScalarType) -> Result<Scalar, String> {
-    let found = || describe_json(json);
+/// Converts one JSON scalar to `elem`, or says what is wrong with it;
+/// `found` says what the value is, as the inputs write it.
+fn json_to_scalar(
+    json: &serde_json::Value,
+    elem: ScalarType,
+    found: &dyn Fn() -> String,
+) -> Result<Scalar, String> {
     match elem {
         ScalarType::Bool => match json {
             serde_json::Value::Bool(b) => Ok(Scalar::Bool(*b)),
@@ -1264,7 +1344,8 @@ fn json_to_scalar(json: &serde_json::Value, elem: ScalarType) -> Result<Scalar, 
             };
             let out_of_range = || {
                 format!(
-                    "must be an integer that fits {elem}, found {number}, which is out of range"
+                    "must be an integer that fits {elem}, found {}, which is out of range",
+                    found()
                 )
             };
             if let Some(i) = number.as_i64() {
@@ -1274,7 +1355,10 @@ fn json_to_scalar(json: &serde_json::Value, elem: ScalarType) -> Result<Scalar, 
                         .map_err(|_| out_of_range()),
                     ScalarType::I64 => Ok(Scalar::I64(i)),
                     _ => u64::try_from(i).map(Scalar::Usize).map_err(|_| {
-                        format!("must be a non-negative integer (usize), found {number}")
+                        format!(
+                            "must be a non-negative integer (usize), found {}",
+                            found()
+                        )
                     }),
                 }
             } else if let Some(u) = number.as_u64() {
@@ -1283,14 +1367,14 @@ fn json_to_scalar(json: &serde_json::Value, elem: ScalarType) -> Result<Scalar, 
                     _ => Err(out_of_range()),
                 }
             } else {
-                Err(float_for_integer(number, elem))
+                Err(float_for_integer(number, elem, &found()))
             }
         }
         ScalarType::F32 | ScalarType::F64 => {
             let x = match json {
                 serde_json::Value::Number(number) => match number.as_f64() {
                     Some(x) => x,
-                    None => return Err(format!("must be a number ({elem}), found {number}")),
+                    None => return Err(format!("must be a number ({elem}), found {}", found())),
                 },
                 serde_json::Value::String(s) if s == "NaN" => f64::NAN,
                 serde_json::Value::String(s) if s == "inf" => f64::INFINITY,

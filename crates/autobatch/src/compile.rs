@@ -243,7 +243,7 @@ impl Compiled {
         } else {
             format!("it calls: {}", called.join(", "))
         };
-        Err(InputError::new(
+        Err(InputError::about_the_request(
             InputErrorKind::UnknownName,
             format!(
                 "`{name}` is not a host primitive that {} calls ({listed})",

@@ -16,12 +16,20 @@
 //! JSON is parsed strictly: a key repeated in one object is an error, where
 //! `serde_json` alone would silently keep the last value, and the user would
 //! run a batch other than the one they wrote.
+//!
+//! Inputs read from JSON keep its text, so that a message quotes a number
+//! as the user wrote it (`99999999999999999999`, not the `1e20` it parses
+//! to): only when a message needs it is the text parsed again, as raw
+//! values, down to that number.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use autobatch_types::Value;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::bind::{InputError, InputErrorKind};
 
@@ -132,6 +140,27 @@ pub struct Inputs {
     // when the inputs are bound, not silently merged.
     pub(crate) batch: Vec<(String, Vec<InputValue>)>,
     pub(crate) shared: Vec<(String, InputValue)>,
+    text: SourceText,
+}
+
+/// The JSON text inputs were read from, if they were: kept for messages,
+/// no part of the inputs' value (inputs compare equal whatever their text).
+#[derive(Clone, Default)]
+struct SourceText(Option<Arc<str>>);
+
+impl PartialEq for SourceText {
+    fn eq(&self, _: &SourceText) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for SourceText {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match &self.0 {
+            Some(text) => write!(f, "SourceText({} bytes)", text.len()),
+            None => f.write_str("SourceText(none)"),
+        }
+    }
 }
 
 impl Inputs {
@@ -171,13 +200,18 @@ impl Inputs {
     /// and an optional `shared` object. Errors carry `serde_json`'s line and
     /// column; a key repeated in any object is an error.
     pub fn from_json_str(text: &str) -> Result<Inputs, InputError> {
+        check_top_level(text)?;
         let mut deserializer = serde_json::Deserializer::from_str(text);
-        let parsed = InputsSeed
+        let parsed = InputsSeed { text }
             .deserialize(&mut deserializer)
             .and_then(|inputs| {
                 deserializer.end()?;
                 Ok(inputs)
             });
+        let parsed = parsed.map(|inputs| Inputs {
+            text: SourceText(Some(Arc::from(text))),
+            ..inputs
+        });
         parsed.map_err(|e| {
             let kind = match e.classify() {
                 serde_json::error::Category::Data => InputErrorKind::BadLayout,
@@ -190,21 +224,83 @@ impl Inputs {
             InputError::new(kind, message)
         })
     }
-}
 
-/// Parses the top-level object of the inputs file.
-struct InputsSeed;
-
-impl<'de> DeserializeSeed<'de> for InputsSeed {
-    type Value = Inputs;
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Inputs, D::Error> {
-        deserializer.deserialize_map(InputsVisitor)
+    /// The JSON number at `place` as the inputs' text writes it, if the
+    /// inputs were read from JSON and it is there.
+    pub(crate) fn written_number(&self, place: &JsonPlace) -> Option<String> {
+        written_number(self.text.0.as_deref()?, place)
     }
 }
 
-struct InputsVisitor;
+/// Where a value is in the inputs' JSON: in `section` (`batch` or
+/// `shared`), under `name`, then at `indices` into nested lists (a batched
+/// argument's first index is the member).
+pub(crate) struct JsonPlace<'a> {
+    pub section: &'a str,
+    pub name: &'a str,
+    pub indices: Vec<usize>,
+}
 
-impl<'de> Visitor<'de> for InputsVisitor {
+/// The number at `place` in `text` as written, or `None` if there is no
+/// number there. Parses `text` again, as raw values: only for messages.
+fn written_number(text: &str, place: &JsonPlace) -> Option<String> {
+    let top: HashMap<String, &RawValue> = serde_json::from_str(text).ok()?;
+    let section: HashMap<String, &RawValue> = serde_json::from_str(top.get(place.section)?.get()).ok()?;
+    let mut value: &RawValue = section.get(place.name)?;
+    for &index in &place.indices {
+        let items: Vec<&RawValue> = serde_json::from_str(value.get()).ok()?;
+        value = items.get(index)?;
+    }
+    let written = value.get().trim();
+    written
+        .starts_with(|c: char| c == '-' || c.is_ascii_digit())
+        .then(|| written.to_owned())
+}
+
+/// Refuses a text that does not start an object: not JSON, or saying what
+/// the inputs must be and what the text is; the other mistakes are found
+/// as it is parsed.
+fn check_top_level(text: &str) -> Result<(), InputError> {
+    if text.trim_start().starts_with('{') {
+        return Ok(());
+    }
+    let value = serde_json::from_str::<serde_json::Value>(text).map_err(|e| {
+        InputError::new(
+            InputErrorKind::InvalidJson,
+            format!("inputs are not valid JSON: {e}"),
+        )
+    })?;
+    let found = match &value {
+        serde_json::Value::Number(_) => text.trim().to_owned(),
+        other => crate::bind::describe_json(other),
+    };
+    Err(InputError::new(
+        InputErrorKind::BadLayout,
+        format!(
+            "the inputs must be a JSON object with the keys \"batch\" and \"shared\" \
+             ({{\"batch\": {{NAME: [one value per member]}}, \"shared\": {{NAME: value}}}}), \
+             found {found}"
+        ),
+    ))
+}
+
+/// Parses the top-level object of the inputs file, whose text is `text`.
+struct InputsSeed<'t> {
+    text: &'t str,
+}
+
+impl<'de> DeserializeSeed<'de> for InputsSeed<'_> {
+    type Value = Inputs;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Inputs, D::Error> {
+        deserializer.deserialize_map(InputsVisitor { text: self.text })
+    }
+}
+
+struct InputsVisitor<'t> {
+    text: &'t str,
+}
+
+impl<'de> Visitor<'de> for InputsVisitor<'_> {
     type Value = Inputs;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -227,9 +323,11 @@ impl<'de> Visitor<'de> for InputsVisitor {
                                 inputs.batch.push((name, values.into_iter().map(InputValue::Json).collect()))
                             }
                             other => {
+                                let place = JsonPlace { section: "batch", name: &name, indices: Vec::new() };
+                                let found = written_number(self.text, &place)
+                                    .unwrap_or_else(|| crate::bind::describe_json(&other));
                                 return Err(de::Error::custom(format!(
-                                    "batched argument `{name}` must be a list with one value per member, found {}",
-                                    crate::bind::describe_json(&other)
+                                    "batched argument `{name}` must be a list with one value per member, found {found}"
                                 )))
                             }
                         }

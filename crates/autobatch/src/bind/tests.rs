@@ -381,7 +381,7 @@ fn wrong_layout() {
         &[],
         "[1, 2]",
         BadLayout,
-        "expected an object with the keys `batch` and `shared`",
+        r#"the inputs must be a JSON object with the keys "batch" and "shared""#,
     );
     check_error(
         &[],
@@ -480,7 +480,7 @@ fn whole_numbers_with_an_exponent_for_an_integer() {
         &[("n", "i64")],
         r#"{"batch": {"n": [1e29]}}"#,
         BadValue,
-        "argument `n` of member 0 must be an integer that fits i64, found 1e+29, which is out of range",
+        "argument `n` of member 0 must be an integer that fits i64, found 1e29, which is out of range",
     );
     check_error(
         &[],
@@ -501,7 +501,7 @@ fn whole_numbers_with_an_exponent_for_an_integer() {
         &[("n", "i64")],
         r#"{"shared": {"n": 1e3}}"#,
         BadValue,
-        "must be an integer (i64), found 1000.0; write it without a fraction or an exponent",
+        "must be an integer (i64), found 1e3; write it without a fraction or an exponent",
     );
 }
 
@@ -908,4 +908,80 @@ fn unit_results_under_every_strategy() {
         batch.run(&zero_threads),
         Err(RunError::InvalidConfig(_))
     ));
+}
+
+/// A number in a message is quoted as the inputs' text writes it, at any
+/// depth: in a static, a shared argument, a member's value, a tuple.
+#[test]
+fn numbers_are_quoted_as_written() {
+    let cases = [
+        (
+            r#"{"shared": {"S": 99999999999999999999, "t": [[0, 1], [2, 3]]}, "batch": {"x": [1]}}"#,
+            "static `S` must be an integer that fits i64, found 99999999999999999999,",
+        ),
+        (
+            r#"{"shared": {"S": 1, "t": [[0, 1], [2, 3]]}, "batch": {"x": [1, 2.50]}}"#,
+            "argument `x` of member 1 must be an integer (i64), found 2.50",
+        ),
+        (
+            r#"{"shared": {"S": 1, "t": [[0, 1], [2, 1E1]]}, "batch": {"x": [1]}}"#,
+            "argument `t`: `t.1[1]` must be an integer (i32), found 1E1;",
+        ),
+        (
+            r#"{"shared": {"S": 1, "t": [[0, 1], 5.0e0]}, "batch": {"x": [1]}}"#,
+            "must be an array `[i32; 2]` (a list), found 5.0e0",
+        ),
+    ];
+    for (json, expected) in cases {
+        check_error(
+            &[("S", "i64")],
+            &[("x", "i64"), ("t", "([i64; 2], [i32; 2])")],
+            json,
+            InputErrorKind::BadValue,
+            expected,
+        );
+    }
+    // Inputs built in Rust have no text: the number as it parsed.
+    let compiled = program(&[], &[("x", "i64")]);
+    let inputs = Inputs::new().batched("x", [1.5_f64]);
+    let error = compiled.bind("f", &inputs).unwrap_err();
+    assert!(error.message().contains("found 1.5"), "{error}");
+}
+
+#[test]
+fn inputs_that_are_not_an_object_say_what_they_are() {
+    for (json, found) in [("[1, 2]", "a list of 2 values"), ("2.50", "2.50"), ("null", "null")] {
+        let error = Inputs::from_json_str(json).unwrap_err();
+        assert_eq!(error.kind(), InputErrorKind::BadLayout);
+        assert!(
+            error.message().starts_with(
+                r#"the inputs must be a JSON object with the keys "batch" and "shared""#
+            ),
+            "{error}"
+        );
+        assert!(error.message().ends_with(&format!("found {found}")), "{error}");
+    }
+    // Text that is not JSON is reported as such.
+    let error = Inputs::from_json_str("[1, 2").unwrap_err();
+    assert_eq!(error.kind(), InputErrorKind::InvalidJson);
+}
+
+/// Errors about the entry or the program are not about the inputs (a
+/// command does not blame the inputs file for them); the others are.
+#[test]
+fn errors_say_whether_they_are_about_the_inputs() {
+    let compiled = program(&[("S", "f64")], &[("x", "f64")]);
+    let inputs = Inputs::from_json_str(r#"{"batch": {"x": [1.0]}, "shared": {"S": 1.0}}"#).unwrap();
+    let unknown = compiled.bind("g", &inputs).unwrap_err();
+    assert!(!unknown.is_about_the_inputs(), "{unknown}");
+    let missing = compiled.bind("f", &Inputs::new()).unwrap_err();
+    assert!(missing.is_about_the_inputs(), "{missing}");
+}
+
+#[test]
+fn derived_functions_are_named_by_the_users_function() {
+    assert_eq!(autobatch_ir::user_function_name("predict'sgrad@0"), "predict");
+    assert_eq!(autobatch_ir::user_function_name("f'vjp"), "f");
+    assert_eq!(autobatch_ir::user_function_name("norm2<3>"), "norm2<3>");
+    assert_eq!(autobatch_ir::user_function_name("plain"), "plain");
 }
