@@ -102,7 +102,10 @@ impl Diagnostic {
         let mut out = Vec::new();
         let written = report.finish().write((id, Source::from(source)), &mut out);
         match written {
-            Ok(()) => String::from_utf8_lossy(&out).into_owned(),
+            // ariadne spells the kind `Error:`; every other message of the
+            // command starts `error:` (its own `Custom` kind would colour the
+            // word even without colours).
+            Ok(()) => String::from_utf8_lossy(&out).replacen("Error:", "error:", 1),
             // ariadne only fails on I/O, which a Vec never does; keep a plain
             // fallback so that an error is never lost.
             Err(_) => format!(
