@@ -1,10 +1,6 @@
 //! The command as the ranks of a job: which transport (MPI when an MPI
 //! launcher started this process and the `mpi` feature is built in, else
-//! one process), the checks and messages every command's ranks share, and
-//! writing outputs so that only a complete run leaves a file.
-
-use std::io::Write;
-use std::path::{Path, PathBuf};
+//! one process), and the checks and messages every command's ranks share.
 
 use autobatch::shard::{wire, Communicator, RankFailure, Single};
 
@@ -173,55 +169,4 @@ pub fn agree_on_exit_code(comm: &dyn Communicator, code: u8) -> u8 {
         .first()
         .copied()
         .unwrap_or(2)
-}
-
-/// Writes a file through `write` into a temporary file beside it, renamed
-/// to `path` only once complete: an interrupted run leaves no file that
-/// looks complete.
-pub fn write_atomically(
-    path: &Path,
-    write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<(), String> {
-    create_atomically(path, |temporary| {
-        let written = (|| {
-            let file = std::fs::File::create(temporary)?;
-            let mut writer = std::io::BufWriter::new(file);
-            write(&mut writer)?;
-            writer.flush()?;
-            writer.into_inner().map_err(|e| e.into_error())?.sync_all()
-        })();
-        written.map_err(|e| e.to_string())
-    })
-}
-
-/// Creates the file `path` through `make`, which writes a temporary file
-/// beside it (its name ends with `path`'s, extension included, so that a
-/// writer that reads the format from the extension still can); the
-/// temporary is renamed to `path` once `make` succeeds, and removed if
-/// anything fails. Errors name `path`, never the temporary.
-pub fn create_atomically(
-    path: &Path,
-    make: impl FnOnce(&Path) -> Result<(), String>,
-) -> Result<(), String> {
-    let temporary = temporary_beside(path);
-    let result = make(&temporary)
-        .and_then(|()| std::fs::rename(&temporary, path).map_err(|e| e.to_string()));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    result.map_err(|message| {
-        message.replace(
-            &temporary.display().to_string(),
-            &path.display().to_string(),
-        )
-    })
-}
-
-/// `dir/.autobatch-PID.partial.name` for `dir/name`.
-fn temporary_beside(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!(".autobatch-{}.partial.{name}", std::process::id()))
 }

@@ -15,10 +15,12 @@
 //! (`job`): rank 0 reads and checks everything and writes every output,
 //! the bytes one process writes; an error is printed once, by rank 0
 //! (naming the rank it happened on), and every rank exits with the same
-//! code. Outputs are written to a temporary file and renamed, so a file
-//! exists only once a run completed.
+//! code. Every output is written by `output`: `-` is standard output,
+//! links are followed, devices and FIFOs are written in place, and a
+//! regular file is replaced whole once complete. `--inputs -` and `--data
+//! -` read standard input (`input`).
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -26,10 +28,15 @@ use autobatch::shard::Communicator;
 use autobatch::{BlockChoice, CompileError, Compiled, Inputs, Lanes, RunConfig, Strategy};
 use clap::{Parser, Subcommand};
 
+mod input;
 mod job;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod output;
 mod pictures;
+mod values;
+
+use input::{compile_file, read_file, read_program};
 
 /// Compile and run batched programs written in autobatch's Rust-syntax language.
 #[derive(Parser, Debug)]
@@ -75,37 +82,39 @@ enum Command {
 
 // The arguments of `autobatch run` (its help is the variant's doc above).
 #[derive(clap::Args, Debug)]
+#[command(allow_negative_numbers = true)]
 struct RunArgs {
     /// The program file.
     program: PathBuf,
     /// The function to run.
     #[arg(long, value_name = "NAME")]
     entry: String,
-    /// The inputs: {"batch": {NAME: [one value per member]}, "shared": {NAME: value}}.
+    /// The inputs: {"batch": {NAME: [one value per member]}, "shared": {NAME: value}};
+    /// `-` reads standard input.
     #[arg(long, value_name = "INPUTS.json")]
     inputs: PathBuf,
-    #[arg(long, value_parser = parse_strategy, default_value = "program-counter", help = strategy_help())]
+    #[arg(long, value_parser = values::strategy, default_value = "program-counter", help = values::strategy_help(), long_help = values::strategy_long_help())]
     strategy: Strategy,
-    #[arg(long, value_parser = parse_lanes, default_value = "auto", help = lanes_help())]
+    #[arg(long, value_parser = values::lanes, default_value = "auto", help = values::lanes_help())]
     lanes: Lanes,
-    #[arg(long, value_parser = parse_block_choice, default_value = "smallest-index", help = block_choice_help())]
+    #[arg(long, value_parser = values::block_choice, default_value = "smallest-index", help = values::block_choice_help())]
     block_choice: BlockChoice,
-    /// The deepest chain of calls one member may have.
-    #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = autobatch::DEFAULT_MAX_STACK_DEPTH)]
+    /// The deepest chain of calls one member may have (at least 1).
+    #[arg(long, value_name = "N", value_parser = values::max_stack_depth, default_value_t = autobatch::DEFAULT_MAX_STACK_DEPTH)]
     max_stack_depth: usize,
-    /// The most basic blocks one member may execute.
-    #[arg(long, value_name = "N", default_value_t = autobatch::DEFAULT_MAX_STEPS)]
+    /// The most basic blocks one member may execute (at least 1).
+    #[arg(long, value_name = "N", value_parser = values::max_steps, default_value_t = autobatch::DEFAULT_MAX_STEPS)]
     max_steps: u64,
     /// The seed of the members' random streams.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", value_parser = values::seed, default_value_t = 0)]
     seed: u64,
     /// Worker threads, at most 4 per available core [default: the number of available cores].
-    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    #[arg(long, value_name = "N", value_parser = values::threads)]
     threads: Option<usize>,
     /// The most instances (of `join`, `map`, `pfor`) alive at once; the
     /// others start as earlier ones end (results do not change) [default:
     /// as many as a quarter of the available memory holds].
-    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    #[arg(long, value_name = "N", value_parser = values::positive)]
     max_instances: Option<usize>,
     /// Add the run's figures (`stats`) to the output.
     #[arg(long)]
@@ -116,53 +125,58 @@ struct RunArgs {
     /// the sum (one process).
     #[arg(long, value_name = "S1,S2,..", value_delimiter = ',')]
     grad_statics: Vec<String>,
-    /// Write the results to this file instead of stdout.
+    /// Write the results to this file instead of stdout (`-`: stdout).
     #[arg(long, value_name = "RESULT.json")]
     output: Option<PathBuf>,
-    /// Draw the run's profile into this picture (.svg or .png): the lane
-    /// utilization of every step, and each block's steps and lanes
-    /// (program-counter and local-static; one process).
-    #[arg(long, value_name = "FILE.svg")]
+    /// Draw the run's profile into this picture, SVG or PNG by its
+    /// extension: the lane utilization of every step, and each block's
+    /// steps and lanes (program-counter and local-static; one process).
+    #[arg(long, value_name = "FILE.svg|FILE.png")]
     profile: Option<PathBuf>,
 }
 
 // The arguments of `autobatch sample` (its help is the variant's doc above).
 #[derive(clap::Args, Debug)]
+#[command(allow_negative_numbers = true)]
 struct SampleArgs {
     /// The model: defines `fn log_density(theta: [f64; D]) -> f64`.
     model: PathBuf,
-    /// The model's statics, by name (and optionally its symbolic dimensions).
+    /// The model's statics, by name (and optionally its symbolic
+    /// dimensions); `-` reads standard input.
     #[arg(long, value_name = "DATA.json")]
     data: PathBuf,
     /// The number of chains.
-    #[arg(long, value_name = "N", value_parser = parse_positive, default_value_t = 4)]
+    #[arg(long, value_name = "N", value_parser = values::positive, default_value_t = 4)]
     chains: usize,
     /// Warmup (adaptation) iterations per chain; warmup and draws
     /// together at most 2147483647.
-    #[arg(long, value_name = "N", value_parser = parse_warmup, default_value_t = 1000)]
+    #[arg(long, value_name = "N", value_parser = values::warmup, default_value_t = 1000)]
     warmup: usize,
     /// Draws per chain after warmup.
-    #[arg(long, value_name = "N", value_parser = parse_draws, default_value_t = 1000)]
+    #[arg(long, value_name = "N", value_parser = values::iterations, default_value_t = 1000)]
     draws: usize,
     /// The seed of the chains' random streams.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", value_parser = values::seed, default_value_t = 0)]
     seed: u64,
-    #[arg(long, value_parser = parse_strategy, default_value = autobatch_sample::DEFAULT_STRATEGY.name(), help = strategy_help())]
+    #[arg(long, value_parser = values::strategy, default_value = autobatch_sample::DEFAULT_STRATEGY.name(), help = values::strategy_help(), long_help = values::strategy_long_help())]
     strategy: Strategy,
     /// The deepest tree of a trajectory (at most 2^N - 1 leapfrog steps), from 1 to 30.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=30), default_value_t = 10)]
+    #[arg(long, value_name = "N", value_parser = values::tree_depth, default_value_t = 10)]
     max_depth: u32,
     /// The acceptance statistic warmup adapts the step size towards
     /// (Stan's adapt_delta); raise it (0.9, 0.95) against divergences.
-    #[arg(long, value_name = "X", value_parser = parse_target_accept, default_value_t = 0.8)]
+    #[arg(long, value_name = "X", value_parser = values::target_accept, default_value_t = 0.8)]
     target_accept: f64,
     /// Worker threads, at most 4 per available core [default: the number of available cores].
-    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    #[arg(long, value_name = "N", value_parser = values::threads)]
     threads: Option<usize>,
-    /// Write the draws to this CSV file: chain,draw,theta[0],...,lp__,accept_stat__,treedepth__,n_leapfrog__,divergent__,energy__
+    /// Write the draws to this CSV file (`-`: stdout, and the summary goes
+    /// to stderr). Columns:
+    /// chain,draw,theta[0],...,lp__,accept_stat__,treedepth__,n_leapfrog__,divergent__,energy__
     #[arg(long, value_name = "DRAWS.csv")]
     output: Option<PathBuf>,
-    /// Write the sampler's figures to this JSON file.
+    /// Write the sampler's figures to this JSON file (`-`: stdout, and the
+    /// summary goes to stderr).
     #[arg(long, value_name = "STATS.json")]
     stats: Option<PathBuf>,
     /// Draw pictures of the draws into this directory (created if
@@ -178,85 +192,8 @@ struct SampleArgs {
     pooled_adaptation: bool,
     /// With --pooled-adaptation: the warmup iterations between two
     /// poolings (also at the end of every adaptation window).
-    #[arg(long, value_name = "N", value_parser = parse_pool_every, default_value_t = 1, requires = "pooled_adaptation")]
+    #[arg(long, value_name = "N", value_parser = values::iterations, default_value_t = 1, requires = "pooled_adaptation")]
     pool_every: usize,
-}
-
-fn parse_target_accept(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(x) if x > 0.0 && x < 1.0 => Ok(x),
-        _ => Err(format!(
-            "`{text}` is not an acceptance statistic strictly between 0 and 1"
-        )),
-    }
-}
-
-/// The help of `--strategy`, from the registry of executors.
-fn strategy_help() -> String {
-    format!("How to execute the batch: {}", Strategy::help_list())
-}
-
-/// The help of `--lanes`, naming the strategies that read it.
-fn lanes_help() -> String {
-    format!(
-        "How inactive members are treated (by {}): mask, compact or auto",
-        Strategy::reading(|o| o.lanes)
-    )
-}
-
-/// The help of `--block-choice`, naming the strategies that read it.
-fn block_choice_help() -> String {
-    format!(
-        "How the next block is picked (by {}): smallest-index or most-members",
-        Strategy::reading(|o| o.block_choice)
-    )
-}
-
-fn parse_strategy(text: &str) -> Result<Strategy, String> {
-    text.parse()
-}
-
-fn parse_lanes(text: &str) -> Result<Lanes, String> {
-    text.parse()
-}
-
-fn parse_block_choice(text: &str) -> Result<BlockChoice, String> {
-    text.parse()
-}
-
-fn parse_positive(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!("not a positive integer ({e})")),
-    }
-}
-
-/// A count from `min` to `max`; the message names the range.
-fn parse_count(text: &str, min: usize, max: usize) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(format!("must be an integer from {min} to {max}")),
-    }
-}
-
-fn parse_warmup(text: &str) -> Result<usize, String> {
-    parse_count(text, 0, autobatch_sample::MAX_ITERATIONS)
-}
-
-fn parse_draws(text: &str) -> Result<usize, String> {
-    parse_count(text, 1, autobatch_sample::MAX_ITERATIONS)
-}
-
-fn parse_pool_every(text: &str) -> Result<usize, String> {
-    parse_count(text, 1, autobatch_sample::MAX_ITERATIONS)
-}
-
-fn parse_threads(text: &str) -> Result<usize, String> {
-    let threads = text
-        .parse::<usize>()
-        .map_err(|_| format!("{} (an integer)", autobatch::check_threads(0).unwrap_err()))?;
-    autobatch::check_threads(threads).map(|()| threads)
 }
 
 /// Why the command stopped early; the exit code follows from it.
@@ -509,30 +446,30 @@ fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
         let (entry, strategy) = (&args.entry, args.strategy.name());
         pictures::write_profile(path, profile, entry, batch.batch_size(), strategy)?;
     }
-    match args.output {
-        Some(path) => write_file(&path, document.text.as_bytes()),
-        None => write_stdout(&document.text),
-    }
+    let to = args.output.as_deref().unwrap_or(Path::new("-"));
+    output::write_bytes(to, document.text.as_bytes())
 }
 
 /// What rank 0 reads and checks before `run` starts: the program, compiled,
 /// and the inputs, bound.
 fn prepare_run(args: &RunArgs) -> Result<(Compiled, autobatch::BoundBatch), Failure> {
     if let Some(path) = &args.output {
-        check_writable(path)?;
+        output::check(path)?;
     }
     if let Some(path) = &args.profile {
         pictures::check_picture_path(path)?;
     }
     let compiled = compile_file(&args.program)?;
     let inputs_text = read_file(&args.inputs, "inputs")?;
-    let parsed = Inputs::from_json_str(&inputs_text)
-        .map_err(|e| Failure::Usage(format!("{}: {}", args.inputs.display(), e.message())))?;
+    let in_inputs = |e: autobatch::InputError| input::inputs_error(&args.inputs, e);
+    let parsed = Inputs::from_json_str(&inputs_text).map_err(in_inputs)?;
     let batch = if args.grad_statics.is_empty() {
-        compiled.bind(&args.entry, &parsed)?
+        compiled.bind(&args.entry, &parsed).map_err(in_inputs)?
     } else {
         let statics: Vec<&str> = args.grad_statics.iter().map(String::as_str).collect();
-        compiled.bind_static_gradient(&args.entry, &statics, &parsed)?
+        compiled
+            .bind_static_gradient(&args.entry, &statics, &parsed)
+            .map_err(in_inputs)?
     };
     Ok((compiled, batch))
 }
@@ -590,26 +527,44 @@ fn sample(args: SampleArgs, comm: &dyn Communicator) -> Result<(), Failure> {
         eprintln!("warning: {failure}");
     }
     if let Some(path) = &args.output {
-        write_draws(&run, path)?;
+        output::write(path, &mut |out| autobatch_sample::report::write_csv(&run, out))?;
     }
     if let Some(path) = &args.stats {
         let json = autobatch_sample::report::stats_json(&run, args.strategy.name());
         let text = serde_json::to_string_pretty(&json)
             .map_err(|e| Failure::Usage(format!("cannot write the figures as JSON: {e}")))?;
-        write_file(path, (text + "\n").as_bytes())?;
+        output::write_bytes(path, (text + "\n").as_bytes())?;
     }
     if let Some(dir) = &args.plots {
         pictures::write_sample_plots(dir, &run)?;
     }
-    write_stdout(&autobatch_sample::report::table(&run))
+    let table = autobatch_sample::report::table(&run);
+    if sample_outputs(&args).any(output::is_standard) {
+        eprint!("{table}");
+        Ok(())
+    } else {
+        write_stdout(&table)
+    }
+}
+
+/// The files `sample` writes besides its pictures.
+fn sample_outputs(args: &SampleArgs) -> impl Iterator<Item = &Path> {
+    args.output.iter().chain(&args.stats).map(PathBuf::as_path)
 }
 
 /// What rank 0 reads and checks before `sample` starts: the model, and the
 /// texts the other ranks build it from (its source and the data).
 fn prepare_sample(args: &SampleArgs) -> Result<(autobatch_sample::Model, Vec<String>), Failure> {
     check_iterations(args.warmup, args.draws)?;
-    for path in args.output.iter().chain(&args.stats) {
-        check_writable(path)?;
+    if args.output.as_deref().is_some_and(output::is_standard)
+        && args.stats.as_deref().is_some_and(output::is_standard)
+    {
+        return Err(Failure::Usage(
+            "--output and --stats cannot both be `-`: standard output takes one of them".into(),
+        ));
+    }
+    for path in sample_outputs(args) {
+        output::check(path)?;
     }
     if let Some(dir) = &args.plots {
         pictures::prepare_plot_dir(dir)?;
@@ -681,20 +636,6 @@ fn progress_bar(total: u64, shown: bool) -> indicatif::ProgressBar {
     bar
 }
 
-/// The draws as CSV into the file `path`.
-fn write_draws(run: &autobatch_sample::SampleRun, path: &Path) -> Result<(), Failure> {
-    job::write_atomically(path, &mut |writer| {
-        autobatch_sample::report::write_csv(run, writer)
-    })
-    .map_err(|e| Failure::Usage(format!("cannot write `{}`: {e}", path.display())))
-}
-
-/// `bytes` into the file `path` (complete, or not at all).
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    job::write_atomically(path, &mut |writer| writer.write_all(bytes))
-        .map_err(|e| Failure::Usage(format!("cannot write `{}`: {e}", path.display())))
-}
-
 /// A model that cannot be sampled is reported like a program that does not
 /// compile (exit 1); bad data, settings or a failed chain as bad input (exit 2).
 fn sample_failure(error: autobatch_sample::SampleError, data: &Path) -> Failure {
@@ -702,7 +643,7 @@ fn sample_failure(error: autobatch_sample::SampleError, data: &Path) -> Failure 
         autobatch_sample::SampleError::Compile(text)
         | autobatch_sample::SampleError::Model(text) => Failure::Model(text),
         autobatch_sample::SampleError::Data(message) => {
-            Failure::Usage(format!("{}: {message}", data.display()))
+            Failure::Usage(format!("{}: {message}", input::source_name(data)))
         }
         other => Failure::Usage(other.to_string()),
     }
@@ -720,94 +661,7 @@ fn check_iterations(warmup: usize, draws: usize) -> Result<(), Failure> {
     }
 }
 
-/// Checks, before any long work, that `path` can be written, without
-/// changing it: an existing file is opened for appending, a new one is
-/// created and removed again.
-fn check_writable(path: &Path) -> Result<(), Failure> {
-    let cannot =
-        |reason: String| Failure::Usage(format!("cannot write `{}`: {reason}", path.display()));
-    if path.is_dir() {
-        return Err(cannot("it is a directory".into()));
-    }
-    let mut options = std::fs::OpenOptions::new();
-    if path.exists() {
-        options.append(true);
-        options.open(path).map_err(|e| cannot(e.to_string()))?;
-        return Ok(());
-    }
-    options.write(true).create_new(true);
-    options.open(path).map_err(|e| cannot(e.to_string()))?;
-    std::fs::remove_file(path).map_err(|e| cannot(e.to_string()))
-}
-
-/// Parsing a file takes at most about this many bytes of memory per byte of
-/// text (a JSON number of two characters becomes a 32-byte value).
-const PARSED_BYTES_PER_BYTE: u64 = 64;
-
-/// The bytes of a file named on the command line. A file whose parsed form
-/// could not fit in the available memory is refused before it is read, and
-/// the buffer is reserved fallibly, so that a huge file is one error line,
-/// never an abort.
-fn read_bytes(path: &Path, what: &str) -> Result<Vec<u8>, Failure> {
-    use std::io::Read;
-    let cannot = |reason: String| {
-        Failure::Usage(format!("cannot read {what} `{}`: {reason}", path.display()))
-    };
-    let mut file = std::fs::File::open(path).map_err(|e| cannot(e.to_string()))?;
-    let len = file.metadata().map_err(|e| cannot(e.to_string()))?.len();
-    let available = autobatch::available_memory_bytes();
-    if len.saturating_mul(PARSED_BYTES_PER_BYTE) > available {
-        return Err(cannot(format!(
-            "it is {} MiB, and reading it would take about {} MiB, but only {} MiB of memory is available",
-            len >> 20,
-            len.saturating_mul(PARSED_BYTES_PER_BYTE) >> 20,
-            available >> 20
-        )));
-    }
-    let mut bytes = Vec::new();
-    bytes
-        .try_reserve_exact(len as usize)
-        .map_err(|_| cannot(format!("{} MiB of memory is not available", len >> 20)))?;
-    file.read_to_end(&mut bytes)
-        .map_err(|e| cannot(e.to_string()))?;
-    Ok(bytes)
-}
-
-/// A data or inputs file: unreadable or not UTF-8 is bad input (exit 2).
-fn read_file(path: &Path, what: &str) -> Result<String, Failure> {
-    String::from_utf8(read_bytes(path, what)?).map_err(|_| {
-        Failure::Usage(format!(
-            "cannot read {what} `{}`: stream did not contain valid UTF-8",
-            path.display()
-        ))
-    })
-}
-
-/// A program's source. A file that is not UTF-8 is a program that does not
-/// compile (exit 1), as rustc reports it; one that cannot be read is bad usage.
-fn read_program(path: &Path) -> Result<String, Failure> {
-    String::from_utf8(read_bytes(path, "program")?).map_err(|_| {
-        Failure::Model(format!(
-            "couldn't read `{}`: stream did not contain valid UTF-8",
-            path.display()
-        ))
-    })
-}
-
-fn compile_file(path: &Path) -> Result<Compiled, Failure> {
-    let source = read_program(path)?;
-    autobatch::compile(&source, &path.display().to_string()).map_err(Failure::DoesNotCompile)
-}
-
 /// Writes to stdout; a closed pipe (`autobatch ir x.ab | head`) is not an error worth a message.
 fn write_stdout(text: &str) -> Result<(), Failure> {
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Failure::Usage(format!("cannot write to stdout: {e}"))),
-    }
+    output::write_bytes(Path::new("-"), text.as_bytes())
 }

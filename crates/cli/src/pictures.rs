@@ -1,7 +1,7 @@
 //! The command's pictures: `run --profile FILE.svg` and `sample --plots
 //! DIR`. The figures come from the run (its profile) or the sampler (its
-//! draws and energies); `autobatch-plots` draws them. Like every output of
-//! the command, a picture is written complete or not at all.
+//! draws and energies); `autobatch-plots` draws them, and `output::draw`
+//! writes each picture by the rule of every output of the command.
 
 use std::path::Path;
 
@@ -13,8 +13,15 @@ use crate::Failure;
 /// Checks, before the run, that `path` names a picture that can be
 /// written (its format, its directory).
 pub fn check_picture_path(path: &Path) -> Result<(), Failure> {
+    if crate::output::is_standard(path) {
+        return Err(Failure::Usage(
+            "--profile `-`: a picture's format is read from its file name, which must end in \
+             .svg or .png, so it cannot go to standard output"
+                .into(),
+        ));
+    }
     Format::of(path).map_err(|e| Failure::Usage(e.to_string()))?;
-    crate::check_writable(path)
+    crate::output::check(path)
 }
 
 /// Creates `dir` (and its parents) if needed and checks that pictures can
@@ -30,17 +37,15 @@ pub fn prepare_plot_dir(dir: &Path) -> Result<(), Failure> {
         return Err(cannot("it is not a directory".into()));
     }
     std::fs::create_dir_all(dir).map_err(|e| cannot(e.to_string()))?;
-    crate::check_writable(&dir.join("energy.svg"))
+    crate::output::check(&dir.join("energy.svg"))
 }
 
-/// Draws a picture into `path`, complete or not at all
-/// ([`crate::job::create_atomically`]).
-fn draw_atomically(
+/// Draws a picture into `path` ([`crate::output::draw`]).
+fn draw_picture(
     path: &Path,
     draw: impl FnOnce(&Path) -> Result<(), PlotError>,
 ) -> Result<(), Failure> {
-    crate::job::create_atomically(path, |temporary| draw(temporary).map_err(|e| e.to_string()))
-        .map_err(|message| Failure::Usage(format!("cannot write `{}`: {message}", path.display())))
+    crate::output::draw(path, |to| draw(to).map_err(|e| e.to_string()))
 }
 
 /// The picture of a run's profile, titled `title`.
@@ -100,7 +105,7 @@ pub fn write_profile(
         100.0 * ratio(active, threads)
     );
     let picture = profile_picture(profile, title);
-    draw_atomically(path, |to| autobatch_plots::profile(to, &picture))
+    draw_picture(path, |to| autobatch_plots::profile(to, &picture))
 }
 
 /// Writes the trace and rank plots of every parameter and the energy plot
@@ -113,15 +118,15 @@ pub fn write_sample_plots(dir: &Path, run: &autobatch_sample::SampleRun) -> Resu
             .collect();
         for extension in ["png", "svg"] {
             let trace = dir.join(format!("trace-theta-{i}.{extension}"));
-            draw_atomically(&trace, |to| autobatch_plots::trace(to, &name, &chains))?;
+            draw_picture(&trace, |to| autobatch_plots::trace(to, &name, &chains))?;
             let rank = dir.join(format!("rank-theta-{i}.{extension}"));
-            draw_atomically(&rank, |to| autobatch_plots::rank(to, &name, &chains))?;
+            draw_picture(&rank, |to| autobatch_plots::rank(to, &name, &chains))?;
         }
     }
     let note = energy_note(run);
     for extension in ["png", "svg"] {
         let path = dir.join(format!("energy.{extension}"));
-        draw_atomically(&path, |to| autobatch_plots::energy(to, &run.energy, &note))?;
+        draw_picture(&path, |to| autobatch_plots::energy(to, &run.energy, &note))?;
     }
     Ok(())
 }

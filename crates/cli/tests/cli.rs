@@ -2,8 +2,10 @@
 //! on files in a scratch directory, checking exit codes, stdout and that
 //! every bad input gives exactly one `error: ` line on stderr.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
+
+mod common;
+use common::{assert_one_line_error, autobatch, stderr, stdout, Scratch};
 
 const FIB: &str = "fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + fib(n - 1) } }\n";
 
@@ -25,77 +27,6 @@ fn ratio(a: i64, b: i64) -> i64 { a / b }
 fn pair(x: f64) -> (f64, bool) { (x * 0.5, x > 1.0) }
 fn nothing(x: i64) { }
 ";
-
-/// A scratch directory of its own for each test, removed on drop.
-struct Scratch {
-    dir: PathBuf,
-}
-
-impl Scratch {
-    fn new(test_name: &str) -> Scratch {
-        let dir =
-            std::env::temp_dir().join(format!("autobatch-cli-{}-{test_name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the scratch directory");
-        Scratch { dir }
-    }
-
-    fn file(&self, name: &str, contents: &str) -> String {
-        let path = self.dir.join(name);
-        std::fs::write(&path, contents).expect("write a scratch file");
-        path.to_string_lossy().into_owned()
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.dir.join(name).to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn autobatch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_autobatch"))
-        .args(args)
-        .output()
-        .expect("run the autobatch binary")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// Exit code 2 and exactly one stderr line, `error: ...`, containing `text`.
-fn assert_one_line_error(output: &Output, text: &str) {
-    let err = stderr(output);
-    assert_eq!(output.status.code(), Some(2), "exit code; stderr:\n{err}");
-    assert!(
-        err.starts_with("error: "),
-        "stderr must start with `error: `:\n{err}"
-    );
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "stderr must be one line:\n{err}"
-    );
-    assert!(err.contains(text), "stderr lacks {text:?}:\n{err}");
-    assert!(
-        !err.contains("panicked") && !err.contains("internal error"),
-        "{err}"
-    );
-    assert!(
-        output.stdout.is_empty(),
-        "nothing on stdout after an error: {}",
-        stdout(output)
-    );
-}
 
 /// Runs `entry` of SHAPES (`scaled`) or PLAIN (the others) on `inputs`.
 fn run_entry(scratch: &Scratch, entry: &str, inputs: &str, extra: &[&str]) -> Output {
