@@ -1107,7 +1107,10 @@ fn convert_json(
             }
             other => Err(place.error(
                 path,
-                format_args!("must be `()` (null or []), found {}", place.found(other, path)),
+                format_args!(
+                    "must be `()` (null or []), found {}",
+                    place.found(other, path)
+                ),
             )),
         },
         Type::Tuple(items) => match json {
@@ -1355,10 +1358,7 @@ fn json_to_scalar(
                         .map_err(|_| out_of_range()),
                     ScalarType::I64 => Ok(Scalar::I64(i)),
                     _ => u64::try_from(i).map(Scalar::Usize).map_err(|_| {
-                        format!(
-                            "must be a non-negative integer (usize), found {}",
-                            found()
-                        )
+                        format!("must be a non-negative integer (usize), found {}", found())
                     }),
                 }
             } else if let Some(u) = number.as_u64() {

@@ -245,7 +245,8 @@ pub(crate) struct JsonPlace<'a> {
 /// number there. Parses `text` again, as raw values: only for messages.
 fn written_number(text: &str, place: &JsonPlace) -> Option<String> {
     let top: HashMap<String, &RawValue> = serde_json::from_str(text).ok()?;
-    let section: HashMap<String, &RawValue> = serde_json::from_str(top.get(place.section)?.get()).ok()?;
+    let section: HashMap<String, &RawValue> =
+        serde_json::from_str(top.get(place.section)?.get()).ok()?;
     let mut value: &RawValue = section.get(place.name)?;
     for &index in &place.indices {
         let items: Vec<&RawValue> = serde_json::from_str(value.get()).ok()?;
@@ -319,16 +320,20 @@ impl<'de> Visitor<'de> for InputsVisitor<'_> {
                     }
                     for (name, json) in map.next_value_seed(SectionSeed { section: "batch" })? {
                         match json {
-                            serde_json::Value::Array(values) => {
-                                inputs.batch.push((name, values.into_iter().map(InputValue::Json).collect()))
-                            }
+                            serde_json::Value::Array(values) => inputs
+                                .batch
+                                .push((name, values.into_iter().map(InputValue::Json).collect())),
                             other => {
-                                let place = JsonPlace { section: "batch", name: &name, indices: Vec::new() };
+                                let place = JsonPlace {
+                                    section: "batch",
+                                    name: &name,
+                                    indices: Vec::new(),
+                                };
                                 let found = written_number(self.text, &place)
                                     .unwrap_or_else(|| crate::bind::describe_json(&other));
                                 return Err(de::Error::custom(format!(
                                     "batched argument `{name}` must be a list with one value per member, found {found}"
-                                )))
+                                )));
                             }
                         }
                     }

@@ -50,7 +50,10 @@ pub fn inputs_error(path: &Path, error: autobatch::InputError) -> Failure {
 /// read), and the buffer is reserved fallibly.
 fn read_bytes(path: &Path, what: &str, stdin: bool) -> Result<Vec<u8>, Failure> {
     let cannot = |reason: String| {
-        Failure::Usage(format!("cannot read {what} {}: {reason}", display(path, stdin)))
+        Failure::Usage(format!(
+            "cannot read {what} {}: {reason}",
+            display(path, stdin)
+        ))
     };
     let available = autobatch::available_memory_bytes();
     let too_large = |len: u64| {

@@ -527,7 +527,9 @@ fn sample(args: SampleArgs, comm: &dyn Communicator) -> Result<(), Failure> {
         eprintln!("warning: {failure}");
     }
     if let Some(path) = &args.output {
-        output::write(path, &mut |out| autobatch_sample::report::write_csv(&run, out))?;
+        output::write(path, &mut |out| {
+            autobatch_sample::report::write_csv(&run, out)
+        })?;
     }
     if let Some(path) = &args.stats {
         let json = autobatch_sample::report::stats_json(&run, args.strategy.name());

@@ -61,9 +61,8 @@ pub fn check(named: &Path) -> Result<(), Failure> {
             existing: None,
         } => {
             let dir = directory_of(target);
-            not_writable(&dir, libc::W_OK | libc::X_OK).map(|reason| {
-                format!("cannot create a file in `{}`: {reason}", dir.display())
-            })
+            not_writable(&dir, libc::W_OK | libc::X_OK)
+                .map(|reason| format!("cannot create a file in `{}`: {reason}", dir.display()))
         }
     };
     match problem {
@@ -103,10 +102,7 @@ pub fn draw(named: &Path, draw: impl FnOnce(&Path) -> Result<(), String>) -> Res
         .unwrap_or_default();
     let picture = scratch.dir.join(format!("picture.{extension}"));
     draw(&picture).map_err(|message| {
-        let message = message.replace(
-            &picture.display().to_string(),
-            &named.display().to_string(),
-        );
+        let message = message.replace(&picture.display().to_string(), &named.display().to_string());
         cannot(named, message)
     })?;
     let bytes = fs::read(&picture).map_err(|e| cannot(named, e.to_string()))?;
@@ -204,7 +200,10 @@ fn resolve_new(named: &Path) -> Result<Destination, String> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             Err(format!("the directory `{}` does not exist", dir.display()))
         }
-        Err(e) => Err(format!("cannot reach the directory `{}`: {e}", dir.display())),
+        Err(e) => Err(format!(
+            "cannot reach the directory `{}`: {e}",
+            dir.display()
+        )),
     }
 }
 
@@ -318,7 +317,9 @@ fn replace(
         }
         let mut out = io::BufWriter::new(file);
         contents(&mut out).map_err(Replacing::Failed)?;
-        let file = out.into_inner().map_err(|e| Replacing::Failed(e.into_error()))?;
+        let file = out
+            .into_inner()
+            .map_err(|e| Replacing::Failed(e.into_error()))?;
         file.sync_all().map_err(Replacing::Failed)?;
         fs::rename(&temporary, target).map_err(Replacing::Impossible)
     })();
@@ -361,9 +362,7 @@ impl Scratch {
             let dir = base.join(format!("autobatch-{}-{attempt}", std::process::id()));
             match fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => return Ok(Scratch { dir }),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => {
-                    attempt += 1
-                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
                 Err(e) => return Err(e),
             }
         }

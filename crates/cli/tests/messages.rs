@@ -57,7 +57,10 @@ fn negative_and_zero_counts_name_the_range() {
     let (output, _) = run_predict(&scratch, "predict", inputs, &["--max-steps", "0"]);
     assert_one_line_error(&output, "at least one step");
 
-    let model = scratch.file("m.ab", "fn log_density(theta: [f64; 1]) -> f64 { -theta[0] * theta[0] }\n");
+    let model = scratch.file(
+        "m.ab",
+        "fn log_density(theta: [f64; 1]) -> f64 { -theta[0] * theta[0] }\n",
+    );
     let data = scratch.file("data.json", "{}");
     for (flag, value, range) in [
         ("--chains", "-1", "from 1 to"),
@@ -68,7 +71,11 @@ fn negative_and_zero_counts_name_the_range() {
     ] {
         let output = autobatch(&["sample", &model, "--data", &data, flag, value]);
         assert_one_line_error(&output, flag);
-        assert!(stderr(&output).contains(range), "{flag} {value}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains(range),
+            "{flag} {value}: {}",
+            stderr(&output)
+        );
     }
 }
 
@@ -81,7 +88,10 @@ fn inputs_that_are_not_an_object_say_what_is_expected() {
         ("\"batch\"", "found the string \"batch\""),
     ] {
         let (output, path) = run_predict(&scratch, "predict", inputs, &[]);
-        assert_one_line_error(&output, &format!("{path}: the inputs must be a JSON object"));
+        assert_one_line_error(
+            &output,
+            &format!("{path}: the inputs must be a JSON object"),
+        );
         let err = stderr(&output);
         assert!(err.contains(r#"the keys "batch" and "shared""#), "{err}");
         assert!(err.contains(found), "{err}");
@@ -184,7 +194,10 @@ fn gradient_runs_name_the_users_function() {
 #[test]
 fn every_error_starts_the_same_way() {
     let scratch = Scratch::new("spelling");
-    let program = scratch.file("bad.ab", "fn f() -> i64 {\n    let y: i64 = true;\n    y\n}\n");
+    let program = scratch.file(
+        "bad.ab",
+        "fn f() -> i64 {\n    let y: i64 = true;\n    y\n}\n",
+    );
     let output = autobatch(&["check", &program]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let err = stderr(&output);
@@ -198,7 +211,11 @@ fn run_help_is_true_and_fits_a_terminal() {
     let help = stdout(&output);
     assert!(help.contains("--profile <FILE.svg|FILE.png>"), "{help}");
     for line in help.lines() {
-        assert!(line.chars().count() <= 100, "a line of {} characters: {line}", line.chars().count());
+        assert!(
+            line.chars().count() <= 100,
+            "a line of {} characters: {line}",
+            line.chars().count()
+        );
     }
     for strategy in [
         "reference",
@@ -263,7 +280,9 @@ fn help_commands() -> Vec<String> {
 /// continue it).
 fn synopsis(document: &str, heading: &str) -> Vec<(String, BTreeSet<String>)> {
     let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(document),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(document),
     )
     .expect("read the document");
     let after = text.split(heading).nth(1).expect("the heading");

@@ -36,9 +36,18 @@ fn run_to(scratch: &Scratch, to: &str) -> Output {
 /// The `run` arguments with `--output to`, for running as `nobody` in the
 /// scratch directory (given to `nobody`).
 fn nobody_args(to: &str) -> Vec<String> {
-    ["run", "fib.ab", "--entry", "fib", "--inputs", "inputs.json", "--output", to]
-        .map(String::from)
-        .to_vec()
+    [
+        "run",
+        "fib.ab",
+        "--entry",
+        "fib",
+        "--inputs",
+        "inputs.json",
+        "--output",
+        to,
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// Prepares the scratch directory for `nobody`: the program and inputs
@@ -68,7 +77,12 @@ fn assert_ran(output: &Output) {
 fn listing(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .expect("read the directory")
-        .map(|e| e.expect("an entry").file_name().to_string_lossy().into_owned())
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     names.sort();
     names
@@ -89,7 +103,10 @@ fn dash_is_standard_output_and_standard_input() {
     assert_eq!(stdout(&output), RESULTS);
     // A mistake in them is named as being in standard input.
     let output = autobatch_with_input(&scratch.dir, &args, br#"{"batch": {"m": [1]}}"#);
-    assert_one_line_error(&output, "standard input: `m` in `batch` is not a parameter of `fib`");
+    assert_one_line_error(
+        &output,
+        "standard input: `m` in `batch` is not a parameter of `fib`",
+    );
 }
 
 #[test]
@@ -183,7 +200,10 @@ fn a_character_device_is_written_in_place() {
     for_nobody(&scratch);
     if let Some(output) = as_nobody(&scratch, &nobody_args("/dev/null")) {
         assert_ran(&output);
-        assert!(fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+        assert!(fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
     }
 }
 
@@ -219,7 +239,14 @@ fn a_file_keeps_its_permissions_owner_and_links() {
     }
     assert_eq!(
         listing(&scratch.dir),
-        ["fib.ab", "inputs.json", "other-name.json", "private.json", "shared.json", "theirs.json"]
+        [
+            "fib.ab",
+            "inputs.json",
+            "other-name.json",
+            "private.json",
+            "shared.json",
+            "theirs.json"
+        ]
     );
 }
 
@@ -234,9 +261,16 @@ fn a_read_only_directory() {
     scratch.file("ro/closed.json", "old\n");
     for_nobody(&scratch);
     give_to_nobody(&scratch.dir.join("ro"));
-    fs::set_permissions(scratch.dir.join("ro/open.json"), fs::Permissions::from_mode(0o644)).unwrap();
-    fs::set_permissions(scratch.dir.join("ro/closed.json"), fs::Permissions::from_mode(0o444))
-        .unwrap();
+    fs::set_permissions(
+        scratch.dir.join("ro/open.json"),
+        fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    fs::set_permissions(
+        scratch.dir.join("ro/closed.json"),
+        fs::Permissions::from_mode(0o444),
+    )
+    .unwrap();
     fs::set_permissions(scratch.dir.join("ro"), fs::Permissions::from_mode(0o555)).unwrap();
 
     if let Some(output) = as_nobody(&scratch, &nobody_args("ro/open.json")) {
@@ -248,7 +282,11 @@ fn a_read_only_directory() {
     }
     if let Some(output) = as_nobody(&scratch, &nobody_args("ro/new.json")) {
         assert_one_line_error(&output, "cannot write `ro/new.json`");
-        assert!(stderr(&output).contains("Permission denied"), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("Permission denied"),
+            "{}",
+            stderr(&output)
+        );
     }
     if let Some(output) = as_nobody(&scratch, &nobody_args("ro/closed.json")) {
         assert_one_line_error(&output, "cannot write `ro/closed.json`");
@@ -257,7 +295,10 @@ fn a_read_only_directory() {
             "old\n"
         );
     }
-    assert_eq!(listing(&scratch.dir.join("ro")), ["closed.json", "open.json"]);
+    assert_eq!(
+        listing(&scratch.dir.join("ro")),
+        ["closed.json", "open.json"]
+    );
     fs::set_permissions(scratch.dir.join("ro"), fs::Permissions::from_mode(0o755)).unwrap();
 }
 
@@ -271,20 +312,29 @@ fn sample_outputs_to_standard_output_and_links() {
         "fn log_density(theta: [f64; 1]) -> f64 { -0.5 * theta[0] * theta[0] }\n",
     );
     let data = scratch.file("data.json", "{}");
-    let base = ["sample", &model, "--data", &data, "--chains", "2", "--warmup", "5", "--draws", "3"];
+    let base = [
+        "sample", &model, "--data", &data, "--chains", "2", "--warmup", "5", "--draws", "3",
+    ];
     let output = autobatch(&[&base[..], &["--output", "-"]].concat());
     assert_ran(&output);
     let csv = stdout(&output);
     assert!(csv.starts_with("chain,draw,theta[0],lp__"), "{csv}");
     assert_eq!(csv.lines().count(), 1 + 2 * 3, "{csv}");
-    assert!(stderr(&output).contains("theta[0]"), "the summary: {}", stderr(&output));
+    assert!(
+        stderr(&output).contains("theta[0]"),
+        "the summary: {}",
+        stderr(&output)
+    );
 
     fs::create_dir(scratch.dir.join("real")).unwrap();
     symlink("real/stats.json", scratch.dir.join("stats.json")).unwrap();
     let stats = scratch.path("stats.json");
     let output = autobatch(&[&base[..], &["--stats", &stats]].concat());
     assert_ran(&output);
-    assert!(fs::symlink_metadata(&stats).unwrap().file_type().is_symlink());
+    assert!(fs::symlink_metadata(&stats)
+        .unwrap()
+        .file_type()
+        .is_symlink());
     let figures = fs::read_to_string(scratch.dir.join("real/stats.json")).unwrap();
     assert!(figures.contains("\"chains\""), "{figures}");
 
@@ -305,7 +355,10 @@ fn profile_pictures_follow_links() {
     let picture = scratch.path("profile.svg");
     let output = autobatch(&[&base[..], &["--profile", &picture]].concat());
     assert_ran(&output);
-    assert!(fs::symlink_metadata(&picture).unwrap().file_type().is_symlink());
+    assert!(fs::symlink_metadata(&picture)
+        .unwrap()
+        .file_type()
+        .is_symlink());
     let svg = fs::read_to_string(scratch.dir.join("real/profile.svg")).unwrap();
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
     assert_eq!(listing(&scratch.dir.join("real")), ["profile.svg"]);

@@ -950,7 +950,11 @@ fn numbers_are_quoted_as_written() {
 
 #[test]
 fn inputs_that_are_not_an_object_say_what_they_are() {
-    for (json, found) in [("[1, 2]", "a list of 2 values"), ("2.50", "2.50"), ("null", "null")] {
+    for (json, found) in [
+        ("[1, 2]", "a list of 2 values"),
+        ("2.50", "2.50"),
+        ("null", "null"),
+    ] {
         let error = Inputs::from_json_str(json).unwrap_err();
         assert_eq!(error.kind(), InputErrorKind::BadLayout);
         assert!(
@@ -959,7 +963,10 @@ fn inputs_that_are_not_an_object_say_what_they_are() {
             ),
             "{error}"
         );
-        assert!(error.message().ends_with(&format!("found {found}")), "{error}");
+        assert!(
+            error.message().ends_with(&format!("found {found}")),
+            "{error}"
+        );
     }
     // Text that is not JSON is reported as such.
     let error = Inputs::from_json_str("[1, 2").unwrap_err();
