@@ -103,43 +103,43 @@ fn inputs_that_are_not_an_object_say_what_is_expected() {
 #[test]
 fn numbers_are_quoted_as_written() {
     let scratch = Scratch::new("numbers");
-    for (inputs, quoted) in [
+    for (entry, inputs, quoted) in [
         (
+            "predict",
             r#"{"batch": {"x": [1.0], "n": [99999999999999999999]}, "shared": {"W": 2}}"#,
             "argument `n` of member 0 must be an integer that fits i64, found 99999999999999999999,",
         ),
         (
+            "predict",
             r#"{"batch": {"x": [1.0, 2.0], "n": [1, 1.50e0]}, "shared": {"W": 2}}"#,
             "argument `n` of member 1 must be an integer (i64), found 1.50e0\n",
         ),
         (
+            "predict",
             r#"{"batch": {"x": [1.0], "n": 1.0e3}, "shared": {"W": 2}}"#,
             "batched argument `n` must be a list with one value per member, found 1.0e3",
         ),
-    ] {
-        let (output, path) = run_predict(&scratch, "predict", inputs, &[]);
-        assert_one_line_error(&output, &format!("{path}: "));
-        let err = stderr(&output);
-        assert!(err.contains(quoted), "{err}");
-        assert!(!err.contains("e+"), "{err}");
-    }
-    for (inputs, quoted) in [
         (
+            "shaped",
             r#"{"shared": {"v": [1, 12345678901234567890123], "t": [0.5, 2], "W": 1}}"#,
             "argument `v`: `v[1]` must be an integer that fits i64, found 12345678901234567890123,",
         ),
         (
+            "shaped",
             r#"{"batch": {"v": [[1, 2]], "t": [[0.5, 3.0e9]]}, "shared": {"W": 1}}"#,
             "argument `t` of member 0: `t.1` must be an integer that fits i32, found 3.0e9,",
         ),
         (
+            "shaped",
             r#"{"batch": {"v": [[1, 2]], "t": [[0.5, 1]]}, "shared": {"W": true}}"#,
             "static `W` must be a number (f64)",
         ),
     ] {
-        let (output, path) = run_predict(&scratch, "shaped", inputs, &[]);
+        let (output, path) = run_predict(&scratch, entry, inputs, &[]);
         assert_one_line_error(&output, &format!("{path}: "));
-        assert!(stderr(&output).contains(quoted), "{}", stderr(&output));
+        let err = stderr(&output);
+        assert!(err.contains(quoted), "{err}");
+        assert!(!err.contains("e+"), "{err}");
     }
 }
 

@@ -7,13 +7,12 @@
 
 use std::fs;
 use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
 use std::process::Output;
 
 mod common;
 use common::{
     assert_one_line_error, autobatch, autobatch_as_nobody, autobatch_with_input, give_to_nobody,
-    stderr, stdout, Scratch,
+    listing, stderr, stdout, Scratch,
 };
 
 const FIB: &str = "fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + fib(n - 1) } }\n";
@@ -71,21 +70,6 @@ fn as_nobody(scratch: &Scratch, args: &[String]) -> Option<Output> {
 
 fn assert_ran(output: &Output) {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(output));
-}
-
-/// The names in `dir`, sorted.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .expect("read the directory")
-        .map(|e| {
-            e.expect("an entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]
