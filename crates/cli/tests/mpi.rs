@@ -13,6 +13,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+
 const PROGRAM: &str = "\
 // A random walk of n steps from x, and a sum that may fault.
 fn walk(n: i64, x: f64) -> (f64, i64) {
@@ -60,17 +62,7 @@ impl Scratch {
     }
     /// The files in the directory (a failed run must leave no partial one).
     fn files(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&self.dir)
-            .expect("list the scratch directory")
-            .map(|e| {
-                e.expect("an entry")
-                    .file_name()
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .collect();
-        names.sort();
-        names
+        common::listing(&self.dir)
     }
 }
 
