@@ -111,6 +111,9 @@ pub fn draw(named: &Path, draw: impl FnOnce(&Path) -> Result<(), String>) -> Res
 
 /// The one-line error about the output `named`.
 fn cannot(named: &Path, reason: String) -> Failure {
+    if is_standard(named) {
+        return Failure::Usage(format!("cannot write to standard output: {reason}"));
+    }
     Failure::Usage(format!("cannot write `{}`: {reason}", named.display()))
 }
 

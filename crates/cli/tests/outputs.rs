@@ -79,8 +79,21 @@ fn dash_is_standard_output_and_standard_input() {
     assert_ran(&output);
     assert_eq!(stdout(&output), RESULTS);
     assert!(!scratch.dir.join("-").exists(), "no file named `-`");
-
+    // Standard output that cannot take the results is one error line.
     let program = scratch.file("fib.ab", FIB);
+    let inputs = scratch.file("inputs.json", INPUTS);
+    let full = std::process::Command::new(env!("CARGO_BIN_EXE_autobatch"))
+        .args([
+            "run", &program, "--entry", "fib", "--inputs", &inputs, "--output", "-",
+        ])
+        .stdout(fs::File::create("/dev/full").expect("open /dev/full"))
+        .output()
+        .expect("run the autobatch binary");
+    assert_one_line_error(
+        &full,
+        "cannot write to standard output: No space left on device",
+    );
+
     let args = ["run", &program, "--entry", "fib", "--inputs", "-"];
     let output = autobatch_with_input(&scratch.dir, &args, INPUTS.as_bytes());
     assert_ran(&output);
