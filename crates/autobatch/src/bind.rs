@@ -526,14 +526,10 @@ fn convert_params<'p>(
 fn parameter_list(function: &Function) -> String {
     let name = function.user_name();
     if function.signature.is_empty() {
-        format!("`{}` has no parameters", function.user_name())
+        format!("`{name}` has no parameters")
     } else {
         let names: Vec<&str> = function.signature.iter().map(|p| p.name.as_str()).collect();
-        format!(
-            "the parameters of `{}` are: {}",
-            function.user_name(),
-            names.join(", ")
-        )
+        format!("the parameters of `{name}` are: {}", names.join(", "))
     }
 }
 
