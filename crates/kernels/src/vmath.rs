@@ -38,9 +38,17 @@ use crate::gemm::Path;
 // ---------------------------------------------------------------------------
 // CPU dispatch.
 
-/// Whether the AVX2+FMA versions can run on this CPU (tested once, then cached by `std`).
+/// Whether the AVX2+FMA versions may run: this CPU has them and
+/// [`crate::gemm::SIMD_VARIABLE`] does not ask for the portable path
+/// (tested once, then cached).
 #[inline]
 pub fn fast_path_available() -> bool {
+    crate::gemm::ceiling() >= Path::Avx2 && cpu_has_avx2_fma()
+}
+
+/// Whether this CPU has AVX2 and FMA (tested once, then cached by `std`).
+#[inline]
+pub(crate) fn cpu_has_avx2_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
