@@ -8,7 +8,7 @@
 //! length-4 vectors.
 //!
 //! The yardstick: with `AUTOBATCH_BENCH_PYTHON` naming a Python that has
-//! numpy (`/work/venv/bin/python` here), the same two products through
+//! numpy (`.peers/numpy/bin/python`, `tools/peers/install numpy`), the same two products through
 //! numpy's BLAS (OpenBLAS) on as many threads, by
 //! `tools/logreg_openblas.py`, run for each setting right after ours; the
 //! report gives GFLOP/s of the products alone (ours and OpenBLAS's) and of
@@ -385,10 +385,7 @@ pub fn run(
                 "products_alone_gflops".into(),
                 json!(products * FLOPS_PER_GRADIENT / 1e9),
             );
-            row.insert(
-                "products_path".into(),
-                json!(format!("{:?}", gemm::Path::detected())),
-            );
+            row.insert("products_path".into(), json!(gemm::Path::detected().name()));
             match &openblas {
                 Ok(report) => {
                     row.insert("openblas_products_1_thread".into(), report.clone());
@@ -452,6 +449,7 @@ pub fn run(
         "n": N,
         "d": D,
         "threads": threads,
+        "simd_path": gemm::Path::detected().name(),
         "memory_bandwidth_bytes_per_second": bandwidth,
         "logistic_regression": precisions,
         "per_operation_overhead": overheads,

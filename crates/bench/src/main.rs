@@ -132,6 +132,10 @@ fn compile(source: &str) -> Program {
 }
 
 fn main() {
+    if let Err(message) = autobatch_kernels::gemm::requested_path() {
+        eprintln!("autobatch-bench: {message}");
+        std::process::exit(2);
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     match args.first().map(String::as_str) {

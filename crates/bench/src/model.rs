@@ -15,14 +15,14 @@
 //! default), then `--runs` more (`seconds`, `median_seconds`). A warm-up
 //! matters with two threads on a shared VM: for the first tens of
 //! milliseconds of a process, the second worker may wake too late to take
-//! its share of a small batch (docs/benchmarks.md, "The first runs of a
-//! process"). Every time is the run's own
+//! its share of a small batch (docs/benchmarks.md, "What we learned"). Every time is the run's own
 //! `wall_seconds` (execution only), operations not counted (as a loop that
 //! reads no figures runs). `document` is the output of one more run with
 //! the operations counted, what `autobatch run --stats` prints (results,
 //! figures, `static_gradients` with `--grad-statics`): the values timed,
 //! as counting changes no result. `tools/dynet_bench.py` times our side
 //! with this, as DyNet's side is timed after a warm-up in one process.
+//! `simd_path` is the kernels' path (`AUTOBATCH_SIMD` caps it).
 
 use autobatch::{Inputs, RunConfig, Strategy};
 use serde_json::{json, Value};
@@ -153,6 +153,7 @@ pub fn main(args: &[String]) {
         "entry": args.entry,
         "strategy": args.strategy.name(),
         "threads": args.threads,
+        "simd_path": autobatch_kernels::gemm::Path::detected().name(),
         "batch_size": bound.batch_size(),
         "cold_seconds": cold_seconds,
         "warmup_runs": warmup_runs,
