@@ -22,7 +22,7 @@ autobatch: `autobatch-bench nuts logistic --chains C --warmup W --draws D`
 Prints one JSON document: for each number of chains, blackjax's and
 autobatch's gradients per second over warmup and sampling, and the ratio.
 
-    /work/venv/bin/python tools/blackjax_bench.py --chains 64 1024 \
+    .peers/jax/bin/python tools/blackjax_bench.py --chains 64 1024 \
         --warmup 20 --draws 20 --bench target/release/autobatch-bench
 """
 

@@ -20,8 +20,7 @@ tools/models_inputs.py with seed 0), then
     cost), after untimed runs for --warmup seconds (at least one).
 Both sides warm up for the same time (0.2 s by default): with two threads
 on a shared VM our first runs can be slower (the second worker wakes too
-late to share a small batch; docs/benchmarks.md, "The first runs of a
-process"), and DyNet's allocator warms up too.
+late to share a small batch; docs/benchmarks.md, "What we learned"), and DyNet's allocator warms up too.
 Items per second is the batch size over the median of --runs runs. DyNet's
 outputs are compared with ours (the largest difference is reported), so
 both compute the same model. Prints a markdown table and writes every
@@ -53,16 +52,20 @@ not inflated by elements that cancel to ~0); the table shows the worst static
 over every pair of our strategies and DyNet settings. Members' losses are
 compared too (largest |ours - DyNet| / max(1, |DyNet|)).
 
+`--threads T` gives both sides T threads: ours `--threads T`, both under
+`taskset` on T cores with OMP_NUM_THREADS etc. set (tools/bench/common.py);
+without it ours use every core and DyNet (one thread on the CPU) runs as it
+is. DyNet runs in DYNET_PYTHON (default `.peers/dynet/bin/python`, from
+`tools/peers/install dynet`). `tools/bench/run dynet` runs this at one
+thread and at all cores and writes docs/results/dynet.json.
+
 `--no-build` skips `cargo build` and uses the binary as it is;
 `AUTOBATCH_BENCH_BIN=PATH` runs that `autobatch-bench` of ours instead
-(with --no-build: an A/B of two commits). Until 2026-11-27 our side was
-timed as one `autobatch run` process per run (a cold run each: first
-touch of every buffer, nothing compiled before), against DyNet's warm
-runs; the tables of docs/benchmarks.md say which way they were timed.
+(with --no-build: an A/B of two commits).
 
-    /work/venv/bin/python tools/dynet_bench.py --models treelstm birnn \
-        --batches 8 64 256 --hidden 128 256 --json /tmp/bench.json
-    /work/venv/bin/python tools/dynet_bench.py --train --models treelstm birnn \
+    .peers/numpy/bin/python tools/dynet_bench.py --models treelstm birnn \
+        --batches 8 64 256 --hidden 128 256 --threads 1 --json /tmp/bench.json
+    .peers/numpy/bin/python tools/dynet_bench.py --train --models treelstm birnn \
         --strategies program-counter local-static --json /tmp/train.json
 """
 import argparse
@@ -100,6 +103,26 @@ def ours_columns(model, train=False):
 def set_strategies(names):
     """Keeps only the strategies `names` (in the order of STRATEGIES)."""
     STRATEGIES[:] = [s for s in STRATEGIES if s in names]
+
+# The Python with DyNet: the pinned one of tools/peers/install when there.
+DYNET_PYTHON = os.environ.get("DYNET_PYTHON", os.path.join(ROOT, ".peers/dynet/bin/python"))
+if not os.path.exists(DYNET_PYTHON):
+    DYNET_PYTHON = sys.executable
+# Threads of both sides (--threads): None leaves both as they are (ours on
+# every core, DyNet on its own); a count runs ours with `--threads` and
+# both under tools/bench/common.py's restriction (taskset, thread variables).
+THREADS = None
+
+
+def restrict(cmd):
+    """(command, environment) of a process of either side at THREADS."""
+    if THREADS is None:
+        return cmd, None
+    sys.path.insert(0, os.path.join(HERE, "bench"))
+    import common
+
+    return common.restricted(cmd, THREADS)
+
 
 SST = os.path.join(ROOT, "examples/data/sst/test.txt")
 # Seconds of untimed runs before the timed ones, on both sides (--warmup).
@@ -156,7 +179,10 @@ def bench_model(program, entry, inputs, strategy, runs, timeout, grad_statics=No
            "--warmup", str(WARMUP)]
     if grad_statics:
         cmd += ["--grad-statics", ",".join(grad_statics)]
-    done = subprocess.run(cmd, check=True, timeout=timeout, stdout=subprocess.PIPE)
+    if THREADS is not None:
+        cmd += ["--threads", str(THREADS)]
+    cmd, env = restrict(cmd)
+    done = subprocess.run(cmd, check=True, timeout=timeout, stdout=subprocess.PIPE, env=env)
     return json.loads(done.stdout)
 
 
@@ -183,8 +209,9 @@ def run_dynet(model, inputs, autobatch, runs, timeout, mode="forward"):
     """The worker's figures: forward mode gives (median seconds, outputs),
     train mode (median seconds, the worker's whole document)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        subprocess.run([sys.executable, __file__, "--worker", model, inputs, str(autobatch),
-                        str(runs), mode, str(WARMUP), out.name], check=True, timeout=timeout)
+        cmd, env = restrict([DYNET_PYTHON, __file__, "--worker", model, inputs, str(autobatch),
+                             str(runs), mode, str(WARMUP), out.name])
+        subprocess.run(cmd, check=True, timeout=timeout, env=env)
         with open(out.name) as f:
             doc = json.load(f)
     return statistics.median(doc["seconds"]), (doc if mode == "train" else doc["outputs"])
@@ -569,13 +596,16 @@ def main():
     ap.add_argument("--no-build", action="store_true", help="do not run cargo build")
     ap.add_argument("--warmup", type=float, default=0.2,
                     help="seconds of untimed runs before the timed ones, on both sides")
+    ap.add_argument("--threads", type=int,
+                    help="threads of both sides (ours --threads, DyNet's pools; both under taskset)")
     ap.add_argument("--worker", nargs=7, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         return worker(*a.worker)
     set_strategies(a.strategies)
-    global WARMUP
+    global WARMUP, THREADS
     WARMUP = a.warmup
+    THREADS = a.threads
 
     if not a.no_build:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "autobatch-bench"], cwd=ROOT,

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """The two matrix products of one logistic-regression gradient, through
-numpy's BLAS (OpenBLAS in the project's venv), as the yardstick of
-`autobatch-bench autodiff --openblas PYTHON`.
+numpy's BLAS (OpenBLAS in .peers/numpy, `tools/peers/install numpy`), as
+the yardstick of `autobatch-bench autodiff` (AUTOBATCH_BENCH_PYTHON names
+the Python; `tools/bench/run openblas` runs it).
 
 For `batch` members with parameters theta (batch x D) and the shared data
 X (N x D):  z = theta X^T  (batch x N),  g = r X  (batch x D), where r
 stands for the residuals (batch x N). Prints one JSON object: the best
 and the median time of the pair of products (the median is what the Rust
 benchmark reports for its own runs), the gradients per second the median
-allows, and its GFLOP/s (4 N D batch flops per pair).
+allows, its GFLOP/s (4 N D batch flops per pair), and the kernel and
+thread count OpenBLAS runs with (threadpoolctl).
 
 usage: logreg_openblas.py --precision f32|f64 --batch B [--threads T]
        [--n N] [--d D] [--budget SECONDS]
@@ -64,11 +66,14 @@ def main():
     median = times[len(times) // 2]
     config = np.__config__.CONFIG if hasattr(np.__config__, "CONFIG") else {}
     blas = config.get("Build Dependencies", {}).get("blas", {})
+    pool = blas_pool()
     print(
         json.dumps(
             {
                 "blas": blas.get("name", "unknown"),
                 "blas_version": blas.get("version", "unknown"),
+                "blas_architecture": pool.get("architecture"),
+                "blas_threads": pool.get("num_threads"),
                 "precision": args.precision,
                 "batch": batch,
                 "threads": args.threads,
@@ -79,6 +84,19 @@ def main():
             }
         )
     )
+
+
+def blas_pool():
+    """The kernel OpenBLAS chose for this CPU (OPENBLAS_CORETYPE forces
+    one) and its thread count, as threadpoolctl reads them ({} without it)."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        return {}
+    for pool in threadpoolctl.threadpool_info():
+        if pool.get("user_api") == "blas":
+            return pool
+    return {}
 
 
 if __name__ == "__main__":

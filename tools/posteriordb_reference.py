@@ -23,9 +23,8 @@ Nothing in the project's build or CI runs this script: its outputs are checked i
 
 How to run (PyStan 3 compiles each model with g++ on first use, then runs offline):
 
-    python3 -m venv /work/venv-pystan
-    /work/venv-pystan/bin/pip install pystan arviz
-    /work/venv-pystan/bin/python tools/posteriordb_reference.py \
+    tools/peers/install stan            # the pinned PyStan and ArviZ, in .peers/stan
+    .peers/stan/bin/python tools/posteriordb_reference.py \
         --data-dir ../shared/data/posteriordb [--chains 4 --warmup 2000 --draws 20000]
         [--seed 20261122] [--adapt-delta 0.95] [--only eight_schools]
 

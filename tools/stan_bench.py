@@ -2,8 +2,8 @@
 """Chains per second: PyStan 3 against `autobatch sample`, same models, data,
 chain count and iterations (issue 14).
 
-    /work/venv/bin/pip install pystan      # once; needs g++ (httpstan compiles offline)
-    /work/venv/bin/python tools/stan_bench.py --repeats 3
+    tools/peers/install stan numpy          # once: the pinned PyStan, in .peers/stan
+    .peers/stan/bin/python tools/stan_bench.py --repeats 3
 
 For each model of `examples/posteriordb/` (eight schools, kidiq, arK) it
 builds the Stan program (compiled once, then found in httpstan's cache; the

@@ -8,11 +8,14 @@ set -e
 cd "$(dirname "$0")/.."
 BIN=target/release/autobatch
 cargo build --release -q -p autobatch-cli
+# numpy for the inputs: the pinned one of tools/peers/install when there.
+PY=python3
+[ -x .peers/numpy/bin/python ] && PY=.peers/numpy/bin/python
 SIZES=${*:-8 64 256}
 printf "%-14s %-16s %6s %10s %8s\n" model strategy batch trees/s util
 for n in $SIZES; do
     in=/tmp/treelstm_$n.json
-    [ -f $in ] || python3 tools/treelstm_inputs.py examples/data/sst/test.txt \
+    [ -f $in ] || $PY tools/treelstm_inputs.py examples/data/sst/test.txt \
         --trees $n --hidden 128 --embed 128 --out $in 2>/dev/null
     for model in treelstm treelstm_seq; do
         for strategy in program-counter local-static reference; do
