@@ -65,7 +65,7 @@ class Options:
 
     def __init__(self, plan, threads):
         self.runs = plan["runs"]
-        self.timeout = 900
+        self.timeout = 300
         self.dynet = plan["dynet"]
         self.threads = threads
 
