@@ -585,7 +585,7 @@ fn prepare_sample(args: &SampleArgs) -> Result<(autobatch_sample::Model, Vec<Str
 /// such buffer freed so far (the data file's text, 20 MB for a 10,000 x
 /// 100 matrix), after which the chains' draws and results stay resident in
 /// the heap once freed: `sample` at 256 chains peaked 9 MB higher
-/// (`docs/benchmarks.md`, "`sample` memory at 256 chains").
+/// (the history of `docs/benchmarks.md`, "`sample` memory at 256 chains").
 fn return_large_buffers_to_the_system() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `mallopt` only sets a parameter of glibc's allocator, under
