@@ -276,7 +276,7 @@ fn bytes_moved(program: &Program, batch: &Batch) -> Value {
     let lowered = lower_to_stack(program, &invariance);
     let node = program.function_by_name("node").expect("node");
     let bytes = |x: autobatch_passes::stack::GlobalVar| {
-        autobatch_exec::batched::value_bytes(&lowered.vars[x].ty, &[]) as u64
+        autobatch_exec::memory::value_bytes(&lowered.vars[x].ty, &[]) as u64
     };
     let (mut saves, mut copies, mut params) = (0, 0, 0);
     for block in lowered.blocks.values().filter(|b| b.func == node) {

@@ -20,6 +20,8 @@ mod internal;
 mod liveness;
 pub mod local_static;
 pub mod lockstep;
+pub mod memory;
+pub mod monitor;
 pub mod native;
 mod native_cache;
 pub mod profile;
@@ -305,8 +307,9 @@ pub use autobatch_kernels::adjoints;
 pub use autobatch_kernels::backend::{Backend, Cpu};
 pub use autobatch_kernels::{BatchHostFn, HostFn, Hosts};
 pub use batched::engine::LaneMode;
-pub use batched::{available_memory_bytes, default_max_instances, BlockChoice};
+pub use batched::BlockChoice;
 pub use executor::{Executor, OptionsRead, Strategy, EXECUTORS};
+pub use memory::{available_memory_bytes, default_max_instances};
 
 /// Options only the batching strategies read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -377,7 +380,7 @@ pub fn run_on(
     batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
     internal::guard(|| {
-        batched::check_value_sizes(program, batch.entry, &env.symbols)
+        memory::check_value_sizes(program, batch.entry, &env.symbols)
             .map_err(ExecError::Resources)?;
         let executor = strategy.executor();
         if !env.ragged.is_empty() {

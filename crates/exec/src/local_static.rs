@@ -48,219 +48,144 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use autobatch_ir::{
-    fork_calls, Block, BlockData, EntityRef, FuncId, Function, InstanceArg, InstanceCall,
-    Instances, Loc, Op, Prim, Program, Terminator, Var,
+    fork_calls, Block, EntityRef, FuncId, Function, InstanceArg, InstanceCall, Instances, Loc, Op,
+    Prim, Program, Terminator, Var,
 };
 use autobatch_kernels::buffer::Values;
 use autobatch_kernels::{dim_length, Backend};
 use autobatch_passes::uniformity::Invariance;
 use autobatch_types::{Scalar, Tensor, TensorType};
 
-use crate::batched::classes::{run_split, SizeClasses, Split, SplitPlan, SplitScratch};
-use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
-use crate::batched::fuse::{find_chains, ChainSite, FusedStep, Fuser, OpView};
-use crate::batched::indexed::{
-    deferrable, find_indexed_products, products_of, Deferral, IndexedRole,
-};
-use crate::batched::lanes::{ForkId, Lanes, Resolution};
+use crate::batched::classes::SizeClasses;
+use crate::batched::column_slot;
+use crate::batched::engine::LaneMode;
+use crate::batched::lanes::{ForkId, Resolution};
+use crate::batched::plan::{PlanOp, StepPlan};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
+use crate::batched::step::{run_ops, Control, Frame, StepHooks, StepParts, StepSite, Stepper};
 use crate::batched::storage::{Column, Slot};
-use crate::batched::temps::{deaths, in_place_set, StepTemps};
-use crate::batched::{
-    check_memory, column_slot, concrete_shape, default_max_instances, lane_bytes, stack_overflow,
-    step_limit, value_bytes, OpCounter, Watch,
-};
+use crate::batched::temps::StepTemps;
 use crate::internal::internal_error;
-use crate::profile::Profiler;
+use crate::memory::{check_memory, concrete_shape, default_max_instances, lane_bytes, value_bytes};
+use crate::monitor::{stack_overflow, step_limit, OpCounter};
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
 struct Run<'a> {
     program: &'a Program,
     invariance: &'a Invariance,
-    shared: SharedEnv<'a>,
-    options: &'a RunOptions,
-    lane_mode: LaneMode,
-    /// Per lane: its random stream, steps taken and state; the joins.
-    lanes: Lanes,
+    /// The engine, the lanes and the rest every step shares.
+    step: Stepper<'a>,
     /// The most instance lanes alive at once (`--max-instances`); the
     /// default is computed at the first fork ([`Run::max_instances`]).
     max_instances: Option<usize>,
     /// The entry function (for that default).
     entry: FuncId,
-    counter: OpCounter,
-    watch: Watch<'a>,
     /// Counter index of each op, per function and block.
     op_counters: Vec<Vec<Vec<Option<usize>>>>,
-    steps: u64,
-    engine: Engine<'a>,
-    /// Reused buffers for the faults and the operand slots of one operation.
-    faults: Vec<(u32, autobatch_kernels::Fault)>,
-    arg_slots: Vec<usize>,
-    /// Reused buffer: the member of each active row of an operation that
-    /// reads a member-uniform parameter.
-    member_rows: Vec<u32>,
     statics: StaticPool<'a>,
-    /// Bytes copied into callees' parameters ([`crate::Stats::call_bytes`]).
-    call_bytes: u64,
-    /// The bytes of the activations alive, and their most.
+    /// The bytes of the activations alive.
     state_bytes: u64,
-    peak_state_bytes: u64,
-    /// Per function, its step temporaries, once computed.
-    temp_plans: Vec<Option<Rc<TempPlan>>>,
-    fuser: Fuser,
-    /// Records the run's profile, when asked ([`RunOptions::profile`]).
-    profiler: Option<Profiler>,
-    /// For a ragged batch, its members' size classes: the operations that
-    /// mention a ragged dimension run split by them
-    /// ([`crate::batched::classes`]).
-    classes: Option<SizeClasses>,
-    split_scratch: SplitScratch,
+    /// Per function, its plan ([`crate::batched::plan`]), once computed.
+    plans: Vec<Option<Rc<StepPlan<'a>>>>,
 }
 
-/// The step temporaries of a function ([`crate::batched::temps`]): per
-/// variable whether it is one, and per block and operation those it
-/// mentions last.
-struct TempPlan {
-    is_temp: Vec<bool>,
-    /// Per block and operation, whether it runs split by size class in a
-    /// ragged batch ([`SizeClasses::plan`]).
-    split: Vec<Vec<SplitPlan>>,
-    dying: Vec<Vec<Vec<usize>>>,
-    /// Per block, the fused chains starting at each operation.
-    chains: Vec<Vec<Option<ChainSite>>>,
-    /// Per block, the indexed products ([`crate::batched::indexed`]).
-    indexed: Vec<Vec<Option<IndexedRole>>>,
+/// The plan of function `fid`'s blocks, whose operations count with
+/// `counters` (per block and operation).
+fn plan_function<'p>(
+    fid: FuncId,
+    function: &'p Function,
+    invariance: &Invariance,
+    counters: &[Vec<Option<usize>>],
+    classes: Option<&SizeClasses>,
+    fuse: bool,
+) -> StepPlan<'p> {
+    let blocks = function
+        .blocks
+        .values()
+        .zip(counters)
+        .map(|(block, counters)| {
+            block
+                .ops
+                .iter()
+                .zip(counters)
+                .map(|(op, counter)| plan_op(function, op, *counter))
+                .collect()
+        })
+        .collect();
+    let candidates = step_temporaries(fid, function, invariance);
+    StepPlan::new(blocks, candidates, classes, fuse)
 }
 
-impl TempPlan {
-    /// A variable is a step temporary if it is stored per row and lives
-    /// inside one block: no parameter, live into no block, read by no
-    /// terminator, neither passed to nor live across a call or a fork, and
-    /// read by no indexed assignment in place.
-    fn new(
-        fid: FuncId,
-        function: &Function,
-        invariance: &Invariance,
-        classes: Option<&SizeClasses>,
-    ) -> TempPlan {
-        let live = autobatch_passes::liveness::Liveness::compute(function);
-        let split: Vec<Vec<SplitPlan>> = function
-            .blocks
-            .values()
-            .map(|block| {
-                block
-                    .ops
-                    .iter()
-                    .map(|op| match (op, classes) {
-                        (Op::Prim { prim, .. }, Some(classes)) => {
-                            classes.plan(prim, &operand_types(function, op))
-                        }
-                        _ => SplitPlan::default(),
-                    })
-                    .collect()
-            })
-            .collect();
-        let mut is_temp: Vec<bool> = function
-            .vars
-            .keys()
-            .map(|v| !invariance.is_invariant(fid, v) && invariance.member_root(fid, v).is_none())
-            .collect();
-        for p in &function.params {
-            is_temp[p.index()] = false;
-        }
-        for (b, block) in function.blocks.iter() {
-            let mut not = |v: Var| is_temp[v.index()] = false;
-            live.live_in[b.index()].iter().for_each(&mut not);
-            block.term.uses().iter().copied().for_each(&mut not);
-            let after = live.live_after_ops(function, b);
-            for (op, live_after) in block.ops.iter().zip(&after) {
-                match op {
-                    Op::Call { .. } | Op::Fork { .. } => {
-                        op.uses()
-                            .iter()
-                            .chain(op.defs())
-                            .copied()
-                            .for_each(&mut not);
-                        live_after.iter().for_each(&mut not);
-                    }
-                    Op::Prim {
-                        dst, prim, args, ..
-                    } => {
-                        let slots: Vec<usize> = args.iter().map(|a| a.index()).collect();
-                        if in_place_set(prim, dst.map(|d| d.index()), &slots) {
-                            args.iter().copied().for_each(&mut not);
-                        }
-                    }
-                }
-            }
-            // An operation split by size class reads and writes its
-            // operands by row, where a compact step's temporaries are laid
-            // out by position.
-            for (op, plan) in block.ops.iter().zip(&split[b.index()]) {
-                if plan.split {
-                    op.uses()
-                        .iter()
-                        .chain(op.defs())
-                        .copied()
-                        .for_each(&mut not);
-                }
-            }
-        }
-        let mut dying: Vec<Vec<Vec<usize>>> = function
-            .blocks
-            .values()
-            .map(|block| {
-                let mentions: Vec<Vec<usize>> = block
-                    .ops
-                    .iter()
-                    .map(|op| {
-                        op.uses()
-                            .iter()
-                            .chain(op.defs())
-                            .map(|v| v.index())
-                            .collect()
-                    })
-                    .collect();
-                deaths(&mentions, &is_temp)
-            })
-            .collect();
-        let mut chains = Vec::new();
-        let mut indexed = Vec::new();
-        for ((block, dying), split) in function.blocks.values().zip(&mut dying).zip(&split) {
-            let args: Vec<Vec<usize>> = block
-                .ops
+/// An operation of the IR as the planner sees it.
+fn plan_op<'p>(function: &'p Function, op: &'p Op, counter: Option<usize>) -> PlanOp<'p> {
+    let mentions = op
+        .uses()
+        .iter()
+        .chain(op.defs())
+        .map(|v| v.index())
+        .collect();
+    match op {
+        Op::Prim {
+            dst,
+            prim,
+            args,
+            loc,
+        } => PlanOp {
+            prim: Some((prim, *loc)),
+            args: args.iter().map(|a| a.index()).collect(),
+            dst: dst.map(|d| d.index()),
+            mentions,
+            types: args
                 .iter()
-                .map(|op| op.uses().iter().map(|v| v.index()).collect())
-                .collect();
-            let views: Vec<Option<OpView<'_>>> = block
-                .ops
-                .iter()
-                .zip(&args)
-                .zip(split)
-                .map(|((op, args), plan)| match op {
-                    // No link of a chain, which runs over whole
-                    // padded rows.
-                    Op::Prim { .. } if plan.split => None,
-                    Op::Prim { dst, prim, .. } => Some(OpView {
-                        prim,
-                        args,
-                        dst: dst.map(|d| d.index()),
-                    }),
-                    Op::Call { .. } | Op::Fork { .. } => None,
-                })
-                .collect();
-            // (An index that is a step temporary then lives until its product.)
-            indexed.push(find_indexed_products(&views, &is_temp, dying));
-            chains.push(find_chains(&views, &is_temp, dying));
-        }
-        TempPlan {
-            is_temp,
-            split,
-            dying,
-            chains,
-            indexed,
+                .chain(dst)
+                .map(|v| &function.vars[*v].ty)
+                .collect(),
+            counter,
+            arg_copy: None,
+        },
+        Op::Call { .. } | Op::Fork { .. } => PlanOp {
+            prim: None,
+            args: Vec::new(),
+            dst: None,
+            mentions,
+            types: Vec::new(),
+            counter: None,
+            arg_copy: None,
+        },
+    }
+}
+
+/// The variables of `function` that may be step temporaries
+/// ([`crate::batched::temps`]): stored per row, living inside one block (no
+/// parameter, live into no block, read by no terminator, neither passed to
+/// nor live across a call or a fork).
+fn step_temporaries(fid: FuncId, function: &Function, invariance: &Invariance) -> Vec<bool> {
+    let live = autobatch_passes::liveness::Liveness::compute(function);
+    let mut is_temp: Vec<bool> = function
+        .vars
+        .keys()
+        .map(|v| !invariance.is_invariant(fid, v) && invariance.member_root(fid, v).is_none())
+        .collect();
+    for p in &function.params {
+        is_temp[p.index()] = false;
+    }
+    for (b, block) in function.blocks.iter() {
+        let mut not = |v: Var| is_temp[v.index()] = false;
+        live.live_in[b.index()].iter().for_each(&mut not);
+        block.term.uses().iter().copied().for_each(&mut not);
+        let after = live.live_after_ops(function, b);
+        for (op, live_after) in block.ops.iter().zip(&after) {
+            if let Op::Call { .. } | Op::Fork { .. } = op {
+                op.uses()
+                    .iter()
+                    .chain(op.defs())
+                    .copied()
+                    .for_each(&mut not);
+                live_after.iter().for_each(&mut not);
+            }
         }
     }
+    is_temp
 }
 
 /// The run's copies of the statics, each lent to at most one slot at a
@@ -309,6 +234,46 @@ impl StaticPool<'_> {
             let loan = loans.swap_remove(k);
             self.take_back(slots, &[loan]);
         }
+    }
+
+    /// Runs `dst = load_static` by lending the static to the invariant slot
+    /// `dst`; false (nothing done) for any other operation.
+    fn load(
+        &mut self,
+        prim: &Prim,
+        dst: Option<usize>,
+        slots: &mut [Slot],
+        loans: &mut Vec<Loan>,
+    ) -> bool {
+        let (Prim::LoadStatic(id), Some(slot)) = (prim, dst) else {
+            return false;
+        };
+        if !matches!(slots[slot], Slot::Invariant(_)) {
+            return false;
+        }
+        let id = id.0 as usize;
+        let Some(copy) = self.lend(id) else {
+            return false;
+        };
+        slots[slot] = Slot::Invariant(Some(copy));
+        loans.push(Loan { slot, id });
+        true
+    }
+}
+
+/// The hooks of an activation's steps: statics are lent by the pool.
+struct Lending<'s, 'a> {
+    statics: &'s mut StaticPool<'a>,
+    loans: &'s mut Vec<Loan>,
+}
+
+impl StepHooks for Lending<'_, '_> {
+    fn before_write(&mut self, slots: &mut [Slot], slot: usize) {
+        self.statics.before_write(slots, self.loans, slot);
+    }
+
+    fn run_instead(&mut self, prim: &Prim, dst: Option<usize>, slots: &mut [Slot]) -> bool {
+        self.statics.load(prim, dst, slots, self.loans)
     }
 }
 
@@ -424,41 +389,20 @@ fn run_on_this_thread(
 ) -> Result<RunOutput, ExecError> {
     let members = batch.size;
     let started = Instant::now();
-    let (mut counter, op_counters) = OpCounter::for_program(program);
-    counter.lanes = members as u64;
+    let (counter, op_counters) = OpCounter::for_program(program);
     let mut run = Run {
         program,
         invariance,
-        shared: SharedEnv {
-            statics: &env.statics,
-            symbols: &env.symbols,
-            hosts: &env.hosts,
-        },
-        options,
-        lane_mode: lanes,
-        lanes: Lanes::for_run(members, options),
+        step: Stepper::new(backend, program, env, options, lanes, members, counter)?,
         max_instances: options.max_instances,
         entry: batch.entry,
-        counter,
-        watch: Watch::new(options),
         op_counters,
-        steps: 0,
-        engine: Engine::new(backend, options.threads),
-        faults: Vec::new(),
-        arg_slots: Vec::new(),
-        member_rows: Vec::new(),
         statics: StaticPool {
             statics: &env.statics,
             idle: vec![Vec::new(); env.statics.len()],
         },
-        call_bytes: 0,
         state_bytes: 0,
-        peak_state_bytes: 0,
-        temp_plans: vec![None; program.functions.len()],
-        fuser: Fuser::default(),
-        profiler: options.profile.then(|| Profiler::for_program(program)),
-        classes: SizeClasses::of(env, members)?,
-        split_scratch: SplitScratch::default(),
+        plans: vec![None; program.functions.len()],
     };
     let entry = &program.functions[batch.entry];
     let mut params = Vec::with_capacity(entry.params.len());
@@ -475,21 +419,10 @@ fn run_on_this_thread(
     }
     let member_ids: Vec<u32> = (0..members as u32).collect();
     let returned = run.activation(batch.entry, &member_ids, params, 1)?;
-    let Run {
-        mut lanes,
-        counter,
-        steps,
-        call_bytes,
-        peak_state_bytes,
-        profiler,
-        mut engine,
-        classes,
-        fuser,
-        ..
-    } = run;
+    let mut step = run.step;
     for (m, finished) in returned.finished.iter().enumerate() {
-        if *finished && !lanes.has_failed(m as u32) {
-            let value = |(c, ty): (&Column, &TensorType)| match &classes {
+        if *finished && !step.lanes.has_failed(m as u32) {
+            let value = |(c, ty): (&Column, &TensorType)| match &step.classes {
                 Some(classes) if classes.mentions(ty) => classes.value(
                     Values::of(&c.data, m * c.row_len..(m + 1) * c.row_len),
                     ty,
@@ -497,29 +430,16 @@ fn run_on_this_thread(
                 ),
                 _ => c.row(m),
             };
-            lanes.finish(
-                m,
-                returned
-                    .values
-                    .iter()
-                    .zip(&entry.results)
-                    .map(value)
-                    .collect(),
-            );
+            let results = returned
+                .values
+                .iter()
+                .zip(&entry.results)
+                .map(value)
+                .collect();
+            step.lanes.finish(m, results);
         }
     }
-    let adjoints = engine.take_adjoints();
-    let mut output = lanes.into_output(counter, steps, started, adjoints, |member| {
-        let env = crate::ragged::member_env(env, member);
-        crate::reference::run_member(program, &env, batch, options, member)
-    });
-    output.stats.call_bytes = call_bytes;
-    output.stats.peak_state_bytes = peak_state_bytes;
-    output.stats.profile = profiler.map(Profiler::finish);
-    if options.fuse {
-        output.stats.report = fuser.report();
-    }
-    Ok(output)
+    Ok(step.into_output(started, program, env, batch))
 }
 
 /// What an activation gives back: per row, whether it returned, and one
@@ -527,60 +447,6 @@ fn run_on_this_thread(
 struct Returned {
     finished: Vec<bool>,
     values: Vec<Column>,
-}
-
-/// A primitive operation of the IR.
-#[derive(Clone, Copy)]
-struct PrimSite<'p> {
-    dst: Option<Var>,
-    prim: &'p Prim,
-    args: &'p [Var],
-    loc: Loc,
-    /// In a ragged batch, whether it runs split by size class
-    /// ([`TempPlan::split`]).
-    split: SplitPlan,
-}
-
-/// Whether the index `role` (operation `i` of `block`) is deferred to its
-/// products for `rows` ([`crate::batched::indexed`]).
-fn defers(
-    frame: &Activation<'_>,
-    (block, block_id, i): (&BlockData, Block, usize),
-    role: IndexedRole,
-    rows: &[u32],
-) -> bool {
-    let IndexedRole::Index { array, index, .. } = role else {
-        return false;
-    };
-    let roles = &frame.plan.indexed[block_id.index()];
-    let operands: Vec<(&Prim, Vec<usize>, Option<usize>)> = products_of(roles, i)
-        .filter_map(|j| match &block.ops[j] {
-            Op::Prim {
-                dst, prim, args, ..
-            } => Some((
-                prim,
-                args.iter().map(|a| a.index()).collect(),
-                dst.map(|d| d.index()),
-            )),
-            _ => None,
-        })
-        .collect();
-    let products: Vec<OpView<'_>> = operands
-        .iter()
-        .map(|(prim, args, dst)| OpView {
-            prim,
-            args,
-            dst: *dst,
-        })
-        .collect();
-    let member = matches!(frame.slots[index], Slot::Member(_));
-    let position = frame.plan.is_temp[index] && !frame.temps.dense();
-    let row_of = |k: usize, r: u32| match (member, position) {
-        (true, _) => frame.members[r as usize] as usize,
-        (false, true) => k,
-        (false, false) => r as usize,
-    };
-    deferrable(&frame.slots, (array, index), &products, rows, &row_of)
 }
 
 /// A call operation of the IR.
@@ -656,9 +522,13 @@ struct Activation<'m> {
     loans: Vec<Loan>,
     /// The rows waiting at each block; the smallest block runs next.
     queue: BTreeMap<Block, Vec<u32>>,
-    /// Its step temporaries, and their storage in the running step.
-    plan: Rc<TempPlan>,
+    /// Its function's plan, and the storage of the running step's
+    /// temporaries.
+    plan: Rc<StepPlan<'m>>,
     temps: StepTemps,
+    /// The block running, and the activation's call depth.
+    block: Block,
+    depth: usize,
 }
 
 impl Activation<'_> {
@@ -724,7 +594,7 @@ impl Activation<'_> {
     }
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
     /// Runs one activation of `fid` for `lanes` (row r is lane
     /// `lanes[r]`); returns what each row returned, if it did not stop.
     fn activation(
@@ -736,13 +606,13 @@ impl Run<'_> {
     ) -> Result<Returned, ExecError> {
         let function: &Function = &self.program.functions[fid];
         let n = lanes.len();
-        let plan = self.temp_plan(fid);
+        let plan = self.plan(fid);
         let mut slots: Vec<Slot> = function
             .vars
             .iter()
             .map(|(v, data)| match plan.is_temp[v.index()] {
                 // Stored only while a step runs.
-                true => column_slot(&data.ty, self.shared.symbols, 0),
+                true => column_slot(&data.ty, self.step.shared.symbols, 0),
                 false => self.new_slot(fid, v, n),
             })
             .collect();
@@ -751,28 +621,30 @@ impl Run<'_> {
         }
         let bytes: u64 = slots.iter().map(Slot::bytes).sum();
         self.state_bytes += bytes;
-        self.peak_state_bytes = self.peak_state_bytes.max(self.state_bytes);
+        self.step.peak_state_bytes = self.step.peak_state_bytes.max(self.state_bytes);
         let mut frame = Activation {
             fid,
             lanes,
             members: lanes
                 .iter()
-                .map(|l| self.lanes.member_of(*l) as u32)
+                .map(|l| self.step.lanes.member_of(*l) as u32)
                 .collect(),
             slots,
             finished: vec![false; n],
             values: function
                 .results
                 .iter()
-                .map(|ty| Column::zeros(ty.elem, concrete_shape(ty, self.shared.symbols), n))
+                .map(|ty| Column::zeros(ty.elem, concrete_shape(ty, self.step.shared.symbols), n))
                 .collect(),
             loans: Vec::new(),
             queue: BTreeMap::from([(Function::ENTRY, (0..n as u32).collect())]),
             plan,
             temps: StepTemps::default(),
+            block: Function::ENTRY,
+            depth,
         };
         while let Some((block_id, mut rows)) = frame.queue.pop_first() {
-            self.run_block(&mut frame, block_id, &mut rows, depth)?;
+            self.run_block(&mut frame, block_id, &mut rows)?;
         }
         self.state_bytes -= bytes;
         self.statics.take_back(&mut frame.slots, &frame.loans);
@@ -789,302 +661,30 @@ impl Run<'_> {
         frame: &mut Activation<'_>,
         block_id: Block,
         rows: &mut Vec<u32>,
-        depth: usize,
     ) -> Result<(), ExecError> {
         let program = self.program;
         let block = &program.functions[frame.fid].blocks[block_id];
         rows.sort_unstable();
-        self.watch.tick(self.steps, &self.counter);
-        self.steps += 1;
-        self.counter.lanes = self.lanes.threads() as u64;
-        let lanes = frame.lanes;
-        let lane_of = |r: u32| lanes[r as usize] as usize;
-        self.lanes.enter_block(rows, lane_of, block.loc);
-        if let Some(profiler) = &mut self.profiler {
-            let threads = self.lanes.threads();
-            profiler.step(frame.fid.index(), block_id.index(), rows.len(), threads);
-        }
-        frame.temps.begin(rows, frame.lanes.len(), self.lane_mode);
+        frame.block = block_id;
+        let site = StepSite {
+            function: frame.fid.index(),
+            block: block_id.index(),
+            loc: block.loc,
+            counts_step: true,
+        };
+        let parts = self.parts(frame);
+        let mut step_frame = parts.frame;
+        parts.stepper.begin_step(&mut step_frame, rows, site);
         let plan = frame.plan.clone();
-        let mut deferral = Deferral::default();
-        let mut fused_until = 0;
-        for (i, op) in block.ops.iter().enumerate() {
-            if rows.is_empty() {
-                break;
-            }
-            if i < fused_until {
-                continue;
-            }
-            if let Some(site) = &plan.chains[block_id.index()][i] {
-                if self.run_chain(frame, block_id, i, site, rows) {
-                    fused_until = site.end;
-                    continue;
-                }
-            }
-            let counter = self.op_counters[frame.fid.index()][block_id.index()][i];
-            match op {
-                Op::Prim {
-                    dst,
-                    prim,
-                    args,
-                    loc,
-                } => {
-                    let op = PrimSite {
-                        dst: *dst,
-                        prim,
-                        args,
-                        loc: *loc,
-                        split: plan.split[block_id.index()][i],
-                    };
-                    let role = plan.indexed[block_id.index()][i].filter(|_| self.options.fuse);
-                    match role {
-                        Some(role) if defers(frame, (block, block_id, i), role, rows) => {
-                            deferral.defer(i);
-                            self.counter.record(counter, rows.len());
-                        }
-                        Some(role @ IndexedRole::Product { index_op, .. })
-                            if deferral.deferred(index_op) =>
-                        {
-                            self.run_prim(frame, counter, &op, rows, Some(role))
-                        }
-                        _ => self.run_prim(frame, counter, &op, rows, None),
-                    }
-                }
-                Op::Call {
-                    dsts,
-                    callee,
-                    args,
-                    loc,
-                    catch,
-                } => {
-                    let call = CallSite {
-                        dsts,
-                        callee: *callee,
-                        args,
-                        loc: *loc,
-                        catch: *catch,
-                    };
-                    self.call(frame, &call, rows, depth)?
-                }
-                Op::Fork {
-                    dsts,
-                    args,
-                    instances,
-                    loc,
-                } => {
-                    let site = ForkSite {
-                        dsts,
-                        args,
-                        instances,
-                        loc: *loc,
-                    };
-                    self.fork(frame, &site, rows, depth)?
-                }
-            }
-            // A lane cancelled by an operation's failures leaves at once.
-            self.lanes.drop_cancelled(rows, lane_of);
-            let dying = &plan.dying[block_id.index()][i];
-            frame
-                .temps
-                .after_op(&mut self.engine, &mut frame.slots, rows, dying);
-        }
-        let held = self.state_bytes + frame.temps.peak();
-        self.peak_state_bytes = self.peak_state_bytes.max(held);
-        frame.temps.end(&mut self.engine, &mut frame.slots);
+        run_ops(self, frame, &plan.blocks[block_id.index()], rows)?;
+        let held = self.state_bytes;
+        let parts = self.parts(frame);
+        let mut step_frame = parts.frame;
+        parts.stepper.end_step(&mut step_frame, || held);
         if rows.is_empty() {
             return Ok(());
         }
         frame.terminate(&block.term, rows)
-    }
-
-    /// The fused chain `site`, starting at operation `start` of the block,
-    /// for `rows` (see [`crate::batched::fuse`]): false, having written
-    /// nothing, when it does not run fused.
-    fn run_chain(
-        &mut self,
-        frame: &mut Activation<'_>,
-        block_id: Block,
-        start: usize,
-        site: &ChainSite,
-        rows: &mut Vec<u32>,
-    ) -> bool {
-        if !self.options.fuse {
-            return false;
-        }
-        let program = self.program;
-        let block = &program.functions[frame.fid].blocks[block_id];
-        let lanes = frame.lanes;
-        let lane_of = |r: u32| lanes[r as usize] as usize;
-        for &h in &site.hoisted {
-            let Op::Prim {
-                dst,
-                prim,
-                args,
-                loc,
-            } = &block.ops[h]
-            else {
-                internal_error("a hoisted operation of a chain that is no primitive");
-            };
-            // A constant or a static: never split.
-            let op = PrimSite {
-                dst: *dst,
-                prim,
-                args,
-                loc: *loc,
-                split: SplitPlan::default(),
-            };
-            let counter = self.op_counters[frame.fid.index()][block_id.index()][h];
-            self.run_prim(frame, counter, &op, rows, None);
-            self.lanes.drop_cancelled(rows, lane_of);
-            let dying = &frame.plan.dying[block_id.index()][h];
-            frame
-                .temps
-                .after_op(&mut self.engine, &mut frame.slots, rows, dying);
-            if rows.is_empty() {
-                return false;
-            }
-        }
-        for op in &site.ops {
-            self.statics
-                .before_write(&mut frame.slots, &mut frame.loans, op.dst);
-        }
-        let plan = frame.plan.clone();
-        let members = &frame.members;
-        let step = FusedStep {
-            is_temp: &plan.is_temp,
-            env: &self.shared,
-            rows,
-            total: frame.lanes.len(),
-            member_of: &|r| members[r as usize] as usize,
-        };
-        let ran = self.fuser.run(
-            &mut self.engine,
-            &mut frame.temps,
-            site,
-            &mut frame.slots,
-            &step,
-        );
-        if !ran {
-            return false;
-        }
-        for i in (start..site.end).filter(|i| !site.hoisted.contains(i)) {
-            let counter = self.op_counters[frame.fid.index()][block_id.index()][i];
-            self.counter.record(counter, rows.len());
-            self.lanes.drop_cancelled(rows, lane_of);
-            let dying = &plan.dying[block_id.index()][i];
-            frame
-                .temps
-                .after_op(&mut self.engine, &mut frame.slots, rows, dying);
-        }
-        true
-    }
-
-    /// A primitive for `rows` (with the item of its deferred index, for an
-    /// indexed product); the rows that fault stop (a catching call around
-    /// the activation revives them when it returns).
-    fn run_prim(
-        &mut self,
-        frame: &mut Activation<'_>,
-        counter: Option<usize>,
-        op: &PrimSite<'_>,
-        rows: &mut Vec<u32>,
-        indexed: Option<IndexedRole>,
-    ) {
-        let PrimSite {
-            dst,
-            prim,
-            args,
-            loc,
-            split,
-        } = *op;
-        if let Some(d) = dst {
-            self.statics
-                .before_write(&mut frame.slots, &mut frame.loans, d.index());
-        }
-        if self.load_static(prim, dst, &mut frame.slots, &mut frame.loans) {
-            self.counter.record(counter, rows.len());
-            return;
-        }
-        let mut arg_slots = std::mem::take(&mut self.arg_slots);
-        arg_slots.clear();
-        arg_slots.extend(args.iter().map(|a| a.index()));
-        let indexed = indexed.and_then(|role| role.product_operands(&arg_slots));
-        if let Some((pair, _)) = &indexed {
-            arg_slots.clear();
-            arg_slots.extend_from_slice(pair);
-        }
-        let mut member_rows = std::mem::take(&mut self.member_rows);
-        member_rows.clear();
-        // A static adjoint is logged as its member's.
-        let members_read = arg_slots
-            .iter()
-            .any(|a| matches!(frame.slots[*a], Slot::Member(_)));
-        if members_read || matches!(prim, Prim::StaticAdjoint(_)) {
-            member_rows.extend(rows.iter().map(|r| frame.members[*r as usize]));
-        }
-        let exec = PrimExecution {
-            prim,
-            args: &arg_slots,
-            dst: dst.map(|d| d.index()),
-            rows,
-            member_rows: &member_rows,
-            total_rows: frame.lanes.len(),
-            mode: self.lane_mode,
-            indexed: indexed.map(|(_, operand)| operand),
-        };
-        let mut faults = std::mem::take(&mut self.faults);
-        faults.clear();
-        let lanes = frame.lanes;
-        let lane_of = |r: u32| lanes[r as usize] as usize;
-        let is_temp = &frame.plan.is_temp;
-        match &self.classes {
-            Some(classes) if split.split => {
-                let function = &self.program.functions[frame.fid];
-                let types = var_types(function, args, dst);
-                let members = &frame.members;
-                let split = Split {
-                    classes,
-                    exec: &exec,
-                    types: &types,
-                    statics: self.shared.statics,
-                    hosts: self.shared.hosts,
-                    member_of: &|r| members[r as usize] as usize,
-                    rng_of: &lane_of,
-                    plan: split,
-                };
-                run_split(
-                    &mut self.engine,
-                    &split,
-                    &mut frame.slots,
-                    &mut self.lanes.rngs,
-                    &mut self.split_scratch,
-                    &mut faults,
-                );
-            }
-            _ => {
-                frame
-                    .temps
-                    .prepare(&mut self.engine, &mut frame.slots, is_temp, exec.dst);
-                frame.temps.run_prim(
-                    &mut self.engine,
-                    &exec,
-                    &mut frame.slots,
-                    is_temp,
-                    &self.shared,
-                    &mut self.lanes.rngs,
-                    &lane_of,
-                    &mut faults,
-                );
-            }
-        }
-        self.counter.record(counter, rows.len());
-        // A fault inside a catching call is caught when the call returns,
-        // not here.
-        self.lanes
-            .retire_faults(rows, &mut faults, loc, lane_of, |_, error| Err(error));
-        self.faults = faults;
-        self.arg_slots = arg_slots;
-        self.member_rows = member_rows;
     }
 
     /// A call for `rows`: a child activation with exactly those members,
@@ -1098,7 +698,7 @@ impl Run<'_> {
         rows: &mut Vec<u32>,
         depth: usize,
     ) -> Result<(), ExecError> {
-        if depth + 1 > self.options.max_stack_depth {
+        if depth + 1 > self.step.options.max_stack_depth {
             if call.catch {
                 // The call itself overflows: caught like a fault inside it.
                 set_flags(&mut frame.slots[call.dsts[0].index()], rows, &[]);
@@ -1108,18 +708,18 @@ impl Run<'_> {
                 return Ok(());
             }
             for r in rows.iter() {
-                let error = stack_overflow(self.options.max_stack_depth, call.loc);
-                self.lanes.fail(frame.lane_of(*r), error);
+                let error = stack_overflow(self.step.options.max_stack_depth, call.loc);
+                self.step.lanes.fail(frame.lane_of(*r), error);
             }
             rows.clear();
             return Ok(());
         }
         let child_lanes: Vec<u32> = rows.iter().map(|r| frame.lanes[*r as usize]).collect();
         let child_params = self.pass_args(frame, call, rows);
-        self.call_bytes += child_params.iter().map(Slot::bytes).sum::<u64>();
+        self.step.call_bytes += child_params.iter().map(Slot::bytes).sum::<u64>();
         if call.catch {
             for lane in &child_lanes {
-                self.lanes.enter_catch(*lane);
+                self.step.lanes.enter_catch(*lane);
             }
         }
         self.statics.take_back(&mut frame.slots, &frame.loans);
@@ -1138,7 +738,7 @@ impl Run<'_> {
             // A lane that faulted inside goes on with the zeros
             // its rows of the results still hold.
             for (k, &lane) in child_lanes.iter().enumerate() {
-                if self.lanes.leave_catch(lane) {
+                if self.step.lanes.leave_catch(lane) {
                     returned.finished[k] = true;
                 }
             }
@@ -1161,30 +761,31 @@ impl Run<'_> {
         rows: &mut Vec<u32>,
         depth: usize,
     ) -> Result<(), ExecError> {
-        let max_depth = self.options.max_stack_depth;
+        let max_depth = self.step.options.max_stack_depth;
         let mut joins: Vec<(u32, ForkId)> = Vec::new();
         let mut stopped: Vec<u32> = Vec::new();
         for &r in rows.iter() {
             let lane = frame.lane_of(r);
-            if self.lanes.is_cancelled(lane) {
+            if self.step.lanes.is_cancelled(lane) {
                 // Cancelled by an overflow just above; it leaves after the operation.
                 continue;
             }
             let total = match site.instances {
                 Instances::Join(calls) => calls.len(),
-                Instances::Map { count, .. } => {
-                    dim_length(self.symbols_of(frame.members[r as usize]), *count)
-                }
+                Instances::Map { count, .. } => dim_length(
+                    self.step.symbols_of(frame.members[r as usize] as usize),
+                    *count,
+                ),
             } as u64;
-            let key = self.lanes.fork_key(lane);
+            let key = self.step.lanes.fork_key(lane);
             if total > 0 && depth >= max_depth {
-                self.lanes.fail(
+                self.step.lanes.fail(
                     lane,
                     stack_overflow(max_depth, site.instances.overflow_loc(site.loc)),
                 );
                 stopped.push(r);
             } else if total > 0 {
-                joins.push((r, self.lanes.open_fork(lane, key, total, depth, 0)));
+                joins.push((r, self.step.lanes.open_fork(lane, key, total, depth, 0)));
             }
         }
         if !joins.is_empty() {
@@ -1200,26 +801,26 @@ impl Run<'_> {
             let resolved: Vec<(u32, u32, Resolution)> = joins
                 .iter()
                 .map(|&(r, fork)| {
-                    let (join, resolution) = self.lanes.close_fork(fork);
+                    let (join, resolution) = self.step.lanes.close_fork(fork);
                     (r, join.parent, resolution)
                 })
                 .collect();
             for (r, parent, resolution) in resolved {
                 match resolution {
-                    Resolution::Returned { steps } => self.lanes.set_steps(parent, steps),
+                    Resolution::Returned { steps } => self.step.lanes.set_steps(parent, steps),
                     Resolution::Failed { steps, error } => {
-                        self.lanes.set_steps(parent, steps);
-                        self.lanes.fail(parent, error);
+                        self.step.lanes.set_steps(parent, steps);
+                        self.step.lanes.fail(parent, error);
                         stopped.push(r);
                     }
                     Resolution::StepLimit => {
-                        let error = step_limit(self.options.max_steps, site.loc);
-                        self.lanes.fail(parent, error);
+                        let error = step_limit(self.step.options.max_steps, site.loc);
+                        self.step.lanes.fail(parent, error);
                         stopped.push(r);
                     }
                 }
             }
-            self.lanes.clear_resolved();
+            self.step.lanes.clear_resolved();
         }
         stopped.sort_unstable();
         rows.retain(|r| stopped.binary_search(r).is_err());
@@ -1241,12 +842,12 @@ impl Run<'_> {
     ) -> Result<bool, ExecError> {
         let budget = self
             .max_instances()
-            .saturating_sub(self.lanes.live_instances())
+            .saturating_sub(self.step.lanes.live_instances())
             .max(1);
         let mut chunk: Vec<Instance> = Vec::new();
         for &(row, fork) in joins {
             while chunk.len() < budget {
-                let Some((lane, k)) = self.lanes.start_instance(fork) else {
+                let Some((lane, k)) = self.step.lanes.start_instance(fork) else {
                     break;
                 };
                 chunk.push(Instance { row, lane, k });
@@ -1266,14 +867,14 @@ impl Run<'_> {
             // An instance cancelled by an earlier group's fault does not start.
             let group: Vec<Instance> = chunk
                 .iter()
-                .filter(|i| call_of(i.k).callee == callee && !self.lanes.is_cancelled(i.lane))
+                .filter(|i| call_of(i.k).callee == callee && !self.step.lanes.is_cancelled(i.lane))
                 .copied()
                 .collect();
             if group.is_empty() {
                 continue;
             }
             let params = self.instance_params(frame, callee, &group, &call_of);
-            self.call_bytes += params.iter().map(Slot::bytes).sum::<u64>();
+            self.step.call_bytes += params.iter().map(Slot::bytes).sum::<u64>();
             let lanes: Vec<u32> = group.iter().map(|i| i.lane).collect();
             self.statics.take_back(&mut frame.slots, &frame.loans);
             let returned = self.activation(callee, &lanes, params, depth + 1)?;
@@ -1281,40 +882,24 @@ impl Run<'_> {
             self.instance_results(frame, &group, returned, map, &call_of);
         }
         for instance in &chunk {
-            self.lanes.free(instance.lane);
+            self.step.lanes.free(instance.lane);
         }
-        self.lanes.clear_released();
+        self.step.lanes.clear_released();
         Ok(true)
     }
 
-    /// The lengths of the symbolic dimensions member `member` sees (its
-    /// own, in a ragged batch).
-    fn symbols_of(&self, member: u32) -> &[u64] {
-        match &self.classes {
-            Some(classes) => classes.symbols_of(member as usize),
-            None => self.shared.symbols,
-        }
-    }
-
-    /// The elements of member `member`'s value of type `ty` (fewer than a
-    /// padded row of the longest member holds, for a ragged value).
-    fn own_len(&self, ty: &TensorType, member: u32) -> usize {
-        ty.dims
-            .iter()
-            .map(|d| dim_length(self.symbols_of(member), *d))
-            .product()
-    }
-
-    /// The step temporaries of function `fid` (computed at its first
-    /// activation).
-    fn temp_plan(&mut self, fid: FuncId) -> Rc<TempPlan> {
-        let plan = &mut self.temp_plans[fid.index()];
+    /// The plan of function `fid` (made at its first activation).
+    fn plan(&mut self, fid: FuncId) -> Rc<StepPlan<'a>> {
+        let program = self.program;
+        let plan = &mut self.plans[fid.index()];
         plan.get_or_insert_with(|| {
-            Rc::new(TempPlan::new(
+            Rc::new(plan_function(
                 fid,
-                &self.program.functions[fid],
+                &program.functions[fid],
                 self.invariance,
-                self.classes.as_ref(),
+                &self.op_counters[fid.index()],
+                self.step.classes.as_ref(),
+                self.step.options.fuse,
             ))
         })
         .clone()
@@ -1331,7 +916,7 @@ impl Run<'_> {
             self.program,
             self.invariance,
             self.entry,
-            self.shared.symbols,
+            self.step.shared.symbols,
         );
         let max = default_max_instances(bytes);
         self.max_instances = Some(max);
@@ -1361,11 +946,11 @@ impl Run<'_> {
                 continue;
             }
             let ty = &function.vars[*p].ty;
-            let shape = concrete_shape(ty, self.shared.symbols);
+            let shape = concrete_shape(ty, self.step.shared.symbols);
             let mut column = Column::zeros(ty.elem, shape, group.len());
             for (i, instance) in group.iter().enumerate() {
                 let parent = instance.row as usize;
-                let len = self.own_len(ty, frame.members[parent]);
+                let len = self.step.own_len(ty, frame.members[parent] as usize);
                 let index = Scalar::I64(instance.k as i64);
                 // A member slot's row is the parent's member.
                 let row = |v: Var| match frame.slots[v.index()] {
@@ -1447,10 +1032,10 @@ impl Run<'_> {
         call_of: &dyn Fn(u64) -> &'c InstanceCall<'c>,
     ) {
         for (i, instance) in group.iter().enumerate() {
-            if !returned.finished[i] || !self.lanes.is_running(instance.lane) {
+            if !returned.finished[i] || !self.step.lanes.is_running(instance.lane) {
                 continue;
             }
-            let member = frame.members[instance.row as usize];
+            let member = frame.members[instance.row as usize] as usize;
             let function = &self.program.functions[frame.fid];
             for (dst, value) in call_of(instance.k).dsts.iter().zip(&returned.values) {
                 // A `map`'s destination holds one result per instance.
@@ -1458,7 +1043,7 @@ impl Run<'_> {
                     elem: value.data.ty(),
                     dims: function.vars[*dst].ty.dims[usize::from(map)..].to_vec(),
                 };
-                let len = self.own_len(&item, member);
+                let len = self.step.own_len(&item, member);
                 let Slot::Column(column) = &mut frame.slots[dst.index()] else {
                     internal_error("a fork's destination is invariant");
                 };
@@ -1467,7 +1052,7 @@ impl Run<'_> {
                 let values = Values::of(&value.data, start..start + len);
                 column.write(instance.row as usize, offset, values);
             }
-            self.lanes.instance_returned(instance.lane);
+            self.step.lanes.instance_returned(instance.lane);
         }
     }
 
@@ -1496,8 +1081,11 @@ impl Run<'_> {
                 Slot::Column(source) => Slot::Column(source.gather(rows)),
                 Slot::Invariant(value) => {
                     let ty = &callee.vars[*p].ty;
-                    let mut column =
-                        Column::zeros(ty.elem, concrete_shape(ty, self.shared.symbols), rows.len());
+                    let mut column = Column::zeros(
+                        ty.elem,
+                        concrete_shape(ty, self.step.shared.symbols),
+                        rows.len(),
+                    );
                     let value = value.as_ref().unwrap_or_else(|| {
                         internal_error("an invariant argument is unassigned at the call")
                     });
@@ -1516,35 +1104,10 @@ impl Run<'_> {
         } else {
             column_slot(
                 &self.program.functions[fid].vars[v].ty,
-                self.shared.symbols,
+                self.step.shared.symbols,
                 rows,
             )
         }
-    }
-
-    /// Runs `dst = load_static` by lending the static to the invariant slot
-    /// `dst`; false (nothing done) for any other operation.
-    fn load_static(
-        &mut self,
-        prim: &Prim,
-        dst: Option<autobatch_ir::Var>,
-        slots: &mut [Slot],
-        loans: &mut Vec<Loan>,
-    ) -> bool {
-        let (Prim::LoadStatic(id), Some(dst)) = (prim, dst) else {
-            return false;
-        };
-        let slot = dst.index();
-        if !matches!(slots[slot], Slot::Invariant(_)) {
-            return false;
-        }
-        let id = id.0 as usize;
-        let Some(copy) = self.statics.lend(id) else {
-            return false;
-        };
-        slots[slot] = Slot::Invariant(Some(copy));
-        loans.push(Loan { slot, id });
-        true
     }
 }
 
@@ -1571,18 +1134,76 @@ fn zero_rows(slot: &mut Slot, rows: &[u32]) {
     column.fill_rows(&Tensor::zeros(column.data.ty(), column.shape.clone()), rows);
 }
 
-/// The types of a primitive's operands, then of its result (if any).
-fn operand_types<'f>(function: &'f Function, op: &Op) -> Vec<&'f TensorType> {
-    match op {
-        Op::Prim { args, dst, .. } => var_types(function, args, *dst),
-        _ => Vec::new(),
-    }
-}
+impl<'a, 'm> Control<'a, Activation<'m>> for Run<'a> {
+    type Hooks<'s>
+        = Lending<'s, 'a>
+    where
+        Self: 's,
+        'm: 's,
+        'a: 's;
 
-/// The types of `args`, then of `dst` (if any).
-fn var_types<'f>(function: &'f Function, args: &[Var], dst: Option<Var>) -> Vec<&'f TensorType> {
-    args.iter()
-        .chain(&dst)
-        .map(|v| &function.vars[*v].ty)
-        .collect()
+    fn parts<'s>(&'s mut self, frame: &'s mut Activation<'m>) -> StepParts<'s, 'a, Lending<'s, 'a>>
+    where
+        'a: 's,
+    {
+        StepParts {
+            stepper: &mut self.step,
+            frame: Frame {
+                slots: &mut frame.slots,
+                temps: &mut frame.temps,
+                is_temp: &frame.plan.is_temp,
+                lanes: Some(frame.lanes),
+                members: Some(&frame.members),
+                total: frame.lanes.len(),
+            },
+            hooks: Lending {
+                statics: &mut self.statics,
+                loans: &mut frame.loans,
+            },
+        }
+    }
+
+    /// A call or a fork.
+    fn own_op(
+        &mut self,
+        frame: &mut Activation<'m>,
+        i: usize,
+        rows: &mut Vec<u32>,
+    ) -> Result<(), ExecError> {
+        let program = self.program;
+        let depth = frame.depth;
+        match &program.functions[frame.fid].blocks[frame.block].ops[i] {
+            Op::Call {
+                dsts,
+                callee,
+                args,
+                loc,
+                catch,
+            } => {
+                let call = CallSite {
+                    dsts,
+                    callee: *callee,
+                    args,
+                    loc: *loc,
+                    catch: *catch,
+                };
+                self.call(frame, &call, rows, depth)
+            }
+            Op::Fork {
+                dsts,
+                args,
+                instances,
+                loc,
+            } => {
+                let site = ForkSite {
+                    dsts,
+                    args,
+                    instances,
+                    loc: *loc,
+                };
+                self.fork(frame, &site, rows, depth)
+            }
+            Op::Prim { .. } => internal_error("a primitive run as a call or fork"),
+        }
+    }
 }

@@ -33,8 +33,8 @@ use autobatch_kernels::Backend;
 use autobatch_native::{Counting, Limits, LockProgress, LockStepProgram, Stop};
 use autobatch_types::{MemberError, Tensor};
 
-use crate::batched::OpCounter;
 use crate::internal::{current_run, outside_capture, working_for};
+use crate::monitor::OpCounter;
 use crate::native::{counting, member_error, run_instead, segment_counts, Slots};
 use crate::native_cache::{self, LockCode, ProgramText};
 use crate::{

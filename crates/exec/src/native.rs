@@ -61,8 +61,8 @@ use autobatch_native::{Counting, Interrupts, Lengths, Limits, NativeProgram, Not
 use autobatch_types::{MemberError, Tensor};
 use rayon::prelude::*;
 
-use crate::batched::{stack_overflow, step_limit, OpCounter};
 use crate::internal::{capture_for, current_run, outside_capture, worker_pool, working_for};
+use crate::monitor::{stack_overflow, step_limit, OpCounter};
 use crate::native_cache::{self, Flavor, ProgramText};
 use crate::program_counter::ProgramCounter;
 use crate::{

@@ -41,35 +41,30 @@
 //! ([`crate::batched::classes`]).
 
 use std::collections::BTreeSet;
+use std::rc::Rc;
 use std::time::Instant;
 
 use autobatch_ir::{EntityRef, Loc, Prim, Program};
 use autobatch_kernels::buffer::Values;
-use autobatch_kernels::{dim_length, Fault};
+use autobatch_kernels::{dim_length, Backend};
 use autobatch_passes::stack::{
-    lower_to_stack, verify_lowered, GlobalVar, LoweredArg, LoweredBlock, LoweredFork,
-    LoweredFunction, LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass,
+    lower_to_stack, verify_lowered, GlobalVar, LoweredArg, LoweredFork, LoweredFunction, LoweredOp,
+    LoweredProgram, LoweredTerm, PcBlock, VarClass,
 };
-use autobatch_types::{MemberError, Scalar, TensorType};
+use autobatch_types::{MemberError, Scalar};
 
-use autobatch_kernels::Backend;
-
-use crate::batched::classes::{run_split, SizeClasses, Split, SplitPlan, SplitScratch};
-use crate::batched::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
-use crate::batched::fuse::{find_chains, ChainSite, FusedStep, Fuser, OpView};
-use crate::batched::indexed::{
-    deferrable, find_indexed_products, products_of, Deferral, IndexedRole,
-};
-use crate::batched::lanes::{ForkId, Lanes, Resolution};
+use crate::batched::classes::SizeClasses;
+use crate::batched::engine::LaneMode;
+use crate::batched::lanes::{ForkId, Resolution};
+use crate::batched::plan::{ArgCopy, PlanOp, StepPlan};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
+use crate::batched::step::{run_ops, Control, Frame, StepHooks, StepParts, StepSite, Stepper};
 use crate::batched::storage::{copy_value, Column, Place, Slot, ValueStack};
-use crate::batched::temps::{deaths, in_place_set, StepTemps};
-use crate::batched::{
-    column_slot, concrete_shape, default_max_instances, stack_overflow, step_limit, value_bytes,
-    BlockChoice, OpCounter, Watch, MEMBER_OVERHEAD_BYTES,
-};
+use crate::batched::temps::StepTemps;
+use crate::batched::{column_slot, BlockChoice};
 use crate::internal::internal_error;
-use crate::profile::Profiler;
+use crate::memory::{concrete_shape, default_max_instances, value_bytes, MEMBER_OVERHEAD_BYTES};
+use crate::monitor::{stack_overflow, step_limit, OpCounter};
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
 /// The program-counter executor in the registry ([`crate::EXECUTORS`]).
@@ -144,54 +139,36 @@ pub fn run(
     options: &RunOptions,
     batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
-    crate::batched::check_lowered_memory(program, lowered, batch.entry, &env.symbols, batch.size)
+    crate::memory::check_lowered_memory(program, lowered, batch.entry, &env.symbols, batch.size)
         .map_err(ExecError::Resources)?;
     let started = Instant::now();
-    let mut machine = Machine::new(backend, lowered, env, batch, options, batching.lanes)?;
-    machine.max_instances = options.max_instances;
-    machine.profiler = options.profile.then(|| Profiler::for_program(program));
-    let mut watch = Watch::new(options);
+    let mut machine = Machine::new(
+        backend,
+        program,
+        lowered,
+        env,
+        batch,
+        options,
+        batching.lanes,
+    )?;
     let mut rows: Vec<u32> = Vec::new();
     while let Some(pc) = machine.waiting.choose(batching.block_choice) {
-        watch.tick(machine.steps, &machine.counter);
         machine.waiting.take(pc, &mut rows);
         machine.step(pc, &mut rows)?;
         machine.settle();
     }
-    if machine.lanes.forks_open() {
+    if machine.step.lanes.forks_open() {
         internal_error("the run ended with a fork still open");
     }
-    let Machine {
-        lanes,
-        counter,
-        steps,
-        call_bytes,
-        peak_state_bytes,
-        profiler,
-        mut engine,
-        fuser,
-        ..
-    } = machine;
-    let adjoints = engine.take_adjoints();
-    let mut output = lanes.into_output(counter, steps, started, adjoints, |member| {
-        let env = crate::ragged::member_env(env, member);
-        crate::reference::run_member(program, &env, batch, options, member)
-    });
-    output.stats.call_bytes = call_bytes;
-    output.stats.peak_state_bytes = peak_state_bytes;
-    output.stats.profile = profiler.map(Profiler::finish);
-    if options.fuse {
-        output.stats.report = fuser.report();
-    }
-    Ok(output)
+    Ok(machine.step.into_output(started, program, env, batch))
 }
 
 /// The state of a program-counter run.
 struct Machine<'a> {
     lowered: &'a LoweredProgram,
     entry: &'a LoweredFunction,
-    options: &'a RunOptions,
-    lane_mode: LaneMode,
+    /// The engine, the lanes and the rest every step shares.
+    step: Stepper<'a>,
     /// The batch size: lanes `0..members` are the members'.
     members: usize,
     /// The rows of the columns and stacks of the functions instances may
@@ -201,28 +178,16 @@ struct Machine<'a> {
     /// Per function, whether an instance may run it (a fork's callee
     /// reaches it).
     grows: Vec<bool>,
-    shared: SharedEnv<'a>,
-    engine: Engine<'a>,
     /// One slot per variable of the explicit-stack form, a row per lane.
     slots: Vec<Slot>,
     /// The per-lane stacks of the full variables.
     stacks: Vec<Option<ValueStack>>,
-    /// Per block, per operation: what the engine needs of a primitive.
-    ops: Vec<Vec<PrimSlots>>,
-    /// Per variable, whether it is a step temporary ([`crate::batched::temps`]).
-    is_temp: Vec<bool>,
+    /// The plan of every block ([`crate::batched::plan`]).
+    plan: Rc<StepPlan<'a>>,
     /// The storage of the running step's temporaries.
     temps: StepTemps,
-    /// Per block, the fused chains starting at each operation (none when
-    /// the run does not fuse).
-    chains: Vec<Vec<Option<ChainSite>>>,
-    fuser: Fuser,
-    /// Per block, the indexed products (`matvec(W[l], h)`, none when the
-    /// run does not fuse) and the indices deferred in the running step
-    /// ([`crate::batched::indexed`]).
-    indexed: Vec<Vec<Option<IndexedRole>>>,
-    deferral: Deferral,
-    lanes: Lanes,
+    /// The block running.
+    pc: PcBlock,
     /// The most instance lanes alive at once (`--max-instances`); the
     /// default is computed at the first fork ([`Machine::max_instances`]).
     max_instances: Option<usize>,
@@ -235,47 +200,10 @@ struct Machine<'a> {
     /// Per lane, the catching calls it is inside, innermost last.
     catches: Vec<Vec<CatchFrame>>,
     waiting: Waiting,
-    counter: OpCounter,
-    steps: u64,
-    /// Reused buffers: the faults of one operation, a branch's or a call's
-    /// split.
-    faults: Vec<(u32, Fault)>,
+    /// Reused buffer: a branch's or a call's split.
     branch: BranchRows,
-    /// Reused buffer: the member of each active lane of an operation that
-    /// reads a member-uniform parameter.
-    member_rows: Vec<u32>,
-    /// Bytes copied to make calls and forks ([`crate::Stats::call_bytes`]).
-    call_bytes: u64,
-    /// The bytes of the columns, and the most of those and the value
-    /// stacks together.
+    /// The bytes of the columns.
     column_bytes: u64,
-    peak_state_bytes: u64,
-    /// Records the run's profile, when asked ([`RunOptions::profile`]).
-    profiler: Option<Profiler>,
-    /// For a ragged batch, its members' size classes; the operations that
-    /// mention a ragged dimension run split by them
-    /// ([`crate::batched::classes`]).
-    classes: Option<SizeClasses>,
-    split_scratch: SplitScratch,
-}
-
-/// A primitive operation as the engine runs it: its operand and result
-/// slots, and its counter.
-struct PrimSlots {
-    args: Vec<usize>,
-    dst: Option<usize>,
-    counter: Option<usize>,
-    /// Whether an operand is a member-uniform parameter.
-    reads_member: bool,
-    /// For an argument copy into a callee's parameter, the bytes of one value.
-    arg_bytes: Option<u64>,
-    /// Whether that parameter is invariant (copied once, not per row).
-    shared_arg: bool,
-    /// The step temporaries this operation mentions last.
-    dying: Vec<usize>,
-    /// In a ragged batch, whether it runs split by size class
-    /// ([`SizeClasses::plan`]).
-    split: SplitPlan,
 }
 
 /// The members waiting at each block, and the blocks some member waits at.
@@ -328,6 +256,7 @@ impl<'a> Machine<'a> {
     /// Every member at the entry block, its arguments bound.
     fn new(
         backend: &'a dyn Backend,
+        program: &Program,
         lowered: &'a LoweredProgram,
         env: &'a Env,
         batch: &Batch,
@@ -335,79 +264,57 @@ impl<'a> Machine<'a> {
         lane_mode: LaneMode,
     ) -> Result<Machine<'a>, ExecError> {
         let members = batch.size;
-        let classes = SizeClasses::of(env, members)?;
-        let plans = split_plans(lowered, classes.as_ref());
-        let mut is_temp = step_temporaries(lowered);
-        keep_split_operands(lowered, &plans, &mut is_temp);
-        let (slots, stacks) = storage(lowered, &env.symbols, members, &is_temp);
-        let mut counter = OpCounter::default();
-        let mut ops = prim_slots(lowered, &env.symbols, &mut counter, &is_temp, &plans);
-        let indexed = if options.fuse {
-            block_indexed_products(lowered, &mut ops, &is_temp)
-        } else {
-            Vec::new()
-        };
+        let mut step = Stepper::new(
+            backend,
+            program,
+            env,
+            options,
+            lane_mode,
+            members,
+            OpCounter::default(),
+        )?;
+        step.engine.remember_statics();
+        let plan = plan_program(
+            lowered,
+            &env.symbols,
+            &mut step.counter,
+            step.classes.as_ref(),
+            options.fuse,
+        );
+        let (slots, stacks) = storage(lowered, &env.symbols, members, &plan.is_temp);
         let entry = &lowered.functions[batch.entry];
         let mut waiting = Waiting {
             at: vec![Vec::new(); lowered.blocks.len()],
             nonempty: BTreeSet::new(),
         };
         waiting.push(entry.entry, &(0..members as u32).collect::<Vec<_>>());
-        let mut engine = Engine::new(backend, options.threads);
-        engine.remember_statics();
-        counter.lanes = members as u64;
         let mut machine = Machine {
             lowered,
             entry,
-            options,
-            lanes: Lanes::for_run(members, options),
-            lane_mode,
+            step,
             members,
             capacity: members,
             grows: instance_functions(lowered),
-            shared: SharedEnv {
-                statics: &env.statics,
-                symbols: &env.symbols,
-                hosts: &env.hosts,
-            },
-            engine,
             slots,
             stacks,
-            chains: if options.fuse {
-                block_chains(lowered, &ops, &is_temp)
-            } else {
-                Vec::new()
-            },
-            indexed,
-            deferral: Deferral::default(),
-            ops,
-            is_temp,
+            plan: Rc::new(plan),
             temps: StepTemps::default(),
-            fuser: Fuser::default(),
-            max_instances: None,
+            pc: entry.entry,
+            max_instances: options.max_instances,
             return_stacks: vec![Vec::new(); members],
             depth_base: vec![0; members],
             catch_plan: CatchPlan::new(lowered),
             catches: vec![Vec::new(); members],
             waiting,
-            counter,
-            steps: 0,
-            faults: Vec::new(),
             branch: BranchRows::default(),
-            member_rows: Vec::new(),
-            call_bytes: 0,
             column_bytes: 0,
-            peak_state_bytes: 0,
-            profiler: None,
-            classes,
-            split_scratch: SplitScratch::default(),
         };
         for (param, arg) in entry.params.iter().zip(&batch.args) {
             bind_arg(&mut machine.slots[param.index()], arg, members)?;
         }
         share_member_slots(lowered, entry, &mut machine.slots);
         machine.column_bytes = machine.slots.iter().map(Slot::bytes).sum();
-        machine.peak_state_bytes = machine.column_bytes;
+        machine.step.peak_state_bytes = machine.column_bytes;
         Ok(machine)
     }
 
@@ -416,74 +323,31 @@ impl<'a> Machine<'a> {
     fn step(&mut self, pc: PcBlock, rows: &mut Vec<u32>) -> Result<(), ExecError> {
         let lowered = self.lowered;
         let block = &lowered.blocks[pc];
-        self.steps += 1;
-        self.counter.lanes = self.lanes.threads() as u64;
-        if block.counts_step {
-            self.lanes.enter_block(rows, |r| r as usize, block.loc);
-        } else {
-            self.lanes.drop_cancelled(rows, |r| r as usize);
-        }
-        if let Some(profiler) = &mut self.profiler {
-            let threads = self.lanes.threads();
-            profiler.step(
-                block.func.index(),
-                block.origin.index(),
-                rows.len(),
-                threads,
-            );
-        }
+        self.pc = pc;
+        let site = StepSite {
+            function: block.func.index(),
+            block: block.origin.index(),
+            loc: block.loc,
+            counts_step: block.counts_step,
+        };
+        let mut unit = ();
+        let parts = self.parts(&mut unit);
+        let mut frame = parts.frame;
+        parts.stepper.begin_step(&mut frame, rows, site);
+        let plan = self.plan.clone();
+        run_ops(self, &mut unit, &plan.blocks[pc.index()], rows)?;
         let total = self.total_rows(pc);
-        self.temps.begin(rows, total, self.lane_mode);
-        self.deferral.begin();
-        let mut fused_until = 0;
-        for (i, op) in block.ops.iter().enumerate() {
-            if rows.is_empty() {
-                break;
-            }
-            if i < fused_until {
-                continue;
-            }
-            if let Some(end) = self.run_chain(pc, i, rows) {
-                fused_until = end;
-                continue;
-            }
-            match op {
-                LoweredOp::Prim { prim, loc, .. } => {
-                    match self.indexed_role(pc, i) {
-                        Some(role) if self.defers(pc, i, role, rows) => {
-                            self.deferral.defer(i);
-                            self.counter
-                                .record(self.ops[pc.index()][i].counter, rows.len());
-                        }
-                        Some(role @ IndexedRole::Product { index_op, .. })
-                            if self.deferral.deferred(index_op) =>
-                        {
-                            self.run_prim(pc, i, prim, *loc, rows, Some(role))
-                        }
-                        _ => self.run_prim(pc, i, prim, *loc, rows, None),
-                    }
-                    let dying = &self.ops[pc.index()][i].dying;
-                    self.temps
-                        .after_op(&mut self.engine, &mut self.slots, rows, dying);
-                }
-                LoweredOp::Push(x) => {
-                    self.with_stack(*x, rows.len(), |column, stack| {
-                        stack.push_rows(rows, column)
-                    });
-                    self.note_state_bytes();
-                }
-                LoweredOp::Pop(x) => self.with_stack(*x, rows.len(), |column, stack| {
-                    stack.restore_rows(rows, column, true)
-                }),
-                LoweredOp::Peek(x) => self.with_stack(*x, rows.len(), |column, stack| {
-                    stack.restore_rows(rows, column, false)
-                }),
-            }
-        }
-        if self.temps.peak() > 0 {
-            self.note_state_bytes();
-        }
-        self.temps.end(&mut self.engine, &mut self.slots);
+        let mut frame = Frame {
+            slots: &mut self.slots,
+            temps: &mut self.temps,
+            is_temp: &plan.is_temp,
+            lanes: None,
+            members: None,
+            total,
+        };
+        let (column_bytes, stacks) = (self.column_bytes, &self.stacks);
+        self.step
+            .end_step(&mut frame, || column_bytes + stack_bytes(stacks));
         if rows.is_empty() {
             return Ok(());
         }
@@ -509,201 +373,6 @@ impl<'a> Machine<'a> {
             LoweredTerm::Return => self.ret(rows),
         }
         Ok(())
-    }
-
-    /// The fused chain starting at operation `start` of block `pc`, if
-    /// there is one, for `rows` (see [`crate::batched::fuse`]): the index
-    /// of the operation after it, or `None` having written nothing when it
-    /// does not run fused.
-    fn run_chain(&mut self, pc: PcBlock, start: usize, rows: &mut Vec<u32>) -> Option<usize> {
-        let chains = std::mem::take(&mut self.chains);
-        let end = self.run_chain_of(&chains, pc, start, rows);
-        self.chains = chains;
-        end
-    }
-
-    fn run_chain_of(
-        &mut self,
-        chains: &[Vec<Option<ChainSite>>],
-        pc: PcBlock,
-        start: usize,
-        rows: &mut Vec<u32>,
-    ) -> Option<usize> {
-        let site = chains.get(pc.index())?.get(start)?.as_ref()?;
-        let lowered = self.lowered;
-        for &h in &site.hoisted {
-            let LoweredOp::Prim { prim, loc, .. } = &lowered.blocks[pc].ops[h] else {
-                internal_error("a hoisted operation of a chain that is no primitive");
-            };
-            self.run_prim(pc, h, prim, *loc, rows, None);
-            let dying = &self.ops[pc.index()][h].dying;
-            self.temps
-                .after_op(&mut self.engine, &mut self.slots, rows, dying);
-            if rows.is_empty() {
-                return None;
-            }
-        }
-        let lanes = &self.lanes;
-        let step = FusedStep {
-            is_temp: &self.is_temp,
-            env: &self.shared,
-            rows,
-            total: self.total_rows(pc),
-            member_of: &|r| lanes.member_of(r),
-        };
-        let ran = self.fuser.run(
-            &mut self.engine,
-            &mut self.temps,
-            site,
-            &mut self.slots,
-            &step,
-        );
-        if !ran {
-            return None;
-        }
-        for i in (start..site.end).filter(|i| !site.hoisted.contains(i)) {
-            let op = &self.ops[pc.index()][i];
-            self.counter.record(op.counter, rows.len());
-            self.temps
-                .after_op(&mut self.engine, &mut self.slots, rows, &op.dying);
-        }
-        Some(site.end)
-    }
-
-    /// The role of operation `i` of block `pc` in an indexed product.
-    fn indexed_role(&self, pc: PcBlock, i: usize) -> Option<IndexedRole> {
-        *self.indexed.get(pc.index())?.get(i)?
-    }
-
-    /// Whether the index `role` (operation `i` of block `pc`) is deferred
-    /// to its products for `rows`.
-    fn defers(&self, pc: PcBlock, i: usize, role: IndexedRole, rows: &[u32]) -> bool {
-        let IndexedRole::Index { array, index, .. } = role else {
-            return false;
-        };
-        let block = &self.lowered.blocks[pc];
-        let products: Vec<OpView<'_>> = products_of(&self.indexed[pc.index()], i)
-            .filter_map(|j| {
-                let LoweredOp::Prim { prim, .. } = &block.ops[j] else {
-                    return None;
-                };
-                let slots = &self.ops[pc.index()][j];
-                Some(OpView {
-                    prim,
-                    args: &slots.args,
-                    dst: slots.dst,
-                })
-            })
-            .collect();
-        let lanes = &self.lanes;
-        let member = matches!(self.slots[index], Slot::Member(_));
-        let position = self.is_temp[index] && !self.temps.dense();
-        let row_of = |k: usize, r: u32| match (member, position) {
-            (true, _) => lanes.member_of(r),
-            (false, true) => k,
-            (false, false) => r as usize,
-        };
-        deferrable(&self.slots, (array, index), &products, rows, &row_of)
-    }
-
-    /// Operation `i` of block `pc`, a primitive, for `rows` (with the item
-    /// of its deferred index, for an indexed product); the rows that fault
-    /// leave `rows` (to a catching call's recovery block, or stopped).
-    fn run_prim(
-        &mut self,
-        pc: PcBlock,
-        i: usize,
-        prim: &Prim,
-        loc: Loc,
-        rows: &mut Vec<u32>,
-        indexed: Option<IndexedRole>,
-    ) {
-        let op = &self.ops[pc.index()][i];
-        let indexed = indexed.and_then(|role| role.product_operands(&op.args));
-        let slots = &self.slots;
-        let reads_member = match &indexed {
-            Some((args, _)) => args.iter().any(|a| matches!(slots[*a], Slot::Member(_))),
-            None => op.reads_member,
-        };
-        self.member_rows.clear();
-        if reads_member {
-            let lanes = &self.lanes;
-            self.member_rows
-                .extend(rows.iter().map(|r| lanes.member_of(*r) as u32));
-        }
-        if let Some(bytes) = op.arg_bytes {
-            // An invariant parameter is one value for all rows.
-            let copies = if op.shared_arg { 1 } else { rows.len() as u64 };
-            self.call_bytes += bytes * copies;
-        }
-        let exec = PrimExecution {
-            prim,
-            args: indexed.as_ref().map_or(&op.args[..], |(args, _)| &args[..]),
-            dst: op.dst,
-            rows,
-            member_rows: &self.member_rows,
-            total_rows: self.total_rows(pc),
-            mode: self.lane_mode,
-            indexed: indexed.map(|(_, operand)| operand),
-        };
-        self.faults.clear();
-        match &self.classes {
-            Some(classes) if op.split.split => {
-                let types = operand_types(self.lowered, &self.lowered.blocks[pc].ops[i]);
-                let (member, rngs) = self.lanes.members_and_rngs();
-                let split = Split {
-                    classes,
-                    exec: &exec,
-                    types: &types,
-                    statics: self.shared.statics,
-                    hosts: self.shared.hosts,
-                    member_of: &|r| member[r as usize] as usize,
-                    rng_of: &|r| r as usize,
-                    plan: op.split,
-                };
-                run_split(
-                    &mut self.engine,
-                    &split,
-                    &mut self.slots,
-                    rngs,
-                    &mut self.split_scratch,
-                    &mut self.faults,
-                );
-            }
-            _ => {
-                self.temps
-                    .prepare(&mut self.engine, &mut self.slots, &self.is_temp, op.dst);
-                self.temps.run_prim(
-                    &mut self.engine,
-                    &exec,
-                    &mut self.slots,
-                    &self.is_temp,
-                    &self.shared,
-                    &mut self.lanes.rngs,
-                    &|r| r as usize,
-                    &mut self.faults,
-                );
-            }
-        }
-        self.counter.record(op.counter, rows.len());
-        let mut member_stacks = MemberStacks {
-            plan: &self.catch_plan,
-            catches: &mut self.catches,
-            return_stacks: &mut self.return_stacks,
-            stacks: &mut self.stacks,
-        };
-        let waiting = &mut self.waiting;
-        self.lanes.retire_faults(
-            rows,
-            &mut self.faults,
-            loc,
-            |r| r as usize,
-            |r, error| {
-                let recover = unwind(r, error, &mut member_stacks)?;
-                waiting.push(recover, &[r]);
-                Ok(())
-            },
-        );
     }
 
     /// The rows of the columns of block `pc`'s function: a row per lane if
@@ -733,7 +402,7 @@ impl<'a> Machine<'a> {
         let (entering, overflowed) = (&mut self.branch.then_rows, &mut self.branch.else_rows);
         entering.clear();
         overflowed.clear();
-        let max_depth = self.options.max_stack_depth;
+        let max_depth = self.step.options.max_stack_depth;
         // A lane an overflow below cancels goes on (it is dropped when it
         // next runs a block).
         for &r in rows {
@@ -754,7 +423,7 @@ impl<'a> Machine<'a> {
                 };
                 match unwind(r, stack_overflow(max_depth, loc), &mut member_stacks) {
                     Ok(recover) => self.waiting.push(recover, &[r]),
-                    Err(error) => self.lanes.fail(r, error),
+                    Err(error) => self.step.lanes.fail(r, error),
                 }
                 continue;
             }
@@ -794,10 +463,10 @@ impl<'a> Machine<'a> {
                     }
                     self.waiting.push(to, &[r]);
                 }
-                None if self.lanes.is_instance(r) => {
-                    if !self.lanes.drop_if_cancelled(r) {
+                None if self.step.lanes.is_instance(r) => {
+                    if !self.step.lanes.drop_if_cancelled(r) {
                         self.give_results(r);
-                        self.lanes.instance_returned(r);
+                        self.step.lanes.instance_returned(r);
                     }
                 }
                 None => {
@@ -808,7 +477,7 @@ impl<'a> Machine<'a> {
                         .map(|x| {
                             let slot = &self.slots[x.index()];
                             let ty = &self.lowered.vars[*x].ty;
-                            match &self.classes {
+                            match &self.step.classes {
                                 Some(classes) if classes.mentions(ty) => {
                                     classes.value(slot.values(m, 0, slot.row_len()), ty, m)
                                 }
@@ -816,7 +485,7 @@ impl<'a> Machine<'a> {
                             }
                         })
                         .collect();
-                    self.lanes.finish(m, results);
+                    self.step.lanes.finish(m, results);
                 }
             }
         }
@@ -827,24 +496,24 @@ impl<'a> Machine<'a> {
     /// queue, [`Machine::settle`]); a fork with no instance goes straight
     /// on, and one that would overflow the stack unwinds the lane.
     fn fork(&mut self, pc: PcBlock, rows: &[u32], fork: &LoweredFork) {
-        let max_depth = self.options.max_stack_depth;
+        let max_depth = self.step.options.max_stack_depth;
         for &r in rows {
-            if self.lanes.drop_if_cancelled(r) {
+            if self.step.lanes.drop_if_cancelled(r) {
                 continue;
             }
             let total = match fork.count {
                 Some(count) => dim_length(self.symbols_of(r), count) as u64,
                 None => fork.calls.len() as u64,
             };
-            let key = self.lanes.fork_key(r);
+            let key = self.step.lanes.fork_key(r);
             let depth = self.depth(r);
             if total > 0 && depth >= max_depth {
                 self.fail_or_recover(r, stack_overflow(max_depth, fork.overflow_loc));
             } else if total == 0 {
                 self.waiting.push(fork.then, &[r]);
             } else {
-                let join = self.lanes.open_fork(r, key, total, depth, pc.0);
-                self.lanes.queue_fork(join);
+                let join = self.step.lanes.open_fork(r, key, total, depth, pc.0);
+                self.step.lanes.queue_fork(join);
             }
         }
     }
@@ -866,7 +535,7 @@ impl<'a> Machine<'a> {
                 !matches!(v.class, VarClass::Invariant | VarClass::Member(_))
                     && self.grows[v.func.index()]
             })
-            .map(|v| value_bytes(&v.ty, self.shared.symbols))
+            .map(|v| value_bytes(&v.ty, self.step.shared.symbols))
             .fold(0, u128::saturating_add);
         let max = default_max_instances(row.saturating_add(MEMBER_OVERHEAD_BYTES));
         self.max_instances = Some(max);
@@ -876,20 +545,14 @@ impl<'a> Machine<'a> {
     /// The lengths of the symbolic dimensions lane `r` sees (its member's
     /// own, in a ragged batch).
     fn symbols_of(&self, r: u32) -> &[u64] {
-        match &self.classes {
-            Some(classes) => classes.symbols_of(self.lanes.member_of(r)),
-            None => self.shared.symbols,
-        }
+        self.step.symbols_of(self.step.lanes.member_of(r))
     }
 
     /// The elements of lane `r`'s value of variable `x` (fewer than its
     /// slot's row holds for a ragged value of a shorter member).
     fn own_len(&self, x: GlobalVar, r: u32) -> usize {
-        let ty = &self.lowered.vars[x].ty;
-        match &self.classes {
-            Some(classes) if classes.mentions(ty) => classes.row_len(ty, self.lanes.member_of(r)),
-            _ => self.slots[x.index()].row_len(),
-        }
+        let member = self.step.lanes.member_of(r);
+        self.step.own_len(&self.lowered.vars[x].ty, member)
     }
 
     /// The stack depth of lane `r`'s current activation.
@@ -902,22 +565,22 @@ impl<'a> Machine<'a> {
     /// allows (one for a fork that has none running, whatever the budget).
     #[inline]
     fn settle(&mut self) {
-        if !self.lanes.is_settled() {
+        if !self.step.lanes.is_settled() {
             self.settle_forks();
         }
     }
 
     fn settle_forks(&mut self) {
         loop {
-            while let Some(lane) = self.lanes.take_released() {
+            while let Some(lane) = self.step.lanes.take_released() {
                 self.free_lane(lane);
             }
-            if let Some(fork) = self.lanes.take_resolved() {
+            if let Some(fork) = self.step.lanes.take_resolved() {
                 self.resolve(fork);
                 continue;
             }
             let max_instances = self.max_instances();
-            match self.lanes.next_to_start(max_instances) {
+            match self.step.lanes.next_to_start(max_instances) {
                 Some(fork) => self.start_instance(fork),
                 None => break,
             }
@@ -928,7 +591,7 @@ impl<'a> Machine<'a> {
     /// or a cancellation) and frees it.
     fn free_lane(&mut self, lane: u32) {
         let l = lane as usize;
-        if self.lanes.ended_abnormally(lane) {
+        if self.step.lanes.ended_abnormally(lane) {
             // Only the stacks of the functions instances run have its row.
             for (x, stack) in self.stacks.iter_mut().enumerate() {
                 let func = self.lowered.vars[GlobalVar::new(x)].func;
@@ -939,29 +602,30 @@ impl<'a> Machine<'a> {
             self.return_stacks[l].clear();
             self.catches[l].clear();
         }
-        self.lanes.free(lane);
+        self.step.lanes.free(lane);
     }
 
     /// A join resolved: its parent goes on after the fork with the member's
     /// steps so far, or meets the first instance's error where it forked.
     fn resolve(&mut self, fork: ForkId) {
-        let (join, resolution) = self.lanes.close_fork(fork);
+        let (join, resolution) = self.step.lanes.close_fork(fork);
         let LoweredTerm::Fork(site) = &self.lowered.blocks[PcBlock(join.site)].term else {
             internal_error("a join whose site is not a fork");
         };
         let parent = join.parent;
         match resolution {
             Resolution::Returned { steps } => {
-                self.lanes.set_steps(parent, steps);
+                self.step.lanes.set_steps(parent, steps);
                 self.waiting.push(site.then, &[parent]);
             }
             Resolution::Failed { steps, error } => {
-                self.lanes.set_steps(parent, steps);
+                self.step.lanes.set_steps(parent, steps);
                 self.fail_or_recover(parent, error);
             }
             Resolution::StepLimit => self
+                .step
                 .lanes
-                .fail(parent, step_limit(self.options.max_steps, site.loc)),
+                .fail(parent, step_limit(self.step.options.max_steps, site.loc)),
         }
     }
 
@@ -976,25 +640,25 @@ impl<'a> Machine<'a> {
         };
         match unwind(r, error, &mut member_stacks) {
             Ok(recover) => self.waiting.push(recover, &[r]),
-            Err(error) => self.lanes.fail(r, error),
+            Err(error) => self.step.lanes.fail(r, error),
         }
     }
 
     /// Starts the next instance of `fork` in a lane: its parameters from
     /// the parent's row, then the callee's entry.
     fn start_instance(&mut self, fork: ForkId) {
-        let Some((lane, k)) = self.lanes.start_instance(fork) else {
+        let Some((lane, k)) = self.step.lanes.start_instance(fork) else {
             return;
         };
         self.ensure_capacity();
-        let join = self.lanes.join(fork);
+        let join = self.step.lanes.join(fork);
         let (parent, site) = (join.parent as usize, PcBlock(join.site));
         self.depth_base[lane as usize] = join.depth;
         let LoweredTerm::Fork(site) = &self.lowered.blocks[site].term else {
             internal_error("a join whose site is not a fork");
         };
         let call = &site.calls[if site.count.is_some() { 0 } else { k as usize }];
-        let member = self.lanes.member_of(lane);
+        let member = self.step.lanes.member_of(lane);
         for (param, arg) in &call.params {
             if let Slot::Member(_) = self.slots[param.index()] {
                 // Holds the member's value already.
@@ -1017,7 +681,7 @@ impl<'a> Machine<'a> {
             }
             let len = self.own_len(*param, lane);
             let elem = self.lowered.vars[*param].ty.elem;
-            self.call_bytes += (len * crate::batched::element_bytes(elem)) as u64;
+            self.step.call_bytes += (len * crate::memory::element_bytes(elem)) as u64;
             let to = Place {
                 slot: param.index(),
                 row: lane as usize,
@@ -1056,10 +720,10 @@ impl<'a> Machine<'a> {
     /// An instance lane returned: its results go to its parent's
     /// destinations (element `k` of each, for a `map`).
     fn give_results(&mut self, lane: u32) {
-        let Some((fork, k)) = self.lanes.instance_of(lane) else {
+        let Some((fork, k)) = self.step.lanes.instance_of(lane) else {
             internal_error("a lane that is no instance returned as one");
         };
-        let join = self.lanes.join(fork);
+        let join = self.step.lanes.join(fork);
         let (parent, site) = (join.parent as usize, PcBlock(join.site));
         let LoweredTerm::Fork(site) = &self.lowered.blocks[site].term else {
             internal_error("a join whose site is not a fork");
@@ -1086,7 +750,7 @@ impl<'a> Machine<'a> {
     /// per lane, by [`grown_rows`] (a new column is zeroed memory that costs
     /// nothing until a lane writes its row).
     fn ensure_capacity(&mut self) {
-        let needed = self.lanes.capacity();
+        let needed = self.step.lanes.capacity();
         if needed <= self.capacity {
             return;
         }
@@ -1110,7 +774,7 @@ impl<'a> Machine<'a> {
             })
             .collect();
         for (x, slot) in self.slots.iter_mut().enumerate() {
-            if self.is_temp[x] {
+            if self.plan.is_temp[x] {
                 // Step storage only.
                 continue;
             }
@@ -1136,9 +800,8 @@ impl<'a> Machine<'a> {
     /// Takes the bytes held now into the peak: the columns, the value
     /// stacks and the most the running step's temporaries held.
     fn note_state_bytes(&mut self) {
-        let stacks: u64 = self.stacks.iter().flatten().map(ValueStack::bytes).sum();
-        let held = self.column_bytes + stacks + self.temps.peak();
-        self.peak_state_bytes = self.peak_state_bytes.max(held);
+        let held = self.column_bytes + stack_bytes(&self.stacks) + self.temps.peak();
+        self.step.peak_state_bytes = self.step.peak_state_bytes.max(held);
     }
 
     /// Runs `f` on the column of the full variable `x` and its stack, moving
@@ -1155,7 +818,7 @@ impl<'a> Machine<'a> {
         let Some(stack) = self.stacks[x.index()].as_mut() else {
             internal_error(format!("{x} has no stack"))
         };
-        self.call_bytes += stack.value_bytes() * lanes as u64;
+        self.step.call_bytes += stack.value_bytes() * lanes as u64;
         f(column, stack);
     }
 }
@@ -1240,11 +903,10 @@ fn storage(
     (slots, stacks)
 }
 
-/// Per variable of `lowered`, whether it is a step temporary
+/// Per variable of `lowered`, whether it may be a step temporary
 /// ([`crate::batched::temps`]): a temporary of the explicit-stack form
 /// (live inside one block) that no terminator reads (a branch's condition,
-/// a fork's arguments, read when its instances start) and no indexed
-/// assignment in place reads.
+/// a fork's arguments, read when its instances start).
 fn step_temporaries(lowered: &LoweredProgram) -> Vec<bool> {
     let mut is_temp: Vec<bool> = lowered
         .vars
@@ -1263,55 +925,101 @@ fn step_temporaries(lowered: &LoweredProgram) -> Vec<bool> {
             }
             _ => {}
         }
-        for op in &block.ops {
-            if let LoweredOp::Prim {
-                dst, prim, args, ..
-            } = op
-            {
-                let args: Vec<usize> = args.iter().map(|a| a.index()).collect();
-                if in_place_set(prim, dst.map(|d| d.index()), &args) {
-                    args.iter().for_each(|a| is_temp[*a] = false);
-                }
-            }
-        }
     }
     is_temp
 }
 
-/// Per block, per operation, how it runs in a ragged batch (for another
-/// batch, never split).
-fn split_plans(lowered: &LoweredProgram, classes: Option<&SizeClasses>) -> Vec<Vec<SplitPlan>> {
-    lowered
+/// The plan of every block of `lowered` (its primitives registered in
+/// `counter`).
+fn plan_program<'p>(
+    lowered: &'p LoweredProgram,
+    symbols: &[u64],
+    counter: &mut OpCounter,
+    classes: Option<&SizeClasses>,
+    fuse: bool,
+) -> StepPlan<'p> {
+    let blocks = lowered
         .blocks
         .values()
-        .map(|b| {
-            b.ops
+        .map(|block| {
+            // The parameters the block's call copies its arguments into.
+            let params: &[GlobalVar] = match &block.term {
+                LoweredTerm::PushJump { callee, .. } => &lowered.functions[*callee].params,
+                _ => &[],
+            };
+            block
+                .ops
                 .iter()
-                .map(|op| match (op, classes) {
-                    (LoweredOp::Prim { prim, .. }, Some(classes)) => {
-                        classes.plan(prim, &operand_types(lowered, op))
-                    }
-                    _ => SplitPlan::default(),
-                })
+                .map(|op| plan_op(lowered, symbols, counter, params, op))
                 .collect()
         })
-        .collect()
+        .collect();
+    StepPlan::new(blocks, step_temporaries(lowered), classes, fuse)
 }
 
-/// In a ragged batch, the operands and results of the operations split by
-/// size class (`plans`) are no step temporaries: [`run_split`] reads and
-/// writes them by lane, where a compact step's temporaries are laid out by
-/// position.
-fn keep_split_operands(lowered: &LoweredProgram, plans: &[Vec<SplitPlan>], is_temp: &mut [bool]) {
-    for (block, plans) in lowered.blocks.values().zip(plans) {
-        for (op, plan) in block.ops.iter().zip(plans) {
-            if let (LoweredOp::Prim { args, dst, .. }, true) = (op, plan.split) {
-                for x in args.iter().chain(dst) {
-                    is_temp[x.index()] = false;
-                }
-            }
-        }
+/// An operation of the explicit-stack form as the planner sees it: a value
+/// stack's move mentions no slot a step temporary may be.
+fn plan_op<'p>(
+    lowered: &'p LoweredProgram,
+    symbols: &[u64],
+    counter: &mut OpCounter,
+    params: &[GlobalVar],
+    op: &'p LoweredOp,
+) -> PlanOp<'p> {
+    let LoweredOp::Prim {
+        dst,
+        prim,
+        args,
+        loc,
+    } = op
+    else {
+        return PlanOp {
+            prim: None,
+            args: Vec::new(),
+            dst: None,
+            mentions: Vec::new(),
+            types: Vec::new(),
+            counter: None,
+            arg_copy: None,
+        };
+    };
+    let args: Vec<usize> = args.iter().map(|a| a.index()).collect();
+    let arg_copy = match (prim, dst) {
+        (Prim::Copy, Some(d)) if params.contains(d) => Some(ArgCopy {
+            bytes: value_bytes(&lowered.vars[*d].ty, symbols) as u64,
+            shared: lowered.vars[*d].class == VarClass::Invariant,
+        }),
+        _ => None,
+    };
+    PlanOp {
+        prim: Some((prim, *loc)),
+        mentions: args.iter().copied().chain(dst.map(|d| d.index())).collect(),
+        types: op_types(lowered, op),
+        dst: dst.map(|d| d.index()),
+        args,
+        counter: counter.register(prim, *loc),
+        arg_copy,
     }
+}
+
+/// The types of a primitive's operands, then of its result (if any).
+fn op_types<'l>(
+    lowered: &'l LoweredProgram,
+    op: &LoweredOp,
+) -> Vec<&'l autobatch_types::TensorType> {
+    match op {
+        LoweredOp::Prim { args, dst, .. } => args
+            .iter()
+            .chain(dst)
+            .map(|x| &lowered.vars[*x].ty)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The bytes the value stacks hold.
+fn stack_bytes(stacks: &[Option<ValueStack>]) -> u64 {
+    stacks.iter().flatten().map(ValueStack::bytes).sum()
 }
 
 /// Gives every member variable the slot of the entry's parameter whose value
@@ -1327,152 +1035,6 @@ fn share_member_slots(lowered: &LoweredProgram, entry: &LoweredFunction, slots: 
         if *param != x {
             slots[x.index()] = slots[param.index()].clone();
         }
-    }
-}
-
-/// Per block, the fused chains starting at each operation
-/// ([`crate::batched::fuse`]).
-fn block_chains(
-    lowered: &LoweredProgram,
-    ops: &[Vec<PrimSlots>],
-    is_temp: &[bool],
-) -> Vec<Vec<Option<ChainSite>>> {
-    lowered
-        .blocks
-        .values()
-        .zip(ops)
-        .map(|(block, slots)| {
-            let dying: Vec<Vec<usize>> = slots.iter().map(|s| s.dying.clone()).collect();
-            find_chains(&block_views(block, slots), is_temp, &dying)
-        })
-        .collect()
-}
-
-/// Per block, the indexed products ([`crate::batched::indexed`]); an index
-/// that is a step temporary lives until its product.
-fn block_indexed_products(
-    lowered: &LoweredProgram,
-    ops: &mut [Vec<PrimSlots>],
-    is_temp: &[bool],
-) -> Vec<Vec<Option<IndexedRole>>> {
-    lowered
-        .blocks
-        .values()
-        .zip(ops)
-        .map(|(block, slots)| {
-            let mut dying: Vec<Vec<usize>> = slots.iter().map(|s| s.dying.clone()).collect();
-            let roles = find_indexed_products(&block_views(block, slots), is_temp, &mut dying);
-            for (slot, dying) in slots.iter_mut().zip(dying) {
-                slot.dying = dying;
-            }
-            roles
-        })
-        .collect()
-}
-
-/// A block's operations as fused chains and indexed products see them.
-fn block_views<'b>(block: &'b LoweredBlock, slots: &'b [PrimSlots]) -> Vec<Option<OpView<'b>>> {
-    block
-        .ops
-        .iter()
-        .zip(slots)
-        .map(|(op, slots)| match op {
-            // An operation split by size class is no link of a
-            // chain, which runs over whole padded rows.
-            LoweredOp::Prim { .. } if slots.split.split => None,
-            LoweredOp::Prim { prim, .. } => Some(OpView {
-                prim,
-                args: &slots.args,
-                dst: slots.dst,
-            }),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Per block, per operation, the slots and counter of a primitive (every
-/// user operation registered in `counter`).
-fn prim_slots(
-    lowered: &LoweredProgram,
-    symbols: &[u64],
-    counter: &mut OpCounter,
-    is_temp: &[bool],
-    plans: &[Vec<SplitPlan>],
-) -> Vec<Vec<PrimSlots>> {
-    let member = |x: &GlobalVar| matches!(lowered.vars[*x].class, VarClass::Member(_));
-    lowered
-        .blocks
-        .values()
-        .zip(plans)
-        .map(|(b, plans)| {
-            let mentions: Vec<Vec<usize>> = b
-                .ops
-                .iter()
-                .map(|op| match op {
-                    LoweredOp::Prim { dst, args, .. } => {
-                        args.iter().chain(dst).map(|x| x.index()).collect()
-                    }
-                    _ => Vec::new(),
-                })
-                .collect();
-            let mut dying = deaths(&mentions, is_temp).into_iter();
-            // The parameters the block's call copies its arguments into.
-            let params: &[GlobalVar] = match &b.term {
-                LoweredTerm::PushJump { callee, .. } => &lowered.functions[*callee].params,
-                _ => &[],
-            };
-            b.ops
-                .iter()
-                .zip(plans)
-                .map(|(op, plan)| match op {
-                    LoweredOp::Prim {
-                        dst,
-                        prim,
-                        args,
-                        loc,
-                    } => PrimSlots {
-                        args: args.iter().map(|a| a.index()).collect(),
-                        dst: dst.map(|d| d.index()),
-                        counter: counter.register(prim, *loc),
-                        // A static adjoint is logged as its member's.
-                        reads_member: args.iter().any(member)
-                            || matches!(prim, Prim::StaticAdjoint(_)),
-                        arg_bytes: match (prim, dst) {
-                            (Prim::Copy, Some(d)) if params.contains(d) => {
-                                Some(value_bytes(&lowered.vars[*d].ty, symbols) as u64)
-                            }
-                            _ => None,
-                        },
-                        shared_arg: dst
-                            .is_some_and(|d| lowered.vars[d].class == VarClass::Invariant),
-                        dying: dying.next().unwrap_or_default(),
-                        split: *plan,
-                    },
-                    _ => PrimSlots {
-                        args: Vec::new(),
-                        dst: None,
-                        counter: None,
-                        reads_member: false,
-                        arg_bytes: None,
-                        shared_arg: false,
-                        dying: dying.next().unwrap_or_default(),
-                        split: *plan,
-                    },
-                })
-                .collect()
-        })
-        .collect()
-}
-
-/// The types of a primitive's operands, then of its result (if any).
-fn operand_types<'l>(lowered: &'l LoweredProgram, op: &LoweredOp) -> Vec<&'l TensorType> {
-    match op {
-        LoweredOp::Prim { args, dst, .. } => args
-            .iter()
-            .chain(dst)
-            .map(|x| &lowered.vars[*x].ty)
-            .collect(),
-        _ => Vec::new(),
     }
 }
 
@@ -1590,4 +1152,74 @@ struct MemberStacks<'a> {
     catches: &'a mut [Vec<CatchFrame>],
     return_stacks: &'a mut [Vec<PcBlock>],
     stacks: &'a mut [Option<ValueStack>],
+}
+
+/// The hooks of program-counter's steps: a fault unwinds its lane to its
+/// innermost catching call's recovery block.
+struct Unwinding<'s> {
+    stacks: MemberStacks<'s>,
+    waiting: &'s mut Waiting,
+}
+
+impl StepHooks for Unwinding<'_> {
+    fn unwind(&mut self, r: u32, error: MemberError) -> Result<(), MemberError> {
+        let recover = unwind(r, error, &mut self.stacks)?;
+        self.waiting.push(recover, &[r]);
+        Ok(())
+    }
+}
+
+impl<'a> Control<'a, ()> for Machine<'a> {
+    type Hooks<'s>
+        = Unwinding<'s>
+    where
+        Self: 's,
+        'a: 's;
+
+    fn parts<'s>(&'s mut self, _: &'s mut ()) -> StepParts<'s, 'a, Unwinding<'s>>
+    where
+        'a: 's,
+    {
+        let total = self.total_rows(self.pc);
+        StepParts {
+            stepper: &mut self.step,
+            frame: Frame {
+                slots: &mut self.slots,
+                temps: &mut self.temps,
+                is_temp: &self.plan.is_temp,
+                lanes: None,
+                members: None,
+                total,
+            },
+            hooks: Unwinding {
+                stacks: MemberStacks {
+                    plan: &self.catch_plan,
+                    catches: &mut self.catches,
+                    return_stacks: &mut self.return_stacks,
+                    stacks: &mut self.stacks,
+                },
+                waiting: &mut self.waiting,
+            },
+        }
+    }
+
+    /// A value stack's move.
+    fn own_op(&mut self, _: &mut (), i: usize, rows: &mut Vec<u32>) -> Result<(), ExecError> {
+        match &self.lowered.blocks[self.pc].ops[i] {
+            LoweredOp::Push(x) => {
+                self.with_stack(*x, rows.len(), |column, stack| {
+                    stack.push_rows(rows, column)
+                });
+                self.note_state_bytes();
+            }
+            LoweredOp::Pop(x) => self.with_stack(*x, rows.len(), |column, stack| {
+                stack.restore_rows(rows, column, true)
+            }),
+            LoweredOp::Peek(x) => self.with_stack(*x, rows.len(), |column, stack| {
+                stack.restore_rows(rows, column, false)
+            }),
+            LoweredOp::Prim { .. } => internal_error("a primitive run as a stack move"),
+        }
+        Ok(())
+    }
 }

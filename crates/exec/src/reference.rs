@@ -58,9 +58,10 @@ use autobatch_kernels::{
 };
 use autobatch_types::{Data, MemberError, Scalar, Tensor};
 
-use crate::batched::{concrete_shape, stack_overflow, step_limit, OpCounter, Watch};
 use crate::internal::internal_error;
 use crate::liveness::{last_reads, LastReads};
+use crate::memory::concrete_shape;
+use crate::monitor::{stack_overflow, step_limit, OpCounter, Watch};
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, RunOptions, RunOutput, Stats};
 
 /// The reference executor in the registry ([`crate::EXECUTORS`]).
@@ -94,9 +95,9 @@ impl Executor for Reference {
         let one_member: u128 = program.functions[batch.entry]
             .vars
             .values()
-            .map(|v| crate::batched::value_bytes(&v.ty, &env.symbols))
+            .map(|v| crate::memory::value_bytes(&v.ty, &env.symbols))
             .sum();
-        crate::batched::check_memory(0, batch.size, one_member).map_err(ExecError::Resources)?;
+        crate::memory::check_memory(0, batch.size, one_member).map_err(ExecError::Resources)?;
         Ok(run(program, env, batch, options))
     }
 }

@@ -285,18 +285,12 @@ fn only_functions_the_entry_reaches_count_for_memory() {
         autobatch_passes::uniformity::Invariance::compute(&program, batch("small").entry, &[false]);
     let lowered = autobatch_passes::stack::lower_to_stack(&program, &invariance);
     let small =
-        autobatch_exec::batched::lowered_state_bytes(&program, &lowered, batch("small").entry, &[]);
+        autobatch_exec::memory::lowered_state_bytes(&program, &lowered, batch("small").entry, &[]);
     assert!(small.per_member + small.shared < 1024, "{small:?}");
-    autobatch_exec::batched::check_lowered_memory(&program, &lowered, batch("small").entry, &[], 2)
+    autobatch_exec::memory::check_lowered_memory(&program, &lowered, batch("small").entry, &[], 2)
         .expect("fits");
-    autobatch_exec::batched::check_lowered_memory(
-        &program,
-        &lowered,
-        batch("unused").entry,
-        &[],
-        2,
-    )
-    .expect_err("does not fit");
+    autobatch_exec::memory::check_lowered_memory(&program, &lowered, batch("unused").entry, &[], 2)
+        .expect_err("does not fit");
 }
 
 #[test]

@@ -46,8 +46,8 @@ use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::{Fault, ForkKey, MemberRng};
 use autobatch_types::{ErrorKind, MemberError, Tensor};
 
-use super::{step_limit, OpCounter};
 use crate::internal::internal_error;
+use crate::monitor::{step_limit, OpCounter};
 use crate::{RunOptions, RunOutput, Stats};
 
 /// How a member ended: its flattened results, or the error that stopped it.

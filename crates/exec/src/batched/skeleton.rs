@@ -15,8 +15,8 @@ use autobatch_kernels::buffer::Values;
 use autobatch_passes::uniformity::Invariance;
 use autobatch_types::{Data, Scalar};
 
-use super::all_members_overflow;
 use super::storage::Slot;
+use crate::monitor::all_members_overflow;
 use crate::{Arg, Batch, Env, ExecError, RunOptions, RunOutput};
 
 /// Binds one entry argument into its slot, made for `rows` members: an

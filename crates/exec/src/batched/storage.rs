@@ -48,7 +48,7 @@ impl Column {
 
     /// The bytes of its elements.
     pub fn bytes(&self) -> u64 {
-        (self.data.len() * super::element_bytes(self.data.ty())) as u64
+        (self.data.len() * crate::memory::element_bytes(self.data.ty())) as u64
     }
 
     /// The value of row `r` as a tensor of its own.
@@ -199,7 +199,9 @@ impl Slot {
     /// The bytes this slot holds (a member slot's are shared: none).
     pub fn bytes(&self) -> u64 {
         match self {
-            Slot::Invariant(Some(t)) => (t.len() * super::element_bytes(t.elem_type())) as u64,
+            Slot::Invariant(Some(t)) => {
+                (t.len() * crate::memory::element_bytes(t.elem_type())) as u64
+            }
             Slot::Invariant(None) | Slot::Member(_) => 0,
             Slot::Column(c) => c.bytes(),
         }
@@ -331,7 +333,7 @@ impl ValueStack {
             row_len,
             stacks,
             held: 0,
-            elem_bytes: super::element_bytes(elem),
+            elem_bytes: crate::memory::element_bytes(elem),
         }
     }
 

@@ -153,7 +153,7 @@ impl StepTemps {
         };
         let old = std::mem::replace(&mut column.data, data);
         if self.held.contains(&d) {
-            self.bytes -= (old.len() * super::element_bytes(old.ty())) as u64;
+            self.bytes -= (old.len() * crate::memory::element_bytes(old.ty())) as u64;
         } else {
             self.held.push(d);
         }
