@@ -29,6 +29,7 @@ use super::lanes::Lanes;
 use super::plan::{BlockPlan, OpPlan};
 use super::storage::Slot;
 use super::temps::StepTemps;
+use crate::internal::internal_error;
 use crate::monitor::{OpCounter, Watch};
 use crate::profile::Profiler;
 use crate::{Env, ExecError, RunOptions};
@@ -383,9 +384,7 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
         for &h in &site.hoisted {
             let op = &block.ops[h];
             if op.prim.is_none() {
-                crate::internal::internal_error(
-                    "a hoisted operation of a chain that is no primitive",
-                );
+                internal_error("a hoisted operation of a chain that is no primitive");
             }
             self.run_prim(op, rows, None);
             self.after_op(&op.dying, rows);
@@ -433,9 +432,9 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
     /// indexed product); the rows that fault leave `rows` (their lanes
     /// recovered by a catching call, or stopped).
     fn run_prim(&mut self, op: &OpPlan<'_>, rows: &mut Vec<u32>, indexed: Option<IndexedRole>) {
-        let Some(prim) = op.prim else {
-            crate::internal::internal_error("an executor's own operation run as a primitive");
-        };
+        let prim = op
+            .prim
+            .unwrap_or_else(|| internal_error("an executor's operation as a primitive"));
         let slots = &mut *self.frame.slots;
         if let Some(d) = op.dst {
             self.hooks.before_write(slots, d);
@@ -446,8 +445,9 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
             return;
         }
         let mut arg_slots = std::mem::take(&mut stepper.arg_slots);
-        arg_slots.clear();
+        let mut member_rows = std::mem::take(&mut stepper.member_rows);
         let indexed = indexed.and_then(|role| role.product_operands(&op.args));
+        arg_slots.clear();
         match &indexed {
             Some((pair, _)) => arg_slots.extend_from_slice(pair),
             None => arg_slots.extend_from_slice(&op.args),
@@ -459,13 +459,14 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
             Some(members) => members[r as usize] as usize,
             None => lane_members[lane_of(r)] as usize,
         };
-        // A static adjoint is logged as its member's.
-        let mut member_rows = std::mem::take(&mut stepper.member_rows);
+        // The member of each row, for an operand stored once per member,
+        // and for a static adjoint (logged as its member's).
         member_rows.clear();
-        let reads_member = arg_slots
-            .iter()
-            .any(|a| matches!(slots[*a], Slot::Member(_)));
-        if reads_member || matches!(prim, Prim::StaticAdjoint(_)) {
+        if matches!(prim, Prim::StaticAdjoint(_))
+            || arg_slots
+                .iter()
+                .any(|a| matches!(slots[*a], Slot::Member(_)))
+        {
             member_rows.extend(rows.iter().map(|r| member_of(*r) as u32));
         }
         if let Some(copy) = op.arg_copy {
@@ -523,12 +524,9 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
             }
         }
         stepper.counter.record(op.counter, rows.len());
-        let hooks = &mut self.hooks;
-        stepper
-            .lanes
-            .retire_faults(rows, &mut faults, op.loc, lane_of, |r, error| {
-                hooks.unwind(r, error)
-            });
+        let unwind = |r, error| self.hooks.unwind(r, error);
+        let lanes = &mut stepper.lanes;
+        lanes.retire_faults(rows, &mut faults, op.loc, lane_of, unwind);
         stepper.faults = faults;
         stepper.arg_slots = arg_slots;
         stepper.member_rows = member_rows;

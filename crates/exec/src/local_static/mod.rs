@@ -1,5 +1,4 @@
-//! Local-static autobatching (seed 000, Algorithm 1; seed 004's stackless
-//! executor).
+//! Local-static autobatching: batching by activation.
 //!
 //! Each function activation runs for a set of members, with its own storage
 //! holding one row per member of the activation. A queue of waiting program
@@ -33,11 +32,14 @@
 //! while it calls and takes them again after, so a recursion reading a large
 //! static neither copies it per call nor keeps a copy per activation.
 //!
-//! [`LocalStatic`] registers it as the `local-static` strategy. What it
-//! shares with program-counter (per-member outcomes and the step limit,
-//! fault retirement, argument binding, the branch split) is
-//! [`crate::batched::skeleton`]; a fault inside a catching call is not
-//! unwound where it happens but revived when the call returns.
+//! [`LocalStatic`] registers it as the `local-static` strategy. It keeps
+//! only its control: activations, their queues, calls and forks
+//! ([`forks`]). Each function is planned once, at its first activation
+//! ([`crate::batched::plan`]), and a block's operations run through the
+//! step runner it shares with program-counter ([`crate::batched::step`]),
+//! with the lending of statics ([`statics`]) as its hooks; a fault inside a
+//! catching call is not unwound where it happens but revived when the call
+//! returns.
 //!
 //! A ragged batch runs as one batch: padded rows, and the operations that
 //! mention a ragged dimension run split by size class
@@ -69,6 +71,12 @@ use crate::internal::internal_error;
 use crate::memory::{check_memory, concrete_shape, default_max_instances, lane_bytes, value_bytes};
 use crate::monitor::{stack_overflow, step_limit, OpCounter};
 use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
+
+mod forks;
+mod statics;
+
+use forks::ForkSite;
+use statics::{Lending, Loan, StaticPool};
 
 struct Run<'a> {
     program: &'a Program,
@@ -186,95 +194,6 @@ fn step_temporaries(fid: FuncId, function: &Function, invariance: &Invariance) -
         }
     }
     is_temp
-}
-
-/// The run's copies of the statics, each lent to at most one slot at a
-/// time. A copy is made only when every copy of the static is lent, so
-/// there are never more copies of a static than one activation holds at once.
-struct StaticPool<'a> {
-    statics: &'a [Tensor],
-    /// Per static, its copies that no slot holds.
-    idle: Vec<Vec<Tensor>>,
-}
-
-/// A slot of an activation holding a static lent by the [`StaticPool`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Loan {
-    slot: usize,
-    id: usize,
-}
-
-impl StaticPool<'_> {
-    /// A copy of static `id` (made when every copy is lent), or `None` if
-    /// there is no such static.
-    fn lend(&mut self, id: usize) -> Option<Tensor> {
-        let idle = self.idle.get_mut(id)?.pop();
-        idle.or_else(|| self.statics.get(id).cloned())
-    }
-
-    /// Takes the loans of `loans` back from `slots`, which become unassigned.
-    fn take_back(&mut self, slots: &mut [Slot], loans: &[Loan]) {
-        for loan in loans {
-            if let Slot::Invariant(value @ Some(_)) = &mut slots[loan.slot] {
-                self.idle[loan.id].extend(value.take());
-            }
-        }
-    }
-
-    /// Lends the statics of `loans` to their slots again.
-    fn lend_again(&mut self, slots: &mut [Slot], loans: &[Loan]) {
-        for loan in loans {
-            slots[loan.slot] = Slot::Invariant(self.lend(loan.id));
-        }
-    }
-
-    /// Before `slot` is written: if it holds a loan, takes it back.
-    fn before_write(&mut self, slots: &mut [Slot], loans: &mut Vec<Loan>, slot: usize) {
-        if let Some(k) = loans.iter().position(|l| l.slot == slot) {
-            let loan = loans.swap_remove(k);
-            self.take_back(slots, &[loan]);
-        }
-    }
-
-    /// Runs `dst = load_static` by lending the static to the invariant slot
-    /// `dst`; false (nothing done) for any other operation.
-    fn load(
-        &mut self,
-        prim: &Prim,
-        dst: Option<usize>,
-        slots: &mut [Slot],
-        loans: &mut Vec<Loan>,
-    ) -> bool {
-        let (Prim::LoadStatic(id), Some(slot)) = (prim, dst) else {
-            return false;
-        };
-        if !matches!(slots[slot], Slot::Invariant(_)) {
-            return false;
-        }
-        let id = id.0 as usize;
-        let Some(copy) = self.lend(id) else {
-            return false;
-        };
-        slots[slot] = Slot::Invariant(Some(copy));
-        loans.push(Loan { slot, id });
-        true
-    }
-}
-
-/// The hooks of an activation's steps: statics are lent by the pool.
-struct Lending<'s, 'a> {
-    statics: &'s mut StaticPool<'a>,
-    loans: &'s mut Vec<Loan>,
-}
-
-impl StepHooks for Lending<'_, '_> {
-    fn before_write(&mut self, slots: &mut [Slot], slot: usize) {
-        self.statics.before_write(slots, self.loans, slot);
-    }
-
-    fn run_instead(&mut self, prim: &Prim, dst: Option<usize>, slots: &mut [Slot]) -> bool {
-        self.statics.load(prim, dst, slots, self.loans)
-    }
 }
 
 /// The local-static executor in the registry ([`crate::EXECUTORS`]).
@@ -487,23 +406,6 @@ fn take_results(slots: &mut [Slot], dsts: &[Var], returned: Returned, rows: &[u3
         }
     }
     still_running
-}
-
-/// A fork operation of the IR.
-struct ForkSite<'p> {
-    dsts: &'p [Var],
-    args: &'p [Var],
-    instances: &'p Instances,
-    loc: Loc,
-}
-
-/// One instance started by a fork: the activation row of its parent, its
-/// lane, and its index.
-#[derive(Clone, Copy, Debug)]
-struct Instance {
-    row: u32,
-    lane: u32,
-    k: u64,
 }
 
 /// The state of one activation: a function running for some lanes.
@@ -750,144 +652,6 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// A fork for `rows`: every row draws its fork's key and opens a join
-    /// (or overflows the stack); the instances of all rows run in chunks
-    /// ([`Run::run_chunk`]); then each row goes on with its member's steps,
-    /// or stops with its first instance's error.
-    fn fork(
-        &mut self,
-        frame: &mut Activation<'_>,
-        site: &ForkSite<'_>,
-        rows: &mut Vec<u32>,
-        depth: usize,
-    ) -> Result<(), ExecError> {
-        let max_depth = self.step.options.max_stack_depth;
-        let mut joins: Vec<(u32, ForkId)> = Vec::new();
-        let mut stopped: Vec<u32> = Vec::new();
-        for &r in rows.iter() {
-            let lane = frame.lane_of(r);
-            if self.step.lanes.is_cancelled(lane) {
-                // Cancelled by an overflow just above; it leaves after the operation.
-                continue;
-            }
-            let total = match site.instances {
-                Instances::Join(calls) => calls.len(),
-                Instances::Map { count, .. } => dim_length(
-                    self.step.symbols_of(frame.members[r as usize] as usize),
-                    *count,
-                ),
-            } as u64;
-            let key = self.step.lanes.fork_key(lane);
-            if total > 0 && depth >= max_depth {
-                self.step.lanes.fail(
-                    lane,
-                    stack_overflow(max_depth, site.instances.overflow_loc(site.loc)),
-                );
-                stopped.push(r);
-            } else if total > 0 {
-                joins.push((r, self.step.lanes.open_fork(lane, key, total, depth, 0)));
-            }
-        }
-        if !joins.is_empty() {
-            for d in site.dsts {
-                self.statics
-                    .before_write(&mut frame.slots, &mut frame.loans, d.index());
-            }
-            let calls = fork_calls(self.program, site.dsts, site.args, site.instances);
-            let map = matches!(site.instances, Instances::Map { .. });
-            while self.run_chunk(frame, &calls, map, &joins, depth)? {}
-            // Every join is closed before any parent fails: a failure
-            // cancels the parent's later siblings, which may be rows here.
-            let resolved: Vec<(u32, u32, Resolution)> = joins
-                .iter()
-                .map(|&(r, fork)| {
-                    let (join, resolution) = self.step.lanes.close_fork(fork);
-                    (r, join.parent, resolution)
-                })
-                .collect();
-            for (r, parent, resolution) in resolved {
-                match resolution {
-                    Resolution::Returned { steps } => self.step.lanes.set_steps(parent, steps),
-                    Resolution::Failed { steps, error } => {
-                        self.step.lanes.set_steps(parent, steps);
-                        self.step.lanes.fail(parent, error);
-                        stopped.push(r);
-                    }
-                    Resolution::StepLimit => {
-                        let error = step_limit(self.step.options.max_steps, site.loc);
-                        self.step.lanes.fail(parent, error);
-                        stopped.push(r);
-                    }
-                }
-            }
-            self.step.lanes.clear_resolved();
-        }
-        stopped.sort_unstable();
-        rows.retain(|r| stopped.binary_search(r).is_err());
-        Ok(())
-    }
-
-    /// Starts the next chunk of the joins' instances (as many as the budget
-    /// of `--max-instances` allows, at least one) and runs them: one child
-    /// activation per callee, whose returned rows write their results into
-    /// their parents' destinations. False when no instance was left to
-    /// start.
-    fn run_chunk(
-        &mut self,
-        frame: &mut Activation<'_>,
-        calls: &[InstanceCall<'_>],
-        map: bool,
-        joins: &[(u32, ForkId)],
-        depth: usize,
-    ) -> Result<bool, ExecError> {
-        let budget = self
-            .max_instances()
-            .saturating_sub(self.step.lanes.live_instances())
-            .max(1);
-        let mut chunk: Vec<Instance> = Vec::new();
-        for &(row, fork) in joins {
-            while chunk.len() < budget {
-                let Some((lane, k)) = self.step.lanes.start_instance(fork) else {
-                    break;
-                };
-                chunk.push(Instance { row, lane, k });
-            }
-        }
-        if chunk.is_empty() {
-            return Ok(false);
-        }
-        let call_of = |k: u64| &calls[if map { 0 } else { k as usize }];
-        let mut callees: Vec<FuncId> = Vec::new();
-        for call in calls {
-            if !callees.contains(&call.callee) {
-                callees.push(call.callee);
-            }
-        }
-        for callee in callees {
-            // An instance cancelled by an earlier group's fault does not start.
-            let group: Vec<Instance> = chunk
-                .iter()
-                .filter(|i| call_of(i.k).callee == callee && !self.step.lanes.is_cancelled(i.lane))
-                .copied()
-                .collect();
-            if group.is_empty() {
-                continue;
-            }
-            let params = self.instance_params(frame, callee, &group, &call_of);
-            self.step.call_bytes += params.iter().map(Slot::bytes).sum::<u64>();
-            let lanes: Vec<u32> = group.iter().map(|i| i.lane).collect();
-            self.statics.take_back(&mut frame.slots, &frame.loans);
-            let returned = self.activation(callee, &lanes, params, depth + 1)?;
-            self.statics.lend_again(&mut frame.slots, &frame.loans);
-            self.instance_results(frame, &group, returned, map, &call_of);
-        }
-        for instance in &chunk {
-            self.step.lanes.free(instance.lane);
-        }
-        self.step.lanes.clear_released();
-        Ok(true)
-    }
-
     /// The plan of function `fid` (made at its first activation).
     fn plan(&mut self, fid: FuncId) -> Rc<StepPlan<'a>> {
         let program = self.program;
@@ -903,157 +667,6 @@ impl<'a> Run<'a> {
             ))
         })
         .clone()
-    }
-
-    /// `--max-instances`, or by default as many instances as a quarter of
-    /// the available memory holds (computed once, at the first fork:
-    /// reading the available memory costs more than a small run).
-    fn max_instances(&mut self) -> usize {
-        if let Some(max) = self.max_instances {
-            return max;
-        }
-        let bytes = lane_bytes(
-            self.program,
-            self.invariance,
-            self.entry,
-            self.step.shared.symbols,
-        );
-        let max = default_max_instances(bytes);
-        self.max_instances = Some(max);
-        max
-    }
-
-    /// The parameter slots of `callee`'s activation for `group`: row `i`
-    /// gets what instance `group[i]` passes (from its parent's row).
-    fn instance_params<'c>(
-        &self,
-        frame: &Activation<'_>,
-        callee: FuncId,
-        group: &[Instance],
-        call_of: &dyn Fn(u64) -> &'c InstanceCall<'c>,
-    ) -> Vec<Slot> {
-        let function = &self.program.functions[callee];
-        let mut params = Vec::with_capacity(function.params.len());
-        for (position, p) in function.params.iter().enumerate() {
-            if let Some(member) =
-                self.shared_member_arg(frame, callee, *p, position, group, call_of)
-            {
-                params.push(member);
-                continue;
-            }
-            if self.invariance.is_invariant(callee, *p) {
-                params.push(self.shared_invariant_arg(frame, position, group, call_of));
-                continue;
-            }
-            let ty = &function.vars[*p].ty;
-            let shape = concrete_shape(ty, self.step.shared.symbols);
-            let mut column = Column::zeros(ty.elem, shape, group.len());
-            for (i, instance) in group.iter().enumerate() {
-                let parent = instance.row as usize;
-                let len = self.step.own_len(ty, frame.members[parent] as usize);
-                let index = Scalar::I64(instance.k as i64);
-                // A member slot's row is the parent's member.
-                let row = |v: Var| match frame.slots[v.index()] {
-                    Slot::Member(_) => frame.members[parent] as usize,
-                    _ => parent,
-                };
-                let values = match call_of(instance.k).args[position] {
-                    InstanceArg::Whole(v) => frame.slots[v.index()].values(row(v), 0, len),
-                    InstanceArg::Element(v) => {
-                        frame.slots[v.index()].values(row(v), instance.k as usize * len, len)
-                    }
-                    InstanceArg::Index => Values::scalar(&index),
-                };
-                column.write(i, 0, values);
-            }
-            params.push(Slot::Column(column));
-        }
-        params
-    }
-
-    /// For an invariant parameter (at `position`): the value every instance
-    /// passes (the same shared value at every site, by
-    /// `autobatch_passes::views`), shared.
-    fn shared_invariant_arg<'c>(
-        &self,
-        frame: &Activation<'_>,
-        position: usize,
-        group: &[Instance],
-        call_of: &dyn Fn(u64) -> &'c InstanceCall<'c>,
-    ) -> Slot {
-        let first = group
-            .first()
-            .unwrap_or_else(|| internal_error("an activation of no instances"));
-        match call_of(first.k).args[position] {
-            InstanceArg::Whole(v) => match &frame.slots[v.index()] {
-                Slot::Invariant(Some(value)) => Slot::Invariant(Some(value.clone())),
-                _ => internal_error("a per-member argument of an invariant parameter"),
-            },
-            _ => internal_error("an element or index for an invariant parameter"),
-        }
-    }
-
-    /// For a member-uniform parameter `p` (at `position`) of `callee` to
-    /// which every instance of `group` passes, whole, one and the same
-    /// member slot: that slot, shared.
-    fn shared_member_arg<'c>(
-        &self,
-        frame: &Activation<'_>,
-        callee: FuncId,
-        p: Var,
-        position: usize,
-        group: &[Instance],
-        call_of: &dyn Fn(u64) -> &'c InstanceCall<'c>,
-    ) -> Option<Slot> {
-        self.invariance.member_root(callee, p)?;
-        let member_of = |instance: &Instance| match call_of(instance.k).args[position] {
-            InstanceArg::Whole(v) => match &frame.slots[v.index()] {
-                Slot::Member(c) => Some(c),
-                _ => None,
-            },
-            _ => None,
-        };
-        let first = member_of(group.first()?)?;
-        group
-            .iter()
-            .all(|i| member_of(i).is_some_and(|c| std::sync::Arc::ptr_eq(c, first)))
-            .then(|| Slot::Member(first.clone()))
-    }
-
-    /// The instances of `group` that returned give their results to their
-    /// parents' destinations (element `k` of each for a `map`), and their
-    /// joins learn of it.
-    fn instance_results<'c>(
-        &mut self,
-        frame: &mut Activation<'_>,
-        group: &[Instance],
-        returned: Returned,
-        map: bool,
-        call_of: &dyn Fn(u64) -> &'c InstanceCall<'c>,
-    ) {
-        for (i, instance) in group.iter().enumerate() {
-            if !returned.finished[i] || !self.step.lanes.is_running(instance.lane) {
-                continue;
-            }
-            let member = frame.members[instance.row as usize] as usize;
-            let function = &self.program.functions[frame.fid];
-            for (dst, value) in call_of(instance.k).dsts.iter().zip(&returned.values) {
-                // A `map`'s destination holds one result per instance.
-                let item = TensorType {
-                    elem: value.data.ty(),
-                    dims: function.vars[*dst].ty.dims[usize::from(map)..].to_vec(),
-                };
-                let len = self.step.own_len(&item, member);
-                let Slot::Column(column) = &mut frame.slots[dst.index()] else {
-                    internal_error("a fork's destination is invariant");
-                };
-                let offset = if map { instance.k as usize * len } else { 0 };
-                let start = i * value.row_len;
-                let values = Values::of(&value.data, start..start + len);
-                column.write(instance.row as usize, offset, values);
-            }
-            self.step.lanes.instance_returned(instance.lane);
-        }
     }
 
     /// The callee's parameter slots for a call from `rows`: a shared
