@@ -90,6 +90,8 @@
 //!
 //! The functions of one [`NativeProgram`] are immutable after [`compile`]
 //! and may run on many threads at once, one member per thread at a time.
+// The shims walk the table of operations (`shims`), one level per row.
+#![recursion_limit = "256"]
 
 mod arrays;
 mod check;

@@ -11,8 +11,17 @@
 //! signum` (whose `std` forms are library calls), float `%` (`fmod`) and
 //! float `max`/`min` (whose treatment of NaN and of `-0.0` against `0.0`
 //! is `std`'s, not one instruction's).
+//!
+//! The shims are generated from the table of operations
+//! (`autobatch_ops::for_each_op!`): every float map of one operand and every
+//! float operation of two that native code does not compute itself
+//! ([`NATIVE_UNARY`], [`NATIVE_BINARY`]) gets one, calling the kernels' own
+//! `float_unary_into` / `float_binary_into` on one element; `powi` and
+//! integer `pow` call the kernels' scalar functions. A new operation of the
+//! table gets its shim with no line here.
 
 use autobatch_ir::{BinaryOp, UnaryOp};
+use autobatch_kernels::elementwise::{float_binary_into, float_unary_into, Operand};
 use autobatch_kernels::scalar::{self, Float};
 use autobatch_types::ScalarType;
 
@@ -23,32 +32,99 @@ pub(crate) struct Shim {
     pub address: *const u8,
 }
 
-macro_rules! float_unary {
-    ($($name:ident: $f:expr;)*) => {
-        // The variants of `UnaryOp` name the modules.
+/// The float maps of one operand native code computes itself.
+pub(crate) const NATIVE_UNARY: [UnaryOp; 2] = [UnaryOp::Sqrt, UnaryOp::Recip];
+
+/// The float operations of two operands native code computes itself.
+pub(crate) const NATIVE_BINARY: [BinaryOp; 4] =
+    [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div];
+
+/// `op` on one float, as the kernels compute it.
+#[inline(always)]
+fn unary_one<F: Float>(op: UnaryOp, x: F) -> F {
+    let mut out = [x];
+    float_unary_into(op, &[x], &mut out);
+    out[0]
+}
+
+/// `op` on two floats, as the kernels compute it.
+#[inline(always)]
+fn binary_one<F: Float>(op: BinaryOp, a: F, b: F) -> F {
+    let operand = |values| Operand {
+        values,
+        broadcast: false,
+    };
+    let mut out = [a];
+    float_binary_into(op, operand(&[a]), operand(&[b]), &mut out);
+    out[0]
+}
+
+/// The float maps of one operand among the table's unary rows: calls
+/// `float_unary! { Op ... }` with their IR operations.
+macro_rules! unary_rows {
+    (@keep [$($kept:ident)*]) => {
+        float_unary! { $($kept)* }
+    };
+    (@keep [$($kept:ident)*] $(#[$a:meta])* [$n:ident: Unary $o:ident, $ir:literal, FloatMap, $($row:tt)*]
+        $($rest:tt)*) => {
+        unary_rows! { @keep [$($kept)* $o] $($rest)* }
+    };
+    (@keep [$($kept:ident)*] $(#[$a:meta])* [$($row:tt)*] $($rest:tt)*) => {
+        unary_rows! { @keep [$($kept)*] $($rest)* }
+    };
+    ($($rows:tt)*) => {
+        unary_rows! { @keep [] $($rows)* }
+    };
+}
+
+/// The float operations of two operands (arithmetic and `powf`) among the
+/// table's binary rows: calls `float_binary! { Op ... }`.
+macro_rules! binary_rows {
+    (@keep [$($kept:ident)*]) => {
+        float_binary! { $($kept)* }
+    };
+    (@keep [$($kept:ident)*] $(#[$a:meta])* [$n:ident: Binary $o:ident, $ir:literal, Arithmetic, $($row:tt)*]
+        $($rest:tt)*) => {
+        binary_rows! { @keep [$($kept)* $o] $($rest)* }
+    };
+    (@keep [$($kept:ident)*] $(#[$a:meta])* [$n:ident: Binary $o:ident, $ir:literal, FloatBinary, $($row:tt)*]
+        $($rest:tt)*) => {
+        binary_rows! { @keep [$($kept)* $o] $($rest)* }
+    };
+    (@keep [$($kept:ident)*] $(#[$a:meta])* [$($row:tt)*] $($rest:tt)*) => {
+        binary_rows! { @keep [$($kept)*] $($rest)* }
+    };
+    ($($rows:tt)*) => {
+        binary_rows! { @keep [] $($rows)* }
+    };
+}
+
+/// One module of `f32` and `f64` shims per operation, named by its
+/// variant, and the lookup of a shim by operation and type.
+macro_rules! float_shims {
+    ($module:ident, $Op:ident, $native:ident, $functions:ident, $($name:ident)*) => {
         #[allow(non_snake_case)]
-        mod unary_shims {
+        mod $module {
             use super::*;
             $(
                 pub mod $name {
                     use super::*;
-                    pub extern "C" fn f32(x: f32) -> f32 {
-                        $f(x)
-                    }
-                    pub extern "C" fn f64(x: f64) -> f64 {
-                        $f(x)
-                    }
+                    $functions!($name);
                 }
             )*
 
-            pub(crate) fn find(op: UnaryOp, ty: ScalarType) -> Option<Shim> {
+            pub(crate) fn find(op: $Op, ty: ScalarType) -> Option<Shim> {
+                if $native.contains(&op) {
+                    return None;
+                }
                 let (f32_name, f64_name, f32_address, f64_address): (_, _, *const u8, *const u8) = match op {
-                    $(UnaryOp::$name => (
+                    $($Op::$name => (
                         concat!("autobatch_", stringify!($name), "_f32"),
                         concat!("autobatch_", stringify!($name), "_f64"),
                         $name::f32 as *const u8,
                         $name::f64 as *const u8,
                     ),)*
+                    #[allow(unreachable_patterns)]
                     _ => return None,
                 };
                 match ty {
@@ -61,8 +137,8 @@ macro_rules! float_unary {
             pub(crate) fn all() -> Vec<Shim> {
                 let mut all = Vec::new();
                 $(
-                    all.extend(find(UnaryOp::$name, ScalarType::F32));
-                    all.extend(find(UnaryOp::$name, ScalarType::F64));
+                    all.extend(find($Op::$name, ScalarType::F32));
+                    all.extend(find($Op::$name, ScalarType::F64));
                 )*
                 all
             }
@@ -70,78 +146,44 @@ macro_rules! float_unary {
     };
 }
 
-float_unary! {
-    Exp: Float::exp;
-    ExpM1: Float::exp_m1;
-    Ln: Float::ln;
-    Ln1p: Float::ln_1p;
-    Log10: Float::log10;
-    Sin: Float::sin;
-    Cos: Float::cos;
-    Tan: Float::tan;
-    Tanh: Float::tanh;
-    Floor: Float::floor;
-    Ceil: Float::ceil;
-    Round: Float::round;
-    Signum: Float::signum;
-    Sigmoid: scalar::sigmoid;
-    LogSigmoid: scalar::log_sigmoid;
-    Softplus: scalar::softplus;
+/// The `f32` and `f64` shims of the unary operation `$name`.
+macro_rules! unary_functions {
+    ($name:ident) => {
+        pub extern "C" fn f32(x: f32) -> f32 {
+            unary_one(UnaryOp::$name, x)
+        }
+        pub extern "C" fn f64(x: f64) -> f64 {
+            unary_one(UnaryOp::$name, x)
+        }
+    };
+}
+
+/// The `f32` and `f64` shims of the binary operation `$name`.
+macro_rules! binary_functions {
+    ($name:ident) => {
+        pub extern "C" fn f32(a: f32, b: f32) -> f32 {
+            binary_one(BinaryOp::$name, a, b)
+        }
+        pub extern "C" fn f64(a: f64, b: f64) -> f64 {
+            binary_one(BinaryOp::$name, a, b)
+        }
+    };
+}
+
+macro_rules! float_unary {
+    ($($name:ident)*) => {
+        float_shims!(unary_shims, UnaryOp, NATIVE_UNARY, unary_functions, $($name)*);
+    };
 }
 
 macro_rules! float_binary {
-    ($($name:ident: $f:expr;)*) => {
-        // The variants of `BinaryOp` name the modules.
-        #[allow(non_snake_case)]
-        mod binary_shims {
-            use super::*;
-            $(
-                pub mod $name {
-                    use super::*;
-                    pub extern "C" fn f32(a: f32, b: f32) -> f32 {
-                        $f(a, b)
-                    }
-                    pub extern "C" fn f64(a: f64, b: f64) -> f64 {
-                        $f(a, b)
-                    }
-                }
-            )*
-
-            pub(crate) fn find(op: BinaryOp, ty: ScalarType) -> Option<Shim> {
-                let (f32_name, f64_name, f32_address, f64_address): (_, _, *const u8, *const u8) = match op {
-                    $(BinaryOp::$name => (
-                        concat!("autobatch_", stringify!($name), "_f32"),
-                        concat!("autobatch_", stringify!($name), "_f64"),
-                        $name::f32 as *const u8,
-                        $name::f64 as *const u8,
-                    ),)*
-                    _ => return None,
-                };
-                match ty {
-                    ScalarType::F32 => Some(Shim { name: f32_name, address: f32_address }),
-                    ScalarType::F64 => Some(Shim { name: f64_name, address: f64_address }),
-                    _ => None,
-                }
-            }
-
-            pub(crate) fn all() -> Vec<Shim> {
-                let mut all = Vec::new();
-                $(
-                    all.extend(find(BinaryOp::$name, ScalarType::F32));
-                    all.extend(find(BinaryOp::$name, ScalarType::F64));
-                )*
-                all
-            }
-        }
+    ($($name:ident)*) => {
+        float_shims!(binary_shims, BinaryOp, NATIVE_BINARY, binary_functions, $($name)*);
     };
 }
 
-float_binary! {
-    Rem: scalar::float_rem;
-    Powf: scalar::float_powf;
-    Max: scalar::float_max;
-    Min: scalar::float_min;
-}
+autobatch_ops::for_each_op!(@select unary unary_rows ());
+autobatch_ops::for_each_op!(@select binary binary_rows ());
 
 extern "C" fn powi_f32(a: f32, exponent: i32) -> f32 {
     scalar::float_powi(a, exponent)
