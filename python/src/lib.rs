@@ -195,30 +195,35 @@ impl Program {
         no_panic(|| {
             let config = RunConfig {
                 strategy: parse_name::<Strategy>(strategy)?,
-                lanes: parse_name::<Lanes>(lanes)?,
-                seed: optional_number(seed, "seed", 0, u64::MAX, 0)?,
-                threads: optional_number(
-                    threads,
-                    "threads",
-                    0,
-                    u64::MAX,
-                    autobatch::default_threads() as u64,
-                )? as usize,
-                max_stack_depth: optional_number(
-                    max_stack_depth,
-                    "max_stack_depth",
-                    1,
-                    usize::MAX as u64,
-                    autobatch::DEFAULT_MAX_STACK_DEPTH as u64,
-                )? as usize,
-                max_steps: optional_number(
-                    max_steps,
-                    "max_steps",
-                    0,
-                    u64::MAX,
-                    autobatch::DEFAULT_MAX_STEPS,
-                )?,
-                ..RunConfig::default()
+                options: autobatch::RunOptions {
+                    seed: optional_number(seed, "seed", 0, u64::MAX, 0)?,
+                    threads: optional_number(
+                        threads,
+                        "threads",
+                        0,
+                        u64::MAX,
+                        autobatch::default_threads() as u64,
+                    )? as usize,
+                    max_stack_depth: optional_number(
+                        max_stack_depth,
+                        "max_stack_depth",
+                        1,
+                        usize::MAX as u64,
+                        autobatch::DEFAULT_MAX_STACK_DEPTH as u64,
+                    )? as usize,
+                    max_steps: optional_number(
+                        max_steps,
+                        "max_steps",
+                        0,
+                        u64::MAX,
+                        autobatch::DEFAULT_MAX_STEPS,
+                    )?,
+                    batching: autobatch::BatchingOptions {
+                        lanes: parse_name::<Lanes>(lanes)?,
+                        ..RunConfig::default().options.batching
+                    },
+                    ..RunConfig::default().options
+                },
             };
             config
                 .validate()

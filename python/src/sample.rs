@@ -74,15 +74,17 @@ pub fn sample<'py>(
                 target_accept,
                 run: RunConfig {
                     strategy,
-                    seed: optional_number(seed, "seed", 0, u64::MAX, 0)?,
-                    threads: optional_number(
-                        threads,
-                        "threads",
-                        0,
-                        u64::MAX,
-                        autobatch::default_threads() as u64,
-                    )? as usize,
-                    ..RunConfig::default()
+                    options: autobatch::RunOptions {
+                        seed: optional_number(seed, "seed", 0, u64::MAX, 0)?,
+                        threads: optional_number(
+                            threads,
+                            "threads",
+                            0,
+                            u64::MAX,
+                            autobatch::default_threads() as u64,
+                        )? as usize,
+                        ..RunConfig::default().options
+                    },
                 },
                 adaptation,
                 ..SampleConfig::default()

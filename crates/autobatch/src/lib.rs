@@ -94,8 +94,8 @@ pub use json_output::{
     value_to_json,
 };
 pub use run::{
-    check_threads, default_threads, max_threads, BlockChoice, Lanes, RunConfig, RunError,
-    RunResult, Strategy, THREADS_PER_CORE,
+    check_threads, default_threads, max_threads, BatchingOptions, BlockChoice, Lanes, RunConfig,
+    RunError, RunOptions, RunResult, Strategy, THREADS_PER_CORE,
 };
 pub use typed::{Call, CallError, CallResult, Shared};
 
@@ -107,7 +107,7 @@ pub use autobatch_macros::program;
 /// spellings, and the signature class of each.
 pub use autobatch_ops as ops;
 
-/// A run's profile ([`RunConfig::profile`], `autobatch run --profile`).
+/// A run's profile ([`RunOptions::profile`], `autobatch run --profile`).
 pub use autobatch_exec::profile;
 pub use autobatch_exec::{
     available_memory_bytes, Observer, OpCount, ReportField, ReportValue, RunProgress, Stats,

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use autobatch_exec::{Observer, RunOptions, Stats, DEFAULT_MAX_STACK_DEPTH, DEFAULT_MAX_STEPS};
+use autobatch_exec::{Observer, Stats};
 use autobatch_types::{MemberError, Value};
 
 use crate::bind::BoundBatch;
@@ -12,43 +12,33 @@ use crate::bind::BoundBatch;
 /// how the program-counter strategy picks its next block: the executors'
 /// own types. Every strategy gives every member the same result; they differ
 /// in speed.
-pub use autobatch_exec::{BlockChoice, LaneMode as Lanes, Strategy};
+pub use autobatch_exec::{BatchingOptions, BlockChoice, LaneMode as Lanes, RunOptions, Strategy};
 
 /// Everything that says how a batch runs (but not what it computes: the
-/// results depend on `seed` and the limits only).
+/// results depend on the seed and the limits only): the strategy, and the
+/// executors' own [`RunOptions`] (limits, seed, threads, `--max-instances`,
+/// profile, counting, and the [`BatchingOptions`] only the batching
+/// strategies read). The library sets the options' observer and first
+/// member itself, per run.
 ///
 /// ```
 /// use autobatch::{Lanes, RunConfig, Strategy};
-/// let config = RunConfig { strategy: Strategy::Reference, lanes: Lanes::Compact, seed: 7, ..RunConfig::default() };
+/// let mut config = RunConfig { strategy: Strategy::Reference, ..RunConfig::default() };
+/// config.options.batching.lanes = Lanes::Compact;
+/// config.options.seed = 7;
 /// assert!(config.validate().is_ok());
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
     pub strategy: Strategy,
-    pub lanes: Lanes,
-    /// Only the program-counter strategy reads it.
-    pub block_choice: BlockChoice,
-    /// The deepest chain of calls one member may have (the entry counts as 1); at least 1.
-    pub max_stack_depth: usize,
-    /// The most basic blocks one member may execute.
-    pub max_steps: u64,
-    /// Member `i` draws random numbers from a stream that depends only on `(seed, i)`.
-    pub seed: u64,
-    /// Worker threads; from 1 to [`max_threads`].
-    pub threads: usize,
-    /// The most instances (of `join`, `map`, `pfor`) alive at once, at
-    /// least 1; `None`: as many as a quarter of the available memory holds.
-    /// Changes no result, only memory and speed.
-    pub max_instances: Option<usize>,
-    /// Record the run's profile (the lanes each step used, each block's
-    /// steps) into [`Stats::profile`]; only the strategies that batch
-    /// steps record one ([`Strategy::records_profile`]). Changes no result.
-    pub profile: bool,
-    /// Count each operation's executions ([`Stats::op_counts`]); default
-    /// true. A run that reads no figures may say false: the native
-    /// strategy's machine code then counts nothing (and `op_counts` is
-    /// empty), which makes short members faster. Changes no result.
-    pub count_operations: bool,
+    /// The deepest chain of calls (`max_stack_depth`, at least 1), the most
+    /// steps, the seed, the worker threads (from 1 to [`max_threads`]),
+    /// the most instances alive at once (at least 1), whether to record a
+    /// profile (only the strategies that batch steps record one,
+    /// [`Strategy::records_profile`]) and to count operations
+    /// ([`Stats::op_counts`]), and the batching options. None changes a
+    /// member's result but the seed and the limits.
+    pub options: RunOptions,
 }
 
 impl Default for RunConfig {
@@ -57,15 +47,10 @@ impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
             strategy: Strategy::ProgramCounter,
-            lanes: Lanes::Auto,
-            block_choice: BlockChoice::SmallestIndex,
-            max_stack_depth: DEFAULT_MAX_STACK_DEPTH,
-            max_steps: DEFAULT_MAX_STEPS,
-            seed: 0,
-            threads: default_threads(),
-            max_instances: None,
-            profile: false,
-            count_operations: true,
+            options: RunOptions {
+                threads: default_threads(),
+                ..RunOptions::default()
+            },
         }
     }
 }
@@ -108,17 +93,18 @@ impl RunConfig {
     /// Checks the settings that have no meaning (a stack depth or thread
     /// count of 0, more threads than [`max_threads`]).
     pub fn validate(&self) -> Result<(), RunError> {
-        if self.max_stack_depth == 0 {
+        let options = &self.options;
+        if options.max_stack_depth == 0 {
             return Err(RunError::InvalidConfig(
                 "the maximum stack depth must be at least 1".into(),
             ));
         }
-        if self.max_instances == Some(0) {
+        if options.max_instances == Some(0) {
             return Err(RunError::InvalidConfig(
                 "the maximum number of instances must be at least 1".into(),
             ));
         }
-        if self.profile && !self.strategy.records_profile() {
+        if options.profile && !self.strategy.records_profile() {
             return Err(RunError::InvalidConfig(format!(
                 "the {} strategy records no profile (its steps do not batch lanes); \
                  profile with {}",
@@ -126,27 +112,13 @@ impl RunConfig {
                 Strategy::profiling_list()
             )));
         }
-        if let Err(range) = check_threads(self.threads) {
+        if let Err(range) = check_threads(options.threads) {
             return Err(RunError::InvalidConfig(format!(
                 "the number of threads ({}) {range}",
-                self.threads
+                options.threads
             )));
         }
         Ok(())
-    }
-
-    fn run_options(&self) -> RunOptions {
-        RunOptions {
-            max_stack_depth: self.max_stack_depth,
-            max_steps: self.max_steps,
-            seed: self.seed,
-            first_member: 0,
-            threads: self.threads,
-            max_instances: self.max_instances,
-            profile: self.profile,
-            count_operations: self.count_operations,
-            ..RunOptions::default()
-        }
     }
 }
 
@@ -211,11 +183,7 @@ impl BoundBatch {
         let options = RunOptions {
             observer,
             first_member: self.first_member(),
-            ..config.run_options()
-        };
-        let batching = autobatch_exec::BatchingOptions {
-            lanes: config.lanes,
-            block_choice: config.block_choice,
+            ..config.options.clone()
         };
         let output = autobatch_exec::run(
             config.strategy,
@@ -223,7 +191,6 @@ impl BoundBatch {
             self.env(),
             self.batch(),
             &options,
-            &batching,
         )
         .map_err(|error| match error {
             autobatch_exec::ExecError::Resources(message) => RunError::Resources(message),
@@ -238,7 +205,7 @@ impl BoundBatch {
         }
         // Summing the gradients is part of the run (and of its seconds).
         let summing = std::time::Instant::now();
-        let static_gradients = self.sum_static_gradients(output.adjoints, config.threads);
+        let static_gradients = self.sum_static_gradients(output.adjoints, options.threads);
         let mut stats = output.stats;
         if !self.gradients.is_empty() {
             stats.wall_seconds += summing.elapsed().as_secs_f64();
@@ -266,8 +233,8 @@ impl BoundBatch {
         }
         Ok(RunResult {
             strategy: config.strategy,
-            lanes: config.lanes,
-            threads: config.threads,
+            lanes: options.batching.lanes,
+            threads: options.threads,
             batch_size: self.batch_size(),
             members,
             static_gradients,
@@ -328,27 +295,36 @@ mod tests {
     #[test]
     fn program_counter_is_the_default() {
         assert_eq!(RunConfig::default().strategy, Strategy::ProgramCounter);
-        assert!(RunConfig::default().threads >= 1);
+        assert!(RunConfig::default().options.threads >= 1);
     }
 
     #[test]
     fn meaningless_configs_are_refused() {
         let zero_depth = RunConfig {
-            max_stack_depth: 0,
+            options: crate::RunOptions {
+                max_stack_depth: 0,
+                ..RunConfig::default().options
+            },
             ..RunConfig::default()
         };
         assert!(
             matches!(zero_depth.validate(), Err(RunError::InvalidConfig(m)) if m.contains("stack depth"))
         );
         let zero_threads = RunConfig {
-            threads: 0,
+            options: crate::RunOptions {
+                threads: 0,
+                ..RunConfig::default().options
+            },
             ..RunConfig::default()
         };
         assert!(
             matches!(zero_threads.validate(), Err(RunError::InvalidConfig(m)) if m.contains("threads"))
         );
         let zero_instances = RunConfig {
-            max_instances: Some(0),
+            options: crate::RunOptions {
+                max_instances: Some(0),
+                ..RunConfig::default().options
+            },
             ..RunConfig::default()
         };
         assert!(

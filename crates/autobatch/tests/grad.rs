@@ -255,9 +255,14 @@ fn gradients_match_finite_differences() {
         for (strategy, lanes, block_choice) in configurations() {
             let config = RunConfig {
                 strategy,
-                lanes,
-                block_choice,
-                ..RunConfig::default()
+                options: autobatch::RunOptions {
+                    batching: autobatch::BatchingOptions {
+                        lanes,
+                        block_choice,
+                        ..RunConfig::default().options.batching
+                    },
+                    ..RunConfig::default().options
+                },
             };
             let grads = run(&compiled, "g", &at, &config);
             let vgs = run(&compiled, "vg", &at, &config);
@@ -302,9 +307,14 @@ fn same_results(source: &str, a: &str, b: &str, inputs: &str) {
     for (strategy, lanes, block_choice) in configurations() {
         let config = RunConfig {
             strategy,
-            lanes,
-            block_choice,
-            ..RunConfig::default()
+            options: autobatch::RunOptions {
+                batching: autobatch::BatchingOptions {
+                    lanes,
+                    block_choice,
+                    ..RunConfig::default().options.batching
+                },
+                ..RunConfig::default().options
+            },
         };
         let mut out = Vec::new();
         for entry in [a, b] {
@@ -502,9 +512,14 @@ fn vg(x: [f64; 3], xs: [f64; L], n: i64, p: (f64, bool)) -> (f64, [f64; 3]) { va
     for (strategy, lanes, block_choice) in configurations() {
         let config = RunConfig {
             strategy,
-            lanes,
-            block_choice,
-            ..RunConfig::default()
+            options: autobatch::RunOptions {
+                batching: autobatch::BatchingOptions {
+                    lanes,
+                    block_choice,
+                    ..RunConfig::default().options.batching
+                },
+                ..RunConfig::default().options
+            },
         };
         let g = run_on("g", &at, &config);
         let vg = run_on("vg", &at, &config);

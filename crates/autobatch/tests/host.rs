@@ -101,10 +101,15 @@ fn every_configuration() -> Vec<RunConfig> {
         .flat_map(|(strategy, lanes, block_choice)| {
             [1, 2].map(|threads| RunConfig {
                 strategy,
-                lanes,
-                block_choice,
-                threads,
-                ..RunConfig::default()
+                options: autobatch::RunOptions {
+                    threads,
+                    batching: autobatch::BatchingOptions {
+                        lanes,
+                        block_choice,
+                        ..RunConfig::default().options.batching
+                    },
+                    ..RunConfig::default().options
+                },
             })
         })
         .collect()

@@ -167,16 +167,18 @@ impl Messages {
 }
 
 fn reference(overrides: &harness::RunOverrides) -> RunConfig {
-    let defaults = RunConfig::default();
+    let defaults = RunConfig::default().options;
     RunConfig {
         strategy: Strategy::Reference,
-        max_stack_depth: overrides
-            .max_stack_depth
-            .unwrap_or(defaults.max_stack_depth),
-        max_steps: overrides.max_steps.unwrap_or(defaults.max_steps),
-        seed: overrides.seed.unwrap_or(defaults.seed),
-        max_instances: overrides.max_instances.or(defaults.max_instances),
-        ..defaults
+        options: autobatch::RunOptions {
+            max_stack_depth: overrides
+                .max_stack_depth
+                .unwrap_or(defaults.max_stack_depth),
+            max_steps: overrides.max_steps.unwrap_or(defaults.max_steps),
+            seed: overrides.seed.unwrap_or(defaults.seed),
+            max_instances: overrides.max_instances.or(defaults.max_instances),
+            ..defaults
+        },
     }
 }
 
@@ -332,11 +334,17 @@ fn faults_inside_derivatives(messages: &mut Messages, failures: &mut Vec<String>
     let deep = r#"{"batch": {"x": [1.5, 1.5], "n": [2, 50]}}"#;
     for limits in [
         RunConfig {
-            max_stack_depth: 10,
+            options: autobatch::RunOptions {
+                max_stack_depth: 10,
+                ..config.options.clone()
+            },
             ..config.clone()
         },
         RunConfig {
-            max_steps: 40,
+            options: autobatch::RunOptions {
+                max_steps: 40,
+                ..config.options.clone()
+            },
             ..config.clone()
         },
     ] {

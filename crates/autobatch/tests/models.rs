@@ -52,9 +52,14 @@ fn check_model(program: &str, entry: &str, input: &str, expected: &str) {
     for (strategy, lanes, block_choice) in configurations() {
         let config = RunConfig {
             strategy,
-            lanes,
-            block_choice,
-            ..RunConfig::default()
+            options: autobatch::RunOptions {
+                batching: autobatch::BatchingOptions {
+                    lanes,
+                    block_choice,
+                    ..RunConfig::default().options.batching
+                },
+                ..RunConfig::default().options
+            },
         };
         let run = bound.run(&config).expect("runs");
         let outputs: Vec<Value> = run

@@ -88,9 +88,14 @@ fn log_density_and_gradient_agree_with_stan() {
         for (strategy, lanes, block_choice) in configurations() {
             let config = RunConfig {
                 strategy,
-                lanes,
-                block_choice,
-                ..RunConfig::default()
+                options: autobatch::RunOptions {
+                    batching: autobatch::BatchingOptions {
+                        lanes,
+                        block_choice,
+                        ..RunConfig::default().options.batching
+                    },
+                    ..RunConfig::default().options
+                },
             };
             let result = bound.run(&config).expect("runs");
             let outputs: Vec<(f64, Vec<f64>)> = result

@@ -57,11 +57,16 @@ fn a_ragged_member_gets_what_it_gets_in_a_batch_of_its_size() {
         for threads in [1, 2] {
             let config = RunConfig {
                 strategy,
-                lanes,
-                block_choice,
-                threads,
-                seed: 5,
-                ..RunConfig::default()
+                options: autobatch::RunOptions {
+                    threads,
+                    seed: 5,
+                    batching: autobatch::BatchingOptions {
+                        lanes,
+                        block_choice,
+                        ..RunConfig::default().options.batching
+                    },
+                    ..RunConfig::default().options
+                },
             };
             let ragged = run(&compiled, &arrays, &config);
             assert_eq!(
@@ -126,9 +131,14 @@ fn the_attention_example_matches_numpy() {
     for (strategy, lanes, block_choice) in configurations() {
         let config = RunConfig {
             strategy,
-            lanes,
-            block_choice,
-            ..RunConfig::default()
+            options: autobatch::RunOptions {
+                batching: autobatch::BatchingOptions {
+                    lanes,
+                    block_choice,
+                    ..RunConfig::default().options.batching
+                },
+                ..RunConfig::default().options
+            },
         };
         let got = bound.run(&config).expect("runs").to_json(false)["results"].clone();
         for (member, (g, e)) in got
@@ -199,9 +209,14 @@ fn check_example(name: &str, entry: &str, tolerance: f64) {
     for (strategy, lanes, block_choice) in configurations() {
         let config = RunConfig {
             strategy,
-            lanes,
-            block_choice,
-            ..RunConfig::default()
+            options: autobatch::RunOptions {
+                batching: autobatch::BatchingOptions {
+                    lanes,
+                    block_choice,
+                    ..RunConfig::default().options.batching
+                },
+                ..RunConfig::default().options
+            },
         };
         let got = run(&inputs_json, &config);
         for (member, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -297,11 +312,16 @@ fn rnn(tokens: [f64; L]) -> (f64, [f64; L], f64) {
     let run = |strategy, lanes, block_choice, threads| {
         let config = RunConfig {
             strategy,
-            lanes,
-            block_choice,
-            threads,
-            seed: 3,
-            ..RunConfig::default()
+            options: autobatch::RunOptions {
+                threads,
+                seed: 3,
+                batching: autobatch::BatchingOptions {
+                    lanes,
+                    block_choice,
+                    ..RunConfig::default().options.batching
+                },
+                ..RunConfig::default().options
+            },
         };
         bound.run(&config).expect("runs").to_json(true)
     };
@@ -429,8 +449,10 @@ fn rnn(tokens: [f64; L]) -> f64 {
     let run = |strategy| {
         let config = RunConfig {
             strategy,
-            threads: 1,
-            ..RunConfig::default()
+            options: autobatch::RunOptions {
+                threads: 1,
+                ..RunConfig::default().options
+            },
         };
         bound.run(&config).expect("runs").to_json(true)
     };
@@ -469,8 +491,10 @@ fn twice(i: i64, xs: [f64; L]) -> f64 { 2.0 * xs[i] }
         let bound = compiled.bind("total", &inputs).expect("binds");
         let config = RunConfig {
             strategy,
-            threads: 2,
-            ..RunConfig::default()
+            options: autobatch::RunOptions {
+                threads: 2,
+                ..RunConfig::default().options
+            },
         };
         bound.run(&config).expect("runs").to_json(true)
     };
@@ -546,10 +570,15 @@ fn f(m: [[f64; D]; L]) -> ([f64; D], [f64; L], [f64; D], f64) {
             Inputs::from_json_str(&json!({"batch": {"m": ms}}).to_string()).expect("inputs parse");
         let config = RunConfig {
             strategy,
-            lanes,
-            block_choice,
-            seed: 9,
-            ..RunConfig::default()
+            options: autobatch::RunOptions {
+                seed: 9,
+                batching: autobatch::BatchingOptions {
+                    lanes,
+                    block_choice,
+                    ..RunConfig::default().options.batching
+                },
+                ..RunConfig::default().options
+            },
         };
         let bound = compiled.bind("f", &inputs).expect("binds");
         bound.run(&config).expect("runs").to_json(true)

@@ -254,10 +254,15 @@ fn every_configuration(program: &Compiled, entry: &str, json: &Json) -> Vec<Vec<
         for threads in [1, 2] {
             let config = RunConfig {
                 strategy,
-                lanes,
-                block_choice,
-                threads,
-                ..RunConfig::default()
+                options: autobatch::RunOptions {
+                    threads,
+                    batching: autobatch::BatchingOptions {
+                        lanes,
+                        block_choice,
+                        ..RunConfig::default().options.batching
+                    },
+                    ..RunConfig::default().options
+                },
             };
             all.push(gradients(program, entry, &statics, json, &config));
         }
@@ -307,9 +312,14 @@ fn a_member_that_faults_contributes_nothing() {
     for (strategy, lanes, block_choice) in configurations() {
         let config = RunConfig {
             strategy,
-            lanes,
-            block_choice,
-            ..RunConfig::default()
+            options: autobatch::RunOptions {
+                batching: autobatch::BatchingOptions {
+                    lanes,
+                    block_choice,
+                    ..RunConfig::default().options.batching
+                },
+                ..RunConfig::default().options
+            },
         };
         let names: Vec<&str> = statics.iter().map(String::as_str).collect();
         let run = program

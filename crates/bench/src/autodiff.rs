@@ -148,8 +148,10 @@ fn library_seconds(setting: &Setting, count: i64, threads: usize) -> f64 {
         .unwrap_or_else(|e| panic!("binding the benchmark inputs: {e}"));
     let config = RunConfig {
         strategy: Strategy::ProgramCounter,
-        threads,
-        ..RunConfig::default()
+        options: autobatch::RunOptions {
+            threads,
+            ..RunConfig::default().options
+        },
     };
     measure(budget, 20, || {
         let result = bound.run(&config).unwrap_or_else(|e| panic!("{e}"));
@@ -259,8 +261,10 @@ fn overhead(batch: usize, threads: usize, budget: f64) -> Json {
     let bound = compiled.bind("tiny", &inputs).expect("tiny binds");
     let config = RunConfig {
         strategy: Strategy::ProgramCounter,
-        threads,
-        ..RunConfig::default()
+        options: autobatch::RunOptions {
+            threads,
+            ..RunConfig::default().options
+        },
     };
     let mut steps = 0u64;
     let mut ops = 0u64;

@@ -221,26 +221,19 @@ fn measure(
     runs: usize,
     max_instances: Option<usize>,
 ) -> Value {
-    let batching = BatchingOptions {
-        lanes: LaneMode::Auto,
-        ..BatchingOptions::default()
-    };
     let options = RunOptions {
         max_instances,
+        batching: BatchingOptions {
+            lanes: LaneMode::Auto,
+            ..BatchingOptions::default()
+        },
         ..RunOptions::default()
     };
     let mut seconds = Vec::new();
     let mut last = None;
     for _ in 0..runs {
-        let output = run(
-            strategy,
-            program,
-            &Env::default(),
-            batch,
-            &options,
-            &batching,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let output = run(strategy, program, &Env::default(), batch, &options)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(output.results.iter().all(|r| r.is_ok()), "a member failed");
         seconds.push(output.stats.wall_seconds);
         last = Some(output);

@@ -307,10 +307,12 @@ fn measure_batch(
         if configuration.strategy == Strategy::Reference && size > 256 {
             continue;
         }
-        let options = RunOptions::default();
-        let batching = BatchingOptions {
-            lanes: configuration.lanes,
-            block_choice: configuration.block_choice,
+        let options = RunOptions {
+            batching: BatchingOptions {
+                lanes: configuration.lanes,
+                block_choice: configuration.block_choice,
+            },
+            ..RunOptions::default()
         };
         let mut utilization = 0.0;
         let seconds = measure(budget, 50, || {
@@ -320,7 +322,6 @@ fn measure_batch(
                 &Env::default(),
                 &batch,
                 &options,
-                &batching,
             )
             .unwrap_or_else(|e| panic!("{e}"));
             utilization = output.stats.lane_utilization;

@@ -119,11 +119,13 @@ pub fn main(args: &[String]) {
     .unwrap_or_else(|e| fail(&e.to_string()));
     let config = RunConfig {
         strategy: args.strategy,
-        threads: args.threads,
-        // As a loop that reads no figures runs (the native strategies'
-        // code then counts nothing); `op_counts` stays empty.
-        count_operations: false,
-        ..RunConfig::default()
+        options: autobatch::RunOptions {
+            threads: args.threads,
+            // As a loop that reads no figures runs (the native strategies'
+            // code then counts nothing); `op_counts` stays empty.
+            count_operations: false,
+            ..RunConfig::default().options
+        },
     };
     let run = |config: &RunConfig| {
         bound
@@ -143,7 +145,10 @@ pub fn main(args: &[String]) {
     // One more run, counted, for the figures (the results are the same
     // bits counted or not).
     let counted = RunConfig {
-        count_operations: true,
+        options: autobatch::RunOptions {
+            count_operations: true,
+            ..config.clone().options
+        },
         ..config.clone()
     };
     let document: Value = run(&counted).to_json(true);

@@ -30,7 +30,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, ReportValue, RunOptions, Strategy};
+use autobatch_exec::{run, Arg, Batch, Env, ReportValue, RunOptions, Strategy};
 use autobatch_types::{Scalar, Tensor};
 use serde_json::{json, Value};
 
@@ -79,15 +79,7 @@ pub fn main(args: &[String]) {
             let mut compile_seconds = 0.0;
             let mut compiled = None;
             let seconds = measure(budget, 50, || {
-                let out = run(
-                    strategy,
-                    &program,
-                    &Env::default(),
-                    &batch,
-                    &options,
-                    &BatchingOptions::default(),
-                )
-                .expect("runs");
+                let out = run(strategy, &program, &Env::default(), &batch, &options).expect("runs");
                 for field in &out.stats.report {
                     match (field.name, &field.value) {
                         ("compile_seconds", ReportValue::Seconds(s)) => compile_seconds = *s,
@@ -114,7 +106,6 @@ pub fn main(args: &[String]) {
             &Env::default(),
             &batch,
             &RunOptions::default(),
-            &BatchingOptions::default(),
         )
         .expect("runs")
         .stats

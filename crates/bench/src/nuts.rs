@@ -154,8 +154,13 @@ fn plain_gradients(
         .collect();
     let config = RunConfig {
         strategy,
-        block_choice,
-        ..RunConfig::default()
+        options: autobatch::RunOptions {
+            batching: autobatch::BatchingOptions {
+                block_choice,
+                ..RunConfig::default().options.batching
+            },
+            ..RunConfig::default().options
+        },
     };
     let seconds = |count: i64| {
         let mut inputs = Inputs::new();
@@ -214,9 +219,14 @@ fn logistic(
                 draws,
                 run: RunConfig {
                     strategy,
-                    block_choice,
-                    seed: 1,
-                    ..RunConfig::default()
+                    options: autobatch::RunOptions {
+                        seed: 1,
+                        batching: autobatch::BatchingOptions {
+                            block_choice,
+                            ..RunConfig::default().options.batching
+                        },
+                        ..RunConfig::default().options
+                    },
                 },
                 ..SampleConfig::default()
             };
@@ -293,9 +303,14 @@ fn correlated_gaussian(
                     segment: trajectories,
                     run: RunConfig {
                         strategy,
-                        block_choice,
-                        seed: 2,
-                        ..RunConfig::default()
+                        options: autobatch::RunOptions {
+                            seed: 2,
+                            batching: autobatch::BatchingOptions {
+                                block_choice,
+                                ..RunConfig::default().options.batching
+                            },
+                            ..RunConfig::default().options
+                        },
                     },
                     ..SampleConfig::default()
                 };

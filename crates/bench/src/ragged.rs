@@ -304,8 +304,10 @@ pub fn main(args: &[String]) {
                 ] {
                     let config = RunConfig {
                         strategy: Strategy::from_name(strategy).expect("a strategy"),
-                        threads: 1,
-                        ..RunConfig::default()
+                        options: autobatch::RunOptions {
+                            threads: 1,
+                            ..RunConfig::default().options
+                        },
                     };
                     let ragged_run = measure(&workload.ragged, &ragged, &config, repeats);
                     let padded_run = measure(&workload.padded, &padded, &config, repeats);

@@ -420,16 +420,21 @@ fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
     };
     let config = RunConfig {
         strategy: args.strategy,
-        lanes: args.lanes,
-        block_choice: args.block_choice,
-        max_stack_depth: args.max_stack_depth,
-        max_steps: args.max_steps,
-        seed: args.seed,
-        threads: args.threads.unwrap_or_else(autobatch::default_threads),
-        max_instances: args.max_instances,
-        profile: args.profile.is_some(),
-        // The counts are printed only with `--stats`.
-        count_operations: args.stats,
+        options: autobatch::RunOptions {
+            max_stack_depth: args.max_stack_depth,
+            max_steps: args.max_steps,
+            seed: args.seed,
+            threads: args.threads.unwrap_or_else(autobatch::default_threads),
+            max_instances: args.max_instances,
+            profile: args.profile.is_some(),
+            // The counts are printed only with `--stats`.
+            count_operations: args.stats,
+            batching: autobatch::BatchingOptions {
+                lanes: args.lanes,
+                block_choice: args.block_choice,
+            },
+            ..autobatch::RunOptions::default()
+        },
     };
     let document = autobatch::shard::run_sharded(
         comm,
@@ -604,9 +609,11 @@ fn sample_config(args: &SampleArgs) -> autobatch_sample::SampleConfig {
         target_accept: args.target_accept,
         run: RunConfig {
             strategy: args.strategy,
-            seed: args.seed,
-            threads: args.threads.unwrap_or_else(autobatch::default_threads),
-            ..RunConfig::default()
+            options: autobatch::RunOptions {
+                seed: args.seed,
+                threads: args.threads.unwrap_or_else(autobatch::default_threads),
+                ..RunConfig::default().options
+            },
         },
         adaptation: if args.pooled_adaptation {
             autobatch_sample::Adaptation::Pooled {

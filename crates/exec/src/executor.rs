@@ -9,7 +9,7 @@ use autobatch_ir::Program;
 use autobatch_kernels::backend::Backend;
 
 use crate::{
-    local_static, lockstep, native, program_counter, reference, Batch, BatchingOptions,
+    local_static, native, native_lockstep, program_counter, reference, Batch, BatchingOptions,
     BlockChoice, Env, ExecError, LaneMode, RunOptions, RunOutput,
 };
 
@@ -21,7 +21,7 @@ pub const EXECUTORS: &[&dyn Executor] = &[
     &program_counter::ProgramCounter,
     &native::NATIVE,
     &native::NATIVE_BATCHED,
-    &lockstep::LockStep,
+    &native_lockstep::NativeLockstep,
 ];
 
 /// One way of executing a batch. Every executor must give every member
@@ -44,11 +44,18 @@ pub trait Executor: Send + Sync {
         true
     }
 
-    /// Whether it records a run's [`crate::profile::Profile`] when asked
-    /// ([`RunOptions::profile`]): the batching strategies, whose steps run
-    /// many lanes at once, do (by default no).
-    fn records_profile(&self) -> bool {
+    /// Whether it batches steps: each step runs one block for many lanes
+    /// at once (local-static, program-counter; by default no). Such an
+    /// executor records profiles, advances its members together and runs a
+    /// ragged batch as one batch.
+    fn batches_steps(&self) -> bool {
         false
+    }
+
+    /// Whether it records a run's [`crate::profile::Profile`] when asked
+    /// ([`RunOptions::profile`]): the executors that batch steps do.
+    fn records_profile(&self) -> bool {
+        self.batches_steps()
     }
 
     /// Whether the members of a batch advance together, a step of each at
@@ -58,15 +65,15 @@ pub trait Executor: Send + Sync {
     /// work near the end of the run. A caller that reads the progress of
     /// the whole batch as a moment in every member's run asks this.
     fn advances_members_together(&self) -> bool {
-        false
+        self.batches_steps()
     }
 
     /// Whether it runs a ragged batch ([`crate::Env::ragged`]) as one batch
-    /// itself (`crate::batched::classes`); if not (by default), a ragged
-    /// batch runs as one batch per size ([`crate::ragged`]), each with its
-    /// lengths fixed.
+    /// itself (`crate::batched::classes`, the executors that batch steps);
+    /// if not, a ragged batch runs as one batch per size
+    /// ([`crate::ragged`]), each with its lengths fixed.
     fn runs_ragged(&self) -> bool {
-        false
+        self.batches_steps()
     }
 
     /// Runs `batch` on `program` (which has been through
@@ -79,7 +86,6 @@ pub trait Executor: Send + Sync {
         env: &Env,
         batch: &Batch,
         options: &RunOptions,
-        batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError>;
 }
 
@@ -102,7 +108,7 @@ impl Strategy {
     pub const ProgramCounter: Strategy = Strategy(&program_counter::ProgramCounter);
     pub const Native: Strategy = Strategy(&native::NATIVE);
     pub const NativeBatched: Strategy = Strategy(&native::NATIVE_BATCHED);
-    pub const NativeLockstep: Strategy = Strategy(&lockstep::LockStep);
+    pub const NativeLockstep: Strategy = Strategy(&native_lockstep::NativeLockstep);
 }
 
 impl Strategy {

@@ -17,13 +17,12 @@ pub mod batched;
 mod executor;
 pub mod gradients;
 mod internal;
-mod liveness;
 pub mod local_static;
-pub mod lockstep;
 pub mod memory;
 pub mod monitor;
 pub mod native;
 mod native_cache;
+pub mod native_lockstep;
 pub mod profile;
 pub mod program_counter;
 pub mod ragged;
@@ -36,7 +35,7 @@ pub const DEFAULT_MAX_STACK_DEPTH: usize = 10_000;
 pub const DEFAULT_MAX_STEPS: u64 = 100_000_000;
 
 /// How a run behaves, whatever the strategy.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RunOptions {
     pub max_stack_depth: usize,
     pub max_steps: u64,
@@ -64,11 +63,14 @@ pub struct RunOptions {
     pub observer: Option<Observer>,
     /// Whether the batching strategies run chains of elementwise
     /// operations fused, a cache-sized group of rows at a time
-    /// (`batched::fuse`); default true. Changes no result.
+    /// (`batched::chains`); default true. Changes no result.
     pub fuse: bool,
     /// Whether the batching strategies record the run's [`profile::Profile`]
     /// (into [`Stats::profile`]); default false. Changes no result.
     pub profile: bool,
+    /// How the batching strategies batch ([`Strategy::reads`] says which
+    /// of these an executor reads); the others ignore it. Changes no result.
+    pub batching: BatchingOptions,
     /// Whether the run must count each operation's executions
     /// ([`Stats::op_counts`]); default true. When false (and no `observer`
     /// is set), the native strategy's machine code counts nothing and its
@@ -86,6 +88,13 @@ pub struct RunOptions {
 pub struct Observer {
     pub interval: std::time::Duration,
     pub callback: std::sync::Arc<dyn Fn(&RunProgress<'_>) + Send + Sync>,
+}
+
+/// Two observers are equal when they are the same callback, called as often.
+impl PartialEq for Observer {
+    fn eq(&self, other: &Observer) -> bool {
+        self.interval == other.interval && std::sync::Arc::ptr_eq(&self.callback, &other.callback)
+    }
 }
 
 impl std::fmt::Debug for Observer {
@@ -140,6 +149,7 @@ impl Default for RunOptions {
             fuse: true,
             profile: false,
             count_operations: true,
+            batching: BatchingOptions::default(),
         }
     }
 }
@@ -293,14 +303,7 @@ pub fn run_reference(
     batch: &Batch,
     options: &RunOptions,
 ) -> Result<RunOutput, ExecError> {
-    run(
-        Strategy::Reference,
-        program,
-        env,
-        batch,
-        options,
-        &BatchingOptions::default(),
-    )
+    run(Strategy::Reference, program, env, batch, options)
 }
 
 pub use autobatch_kernels::adjoints;
@@ -363,9 +366,8 @@ pub fn run(
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
-    batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
-    run_on(&Cpu, strategy, program, env, batch, options, batching)
+    run_on(&Cpu, strategy, program, env, batch, options)
 }
 
 /// [`run`], the batching strategies computing on `backend` (the reference
@@ -377,7 +379,6 @@ pub fn run_on(
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
-    batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
     internal::guard(|| {
         memory::check_value_sizes(program, batch.entry, &env.symbols)
@@ -385,7 +386,7 @@ pub fn run_on(
         let executor = strategy.executor();
         if !env.ragged.is_empty() {
             if executor.runs_ragged() {
-                match executor.run(backend, program, env, batch, options, batching) {
+                match executor.run(backend, program, env, batch, options) {
                     // The batch's rows, padded to its longest member, do
                     // not fit in memory (found before anything ran): its
                     // sizes, each with its own lengths, may.
@@ -397,9 +398,9 @@ pub fn run_on(
                     }
                 }
             }
-            return ragged::run_by_size(backend, strategy, program, env, batch, options, batching);
+            return ragged::run_by_size(backend, strategy, program, env, batch, options);
         }
-        let mut output = executor.run(backend, program, env, batch, options, batching)?;
+        let mut output = executor.run(backend, program, env, batch, options)?;
         output.stats.sizes = 1;
         Ok(output)
     })

@@ -62,7 +62,7 @@ pub struct OpCounter {
     pub lane_sum: u64,
     pub execution_sum: u64,
     /// The threads of control now (the members, a lane waiting at a fork
-    /// counting as its running instances, [`lanes::Lanes::threads`]): an
+    /// counting as its running instances, [`lanes::LaneTable::threads`]): an
     /// executor sets it before it records executions.
     pub lanes: u64,
     /// The sum of `lanes` over the executions recorded.

@@ -66,8 +66,8 @@ use crate::monitor::{stack_overflow, step_limit, OpCounter};
 use crate::native_cache::{self, Flavor, ProgramText};
 use crate::program_counter::ProgramCounter;
 use crate::{
-    reference, Batch, BatchingOptions, Env, ExecError, Executor, OpCount, ReportField, ReportValue,
-    RunOptions, RunOutput, RunProgress, Stats,
+    reference, Batch, Env, ExecError, Executor, OpCount, ReportField, ReportValue, RunOptions,
+    RunOutput, RunProgress, Stats,
 };
 
 /// The native executors in the registry ([`crate::EXECUTORS`]), one per
@@ -138,9 +138,8 @@ impl Executor for Native {
         env: &Env,
         batch: &Batch,
         options: &RunOptions,
-        batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError> {
-        run_native(self.mode, backend, program, env, batch, options, batching)
+        run_native(self.mode, backend, program, env, batch, options)
     }
 }
 
@@ -153,7 +152,6 @@ fn run_native(
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
-    batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
     let started = Instant::now();
     // Native code reads the statics in place: all must be bound (the
@@ -202,16 +200,7 @@ fn run_native(
             }
             Ok(output)
         }
-        Err(not) => run_instead(
-            backend,
-            program,
-            env,
-            batch,
-            options,
-            batching,
-            not,
-            compile_seconds,
-        ),
+        Err(not) => run_instead(backend, program, env, batch, options, not, compile_seconds),
     }
 }
 
@@ -224,11 +213,10 @@ pub(crate) fn run_instead(
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
-    batching: &BatchingOptions,
     not: NotCompiled,
     compile_seconds: ReportField,
 ) -> Result<RunOutput, ExecError> {
-    let mut output = ProgramCounter.run(backend, program, env, batch, options, batching)?;
+    let mut output = ProgramCounter.run(backend, program, env, batch, options)?;
     output.stats.report = vec![
         field("compiled", ReportValue::Bool(false)),
         field("reason", ReportValue::Text(not.reason)),

@@ -38,14 +38,14 @@ use crate::monitor::OpCounter;
 use crate::native::{counting, member_error, run_instead, segment_counts, Slots};
 use crate::native_cache::{self, LockCode, ProgramText};
 use crate::{
-    Batch, BatchingOptions, Env, ExecError, Executor, ReportField, ReportValue, RunOptions,
-    RunOutput, RunProgress, Stats,
+    Batch, Env, ExecError, Executor, ReportField, ReportValue, RunOptions, RunOutput, RunProgress,
+    Stats,
 };
 
 /// The lock-step executor in the registry ([`crate::EXECUTORS`]).
-pub struct LockStep;
+pub struct NativeLockstep;
 
-impl Executor for LockStep {
+impl Executor for NativeLockstep {
     fn name(&self) -> &'static str {
         "native-lockstep"
     }
@@ -69,7 +69,6 @@ impl Executor for LockStep {
         env: &Env,
         batch: &Batch,
         options: &RunOptions,
-        batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError> {
         let started = Instant::now();
         let text = ProgramText::of(program);
@@ -100,16 +99,7 @@ impl Executor for LockStep {
                 ];
                 Ok(output)
             }
-            Err(not) => run_instead(
-                backend,
-                program,
-                env,
-                batch,
-                options,
-                batching,
-                not,
-                compile_seconds,
-            ),
+            Err(not) => run_instead(backend, program, env, batch, options, not, compile_seconds),
         }
     }
 }

@@ -33,8 +33,8 @@ use rayon::prelude::*;
 use autobatch_ir::Program;
 
 use crate::{
-    Arg, Backend, Batch, BatchingOptions, Env, ExecError, OpCount, ReportField, ReportValue,
-    RunOptions, RunOutput, Stats, Strategy,
+    Arg, Backend, Batch, Env, ExecError, OpCount, ReportField, ReportValue, RunOptions, RunOutput,
+    Stats, Strategy,
 };
 
 /// The members of one size: each ragged dimension's length, and the
@@ -64,7 +64,6 @@ pub(crate) fn run_by_size(
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
-    batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
     let groups = size_groups(env, batch.size)?;
     let run_group = |group: &SizeGroup, threads: usize| {
@@ -80,14 +79,9 @@ pub(crate) fn run_by_size(
             threads,
             ..options.clone()
         };
-        strategy.executor().run(
-            backend,
-            program,
-            &group_env,
-            &group_batch,
-            &group_options,
-            batching,
-        )
+        strategy
+            .executor()
+            .run(backend, program, &group_env, &group_batch, &group_options)
     };
     let start = Instant::now();
     let outputs: Vec<Result<RunOutput, ExecError>> = if options.threads > 1 && groups.len() > 1 {

@@ -59,10 +59,10 @@ use autobatch_kernels::{
 use autobatch_types::{Data, MemberError, Scalar, Tensor};
 
 use crate::internal::internal_error;
-use crate::liveness::{last_reads, LastReads};
 use crate::memory::concrete_shape;
 use crate::monitor::{stack_overflow, step_limit, OpCounter, Watch};
-use crate::{Batch, BatchingOptions, Env, ExecError, Executor, RunOptions, RunOutput, Stats};
+use crate::{Batch, Env, ExecError, Executor, RunOptions, RunOutput, Stats};
+use autobatch_passes::liveness::{last_reads, LastReads};
 
 /// The reference executor in the registry ([`crate::EXECUTORS`]).
 pub struct Reference;
@@ -89,7 +89,6 @@ impl Executor for Reference {
         env: &Env,
         batch: &Batch,
         options: &RunOptions,
-        _batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError> {
         // One member runs at a time: its variables count once.
         let one_member: u128 = program.functions[batch.entry]

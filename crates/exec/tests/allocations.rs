@@ -87,8 +87,10 @@ fn allocations(iterations: i64, lanes: LaneMode) -> u64 {
         &program,
         &Env::default(),
         &batch,
-        &options,
-        &batching,
+        &RunOptions {
+            batching,
+            ..options.clone()
+        },
     )
     .expect("runs");
     let after = ALLOCATIONS.load(Ordering::Relaxed);

@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use autobatch_exec::{run_on, Backend, BatchingOptions, Cpu, Env, RunOutput, Strategy};
+use autobatch_exec::{run_on, Backend, BatchingOptions, Cpu, Env, RunOptions, RunOutput, Strategy};
 use autobatch_ir::{BinaryOp, CompareOp, Prim, Program, ReduceOp, UnaryOp};
 use autobatch_kernels::buffer::{Rows, RowsMut, Values, ValuesMut};
 use autobatch_kernels::linalg::{Dims, ProductOp};
@@ -292,8 +292,10 @@ fn every_test_program_runs_the_same_on_a_backend_that_counts_its_calls() {
                             &program,
                             &Env::default(),
                             &batch,
-                            &case.options,
-                            &batching,
+                            &RunOptions {
+                                batching,
+                                ..case.options.clone()
+                            },
                         )
                     };
                     let problem = match (on(&Cpu), on(&counting)) {

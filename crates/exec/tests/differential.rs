@@ -8,7 +8,7 @@
 //! prints the seed and the program text (`SHOW_PROGRAMS=1` prints every
 //! program generated).
 
-use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, RunOptions, Strategy};
+use autobatch_exec::{run, Arg, Batch, Env, RunOptions, Strategy};
 use autobatch_types::{Scalar, Tensor};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -299,21 +299,23 @@ fn check_program(seed: u64) {
         ..RunOptions::default()
     };
     let env = Env::default();
-    let reference = run(
-        Strategy::Reference,
-        &program,
-        &env,
-        &batch,
-        &options,
-        &BatchingOptions::default(),
-    )
-    .unwrap();
+    let reference = run(Strategy::Reference, &program, &env, &batch, &options).unwrap();
     let others = Strategy::ALL
         .into_iter()
         .filter(|s| *s != Strategy::Reference);
     for strategy in others {
         for batching in strategy.configurations() {
-            let output = run(strategy, &program, &env, &batch, &options, &batching).unwrap();
+            let output = run(
+                strategy,
+                &program,
+                &env,
+                &batch,
+                &RunOptions {
+                    batching,
+                    ..options.clone()
+                },
+            )
+            .unwrap();
             assert_eq!(
                 output.results, reference.results,
                 "seed {seed}: {strategy} {} {} differs from the reference\n{source}",

@@ -1,4 +1,4 @@
-//! Fused chains (`batched::fuse`) change no bit: programs whose blocks hold
+//! Fused chains (`batched::chains`) change no bit: programs whose blocks hold
 //! chains of elementwise operations and reductions (f32 and f64, unary
 //! transcendental functions, comparisons, casts, `select`, per-member
 //! scalars broadcast, a kept value read after the chain, a variable
@@ -101,8 +101,10 @@ fn run_on(
         program,
         &Env::default(),
         &batch,
-        options,
-        batching,
+        &RunOptions {
+            batching: *batching,
+            ..options.clone()
+        },
     )
     .expect("runs")
 }

@@ -121,7 +121,17 @@ fn run_on(
             scalar(&|m| Scalar::Bool(m.2)),
         ],
     };
-    run(strategy, program, &env(float), &batch, options, batching).expect("runs")
+    run(
+        strategy,
+        program,
+        &env(float),
+        &batch,
+        &RunOptions {
+            batching: *batching,
+            ..options.clone()
+        },
+    )
+    .expect("runs")
 }
 
 #[test]
@@ -204,7 +214,17 @@ fn peak_storage_drops(program: &Program, body: &str) {
                 ..RunOptions::default()
             };
             let batching = BatchingOptions::default();
-            run(strategy, program, &env("f64"), &batch, &options, &batching).expect("runs")
+            run(
+                strategy,
+                program,
+                &env("f64"),
+                &batch,
+                &RunOptions {
+                    batching,
+                    ..options.clone()
+                },
+            )
+            .expect("runs")
         };
         let (fused, unfused) = (run_with(true), run_with(false));
         assert_eq!(

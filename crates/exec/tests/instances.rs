@@ -3,7 +3,7 @@
 //! of an unbounded run; the figures count instances and their peak; a fork
 //! draws its key from the member's stream.
 
-use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, RunOptions, RunOutput, Strategy};
+use autobatch_exec::{run, Arg, Batch, Env, RunOptions, RunOutput, Strategy};
 use autobatch_ir::Program;
 use autobatch_kernels::MemberRng;
 use autobatch_types::{Scalar, Tensor};
@@ -51,15 +51,7 @@ fn run_big(
         max_instances,
         ..RunOptions::default()
     };
-    run(
-        strategy,
-        program,
-        &Env::default(),
-        &batch,
-        &options,
-        &BatchingOptions::default(),
-    )
-    .expect("runs")
+    run(strategy, program, &Env::default(), &batch, &options).expect("runs")
 }
 
 #[test]

@@ -92,8 +92,10 @@ fn a_broken_invariant_of_the_kernels_is_an_internal_error_on_every_strategy() {
                     &program,
                     &Env::default(),
                     &batch,
-                    &options,
-                    &batching,
+                    &RunOptions {
+                        batching,
+                        ..options.clone()
+                    },
                 )
             }))
             .unwrap_or_else(|_| panic!("{what}: the run panicked"));
@@ -249,8 +251,10 @@ fn a_bug_in_a_backend_is_an_internal_error_on_any_thread() {
                     &program,
                     &Env::default(),
                     &batch,
-                    &options,
-                    &batching,
+                    &RunOptions {
+                        batching,
+                        ..options.clone()
+                    },
                 )
             }))
             .unwrap_or_else(|_| panic!("{what}: the run panicked"));
@@ -268,7 +272,6 @@ fn a_bug_in_a_backend_is_an_internal_error_on_any_thread() {
             &Env::default(),
             &batch,
             &RunOptions::default(),
-            &BatchingOptions::default(),
         )
         .expect("runs");
         assert_eq!(output.results[2], Ok(vec![Tensor::scalar(Scalar::I64(4))]));
@@ -288,14 +291,7 @@ fn a_panic_in_the_callers_observer_stays_the_callers() {
             ..RunOptions::default()
         };
         let caught = catch_unwind(AssertUnwindSafe(|| {
-            run(
-                strategy,
-                &program,
-                &Env::default(),
-                &batch,
-                &options,
-                &BatchingOptions::default(),
-            )
+            run(strategy, &program, &Env::default(), &batch, &options)
         }));
         let payload = caught.expect_err("the observer's panic goes on unwinding");
         assert_eq!(

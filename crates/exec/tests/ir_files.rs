@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use autobatch_exec::{run, BatchingOptions, Env, Strategy};
+use autobatch_exec::{run, BatchingOptions, Env, RunOptions, Strategy};
 use autobatch_ir::Program;
 
 use common::{batch_of, cases, configurations, json_of_results, same_error, same_value, Case};
@@ -41,8 +41,10 @@ fn check_case(
         program,
         &Env::default(),
         &batch,
-        &case.options,
-        batching,
+        &RunOptions {
+            batching: *batching,
+            ..case.options.clone()
+        },
     )
     .map_err(|e| e.to_string())?;
     if output.results.len() != expect.len() {

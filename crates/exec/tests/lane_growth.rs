@@ -11,7 +11,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, RunOptions, Strategy};
+use autobatch_exec::{run, Arg, Batch, Env, RunOptions, Strategy};
 use autobatch_types::{Scalar, Tensor};
 
 struct Counting;
@@ -88,15 +88,7 @@ fn run_with(strategy: Strategy, max_instances: usize) -> Figures {
         ..RunOptions::default()
     };
     let before = BYTES.load(Ordering::Relaxed);
-    let output = run(
-        strategy,
-        &program,
-        &Env::default(),
-        &batch,
-        &options,
-        &BatchingOptions::default(),
-    )
-    .expect("runs");
+    let output = run(strategy, &program, &Env::default(), &batch, &options).expect("runs");
     let allocated = BYTES.load(Ordering::Relaxed) - before;
     let results = output
         .results

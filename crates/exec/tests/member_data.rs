@@ -5,7 +5,7 @@
 //! copy would be saved around it) and through `join` instances; the results
 //! are the reference's, with any `--max-instances`.
 
-use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, RunOptions, RunOutput, Strategy};
+use autobatch_exec::{run, Arg, Batch, Env, RunOptions, RunOutput, Strategy};
 use autobatch_ir::Program;
 use autobatch_types::{Data, Scalar, Tensor};
 
@@ -96,15 +96,7 @@ fn run_on(
         max_stack_depth: 100_000,
         ..RunOptions::default()
     };
-    run(
-        strategy,
-        program,
-        &Env::default(),
-        &batch,
-        &options,
-        &BatchingOptions::default(),
-    )
-    .expect("runs")
+    run(strategy, program, &Env::default(), &batch, &options).expect("runs")
 }
 
 /// The figures of both batching strategies on arrays of 8 and of 4096

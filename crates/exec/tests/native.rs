@@ -9,9 +9,7 @@
 
 mod common;
 
-use autobatch_exec::{
-    run, Arg, Batch, BatchingOptions, Env, ReportField, ReportValue, RunOptions, Strategy,
-};
+use autobatch_exec::{run, Arg, Batch, Env, ReportField, ReportValue, RunOptions, Strategy};
 use autobatch_ir::Program;
 use autobatch_types::{Data, Scalar, Tensor};
 use common::report_field as field;
@@ -127,15 +125,7 @@ fn run_batch(
     batch: &Batch,
     options: &RunOptions,
 ) -> autobatch_exec::RunOutput {
-    run(
-        strategy,
-        program,
-        &Env::default(),
-        batch,
-        options,
-        &BatchingOptions::default(),
-    )
-    .expect("runs")
+    run(strategy, program, &Env::default(), batch, options).expect("runs")
 }
 
 /// Each member's results with their floats as bit patterns, or its error.
@@ -480,17 +470,7 @@ fn agree_with(
         size,
         args,
     };
-    let run = |strategy| {
-        run(
-            strategy,
-            &program,
-            env,
-            &batch,
-            options,
-            &BatchingOptions::default(),
-        )
-        .expect("runs")
-    };
+    let run = |strategy| run(strategy, &program, env, &batch, options).expect("runs");
     let expected = run(Strategy::Reference);
     let bits = |output: &autobatch_exec::RunOutput| results_bits(&output.results);
     let mut reports = [native(), native_batched()].map(|strategy| {

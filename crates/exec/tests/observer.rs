@@ -5,9 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use autobatch_exec::{
-    run, Arg, Batch, BatchingOptions, Env, Observer, RunOptions, RunOutput, Strategy,
-};
+use autobatch_exec::{run, Arg, Batch, Env, Observer, RunOptions, RunOutput, Strategy};
 use autobatch_ir::Program;
 use autobatch_types::{Scalar, Tensor};
 
@@ -44,15 +42,7 @@ fn run_on(program: &Program, strategy: Strategy, observer: Option<Observer>) -> 
         observer,
         ..RunOptions::default()
     };
-    run(
-        strategy,
-        program,
-        &Env::default(),
-        &batch,
-        &options,
-        &BatchingOptions::default(),
-    )
-    .expect("runs")
+    run(strategy, program, &Env::default(), &batch, &options).expect("runs")
 }
 
 /// The active lanes of the loop's line, summed, at the end of a run.
@@ -166,14 +156,7 @@ fn an_observer_that_panics_stops_long_members_on_every_strategy() {
             ..RunOptions::default()
         };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run(
-                strategy,
-                &program,
-                &Env::default(),
-                &batch,
-                &options,
-                &BatchingOptions::default(),
-            )
+            run(strategy, &program, &Env::default(), &batch, &options)
         }));
         let name = strategy.name();
         match outcome {
@@ -220,7 +203,6 @@ fn an_observer_sees_a_long_native_member_go() {
         &Env::default(),
         &batch,
         &options,
-        &BatchingOptions::default(),
     )
     .expect("runs");
     let final_lanes = iteration_lanes(&observed);

@@ -92,7 +92,17 @@ fn run_on(
         size: case.skips.len(),
         args: vec![Arg::Batched(thetas), Arg::Batched(skips)],
     };
-    run(strategy, case.program, &env, &batch, options, batching).expect("runs")
+    run(
+        strategy,
+        case.program,
+        &env,
+        &batch,
+        &RunOptions {
+            batching: *batching,
+            ..options.clone()
+        },
+    )
+    .expect("runs")
 }
 
 #[test]

@@ -7,7 +7,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use autobatch_exec::{run, Arg, Batch, BatchingOptions, Env, RunOptions, Strategy};
+use autobatch_exec::{run, Arg, Batch, Env, RunOptions, Strategy};
 use autobatch_types::{Data, Scalar, Tensor};
 
 struct Counting;
@@ -81,15 +81,7 @@ fn allocated_bytes(strategy: Strategy) -> u64 {
         ..RunOptions::default()
     };
     let before = ALLOCATED.load(Ordering::Relaxed);
-    let output = run(
-        strategy,
-        &program,
-        &env,
-        &batch,
-        &options,
-        &BatchingOptions::default(),
-    )
-    .expect("runs");
+    let output = run(strategy, &program, &env, &batch, &options).expect("runs");
     let after = ALLOCATED.load(Ordering::Relaxed);
     assert_eq!(
         output.results[0],

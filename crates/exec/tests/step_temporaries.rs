@@ -73,8 +73,10 @@ fn run_on(
         program,
         &Env::default(),
         &batch,
-        &RunOptions::default(),
-        batching,
+        &RunOptions {
+            batching: *batching,
+            ..RunOptions::default()
+        },
     )
     .expect("runs")
 }

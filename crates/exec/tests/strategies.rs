@@ -28,15 +28,7 @@ fn run_i64(
         .map(|c| Arg::Batched(c.iter().map(|v| Tensor::scalar(Scalar::I64(*v))).collect()))
         .collect();
     let batch = Batch { entry, size, args };
-    run(
-        strategy,
-        program,
-        &Env::default(),
-        &batch,
-        options,
-        &BatchingOptions::default(),
-    )
-    .expect("runs")
+    run(strategy, program, &Env::default(), &batch, options).expect("runs")
 }
 
 const FIB: &str = "fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + fib(n - 1) } }";
@@ -181,7 +173,6 @@ fn block_choices_and_lanes_agree() {
         &Env::default(),
         &batch,
         &options,
-        &BatchingOptions::default(),
     )
     .unwrap();
     for lanes in [LaneMode::Mask, LaneMode::Compact, LaneMode::Auto] {
@@ -195,8 +186,10 @@ fn block_choices_and_lanes_agree() {
                 &program,
                 &Env::default(),
                 &batch,
-                &options,
-                &batching,
+                &RunOptions {
+                    batching,
+                    ..options.clone()
+                },
             )
             .unwrap();
             assert_eq!(output.results, reference.results);
@@ -220,7 +213,6 @@ fn a_value_too_large_for_memory_is_refused_before_running() {
             &Env::default(),
             &batch,
             &RunOptions::default(),
-            &BatchingOptions::default(),
         )
         .expect_err("refused")
         .to_string();
@@ -258,8 +250,10 @@ fn only_functions_the_entry_reaches_count_for_memory() {
             &program,
             &Env::default(),
             &batch("small"),
-            &options,
-            &batching,
+            &RunOptions {
+                batching,
+                ..options.clone()
+            },
         )
         .unwrap_or_else(|e| panic!("{strategy}: {e}"));
         assert_eq!(
@@ -271,8 +265,10 @@ fn only_functions_the_entry_reaches_count_for_memory() {
             &program,
             &Env::default(),
             &batch("unused"),
-            &options,
-            &batching,
+            &RunOptions {
+                batching,
+                ..options.clone()
+            },
         )
         .expect_err("refused")
         .to_string();
@@ -312,7 +308,6 @@ fn a_batch_too_large_for_memory_is_refused_before_running() {
             &Env::default(),
             &batch,
             &RunOptions::default(),
-            &BatchingOptions::default(),
         )
         .expect_err("refused")
         .to_string();

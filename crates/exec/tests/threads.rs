@@ -85,8 +85,10 @@ fn run_with(program: &Program, args: Vec<Arg>, threads: usize, lanes: LaneMode) 
         program,
         &Env::default(),
         &batch,
-        &options,
-        &batching,
+        &RunOptions {
+            batching,
+            ..options.clone()
+        },
     )
     .expect("runs")
 }

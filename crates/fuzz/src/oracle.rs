@@ -505,19 +505,24 @@ fn run(
 ) -> Result<RunResult, String> {
     let config = RunConfig {
         strategy: configuration.strategy,
-        lanes: configuration.lanes,
-        block_choice: configuration.block_choice,
-        max_stack_depth: limits.max_stack_depth,
-        max_steps: limits.max_steps,
-        seed: limits.seed,
-        threads: configuration.threads,
-        max_instances: None,
-        // Recording a profile must change no result: every strategy that
-        // records one does, under the fuzzer.
-        profile: configuration.strategy.records_profile(),
-        // Nor may counting the operations (or not): the threaded runs
-        // count nothing.
-        count_operations: configuration.threads == 1,
+        options: autobatch::RunOptions {
+            max_stack_depth: limits.max_stack_depth,
+            max_steps: limits.max_steps,
+            seed: limits.seed,
+            threads: configuration.threads,
+            max_instances: None,
+            // Recording a profile must change no result: every strategy that
+            // records one does, under the fuzzer.
+            profile: configuration.strategy.records_profile(),
+            // Nor may counting the operations (or not): the threaded runs
+            // count nothing.
+            count_operations: configuration.threads == 1,
+            batching: autobatch::BatchingOptions {
+                lanes: configuration.lanes,
+                block_choice: configuration.block_choice,
+            },
+            ..autobatch::RunOptions::default()
+        },
     };
     // An observer that looks at every chance it gets (every millisecond,
     // from the workers and the native strategies' watcher thread).

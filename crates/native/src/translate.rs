@@ -15,9 +15,9 @@
 mod budget;
 mod fork;
 mod function;
-mod fused;
 mod inline;
 pub(crate) mod lockstep;
+mod loops;
 mod prims;
 mod select;
 mod tail;

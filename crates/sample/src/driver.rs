@@ -837,8 +837,11 @@ impl<'a> Sampler<'a> {
         let batch = self.bind(chains, segment)?;
         let data_bytes = batch.env().statics.iter().map(tensor_bytes).sum();
         let run_config = RunConfig {
-            seed: segment_seed(self.config.run.seed, run),
-            max_steps: u64::MAX,
+            options: autobatch::RunOptions {
+                seed: segment_seed(self.config.run.options.seed, run),
+                max_steps: u64::MAX,
+                ..self.config.run.clone().options
+            },
             ..self.config.run.clone()
         };
         let mut warmup_end: Option<Snapshot> = None;

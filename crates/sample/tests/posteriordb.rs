@@ -27,7 +27,10 @@ fn check(name: &str, seed: u64) {
         warmup: 500,
         draws: 500,
         run: RunConfig {
-            seed,
+            options: autobatch::RunOptions {
+                seed,
+                ..RunConfig::default().options
+            },
             ..RunConfig::default()
         },
         ..SampleConfig::default()

@@ -408,7 +408,7 @@ fn the_native_strategy_compiles_the_sampler_and_gives_program_counters_draws() {
     // enough for the progress observer to see chains go).
     let mut long = config(4, 3000, 3000, 3);
     long.run.strategy = Strategy::from_name("native").expect("registered");
-    long.run.threads = 1;
+    long.run.options.threads = 1;
     let long = model.sample(&long, &mut |_| {}).unwrap();
     let (w, s) = (long.warmup_figures, long.sampling_figures);
     assert!(w.gradient_evaluations > 0 && s.gradient_evaluations > 0);

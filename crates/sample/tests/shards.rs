@@ -28,8 +28,8 @@ fn config(adaptation: Adaptation) -> SampleConfig {
         adaptation,
         ..SampleConfig::default()
     };
-    config.run.seed = 9;
-    config.run.threads = 1;
+    config.run.options.seed = 9;
+    config.run.options.threads = 1;
     config
 }
 

@@ -901,7 +901,10 @@ fn unit_results_under_every_strategy() {
         );
     }
     let zero_threads = RunConfig {
-        threads: 0,
+        options: crate::RunOptions {
+            threads: 0,
+            ..reference.options
+        },
         ..reference
     };
     assert!(matches!(

@@ -334,8 +334,10 @@ mod tests {
         for strategy in Strategy::ALL {
             let config = RunConfig {
                 strategy,
-                threads: 1,
-                ..RunConfig::default()
+                options: crate::RunOptions {
+                    threads: 1,
+                    ..RunConfig::default().options
+                },
             };
             let result = batch.run(&config).expect("runs");
             let expected = serde_json::to_string(&result.to_json(false)).unwrap() + "\n";
@@ -380,8 +382,10 @@ mod tests {
         let (compiled, batch) = whole();
         let config = RunConfig {
             strategy: Strategy::Reference,
-            threads: 1,
-            ..RunConfig::default()
+            options: crate::RunOptions {
+                threads: 1,
+                ..RunConfig::default().options
+            },
         };
         let expected: Json = serde_json::from_str(&one_process(&config, true)).unwrap();
         let out = super::super::InProcess::run(3, |comm| {

@@ -572,22 +572,27 @@ pub fn run_test_file(display: &str, source: &str) -> Vec<String> {
         };
         for (strategy, lanes, block_choice) in configurations() {
             let defaults = RunConfig::default();
+            let options = &defaults.options;
             let config = RunConfig {
                 strategy,
-                lanes,
-                block_choice,
-                max_stack_depth: case
-                    .overrides
-                    .max_stack_depth
-                    .unwrap_or(defaults.max_stack_depth),
-                max_steps: case.overrides.max_steps.unwrap_or(defaults.max_steps),
-                seed: case.overrides.seed.unwrap_or(defaults.seed),
-                max_instances: case.overrides.max_instances.or(defaults.max_instances),
-                // Every strategy that records a profile records one here:
-                // recording must change no result, and the profile must
-                // account for every step.
-                profile: strategy.records_profile(),
-                ..defaults
+                options: autobatch::RunOptions {
+                    max_stack_depth: case
+                        .overrides
+                        .max_stack_depth
+                        .unwrap_or(options.max_stack_depth),
+                    max_steps: case.overrides.max_steps.unwrap_or(options.max_steps),
+                    seed: case.overrides.seed.unwrap_or(options.seed),
+                    max_instances: case.overrides.max_instances.or(options.max_instances),
+                    // Every strategy that records a profile records one here:
+                    // recording must change no result, and the profile must
+                    // account for every step.
+                    profile: strategy.records_profile(),
+                    batching: autobatch::BatchingOptions {
+                        lanes,
+                        block_choice,
+                    },
+                    ..defaults.options.clone()
+                },
             };
             let actual = match without_panics(|| bound.run(&config)) {
                 Err(panic) => {
@@ -605,7 +610,7 @@ pub fn run_test_file(display: &str, source: &str) -> Vec<String> {
                     continue;
                 }
                 Ok(Ok(result)) => {
-                    if let Err(problem) = check_profile(&result.stats, config.profile) {
+                    if let Err(problem) = check_profile(&result.stats, config.options.profile) {
                         failures.push(format!(
                             "{display}:{}: [{strategy}/{lanes}/{block_choice}] profile: {problem}",
                             case.line

@@ -999,7 +999,7 @@ impl<'b> Engine<'b> {
     }
 
     /// The run's contributions to static adjoints so far (every member's,
-    /// failed ones included: [`super::lanes::Lanes::into_output`] keeps
+    /// failed ones included: [`super::lanes::LaneTable::into_output`] keeps
     /// those of the members that return).
     pub fn take_adjoints(&mut self) -> Vec<AdjointRecord> {
         std::mem::take(&mut self.adjoints)

@@ -29,7 +29,7 @@
 use autobatch_ir::Prim;
 use autobatch_kernels::buffer::Values;
 
-use super::fuse::OpView;
+use super::chains::OpView;
 use super::storage::Slot;
 
 /// What an operation of a block is to an indexed product.

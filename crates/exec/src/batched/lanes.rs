@@ -29,7 +29,7 @@
 //! The location of a `step_limit` found at a join is not exact (the
 //! instance was running with a larger budget); the executors rerun such a
 //! member alone on the reference executor to get it
-//! ([`Lanes::into_output`]), which is rare: the step limit is a safety net.
+//! ([`LaneTable::into_output`]), which is rare: the step limit is a safety net.
 //!
 //! A lane's id is its row in the executor's storage (program-counter) or
 //! what an activation's rows refer to (local-static). Freed instance lanes
@@ -62,7 +62,7 @@ enum LaneState {
     Running,
     /// Stopped with an error. For an instance the error is final (told to
     /// its join); under local-static a lane inside a catching call may be
-    /// revived ([`Lanes::revive_if_catchable`]).
+    /// revived ([`LaneTable::revive_if_catchable`]).
     Failed(MemberError),
     /// Its results cannot matter any more: an earlier instance of its fork
     /// faulted, or its parent was cancelled. It still occupies its place (a
@@ -92,7 +92,7 @@ pub enum Resolution {
     /// member at `steps` steps when it did.
     Failed { steps: u64, error: MemberError },
     /// The member ran out of steps inside an instance (the location is the
-    /// fork's; [`Lanes::into_output`] recomputes it).
+    /// fork's; [`LaneTable::into_output`] recomputes it).
     StepLimit,
 }
 
@@ -125,7 +125,7 @@ pub struct Join {
     /// Instances running now, by index: their lanes.
     live: BTreeMap<u64, u32>,
     resolution: Option<Resolution>,
-    /// Whether its instances start from the queue ([`Lanes::queue_fork`]).
+    /// Whether its instances start from the queue ([`LaneTable::queue_fork`]).
     queued: bool,
 }
 
@@ -139,7 +139,7 @@ impl Join {
 }
 
 /// Everything a batching executor keeps per lane, per member and per fork.
-pub struct Lanes {
+pub struct LaneTable {
     /// Lane `l` draws from `rngs[l]`.
     pub rngs: Vec<MemberRng>,
     /// Per lane, the member's steps as the lane counts them.
@@ -188,25 +188,25 @@ pub struct Lanes {
     retired: Vec<u32>,
 }
 
-impl Lanes {
+impl LaneTable {
     /// `size` members, each running in its lane, member `m` drawing from
     /// `(seed, m)`; no member may take more than `max_steps` steps.
-    pub fn new(size: usize, seed: u64, max_steps: u64) -> Lanes {
-        Lanes::numbered(size, |m| MemberRng::new(seed, m as u64), max_steps)
+    pub fn new(size: usize, seed: u64, max_steps: u64) -> LaneTable {
+        LaneTable::numbered(size, |m| MemberRng::new(seed, m as u64), max_steps)
     }
 
     /// The lanes of a run with `options`: member `m` draws from the stream
     /// of its index in the whole batch ([`RunOptions::member_id`]).
-    pub fn for_run(size: usize, options: &RunOptions) -> Lanes {
-        Lanes::numbered(
+    pub fn for_run(size: usize, options: &RunOptions) -> LaneTable {
+        LaneTable::numbered(
             size,
             |m| MemberRng::new(options.seed, options.member_id(m)),
             options.max_steps,
         )
     }
 
-    fn numbered(size: usize, rng: impl Fn(usize) -> MemberRng, max_steps: u64) -> Lanes {
-        Lanes {
+    fn numbered(size: usize, rng: impl Fn(usize) -> MemberRng, max_steps: u64) -> LaneTable {
+        LaneTable {
             rngs: (0..size).map(rng).collect(),
             steps: vec![0; size],
             start: vec![0; size],
@@ -357,7 +357,7 @@ impl Lanes {
     /// leaves `rows` (which stays sorted). Its lane's error goes to
     /// `unwind`, which either sends the lane on elsewhere (`Ok`: a catching
     /// call recovers it) or gives the error back: the lane then fails
-    /// ([`Lanes::fail`]). Lanes cancelled by the failures leave `rows` too.
+    /// ([`LaneTable::fail`]). Lanes cancelled by the failures leave `rows` too.
     /// `faults` is left empty.
     pub fn retire_faults(
         &mut self,
@@ -519,7 +519,7 @@ impl Lanes {
     }
 
     /// Puts `fork` in the queue of joins whose instances start as lanes
-    /// free up ([`Lanes::next_to_start`]); its first instance starts
+    /// free up ([`LaneTable::next_to_start`]); its first instance starts
     /// whatever the budget.
     pub fn queue_fork(&mut self, fork: ForkId) {
         let join = self.join_mut(fork);
@@ -560,7 +560,7 @@ impl Lanes {
     }
 
     /// Starts the next instance of `fork`, if any remains: a lane (a free
-    /// one, or a new one past [`Lanes::capacity`]) with the instance's
+    /// one, or a new one past [`LaneTable::capacity`]) with the instance's
     /// stream, the member's steps as far as they are known, and its link.
     /// Gives the lane and the instance's index.
     pub fn start_instance(&mut self, fork: ForkId) -> Option<(u32, u64)> {
@@ -692,7 +692,7 @@ impl Lanes {
     }
 
     /// `lane` is in no queue or row set any more: the executor may free it
-    /// ([`Lanes::take_released`]). A member's lane is never freed.
+    /// ([`LaneTable::take_released`]). A member's lane is never freed.
     fn release(&mut self, lane: u32) {
         if self.is_instance(lane) {
             self.released.push(lane);
@@ -701,7 +701,7 @@ impl Lanes {
 
     /// The next instance lane that ended or was dropped since the last
     /// call: the executor clears its state of the lane, then calls
-    /// [`Lanes::free`].
+    /// [`LaneTable::free`].
     pub fn take_released(&mut self) -> Option<u32> {
         self.released.pop()
     }
@@ -859,7 +859,7 @@ mod tests {
 
     #[test]
     fn retired_rows_leave_and_only_uncaught_errors_stop_their_lane() {
-        let mut lanes = Lanes::new(4, 0, 100);
+        let mut lanes = LaneTable::new(4, 0, 100);
         let mut rows = vec![0, 1, 2, 3];
         let mut faults = vec![(3, fault()), (1, fault())];
         // Row 3's error is caught (the lane goes on elsewhere), row 1's is not.
@@ -877,7 +877,7 @@ mod tests {
 
     #[test]
     fn a_catching_call_revives_only_catchable_errors() {
-        let mut lanes = Lanes::new(2, 0, 1);
+        let mut lanes = LaneTable::new(2, 0, 1);
         lanes.enter_catch(0);
         lanes.fail(0, error());
         assert!(lanes.leave_catch(0) && !lanes.has_failed(0));
@@ -890,8 +890,8 @@ mod tests {
     }
 
     /// A fork of lane 0 with `total` instances, all started.
-    fn forked(total: u64) -> (Lanes, ForkId, Vec<u32>) {
-        let mut lanes = Lanes::new(1, 0, 100);
+    fn forked(total: u64) -> (LaneTable, ForkId, Vec<u32>) {
+        let mut lanes = LaneTable::new(1, 0, 100);
         let key = lanes.fork_key(0);
         let fork = lanes.open_fork(0, key, total, 1, 0);
         let started = (0..total)
@@ -950,7 +950,7 @@ mod tests {
 
     #[test]
     fn steps_past_the_limit_at_the_join_are_a_step_limit() {
-        let mut lanes = Lanes::new(1, 0, 3);
+        let mut lanes = LaneTable::new(1, 0, 3);
         let key = lanes.fork_key(0);
         let fork = lanes.open_fork(0, key, 2, 1, 0);
         let (a, _) = lanes.start_instance(fork).unwrap();

@@ -4,9 +4,9 @@
 //! primitive engine, step temporaries, fused chains ([`fuse`]), indexed
 //! products and size classes.
 
+pub mod chains;
 pub mod classes;
 pub mod engine;
-pub mod fuse;
 pub mod indexed;
 pub mod lanes;
 pub mod plan;

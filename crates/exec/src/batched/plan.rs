@@ -23,8 +23,8 @@
 use autobatch_ir::{Loc, Prim};
 use autobatch_types::TensorType;
 
+use super::chains::{find_chains, ChainSite, OpView};
 use super::classes::{SizeClasses, SplitPlan};
-use super::fuse::{find_chains, ChainSite, OpView};
 use super::indexed::{find_indexed_products, IndexedRole};
 use super::temps::{deaths, in_place_set};
 

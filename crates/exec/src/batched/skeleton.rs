@@ -1,5 +1,5 @@
 //! The loop pieces every batching executor runs alike, written once:
-//! per-lane bookkeeping ([`Lanes`](super::lanes::Lanes): random streams,
+//! per-lane bookkeeping ([`LaneTable`](super::lanes::LaneTable): random streams,
 //! the step limit on entering a block, fault retirement, outcomes, the
 //! joins of forks), binding the entry's
 //! arguments into slots ([`bind_arg`]), splitting a branch's rows

@@ -21,11 +21,11 @@ use autobatch_ir::Prim;
 use autobatch_kernels::Fault;
 use autobatch_types::MemberError;
 
+use super::chains::{FusedStep, Fuser, OpView};
 use super::classes::{run_split, SizeClasses, Split, SplitScratch};
 use super::engine::{Engine, LaneMode, PrimExecution, SharedEnv};
-use super::fuse::{FusedStep, Fuser, OpView};
 use super::indexed::{deferrable, products_of, Deferral, IndexedRole};
-use super::lanes::Lanes;
+use super::lanes::LaneTable;
 use super::plan::{BlockPlan, OpPlan};
 use super::storage::Slot;
 use super::temps::StepTemps;
@@ -41,7 +41,7 @@ pub struct Stepper<'a> {
     pub lane_mode: LaneMode,
     pub engine: Engine<'a>,
     /// Per lane: its random stream, steps taken and state; the joins.
-    pub lanes: Lanes,
+    pub lanes: LaneTable,
     pub counter: OpCounter,
     pub watch: Watch<'a>,
     /// Records the run's profile, when asked ([`RunOptions::profile`]).
@@ -59,10 +59,9 @@ pub struct Stepper<'a> {
     /// The indices deferred in the running step.
     deferral: Deferral,
     split_scratch: SplitScratch,
-    /// Reused buffers: one operation's faults, operand slots, and the
-    /// member of each of its rows.
+    /// Reused buffers: one operation's faults, and the member of each of
+    /// its rows.
     faults: Vec<(u32, Fault)>,
-    arg_slots: Vec<usize>,
     member_rows: Vec<u32>,
 }
 
@@ -186,7 +185,6 @@ impl<'a> Stepper<'a> {
         program: &autobatch_ir::Program,
         env: &'a Env,
         options: &'a RunOptions,
-        lane_mode: LaneMode,
         members: usize,
         mut counter: OpCounter,
     ) -> Result<Stepper<'a>, ExecError> {
@@ -198,9 +196,9 @@ impl<'a> Stepper<'a> {
                 symbols: &env.symbols,
                 hosts: &env.hosts,
             },
-            lane_mode,
+            lane_mode: options.batching.lanes,
             engine: Engine::new(backend, options.threads),
-            lanes: Lanes::for_run(members, options),
+            lanes: LaneTable::for_run(members, options),
             counter,
             watch: Watch::new(options),
             profiler: options.profile.then(|| Profiler::for_program(program)),
@@ -212,7 +210,6 @@ impl<'a> Stepper<'a> {
             deferral: Deferral::default(),
             split_scratch: SplitScratch::default(),
             faults: Vec::new(),
-            arg_slots: Vec::new(),
             member_rows: Vec::new(),
         })
     }
@@ -444,14 +441,12 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
             stepper.counter.record(op.counter, rows.len());
             return;
         }
-        let mut arg_slots = std::mem::take(&mut stepper.arg_slots);
         let mut member_rows = std::mem::take(&mut stepper.member_rows);
         let indexed = indexed.and_then(|role| role.product_operands(&op.args));
-        arg_slots.clear();
-        match &indexed {
-            Some((pair, _)) => arg_slots.extend_from_slice(pair),
-            None => arg_slots.extend_from_slice(&op.args),
-        }
+        let arg_slots: &[usize] = match &indexed {
+            Some((pair, _)) => pair,
+            None => &op.args,
+        };
         let lane_of = lane_fn(self.frame.lanes);
         let (lane_members, rngs) = stepper.lanes.members_and_rngs();
         let members = self.frame.members;
@@ -476,7 +471,7 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
         }
         let exec = PrimExecution {
             prim,
-            args: &arg_slots,
+            args: arg_slots,
             dst: op.dst,
             rows,
             member_rows: &member_rows,
@@ -528,7 +523,6 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
         let lanes = &mut stepper.lanes;
         lanes.retire_faults(rows, &mut faults, op.loc, lane_of, unwind);
         stepper.faults = faults;
-        stepper.arg_slots = arg_slots;
         stepper.member_rows = member_rows;
     }
 }

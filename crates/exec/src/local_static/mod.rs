@@ -60,7 +60,6 @@ use autobatch_types::{Scalar, Tensor, TensorType};
 
 use crate::batched::classes::SizeClasses;
 use crate::batched::column_slot;
-use crate::batched::engine::LaneMode;
 use crate::batched::lanes::{ForkId, Resolution};
 use crate::batched::plan::{PlanOp, StepPlan};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
@@ -70,7 +69,7 @@ use crate::batched::temps::StepTemps;
 use crate::internal::internal_error;
 use crate::memory::{check_memory, concrete_shape, default_max_instances, lane_bytes, value_bytes};
 use crate::monitor::{stack_overflow, step_limit, OpCounter};
-use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
+use crate::{Batch, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
 mod forks;
 mod statics;
@@ -215,18 +214,10 @@ impl Executor for LocalStatic {
         }
     }
 
-    fn records_profile(&self) -> bool {
-        true
-    }
-
-    fn advances_members_together(&self) -> bool {
-        true
-    }
-
     /// A ragged batch runs as one batch, split by size class only where
     /// an operation mentions a ragged dimension
     /// ([`crate::batched::classes`]).
-    fn runs_ragged(&self) -> bool {
+    fn batches_steps(&self) -> bool {
         true
     }
 
@@ -237,21 +228,12 @@ impl Executor for LocalStatic {
         env: &Env,
         batch: &Batch,
         options: &RunOptions,
-        batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError> {
         if let Some(output) = no_room_for_entry(program, batch, options) {
             return Ok(output);
         }
         let invariance = invariance(program, batch, env);
-        run(
-            backend,
-            program,
-            &invariance,
-            env,
-            batch,
-            options,
-            batching.lanes,
-        )
+        run(backend, program, &invariance, env, batch, options)
     }
 }
 
@@ -264,7 +246,6 @@ pub fn run(
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
-    lanes: LaneMode,
 ) -> Result<RunOutput, ExecError> {
     let members = batch.size;
     let per_member: u128 = program.functions[batch.entry]
@@ -287,7 +268,7 @@ pub fn run(
         let handle = thread
             .spawn_scoped(scope, || {
                 crate::internal::capture_for(run);
-                run_on_this_thread(backend, program, invariance, env, batch, options, lanes)
+                run_on_this_thread(backend, program, invariance, env, batch, options)
             })
             .map_err(|e| ExecError::Resources(format!("cannot start the executor thread: {e}")))?;
         match handle.join() {
@@ -304,7 +285,6 @@ fn run_on_this_thread(
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
-    lanes: LaneMode,
 ) -> Result<RunOutput, ExecError> {
     let members = batch.size;
     let started = Instant::now();
@@ -312,7 +292,7 @@ fn run_on_this_thread(
     let mut run = Run {
         program,
         invariance,
-        step: Stepper::new(backend, program, env, options, lanes, members, counter)?,
+        step: Stepper::new(backend, program, env, options, members, counter)?,
         max_instances: options.max_instances,
         entry: batch.entry,
         op_counters,

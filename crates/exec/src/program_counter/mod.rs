@@ -24,7 +24,7 @@
 //! reaches the same block, whatever its member or depth. An instance that
 //! returns copies its results into the parent's destinations (element `k`
 //! of each for a `map`) and frees its lane; the join resolves in instance
-//! order ([`Lanes`]) and the last instance to end moves the parent to the
+//! order ([`LaneTable`]) and the last instance to end moves the parent to the
 //! fork's continuation (or unwinds it with the first instance's error).
 //! At most `--max-instances` instance lanes are alive at once: the others
 //! start as lanes free up, oldest fork first, and a fork with none running
@@ -56,7 +56,6 @@ use autobatch_passes::stack::{
 use autobatch_types::{MemberError, Scalar};
 
 use crate::batched::classes::SizeClasses;
-use crate::batched::engine::LaneMode;
 use crate::batched::lanes::{ForkId, Resolution};
 use crate::batched::plan::{ArgCopy, PlanOp, StepPlan};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
@@ -67,7 +66,7 @@ use crate::batched::{column_slot, BlockChoice};
 use crate::internal::internal_error;
 use crate::memory::{concrete_shape, default_max_instances, value_bytes, MEMBER_OVERHEAD_BYTES};
 use crate::monitor::{stack_overflow, step_limit, OpCounter};
-use crate::{Batch, BatchingOptions, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
+use crate::{Batch, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
 /// The program-counter executor in the registry ([`crate::EXECUTORS`]).
 pub struct ProgramCounter;
@@ -88,18 +87,10 @@ impl Executor for ProgramCounter {
         }
     }
 
-    fn records_profile(&self) -> bool {
-        true
-    }
-
-    fn advances_members_together(&self) -> bool {
-        true
-    }
-
     /// A ragged batch runs as one batch, split by size class only where
     /// an operation mentions a ragged dimension
     /// ([`crate::batched::classes`]).
-    fn runs_ragged(&self) -> bool {
+    fn batches_steps(&self) -> bool {
         true
     }
 
@@ -111,7 +102,6 @@ impl Executor for ProgramCounter {
         env: &Env,
         batch: &Batch,
         options: &RunOptions,
-        batching: &BatchingOptions,
     ) -> Result<RunOutput, ExecError> {
         if let Some(output) = no_room_for_entry(program, batch, options) {
             return Ok(output);
@@ -125,7 +115,7 @@ impl Executor for ProgramCounter {
                 listed.join("; ")
             ))
         })?;
-        run(backend, program, &lowered, env, batch, options, batching)
+        run(backend, program, &lowered, env, batch, options)
     }
 }
 
@@ -139,22 +129,13 @@ pub fn run(
     env: &Env,
     batch: &Batch,
     options: &RunOptions,
-    batching: &BatchingOptions,
 ) -> Result<RunOutput, ExecError> {
     crate::memory::check_lowered_memory(program, lowered, batch.entry, &env.symbols, batch.size)
         .map_err(ExecError::Resources)?;
     let started = Instant::now();
-    let mut machine = Machine::new(
-        backend,
-        program,
-        lowered,
-        env,
-        batch,
-        options,
-        batching.lanes,
-    )?;
+    let mut machine = Machine::new(backend, program, lowered, env, batch, options)?;
     let mut rows: Vec<u32> = Vec::new();
-    while let Some(pc) = machine.waiting.choose(batching.block_choice) {
+    while let Some(pc) = machine.waiting.choose(options.batching.block_choice) {
         machine.waiting.take(pc, &mut rows);
         machine.step(pc, &mut rows)?;
         machine.settle();
@@ -194,8 +175,9 @@ struct Machine<'a> {
     plan: Rc<StepPlan<'a>>,
     /// The storage of the running step's temporaries.
     temps: StepTemps,
-    /// The block running.
+    /// The block running, and the rows of its function's columns.
     pc: PcBlock,
+    total: usize,
     /// The most instance lanes alive at once (`--max-instances`); the
     /// default is computed at the first fork ([`Machine::max_instances`]).
     max_instances: Option<usize>,
@@ -269,7 +251,6 @@ impl<'a> Machine<'a> {
         env: &'a Env,
         batch: &Batch,
         options: &'a RunOptions,
-        lane_mode: LaneMode,
     ) -> Result<Machine<'a>, ExecError> {
         let members = batch.size;
         let mut step = Stepper::new(
@@ -277,7 +258,6 @@ impl<'a> Machine<'a> {
             program,
             env,
             options,
-            lane_mode,
             members,
             OpCounter::default(),
         )?;
@@ -308,6 +288,7 @@ impl<'a> Machine<'a> {
             plan: Rc::new(plan),
             temps: StepTemps::default(),
             pc: entry.entry,
+            total: members,
             max_instances: options.max_instances,
             return_stacks: vec![Vec::new(); members],
             depth_base: vec![0; members],
@@ -332,6 +313,7 @@ impl<'a> Machine<'a> {
         let lowered = self.lowered;
         let block = &lowered.blocks[pc];
         self.pc = pc;
+        self.total = self.total_rows(pc);
         let site = StepSite {
             function: block.func.index(),
             block: block.origin.index(),
@@ -728,7 +710,7 @@ impl<'a> Control<'a, ()> for Machine<'a> {
     where
         'a: 's,
     {
-        let total = self.total_rows(self.pc);
+        let total = self.total;
         StepParts {
             stepper: &mut self.step,
             frame: Frame {

@@ -30,7 +30,7 @@ use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_module::Module;
 
 use super::budget::FastLoop;
-use super::fused::Counts;
+use super::loops::Counts;
 use super::select::{merges, Merge};
 use super::tail::{tail_site, Tail};
 use super::{machine_type, Unit, COPY_BYTES, UNCATCHABLE, ZERO_BYTES};

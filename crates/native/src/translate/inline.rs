@@ -9,7 +9,7 @@
 //! - elementwise float `+ - * /` and negation on small arrays (a scalar
 //!   operand broadcast): one instruction per element, as the kernels'
 //!   `scalar::float_add` ... compute it, keeping the kernels' NaN of two
-//!   (`fused::binary`).
+//!   (`loops::binary`).
 //!
 //! "Small" is at most [`INLINE_BYTES`]; larger arrays call the host.
 
@@ -52,7 +52,7 @@ impl Translator<'_, '_, '_> {
             Prim::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div)) => {
                 let scalar_second = !self.is_array(args[1]) && self.is_array(args[0]);
                 self.float_elementwise(dst, args, |t, a, b| {
-                    super::fused::binary(t, *op, a, b, scalar_second)
+                    super::loops::binary(t, *op, a, b, scalar_second)
                 })
             }
             Prim::Unary(UnaryOp::Neg) => {

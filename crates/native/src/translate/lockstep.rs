@@ -754,7 +754,7 @@ fn translate_piece(
         tail: None,
         fast: Vec::new(),
         in_fast: None,
-        fuse_counts: super::fused::Counts::of(function),
+        fuse_counts: super::loops::Counts::of(function),
     };
     let mut piece = Piece {
         layout,

@@ -10,7 +10,10 @@ pub fn config(chains: usize, warmup: usize, draws: usize, seed: u64) -> SampleCo
         warmup,
         draws,
         run: RunConfig {
-            seed,
+            options: autobatch::RunOptions {
+                seed,
+                ..RunConfig::default().options
+            },
             ..RunConfig::default()
         },
         ..SampleConfig::default()
