@@ -259,7 +259,6 @@ fn gradients_match_finite_differences() {
                     batching: autobatch::BatchingOptions {
                         lanes,
                         block_choice,
-                        ..RunConfig::default().options.batching
                     },
                     ..RunConfig::default().options
                 },
@@ -311,7 +310,6 @@ fn same_results(source: &str, a: &str, b: &str, inputs: &str) {
                 batching: autobatch::BatchingOptions {
                     lanes,
                     block_choice,
-                    ..RunConfig::default().options.batching
                 },
                 ..RunConfig::default().options
             },
@@ -516,7 +514,6 @@ fn vg(x: [f64; 3], xs: [f64; L], n: i64, p: (f64, bool)) -> (f64, [f64; 3]) { va
                 batching: autobatch::BatchingOptions {
                     lanes,
                     block_choice,
-                    ..RunConfig::default().options.batching
                 },
                 ..RunConfig::default().options
             },

@@ -106,7 +106,6 @@ fn every_configuration() -> Vec<RunConfig> {
                     batching: autobatch::BatchingOptions {
                         lanes,
                         block_choice,
-                        ..RunConfig::default().options.batching
                     },
                     ..RunConfig::default().options
                 },

@@ -56,7 +56,6 @@ fn check_model(program: &str, entry: &str, input: &str, expected: &str) {
                 batching: autobatch::BatchingOptions {
                     lanes,
                     block_choice,
-                    ..RunConfig::default().options.batching
                 },
                 ..RunConfig::default().options
             },

@@ -92,7 +92,6 @@ fn log_density_and_gradient_agree_with_stan() {
                     batching: autobatch::BatchingOptions {
                         lanes,
                         block_choice,
-                        ..RunConfig::default().options.batching
                     },
                     ..RunConfig::default().options
                 },

@@ -63,7 +63,6 @@ fn a_ragged_member_gets_what_it_gets_in_a_batch_of_its_size() {
                     batching: autobatch::BatchingOptions {
                         lanes,
                         block_choice,
-                        ..RunConfig::default().options.batching
                     },
                     ..RunConfig::default().options
                 },
@@ -135,7 +134,6 @@ fn the_attention_example_matches_numpy() {
                 batching: autobatch::BatchingOptions {
                     lanes,
                     block_choice,
-                    ..RunConfig::default().options.batching
                 },
                 ..RunConfig::default().options
             },
@@ -213,7 +211,6 @@ fn check_example(name: &str, entry: &str, tolerance: f64) {
                 batching: autobatch::BatchingOptions {
                     lanes,
                     block_choice,
-                    ..RunConfig::default().options.batching
                 },
                 ..RunConfig::default().options
             },
@@ -318,7 +315,6 @@ fn rnn(tokens: [f64; L]) -> (f64, [f64; L], f64) {
                 batching: autobatch::BatchingOptions {
                     lanes,
                     block_choice,
-                    ..RunConfig::default().options.batching
                 },
                 ..RunConfig::default().options
             },
@@ -575,7 +571,6 @@ fn f(m: [[f64; D]; L]) -> ([f64; D], [f64; L], [f64; D], f64) {
                 batching: autobatch::BatchingOptions {
                     lanes,
                     block_choice,
-                    ..RunConfig::default().options.batching
                 },
                 ..RunConfig::default().options
             },

@@ -259,7 +259,6 @@ fn every_configuration(program: &Compiled, entry: &str, json: &Json) -> Vec<Vec<
                     batching: autobatch::BatchingOptions {
                         lanes,
                         block_choice,
-                        ..RunConfig::default().options.batching
                     },
                     ..RunConfig::default().options
                 },
@@ -316,7 +315,6 @@ fn a_member_that_faults_contributes_nothing() {
                 batching: autobatch::BatchingOptions {
                     lanes,
                     block_choice,
-                    ..RunConfig::default().options.batching
                 },
                 ..RunConfig::default().options
             },

@@ -33,9 +33,13 @@ pub trait Executor: Send + Sync {
     /// What it does, in a few words for help texts.
     fn description(&self) -> &'static str;
 
-    /// Which of the [`BatchingOptions`] it reads (by default none).
+    /// Which of the [`BatchingOptions`] it reads (by default the lanes
+    /// mode if it batches steps, [`Executor::batches_steps`], else none).
     fn reads(&self) -> OptionsRead {
-        OptionsRead::default()
+        OptionsRead {
+            lanes: self.batches_steps(),
+            block_choice: false,
+        }
     }
 
     /// Whether it computes on the backend it is given (by default yes; the

@@ -396,28 +396,8 @@ fn run_compiled(
         interrupt: options.observer.as_ref().map(|_| &interrupt),
     };
     let threads = options.threads.max(1);
-    let chunk = match (mode, options.observer.is_some()) {
-        // Members run together are batched within a chunk: one per thread,
-        // or, for an observer to see the run go, sixteen per thread.
-        (Mode::Together, false) => batch.size.div_ceil(threads).max(1),
-        (Mode::Alone, true) => 1,
-        // One worker has nothing to balance: the whole batch is one chunk.
-        (Mode::Alone, false) if threads == 1 => batch.size.max(1),
-        (_, _) => (batch.size / (threads * 16)).max(1),
-    };
-    let progress = Mutex::new(Progress {
-        counters: compiled.zero_counters(),
-        live: Vec::new(),
-        shown: compiled.zero_counters(),
-        steps: 0,
-        instances: 0,
-        peak_instances: 0,
-        rerun: 0,
-        products: 0,
-        waits: 0,
-        last_call: Instant::now(),
-        observer: options.observer.as_ref(),
-    });
+    let chunk = chunk_size(mode, threads, options.observer.is_some(), batch.size);
+    let progress = Mutex::new(Progress::new(compiled, options.observer.as_ref()));
     let started = Instant::now();
     let mut results = places(mode, compiled, batch);
     let inputs = RunInputs {
@@ -486,6 +466,38 @@ fn run_compiled(
             waits: progress.waits,
         },
     ))
+}
+
+/// The members of one chunk of a run of `members` on `threads` threads.
+fn chunk_size(mode: Mode, threads: usize, observed: bool, members: usize) -> usize {
+    match (mode, observed) {
+        // Members run together are batched within a chunk: one per thread,
+        // or, for an observer to see the run go, sixteen per thread.
+        (Mode::Together, false) => members.div_ceil(threads).max(1),
+        (Mode::Alone, true) => 1,
+        // One worker has nothing to balance: the whole batch is one chunk.
+        (Mode::Alone, false) if threads == 1 => members.max(1),
+        (_, _) => (members / (threads * 16)).max(1),
+    }
+}
+
+impl<'o> Progress<'o> {
+    /// Nothing counted yet.
+    fn new(compiled: &Compiled, observer: Option<&'o crate::Observer>) -> Progress<'o> {
+        Progress {
+            counters: compiled.zero_counters(),
+            live: Vec::new(),
+            shown: compiled.zero_counters(),
+            steps: 0,
+            instances: 0,
+            peak_instances: 0,
+            rerun: 0,
+            products: 0,
+            waits: 0,
+            last_call: Instant::now(),
+            observer,
+        }
+    }
 }
 
 /// Every member's place, written by its chunk. Members run one after the

@@ -38,7 +38,8 @@ pub struct PlanOp<'p> {
     pub dst: Option<usize>,
     /// Every slot the operation reads or writes (for the temporaries' deaths).
     pub mentions: Vec<usize>,
-    /// The types of the operands, then of the result (primitives only).
+    /// The types of the operands, then of the result (primitives only;
+    /// needed in a ragged batch only, [`StepPlan::new`]'s `classes`).
     pub types: Vec<&'p TensorType>,
     /// The operation's counter in the run's [`crate::monitor::OpCounter`].
     pub counter: Option<usize>,
@@ -165,7 +166,11 @@ fn plan_block<'p>(
     is_temp: &[bool],
     fuse: bool,
 ) -> BlockPlan<'p> {
-    let mentions: Vec<Vec<usize>> = ops.iter().map(|op| op.mentions.clone()).collect();
+    let mut ops = ops;
+    let mentions: Vec<Vec<usize>> = ops
+        .iter_mut()
+        .map(|op| std::mem::take(&mut op.mentions))
+        .collect();
     let dying = deaths(&mentions, is_temp);
     let mut block = BlockPlan {
         ops: ops

@@ -168,10 +168,11 @@ pub fn run_ops<'a, F, C: Control<'a, F>>(
                 continue;
             }
             parts.run_op(block, i, rows);
+            parts.after_op(&op.dying, rows);
         } else {
             control.own_op(frame, i, rows)?;
+            control.parts(frame).after_op(&op.dying, rows);
         }
-        control.parts(frame).after_op(&op.dying, rows);
         i += 1;
     }
     Ok(())
@@ -306,6 +307,7 @@ impl<'a> Stepper<'a> {
 impl<H: StepHooks> StepParts<'_, '_, H> {
     /// After an operation: cancelled lanes leave `rows`, and the
     /// temporaries `dying` give their buffers back.
+    #[inline]
     pub fn after_op(&mut self, dying: &[usize], rows: &mut Vec<u32>) {
         let stepper = &mut *self.stepper;
         stepper
@@ -318,6 +320,7 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
 
     /// Operation `i` of `block`, a primitive, for `rows`: an index deferred
     /// to its products, a product of a deferred index, or any other.
+    #[inline]
     fn run_op(&mut self, block: &BlockPlan<'_>, i: usize, rows: &mut Vec<u32>) {
         let op = &block.ops[i];
         match block.indexed_role(i) {
@@ -428,6 +431,7 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
     /// A primitive for `rows` (with the item of its deferred index, for an
     /// indexed product); the rows that fault leave `rows` (their lanes
     /// recovered by a catching call, or stopped).
+    #[inline]
     fn run_prim(&mut self, op: &OpPlan<'_>, rows: &mut Vec<u32>, indexed: Option<IndexedRole>) {
         let prim = op
             .prim

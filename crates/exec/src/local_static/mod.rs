@@ -69,7 +69,7 @@ use crate::batched::temps::StepTemps;
 use crate::internal::internal_error;
 use crate::memory::{check_memory, concrete_shape, default_max_instances, lane_bytes, value_bytes};
 use crate::monitor::{stack_overflow, step_limit, OpCounter};
-use crate::{Batch, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
+use crate::{Batch, Env, ExecError, Executor, RunOptions, RunOutput};
 
 mod forks;
 mod statics;
@@ -115,7 +115,7 @@ fn plan_function<'p>(
                 .ops
                 .iter()
                 .zip(counters)
-                .map(|(op, counter)| plan_op(function, op, *counter))
+                .map(|(op, counter)| plan_op(function, op, *counter, classes.is_some()))
                 .collect()
         })
         .collect();
@@ -124,7 +124,13 @@ fn plan_function<'p>(
 }
 
 /// An operation of the IR as the planner sees it.
-fn plan_op<'p>(function: &'p Function, op: &'p Op, counter: Option<usize>) -> PlanOp<'p> {
+/// The operands' types are needed in a ragged batch only.
+fn plan_op<'p>(
+    function: &'p Function,
+    op: &'p Op,
+    counter: Option<usize>,
+    ragged: bool,
+) -> PlanOp<'p> {
     let mentions = op
         .uses()
         .iter()
@@ -142,11 +148,14 @@ fn plan_op<'p>(function: &'p Function, op: &'p Op, counter: Option<usize>) -> Pl
             args: args.iter().map(|a| a.index()).collect(),
             dst: dst.map(|d| d.index()),
             mentions,
-            types: args
-                .iter()
-                .chain(dst)
-                .map(|v| &function.vars[*v].ty)
-                .collect(),
+            types: match ragged {
+                true => args
+                    .iter()
+                    .chain(dst)
+                    .map(|v| &function.vars[*v].ty)
+                    .collect(),
+                false => Vec::new(),
+            },
             counter,
             arg_copy: None,
         },
@@ -207,16 +216,8 @@ impl Executor for LocalStatic {
         "batches the members of each call; calls recurse on the host"
     }
 
-    fn reads(&self) -> OptionsRead {
-        OptionsRead {
-            lanes: true,
-            block_choice: false,
-        }
-    }
-
-    /// A ragged batch runs as one batch, split by size class only where
-    /// an operation mentions a ragged dimension
-    /// ([`crate::batched::classes`]).
+    /// A step runs a block for the rows of an activation; a ragged batch
+    /// runs as one batch ([`crate::batched::classes`]).
     fn batches_steps(&self) -> bool {
         true
     }

@@ -87,9 +87,8 @@ impl Executor for ProgramCounter {
         }
     }
 
-    /// A ragged batch runs as one batch, split by size class only where
-    /// an operation mentions a ragged dimension
-    /// ([`crate::batched::classes`]).
+    /// A step runs a block for every lane waiting there, whatever its
+    /// depth; a ragged batch runs as one batch ([`crate::batched::classes`]).
     fn batches_steps(&self) -> bool {
         true
     }
@@ -599,6 +598,7 @@ fn plan_program<'p>(
     classes: Option<&SizeClasses>,
     fuse: bool,
 ) -> StepPlan<'p> {
+    let ragged = classes.is_some();
     let blocks = lowered
         .blocks
         .values()
@@ -611,7 +611,7 @@ fn plan_program<'p>(
             block
                 .ops
                 .iter()
-                .map(|op| plan_op(lowered, symbols, counter, params, op))
+                .map(|op| plan_op(lowered, symbols, counter, params, op, ragged))
                 .collect()
         })
         .collect();
@@ -626,6 +626,7 @@ fn plan_op<'p>(
     counter: &mut OpCounter,
     params: &[GlobalVar],
     op: &'p LoweredOp,
+    ragged: bool,
 ) -> PlanOp<'p> {
     let LoweredOp::Prim {
         dst,
@@ -655,7 +656,11 @@ fn plan_op<'p>(
     PlanOp {
         prim: Some((prim, *loc)),
         mentions: args.iter().copied().chain(dst.map(|d| d.index())).collect(),
-        types: op_types(lowered, op),
+        types: if ragged {
+            op_types(lowered, op)
+        } else {
+            Vec::new()
+        },
         dst: dst.map(|d| d.index()),
         args,
         counter: counter.register(prim, *loc),

@@ -394,37 +394,15 @@ pub(super) fn translate(
         in_fast: None,
         fuse_counts: Counts::of(function),
     };
-    t.merges = merges(function);
-    t.unit.merged_branches += t.merges.iter().flatten().count();
-    let arms = t
-        .merges
-        .iter()
-        .flatten()
-        .flat_map(|m| [m.then_arm, m.else_arm]);
-    for arm in arms.flatten() {
-        t.absorbed[arm.index()] = true;
-    }
+    t.merge_branches();
     t.views = area
         .views
         .iter()
         .map(|view| view.then(|| t.b.declare_var(types::I64)))
         .collect();
     t.guard_stack();
-    let written = written(function);
-    for (p, value) in function.params.iter().zip(&params[3..]) {
-        if t.is_array(*p) && !written[p.index()] {
-            t.in_place[p.index()] = Some(*value);
-        } else {
-            t.set_from(*p, *value);
-        }
-    }
-    // Code that polls for interrupts holds its steps in slices, which the
-    // frames a tail call leaves out would have to pay for one by one.
-    if t.unit.interrupts == Interrupts::Ignored {
-        let site = tail_site(function, id).filter(|site| !t.absorbed[site.block.index()]);
-        t.tail = site.map(|site| Tail::new(site, function, params[1], &mut t.b));
-        t.unit.tail_calls += usize::from(t.tail.is_some());
-    }
+    t.bind_params(&params[3..]);
+    t.plan_tail_call(id, params[1]);
     // A tail call's restart jumps to the entry, which may head a loop.
     if t.tail.is_none() {
         t.plan_fast_loops();
@@ -442,6 +420,51 @@ pub(super) fn translate(
     b.seal_all_blocks();
     b.finalize(unit.jit.target_config());
     Ok(())
+}
+
+impl Translator<'_, '_, '_> {
+    /// Finds the branches whose arms merge into straight-line code
+    /// ([`merges`]); their arms are absorbed, translated with the branch.
+    fn merge_branches(&mut self) {
+        self.merges = merges(self.function);
+        self.unit.merged_branches += self.merges.iter().flatten().count();
+        let arms = self
+            .merges
+            .iter()
+            .flatten()
+            .flat_map(|m| [m.then_arm, m.else_arm]);
+        for arm in arms.flatten() {
+            self.absorbed[arm.index()] = true;
+        }
+    }
+
+    /// Binds the parameters to the function's arguments `values`: an array
+    /// the function never writes is read in place.
+    fn bind_params(&mut self, values: &[Value]) {
+        let function = self.function;
+        let written = written(function);
+        for (p, value) in function.params.iter().zip(values) {
+            if self.is_array(*p) && !written[p.index()] {
+                self.in_place[p.index()] = Some(*value);
+            } else {
+                self.set_from(*p, *value);
+            }
+        }
+    }
+
+    /// Plans the function's self tail call, if it has one, with the depth
+    /// `depth` it restarts with. Code that polls for interrupts holds its
+    /// steps in slices, which the frames a tail call leaves out would have
+    /// to pay for one by one: it keeps its calls.
+    fn plan_tail_call(&mut self, id: FuncId, depth: Value) {
+        if self.unit.interrupts != Interrupts::Ignored {
+            return;
+        }
+        let function = self.function;
+        let site = tail_site(function, id).filter(|site| !self.absorbed[site.block.index()]);
+        self.tail = site.map(|site| Tail::new(site, function, depth, &mut self.b));
+        self.unit.tail_calls += usize::from(self.tail.is_some());
+    }
 }
 
 /// The integer value `op` gives its destination, when `constants` (the

@@ -465,6 +465,7 @@ fn traffic(function: &Function, shape: &Shape, restored: &[Var], end_reads: &[Va
 }
 
 /// The per-row values a piece's code keeps while it runs one member.
+#[derive(Clone, Copy)]
 struct Row {
     /// `i`, the position in `rows`.
     i: Variable,
@@ -642,6 +643,63 @@ struct Loop {
     propagate: cranelift_codegen::ir::Block,
 }
 
+impl Loop {
+    fn new(b: &mut FunctionBuilder<'_>) -> Loop {
+        let lp = Loop {
+            head: b.create_block(),
+            body: b.create_block(),
+            latch: b.create_block(),
+            exit: b.create_block(),
+            stop: b.create_block(),
+            propagate: b.create_block(),
+        };
+        b.append_block_param(lp.stop, types::I32);
+        b.set_cold_block(lp.stop);
+        b.set_cold_block(lp.propagate);
+        lp
+    }
+
+    /// Jumps to the loop's head, which goes on to its body while row `i`
+    /// is below `n`; the body starts by reading the row's member `r` from
+    /// `rows` and its slot offset.
+    fn open(&self, b: &mut FunctionBuilder<'_>, row: Row, rows: Value, n: Value) {
+        b.ins().jump(self.head, &[]);
+        b.switch_to_block(self.head);
+        let i = b.use_var(row.i);
+        let more = b.ins().icmp(IntCC::UnsignedLessThan, i, n);
+        b.ins().brif(more, self.body, &[], self.exit, &[]);
+        b.switch_to_block(self.body);
+        let offset = b.ins().ishl_imm_u(i, 2);
+        let at = b.ins().iadd(rows, offset);
+        let r = b.ins().uload32(FLAGS, at, 0);
+        let slot = b.ins().ishl_imm_u(r, 3);
+        b.def_var(row.slot, slot);
+    }
+}
+
+/// A register counter, from zero, for each segment the piece enters.
+fn local_counts(
+    b: &mut FunctionBuilder<'_>,
+    function: &Function,
+    facts: &FunctionFacts,
+    shape: &Shape,
+    zero: Value,
+) -> Vec<(usize, Variable)> {
+    let mut counts = Vec::new();
+    for (block, range) in &shape.parts {
+        let base = facts.segment_base[block.index()];
+        let data = &function.blocks[*block];
+        for (k, (seg_start, _)) in segments(function, data).into_iter().enumerate() {
+            if range.contains(&seg_start) {
+                let var = b.declare_var(types::I64);
+                b.def_var(var, zero);
+                counts.push((base + k, var));
+            }
+        }
+    }
+    counts
+}
+
 fn translate_piece(
     unit: &mut Unit<'_>,
     layout: &Layout,
@@ -679,47 +737,15 @@ fn translate_piece(
     b.def_var(depth, zero);
     // The segments this piece enters count in registers, added to the
     // counters when the piece ends.
-    let mut local_counts = Vec::new();
-    if counters.is_some() {
-        for (block, range) in &shape.parts {
-            let base = facts.segment_base[block.index()];
-            let data = &function.blocks[*block];
-            for (k, (seg_start, _)) in segments(function, data).into_iter().enumerate() {
-                if range.contains(&seg_start) {
-                    let var = b.declare_var(types::I64);
-                    b.def_var(var, zero);
-                    local_counts.push((base + k, var));
-                }
-            }
-        }
-    }
-    let lp = Loop {
-        head: b.create_block(),
-        body: b.create_block(),
-        latch: b.create_block(),
-        exit: b.create_block(),
-        stop: b.create_block(),
-        propagate: b.create_block(),
+    let local_counts = match counters {
+        Some(_) => local_counts(&mut b, function, facts, shape, zero),
+        None => Vec::new(),
     };
-    b.append_block_param(lp.stop, types::I32);
-    b.set_cold_block(lp.stop);
-    b.set_cold_block(lp.propagate);
+    let lp = Loop::new(&mut b);
     let vars_count = function.vars.len();
     let operand_slot = explicit_slot(&mut b, 8);
     let pointer_slot = explicit_slot(&mut b, 8);
-    b.ins().jump(lp.head, &[]);
-
-    b.switch_to_block(lp.head);
-    let i = b.use_var(row.i);
-    let more = b.ins().icmp(IntCC::UnsignedLessThan, i, n);
-    b.ins().brif(more, lp.body, &[], lp.exit, &[]);
-
-    b.switch_to_block(lp.body);
-    let offset = b.ins().ishl_imm_u(i, 2);
-    let at = b.ins().iadd(rows, offset);
-    let r = b.ins().uload32(FLAGS, at, 0);
-    let slot = b.ins().ishl_imm_u(r, 3);
-    b.def_var(row.slot, slot);
+    lp.open(&mut b, row, rows, n);
 
     let mut t = Translator {
         unit,
