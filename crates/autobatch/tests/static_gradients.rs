@@ -361,7 +361,10 @@ fn a_member_whose_loss_faults_in_an_unused_operation_is_reported_and_left_out() 
             .run(&config)
             .expect("runs");
         assert_eq!(run.members[1].as_ref().err(), Some(expected), "{strategy}");
-        assert!(run.members[0].is_ok() && run.members[2].is_ok(), "{strategy}");
+        assert!(
+            run.members[0].is_ok() && run.members[2].is_ok(),
+            "{strategy}"
+        );
         let alone = gradients(&program, "unused", &statics, &without, &config);
         assert_eq!(run.static_gradients, alone, "{strategy}");
     }

@@ -409,7 +409,12 @@ fn run_when_no_rows(b: &mut Builder, h: FuncId, args: &[Var], y_ty: &TensorType,
             let n = b.var(usize_ty.clone(), None, false);
             b.prim_into(n, Prim::SymbolValue(s), Vec::new(), loc);
             let zero = b.var(usize_ty, None, false);
-            b.prim_into(zero, Prim::Const(autobatch_ir::Scalar::Usize(0)), Vec::new(), loc);
+            b.prim_into(
+                zero,
+                Prim::Const(autobatch_ir::Scalar::Usize(0)),
+                Vec::new(),
+                loc,
+            );
             let none = b.var(TensorType::scalar(ScalarType::Bool), None, false);
             b.prim_into(
                 none,

@@ -231,7 +231,12 @@ fn fault_stmt(rng: &mut ChaCha8Rng, leaf: Expr) -> Stmt {
     let scaled = Expr::new(
         Ty::Int,
         ExprKind::Cast {
-            operand: Box::new(Expr::binary(Ty::Float, BinOp::Mul, leaf.clone(), float(2.0))),
+            operand: Box::new(Expr::binary(
+                Ty::Float,
+                BinOp::Mul,
+                leaf.clone(),
+                float(2.0),
+            )),
         },
     );
     let value = match rng.gen_range(0..4) {
@@ -299,8 +304,18 @@ fn derived_cases(rng: &mut ChaCha8Rng, targets: &[Target]) -> Vec<Derived> {
             ],
         },
         wrappers: vec![
-            wrapper(&format!("vg_{SCALAR}"), &scalar_params, Ty::Float, gradient(Some(0))),
-            wrapper(&format!("g_{SCALAR}"), &scalar_params, Ty::Float, gradient(None)),
+            wrapper(
+                &format!("vg_{SCALAR}"),
+                &scalar_params,
+                Ty::Float,
+                gradient(Some(0)),
+            ),
+            wrapper(
+                &format!("g_{SCALAR}"),
+                &scalar_params,
+                Ty::Float,
+                gradient(None),
+            ),
         ],
     }];
     for target in targets {

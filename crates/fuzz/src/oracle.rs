@@ -211,7 +211,10 @@ fn check_derived(compiled: &Compiled, case: &Case) -> Verdict {
             if let Some(detail) = detail {
                 findings.push(Finding {
                     configuration: reference,
-                    detail: format!("`{}` against `{}`: {detail}", derivative.entry, derived.function),
+                    detail: format!(
+                        "`{}` against `{}`: {detail}",
+                        derivative.entry, derived.function
+                    ),
                 });
             }
         }
@@ -244,7 +247,8 @@ fn compare_with_function(plain: &RunResult, derived: &RunResult, value: bool) ->
             autobatch::ErrorKind::StepLimit | autobatch::ErrorKind::StackOverflow
         )
     };
-    let agrees = |(p, d): &(&Result<Value, MemberError>, &Result<Value, MemberError>)| match (p, d) {
+    let agrees = |(p, d): &(&Result<Value, MemberError>, &Result<Value, MemberError>)| match (p, d)
+    {
         (Err(e), _) if limit(e) => true,
         (Err(e), Err(g)) => e == g,
         (Ok(v), Ok(w)) => !value || same_value(v, w),
