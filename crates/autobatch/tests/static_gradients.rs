@@ -12,7 +12,10 @@ mod harness;
 
 use std::path::PathBuf;
 
-use autobatch::{compile, Compiled, InputErrorKind, Inputs, RunConfig, Tensor, Value};
+use autobatch::{
+    compile, BlockChoice, Compiled, InputErrorKind, Inputs, Lanes, RunConfig, Strategy, Tensor,
+    Value,
+};
 use autobatch_types::Data;
 use harness::configurations;
 use serde_json::Value as Json;
@@ -302,6 +305,16 @@ fn every_strategy_and_member_order_gives_the_same_bits() {
     }
 }
 
+/// The run's settings for one configuration, on one thread.
+fn one_thread(strategy: Strategy, lanes: Lanes, block_choice: BlockChoice) -> RunConfig {
+    RunConfig {
+        strategy,
+        lanes,
+        block_choice,
+        ..RunConfig::default()
+    }
+}
+
 #[test]
 fn a_member_that_faults_contributes_nothing() {
     let program = compiled(SMALL, "small.ab");
@@ -309,12 +322,7 @@ fn a_member_that_faults_contributes_nothing() {
     let with_fault = small_inputs(&[0, 2, 3], &[[0.1, 0.2], [50.0, 0.0], [0.0, 1.0]]);
     let without = small_inputs(&[0, 3], &[[0.1, 0.2], [0.0, 1.0]]);
     for (strategy, lanes, block_choice) in configurations() {
-        let config = RunConfig {
-            strategy,
-            lanes,
-            block_choice,
-            ..RunConfig::default()
-        };
+        let config = one_thread(strategy, lanes, block_choice);
         let names: Vec<&str> = statics.iter().map(String::as_str).collect();
         let run = program
             .bind_static_gradient("loss", &names, &inputs(&with_fault))
@@ -349,12 +357,7 @@ fn a_member_whose_loss_faults_in_an_unused_operation_is_reported_and_left_out() 
     assert_eq!(expected.kind, autobatch::ErrorKind::DivisionByZero);
     assert_eq!((expected.loc.line, expected.loc.column), (20, 13));
     for (strategy, lanes, block_choice) in configurations() {
-        let config = RunConfig {
-            strategy,
-            lanes,
-            block_choice,
-            ..RunConfig::default()
-        };
+        let config = one_thread(strategy, lanes, block_choice);
         let run = program
             .bind_static_gradient("unused", &names, &inputs(&with_fault))
             .expect("binds")
