@@ -12,7 +12,10 @@ mod harness;
 
 use std::path::PathBuf;
 
-use autobatch::{compile, Compiled, InputErrorKind, Inputs, RunConfig, Tensor, Value};
+use autobatch::{
+    compile, BlockChoice, Compiled, InputErrorKind, Inputs, Lanes, RunConfig, Strategy, Tensor,
+    Value,
+};
 use autobatch_types::Data;
 use harness::configurations;
 use serde_json::Value as Json;
@@ -188,6 +191,10 @@ fn both(word: usize, y: [f64; 2]) -> [f64; 2] { y }
 fn deep(n: i64) -> f64 { if B[0] > 0.0 { 1.0 } else if n > 0 { deep(n - 1) } else { B[1] } }
 fn recursive(n: i64) -> f64 { deep(n) }
 fn noisy(word: usize, y: [f64; 2]) -> f64 { W[0][0] * uniform() }
+fn unused(word: usize, y: [f64; 2]) -> f64 {
+    let k = 10 / (word as i64 - 3);
+    loss(word, y)
+}
 "#;
 
 fn small_inputs(words: &[usize], ys: &[[f64; 2]]) -> Json {
@@ -302,6 +309,20 @@ fn every_strategy_and_member_order_gives_the_same_bits() {
     }
 }
 
+/// The run's settings for one configuration, on one thread.
+fn one_thread(strategy: Strategy, lanes: Lanes, block_choice: BlockChoice) -> RunConfig {
+    RunConfig {
+        strategy,
+        options: autobatch::RunOptions {
+            batching: autobatch::BatchingOptions {
+                lanes,
+                block_choice,
+            },
+            ..RunConfig::default().options
+        },
+    }
+}
+
 #[test]
 fn a_member_that_faults_contributes_nothing() {
     let program = compiled(SMALL, "small.ab");
@@ -309,16 +330,7 @@ fn a_member_that_faults_contributes_nothing() {
     let with_fault = small_inputs(&[0, 2, 3], &[[0.1, 0.2], [50.0, 0.0], [0.0, 1.0]]);
     let without = small_inputs(&[0, 3], &[[0.1, 0.2], [0.0, 1.0]]);
     for (strategy, lanes, block_choice) in configurations() {
-        let config = RunConfig {
-            strategy,
-            options: autobatch::RunOptions {
-                batching: autobatch::BatchingOptions {
-                    lanes,
-                    block_choice,
-                },
-                ..RunConfig::default().options
-            },
-        };
+        let config = one_thread(strategy, lanes, block_choice);
         let names: Vec<&str> = statics.iter().map(String::as_str).collect();
         let run = program
             .bind_static_gradient("loss", &names, &inputs(&with_fault))
@@ -328,6 +340,44 @@ fn a_member_that_faults_contributes_nothing() {
         assert!(run.members[1].is_err(), "member 1 fails its assertion");
         let expected = gradients(&program, "loss", &statics, &without, &config);
         assert_eq!(run.static_gradients, expected, "{strategy}");
+    }
+}
+
+/// A member whose loss faults in an operation whose value nothing reads
+/// (`unused` divides by zero for word 3) stops with the error the loss
+/// itself stops with, kind, message and place, and its term is not in the
+/// sum: the gradient is that of the other members alone.
+#[test]
+fn a_member_whose_loss_faults_in_an_unused_operation_is_reported_and_left_out() {
+    let program = compiled(SMALL, "small.ab");
+    let statics = vec!["W".to_string(), "B".to_string(), "E".to_string()];
+    let names: Vec<&str> = statics.iter().map(String::as_str).collect();
+    let with_fault = small_inputs(&[0, 3, 2], &[[0.1, 0.2], [0.5, 0.0], [0.0, 1.0]]);
+    let without = small_inputs(&[0, 2], &[[0.1, 0.2], [0.0, 1.0]]);
+    let plain = program
+        .bind("unused", &inputs(&with_fault))
+        .expect("binds")
+        .run(&RunConfig::default())
+        .expect("runs");
+    let Err(expected) = &plain.members[1] else {
+        panic!("the loss of word 3 divides by zero: {:?}", plain.members[1]);
+    };
+    assert_eq!(expected.kind, autobatch::ErrorKind::DivisionByZero);
+    assert_eq!((expected.loc.line, expected.loc.column), (20, 13));
+    for (strategy, lanes, block_choice) in configurations() {
+        let config = one_thread(strategy, lanes, block_choice);
+        let run = program
+            .bind_static_gradient("unused", &names, &inputs(&with_fault))
+            .expect("binds")
+            .run(&config)
+            .expect("runs");
+        assert_eq!(run.members[1].as_ref().err(), Some(expected), "{strategy}");
+        assert!(
+            run.members[0].is_ok() && run.members[2].is_ok(),
+            "{strategy}"
+        );
+        let alone = gradients(&program, "unused", &statics, &without, &config);
+        assert_eq!(run.static_gradients, alone, "{strategy}");
     }
 }
 

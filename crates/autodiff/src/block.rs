@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use autobatch_ir::{
-    AdjointKind, Block, BlockData, EntityRef, FuncId, Function, Op, Param, Prim, Program, Scalar,
-    ScalarType, TensorType, Terminator, Type, Var, VarData,
+    AdjointKind, Block, BlockData, EntityRef, EntityVec, FuncId, Function, Op, Param, Prim,
+    Program, Scalar, ScalarType, TensorType, Terminator, Type, Var, VarData,
 };
 use autobatch_types::Loc;
 
@@ -451,8 +451,11 @@ pub(crate) fn build(d: &mut Deriver, p: usize, block: usize) -> DeriveResult<Fun
 
 /// Drops the primitive operations whose result nothing reads (forward
 /// values the adjoint did not need, negations folded into a subtraction),
-/// until none is left. Asserts and random draws are kept: they have an
-/// effect besides their result.
+/// until none is left. Kept are those with an effect besides their result
+/// (asserts, random draws) and those that may fault (an integer division,
+/// indexing, ...: [`Prim::may_fault_knowing`]), so that the derived
+/// function stops with the error its function would stop with, where it
+/// would.
 fn remove_unused_operations(func: &mut Function) {
     loop {
         let mut used = vec![false; func.vars.len()];
@@ -467,23 +470,62 @@ fn remove_unused_operations(func: &mut Function) {
             }
         }
         let mut removed = false;
+        let vars = &func.vars;
         for block in func.blocks.values_mut() {
-            block.ops.retain(|op| match op {
-                Op::Prim {
-                    dst: Some(dst),
-                    prim,
-                    ..
-                } if !used[dst.index()] && !prim.has_effect() => {
-                    removed = true;
-                    false
-                }
-                _ => true,
+            let removable = removable_operations(vars, &block.ops, &used);
+            let mut k = 0;
+            block.ops.retain(|_| {
+                k += 1;
+                !removable[k - 1]
             });
+            removed |= removable.contains(&true);
         }
         if !removed {
             return;
         }
     }
+}
+
+/// Per operation of `ops` (a block's): whether it may be removed, its
+/// result unread (`used` by variable), without an effect and unable to
+/// fault, knowing the integer constants the block defined before it.
+fn removable_operations(vars: &EntityVec<Var, VarData>, ops: &[Op], used: &[bool]) -> Vec<bool> {
+    let mut constants: HashMap<Var, i128> = HashMap::new();
+    let mut removable = Vec::with_capacity(ops.len());
+    for op in ops {
+        removable.push(match op {
+            Op::Prim {
+                dst: Some(dst),
+                prim,
+                args,
+                ..
+            } if !used[dst.index()] && !prim.has_effect() => {
+                let types: Vec<&TensorType> = args.iter().map(|a| &vars[*a].ty).collect();
+                !prim.may_fault_knowing(&types, |i| constants.get(&args[i]).copied())
+            }
+            _ => false,
+        });
+        for d in op.defs() {
+            constants.remove(d);
+        }
+        if let Op::Prim {
+            dst: Some(d),
+            prim: Prim::Const(c),
+            ..
+        } = op
+        {
+            let value = match c {
+                Scalar::I32(c) => Some(i128::from(*c)),
+                Scalar::I64(c) => Some(i128::from(*c)),
+                Scalar::Usize(c) => Some(i128::from(*c)),
+                _ => None,
+            };
+            if let Some(value) = value {
+                constants.insert(*d, value);
+            }
+        }
+    }
+    removable
 }
 
 /// Emits block `block` of plan `p` at the current position of `b`, where

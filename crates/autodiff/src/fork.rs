@@ -26,7 +26,7 @@
 
 use autobatch_ir::{
     fork_calls, Dim, EntityRef, FuncId, InstanceArg, Instances, JoinCall, Op, Prim, ScalarType,
-    TensorType, Var,
+    TensorType, Terminator, Var,
 };
 use autobatch_types::Loc;
 
@@ -369,6 +369,7 @@ pub(crate) fn jacobian(d: &mut Deriver, h: FuncId, active: &[bool]) -> DeriveRes
         args.push(b.param(ty, name));
     }
     let count = y_ty.dims[0];
+    run_when_no_rows(&mut b, h, &args, &y_ty, loc);
     let j = b.var(stacked(&gradient, count), None, false);
     b.push(Op::Fork {
         dsts: vec![j],
@@ -383,4 +384,55 @@ pub(crate) fn jacobian(d: &mut Deriver, h: FuncId, active: &[bool]) -> DeriveRes
     });
     b.return_vars(vec![j]);
     Ok(d.add_function(b.func))
+}
+
+/// Where the Jacobian may have no rows (`h`'s result of length zero, or of
+/// a symbolic length), calls `h` itself when it has none: no row's vjp
+/// then runs `h`, and the Jacobian must still stop with the error `h`
+/// stops with.
+fn run_when_no_rows(b: &mut Builder, h: FuncId, args: &[Var], y_ty: &TensorType, loc: Loc) {
+    let call = |b: &mut Builder| {
+        let y = b.var(y_ty.clone(), None, false);
+        b.push(Op::Call {
+            dsts: vec![y],
+            callee: h,
+            args: args.to_vec(),
+            loc,
+            catch: false,
+        });
+    };
+    match y_ty.dims[0] {
+        Dim::Fixed(0) => call(b),
+        Dim::Fixed(_) => {}
+        Dim::Symbolic(s) => {
+            let usize_ty = TensorType::scalar(ScalarType::Usize);
+            let n = b.var(usize_ty.clone(), None, false);
+            b.prim_into(n, Prim::SymbolValue(s), Vec::new(), loc);
+            let zero = b.var(usize_ty, None, false);
+            b.prim_into(
+                zero,
+                Prim::Const(autobatch_ir::Scalar::Usize(0)),
+                Vec::new(),
+                loc,
+            );
+            let none = b.var(TensorType::scalar(ScalarType::Bool), None, false);
+            b.prim_into(
+                none,
+                Prim::Compare(autobatch_ir::CompareOp::Eq),
+                vec![n, zero],
+                loc,
+            );
+            let empty = b.new_block(loc);
+            let rows = b.new_block(loc);
+            b.terminate(Terminator::Branch {
+                cond: none,
+                then_block: empty,
+                else_block: rows,
+            });
+            b.current = empty;
+            call(b);
+            b.terminate(Terminator::Jump(rows));
+            b.current = rows;
+        }
+    }
 }

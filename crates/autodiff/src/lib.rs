@@ -77,6 +77,13 @@
 //! - **Activity.** Only variables that depend on an active parameter carry
 //!   adjoints; operations on the other values (statics, integers, data)
 //!   run forward only. An adjoint that gets no contribution is zero.
+//! - **Errors.** A derived function stops a member with the error the
+//!   function stops it with, where it does: every forward operation runs
+//!   before any adjoint (a call's or fork's recomputation included), the
+//!   adjoint code faults nowhere the forward code did not, and the clean-up
+//!   that drops operations whose value nothing reads keeps those that may
+//!   fault ([`autobatch_ir::Prim::may_fault`]). A `jacobian` with no rows
+//!   runs the function itself.
 //! - **Reuse.** Adjoint code takes values already computed at its position
 //!   (forward values included) instead of recomputing them, and `-(-w)` is
 //!   `w`.

@@ -255,6 +255,21 @@ fn un(b: &mut Builder, op: U, x: Var, loc: Loc) -> DeriveResult<Var> {
     b.prim(Prim::Unary(op), vec![x], loc)
 }
 
+/// One where `v` (a float) is not zero (or is NaN), zero where it is: `v
+/// as bool` (`!= 0`), back in `v`'s type.
+fn not_zero(b: &mut Builder, v: Var, loc: Loc) -> DeriveResult<Var> {
+    let elem = b.ty(v).elem;
+    let flag = b.prim(Prim::Cast(autobatch_ir::ScalarType::Bool), vec![v], loc)?;
+    b.prim(Prim::Cast(elem), vec![flag], loc)
+}
+
+/// One where `v` (a float) is NaN, zero elsewhere, in `v`'s type.
+fn is_nan(b: &mut Builder, v: Var, loc: Loc) -> DeriveResult<Var> {
+    let elem = b.ty(v).elem;
+    let flag = un(b, U::IsNan, v, loc)?;
+    b.prim(Prim::Cast(elem), vec![flag], loc)
+}
+
 /// σ(x), as `1 - σ(w)` when `x` is `-w` and σ(w) is already computed (the
 /// log-likelihood `y log σ(z) + (1 - y) log σ(-z)` then needs one σ, not two).
 fn sigmoid(b: &mut Builder, x: Var, elem: autobatch_ir::ScalarType, loc: Loc) -> DeriveResult<Var> {
@@ -491,13 +506,17 @@ fn binary_adjoint(b: &mut Builder, op: B, site: Site) -> DeriveResult<()> {
             Ok(())
         }
         B::Max | B::Min => {
-            // Indicator of the operand the result took: the left on ties.
+            // The share of the left operand: one where the result is the
+            // left, zero where it is the right, a half each where they are
+            // equal (as `jax.numpy.maximum`); NaN where their difference is.
             let diff = if op == B::Max {
                 bin(b, B::Sub, x, z, loc)?
             } else {
                 bin(b, B::Sub, z, x, loc)?
             };
-            let s = un(b, U::Signum, diff, loc)?;
+            let sign = un(b, U::Signum, diff, loc)?;
+            let unequal = not_zero(b, diff, loc)?;
+            let s = bin(b, B::Mul, sign, unequal, loc)?;
             let one = b.constant(elem, 1.0, loc)?;
             let half = b.constant(elem, 0.5, loc)?;
             let s1 = bin(b, B::Add, s, one, loc)?;
@@ -716,14 +735,21 @@ fn reduction_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<(
             contribute(b, a, q, loc)
         }
         ReduceOp::Max | ReduceOp::Min => {
-            let which = if op == ReduceOp::Max {
-                ReduceOp::Argmax
-            } else {
-                ReduceOp::Argmin
-            };
-            let i = b.prim(Prim::Reduce(which), vec![a], loc)?;
-            let zero = b.filled(&aty, 0.0, loc)?;
-            let c = b.prim(Prim::IndexSet, vec![zero, i, dy], loc)?;
+            // `dy` split evenly among the elements equal to the result (as
+            // `jax.numpy.max`): `hit` is one there, zero elsewhere. A
+            // finite result `y`: `a - y` is zero exactly there. An infinite
+            // one: `a - y` is NaN exactly there and at the NaN elements.
+            let e = bin(b, B::Sub, a, y, loc)?;
+            let unequal = not_zero(b, e, loc)?;
+            let one = b.constant(elem, 1.0, loc)?;
+            let equal = bin(b, B::Sub, one, unequal, loc)?;
+            let nan_e = is_nan(b, e, loc)?;
+            let nan_a = is_nan(b, a, loc)?;
+            let infinite = bin(b, B::Sub, nan_e, nan_a, loc)?;
+            let hit = bin(b, B::Add, equal, infinite, loc)?;
+            let count = b.prim(Prim::Reduce(ReduceOp::Sum), vec![hit], loc)?;
+            let share = bin(b, B::Div, dy, count, loc)?;
+            let c = bin(b, B::Mul, hit, share, loc)?;
             contribute(b, a, c, loc)
         }
         ReduceOp::LogSumExp => {

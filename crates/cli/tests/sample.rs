@@ -371,6 +371,45 @@ fn failed_chains_are_named_and_the_others_kept() {
     );
 }
 
+/// A model that faults at every point, in an operation whose value nothing
+/// reads, fails every chain with that error where it arises: its gradient
+/// faults where it does, so no initial point is found. The run exits 2
+/// with the error and writes no draws.
+#[test]
+fn a_model_that_faults_everywhere_fails_every_chain() {
+    let s = Scratch::new("faulting");
+    let model = s.file(
+        "model.ab",
+        "fn log_density(theta: [f64; 1]) -> f64 {
+    let k = 1 / 0;
+    -0.5 * theta[0] * theta[0]
+}
+",
+    );
+    let data = s.file("data.json", "{}");
+    let csv = s.dir.join("draws.csv");
+    let output = sample_files(
+        &model,
+        &data,
+        &[
+            "--warmup",
+            "20",
+            "--draws",
+            "20",
+            "--output",
+            csv.to_str().unwrap(),
+        ],
+    );
+    let wanted = format!(
+        "every chain stopped with an error; the first: chain 0 stopped: \
+         division_by_zero at {}:2:13: attempt to divide by zero",
+        model.display()
+    );
+    assert_fails(&output, 2, &wanted);
+    assert_eq!(text(&output.stdout), "");
+    assert!(!csv.exists(), "draws were written");
+}
+
 #[test]
 fn pooled_adaptation_gives_every_chain_one_step_size() {
     let s = Scratch::new("pooled");

@@ -19,6 +19,53 @@ pub struct Case {
     /// A gradient with respect to statics to check too, in programs whose
     /// helpers read the static `W` (`crate::differentiable`).
     pub gradient: Option<GradientCase>,
+    /// Helpers to run beside their derivatives, in programs that have them.
+    pub derived: Vec<DerivedCase>,
+}
+
+/// A function run beside entries that differentiate it, on the same
+/// arguments (`crate::differentiable`): where the function stops a member
+/// with an error, each derivative stops it with that error (kind, message,
+/// location); where it gives a value, each derivative gives one (the
+/// value itself, bit for bit, where [`DerivedEntry::value`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DerivedCase {
+    pub function: String,
+    pub derivatives: Vec<DerivedEntry>,
+    /// The arguments by parameter name, one value per member.
+    pub args: Vec<(String, Vec<Json>)>,
+}
+
+/// An entry that differentiates a [`DerivedCase`]'s function.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DerivedEntry {
+    pub entry: String,
+    /// Whether it gives the function's value (`value_and_grad(..).0`).
+    pub value: bool,
+}
+
+impl DerivedCase {
+    /// The inputs JSON: the arguments batched, the case's statics shared.
+    pub fn inputs_json(&self, case: &Case) -> Json {
+        let batch: Map<String, Json> = self
+            .args
+            .iter()
+            .map(|(name, values)| (name.clone(), Json::Array(values.clone())))
+            .collect();
+        json!({"batch": batch, "shared": shared_statics(case)})
+    }
+}
+
+/// The values the case gives the program's statics, by name.
+fn shared_statics(case: &Case) -> Map<String, Json> {
+    let mut shared = Map::new();
+    let is_static = |name: &str| case.program.statics.iter().any(|s| s.name == name);
+    for arg in &case.inputs.args {
+        if let (true, InputValue::Shared(v)) = (is_static(&arg.name), &arg.value) {
+            shared.insert(arg.name.clone(), v.clone());
+        }
+    }
+    shared
 }
 
 /// A gradient of `entry`, summed over members, with respect to `statics`
@@ -36,14 +83,7 @@ impl GradientCase {
     /// The inputs JSON: the points batched, the values the case gives the
     /// program's statics shared.
     pub fn inputs_json(&self, case: &Case) -> Json {
-        let mut shared = Map::new();
-        let is_static = |name: &str| case.program.statics.iter().any(|s| s.name == name);
-        for arg in &case.inputs.args {
-            if let (true, InputValue::Shared(v)) = (is_static(&arg.name), &arg.value) {
-                shared.insert(arg.name.clone(), v.clone());
-            }
-        }
-        json!({"batch": {"x": self.points}, "shared": shared})
+        json!({"batch": {"x": self.points}, "shared": shared_statics(case)})
     }
 }
 

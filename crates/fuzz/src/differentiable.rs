@@ -24,12 +24,24 @@
 //! a row of it, is the entry of a gradient with respect to `W` and `M`
 //! summed over members (`--grad-statics W,M`,
 //! [`crate::case::GradientCase`]).
+//!
+//! Some helpers (the loss too) hold an operation that faults for some
+//! points (an integer `/` or `%` by a value cast from the point, an index
+//! out of `[1, 2, 3, 4]`, an `assert!`), most often one whose value nothing
+//! reads, else one whose value the result adds in. Each program with
+//! helpers also gets entries that differentiate them (`vg_ds`, `g_ds`, a
+//! row of `jacobian` per vector helper: `j_dl`, `j_dv0`, ...), which the
+//! oracle runs beside the helpers themselves on the same arguments
+//! ([`crate::case::DerivedCase`]): a derivative stops a member exactly
+//! when, and with the error that, its function does.
 
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use serde_json::Value as Json;
 
 use crate::ast::*;
+use crate::case::{DerivedCase, DerivedEntry};
 
 /// The helpers of one program: the functions, the vector helpers
 /// (`[f64; 3] -> [f64; 3]`) that `jacobian` may take, and the scalar
@@ -40,6 +52,9 @@ pub struct Helpers {
     pub scalar: Option<String>,
     /// The loss `sloss` (among `functions`), in a program with `W`.
     pub loss: Option<String>,
+    /// The helpers compared with their derivatives, whose entries are
+    /// among `functions`.
+    pub derived: Vec<DerivedCase>,
 }
 
 /// A vector helper `jacobian` may take: its name, and whether it takes a
@@ -58,6 +73,7 @@ impl Helpers {
             targets: Vec::new(),
             scalar: None,
             loss: None,
+            derived: Vec::new(),
         }
     }
 }
@@ -69,6 +85,10 @@ pub const LOSS: &str = "sloss";
 /// `weight`: whether the program has the static `W: [f64; 3]`, which the
 /// helpers then read, and the loss `sloss`.
 pub fn helpers(rng: &mut ChaCha8Rng, weight: bool) -> Helpers {
+    // The faults and the derived checks draw from a stream of their own,
+    // so that the rest of the program is what the seed gave without them.
+    let mut faults = rng.clone();
+    faults.set_stream(FAULT_STREAM);
     let mut functions = vec![
         scalar_helper(rng),
         indexed_helper(rng, weight),
@@ -111,12 +131,247 @@ pub fn helpers(rng: &mut ChaCha8Rng, weight: bool) -> Helpers {
         functions.push(loss_function(&target));
         LOSS.to_owned()
     });
+    for function in &mut functions {
+        if faults.gen_bool(FAULTING_HELPERS) {
+            add_fault(&mut faults, function);
+        }
+    }
+    let derived = derived_cases(&mut faults, &targets);
+    functions.extend(derived.iter().flat_map(|d| d.wrappers.clone()));
     Helpers {
         functions,
         targets,
         scalar: Some(SCALAR.into()),
         loss,
+        derived: derived.into_iter().map(|d| d.case).collect(),
     }
+}
+
+/// The stream of [`add_fault`] and [`derived_cases`].
+const FAULT_STREAM: u64 = 0xfa17;
+
+/// How often a helper gets an operation that may fault.
+const FAULTING_HELPERS: f64 = 0.4;
+
+/// Adds to `function` (a helper) an operation that faults for some
+/// points, on a float the helper has at hand: `let fault: i64 = e;` with
+/// `e` an integer `/` or `%` by `(v * 2.0) as i64`, or `[1, 2, 3, 4][(v *
+/// 2.0) as i64]`, or `assert!(v < 1.5)`; in the counted loop of `dl`, at
+/// the start of its body; elsewhere at the start or the end of the body's
+/// statements. Most often nothing reads `fault`; else the result adds
+/// `fault as f64 * 0.125` (not in the loop).
+fn add_fault(rng: &mut ChaCha8Rng, function: &mut Function) {
+    let leaves = fault_leaves(function);
+    let Some(leaf) = leaves.choose(rng).cloned() else {
+        return;
+    };
+    let stmt = fault_stmt(rng, leaf);
+    let defines = matches!(stmt, Stmt::Let { .. });
+    let body = &mut function.body;
+    if function.name == LOOP {
+        if let Some(Stmt::For { body, .. }) = body.stmts.last_mut() {
+            body.insert(0, stmt);
+        }
+        return;
+    }
+    if rng.gen_bool(0.5) {
+        body.stmts.insert(0, stmt);
+    } else {
+        body.stmts.push(stmt);
+    }
+    if defines && rng.gen_bool(0.3) {
+        let used = Expr::binary(
+            Ty::Float,
+            BinOp::Mul,
+            Expr::new(
+                Ty::Float,
+                ExprKind::Cast {
+                    operand: Box::new(Expr::var(FAULT, Ty::Int)),
+                },
+            ),
+            float(0.125),
+        );
+        let tail = std::mem::replace(&mut body.tail, float(0.0));
+        body.tail = Expr::binary(tail.ty, BinOp::Add, tail, used);
+    }
+}
+
+/// The variable [`add_fault`] defines.
+const FAULT: &str = "fault";
+
+/// The floats a helper's fault may be computed from (for `dl`, its loop's
+/// state).
+fn fault_leaves(function: &Function) -> Vec<Expr> {
+    let elements = |array: fn() -> Expr| -> Vec<Expr> {
+        (0..FLOAT_ARRAY_LEN as i64)
+            .map(|i| index(array(), Expr::int(i)))
+            .collect()
+    };
+    match function.name.as_str() {
+        SCALAR => vec![Expr::var("a", Ty::Float), Expr::var("c", Ty::Float)],
+        INDEXED => vec![index(x(), Expr::var("k", Ty::Int))],
+        LOOP => {
+            let mut leaves = elements(|| Expr::var("s", Ty::FloatArray));
+            leaves.push(Expr::var("a", Ty::Float));
+            leaves
+        }
+        _ => {
+            let mut leaves = elements(x);
+            if function.params.iter().any(|p| p.name == "d") {
+                leaves.extend(elements(d));
+            }
+            leaves
+        }
+    }
+}
+
+/// `let fault: i64 = ..;` or `assert!(..)` on the float `leaf` (see
+/// [`add_fault`]).
+fn fault_stmt(rng: &mut ChaCha8Rng, leaf: Expr) -> Stmt {
+    let scaled = Expr::new(
+        Ty::Int,
+        ExprKind::Cast {
+            operand: Box::new(Expr::binary(
+                Ty::Float,
+                BinOp::Mul,
+                leaf.clone(),
+                float(2.0),
+            )),
+        },
+    );
+    let value = match rng.gen_range(0..4) {
+        0 => Expr::binary(Ty::Int, BinOp::Div, Expr::int(7), scaled),
+        1 => Expr::binary(Ty::Int, BinOp::Rem, Expr::int(7), scaled),
+        2 => Expr::new(
+            Ty::Int,
+            ExprKind::Index {
+                array: Box::new(Expr::new(
+                    Ty::IntArray,
+                    ExprKind::Array((1..=INT_ARRAY_LEN as i64).map(Expr::int).collect()),
+                )),
+                index: Box::new(scaled),
+            },
+        ),
+        _ => {
+            return Stmt::Assert {
+                cond: Expr::binary(Ty::Bool, BinOp::Lt, leaf, float(1.5)),
+            }
+        }
+    };
+    Stmt::Let {
+        name: FAULT.into(),
+        value,
+    }
+}
+
+/// A [`DerivedCase`] with the functions it runs as entries.
+struct Derived {
+    case: DerivedCase,
+    wrappers: Vec<Function>,
+}
+
+/// The derived checks of a program's helpers: `ds` against `vg_ds` (the
+/// value of `value_and_grad(ds, a, c)`) and `g_ds` (`grad(ds, a, c)`);
+/// each vector helper `t` against `j_t` (a row of `jacobian(t, x, ..)`);
+/// each on 1 to 6 members with points and data in [-2, 2].
+fn derived_cases(rng: &mut ChaCha8Rng, targets: &[Target]) -> Vec<Derived> {
+    let a = || Expr::var("a", Ty::Float);
+    let c = || Expr::var("c", Ty::Float);
+    let gradient = |field: Option<u8>| ExprKind::Grad {
+        function: SCALAR.into(),
+        point: Box::new(a()),
+        data: vec![c()],
+        field,
+    };
+    let scalar_params = vec![param("a", Ty::Float), param("c", Ty::Float)];
+    let members = rng.gen_range(1..=6);
+    let mut out = vec![Derived {
+        case: DerivedCase {
+            function: SCALAR.into(),
+            derivatives: vec![
+                DerivedEntry {
+                    entry: format!("vg_{SCALAR}"),
+                    value: true,
+                },
+                DerivedEntry {
+                    entry: format!("g_{SCALAR}"),
+                    value: false,
+                },
+            ],
+            args: vec![
+                ("a".into(), points(rng, members, Ty::Float)),
+                ("c".into(), points(rng, members, Ty::Float)),
+            ],
+        },
+        wrappers: vec![
+            wrapper(
+                &format!("vg_{SCALAR}"),
+                &scalar_params,
+                Ty::Float,
+                gradient(Some(0)),
+            ),
+            wrapper(
+                &format!("g_{SCALAR}"),
+                &scalar_params,
+                Ty::Float,
+                gradient(None),
+            ),
+        ],
+    }];
+    for target in targets {
+        let mut params = vec![param("x", Ty::FloatArray)];
+        let mut args = vec![("x".to_string(), points(rng, members, Ty::FloatArray))];
+        let mut data = Vec::new();
+        if target.data {
+            params.push(param("d", Ty::FloatArray));
+            args.push(("d".into(), points(rng, members, Ty::FloatArray)));
+            data.push(d());
+        }
+        let entry = format!("j_{}", target.name);
+        let row = ExprKind::Jacobian {
+            function: target.name.clone(),
+            point: Box::new(x()),
+            data,
+            row: rng.gen_range(0..FLOAT_ARRAY_LEN),
+        };
+        out.push(Derived {
+            case: DerivedCase {
+                function: target.name.clone(),
+                derivatives: vec![DerivedEntry {
+                    entry: entry.clone(),
+                    value: false,
+                }],
+                args,
+            },
+            wrappers: vec![wrapper(&entry, &params, Ty::FloatArray, row)],
+        });
+    }
+    out
+}
+
+/// `fn name(params) -> ret { body }`.
+fn wrapper(name: &str, params: &[Param], ret: Ty, body: ExprKind) -> Function {
+    Function {
+        name: name.into(),
+        params: params.to_vec(),
+        ret,
+        body: Block {
+            stmts: Vec::new(),
+            tail: Expr::new(ret, body),
+        },
+    }
+}
+
+/// One value of type `ty` (`f64` or `[f64; 3]`) per member, each float
+/// in [-2, 2] by quarters.
+fn points(rng: &mut ChaCha8Rng, members: usize, ty: Ty) -> Vec<Json> {
+    let mut value = || f64::from(rng.gen_range(-8..=8)) * 0.25;
+    (0..members)
+        .map(|_| match ty {
+            Ty::FloatArray => Json::from((0..FLOAT_ARRAY_LEN).map(|_| value()).collect::<Vec<_>>()),
+            _ => Json::from(value()),
+        })
+        .collect()
 }
 
 /// `sloss(x: [f64; 3]) -> f64 { let t = target(x); sum(t * W) +

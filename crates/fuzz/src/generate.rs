@@ -152,6 +152,7 @@ pub fn generate(seed: u64) -> Case {
         inputs,
         limits,
         gradient,
+        derived: std::mem::take(&mut gen.derived),
     }
 }
 
@@ -219,6 +220,8 @@ struct Generator {
     jacobian_targets: Vec<differentiable::Target>,
     /// The scalar helper `grad` may take (with a data argument), if any.
     grad_target: Option<String>,
+    /// The helpers to run beside their derivatives.
+    derived: Vec<crate::case::DerivedCase>,
     /// Whether the program has ragged arrays (`[i64; L]`, `[f64; L]`; the
     /// entry then takes at least one).
     ragged: bool,
@@ -256,6 +259,7 @@ impl Generator {
             consts: Vec::new(),
             jacobian_targets: Vec::new(),
             grad_target: None,
+            derived: Vec::new(),
             ragged: false,
             inner: false,
             hosts: false,
@@ -376,6 +380,7 @@ impl Generator {
         };
         self.jacobian_targets = helpers.targets;
         self.grad_target = helpers.scalar;
+        self.derived = helpers.derived;
         let mut functions: Vec<Function> = (0..count).map(|index| self.function(index)).collect();
         functions.extend(helpers.functions);
         Program {

@@ -20,7 +20,11 @@
 //!   helpers that read the static `W` and a loss of them whose gradient
 //!   with respect to `W`, summed over members, is checked too
 //!   ([`case::GradientCase`]: every configuration's bits and the members
-//!   in reverse order);
+//!   in reverse order, each member's loss and error those of the loss
+//!   alone); helpers with operations that fault for some points (their
+//!   value most often unused), run beside entries that differentiate
+//!   them, which must fault exactly when and as they do
+//!   ([`case::DerivedCase`]);
 //!   random draws;
 //!   members that fault beside members that do not; in some programs ragged
 //!   arrays `[i64; L]`, `[f64; L]`, `[[f64; 3]; L]` whose length is each

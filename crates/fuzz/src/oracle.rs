@@ -4,7 +4,10 @@
 //! compares every member's result with the reference executor's, bit for
 //! bit (values) or by kind, line and column (errors); in a ragged batch,
 //! also on two threads ([`threaded_configurations`]), and the reference's
-//! result of each member with that member run alone.
+//! result of each member with that member run alone; and, on the
+//! reference, each differentiable helper with the entries that
+//! differentiate it, and a loss with its gradient with respect to statics
+//! (the same errors, kind, message and location: [`compare_with_function`]).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -154,10 +157,111 @@ pub fn check(case: &Case, header_lines: usize) -> Verdict {
             (verdict, _) => verdict,
         }
     };
-    match (verdict, &case.gradient) {
+    let verdict = match (verdict, &case.gradient) {
         (Verdict::Pass, Some(gradient)) => check_gradient(&compiled, case, gradient),
         (verdict, _) => verdict,
+    };
+    match verdict {
+        Verdict::Pass => check_derived(&compiled, case),
+        verdict => verdict,
     }
+}
+
+/// The limits of the runs that compare a function with its derivatives:
+/// the defaults, so that no member reaches a limit (the derived program's
+/// steps and depth are its own, not the function's).
+fn derived_limits(case: &Case) -> Limits {
+    let defaults = RunConfig::default();
+    Limits {
+        max_stack_depth: defaults.max_stack_depth,
+        max_steps: defaults.max_steps,
+        seed: case.limits.seed,
+    }
+}
+
+/// Runs each helper of [`Case::derived`] and the entries that
+/// differentiate it on the reference, with the same arguments, and
+/// compares them member by member ([`compare_with_function`]).
+fn check_derived(compiled: &Compiled, case: &Case) -> Verdict {
+    let reference = configurations()[0];
+    let limits = derived_limits(case);
+    let mut findings = Vec::new();
+    for derived in &case.derived {
+        let inputs = derived.inputs_json(case).to_string();
+        let run_entry = |entry: &str| {
+            bind_entry(compiled, entry, &inputs).map(|bound| run(&bound, reference, limits))
+        };
+        let plain = match run_entry(&derived.function) {
+            Ok(Ok(plain)) => plain,
+            Ok(Err(detail)) => {
+                findings.push(Finding {
+                    configuration: reference,
+                    detail,
+                });
+                continue;
+            }
+            Err(why) => return Verdict::Invalid(why),
+        };
+        for derivative in &derived.derivatives {
+            let detail = match run_entry(&derivative.entry) {
+                Ok(Ok(got)) => compare_with_function(&plain, &got, derivative.value),
+                Ok(Err(detail)) => Some(detail),
+                Err(why) => return Verdict::Invalid(why),
+            };
+            if let Some(detail) = detail {
+                findings.push(Finding {
+                    configuration: reference,
+                    detail: format!(
+                        "`{}` against `{}`: {detail}",
+                        derivative.entry, derived.function
+                    ),
+                });
+            }
+        }
+    }
+    if findings.is_empty() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail(findings)
+    }
+}
+
+/// The first member where a derivative's run (`derived`) does not agree
+/// with the run of its function (`plain`), described: where the function
+/// stops a member with an error, the derivative must stop it with the
+/// same error (kind, message, location); where it gives a value, the
+/// derivative must give one, the same bits if `value`. A member the
+/// function stops at a limit is not compared (the derived program's steps
+/// and depth are its own).
+fn compare_with_function(plain: &RunResult, derived: &RunResult, value: bool) -> Option<String> {
+    if plain.members.len() != derived.members.len() {
+        return Some(format!(
+            "{} results instead of {}",
+            derived.members.len(),
+            plain.members.len()
+        ));
+    }
+    let limit = |e: &MemberError| {
+        matches!(
+            e.kind,
+            autobatch::ErrorKind::StepLimit | autobatch::ErrorKind::StackOverflow
+        )
+    };
+    let agrees = |(p, d): &(&Result<Value, MemberError>, &Result<Value, MemberError>)| match (p, d)
+    {
+        (Err(e), _) if limit(e) => true,
+        (Err(e), Err(g)) => e == g,
+        (Ok(v), Ok(w)) => !value || same_value(v, w),
+        _ => false,
+    };
+    let pairs: Vec<_> = plain.members.iter().zip(&derived.members).collect();
+    let m = pairs.iter().position(|pair| !agrees(pair))?;
+    let show = |r: &Result<Value, MemberError>| autobatch::member_result_to_json(r).to_string();
+    Some(format!(
+        "member {m}: the function gives {}, the derivative {}",
+        show(pairs[m].0),
+        show(pairs[m].1)
+    ))
 }
 
 /// Checks a gradient with respect to statics: under every configuration
@@ -194,6 +298,21 @@ fn check_gradient(compiled: &Compiled, case: &Case, gradient: &GradientCase) -> 
         }
     };
     let mut findings = Vec::new();
+    // Each member's loss and error are those of a run of the entry.
+    let json = gradient.inputs_json(case).to_string();
+    let plain = bind_entry(compiled, &gradient.entry, &json)
+        .map_err(|why| format!("the loss alone: {why}"))
+        .and_then(|bound| run(&bound, all[0], case.limits));
+    let detail = match plain {
+        Ok(plain) => compare_with_function(&plain, &reference, true),
+        Err(why) => Some(why),
+    };
+    if let Some(detail) = detail {
+        findings.push(Finding {
+            configuration: all[0],
+            detail: format!("the gradient against the loss alone: {detail}"),
+        });
+    }
     for &configuration in &all[1..] {
         let detail = match run(&bound, configuration, case.limits) {
             Ok(run) => {
@@ -491,11 +610,15 @@ pub fn register_hosts(compiled: Compiled) -> Compiled {
 }
 
 fn bind_compiled(compiled: &Compiled, inputs_json: &str) -> Result<BoundBatch, String> {
+    bind_entry(compiled, ENTRY, inputs_json)
+}
+
+fn bind_entry(compiled: &Compiled, entry: &str, inputs_json: &str) -> Result<BoundBatch, String> {
     let inputs =
         Inputs::from_json_str(inputs_json).map_err(|e| format!("bad inputs: {}", e.message()))?;
-    without_panics(|| compiled.bind(ENTRY, &inputs))
+    without_panics(|| compiled.bind(entry, &inputs))
         .map_err(|panic| format!("binding {panic}"))?
-        .map_err(|e| format!("inputs do not bind: {}", e.message()))
+        .map_err(|e| format!("inputs of `{entry}` do not bind: {}", e.message()))
 }
 
 fn run(

@@ -261,6 +261,78 @@ impl Prim {
             )
     }
 
+    /// Whether running the primitive on operands of the types `operands`
+    /// may stop the member with a fault: an integer `/` or `%`
+    /// (`division_by_zero`), indexing and indexed assignment
+    /// (`index_out_of_bounds`), an assertion (`assertion_failed`) and a
+    /// host function's call (`host_error`). Every other primitive has a
+    /// value for every operand the verifier accepts (integers wrap, float
+    /// arithmetic gives NaN or an infinity, casts saturate, reductions and
+    /// draws of empty arrays have values). With no operand types given, a
+    /// division is taken to be an integer one.
+    ///
+    /// An operation that may fault is part of what the program does even
+    /// when nothing reads its result: a transformation must not remove it,
+    /// nor run it where the member's path does not.
+    pub fn may_fault(&self, operands: &[&TensorType]) -> bool {
+        match self {
+            Prim::Binary(op) => {
+                let integer = operands.first().is_none_or(|t| !t.elem.is_float());
+                integer && divides(*op)
+            }
+            Prim::Index | Prim::IndexSet | Prim::Assert { .. } | Prim::Host(_) => true,
+            Prim::Const(_)
+            | Prim::Copy
+            | Prim::LoadStatic(_)
+            | Prim::SymbolValue(_)
+            | Prim::Unary(_)
+            | Prim::Compare(_)
+            | Prim::Cast(_)
+            | Prim::Select
+            | Prim::Fill(_)
+            | Prim::Stack
+            | Prim::Dot
+            | Prim::Matvec
+            | Prim::Vecmat
+            | Prim::Matmul
+            | Prim::Transpose
+            | Prim::Outer
+            | Prim::Reduce(_)
+            | Prim::Softmax
+            | Prim::Uniform
+            | Prim::Normal
+            | Prim::Bernoulli
+            | Prim::UniformLike
+            | Prim::NormalLike
+            | Prim::StaticAdjoint(_) => false,
+        }
+    }
+
+    /// [`Prim::may_fault`], knowing the values of some integer scalar
+    /// operands (`constant(i)` is operand `i`'s, if known): a division by
+    /// a known divisor other than zero cannot fault, nor can an index known
+    /// to be within an array of fixed length.
+    pub fn may_fault_knowing(
+        &self,
+        operands: &[&TensorType],
+        constant: impl Fn(usize) -> Option<i128>,
+    ) -> bool {
+        if !self.may_fault(operands) {
+            return false;
+        }
+        match self {
+            Prim::Binary(_) => constant(1).is_none_or(|c| c == 0),
+            Prim::Index | Prim::IndexSet => {
+                let length = operands.first().and_then(|a| a.dims.first());
+                match (length, constant(1)) {
+                    (Some(Dim::Fixed(n)), Some(c)) => !(0..i128::from(*n)).contains(&c),
+                    _ => true,
+                }
+            }
+            _ => true,
+        }
+    }
+
     /// The type of the result for operands of types `args`, `None` for a
     /// primitive without result, or a message saying why the operands do not fit.
     /// `static_type` gives the declared type of a static.
@@ -392,6 +464,28 @@ impl Prim {
             Prim::SymbolValue(_) => Ok(Some(TensorType::scalar(ScalarType::Usize))),
             other => Err(format!("{} has no value", other.name())),
         }
+    }
+}
+
+/// Whether the binary operation divides (and so faults on an integer zero
+/// divisor). Every operation is named, so that a new one is decided here.
+fn divides(op: BinaryOp) -> bool {
+    use BinaryOp as B;
+    match op {
+        B::Div | B::Rem => true,
+        B::Add
+        | B::Sub
+        | B::Mul
+        | B::BitAnd
+        | B::BitOr
+        | B::BitXor
+        | B::Shl
+        | B::Shr
+        | B::Powi
+        | B::Powf
+        | B::Max
+        | B::Min
+        | B::Pow => false,
     }
 }
 

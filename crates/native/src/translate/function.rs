@@ -510,21 +510,24 @@ pub(super) fn known_constant(
 }
 
 /// Whether an operation may stop the member (so that the operations after
-/// it in its block may not run): a call, an integer division (unless by a
-/// scalar known, from `constants`, not to be zero), an index, an `assert`.
+/// it in its block may not run): a call, a fork, or a primitive that may
+/// fault ([`Prim::may_fault_knowing`], with the integer scalars known from
+/// `constants`: an integer division by a known divisor other than zero,
+/// or an index known within a fixed length, cannot).
 pub(super) fn may_stop(function: &Function, op: &Op, constants: &HashMap<Var, i128>) -> bool {
     match op {
-        Op::Prim {
-            prim: Prim::Binary(BinaryOp::Div | BinaryOp::Rem),
-            args,
-            ..
-        } => {
-            let integer = !function.vars[args[0]].ty.elem.is_float();
-            let divisor = &function.vars[args[1]].ty;
-            let nonzero = divisor.is_scalar() && constants.get(&args[1]).is_some_and(|c| *c != 0);
-            integer && !nonzero
+        Op::Prim { prim, args, .. } => {
+            let types: Vec<&TensorType> = args.iter().map(|a| &function.vars[*a].ty).collect();
+            let constant = |i: usize| {
+                let v = args.get(i)?;
+                function.vars[*v]
+                    .ty
+                    .is_scalar()
+                    .then(|| constants.get(v).copied())
+                    .flatten()
+            };
+            prim.may_fault_knowing(&types, constant)
         }
-        Op::Prim { prim, .. } => matches!(prim, Prim::Assert { .. } | Prim::Index | Prim::IndexSet),
         Op::Call { .. } | Op::Fork { .. } => true,
     }
 }
