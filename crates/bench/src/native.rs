@@ -1,5 +1,5 @@
 //! `native [--quick] [--workload NAME] [--members N]`: the native strategy
-//! (per-member machine code, issue 14) against program-counter and against
+//! (per-member machine code) against program-counter and against
 //! the same function written in Rust and run member by member, on fib (n in
 //! 15..20), Collatz and a nested loop, 1024 members (or `N`; `NAME` runs
 //! one workload).
@@ -14,11 +14,11 @@
 //! native on one thread counting every operation (as with `--stats`), of
 //! program-counter, and of the Rust loop on one thread; `native_vs_rust`
 //! is the Rust time over the native time on one thread (1 = as fast as
-//! Rust; the target of issue 14 is at least 1/3),
+//! Rust),
 //! `native_counting_vs_rust` the same with counting, and
 //! `native_vs_program_counter` the speed-up over program-counter.
 //!
-//! The same for `native-lockstep` (issue 14's other shape: the members in
+//! The same for `native-lockstep` (the other shape: the members in
 //! lock-step, each piece of the program a native loop over the members at
 //! it): `lockstep_seconds_1_thread`, `lockstep_seconds_all_cores`,
 //! `lockstep_vs_native` (the native time over the lock-step time, one
