@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Chains per second: PyStan 3 against `autobatch sample`, same models, data,
-chain count and iterations (issue 14).
+chain count and iterations.
 
     tools/peers/install stan numpy          # once: the pinned PyStan, in .peers/stan
     .peers/stan/bin/python tools/stan_bench.py --repeats 3

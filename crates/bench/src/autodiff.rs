@@ -332,6 +332,104 @@ fn program_entry(setting: &Setting, yardsticks: &Yardsticks, threads: usize) -> 
     entry
 }
 
+/// What every row of one precision shares.
+struct Precision<'a> {
+    f32: bool,
+    name: &'static str,
+    data: &'a Regression,
+    quick: bool,
+    /// Seconds to spend on repetitions.
+    budget: f64,
+    threads: usize,
+    /// Gradients per second that the memory bandwidth allows one member.
+    bandwidth_bound: f64,
+}
+
+/// The figures at one batch size: the products alone, OpenBLAS's, and each
+/// program's.
+fn batch_row(p: &Precision<'_>, batch: usize) -> Json {
+    // Enough gradient steps per member that the run's setup (its
+    // columns, first touched) does not dominate.
+    let count = ((if p.quick { 64 } else { 256 }) / batch).max(if p.quick { 4 } else { 8 }) as i64;
+    let products = if p.f32 {
+        products_rate::<f32>(&p.data.x, batch, p.budget)
+    } else {
+        products_rate::<f64>(&p.data.x, batch, p.budget)
+    };
+    let openblas = openblas_products(p.f32, batch, 1, p.budget);
+    let openblas_rate = openblas
+        .as_ref()
+        .ok()
+        .and_then(|o| o["gradients_per_second"].as_f64());
+    // The same products on as many threads as ours run with.
+    let openblas_all =
+        (p.threads > 1).then(|| openblas_products(p.f32, batch, p.threads, p.budget));
+    let openblas_all_rate = openblas_all
+        .as_ref()
+        .and_then(|o| o.as_ref().ok())
+        .and_then(|o| o["gradients_per_second"].as_f64());
+    let mut row = serde_json::Map::new();
+    row.insert("batch_size".into(), json!(batch));
+    row.insert("gradient_steps_per_member".into(), json!(count));
+    row.insert(
+        "products_alone_gradients_per_second".into(),
+        json!(products),
+    );
+    row.insert(
+        "products_alone_gflops".into(),
+        json!(products * FLOPS_PER_GRADIENT / 1e9),
+    );
+    row.insert("products_path".into(), json!(gemm::Path::detected().name()));
+    match &openblas {
+        Ok(report) => {
+            row.insert("openblas_products_1_thread".into(), report.clone());
+        }
+        Err(why) => {
+            row.insert("openblas_products_1_thread".into(), json!(why));
+        }
+    }
+    if let Some(theirs) = openblas_rate {
+        row.insert(
+            "products_alone_ratio_to_openblas".into(),
+            json!(products / theirs),
+        );
+    }
+    if let Some(report) = &openblas_all {
+        let report = report.clone().unwrap_or_else(|why| json!(why));
+        row.insert(format!("openblas_products_{}_threads", p.threads), report);
+    }
+    for (program, source) in PROGRAMS {
+        let source = if p.f32 {
+            source.replace("f64", "f32")
+        } else {
+            source.to_string()
+        };
+        let setting = Setting {
+            source: &source,
+            data: p.data,
+            f32: p.f32,
+            batch,
+            count,
+            budget: p.budget,
+        };
+        let yardsticks = Yardsticks {
+            products,
+            openblas: openblas_rate,
+            openblas_all: openblas_all_rate,
+            bandwidth_bound: p.bandwidth_bound,
+        };
+        let entry = program_entry(&setting, &yardsticks, p.threads);
+        row.insert(program.into(), entry);
+    }
+    let theirs = openblas_rate.map_or("not measured".to_string(), |r| format!("{r:.0}/s"));
+    eprintln!(
+        "autodiff {} batch {batch}: products alone {products:.0}/s ({:.1} GFLOP/s), OpenBLAS's {theirs}",
+        p.name,
+        products * FLOPS_PER_GRADIENT / 1e9
+    );
+    Json::Object(row)
+}
+
 /// `only_batch` / `only_precision` restrict the run (for profiling).
 pub fn run(
     quick: bool,
@@ -355,89 +453,16 @@ pub fn run(
         let bytes_per_element = if f32 { 4.0 } else { 8.0 };
         // One gradient reads X twice (once per matrix-vector product).
         let bandwidth_bound = bandwidth / (2.0 * (N * D) as f64 * bytes_per_element);
-        let mut rows = Vec::new();
-        for &batch in &sizes {
-            // Enough gradient steps per member that the run's setup (its
-            // columns, first touched) does not dominate.
-            let count =
-                ((if quick { 64 } else { 256 }) / batch).max(if quick { 4 } else { 8 }) as i64;
-            let products = if f32 {
-                products_rate::<f32>(&data.x, batch, budget)
-            } else {
-                products_rate::<f64>(&data.x, batch, budget)
-            };
-            let openblas = openblas_products(f32, batch, 1, budget);
-            let openblas_rate = openblas
-                .as_ref()
-                .ok()
-                .and_then(|o| o["gradients_per_second"].as_f64());
-            // The same products on as many threads as ours run with.
-            let openblas_all =
-                (threads > 1).then(|| openblas_products(f32, batch, threads, budget));
-            let openblas_all_rate = openblas_all
-                .as_ref()
-                .and_then(|o| o.as_ref().ok())
-                .and_then(|o| o["gradients_per_second"].as_f64());
-            let mut row = serde_json::Map::new();
-            row.insert("batch_size".into(), json!(batch));
-            row.insert("gradient_steps_per_member".into(), json!(count));
-            row.insert(
-                "products_alone_gradients_per_second".into(),
-                json!(products),
-            );
-            row.insert(
-                "products_alone_gflops".into(),
-                json!(products * FLOPS_PER_GRADIENT / 1e9),
-            );
-            row.insert("products_path".into(), json!(gemm::Path::detected().name()));
-            match &openblas {
-                Ok(report) => {
-                    row.insert("openblas_products_1_thread".into(), report.clone());
-                }
-                Err(why) => {
-                    row.insert("openblas_products_1_thread".into(), json!(why));
-                }
-            }
-            if let Some(theirs) = openblas_rate {
-                row.insert(
-                    "products_alone_ratio_to_openblas".into(),
-                    json!(products / theirs),
-                );
-            }
-            if let Some(report) = &openblas_all {
-                let report = report.clone().unwrap_or_else(|why| json!(why));
-                row.insert(format!("openblas_products_{threads}_threads"), report);
-            }
-            for (program, source) in PROGRAMS {
-                let source = if f32 {
-                    source.replace("f64", "f32")
-                } else {
-                    source.to_string()
-                };
-                let setting = Setting {
-                    source: &source,
-                    data: &data,
-                    f32,
-                    batch,
-                    count,
-                    budget,
-                };
-                let yardsticks = Yardsticks {
-                    products,
-                    openblas: openblas_rate,
-                    openblas_all: openblas_all_rate,
-                    bandwidth_bound,
-                };
-                let entry = program_entry(&setting, &yardsticks, threads);
-                row.insert(program.into(), entry);
-            }
-            let theirs = openblas_rate.map_or("not measured".to_string(), |r| format!("{r:.0}/s"));
-            eprintln!(
-                "autodiff {name} batch {batch}: products alone {products:.0}/s ({:.1} GFLOP/s), OpenBLAS's {theirs}",
-                products * FLOPS_PER_GRADIENT / 1e9
-            );
-            rows.push(Json::Object(row));
-        }
+        let precision = Precision {
+            f32,
+            name,
+            data: &data,
+            quick,
+            budget,
+            threads,
+            bandwidth_bound,
+        };
+        let rows: Vec<Json> = sizes.iter().map(|&b| batch_row(&precision, b)).collect();
         precisions.push(json!({
             "precision": name,
             "bandwidth_bound_gradients_per_second_1_member": bandwidth_bound,

@@ -1,5 +1,5 @@
 //! `instances [--quick]`: a TreeLSTM-like recursion over per-member binary
-//! trees (seed 000's motivating case), its two child calls made one after
+//! trees (the motivating case of TFP's autobatching paper), its two child calls made one after
 //! the other or as one `join`, on the batching strategies.
 //!
 //! ```sh

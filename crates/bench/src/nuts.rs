@@ -1,5 +1,5 @@
 //! `autobatch-bench nuts [--quick]`: the No-U-Turn Sampler of
-//! `autobatch-sample` measured as in seed 000's Figures 6 and 7.
+//! `autobatch-sample` measured as in Figures 6 and 7 of TFP's autobatching paper.
 //!
 //! - `logistic` (Figure 6): Bayesian logistic regression, N = 10,000 synthetic
 //!   data points, D = 100 regressors (fixed seed): NUTS gradient evaluations
@@ -103,9 +103,9 @@ fn gaussian_data(d: usize, rho: f64) -> String {
     json!({ "P": p }).to_string()
 }
 
-/// The strategies measured. (Program-counter with the most-members block
-/// choice measured worse than smallest-index on NUTS: 0.13 against 0.37
-/// utilization at 64 chains before the library's gradient barrier.)
+/// The strategies measured: the batching strategies with the
+/// smallest-index block choice (the most-members choice keeps fewer
+/// chains together on NUTS; `docs/benchmarks.md`).
 fn strategies() -> [(Strategy, BlockChoice); 2] {
     [
         (Strategy::ProgramCounter, BlockChoice::SmallestIndex),

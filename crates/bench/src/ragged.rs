@@ -1,5 +1,5 @@
-//! `ragged [--quick]`: a ragged batch (each member with its own length,
-//! issue 16) against the same batch padded to the longest member by hand,
+//! `ragged [--quick]`: a ragged batch (each member with its own length)
+//! against the same batch padded to the longest member by hand,
 //! as users write it in array languages without ragged batches.
 //!
 //! ```sh

@@ -506,7 +506,7 @@ fn default_strategy_runs() {
     );
 }
 
-// ---- rough edges a new user hits (issue 10, item 4) ----
+// ---- rough edges a new user hits ----
 
 /// Counts to `n` one step at a time: a run that takes long, on purpose.
 const SPIN: &str = "fn spin(n: i64) -> i64 { let mut i = 0; while i < n { i += 1; } i }\n";

@@ -104,7 +104,7 @@ pub struct OptionsRead {
 #[derive(Clone, Copy)]
 pub struct Strategy(&'static dyn Executor);
 
-/// The executors of this crate by the names of the enum `Strategy` once was.
+/// The executors of this crate, by name.
 #[allow(non_upper_case_globals)]
 impl Strategy {
     pub const Reference: Strategy = Strategy(&reference::Reference);

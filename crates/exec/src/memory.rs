@@ -22,7 +22,7 @@ pub fn element_bytes(elem: ScalarType) -> usize {
 
 /// Bytes each member costs besides its variables, whatever the program: its
 /// inputs and results as tensors, its error or JSON result, its random
-/// stream (measured: about 1 KiB for a member with one scalar in and out).
+/// stream: about 1 KiB for a member with one scalar in and out.
 pub const MEMBER_OVERHEAD_BYTES: u128 = 1024;
 
 /// Refuses a run whose state would not fit in memory, before anything is

@@ -521,8 +521,8 @@ fn blank_results(compiled: &Compiled, batch: &Batch, member: usize) -> Vec<Tenso
 }
 
 /// Runs a one-thread run that nobody watches on the calling thread, on a
-/// machine stack of `stack` bytes (a worker's): waking a worker costs
-/// about 30 µs, more than a small run's members take. `None` when the run
+/// machine stack of `stack` bytes (a worker's): waking a worker can cost
+/// more than a small run's members take. `None` when the run
 /// is not such a run, or no stack could be mapped (the caller then runs
 /// it on the pool).
 fn run_here(

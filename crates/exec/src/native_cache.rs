@@ -1,7 +1,7 @@
 //! Native code kept for the next run of the same program.
 //!
-//! Compiling a program to machine code takes milliseconds (25 ms for the
-//! sampler with a small model); a host that runs one program many times
+//! Compiling a program to machine code takes milliseconds; a host that
+//! runs one program many times
 //! (`sample` with pooled adaptation runs the batch once per pooling, a
 //! Python loop calls `run` per step, ragged batches whose longest
 //! members round to the same capacity) would pay that every time.

@@ -2,10 +2,9 @@
 //! lock-step native code (`autobatch_native::compile_lockstep`): each
 //! piece of the program (a block, or the rest of one after a call) is a
 //! native loop over the members waiting at it, their scalars in flat
-//! columns, their program counters bucketed as the pieces write them.
-//! This is issue 14's first shape, against `native`'s member-by-member
-//! code (its second); `docs/benchmarks.md` measures them against each
-//! other.
+//! columns, their program counters bucketed as the pieces write them
+//! (the other shape of native code beside `native`'s member by member;
+//! `docs/benchmarks.md` compares them).
 //!
 //! With `--threads N` the batch is cut into N contiguous groups of
 //! members, each run by its own host loop on its own thread (a member's

@@ -36,7 +36,7 @@ const FIB: &str = "fn fib(n: i64) -> i64 { if n <= 1 { 1 } else { fib(n - 2) + f
 #[test]
 fn fib_adds_as_often_as_its_longest_member_alone() {
     // fib(7) alone needs 20 additions; batching [3, 7, 4, 5] must not need more
-    // (seed 000 and TFP's own test check the same figure).
+    // (TFP's autobatching paper and its test check the same figure).
     let program = compile(FIB);
     for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
         let output = run_i64(

@@ -17,8 +17,7 @@ use serde_json::Value as Json;
 const SEEDS: std::ops::Range<u64> = 0..300;
 
 /// The seeds run on every configuration: more, since a strategy bug may
-/// need a rare shape (the program-counter bug of issue 10 first shows at
-/// seed 180 of `programs --seed 0`).
+/// need a rare shape (some first show at a seed in the hundreds).
 const RUN_SEEDS: std::ops::Range<u64> = 0..600;
 
 #[test]

@@ -1,4 +1,5 @@
-//! The control-flow-graph IR of autobatch (seed 000, Figure 2).
+//! The control-flow-graph IR of autobatch (the form of TFP's autobatching
+//! paper, its Figure 2).
 //!
 //! A [`Program`] is a table of [`Function`]s; a function is a table of basic
 //! [`BlockData`]s over a table of typed variables. A block holds a list of

@@ -190,7 +190,7 @@ pub fn blocked<B: Backend + ?Sized>(
 }
 
 /// Rows of the matrix per block: about 256 KiB of it (kept in L2 while
-/// both products read it; 64 and 128 KiB measured slower, 512 the same), a
+/// both products read it), a
 /// multiple of [`Piecewise::PIECE_MULTIPLE`].
 fn block_rows(pc: &ProductChain<'_>) -> usize {
     let element = match pc.matrix.ty() {

@@ -1,6 +1,5 @@
 //! Native code for autobatch: the IR functions an entry reaches, compiled to
-//! machine code with Cranelift and run **member by member** (issue 14:
-//! per-member native code).
+//! machine code with Cranelift and run **member by member**.
 //!
 //! [`compile`] translates each reachable IR function into one native
 //! function; a member's control (branches, loops, calls, recursion) then
@@ -81,8 +80,7 @@
 //! Or in lock-step ([`compile_lockstep`], the `native-lockstep` strategy;
 //! `lockstep`): the members advance together and each piece of the
 //! program is a native loop over the members at it, their scalars in
-//! columns. Issue 14 asked for both shapes to be measured against each
-//! other; on this CPU member by member wins (`docs/benchmarks.md`).
+//! columns (`docs/benchmarks.md` compares the two shapes).
 //!
 //! What is not compiled yet ([`compile`] says what and where): calls of
 //! host primitives. The executor (`autobatch_exec::native`) runs such
@@ -375,9 +373,8 @@ pub enum Interrupts {
     Ignored,
     /// The member holds its steps [`POLL_STEPS`] at a time and, between
     /// two slices, stops if the run's interrupt flag is set (for a run a
-    /// host watches and may stop: about a sixth slower on code made of
-    /// tiny calls, such as a naive recursive Fibonacci; unmeasurable on a
-    /// sampler's).
+    /// host watches and may stop: slower on code made of tiny calls, such
+    /// as a naive recursive Fibonacci; see `docs/benchmarks.md`).
     Polled,
 }
 

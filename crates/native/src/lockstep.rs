@@ -1,4 +1,4 @@
-//! Lock-step native code (issue 14's first shape, the `native-lockstep`
+//! Lock-step native code (the `native-lockstep`
 //! strategy): the members advance together, and each piece of the program
 //! (a block, or the rest of a block after a call) is a native loop over
 //! the members that are at it, so that no operation pays an interpreter's
@@ -6,7 +6,7 @@
 //! one after the other.
 //!
 //! The host keeps one queue of members per piece, and runs the waiting
-//! piece with the smallest number (seed 000's choice), for all the members
+//! piece with the smallest number (the choice of TFP's program-counter autobatching), for all the members
 //! queued at it; the piece's code appends each member to the queue of the
 //! piece it goes to next: program counters bucketed as they are written,
 //! never sorted, and no work per member on the host. Members run in

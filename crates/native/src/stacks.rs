@@ -3,9 +3,8 @@
 //! one run to the next.
 //!
 //! A fresh stack is a mapping whose pages fault in one by one as a
-//! member's frames first reach them: about a dozen faults for a TreeLSTM
-//! member, at some 10 µs a fault in a virtual machine, which was a third
-//! of a warm run of 8 trees. Stacks of members that ended go to a pool
+//! member's frames first reach them, a fault per page, which can cost a
+//! small warm run more than its work. Stacks of members that ended go to a pool
 //! shared by every thread and every run; a later member takes one whose
 //! room is large enough. What the pool keeps is bounded: at most [`POOLED`]
 //! stacks, each keeping only its top [`KEPT`] bytes resident (where every
@@ -48,8 +47,8 @@ pub(crate) fn take(size: usize) -> std::io::Result<DefaultStack> {
 /// `room` bytes (given back to the pool when `f` returns or panics; a
 /// panic goes on in the caller). A run of one thread uses it to run its
 /// members where it is called, instead of waking a worker thread with a
-/// stack that large: the wake-up cost about 30 µs a run, more than the
-/// members of a small run take. An error when no stack could be mapped.
+/// stack that large, which can cost more than the members of a small run
+/// take. An error when no stack could be mapped.
 pub fn run_on_stack<R>(room: usize, f: impl FnOnce() -> R) -> std::io::Result<R> {
     let mut stack = take(room)?;
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

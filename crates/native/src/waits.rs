@@ -1,9 +1,9 @@
 //! Members run together, each in machine code on its own stack, that wait
 //! at the products with a static matrix: the products of all the members
 //! waiting at one such operation are computed as one product of the
-//! matrix with their vectors stacked (issue 14's second shape: per-member
-//! native code suspending at batched operations; DyNet's lazy batching and
-//! ACRoBat's fibers, seed 003).
+//! matrix with their vectors stacked (per-member native code suspending
+//! at batched operations, as DyNet's lazy batching and ACRoBat's fibers
+//! do).
 //!
 //! Each member runs on a coroutine (`corosensei`, a stack of its own). At
 //! a `matvec(S, x)` or `vecmat(x, S)` whose matrix is a static or a view

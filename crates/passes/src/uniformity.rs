@@ -73,61 +73,22 @@ impl Invariance {
     /// [`Invariance::compute`] for a batch whose symbolic dimensions
     /// `varying` have each member's own length: their values, and the
     /// variables whose types mention them, are per-member.
+    ///
+    /// A parameter takes a new value at every call, and the program-counter
+    /// strategy runs activations that received different values in one step
+    /// (`f(1)` and `f(2)`, or the levels of a recursion), so only a shared
+    /// parameter of an entry function that nothing calls is invariant, or
+    /// one that every call site passes the same expression of shared values
+    /// (a weight passed as an argument: [`crate::views`]).
     pub fn compute_varying(
         program: &Program,
         entry: FuncId,
         shared_params: &[bool],
         varying: &[SymbolId],
     ) -> Invariance {
-        // Count definitions; parameters count one for being passed in.
-        let mut def_count: Vec<Vec<u32>> = program
-            .functions
-            .values()
-            .map(|f| vec![0; f.vars.len()])
-            .collect();
-        for (fid, f) in program.functions.iter() {
-            for p in &f.params {
-                def_count[fid.index()][p.index()] += 1;
-            }
-            for block in f.blocks.values() {
-                for op in &block.ops {
-                    for d in op.defs() {
-                        def_count[fid.index()][d.index()] += 1;
-                    }
-                }
-            }
-        }
-        let reloads = static_reloads(program);
-        let mut invariant: Vec<Vec<bool>> = def_count
-            .iter()
-            .zip(&reloads)
-            .map(|(counts, reloads)| {
-                counts
-                    .iter()
-                    .zip(reloads)
-                    .map(|(c, reload)| *c == 1 || *reload)
-                    .collect()
-            })
-            .collect();
-        // A parameter takes a new value at every call, and the program-counter
-        // strategy runs activations that received different values in one
-        // step (`f(1)` and `f(2)`, or the levels of a recursion), so only a
-        // shared parameter of an entry function that nothing calls is invariant.
-        let called: Vec<bool> = {
-            let mut called = vec![false; program.functions.len()];
-            for f in program.functions.values() {
-                for op in f.blocks.values().flat_map(|b| &b.ops) {
-                    for callee in op.callees() {
-                        called[callee.index()] = true;
-                    }
-                }
-            }
-            called
-        };
-        // A parameter that every call site passes the same expression of
-        // shared values (a weight passed as an argument) is that value in
-        // every activation ([`crate::views`]).
+        let mut invariant = single_definitions(program);
         let views = crate::views::shared_params(program, entry, shared_params, varying);
+        let called = called_functions(program);
         for (fid, f) in program.functions.iter() {
             for (k, p) in f.params.iter().enumerate() {
                 let shared = (fid == entry
@@ -138,72 +99,13 @@ impl Invariance {
                     invariant[fid.index()][p.index()] = false;
                 }
             }
-        }
-        for (fid, f) in program.functions.iter() {
             for (v, data) in f.vars.iter() {
                 if mentions_varying(&data.ty, varying) {
                     invariant[fid.index()][v.index()] = false;
                 }
             }
         }
-        // Optimistic fixpoint: start from "invariant if single definition", remove until stable.
-        let mut changed = true;
-        while changed {
-            changed = false;
-            for (fid, f) in program.functions.iter() {
-                for block in f.blocks.values() {
-                    for op in &block.ops {
-                        match op {
-                            Op::Prim {
-                                dst: Some(dst),
-                                prim,
-                                args,
-                                ..
-                            } => {
-                                let ok = !prim.is_random()
-                                    && !prim.is_per_member()
-                                    && !matches!(prim, Prim::SymbolValue(s) if varying.contains(s))
-                                    && args.iter().all(|a| invariant[fid.index()][a.index()]);
-                                if !ok && invariant[fid.index()][dst.index()] {
-                                    invariant[fid.index()][dst.index()] = false;
-                                    changed = true;
-                                }
-                            }
-                            Op::Prim { dst: None, .. } => {}
-                            Op::Call {
-                                dsts,
-                                callee,
-                                catch,
-                                ..
-                            } => {
-                                let g = &program.functions[*callee];
-                                for (k, d) in dsts.iter().enumerate() {
-                                    // What a catching call gives depends on
-                                    // whether the member faulted.
-                                    let returns_invariant = !*catch
-                                        && single_return_var(g, k)
-                                            .is_some_and(|v| invariant[callee.index()][v.index()]);
-                                    if !returns_invariant && invariant[fid.index()][d.index()] {
-                                        invariant[fid.index()][d.index()] = false;
-                                        changed = true;
-                                    }
-                                }
-                            }
-                            // What instances give depends on their own
-                            // random streams and faults: never invariant.
-                            Op::Fork { dsts, .. } => {
-                                for d in dsts {
-                                    if invariant[fid.index()][d.index()] {
-                                        invariant[fid.index()][d.index()] = false;
-                                        changed = true;
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        while remove_varying_definitions(program, varying, &mut invariant) {}
         let member_root = crate::member::member_roots(program, entry, &invariant);
         Invariance {
             invariant,
@@ -220,6 +122,118 @@ impl Invariance {
 /// Per function and variable: whether the variable is no parameter and
 /// every one of its definitions loads one and the same static (the caller
 /// counts the definitions).
+/// The optimistic start of the fixpoint: per function, whether each
+/// variable has a single definition (a parameter counts one for being
+/// passed in), or is a static's reload.
+fn single_definitions(program: &Program) -> Vec<Vec<bool>> {
+    let mut def_count: Vec<Vec<u32>> = program
+        .functions
+        .values()
+        .map(|f| vec![0; f.vars.len()])
+        .collect();
+    for (fid, f) in program.functions.iter() {
+        for p in &f.params {
+            def_count[fid.index()][p.index()] += 1;
+        }
+        for block in f.blocks.values() {
+            for op in &block.ops {
+                for d in op.defs() {
+                    def_count[fid.index()][d.index()] += 1;
+                }
+            }
+        }
+    }
+    let reloads = static_reloads(program);
+    def_count
+        .iter()
+        .zip(&reloads)
+        .map(|(counts, reloads)| {
+            counts
+                .iter()
+                .zip(reloads)
+                .map(|(c, reload)| *c == 1 || *reload)
+                .collect()
+        })
+        .collect()
+}
+
+/// Per function, whether any operation calls or forks it.
+fn called_functions(program: &Program) -> Vec<bool> {
+    let mut called = vec![false; program.functions.len()];
+    for f in program.functions.values() {
+        for op in f.blocks.values().flat_map(|b| &b.ops) {
+            for callee in op.callees() {
+                called[callee.index()] = true;
+            }
+        }
+    }
+    called
+}
+
+/// One round of the fixpoint: marks per-member every definition whose
+/// operands, callee's result or operation are not invariant. Whether
+/// anything changed.
+fn remove_varying_definitions(
+    program: &Program,
+    varying: &[SymbolId],
+    invariant: &mut [Vec<bool>],
+) -> bool {
+    let mut changed = false;
+    let mut clear = |invariant: &mut [Vec<bool>], fid: FuncId, d: Var| {
+        if invariant[fid.index()][d.index()] {
+            invariant[fid.index()][d.index()] = false;
+            changed = true;
+        }
+    };
+    for (fid, f) in program.functions.iter() {
+        for op in f.blocks.values().flat_map(|b| &b.ops) {
+            match op {
+                Op::Prim {
+                    dst: Some(dst),
+                    prim,
+                    args,
+                    ..
+                } => {
+                    let ok = !prim.is_random()
+                        && !prim.is_per_member()
+                        && !matches!(prim, Prim::SymbolValue(s) if varying.contains(s))
+                        && args.iter().all(|a| invariant[fid.index()][a.index()]);
+                    if !ok {
+                        clear(invariant, fid, *dst);
+                    }
+                }
+                Op::Prim { dst: None, .. } => {}
+                Op::Call {
+                    dsts,
+                    callee,
+                    catch,
+                    ..
+                } => {
+                    let g = &program.functions[*callee];
+                    for (k, d) in dsts.iter().enumerate() {
+                        // What a catching call gives depends on whether
+                        // the member faulted.
+                        let returns_invariant = !*catch
+                            && single_return_var(g, k)
+                                .is_some_and(|v| invariant[callee.index()][v.index()]);
+                        if !returns_invariant {
+                            clear(invariant, fid, *d);
+                        }
+                    }
+                }
+                // What instances give depends on their own random streams
+                // and faults: never invariant.
+                Op::Fork { dsts, .. } => {
+                    for d in dsts {
+                        clear(invariant, fid, *d);
+                    }
+                }
+            }
+        }
+    }
+    changed
+}
+
 fn static_reloads(program: &Program) -> Vec<Vec<bool>> {
     program
         .functions

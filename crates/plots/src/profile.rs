@@ -1,8 +1,8 @@
 //! The picture of a run's profile: above, the lane utilization of each
 //! step in order (the fraction of the threads of control alive that the
 //! step ran); below, each block's steps, the part of them its lanes used
-//! dark, the idle part light (seed 000's utilization figure, for any
-//! program).
+//! dark, the idle part light (the utilization figure of TFP's
+//! autobatching paper, for any program).
 
 use std::path::Path;
 

@@ -68,8 +68,8 @@ pub enum Adaptation {
 /// The strategy `sample` runs the chains with unless told otherwise:
 /// `native`, each chain alone in machine code, the chains spread over the
 /// threads (see `docs/sampler.md`, "Which strategy"). Every strategy gives
-/// every chain the same draws; this one was the fastest or tied with the
-/// fastest on every model measured, and keeps the least memory.
+/// every chain the same draws; this one keeps the least memory
+/// (`docs/benchmarks.md` compares the strategies on the sampler).
 pub const DEFAULT_STRATEGY: Strategy = Strategy::Native;
 
 impl Default for SampleConfig {

@@ -1,5 +1,5 @@
 //! Lowering to the explicit-stack form run by the program-counter strategy
-//! (seed 000, Figure 4 and §3.2).
+//! (TFP's autobatching paper, its Figure 4 and §3.2).
 //!
 //! All functions are merged into one flat list of blocks. A call ends a
 //! block: the caller pushes the variables that the callee may overwrite and
@@ -9,7 +9,7 @@
 //! call's destinations. A `return` copies the returned values into the
 //! function's result registers and pops the program counter.
 //!
-//! The optimizations of seed 000 §3.2, plus tail calls:
+//! The optimizations of that paper's §3.2, plus tail calls:
 //! 1. every variable has its own stack, and only variables that need one get it;
 //! 2. *temporaries* (live inside one block only) need no storage across steps;
 //! 3. *registers* (live across blocks, but not across a call that may
