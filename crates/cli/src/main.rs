@@ -591,11 +591,7 @@ fn sample(args: SampleArgs, comm: &dyn Communicator) -> Result<(), Failure> {
         eprintln!("{warning}");
     }
     if interrupt.is_requested() {
-        return Err(Failure::Interrupted(format!(
-            "interrupted (Ctrl-C): {} of {} did not finish; the summary and the files hold the others",
-            run.failures.iter().filter(|f| f.kind == "interrupted").count(),
-            if run.chains == 1 { "1 chain".to_string() } else { format!("{} chains", run.chains) }
-        )));
+        return Err(Failure::Interrupted(interrupted_chains(&run)));
     }
     Ok(())
 }
@@ -603,6 +599,25 @@ fn sample(args: SampleArgs, comm: &dyn Communicator) -> Result<(), Failure> {
 /// The files `sample` writes besides its pictures.
 fn sample_outputs(args: &SampleArgs) -> impl Iterator<Item = &Path> {
     args.output.iter().chain(&args.stats).map(PathBuf::as_path)
+}
+
+/// What Ctrl-C left of a `sample` run that kept some chains.
+fn interrupted_chains(run: &autobatch_sample::SampleRun) -> String {
+    let stopped = run
+        .failures
+        .iter()
+        .filter(|f| f.kind == "interrupted")
+        .count();
+    if stopped == 0 {
+        return "interrupted (Ctrl-C) after every chain had finished: the summary and the files \
+                are complete"
+            .into();
+    }
+    format!(
+        "interrupted (Ctrl-C): {stopped} of {} chains did not finish; the summary and the files \
+         hold the others",
+        run.chains
+    )
 }
 
 /// What rank 0 reads and checks before `sample` starts: the model, and the
