@@ -1,7 +1,9 @@
 //! Ctrl-C (SIGINT) stops `autobatch run` and `autobatch sample` with what
 //! had finished: under every strategy, the members that finished keep
 //! their results, the others end with the error `interrupted`, the
-//! outputs are written and the command exits with 130.
+//! outputs are written and the command exits with 130. `run`'s native
+//! code looks at Ctrl-C only before a member starts (the members running
+//! finish); `sample`'s, whose chains are long members, as they run.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -19,12 +21,11 @@ fn spin(n: i64) -> i64 {
 }
 ";
 
-const STRATEGIES: [&str; 6] = [
+/// The strategies that stop a member as it runs.
+const STOPPING_MEMBERS: [&str; 4] = [
     "reference",
     "local-static",
     "program-counter",
-    "native",
-    "native-batched",
     "native-lockstep",
 ];
 
@@ -109,16 +110,17 @@ fn spawn(args: &[&str]) -> Child {
 }
 
 /// Members that finish fast, between members that never do: under every
-/// strategy, on one thread and on two, the fast ones keep their results
+/// strategy that stops a member as it runs, on one thread and on two, the
+/// fast ones keep their results
 /// (each member may take a few thousand steps more once Ctrl-C came, so
 /// one that waits behind the endless ones, or has not started, still
 /// finishes) and the endless ones end with `interrupted`.
 #[test]
-fn ctrl_c_keeps_the_finished_members_under_every_strategy() {
+fn ctrl_c_keeps_the_finished_members_under_the_strategies_that_stop_members() {
     let s = Scratch::new("run");
     let program = s.file("spin.ab", PROGRAM);
     let inputs = s.file("inputs.json", r#"{"batch": {"n": [3, -1, 5, -1, 2]}}"#);
-    for strategy in STRATEGIES {
+    for strategy in STOPPING_MEMBERS {
         for threads in ["1", "2"] {
             let name = format!("{strategy} on {threads} threads");
             let child = spawn(&[
@@ -153,6 +155,69 @@ fn ctrl_c_keeps_the_finished_members_under_every_strategy() {
                 assert_eq!(error["kind"], "interrupted", "{name}: {error}");
                 // At the entry function, whatever the strategy.
                 assert_eq!((&error["line"], &error["column"]), (&1.into(), &1.into()));
+            }
+        }
+    }
+}
+
+/// Under `native` and `native-batched`, whose code looks at Ctrl-C only
+/// before a member (a chunk of members) starts, the members running
+/// finish and those not started end with `interrupted`: under `native` on
+/// one thread, the members done are the first ones.
+#[test]
+fn ctrl_c_under_native_code_finishes_the_members_running_and_starts_no_more() {
+    let s = Scratch::new("native");
+    let program = s.file("spin.ab", PROGRAM);
+    let n = 50_000_000;
+    let members = 64;
+    let inputs = s.file(
+        "inputs.json",
+        &format!(r#"{{"batch": {{"n": {:?}}}}}"#, vec![n; members]),
+    );
+    for strategy in ["native", "native-batched"] {
+        for threads in ["1", "2"] {
+            let name = format!("{strategy} on {threads} threads");
+            let child = spawn(&[
+                "run",
+                program.to_str().unwrap(),
+                "--entry",
+                "spin",
+                "--inputs",
+                inputs.to_str().unwrap(),
+                "--strategy",
+                strategy,
+                "--threads",
+                threads,
+                "--max-steps",
+                "1000000000000000",
+            ]);
+            let output = interrupt_when_busy(child, 0.3);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(130), "{name}: {stderr}");
+            let document: serde_json::Value = serde_json::from_slice(&output.stdout)
+                .unwrap_or_else(|e| panic!("{name}: the results are JSON ({e})"));
+            let done: Vec<bool> = document["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|result| match result["ok"].as_i64() {
+                    Some(value) => {
+                        assert_eq!(value, n, "{name}");
+                        true
+                    }
+                    None => {
+                        assert_eq!(result["error"]["kind"], "interrupted", "{name}: {result}");
+                        false
+                    }
+                })
+                .collect();
+            assert_eq!(done.len(), members, "{name}");
+            if strategy == "native" {
+                assert!(done.contains(&false), "{name}: no member was interrupted");
+                if threads == "1" {
+                    let first = done.iter().take_while(|d| **d).count();
+                    assert!(done[first..].iter().all(|d| !d), "{name}: {done:?}");
+                }
             }
         }
     }

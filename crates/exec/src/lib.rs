@@ -67,12 +67,15 @@ pub struct RunOptions {
     /// Called while the run goes, with the counts so far.
     pub observer: Option<Observer>,
     /// The run's interrupt flag: once it is set (from another thread: the
-    /// user's Ctrl-C), every member not finished may take at most
-    /// [`INTERRUPT_GRACE_STEPS`] more steps (a member waiting behind others
-    /// a few steps from its end still finishes), then stops with an error
-    /// of kind `interrupted` ([`interrupted_error`]); members that finished
-    /// keep their results. An observer that panics sets it too. `None`:
-    /// nothing interrupts the run.
+    /// user's Ctrl-C), the members not finished stop with an error of kind
+    /// `interrupted` ([`interrupted_error`]), and the members that finished
+    /// keep their results. Under the interpreters and `native-lockstep`, and
+    /// native code polling it ([`Interrupt::within_members`]), a member not
+    /// finished may take at most [`INTERRUPT_GRACE_STEPS`] more steps (one
+    /// waiting behind others a few steps from its end still finishes);
+    /// other native code finishes the members running and starts no more.
+    /// An observer that panics sets it too. `None`: nothing interrupts the
+    /// run.
     pub interrupt: Option<Interrupt>,
     /// Whether the batching strategies run chains of elementwise
     /// operations fused, a cache-sized group of rows at a time
@@ -121,9 +124,20 @@ impl std::fmt::Debug for Observer {
 /// A run's interrupt flag ([`RunOptions::interrupt`]): a host raises it
 /// from another thread (a signal handler's flag, the user's Ctrl-C) to stop
 /// the run with the members finished so far. Clones share one flag; two
-/// are equal when they are the same flag.
+/// are equal when they are the same flag, looked at as often.
+///
+/// The interpreters look at it at every step. Native code looks at it
+/// between members only (a member running when it is raised finishes),
+/// unless the interrupt asks for more ([`Interrupt::within_members`]):
+/// the code then takes its steps a few thousand at a time and looks at
+/// the flag between them, which slows code made of tiny calls (a naive
+/// recursive `fib` by more than half) but stops a long member (a
+/// sampler's chain) within a few thousand of its steps.
 #[derive(Clone, Debug, Default)]
-pub struct Interrupt(std::sync::Arc<std::sync::atomic::AtomicBool>);
+pub struct Interrupt {
+    flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    within_members: bool,
+}
 
 impl Interrupt {
     /// A flag not raised (yet).
@@ -132,26 +146,43 @@ impl Interrupt {
     }
     /// The flag an interrupt raises, shared: a signal handler may set it.
     pub fn from_flag(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Interrupt {
-        Interrupt(flag)
+        Interrupt {
+            flag,
+            within_members: false,
+        }
+    }
+    /// This flag, looked at by native code while a member runs too, not
+    /// only between members: for runs of long members.
+    pub fn within_members(self) -> Interrupt {
+        Interrupt {
+            within_members: true,
+            ..self
+        }
+    }
+    /// Whether native code looks at the flag while a member runs
+    /// ([`Interrupt::within_members`]).
+    pub fn stops_members(&self) -> bool {
+        self.within_members
     }
     /// Raises the flag: the runs it was given to stop.
     pub fn request(&self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.flag.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     /// Whether the flag was raised.
     #[inline]
     pub fn is_requested(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
+        self.flag.load(std::sync::atomic::Ordering::Relaxed)
     }
     /// The flag itself, for code that polls it.
     pub fn flag(&self) -> &std::sync::atomic::AtomicBool {
-        &self.0
+        &self.flag
     }
 }
 
 impl PartialEq for Interrupt {
     fn eq(&self, other: &Interrupt) -> bool {
-        std::sync::Arc::ptr_eq(&self.0, &other.0)
+        std::sync::Arc::ptr_eq(&self.flag, &other.flag)
+            && self.within_members == other.within_members
     }
 }
 

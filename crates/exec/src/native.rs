@@ -16,20 +16,27 @@
 //! ([`reference::run_member`]); the report counts such members, whose
 //! steps and operation counts the figures then leave out.
 //!
+//! The run's interrupt flag ([`RunOptions::interrupt`], the user's
+//! Ctrl-C) is looked at before each member starts (under `native-batched`,
+//! each chunk of members): once it is set, the members not started do not
+//! start, the members running finish, and the members that finished keep
+//! their results. Looking at it while a member runs slows code made of
+//! tiny calls much, so the code does so only when the interrupt asks
+//! ([`crate::Interrupt::within_members`]: a sampler's chains, long
+//! members): the code then holds its steps a slice at a time and, between
+//! slices, stops the members running with the error `interrupted`
+//! ([`autobatch_native::Limits::interrupt`]) within a few thousand of
+//! their steps (a member started after it takes one slice).
+//!
 //! With an observer ([`crate::Observer`]), a watcher thread calls it every
 //! interval while members run (a member may run for long: a sampler's
-//! chain), besides the calls as chunks of members end. Under `native` it
-//! sees a running member's counts too: the code brings them up to date
-//! in memory with every slice of steps, and the watcher reads the running
-//! chunks' counters (`LiveCounts`); the counts it is shown never go back.
-//! When the observer panics (a
-//! host stopping the run), the members are interrupted
-//! ([`autobatch_native::Limits::interrupt`]) within a few thousand of
-//! their steps, and the panic goes on once they have stopped. The run's
-//! own interrupt flag ([`RunOptions::interrupt`], the user's Ctrl-C) is
-//! the one the code polls: once it is set, the members running stop the
-//! same way and those not started do not start, each with the error
-//! `interrupted`, while the members that finished keep their results.
+//! chain), besides the calls as chunks of members end. Under `native`, in
+//! code that takes its steps a slice at a time, it sees a running
+//! member's counts too: the code brings them up to date in memory with
+//! every slice, and the watcher reads the running chunks' counters
+//! (`LiveCounts`); the counts it is shown never go back. When the
+//! observer panics (a host stopping the run), the flag is raised as by an
+//! interrupt, and the panic goes on once the members have stopped.
 //!
 //! `--stats`: `steps` is the sum of the members' steps (as under the
 //! reference), the operation counts, `instances` and `peak_instances` are
@@ -293,16 +300,14 @@ fn lengths(env: &Env, members: usize) -> Result<Lengths, ExecError> {
 }
 
 /// How the run's machine code is made: it counts operations when the run
-/// asks for the counts, and it can be
-/// interrupted when the run has an interrupt flag or an observer watches
-/// it (which may stop it).
+/// asks for the counts, and it looks at the interrupt flag while a member
+/// runs when the run's interrupt asks ([`Interrupt::within_members`]).
 fn flavor(options: &RunOptions) -> Flavor {
     Flavor {
         counting: counting(options),
-        interrupts: if options.observer.is_some() || options.interrupt.is_some() {
-            Interrupts::Polled
-        } else {
-            Interrupts::Ignored
+        interrupts: match &options.interrupt {
+            Some(interrupt) if interrupt.stops_members() => Interrupts::Polled,
+            _ => Interrupts::Ignored,
         },
     }
 }
@@ -397,8 +402,9 @@ fn run_compiled(
         .clamp(8 * STACK_MARGIN, MAX_STACK_BYTES)
         .next_power_of_two();
     // The run's interrupt flag, raised too when the observer stops the
-    // run (`watch`): every member then stops within
-    // `autobatch_native::POLL_STEPS` of its steps.
+    // run (`watch`): no member starts after it, and code that polls it
+    // stops every member within `autobatch_native::POLL_STEPS` of its
+    // steps.
     let own = AtomicBool::new(false);
     let interrupt: &AtomicBool = options.interrupt.as_ref().map_or(&own, Interrupt::flag);
     let limits = Limits {
@@ -662,6 +668,10 @@ fn run_chunk(
     let mut runner = native.runner(&env.statics);
     let counters = &live[..];
     for (member, place) in members.zip(places) {
+        if must_not_start(limits, watched) {
+            chunk.interrupt(place);
+            continue;
+        }
         args.clear();
         args.extend(batch.args.iter().map(|a| a.for_member(member)));
         if counting {
@@ -717,6 +727,10 @@ fn run_chunk_together(
         ..
     } = *inputs;
     let mut chunk = Chunk::new(compiled);
+    if must_not_start(limits, watched) {
+        places.iter_mut().for_each(|place| chunk.interrupt(place));
+        return chunk;
+    }
     let native = &compiled.program;
     let inputs_of = members
         .clone()
@@ -750,7 +764,20 @@ fn run_chunk_together(
     chunk
 }
 
+/// Whether members about to start must not: the run was interrupted, and
+/// the code does not look at the flag itself (it would run them to their
+/// end; code that does gives each a slice of steps).
+fn must_not_start(limits: &Limits<'_>, watched: &Watched<'_, '_>) -> bool {
+    limits.interrupt.is_none() && watched.interrupt.load(Ordering::Relaxed)
+}
+
 impl Chunk {
+    /// A member stopped, or not started, because the run was interrupted.
+    fn interrupt(&mut self, place: &mut Result<Vec<Tensor>, MemberError>) {
+        self.interrupted += 1;
+        *place = Err(interrupted(Loc::default()));
+    }
+
     fn new(compiled: &Compiled) -> Chunk {
         Chunk {
             live: None,
@@ -804,11 +831,7 @@ impl Chunk {
                 self.ended += 1;
                 return;
             }
-            Err(Stop::Interrupted) => {
-                self.interrupted += 1;
-                *place = Err(interrupted(Loc::default()));
-                return;
-            }
+            Err(Stop::Interrupted) => return self.interrupt(place),
             Err(stop) => *place = Err(member_error(stop, options)),
         }
         self.ended += 1;

@@ -3,7 +3,9 @@
 //! few thousand steps of it keep their results, whether they were running,
 //! waiting behind the others or not started; the others end with
 //! `interrupted` at the entry, which `catch` does not catch, inside forks
-//! as outside.
+//! as outside. Native code looks at the flag while a member runs only when
+//! the interrupt asks (`Interrupt::within_members`); otherwise it starts
+//! no member once the flag is raised and finishes those running.
 
 use std::time::Duration;
 
@@ -38,7 +40,7 @@ fn compile() -> Program {
 }
 
 /// Runs `entry` on members `ns` with `strategy`, the interrupt raised from
-/// another thread after 200 ms.
+/// another thread after 200 ms (native code looking at it as members run).
 fn interrupted_run(program: &Program, strategy: Strategy, entry: &str, ns: &[i64]) -> RunOutput {
     let batch = Batch {
         entry: program.function_by_name(entry).expect("entry"),
@@ -47,7 +49,7 @@ fn interrupted_run(program: &Program, strategy: Strategy, entry: &str, ns: &[i64
             ns.iter().map(|n| Tensor::scalar(Scalar::I64(*n))).collect(),
         )],
     };
-    let interrupt = Interrupt::new();
+    let interrupt = Interrupt::new().within_members();
     let options = RunOptions {
         max_steps: u64::MAX,
         threads: 2,
@@ -117,5 +119,47 @@ fn a_run_without_the_flag_raised_is_the_same_run() {
         assert_eq!(a.results, b.results, "{}", strategy.name());
         assert_eq!(a.stats.steps, b.stats.steps, "{}", strategy.name());
         assert_eq!(a.stats.op_counts, b.stats.op_counts, "{}", strategy.name());
+    }
+}
+
+#[test]
+fn raised_before_the_run_native_code_starts_no_member_and_the_others_give_the_grace() {
+    // Without `within_members`, native code looks at the flag only before
+    // a member starts: none does. The interpreters and native-lockstep
+    // give every member the grace, in which the short ones finish.
+    let program = compile();
+    let ns = [3, -1, 5];
+    let batch = Batch {
+        entry: program.function_by_name("caught").expect("entry"),
+        size: ns.len(),
+        args: vec![Arg::Batched(
+            ns.iter().map(|n| Tensor::scalar(Scalar::I64(*n))).collect(),
+        )],
+    };
+    let interrupt = Interrupt::new();
+    interrupt.request();
+    for threads in [1, 2] {
+        let options = RunOptions {
+            max_steps: u64::MAX,
+            threads,
+            interrupt: Some(interrupt.clone()),
+            ..RunOptions::default()
+        };
+        for strategy in Strategy::ALL {
+            let name = format!("{} on {threads} threads", strategy.name());
+            let output = run(strategy, &program, &Env::default(), &batch, &options).expect("runs");
+            let starts_none = [Strategy::Native, Strategy::NativeBatched].contains(&strategy);
+            for (&n, result) in ns.iter().zip(&output.results) {
+                match result {
+                    Ok(values) if n >= 0 && !starts_none => {
+                        assert_eq!(values, &[Tensor::scalar(Scalar::I64(n))], "{name}")
+                    }
+                    Err(e) if n < 0 || starts_none => {
+                        assert_eq!(e.kind, ErrorKind::Interrupted, "{name}: {e:?}")
+                    }
+                    other => panic!("{name}: member {n} gave {other:?}"),
+                }
+            }
+        }
     }
 }

@@ -853,6 +853,15 @@ impl<'a> Sampler<'a> {
             options: autobatch::RunOptions {
                 seed: segment_seed(self.config.run.options.seed, run),
                 max_steps: u64::MAX,
+                // A chain is one member, which native code runs to its end
+                // unless it looks at the interrupt as it goes: so it stops
+                // at the caller's Ctrl-C, or when the observer stops the
+                // run (`Stop`), and shows the iterations as they are done.
+                interrupt: Some(
+                    (self.config.run.options.interrupt.clone())
+                        .unwrap_or_default()
+                        .within_members(),
+                ),
                 ..self.config.run.clone().options
             },
             ..self.config.run.clone()

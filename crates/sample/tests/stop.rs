@@ -1,6 +1,6 @@
 //! A requested [`Stop`] ends sampling early with `SampleError::Stopped`:
 //! before the first run, and in the middle of a run far too long to finish.
-//! A raised interrupt (`RunConfig::interrupt`, the command line's Ctrl-C)
+//! A raised interrupt (`RunOptions::interrupt`, the command line's Ctrl-C)
 //! ends it with the chains that had finished.
 
 use std::time::{Duration, Instant};
