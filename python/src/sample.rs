@@ -215,6 +215,7 @@ fn fit_dict<'py>(
     let stats = autobatch_sample::report::stats_json(run, strategy.name());
     fit.set_item("stats", json_to_py(py, &stats)?)?;
     fit.set_item("table", autobatch_sample::report::table(run))?;
+    fit.set_item("warnings", autobatch_sample::report::warnings(run))?;
     fit.set_item("chain_ids", PyList::new(py, &run.chain_ids)?)?;
     let per_draw = PyDict::new(py);
     let shape = [finished, run.draws];

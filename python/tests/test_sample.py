@@ -7,7 +7,9 @@ import subprocess
 import sys
 import textwrap
 
+import arviz
 import numpy as np
+import pandas
 import pytest
 
 import autobatch
@@ -50,7 +52,7 @@ def test_draws_shape_stats_and_summary():
     # The posterior is N(mu, I): 600 draws put the means well within 0.5.
     assert np.all(np.abs(means - np.array([1.0, -2.0])) < 0.5)
     assert np.allclose(means, fit.draws.mean(axis=(0, 1)))
-    for column in ["sd", "5%", "50%", "95%", "R-hat", "ESS bulk"]:
+    for column in ["sd", "5%", "50%", "95%", "R-hat", "ESS bulk", "ESS tail"]:
         assert len(np.asarray(summary[column])) == 2
     assert "theta[1]" in str(fit)
 
@@ -89,9 +91,34 @@ def test_bad_model_data_and_settings():
 
 
 def test_to_arviz():
-    pytest.importorskip("arviz")
-    data = small_fit().to_arviz()
+    fit = small_fit()
+    data = fit.to_arviz()
+    assert isinstance(data, arviz.InferenceData)
     assert data.posterior["theta"].shape == (3, 200, 2)
+    assert np.array_equal(data.posterior["theta"].values, fit.draws)
+    assert data.sample_stats["diverging"].shape == (3, 200)
+    # ArviZ's own R-hat and bulk ESS of the same draws are the summary's.
+    summary = fit.summary()
+    rhat = arviz.rhat(data, method="rank")["theta"].values
+    ess = arviz.ess(data, method="bulk")["theta"].values
+    assert np.allclose(summary["R-hat"].to_numpy(), rhat, rtol=1e-6)
+    assert np.allclose(summary["ESS bulk"].to_numpy(), ess, rtol=1e-6)
+
+
+def test_summary_is_a_data_frame_with_pandas():
+    summary = small_fit().summary()
+    assert isinstance(summary, pandas.DataFrame)
+    assert list(summary.index) == ["theta[0]", "theta[1]"]
+    assert summary.index.name == "parameter"
+    assert list(summary.columns) == [
+        "mean", "sd", "5%", "50%", "95%", "R-hat", "ESS bulk", "ESS tail"]
+
+
+def test_too_few_draws_warn():
+    with pytest.warns(autobatch.SamplingWarning, match="too few for the diagnostics"):
+        fit = small_fit(warmup=10, draws=5)
+    assert any("too few" in w for w in fit.warnings)
+    assert np.isnan(fit.summary()["ESS bulk"].to_numpy()).all()
 
 
 def test_ctrl_c_raises_keyboard_interrupt_and_frees_the_run():

@@ -110,7 +110,7 @@ pub use autobatch_ops as ops;
 /// A run's profile ([`RunOptions::profile`], `autobatch run --profile`).
 pub use autobatch_exec::profile;
 pub use autobatch_exec::{
-    available_memory_bytes, Observer, OpCount, ReportField, ReportValue, RunProgress, Stats,
-    DEFAULT_MAX_STACK_DEPTH, DEFAULT_MAX_STEPS,
+    available_memory_bytes, Interrupt, Observer, OpCount, ReportField, ReportValue, RunProgress,
+    Stats, DEFAULT_MAX_STACK_DEPTH, DEFAULT_MAX_STEPS,
 };
 pub use autobatch_types::{ErrorKind, Loc, MemberError, Scalar, ScalarType, Tensor, Type, Value};

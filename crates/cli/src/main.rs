@@ -4,7 +4,8 @@
 //! Exit codes: 0 the command did its work (in `run`, some members may have
 //! errors); 1 the program does not compile (diagnostics on stderr); 2 bad
 //! usage or bad input data, reported as one line on stderr starting with
-//! `error: `. No input makes it panic with a backtrace: a panic hook turns
+//! `error: `; 130 Ctrl-C stopped a `run` or `sample`, after it wrote what
+//! had finished (`progress`). No input makes it panic with a backtrace: a panic hook turns
 //! any bug into one `error: internal error: ...` line and exit code 2.
 //!
 //! The help of `--strategy`, `--lanes` and `--block-choice` lists the
@@ -34,6 +35,7 @@ mod job;
 mod mpi;
 mod output;
 mod pictures;
+mod progress;
 mod values;
 
 use input::{compile_file, read_file, read_program};
@@ -208,6 +210,9 @@ enum Failure {
     /// A rank other than rank 0 stopped: rank 0 reports why, and says
     /// with which exit code every rank ends.
     Elsewhere,
+    /// Exit 130: Ctrl-C stopped the run; what it finished is written (one
+    /// line, without the `error: ` prefix, says what was not).
+    Interrupted(String),
 }
 
 impl From<autobatch::InputError> for Failure {
@@ -273,6 +278,12 @@ fn run_command(comm: &dyn Communicator) -> u8 {
             2
         }
         Failure::Elsewhere => 2,
+        Failure::Interrupted(message) => {
+            if print {
+                eprintln!("error: {message}");
+            }
+            progress::INTERRUPTED_EXIT
+        }
     }
 }
 
@@ -418,6 +429,7 @@ fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
             (compiled, None)
         }
     };
+    let interrupt = progress::interrupt_on_ctrl_c();
     let config = RunConfig {
         strategy: args.strategy,
         options: autobatch::RunOptions {
@@ -429,6 +441,7 @@ fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
             profile: args.profile.is_some(),
             // The counts are printed only with `--stats`.
             count_operations: args.stats,
+            interrupt: Some(interrupt.clone()),
             batching: autobatch::BatchingOptions {
                 lanes: args.lanes,
                 block_choice: args.block_choice,
@@ -436,14 +449,18 @@ fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
             ..autobatch::RunOptions::default()
         },
     };
-    let document = autobatch::shard::run_sharded(
+    let members = batch.as_ref().map_or(0, |b| b.batch_size() as u64);
+    let display = progress::Display::new(progress::RUN_TEMPLATE, members, comm.is_root());
+    let document = autobatch::shard::run_sharded_observed(
         comm,
         compiled.as_ref().map_err(Clone::clone),
         batch.as_ref(),
         &config,
         args.stats,
-    )
-    .map_err(|failure| job::rank_failure(comm, failure))?;
+        display.observer(&interrupt, !args.strategy.name().starts_with("native")),
+    );
+    display.finish(interrupt.is_requested());
+    let document = document.map_err(|failure| job::rank_failure(comm, failure))?;
     let Some(document) = document else {
         return Ok(());
     };
@@ -452,7 +469,15 @@ fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
         pictures::write_profile(path, profile, entry, batch.batch_size(), strategy)?;
     }
     let to = args.output.as_deref().unwrap_or(Path::new("-"));
-    output::write_bytes(to, document.text.as_bytes())
+    output::write_bytes(to, document.text.as_bytes())?;
+    if interrupt.is_requested() {
+        return Err(Failure::Interrupted(
+            "interrupted (Ctrl-C): the members that had not finished have the error \
+             `interrupted` in the results"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// What rank 0 reads and checks before `run` starts: the program, compiled,
@@ -504,21 +529,32 @@ fn sample(args: SampleArgs, comm: &dyn Communicator) -> Result<(), Failure> {
             autobatch_sample::Model::new(&texts[0], &path, &texts[1]).map_err(|e| e.to_string())
         }
     };
-    let bar = progress_bar((args.warmup + args.draws) as u64, comm.is_root());
+    let interrupt = progress::interrupt_on_ctrl_c();
+    let total = (args.warmup + args.draws) as u64;
+    let display = progress::Display::new(progress::SAMPLE_TEMPLATE, total, comm.is_root());
     let run = autobatch_sample::sample_sharded(
         comm,
         model.as_ref().map_err(Clone::clone),
-        &sample_config(&args),
+        &sample_config(&args, &interrupt),
         &mut |p| {
-            bar.set_message(if p.warming_up { "warmup" } else { "sampling" });
-            bar.set_position(p.done as u64);
+            let phase = match (interrupt.is_requested(), p.warming_up) {
+                (true, _) => "stopping",
+                (false, true) => "warmup",
+                (false, false) => "sampling",
+            };
+            display.update(p.done as u64, phase.into());
         },
         &autobatch_sample::Stop::new(),
     );
-    bar.finish_and_clear();
+    display.finish(interrupt.is_requested());
     let run = match run {
         Ok(Some(run)) => run,
         Ok(None) => return Ok(()),
+        Err(_) if interrupt.is_requested() => {
+            return Err(Failure::Interrupted(
+                "interrupted (Ctrl-C) before any chain finished: nothing written".into(),
+            ))
+        }
         Err(autobatch_sample::ShardedError::Rank(failure)) => {
             return Err(job::rank_failure(comm, failure))
         }
@@ -548,15 +584,40 @@ fn sample(args: SampleArgs, comm: &dyn Communicator) -> Result<(), Failure> {
     let table = autobatch_sample::report::table(&run);
     if sample_outputs(&args).any(output::is_standard) {
         eprint!("{table}");
-        Ok(())
     } else {
-        write_stdout(&table)
+        write_stdout(&table)?;
     }
+    for warning in autobatch_sample::report::warnings(&run) {
+        eprintln!("{warning}");
+    }
+    if interrupt.is_requested() {
+        return Err(Failure::Interrupted(interrupted_chains(&run)));
+    }
+    Ok(())
 }
 
 /// The files `sample` writes besides its pictures.
 fn sample_outputs(args: &SampleArgs) -> impl Iterator<Item = &Path> {
     args.output.iter().chain(&args.stats).map(PathBuf::as_path)
+}
+
+/// What Ctrl-C left of a `sample` run that kept some chains.
+fn interrupted_chains(run: &autobatch_sample::SampleRun) -> String {
+    let stopped = run
+        .failures
+        .iter()
+        .filter(|f| f.kind == "interrupted")
+        .count();
+    if stopped == 0 {
+        return "interrupted (Ctrl-C) after every chain had finished: the summary and the files \
+                are complete"
+            .into();
+    }
+    format!(
+        "interrupted (Ctrl-C): {stopped} of {} chains did not finish; the summary and the files \
+         hold the others",
+        run.chains
+    )
 }
 
 /// What rank 0 reads and checks before `sample` starts: the model, and the
@@ -600,7 +661,10 @@ fn return_large_buffers_to_the_system() {
     }
 }
 
-fn sample_config(args: &SampleArgs) -> autobatch_sample::SampleConfig {
+fn sample_config(
+    args: &SampleArgs,
+    interrupt: &autobatch::Interrupt,
+) -> autobatch_sample::SampleConfig {
     autobatch_sample::SampleConfig {
         chains: args.chains,
         warmup: args.warmup,
@@ -612,6 +676,7 @@ fn sample_config(args: &SampleArgs) -> autobatch_sample::SampleConfig {
             options: autobatch::RunOptions {
                 seed: args.seed,
                 threads: args.threads.unwrap_or_else(autobatch::default_threads),
+                interrupt: Some(interrupt.clone()),
                 ..RunConfig::default().options
             },
         },
@@ -624,25 +689,6 @@ fn sample_config(args: &SampleArgs) -> autobatch_sample::SampleConfig {
         },
         ..autobatch_sample::SampleConfig::default()
     }
-}
-
-/// A progress bar of `total` iterations on stderr, hidden when stderr is
-/// not a terminal or `shown` is false (on every rank of a job but rank 0).
-fn progress_bar(total: u64, shown: bool) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::with_draw_target(
-        Some(total),
-        if shown && std::io::stderr().is_terminal() {
-            indicatif::ProgressDrawTarget::stderr()
-        } else {
-            indicatif::ProgressDrawTarget::hidden()
-        },
-    );
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{msg:9} [{bar:40}] {pos}/{len} iterations ({elapsed}, about {eta} left)",
-    ) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar
 }
 
 /// A model that cannot be sampled is reported like a program that does not

@@ -105,7 +105,7 @@ pub fn write_profile(
         100.0 * ratio(active, threads)
     );
     let picture = profile_picture(profile, title);
-    draw_picture(path, |to| autobatch_plots::profile(to, &picture))
+    draw_picture(path, |to| autobatch_plots::profile(to, &picture).map(drop))
 }
 
 /// Writes the trace and rank plots of every parameter and the energy plot
@@ -118,15 +118,21 @@ pub fn write_sample_plots(dir: &Path, run: &autobatch_sample::SampleRun) -> Resu
             .collect();
         for extension in ["png", "svg"] {
             let trace = dir.join(format!("trace-theta-{i}.{extension}"));
-            draw_picture(&trace, |to| autobatch_plots::trace(to, &name, &chains))?;
+            draw_picture(&trace, |to| {
+                autobatch_plots::trace(to, &name, &chains).map(drop)
+            })?;
             let rank = dir.join(format!("rank-theta-{i}.{extension}"));
-            draw_picture(&rank, |to| autobatch_plots::rank(to, &name, &chains))?;
+            draw_picture(&rank, |to| {
+                autobatch_plots::rank(to, &name, &chains).map(drop)
+            })?;
         }
     }
     let note = energy_note(run);
     for extension in ["png", "svg"] {
         let path = dir.join(format!("energy.{extension}"));
-        draw_picture(&path, |to| autobatch_plots::energy(to, &run.energy, &note))?;
+        draw_picture(&path, |to| {
+            autobatch_plots::energy(to, &run.energy, &note).map(drop)
+        })?;
     }
     Ok(())
 }

@@ -118,8 +118,13 @@ fn draws_csv_stats_json_and_summary() {
     ];
     let output = autobatch(&args);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    // No progress bar when stderr is not a terminal.
-    assert_eq!(text(&output.stderr), "");
+    // No progress bar when stderr is not a terminal: only the warnings on
+    // the diagnostics of so short a run (360 draws).
+    let stderr = text(&output.stderr);
+    assert!(!stderr.contains('\r'), "{stderr}");
+    for line in stderr.lines() {
+        assert!(line.starts_with("warning: "), "{line}");
+    }
 
     let stdout = text(&output.stdout);
     for word in [
@@ -321,7 +326,10 @@ fn failed_chains_are_named_and_the_others_kept() {
     );
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
-    let warnings: Vec<&str> = stderr.lines().collect();
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: chain "))
+        .collect();
     assert!(!warnings.is_empty() && warnings.len() < 8, "{stderr}");
     for line in &warnings {
         assert!(line.starts_with("warning: chain "), "{line}");
@@ -615,6 +623,50 @@ fn the_summary_uses_significant_digits_and_singulars() {
         stdout.contains("1 chain, 200 warmup iterations and 100 draws each"),
         "{stdout}"
     );
+}
+
+/// Too few draws for the diagnostics (the 10 warmup iterations
+/// and 5 draws): the table marks R-hat's and the ESS's gaps `NA` and says
+/// why under it; stderr warns, and names at most four parameters per
+/// warning.
+#[test]
+fn too_few_draws_and_low_ess_are_warned_about() {
+    let s = Scratch::new("few");
+    let model = s.file(
+        "six.ab",
+        "fn log_density(theta: [f64; 6]) -> f64 { -0.5 * dot(theta, theta) }\n",
+    );
+    let data = s.file("data.json", "{}");
+    let output = sample_files(&model, &data, &["--warmup", "10", "--draws", "5"]);
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let row = stdout.lines().find(|l| l.starts_with("theta[0]")).unwrap();
+    assert!(row.ends_with("NA       NA"), "no ESS with 5 draws: {row}");
+    assert!(
+        stdout.contains("NA: not defined: R-hat needs 4 draws per chain and the ESS 8"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("warning: 5 draws per chain are too few for the diagnostics"),
+        "{stderr}"
+    );
+    // R-hat is computed from 5 draws (ArviZ's rule), and the warnings on
+    // it name at most four parameters.
+    if let Some(line) = stderr.lines().find(|l| l.contains("R-hat above 1.01")) {
+        assert!(line.matches("theta[").count() <= 4, "{line}");
+    }
+
+    let output = sample_files(&model, &data, &["--warmup", "100", "--draws", "20"]);
+    let stderr = text(&output.stderr);
+    let low = stderr
+        .lines()
+        .find(|l| l.starts_with("warning: bulk ESS below 400 (100 per chain) for "))
+        .unwrap_or_else(|| panic!("no warning on the bulk ESS: {stderr}"));
+    assert!(
+        low.contains("theta[0], theta[1], theta[2], theta[3] and 2 more"),
+        "{low}"
+    );
+    assert!(!stderr.contains("too few"), "{stderr}");
 }
 
 /// `--plots DIR` creates the directory and writes, as PNG and SVG, the

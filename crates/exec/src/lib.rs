@@ -11,7 +11,7 @@
 //! arrive as tensors already checked against the entry function's signature.
 
 use autobatch_ir::{FuncId, Program, SymbolId};
-use autobatch_types::{Loc, MemberError, Tensor};
+use autobatch_types::{ErrorKind, Loc, MemberError, Tensor};
 
 pub mod batched;
 mod executor;
@@ -33,6 +33,11 @@ pub mod reference;
 pub const DEFAULT_MAX_STACK_DEPTH: usize = 10_000;
 /// Default `--max-steps`: the most basic blocks one member may execute.
 pub const DEFAULT_MAX_STEPS: u64 = 100_000_000;
+/// The most steps a member not finished may take once the run is
+/// interrupted ([`RunOptions::interrupt`]): as many as native code takes
+/// between two looks at the flag (under `native` a running member takes
+/// the rest of its slice, at most this many).
+pub const INTERRUPT_GRACE_STEPS: u64 = autobatch_native::POLL_STEPS;
 
 /// How a run behaves, whatever the strategy.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,6 +66,17 @@ pub struct RunOptions {
     pub max_instances: Option<usize>,
     /// Called while the run goes, with the counts so far.
     pub observer: Option<Observer>,
+    /// The run's interrupt flag: once it is set (from another thread: the
+    /// user's Ctrl-C), the members not finished stop with an error of kind
+    /// `interrupted` ([`interrupted_error`]), and the members that finished
+    /// keep their results. Under the interpreters and `native-lockstep`, and
+    /// native code polling it ([`Interrupt::within_members`]), a member not
+    /// finished may take at most [`INTERRUPT_GRACE_STEPS`] more steps (one
+    /// waiting behind others a few steps from its end still finishes);
+    /// other native code finishes the members running and starts no more.
+    /// An observer that panics sets it too. `None`: nothing interrupts the
+    /// run.
+    pub interrupt: Option<Interrupt>,
     /// Whether the batching strategies run chains of elementwise
     /// operations fused, a cache-sized group of rows at a time
     /// (`batched::chains`); default true. Changes no result.
@@ -72,9 +88,9 @@ pub struct RunOptions {
     /// of these an executor reads); the others ignore it. Changes no result.
     pub batching: BatchingOptions,
     /// Whether the run must count each operation's executions
-    /// ([`Stats::op_counts`]); default true. When false (and no `observer`
-    /// is set), the native strategy's machine code counts nothing and its
-    /// `op_counts` is empty (and `lane_utilization` 0); the interpreters
+    /// ([`Stats::op_counts`]); default true. When false, the native
+    /// strategies' machine code counts nothing: their `op_counts` is empty
+    /// (and `lane_utilization` 0), for the observer too; the interpreters
     /// count regardless (it costs them little). Changes no result.
     pub count_operations: bool,
 }
@@ -105,11 +121,82 @@ impl std::fmt::Debug for Observer {
     }
 }
 
-/// What an [`Observer`] sees: the blocks executed so far, and the count of
-/// every user operation so far (in no particular order).
+/// A run's interrupt flag ([`RunOptions::interrupt`]): a host raises it
+/// from another thread (a signal handler's flag, the user's Ctrl-C) to stop
+/// the run with the members finished so far. Clones share one flag; two
+/// are equal when they are the same flag, looked at as often.
+///
+/// The interpreters look at it at every step. Native code looks at it
+/// between members only (a member running when it is raised finishes),
+/// unless the interrupt asks for more ([`Interrupt::within_members`]):
+/// the code then takes its steps a few thousand at a time and looks at
+/// the flag between them, which slows code made of tiny calls (a naive
+/// recursive `fib` by more than half) but stops a long member (a
+/// sampler's chain) within a few thousand of its steps.
+#[derive(Clone, Debug, Default)]
+pub struct Interrupt {
+    flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    within_members: bool,
+}
+
+impl Interrupt {
+    /// A flag not raised (yet).
+    pub fn new() -> Interrupt {
+        Interrupt::default()
+    }
+    /// The flag an interrupt raises, shared: a signal handler may set it.
+    pub fn from_flag(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Interrupt {
+        Interrupt {
+            flag,
+            within_members: false,
+        }
+    }
+    /// This flag, looked at by native code while a member runs too, not
+    /// only between members: for runs of long members.
+    pub fn within_members(self) -> Interrupt {
+        Interrupt {
+            within_members: true,
+            ..self
+        }
+    }
+    /// Whether native code looks at the flag while a member runs
+    /// ([`Interrupt::within_members`]).
+    pub fn stops_members(&self) -> bool {
+        self.within_members
+    }
+    /// Raises the flag: the runs it was given to stop.
+    pub fn request(&self) {
+        self.flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    /// Whether the flag was raised.
+    #[inline]
+    pub fn is_requested(&self) -> bool {
+        self.flag.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    /// The flag itself, for code that polls it.
+    pub fn flag(&self) -> &std::sync::atomic::AtomicBool {
+        &self.flag
+    }
+}
+
+impl PartialEq for Interrupt {
+    fn eq(&self, other: &Interrupt) -> bool {
+        std::sync::Arc::ptr_eq(&self.flag, &other.flag)
+            && self.within_members == other.within_members
+    }
+}
+
+/// What an [`Observer`] sees: the blocks executed so far, the members
+/// known to have ended, and the count of every user operation so far (in
+/// no particular order).
 #[derive(Clone, Copy, Debug)]
 pub struct RunProgress<'a> {
     pub steps: u64,
+    /// Members that have returned or stopped with an error, as far as the
+    /// executor knows while it runs: `local-static` learns that members
+    /// returned only when the entry's activation ends (it counts those
+    /// that stopped before), `native-lockstep` counts none until the end.
+    pub members_done: u64,
     pub op_counts: &'a [OpCount],
 }
 
@@ -125,6 +212,12 @@ impl RunProgress<'_> {
 }
 
 impl RunOptions {
+    /// Whether the run's interrupt flag ([`RunOptions::interrupt`]) is set.
+    #[inline]
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.as_ref().is_some_and(Interrupt::is_requested)
+    }
+
     /// The index in the whole batch of member `m` of this one: the member
     /// whose random stream it draws from.
     pub fn member_id(&self, m: usize) -> u64 {
@@ -146,6 +239,7 @@ impl Default for RunOptions {
             threads: 1,
             max_instances: None,
             observer: None,
+            interrupt: None,
             fuse: true,
             profile: false,
             count_operations: true,
@@ -383,25 +477,59 @@ pub fn run_on(
     internal::guard(|| {
         memory::check_value_sizes(program, batch.entry, &env.symbols)
             .map_err(ExecError::Resources)?;
-        let executor = strategy.executor();
-        if !env.ragged.is_empty() {
-            if executor.runs_ragged() {
-                match executor.run(backend, program, env, batch, options) {
-                    // The batch's rows, padded to its longest member, do
-                    // not fit in memory (found before anything ran): its
-                    // sizes, each with its own lengths, may.
-                    Err(ExecError::Resources(_)) => {}
-                    Err(other) => return Err(other),
-                    Ok(mut output) => {
-                        output.stats.sizes = ragged::sizes(env, batch.size)?;
-                        return Ok(output);
-                    }
+        let mut output = run_sized(backend, strategy, program, env, batch, options)?;
+        if options.interrupt.is_some() {
+            let interrupted = interrupted_error(program, batch);
+            for result in &mut output.results {
+                if matches!(result, Err(e) if e.kind == ErrorKind::Interrupted) {
+                    *result = Err(interrupted.clone());
                 }
             }
-            return ragged::run_by_size(backend, strategy, program, env, batch, options);
         }
-        let mut output = executor.run(backend, program, env, batch, options)?;
-        output.stats.sizes = 1;
         Ok(output)
     })
+}
+
+/// [`run_on`] of a batch of one size or, for a ragged batch, of all its
+/// sizes together where the strategy can, else one size at a time.
+fn run_sized(
+    backend: &dyn Backend,
+    strategy: Strategy,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+) -> Result<RunOutput, ExecError> {
+    let executor = strategy.executor();
+    if !env.ragged.is_empty() {
+        if executor.runs_ragged() {
+            match executor.run(backend, program, env, batch, options) {
+                // The batch's rows, padded to its longest member, do
+                // not fit in memory (found before anything ran): its
+                // sizes, each with its own lengths, may.
+                Err(ExecError::Resources(_)) => {}
+                Err(other) => return Err(other),
+                Ok(mut output) => {
+                    output.stats.sizes = ragged::sizes(env, batch.size)?;
+                    return Ok(output);
+                }
+            }
+        }
+        return ragged::run_by_size(backend, strategy, program, env, batch, options);
+    }
+    let mut output = executor.run(backend, program, env, batch, options)?;
+    output.stats.sizes = 1;
+    Ok(output)
+}
+
+/// The error of a member the run was interrupted before it finished
+/// ([`RunOptions::interrupt`]), the same under every strategy: each
+/// stops such a member wherever it is (or before it starts), and
+/// [`run_on`] gives every one this error, located at the entry function.
+pub fn interrupted_error(program: &Program, batch: &Batch) -> MemberError {
+    let loc = program
+        .functions
+        .get(batch.entry)
+        .map_or(Loc::default(), |f| f.loc);
+    monitor::interrupted(loc)
 }

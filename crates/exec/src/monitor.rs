@@ -1,7 +1,8 @@
 //! What every executor keeps of a run besides its results: the counts of
 //! the user's operations ([`OpCounter`]), the calls of the run's observer
-//! ([`Watch`]) and the errors of the run's limits (`--max-steps`,
-//! `--max-stack-depth`). A run's profile is [`crate::profile`].
+//! ([`Watch`]), which also sees the run's interrupt flag, and the errors of
+//! the run's limits (`--max-steps`, `--max-stack-depth`) and of an
+//! interrupted run. A run's profile is [`crate::profile`].
 
 use std::collections::HashMap;
 
@@ -11,9 +12,12 @@ use autobatch_types::{ErrorKind, MemberError};
 use crate::OpCount;
 
 /// Calls a run's [`Observer`](crate::Observer), if it has one, at most once
-/// per its interval: executors call [`Watch::tick`] after every step.
+/// per its interval: executors call [`Watch::tick`] after every step. It
+/// is the interpreters' one look at the run's interrupt flag
+/// ([`Watch::interrupted`]).
 pub struct Watch<'a> {
     observer: Option<&'a crate::Observer>,
+    interrupt: Option<&'a crate::Interrupt>,
     last: std::time::Instant,
     /// Steps until the clock is read again (reading it every step would cost
     /// more than a small step).
@@ -24,13 +28,24 @@ impl<'a> Watch<'a> {
     pub fn new(options: &'a crate::RunOptions) -> Watch<'a> {
         Watch {
             observer: options.observer.as_ref(),
+            interrupt: options.interrupt.as_ref(),
             last: std::time::Instant::now(),
             countdown: 0,
         }
     }
 
+    /// Whether the run's interrupt flag ([`crate::RunOptions::interrupt`])
+    /// is raised: from then on, each member not finished may take
+    /// [`crate::INTERRUPT_GRACE_STEPS`] more steps.
     #[inline]
-    pub fn tick(&mut self, steps: u64, counter: &OpCounter) {
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.is_some_and(crate::Interrupt::is_requested)
+    }
+
+    /// `members_done`: the members known to have ended so far
+    /// ([`crate::RunProgress::members_done`]).
+    #[inline]
+    pub fn tick(&mut self, steps: u64, members_done: u64, counter: &OpCounter) {
         let Some(observer) = self.observer else {
             return;
         };
@@ -46,6 +61,7 @@ impl<'a> Watch<'a> {
             crate::internal::outside_capture(|| {
                 (observer.callback)(&crate::RunProgress {
                     steps,
+                    members_done,
                     op_counts: counter.counts(),
                 })
             });
@@ -153,6 +169,17 @@ pub fn stack_overflow(limit: usize, loc: Loc) -> MemberError {
     MemberError::new(
         ErrorKind::StackOverflow,
         format!("stack depth exceeded the limit of {limit} (--max-stack-depth)"),
+        loc,
+    )
+}
+
+/// The error of a member stopped at `loc` because the run was interrupted
+/// ([`crate::RunOptions::interrupt`]); [`crate::run_on`] places every such
+/// error at the entry function ([`crate::interrupted_error`]).
+pub fn interrupted(loc: Loc) -> MemberError {
+    MemberError::new(
+        ErrorKind::Interrupted,
+        "the run was interrupted (Ctrl-C) before this member finished",
         loc,
     )
 }

@@ -16,16 +16,27 @@
 //! ([`reference::run_member`]); the report counts such members, whose
 //! steps and operation counts the figures then leave out.
 //!
+//! The run's interrupt flag ([`RunOptions::interrupt`], the user's
+//! Ctrl-C) is looked at before each member starts (under `native-batched`,
+//! each chunk of members): once it is set, the members not started do not
+//! start, the members running finish, and the members that finished keep
+//! their results. Looking at it while a member runs slows code made of
+//! tiny calls much, so the code does so only when the interrupt asks
+//! ([`crate::Interrupt::within_members`]: a sampler's chains, long
+//! members): the code then holds its steps a slice at a time and, between
+//! slices, stops the members running with the error `interrupted`
+//! ([`autobatch_native::Limits::interrupt`]) within a few thousand of
+//! their steps (a member started after it takes one slice).
+//!
 //! With an observer ([`crate::Observer`]), a watcher thread calls it every
 //! interval while members run (a member may run for long: a sampler's
-//! chain), besides the calls as chunks of members end. Under `native` it
-//! sees a running member's counts too: the code brings them up to date
-//! in memory with every slice of steps, and the watcher reads the running
-//! chunks' counters (`LiveCounts`); the counts it is shown never go back.
-//! When the observer panics (a
-//! host stopping the run), the members are interrupted
-//! ([`autobatch_native::Limits::interrupt`]) within a few thousand of
-//! their steps, and the panic goes on once they have stopped.
+//! chain), besides the calls as chunks of members end. Under `native`, in
+//! code that takes its steps a slice at a time, it sees a running
+//! member's counts too: the code brings them up to date in memory with
+//! every slice, and the watcher reads the running chunks' counters
+//! (`LiveCounts`); the counts it is shown never go back. When the
+//! observer panics (a host stopping the run), the flag is raised as by an
+//! interrupt, and the panic goes on once the members have stopped.
 //!
 //! `--stats`: `steps` is the sum of the members' steps (as under the
 //! reference), the operation counts, `instances` and `peak_instances` are
@@ -39,8 +50,8 @@
 //! compiled programs of the process, so a program run many times, or a
 //! sampler run once per pooling of its chains, compiles once). A run that
 //! does not ask for the operation counts (`RunOptions::count_operations`
-//! false, no observer: `autobatch run` without `--stats`) compiles code
-//! that counts nothing.
+//! false: `autobatch run` without `--stats`) compiles code that counts
+//! nothing; its observer, if any, sees the steps and the members done.
 //!
 //! A ragged batch ([`Env::ragged`]) runs as one batch on one program:
 //! each member runs with its own lengths of the ragged dimensions, which
@@ -58,16 +69,16 @@ use autobatch_ir::{EntityRef, Program};
 use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::{Backend, MemberRng};
 use autobatch_native::{Counting, Interrupts, Lengths, Limits, NativeProgram, NotCompiled, Stop};
-use autobatch_types::{MemberError, Tensor};
+use autobatch_types::{Loc, MemberError, Tensor};
 use rayon::prelude::*;
 
 use crate::internal::{capture_for, current_run, outside_capture, worker_pool, working_for};
-use crate::monitor::{stack_overflow, step_limit, OpCounter};
+use crate::monitor::{interrupted, stack_overflow, step_limit, OpCounter};
 use crate::native_cache::{self, Flavor, ProgramText};
 use crate::program_counter::ProgramCounter;
 use crate::{
-    reference, Batch, Env, ExecError, Executor, OpCount, ReportField, ReportValue, RunOptions,
-    RunOutput, RunProgress, Stats,
+    reference, Batch, Env, ExecError, Executor, Interrupt, OpCount, ReportField, ReportValue,
+    RunOptions, RunOutput, RunProgress, Stats,
 };
 
 /// The native executors in the registry ([`crate::EXECUTORS`]), one per
@@ -289,22 +300,22 @@ fn lengths(env: &Env, members: usize) -> Result<Lengths, ExecError> {
 }
 
 /// How the run's machine code is made: it counts operations when the run
-/// asks for the counts or an observer follows them, and it can be
-/// interrupted when an observer watches the run (which may stop it).
+/// asks for the counts, and it looks at the interrupt flag while a member
+/// runs when the run's interrupt asks ([`Interrupt::within_members`]).
 fn flavor(options: &RunOptions) -> Flavor {
     Flavor {
         counting: counting(options),
-        interrupts: match options.observer {
-            Some(_) => Interrupts::Polled,
-            None => Interrupts::Ignored,
+        interrupts: match &options.interrupt {
+            Some(interrupt) if interrupt.stops_members() => Interrupts::Polled,
+            _ => Interrupts::Ignored,
         },
     }
 }
 
 /// Whether the run's machine code counts operations: when the run asks
-/// for the counts or an observer follows them.
+/// for the counts (an observer of a run that does not sees none).
 pub(crate) fn counting(options: &RunOptions) -> Counting {
-    if options.count_operations || options.observer.is_some() {
+    if options.count_operations {
         Counting::Kept
     } else {
         Counting::Skipped
@@ -327,6 +338,8 @@ struct Progress<'a> {
     /// taken back).
     shown: Vec<u64>,
     steps: u64,
+    /// Members of the chunks ended so far that returned or stopped.
+    members_done: u64,
     instances: u64,
     peak_instances: u64,
     rerun: u64,
@@ -358,8 +371,10 @@ struct Chunk {
     products: u64,
     waits: u64,
     /// Members stopped or not started because the run was interrupted
-    /// (their places keep no result: the run unwinds).
+    /// (their places hold the error `interrupted`).
     interrupted: u64,
+    /// Members that returned or stopped with an error of their own.
+    ended: u64,
 }
 
 /// A compiled run's own figures, for the report.
@@ -386,14 +401,17 @@ fn run_compiled(
         .stack_bytes(options.max_stack_depth)
         .clamp(8 * STACK_MARGIN, MAX_STACK_BYTES)
         .next_power_of_two();
-    // Raised when the observer stops the run (`watch`): every member then
-    // stops within `autobatch_native::POLL_STEPS` of its steps.
-    let interrupt = AtomicBool::new(false);
+    // The run's interrupt flag, raised too when the observer stops the
+    // run (`watch`): no member starts after it, and code that polls it
+    // stops every member within `autobatch_native::POLL_STEPS` of its
+    // steps.
+    let own = AtomicBool::new(false);
+    let interrupt: &AtomicBool = options.interrupt.as_ref().map_or(&own, Interrupt::flag);
     let limits = Limits {
         max_steps: options.max_steps,
         max_stack_depth: options.max_stack_depth,
         stack_room: stack - 2 * STACK_MARGIN,
-        interrupt: options.observer.as_ref().map(|_| &interrupt),
+        interrupt: (flavor(options).interrupts == Interrupts::Polled).then_some(interrupt),
     };
     let threads = options.threads.max(1);
     let chunk = chunk_size(mode, threads, options.observer.is_some(), batch.size);
@@ -413,7 +431,7 @@ fn run_compiled(
         compiled,
         counter: &counter,
         slots: &slots,
-        interrupt: &interrupt,
+        interrupt,
     };
     let chunks = match run_here(mode, &inputs, &watched, &mut results, threads, stack) {
         Some(done) => vec![done],
@@ -422,9 +440,9 @@ fn run_compiled(
             run_chunks(mode, &inputs, &watched, &mut results, chunk, &pool)
         }
     };
-    if chunks.iter().any(|c| c.interrupted > 0) {
+    if chunks.iter().any(|c| c.interrupted > 0) && !options.interrupted() {
         return Err(ExecError::Internal(
-            "a member was interrupted, but the observer did not stop the run".into(),
+            "a member was interrupted, but the run was not".into(),
         ));
     }
     let wall_seconds = started.elapsed().as_secs_f64();
@@ -489,6 +507,7 @@ impl<'o> Progress<'o> {
             live: Vec::new(),
             shown: compiled.zero_counters(),
             steps: 0,
+            members_done: 0,
             instances: 0,
             peak_instances: 0,
             rerun: 0,
@@ -627,7 +646,6 @@ fn run_chunk(
         limits,
         ..
     } = *inputs;
-    let interrupt = watched.interrupt;
     let mut chunk = Chunk::new(compiled);
     let counting = counting(options) == Counting::Kept;
     let live: Arc<LiveCounts> = Arc::new(
@@ -650,9 +668,8 @@ fn run_chunk(
     let mut runner = native.runner(&env.statics);
     let counters = &live[..];
     for (member, place) in members.zip(places) {
-        if interrupt.load(Ordering::Relaxed) {
-            // The run is being abandoned: the rest of the chunk does not start.
-            chunk.interrupted += 1;
+        if must_not_start(limits, watched) {
+            chunk.interrupt(place);
             continue;
         }
         args.clear();
@@ -710,6 +727,10 @@ fn run_chunk_together(
         ..
     } = *inputs;
     let mut chunk = Chunk::new(compiled);
+    if must_not_start(limits, watched) {
+        places.iter_mut().for_each(|place| chunk.interrupt(place));
+        return chunk;
+    }
     let native = &compiled.program;
     let inputs_of = members
         .clone()
@@ -743,7 +764,20 @@ fn run_chunk_together(
     chunk
 }
 
+/// Whether members about to start must not: the run was interrupted, and
+/// the code does not look at the flag itself (it would run them to their
+/// end; code that does gives each a slice of steps).
+fn must_not_start(limits: &Limits<'_>, watched: &Watched<'_, '_>) -> bool {
+    limits.interrupt.is_none() && watched.interrupt.load(Ordering::Relaxed)
+}
+
 impl Chunk {
+    /// A member stopped, or not started, because the run was interrupted.
+    fn interrupt(&mut self, place: &mut Result<Vec<Tensor>, MemberError>) {
+        self.interrupted += 1;
+        *place = Err(interrupted(Loc::default()));
+    }
+
     fn new(compiled: &Compiled) -> Chunk {
         Chunk {
             live: None,
@@ -756,6 +790,7 @@ impl Chunk {
             products: 0,
             waits: 0,
             interrupted: 0,
+            ended: 0,
         }
     }
 
@@ -793,14 +828,13 @@ impl Chunk {
                 );
                 *place = alone.result;
                 self.adjoints.extend(alone.adjoints);
+                self.ended += 1;
                 return;
             }
-            Err(Stop::Interrupted) => {
-                self.interrupted += 1;
-                return;
-            }
+            Err(Stop::Interrupted) => return self.interrupt(place),
             Err(stop) => *place = Err(member_error(stop, options)),
         }
+        self.ended += 1;
         self.steps += run.steps;
         self.instances += run.instances;
         self.peak_instances = self.peak_instances.max(run.peak_instances);
@@ -827,7 +861,8 @@ struct Watched<'w, 'p> {
     compiled: &'w Compiled,
     counter: &'w OpCounter,
     slots: &'w Slots,
-    /// Raised when the observer panics (a host stopping the run).
+    /// The run's interrupt flag, raised too when the observer panics (a
+    /// host stopping the run).
     interrupt: &'w AtomicBool,
 }
 
@@ -846,6 +881,7 @@ fn report_progress(watched: &Watched<'_, '_>, done: &Chunk) {
     progress.rerun += done.rerun;
     progress.products += done.products;
     progress.waits += done.waits;
+    progress.members_done += done.ended;
     call_observer(watched, progress);
 }
 
@@ -869,7 +905,7 @@ fn call_observer(watched: &Watched<'_, '_>, mut progress: std::sync::MutexGuard<
     }
     let op_counts = sorted_counts(watched.counter, watched.slots, watched.compiled, &counts);
     progress.shown = counts;
-    let steps = progress.steps;
+    let (steps, members_done) = (progress.steps, progress.members_done);
     // The caller's code (called with the lock held: the workers and the
     // watcher call it one at a time, with counts that never go back): a
     // panic there is not autobatch's. It stops the run: the members still
@@ -878,6 +914,7 @@ fn call_observer(watched: &Watched<'_, '_>, mut progress: std::sync::MutexGuard<
         outside_capture(|| {
             (observer.callback)(&RunProgress {
                 steps,
+                members_done,
                 op_counts: &op_counts,
             })
         })

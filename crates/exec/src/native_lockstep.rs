@@ -21,7 +21,9 @@
 //! as it keeps `native`'s). With an observer, each group shows its
 //! counts every few pieces (they never go back); when the observer
 //! panics, every group stops after its current piece and the panic goes
-//! on.
+//! on. When the run's interrupt flag is set (`RunOptions::interrupt`),
+//! every group stops likewise and its members not done stop with
+//! `interrupted`.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
@@ -30,15 +32,15 @@ use std::time::Instant;
 use autobatch_ir::Program;
 use autobatch_kernels::Backend;
 use autobatch_native::{Counting, Limits, LockProgress, LockStepProgram, Stop};
-use autobatch_types::{MemberError, Tensor};
+use autobatch_types::{Loc, MemberError, Tensor};
 
 use crate::internal::{current_run, outside_capture, working_for};
-use crate::monitor::OpCounter;
+use crate::monitor::{interrupted, OpCounter};
 use crate::native::{counting, member_error, run_instead, segment_counts, Slots};
 use crate::native_cache::{self, LockCode, ProgramText};
 use crate::{
-    Batch, Env, ExecError, Executor, ReportField, ReportValue, RunOptions, RunOutput, RunProgress,
-    Stats,
+    Batch, Env, ExecError, Executor, Interrupt, ReportField, ReportValue, RunOptions, RunOutput,
+    RunProgress, Stats,
 };
 
 /// The lock-step executor in the registry ([`crate::EXECUTORS`]).
@@ -124,8 +126,9 @@ struct Shared<'a> {
     segments: &'a [autobatch_native::Segment],
     /// Per group, its counts and steps when it last showed them.
     shown: Mutex<Shown>,
-    /// Raised when the observer panics: every group stops.
-    interrupt: AtomicBool,
+    /// The run's interrupt flag, raised too when the observer panics:
+    /// every group stops.
+    interrupt: &'a AtomicBool,
 }
 
 struct Shown {
@@ -146,6 +149,7 @@ fn run_compiled(
     let (counter, slots) = OpCounter::for_program(program);
     let groups = options.threads.max(1).min(batch.size.max(1));
     let per_group = batch.size.div_ceil(groups).max(1);
+    let own = AtomicBool::new(false);
     let shared = Shared {
         observer: options.observer.as_ref(),
         counter: &counter,
@@ -157,7 +161,7 @@ fn run_compiled(
             last_call: Instant::now(),
             panic: None,
         }),
-        interrupt: AtomicBool::new(false),
+        interrupt: options.interrupt.as_ref().map_or(&own, Interrupt::flag),
     };
     let run = current_run();
     let outcomes: Vec<GroupOutcome> = std::thread::scope(|scope| {
@@ -255,7 +259,7 @@ fn run_group(
         max_steps: options.max_steps,
         max_stack_depth: options.max_stack_depth,
         stack_room: 0,
-        interrupt: Some(&shared.interrupt),
+        interrupt: Some(shared.interrupt),
     };
     let mut counters = vec![0; code.segments().len()];
     // Pieces until the clock is read again.
@@ -278,9 +282,9 @@ fn run_group(
         .into_iter()
         .map(|member| match member.outcome {
             Ok(values) => Ok(values),
-            // The run is being abandoned (the observer panicked): the
-            // place is never read.
-            Err(Stop::Interrupted) => Ok(Vec::new()),
+            // Not finished when the run was interrupted (if the observer
+            // panicked, the run is abandoned and the place never read).
+            Err(Stop::Interrupted) => Err(interrupted(Loc::default())),
             Err(stop) => Err(member_error(stop, options)),
         })
         .collect();
@@ -330,6 +334,8 @@ fn show(shared: &Shared<'_>, g: usize, progress: &LockProgress<'_>) -> bool {
         outside_capture(|| {
             (observer.callback)(&RunProgress {
                 steps,
+                // A group's members end together, with it.
+                members_done: 0,
                 op_counts: &op_counts,
             })
         })

@@ -60,7 +60,7 @@ use autobatch_types::{Data, MemberError, Scalar, Tensor};
 
 use crate::internal::internal_error;
 use crate::memory::concrete_shape;
-use crate::monitor::{stack_overflow, step_limit, OpCounter, Watch};
+use crate::monitor::{interrupted, stack_overflow, step_limit, OpCounter, Watch};
 use crate::{Batch, Env, ExecError, Executor, RunOptions, RunOutput, Stats};
 use autobatch_passes::liveness::{last_reads, LastReads};
 
@@ -227,6 +227,7 @@ fn run_one(
         steps: 0,
         adjoints: Vec::new(),
         member: member as u32,
+        deadline: None,
     };
     let outcome = run.run(env, batch, member);
     let steps = run.steps;
@@ -326,6 +327,9 @@ struct MemberRun<'a, 'w> {
     /// The member's contributions to static adjoints, in the order made.
     adjoints: Vec<AdjointRecord>,
     member: u32,
+    /// Once the run is interrupted, the steps the member may reach
+    /// ([`crate::INTERRUPT_GRACE_STEPS`] after the first block it enters).
+    deadline: Option<u64>,
 }
 
 impl<'a> MemberRun<'a, '_> {
@@ -732,7 +736,7 @@ impl<'a> MemberRun<'a, '_> {
     }
 
     /// Counts the step of entering `block`, or stops the member if it has
-    /// used up its steps.
+    /// used up its steps, or its grace since the run was interrupted.
     fn enter_block(&mut self, function: &Function, block: Block) -> Result<(), MemberError> {
         if self.steps >= self.options.max_steps {
             return Err(step_limit(
@@ -740,11 +744,21 @@ impl<'a> MemberRun<'a, '_> {
                 function.blocks[block].loc,
             ));
         }
+        if self.counters.watch.interrupted() {
+            let deadline = *self
+                .deadline
+                .get_or_insert(self.steps + crate::INTERRUPT_GRACE_STEPS);
+            if self.steps >= deadline {
+                return Err(interrupted(function.blocks[block].loc));
+            }
+        }
         self.steps += 1;
         let counters = &mut *self.counters;
+        // Members run in order: those before this one have ended.
+        let done = u64::from(self.member);
         counters
             .watch
-            .tick(counters.steps + self.steps, &counters.ops);
+            .tick(counters.steps + self.steps, done, &counters.ops);
         Ok(())
     }
 }

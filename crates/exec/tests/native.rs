@@ -218,9 +218,9 @@ fn fib_collatz_and_nested_loops_are_compiled() {
 }
 
 /// Runs `entry` on `members` on native and native-batched with an
-/// observer (so that the code is interruptible: it holds its steps a
-/// slice at a time) and on the reference; asserts identical results,
-/// steps and operation counts.
+/// observer and an interrupt that native code looks at (so that the code
+/// is interruptible: it holds its steps a slice at a time) and on the
+/// reference; asserts identical results, steps and operation counts.
 fn agree_watched(source: &str, entry: &str, members: &[Vec<Scalar>], max_steps: u64) {
     let program = compile(source);
     let batch = scalar_batch(&program, entry, members);
@@ -230,6 +230,7 @@ fn agree_watched(source: &str, entry: &str, members: &[Vec<Scalar>], max_steps: 
             interval: std::time::Duration::from_secs(3600),
             callback: std::sync::Arc::new(|_| {}),
         }),
+        interrupt: Some(autobatch_exec::Interrupt::new().within_members()),
         ..RunOptions::default()
     };
     let expected = run_batch(Strategy::Reference, &program, &batch, &options);

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use autobatch_exec::{run, Arg, Batch, Env, Observer, RunOptions, RunOutput, Strategy};
+use autobatch_exec::{run, Arg, Batch, Env, Interrupt, Observer, RunOptions, RunOutput, Strategy};
 use autobatch_ir::Program;
 use autobatch_types::{Scalar, Tensor};
 
@@ -124,7 +124,9 @@ fn an_observer_that_panics_stops_long_members_on_every_strategy() {
     // Members far too long to finish (a loop of 10^12 iterations): the
     // observer's panic (a host's Ctrl-C) ends the run soon after, and
     // goes on to the caller. Under native and native-batched each member
-    // is one long run of machine code, interrupted inside.
+    // is one long run of machine code, interrupted inside: the run's
+    // interrupt asks the code to look at the flag, which the observer's
+    // panic raises.
     let program = compile();
     for strategy in Strategy::ALL {
         if strategy == Strategy::Reference {
@@ -151,6 +153,7 @@ fn an_observer_that_panics_stops_long_members_on_every_strategy() {
         };
         let options = RunOptions {
             observer: Some(observer),
+            interrupt: Some(Interrupt::new().within_members()),
             max_steps: u64::MAX,
             threads: 2,
             ..RunOptions::default()
@@ -175,7 +178,7 @@ fn an_observer_that_panics_stops_long_members_on_every_strategy() {
 fn an_observer_sees_a_long_native_member_go() {
     // One member, one long loop: under `native` it is one run of machine
     // code, whose counts reach the observer as it goes (every slice of
-    // steps), not only when it ends.
+    // steps, in code that looks at the interrupt), not only when it ends.
     let program = compile();
     let n = 20_000_000_i64;
     let seen: Arc<Mutex<Vec<u64>>> = Arc::default();
@@ -194,6 +197,7 @@ fn an_observer_sees_a_long_native_member_go() {
     };
     let options = RunOptions {
         observer: Some(observer),
+        interrupt: Some(Interrupt::new().within_members()),
         threads: 1,
         ..RunOptions::default()
     };

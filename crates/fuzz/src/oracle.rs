@@ -26,9 +26,10 @@ pub struct Configuration {
     pub block_choice: BlockChoice,
     /// Worker threads (1 but for [`threaded_configurations`]).
     pub threads: usize,
-    /// Whether an observer watches the run (which makes the native
-    /// strategies compile interruptible code, and calls the observer from
-    /// a watcher thread as well as the workers).
+    /// Whether an observer watches the run (called from a watcher thread
+    /// as well as the workers) with an interrupt flag, never raised, that
+    /// native code looks at while members run (which makes the native
+    /// strategies compile interruptible code).
     pub watched: bool,
 }
 
@@ -640,6 +641,9 @@ fn run(
             // Nor may counting the operations (or not): the threaded runs
             // count nothing.
             count_operations: configuration.threads == 1,
+            interrupt: configuration
+                .watched
+                .then(|| autobatch::Interrupt::new().within_members()),
             batching: autobatch::BatchingOptions {
                 lanes: configuration.lanes,
                 block_choice: configuration.block_choice,

@@ -168,7 +168,9 @@ pub struct Limits<'a> {
     /// Set from another thread, it stops every member of a program
     /// compiled with [`Interrupts::Polled`] within [`POLL_STEPS`] of its
     /// steps, with [`Stop::Interrupted`] (a host abandoning the run: a
-    /// user's Ctrl-C). `None`: nothing interrupts.
+    /// user's Ctrl-C); a member that finishes within them keeps its
+    /// outcome, and one started after it was set may take [`POLL_STEPS`].
+    /// `None`: nothing interrupts.
     pub interrupt: Option<&'a AtomicBool>,
 }
 
@@ -275,9 +277,18 @@ impl Context {
     fn start_member(&mut self, start: MemberStart<'_>) {
         let limits = start.limits;
         self.status = 0;
-        // Code that polls takes its first slice at the entry block.
+        // Code that polls takes its first slice at the entry block; a
+        // member started after the run was interrupted gets one slice, all
+        // it may take then (the interrupt keeps it from the reserve).
+        let interrupted = limits
+            .interrupt
+            .is_some_and(|flag| flag.load(Ordering::Relaxed));
         (self.steps_left, self.steps_reserve) = match start.interrupts {
             Interrupts::Ignored => (limits.max_steps, 0),
+            Interrupts::Polled if interrupted => {
+                let slice = limits.max_steps.min(POLL_STEPS);
+                (slice, limits.max_steps - slice)
+            }
             Interrupts::Polled => (0, limits.max_steps),
         };
         self.depth_left = limits.max_stack_depth as u64 - 1;
@@ -697,12 +708,14 @@ impl Runner<'_> {
         let (status, fault) = (context.status, context.fault.take());
         let (instances, peak_instances) = (context.instances, context.peak_instances);
         let adjoints = std::mem::take(&mut context.adjoints);
-        let outcome = if interrupted {
+        let outcome = match self.outcome(status, fault, results) {
             // A member stopped by the interrupt stopped as at its step
-            // limit; a run interrupted is abandoned, whatever stopped it.
-            Err(Stop::Interrupted)
-        } else {
-            self.outcome(status, fault, results)
+            // limit (one that finished or faulted in its last slice did
+            // not).
+            Err(Stop::StepLimit(_)) if interrupted && steps < limits.max_steps => {
+                Err(Stop::Interrupted)
+            }
+            outcome => outcome,
         };
         MemberRun {
             outcome,

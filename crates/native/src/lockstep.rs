@@ -32,7 +32,7 @@ use autobatch_types::{Loc, ScalarType, Tensor};
 use crate::translate::lockstep::{self as code, RETURNED};
 use crate::{
     check, scalar_bits, scalar_of_bits, CodeMemory, Counting, Limits, MemberRun, NotCompiled,
-    Segment, Stop,
+    Segment, Stop, POLL_STEPS,
 };
 
 /// What the code reads (see `translate::lockstep::offsets`).
@@ -142,8 +142,10 @@ pub struct LockStepRun {
 pub struct LockProgress<'a> {
     /// Per segment, its executions so far.
     pub counters: &'a [u64],
-    /// The running group's steps left, per member.
+    /// The running group's steps left, per member, and the steps an
+    /// interrupt withheld from it.
     steps_left: &'a [u64],
+    withheld: &'a [u64],
     max_steps: u64,
     /// The steps of the groups that ran before.
     steps_before: u64,
@@ -155,7 +157,8 @@ impl LockProgress<'_> {
         let running: u64 = self
             .steps_left
             .iter()
-            .map(|left| self.max_steps - left)
+            .zip(self.withheld)
+            .map(|(left, withheld)| self.max_steps - left - withheld)
             .sum();
         self.steps_before + running
     }
@@ -169,6 +172,9 @@ struct State {
     members: usize,
     columns: Vec<u64>,
     steps_left: Vec<u64>,
+    /// Per member, the steps left that an interrupt took away (all but
+    /// [`POLL_STEPS`]).
+    withheld: Vec<u64>,
     depth_left: Vec<u64>,
     status: Vec<u32>,
     saved: Vec<u64>,
@@ -210,6 +216,16 @@ impl State {
         self.room[r] = room as u64;
     }
 
+    /// After an interrupt: leaves each member at most [`POLL_STEPS`] of its
+    /// steps, withholding the others (once: later calls find none to take).
+    fn withhold_all_but_grace(&mut self) {
+        for (left, withheld) in self.steps_left.iter_mut().zip(&mut self.withheld) {
+            let kept = (*left).min(POLL_STEPS);
+            *withheld += *left - kept;
+            *left = kept;
+        }
+    }
+
     /// Moves piece `p`'s queue into `rows`, leaving it empty.
     fn take_queue(&mut self, p: usize, rows: &mut Vec<u32>) {
         let start = p * self.members;
@@ -239,9 +255,11 @@ impl LockStepProgram {
     /// Runs the members whose arguments are `args` (per member, one scalar
     /// tensor per entry parameter), adding the segments' executions to
     /// `counters` (one per segment). `between` is called after every piece
-    /// with the progress so far; when it says `false`, or when
-    /// `limits.interrupt` is set, the run stops and the members not done
-    /// stop with [`Stop::Interrupted`].
+    /// with the progress so far; when it says `false`, the run stops and
+    /// the members not done stop with [`Stop::Interrupted`]. Once
+    /// `limits.interrupt` is set, each member not done may take
+    /// [`POLL_STEPS`] more steps (so that one waiting behind others a few
+    /// steps from its end finishes), then stops with [`Stop::Interrupted`].
     pub fn run(
         &self,
         args: &[Vec<&Tensor>],
@@ -339,11 +357,15 @@ impl LockStepProgram {
             let progress = LockProgress {
                 counters,
                 steps_left: &state.steps_left,
+                withheld: &state.withheld,
                 max_steps: limits.max_steps,
                 steps_before,
             };
-            if interrupt.load(Ordering::Relaxed) || !between(&progress) {
+            if !between(&progress) {
                 return true;
+            }
+            if interrupt.load(Ordering::Relaxed) {
+                state.withhold_all_but_grace();
             }
         }
         false
@@ -370,6 +392,7 @@ impl LockStepProgram {
             members: n,
             columns,
             steps_left: vec![limits.max_steps; n],
+            withheld: vec![0; n],
             depth_left: vec![limits.max_stack_depth as u64 - 1; n],
             status: vec![0; n],
             saved: vec![0; n],
@@ -383,7 +406,7 @@ impl LockStepProgram {
     }
 
     fn member_run(&self, state: &State, r: usize, limits: &Limits) -> MemberRun {
-        let steps = limits.max_steps - state.steps_left[r];
+        let steps = limits.max_steps - state.steps_left[r] - state.withheld[r];
         match state.status[r] {
             // Still queued when the run was interrupted.
             0 => stopped(Stop::Interrupted, steps),
@@ -403,10 +426,11 @@ impl LockStepProgram {
                     adjoints: Vec::new(),
                 }
             }
-            code => {
-                let stop = self.stops[crate::translate::stop_index(code)].clone();
-                stopped(stop, steps)
-            }
+            code => match self.stops[crate::translate::stop_index(code)].clone() {
+                // Out of the steps an interrupt left it.
+                Stop::StepLimit(_) if state.withheld[r] > 0 => stopped(Stop::Interrupted, steps),
+                stop => stopped(stop, steps),
+            },
         }
     }
 }

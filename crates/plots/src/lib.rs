@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::chart::MeshStyle;
 use plotters::coord::types::RangedCoordf64;
-use plotters::coord::Shift;
+use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 
 mod profile;
@@ -19,6 +19,73 @@ mod sampler;
 
 pub use profile::{profile, BlockBar, ProfilePicture, StepSpan};
 pub use sampler::{energy, rank, trace};
+
+/// A rectangle of a picture, in pixels from its top left corner (`right`
+/// and `bottom` excluded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PixelRect {
+    pub left: i32,
+    pub top: i32,
+    pub right: i32,
+    pub bottom: i32,
+}
+
+impl PixelRect {
+    /// Whether the two rectangles share a pixel.
+    pub fn intersects(&self, other: &PixelRect) -> bool {
+        self.left < other.right
+            && other.left < self.right
+            && self.top < other.bottom
+            && other.top < self.bottom
+    }
+
+    /// The rectangle of a drawing area (a chart's plotting area: where its
+    /// data is drawn).
+    fn of<DB: DrawingBackend, CT: CoordTranslate>(area: &DrawingArea<DB, CT>) -> PixelRect {
+        let (x, y) = area.get_pixel_range();
+        PixelRect {
+            left: x.start,
+            top: y.start,
+            right: x.end,
+            bottom: y.end,
+        }
+    }
+}
+
+/// One chart of a picture as it was drawn: where its data is, the ranges
+/// of its axes and their labels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChartLayout {
+    /// The plotting area (inside the axes).
+    pub area: PixelRect,
+    pub x_range: (f64, f64),
+    pub y_range: (f64, f64),
+    pub x_label: String,
+    pub y_label: String,
+}
+
+impl ChartLayout {
+    fn of<DB: DrawingBackend>(chart: &Chart<'_, DB>, x_label: &str, y_label: &str) -> ChartLayout {
+        let (x, y) = (chart.x_range(), chart.y_range());
+        ChartLayout {
+            area: PixelRect::of(chart.plotting_area()),
+            x_range: (x.start, x.end),
+            y_range: (y.start, y.end),
+            x_label: x_label.to_string(),
+            y_label: y_label.to_string(),
+        }
+    }
+}
+
+/// Where a picture put what it drew: its charts in drawing order, its
+/// legend, and text it set beside a chart (a profile's block names). What
+/// a test checks a picture by, rather than its pixels.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Layout {
+    pub charts: Vec<ChartLayout>,
+    pub legend: Option<PixelRect>,
+    pub labels: Vec<PixelRect>,
+}
 
 /// Why a picture could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +146,9 @@ fn register_font() {
 /// The result of drawing on an area, whatever the backend's error type.
 type Drawn = Result<(), String>;
 
+/// What drawing a picture gives: its layout, or why it failed.
+type Laid = Result<Layout, String>;
+
 /// Formats a drawing error (whatever its backend) as a message.
 fn message<E: std::fmt::Debug>(error: E) -> String {
     format!("{error:?}")
@@ -87,15 +157,17 @@ fn message<E: std::fmt::Debug>(error: E) -> String {
 /// Fills `root` by `draw`, then writes it.
 fn finish<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
-    draw: impl FnOnce(&DrawingArea<DB, Shift>) -> Drawn,
-) -> Drawn {
+    draw: impl FnOnce(&DrawingArea<DB, Shift>) -> Laid,
+) -> Laid {
     root.fill(&WHITE).map_err(message)?;
-    draw(&root)?;
-    root.present().map_err(message)
+    let layout = draw(&root)?;
+    root.present().map_err(message)?;
+    Ok(layout)
 }
 
 /// Draws into `path` (SVG or PNG by its extension) a picture of `size`
-/// pixels; `draw` is called with the backend's drawing area.
+/// pixels; `draw` is called with the backend's drawing area and gives the
+/// picture's [`Layout`].
 macro_rules! draw_to {
     ($path:expr, $size:expr, $draw:expr) => {{
         let path: &std::path::Path = $path;
@@ -152,7 +224,8 @@ fn mesh<'a, 'b, DB: DrawingBackend>(
     style
 }
 
-/// Draws the legend of `chart`'s labelled series, upper right.
+/// Draws the legend of `chart`'s labelled series, upper right, inside the
+/// plotting area (for pictures whose data leaves that corner free).
 fn legend<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>, size: u32) -> Drawn {
     chart
         .configure_series_labels()

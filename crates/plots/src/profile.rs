@@ -8,8 +8,11 @@ use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::{colour, draw_to, mesh, message, tick, Drawn, PlotError, FONT};
+use crate::{
+    colour, draw_to, mesh, message, ChartLayout, Laid, Layout, PixelRect, PlotError, FONT,
+};
 
 /// Consecutive steps and the lanes they used.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,7 +55,7 @@ const TIMELINE_HEIGHT: u32 = 300;
 const BLOCK_ROW_HEIGHT: u32 = 24;
 
 /// Writes the profile picture to `path` (SVG or PNG).
-pub fn profile(path: &Path, picture: &ProfilePicture) -> Result<(), PlotError> {
+pub fn profile(path: &Path, picture: &ProfilePicture) -> Result<Layout, PlotError> {
     let shown = shown_blocks(&picture.blocks);
     let height = TIMELINE_HEIGHT + 110 + BLOCK_ROW_HEIGHT * shown.len().max(1) as u32;
     draw_to!(path, (1200, height), |root| draw_profile(
@@ -76,15 +79,24 @@ fn draw_profile<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     picture: &ProfilePicture,
     shown: &[&BlockBar],
-) -> Drawn {
+) -> Laid {
     let root = root.titled(&picture.title, (FONT, 22)).map_err(message)?;
     let (timeline, blocks) = root.split_vertically(TIMELINE_HEIGHT);
-    draw_timeline(&timeline, &picture.spans)?;
+    let mut layout = Layout::default();
+    layout
+        .charts
+        .push(draw_timeline(&timeline, &picture.spans)?);
     let left_out = picture.blocks.len() - shown.len();
-    draw_blocks(&blocks, shown, left_out)
+    let (chart, labels) = draw_blocks(&blocks, shown, left_out)?;
+    layout.charts.push(chart);
+    layout.labels = labels;
+    Ok(layout)
 }
 
-fn draw_timeline<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, spans: &[StepSpan]) -> Drawn {
+fn draw_timeline<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    spans: &[StepSpan],
+) -> Result<ChartLayout, String> {
     let steps = spans.last().map_or(1, |s| s.first_step + s.steps).max(1);
     let mut chart = ChartBuilder::on(area)
         .caption("lane utilization per step", (FONT, 16))
@@ -93,9 +105,10 @@ fn draw_timeline<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, spans: &[Ste
         .y_label_area_size(60)
         .build_cartesian_2d(0f64..steps as f64, 0f64..100.0)
         .map_err(message)?;
+    let (x_label, y_label) = ("step", "lanes used (%)");
     mesh(&mut chart, 13)
-        .x_desc("step")
-        .y_desc("lanes used (%)")
+        .x_desc(x_label)
+        .y_desc(y_label)
         .draw()
         .map_err(message)?;
     chart
@@ -110,14 +123,21 @@ fn draw_timeline<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, spans: &[Ste
             )
         }))
         .map_err(message)?;
-    Ok(())
+    Ok(ChartLayout::of(&chart, x_label, y_label))
 }
 
+/// The font size of the blocks' names.
+const BLOCK_NAME_SIZE: u32 = 13;
+
+/// Each block's steps as a bar, lanes used dark and idle light, its
+/// figures right of the bar and its name left of the chart, in a column
+/// of its own as wide as the longest name (the chart's steps start at 0:
+/// no axis runs under the names). Gives the chart and the names' boxes.
 fn draw_blocks<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     blocks: &[&BlockBar],
     left_out: usize,
-) -> Drawn {
+) -> Result<(ChartLayout, Vec<PixelRect>), String> {
     let most = blocks
         .iter()
         .map(|b| b.executions)
@@ -133,24 +153,33 @@ fn draw_blocks<DB: DrawingBackend>(
         "steps per block: lanes used dark, idle light".to_string()
     };
     let rows = blocks.len().max(1);
-    // The blocks' names are drawn left of 0 (so that they are set in the
-    // picture's font at each row's height), their figures right of the bars.
-    let left = -most * 0.6;
+    let name_style =
+        TextStyle::from((FONT, BLOCK_NAME_SIZE)).pos(Pos::new(HPos::Right, VPos::Center));
+    let mut widest = 0;
+    for block in blocks {
+        let (width, _) = area
+            .estimate_text_size(&block.label, &name_style)
+            .map_err(message)?;
+        widest = widest.max(width);
+    }
     let mut chart = ChartBuilder::on(area)
         .caption(caption, (FONT, 16))
         .margin(12)
         .x_label_area_size(36)
-        .y_label_area_size(0)
-        .build_cartesian_2d(left..most * 1.45, 0f64..rows as f64)
+        .y_label_area_size(widest + 16)
+        .build_cartesian_2d(0f64..most * 1.45, 0f64..rows as f64)
         .map_err(message)?;
+    let x_label = "steps";
     mesh(&mut chart, 13)
-        .x_label_formatter(&|x: &f64| if *x < 0.0 { String::new() } else { tick(x) })
-        .x_desc("steps")
+        .x_desc(x_label)
         .disable_x_mesh()
         .disable_y_mesh()
-        .disable_y_axis()
+        .y_labels(0)
         .draw()
         .map_err(message)?;
+    let mut names = Vec::with_capacity(blocks.len());
+    let name_right = chart.plotting_area().get_pixel_range().0.start - 8;
+    let (base_x, base_y) = area.get_base_pixel();
     for (i, block) in blocks.iter().enumerate() {
         // The first block at the top.
         let y = (rows - 1 - i) as f64;
@@ -172,13 +201,30 @@ fn draw_blocks<DB: DrawingBackend>(
             if block.operations == 1 { "" } else { "s" }
         );
         chart
-            .draw_series([
-                Text::new(figures, (full + most * 0.01, y + 0.7), (FONT, 12)),
-                Text::new(block.label.clone(), (left * 0.98, y + 0.7), (FONT, 13)),
-            ])
+            .draw_series([Text::new(
+                figures,
+                (full + most * 0.01, y + 0.7),
+                (FONT, 12),
+            )])
             .map_err(message)?;
+        let (_, centre) = chart.backend_coord(&(0.0, y + 0.5));
+        area.draw(&Text::new(
+            block.label.clone(),
+            (name_right - base_x, centre - base_y),
+            name_style.clone(),
+        ))
+        .map_err(message)?;
+        let (width, height) = area
+            .estimate_text_size(&block.label, &name_style)
+            .map_err(message)?;
+        names.push(PixelRect {
+            left: name_right - width as i32,
+            top: centre - height as i32 / 2,
+            right: name_right,
+            bottom: centre + height as i32 / 2,
+        });
     }
-    Ok(())
+    Ok((ChartLayout::of(&chart, x_label, ""), names))
 }
 
 #[cfg(test)]

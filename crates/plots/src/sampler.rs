@@ -8,8 +8,12 @@ use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::{colour, draw_to, extent, histogram, legend, mesh, message, Drawn, PlotError, FONT};
+use crate::{
+    colour, draw_to, extent, histogram, legend, mesh, message, ChartLayout, Laid, Layout,
+    PixelRect, PlotError, FONT,
+};
 
 /// The most chains a trace or a rank plot draws (the first ones): more
 /// lines than this hide one another. The histogram of a trace plot and the
@@ -18,10 +22,19 @@ pub const MAX_CHAINS_DRAWN: usize = 8;
 
 const HISTOGRAM_BINS: usize = 40;
 
+/// The width, in pixels, of the column right of a trace plot's chart that
+/// holds its legend (the chains' colours), outside the draws.
+const LEGEND_WIDTH: u32 = 110;
+
+/// The height of a rank plot's panel, one per chain, and of its title.
+const RANK_PANEL_HEIGHT: u32 = 120;
+const RANK_TITLE_HEIGHT: u32 = 60;
+
 /// Writes the trace plot of `parameter` to `path` (SVG or PNG): left, the
 /// histogram of every chain's draws; right, the draws of the first
-/// [`MAX_CHAINS_DRAWN`] chains in order. `chains[c]` holds chain `c`'s draws.
-pub fn trace(path: &Path, parameter: &str, chains: &[Vec<f64>]) -> Result<(), PlotError> {
+/// [`MAX_CHAINS_DRAWN`] chains in order, and right of them the legend.
+/// `chains[c]` holds chain `c`'s draws.
+pub fn trace(path: &Path, parameter: &str, chains: &[Vec<f64>]) -> Result<Layout, PlotError> {
     draw_to!(path, (1200, 400), |root| draw_trace(
         root, parameter, chains
     ))
@@ -29,11 +42,12 @@ pub fn trace(path: &Path, parameter: &str, chains: &[Vec<f64>]) -> Result<(), Pl
 
 /// Writes the rank plot of `parameter` to `path`: the ranks of every draw
 /// among all chains' draws, and for each of the first [`MAX_CHAINS_DRAWN`]
-/// chains the histogram of its draws' ranks, with the count a uniform
-/// histogram would have dashed.
-pub fn rank(path: &Path, parameter: &str, chains: &[Vec<f64>]) -> Result<(), PlotError> {
+/// chains the histogram of its draws' ranks, every panel on one scale, with
+/// the count a uniform histogram would have dashed.
+pub fn rank(path: &Path, parameter: &str, chains: &[Vec<f64>]) -> Result<Layout, PlotError> {
     let shown = chains.len().clamp(1, MAX_CHAINS_DRAWN) as u32;
-    draw_to!(path, (900, 60 + 110 * shown), |root| draw_rank(
+    let height = RANK_TITLE_HEIGHT + RANK_PANEL_HEIGHT * shown;
+    draw_to!(path, (900, height), |root| draw_rank(
         root, parameter, chains
     ))
 }
@@ -42,7 +56,7 @@ pub fn rank(path: &Path, parameter: &str, chains: &[Vec<f64>]) -> Result<(), Plo
 /// minus its mean (the marginal energy), and of the changes of energy from
 /// one draw to the next (the transitions), every chain pooled. `note` is
 /// printed under the title (the caller's E-BFMI figures).
-pub fn energy(path: &Path, chains: &[Vec<f64>], note: &str) -> Result<(), PlotError> {
+pub fn energy(path: &Path, chains: &[Vec<f64>], note: &str) -> Result<Layout, PlotError> {
     draw_to!(path, (900, 500), |root| draw_energy(root, chains, note))
 }
 
@@ -61,14 +75,16 @@ fn draw_trace<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     parameter: &str,
     chains: &[Vec<f64>],
-) -> Drawn {
+) -> Laid {
     let title = format!("{parameter}: trace ({})", chains_note(chains.len()));
     let root = root.titled(&title, (FONT, 22)).map_err(message)?;
     let (left, right) = root.split_horizontally(360);
     let range = extent(chains.iter().flatten().copied());
-    draw_histogram(&left, chains, range)?;
+    let mut layout = Layout::default();
+    layout.charts.push(draw_histogram(&left, chains, range)?);
+    let (plot, key) = right.split_horizontally(right.dim_in_pixel().0.saturating_sub(LEGEND_WIDTH));
     let longest = chains.iter().map(Vec::len).max().unwrap_or(0).max(2);
-    let mut chart = ChartBuilder::on(&right)
+    let mut chart = ChartBuilder::on(&plot)
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(64)
@@ -79,11 +95,8 @@ fn draw_trace<DB: DrawingBackend>(
         .y_desc(parameter)
         .draw()
         .map_err(message)?;
-    for (c, draws) in chains
-        .iter()
-        .take(crate::sampler::MAX_CHAINS_DRAWN)
-        .enumerate()
-    {
+    let shown = chains.len().min(MAX_CHAINS_DRAWN);
+    for (c, draws) in chains.iter().take(shown).enumerate() {
         let points = draws
             .iter()
             .enumerate()
@@ -91,13 +104,48 @@ fn draw_trace<DB: DrawingBackend>(
             .map(|(i, v)| (i as f64, *v));
         chart
             .draw_series(LineSeries::new(points, colour(c).mix(0.8).stroke_width(1)))
-            .map_err(message)?
-            .label(format!("chain {c}"))
-            .legend(move |(x, y)| {
-                PathElement::new([(x, y), (x + 16, y)], colour(c).stroke_width(2))
-            });
+            .map_err(message)?;
     }
-    legend(&mut chart, 13)
+    layout
+        .charts
+        .push(ChartLayout::of(&chart, "draw", parameter));
+    let top = chart.plotting_area().get_pixel_range().1.start;
+    layout.legend = Some(draw_key(&key, shown, top)?);
+    Ok(layout)
+}
+
+/// The legend of a trace plot in `area` (beside its chart), from the
+/// height `top` (in the picture's pixels) down: each chain's colour and
+/// name. Gives the legend's rectangle.
+fn draw_key<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    chains: usize,
+    top: i32,
+) -> Result<PixelRect, String> {
+    const ROW: i32 = 20;
+    const LINE: i32 = 18;
+    let style = TextStyle::from((FONT, 13)).pos(Pos::new(HPos::Left, VPos::Center));
+    let (x0, y0) = area.get_base_pixel();
+    let (left, first) = (12, top - y0);
+    let mut widest = 0;
+    for c in 0..chains {
+        let y = first + ROW * c as i32 + ROW / 2;
+        let name = format!("chain {c}");
+        widest = widest.max(area.estimate_text_size(&name, &style).map_err(message)?.0);
+        area.draw(&PathElement::new(
+            [(left, y), (left + LINE, y)],
+            colour(c).stroke_width(2),
+        ))
+        .map_err(message)?;
+        area.draw(&Text::new(name, (left + LINE + 6, y), style.clone()))
+            .map_err(message)?;
+    }
+    Ok(PixelRect {
+        left: x0 + left,
+        top: y0 + first,
+        right: x0 + left + LINE + 6 + widest as i32,
+        bottom: y0 + first + ROW * chains as i32,
+    })
 }
 
 /// The histogram of every chain's draws over `range`.
@@ -105,7 +153,7 @@ fn draw_histogram<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     chains: &[Vec<f64>],
     range: (f64, f64),
-) -> Drawn {
+) -> Result<ChartLayout, String> {
     let counts = histogram(chains.iter().flatten().copied(), range, HISTOGRAM_BINS);
     let top = counts.iter().copied().max().unwrap_or(0).max(1) as f64 * 1.05;
     let mut chart = ChartBuilder::on(area)
@@ -114,9 +162,10 @@ fn draw_histogram<DB: DrawingBackend>(
         .y_label_area_size(56)
         .build_cartesian_2d(range.0..range.1, 0f64..top)
         .map_err(message)?;
+    let (x_label, y_label) = ("value (every chain)", "draws");
     mesh(&mut chart, 14)
-        .x_desc("value (every chain)")
-        .y_desc("draws")
+        .x_desc(x_label)
+        .y_desc(y_label)
         .x_labels(5)
         .draw()
         .map_err(message)?;
@@ -124,7 +173,7 @@ fn draw_histogram<DB: DrawingBackend>(
     chart
         .draw_series(bars(range, heights, 0.0, colour(0).mix(0.6).filled()))
         .map_err(message)?;
-    Ok(())
+    Ok(ChartLayout::of(&chart, x_label, y_label))
 }
 
 /// A histogram's bars: `heights` over equal bins spanning `range`, each
@@ -170,59 +219,96 @@ fn draw_rank<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     parameter: &str,
     chains: &[Vec<f64>],
-) -> Drawn {
+) -> Laid {
     let title = format!("{parameter}: ranks ({})", chains_note(chains.len()));
     let root = root.titled(&title, (FONT, 22)).map_err(message)?;
     let ranks = ranks(chains);
-    let total: usize = chains.iter().map(Vec::len).sum();
+    let total = chains.iter().map(Vec::len).sum::<usize>().max(1);
     let shown = chains.len().clamp(1, MAX_CHAINS_DRAWN);
-    let rows = root.split_evenly((shown, 1));
     let bins = rank_bins(chains.iter().map(Vec::len).min().unwrap_or(0));
-    for (c, (row, chain_ranks)) in rows.iter().zip(&ranks).enumerate() {
-        draw_rank_row(row, c, chain_ranks, total.max(1), bins)?;
+    let range = (0.0, total as f64);
+    let counts: Vec<Vec<u64>> = ranks
+        .iter()
+        .take(shown)
+        .map(|r| histogram(r.iter().map(|&r| r as f64), range, bins))
+        .collect();
+    // One scale for every panel, so that their bars compare.
+    let most_expected =
+        ranks.iter().take(shown).map(Vec::len).max().unwrap_or(0) as f64 / bins as f64;
+    let most = counts.iter().flatten().copied().max().unwrap_or(0) as f64;
+    let top = most.max(most_expected) * 1.15 + 1.0;
+    let rows = root.split_evenly((shown, 1));
+    let mut layout = Layout::default();
+    for (c, (row, counts)) in rows.iter().zip(&counts).enumerate() {
+        let panel = RankPanel {
+            chain: c,
+            counts,
+            expected: ranks[c].len() as f64 / bins as f64,
+            range,
+            top,
+            last: c + 1 == shown,
+        };
+        layout.charts.push(draw_rank_row(row, &panel)?);
     }
-    Ok(())
+    Ok(layout)
 }
 
-/// One chain's rank histogram over the `total` ranks, in `bins` bins.
+/// One chain's panel of a rank plot.
+struct RankPanel<'a> {
+    chain: usize,
+    /// The chain's draws per bin of ranks.
+    counts: &'a [u64],
+    /// The count of a bin were the chain's ranks uniform.
+    expected: f64,
+    /// The ranks (every chain's draws), and the count at the top of the scale.
+    range: (f64, f64),
+    top: f64,
+    /// Whether it is the bottom panel, which names the rank axis.
+    last: bool,
+}
+
+/// One chain's rank histogram, titled with the chain, on the scale shared
+/// by every panel.
 fn draw_rank_row<DB: DrawingBackend>(
     row: &DrawingArea<DB, Shift>,
-    chain: usize,
-    ranks: &[usize],
-    total: usize,
-    bins: usize,
-) -> Drawn {
-    let range = (0.0, total as f64);
-    let counts = histogram(ranks.iter().map(|&r| r as f64), range, bins);
-    let expected = ranks.len() as f64 / bins as f64;
-    let top = (counts.iter().copied().max().unwrap_or(0) as f64).max(expected) * 1.15 + 1.0;
+    panel: &RankPanel<'_>,
+) -> Result<ChartLayout, String> {
+    let (range, chain) = (panel.range, panel.chain);
+    let x_label = if panel.last {
+        "rank among every chain's draws"
+    } else {
+        ""
+    };
+    let y_label = "draws";
     let mut chart = ChartBuilder::on(row)
+        .caption(format!("chain {chain}"), (FONT, 13))
         .margin_left(12)
         .margin_right(24)
-        .margin_top(4)
-        .x_label_area_size(24)
-        .y_label_area_size(90)
-        .build_cartesian_2d(range.0..range.1, 0f64..top)
+        .margin_top(2)
+        .x_label_area_size(if panel.last { 40 } else { 22 })
+        .y_label_area_size(70)
+        .build_cartesian_2d(range.0..range.1, 0f64..panel.top)
         .map_err(message)?;
     mesh(&mut chart, 12)
-        .y_desc(format!("chain {chain}"))
+        .x_desc(x_label)
+        .y_desc(y_label)
         .x_labels(6)
         .y_labels(3)
         .draw()
         .map_err(message)?;
-    let heights = counts.iter().map(|&n| n as f64);
+    let heights = panel.counts.iter().map(|&n| n as f64);
     chart
         .draw_series(bars(range, heights, 0.05, colour(chain).mix(0.7).filled()))
         .map_err(message)?;
     chart
         .draw_series(DashedLineSeries::new(
-            [(0.0, expected), (total as f64, expected)],
+            [(range.0, panel.expected), (range.1, panel.expected)],
             6,
             4,
             BLACK.stroke_width(1),
         ))
         .map_err(message)?;
-    Ok(())
+    Ok(ChartLayout::of(&chart, x_label, y_label))
 }
 
 /// Each chain's energies minus their mean, and the changes from each draw
@@ -246,7 +332,7 @@ fn draw_energy<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     chains: &[Vec<f64>],
     note: &str,
-) -> Drawn {
+) -> Laid {
     let title = format!(
         "energy ({})",
         chains_note(chains.len()).replace(" drawn", "")
@@ -284,9 +370,10 @@ fn draw_energy<DB: DrawingBackend>(
         .y_label_area_size(70)
         .build_cartesian_2d(range.0..range.1, 0f64..top)
         .map_err(message)?;
+    let (x_label, y_label) = ("energy", "density");
     mesh(&mut chart, 14)
-        .x_desc("energy")
-        .y_desc("density")
+        .x_desc(x_label)
+        .y_desc(y_label)
         .draw()
         .map_err(message)?;
     for (label, heights, c) in series {
@@ -299,7 +386,11 @@ fn draw_energy<DB: DrawingBackend>(
                 Rectangle::new([(x, y - 6), (x + 16, y + 6)], colour(c).mix(0.45).filled())
             });
     }
-    legend(&mut chart, 14)
+    legend(&mut chart, 14)?;
+    Ok(Layout {
+        charts: vec![ChartLayout::of(&chart, x_label, y_label)],
+        ..Layout::default()
+    })
 }
 
 #[cfg(test)]

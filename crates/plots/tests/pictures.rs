@@ -85,7 +85,7 @@ fn trace_rank_and_energy_plots_are_written_in_both_formats() {
         energy(&path3, &chains, "E-BFMI 0.91 (lowest chain)").unwrap();
         if extension == "png" {
             assert_eq!(png_size(&path), (1200, 400));
-            assert_eq!(png_size(&path2), (900, 60 + 110 * 4));
+            assert_eq!(png_size(&path2), (900, 60 + 120 * 4));
             assert_eq!(png_size(&path3), (900, 500));
         } else {
             let text = svg_text(&path);
@@ -114,7 +114,7 @@ fn many_chains_draw_the_first_eight() {
     rank(&scratch.path("many-rank.png"), "mu", &chains).unwrap();
     assert_eq!(
         png_size(&scratch.path("many-rank.png")),
-        (900, 60 + 110 * 8)
+        (900, 60 + 120 * 8)
     );
 }
 
@@ -159,6 +159,116 @@ fn a_profile_picture_shows_the_steps_and_the_blocks() {
     let png = scratch.path("profile.png");
     profile(&png, &picture).unwrap();
     assert_eq!(png_size(&png), (1200, 300 + 110 + 24 * 2));
+}
+
+/// The trace plot's legend sits beside the draws, right of the chart,
+/// where it hides none of them; it names every chain drawn.
+#[test]
+fn the_trace_legend_is_outside_the_data() {
+    let scratch = Scratch::new("trace_legend");
+    for (name, chains) in [("four", chains()), ("many", vec![vec![1.0, 2.0, 3.0]; 12])] {
+        let layout = trace(&scratch.path(&format!("{name}.png")), "theta[0]", &chains).unwrap();
+        let legend = layout.legend.expect("a legend");
+        let [histogram, draws] = &layout.charts[..] else {
+            panic!("{name}: two charts, not {}", layout.charts.len())
+        };
+        for chart in [histogram, draws] {
+            assert!(
+                !legend.intersects(&chart.area),
+                "{name}: {legend:?} over {chart:?}"
+            );
+        }
+        assert!(
+            legend.left >= draws.area.right,
+            "{name}: {legend:?} {draws:?}"
+        );
+        assert!(
+            legend.right <= 1200 && legend.bottom <= 400,
+            "{name}: {legend:?}"
+        );
+        // A line per chain drawn (at most 8), each about 20 pixels high.
+        let lines = chains.len().min(8) as i32;
+        assert_eq!(legend.bottom - legend.top, 20 * lines, "{name}");
+        assert_eq!(
+            (draws.x_label.as_str(), draws.y_label.as_str()),
+            ("draw", "theta[0]")
+        );
+    }
+}
+
+/// Every chain's rank histogram is drawn on one scale, tall enough for the
+/// fullest bin of any chain; the axes are named.
+#[test]
+fn rank_panels_share_one_scale_and_name_their_axes() {
+    let scratch = Scratch::new("rank_scale");
+    // Chain 0 holds the lowest ranks only: its bins are three times as
+    // full as a uniform chain's, or empty.
+    let mut chains: Vec<Vec<f64>> = (0..3)
+        .map(|c| (0..100).map(|i| (i * 3 + c) as f64).collect())
+        .collect();
+    chains[0] = (0..100).map(|i| -1000.0 + i as f64).collect();
+    let layout = rank(&scratch.path("rank.svg"), "mu", &chains).unwrap();
+    assert_eq!(layout.charts.len(), 3);
+    let first = &layout.charts[0];
+    for chart in &layout.charts {
+        assert_eq!(chart.y_range, first.y_range);
+        assert_eq!(chart.x_range, (0.0, 300.0));
+        assert_eq!(chart.y_label, "draws");
+    }
+    // 20 bins of 15 ranks: chain 0's first six bins hold 15 draws each,
+    // the other chains' about 5: their panels reach 15 too.
+    assert!(first.y_range.1 >= 15.0, "{:?}", first.y_range);
+    let bottom = layout.charts.last().unwrap();
+    assert_eq!(bottom.x_label, "rank among every chain's draws");
+    // The panels are stacked without overlapping.
+    for pair in layout.charts.windows(2) {
+        assert!(pair[0].area.bottom <= pair[1].area.top);
+    }
+}
+
+/// The profile's block chart starts at 0 steps (so no tick or axis runs
+/// left of 0), and the blocks' names sit left of it, each at its bar.
+#[test]
+fn profile_blocks_start_at_zero_with_their_names_beside() {
+    let scratch = Scratch::new("profile_layout");
+    let blocks = vec![
+        BlockBar {
+            label: "a_function_with_a_long_name bb12 (line 130)".into(),
+            executions: 500,
+            utilization: 0.25,
+            operations: 4,
+        },
+        BlockBar {
+            label: "f bb0 (line 2)".into(),
+            executions: 9,
+            utilization: 1.0,
+            operations: 0,
+        },
+    ];
+    let picture = ProfilePicture {
+        title: "layout".into(),
+        spans: vec![StepSpan {
+            first_step: 0,
+            steps: 509,
+            utilization: 0.5,
+        }],
+        blocks,
+    };
+    let layout = profile(&scratch.path("profile.png"), &picture).unwrap();
+    let [timeline, chart] = &layout.charts[..] else {
+        panic!("two charts")
+    };
+    assert_eq!(timeline.x_range.0, 0.0);
+    assert_eq!(chart.x_range.0, 0.0, "the block chart starts at 0 steps");
+    assert_eq!(chart.x_label, "steps");
+    assert_eq!(layout.labels.len(), 2);
+    for name in &layout.labels {
+        assert!(name.right <= chart.area.left, "{name:?} {chart:?}");
+        assert!(name.left >= 0, "{name:?} cut at the left edge");
+        assert!(name.top >= chart.area.top && name.bottom <= chart.area.bottom);
+    }
+    // The first block's name is above the second's.
+    assert!(layout.labels[0].bottom <= layout.labels[1].top);
 }
 
 #[test]

@@ -1,26 +1,29 @@
 //! Convergence diagnostics and summaries of draws, as Stan and ArviZ
 //! compute them (Vehtari, Gelman, Simpson, Carpenter and Bürkner 2021):
-//! rank-normalized split R-hat (the larger of bulk and tail R-hat) and bulk
-//! effective sample size (rank-normalized split chains, Geyer's initial
-//! monotone sequence). Every function takes draws as `[chain][draw]`.
+//! rank-normalized split R-hat (the larger of the bulk R-hat and the R-hat
+//! of the folded draws), bulk effective sample size (rank-normalized split
+//! chains, Geyer's initial monotone sequence) and tail effective sample
+//! size (the smaller of the ESS of the 5% and 95% quantiles). Every
+//! function takes draws as `[chain][draw]`.
+//!
+//! When a figure is not defined it is NaN (`NA` in the table): R-hat with
+//! fewer than [`MIN_DRAWS_RHAT`] draws per chain, the ESS with fewer than
+//! [`MIN_DRAWS_ESS`] (Stan's rule: each split half needs 4 draws), and
+//! either when a draw is not finite or every draw is the same.
 
 /// The energy Bayesian fraction of missing information of one chain's
 /// energies (Betancourt 2016), as ArviZ's `bfmi` computes it: the mean
-/// squared change of energy from one draw to the next over the variance of
-/// the energy. Below 0.3 (Stan's threshold), momentum resampling moves the
-/// energy too little for the sampler to explore the posterior's tails.
-/// NaN with fewer than two draws or energies that do not vary.
+/// squared change of energy from one draw to the next over the sample
+/// variance (divisor n - 1) of the energy. Below 0.3 (Stan's threshold),
+/// momentum resampling moves the energy too little for the sampler to
+/// explore the posterior's tails. NaN with fewer than two draws or
+/// energies that do not vary.
 pub fn e_bfmi(energies: &[f64]) -> f64 {
     let n = energies.len();
     if n < 2 {
         return f64::NAN;
     }
-    let mean = energies.iter().sum::<f64>() / n as f64;
-    let variance = energies
-        .iter()
-        .map(|e| (e - mean) * (e - mean))
-        .sum::<f64>()
-        / n as f64;
+    let variance = variance(energies);
     let steps = energies
         .windows(2)
         .map(|w| (w[1] - w[0]) * (w[1] - w[0]))
@@ -159,12 +162,25 @@ pub fn rhat_basic(chains: &[Vec<f64>]) -> f64 {
     (var_hat / w).sqrt()
 }
 
+/// The fewest draws per chain [`rhat`] is defined for.
+pub const MIN_DRAWS_RHAT: usize = 4;
+
+/// The fewest draws per chain [`ess_bulk`] and [`ess_tail`] are defined
+/// for: Stan estimates no ESS from fewer than 4 draws, and they split
+/// every chain in two.
+pub const MIN_DRAWS_ESS: usize = 8;
+
+/// Whether every chain has at least `min` draws, and every draw is finite.
+fn enough_finite_draws(chains: &[Vec<f64>], min: usize) -> bool {
+    !chains.is_empty() && chains.iter().all(|c| c.len() >= min) && all_finite(chains)
+}
+
 /// Rank-normalized split R-hat: the larger of the bulk R-hat (of the
 /// rank-normalized split chains) and the tail R-hat (of the rank-normalized
-/// distances to the median). NaN with fewer than 4 draws per chain, or if
-/// every draw is the same.
+/// distances to the median). NaN with fewer than [`MIN_DRAWS_RHAT`] draws
+/// per chain, or if every draw is the same.
 pub fn rhat(chains: &[Vec<f64>]) -> f64 {
-    if chains.is_empty() || chains.iter().any(|c| c.len() < 4) || !all_finite(chains) {
+    if !enough_finite_draws(chains, MIN_DRAWS_RHAT) {
         return f64::NAN;
     }
     let split = split_chains(chains);
@@ -237,13 +253,17 @@ pub fn ess_basic(chains: &[Vec<f64>]) -> f64 {
         }
         t += 2;
     }
-    let max_t = t - 2;
+    // The autocorrelations summed are those before `end`; the one at `end`
+    // is the last pair's even term, which reduces the variance of the
+    // estimate for antithetic chains. (`end` is 0 when the series is too
+    // short for a single pair: 4 draws.)
+    let end = t - 1;
     if rho_even > 0.0 {
-        rho_hat[max_t + 1] = rho_even;
+        rho_hat[end] = rho_even;
     }
     // Geyer's initial monotone sequence: pair sums never increase.
     let mut t = 1;
-    while t + 2 <= max_t {
+    while t + 3 <= end {
         if rho_hat[t + 1] + rho_hat[t + 2] > rho_hat[t - 1] + rho_hat[t] {
             rho_hat[t + 1] = (rho_hat[t - 1] + rho_hat[t]) / 2.0;
             rho_hat[t + 2] = rho_hat[t + 1];
@@ -251,17 +271,49 @@ pub fn ess_basic(chains: &[Vec<f64>]) -> f64 {
         t += 2;
     }
     let ess = (m * n) as f64;
-    let tau = (-1.0 + 2.0 * rho_hat[..=max_t].iter().sum::<f64>() + rho_hat[max_t + 1])
-        .max(1.0 / ess.log10());
+    let tau =
+        (-1.0 + 2.0 * rho_hat[..end].iter().sum::<f64>() + rho_hat[end]).max(1.0 / ess.log10());
     ess / tau
 }
 
-/// Bulk effective sample size: [`ess_basic`] of the rank-normalized split chains.
+/// Bulk effective sample size: [`ess_basic`] of the rank-normalized split
+/// chains. NaN with fewer than [`MIN_DRAWS_ESS`] draws per chain.
 pub fn ess_bulk(chains: &[Vec<f64>]) -> f64 {
-    if chains.is_empty() || chains.iter().any(|c| c.len() < 8) || !all_finite(chains) {
+    if !enough_finite_draws(chains, MIN_DRAWS_ESS) {
         return f64::NAN;
     }
     ess_basic(&rank_normalize(&split_chains(chains)))
+}
+
+/// Tail effective sample size: the smaller of the effective sample sizes
+/// of the 5% and the 95% quantile, each [`ess_basic`] of the split chains
+/// of the indicator `draw <= quantile` (pooled quantiles, as
+/// [`quantile`]). NaN with fewer than [`MIN_DRAWS_ESS`] draws per chain.
+pub fn ess_tail(chains: &[Vec<f64>]) -> f64 {
+    if !enough_finite_draws(chains, MIN_DRAWS_ESS) {
+        return f64::NAN;
+    }
+    let mut sorted = chains.concat();
+    sorted.sort_by(f64::total_cmp);
+    ess_tail_of(&split_chains(chains), &sorted)
+}
+
+/// [`ess_tail`] of chains already split, their draws given sorted.
+fn ess_tail_of(split: &[Vec<f64>], sorted: &[f64]) -> f64 {
+    let quantile_ess = |p: f64| {
+        let q = quantile_of_sorted(sorted, p);
+        let below: Vec<Vec<f64>> = split
+            .iter()
+            .map(|c| c.iter().map(|x| f64::from(u8::from(*x <= q))).collect())
+            .collect();
+        ess_basic(&below)
+    };
+    let (low, high) = (quantile_ess(0.05), quantile_ess(0.95));
+    if low.is_nan() || high.is_nan() {
+        f64::NAN
+    } else {
+        low.min(high)
+    }
 }
 
 /// The `p` quantile of `xs`, interpolating linearly between order
@@ -293,11 +345,12 @@ pub struct Summary {
     pub q95: f64,
     pub rhat: f64,
     pub ess_bulk: f64,
+    pub ess_tail: f64,
 }
 
 /// The summary of one parameter's draws, `[chain][draw]`: the same numbers
-/// as [`quantile`], [`rhat`] and [`ess_bulk`], sorting once for the
-/// quantiles and rank-normalizing the split chains once for both R-hat and ESS.
+/// as [`quantile`], [`rhat`], [`ess_bulk`] and [`ess_tail`], sorting once
+/// and rank-normalizing the split chains once.
 pub fn summarize(chains: &[Vec<f64>]) -> Summary {
     let mut all = chains.concat();
     let sd = if all.len() > 1 {
@@ -307,24 +360,16 @@ pub fn summarize(chains: &[Vec<f64>]) -> Summary {
     };
     let mean = if all.is_empty() { f64::NAN } else { mean(&all) };
     all.sort_by(f64::total_cmp);
-    let finite = all_finite(chains);
-    let (rhat, ess_bulk) = if chains.is_empty() || !finite {
-        (f64::NAN, f64::NAN)
-    } else {
+    let (mut rhat, mut ess_bulk, mut ess_tail) = (f64::NAN, f64::NAN, f64::NAN);
+    if enough_finite_draws(chains, MIN_DRAWS_RHAT) {
         let split = split_chains(chains);
         let normalized = rank_normalize(&split);
-        let rhat = if chains.iter().any(|c| c.len() < 4) {
-            f64::NAN
-        } else {
-            rhat_of_split(&split, &normalized)
-        };
-        let ess = if chains.iter().any(|c| c.len() < 8) {
-            f64::NAN
-        } else {
-            ess_basic(&normalized)
-        };
-        (rhat, ess)
-    };
+        rhat = rhat_of_split(&split, &normalized);
+        if enough_finite_draws(chains, MIN_DRAWS_ESS) {
+            ess_bulk = ess_basic(&normalized);
+            ess_tail = ess_tail_of(&split, &all);
+        }
+    }
     Summary {
         mean,
         sd,
@@ -333,5 +378,6 @@ pub fn summarize(chains: &[Vec<f64>]) -> Summary {
         q95: quantile_of_sorted(&all, 0.95),
         rhat,
         ess_bulk,
+        ess_tail,
     }
 }

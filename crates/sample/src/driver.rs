@@ -189,6 +189,8 @@ pub struct SampleRun {
     pub chains: usize,
     pub warmup: usize,
     pub draws: usize,
+    /// The deepest tree a trajectory may have (`SampleConfig::max_depth`).
+    pub max_depth: u32,
     /// The chains that finished, by number: every chain but the failed ones.
     pub chain_ids: Vec<usize>,
     /// The chains that stopped with an error, by chain number.
@@ -330,6 +332,17 @@ impl SampleRun {
             .iter()
             .map(|e| crate::diagnostics::e_bfmi(e))
             .collect()
+    }
+
+    /// Sampling draws, over the finished chains, whose trajectory reached
+    /// the maximum tree depth (Stan's `treedepth__ >= max_depth`).
+    pub fn max_depth_hits(&self) -> u64 {
+        let limit = i64::from(self.max_depth);
+        self.tree_depth
+            .iter()
+            .flatten()
+            .filter(|d| **d >= limit)
+            .count() as u64
     }
 
     pub fn mean_tree_depth(&self) -> f64 {
@@ -840,6 +853,15 @@ impl<'a> Sampler<'a> {
             options: autobatch::RunOptions {
                 seed: segment_seed(self.config.run.options.seed, run),
                 max_steps: u64::MAX,
+                // A chain is one member, which native code runs to its end
+                // unless it looks at the interrupt as it goes: so it stops
+                // at the caller's Ctrl-C, or when the observer stops the
+                // run (`Stop`), and shows the iterations as they are done.
+                interrupt: Some(
+                    (self.config.run.options.interrupt.clone())
+                        .unwrap_or_default()
+                        .within_members(),
+                ),
                 ..self.config.run.clone().options
             },
             ..self.config.run.clone()
@@ -879,6 +901,7 @@ impl<'a> Sampler<'a> {
         let last = Snapshot::take(
             &RunProgress {
                 steps: result.stats.steps,
+                members_done: result.members.len() as u64,
                 op_counts: &result.stats.op_counts,
             },
             &self.markers,
@@ -952,11 +975,17 @@ impl<'a> Sampler<'a> {
                     gradients.sampling += g.sampling;
                 }
                 Err(e) => {
+                    let message = match e.kind {
+                        autobatch::ErrorKind::Interrupted => {
+                            "sampling was interrupted (Ctrl-C) before this chain finished".into()
+                        }
+                        _ => e.message,
+                    };
                     chain.failure = Some(ChainFailure {
                         chain: self.first_chain + number,
                         kind: e.kind.name().to_string(),
                         location: self.model.describe_loc(e.loc.line, e.loc.column),
-                        message: e.message,
+                        message,
                     });
                 }
             }
@@ -999,6 +1028,7 @@ impl<'a> Sampler<'a> {
             chains: n_chains,
             warmup: self.warmup,
             draws: self.config.draws,
+            max_depth: self.config.max_depth,
             chain_ids,
             failures,
             runs,

@@ -11,7 +11,8 @@
 //! [`Model::sample`] runs every chain as one batch through the `autobatch`
 //! library API, warmup and sampling in one run, so that no chain waits for
 //! another (unless pooled adaptation is asked for); [`diagnostics`] computes R-hat and
-//! effective sample sizes; [`report`] writes the table, CSV and JSON;
+//! effective sample sizes; [`report`] writes the table, the warnings on
+//! it, the CSV and the JSON;
 //! [`sample_sharded`] runs the chains over the ranks of a job (a slice of
 //! chains per rank, pooled adaptation pooled across ranks in chain order),
 //! with the result of one process.
@@ -22,6 +23,9 @@
 //! let model = Model::new(source, "normal.ab", "{}").expect("a model");
 //! let run = model.sample(&SampleConfig::default(), &mut |_| {}).expect("it runs");
 //! print!("{}", autobatch_sample::report::table(&run));
+//! for warning in autobatch_sample::report::warnings(&run) {
+//!     eprintln!("{warning}");
+//! }
 //! ```
 //!
 //! Architecture Invariant: knows nothing of the command line (flags, exit

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use crate::diagnostics::{Summary, E_BFMI_THRESHOLD};
+use crate::diagnostics::{Summary, E_BFMI_THRESHOLD, MIN_DRAWS_ESS, MIN_DRAWS_RHAT};
 use crate::driver::SampleRun;
 
 /// The summary of every parameter, in order.
@@ -58,27 +58,38 @@ pub fn gradients_per_second(run: &SampleRun) -> f64 {
     grads as f64 / seconds
 }
 
-/// The table printed to stdout: one row per parameter, then the sampler's figures.
+/// The table printed to stdout: one row per parameter, then the sampler's
+/// figures. What deserves a warning is in [`warnings`].
 pub fn table(run: &SampleRun) -> String {
     let mut out = String::new();
     let rows = summaries(run);
     let _ = writeln!(
         out,
-        "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8}",
-        "parameter", "mean", "sd", "5%", "50%", "95%", "R-hat", "ESS bulk"
+        "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>8}",
+        "parameter", "mean", "sd", "5%", "50%", "95%", "R-hat", "ESS bulk", "ESS tail"
     );
     for (i, s) in rows.iter().enumerate() {
         let _ = writeln!(
             out,
-            "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8}",
-            format!("theta[{i}]"),
+            "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>8}",
+            parameter_name(i),
             significant(s.mean),
             significant(s.sd),
             significant(s.q5),
             significant(s.q50),
             significant(s.q95),
             number(s.rhat, 3),
-            number(s.ess_bulk, 0)
+            number(s.ess_bulk, 0),
+            number(s.ess_tail, 0)
+        );
+    }
+    if rows
+        .iter()
+        .any(|s| s.rhat.is_nan() || s.ess_bulk.is_nan() || s.ess_tail.is_nan())
+    {
+        let _ = writeln!(
+            out,
+            "NA: not defined: R-hat needs {MIN_DRAWS_RHAT} draws per chain and the ESS {MIN_DRAWS_ESS} (each half of a split chain needs 4, as in Stan), and both need finite draws that are not all equal"
         );
     }
     let _ = writeln!(out);
@@ -101,20 +112,9 @@ pub fn table(run: &SampleRun) -> String {
             let _ = writeln!(out, "  {failure}");
         }
     }
-    let faults = run.model_faults();
-    if faults > 0 {
-        let chains_hit = (0..run.finished())
-            .filter(|&k| run.warmup_faults[k] + run.sampling_faults[k] > 0)
-            .count();
-        let _ = writeln!(
-            out,
-            "warning: the model faulted at {} ({} in sampling) in {}; each such step was rejected as a divergence and the chain went on (run the model's log_density at those points with `autobatch run` to see the error)",
-            counted(faults as usize, "leapfrog step"),
-            run.sampling_faults.iter().sum::<u64>(),
-            counted(chains_hit, "chain")
-        );
+    if let Some((chain, lowest)) = lowest_e_bfmi(run) {
+        let _ = writeln!(out, "E-BFMI: lowest {} (chain {chain})", number(lowest, 2));
     }
-    write_e_bfmi(&mut out, run);
     let _ = writeln!(
         out,
         "divergences: {} of {}; mean tree depth: {}",
@@ -131,73 +131,174 @@ pub fn table(run: &SampleRun) -> String {
         run.sampling_figures.seconds,
         gradients_per_second(run)
     );
-    let _ = writeln!(out, "{}", memory_line(&run.memory));
     out
 }
 
-/// Bytes as megabytes, one decimal (kilobytes below one megabyte).
-fn megabytes(bytes: u64) -> String {
-    if bytes < 1_000_000 {
-        format!("{:.1} kB", bytes as f64 / 1e3)
-    } else {
-        format!("{:.1} MB", bytes as f64 / 1e6)
-    }
+/// The name of parameter `i`, as the table and the CSV name it.
+fn parameter_name(i: usize) -> String {
+    format!("theta[{i}]")
 }
 
-/// The memory the run held against what it had to: the peak resident set
-/// over the data plus the chains' state, and the batch's own storage.
-pub fn memory_line(memory: &crate::MemoryFigures) -> String {
-    let needed = memory.data_bytes + memory.chain_state_bytes;
-    let against = format!(
-        "data {} + chains' state {} (draws included)",
-        megabytes(memory.data_bytes),
-        megabytes(memory.chain_state_bytes)
-    );
-    // Only the interpreters keep batch columns (native code keeps each
-    // member's values in its own frames).
-    let batch = match memory.peak_batch_bytes {
-        0 => String::new(),
-        bytes => format!(
-            "; the batch's columns and stacks at most {}",
-            megabytes(bytes)
-        ),
-    };
-    match memory.peak_resident_bytes {
-        Some(resident) => format!(
-            "memory: peak resident {}, {:.1} times {against}{batch}",
-            megabytes(resident),
-            resident as f64 / needed.max(1) as f64
-        ),
-        None => format!("memory: {against}{batch}"),
+/// The largest R-hat that does not call for a warning (Vehtari et al.
+/// 2021; ArviZ).
+pub const RHAT_THRESHOLD: f64 = 1.01;
+
+/// The smallest bulk or tail ESS per chain that does not call for a
+/// warning (Vehtari et al. 2021: 100 per chain, as Stan and ArviZ).
+pub const ESS_PER_CHAIN_THRESHOLD: f64 = 100.0;
+
+/// The parameters named in one warning before "and N more".
+const NAMED_PARAMETERS: usize = 4;
+
+/// `names`, the first few joined by commas, then "and N more".
+fn some_of(names: &[String]) -> String {
+    if names.len() <= NAMED_PARAMETERS {
+        return names.join(", ");
     }
+    format!(
+        "{} and {} more",
+        names[..NAMED_PARAMETERS].join(", "),
+        names.len() - NAMED_PARAMETERS
+    )
 }
 
-/// The lowest E-BFMI over the chains, and a warning naming the chains
-/// below Stan's threshold.
-fn write_e_bfmi(out: &mut String, run: &SampleRun) {
-    let e_bfmi = run.e_bfmi();
-    let Some((lowest_at, lowest)) = e_bfmi
+/// The parameters whose summary `flag`s, by name.
+fn flagged(run: &SampleRun, flag: impl Fn(&Summary) -> bool) -> Vec<String> {
+    summaries(run)
         .iter()
-        .copied()
+        .enumerate()
+        .filter(|(_, s)| flag(s))
+        .map(|(i, _)| parameter_name(i))
+        .collect()
+}
+
+/// What a user should know before trusting the run, each a line starting
+/// `warning: ` (the command writes them to stderr): too few draws for the
+/// diagnostics, R-hat above [`RHAT_THRESHOLD`], bulk or tail ESS below
+/// [`ESS_PER_CHAIN_THRESHOLD`] per chain, figures that are not defined,
+/// divergences, trajectories cut at the maximum tree depth, E-BFMI below
+/// [`E_BFMI_THRESHOLD`] and faults of the model (Stan's warnings after
+/// sampling, and `rstan`'s on R-hat and ESS).
+pub fn warnings(run: &SampleRun) -> Vec<String> {
+    let mut out = Vec::new();
+    diagnostic_warnings(run, &mut out);
+    sampler_warnings(run, &mut out);
+    out
+}
+
+/// The warnings on R-hat and the ESS.
+fn diagnostic_warnings(run: &SampleRun, out: &mut Vec<String>) {
+    if run.draws < MIN_DRAWS_ESS {
+        out.push(format!(
+            "warning: {} per chain are too few for the diagnostics (R-hat needs {MIN_DRAWS_RHAT}, the ESS {MIN_DRAWS_ESS}, and neither means much below 100): run more draws",
+            counted(run.draws, "draw")
+        ));
+    }
+    let undefined = flagged(run, |s| {
+        run.draws >= MIN_DRAWS_ESS
+            && (s.rhat.is_nan() || s.ess_bulk.is_nan() || s.ess_tail.is_nan())
+    });
+    if !undefined.is_empty() {
+        out.push(format!(
+            "warning: R-hat and ESS are not defined (NA) for {}: their draws are not finite, or all equal",
+            some_of(&undefined)
+        ));
+    }
+    let high = flagged(run, |s| s.rhat > RHAT_THRESHOLD);
+    if !high.is_empty() {
+        out.push(format!(
+            "warning: R-hat above {RHAT_THRESHOLD} for {}: the chains do not agree, so the estimates cannot be trusted; run longer warmup and more draws, or reparameterize the model",
+            some_of(&high)
+        ));
+    }
+    // Too few draws warned already: every ESS is then low or NA.
+    if run.draws < MIN_DRAWS_ESS {
+        return;
+    }
+    let least = ESS_PER_CHAIN_THRESHOLD * run.finished() as f64;
+    let low_bulk = flagged(run, |s| s.ess_bulk < least);
+    if !low_bulk.is_empty() {
+        out.push(format!(
+            "warning: bulk ESS below {least:.0} (100 per chain) for {}: the means and medians may be unreliable; run more draws",
+            some_of(&low_bulk)
+        ));
+    }
+    let low_tail = flagged(run, |s| s.ess_tail < least);
+    if !low_tail.is_empty() {
+        out.push(format!(
+            "warning: tail ESS below {least:.0} (100 per chain) for {}: the 5% and 95% quantiles may be unreliable; run more draws",
+            some_of(&low_tail)
+        ));
+    }
+}
+
+/// `part` of `whole` with its percentage: `3 of 4000 draws (0.1%)`.
+fn share(part: u64, whole: usize, noun: &str) -> String {
+    format!(
+        "{part} of {} ({:.1}%)",
+        counted(whole, noun),
+        100.0 * part as f64 / whole.max(1) as f64
+    )
+}
+
+/// The warnings on the sampler's transitions: divergences, the tree depth
+/// limit, E-BFMI and the model's faults.
+fn sampler_warnings(run: &SampleRun, out: &mut Vec<String>) {
+    let draws = run.finished() * run.draws;
+    let divergences = run.divergences();
+    if divergences > 0 {
+        out.push(format!(
+            "warning: {} ended with a divergence: the sampler may have missed part of the posterior; raise --target-accept (0.9, 0.95) or reparameterize the model",
+            share(divergences, draws, "draw")
+        ));
+    }
+    let hits = run.max_depth_hits();
+    if hits > 0 {
+        out.push(format!(
+            "warning: {} reached the maximum tree depth ({}, --max-depth): the sampler explores slowly; raise --max-depth or reparameterize the model",
+            share(hits, draws, "draw"),
+            run.max_depth
+        ));
+    }
+    write_e_bfmi(out, run);
+    let faults = run.model_faults();
+    if faults > 0 {
+        let chains_hit = (0..run.finished())
+            .filter(|&k| run.warmup_faults[k] + run.sampling_faults[k] > 0)
+            .count();
+        out.push(format!(
+            "warning: the model faulted at {} ({} in sampling) in {}; each such step was rejected as a divergence and the chain went on (run the model's log_density at those points with `autobatch run` to see the error)",
+            counted(faults as usize, "leapfrog step"),
+            run.sampling_faults.iter().sum::<u64>(),
+            counted(chains_hit, "chain")
+        ));
+    }
+}
+
+/// The chain with the lowest E-BFMI, and that E-BFMI; none when no chain
+/// has one.
+fn lowest_e_bfmi(run: &SampleRun) -> Option<(usize, f64)> {
+    run.e_bfmi()
+        .into_iter()
         .enumerate()
         .filter(|(_, x)| !x.is_nan())
         .min_by(|a, b| a.1.total_cmp(&b.1))
-    else {
+        .map(|(k, x)| (run.chain_ids[k], x))
+}
+
+/// A warning naming the chains whose E-BFMI is below Stan's threshold.
+fn write_e_bfmi(out: &mut Vec<String>, run: &SampleRun) {
+    let Some((_, lowest)) = lowest_e_bfmi(run) else {
         return;
     };
-    let low: Vec<String> = e_bfmi
+    let low: Vec<String> = run
+        .e_bfmi()
         .iter()
         .enumerate()
         .filter(|(_, x)| **x < E_BFMI_THRESHOLD)
         .map(|(k, _)| run.chain_ids[k].to_string())
         .collect();
     if low.is_empty() {
-        let _ = writeln!(
-            out,
-            "E-BFMI: lowest {} (chain {})",
-            number(lowest, 2),
-            run.chain_ids[lowest_at]
-        );
         return;
     }
     let shown = if low.len() > 10 {
@@ -205,12 +306,11 @@ fn write_e_bfmi(out: &mut String, run: &SampleRun) {
     } else {
         low.join(", ")
     };
-    let _ = writeln!(
-        out,
+    out.push(format!(
         "warning: E-BFMI below {E_BFMI_THRESHOLD} in {} (lowest {}: chains {shown}): the momentum resampling barely moves the energy, so the chains may not explore the posterior's tails; reparameterizing the model usually helps",
         counted(low.len(), "chain"),
         number(lowest, 2),
-    );
+    ));
 }
 
 /// The sampler's figures per draw, after the parameters in the CSV, by
@@ -279,13 +379,25 @@ pub fn stats_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
 
 /// The run's figures, summary and settings.
 fn figures_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
-    let rows = summaries(run);
-    serde_json::json!({
+    let mut stats = serde_json::json!({
         "chains": run.chains,
         "warmup": run.warmup,
         "draws": run.draws,
         "dimension": run.dim,
         "strategy": strategy,
+        "batch_runs": run.runs,
+        "finished_chains": run.chain_ids,
+        "failed_chains": run.failures.iter().map(|f| serde_json::json!({
+            "chain": f.chain, "kind": f.kind, "message": f.message, "location": f.location,
+        })).collect::<Vec<_>>(),
+        "summary": summaries(run).iter().enumerate().map(|(i, s)| serde_json::json!({
+            "parameter": parameter_name(i),
+            "mean": float(s.mean), "sd": float(s.sd), "q5": float(s.q5), "q50": float(s.q50),
+            "q95": float(s.q95), "rhat": float(s.rhat), "ess_bulk": float(s.ess_bulk),
+            "ess_tail": float(s.ess_tail),
+        })).collect::<Vec<_>>(),
+    });
+    let sampler = serde_json::json!({
         "warmup_seconds": run.warmup_figures.seconds,
         "sampling_seconds": run.sampling_figures.seconds,
         "gradient_evaluations_warmup": run.warmup_figures.gradient_evaluations,
@@ -300,23 +412,23 @@ fn figures_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
         "model_faults_warmup": run.warmup_faults,
         "model_faults_sampling": run.sampling_faults,
         "mean_tree_depth": float(run.mean_tree_depth()),
+        "max_depth": run.max_depth,
+        "max_depth_hits": run.max_depth_hits(),
+        "e_bfmi": run.e_bfmi().into_iter().map(float).collect::<Vec<_>>(),
+        "step_size": run.step_size.iter().map(|x| float(*x)).collect::<Vec<_>>(),
+        "inv_metric": run.inv_metric.iter().map(|c| c.iter().map(|x| float(*x)).collect::<Vec<_>>()).collect::<Vec<_>>(),
+        "mean_accept_stat": run.accept_stat.iter().map(|c| float(c.iter().sum::<f64>() / c.len() as f64)).collect::<Vec<_>>(),
+    });
+    let memory = serde_json::json!({
         "data_bytes": run.memory.data_bytes,
         "chain_state_bytes": run.memory.chain_state_bytes,
         "peak_batch_bytes": run.memory.peak_batch_bytes,
         "peak_resident_bytes": run.memory.peak_resident_bytes,
-        "e_bfmi": run.e_bfmi().into_iter().map(float).collect::<Vec<_>>(),
-        "finished_chains": run.chain_ids,
-        "failed_chains": run.failures.iter().map(|f| serde_json::json!({
-            "chain": f.chain, "kind": f.kind, "message": f.message, "location": f.location,
-        })).collect::<Vec<_>>(),
-        "batch_runs": run.runs,
-        "step_size": run.step_size.iter().map(|x| float(*x)).collect::<Vec<_>>(),
-        "inv_metric": run.inv_metric.iter().map(|c| c.iter().map(|x| float(*x)).collect::<Vec<_>>()).collect::<Vec<_>>(),
-        "mean_accept_stat": run.accept_stat.iter().map(|c| float(c.iter().sum::<f64>() / c.len() as f64)).collect::<Vec<_>>(),
-        "summary": rows.iter().enumerate().map(|(i, s)| serde_json::json!({
-            "parameter": format!("theta[{i}]"),
-            "mean": float(s.mean), "sd": float(s.sd), "q5": float(s.q5), "q50": float(s.q50),
-            "q95": float(s.q95), "rhat": float(s.rhat), "ess_bulk": float(s.ess_bulk),
-        })).collect::<Vec<_>>(),
-    })
+    });
+    for part in [sampler, memory] {
+        if let (Some(all), serde_json::Value::Object(fields)) = (stats.as_object_mut(), part) {
+            all.extend(fields);
+        }
+    }
+    stats
 }

@@ -2,8 +2,8 @@
 //! independent draws, AR(1) chains, chains that disagree in location or scale.
 
 use autobatch_sample::diagnostics::{
-    e_bfmi, ess_basic, ess_bulk, normal_quantile, quantile, rank_normalize, rhat, rhat_basic,
-    split_chains, summarize,
+    e_bfmi, ess_basic, ess_bulk, ess_tail, normal_quantile, quantile, rank_normalize, rhat,
+    rhat_basic, split_chains, summarize,
 };
 
 /// splitmix64 with Box-Muller: deterministic test data.
@@ -190,4 +190,182 @@ fn e_bfmi_is_twice_one_minus_the_autocorrelation() {
     }
     assert!(e_bfmi(&[1.0]).is_nan());
     assert!(e_bfmi(&[2.0, 2.0, 2.0]).is_nan());
+}
+
+/// Draws made the same way in Rust and in the Python script that computed
+/// the expected values below with ArviZ: a 64-bit LCG's top 53 bits as
+/// uniforms, four of them summed less 2 as the innovation of an AR(`phi`)
+/// series, chain `c` shifted by `offset * c`, and rounded down to a
+/// multiple of `step` (to make ties) when `step` is not 0.
+fn lcg_draws(
+    seed: u64,
+    chains: usize,
+    n: usize,
+    phi: f64,
+    offset: f64,
+    step: f64,
+) -> Vec<Vec<f64>> {
+    let mut state = seed;
+    let mut uniform = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    (0..chains)
+        .map(|c| {
+            let mut x = 0.0;
+            (0..n)
+                .map(|_| {
+                    let e = uniform() + uniform() + uniform() + uniform() - 2.0;
+                    x = phi * x + e;
+                    let v = x + offset * c as f64;
+                    if step == 0.0 {
+                        v
+                    } else {
+                        (v / step).floor() * step
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn assert_close(what: &str, ours: f64, arviz: f64) {
+    assert!(
+        (ours - arviz).abs() <= 1e-9 * arviz.abs(),
+        "{what}: ours {ours}, ArviZ {arviz}"
+    );
+}
+
+/// Draws and the figures ArviZ gives for them.
+struct ArvizCase {
+    name: &'static str,
+    draws: Vec<Vec<f64>>,
+    rhat: f64,
+    ess_bulk: f64,
+    ess_tail: f64,
+}
+
+/// Rank-normalized split R-hat (`az.rhat(x, method="rank")`), bulk ESS
+/// (`az.ess(x, method="bulk")`) and tail ESS (`method="tail"`) of the same
+/// draws, computed with ArviZ 0.23.4 (numpy 2.4.6, scipy's normal
+/// quantile): mixed AR(0.7) chains, chains of odd length that disagree,
+/// draws with many ties, and the shortest chains that have an ESS (halves
+/// of 4, 4 and 6 draws: too short for a pair of autocorrelations, their
+/// ESS is N log10 N, the most it may be).
+#[test]
+fn rhat_and_ess_are_arviz_s() {
+    let case = |name, draws, rhat, ess_bulk, ess_tail| ArvizCase {
+        name,
+        draws,
+        rhat,
+        ess_bulk,
+        ess_tail,
+    };
+    let cases = [
+        case(
+            "mixed",
+            lcg_draws(2, 4, 100, 0.7, 0.0, 0.0),
+            1.0069148072132152,
+            82.4545358295851,
+            168.147233198031,
+        ),
+        case(
+            "unmixed_odd",
+            lcg_draws(3, 3, 51, 0.3, 0.8, 0.0),
+            1.4640643229379793,
+            6.658030582470941,
+            83.28383944822305,
+        ),
+        case(
+            "ties",
+            lcg_draws(4, 2, 40, 0.5, 0.0, 0.5),
+            1.3210705554042808,
+            6.611183905308566,
+            33.36259877085162,
+        ),
+        case(
+            "eight",
+            lcg_draws(1, 4, 8, 0.0, 0.0, 0.0),
+            1.0866524712043761,
+            48.16479930623699,
+            48.16479930623699,
+        ),
+        case(
+            "nine",
+            lcg_draws(5, 3, 9, 0.5, 0.0, 0.0),
+            1.215693629118912,
+            33.12506980107854,
+            33.12506980107854,
+        ),
+        case(
+            "twelve",
+            lcg_draws(6, 2, 12, 0.5, 0.0, 0.0),
+            0.9996812221960293,
+            33.12506980107854,
+            33.12506980107854,
+        ),
+    ];
+    for ArvizCase {
+        name,
+        draws,
+        rhat: want_rhat,
+        ess_bulk: want_bulk,
+        ess_tail: want_tail,
+    } in cases
+    {
+        // Acklam's normal quantile is within 1.2e-9 of scipy's: R-hat and
+        // the bulk ESS move by less than that.
+        let near = |ours: f64, arviz: f64, what: &str| {
+            assert!(
+                (ours - arviz).abs() <= 1e-7 * arviz.abs(),
+                "{name} {what}: ours {ours}, ArviZ {arviz}"
+            )
+        };
+        near(rhat(&draws), want_rhat, "R-hat");
+        near(ess_bulk(&draws), want_bulk, "bulk ESS");
+        // The tail ESS uses no normal quantile: the same to rounding.
+        assert_close(&format!("{name} tail ESS"), ess_tail(&draws), want_tail);
+        let summary = summarize(&draws);
+        assert_eq!(summary.rhat.to_bits(), rhat(&draws).to_bits(), "{name}");
+        assert_eq!(
+            summary.ess_bulk.to_bits(),
+            ess_bulk(&draws).to_bits(),
+            "{name}"
+        );
+        assert_eq!(
+            summary.ess_tail.to_bits(),
+            ess_tail(&draws).to_bits(),
+            "{name}"
+        );
+    }
+}
+
+/// Four chains of five draws (too few for any diagnostic to mean much):
+/// R-hat is still ArviZ's (0.23.4: `az.rhat(x, method="rank")`), which
+/// can be below 1 with two draws per split half; the ESS is not defined
+/// below 8 draws per chain, as in Stan (ArviZ would give 19.3 and 16).
+#[test]
+fn five_draws_give_arviz_s_rhat_and_no_ess() {
+    let chains = lcg_draws(1, 4, 5, 0.0, 0.0, 0.0);
+    let r = rhat(&chains);
+    assert!((r - 1.2782720954265723).abs() < 1e-7, "R-hat {r}");
+    assert!(ess_bulk(&chains).is_nan() && ess_tail(&chains).is_nan());
+}
+
+/// E-BFMI per chain as ArviZ 0.23.4's `az.bfmi` gives it for the "mixed"
+/// draws above taken as energies.
+#[test]
+fn e_bfmi_is_arviz_s() {
+    let energies = lcg_draws(2, 4, 100, 0.7, 0.0, 0.0);
+    let want = [
+        0.5252349780026182,
+        0.5671813641983392,
+        0.6417805638170068,
+        0.6484648087010029,
+    ];
+    for (chain, want) in energies.iter().zip(want) {
+        assert_close("E-BFMI", e_bfmi(chain), want);
+    }
 }

@@ -1,5 +1,7 @@
 //! A requested [`Stop`] ends sampling early with `SampleError::Stopped`:
 //! before the first run, and in the middle of a run far too long to finish.
+//! A raised interrupt (`RunOptions::interrupt`, the command line's Ctrl-C)
+//! ends it with the chains that had finished.
 
 use std::time::{Duration, Instant};
 
@@ -68,4 +70,37 @@ fn a_stop_requested_while_a_run_goes_ends_the_run() {
             assert!(progressed, "{name}: progress was reported during the run");
         }
     }
+}
+
+/// Under `native` on one thread the chains run one after the other: once
+/// the iterations done per chain pass half the total, chain 0 has
+/// finished. An interrupt then keeps its draws; chain 1 is named as
+/// interrupted, and its draws, partial, are not kept.
+#[test]
+fn an_interrupt_keeps_the_chains_that_finished() {
+    let model = Model::new(MODEL, "m.ab", "{}").expect("a model");
+    let interrupt = autobatch::Interrupt::new();
+    let mut config = SampleConfig {
+        chains: 2,
+        warmup: 20_000,
+        draws: 100,
+        ..SampleConfig::default()
+    };
+    config.run.strategy = Strategy::Native;
+    config.run.options.threads = 1;
+    config.run.options.interrupt = Some(interrupt.clone());
+    let total = config.warmup + config.draws;
+    let run = model
+        .sample(&config, &mut |progress| {
+            if progress.done > total / 2 + 100 {
+                interrupt.request();
+            }
+        })
+        .expect("chain 0 finished");
+    assert_eq!(run.chain_ids, [0]);
+    assert_eq!(run.samples[0].len(), run.draws * run.dim);
+    assert_eq!(run.failures.len(), 1);
+    let failure = &run.failures[0];
+    assert_eq!((failure.chain, failure.kind.as_str()), (1, "interrupted"));
+    assert!(failure.message.contains("interrupted"), "{failure}");
 }

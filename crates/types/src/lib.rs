@@ -416,14 +416,18 @@ pub enum ErrorKind {
     StepLimit,
     /// A host function failed, or gave a value other than its declared type.
     HostError,
+    /// The run was interrupted (the user's Ctrl-C) before the member
+    /// finished: not a result of the program, but of when it was stopped.
+    Interrupted,
 }
 
 impl ErrorKind {
     /// Whether `catch(f(..))` recovers from this error raised inside the
     /// call: every fault of the program's meaning and a too-deep recursion,
-    /// but not the step limit, which bounds the whole member's run.
+    /// but not the step limit, which bounds the whole member's run, nor an
+    /// interruption, which stops the whole run.
     pub fn is_catchable(self) -> bool {
-        !matches!(self, ErrorKind::StepLimit)
+        !matches!(self, ErrorKind::StepLimit | ErrorKind::Interrupted)
     }
     pub fn name(self) -> &'static str {
         match self {
@@ -433,6 +437,7 @@ impl ErrorKind {
             ErrorKind::StackOverflow => "stack_overflow",
             ErrorKind::StepLimit => "step_limit",
             ErrorKind::HostError => "host_error",
+            ErrorKind::Interrupted => "interrupted",
         }
     }
     pub fn from_name(name: &str) -> Option<ErrorKind> {
@@ -443,6 +448,7 @@ impl ErrorKind {
             ErrorKind::StackOverflow,
             ErrorKind::StepLimit,
             ErrorKind::HostError,
+            ErrorKind::Interrupted,
         ]
         .into_iter()
         .find(|k| k.name() == name)

@@ -13,6 +13,8 @@ See docs/python.md in the repository for the whole API.
 """
 
 from ._native import CompileError, Program, RunResult, compile
-from ._fit import Fit, sample
+from ._fit import Fit, SamplingWarning, sample
 
-__all__ = ["CompileError", "Fit", "Program", "RunResult", "compile", "sample"]
+__all__ = [
+    "CompileError", "Fit", "Program", "RunResult", "SamplingWarning", "compile", "sample",
+]

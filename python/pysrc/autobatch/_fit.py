@@ -2,6 +2,7 @@
 
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -17,7 +18,13 @@ _SUMMARY_COLUMNS = [
     ("95%", "q95"),
     ("R-hat", "rhat"),
     ("ESS bulk", "ess_bulk"),
+    ("ESS tail", "ess_tail"),
 ]
+
+
+class SamplingWarning(UserWarning):
+    """A warning about a fit's draws: the diagnostics `autobatch sample`
+    prints on stderr."""
 
 
 class Fit:
@@ -37,10 +44,17 @@ class Fit:
         #: numpy array (chains,): each chain's step size after warmup.
         self.step_size = native["step_size"]
         self._table = native["table"]
+        #: list of str: what to know before trusting the draws (too few
+        #: draws, R-hat above 1.01, low ESS, divergences, ...), as
+        #: `autobatch sample` prints them on stderr; each is also issued
+        #: as a `SamplingWarning` when the fit is made.
+        self.warnings = list(native["warnings"])
+        for message in self.warnings:
+            warnings.warn(message.removeprefix("warning: "), SamplingWarning, stacklevel=3)
 
     def summary(self):
         """The command line's summary table: one row per parameter with
-        mean, sd, 5%, 50%, 95%, R-hat and ESS bulk. A pandas DataFrame
+        mean, sd, 5%, 50%, 95%, R-hat, ESS bulk and ESS tail. A pandas DataFrame
         indexed by parameter when pandas is installed, else a dict of numpy
         arrays (with the names under "parameter")."""
         rows = self.stats["summary"]

@@ -23,7 +23,7 @@ mod run;
 pub mod wire;
 
 pub use comm::{Communicator, InProcess, Single};
-pub use run::{merge_stats_json, run_sharded, RankFigures, RunDocument};
+pub use run::{merge_stats_json, run_sharded, run_sharded_observed, RankFigures, RunDocument};
 
 use std::ops::Range;
 

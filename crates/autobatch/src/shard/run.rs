@@ -12,6 +12,7 @@ use crate::bind::BoundBatch;
 use crate::compile::Compiled;
 use crate::json_output::{float_to_json, member_result_to_json};
 use crate::run::{RunConfig, RunResult};
+use autobatch_exec::Observer;
 
 /// What a rank's run adds to the figures of the job: its `stats` object
 /// (as `--stats` prints it for the slice), and the two sums its lane
@@ -68,13 +69,26 @@ pub fn run_sharded(
     config: &RunConfig,
     with_stats: bool,
 ) -> Result<Option<RunDocument>, RankFailure> {
+    run_sharded_observed(comm, compiled, batch, config, with_stats, None)
+}
+
+/// [`run_sharded`], calling `observer` while this rank's part runs
+/// ([`BoundBatch::run_observed`]).
+pub fn run_sharded_observed(
+    comm: &dyn Communicator,
+    compiled: Result<&Compiled, String>,
+    batch: Option<&BoundBatch>,
+    config: &RunConfig,
+    with_stats: bool,
+    observer: Option<Observer>,
+) -> Result<Option<RunDocument>, RankFailure> {
     let (rank, size) = (comm.rank(), comm.size());
     if size == 1 {
         // One process: no slices, no copies.
         let Some(batch) = batch else {
             return Ok(None);
         };
-        return one_process(batch, config, with_stats).map(Some);
+        return one_process(batch, config, with_stats, observer).map(Some);
     }
     let members = batch.map_or(0, BoundBatch::batch_size);
     let slice = comm.scatter(&mut |to| match batch {
@@ -85,7 +99,7 @@ pub fn run_sharded(
         compiled
             .bind_slice(&slice)
             .map_err(|e| format!("internal error: {e} (this is a bug in autobatch)"))
-            .and_then(|mine| run_slice(&mine, config))
+            .and_then(|mine| run_slice(&mine, config, observer))
     });
     drop(slice);
     let Some(statuses) = comm.gather(status_bytes(status)) else {
@@ -105,9 +119,12 @@ fn one_process(
     batch: &BoundBatch,
     config: &RunConfig,
     with_stats: bool,
+    observer: Option<Observer>,
 ) -> Result<RunDocument, RankFailure> {
     let failure = |message: String| RankFailure { rank: 0, message };
-    let mut result = batch.run(config).map_err(|e| failure(e.to_string()))?;
+    let mut result = batch
+        .run_observed(config, observer)
+        .map_err(|e| failure(e.to_string()))?;
     let mut text = serde_json::to_string(&result.to_json(with_stats))
         .map_err(|e| failure(format!("cannot write the results as JSON: {e}")))?;
     text.push('\n');
@@ -119,14 +136,20 @@ fn one_process(
 
 /// This rank's part: its members' results as JSON, separated by commas,
 /// and its figures (none for a rank without members).
-fn run_slice(batch: &BoundBatch, config: &RunConfig) -> Result<Vec<u8>, String> {
+fn run_slice(
+    batch: &BoundBatch,
+    config: &RunConfig,
+    observer: Option<Observer>,
+) -> Result<Vec<u8>, String> {
     let mut w = Writer::new();
     if batch.batch_size() == 0 {
         w.str("");
         w.bool(false);
         return Ok(w.finish());
     }
-    let result = batch.run(config).map_err(|e| e.to_string())?;
+    let result = batch
+        .run_observed(config, observer)
+        .map_err(|e| e.to_string())?;
     let mut text = String::new();
     for (i, member) in result.members.iter().enumerate() {
         if i > 0 {

@@ -138,6 +138,9 @@ impl Join {
     }
 }
 
+/// A lane's deadline before it has one ([`LaneTable::enter_block`]).
+const NO_DEADLINE: u64 = u64::MAX;
+
 /// Everything a batching executor keeps per lane, per member and per fork.
 pub struct LaneTable {
     /// Lane `l` draws from `rngs[l]`.
@@ -158,6 +161,11 @@ pub struct LaneTable {
     catching: Vec<u32>,
     members: usize,
     max_steps: u64,
+    /// Members that have returned or stopped for good.
+    ended: u64,
+    /// Once the run is interrupted, per lane, the steps it may reach
+    /// ([`LaneTable::enter_block`]); [`NO_DEADLINE`] until it enters a block.
+    deadlines: Vec<u64>,
     /// Per member, its results once it returned.
     results: Vec<Option<Vec<Tensor>>>,
     /// Per member, whether it ever forked.
@@ -217,6 +225,8 @@ impl LaneTable {
             catching: vec![0; size],
             members: size,
             max_steps,
+            ended: 0,
+            deadlines: Vec::new(),
             results: vec![None; size],
             forked: vec![false; size],
             free: Vec::new(),
@@ -318,23 +328,59 @@ impl LaneTable {
         matches!(self.state[lane as usize], LaneState::Failed(_))
     }
 
+    /// Members that have returned or stopped with an error for good.
+    pub fn members_ended(&self) -> u64 {
+        self.ended
+    }
+
+    /// After an interrupt: gives each lane of `rows` that has none its
+    /// deadline, its steps now and the grace.
+    fn set_deadlines(&mut self, rows: &[u32], lane_of: &impl Fn(u32) -> usize) {
+        self.deadlines.resize(self.state.len(), NO_DEADLINE);
+        for &r in rows {
+            let lane = lane_of(r);
+            if self.deadlines[lane] == NO_DEADLINE {
+                self.deadlines[lane] =
+                    self.steps[lane].saturating_add(crate::INTERRUPT_GRACE_STEPS);
+            }
+        }
+    }
+
     /// The step-limit check on entering a block at `loc`: counts a step for
     /// each of `rows`, and stops (and removes from `rows`) the lanes that
-    /// have already taken `max_steps`; cancelled lanes leave too.
-    pub fn enter_block(&mut self, rows: &mut Vec<u32>, lane_of: impl Fn(u32) -> usize, loc: Loc) {
+    /// have already taken `max_steps`; cancelled lanes leave too. Once the
+    /// run is `interrupted` ([`RunOptions::interrupt`], as the run's
+    /// [`crate::monitor::Watch`] sees it), a lane may take
+    /// [`crate::INTERRUPT_GRACE_STEPS`] more steps from the first block it
+    /// enters after, then stops here with `interrupted`.
+    pub fn enter_block(
+        &mut self,
+        rows: &mut Vec<u32>,
+        lane_of: impl Fn(u32) -> usize,
+        loc: Loc,
+        interrupted: bool,
+    ) {
+        if interrupted {
+            self.set_deadlines(rows, &lane_of);
+        }
         // A plain loop over locals rather than `retain` with a closure: this
         // runs for every row of every block, and the closure's captures were
         // reloaded on each row when it was not inlined.
         let max_steps = self.max_steps;
         let steps = &mut self.steps[..];
+        let deadlines = &self.deadlines[..];
         let limited = &mut self.retired;
         limited.clear();
         let mut kept = 0;
         for i in 0..rows.len() {
             let r = rows[i];
             let lane = lane_of(r);
+            let limit = match interrupted {
+                true => deadlines[lane].min(max_steps),
+                false => max_steps,
+            };
             let taken = &mut steps[lane];
-            if *taken >= max_steps {
+            if *taken >= limit {
                 limited.push(lane as u32);
             } else {
                 *taken += 1;
@@ -346,7 +392,11 @@ impl LaneTable {
         if !self.retired.is_empty() {
             let limited = std::mem::take(&mut self.retired);
             for &lane in &limited {
-                self.fail(lane, step_limit(max_steps, loc));
+                let error = match self.steps[lane as usize] < max_steps {
+                    true => crate::monitor::interrupted(loc),
+                    false => step_limit(max_steps, loc),
+                };
+                self.fail(lane, error);
             }
             self.retired = limited;
         }
@@ -421,6 +471,9 @@ impl LaneTable {
             _ => internal_error(format!("lane {lane} fails twice")),
         }
         let last = !error.kind.is_catchable() || self.catching[l] == 0;
+        if last && l < self.members {
+            self.ended += 1;
+        }
         if last && self.link[l].is_some() {
             let own = self.steps[l] - self.start[l];
             self.state[l] = LaneState::Failed(error.clone());
@@ -433,6 +486,7 @@ impl LaneTable {
 
     /// Records that the lane of `member` returned `results` from the entry function.
     pub fn finish(&mut self, member: usize, results: Vec<Tensor>) {
+        self.ended += 1;
         self.state[member] = LaneState::Returned;
         self.results[member] = Some(results);
     }
@@ -590,6 +644,9 @@ impl LaneTable {
         self.rngs[l] = rng;
         self.steps[l] = steps;
         self.start[l] = steps;
+        if let Some(deadline) = self.deadlines.get_mut(l) {
+            *deadline = NO_DEADLINE;
+        }
         self.state[l] = LaneState::Running;
         self.member[l] = member;
         self.link[l] = Some((fork, k));
@@ -882,9 +939,9 @@ mod tests {
         lanes.fail(0, error());
         assert!(lanes.leave_catch(0) && !lanes.has_failed(0));
         let mut rows = vec![1];
-        lanes.enter_block(&mut rows, |r| r as usize, Loc::new(1, 1));
+        lanes.enter_block(&mut rows, |r| r as usize, Loc::new(1, 1), false);
         lanes.enter_catch(1);
-        lanes.enter_block(&mut rows, |r| r as usize, Loc::new(3, 1));
+        lanes.enter_block(&mut rows, |r| r as usize, Loc::new(3, 1), false);
         assert!(rows.is_empty() && lanes.has_failed(1));
         assert!(!lanes.leave_catch(1), "a step limit is not catchable");
     }
@@ -905,8 +962,8 @@ mod tests {
         let (mut lanes, fork, started) = forked(3);
         assert_eq!(started, [1, 2, 3]);
         let mut rows = started.clone();
-        lanes.enter_block(&mut rows, |r| r as usize, Loc::new(1, 1));
-        lanes.enter_block(&mut rows, |r| r as usize, Loc::new(1, 1));
+        lanes.enter_block(&mut rows, |r| r as usize, Loc::new(1, 1), false);
+        lanes.enter_block(&mut rows, |r| r as usize, Loc::new(1, 1), false);
         // The last instance faults first; the first two return after.
         lanes.fail(3, error());
         assert!(lanes.take_resolved().is_none());
@@ -956,8 +1013,8 @@ mod tests {
         let (a, _) = lanes.start_instance(fork).unwrap();
         let (b, _) = lanes.start_instance(fork).unwrap();
         let mut rows = vec![a, b];
-        lanes.enter_block(&mut rows, |r| r as usize, Loc::new(1, 1));
-        lanes.enter_block(&mut rows, |r| r as usize, Loc::new(1, 1));
+        lanes.enter_block(&mut rows, |r| r as usize, Loc::new(1, 1), false);
+        lanes.enter_block(&mut rows, |r| r as usize, Loc::new(1, 1), false);
         lanes.instance_returned(a);
         lanes.instance_returned(b);
         assert_eq!(lanes.close_fork(fork).1, Resolution::StepLimit);

@@ -216,15 +216,18 @@ impl<'a> Stepper<'a> {
     }
 
     /// A step of `site` begins for `rows`: the observer's watch, the step
-    /// count and limit (lanes past it stop, cancelled lanes leave), the
+    /// count and limit (lanes past it, or past their grace once the run is
+    /// interrupted, stop; cancelled lanes leave), the
     /// profile, the layout of the step's temporaries.
     pub fn begin_step(&mut self, frame: &mut Frame<'_>, rows: &mut Vec<u32>, site: StepSite) {
-        self.watch.tick(self.steps, &self.counter);
+        self.watch
+            .tick(self.steps, self.lanes.members_ended(), &self.counter);
         self.steps += 1;
         self.counter.lanes = self.lanes.threads() as u64;
         let lane_of = lane_fn(frame.lanes);
         if site.counts_step {
-            self.lanes.enter_block(rows, lane_of, site.loc);
+            let interrupted = self.watch.interrupted();
+            self.lanes.enter_block(rows, lane_of, site.loc, interrupted);
         } else {
             self.lanes.drop_cancelled(rows, lane_of);
         }
