@@ -159,7 +159,9 @@ impl Default for RunOptions {
 /// symbolic dimensions whose length differs from member to member.
 #[derive(Clone, Debug, Default)]
 pub struct Env {
-    pub statics: Vec<Tensor>,
+    /// Shared (`Arc`), so that the batches bound to one set of statics
+    /// (`autobatch::BoundProgram`) hold them without copying.
+    pub statics: std::sync::Arc<Vec<Tensor>>,
     /// The length of each symbolic dimension; for a ragged one, the longest
     /// member's (an upper bound for memory checks).
     pub symbols: Vec<u64>,
