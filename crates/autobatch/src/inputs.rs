@@ -34,12 +34,54 @@ use serde_json::value::RawValue;
 use crate::bind::{InputError, InputErrorKind};
 
 /// One value given for an argument or a static: JSON, converted by type when
-/// bound (an integer is accepted where a float is expected, and so on), or a
-/// structured [`Value`], which must have exactly the expected scalar type.
+/// bound (an integer is accepted where a float is expected, and so on), a
+/// structured [`Value`], which must have exactly the expected scalar type,
+/// or an [`ArrayInput`] (a numpy array, an array of a `.npy` file),
+/// converted within its family of element types.
 #[derive(Clone, Debug, PartialEq)]
 pub enum InputValue {
     Json(serde_json::Value),
     Value(Value),
+    Array(ArrayInput),
+}
+
+/// An array read from a binary source, as one of the language's element
+/// types, with the name its source gives that type (`float32`, `int16`),
+/// for messages. When bound it is converted, in one pass, to the declared
+/// element type of its family: any float or integer array for a float
+/// type, any integer array for an integer type (each element must fit),
+/// bools for `bool`; the shape must be the declared one.
+///
+/// ```
+/// use autobatch::{compile, ArrayInput, Data, Inputs, RunConfig, Tensor};
+/// use autobatch::typed::IntoValue;
+/// let program = compile("fn total(x: [f64; 3]) -> f64 { x.sum() }", "t.ab").unwrap();
+/// // float32 elements for an `f64` argument.
+/// let x = ArrayInput::new(Tensor::new(vec![3], Data::F32(vec![1.0, 2.0, 3.5])), "float32");
+/// let out = program.bind("total", &Inputs::new().shared("x", x)).unwrap()
+///     .run(&RunConfig::default()).unwrap();
+/// assert_eq!(out.members[0], Ok(6.5_f64.into_value()));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArrayInput {
+    pub tensor: autobatch_types::Tensor,
+    /// The source's name of the element type.
+    pub dtype: String,
+}
+
+impl ArrayInput {
+    pub fn new(tensor: autobatch_types::Tensor, dtype: &str) -> ArrayInput {
+        ArrayInput {
+            tensor,
+            dtype: dtype.to_owned(),
+        }
+    }
+}
+
+impl From<ArrayInput> for InputValue {
+    fn from(array: ArrayInput) -> Self {
+        InputValue::Array(array)
+    }
 }
 
 impl From<serde_json::Value> for InputValue {
@@ -143,10 +185,11 @@ pub struct Inputs {
     text: SourceText,
 }
 
-/// The JSON text inputs were read from, if they were: kept for messages,
-/// no part of the inputs' value (inputs compare equal whatever their text).
+/// The JSON texts inputs were read from, if they were (one per source
+/// merged): kept for messages, no part of the inputs' value (inputs compare
+/// equal whatever their text).
 #[derive(Clone, Default)]
-struct SourceText(Option<Arc<str>>);
+struct SourceText(Vec<Arc<str>>);
 
 impl PartialEq for SourceText {
     fn eq(&self, _: &SourceText) -> bool {
@@ -156,10 +199,8 @@ impl PartialEq for SourceText {
 
 impl fmt::Debug for SourceText {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        match &self.0 {
-            Some(text) => write!(f, "SourceText({} bytes)", text.len()),
-            None => f.write_str("SourceText(none)"),
-        }
+        let bytes: Vec<usize> = self.0.iter().map(|t| t.len()).collect();
+        write!(f, "SourceText({bytes:?} bytes)")
     }
 }
 
@@ -189,6 +230,22 @@ impl Inputs {
         self
     }
 
+    /// Adds shared values (arguments or statics), after those given.
+    pub fn with_shared(mut self, values: impl IntoIterator<Item = (String, InputValue)>) -> Self {
+        self.shared.extend(values);
+        self
+    }
+
+    /// The inputs of `self` and of `other` together (as read from two
+    /// sources: the weights in one file, the batch in another). A name
+    /// given in both is reported when the inputs are bound.
+    pub fn merge(mut self, other: Inputs) -> Self {
+        self.batch.extend(other.batch);
+        self.shared.extend(other.shared);
+        self.text.0.extend(other.text.0);
+        self
+    }
+
     /// The length of the first batched list, if any: the batch size when
     /// the inputs are consistent.
     pub fn batch_size_hint(&self) -> Option<usize> {
@@ -209,7 +266,7 @@ impl Inputs {
                 Ok(inputs)
             });
         let parsed = parsed.map(|inputs| Inputs {
-            text: SourceText(Some(Arc::from(text))),
+            text: SourceText(vec![Arc::from(text)]),
             ..inputs
         });
         parsed.map_err(|e| {
@@ -228,7 +285,7 @@ impl Inputs {
     /// The JSON number at `place` as the inputs' text writes it, if the
     /// inputs were read from JSON and it is there.
     pub(crate) fn written_number(&self, place: &JsonPlace) -> Option<String> {
-        written_number(self.text.0.as_deref()?, place)
+        self.text.0.iter().find_map(|text| written_number(text, place))
     }
 }
 

@@ -85,10 +85,10 @@ pub mod run;
 pub mod shard;
 pub mod typed;
 
-pub use bind::{BoundBatch, InputError, InputErrorKind};
+pub use bind::{BoundBatch, BoundProgram, InputError, InputErrorKind};
 pub use compile::{compile, CompileError, Compiled};
 pub use frontend_bridge::Diagnostic;
-pub use inputs::{parse_strict_json, InputValue, Inputs};
+pub use inputs::{parse_strict_json, ArrayInput, InputValue, Inputs};
 pub use json_output::{
     float_to_json, member_result_to_json, report_to_json, scalar_to_json, tensor_to_json,
     value_to_json,
@@ -113,4 +113,6 @@ pub use autobatch_exec::{
     available_memory_bytes, Observer, OpCount, ReportField, ReportValue, RunProgress, Stats,
     DEFAULT_MAX_STACK_DEPTH, DEFAULT_MAX_STEPS,
 };
-pub use autobatch_types::{ErrorKind, Loc, MemberError, Scalar, ScalarType, Tensor, Type, Value};
+pub use autobatch_types::{
+    Data, ErrorKind, Loc, MemberError, Scalar, ScalarType, Tensor, Type, Value,
+};

@@ -898,7 +898,7 @@ impl<'a> Sampler<'a> {
     /// The batch of `segment`: the model's data, every chain's state, and
     /// the settings.
     fn bind(&self, chains: &[ChainState], segment: &Segment) -> Result<BoundBatch, SampleError> {
-        let mut inputs = self.model.statics.clone();
+        let mut inputs = autobatch::Inputs::new();
         for (k, name) in STATE.iter().enumerate() {
             inputs = inputs.batched(name, chains.iter().map(|c| c.state[k].clone()));
         }
@@ -922,7 +922,7 @@ impl<'a> Sampler<'a> {
                 }),
             );
         self.model
-            .compiled
+            .bound
             .bind("nuts_segment", &inputs)
             .map(|batch| batch.numbered_from(self.first_chain as u64))
             .map_err(|e| {
