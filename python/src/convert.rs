@@ -164,10 +164,11 @@ fn native_elements(array: &Bound<'_, PyUntypedArray>) -> PyResult<Option<Data>> 
             return Ok(None);
         }
         let typed = array.downcast::<PyArrayDyn<T>>()?.readonly();
+        // (`as_slice` also takes Fortran order, whose elements are not in row-major order.)
         Ok(Some(match typed.as_slice() {
-            Ok(contiguous) => contiguous.to_vec(),
+            Ok(contiguous) if array.is_c_contiguous() => contiguous.to_vec(),
             // Fortran-ordered or strided: one pass in row-major order.
-            Err(_) => typed.as_array().iter().copied().collect(),
+            _ => typed.as_array().iter().copied().collect(),
         }))
     }
     Ok(if let Some(v) = read::<f64>(array)? {
@@ -200,7 +201,7 @@ pub fn members(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<InputValue>
             return Err(not_a_list());
         }
         let whole = array_input(array, &|| format!("batched argument `{name}`"))?;
-        return Ok(rows(whole).into_iter().map(InputValue::Array).collect());
+        return Ok(whole.rows().into_iter().map(InputValue::Array).collect());
     }
     let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = value.downcast::<PyList>() {
         list.iter().collect()
@@ -213,23 +214,6 @@ pub fn members(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<InputValue>
         .iter()
         .enumerate()
         .map(|(member, item)| to_input(item, &|| format!("argument `{name}` of member {member}")))
-        .collect()
-}
-
-/// The rows of an array along its first axis, each an array of its own.
-pub fn rows(array: ArrayInput) -> Vec<ArrayInput> {
-    let ArrayInput { tensor, dtype } = array;
-    let (count, row_shape) = match tensor.shape.split_first() {
-        Some((&count, rest)) => (count, rest.to_vec()),
-        None => return Vec::new(),
-    };
-    let row_len: usize = row_shape.iter().product();
-    (0..count)
-        .map(|i| {
-            let mut data = Data::with_capacity(tensor.data.ty(), row_len);
-            data.extend_from(&tensor.data, i * row_len..(i + 1) * row_len);
-            ArrayInput::new(Tensor::new(row_shape.clone(), data), &dtype)
-        })
         .collect()
 }
 
@@ -441,7 +425,7 @@ pub fn call_host(
     let value = function.call1(py, tuple).map_err(|e| e.to_string())?;
     let json = to_json(value.bind(py), &|| "the host function's value".to_owned())
         .map_err(|e| e.to_string())?;
-    json_to_tensor(&json, elem).map(Value::Tensor)
+    autobatch::tensor_from_json(&json, elem).map(Value::Tensor)
 }
 
 /// The calls of several members of a batched Python host function at once:
@@ -502,7 +486,7 @@ fn stacked_call(
     };
     items
         .iter()
-        .map(|item| json_to_tensor(item, elem).map(Value::Tensor))
+        .map(|item| autobatch::tensor_from_json(item, elem).map(Value::Tensor))
         .collect()
 }
 
@@ -517,70 +501,4 @@ fn stack<'py>(py: Python<'py>, tensors: &[&Tensor]) -> PyResult<Bound<'py, PyAny
     let mut shape = vec![tensors.len()];
     shape.extend(&first.shape);
     tensor_to_numpy(py, &Tensor::new(shape, data))
-}
-
-/// A JSON number, bool or rectangular nest of lists as a tensor of `elem`.
-fn json_to_tensor(json: &serde_json::Value, elem: autobatch::ScalarType) -> Result<Tensor, String> {
-    use autobatch::Scalar;
-    fn walk(
-        json: &serde_json::Value,
-        depth: usize,
-        shape: &mut Vec<usize>,
-        out: &mut Vec<Scalar>,
-        elem: autobatch::ScalarType,
-    ) -> Result<(), String> {
-        match json {
-            serde_json::Value::Array(items) => {
-                if depth == shape.len() {
-                    if !out.is_empty() {
-                        return Err("a value that is not a rectangular array".to_owned());
-                    }
-                    shape.push(items.len());
-                } else if shape.get(depth) != Some(&items.len()) {
-                    return Err("a value that is not a rectangular array".to_owned());
-                }
-                items
-                    .iter()
-                    .try_for_each(|item| walk(item, depth + 1, shape, out, elem))
-            }
-            scalar if depth == shape.len() => {
-                out.push(json_scalar(scalar, elem)?);
-                Ok(())
-            }
-            _ => Err("a value that is not a rectangular array".to_owned()),
-        }
-    }
-    let mut shape = Vec::new();
-    let mut scalars = Vec::new();
-    walk(json, 0, &mut shape, &mut scalars, elem)?;
-    let mut data = Data::with_capacity(elem, scalars.len());
-    scalars.into_iter().for_each(|s| data.push(s));
-    Ok(Tensor::new(shape, data))
-}
-
-fn json_scalar(
-    json: &serde_json::Value,
-    elem: autobatch::ScalarType,
-) -> Result<autobatch::Scalar, String> {
-    use autobatch::{Scalar, ScalarType};
-    let wrong = || format!("{json}, which is not a {}", elem.name());
-    let float = || match json {
-        serde_json::Value::Number(n) => n.as_f64().ok_or_else(wrong),
-        serde_json::Value::String(s) if s == "NaN" => Ok(f64::NAN),
-        serde_json::Value::String(s) if s == "inf" => Ok(f64::INFINITY),
-        serde_json::Value::String(s) if s == "-inf" => Ok(f64::NEG_INFINITY),
-        _ => Err(wrong()),
-    };
-    Ok(match elem {
-        ScalarType::Bool => Scalar::Bool(json.as_bool().ok_or_else(wrong)?),
-        ScalarType::I32 => Scalar::I32(
-            json.as_i64()
-                .and_then(|i| i32::try_from(i).ok())
-                .ok_or_else(wrong)?,
-        ),
-        ScalarType::I64 => Scalar::I64(json.as_i64().ok_or_else(wrong)?),
-        ScalarType::Usize => Scalar::Usize(json.as_u64().ok_or_else(wrong)?),
-        ScalarType::F32 => Scalar::F32(float()? as f32),
-        ScalarType::F64 => Scalar::F64(float()?),
-    })
 }

@@ -78,6 +78,28 @@ impl ArrayInput {
     }
 }
 
+impl ArrayInput {
+    /// The rows of the array along its first axis, each an array of its
+    /// own (a batched argument's members); none for a scalar.
+    pub fn rows(self) -> Vec<ArrayInput> {
+        let ArrayInput { tensor, dtype } = self;
+        let Some((&count, row_shape)) = tensor.shape.split_first() else {
+            return Vec::new();
+        };
+        let row_len: usize = row_shape.iter().product();
+        (0..count)
+            .map(|i| {
+                let mut data = autobatch_types::Data::with_capacity(tensor.data.ty(), row_len);
+                data.extend_from(&tensor.data, i * row_len..(i + 1) * row_len);
+                ArrayInput::new(
+                    autobatch_types::Tensor::new(row_shape.to_vec(), data),
+                    &dtype,
+                )
+            })
+            .collect()
+    }
+}
+
 impl From<ArrayInput> for InputValue {
     fn from(array: ArrayInput) -> Self {
         InputValue::Array(array)
@@ -244,6 +266,12 @@ impl Inputs {
         self.shared.extend(other.shared);
         self.text.0.extend(other.text.0);
         self
+    }
+
+    /// The names given, batched ones first, each in the order given.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        let batch = self.batch.iter().map(|(n, _)| n.as_str());
+        batch.chain(self.shared.iter().map(|(n, _)| n.as_str()))
     }
 
     /// The length of the first batched list, if any: the batch size when

@@ -90,8 +90,8 @@ pub use compile::{compile, CompileError, Compiled};
 pub use frontend_bridge::Diagnostic;
 pub use inputs::{parse_strict_json, ArrayInput, InputValue, Inputs};
 pub use json_output::{
-    float_to_json, member_result_to_json, report_to_json, scalar_to_json, tensor_to_json,
-    value_to_json,
+    float_to_json, member_result_to_json, report_to_json, scalar_to_json, tensor_from_json,
+    tensor_to_json, value_to_json,
 };
 pub use run::{
     check_threads, default_threads, max_threads, BatchingOptions, BlockChoice, Lanes, RunConfig,
@@ -114,5 +114,5 @@ pub use autobatch_exec::{
     DEFAULT_MAX_STACK_DEPTH, DEFAULT_MAX_STEPS,
 };
 pub use autobatch_types::{
-    Data, ErrorKind, Loc, MemberError, Scalar, ScalarType, Tensor, Type, Value,
+    Data, Dim, ErrorKind, Loc, MemberError, Scalar, ScalarType, Tensor, TensorType, Type, Value,
 };

@@ -154,10 +154,20 @@ fn convert_elements(
             Data::F32(integers_as_f64(data).into_iter().map(|x| x as f32).collect())
         }
         (ScalarType::I32 | ScalarType::I64 | ScalarType::Usize, _) if data.ty().is_integer() => {
-            convert_integers(data, elem).map_err(|i| not_fitting(i, data.get(i).to_string()))?
+            convert_integers(data, elem).map_err(|i| not_fitting(i, integer_text(data, i)))?
         }
         _ => return Err(wrong_family()),
     })
+}
+
+/// The integer element `i`, as written.
+fn integer_text(data: &Data, i: usize) -> String {
+    match data {
+        Data::I32(v) => v[i].to_string(),
+        Data::I64(v) => v[i].to_string(),
+        Data::Usize(v) => v[i].to_string(),
+        _ => unreachable!("integer data"),
+    }
 }
 
 /// Integer elements as `f64` (as a JSON integer converts).
