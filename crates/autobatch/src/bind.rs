@@ -96,6 +96,13 @@ impl InputError {
             ..InputError::new(kind, message)
         }
     }
+    /// The same error, about the value of the input `name`.
+    pub(crate) fn about_input(self, name: &str) -> Self {
+        InputError {
+            input: Some(name.to_owned()),
+            ..self
+        }
+    }
     pub fn kind(&self) -> InputErrorKind {
         self.kind
     }
@@ -582,7 +589,8 @@ fn check_names(
                 return Err(InputError::new(
                     InputErrorKind::DuplicatedName,
                     format!("`{name}` is given twice in `{section}`"),
-                ));
+                )
+                .about_input(name));
             }
         }
     }
@@ -591,7 +599,8 @@ fn check_names(
             return Err(InputError::new(
                 InputErrorKind::DuplicatedName,
                 format!("argument `{name}` is given in both `batch` and `shared`; give it in one of them"),
-            ));
+            )
+            .about_input(name));
         }
         if is_static(name) && statics == Statics::Bound {
             return Err(bound_already(name));
@@ -749,10 +758,7 @@ impl Place<'_> {
         } else {
             format!("{}: `{path}` {problem}", self.description)
         };
-        InputError {
-            input: Some(self.root.clone()),
-            ..InputError::new(InputErrorKind::BadValue, message)
-        }
+        InputError::new(InputErrorKind::BadValue, message).about_input(&self.root)
     }
 
     /// Where an axis was measured, for dimension messages.

@@ -293,13 +293,24 @@ impl InputSources {
         if !error.is_about_the_inputs() {
             return Failure::Usage(error.message().to_owned());
         }
-        let by_name = error.input_name().and_then(|name| {
-            self.files
+        let given_in: Vec<&PathBuf> = match error.input_name() {
+            Some(name) => self
+                .files
                 .iter()
-                .find(|(_, names)| names.iter().any(|n| n == name))
-        });
-        match (by_name, self.files.as_slice()) {
-            (Some((path, _)), _) | (None, [(path, _)]) => {
+                .filter(|(_, names)| names.iter().any(|n| n == name))
+                .map(|(path, _)| path)
+                .collect(),
+            None => Vec::new(),
+        };
+        if let ([first, second, ..], Some(name)) = (given_in.as_slice(), error.input_name()) {
+            return Failure::Usage(format!(
+                "`{name}` is given both in {} and in {}; give it once",
+                source_name(first),
+                source_name(second)
+            ));
+        }
+        match (given_in.first().copied(), self.files.as_slice()) {
+            (Some(path), _) | (None, [(path, _)]) => {
                 Failure::Usage(format!("{}: {}", source_name(path), error.message()))
             }
             _ => Failure::Usage(error.message().to_owned()),
