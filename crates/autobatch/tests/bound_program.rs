@@ -36,11 +36,12 @@ fn batch() -> Inputs {
 }
 
 fn config(strategy: Strategy) -> RunConfig {
-    RunConfig {
+    let mut config = RunConfig {
         strategy,
-        threads: 1,
         ..RunConfig::default()
-    }
+    };
+    config.options.threads = 1;
+    config
 }
 
 /// W x + B in the program's order of terms.
