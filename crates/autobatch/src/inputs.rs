@@ -211,7 +211,17 @@ pub struct Inputs {
 /// merged): kept for messages, no part of the inputs' value (inputs compare
 /// equal whatever their text).
 #[derive(Clone, Default)]
-struct SourceText(Vec<Arc<str>>);
+struct SourceText(Vec<JsonText>);
+
+/// One JSON text inputs were read from, and how it holds them.
+#[derive(Clone)]
+struct JsonText {
+    text: Arc<str>,
+    /// Whether the text is one object of shared values by name
+    /// ([`Inputs::shared_from_json_str`]) rather than the `batch` and
+    /// `shared` sections ([`Inputs::from_json_str`]).
+    shared_only: bool,
+}
 
 impl PartialEq for SourceText {
     fn eq(&self, _: &SourceText) -> bool {
@@ -221,7 +231,7 @@ impl PartialEq for SourceText {
 
 impl fmt::Debug for SourceText {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        let bytes: Vec<usize> = self.0.iter().map(|t| t.len()).collect();
+        let bytes: Vec<usize> = self.0.iter().map(|t| t.text.len()).collect();
         write!(f, "SourceText({bytes:?} bytes)")
     }
 }
@@ -294,7 +304,10 @@ impl Inputs {
                 Ok(inputs)
             });
         let parsed = parsed.map(|inputs| Inputs {
-            text: SourceText(vec![Arc::from(text)]),
+            text: SourceText(vec![JsonText {
+                text: Arc::from(text),
+                shared_only: false,
+            }]),
             ..inputs
         });
         parsed.map_err(|e| {
@@ -310,10 +323,72 @@ impl Inputs {
         })
     }
 
+    /// Reads shared values (arguments or statics) from `text`, one JSON
+    /// object holding each value by name (`--shared FILE.json`, the data of
+    /// `autobatch sample`): parsed as strictly as the `shared` object of
+    /// [`Inputs::from_json_str`] (a repeated key is an error), and
+    /// keeping the text, so that a message quotes a number as written.
+    /// Errors: [`InputErrorKind::InvalidJson`] with `serde_json`'s message
+    /// (a repeated key's starts `duplicate key`), or
+    /// [`InputErrorKind::BadLayout`] for JSON that is not an object.
+    pub fn shared_from_json_str(text: &str) -> Result<Inputs, InputError> {
+        let value = parse_strict_json(text)
+            .map_err(|e| InputError::new(InputErrorKind::InvalidJson, e.to_string()))?;
+        let serde_json::Value::Object(object) = value else {
+            return Err(InputError::new(
+                InputErrorKind::BadLayout,
+                format!(
+                    "shared values must be a JSON object holding each value by name, found {}",
+                    crate::bind::describe_json(&value)
+                ),
+            ));
+        };
+        Ok(Inputs {
+            batch: Vec::new(),
+            shared: object
+                .into_iter()
+                .map(|(name, json)| (name, InputValue::Json(json)))
+                .collect(),
+            text: SourceText(vec![JsonText {
+                text: Arc::from(text),
+                shared_only: true,
+            }]),
+        })
+    }
+
+    /// Takes the shared value `name` out of the inputs (the first given).
+    pub fn take_shared(&mut self, name: &str) -> Option<InputValue> {
+        let index = self.shared.iter().position(|(n, _)| n == name)?;
+        Some(self.shared.remove(index).1)
+    }
+
+    /// The JSON value `json` given for the shared `name`, for a message: a
+    /// number as the inputs' text writes it, else a description.
+    pub fn describe_shared(&self, name: &str, json: &serde_json::Value) -> String {
+        let place = JsonPlace {
+            section: "shared",
+            name,
+            indices: Vec::new(),
+        };
+        match json {
+            serde_json::Value::Number(_) => self.written_number(&place),
+            _ => None,
+        }
+        .unwrap_or_else(|| crate::bind::describe_json(json))
+    }
+
     /// The JSON number at `place` as the inputs' text writes it, if the
     /// inputs were read from JSON and it is there.
     pub(crate) fn written_number(&self, place: &JsonPlace) -> Option<String> {
-        self.text.0.iter().find_map(|text| written_number(text, place))
+        self.text.0.iter().find_map(|source| {
+            if source.shared_only {
+                (place.section == "shared")
+                    .then(|| written_in(&source.text, place.name, &place.indices))
+                    .flatten()
+            } else {
+                written_number(&source.text, place)
+            }
+        })
     }
 }
 
@@ -330,10 +405,15 @@ pub(crate) struct JsonPlace<'a> {
 /// number there. Parses `text` again, as raw values: only for messages.
 fn written_number(text: &str, place: &JsonPlace) -> Option<String> {
     let top: HashMap<String, &RawValue> = serde_json::from_str(text).ok()?;
-    let section: HashMap<String, &RawValue> =
-        serde_json::from_str(top.get(place.section)?.get()).ok()?;
-    let mut value: &RawValue = section.get(place.name)?;
-    for &index in &place.indices {
+    written_in(top.get(place.section)?.get(), place.name, &place.indices)
+}
+
+/// The number under `name`, then at `indices`, in the JSON object `text`,
+/// as written (`None` if there is no number there).
+fn written_in(text: &str, name: &str, indices: &[usize]) -> Option<String> {
+    let object: HashMap<String, &RawValue> = serde_json::from_str(text).ok()?;
+    let mut value: &RawValue = object.get(name)?;
+    for &index in indices {
         let items: Vec<&RawValue> = serde_json::from_str(value.get()).ok()?;
         value = items.get(index)?;
     }

@@ -262,17 +262,15 @@ fn sectioned_arrays(path: &Path, arrays: Vec<NamedArray>) -> Result<Inputs, Fail
 /// A JSON file of shared values: one object, by name.
 fn shared_json(path: &Path) -> Result<Inputs, Failure> {
     let text = read_file(path, "shared values")?;
-    let bad = |reason: String| Failure::Usage(format!("{}: {reason}", source_name(path)));
-    let value = autobatch::parse_strict_json(&text)
-        .map_err(|e| bad(format!("shared values are not valid JSON: {e}")))?;
-    let serde_json::Value::Object(object) = value else {
-        return Err(bad(
-            "shared values must be a JSON object holding each value by name".to_owned(),
-        ));
-    };
-    Ok(object
-        .into_iter()
-        .fold(Inputs::new(), |inputs, (name, value)| inputs.shared(&name, value)))
+    Inputs::shared_from_json_str(&text).map_err(|e| {
+        let reason = match e.kind() {
+            autobatch::InputErrorKind::BadLayout => {
+                "shared values must be a JSON object holding each value by name".to_owned()
+            }
+            _ => format!("shared values are not valid JSON: {}", e.message()),
+        };
+        Failure::Usage(format!("{}: {reason}", source_name(path)))
+    })
 }
 
 /// Which file gave each name of the inputs.

@@ -5,7 +5,8 @@
 use std::fmt;
 
 use autobatch::{
-    compile, BoundProgram, CompileError, Compiled, Diagnostic, Inputs, ScalarType, Type,
+    compile, BoundProgram, CompileError, Compiled, Diagnostic, InputErrorKind, InputValue, Inputs,
+    ScalarType, Type,
 };
 use autobatch_ir::Program;
 use autobatch_types::Dim;
@@ -477,46 +478,51 @@ fn probe(
 fn bind_json(compiled: &Compiled, data: &str, path: &str) -> Result<BoundData, SampleError> {
     let program = compiled.program();
     // One strict parse (a repeated key is an error, as in the inputs of
-    // `run`); the JSON is dropped once the statics are tensors.
-    let value = autobatch::parse_strict_json(data).map_err(|e| {
-        let message = e.to_string();
-        SampleError::Data(if message.starts_with("duplicate key") {
-            format!("the data repeats a key: {message}")
-        } else {
-            format!("the data is not valid JSON: {message}")
+    // `run`), which keeps the text for messages; the JSON is dropped once
+    // the statics are tensors.
+    let mut inputs = Inputs::shared_from_json_str(data).map_err(|e| {
+        let message = e.message();
+        SampleError::Data(match e.kind() {
+            InputErrorKind::BadLayout => {
+                "the data must be a JSON object holding each static of the model by name".into()
+            }
+            _ if message.starts_with("duplicate key") => {
+                format!("the data repeats a key: {message}")
+            }
+            _ => format!("the data is not valid JSON: {message}"),
         })
     })?;
-    let serde_json::Value::Object(object) = value else {
-        return Err(SampleError::Data(
-            "the data must be a JSON object holding each static of the model by name".into(),
-        ));
-    };
     for decl in program.statics.values() {
-        if !object.contains_key(&decl.name) {
+        if !inputs.names().any(|name| name == decl.name) {
             return Err(SampleError::Data(format!(
                 "the data has no `{}` (static declared at {path}:{}:{})",
                 decl.name, decl.loc.line, decl.loc.column
             )));
         }
     }
-
-    let mut inputs = Inputs::new();
+    let names: Vec<String> = inputs.names().map(str::to_owned).collect();
     let mut given_dims: Vec<(String, u64)> = Vec::new();
-    for (key, value) in object {
+    for key in names {
         if program.statics.values().any(|s| s.name == key) {
-            inputs = inputs.shared(&key, value);
-        } else if program.symbols.contains(&key) {
-            let Some(n) = value.as_u64() else {
-                return Err(SampleError::Data(format!(
-                    "the data gives the dimension `{key}` as {value}; a dimension is a non-negative integer"
-                )));
-            };
-            given_dims.push((key.clone(), n));
-        } else {
+            continue;
+        }
+        if !program.symbols.contains(&key) {
             return Err(SampleError::Data(format!(
                 "the data has `{key}`, which is neither a static of the model nor one of its symbolic dimensions"
             )));
         }
+        // Every value of a JSON text is JSON.
+        let value = match inputs.take_shared(&key) {
+            Some(InputValue::Json(value)) => value,
+            _ => serde_json::Value::Null,
+        };
+        let Some(n) = value.as_u64() else {
+            return Err(SampleError::Data(format!(
+                "the data gives the dimension `{key}` as {}; a dimension is a non-negative integer",
+                inputs.describe_shared(&key, &value)
+            )));
+        };
+        given_dims.push((key, n));
     }
     probe(compiled, inputs, given_dims)
         .map_err(|e| SampleError::Data(format!("the data does not fit the model: {}", e.message())))
