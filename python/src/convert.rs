@@ -158,7 +158,9 @@ pub fn array_input(
 /// The elements of an array whose element type is one of the language's,
 /// in the machine's byte order; `None` for any other.
 fn native_elements(array: &Bound<'_, PyUntypedArray>) -> PyResult<Option<Data>> {
-    fn read<T: numpy::Element + Copy>(array: &Bound<'_, PyUntypedArray>) -> PyResult<Option<Vec<T>>> {
+    fn read<T: numpy::Element + Copy>(
+        array: &Bound<'_, PyUntypedArray>,
+    ) -> PyResult<Option<Vec<T>>> {
         let py = array.py();
         if !array.dtype().is_equiv_to(&numpy::dtype::<T>(py)) {
             return Ok(None);

@@ -827,7 +827,10 @@ impl<'p> DimensionBinder<'p> {
 
     /// Per symbol, the length bound so far.
     fn known_lengths(&self) -> Vec<Option<u64>> {
-        self.bound.iter().map(|b| b.as_ref().map(|b| b.length)).collect()
+        self.bound
+            .iter()
+            .map(|b| b.as_ref().map(|b| b.length))
+            .collect()
     }
 
     fn get(&self, symbol: SymbolId) -> Option<u64> {

@@ -125,7 +125,13 @@ fn fortran_to_c(data: Data, shape: &[usize]) -> Data {
     let mut index = vec![0usize; shape.len()];
     let mut order = Vec::with_capacity(count);
     for _ in 0..count {
-        order.push(index.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>());
+        order.push(
+            index
+                .iter()
+                .zip(&strides)
+                .map(|(i, s)| i * s)
+                .sum::<usize>(),
+        );
         for axis in (0..shape.len()).rev() {
             index[axis] += 1;
             if index[axis] < shape[axis] {
@@ -181,7 +187,11 @@ impl NpyHeader {
                 u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
                 12,
             ),
-            version => return Err(format!("is a .npy array of format version {version}, which is not read")),
+            version => {
+                return Err(format!(
+                    "is a .npy array of format version {version}, which is not read"
+                ))
+            }
         };
         let text = bytes
             .get(start..start + length)
@@ -337,7 +347,12 @@ fn npy_bytes(array: &OutArray) -> Vec<u8> {
             (descr.to_owned(), &tensor.shape, body)
         }
         OutArray::Text(shape, strings) => {
-            let width = strings.iter().map(|s| s.chars().count()).max().unwrap_or(0).max(1);
+            let width = strings
+                .iter()
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(1);
             let mut body = Vec::with_capacity(strings.len() * width * 4);
             for s in strings {
                 let mut n = 0;
@@ -415,14 +430,23 @@ mod tests {
             NpyHeader::read(&bytes)
         };
         let h = header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }").unwrap();
-        assert_eq!((h.descr.as_str(), h.fortran_order, h.shape), ("<f8", false, vec![2, 3]));
+        assert_eq!(
+            (h.descr.as_str(), h.fortran_order, h.shape),
+            ("<f8", false, vec![2, 3])
+        );
         let h = header("{'descr': '|b1', 'fortran_order': True, 'shape': (4,), }").unwrap();
-        assert_eq!((h.descr.as_str(), h.fortran_order, h.shape), ("|b1", true, vec![4]));
+        assert_eq!(
+            (h.descr.as_str(), h.fortran_order, h.shape),
+            ("|b1", true, vec![4])
+        );
         let h = header("{'descr': '<i8', 'fortran_order': False, 'shape': (), }").unwrap();
         assert!(h.shape.is_empty());
         let error = header("{'descr': [('a', '<i4')], 'fortran_order': False, 'shape': (2,), }");
         assert!(error.err().unwrap().contains("structured type"));
-        assert!(header("{'descr': '<f8'}").err().unwrap().contains("not understood"));
+        assert!(header("{'descr': '<f8'}")
+            .err()
+            .unwrap()
+            .contains("not understood"));
     }
 
     #[test]
@@ -433,10 +457,21 @@ mod tests {
         assert!(parse_descr("<c16").unwrap_err().contains("'<c16'"));
         assert!(parse_descr("|O").is_err());
         let big = [0x3f, 0xf0, 0, 0, 0, 0, 0, 0];
-        assert_eq!(decode(&big, Element::Float(8), true), Ok(Data::F64(vec![1.0])));
-        assert_eq!(decode(&[0xff], Element::Int(1), false), Ok(Data::I64(vec![-1])));
-        assert_eq!(decode(&[0xff, 0xff], Element::Uint(2), false), Ok(Data::I64(vec![65535])));
-        assert!(decode(&[0, 0x3c], Element::Float(2), false).unwrap_err().contains("float16"));
+        assert_eq!(
+            decode(&big, Element::Float(8), true),
+            Ok(Data::F64(vec![1.0]))
+        );
+        assert_eq!(
+            decode(&[0xff], Element::Int(1), false),
+            Ok(Data::I64(vec![-1]))
+        );
+        assert_eq!(
+            decode(&[0xff, 0xff], Element::Uint(2), false),
+            Ok(Data::I64(vec![65535]))
+        );
+        assert!(decode(&[0, 0x3c], Element::Float(2), false)
+            .unwrap_err()
+            .contains("float16"));
     }
 
     #[test]
@@ -450,7 +485,10 @@ mod tests {
             let (i, j, k) = (v / 4, (v / 2) % 2, v % 2);
             stored[i + 2 * j + 4 * k] = v as i64;
         }
-        assert_eq!(fortran_to_c(Data::I64(stored), &[2, 2, 2]), Data::I64((0..8).collect()));
+        assert_eq!(
+            fortran_to_c(Data::I64(stored), &[2, 2, 2]),
+            Data::I64((0..8).collect())
+        );
     }
 
     #[test]
@@ -458,29 +496,56 @@ mod tests {
         let tensor = Tensor::new(vec![2, 2], Data::F32(vec![1.5, -2.0, f32::NAN, 4.0]));
         let bytes = npy_bytes(&OutArray::Tensor(tensor.clone()));
         let header_len = usize::from(u16::from_le_bytes([bytes[8], bytes[9]]));
-        assert_eq!((10 + header_len) % 64, 0, "the data starts at a multiple of 64");
+        assert_eq!(
+            (10 + header_len) % 64,
+            0,
+            "the data starts at a multiple of 64"
+        );
         let back = read_npy(&bytes).unwrap();
         assert_eq!(back.tensor.shape, tensor.shape);
         assert_eq!(back.dtype, "float32");
-        let Data::F32(v) = back.tensor.data else { panic!() };
+        let Data::F32(v) = back.tensor.data else {
+            panic!()
+        };
         assert_eq!((v[0], v[1], v[3]), (1.5, -2.0, 4.0));
         assert!(v[2].is_nan());
         let npz = write_npz(&[
-            ("a/b".into(), OutArray::Tensor(Tensor::new(vec![3], Data::Bool(vec![true, false, true])))),
-            ("c".into(), OutArray::Text(vec![2], vec!["xy".into(), "é".into()])),
+            (
+                "a/b".into(),
+                OutArray::Tensor(Tensor::new(vec![3], Data::Bool(vec![true, false, true]))),
+            ),
+            (
+                "c".into(),
+                OutArray::Text(vec![2], vec!["xy".into(), "é".into()]),
+            ),
         ])
         .unwrap();
         let error = read_npz(&npz).unwrap_err();
-        assert!(error.contains("array `c` has elements of type '<U2'"), "{error}");
+        assert!(
+            error.contains("array `c` has elements of type '<U2'"),
+            "{error}"
+        );
         let npz = write_npz(&[
-            ("a/b".into(), OutArray::Tensor(Tensor::new(vec![3], Data::Bool(vec![true, false, true])))),
-            ("d".into(), OutArray::Tensor(Tensor::new(vec![], Data::Usize(vec![u64::MAX])))),
+            (
+                "a/b".into(),
+                OutArray::Tensor(Tensor::new(vec![3], Data::Bool(vec![true, false, true]))),
+            ),
+            (
+                "d".into(),
+                OutArray::Tensor(Tensor::new(vec![], Data::Usize(vec![u64::MAX]))),
+            ),
         ])
         .unwrap();
         let arrays = read_npz(&npz).unwrap();
         assert_eq!(arrays.len(), 2);
-        assert_eq!((arrays[0].name.as_str(), arrays[1].name.as_str()), ("a/b", "d"));
-        assert_eq!(arrays[0].array.tensor.data, Data::Bool(vec![true, false, true]));
+        assert_eq!(
+            (arrays[0].name.as_str(), arrays[1].name.as_str()),
+            ("a/b", "d")
+        );
+        assert_eq!(
+            arrays[0].array.tensor.data,
+            Data::Bool(vec![true, false, true])
+        );
         assert_eq!(arrays[1].array.tensor.shape, Vec::<usize>::new());
         assert_eq!(arrays[1].array.tensor.data, Data::Usize(vec![u64::MAX]));
     }
@@ -495,7 +560,11 @@ mod tests {
             "is truncated: its shape [4] of int64 needs 32 bytes, but only 24 are there"
         );
         assert!(read_npy(b"{\"batch\": {}}").unwrap_err().contains("magic"));
-        assert!(read_npz(b"not a zip").unwrap_err().starts_with("is not a .npz archive"));
-        assert!(read_safetensors(b"xx").unwrap_err().starts_with("is not a .safetensors file"));
+        assert!(read_npz(b"not a zip")
+            .unwrap_err()
+            .starts_with("is not a .npz archive"));
+        assert!(read_safetensors(b"xx")
+            .unwrap_err()
+            .starts_with("is not a .safetensors file"));
     }
 }

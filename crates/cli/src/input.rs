@@ -210,9 +210,8 @@ pub fn read_run_inputs(
         let read = match (name, format_of(path)) {
             (Some(name), _) => {
                 let bytes = read_bytes(path, "array", false, ARRAY_BYTES_PER_BYTE)?;
-                let array = arrays::read_npy(&bytes).map_err(|reason| {
-                    Failure::Usage(format!("{}: {reason}", source_name(path)))
-                })?;
+                let array = arrays::read_npy(&bytes)
+                    .map_err(|reason| Failure::Usage(format!("{}: {reason}", source_name(path))))?;
                 Inputs::new().shared(name, array)
             }
             (None, Format::Json) => shared_json(path)?,
@@ -281,7 +280,8 @@ pub struct InputSources {
 
 impl InputSources {
     fn add(&mut self, path: &Path, inputs: &Inputs) {
-        self.files.push((path.to_owned(), inputs.names().map(str::to_owned).collect()));
+        self.files
+            .push((path.to_owned(), inputs.names().map(str::to_owned).collect()));
     }
 
     /// An error of binding the inputs: one about a value starts with the

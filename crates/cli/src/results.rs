@@ -49,7 +49,10 @@ pub fn results_npz(document: &str, compiled: &Compiled, entry: &str) -> Result<V
         }
     }
     if let Some(stats) = document.get("stats") {
-        arrays.push(("stats".into(), OutArray::Text(Vec::new(), vec![stats.to_string()])));
+        arrays.push((
+            "stats".into(),
+            OutArray::Text(Vec::new(), vec![stats.to_string()]),
+        ));
     }
     write_npz(&arrays)
 }
@@ -153,9 +156,15 @@ fn error_arrays(members: &[Json]) -> Vec<(String, OutArray)> {
     };
     let ok = errors.iter().map(Option::is_none).collect();
     vec![
-        ("ok".into(), OutArray::Tensor(Tensor::new(vec![n], Data::Bool(ok)))),
+        (
+            "ok".into(),
+            OutArray::Tensor(Tensor::new(vec![n], Data::Bool(ok))),
+        ),
         ("error/kind".into(), OutArray::Text(vec![n], text("kind"))),
-        ("error/message".into(), OutArray::Text(vec![n], text("message"))),
+        (
+            "error/message".into(),
+            OutArray::Text(vec![n], text("message")),
+        ),
         (
             "error/line".into(),
             OutArray::Tensor(Tensor::new(vec![n], Data::I64(number("line")))),

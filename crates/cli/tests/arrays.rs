@@ -37,7 +37,10 @@ fn expected_affine() -> String {
         .map(|m| {
             let x = [m as f64, m as f64 + 0.5, m as f64 + 1.0];
             let row = |i: usize| -> f64 {
-                (0..3).map(|j| (i as f64 + j as f64 / 4.0) * x[j]).sum::<f64>() - i as f64
+                (0..3)
+                    .map(|j| (i as f64 + j as f64 / 4.0) * x[j])
+                    .sum::<f64>()
+                    - i as f64
             };
             format!("{{\"ok\":[{},{}]}}", row(0), row(1))
         })
@@ -67,7 +70,14 @@ fn weights_from_every_kind_of_file_with_the_batch_in_json() {
         // float32 weights in Fortran order, deflated (np.savez_compressed).
         vec!["--shared", &fortran, "--inputs", &batch],
         // One big-endian array by name, the other static in JSON.
-        vec!["--shared", &big_endian, "--shared", &b_json, "--inputs", &batch],
+        vec![
+            "--shared",
+            &big_endian,
+            "--shared",
+            &b_json,
+            "--inputs",
+            &batch,
+        ],
     ];
     for args in cases {
         let out = run(&scratch, "affine", &args);
@@ -84,7 +94,11 @@ fn an_inputs_file_of_arrays_by_section() {
     assert_eq!(stdout(&out), expected_affine());
     // int16 members and a uint8 shared value for i64 arguments.
     let counts = fixture("counts.npz");
-    let out = run(&scratch, "count", &["--inputs", &counts, "--shared", &fixture("weights.npz")]);
+    let out = run(
+        &scratch,
+        "count",
+        &["--inputs", &counts, "--shared", &fixture("weights.npz")],
+    );
     assert!(out.status.success(), "{}", common::stderr(&out));
     assert_eq!(stdout(&out), "{\"results\":[{\"ok\":13},{\"ok\":22}]}\n");
 }
@@ -164,7 +178,15 @@ fn results_as_npz_arrays_with_the_errors() {
     let out = run(
         &scratch,
         "pick",
-        &["--inputs", &fixture("inputs.npz"), "--inputs", &indices, "--output", &output, "--stats"],
+        &[
+            "--inputs",
+            &fixture("inputs.npz"),
+            "--inputs",
+            &indices,
+            "--output",
+            &output,
+            "--stats",
+        ],
     );
     assert!(out.status.success(), "{}", common::stderr(&out));
     assert_eq!(stdout(&out), "");
@@ -173,8 +195,14 @@ fn results_as_npz_arrays_with_the_errors() {
     assert_eq!(
         names,
         [
-            "result/0.npy", "result/1.npy", "ok.npy", "error/kind.npy", "error/message.npy",
-            "error/line.npy", "error/column.npy", "stats.npy"
+            "result/0.npy",
+            "result/1.npy",
+            "ok.npy",
+            "error/kind.npy",
+            "error/message.npy",
+            "error/line.npy",
+            "error/column.npy",
+            "stats.npy"
         ]
     );
     let array = |name: &str| {
@@ -184,7 +212,10 @@ fn results_as_npz_arrays_with_the_errors() {
     };
     // x[i] of members 0, 2, 3: 0, 3, 3.5; member 1 failed (NaN).
     let (header, data) = array("result/0.npy");
-    assert!(header.contains("'descr': '<f8'") && header.contains("'shape': (4,)"), "{header}");
+    assert!(
+        header.contains("'descr': '<f8'") && header.contains("'shape': (4,)"),
+        "{header}"
+    );
     let values: Vec<f64> = data
         .chunks_exact(8)
         .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
@@ -196,7 +227,10 @@ fn results_as_npz_arrays_with_the_errors() {
     assert_eq!(data, [0, 0, 1, 1]);
     assert_eq!(array("ok.npy").1, [1, 0, 1, 1]);
     let (header, data) = array("error/kind.npy");
-    assert!(header.contains("'descr': '<U19'") && header.contains("'shape': (4,)"), "{header}");
+    assert!(
+        header.contains("'descr': '<U19'") && header.contains("'shape': (4,)"),
+        "{header}"
+    );
     let text: String = data
         .chunks_exact(4)
         .filter_map(|c| char::from_u32(u32::from_le_bytes(c.try_into().unwrap())))
@@ -218,7 +252,9 @@ fn results_of_different_shapes_cannot_be_stacked() {
     let program = scratch.file("r.ab", "fn grow(xs: [f64; L]) -> [f64; L] { xs }\n");
     let inputs = scratch.file("in.json", r#"{"batch": {"xs": [[1.0, 2.0], [3.0]]}}"#);
     let output = scratch.path("r.npz");
-    let out = autobatch(&["run", &program, "--entry", "grow", "--inputs", &inputs, "--output", &output]);
+    let out = autobatch(&[
+        "run", &program, "--entry", "grow", "--inputs", &inputs, "--output", &output,
+    ]);
     assert_one_line_error(
         &out,
         &format!(

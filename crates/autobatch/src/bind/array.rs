@@ -137,7 +137,10 @@ fn convert_elements(
         let path = element_path(&place.root, &array.tensor.shape, index);
         place.error(
             &path,
-            format_args!("must fit {elem}, found {value} in an array of {}", array.dtype),
+            format_args!(
+                "must fit {elem}, found {value} in an array of {}",
+                array.dtype
+            ),
         )
     };
     Ok(match (elem, data) {
@@ -150,9 +153,12 @@ fn convert_elements(
             }
             Data::F32(narrowed)
         }
-        (ScalarType::F32, _) if data.ty().is_integer() => {
-            Data::F32(integers_as_f64(data).into_iter().map(|x| x as f32).collect())
-        }
+        (ScalarType::F32, _) if data.ty().is_integer() => Data::F32(
+            integers_as_f64(data)
+                .into_iter()
+                .map(|x| x as f32)
+                .collect(),
+        ),
         (ScalarType::I32 | ScalarType::I64 | ScalarType::Usize, _) if data.ty().is_integer() => {
             convert_integers(data, elem).map_err(|i| not_fitting(i, integer_text(data, i)))?
         }

@@ -177,7 +177,11 @@ impl BoundProgram {
     /// `statics`: kept from an earlier batch, or derived now.
     fn derived(&self, entry: &str, statics: &[&str]) -> Result<Derived, InputError> {
         let same = |d: &Derived| {
-            d.entry_name == entry && d.statics.iter().map(|(n, _)| n.as_str()).eq(statics.iter().copied())
+            d.entry_name == entry
+                && d.statics
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .eq(statics.iter().copied())
         };
         let mut kept = self.derived.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(derived) = kept.iter().find(|d| same(d)) {
