@@ -166,7 +166,7 @@ fn run_config(
             max_steps: optional_number(
                 max_steps,
                 "max_steps",
-                0,
+                1,
                 u64::MAX,
                 autobatch::DEFAULT_MAX_STEPS,
             )?,
@@ -238,7 +238,7 @@ impl Program {
     /// Runs the entry function `entry` on a batch: `batch` gives each
     /// batched argument one value per member, `shared` the arguments and
     /// statics every member shares.
-    #[pyo3(signature = (entry, batch = None, shared = None, *, strategy = "program-counter",
+    #[pyo3(signature = (entry, batch = None, shared = None, *, strategy = "auto",
                         seed = None, lanes = "auto", threads = None, max_stack_depth = None,
                         max_steps = None, grad_statics = None))]
     #[allow(clippy::too_many_arguments)]
@@ -344,7 +344,7 @@ impl BoundProgram {
     /// Runs the entry function `entry` on a batch, as `Program.run` does,
     /// with the statics and shared arguments bound: `batch` and `shared`
     /// give only the rest.
-    #[pyo3(signature = (entry, batch = None, shared = None, *, strategy = "program-counter",
+    #[pyo3(signature = (entry, batch = None, shared = None, *, strategy = "auto",
                         seed = None, lanes = "auto", threads = None, max_stack_depth = None,
                         max_steps = None, grad_statics = None))]
     #[allow(clippy::too_many_arguments)]
@@ -435,7 +435,9 @@ impl Statics {
     }
 
     fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        PyList::new(py, self.keys(py))?.try_iter().map(Bound::into_any)
+        PyList::new(py, self.keys(py))?
+            .try_iter()
+            .map(Bound::into_any)
     }
 }
 

@@ -86,10 +86,7 @@ pub fn tensor_from_json(json: &serde_json::Value, elem: ScalarType) -> Result<Te
     Ok(Tensor::new(shape, data))
 }
 
-fn json_scalar(
-    json: &serde_json::Value,
-    elem: ScalarType,
-) -> Result<Scalar, String> {
+fn json_scalar(json: &serde_json::Value, elem: ScalarType) -> Result<Scalar, String> {
     let wrong = || format!("{json}, which is not a {}", elem.name());
     let float = || match json {
         serde_json::Value::Number(n) => n.as_f64().ok_or_else(wrong),
@@ -202,6 +199,7 @@ impl RunResult {
             .collect();
         let mut stats = json!({
             "strategy": self.strategy.name(),
+            "strategy_reason": self.strategy_reason(),
             "lanes": self.lanes.name(),
             "batch_size": self.batch_size,
             "threads": self.threads,
@@ -219,6 +217,24 @@ impl RunResult {
             stats[self.strategy.name()] = report_to_json(&self.stats.report);
         }
         stats
+    }
+}
+
+impl RunResult {
+    /// Why [`RunResult::strategy`] ran: `auto`'s reason, prefixed with
+    /// its name, or that it was asked for.
+    pub fn strategy_reason(&self) -> String {
+        strategy_reason(self.strategy.name(), self.stats.choice.as_ref())
+    }
+}
+
+/// Why a run's strategy ran, from `auto`'s choice if it picked one;
+/// `asked` names the strategy asked for.
+pub fn strategy_reason(asked: &str, choice: Option<&crate::StrategyChoice>) -> String {
+    match choice {
+        Some(choice) => format!("picked by auto: {}", choice.reason),
+        None if asked == crate::Strategy::Auto.name() => "auto picked nothing: nothing ran".into(),
+        None => "asked for".into(),
     }
 }
 

@@ -90,8 +90,8 @@ pub use compile::{compile, CompileError, Compiled};
 pub use frontend_bridge::Diagnostic;
 pub use inputs::{parse_strict_json, ArrayInput, InputValue, Inputs};
 pub use json_output::{
-    float_to_json, member_result_to_json, report_to_json, scalar_to_json, tensor_from_json,
-    tensor_to_json, value_to_json,
+    float_to_json, member_result_to_json, report_to_json, scalar_to_json, strategy_reason,
+    tensor_from_json, tensor_to_json, value_to_json,
 };
 pub use run::{
     check_threads, default_threads, max_threads, BatchingOptions, BlockChoice, Lanes, RunConfig,
@@ -107,6 +107,8 @@ pub use autobatch_macros::program;
 /// spellings, and the signature class of each.
 pub use autobatch_ops as ops;
 
+/// The executor the `auto` strategy picked for a run, and why ([`Stats::choice`]).
+pub use autobatch_exec::auto::Choice as StrategyChoice;
 /// A run's profile ([`RunOptions::profile`], `autobatch run --profile`).
 pub use autobatch_exec::profile;
 pub use autobatch_exec::{

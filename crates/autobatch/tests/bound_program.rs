@@ -99,8 +99,14 @@ fn statics_are_read_replaced_and_updated_in_place() {
     let after = bound.bind("affine", &batch()).unwrap();
     let x = [1.0, 2.0, 3.0];
     let run = |b: &autobatch::BoundBatch| b.run(&config(Strategy::Reference)).unwrap().members;
-    assert_eq!(run(&before)[0], Ok(affine(&w(), &[0.1, -0.2], &x).into_value()));
-    assert_eq!(run(&after)[0], Ok(affine(&w(), &[0.1, 5.0], &x).into_value()));
+    assert_eq!(
+        run(&before)[0],
+        Ok(affine(&w(), &[0.1, -0.2], &x).into_value())
+    );
+    assert_eq!(
+        run(&after)[0],
+        Ok(affine(&w(), &[0.1, 5.0], &x).into_value())
+    );
     let wrong_type = bound.static_values_mut::<f32>("B").unwrap_err();
     assert_eq!(
         wrong_type.message(),
@@ -109,10 +115,11 @@ fn statics_are_read_replaced_and_updated_in_place() {
 
     // Replacing one static leaves the others.
     let w2 = vec![vec![1.0, 0.0, 0.0], vec![0.0, 1.0, 0.0]];
-    bound
-        .set_static("W", serde_json::json!(w2))
-        .unwrap();
-    assert_eq!(run(&bound.bind("affine", &batch()).unwrap())[0], Ok(affine(&w2, &[0.1, 5.0], &x).into_value()));
+    bound.set_static("W", serde_json::json!(w2)).unwrap();
+    assert_eq!(
+        run(&bound.bind("affine", &batch()).unwrap())[0],
+        Ok(affine(&w2, &[0.1, 5.0], &x).into_value())
+    );
     // A new value must agree with the other statics' dimensions.
     let error = bound
         .set_static("W", serde_json::json!([[1.0, 2.0, 3.0]]))
@@ -203,7 +210,11 @@ fn array(shape: Vec<usize>, data: Data, dtype: &str) -> ArrayInput {
 fn arrays_convert_within_their_family() {
     let program = compile(SOURCE, "bound.ab").unwrap();
     // float32 for f64, int32 for i64.
-    let w32 = array(vec![2, 3], Data::F32(vec![0.5, -1.0, 0.25, 2.0, 0.125, -0.5]), "float32");
+    let w32 = array(
+        vec![2, 3],
+        Data::F32(vec![0.5, -1.0, 0.25, 2.0, 0.125, -0.5]),
+        "float32",
+    );
     let bound = program
         .with_statics(&Inputs::new().shared("W", w32).shared("B", vec![0.1, -0.2]))
         .unwrap();
@@ -217,7 +228,10 @@ fn arrays_convert_within_their_family() {
         .unwrap()
         .run(&config(Strategy::Reference))
         .unwrap();
-    assert_eq!(out.members, [Ok(6_i64.into_value()), Ok(15_i64.into_value())]);
+    assert_eq!(
+        out.members,
+        [Ok(6_i64.into_value()), Ok(15_i64.into_value())]
+    );
 }
 
 #[test]
@@ -244,7 +258,11 @@ fn arrays_of_another_family_or_shape_are_refused_by_name() {
         "argument `ks` is an array of int64 with shape [2, 2], but its type `[i64; 3]` needs shape [3]"
     );
     let error = program
-        .with_statics(&Inputs::new().shared("W", array(vec![6], Data::F64(w().concat()), "float64")).shared("B", vec![0.0, 0.0]))
+        .with_statics(
+            &Inputs::new()
+                .shared("W", array(vec![6], Data::F64(w().concat()), "float64"))
+                .shared("B", vec![0.0, 0.0]),
+        )
         .unwrap_err();
     assert_eq!(error.input_name(), Some("W"));
     assert_eq!(
@@ -253,7 +271,11 @@ fn arrays_of_another_family_or_shape_are_refused_by_name() {
     );
     let bools = array(vec![2], Data::Bool(vec![true, false]), "bool");
     let error = program
-        .with_statics(&Inputs::new().shared("W", serde_json::json!(w())).shared("B", bools))
+        .with_statics(
+            &Inputs::new()
+                .shared("W", serde_json::json!(w()))
+                .shared("B", bools),
+        )
         .unwrap_err();
     assert_eq!(
         error.message(),

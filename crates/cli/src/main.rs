@@ -95,14 +95,18 @@ struct RunArgs {
     /// `-` reads standard input. Also a .npz or .safetensors file whose
     /// arrays are named batch/NAME (the first axis: the members) and
     /// shared/NAME. May be given more than once.
-    #[arg(long, value_name = "INPUTS.json|.npz", required_unless_present = "shared")]
+    #[arg(
+        long,
+        value_name = "INPUTS.json|.npz",
+        required_unless_present = "shared"
+    )]
     inputs: Vec<PathBuf>,
     /// Shared values (statics and shared arguments) by name: a .npz,
     /// .safetensors or JSON file ({NAME: value}), or NAME=FILE.npy for one
     /// array. May be given more than once.
     #[arg(long, value_name = "FILE|NAME=FILE.npy")]
     shared: Vec<String>,
-    #[arg(long, value_parser = values::strategy, default_value = "program-counter", help = values::strategy_help(), long_help = values::strategy_long_help())]
+    #[arg(long, value_parser = values::strategy, default_value = "auto", help = values::strategy_help(), long_help = values::strategy_long_help())]
     strategy: Strategy,
     #[arg(long, value_parser = values::lanes, default_value = "auto", help = values::lanes_help())]
     lanes: Lanes,
@@ -460,14 +464,23 @@ fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
         return Ok(());
     };
     if let (Some(path), Some(profile), Some(batch)) = (&args.profile, &document.profile, &batch) {
-        let (entry, strategy) = (&args.entry, args.strategy.name());
-        pictures::write_profile(path, profile, entry, batch.batch_size(), strategy)?;
+        // The strategy that ran (`auto` runs program-counter for a profile).
+        let strategy = batch.strategy_for(&config);
+        pictures::write_profile(
+            path,
+            profile,
+            &args.entry,
+            batch.batch_size(),
+            strategy.name(),
+        )?;
     }
     let to = args.output.as_deref().unwrap_or(Path::new("-"));
     match compiled {
         Ok(compiled) if input::is_npz(to) => {
-            let bytes = results::results_npz(&document.text, &compiled, &args.entry)
-                .map_err(|reason| Failure::Usage(format!("cannot write `{}`: {reason}", to.display())))?;
+            let bytes =
+                results::results_npz(&document.text, &compiled, &args.entry).map_err(|reason| {
+                    Failure::Usage(format!("cannot write `{}`: {reason}", to.display()))
+                })?;
             output::write_bytes(to, &bytes)
         }
         _ => output::write_bytes(to, document.text.as_bytes()),

@@ -13,6 +13,7 @@
 use autobatch_ir::{FuncId, Program, SymbolId};
 use autobatch_types::{Loc, MemberError, Tensor};
 
+pub mod auto;
 pub mod batched;
 mod executor;
 pub mod gradients;
@@ -260,6 +261,9 @@ pub struct Stats {
     /// The figures the executor reports of its own (`--stats` prints them
     /// as an object under the strategy's name); none for most executors.
     pub report: Vec<ReportField>,
+    /// Under the `auto` strategy: the executor it picked and why
+    /// ([`auto::choose`]); `None` when the run named its strategy.
+    pub choice: Option<auto::Choice>,
     /// The lanes each step used and each block's steps, when the run was
     /// asked to record them ([`RunOptions::profile`]) and the strategy
     /// records them ([`Strategy::records_profile`]).
@@ -385,25 +389,44 @@ pub fn run_on(
     internal::guard(|| {
         memory::check_value_sizes(program, batch.entry, &env.symbols)
             .map_err(ExecError::Resources)?;
-        let executor = strategy.executor();
-        if !env.ragged.is_empty() {
-            if executor.runs_ragged() {
-                match executor.run(backend, program, env, batch, options) {
-                    // The batch's rows, padded to its longest member, do
-                    // not fit in memory (found before anything ran): its
-                    // sizes, each with its own lengths, may.
-                    Err(ExecError::Resources(_)) => {}
-                    Err(other) => return Err(other),
-                    Ok(mut output) => {
-                        output.stats.sizes = ragged::sizes(env, batch.size)?;
-                        return Ok(output);
-                    }
-                }
-            }
-            return ragged::run_by_size(backend, strategy, program, env, batch, options);
-        }
-        let mut output = executor.run(backend, program, env, batch, options)?;
-        output.stats.sizes = 1;
+        // `auto` picks here, so that the ragged batch below is run as the
+        // executor it picks runs one.
+        let choice =
+            (strategy == Strategy::Auto).then(|| auto::choose(program, env, batch, options));
+        let strategy = choice.as_ref().map_or(strategy, |c| c.strategy);
+        let mut output = run_strategy(backend, strategy, program, env, batch, options)?;
+        output.stats.choice = choice;
         Ok(output)
     })
+}
+
+/// [`run_on`] with `strategy` an executor of its own (not `auto`).
+fn run_strategy(
+    backend: &dyn Backend,
+    strategy: Strategy,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+) -> Result<RunOutput, ExecError> {
+    let executor = strategy.executor();
+    if !env.ragged.is_empty() {
+        if executor.runs_ragged() {
+            match executor.run(backend, program, env, batch, options) {
+                // The batch's rows, padded to its longest member, do
+                // not fit in memory (found before anything ran): its
+                // sizes, each with its own lengths, may.
+                Err(ExecError::Resources(_)) => {}
+                Err(other) => return Err(other),
+                Ok(mut output) => {
+                    output.stats.sizes = ragged::sizes(env, batch.size)?;
+                    return Ok(output);
+                }
+            }
+        }
+        return ragged::run_by_size(backend, strategy, program, env, batch, options);
+    }
+    let mut output = executor.run(backend, program, env, batch, options)?;
+    output.stats.sizes = 1;
+    Ok(output)
 }

@@ -181,11 +181,7 @@ fn log_density(theta: [f64; 1]) -> f64 { -0.5 * theta[0] * theta[0] * k[0] as f6
         r#"{"y": [1.0, 2.0], "N": 2.50}"#,
         &["`N` as 2.50;", "non-negative integer"],
     );
-    assert_data(
-        OK,
-        r#"{"y": [1.0, 2.0], "N": -1e0}"#,
-        &["`N` as -1e0;"],
-    );
+    assert_data(OK, r#"{"y": [1.0, 2.0], "N": -1e0}"#, &["`N` as -1e0;"]);
 }
 
 #[test]
