@@ -293,10 +293,11 @@ def python_worker(model, inputs, strategy, runs, warmup, out_path):
 
 def python_bench(a):
     """--python: ours through the Python package against DyNet's Python API."""
-    print("| model | hidden | batch | strategy | ours Python items/s | call ms | wall ms "
-          "| overhead / wall | ours CLI items/s | "
-          + " | ".join(f"DyNet ab={b}" for b in a.dynet) + " |")
-    print("|" + "---|" * (9 + len(a.dynet)))
+    columns = ["model", "hidden", "batch", "strategy", "ours Python items/s", "call ms",
+               "wall ms", "overhead / wall", "ours CLI items/s"]
+    columns += [f"DyNet ab={b}" for b in a.dynet]
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
     rows = []
     for model in a.models:
         for hidden in a.hidden:
@@ -348,8 +349,9 @@ def format_python_row(row, dynet):
     cli = f"{row['cli_items_per_second']:.0f}" if "cli_items_per_second" in row else "failed"
     theirs = [f"{row['dynet'][b]['items_per_second']:.0f}"
               if "items_per_second" in row["dynet"][b] else "failed" for b in dynet]
-    return (f"| {row['model']} | {row['hidden']} | {row['batch']} | {SHORT[row['strategy']]} | "
-            + ours + " | " + cli + " | " + " | ".join(theirs) + " |")
+    cells = [str(row["model"]), str(row["hidden"]), str(row["batch"]), SHORT[row["strategy"]],
+             ours, cli] + theirs
+    return "| " + " | ".join(cells) + " |"
 
 
 # ------------------------------------------------------------ DyNet -----
