@@ -96,6 +96,21 @@ fn the_examples_pick_by_their_products() {
             "models/treelstm_small.json",
             Strategy::NativeBatched,
         ),
+        // Three static matvec against two matvec with per-member matrices
+        // and two matmul: mostly per-member products.
+        (
+            "models/mvrnn.ab",
+            "classify",
+            "models/mvrnn_small.json",
+            Strategy::Native,
+        ),
+        // Attention: matmul of whole sequences, one static matvec.
+        (
+            "models/berxit.ab",
+            "classify",
+            "models/berxit_small.json",
+            Strategy::Native,
+        ),
     ];
     for (program, entry, inputs, expected) in cases {
         let source = read(program);
@@ -164,13 +179,55 @@ fn small_static_matrices_run_native_batched_with_members_to_share_them() {
     assert_eq!(run.strategy, Strategy::NativeBatched);
     let reason = run.stats.choice.unwrap().reason;
     assert!(
-        reason.contains("1 product with a static matrix, the largest 16 x 8")
-            && reason.contains("up to 3 members per thread"),
+        reason.contains(
+            "1 of the program's 1 matrix products with a static matrix, the largest 16 x 8"
+        ) && reason.contains("up to 3 members per thread"),
         "{reason}"
     );
     // One member per thread: nothing to share the product with.
     let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 2), 2);
     assert_eq!(run.strategy, Strategy::Native);
+    let reason = run.stats.choice.unwrap().reason;
+    assert!(
+        reason.ends_with("one member per thread to share them"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn products_mostly_with_per_member_matrices_run_native() {
+    let source = r#"
+extern "autobatch" {
+    static W: [[f64; 3]; 3];
+}
+fn mix(m: [[f64; 3]; 3], x: [f64; 3]) -> f64 {
+    let a = matvec(m, x);
+    let b = matvec(matmul(m, m), a);
+    sum(matvec(W, b))
+}
+"#;
+    let program = compiled(source, "mix.ab");
+    let m: Vec<Vec<Vec<f64>>> = (0..4)
+        .map(|k| {
+            (0..3)
+                .map(|r| (0..3).map(|c| ((k + r * 3 + c) % 5) as f64 / 4.0).collect())
+                .collect()
+        })
+        .collect();
+    let x: Vec<Vec<f64>> = (0..4).map(|k| vec![k as f64, 1.0, -0.5]).collect();
+    let w = json!([[1.0, 0.5, 0.0], [0.0, 1.0, 0.5], [0.5, 0.0, 1.0]]);
+    let inputs = Inputs::new()
+        .batched("m", m.into_iter().map(|v| json!(v)))
+        .batched("x", x)
+        .shared("W", w);
+    let run = run_auto(&program, "mix", &inputs, 1);
+    assert_eq!(run.strategy, Strategy::Native);
+    let reason = run.stats.choice.unwrap().reason;
+    assert!(
+        reason.contains("1 of the program's 4 matrix products with a static matrix")
+            && reason.ends_with("most products are with per-member matrices"),
+        "{reason}"
+    );
 }
 
 #[test]

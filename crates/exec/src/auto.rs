@@ -11,17 +11,20 @@
 //! 2. the native compiler does not take the program (a host primitive, a
 //!    static not bound): `program-counter`, the executor the native ones
 //!    would fall back to, saying why;
-//! 3. the program has products with a static matrix (`matvec`, `vecmat`
-//!    whose matrix is a static or an item of one), at least two members
-//!    per thread to share them, and the largest such matrix has at least
-//!    [`LARGE_MATRIX`] elements: `program-counter` (each product one
-//!    product of the matrix with every member's vector at once, the matrix
-//!    read once per step however the members' control differs);
+//! 3. of the matrix products of the source (`matvec`, `vecmat`, `matmul`
+//!    in the functions the entry reaches), at least half are `matvec` or
+//!    `vecmat` with a static matrix (a static or an item of one), there are
+//!    at least two members per thread to share them, and the largest such
+//!    matrix has at least [`LARGE_MATRIX`] elements: `program-counter`
+//!    (each product one product of the matrix with every member's vector
+//!    at once, the matrix read once per step however the members' control
+//!    differs);
 //! 4. as 3 with smaller matrices: `native-batched` (each member's control
 //!    in machine code, each such product once for the members of a thread
 //!    waiting at it);
 //! 5. otherwise: `native` (each member alone in machine code: scalar
-//!    control, per-member arrays, or one member per thread).
+//!    control, per-member arrays, products mostly with per-member
+//!    matrices, or one member per thread).
 //!
 //! `local-static` and `native-lockstep` are never picked: each was slower
 //! than one of the above on every workload measured (docs/benchmarks.md).
@@ -101,54 +104,62 @@ pub fn choose(program: &Program, env: &Env, batch: &Batch, options: &RunOptions)
             reason: format!("native code does not compile the program: {reason}"),
         };
     }
-    let products = static_products(program, batch.entry, &env.symbols);
+    let products = products(program, batch.entry, &env.symbols);
     let per_thread = batch.size.div_ceil(options.threads.max(1));
-    match products.largest {
-        Some((rows, columns)) if per_thread >= 2 => {
-            let large = rows * columns >= LARGE_MATRIX;
-            let described = format!(
-                "{} product{} with a static matrix, the largest {rows} x {columns}",
-                products.count,
-                if products.count == 1 { "" } else { "s" },
-            );
-            Choice {
-                strategy: if large {
-                    Strategy::ProgramCounter
-                } else {
-                    Strategy::NativeBatched
-                },
-                reason: if large {
-                    format!(
-                        "{described} (larger than the cache): each one product for the whole batch"
-                    )
-                } else {
-                    format!("{described}: each shared by up to {per_thread} members per thread")
-                },
-            }
-        }
-        Some(_) => Choice {
-            strategy: Strategy::Native,
-            reason: "one member per thread: no product with a static matrix to share".into(),
-        },
-        None => Choice {
+    let Some((rows, columns)) = products.largest else {
+        return Choice {
             strategy: Strategy::Native,
             reason: "no product with a static matrix: each member runs alone in machine code"
                 .into(),
-        },
+        };
+    };
+    let described = format!(
+        "{} of the program's {} matrix products with a static matrix, the largest {rows} x {columns}",
+        products.shared,
+        products.shared + products.others,
+    );
+    let (strategy, why) = if products.others > products.shared {
+        (
+            Strategy::Native,
+            "most products are with per-member matrices".to_string(),
+        )
+    } else if per_thread < 2 {
+        (
+            Strategy::Native,
+            "one member per thread to share them".to_string(),
+        )
+    } else if rows * columns >= LARGE_MATRIX {
+        (
+            Strategy::ProgramCounter,
+            "larger than the cache: each one product for the whole batch".to_string(),
+        )
+    } else {
+        (
+            Strategy::NativeBatched,
+            format!("each shared by up to {per_thread} members per thread"),
+        )
+    };
+    Choice {
+        strategy,
+        reason: format!("{described}; {why}"),
     }
 }
 
-/// The products with a static matrix in the functions an entry reaches.
+/// The matrix products (`matvec`, `vecmat`, `matmul`) in the functions an
+/// entry reaches, counted once per operation of the source.
 #[derive(Debug, Default, PartialEq)]
-struct StaticProducts {
-    /// How many `matvec`/`vecmat` operations of the source.
-    count: usize,
-    /// The shape of the largest matrix among them (by elements).
+struct Products {
+    /// `matvec`/`vecmat` of a float static matrix (or an item of one): the
+    /// products native-batched shares between members.
+    shared: usize,
+    /// The others: with a per-member matrix, or `matmul`.
+    others: usize,
+    /// The shape of the largest static matrix among the shared ones.
     largest: Option<(u64, u64)>,
 }
 
-fn static_products(program: &Program, entry: FuncId, symbols: &[u64]) -> StaticProducts {
-    let mut found = StaticProducts::default();
+fn products(program: &Program, entry: FuncId, symbols: &[u64]) -> Products {
+    let mut found = Products::default();
     let reachable = crate::memory::reachable_functions(program, entry);
     for (id, function) in program.functions.iter() {
         if !reachable[id.index()] {
@@ -162,10 +173,15 @@ fn static_products(program: &Program, entry: FuncId, symbols: &[u64]) -> StaticP
             let matrix = match prim {
                 Prim::Matvec => args[0],
                 Prim::Vecmat => args[1],
+                Prim::Matmul => {
+                    found.others += 1;
+                    continue;
+                }
                 _ => continue,
             };
             let ty = &function.vars[matrix].ty;
             if !from_static[matrix.index()] || !ty.elem.is_float() || ty.dims.len() != 2 {
+                found.others += 1;
                 continue;
             }
             let length = |d: &Dim| match d {
@@ -173,7 +189,7 @@ fn static_products(program: &Program, entry: FuncId, symbols: &[u64]) -> StaticP
                 Dim::Symbolic(s) => symbols.get(s.0 as usize).copied().unwrap_or(0),
             };
             let shape = (length(&ty.dims[0]), length(&ty.dims[1]));
-            found.count += 1;
+            found.shared += 1;
             if found.largest.is_none_or(|(r, c)| r * c < shape.0 * shape.1) {
                 found.largest = Some(shape);
             }
