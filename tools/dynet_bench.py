@@ -59,6 +59,18 @@ is. DyNet runs in DYNET_PYTHON (default `.peers/dynet/bin/python`, from
 `tools/peers/install dynet`). `tools/bench/run dynet` runs this at one
 thread and at all cores and writes docs/results/dynet.json.
 
+`--python` benches our side through the Python package instead (forward
+only): the model's weights bound once (`Program.bind`, an
+`autobatch.BoundProgram`), then, warm and on one thread, each call is
+`bound.run(entry, batch=<numpy arrays>, strategy=S, threads=1)` and
+`.stacked()`; the table gives items per second of the whole call, the
+median call and `stats["wall_seconds"]` (execution alone) in ms, and the
+per-call overhead (call minus wall) as a share of the wall time, beside
+the CLI path's items per second (`autobatch-bench model`, as above, at one
+thread) and DyNet's Python API on the same inputs. The package must be
+importable by AUTOBATCH_PYTHON (default: this interpreter), e.g. after
+`pip install ./python` (a release build).
+
 `--no-build` skips `cargo build` and uses the binary as it is;
 `AUTOBATCH_BENCH_BIN=PATH` runs that `autobatch-bench` of ours instead
 (with --no-build: an A/B of two commits).
@@ -67,6 +79,8 @@ thread and at all cores and writes docs/results/dynet.json.
         --batches 8 64 256 --hidden 128 256 --threads 1 --json /tmp/bench.json
     .peers/numpy/bin/python tools/dynet_bench.py --train --models treelstm birnn \
         --strategies program-counter local-static --json /tmp/train.json
+    AUTOBATCH_PYTHON=/tmp/pyenv/bin/python .peers/numpy/bin/python tools/dynet_bench.py \
+        --python --models treelstm --batches 8 256 --hidden 128 --dynet 0 1
 """
 import argparse
 import json
@@ -215,6 +229,129 @@ def run_dynet(model, inputs, autobatch, runs, timeout, mode="forward"):
         with open(out.name) as f:
             doc = json.load(f)
     return statistics.median(doc["seconds"]), (doc if mode == "train" else doc["outputs"])
+
+
+# ------------------------------------------------------- ours, Python ---
+
+AUTOBATCH_PYTHON = os.environ.get("AUTOBATCH_PYTHON", sys.executable)
+
+
+def run_python(model, inputs, strategy, runs, timeout):
+    """Our model through the Python package with its weights bound once:
+    the worker's figures (call and wall seconds per run, outputs)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd, env = restrict([AUTOBATCH_PYTHON, __file__, "--python-worker", model, inputs,
+                             strategy, str(runs), str(WARMUP), out.name])
+        subprocess.run(cmd, check=True, timeout=timeout, env=env)
+        with open(out.name) as f:
+            return json.load(f)
+
+
+def as_numpy(np, value):
+    """A JSON input as numpy: a rectangular array, else a list of arrays
+    (a ragged batch's members)."""
+    try:
+        array = np.asarray(value)
+        if array.dtype != object:
+            return array
+    except ValueError:
+        pass
+    return [np.asarray(v) for v in value]
+
+
+def python_worker(model, inputs, strategy, runs, warmup, out_path):
+    """Binds the weights once, then times warm calls on one thread."""
+    import numpy as np
+    import autobatch
+
+    with open(inputs) as f:
+        doc = json.load(f)
+    path = os.path.join(ROOT, "examples/models", model + ".ab")
+    with open(path) as f:
+        prog = autobatch.compile(f.read(), path)
+    bound = prog.bind(shared={k: as_numpy(np, v) for k, v in doc["shared"].items()})
+    batch = {k: as_numpy(np, v) for k, v in doc["batch"].items()}
+    entry = ENTRY.get(model, "classify")
+    walls, outputs = [], None
+
+    def step():
+        nonlocal outputs
+        t0 = time.perf_counter()
+        res = bound.run(entry, batch=batch, strategy=strategy, threads=1)
+        stacked = res.stacked()
+        seconds = time.perf_counter() - t0
+        walls.append(res.stats["wall_seconds"])   # read after the timing
+        outputs = stacked
+        return seconds
+
+    calls = warmed(step, int(runs), float(warmup))
+    walls = walls[-len(calls):]
+    outputs = [flatten(np.asarray(o).tolist(), []) for o in outputs]
+    with open(out_path, "w") as f:
+        json.dump({"calls": calls, "walls": walls, "outputs": outputs}, f)
+
+
+def python_bench(a):
+    """--python: ours through the Python package against DyNet's Python API."""
+    columns = ["model", "hidden", "batch", "strategy", "ours Python items/s", "call ms",
+               "wall ms", "overhead / wall", "ours CLI items/s"]
+    columns += [f"DyNet ab={b}" for b in a.dynet]
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    rows = []
+    for model in a.models:
+        for hidden in a.hidden:
+            for batch in a.batches:
+                with tempfile.TemporaryDirectory() as tmp:
+                    inputs = os.path.join(tmp, "inputs.json")
+                    write_inputs(model, batch, hidden, inputs)
+                    dynet = {}
+                    for b in a.dynet:
+                        try:
+                            secs, out = run_dynet(model, inputs, b, a.runs, a.timeout)
+                            dynet[b] = {"items_per_second": batch / secs, "outputs": out}
+                        except subprocess.SubprocessError as e:
+                            dynet[b] = {"error": str(e)}
+                    for s in STRATEGIES:
+                        rows.append(python_row(model, hidden, batch, s, inputs, dynet, a))
+                        print(format_python_row(rows[-1], a.dynet), flush=True)
+                if a.json:
+                    with open(a.json, "w") as f:
+                        json.dump(rows, f, indent=1)
+
+
+def python_row(model, hidden, batch, strategy, inputs, dynet, a):
+    row = {"model": model, "hidden": hidden, "batch": batch, "strategy": strategy,
+           "dynet": {b: {k: v for k, v in d.items() if k != "outputs"} for b, d in dynet.items()}}
+    try:
+        doc = run_python(model, inputs, strategy, a.runs, a.timeout)
+    except subprocess.SubprocessError as e:
+        row["error"] = str(e)
+        return row
+    call, wall = statistics.median(doc["calls"]), statistics.median(doc["walls"])
+    row.update(items_per_second=batch / call, call_seconds=call, wall_seconds=wall,
+               overhead_over_wall=(call - wall) / wall)
+    try:
+        cli_wall, _, _ = run_ours(model, model, inputs, strategy, a.runs, a.timeout)
+        row["cli_items_per_second"] = batch / cli_wall
+    except (subprocess.SubprocessError, OSError) as e:
+        row["cli_error"] = str(e)
+    for b, d in dynet.items():
+        if "outputs" in d:
+            row["dynet"][b]["max_difference"] = max_difference(d["outputs"], doc["outputs"])
+    return row
+
+
+def format_python_row(row, dynet):
+    ours = (f"{row['items_per_second']:.0f} | {row['call_seconds'] * 1e3:.2f} | "
+            f"{row['wall_seconds'] * 1e3:.2f} | {row['overhead_over_wall']:.1%}"
+            if "error" not in row else "failed | - | - | -")
+    cli = f"{row['cli_items_per_second']:.0f}" if "cli_items_per_second" in row else "failed"
+    theirs = [f"{row['dynet'][b]['items_per_second']:.0f}"
+              if "items_per_second" in row["dynet"][b] else "failed" for b in dynet]
+    cells = [str(row["model"]), str(row["hidden"]), str(row["batch"]), SHORT[row["strategy"]],
+             ours, cli] + theirs
+    return "| " + " | ".join(cells) + " |"
 
 
 # ------------------------------------------------------------ DyNet -----
@@ -587,7 +724,7 @@ def main():
     ap.add_argument("--hidden", nargs="+", type=int, default=[128, 256])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per process")
-    ap.add_argument("--dynet", nargs="+", type=int, default=[0, 1, 2], help="autobatch settings")
+    ap.add_argument("--dynet", nargs="*", type=int, default=[0, 1, 2], help="autobatch settings")
     ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=list(STRATEGIES),
                     help="our strategies to run")
     ap.add_argument("--json", help="write every figure here")
@@ -598,10 +735,15 @@ def main():
                     help="seconds of untimed runs before the timed ones, on both sides")
     ap.add_argument("--threads", type=int,
                     help="threads of both sides (ours --threads, DyNet's pools; both under taskset)")
+    ap.add_argument("--python", action="store_true",
+                    help="bench ours through the Python package (BoundProgram, one thread)")
     ap.add_argument("--worker", nargs=7, help=argparse.SUPPRESS)
+    ap.add_argument("--python-worker", nargs=6, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         return worker(*a.worker)
+    if a.python_worker:
+        return python_worker(*a.python_worker)
     set_strategies(a.strategies)
     global WARMUP, THREADS
     WARMUP = a.warmup
@@ -610,6 +752,9 @@ def main():
     if not a.no_build:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "autobatch-bench"], cwd=ROOT,
                        check=True)
+    if a.python:
+        THREADS = 1
+        return python_bench(a)
     if a.train:
         return train_bench(a)
     rows = []

@@ -1,16 +1,22 @@
-//! Python values to the inputs' JSON form, and results back to Python.
+//! Python values to inputs, and results back to Python.
 //!
-//! Inputs go through [`autobatch::Inputs`] as JSON values, so that they are
-//! checked and converted by the same rules, with the same messages, as the
-//! command line's `--inputs` file: a numpy array becomes nested lists (its
-//! `tolist()`), a tuple a list, a float that is not finite the strings
-//! `"NaN"`, `"inf"`, `"-inf"`. Results come back as Python scalars, numpy
-//! arrays of the element type (`bool`, `int32`, `int64`, `uint64`,
-//! `float32`, `float64`) and tuples.
+//! A numpy array is read through its buffer ([`array_input`]): no Python
+//! object per element, one pass over its elements. Other values go through
+//! [`autobatch::Inputs`] as JSON values, so that they are checked and
+//! converted by the same rules, with the same messages, as the command
+//! line's `--inputs` file: a tuple becomes a list, a float that is not
+//! finite the strings `"NaN"`, `"inf"`, `"-inf"`. Results come back as
+//! Python scalars, numpy arrays of the element type (`bool`, `int32`,
+//! `int64`, `uint64`, `float32`, `float64`) copied from their buffers, and
+//! tuples; [`stacked`] gives a batch's results as one array.
 
-use autobatch::{MemberError, Tensor, Value};
+use autobatch::{ArrayInput, InputValue, MemberError, Tensor, Value};
 use autobatch_types::Data;
-use pyo3::exceptions::PyTypeError;
+use numpy::{
+    PyArray1, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray,
+    PyUntypedArrayMethods,
+};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
@@ -103,28 +109,113 @@ pub fn type_name(value: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".to_owned())
 }
 
-/// A batched argument's values, one per member: the items of a list or
-/// tuple, or the rows of a numpy array along its first axis.
-pub fn members(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<serde_json::Value>> {
-    let plain = if is_numpy(value) {
-        value.call_method0("tolist")?
-    } else {
-        value.clone()
+/// One Python value as an input: a numpy array through its buffer (see
+/// [`array_input`]), anything else as JSON.
+pub fn to_input(value: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<InputValue> {
+    match value.downcast::<PyUntypedArray>() {
+        Ok(array) => Ok(InputValue::Array(array_input(array, what)?)),
+        Err(_) => to_json(value, what).map(InputValue::Json),
+    }
+}
+
+/// A numpy array's elements read through its buffer, in one pass: as they
+/// are when their type is one of the language's (`bool`, `int32`,
+/// `int64`, `uint64`, `float32`, `float64`) in the machine's byte order,
+/// C- or Fortran-ordered or strided; other integer and float types (and
+/// other byte orders) first become `int64`, `uint64` or a float type by
+/// one numpy conversion. The binder converts them to the declared type.
+pub fn array_input(
+    array: &Bound<'_, PyUntypedArray>,
+    what: &dyn Fn() -> String,
+) -> PyResult<ArrayInput> {
+    let dtype = array.dtype();
+    let name = dtype.to_string();
+    let shape = array.shape().to_vec();
+    let data = match native_elements(array)? {
+        Some(data) => data,
+        None => {
+            let target = match (dtype.kind(), dtype.itemsize()) {
+                (b'b', _) => "bool",
+                (b'i', _) | (b'u', 1..=4) => "int64",
+                (b'u', _) => "uint64",
+                (b'f', 2 | 4) => "float32",
+                (b'f', _) => "float64",
+                _ => {
+                    return Err(PyTypeError::new_err(format!(
+                        "{} is a numpy array of {name}, which cannot be an input (give an array of numbers or bools)",
+                        what()
+                    )))
+                }
+            };
+            let converted = array.call_method1("astype", (target,))?;
+            let converted = converted.downcast::<PyUntypedArray>()?;
+            native_elements(converted)?.expect("a native element type")
+        }
     };
-    let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = plain.downcast::<PyList>() {
-        list.iter().collect()
-    } else if let Ok(tuple) = plain.downcast::<PyTuple>() {
-        tuple.iter().collect()
+    Ok(ArrayInput::new(Tensor::new(shape, data), &name))
+}
+
+/// The elements of an array whose element type is one of the language's,
+/// in the machine's byte order; `None` for any other.
+fn native_elements(array: &Bound<'_, PyUntypedArray>) -> PyResult<Option<Data>> {
+    fn read<T: numpy::Element + Copy>(
+        array: &Bound<'_, PyUntypedArray>,
+    ) -> PyResult<Option<Vec<T>>> {
+        let py = array.py();
+        if !array.dtype().is_equiv_to(&numpy::dtype::<T>(py)) {
+            return Ok(None);
+        }
+        let typed = array.downcast::<PyArrayDyn<T>>()?.readonly();
+        // (`as_slice` also takes Fortran order, whose elements are not in row-major order.)
+        Ok(Some(match typed.as_slice() {
+            Ok(contiguous) if array.is_c_contiguous() => contiguous.to_vec(),
+            // Fortran-ordered or strided: one pass in row-major order.
+            _ => typed.as_array().iter().copied().collect(),
+        }))
+    }
+    Ok(if let Some(v) = read::<f64>(array)? {
+        Some(Data::F64(v))
+    } else if let Some(v) = read::<f32>(array)? {
+        Some(Data::F32(v))
+    } else if let Some(v) = read::<i64>(array)? {
+        Some(Data::I64(v))
+    } else if let Some(v) = read::<i32>(array)? {
+        Some(Data::I32(v))
+    } else if let Some(v) = read::<u64>(array)? {
+        Some(Data::Usize(v))
     } else {
-        return Err(PyTypeError::new_err(format!(
+        read::<bool>(array)?.map(Data::Bool)
+    })
+}
+
+/// A batched argument's values, one per member: the items of a list or
+/// tuple, or the rows of a numpy array along its first axis (read in one
+/// pass, then split).
+pub fn members(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<InputValue>> {
+    let not_a_list = || {
+        PyTypeError::new_err(format!(
             "batched argument `{name}` must be a list or array with one value per member, found a Python `{}`",
             type_name(value)
-        )));
+        ))
+    };
+    if let Ok(array) = value.downcast::<PyUntypedArray>() {
+        if array.ndim() == 0 {
+            return Err(not_a_list());
+        }
+        let whole = array_input(array, &|| format!("batched argument `{name}`"))?;
+        return Ok(whole.rows().into_iter().map(InputValue::Array).collect());
+    }
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = value.downcast::<PyList>() {
+        list.iter().collect()
+    } else if let Ok(tuple) = value.downcast::<PyTuple>() {
+        tuple.iter().collect()
+    } else {
+        return Err(not_a_list());
     };
     items
         .iter()
         .enumerate()
-        .map(|(member, item)| to_json(item, &|| format!("argument `{name}` of member {member}")))
+        .map(|(member, item)| to_input(item, &|| format!("argument `{name}` of member {member}")))
         .collect()
 }
 
@@ -157,25 +248,101 @@ fn scalar_to_py<'py>(py: Python<'py>, tensor: &Tensor) -> PyResult<Bound<'py, Py
     })
 }
 
-/// The raw bytes of `data` in the machine's order, and numpy's name of its type.
-fn raw_bytes(data: &Data) -> (Vec<u8>, &'static str) {
-    fn bytes<T: Copy, const N: usize>(v: &[T], to: impl Fn(T) -> [u8; N]) -> Vec<u8> {
-        v.iter().flat_map(|x| to(*x)).collect()
+/// A tensor as a writable numpy array of its shape and element type
+/// (`bool`, `int32`, `int64`, `uint64`, `float32`, `float64`), copied from
+/// its buffer.
+pub fn tensor_to_numpy<'py>(py: Python<'py>, tensor: &Tensor) -> PyResult<Bound<'py, PyAny>> {
+    elements_to_numpy(py, &tensor.data, &tensor.shape)
+}
+
+/// `data` as a writable numpy array of `shape`.
+fn elements_to_numpy<'py>(
+    py: Python<'py>,
+    data: &Data,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    fn array<'py, T: numpy::Element>(
+        py: Python<'py>,
+        v: &[T],
+        shape: &[usize],
+    ) -> PyResult<Bound<'py, PyAny>> {
+        Ok(PyArray1::from_slice(py, v)
+            .reshape(shape.to_vec())?
+            .into_any())
     }
     match data {
-        Data::Bool(v) => (v.iter().map(|b| u8::from(*b)).collect(), "bool"),
-        Data::I32(v) => (bytes(v, i32::to_ne_bytes), "int32"),
-        Data::I64(v) => (bytes(v, i64::to_ne_bytes), "int64"),
-        Data::Usize(v) => (bytes(v, u64::to_ne_bytes), "uint64"),
-        Data::F32(v) => (bytes(v, f32::to_ne_bytes), "float32"),
-        Data::F64(v) => (bytes(v, f64::to_ne_bytes), "float64"),
+        Data::Bool(v) => array(py, v, shape),
+        Data::I32(v) => array(py, v, shape),
+        Data::I64(v) => array(py, v, shape),
+        Data::Usize(v) => array(py, v, shape),
+        Data::F32(v) => array(py, v, shape),
+        Data::F64(v) => array(py, v, shape),
     }
 }
 
-/// A tensor as a writable numpy array of its shape and element type.
-pub fn tensor_to_numpy<'py>(py: Python<'py>, tensor: &Tensor) -> PyResult<Bound<'py, PyAny>> {
-    let (bytes, dtype) = raw_bytes(&tensor.data);
-    flat_to_numpy(py, &bytes, dtype, &tensor.shape)
+/// The members' values stacked along a new first axis, one numpy array
+/// (a tuple of them for a tuple type), built from the members' buffers;
+/// `ValueError` if a member failed or two members' shapes differ.
+pub fn stacked<'py>(
+    py: Python<'py>,
+    members: &[Result<Value, MemberError>],
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut values = Vec::with_capacity(members.len());
+    for (member, result) in members.iter().enumerate() {
+        match result {
+            Ok(value) => values.push(value),
+            Err(error) => {
+                return Err(PyValueError::new_err(format!(
+                    "member {member} failed ({}: {}), so the results cannot be stacked; \
+                     read `values` and `errors`",
+                    error.kind.name(),
+                    error.message
+                )))
+            }
+        }
+    }
+    stack_values(py, &values)
+}
+
+fn stack_values<'py>(py: Python<'py>, values: &[&Value]) -> PyResult<Bound<'py, PyAny>> {
+    let Some(first) = values.first() else {
+        return Err(PyValueError::new_err("no members to stack"));
+    };
+    match first {
+        Value::Tuple(items) => {
+            let mut stacked = Vec::with_capacity(items.len());
+            for k in 0..items.len() {
+                let column: Vec<&Value> = values
+                    .iter()
+                    .map(|v| match v {
+                        Value::Tuple(items) => &items[k],
+                        other => other,
+                    })
+                    .collect();
+                stacked.push(stack_values(py, &column)?);
+            }
+            Ok(PyTuple::new(py, stacked)?.into_any())
+        }
+        Value::Tensor(first) => {
+            let mut data = Data::with_capacity(first.data.ty(), first.data.len() * values.len());
+            for (member, value) in values.iter().enumerate() {
+                let Value::Tensor(tensor) = value else {
+                    unreachable!("members of one type")
+                };
+                if tensor.shape != first.shape {
+                    return Err(PyValueError::new_err(format!(
+                        "member {member}'s result has shape {:?} but member 0's has {:?}: \
+                         results of different shapes cannot be stacked; read `values`",
+                        tensor.shape, first.shape
+                    )));
+                }
+                data.extend_from(&tensor.data, 0..tensor.data.len());
+            }
+            let mut shape = vec![values.len()];
+            shape.extend(&first.shape);
+            elements_to_numpy(py, &data, &shape)
+        }
+    }
 }
 
 /// Raw machine-order bytes as a writable numpy array of `dtype` and `shape`.
@@ -260,7 +427,7 @@ pub fn call_host(
     let value = function.call1(py, tuple).map_err(|e| e.to_string())?;
     let json = to_json(value.bind(py), &|| "the host function's value".to_owned())
         .map_err(|e| e.to_string())?;
-    json_to_tensor(&json, elem).map(Value::Tensor)
+    autobatch::tensor_from_json(&json, elem).map(Value::Tensor)
 }
 
 /// The calls of several members of a batched Python host function at once:
@@ -321,7 +488,7 @@ fn stacked_call(
     };
     items
         .iter()
-        .map(|item| json_to_tensor(item, elem).map(Value::Tensor))
+        .map(|item| autobatch::tensor_from_json(item, elem).map(Value::Tensor))
         .collect()
 }
 
@@ -336,70 +503,4 @@ fn stack<'py>(py: Python<'py>, tensors: &[&Tensor]) -> PyResult<Bound<'py, PyAny
     let mut shape = vec![tensors.len()];
     shape.extend(&first.shape);
     tensor_to_numpy(py, &Tensor::new(shape, data))
-}
-
-/// A JSON number, bool or rectangular nest of lists as a tensor of `elem`.
-fn json_to_tensor(json: &serde_json::Value, elem: autobatch::ScalarType) -> Result<Tensor, String> {
-    use autobatch::Scalar;
-    fn walk(
-        json: &serde_json::Value,
-        depth: usize,
-        shape: &mut Vec<usize>,
-        out: &mut Vec<Scalar>,
-        elem: autobatch::ScalarType,
-    ) -> Result<(), String> {
-        match json {
-            serde_json::Value::Array(items) => {
-                if depth == shape.len() {
-                    if !out.is_empty() {
-                        return Err("a value that is not a rectangular array".to_owned());
-                    }
-                    shape.push(items.len());
-                } else if shape.get(depth) != Some(&items.len()) {
-                    return Err("a value that is not a rectangular array".to_owned());
-                }
-                items
-                    .iter()
-                    .try_for_each(|item| walk(item, depth + 1, shape, out, elem))
-            }
-            scalar if depth == shape.len() => {
-                out.push(json_scalar(scalar, elem)?);
-                Ok(())
-            }
-            _ => Err("a value that is not a rectangular array".to_owned()),
-        }
-    }
-    let mut shape = Vec::new();
-    let mut scalars = Vec::new();
-    walk(json, 0, &mut shape, &mut scalars, elem)?;
-    let mut data = Data::with_capacity(elem, scalars.len());
-    scalars.into_iter().for_each(|s| data.push(s));
-    Ok(Tensor::new(shape, data))
-}
-
-fn json_scalar(
-    json: &serde_json::Value,
-    elem: autobatch::ScalarType,
-) -> Result<autobatch::Scalar, String> {
-    use autobatch::{Scalar, ScalarType};
-    let wrong = || format!("{json}, which is not a {}", elem.name());
-    let float = || match json {
-        serde_json::Value::Number(n) => n.as_f64().ok_or_else(wrong),
-        serde_json::Value::String(s) if s == "NaN" => Ok(f64::NAN),
-        serde_json::Value::String(s) if s == "inf" => Ok(f64::INFINITY),
-        serde_json::Value::String(s) if s == "-inf" => Ok(f64::NEG_INFINITY),
-        _ => Err(wrong()),
-    };
-    Ok(match elem {
-        ScalarType::Bool => Scalar::Bool(json.as_bool().ok_or_else(wrong)?),
-        ScalarType::I32 => Scalar::I32(
-            json.as_i64()
-                .and_then(|i| i32::try_from(i).ok())
-                .ok_or_else(wrong)?,
-        ),
-        ScalarType::I64 => Scalar::I64(json.as_i64().ok_or_else(wrong)?),
-        ScalarType::Usize => Scalar::Usize(json.as_u64().ok_or_else(wrong)?),
-        ScalarType::F32 => Scalar::F32(float()? as f32),
-        ScalarType::F64 => Scalar::F64(float()?),
-    })
 }

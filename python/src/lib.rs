@@ -19,10 +19,11 @@ mod sample;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use autobatch::{Compiled, Inputs, Lanes, RunConfig, Strategy};
+use autobatch::{BoundBatch, Compiled, Inputs, Lanes, RunConfig, Strategy};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyDict, PyList};
 
 create_exception!(
@@ -129,10 +130,73 @@ fn inputs_from_py(
         inputs = inputs.batched(&name, members);
     }
     for (name, value) in named_items("shared", shared)? {
-        let json = convert::to_json(&value, &|| format!("`{name}` in `shared`"))?;
-        inputs = inputs.shared(&name, json);
+        let value = convert::to_input(&value, &|| format!("`{name}` in `shared`"))?;
+        inputs = inputs.shared(&name, value);
     }
     Ok(inputs)
+}
+
+/// The settings of a run from `run`'s keyword arguments.
+fn run_config(
+    strategy: &str,
+    seed: Option<&Bound<'_, PyAny>>,
+    lanes: &str,
+    threads: Option<&Bound<'_, PyAny>>,
+    max_stack_depth: Option<&Bound<'_, PyAny>>,
+    max_steps: Option<&Bound<'_, PyAny>>,
+) -> PyResult<RunConfig> {
+    let config = RunConfig {
+        strategy: parse_name::<Strategy>(strategy)?,
+        options: autobatch::RunOptions {
+            seed: optional_number(seed, "seed", 0, u64::MAX, 0)?,
+            threads: optional_number(
+                threads,
+                "threads",
+                0,
+                u64::MAX,
+                autobatch::default_threads() as u64,
+            )? as usize,
+            max_stack_depth: optional_number(
+                max_stack_depth,
+                "max_stack_depth",
+                1,
+                usize::MAX as u64,
+                autobatch::DEFAULT_MAX_STACK_DEPTH as u64,
+            )? as usize,
+            max_steps: optional_number(
+                max_steps,
+                "max_steps",
+                1,
+                u64::MAX,
+                autobatch::DEFAULT_MAX_STEPS,
+            )?,
+            batching: autobatch::BatchingOptions {
+                lanes: parse_name::<Lanes>(lanes)?,
+                ..RunConfig::default().options.batching
+            },
+            ..RunConfig::default().options
+        },
+    };
+    config
+        .validate()
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(config)
+}
+
+/// An input error as Python's `ValueError`.
+fn value_error(error: autobatch::InputError) -> PyErr {
+    PyValueError::new_err(error.message().to_owned())
+}
+
+/// Runs a bound batch with the GIL released.
+fn run_batch(py: Python<'_>, batch: BoundBatch, config: &RunConfig) -> PyResult<RunResult> {
+    let result = py
+        .allow_threads(|| catch_unwind(AssertUnwindSafe(|| batch.run(config))))
+        .map_err(|_| {
+            PyRuntimeError::new_err("internal error: the run panicked (this is a bug in autobatch)")
+        })?
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    RunResult::from_result(py, result)
 }
 
 /// Compiles the program `source`; `path` names it in diagnostics.
@@ -174,7 +238,7 @@ impl Program {
     /// Runs the entry function `entry` on a batch: `batch` gives each
     /// batched argument one value per member, `shared` the arguments and
     /// statics every member shares.
-    #[pyo3(signature = (entry, batch = None, shared = None, *, strategy = "program-counter",
+    #[pyo3(signature = (entry, batch = None, shared = None, *, strategy = "auto",
                         seed = None, lanes = "auto", threads = None, max_stack_depth = None,
                         max_steps = None, grad_statics = None))]
     #[allow(clippy::too_many_arguments)]
@@ -193,41 +257,7 @@ impl Program {
         grad_statics: Option<Vec<String>>,
     ) -> PyResult<RunResult> {
         no_panic(|| {
-            let config = RunConfig {
-                strategy: parse_name::<Strategy>(strategy)?,
-                options: autobatch::RunOptions {
-                    seed: optional_number(seed, "seed", 0, u64::MAX, 0)?,
-                    threads: optional_number(
-                        threads,
-                        "threads",
-                        0,
-                        u64::MAX,
-                        autobatch::default_threads() as u64,
-                    )? as usize,
-                    max_stack_depth: optional_number(
-                        max_stack_depth,
-                        "max_stack_depth",
-                        1,
-                        usize::MAX as u64,
-                        autobatch::DEFAULT_MAX_STACK_DEPTH as u64,
-                    )? as usize,
-                    max_steps: optional_number(
-                        max_steps,
-                        "max_steps",
-                        0,
-                        u64::MAX,
-                        autobatch::DEFAULT_MAX_STEPS,
-                    )?,
-                    batching: autobatch::BatchingOptions {
-                        lanes: parse_name::<Lanes>(lanes)?,
-                        ..RunConfig::default().options.batching
-                    },
-                    ..RunConfig::default().options
-                },
-            };
-            config
-                .validate()
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            let config = run_config(strategy, seed, lanes, threads, max_stack_depth, max_steps)?;
             let inputs = inputs_from_py(batch, shared)?;
             let bound = match &grad_statics {
                 None => self.compiled.bind(entry, &inputs),
@@ -236,16 +266,20 @@ impl Program {
                     self.compiled.bind_static_gradient(entry, &statics, &inputs)
                 }
             }
-            .map_err(|e| PyValueError::new_err(e.message().to_owned()))?;
-            let result = py
-                .allow_threads(|| catch_unwind(AssertUnwindSafe(|| bound.run(&config))))
-                .map_err(|_| {
-                    PyRuntimeError::new_err(
-                        "internal error: the run panicked (this is a bug in autobatch)",
-                    )
-                })?
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
-            RunResult::from_result(py, &result)
+            .map_err(value_error)?;
+            run_batch(py, bound, &config)
+        })
+    }
+
+    /// The program with its statics (every one) and any shared arguments
+    /// in `shared` bound once, converted and kept: a `BoundProgram`, whose
+    /// `run` converts only each batch.
+    #[pyo3(signature = (shared = None))]
+    fn bind(&self, shared: Option<&Bound<'_, PyAny>>) -> PyResult<BoundProgram> {
+        no_panic(|| {
+            let inputs = inputs_from_py(None, shared)?;
+            let bound = self.compiled.with_statics(&inputs).map_err(value_error)?;
+            Ok(BoundProgram { bound })
         })
     }
 
@@ -299,50 +333,139 @@ impl Program {
     }
 }
 
-/// The outcome of [`Program::run`]: per member a value or an error, and the figures.
-#[pyclass(frozen, get_all, module = "autobatch")]
+/// A program with its statics bound (`Program.bind`).
+#[pyclass(module = "autobatch")]
+struct BoundProgram {
+    bound: autobatch::BoundProgram,
+}
+
+#[pymethods]
+impl BoundProgram {
+    /// Runs the entry function `entry` on a batch, as `Program.run` does,
+    /// with the statics and shared arguments bound: `batch` and `shared`
+    /// give only the rest.
+    #[pyo3(signature = (entry, batch = None, shared = None, *, strategy = "auto",
+                        seed = None, lanes = "auto", threads = None, max_stack_depth = None,
+                        max_steps = None, grad_statics = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        py: Python<'_>,
+        entry: &str,
+        batch: Option<&Bound<'_, PyAny>>,
+        shared: Option<&Bound<'_, PyAny>>,
+        strategy: &str,
+        seed: Option<&Bound<'_, PyAny>>,
+        lanes: &str,
+        threads: Option<&Bound<'_, PyAny>>,
+        max_stack_depth: Option<&Bound<'_, PyAny>>,
+        max_steps: Option<&Bound<'_, PyAny>>,
+        grad_statics: Option<Vec<String>>,
+    ) -> PyResult<RunResult> {
+        no_panic(|| {
+            let config = run_config(strategy, seed, lanes, threads, max_stack_depth, max_steps)?;
+            let inputs = inputs_from_py(batch, shared)?;
+            let batch = match &grad_statics {
+                None => self.bound.bind(entry, &inputs),
+                Some(statics) => {
+                    let statics: Vec<&str> = statics.iter().map(String::as_str).collect();
+                    self.bound.bind_static_gradient(entry, &statics, &inputs)
+                }
+            }
+            .map_err(value_error)?;
+            run_batch(py, batch, &config)
+        })
+    }
+
+    /// The statics by name, as numpy arrays (copies: change one with
+    /// `set_static`).
+    #[getter]
+    fn statics(slf: Py<Self>) -> Statics {
+        Statics { bound: slf }
+    }
+
+    /// Replaces the value of the static `name` (checked as when bound);
+    /// the other statics stay as they are.
+    fn set_static(&mut self, name: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        no_panic(|| {
+            let input = convert::to_input(value, &|| format!("static `{name}`"))?;
+            self.bound.set_static(name, input).map_err(value_error)
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        let names: Vec<&str> = self.bound.static_names().collect();
+        format!(
+            "<autobatch.BoundProgram {} (statics: {})>",
+            self.bound.compiled().path(),
+            names.join(", ")
+        )
+    }
+}
+
+/// The statics of a `BoundProgram`, a read-only mapping from names to
+/// numpy arrays (each read is a copy).
+#[pyclass(module = "autobatch")]
+struct Statics {
+    bound: Py<BoundProgram>,
+}
+
+#[pymethods]
+impl Statics {
+    fn __getitem__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let bound = self.bound.borrow(py);
+        match bound.bound.static_value(name) {
+            Some(tensor) => convert::tensor_to_numpy(py, tensor),
+            None => Err(pyo3::exceptions::PyKeyError::new_err(name.to_owned())),
+        }
+    }
+
+    fn __contains__(&self, py: Python<'_>, name: &str) -> bool {
+        self.bound.borrow(py).bound.static_value(name).is_some()
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.bound.borrow(py).bound.static_names().count()
+    }
+
+    /// The names of the statics, in the program's order.
+    fn keys(&self, py: Python<'_>) -> Vec<String> {
+        let bound = self.bound.borrow(py);
+        bound.bound.static_names().map(str::to_owned).collect()
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        PyList::new(py, self.keys(py))?
+            .try_iter()
+            .map(Bound::into_any)
+    }
+}
+
+/// The outcome of a run: per member a value or an error, and the figures.
+/// The members' Python values are made when first read.
+#[pyclass(frozen, module = "autobatch")]
 struct RunResult {
-    /// One per member: a Python scalar, a numpy array or a tuple; `None`
-    /// where the member failed.
-    values: Py<PyList>,
-    /// One per member: `None`, or `{"kind", "message", "line", "column"}`.
-    errors: Py<PyList>,
-    /// The run's figures, as `autobatch run --stats` writes them.
-    stats: Py<PyDict>,
-    /// With `grad_statics`: each static's name and the gradient of the sum
-    /// of the members' results with respect to it (a numpy array, or a
-    /// float for a scalar static); else empty.
+    members: Vec<Result<autobatch::Value, autobatch::MemberError>>,
+    values: GILOnceCell<Py<PyList>>,
+    errors: GILOnceCell<Py<PyList>>,
+    stats_json: serde_json::Value,
+    stats: GILOnceCell<Py<PyDict>>,
     static_gradients: Py<PyDict>,
 }
 
 impl RunResult {
-    fn from_result(py: Python<'_>, result: &autobatch::RunResult) -> PyResult<RunResult> {
-        let values = PyList::empty(py);
-        let errors = PyList::empty(py);
-        for member in &result.members {
-            match member {
-                Ok(value) => {
-                    values.append(convert::value_to_py(py, value)?)?;
-                    errors.append(py.None())?;
-                }
-                Err(error) => {
-                    values.append(py.None())?;
-                    errors.append(convert::error_to_py(py, error)?)?;
-                }
-            }
-        }
-        let stats = convert::json_to_py(py, &result.stats_to_json())?
-            .downcast_into::<PyDict>()
-            .map_err(|_| PyRuntimeError::new_err("internal error: the stats are not an object"))?;
+    fn from_result(py: Python<'_>, result: autobatch::RunResult) -> PyResult<RunResult> {
         let gradients = PyDict::new(py);
         for (name, gradient) in &result.static_gradients {
             let value = autobatch::Value::Tensor(gradient.clone());
             gradients.set_item(name, convert::value_to_py(py, &value)?)?;
         }
         Ok(RunResult {
-            values: values.unbind(),
-            errors: errors.unbind(),
-            stats: stats.unbind(),
+            stats_json: result.stats_to_json(),
+            members: result.members,
+            values: GILOnceCell::new(),
+            errors: GILOnceCell::new(),
+            stats: GILOnceCell::new(),
             static_gradients: gradients.unbind(),
         })
     }
@@ -350,15 +473,75 @@ impl RunResult {
 
 #[pymethods]
 impl RunResult {
-    fn __len__(&self, py: Python<'_>) -> usize {
-        self.values.bind(py).len()
+    /// One per member: a Python scalar, a numpy array or a tuple; `None`
+    /// where the member failed.
+    #[getter]
+    fn values(&self, py: Python<'_>) -> PyResult<Py<PyList>> {
+        let list = self.values.get_or_try_init(py, || {
+            let values = PyList::empty(py);
+            for member in &self.members {
+                match member {
+                    Ok(value) => values.append(convert::value_to_py(py, value)?)?,
+                    Err(_) => values.append(py.None())?,
+                }
+            }
+            Ok::<_, PyErr>(values.unbind())
+        })?;
+        Ok(list.clone_ref(py))
     }
 
-    fn __repr__(&self, py: Python<'_>) -> String {
-        let failed = self.errors.bind(py).iter().filter(|e| !e.is_none()).count();
+    /// One per member: `None`, or `{"kind", "message", "line", "column"}`.
+    #[getter]
+    fn errors(&self, py: Python<'_>) -> PyResult<Py<PyList>> {
+        let list = self.errors.get_or_try_init(py, || {
+            let errors = PyList::empty(py);
+            for member in &self.members {
+                match member {
+                    Ok(_) => errors.append(py.None())?,
+                    Err(error) => errors.append(convert::error_to_py(py, error)?)?,
+                }
+            }
+            Ok::<_, PyErr>(errors.unbind())
+        })?;
+        Ok(list.clone_ref(py))
+    }
+
+    /// The run's figures, as `autobatch run --stats` writes them.
+    #[getter]
+    fn stats(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
+        let dict = self.stats.get_or_try_init(py, || {
+            convert::json_to_py(py, &self.stats_json)?
+                .downcast_into::<PyDict>()
+                .map(Bound::unbind)
+                .map_err(|_| PyRuntimeError::new_err("internal error: the stats are not an object"))
+        })?;
+        Ok(dict.clone_ref(py))
+    }
+
+    /// With `grad_statics`: each static's name and the gradient of the sum
+    /// of the members' results with respect to it (a numpy array, or a
+    /// float for a scalar static); else empty.
+    #[getter]
+    fn static_gradients(&self, py: Python<'_>) -> Py<PyDict> {
+        self.static_gradients.clone_ref(py)
+    }
+
+    /// Every member's result in one numpy array whose first axis is the
+    /// members (a tuple of such arrays for a tuple type); `ValueError` if
+    /// a member failed or the members' shapes differ.
+    fn stacked<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        convert::stacked(py, &self.members)
+    }
+
+    fn __len__(&self) -> usize {
+        self.members.len()
+    }
+
+    fn __repr__(&self) -> String {
+        let failed = self.members.iter().filter(|m| m.is_err()).count();
         format!(
             "<autobatch.RunResult of {} members, {failed} failed>",
-            self.values.bind(py).len()
+            self.members.len()
         )
     }
 }
@@ -370,5 +553,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sample::sample, m)?)?;
     m.add_class::<Program>()?;
     m.add_class::<RunResult>()?;
+    m.add_class::<BoundProgram>()?;
     Ok(())
 }

@@ -27,6 +27,19 @@ def test_fib_per_member_on_every_strategy():
         assert len(res) == 4
 
 
+def test_auto_is_the_default_and_says_what_it_picked():
+    prog = autobatch.compile(FIB)
+    res = prog.run("fib", batch={"n": np.array([3, 7, 4, 5])}, threads=1)
+    assert res.values == [3, 21, 5, 8]
+    # Scalar control without products with a static matrix: native code.
+    assert res.stats["strategy"] == "native"
+    assert res.stats["strategy_reason"].startswith("picked by auto: no product with a static")
+    named = prog.run("fib", batch={"n": [3]}, strategy="program-counter")
+    assert named.stats["strategy_reason"] == "asked for"
+    bound = prog.bind()
+    assert bound.run("fib", batch={"n": [3, 7]}, threads=1).stats["strategy"] == "native"
+
+
 def test_program_lists_its_entries():
     prog = autobatch.compile(FIB + "\nfn twice(x: f64) -> f64 { 2.0 * x }")
     assert prog.entries == ["fib", "twice"]
@@ -150,6 +163,7 @@ def test_a_compile_error_carries_the_diagnostics():
         (dict(batch={"n": [1]}, seed=-1), ValueError, "`seed` must be between 0 and"),
         (dict(batch={"n": [1]}, seed="1"), TypeError, "`seed` must be an integer"),
         (dict(batch={"n": [1]}, max_stack_depth=0), ValueError, "`max_stack_depth` must be between 1"),
+        (dict(batch={"n": [1]}, max_steps=0), ValueError, "`max_steps` must be between 1"),
     ],
 )
 def test_bad_input_raises_the_command_lines_message(kwargs, error, message):

@@ -42,8 +42,10 @@ def test_draws_shape_stats_and_summary():
     assert fit.chain_ids == [0, 1, 2]
     assert fit.stats["chains"] == 3 and fit.stats["draws"] == 200
     assert fit.stats["dimension"] == 2
-    # The sampler's default strategy (autobatch_sample::DEFAULT_STRATEGY).
+    # The sampler's default strategy, auto, picks native: the model
+    # multiplies by no static matrix.
     assert fit.stats["strategy"] == "native"
+    assert fit.stats["strategy_reason"].startswith("picked by auto: no product with a static")
     for name in ["tree_depth", "n_steps", "diverging", "acceptance_rate", "lp", "energy"]:
         assert fit.sample_stats[name].shape == (3, 200), name
     assert fit.step_size.shape == (3,)

@@ -68,6 +68,8 @@ pub struct InputError {
     /// Whether the error is about what the inputs hold, rather than about
     /// the request (the entry, the statics to differentiate) or the program.
     about_the_inputs: bool,
+    /// The argument or static whose value is wrong, for an error about one value.
+    input: Option<String>,
 }
 
 impl InputError {
@@ -83,6 +85,7 @@ impl InputError {
             kind,
             message: message.into(),
             about_the_inputs,
+            input: None,
         }
     }
     /// An error about the request (a static to differentiate, a host
@@ -91,6 +94,13 @@ impl InputError {
         InputError {
             about_the_inputs: false,
             ..InputError::new(kind, message)
+        }
+    }
+    /// The same error, about the value of the input `name`.
+    pub(crate) fn about_input(self, name: &str) -> Self {
+        InputError {
+            input: Some(name.to_owned()),
+            ..self
         }
     }
     pub fn kind(&self) -> InputErrorKind {
@@ -105,6 +115,12 @@ impl InputError {
     /// One line for people.
     pub fn message(&self) -> &str {
         &self.message
+    }
+    /// The argument or static whose value is wrong, when the error is
+    /// about one value (so that a caller that read the inputs from several
+    /// sources can say which one held it).
+    pub fn input_name(&self) -> Option<&str> {
+        self.input.as_deref()
     }
 }
 
@@ -255,6 +271,7 @@ impl Compiled {
         Ok(Derived {
             program: self.with_program(program),
             entry: sgrad,
+            entry_name: entry.to_owned(),
             statics: names.into_iter().zip(ids).collect(),
         })
     }
@@ -334,60 +351,26 @@ impl Compiled {
         Ok(ids)
     }
 
-    /// Binds `inputs` to the function `entry_id` (see [`Compiled::bind`]).
+    /// Binds `inputs` to the function `entry_id` (see [`Compiled::bind`]):
+    /// the statics through a [`BoundProgram`] made for this batch alone.
     fn bind_function(&self, entry_id: FuncId, inputs: &Inputs) -> Result<BoundBatch, InputError> {
         let program = self.program();
         let function = &program.functions[entry_id];
-        check_names(program, function, inputs)?;
+        check_names(program, function, inputs, Statics::Given)?;
         let batch_size = batch_size(inputs)?;
-
-        // Every value is converted before any is finished: the lengths of
-        // symbolic dimensions may come from any of them. The statics and
-        // shared arguments fix lengths for every member; the batched
-        // arguments of a member fix its own.
-        let mut shared = DimensionBinder::new(program);
-        let converted_statics = convert_statics(program, inputs, &mut shared)?;
-        let (converted_params, members) =
-            convert_params(program, function, inputs, batch_size, &mut shared)?;
-        let lengths = Lengths::new(program, &shared, &members)?;
-        let mut statics = Vec::with_capacity(converted_statics.len());
-        for converted in converted_statics {
-            statics.extend(converted.finish(program, &lengths.batch)?.flatten());
-        }
-        let mut args = Vec::with_capacity(function.params.len());
-        for converted in converted_params {
-            args.extend(converted.finish(program, &lengths)?);
-        }
-
-        check_symbols_fixed(program, entry_id, &lengths)?;
-        check_hosts_registered(program, entry_id, self.hosts())?;
-        let env = Env {
-            statics,
-            symbols: lengths.symbol_values(),
-            ragged: lengths.ragged,
-            hosts: self.hosts().clone(),
-        };
-        let batch = Batch {
-            entry: entry_id,
-            size: batch_size,
-            args,
-        };
-        Ok(BoundBatch {
-            program: self.shared_program(),
-            entry: entry_id,
-            env,
-            batch,
-            first_member: 0,
-            gradients: Vec::new(),
-        })
+        let bound = BoundProgram::convert(self.clone(), inputs)?;
+        bound.bind_params(self, entry_id, inputs, batch_size)
     }
 }
 
 /// A program with a gradient with respect to statics derived: the program,
 /// the derived function, and the statics by name.
+#[derive(Clone, Debug)]
 struct Derived {
     program: Compiled,
     entry: FuncId,
+    /// The name of the function whose gradient it is.
+    entry_name: String,
     statics: Vec<(String, autobatch_ir::StaticId)>,
 }
 
@@ -550,8 +533,24 @@ fn missing_static(name: &str) -> InputError {
     )
 }
 
-/// Every parameter given exactly once, every static in `shared`, nothing else.
-fn check_names(program: &Program, function: &Function, inputs: &Inputs) -> Result<(), InputError> {
+/// Where the statics of a binding come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Statics {
+    /// In the inputs' `shared` section, with the arguments.
+    Given,
+    /// Bound before, by a [`BoundProgram`]: the inputs may not name them.
+    Bound,
+}
+
+/// Every parameter given exactly once, every static in `shared` (when the
+/// statics are given with the inputs) or nowhere (when they are bound
+/// already), nothing else.
+fn check_names(
+    program: &Program,
+    function: &Function,
+    inputs: &Inputs,
+    statics: Statics,
+) -> Result<(), InputError> {
     let is_param = |name: &str| function.signature.iter().any(|p| p.name == name);
     let is_static = |name: &str| program.statics.values().any(|s| s.name == name);
 
@@ -590,7 +589,8 @@ fn check_names(program: &Program, function: &Function, inputs: &Inputs) -> Resul
                 return Err(InputError::new(
                     InputErrorKind::DuplicatedName,
                     format!("`{name}` is given twice in `{section}`"),
-                ));
+                )
+                .about_input(name));
             }
         }
     }
@@ -599,7 +599,11 @@ fn check_names(program: &Program, function: &Function, inputs: &Inputs) -> Resul
             return Err(InputError::new(
                 InputErrorKind::DuplicatedName,
                 format!("argument `{name}` is given in both `batch` and `shared`; give it in one of them"),
-            ));
+            )
+            .about_input(name));
+        }
+        if is_static(name) && statics == Statics::Bound {
+            return Err(bound_already(name));
         }
         if is_static(name) {
             return Err(InputError::new(
@@ -621,6 +625,9 @@ fn check_names(program: &Program, function: &Function, inputs: &Inputs) -> Resul
         }
     }
     for (name, _) in &inputs.shared {
+        if is_static(name) && statics == Statics::Bound {
+            return Err(bound_already(name));
+        }
         if !is_param(name) && !is_static(name) {
             return Err(InputError::new(
                 InputErrorKind::UnknownName,
@@ -639,12 +646,31 @@ fn check_names(program: &Program, function: &Function, inputs: &Inputs) -> Resul
             return Err(missing_argument(function, &param.name));
         }
     }
+    if statics == Statics::Given {
+        check_statics_given(program, inputs)?;
+    }
+    Ok(())
+}
+
+/// Every static in `shared`.
+fn check_statics_given(program: &Program, inputs: &Inputs) -> Result<(), InputError> {
     for decl in program.statics.values() {
         if !inputs.shared.iter().any(|(n, _)| *n == decl.name) {
             return Err(missing_static(&decl.name));
         }
     }
     Ok(())
+}
+
+/// A static named in the inputs of a batch of a [`BoundProgram`], which holds it.
+fn bound_already(name: &str) -> InputError {
+    InputError::new(
+        InputErrorKind::DuplicatedName,
+        format!(
+            "static `{name}` is bound already (the program holds its statics); \
+             replace its value with `set_static` rather than giving it with a batch"
+        ),
+    )
 }
 
 /// The batch size: the common length of the batched lists, or 1 without any.
@@ -732,7 +758,7 @@ impl Place<'_> {
         } else {
             format!("{}: `{path}` {problem}", self.description)
         };
-        InputError::new(InputErrorKind::BadValue, message)
+        InputError::new(InputErrorKind::BadValue, message).about_input(&self.root)
     }
 
     /// Where an axis was measured, for dimension messages.
@@ -754,7 +780,7 @@ struct DimensionBinder<'p> {
 }
 
 /// The length of a symbolic dimension, and the input it was first seen in.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 struct BoundDimension {
     length: u64,
     seen_in: String,
@@ -797,6 +823,14 @@ impl<'p> DimensionBinder<'p> {
                 ),
             )),
         }
+    }
+
+    /// Per symbol, the length bound so far.
+    fn known_lengths(&self) -> Vec<Option<u64>> {
+        self.bound
+            .iter()
+            .map(|b| b.as_ref().map(|b| b.length))
+            .collect()
     }
 
     fn get(&self, symbol: SymbolId) -> Option<u64> {
@@ -1053,6 +1087,7 @@ fn convert(
         InputValue::Value(value) => {
             convert_structured(program, value, ty, &place.root, place, dimensions)
         }
+        InputValue::Array(array) => array::convert_array(program, array, ty, place, dimensions),
     }
 }
 
@@ -1484,5 +1519,9 @@ fn convert_structured(
     }
 }
 
+mod array;
+mod bound;
 #[cfg(test)]
 mod tests;
+
+pub use bound::BoundProgram;

@@ -34,12 +34,76 @@ use serde_json::value::RawValue;
 use crate::bind::{InputError, InputErrorKind};
 
 /// One value given for an argument or a static: JSON, converted by type when
-/// bound (an integer is accepted where a float is expected, and so on), or a
-/// structured [`Value`], which must have exactly the expected scalar type.
+/// bound (an integer is accepted where a float is expected, and so on), a
+/// structured [`Value`], which must have exactly the expected scalar type,
+/// or an [`ArrayInput`] (a numpy array, an array of a `.npy` file),
+/// converted within its family of element types.
 #[derive(Clone, Debug, PartialEq)]
 pub enum InputValue {
     Json(serde_json::Value),
     Value(Value),
+    Array(ArrayInput),
+}
+
+/// An array read from a binary source, as one of the language's element
+/// types, with the name its source gives that type (`float32`, `int16`),
+/// for messages. When bound it is converted, in one pass, to the declared
+/// element type of its family: any float or integer array for a float
+/// type, any integer array for an integer type (each element must fit),
+/// bools for `bool`; the shape must be the declared one.
+///
+/// ```
+/// use autobatch::{compile, ArrayInput, Data, Inputs, RunConfig, Tensor};
+/// use autobatch::typed::IntoValue;
+/// let program = compile("fn total(x: [f64; 3]) -> f64 { x.sum() }", "t.ab").unwrap();
+/// // float32 elements for an `f64` argument.
+/// let x = ArrayInput::new(Tensor::new(vec![3], Data::F32(vec![1.0, 2.0, 3.5])), "float32");
+/// let out = program.bind("total", &Inputs::new().shared("x", x)).unwrap()
+///     .run(&RunConfig::default()).unwrap();
+/// assert_eq!(out.members[0], Ok(6.5_f64.into_value()));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArrayInput {
+    pub tensor: autobatch_types::Tensor,
+    /// The source's name of the element type.
+    pub dtype: String,
+}
+
+impl ArrayInput {
+    pub fn new(tensor: autobatch_types::Tensor, dtype: &str) -> ArrayInput {
+        ArrayInput {
+            tensor,
+            dtype: dtype.to_owned(),
+        }
+    }
+}
+
+impl ArrayInput {
+    /// The rows of the array along its first axis, each an array of its
+    /// own (a batched argument's members); none for a scalar.
+    pub fn rows(self) -> Vec<ArrayInput> {
+        let ArrayInput { tensor, dtype } = self;
+        let Some((&count, row_shape)) = tensor.shape.split_first() else {
+            return Vec::new();
+        };
+        let row_len: usize = row_shape.iter().product();
+        (0..count)
+            .map(|i| {
+                let mut data = autobatch_types::Data::with_capacity(tensor.data.ty(), row_len);
+                data.extend_from(&tensor.data, i * row_len..(i + 1) * row_len);
+                ArrayInput::new(
+                    autobatch_types::Tensor::new(row_shape.to_vec(), data),
+                    &dtype,
+                )
+            })
+            .collect()
+    }
+}
+
+impl From<ArrayInput> for InputValue {
+    fn from(array: ArrayInput) -> Self {
+        InputValue::Array(array)
+    }
 }
 
 impl From<serde_json::Value> for InputValue {
@@ -143,10 +207,21 @@ pub struct Inputs {
     text: SourceText,
 }
 
-/// The JSON text inputs were read from, if they were: kept for messages,
-/// no part of the inputs' value (inputs compare equal whatever their text).
+/// The JSON texts inputs were read from, if they were (one per source
+/// merged): kept for messages, no part of the inputs' value (inputs compare
+/// equal whatever their text).
 #[derive(Clone, Default)]
-struct SourceText(Option<Arc<str>>);
+struct SourceText(Vec<JsonText>);
+
+/// One JSON text inputs were read from, and how it holds them.
+#[derive(Clone)]
+struct JsonText {
+    text: Arc<str>,
+    /// Whether the text is one object of shared values by name
+    /// ([`Inputs::shared_from_json_str`]) rather than the `batch` and
+    /// `shared` sections ([`Inputs::from_json_str`]).
+    shared_only: bool,
+}
 
 impl PartialEq for SourceText {
     fn eq(&self, _: &SourceText) -> bool {
@@ -156,10 +231,8 @@ impl PartialEq for SourceText {
 
 impl fmt::Debug for SourceText {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        match &self.0 {
-            Some(text) => write!(f, "SourceText({} bytes)", text.len()),
-            None => f.write_str("SourceText(none)"),
-        }
+        let bytes: Vec<usize> = self.0.iter().map(|t| t.text.len()).collect();
+        write!(f, "SourceText({bytes:?} bytes)")
     }
 }
 
@@ -189,6 +262,28 @@ impl Inputs {
         self
     }
 
+    /// Adds shared values (arguments or statics), after those given.
+    pub fn with_shared(mut self, values: impl IntoIterator<Item = (String, InputValue)>) -> Self {
+        self.shared.extend(values);
+        self
+    }
+
+    /// The inputs of `self` and of `other` together (as read from two
+    /// sources: the weights in one file, the batch in another). A name
+    /// given in both is reported when the inputs are bound.
+    pub fn merge(mut self, other: Inputs) -> Self {
+        self.batch.extend(other.batch);
+        self.shared.extend(other.shared);
+        self.text.0.extend(other.text.0);
+        self
+    }
+
+    /// The names given, batched ones first, each in the order given.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        let batch = self.batch.iter().map(|(n, _)| n.as_str());
+        batch.chain(self.shared.iter().map(|(n, _)| n.as_str()))
+    }
+
     /// The length of the first batched list, if any: the batch size when
     /// the inputs are consistent.
     pub fn batch_size_hint(&self) -> Option<usize> {
@@ -209,7 +304,10 @@ impl Inputs {
                 Ok(inputs)
             });
         let parsed = parsed.map(|inputs| Inputs {
-            text: SourceText(Some(Arc::from(text))),
+            text: SourceText(vec![JsonText {
+                text: Arc::from(text),
+                shared_only: false,
+            }]),
             ..inputs
         });
         parsed.map_err(|e| {
@@ -225,10 +323,72 @@ impl Inputs {
         })
     }
 
+    /// Reads shared values (arguments or statics) from `text`, one JSON
+    /// object holding each value by name (`--shared FILE.json`, the data of
+    /// `autobatch sample`): parsed as strictly as the `shared` object of
+    /// [`Inputs::from_json_str`] (a repeated key is an error), and
+    /// keeping the text, so that a message quotes a number as written.
+    /// Errors: [`InputErrorKind::InvalidJson`] with `serde_json`'s message
+    /// (a repeated key's starts `duplicate key`), or
+    /// [`InputErrorKind::BadLayout`] for JSON that is not an object.
+    pub fn shared_from_json_str(text: &str) -> Result<Inputs, InputError> {
+        let value = parse_strict_json(text)
+            .map_err(|e| InputError::new(InputErrorKind::InvalidJson, e.to_string()))?;
+        let serde_json::Value::Object(object) = value else {
+            return Err(InputError::new(
+                InputErrorKind::BadLayout,
+                format!(
+                    "shared values must be a JSON object holding each value by name, found {}",
+                    crate::bind::describe_json(&value)
+                ),
+            ));
+        };
+        Ok(Inputs {
+            batch: Vec::new(),
+            shared: object
+                .into_iter()
+                .map(|(name, json)| (name, InputValue::Json(json)))
+                .collect(),
+            text: SourceText(vec![JsonText {
+                text: Arc::from(text),
+                shared_only: true,
+            }]),
+        })
+    }
+
+    /// Takes the shared value `name` out of the inputs (the first given).
+    pub fn take_shared(&mut self, name: &str) -> Option<InputValue> {
+        let index = self.shared.iter().position(|(n, _)| n == name)?;
+        Some(self.shared.remove(index).1)
+    }
+
+    /// The JSON value `json` given for the shared `name`, for a message: a
+    /// number as the inputs' text writes it, else a description.
+    pub fn describe_shared(&self, name: &str, json: &serde_json::Value) -> String {
+        let place = JsonPlace {
+            section: "shared",
+            name,
+            indices: Vec::new(),
+        };
+        match json {
+            serde_json::Value::Number(_) => self.written_number(&place),
+            _ => None,
+        }
+        .unwrap_or_else(|| crate::bind::describe_json(json))
+    }
+
     /// The JSON number at `place` as the inputs' text writes it, if the
     /// inputs were read from JSON and it is there.
     pub(crate) fn written_number(&self, place: &JsonPlace) -> Option<String> {
-        written_number(self.text.0.as_deref()?, place)
+        self.text.0.iter().find_map(|source| {
+            if source.shared_only {
+                (place.section == "shared")
+                    .then(|| written_in(&source.text, place.name, &place.indices))
+                    .flatten()
+            } else {
+                written_number(&source.text, place)
+            }
+        })
     }
 }
 
@@ -245,10 +405,15 @@ pub(crate) struct JsonPlace<'a> {
 /// number there. Parses `text` again, as raw values: only for messages.
 fn written_number(text: &str, place: &JsonPlace) -> Option<String> {
     let top: HashMap<String, &RawValue> = serde_json::from_str(text).ok()?;
-    let section: HashMap<String, &RawValue> =
-        serde_json::from_str(top.get(place.section)?.get()).ok()?;
-    let mut value: &RawValue = section.get(place.name)?;
-    for &index in &place.indices {
+    written_in(top.get(place.section)?.get(), place.name, &place.indices)
+}
+
+/// The number under `name`, then at `indices`, in the JSON object `text`,
+/// as written (`None` if there is no number there).
+fn written_in(text: &str, name: &str, indices: &[usize]) -> Option<String> {
+    let object: HashMap<String, &RawValue> = serde_json::from_str(text).ok()?;
+    let mut value: &RawValue = object.get(name)?;
+    for &index in indices {
         let items: Vec<&RawValue> = serde_json::from_str(value.get()).ok()?;
         value = items.get(index)?;
     }

@@ -7,7 +7,7 @@
 //! `"NaN"`, `"inf"`, `"-inf"`; arrays as nested lists; tuples as lists; the
 //! unit value `()` as `null`.
 
-use autobatch_types::{MemberError, Scalar, Tensor, Value};
+use autobatch_types::{Data, MemberError, Scalar, ScalarType, Tensor, Value};
 use serde_json::json;
 
 use crate::run::RunResult;
@@ -44,6 +44,69 @@ pub fn scalar_to_json(scalar: Scalar) -> serde_json::Value {
         Scalar::F32(x) => f32_to_json(x),
         Scalar::F64(x) => float_to_json(x),
     }
+}
+
+/// A JSON number, bool or rectangular nest of lists as a tensor of `elem`
+/// (what [`tensor_to_json`] writes, read back: the same bits), or what is
+/// wrong with it.
+pub fn tensor_from_json(json: &serde_json::Value, elem: ScalarType) -> Result<Tensor, String> {
+    fn walk(
+        json: &serde_json::Value,
+        depth: usize,
+        shape: &mut Vec<usize>,
+        out: &mut Vec<Scalar>,
+        elem: ScalarType,
+    ) -> Result<(), String> {
+        match json {
+            serde_json::Value::Array(items) => {
+                if depth == shape.len() {
+                    if !out.is_empty() {
+                        return Err("a value that is not a rectangular array".to_owned());
+                    }
+                    shape.push(items.len());
+                } else if shape.get(depth) != Some(&items.len()) {
+                    return Err("a value that is not a rectangular array".to_owned());
+                }
+                items
+                    .iter()
+                    .try_for_each(|item| walk(item, depth + 1, shape, out, elem))
+            }
+            scalar if depth == shape.len() => {
+                out.push(json_scalar(scalar, elem)?);
+                Ok(())
+            }
+            _ => Err("a value that is not a rectangular array".to_owned()),
+        }
+    }
+    let mut shape = Vec::new();
+    let mut scalars = Vec::new();
+    walk(json, 0, &mut shape, &mut scalars, elem)?;
+    let mut data = Data::with_capacity(elem, scalars.len());
+    scalars.into_iter().for_each(|s| data.push(s));
+    Ok(Tensor::new(shape, data))
+}
+
+fn json_scalar(json: &serde_json::Value, elem: ScalarType) -> Result<Scalar, String> {
+    let wrong = || format!("{json}, which is not a {}", elem.name());
+    let float = || match json {
+        serde_json::Value::Number(n) => n.as_f64().ok_or_else(wrong),
+        serde_json::Value::String(s) if s == "NaN" => Ok(f64::NAN),
+        serde_json::Value::String(s) if s == "inf" => Ok(f64::INFINITY),
+        serde_json::Value::String(s) if s == "-inf" => Ok(f64::NEG_INFINITY),
+        _ => Err(wrong()),
+    };
+    Ok(match elem {
+        ScalarType::Bool => Scalar::Bool(json.as_bool().ok_or_else(wrong)?),
+        ScalarType::I32 => Scalar::I32(
+            json.as_i64()
+                .and_then(|i| i32::try_from(i).ok())
+                .ok_or_else(wrong)?,
+        ),
+        ScalarType::I64 => Scalar::I64(json.as_i64().ok_or_else(wrong)?),
+        ScalarType::Usize => Scalar::Usize(json.as_u64().ok_or_else(wrong)?),
+        ScalarType::F32 => Scalar::F32(float()? as f32),
+        ScalarType::F64 => Scalar::F64(float()?),
+    })
 }
 
 /// One structured value as JSON.
@@ -136,6 +199,7 @@ impl RunResult {
             .collect();
         let mut stats = json!({
             "strategy": self.strategy.name(),
+            "strategy_reason": self.strategy_reason(),
             "lanes": self.lanes.name(),
             "batch_size": self.batch_size,
             "threads": self.threads,
@@ -153,6 +217,24 @@ impl RunResult {
             stats[self.strategy.name()] = report_to_json(&self.stats.report);
         }
         stats
+    }
+}
+
+impl RunResult {
+    /// Why [`RunResult::strategy`] ran: `auto`'s reason, prefixed with
+    /// its name, or that it was asked for.
+    pub fn strategy_reason(&self) -> String {
+        strategy_reason(self.strategy.name(), self.stats.choice.as_ref())
+    }
+}
+
+/// Why a run's strategy ran, from `auto`'s choice if it picked one;
+/// `asked` names the strategy asked for.
+pub fn strategy_reason(asked: &str, choice: Option<&crate::StrategyChoice>) -> String {
+    match choice {
+        Some(choice) => format!("picked by auto: {}", choice.reason),
+        None if asked == crate::Strategy::Auto.name() => "auto picked nothing: nothing ran".into(),
+        None => "asked for".into(),
     }
 }
 

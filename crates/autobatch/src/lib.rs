@@ -85,13 +85,13 @@ pub mod run;
 pub mod shard;
 pub mod typed;
 
-pub use bind::{BoundBatch, InputError, InputErrorKind};
+pub use bind::{BoundBatch, BoundProgram, InputError, InputErrorKind};
 pub use compile::{compile, CompileError, Compiled};
 pub use frontend_bridge::Diagnostic;
-pub use inputs::{parse_strict_json, InputValue, Inputs};
+pub use inputs::{parse_strict_json, ArrayInput, InputValue, Inputs};
 pub use json_output::{
-    float_to_json, member_result_to_json, report_to_json, scalar_to_json, tensor_to_json,
-    value_to_json,
+    float_to_json, member_result_to_json, report_to_json, scalar_to_json, strategy_reason,
+    tensor_from_json, tensor_to_json, value_to_json,
 };
 pub use run::{
     check_threads, default_threads, max_threads, BatchingOptions, BlockChoice, Lanes, RunConfig,
@@ -107,10 +107,14 @@ pub use autobatch_macros::program;
 /// spellings, and the signature class of each.
 pub use autobatch_ops as ops;
 
+/// The executor the `auto` strategy picked for a run, and why ([`Stats::choice`]).
+pub use autobatch_exec::auto::Choice as StrategyChoice;
 /// A run's profile ([`RunOptions::profile`], `autobatch run --profile`).
 pub use autobatch_exec::profile;
 pub use autobatch_exec::{
     available_memory_bytes, Interrupt, Observer, OpCount, ReportField, ReportValue, RunProgress,
     Stats, DEFAULT_MAX_STACK_DEPTH, DEFAULT_MAX_STEPS,
 };
-pub use autobatch_types::{ErrorKind, Loc, MemberError, Scalar, ScalarType, Tensor, Type, Value};
+pub use autobatch_types::{
+    Data, Dim, ErrorKind, Loc, MemberError, Scalar, ScalarType, Tensor, TensorType, Type, Value,
+};

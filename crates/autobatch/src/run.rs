@@ -42,11 +42,12 @@ pub struct RunConfig {
 }
 
 impl Default for RunConfig {
-    /// The program-counter strategy, automatic lanes, the executor's default
+    /// The `auto` strategy (which picks an executor per run,
+    /// `autobatch_exec::auto`), automatic lanes, the executor's default
     /// limits, seed 0, and one thread per available core.
     fn default() -> Self {
         RunConfig {
-            strategy: Strategy::ProgramCounter,
+            strategy: Strategy::Auto,
             options: RunOptions {
                 threads: default_threads(),
                 ..RunOptions::default()
@@ -90,8 +91,8 @@ pub fn check_threads(threads: usize) -> Result<(), String> {
 }
 
 impl RunConfig {
-    /// Checks the settings that have no meaning (a stack depth or thread
-    /// count of 0, more threads than [`max_threads`]).
+    /// Checks the settings that have no meaning (a stack depth, step limit
+    /// or thread count of 0, more threads than [`max_threads`]).
     pub fn validate(&self) -> Result<(), RunError> {
         let options = &self.options;
         if options.max_stack_depth == 0 {
@@ -99,12 +100,20 @@ impl RunConfig {
                 "the maximum stack depth must be at least 1".into(),
             ));
         }
+        if options.max_steps == 0 {
+            return Err(RunError::InvalidConfig(
+                "the maximum number of steps must be at least 1 (a member takes at least one \
+                 step, its first block)"
+                    .into(),
+            ));
+        }
         if options.max_instances == Some(0) {
             return Err(RunError::InvalidConfig(
                 "the maximum number of instances must be at least 1".into(),
             ));
         }
-        if options.profile && !self.strategy.records_profile() {
+        // `auto` runs program-counter when a profile is asked for.
+        if options.profile && !self.strategy.records_profile() && self.strategy != Strategy::Auto {
             return Err(RunError::InvalidConfig(format!(
                 "the {} strategy records no profile (its steps do not batch lanes); \
                  profile with {}",
@@ -151,6 +160,8 @@ impl std::error::Error for RunError {}
 /// member order, and the run's figures.
 #[derive(Clone, Debug)]
 pub struct RunResult {
+    /// The strategy that ran: the one asked for, or the one `auto` picked
+    /// (then [`Stats::choice`] says why).
     pub strategy: Strategy,
     pub lanes: Lanes,
     pub threads: usize,
@@ -169,6 +180,16 @@ impl BoundBatch {
     /// means nothing ran (an unimplemented strategy or a meaningless config).
     pub fn run(&self, config: &RunConfig) -> Result<RunResult, RunError> {
         self.run_observed(config, None)
+    }
+
+    /// The strategy a run of this batch with `config` runs: the one asked
+    /// for, or the one `auto` picks (the same as the run picks).
+    pub fn strategy_for(&self, config: &RunConfig) -> Strategy {
+        if config.strategy != Strategy::Auto {
+            return config.strategy;
+        }
+        autobatch_exec::auto::choose(self.program(), self.env(), self.batch(), &config.options)
+            .strategy
     }
 
     /// [`BoundBatch::run`], calling `observer` while the run goes (at most
@@ -232,7 +253,10 @@ impl BoundBatch {
             members.push(structured);
         }
         Ok(RunResult {
-            strategy: config.strategy,
+            strategy: stats
+                .choice
+                .as_ref()
+                .map_or(config.strategy, |c| c.strategy),
             lanes: options.batching.lanes,
             threads: options.threads,
             batch_size: self.batch_size(),
@@ -293,8 +317,8 @@ mod tests {
     }
 
     #[test]
-    fn program_counter_is_the_default() {
-        assert_eq!(RunConfig::default().strategy, Strategy::ProgramCounter);
+    fn auto_is_the_default() {
+        assert_eq!(RunConfig::default().strategy, Strategy::Auto);
         assert!(RunConfig::default().options.threads >= 1);
     }
 

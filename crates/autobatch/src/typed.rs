@@ -55,6 +55,8 @@ pub trait Element: Copy + Sized {
     fn to_data(values: Vec<Self>) -> Data;
     /// A tensor's data of exactly this type.
     fn from_data(data: Data) -> Option<Vec<Self>>;
+    /// A tensor's elements of exactly this type, to change in place.
+    fn data_mut(data: &mut Data) -> Option<&mut [Self]>;
 }
 
 macro_rules! element {
@@ -74,6 +76,12 @@ macro_rules! element {
                 Data::$variant(values)
             }
             fn from_data(data: Data) -> Option<Vec<Self>> {
+                match data {
+                    Data::$variant(values) => Some(values),
+                    _ => None,
+                }
+            }
+            fn data_mut(data: &mut Data) -> Option<&mut [Self]> {
                 match data {
                     Data::$variant(values) => Some(values),
                     _ => None,

@@ -26,9 +26,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use autobatch::shard::Communicator;
-use autobatch::{BlockChoice, CompileError, Compiled, Inputs, Lanes, RunConfig, Strategy};
+use autobatch::{BlockChoice, CompileError, Compiled, Lanes, RunConfig, Strategy};
 use clap::{Parser, Subcommand};
 
+mod arrays;
 mod input;
 mod job;
 #[cfg(feature = "mpi")]
@@ -36,6 +37,7 @@ mod mpi;
 mod output;
 mod pictures;
 mod progress;
+mod results;
 mod values;
 
 use input::{compile_file, read_file, read_program};
@@ -92,10 +94,21 @@ struct RunArgs {
     #[arg(long, value_name = "NAME")]
     entry: String,
     /// The inputs: {"batch": {NAME: [one value per member]}, "shared": {NAME: value}};
-    /// `-` reads standard input.
-    #[arg(long, value_name = "INPUTS.json")]
-    inputs: PathBuf,
-    #[arg(long, value_parser = values::strategy, default_value = "program-counter", help = values::strategy_help(), long_help = values::strategy_long_help())]
+    /// `-` reads standard input. Also a .npz or .safetensors file whose
+    /// arrays are named batch/NAME (the first axis: the members) and
+    /// shared/NAME. May be given more than once.
+    #[arg(
+        long,
+        value_name = "INPUTS.json|.npz",
+        required_unless_present = "shared"
+    )]
+    inputs: Vec<PathBuf>,
+    /// Shared values (statics and shared arguments) by name: a .npz,
+    /// .safetensors or JSON file ({NAME: value}), or NAME=FILE.npy for one
+    /// array. May be given more than once.
+    #[arg(long, value_name = "FILE|NAME=FILE.npy")]
+    shared: Vec<String>,
+    #[arg(long, value_parser = values::strategy, default_value = "auto", help = values::strategy_help(), long_help = values::strategy_long_help())]
     strategy: Strategy,
     #[arg(long, value_parser = values::lanes, default_value = "auto", help = values::lanes_help())]
     lanes: Lanes,
@@ -127,8 +140,11 @@ struct RunArgs {
     /// the sum (one process).
     #[arg(long, value_name = "S1,S2,..", value_delimiter = ',')]
     grad_statics: Vec<String>,
-    /// Write the results to this file instead of stdout (`-`: stdout).
-    #[arg(long, value_name = "RESULT.json")]
+    /// Write the results to this file instead of stdout (`-`: stdout); a
+    /// name ending in .npz writes them as arrays: `result` (the members
+    /// stacked), `ok`, `error/kind`, `error/message`, `error/line`,
+    /// `error/column` (see docs/language.md).
+    #[arg(long, value_name = "RESULT.json|.npz")]
     output: Option<PathBuf>,
     /// Draw the run's profile into this picture, SVG or PNG by its
     /// extension: the lane utilization of every step, and each block's
@@ -465,11 +481,27 @@ fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
         return Ok(());
     };
     if let (Some(path), Some(profile), Some(batch)) = (&args.profile, &document.profile, &batch) {
-        let (entry, strategy) = (&args.entry, args.strategy.name());
-        pictures::write_profile(path, profile, entry, batch.batch_size(), strategy)?;
+        // The strategy that ran (`auto` runs program-counter for a profile).
+        let strategy = batch.strategy_for(&config);
+        pictures::write_profile(
+            path,
+            profile,
+            &args.entry,
+            batch.batch_size(),
+            strategy.name(),
+        )?;
     }
     let to = args.output.as_deref().unwrap_or(Path::new("-"));
-    output::write_bytes(to, document.text.as_bytes())?;
+    match compiled {
+        Ok(compiled) if input::is_npz(to) => {
+            let bytes =
+                results::results_npz(&document.text, &compiled, &args.entry).map_err(|reason| {
+                    Failure::Usage(format!("cannot write `{}`: {reason}", to.display()))
+                })?;
+            output::write_bytes(to, &bytes)?;
+        }
+        _ => output::write_bytes(to, document.text.as_bytes())?,
+    }
     if interrupt.is_requested() {
         return Err(Failure::Interrupted(
             "interrupted (Ctrl-C): the members that had not finished have the error \
@@ -490,9 +522,8 @@ fn prepare_run(args: &RunArgs) -> Result<(Compiled, autobatch::BoundBatch), Fail
         pictures::check_picture_path(path)?;
     }
     let compiled = compile_file(&args.program)?;
-    let inputs_text = read_file(&args.inputs, "inputs")?;
-    let in_inputs = |e: autobatch::InputError| input::inputs_error(&args.inputs, e);
-    let parsed = Inputs::from_json_str(&inputs_text).map_err(in_inputs)?;
+    let (parsed, sources) = input::read_run_inputs(&args.inputs, &args.shared)?;
+    let in_inputs = |e: autobatch::InputError| sources.error(e);
     let batch = if args.grad_statics.is_empty() {
         compiled.bind(&args.entry, &parsed).map_err(in_inputs)?
     } else {

@@ -323,6 +323,12 @@ fn run_with_stats() {
         assert!(stats.get(field).is_some(), "stats lacks `{field}`: {stats}");
     }
     assert_eq!(stats["batch_size"], 2);
+    // No --strategy: auto, which runs scalar control as native code.
+    assert_eq!(stats["strategy"], "native");
+    assert_eq!(
+        stats["strategy_reason"],
+        "picked by auto: no product with a static matrix: each member runs alone in machine code"
+    );
     let op_counts = stats["op_counts"].as_array().expect("a list");
     assert!(!op_counts.is_empty(), "fib has operations: {stats}");
     for count in op_counts {
@@ -598,7 +604,7 @@ fn a_program_that_is_not_utf8_does_not_compile() {
 fn run_help_tells_the_true_default_strategy() {
     let output = autobatch(&["run", "--help"]);
     let help = stdout(&output);
-    assert!(help.contains("[default: program-counter]"), "{help}");
+    assert!(help.contains("[default: auto]"), "{help}");
     assert!(!help.contains("once it exists"), "{help}");
 }
 
@@ -654,9 +660,13 @@ fn inputs_too_large_for_memory_are_one_line() {
     let scratch = Scratch::new("inputs_memory");
     let program = scratch.file("id.ab", "fn f(x: f64) -> f64 { x + 1.0 }\n");
     let members = |n: usize| format!(r#"{{"batch": {{"x": [{}1.5]}}}}"#, "1.5, ".repeat(n - 1));
+    // Program-counter checks its members' state against the memory before
+    // it runs (the native strategies, which `auto` picks here, keep no
+    // state per member beyond the inputs and results).
     let run_limited = |inputs: &str, limit: &str| {
         Command::new(env!("CARGO_BIN_EXE_autobatch"))
             .args(["run", &program, "--entry", "f", "--inputs", inputs])
+            .args(["--strategy", "program-counter"])
             .env("AUTOBATCH_MEMORY_LIMIT", limit)
             .output()
             .expect("run the autobatch binary")

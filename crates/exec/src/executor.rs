@@ -9,8 +9,8 @@ use autobatch_ir::Program;
 use autobatch_kernels::backend::Backend;
 
 use crate::{
-    local_static, native, native_lockstep, program_counter, reference, Batch, BatchingOptions,
-    BlockChoice, Env, ExecError, LaneMode, RunOptions, RunOutput,
+    auto, local_static, native, native_lockstep, program_counter, reference, Batch,
+    BatchingOptions, BlockChoice, Env, ExecError, LaneMode, RunOptions, RunOutput,
 };
 
 /// Every executor, in the order of [`Strategy::ALL`] (and of help texts).
@@ -22,6 +22,7 @@ pub const EXECUTORS: &[&dyn Executor] = &[
     &native::NATIVE,
     &native::NATIVE_BATCHED,
     &native_lockstep::NativeLockstep,
+    &auto::Auto,
 ];
 
 /// One way of executing a batch. Every executor must give every member
@@ -113,6 +114,8 @@ impl Strategy {
     pub const Native: Strategy = Strategy(&native::NATIVE);
     pub const NativeBatched: Strategy = Strategy(&native::NATIVE_BATCHED);
     pub const NativeLockstep: Strategy = Strategy(&native_lockstep::NativeLockstep);
+    /// Picks one of the others per run ([`crate::auto`]).
+    pub const Auto: Strategy = Strategy(&auto::Auto);
 }
 
 impl Strategy {
@@ -294,7 +297,7 @@ mod tests {
         assert_eq!(
             "x".parse::<Strategy>(),
             Err(
-                "unknown strategy `x` (expected reference, local-static, program-counter, native, native-batched or native-lockstep)"
+                "unknown strategy `x` (expected reference, local-static, program-counter, native, native-batched, native-lockstep or auto)"
                     .into()
             )
         );

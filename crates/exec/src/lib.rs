@@ -13,6 +13,7 @@
 use autobatch_ir::{FuncId, Program, SymbolId};
 use autobatch_types::{ErrorKind, Loc, MemberError, Tensor};
 
+pub mod auto;
 pub mod batched;
 mod executor;
 pub mod gradients;
@@ -253,7 +254,9 @@ impl Default for RunOptions {
 /// symbolic dimensions whose length differs from member to member.
 #[derive(Clone, Debug, Default)]
 pub struct Env {
-    pub statics: Vec<Tensor>,
+    /// Shared (`Arc`), so that the batches bound to one set of statics
+    /// (`autobatch::BoundProgram`) hold them without copying.
+    pub statics: std::sync::Arc<Vec<Tensor>>,
     /// The length of each symbolic dimension; for a ragged one, the longest
     /// member's (an upper bound for memory checks).
     pub symbols: Vec<u64>,
@@ -352,6 +355,9 @@ pub struct Stats {
     /// The figures the executor reports of its own (`--stats` prints them
     /// as an object under the strategy's name); none for most executors.
     pub report: Vec<ReportField>,
+    /// Under the `auto` strategy: the executor it picked and why
+    /// ([`auto::choose`]); `None` when the run named its strategy.
+    pub choice: Option<auto::Choice>,
     /// The lanes each step used and each block's steps, when the run was
     /// asked to record them ([`RunOptions::profile`]) and the strategy
     /// records them ([`Strategy::records_profile`]).
@@ -477,7 +483,13 @@ pub fn run_on(
     internal::guard(|| {
         memory::check_value_sizes(program, batch.entry, &env.symbols)
             .map_err(ExecError::Resources)?;
+        // `auto` picks here, so that the ragged batch below is run as the
+        // executor it picks runs one.
+        let choice =
+            (strategy == Strategy::Auto).then(|| auto::choose(program, env, batch, options));
+        let strategy = choice.as_ref().map_or(strategy, |c| c.strategy);
         let mut output = run_sized(backend, strategy, program, env, batch, options)?;
+        output.stats.choice = choice;
         if options.interrupt.is_some() {
             let interrupted = interrupted_error(program, batch);
             for result in &mut output.results {
@@ -491,7 +503,8 @@ pub fn run_on(
 }
 
 /// [`run_on`] of a batch of one size or, for a ragged batch, of all its
-/// sizes together where the strategy can, else one size at a time.
+/// sizes together where the strategy can, else one size at a time;
+/// `strategy` is an executor of its own (not `auto`).
 fn run_sized(
     backend: &dyn Backend,
     strategy: Strategy,

@@ -165,14 +165,9 @@ fn run_native(
     options: &RunOptions,
 ) -> Result<RunOutput, ExecError> {
     let started = Instant::now();
-    // Native code reads the statics in place: all must be bound (the
-    // interpreters report a missing one as an internal error).
-    let compiled = if env.statics.len() < program.statics.len() {
-        Err(autobatch_native::NotCompiled {
-            reason: "a static of the program is not in the environment".into(),
-        })
-    } else {
-        Compiled::new(program, env, batch, options)
+    let compiled = match unbound_static(program, env) {
+        Some(not) => Err(not),
+        None => Compiled::new(program, env, batch, options),
     };
     let compile_seconds = ReportField {
         name: "compile_seconds",
@@ -212,6 +207,27 @@ fn run_native(
             Ok(output)
         }
         Err(not) => run_instead(backend, program, env, batch, options, not, compile_seconds),
+    }
+}
+
+/// Native code reads the statics in place: all must be bound (the
+/// interpreters report a missing one as an internal error).
+fn unbound_static(program: &Program, env: &Env) -> Option<NotCompiled> {
+    (env.statics.len() < program.statics.len()).then(|| NotCompiled {
+        reason: "a static of the program is not in the environment".into(),
+    })
+}
+
+/// Why the native executors would run `program` on program-counter
+/// instead of compiling it for this batch (the first construct the
+/// compiler does not take), or `None` if they compile it.
+pub(crate) fn refusal(program: &Program, env: &Env, batch: &Batch) -> Option<String> {
+    if let Some(not) = unbound_static(program, env) {
+        return Some(not.reason);
+    }
+    match lengths(env, batch.size) {
+        Ok(lengths) => autobatch_native::refusal(program, batch.entry, &lengths.values),
+        Err(error) => Some(error.to_string()),
     }
 }
 
@@ -471,6 +487,7 @@ fn run_compiled(
         sizes: 1,
         report: Vec::new(),
         profile: None,
+        choice: None,
     };
     Ok((
         RunOutput {

@@ -223,6 +223,7 @@ fn run_compiled(
         sizes: 1,
         report: Vec::new(),
         profile: None,
+        choice: None,
     };
     let output = RunOutput {
         results,

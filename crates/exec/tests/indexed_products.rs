@@ -74,7 +74,8 @@ fn env(float: &str) -> Env {
         statics: vec![
             float_tensor(float, vec![LAYERS, M, K], w),
             float_tensor(float, vec![LAYERS, M, M], s),
-        ],
+        ]
+        .into(),
         ..Env::default()
     }
 }

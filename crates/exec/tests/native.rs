@@ -527,7 +527,8 @@ fn arrays_env() -> Env {
                 Data::F64(vec![0.5, -1.0, 2.0, 1.5, 0.25, -0.75]),
             ),
             f64s(&[0.1, -0.2]),
-        ],
+        ]
+        .into(),
         symbols: Vec::new(),
         ..Env::default()
     }
@@ -584,7 +585,8 @@ fn members_together_wait_at_products_and_get_their_own_bits() {
                 vec![2, 3, 3],
                 Data::F64((0..18).map(|k| (k as f64 - 8.5) / 7.0).collect()),
             ),
-        ],
+        ]
+        .into(),
         symbols: Vec::new(),
         ..Env::default()
     };

@@ -76,7 +76,8 @@ fn run_on(
         statics: vec![
             float_tensor(float, vec![n, d], wave(n * d, 1, 2e-3)),
             float_tensor(float, vec![n], (0..n).map(|i| (i % 3 == 0) as u8 as f64)),
-        ],
+        ]
+        .into(),
         ..Env::default()
     };
     let thetas = (0..case.skips.len())

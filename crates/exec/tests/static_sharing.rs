@@ -63,7 +63,7 @@ fn allocated_bytes(strategy: Strategy) -> u64 {
     autobatch_passes::optimize(&mut program);
     let entry = program.function_by_name("deep").expect("entry");
     let env = Env {
-        statics: vec![Tensor::new(vec![LENGTH], Data::F64(vec![0.5; LENGTH]))],
+        statics: vec![Tensor::new(vec![LENGTH], Data::F64(vec![0.5; LENGTH]))].into(),
         symbols: vec![LENGTH as u64],
         ..Env::default()
     };

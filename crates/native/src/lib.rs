@@ -408,6 +408,13 @@ pub fn compile(
     )
 }
 
+/// Why [`compile_for`] would not take `entry` of `program` with the
+/// lengths `symbols`: the first construct it does not compile, with where
+/// it is; `None` if it takes it.
+pub fn refusal(program: &Program, entry: FuncId, symbols: &[u64]) -> Option<String> {
+    check::reachable(program, entry, symbols).err()
+}
+
 /// [`compile`] for `lengths`, whose per-member dimensions each member
 /// runs with its own length (read from its arguments' shapes, at most the
 /// dimension's capacity): one program for a ragged batch

@@ -66,11 +66,10 @@ pub enum Adaptation {
 }
 
 /// The strategy `sample` runs the chains with unless told otherwise:
-/// `native`, each chain alone in machine code, the chains spread over the
-/// threads (see `docs/sampler.md`, "Which strategy"). Every strategy gives
-/// every chain the same draws; this one keeps the least memory
-/// (`docs/benchmarks.md` compares the strategies on the sampler).
-pub const DEFAULT_STRATEGY: Strategy = Strategy::Native;
+/// `auto`, which picks per model (`autobatch_exec::auto`; see
+/// `docs/sampler.md`, "Which strategy"). Every strategy gives every chain
+/// the same draws.
+pub const DEFAULT_STRATEGY: Strategy = Strategy::Auto;
 
 impl Default for SampleConfig {
     /// Stan's defaults: 4 chains, 1000 warmup iterations, 1000 draws,
@@ -226,6 +225,9 @@ pub struct SampleRun {
     /// The executor's own figures for the last run of the batch
     /// (`Stats::report`: under `native`, whether the sampler was compiled).
     pub executor_report: Vec<autobatch::ReportField>,
+    /// Under the `auto` strategy: the executor it picked for the last run
+    /// of the batch, and why (`Stats::choice`).
+    pub strategy_choice: Option<autobatch::StrategyChoice>,
     /// Every parameter's summary, computed once when first asked for.
     summaries: std::sync::OnceLock<Vec<crate::diagnostics::Summary>>,
 }
@@ -508,8 +510,16 @@ pub(crate) struct Ran {
     pub chains: Vec<ChainState>,
     pub figures: Figures,
     pub runs: usize,
-    /// The executor's own figures of this rank's last run.
-    pub executor_report: Vec<autobatch::ReportField>,
+    /// What the executor said of this rank's last run.
+    pub last_run: ExecutorFigures,
+}
+
+/// What the executor said of a run: its own figures (`Stats::report`)
+/// and, under `auto`, the executor it picked and why (`Stats::choice`).
+#[derive(Clone, Debug, Default)]
+pub struct ExecutorFigures {
+    pub report: Vec<autobatch::ReportField>,
+    pub choice: Option<autobatch::StrategyChoice>,
 }
 
 impl Sampler<'_> {
@@ -529,7 +539,7 @@ impl Sampler<'_> {
         let mut runs = 0_u64;
         // Every chain starts with the same windows; pooling then says.
         let mut window_end = ChainState::new(self.dim, self.windows).window_end();
-        let mut executor_report = Vec::new();
+        let mut last_run = ExecutorFigures::default();
         progress(Progress {
             done: 0,
             total: self.total,
@@ -549,7 +559,10 @@ impl Sampler<'_> {
                 let ran = self
                     .run_segment(&chains, &segment, runs, progress, stop)
                     .and_then(|run| {
-                        executor_report = run.result.stats.report.clone();
+                        last_run = ExecutorFigures {
+                            report: run.result.stats.report.clone(),
+                            choice: run.result.stats.choice.clone(),
+                        };
                         figures.peak_batch_bytes = figures
                             .peak_batch_bytes
                             .max(run.result.stats.peak_state_bytes);
@@ -594,7 +607,7 @@ impl Sampler<'_> {
             chains,
             figures,
             runs: runs as usize,
-            executor_report,
+            last_run,
         })
     }
 }
@@ -873,7 +886,7 @@ impl<'a> Sampler<'a> {
         // they are under a strategy whose chains do not advance together
         // (the native ones run them one after the other on each thread:
         // the last chain ends warmup near the end of the run).
-        let together = run_config.strategy.advances_members_together();
+        let together = batch.strategy_for(&run_config).advances_members_together();
         let iterations = (segment.alive * (segment.end - segment.start)) as u64;
         let result =
             self.model
@@ -921,7 +934,7 @@ impl<'a> Sampler<'a> {
     /// The batch of `segment`: the model's data, every chain's state, and
     /// the settings.
     fn bind(&self, chains: &[ChainState], segment: &Segment) -> Result<BoundBatch, SampleError> {
-        let mut inputs = self.model.statics.clone();
+        let mut inputs = autobatch::Inputs::new();
         for (k, name) in STATE.iter().enumerate() {
             inputs = inputs.batched(name, chains.iter().map(|c| c.state[k].clone()));
         }
@@ -945,7 +958,7 @@ impl<'a> Sampler<'a> {
                 }),
             );
         self.model
-            .compiled
+            .bound
             .bind("nuts_segment", &inputs)
             .map(|batch| batch.numbered_from(self.first_chain as u64))
             .map_err(|e| {
@@ -1000,7 +1013,7 @@ impl<'a> Sampler<'a> {
         outcomes: Vec<ChainOutcome>,
         figures: Figures,
         runs: usize,
-        executor_report: Vec<autobatch::ReportField>,
+        last_run: ExecutorFigures,
     ) -> Result<SampleRun, SampleError> {
         let n_chains = outcomes.len();
         let mut failures = Vec::new();
@@ -1032,7 +1045,8 @@ impl<'a> Sampler<'a> {
             chain_ids,
             failures,
             runs,
-            executor_report,
+            executor_report: last_run.report,
+            strategy_choice: last_run.choice,
             samples: Vec::with_capacity(finished.len()),
             tree_depth: Vec::with_capacity(finished.len()),
             n_leapfrog: Vec::with_capacity(finished.len()),

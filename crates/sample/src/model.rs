@@ -4,7 +4,10 @@
 
 use std::fmt;
 
-use autobatch::{compile, CompileError, Compiled, Diagnostic, Inputs, ScalarType, Type};
+use autobatch::{
+    compile, BoundProgram, CompileError, Compiled, Diagnostic, InputErrorKind, InputValue, Inputs,
+    ScalarType, Type,
+};
 use autobatch_ir::Program;
 use autobatch_types::Dim;
 
@@ -64,7 +67,9 @@ impl std::error::Error for SampleError {}
 #[derive(Clone, Debug)]
 pub struct Model {
     pub(crate) compiled: Compiled,
-    pub(crate) statics: Inputs,
+    /// The compiled program with the data bound: converted once, shared
+    /// by every segment's batch.
+    pub(crate) bound: BoundProgram,
     pub(crate) path: String,
     /// Lines of the user's source; the library starts after them.
     pub(crate) model_lines: u32,
@@ -104,10 +109,10 @@ impl Model {
         let compiled = compile(&combined, path)
             .map_err(|e| combined_errors(&e, &combined, path, model_lines, &library))?;
 
-        let (statics, dim) = bind_data(&compiled, data, path)?;
+        let (bound, dim) = bind_data(&compiled, data, path)?;
         Ok(Model {
             compiled,
-            statics,
+            bound,
             path: path.to_string(),
             model_lines,
             dim,
@@ -327,9 +332,13 @@ fn relocate(text: &str, model_lines: u32) -> String {
 }
 
 /// Reads the data object: every static by name, and optionally symbolic
-/// dimensions by name (checked against the shapes). Returns the statics as
-/// inputs and the length of `theta`.
-fn bind_data(compiled: &Compiled, data: &str, path: &str) -> Result<(Inputs, usize), SampleError> {
+/// dimensions by name (checked against the shapes). Returns the program
+/// with the statics bound and the length of `theta`.
+fn bind_data(
+    compiled: &Compiled,
+    data: &str,
+    path: &str,
+) -> Result<(BoundProgram, usize), SampleError> {
     let program = compiled.program();
     let bound = match crate::data::read(program, data).and_then(|c| bind_compact(compiled, c)) {
         Some(bound) => bound,
@@ -340,7 +349,10 @@ fn bind_data(compiled: &Compiled, data: &str, path: &str) -> Result<(Inputs, usi
 
 /// Checks the dimensions the data gives against the statics' shapes and
 /// finds the length of `theta`.
-fn finish_binding(compiled: &Compiled, bound: BoundData) -> Result<(Inputs, usize), SampleError> {
+fn finish_binding(
+    compiled: &Compiled,
+    bound: BoundData,
+) -> Result<(BoundProgram, usize), SampleError> {
     let program = compiled.program();
     let BoundData {
         statics: converted,
@@ -405,11 +417,20 @@ fn finish_binding(compiled: &Compiled, bound: BoundData) -> Result<(Inputs, usiz
 
 /// The data bound: the statics as tensors, the values of the symbolic
 /// dimensions they fix, and the dimensions the data gives by name.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 struct BoundData {
-    statics: Inputs,
+    statics: BoundProgram,
     symbols: Vec<u64>,
     given_dims: Vec<(String, u64)>,
+}
+
+impl PartialEq for BoundData {
+    /// The same statics' values, dimensions and given dimensions.
+    fn eq(&self, other: &BoundData) -> bool {
+        self.statics.statics() == other.statics.statics()
+            && self.symbols == other.symbols
+            && self.given_dims == other.given_dims
+    }
 }
 
 /// Binds the data read by `crate::data::read`, or `None` if the binder
@@ -434,28 +455,20 @@ fn bind_compact(compiled: &Compiled, compact: crate::data::Compact) -> Option<Bo
     probe(compiled, inputs, given_dims).ok()
 }
 
-/// Binds the statics `inputs` once (a probe run of one chain) and keeps
-/// them as the probe converted them, so that every segment binds tensors;
-/// the probe holds its own copy and `inputs` is gone by then, so at most
-/// two copies of the data exist at once.
+/// Binds the statics `inputs` once, for every segment's batch to share,
+/// and checks them with a probe batch of one chain; `inputs` is dropped
+/// once they are converted, so at most two copies of the data exist at once.
 fn probe(
     compiled: &Compiled,
     inputs: Inputs,
     given_dims: Vec<(String, u64)>,
 ) -> Result<BoundData, autobatch::InputError> {
-    let probe = compiled.bind("nuts_probe", &inputs.batched("nuts_chain", [0_i64]))?;
-    let mut statics = Inputs::new();
-    for (decl, tensor) in compiled
-        .program()
-        .statics
-        .values()
-        .zip(&probe.env().statics)
-    {
-        statics = statics.shared(&decl.name, autobatch::Value::Tensor(tensor.clone()));
-    }
+    let statics = compiled.with_statics(&inputs)?;
+    drop(inputs);
+    let probe = statics.bind("nuts_probe", &Inputs::new().batched("nuts_chain", [0_i64]))?;
     Ok(BoundData {
-        statics,
         symbols: probe.env().symbols.clone(),
+        statics,
         given_dims,
     })
 }
@@ -465,46 +478,51 @@ fn probe(
 fn bind_json(compiled: &Compiled, data: &str, path: &str) -> Result<BoundData, SampleError> {
     let program = compiled.program();
     // One strict parse (a repeated key is an error, as in the inputs of
-    // `run`); the JSON is dropped once the statics are tensors.
-    let value = autobatch::parse_strict_json(data).map_err(|e| {
-        let message = e.to_string();
-        SampleError::Data(if message.starts_with("duplicate key") {
-            format!("the data repeats a key: {message}")
-        } else {
-            format!("the data is not valid JSON: {message}")
+    // `run`), which keeps the text for messages; the JSON is dropped once
+    // the statics are tensors.
+    let mut inputs = Inputs::shared_from_json_str(data).map_err(|e| {
+        let message = e.message();
+        SampleError::Data(match e.kind() {
+            InputErrorKind::BadLayout => {
+                "the data must be a JSON object holding each static of the model by name".into()
+            }
+            _ if message.starts_with("duplicate key") => {
+                format!("the data repeats a key: {message}")
+            }
+            _ => format!("the data is not valid JSON: {message}"),
         })
     })?;
-    let serde_json::Value::Object(object) = value else {
-        return Err(SampleError::Data(
-            "the data must be a JSON object holding each static of the model by name".into(),
-        ));
-    };
     for decl in program.statics.values() {
-        if !object.contains_key(&decl.name) {
+        if !inputs.names().any(|name| name == decl.name) {
             return Err(SampleError::Data(format!(
                 "the data has no `{}` (static declared at {path}:{}:{})",
                 decl.name, decl.loc.line, decl.loc.column
             )));
         }
     }
-
-    let mut inputs = Inputs::new();
+    let names: Vec<String> = inputs.names().map(str::to_owned).collect();
     let mut given_dims: Vec<(String, u64)> = Vec::new();
-    for (key, value) in object {
+    for key in names {
         if program.statics.values().any(|s| s.name == key) {
-            inputs = inputs.shared(&key, value);
-        } else if program.symbols.contains(&key) {
-            let Some(n) = value.as_u64() else {
-                return Err(SampleError::Data(format!(
-                    "the data gives the dimension `{key}` as {value}; a dimension is a non-negative integer"
-                )));
-            };
-            given_dims.push((key.clone(), n));
-        } else {
+            continue;
+        }
+        if !program.symbols.contains(&key) {
             return Err(SampleError::Data(format!(
                 "the data has `{key}`, which is neither a static of the model nor one of its symbolic dimensions"
             )));
         }
+        // Every value of a JSON text is JSON.
+        let value = match inputs.take_shared(&key) {
+            Some(InputValue::Json(value)) => value,
+            _ => serde_json::Value::Null,
+        };
+        let Some(n) = value.as_u64() else {
+            return Err(SampleError::Data(format!(
+                "the data gives the dimension `{key}` as {}; a dimension is a non-negative integer",
+                inputs.describe_shared(&key, &value)
+            )));
+        };
+        given_dims.push((key, n));
     }
     probe(compiled, inputs, given_dims)
         .map_err(|e| SampleError::Data(format!("the data does not fit the model: {}", e.message())))

@@ -367,8 +367,14 @@ fn float(x: f64) -> serde_json::Value {
 
 /// The run's figures as JSON (`--stats`). Per-chain lists (`step_size`,
 /// `inv_metric`, `mean_accept_stat`, `e_bfmi`) follow `finished_chains`.
+/// `strategy` is the strategy asked for; under `auto`, `strategy` in the
+/// JSON is the one it picked, and `strategy_reason` says why.
 pub fn stats_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
+    let choice = run.strategy_choice.as_ref();
+    let reason = autobatch::strategy_reason(strategy, choice);
+    let strategy = choice.map_or(strategy, |c| c.strategy.name());
     let mut stats = figures_json(run, strategy);
+    stats["strategy_reason"] = reason.into();
     if !run.executor_report.is_empty() {
         // The executor's own figures, as `autobatch run --stats` has them
         // (under `native`: whether the program was compiled, and if not why).

@@ -58,18 +58,12 @@ pub fn sample_sharded(
             Halt::Rank(failure) => ShardedError::Rank(failure),
         })?;
         let outcomes = ran.chains.into_iter().map(|c| c.outcome()).collect();
-        return finish(
-            sampler,
-            outcomes,
-            ran.figures,
-            ran.runs,
-            ran.executor_report,
-        );
+        return finish(sampler, outcomes, ran.figures, ran.runs, ran.last_run);
     }
     // The executor's report is rank 0's (each rank's describes its own runs).
     let report = ran
         .as_ref()
-        .map(|ran| ran.executor_report.clone())
+        .map(|ran| ran.last_run.clone())
         .unwrap_or_default();
     // Every rank learnt another's failure at the same pooling.
     let mut learnt = None;
@@ -104,7 +98,7 @@ fn finish(
     outcomes: Vec<ChainOutcome>,
     figures: Figures,
     runs: usize,
-    executor_report: Vec<autobatch::ReportField>,
+    last_run: crate::driver::ExecutorFigures,
 ) -> Result<Option<SampleRun>, ShardedError> {
     let Some(sampler) = sampler else {
         return Err(ShardedError::Rank(RankFailure {
@@ -113,7 +107,7 @@ fn finish(
         }));
     };
     sampler
-        .finish(outcomes, figures, runs, executor_report)
+        .finish(outcomes, figures, runs, last_run)
         .map(Some)
         .map_err(ShardedError::Sample)
 }

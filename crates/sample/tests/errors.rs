@@ -164,6 +164,27 @@ fn bad_data() {
 }
 
 #[test]
+fn data_errors_quote_numbers_as_written() {
+    // As `run --inputs` does: the number as the file writes it, not as it
+    // parses (99999999999999999999 parses to 1e20, 2.50 to 2.5).
+    let counts = "\
+extern \"autobatch\" {
+    static k: [i32; 2];
+}
+fn log_density(theta: [f64; 1]) -> f64 { -0.5 * theta[0] * theta[0] * k[0] as f64 }
+";
+    let e = model_error(counts, r#"{"k": [1, 99999999999999999999]}"#).to_string();
+    assert!(e.contains("99999999999999999999"), "{e}");
+    assert!(!e.contains("1e20"), "{e}");
+    assert_data(
+        OK,
+        r#"{"y": [1.0, 2.0], "N": 2.50}"#,
+        &["`N` as 2.50;", "non-negative integer"],
+    );
+    assert_data(OK, r#"{"y": [1.0, 2.0], "N": -1e0}"#, &["`N` as -1e0;"]);
+}
+
+#[test]
 fn meaningless_settings() {
     let model = Model::new(OK, "m.ab", r#"{"y": [0.5, 1.5, 1.0]}"#).unwrap();
     for (config, wanted) in [

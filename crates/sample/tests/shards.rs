@@ -37,12 +37,15 @@ fn config(adaptation: Adaptation) -> SampleConfig {
 fn outputs(run: &autobatch_sample::SampleRun) -> (Vec<u8>, serde_json::Value) {
     let mut csv = Vec::new();
     report::write_csv(run, &mut csv).expect("write the CSV");
-    let strategy = autobatch_sample::DEFAULT_STRATEGY.name();
-    let mut stats = report::stats_json(run, strategy);
+    let mut stats = report::stats_json(run, autobatch_sample::DEFAULT_STRATEGY.name());
     // The executor's own figures describe rank 0's runs (none when it has
-    // no chain) and include the compile time.
-    stats.as_object_mut().expect("an object").remove(strategy);
+    // no chain) and include the compile time; so do the strategy `auto`
+    // picked for them and why (it picks by the chains per thread).
+    let ran = stats["strategy"].as_str().expect("a name").to_owned();
+    stats.as_object_mut().expect("an object").remove(&ran);
     for key in [
+        "strategy",
+        "strategy_reason",
         "warmup_seconds",
         "sampling_seconds",
         "gradient_evaluations_per_second",

@@ -3,7 +3,7 @@
     import numpy as np, autobatch
     prog = autobatch.compile(source)
     res = prog.run("fib", batch={"n": np.array([3, 7, 4, 5])}, shared={},
-                   strategy="program-counter", seed=0)
+                   strategy="auto", seed=0)
     res.values, res.errors, res.stats
 
     fit = autobatch.sample(model_source, data={"y": y}, chains=4, warmup=1000, draws=1000, seed=1)

@@ -128,7 +128,7 @@ def sample(model_source, data=None, *, chains=4, warmup=1000, draws=1000, seed=0
     as `autobatch sample` does, and returns a `Fit`.
 
     `strategy`: how the chains run (None: `autobatch sample`'s default,
-    native); every strategy gives the same draws.
+    auto, which picks per model); every strategy gives the same draws.
     `pooled_adaptation`: pool the chains' adaptation every that many warmup
     iterations (None: each chain adapts alone). `progress`: None draws a
     progress bar on stderr when it is a terminal, False draws none, a

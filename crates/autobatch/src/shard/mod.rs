@@ -29,7 +29,7 @@ use std::ops::Range;
 
 use autobatch_exec::{Arg, Batch, Env, RaggedSymbol};
 use autobatch_ir::EntityRef;
-use autobatch_types::SymbolId;
+use autobatch_types::{SymbolId, Tensor};
 
 use crate::bind::BoundBatch;
 use crate::compile::Compiled;
@@ -159,7 +159,7 @@ impl Compiled {
             .ok_or_else(|| WireError(format!("no function {entry}")))?;
         let first_member = r.u64()?;
         let size = r.usize()?;
-        let statics = (0..r.usize()?)
+        let statics: Vec<Tensor> = (0..r.usize()?)
             .map(|_| r.tensor())
             .collect::<Result<_, _>>()?;
         let symbols: Vec<u64> = (0..r.usize()?).map(|_| r.u64()).collect::<Result<_, _>>()?;
@@ -194,7 +194,7 @@ impl Compiled {
             return Err(WireError("bytes left after a batch".into()));
         }
         let env = Env {
-            statics,
+            statics: statics.into(),
             symbols,
             ragged,
             hosts: self.hosts().clone(),

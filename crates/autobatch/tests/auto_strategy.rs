@@ -1,0 +1,297 @@
+//! The `auto` strategy: which executor it picks for representative
+//! programs (the examples, scalar control, products with small and large
+//! static matrices, a host primitive, a profile), that the run reports the
+//! pick and its reason, and that its results are the reference's, bit for
+//! bit. The expected picks follow the rule of README.md (`--strategy auto`) applied
+//! by hand to each program's source.
+
+use std::path::PathBuf;
+
+use autobatch::typed::{FromValue, IntoValue};
+use autobatch::{compile, Compiled, Inputs, RunConfig, RunResult, Strategy};
+use serde_json::json;
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn read(path: &str) -> String {
+    let path = examples().join(path);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+fn compiled(source: &str, path: &str) -> Compiled {
+    compile(source, path).unwrap_or_else(|e| panic!("{path}: {}", e.render(false)))
+}
+
+/// `strategy` on `threads` threads, the other options the defaults.
+fn config(strategy: Strategy, threads: usize) -> RunConfig {
+    let mut config = RunConfig {
+        strategy,
+        ..RunConfig::default()
+    };
+    config.options.threads = threads;
+    config
+}
+
+/// Runs `entry` under `auto` on `threads` threads and under the reference;
+/// checks that they agree bit for bit (the JSON of `f64`s round-trips) and
+/// that the result names the strategy that ran with `auto`'s reason.
+fn run_auto(program: &Compiled, entry: &str, inputs: &Inputs, threads: usize) -> RunResult {
+    let bound = program
+        .bind(entry, inputs)
+        .unwrap_or_else(|e| panic!("{entry}: {}", e.message()));
+    let auto = bound.run(&config(Strategy::Auto, threads)).expect("runs");
+    let reference = bound
+        .run(&config(Strategy::Reference, threads))
+        .expect("runs");
+    assert_eq!(
+        auto.to_json(false)["results"],
+        reference.to_json(false)["results"],
+        "{entry}: auto ({}) differs from the reference",
+        auto.strategy
+    );
+    let choice = auto
+        .stats
+        .choice
+        .as_ref()
+        .expect("auto says what it picked");
+    assert_eq!(choice.strategy, auto.strategy);
+    let stats = auto.stats_to_json();
+    assert_eq!(stats["strategy"], json!(auto.strategy.name()));
+    assert_eq!(
+        stats["strategy_reason"],
+        json!(format!("picked by auto: {}", choice.reason))
+    );
+    auto
+}
+
+fn example_inputs(path: &str) -> Inputs {
+    Inputs::from_json_str(&read(path)).expect("the example's input parses")
+}
+
+#[test]
+fn the_examples_pick_by_their_products() {
+    // (program, entry, inputs, the pick on one thread)
+    let cases = [
+        ("fib.ab", "fib", "fib.json", Strategy::Native),
+        ("collatz.ab", "collatz", "collatz.json", Strategy::Native),
+        (
+            "newton_sqrt.ab",
+            "newton_sqrt",
+            "newton_sqrt.json",
+            Strategy::Native,
+        ),
+        // matvec(X, theta) with X a static, three members.
+        (
+            "logistic.ab",
+            "log_likelihood",
+            "logistic.json",
+            Strategy::NativeBatched,
+        ),
+        // The gates' matvec with static weights, a batch of trees.
+        (
+            "models/treelstm.ab",
+            "classify",
+            "models/treelstm_small.json",
+            Strategy::NativeBatched,
+        ),
+        // Three static matvec against two matvec with per-member matrices
+        // and two matmul: mostly per-member products.
+        (
+            "models/mvrnn.ab",
+            "classify",
+            "models/mvrnn_small.json",
+            Strategy::Native,
+        ),
+        // Attention: matmul of whole sequences, one static matvec.
+        (
+            "models/berxit.ab",
+            "classify",
+            "models/berxit_small.json",
+            Strategy::Native,
+        ),
+    ];
+    for (program, entry, inputs, expected) in cases {
+        let source = read(program);
+        let run = run_auto(
+            &compiled(&source, program),
+            entry,
+            &example_inputs(inputs),
+            1,
+        );
+        assert_eq!(run.strategy, expected, "{program}");
+    }
+}
+
+#[test]
+fn scalar_control_runs_native() {
+    let program = compiled(&read("fib.ab"), "fib.ab");
+    let run = run_auto(&program, "fib", &example_inputs("fib.json"), 1);
+    assert_eq!(run.strategy, Strategy::Native);
+    let reason = &run.stats.choice.unwrap().reason;
+    assert!(
+        reason.contains("no product with a static matrix"),
+        "{reason}"
+    );
+}
+
+const MATRICES: &str = r#"
+extern "autobatch" {
+    static W: [[f64; C]; R];
+}
+/// A product with a static matrix inside a loop.
+fn apply(x: [f64; C], times: i64) -> f64 {
+    let mut total = 0.0;
+    let mut i = 0;
+    while i < times {
+        total += sum(matvec(W, x));
+        i += 1;
+    }
+    total
+}
+"#;
+
+/// `MATRICES` bound with an `rows` x `columns` static and `members`
+/// members (member m's vector is all m / 10, its loop runs 1 + m % 3 times).
+fn matrix_inputs(rows: usize, columns: usize, members: usize) -> Inputs {
+    let w: Vec<Vec<f64>> = (0..rows)
+        .map(|r| {
+            (0..columns)
+                .map(|c| ((r * 7 + c) % 13) as f64 / 8.0)
+                .collect()
+        })
+        .collect();
+    let x: Vec<Vec<f64>> = (0..members)
+        .map(|m| vec![m as f64 / 10.0; columns])
+        .collect();
+    let times: Vec<i64> = (0..members).map(|m| 1 + (m % 3) as i64).collect();
+    Inputs::new()
+        .shared("W", json!(w))
+        .batched("x", x)
+        .batched("times", times)
+}
+
+#[test]
+fn small_static_matrices_run_native_batched_with_members_to_share_them() {
+    let program = compiled(MATRICES, "matrices.ab");
+    let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 6), 2);
+    assert_eq!(run.strategy, Strategy::NativeBatched);
+    let reason = run.stats.choice.unwrap().reason;
+    assert!(
+        reason.contains(
+            "1 of the program's 1 matrix products with a static matrix, the largest 16 x 8"
+        ) && reason.contains("up to 3 members per thread"),
+        "{reason}"
+    );
+    // One member per thread: nothing to share the product with.
+    let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 2), 2);
+    assert_eq!(run.strategy, Strategy::Native);
+    let reason = run.stats.choice.unwrap().reason;
+    assert!(
+        reason.ends_with("one member per thread to share them"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn products_mostly_with_per_member_matrices_run_native() {
+    let source = r#"
+extern "autobatch" {
+    static W: [[f64; 3]; 3];
+}
+fn mix(m: [[f64; 3]; 3], x: [f64; 3]) -> f64 {
+    let a = matvec(m, x);
+    let b = matvec(matmul(m, m), a);
+    sum(matvec(W, b))
+}
+"#;
+    let program = compiled(source, "mix.ab");
+    let m: Vec<Vec<Vec<f64>>> = (0..4)
+        .map(|k| {
+            (0..3)
+                .map(|r| (0..3).map(|c| ((k + r * 3 + c) % 5) as f64 / 4.0).collect())
+                .collect()
+        })
+        .collect();
+    let x: Vec<Vec<f64>> = (0..4).map(|k| vec![k as f64, 1.0, -0.5]).collect();
+    let w = json!([[1.0, 0.5, 0.0], [0.0, 1.0, 0.5], [0.5, 0.0, 1.0]]);
+    let inputs = Inputs::new()
+        .batched("m", m.into_iter().map(|v| json!(v)))
+        .batched("x", x)
+        .shared("W", w);
+    let run = run_auto(&program, "mix", &inputs, 1);
+    assert_eq!(run.strategy, Strategy::Native);
+    let reason = run.stats.choice.unwrap().reason;
+    assert!(
+        reason.contains("1 of the program's 4 matrix products with a static matrix")
+            && reason.ends_with("most products are with per-member matrices"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn large_static_matrices_run_program_counter() {
+    let program = compiled(MATRICES, "matrices.ab");
+    // 512 x 512 = 2^18 elements, the threshold.
+    let run = run_auto(&program, "apply", &matrix_inputs(512, 512, 4), 1);
+    assert_eq!(run.strategy, Strategy::ProgramCounter);
+    let reason = run.stats.choice.unwrap().reason;
+    assert!(reason.contains("the largest 512 x 512"), "{reason}");
+    // One row fewer is under it.
+    let run = run_auto(&program, "apply", &matrix_inputs(511, 512, 4), 1);
+    assert_eq!(run.strategy, Strategy::NativeBatched);
+}
+
+#[test]
+fn a_program_native_code_does_not_compile_runs_program_counter() {
+    let source = r#"
+extern "autobatch" {
+    fn twice(x: f64) -> f64;
+}
+fn f(x: f64) -> f64 { twice(x) + 1.0 }
+"#;
+    let program = compiled(source, "host.ab")
+        .with_host("twice", |args| {
+            let x = f64::from_value(args[0].clone()).ok_or("not an f64")?;
+            Ok((2.0 * x).into_value())
+        })
+        .expect("twice is called");
+    let inputs = Inputs::new().batched("x", vec![1.0, -2.5, 3.0]);
+    let run = run_auto(&program, "f", &inputs, 1);
+    assert_eq!(run.strategy, Strategy::ProgramCounter);
+    let reason = run.stats.choice.unwrap().reason;
+    assert!(
+        reason.starts_with("native code does not compile the program"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_profile_runs_program_counter_which_records_it() {
+    let program = compiled(&read("fib.ab"), "fib.ab");
+    let bound = program
+        .bind("fib", &example_inputs("fib.json"))
+        .expect("binds");
+    let mut profiled = config(Strategy::Auto, 1);
+    profiled.options.profile = true;
+    let run = bound.run(&profiled).expect("runs");
+    assert_eq!(run.strategy, Strategy::ProgramCounter);
+    assert!(run.stats.profile.is_some());
+}
+
+#[test]
+fn a_named_strategy_is_reported_as_asked_for() {
+    let program = compiled(&read("fib.ab"), "fib.ab");
+    let bound = program
+        .bind("fib", &example_inputs("fib.json"))
+        .expect("binds");
+    let run = bound.run(&config(Strategy::LocalStatic, 1)).expect("runs");
+    assert!(run.stats.choice.is_none());
+    assert_eq!(run.stats_to_json()["strategy_reason"], json!("asked for"));
+    assert_eq!(RunConfig::default().strategy, Strategy::Auto);
+    assert_eq!(
+        bound.strategy_for(&config(Strategy::Auto, 1)),
+        Strategy::Native
+    );
+}

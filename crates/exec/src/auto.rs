@@ -1,0 +1,235 @@
+//! The `auto` strategy: picks, per run, the executor that runs the program
+//! fastest by a rule over the compiled program and the batch, and runs it.
+//! The choice reads only the IR, the bound lengths, the batch size and the
+//! run's options, so the same run always picks the same executor; every
+//! executor gives every member the reference's result, so the choice
+//! changes no bit of any result.
+//!
+//! The rule, first match wins:
+//! 1. a profile is asked for: `program-counter` (it records one, the
+//!    native executors do not);
+//! 2. the native compiler does not take the program (a host primitive, a
+//!    static not bound): `program-counter`, the executor the native ones
+//!    would fall back to, saying why;
+//! 3. of the matrix products of the source (`matvec`, `vecmat`, `matmul`
+//!    in the functions the entry reaches), at least half are `matvec` or
+//!    `vecmat` with a static matrix (a static or an item of one), there are
+//!    at least two members per thread to share them, and the largest such
+//!    matrix has at least [`LARGE_MATRIX`] elements: `program-counter`
+//!    (each product one product of the matrix with every member's vector
+//!    at once, the matrix read once per step however the members' control
+//!    differs);
+//! 4. as 3 with smaller matrices: `native-batched` (each member's control
+//!    in machine code, each such product once for the members of a thread
+//!    waiting at it);
+//! 5. otherwise: `native` (each member alone in machine code: scalar
+//!    control, per-member arrays, products mostly with per-member
+//!    matrices, or one member per thread).
+//!
+//! `local-static` and `native-lockstep` are never picked: each was slower
+//! than one of the above on every workload measured (docs/benchmarks.md).
+
+use autobatch_ir::{EntityRef, FuncId, Function, Op, Prim, Program, Var};
+use autobatch_kernels::backend::Backend;
+use autobatch_types::Dim;
+
+use crate::{native, Batch, Env, ExecError, Executor, RunOptions, RunOutput, Strategy};
+
+/// The elements of a static matrix from which `auto` prefers
+/// program-counter's whole-batch products to native-batched's: 2 MB of
+/// `f64`, more than a core's L2 cache holds.
+pub const LARGE_MATRIX: u64 = 1 << 18;
+
+/// The `auto` executor of the registry: [`choose`], then the chosen one.
+pub struct Auto;
+
+/// The executor `auto` picked for a run, and why, in words for a user.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    pub strategy: Strategy,
+    pub reason: String,
+}
+
+impl Executor for Auto {
+    fn name(&self) -> &'static str {
+        "auto"
+    }
+
+    fn description(&self) -> &'static str {
+        "picks per run: native for scalar control, native-batched where products with a \
+         static matrix can be shared, program-counter where that matrix is large, native \
+         code does not compile or a profile is asked for"
+    }
+
+    /// Not always: the native executors it mostly picks compute with the
+    /// kernels themselves.
+    fn uses_backend(&self) -> bool {
+        false
+    }
+
+    /// It hands a ragged batch to the executor it picks, whole.
+    fn runs_ragged(&self) -> bool {
+        true
+    }
+
+    fn run(
+        &self,
+        backend: &dyn Backend,
+        program: &Program,
+        env: &Env,
+        batch: &Batch,
+        options: &RunOptions,
+    ) -> Result<RunOutput, ExecError> {
+        let choice = choose(program, env, batch, options);
+        let mut output = choice
+            .strategy
+            .executor()
+            .run(backend, program, env, batch, options)?;
+        output.stats.choice = Some(choice);
+        Ok(output)
+    }
+}
+
+/// The executor the rule of the module docs picks for this run.
+pub fn choose(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) -> Choice {
+    if options.profile {
+        return Choice {
+            strategy: Strategy::ProgramCounter,
+            reason: "a profile was asked for, which program-counter records".into(),
+        };
+    }
+    if let Some(reason) = native::refusal(program, env, batch) {
+        return Choice {
+            strategy: Strategy::ProgramCounter,
+            reason: format!("native code does not compile the program: {reason}"),
+        };
+    }
+    let products = products(program, batch.entry, &env.symbols);
+    let per_thread = batch.size.div_ceil(options.threads.max(1));
+    let Some((rows, columns)) = products.largest else {
+        return Choice {
+            strategy: Strategy::Native,
+            reason: "no product with a static matrix: each member runs alone in machine code"
+                .into(),
+        };
+    };
+    let described = format!(
+        "{} of the program's {} matrix products with a static matrix, the largest {rows} x {columns}",
+        products.shared,
+        products.shared + products.others,
+    );
+    let (strategy, why) = if products.others > products.shared {
+        (
+            Strategy::Native,
+            "most products are with per-member matrices".to_string(),
+        )
+    } else if per_thread < 2 {
+        (
+            Strategy::Native,
+            "one member per thread to share them".to_string(),
+        )
+    } else if rows * columns >= LARGE_MATRIX {
+        (
+            Strategy::ProgramCounter,
+            "larger than the cache: each one product for the whole batch".to_string(),
+        )
+    } else {
+        (
+            Strategy::NativeBatched,
+            format!("each shared by up to {per_thread} members per thread"),
+        )
+    };
+    Choice {
+        strategy,
+        reason: format!("{described}; {why}"),
+    }
+}
+
+/// The matrix products (`matvec`, `vecmat`, `matmul`) in the functions an
+/// entry reaches, counted once per operation of the source.
+#[derive(Debug, Default, PartialEq)]
+struct Products {
+    /// `matvec`/`vecmat` of a float static matrix (or an item of one): the
+    /// products native-batched shares between members.
+    shared: usize,
+    /// The others: with a per-member matrix, or `matmul`.
+    others: usize,
+    /// The shape of the largest static matrix among the shared ones.
+    largest: Option<(u64, u64)>,
+}
+
+fn products(program: &Program, entry: FuncId, symbols: &[u64]) -> Products {
+    let mut found = Products::default();
+    let reachable = crate::memory::reachable_functions(program, entry);
+    for (id, function) in program.functions.iter() {
+        if !reachable[id.index()] {
+            continue;
+        }
+        let from_static = static_vars(function);
+        for op in function.blocks.values().flat_map(|b| &b.ops) {
+            let Op::Prim { prim, args, .. } = op else {
+                continue;
+            };
+            let matrix = match prim {
+                Prim::Matvec => args[0],
+                Prim::Vecmat => args[1],
+                Prim::Matmul => {
+                    found.others += 1;
+                    continue;
+                }
+                _ => continue,
+            };
+            let ty = &function.vars[matrix].ty;
+            if !from_static[matrix.index()] || !ty.elem.is_float() || ty.dims.len() != 2 {
+                found.others += 1;
+                continue;
+            }
+            let length = |d: &Dim| match d {
+                Dim::Fixed(n) => *n,
+                Dim::Symbolic(s) => symbols.get(s.0 as usize).copied().unwrap_or(0),
+            };
+            let shape = (length(&ty.dims[0]), length(&ty.dims[1]));
+            found.shared += 1;
+            if found.largest.is_none_or(|(r, c)| r * c < shape.0 * shape.1) {
+                found.largest = Some(shape);
+            }
+        }
+    }
+    found
+}
+
+/// Per variable of `function`: whether some definition of it loads a
+/// static or takes an item of such a variable (`W[i]`, a row of a static
+/// stack of matrices).
+fn static_vars(function: &Function) -> Vec<bool> {
+    let mut from_static = vec![false; function.vars.len()];
+    let mark = |from_static: &mut Vec<bool>, dst: &Option<Var>| {
+        let changed = dst.is_some_and(|d| !from_static[d.index()]);
+        if let Some(d) = dst {
+            from_static[d.index()] = true;
+        }
+        changed
+    };
+    loop {
+        let mut changed = false;
+        for op in function.blocks.values().flat_map(|b| &b.ops) {
+            match op {
+                Op::Prim {
+                    dst,
+                    prim: Prim::LoadStatic(_),
+                    ..
+                } => changed |= mark(&mut from_static, dst),
+                Op::Prim {
+                    dst,
+                    prim: Prim::Index,
+                    args,
+                    ..
+                } if from_static[args[0].index()] => changed |= mark(&mut from_static, dst),
+                _ => {}
+            }
+        }
+        if !changed {
+            return from_static;
+        }
+    }
+}
