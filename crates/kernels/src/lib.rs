@@ -72,6 +72,7 @@ pub mod product_chain;
 pub mod reduce;
 pub mod rng;
 pub mod scalar;
+pub mod special;
 pub mod vmath;
 
 pub use host::{BatchHostFn, HostFn, Hosts};
