@@ -285,6 +285,17 @@ fn sigmoid(b: &mut Builder, x: Var, elem: autobatch_ir::ScalarType, loc: Loc) ->
     un(b, U::Sigmoid, x, loc)
 }
 
+/// `scale * e^(rate * v^2)`: the derivatives of `erf`, `erfc`, `Phi`, `inv_Phi`.
+fn gaussian(b: &mut Builder, v: Var, rate: f64, scale: f64, loc: Loc) -> DeriveResult<Var> {
+    let elem = b.ty(v).elem;
+    let sq = bin(b, B::Mul, v, v, loc)?;
+    let r = b.constant(elem, rate, loc)?;
+    let e = bin(b, B::Mul, sq, r, loc)?;
+    let ex = un(b, U::Exp, e, loc)?;
+    let s = b.constant(elem, scale, loc)?;
+    bin(b, B::Mul, ex, s, loc)
+}
+
 /// One operation `y = prim(args)` whose adjoint is being emitted, with the
 /// adjoint `dy` of its result (shaped as [`adjoint`] decided).
 #[derive(Clone, Copy)]
@@ -325,6 +336,7 @@ fn prim_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
         | Prim::UniformLike
         | Prim::NormalLike
         | Prim::Assert { .. }
+        | Prim::Check { .. }
         | Prim::StaticAdjoint(_) => Ok(()),
         // The front end refuses to differentiate through a host primitive.
         Prim::Host(host) => derive_error(
@@ -443,6 +455,32 @@ fn unary_adjoint(b: &mut Builder, op: U, site: Site) -> DeriveResult<()> {
             let s = sigmoid(b, x, elem, loc)?;
             bin(b, B::Mul, dy, s, loc)?
         }
+        U::Lgamma => {
+            let d = un(b, U::Digamma, x, loc)?;
+            bin(b, B::Mul, dy, d, loc)?
+        }
+        U::Digamma => {
+            let d = un(b, U::Trigamma, x, loc)?;
+            bin(b, B::Mul, dy, d, loc)?
+        }
+        // erf' = 2/sqrt(pi) e^(-x^2), erfc' = -erf'.
+        U::Erf | U::Erfc => {
+            let scale = if op == U::Erf { 1.0 } else { -1.0 };
+            let g = gaussian(b, x, -1.0, scale * std::f64::consts::FRAC_2_SQRT_PI, loc)?;
+            bin(b, B::Mul, dy, g, loc)?
+        }
+        // Phi' = e^(-x^2/2) / sqrt(2 pi).
+        U::Phi => {
+            let g = gaussian(b, x, -0.5, 0.398_942_280_401_432_7, loc)?;
+            bin(b, B::Mul, dy, g, loc)?
+        }
+        // inv_Phi' = 1 / Phi'(inv_Phi(x)) = sqrt(2 pi) e^(y^2/2).
+        U::InvPhi => {
+            let g = gaussian(b, y, 0.5, 2.506_628_274_631_000_7, loc)?;
+            bin(b, B::Mul, dy, g, loc)?
+        }
+        // Not differentiable (the front end refuses it in `grad`).
+        U::Trigamma => return Ok(()),
         U::Floor | U::Ceil | U::Round | U::Signum => return Ok(()),
         U::Not | U::IsNan | U::IsFinite => return Ok(()),
     };

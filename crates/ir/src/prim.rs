@@ -72,6 +72,11 @@ pub enum Prim {
     Assert {
         message: String,
     },
+    /// `(cond: bool)`, no result: faults with `domain_error` and `message` if
+    /// `cond` is false (the argument checks of the distributions).
+    Check {
+        message: String,
+    },
     /// The operands of the declared parameter types: what the host function
     /// registered under the name gives (a fault if it fails or gives a value
     /// of another type or shape). Never computed once for all members, even
@@ -257,7 +262,7 @@ impl Prim {
         self.is_random()
             || matches!(
                 self,
-                Prim::Host(_) | Prim::Assert { .. } | Prim::StaticAdjoint(_)
+                Prim::Host(_) | Prim::Assert { .. } | Prim::Check { .. } | Prim::StaticAdjoint(_)
             )
     }
 
@@ -280,7 +285,11 @@ impl Prim {
                 let integer = operands.first().is_none_or(|t| !t.elem.is_float());
                 integer && divides(*op)
             }
-            Prim::Index | Prim::IndexSet | Prim::Assert { .. } | Prim::Host(_) => true,
+            Prim::Index
+            | Prim::IndexSet
+            | Prim::Assert { .. }
+            | Prim::Check { .. }
+            | Prim::Host(_) => true,
             Prim::Const(_)
             | Prim::Copy
             | Prim::LoadStatic(_)
@@ -615,13 +624,23 @@ impl Rule<'_, '_> {
         Ok(Some(a.clone()))
     }
 
+    /// `Compare`: two operands of one element type, broadcast as
+    /// arithmetic is; `bool`s of the result's shape. The language compares
+    /// scalars only; the expansions of the distributions compare vectors.
     fn compare(&self) -> Result<Option<TensorType>, String> {
         let (a, b) = (self.args[0], self.args[1]);
         self.same_elem(a, b)?;
-        if !a.is_scalar() || !b.is_scalar() {
-            return Err("comparisons take scalars".into());
-        }
-        self.scalar(ScalarType::Bool)
+        let shape = if a.is_scalar() {
+            b
+        } else if b.is_scalar() || a.dims == b.dims {
+            a
+        } else {
+            return Err(format!("{}: operand shapes differ", self.name));
+        };
+        Ok(Some(TensorType {
+            elem: ScalarType::Bool,
+            dims: shape.dims.clone(),
+        }))
     }
 
     /// `Product`: ranks `left` and `right`; with `contract`, the left's last
@@ -789,6 +808,7 @@ impl fmt::Display for Prim {
             Prim::Fill(Dim::Fixed(n)) => write!(f, "fill.{n}"),
             Prim::Fill(Dim::Symbolic(s)) => write!(f, "fill.sym{}", s.0),
             Prim::Assert { message } => write!(f, "assert {message:?}"),
+            Prim::Check { message } => write!(f, "check {message:?}"),
             Prim::StaticAdjoint(a) => write!(f, "static_adjoint.{} {}", a.kind.name(), a.id),
             Prim::Host(host) => {
                 let symbol = |s: SymbolId| format!("sym{}", s.0);

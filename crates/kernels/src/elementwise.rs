@@ -239,6 +239,13 @@ pub fn float_unary_into<F: Float>(op: UnaryOp, v: &[F], out: &mut [F]) {
         UnaryOp::Sigmoid => map_into(v, out, scalar::sigmoid),
         UnaryOp::LogSigmoid => map_into(v, out, scalar::log_sigmoid),
         UnaryOp::Softplus => map_into(v, out, scalar::softplus),
+        UnaryOp::Lgamma => map_into(v, out, scalar::lgamma),
+        UnaryOp::Digamma => map_into(v, out, scalar::digamma),
+        UnaryOp::Trigamma => map_into(v, out, scalar::trigamma),
+        UnaryOp::Erf => map_into(v, out, scalar::erf),
+        UnaryOp::Erfc => map_into(v, out, scalar::erfc),
+        UnaryOp::Phi => map_into(v, out, scalar::phi),
+        UnaryOp::InvPhi => map_into(v, out, scalar::inv_phi),
         UnaryOp::Not | UnaryOp::IsNan | UnaryOp::IsFinite => {
             internal_error(format!("{op:?} does not map floats to floats"))
         }

@@ -121,6 +121,11 @@ impl Fault {
     pub fn assertion_failed(message: &str) -> Fault {
         Fault::new(ErrorKind::AssertionFailed, message)
     }
+
+    /// An argument outside its distribution's domain, with the message of the check.
+    pub fn domain_error(message: &str) -> Fault {
+        Fault::new(ErrorKind::DomainError, message)
+    }
 }
 
 impl fmt::Display for Fault {
@@ -206,6 +211,13 @@ pub fn eval(
                 Ok(None)
             } else {
                 Err(Fault::assertion_failed(message))
+            };
+        }
+        Prim::Check { message } => {
+            return if scalar_bool(operand(0)) {
+                Ok(None)
+            } else {
+                Err(Fault::domain_error(message))
             };
         }
         Prim::Host(host) => ctx.hosts.call(host, args, ctx.symbols)?,

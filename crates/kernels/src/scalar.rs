@@ -17,7 +17,9 @@
 //! - Float operations are Rust's `std` methods of the same name, in the
 //!   operand's own precision (`f32` stays `f32`), except `exp exp_m1 ln ln_1p
 //!   tanh sigmoid log_sigmoid softplus`, which are [`crate::vmath`]'s (a few
-//!   ulp from `std`, identical on every CPU path); `%` on floats is Rust's `%`;
+//!   ulp from `std`, identical on every CPU path), and the special functions
+//!   `lgamma digamma trigamma erf erfc Phi inv_Phi`, which are
+//!   [`crate::special`]'s (in `f64`, rounded once for `f32`); `%` on floats is Rust's `%`;
 //!   `max`/`min` ignore a NaN operand like `f64::max`/`f64::min`.
 //! - Casts are Rust's `as`: float to integer saturates and NaN becomes 0,
 //!   `bool` to a number is 0 or 1. Rust has no `as` into `bool`; the IR allows
@@ -190,6 +192,8 @@ pub trait Float:
     fn from_count(count: usize) -> Self;
     /// `value as Self`: random draws are made in `f64` and then narrowed.
     fn from_f64(value: f64) -> Self;
+    /// `self as f64` (exact).
+    fn to_f64(self) -> f64;
     /// [`sigmoid`] (the [`crate::vmath`] function of this type).
     fn vm_sigmoid(self) -> Self;
     /// [`softplus`] (the [`crate::vmath`] function of this type).
@@ -316,6 +320,10 @@ macro_rules! impl_float {
             #[inline]
             fn from_f64(value: f64) -> Self {
                 value as $t
+            }
+            #[inline]
+            fn to_f64(self) -> f64 {
+                self as f64
             }
             #[inline]
             fn vm_sigmoid(self) -> Self {
@@ -537,6 +545,48 @@ pub fn softplus<F: Float>(x: F) -> F {
 #[inline]
 pub fn log_sigmoid<F: Float>(x: F) -> F {
     x.vm_log_sigmoid()
+}
+
+/// A special function of [`crate::special`] on either float type: computed
+/// in `f64`, then rounded to `F` once.
+#[inline]
+fn through_f64<F: Float>(x: F, f: fn(f64) -> f64) -> F {
+    F::from_f64(f(x.to_f64()))
+}
+
+/// `ln |Gamma(x)|`; see [`crate::special::lgamma_f64`].
+pub fn lgamma<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::lgamma_f64)
+}
+
+/// The digamma function; see [`crate::special::digamma_f64`].
+pub fn digamma<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::digamma_f64)
+}
+
+/// The trigamma function; see [`crate::special::trigamma_f64`].
+pub fn trigamma<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::trigamma_f64)
+}
+
+/// The error function; see [`crate::special::erf_f64`].
+pub fn erf<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::erf_f64)
+}
+
+/// The complementary error function; see [`crate::special::erfc_f64`].
+pub fn erfc<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::erfc_f64)
+}
+
+/// The standard normal CDF; see [`crate::special::phi_f64`].
+pub fn phi<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::phi_f64)
+}
+
+/// The inverse of the standard normal CDF; see [`crate::special::inv_phi_f64`].
+pub fn inv_phi<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::inv_phi_f64)
 }
 
 // ---------------------------------------------------------------------------

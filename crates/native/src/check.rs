@@ -102,7 +102,8 @@ fn supported(prim: &Prim, types: &[ScalarType]) -> bool {
         | Prim::Compare(_)
         | Prim::Cast(_)
         | Prim::Select
-        | Prim::Assert { .. } => true,
+        | Prim::Assert { .. }
+        | Prim::Check { .. } => true,
         Prim::Unary(op) => first.is_some_and(|t| unary_supported(*op, t)),
         Prim::Binary(op) => first.is_some_and(|t| binary_supported(*op, t)),
         _ => false,

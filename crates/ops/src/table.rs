@@ -102,6 +102,20 @@ macro_rules! for_each_op {
             [Sigmoid:       Unary Sigmoid,     "sigmoid",       FloatMap,         grad,   Function("sigmoid")]
             [LogSigmoid:    Unary LogSigmoid,  "log_sigmoid",   FloatMap,         grad,   Function("log_sigmoid")]
             [Softplus:      Unary Softplus,    "softplus",      FloatMap,         grad,   Function("softplus")]
+            /// `ln |Gamma(x)|` (`+inf` at the poles 0, -1, -2, ...).
+            [Lgamma:        Unary Lgamma,      "lgamma",        FloatMap,         grad,   Function("lgamma")]
+            /// `Gamma'(x) / Gamma(x)`, the derivative of `lgamma` (NaN at the poles).
+            [Digamma:       Unary Digamma,     "digamma",       FloatMap,         grad,   Function("digamma")]
+            /// The derivative of `digamma` (itself not differentiable).
+            [Trigamma:      Unary Trigamma,    "trigamma",      FloatMap,         nograd, Function("trigamma")]
+            /// The error function.
+            [Erf:           Unary Erf,         "erf",           FloatMap,         grad,   Function("erf")]
+            /// `1 - erf(x)`, accurate where it is tiny.
+            [Erfc:          Unary Erfc,        "erfc",          FloatMap,         grad,   Function("erfc")]
+            /// The standard normal CDF.
+            [Phi:           Unary Phi,         "Phi",           FloatMap,         grad,   Function("Phi")]
+            /// The inverse of the standard normal CDF (NaN outside `[0, 1]`).
+            [InvPhi:        Unary InvPhi,      "inv_Phi",       FloatMap,         grad,   Function("inv_Phi")]
             /// `(a, b)`, 1-D of one length: the inner product.
             [Dot:           Plain Dot,         "dot",           Product {
                 left: 1, right: 1, contract: true,
@@ -166,6 +180,9 @@ macro_rules! for_each_op {
             [IndexSet:      Plain IndexSet,    "index_set",     IndexSet,         grad,   Syntax("a[i] = v")]
             /// `(cond: bool)`, no result: faults with `assertion_failed` and `message` if `cond` is false.
             [Assert:        Payload Assert,    "assert",        Assert,           grad,   Syntax("assert!(cond)")]
+            /// `(cond: bool)`, no result: faults with `domain_error` and `message` if
+            /// `cond` is false (the argument checks of the distributions).
+            [Check:         Payload Check,     "check",         Assert,           grad,   Internal]
             /// The operands of the declared parameter types: the value the host
             /// function registered under the primitive's name gives (a fault if it fails).
             [Host:          Payload Host,      "host",          Host,             nograd, Syntax("h(args)")]

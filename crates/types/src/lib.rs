@@ -416,6 +416,9 @@ pub enum ErrorKind {
     StepLimit,
     /// A host function failed, or gave a value other than its declared type.
     HostError,
+    /// An argument of a distribution or special function outside its domain
+    /// (a negative scale, a probability above 1).
+    DomainError,
 }
 
 impl ErrorKind {
@@ -433,6 +436,7 @@ impl ErrorKind {
             ErrorKind::StackOverflow => "stack_overflow",
             ErrorKind::StepLimit => "step_limit",
             ErrorKind::HostError => "host_error",
+            ErrorKind::DomainError => "domain_error",
         }
     }
     pub fn from_name(name: &str) -> Option<ErrorKind> {
@@ -443,6 +447,7 @@ impl ErrorKind {
             ErrorKind::StackOverflow,
             ErrorKind::StepLimit,
             ErrorKind::HostError,
+            ErrorKind::DomainError,
         ]
         .into_iter()
         .find(|k| k.name() == name)

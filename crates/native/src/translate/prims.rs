@@ -68,9 +68,12 @@ impl Translator<'_, '_, '_> {
             Prim::Compare(op) => Some(self.compare(*op, types[0], values[0], values[1])),
             Prim::Cast(to) => Some(self.cast(types[0], *to, values[0])),
             Prim::Select => Some(self.b.ins().select(values[0], values[1], values[2])),
-            Prim::Assert { message } => {
+            Prim::Assert { message } | Prim::Check { message } => {
                 let failed = self.b.ins().icmp_imm_s(IntCC::Equal, values[0], 0);
-                let fault = Fault::assertion_failed(message);
+                let fault = match prim {
+                    Prim::Check { .. } => Fault::domain_error(message),
+                    _ => Fault::assertion_failed(message),
+                };
                 self.stop_if(failed, Stop::Fault { fault, loc });
                 None
             }
