@@ -30,7 +30,8 @@ fn program_files(dir: &Path) -> Vec<PathBuf> {
         .filter(|path| {
             // `AUTOBATCH_PROGRAMS=prefix` runs only the files whose name starts with it.
             std::env::var("AUTOBATCH_PROGRAMS").map_or(true, |prefix| {
-                path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+                path.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
             })
         })
         .collect();

@@ -78,7 +78,7 @@ const SCALAR_VALUE_TYPES: [Ty; 9] = [
 const INNER_RAGGED_TYPES: [Ty; 2] = [Ty::ColsRagged, Ty::GridRagged];
 
 /// The elementwise float builtins of one operand (methods and functions).
-const FLOAT_MAPS: [Builtin; 19] = [
+const FLOAT_MAPS: [Builtin; 25] = [
     Builtin::Abs,
     Builtin::Exp,
     Builtin::ExpM1,
@@ -98,6 +98,12 @@ const FLOAT_MAPS: [Builtin; 19] = [
     Builtin::Sigmoid,
     Builtin::LogSigmoid,
     Builtin::Softplus,
+    Builtin::Lgamma,
+    Builtin::Digamma,
+    Builtin::Erf,
+    Builtin::Erfc,
+    Builtin::Phi,
+    Builtin::InvPhi,
 ];
 
 /// How often a program has ragged arrays.

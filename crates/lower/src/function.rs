@@ -688,10 +688,7 @@ impl FunctionLowerer<'_> {
                 let Some(operands) = self.lower_single_operands(&refs, loc)? else {
                     return Ok(None);
                 };
-                let mut emit = LibraryEmit {
-                    lowerer: self,
-                    loc,
-                };
+                let mut emit = LibraryEmit { lowerer: self, loc };
                 one(crate::library::expand(*function, &operands, &mut emit)?)
             }
             ExprKind::HostCall { host, args } => {

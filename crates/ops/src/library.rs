@@ -346,7 +346,11 @@ mod tests {
                 let name = family.function_name(suffix);
                 let found = Function::lookup(&name);
                 if family.has(suffix) {
-                    assert_eq!(found, Some(Function::Distribution(*family, suffix)), "{name}");
+                    assert_eq!(
+                        found,
+                        Some(Function::Distribution(*family, suffix)),
+                        "{name}"
+                    );
                 } else {
                     assert_eq!(found, None, "{name}");
                 }

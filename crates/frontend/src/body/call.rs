@@ -892,7 +892,12 @@ pub(super) fn substitute(ty: &Ty, args: &[DimExpr]) -> Ty {
 }
 
 /// `callee` takes `expected` arguments; `given` were written at `place`.
-pub(super) fn check_arity(callee: &str, expected: usize, given: usize, place: (Loc, Loc)) -> CheckResult<()> {
+pub(super) fn check_arity(
+    callee: &str,
+    expected: usize,
+    given: usize,
+    place: (Loc, Loc),
+) -> CheckResult<()> {
     if given == expected {
         return Ok(());
     }

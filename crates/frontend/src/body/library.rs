@@ -147,7 +147,10 @@ fn result_type(function: Function, common: &Common) -> Ty {
         .float
         .clone()
         .unwrap_or_else(|| TensorTy::new(ScalarType::F64, Vec::new()));
-    let shaped = |dims: Vec<DimExpr>| TensorTy { dims, ..float.clone() };
+    let shaped = |dims: Vec<DimExpr>| TensorTy {
+        dims,
+        ..float.clone()
+    };
     Ty::Tensor(match function.result() {
         ResultKind::Sum => shaped(Vec::new()),
         ResultKind::Elementwise | ResultKind::Draw { integer: false } => shaped(dims),

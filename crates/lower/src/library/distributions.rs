@@ -16,7 +16,12 @@ const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_8;
 const LN_PI: f64 = 1.144_729_885_849_400_2;
 const LN_2: f64 = std::f64::consts::LN_2;
 
-pub(super) fn expand(b: &mut Builder, family: Family, suffix: Suffix, args: &[Var]) -> LowerResult<Var> {
+pub(super) fn expand(
+    b: &mut Builder,
+    family: Family,
+    suffix: Suffix,
+    args: &[Var],
+) -> LowerResult<Var> {
     if suffix == Suffix::Rng {
         return draw(b, family, args);
     }
@@ -78,9 +83,12 @@ fn normal(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var
     let z = standardized(b, y, p[0], p[1])?;
     match suffix {
         Suffix::Lcdf | Suffix::Lccdf => {
-            let z = if suffix == Suffix::Lccdf { b.neg(z)? } else { z };
-            let phi = b.unary(UnaryOp::Phi, z)?;
-            b.ln(phi)
+            let z = if suffix == Suffix::Lccdf {
+                b.neg(z)?
+            } else {
+                z
+            };
+            log_phi(b, z)
         }
         _ => {
             let sq = b.mul(z, z)?;
@@ -89,6 +97,38 @@ fn normal(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var
             b.add(q, s)
         }
     }
+}
+
+/// Where `Phi` is exact, down to `LOG_PHI_ASYMPTOTIC`.
+const LOG_PHI_ASYMPTOTIC: f64 = -37.5;
+
+/// `ln(Phi(z))`: the logarithm of `Phi` above -37.5, and below it (where
+/// `Phi` underflows) the asymptotic series
+/// `-z^2/2 - ln(-z) - ln(2 pi)/2 + ln(1 - 1/z^2 + 3/z^4 - 15/z^6 + ...)`.
+fn log_phi(b: &mut Builder, z: Var) -> LowerResult<Var> {
+    let cut = b.c(LOG_PHI_ASYMPTOTIC)?;
+    let high = b.binary(BinaryOp::Max, z, cut)?;
+    let phi = b.unary(UnaryOp::Phi, high)?;
+    let direct = b.ln(phi)?;
+    let low = b.binary(BinaryOp::Min, z, cut)?;
+    let sq = b.mul(low, low)?;
+    let r = b.unary(UnaryOp::Recip, sq)?;
+    // 1 - r + 3 r^2 - 15 r^3 + 105 r^4 - 945 r^5 + 10395 r^6, by Horner.
+    let mut series = b.c(10395.0)?;
+    for k in [-945.0, 105.0, -15.0, 3.0, -1.0] {
+        let m = b.mul(series, r)?;
+        series = b.shift(m, k)?;
+    }
+    let rs = b.mul(series, r)?;
+    let l1 = b.unary(UnaryOp::Ln1p, rs)?;
+    let half = b.scale(sq, -0.5)?;
+    let nl = b.neg(low)?;
+    let lnl = b.ln(nl)?;
+    let a = b.sub(half, lnl)?;
+    let a = b.shift(a, -LN_SQRT_2PI)?;
+    let asymptotic = b.add(a, l1)?;
+    let below = b.compare_c(Lt, z, LOG_PHI_ASYMPTOTIC)?;
+    b.select(below, asymptotic, direct)
 }
 
 fn student_t(b: &mut Builder, full: bool, y: Var, p: &[Var]) -> LowerResult<Var> {
@@ -127,7 +167,11 @@ fn double_exponential(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> Low
     match suffix {
         Suffix::Lcdf | Suffix::Lccdf => {
             // Below mu: ln(e^z / 2); above: ln(1 - e^-z / 2); lccdf mirrors it.
-            let w = if suffix == Suffix::Lccdf { b.neg(z)? } else { z };
+            let w = if suffix == Suffix::Lccdf {
+                b.neg(z)?
+            } else {
+                z
+            };
             let zero = b.c(0.0)?;
             let below = b.binary(BinaryOp::Min, w, zero)?;
             let above = b.binary(BinaryOp::Max, w, zero)?;
@@ -188,11 +232,18 @@ fn lognormal(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<
     let z = standardized(b, ln_y, p[0], p[1])?;
     match suffix {
         Suffix::Lcdf | Suffix::Lccdf => {
-            let w = if suffix == Suffix::Lccdf { b.neg(z)? } else { z };
-            let phi = b.unary(UnaryOp::Phi, w)?;
-            let l = b.ln(phi)?;
+            let w = if suffix == Suffix::Lccdf {
+                b.neg(z)?
+            } else {
+                z
+            };
+            let l = log_phi(b, w)?;
             // At y = 0 the CDF is 0 and the complementary CDF 1.
-            let at_zero = b.c(if suffix == Suffix::Lcdf { f64::NEG_INFINITY } else { 0.0 })?;
+            let at_zero = b.c(if suffix == Suffix::Lcdf {
+                f64::NEG_INFINITY
+            } else {
+                0.0
+            })?;
             b.select(positive_y, l, at_zero)
         }
         _ => {
@@ -337,7 +388,12 @@ fn uniform(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Va
     b.check_finite(lo, "Lower bound parameter", "alpha")?;
     b.check_finite(hi, "Upper bound parameter", "beta")?;
     let ordered = b.compare(Gt, hi, lo)?;
-    b.check(ordered, "Upper bound parameter", "beta", "greater than `alpha`")?;
+    b.check(
+        ordered,
+        "Upper bound parameter",
+        "beta",
+        "greater than `alpha`",
+    )?;
     let width = b.sub(hi, lo)?;
     let below = b.compare(Lt, y, lo)?;
     let above = b.compare(Gt, y, hi)?;
@@ -484,7 +540,13 @@ fn poisson(b: &mut Builder, family: Family, full: bool, n: Var, p: &[Var]) -> Lo
     b.sub(body, g)
 }
 
-fn neg_binomial_2(b: &mut Builder, family: Family, full: bool, n: Var, p: &[Var]) -> LowerResult<Var> {
+fn neg_binomial_2(
+    b: &mut Builder,
+    family: Family,
+    full: bool,
+    n: Var,
+    p: &[Var],
+) -> LowerResult<Var> {
     let (location, phi) = (p[0], p[1]);
     count(b, n, "n")?;
     positive(b, phi, "Precision parameter", "phi")?;
@@ -567,7 +629,12 @@ fn draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
             b.check_finite(p[0], "Lower bound parameter", "alpha")?;
             b.check_finite(p[1], "Upper bound parameter", "beta")?;
             let ordered = b.compare(Gt, p[1], p[0])?;
-            b.check(ordered, "Upper bound parameter", "beta", "greater than `alpha`")?;
+            b.check(
+                ordered,
+                "Upper bound parameter",
+                "beta",
+                "greater than `alpha`",
+            )?;
             let u = b.uniform()?;
             let w = b.sub(p[1], p[0])?;
             let s = b.mul(w, u)?;

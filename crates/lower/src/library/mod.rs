@@ -45,7 +45,9 @@ pub(crate) fn expand(function: Function, args: &[Var], emit: &mut dyn Emit) -> L
         name: function.name(),
     };
     match function {
-        Function::Distribution(family, suffix) => distributions::expand(&mut b, family, suffix, args),
+        Function::Distribution(family, suffix) => {
+            distributions::expand(&mut b, family, suffix, args)
+        }
         Function::Special(s) => special::expand(&mut b, s, args),
     }
 }
@@ -141,7 +143,10 @@ impl Builder<'_> {
     pub(crate) fn select(&mut self, c: Var, a: Var, b: Var) -> LowerResult<Var> {
         // `select` needs its alternatives of one shape, and its condition
         // a scalar or of that shape.
-        let shape = [c, a, b].iter().map(|v| self.emit.ty(*v).dims).max_by_key(|d| d.len());
+        let shape = [c, a, b]
+            .iter()
+            .map(|v| self.emit.ty(*v).dims)
+            .max_by_key(|d| d.len());
         let dims = shape.unwrap_or_default();
         let (c, a, b) = (
             self.shaped(c, &dims)?,
@@ -241,24 +246,43 @@ impl Builder<'_> {
         self.select(keep, x, k)
     }
 
-    /// `a * ln(b)`, taken as 0 where `a` is 0 (Stan's `multiply_log`), for an
-    /// `a` of integers or floats given as the call's float type.
+    /// `a * ln(b)`, taken as 0 where `a` and `b` are 0 (Stan's
+    /// `multiply_log`), for `b >= 0` and an `a` in the call's float type.
     pub(crate) fn multiply_log(&mut self, a: Var, b: Var) -> LowerResult<Var> {
-        let zero = self.compare_c(CompareOp::Eq, a, 0.0)?;
-        let keep = self.unary(UnaryOp::Not, zero)?;
-        let safe = self.where_else(keep, b, 1.0)?;
-        let l = self.ln(safe)?;
-        self.mul(a, l)
+        self.times_log_at(a, b, false)
     }
 
-    /// `a * ln(1 - b)`, taken as 0 where `a` is 0.
+    /// `a * ln(1 - b)`, taken as 0 where `a` is 0 and `b` is 1.
     pub(crate) fn multiply_log1m(&mut self, a: Var, b: Var) -> LowerResult<Var> {
-        let zero = self.compare_c(CompareOp::Eq, a, 0.0)?;
-        let keep = self.unary(UnaryOp::Not, zero)?;
-        let safe = self.where_else(keep, b, 0.0)?;
-        let m = self.neg(safe)?;
-        let l = self.unary(UnaryOp::Ln1p, m)?;
-        self.mul(a, l)
+        self.times_log_at(a, b, true)
+    }
+
+    /// `a * ln(b)` (or `a * ln(1 - b)` with `one_minus`). Where the logarithm
+    /// is of 0 the value is a constant (0 for `a = 0`, else `-inf` or
+    /// `+inf` by the sign of `a`) and the logarithm is taken of a safe
+    /// argument, so that its derivative is finite where it is not used.
+    fn times_log_at(&mut self, a: Var, b: Var, one_minus: bool) -> LowerResult<Var> {
+        let pole = if one_minus { 1.0 } else { 0.0 };
+        let at_pole = self.compare_c(CompareOp::Eq, b, pole)?;
+        let away = self.unary(UnaryOp::Not, at_pole)?;
+        let safe = self.where_else(away, b, 0.5)?;
+        let l = if one_minus {
+            let m = self.neg(safe)?;
+            self.unary(UnaryOp::Ln1p, m)?
+        } else {
+            self.ln(safe)?
+        };
+        let term = self.mul(a, l)?;
+        let a_zero = self.compare_c(CompareOp::Eq, a, 0.0)?;
+        let a_positive = self.compare_c(CompareOp::Gt, a, 0.0)?;
+        let (zero, ninf, inf) = (
+            self.c(0.0)?,
+            self.c(f64::NEG_INFINITY)?,
+            self.c(f64::INFINITY)?,
+        );
+        let signed = self.select(a_positive, ninf, inf)?;
+        let limit = self.select(a_zero, zero, signed)?;
+        self.select(at_pole, limit, term)
     }
 
     /// Draws from U[0, 1) shaped like the call's vectors (one draw if it has none).
