@@ -66,7 +66,7 @@ fn f64_values_match_mpmath() {
             if error > worst.0 || error.is_nan() {
                 worst = (error, x);
             }
-            if !(error <= tolerance) {
+            if error.is_nan() || error > tolerance {
                 failures.push(format!(
                     "{name}({x:e}) = {:e}, mpmath {want:e}, relative error {error:e}",
                     f(x)
