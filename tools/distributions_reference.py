@@ -316,7 +316,20 @@ def dists():
             [(3, 0.9, 1.5), (0, -2.0, 10.0), (1000, 6.9, 3.0), (7, 1.4, 1e4)],
             True,
         ),
+        "von_mises": (
+            lambda y, m, k: von_mises_logpdf(y, m, k),
+            None,
+            lambda y, m, k: -math.log(2 * math.pi),
+            [(0.5, 0.2, 1.5), (3.0, -1.0, 0.01), (0.1, 0.0, 50.0), (2.0, 1.0, 1e4), (-2.5, 0.3, 1e-3)],
+            False,
+        ),
     }
+
+
+def von_mises_logpdf(y, mu, kappa):
+    """kappa cos(y - mu) - ln(2 pi I0(kappa)), at 50 digits."""
+    y, mu, kappa = mp.mpf(y), mp.mpf(mu), mp.mpf(kappa)
+    return kappa * mp.cos(y - mu) - mp.log(2 * mp.pi * mp.besseli(0, kappa))
 
 
 def central_difference(f, point, k):
@@ -411,6 +424,8 @@ def distribution_programs():
 def main():
     special_programs()
     distribution_programs()
+    import multivariate_reference
+    multivariate_reference.main()
 
 
 if __name__ == "__main__":

@@ -54,6 +54,21 @@ pub enum Prim {
     Transpose,
     /// `(a: [M], b: [K])`: `[M, K]`.
     Outer,
+    /// `(a: [K, K])`: the lower Cholesky factor (a `domain_error` unless
+    /// `a` is symmetric positive definite).
+    Cholesky,
+    /// `(l: [K, K], b: [K] or [K, M])`: `L⁻¹ b`, `L` the lower triangle of `l`.
+    TriSolve,
+    /// `(l, b)` as `TriSolve`: `L⁻ᵀ b`.
+    TriSolveT,
+    /// `(a: [K, K])`: the lower triangle of `a`.
+    Tril,
+    /// `(l, dl)`, both `[K, K]`: the adjoint of `cholesky`'s operand.
+    CholeskyAdjoint,
+    /// `(a: [K, K])`: the diagonal `[K]`.
+    Diagonal,
+    /// `(v: [K])`: the diagonal matrix `[K, K]`.
+    DiagMatrix,
     /// `(a)` 1-D: a scalar (`usize` for argmax/argmin).
     Reduce(ReduceOp),
     /// `(a)` 1-D float: the softmax of `a`.
@@ -421,6 +436,29 @@ impl Prim {
                 rule.need_rank(args[0], 2)?;
                 rule.shaped(args[0].elem, &[args[0].dims[1], args[0].dims[0]])
             }
+            S::SquareMap => {
+                rule.need_square(args[0])?;
+                Ok(Some(args[0].clone()))
+            }
+            S::Diagonal => {
+                rule.need_square(args[0])?;
+                rule.shaped(args[0].elem, &args[0].dims[..1])
+            }
+            S::DiagMatrix => {
+                rule.need_rank(args[0], 1)?;
+                rule.need_float(args[0])?;
+                rule.shaped(args[0].elem, &[args[0].dims[0], args[0].dims[0]])
+            }
+            S::TriangularSolve => {
+                let (l, b) = (args[0], args[1]);
+                rule.need_square(l)?;
+                rule.same_elem(l, b)?;
+                if b.dims.is_empty() || b.dims.len() > 2 {
+                    return Err(format!("{name} needs a 1-D or 2-D right-hand side"));
+                }
+                rule.same_dim(l.dims[0], b.dims[0])?;
+                Ok(Some(b.clone()))
+            }
             S::Select => rule.select(),
             S::Draw => rule.scalar(ScalarType::F64),
             S::DrawLike => {
@@ -544,6 +582,13 @@ impl Rule<'_, '_> {
         } else {
             Err(format!("{} needs floats, got {}", self.name, t.elem))
         }
+    }
+
+    /// A square 2-D float operand.
+    fn need_square(&self, t: &TensorType) -> Result<(), String> {
+        self.need_rank(t, 2)?;
+        self.need_float(t)?;
+        self.same_dim(t.dims[0], t.dims[1])
     }
 
     fn need_rank(&self, t: &TensorType, r: usize) -> Result<(), String> {

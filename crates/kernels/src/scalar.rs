@@ -176,6 +176,8 @@ pub trait Float:
     fn sin(self) -> Self;
     fn cos(self) -> Self;
     fn tan(self) -> Self;
+    fn atan(self) -> Self;
+    fn atan2(self, x: Self) -> Self;
     fn tanh(self) -> Self;
     fn floor(self) -> Self;
     fn ceil(self) -> Self;
@@ -254,6 +256,14 @@ macro_rules! impl_float {
             #[inline]
             fn tan(self) -> Self {
                 $t::tan(self)
+            }
+            #[inline]
+            fn atan(self) -> Self {
+                $t::atan(self)
+            }
+            #[inline]
+            fn atan2(self, x: Self) -> Self {
+                $t::atan2(self, x)
             }
             #[inline]
             fn tanh(self) -> Self {
@@ -527,6 +537,12 @@ pub fn float_powf<F: Float>(a: F, exponent: F) -> F {
     a.powf(exponent)
 }
 
+/// `y.atan2(x)`, Rust's.
+#[inline]
+pub fn float_atan2<F: Float>(y: F, x: F) -> F {
+    y.atan2(x)
+}
+
 /// The logistic function `1 / (1 + e^-x)`, computed so that neither sign
 /// overflows (`e^-|x| <= 1`); see [`crate::vmath::sigmoid_f64`].
 #[inline]
@@ -582,6 +598,16 @@ pub fn erfc<F: Float>(x: F) -> F {
 /// The standard normal CDF; see [`crate::special::phi_f64`].
 pub fn phi<F: Float>(x: F) -> F {
     through_f64(x, crate::special::phi_f64)
+}
+
+/// `ln(I0(x) e^-|x|)`; see [`crate::special::log_bessel_i0e_f64`].
+pub fn log_bessel_i0e<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::log_bessel_i0e_f64)
+}
+
+/// `I1(x) / I0(x)`; see [`crate::special::bessel_i1_over_i0_f64`].
+pub fn bessel_i1_over_i0<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::bessel_i1_over_i0_f64)
 }
 
 /// The inverse of the standard normal CDF; see [`crate::special::inv_phi_f64`].

@@ -1,19 +1,41 @@
 //! The library functions: Stan's distributions (`normal_lpdf`,
-//! `poisson_rng`, ...) and the compound special functions (`lbeta`,
-//! `log_mix`, ...). None is a primitive: the lowering expands each call into
+//! `poisson_rng`, `multi_normal_lpdf`, ...), the compound special functions
+//! (`lbeta`, `log_mix`, ...) and `gp_exp_quad_cov`. None is a primitive: the lowering expands each call into
 //! primitives (`crates/lower`'s `library` module), so that `grad`, every
 //! executor and native code need nothing of their own. This module says
 //! which exist, their parameters (names and kinds, for the front end's
 //! checks and messages) and what they give.
 
-/// What an argument may be.
+/// What an argument may be. All the float arguments of a call have one
+/// float type `F`; the lengths named `N` (of the elementwise arguments) are
+/// one length, and those named `K` (of the vector and matrix arguments) another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgKind {
-    /// A float scalar or a float vector `[F; N]` (all the float arguments of
-    /// a call have one float type `F`; all its vectors one length).
+    /// A float scalar or a float vector `[F; N]`, taken elementwise.
     Real,
-    /// An `i64` scalar or an `[i64; N]` vector (outcomes, counts).
+    /// An `i64` scalar or an `[i64; N]` vector (outcomes, counts), elementwise.
     Int,
+    /// A float scalar.
+    Scalar,
+    /// One float vector `[F; K]` (a simplex, a location, cutpoints).
+    Vector,
+    /// A square float matrix `[[F; K]; K]`.
+    Matrix,
+    /// A float matrix `[[F; K]; N]`: a row of predictors per outcome.
+    Design,
+    /// Points: `[F; N]` or `[[F; D]; N]`.
+    Points,
+}
+
+impl ArgKind {
+    /// Whether an argument of this kind fixes or follows the length `N` of
+    /// the elementwise arguments (with its first axis).
+    pub fn is_elementwise(self) -> bool {
+        matches!(
+            self,
+            ArgKind::Real | ArgKind::Int | ArgKind::Design | ArgKind::Points
+        )
+    }
 }
 
 /// One parameter: its name (as Stan's documentation names it) and kind.
@@ -37,6 +59,41 @@ const fn int(name: &'static str) -> Param {
     }
 }
 
+const fn scalar(name: &'static str) -> Param {
+    Param {
+        name,
+        kind: ArgKind::Scalar,
+    }
+}
+
+const fn vector(name: &'static str) -> Param {
+    Param {
+        name,
+        kind: ArgKind::Vector,
+    }
+}
+
+const fn matrix(name: &'static str) -> Param {
+    Param {
+        name,
+        kind: ArgKind::Matrix,
+    }
+}
+
+const fn design(name: &'static str) -> Param {
+    Param {
+        name,
+        kind: ArgKind::Design,
+    }
+}
+
+const fn points(name: &'static str) -> Param {
+    Param {
+        name,
+        kind: ArgKind::Points,
+    }
+}
+
 /// What a call gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResultKind {
@@ -47,6 +104,10 @@ pub enum ResultKind {
     /// A draw for each element of the arguments' common shape (a scalar if
     /// every argument is one), a float or an `i64` as the outcome.
     Draw { integer: bool },
+    /// One draw of a vector outcome: `[F; K]`.
+    DrawVector,
+    /// A square float matrix `[[F; N]; N]` (a covariance of `N` points).
+    Covariance,
 }
 
 /// How the name of a distribution's function ends.
@@ -67,7 +128,7 @@ pub enum Suffix {
 macro_rules! families {
     ($(
         $(#[$doc:meta])*
-        $variant:ident: $name:literal, $outcome:ident, [$($param:ident($pname:literal)),*], cdf: $cdf:literal;
+        $variant:ident: $name:literal, $outcome:ident($oname:literal), [$($param:ident($pname:literal)),*], cdf: $cdf:literal;
     )*) => {
         /// The distributions.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -86,10 +147,10 @@ macro_rules! families {
                 }
             }
 
-            /// The outcome, `y` or `n`.
+            /// The outcome (`y`, `n`, `theta`, `L`).
             pub fn outcome(self) -> Param {
                 match self {
-                    $(Family::$variant => $outcome("y"),)*
+                    $(Family::$variant => $outcome($oname),)*
                 }
             }
 
@@ -112,47 +173,65 @@ macro_rules! families {
 
 families! {
     /// `normal(y | mu, sigma)`.
-    Normal: "normal", real, [real("mu"), real("sigma")], cdf: true;
+    Normal: "normal", real("y"), [real("mu"), real("sigma")], cdf: true;
     /// `student_t(y | nu, mu, sigma)`.
-    StudentT: "student_t", real, [real("nu"), real("mu"), real("sigma")], cdf: false;
+    StudentT: "student_t", real("y"), [real("nu"), real("mu"), real("sigma")], cdf: false;
     /// `cauchy(y | mu, sigma)`.
-    Cauchy: "cauchy", real, [real("mu"), real("sigma")], cdf: false;
+    Cauchy: "cauchy", real("y"), [real("mu"), real("sigma")], cdf: false;
     /// `double_exponential(y | mu, sigma)` (Laplace).
-    DoubleExponential: "double_exponential", real, [real("mu"), real("sigma")], cdf: true;
+    DoubleExponential: "double_exponential", real("y"), [real("mu"), real("sigma")], cdf: true;
     /// `logistic(y | mu, sigma)`.
-    Logistic: "logistic", real, [real("mu"), real("sigma")], cdf: true;
+    Logistic: "logistic", real("y"), [real("mu"), real("sigma")], cdf: true;
     /// `lognormal(y | mu, sigma)`.
-    Lognormal: "lognormal", real, [real("mu"), real("sigma")], cdf: true;
+    Lognormal: "lognormal", real("y"), [real("mu"), real("sigma")], cdf: true;
     /// `exponential(y | beta)` (rate `beta`).
-    Exponential: "exponential", real, [real("beta")], cdf: true;
+    Exponential: "exponential", real("y"), [real("beta")], cdf: true;
     /// `gamma(y | alpha, beta)` (shape, rate).
-    Gamma: "gamma", real, [real("alpha"), real("beta")], cdf: false;
+    Gamma: "gamma", real("y"), [real("alpha"), real("beta")], cdf: false;
     /// `inv_gamma(y | alpha, beta)` (shape, scale).
-    InvGamma: "inv_gamma", real, [real("alpha"), real("beta")], cdf: false;
+    InvGamma: "inv_gamma", real("y"), [real("alpha"), real("beta")], cdf: false;
     /// `weibull(y | alpha, sigma)` (shape, scale).
-    Weibull: "weibull", real, [real("alpha"), real("sigma")], cdf: true;
+    Weibull: "weibull", real("y"), [real("alpha"), real("sigma")], cdf: true;
     /// `chi_square(y | nu)`.
-    ChiSquare: "chi_square", real, [real("nu")], cdf: false;
+    ChiSquare: "chi_square", real("y"), [real("nu")], cdf: false;
     /// `beta(theta | alpha, beta)`.
-    Beta: "beta", real, [real("alpha"), real("beta")], cdf: false;
+    Beta: "beta", real("theta"), [real("alpha"), real("beta")], cdf: false;
     /// `uniform(y | alpha, beta)`.
-    Uniform: "uniform", real, [real("alpha"), real("beta")], cdf: true;
+    Uniform: "uniform", real("y"), [real("alpha"), real("beta")], cdf: true;
     /// `bernoulli(n | theta)`.
-    Bernoulli: "bernoulli", int, [real("theta")], cdf: false;
+    Bernoulli: "bernoulli", int("n"), [real("theta")], cdf: false;
     /// `bernoulli_logit(n | alpha)`.
-    BernoulliLogit: "bernoulli_logit", int, [real("alpha")], cdf: false;
+    BernoulliLogit: "bernoulli_logit", int("n"), [real("alpha")], cdf: false;
     /// `binomial(n | N, theta)`.
-    Binomial: "binomial", int, [int("N"), real("theta")], cdf: false;
+    Binomial: "binomial", int("n"), [int("N"), real("theta")], cdf: false;
     /// `binomial_logit(n | N, alpha)`.
-    BinomialLogit: "binomial_logit", int, [int("N"), real("alpha")], cdf: false;
+    BinomialLogit: "binomial_logit", int("n"), [int("N"), real("alpha")], cdf: false;
     /// `poisson(n | lambda)`.
-    Poisson: "poisson", int, [real("lambda")], cdf: false;
+    Poisson: "poisson", int("n"), [real("lambda")], cdf: false;
     /// `poisson_log(n | alpha)`.
-    PoissonLog: "poisson_log", int, [real("alpha")], cdf: false;
+    PoissonLog: "poisson_log", int("n"), [real("alpha")], cdf: false;
     /// `neg_binomial_2(n | mu, phi)`.
-    NegBinomial2: "neg_binomial_2", int, [real("mu"), real("phi")], cdf: false;
+    NegBinomial2: "neg_binomial_2", int("n"), [real("mu"), real("phi")], cdf: false;
     /// `neg_binomial_2_log(n | eta, phi)`.
-    NegBinomial2Log: "neg_binomial_2_log", int, [real("eta"), real("phi")], cdf: false;
+    NegBinomial2Log: "neg_binomial_2_log", int("n"), [real("eta"), real("phi")], cdf: false;
+    /// `normal_id_glm(y | x, alpha, beta, sigma)`: `normal(y | alpha + x beta, sigma)`.
+    NormalIdGlm: "normal_id_glm", real("y"), [design("x"), real("alpha"), vector("beta"), real("sigma")], cdf: false;
+    /// `von_mises(y | mu, kappa)`.
+    VonMises: "von_mises", real("y"), [real("mu"), real("kappa")], cdf: false;
+    /// `dirichlet(theta | alpha)`, `theta` a simplex.
+    Dirichlet: "dirichlet", vector("theta"), [vector("alpha")], cdf: false;
+    /// `multi_normal(y | mu, Sigma)`.
+    MultiNormal: "multi_normal", vector("y"), [vector("mu"), matrix("Sigma")], cdf: false;
+    /// `multi_normal_cholesky(y | mu, L)`, `L` the Cholesky factor of the covariance.
+    MultiNormalCholesky: "multi_normal_cholesky", vector("y"), [vector("mu"), matrix("L")], cdf: false;
+    /// `lkj_corr_cholesky(L | eta)`, `L` the Cholesky factor of a correlation matrix.
+    LkjCorrCholesky: "lkj_corr_cholesky", matrix("L"), [scalar("eta")], cdf: false;
+    /// `categorical(y | theta)`, `y` in `1..=K`, `theta` a simplex.
+    Categorical: "categorical", int("y"), [vector("theta")], cdf: false;
+    /// `categorical_logit(y | beta)`: `categorical(y | softmax(beta))`.
+    CategoricalLogit: "categorical_logit", int("y"), [vector("beta")], cdf: false;
+    /// `ordered_logistic(k | eta, c)`, `k` in `1..=K`, `c` the `K - 1` ordered cutpoints.
+    OrderedLogistic: "ordered_logistic", int("k"), [real("eta"), vector("c")], cdf: false;
 }
 
 impl Family {
@@ -160,6 +239,11 @@ impl Family {
     /// real (`_lpdf`, `_lupdf`).
     pub fn is_discrete(self) -> bool {
         self.outcome().kind == ArgKind::Int
+    }
+
+    /// Whether its outcome is a vector or a matrix (one draw is a vector).
+    pub fn is_multivariate(self) -> bool {
+        matches!(self.outcome().kind, ArgKind::Vector | ArgKind::Matrix)
     }
 
     /// Whether it has an `_rng`: the distributions drawn by transforming
@@ -204,7 +288,8 @@ impl Family {
     }
 }
 
-/// The compound special functions, elementwise over floats.
+/// The compound special functions, elementwise over floats, and the
+/// squared-exponential covariance of Gaussian processes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Special {
     /// `lbeta(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b)`.
@@ -221,6 +306,9 @@ pub enum Special {
     LogInvLogit,
     /// `inv_logit(x) = 1 / (1 + e^-x)` (`sigmoid`).
     InvLogit,
+    /// `gp_exp_quad_cov(x, alpha, rho)`: the `[N, N]` matrix
+    /// `alpha^2 exp(-|x_i - x_j|^2 / (2 rho^2))` of `N` points (not elementwise).
+    GpExpQuadCov,
 }
 
 impl Special {
@@ -233,6 +321,7 @@ impl Special {
         Special::Log1pExp,
         Special::LogInvLogit,
         Special::InvLogit,
+        Special::GpExpQuadCov,
     ];
 
     pub fn name(self) -> &'static str {
@@ -244,6 +333,7 @@ impl Special {
             Special::Log1pExp => "log1p_exp",
             Special::LogInvLogit => "log_inv_logit",
             Special::InvLogit => "inv_logit",
+            Special::GpExpQuadCov => "gp_exp_quad_cov",
         }
     }
 
@@ -254,6 +344,7 @@ impl Special {
             Special::LogMix => vec![real("theta"), real("lp1"), real("lp2")],
             Special::LogSumExp => vec![real("x"), real("y")],
             Special::Log1pExp | Special::LogInvLogit | Special::InvLogit => vec![real("x")],
+            Special::GpExpQuadCov => vec![points("x"), scalar("alpha"), scalar("rho")],
         }
     }
 }
@@ -310,10 +401,14 @@ impl Function {
     /// What it gives.
     pub fn result(self) -> ResultKind {
         match self {
+            Function::Distribution(family, Suffix::Rng) if family.is_multivariate() => {
+                ResultKind::DrawVector
+            }
             Function::Distribution(family, Suffix::Rng) => ResultKind::Draw {
                 integer: family.is_discrete(),
             },
             Function::Distribution(..) => ResultKind::Sum,
+            Function::Special(Special::GpExpQuadCov) => ResultKind::Covariance,
             Function::Special(_) => ResultKind::Elementwise,
         }
     }

@@ -1,7 +1,7 @@
 //! The special functions of the distributions: `lgamma`, `digamma`,
 //! `trigamma`, `erf`, `erfc`, `Phi` (the standard normal CDF) and `inv_Phi`
-//! (its inverse), each for `f64` and for `f32` (computed in `f64`, then
-//! rounded once).
+//! (its inverse), the scaled `ln I0` and `I1 / I0` (for `von_mises`, [`bessel`]), each
+//! for `f64` and for `f32` (computed in `f64`, then rounded once).
 //!
 //! Every function is our own: argument reduction by the function's
 //! recurrence or reflection, then a series whose coefficients
@@ -11,7 +11,10 @@
 //! compares them with mpmath at 50 digits over their domains, tails
 //! included; the accuracy each reaches is in `docs/language.md`.
 
+mod bessel;
 mod coefficients;
+
+pub use bessel::{bessel_i1_over_i0_f64, log_bessel_i0e_f64};
 
 use crate::vmath::{exp_f64, ln_1p_f64, ln_f64};
 use coefficients::{

@@ -12,9 +12,9 @@ use super::{Builder, LowerResult};
 use CompareOp::{Ge, Gt, Le, Lt};
 
 /// `ln(2 pi) / 2`.
-const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_8;
-const LN_PI: f64 = 1.144_729_885_849_400_2;
-const LN_2: f64 = std::f64::consts::LN_2;
+pub(super) const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_8;
+pub(super) const LN_PI: f64 = 1.144_729_885_849_400_2;
+pub(super) const LN_2: f64 = std::f64::consts::LN_2;
 
 pub(super) fn expand(
     b: &mut Builder,
@@ -24,6 +24,9 @@ pub(super) fn expand(
 ) -> LowerResult<Var> {
     if suffix == Suffix::Rng {
         return draw(b, family, args);
+    }
+    if family.is_multivariate() || super::multivariate::is_indexed(family) {
+        return super::multivariate::expand(b, family, suffix, args);
     }
     let y = args[0];
     let params = &args[1..];
@@ -49,12 +52,20 @@ pub(super) fn expand(
         Family::NegBinomial2 | Family::NegBinomial2Log => {
             neg_binomial_2(b, family, full, y, params)?
         }
+        Family::NormalIdGlm => normal_id_glm(b, suffix, y, params)?,
+        Family::VonMises => von_mises(b, full, y, params)?,
+        _ => {
+            return Err(crate::internal(
+                format!("`{}` has no elementwise expansion", family.name()),
+                autobatch_types::Loc::default(),
+            ))
+        }
     };
     b.total(term)
 }
 
 /// Checks a scale (or rate, or shape) parameter: positive and finite.
-fn positive(b: &mut Builder, v: Var, what: &str, arg: &str) -> LowerResult<()> {
+pub(super) fn positive(b: &mut Builder, v: Var, what: &str, arg: &str) -> LowerResult<()> {
     b.check_finite(v, what, arg)?;
     b.check_c(v, Gt, 0.0, what, arg, "positive")
 }
@@ -129,6 +140,41 @@ fn log_phi(b: &mut Builder, z: Var) -> LowerResult<Var> {
     let asymptotic = b.add(a, l1)?;
     let below = b.compare_c(Lt, z, LOG_PHI_ASYMPTOTIC)?;
     b.select(below, asymptotic, direct)
+}
+
+/// `normal(y | alpha + x beta, sigma)`, after the checks of `x`, `alpha` and `beta`.
+fn normal_id_glm(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let (x, alpha, beta, sigma) = (p[0], p[1], p[2], p[3]);
+    b.check_finite(x, "Matrix of independent variables", "x")?;
+    b.check_finite(alpha, "Intercept", "alpha")?;
+    b.check_finite(beta, "Weight vector", "beta")?;
+    let xb = b.op(autobatch_ir::Prim::Matvec, vec![x, beta])?;
+    let mu = b.add(alpha, xb)?;
+    normal(b, suffix, y, &[mu, sigma])
+}
+
+/// `kappa cos(y - mu) - ln(2 pi) - ln I0(kappa)`, written as
+/// `-2 kappa sin^2((y - mu) / 2) - ln(I0(kappa) e^-kappa) [- ln(2 pi)]`,
+/// which keeps its digits for a large `kappa`.
+fn von_mises(b: &mut Builder, full: bool, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let (mu, kappa) = (p[0], p[1]);
+    b.check_finite(y, "Random variable", "y")?;
+    b.check_finite(mu, "Location parameter", "mu")?;
+    b.check_finite(kappa, "Scale parameter", "kappa")?;
+    b.check_c(kappa, Ge, 0.0, "Scale parameter", "kappa", "nonnegative")?;
+    let d = b.sub(y, mu)?;
+    let h = b.scale(d, 0.5)?;
+    let s = b.unary(UnaryOp::Sin, h)?;
+    let sq = b.mul(s, s)?;
+    let ks = b.mul(kappa, sq)?;
+    let a = b.scale(ks, -2.0)?;
+    let l = b.unary(UnaryOp::LogBesselI0e, kappa)?;
+    let lp = b.sub(a, l)?;
+    if full {
+        b.shift(lp, -2.0 * LN_SQRT_2PI)
+    } else {
+        Ok(lp)
+    }
 }
 
 fn student_t(b: &mut Builder, full: bool, y: Var, p: &[Var]) -> LowerResult<Var> {
@@ -424,7 +470,7 @@ fn uniform(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Va
 }
 
 /// Checks a probability argument: in [0, 1].
-fn probability(b: &mut Builder, theta: Var, what: &str, arg: &str) -> LowerResult<()> {
+pub(super) fn probability(b: &mut Builder, theta: Var, what: &str, arg: &str) -> LowerResult<()> {
     b.check_c(theta, Ge, 0.0, what, arg, "in [0, 1]")?;
     b.check_c(theta, Le, 1.0, what, arg, "in [0, 1]")
 }

@@ -10,6 +10,7 @@
 //! [`distributions`] and [`special`] hold the expansions.
 
 mod distributions;
+mod multivariate;
 mod special;
 
 use autobatch_frontend::Diagnostic;
@@ -37,7 +38,14 @@ pub(crate) fn expand(function: Function, args: &[Var], emit: &mut dyn Emit) -> L
         .map(|a| emit.ty(*a).elem)
         .find(|t| t.is_float())
         .unwrap_or(ScalarType::F64);
-    let length = args.iter().find_map(|a| emit.ty(*a).dims.first().copied());
+    // The length `N` of the elementwise arguments (not the size of a
+    // vector or matrix argument).
+    let params = function.params();
+    let length = args
+        .iter()
+        .zip(&params)
+        .filter(|(_, p)| p.kind.is_elementwise())
+        .find_map(|(a, _)| emit.ty(*a).dims.first().copied());
     let mut b = Builder {
         emit,
         float,
@@ -77,6 +85,43 @@ impl Builder<'_> {
     /// An `i64` constant.
     pub(crate) fn int(&mut self, value: i64) -> LowerResult<Var> {
         self.emit.prim(Prim::Const(Scalar::I64(value)), Vec::new())
+    }
+
+    /// Appends any primitive with a result.
+    pub(crate) fn op(&mut self, prim: Prim, args: Vec<Var>) -> LowerResult<Var> {
+        self.emit.prim(prim, args)
+    }
+
+    /// The axes of a variable.
+    pub(crate) fn ty_dims(&self, v: Var) -> Vec<Dim> {
+        self.emit.ty(v).dims
+    }
+
+    /// A bool (or bool array) as the call's float type: 0 or 1.
+    pub(crate) fn float_of_bool(&mut self, v: Var) -> LowerResult<Var> {
+        self.emit.prim(Prim::Cast(self.float), vec![v])
+    }
+
+    /// The length of the first axis of an array.
+    pub(crate) fn dim(&self, v: Var) -> Dim {
+        self.emit.ty(v).dims[0]
+    }
+
+    /// `[value; len]` in the call's float type.
+    pub(crate) fn filled(&mut self, value: f64, len: Dim) -> LowerResult<Var> {
+        let c = self.c(value)?;
+        self.emit.prim(Prim::Fill(len), vec![c])
+    }
+
+    /// The sum of a float vector's elements, or of a matrix's.
+    pub(crate) fn sum(&mut self, v: Var) -> LowerResult<Var> {
+        let v = if self.emit.ty(v).dims.len() == 2 {
+            let ones = self.filled(1.0, self.emit.ty(v).dims[1])?;
+            self.emit.prim(Prim::Matvec, vec![v, ones])?
+        } else {
+            v
+        };
+        self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![v])
     }
 
     pub(crate) fn binary(&mut self, op: BinaryOp, a: Var, b: Var) -> LowerResult<Var> {
@@ -195,15 +240,21 @@ impl Builder<'_> {
         }
     }
 
-    /// Faults with `domain_error` unless `ok` (a bool or bool vector) holds
+    /// Faults with `domain_error` unless `ok` (a bool, bool vector or matrix) holds
     /// everywhere: "`normal_lpdf`: Scale parameter `sigma` must be positive".
     pub(crate) fn check(&mut self, ok: Var, what: &str, arg: &str, must: &str) -> LowerResult<()> {
-        let all = if self.emit.ty(ok).dims.is_empty() {
+        let dims = self.emit.ty(ok).dims;
+        let all = if dims.is_empty() {
             ok
         } else {
             // No element fails: the count of failures is 0.
             let bad = self.unary(UnaryOp::Not, ok)?;
-            let ones = self.indicator(bad)?;
+            let mut ones = self.indicator(bad)?;
+            if let [_, columns] = dims[..] {
+                let one = self.int(1)?;
+                let row = self.emit.prim(Prim::Fill(columns), vec![one])?;
+                ones = self.emit.prim(Prim::Matvec, vec![ones, row])?;
+            }
             let count = self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![ones])?;
             self.compare_int(CompareOp::Eq, count, 0)?
         };

@@ -1,4 +1,5 @@
-//! The compound special functions, elementwise: each a few primitives.
+//! The compound special functions, elementwise: each a few primitives
+//! (and `gp_exp_quad_cov`, in [`super::multivariate`]).
 
 use autobatch_ir::{BinaryOp, UnaryOp, Var};
 use autobatch_ops::library::Special;
@@ -30,6 +31,7 @@ pub(super) fn expand(b: &mut Builder, function: Special, args: &[Var]) -> LowerR
         Special::Log1pExp => b.unary(UnaryOp::Softplus, args[0]),
         Special::LogInvLogit => b.unary(UnaryOp::LogSigmoid, args[0]),
         Special::InvLogit => b.unary(UnaryOp::Sigmoid, args[0]),
+        Special::GpExpQuadCov => super::multivariate::gp_exp_quad_cov(b, args[0], args[1], args[2]),
     }
 }
 

@@ -424,7 +424,10 @@ impl Translator<'_, '_, '_> {
         let failed = self.host_call(dst, prim, args);
         let may_fault = matches!(
             prim,
-            Prim::Index | Prim::IndexSet | Prim::Binary(BinaryOp::Div | BinaryOp::Rem)
+            Prim::Index
+                | Prim::IndexSet
+                | Prim::Cholesky
+                | Prim::Binary(BinaryOp::Div | BinaryOp::Rem)
         );
         if may_fault {
             let code = self.unit.dynamic_fault(loc);
