@@ -304,6 +304,7 @@ impl Prim {
             | Prim::IndexSet
             | Prim::Assert { .. }
             | Prim::Check { .. }
+            | Prim::Cholesky
             | Prim::Host(_) => true,
             Prim::Const(_)
             | Prim::Copy
@@ -321,6 +322,12 @@ impl Prim {
             | Prim::Matmul
             | Prim::Transpose
             | Prim::Outer
+            | Prim::TriSolve
+            | Prim::TriSolveT
+            | Prim::Tril
+            | Prim::CholeskyAdjoint
+            | Prim::Diagonal
+            | Prim::DiagMatrix
             | Prim::Reduce(_)
             | Prim::Softmax
             | Prim::Uniform
@@ -530,6 +537,7 @@ fn divides(op: BinaryOp) -> bool {
         | B::Shr
         | B::Powi
         | B::Powf
+        | B::Atan2
         | B::Max
         | B::Min
         | B::Pow => false,

@@ -990,7 +990,10 @@ fn errors_say_whether_they_are_about_the_inputs() {
 
 #[test]
 fn derived_functions_are_named_by_the_users_function() {
-    assert_eq!(autobatch_ir::user_function_name("predict'sgrad@0"), "predict");
+    assert_eq!(
+        autobatch_ir::user_function_name("predict'sgrad@0"),
+        "predict"
+    );
     assert_eq!(autobatch_ir::user_function_name("f'vjp"), "f");
     assert_eq!(autobatch_ir::user_function_name("norm2<3>"), "norm2<3>");
     assert_eq!(autobatch_ir::user_function_name("plain"), "plain");

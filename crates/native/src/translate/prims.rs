@@ -3,7 +3,7 @@
 //! `sqrt`, `abs`, comparisons, Rust's `as`), and the calls of the shims
 //! for the rest (see `crate::shims`).
 
-use autobatch_ir::{BinaryOp, CompareOp, EntityRef, Loc, Prim, UnaryOp, Var};
+use autobatch_ir::{BinaryOp, CompareOp, EntityRef, Loc, Prim, TensorType, UnaryOp, Var};
 use autobatch_kernels::Fault;
 use autobatch_types::{Dim, Scalar, ScalarType};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -422,14 +422,8 @@ impl Translator<'_, '_, '_> {
     /// the fault check, and a scalar result loaded back.
     pub(super) fn host(&mut self, dst: Option<Var>, prim: &Prim, args: &[Var], loc: Loc) {
         let failed = self.host_call(dst, prim, args);
-        let may_fault = matches!(
-            prim,
-            Prim::Index
-                | Prim::IndexSet
-                | Prim::Cholesky
-                | Prim::Binary(BinaryOp::Div | BinaryOp::Rem)
-        );
-        if may_fault {
+        let types: Vec<&TensorType> = args.iter().map(|a| &self.function.vars[*a].ty).collect();
+        if prim.may_fault(&types) {
             let code = self.unit.dynamic_fault(loc);
             self.stop_with_code_if(failed, code);
         }
