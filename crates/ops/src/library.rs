@@ -177,7 +177,7 @@ families! {
     /// `student_t(y | nu, mu, sigma)`.
     StudentT: "student_t", real("y"), [real("nu"), real("mu"), real("sigma")], cdf: false;
     /// `cauchy(y | mu, sigma)`.
-    Cauchy: "cauchy", real("y"), [real("mu"), real("sigma")], cdf: false;
+    Cauchy: "cauchy", real("y"), [real("mu"), real("sigma")], cdf: true;
     /// `double_exponential(y | mu, sigma)` (Laplace).
     DoubleExponential: "double_exponential", real("y"), [real("mu"), real("sigma")], cdf: true;
     /// `logistic(y | mu, sigma)`.

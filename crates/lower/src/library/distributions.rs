@@ -34,7 +34,7 @@ pub(super) fn expand(
     let term = match family {
         Family::Normal => normal(b, suffix, y, params)?,
         Family::StudentT => student_t(b, full, y, params)?,
-        Family::Cauchy => cauchy(b, full, y, params)?,
+        Family::Cauchy => cauchy(b, suffix, y, params)?,
         Family::DoubleExponential => double_exponential(b, suffix, y, params)?,
         Family::Logistic => logistic(b, suffix, y, params)?,
         Family::Lognormal => lognormal(b, suffix, y, params)?,
@@ -200,11 +200,20 @@ fn student_t(b: &mut Builder, full: bool, y: Var, p: &[Var]) -> LowerResult<Var>
     b.add(a, s)
 }
 
-fn cauchy(b: &mut Builder, full: bool, y: Var, p: &[Var]) -> LowerResult<Var> {
+/// The density, or `ln(atan2(1, -z) / pi)` for the CDF `1/2 + atan(z)/pi`
+/// (the angle keeps its digits in the lower tail; the CCDF is the CDF at `-z`).
+fn cauchy(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
     let z = standardized(b, y, p[0], p[1])?;
+    if let Suffix::Lcdf | Suffix::Lccdf = suffix {
+        let w = if suffix == Suffix::Lcdf { b.neg(z)? } else { z };
+        let one = b.c(1.0)?;
+        let angle = b.binary(BinaryOp::Atan2, one, w)?;
+        let l = b.ln(angle)?;
+        return b.shift(l, -LN_PI);
+    }
     let sq = b.mul(z, z)?;
     let l = b.unary(UnaryOp::Ln1p, sq)?;
-    let s = minus_log_scale(b, p[1], full, LN_PI)?;
+    let s = minus_log_scale(b, p[1], suffix == Suffix::Log, LN_PI)?;
     b.sub(s, l)
 }
 
