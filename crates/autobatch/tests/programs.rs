@@ -27,6 +27,13 @@ fn program_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = entries
         .map(|entry| entry.expect("a directory entry").path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "ab"))
+        .filter(|path| {
+            // `AUTOBATCH_PROGRAMS=prefix` runs only the files whose name starts with it.
+            std::env::var("AUTOBATCH_PROGRAMS").map_or(true, |prefix| {
+                path.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+            })
+        })
         .collect();
     files.sort();
     files

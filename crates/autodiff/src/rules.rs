@@ -285,6 +285,17 @@ fn sigmoid(b: &mut Builder, x: Var, elem: autobatch_ir::ScalarType, loc: Loc) ->
     un(b, U::Sigmoid, x, loc)
 }
 
+/// `scale * e^(rate * v^2)`: the derivatives of `erf`, `erfc`, `Phi`, `inv_Phi`.
+fn gaussian(b: &mut Builder, v: Var, rate: f64, scale: f64, loc: Loc) -> DeriveResult<Var> {
+    let elem = b.ty(v).elem;
+    let sq = bin(b, B::Mul, v, v, loc)?;
+    let r = b.constant(elem, rate, loc)?;
+    let e = bin(b, B::Mul, sq, r, loc)?;
+    let ex = un(b, U::Exp, e, loc)?;
+    let s = b.constant(elem, scale, loc)?;
+    bin(b, B::Mul, ex, s, loc)
+}
+
 /// One operation `y = prim(args)` whose adjoint is being emitted, with the
 /// adjoint `dy` of its result (shaped as [`adjoint`] decided).
 #[derive(Clone, Copy)]
@@ -314,6 +325,15 @@ fn prim_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
             linalg_adjoint(b, prim, site)
         }
         Prim::Reduce(_) | Prim::Softmax => reduction_adjoint(b, prim, site),
+        Prim::Cholesky | Prim::TriSolve | Prim::Tril | Prim::Diagonal | Prim::DiagMatrix => {
+            factor_adjoint(b, prim, site)
+        }
+        // Used by adjoints only, and not differentiated again.
+        Prim::TriSolveT | Prim::CholeskyAdjoint => derive_error(
+            "second derivatives through `cholesky_decompose` and `mdivide_left_tri_low` \
+             (and the distributions that use them) are not available",
+            site.loc,
+        ),
         // Constants, comparisons and random draws have no adjoint.
         Prim::Const(_)
         | Prim::LoadStatic(_)
@@ -325,6 +345,7 @@ fn prim_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
         | Prim::UniformLike
         | Prim::NormalLike
         | Prim::Assert { .. }
+        | Prim::Check { .. }
         | Prim::StaticAdjoint(_) => Ok(()),
         // The front end refuses to differentiate through a host primitive.
         Prim::Host(host) => derive_error(
@@ -416,6 +437,13 @@ fn unary_adjoint(b: &mut Builder, op: U, site: Site) -> DeriveResult<()> {
             let e = bin(b, B::Add, sq, one, loc)?;
             bin(b, B::Mul, dy, e, loc)?
         }
+        // atan' = 1 / (1 + x^2)
+        U::Atan => {
+            let one = b.constant(elem, 1.0, loc)?;
+            let sq = bin(b, B::Mul, x, x, loc)?;
+            let e = bin(b, B::Add, sq, one, loc)?;
+            bin(b, B::Div, dy, e, loc)?
+        }
         U::Tanh => {
             let one = b.constant(elem, 1.0, loc)?;
             let sq = bin(b, B::Mul, y, y, loc)?;
@@ -443,6 +471,39 @@ fn unary_adjoint(b: &mut Builder, op: U, site: Site) -> DeriveResult<()> {
             let s = sigmoid(b, x, elem, loc)?;
             bin(b, B::Mul, dy, s, loc)?
         }
+        U::Lgamma => {
+            let d = un(b, U::Digamma, x, loc)?;
+            bin(b, B::Mul, dy, d, loc)?
+        }
+        U::Digamma => {
+            let d = un(b, U::Trigamma, x, loc)?;
+            bin(b, B::Mul, dy, d, loc)?
+        }
+        // erf' = 2/sqrt(pi) e^(-x^2), erfc' = -erf'.
+        U::Erf | U::Erfc => {
+            let scale = if op == U::Erf { 1.0 } else { -1.0 };
+            let g = gaussian(b, x, -1.0, scale * std::f64::consts::FRAC_2_SQRT_PI, loc)?;
+            bin(b, B::Mul, dy, g, loc)?
+        }
+        // Phi' = e^(-x^2/2) / sqrt(2 pi).
+        U::Phi => {
+            let g = gaussian(b, x, -0.5, 0.398_942_280_401_432_7, loc)?;
+            bin(b, B::Mul, dy, g, loc)?
+        }
+        // inv_Phi' = 1 / Phi'(inv_Phi(x)) = sqrt(2 pi) e^(y^2/2).
+        U::InvPhi => {
+            let g = gaussian(b, y, 0.5, 2.506_628_274_631_000_7, loc)?;
+            bin(b, B::Mul, dy, g, loc)?
+        }
+        // ln(I0(x) e^-|x|)' = I1(x) / I0(x) - sign(x)
+        U::LogBesselI0e => {
+            let r = un(b, U::BesselI1OverI0, x, loc)?;
+            let s = un(b, U::Signum, x, loc)?;
+            let d = bin(b, B::Sub, r, s, loc)?;
+            bin(b, B::Mul, dy, d, loc)?
+        }
+        // Not differentiable (the front end refuses it in `grad`).
+        U::Trigamma | U::BesselI1OverI0 => return Ok(()),
         U::Floor | U::Ceil | U::Round | U::Signum => return Ok(()),
         U::Not | U::IsNan | U::IsFinite => return Ok(()),
     };
@@ -561,7 +622,66 @@ fn binary_adjoint(b: &mut Builder, op: B, site: Site) -> DeriveResult<()> {
             }
             Ok(())
         }
+        B::Atan2 => {
+            // d atan2(x, z) = (z dx - x dz) / (x^2 + z^2)
+            let xx = bin(b, B::Mul, x, x, loc)?;
+            let zz = bin(b, B::Mul, z, z, loc)?;
+            let r = bin(b, B::Add, xx, zz, loc)?;
+            let q = bin(b, B::Div, dy, r, loc)?;
+            if x_active {
+                let c = bin(b, B::Mul, q, z, loc)?;
+                contribute(b, x, c, loc)?;
+            }
+            if z_active {
+                let m = bin(b, B::Mul, q, x, loc)?;
+                let c = un(b, U::Neg, m, loc)?;
+                contribute(b, z, c, loc)?;
+            }
+            Ok(())
+        }
         B::BitAnd | B::BitOr | B::BitXor | B::Shl | B::Shr | B::Pow => Ok(()),
+    }
+}
+
+/// The Cholesky factorization, triangular solves and the lower triangle.
+fn factor_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
+    let Site { args, y, dy, loc } = site;
+    match prim {
+        // The standard reverse-mode rule, in one kernel.
+        Prim::Cholesky => {
+            let c = b.prim(Prim::CholeskyAdjoint, vec![y, dy], loc)?;
+            contribute(b, args[0], c, loc)
+        }
+        // y = L⁻¹ r: dr = L⁻ᵀ dy, dL = -tril(dr yᵀ).
+        Prim::TriSolve => {
+            let (l, r) = (args[0], args[1]);
+            let dr = b.prim(Prim::TriSolveT, vec![l, dy], loc)?;
+            if site.active(b, 0) {
+                let outer = if b.ty(y).dims.len() == 1 {
+                    b.prim(Prim::Outer, vec![dr, y], loc)?
+                } else {
+                    let yt = b.prim(Prim::Transpose, vec![y], loc)?;
+                    b.prim(Prim::Matmul, vec![dr, yt], loc)?
+                };
+                let lower = b.prim(Prim::Tril, vec![outer], loc)?;
+                let c = un(b, U::Neg, lower, loc)?;
+                contribute(b, l, c, loc)?;
+            }
+            contribute(b, r, dr, loc)
+        }
+        Prim::Tril => {
+            let c = b.prim(Prim::Tril, vec![dy], loc)?;
+            contribute(b, args[0], c, loc)
+        }
+        Prim::Diagonal => {
+            let c = b.prim(Prim::DiagMatrix, vec![dy], loc)?;
+            contribute(b, args[0], c, loc)
+        }
+        Prim::DiagMatrix => {
+            let c = b.prim(Prim::Diagonal, vec![dy], loc)?;
+            contribute(b, args[0], c, loc)
+        }
+        _ => derive_error(format!("`{prim}` is not a factorization"), loc),
     }
 }
 

@@ -331,6 +331,7 @@ impl Checker<'_> {
                 any
             }
             ExprKind::Builtin { args, .. }
+            | ExprKind::Library { args, .. }
             | ExprKind::HostCall { args, .. }
             | ExprKind::Tuple(args)
             | ExprKind::Array(args) => {
@@ -416,6 +417,16 @@ impl Checker<'_> {
             // table checks it).
             ExprKind::Builtin { builtin, .. } if !builtin.differentiable() => {
                 let name = builtin.name();
+                self.error(
+                    format!("cannot differentiate the random draw `{name}`"),
+                    e.loc,
+                    name.len(),
+                    "random draw in differentiated code",
+                    "draw the random numbers outside the differentiated function and pass them in as part of the point, or as statics",
+                )
+            }
+            ExprKind::Library { function, .. } if !function.is_differentiable() => {
+                let name = function.name();
                 self.error(
                     format!("cannot differentiate the random draw `{name}`"),
                     e.loc,
@@ -897,6 +908,7 @@ fn visit_expr(e: &Expr, visit: &mut dyn FnMut(&Expr)) {
         }
         ExprKind::Call { args, .. }
         | ExprKind::Builtin { args, .. }
+        | ExprKind::Library { args, .. }
         | ExprKind::HostCall { args, .. }
         | ExprKind::Map { args, .. }
         | ExprKind::Join { calls: args }

@@ -307,6 +307,14 @@ pub enum ExprKind {
         builtin: Builtin,
         args: Vec<Expr>,
     },
+    /// A call of a library function (a distribution's `normal_lpdf`,
+    /// `poisson_rng`, ..., or a compound special function such as `lbeta`),
+    /// which the lowering expands into primitives. The front end has checked
+    /// the arguments against the function's parameters.
+    Library {
+        function: autobatch_ops::library::Function,
+        args: Vec<Expr>,
+    },
     /// `h(args)` of the host primitive `host` (an index into
     /// [`Module::host_functions`]): what the host function registered for
     /// it gives, for this member.

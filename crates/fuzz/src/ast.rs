@@ -383,6 +383,13 @@ pub enum ExprKind {
         name: &'static str,
         args: Vec<Expr>,
     },
+    /// `name(args)` of a library function (a distribution's density or
+    /// draw, a compound special function; see `crate::generate`'s
+    /// `LIBRARY`); of type `f64`.
+    Library {
+        name: &'static str,
+        args: Vec<Expr>,
+    },
     /// `({ let (caught, value) = catch(call); if caught { value } else { fallback } })`:
     /// `call` is a `Call`; a member that faults inside it goes on with `fallback`.
     Catch {
@@ -698,7 +705,7 @@ fn write_expr(out: &mut String, e: &Expr) {
             out.push(')');
         }
         ExprKind::Builtin { builtin, args } => write_builtin(out, *builtin, args),
-        ExprKind::HostCall { name, args } => {
+        ExprKind::HostCall { name, args } | ExprKind::Library { name, args } => {
             out.push_str(name);
             write_args(out, args);
         }

@@ -515,9 +515,15 @@ fn scalar_expr(rng: &mut ChaCha8Rng, leaves: &[Expr], depth: u32) -> Expr {
         };
     }
     if rng.gen_bool(0.3) {
-        let builtin = *[Builtin::Tanh, Builtin::Sin, Builtin::Cos]
-            .choose(rng)
-            .unwrap_or(&Builtin::Tanh);
+        let builtin = *[
+            Builtin::Tanh,
+            Builtin::Sin,
+            Builtin::Cos,
+            Builtin::Erf,
+            Builtin::Phi,
+        ]
+        .choose(rng)
+        .unwrap_or(&Builtin::Tanh);
         let operand = scalar_expr(rng, leaves, depth - 1);
         return Expr::new(
             Ty::Float,
@@ -694,9 +700,15 @@ impl VectorWriter<'_> {
                 Expr::binary(ty, BinOp::Mul, self.vector(sub), scale)
             }
             2 => {
-                let builtin = *[Builtin::Tanh, Builtin::Sin, Builtin::Cos]
-                    .choose(self.rng)
-                    .unwrap_or(&Builtin::Tanh);
+                let builtin = *[
+                    Builtin::Tanh,
+                    Builtin::Sin,
+                    Builtin::Cos,
+                    Builtin::Erf,
+                    Builtin::Phi,
+                ]
+                .choose(self.rng)
+                .unwrap_or(&Builtin::Tanh);
                 let operand = self.vector(sub);
                 Expr::new(
                     ty,

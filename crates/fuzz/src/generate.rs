@@ -78,7 +78,7 @@ const SCALAR_VALUE_TYPES: [Ty; 9] = [
 const INNER_RAGGED_TYPES: [Ty; 2] = [Ty::ColsRagged, Ty::GridRagged];
 
 /// The elementwise float builtins of one operand (methods and functions).
-const FLOAT_MAPS: [Builtin; 19] = [
+const FLOAT_MAPS: [Builtin; 27] = [
     Builtin::Abs,
     Builtin::Exp,
     Builtin::ExpM1,
@@ -98,6 +98,14 @@ const FLOAT_MAPS: [Builtin; 19] = [
     Builtin::Sigmoid,
     Builtin::LogSigmoid,
     Builtin::Softplus,
+    Builtin::Lgamma,
+    Builtin::Digamma,
+    Builtin::Erf,
+    Builtin::Erfc,
+    Builtin::Phi,
+    Builtin::InvPhi,
+    Builtin::Trigamma,
+    Builtin::Atan,
 ];
 
 /// How often a program has ragged arrays.
@@ -121,6 +129,61 @@ const FOLDED_SELF_CALLS: f64 = 0.5;
 const FOLD_STREAM: u64 = 0xf01d_5e1f_ca11_f01d;
 /// How often a float expression is a call of a host primitive.
 const HOST_CALLS: f64 = 0.03;
+
+/// How often a float (outside a scalar program) is a call of a library
+/// function.
+const LIBRARY_CALLS: f64 = 0.04;
+
+/// What the generator passes for one argument of a library function.
+#[derive(Clone, Copy)]
+pub enum LibraryArg {
+    /// Any float, or sometimes a `[f64; 3]` (elementwise; the sum is taken).
+    Real,
+    /// A float scalar.
+    Scalar,
+    /// `softplus(x) + 0.25`: positive (but for an infinite or NaN `x`).
+    Positive,
+    /// `inv_logit(x)`: in [0, 1].
+    Unit,
+    /// `abs(n) % 5`: a count (negative for `i64::MIN`).
+    Count,
+    /// `abs(n) % 3 + 1`: a category of three.
+    Category,
+    /// A `[f64; 3]`.
+    Vector,
+    /// A `[[f64; 3]; 3]` (only its lower triangle read).
+    Lower,
+}
+
+/// The library functions the generator calls, each giving an `f64`, and
+/// their arguments. Their checks make some members fail with
+/// `domain_error` (a scale of `inf`, a count of `i64::MIN`, a zero on the
+/// diagonal of a factor), which every executor must report alike.
+pub const LIBRARY: [(&str, &[LibraryArg]); 20] = {
+    use LibraryArg::*;
+    [
+        ("normal_lpdf", &[Real, Real, Positive]),
+        ("normal_lcdf", &[Real, Real, Positive]),
+        ("student_t_lpdf", &[Real, Positive, Real, Positive]),
+        ("cauchy_lupdf", &[Real, Real, Positive]),
+        ("logistic_lccdf", &[Real, Real, Positive]),
+        ("lognormal_lpdf", &[Positive, Real, Positive]),
+        ("gamma_lpdf", &[Positive, Positive, Positive]),
+        ("exponential_lpdf", &[Positive, Positive]),
+        ("von_mises_lpdf", &[Real, Real, Positive]),
+        ("poisson_lpmf", &[Count, Positive]),
+        ("binomial_logit_lpmf", &[Count, Count, Real]),
+        ("categorical_logit_lpmf", &[Category, Vector]),
+        ("multi_normal_cholesky_lpdf", &[Vector, Vector, Lower]),
+        ("normal_rng", &[Scalar, Positive]),
+        ("lbeta", &[Positive, Positive]),
+        ("lchoose", &[Positive, Positive]),
+        ("log_sum_exp", &[Scalar, Scalar]),
+        ("log1p_exp", &[Scalar]),
+        ("log_inv_logit", &[Scalar]),
+        ("log_mix", &[Unit, Scalar, Scalar]),
+    ]
+};
 
 /// The limits of most cases (others get a small stack or step limit).
 pub const USUAL_LIMITS: Limits = Limits {
@@ -972,6 +1035,50 @@ impl Generator {
         Expr::new(Ty::Float, ExprKind::HostCall { name, args })
     }
 
+    /// A call of one of the [`LIBRARY`] functions.
+    fn library_call(&mut self, sub: u32) -> Option<Expr> {
+        let (name, params) = *LIBRARY.choose(&mut self.rng)?;
+        // `_rng` and the special functions are elementwise: scalars only.
+        let sums = name.contains("_lp") || name.contains("_lc") || name.contains("_lu");
+        let mut args = Vec::new();
+        for &param in params {
+            let arg = match param {
+                LibraryArg::Real if sums && self.chance(0.3) => self.expr(Ty::FloatArray, sub),
+                LibraryArg::Real | LibraryArg::Scalar => self.expr(Ty::Float, sub),
+                LibraryArg::Positive => {
+                    let x = self.expr(Ty::Float, sub);
+                    let soft = self.builtin(Ty::Float, Builtin::Softplus, vec![x]);
+                    let quarter = Expr::new(Ty::Float, ExprKind::Float(0.25));
+                    Expr::binary(Ty::Float, BinOp::Add, soft, quarter)
+                }
+                LibraryArg::Unit => {
+                    let x = self.expr(Ty::Float, sub);
+                    self.builtin(Ty::Float, Builtin::Sigmoid, vec![x])
+                }
+                LibraryArg::Count | LibraryArg::Category => {
+                    let n = self.expr(Ty::Int, sub);
+                    let abs = self.builtin(Ty::Int, Builtin::Abs, vec![n]);
+                    let three = matches!(param, LibraryArg::Category);
+                    let k = Expr::binary(
+                        Ty::Int,
+                        BinOp::Rem,
+                        abs,
+                        Expr::int(if three { 3 } else { 5 }),
+                    );
+                    if three {
+                        Expr::binary(Ty::Int, BinOp::Add, k, Expr::int(1))
+                    } else {
+                        k
+                    }
+                }
+                LibraryArg::Vector => self.expr(Ty::FloatArray, sub),
+                LibraryArg::Lower => self.expr(Ty::Matrix, sub),
+            };
+            args.push(arg);
+        }
+        Some(Expr::new(Ty::Float, ExprKind::Library { name, args }))
+    }
+
     fn float_expr(&mut self, depth: u32) -> Option<Expr> {
         let sub = depth - 1;
         if self.ragged && self.chance(0.2) {
@@ -979,6 +1086,9 @@ impl Generator {
         }
         if !self.scalar && self.chance(HOST_CALLS) {
             return Some(self.host_call(sub));
+        }
+        if !self.scalar && self.chance(LIBRARY_CALLS) {
+            return self.library_call(sub);
         }
         // Not in a scalar program: an element, `sum`/`max`, `dot`, draws.
         let e = match self.arm(12, &[5, 7, 8, 9, 10]) {
@@ -1177,7 +1287,8 @@ impl Generator {
     fn float_builtin(&mut self, ty: Ty, sub: u32) -> Option<Expr> {
         let e = match self.rng.gen_range(0..6) {
             0 => {
-                let builtin = *[Builtin::Min, Builtin::Max, Builtin::Powf].choose(&mut self.rng)?;
+                let builtin = *[Builtin::Min, Builtin::Max, Builtin::Powf, Builtin::Atan2]
+                    .choose(&mut self.rng)?;
                 let args = vec![self.expr(ty, sub), self.expr(ty, sub)];
                 self.builtin(ty, builtin, args)
             }
@@ -1497,10 +1608,11 @@ impl Generator {
                 let operand = Box::new(self.expr(Ty::Matrix, sub));
                 Expr::new(ty, ExprKind::Cast { operand })
             }
-            1 => {
+            1 if self.chance(0.5) => {
                 let m = self.expr(ty, sub);
                 self.builtin(ty, Builtin::Transpose, vec![m])
             }
+            1 => self.factor_expr(ty, sub)?,
             2 => {
                 let (a, b) = (self.expr(ty, sub), self.expr(ty, sub));
                 self.builtin(ty, Builtin::Matmul, vec![a, b])
@@ -1512,6 +1624,23 @@ impl Generator {
             _ => self.leaf(ty),
         };
         Some(e)
+    }
+
+    /// `cholesky_decompose(m)` (a `domain_error` unless symmetric positive
+    /// definite), `mdivide_left_tri_low(l, m)` or `diag_matrix(diagonal(m))`.
+    fn factor_expr(&mut self, ty: Ty, sub: u32) -> Option<Expr> {
+        let m = self.expr(ty, sub);
+        Some(match self.rng.gen_range(0..3) {
+            0 => self.builtin(ty, Builtin::Cholesky, vec![m]),
+            1 => {
+                let l = self.expr(ty, sub);
+                self.builtin(ty, Builtin::TriSolve, vec![l, m])
+            }
+            _ => {
+                let d = self.builtin(ty.element(), Builtin::Diagonal, vec![m]);
+                self.builtin(ty, Builtin::DiagMatrix, vec![d])
+            }
+        })
     }
 
     fn pair_expr(&mut self, depth: u32) -> Option<Expr> {

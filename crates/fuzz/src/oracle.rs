@@ -299,14 +299,17 @@ fn check_gradient(compiled: &Compiled, case: &Case, gradient: &GradientCase) -> 
         }
     };
     let mut findings = Vec::new();
-    // Each member's loss and error are those of a run of the entry.
+    // Each member's loss and error are those of a run of the entry, both
+    // under the derived runs' limits (a gradient nests deeper than its
+    // function: a differentiated loop or recursion).
     let json = gradient.inputs_json(case).to_string();
+    let limits = derived_limits(case);
     let plain = bind_entry(compiled, &gradient.entry, &json)
         .map_err(|why| format!("the loss alone: {why}"))
-        .and_then(|bound| run(&bound, all[0], case.limits));
-    let detail = match plain {
-        Ok(plain) => compare_with_function(&plain, &reference, true),
-        Err(why) => Some(why),
+        .and_then(|bound| run(&bound, all[0], limits));
+    let detail = match (plain, run(&bound, all[0], limits)) {
+        (Ok(plain), Ok(derived)) => compare_with_function(&plain, &derived, true),
+        (Err(why), _) | (_, Err(why)) => Some(why),
     };
     if let Some(detail) = detail {
         findings.push(Finding {

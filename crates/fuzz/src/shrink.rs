@@ -198,7 +198,8 @@ fn expr_variants(e: &Expr) -> Vec<Expr> {
         ),
         ExprKind::Builtin { args, .. }
         | ExprKind::Call { args, .. }
-        | ExprKind::HostCall { args, .. } => {
+        | ExprKind::HostCall { args, .. }
+        | ExprKind::Library { args, .. } => {
             out.extend(args.iter().filter(|c| same_type(c)).cloned())
         }
         ExprKind::If {
@@ -497,6 +498,7 @@ fn walk_expr(e: &mut Expr, visit: &mut dyn FnMut(Node<'_>)) {
         ExprKind::Builtin { args, .. }
         | ExprKind::Call { args, .. }
         | ExprKind::HostCall { args, .. }
+        | ExprKind::Library { args, .. }
         | ExprKind::Array(args) => args.iter_mut().for_each(|a| walk_expr(a, visit)),
         ExprKind::Catch { call, fallback } => {
             walk_expr(call, visit);

@@ -185,6 +185,7 @@ fn members_fault_in_every_way_beside_members_that_do_not() {
     let expected = [
         "assertion_failed",
         "division_by_zero",
+        "domain_error",
         "host_error",
         "index_out_of_bounds",
         "ok",
@@ -710,6 +711,17 @@ fn every_builtin_of_the_table_is_generated() {
             !(as_method || as_function)
         })
         .map(|b| b.name())
+        .collect();
+    assert!(missing.is_empty(), "no generated program calls {missing:?}");
+}
+
+#[test]
+fn every_library_function_of_the_generator_is_generated() {
+    let all: String = SEEDS.map(|seed| generate(seed).source()).collect();
+    let missing: Vec<&str> = autobatch_fuzz::generate::LIBRARY
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| !all.contains(&format!("{name}(")))
         .collect();
     assert!(missing.is_empty(), "no generated program calls {missing:?}");
 }

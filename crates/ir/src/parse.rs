@@ -783,6 +783,11 @@ impl<'a> Reader<'a> {
                 let message = string_literal(line)?;
                 Ok(Prim::Assert { message })
             }
+            "check" => {
+                line.expect(" ")?;
+                let message = string_literal(line)?;
+                Ok(Prim::Check { message })
+            }
             "host" => self.host(line),
             "static_adjoint" => self.static_adjoint(line),
             _ => Prim::from_plain_name(name)

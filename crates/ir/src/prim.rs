@@ -54,6 +54,21 @@ pub enum Prim {
     Transpose,
     /// `(a: [M], b: [K])`: `[M, K]`.
     Outer,
+    /// `(a: [K, K])`: the lower Cholesky factor (a `domain_error` unless
+    /// `a` is symmetric positive definite).
+    Cholesky,
+    /// `(l: [K, K], b: [K] or [K, M])`: `L⁻¹ b`, `L` the lower triangle of `l`.
+    TriSolve,
+    /// `(l, b)` as `TriSolve`: `L⁻ᵀ b`.
+    TriSolveT,
+    /// `(a: [K, K])`: the lower triangle of `a`.
+    Tril,
+    /// `(l, dl)`, both `[K, K]`: the adjoint of `cholesky`'s operand.
+    CholeskyAdjoint,
+    /// `(a: [K, K])`: the diagonal `[K]`.
+    Diagonal,
+    /// `(v: [K])`: the diagonal matrix `[K, K]`.
+    DiagMatrix,
     /// `(a)` 1-D: a scalar (`usize` for argmax/argmin).
     Reduce(ReduceOp),
     /// `(a)` 1-D float: the softmax of `a`.
@@ -70,6 +85,11 @@ pub enum Prim {
     NormalLike,
     /// `(cond: bool)`, no result: faults with `assertion_failed` and `message` if `cond` is false.
     Assert {
+        message: String,
+    },
+    /// `(cond: bool)`, no result: faults with `domain_error` and `message` if
+    /// `cond` is false (the argument checks of the distributions).
+    Check {
         message: String,
     },
     /// The operands of the declared parameter types: what the host function
@@ -257,7 +277,7 @@ impl Prim {
         self.is_random()
             || matches!(
                 self,
-                Prim::Host(_) | Prim::Assert { .. } | Prim::StaticAdjoint(_)
+                Prim::Host(_) | Prim::Assert { .. } | Prim::Check { .. } | Prim::StaticAdjoint(_)
             )
     }
 
@@ -280,7 +300,12 @@ impl Prim {
                 let integer = operands.first().is_none_or(|t| !t.elem.is_float());
                 integer && divides(*op)
             }
-            Prim::Index | Prim::IndexSet | Prim::Assert { .. } | Prim::Host(_) => true,
+            Prim::Index
+            | Prim::IndexSet
+            | Prim::Assert { .. }
+            | Prim::Check { .. }
+            | Prim::Cholesky
+            | Prim::Host(_) => true,
             Prim::Const(_)
             | Prim::Copy
             | Prim::LoadStatic(_)
@@ -297,6 +322,12 @@ impl Prim {
             | Prim::Matmul
             | Prim::Transpose
             | Prim::Outer
+            | Prim::TriSolve
+            | Prim::TriSolveT
+            | Prim::Tril
+            | Prim::CholeskyAdjoint
+            | Prim::Diagonal
+            | Prim::DiagMatrix
             | Prim::Reduce(_)
             | Prim::Softmax
             | Prim::Uniform
@@ -412,6 +443,29 @@ impl Prim {
                 rule.need_rank(args[0], 2)?;
                 rule.shaped(args[0].elem, &[args[0].dims[1], args[0].dims[0]])
             }
+            S::SquareMap => {
+                rule.need_square(args[0])?;
+                Ok(Some(args[0].clone()))
+            }
+            S::Diagonal => {
+                rule.need_square(args[0])?;
+                rule.shaped(args[0].elem, &args[0].dims[..1])
+            }
+            S::DiagMatrix => {
+                rule.need_rank(args[0], 1)?;
+                rule.need_float(args[0])?;
+                rule.shaped(args[0].elem, &[args[0].dims[0], args[0].dims[0]])
+            }
+            S::TriangularSolve => {
+                let (l, b) = (args[0], args[1]);
+                rule.need_square(l)?;
+                rule.same_elem(l, b)?;
+                if b.dims.is_empty() || b.dims.len() > 2 {
+                    return Err(format!("{name} needs a 1-D or 2-D right-hand side"));
+                }
+                rule.same_dim(l.dims[0], b.dims[0])?;
+                Ok(Some(b.clone()))
+            }
             S::Select => rule.select(),
             S::Draw => rule.scalar(ScalarType::F64),
             S::DrawLike => {
@@ -483,6 +537,7 @@ fn divides(op: BinaryOp) -> bool {
         | B::Shr
         | B::Powi
         | B::Powf
+        | B::Atan2
         | B::Max
         | B::Min
         | B::Pow => false,
@@ -535,6 +590,13 @@ impl Rule<'_, '_> {
         } else {
             Err(format!("{} needs floats, got {}", self.name, t.elem))
         }
+    }
+
+    /// A square 2-D float operand.
+    fn need_square(&self, t: &TensorType) -> Result<(), String> {
+        self.need_rank(t, 2)?;
+        self.need_float(t)?;
+        self.same_dim(t.dims[0], t.dims[1])
     }
 
     fn need_rank(&self, t: &TensorType, r: usize) -> Result<(), String> {
@@ -615,13 +677,23 @@ impl Rule<'_, '_> {
         Ok(Some(a.clone()))
     }
 
+    /// `Compare`: two operands of one element type, broadcast as
+    /// arithmetic is; `bool`s of the result's shape. The language compares
+    /// scalars only; the expansions of the distributions compare vectors.
     fn compare(&self) -> Result<Option<TensorType>, String> {
         let (a, b) = (self.args[0], self.args[1]);
         self.same_elem(a, b)?;
-        if !a.is_scalar() || !b.is_scalar() {
-            return Err("comparisons take scalars".into());
-        }
-        self.scalar(ScalarType::Bool)
+        let shape = if a.is_scalar() {
+            b
+        } else if b.is_scalar() || a.dims == b.dims {
+            a
+        } else {
+            return Err(format!("{}: operand shapes differ", self.name));
+        };
+        Ok(Some(TensorType {
+            elem: ScalarType::Bool,
+            dims: shape.dims.clone(),
+        }))
     }
 
     /// `Product`: ranks `left` and `right`; with `contract`, the left's last
@@ -789,6 +861,7 @@ impl fmt::Display for Prim {
             Prim::Fill(Dim::Fixed(n)) => write!(f, "fill.{n}"),
             Prim::Fill(Dim::Symbolic(s)) => write!(f, "fill.sym{}", s.0),
             Prim::Assert { message } => write!(f, "assert {message:?}"),
+            Prim::Check { message } => write!(f, "check {message:?}"),
             Prim::StaticAdjoint(a) => write!(f, "static_adjoint.{} {}", a.kind.name(), a.id),
             Prim::Host(host) => {
                 let symbol = |s: SymbolId| format!("sym{}", s.0);

@@ -230,6 +230,7 @@ pub fn float_unary_into<F: Float>(op: UnaryOp, v: &[F], out: &mut [F]) {
         UnaryOp::Sin => map_into(v, out, F::sin),
         UnaryOp::Cos => map_into(v, out, F::cos),
         UnaryOp::Tan => map_into(v, out, F::tan),
+        UnaryOp::Atan => map_into(v, out, F::atan),
         UnaryOp::Tanh => map_into(v, out, F::tanh),
         UnaryOp::Floor => map_into(v, out, F::floor),
         UnaryOp::Ceil => map_into(v, out, F::ceil),
@@ -239,6 +240,15 @@ pub fn float_unary_into<F: Float>(op: UnaryOp, v: &[F], out: &mut [F]) {
         UnaryOp::Sigmoid => map_into(v, out, scalar::sigmoid),
         UnaryOp::LogSigmoid => map_into(v, out, scalar::log_sigmoid),
         UnaryOp::Softplus => map_into(v, out, scalar::softplus),
+        UnaryOp::Lgamma => map_into(v, out, scalar::lgamma),
+        UnaryOp::Digamma => map_into(v, out, scalar::digamma),
+        UnaryOp::Trigamma => map_into(v, out, scalar::trigamma),
+        UnaryOp::Erf => map_into(v, out, scalar::erf),
+        UnaryOp::Erfc => map_into(v, out, scalar::erfc),
+        UnaryOp::Phi => map_into(v, out, scalar::phi),
+        UnaryOp::InvPhi => map_into(v, out, scalar::inv_phi),
+        UnaryOp::LogBesselI0e => map_into(v, out, scalar::log_bessel_i0e),
+        UnaryOp::BesselI1OverI0 => map_into(v, out, scalar::bessel_i1_over_i0),
         UnaryOp::Not | UnaryOp::IsNan | UnaryOp::IsFinite => {
             internal_error(format!("{op:?} does not map floats to floats"))
         }
@@ -374,7 +384,7 @@ pub fn integer_binary_into<T: Integer>(
         BinaryOp::Max => zip_into(a, b, out, scalar::int_max),
         BinaryOp::Min => zip_into(a, b, out, scalar::int_min),
         BinaryOp::Shl | BinaryOp::Shr | BinaryOp::Pow => shift_or_pow(op, a, b, out),
-        BinaryOp::Powi | BinaryOp::Powf => {
+        BinaryOp::Powi | BinaryOp::Powf | BinaryOp::Atan2 => {
             internal_error(format!("{} needs floats", binary_name(op)))
         }
     }
@@ -400,6 +410,7 @@ pub fn float_binary_into<F: Float>(
         BinaryOp::Max => zip_into(a, b, out, scalar::float_max),
         BinaryOp::Min => zip_into(a, b, out, scalar::float_min),
         BinaryOp::Powf => zip_into(a, b, out, scalar::float_powf),
+        BinaryOp::Atan2 => zip_into(a, b, out, scalar::float_atan2),
         _ => internal_error(format!("{} is not defined on floats", binary_name(op))),
     }
 }

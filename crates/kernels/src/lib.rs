@@ -11,6 +11,8 @@
 //!   (wrapping integers, `std` floats, Rust's `as`).
 //! - [`buffer`]: typed views of buffers, the operands of batched operations
 //!   (a column of rows or a shared value) and the moves of rows.
+//! - [`factor`]: the Cholesky factorization, triangular solves and the
+//!   factorization's adjoint, for one member.
 //! - [`elementwise`], [`reduce`], [`linalg`], [`layout`]: the operations on
 //!   tensors (broadcasting, reductions, products, indexing), each as a
 //!   batched form on rows (`*_rows`) and a form for one member built on the
@@ -63,6 +65,7 @@ pub mod buffer;
 pub mod adjoints;
 pub mod backend;
 pub mod elementwise;
+pub mod factor;
 pub mod fused;
 pub mod gemm;
 pub mod host;
@@ -72,6 +75,7 @@ pub mod product_chain;
 pub mod reduce;
 pub mod rng;
 pub mod scalar;
+pub mod special;
 pub mod vmath;
 
 pub use host::{BatchHostFn, HostFn, Hosts};
@@ -119,6 +123,11 @@ impl Fault {
     /// A failed `assert!` with its message.
     pub fn assertion_failed(message: &str) -> Fault {
         Fault::new(ErrorKind::AssertionFailed, message)
+    }
+
+    /// An argument outside its distribution's domain, with the message of the check.
+    pub fn domain_error(message: &str) -> Fault {
+        Fault::new(ErrorKind::DomainError, message)
     }
 }
 
@@ -190,6 +199,13 @@ pub fn eval(
         Prim::Matmul => linalg::matmul(operand(0), operand(1)),
         Prim::Transpose => linalg::transpose(operand(0)),
         Prim::Outer => linalg::outer(operand(0), operand(1)),
+        Prim::Cholesky => factor::cholesky(operand(0))?,
+        Prim::TriSolve => factor::tri_solve(operand(0), operand(1)),
+        Prim::TriSolveT => factor::tri_solve_transposed(operand(0), operand(1)),
+        Prim::Tril => factor::tril(operand(0)),
+        Prim::CholeskyAdjoint => factor::cholesky_adjoint(operand(0), operand(1)),
+        Prim::Diagonal => factor::diagonal(operand(0)),
+        Prim::DiagMatrix => factor::diag_matrix(operand(0)),
         Prim::Reduce(op) => reduce::reduce(*op, operand(0)),
         Prim::Softmax => reduce::softmax(operand(0)),
         Prim::Uniform => Tensor::scalar(Scalar::F64(ctx.rng.uniform())),
@@ -205,6 +221,13 @@ pub fn eval(
                 Ok(None)
             } else {
                 Err(Fault::assertion_failed(message))
+            };
+        }
+        Prim::Check { message } => {
+            return if scalar_bool(operand(0)) {
+                Ok(None)
+            } else {
+                Err(Fault::domain_error(message))
             };
         }
         Prim::Host(host) => ctx.hosts.call(host, args, ctx.symbols)?,

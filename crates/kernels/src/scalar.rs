@@ -17,7 +17,9 @@
 //! - Float operations are Rust's `std` methods of the same name, in the
 //!   operand's own precision (`f32` stays `f32`), except `exp exp_m1 ln ln_1p
 //!   tanh sigmoid log_sigmoid softplus`, which are [`crate::vmath`]'s (a few
-//!   ulp from `std`, identical on every CPU path); `%` on floats is Rust's `%`;
+//!   ulp from `std`, identical on every CPU path), and the special functions
+//!   `lgamma digamma trigamma erf erfc Phi inv_Phi`, which are
+//!   [`crate::special`]'s (in `f64`, rounded once for `f32`); `%` on floats is Rust's `%`;
 //!   `max`/`min` ignore a NaN operand like `f64::max`/`f64::min`.
 //! - Casts are Rust's `as`: float to integer saturates and NaN becomes 0,
 //!   `bool` to a number is 0 or 1. Rust has no `as` into `bool`; the IR allows
@@ -174,6 +176,8 @@ pub trait Float:
     fn sin(self) -> Self;
     fn cos(self) -> Self;
     fn tan(self) -> Self;
+    fn atan(self) -> Self;
+    fn atan2(self, x: Self) -> Self;
     fn tanh(self) -> Self;
     fn floor(self) -> Self;
     fn ceil(self) -> Self;
@@ -190,6 +194,8 @@ pub trait Float:
     fn from_count(count: usize) -> Self;
     /// `value as Self`: random draws are made in `f64` and then narrowed.
     fn from_f64(value: f64) -> Self;
+    /// `self as f64` (exact).
+    fn to_f64(self) -> f64;
     /// [`sigmoid`] (the [`crate::vmath`] function of this type).
     fn vm_sigmoid(self) -> Self;
     /// [`softplus`] (the [`crate::vmath`] function of this type).
@@ -250,6 +256,14 @@ macro_rules! impl_float {
             #[inline]
             fn tan(self) -> Self {
                 $t::tan(self)
+            }
+            #[inline]
+            fn atan(self) -> Self {
+                $t::atan(self)
+            }
+            #[inline]
+            fn atan2(self, x: Self) -> Self {
+                $t::atan2(self, x)
             }
             #[inline]
             fn tanh(self) -> Self {
@@ -316,6 +330,10 @@ macro_rules! impl_float {
             #[inline]
             fn from_f64(value: f64) -> Self {
                 value as $t
+            }
+            #[inline]
+            fn to_f64(self) -> f64 {
+                self as f64
             }
             #[inline]
             fn vm_sigmoid(self) -> Self {
@@ -519,6 +537,12 @@ pub fn float_powf<F: Float>(a: F, exponent: F) -> F {
     a.powf(exponent)
 }
 
+/// `y.atan2(x)`, Rust's.
+#[inline]
+pub fn float_atan2<F: Float>(y: F, x: F) -> F {
+    y.atan2(x)
+}
+
 /// The logistic function `1 / (1 + e^-x)`, computed so that neither sign
 /// overflows (`e^-|x| <= 1`); see [`crate::vmath::sigmoid_f64`].
 #[inline]
@@ -537,6 +561,58 @@ pub fn softplus<F: Float>(x: F) -> F {
 #[inline]
 pub fn log_sigmoid<F: Float>(x: F) -> F {
     x.vm_log_sigmoid()
+}
+
+/// A special function of [`crate::special`] on either float type: computed
+/// in `f64`, then rounded to `F` once.
+#[inline]
+fn through_f64<F: Float>(x: F, f: fn(f64) -> f64) -> F {
+    F::from_f64(f(x.to_f64()))
+}
+
+/// `ln |Gamma(x)|`; see [`crate::special::lgamma_f64`].
+pub fn lgamma<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::lgamma_f64)
+}
+
+/// The digamma function; see [`crate::special::digamma_f64`].
+pub fn digamma<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::digamma_f64)
+}
+
+/// The trigamma function; see [`crate::special::trigamma_f64`].
+pub fn trigamma<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::trigamma_f64)
+}
+
+/// The error function; see [`crate::special::erf_f64`].
+pub fn erf<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::erf_f64)
+}
+
+/// The complementary error function; see [`crate::special::erfc_f64`].
+pub fn erfc<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::erfc_f64)
+}
+
+/// The standard normal CDF; see [`crate::special::phi_f64`].
+pub fn phi<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::phi_f64)
+}
+
+/// `ln(I0(x) e^-|x|)`; see [`crate::special::log_bessel_i0e_f64`].
+pub fn log_bessel_i0e<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::log_bessel_i0e_f64)
+}
+
+/// `I1(x) / I0(x)`; see [`crate::special::bessel_i1_over_i0_f64`].
+pub fn bessel_i1_over_i0<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::bessel_i1_over_i0_f64)
+}
+
+/// The inverse of the standard normal CDF; see [`crate::special::inv_phi_f64`].
+pub fn inv_phi<F: Float>(x: F) -> F {
+    through_f64(x, crate::special::inv_phi_f64)
 }
 
 // ---------------------------------------------------------------------------

@@ -265,6 +265,7 @@ fn contains_assign(e: &Expr) -> bool {
             }
             ExprKind::Call { args, .. }
             | ExprKind::Builtin { args, .. }
+            | ExprKind::Library { args, .. }
             | ExprKind::HostCall { args, .. }
             | ExprKind::Map { args, .. }
             | ExprKind::Join { calls: args }
@@ -681,6 +682,14 @@ impl FunctionLowerer<'_> {
                     return Ok(None);
                 };
                 one(self.prim(builtin_prim(*builtin), operands, loc, dst1)?)
+            }
+            ExprKind::Library { function, args } => {
+                let refs: Vec<&Expr> = args.iter().collect();
+                let Some(operands) = self.lower_single_operands(&refs, loc)? else {
+                    return Ok(None);
+                };
+                let mut emit = LibraryEmit { lowerer: self, loc };
+                one(crate::library::expand(*function, &operands, &mut emit)?)
             }
             ExprKind::HostCall { host, args } => {
                 let refs: Vec<&Expr> = args.iter().collect();
@@ -1547,3 +1556,29 @@ macro_rules! builtin_prim {
 }
 
 autobatch_ops::for_each_builtin!(builtin_prim);
+
+/// The lowering as the place a library function's expansion goes: its
+/// operations at the call's location.
+struct LibraryEmit<'l, 'a> {
+    lowerer: &'l mut FunctionLowerer<'a>,
+    loc: Loc,
+}
+
+impl crate::library::Emit for LibraryEmit<'_, '_> {
+    fn prim(&mut self, prim: Prim, args: Vec<Var>) -> LowerResult<Var> {
+        self.lowerer.prim(prim, args, self.loc, None)
+    }
+
+    fn effect(&mut self, prim: Prim, args: Vec<Var>) -> LowerResult<()> {
+        self.lowerer.push_op(Op::Prim {
+            dst: None,
+            prim,
+            args,
+            loc: self.loc,
+        })
+    }
+
+    fn ty(&self, v: Var) -> autobatch_ir::TensorType {
+        self.lowerer.var_ty(v)
+    }
+}

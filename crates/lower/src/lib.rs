@@ -16,6 +16,7 @@
 //! [`autobatch_ir::Prim::result_type`], the same rule the verifier checks.
 
 mod function;
+mod library;
 
 use std::collections::HashMap;
 

@@ -102,7 +102,8 @@ fn supported(prim: &Prim, types: &[ScalarType]) -> bool {
         | Prim::Compare(_)
         | Prim::Cast(_)
         | Prim::Select
-        | Prim::Assert { .. } => true,
+        | Prim::Assert { .. }
+        | Prim::Check { .. } => true,
         Prim::Unary(op) => first.is_some_and(|t| unary_supported(*op, t)),
         Prim::Binary(op) => first.is_some_and(|t| binary_supported(*op, t)),
         _ => false,
@@ -126,6 +127,8 @@ fn binary_supported(op: BinaryOp, t: ScalarType) -> bool {
         BinaryOp::Rem | BinaryOp::Max | BinaryOp::Min => {
             t.is_integer() || shims::binary(op, t).is_some()
         }
-        BinaryOp::Powi | BinaryOp::Powf | BinaryOp::Pow => shims::binary(op, t).is_some(),
+        BinaryOp::Powi | BinaryOp::Powf | BinaryOp::Pow | BinaryOp::Atan2 => {
+            shims::binary(op, t).is_some()
+        }
     }
 }

@@ -14,13 +14,16 @@
 //! [`CompareOperator`], their `ALL` lists,
 //! names both ways, arities and spellings. The IR generates its `Prim` names
 //! and classes from the same table, the lowering its builtin-to-`Prim` map
-//! ([`for_each_builtin!`]).
+//! ([`for_each_builtin!`]). [`library`] lists the library functions (the
+//! distributions and compound special functions) that the lowering expands
+//! into primitives.
 //!
 //! Architecture Invariant: sits below both the front end and the IR, so it
 //! knows neither: no syntax tree, no `Prim`, no typing over concrete or
 //! inferred types (each side writes the rule of each [`Signature`] once,
 //! over its own types). It is data about operations, nothing more.
 
+pub mod library;
 pub mod signature;
 pub mod table;
 

@@ -67,6 +67,16 @@ pub enum Signature {
     },
     /// A 2-D array of numbers; its axes swapped.
     Transpose,
+    /// A square 2-D array of floats; the same type. `cholesky_decompose(a)`.
+    SquareMap,
+    /// `(l, b)`: a square `[K, K]` float array and a `[K]` or `[K, M]`
+    /// array of its element type; `b`'s type. `mdivide_left_tri_low(l, b)`.
+    TriangularSolve,
+    /// A square 2-D array of floats; its diagonal (1-D). `diagonal(a)`.
+    Diagonal,
+    /// A 1-D array of floats; the square matrix with it on the diagonal.
+    /// `diag_matrix(v)`.
+    DiagMatrix,
     /// `(cond, a, b)`: `cond` a `bool` or `bool` array of `a`'s shape, `a`
     /// and `b` of one type; that type.
     Select,
@@ -123,6 +133,9 @@ impl Signature {
             | S::ArgReduce
             | S::FloatVectorMap
             | S::Transpose
+            | S::SquareMap
+            | S::Diagonal
+            | S::DiagMatrix
             | S::DrawLike
             | S::Bernoulli
             | S::Copy
@@ -137,6 +150,7 @@ impl Signature {
             | S::FloatPowi
             | S::Compare
             | S::Product { .. }
+            | S::TriangularSolve
             | S::Index => 2,
             S::Select | S::IndexSet => 3,
             S::Stack | S::Host | S::StaticAdjoint => return None,

@@ -81,6 +81,8 @@ macro_rules! for_each_op {
             [Sin:           Unary Sin,         "sin",           FloatMap,         grad,   Method("sin")]
             [Cos:           Unary Cos,         "cos",           FloatMap,         grad,   Method("cos")]
             [Tan:           Unary Tan,         "tan",           FloatMap,         grad,   Method("tan")]
+            /// The arctangent, in `[-pi/2, pi/2]`.
+            [Atan:          Unary Atan,        "atan",          FloatMap,         grad,   Method("atan")]
             [Tanh:          Unary Tanh,        "tanh",          FloatMap,         grad,   Method("tanh")]
             [Floor:         Unary Floor,       "floor",         FloatMap,         grad,   Method("floor")]
             [Ceil:          Unary Ceil,        "ceil",          FloatMap,         grad,   Method("ceil")]
@@ -91,6 +93,8 @@ macro_rules! for_each_op {
             [Powi:          Binary Powi,       "powi",          FloatPowi,        grad,   Method("powi")]
             /// `f.powf(f)`.
             [Powf:          Binary Powf,       "powf",          FloatBinary,      grad,   Method("powf")]
+            /// `y.atan2(x)`: the angle of the point `(x, y)`, in `[-pi, pi]`.
+            [Atan2:         Binary Atan2,      "atan2",         FloatBinary,      grad,   Method("atan2")]
             [Max:           Binary Max,        "max",           Arithmetic,       grad,   Method("max")]
             [Min:           Binary Min,        "min",           Arithmetic,       grad,   Method("min")]
             [IsNan:         Unary IsNan,       "is_nan",        FloatPredicate,   grad,   Method("is_nan")]
@@ -102,6 +106,20 @@ macro_rules! for_each_op {
             [Sigmoid:       Unary Sigmoid,     "sigmoid",       FloatMap,         grad,   Function("sigmoid")]
             [LogSigmoid:    Unary LogSigmoid,  "log_sigmoid",   FloatMap,         grad,   Function("log_sigmoid")]
             [Softplus:      Unary Softplus,    "softplus",      FloatMap,         grad,   Function("softplus")]
+            /// `ln |Gamma(x)|` (`+inf` at the poles 0, -1, -2, ...).
+            [Lgamma:        Unary Lgamma,      "lgamma",        FloatMap,         grad,   Function("lgamma")]
+            /// `Gamma'(x) / Gamma(x)`, the derivative of `lgamma` (NaN at the poles).
+            [Digamma:       Unary Digamma,     "digamma",       FloatMap,         grad,   Function("digamma")]
+            /// The derivative of `digamma` (itself not differentiable).
+            [Trigamma:      Unary Trigamma,    "trigamma",      FloatMap,         nograd, Function("trigamma")]
+            /// The error function.
+            [Erf:           Unary Erf,         "erf",           FloatMap,         grad,   Function("erf")]
+            /// `1 - erf(x)`, accurate where it is tiny.
+            [Erfc:          Unary Erfc,        "erfc",          FloatMap,         grad,   Function("erfc")]
+            /// The standard normal CDF.
+            [Phi:           Unary Phi,         "Phi",           FloatMap,         grad,   Function("Phi")]
+            /// The inverse of the standard normal CDF (NaN outside `[0, 1]`).
+            [InvPhi:        Unary InvPhi,      "inv_Phi",       FloatMap,         grad,   Function("inv_Phi")]
             /// `(a, b)`, 1-D of one length: the inner product.
             [Dot:           Plain Dot,         "dot",           Product {
                 left: 1, right: 1, contract: true,
@@ -129,6 +147,27 @@ macro_rules! for_each_op {
                 left: 1, right: 1, contract: false,
                 lengths: "the lengths must agree" },
                                                                                   grad,   Function("outer")]
+            /// `ln(I0(x) e^-|x|)`, the log of the scaled modified Bessel function of the first kind of order 0.
+            [LogBesselI0e:  Unary LogBesselI0e, "log_bessel_i0e", FloatMap,       grad,   Internal]
+            /// `I1(x) / I0(x)` (the derivative of `log_bessel_i0e` less the sign; itself not differentiable).
+            [BesselI1OverI0: Unary BesselI1OverI0, "bessel_i1_over_i0", FloatMap, nograd, Internal]
+            /// `(a: [K, K])`, symmetric positive definite: its lower Cholesky
+            /// factor `L` (`L Lᵀ = a`; reads the lower triangle); faults with
+            /// `domain_error` if `a` is not symmetric or not positive definite.
+            [Cholesky:      Plain Cholesky,    "cholesky",      SquareMap,        grad,   Function("cholesky_decompose")]
+            /// `(l: [K, K], b: [K] or [K, M])`: `L⁻¹ b` for the lower triangle `L` of `l`.
+            [TriSolve:      Plain TriSolve,    "tri_solve",     TriangularSolve,  grad,   Function("mdivide_left_tri_low")]
+            /// `(l, b)` as `tri_solve`: `L⁻ᵀ b` (in the adjoint of `tri_solve`).
+            [TriSolveT:     Plain TriSolveT,   "tri_solve_t",   TriangularSolve,  nograd, Internal]
+            /// `(a: [K, K])`: its lower triangle (the diagonal included), zeros above.
+            [Tril:          Plain Tril,        "tril",          SquareMap,        grad,   Internal]
+            /// `(l, dl)`, both `[K, K]`: the adjoint of the operand of `cholesky`
+            /// whose factor is `l`, given the adjoint `dl` of the factor (symmetric).
+            [CholeskyAdjoint: Plain CholeskyAdjoint, "cholesky_adjoint", TriangularSolve, nograd, Internal]
+            /// `(a: [K, K])`: its diagonal, `[K]`.
+            [Diagonal:      Plain Diagonal,    "diagonal",      Diagonal,         grad,   Function("diagonal")]
+            /// `(v: [K])`: the `[K, K]` matrix with `v` on its diagonal, zeros elsewhere.
+            [DiagMatrix:    Plain DiagMatrix,  "diag_matrix",   DiagMatrix,       grad,   Function("diag_matrix")]
             [Sum:           Reduce Sum,        "sum",           Reduce,           grad,   Function("sum")]
             [Mean:          Reduce Mean,       "mean",          FloatReduce,      grad,   Function("mean")]
             [ReduceMax:     Reduce Max,        "reduce_max",    Reduce,           grad,   Function("max")]
@@ -166,6 +205,9 @@ macro_rules! for_each_op {
             [IndexSet:      Plain IndexSet,    "index_set",     IndexSet,         grad,   Syntax("a[i] = v")]
             /// `(cond: bool)`, no result: faults with `assertion_failed` and `message` if `cond` is false.
             [Assert:        Payload Assert,    "assert",        Assert,           grad,   Syntax("assert!(cond)")]
+            /// `(cond: bool)`, no result: faults with `domain_error` and `message` if
+            /// `cond` is false (the argument checks of the distributions).
+            [Check:         Payload Check,     "check",         Assert,           grad,   Internal]
             /// The operands of the declared parameter types: the value the host
             /// function registered under the primitive's name gives (a fault if it fails).
             [Host:          Payload Host,      "host",          Host,             nograd, Syntax("h(args)")]

@@ -419,6 +419,9 @@ pub enum ErrorKind {
     /// The run was interrupted (the user's Ctrl-C) before the member
     /// finished: not a result of the program, but of when it was stopped.
     Interrupted,
+    /// An argument of a distribution or special function outside its domain
+    /// (a negative scale, a probability above 1).
+    DomainError,
 }
 
 impl ErrorKind {
@@ -438,6 +441,7 @@ impl ErrorKind {
             ErrorKind::StepLimit => "step_limit",
             ErrorKind::HostError => "host_error",
             ErrorKind::Interrupted => "interrupted",
+            ErrorKind::DomainError => "domain_error",
         }
     }
     pub fn from_name(name: &str) -> Option<ErrorKind> {
@@ -449,6 +453,7 @@ impl ErrorKind {
             ErrorKind::StepLimit,
             ErrorKind::HostError,
             ErrorKind::Interrupted,
+            ErrorKind::DomainError,
         ]
         .into_iter()
         .find(|k| k.name() == name)

@@ -277,6 +277,25 @@ impl FunctionChecker<'_, '_> {
                 contract,
                 lengths,
             } => self.product_type(call, [left, right], contract, lengths)?,
+            S::SquareMap => Ty::Tensor(self.square_operand(call)?),
+            S::Diagonal => {
+                let t = self.square_operand(call)?;
+                Ty::Tensor(TensorTy {
+                    dims: vec![t.dims[0]],
+                    ..t
+                })
+            }
+            S::DiagMatrix => {
+                let t = self.operand(call, 0)?;
+                if t.dims.len() != 1 || self.class(&t) != Class::Float {
+                    return Err(self.operand_error(call, 0, "a 1-D float array"));
+                }
+                Ty::Tensor(TensorTy {
+                    dims: vec![t.dims[0], t.dims[0]],
+                    ..t
+                })
+            }
+            S::TriangularSolve => self.triangular_solve_type(call)?,
             S::Select => self.select_type(call)?,
             S::Draw => Ty::scalar(ScalarType::F64),
             S::DrawLike => {
@@ -468,6 +487,40 @@ impl FunctionChecker<'_, '_> {
     /// `Product` (`dot`, `matvec`, `vecmat`, `matmul`, `outer`): arrays of
     /// numbers of ranks `ranks`, of one element type; with `contract`, the
     /// left's last axis against the right's first.
+    /// The first operand of a call that takes a square float matrix.
+    fn square_operand(&mut self, call: &BuiltinCall) -> CheckResult<TensorTy> {
+        let t = self.operand(call, 0)?;
+        let square = t.dims.len() == 2 && t.dims[0] == t.dims[1];
+        if !square || self.class(&t) != Class::Float {
+            return Err(self.operand_error(call, 0, "a square matrix of floats (`[[f64; K]; K]`)"));
+        }
+        Ok(t)
+    }
+
+    /// `mdivide_left_tri_low(l, b)`: `l` square, `b` a vector or matrix of
+    /// its element type whose length is `l`'s order; `b`'s type.
+    fn triangular_solve_type(&mut self, call: &BuiltinCall) -> CheckResult<Ty> {
+        let l = self.square_operand(call)?;
+        let b = self.operand(call, 1)?;
+        let (el, eb) = (self.elem(&l), self.elem(&b));
+        let rank_ok = matches!(b.dims.len(), 1 | 2);
+        if !rank_ok || !self.unify_elem(el, eb) || b.dims.first() != l.dims.first() {
+            let need = format!(
+                "a vector or matrix of `{}` of length {} (the order of the matrix)",
+                self.show_tensor(&TensorTy {
+                    dims: Vec::new(),
+                    ..l.clone()
+                }),
+                self.show_shape(&TensorTy {
+                    dims: vec![l.dims[0]],
+                    ..l.clone()
+                })
+            );
+            return Err(self.operand_error(call, 1, &need));
+        }
+        Ok(Ty::Tensor(b))
+    }
+
     fn product_type(
         &mut self,
         call: &BuiltinCall,
@@ -608,6 +661,7 @@ pub(super) fn accepts(signature: OpSignature, class: Class) -> bool {
         | S::ArgReduce
         | S::Transpose
         | S::Product { .. } => class != Class::Bool,
+        S::SquareMap | S::TriangularSolve | S::Diagonal | S::DiagMatrix => class == Class::Float,
         S::IntPower | S::Shift => class == Class::Int,
         S::LogicMap | S::Bitwise => class != Class::Float,
         S::Select => class == Class::Bool,

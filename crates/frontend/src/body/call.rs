@@ -116,6 +116,9 @@ impl FunctionChecker<'_, '_> {
             return self.check_grad(&name, &c.args, loc, end);
         }
         let Some(builtin) = Builtin::function(&name) else {
+            if let Some(function) = autobatch_ops::library::Function::lookup(&name) {
+                return self.check_library_call(function, turbofish, &c.args, loc, end);
+            }
             return Err(error(
                 format!("cannot find function `{name}`"),
                 fl,
@@ -889,7 +892,12 @@ pub(super) fn substitute(ty: &Ty, args: &[DimExpr]) -> Ty {
 }
 
 /// `callee` takes `expected` arguments; `given` were written at `place`.
-fn check_arity(callee: &str, expected: usize, given: usize, place: (Loc, Loc)) -> CheckResult<()> {
+pub(super) fn check_arity(
+    callee: &str,
+    expected: usize,
+    given: usize,
+    place: (Loc, Loc),
+) -> CheckResult<()> {
     if given == expected {
         return Ok(());
     }

@@ -41,6 +41,7 @@ impl FunctionChecker<'_, '_> {
             | ExprKind::Or { lhs, rhs } => self.finalize_operands(lhs, rhs)?,
             ExprKind::Call { args, .. }
             | ExprKind::Builtin { args, .. }
+            | ExprKind::Library { args, .. }
             | ExprKind::HostCall { args, .. }
             | ExprKind::Map { args, .. }
             | ExprKind::Join { calls: args }

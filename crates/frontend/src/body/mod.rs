@@ -13,7 +13,8 @@
 //! (element types, unification), [`expr`] (operators, literals, indexing,
 //! arrays), [`control`] (conditions and loops), [`place`] (assignments),
 //! [`call`] (calls, `catch`, `grad`), [`instance`] (`join`, `map`,
-//! `pfor`), [`builtin`] (builtin methods and functions), [`block`] (blocks, `let`, patterns), [`finalize`] (fixing the
+//! `pfor`), [`builtin`] (builtin methods and functions), [`library`] (the
+//! distributions and compound special functions), [`block`] (blocks, `let`, patterns), [`finalize`] (fixing the
 //! inferred types once the body is checked).
 
 mod block;
@@ -24,6 +25,7 @@ mod expr;
 mod finalize;
 mod infer;
 mod instance;
+mod library;
 mod place;
 
 use autobatch_types::{Loc, ScalarType};

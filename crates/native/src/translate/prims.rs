@@ -3,7 +3,7 @@
 //! `sqrt`, `abs`, comparisons, Rust's `as`), and the calls of the shims
 //! for the rest (see `crate::shims`).
 
-use autobatch_ir::{BinaryOp, CompareOp, EntityRef, Loc, Prim, UnaryOp, Var};
+use autobatch_ir::{BinaryOp, CompareOp, EntityRef, Loc, Prim, TensorType, UnaryOp, Var};
 use autobatch_kernels::Fault;
 use autobatch_types::{Dim, Scalar, ScalarType};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -68,9 +68,12 @@ impl Translator<'_, '_, '_> {
             Prim::Compare(op) => Some(self.compare(*op, types[0], values[0], values[1])),
             Prim::Cast(to) => Some(self.cast(types[0], *to, values[0])),
             Prim::Select => Some(self.b.ins().select(values[0], values[1], values[2])),
-            Prim::Assert { message } => {
+            Prim::Assert { message } | Prim::Check { message } => {
                 let failed = self.b.ins().icmp_imm_s(IntCC::Equal, values[0], 0);
-                let fault = Fault::assertion_failed(message);
+                let fault = match prim {
+                    Prim::Check { .. } => Fault::domain_error(message),
+                    _ => Fault::assertion_failed(message),
+                };
                 self.stop_if(failed, Stop::Fault { fault, loc });
                 None
             }
@@ -419,11 +422,8 @@ impl Translator<'_, '_, '_> {
     /// the fault check, and a scalar result loaded back.
     pub(super) fn host(&mut self, dst: Option<Var>, prim: &Prim, args: &[Var], loc: Loc) {
         let failed = self.host_call(dst, prim, args);
-        let may_fault = matches!(
-            prim,
-            Prim::Index | Prim::IndexSet | Prim::Binary(BinaryOp::Div | BinaryOp::Rem)
-        );
-        if may_fault {
+        let types: Vec<&TensorType> = args.iter().map(|a| &self.function.vars[*a].ty).collect();
+        if prim.may_fault(&types) {
             let code = self.unit.dynamic_fault(loc);
             self.stop_with_code_if(failed, code);
         }

@@ -1,0 +1,745 @@
+//! The distributions: each family's argument checks, its log density
+//! (`Suffix::Log`, or without the terms constant in every argument:
+//! `Suffix::Unnormalized`), its log CDF and log complementary CDF, and its
+//! draw, as Stan defines them (docs/language.md, "Distributions and special
+//! functions", lists what each `_lupdf` drops).
+
+use autobatch_ir::{BinaryOp, CompareOp, UnaryOp, Var};
+use autobatch_ops::library::{Family, Suffix};
+
+use super::{Builder, LowerResult};
+
+use CompareOp::{Ge, Gt, Le, Lt};
+
+/// `ln(2 pi) / 2`.
+pub(super) const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_8;
+pub(super) const LN_PI: f64 = 1.144_729_885_849_400_2;
+pub(super) const LN_2: f64 = std::f64::consts::LN_2;
+
+pub(super) fn expand(
+    b: &mut Builder,
+    family: Family,
+    suffix: Suffix,
+    args: &[Var],
+) -> LowerResult<Var> {
+    if suffix == Suffix::Rng {
+        return draw(b, family, args);
+    }
+    if family.is_multivariate() || super::multivariate::is_indexed(family) {
+        return super::multivariate::expand(b, family, suffix, args);
+    }
+    let y = args[0];
+    let params = &args[1..];
+    let full = suffix == Suffix::Log;
+    let term = match family {
+        Family::Normal => normal(b, suffix, y, params)?,
+        Family::StudentT => student_t(b, full, y, params)?,
+        Family::Cauchy => cauchy(b, suffix, y, params)?,
+        Family::DoubleExponential => double_exponential(b, suffix, y, params)?,
+        Family::Logistic => logistic(b, suffix, y, params)?,
+        Family::Lognormal => lognormal(b, suffix, y, params)?,
+        Family::Exponential => exponential(b, suffix, y, params)?,
+        Family::Gamma => gamma(b, y, params)?,
+        Family::InvGamma => inv_gamma(b, y, params)?,
+        Family::Weibull => weibull(b, suffix, y, params)?,
+        Family::ChiSquare => chi_square(b, y, params)?,
+        Family::Beta => beta(b, y, params)?,
+        Family::Uniform => uniform(b, suffix, y, params)?,
+        Family::Bernoulli => bernoulli(b, y, params)?,
+        Family::BernoulliLogit => bernoulli_logit(b, y, params)?,
+        Family::Binomial | Family::BinomialLogit => binomial(b, family, full, y, params)?,
+        Family::Poisson | Family::PoissonLog => poisson(b, family, full, y, params)?,
+        Family::NegBinomial2 | Family::NegBinomial2Log => {
+            neg_binomial_2(b, family, full, y, params)?
+        }
+        Family::NormalIdGlm => normal_id_glm(b, suffix, y, params)?,
+        Family::VonMises => von_mises(b, full, y, params)?,
+        _ => {
+            return Err(crate::internal(
+                format!("`{}` has no elementwise expansion", family.name()),
+                autobatch_types::Loc::default(),
+            ))
+        }
+    };
+    b.total(term)
+}
+
+/// Checks a scale (or rate, or shape) parameter: positive and finite.
+pub(super) fn positive(b: &mut Builder, v: Var, what: &str, arg: &str) -> LowerResult<()> {
+    b.check_finite(v, what, arg)?;
+    b.check_c(v, Gt, 0.0, what, arg, "positive")
+}
+
+/// `(y - mu) / sigma`, after the checks of a location-scale family.
+fn standardized(b: &mut Builder, y: Var, mu: Var, sigma: Var) -> LowerResult<Var> {
+    b.check_not_nan(y, "Random variable", "y")?;
+    b.check_finite(mu, "Location parameter", "mu")?;
+    positive(b, sigma, "Scale parameter", "sigma")?;
+    let d = b.sub(y, mu)?;
+    b.div(d, sigma)
+}
+
+/// `-ln(sigma)`, less `constant` when the constants are kept.
+fn minus_log_scale(b: &mut Builder, sigma: Var, full: bool, constant: f64) -> LowerResult<Var> {
+    let l = b.ln(sigma)?;
+    let m = b.neg(l)?;
+    if full {
+        b.shift(m, -constant)
+    } else {
+        Ok(m)
+    }
+}
+
+fn normal(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let z = standardized(b, y, p[0], p[1])?;
+    match suffix {
+        Suffix::Lcdf | Suffix::Lccdf => {
+            let z = if suffix == Suffix::Lccdf {
+                b.neg(z)?
+            } else {
+                z
+            };
+            log_phi(b, z)
+        }
+        _ => {
+            let sq = b.mul(z, z)?;
+            let q = b.scale(sq, -0.5)?;
+            let s = minus_log_scale(b, p[1], suffix == Suffix::Log, LN_SQRT_2PI)?;
+            b.add(q, s)
+        }
+    }
+}
+
+/// Where `Phi` is exact, down to `LOG_PHI_ASYMPTOTIC`.
+const LOG_PHI_ASYMPTOTIC: f64 = -37.5;
+
+/// `ln(Phi(z))`: the logarithm of `Phi` above -37.5, and below it (where
+/// `Phi` underflows) the asymptotic series
+/// `-z^2/2 - ln(-z) - ln(2 pi)/2 + ln(1 - 1/z^2 + 3/z^4 - 15/z^6 + ...)`.
+fn log_phi(b: &mut Builder, z: Var) -> LowerResult<Var> {
+    let cut = b.c(LOG_PHI_ASYMPTOTIC)?;
+    let high = b.binary(BinaryOp::Max, z, cut)?;
+    let phi = b.unary(UnaryOp::Phi, high)?;
+    let direct = b.ln(phi)?;
+    let low = b.binary(BinaryOp::Min, z, cut)?;
+    let sq = b.mul(low, low)?;
+    let r = b.unary(UnaryOp::Recip, sq)?;
+    // 1 - r + 3 r^2 - 15 r^3 + 105 r^4 - 945 r^5 + 10395 r^6, by Horner.
+    let mut series = b.c(10395.0)?;
+    for k in [-945.0, 105.0, -15.0, 3.0, -1.0] {
+        let m = b.mul(series, r)?;
+        series = b.shift(m, k)?;
+    }
+    let rs = b.mul(series, r)?;
+    let l1 = b.unary(UnaryOp::Ln1p, rs)?;
+    let half = b.scale(sq, -0.5)?;
+    let nl = b.neg(low)?;
+    let lnl = b.ln(nl)?;
+    let a = b.sub(half, lnl)?;
+    let a = b.shift(a, -LN_SQRT_2PI)?;
+    let asymptotic = b.add(a, l1)?;
+    let below = b.compare_c(Lt, z, LOG_PHI_ASYMPTOTIC)?;
+    b.select(below, asymptotic, direct)
+}
+
+/// `normal(y | alpha + x beta, sigma)`, after the checks of `x`, `alpha` and `beta`.
+fn normal_id_glm(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let (x, alpha, beta, sigma) = (p[0], p[1], p[2], p[3]);
+    b.check_finite(x, "Matrix of independent variables", "x")?;
+    b.check_finite(alpha, "Intercept", "alpha")?;
+    b.check_finite(beta, "Weight vector", "beta")?;
+    let xb = b.op(autobatch_ir::Prim::Matvec, vec![x, beta])?;
+    let mu = b.add(alpha, xb)?;
+    normal(b, suffix, y, &[mu, sigma])
+}
+
+/// `kappa cos(y - mu) - ln(2 pi) - ln I0(kappa)`, written as
+/// `-2 kappa sin^2((y - mu) / 2) - ln(I0(kappa) e^-kappa) [- ln(2 pi)]`,
+/// which keeps its digits for a large `kappa`.
+fn von_mises(b: &mut Builder, full: bool, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let (mu, kappa) = (p[0], p[1]);
+    b.check_finite(y, "Random variable", "y")?;
+    b.check_finite(mu, "Location parameter", "mu")?;
+    b.check_finite(kappa, "Scale parameter", "kappa")?;
+    b.check_c(kappa, Ge, 0.0, "Scale parameter", "kappa", "nonnegative")?;
+    let d = b.sub(y, mu)?;
+    let h = b.scale(d, 0.5)?;
+    let s = b.unary(UnaryOp::Sin, h)?;
+    let sq = b.mul(s, s)?;
+    let ks = b.mul(kappa, sq)?;
+    let a = b.scale(ks, -2.0)?;
+    let l = b.unary(UnaryOp::LogBesselI0e, kappa)?;
+    let lp = b.sub(a, l)?;
+    if full {
+        b.shift(lp, -2.0 * LN_SQRT_2PI)
+    } else {
+        Ok(lp)
+    }
+}
+
+fn student_t(b: &mut Builder, full: bool, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let nu = p[0];
+    positive(b, nu, "Degrees of freedom parameter", "nu")?;
+    let z = standardized(b, y, p[1], p[2])?;
+    // lgamma((nu + 1) / 2) - lgamma(nu / 2) - ln(nu) / 2 - ln(sigma)
+    //   - (nu + 1) / 2 * ln(1 + z^2 / nu)   [- ln(pi) / 2]
+    let half_nu = b.scale(nu, 0.5)?;
+    let half_nu1 = b.shift(half_nu, 0.5)?;
+    let g1 = b.unary(UnaryOp::Lgamma, half_nu1)?;
+    let g2 = b.unary(UnaryOp::Lgamma, half_nu)?;
+    let ln_nu = b.ln(nu)?;
+    let half_ln_nu = b.scale(ln_nu, 0.5)?;
+    let sq = b.mul(z, z)?;
+    let r = b.div(sq, nu)?;
+    let l = b.unary(UnaryOp::Ln1p, r)?;
+    let tail = b.mul(half_nu1, l)?;
+    let a = b.sub(g1, g2)?;
+    let a = b.sub(a, half_ln_nu)?;
+    let a = b.sub(a, tail)?;
+    let s = minus_log_scale(b, p[2], full, 0.5 * LN_PI)?;
+    b.add(a, s)
+}
+
+/// The density, or `ln(atan2(1, -z) / pi)` for the CDF `1/2 + atan(z)/pi`
+/// (the angle keeps its digits in the lower tail; the CCDF is the CDF at `-z`).
+fn cauchy(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let z = standardized(b, y, p[0], p[1])?;
+    if let Suffix::Lcdf | Suffix::Lccdf = suffix {
+        let w = if suffix == Suffix::Lcdf { b.neg(z)? } else { z };
+        let one = b.c(1.0)?;
+        let angle = b.binary(BinaryOp::Atan2, one, w)?;
+        let l = b.ln(angle)?;
+        return b.shift(l, -LN_PI);
+    }
+    let sq = b.mul(z, z)?;
+    let l = b.unary(UnaryOp::Ln1p, sq)?;
+    let s = minus_log_scale(b, p[1], suffix == Suffix::Log, LN_PI)?;
+    b.sub(s, l)
+}
+
+fn double_exponential(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let z = standardized(b, y, p[0], p[1])?;
+    match suffix {
+        Suffix::Lcdf | Suffix::Lccdf => {
+            // Below mu: ln(e^z / 2); above: ln(1 - e^-z / 2); lccdf mirrors it.
+            let w = if suffix == Suffix::Lccdf {
+                b.neg(z)?
+            } else {
+                z
+            };
+            let zero = b.c(0.0)?;
+            let below = b.binary(BinaryOp::Min, w, zero)?;
+            let above = b.binary(BinaryOp::Max, w, zero)?;
+            let low = b.shift(below, -LN_2)?;
+            let na = b.neg(above)?;
+            let e = b.unary(UnaryOp::Exp, na)?;
+            let h = b.scale(e, -0.5)?;
+            let high = b.unary(UnaryOp::Ln1p, h)?;
+            let is_low = b.compare_c(Lt, w, 0.0)?;
+            b.select(is_low, low, high)
+        }
+        _ => {
+            let a = b.unary(UnaryOp::Abs, z)?;
+            let s = minus_log_scale(b, p[1], suffix == Suffix::Log, LN_2)?;
+            b.sub(s, a)
+        }
+    }
+}
+
+fn logistic(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let z = standardized(b, y, p[0], p[1])?;
+    match suffix {
+        Suffix::Lcdf => b.unary(UnaryOp::LogSigmoid, z),
+        Suffix::Lccdf => {
+            let n = b.neg(z)?;
+            b.unary(UnaryOp::LogSigmoid, n)
+        }
+        _ => {
+            // -z - ln(sigma) - 2 ln(1 + e^-z)
+            let n = b.neg(z)?;
+            let sp = b.unary(UnaryOp::Softplus, n)?;
+            let two = b.scale(sp, 2.0)?;
+            let a = b.sub(n, two)?;
+            let s = minus_log_scale(b, p[1], false, 0.0)?;
+            b.add(a, s)
+        }
+    }
+}
+
+/// Checks a nonnegative random variable.
+fn nonnegative(b: &mut Builder, y: Var) -> LowerResult<()> {
+    b.check_not_nan(y, "Random variable", "y")?;
+    b.check_c(y, Ge, 0.0, "Random variable", "y", "nonnegative")
+}
+
+/// `-inf` where `y` is 0, `term` elsewhere.
+fn zero_at_zero(b: &mut Builder, y: Var, term: Var) -> LowerResult<Var> {
+    let at_zero = b.compare_c(CompareOp::Eq, y, 0.0)?;
+    let inf = b.c(f64::NEG_INFINITY)?;
+    b.select(at_zero, inf, term)
+}
+
+fn lognormal(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
+    nonnegative(b, y)?;
+    let positive_y = b.compare_c(Gt, y, 0.0)?;
+    let safe = b.where_else(positive_y, y, 1.0)?;
+    let ln_y = b.ln(safe)?;
+    let z = standardized(b, ln_y, p[0], p[1])?;
+    match suffix {
+        Suffix::Lcdf | Suffix::Lccdf => {
+            let w = if suffix == Suffix::Lccdf {
+                b.neg(z)?
+            } else {
+                z
+            };
+            let l = log_phi(b, w)?;
+            // At y = 0 the CDF is 0 and the complementary CDF 1.
+            let at_zero = b.c(if suffix == Suffix::Lcdf {
+                f64::NEG_INFINITY
+            } else {
+                0.0
+            })?;
+            b.select(positive_y, l, at_zero)
+        }
+        _ => {
+            let sq = b.mul(z, z)?;
+            let q = b.scale(sq, -0.5)?;
+            let s = minus_log_scale(b, p[1], suffix == Suffix::Log, LN_SQRT_2PI)?;
+            let a = b.add(q, s)?;
+            let lp = b.sub(a, ln_y)?;
+            zero_at_zero(b, y, lp)
+        }
+    }
+}
+
+fn exponential(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let beta = p[0];
+    nonnegative(b, y)?;
+    positive(b, beta, "Inverse scale parameter", "beta")?;
+    let by = b.mul(beta, y)?;
+    let nby = b.neg(by)?;
+    match suffix {
+        Suffix::Lcdf => {
+            // ln(1 - e^(-beta y))
+            let e = b.unary(UnaryOp::ExpM1, nby)?;
+            let ne = b.neg(e)?;
+            b.ln(ne)
+        }
+        Suffix::Lccdf => Ok(nby),
+        _ => {
+            let l = b.ln(beta)?;
+            b.add(l, nby)
+        }
+    }
+}
+
+fn gamma(b: &mut Builder, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let (alpha, beta) = (p[0], p[1]);
+    nonnegative(b, y)?;
+    positive(b, alpha, "Shape parameter", "alpha")?;
+    positive(b, beta, "Inverse scale parameter", "beta")?;
+    // -lgamma(alpha) + alpha ln(beta) + (alpha - 1) ln(y) - beta y
+    let g = b.unary(UnaryOp::Lgamma, alpha)?;
+    let l = b.ln(beta)?;
+    let al = b.mul(alpha, l)?;
+    let am1 = b.shift(alpha, -1.0)?;
+    let ly = b.multiply_log(am1, y)?;
+    let by = b.mul(beta, y)?;
+    let a = b.sub(al, g)?;
+    let a = b.add(a, ly)?;
+    b.sub(a, by)
+}
+
+fn inv_gamma(b: &mut Builder, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let (alpha, beta) = (p[0], p[1]);
+    nonnegative(b, y)?;
+    positive(b, alpha, "Shape parameter", "alpha")?;
+    positive(b, beta, "Scale parameter", "beta")?;
+    // -lgamma(alpha) + alpha ln(beta) - (alpha + 1) ln(y) - beta / y; -inf at y = 0.
+    let positive_y = b.compare_c(Gt, y, 0.0)?;
+    let safe = b.where_else(positive_y, y, 1.0)?;
+    let g = b.unary(UnaryOp::Lgamma, alpha)?;
+    let l = b.ln(beta)?;
+    let al = b.mul(alpha, l)?;
+    let ap1 = b.shift(alpha, 1.0)?;
+    let ln_y = b.ln(safe)?;
+    let ly = b.mul(ap1, ln_y)?;
+    let r = b.div(beta, safe)?;
+    let a = b.sub(al, g)?;
+    let a = b.sub(a, ly)?;
+    let lp = b.sub(a, r)?;
+    zero_at_zero(b, y, lp)
+}
+
+fn weibull(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let (alpha, sigma) = (p[0], p[1]);
+    nonnegative(b, y)?;
+    positive(b, alpha, "Shape parameter", "alpha")?;
+    positive(b, sigma, "Scale parameter", "sigma")?;
+    let r = b.div(y, sigma)?;
+    let pw = b.binary(BinaryOp::Powf, r, alpha)?;
+    let npw = b.neg(pw)?;
+    match suffix {
+        Suffix::Lcdf => {
+            let e = b.unary(UnaryOp::ExpM1, npw)?;
+            let ne = b.neg(e)?;
+            b.ln(ne)
+        }
+        Suffix::Lccdf => Ok(npw),
+        _ => {
+            // ln(alpha) - ln(sigma) + (alpha - 1) ln(y / sigma) - (y / sigma)^alpha
+            let la = b.ln(alpha)?;
+            let ls = b.ln(sigma)?;
+            let am1 = b.shift(alpha, -1.0)?;
+            let lr = b.multiply_log(am1, r)?;
+            let a = b.sub(la, ls)?;
+            let a = b.add(a, lr)?;
+            b.add(a, npw)
+        }
+    }
+}
+
+fn chi_square(b: &mut Builder, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let nu = p[0];
+    nonnegative(b, y)?;
+    positive(b, nu, "Degrees of freedom parameter", "nu")?;
+    // -(nu / 2) ln 2 - lgamma(nu / 2) + (nu / 2 - 1) ln(y) - y / 2
+    let half = b.scale(nu, 0.5)?;
+    let a = b.scale(half, -LN_2)?;
+    let g = b.unary(UnaryOp::Lgamma, half)?;
+    let hm1 = b.shift(half, -1.0)?;
+    let ly = b.multiply_log(hm1, y)?;
+    let hy = b.scale(y, -0.5)?;
+    let a = b.sub(a, g)?;
+    let a = b.add(a, ly)?;
+    b.add(a, hy)
+}
+
+fn beta(b: &mut Builder, theta: Var, p: &[Var]) -> LowerResult<Var> {
+    let (alpha, beta) = (p[0], p[1]);
+    b.check_c(theta, Ge, 0.0, "Random variable", "theta", "in [0, 1]")?;
+    b.check_c(theta, Le, 1.0, "Random variable", "theta", "in [0, 1]")?;
+    positive(b, alpha, "First shape parameter", "alpha")?;
+    positive(b, beta, "Second shape parameter", "beta")?;
+    // lgamma(alpha + beta) - lgamma(alpha) - lgamma(beta)
+    //   + (alpha - 1) ln(theta) + (beta - 1) ln(1 - theta)
+    let s = b.add(alpha, beta)?;
+    let gs = b.unary(UnaryOp::Lgamma, s)?;
+    let ga = b.unary(UnaryOp::Lgamma, alpha)?;
+    let gb = b.unary(UnaryOp::Lgamma, beta)?;
+    let am1 = b.shift(alpha, -1.0)?;
+    let bm1 = b.shift(beta, -1.0)?;
+    let lt = b.multiply_log(am1, theta)?;
+    let l1t = b.multiply_log1m(bm1, theta)?;
+    let a = b.sub(gs, ga)?;
+    let a = b.sub(a, gb)?;
+    let a = b.add(a, lt)?;
+    b.add(a, l1t)
+}
+
+fn uniform(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let (lo, hi) = (p[0], p[1]);
+    b.check_not_nan(y, "Random variable", "y")?;
+    b.check_finite(lo, "Lower bound parameter", "alpha")?;
+    b.check_finite(hi, "Upper bound parameter", "beta")?;
+    let ordered = b.compare(Gt, hi, lo)?;
+    b.check(
+        ordered,
+        "Upper bound parameter",
+        "beta",
+        "greater than `alpha`",
+    )?;
+    let width = b.sub(hi, lo)?;
+    let below = b.compare(Lt, y, lo)?;
+    let above = b.compare(Gt, y, hi)?;
+    let ninf = b.c(f64::NEG_INFINITY)?;
+    let zero = b.c(0.0)?;
+    match suffix {
+        Suffix::Lcdf | Suffix::Lccdf => {
+            // ln((y - alpha) / (beta - alpha)), or of (beta - y); clamped to the interval.
+            let clamped = b.binary(BinaryOp::Max, y, lo)?;
+            let clamped = b.binary(BinaryOp::Min, clamped, hi)?;
+            let (d, outside_low, outside_high) = if suffix == Suffix::Lcdf {
+                (b.sub(clamped, lo)?, ninf, zero)
+            } else {
+                (b.sub(hi, clamped)?, zero, ninf)
+            };
+            let r = b.div(d, width)?;
+            let l = b.ln(r)?;
+            let l = b.select(below, outside_low, l)?;
+            b.select(above, outside_high, l)
+        }
+        _ => {
+            let l = b.ln(width)?;
+            let m = b.neg(l)?;
+            let outside = b.binary(BinaryOp::BitOr, below, above)?;
+            b.select(outside, ninf, m)
+        }
+    }
+}
+
+/// Checks a probability argument: in [0, 1].
+pub(super) fn probability(b: &mut Builder, theta: Var, what: &str, arg: &str) -> LowerResult<()> {
+    b.check_c(theta, Ge, 0.0, what, arg, "in [0, 1]")?;
+    b.check_c(theta, Le, 1.0, what, arg, "in [0, 1]")
+}
+
+/// Checks an outcome of 0 or 1.
+fn binary_outcome(b: &mut Builder, n: Var) -> LowerResult<()> {
+    let low = b.compare_int(Ge, n, 0)?;
+    b.check(low, "Random variable", "n", "0 or 1")?;
+    let high = b.compare_int(Le, n, 1)?;
+    b.check(high, "Random variable", "n", "0 or 1")
+}
+
+fn bernoulli(b: &mut Builder, n: Var, p: &[Var]) -> LowerResult<Var> {
+    let theta = p[0];
+    binary_outcome(b, n)?;
+    probability(b, theta, "Probability parameter", "theta")?;
+    // ln(theta) where n is 1, ln(1 - theta) where it is 0.
+    let one = b.compare_int(CompareOp::Eq, n, 1)?;
+    let t1 = b.where_else(one, theta, 1.0)?;
+    let zero = b.unary(UnaryOp::Not, one)?;
+    let t0 = b.where_else(zero, theta, 0.0)?;
+    let l1 = b.ln(t1)?;
+    let m = b.neg(t0)?;
+    let l0 = b.unary(UnaryOp::Ln1p, m)?;
+    b.select(one, l1, l0)
+}
+
+fn bernoulli_logit(b: &mut Builder, n: Var, p: &[Var]) -> LowerResult<Var> {
+    let alpha = p[0];
+    binary_outcome(b, n)?;
+    b.check_not_nan(alpha, "Logit transformed probability parameter", "alpha")?;
+    // ln(inv_logit((2n - 1) alpha))
+    let f = b.float(n)?;
+    let two = b.scale(f, 2.0)?;
+    let sign = b.shift(two, -1.0)?;
+    let s = b.mul(sign, alpha)?;
+    b.unary(UnaryOp::LogSigmoid, s)
+}
+
+/// `lchoose(n, k)` of floats: `lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)`.
+pub(super) fn lchoose(b: &mut Builder, n: Var, k: Var) -> LowerResult<Var> {
+    let n1 = b.shift(n, 1.0)?;
+    let k1 = b.shift(k, 1.0)?;
+    let d = b.sub(n, k)?;
+    let d1 = b.shift(d, 1.0)?;
+    let gn = b.unary(UnaryOp::Lgamma, n1)?;
+    let gk = b.unary(UnaryOp::Lgamma, k1)?;
+    let gd = b.unary(UnaryOp::Lgamma, d1)?;
+    let a = b.sub(gn, gk)?;
+    b.sub(a, gd)
+}
+
+/// Checks a count: nonnegative.
+fn count(b: &mut Builder, n: Var, arg: &str) -> LowerResult<()> {
+    let ok = b.compare_int(Ge, n, 0)?;
+    b.check(ok, "Random variable", arg, "nonnegative")
+}
+
+fn binomial(b: &mut Builder, family: Family, full: bool, n: Var, p: &[Var]) -> LowerResult<Var> {
+    let (trials, theta) = (p[0], p[1]);
+    count(b, n, "n")?;
+    let ok = b.compare_int(Ge, trials, 0)?;
+    b.check(ok, "Population size parameter", "N", "nonnegative")?;
+    let ok = b.compare(Le, n, trials)?;
+    b.check(ok, "Successes variable", "n", "at most `N`")?;
+    let nf = b.float(n)?;
+    let tf = b.float(trials)?;
+    let failures = b.sub(tf, nf)?;
+    let body = if family == Family::Binomial {
+        probability(b, theta, "Probability parameter", "theta")?;
+        // n ln(theta) + (N - n) ln(1 - theta)
+        let a = b.multiply_log(nf, theta)?;
+        let c = b.multiply_log1m(failures, theta)?;
+        b.add(a, c)?
+    } else {
+        b.check_not_nan(theta, "Probability parameter", "alpha")?;
+        let ls = b.unary(UnaryOp::LogSigmoid, theta)?;
+        let na = b.neg(theta)?;
+        let lf = b.unary(UnaryOp::LogSigmoid, na)?;
+        let a = b.mul(nf, ls)?;
+        let c = b.mul(failures, lf)?;
+        b.add(a, c)?
+    };
+    if !full {
+        return Ok(body);
+    }
+    let choose = lchoose(b, tf, nf)?;
+    b.add(choose, body)
+}
+
+fn poisson(b: &mut Builder, family: Family, full: bool, n: Var, p: &[Var]) -> LowerResult<Var> {
+    let rate = p[0];
+    count(b, n, "n")?;
+    let nf = b.float(n)?;
+    let body = if family == Family::Poisson {
+        b.check_not_nan(rate, "Rate parameter", "lambda")?;
+        b.check_c(rate, Ge, 0.0, "Rate parameter", "lambda", "nonnegative")?;
+        // n ln(lambda) - lambda
+        let a = b.multiply_log(nf, rate)?;
+        b.sub(a, rate)?
+    } else {
+        b.check_not_nan(rate, "Log rate parameter", "alpha")?;
+        // n alpha - e^alpha
+        let a = b.mul(nf, rate)?;
+        let e = b.unary(UnaryOp::Exp, rate)?;
+        b.sub(a, e)?
+    };
+    if !full {
+        return Ok(body);
+    }
+    let n1 = b.shift(nf, 1.0)?;
+    let g = b.unary(UnaryOp::Lgamma, n1)?;
+    b.sub(body, g)
+}
+
+fn neg_binomial_2(
+    b: &mut Builder,
+    family: Family,
+    full: bool,
+    n: Var,
+    p: &[Var],
+) -> LowerResult<Var> {
+    let (location, phi) = (p[0], p[1]);
+    count(b, n, "n")?;
+    positive(b, phi, "Precision parameter", "phi")?;
+    let nf = b.float(n)?;
+    let ln_phi = b.ln(phi)?;
+    // ln_mu = ln(mu) or eta; s = ln(1 + mu / phi).
+    let ln_mu = if family == Family::NegBinomial2 {
+        positive(b, location, "Location parameter", "mu")?;
+        b.ln(location)?
+    } else {
+        b.check_finite(location, "Log location parameter", "eta")?;
+        location
+    };
+    let d = b.sub(ln_mu, ln_phi)?;
+    let s = b.unary(UnaryOp::Softplus, d)?;
+    // lgamma(n + phi) - lgamma(phi) + n (ln_mu - ln_phi - s) - phi s  [- lgamma(n + 1)]
+    let np = b.add(nf, phi)?;
+    let g1 = b.unary(UnaryOp::Lgamma, np)?;
+    let g2 = b.unary(UnaryOp::Lgamma, phi)?;
+    let ds = b.sub(d, s)?;
+    let nds = b.mul(nf, ds)?;
+    let ps = b.mul(phi, s)?;
+    let a = b.sub(g1, g2)?;
+    let a = b.add(a, nds)?;
+    let body = b.sub(a, ps)?;
+    if !full {
+        return Ok(body);
+    }
+    let n1 = b.shift(nf, 1.0)?;
+    let g = b.unary(UnaryOp::Lgamma, n1)?;
+    b.sub(body, g)
+}
+
+/// A draw of `family` with parameters `p`, from the member's stream: a
+/// transformation of uniform or normal draws, one per element.
+fn draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
+    match family {
+        Family::Normal | Family::Lognormal => {
+            b.check_finite(p[0], "Location parameter", "mu")?;
+            positive(b, p[1], "Scale parameter", "sigma")?;
+            let n = b.normal()?;
+            let s = b.mul(p[1], n)?;
+            let x = b.add(p[0], s)?;
+            if family == Family::Lognormal {
+                b.unary(UnaryOp::Exp, x)
+            } else {
+                Ok(x)
+            }
+        }
+        Family::Cauchy | Family::Logistic | Family::DoubleExponential => {
+            b.check_finite(p[0], "Location parameter", "mu")?;
+            positive(b, p[1], "Scale parameter", "sigma")?;
+            let u = b.uniform()?;
+            let z = standard_draw(b, family, u)?;
+            let s = b.mul(p[1], z)?;
+            b.add(p[0], s)
+        }
+        Family::Exponential => {
+            positive(b, p[0], "Inverse scale parameter", "beta")?;
+            // -ln(1 - u) / beta
+            let u = b.uniform()?;
+            let m = b.neg(u)?;
+            let l = b.unary(UnaryOp::Ln1p, m)?;
+            let n = b.neg(l)?;
+            b.div(n, p[0])
+        }
+        Family::Weibull => {
+            positive(b, p[0], "Shape parameter", "alpha")?;
+            positive(b, p[1], "Scale parameter", "sigma")?;
+            // sigma (-ln(1 - u))^(1 / alpha)
+            let u = b.uniform()?;
+            let m = b.neg(u)?;
+            let l = b.unary(UnaryOp::Ln1p, m)?;
+            let e = b.neg(l)?;
+            let inv = b.unary(UnaryOp::Recip, p[0])?;
+            let pw = b.binary(BinaryOp::Powf, e, inv)?;
+            b.mul(p[1], pw)
+        }
+        Family::Uniform => {
+            b.check_finite(p[0], "Lower bound parameter", "alpha")?;
+            b.check_finite(p[1], "Upper bound parameter", "beta")?;
+            let ordered = b.compare(Gt, p[1], p[0])?;
+            b.check(
+                ordered,
+                "Upper bound parameter",
+                "beta",
+                "greater than `alpha`",
+            )?;
+            let u = b.uniform()?;
+            let w = b.sub(p[1], p[0])?;
+            let s = b.mul(w, u)?;
+            b.add(p[0], s)
+        }
+        Family::Bernoulli | Family::BernoulliLogit => {
+            let theta = if family == Family::Bernoulli {
+                probability(b, p[0], "Probability parameter", "theta")?;
+                p[0]
+            } else {
+                b.check_not_nan(p[0], "Logit transformed probability parameter", "alpha")?;
+                b.unary(UnaryOp::Sigmoid, p[0])?
+            };
+            let u = b.uniform()?;
+            let hit = b.compare(Lt, u, theta)?;
+            b.indicator(hit)
+        }
+        _ => Err(crate::internal(
+            format!("`{}_rng` has no expansion", family.name()),
+            autobatch_types::Loc::default(),
+        )),
+    }
+}
+
+/// A standard draw (location 0, scale 1) of a location-scale family by the
+/// inverse of its CDF at a uniform draw `u`.
+fn standard_draw(b: &mut Builder, family: Family, u: Var) -> LowerResult<Var> {
+    match family {
+        // tan(pi (u - 1/2))
+        Family::Cauchy => {
+            let c = b.shift(u, -0.5)?;
+            let a = b.scale(c, std::f64::consts::PI)?;
+            b.unary(UnaryOp::Tan, a)
+        }
+        // ln(u / (1 - u))
+        _ if family == Family::Logistic => {
+            let m = b.neg(u)?;
+            let l1 = b.unary(UnaryOp::Ln1p, m)?;
+            let l = b.ln(u)?;
+            b.sub(l, l1)
+        }
+        // -sign(c) ln(1 - 2|c|), c = u - 1/2
+        _ => {
+            let c = b.shift(u, -0.5)?;
+            let a = b.unary(UnaryOp::Abs, c)?;
+            let t = b.scale(a, -2.0)?;
+            let l = b.unary(UnaryOp::Ln1p, t)?;
+            let s = b.unary(UnaryOp::Signum, c)?;
+            let m = b.mul(s, l)?;
+            b.neg(m)
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! The expansion of the library functions (`autobatch_ops::library`) into
+//! primitives: each distribution's log density, CDFs and draws, and the
+//! compound special functions, written once here with the elementwise
+//! primitives (which broadcast a scalar over a vector, as Stan's vectorized
+//! signatures do) and summed where the result is a log density. So `grad`,
+//! every executor and native code see only primitives, and every strategy
+//! computes the same bits.
+//!
+//! [`Builder`] is the small vocabulary the expansions are written in;
+//! [`distributions`] and [`special`] hold the expansions.
+
+mod distributions;
+mod multivariate;
+mod special;
+
+use autobatch_frontend::Diagnostic;
+use autobatch_ir::{BinaryOp, CompareOp, Dim, Prim, ReduceOp, UnaryOp, Var};
+use autobatch_ops::library::Function;
+use autobatch_types::{Scalar, ScalarType, TensorType};
+
+pub(crate) type LowerResult<T> = Result<T, Box<Diagnostic>>;
+
+/// Where the expansion's operations go: the function being lowered, at the
+/// call's location.
+pub(crate) trait Emit {
+    /// Appends `prim(args)` and gives its result.
+    fn prim(&mut self, prim: Prim, args: Vec<Var>) -> LowerResult<Var>;
+    /// Appends `prim(args)`, which has no result (a check).
+    fn effect(&mut self, prim: Prim, args: Vec<Var>) -> LowerResult<()>;
+    /// The type of a variable.
+    fn ty(&self, v: Var) -> TensorType;
+}
+
+/// Expands a call of `function` on `args` (checked by the front end).
+pub(crate) fn expand(function: Function, args: &[Var], emit: &mut dyn Emit) -> LowerResult<Var> {
+    let float = args
+        .iter()
+        .map(|a| emit.ty(*a).elem)
+        .find(|t| t.is_float())
+        .unwrap_or(ScalarType::F64);
+    // The length `N` of the elementwise arguments (not the size of a
+    // vector or matrix argument).
+    let params = function.params();
+    let length = args
+        .iter()
+        .zip(&params)
+        .filter(|(_, p)| p.kind.is_elementwise())
+        .find_map(|(a, _)| emit.ty(*a).dims.first().copied());
+    let mut b = Builder {
+        emit,
+        float,
+        length,
+        name: function.name(),
+    };
+    match function {
+        Function::Distribution(family, suffix) => {
+            distributions::expand(&mut b, family, suffix, args)
+        }
+        Function::Special(s) => special::expand(&mut b, s, args),
+    }
+}
+
+/// Emits the operations of one expansion: arithmetic in the call's float
+/// type, broadcasting a scalar over the call's vectors.
+pub(crate) struct Builder<'e> {
+    emit: &'e mut dyn Emit,
+    /// The float type of the call.
+    float: ScalarType,
+    /// The length of the call's vectors, if it has any.
+    length: Option<Dim>,
+    /// The function's name, for the messages of its checks.
+    name: String,
+}
+
+impl Builder<'_> {
+    /// A float constant.
+    pub(crate) fn c(&mut self, value: f64) -> LowerResult<Var> {
+        let scalar = match self.float {
+            ScalarType::F32 => Scalar::F32(value as f32),
+            _ => Scalar::F64(value),
+        };
+        self.emit.prim(Prim::Const(scalar), Vec::new())
+    }
+
+    /// An `i64` constant.
+    pub(crate) fn int(&mut self, value: i64) -> LowerResult<Var> {
+        self.emit.prim(Prim::Const(Scalar::I64(value)), Vec::new())
+    }
+
+    /// Appends any primitive with a result.
+    pub(crate) fn op(&mut self, prim: Prim, args: Vec<Var>) -> LowerResult<Var> {
+        self.emit.prim(prim, args)
+    }
+
+    /// The axes of a variable.
+    pub(crate) fn ty_dims(&self, v: Var) -> Vec<Dim> {
+        self.emit.ty(v).dims
+    }
+
+    /// A bool (or bool array) as the call's float type: 0 or 1.
+    pub(crate) fn float_of_bool(&mut self, v: Var) -> LowerResult<Var> {
+        self.emit.prim(Prim::Cast(self.float), vec![v])
+    }
+
+    /// The length of the first axis of an array.
+    pub(crate) fn dim(&self, v: Var) -> Dim {
+        self.emit.ty(v).dims[0]
+    }
+
+    /// `[value; len]` in the call's float type.
+    pub(crate) fn filled(&mut self, value: f64, len: Dim) -> LowerResult<Var> {
+        let c = self.c(value)?;
+        self.emit.prim(Prim::Fill(len), vec![c])
+    }
+
+    /// The sum of a float vector's elements, or of a matrix's.
+    pub(crate) fn sum(&mut self, v: Var) -> LowerResult<Var> {
+        let v = if self.emit.ty(v).dims.len() == 2 {
+            let ones = self.filled(1.0, self.emit.ty(v).dims[1])?;
+            self.emit.prim(Prim::Matvec, vec![v, ones])?
+        } else {
+            v
+        };
+        self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![v])
+    }
+
+    pub(crate) fn binary(&mut self, op: BinaryOp, a: Var, b: Var) -> LowerResult<Var> {
+        self.emit.prim(Prim::Binary(op), vec![a, b])
+    }
+
+    pub(crate) fn unary(&mut self, op: UnaryOp, a: Var) -> LowerResult<Var> {
+        self.emit.prim(Prim::Unary(op), vec![a])
+    }
+
+    pub(crate) fn add(&mut self, a: Var, b: Var) -> LowerResult<Var> {
+        self.binary(BinaryOp::Add, a, b)
+    }
+
+    pub(crate) fn sub(&mut self, a: Var, b: Var) -> LowerResult<Var> {
+        self.binary(BinaryOp::Sub, a, b)
+    }
+
+    pub(crate) fn mul(&mut self, a: Var, b: Var) -> LowerResult<Var> {
+        self.binary(BinaryOp::Mul, a, b)
+    }
+
+    pub(crate) fn div(&mut self, a: Var, b: Var) -> LowerResult<Var> {
+        self.binary(BinaryOp::Div, a, b)
+    }
+
+    /// `a * k` for a constant `k`.
+    pub(crate) fn scale(&mut self, a: Var, k: f64) -> LowerResult<Var> {
+        let k = self.c(k)?;
+        self.mul(a, k)
+    }
+
+    /// `a + k` for a constant `k`.
+    pub(crate) fn shift(&mut self, a: Var, k: f64) -> LowerResult<Var> {
+        let k = self.c(k)?;
+        self.add(a, k)
+    }
+
+    pub(crate) fn neg(&mut self, a: Var) -> LowerResult<Var> {
+        self.unary(UnaryOp::Neg, a)
+    }
+
+    pub(crate) fn ln(&mut self, a: Var) -> LowerResult<Var> {
+        self.unary(UnaryOp::Ln, a)
+    }
+
+    pub(crate) fn compare(&mut self, op: CompareOp, a: Var, b: Var) -> LowerResult<Var> {
+        self.emit.prim(Prim::Compare(op), vec![a, b])
+    }
+
+    /// `a op k` for a float constant `k`.
+    pub(crate) fn compare_c(&mut self, op: CompareOp, a: Var, k: f64) -> LowerResult<Var> {
+        let k = self.c(k)?;
+        self.compare(op, a, k)
+    }
+
+    /// `a op k` for an `i64` constant `k`.
+    pub(crate) fn compare_int(&mut self, op: CompareOp, a: Var, k: i64) -> LowerResult<Var> {
+        let k = self.int(k)?;
+        self.compare(op, a, k)
+    }
+
+    /// `c ? a : b` elementwise; a scalar among them is broadcast.
+    pub(crate) fn select(&mut self, c: Var, a: Var, b: Var) -> LowerResult<Var> {
+        // `select` needs its alternatives of one shape, and its condition
+        // a scalar or of that shape.
+        let shape = [c, a, b]
+            .iter()
+            .map(|v| self.emit.ty(*v).dims)
+            .max_by_key(|d| d.len());
+        let dims = shape.unwrap_or_default();
+        let (c, a, b) = (
+            self.shaped(c, &dims)?,
+            self.shaped(a, &dims)?,
+            self.shaped(b, &dims)?,
+        );
+        self.emit.prim(Prim::Select, vec![c, a, b])
+    }
+
+    /// `v` broadcast to `dims` (a vector's length) if it is a scalar.
+    fn shaped(&mut self, v: Var, dims: &[Dim]) -> LowerResult<Var> {
+        match dims.first() {
+            Some(&len) if self.emit.ty(v).dims.is_empty() => {
+                self.emit.prim(Prim::Fill(len), vec![v])
+            }
+            _ => Ok(v),
+        }
+    }
+
+    /// An `i64` (or `i64` vector) as the call's float type.
+    pub(crate) fn float(&mut self, v: Var) -> LowerResult<Var> {
+        if self.emit.ty(v).elem == self.float {
+            return Ok(v);
+        }
+        self.emit.prim(Prim::Cast(self.float), vec![v])
+    }
+
+    /// A bool (or bool vector) as an `i64` 0 or 1.
+    pub(crate) fn indicator(&mut self, v: Var) -> LowerResult<Var> {
+        self.emit.prim(Prim::Cast(ScalarType::I64), vec![v])
+    }
+
+    /// The sum over the call's vectors of an elementwise term: a vector's
+    /// sum, or a scalar times the call's length (a term of scalar
+    /// arguments only, such as `-ln(sigma)`, counts once per element).
+    pub(crate) fn total(&mut self, v: Var) -> LowerResult<Var> {
+        if !self.emit.ty(v).dims.is_empty() {
+            return self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![v]);
+        }
+        match self.length {
+            Some(len) => {
+                let all = self.emit.prim(Prim::Fill(len), vec![v])?;
+                self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![all])
+            }
+            None => Ok(v),
+        }
+    }
+
+    /// Faults with `domain_error` unless `ok` (a bool, bool vector or matrix) holds
+    /// everywhere: "`normal_lpdf`: Scale parameter `sigma` must be positive".
+    pub(crate) fn check(&mut self, ok: Var, what: &str, arg: &str, must: &str) -> LowerResult<()> {
+        let dims = self.emit.ty(ok).dims;
+        let all = if dims.is_empty() {
+            ok
+        } else {
+            // No element fails: the count of failures is 0.
+            let bad = self.unary(UnaryOp::Not, ok)?;
+            let mut ones = self.indicator(bad)?;
+            if let [_, columns] = dims[..] {
+                let one = self.int(1)?;
+                let row = self.emit.prim(Prim::Fill(columns), vec![one])?;
+                ones = self.emit.prim(Prim::Matvec, vec![ones, row])?;
+            }
+            let count = self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![ones])?;
+            self.compare_int(CompareOp::Eq, count, 0)?
+        };
+        let message = format!("`{}`: {what} `{arg}` must be {must}", self.name);
+        self.emit.effect(Prim::Check { message }, vec![all])
+    }
+
+    /// Checks `v op k` everywhere (see [`Self::check`]).
+    pub(crate) fn check_c(
+        &mut self,
+        v: Var,
+        op: CompareOp,
+        k: f64,
+        what: &str,
+        arg: &str,
+        must: &str,
+    ) -> LowerResult<()> {
+        let ok = self.compare_c(op, v, k)?;
+        self.check(ok, what, arg, must)
+    }
+
+    /// Checks that a float is finite everywhere.
+    pub(crate) fn check_finite(&mut self, v: Var, what: &str, arg: &str) -> LowerResult<()> {
+        let ok = self.unary(UnaryOp::IsFinite, v)?;
+        self.check(ok, what, arg, "finite")
+    }
+
+    /// Checks that a float is not NaN anywhere.
+    pub(crate) fn check_not_nan(&mut self, v: Var, what: &str, arg: &str) -> LowerResult<()> {
+        let nan = self.unary(UnaryOp::IsNan, v)?;
+        let ok = self.unary(UnaryOp::Not, nan)?;
+        self.check(ok, what, arg, "not NaN")
+    }
+
+    /// `x` where `keep` holds, `k` elsewhere: an argument made safe for a
+    /// term whose value is replaced there anyway, so that neither the value
+    /// nor the derivative of the term that is not taken is infinite or NaN.
+    pub(crate) fn where_else(&mut self, keep: Var, x: Var, k: f64) -> LowerResult<Var> {
+        let k = self.c(k)?;
+        self.select(keep, x, k)
+    }
+
+    /// `a * ln(b)`, taken as 0 where `a` and `b` are 0 (Stan's
+    /// `multiply_log`), for `b >= 0` and an `a` in the call's float type.
+    pub(crate) fn multiply_log(&mut self, a: Var, b: Var) -> LowerResult<Var> {
+        self.times_log_at(a, b, false)
+    }
+
+    /// `a * ln(1 - b)`, taken as 0 where `a` is 0 and `b` is 1.
+    pub(crate) fn multiply_log1m(&mut self, a: Var, b: Var) -> LowerResult<Var> {
+        self.times_log_at(a, b, true)
+    }
+
+    /// `a * ln(b)` (or `a * ln(1 - b)` with `one_minus`). Where the logarithm
+    /// is of 0 the value is a constant (0 for `a = 0`, else `-inf` or
+    /// `+inf` by the sign of `a`) and the logarithm is taken of a safe
+    /// argument, so that its derivative is finite where it is not used.
+    fn times_log_at(&mut self, a: Var, b: Var, one_minus: bool) -> LowerResult<Var> {
+        let pole = if one_minus { 1.0 } else { 0.0 };
+        let at_pole = self.compare_c(CompareOp::Eq, b, pole)?;
+        let away = self.unary(UnaryOp::Not, at_pole)?;
+        let safe = self.where_else(away, b, 0.5)?;
+        let l = if one_minus {
+            let m = self.neg(safe)?;
+            self.unary(UnaryOp::Ln1p, m)?
+        } else {
+            self.ln(safe)?
+        };
+        let term = self.mul(a, l)?;
+        let a_zero = self.compare_c(CompareOp::Eq, a, 0.0)?;
+        let a_positive = self.compare_c(CompareOp::Gt, a, 0.0)?;
+        let (zero, ninf, inf) = (
+            self.c(0.0)?,
+            self.c(f64::NEG_INFINITY)?,
+            self.c(f64::INFINITY)?,
+        );
+        let signed = self.select(a_positive, ninf, inf)?;
+        let limit = self.select(a_zero, zero, signed)?;
+        self.select(at_pole, limit, term)
+    }
+
+    /// Draws from U[0, 1) shaped like the call's vectors (one draw if it has none).
+    pub(crate) fn uniform(&mut self) -> LowerResult<Var> {
+        let shape = self.shape_template()?;
+        self.emit.prim(Prim::UniformLike, vec![shape])
+    }
+
+    /// Draws from N(0, 1) shaped like the call's vectors.
+    pub(crate) fn normal(&mut self) -> LowerResult<Var> {
+        let shape = self.shape_template()?;
+        self.emit.prim(Prim::NormalLike, vec![shape])
+    }
+
+    /// A zero of the call's float type and shape: what `uniform_like` and
+    /// `normal_like` draw like.
+    fn shape_template(&mut self) -> LowerResult<Var> {
+        let zero = self.c(0.0)?;
+        match self.length {
+            Some(len) => self.emit.prim(Prim::Fill(len), vec![zero]),
+            None => Ok(zero),
+        }
+    }
+}

@@ -1,0 +1,447 @@
+#!/usr/bin/env python3
+"""Writes the program tests of the special functions and the distributions
+(tests/programs/special_*.ab, tests/programs/dist_*.ab): each runs a program
+on many points and expects the values mpmath (50 digits) or scipy.stats
+gives, and gradients from mpmath's numerical differentiation at 50 digits
+(or the closed form where noted). The programs' expected values never come
+from autobatch itself.
+
+Run from the workspace root with a Python that has mpmath, scipy and numpy:
+    python3 tools/distributions_reference.py
+"""
+import json
+import math
+
+import mpmath as mp
+
+mp.mp.dps = 50
+
+OUT = "tests/programs"
+
+
+def number(x):
+    """A float as the test files write it (non-finite as strings)."""
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def write_program(name, comment, runs, source):
+    """`runs`: (entry, inputs, expected results, tolerance) tuples."""
+    lines = [f"// {line}" if line else "//" for line in comment.strip().split("\n")]
+    lines.append("// Written by tools/distributions_reference.py: do not edit, run it again.")
+    for entry, inputs, results, tolerance in runs:
+        lines.append(f"//@ run: {entry} {json.dumps(inputs)}")
+        lines.append(f"//@ tolerance: {tolerance}")
+        lines.append(f"//@ expect: {json.dumps(results)}")
+    lines.append(source.strip())
+    with open(f"{OUT}/{name}.ab", "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+# ---------------------------------------------------------------------------
+# Special functions.
+
+def inv_phi(p):
+    return mp.sqrt(2) * mp.erfinv(2 * p - 1)
+
+
+SPECIAL = {
+    # name: (mpmath function, points, differentiable)
+    "lgamma": (
+        lambda x: mp.re(mp.loggamma(x)),
+        [1e-300, 1e-8, 0.1, 0.5, 0.999999, 1.0, 1.000001, 1.5, 1.9999999, 2.0, 2.5, 3.7, 10.0, 13.5, 100.0,
+         1e6, 1e15, 1e300, -0.5, -1.5, -3.3, -100.3],
+        True,
+    ),
+    "digamma": (
+        mp.digamma,
+        [1e-300, 1e-8, 0.1, 0.5, 1.0, 1.4616321449683622, 1.5, 2.0, 9.9, 10.0, 123.4, 1e10, 1e300,
+         -0.5, -1.5, -3.3, -100.3],
+        True,
+    ),
+    "trigamma": (
+        lambda x: mp.polygamma(1, x),
+        [1e-150, 1e-8, 0.1, 0.5, 1.0, 2.0, 9.9, 10.0, 123.4, 1e10, 1e300, -0.5, -1.5, -3.3, -100.3],
+        False,
+    ),
+    "erf": (mp.erf, [-6.0, -2.0, -0.5, -1e-10, 0.0, 1e-300, 0.3, 0.49, 0.5, 1.0, 2.5, 5.9, 27.0], True),
+    "erfc": (mp.erfc, [-6.0, -1.0, -0.2, 0.0, 0.2, 0.5, 1.0, 3.0, 7.99, 8.0, 15.0, 26.0], True),
+    "Phi": (mp.ncdf, [-37.5, -30.0, -20.0, -8.0, -1.0, -1e-8, 0.0, 0.5, 1.96, 5.0, 8.5], True),
+    "inv_Phi": (
+        inv_phi,
+        [1e-300, 1e-100, 1e-20, 1e-5, 0.02, 0.1, 0.3, 0.5, 0.7, 0.975, 0.999, 1 - 1e-10],
+        True,
+    ),
+}
+
+
+# The closed-form derivatives of the differentiable special functions.
+SLOPES = {
+    "lgamma": mp.digamma,
+    "digamma": lambda x: mp.polygamma(1, x),
+    "erf": lambda x: 2 / mp.sqrt(mp.pi) * mp.exp(-x * x),
+    "erfc": lambda x: -2 / mp.sqrt(mp.pi) * mp.exp(-x * x),
+    "Phi": mp.npdf,
+    "inv_Phi": lambda p: 1 / mp.npdf(inv_phi(p)),
+}
+
+
+def special_programs():
+    for name, (f, points, differentiable) in SPECIAL.items():
+        def exact(x, f=f):
+            with mp.workdps(400):
+                return f(mp.mpf(x))
+        values = [number(exact(x)) for x in points]
+        f32_points = [x for x in points if abs(x) < 1e30 and (x == 0 or abs(x) > 1e-30)]
+        f32_values = [number(exact(float(mp.mpf(float(_f32(x)))))) for x in f32_points]
+        f32_results = [{"ok": _f32_round(v)} for v in f32_values]
+        if differentiable:
+            slope = SLOPES[name]
+            grads = [number(exact_dps(slope, mp.mpf(x))) for x in points]
+            results = [{"ok": [v, g]} for v, g in zip(values, grads)]
+            entry_source = f"fn value_and_slope(x: f64) -> (f64, f64) {{ value_and_grad(f, x) }}\n"
+        else:
+            results = [{"ok": v} for v in values]
+            entry_source = "fn value_and_slope(x: f64) -> f64 { f(x) }\n"
+        # Elementwise on an array: the same values.
+        array_points = points[:4]
+        array_results = [{"ok": [number(exact(x)) for x in array_points]}]
+        source = (
+            f"fn f(x: f64) -> f64 {{ {name}(x) }}\n"
+            + entry_source
+            + f"fn single(x: f32) -> f32 {{ {name}(x) }}\n"
+            + f"fn elementwise(v: [f64; 4]) -> [f64; 4] {{ {name}(v) }}\n"
+        )
+        write_program(
+            f"special_{name.lower()}",
+            f"`{name}` against mpmath at 50 digits: values (tails included) and,\n"
+            f"{'where differentiable, ' if differentiable else ''}the derivative by its closed form in mpmath;\n"
+            f"`f32` (computed in `f64`, rounded once) and elementwise on an array.",
+            [
+                ("value_and_slope", {"batch": {"x": points}}, results, 1e-12),
+                ("single", {"batch": {"x": [float(_f32(x)) for x in f32_points]}}, f32_results, 1e-6),
+                ("elementwise", {"batch": {"v": [array_points]}}, array_results, 1e-13),
+            ],
+            source,
+        )
+
+
+def exact_dps(f, t):
+    with mp.workdps(400):
+        return f(t)
+
+
+def _f32(x):
+    import numpy as np
+    return np.float32(x)
+
+
+def _f32_round(v):
+    import numpy as np
+    if isinstance(v, str):
+        return v
+    return float(np.float32(v))
+
+
+
+
+# ---------------------------------------------------------------------------
+# Distributions: scipy.stats' logpdf / logpmf / logcdf / logsf, gradients by
+# central finite differences of the same, the constants each `_lupdf` drops
+# written here from the densities' formulas.
+
+LN_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def dists():
+    from scipy import special, stats
+
+    def nb2(n, mu, phi):
+        return stats.nbinom.logpmf(n, phi, phi / (mu + phi))
+
+    # name: (scipy log density (y, *params), [lcdf, lccdf] or None,
+    #        the constant `_lupdf` drops as a function of (y, *params),
+    #        points (y, *params), discrete)
+    return {
+        "normal": (
+            lambda y, m, s: stats.norm.logpdf(y, m, s),
+            (lambda y, m, s: stats.norm.logcdf(y, m, s), lambda y, m, s: stats.norm.logsf(y, m, s)),
+            lambda y, m, s: -LN_SQRT_2PI,
+            [(0.5, 0.2, 1.5), (-3.0, 1.0, 0.01), (1e3, -2.0, 30.0), (0.0, 0.0, 1e-8 * 0 + 1e3), (-9.0, 0.0, 1.0), (7.0, 0.5, 2.0)],
+            False,
+        ),
+        "student_t": (
+            lambda y, nu, m, s: stats.t.logpdf(y, nu, m, s),
+            None,
+            lambda y, nu, m, s: -0.5 * math.log(math.pi),
+            [(0.5, 3.0, 0.2, 1.5), (-40.0, 1.5, 1.0, 0.5), (2.0, 1e4, 0.0, 1.0), (1.0, 0.7, -1.0, 3.0)],
+            False,
+        ),
+        "cauchy": (
+            lambda y, m, s: stats.cauchy.logpdf(y, m, s),
+            (cauchy_lcdf, lambda y, m, s: cauchy_lcdf(-y, -m, s)),
+            lambda y, m, s: -math.log(math.pi),
+            [(0.5, 0.2, 1.5), (-1e4, 1.0, 0.5), (3.0, 3.0, 1e-3)],
+            False,
+        ),
+        "double_exponential": (
+            lambda y, m, s: stats.laplace.logpdf(y, m, s),
+            (lambda y, m, s: stats.laplace.logcdf(y, m, s), lambda y, m, s: stats.laplace.logsf(y, m, s)),
+            lambda y, m, s: -math.log(2),
+            [(0.5, 0.2, 1.5), (-3.0, 1.0, 0.5), (40.0, 0.0, 1.0), (-40.0, 0.0, 1.0)],
+            False,
+        ),
+        "logistic": (
+            lambda y, m, s: stats.logistic.logpdf(y, m, s),
+            (lambda y, m, s: stats.logistic.logcdf(y, m, s), lambda y, m, s: stats.logistic.logsf(y, m, s)),
+            lambda y, m, s: 0.0,
+            [(0.5, 0.2, 1.5), (-30.0, 1.0, 0.5), (300.0, 0.0, 2.0)],
+            False,
+        ),
+        "lognormal": (
+            lambda y, m, s: stats.lognorm.logpdf(y, s, scale=math.exp(m)),
+            (lambda y, m, s: stats.lognorm.logcdf(y, s, scale=math.exp(m)),
+             lambda y, m, s: stats.lognorm.logsf(y, s, scale=math.exp(m))),
+            lambda y, m, s: -LN_SQRT_2PI,
+            [(0.5, 0.2, 1.5), (1e-5, 1.0, 0.5), (30.0, 0.0, 1.0)],
+            False,
+        ),
+        "exponential": (
+            lambda y, b: stats.expon.logpdf(y, scale=1 / b),
+            (lambda y, b: stats.expon.logcdf(y, scale=1 / b), lambda y, b: stats.expon.logsf(y, scale=1 / b)),
+            lambda y, b: 0.0,
+            [(0.5, 1.5), (1e-6, 2.0), (40.0, 0.1), (3.0, 30.0)],
+            False,
+        ),
+        "gamma": (
+            lambda y, a, b: stats.gamma.logpdf(y, a, scale=1 / b),
+            None,
+            lambda y, a, b: 0.0,
+            [(0.5, 2.5, 1.5), (1e-5, 0.5, 2.0), (40.0, 10.0, 0.3), (3.0, 1.0, 1.0)],
+            False,
+        ),
+        "inv_gamma": (
+            lambda y, a, b: stats.invgamma.logpdf(y, a, scale=b),
+            None,
+            lambda y, a, b: 0.0,
+            [(0.5, 2.5, 1.5), (1e-2, 0.5, 2.0), (40.0, 10.0, 0.3)],
+            False,
+        ),
+        "weibull": (
+            lambda y, a, s: stats.weibull_min.logpdf(y, a, scale=s),
+            (lambda y, a, s: stats.weibull_min.logcdf(y, a, scale=s),
+             lambda y, a, s: stats.weibull_min.logsf(y, a, scale=s)),
+            lambda y, a, s: 0.0,
+            [(0.5, 2.5, 1.5), (1e-3, 0.5, 2.0), (4.0, 1.0, 0.3)],
+            False,
+        ),
+        "chi_square": (
+            lambda y, nu: stats.chi2.logpdf(y, nu),
+            None,
+            lambda y, nu: 0.0,
+            [(0.5, 2.5), (1e-3, 0.5), (40.0, 10.0), (3.0, 2.0)],
+            False,
+        ),
+        "beta": (
+            lambda y, a, b: stats.beta.logpdf(y, a, b),
+            None,
+            lambda y, a, b: 0.0,
+            [(0.5, 2.5, 1.5), (1e-3, 0.5, 2.0), (0.99, 10.0, 0.3), (0.3, 1.0, 1.0)],
+            False,
+        ),
+        "uniform": (
+            lambda y, a, b: stats.uniform.logpdf(y, a, b - a),
+            (lambda y, a, b: stats.uniform.logcdf(y, a, b - a), lambda y, a, b: stats.uniform.logsf(y, a, b - a)),
+            lambda y, a, b: 0.0,
+            [(0.5, 0.2, 1.5), (-3.0, -4.0, 10.0), (0.25, 0.0, 1.0)],
+            False,
+        ),
+        "bernoulli": (
+            lambda n, t: stats.bernoulli.logpmf(n, t),
+            None,
+            lambda n, t: 0.0,
+            [(1, 0.3), (0, 0.3), (1, 1e-9), (0, 0.99)],
+            True,
+        ),
+        "bernoulli_logit": (
+            lambda n, a: stats.bernoulli.logpmf(n, special.expit(a)),
+            None,
+            lambda n, a: 0.0,
+            [(1, 0.3), (0, -2.0), (1, -20.0), (0, 5.0)],
+            True,
+        ),
+        "binomial": (
+            lambda n, N, t: stats.binom.logpmf(n, N, t),
+            None,
+            lambda n, N, t: special.gammaln(N + 1) - special.gammaln(n + 1) - special.gammaln(N - n + 1),
+            [(3, 10, 0.3), (0, 5, 0.1), (100, 100, 0.9), (40, 1000, 0.05)],
+            True,
+        ),
+        "binomial_logit": (
+            lambda n, N, a: stats.binom.logpmf(n, N, special.expit(a)),
+            None,
+            lambda n, N, a: special.gammaln(N + 1) - special.gammaln(n + 1) - special.gammaln(N - n + 1),
+            [(3, 10, -0.3), (0, 5, -2.0), (100, 100, 3.0), (40, 1000, -3.0)],
+            True,
+        ),
+        "poisson": (
+            lambda n, l: stats.poisson.logpmf(n, l),
+            None,
+            lambda n, l: -special.gammaln(n + 1),
+            [(3, 2.5), (0, 0.1), (1000, 950.0), (7, 1e-3)],
+            True,
+        ),
+        "poisson_log": (
+            lambda n, a: stats.poisson.logpmf(n, math.exp(a)),
+            None,
+            lambda n, a: -special.gammaln(n + 1),
+            [(3, 0.9), (0, -2.0), (1000, 6.9), (7, -3.0)],
+            True,
+        ),
+        "neg_binomial_2": (
+            nb2,
+            None,
+            lambda n, mu, phi: -special.gammaln(n + 1),
+            [(3, 2.5, 1.5), (0, 0.1, 10.0), (1000, 950.0, 3.0), (7, 4.0, 1e4)],
+            True,
+        ),
+        "neg_binomial_2_log": (
+            lambda n, eta, phi: nb2(n, math.exp(eta), phi),
+            None,
+            lambda n, eta, phi: -special.gammaln(n + 1),
+            [(3, 0.9, 1.5), (0, -2.0, 10.0), (1000, 6.9, 3.0), (7, 1.4, 1e4)],
+            True,
+        ),
+        "von_mises": (
+            lambda y, m, k: von_mises_logpdf(y, m, k),
+            None,
+            lambda y, m, k: -math.log(2 * math.pi),
+            [(0.5, 0.2, 1.5), (3.0, -1.0, 0.01), (0.1, 0.0, 50.0), (2.0, 1.0, 1e4), (-2.5, 0.3, 1e-3)],
+            False,
+        ),
+    }
+
+
+def cauchy_lcdf(y, mu, sigma):
+    """ln(1/2 + atan((y - mu) / sigma) / pi), at 50 digits."""
+    z = (mp.mpf(y) - mp.mpf(mu)) / mp.mpf(sigma)
+    return mp.log(mp.mpf(0.5) + mp.atan(z) / mp.pi)
+
+
+def von_mises_logpdf(y, mu, kappa):
+    """kappa cos(y - mu) - ln(2 pi I0(kappa)), at 50 digits."""
+    y, mu, kappa = mp.mpf(y), mp.mpf(mu), mp.mpf(kappa)
+    return kappa * mp.cos(y - mu) - mp.log(2 * mp.pi * mp.besseli(0, kappa))
+
+
+def central_difference(f, point, k):
+    """The derivative of f at point in coordinate k, by the five-point central
+    difference with a step proportional to the coordinate."""
+    h = 1e-4 * abs(point[k]) if point[k] != 0 else 1e-5
+
+    def at(t):
+        moved = list(point)
+        moved[k] += t
+        return f(*moved)
+
+    return (at(-2 * h) - 8 * at(-h) + 8 * at(h) - at(2 * h)) / (12 * h)
+
+
+def cdf_slope(lcdf, point, k):
+    """The derivative of a log CDF in coordinate k: mpmath's at 50 digits
+    where the CDF is written with mpmath, else central differences."""
+    if not isinstance(lcdf(*point), mp.mpf):
+        return central_difference(lcdf, point, k)
+    at = [mp.mpf(x) for x in point]
+    return mp.diff(lambda t: lcdf(*(at[:k] + [t] + at[k + 1:])), at[k])
+
+
+def distribution_programs():
+    for name, (logpdf, cdfs, dropped, points, discrete) in dists().items():
+        arity = len(points[0])
+        kind = "lpmf" if discrete else "lpdf"
+        kind_u = "lupmf" if discrete else "lupdf"
+        # Real arguments are the point the gradient is taken at; integer
+        # outcomes and counts are data.
+        real = [k for k in range(arity) if not (discrete and (k == 0 or (name.startswith("binomial") and k == 1)))]
+        ints = [k for k in range(arity) if k not in real]
+        params = ", ".join(f"p[{real.index(k)}]" if k in real else f"n[{ints.index(k)}]" for k in range(arity))
+        n_real, n_int = len(real), len(ints)
+        runs = []
+        lp_results, lup_results = [], []
+        for point in points:
+            value = logpdf(*point)
+            grad = [central_difference(logpdf, point, k) for k in real]
+            lp_results.append({"ok": [number(value), [number(g) for g in grad]]})
+            lup_results.append({"ok": number(value - dropped(*point))})
+        lup_tolerance = 1e-10 if name.startswith("neg_binomial") else 1e-12
+        batch = {"p": [[float(point[k]) for k in real] for point in points]}
+        if n_int:
+            batch["n"] = [[int(point[k]) for k in ints] for point in points]
+        runs.append(("value_and_slope", {"batch": batch}, lp_results, 1e-6))
+        # The value itself to a tight tolerance.
+        # lgamma(n + phi) - lgamma(phi) loses digits for a large phi.
+        value_tolerance = 1e-10 if name.startswith("neg_binomial") else 1e-12
+        runs.append(("value", {"batch": batch}, [{"ok": r["ok"][0]} for r in lp_results], value_tolerance))
+        runs.append(("unnormalized", {"batch": batch}, lup_results, lup_tolerance))
+        # Vectorized: the first point's outcome and the outcomes of the
+        # others, with the first point's parameters: the sum.
+        first = points[0]
+        # Outcomes valid with the first point's parameters (binomial's n <= N).
+        ys = [point[0] for point in points if not name.startswith("binomial") or point[0] <= first[1]]
+        total = sum(logpdf(y, *first[1:]) for y in ys)
+        vbatch = {"p": [[float(first[k]) for k in real]], "ys": [[(int(y) if discrete else float(y)) for y in ys]]}
+        if n_int:
+            vbatch["n"] = [[int(first[k]) for k in ints]]
+        runs.append(("vectorized", {"batch": vbatch}, [{"ok": number(total)}], 1e-12))
+        ptype = f"[f64; {n_real}]"
+        ntype = f"[i64; {n_int}]"
+        sig = f"p: {ptype}" + (f", n: {ntype}" if n_int else "")
+        call_args = "p" + (", n" if n_int else "")
+        ytype = "i64" if discrete else "f64"
+        vector_params = params.replace("p[0]", "ys", 1) if not discrete else params.replace("n[0]", "ys", 1)
+        source = (
+            f"fn lp({sig}) -> f64 {{ {name}_{kind}({params}) }}\n"
+            f"fn value_and_slope({sig}) -> (f64, {ptype}) {{ value_and_grad(lp, {call_args}) }}\n"
+            f"fn value({sig}) -> f64 {{ lp({call_args}) }}\n"
+            f"fn unnormalized({sig}) -> f64 {{ {name}_{kind_u}({params}) }}\n"
+            f"fn vectorized({sig}, ys: [{ytype}; {len(ys)}]) -> f64 {{ {name}_{kind}({vector_params}) }}\n"
+        )
+        if cdfs is not None:
+            lcdf, lccdf = cdfs
+            cdf_results = [{"ok": [number(lcdf(*point)), number(lccdf(*point)),
+                                   [number(cdf_slope(lcdf, point, k)) for k in real]]}
+                           for point in points]
+            runs.append(("cdfs", {"batch": batch}, cdf_results, 1e-6))
+            source += (
+                f"fn lcdf({sig}) -> f64 {{ {name}_lcdf({params}) }}\n"
+                f"fn cdfs({sig}) -> (f64, f64, {ptype}) {{\n"
+                f"    let (c, g) = value_and_grad(lcdf, {call_args});\n"
+                f"    (c, {name}_lccdf({params}), g)\n"
+                f"}}\n"
+            )
+        write_program(
+            f"dist_{name}",
+            f"`{name}_{kind}` against scipy.stats at points in the bulk and the tails:\n"
+            f"the value, its gradient in the real arguments (central differences of\n"
+            f"scipy's), `{name}_{kind_u}` (scipy's less the constant Stan drops), the\n"
+            f"sum over a vector of outcomes"
+            + (", and `_lcdf` / `_lccdf` (logcdf / logsf) with the gradient of `_lcdf`." if cdfs else "."),
+            runs,
+            source,
+        )
+
+
+def main():
+    special_programs()
+    distribution_programs()
+    import multivariate_reference
+    multivariate_reference.main()
+
+
+if __name__ == "__main__":
+    main()
