@@ -203,15 +203,41 @@ fn fit_dict<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let fit = PyDict::new(py);
     let finished = run.finished();
-    let draws: Vec<u8> = run
+    let unconstrained: Vec<u8> = run
         .samples
         .iter()
         .flat_map(|chain| chain.iter().flat_map(|x| x.to_ne_bytes()))
         .collect();
     fit.set_item(
-        "draws",
-        flat_to_numpy(py, &draws, "float64", &[finished, run.draws, run.dim])?,
+        "unconstrained",
+        flat_to_numpy(
+            py,
+            &unconstrained,
+            "float64",
+            &[finished, run.draws, run.dim],
+        )?,
     )?;
+    // Each reported variable as (chains, draws, *shape).
+    let variables = PyDict::new(py);
+    let mut first = 0;
+    for variable in &run.variables {
+        let size: usize = variable.shape.iter().product();
+        let mut bytes = Vec::with_capacity(finished * run.draws * size * 8);
+        for k in 0..finished {
+            for d in 0..run.draws {
+                let row = &run.reported(k, d)[first..first + size];
+                bytes.extend(row.iter().flat_map(|x| x.to_ne_bytes()));
+            }
+        }
+        let mut shape = vec![finished, run.draws];
+        shape.extend(&variable.shape);
+        variables.set_item(
+            &variable.name,
+            flat_to_numpy(py, &bytes, "float64", &shape)?,
+        )?;
+        first += size;
+    }
+    fit.set_item("draws", variables)?;
     let stats = autobatch_sample::report::stats_json(run, strategy.name());
     fit.set_item("stats", json_to_py(py, &stats)?)?;
     fit.set_item("table", autobatch_sample::report::table(run))?;

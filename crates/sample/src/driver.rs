@@ -197,6 +197,16 @@ pub struct SampleRun {
     pub runs: usize,
     /// Per finished chain, the draws row after row: `samples[k][draw * dim + i]`.
     pub samples: Vec<Vec<f64>>,
+    /// The quantities each draw reports, by name: `theta` (of `dim`
+    /// values) for a model written as `log_density`, else the parameters
+    /// `fn model` declares, on their constrained scale.
+    pub variables: Vec<Variable>,
+    /// The names of the reported columns, one per element of the
+    /// variables: `theta[i]`, or Stan's `tau`, `theta_tilde.3`, `L.1.0`.
+    pub columns: Vec<String>,
+    /// Per finished chain, the constrained parameters row after row
+    /// (`columns.len()` per draw); `None` when the draws are `samples`.
+    pub constrained: Option<Vec<Vec<f64>>>,
     /// Per chain and draw (sampling only): tree depth, leapfrog steps,
     /// divergence, acceptance statistic, log density, and energy (the
     /// Hamiltonian at the draw with the momentum it was reached with:
@@ -226,6 +236,13 @@ pub struct SampleRun {
     pub executor_report: Vec<autobatch::ReportField>,
     /// Every parameter's summary, computed once when first asked for.
     summaries: std::sync::OnceLock<Vec<crate::diagnostics::Summary>>,
+}
+
+/// A quantity each draw reports: its name and the lengths of its axes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Variable {
+    pub name: String,
+    pub shape: Vec<usize>,
 }
 
 /// What a run held in memory, against what it had to hold: the model's
@@ -282,14 +299,42 @@ impl SampleRun {
     pub fn draw(&self, k: usize, draw: usize) -> &[f64] {
         &self.samples[k][draw * self.dim..(draw + 1) * self.dim]
     }
-    /// The summary (mean, quantiles, R-hat, ESS) of every parameter, in
-    /// order; computed on first use, the parameters in parallel.
+    /// The reported values of draw `draw` of the `k`-th finished chain,
+    /// one per column (the constrained parameters, or `theta`).
+    pub fn reported(&self, k: usize, draw: usize) -> &[f64] {
+        match &self.constrained {
+            Some(values) => {
+                let width = self.columns.len();
+                &values[k][draw * width..(draw + 1) * width]
+            }
+            None => self.draw(k, draw),
+        }
+    }
+    /// Reported column `i` of every draw of every chain: `[chain][draw]`.
+    pub fn column(&self, i: usize) -> Vec<Vec<f64>> {
+        match &self.constrained {
+            Some(values) => values
+                .iter()
+                .map(|chain| {
+                    chain
+                        .iter()
+                        .skip(i)
+                        .step_by(self.columns.len())
+                        .copied()
+                        .collect()
+                })
+                .collect(),
+            None => self.coordinate(i),
+        }
+    }
+    /// The summary (mean, quantiles, R-hat, ESS) of every reported
+    /// column, in order; computed on first use, the columns in parallel.
     pub fn summaries(&self) -> &[crate::diagnostics::Summary] {
         self.summaries.get_or_init(|| {
             use rayon::prelude::*;
-            (0..self.dim)
+            (0..self.columns.len())
                 .into_par_iter()
-                .map(|i| crate::diagnostics::summarize(&self.coordinate(i)))
+                .map(|i| crate::diagnostics::summarize(&self.column(i)))
                 .collect()
         })
     }
@@ -1004,6 +1049,12 @@ impl<'a> Sampler<'a> {
             runs,
             executor_report,
             samples: Vec::with_capacity(finished.len()),
+            variables: vec![Variable {
+                name: "theta".into(),
+                shape: vec![self.dim],
+            }],
+            columns: (0..self.dim).map(|i| format!("theta[{i}]")).collect(),
+            constrained: None,
             tree_depth: Vec::with_capacity(finished.len()),
             n_leapfrog: Vec::with_capacity(finished.len()),
             divergent: Vec::with_capacity(finished.len()),
@@ -1033,6 +1084,25 @@ impl<'a> Sampler<'a> {
             run.warmup_divergences.push(chain.warmup_divergences);
             run.warmup_faults.push(chain.warmup_faults);
             run.sampling_faults.push(chain.sampling_faults);
+        }
+        if let Some(parameters) = self.model.parameters() {
+            run.columns = parameters.column_names();
+            run.variables = parameters
+                .declared
+                .iter()
+                .zip(&parameters.shapes)
+                .map(|(p, shape)| Variable {
+                    name: p.name.clone(),
+                    shape: shape.iter().map(|&n| n as usize).collect(),
+                })
+                .collect();
+            run.constrained = Some(crate::constrained::constrain_draws(
+                self.model,
+                &run.samples,
+                self.dim,
+                run.columns.len(),
+                self.config.run.options.threads,
+            )?);
         }
         run.memory = MemoryFigures {
             data_bytes: figures.data_bytes,

@@ -62,16 +62,23 @@ pub fn gradients_per_second(run: &SampleRun) -> f64 {
 pub fn table(run: &SampleRun) -> String {
     let mut out = String::new();
     let rows = summaries(run);
+    let width = run
+        .columns
+        .iter()
+        .map(|c| c.len())
+        .max()
+        .unwrap_or(0)
+        .max(12);
     let _ = writeln!(
         out,
-        "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8}",
+        "{:<width$} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8}",
         "parameter", "mean", "sd", "5%", "50%", "95%", "R-hat", "ESS bulk"
     );
-    for (i, s) in rows.iter().enumerate() {
+    for (name, s) in run.columns.iter().zip(rows) {
         let _ = writeln!(
             out,
-            "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8}",
-            format!("theta[{i}]"),
+            "{:<width$} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8}",
+            name,
             significant(s.mean),
             significant(s.sd),
             significant(s.q5),
@@ -224,15 +231,17 @@ pub const DRAW_COLUMNS: [&str; 6] = [
     "energy__",
 ];
 
-/// Writes the draws: a header `chain,draw,theta[0],...,lp__,...`, then one
+/// Writes the draws: a header `chain,draw,theta[0],...,lp__,...` (the
+/// reported columns: `theta[i]`, or the constrained parameters' `tau`,
+/// `theta_tilde.0`, ...), then one
 /// row per chain and draw (both counted from 0): the parameters, then the
 /// sampler's figures of the draw ([`DRAW_COLUMNS`]: log density,
 /// acceptance statistic, tree depth, leapfrog steps, divergence as 0 or 1,
 /// energy); floats in their shortest exact form.
 pub fn write_csv(run: &SampleRun, out: &mut dyn Write) -> io::Result<()> {
     let mut line = String::from("chain,draw");
-    for i in 0..run.dim {
-        let _ = write!(line, ",theta[{i}]");
+    for name in &run.columns {
+        let _ = write!(line, ",{name}");
     }
     for column in DRAW_COLUMNS {
         let _ = write!(line, ",{column}");
@@ -242,7 +251,7 @@ pub fn write_csv(run: &SampleRun, out: &mut dyn Write) -> io::Result<()> {
         for draw in 0..run.draws {
             line.clear();
             let _ = write!(line, "{chain},{draw}");
-            for x in run.draw(k, draw) {
+            for x in run.reported(k, draw) {
                 let _ = write!(line, ",{x:?}");
             }
             let _ = write!(
@@ -313,8 +322,8 @@ fn figures_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
         "step_size": run.step_size.iter().map(|x| float(*x)).collect::<Vec<_>>(),
         "inv_metric": run.inv_metric.iter().map(|c| c.iter().map(|x| float(*x)).collect::<Vec<_>>()).collect::<Vec<_>>(),
         "mean_accept_stat": run.accept_stat.iter().map(|c| float(c.iter().sum::<f64>() / c.len() as f64)).collect::<Vec<_>>(),
-        "summary": rows.iter().enumerate().map(|(i, s)| serde_json::json!({
-            "parameter": format!("theta[{i}]"),
+        "summary": rows.iter().zip(&run.columns).map(|(s, name)| serde_json::json!({
+            "parameter": name,
             "mean": float(s.mean), "sd": float(s.sd), "q5": float(s.q5), "q50": float(s.q50),
             "q95": float(s.q95), "rhat": float(s.rhat), "ess_bulk": float(s.ess_bulk),
         })).collect::<Vec<_>>(),

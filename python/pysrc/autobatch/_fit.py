@@ -25,8 +25,14 @@ class Fit:
     the sampler's figures and per-draw statistics."""
 
     def __init__(self, native):
-        #: numpy array (chains, draws, dim): the draws of the chains that finished.
+        #: dict of numpy arrays (chains, draws, *shape): the draws of the
+        #: chains that finished, by name: the parameters of `fn model` on
+        #: their constrained scale (`draws["tau"]`, `draws["theta_tilde"]`),
+        #: or `theta` for a model written as `log_density`.
         self.draws = native["draws"]
+        #: numpy array (chains, draws, dim): the same draws as the sampler
+        #: moves them, on the unconstrained scale.
+        self.unconstrained = native["unconstrained"]
         #: dict: the sampler's figures, as `autobatch sample --stats` writes them.
         self.stats = native["stats"]
         #: list: the numbers of the chains that finished (those in `draws`).
@@ -56,14 +62,15 @@ class Fit:
         return pandas.DataFrame(columns, index=pandas.Index(names, name="parameter"))
 
     def to_arviz(self):
-        """The draws as an `arviz.InferenceData` (posterior `theta` with
-        dimensions chain, draw, theta_dim_0; sample_stats). Needs arviz."""
+        """The draws as an `arviz.InferenceData` (the posterior's variables
+        are those of `draws`, with dimensions chain, draw and
+        NAME_dim_0, ...; sample_stats). Needs arviz."""
         try:
             import arviz
         except ImportError as error:
             raise ImportError("Fit.to_arviz needs arviz: pip install arviz") from error
         return arviz.from_dict(
-            posterior={"theta": self.draws},
+            posterior=dict(self.draws),
             sample_stats=dict(self.sample_stats),
         )
 
@@ -71,7 +78,7 @@ class Fit:
         return self._table
 
     def __repr__(self):
-        chains, draws, dim = self.draws.shape
+        chains, draws, dim = self.unconstrained.shape
         return f"<autobatch.Fit: {chains} chains of {draws} draws of {dim} parameters>"
 
 
