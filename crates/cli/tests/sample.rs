@@ -86,6 +86,7 @@ fn help_describes_the_flags() {
         "--target-accept",
         "--pooled-adaptation",
         "--pool-every",
+        "--init",
     ] {
         assert!(stdout.contains(flag), "help lacks {flag}: {stdout}");
     }
@@ -744,11 +745,46 @@ fn model(mu: f64, #[lower = 0.0] sigma: f64, #[simplex] w: [f64; 2]) -> f64 {
     let trace = std::fs::read_to_string(plots.join("trace-w-1.svg")).unwrap();
     assert!(trace.contains("w.1: trace (2 chains)"));
 
+    // Initial values by name: accepted, or refused naming the file and the
+    // parameter.
+    let init = s.file("init.json", r#"{"mu": 1.0, "sigma": 0.5, "w": [0.3, 0.7]}"#);
+    let output = sample_files(
+        &model,
+        &data,
+        &[
+            "--chains",
+            "1",
+            "--warmup",
+            "20",
+            "--draws",
+            "5",
+            "--init",
+            init.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let bad = s.file("bad.json", r#"{"mu": 1.0, "sigma": -0.5, "w": [0.3, 0.7]}"#);
+    let output = sample_files(&model, &data, &["--init", bad.to_str().unwrap()]);
+    assert_fails(
+        &output,
+        2,
+        "the initial value of `sigma` does not satisfy its constraint",
+    );
+    assert!(
+        text(&output.stderr).contains("bad.json"),
+        "{}",
+        text(&output.stderr)
+    );
+
     let wrong = s.file(
         "wrong.ab",
         "extern \"autobatch\" { static y: [f64; N]; }\nfn model(#[simplex] s: f64) -> f64 { s }\n",
     );
     let output = sample_files(&wrong, &data, &[]);
     assert_fails(&output, 1, "`simplex` needs a vector");
-    assert!(text(&output.stderr).contains("wrong.ab:2:"), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("wrong.ab:2:"),
+        "{}",
+        text(&output.stderr)
+    );
 }

@@ -34,8 +34,15 @@ pub const UNCONSTRAINED_DIM: &str = "NUTS_UNCONSTRAINED";
 /// unconstrained point, as a tuple in declaration order.
 pub const CONSTRAIN_FUNCTION: &str = "nuts_constrain";
 
+/// The generated function giving the unconstrained point of given
+/// constrained parameters (Stan's `*_free` transforms), for initial values:
+/// `nuts_unconstrain(nuts_theta, mu, tau, theta_tilde)`, `nuts_theta` any
+/// point of the right length (it fixes the result's).
+pub const UNCONSTRAIN_FUNCTION: &str = "nuts_unconstrain";
+
 /// The generated functions; names the sampler otherwise reserves.
-pub const GENERATED_FUNCTIONS: [&str; 2] = [CONSTRAIN_FUNCTION, "nuts_transform"];
+pub const GENERATED_FUNCTIONS: [&str; 3] =
+    [CONSTRAIN_FUNCTION, UNCONSTRAIN_FUNCTION, "nuts_transform"];
 
 /// The name of the function whose parameters carry constraints.
 pub const MODEL_FUNCTION: &str = "model";
@@ -265,6 +272,13 @@ fn parameter(typed: &syn::PatType, names: &Names) -> Result<Parameter, Diagnosti
         ));
     };
     let name = ident.ident.to_string();
+    if name.starts_with("nuts_") {
+        return Err(error_at(
+            ident.ident.span(),
+            format!("the parameter `{name}` has a name starting with `nuts_`, which the sampler reserves; rename it"),
+            "reserved name",
+        ));
+    }
     let shape = shape(&typed.ty, names)?;
     let constraint = constraint(&typed.attrs, names)?;
     check_rank(&constraint, &shape, typed)?;
@@ -651,6 +665,7 @@ fn generate(parameters: &[Parameter]) -> String {
         out,
         "fn {CONSTRAIN_FUNCTION}(nuts_theta: [f64; {UNCONSTRAINED_DIM}]) -> {tuple_type} {{ {bind} {tuple} }}"
     );
+    out.push_str(&unconstrain(parameters));
     out
 }
 
@@ -900,4 +915,165 @@ fn cholesky_cov(name: &str, m: &str, n: &str) -> String {
     }}\n",
         f = free("nuts_p")
     )
+}
+
+/// `nuts_unconstrain`: each parameter's unconstrained values, Stan's
+/// `*_free` transforms, written over `nuts_theta` in order; a value that
+/// does not satisfy its constraint stops the call with an error naming it.
+fn unconstrain(parameters: &[Parameter]) -> String {
+    let arguments: Vec<String> = parameters
+        .iter()
+        .map(|p| format!("{}: {}", p.name, type_text(&p.shape)))
+        .collect();
+    let mut out = format!(
+        "fn {UNCONSTRAIN_FUNCTION}(nuts_theta: [f64; {UNCONSTRAINED_DIM}], {}) -> [f64; {UNCONSTRAINED_DIM}] {{
+    let mut nuts_out = nuts_theta;
+    let mut nuts_at: usize = 0;\n",
+        arguments.join(", ")
+    );
+    for p in parameters {
+        let len = unconstrained_len_text(p);
+        out.push_str(&free_transform(p));
+        let _ = write!(
+            out,
+            "    let mut nuts_s = 0.0;
+    for nuts_i in 0..{len} {{ nuts_s += nuts_out[nuts_at + nuts_i]; }}
+    assert!(nuts_s.is_finite(), \"the initial value of `{name}` does not satisfy its constraint\");
+    nuts_at += {len};\n",
+            name = p.name
+        );
+    }
+    out.push_str("    nuts_out\n}\n");
+    out
+}
+
+/// The statements writing parameter `p`'s unconstrained values at `nuts_at`.
+fn free_transform(p: &Parameter) -> String {
+    let name = &p.name;
+    let k = p.shape.first().map(extent_text).unwrap_or_default();
+    let out = |i: &str| format!("nuts_out[nuts_at + {i}]");
+    let fails = |what: &str| format!("\"the initial value of `{name}` is not {what}\"");
+    match &p.constraint {
+        Constraint::None => write_elements(&p.shape, name),
+        Constraint::Bounds { lower, upper } => {
+            let value = match (lower, upper) {
+                (Some(lb), None) => format!("({name} - {lb}).ln()"),
+                (None, Some(ub)) => format!("({ub} - {name}).ln()"),
+                (Some(lb), Some(ub)) => format!(
+                    "{{ let nuts_u = ({name} - {lb}) / ({ub} - {lb}); (nuts_u / (1.0 - nuts_u)).ln() }}"
+                ),
+                (None, None) => unreachable!("a bound is given"),
+            };
+            write_elements(&p.shape, &value)
+        }
+        Constraint::Affine { offset, multiplier } => {
+            let mu = offset.clone().unwrap_or_else(|| "0.0".into());
+            let sigma = multiplier.clone().unwrap_or_else(|| "1.0".into());
+            write_elements(&p.shape, &format!("({name} - {mu}) / {sigma}"))
+        }
+        Constraint::Ordered | Constraint::PositiveOrdered => {
+            let first = if p.constraint == Constraint::Ordered {
+                format!("{name}[0]")
+            } else {
+                format!("{name}[0].ln()")
+            };
+            format!(
+                "    if {k} > 0 {{ {o0} = {first}; }}
+    for nuts_i in 1..{k} {{ {oi} = ({name}[nuts_i] - {name}[nuts_i - 1]).ln(); }}\n",
+                o0 = out("0"),
+                oi = out("nuts_i")
+            )
+        }
+        Constraint::Simplex => format!(
+            "    assert!((sum({name}) - 1.0).abs() <= 1e-8, {sums});
+    let mut nuts_stick = 1.0;
+    for nuts_i in 0..({k} - 1) {{
+        let nuts_z = {name}[nuts_i] / nuts_stick;
+        {oi} = (nuts_z / (1.0 - nuts_z)).ln() + (({k} - 1 - nuts_i) as f64).ln();
+        nuts_stick -= {name}[nuts_i];
+    }}\n",
+            sums = fails("a simplex: its elements must sum to 1"),
+            oi = out("nuts_i")
+        ),
+        Constraint::SumToZero => format!(
+            "    assert!(sum({name}).abs() <= 1e-8, {sums});
+    let nuts_n = ({k} - 1) as f64;
+    let mut nuts_w = -{name}[{k} - 1] / nuts_n;
+    let mut nuts_sum = nuts_w;
+    if {k} > 1 {{ {last} = nuts_w * (nuts_n * (nuts_n + 1.0)).sqrt(); }}
+    for nuts_r in 1..({k} - 1) {{
+        let nuts_j = {k} - 1 - nuts_r;
+        let nuts_m = nuts_j as f64;
+        nuts_w = (nuts_sum - {name}[nuts_j]) / nuts_m;
+        {oj} = nuts_w * (nuts_m * (nuts_m + 1.0)).sqrt();
+        nuts_sum += nuts_w;
+    }}\n",
+            sums = fails("a sum-to-zero vector: its elements must sum to 0"),
+            last = out(&format!("{k} - 2")),
+            oj = out("nuts_j - 1")
+        ),
+        Constraint::UnitVector => format!(
+            "    assert!((dot({name}, {name}) - 1.0).abs() <= 1e-8, {unit});
+{copy}",
+            unit = fails("a unit vector"),
+            copy = write_elements(&p.shape, name)
+        ),
+        Constraint::CholeskyFactorCorr | Constraint::CholeskyFactorCov => free_matrix(p),
+        Constraint::CorrMatrix | Constraint::CovMatrix => unreachable!("refused by check_rank"),
+    }
+}
+
+/// The free transforms of the Cholesky factors (Stan's
+/// `cholesky_corr_free` and `cholesky_factor_free`).
+fn free_matrix(p: &Parameter) -> String {
+    let name = &p.name;
+    let k = extent_text(&p.shape[0]);
+    let out = |i: &str| format!("nuts_out[nuts_at + {i}]");
+    match p.constraint {
+        Constraint::CholeskyFactorCorr => format!(
+            "    let mut nuts_p: usize = 0;
+    for nuts_i in 1..{k} {{
+        let mut nuts_sq = 0.0;
+        for nuts_j in 0..nuts_i {{
+            let nuts_z = {name}[nuts_i][nuts_j] / (1.0 - nuts_sq).sqrt();
+            {op} = 0.5 * ((1.0 + nuts_z) / (1.0 - nuts_z)).ln();
+            nuts_p += 1;
+            nuts_sq += {name}[nuts_i][nuts_j] * {name}[nuts_i][nuts_j];
+        }}
+        assert!((nuts_sq + {name}[nuts_i][nuts_i] * {name}[nuts_i][nuts_i] - 1.0).abs() <= 1e-8, {unit});
+    }}\n",
+            op = out("nuts_p"),
+            unit = format!("\"the initial value of `{name}` is not the Cholesky factor of a correlation matrix: its rows must have length 1\"")
+        ),
+        Constraint::CholeskyFactorCov => format!(
+            "    let mut nuts_p: usize = 0;
+    for nuts_i in 0..{k} {{
+        for nuts_j in 0..(nuts_i + 1).min({n}) {{
+            {op} = if nuts_i == nuts_j {{ {name}[nuts_i][nuts_j].ln() }} else {{ {name}[nuts_i][nuts_j] }};
+            nuts_p += 1;
+        }}
+    }}\n",
+            n = extent_text(&p.shape[1]),
+            op = out("nuts_p")
+        ),
+        _ => unreachable!("a Cholesky factor"),
+    }
+}
+
+/// Writes the elements of `value` (an expression of the parameter's shape)
+/// at `nuts_at`, row-major.
+fn write_elements(shape: &[Extent], value: &str) -> String {
+    match shape {
+        [] => format!("    nuts_out[nuts_at] = {value};\n"),
+        [n] => format!(
+            "    let nuts_f = {value};\n    for nuts_i in 0..{n} {{ nuts_out[nuts_at + nuts_i] = nuts_f[nuts_i]; }}\n",
+            n = extent_text(n)
+        ),
+        [m, n] => format!(
+            "    let nuts_f = {value};\n    for nuts_i in 0..{m} {{ for nuts_j in 0..{n} {{ nuts_out[nuts_at + nuts_i * {n} + nuts_j] = nuts_f[nuts_i][nuts_j]; }} }}\n",
+            m = extent_text(m),
+            n = extent_text(n)
+        ),
+        _ => unreachable!("at most two axes"),
+    }
 }

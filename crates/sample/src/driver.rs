@@ -45,6 +45,10 @@ pub struct SampleConfig {
     /// trajectories. Each run has its own random streams, so the draws
     /// depend on it.
     pub segment: Option<usize>,
+    /// Every chain's initial point on the unconstrained scale (from
+    /// [`Model::initial_point`]); `None` (the default): each chain draws
+    /// its own, uniform in (-2, 2) in every coordinate, as Stan does.
+    pub init: Option<Vec<f64>>,
 }
 
 /// How warmup adapts the step size and the metric.
@@ -88,6 +92,7 @@ impl Default for SampleConfig {
             },
             adaptation: Adaptation::PerChain,
             segment: None,
+            init: None,
         }
     }
 }
@@ -554,13 +559,13 @@ impl Sampler<'_> {
         stop: &Stop,
     ) -> Result<Ran, Halt> {
         let mut chains: Vec<ChainState> = (0..self.chains)
-            .map(|_| ChainState::new(self.dim, self.windows))
+            .map(|_| ChainState::new(self.dim, self.windows, self.config.init.as_deref()))
             .collect();
         let mut figures = Figures::default();
         let mut start = 0;
         let mut runs = 0_u64;
         // Every chain starts with the same windows; pooling then says.
-        let mut window_end = ChainState::new(self.dim, self.windows).window_end();
+        let mut window_end = ChainState::new(self.dim, self.windows, None).window_end();
         let mut executor_report = Vec::new();
         progress(Progress {
             done: 0,
@@ -824,6 +829,14 @@ impl<'a> Sampler<'a> {
         let pool_every = check_config(config)?;
         let dim = model.dim();
         check_memory(config, chains.len(), dim)?;
+        if let Some(init) = &config.init {
+            if init.len() != dim || init.iter().any(|x| !x.is_finite()) {
+                return Err(SampleError::Config(format!(
+                    "the initial point must be {dim} finite numbers (the unconstrained parameters); it has {}",
+                    init.len()
+                )));
+            }
+        }
         Ok(Sampler {
             model,
             config,
@@ -959,6 +972,7 @@ impl<'a> Sampler<'a> {
             .shared("nuts_term_buffer", windows.term_buffer)
             .shared("nuts_base_window", windows.base_window)
             .shared("nuts_pooled", self.pool_every.is_some())
+            .shared("nuts_init_given", self.config.init.is_some())
             .shared(
                 "nuts_recorded",
                 Value::Tensor(Tensor {

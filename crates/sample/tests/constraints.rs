@@ -10,18 +10,24 @@
 use autobatch::{Inputs, RunConfig};
 use autobatch_sample::{Model, SampleConfig, SampleError};
 
-/// One parameter with `attributes` of type `ty`, lowered and compiled;
-/// returns the generated transform at each point: (the constrained values
-/// flattened, the log-Jacobian).
-fn transform(attributes: &str, ty: &str, points: &[Vec<f64>]) -> Vec<(Vec<f64>, f64)> {
+/// A model of one parameter `x` with `attributes` of type `ty` (and a
+/// static `a` for bounds of data), lowered and compiled.
+fn compile_parameter(attributes: &str, ty: &str) -> autobatch::Compiled {
     let source = format!(
         "extern \"autobatch\" {{ static a: [f64; 3]; }}\nfn model({attributes} x: {ty}) -> f64 {{ 0.0 }}\n"
     );
     let lowered = autobatch::parameters::lower_model(&source)
         .expect("the model lowers")
         .expect("a model with parameters");
-    let compiled = autobatch::compile(&lowered.source, "t.ab")
-        .unwrap_or_else(|e| panic!("{}\n{}", lowered.source, e.render(false)));
+    autobatch::compile(&lowered.source, "t.ab")
+        .unwrap_or_else(|e| panic!("{}\n{}", lowered.source, e.render(false)))
+}
+
+/// One parameter with `attributes` of type `ty`, lowered and compiled;
+/// returns the generated transform at each point: (the constrained values
+/// flattened, the log-Jacobian).
+fn transform(attributes: &str, ty: &str, points: &[Vec<f64>]) -> Vec<(Vec<f64>, f64)> {
+    let compiled = compile_parameter(attributes, ty);
     let inputs = Inputs::new()
         .shared("a", serde_json::json!([-1.5, 0.25, 4.0]))
         .batched("nuts_theta", points.iter().map(|p| serde_json::json!(p)));
@@ -43,6 +49,127 @@ fn transform(attributes: &str, ty: &str, points: &[Vec<f64>]) -> Vec<(Vec<f64>, 
             (x.iter().flat_map(floats).collect(), floats(lj)[0])
         })
         .collect()
+}
+
+/// The generated `nuts_unconstrain` (Stan's free transform) of the value
+/// `x` (JSON, of the parameter's shape): the unconstrained values, or the
+/// error's message.
+fn unconstrain(
+    attributes: &str,
+    ty: &str,
+    x: serde_json::Value,
+    dim: usize,
+) -> Result<Vec<f64>, String> {
+    let compiled = compile_parameter(attributes, ty);
+    let inputs = Inputs::new()
+        .shared("a", serde_json::json!([-1.5, 0.25, 4.0]))
+        .shared("x", x)
+        .batched("nuts_theta", [serde_json::json!(vec![0.0; dim])]);
+    let result = compiled
+        .bind("nuts_unconstrain", &inputs)
+        .expect("binds")
+        .run(&RunConfig::default())
+        .expect("runs");
+    match result.members.into_iter().next().expect("one member") {
+        Ok(value) => match &value.flatten()[0].data {
+            autobatch_types::Data::F64(v) => Ok(v.clone()),
+            other => panic!("not f64: {other:?}"),
+        },
+        Err(e) => Err(e.message),
+    }
+}
+
+/// `x` (flattened) as JSON of `shape`.
+fn shaped(x: &[f64], shape: &[usize]) -> serde_json::Value {
+    match shape {
+        [] => serde_json::json!(x[0]),
+        [_] => serde_json::json!(x),
+        [_, n] => serde_json::json!(x.chunks(*n).collect::<Vec<_>>()),
+        _ => unreachable!(),
+    }
+}
+
+/// Every constraint: the generated free transform inverts the generated
+/// constraining transform (to rounding), and refuses a value outside the
+/// constraint, naming the parameter.
+#[test]
+fn free_transforms_invert_the_constraining_transforms() {
+    let cases: [(&str, &str, &[usize], usize); 12] = [
+        ("", "[f64; 2]", &[2], 2),
+        ("#[lower = -2.0]", "f64", &[], 1),
+        ("#[upper = a]", "[f64; 3]", &[3], 3),
+        (
+            "#[lower = -1.0] #[upper = 3.0]",
+            "[[f64; 2]; 2]",
+            &[2, 2],
+            4,
+        ),
+        ("#[offset = 1.0] #[multiplier = 3.0]", "[f64; 2]", &[2], 2),
+        ("#[ordered]", "[f64; 4]", &[4], 4),
+        ("#[positive_ordered]", "[f64; 4]", &[4], 4),
+        ("#[simplex]", "[f64; 4]", &[4], 3),
+        ("#[sum_to_zero]", "[f64; 4]", &[4], 3),
+        ("#[unit_vector]", "[f64; 3]", &[3], 3),
+        ("#[cholesky_factor_corr]", "[[f64; 3]; 3]", &[3, 3], 3),
+        ("#[cholesky_factor_cov]", "[[f64; 2]; 3]", &[3, 2], 5),
+    ];
+    let values = [0.3, -0.8, 1.1, 0.2, -0.5];
+    for (attributes, ty, shape, dim) in cases {
+        let mut y = values[..dim].to_vec();
+        if attributes == "#[unit_vector]" {
+            // The free transform of a unit vector is itself.
+            let norm = y.iter().map(|v| v * v).sum::<f64>().sqrt();
+            y.iter_mut().for_each(|v| *v /= norm);
+        }
+        let (x, _) = transform(attributes, ty, std::slice::from_ref(&y)).remove(0);
+        let back = unconstrain(attributes, ty, shaped(&x, shape), dim)
+            .unwrap_or_else(|e| panic!("{attributes}: {e}"));
+        for (b, want) in back.iter().zip(&y) {
+            assert!(
+                (b - want).abs() < 1e-12,
+                "{attributes}: {back:?} against {y:?}"
+            );
+        }
+    }
+    for (attributes, ty, x, dim) in [
+        ("#[lower = 0.0]", "f64", serde_json::json!(-1.0), 1),
+        (
+            "#[lower = 0.0] #[upper = 1.0]",
+            "f64",
+            serde_json::json!(1.0),
+            1,
+        ),
+        (
+            "#[ordered]",
+            "[f64; 3]",
+            serde_json::json!([1.0, 3.0, 2.0]),
+            3,
+        ),
+        (
+            "#[simplex]",
+            "[f64; 3]",
+            serde_json::json!([0.5, 0.4, 0.2]),
+            2,
+        ),
+        (
+            "#[sum_to_zero]",
+            "[f64; 3]",
+            serde_json::json!([0.5, 0.4, 0.2]),
+            2,
+        ),
+        (
+            "#[unit_vector]",
+            "[f64; 2]",
+            serde_json::json!([1.0, 1.0]),
+            2,
+        ),
+    ] {
+        let error = unconstrain(attributes, ty, x, dim).expect_err(attributes);
+        assert!(
+            error.contains("the initial value of `x`"),
+            "{attributes}: {error}"
+        );
+    }
 }
 
 /// log |det| of a square matrix (rows), by Gaussian elimination with
@@ -415,5 +542,100 @@ fn model(#[lower = 0.0] sigma: f64, #[simplex] w: [f64; 3], mu: [f64; 2]) -> f64
         csv.starts_with("chain,draw,sigma,w.0,w.1,w.2,mu.0,mu.1,lp__,"),
         "{}",
         csv.lines().next().unwrap_or("")
+    );
+}
+
+/// Initial values given by name on the constrained scale: the point the
+/// chains start from, and the errors of values that do not fit.
+#[test]
+fn initial_values_by_name() {
+    let source = "\
+extern \"autobatch\" { static y: [f64; N]; }
+fn model(mu: f64, #[lower = 0.0] sigma: f64, #[simplex] w: [f64; 2]) -> f64 {
+    let r = (y - mu) / sigma;
+    -0.5 * dot(r, r) - (N as f64) * sigma.ln() - sigma + w[0].ln() + w[1].ln()
+}
+";
+    let model = Model::new(source, "m.ab", r#"{"y": [0.5, 1.5, 1.0]}"#).expect("compiles");
+    let point = model
+        .initial_point(r#"{"mu": 1.0, "sigma": 2.0, "w": [0.25, 0.75]}"#)
+        .expect("fits");
+    close(&point, &[1.0, 2.0_f64.ln(), logit(0.25)], "initial point");
+    for (init, wanted) in [
+        (r#"{"mu": 1.0, "sigma": 2.0}"#, "have no `w`"),
+        (
+            r#"{"mu": 1.0, "sigma": -2.0, "w": [0.5, 0.5]}"#,
+            "the initial value of `sigma`",
+        ),
+        (
+            r#"{"mu": 1.0, "sigma": 2.0, "w": [0.5, 0.6]}"#,
+            "`w` is not a simplex",
+        ),
+        (
+            r#"{"mu": 1.0, "sigma": 2.0, "w": [0.5, 0.5], "nu": 1}"#,
+            "`nu`, which is not a parameter",
+        ),
+        (
+            r#"{"mu": [1.0], "sigma": 2.0, "w": [0.5, 0.5]}"#,
+            "do not fit",
+        ),
+    ] {
+        let error = model.initial_point(init).expect_err(init);
+        assert!(matches!(error, SampleError::Data(_)), "{error:?}");
+        assert!(error.to_string().contains(wanted), "{init}: {error}");
+    }
+    // Started far out (mu = 100, the posterior's mean near 1), with no
+    // warmup, every chain's first draws are still near there (a few
+    // leapfrog steps of a step size fitted to that point); every strategy
+    // gives the same draws.
+    let far = model
+        .initial_point(r#"{"mu": 100.0, "sigma": 2.0, "w": [0.25, 0.75]}"#)
+        .expect("fits");
+    let config = |strategy| SampleConfig {
+        chains: 2,
+        warmup: 0,
+        draws: 3,
+        init: Some(far.clone()),
+        run: RunConfig {
+            strategy,
+            ..SampleConfig::default().run
+        },
+        ..SampleConfig::default()
+    };
+    let a = model
+        .sample(&config(autobatch::Strategy::Native), &mut |_| {})
+        .expect("samples");
+    let b = model
+        .sample(&config(autobatch::Strategy::ProgramCounter), &mut |_| {})
+        .expect("samples");
+    assert_eq!(a.samples, b.samples);
+    for k in 0..2 {
+        assert!(
+            a.reported(k, 0)[0] > 50.0,
+            "chain {k}: {:?}",
+            a.reported(k, 0)
+        );
+    }
+    // A point where the density is not finite stops every chain, naming why.
+    let bad = model
+        .initial_point(r#"{"mu": 1e308, "sigma": 1e-300, "w": [0.5, 0.5]}"#)
+        .expect("fits the constraints");
+    let error = model
+        .sample(
+            &SampleConfig {
+                chains: 1,
+                warmup: 0,
+                draws: 1,
+                init: Some(bad),
+                ..SampleConfig::default()
+            },
+            &mut |_| {},
+        )
+        .expect_err("not finite");
+    assert!(
+        error
+            .to_string()
+            .contains("not finite at the given initial values"),
+        "{error}"
     );
 }

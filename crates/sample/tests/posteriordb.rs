@@ -109,6 +109,19 @@ fn eight_schools_noncentered() {
 #[test]
 fn eight_schools_constrained() {
     let run = check_model("eight_schools", "model_constrained.ab", 101);
+    // The target: every mean within 0.1 reference sd.
+    let reference = std::fs::read_to_string(examples().join("eight_schools/reference.json"))
+        .expect("reference.json");
+    let reference: serde_json::Value = serde_json::from_str(&reference).expect("reference JSON");
+    for p in reference["parameters"].as_array().expect("parameters") {
+        let i = p["index"].as_u64().expect("index") as usize;
+        let (mean, sd) = (p["mean"].as_f64().unwrap(), p["sd"].as_f64().unwrap());
+        let ours = summarize(&run.coordinate(i)).mean;
+        assert!(
+            (ours - mean).abs() < 0.1 * sd,
+            "theta[{i}]: mean {ours} against {mean} (sd {sd})"
+        );
+    }
     let mut names = vec!["mu".to_string(), "tau".to_string()];
     names.extend((0..8).map(|j| format!("theta_tilde.{j}")));
     assert_eq!(run.columns, names);
@@ -130,4 +143,21 @@ fn kidiq() {
 #[test]
 fn ark() {
     check("arK", 103);
+}
+
+/// kidiq and arK with their parameters declared (`#[lower = 0.0] sigma`):
+/// the same posteriors as the hand-written models.
+#[test]
+fn kidiq_constrained() {
+    let run = check_model("kidiq", "model_constrained.ab", 102);
+    assert_eq!(run.columns, ["beta.0", "beta.1", "sigma"]);
+}
+
+#[test]
+fn ark_constrained() {
+    let run = check_model("arK", "model_constrained.ab", 103);
+    assert_eq!(
+        run.columns,
+        ["alpha", "beta.0", "beta.1", "beta.2", "beta.3", "beta.4", "sigma"]
+    );
 }

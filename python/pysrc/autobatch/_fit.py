@@ -115,10 +115,16 @@ class _ProgressBar:
 
 def sample(model_source, data=None, *, chains=4, warmup=1000, draws=1000, seed=0,
            strategy=None, threads=None, max_depth=10, target_accept=0.8,
-           pooled_adaptation=None, progress=None, path="<model>"):
+           pooled_adaptation=None, progress=None, path="<model>", init=None):
     """Runs the No-U-Turn Sampler on `model_source` (which defines
+    `fn model(...) -> f64` over its constrained parameters, or
     `fn log_density(theta: [f64; D]) -> f64`) with its statics in `data`,
     as `autobatch sample` does, and returns a `Fit`.
+
+    `init`: a dict giving every parameter by name on its constrained scale
+    (`{"tau": 1.5, "theta_tilde": [...]}`; `{"theta": [...]}` for a
+    `log_density`), where every chain starts (None: each draws its own
+    point, uniform(-2, 2) on the unconstrained scale, as Stan does).
 
     `strategy`: how the chains run (None: `autobatch sample`'s default,
     native); every strategy gives the same draws.
@@ -141,7 +147,7 @@ def sample(model_source, data=None, *, chains=4, warmup=1000, draws=1000, seed=0
             model_source, data, chains=chains, warmup=warmup, draws=draws, seed=seed,
             strategy=strategy, threads=threads, max_depth=max_depth,
             target_accept=target_accept, pooled_adaptation=pooled_adaptation,
-            progress=progress, path=path,
+            progress=progress, path=path, init=init,
         )
     finally:
         if bar is not None:
