@@ -551,19 +551,6 @@ fn check_rank(
         Constraint::CorrMatrix => "corr_matrix",
         Constraint::CovMatrix => "cov_matrix",
     };
-    if matches!(constraint, Constraint::CorrMatrix | Constraint::CovMatrix) {
-        let factor = if word == "corr_matrix" {
-            "cholesky_factor_corr"
-        } else {
-            "cholesky_factor_cov"
-        };
-        return Err(error_at(
-            typed.ty.span(),
-            format!("`{word}` is not supported yet"),
-            "unsupported constraint",
-        )
-        .with_note(format!("declare the Cholesky factor with `#[{factor}]` and form the matrix with `matmul(L, transpose(L))`")));
-    }
     let rank = WORDS.iter().find(|(w, _)| *w == word).expect("a word").1;
     let wanted = if rank == 1 {
         "a vector `[f64; K]`"
@@ -756,10 +743,10 @@ fn transform(p: &Parameter) -> String {
     let {name} = nuts_y / nuts_r2.sqrt();\n",
             read = read(&p.shape)
         ),
-        Constraint::CholeskyFactorCorr | Constraint::CholeskyFactorCov => matrix_transform(p),
-        Constraint::CorrMatrix | Constraint::CovMatrix => {
-            unreachable!("refused by check_rank")
-        }
+        Constraint::CholeskyFactorCorr
+        | Constraint::CholeskyFactorCov
+        | Constraint::CorrMatrix
+        | Constraint::CovMatrix => matrix_transform(p),
     }
 }
 
@@ -862,11 +849,43 @@ fn sum_all(shape: &[Extent], expr: &str) -> String {
 /// The matrix constraints (Stan's `cholesky_corr_constrain` and
 /// `cholesky_factor_constrain`).
 fn matrix_transform(p: &Parameter) -> String {
-    let k = extent_text(&p.shape[0]);
+    let (name, k) = (&p.name, extent_text(&p.shape[0]));
     match p.constraint {
-        Constraint::CholeskyFactorCorr => cholesky_corr(&p.name, &k),
-        _ => cholesky_cov(&p.name, &k, &extent_text(&p.shape[1])),
+        Constraint::CholeskyFactorCorr => cholesky_corr(name, &k),
+        Constraint::CorrMatrix => corr_matrix(name, &k),
+        Constraint::CovMatrix => format!(
+            "{factor}    let {name} = matmul(nuts_l, transpose(nuts_l));
+    nuts_lj += ({k} as f64) * (2.0_f64).ln();
+    for nuts_i in 0..{k} {{ nuts_lj += (({k} - nuts_i) as f64) * nuts_l[nuts_i][nuts_i].ln(); }}\n",
+            factor = cholesky_cov("nuts_l", &k, &k)
+        ),
+        _ => cholesky_cov(name, &k, &extent_text(&p.shape[1])),
     }
+}
+
+/// A correlation matrix from `K (K - 1) / 2` unconstrained values: Stan's
+/// `corr_matrix_constrain`, canonical partial correlations `tanh(y)` column
+/// by column into a Cholesky factor (Stan's `read_corr_L`), its log-Jacobian,
+/// and the factor times its transpose.
+fn corr_matrix(name: &str, k: &str) -> String {
+    format!(
+        "    let mut nuts_l = [[0.0; {k}]; {k}];
+    let mut nuts_acc = [1.0; {k}];
+    let mut nuts_p: usize = 0;
+    for nuts_j in 0..{k} {{
+        nuts_l[nuts_j][nuts_j] = nuts_acc[nuts_j].sqrt();
+        for nuts_i in (nuts_j + 1)..{k} {{
+            let nuts_z = {f}.tanh();
+            nuts_p += 1;
+            let nuts_log1m = (1.0 - nuts_z * nuts_z).ln();
+            nuts_lj += nuts_log1m + 0.5 * (({k} as f64) - (nuts_j as f64) - 2.0) * nuts_log1m;
+            nuts_l[nuts_i][nuts_j] = nuts_z * nuts_acc[nuts_i].sqrt();
+            nuts_acc[nuts_i] *= 1.0 - nuts_z * nuts_z;
+        }}
+    }}
+    let {name} = matmul(nuts_l, transpose(nuts_l));\n",
+        f = free("nuts_p")
+    )
 }
 
 /// The Cholesky factor of a correlation matrix from `K (K - 1) / 2`
@@ -1018,8 +1037,10 @@ fn free_transform(p: &Parameter) -> String {
             unit = fails("a unit vector"),
             copy = write_elements(&p.shape, name)
         ),
-        Constraint::CholeskyFactorCorr | Constraint::CholeskyFactorCov => free_matrix(p),
-        Constraint::CorrMatrix | Constraint::CovMatrix => unreachable!("refused by check_rank"),
+        Constraint::CholeskyFactorCorr
+        | Constraint::CholeskyFactorCov
+        | Constraint::CorrMatrix
+        | Constraint::CovMatrix => free_matrix(p),
     }
 }
 
@@ -1056,8 +1077,50 @@ fn free_matrix(p: &Parameter) -> String {
             n = extent_text(&p.shape[1]),
             op = out("nuts_p")
         ),
-        _ => unreachable!("a Cholesky factor"),
+        Constraint::CovMatrix => format!(
+            "{factor}    let mut nuts_p: usize = 0;
+    for nuts_i in 0..{k} {{
+        for nuts_j in 0..(nuts_i + 1) {{
+            {op} = if nuts_i == nuts_j {{ nuts_l[nuts_i][nuts_j].ln() }} else {{ nuts_l[nuts_i][nuts_j] }};
+            nuts_p += 1;
+        }}
+    }}\n",
+            factor = cholesky_of(name, &k),
+            op = out("nuts_p")
+        ),
+        Constraint::CorrMatrix => format!(
+            "{factor}    let mut nuts_acc = [1.0; {k}];
+    let mut nuts_p: usize = 0;
+    for nuts_j in 0..{k} {{
+        assert!(({name}[nuts_j][nuts_j] - 1.0).abs() <= 1e-8, {unit});
+        for nuts_i in (nuts_j + 1)..{k} {{
+            let nuts_z = nuts_l[nuts_i][nuts_j] / nuts_acc[nuts_i].sqrt();
+            {op} = 0.5 * ((1.0 + nuts_z) / (1.0 - nuts_z)).ln();
+            nuts_p += 1;
+            nuts_acc[nuts_i] *= 1.0 - nuts_z * nuts_z;
+        }}
+    }}\n",
+            factor = cholesky_of(name, &k),
+            op = out("nuts_p"),
+            unit = format!("\"the initial value of `{name}` is not a correlation matrix: its diagonal must be 1\"")
+        ),
+        _ => unreachable!("a matrix constraint"),
     }
+}
+
+/// `nuts_l`, the Cholesky factor of the symmetric matrix `name` (its lower
+/// triangle read); NaN where the matrix is not positive definite.
+fn cholesky_of(name: &str, k: &str) -> String {
+    format!(
+        "    let mut nuts_l = [[0.0; {k}]; {k}];
+    for nuts_i in 0..{k} {{
+        for nuts_j in 0..(nuts_i + 1) {{
+            let mut nuts_s = {name}[nuts_i][nuts_j];
+            for nuts_m in 0..nuts_j {{ nuts_s -= nuts_l[nuts_i][nuts_m] * nuts_l[nuts_j][nuts_m]; }}
+            nuts_l[nuts_i][nuts_j] = if nuts_i == nuts_j {{ nuts_s.sqrt() }} else {{ nuts_s / nuts_l[nuts_j][nuts_j] }};
+        }}
+    }}\n"
+    )
 }
 
 /// Writes the elements of `value` (an expression of the parameter's shape)

@@ -94,7 +94,9 @@ fn shaped(x: &[f64], shape: &[usize]) -> serde_json::Value {
 /// constraint, naming the parameter.
 #[test]
 fn free_transforms_invert_the_constraining_transforms() {
-    let cases: [(&str, &str, &[usize], usize); 12] = [
+    let cases: [(&str, &str, &[usize], usize); 14] = [
+        ("#[corr_matrix]", "[[f64; 3]; 3]", &[3, 3], 3),
+        ("#[cov_matrix]", "[[f64; 2]; 2]", &[2, 2], 3),
         ("", "[f64; 2]", &[2], 2),
         ("#[lower = -2.0]", "f64", &[], 1),
         ("#[upper = a]", "[f64; 3]", &[3], 3),
@@ -412,6 +414,27 @@ fn cholesky_factors() {
         let norm: f64 = row.iter().map(|v| v * v).sum();
         assert!((norm - 1.0).abs() < 1e-14, "row {i}: {norm}");
     }
+    // A correlation matrix: symmetric, unit diagonal, positive definite;
+    // free coordinates the strictly lower triangle.
+    let x = check_jacobian("#[corr_matrix]", "[[f64; 4]; 4]", &y, &strictly_lower);
+    for i in 0..4 {
+        assert!((x[i * 4 + i] - 1.0).abs() < 1e-14, "{x:?}");
+        for j in 0..4 {
+            assert!((x[i * 4 + j] - x[j * 4 + i]).abs() < 1e-15, "{x:?}");
+        }
+    }
+    // A covariance matrix, 3 by 3: symmetric; free coordinates the lower
+    // triangle with the diagonal.
+    let lower3 = |x: &[f64]| vec![x[0], x[3], x[4], x[6], x[7], x[8]];
+    let x = check_jacobian("#[cov_matrix]", "[[f64; 3]; 3]", &y, &lower3);
+    for i in 0..3 {
+        for j in 0..3 {
+            assert!((x[i * 3 + j] - x[j * 3 + i]).abs() < 1e-15, "{x:?}");
+        }
+    }
+    // Its Cholesky factor is the lower triangle of the unconstrained
+    // values, the diagonal exponentiated: x[0] = exp(2 y[0]).
+    close(&x[..1], &[(2.0 * 0.3_f64).exp()], "cov_matrix");
     // A covariance matrix's factor, 3 by 2: the lower triangle, a positive
     // diagonal, the last row free.
     let y = [0.3, -0.8, 1.1, 0.2, -0.5];
@@ -468,11 +491,7 @@ fn wrong_constraints_are_errors_located_at_them() {
             "m.ab:2:37",
         ),
         ("#[upper] s: f64", "needs a value", "m.ab:2:10"),
-        (
-            "#[corr_matrix] s: [[f64; 2]; 2]",
-            "not supported yet",
-            "m.ab:2:28",
-        ),
+        ("#[cov_matrix] s: [f64; 2]", "needs a matrix", "m.ab:2:27"),
         ("s: [i64; 2]", "an array of them", "m.ab:2:14"),
     ] {
         let source = format!("{data}fn model({params}) -> f64 {{ 0.0 }}\n");
