@@ -697,7 +697,7 @@ fn transform(p: &Parameter) -> String {
         Constraint::Affine { offset, multiplier } => elementwise(p, &affine(offset, multiplier)),
         Constraint::Ordered | Constraint::PositiveOrdered => {
             let first = if p.constraint == Constraint::Ordered {
-                format!("{}", free("0"))
+                free("0")
             } else {
                 format!("nuts_lj += {f}; {f}.exp()", f = free("0"))
             };
@@ -1050,6 +1050,7 @@ fn free_matrix(p: &Parameter) -> String {
     let name = &p.name;
     let k = extent_text(&p.shape[0]);
     let out = |i: &str| format!("nuts_out[nuts_at + {i}]");
+    let fails = |what: &str| format!("\"the initial value of `{name}` is not {what}\"");
     match p.constraint {
         Constraint::CholeskyFactorCorr => format!(
             "    let mut nuts_p: usize = 0;
@@ -1064,7 +1065,7 @@ fn free_matrix(p: &Parameter) -> String {
         assert!((nuts_sq + {name}[nuts_i][nuts_i] * {name}[nuts_i][nuts_i] - 1.0).abs() <= 1e-8, {unit});
     }}\n",
             op = out("nuts_p"),
-            unit = format!("\"the initial value of `{name}` is not the Cholesky factor of a correlation matrix: its rows must have length 1\"")
+            unit = fails("the Cholesky factor of a correlation matrix: its rows must have length 1")
         ),
         Constraint::CholeskyFactorCov => format!(
             "    let mut nuts_p: usize = 0;
@@ -1102,7 +1103,7 @@ fn free_matrix(p: &Parameter) -> String {
     }}\n",
             factor = cholesky_of(name, &k),
             op = out("nuts_p"),
-            unit = format!("\"the initial value of `{name}` is not a correlation matrix: its diagonal must be 1\"")
+            unit = fails("a correlation matrix: its diagonal must be 1")
         ),
         _ => unreachable!("a matrix constraint"),
     }

@@ -125,9 +125,16 @@ impl Model {
                     .join(""),
             )
         })?;
+        let user_lines = source.lines().count() as u32;
         let source = lowered.as_ref().map_or(source, |l| l.source.as_str());
         // The model alone first, so that its diagnostics point into its own text.
-        let alone = compile(source, path).map_err(|e| SampleError::Compile(e.render(false)))?;
+        let alone = compile(source, path).map_err(|e| {
+            SampleError::Compile(if lowered.is_some() {
+                generated_errors(&e, source, path, user_lines)
+            } else {
+                e.render(false)
+            })
+        })?;
         let ModelSignature {
             dim_text,
             precision,
@@ -306,6 +313,23 @@ fn type_text(program: &Program, ty: &Type) -> String {
         Type::Tuple(items) if items.is_empty() => "`()`".to_string(),
         Type::Tuple(_) => "a tuple".to_string(),
     }
+}
+
+/// The diagnostics of a model lowered from `fn model`: those in the code
+/// generated after the user's `user_lines` lines (a bound of the wrong
+/// type, say) say so.
+fn generated_errors(error: &CompileError, source: &str, path: &str, user_lines: u32) -> String {
+    let mut out = String::new();
+    for diagnostic in error.diagnostics() {
+        let mut d = diagnostic.clone();
+        if d.loc.line > user_lines {
+            d = d.with_note(
+                "this is in the code generated from the constraints of `fn model`'s parameters: a bound, offset or multiplier must be an f64, or an array of f64 of its parameter's shape",
+            );
+        }
+        out.push_str(&d.render(source, path, false));
+    }
+    out
 }
 
 /// The diagnostics of the combined program: those in the model as usual,

@@ -184,12 +184,12 @@ fn log_abs_det(mut m: Vec<Vec<f64>>) -> f64 {
             .max_by(|&i, &j| m[i][c].abs().total_cmp(&m[j][c].abs()))
             .expect("rows");
         m.swap(c, p);
-        let pivot = m[c][c];
-        total += pivot.abs().ln();
-        for r in c + 1..n {
-            let f = m[r][c] / pivot;
-            for k in c..n {
-                m[r][k] -= f * m[c][k];
+        let pivot_row = m[c].clone();
+        total += pivot_row[c].abs().ln();
+        for row in m.iter_mut().skip(c + 1) {
+            let f = row[c] / pivot_row[c];
+            for (x, p) in row.iter_mut().zip(&pivot_row).skip(c) {
+                *x -= f * p;
             }
         }
     }
@@ -453,6 +453,19 @@ fn compile_error(source: &str) -> String {
         Err(other) => panic!("not a compile error: {other}"),
         Ok(_) => panic!("compiled:\n{source}"),
     }
+}
+
+/// A bound of the wrong type is found when the generated code is checked:
+/// the error says it comes from the constraints.
+#[test]
+fn a_bound_of_the_wrong_type_is_named() {
+    let text = compile_error(
+        "extern \"autobatch\" { static y: [f64; N]; }\nfn model(#[lower = y] s: [f64; 3]) -> f64 { 0.0 }\n",
+    );
+    assert!(
+        text.contains("generated from the constraints of `fn model`'s parameters"),
+        "{text}"
+    );
 }
 
 #[test]
