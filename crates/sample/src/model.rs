@@ -256,7 +256,7 @@ fn check_log_density(compiled: &Compiled, path: &str) -> Result<ModelSignature, 
         .find(|f| f.name == "log_density" || f.name.starts_with("log_density<"))
     else {
         return Err(SampleError::Model(format!(
-            "{path}: the model has no function `log_density`; `sample` needs {wanted}, the log density of the parameters up to a constant"
+            "{path}: the model has no function `log_density`; `sample` needs {wanted}, the log density of the parameters up to a constant, or `fn model(...) -> f64` over the parameters with their constraints (docs/sampler.md)"
         )));
     };
     let at = format!("{path}:{}:{}", function.loc.line, function.loc.column);
