@@ -35,7 +35,7 @@ struct Settings {
 #[pyo3(signature = (model_source, data = None, *, chains = None, warmup = None, draws = None,
                     seed = None, strategy = None, threads = None, max_depth = None,
                     target_accept = 0.8, pooled_adaptation = None, progress = None,
-                    path = "<model>"))]
+                    path = "<model>", init = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn sample<'py>(
     py: Python<'py>,
@@ -52,6 +52,7 @@ pub fn sample<'py>(
     pooled_adaptation: Option<&Bound<'py, PyAny>>,
     progress: Option<&Bound<'py, PyAny>>,
     path: &str,
+    init: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     no_panic(|| {
         let max = autobatch_sample::MAX_ITERATIONS as u64;
@@ -65,7 +66,7 @@ pub fn sample<'py>(
                 every: whole_number(every, "pooled_adaptation", 1, max)? as usize,
             },
         };
-        let settings = Settings {
+        let mut settings = Settings {
             config: SampleConfig {
                 chains: optional_number(chains, "chains", 1, u32::MAX as u64, 4)? as usize,
                 warmup: optional_number(warmup, "warmup", 0, max, 1000)? as usize,
@@ -93,6 +94,10 @@ pub fn sample<'py>(
         };
         let data_text = data_json(data)?;
         let model = Model::new(model_source, path, &data_text).map_err(sample_error)?;
+        if let Some(init) = init.filter(|i| !i.is_none()) {
+            let text = named_json("init", Some(init))?;
+            settings.config.init = Some(model.initial_point(&text).map_err(sample_error)?);
+        }
         let run = run_stoppable(py, model, settings.config, progress)?;
         fit_dict(py, &run, settings.strategy)
     })
@@ -100,9 +105,14 @@ pub fn sample<'py>(
 
 /// The model's data (a dict of statics by name) as the JSON text `sample --data` reads.
 fn data_json(data: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+    named_json("data", data)
+}
+
+/// A dict of values by name (`data`, `init`) as the text of a JSON object.
+fn named_json(what: &str, dict: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
     let mut object = serde_json::Map::new();
-    for (name, value) in named_items("data", data)? {
-        let json = to_json(&value, &|| format!("`{name}` in `data`"))?;
+    for (name, value) in named_items(what, dict)? {
+        let json = to_json(&value, &|| format!("`{name}` in `{what}`"))?;
         object.insert(name, json);
     }
     Ok(serde_json::Value::Object(object).to_string())
@@ -203,15 +213,41 @@ fn fit_dict<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let fit = PyDict::new(py);
     let finished = run.finished();
-    let draws: Vec<u8> = run
+    let unconstrained: Vec<u8> = run
         .samples
         .iter()
         .flat_map(|chain| chain.iter().flat_map(|x| x.to_ne_bytes()))
         .collect();
     fit.set_item(
-        "draws",
-        flat_to_numpy(py, &draws, "float64", &[finished, run.draws, run.dim])?,
+        "unconstrained",
+        flat_to_numpy(
+            py,
+            &unconstrained,
+            "float64",
+            &[finished, run.draws, run.dim],
+        )?,
     )?;
+    // Each reported variable as (chains, draws, *shape).
+    let variables = PyDict::new(py);
+    let mut first = 0;
+    for variable in &run.variables {
+        let size: usize = variable.shape.iter().product();
+        let mut bytes = Vec::with_capacity(finished * run.draws * size * 8);
+        for k in 0..finished {
+            for d in 0..run.draws {
+                let row = &run.reported(k, d)[first..first + size];
+                bytes.extend(row.iter().flat_map(|x| x.to_ne_bytes()));
+            }
+        }
+        let mut shape = vec![finished, run.draws];
+        shape.extend(&variable.shape);
+        variables.set_item(
+            &variable.name,
+            flat_to_numpy(py, &bytes, "float64", &shape)?,
+        )?;
+        first += size;
+    }
+    fit.set_item("draws", variables)?;
     let stats = autobatch_sample::report::stats_json(run, strategy.name());
     fit.set_item("stats", json_to_py(py, &stats)?)?;
     fit.set_item("table", autobatch_sample::report::table(run))?;

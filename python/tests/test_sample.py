@@ -37,8 +37,10 @@ def small_fit(seed=1, **kwargs):
 
 def test_draws_shape_stats_and_summary():
     fit = small_fit()
-    assert fit.draws.shape == (3, 200, 2)
-    assert fit.draws.dtype == np.float64
+    assert list(fit.draws) == ["theta"]
+    assert fit.draws["theta"].shape == (3, 200, 2)
+    assert fit.draws["theta"].dtype == np.float64
+    assert np.array_equal(fit.unconstrained, fit.draws["theta"])
     assert fit.chain_ids == [0, 1, 2]
     assert fit.stats["chains"] == 3 and fit.stats["draws"] == 200
     assert fit.stats["dimension"] == 2
@@ -53,7 +55,7 @@ def test_draws_shape_stats_and_summary():
     means = np.asarray(summary["mean"])
     # The posterior is N(mu, I): 600 draws put the means well within 0.5.
     assert np.all(np.abs(means - np.array([1.0, -2.0])) < 0.5)
-    assert np.allclose(means, fit.draws.mean(axis=(0, 1)))
+    assert np.allclose(means, fit.draws["theta"].mean(axis=(0, 1)))
     for column in ["sd", "5%", "50%", "95%", "R-hat", "ESS bulk", "ESS tail"]:
         assert len(np.asarray(summary[column])) == 2
     assert "theta[1]" in str(fit)
@@ -61,14 +63,14 @@ def test_draws_shape_stats_and_summary():
 
 def test_same_seed_same_draws_other_seed_other_draws():
     a, b, c = small_fit(seed=7), small_fit(seed=7), small_fit(seed=8)
-    assert np.array_equal(a.draws, b.draws)
-    assert not np.array_equal(a.draws, c.draws)
+    assert np.array_equal(a.unconstrained, b.unconstrained)
+    assert not np.array_equal(a.unconstrained, c.unconstrained)
 
 
 def test_draws_do_not_depend_on_the_strategy():
     a = small_fit(strategy="program-counter")
     b = small_fit(strategy="reference")
-    assert np.array_equal(a.draws, b.draws)
+    assert np.array_equal(a.unconstrained, b.unconstrained)
 
 
 def test_progress_callback_sees_every_phase():
@@ -150,3 +152,31 @@ def test_ctrl_c_raises_keyboard_interrupt_and_frees_the_run():
     assert "interrupted" in lines
     assert float(lines[lines.index("cpu") + 1]) < 0.1
     assert child.returncode == 0
+
+
+CONSTRAINED = """
+extern "autobatch" {
+    static mu: [f64; 2];
+}
+
+fn model(#[lower = 0.0] sigma: f64, x: [f64; 2]) -> f64 {
+    let d = x - mu;
+    -0.5 * dot(d, d) - sigma
+}
+"""
+
+
+def test_constrained_parameters_are_named_and_shaped():
+    fit = autobatch.sample(CONSTRAINED, data=DATA, chains=3, warmup=150, draws=200,
+                           seed=2, progress=False)
+    assert list(fit.draws) == ["sigma", "x"]
+    assert fit.draws["sigma"].shape == (3, 200)
+    assert fit.draws["x"].shape == (3, 200, 2)
+    assert fit.unconstrained.shape == (3, 200, 3)
+    # sigma is sampled as log(sigma): the draws are its exponential.
+    assert np.allclose(fit.draws["sigma"], np.exp(fit.unconstrained[..., 0]), rtol=1e-14)
+    assert np.array_equal(fit.draws["x"], fit.unconstrained[..., 1:])
+    assert np.all(fit.draws["sigma"] > 0)
+    summary = fit.summary()
+    names = list(summary.index) if hasattr(summary, "index") else list(summary["parameter"])
+    assert names == ["sigma", "x.0", "x.1"]

@@ -85,6 +85,8 @@ pub mod run;
 pub mod shard;
 pub mod typed;
 
+/// A model's constrained parameters, lowered to the sampler's form.
+pub use autobatch_frontend::parameters;
 pub use bind::{BoundBatch, BoundProgram, InputError, InputErrorKind};
 pub use compile::{compile, CompileError, Compiled};
 pub use frontend_bridge::Diagnostic;

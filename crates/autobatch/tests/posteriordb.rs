@@ -17,12 +17,17 @@ use serde_json::{json, Value};
 
 /// (model folder, model file): arK's loop form (loops over the time steps
 /// and the lags, differentiated over a tape) is checked against the same
-/// points as its matrix form.
+/// points as its matrix form, and each model written with its parameters
+/// declared (`model_constrained.ab`, lowered to `log_density` over the
+/// unconstrained vector by `autobatch::parameters`) against them too.
 const MODELS: &[(&str, &str)] = &[
     ("eight_schools", "model.ab"),
     ("kidiq", "model.ab"),
     ("arK", "model.ab"),
     ("arK", "model_loop.ab"),
+    ("eight_schools", "model_constrained.ab"),
+    ("kidiq", "model_constrained.ab"),
+    ("arK", "model_constrained.ab"),
 ];
 
 /// Relative agreement asked of values and gradients (Stan and we evaluate the
@@ -52,9 +57,14 @@ fn log_density_and_gradient_agree_with_stan() {
         let name = format!("{folder}/{file}");
         let dir = model_dir(folder);
         let model = std::fs::read_to_string(dir.join(file)).expect("the model exists");
+        let (model, d) = match autobatch::parameters::lower_model(&model) {
+            Ok(Some(lowered)) => (lowered.source, autobatch::parameters::UNCONSTRAINED_DIM),
+            Ok(None) => (model, "D"),
+            Err(e) => panic!("{name}: {e:?}"),
+        };
         // The model plus an entry that returns the value and the gradient.
         let source = format!(
-            "{model}\nfn value_and_gradient(theta: [f64; D]) -> (f64, [f64; D]) {{ value_and_grad(log_density, theta) }}\n"
+            "{model}\nfn value_and_gradient(theta: [f64; {d}]) -> (f64, [f64; {d}]) {{ value_and_grad(log_density, theta) }}\n"
         );
         let compiled = compile(&source, "model.ab")
             .unwrap_or_else(|e| panic!("{name}: does not compile:\n{}", e.render(false)));

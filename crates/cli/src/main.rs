@@ -191,6 +191,7 @@ struct SampleArgs {
     /// Write the draws to this CSV file (`-`: stdout, and the summary goes
     /// to stderr). Columns:
     /// chain,draw,theta[0],...,lp__,accept_stat__,treedepth__,n_leapfrog__,divergent__,energy__
+    /// (a `fn model`'s parameters by name in place of theta: tau,theta_tilde.0,...)
     #[arg(long, value_name = "DRAWS.csv")]
     output: Option<PathBuf>,
     /// Write the sampler's figures to this JSON file (`-`: stdout, and the
@@ -199,7 +200,8 @@ struct SampleArgs {
     stats: Option<PathBuf>,
     /// Draw pictures of the draws into this directory (created if
     /// needed), as PNG and SVG: trace-theta-I and rank-theta-I for every
-    /// parameter, and energy.
+    /// parameter (trace-tau, trace-theta_tilde-3 for a `fn model`'s), and
+    /// energy.
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
     /// Adapt one step size and one metric for all chains, pooling their
@@ -212,6 +214,12 @@ struct SampleArgs {
     /// poolings (also at the end of every adaptation window).
     #[arg(long, value_name = "N", value_parser = values::iterations, default_value_t = 1, requires = "pooled_adaptation")]
     pool_every: usize,
+    /// Start every chain at these values instead of a random point: a JSON
+    /// object giving each parameter of `fn model` by name on its
+    /// constrained scale ({"tau": 1.5, ...}), or {"theta": [...]} for a
+    /// `log_density`.
+    #[arg(long, value_name = "INIT.json")]
+    init: Option<PathBuf>,
 }
 
 /// Why the command stopped early; the exit code follows from it.
@@ -561,12 +569,21 @@ fn sample(args: SampleArgs, comm: &dyn Communicator) -> Result<(), Failure> {
         }
     };
     let interrupt = progress::interrupt_on_ctrl_c();
+    let mut config = sample_config(&args, &interrupt);
+    if let (Ok(model), Some(path)) = (&model, &args.init) {
+        let text = read_file(path, "initial values")?;
+        config.init = Some(
+            model
+                .initial_point(&text)
+                .map_err(|e| sample_failure(e, path))?,
+        );
+    }
     let total = (args.warmup + args.draws) as u64;
     let display = progress::Display::new(progress::SAMPLE_TEMPLATE, total, comm.is_root());
     let run = autobatch_sample::sample_sharded(
         comm,
         model.as_ref().map_err(Clone::clone),
-        &sample_config(&args, &interrupt),
+        &config,
         &mut |p| {
             let phase = match (interrupt.is_requested(), p.warming_up) {
                 (true, _) => "stopping",

@@ -111,20 +111,17 @@ pub fn write_profile(
 /// Writes the trace and rank plots of every parameter and the energy plot
 /// of `run` into `dir`.
 pub fn write_sample_plots(dir: &Path, run: &autobatch_sample::SampleRun) -> Result<(), Failure> {
-    for i in 0..run.dim {
-        let name = format!("theta[{i}]");
-        let chains: Vec<Vec<f64>> = (0..run.finished())
-            .map(|k| (0..run.draws).map(|d| run.draw(k, d)[i]).collect())
-            .collect();
+    for (i, name) in run.columns.iter().enumerate() {
+        let chains = run.column(i);
+        // `theta[3]` as `theta-3`, `theta_tilde.3` as `theta_tilde-3`.
+        let file = name.replace(['[', '.'], "-").replace(']', "");
         for extension in ["png", "svg"] {
-            let trace = dir.join(format!("trace-theta-{i}.{extension}"));
+            let trace = dir.join(format!("trace-{file}.{extension}"));
             draw_picture(&trace, |to| {
-                autobatch_plots::trace(to, &name, &chains).map(drop)
+                autobatch_plots::trace(to, name, &chains).map(drop)
             })?;
-            let rank = dir.join(format!("rank-theta-{i}.{extension}"));
-            draw_picture(&rank, |to| {
-                autobatch_plots::rank(to, &name, &chains).map(drop)
-            })?;
+            let rank = dir.join(format!("rank-{file}.{extension}"));
+            draw_picture(&rank, |to| autobatch_plots::rank(to, name, &chains).map(drop))?;
         }
     }
     let note = energy_note(run);

@@ -86,6 +86,7 @@ fn help_describes_the_flags() {
         "--target-accept",
         "--pooled-adaptation",
         "--pool-every",
+        "--init",
     ] {
         assert!(stdout.contains(flag), "help lacks {flag}: {stdout}");
     }
@@ -726,4 +727,116 @@ fn plots_of_every_parameter_and_the_energy() {
 
     let file = s.file("a-file", "");
     assert_refused_at_once(&s, "--plots", &file, "it is not a directory");
+}
+
+/// A model whose `fn model` declares constrained parameters: the summary,
+/// the CSV, the stats JSON and the plots name them on their constrained
+/// scale; a wrong constraint exits 1 with an error located at it.
+#[test]
+fn constrained_parameters_are_named_everywhere() {
+    let s = Scratch::new("constrained");
+    let model = s.file(
+        "model.ab",
+        "extern \"autobatch\" {
+    static y: [f64; N];
+}
+fn model(mu: f64, #[lower = 0.0] sigma: f64, #[simplex] w: [f64; 2]) -> f64 {
+    let r = (y - mu) / sigma;
+    -0.5 * dot(r, r) - N as f64 * sigma.ln() - sigma + w[0].ln() + w[1].ln()
+}
+",
+    );
+    let data = s.file("data.json", DATA);
+    let csv = s.dir.join("draws.csv");
+    let stats = s.dir.join("stats.json");
+    let plots = s.dir.join("plots");
+    let output = sample_files(
+        &model,
+        &data,
+        &[
+            "--chains",
+            "2",
+            "--warmup",
+            "100",
+            "--draws",
+            "50",
+            "--output",
+            csv.to_str().unwrap(),
+            "--stats",
+            stats.to_str().unwrap(),
+            "--plots",
+            plots.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    for name in ["mu", "sigma", "w.0", "w.1"] {
+        assert!(stdout.contains(&format!("\n{name} ")), "{stdout}");
+    }
+    let draws = std::fs::read_to_string(&csv).unwrap();
+    let header = draws.lines().next().unwrap();
+    assert!(
+        header.starts_with("chain,draw,mu,sigma,w.0,w.1,lp__,"),
+        "{header}"
+    );
+    for row in draws.lines().skip(1) {
+        let values: Vec<f64> = row.split(',').map(|v| v.parse().unwrap()).collect();
+        assert!(values[3] > 0.0, "sigma {row}");
+        assert!((values[4] + values[5] - 1.0).abs() < 1e-15, "w {row}");
+    }
+    let figures: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let summary: Vec<&str> = figures["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["parameter"].as_str().unwrap())
+        .collect();
+    assert_eq!(summary, ["mu", "sigma", "w.0", "w.1"]);
+    assert_eq!(figures["dimension"], 3);
+    let trace = std::fs::read_to_string(plots.join("trace-w-1.svg")).unwrap();
+    assert!(trace.contains("w.1: trace (2 chains)"));
+
+    // Initial values by name: accepted, or refused naming the file and the
+    // parameter.
+    let init = s.file("init.json", r#"{"mu": 1.0, "sigma": 0.5, "w": [0.3, 0.7]}"#);
+    let output = sample_files(
+        &model,
+        &data,
+        &[
+            "--chains",
+            "1",
+            "--warmup",
+            "20",
+            "--draws",
+            "5",
+            "--init",
+            init.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let bad = s.file("bad.json", r#"{"mu": 1.0, "sigma": -0.5, "w": [0.3, 0.7]}"#);
+    let output = sample_files(&model, &data, &["--init", bad.to_str().unwrap()]);
+    assert_fails(
+        &output,
+        2,
+        "the initial value of `sigma` does not satisfy its constraint",
+    );
+    assert!(
+        text(&output.stderr).contains("bad.json"),
+        "{}",
+        text(&output.stderr)
+    );
+
+    let wrong = s.file(
+        "wrong.ab",
+        "extern \"autobatch\" { static y: [f64; N]; }\nfn model(#[simplex] s: f64) -> f64 { s }\n",
+    );
+    let output = sample_files(&wrong, &data, &[]);
+    assert_fails(&output, 1, "`simplex` needs a vector");
+    assert!(
+        text(&output.stderr).contains("wrong.ab:2:"),
+        "{}",
+        text(&output.stderr)
+    );
 }

@@ -13,9 +13,12 @@
 //! places its errors); [`items`] collects
 //! items, evaluates constants, collects symbolic dimensions and resolves
 //! signatures; [`body`] checks each function body into HIR; `differentiable`
-//! checks what `grad` / `value_and_grad` differentiate.
+//! checks what `grad` / `value_and_grad` differentiate. Before all that,
+//! [`parameters`] lowers a model whose `fn model` declares constrained
+//! parameters to the sampler's `log_density` over an unconstrained vector.
 
 pub mod hir;
+pub mod parameters;
 
 mod body;
 mod delimiters;

@@ -147,9 +147,11 @@ pub(crate) struct Gradients {
 
 impl ChainState {
     /// A chain before iteration 0 (which draws the initial point).
-    pub fn new(dim: usize, windows: Windows) -> ChainState {
+    /// A chain before its first iteration, at `init` when given (else the
+    /// sampler draws its initial point).
+    pub fn new(dim: usize, windows: Windows, init: Option<&[f64]>) -> ChainState {
         let state = vec![
-            vector_value(vec![0.0; dim]),
+            vector_value(init.map_or_else(|| vec![0.0; dim], <[f64]>::to_vec)),
             scalar_value(Scalar::F64(0.0)),
             vector_value(vec![0.0; dim]),
             scalar_value(Scalar::F64(1.0)),

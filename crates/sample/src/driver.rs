@@ -45,6 +45,10 @@ pub struct SampleConfig {
     /// trajectories. Each run has its own random streams, so the draws
     /// depend on it.
     pub segment: Option<usize>,
+    /// Every chain's initial point on the unconstrained scale (from
+    /// [`Model::initial_point`]); `None` (the default): each chain draws
+    /// its own, uniform in (-2, 2) in every coordinate, as Stan does.
+    pub init: Option<Vec<f64>>,
 }
 
 /// How warmup adapts the step size and the metric.
@@ -87,6 +91,7 @@ impl Default for SampleConfig {
             },
             adaptation: Adaptation::PerChain,
             segment: None,
+            init: None,
         }
     }
 }
@@ -198,6 +203,16 @@ pub struct SampleRun {
     pub runs: usize,
     /// Per finished chain, the draws row after row: `samples[k][draw * dim + i]`.
     pub samples: Vec<Vec<f64>>,
+    /// The quantities each draw reports, by name: `theta` (of `dim`
+    /// values) for a model written as `log_density`, else the parameters
+    /// `fn model` declares, on their constrained scale.
+    pub variables: Vec<Variable>,
+    /// The names of the reported columns, one per element of the
+    /// variables: `theta[i]`, or Stan's `tau`, `theta_tilde.3`, `L.1.0`.
+    pub columns: Vec<String>,
+    /// Per finished chain, the constrained parameters row after row
+    /// (`columns.len()` per draw); `None` when the draws are `samples`.
+    pub constrained: Option<Vec<Vec<f64>>>,
     /// Per chain and draw (sampling only): tree depth, leapfrog steps,
     /// divergence, acceptance statistic, log density, and energy (the
     /// Hamiltonian at the draw with the momentum it was reached with:
@@ -230,6 +245,13 @@ pub struct SampleRun {
     pub strategy_choice: Option<autobatch::StrategyChoice>,
     /// Every parameter's summary, computed once when first asked for.
     summaries: std::sync::OnceLock<Vec<crate::diagnostics::Summary>>,
+}
+
+/// A quantity each draw reports: its name and the lengths of its axes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Variable {
+    pub name: String,
+    pub shape: Vec<usize>,
 }
 
 /// What a run held in memory, against what it had to hold: the model's
@@ -286,14 +308,42 @@ impl SampleRun {
     pub fn draw(&self, k: usize, draw: usize) -> &[f64] {
         &self.samples[k][draw * self.dim..(draw + 1) * self.dim]
     }
-    /// The summary (mean, quantiles, R-hat, ESS) of every parameter, in
-    /// order; computed on first use, the parameters in parallel.
+    /// The reported values of draw `draw` of the `k`-th finished chain,
+    /// one per column (the constrained parameters, or `theta`).
+    pub fn reported(&self, k: usize, draw: usize) -> &[f64] {
+        match &self.constrained {
+            Some(values) => {
+                let width = self.columns.len();
+                &values[k][draw * width..(draw + 1) * width]
+            }
+            None => self.draw(k, draw),
+        }
+    }
+    /// Reported column `i` of every draw of every chain: `[chain][draw]`.
+    pub fn column(&self, i: usize) -> Vec<Vec<f64>> {
+        match &self.constrained {
+            Some(values) => values
+                .iter()
+                .map(|chain| {
+                    chain
+                        .iter()
+                        .skip(i)
+                        .step_by(self.columns.len())
+                        .copied()
+                        .collect()
+                })
+                .collect(),
+            None => self.coordinate(i),
+        }
+    }
+    /// The summary (mean, quantiles, R-hat, ESS) of every reported
+    /// column, in order; computed on first use, the columns in parallel.
     pub fn summaries(&self) -> &[crate::diagnostics::Summary] {
         self.summaries.get_or_init(|| {
             use rayon::prelude::*;
-            (0..self.dim)
+            (0..self.columns.len())
                 .into_par_iter()
-                .map(|i| crate::diagnostics::summarize(&self.coordinate(i)))
+                .map(|i| crate::diagnostics::summarize(&self.column(i)))
                 .collect()
         })
     }
@@ -532,13 +582,13 @@ impl Sampler<'_> {
         stop: &Stop,
     ) -> Result<Ran, Halt> {
         let mut chains: Vec<ChainState> = (0..self.chains)
-            .map(|_| ChainState::new(self.dim, self.windows))
+            .map(|_| ChainState::new(self.dim, self.windows, self.config.init.as_deref()))
             .collect();
         let mut figures = Figures::default();
         let mut start = 0;
         let mut runs = 0_u64;
         // Every chain starts with the same windows; pooling then says.
-        let mut window_end = ChainState::new(self.dim, self.windows).window_end();
+        let mut window_end = ChainState::new(self.dim, self.windows, None).window_end();
         let mut last_run = ExecutorFigures::default();
         progress(Progress {
             done: 0,
@@ -805,6 +855,14 @@ impl<'a> Sampler<'a> {
         let pool_every = check_config(config)?;
         let dim = model.dim();
         check_memory(config, chains.len(), dim)?;
+        if let Some(init) = &config.init {
+            if init.len() != dim || init.iter().any(|x| !x.is_finite()) {
+                return Err(SampleError::Config(format!(
+                    "the initial point must be {dim} finite numbers (the unconstrained parameters); it has {}",
+                    init.len()
+                )));
+            }
+        }
         Ok(Sampler {
             model,
             config,
@@ -950,6 +1008,7 @@ impl<'a> Sampler<'a> {
             .shared("nuts_term_buffer", windows.term_buffer)
             .shared("nuts_base_window", windows.base_window)
             .shared("nuts_pooled", self.pool_every.is_some())
+            .shared("nuts_init_given", self.config.init.is_some())
             .shared(
                 "nuts_recorded",
                 Value::Tensor(Tensor {
@@ -1048,6 +1107,12 @@ impl<'a> Sampler<'a> {
             executor_report: last_run.report,
             strategy_choice: last_run.choice,
             samples: Vec::with_capacity(finished.len()),
+            variables: vec![Variable {
+                name: "theta".into(),
+                shape: vec![self.dim],
+            }],
+            columns: (0..self.dim).map(|i| format!("theta[{i}]")).collect(),
+            constrained: None,
             tree_depth: Vec::with_capacity(finished.len()),
             n_leapfrog: Vec::with_capacity(finished.len()),
             divergent: Vec::with_capacity(finished.len()),
@@ -1077,6 +1142,25 @@ impl<'a> Sampler<'a> {
             run.warmup_divergences.push(chain.warmup_divergences);
             run.warmup_faults.push(chain.warmup_faults);
             run.sampling_faults.push(chain.sampling_faults);
+        }
+        if let Some(parameters) = self.model.parameters() {
+            run.columns = parameters.column_names();
+            run.variables = parameters
+                .declared
+                .iter()
+                .zip(&parameters.shapes)
+                .map(|(p, shape)| Variable {
+                    name: p.name.clone(),
+                    shape: shape.iter().map(|&n| n as usize).collect(),
+                })
+                .collect();
+            run.constrained = Some(crate::constrained::constrain_draws(
+                self.model,
+                &run.samples,
+                self.dim,
+                run.columns.len(),
+                self.config.run.options.threads,
+            )?);
         }
         run.memory = MemoryFigures {
             data_bytes: figures.data_bytes,

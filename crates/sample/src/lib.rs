@@ -36,6 +36,7 @@
 //! chains (except under pooled adaptation, which a user asks for by name).
 
 mod chains;
+mod constrained;
 mod data;
 pub mod diagnostics;
 pub mod driver;
@@ -45,7 +46,7 @@ mod shard;
 
 pub use driver::{
     Adaptation, ChainFailure, MemoryFigures, PhaseFigures, Progress, SampleConfig, SampleRun, Stop,
-    DEFAULT_STRATEGY, MAX_ITERATIONS,
+    Variable, DEFAULT_STRATEGY, MAX_ITERATIONS,
 };
-pub use model::{Model, SampleError, LIBRARY};
+pub use model::{Model, Parameters, SampleError, LIBRARY};
 pub use shard::{sample_sharded, ShardedError};

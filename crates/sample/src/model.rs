@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use autobatch::parameters::{Constraint, Extent, Parameter, UNCONSTRAINED_DIM};
 use autobatch::{
     compile, BoundProgram, CompileError, Compiled, Diagnostic, InputErrorKind, InputValue, Inputs,
     ScalarType, Type,
@@ -75,6 +76,43 @@ pub struct Model {
     pub(crate) model_lines: u32,
     dim: usize,
     precision: ScalarType,
+    /// The parameters `fn model` declares, when the model is written that
+    /// way (else the draws are `theta` itself).
+    pub(crate) parameters: Option<Parameters>,
+}
+
+/// The constrained parameters of a model and their shapes as the data
+/// fixed them.
+#[derive(Clone, Debug)]
+pub struct Parameters {
+    pub declared: Vec<autobatch::parameters::Parameter>,
+    /// Each parameter's axes' lengths.
+    pub shapes: Vec<Vec<u64>>,
+}
+
+impl Parameters {
+    /// The column names of the draws: `tau`, `theta_tilde.0`, `L.1.0`
+    /// (Stan's CSV names, indices from 0 as the language counts them).
+    pub fn column_names(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        for (p, shape) in self.declared.iter().zip(&self.shapes) {
+            let count: u64 = shape.iter().product();
+            for flat in 0..count {
+                let mut name = p.name.clone();
+                let mut rest = flat;
+                let mut index = Vec::new();
+                for len in shape.iter().rev() {
+                    index.push(rest % len);
+                    rest /= len;
+                }
+                for i in index.iter().rev() {
+                    name.push_str(&format!(".{i}"));
+                }
+                names.push(name);
+            }
+        }
+        names
+    }
 }
 
 impl Model {
@@ -83,14 +121,34 @@ impl Model {
     /// (and optionally symbolic dimensions by name). The sampler takes the
     /// gradient of `log_density` by `value_and_grad`.
     pub fn new(source: &str, path: &str, data: &str) -> Result<Model, SampleError> {
+        let lowered = autobatch::parameters::lower_model(source).map_err(|diagnostics| {
+            SampleError::Compile(
+                diagnostics
+                    .iter()
+                    .map(|d| d.render(source, path, false))
+                    .collect::<Vec<_>>()
+                    .join(""),
+            )
+        })?;
+        let user_lines = source.lines().count() as u32;
+        let source = lowered.as_ref().map_or(source, |l| l.source.as_str());
         // The model alone first, so that its diagnostics point into its own text.
-        let alone = compile(source, path).map_err(|e| SampleError::Compile(e.render(false)))?;
+        let alone = compile(source, path).map_err(|e| {
+            SampleError::Compile(if lowered.is_some() {
+                generated_errors(&e, source, path, user_lines)
+            } else {
+                e.render(false)
+            })
+        })?;
         let ModelSignature {
             dim_text,
             precision,
         } = check_log_density(&alone, path)?;
+        let generated = |name: &str| {
+            lowered.is_some() && autobatch::parameters::GENERATED_FUNCTIONS.contains(&name)
+        };
         for function in alone.program().functions.values() {
-            if function.name.starts_with("nuts_") {
+            if function.name.starts_with("nuts_") && !generated(&function.name) {
                 return Err(SampleError::Model(format!(
                     "{path}:{}:{}: the function `{}` has a name starting with `nuts_`, which the sampler reserves for its own functions; rename it",
                     function.loc.line, function.loc.column, function.name
@@ -109,7 +167,8 @@ impl Model {
         let compiled = compile(&combined, path)
             .map_err(|e| combined_errors(&e, &combined, path, model_lines, &library))?;
 
-        let (bound, dim) = bind_data(&compiled, data, path)?;
+        let declared = lowered.map(|l| l.parameters);
+        let (bound, dim, shapes) = bind_data(&compiled, data, path, declared.as_deref())?;
         Ok(Model {
             compiled,
             bound,
@@ -117,12 +176,19 @@ impl Model {
             model_lines,
             dim,
             precision,
+            parameters: declared.map(|declared| Parameters { declared, shapes }),
         })
     }
 
     /// The number of parameters (the length of `theta`).
     pub fn dim(&self) -> usize {
         self.dim
+    }
+
+    /// The parameters `fn model` declares with their shapes, when the
+    /// model is written that way.
+    pub fn parameters(&self) -> Option<&Parameters> {
+        self.parameters.as_ref()
     }
 
     /// The float type the model is written in.
@@ -195,7 +261,7 @@ fn check_log_density(compiled: &Compiled, path: &str) -> Result<ModelSignature, 
         .find(|f| f.name == "log_density" || f.name.starts_with("log_density<"))
     else {
         return Err(SampleError::Model(format!(
-            "{path}: the model has no function `log_density`; `sample` needs {wanted}, the log density of the parameters up to a constant"
+            "{path}: the model has no function `log_density`; `sample` needs {wanted}, the log density of the parameters up to a constant, or `fn model(...) -> f64` over the parameters with their constraints (docs/sampler.md)"
         )));
     };
     let at = format!("{path}:{}:{}", function.loc.line, function.loc.column);
@@ -252,6 +318,23 @@ fn type_text(program: &Program, ty: &Type) -> String {
         Type::Tuple(items) if items.is_empty() => "`()`".to_string(),
         Type::Tuple(_) => "a tuple".to_string(),
     }
+}
+
+/// The diagnostics of a model lowered from `fn model`: those in the code
+/// generated after the user's `user_lines` lines (a bound of the wrong
+/// type, say) say so.
+fn generated_errors(error: &CompileError, source: &str, path: &str, user_lines: u32) -> String {
+    let mut out = String::new();
+    for diagnostic in error.diagnostics() {
+        let mut d = diagnostic.clone();
+        if d.loc.line > user_lines {
+            d = d.with_note(
+                "this is in the code generated from the constraints of `fn model`'s parameters: a bound, offset or multiplier must be an f64, or an array of f64 of its parameter's shape",
+            );
+        }
+        out.push_str(&d.render(source, path, false));
+    }
+    out
 }
 
 /// The diagnostics of the combined program: those in the model as usual,
@@ -333,18 +416,65 @@ fn relocate(text: &str, model_lines: u32) -> String {
 
 /// Reads the data object: every static by name, and optionally symbolic
 /// dimensions by name (checked against the shapes). Returns the program
-/// with the statics bound and the length of `theta`.
+/// with the statics bound, the length of `theta`, and the shapes of the
+/// declared `parameters` (none for a model written as `log_density`).
 fn bind_data(
     compiled: &Compiled,
     data: &str,
     path: &str,
-) -> Result<(BoundProgram, usize), SampleError> {
+    parameters: Option<&[Parameter]>,
+) -> Result<(BoundProgram, usize, Vec<Vec<u64>>), SampleError> {
     let program = compiled.program();
     let bound = match crate::data::read(program, data).and_then(|c| bind_compact(compiled, c)) {
         Some(bound) => bound,
         None => bind_json(compiled, data, path)?,
     };
-    finish_binding(compiled, bound)
+    finish_binding(compiled, bound, parameters)
+}
+
+/// The shapes of the declared parameters, their lengths fixed by
+/// `dim_values`, and the length of the unconstrained vector they make.
+fn parameter_shapes(
+    program: &Program,
+    parameters: &[Parameter],
+    dim_values: &[Option<u64>],
+) -> Result<(Vec<Vec<u64>>, u64), SampleError> {
+    let mut shapes = Vec::new();
+    let mut total = 0;
+    for p in parameters {
+        let mut shape = Vec::new();
+        for extent in &p.shape {
+            shape.push(match extent {
+                Extent::Fixed(n) => *n,
+                Extent::Named(name) => program
+                    .symbols
+                    .iter()
+                    .position(|s| s == name)
+                    .and_then(|id| dim_values[id])
+                    .ok_or_else(|| {
+                        SampleError::Data(format!(
+                            "the length {name} of the parameter `{}` is not fixed by the shapes of the statics; give it in the data, as \"{name}\": LENGTH",
+                            p.name
+                        ))
+                    })?,
+            });
+        }
+        let structured = !matches!(
+            p.constraint,
+            Constraint::None | Constraint::Bounds { .. } | Constraint::Affine { .. }
+        );
+        let too_small = shape.contains(&0)
+            || (p.constraint == Constraint::CholeskyFactorCov && shape[0] < shape[1]);
+        if structured && too_small {
+            return Err(SampleError::Data(format!(
+                "the data makes the parameter `{}` {:?} in shape, which its constraint does not allow (a Cholesky factor of a covariance matrix needs at least as many rows as columns; every other constraint at least one element)",
+                p.name, shape
+            )));
+        }
+        total += p.unconstrained_len(&shape);
+        shapes.push(shape);
+    }
+    Ok((shapes, total))
 }
 
 /// Checks the dimensions the data gives against the statics' shapes and
@@ -352,7 +482,8 @@ fn bind_data(
 fn finish_binding(
     compiled: &Compiled,
     bound: BoundData,
-) -> Result<(BoundProgram, usize), SampleError> {
+    parameters: Option<&[Parameter]>,
+) -> Result<(BoundProgram, usize, Vec<Vec<u64>>), SampleError> {
     let program = compiled.program();
     let BoundData {
         statics: converted,
@@ -384,6 +515,14 @@ fn finish_binding(
             _ => dim_values[id] = Some(*n),
         }
     }
+    let mut shapes = Vec::new();
+    if let Some(parameters) = parameters {
+        let (found, total) = parameter_shapes(program, parameters, &dim_values)?;
+        shapes = found;
+        if let Some(id) = program.symbols.iter().position(|s| s == UNCONSTRAINED_DIM) {
+            dim_values[id] = Some(total);
+        }
+    }
 
     let log_density = program
         .functions
@@ -398,6 +537,11 @@ fn finish_binding(
         Dim::Symbolic(id) => {
             let name = program.symbol_name(id);
             match dim_values[id.0 as usize] {
+                Some(0) if parameters.is_some() => {
+                    return Err(SampleError::Data(
+                        "the data makes every parameter of `model` empty: there is nothing to sample".into(),
+                    ))
+                }
                 Some(0) => {
                     return Err(SampleError::Data(format!(
                         "the data makes the length {name} of `theta` 0: there is nothing to sample"
@@ -412,7 +556,7 @@ fn finish_binding(
             }
         }
     };
-    Ok((converted, dim as usize))
+    Ok((converted, dim as usize, shapes))
 }
 
 /// The data bound: the statics as tensors, the values of the symbolic
@@ -597,8 +741,8 @@ fn log_density(theta: [f64; D]) -> f64 { sum(matvec(X, theta)) }
                     other => panic!("{data}: fast {:?}, JSON {:?}", other.0, other.1),
                 }
             }
-            let via_data = bind_data(&compiled, &data, "m.ab");
-            let via_json = json.and_then(|bound| finish_binding(&compiled, bound));
+            let via_data = bind_data(&compiled, &data, "m.ab", None);
+            let via_json = json.and_then(|bound| finish_binding(&compiled, bound, None));
             assert_eq!(
                 format!("{via_data:?}"),
                 format!("{via_json:?}"),

@@ -63,16 +63,23 @@ pub fn gradients_per_second(run: &SampleRun) -> f64 {
 pub fn table(run: &SampleRun) -> String {
     let mut out = String::new();
     let rows = summaries(run);
+    let width = run
+        .columns
+        .iter()
+        .map(|c| c.len())
+        .max()
+        .unwrap_or(0)
+        .max(12);
     let _ = writeln!(
         out,
-        "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>8}",
+        "{:<width$} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>8}",
         "parameter", "mean", "sd", "5%", "50%", "95%", "R-hat", "ESS bulk", "ESS tail"
     );
-    for (i, s) in rows.iter().enumerate() {
+    for (name, s) in run.columns.iter().zip(&rows) {
         let _ = writeln!(
             out,
-            "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>8}",
-            parameter_name(i),
+            "{:<width$} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>8}",
+            name,
             significant(s.mean),
             significant(s.sd),
             significant(s.q5),
@@ -134,11 +141,6 @@ pub fn table(run: &SampleRun) -> String {
     out
 }
 
-/// The name of parameter `i`, as the table and the CSV name it.
-fn parameter_name(i: usize) -> String {
-    format!("theta[{i}]")
-}
-
 /// The largest R-hat that does not call for a warning (Vehtari et al.
 /// 2021; ArviZ).
 pub const RHAT_THRESHOLD: f64 = 1.01;
@@ -166,9 +168,9 @@ fn some_of(names: &[String]) -> String {
 fn flagged(run: &SampleRun, flag: impl Fn(&Summary) -> bool) -> Vec<String> {
     summaries(run)
         .iter()
-        .enumerate()
-        .filter(|(_, s)| flag(s))
-        .map(|(i, _)| parameter_name(i))
+        .zip(&run.columns)
+        .filter(|(s, _)| flag(s))
+        .map(|(_, name)| name.clone())
         .collect()
 }
 
@@ -324,15 +326,17 @@ pub const DRAW_COLUMNS: [&str; 6] = [
     "energy__",
 ];
 
-/// Writes the draws: a header `chain,draw,theta[0],...,lp__,...`, then one
+/// Writes the draws: a header `chain,draw,theta[0],...,lp__,...` (the
+/// reported columns: `theta[i]`, or the constrained parameters' `tau`,
+/// `theta_tilde.0`, ...), then one
 /// row per chain and draw (both counted from 0): the parameters, then the
 /// sampler's figures of the draw ([`DRAW_COLUMNS`]: log density,
 /// acceptance statistic, tree depth, leapfrog steps, divergence as 0 or 1,
 /// energy); floats in their shortest exact form.
 pub fn write_csv(run: &SampleRun, out: &mut dyn Write) -> io::Result<()> {
     let mut line = String::from("chain,draw");
-    for i in 0..run.dim {
-        let _ = write!(line, ",theta[{i}]");
+    for name in &run.columns {
+        let _ = write!(line, ",{name}");
     }
     for column in DRAW_COLUMNS {
         let _ = write!(line, ",{column}");
@@ -342,7 +346,7 @@ pub fn write_csv(run: &SampleRun, out: &mut dyn Write) -> io::Result<()> {
         for draw in 0..run.draws {
             line.clear();
             let _ = write!(line, "{chain},{draw}");
-            for x in run.draw(k, draw) {
+            for x in run.reported(k, draw) {
                 let _ = write!(line, ",{x:?}");
             }
             let _ = write!(
@@ -396,8 +400,8 @@ fn figures_json(run: &SampleRun, strategy: &str) -> serde_json::Value {
         "failed_chains": run.failures.iter().map(|f| serde_json::json!({
             "chain": f.chain, "kind": f.kind, "message": f.message, "location": f.location,
         })).collect::<Vec<_>>(),
-        "summary": summaries(run).iter().enumerate().map(|(i, s)| serde_json::json!({
-            "parameter": parameter_name(i),
+        "summary": summaries(run).iter().zip(&run.columns).map(|(s, name)| serde_json::json!({
+            "parameter": name,
             "mean": float(s.mean), "sd": float(s.sd), "q5": float(s.q5), "q50": float(s.q50),
             "q95": float(s.q95), "rhat": float(s.rhat), "ess_bulk": float(s.ess_bulk),
             "ess_tail": float(s.ess_tail),

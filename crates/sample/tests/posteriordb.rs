@@ -14,13 +14,19 @@ fn examples() -> PathBuf {
 }
 
 fn check(name: &str, seed: u64) {
+    check_model(name, "model.ab", seed);
+}
+
+/// Samples `examples/posteriordb/<name>/<file>` and compares its
+/// unconstrained draws with the reference.
+fn check_model(name: &str, file: &str, seed: u64) -> autobatch_sample::SampleRun {
     let dir = examples().join(name);
     let reference = std::fs::read_to_string(dir.join("reference.json"))
         .unwrap_or_else(|e| panic!("{name}: reference.json: {e}"));
     let reference: serde_json::Value = serde_json::from_str(&reference).expect("reference JSON");
-    let source = std::fs::read_to_string(dir.join("model.ab")).expect("model.ab");
+    let source = std::fs::read_to_string(dir.join(file)).expect("the model");
     let data = std::fs::read_to_string(dir.join("data.json")).expect("data.json");
-    let model = Model::new(&source, &format!("{name}/model.ab"), &data)
+    let model = Model::new(&source, &format!("{name}/{file}"), &data)
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     let config = SampleConfig {
         chains: 4,
@@ -89,11 +95,44 @@ fn check(name: &str, seed: u64) {
         "{name}: {} divergences",
         run.divergences()
     );
+    run
 }
 
 #[test]
 fn eight_schools_noncentered() {
     check("eight_schools", 101);
+}
+
+/// Eight schools with its parameters declared (`#[lower = 0.0] tau`): the
+/// same posterior as the hand-written model, and its draws named and on
+/// the constrained scale (`tau` the exponential of the sampler's log tau).
+#[test]
+fn eight_schools_constrained() {
+    let run = check_model("eight_schools", "model_constrained.ab", 101);
+    // The target: every mean within 0.1 reference sd.
+    let reference = std::fs::read_to_string(examples().join("eight_schools/reference.json"))
+        .expect("reference.json");
+    let reference: serde_json::Value = serde_json::from_str(&reference).expect("reference JSON");
+    for p in reference["parameters"].as_array().expect("parameters") {
+        let i = p["index"].as_u64().expect("index") as usize;
+        let (mean, sd) = (p["mean"].as_f64().unwrap(), p["sd"].as_f64().unwrap());
+        let ours = summarize(&run.coordinate(i)).mean;
+        assert!(
+            (ours - mean).abs() < 0.1 * sd,
+            "theta[{i}]: mean {ours} against {mean} (sd {sd})"
+        );
+    }
+    let mut names = vec!["mu".to_string(), "tau".to_string()];
+    names.extend((0..8).map(|j| format!("theta_tilde.{j}")));
+    assert_eq!(run.columns, names);
+    for k in 0..run.finished() {
+        for d in 0..run.draws {
+            let (theta, x) = (run.draw(k, d), run.reported(k, d));
+            assert_eq!(x[0], theta[0]);
+            assert!((x[1] - theta[1].exp()).abs() <= 1e-14 * x[1], "tau");
+            assert_eq!(x[2..], theta[2..]);
+        }
+    }
 }
 
 #[test]
@@ -104,4 +143,21 @@ fn kidiq() {
 #[test]
 fn ark() {
     check("arK", 103);
+}
+
+/// kidiq and arK with their parameters declared (`#[lower = 0.0] sigma`):
+/// the same posteriors as the hand-written models.
+#[test]
+fn kidiq_constrained() {
+    let run = check_model("kidiq", "model_constrained.ab", 102);
+    assert_eq!(run.columns, ["beta.0", "beta.1", "sigma"]);
+}
+
+#[test]
+fn ark_constrained() {
+    let run = check_model("arK", "model_constrained.ab", 103);
+    assert_eq!(
+        run.columns,
+        ["alpha", "beta.0", "beta.1", "beta.2", "beta.3", "beta.4", "sigma"]
+    );
 }

@@ -32,8 +32,14 @@ class Fit:
     the sampler's figures and per-draw statistics."""
 
     def __init__(self, native):
-        #: numpy array (chains, draws, dim): the draws of the chains that finished.
+        #: dict of numpy arrays (chains, draws, *shape): the draws of the
+        #: chains that finished, by name: the parameters of `fn model` on
+        #: their constrained scale (`draws["tau"]`, `draws["theta_tilde"]`),
+        #: or `theta` for a model written as `log_density`.
         self.draws = native["draws"]
+        #: numpy array (chains, draws, dim): the same draws as the sampler
+        #: moves them, on the unconstrained scale.
+        self.unconstrained = native["unconstrained"]
         #: dict: the sampler's figures, as `autobatch sample --stats` writes them.
         self.stats = native["stats"]
         #: list: the numbers of the chains that finished (those in `draws`).
@@ -70,14 +76,15 @@ class Fit:
         return pandas.DataFrame(columns, index=pandas.Index(names, name="parameter"))
 
     def to_arviz(self):
-        """The draws as an `arviz.InferenceData` (posterior `theta` with
-        dimensions chain, draw, theta_dim_0; sample_stats). Needs arviz."""
+        """The draws as an `arviz.InferenceData` (the posterior's variables
+        are those of `draws`, with dimensions chain, draw and
+        NAME_dim_0, ...; sample_stats). Needs arviz."""
         try:
             import arviz
         except ImportError as error:
             raise ImportError("Fit.to_arviz needs arviz: pip install arviz") from error
         return arviz.from_dict(
-            posterior={"theta": self.draws},
+            posterior=dict(self.draws),
             sample_stats=dict(self.sample_stats),
         )
 
@@ -85,7 +92,7 @@ class Fit:
         return self._table
 
     def __repr__(self):
-        chains, draws, dim = self.draws.shape
+        chains, draws, dim = self.unconstrained.shape
         return f"<autobatch.Fit: {chains} chains of {draws} draws of {dim} parameters>"
 
 
@@ -122,10 +129,16 @@ class _ProgressBar:
 
 def sample(model_source, data=None, *, chains=4, warmup=1000, draws=1000, seed=0,
            strategy=None, threads=None, max_depth=10, target_accept=0.8,
-           pooled_adaptation=None, progress=None, path="<model>"):
+           pooled_adaptation=None, progress=None, path="<model>", init=None):
     """Runs the No-U-Turn Sampler on `model_source` (which defines
+    `fn model(...) -> f64` over its constrained parameters, or
     `fn log_density(theta: [f64; D]) -> f64`) with its statics in `data`,
     as `autobatch sample` does, and returns a `Fit`.
+
+    `init`: a dict giving every parameter by name on its constrained scale
+    (`{"tau": 1.5, "theta_tilde": [...]}`; `{"theta": [...]}` for a
+    `log_density`), where every chain starts (None: each draws its own
+    point, uniform(-2, 2) on the unconstrained scale, as Stan does).
 
     `strategy`: how the chains run (None: `autobatch sample`'s default,
     auto, which picks per model); every strategy gives the same draws.
@@ -148,7 +161,7 @@ def sample(model_source, data=None, *, chains=4, warmup=1000, draws=1000, seed=0
             model_source, data, chains=chains, warmup=warmup, draws=draws, seed=seed,
             strategy=strategy, threads=threads, max_depth=max_depth,
             target_accept=target_accept, pooled_adaptation=pooled_adaptation,
-            progress=progress, path=path,
+            progress=progress, path=path, init=init,
         )
     finally:
         if bar is not None:
