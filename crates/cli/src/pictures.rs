@@ -121,7 +121,9 @@ pub fn write_sample_plots(dir: &Path, run: &autobatch_sample::SampleRun) -> Resu
                 autobatch_plots::trace(to, name, &chains).map(drop)
             })?;
             let rank = dir.join(format!("rank-{file}.{extension}"));
-            draw_picture(&rank, |to| autobatch_plots::rank(to, name, &chains).map(drop))?;
+            draw_picture(&rank, |to| {
+                autobatch_plots::rank(to, name, &chains).map(drop)
+            })?;
         }
     }
     let note = energy_note(run);
