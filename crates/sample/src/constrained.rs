@@ -6,7 +6,7 @@
 //! generated `nuts_unconstrain` (Stan's `*_free` transforms).
 
 use autobatch::parameters::{CONSTRAIN_FUNCTION, UNCONSTRAIN_FUNCTION};
-use autobatch::{RunConfig, Strategy, Tensor, Value};
+use autobatch::{Inputs, RunConfig, Strategy, Tensor, Value};
 use autobatch_types::Data;
 
 use crate::model::{Model, SampleError};
@@ -26,14 +26,14 @@ pub(crate) fn constrain_draws(
             .chunks(dim)
             .map(|x| Value::Tensor(Tensor::new(vec![dim], Data::F64(x.to_vec()))))
     });
-    let inputs = model.statics.clone().batched("nuts_theta", points);
+    let inputs = Inputs::new().batched("nuts_theta", points);
     let internal = |what: String| {
         SampleError::Run(format!(
             "internal error: mapping the draws to the constrained scale: {what} (this is a bug in autobatch)"
         ))
     };
     let batch = model
-        .compiled
+        .bound
         .bind(CONSTRAIN_FUNCTION, &inputs)
         .map_err(|e| internal(e.message().to_string()))?;
     let mut config = RunConfig {
@@ -98,7 +98,7 @@ impl Model {
                 names.join(", ")
             )));
         }
-        let mut inputs = self.statics.clone();
+        let mut inputs = Inputs::new();
         for name in &names {
             let value = object
                 .get(name)
@@ -119,7 +119,7 @@ impl Model {
             Data::F64(vec![0.0; self.dim()]),
         ));
         let batch = self
-            .compiled
+            .bound
             .bind(UNCONSTRAIN_FUNCTION, &inputs.batched("nuts_theta", [zeros]))
             .map_err(|e| bad(format!("do not fit the parameters: {}", e.message())))?;
         let result = batch

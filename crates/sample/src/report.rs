@@ -75,7 +75,7 @@ pub fn table(run: &SampleRun) -> String {
         "{:<width$} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>8}",
         "parameter", "mean", "sd", "5%", "50%", "95%", "R-hat", "ESS bulk", "ESS tail"
     );
-    for (name, s) in run.columns.iter().zip(&rows) {
+    for (name, s) in run.columns.iter().zip(rows) {
         let _ = writeln!(
             out,
             "{:<width$} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>8}",
