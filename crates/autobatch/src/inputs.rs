@@ -55,7 +55,7 @@ pub enum InputValue {
 /// ```
 /// use autobatch::{compile, ArrayInput, Data, Inputs, RunConfig, Tensor};
 /// use autobatch::typed::IntoValue;
-/// let program = compile("fn total(x: [f64; 3]) -> f64 { x.sum() }", "t.ab").unwrap();
+/// let program = compile("fn total(x: [f64; 3]) -> f64 { sum(x) }", "t.ab").unwrap();
 /// // float32 elements for an `f64` argument.
 /// let x = ArrayInput::new(Tensor::new(vec![3], Data::F32(vec![1.0, 2.0, 3.5])), "float32");
 /// let out = program.bind("total", &Inputs::new().shared("x", x)).unwrap()

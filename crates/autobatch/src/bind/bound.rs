@@ -25,16 +25,16 @@ use crate::typed::Element;
 /// use autobatch::{compile, Inputs, RunConfig};
 ///
 /// let source = "extern \"autobatch\" { static W: [f64; 3]; }
-///               fn dot(x: [f64; 3]) -> f64 { (W * x).sum() }";
-/// let program = compile(source, "dot.ab").unwrap();
+///               fn weigh(x: [f64; 3]) -> f64 { sum(W * x) }";
+/// let program = compile(source, "weigh.ab").unwrap();
 /// let mut bound = program.with_statics(&Inputs::new().shared("W", vec![1.0, 2.0, 3.0])).unwrap();
 /// let batch = Inputs::new().batched("x", [vec![1.0, 0.0, 0.0], vec![0.0, 1.0, 1.0]]);
-/// let out = bound.bind("dot", &batch).unwrap().run(&RunConfig::default()).unwrap();
+/// let out = bound.bind("weigh", &batch).unwrap().run(&RunConfig::default()).unwrap();
 /// assert_eq!(out.members[1], Ok(5.0_f64.into_value()));
 ///
 /// // Statics can be read, replaced, or updated in place.
 /// bound.static_values_mut::<f64>("W").unwrap()[0] = 10.0;
-/// let out = bound.bind("dot", &batch).unwrap().run(&RunConfig::default()).unwrap();
+/// let out = bound.bind("weigh", &batch).unwrap().run(&RunConfig::default()).unwrap();
 /// assert_eq!(out.members[0], Ok(10.0_f64.into_value()));
 /// # use autobatch::typed::IntoValue;
 /// ```
