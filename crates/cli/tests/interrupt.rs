@@ -5,7 +5,7 @@
 //! code looks at Ctrl-C only before a member starts (the members running
 //! finish); `sample`'s, whose chains are long members, as they run.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -109,6 +109,31 @@ fn spawn(args: &[&str]) -> Child {
         .expect("start autobatch")
 }
 
+/// `autobatch run` of `spin` on `inputs` (the step limit out of reach),
+/// interrupted once it has used 0.3 s of CPU.
+fn interrupted_spin(
+    program: &Path,
+    inputs: &Path,
+    strategy: &str,
+    threads: &str,
+) -> std::process::Output {
+    let child = spawn(&[
+        "run",
+        program.to_str().unwrap(),
+        "--entry",
+        "spin",
+        "--inputs",
+        inputs.to_str().unwrap(),
+        "--strategy",
+        strategy,
+        "--threads",
+        threads,
+        "--max-steps",
+        "1000000000000000",
+    ]);
+    interrupt_when_busy(child, 0.3)
+}
+
 /// Members that finish fast, between members that never do: under every
 /// strategy that stops a member as it runs, on one thread and on two, the
 /// fast ones keep their results
@@ -123,21 +148,7 @@ fn ctrl_c_keeps_the_finished_members_under_the_strategies_that_stop_members() {
     for strategy in STOPPING_MEMBERS {
         for threads in ["1", "2"] {
             let name = format!("{strategy} on {threads} threads");
-            let child = spawn(&[
-                "run",
-                program.to_str().unwrap(),
-                "--entry",
-                "spin",
-                "--inputs",
-                inputs.to_str().unwrap(),
-                "--strategy",
-                strategy,
-                "--threads",
-                threads,
-                "--max-steps",
-                "1000000000000000",
-            ]);
-            let output = interrupt_when_busy(child, 0.3);
+            let output = interrupted_spin(&program, &inputs, strategy, threads);
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert_eq!(output.status.code(), Some(130), "{name}: {stderr}");
             assert!(
@@ -177,21 +188,7 @@ fn ctrl_c_under_native_code_finishes_the_members_running_and_starts_no_more() {
     for strategy in ["native", "native-batched"] {
         for threads in ["1", "2"] {
             let name = format!("{strategy} on {threads} threads");
-            let child = spawn(&[
-                "run",
-                program.to_str().unwrap(),
-                "--entry",
-                "spin",
-                "--inputs",
-                inputs.to_str().unwrap(),
-                "--strategy",
-                strategy,
-                "--threads",
-                threads,
-                "--max-steps",
-                "1000000000000000",
-            ]);
-            let output = interrupt_when_busy(child, 0.3);
+            let output = interrupted_spin(&program, &inputs, strategy, threads);
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert_eq!(output.status.code(), Some(130), "{name}: {stderr}");
             let document: serde_json::Value = serde_json::from_slice(&output.stdout)
