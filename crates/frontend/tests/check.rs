@@ -507,8 +507,8 @@ fn an_unknown_method_lists_the_methods_by_receiver() {
     );
     assert_eq!(
         ds[0].notes,
-        ["methods: abs exp exp_m1 ln ln_1p log10 sqrt sin cos tan tanh floor ceil round signum recip \
-          powi powf max min is_nan is_finite (floats); abs max min pow (integers); len (arrays)"]
+        ["methods: abs exp exp_m1 ln ln_1p log10 sqrt sin cos tan atan tanh floor ceil round signum recip \
+          powi powf atan2 max min is_nan is_finite (floats); abs max min pow (integers); len (arrays)"]
     );
 }
 

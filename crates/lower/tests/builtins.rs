@@ -21,6 +21,7 @@ const TYPES: &[&str] = &[
     "[bool; 3]",
     "[[f64; 3]; 2]",
     "[[f64; 2]; 3]",
+    "[[f64; 3]; 3]",
     "[[i64; 3]; 2]",
 ];
 
@@ -100,7 +101,11 @@ fn builtins_have_one_type_in_the_front_end_and_the_ir() {
             let operands: Vec<String> = (0..types.len()).map(|i| format!("p{i}")).collect();
             let expr = match b.spelling().method() {
                 Some(m) => format!("p0.{m}({})", operands[1..].join(", ")),
-                None => format!("{}({})", b.name(), operands.join(", ")),
+                None => format!(
+                    "{}({})",
+                    b.spelling().function().unwrap_or(b.name()),
+                    operands.join(", ")
+                ),
             };
             accepted += usize::from(agree(&expr, &types, b.ir_name()));
         }
