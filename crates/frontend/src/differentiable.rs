@@ -413,8 +413,21 @@ impl Checker<'_> {
                 "`catch` in differentiated code",
                 "a recovered fault has no derivative; call `catch` outside the function that is differentiated (for example around the `grad` call)",
             ),
-            // The table's `nograd` rows are the random draws (a test of the
-            // table checks it).
+            // The table's `nograd` rows are the random draws and the
+            // functions without a derivative rule (`trigamma`; a test of
+            // the table checks it).
+            ExprKind::Builtin { builtin, .. }
+                if !builtin.differentiable() && !builtin.signature().is_random() =>
+            {
+                let name = builtin.name();
+                self.error(
+                    format!("cannot differentiate `{name}`: autobatch has no derivative of it"),
+                    e.loc,
+                    name.len(),
+                    "not differentiable",
+                    "compute it outside the differentiated function and pass it in as part of the point, or as statics",
+                )
+            }
             ExprKind::Builtin { builtin, .. } if !builtin.differentiable() => {
                 let name = builtin.name();
                 self.error(
