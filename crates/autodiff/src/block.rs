@@ -115,6 +115,7 @@ impl<'p> Builder<'p> {
                 vars: Default::default(),
                 blocks: Default::default(),
                 loc,
+                uncounted: false,
             },
             current: Block(0),
             active: Vec::new(),
@@ -619,11 +620,17 @@ pub(crate) fn emit_forward(
                 loc: *loc,
                 catch: *catch,
             },
-            Op::Fork { instances, loc, .. } => Op::Fork {
+            Op::Fork {
+                instances,
+                loc,
+                tape,
+                ..
+            } => Op::Fork {
                 dsts: defs,
                 args,
                 instances: instances.clone(),
                 loc: *loc,
+                tape: *tape,
             },
         };
         if let Op::Prim {

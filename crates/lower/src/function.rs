@@ -20,7 +20,7 @@ use autobatch_frontend::hir::{
 use autobatch_frontend::Diagnostic;
 use autobatch_ir::EntityRef;
 use autobatch_ir::{
-    BinaryOp, Block, BlockData, CompareOp, Dim, FuncId, Function, Instances, JoinCall, Op, Param,
+    BinaryOp, Block, BlockData, CompareOp, Dim, FuncId, Function, Instances, JoinCall, Op, Param, TapeMode,
     Prim, Program, Scalar, ScalarType, StaticId, TensorType, Terminator, Type, UnaryOp, Var,
     VarData,
 };
@@ -95,6 +95,7 @@ pub(crate) fn lower_function(
             vars: Default::default(),
             blocks: Default::default(),
             loc: hir.loc,
+            uncounted: false,
         },
         terminated: Vec::new(),
         current: None,
@@ -980,6 +981,7 @@ impl FunctionLowerer<'_> {
             args,
             instances: Instances::Join(join_calls),
             loc: e.loc,
+            tape: TapeMode::None,
         })?;
         Ok(Some(dsts))
     }
@@ -1015,6 +1017,7 @@ impl FunctionLowerer<'_> {
                 each: usize::from(!*indexed),
             },
             loc: e.loc,
+            tape: TapeMode::None,
         })?;
         Ok(Some(dsts))
     }

@@ -105,6 +105,8 @@ pub enum Signature {
     /// value of the static's type; `row`: an index and a row; `outer`: two
     /// vectors whose outer product is the contribution); no result.
     StaticAdjoint,
+    /// One or more operands of any types, saved on the lane's tape; no result.
+    TapePush,
 }
 
 impl Signature {
@@ -139,7 +141,7 @@ impl Signature {
             | S::Product { .. }
             | S::Index => 2,
             S::Select | S::IndexSet => 3,
-            S::Stack | S::Host | S::StaticAdjoint => return None,
+            S::Stack | S::Host | S::StaticAdjoint | S::TapePush => return None,
         })
     }
 
