@@ -25,8 +25,8 @@
 //!   to every row, `h'jrow(m, x, d..)`, which passes them to the vjp.
 
 use autobatch_ir::{
-    fork_calls, Dim, EntityRef, FuncId, InstanceArg, Instances, JoinCall, Op, Prim, ScalarType, TapeMode,
-    TensorType, Terminator, Var,
+    fork_calls, Dim, EntityRef, FuncId, InstanceArg, Instances, JoinCall, Op, Prim, ScalarType,
+    TapeMode, TensorType, Terminator, Var,
 };
 use autobatch_types::Loc;
 

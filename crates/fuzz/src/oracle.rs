@@ -173,8 +173,8 @@ pub fn check(case: &Case, header_lines: usize) -> Verdict {
 fn derived_limits(case: &Case) -> Limits {
     let defaults = RunConfig::default();
     Limits {
-        max_stack_depth: defaults.max_stack_depth,
-        max_steps: defaults.max_steps,
+        max_stack_depth: defaults.options.max_stack_depth,
+        max_steps: defaults.options.max_steps,
         seed: case.limits.seed,
     }
 }

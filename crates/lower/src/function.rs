@@ -20,9 +20,9 @@ use autobatch_frontend::hir::{
 use autobatch_frontend::Diagnostic;
 use autobatch_ir::EntityRef;
 use autobatch_ir::{
-    BinaryOp, Block, BlockData, CompareOp, Dim, FuncId, Function, Instances, JoinCall, Op, Param, TapeMode,
-    Prim, Program, Scalar, ScalarType, StaticId, TensorType, Terminator, Type, UnaryOp, Var,
-    VarData,
+    BinaryOp, Block, BlockData, CompareOp, Dim, FuncId, Function, Instances, JoinCall, Op, Param,
+    Prim, Program, Scalar, ScalarType, StaticId, TapeMode, TensorType, Terminator, Type, UnaryOp,
+    Var, VarData,
 };
 use autobatch_types::Loc;
 

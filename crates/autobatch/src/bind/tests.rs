@@ -92,6 +92,7 @@ fn program(statics: &[(&str, &str)], params: &[(&str, &str)]) -> Compiled {
         vars: Default::default(),
         blocks: Default::default(),
         loc: Loc::new(1, 1),
+        uncounted: false,
     };
     for (name, text) in params {
         let ty = parse_type(text, &mut program.symbols);
@@ -990,7 +991,10 @@ fn errors_say_whether_they_are_about_the_inputs() {
 
 #[test]
 fn derived_functions_are_named_by_the_users_function() {
-    assert_eq!(autobatch_ir::user_function_name("predict'sgrad@0"), "predict");
+    assert_eq!(
+        autobatch_ir::user_function_name("predict'sgrad@0"),
+        "predict"
+    );
     assert_eq!(autobatch_ir::user_function_name("f'vjp"), "f");
     assert_eq!(autobatch_ir::user_function_name("norm2<3>"), "norm2<3>");
     assert_eq!(autobatch_ir::user_function_name("plain"), "plain");
