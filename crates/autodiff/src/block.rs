@@ -457,7 +457,7 @@ pub(crate) fn build(d: &mut Deriver, p: usize, block: usize) -> DeriveResult<Fun
 /// indexing, ...: [`Prim::may_fault_knowing`]), so that the derived
 /// function stops with the error its function would stop with, where it
 /// would.
-fn remove_unused_operations(func: &mut Function) {
+pub(crate) fn remove_unused_operations(func: &mut Function) {
     loop {
         let mut used = vec![false; func.vars.len()];
         for block in func.blocks.values() {
