@@ -13,6 +13,12 @@
 //! `a + -b` is `a - b`). Because the gradient is plain IR, every executor
 //! runs and batches it unchanged.
 //!
+//! A function without forks or catching calls (and not differentiated for
+//! statics) is derived over a **tape** (`tape.rs`): its vjp calls a forward
+//! part, the function's own blocks plus `tape_push`es, and an `uncounted`
+//! backward part walking the blocks in reverse (see the module's doc).
+//! Every other function is derived by checkpointing, as follows.
+//!
 //! How (see `docs/language-notes.md`, "Autodiff", for the user's view):
 //!
 //! - **Block continuations.** Straight-line jump chains of `g` are merged
@@ -429,13 +435,7 @@ impl Deriver<'_> {
                 ids.push(None);
             }
         }
-        let float_results = g
-            .results
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.elem.is_float())
-            .map(|(i, _)| i)
-            .collect();
+        let float_results = float_result_indices(&g);
         let p = self.plans.len();
         self.plans.push(Plan {
             g,
@@ -482,13 +482,7 @@ impl Deriver<'_> {
         ids[0] = Some(self.fresh_id());
         let mut names = vec![String::new(); n];
         names[0] = vjp_name(original, &active, seed_one, false);
-        let float_results = g
-            .results
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.elem.is_float())
-            .map(|(i, _)| i)
-            .collect();
+        let float_results = float_result_indices(&g);
         let taped = Some(tape::plan_ids(self));
         let p = self.plans.len();
         self.plans.push(Plan {
@@ -508,6 +502,16 @@ impl Deriver<'_> {
         self.queue.push_back(p);
         p
     }
+}
+
+/// The indices of `g`'s float results (each gets an adjoint).
+fn float_result_indices(g: &Function) -> Vec<usize> {
+    g.results
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.elem.is_float())
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Refuses flags that do not fit `original`'s parameters, or that mark a

@@ -582,17 +582,9 @@ fn op_adjoint(
     };
     match (op, layout.calls.get(&at)) {
         (Op::Call { args, .. }, Some(CallKind::Taped(ids, active))) => {
-            let float_results = float_results_of(w.g, op);
-            let mut dys = Vec::new();
-            for i in float_results {
-                dys.push(w.b.adjoint_or_zero(dsts[i], loc)?);
-            }
-            let outs: Vec<Var> = args
-                .iter()
-                .zip(active)
-                .filter(|(_, a)| **a)
-                .map(|(v, _)| w.fresh(*v))
-                .collect();
+            let dys = result_adjoints(w, op, &dsts, loc)?;
+            let targets = active_args(args, active);
+            let outs: Vec<Var> = targets.iter().map(|v| w.fresh(*v)).collect();
             w.b.push(Op::Call {
                 dsts: outs.clone(),
                 callee: ids.bwd,
@@ -601,12 +593,6 @@ fn op_adjoint(
                 catch: false,
             });
             restore(w, op, before, loc);
-            let targets: Vec<Var> = args
-                .iter()
-                .zip(active)
-                .filter(|(_, a)| **a)
-                .map(|(v, _)| *v)
-                .collect();
             for (v, da) in targets.iter().zip(outs) {
                 let x = w.value(*v);
                 w.b.accumulate(x, da, loc)?;
@@ -618,23 +604,14 @@ fn op_adjoint(
             },
             Some(CallKind::Checkpointed(vjp, active)),
         ) => {
-            let float_results = float_results_of(w.g, op);
-            let mut dys = Vec::new();
-            for i in &float_results {
-                dys.push(w.b.adjoint_or_zero(dsts[*i], loc)?);
-            }
+            let dys = result_adjoints(w, op, &dsts, loc)?;
             // Pushed before the call: the overwritten values, then the arguments.
             let kept = before.len() - args.len();
             let popped_args = w.pop(&before[kept..], loc);
             let mut call_args = popped_args;
             call_args.extend(dys);
             let mut outs: Vec<Var> = g_dsts.iter().map(|v| w.fresh(*v)).collect();
-            let targets: Vec<Var> = args
-                .iter()
-                .zip(active)
-                .filter(|(_, a)| **a)
-                .map(|(v, _)| *v)
-                .collect();
+            let targets = active_args(args, active);
             let adjoints: Vec<Var> = targets.iter().map(|v| w.fresh(*v)).collect();
             outs.extend(adjoints.iter().copied());
             w.b.push(Op::Call {
@@ -667,13 +644,23 @@ fn op_adjoint(
     Ok(())
 }
 
-/// Indices of the float results of a call.
-fn float_results_of(g: &Function, op: &Op) -> Vec<usize> {
-    op.defs()
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| g.vars[**v].ty.elem.is_float())
-        .map(|(i, _)| i)
+/// The adjoints of a call's float results (`dsts`: the values it defined).
+fn result_adjoints(w: &mut Backward, op: &Op, dsts: &[Var], loc: Loc) -> DeriveResult<Vec<Var>> {
+    let mut dys = Vec::new();
+    for (v, d) in op.defs().iter().zip(dsts) {
+        if w.g.vars[*v].ty.elem.is_float() {
+            dys.push(w.b.adjoint_or_zero(*d, loc)?);
+        }
+    }
+    Ok(dys)
+}
+
+/// The arguments whose flag in `active` is set.
+fn active_args(args: &[Var], active: &[bool]) -> Vec<Var> {
+    args.iter()
+        .zip(active)
+        .filter(|(_, a)| **a)
+        .map(|(v, _)| *v)
         .collect()
 }
 

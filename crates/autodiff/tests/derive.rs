@@ -307,22 +307,6 @@ fn while_loop_and_break_stay_loops_over_a_tape() {
     );
 }
 
-/// Whether `start` calls itself, directly or through other functions.
-fn reaches_itself(p: &Program, start: FuncId) -> bool {
-    let mut stack = calls(&p.functions[start]);
-    let mut seen = Vec::new();
-    while let Some(c) = stack.pop() {
-        if c == start {
-            return true;
-        }
-        if !seen.contains(&c) {
-            seen.push(c);
-            stack.extend(calls(&p.functions[c]));
-        }
-    }
-    false
-}
-
 /// The forks of `f`, as (callees' names, whether it is a `map`).
 fn forks<'p>(p: &'p Program, f: &Function) -> Vec<(Vec<&'p str>, bool)> {
     f.blocks

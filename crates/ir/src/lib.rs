@@ -117,12 +117,10 @@ pub struct Function {
     pub blocks: EntityVec<Block, BlockData>,
     /// Where the function is declared.
     pub loc: Loc,
-    /// Whether its blocks count no steps and its activations no stack
-    /// depth: the backward part of a derivation (and a copy of a forward
-    /// part that recomputes), whose forward part counted both. Entering
-    /// such a block never meets the step limit, and calling such a
-    /// function (or running it as instances) never meets the depth limit;
-    /// the functions it calls count from the depth of its caller.
+    /// Whether its blocks count no steps: the backward part of a
+    /// derivation, whose forward part counted them. Entering such a block
+    /// never meets the step limit. (Its calls count depth as any call: the
+    /// backward part's calls mirror the forward part's.)
     pub uncounted: bool,
 }
 
