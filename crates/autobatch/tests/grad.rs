@@ -533,3 +533,49 @@ fn vg(x: [f64; 3], xs: [f64; L], n: i64, p: (f64, bool)) -> (f64, [f64; 3]) { va
         }
     }
 }
+
+/// The operations a run of `entry` executes, over all its members.
+fn operations(compiled: &Compiled, entry: &str, inputs: &str) -> u64 {
+    let inputs = Inputs::from_json_str(inputs).expect("the inputs parse");
+    let bound = compiled
+        .bind(entry, &inputs)
+        .unwrap_or_else(|e| panic!("{}", e.message()));
+    let config = RunConfig {
+        strategy: Strategy::Reference,
+        ..RunConfig::default()
+    };
+    let run = bound.run(&config).expect("runs");
+    assert!(run.members.iter().all(|r| r.is_ok()), "{entry} runs");
+    run.stats.op_counts.iter().map(|c| c.active_lanes).sum()
+}
+
+/// The gradient does a small constant times the function's work: each
+/// activation (a level of a recursion, an iteration of a loop whose bound
+/// is a runtime value) runs forward once and backward once. A derivation
+/// that recomputes a callee's forward pass in its vjp does quadratic work
+/// on the recursion.
+#[test]
+fn the_gradient_does_a_constant_times_the_work_of_the_function() {
+    let source = r#"
+fn chain(a: f64, n: i64) -> f64 { if n == 0 { 1.0 } else { a.sin() * chain(a, n - 1) + a } }
+fn walk(a: f64, n: i64) -> f64 {
+    let mut r = a;
+    for k in 0..n { if r > 0.5 { r = (r * 0.9).tanh() + 0.1; } else { r = r * 1.1 + 0.05; } }
+    r
+}
+fn deep(x: f64, n: i64) -> f64 { chain(x, n) }
+fn deep_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(deep, x, n) }
+fn long(x: f64, n: i64) -> f64 { walk(x, n) }
+fn long_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(long, x, n) }
+"#;
+    let compiled = compile(source, "work.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let inputs = r#"{"batch": {"x": [0.3, 0.9]}, "shared": {"n": 1000}}"#;
+    for (plain, derived) in [("deep", "deep_grad"), ("long", "long_grad")] {
+        let forward = operations(&compiled, plain, inputs);
+        let gradient = operations(&compiled, derived, inputs);
+        assert!(
+            gradient <= 4 * forward,
+            "{derived}: {gradient} operations, {plain}: {forward}"
+        );
+    }
+}

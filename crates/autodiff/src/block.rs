@@ -115,6 +115,7 @@ impl<'p> Builder<'p> {
                 vars: Default::default(),
                 blocks: Default::default(),
                 loc,
+                uncounted: false,
             },
             current: Block(0),
             active: Vec::new(),
@@ -456,7 +457,7 @@ pub(crate) fn build(d: &mut Deriver, p: usize, block: usize) -> DeriveResult<Fun
 /// indexing, ...: [`Prim::may_fault_knowing`]), so that the derived
 /// function stops with the error its function would stop with, where it
 /// would.
-fn remove_unused_operations(func: &mut Function) {
+pub(crate) fn remove_unused_operations(func: &mut Function) {
     loop {
         let mut used = vec![false; func.vars.len()];
         for block in func.blocks.values() {
@@ -619,11 +620,17 @@ pub(crate) fn emit_forward(
                 loc: *loc,
                 catch: *catch,
             },
-            Op::Fork { instances, loc, .. } => Op::Fork {
+            Op::Fork {
+                instances,
+                loc,
+                tape,
+                ..
+            } => Op::Fork {
                 dsts: defs,
                 args,
                 instances: instances.clone(),
                 loc: *loc,
+                tape: *tape,
             },
         };
         if let Op::Prim {

@@ -26,7 +26,7 @@
 
 use autobatch_ir::{
     fork_calls, Dim, EntityRef, FuncId, InstanceArg, Instances, JoinCall, Op, Prim, ScalarType,
-    TensorType, Terminator, Var,
+    TapeMode, TensorType, Terminator, Var,
 };
 use autobatch_types::Loc;
 
@@ -147,6 +147,7 @@ fn join_adjoint(d: &mut Deriver, b: &mut Builder, fork: &Fork) -> DeriveResult<(
             args: many.iter().flat_map(|c| c.args.iter().copied()).collect(),
             instances: Instances::Join(many.iter().map(|c| c.call.clone()).collect()),
             loc,
+            tape: TapeMode::None,
         }),
     }
     for c in &backward {
@@ -206,6 +207,7 @@ fn map_adjoint(d: &mut Deriver, b: &mut Builder, fork: &Fork, site: MapSite) -> 
             each,
         },
         loc,
+        tape: TapeMode::None,
     });
     let targets = fork
         .args
@@ -381,6 +383,7 @@ pub(crate) fn jacobian(d: &mut Deriver, h: FuncId, active: &[bool]) -> DeriveRes
             each: 0,
         },
         loc,
+        tape: TapeMode::None,
     });
     b.return_vars(vec![j]);
     Ok(d.add_function(b.func))

@@ -13,6 +13,12 @@
 //! `a + -b` is `a - b`). Because the gradient is plain IR, every executor
 //! runs and batches it unchanged.
 //!
+//! A function without forks or catching calls (and not differentiated for
+//! statics) is derived over a **tape** (`tape.rs`): its vjp calls a forward
+//! part, the function's own blocks plus `tape_push`es, and an `uncounted`
+//! backward part walking the blocks in reverse (see the module's doc).
+//! Every other function is derived by checkpointing, as follows.
+//!
 //! How (see `docs/language-notes.md`, "Autodiff", for the user's view):
 //!
 //! - **Block continuations.** Straight-line jump chains of `g` are merged
@@ -100,6 +106,7 @@ mod block;
 mod fork;
 mod loops;
 mod rules;
+mod tape;
 
 use std::collections::{HashMap, VecDeque};
 
@@ -135,6 +142,15 @@ pub enum Derivative {
     Jacobian,
 }
 
+/// A derived function ([`derive`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Derived {
+    pub id: FuncId,
+    /// Derived over a tape: its one block calls the forward and the
+    /// backward parts.
+    pub taped: bool,
+}
+
 /// Why a vjp could not be derived: an operation the transformation cannot
 /// express (the front end rejects what is not differentiable, so this names
 /// a limit of the transformation or a bug), with where it comes from.
@@ -163,18 +179,27 @@ pub(crate) fn derive_error<T>(message: impl Into<String>, loc: Loc) -> DeriveRes
 
 /// Derives the vjp of every request (and of everything they need: callees'
 /// vjps, block functions) and appends them to `program`, each once (also
-/// through cycles of calls). Returns the `FuncId` of each request's vjp, in
-/// the order of `requests`.
-pub fn derive(program: &mut Program, requests: &[Request]) -> DeriveResult<Vec<FuncId>> {
+/// through cycles of calls). Returns, in the order of `requests`, each
+/// request's vjp and whether it is derived over a tape: then its function
+/// is one block that calls the forward and the backward parts, which a
+/// caller may inline in place of the call (so that the forward part runs
+/// at the depth the function itself would).
+pub fn derive(program: &mut Program, requests: &[Request]) -> DeriveResult<Vec<Derived>> {
     let mut deriver = Deriver::new(program, Sources::default());
     let mut ids = Vec::with_capacity(requests.len());
     for r in requests {
         let id = match r.kind {
             Derivative::Gradient => {
                 let p = deriver.plan(r.function, &r.active, true)?;
-                deriver.plans[p].ids[0].expect("the entry block is reachable")
+                Derived {
+                    id: deriver.plans[p].ids[0].expect("the entry block is reachable"),
+                    taped: deriver.plans[p].taped.is_some(),
+                }
             }
-            Derivative::Jacobian => fork::jacobian(&mut deriver, r.function, &r.active)?,
+            Derivative::Jacobian => Derived {
+                id: fork::jacobian(&mut deriver, r.function, &r.active)?,
+                taped: false,
+            },
         };
         ids.push(id);
     }
@@ -239,6 +264,13 @@ impl<'p> Deriver<'p> {
     /// Builds every queued plan; the functions to append, in id order.
     fn build_all(mut self) -> DeriveResult<Vec<Function>> {
         while let Some(p) = self.queue.pop_front() {
+            if let Some(ids) = self.plans[p].taped {
+                let entry = self.plans[p].ids[0].expect("a taped plan has an entry");
+                let [vjp, fwd, bwd] = tape::build(&mut self, p)?;
+                self.built
+                    .extend([(entry, vjp), (ids.fwd, fwd), (ids.bwd, bwd)]);
+                continue;
+            }
             let blocks: Vec<usize> = (0..self.plans[p].ids.len())
                 .filter(|b| self.plans[p].ids[*b].is_some())
                 .collect();
@@ -289,6 +321,9 @@ pub(crate) struct Plan {
     /// Whether the adjoint of the result is one (a `grad` request): the
     /// entry function then takes no adjoint parameter.
     pub seed_one: bool,
+    /// For a plan derived over a tape ([`tape`]): its forward and backward
+    /// parts (its entry id calls both; it has no block functions).
+    pub taped: Option<tape::TapedIds>,
 }
 
 impl Plan {
@@ -318,6 +353,13 @@ pub(crate) struct Deriver<'p> {
 }
 
 impl Deriver<'_> {
+    /// The next function id.
+    pub(crate) fn fresh_id(&mut self) -> FuncId {
+        let id = FuncId(self.next_id);
+        self.next_id += 1;
+        id
+    }
+
     /// Gives `f` (a function built whole, not from a plan) the next id and
     /// adds it to the program with the vjps.
     pub(crate) fn add_function(&mut self, f: Function) -> FuncId {
@@ -349,6 +391,10 @@ impl Deriver<'_> {
             );
         };
         check_active(original, active)?;
+        let statics = self.sources.statics.iter().any(|s| *s);
+        if tape::tapeable(original, statics) {
+            return Ok(self.taped_plan(key, original, seed_one));
+        }
         let g = loops::unroll_short_loops(analysis::merge_jump_chains(original));
         let reachable = analysis::reachable(&g);
         let inline = inline_blocks(&g, &reachable);
@@ -389,13 +435,7 @@ impl Deriver<'_> {
                 ids.push(None);
             }
         }
-        let float_results = g
-            .results
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.elem.is_float())
-            .map(|(i, _)| i)
-            .collect();
+        let float_results = float_result_indices(&g);
         let p = self.plans.len();
         self.plans.push(Plan {
             g,
@@ -408,11 +448,70 @@ impl Deriver<'_> {
             loops: taped,
             float_results,
             seed_one,
+            taped: None,
         });
         self.plan_index.insert(key, p);
         self.queue.push_back(p);
         Ok(p)
     }
+}
+
+impl Deriver<'_> {
+    /// The plan of a function derived over a tape ([`tape`]): `g` as it
+    /// is, one entry id and the two parts' ids.
+    fn taped_plan(
+        &mut self,
+        key: (FuncId, Vec<bool>, bool),
+        original: &Function,
+        seed_one: bool,
+    ) -> usize {
+        let active = key.1.clone();
+        let g = original.clone();
+        let reachable = analysis::reachable(&g);
+        let act = analysis::activity(&g, &active, &reachable, &self.sources);
+        let n = g.blocks.len();
+        let mut adj_in = vec![Vec::new(); n];
+        adj_in[0] = g
+            .params
+            .iter()
+            .zip(&active)
+            .filter(|(_, a)| **a)
+            .map(|(v, _)| *v)
+            .collect();
+        let mut ids = vec![None; n];
+        ids[0] = Some(self.fresh_id());
+        let mut names = vec![String::new(); n];
+        names[0] = vjp_name(original, &active, seed_one, false);
+        let float_results = float_result_indices(&g);
+        let taped = Some(tape::plan_ids(self));
+        let p = self.plans.len();
+        self.plans.push(Plan {
+            live: block_inputs(&g),
+            g,
+            active: act,
+            adj_in,
+            ids,
+            inline: vec![false; n],
+            names,
+            loops: vec![None; n],
+            float_results,
+            seed_one,
+            taped,
+        });
+        self.plan_index.insert(key, p);
+        self.queue.push_back(p);
+        p
+    }
+}
+
+/// The indices of `g`'s float results (each gets an adjoint).
+fn float_result_indices(g: &Function) -> Vec<usize> {
+    g.results
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.elem.is_float())
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Refuses flags that do not fit `original`'s parameters, or that mark a

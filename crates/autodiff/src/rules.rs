@@ -37,6 +37,7 @@ pub(crate) fn adjoint(d: &mut Deriver, b: &mut Builder, op: &Op) -> DeriveResult
             args,
             instances,
             loc,
+            ..
         } => fork::fork_adjoint(
             d,
             b,
@@ -346,7 +347,9 @@ fn prim_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
         | Prim::NormalLike
         | Prim::Assert { .. }
         | Prim::Check { .. }
-        | Prim::StaticAdjoint(_) => Ok(()),
+        | Prim::StaticAdjoint(_)
+        | Prim::TapePush
+        | Prim::TapePop(_) => Ok(()),
         // The front end refuses to differentiate through a host primitive.
         Prim::Host(host) => derive_error(
             format!("cannot differentiate the host primitive `{}`", host.name),

@@ -1,6 +1,7 @@
 //! The shape of the derived IR: it verifies, statics get no adjoint work,
-//! products stay products, control flow becomes block functions, partial
-//! activity is named, and bad requests are refused. (Values are checked
+//! products stay products, control flow stays control flow in the taped
+//! derivation (a loop's backward part is a loop, a recursion's calls
+//! itself), partial activity is named, and bad requests are refused. (Values are checked
 //! against finite differences and hand-written gradients in the `autobatch`
 //! crate's `grad` test, which runs every executor.)
 
@@ -20,6 +21,20 @@ fn function<'p>(p: &'p Program, name: &str) -> &'p Function {
         .function_by_name(name)
         .unwrap_or_else(|| panic!("no function {name}"));
     &p.functions[id]
+}
+
+/// A taped derivation's function `name` with the blocks of its forward
+/// and backward parts (`name.fwd`, `name.bwd`) added: every operation the
+/// gradient runs.
+fn whole(p: &Program, name: &str) -> Function {
+    let mut f = function(p, name).clone();
+    for part in ["fwd", "bwd"] {
+        let part = function(p, &format!("{name}.{part}"));
+        for b in part.blocks.values() {
+            f.blocks.push(b.clone());
+        }
+    }
+    f
 }
 
 fn count(f: &Function, pred: impl Fn(&Prim) -> bool) -> usize {
@@ -48,13 +63,19 @@ fn a_static_matrix_gets_no_adjoint() {
          fn ll(t: [f64; D]) -> f64 { let z = matvec(X, t); sum(Y * log_sigmoid(z) + (1.0 - Y) * log_sigmoid(-z)) }\n\
          fn g(t: [f64; D]) -> (f64, [f64; D]) { value_and_grad(ll, t) }",
     );
-    let vjp = function(&p, "ll'grad");
-    assert_eq!(vjp.blocks.len(), 1, "straight-line code stays one block");
+    assert_eq!(
+        function(&p, "ll'grad.fwd").blocks.len(),
+        1,
+        "straight-line code stays one block"
+    );
+    let vjp = &whole(&p, "ll'grad");
     assert_eq!(count(vjp, |p| *p == Prim::Matvec), 1, "the forward product");
     assert_eq!(count(vjp, |p| *p == Prim::Vecmat), 1, "the adjoint of θ");
     assert_eq!(count(vjp, |p| *p == Prim::Outer), 0, "no adjoint for X");
     let sigmoid = Prim::Unary(autobatch_ir::UnaryOp::Sigmoid);
-    assert_eq!(count(vjp, |p| *p == sigmoid), 1, "σ(-z) is 1 - σ(z)");
+    // The adjoints of log_sigmoid(z) and log_sigmoid(-z): σ(-z) and σ(z)
+    // (the backward part reads `-z` from the tape, not as a negation).
+    assert_eq!(count(vjp, |p| *p == sigmoid), 2);
     assert_eq!(vjp.results.len(), 2);
     assert_eq!(vjp.params.len(), 1, "`grad` needs no adjoint parameter");
 }
@@ -68,7 +89,7 @@ fn the_seed_of_grad_is_folded_away() {
          fn ll(t: [f64; D]) -> f64 { let z = matvec(X, t); sum(Y * z - softplus(z)) }\n\
          fn g(t: [f64; D]) -> (f64, [f64; D]) { value_and_grad(ll, t) }",
     );
-    let grad = function(&p, "ll'grad");
+    let grad = &whole(&p, "ll'grad");
     let unary = |op| Prim::Unary(op);
     let binary = |op| Prim::Binary(op);
     use autobatch_ir::{BinaryOp as B, UnaryOp as U};
@@ -89,7 +110,7 @@ fn products_have_product_adjoints() {
         "fn f(x: [[f64; 3]; 3]) -> f64 { sum(matvec(matmul(x, x), x[0])) }\n\
          fn g(x: [[f64; 3]; 3]) -> [[f64; 3]; 3] { grad(f, x) }",
     );
-    let vjp = function(&p, "f'grad");
+    let vjp = &whole(&p, "f'grad");
     assert_eq!(count(vjp, |p| *p == Prim::Matmul), 3, "a·b, dy·bᵀ, aᵀ·dy");
     assert_eq!(
         count(vjp, |p| *p == Prim::Transpose),
@@ -109,31 +130,52 @@ fn products_have_product_adjoints() {
 }
 
 #[test]
-fn loops_and_branches_become_block_functions() {
+fn a_loop_with_branches_stays_a_loop_over_a_tape() {
     let p = compile(
         "fn f(x: f64) -> f64 { let mut a = x; for i in 0..10 { if a > 1.0 { a = a.sqrt(); } else { a = a * 2.0; } } a }\n\
          fn g(x: f64) -> f64 { grad(f, x) }",
     );
-    let names: Vec<&str> = p
+    let mut names: Vec<&str> = p
         .functions
         .values()
         .map(|f| f.name.as_str())
         .filter(|n| n.starts_with("f'grad"))
         .collect();
-    assert!(names.contains(&"f'grad"));
-    let blocks = function(&p, "f").blocks.len();
-    assert!(
-        names.len() >= 2 && names.len() < blocks,
-        "the entry and the loop header get functions; the body and the arms are inlined: {names:?}"
+    names.sort();
+    assert_eq!(names, ["f'grad", "f'grad.bwd", "f'grad.fwd"]);
+    // The forward part is f's blocks, the backward part counts no steps
+    // and calls nothing: its loop is a loop of blocks.
+    let (f, fwd, bwd) = (
+        function(&p, "f"),
+        function(&p, "f'grad.fwd"),
+        function(&p, "f'grad.bwd"),
     );
-    for n in &names {
-        assert!(n == &"f'grad" || n.starts_with("f'grad.b"), "{n}");
-    }
-    // The loop: some block function reaches itself through calls.
-    let cyclic = names
-        .iter()
-        .any(|n| reaches_itself(&p, p.function_by_name(n).unwrap()));
-    assert!(cyclic, "the loop's block functions call each other");
+    assert_eq!(fwd.blocks.len(), f.blocks.len());
+    assert!(!fwd.uncounted && bwd.uncounted);
+    assert!(calls(bwd).is_empty());
+    assert!(count(fwd, |p| *p == Prim::TapePush) > 0);
+    assert!(count(bwd, |p| matches!(p, Prim::TapePop(_))) > 0);
+    assert!(has_cycle(bwd), "the backward loop");
+}
+
+/// Whether the blocks of `f` jump in a cycle.
+fn has_cycle(f: &Function) -> bool {
+    let n = f.blocks.len();
+    (0..n).any(|start| {
+        let mut stack = f.blocks[autobatch_ir::Block(start as u32)]
+            .term
+            .successors();
+        let mut seen = vec![false; n];
+        while let Some(b) = stack.pop() {
+            if b.0 as usize == start {
+                return true;
+            }
+            if !std::mem::replace(&mut seen[b.0 as usize], true) {
+                stack.extend(f.blocks[b].term.successors());
+            }
+        }
+        false
+    })
 }
 
 #[test]
@@ -144,7 +186,7 @@ fn partially_active_calls_are_named_and_skip_inactive_adjoints() {
          fn f(x: f64) -> f64 { h(x, S) }\n\
          fn g(x: f64) -> f64 { grad(f, x) }",
     );
-    let partial = function(&p, "h'vjp@10");
+    let partial = &whole(&p, "h'vjp@10");
     assert_eq!(
         partial.results.len(),
         2,
@@ -187,7 +229,7 @@ fn bad_requests_are_refused() {
         }],
     )
     .expect("derives");
-    assert_eq!(p.functions[ok[0]].name, "f'grad");
+    assert_eq!(p.functions[ok[0].id].name, "f'grad");
     verify_program(&p).expect("verifies");
 }
 
@@ -222,27 +264,30 @@ fn a_recursive_cycle_gets_one_vjp_per_function_and_activity() {
             assert_eq!(k, 1, "{name} is derived once");
         }
     }
-    // (With respect to every float parameter: no `@` in the names.)
-    let even = p.function_by_name("even'vjp").expect("even's vjp");
-    let odd = p.function_by_name("odd'vjp").expect("odd's vjp");
-    assert!(calls(&p.functions[even]).contains(&odd));
-    assert!(calls(&p.functions[odd]).contains(&even));
-    let swap_a = p
-        .function_by_name("swap'vjp@100")
-        .expect("swap's vjp for a");
-    let swap_b = p
-        .function_by_name("swap'vjp@010")
-        .expect("swap's vjp for b");
-    assert!(calls(&p.functions[swap_a]).contains(&swap_b));
-    assert!(calls(&p.functions[swap_b]).contains(&swap_a));
-    assert_eq!(derived(&p, "swap'").len(), 2, "{:?}", derived(&p, "swap'"));
+    // (With respect to every float parameter: no `@` in the names.) The
+    // forward and backward parts call each other's as the functions do.
+    let id = |name: &str| {
+        p.function_by_name(name)
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    for part in ["fwd", "bwd"] {
+        let even = id(&format!("even'vjp.{part}"));
+        let odd = id(&format!("odd'vjp.{part}"));
+        assert!(calls(&p.functions[even]).contains(&odd));
+        assert!(calls(&p.functions[odd]).contains(&even));
+        let swap_a = id(&format!("swap'vjp@100.{part}"));
+        let swap_b = id(&format!("swap'vjp@010.{part}"));
+        assert!(calls(&p.functions[swap_a]).contains(&swap_b));
+        assert!(calls(&p.functions[swap_b]).contains(&swap_a));
+    }
+    assert_eq!(derived(&p, "swap'").len(), 6, "{:?}", derived(&p, "swap'"));
 }
 
 #[test]
-fn while_loop_and_break_become_block_functions() {
+fn while_loop_and_break_stay_loops_over_a_tape() {
     // A `while` over data and a `loop` left by two `break`s with values:
-    // the loop headers get functions that call themselves (one activation
-    // per iteration), the exits meet in a function of their own.
+    // the backward part has a loop for each, and no activation per
+    // iteration (it calls nothing).
     let p = compile(
         "extern \"autobatch\" { static D: [f64; 4]; }\n\
          fn f(x: f64) -> f64 {\n\
@@ -253,38 +298,13 @@ fn while_loop_and_break_become_block_functions() {
            v + h }\n\
          fn g(x: f64) -> f64 { grad(f, x) }",
     );
-    let ids: Vec<FuncId> = p
-        .functions
-        .iter()
-        .filter(|(_, f)| f.name.starts_with("f'grad"))
-        .map(|(id, _)| id)
-        .collect();
-    let cyclic: Vec<&str> = ids
-        .iter()
-        .filter(|id| reaches_itself(&p, **id))
-        .map(|id| p.functions[*id].name.as_str())
-        .collect();
-    // The `while` header and the block after its `&&` call each other; the
-    // `loop` header calls itself; the block where the two `break`s meet and
-    // the entry do not recur.
-    assert_eq!(cyclic.len(), 3, "{cyclic:?}");
-    assert_eq!(ids.len(), 5);
-}
-
-/// Whether `start` calls itself, directly or through other functions.
-fn reaches_itself(p: &Program, start: FuncId) -> bool {
-    let mut stack = calls(&p.functions[start]);
-    let mut seen = Vec::new();
-    while let Some(c) = stack.pop() {
-        if c == start {
-            return true;
-        }
-        if !seen.contains(&c) {
-            seen.push(c);
-            stack.extend(calls(&p.functions[c]));
-        }
-    }
-    false
+    let bwd = function(&p, "f'grad.bwd");
+    assert!(calls(bwd).is_empty());
+    assert!(has_cycle(bwd));
+    assert_eq!(
+        function(&p, "f'grad.fwd").blocks.len(),
+        function(&p, "f").blocks.len()
+    );
 }
 
 /// The forks of `f`, as (callees' names, whether it is a `map`).
@@ -389,7 +409,7 @@ fn data_arguments_are_passed_through_without_adjoints() {
          fn h(x: [f64; 3], m: [[f64; 3]; 2]) -> [f64; 2] { matvec(m, x) }
          fn j(x: [f64; 3], m: [[f64; 3]; 2]) -> [[f64; 3]; 2] { jacobian(h, x, m) }",
     );
-    let grad = function(&p, "f'grad@1000");
+    let grad = &whole(&p, "f'grad@1000");
     assert_eq!(grad.params.len(), 4, "x, m and the tuple's two parts");
     assert_eq!(grad.results.len(), 2, "the value and the adjoint of x");
     assert_eq!(count(grad, |p| *p == Prim::Outer), 0, "no adjoint for m");
@@ -415,26 +435,20 @@ fn copying_index_sets(f: &Function) -> usize {
 }
 
 #[test]
-fn a_counted_loop_is_taped_unrolled_or_recursive() {
+fn every_loop_is_a_loop_of_the_backward_part() {
     let p = compile(
         "extern \"autobatch\" { static Y: [[f64; 3]; N]; }\n\
          fn taped(t: [f64; 3]) -> f64 { let mut s = 0.0; for i in 0..N { for k in 0..3 { s += t[k] * Y[i][k]; } } s * s }\n\
          fn runtime(t: [f64; 3], n: i64) -> f64 { let mut s = 0.0; for i in 0..n { s += t[(i % 3) as usize]; } s }\n\
          fn g(t: [f64; 3]) -> ([f64; 3], [f64; 3]) { (grad(taped, t), grad(runtime, t, 5)) }",
     );
-    // The outer loop's body is straight once the inner loop (three
-    // iterations) is unrolled: one loop function, which calls nothing.
-    let taped = function(&p, "taped'grad.b1");
-    assert!(calls(taped).is_empty(), "a taped loop calls no function");
-    assert!(taped
-        .vars
-        .values()
-        .any(|v| v.name.as_deref() == Some("tape.t")));
-    // The adjoint of t, accumulated element by element in the reverse
-    // loop, is one array updated in place.
-    assert_eq!(copying_index_sets(taped), 0);
-    assert!(count(taped, |p| *p == Prim::IndexSet) >= 3);
-    // A bound that is a runtime value: one activation per iteration.
-    let runtime = function(&p, "runtime'grad.b1");
-    assert!(calls(runtime).contains(&p.function_by_name("runtime'grad.b1").unwrap()));
+    // Every loop, with a constant bound or a runtime one, is a loop of the
+    // backward part, which calls no function; the adjoint of t,
+    // accumulated element by element, is one array updated in place.
+    for name in ["taped'grad.bwd", "runtime'grad.bwd"] {
+        let bwd = function(&p, name);
+        assert!(calls(bwd).is_empty(), "{name}");
+        assert!(has_cycle(bwd), "{name}");
+        assert_eq!(copying_index_sets(bwd), 0, "{name}");
+    }
 }

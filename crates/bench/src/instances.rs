@@ -131,6 +131,7 @@ pub fn join_children(program: &mut Program, function: &str) {
                 },
             ]),
             loc: *loc,
+            tape: autobatch_ir::TapeMode::None,
         };
         let mut rewritten = ops[..first].to_vec();
         rewritten.extend(before);

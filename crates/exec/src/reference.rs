@@ -228,6 +228,7 @@ fn run_one(
         adjoints: Vec::new(),
         member: member as u32,
         deadline: None,
+        tape: Vec::new(),
     };
     let outcome = run.run(env, batch, member);
     let steps = run.steps;
@@ -330,6 +331,10 @@ struct MemberRun<'a, 'w> {
     /// Once the run is interrupted, the steps the member may reach
     /// ([`crate::INTERRUPT_GRACE_STEPS`] after the first block it enters).
     deadline: Option<u64>,
+    /// The member's tape ([`Prim::TapePush`]): one for the member and its
+    /// instances, which run one after the other and each leave it as they
+    /// found it.
+    tape: Vec<Tensor>,
 }
 
 impl<'a> MemberRun<'a, '_> {
@@ -404,6 +409,10 @@ impl<'a> MemberRun<'a, '_> {
                     self.adjoints.push(record);
                     return Ok(None);
                 }
+                if prim.is_tape() {
+                    self.move_tape(&mut frame.vars, *dst, args);
+                    return Ok(None);
+                }
                 let value = eval_prim(&mut frame.vars, prim, args, last_reads, env, ctx)
                     .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
                 match (dst, value) {
@@ -472,6 +481,7 @@ impl<'a> MemberRun<'a, '_> {
                 args,
                 instances,
                 loc,
+                ..
             },
         ) = self.pending_op(frame)
         else {
@@ -735,9 +745,30 @@ impl<'a> MemberRun<'a, '_> {
         }
     }
 
+    /// `tape_push args` (no `dst`) or `dst = tape_pop`.
+    fn move_tape(&mut self, vars: &mut [Option<Held<'_>>], dst: Option<Var>, args: &[Var]) {
+        match dst {
+            None => {
+                for a in args {
+                    self.tape.push(borrow(vars, *a).clone());
+                }
+            }
+            Some(dst) => {
+                let value = self
+                    .tape
+                    .pop()
+                    .unwrap_or_else(|| internal_error("a tape popped past its start"));
+                vars[dst.index()] = Some(Cow::Owned(value));
+            }
+        }
+    }
+
     /// Counts the step of entering `block`, or stops the member if it has
     /// used up its steps, or its grace since the run was interrupted.
     fn enter_block(&mut self, function: &Function, block: Block) -> Result<(), MemberError> {
+        if function.uncounted {
+            return Ok(());
+        }
         if self.steps >= self.options.max_steps {
             return Err(step_limit(
                 self.options.max_steps,

@@ -118,6 +118,11 @@ pub struct Function {
     pub blocks: EntityVec<Block, BlockData>,
     /// Where the function is declared.
     pub loc: Loc,
+    /// Whether its blocks count no steps: the backward part of a
+    /// derivation, whose forward part counted them. Entering such a block
+    /// never meets the step limit. (Its calls count depth as any call: the
+    /// backward part's calls mirror the forward part's.)
+    pub uncounted: bool,
 }
 
 impl Function {
@@ -232,14 +237,35 @@ pub enum Op {
     /// the next; the member's error is the first one that evaluation meets.
     /// Instance `k` draws from its own random stream, derived from the
     /// member's stream at the fork and `k`.
+    ///
+    /// `tape` says what becomes of the instances' tapes ([`TapeMode`]).
     Fork {
         dsts: Vec<Var>,
         args: Vec<Var>,
         instances: Instances,
         loc: Loc,
+        tape: TapeMode,
     },
 }
 
+/// What a fork does with the tapes of its instances (the values the
+/// forward part of a derived function saves for its backward part; every
+/// lane, a member or an instance, has a tape of its own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TapeMode {
+    /// Each instance starts with an empty tape and leaves it empty.
+    #[default]
+    None,
+    /// The forward part of a derivation: when the fork completes, the
+    /// instances' tapes are kept, in instance order, as one entry on the
+    /// forking lane's tape. Draws the fork's key as any fork does.
+    Save,
+    /// Its backward part: takes the entry a `Save` fork of as many
+    /// instances left on the forking lane's tape and gives instance `k`
+    /// the tape of that fork's instance `k` (which it empties). Draws no
+    /// key from the member's stream (the instances draw nothing).
+    Restore,
+}
 /// The instances of an [`Op::Fork`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Instances {

@@ -17,7 +17,7 @@ use std::fmt;
 
 use crate::{
     AdjointKind, Block, BlockData, EntityRef, EntityVec, FuncId, Function, Instances, JoinCall, Op,
-    Param, Prim, Program, StaticAdjoint, StaticDecl, StaticId, Terminator, Var, VarData,
+    Param, Prim, Program, StaticAdjoint, StaticDecl, StaticId, TapeMode, Terminator, Var, VarData,
 };
 use autobatch_types::{Dim, Loc, Scalar, ScalarType, SymbolId, TensorType, Type};
 
@@ -372,6 +372,7 @@ impl<'a> Reader<'a> {
             vars,
             blocks: Default::default(),
             loc: header.loc,
+            uncounted: header.uncounted,
         };
         function.signature = function.flat_signature();
         function.ret_type = function.flat_ret_type();
@@ -418,12 +419,14 @@ impl<'a> Reader<'a> {
             }
             results.push(self.tensor_type(&mut line, 0)?);
         }
+        let uncounted = line.eat(" uncounted");
         line.expect_end()?;
         Ok(FunctionHeader {
             name,
             params,
             results,
             loc,
+            uncounted,
         })
     }
 
@@ -606,12 +609,24 @@ impl<'a> Reader<'a> {
         if catch || line.eat("call ") {
             return self.call(id, line, Destinations { dsts, catch, loc });
         }
+        let tape = if line.eat("save ") {
+            TapeMode::Save
+        } else if line.eat("restore ") {
+            TapeMode::Restore
+        } else {
+            TapeMode::None
+        };
+        let fork = ForkHead { dsts, loc, tape };
         if line.eat("join ") {
-            return self.join(id, line, dsts, loc);
+            return self.join(id, line, fork);
         }
         if line.eat("map.") {
-            return self.map(id, line, dsts, loc);
+            return self.map(id, line, fork);
         }
+        if tape != TapeMode::None {
+            return Err(line.error("expected `join` or `map` after a fork's tape mode"));
+        }
+        let ForkHead { dsts, .. } = fork;
         let dst = match &dsts[..] {
             [] => None,
             [one] => Some(*one),
@@ -681,7 +696,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `join f1 a(v0) @3:9, f2 b(v1, v2) @3:15` after the destinations and `join `.
-    fn join(&mut self, id: FuncId, mut line: Cursor<'a>, dsts: Vec<Var>, loc: Loc) -> Parsed<Op> {
+    fn join(&mut self, id: FuncId, mut line: Cursor<'a>, head: ForkHead) -> Parsed<Op> {
         let (mut calls, mut args) = (Vec::new(), Vec::new());
         loop {
             let callee = self.callee(&mut line)?;
@@ -700,16 +715,17 @@ impl<'a> Reader<'a> {
         }
         line.expect_end()?;
         Ok(Op::Fork {
-            dsts,
+            dsts: head.dsts,
             args,
             instances: Instances::Join(calls),
-            loc,
+            loc: head.loc,
+            tape: head.tape,
         })
     }
 
     /// `map.4 f1 g(index, each v0, v2)` after the destinations and `map.`:
     /// `index` first if present, then the `each` arguments, then the others.
-    fn map(&mut self, id: FuncId, mut line: Cursor<'a>, dsts: Vec<Var>, loc: Loc) -> Parsed<Op> {
+    fn map(&mut self, id: FuncId, mut line: Cursor<'a>, head: ForkHead) -> Parsed<Op> {
         let count = self.fill_length(&mut line)?;
         line.expect(" ")?;
         let callee = self.callee(&mut line)?;
@@ -733,7 +749,7 @@ impl<'a> Reader<'a> {
         line.expect(")")?;
         line.expect_end()?;
         Ok(Op::Fork {
-            dsts,
+            dsts: head.dsts,
             args,
             instances: Instances::Map {
                 callee,
@@ -741,7 +757,8 @@ impl<'a> Reader<'a> {
                 index,
                 each,
             },
-            loc,
+            loc: head.loc,
+            tape: head.tape,
         })
     }
 
@@ -790,6 +807,10 @@ impl<'a> Reader<'a> {
             }
             "host" => self.host(line),
             "static_adjoint" => self.static_adjoint(line),
+            "tape_pop" => {
+                line.expect(" ")?;
+                self.tensor_type(line, 0).map(Prim::TapePop)
+            }
             _ => Prim::from_plain_name(name)
                 .ok_or_else(|| start.error(format!("unknown operation `{name}`"))),
         }
@@ -886,6 +907,7 @@ struct FunctionHeader<'a> {
     params: Vec<DeclaredVar<'a>>,
     results: Vec<TensorType>,
     loc: Loc,
+    uncounted: bool,
 }
 
 /// A variable with its name and type, as a header or `vars:` line declares it.
@@ -907,6 +929,14 @@ struct Destinations {
     dsts: Vec<Var>,
     catch: bool,
     loc: Loc,
+}
+
+/// What comes before `join` or `map.`: the result variables, the
+/// location at the end of the line and the tape mode.
+struct ForkHead {
+    dsts: Vec<Var>,
+    loc: Loc,
+    tape: TapeMode,
 }
 
 /// The header's parameters, each the same as its entry in the `vars:` line.

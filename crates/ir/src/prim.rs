@@ -103,6 +103,14 @@ pub enum Prim {
     /// [`AdjointKind`]. Like a host primitive, each member's operation is
     /// its own: never computed once for all members.
     StaticAdjoint(StaticAdjoint),
+    /// One or more operands, no result: appends their values, in order, to
+    /// the lane's tape (the values a derived function's backward part reads
+    /// back). Each lane's operation is its own.
+    TapePush,
+    /// No operands: takes the value pushed last off the lane's tape, which
+    /// has the payload's type (its shape, for a symbolic dimension, that of
+    /// the member's lengths).
+    TapePop(TensorType),
 }
 
 /// See [`Prim::StaticAdjoint`]: which static, and the form of the contribution.
@@ -268,7 +276,15 @@ impl Prim {
     /// all members even when every operand is shared: a host function's
     /// call, and a contribution to a member's log of static adjoints.
     pub fn is_per_member(&self) -> bool {
-        matches!(self, Prim::Host(_) | Prim::StaticAdjoint(_))
+        matches!(
+            self,
+            Prim::Host(_) | Prim::StaticAdjoint(_) | Prim::TapePush | Prim::TapePop(_)
+        )
+    }
+
+    /// Whether the operation moves values onto or off the lane's tape.
+    pub fn is_tape(&self) -> bool {
+        matches!(self, Prim::TapePush | Prim::TapePop(_))
     }
 
     /// Whether the operation matters for something besides its result
@@ -277,7 +293,12 @@ impl Prim {
         self.is_random()
             || matches!(
                 self,
-                Prim::Host(_) | Prim::Assert { .. } | Prim::Check { .. } | Prim::StaticAdjoint(_)
+                Prim::Host(_)
+                    | Prim::Assert { .. }
+                    | Prim::Check { .. }
+                    | Prim::StaticAdjoint(_)
+                    | Prim::TapePush
+                    | Prim::TapePop(_)
             )
     }
 
@@ -335,7 +356,9 @@ impl Prim {
             | Prim::Bernoulli
             | Prim::UniformLike
             | Prim::NormalLike
-            | Prim::StaticAdjoint(_) => false,
+            | Prim::StaticAdjoint(_)
+            | Prim::TapePush
+            | Prim::TapePop(_) => false,
         }
     }
 
@@ -495,6 +518,12 @@ impl Prim {
                 Prim::Host(host) => rule.host(host),
                 _ => Err(format!("{name} has no declaration")),
             },
+            S::TapePush => {
+                if args.is_empty() {
+                    return Err(format!("{name} takes one or more operands"));
+                }
+                Ok(None)
+            }
             S::StaticAdjoint => match self {
                 Prim::StaticAdjoint(adjoint) => match static_type(adjoint.id) {
                     Some(ty) => rule.static_adjoint(adjoint.kind, &ty),
@@ -516,6 +545,7 @@ impl Prim {
                 .map(Some)
                 .ok_or_else(|| format!("no static {id}")),
             Prim::SymbolValue(_) => Ok(Some(TensorType::scalar(ScalarType::Usize))),
+            Prim::TapePop(ty) => Ok(Some(ty.clone())),
             other => Err(format!("{} has no value", other.name())),
         }
     }
@@ -863,6 +893,11 @@ impl fmt::Display for Prim {
             Prim::Assert { message } => write!(f, "assert {message:?}"),
             Prim::Check { message } => write!(f, "check {message:?}"),
             Prim::StaticAdjoint(a) => write!(f, "static_adjoint.{} {}", a.kind.name(), a.id),
+            Prim::TapePop(ty) => {
+                let symbol = |s: SymbolId| format!("sym{}", s.0);
+                let shown = ty.display(&symbol).to_string();
+                write!(f, "tape_pop {shown}")
+            }
             Prim::Host(host) => {
                 let symbol = |s: SymbolId| format!("sym{}", s.0);
                 write!(f, "host {}(", host.name)?;

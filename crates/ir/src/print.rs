@@ -23,6 +23,12 @@
 //!   sig: (p: (f64, (f64, f64))) -> (f64, f64)
 //! ```
 //!
+//! A function whose blocks count no steps ([`Function::uncounted`]) has
+//! `uncounted` after its results; a fork that keeps its instances' tapes
+//! or gives them back starts with `save` or `restore` (`v3 = save join
+//! ...`); the tape's operations are `tape_push v1, v2` and `v3 = tape_pop
+//! [f64; 4]`.
+//!
 //! [`crate::parse`] reads this form back: `parse(print(p)) == p`.
 
 use std::fmt::{self, Write};
@@ -89,9 +95,10 @@ pub fn write_function(
         .map(|p| format!("{}: {}", var(*p), ty(&f.vars[*p].ty)))
         .collect();
     let results: Vec<String> = f.results.iter().map(ty).collect();
+    let uncounted = if f.uncounted { " uncounted" } else { "" };
     writeln!(
         out,
-        "fn {id} {}({}) -> ({})  @{}",
+        "fn {id} {}({}) -> ({}){uncounted}  @{}",
         f.name,
         params.join(", "),
         results.join(", "),
@@ -210,9 +217,15 @@ pub fn write_op(out: &mut impl Write, program: &Program, op: &Op) -> fmt::Result
             args,
             instances,
             loc,
+            tape,
         } => {
             if !dsts.is_empty() {
                 write!(out, "{} = ", list(dsts))?;
+            }
+            match tape {
+                crate::TapeMode::None => {}
+                crate::TapeMode::Save => write!(out, "save ")?,
+                crate::TapeMode::Restore => write!(out, "restore ")?,
             }
             write_fork(out, program, args, instances)?;
             write!(out, "  @{loc}")

@@ -235,6 +235,10 @@ pub fn eval(
         Prim::StaticAdjoint(_) => internal_error(format!(
             "`{prim}` reached `eval`: executors record static adjoints themselves"
         )),
+        // A lane's tape is its executor's too.
+        Prim::TapePush | Prim::TapePop(_) => internal_error(format!(
+            "`{prim}` reached `eval`: executors keep the lanes' tapes themselves"
+        )),
     };
     Ok(Some(result))
 }

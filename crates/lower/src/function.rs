@@ -21,8 +21,8 @@ use autobatch_frontend::Diagnostic;
 use autobatch_ir::EntityRef;
 use autobatch_ir::{
     BinaryOp, Block, BlockData, CompareOp, Dim, FuncId, Function, Instances, JoinCall, Op, Param,
-    Prim, Program, Scalar, ScalarType, StaticId, TensorType, Terminator, Type, UnaryOp, Var,
-    VarData,
+    Prim, Program, Scalar, ScalarType, StaticId, TapeMode, TensorType, Terminator, Type, UnaryOp,
+    Var, VarData,
 };
 use autobatch_types::Loc;
 
@@ -95,6 +95,7 @@ pub(crate) fn lower_function(
             vars: Default::default(),
             blocks: Default::default(),
             loc: hir.loc,
+            uncounted: false,
         },
         terminated: Vec::new(),
         current: None,
@@ -989,6 +990,7 @@ impl FunctionLowerer<'_> {
             args,
             instances: Instances::Join(join_calls),
             loc: e.loc,
+            tape: TapeMode::None,
         })?;
         Ok(Some(dsts))
     }
@@ -1024,6 +1026,7 @@ impl FunctionLowerer<'_> {
                 each: usize::from(!*indexed),
             },
             loc: e.loc,
+            tape: TapeMode::None,
         })?;
         Ok(Some(dsts))
     }

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use autobatch_frontend::hir::{self, DimExpr};
 use autobatch_frontend::Diagnostic;
 use autobatch_ir::{
-    Dim, EntityRef, EntityVec, FuncId, Function, Program, StaticDecl, TensorType, Type,
+    Dim, EntityRef, EntityVec, FuncId, Function, Op, Program, StaticDecl, TensorType, Type, Var,
 };
 use autobatch_types::Loc;
 
@@ -163,19 +163,131 @@ fn derive_gradients(
             kind: *kind,
         })
         .collect();
-    let ids = autobatch_autodiff::derive(program, &requests).map_err(derive_diagnostic)?;
+    let derived = autobatch_autodiff::derive(program, &requests).map_err(derive_diagnostic)?;
+    // A taped gradient's function only calls its forward and backward
+    // parts: its body replaces the call, so that the forward part runs
+    // where the function itself would (same depth, same steps).
+    let entries: Vec<Option<Function>> = derived
+        .iter()
+        .map(|d| d.taped.then(|| program.functions[d.id].clone()))
+        .collect();
     for f in program.functions.values_mut() {
-        for block in f.blocks.values_mut() {
-            for op in &mut block.ops {
-                if let autobatch_ir::Op::Call { callee, .. } = op {
-                    if let Some(k) = placeholder_index(*callee, ids.len()) {
-                        *callee = ids[k];
+        let blocks: Vec<autobatch_ir::Block> = f.blocks.keys().collect();
+        for b in blocks {
+            let ops = std::mem::take(&mut f.blocks[b].ops);
+            let mut out = Vec::with_capacity(ops.len());
+            for mut op in ops {
+                if let Op::Call {
+                    callee,
+                    dsts,
+                    args,
+                    loc,
+                    ..
+                } = &mut op
+                {
+                    if let Some(k) = placeholder_index(*callee, derived.len()) {
+                        *callee = derived[k].id;
+                        if let Some(entry) = &entries[k] {
+                            let call = InlinedCall {
+                                dsts,
+                                args,
+                                loc: *loc,
+                            };
+                            if inline_call(f, entry, &call, &mut out) {
+                                continue;
+                            }
+                        }
                     }
                 }
+                out.push(op);
             }
+            f.blocks[b].ops = out;
         }
     }
     Ok(())
+}
+
+/// Appends to `out` the operations of `entry` (one block of primitives and
+/// calls) with its parameters bound to `args` and its results written to
+/// `dsts`, its other variables new ones of `caller`, every operation at
+/// the call's location. False (nothing appended) if `entry` is not of that
+/// form.
+fn inline_call(
+    caller: &mut Function,
+    entry: &Function,
+    call: &InlinedCall,
+    out: &mut Vec<Op>,
+) -> bool {
+    let (dsts, args, at) = (call.dsts, call.args, call.loc);
+    let [block] = &entry.blocks.values().collect::<Vec<_>>()[..] else {
+        return false;
+    };
+    let autobatch_ir::Terminator::Return(results) = &block.term else {
+        return false;
+    };
+    let mut map: HashMap<Var, Var> = entry
+        .params
+        .iter()
+        .copied()
+        .zip(args.iter().copied())
+        .collect();
+    for (r, d) in results.iter().zip(dsts) {
+        map.entry(*r).or_insert(*d);
+    }
+    let mut var = |v: Var, map: &mut HashMap<Var, Var>| {
+        *map.entry(v).or_insert_with(|| {
+            caller.vars.push(autobatch_ir::VarData {
+                ty: entry.vars[v].ty.clone(),
+                name: None,
+            })
+        })
+    };
+    let mut inlined = Vec::with_capacity(block.ops.len() + results.len());
+    for op in &block.ops {
+        inlined.push(match op {
+            Op::Prim {
+                dst, prim, args, ..
+            } => Op::Prim {
+                dst: dst.map(|d| var(d, &mut map)),
+                prim: prim.clone(),
+                args: args.iter().map(|a| var(*a, &mut map)).collect(),
+                loc: at,
+            },
+            Op::Call {
+                dsts,
+                callee,
+                args,
+                catch,
+                ..
+            } => Op::Call {
+                dsts: dsts.iter().map(|d| var(*d, &mut map)).collect(),
+                callee: *callee,
+                args: args.iter().map(|a| var(*a, &mut map)).collect(),
+                loc: at,
+                catch: *catch,
+            },
+            Op::Fork { .. } => return false,
+        });
+    }
+    for (r, d) in results.iter().zip(dsts) {
+        if map[r] != *d {
+            inlined.push(Op::Prim {
+                dst: Some(*d),
+                prim: autobatch_ir::Prim::Copy,
+                args: vec![map[r]],
+                loc: at,
+            });
+        }
+    }
+    out.extend(inlined);
+    true
+}
+
+/// A call of a derived function, to inline ([`inline_call`]).
+struct InlinedCall<'c> {
+    dsts: &'c [Var],
+    args: &'c [Var],
+    loc: Loc,
 }
 
 /// A derivation that failed (a limit of the transformation, or a bug: the

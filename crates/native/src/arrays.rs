@@ -313,6 +313,13 @@ unsafe fn apply(
             let refs: Vec<&Tensor> = tensors.iter().collect();
             ctx.adjoints.push(AdjointRecord::new(0, adjoint, &refs));
         }
+        Prim::TapePush => ctx.tape.extend(operand_tensors(op, args)),
+        Prim::TapePop(_) => {
+            let Some(value) = ctx.tape.pop() else {
+                unreachable!("a tape popped past its start")
+            };
+            copy(Values::all(&value.data), out());
+        }
         _ => return through_eval(ctx, op, dst, args),
     }
     Ok(())

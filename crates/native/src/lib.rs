@@ -255,6 +255,10 @@ pub(crate) struct Context {
     peak_instances: u64,
     /// The member's log of static adjoints (`arrays::apply`).
     adjoints: Vec<AdjointRecord>,
+    /// The member's tape (`tape_push`, `tape_pop`): one for the member and
+    /// its instances, which run one after the other and each leave it as
+    /// they found it.
+    tape: Vec<Tensor>,
     /// Where a member run among others suspends at a product with a
     /// static matrix ([`waits`]); null for a member run alone.
     yielder: *const waits::MemberYielder,
@@ -299,6 +303,7 @@ impl Context {
         self.fault = None;
         self.forks.clear();
         self.adjoints.clear();
+        self.tape.clear();
         self.instances = 0;
         self.live_instances = 0;
         self.peak_instances = 0;
@@ -555,6 +560,7 @@ impl NativeProgram {
             live_instances: 0,
             peak_instances: 0,
             adjoints: Vec::new(),
+            tape: Vec::new(),
             yielder: std::ptr::null(),
         });
         let symbols = self.lengths.values.clone();

@@ -115,6 +115,8 @@ pub enum Signature {
     /// value of the static's type; `row`: an index and a row; `outer`: two
     /// vectors whose outer product is the contribution); no result.
     StaticAdjoint,
+    /// One or more operands of any types, saved on the lane's tape; no result.
+    TapePush,
 }
 
 impl Signature {
@@ -153,7 +155,7 @@ impl Signature {
             | S::TriangularSolve
             | S::Index => 2,
             S::Select | S::IndexSet => 3,
-            S::Stack | S::Host | S::StaticAdjoint => return None,
+            S::Stack | S::Host | S::StaticAdjoint | S::TapePush => return None,
         })
     }
 

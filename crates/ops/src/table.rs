@@ -224,6 +224,12 @@ macro_rules! for_each_op {
             /// The adjoint of a static the gradient is taken with respect to
             /// (`--grad-statics`), appended to the member's log: no result.
             [StaticAdjoint: Payload StaticAdjoint, "static_adjoint", StaticAdjoint, nograd, Internal]
+            /// Appends its operands' values to the lane's tape (the saved
+            /// values of a derived function's forward part): no result.
+            [TapePush:      Plain TapePush,    "tape_push",     TapePush,         nograd, Internal]
+            /// No operands; takes the value of the payload's type pushed
+            /// last off the lane's tape.
+            [TapePop:       Payload TapePop,   "tape_pop",      Value,            nograd, Internal]
         }
     };
 }

@@ -227,6 +227,7 @@ mod tests {
             vars,
             blocks,
             loc: Loc::default(),
+            uncounted: false,
         };
         let reads = last_reads(&function);
         // v0 is read again in b1, so the copy must not move it.

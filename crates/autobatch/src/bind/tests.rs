@@ -92,6 +92,7 @@ fn program(statics: &[(&str, &str)], params: &[(&str, &str)]) -> Compiled {
         vars: Default::default(),
         blocks: Default::default(),
         loc: Loc::new(1, 1),
+        uncounted: false,
     };
     for (name, text) in params {
         let ty = parse_type(text, &mut program.symbols);

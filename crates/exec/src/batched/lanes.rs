@@ -155,6 +155,11 @@ pub struct LaneTable {
     link: Vec<Option<(ForkId, u64)>>,
     /// Per lane, the join it waits at.
     waits: Vec<Option<ForkId>>,
+    /// Per lane, its tape: the values a derived function's forward part
+    /// saved for its backward part, the last pushed on top
+    /// ([`autobatch_ir::Prim::TapePush`]). An instance lane starts with an
+    /// empty one.
+    tapes: Vec<Vec<Tensor>>,
     /// Per lane, the catching calls it is inside (local-static only:
     /// program-counter unwinds at the fault, so every error it reports is
     /// final).
@@ -223,6 +228,7 @@ impl LaneTable {
             link: vec![None; size],
             waits: vec![None; size],
             catching: vec![0; size],
+            tapes: vec![Vec::new(); size],
             members: size,
             max_steps,
             ended: 0,
@@ -275,6 +281,18 @@ impl LaneTable {
 
     pub fn steps(&self, lane: u32) -> u64 {
         self.steps[lane as usize]
+    }
+
+    /// Appends `value` to `lane`'s tape.
+    pub fn tape_push(&mut self, lane: usize, value: Tensor) {
+        self.tapes[lane].push(value);
+    }
+
+    /// Takes the value pushed last off `lane`'s tape.
+    pub fn tape_pop(&mut self, lane: usize) -> Tensor {
+        self.tapes[lane]
+            .pop()
+            .unwrap_or_else(|| internal_error("a tape popped past its start"))
     }
 
     /// Whether `lane` is an instance (not a member's own lane).
@@ -637,6 +655,7 @@ impl LaneTable {
                 self.link.push(None);
                 self.waits.push(None);
                 self.catching.push(0);
+                self.tapes.push(Vec::new());
                 (self.state.len() - 1) as u32
             }
         };
@@ -652,6 +671,7 @@ impl LaneTable {
         self.link[l] = Some((fork, k));
         self.waits[l] = None;
         self.catching[l] = 0;
+        self.tapes[l].clear();
         self.join_mut(fork).live.insert(k, lane);
         self.live_instances += 1;
         self.instances += 1;

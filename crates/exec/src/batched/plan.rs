@@ -142,7 +142,8 @@ fn split_plan(op: &PlanOp<'_>, classes: Option<&SizeClasses>) -> SplitPlan {
 /// The operands an indexed assignment in place reads, and the operands and
 /// result of an operation split by size class (which reads and writes them
 /// by row, where a compact step's temporaries are laid out by position),
-/// are no step temporaries.
+/// are no step temporaries; nor are the operands and results of the tape's
+/// operations (moved row by row to and from each row's lane).
 fn keep_columns(ops: &[PlanOp<'_>], splits: &[SplitPlan], is_temp: &mut [bool]) {
     for (op, split) in ops.iter().zip(splits) {
         let Some((prim, _)) = op.prim else {
@@ -151,7 +152,7 @@ fn keep_columns(ops: &[PlanOp<'_>], splits: &[SplitPlan], is_temp: &mut [bool]) 
         if in_place_set(prim, op.dst, &op.args) {
             op.args.iter().for_each(|a| is_temp[*a] = false);
         }
-        if split.split {
+        if split.split || prim.is_tape() {
             op.args
                 .iter()
                 .chain(&op.dst)
@@ -213,7 +214,7 @@ fn plan_block<'p>(
 fn views<'b>(ops: &'b [OpPlan<'_>]) -> Vec<Option<OpView<'b>>> {
     ops.iter()
         .map(|op| match op.prim {
-            Some(prim) if !op.split.split => Some(OpView {
+            Some(prim) if !op.split.split && !prim.is_tape() => Some(OpView {
                 prim,
                 args: &op.args,
                 dst: op.dst,

@@ -443,6 +443,9 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
         if let Some(d) = op.dst {
             self.hooks.before_write(slots, d);
         }
+        if prim.is_tape() {
+            return self.run_tape(op, prim, rows);
+        }
         let stepper = &mut *self.stepper;
         if self.hooks.run_instead(prim, op.dst, slots) {
             stepper.counter.record(op.counter, rows.len());
@@ -531,5 +534,40 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
         lanes.retire_faults(rows, &mut faults, op.loc, lane_of, unwind);
         stepper.faults = faults;
         stepper.member_rows = member_rows;
+    }
+
+    /// `tape_push` or `tape_pop` for `rows`: each row's lane's own tape
+    /// ([`LaneTable::tape_push`]). Their operands and results are never
+    /// step temporaries ([`super::plan`]), so a row is its row of every
+    /// column.
+    fn run_tape(&mut self, op: &OpPlan<'_>, prim: &Prim, rows: &[u32]) {
+        let slots = &mut *self.frame.slots;
+        let lane_of = lane_fn(self.frame.lanes);
+        let members = self.frame.members;
+        let lanes = &mut self.stepper.lanes;
+        for &r in rows {
+            let lane = lane_of(r);
+            match (prim, op.dst) {
+                (Prim::TapePush, None) => {
+                    for &a in &op.args {
+                        let at = match (&slots[a], members) {
+                            (Slot::Member(_), Some(members)) => members[r as usize] as usize,
+                            (Slot::Member(_), None) => lanes.member_of(lane as u32),
+                            _ => r as usize,
+                        };
+                        lanes.tape_push(lane, slots[a].value(at));
+                    }
+                }
+                (Prim::TapePop(_), Some(d)) => {
+                    let value = lanes.tape_pop(lane);
+                    match &mut slots[d] {
+                        Slot::Column(column) => column.set_row(r as usize, &value),
+                        _ => internal_error("a value popped off a tape into a shared variable"),
+                    }
+                }
+                _ => internal_error(format!("`{prim}` with a wrong destination")),
+            }
+        }
+        self.stepper.counter.record(op.counter, rows.len());
     }
 }

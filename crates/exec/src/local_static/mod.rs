@@ -553,7 +553,7 @@ impl<'a> Run<'a> {
             function: frame.fid.index(),
             block: block_id.index(),
             loc: block.loc,
-            counts_step: true,
+            counts_step: !program.functions[frame.fid].uncounted,
         };
         let parts = self.parts(frame);
         let mut step_frame = parts.frame;
@@ -788,6 +788,7 @@ impl<'a, 'm> Control<'a, Activation<'m>> for Run<'a> {
                 args,
                 instances,
                 loc,
+                ..
             } => {
                 let site = ForkSite {
                     dsts,

@@ -166,6 +166,9 @@ struct Machine<'a> {
     /// Per function, whether an instance may run it (a fork's callee
     /// reaches it).
     grows: Vec<bool>,
+    /// Per function, whether its blocks count no steps
+    /// ([`autobatch_ir::Function::uncounted`]).
+    uncounted: Vec<bool>,
     /// One slot per variable of the explicit-stack form, a row per lane.
     slots: Vec<Slot>,
     /// The per-lane stacks of the full variables.
@@ -282,6 +285,7 @@ impl<'a> Machine<'a> {
             members,
             capacity: members,
             grows: instance_functions(lowered),
+            uncounted: program.functions.values().map(|f| f.uncounted).collect(),
             slots,
             stacks,
             plan: Rc::new(plan),
@@ -317,7 +321,7 @@ impl<'a> Machine<'a> {
             function: block.func.index(),
             block: block.origin.index(),
             loc: block.loc,
-            counts_step: block.counts_step,
+            counts_step: block.counts_step && !self.uncounted[block.func.index()],
         };
         let mut unit = ();
         let parts = self.parts(&mut unit);

@@ -326,7 +326,8 @@ impl FunctionChecker<'_, '_> {
             | S::IndexSet
             | S::Assert
             | S::Host
-            | S::StaticAdjoint => {
+            | S::StaticAdjoint
+            | S::TapePush => {
                 return Err(error(
                     format!("{} cannot be called", call.shown()),
                     call.loc,
@@ -675,7 +676,7 @@ pub(super) fn accepts(signature: OpSignature, class: Class) -> bool {
         | S::IndexSet
         | S::Assert
         | S::Host => true,
-        S::Draw | S::Value | S::StaticAdjoint => false,
+        S::Draw | S::Value | S::StaticAdjoint | S::TapePush => false,
     }
 }
 

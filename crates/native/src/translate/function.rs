@@ -728,6 +728,7 @@ impl Translator<'_, '_, '_> {
                         args,
                         instances,
                         loc,
+                        ..
                     },
                 ) => self.fork(dsts, args, instances, *loc),
             }
@@ -844,12 +845,17 @@ impl Translator<'_, '_, '_> {
         }
     }
 
-    /// One step, or the step limit at `loc`. Under `Interrupts::Polled`
+    /// One step, or the step limit at `loc` (none in a function whose
+    /// blocks count none). Under `Interrupts::Polled`
     /// the member holds a slice of its steps; when it is used up, a cold
     /// path takes the next (`refuel`), which is none when the member's
     /// limit is reached or the run is interrupted (the merge of that path
     /// costs code made of tiny calls about a sixth of its speed).
     pub(super) fn take_step(&mut self, loc: Loc) {
+        if self.function.uncounted {
+            // Its blocks count no steps (the backward part of a derivation).
+            return;
+        }
         let left = self.b.use_var(self.steps);
         if self.in_fast.is_some() {
             // The loop's dispatch saw steps for the whole pass.

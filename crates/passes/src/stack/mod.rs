@@ -624,6 +624,7 @@ impl BlockLowering<'_> {
             args,
             instances,
             loc,
+            ..
         } = op
         else {
             unreachable!("lower_fork is given forks")

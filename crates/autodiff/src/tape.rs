@@ -1,0 +1,685 @@
+//! The taped derivation: the vjp of a function as a forward part that
+//! runs the function's own blocks and saves on the lane's tape what the
+//! adjoints read, and a backward part that walks the blocks in reverse.
+//!
+//! For a function `g` (with its active parameters) the plan gets three
+//! functions:
+//!
+//! - `g'…fwd`: `g`'s blocks, operations, terminators and locations
+//!   unchanged (so it takes `g`'s steps, nests `g`'s depth and faults where
+//!   `g` faults), a call of a differentiated callee calling the callee's
+//!   forward part, plus `tape_push` operations: before an operation
+//!   overwrites a variable whose value an adjoint reads, the old value; at
+//!   the end of a block, the values its adjoints read that are still held;
+//!   then the block's index where the backward part must learn where it
+//!   came from (a successor with several predecessors, or one of several
+//!   returning blocks).
+//! - `g'…bwd` (`uncounted`: its blocks take no steps): one block per block
+//!   of `g`, from the returning block back to the entry. Each pops the
+//!   block's values in reverse, runs its operations' adjoints in reverse
+//!   (a call's is the callee's backward part, which pops what the callee
+//!   pushed), hands the adjoints of the variables live at its start to the
+//!   predecessors (one variable per active variable of `g` carries them
+//!   between blocks), and goes on to the predecessor the tape names. A loop
+//!   is a loop again; a recursion recurses once per level.
+//! - the vjp itself (the plan's entry id): calls the two.
+//!
+//! A callee that is not taped (see [`tapeable`]) is checkpointed: the
+//! forward part calls the function itself and pushes the arguments; the
+//! backward part pops them and calls the callee's vjp, which recomputes.
+
+use std::collections::{BTreeSet, HashMap};
+
+use autobatch_ir::{
+    Block, CompareOp, EntityRef, FuncId, Function, Op, Prim, Scalar, ScalarType, TensorType,
+    Terminator, Type, Var, VarData,
+};
+use autobatch_types::Loc;
+
+use crate::block::Builder;
+use crate::{analysis, rules, DeriveResult, Deriver};
+
+/// The ids of a taped plan's two parts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TapedIds {
+    pub fwd: FuncId,
+    pub bwd: FuncId,
+}
+
+/// Whether `g` is derived over a tape: no fork, no catching call, no
+/// differentiated static, an entry block nothing jumps to, and a block
+/// that returns.
+pub(crate) fn tapeable(g: &Function, statics: bool) -> bool {
+    let ops = g.blocks.values().flat_map(|b| &b.ops);
+    let forks_or_catches = ops
+        .clone()
+        .any(|op| matches!(op, Op::Fork { .. } | Op::Call { catch: true, .. }));
+    let entry_reentered = analysis::predecessor_counts(g)[0] > 0;
+    let reachable = analysis::reachable(g);
+    let returns = g
+        .blocks
+        .iter()
+        .any(|(b, data)| reachable[b.index()] && matches!(data.term, Terminator::Return(_)));
+    !statics && !forks_or_catches && !entry_reentered && returns
+}
+
+/// How a call of the function being derived is differentiated.
+enum CallKind {
+    /// No active argument: runs forward only.
+    Plain,
+    /// The callee's forward and backward parts.
+    Taped(TapedIds, Vec<bool>),
+    /// The callee itself forward; its vjp (which recomputes) backward.
+    Checkpointed(FuncId, Vec<bool>),
+}
+
+/// What the tape holds for one block of `g`.
+#[derive(Default)]
+struct BlockTape {
+    /// Per operation, the variables whose value is pushed just before it.
+    before: Vec<Vec<Var>>,
+    /// Pushed at the end of the block.
+    end: Vec<Var>,
+}
+
+/// Everything both parts derive from `g` alike.
+struct Layout {
+    tapes: Vec<BlockTape>,
+    calls: HashMap<(usize, usize), CallKind>,
+    reachable: Vec<bool>,
+    /// Per block, its distinct reachable predecessors.
+    preds: Vec<Vec<usize>>,
+    /// Per block, whether it pushes its index at its end.
+    pushes_index: Vec<bool>,
+    returns: Vec<usize>,
+    live_in: Vec<Vec<Var>>,
+}
+
+/// Whether `op` has adjoint code that reads its operands and result.
+fn has_adjoint(op: &Op, act: &[bool]) -> bool {
+    match op {
+        Op::Prim {
+            dst: Some(y),
+            prim,
+            args,
+            ..
+        } => analysis::propagates(prim) && act[y.index()] && args.iter().any(|a| act[a.index()]),
+        _ => false,
+    }
+}
+
+/// The tape of one block: which values are pushed where. A value is a
+/// variable between two definitions; one that an adjoint reads is pushed
+/// before the definition that ends it, or at the block's end.
+fn block_tape(ops: &[Op], act: &[bool], checkpointed: impl Fn(usize) -> bool) -> BlockTape {
+    let mut needed: BTreeSet<Var> = BTreeSet::new();
+    let mut tape = BlockTape::default();
+    for (k, op) in ops.iter().enumerate() {
+        if has_adjoint(op, act) {
+            needed.extend(op.uses().iter().copied());
+        }
+        let mut before: Vec<Var> = Vec::new();
+        for d in op.defs() {
+            if needed.remove(d) && !before.contains(d) {
+                before.push(*d);
+            }
+        }
+        if checkpointed(k) {
+            // The arguments the callee's vjp recomputes from.
+            before.extend(op.uses().iter().copied());
+        }
+        tape.before.push(before);
+        if has_adjoint(op, act) {
+            needed.extend(op.defs().iter().copied());
+        }
+    }
+    tape.end = needed.into_iter().collect();
+    tape
+}
+
+fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
+    let g = d.plans[p].g.clone();
+    let act = d.plans[p].active.clone();
+    let reachable = analysis::reachable(&g);
+    let mut calls = HashMap::new();
+    for (b, data) in g.blocks.iter() {
+        if !reachable[b.index()] {
+            continue;
+        }
+        for (k, op) in data.ops.iter().enumerate() {
+            let Op::Call { callee, args, .. } = op else {
+                continue;
+            };
+            let active: Vec<bool> = args.iter().map(|a| act[a.index()]).collect();
+            let kind = if !active.contains(&true) {
+                CallKind::Plain
+            } else {
+                let q = d.plan(*callee, &active, false)?;
+                match d.plans[q].taped {
+                    Some(ids) => CallKind::Taped(ids, active),
+                    None => CallKind::Checkpointed(
+                        d.plans[q].ids[0].expect("the entry block is reachable"),
+                        active,
+                    ),
+                }
+            };
+            calls.insert((b.index(), k), kind);
+        }
+    }
+    let n = g.blocks.len();
+    let mut preds = vec![Vec::new(); n];
+    for (b, data) in g.blocks.iter() {
+        if !reachable[b.index()] {
+            continue;
+        }
+        for s in data.term.successors() {
+            if !preds[s.index()].contains(&b.index()) {
+                preds[s.index()].push(b.index());
+            }
+        }
+    }
+    let returns: Vec<usize> = (0..n)
+        .filter(|b| reachable[*b] && matches!(g.blocks[Block::new(*b)].term, Terminator::Return(_)))
+        .collect();
+    let pushes_index = (0..n)
+        .map(|b| {
+            let term = &g.blocks[Block::new(b)].term;
+            let joins = term.successors().iter().any(|s| preds[s.index()].len() > 1);
+            joins || (returns.len() > 1 && returns.contains(&b))
+        })
+        .collect();
+    let tapes = (0..n)
+        .map(|b| {
+            let ops = &g.blocks[Block::new(b)].ops;
+            let checkpointed =
+                |k: usize| matches!(calls.get(&(b, k)), Some(CallKind::Checkpointed(..)));
+            block_tape(ops, &act, checkpointed)
+        })
+        .collect();
+    Ok(Layout {
+        tapes,
+        calls,
+        reachable,
+        preds,
+        pushes_index,
+        returns,
+        live_in: analysis::live_in(&g),
+    })
+}
+
+/// Builds the three functions of taped plan `p`: (vjp, fwd, bwd).
+pub(crate) fn build(d: &mut Deriver, p: usize) -> DeriveResult<[Function; 3]> {
+    let layout = layout(d, p)?;
+    let fwd = forward(d, p, &layout);
+    let bwd = backward(d, p, &layout)?;
+    let vjp = entry(d, p)?;
+    Ok([vjp, fwd, bwd])
+}
+
+/// `g`'s function with the tape's pushes, and calls of differentiated
+/// callees' forward parts.
+fn forward(d: &Deriver, p: usize, layout: &Layout) -> Function {
+    let plan = &d.plans[p];
+    let mut f = plan.g.clone();
+    f.name = format!("{}.fwd", plan.names[0]);
+    let index_ty = TensorType::scalar(ScalarType::I64);
+    for (b, data) in plan.g.blocks.iter() {
+        let bi = b.index();
+        if !layout.reachable[bi] {
+            continue;
+        }
+        let tape = &layout.tapes[bi];
+        let loc = data.loc;
+        let mut ops = Vec::new();
+        for (k, op) in data.ops.iter().enumerate() {
+            if !tape.before[k].is_empty() {
+                ops.push(push(tape.before[k].clone(), loc));
+            }
+            ops.push(match (op, layout.calls.get(&(bi, k))) {
+                (
+                    Op::Call {
+                        dsts, args, loc, ..
+                    },
+                    Some(CallKind::Taped(ids, _)),
+                ) => Op::Call {
+                    dsts: dsts.clone(),
+                    callee: ids.fwd,
+                    args: args.clone(),
+                    loc: *loc,
+                    catch: false,
+                },
+                _ => op.clone(),
+            });
+        }
+        if !tape.end.is_empty() {
+            ops.push(push(tape.end.clone(), loc));
+        }
+        if layout.pushes_index[bi] {
+            let v = f.vars.push(VarData {
+                ty: index_ty.clone(),
+                name: None,
+            });
+            ops.push(Op::Prim {
+                dst: Some(v),
+                prim: Prim::Const(Scalar::I64(bi as i64)),
+                args: Vec::new(),
+                loc,
+            });
+            ops.push(push(vec![v], loc));
+        }
+        f.blocks[b].ops = ops;
+    }
+    f
+}
+
+fn push(args: Vec<Var>, loc: Loc) -> Op {
+    Op::Prim {
+        dst: None,
+        prim: Prim::TapePush,
+        args,
+        loc,
+    }
+}
+
+/// The vjp: `r = call fwd(params); d = call bwd(result adjoints)` (for a
+/// `grad` request the backward part takes none: it seeds with ones).
+fn entry(d: &Deriver, p: usize) -> DeriveResult<Function> {
+    let plan = &d.plans[p];
+    let ids = plan.taped.expect("a taped plan");
+    let g = &plan.g;
+    let loc = g.loc;
+    let mut b = Builder::new(
+        d.program,
+        plan.names[0].clone(),
+        loc,
+        g.blocks[Block(0)].loc,
+    );
+    let params: Vec<Var> = g
+        .params
+        .iter()
+        .map(|v| {
+            let data = &g.vars[*v];
+            let name = data.name.clone().unwrap_or_else(|| format!("{v}"));
+            b.param(data.ty.clone(), name)
+        })
+        .collect();
+    let mut dres = Vec::new();
+    if !plan.seed_one {
+        for (k, i) in plan.float_results.iter().enumerate() {
+            dres.push(b.param(g.results[*i].clone(), format!("d.result{k}")));
+        }
+    }
+    let results: Vec<Var> = g
+        .results
+        .iter()
+        .map(|t| b.var(t.clone(), None, false))
+        .collect();
+    b.push(Op::Call {
+        dsts: results.clone(),
+        callee: ids.fwd,
+        args: params,
+        loc,
+        catch: false,
+    });
+    let adjoints: Vec<Var> = plan.adj_in[0]
+        .iter()
+        .map(|v| b.var(g.vars[*v].ty.clone(), None, false))
+        .collect();
+    b.push(Op::Call {
+        dsts: adjoints.clone(),
+        callee: ids.bwd,
+        args: dres,
+        loc,
+        catch: false,
+    });
+    let mut out = results;
+    out.extend(adjoints);
+    b.return_vars(out);
+    Ok(b.func)
+}
+
+/// The backward part under construction.
+struct Backward<'b, 'p> {
+    b: &'b mut Builder<'p>,
+    g: &'b Function,
+    act: &'b [bool],
+    /// The builder's variable holding each variable of `g` at the point
+    /// the walk has reached (a value no adjoint reads gets a variable of
+    /// its own that is never assigned: it only names the value's adjoint).
+    map: HashMap<Var, Var>,
+    /// Per active variable of `g`, the variable that carries its adjoint
+    /// from a block to its predecessor.
+    carried: HashMap<Var, Var>,
+    /// The backward block of each block of `g`.
+    blocks: Vec<Block>,
+}
+
+impl Backward<'_, '_> {
+    fn value(&mut self, v: Var) -> Var {
+        if let Some(x) = self.map.get(&v) {
+            return *x;
+        }
+        let x = self.fresh(v);
+        self.map.insert(v, x);
+        x
+    }
+
+    fn fresh(&mut self, v: Var) -> Var {
+        let data = &self.g.vars[v];
+        self.b
+            .var(data.ty.clone(), data.name.clone(), self.act[v.index()])
+    }
+
+    fn carried(&mut self, v: Var) -> Var {
+        if let Some(x) = self.carried.get(&v) {
+            return *x;
+        }
+        let ty = self.g.vars[v].ty.clone();
+        let name = self.g.vars[v].name.as_ref().map(|n| format!("d.{n}"));
+        let x = self.b.var(ty, name, false);
+        self.carried.insert(v, x);
+        x
+    }
+
+    /// Pops `vars` (pushed in that order) into fresh variables.
+    fn pop(&mut self, vars: &[Var], loc: Loc) -> Vec<Var> {
+        let mut popped = vec![Var(0); vars.len()];
+        for (k, v) in vars.iter().enumerate().rev() {
+            let x = self.fresh(*v);
+            let ty = self.g.vars[*v].ty.clone();
+            self.b.prim_into(x, Prim::TapePop(ty), Vec::new(), loc);
+            popped[k] = x;
+        }
+        popped
+    }
+
+    fn switch_to(&mut self, block: Block) {
+        self.b.current = block;
+        self.b.known = Default::default();
+        self.b.adj.clear();
+        self.map.clear();
+    }
+}
+
+fn backward(d: &mut Deriver, p: usize, layout: &Layout) -> DeriveResult<Function> {
+    let plan = &d.plans[p];
+    let g = plan.g.clone();
+    let act = plan.active.clone();
+    let float_results = plan.float_results.clone();
+    let name = format!("{}.bwd", plan.names[0]);
+    let active_params = plan.adj_in[0].clone();
+    let program = d.program;
+    let mut b = Builder::new(program, name, g.loc, g.loc);
+    b.func.uncounted = true;
+    // A `grad` request's result adjoint is one, made where it is used so
+    // that the adjoints fold it away (`1 · a` is `a`).
+    let dres: Vec<Var> = if plan.seed_one {
+        Vec::new()
+    } else {
+        float_results
+            .iter()
+            .enumerate()
+            .map(|(k, i)| b.param(g.results[*i].clone(), format!("d.result{k}")))
+            .collect()
+    };
+    let entry = b.current;
+    let blocks: Vec<Block> = g
+        .blocks
+        .iter()
+        .map(|(_, data)| b.new_block(data.loc))
+        .collect();
+    let mut w = Backward {
+        b: &mut b,
+        g: &g,
+        act: &act,
+        map: HashMap::new(),
+        carried: HashMap::new(),
+        blocks,
+    };
+    w.switch_to(entry);
+    dispatch(&mut w, &layout.returns, layout.returns.len() > 1, g.loc);
+    for bi in 0..g.blocks.len() {
+        if layout.reachable[bi] {
+            backward_block(d, &mut w, layout, bi, &dres, &active_params)?;
+        }
+    }
+    let mut func = b.func;
+    let results: Vec<TensorType> = active_params
+        .iter()
+        .map(|v| g.vars[*v].ty.clone())
+        .collect();
+    func.ret_type = Type::Tuple(results.iter().cloned().map(Type::Tensor).collect());
+    func.results = results;
+    crate::block::remove_unused_operations(&mut func);
+    analysis::update_in_place(&mut func);
+    Ok(func)
+}
+
+/// Goes on to the backward block of one of `targets`: the only one, or
+/// the one whose index the tape holds (popped when `pop`).
+fn dispatch(w: &mut Backward, targets: &[usize], pop: bool, loc: Loc) {
+    let index = pop.then(|| {
+        let x = w.b.var(TensorType::scalar(ScalarType::I64), None, false);
+        let ty = TensorType::scalar(ScalarType::I64);
+        w.b.prim_into(x, Prim::TapePop(ty), Vec::new(), loc);
+        x
+    });
+    let (last, tested) = targets.split_last().expect("a block with a predecessor");
+    for t in tested {
+        let index = index.expect("several targets pop an index");
+        let c = w.b.var(TensorType::scalar(ScalarType::I64), None, false);
+        w.b.prim_into(c, Prim::Const(Scalar::I64(*t as i64)), Vec::new(), loc);
+        let same = w.b.var(TensorType::scalar(ScalarType::Bool), None, false);
+        w.b.prim_into(same, Prim::Compare(CompareOp::Eq), vec![index, c], loc);
+        let next = w.b.new_block(loc);
+        w.b.terminate(Terminator::Branch {
+            cond: same,
+            then_block: w.blocks[*t],
+            else_block: next,
+        });
+        w.b.current = next;
+    }
+    w.b.terminate(Terminator::Jump(w.blocks[*last]));
+}
+
+/// The backward block of block `bi` of `g`.
+fn backward_block(
+    d: &mut Deriver,
+    w: &mut Backward,
+    layout: &Layout,
+    bi: usize,
+    dres: &[Var],
+    active_params: &[Var],
+) -> DeriveResult<()> {
+    let g = w.g;
+    let data = g.blocks[Block::new(bi)].clone();
+    let loc = data.loc;
+    let tape = &layout.tapes[bi];
+    w.switch_to(w.blocks[bi]);
+    let end = w.pop(&tape.end, loc);
+    for (v, x) in tape.end.iter().zip(end) {
+        w.map.insert(*v, x);
+    }
+    match &data.term {
+        Terminator::Return(vs) => {
+            let float_results: Vec<usize> = (0..g.results.len())
+                .filter(|i| g.results[*i].elem.is_float())
+                .collect();
+            for (k, i) in float_results.iter().enumerate() {
+                let v = vs[*i];
+                if w.act[v.index()] {
+                    let seed = match dres.get(k) {
+                        Some(d) => *d,
+                        None => w.b.filled(&g.results[*i], 1.0, loc)?,
+                    };
+                    let x = w.value(v);
+                    w.b.accumulate(x, seed, loc)?;
+                }
+            }
+        }
+        term => {
+            let mut out: BTreeSet<Var> = BTreeSet::new();
+            for s in term.successors() {
+                out.extend(layout.live_in[s.index()].iter().copied());
+            }
+            for v in out.into_iter().filter(|v| w.act[v.index()]) {
+                let x = w.value(v);
+                let carried = w.carried(v);
+                w.b.adj.insert(x, carried);
+            }
+        }
+    }
+    for (k, op) in data.ops.iter().enumerate().rev() {
+        op_adjoint(d, w, layout, (bi, k), op)?;
+    }
+    if bi == 0 {
+        let mut out = Vec::new();
+        for v in active_params {
+            let x = w.value(*v);
+            out.push(w.b.adjoint_or_zero(x, loc)?);
+        }
+        w.b.terminate(Terminator::Return(out));
+        return Ok(());
+    }
+    // The adjoints of the variables live out of a predecessor, for it.
+    let preds = &layout.preds[bi];
+    let mut handed: BTreeSet<Var> = BTreeSet::new();
+    for q in preds {
+        for s in g.blocks[Block::new(*q)].term.successors() {
+            handed.extend(layout.live_in[s.index()].iter().copied());
+        }
+    }
+    let handed: Vec<Var> = handed.into_iter().filter(|v| w.act[v.index()]).collect();
+    let mut values = Vec::new();
+    for v in &handed {
+        let x = w.value(*v);
+        values.push(w.b.adjoint_or_zero(x, loc)?);
+    }
+    for (v, a) in handed.iter().zip(values) {
+        let carried = w.carried(*v);
+        if carried != a {
+            w.b.prim_into(carried, Prim::Copy, vec![a], loc);
+        }
+    }
+    let pop = preds.iter().any(|q| layout.pushes_index[*q]);
+    dispatch(w, preds, pop, loc);
+    Ok(())
+}
+
+/// The adjoint of operation `at` (block, index) of `g`, walking backward:
+/// afterwards every variable it defined holds its value before it.
+fn op_adjoint(
+    d: &mut Deriver,
+    w: &mut Backward,
+    layout: &Layout,
+    at: (usize, usize),
+    op: &Op,
+) -> DeriveResult<()> {
+    let before = &layout.tapes[at.0].before[at.1];
+    let dsts: Vec<Var> = op.defs().iter().map(|v| w.value(*v)).collect();
+    let loc = match op {
+        Op::Prim { loc, .. } | Op::Call { loc, .. } | Op::Fork { loc, .. } => *loc,
+    };
+    match (op, layout.calls.get(&at)) {
+        (Op::Call { args, .. }, Some(CallKind::Taped(ids, active))) => {
+            let dys = result_adjoints(w, op, &dsts, loc)?;
+            let targets = active_args(args, active);
+            let outs: Vec<Var> = targets.iter().map(|v| w.fresh(*v)).collect();
+            w.b.push(Op::Call {
+                dsts: outs.clone(),
+                callee: ids.bwd,
+                args: dys,
+                loc,
+                catch: false,
+            });
+            restore(w, op, before, loc);
+            for (v, da) in targets.iter().zip(outs) {
+                let x = w.value(*v);
+                w.b.accumulate(x, da, loc)?;
+            }
+        }
+        (
+            Op::Call {
+                args, dsts: g_dsts, ..
+            },
+            Some(CallKind::Checkpointed(vjp, active)),
+        ) => {
+            let dys = result_adjoints(w, op, &dsts, loc)?;
+            // Pushed before the call: the overwritten values, then the arguments.
+            let kept = before.len() - args.len();
+            let popped_args = w.pop(&before[kept..], loc);
+            let mut call_args = popped_args;
+            call_args.extend(dys);
+            let mut outs: Vec<Var> = g_dsts.iter().map(|v| w.fresh(*v)).collect();
+            let targets = active_args(args, active);
+            let adjoints: Vec<Var> = targets.iter().map(|v| w.fresh(*v)).collect();
+            outs.extend(adjoints.iter().copied());
+            w.b.push(Op::Call {
+                dsts: outs,
+                callee: *vjp,
+                args: call_args,
+                loc,
+                catch: false,
+            });
+            restore(w, op, &before[..kept], loc);
+            for (v, da) in targets.iter().zip(adjoints) {
+                let x = w.value(*v);
+                w.b.accumulate(x, da, loc)?;
+            }
+        }
+        (Op::Prim { prim, args, .. }, _) => {
+            restore(w, op, before, loc);
+            if has_adjoint(op, w.act) {
+                let record = Op::Prim {
+                    dst: dsts.first().copied(),
+                    prim: prim.clone(),
+                    args: args.iter().map(|a| w.value(*a)).collect(),
+                    loc,
+                };
+                rules::adjoint(d, w.b, &record)?;
+            }
+        }
+        _ => restore(w, op, before, loc),
+    }
+    Ok(())
+}
+
+/// The adjoints of a call's float results (`dsts`: the values it defined).
+fn result_adjoints(w: &mut Backward, op: &Op, dsts: &[Var], loc: Loc) -> DeriveResult<Vec<Var>> {
+    let mut dys = Vec::new();
+    for (v, d) in op.defs().iter().zip(dsts) {
+        if w.g.vars[*v].ty.elem.is_float() {
+            dys.push(w.b.adjoint_or_zero(*d, loc)?);
+        }
+    }
+    Ok(dys)
+}
+
+/// The arguments whose flag in `active` is set.
+fn active_args(args: &[Var], active: &[bool]) -> Vec<Var> {
+    args.iter()
+        .zip(active)
+        .filter(|(_, a)| **a)
+        .map(|(v, _)| *v)
+        .collect()
+}
+
+/// Walking back over `op`: the variables it defined take their values
+/// before it, popped if pushed there (`before`), else values no adjoint reads.
+fn restore(w: &mut Backward, op: &Op, before: &[Var], loc: Loc) {
+    let popped = w.pop(before, loc);
+    for d in op.defs() {
+        let x = match before.iter().position(|v| v == d) {
+            Some(k) => popped[k],
+            None => w.fresh(*d),
+        };
+        w.map.insert(*d, x);
+    }
+}
+
+/// New ids for the two parts of a taped plan.
+pub(crate) fn plan_ids(d: &mut Deriver) -> TapedIds {
+    let fwd = d.fresh_id();
+    let bwd = d.fresh_id();
+    TapedIds { fwd, bwd }
+}
