@@ -290,6 +290,31 @@ impl Inputs {
         self.batch.first().map(|(_, values)| values.len())
     }
 
+    /// The inputs of the members `members` (indices into each batched
+    /// list, in the order given; each must be below every list's length),
+    /// with the shared values unchanged: a mini-batch of a data set.
+    ///
+    /// ```
+    /// use autobatch::Inputs;
+    /// let all = Inputs::new().batched("n", [10_i64, 11, 12, 13]).shared("k", 2_i64);
+    /// let picked = all.select_members(&[3, 0]);
+    /// assert_eq!(picked, Inputs::new().batched("n", [13_i64, 10]).shared("k", 2_i64));
+    /// ```
+    pub fn select_members(&self, members: &[usize]) -> Inputs {
+        Inputs {
+            batch: self
+                .batch
+                .iter()
+                .map(|(name, values)| {
+                    let picked = members.iter().map(|&m| values[m].clone()).collect();
+                    (name.clone(), picked)
+                })
+                .collect(),
+            shared: self.shared.clone(),
+            text: self.text.clone(),
+        }
+    }
+
     /// Reads inputs in the `--inputs` JSON format: an object with an
     /// optional `batch` object (each value a list, one element per member)
     /// and an optional `shared` object. Errors carry `serde_json`'s line and
