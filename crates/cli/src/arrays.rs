@@ -5,7 +5,8 @@
 //! element type the language has (`bool`, `int32`, `int64`, `uint64`,
 //! `float32`, `float64`) as it is, the other integer types as `int64`, in
 //! either byte order and C or Fortran order; the binder converts it to the
-//! declared type. Results are written as `.npz` ([`write_npz`]).
+//! declared type. Results are written as `.npz` ([`write_npz`]), training
+//! checkpoints as `.npz` or `.safetensors` ([`write_safetensors`]).
 
 use std::io::{Cursor, Read, Write};
 
@@ -414,6 +415,33 @@ pub fn write_npz(arrays: &[(String, OutArray)]) -> Result<Vec<u8>, String> {
     }
     let cursor = zip.finish().map_err(|e| e.to_string())?;
     Ok(cursor.into_inner())
+}
+
+/// A `.safetensors` file of `tensors` by name (as the `safetensors`
+/// package's `save_file` writes it).
+pub fn write_safetensors(tensors: &[(String, Tensor)]) -> Result<Vec<u8>, String> {
+    use safetensors::Dtype;
+    let bytes: Vec<(Dtype, Vec<u8>)> = tensors
+        .iter()
+        .map(|(_, tensor)| {
+            let dtype = match tensor.data {
+                Data::Bool(_) => Dtype::BOOL,
+                Data::I32(_) => Dtype::I32,
+                Data::I64(_) => Dtype::I64,
+                Data::Usize(_) => Dtype::U64,
+                Data::F32(_) => Dtype::F32,
+                Data::F64(_) => Dtype::F64,
+            };
+            (dtype, tensor_bytes(&tensor.data).1)
+        })
+        .collect();
+    let mut views = Vec::with_capacity(tensors.len());
+    for ((name, tensor), (dtype, data)) in tensors.iter().zip(&bytes) {
+        let view = safetensors::tensor::TensorView::new(*dtype, tensor.shape.clone(), data)
+            .map_err(|e| format!("cannot write tensor `{name}`: {e}"))?;
+        views.push((name.as_str(), view));
+    }
+    safetensors::tensor::serialize(views, None).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

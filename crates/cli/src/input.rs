@@ -315,3 +315,14 @@ impl InputSources {
         }
     }
 }
+
+/// The named arrays of a checkpoint (`.npz` or `.safetensors`).
+pub fn read_checkpoint(path: &Path) -> Result<Vec<NamedArray>, Failure> {
+    match format_of(path) {
+        format @ (Format::Npz | Format::Safetensors) => read_arrays(path, "checkpoint", format),
+        _ => Err(Failure::Usage(format!(
+            "{}: a checkpoint is a .npz or .safetensors file",
+            source_name(path)
+        ))),
+    }
+}

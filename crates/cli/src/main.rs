@@ -38,6 +38,7 @@ mod output;
 mod pictures;
 mod progress;
 mod results;
+mod train;
 mod values;
 
 use input::{compile_file, read_file, read_program};
@@ -82,6 +83,9 @@ enum Command {
     Run(RunArgs),
     /// Run the No-U-Turn Sampler on a model: warmup, then draws, all chains as one batch.
     Sample(SampleArgs),
+    /// Train a program's statics: epochs of shuffled mini-batches, each the
+    /// gradient of the mean loss and an optimizer's update (see docs/training.md).
+    Train(train::TrainArgs),
 }
 
 // The arguments of `autobatch run` (its help is the variant's doc above).
@@ -355,7 +359,7 @@ fn report_clap_error(error: clap::Error, print: bool) -> u8 {
         // `autobatch` alone: clap would print the whole help; one line is the contract.
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
             eprintln!(
-                "error: a command is required: check, ir, run or sample (see `autobatch --help`)"
+                "error: a command is required: check, ir, run, sample or train (see `autobatch --help`)"
             );
             2
         }
@@ -417,6 +421,11 @@ fn execute(command: Command, comm: &dyn Communicator) -> Result<(), Failure> {
         }
         Command::Run(args) => run(args, comm),
         Command::Sample(args) => sample(args, comm),
+        Command::Train(_) if comm.size() > 1 => Err(Failure::Usage(format!(
+            "train runs in one process, but this job has {} ranks; run it without the MPI launcher",
+            comm.size()
+        ))),
+        Command::Train(args) => train::train(args),
     }
 }
 
