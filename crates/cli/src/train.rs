@@ -176,10 +176,12 @@ fn config(args: &TrainArgs) -> TrainConfig {
         eval: args.eval.clone(),
         run: RunConfig {
             strategy: args.strategy,
-            seed: args.seed,
-            threads: args.threads.unwrap_or_else(autobatch::default_threads),
-            count_operations: false,
-            ..RunConfig::default()
+            options: autobatch::RunOptions {
+                seed: args.seed,
+                threads: args.threads.unwrap_or_else(autobatch::default_threads),
+                count_operations: false,
+                ..RunConfig::default().options
+            },
         },
     }
 }
@@ -356,7 +358,9 @@ fn draw_loss(dir: &Path, history: &History) -> Result<(), Failure> {
     for extension in ["png", "svg"] {
         let path = dir.join(format!("loss.{extension}"));
         output::draw(&path, |to| {
-            autobatch_plots::trace(to, "loss", &losses).map_err(|e| e.to_string())
+            autobatch_plots::trace(to, "loss", &losses)
+                .map(drop)
+                .map_err(|e| e.to_string())
         })?;
     }
     Ok(())

@@ -21,7 +21,7 @@
 //! config.optimizer = OptimizerConfig { lr: 0.1, ..OptimizerConfig::new(OptimizerKind::Sgd) };
 //! config.batch_size = 3;
 //! config.epochs = 50;
-//! config.run = RunConfig { threads: 1, ..RunConfig::default() };
+//! config.run.options.threads = 1;
 //! let mut trainer = Trainer::new(bound, config, data).unwrap();
 //! let history = trainer.fit(None, &mut |_, _| {}).unwrap();
 //! assert_eq!(history.steps.len(), 50);

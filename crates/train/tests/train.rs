@@ -4,7 +4,7 @@
 //! solution of the normal equations; schedules and clipping against their
 //! closed forms; resumption and threads against an uninterrupted run.
 
-use autobatch::{compile, BoundProgram, Inputs, RunConfig, Strategy};
+use autobatch::{compile, BoundProgram, Inputs, Strategy};
 use autobatch_train::trainer::values_f64;
 use autobatch_train::{
     OptimizerConfig, OptimizerKind, Schedule, ScheduleKind, TrainConfig, TrainError, Trainer,
@@ -43,10 +43,7 @@ fn config(kind: OptimizerKind, lr: f64) -> TrainConfig {
         ..OptimizerConfig::new(kind)
     };
     config.batch_size = TARGETS.len();
-    config.run = RunConfig {
-        threads: 1,
-        ..RunConfig::default()
-    };
+    config.run.options.threads = 1;
     config
 }
 
@@ -468,11 +465,8 @@ fn the_same_bits_on_any_threads_and_strategy() {
     let run = |strategy, threads| {
         let mut config = shuffled_config(OptimizerKind::Adam);
         config.batch_size = 16;
-        config.run = RunConfig {
-            strategy,
-            threads,
-            ..RunConfig::default()
-        };
+        config.run.strategy = strategy;
+        config.run.options.threads = threads;
         let mut trainer = Trainer::new(quadratic(), config, data.clone()).unwrap();
         trainer.fit(None, &mut |_, _| {}).unwrap();
         bits(&trainer)
