@@ -83,8 +83,7 @@ enum Command {
     Run(RunArgs),
     /// Run the No-U-Turn Sampler on a model: warmup, then draws, all chains as one batch.
     Sample(SampleArgs),
-    /// Train a program's statics: epochs of shuffled mini-batches, each the
-    /// gradient of the mean loss and an optimizer's update (see docs/training.md).
+    /// Train a program's statics on a data set (see docs/training.md).
     Train(train::TrainArgs),
 }
 
