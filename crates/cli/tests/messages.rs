@@ -310,7 +310,7 @@ fn synopsis(document: &str, heading: &str) -> Vec<(String, BTreeSet<String>)> {
 #[test]
 fn the_synopses_list_what_help_lists() {
     let commands = help_commands();
-    assert_eq!(commands, ["check", "ir", "run", "sample"]);
+    assert_eq!(commands, ["check", "ir", "run", "sample", "train"]);
     for (document, heading) in [
         ("README.md", "## The command"),
         ("docs/language.md", "## 13. The command line"),
