@@ -99,7 +99,7 @@ def test_to_arviz():
     data = fit.to_arviz()
     assert isinstance(data, arviz.InferenceData)
     assert data.posterior["theta"].shape == (3, 200, 2)
-    assert np.array_equal(data.posterior["theta"].values, fit.draws)
+    assert np.array_equal(data.posterior["theta"].values, fit.draws["theta"])
     assert data.sample_stats["diverging"].shape == (3, 200)
     # ArviZ's own R-hat and bulk ESS of the same draws are the summary's.
     summary = fit.summary()

@@ -107,7 +107,10 @@ fn a_domain_error_rejects_the_step_and_the_draws_keep_to_the_domain() {
     assert_eq!(faults, run.model_faults());
     assert!(run.divergences() >= run.sampling_faults.iter().sum::<u64>());
     let warnings = report::warnings(&run).join("\n");
-    assert!(warnings.contains("warning: the model faulted at"), "{warnings}");
+    assert!(
+        warnings.contains("warning: the model faulted at"),
+        "{warnings}"
+    );
     // Exponential(1): every draw positive, mean 1, variance 1.
     let draws = run.coordinate(0).concat();
     assert!(draws.iter().all(|&x| x >= 0.0));
