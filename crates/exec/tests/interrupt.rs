@@ -39,8 +39,13 @@ fn compile() -> Program {
     program
 }
 
+/// How long the other thread waits before it raises the interrupt: long
+/// enough that every strategy has members running.
+const RAISE_AFTER: Duration = Duration::from_millis(200);
+
 /// Runs `entry` on members `ns` with `strategy`, the interrupt raised from
-/// another thread after 200 ms (native code looking at it as members run).
+/// another thread after [`RAISE_AFTER`] (native code looking at it as
+/// members run).
 fn interrupted_run(program: &Program, strategy: Strategy, entry: &str, ns: &[i64]) -> RunOutput {
     let batch = Batch {
         entry: program.function_by_name(entry).expect("entry"),
@@ -58,7 +63,7 @@ fn interrupted_run(program: &Program, strategy: Strategy, entry: &str, ns: &[i64
     };
     std::thread::scope(|scope| {
         scope.spawn(|| {
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(RAISE_AFTER);
             interrupt.request();
         });
         run(strategy, program, &Env::default(), &batch, &options).expect("runs")

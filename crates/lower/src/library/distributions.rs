@@ -312,6 +312,13 @@ fn lognormal(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<
     }
 }
 
+/// `ln(1 - e^x)` for `x <= 0`, through `expm1` (exact near 0).
+fn log1m_exp(b: &mut Builder, x: Var) -> LowerResult<Var> {
+    let e = b.unary(UnaryOp::ExpM1, x)?;
+    let ne = b.neg(e)?;
+    b.ln(ne)
+}
+
 fn exponential(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
     let beta = p[0];
     nonnegative(b, y)?;
@@ -319,12 +326,7 @@ fn exponential(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResul
     let by = b.mul(beta, y)?;
     let nby = b.neg(by)?;
     match suffix {
-        Suffix::Lcdf => {
-            // ln(1 - e^(-beta y))
-            let e = b.unary(UnaryOp::ExpM1, nby)?;
-            let ne = b.neg(e)?;
-            b.ln(ne)
-        }
+        Suffix::Lcdf => log1m_exp(b, nby),
         Suffix::Lccdf => Ok(nby),
         _ => {
             let l = b.ln(beta)?;
@@ -380,11 +382,7 @@ fn weibull(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Va
     let pw = b.binary(BinaryOp::Powf, r, alpha)?;
     let npw = b.neg(pw)?;
     match suffix {
-        Suffix::Lcdf => {
-            let e = b.unary(UnaryOp::ExpM1, npw)?;
-            let ne = b.neg(e)?;
-            b.ln(ne)
-        }
+        Suffix::Lcdf => log1m_exp(b, npw),
         Suffix::Lccdf => Ok(npw),
         _ => {
             // ln(alpha) - ln(sigma) + (alpha - 1) ln(y / sigma) - (y / sigma)^alpha
