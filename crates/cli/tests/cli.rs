@@ -660,20 +660,20 @@ fn inputs_too_large_for_memory_are_one_line() {
     let scratch = Scratch::new("inputs_memory");
     let program = scratch.file("id.ab", "fn f(x: f64) -> f64 { x + 1.0 }\n");
     let members = |n: usize| format!(r#"{{"batch": {{"x": [{}1.5]}}}}"#, "1.5, ".repeat(n - 1));
-    // Program-counter checks its members' state against the memory before
-    // it runs (the native strategies, which `auto` picks here, keep no
-    // state per member beyond the inputs and results).
-    let run_limited = |inputs: &str, limit: &str| {
+    // Every strategy checks its members' state against the memory before
+    // it runs: program-counter its variables, the native strategies (which
+    // `auto` picks here) the results and records each member keeps.
+    let run_limited = |inputs: &str, limit: &str, strategy: &str| {
         Command::new(env!("CARGO_BIN_EXE_autobatch"))
             .args(["run", &program, "--entry", "f", "--inputs", inputs])
-            .args(["--strategy", "program-counter"])
+            .args(["--strategy", strategy])
             .env("AUTOBATCH_MEMORY_LIMIT", limit)
             .output()
             .expect("run the autobatch binary")
     };
     // 5 MB of text, parsed into more than the 64 MiB allowed.
     let big = scratch.file("big.json", &members(1_000_000));
-    let output = run_limited(&big, "64M");
+    let output = run_limited(&big, "64M", "program-counter");
     assert_one_line_error(&output, "MiB of memory is available");
     assert!(
         stderr(&output).contains("cannot read inputs"),
@@ -682,9 +682,12 @@ fn inputs_too_large_for_memory_are_one_line() {
     );
     // 100,000 members of 1 KiB each do not fit in 64 MiB either.
     let many = scratch.file("many.json", &members(100_000));
-    assert_one_line_error(&run_limited(&many, "64M"), "100000 members");
-    let output = run_limited(&many, "1G");
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    for strategy in ["program-counter", "auto", "native", "native-batched"] {
+        let output = run_limited(&many, "64M", strategy);
+        assert_one_line_error(&output, "100000 members");
+        let output = run_limited(&many, "1G", strategy);
+        assert_eq!(output.status.code(), Some(0), "{strategy}: {}", stderr(&output));
+    }
 }
 
 /// `--profile FILE` draws the run's profile (SVG or PNG by the extension)

@@ -164,6 +164,7 @@ fn run_native(
     batch: &Batch,
     options: &RunOptions,
 ) -> Result<RunOutput, ExecError> {
+    check_memory(program, env, batch, options).map_err(ExecError::Resources)?;
     let started = Instant::now();
     let compiled = match unbound_static(program, env) {
         Some(not) => Err(not),
@@ -208,6 +209,31 @@ fn run_native(
         }
         Err(not) => run_instead(backend, program, env, batch, options, not, compile_seconds),
     }
+}
+
+/// Refuses, before compiling, a batch whose members' results and records
+/// cannot fit in memory: each member keeps its results (and
+/// [`crate::memory::MEMBER_OVERHEAD_BYTES`]) until the run ends, while
+/// the entry's variables live once per thread, for the member running there.
+fn check_memory(
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+) -> Result<(), String> {
+    let entry = &program.functions[batch.entry];
+    let results: u128 = entry
+        .results
+        .iter()
+        .map(|ty| crate::memory::value_bytes(ty, &env.symbols))
+        .sum();
+    let one_member: u128 = entry
+        .vars
+        .values()
+        .map(|v| crate::memory::value_bytes(&v.ty, &env.symbols))
+        .sum();
+    let running = one_member.saturating_mul(options.threads.max(1) as u128);
+    crate::memory::check_memory(results, batch.size, running)
 }
 
 /// Native code reads the statics in place: all must be bound (the
