@@ -103,6 +103,18 @@ fn treelstm_with_join_over_sst_trees_matches_numpy() {
     );
 }
 
+/// The SST training model's loss (every node's label, a ragged batch: each
+/// tree its own node count) against numpy (`tools/sst_bench.py --small`).
+#[test]
+fn treelstm_training_loss_over_sst_trees_matches_numpy() {
+    check_model(
+        "treelstm_sst.ab",
+        "loss",
+        "treelstm_sst_small.json",
+        "treelstm_sst_small.expect.json",
+    );
+}
+
 #[test]
 fn treelstm_over_sst_trees_matches_numpy() {
     check_model(
