@@ -434,31 +434,35 @@ impl BoundProgram {
                 Some(dev) if !dev.is_none() => Some(inputs_from_py(Some(dev), dev_shared)?),
                 _ => None,
             };
-            let options = train::TrainOptions {
+            let optimizer = train::OptimizerOptions {
+                kind: optimizer,
+                lr,
+                momentum,
+                nesterov,
+                weight_decay,
+                betas,
+                eps,
+            };
+            let config = autobatch_train::TrainConfig {
                 loss: loss.to_owned(),
-                data: inputs_from_py(Some(batch), shared)?,
                 trained: train.unwrap_or_default(),
                 batch_size: optional_number(batch_size, "batch_size", 1, usize::MAX as u64, 32)?
                     as usize,
                 epochs: optional_number(epochs, "epochs", 1, u64::MAX, 1)?,
-                optimizer: train::OptimizerOptions {
-                    kind: optimizer.to_owned(),
-                    lr,
-                    momentum,
-                    nesterov,
-                    weight_decay,
-                    betas,
-                    eps,
-                },
+                optimizer: optimizer.config()?,
                 clip_norm,
-                schedule: schedule.to_owned(),
+                schedule: train::schedule(schedule)?,
                 warmup_steps: optional_number(warmup_steps, "warmup_steps", 0, u64::MAX, 0)?,
                 seed: run.options.seed,
                 eval,
+                run,
+            };
+            let options = train::TrainOptions {
+                config,
+                data: inputs_from_py(Some(batch), shared)?,
                 dev,
                 checkpoint,
                 resume,
-                run,
             };
             train::train(py, &mut self.bound, options)
         })

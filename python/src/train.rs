@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use autobatch::{Inputs, RunConfig};
+use autobatch::Inputs;
 use autobatch_train::{
     EpochRecord, Event, History, OptimizerConfig, OptimizerKind, ScheduleKind, StepRecord,
     TrainConfig, TrainError, Trainer,
@@ -17,28 +17,18 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::convert::{array_input, tensor_to_numpy};
 
-/// The options of one `train` call, as `autobatch train` takes them.
+/// What one `train` call trains on and where it keeps its checkpoints.
 pub struct TrainOptions {
-    pub loss: String,
+    pub config: TrainConfig,
     pub data: Inputs,
-    pub trained: Vec<String>,
-    pub batch_size: usize,
-    pub epochs: u64,
-    pub optimizer: OptimizerOptions,
-    pub clip_norm: Option<f64>,
-    pub schedule: String,
-    pub warmup_steps: u64,
-    pub seed: u64,
-    pub eval: Option<String>,
     pub dev: Option<Inputs>,
     pub checkpoint: Option<PathBuf>,
     pub resume: Option<PathBuf>,
-    pub run: RunConfig,
 }
 
 /// The optimizer's options; `None`s take PyTorch's defaults for the kind.
-pub struct OptimizerOptions {
-    pub kind: String,
+pub struct OptimizerOptions<'a> {
+    pub kind: &'a str,
     pub lr: f64,
     pub momentum: f64,
     pub nesterov: bool,
@@ -47,8 +37,8 @@ pub struct OptimizerOptions {
     pub eps: Option<f64>,
 }
 
-impl OptimizerOptions {
-    fn config(&self) -> PyResult<OptimizerConfig> {
+impl OptimizerOptions<'_> {
+    pub fn config(&self) -> PyResult<OptimizerConfig> {
         let kind: OptimizerKind = self.kind.parse().map_err(PyValueError::new_err)?;
         let defaults = OptimizerConfig::new(kind);
         let (beta1, beta2) = self.betas.unwrap_or((defaults.beta1, defaults.beta2));
@@ -63,6 +53,11 @@ impl OptimizerOptions {
             ..defaults
         })
     }
+}
+
+/// A schedule by its name.
+pub fn schedule(name: &str) -> PyResult<ScheduleKind> {
+    name.parse().map_err(PyValueError::new_err)
 }
 
 /// A training error as Python's `ValueError`, with the command line's message.
@@ -103,24 +98,11 @@ pub fn train<'py>(
             check_npz(path, option)?;
         }
     }
-    let schedule: ScheduleKind = options.schedule.parse().map_err(PyValueError::new_err)?;
-    let config = TrainConfig {
-        loss: options.loss,
-        trained: options.trained,
-        batch_size: options.batch_size,
-        epochs: options.epochs,
-        optimizer: options.optimizer.config()?,
-        clip_norm: options.clip_norm,
-        schedule,
-        warmup_steps: options.warmup_steps,
-        seed: options.seed,
-        eval: options.eval,
-        run: options.run,
-    };
     // The trainer owns a handle on the statics while it runs; the trained
     // program replaces `bound` when it is done (or has failed), so an
     // error before the first step leaves `bound` as it was.
-    let mut trainer = Trainer::new(bound.clone(), config, options.data).map_err(train_error)?;
+    let mut trainer =
+        Trainer::new(bound.clone(), options.config, options.data).map_err(train_error)?;
     if let Some(path) = &options.resume {
         let state = read_npz(py, path)?;
         trainer.restore(state).map_err(|e| {
