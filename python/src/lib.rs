@@ -16,6 +16,7 @@
 
 mod convert;
 mod sample;
+mod train;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -374,6 +375,96 @@ impl BoundProgram {
             }
             .map_err(value_error)?;
             run_batch(py, batch, &config)
+        })
+    }
+
+    /// Trains the statics on the examples in `batch` (and `shared`): the
+    /// training loop of `autobatch train`, with its options and defaults
+    /// (see docs/training.md). `loss` is an entry returning one example's
+    /// loss; each step is the gradient of a shuffled mini-batch's mean loss
+    /// and the optimizer's update of the trained statics (`train`: their
+    /// names; default every float static), in place: `statics` reads them
+    /// back. With `eval` and `dev` (and `dev_shared`), the mean of `eval`
+    /// over the dev examples after each epoch. `checkpoint` writes the
+    /// statics and the optimizer's state after each epoch (`.npz`),
+    /// `resume` continues from one. Returns the history: `{"steps": [...],
+    /// "epochs": [...]}`, the records of `autobatch train --log FILE.json`.
+    #[pyo3(signature = (loss, batch, shared = None, *, train = None, batch_size = None,
+                        epochs = None, optimizer = "adam", lr = 1e-3, momentum = 0.0,
+                        nesterov = false, weight_decay = None, betas = None, eps = None,
+                        clip_norm = None, schedule = "constant", warmup_steps = None, seed = None,
+                        eval = None, dev = None, dev_shared = None, checkpoint = None,
+                        resume = None, strategy = "program-counter", lanes = "auto",
+                        threads = None, max_stack_depth = None, max_steps = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn train<'py>(
+        &mut self,
+        py: Python<'py>,
+        loss: &str,
+        batch: &Bound<'py, PyAny>,
+        shared: Option<&Bound<'py, PyAny>>,
+        train: Option<Vec<String>>,
+        batch_size: Option<&Bound<'py, PyAny>>,
+        epochs: Option<&Bound<'py, PyAny>>,
+        optimizer: &str,
+        lr: f64,
+        momentum: f64,
+        nesterov: bool,
+        weight_decay: Option<f64>,
+        betas: Option<(f64, f64)>,
+        eps: Option<f64>,
+        clip_norm: Option<f64>,
+        schedule: &str,
+        warmup_steps: Option<&Bound<'py, PyAny>>,
+        seed: Option<&Bound<'py, PyAny>>,
+        eval: Option<String>,
+        dev: Option<&Bound<'py, PyAny>>,
+        dev_shared: Option<&Bound<'py, PyAny>>,
+        checkpoint: Option<std::path::PathBuf>,
+        resume: Option<std::path::PathBuf>,
+        strategy: &str,
+        lanes: &str,
+        threads: Option<&Bound<'py, PyAny>>,
+        max_stack_depth: Option<&Bound<'py, PyAny>>,
+        max_steps: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        no_panic(|| {
+            let run = run_config(strategy, seed, lanes, threads, max_stack_depth, max_steps)?;
+            let dev = match dev {
+                Some(dev) if !dev.is_none() => Some(inputs_from_py(Some(dev), dev_shared)?),
+                _ => None,
+            };
+            let optimizer = train::OptimizerOptions {
+                kind: optimizer,
+                lr,
+                momentum,
+                nesterov,
+                weight_decay,
+                betas,
+                eps,
+            };
+            let config = autobatch_train::TrainConfig {
+                loss: loss.to_owned(),
+                trained: train.unwrap_or_default(),
+                batch_size: optional_number(batch_size, "batch_size", 1, usize::MAX as u64, 32)?
+                    as usize,
+                epochs: optional_number(epochs, "epochs", 1, u64::MAX, 1)?,
+                optimizer: optimizer.config()?,
+                clip_norm,
+                schedule: train::schedule(schedule)?,
+                warmup_steps: optional_number(warmup_steps, "warmup_steps", 0, u64::MAX, 0)?,
+                seed: run.options.seed,
+                eval,
+                run,
+            };
+            let options = train::TrainOptions {
+                config,
+                data: inputs_from_py(Some(batch), shared)?,
+                dev,
+                checkpoint,
+                resume,
+            };
+            train::train(py, &mut self.bound, options)
         })
     }
 

@@ -23,6 +23,7 @@ use autobatch_types::{Data, Dim, Scalar, ScalarType, SymbolId, Tensor, TensorTyp
 
 use crate::compile::Compiled;
 use crate::inputs::{InputValue, Inputs, JsonPlace};
+use names::{check_names, check_statics_given, missing_argument, missing_static, Statics};
 
 /// What kind of problem an [`InputError`] reports; the message says the details.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -504,173 +505,6 @@ fn convert_params<'p>(
     }
     let converted = converted.into_iter().flatten().collect();
     Ok((converted, members))
-}
-
-fn parameter_list(function: &Function) -> String {
-    let name = function.user_name();
-    if function.signature.is_empty() {
-        format!("`{name}` has no parameters")
-    } else {
-        let names: Vec<&str> = function.signature.iter().map(|p| p.name.as_str()).collect();
-        format!("the parameters of `{name}` are: {}", names.join(", "))
-    }
-}
-
-fn missing_argument(function: &Function, name: &str) -> InputError {
-    InputError::new(
-        InputErrorKind::MissingName,
-        format!(
-            "missing argument `{name}` of `{}`: give it in `batch` (one value per member) or in `shared`",
-            function.user_name()
-        ),
-    )
-}
-
-fn missing_static(name: &str) -> InputError {
-    InputError::new(
-        InputErrorKind::MissingName,
-        format!("missing static `{name}`: give it in `shared`"),
-    )
-}
-
-/// Where the statics of a binding come from.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Statics {
-    /// In the inputs' `shared` section, with the arguments.
-    Given,
-    /// Bound before, by a [`BoundProgram`]: the inputs may not name them.
-    Bound,
-}
-
-/// Every parameter given exactly once, every static in `shared` (when the
-/// statics are given with the inputs) or nowhere (when they are bound
-/// already), nothing else.
-fn check_names(
-    program: &Program,
-    function: &Function,
-    inputs: &Inputs,
-    statics: Statics,
-) -> Result<(), InputError> {
-    let is_param = |name: &str| function.signature.iter().any(|p| p.name == name);
-    let is_static = |name: &str| program.statics.values().any(|s| s.name == name);
-
-    for param in &function.signature {
-        if is_static(&param.name) {
-            return Err(InputError::new(
-                InputErrorKind::NameClash,
-                format!(
-                    "parameter `{}` of `{}` has the same name as a static, so the inputs cannot give both; rename one",
-                    param.name,
-                    function.user_name()
-                ),
-            ));
-        }
-    }
-    for (section, names) in [
-        (
-            "batch",
-            inputs
-                .batch
-                .iter()
-                .map(|(n, _)| n.as_str())
-                .collect::<Vec<_>>(),
-        ),
-        (
-            "shared",
-            inputs
-                .shared
-                .iter()
-                .map(|(n, _)| n.as_str())
-                .collect::<Vec<_>>(),
-        ),
-    ] {
-        for (i, name) in names.iter().enumerate() {
-            if names[..i].contains(name) {
-                return Err(InputError::new(
-                    InputErrorKind::DuplicatedName,
-                    format!("`{name}` is given twice in `{section}`"),
-                )
-                .about_input(name));
-            }
-        }
-    }
-    for (name, _) in &inputs.batch {
-        if inputs.shared.iter().any(|(n, _)| n == name) {
-            return Err(InputError::new(
-                InputErrorKind::DuplicatedName,
-                format!("argument `{name}` is given in both `batch` and `shared`; give it in one of them"),
-            )
-            .about_input(name));
-        }
-        if is_static(name) && statics == Statics::Bound {
-            return Err(bound_already(name));
-        }
-        if is_static(name) {
-            return Err(InputError::new(
-                InputErrorKind::StaticInBatch,
-                format!(
-                    "static `{name}` is shared by all members: give it in `shared`, not in `batch`"
-                ),
-            ));
-        }
-        if !is_param(name) {
-            return Err(InputError::new(
-                InputErrorKind::UnknownName,
-                format!(
-                    "`{name}` in `batch` is not a parameter of `{}` ({})",
-                    function.user_name(),
-                    parameter_list(function)
-                ),
-            ));
-        }
-    }
-    for (name, _) in &inputs.shared {
-        if is_static(name) && statics == Statics::Bound {
-            return Err(bound_already(name));
-        }
-        if !is_param(name) && !is_static(name) {
-            return Err(InputError::new(
-                InputErrorKind::UnknownName,
-                format!(
-                    "`{name}` in `shared` is neither a parameter of `{}` nor a static ({})",
-                    function.user_name(),
-                    parameter_list(function)
-                ),
-            ));
-        }
-    }
-    for param in &function.signature {
-        let given = inputs.batch.iter().any(|(n, _)| *n == param.name)
-            || inputs.shared.iter().any(|(n, _)| *n == param.name);
-        if !given {
-            return Err(missing_argument(function, &param.name));
-        }
-    }
-    if statics == Statics::Given {
-        check_statics_given(program, inputs)?;
-    }
-    Ok(())
-}
-
-/// Every static in `shared`.
-fn check_statics_given(program: &Program, inputs: &Inputs) -> Result<(), InputError> {
-    for decl in program.statics.values() {
-        if !inputs.shared.iter().any(|(n, _)| *n == decl.name) {
-            return Err(missing_static(&decl.name));
-        }
-    }
-    Ok(())
-}
-
-/// A static named in the inputs of a batch of a [`BoundProgram`], which holds it.
-fn bound_already(name: &str) -> InputError {
-    InputError::new(
-        InputErrorKind::DuplicatedName,
-        format!(
-            "static `{name}` is bound already (the program holds its statics); \
-             replace its value with `set_static` rather than giving it with a batch"
-        ),
-    )
 }
 
 /// The batch size: the common length of the batched lists, or 1 without any.
@@ -1521,6 +1355,7 @@ fn convert_structured(
 
 mod array;
 mod bound;
+mod names;
 #[cfg(test)]
 mod tests;
 

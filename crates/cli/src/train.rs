@@ -149,7 +149,7 @@ pub fn train(args: TrainArgs) -> Result<(), Failure> {
         write_log(path, &history)?;
     }
     if let Some(dir) = &args.plots {
-        draw_loss(dir, &history)?;
+        draw_loss(dir, &history, args.eval.as_deref())?;
     }
     Ok(())
 }
@@ -350,15 +350,35 @@ fn log_json(history: &History) -> serde_json::Value {
     serde_json::json!({"steps": history.steps.iter().map(step).collect::<Vec<_>>(), "epochs": epochs})
 }
 
-/// The loss curve (loss per step) as loss.png and loss.svg in `dir`.
-fn draw_loss(dir: &Path, history: &History) -> Result<(), Failure> {
+/// The loss curve (loss per step, dev metric per epoch) as loss.png and
+/// loss.svg in `dir`.
+fn draw_loss(dir: &Path, history: &History, eval: Option<&str>) -> Result<(), Failure> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Failure::Usage(format!("cannot create `{}`: {e}", dir.display())))?;
-    let losses = vec![history.steps.iter().map(|s| s.loss).collect::<Vec<f64>>()];
+    let step_of_epoch = |epoch: u64| {
+        history
+            .steps
+            .iter()
+            .rfind(|s| s.epoch == epoch)
+            .map_or(0.0, |s| s.step as f64)
+    };
+    let picture = autobatch_plots::LossPicture {
+        losses: history
+            .steps
+            .iter()
+            .map(|s| (s.step as f64, s.loss))
+            .collect(),
+        dev: history
+            .epochs
+            .iter()
+            .filter_map(|e| Some((step_of_epoch(e.epoch), e.eval.as_ref()?.mean)))
+            .collect(),
+        dev_name: eval.unwrap_or_default().to_owned(),
+    };
     for extension in ["png", "svg"] {
         let path = dir.join(format!("loss.{extension}"));
         output::draw(&path, |to| {
-            autobatch_plots::trace(to, "loss", &losses)
+            autobatch_plots::loss_curve(to, &picture)
                 .map(drop)
                 .map_err(|e| e.to_string())
         })?;

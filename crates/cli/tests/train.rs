@@ -188,6 +188,41 @@ fn dev_evaluation_and_json_log() {
     assert!(stderr(&out).contains("epoch 2: loss"));
 }
 
+/// `--plots` draws the loss curve: the loss against the step and, with
+/// `--eval`, the dev mean below it (not a sampler's trace plot).
+#[test]
+fn plots_draw_the_loss_curve_with_the_dev_metric() {
+    let scratch = Scratch::new("train-plots");
+    let (program, data, init) = files(&scratch);
+    let plots = scratch.path("plots");
+    let out = train(
+        &program,
+        &data,
+        &init,
+        &[
+            "--epochs",
+            "2",
+            "--batch-size",
+            "3",
+            "--eval",
+            "near",
+            "--dev",
+            &data,
+            "--plots",
+            &plots,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let svg = std::fs::read_to_string(format!("{plots}/loss.svg")).unwrap();
+    assert!(
+        svg.contains("training loss") && svg.contains("dev near"),
+        "{svg}"
+    );
+    assert!(svg.contains("\nstep\n") && !svg.contains("trace"), "{svg}");
+    let png = std::fs::read(format!("{plots}/loss.png")).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+}
+
 #[test]
 fn bad_requests_are_one_error_line_each() {
     let scratch = Scratch::new("train-errors");

@@ -40,7 +40,7 @@ use std::collections::HashSet;
 
 use autobatch_types::Loc;
 
-use crate::hir::{Block, Expr, ExprKind, LocalId, Module, Pattern, Projection, Stmt};
+use crate::hir::{Block, Expr, ExprKind, LocalId, Module, Pattern, Place, Projection, Stmt};
 use crate::Diagnostic;
 
 /// Checks every `grad` / `value_and_grad` of `module`.
@@ -299,48 +299,20 @@ impl Checker<'_> {
             | ExprKind::Compare { .. }
             | ExprKind::And { .. }
             | ExprKind::Or { .. } => self.operands(w, e)?,
-            ExprKind::Call { function, args, .. } => {
-                let mut mask = Vec::with_capacity(args.len());
-                for a in args {
-                    mask.push(self.expr(w, a)?);
-                }
-                let any = mask.iter().any(|t| *t) || self.reads(*function);
-                self.function(*function, mask)?;
-                any
-            }
-            ExprKind::Join { calls } => {
-                let mut t = false;
-                for c in calls {
-                    t |= self.expr(w, c)?;
-                }
-                t
-            }
+            ExprKind::Call { function, args, .. } => self.call(w, *function, false, args)?,
+            ExprKind::Join { calls } => self.any_of(w, calls)?,
+            // The index of `pfor` does not depend on the differentiated value.
             ExprKind::Map {
                 function,
                 indexed,
                 args,
                 ..
-            } => {
-                // The index of `pfor` does not depend on the differentiated value.
-                let mut mask = vec![false; usize::from(*indexed)];
-                for a in args {
-                    mask.push(self.expr(w, a)?);
-                }
-                let any = mask.iter().any(|t| *t) || self.reads(*function);
-                self.function(*function, mask)?;
-                any
-            }
+            } => self.call(w, *function, *indexed, args)?,
             ExprKind::Builtin { args, .. }
             | ExprKind::Library { args, .. }
             | ExprKind::HostCall { args, .. }
             | ExprKind::Tuple(args)
-            | ExprKind::Array(args) => {
-                let mut t = false;
-                for a in args {
-                    t |= self.expr(w, a)?;
-                }
-                t
-            }
+            | ExprKind::Array(args) => self.any_of(w, args)?,
             ExprKind::Field { base, .. } => self.expr(w, base)?,
             ExprKind::Index { base, index } => {
                 let a = self.expr(w, base)?;
@@ -363,10 +335,7 @@ impl Checker<'_> {
             ExprKind::While { cond, body } => self.while_loop(w, cond, body)?,
             ExprKind::Loop { body } => self.repeat(w, body)?,
             ExprKind::Break { value } => {
-                let t = match value {
-                    Some(v) => self.expr(w, v)?,
-                    None => false,
-                };
+                let t = self.optional(w, value.as_deref())?;
                 self.exit(w, e.loc, false)?;
                 if let Some(frame) = w.loops.last_mut() {
                     frame.value |= t;
@@ -374,23 +343,12 @@ impl Checker<'_> {
                 false
             }
             ExprKind::Return { value } => {
-                let t = match value {
-                    Some(v) => self.expr(w, v)?,
-                    None => false,
-                };
+                let t = self.optional(w, value.as_deref())?;
                 self.exit(w, e.loc, true)?;
                 t
             }
             ExprKind::Assign { place, value, .. } => {
-                let mut t = self.expr(w, value)? || w.assigned_under_condition(place.local);
-                for p in &place.projections {
-                    if let Projection::Index(i) = p {
-                        t |= self.expr(w, i)?;
-                    }
-                }
-                if t {
-                    w.tainted[place.local.0 as usize] = true;
-                }
+                self.assign(w, place, value)?;
                 false
             }
             ExprKind::Assert { cond, .. } => {
@@ -400,6 +358,59 @@ impl Checker<'_> {
             // Rejected by `rejection` above.
             ExprKind::Grad { .. } => false,
         })
+    }
+
+    /// Checks the arguments of a call of `function` (after the index of a
+    /// `pfor` when `indexed`) and the function for the arguments that depend
+    /// on the differentiated value; returns whether the result may depend on it.
+    fn call(
+        &mut self,
+        w: &mut Walk,
+        function: usize,
+        indexed: bool,
+        args: &[Expr],
+    ) -> CheckResult<bool> {
+        let mut mask = vec![false; usize::from(indexed)];
+        for a in args {
+            mask.push(self.expr(w, a)?);
+        }
+        let any = mask.iter().any(|t| *t) || self.reads(function);
+        self.function(function, mask)?;
+        Ok(any)
+    }
+
+    /// Checks every expression of `exprs`; returns whether any depends on the
+    /// differentiated value.
+    fn any_of(&mut self, w: &mut Walk, exprs: &[Expr]) -> CheckResult<bool> {
+        let mut t = false;
+        for e in exprs {
+            t |= self.expr(w, e)?;
+        }
+        Ok(t)
+    }
+
+    /// Checks the value of a `break` or `return`, if any.
+    fn optional(&mut self, w: &mut Walk, value: Option<&Expr>) -> CheckResult<bool> {
+        match value {
+            Some(v) => self.expr(w, v),
+            None => Ok(false),
+        }
+    }
+
+    /// Checks an assignment to `place`: the assigned local depends on the
+    /// differentiated value from here on when the value, an index of the place
+    /// or a condition the assignment is under does.
+    fn assign(&mut self, w: &mut Walk, place: &Place, value: &Expr) -> CheckResult<()> {
+        let mut t = self.expr(w, value)? || w.assigned_under_condition(place.local);
+        for p in &place.projections {
+            if let Projection::Index(i) = p {
+                t |= self.expr(w, i)?;
+            }
+        }
+        if t {
+            w.tainted[place.local.0 as usize] = true;
+        }
+        Ok(())
     }
 
     /// The error for a construct that differentiated code may not contain

@@ -1,7 +1,7 @@
-//! Pictures: a sampler's trace, rank and energy plots, and a run's lane
-//! utilization profile, drawn in Rust with `plotters` as SVG or PNG (by
-//! the file's extension), text set in the bundled DejaVu Sans so that no
-//! system font library is needed.
+//! Pictures: a sampler's trace, rank and energy plots, a run's lane
+//! utilization profile and a training run's loss curve, drawn in Rust with
+//! `plotters` as SVG or PNG (by the file's extension), text set in the
+//! bundled DejaVu Sans so that no system font library is needed.
 //!
 //! This crate draws numbers it is given. It must not know the IR, the
 //! executors or the sampler: the command line turns a run's profile or a
@@ -16,9 +16,11 @@ use plotters::prelude::*;
 
 mod profile;
 mod sampler;
+mod training;
 
 pub use profile::{profile, BlockBar, ProfilePicture, StepSpan};
 pub use sampler::{energy, rank, trace};
+pub use training::{loss_curve, LossPicture};
 
 /// A rectangle of a picture, in pixels from its top left corner (`right`
 /// and `bottom` excluded).

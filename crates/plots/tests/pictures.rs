@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use autobatch_plots::{
-    energy, profile, rank, trace, BlockBar, PlotError, ProfilePicture, StepSpan,
+    energy, loss_curve, profile, rank, trace, BlockBar, LossPicture, PlotError, ProfilePicture,
+    StepSpan,
 };
 
 /// A directory of its own for each test, removed when the test ends.
@@ -289,4 +290,56 @@ fn empty_and_non_finite_draws_still_draw() {
     rank(&scratch.path("nan-rank.svg"), "x", &chains).unwrap();
     energy(&scratch.path("nan-energy.svg"), &chains, "").unwrap();
     energy(&scratch.path("none-energy.png"), &[], "").unwrap();
+}
+
+/// The loss curve's step axis runs from 0 to the last step and its loss
+/// axis spans the losses; the dev metric, when there is one, gets a chart
+/// of its own below, on the same step axis.
+#[test]
+fn the_loss_curve_has_step_and_loss_axes_and_the_dev_metric_below() {
+    let scratch = Scratch::new("loss_curve");
+    let losses: Vec<(f64, f64)> = (1..=40).map(|s| (s as f64, 10.0 / s as f64)).collect();
+    let alone = LossPicture {
+        losses: losses.clone(),
+        ..LossPicture::default()
+    };
+    let path = scratch.path("alone.png");
+    let layout = loss_curve(&path, &alone).unwrap();
+    let [chart] = &layout.charts[..] else {
+        panic!("one chart, not {}", layout.charts.len())
+    };
+    assert_eq!(
+        (chart.x_label.as_str(), chart.y_label.as_str()),
+        ("step", "loss")
+    );
+    assert_eq!(chart.x_range, (0.0, 40.0));
+    assert!(
+        chart.y_range.0 < 0.25 && chart.y_range.1 > 10.0,
+        "{chart:?}"
+    );
+    assert_eq!(png_size(&path), (1000, 360));
+
+    let with_dev = LossPicture {
+        losses,
+        dev: vec![(10.0, 0.5), (20.0, 0.75), (30.0, 0.8), (40.0, 0.9)],
+        dev_name: "accuracy".into(),
+    };
+    let path = scratch.path("dev.svg");
+    let layout = loss_curve(&path, &with_dev).unwrap();
+    let [loss, dev] = &layout.charts[..] else {
+        panic!("two charts, not {}", layout.charts.len())
+    };
+    assert_eq!(dev.y_label, "dev accuracy");
+    assert_eq!(loss.x_range, dev.x_range);
+    assert!(dev.y_range.0 < 0.5 && dev.y_range.1 > 0.9, "{dev:?}");
+    assert!(dev.area.top >= loss.area.bottom, "{loss:?} {dev:?}");
+    assert_eq!(
+        (loss.area.left, loss.area.right),
+        (dev.area.left, dev.area.right)
+    );
+    let text = svg_text(&path);
+    assert!(
+        text.contains("training loss") && text.contains("dev accuracy"),
+        "{text}"
+    );
 }

@@ -16,7 +16,7 @@ use autobatch_types::Data;
 
 use autobatch::shard::{Communicator, RankFailure, Single};
 
-use crate::chains::{ChainOutcome, ChainState, Gradients, Windows, STATE};
+use crate::chains::{ChainOutcome, ChainState, FinishedChain, Gradients, Windows, STATE};
 use crate::model::{Model, SampleError};
 
 /// The most iterations (warmup and draws together) a chain may run, as in
@@ -1075,18 +1075,11 @@ impl<'a> Sampler<'a> {
         last_run: ExecutorFigures,
     ) -> Result<SampleRun, SampleError> {
         let n_chains = outcomes.len();
-        let mut failures = Vec::new();
-        let mut chain_ids = Vec::new();
-        let mut finished = Vec::new();
-        for (number, outcome) in outcomes.into_iter().enumerate() {
-            match outcome {
-                ChainOutcome::Failed(failure) => failures.push(failure),
-                ChainOutcome::Finished(chain) => {
-                    chain_ids.push(number);
-                    finished.push(*chain);
-                }
-            }
-        }
+        let Outcomes {
+            failures,
+            chain_ids,
+            finished,
+        } = Outcomes::sort(outcomes);
         if chain_ids.is_empty() {
             let first = &failures[0];
             return Err(SampleError::Chain(if n_chains == 1 {
@@ -1130,38 +1123,9 @@ impl<'a> Sampler<'a> {
             summaries: std::sync::OnceLock::new(),
         };
         for chain in finished {
-            run.step_size.push(chain.step_size);
-            run.inv_metric.push(chain.inv_metric);
-            run.samples.push(chain.samples);
-            run.tree_depth.push(chain.tree_depth);
-            run.n_leapfrog.push(chain.n_leapfrog);
-            run.divergent.push(chain.divergent);
-            run.accept_stat.push(chain.accept_stat);
-            run.log_density.push(chain.log_density);
-            run.energy.push(chain.energy);
-            run.warmup_divergences.push(chain.warmup_divergences);
-            run.warmup_faults.push(chain.warmup_faults);
-            run.sampling_faults.push(chain.sampling_faults);
+            push_chain(&mut run, chain);
         }
-        if let Some(parameters) = self.model.parameters() {
-            run.columns = parameters.column_names();
-            run.variables = parameters
-                .declared
-                .iter()
-                .zip(&parameters.shapes)
-                .map(|(p, shape)| Variable {
-                    name: p.name.clone(),
-                    shape: shape.iter().map(|&n| n as usize).collect(),
-                })
-                .collect();
-            run.constrained = Some(crate::constrained::constrain_draws(
-                self.model,
-                &run.samples,
-                self.dim,
-                run.columns.len(),
-                self.config.run.options.threads,
-            )?);
-        }
+        self.name_parameters(&mut run)?;
         run.memory = MemoryFigures {
             data_bytes: figures.data_bytes,
             chain_state_bytes: chain_state_bytes(self.dim, n_chains, &run),
@@ -1170,4 +1134,75 @@ impl<'a> Sampler<'a> {
         };
         Ok(run)
     }
+
+    /// The draws of a model with declared parameters as those parameters:
+    /// their names, shapes and columns, and the draws on their constrained
+    /// scale (a model without them keeps `theta`).
+    fn name_parameters(&self, run: &mut SampleRun) -> Result<(), SampleError> {
+        let Some(parameters) = self.model.parameters() else {
+            return Ok(());
+        };
+        run.columns = parameters.column_names();
+        run.variables = parameters
+            .declared
+            .iter()
+            .zip(&parameters.shapes)
+            .map(|(p, shape)| Variable {
+                name: p.name.clone(),
+                shape: shape.iter().map(|&n| n as usize).collect(),
+            })
+            .collect();
+        run.constrained = Some(crate::constrained::constrain_draws(
+            self.model,
+            &run.samples,
+            self.dim,
+            run.columns.len(),
+            self.config.run.options.threads,
+        )?);
+        Ok(())
+    }
+}
+
+/// The chains' outcomes sorted into the failures and the finished chains
+/// (with their numbers), each in chain order.
+struct Outcomes {
+    failures: Vec<ChainFailure>,
+    chain_ids: Vec<usize>,
+    finished: Vec<FinishedChain>,
+}
+
+impl Outcomes {
+    fn sort(outcomes: Vec<ChainOutcome>) -> Outcomes {
+        let mut sorted = Outcomes {
+            failures: Vec::new(),
+            chain_ids: Vec::new(),
+            finished: Vec::new(),
+        };
+        for (number, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                ChainOutcome::Failed(failure) => sorted.failures.push(failure),
+                ChainOutcome::Finished(chain) => {
+                    sorted.chain_ids.push(number);
+                    sorted.finished.push(*chain);
+                }
+            }
+        }
+        sorted
+    }
+}
+
+/// Appends a finished chain's draws and figures to `run`'s per-chain lists.
+fn push_chain(run: &mut SampleRun, chain: FinishedChain) {
+    run.step_size.push(chain.step_size);
+    run.inv_metric.push(chain.inv_metric);
+    run.samples.push(chain.samples);
+    run.tree_depth.push(chain.tree_depth);
+    run.n_leapfrog.push(chain.n_leapfrog);
+    run.divergent.push(chain.divergent);
+    run.accept_stat.push(chain.accept_stat);
+    run.log_density.push(chain.log_density);
+    run.energy.push(chain.energy);
+    run.warmup_divergences.push(chain.warmup_divergences);
+    run.warmup_faults.push(chain.warmup_faults);
+    run.sampling_faults.push(chain.sampling_faults);
 }

@@ -26,80 +26,75 @@ impl FunctionChecker<'_, '_> {
         Ok(out)
     }
 
+    /// `f(args)`: a call of a function of the program, of a host primitive,
+    /// of a construct (`catch`, `join`, `map`, `pfor`, `grad`, ...) or of a
+    /// builtin or library function, by the name `f`.
     pub(super) fn check_call(
         &mut self,
         c: &syn::ExprCall,
         loc: Loc,
         end: Loc,
     ) -> CheckResult<Expr> {
-        let syn::Expr::Path(p) = peel(&c.func) else {
-            return Err(error(
-                "only named functions can be called",
-                expr_start(&c.func),
-                expr_end(&c.func),
-                "not a function name",
-            ));
-        };
-        let (fl, fe) = (path_start(&p.qself, &p.path), path_end(&p.path));
-        if p.qself.is_some() || p.path.segments.len() != 1 || p.path.leading_colon.is_some() {
-            return Err(error(
-                format!(
-                    "the path `{}` is not supported by autobatch",
-                    path_text(&p.path)
-                ),
-                fl,
-                fe,
-                "paths with `::` are not supported",
-            )
-            .map_note("call functions by their name alone; methods are written `x.sqrt()`"));
-        }
-        let segment = &p.path.segments[0];
-        let name = segment.ident.to_string();
-        let turbofish = match &segment.arguments {
-            syn::PathArguments::None => None,
-            syn::PathArguments::AngleBracketed(a) => Some(a),
-            syn::PathArguments::Parenthesized(_) => {
-                return Err(error(
-                    "unexpected parenthesized arguments",
-                    fl,
-                    fe,
-                    "not supported",
-                ));
-            }
-        };
-        if self.lookup_local(&name).is_some() {
+        let callee = callee(c)?;
+        let Callee {
+            name,
+            loc: fl,
+            end: fe,
+            ..
+        } = &callee;
+        if self.lookup_local(name).is_some() {
             return Err(error(
                 format!("`{name}` is a variable, not a function"),
-                fl,
-                fe,
+                *fl,
+                *fe,
                 "not a function",
             ));
         }
-        match self.scope.names.get(&name).map(|(k, _)| *k) {
+        match self.scope.names.get(name).map(|(k, _)| *k) {
             Some(ModuleName::Function(index)) => {
-                return self.check_user_call(index, turbofish, &c.args, loc, end)
+                return self.check_user_call(index, callee.turbofish, &c.args, loc, end)
             }
             Some(ModuleName::HostFunction(index)) => {
-                return self.check_host_call(index, turbofish, &c.args, loc, end)
+                return self.check_host_call(index, callee.turbofish, &c.args, loc, end)
             }
             Some(ModuleName::Const | ModuleName::Static(_)) => {
                 return Err(error(
                     format!("`{name}` is not a function"),
-                    fl,
-                    fe,
+                    *fl,
+                    *fe,
                     "not a function",
                 ));
             }
             None => {}
         }
+        self.check_construct_call(&callee, &c.args, loc, end)
+    }
+
+    /// A call of a name that is not the module's: a construct (`catch`,
+    /// `join`, `map`, `pfor`, `grad`, `value_and_grad`, `jacobian`), a
+    /// builtin or a library function.
+    fn check_construct_call(
+        &mut self,
+        callee: &Callee<'_>,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        let Callee {
+            name,
+            turbofish,
+            loc: fl,
+            end: fe,
+        } = callee;
+        let (name, turbofish) = (name.as_str(), *turbofish);
         if name == "catch" {
-            return self.check_catch(turbofish, &c.args, loc, end);
+            return self.check_catch(turbofish, args, loc, end);
         }
         if name == "join" {
-            return self.check_join(turbofish, &c.args, loc, end);
+            return self.check_join(turbofish, args, loc, end);
         }
         if name == "map" || name == "pfor" {
-            return self.check_map(&name, turbofish, &c.args, loc, end);
+            return self.check_map(name, turbofish, args, loc, end);
         }
         if name == "grad" || name == "value_and_grad" || name == "jacobian" {
             if let Some(t) = turbofish {
@@ -113,16 +108,16 @@ impl FunctionChecker<'_, '_> {
                     "give the function's const arguments on the function: `{name}(f::<3>, x)`"
                 )));
             }
-            return self.check_grad(&name, &c.args, loc, end);
+            return self.check_grad(name, args, loc, end);
         }
-        let Some(builtin) = Builtin::function(&name) else {
-            if let Some(function) = autobatch_ops::library::Function::lookup(&name) {
-                return self.check_library_call(function, turbofish, &c.args, loc, end);
+        let Some(builtin) = Builtin::function(name) else {
+            if let Some(function) = autobatch_ops::library::Function::lookup(name) {
+                return self.check_library_call(function, turbofish, args, loc, end);
             }
             return Err(error(
                 format!("cannot find function `{name}`"),
-                fl,
-                fe,
+                *fl,
+                *fe,
                 "not found",
             ));
         };
@@ -134,9 +129,8 @@ impl FunctionChecker<'_, '_> {
                 "unexpected `::<...>`",
             ));
         }
-        self.check_builtin_function(builtin, &name, &c.args, loc, end)
+        self.check_builtin_function(builtin, name, args, loc, end)
     }
-
     pub(super) fn resolve_const_arg(&mut self, arg: &syn::GenericArgument) -> CheckResult<DimExpr> {
         let generics = self.const_params.clone();
         match arg {
@@ -428,12 +422,46 @@ impl FunctionChecker<'_, '_> {
         let sig = self.scope.signatures[index].clone();
         self.check_grad_signature(kind, &sig, &args[0])?;
         self.check_grad_arity(kind, &sig, args, (loc, end))?;
-        let pty = sig.params[0].2.clone();
         let mut bindings = self.turbofish_bindings(&sig, turbofish)?;
+        let checked = self.check_grad_args(name, &sig, args, &mut bindings)?;
+        let const_args = inferred_const_args(
+            &sig,
+            &bindings,
+            "the point",
+            format!("give it explicitly: `{name}({}::<N>, x)`", sig.name),
+            (loc, end),
+        )?;
+        let point_ty = substitute(&sig.params[0].2, &const_args);
+        let value_ty = substitute(&sig.ret, &const_args);
+        let ty = grad_type(kind, point_ty, value_ty, (loc, end))?;
+        Ok(mk(
+            ExprKind::Grad {
+                function: index,
+                const_args,
+                args: checked,
+                kind,
+            },
+            ty,
+            loc,
+        ))
+    }
+
+    /// The arguments of `name(f, x, d..)` after `f` (whose signature is
+    /// `sig`): the point `x` against `f`'s first parameter, each data argument
+    /// against the parameter it is passed to; their types bind `f`'s const
+    /// generics in `bindings`.
+    fn check_grad_args(
+        &mut self,
+        name: &str,
+        sig: &Signature,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+        bindings: &mut [Option<DimExpr>],
+    ) -> CheckResult<Vec<Expr>> {
+        let pty = &sig.params[0].2;
         let x = self.check_expr(&args[1])?;
         let x_end = expr_end(&args[1]);
-        if !self.match_param(&pty, &x.ty, &mut bindings) {
-            let want = substitute(&pty, &partially_bound(&bindings));
+        if !self.match_param(pty, &x.ty, bindings) {
+            let want = substitute(pty, &partially_bound(bindings));
             return Err(error(
                 format!(
                     "mismatched types: `{name}` differentiates `{}` at a point of its parameter type `{}`, but this is `{}`",
@@ -450,8 +478,8 @@ impl FunctionChecker<'_, '_> {
         // The data arguments, passed to `f`'s other parameters as they are.
         for (a, (pname, _, pty, _)) in args.iter().skip(2).zip(&sig.params[1..]) {
             let d = self.check_expr(a)?;
-            if !self.match_param(pty, &d.ty, &mut bindings) {
-                let want = substitute(pty, &partially_bound(&bindings));
+            if !self.match_param(pty, &d.ty, bindings) {
+                let want = substitute(pty, &partially_bound(bindings));
                 let want = self.show_with(&want, &sig.const_params);
                 return Err(error(
                     format!(
@@ -470,42 +498,7 @@ impl FunctionChecker<'_, '_> {
             }
             checked.push(d);
         }
-        let const_args = inferred_const_args(
-            &sig,
-            &bindings,
-            "the point",
-            format!("give it explicitly: `{name}({}::<N>, x)`", sig.name),
-            (loc, end),
-        )?;
-        let point_ty = substitute(&pty, &const_args);
-        let value_ty = substitute(&sig.ret, &const_args);
-        let ty = match (kind, &point_ty, &value_ty) {
-            (GradKind::Grad, _, _) => point_ty,
-            (GradKind::ValueAndGrad, _, _) => Ty::Tuple(vec![value_ty, point_ty]),
-            // `[[F; D]; M]` for `h: [F; D] -> [F; M]` (checked above).
-            (GradKind::Jacobian, Ty::Tensor(x), Ty::Tensor(y)) => Ty::Tensor(TensorTy::new(
-                x.elem,
-                y.dims.iter().chain(&x.dims).copied().collect(),
-            )),
-            (GradKind::Jacobian, _, _) => {
-                return Err(error(
-                    "internal compiler error: `jacobian` of a function that does not map an array to an array",
-                    loc,
-                    end,
-                    "here",
-                ))
-            }
-        };
-        Ok(mk(
-            ExprKind::Grad {
-                function: index,
-                const_args,
-                args: checked,
-                kind,
-            },
-            ty,
-            loc,
-        ))
+        Ok(checked)
     }
 
     /// The function of the program that `f_expr`, the first argument of
@@ -907,4 +900,81 @@ pub(super) fn check_arity(
         place.1,
         format!("expected {expected} argument(s)"),
     ))
+}
+
+/// The name a call calls, with its `::<...>` if any, and where the name is
+/// written.
+struct Callee<'c> {
+    name: String,
+    turbofish: Option<&'c syn::AngleBracketedGenericArguments>,
+    loc: Loc,
+    end: Loc,
+}
+
+/// The callee of `c`: a name alone (no path, no `::` but a turbofish).
+fn callee(c: &syn::ExprCall) -> CheckResult<Callee<'_>> {
+    let syn::Expr::Path(p) = peel(&c.func) else {
+        return Err(error(
+            "only named functions can be called",
+            expr_start(&c.func),
+            expr_end(&c.func),
+            "not a function name",
+        ));
+    };
+    let (fl, fe) = (path_start(&p.qself, &p.path), path_end(&p.path));
+    if p.qself.is_some() || p.path.segments.len() != 1 || p.path.leading_colon.is_some() {
+        return Err(error(
+            format!(
+                "the path `{}` is not supported by autobatch",
+                path_text(&p.path)
+            ),
+            fl,
+            fe,
+            "paths with `::` are not supported",
+        )
+        .map_note("call functions by their name alone; methods are written `x.sqrt()`"));
+    }
+    let segment = &p.path.segments[0];
+    let name = segment.ident.to_string();
+    let turbofish = match &segment.arguments {
+        syn::PathArguments::None => None,
+        syn::PathArguments::AngleBracketed(a) => Some(a),
+        syn::PathArguments::Parenthesized(_) => {
+            return Err(error(
+                "unexpected parenthesized arguments",
+                fl,
+                fe,
+                "not supported",
+            ));
+        }
+    };
+    Ok(Callee {
+        name,
+        turbofish,
+        loc: fl,
+        end: fe,
+    })
+}
+
+/// The type of `grad` (the point's), `value_and_grad` (the value's and the
+/// point's) or `jacobian` (`[[F; D]; M]` for `h: [F; D] -> [F; M]`) of a
+/// function from `point_ty` to `value_ty`; `range` is the call's.
+fn grad_type(kind: GradKind, point_ty: Ty, value_ty: Ty, range: (Loc, Loc)) -> CheckResult<Ty> {
+    Ok(match (kind, &point_ty, &value_ty) {
+        (GradKind::Grad, _, _) => point_ty,
+        (GradKind::ValueAndGrad, _, _) => Ty::Tuple(vec![value_ty, point_ty]),
+        // The signature of a `jacobian`'s function is checked before.
+        (GradKind::Jacobian, Ty::Tensor(x), Ty::Tensor(y)) => Ty::Tensor(TensorTy::new(
+            x.elem,
+            y.dims.iter().chain(&x.dims).copied().collect(),
+        )),
+        (GradKind::Jacobian, _, _) => {
+            return Err(error(
+                "internal compiler error: `jacobian` of a function that does not map an array to an array",
+                range.0,
+                range.1,
+                "here",
+            ))
+        }
+    })
 }

@@ -139,11 +139,37 @@ impl FunctionChecker<'_, '_> {
         let inclusive = matches!(range.limits, syn::RangeLimits::Closed(_));
         let start_checked = self.check_expr(start)?;
         let stop_checked = self.check_expr(stop)?;
-        let mut bound_ty: Option<TensorTy> = None;
-        for (b, bend) in [
+        let var_ty = self.range_type([
             (&start_checked, expr_end(start)),
             (&stop_checked, expr_end(stop)),
-        ] {
+        ])?;
+        let var = self.open_for_scope(&f.pat, var_ty)?;
+        self.loops.push(LoopContext {
+            kind: LoopKind::For,
+            break_ty: None,
+        });
+        let body = self.check_loop_body(&f.body);
+        self.loops.pop();
+        self.scopes.pop();
+        let body = body?;
+        Ok(mk(
+            ExprKind::For {
+                var,
+                start: Box::new(start_checked),
+                end: Box::new(stop_checked),
+                inclusive,
+                body,
+            },
+            Ty::unit(),
+            loc,
+        ))
+    }
+
+    /// The type of a `for` range with the bounds `bounds` (each with the end
+    /// of its text): the integer type both share (`i64` when neither says).
+    fn range_type(&mut self, bounds: [(&Expr, Loc); 2]) -> CheckResult<Ty> {
+        let mut bound_ty: Option<TensorTy> = None;
+        for (b, bend) in bounds {
             if b.ty == Ty::Never {
                 continue;
             }
@@ -180,9 +206,16 @@ impl FunctionChecker<'_, '_> {
                 }
             }
         }
-        let var_ty = Ty::Tensor(bound_ty.unwrap_or_else(|| TensorTy::scalar(ScalarType::I64)));
+        Ok(Ty::Tensor(
+            bound_ty.unwrap_or_else(|| TensorTy::scalar(ScalarType::I64)),
+        ))
+    }
+
+    /// Opens the scope of a `for` loop and declares its variable `pat` (a
+    /// name or `_`) of type `var_ty` in it.
+    fn open_for_scope(&mut self, pat: &syn::Pat, var_ty: Ty) -> CheckResult<hir::LocalId> {
         self.scopes.push(Vec::new());
-        let var = match &*f.pat {
+        let var = match pat {
             syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => self.declare_local(
                 &p.ident.to_string(),
                 var_ty,
@@ -200,25 +233,7 @@ impl FunctionChecker<'_, '_> {
                 );
             }
         };
-        self.loops.push(LoopContext {
-            kind: LoopKind::For,
-            break_ty: None,
-        });
-        let body = self.check_loop_body(&f.body);
-        self.loops.pop();
-        self.scopes.pop();
-        let body = body?;
-        Ok(mk(
-            ExprKind::For {
-                var,
-                start: Box::new(start_checked),
-                end: Box::new(stop_checked),
-                inclusive,
-                body,
-            },
-            Ty::unit(),
-            loc,
-        ))
+        Ok(var)
     }
 
     /// `while cond { body }`.
