@@ -33,41 +33,50 @@ unsafe fn padded<T: GemmFloat, const L: usize>(p: *const T, count: usize) -> [T;
     lanes
 }
 
-impl Vector<f32> for F32x8 {
-    const L: usize = 8;
-    #[inline(always)]
-    fn zero() -> Self {
-        unsafe { F32x8(vdupq_n_f32(0.0), vdupq_n_f32(0.0)) }
-    }
-    #[inline(always)]
-    fn splat(x: f32) -> Self {
-        unsafe { F32x8(vdupq_n_f32(x), vdupq_n_f32(x)) }
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> Self {
-        F32x8(vld1q_f32(p), vld1q_f32(p.add(4)))
-    }
-    #[inline(always)]
-    unsafe fn load_partial(p: *const f32, count: usize) -> Self {
-        Self::load(padded::<f32, 8>(p, count).as_ptr())
-    }
-    #[inline(always)]
-    unsafe fn store(self, p: *mut f32) {
-        vst1q_f32(p, self.0);
-        vst1q_f32(p.add(4), self.1);
-    }
-    #[inline(always)]
-    unsafe fn store_partial(self, p: *mut f32, count: usize) {
-        let mut lanes = [0.0f32; 8];
-        self.store(lanes.as_mut_ptr());
-        std::ptr::copy_nonoverlapping(lanes.as_ptr(), p, count);
-    }
-    #[inline(always)]
-    fn mul_add(a: Self, b: Self, c: Self) -> Self {
-        // vfmaq(c, a, b) = c + a * b with one rounding.
-        unsafe { F32x8(vfmaq_f32(c.0, a.0, b.0), vfmaq_f32(c.1, a.1, b.1)) }
-    }
+/// [`Vector`] for a pair of registers of `$half` lanes: the same code for
+/// both types, with their intrinsics.
+macro_rules! register_pair {
+    ($name:ident, $t:ty, $half:literal, $dup:ident, $load:ident, $store:ident, $fma:ident) => {
+        impl Vector<$t> for $name {
+            const L: usize = 2 * $half;
+            #[inline(always)]
+            fn zero() -> Self {
+                Self::splat(0.0)
+            }
+            #[inline(always)]
+            fn splat(x: $t) -> Self {
+                unsafe { $name($dup(x), $dup(x)) }
+            }
+            #[inline(always)]
+            unsafe fn load(p: *const $t) -> Self {
+                $name($load(p), $load(p.add($half)))
+            }
+            #[inline(always)]
+            unsafe fn load_partial(p: *const $t, count: usize) -> Self {
+                Self::load(padded::<$t, { 2 * $half }>(p, count).as_ptr())
+            }
+            #[inline(always)]
+            unsafe fn store(self, p: *mut $t) {
+                $store(p, self.0);
+                $store(p.add($half), self.1);
+            }
+            #[inline(always)]
+            unsafe fn store_partial(self, p: *mut $t, count: usize) {
+                let mut lanes = [0.0; 2 * $half];
+                self.store(lanes.as_mut_ptr());
+                std::ptr::copy_nonoverlapping(lanes.as_ptr(), p, count);
+            }
+            #[inline(always)]
+            fn mul_add(a: Self, b: Self, c: Self) -> Self {
+                // vfmaq(c, a, b) = c + a * b with one rounding.
+                unsafe { $name($fma(c.0, a.0, b.0), $fma(c.1, a.1, b.1)) }
+            }
+        }
+    };
 }
+
+register_pair!(F32x8, f32, 4, vdupq_n_f32, vld1q_f32, vst1q_f32, vfmaq_f32);
+register_pair!(F64x4, f64, 2, vdupq_n_f64, vld1q_f64, vst1q_f64, vfmaq_f64);
 
 impl DotVector<f32> for F32x8 {
     #[inline(always)]
@@ -77,41 +86,6 @@ impl DotVector<f32> for F32x8 {
             let two = vadd_f32(vget_low_f32(four), vget_high_f32(four)); // l + (l + 2)
             vget_lane_f32::<0>(two) + vget_lane_f32::<1>(two) // 0 + 1
         }
-    }
-}
-
-impl Vector<f64> for F64x4 {
-    const L: usize = 4;
-    #[inline(always)]
-    fn zero() -> Self {
-        unsafe { F64x4(vdupq_n_f64(0.0), vdupq_n_f64(0.0)) }
-    }
-    #[inline(always)]
-    fn splat(x: f64) -> Self {
-        unsafe { F64x4(vdupq_n_f64(x), vdupq_n_f64(x)) }
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const f64) -> Self {
-        F64x4(vld1q_f64(p), vld1q_f64(p.add(2)))
-    }
-    #[inline(always)]
-    unsafe fn load_partial(p: *const f64, count: usize) -> Self {
-        Self::load(padded::<f64, 4>(p, count).as_ptr())
-    }
-    #[inline(always)]
-    unsafe fn store(self, p: *mut f64) {
-        vst1q_f64(p, self.0);
-        vst1q_f64(p.add(2), self.1);
-    }
-    #[inline(always)]
-    unsafe fn store_partial(self, p: *mut f64, count: usize) {
-        let mut lanes = [0.0f64; 4];
-        self.store(lanes.as_mut_ptr());
-        std::ptr::copy_nonoverlapping(lanes.as_ptr(), p, count);
-    }
-    #[inline(always)]
-    fn mul_add(a: Self, b: Self, c: Self) -> Self {
-        unsafe { F64x4(vfmaq_f64(c.0, a.0, b.0), vfmaq_f64(c.1, a.1, b.1)) }
     }
 }
 
