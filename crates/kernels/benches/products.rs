@@ -11,7 +11,9 @@
 //! and, at n = 1, in GB/s of the matrix read, next to the memory bandwidth
 //! measured by summing a 256 MiB array. Also the throughput of `vmath`.
 //! Also the small products of the dynamic models (`--small`: only those),
-//! and `vmath` alone (`--vmath`).
+//! `vmath` alone (`--vmath`), and (`--chain`) the AVX2+FMA peak of one
+//! core beside the two products as the fused product chain runs them, a
+//! block of X's rows at a time, on every SIMD path.
 //! Prints one line per figure and a JSON object at the end.
 
 use std::hint::black_box;
@@ -408,8 +410,155 @@ fn bench_small(json: &mut Vec<String>) {
     }
 }
 
+/// This thread's CPU time in seconds (Linux `CLOCK_THREAD_CPUTIME_ID`):
+/// on a machine shared with other work, the time this thread ran, not the
+/// time it waited for a core.
+fn thread_seconds() -> f64 {
+    #[repr(C)]
+    struct Timespec {
+        seconds: i64,
+        nanoseconds: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut ts = Timespec {
+        seconds: 0,
+        nanoseconds: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write.
+    unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.seconds as f64 + ts.nanoseconds as f64 * 1e-9
+}
+
+/// The AVX2+FMA peak of this core in GFLOP/s for `T`: twelve independent
+/// `mul_add` chains on 256-bit registers (enough to cover the FMA latency
+/// on two units), best of a few runs.
+#[cfg(target_arch = "x86_64")]
+fn fma_peak<T: GemmFloat>() -> f64 {
+    use gemm::Vector;
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn chains<T: GemmFloat>(iters: usize) -> T {
+        let a = T::Avx::splat(T::ACC_ZERO);
+        let mut acc = [T::Avx::zero(); 12];
+        for _ in 0..iters {
+            for x in acc.iter_mut() {
+                *x = T::Avx::mul_add(black_box(a), *x, *x);
+            }
+        }
+        let mut out = [T::ACC_ZERO; 64];
+        for (i, x) in acc.iter().enumerate() {
+            x.store_partial(out.as_mut_ptr().add(i), 1);
+        }
+        out[..12].iter().fold(T::ACC_ZERO, |s, &x| s + x)
+    }
+    if !Path::Avx2.available() {
+        return f64::NAN;
+    }
+    let iters = 1 << 22;
+    let mut t = f64::INFINITY;
+    for _ in 0..20 {
+        let start = thread_seconds();
+        // SAFETY: the CPU runs the AVX2 path.
+        black_box(unsafe { chains::<T>(iters) });
+        t = t.min(thread_seconds() - start);
+    }
+    (iters * 12 * <T::Avx as Vector<T>>::L * 2) as f64 / t / 1e9
+}
+
+/// The two products of the logistic gradient as the fused product chain
+/// (`product_chain::blocked`) runs them: a block of about 256 KiB of X's
+/// rows at a time, `z` of those rows for every member, then the closing
+/// product's sums over them; without the elementwise chain between them.
+fn blocked_pair<T: GemmFloat>(
+    path: Path,
+    x: &[T],
+    w: &[T],
+    n: usize,
+    z: &mut [T],
+    r: &[T],
+    g: &mut [T],
+) {
+    let block = (256 * 1024 / (D * std::mem::size_of::<T>())) / 8 * 8;
+    let mut start = 0;
+    while start < N {
+        let end = (start + block).min(N);
+        let rows = end - start;
+        let xb = &x[start * D..end * D];
+        gemm::matvec_into_on(path, xb, rows, D, w, n, &mut z[..n * rows]);
+        let rb = &r[..n * rows];
+        if start == 0 {
+            gemm::vecmat_into_on(path, rb, xb, n, rows, D, g);
+        } else {
+            gemm::vecmat_add_into_on(path, rb, xb, n, rows, D, g);
+        }
+        start = end;
+    }
+}
+
+/// `--chain`: the FMA peak, then the products of the blocked chain on
+/// every path at 256 and 1024 members (median of interleaved runs), in
+/// the thread's CPU time ([`thread_seconds`]). The peak is measured in
+/// `f32`; `f64`'s is half of it (the same 256-bit FMAs per cycle, half
+/// the lanes).
+fn bench_chain<T: BenchFloat>(json: &mut Vec<String>) {
+    #[cfg(target_arch = "x86_64")]
+    let peak = fma_peak::<f32>() * (4.0 / std::mem::size_of::<T>() as f64);
+    #[cfg(not(target_arch = "x86_64"))]
+    let peak = f64::NAN;
+    println!("{} AVX2+FMA peak of one core: {peak:.1} GFLOP/s", T::NAME);
+    let x: Vec<T> = data(N * D, 1);
+    let paths: Vec<Path> = Path::ALL
+        .into_iter()
+        .filter(|p| p.available() && *p != Path::Portable)
+        .collect();
+    for n in [256, 1024] {
+        let w: Vec<T> = data(n * D, 2);
+        let r: Vec<T> = data(n * N, 3);
+        let mut z = vec![T::ACC_ZERO; n * N];
+        let mut g = vec![T::ACC_ZERO; n * D];
+        let mut medians = Vec::new();
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+        for _ in 0..15 {
+            for (p, s) in paths.iter().zip(samples.iter_mut()) {
+                let start = thread_seconds();
+                blocked_pair(*p, &x, &w, n, &mut z, &r, &mut g);
+                s.push(thread_seconds() - start);
+            }
+        }
+        for s in samples.iter_mut() {
+            s.sort_by(|a, b| a.total_cmp(b));
+            medians.push(s[s.len() / 2]);
+        }
+        for (p, t) in paths.iter().zip(&medians) {
+            let gflops = 4.0 * (N * D * n) as f64 / t / 1e9;
+            println!(
+                "{} n={n:4} path {:7}: blocked pair {:8.1} gradients/s, {gflops:6.1} GFLOP/s = {:.0}% of the AVX2 FMA peak",
+                T::NAME,
+                p.name(),
+                n as f64 / t,
+                100.0 * gflops / peak
+            );
+            json.push(format!(
+                "{{\"type\":\"{}\",\"n\":{n},\"path\":\"{}\",\"blocked_pair_gradients_per_s\":{:.1},\"gflops\":{gflops:.2},\"avx2_fma_peak_gflops\":{peak:.2}}}",
+                T::NAME,
+                p.name(),
+                n as f64 / t
+            ));
+        }
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    if std::env::args().any(|a| a == "--chain") {
+        let mut json = Vec::new();
+        bench_chain::<f32>(&mut json);
+        bench_chain::<f64>(&mut json);
+        println!("[{}]", json.join(",\n"));
         return;
     }
     println!(

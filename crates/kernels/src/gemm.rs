@@ -4,8 +4,8 @@
 //!
 //! **The order of every output element is fixed**, whatever the batch size,
 //! the sub-range of the batch a thread computes, the tile the element falls
-//! in, and the CPU path ([`Path`]: AVX-512, AVX2+FMA or portable, chosen at
-//! run time; `*_into_on` force one), so a member's result has the same bits
+//! in, and the CPU path ([`Path`]: AVX-512, AVX2+FMA, NEON or portable,
+//! chosen at run time; `*_into_on` force one), so a member's result has the same bits
 //! in every executor:
 //!
 //! - dot form (`dot`, `matvec_into`, `sum`): element `p` of the summed index
@@ -21,7 +21,8 @@
 //! Every multiply feeding an add is a `mul_add`, exactly rounded in hardware
 //! and in software, and Rust neither contracts nor reassociates floats, so
 //! the generic source compiled inside `#[target_feature(enable = "avx2,fma")]`
-//! functions (chosen at run time) and the portable fallback agree bit for bit.
+//! functions (chosen at run time), on NEON registers ([`neon`], aarch64) and
+//! the portable fallback agree bit for bit.
 //! The AVX-512 path ([`avx512`]) runs the axpy form on 512-bit vectors (it is
 //! lane-wise) and keeps the dot form's `L` partials by holding two output
 //! elements' partials per 512-bit register (tests/gemm_paths.rs compares
@@ -87,6 +88,10 @@ pub trait GemmFloat:
     #[cfg(target_arch = "x86_64")]
     #[doc(hidden)]
     type Pairs: avx512::Pairs<Self>;
+    /// The NEON vector backend of this type (two registers per vector).
+    #[cfg(target_arch = "aarch64")]
+    #[doc(hidden)]
+    type Neon: DotVector<Self>;
 }
 
 impl GemmFloat for f32 {
@@ -97,6 +102,8 @@ impl GemmFloat for f32 {
     type Avx512 = avx512::F32x16;
     #[cfg(target_arch = "x86_64")]
     type Pairs = avx512::F32Pairs;
+    #[cfg(target_arch = "aarch64")]
+    type Neon = neon::F32x8;
     const ACC_ZERO: Self = 0.0;
     const LANES: usize = 8;
     #[inline(always)]
@@ -117,6 +124,8 @@ impl GemmFloat for f64 {
     type Avx512 = avx512::F64x8;
     #[cfg(target_arch = "x86_64")]
     type Pairs = avx512::F64Pairs;
+    #[cfg(target_arch = "aarch64")]
+    type Neon = neon::F64x4;
     const ACC_ZERO: Self = 0.0;
     const LANES: usize = 4;
     #[inline(always)]
@@ -253,6 +262,9 @@ pub use path::{requested_path, Path, SIMD_VARIABLE};
 #[cfg(target_arch = "x86_64")]
 #[doc(hidden)]
 pub mod avx;
+#[cfg(target_arch = "aarch64")]
+#[doc(hidden)]
+pub mod neon;
 
 // ---------------------------------------------------------------------------
 // Building blocks (inline(always): compiled into each caller's target features).
@@ -757,6 +769,7 @@ fn vecmat_narrow<T: GemmFloat, V: Vector<T>, const ADD: bool>(
 /// (`f64`) lanes, 24 accumulators, within the 32 registers (3 x 6, 2 x 7
 /// and 1 x 7 for the vectors left); the last few columns on 256-bit
 /// vectors `W`.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn vecmat_wide<T: GemmFloat, V: Vector<T>, W: Vector<T>, const ADD: bool>(
     vs: &[T],
@@ -815,13 +828,18 @@ dispatched! {
 }
 
 /// The products on a given path (available on this CPU): the `avx2` kernel
-/// on AVX2 and FMA, the `avx512` one on AVX-512, else the portable one.
+/// on AVX2 and FMA, the `avx512` one on AVX-512, the `neon` one on NEON,
+/// else the portable one.
 macro_rules! path_dispatched {
     ($(fn $name:ident<T>($($arg:ident: $ty:ty),*)
-        = $portable:expr, $avx2:expr, $avx512:expr;)*) => {
+        = $portable:expr, $avx2:expr, $avx512:expr, $neon:expr;)*) => {
         $(
             #[inline]
             fn $name<T: GemmFloat>(path: Path, $($arg: $ty),*) {
+                #[cfg(target_arch = "aarch64")]
+                if path == Path::Neon {
+                    return $neon($($arg),*);
+                }
                 #[cfg(target_arch = "x86_64")]
                 {
                     #[target_feature(enable = "avx2,fma")]
@@ -836,7 +854,7 @@ macro_rules! path_dispatched {
                         // SAFETY: the caller checked that the CPU runs `path`.
                         Path::Avx512 => return unsafe { avx512::<T>($($arg),*) },
                         Path::Avx2 => return unsafe { avx2::<T>($($arg),*) },
-                        Path::Portable => {}
+                        Path::Portable | Path::Neon => {}
                     }
                 }
                 let _ = path;
@@ -860,17 +878,18 @@ fn matvec_avx512<T: GemmFloat>(m: &[T], rows: usize, k: usize, vs: &[T], n: usiz
 
 path_dispatched! {
     fn matvec_on_path<T>(m: &[T], rows: usize, k: usize, vs: &[T], n: usize, out: &mut [T])
-        = matvec_v::<T, T::Portable>, matvec_v::<T, T::Avx>, matvec_avx512::<T>;
+        = matvec_v::<T, T::Portable>, matvec_v::<T, T::Avx>, matvec_avx512::<T>,
+          matvec_v::<T, T::Neon>;
     fn vecmat_on_path<T>(vs: &[T], mat: &[T], n: usize, m: usize, k: usize, out: &mut [T])
         = vecmat_narrow::<T, T::Portable, false>, vecmat_narrow::<T, T::Avx, false>,
-          vecmat_wide::<T, T::Avx512, T::Avx, false>;
+          vecmat_wide::<T, T::Avx512, T::Avx, false>, vecmat_narrow::<T, T::Neon, false>;
     fn vecmat_add_on_path<T>(vs: &[T], mat: &[T], n: usize, m: usize, k: usize, out: &mut [T])
         = vecmat_narrow::<T, T::Portable, true>, vecmat_narrow::<T, T::Avx, true>,
-          vecmat_wide::<T, T::Avx512, T::Avx, true>;
+          vecmat_wide::<T, T::Avx512, T::Avx, true>, vecmat_narrow::<T, T::Neon, true>;
 }
 
-/// `dot` on the AVX backend when the CPU has it, else the portable one
-/// (one output element has no use for the wider registers).
+/// `dot` on the AVX (or NEON) backend when the CPU has it, else the
+/// portable one (one output element has no use for the wider registers).
 #[inline]
 fn dot_any<T: GemmFloat>(a: &[T], b: &[T]) -> T {
     #[cfg(target_arch = "x86_64")]
@@ -883,6 +902,10 @@ fn dot_any<T: GemmFloat>(a: &[T], b: &[T]) -> T {
             // SAFETY: the CPU has AVX2 and FMA.
             return unsafe { fast::<T>(a, b) };
         }
+    }
+    #[cfg(target_arch = "aarch64")]
+    if Path::Neon.available() {
+        return dot_v::<T, T::Neon>(a, b);
     }
     dot_v::<T, T::Portable>(a, b)
 }

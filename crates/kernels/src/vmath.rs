@@ -780,7 +780,7 @@ macro_rules! path_dispatched {
                         // SAFETY: the caller checked that the CPU runs `path`.
                         Path::Avx512 => return unsafe { avx512($($arg),*) },
                         Path::Avx2 => return unsafe { avx2($($arg),*) },
-                        Path::Portable => {}
+                        Path::Portable | Path::Neon => {}
                     }
                 }
                 let _ = path;

@@ -3,7 +3,10 @@
 //! products and elementwise functions reached through the default (not
 //! forced) entry points give the same bits on every path. The variable is
 //! read once per process, so each setting runs in a child process: this
-//! test binary again, on its ignored test `child_reports_path_and_bits`.
+//! test binary again, on its ignored test `child_reports_path_and_bits`
+//! (through the command in `AUTOBATCH_TEST_RUNNER`, split at spaces, when
+//! it is set: an emulator such as `qemu-aarch64 -L /usr/aarch64-linux-gnu`
+//! for a cross-compiled test, as `tools/test-arm` runs it).
 
 use std::process::Command;
 
@@ -23,7 +26,15 @@ struct Report {
 /// Runs the child test with `AUTOBATCH_SIMD` set to `value` (unset for `None`).
 fn child(value: Option<&str>) -> Report {
     let exe = std::env::current_exe().expect("the test binary's path");
-    let mut command = Command::new(exe);
+    let runner = std::env::var("AUTOBATCH_TEST_RUNNER").unwrap_or_default();
+    let mut command = match runner.split_whitespace().collect::<Vec<_>>()[..] {
+        [] => Command::new(exe),
+        [program, ref arguments @ ..] => {
+            let mut c = Command::new(program);
+            c.args(arguments).arg(exe);
+            c
+        }
+    };
     command.args([
         "--ignored",
         "--exact",
@@ -82,9 +93,14 @@ fn a_value_that_names_no_path_is_reported_and_changes_nothing() {
     let wrong = child(Some("avx3"));
     assert_eq!(wrong.path, unset.path);
     assert_eq!(wrong.digest, unset.digest);
+    let names = if cfg!(target_arch = "aarch64") {
+        "portable, neon"
+    } else {
+        "portable, avx2, avx512"
+    };
     assert_eq!(
         wrong.requested,
-        "error: AUTOBATCH_SIMD is `avx3`; it takes one of portable, avx2, avx512"
+        format!("error: AUTOBATCH_SIMD is `avx3`; it takes one of {names}")
     );
 }
 

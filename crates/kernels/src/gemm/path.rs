@@ -1,24 +1,30 @@
-//! The CPU paths of the products ([`Path`]: portable, AVX2+FMA, AVX-512),
-//! which this CPU runs, and the environment variable that caps them.
+//! The CPU paths of the products ([`Path`]: portable, AVX2+FMA and AVX-512
+//! on x86-64, NEON on aarch64), which this CPU runs, and the environment
+//! variable that caps them.
 
 use crate::internal_error;
 
 /// A CPU path of the products. Every path gives every output element the
 /// same bits; [`Path::detected`] is the fastest this CPU runs (at most the
 /// one [`SIMD_VARIABLE`] names), and the `*_on` functions run a given path
-/// (for the tests that compare them). Paths are ordered slowest first.
+/// (for the tests that compare them). Paths are ordered slowest first
+/// (the order only compares the paths of one architecture, [`Path::ALL`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Path {
     /// Arrays of lanes and `mul_add`, on any CPU.
     Portable,
-    /// 256-bit AVX2 and FMA.
+    /// 128-bit NEON (aarch64) for the products; the rest is the portable
+    /// code, which NEON (part of every aarch64 CPU) already vectorizes.
+    Neon,
+    /// 256-bit AVX2 and FMA (x86-64).
     Avx2,
     /// 512-bit AVX-512 (F, VL, DQ) for the products, AVX2 for the rest.
     Avx512,
 }
 
-/// The environment variable that caps the kernels' path: `portable`,
-/// `avx2` or `avx512`, read once per process. It only lowers the path (a
+/// The environment variable that caps the kernels' path: one of
+/// [`Path::ALL`]'s names (`portable`, `avx2`, `avx512` on x86-64;
+/// `portable`, `neon` on aarch64), read once per process. It only lowers the path (a
 /// CPU without AVX-512 stays on AVX2 whatever it says), so an AVX-512 CPU
 /// can run and measure the AVX2 path; every path gives the same bits. The
 /// kernels ignore any other value; [`requested_path`] reports it as an
@@ -26,19 +32,27 @@ pub enum Path {
 pub const SIMD_VARIABLE: &str = "AUTOBATCH_SIMD";
 
 impl Path {
-    /// Every path, slowest first.
+    /// Every path of this CPU architecture, slowest first.
+    #[cfg(not(target_arch = "aarch64"))]
     pub const ALL: [Path; 3] = [Path::Portable, Path::Avx2, Path::Avx512];
+    /// Every path of this CPU architecture, slowest first.
+    #[cfg(target_arch = "aarch64")]
+    pub const ALL: [Path; 2] = [Path::Portable, Path::Neon];
+
+    /// The fastest path of this CPU architecture.
+    const FASTEST: Path = Path::ALL[Path::ALL.len() - 1];
 
     /// Its name, as [`SIMD_VARIABLE`] takes it.
     pub fn name(self) -> &'static str {
         match self {
             Path::Portable => "portable",
+            Path::Neon => "neon",
             Path::Avx2 => "avx2",
             Path::Avx512 => "avx512",
         }
     }
 
-    /// The path of that name.
+    /// The path of that name, if it is one of this CPU architecture's.
     pub fn from_name(name: &str) -> Option<Path> {
         Path::ALL.into_iter().find(|p| p.name() == name)
     }
@@ -48,6 +62,7 @@ impl Path {
     pub fn available(self) -> bool {
         match self {
             Path::Portable => true,
+            Path::Neon => neon_available(),
             Path::Avx2 => crate::vmath::fast_path_available(),
             Path::Avx512 => avx512_available(),
         }
@@ -60,6 +75,8 @@ impl Path {
             Path::Avx512
         } else if crate::vmath::fast_path_available() {
             Path::Avx2
+        } else if neon_available() {
+            Path::Neon
         } else {
             Path::Portable
         }
@@ -96,7 +113,14 @@ pub fn requested_path() -> Result<Option<Path>, String> {
 #[inline]
 pub(crate) fn ceiling() -> Path {
     static CEILING: std::sync::OnceLock<Path> = std::sync::OnceLock::new();
-    *CEILING.get_or_init(|| requested_path().ok().flatten().unwrap_or(Path::Avx512))
+    *CEILING.get_or_init(|| requested_path().ok().flatten().unwrap_or(Path::FASTEST))
+}
+
+/// Whether the NEON path may run: on aarch64 (every such CPU has NEON)
+/// when [`SIMD_VARIABLE`] allows it.
+#[inline]
+fn neon_available() -> bool {
+    cfg!(target_arch = "aarch64") && ceiling() >= Path::Neon
 }
 
 #[inline]
