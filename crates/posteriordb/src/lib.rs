@@ -66,15 +66,36 @@ impl Outcome {
     }
 }
 
+/// Settings that replace every posterior's own (a quick look at the
+/// models with fewer iterations).
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub warmup: Option<usize>,
+    pub draws: Option<usize>,
+}
+
 /// Loads, samples and compares the posterior `name` of `root` (the
 /// directory of the posteriors, [`examples_dir`]).
 pub fn check(root: &std::path::Path, name: &str, tolerance: &Tolerance) -> Outcome {
+    check_with(root, name, tolerance, &Overrides::default())
+}
+
+/// [`check`] with the settings `overrides` gives in place of the
+/// posterior's.
+pub fn check_with(
+    root: &std::path::Path,
+    name: &str,
+    tolerance: &Tolerance,
+    overrides: &Overrides,
+) -> Outcome {
     let start = Instant::now();
     let posterior = match Posterior::load(root, name) {
         Ok(posterior) => posterior,
         Err(e) => return Outcome::failed(name, Settings::default(), e, 0.0),
     };
-    let settings = posterior.settings.clone();
+    let mut settings = posterior.settings.clone();
+    settings.warmup = overrides.warmup.unwrap_or(settings.warmup);
+    settings.draws = overrides.draws.unwrap_or(settings.draws);
     let run = Model::new(&posterior.source, &posterior.model_path, &posterior.data)
         .map_err(|e| e.to_string())
         .and_then(|model| {

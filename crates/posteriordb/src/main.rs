@@ -7,7 +7,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use autobatch_posteriordb::{check, examples_dir, list, summary_line, table, to_json, Tolerance};
+use autobatch_posteriordb::{
+    check_with, examples_dir, list, summary_line, table, to_json, Overrides, Tolerance,
+};
 use clap::Parser;
 
 /// Samples posteriordb's posteriors with their models in examples/posteriordb
@@ -22,6 +24,13 @@ struct Args {
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Warmup iterations per chain, for every posterior (instead of each
+    /// one's check.json: for a quick look, not a check).
+    #[arg(long, value_name = "N")]
+    warmup: Option<usize>,
+    /// Draws per chain, for every posterior (as --warmup).
+    #[arg(long, value_name = "N")]
+    draws: Option<usize>,
     /// The directory of the posteriors.
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
@@ -48,7 +57,11 @@ fn main() -> ExitCode {
     let mut outcomes = Vec::new();
     for name in &names {
         eprintln!("checking {name}");
-        outcomes.push(check(&root, name, &tolerance));
+        let overrides = Overrides {
+            warmup: args.warmup,
+            draws: args.draws,
+        };
+        outcomes.push(check_with(&root, name, &tolerance, &overrides));
     }
     print!("{}", table(&outcomes));
     if let Some(path) = &args.json {

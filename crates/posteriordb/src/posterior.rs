@@ -19,6 +19,11 @@ pub struct Settings {
     /// In the fast subset (`--fast`, and the test suite): sampled in
     /// seconds.
     pub fast: bool,
+    /// The data set, relative to the posterior's directory, in place of the
+    /// one the reference names (for a model that cannot take that one as
+    /// it is; the note says why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
     /// Why the settings differ from the defaults, for the reader.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -33,6 +38,7 @@ impl Default for Settings {
             seed: 1,
             target_accept: 0.8,
             fast: false,
+            data: None,
             note: None,
         }
     }
@@ -115,13 +121,15 @@ impl Posterior {
         let reference_path = dir.join("reference_posterior.json");
         let reference: ReferenceFile = serde_json::from_str(&read(&reference_path)?)
             .map_err(|e| format!("{}: {e}", reference_path.display()))?;
+        let settings = settings(&dir)?;
+        let data = settings.data.as_ref().unwrap_or(&reference.data);
         Ok(Posterior {
             name: name.to_string(),
             model_path: format!("{name}/model.ab"),
             source: read(&dir.join("model.ab"))?,
-            data: read(&dir.join(&reference.data))?,
+            data: read(&dir.join(data))?,
             reference: reference.parameters,
-            settings: settings(&dir)?,
+            settings,
         })
     }
 }
