@@ -29,7 +29,7 @@ pub use compare::{
     Tolerance,
 };
 pub use posterior::{examples_dir, list, Posterior, Reference, Settings};
-pub use table::{summary_line, table, to_json};
+pub use table::{header, name_width, rows, summary_line, table, to_json};
 
 use std::time::Instant;
 

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use autobatch_posteriordb::{
-    check_with, examples_dir, list, summary_line, table, to_json, Overrides, Tolerance,
+    check_with, examples_dir, header, list, name_width, rows, summary_line, to_json, Overrides,
+    Tolerance,
 };
 use clap::Parser;
 
@@ -54,16 +55,18 @@ fn main() -> ExitCode {
         args.names
     };
     let tolerance = Tolerance::default();
+    let width = name_width(names.iter().map(String::as_str));
+    print!("{}", header(width));
     let mut outcomes = Vec::new();
     for name in &names {
-        eprintln!("checking {name}");
         let overrides = Overrides {
             warmup: args.warmup,
             draws: args.draws,
         };
-        outcomes.push(check_with(&root, name, &tolerance, &overrides));
+        let outcome = check_with(&root, name, &tolerance, &overrides);
+        print!("{}", rows(&outcome, width));
+        outcomes.push(outcome);
     }
-    print!("{}", table(&outcomes));
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&to_json(&outcomes, &tolerance))
             .expect("JSON of numbers and strings");

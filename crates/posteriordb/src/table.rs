@@ -57,22 +57,21 @@ fn status(outcome: &Outcome) -> &'static str {
 
 /// What a failed parameter missed.
 fn failure(p: &ParameterCheck) -> String {
+    let against = |what: &str, ours: f64, reference: f64, why: String| {
+        format!(
+            "{what} {} against {} ({why})",
+            significant(ours),
+            significant(reference)
+        )
+    };
     let mut reasons = Vec::new();
     if !p.mean_ok {
-        reasons.push(format!(
-            "mean {} against {} ({} times its bound)",
-            significant(p.ours.mean),
-            significant(p.reference_mean),
-            significant(p.mean_error)
-        ));
+        let why = format!("{} times its bound", significant(p.mean_error));
+        reasons.push(against("mean", p.ours.mean, p.reference_mean, why));
     }
     if !p.sd_ok {
-        reasons.push(format!(
-            "sd {} against {} (ratio {})",
-            significant(p.ours.sd),
-            significant(p.reference_sd),
-            significant(p.sd_ratio)
-        ));
+        let why = format!("ratio {}", significant(p.sd_ratio));
+        reasons.push(against("sd", p.ours.sd, p.reference_sd, why));
     }
     if !p.rhat_ok {
         reasons.push(format!("R-hat {}", significant(p.ours.rhat)));
@@ -85,47 +84,61 @@ fn failure(p: &ParameterCheck) -> String {
 /// largest R-hat, the smallest bulk ESS, divergences, seconds and the
 /// result; under a posterior that failed, what failed.
 pub fn table(outcomes: &[Outcome]) -> String {
-    let width = outcomes
-        .iter()
-        .map(|o| o.name.len())
+    let width = name_width(outcomes.iter().map(|o| o.name.as_str()));
+    let mut out = header(width);
+    for o in outcomes {
+        out.push_str(&rows(o, width));
+    }
+    out
+}
+
+/// The width of the table's first column for these posteriors.
+pub fn name_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+    names
+        .map(str::len)
         .max()
-        .unwrap_or(9)
-        .max(9);
+        .unwrap_or(0)
+        .max("posterior".len())
+}
+
+/// The table's first line.
+pub fn header(width: usize) -> String {
+    format!(
+        "{:<width$} {:>6} {:>8} {:>8} {:>7} {:>7} {:>5} {:>7}  result\n",
+        "posterior", "params", "mean/tol", "sd ratio", "R-hat", "ESS", "div", "seconds"
+    )
+}
+
+/// The table's lines of one posterior.
+pub fn rows(o: &Outcome, width: usize) -> String {
     let mut out = String::new();
+    let Some(comparison) = &o.comparison else {
+        let error = o.error.as_deref().unwrap_or("");
+        let _ = writeln!(out, "{:<width$} {:>6}  error: {error}", o.name, "-");
+        return out;
+    };
+    let w = worst(comparison);
     let _ = writeln!(
         out,
-        "{:<width$} {:>6} {:>8} {:>8} {:>7} {:>7} {:>5} {:>7}  result",
-        "posterior", "params", "mean/tol", "sd ratio", "R-hat", "ESS", "div", "seconds"
+        "{:<width$} {:>6} {:>8.2} {:>8.3} {:>7.4} {:>7.0} {:>5} {:>7.1}  {}",
+        o.name,
+        comparison.parameters.len(),
+        w.mean_error,
+        w.sd_ratio,
+        w.rhat,
+        w.ess_bulk,
+        o.divergences,
+        o.seconds,
+        status(o)
     );
-    for o in outcomes {
-        let Some(comparison) = &o.comparison else {
-            let error = o.error.as_deref().unwrap_or("");
-            let _ = writeln!(out, "{:<width$} {:>6}  error: {error}", o.name, "-");
-            continue;
-        };
-        let w = worst(comparison);
-        let _ = writeln!(
-            out,
-            "{:<width$} {:>6} {:>8.2} {:>8.3} {:>7.4} {:>7.0} {:>5} {:>7.1}  {}",
-            o.name,
-            comparison.parameters.len(),
-            w.mean_error,
-            w.sd_ratio,
-            w.rhat,
-            w.ess_bulk,
-            o.divergences,
-            o.seconds,
-            status(o)
-        );
-        if let Some(error) = &o.error {
-            let _ = writeln!(out, "    {error}");
-        }
-        if comparison.parameters.is_empty() {
-            let _ = writeln!(out, "    no parameter of the reference is in the draws");
-        }
-        for p in comparison.parameters.iter().filter(|p| !p.passed()) {
-            let _ = writeln!(out, "{}", failure(p));
-        }
+    if let Some(error) = &o.error {
+        let _ = writeln!(out, "    {error}");
+    }
+    if comparison.parameters.is_empty() {
+        let _ = writeln!(out, "    no parameter of the reference is in the draws");
+    }
+    for p in comparison.parameters.iter().filter(|p| !p.passed()) {
+        let _ = writeln!(out, "{}", failure(p));
     }
     out
 }
