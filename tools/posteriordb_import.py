@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Copy posteriordb posteriors into examples/posteriordb: the Stan model, the
+data set and the reference summaries of each.
+
+For each posterior NAME (posteriordb's name, e.g. `earnings-earn_height`):
+
+    examples/posteriordb/NAME/model.stan                 the Stan program
+    examples/posteriordb/NAME/reference_posterior.json   mean and sd of every
+        quantity in posteriordb's reference draws (parameters, transformed
+        parameters and generated quantities, under Stan's names, 1-based),
+        with the reference's own ESS and R-hat and how it was made
+    examples/posteriordb/data/DATA.json                  the data set (Stan JSON),
+        shared by the posteriors that use it
+
+It reads a clone of github.com/stan-dev/posteriordb (a working tree or a bare
+repository: files are read with `git show`), BSD-3-Clause licence (see
+examples/posteriordb/README.md). It needs numpy.
+
+    python3 tools/posteriordb_import.py --posteriordb PATH [NAME ...]
+    python3 tools/posteriordb_import.py --posteriordb PATH --all
+    python3 tools/posteriordb_import.py --posteriordb PATH --list
+
+Without NAME (and without --all) it refreshes the posteriors already in
+examples/posteriordb.
+"""
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+OUT = os.path.join(ROOT, "examples", "posteriordb")
+DB = "posterior_database"
+DRAWS = f"{DB}/reference_posteriors/draws/draws"
+INFO = f"{DB}/reference_posteriors/draws/info"
+
+
+class Repo:
+    """posteriordb's files at one commit, read with `git show`."""
+
+    def __init__(self, path):
+        self.path = path
+        self.commit = self.git("rev-parse", "HEAD").decode().strip()
+
+    def git(self, *args):
+        return subprocess.run(["git", "-C", self.path, *args], check=True,
+                              capture_output=True).stdout
+
+    def read(self, path):
+        return self.git("show", f"{self.commit}:{path}")
+
+    def json(self, path):
+        return json.loads(self.read(path))
+
+    def zipped_json(self, path):
+        with zipfile.ZipFile(io.BytesIO(self.read(path))) as z:
+            return json.loads(z.read(z.namelist()[0]))
+
+    def reference_posteriors(self):
+        names = self.git("ls-tree", "--name-only", self.commit, f"{DRAWS}/").decode().split()
+        return sorted(os.path.basename(n)[: -len(".json.zip")] for n in names)
+
+
+def summaries(chains, names):
+    """Mean, sd (ddof 1) over every chain's draws pooled, per quantity."""
+    out = []
+    for name in names:
+        x = np.concatenate([np.asarray(c[name], dtype=float) for c in chains])
+        out.append({"name": name, "mean": float(x.mean()), "sd": float(x.std(ddof=1))})
+    return out
+
+
+def import_posterior(repo, name):
+    posterior = repo.json(f"{DB}/posteriors/{name}.json")
+    model, data = posterior["model_name"], posterior["data_name"]
+    info = repo.json(f"{INFO}/{name}.info.json")
+    chains = repo.zipped_json(f"{DRAWS}/{name}.json.zip")
+    diag = info["diagnostics"]
+    names = diag["diagnostic_information"]["names"]
+    params = summaries(chains, names)
+    for p, ess, rhat in zip(params, diag["effective_sample_size_bulk"], diag["r_hat"]):
+        p["reference_ess_bulk"] = ess
+        p["reference_r_hat"] = rhat
+    reference = {
+        "posterior": name,
+        "model": model,
+        "data": f"../data/{data}.json",
+        "dimensions": posterior.get("dimensions", {}),
+        "source": f"github.com/stan-dev/posteriordb at {repo.commit}, "
+                  f"{DRAWS}/{name}.json.zip (BSD-3-Clause)",
+        "reference_method": info["inference"],
+        "draws": sum(len(c[names[0]]) for c in chains),
+        "summaries": "mean and sd (ddof 1) of every chain's draws pooled; "
+                     "reference_ess_bulk and reference_r_hat from posteriordb's info",
+        "parameters": params,
+    }
+    directory = os.path.join(OUT, name)
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "model.stan"), "wb") as f:
+        f.write(repo.read(f"{DB}/models/stan/{model}.stan"))
+    with open(os.path.join(directory, "reference_posterior.json"), "w") as f:
+        json.dump(reference, f, indent=1)
+        f.write("\n")
+    os.makedirs(os.path.join(OUT, "data"), exist_ok=True)
+    with open(os.path.join(OUT, "data", f"{data}.json"), "w") as f:
+        json.dump(repo.zipped_json(f"{DB}/data/data/{data}.json.zip"), f)
+        f.write("\n")
+    print(f"{name}: {len(params)} quantities, data {data}")
+
+
+def imported():
+    if not os.path.isdir(OUT):
+        return []
+    return sorted(n for n in os.listdir(OUT)
+                  if os.path.isfile(os.path.join(OUT, n, "reference_posterior.json")))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--posteriordb", required=True,
+                        help="a clone of github.com/stan-dev/posteriordb")
+    parser.add_argument("--all", action="store_true", help="every reference posterior")
+    parser.add_argument("--list", action="store_true", help="list the reference posteriors")
+    parser.add_argument("names", nargs="*")
+    args = parser.parse_args()
+    repo = Repo(args.posteriordb)
+    available = repo.reference_posteriors()
+    if args.list:
+        print("\n".join(available))
+        return 0
+    names = available if args.all else (args.names or imported())
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        sys.exit(f"error: not a posteriordb reference posterior: {', '.join(unknown)} "
+                 f"(--list shows the {len(available)})")
+    missing = []
+    for name in names:
+        try:
+            import_posterior(repo, name)
+        except subprocess.CalledProcessError as e:
+            missing.append(name)
+            print(f"{name}: skipped, a file is missing from this clone "
+                  f"({e.stderr.decode().strip()})", file=sys.stderr)
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
