@@ -285,6 +285,19 @@ pub fn ess_bulk(chains: &[Vec<f64>]) -> f64 {
     ess_basic(&rank_normalize(&split_chains(chains)))
 }
 
+/// The Monte Carlo standard error of the mean: the sd of every chain's
+/// draws pooled over the square root of [`ess_basic`] of the split chains
+/// (not rank-normalized: the ESS of the mean itself), as Stan's
+/// `stansummary`, ArviZ's `mcse(method="mean")` and the R package
+/// posterior compute it. NaN with fewer than [`MIN_DRAWS_ESS`] draws per
+/// chain.
+pub fn mcse_mean(chains: &[Vec<f64>]) -> f64 {
+    if !enough_finite_draws(chains, MIN_DRAWS_ESS) {
+        return f64::NAN;
+    }
+    variance(&chains.concat()).sqrt() / ess_basic(&split_chains(chains)).sqrt()
+}
+
 /// Tail effective sample size: the smaller of the effective sample sizes
 /// of the 5% and the 95% quantile, each [`ess_basic`] of the split chains
 /// of the indicator `draw <= quantile` (pooled quantiles, as

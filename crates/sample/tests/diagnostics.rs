@@ -2,8 +2,8 @@
 //! independent draws, AR(1) chains, chains that disagree in location or scale.
 
 use autobatch_sample::diagnostics::{
-    e_bfmi, ess_basic, ess_bulk, ess_tail, normal_quantile, quantile, rank_normalize, rhat,
-    rhat_basic, split_chains, summarize,
+    e_bfmi, ess_basic, ess_bulk, ess_tail, mcse_mean, normal_quantile, quantile, rank_normalize,
+    rhat, rhat_basic, split_chains, summarize,
 };
 
 /// splitmix64 with Box-Muller: deterministic test data.
@@ -140,6 +140,35 @@ fn ar1_chains_have_the_known_ess() {
     let chains = ar1(4, 2000, -0.3, 4);
     let ess = ess_basic(&chains);
     assert!(ess > 8000.0, "anticorrelated chains: ESS {ess}");
+}
+
+/// The standard error of the mean of stationary AR(1) chains of unit
+/// variance is sqrt((1 + phi) / ((1 - phi) N)) for N draws in all; and
+/// the spread of many independent runs' means agrees with the estimate.
+#[test]
+fn ar1_chains_have_the_known_mcse_of_the_mean() {
+    for (phi, seed) in [(0.0, 5), (0.5, 6), (0.9, 7)] {
+        let chains = ar1(4, 4000, phi, seed);
+        let expected = ((1.0 + phi) / ((1.0 - phi) * 16_000.0)).sqrt();
+        let mcse = mcse_mean(&chains);
+        assert!(
+            (mcse / expected - 1.0).abs() < 0.1,
+            "phi {phi}: MCSE {mcse}, expected {expected}"
+        );
+    }
+    let runs: Vec<f64> = (0..400)
+        .map(|seed| {
+            let chains = ar1(4, 250, 0.5, 100 + seed);
+            chains.concat().iter().sum::<f64>() / 1000.0
+        })
+        .collect();
+    let spread = (runs.iter().map(|m| m * m).sum::<f64>() / runs.len() as f64).sqrt();
+    let mcse = mcse_mean(&ar1(4, 250, 0.5, 99));
+    assert!(
+        (mcse / spread - 1.0).abs() < 0.25,
+        "MCSE {mcse}, spread of the means of 400 runs {spread}"
+    );
+    assert!(mcse_mean(&ar1(2, 7, 0.5, 1)).is_nan(), "7 draws per chain");
 }
 
 #[test]
