@@ -166,7 +166,7 @@ pub fn lower_model(source: &str) -> Result<Option<LoweredModel>, Vec<Diagnostic>
     let Some(model) = functions.iter().find(|f| f.sig.ident == MODEL_FUNCTION) else {
         return Ok(None);
     };
-    let names = Names::of(&file);
+    let mut names = Names::of(&file);
     let mut errors = Vec::new();
     let mut parameters = Vec::new();
     let mut blanks = Vec::new();
@@ -178,7 +178,10 @@ pub fn lower_model(source: &str) -> Result<Option<LoweredModel>, Vec<Diagnostic>
             blanks.push((start_of(attr.span()), end_of(attr.span())));
         }
         match parameter(typed, &names) {
-            Ok(p) => parameters.push(p),
+            Ok(p) => {
+                names.parameters.push(p.name.clone());
+                parameters.push(p);
+            }
             Err(d) => errors.push(d),
         }
     }
@@ -223,6 +226,8 @@ pub fn lower_model(source: &str) -> Result<Option<LoweredModel>, Vec<Diagnostic>
 pub(crate) struct Names {
     statics: Vec<String>,
     constants: HashMap<String, Option<u64>>,
+    /// The parameters declared so far (a bound may use them, as in Stan).
+    parameters: Vec<String>,
 }
 
 impl Names {
@@ -230,6 +235,7 @@ impl Names {
         let mut names = Names {
             statics: Vec::new(),
             constants: HashMap::new(),
+            parameters: Vec::new(),
         };
         for item in &file.items {
             match item {
@@ -257,7 +263,9 @@ impl Names {
     }
 
     fn known(&self, name: &str) -> bool {
-        self.statics.iter().any(|s| s == name) || self.constants.contains_key(name)
+        self.statics.iter().any(|s| s == name)
+            || self.constants.contains_key(name)
+            || self.parameters.iter().any(|p| p == name)
     }
 }
 
@@ -477,13 +485,14 @@ fn combine(
     })
 }
 
-/// A bound is a number, or an expression of numbers, constants and
-/// statics (`#[upper = max_y]`, `#[lower = -2.0 * scale]`).
+/// A bound is a number, or an expression of numbers, constants, statics
+/// and the parameters declared before (`#[upper = max_y]`, `#[lower = -2.0
+/// * scale]`, `#[upper = 1.0 - alpha1]`).
 fn check_bound(expr: &syn::Expr, names: &Names) -> Result<(), Diagnostic> {
     let wrong = |span, what: &str| {
         Err(error_at(
             span,
-            format!("a bound must be a number, or an arithmetic expression of numbers, constants and statics; this is {what}"),
+            format!("a bound must be a number, or an arithmetic expression of numbers, constants, statics and earlier parameters; this is {what}"),
             "not a bound",
         ))
     };
@@ -499,7 +508,7 @@ fn check_bound(expr: &syn::Expr, names: &Names) -> Result<(), Diagnostic> {
             Some(i) => Err(error_at(
                 p.span(),
                 format!(
-                    "the bound names `{i}`, which is neither a `const` nor a static of the model"
+                    "the bound names `{i}`, which is neither a `const` nor a static of the model, nor a parameter declared before this one"
                 ),
                 "unknown name",
             )),
