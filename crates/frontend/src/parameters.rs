@@ -340,9 +340,10 @@ pub(crate) fn extent(len: &syn::Expr, names: &Names, what: &str) -> Result<Exten
         syn::Expr::Lit(syn::ExprLit {
             lit: syn::Lit::Int(i),
             ..
-        }) => i.base10_parse::<u64>().map(Extent::Fixed).map_err(|_| {
-            error_at(i.span(), "this length is not a number", "not a length")
-        }),
+        }) => i
+            .base10_parse::<u64>()
+            .map(Extent::Fixed)
+            .map_err(|_| error_at(i.span(), "this length is not a number", "not a length")),
         syn::Expr::Path(p) if p.path.get_ident().is_some() => {
             let name = p.path.get_ident().expect("checked").to_string();
             match names.constants.get(&name) {

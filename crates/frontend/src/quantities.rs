@@ -141,7 +141,9 @@ fn quantities_of(
     if !f.sig.generics.params.is_empty() {
         errors.push(error_at(
             f.sig.generics.span(),
-            format!("`fn {function}` must not be generic: the sampler calls it with the parameters"),
+            format!(
+                "`fn {function}` must not be generic: the sampler calls it with the parameters"
+            ),
             "generic",
         ));
     }
@@ -159,12 +161,13 @@ fn quantities_of(
     let pattern = if bound.len() == 1 && !returns_tuple(f) {
         bound[0].to_string()
     } else {
-        format!("({}{})", bound.join(", "), if bound.len() == 1 { "," } else { "" })
+        format!(
+            "({}{})",
+            bound.join(", "),
+            if bound.len() == 1 { "," } else { "" }
+        )
     };
-    let call = format!(
-        "let {pattern} = {function}({});\n",
-        arguments.join(", ")
-    );
+    let call = format!("let {pattern} = {function}({});\n", arguments.join(", "));
     Ok((results, call))
 }
 

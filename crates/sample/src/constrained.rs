@@ -55,7 +55,8 @@ pub(crate) fn constrain_draws(
             ..RunConfig::default()
         };
         config.options.threads = options.threads;
-        config.options.seed = segment_seed(GENERATED_SEED.wrapping_add(options.seed), number as u64);
+        config.options.seed =
+            segment_seed(GENERATED_SEED.wrapping_add(options.seed), number as u64);
         let result = batch.run(&config).map_err(|e| internal(e.to_string()))?;
         let mut values = Vec::new();
         for (draw, member) in result.members.into_iter().enumerate() {
@@ -87,11 +88,16 @@ pub(crate) fn constrain_draws(
     let shapes = shapes.unwrap_or_else(|| {
         let shapes = model.parameters().map(|p| p.shapes.clone());
         let shapes = shapes.unwrap_or_default();
-        shapes.into_iter().map(|s| s.into_iter().map(|n| n as usize).collect()).collect()
+        shapes
+            .into_iter()
+            .map(|s| s.into_iter().map(|n| n as usize).collect())
+            .collect()
     });
     let names = &names[..shapes.len().min(names.len())];
     if shapes.len() != names.len() {
-        return Err(internal("the reported values do not match their names".into()));
+        return Err(internal(
+            "the reported values do not match their names".into(),
+        ));
     }
     let variables = names
         .iter()

@@ -703,10 +703,17 @@ fn a_bound_of_an_earlier_parameter() {
     let a1 = inv_logit(ya);
     let b = (1.0 - a1) * inv_logit(yb);
     let lj = |y: f64, width: f64| width.ln() + inv_logit(y).ln() + (1.0 - inv_logit(y)).ln();
-    close(&floats, &[a1, b, lj(ya, 1.0) + lj(yb, 1.0 - a1)], "a bound of a1");
+    close(
+        &floats,
+        &[a1, b, lj(ya, 1.0) + lj(yb, 1.0 - a1)],
+        "a bound of a1",
+    );
     let text = compile_error(
         "extern \"autobatch\" { static y: [f64; N]; }\nfn model(#[upper = c] b: f64, c: f64) -> f64 { 0.0 }\n",
     );
-    assert!(text.contains("nor a parameter declared before this one"), "{text}");
+    assert!(
+        text.contains("nor a parameter declared before this one"),
+        "{text}"
+    );
     assert!(text.contains("m.ab:2:20"), "{text}");
 }

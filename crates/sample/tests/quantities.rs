@@ -31,7 +31,10 @@ fn values(run: &autobatch_sample::SampleRun, i: usize) -> Vec<f64> {
 fn mean_var(x: &[f64]) -> (f64, f64) {
     let n = x.len() as f64;
     let m = x.iter().sum::<f64>() / n;
-    (m, x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0))
+    (
+        m,
+        x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0),
+    )
 }
 
 const EIGHT_SCHOOLS: &str = "\
@@ -56,7 +59,8 @@ fn generated(tau_squared: f64, theta: [f64; J]) -> [[f64; 2]; J] {
 }
 ";
 
-const EIGHT_SCHOOLS_DATA: &str = r#"{"y": [28, 8, -3, 7, -1, 1, 18, 12], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]}"#;
+const EIGHT_SCHOOLS_DATA: &str =
+    r#"{"y": [28, 8, -3, 7, -1, 1, 18, 12], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]}"#;
 
 /// The transformed parameters and deterministic generated quantities of
 /// each draw are the closed-form functions of its parameters, named and
@@ -112,7 +116,10 @@ fn transformed_parameters_are_functions_of_each_draw() {
         "{header}"
     );
     let table = autobatch_sample::report::table(&run);
-    assert!(table.contains("theta.7") && table.contains("pairs.3.1"), "{table}");
+    assert!(
+        table.contains("theta.7") && table.contains("pairs.3.1"),
+        "{table}"
+    );
 }
 
 const GENERATED: &str = "\
@@ -145,12 +152,20 @@ fn generated_quantities_draw_per_draw() {
     let (_, v) = mean_var(&y_rep);
     assert!((v - 2.0).abs() < 0.3, "variance of y_rep: {v}");
     let (mm, _) = mean_var(&mu);
-    let cov = noise.iter().zip(&mu).map(|(e, x)| e * (x - mm)).sum::<f64>() / n;
+    let cov = noise
+        .iter()
+        .zip(&mu)
+        .map(|(e, x)| e * (x - mm))
+        .sum::<f64>()
+        / n;
     assert!(cov.abs() < 0.06, "covariance of y_rep - mu and mu: {cov}");
     let hit = values(&run, 2);
     assert!(hit.iter().all(|&h| h == 0.0 || h == 1.0));
     let (p, _) = mean_var(&hit);
-    assert!((p - 0.3).abs() < 4.0 * (0.21 / n).sqrt(), "mean of hit: {p}");
+    assert!(
+        (p - 0.3).abs() < 4.0 * (0.21 / n).sqrt(),
+        "mean of hit: {p}"
+    );
     let u = values(&run, 3);
     let mut seen = u.clone();
     seen.sort_by(f64::total_cmp);
