@@ -190,10 +190,9 @@ fn generated(mu: f64) -> f64 {
 }
 ";
     let model = Model::new(source, "m.ab", "{}").expect("compiles");
-    let error = model
-        .sample(&common::config(1, 20, 5, 1), &mut |_| {})
-        .err()
-        .expect("fails");
+    let Err(error) = model.sample(&common::config(1, 20, 5, 1), &mut |_| {}) else {
+        panic!("sampled");
+    };
     let text = error.to_string();
     assert!(text.contains("chain 0, draw 0"), "{text}");
     assert!(text.contains("m.ab:3:17"), "{text}");
