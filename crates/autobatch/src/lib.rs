@@ -87,6 +87,8 @@ pub mod typed;
 
 /// A model's constrained parameters, lowered to the sampler's form.
 pub use autobatch_frontend::parameters;
+/// A model's transformed parameters and generated quantities.
+pub use autobatch_frontend::quantities;
 pub use bind::{BoundBatch, BoundProgram, InputError, InputErrorKind};
 pub use compile::{compile, CompileError, Compiled};
 pub use frontend_bridge::Diagnostic;

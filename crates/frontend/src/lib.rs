@@ -15,10 +15,13 @@
 //! signatures; [`body`] checks each function body into HIR; `differentiable`
 //! checks what `grad` / `value_and_grad` differentiate. Before all that,
 //! [`parameters`] lowers a model whose `fn model` declares constrained
-//! parameters to the sampler's `log_density` over an unconstrained vector.
+//! parameters to the sampler's `log_density` over an unconstrained vector,
+//! and [`quantities`] finds its transformed parameters and generated
+//! quantities (`fn transformed`, `fn generated`), reported with the draws.
 
 pub mod hir;
 pub mod parameters;
+pub mod quantities;
 
 mod body;
 mod delimiters;

@@ -12,7 +12,8 @@
 //! sums the log absolute Jacobian determinants of those maps, exactly as
 //! Stan's `*_constrain` functions; `log_density` calls `model` at the
 //! constrained point and adds that sum; `nuts_constrain` gives the
-//! parameters alone, as a tuple, for the draws the sampler reports.
+//! parameters, then the quantities of `fn transformed` and `fn generated`
+//! ([`crate::quantities`]), as a tuple, for the draws the sampler reports.
 //!
 //! `D` is the symbolic dimension [`UNCONSTRAINED_DIM`]; the sampler fixes it
 //! from the parameters' shapes once the data fixes their lengths
@@ -26,6 +27,7 @@ use syn::spanned::Spanned;
 
 use crate::diagnostic::Diagnostic;
 use crate::location::{end_of, start_of};
+use crate::quantities::{Found, Quantity};
 
 /// The symbolic dimension of the generated `log_density`'s parameter.
 pub const UNCONSTRAINED_DIM: &str = "NUTS_UNCONSTRAINED";
@@ -56,6 +58,9 @@ pub struct LoweredModel {
     /// The parameters, in declaration order (the order of the
     /// unconstrained vector).
     pub parameters: Vec<Parameter>,
+    /// The transformed parameters and generated quantities, reported
+    /// after the parameters in this order.
+    pub quantities: Vec<Quantity>,
 }
 
 /// One parameter of `model`.
@@ -161,7 +166,7 @@ pub fn lower_model(source: &str) -> Result<Option<LoweredModel>, Vec<Diagnostic>
     let Some(model) = functions.iter().find(|f| f.sig.ident == MODEL_FUNCTION) else {
         return Ok(None);
     };
-    let names = Names::of(&file);
+    let mut names = Names::of(&file);
     let mut errors = Vec::new();
     let mut parameters = Vec::new();
     let mut blanks = Vec::new();
@@ -173,7 +178,10 @@ pub fn lower_model(source: &str) -> Result<Option<LoweredModel>, Vec<Diagnostic>
             blanks.push((start_of(attr.span()), end_of(attr.span())));
         }
         match parameter(typed, &names) {
-            Ok(p) => parameters.push(p),
+            Ok(p) => {
+                names.parameters.push(p.name.clone());
+                parameters.push(p);
+            }
             Err(d) => errors.push(d),
         }
     }
@@ -201,21 +209,25 @@ pub fn lower_model(source: &str) -> Result<Option<LoweredModel>, Vec<Diagnostic>
     if !errors.is_empty() {
         return Err(errors);
     }
+    let found = crate::quantities::find(&functions, &parameters, &names)?;
     let mut text = blank(source, &blanks);
     if !text.ends_with('\n') {
         text.push('\n');
     }
-    text.push_str(&generate(&parameters));
+    text.push_str(&generate(&parameters, &found));
     Ok(Some(LoweredModel {
         source: text,
         parameters,
+        quantities: found.quantities,
     }))
 }
 
 /// The names a bound may use, and the constants' values.
-struct Names {
+pub(crate) struct Names {
     statics: Vec<String>,
     constants: HashMap<String, Option<u64>>,
+    /// The parameters declared so far (a bound may use them, as in Stan).
+    parameters: Vec<String>,
 }
 
 impl Names {
@@ -223,6 +235,7 @@ impl Names {
         let mut names = Names {
             statics: Vec::new(),
             constants: HashMap::new(),
+            parameters: Vec::new(),
         };
         for item in &file.items {
             match item {
@@ -250,7 +263,9 @@ impl Names {
     }
 
     fn known(&self, name: &str) -> bool {
-        self.statics.iter().any(|s| s == name) || self.constants.contains_key(name)
+        self.statics.iter().any(|s| s == name)
+            || self.constants.contains_key(name)
+            || self.parameters.iter().any(|p| p == name)
     }
 }
 
@@ -296,7 +311,7 @@ fn shape(ty: &syn::Type, names: &Names) -> Result<Vec<Extent>, Diagnostic> {
     loop {
         match ty {
             syn::Type::Array(array) => {
-                extents.push(extent(&array.len, names)?);
+                extents.push(extent(&array.len, names, "a parameter of `fn model`")?);
                 ty = &array.elem;
             }
             t if is_f64(t) => break,
@@ -319,21 +334,23 @@ fn shape(ty: &syn::Type, names: &Names) -> Result<Vec<Extent>, Diagnostic> {
     Ok(extents)
 }
 
-fn extent(len: &syn::Expr, names: &Names) -> Result<Extent, Diagnostic> {
+/// The length of one axis of `what` (a parameter, a reported quantity).
+pub(crate) fn extent(len: &syn::Expr, names: &Names, what: &str) -> Result<Extent, Diagnostic> {
     match len {
         syn::Expr::Lit(syn::ExprLit {
             lit: syn::Lit::Int(i),
             ..
-        }) => i.base10_parse::<u64>().map(Extent::Fixed).map_err(|_| {
-            error_at(i.span(), "this length is not a number", "not a length")
-        }),
+        }) => i
+            .base10_parse::<u64>()
+            .map(Extent::Fixed)
+            .map_err(|_| error_at(i.span(), "this length is not a number", "not a length")),
         syn::Expr::Path(p) if p.path.get_ident().is_some() => {
             let name = p.path.get_ident().expect("checked").to_string();
             match names.constants.get(&name) {
                 Some(Some(n)) => Ok(Extent::Fixed(*n)),
                 Some(None) => Err(error_at(
                     p.span(),
-                    format!("the length `{name}` of a parameter of `fn model` is a constant whose value is not a number literal"),
+                    format!("the length `{name}` of {what} is a constant whose value is not a number literal"),
                     "write the number, or a symbolic dimension fixed by the data",
                 )),
                 None => Ok(Extent::Named(name)),
@@ -341,7 +358,7 @@ fn extent(len: &syn::Expr, names: &Names) -> Result<Extent, Diagnostic> {
         }
         other => Err(error_at(
             other.span(),
-            "the length of a parameter of `fn model` must be a number, a `const` or a symbolic dimension",
+            format!("the length of {what} must be a number, a `const` or a symbolic dimension"),
             "unsupported length",
         )),
     }
@@ -469,13 +486,14 @@ fn combine(
     })
 }
 
-/// A bound is a number, or an expression of numbers, constants and
-/// statics (`#[upper = max_y]`, `#[lower = -2.0 * scale]`).
+/// A bound is a number, or an expression of numbers, constants, statics
+/// and the parameters declared before (`#[upper = max_y]`, `#[lower = -2.0
+/// * scale]`, `#[upper = 1.0 - alpha1]`).
 fn check_bound(expr: &syn::Expr, names: &Names) -> Result<(), Diagnostic> {
     let wrong = |span, what: &str| {
         Err(error_at(
             span,
-            format!("a bound must be a number, or an arithmetic expression of numbers, constants and statics; this is {what}"),
+            format!("a bound must be a number, or an arithmetic expression of numbers, constants, statics and earlier parameters; this is {what}"),
             "not a bound",
         ))
     };
@@ -491,7 +509,7 @@ fn check_bound(expr: &syn::Expr, names: &Names) -> Result<(), Diagnostic> {
             Some(i) => Err(error_at(
                 p.span(),
                 format!(
-                    "the bound names `{i}`, which is neither a `const` nor a static of the model"
+                    "the bound names `{i}`, which is neither a `const` nor a static of the model, nor a parameter declared before this one"
                 ),
                 "unknown name",
             )),
@@ -607,7 +625,7 @@ fn extent_text(e: &Extent) -> String {
 }
 
 /// The generated functions (see the module's documentation).
-fn generate(parameters: &[Parameter]) -> String {
+fn generate(parameters: &[Parameter], found: &Found) -> String {
     let types: Vec<String> = parameters.iter().map(|p| type_text(&p.shape)).collect();
     let names: Vec<&str> = parameters.iter().map(|p| p.name.as_str()).collect();
     let mut out = String::new();
@@ -638,22 +656,39 @@ fn generate(parameters: &[Parameter]) -> String {
         "fn log_density(nuts_theta: [f64; {UNCONSTRAINED_DIM}]) -> f64 {{ {bind} model({}) + nuts_lj }}",
         names.join(", ")
     );
-    let tuple = if names.len() == 1 {
-        format!("({},)", names[0])
-    } else {
-        format!("({})", names.join(", "))
-    };
-    let tuple_type = if types.len() == 1 {
-        format!("({},)", types[0])
-    } else {
-        format!("({})", types.join(", "))
-    };
+    let mut reported = names.clone();
+    let mut reported_types = types.clone();
+    for q in &found.quantities {
+        reported.push(&q.name);
+        reported_types.push(type_text(&q.shape).replace("f64", element(q)));
+    }
     let _ = writeln!(
         out,
-        "fn {CONSTRAIN_FUNCTION}(nuts_theta: [f64; {UNCONSTRAINED_DIM}]) -> {tuple_type} {{ {bind} {tuple} }}"
+        "fn {CONSTRAIN_FUNCTION}(nuts_theta: [f64; {UNCONSTRAINED_DIM}]) -> {} {{\n    {bind}\n    {}    {}\n}}",
+        tuple_text(&reported_types),
+        found.code.replace('\n', "\n    "),
+        tuple_text(&reported)
     );
     out.push_str(&unconstrain(parameters));
     out
+}
+
+/// `(a, b)`, or `(a,)` for one.
+fn tuple_text(items: &[impl AsRef<str>]) -> String {
+    let items: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    if items.len() == 1 {
+        format!("({},)", items[0])
+    } else {
+        format!("({})", items.join(", "))
+    }
+}
+
+fn element(q: &Quantity) -> &'static str {
+    if q.integer {
+        "i64"
+    } else {
+        "f64"
+    }
 }
 
 fn type_text(shape: &[Extent]) -> String {

@@ -1,76 +1,149 @@
 //! The constrained scale, both ways. The draws: for a model whose `fn
 //! model` declares its parameters, the generated `nuts_constrain` runs over
-//! every draw of every chain (one batch, each draw a member) and gives each
-//! parameter's value, which the summary, the CSV and Python report by name.
+//! every draw of every chain (a batch per chain, each draw a member) and
+//! gives each parameter's value, then those of the transformed parameters
+//! and generated quantities, which the summary, the CSV and Python report
+//! by name.
 //! The initial values a user gives by name go the other way, through the
 //! generated `nuts_unconstrain` (Stan's `*_free` transforms).
 
 use autobatch::parameters::{CONSTRAIN_FUNCTION, UNCONSTRAIN_FUNCTION};
-use autobatch::{Inputs, RunConfig, Strategy, Tensor, Value};
+use autobatch::{Inputs, RunConfig, RunOptions, Strategy, Tensor, Value};
 use autobatch_types::Data;
 
-use crate::model::{Model, SampleError};
+use crate::driver::{segment_seed, Variable};
+use crate::model::{Model, Parameters, SampleError};
+
+/// The constrained draws: each variable (the parameters, then the
+/// transformed parameters and generated quantities) and, per chain, its
+/// values row after row (every variable flattened, row-major).
+pub(crate) struct ConstrainedDraws {
+    pub variables: Vec<Variable>,
+    pub values: Vec<Vec<f64>>,
+}
 
 /// Each chain's draws `samples[k]` (row after row of `dim` unconstrained
-/// values) mapped to the constrained parameters, flattened in declaration
-/// order (each parameter row-major): row after row of `width` values.
+/// values; `chain_ids[k]` its number) mapped to the constrained
+/// parameters, the transformed parameters and the generated quantities.
+/// The draws of a chain are one batch, each draw a member; its random
+/// stream depends on the run's seed, the chain's number and the draw's
+/// position only.
 pub(crate) fn constrain_draws(
     model: &Model,
     samples: &[Vec<f64>],
+    chain_ids: &[usize],
     dim: usize,
-    width: usize,
-    threads: usize,
-) -> Result<Vec<Vec<f64>>, SampleError> {
-    let points = samples.iter().flat_map(|chain| {
-        chain
-            .chunks(dim)
-            .map(|x| Value::Tensor(Tensor::new(vec![dim], Data::F64(x.to_vec()))))
-    });
-    let inputs = Inputs::new().batched("nuts_theta", points);
-    let internal = |what: String| {
-        SampleError::Run(format!(
-            "internal error: mapping the draws to the constrained scale: {what} (this is a bug in autobatch)"
-        ))
-    };
-    let batch = model
-        .bound
-        .bind(CONSTRAIN_FUNCTION, &inputs)
-        .map_err(|e| internal(e.message().to_string()))?;
-    let mut config = RunConfig {
-        strategy: Strategy::ProgramCounter,
-        ..RunConfig::default()
-    };
-    config.options.threads = threads;
-    let result = batch.run(&config).map_err(|e| internal(e.to_string()))?;
-    let mut members = result.members.into_iter();
+    options: &RunOptions,
+) -> Result<ConstrainedDraws, SampleError> {
+    let names = model
+        .parameters()
+        .map(Parameters::names)
+        .unwrap_or_default();
+    let mut shapes: Option<Vec<Vec<usize>>> = None;
     let mut out = Vec::with_capacity(samples.len());
-    for chain in samples {
-        let draws = chain.len() / dim.max(1);
-        let mut values = Vec::with_capacity(draws * width);
-        for _ in 0..draws {
-            let member = members
-                .next()
-                .ok_or_else(|| internal("a draw has no result".into()))?;
+    for (chain, &number) in samples.iter().zip(chain_ids) {
+        let points = chain
+            .chunks(dim)
+            .map(|x| Value::Tensor(Tensor::new(vec![dim], Data::F64(x.to_vec()))));
+        let inputs = Inputs::new().batched("nuts_theta", points);
+        let batch = model
+            .bound
+            .bind(CONSTRAIN_FUNCTION, &inputs)
+            .map_err(|e| internal(e.message().to_string()))?;
+        let mut config = RunConfig {
+            strategy: Strategy::ProgramCounter,
+            ..RunConfig::default()
+        };
+        config.options.threads = options.threads;
+        config.options.seed =
+            segment_seed(GENERATED_SEED.wrapping_add(options.seed), number as u64);
+        let result = batch.run(&config).map_err(|e| internal(e.to_string()))?;
+        let mut values = Vec::new();
+        for (draw, member) in result.members.into_iter().enumerate() {
             let value = member.map_err(|e| {
                 SampleError::Run(format!(
-                    "a draw could not be mapped to the constrained scale: {} at {}",
+                    "chain {number}, draw {draw}: the transformed parameters or generated quantities could not be computed: {} at {}",
                     e.message,
                     model.describe_loc(e.loc.line, e.loc.column)
                 ))
             })?;
-            for tensor in value.flatten() {
+            let tensors = value.flatten();
+            let these: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape.clone()).collect();
+            if shapes.get_or_insert_with(|| these.clone()) != &these {
+                return Err(SampleError::Run(format!(
+                    "chain {number}, draw {draw}: a transformed parameter or generated quantity has another shape than at the first draw"
+                )));
+            }
+            for tensor in tensors {
                 match tensor.data {
                     Data::F64(v) => values.extend(v),
-                    _ => return Err(internal("a parameter is not f64".into())),
+                    Data::I64(v) => values.extend(v.into_iter().map(|n| n as f64)),
+                    _ => return Err(internal("a reported value is not f64 or i64".into())),
                 }
             }
         }
-        if values.len() != draws * width {
-            return Err(internal("the parameters' sizes do not add up".into()));
-        }
         out.push(values);
     }
-    Ok(out)
+    // Without draws, the parameters' shapes are known and nothing else is.
+    let shapes = shapes.unwrap_or_else(|| {
+        let shapes = model.parameters().map(|p| p.shapes.clone());
+        let shapes = shapes.unwrap_or_default();
+        shapes
+            .into_iter()
+            .map(|s| s.into_iter().map(|n| n as usize).collect())
+            .collect()
+    });
+    let names = &names[..shapes.len().min(names.len())];
+    if shapes.len() != names.len() {
+        return Err(internal(
+            "the reported values do not match their names".into(),
+        ));
+    }
+    let variables = names
+        .iter()
+        .zip(shapes)
+        .map(|(name, shape)| Variable {
+            name: name.clone(),
+            shape,
+        })
+        .collect();
+    Ok(ConstrainedDraws {
+        variables,
+        values: out,
+    })
+}
+
+/// Added to the run's seed for the streams of the generated quantities,
+/// so that they are not those of the sampler's segments.
+const GENERATED_SEED: u64 = 0x6765_6e65_7261_7465;
+
+fn internal(what: String) -> SampleError {
+    SampleError::Run(format!(
+        "internal error: mapping the draws to the constrained scale: {what} (this is a bug in autobatch)"
+    ))
+}
+
+/// The column names of the draws: `tau`, `theta_tilde.0`, `L.1.0` (Stan's
+/// CSV names, indices from 0 as the language counts them).
+pub(crate) fn column_names(variables: &[Variable]) -> Vec<String> {
+    let mut names = Vec::new();
+    for v in variables {
+        let count: usize = v.shape.iter().product();
+        for flat in 0..count {
+            let mut name = v.name.clone();
+            let mut rest = flat;
+            let mut index = Vec::new();
+            for len in v.shape.iter().rev() {
+                index.push(rest % len);
+                rest /= len;
+            }
+            for i in index.iter().rev() {
+                name.push_str(&format!(".{i}"));
+            }
+            names.push(name);
+        }
+    }
+    names
 }
 
 impl Model {

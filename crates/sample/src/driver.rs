@@ -663,7 +663,7 @@ impl Sampler<'_> {
 }
 
 /// The seed of segment `k`: every segment gets its own streams.
-fn segment_seed(seed: u64, k: u64) -> u64 {
+pub(crate) fn segment_seed(seed: u64, k: u64) -> u64 {
     fn splitmix(mut z: u64) -> u64 {
         z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -1135,30 +1135,24 @@ impl<'a> Sampler<'a> {
         Ok(run)
     }
 
-    /// The draws of a model with declared parameters as those parameters:
-    /// their names, shapes and columns, and the draws on their constrained
-    /// scale (a model without them keeps `theta`).
+    /// The draws of a model with declared parameters as those parameters
+    /// and its transformed parameters and generated quantities: their
+    /// names, shapes and columns, and the draws on their constrained scale
+    /// (a model without them keeps `theta`).
     fn name_parameters(&self, run: &mut SampleRun) -> Result<(), SampleError> {
-        let Some(parameters) = self.model.parameters() else {
+        if self.model.parameters().is_none() {
             return Ok(());
-        };
-        run.columns = parameters.column_names();
-        run.variables = parameters
-            .declared
-            .iter()
-            .zip(&parameters.shapes)
-            .map(|(p, shape)| Variable {
-                name: p.name.clone(),
-                shape: shape.iter().map(|&n| n as usize).collect(),
-            })
-            .collect();
-        run.constrained = Some(crate::constrained::constrain_draws(
+        }
+        let constrained = crate::constrained::constrain_draws(
             self.model,
             &run.samples,
+            &run.chain_ids,
             self.dim,
-            run.columns.len(),
-            self.config.run.options.threads,
-        )?);
+            &self.config.run.options,
+        )?;
+        run.columns = crate::constrained::column_names(&constrained.variables);
+        run.variables = constrained.variables;
+        run.constrained = Some(constrained.values);
         Ok(())
     }
 }

@@ -88,30 +88,19 @@ pub struct Parameters {
     pub declared: Vec<autobatch::parameters::Parameter>,
     /// Each parameter's axes' lengths.
     pub shapes: Vec<Vec<u64>>,
+    /// The transformed parameters and generated quantities.
+    pub quantities: Vec<autobatch::quantities::Quantity>,
 }
 
 impl Parameters {
-    /// The column names of the draws: `tau`, `theta_tilde.0`, `L.1.0`
-    /// (Stan's CSV names, indices from 0 as the language counts them).
-    pub fn column_names(&self) -> Vec<String> {
-        let mut names = Vec::new();
-        for (p, shape) in self.declared.iter().zip(&self.shapes) {
-            let count: u64 = shape.iter().product();
-            for flat in 0..count {
-                let mut name = p.name.clone();
-                let mut rest = flat;
-                let mut index = Vec::new();
-                for len in shape.iter().rev() {
-                    index.push(rest % len);
-                    rest /= len;
-                }
-                for i in index.iter().rev() {
-                    name.push_str(&format!(".{i}"));
-                }
-                names.push(name);
-            }
-        }
-        names
+    /// The names of the reported variables: the parameters, then the
+    /// transformed parameters and generated quantities.
+    pub fn names(&self) -> Vec<String> {
+        self.declared
+            .iter()
+            .map(|p| p.name.clone())
+            .chain(self.quantities.iter().map(|q| q.name.clone()))
+            .collect()
     }
 }
 
@@ -167,7 +156,10 @@ impl Model {
         let compiled = compile(&combined, path)
             .map_err(|e| combined_errors(&e, &combined, path, model_lines, &library))?;
 
-        let declared = lowered.map(|l| l.parameters);
+        let (declared, quantities) = match lowered {
+            Some(l) => (Some(l.parameters), l.quantities),
+            None => (None, Vec::new()),
+        };
         let (bound, dim, shapes) = bind_data(&compiled, data, path, declared.as_deref())?;
         Ok(Model {
             compiled,
@@ -176,7 +168,11 @@ impl Model {
             model_lines,
             dim,
             precision,
-            parameters: declared.map(|declared| Parameters { declared, shapes }),
+            parameters: declared.map(|declared| Parameters {
+                declared,
+                shapes,
+                quantities,
+            }),
         })
     }
 

@@ -671,3 +671,49 @@ fn model(mu: f64, #[lower = 0.0] sigma: f64, #[simplex] w: [f64; 2]) -> f64 {
         "{error}"
     );
 }
+
+/// A bound of an earlier parameter, as Stan allows (`real<upper=1 - a1> b`):
+/// `b = (1 - a1) inv_logit(y_b)` with log-Jacobian
+/// `ln(1 - a1) + ln inv_logit(y_b) + ln(1 - inv_logit(y_b))`, added to
+/// that of `a1`; a bound of a later parameter is an error located at it.
+#[test]
+fn a_bound_of_an_earlier_parameter() {
+    let source = "fn model(#[lower = 0.0] #[upper = 1.0] a1: f64, #[lower = 0.0] #[upper = 1.0 - a1] b: f64) -> f64 { 0.0 }\n";
+    let lowered = autobatch::parameters::lower_model(source)
+        .expect("the model lowers")
+        .expect("a model with parameters");
+    let compiled = autobatch::compile(&lowered.source, "t.ab")
+        .unwrap_or_else(|e| panic!("{}\n{}", lowered.source, e.render(false)));
+    let (ya, yb) = (0.4_f64, -1.3_f64);
+    let inputs = Inputs::new().batched("nuts_theta", [serde_json::json!([ya, yb])]);
+    let result = compiled
+        .bind("nuts_transform", &inputs)
+        .expect("binds")
+        .run(&RunConfig::default())
+        .expect("runs");
+    let tensors = result.members[0].clone().expect("no error").flatten();
+    let floats: Vec<f64> = tensors
+        .iter()
+        .map(|t| match &t.data {
+            autobatch_types::Data::F64(v) => v[0],
+            other => panic!("not f64: {other:?}"),
+        })
+        .collect();
+    let inv_logit = |y: f64| 1.0 / (1.0 + (-y).exp());
+    let a1 = inv_logit(ya);
+    let b = (1.0 - a1) * inv_logit(yb);
+    let lj = |y: f64, width: f64| width.ln() + inv_logit(y).ln() + (1.0 - inv_logit(y)).ln();
+    close(
+        &floats,
+        &[a1, b, lj(ya, 1.0) + lj(yb, 1.0 - a1)],
+        "a bound of a1",
+    );
+    let text = compile_error(
+        "extern \"autobatch\" { static y: [f64; N]; }\nfn model(#[upper = c] b: f64, c: f64) -> f64 { 0.0 }\n",
+    );
+    assert!(
+        text.contains("nor a parameter declared before this one"),
+        "{text}"
+    );
+    assert!(text.contains("m.ab:2:20"), "{text}");
+}
