@@ -47,6 +47,7 @@ use autobatch_types::Loc;
 
 use crate::analysis::Sources;
 use crate::block::{Builder, View};
+use crate::fork::Fork;
 use crate::{analysis, derive_error, rules, DeriveResult, Deriver};
 
 /// The ids of a taped plan's two parts.
@@ -306,15 +307,12 @@ fn block_tape(
 /// The instance calls of fork `op` and, per call, its callee's
 /// parameters that are active (a `map`'s index never is).
 fn fork_instances(d: &Deriver, op: &Op, act: &[bool]) -> Vec<(FuncId, Vec<bool>)> {
-    let Op::Fork {
+    let Fork {
         dsts,
         args,
         instances,
         ..
-    } = op
-    else {
-        return Vec::new();
-    };
+    } = fork_of(op);
     let calls = fork_calls(d.program, dsts, args, instances);
     let calls = match instances {
         Instances::Map { .. } => &calls[..1],
@@ -505,16 +503,12 @@ fn forward(d: &Deriver, p: usize, layout: &Layout) -> Function {
 
 /// Fork `op` over its callees' forward parts, saving their tapes.
 fn saving_fork(op: &Op, parts: &[(TapedIds, Vec<bool>)]) -> Op {
-    let Op::Fork {
+    let Fork {
         dsts,
         args,
         instances,
         loc,
-        ..
-    } = op
-    else {
-        unreachable!("a fork")
-    };
+    } = fork_of(op);
     let instances = match instances {
         Instances::Join(calls) => Instances::Join(
             calls
@@ -536,11 +530,30 @@ fn saving_fork(op: &Op, parts: &[(TapedIds, Vec<bool>)]) -> Op {
         },
     };
     Op::Fork {
-        dsts: dsts.clone(),
-        args: args.clone(),
+        dsts: dsts.to_vec(),
+        args: args.to_vec(),
         instances,
-        loc: *loc,
+        loc,
         tape: TapeMode::Save,
+    }
+}
+
+/// The parts of fork operation `op`.
+fn fork_of(op: &Op) -> Fork<'_> {
+    match op {
+        Op::Fork {
+            dsts,
+            args,
+            instances,
+            loc,
+            ..
+        } => Fork {
+            dsts,
+            args,
+            instances,
+            loc: *loc,
+        },
+        _ => unreachable!("a fork"),
     }
 }
 
@@ -988,17 +1001,12 @@ fn restoring_fork(
     dsts: &[Var],
     parts: &[(TapedIds, Vec<bool>)],
 ) -> DeriveResult<Vec<(Var, Contribution)>> {
-    let Op::Fork {
+    let Fork {
         dsts: g_dsts,
         args,
         instances,
         loc,
-        ..
-    } = op
-    else {
-        unreachable!("a fork")
-    };
-    let loc = *loc;
+    } = fork_of(op);
     let held: HashMap<Var, Var> = g_dsts.iter().copied().zip(dsts.iter().copied()).collect();
     let calls = fork_calls(d.program, g_dsts, args, instances);
     let mut bwd_args = Vec::new();
