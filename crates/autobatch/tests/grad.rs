@@ -551,9 +551,10 @@ fn operations(compiled: &Compiled, entry: &str, inputs: &str) -> u64 {
 
 /// The gradient does a small constant times the function's work: each
 /// activation (a level of a recursion, an iteration of a loop whose bound
-/// is a runtime value) runs forward once and backward once. A derivation
-/// that recomputes a callee's forward pass in its vjp does quadratic work
-/// on the recursion.
+/// is a runtime value, a node of a tree of `join`s) runs forward once and
+/// backward once. A derivation that recomputes a callee's forward pass in
+/// its vjp does quadratic work on the recursion, and on the tree its size
+/// times its height.
 #[test]
 fn the_gradient_does_a_constant_times_the_work_of_the_function() {
     let source = r#"
@@ -567,10 +568,28 @@ fn deep(x: f64, n: i64) -> f64 { chain(x, n) }
 fn deep_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(deep, x, n) }
 fn long(x: f64, n: i64) -> f64 { walk(x, n) }
 fn long_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(long, x, n) }
+fn tree(a: f64, lo: i64, hi: i64) -> f64 {
+    if hi - lo <= 1 {
+        a.sin()
+    } else {
+        let mid = (lo + hi) / 2;
+        let (l, r) = join(tree(a, lo, mid), tree(a, mid, hi));
+        l * a + r.cos()
+    }
+}
+fn wide(x: f64, n: i64) -> f64 { tree(x, 0, n) }
+fn wide_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(wide, x, n) }
 "#;
     let compiled = compile(source, "work.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
-    let inputs = r#"{"batch": {"x": [0.3, 0.9]}, "shared": {"n": 1000}}"#;
-    for (plain, derived) in [("deep", "deep_grad"), ("long", "long_grad")] {
+    let long = r#"{"batch": {"x": [0.3, 0.9]}, "shared": {"n": 1000}}"#;
+    // 250 leaves: a tree of 499 nodes, of height 8.
+    let tree = r#"{"batch": {"x": [0.3, 0.9]}, "shared": {"n": 250}}"#;
+    let cases = [
+        ("deep", "deep_grad", long),
+        ("long", "long_grad", long),
+        ("wide", "wide_grad", tree),
+    ];
+    for (plain, derived, inputs) in cases {
         let forward = operations(&compiled, plain, inputs);
         let gradient = operations(&compiled, derived, inputs);
         assert!(

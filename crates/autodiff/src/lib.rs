@@ -13,11 +13,13 @@
 //! `a + -b` is `a - b`). Because the gradient is plain IR, every executor
 //! runs and batches it unchanged.
 //!
-//! A function without forks or catching calls (and not differentiated for
-//! statics) is derived over a **tape** (`tape.rs`): its vjp calls a forward
-//! part, the function's own blocks plus `tape_push`es, and an `uncounted`
-//! backward part walking the blocks in reverse (see the module's doc).
-//! Every other function is derived by checkpointing, as follows.
+//! A function without catching calls (in it or in the functions it forks)
+//! is derived over a **tape** (`tape.rs`), for `grad` as for the statics'
+//! gradient: its vjp calls a forward part, the function's own blocks plus
+//! `tape_push`es (its forks keep their instances' tapes), and an
+//! `uncounted` backward part walking the blocks in reverse (see the
+//! module's doc). Every other function is derived by checkpointing, as
+//! follows.
 //!
 //! How (see `docs/language-notes.md`, "Autodiff", for the user's view):
 //!
@@ -391,8 +393,7 @@ impl Deriver<'_> {
             );
         };
         check_active(original, active)?;
-        let statics = self.sources.statics.iter().any(|s| *s);
-        if tape::tapeable(original, statics) {
+        if tape::tapeable(self.program, function, &self.sources) {
             return Ok(self.taped_plan(key, original, seed_one));
         }
         let g = loops::unroll_short_loops(analysis::merge_jump_chains(original));
@@ -481,7 +482,8 @@ impl Deriver<'_> {
         let mut ids = vec![None; n];
         ids[0] = Some(self.fresh_id());
         let mut names = vec![String::new(); n];
-        names[0] = vjp_name(original, &active, seed_one, false);
+        let statics = self.sources.statics.iter().any(|s| *s);
+        names[0] = vjp_name(original, &active, seed_one, statics);
         let float_results = float_result_indices(&g);
         let taped = Some(tape::plan_ids(self));
         let p = self.plans.len();

@@ -8,7 +8,8 @@
 //! - `g'…fwd`: `g`'s blocks, operations, terminators and locations
 //!   unchanged (so it takes `g`'s steps, nests `g`'s depth and faults where
 //!   `g` faults), a call of a differentiated callee calling the callee's
-//!   forward part, plus `tape_push` operations: before an operation
+//!   forward part (a fork forking the callees' forward parts and keeping
+//!   their tapes, `TapeMode::Save`), plus `tape_push` operations: before an operation
 //!   overwrites a variable whose value an adjoint reads, the old value; at
 //!   the end of a block, the values its adjoints read that are still held;
 //!   then the block's index where the backward part must learn where it
@@ -18,7 +19,8 @@
 //!   of `g`, from the returning block back to the entry. Each pops the
 //!   block's values in reverse, runs its operations' adjoints in reverse
 //!   (a call's is the callee's backward part, which pops what the callee
-//!   pushed), hands the adjoints of the variables live at its start to the
+//!   pushed; a fork's is a fork of the callees' backward parts that gives
+//!   instance `k` the tape forward instance `k` left), hands the adjoints of the variables live at its start to the
 //!   predecessors (one variable per active variable of `g` carries them
 //!   between blocks), and goes on to the predecessor the tape names. A loop
 //!   is a loop again; a recursion recurses once per level.
@@ -27,17 +29,26 @@
 //! A callee that is not taped (see [`tapeable`]) is checkpointed: the
 //! forward part calls the function itself and pushes the arguments; the
 //! backward part pops them and calls the callee's vjp, which recomputes.
+//!
+//! Statics of a static gradient are never pushed: the backward part loads
+//! them again where it needs them, and a row read of a differentiated
+//! static (`E[w]`) is a view of that row again, so that its adjoint goes
+//! to the member's log row by row, as the checkpointed derivation sends it
+//! (see [`Invariant`]).
 
 use std::collections::{BTreeSet, HashMap};
 
 use autobatch_ir::{
-    Block, CompareOp, EntityRef, FuncId, Function, Op, Prim, Scalar, ScalarType, TensorType,
-    Terminator, Type, Var, VarData,
+    fork_calls, Block, BlockData, CompareOp, EntityRef, FuncId, Function, InstanceArg, Instances,
+    JoinCall, Op, Prim, Program, Scalar, ScalarType, StaticId, TapeMode, TensorType, Terminator,
+    Type, Var, VarData,
 };
 use autobatch_types::Loc;
 
-use crate::block::Builder;
-use crate::{analysis, rules, DeriveResult, Deriver};
+use crate::analysis::Sources;
+use crate::block::{Builder, View};
+use crate::fork::Fork;
+use crate::{analysis, derive_error, rules, DeriveResult, Deriver};
 
 /// The ids of a taped plan's two parts.
 #[derive(Clone, Copy, Debug)]
@@ -46,21 +57,147 @@ pub(crate) struct TapedIds {
     pub bwd: FuncId,
 }
 
-/// Whether `g` is derived over a tape: no fork, no catching call, no
-/// differentiated static, an entry block nothing jumps to, and a block
-/// that returns.
-pub(crate) fn tapeable(g: &Function, statics: bool) -> bool {
-    let ops = g.blocks.values().flat_map(|b| &b.ops);
-    let forks_or_catches = ops
-        .clone()
-        .any(|op| matches!(op, Op::Fork { .. } | Op::Call { catch: true, .. }));
+/// Whether function `f` is derived over a tape: it is [`tapeable_alone`],
+/// and so is every function it runs as instances of a fork, recursively
+/// (a function met again on the way is taken as tapeable: the answer is
+/// the largest set of functions that fits).
+pub(crate) fn tapeable(program: &Program, f: FuncId, sources: &Sources) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![f];
+    while let Some(f) = todo.pop() {
+        if !seen.insert(f) {
+            continue;
+        }
+        let g = &program.functions[f];
+        if !tapeable_alone(g, sources) {
+            return false;
+        }
+        for op in g.blocks.values().flat_map(|b| &b.ops) {
+            if let Op::Fork { instances, .. } = op {
+                match instances {
+                    Instances::Join(calls) => todo.extend(calls.iter().map(|c| c.callee)),
+                    Instances::Map { callee, .. } => todo.push(*callee),
+                }
+            }
+        }
+    }
+    true
+}
+
+/// Whether `g` itself may be derived over a tape: no catching call, every
+/// variable holding a differentiated static or a row of one fits
+/// [`invariants`], an entry block nothing jumps to, and a block that
+/// returns.
+fn tapeable_alone(g: &Function, sources: &Sources) -> bool {
+    let catches = g
+        .blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .any(|op| matches!(op, Op::Call { catch: true, .. }));
     let entry_reentered = analysis::predecessor_counts(g)[0] > 0;
     let reachable = analysis::reachable(g);
     let returns = g
         .blocks
         .iter()
         .any(|(b, data)| reachable[b.index()] && matches!(data.term, Terminator::Return(_)));
-    !statics && !forks_or_catches && !entry_reentered && returns
+    invariants(g, sources).is_some() && !catches && !entry_reentered && returns
+}
+
+/// A variable of `g` that the backward part does not take from the tape.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Invariant {
+    /// Every definition loads this static: the backward part loads it
+    /// again where it needs it (a differentiated one as a whole view, see
+    /// [`crate::block::View`]).
+    Static(StaticId),
+    /// Every definition is this constant: made again where needed.
+    Constant(Scalar),
+    /// Its one definition reads row `i` (a parameter nothing assigns, or a
+    /// constant) of a differentiated static: its adjoint goes to the
+    /// static's log row by row, as a view of that row.
+    Row(StaticId, Var),
+}
+
+/// Whether two constants are the same value, bit for bit (`-0.0` is not `0.0`).
+fn same_bits(a: Scalar, b: Scalar) -> bool {
+    match (a, b) {
+        (Scalar::F64(a), Scalar::F64(b)) => a.to_bits() == b.to_bits(),
+        (Scalar::F32(a), Scalar::F32(b)) => a.to_bits() == b.to_bits(),
+        _ => a == b,
+    }
+}
+
+/// Per variable of `g`, how it is [`Invariant`]; `None` when a variable
+/// holding a differentiated static, or a row of one, fits neither form.
+fn invariants(g: &Function, sources: &Sources) -> Option<Vec<Option<Invariant>>> {
+    let mut defs: Vec<Vec<&Op>> = vec![Vec::new(); g.vars.len()];
+    for op in g.blocks.values().flat_map(|b| &b.ops) {
+        for d in op.defs() {
+            defs[d.index()].push(op);
+        }
+    }
+    let load = |op: &Op| match op {
+        Op::Prim {
+            prim: Prim::LoadStatic(id),
+            ..
+        } => Some(*id),
+        _ => None,
+    };
+    let constant = |op: &Op| match op {
+        Op::Prim {
+            prim: Prim::Const(c),
+            ..
+        } => Some(*c),
+        _ => None,
+    };
+    let mut inv = vec![None; g.vars.len()];
+    for (v, ops) in defs.iter().enumerate() {
+        let constants: Vec<Option<Scalar>> = ops.iter().map(|op| constant(op)).collect();
+        if let Some(Some(c)) = constants.first() {
+            if constants
+                .iter()
+                .all(|k| k.is_some_and(|k| same_bits(k, *c)))
+            {
+                inv[v] = Some(Invariant::Constant(*c));
+            }
+        }
+        let loads: Vec<Option<StaticId>> = ops.iter().map(|op| load(op)).collect();
+        match loads.first() {
+            Some(Some(id)) if loads.iter().all(|l| *l == Some(*id)) => {
+                inv[v] = Some(Invariant::Static(*id))
+            }
+            _ if loads.iter().flatten().any(|id| sources.is_active(*id)) => return None,
+            _ => {}
+        }
+    }
+    for (v, ops) in defs.iter().enumerate() {
+        let rows: Vec<(StaticId, Var)> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Prim {
+                    prim: Prim::Index,
+                    args,
+                    ..
+                } => match inv[args[0].index()] {
+                    Some(Invariant::Static(id)) if sources.is_active(id) => Some((id, args[1])),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        match rows.as_slice() {
+            [] => {}
+            [(id, i)]
+                if ops.len() == 1
+                    && (defs[i.index()].is_empty()
+                        || matches!(inv[i.index()], Some(Invariant::Constant(_)))) =>
+            {
+                inv[v] = Some(Invariant::Row(*id, *i))
+            }
+            _ => return None,
+        }
+    }
+    Some(inv)
 }
 
 /// How a call of the function being derived is differentiated.
@@ -71,6 +208,11 @@ enum CallKind {
     Taped(TapedIds, Vec<bool>),
     /// The callee itself forward; its vjp (which recomputes) backward.
     Checkpointed(FuncId, Vec<bool>),
+    /// A fork of the callees' forward parts that saves the instances'
+    /// tapes, and backward a fork of their backward parts that restores
+    /// them: per call of a `join` (one for a `map`), its parts and active
+    /// parameters.
+    TapedFork(Vec<(TapedIds, Vec<bool>)>),
 }
 
 /// What the tape holds for one block of `g`.
@@ -93,6 +235,7 @@ struct Layout {
     pushes_index: Vec<bool>,
     returns: Vec<usize>,
     live_in: Vec<Vec<Var>>,
+    invariants: Vec<Option<Invariant>>,
 }
 
 /// Whether `op` has adjoint code that reads its operands and result.
@@ -110,13 +253,37 @@ fn has_adjoint(op: &Op, act: &[bool]) -> bool {
 
 /// The tape of one block: which values are pushed where. A value is a
 /// variable between two definitions; one that an adjoint reads is pushed
-/// before the definition that ends it, or at the block's end.
-fn block_tape(ops: &[Op], act: &[bool], checkpointed: impl Fn(usize) -> bool) -> BlockTape {
+/// before the definition that ends it, or at the block's end. An
+/// [`Invariant`] is never pushed, but the index of a row the block uses is.
+fn block_tape(
+    data: &BlockData,
+    act: &[bool],
+    inv: &[Option<Invariant>],
+    checkpointed: impl Fn(usize) -> bool,
+) -> BlockTape {
+    let ops = &data.ops;
     let mut needed: BTreeSet<Var> = BTreeSet::new();
+    let mentioned = ops
+        .iter()
+        .flat_map(|op| op.uses().iter().chain(op.defs()))
+        .chain(data.term.uses().iter());
+    for v in mentioned {
+        if let Some(Invariant::Row(_, i)) = inv[v.index()] {
+            if inv[i.index()].is_none() {
+                needed.insert(i);
+            }
+        }
+    }
+    let taped = |v: &&Var| {
+        !matches!(
+            inv[v.index()],
+            Some(Invariant::Static(_) | Invariant::Constant(_))
+        )
+    };
     let mut tape = BlockTape::default();
     for (k, op) in ops.iter().enumerate() {
         if has_adjoint(op, act) {
-            needed.extend(op.uses().iter().copied());
+            needed.extend(op.uses().iter().filter(taped).copied());
         }
         let mut before: Vec<Var> = Vec::new();
         for d in op.defs() {
@@ -130,11 +297,65 @@ fn block_tape(ops: &[Op], act: &[bool], checkpointed: impl Fn(usize) -> bool) ->
         }
         tape.before.push(before);
         if has_adjoint(op, act) {
-            needed.extend(op.defs().iter().copied());
+            needed.extend(op.defs().iter().filter(taped).copied());
         }
     }
     tape.end = needed.into_iter().collect();
     tape
+}
+
+/// The instance calls of fork `op` and, per call, its callee's
+/// parameters that are active (a `map`'s index never is).
+fn fork_instances(d: &Deriver, op: &Op, act: &[bool]) -> Vec<(FuncId, Vec<bool>)> {
+    let Fork {
+        dsts,
+        args,
+        instances,
+        ..
+    } = fork_of(op);
+    let calls = fork_calls(d.program, dsts, args, instances);
+    let calls = match instances {
+        Instances::Map { .. } => &calls[..1],
+        Instances::Join(_) => &calls[..],
+    };
+    calls
+        .iter()
+        .map(|call| {
+            let active = call
+                .args
+                .iter()
+                .map(|a| match a {
+                    InstanceArg::Whole(v) | InstanceArg::Element(v) => act[v.index()],
+                    InstanceArg::Index => false,
+                })
+                .collect();
+            (call.callee, active)
+        })
+        .collect()
+}
+
+/// How fork `op` is differentiated: `None` when no instance has anything
+/// to propagate; taped when every callee is derived over a tape.
+fn fork_kind(d: &mut Deriver, op: &Op, act: &[bool]) -> DeriveResult<Option<CallKind>> {
+    let calls = fork_instances(d, op, act);
+    let propagates = calls
+        .iter()
+        .any(|(callee, active)| active.contains(&true) || d.sources.reads(*callee));
+    if !propagates {
+        return Ok(None);
+    }
+    let mut parts = Vec::new();
+    for (callee, active) in calls {
+        let q = d.plan(callee, &active, false)?;
+        match d.plans[q].taped {
+            Some(ids) => parts.push((ids, active)),
+            None => {
+                let loc = op_loc(op);
+                return derive_error("a taped function forks a function that is not taped", loc);
+            }
+        }
+    }
+    Ok(Some(CallKind::TapedFork(parts)))
 }
 
 fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
@@ -147,11 +368,17 @@ fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
             continue;
         }
         for (k, op) in data.ops.iter().enumerate() {
+            if let Op::Fork { .. } = op {
+                if let Some(kind) = fork_kind(d, op, &act)? {
+                    calls.insert((b.index(), k), kind);
+                }
+                continue;
+            }
             let Op::Call { callee, args, .. } = op else {
                 continue;
             };
             let active: Vec<bool> = args.iter().map(|a| act[a.index()]).collect();
-            let kind = if !active.contains(&true) {
+            let kind = if !active.contains(&true) && !d.sources.reads(*callee) {
                 CallKind::Plain
             } else {
                 let q = d.plan(*callee, &active, false)?;
@@ -188,12 +415,12 @@ fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
             joins || (returns.len() > 1 && returns.contains(&b))
         })
         .collect();
+    let invariants = invariants(&g, &d.sources).expect("a taped function");
     let tapes = (0..n)
         .map(|b| {
-            let ops = &g.blocks[Block::new(b)].ops;
             let checkpointed =
                 |k: usize| matches!(calls.get(&(b, k)), Some(CallKind::Checkpointed(..)));
-            block_tape(ops, &act, checkpointed)
+            block_tape(&g.blocks[Block::new(b)], &act, &invariants, checkpointed)
         })
         .collect();
     Ok(Layout {
@@ -204,6 +431,7 @@ fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
         pushes_index,
         returns,
         live_in: analysis::live_in(&g),
+        invariants,
     })
 }
 
@@ -248,6 +476,7 @@ fn forward(d: &Deriver, p: usize, layout: &Layout) -> Function {
                     loc: *loc,
                     catch: false,
                 },
+                (Op::Fork { .. }, Some(CallKind::TapedFork(parts))) => saving_fork(op, parts),
                 _ => op.clone(),
             });
         }
@@ -270,6 +499,62 @@ fn forward(d: &Deriver, p: usize, layout: &Layout) -> Function {
         f.blocks[b].ops = ops;
     }
     f
+}
+
+/// Fork `op` over its callees' forward parts, saving their tapes.
+fn saving_fork(op: &Op, parts: &[(TapedIds, Vec<bool>)]) -> Op {
+    let Fork {
+        dsts,
+        args,
+        instances,
+        loc,
+    } = fork_of(op);
+    let instances = match instances {
+        Instances::Join(calls) => Instances::Join(
+            calls
+                .iter()
+                .zip(parts)
+                .map(|(call, (ids, _))| JoinCall {
+                    callee: ids.fwd,
+                    ..call.clone()
+                })
+                .collect(),
+        ),
+        Instances::Map {
+            count, index, each, ..
+        } => Instances::Map {
+            callee: parts[0].0.fwd,
+            count: *count,
+            index: *index,
+            each: *each,
+        },
+    };
+    Op::Fork {
+        dsts: dsts.to_vec(),
+        args: args.to_vec(),
+        instances,
+        loc,
+        tape: TapeMode::Save,
+    }
+}
+
+/// The parts of fork operation `op`.
+fn fork_of(op: &Op) -> Fork<'_> {
+    match op {
+        Op::Fork {
+            dsts,
+            args,
+            instances,
+            loc,
+            ..
+        } => Fork {
+            dsts,
+            args,
+            instances,
+            loc: *loc,
+        },
+        _ => unreachable!("a fork"),
+    }
 }
 
 fn push(args: Vec<Var>, loc: Loc) -> Op {
@@ -352,16 +637,47 @@ struct Backward<'b, 'p> {
     carried: HashMap<Var, Var>,
     /// The backward block of each block of `g`.
     blocks: Vec<Block>,
+    invariants: &'b [Option<Invariant>],
 }
 
 impl Backward<'_, '_> {
     fn value(&mut self, v: Var) -> Var {
-        if let Some(x) = self.map.get(&v) {
-            return *x;
+        let x = match self.map.get(&v) {
+            Some(x) => *x,
+            None => {
+                let x = self.fresh(v);
+                let loc = self.b.func.blocks[self.b.current].loc;
+                match self.invariants[v.index()] {
+                    Some(Invariant::Static(id)) => {
+                        self.b.prim_into(x, Prim::LoadStatic(id), Vec::new(), loc)
+                    }
+                    Some(Invariant::Constant(c)) => {
+                        self.b.prim_into(x, Prim::Const(c), Vec::new(), loc)
+                    }
+                    _ => {}
+                }
+                self.map.insert(v, x);
+                x
+            }
+        };
+        if let Some(Invariant::Row(id, i)) = self.invariants[v.index()] {
+            if self.b.view(x).is_none() {
+                let i = self.value(i);
+                self.b.views.insert(x, View::Row(id, i));
+            }
         }
-        let x = self.fresh(v);
-        self.map.insert(v, x);
         x
+    }
+
+    /// Whether the adjoint of `v` is carried from block to block: an
+    /// active variable that is no view of a static (whose adjoint goes to
+    /// the member's log at once).
+    fn carries(&self, v: Var) -> bool {
+        let view = matches!(
+            self.invariants[v.index()],
+            Some(Invariant::Static(_) | Invariant::Row(..))
+        );
+        self.act[v.index()] && !view
     }
 
     fn fresh(&mut self, v: Var) -> Var {
@@ -411,6 +727,7 @@ fn backward(d: &mut Deriver, p: usize, layout: &Layout) -> DeriveResult<Function
     let program = d.program;
     let mut b = Builder::new(program, name, g.loc, g.loc);
     b.func.uncounted = true;
+    b.statics = d.sources.statics.clone();
     // A `grad` request's result adjoint is one, made where it is used so
     // that the adjoints fold it away (`1 · a` is `a`).
     let dres: Vec<Var> = if plan.seed_one {
@@ -435,6 +752,7 @@ fn backward(d: &mut Deriver, p: usize, layout: &Layout) -> DeriveResult<Function
         map: HashMap::new(),
         carried: HashMap::new(),
         blocks,
+        invariants: &layout.invariants,
     };
     w.switch_to(entry);
     dispatch(&mut w, &layout.returns, layout.returns.len() > 1, g.loc);
@@ -522,7 +840,8 @@ fn backward_block(
             for s in term.successors() {
                 out.extend(layout.live_in[s.index()].iter().copied());
             }
-            for v in out.into_iter().filter(|v| w.act[v.index()]) {
+            let out: Vec<Var> = out.into_iter().filter(|v| w.carries(*v)).collect();
+            for v in out {
                 let x = w.value(v);
                 let carried = w.carried(v);
                 w.b.adj.insert(x, carried);
@@ -549,7 +868,7 @@ fn backward_block(
             handed.extend(layout.live_in[s.index()].iter().copied());
         }
     }
-    let handed: Vec<Var> = handed.into_iter().filter(|v| w.act[v.index()]).collect();
+    let handed: Vec<Var> = handed.into_iter().filter(|v| w.carries(*v)).collect();
     let mut values = Vec::new();
     for v in &handed {
         let x = w.value(*v);
@@ -627,6 +946,18 @@ fn op_adjoint(
                 w.b.accumulate(x, da, loc)?;
             }
         }
+        (Op::Fork { .. }, Some(CallKind::TapedFork(parts))) => {
+            let contributions = restoring_fork(d, w, op, &dsts, parts)?;
+            restore(w, op, before, loc);
+            for (v, c) in contributions {
+                let x = w.value(v);
+                let c = match c {
+                    Contribution::Whole(c) => c,
+                    Contribution::Stacked(c) => rules::sum_leading(w.b, c, loc)?,
+                };
+                w.b.accumulate(x, c, loc)?;
+            }
+        }
         (Op::Prim { prim, args, .. }, _) => {
             restore(w, op, before, loc);
             if has_adjoint(op, w.act) {
@@ -642,6 +973,110 @@ fn op_adjoint(
         _ => restore(w, op, before, loc),
     }
     Ok(())
+}
+
+fn op_loc(op: &Op) -> Loc {
+    match op {
+        Op::Prim { loc, .. } | Op::Call { loc, .. } | Op::Fork { loc, .. } => *loc,
+    }
+}
+
+/// What a restoring fork gives the adjoint of one argument of the fork.
+enum Contribution {
+    /// The adjoint itself.
+    Whole(Var),
+    /// One per instance, stacked: the argument went whole to every
+    /// instance of a `map`, so its adjoint is their sum.
+    Stacked(Var),
+}
+
+/// The backward fork of taped fork `op` (whose results the backward holds
+/// in `dsts`): a `Restore` fork of the callees' backward parts, the result
+/// adjoints as arguments (one element per instance for a `map`). Gives the
+/// contributions to the fork's active arguments, in order.
+fn restoring_fork(
+    d: &Deriver,
+    w: &mut Backward,
+    op: &Op,
+    dsts: &[Var],
+    parts: &[(TapedIds, Vec<bool>)],
+) -> DeriveResult<Vec<(Var, Contribution)>> {
+    let Fork {
+        dsts: g_dsts,
+        args,
+        instances,
+        loc,
+    } = fork_of(op);
+    let held: HashMap<Var, Var> = g_dsts.iter().copied().zip(dsts.iter().copied()).collect();
+    let calls = fork_calls(d.program, g_dsts, args, instances);
+    let mut bwd_args = Vec::new();
+    let mut outs = Vec::new();
+    let mut contributions = Vec::new();
+    let mut join_calls = Vec::new();
+    for (call, (ids, active)) in calls.iter().zip(parts) {
+        let first = bwd_args.len();
+        for v in call
+            .dsts
+            .iter()
+            .filter(|v| w.g.vars[**v].ty.elem.is_float())
+        {
+            bwd_args.push(w.b.adjoint_or_zero(held[v], loc)?);
+        }
+        let callee = &d.program.functions[call.callee];
+        for ((arg, param), _) in call
+            .args
+            .iter()
+            .zip(&callee.params)
+            .zip(active)
+            .filter(|(_, a)| **a)
+        {
+            let (v, stacked) = match arg {
+                InstanceArg::Whole(v) => (*v, matches!(instances, Instances::Map { .. })),
+                InstanceArg::Element(v) => (*v, false),
+                InstanceArg::Index => unreachable!("an index is never active"),
+            };
+            let ty = callee.vars[*param].ty.clone();
+            let ty = match instances {
+                Instances::Map { count, .. } => TensorType {
+                    elem: ty.elem,
+                    dims: std::iter::once(*count).chain(ty.dims).collect(),
+                },
+                Instances::Join(_) => ty,
+            };
+            let out = w.b.var(ty, None, false);
+            outs.push(out);
+            contributions.push((
+                v,
+                if stacked {
+                    Contribution::Stacked(out)
+                } else {
+                    Contribution::Whole(out)
+                },
+            ));
+        }
+        join_calls.push(JoinCall {
+            callee: ids.bwd,
+            args: bwd_args.len() - first,
+            loc: call.loc.unwrap_or(loc),
+        });
+    }
+    let instances = match instances {
+        Instances::Join(_) => Instances::Join(join_calls),
+        Instances::Map { count, .. } => Instances::Map {
+            callee: parts[0].0.bwd,
+            count: *count,
+            index: false,
+            each: bwd_args.len(),
+        },
+    };
+    w.b.push(Op::Fork {
+        dsts: outs,
+        args: bwd_args,
+        instances,
+        loc,
+        tape: TapeMode::Restore,
+    });
+    Ok(contributions)
 }
 
 /// The adjoints of a call's float results (`dsts`: the values it defined).
@@ -669,6 +1104,9 @@ fn active_args(args: &[Var], active: &[bool]) -> Vec<Var> {
 fn restore(w: &mut Backward, op: &Op, before: &[Var], loc: Loc) {
     let popped = w.pop(before, loc);
     for d in op.defs() {
+        if let Some(Invariant::Static(_) | Invariant::Constant(_)) = w.invariants[d.index()] {
+            continue;
+        }
         let x = match before.iter().position(|v| v == d) {
             Some(k) => popped[k],
             None => w.fresh(*d),

@@ -327,7 +327,7 @@ fn forks<'p>(p: &'p Program, f: &Function) -> Vec<(Vec<&'p str>, bool)> {
 }
 
 #[test]
-fn the_adjoint_of_a_fork_is_a_fork_of_vjps() {
+fn the_adjoint_of_a_fork_is_a_fork_of_backward_parts() {
     let p = compile(
         "fn sq(x: f64, a: f64) -> f64 { a * x * x }
          fn cube(x: f64) -> f64 { x * x * x }
@@ -340,29 +340,28 @@ fn the_adjoint_of_a_fork_is_a_fork_of_vjps() {
              (grad(j, x), grad(one, x), grad(m, v), grad(p, v))
          }",
     );
-    // The forward fork runs as it is, then the backward join of the vjps.
+    // Taped: the forward forks the callees' forward parts, the backward
+    // forks their backward parts over the same instances.
+    let fj = |name: &str| forks(&p, function(&p, name));
     assert_eq!(
-        forks(&p, function(&p, "j'grad")),
-        vec![
-            (vec!["sq", "cube"], false),
-            (vec!["sq'vjp@10", "cube'vjp"], false)
-        ]
+        fj("j'grad.fwd"),
+        vec![(vec!["sq'vjp@10.fwd", "cube'vjp.fwd"], false)]
     );
-    // One call with something to propagate: a call, not a fork.
-    assert_eq!(forks(&p, function(&p, "one'grad")).len(), 1);
-    assert!(calls(function(&p, "one'grad")).contains(&p.function_by_name("sq'vjp@10").unwrap()));
-    // A map's adjoint maps the wrapper, made once per activity pattern.
-    let m = forks(&p, function(&p, "m'grad"));
-    assert_eq!(m.len(), 4);
     assert_eq!(
-        m[2..],
-        [(vec!["sq'vjp@10.map"], true), (vec!["sq'vjp.map"], true)]
+        fj("j'grad.bwd"),
+        vec![(vec!["sq'vjp@10.bwd", "cube'vjp.bwd"], false)]
     );
-    assert_eq!(derived(&p, "sq'vjp@10.map"), vec![("sq'vjp@10.map", 1)]);
+    assert_eq!(fj("one'grad.fwd").len(), 1);
+    assert_eq!(fj("one'grad.bwd").len(), 1);
     assert_eq!(
-        forks(&p, function(&p, "p'grad"))[1],
-        (vec!["row'vjp.pfor"], true)
+        fj("m'grad.fwd"),
+        vec![(vec!["sq'vjp.fwd"], true), (vec!["sq'vjp@10.fwd"], true)]
     );
+    assert_eq!(
+        fj("m'grad.bwd"),
+        vec![(vec!["sq'vjp@10.bwd"], true), (vec!["sq'vjp.bwd"], true)]
+    );
+    assert_eq!(fj("p'grad.bwd"), vec![(vec!["row'vjp.bwd"], true)]);
 }
 
 #[test]

@@ -50,11 +50,11 @@ use std::time::Instant;
 
 use autobatch_ir::{
     fork_calls, Block, EntityRef, FuncId, Function, InstanceArg, Instances, Loc, Op, Prim, Program,
-    Terminator, Var,
+    TapeMode, Terminator, Var,
 };
 use autobatch_kernels::{
     adjoints::AdjointRecord, dim_length, eval, layout, Backend, Fault, ForkKey, MemberRng,
-    PrimContext,
+    PrimContext, Tape,
 };
 use autobatch_types::{Data, MemberError, Scalar, Tensor};
 
@@ -228,7 +228,7 @@ fn run_one(
         adjoints: Vec::new(),
         member: member as u32,
         deadline: None,
-        tape: Vec::new(),
+        tape: Tape::default(),
     };
     let outcome = run.run(env, batch, member);
     let steps = run.steps;
@@ -305,6 +305,14 @@ struct ForkState {
     parent_rng: Option<MemberRng>,
     /// For a `map`: per result, the finished instances' values in order.
     elements: Vec<Vec<Tensor>>,
+    /// What becomes of the instances' tapes.
+    mode: TapeMode,
+    /// The forking frame's tape, while the instances of a taped fork use
+    /// theirs.
+    parent_tape: Option<Tape>,
+    /// `Save`: the finished instances' tapes, in order; `Restore`: the
+    /// tapes the instances get, by index.
+    tapes: Vec<Tape>,
 }
 
 /// A call operation, with which of its arguments are read for the last
@@ -331,10 +339,11 @@ struct MemberRun<'a, 'w> {
     /// Once the run is interrupted, the steps the member may reach
     /// ([`crate::INTERRUPT_GRACE_STEPS`] after the first block it enters).
     deadline: Option<u64>,
-    /// The member's tape ([`Prim::TapePush`]): one for the member and its
-    /// instances, which run one after the other and each leave it as they
-    /// found it.
-    tape: Vec<Tensor>,
+    /// The tape of the lane that runs ([`Prim::TapePush`]): the member's,
+    /// shared by the instances of an untaped fork (which run one after the
+    /// other and each leave it as they found it); an instance of a taped
+    /// fork has its own ([`ForkState::parent_tape`]).
+    tape: Tape,
 }
 
 impl<'a> MemberRun<'a, '_> {
@@ -443,18 +452,30 @@ impl<'a> MemberRun<'a, '_> {
                 self.call(stack, &call, env)?;
             }
             Op::Fork {
-                dsts, instances, ..
+                dsts,
+                instances,
+                tape,
+                ..
             } => {
                 let total = match instances {
                     Instances::Join(calls) => calls.len(),
                     Instances::Map { count, .. } => dim_length(&env.symbols, *count),
                 };
+                // A `Restore` fork draws no key: its instances draw nothing.
+                let key = match tape {
+                    TapeMode::Restore => ctx.rng.clone().fork(),
+                    _ => ctx.rng.fork(),
+                };
+                let (parent_tape, tapes) = self.fork_tapes(*tape, total);
                 frame.fork = Some(Box::new(ForkState {
-                    key: ctx.rng.fork(),
+                    key,
                     next: 0,
                     total,
                     parent_rng: None,
                     elements: vec![Vec::new(); dsts.len()],
+                    mode: *tape,
+                    parent_tape,
+                    tapes,
                 }));
                 self.next_instance(stack, ctx, env)?;
             }
@@ -495,6 +516,12 @@ impl<'a> MemberRun<'a, '_> {
             if let Some(parent) = state.parent_rng.take() {
                 *ctx.rng = parent;
             }
+            if let Some(parent) = state.parent_tape.take() {
+                self.tape = parent;
+                if state.mode == TapeMode::Save {
+                    self.tape.push_instances(std::mem::take(&mut state.tapes));
+                }
+            }
             let elements = std::mem::take(&mut state.elements);
             frame.fork = None;
             if let Instances::Map { .. } = instances {
@@ -531,6 +558,9 @@ impl<'a> MemberRun<'a, '_> {
                 InstanceArg::Index => Cow::Owned(Tensor::scalar(Scalar::I64(k as i64))),
             };
             vars[param.index()] = Some(value);
+        }
+        if state.mode == TapeMode::Restore {
+            self.tape = std::mem::take(&mut state.tapes[k]);
         }
         let instance_rng = state.key.instance(k as u64);
         let previous = std::mem::replace(&mut *ctx.rng, instance_rng);
@@ -647,6 +677,11 @@ impl<'a> MemberRun<'a, '_> {
                 internal_error("a frame waits at a fork without its state");
             };
             self.counters.live_instances -= 1;
+            match state.mode {
+                TapeMode::Save => state.tapes.push(std::mem::take(&mut self.tape)),
+                TapeMode::Restore => self.tape.clear(),
+                TapeMode::None => {}
+            }
             match instances {
                 Instances::Join(_) => {
                     let calls = fork_calls(self.program, dsts, args, instances);
@@ -710,6 +745,12 @@ impl<'a> MemberRun<'a, '_> {
         {
             *rng = parent;
         }
+        if let Some(parent) = stack[i + 1..]
+            .iter_mut()
+            .find_map(|f| f.fork.as_mut().and_then(|state| state.parent_tape.take()))
+        {
+            self.tape = parent;
+        }
         // The instances abandoned: the frames whose caller waits at a fork.
         let abandoned = (i + 1..stack.len())
             .filter(|&j| stack[j - 1].fork.is_some())
@@ -743,6 +784,23 @@ impl<'a> MemberRun<'a, '_> {
             let zeros = Tensor::zeros(ty.elem, concrete_shape(ty, &env.symbols));
             frame.vars[d.index()] = Some(Cow::Owned(zeros));
         }
+    }
+
+    /// At a fork with tape `mode` of `total` instances: the forking frame's
+    /// tape, set aside while the instances of a taped fork use their own,
+    /// and the tapes the instances of a `Restore` fork get (popped off it).
+    fn fork_tapes(&mut self, mode: TapeMode, total: usize) -> (Option<Tape>, Vec<Tape>) {
+        if mode == TapeMode::None {
+            return (None, Vec::new());
+        }
+        let mut parent = std::mem::take(&mut self.tape);
+        let tapes = match mode {
+            TapeMode::Restore => parent
+                .pop_instances(total)
+                .unwrap_or_else(|| internal_error("a restoring fork found no fork's tapes")),
+            _ => Vec::new(),
+        };
+        (Some(parent), tapes)
     }
 
     /// `tape_push args` (no `dst`) or `dst = tape_pop`.

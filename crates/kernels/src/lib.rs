@@ -76,12 +76,14 @@ pub mod reduce;
 pub mod rng;
 pub mod scalar;
 pub mod special;
+pub mod tape;
 pub mod vmath;
 
 pub use host::{BatchHostFn, HostFn, Hosts};
 
 pub use backend::{Backend, Cpu};
 pub use rng::{ForkKey, MemberRng};
+pub use tape::{Tape, TapeEntry};
 
 /// An error that stops the member that executed the primitive. The executor
 /// adds where in the source it happened.

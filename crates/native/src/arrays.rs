@@ -313,7 +313,11 @@ unsafe fn apply(
             let refs: Vec<&Tensor> = tensors.iter().collect();
             ctx.adjoints.push(AdjointRecord::new(0, adjoint, &refs));
         }
-        Prim::TapePush => ctx.tape.extend(operand_tensors(op, args)),
+        Prim::TapePush => {
+            for value in operand_tensors(op, args) {
+                ctx.tape.push(value);
+            }
+        }
         Prim::TapePop(_) => {
             let Some(value) = ctx.tape.pop() else {
                 unreachable!("a tape popped past its start")

@@ -6,21 +6,26 @@
 //! figures, so it calls these around the instances:
 //!
 //! - [`fork_begin`]: the forking stream draws the fork's key (four words,
-//!   whether or not an instance draws);
+//!   whether or not an instance draws; none for a `Restore` fork, whose
+//!   instances draw nothing); a taped fork sets the forking tape aside
+//!   (`Restore` first takes the instances' tapes off it);
 //! - [`instance_begin`]: instance `k` gets the key's stream number `k`
 //!   (the forking stream is kept aside at the first instance), and counts
-//!   as one more instance started and live;
+//!   as one more instance started and live; an instance of a `Restore`
+//!   fork gets forward instance `k`'s tape;
 //! - [`instance_end`]: the instance is no longer live (it returned, or it
-//!   stopped and the fork is being left);
-//! - [`fork_end`]: the forking stream comes back; native code calls it when
-//!   every instance has returned, and also before it leaves a fork on a
-//!   stop, so that a catching call further out goes on with its own stream,
-//!   as the reference's unwinding gives it back.
+//!   stopped and the fork is being left); a `Save` fork keeps its tape;
+//! - [`fork_end`]: the forking stream and tape come back (a `Save` fork
+//!   pushes its instances' tapes on it); native code calls it when every
+//!   instance has returned, and also before it leaves a fork on a stop, so
+//!   that a catching call further out goes on with its own stream, as the
+//!   reference's unwinding gives it back.
 //!
 //! A program that draws nothing runs without a stream (a null pointer):
 //! then only the figures are kept.
 
-use autobatch_kernels::{ForkKey, MemberRng};
+use autobatch_ir::TapeMode;
+use autobatch_kernels::{ForkKey, MemberRng, Tape};
 
 use crate::Context;
 
@@ -29,6 +34,22 @@ pub(crate) struct OpenFork {
     key: Option<ForkKey>,
     /// The forking stream, kept aside while the instances use theirs.
     parent: Option<MemberRng>,
+    mode: TapeMode,
+    /// The forking tape, kept aside while the instances of a taped fork
+    /// use theirs.
+    parent_tape: Tape,
+    /// `Save`: the tapes of the instances that ended, in order; `Restore`:
+    /// the tapes the instances get, by index.
+    tapes: Vec<Tape>,
+}
+
+/// The [`TapeMode`] a fork passes to [`fork_begin`] as a number.
+pub(crate) fn tape_mode_code(mode: TapeMode) -> i64 {
+    match mode {
+        TapeMode::None => 0,
+        TapeMode::Save => 1,
+        TapeMode::Restore => 2,
+    }
 }
 
 /// The stream behind the context, if the program draws.
@@ -37,11 +58,38 @@ fn stream(ctx: &mut Context) -> Option<&mut MemberRng> {
     unsafe { ctx.rng.as_mut() }
 }
 
-pub(crate) extern "C" fn fork_begin(ctx: *mut Context) {
+/// Begins a fork of `count` instances with tape mode `mode`
+/// ([`tape_mode_code`]).
+pub(crate) extern "C" fn fork_begin(ctx: *mut Context, mode: i64, count: u64) {
     // SAFETY: native code passes its own context.
     let ctx = unsafe { &mut *ctx };
-    let key = stream(ctx).map(MemberRng::fork);
-    ctx.forks.push(OpenFork { key, parent: None });
+    let mode = match mode {
+        1 => TapeMode::Save,
+        2 => TapeMode::Restore,
+        _ => TapeMode::None,
+    };
+    let key = match mode {
+        TapeMode::Restore => stream(ctx).map(|s| s.clone().fork()),
+        _ => stream(ctx).map(MemberRng::fork),
+    };
+    let mut parent_tape = match mode {
+        TapeMode::None => Tape::default(),
+        _ => std::mem::take(&mut ctx.tape),
+    };
+    let tapes = match mode {
+        TapeMode::Restore => match parent_tape.pop_instances(count as usize) {
+            Some(tapes) => tapes,
+            None => unreachable!("a restoring fork found no fork's tapes"),
+        },
+        _ => Vec::new(),
+    };
+    ctx.forks.push(OpenFork {
+        key,
+        parent: None,
+        mode,
+        parent_tape,
+        tapes,
+    });
 }
 
 pub(crate) extern "C" fn instance_begin(ctx: *mut Context, k: u64) {
@@ -57,6 +105,9 @@ pub(crate) extern "C" fn instance_begin(ctx: *mut Context, k: u64) {
             fork.parent = Some(previous);
         }
     }
+    if fork.mode == TapeMode::Restore {
+        ctx.tape = std::mem::take(&mut fork.tapes[k as usize]);
+    }
     ctx.instances += 1;
     ctx.live_instances += 1;
     ctx.peak_instances = ctx.peak_instances.max(ctx.live_instances);
@@ -66,6 +117,12 @@ pub(crate) extern "C" fn instance_end(ctx: *mut Context) {
     // SAFETY: native code passes its own context.
     let ctx = unsafe { &mut *ctx };
     ctx.live_instances -= 1;
+    let fork = ctx.forks.last_mut().expect("an instance inside a fork");
+    match fork.mode {
+        TapeMode::Save => fork.tapes.push(std::mem::take(&mut ctx.tape)),
+        TapeMode::Restore => ctx.tape.clear(),
+        TapeMode::None => {}
+    }
 }
 
 pub(crate) extern "C" fn fork_end(ctx: *mut Context) {
@@ -74,5 +131,11 @@ pub(crate) extern "C" fn fork_end(ctx: *mut Context) {
     let fork = ctx.forks.pop().expect("the end of an open fork");
     if let (Some(parent), Some(current)) = (fork.parent, stream(ctx)) {
         *current = parent;
+    }
+    if fork.mode != TapeMode::None {
+        ctx.tape = fork.parent_tape;
+        if fork.mode == TapeMode::Save {
+            ctx.tape.push_instances(fork.tapes);
+        }
     }
 }

@@ -255,10 +255,11 @@ pub(crate) struct Context {
     peak_instances: u64,
     /// The member's log of static adjoints (`arrays::apply`).
     adjoints: Vec<AdjointRecord>,
-    /// The member's tape (`tape_push`, `tape_pop`): one for the member and
-    /// its instances, which run one after the other and each leave it as
-    /// they found it.
-    tape: Vec<Tensor>,
+    /// The tape of what runs (`tape_push`, `tape_pop`): the member's, shared
+    /// by the instances of an untaped fork (which run one after the other
+    /// and each leave it as they found it); an instance of a taped fork has
+    /// its own (`forks`).
+    tape: autobatch_kernels::Tape,
     /// Where a member run among others suspends at a product with a
     /// static matrix ([`waits`]); null for a member run alone.
     yielder: *const waits::MemberYielder,
@@ -560,7 +561,7 @@ impl NativeProgram {
             live_instances: 0,
             peak_instances: 0,
             adjoints: Vec::new(),
-            tape: Vec::new(),
+            tape: autobatch_kernels::Tape::default(),
             yielder: std::ptr::null(),
         });
         let symbols = self.lengths.values.clone();

@@ -41,9 +41,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
-use autobatch_ir::Loc;
+use autobatch_ir::{Loc, TapeMode};
 use autobatch_kernels::adjoints::AdjointRecord;
-use autobatch_kernels::{Fault, ForkKey, MemberRng};
+use autobatch_kernels::{Fault, ForkKey, MemberRng, Tape};
 use autobatch_types::{ErrorKind, MemberError, Tensor};
 
 use crate::internal::internal_error;
@@ -96,6 +96,16 @@ pub enum Resolution {
     StepLimit,
 }
 
+/// Where a fork opens ([`LaneTable::open_fork`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Opening {
+    /// The parent's stack depth.
+    pub depth: usize,
+    /// The executor's own reference to the fork ([`Join::site`]).
+    pub site: u32,
+    pub mode: TapeMode,
+}
+
 /// A fork in progress: its parent waits while its instances run.
 #[derive(Debug)]
 pub struct Join {
@@ -127,6 +137,11 @@ pub struct Join {
     resolution: Option<Resolution>,
     /// Whether its instances start from the queue ([`LaneTable::queue_fork`]).
     queued: bool,
+    /// What becomes of the instances' tapes.
+    mode: TapeMode,
+    /// By instance: `Save`, the tapes of the instances that returned;
+    /// `Restore`, the tapes the instances get.
+    tapes: Vec<Tape>,
 }
 
 impl Join {
@@ -159,7 +174,7 @@ pub struct LaneTable {
     /// saved for its backward part, the last pushed on top
     /// ([`autobatch_ir::Prim::TapePush`]). An instance lane starts with an
     /// empty one.
-    tapes: Vec<Vec<Tensor>>,
+    tapes: Vec<Tape>,
     /// Per lane, the catching calls it is inside (local-static only:
     /// program-counter unwinds at the fault, so every error it reports is
     /// final).
@@ -228,7 +243,7 @@ impl LaneTable {
             link: vec![None; size],
             waits: vec![None; size],
             catching: vec![0; size],
-            tapes: vec![Vec::new(); size],
+            tapes: vec![Tape::default(); size],
             members: size,
             max_steps,
             ended: 0,
@@ -517,6 +532,13 @@ impl LaneTable {
             return self.release(lane);
         }
         self.state[l] = LaneState::Returned;
+        if let Some((fork, k)) = self.link[l] {
+            let tape = std::mem::take(&mut self.tapes[l]);
+            let join = self.join_mut(fork);
+            if join.mode == TapeMode::Save {
+                join.tapes[k as usize] = tape;
+            }
+        }
         let own = self.steps[l] - self.start[l];
         self.end_instance(lane, End::Returned(own));
         self.release(lane);
@@ -541,23 +563,43 @@ impl LaneTable {
     }
 
     /// At a fork of `lane`: the fork's key, drawn from the lane's stream
-    /// (which advances whether or not an instance runs).
-    pub fn fork_key(&mut self, lane: u32) -> ForkKey {
+    /// (which advances whether or not an instance runs), but for a
+    /// `Restore` fork, whose instances draw nothing.
+    pub fn fork_key(&mut self, lane: u32, mode: TapeMode) -> ForkKey {
         let member = self.member_of(lane);
         self.forked[member] = true;
-        self.rngs[lane as usize].fork()
+        match mode {
+            TapeMode::Restore => self.rngs[lane as usize].clone().fork(),
+            _ => self.rngs[lane as usize].fork(),
+        }
+    }
+
+    /// A taped fork of `lane` with no instance: `Save` keeps an entry of
+    /// no tapes, `Restore` takes it.
+    pub fn empty_fork(&mut self, lane: u32, mode: TapeMode) {
+        match mode {
+            TapeMode::None => {}
+            TapeMode::Save => self.tapes[lane as usize].push_instances(Vec::new()),
+            TapeMode::Restore => {
+                if self.tapes[lane as usize].pop_instances(0).is_none() {
+                    internal_error("a restoring fork found no fork's tapes");
+                }
+            }
+        }
     }
 
     /// Opens the join of a fork of `parent` with `total` (at least one)
-    /// instances; the parent waits at it.
-    pub fn open_fork(
-        &mut self,
-        parent: u32,
-        key: ForkKey,
-        total: u64,
-        depth: usize,
-        site: u32,
-    ) -> ForkId {
+    /// instances, whose tapes `mode` says what becomes of; the parent waits
+    /// at it.
+    pub fn open_fork(&mut self, parent: u32, key: ForkKey, total: u64, opening: Opening) -> ForkId {
+        let Opening { depth, site, mode } = opening;
+        let tapes = match mode {
+            TapeMode::None => Vec::new(),
+            TapeMode::Save => vec![Tape::default(); total as usize],
+            TapeMode::Restore => self.tapes[parent as usize]
+                .pop_instances(total as usize)
+                .unwrap_or_else(|| internal_error("a restoring fork found no fork's tapes")),
+        };
         self.serials += 1;
         let join = Join {
             parent,
@@ -574,6 +616,8 @@ impl LaneTable {
             live: BTreeMap::new(),
             resolution: None,
             queued: false,
+            mode,
+            tapes,
         };
         let fork = match self.free_forks.pop() {
             Some(f) => {
@@ -643,6 +687,10 @@ impl LaneTable {
         let k = join.started;
         join.started += 1;
         let (rng, steps, parent) = (join.key.instance(k), join.steps, join.parent);
+        let mut join_tape = match join.mode {
+            TapeMode::Restore => std::mem::take(&mut join.tapes[k as usize]),
+            _ => Tape::default(),
+        };
         let member = self.member[parent as usize];
         let lane = match self.free.pop() {
             Some(lane) => lane,
@@ -655,7 +703,7 @@ impl LaneTable {
                 self.link.push(None);
                 self.waits.push(None);
                 self.catching.push(0);
-                self.tapes.push(Vec::new());
+                self.tapes.push(Tape::default());
                 (self.state.len() - 1) as u32
             }
         };
@@ -671,7 +719,7 @@ impl LaneTable {
         self.link[l] = Some((fork, k));
         self.waits[l] = None;
         self.catching[l] = 0;
-        self.tapes[l].clear();
+        self.tapes[l] = std::mem::take(&mut join_tape);
         self.join_mut(fork).live.insert(k, lane);
         self.live_instances += 1;
         self.instances += 1;
@@ -851,6 +899,10 @@ impl LaneTable {
         self.free_forks.push(fork);
         self.open_forks -= 1;
         self.waits[join.parent as usize] = None;
+        if join.mode == TapeMode::Save && matches!(resolution, Resolution::Returned { .. }) {
+            let tapes = std::mem::take(&mut join.tapes);
+            self.tapes[join.parent as usize].push_instances(tapes);
+        }
         (join, resolution)
     }
 
@@ -922,6 +974,14 @@ impl LaneTable {
 mod tests {
     use super::*;
 
+    fn opening() -> Opening {
+        Opening {
+            depth: 1,
+            site: 0,
+            mode: TapeMode::None,
+        }
+    }
+
     fn fault() -> Fault {
         Fault::new(ErrorKind::DivisionByZero, "division by zero")
     }
@@ -969,8 +1029,8 @@ mod tests {
     /// A fork of lane 0 with `total` instances, all started.
     fn forked(total: u64) -> (LaneTable, ForkId, Vec<u32>) {
         let mut lanes = LaneTable::new(1, 0, 100);
-        let key = lanes.fork_key(0);
-        let fork = lanes.open_fork(0, key, total, 1, 0);
+        let key = lanes.fork_key(0, TapeMode::None);
+        let fork = lanes.open_fork(0, key, total, opening());
         let started = (0..total)
             .map(|_| lanes.start_instance(fork).unwrap().0)
             .collect();
@@ -1028,8 +1088,8 @@ mod tests {
     #[test]
     fn steps_past_the_limit_at_the_join_are_a_step_limit() {
         let mut lanes = LaneTable::new(1, 0, 3);
-        let key = lanes.fork_key(0);
-        let fork = lanes.open_fork(0, key, 2, 1, 0);
+        let key = lanes.fork_key(0, TapeMode::None);
+        let fork = lanes.open_fork(0, key, 2, opening());
         let (a, _) = lanes.start_instance(fork).unwrap();
         let (b, _) = lanes.start_instance(fork).unwrap();
         let mut rows = vec![a, b];

@@ -12,6 +12,7 @@ pub(super) struct ForkSite<'p> {
     pub(super) args: &'p [Var],
     pub(super) instances: &'p Instances,
     pub(super) loc: Loc,
+    pub(super) tape: TapeMode,
 }
 
 /// One instance started by a fork: the activation row of its parent, its
@@ -51,7 +52,7 @@ impl Run<'_> {
                     *count,
                 ),
             } as u64;
-            let key = self.step.lanes.fork_key(lane);
+            let key = self.step.lanes.fork_key(lane, site.tape);
             if total > 0 && depth >= max_depth {
                 self.step.lanes.fail(
                     lane,
@@ -59,7 +60,14 @@ impl Run<'_> {
                 );
                 stopped.push(r);
             } else if total > 0 {
-                joins.push((r, self.step.lanes.open_fork(lane, key, total, depth, 0)));
+                let opening = Opening {
+                    depth,
+                    site: 0,
+                    mode: site.tape,
+                };
+                joins.push((r, self.step.lanes.open_fork(lane, key, total, opening)));
+            } else {
+                self.step.lanes.empty_fork(lane, site.tape);
             }
         }
         if !joins.is_empty() {

@@ -51,7 +51,7 @@ use std::time::Instant;
 
 use autobatch_ir::{
     fork_calls, Block, EntityRef, FuncId, Function, InstanceArg, InstanceCall, Instances, Loc, Op,
-    Prim, Program, Terminator, Var,
+    Prim, Program, TapeMode, Terminator, Var,
 };
 use autobatch_kernels::buffer::Values;
 use autobatch_kernels::{dim_length, Backend};
@@ -60,7 +60,7 @@ use autobatch_types::{Scalar, Tensor, TensorType};
 
 use crate::batched::classes::SizeClasses;
 use crate::batched::column_slot;
-use crate::batched::lanes::{ForkId, Resolution};
+use crate::batched::lanes::{ForkId, Opening, Resolution};
 use crate::batched::plan::{PlanOp, StepPlan};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
 use crate::batched::step::{run_ops, Control, Frame, StepHooks, StepParts, StepSite, Stepper};
@@ -788,13 +788,14 @@ impl<'a, 'm> Control<'a, Activation<'m>> for Run<'a> {
                 args,
                 instances,
                 loc,
-                ..
+                tape,
             } => {
                 let site = ForkSite {
                     dsts,
                     args,
                     instances,
                     loc: *loc,
+                    tape: *tape,
                 };
                 self.fork(frame, &site, rows, depth)
             }

@@ -22,14 +22,20 @@ impl Machine<'_> {
                 Some(count) => dim_length(self.symbols_of(r), count) as u64,
                 None => fork.calls.len() as u64,
             };
-            let key = self.step.lanes.fork_key(r);
+            let key = self.step.lanes.fork_key(r, fork.tape);
             let depth = self.depth(r);
             if total > 0 && depth >= max_depth {
                 self.fail_or_recover(r, stack_overflow(max_depth, fork.overflow_loc));
             } else if total == 0 {
+                self.step.lanes.empty_fork(r, fork.tape);
                 self.waiting.push(fork.then, &[r]);
             } else {
-                let join = self.step.lanes.open_fork(r, key, total, depth, pc.0);
+                let opening = Opening {
+                    depth,
+                    site: pc.0,
+                    mode: fork.tape,
+                };
+                let join = self.step.lanes.open_fork(r, key, total, opening);
                 self.step.lanes.queue_fork(join);
             }
         }

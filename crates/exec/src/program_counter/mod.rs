@@ -56,7 +56,7 @@ use autobatch_passes::stack::{
 use autobatch_types::{MemberError, Scalar};
 
 use crate::batched::classes::SizeClasses;
-use crate::batched::lanes::{ForkId, Resolution};
+use crate::batched::lanes::{ForkId, Opening, Resolution};
 use crate::batched::plan::{ArgCopy, PlanOp, StepPlan};
 use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
 use crate::batched::step::{run_ops, Control, Frame, StepHooks, StepParts, StepSite, Stepper};

@@ -14,13 +14,25 @@
 //! leaves the fork through `fork_end` (the forking stream comes back), then
 //! returns like any stop.
 
-use autobatch_ir::{fork_calls, EntityRef, InstanceArg, InstanceCall, Instances, Loc, Var};
+use autobatch_ir::{
+    fork_calls, EntityRef, InstanceArg, InstanceCall, Instances, Loc, TapeMode, Var,
+};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Value};
 
 use super::function::{explicit_slot, Translator, FLAGS};
 use super::{machine_type, FORK_BEGIN, FORK_END, INSTANCE_BEGIN, INSTANCE_END};
+use crate::forks::tape_mode_code;
 use crate::{offsets, Stop};
+
+/// A fork operation of the IR.
+pub(super) struct ForkSite<'a> {
+    pub(super) dsts: &'a [Var],
+    pub(super) args: &'a [Var],
+    pub(super) instances: &'a Instances,
+    pub(super) loc: Loc,
+    pub(super) tape: TapeMode,
+}
 
 /// Where instance `k` finds one argument.
 #[derive(Clone, Copy)]
@@ -38,10 +50,22 @@ enum Source {
 }
 
 impl Translator<'_, '_, '_> {
-    pub(super) fn fork(&mut self, dsts: &[Var], args: &[Var], instances: &Instances, loc: Loc) {
+    pub(super) fn fork(&mut self, site: ForkSite<'_>) {
+        let ForkSite {
+            dsts,
+            args,
+            instances,
+            loc,
+            tape,
+        } = site;
         let calls = fork_calls(self.unit.program, dsts, args, instances);
         let overflow = Stop::StackOverflow(instances.overflow_loc(loc));
-        self.call_import(FORK_BEGIN, &[self.ctx], None);
+        let mode = self.b.ins().iconst(types::I64, tape_mode_code(tape));
+        let total = match instances {
+            Instances::Join(calls) => self.b.ins().iconst(types::I64, calls.len() as i64),
+            Instances::Map { count, .. } => self.dim_value(*count),
+        };
+        self.call_import(FORK_BEGIN, &[self.ctx, mode, total], None);
         match instances {
             Instances::Join(_) => {
                 for (k, call) in calls.iter().enumerate() {
@@ -50,10 +74,10 @@ impl Translator<'_, '_, '_> {
                     self.instance(call, k, &sources, overflow.clone(), false);
                 }
             }
-            Instances::Map { count, .. } => {
+            Instances::Map { .. } => {
                 let call = &calls[0];
                 // A constant, or the member's own length.
-                let count = self.dim_value(*count);
+                let count = total;
                 let sources = self.sources(call, dsts);
                 self.map_loop(call, count, &sources, overflow);
             }

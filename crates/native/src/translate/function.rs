@@ -728,9 +728,15 @@ impl Translator<'_, '_, '_> {
                         args,
                         instances,
                         loc,
-                        ..
+                        tape,
                     },
-                ) => self.fork(dsts, args, instances, *loc),
+                ) => self.fork(super::fork::ForkSite {
+                    dsts,
+                    args,
+                    instances,
+                    loc: *loc,
+                    tape: *tape,
+                }),
             }
             for d in op.defs() {
                 self.constants.remove(d);

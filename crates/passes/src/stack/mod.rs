@@ -165,6 +165,8 @@ pub struct LoweredFork {
     /// Where a fork whose instances would exceed the stack depth stops the
     /// member ([`autobatch_ir::Instances::overflow_loc`]).
     pub overflow_loc: Loc,
+    /// What becomes of the instances' tapes.
+    pub tape: autobatch_ir::TapeMode,
 }
 
 /// One call of a fork: where an instance starts, what it receives and
@@ -624,7 +626,7 @@ impl BlockLowering<'_> {
             args,
             instances,
             loc,
-            ..
+            tape,
         } = op
         else {
             unreachable!("lower_fork is given forks")
@@ -673,6 +675,7 @@ impl BlockLowering<'_> {
             then: PcBlock::new(self.blocks.len() + 1),
             loc: *loc,
             overflow_loc: instances.overflow_loc(*loc),
+            tape: *tape,
         }));
         self.blocks.push(current);
         continuation_template(fid, b, *loc)
