@@ -46,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "bench"))
 import common  # noqa: E402
-from treelstm_inputs import parse, weights  # noqa: E402
+from treelstm_inputs import combined_state, leaf_state, parse, weights  # noqa: E402
 
 PROGRAM = os.path.join(common.ROOT, "examples/models/treelstm_sst.ab")
 AUTOBATCH = os.path.join(common.RELEASE, "autobatch")
@@ -205,27 +205,14 @@ def worker(train_path, dev_path, init_path, batch_size, out_path):
 
 def reference_loss(np, w, t):
     """A tree's summed loss, as the program computes it, in float32."""
-    sigmoid = lambda x: (np.float32(1) / (np.float32(1) + np.exp(-x))).astype(np.float32)
     total = 0.0
 
     def node(n):
         nonlocal total
         if t["left"][n] < 0:
-            x = w["E"][t["word"][n]]
-            i = sigmoid(w["WI"] @ x + w["BI"])
-            o = sigmoid(w["WO"] @ x + w["BO"])
-            u = np.tanh(w["WU"] @ x + w["BU"])
-            c = i * u
+            h, c = leaf_state(w, t["word"][n])
         else:
-            h1, c1 = node(t["left"][n])
-            h2, c2 = node(t["right"][n])
-            i = sigmoid(w["UIL"] @ h1 + w["UIR"] @ h2 + w["BI"])
-            o = sigmoid(w["UOL"] @ h1 + w["UOR"] @ h2 + w["BO"])
-            u = np.tanh(w["UUL"] @ h1 + w["UUR"] @ h2 + w["BU"])
-            f1 = sigmoid(w["UF1"] @ h1 + w["BF"])
-            f2 = sigmoid(w["UF2"] @ h2 + w["BF"])
-            c = i * u + f1 * c1 + f2 * c2
-        h = o * np.tanh(c)
+            h, c = combined_state(w, *node(t["left"][n]), *node(t["right"][n]))
         z = (w["W"] @ h).astype(np.float64)
         total += z.max() + np.log(np.exp(z - z.max()).sum()) - z[t["label"][n]]
         return h, c

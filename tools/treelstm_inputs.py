@@ -99,24 +99,32 @@ def sigmoid(x):
     return (np.float32(1) / (np.float32(1) + np.exp(-x))).astype(np.float32)
 
 
+def leaf_state(w, word):
+    """A leaf's (h, c), in float32, with the program's gates and order of terms."""
+    x = w["E"][word]
+    i = sigmoid(w["WI"] @ x + w["BI"])
+    o = sigmoid(w["WO"] @ x + w["BO"])
+    u = np.tanh(w["WU"] @ x + w["BU"])
+    c = i * u
+    return o * np.tanh(c), c
+
+
+def combined_state(w, h1, c1, h2, c2):
+    """An inner node's (h, c) from its children's."""
+    i = sigmoid(w["UIL"] @ h1 + w["UIR"] @ h2 + w["BI"])
+    o = sigmoid(w["UOL"] @ h1 + w["UOR"] @ h2 + w["BO"])
+    u = np.tanh(w["UUL"] @ h1 + w["UUR"] @ h2 + w["BU"])
+    f1 = sigmoid(w["UF1"] @ h1 + w["BF"])
+    f2 = sigmoid(w["UF2"] @ h2 + w["BF"])
+    c = i * u + f1 * c1 + f2 * c2
+    return o * np.tanh(c), c
+
+
 def reference(w, left, right, word, root):
     def node(n):
         if left[n] < 0:
-            x = w["E"][word[n]]
-            i = sigmoid(w["WI"] @ x + w["BI"])
-            o = sigmoid(w["WO"] @ x + w["BO"])
-            u = np.tanh(w["WU"] @ x + w["BU"])
-            c = i * u
-            return o * np.tanh(c), c
-        h1, c1 = node(left[n])
-        h2, c2 = node(right[n])
-        i = sigmoid(w["UIL"] @ h1 + w["UIR"] @ h2 + w["BI"])
-        o = sigmoid(w["UOL"] @ h1 + w["UOR"] @ h2 + w["BO"])
-        u = np.tanh(w["UUL"] @ h1 + w["UUR"] @ h2 + w["BU"])
-        f1 = sigmoid(w["UF1"] @ h1 + w["BF"])
-        f2 = sigmoid(w["UF2"] @ h2 + w["BF"])
-        c = i * u + f1 * c1 + f2 * c2
-        return o * np.tanh(c), c
+            return leaf_state(w, word[n])
+        return combined_state(w, *node(left[n]), *node(right[n]))
 
     h, _ = node(root)
     return w["WOUT"] @ h + w["BOUT"]
