@@ -686,7 +686,12 @@ fn inputs_too_large_for_memory_are_one_line() {
         let output = run_limited(&many, "64M", strategy);
         assert_one_line_error(&output, "100000 members");
         let output = run_limited(&many, "1G", strategy);
-        assert_eq!(output.status.code(), Some(0), "{strategy}: {}", stderr(&output));
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{strategy}: {}",
+            stderr(&output)
+        );
     }
 }
 
