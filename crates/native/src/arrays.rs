@@ -313,20 +313,29 @@ unsafe fn apply(
             let refs: Vec<&Tensor> = tensors.iter().collect();
             ctx.adjoints.push(AdjointRecord::new(0, adjoint, &refs));
         }
-        Prim::TapePush => {
-            for value in operand_tensors(op, args) {
-                ctx.tape.push(value);
-            }
-        }
-        Prim::TapePop(_) => {
-            let Some(value) = ctx.tape.pop() else {
-                unreachable!("a tape popped past its start")
-            };
-            copy(Values::all(&value.data), out());
-        }
+        Prim::TapePush | Prim::TapePop(_) => move_tape(ctx, op, dst, args),
         _ => return through_eval(ctx, op, dst, args),
     }
     Ok(())
+}
+
+/// `tape_push`: the operands go onto the member's tape; `tape_pop`: the
+/// value pushed last comes off it into `dst`.
+///
+/// # Safety
+/// As [`array_op`]'s operands.
+unsafe fn move_tape(ctx: &mut Context, op: &ArrayOp, dst: *mut u8, args: &[*mut u8]) {
+    if op.prim == Prim::TapePush {
+        for value in operand_tensors(op, args) {
+            ctx.tape.push(value);
+        }
+        return;
+    }
+    let Some(value) = ctx.tape.pop() else {
+        unreachable!("a tape popped past its start")
+    };
+    let r = op.result.as_ref().expect("tape_pop has a result");
+    copy(Values::all(&value.data), view_mut(r.ty, dst, r.len()));
 }
 
 fn write_scalar(out: ValuesMut<'_>, value: Scalar) {
