@@ -311,15 +311,35 @@ pub struct InstanceCall<'a> {
     pub loc: Option<Loc>,
 }
 
-/// How an instance gets one parameter.
+/// How an instance gets one parameter: from a variable `V` of the forking
+/// function (of the IR; the explicit-stack form has its own variables).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InstanceArg {
+pub enum InstanceArg<V = Var> {
     /// The variable itself.
-    Whole(Var),
+    Whole(V),
     /// Element `k` of the variable (an array of the fork's count).
-    Element(Var),
+    Element(V),
     /// `k` as an `i64`.
     Index,
+}
+
+impl<V> InstanceArg<V> {
+    /// The same argument, its variable renamed by `f`.
+    pub fn map<W>(self, f: impl FnOnce(V) -> W) -> InstanceArg<W> {
+        match self {
+            InstanceArg::Whole(v) => InstanceArg::Whole(f(v)),
+            InstanceArg::Element(v) => InstanceArg::Element(f(v)),
+            InstanceArg::Index => InstanceArg::Index,
+        }
+    }
+
+    /// The variable read, if any (none for the index).
+    pub fn var(&self) -> Option<&V> {
+        match self {
+            InstanceArg::Whole(v) | InstanceArg::Element(v) => Some(v),
+            InstanceArg::Index => None,
+        }
+    }
 }
 
 impl Instances {
