@@ -13,7 +13,7 @@
 //!   an indexed assignment writes in place, are no step temporaries
 //!   ([`super::temps`]);
 //! - the step temporaries it mentions last (their buffers go back after it);
-//! - with fusion on, the fused chains starting at it ([`super::fuse`]) and
+//! - with fusion on, the fused chains starting at it ([`super::chains`]) and
 //!   its role in an indexed product ([`super::indexed`]); an index that is
 //!   a step temporary then lives until its last product.
 //!
@@ -45,6 +45,47 @@ pub struct PlanOp<'p> {
     pub counter: Option<usize>,
     /// For a copy of an argument into a callee's parameter: what it costs.
     pub arg_copy: Option<ArgCopy>,
+}
+
+impl<'p> PlanOp<'p> {
+    /// A primitive at `loc` reading slots `args` and writing `dst`; in a
+    /// ragged batch (`ragged`) with the types `ty` gives their slots.
+    pub fn prim(
+        prim: &'p Prim,
+        loc: Loc,
+        args: Vec<usize>,
+        dst: Option<usize>,
+        ragged: bool,
+        ty: impl Fn(usize) -> &'p TensorType,
+    ) -> PlanOp<'p> {
+        let mentions: Vec<usize> = args.iter().copied().chain(dst).collect();
+        PlanOp {
+            prim: Some((prim, loc)),
+            types: match ragged {
+                true => mentions.iter().map(|x| ty(*x)).collect(),
+                false => Vec::new(),
+            },
+            args,
+            dst,
+            mentions,
+            counter: None,
+            arg_copy: None,
+        }
+    }
+
+    /// An operation the executor runs itself, mentioning the slots
+    /// `mentions`.
+    pub fn own(mentions: Vec<usize>) -> PlanOp<'p> {
+        PlanOp {
+            prim: None,
+            args: Vec::new(),
+            dst: None,
+            mentions,
+            types: Vec::new(),
+            counter: None,
+            arg_copy: None,
+        }
+    }
 }
 
 /// The bytes a copy into a callee's parameter moves

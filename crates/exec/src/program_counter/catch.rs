@@ -131,7 +131,7 @@ pub(super) struct MemberStacks<'a> {
 /// innermost catching call's recovery block.
 pub(super) struct Unwinding<'s> {
     pub(super) stacks: MemberStacks<'s>,
-    pub(super) waiting: &'s mut Waiting,
+    pub(super) waiting: &'s mut Waiting<PcBlock>,
 }
 
 impl StepHooks for Unwinding<'_> {
