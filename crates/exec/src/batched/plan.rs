@@ -20,7 +20,7 @@
 //! Invariant: a plan depends on the program, the run's size classes and
 //! whether it fuses only, never on the members' values.
 
-use autobatch_ir::{Loc, Prim};
+use autobatch_ir::{EntityRef, Loc, Prim};
 use autobatch_types::TensorType;
 
 use super::chains::{find_chains, ChainSite, OpView};
@@ -48,26 +48,27 @@ pub struct PlanOp<'p> {
 }
 
 impl<'p> PlanOp<'p> {
-    /// A primitive at `loc` reading slots `args` and writing `dst`; in a
-    /// ragged batch (`ragged`) with the types `ty` gives their slots.
-    pub fn prim(
+    /// A primitive at `loc` reading `args` and writing `dst` (variables,
+    /// whose slots are their indices); in a ragged batch (`ragged`) with
+    /// their types, by `ty`.
+    pub fn prim<V: EntityRef>(
         prim: &'p Prim,
         loc: Loc,
-        args: Vec<usize>,
-        dst: Option<usize>,
+        args: &[V],
+        dst: Option<V>,
         ragged: bool,
-        ty: impl Fn(usize) -> &'p TensorType,
+        ty: impl Fn(V) -> &'p TensorType,
     ) -> PlanOp<'p> {
-        let mentions: Vec<usize> = args.iter().copied().chain(dst).collect();
+        let operands = args.iter().copied().chain(dst);
         PlanOp {
             prim: Some((prim, loc)),
             types: match ragged {
-                true => mentions.iter().map(|x| ty(*x)).collect(),
+                true => operands.clone().map(ty).collect(),
                 false => Vec::new(),
             },
-            args,
-            dst,
-            mentions,
+            args: args.iter().map(|a| a.index()).collect(),
+            dst: dst.map(|d| d.index()),
+            mentions: operands.map(|v| v.index()).collect(),
             counter: None,
             arg_copy: None,
         }

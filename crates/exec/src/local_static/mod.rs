@@ -133,14 +133,7 @@ fn plan_op<'p>(
             loc,
         } => PlanOp {
             counter,
-            ..PlanOp::prim(
-                prim,
-                *loc,
-                args.iter().map(|a| a.index()).collect(),
-                dst.map(|d| d.index()),
-                ragged,
-                |x| &function.vars[Var::new(x)].ty,
-            )
+            ..PlanOp::prim(prim, *loc, args, *dst, ragged, |v| &function.vars[v].ty)
         },
         Op::Call { .. } | Op::Fork { .. } => {
             let mentions = op.uses().iter().chain(op.defs());

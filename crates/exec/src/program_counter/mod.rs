@@ -560,14 +560,7 @@ fn plan_op<'p>(
     PlanOp {
         counter: counter.register(prim, *loc),
         arg_copy,
-        ..PlanOp::prim(
-            prim,
-            *loc,
-            args.iter().map(|a| a.index()).collect(),
-            dst.map(|d| d.index()),
-            ragged,
-            |x| &lowered.vars[GlobalVar::new(x)].ty,
-        )
+        ..PlanOp::prim(prim, *loc, args, *dst, ragged, |x| &lowered.vars[x].ty)
     }
 }
 
