@@ -62,6 +62,22 @@ pub struct Program {
 }
 
 impl Program {
+    /// Per function, whether a run of `entry` may execute it: whether its
+    /// calls and forks reach it.
+    pub fn reachable(&self, entry: FuncId) -> Vec<bool> {
+        let mut seen = vec![false; self.functions.len()];
+        let mut todo = vec![entry];
+        while let Some(f) = todo.pop() {
+            if f.index() >= seen.len() || std::mem::replace(&mut seen[f.index()], true) {
+                continue;
+            }
+            for op in self.functions[f].blocks.values().flat_map(|b| &b.ops) {
+                todo.extend(op.callees());
+            }
+        }
+        seen
+    }
+
     pub fn function_by_name(&self, name: &str) -> Option<FuncId> {
         self.functions
             .iter()

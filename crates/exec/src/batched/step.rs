@@ -5,8 +5,9 @@
 //! lanes, the counters, the fuser, the size classes of a ragged batch); a
 //! [`Frame`] is the storage a step runs on (local-static: an activation's
 //! slots and temporaries; program-counter: the run's), with the map from a
-//! row to its lane and member. [`run_ops`] runs a planned block
-//! ([`super::plan::BlockPlan`]): each primitive through the engine (fused
+//! row to its lane and member. [`run_step`] runs a planned block
+//! ([`super::plan::BlockPlan`]) as one step: the step's bookkeeping, then
+//! [`run_ops`] runs each primitive through the engine (fused
 //! chains, deferred indices of indexed products, operations split by size
 //! class, step temporaries), and each operation of the executor's own
 //! control (calls and forks, value-stack moves) through

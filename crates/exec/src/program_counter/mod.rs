@@ -40,8 +40,8 @@ use autobatch_ir::{EntityRef, Loc, Prim, Program};
 use autobatch_kernels::buffer::Values;
 use autobatch_kernels::Backend;
 use autobatch_passes::stack::{
-    lower_to_stack, verify_lowered, GlobalVar, LoweredFork, LoweredFunction, LoweredOp,
-    LoweredProgram, LoweredTerm, PcBlock, VarClass,
+    lower_to_stack, reachability, verify_lowered, GlobalVar, LoweredFork, LoweredFunction,
+    LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass,
 };
 use autobatch_types::{MemberError, Scalar};
 
@@ -245,7 +245,7 @@ impl<'a> Machine<'a> {
             fork_reads,
             return_stacks: vec![Vec::new(); members],
             depth_base: vec![0; members],
-            catch_plan: CatchPlan::new(lowered),
+            catch_plan: CatchPlan::new(lowered, &reachability(program)),
             catches: vec![Vec::new(); members],
             waiting,
             branch: BranchRows::default(),
