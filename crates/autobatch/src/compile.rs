@@ -411,7 +411,7 @@ impl Compiled {
 /// The functions `entry` may run, through calls and forks (the callees of
 /// a `join`, `map` or `pfor`), with `entry` itself, sorted by id.
 fn reachable_functions(program: &Program, entry: FuncId) -> Vec<FuncId> {
-    let reach = autobatch_exec::memory::reachable_functions(program, entry);
+    let reach = program.reachable(entry);
     program
         .functions
         .keys()

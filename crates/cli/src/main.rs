@@ -701,13 +701,10 @@ fn prepare_sample(args: &SampleArgs) -> Result<(autobatch_sample::Model, Vec<Str
     Ok((model, vec![source, data_text]))
 }
 
-/// The sampler's settings from the command line's.
 /// Makes every buffer of 128 kB or more its own mapping, given back to the
 /// system when freed. glibc's default raises that threshold to the largest
-/// such buffer freed so far (the data file's text, 20 MB for a 10,000 x
-/// 100 matrix), after which the chains' draws and results stay resident in
-/// the heap once freed: `sample` at 256 chains peaked 9 MB higher
-/// (the history of `docs/benchmarks.md`, "`sample` memory at 256 chains").
+/// such buffer freed so far (the data file's text, for one), after which
+/// the chains' draws and results stay resident in the heap once freed.
 fn return_large_buffers_to_the_system() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `mallopt` only sets a parameter of glibc's allocator, under

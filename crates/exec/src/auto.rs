@@ -160,7 +160,7 @@ struct Products {
 
 fn products(program: &Program, entry: FuncId, symbols: &[u64]) -> Products {
     let mut found = Products::default();
-    let reachable = crate::memory::reachable_functions(program, entry);
+    let reachable = program.reachable(entry);
     for (id, function) in program.functions.iter() {
         if !reachable[id.index()] {
             continue;

@@ -58,7 +58,7 @@ pub fn check_value_sizes(
     entry: FuncId,
     symbols: &[u64],
 ) -> Result<(), String> {
-    let reachable = reachable_functions(program, entry);
+    let reachable = program.reachable(entry);
     let mut largest: Option<(u128, &autobatch_ir::Function, autobatch_ir::Var)> = None;
     for (id, f) in program.functions.iter() {
         if !reachable.get(id.index()).copied().unwrap_or(false) {
@@ -150,7 +150,7 @@ pub fn lowered_state_bytes(
     entry: FuncId,
     symbols: &[u64],
 ) -> StateBytes {
-    let reachable = reachable_functions(program, entry);
+    let reachable = program.reachable(entry);
     let mut bytes = StateBytes {
         per_member: 0,
         shared: 0,
@@ -182,34 +182,11 @@ pub fn check_lowered_memory(
     check_memory(bytes.per_member, members, bytes.shared)
 }
 
-/// The functions a run of `entry` may execute: those its calls and forks reach.
-pub fn reachable_functions(program: &autobatch_ir::Program, entry: FuncId) -> Vec<bool> {
-    let mut seen = vec![false; program.functions.len()];
-    let mut todo = vec![entry];
-    if let Some(s) = seen.get_mut(entry.index()) {
-        *s = true;
-    }
-    while let Some(f) = todo.pop() {
-        let Some(function) = program.functions.get(f) else {
-            continue;
-        };
-        for op in function.blocks.values().flat_map(|b| &b.ops) {
-            for g in op.callees() {
-                if !seen[g.index()] {
-                    seen[g.index()] = true;
-                    todo.push(g);
-                }
-            }
-        }
-    }
-    seen
-}
-
 /// Per function, whether an instance may run it: whether it is reached
 /// (through calls and forks) from the callee of a fork in a function that
 /// `entry` reaches.
 pub fn instance_functions(program: &autobatch_ir::Program, entry: FuncId) -> Vec<bool> {
-    let reachable = reachable_functions(program, entry);
+    let reachable = program.reachable(entry);
     let mut runs = vec![false; program.functions.len()];
     for (id, f) in program.functions.iter() {
         if !reachable.get(id.index()).copied().unwrap_or(false) {
@@ -218,7 +195,7 @@ pub fn instance_functions(program: &autobatch_ir::Program, entry: FuncId) -> Vec
         for op in f.blocks.values().flat_map(|b| &b.ops) {
             if let autobatch_ir::Op::Fork { instances, .. } = op {
                 for callee in instances.callees() {
-                    let reached = reachable_functions(program, callee);
+                    let reached = program.reachable(callee);
                     for (r, by_callee) in runs.iter_mut().zip(reached) {
                         *r |= by_callee;
                     }

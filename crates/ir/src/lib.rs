@@ -62,6 +62,22 @@ pub struct Program {
 }
 
 impl Program {
+    /// Per function, whether a run of `entry` may execute it: whether its
+    /// calls and forks reach it.
+    pub fn reachable(&self, entry: FuncId) -> Vec<bool> {
+        let mut seen = vec![false; self.functions.len()];
+        let mut todo = vec![entry];
+        while let Some(f) = todo.pop() {
+            if f.index() >= seen.len() || std::mem::replace(&mut seen[f.index()], true) {
+                continue;
+            }
+            for op in self.functions[f].blocks.values().flat_map(|b| &b.ops) {
+                todo.extend(op.callees());
+            }
+        }
+        seen
+    }
+
     pub fn function_by_name(&self, name: &str) -> Option<FuncId> {
         self.functions
             .iter()
@@ -311,15 +327,35 @@ pub struct InstanceCall<'a> {
     pub loc: Option<Loc>,
 }
 
-/// How an instance gets one parameter.
+/// How an instance gets one parameter: from a variable `V` of the forking
+/// function (of the IR; the explicit-stack form has its own variables).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InstanceArg {
+pub enum InstanceArg<V = Var> {
     /// The variable itself.
-    Whole(Var),
+    Whole(V),
     /// Element `k` of the variable (an array of the fork's count).
-    Element(Var),
+    Element(V),
     /// `k` as an `i64`.
     Index,
+}
+
+impl<V> InstanceArg<V> {
+    /// The same argument, its variable renamed by `f`.
+    pub fn map<W>(self, f: impl FnOnce(V) -> W) -> InstanceArg<W> {
+        match self {
+            InstanceArg::Whole(v) => InstanceArg::Whole(f(v)),
+            InstanceArg::Element(v) => InstanceArg::Element(f(v)),
+            InstanceArg::Index => InstanceArg::Index,
+        }
+    }
+
+    /// The variable read, if any (none for the index).
+    pub fn var(&self) -> Option<&V> {
+        match self {
+            InstanceArg::Whole(v) | InstanceArg::Element(v) => Some(v),
+            InstanceArg::Index => None,
+        }
+    }
 }
 
 impl Instances {

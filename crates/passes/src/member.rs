@@ -86,7 +86,7 @@ pub fn member_roots(
             }
         }
     }
-    let sites = call_sites(program, &reachable(program, entry));
+    let sites = call_sites(program, &program.reachable(entry));
     lower_until_stable(&mut state, &sites);
     for s in state.iter_mut().flatten() {
         if *s == State::Unknown {
@@ -148,21 +148,6 @@ fn defined_by_ops(program: &Program) -> Vec<Vec<bool>> {
             defined
         })
         .collect()
-}
-
-/// Per function, whether a run of `entry` may execute it.
-pub(crate) fn reachable(program: &Program, entry: FuncId) -> Vec<bool> {
-    let mut seen = vec![false; program.functions.len()];
-    let mut todo = vec![entry];
-    while let Some(f) = todo.pop() {
-        if f.index() >= seen.len() || std::mem::replace(&mut seen[f.index()], true) {
-            continue;
-        }
-        for op in program.functions[f].blocks.values().flat_map(|b| &b.ops) {
-            todo.extend(op.callees());
-        }
-    }
-    seen
 }
 
 /// Every argument of every call and fork instance in the functions a run

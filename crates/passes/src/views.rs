@@ -40,7 +40,7 @@
 
 use autobatch_ir::{EntityRef, FuncId, Op, Prim, Program, SymbolId, Var};
 
-use crate::member::{self, call_sites, lower_params, reachable, Passed};
+use crate::member::{self, call_sites, lower_params, Passed};
 
 /// An expression of shared values, interned: an index into [`Exprs`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,7 +105,7 @@ pub fn shared_params(
     shared_params: &[bool],
     varying: &[SymbolId],
 ) -> SharedParams {
-    let sites = call_sites(program, &reachable(program, entry));
+    let sites = call_sites(program, &program.reachable(entry));
     let called = called_functions(program);
     let mut exprs = Exprs::default();
     let mut state: Vec<Vec<State>> = Vec::with_capacity(program.functions.len());

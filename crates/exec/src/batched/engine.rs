@@ -205,8 +205,7 @@ impl<'b> Engine<'b> {
     /// bound); else the largest, grown. A spare more than [`OVERSIZED`]
     /// times longer than `len` is left for a long request: shortened, it
     /// would forget its elements past `len`, and the next long request
-    /// would write zeros over them again (the logistic gradient's 20 MB
-    /// columns were zeroed twice a step that way).
+    /// would write zeros over them again.
     pub(super) fn take(&mut self, ty: ScalarType, len: usize) -> Data {
         let mut fitting: Option<(usize, (usize, usize))> = None;
         let mut largest: Option<(usize, usize)> = None;

@@ -1,13 +1,14 @@
 //! What the two batching executors share: the block planner ([`plan`]),
 //! the step runner ([`step`]), lanes and the joins of forks ([`lanes`]),
-//! the loop pieces around them ([`skeleton`]), column storage, the
-//! primitive engine, step temporaries, fused chains ([`fuse`]), indexed
-//! products and size classes.
+//! what happens at a fork ([`instances`]), the loop pieces around them
+//! ([`skeleton`]), column storage, the primitive engine, step temporaries,
+//! fused chains ([`chains`]), indexed products and size classes.
 
 pub mod chains;
 pub mod classes;
 pub mod engine;
 pub mod indexed;
+pub mod instances;
 pub mod lanes;
 pub mod plan;
 pub mod skeleton;

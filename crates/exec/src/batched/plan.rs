@@ -13,14 +13,14 @@
 //!   an indexed assignment writes in place, are no step temporaries
 //!   ([`super::temps`]);
 //! - the step temporaries it mentions last (their buffers go back after it);
-//! - with fusion on, the fused chains starting at it ([`super::fuse`]) and
+//! - with fusion on, the fused chains starting at it ([`super::chains`]) and
 //!   its role in an indexed product ([`super::indexed`]); an index that is
 //!   a step temporary then lives until its last product.
 //!
 //! Invariant: a plan depends on the program, the run's size classes and
 //! whether it fuses only, never on the members' values.
 
-use autobatch_ir::{Loc, Prim};
+use autobatch_ir::{EntityRef, Loc, Prim};
 use autobatch_types::TensorType;
 
 use super::chains::{find_chains, ChainSite, OpView};
@@ -45,6 +45,48 @@ pub struct PlanOp<'p> {
     pub counter: Option<usize>,
     /// For a copy of an argument into a callee's parameter: what it costs.
     pub arg_copy: Option<ArgCopy>,
+}
+
+impl<'p> PlanOp<'p> {
+    /// A primitive at `loc` reading `args` and writing `dst` (variables,
+    /// whose slots are their indices); in a ragged batch (`ragged`) with
+    /// their types, by `ty`.
+    pub fn prim<V: EntityRef>(
+        prim: &'p Prim,
+        loc: Loc,
+        args: &[V],
+        dst: Option<V>,
+        ragged: bool,
+        ty: impl Fn(V) -> &'p TensorType,
+    ) -> PlanOp<'p> {
+        let operands = args.iter().copied().chain(dst);
+        PlanOp {
+            prim: Some((prim, loc)),
+            types: match ragged {
+                true => operands.clone().map(ty).collect(),
+                false => Vec::new(),
+            },
+            args: args.iter().map(|a| a.index()).collect(),
+            dst: dst.map(|d| d.index()),
+            mentions: operands.map(|v| v.index()).collect(),
+            counter: None,
+            arg_copy: None,
+        }
+    }
+
+    /// An operation the executor runs itself, mentioning the slots
+    /// `mentions`.
+    pub fn own(mentions: Vec<usize>) -> PlanOp<'p> {
+        PlanOp {
+            prim: None,
+            args: Vec::new(),
+            dst: None,
+            mentions,
+            types: Vec::new(),
+            counter: None,
+            arg_copy: None,
+        }
+    }
 }
 
 /// The bytes a copy into a callee's parameter moves

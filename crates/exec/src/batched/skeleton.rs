@@ -2,20 +2,25 @@
 //! per-lane bookkeeping ([`LaneTable`](super::lanes::LaneTable): random streams,
 //! the step limit on entering a block, fault retirement, outcomes, the
 //! joins of forks), binding the entry's
-//! arguments into slots ([`bind_arg`]), splitting a branch's rows
-//! ([`BranchRows`]), and what happens before a run
+//! arguments into slots ([`bind_arg`]), the rows waiting at each block
+//! ([`Waiting`]), splitting a branch's rows ([`BranchRows`]), and what
+//! happens before a run
 //! ([`invariance`], [`no_room_for_entry`]).
 //!
 //! A *row* is an executor's own index of an active lane (local-static: a
 //! row of the activation; program-counter: the lane itself); the methods
 //! that take rows take `lane_of` to find the lane of a row.
 
-use autobatch_ir::Program;
+use std::collections::BTreeSet;
+use std::marker::PhantomData;
+
+use autobatch_ir::{EntityRef, Program};
 use autobatch_kernels::buffer::Values;
 use autobatch_passes::uniformity::Invariance;
 use autobatch_types::{Data, Scalar};
 
 use super::storage::Slot;
+use super::BlockChoice;
 use crate::monitor::all_members_overflow;
 use crate::{Arg, Batch, Env, ExecError, RunOptions, RunOutput};
 
@@ -60,6 +65,63 @@ pub fn bind_arg(slot: &mut Slot, arg: &Arg, rows: usize) -> Result<(), ExecError
         }
     }
     Ok(())
+}
+
+/// The rows waiting at each block `B` (local-static: of an activation;
+/// program-counter: of the explicit-stack form), and the blocks some row
+/// waits at: choosing the next block costs nothing per idle row.
+pub struct Waiting<B> {
+    at: Vec<Vec<u32>>,
+    nonempty: BTreeSet<usize>,
+    block: PhantomData<B>,
+}
+
+impl<B: EntityRef> Waiting<B> {
+    /// No row waiting at any of `blocks` blocks.
+    pub fn new(blocks: usize) -> Waiting<B> {
+        Waiting {
+            at: vec![Vec::new(); blocks],
+            nonempty: BTreeSet::new(),
+            block: PhantomData,
+        }
+    }
+
+    /// Sends `rows` to `block`.
+    pub fn push(&mut self, block: B, rows: &[u32]) {
+        if !rows.is_empty() {
+            let queue = &mut self.at[block.index()];
+            if queue.is_empty() {
+                self.nonempty.insert(block.index());
+            }
+            queue.extend_from_slice(rows);
+        }
+    }
+
+    /// The block to run next.
+    pub fn choose(&self, choice: BlockChoice) -> Option<B> {
+        let block = match choice {
+            BlockChoice::SmallestIndex => self.nonempty.first().copied(),
+            BlockChoice::MostMembers => {
+                let mut best: Option<(usize, usize)> = None;
+                for &b in &self.nonempty {
+                    let n = self.at[b].len();
+                    if best.is_none_or(|(m, _)| n > m) {
+                        best = Some((n, b));
+                    }
+                }
+                best.map(|(_, b)| b)
+            }
+        };
+        block.map(B::new)
+    }
+
+    /// Moves the rows waiting at `block` into `rows`, sorted.
+    pub fn take(&mut self, block: B, rows: &mut Vec<u32>) {
+        self.nonempty.remove(&block.index());
+        rows.clear();
+        std::mem::swap(rows, &mut self.at[block.index()]);
+        rows.sort_unstable();
+    }
 }
 
 /// The rows of a two-way branch, split by its condition (reusable buffers).

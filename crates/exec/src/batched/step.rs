@@ -5,8 +5,9 @@
 //! lanes, the counters, the fuser, the size classes of a ragged batch); a
 //! [`Frame`] is the storage a step runs on (local-static: an activation's
 //! slots and temporaries; program-counter: the run's), with the map from a
-//! row to its lane and member. [`run_ops`] runs a planned block
-//! ([`super::plan::BlockPlan`]): each primitive through the engine (fused
+//! row to its lane and member. [`run_step`] runs a planned block
+//! ([`super::plan::BlockPlan`]) as one step: the step's bookkeeping, then
+//! [`run_ops`] runs each primitive through the engine (fused
 //! chains, deferred indices of indexed products, operations split by size
 //! class, step temporaries), and each operation of the executor's own
 //! control (calls and forks, value-stack moves) through
@@ -19,7 +20,7 @@
 
 use autobatch_ir::Prim;
 use autobatch_kernels::Fault;
-use autobatch_types::MemberError;
+use autobatch_types::{MemberError, Tensor};
 
 use super::chains::{FusedStep, Fuser, OpView};
 use super::classes::{run_split, SizeClasses, Split, SplitScratch};
@@ -141,6 +142,10 @@ pub trait Control<'a, F> {
     /// Operation `i` of the running block, one of the executor's own (a
     /// call, a fork, a value-stack move), for `rows`.
     fn own_op(&mut self, frame: &mut F, i: usize, rows: &mut Vec<u32>) -> Result<(), ExecError>;
+
+    /// The bytes of per-lane state the executor holds now, but for the
+    /// running step's temporaries (asked only of a step that has some).
+    fn held_bytes(&self) -> u64;
 }
 
 /// A step's state borrowed apart: see [`Control::parts`].
@@ -148,6 +153,28 @@ pub struct StepParts<'s, 'a, H> {
     pub stepper: &'s mut Stepper<'a>,
     pub frame: Frame<'s>,
     pub hooks: H,
+}
+
+/// Runs `block` at `site` for `rows` (sorted) as one step: the step's
+/// bookkeeping ([`Stepper::begin_step`]), its operations ([`run_ops`]) and
+/// its end ([`Stepper::end_step`]). `rows` lose the rows that stop.
+pub fn run_step<'a, F, C: Control<'a, F>>(
+    control: &mut C,
+    frame: &mut F,
+    site: StepSite,
+    block: &BlockPlan<'_>,
+    rows: &mut Vec<u32>,
+) -> Result<(), ExecError> {
+    {
+        let mut parts = control.parts(frame);
+        parts.stepper.begin_step(&mut parts.frame, rows, site);
+    }
+    run_ops(control, frame, block, rows)?;
+    let temps = control.parts(frame).frame.temps.peak();
+    let held = if temps > 0 { control.held_bytes() } else { 0 };
+    let mut parts = control.parts(frame);
+    parts.stepper.end_step(&mut parts.frame, held);
+    Ok(())
 }
 
 /// Runs the operations of `block` for `rows` (sorted), which lose the rows
@@ -240,13 +267,12 @@ impl<'a> Stepper<'a> {
     }
 
     /// The step ends: its temporaries give their buffers back, and if they
-    /// held any, the most they held plus `held()` (the executor's other
-    /// state now, whose own peaks the executor notes) is taken into the
-    /// peak.
-    pub fn end_step(&mut self, frame: &mut Frame<'_>, held: impl FnOnce() -> u64) {
+    /// held any, the most they held plus `held` (the executor's other state
+    /// now, whose own peaks the executor notes) is taken into the peak.
+    pub fn end_step(&mut self, frame: &mut Frame<'_>, held: u64) {
         let temps = frame.temps.peak();
         if temps > 0 {
-            self.peak_state_bytes = self.peak_state_bytes.max(held() + temps);
+            self.peak_state_bytes = self.peak_state_bytes.max(held + temps);
         }
         frame.temps.end(&mut self.engine, frame.slots);
     }
@@ -268,6 +294,17 @@ impl<'a> Stepper<'a> {
             .iter()
             .map(|d| autobatch_kernels::dim_length(symbols, *d))
             .product()
+    }
+
+    /// Member `m`'s value of a result of type `ty`, held in `slot` (at row
+    /// `m`): in a ragged batch, cut to the member's own length.
+    pub fn member_result(&self, slot: &Slot, ty: &autobatch_types::TensorType, m: usize) -> Tensor {
+        match &self.classes {
+            Some(classes) if classes.mentions(ty) => {
+                classes.value(slot.values(m, 0, slot.row_len()), ty, m)
+            }
+            _ => slot.value(m),
+        }
     }
 
     /// The run's output: every member's outcome (a member that forked and
@@ -374,7 +411,7 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
     }
 
     /// The fused chain starting at operation `start` of `block`, if there is
-    /// one, for `rows` ([`super::fuse`]): the index of the operation after
+    /// one, for `rows` ([`super::chains`]): the index of the operation after
     /// it, or `None` having written nothing when it does not run fused
     /// (its hoisted operations may have run).
     fn run_chain(

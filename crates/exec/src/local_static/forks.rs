@@ -5,6 +5,10 @@
 //! destinations, and the joins resolve in instance order.
 
 use super::*;
+use crate::batched::instances::{
+    self, arg_place, instance_count, result_place, shared_arg, ForkAt, Forked,
+};
+use autobatch_types::MemberError;
 
 /// A fork operation of the IR.
 pub(super) struct ForkSite<'p> {
@@ -36,7 +40,14 @@ impl Run<'_> {
         rows: &mut Vec<u32>,
         depth: usize,
     ) -> Result<(), ExecError> {
-        let max_depth = self.step.options.max_stack_depth;
+        let (max_depth, max_steps) = (
+            self.step.options.max_stack_depth,
+            self.step.options.max_steps,
+        );
+        let (count, calls) = match site.instances {
+            Instances::Join(calls) => (None, calls.len()),
+            Instances::Map { count, .. } => (Some(*count), 1),
+        };
         let mut joins: Vec<(u32, ForkId)> = Vec::new();
         let mut stopped: Vec<u32> = Vec::new();
         for &r in rows.iter() {
@@ -45,29 +56,21 @@ impl Run<'_> {
                 // Cancelled by an overflow just above; it leaves after the operation.
                 continue;
             }
-            let total = match site.instances {
-                Instances::Join(calls) => calls.len(),
-                Instances::Map { count, .. } => dim_length(
-                    self.step.symbols_of(frame.members[r as usize] as usize),
-                    *count,
-                ),
-            } as u64;
-            let key = self.step.lanes.fork_key(lane, site.tape);
-            if total > 0 && depth >= max_depth {
-                self.step.lanes.fail(
-                    lane,
-                    stack_overflow(max_depth, site.instances.overflow_loc(site.loc)),
-                );
-                stopped.push(r);
-            } else if total > 0 {
-                let opening = Opening {
-                    depth,
-                    site: 0,
-                    mode: site.tape,
-                };
-                joins.push((r, self.step.lanes.open_fork(lane, key, total, opening)));
-            } else {
-                self.step.lanes.empty_fork(lane, site.tape);
+            let symbols = self.step.symbols_of(frame.members[r as usize] as usize);
+            let at = ForkAt {
+                total: instance_count(count, calls, symbols),
+                depth,
+                site: 0,
+                mode: site.tape,
+                overflow_loc: site.instances.overflow_loc(site.loc),
+            };
+            match instances::open(&mut self.step.lanes, lane, at, max_depth) {
+                Forked::Waits(fork) => joins.push((r, fork)),
+                Forked::NoInstance => {}
+                Forked::Overflows(error) => {
+                    self.step.lanes.fail(lane, error);
+                    stopped.push(r);
+                }
             }
         }
         if !joins.is_empty() {
@@ -80,26 +83,18 @@ impl Run<'_> {
             while self.run_chunk(frame, &calls, map, &joins, depth)? {}
             // Every join is closed before any parent fails: a failure
             // cancels the parent's later siblings, which may be rows here.
-            let resolved: Vec<(u32, u32, Resolution)> = joins
+            let closed: Vec<(u32, u32, Result<(), MemberError>)> = joins
                 .iter()
                 .map(|&(r, fork)| {
-                    let (join, resolution) = self.step.lanes.close_fork(fork);
-                    (r, join.parent, resolution)
+                    let lanes = &mut self.step.lanes;
+                    let (join, outcome) = instances::close(lanes, fork, max_steps, |_| site.loc);
+                    (r, join.parent, outcome)
                 })
                 .collect();
-            for (r, parent, resolution) in resolved {
-                match resolution {
-                    Resolution::Returned { steps } => self.step.lanes.set_steps(parent, steps),
-                    Resolution::Failed { steps, error } => {
-                        self.step.lanes.set_steps(parent, steps);
-                        self.step.lanes.fail(parent, error);
-                        stopped.push(r);
-                    }
-                    Resolution::StepLimit => {
-                        let error = step_limit(self.step.options.max_steps, site.loc);
-                        self.step.lanes.fail(parent, error);
-                        stopped.push(r);
-                    }
+            for (r, parent, outcome) in closed {
+                if let Err(error) = outcome {
+                    self.step.lanes.fail(parent, error);
+                    stopped.push(r);
                 }
             }
             self.step.lanes.clear_resolved();
@@ -122,8 +117,11 @@ impl Run<'_> {
         joins: &[(u32, ForkId)],
         depth: usize,
     ) -> Result<bool, ExecError> {
+        let (program, invariance, entry) = (self.program, self.invariance, self.entry);
+        let symbols = self.step.shared.symbols;
         let budget = self
-            .max_instances()
+            .max_instances
+            .max(|| lane_bytes(program, invariance, entry, symbols))
             .saturating_sub(self.step.lanes.live_instances())
             .max(1);
         let mut chunk: Vec<Instance> = Vec::new();
@@ -170,24 +168,6 @@ impl Run<'_> {
         Ok(true)
     }
 
-    /// `--max-instances`, or by default as many instances as a quarter of
-    /// the available memory holds (computed once, at the first fork:
-    /// reading the available memory costs more than a small run).
-    pub(super) fn max_instances(&mut self) -> usize {
-        if let Some(max) = self.max_instances {
-            return max;
-        }
-        let bytes = lane_bytes(
-            self.program,
-            self.invariance,
-            self.entry,
-            self.step.shared.symbols,
-        );
-        let max = default_max_instances(bytes);
-        self.max_instances = Some(max);
-        max
-    }
-
     /// The parameter slots of `callee`'s activation for `group`: row `i`
     /// gets what instance `group[i]` passes (from its parent's row).
     pub(super) fn instance_params<'c>(
@@ -207,55 +187,30 @@ impl Run<'_> {
                 continue;
             }
             if self.invariance.is_invariant(callee, *p) {
-                params.push(self.shared_invariant_arg(frame, position, group, call_of));
+                let first = group
+                    .first()
+                    .unwrap_or_else(|| internal_error("an activation of no instances"));
+                let value = shared_arg(&frame.slots, call_of(first.k).args[position]);
+                params.push(Slot::Invariant(Some(value)));
                 continue;
             }
             let ty = &function.vars[*p].ty;
             let shape = concrete_shape(ty, self.step.shared.symbols);
             let mut column = Column::zeros(ty.elem, shape, group.len());
-            for (i, instance) in group.iter().enumerate() {
-                let parent = instance.row as usize;
-                let len = self.step.own_len(ty, frame.members[parent] as usize);
-                let index = Scalar::I64(instance.k as i64);
-                // A member slot's row is the parent's member.
-                let row = |v: Var| match frame.slots[v.index()] {
-                    Slot::Member(_) => frame.members[parent] as usize,
-                    _ => parent,
-                };
-                let values = match call_of(instance.k).args[position] {
-                    InstanceArg::Whole(v) => frame.slots[v.index()].values(row(v), 0, len),
-                    InstanceArg::Element(v) => {
-                        frame.slots[v.index()].values(row(v), instance.k as usize * len, len)
-                    }
-                    InstanceArg::Index => Values::scalar(&index),
+            for (i, &Instance { row, k, .. }) in group.iter().enumerate() {
+                let member = frame.members[row as usize] as usize;
+                let len = self.step.own_len(ty, member);
+                let arg = call_of(k).args[position];
+                let index = Scalar::I64(k as i64);
+                let values = match arg_place(&frame.slots, arg, row as usize, member, k, len) {
+                    Some(from) => frame.slots[from.slot].values(from.row, from.offset, len),
+                    None => Values::scalar(&index),
                 };
                 column.write(i, 0, values);
             }
             params.push(Slot::Column(column));
         }
         params
-    }
-
-    /// For an invariant parameter (at `position`): the value every instance
-    /// passes (the same shared value at every site, by
-    /// `autobatch_passes::views`), shared.
-    pub(super) fn shared_invariant_arg<'c>(
-        &self,
-        frame: &Activation<'_>,
-        position: usize,
-        group: &[Instance],
-        call_of: &dyn Fn(u64) -> &'c InstanceCall<'c>,
-    ) -> Slot {
-        let first = group
-            .first()
-            .unwrap_or_else(|| internal_error("an activation of no instances"));
-        match call_of(first.k).args[position] {
-            InstanceArg::Whole(v) => match &frame.slots[v.index()] {
-                Slot::Invariant(Some(value)) => Slot::Invariant(Some(value.clone())),
-                _ => internal_error("a per-member argument of an invariant parameter"),
-            },
-            _ => internal_error("an element or index for an invariant parameter"),
-        }
     }
 
     /// For a member-uniform parameter `p` (at `position`) of `callee` to
@@ -309,13 +264,16 @@ impl Run<'_> {
                     dims: function.vars[*dst].ty.dims[usize::from(map)..].to_vec(),
                 };
                 let len = self.step.own_len(&item, member);
-                let Slot::Column(column) = &mut frame.slots[dst.index()] else {
+                let to = result_place(dst.index(), instance.row as usize, map, instance.k, len);
+                let Slot::Column(column) = &mut frame.slots[to.slot] else {
                     internal_error("a fork's destination is invariant");
                 };
-                let offset = if map { instance.k as usize * len } else { 0 };
                 let start = i * value.row_len;
-                let values = Values::of(&value.data, start..start + len);
-                column.write(instance.row as usize, offset, values);
+                column.write(
+                    to.row,
+                    to.offset,
+                    Values::of(&value.data, start..start + len),
+                );
             }
             self.step.lanes.instance_returned(instance.lane);
         }

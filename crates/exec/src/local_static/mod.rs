@@ -1,9 +1,9 @@
 //! Local-static autobatching: batching by activation.
 //!
 //! Each function activation runs for a set of members, with its own storage
-//! holding one row per member of the activation. A queue of waiting program
-//! points, ordered by block index, drives it: the smallest waiting block runs
-//! for the members waiting there, and members that reach a block another
+//! holding one row per member of the activation. The rows waiting at each
+//! block ([`Waiting`]) drive it: the smallest waiting block runs for the
+//! members waiting there, and members that reach a block another
 //! group already waits at merge with it (that is where diverged members
 //! re-converge). A call recurses on the host, with exactly the members that
 //! reached it; so members at different recursion depths never run together.
@@ -12,20 +12,15 @@
 //! `--max-stack-depth`, so a deep recursion is a member's `stack_overflow`,
 //! never a crash.
 //!
-//! **Instances.** A fork (`join`, `map`, `pfor`) reached by some rows of an
-//! activation starts one lane per instance of every row
-//! ([`crate::batched::lanes`]): each lane draws from its instance's stream
-//! and counts the member's steps from its parent's. The lanes of all rows
-//! run together, one child activation per callee (the two calls of
-//! `join(node(l), node(r))` in an activation of R rows are one activation
-//! of 2R rows, and so on down a tree), at most `--max-instances` lanes at a
-//! time (chunks, at least one lane each); each instance that returns
-//! writes its results into its parent row's destinations (element `k` for a
-//! `map`). The joins then resolve in instance order: a row goes on with the
-//! member's steps, or stops with its first instance's error (which a
-//! catching call around may catch). An instance whose error is final (not
-//! inside a catching call of its own) cancels the later instances of its
-//! fork at once: their rows leave their activations at the next operation.
+//! **Instances.** The instances of a fork (`join`, `map`, `pfor`) are lanes
+//! ([`crate::batched::lanes`], [`crate::batched::instances`]). The
+//! instances of all the rows that reach a fork run together, one child
+//! activation per callee (the two calls of `join(node(l), node(r))` in an
+//! activation of R rows are one activation of 2R rows, and so on down a
+//! tree), in chunks of at most `--max-instances` lanes ([`forks`]); then
+//! each row goes on, or stops with its first instance's error (which a
+//! catching call around may catch). A cancelled instance's row leaves its
+//! activation at the next operation.
 //!
 //! The run keeps one copy of each static it reads (`StaticPool`) and lends
 //! it to the activation that loads it; an activation gives its loans back
@@ -45,7 +40,6 @@
 //! mention a ragged dimension run split by size class
 //! ([`crate::batched::classes`]).
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -54,21 +48,22 @@ use autobatch_ir::{
     Prim, Program, TapeMode, Terminator, Var,
 };
 use autobatch_kernels::buffer::Values;
-use autobatch_kernels::{dim_length, Backend};
+use autobatch_kernels::Backend;
 use autobatch_passes::uniformity::Invariance;
 use autobatch_types::{Scalar, Tensor, TensorType};
 
 use crate::batched::classes::SizeClasses;
-use crate::batched::column_slot;
-use crate::batched::lanes::{ForkId, Opening, Resolution};
+use crate::batched::instances::InstanceBudget;
+use crate::batched::lanes::ForkId;
 use crate::batched::plan::{PlanOp, StepPlan};
-use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
-use crate::batched::step::{run_ops, Control, Frame, StepHooks, StepParts, StepSite, Stepper};
+use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows, Waiting};
+use crate::batched::step::{run_step, Control, Frame, StepHooks, StepParts, StepSite, Stepper};
 use crate::batched::storage::{Column, Slot};
 use crate::batched::temps::StepTemps;
+use crate::batched::{column_slot, BlockChoice};
 use crate::internal::internal_error;
-use crate::memory::{check_memory, concrete_shape, default_max_instances, lane_bytes, value_bytes};
-use crate::monitor::{stack_overflow, step_limit, OpCounter};
+use crate::memory::{check_memory, concrete_shape, lane_bytes, value_bytes};
+use crate::monitor::{stack_overflow, OpCounter};
 use crate::{Batch, Env, ExecError, Executor, RunOptions, RunOutput};
 
 mod forks;
@@ -82,10 +77,9 @@ struct Run<'a> {
     invariance: &'a Invariance,
     /// The engine, the lanes and the rest every step shares.
     step: Stepper<'a>,
-    /// The most instance lanes alive at once (`--max-instances`); the
-    /// default is computed at the first fork ([`Run::max_instances`]).
-    max_instances: Option<usize>,
-    /// The entry function (for that default).
+    /// The most instance lanes alive at once.
+    max_instances: InstanceBudget,
+    /// The entry function (for the default of that budget).
     entry: FuncId,
     /// Counter index of each op, per function and block.
     op_counters: Vec<Vec<Vec<Option<usize>>>>,
@@ -131,12 +125,6 @@ fn plan_op<'p>(
     counter: Option<usize>,
     ragged: bool,
 ) -> PlanOp<'p> {
-    let mentions = op
-        .uses()
-        .iter()
-        .chain(op.defs())
-        .map(|v| v.index())
-        .collect();
     match op {
         Op::Prim {
             dst,
@@ -144,30 +132,13 @@ fn plan_op<'p>(
             args,
             loc,
         } => PlanOp {
-            prim: Some((prim, *loc)),
-            args: args.iter().map(|a| a.index()).collect(),
-            dst: dst.map(|d| d.index()),
-            mentions,
-            types: match ragged {
-                true => args
-                    .iter()
-                    .chain(dst)
-                    .map(|v| &function.vars[*v].ty)
-                    .collect(),
-                false => Vec::new(),
-            },
             counter,
-            arg_copy: None,
+            ..PlanOp::prim(prim, *loc, args, *dst, ragged, |v| &function.vars[v].ty)
         },
-        Op::Call { .. } | Op::Fork { .. } => PlanOp {
-            prim: None,
-            args: Vec::new(),
-            dst: None,
-            mentions,
-            types: Vec::new(),
-            counter: None,
-            arg_copy: None,
-        },
+        Op::Call { .. } | Op::Fork { .. } => {
+            let mentions = op.uses().iter().chain(op.defs());
+            PlanOp::own(mentions.map(|v| v.index()).collect())
+        }
     }
 }
 
@@ -294,7 +265,7 @@ fn run_on_this_thread(
         program,
         invariance,
         step: Stepper::new(backend, program, env, options, members, counter)?,
-        max_instances: options.max_instances,
+        max_instances: InstanceBudget::new(options.max_instances),
         entry: batch.entry,
         op_counters,
         statics: StaticPool {
@@ -320,23 +291,12 @@ fn run_on_this_thread(
     let member_ids: Vec<u32> = (0..members as u32).collect();
     let returned = run.activation(batch.entry, &member_ids, params, 1)?;
     let mut step = run.step;
+    let values: Vec<Slot> = returned.values.into_iter().map(Slot::Column).collect();
     for (m, finished) in returned.finished.iter().enumerate() {
         if *finished && !step.lanes.has_failed(m as u32) {
-            let value = |(c, ty): (&Column, &TensorType)| match &step.classes {
-                Some(classes) if classes.mentions(ty) => classes.value(
-                    Values::of(&c.data, m * c.row_len..(m + 1) * c.row_len),
-                    ty,
-                    m,
-                ),
-                _ => c.row(m),
-            };
-            let results = returned
-                .values
-                .iter()
-                .zip(&entry.results)
-                .map(value)
-                .collect();
-            step.lanes.finish(m, results);
+            let results = values.iter().zip(&entry.results);
+            let results = results.map(|(slot, ty)| step.member_result(slot, ty, m));
+            step.lanes.finish(m, results.collect());
         }
     }
     Ok(step.into_output(started, program, env, batch))
@@ -404,7 +364,7 @@ struct Activation<'m> {
     /// The statics its slots hold, lent by the run's pool.
     loans: Vec<Loan>,
     /// The rows waiting at each block; the smallest block runs next.
-    queue: BTreeMap<Block, Vec<u32>>,
+    waiting: Waiting<Block>,
     /// Its function's plan, and the storage of the running step's
     /// temporaries.
     plan: Rc<StepPlan<'m>>,
@@ -424,11 +384,7 @@ impl Activation<'_> {
     /// result columns).
     fn terminate(&mut self, term: &Terminator, rows: &[u32]) -> Result<(), ExecError> {
         match term {
-            Terminator::Jump(target) => self
-                .queue
-                .entry(*target)
-                .or_default()
-                .extend_from_slice(rows),
+            Terminator::Jump(target) => self.waiting.push(*target, rows),
             Terminator::Branch {
                 cond,
                 then_block,
@@ -436,18 +392,8 @@ impl Activation<'_> {
             } => {
                 let mut branch = BranchRows::default();
                 branch.partition(&self.slots[cond.index()], rows)?;
-                if !branch.then_rows.is_empty() {
-                    self.queue
-                        .entry(*then_block)
-                        .or_default()
-                        .extend(branch.then_rows);
-                }
-                if !branch.else_rows.is_empty() {
-                    self.queue
-                        .entry(*else_block)
-                        .or_default()
-                        .extend(branch.else_rows);
-                }
+                self.waiting.push(*then_block, &branch.then_rows);
+                self.waiting.push(*else_block, &branch.else_rows);
             }
             Terminator::Return(vars) => {
                 for r in rows.iter() {
@@ -520,14 +466,17 @@ impl<'a> Run<'a> {
                 .map(|ty| Column::zeros(ty.elem, concrete_shape(ty, self.step.shared.symbols), n))
                 .collect(),
             loans: Vec::new(),
-            queue: BTreeMap::from([(Function::ENTRY, (0..n as u32).collect())]),
+            waiting: Waiting::new(function.blocks.len()),
             plan,
             temps: StepTemps::default(),
             block: Function::ENTRY,
             depth,
         };
-        while let Some((block_id, mut rows)) = frame.queue.pop_first() {
-            self.run_block(&mut frame, block_id, &mut rows)?;
+        let mut rows: Vec<u32> = (0..n as u32).collect();
+        frame.waiting.push(Function::ENTRY, &rows);
+        while let Some(block) = frame.waiting.choose(BlockChoice::SmallestIndex) {
+            frame.waiting.take(block, &mut rows);
+            self.run_block(&mut frame, block, &mut rows)?;
         }
         self.state_bytes -= bytes;
         self.statics.take_back(&mut frame.slots, &frame.loans);
@@ -537,8 +486,8 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// Runs block `block_id` of the activation for `rows`: the step check,
-    /// its operations, then its terminator sends the rows on.
+    /// Runs block `block_id` of the activation for `rows` (sorted): the
+    /// step, then its terminator sends the rows on.
     fn run_block(
         &mut self,
         frame: &mut Activation<'_>,
@@ -547,7 +496,6 @@ impl<'a> Run<'a> {
     ) -> Result<(), ExecError> {
         let program = self.program;
         let block = &program.functions[frame.fid].blocks[block_id];
-        rows.sort_unstable();
         frame.block = block_id;
         let site = StepSite {
             function: frame.fid.index(),
@@ -555,15 +503,8 @@ impl<'a> Run<'a> {
             loc: block.loc,
             counts_step: !program.functions[frame.fid].uncounted,
         };
-        let parts = self.parts(frame);
-        let mut step_frame = parts.frame;
-        parts.stepper.begin_step(&mut step_frame, rows, site);
         let plan = frame.plan.clone();
-        run_ops(self, frame, &plan.blocks[block_id.index()], rows)?;
-        let held = self.state_bytes;
-        let parts = self.parts(frame);
-        let mut step_frame = parts.frame;
-        parts.stepper.end_step(&mut step_frame, || held);
+        run_step(self, frame, site, &plan.blocks[block_id.index()], rows)?;
         if rows.is_empty() {
             return Ok(());
         }
@@ -801,5 +742,10 @@ impl<'a, 'm> Control<'a, Activation<'m>> for Run<'a> {
             }
             Op::Prim { .. } => internal_error("a primitive run as a call or fork"),
         }
+    }
+
+    /// The activations alive.
+    fn held_bytes(&self) -> u64 {
+        self.state_bytes
     }
 }

@@ -28,35 +28,20 @@ pub(super) struct CatchPlan {
 }
 
 impl CatchPlan {
-    pub(super) fn new(lowered: &LoweredProgram) -> CatchPlan {
-        let functions = lowered.functions.len();
-        let mut callees: Vec<Vec<usize>> = vec![Vec::new(); functions];
-        let mut pushed: Vec<BTreeSet<GlobalVar>> = vec![BTreeSet::new(); functions];
+    /// The plan of `lowered`, whose functions reach those of `calls`
+    /// through calls ([`autobatch_passes::stack::reachability`]).
+    pub(super) fn new(lowered: &LoweredProgram, calls: &[Vec<bool>]) -> CatchPlan {
+        let mut pushed: Vec<BTreeSet<GlobalVar>> = vec![BTreeSet::new(); lowered.functions.len()];
         for block in lowered.blocks.values() {
-            let f = block.func.index();
-            if let LoweredTerm::PushJump { callee, .. } = block.term {
-                callees[f].push(callee.index());
-            }
             for op in &block.ops {
                 if let LoweredOp::Push(x) = op {
-                    pushed[f].insert(*x);
+                    pushed[block.func.index()].insert(*x);
                 }
             }
         }
-        let reached_pushes = |start: usize| -> Vec<GlobalVar> {
-            let mut seen = vec![false; functions];
-            let mut todo = vec![start];
-            let mut vars = BTreeSet::new();
-            seen[start] = true;
-            while let Some(f) = todo.pop() {
-                vars.extend(pushed[f].iter().copied());
-                for &g in &callees[f] {
-                    if !seen[g] {
-                        seen[g] = true;
-                        todo.push(g);
-                    }
-                }
-            }
+        let reached_pushes = |callee: usize| -> Vec<GlobalVar> {
+            let reached = pushed.iter().zip(&calls[callee]).filter(|(_, r)| **r);
+            let vars: BTreeSet<GlobalVar> = reached.flat_map(|(p, _)| p).copied().collect();
             vars.into_iter().collect()
         };
         let saved = lowered
@@ -131,7 +116,7 @@ pub(super) struct MemberStacks<'a> {
 /// innermost catching call's recovery block.
 pub(super) struct Unwinding<'s> {
     pub(super) stacks: MemberStacks<'s>,
-    pub(super) waiting: &'s mut Waiting,
+    pub(super) waiting: &'s mut Waiting<PcBlock>,
 }
 
 impl StepHooks for Unwinding<'_> {

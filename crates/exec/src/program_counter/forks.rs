@@ -6,6 +6,9 @@
 //! moves the parent on.
 
 use super::*;
+use crate::batched::instances::{
+    self, arg_place, instance_count, result_place, shared_arg, ForkAt, Forked,
+};
 
 impl Machine<'_> {
     /// A fork at the end of block `pc`, for `rows`: each lane draws the
@@ -18,51 +21,39 @@ impl Machine<'_> {
             if self.step.lanes.drop_if_cancelled(r) {
                 continue;
             }
-            let total = match fork.count {
-                Some(count) => dim_length(self.symbols_of(r), count) as u64,
-                None => fork.calls.len() as u64,
+            let at = ForkAt {
+                total: instance_count(fork.count, fork.calls.len(), self.symbols_of(r)),
+                depth: self.depth(r),
+                site: pc.0,
+                mode: fork.tape,
+                overflow_loc: fork.overflow_loc,
             };
-            let key = self.step.lanes.fork_key(r, fork.tape);
-            let depth = self.depth(r);
-            if total > 0 && depth >= max_depth {
-                self.fail_or_recover(r, stack_overflow(max_depth, fork.overflow_loc));
-            } else if total == 0 {
-                self.step.lanes.empty_fork(r, fork.tape);
-                self.waiting.push(fork.then, &[r]);
-            } else {
-                let opening = Opening {
-                    depth,
-                    site: pc.0,
-                    mode: fork.tape,
-                };
-                let join = self.step.lanes.open_fork(r, key, total, opening);
-                self.step.lanes.queue_fork(join);
+            match instances::open(&mut self.step.lanes, r, at, max_depth) {
+                Forked::Waits(join) => self.step.lanes.queue_fork(join),
+                Forked::NoInstance => self.waiting.push(fork.then, &[r]),
+                Forked::Overflows(error) => self.fail_or_recover(r, error),
             }
         }
     }
 
-    /// `--max-instances`, or by default as many instances as a quarter of
-    /// the available memory holds, each a row of the columns of the
-    /// functions instances run (computed once, at the first fork: reading
-    /// the available memory costs more than a small run).
+    /// The budget of instance lanes alive at once; an instance lane is a
+    /// row of the columns of the functions instances run.
     pub(super) fn max_instances(&mut self) -> usize {
-        if let Some(max) = self.max_instances {
-            return max;
-        }
-        let row: u128 = self
-            .lowered
-            .vars
-            .values()
-            .filter(|v| {
-                // Invariant and member variables have no row per lane.
-                !matches!(v.class, VarClass::Invariant | VarClass::Member(_))
-                    && self.grows[v.func.index()]
-            })
-            .map(|v| value_bytes(&v.ty, self.step.shared.symbols))
-            .fold(0, u128::saturating_add);
-        let max = default_max_instances(row.saturating_add(MEMBER_OVERHEAD_BYTES));
-        self.max_instances = Some(max);
-        max
+        let (lowered, grows) = (self.lowered, &self.grows);
+        let symbols = self.step.shared.symbols;
+        self.max_instances.max(|| {
+            let row: u128 = lowered
+                .vars
+                .values()
+                .filter(|v| {
+                    // Invariant and member variables have no row per lane.
+                    !matches!(v.class, VarClass::Invariant | VarClass::Member(_))
+                        && grows[v.func.index()]
+                })
+                .map(|v| value_bytes(&v.ty, symbols))
+                .fold(0, u128::saturating_add);
+            row.saturating_add(MEMBER_OVERHEAD_BYTES)
+        })
     }
 
     /// After a step: frees the lanes that ended, resolves the joins whose
@@ -113,24 +104,18 @@ impl Machine<'_> {
     /// A join resolved: its parent goes on after the fork with the member's
     /// steps so far, or meets the first instance's error where it forked.
     pub(super) fn resolve(&mut self, fork: ForkId) {
-        let (join, resolution) = self.step.lanes.close_fork(fork);
-        let LoweredTerm::Fork(site) = &self.lowered.blocks[PcBlock(join.site)].term else {
-            internal_error("a join whose site is not a fork");
-        };
-        let parent = join.parent;
-        match resolution {
-            Resolution::Returned { steps } => {
-                self.step.lanes.set_steps(parent, steps);
-                self.waiting.push(site.then, &[parent]);
+        let (lanes, lowered) = (&mut self.step.lanes, self.lowered);
+        let max_steps = self.step.options.max_steps;
+        let (join, outcome) = instances::close(lanes, fork, max_steps, |join| {
+            fork_at(lowered, join.site).loc
+        });
+        match outcome {
+            Ok(()) => {
+                let then = fork_at(lowered, join.site).then;
+                self.waiting.push(then, &[join.parent]);
             }
-            Resolution::Failed { steps, error } => {
-                self.step.lanes.set_steps(parent, steps);
-                self.fail_or_recover(parent, error);
-            }
-            Resolution::StepLimit => self
-                .step
-                .lanes
-                .fail(parent, step_limit(self.step.options.max_steps, site.loc)),
+            // A step limit is not catchable: the parent stops.
+            Err(error) => self.fail_or_recover(join.parent, error),
         }
     }
 
@@ -157,60 +142,34 @@ impl Machine<'_> {
         };
         self.ensure_capacity();
         let join = self.step.lanes.join(fork);
-        let (parent, site) = (join.parent as usize, PcBlock(join.site));
+        let (parent, site) = (join.parent as usize, fork_at(self.lowered, join.site));
         self.depth_base[lane as usize] = join.depth;
-        let LoweredTerm::Fork(site) = &self.lowered.blocks[site].term else {
-            internal_error("a join whose site is not a fork");
-        };
         let call = &site.calls[if site.count.is_some() { 0 } else { k as usize }];
         let member = self.step.lanes.member_of(lane);
-        for (param, arg) in &call.params {
-            if let Slot::Member(_) = self.slots[param.index()] {
+        for &(param, arg) in &call.params {
+            match &self.slots[param.index()] {
                 // Holds the member's value already.
-                continue;
-            }
-            if let Slot::Invariant(assigned) = &self.slots[param.index()] {
-                // Every call site passes the same shared value
-                // (`autobatch_passes::views`): set once, never per lane.
-                if assigned.is_none() {
-                    let value = match (arg, &self.slots) {
-                        (LoweredArg::Whole(v), slots) => match &slots[v.index()] {
-                            Slot::Invariant(Some(value)) => value.clone(),
-                            _ => internal_error("a per-member argument of an invariant parameter"),
-                        },
-                        _ => internal_error("an element or index for an invariant parameter"),
-                    };
+                Slot::Member(_) => continue,
+                // Set once, never per lane.
+                Slot::Invariant(Some(_)) => continue,
+                Slot::Invariant(None) => {
+                    let value = shared_arg(&self.slots, arg);
                     self.slots[param.index()] = Slot::Invariant(Some(value));
+                    continue;
                 }
-                continue;
+                Slot::Column(_) => {}
             }
-            let len = self.own_len(*param, lane);
-            let elem = self.lowered.vars[*param].ty.elem;
+            let len = self.own_len(param, lane);
+            let elem = self.lowered.vars[param].ty.elem;
             self.step.call_bytes += (len * crate::memory::element_bytes(elem)) as u64;
             let to = Place {
                 slot: param.index(),
                 row: lane as usize,
                 offset: 0,
             };
-            // A member slot's row is the member's.
-            let from = |slots: &[Slot], v: GlobalVar, offset| Place {
-                slot: v.index(),
-                row: match slots[v.index()] {
-                    Slot::Member(_) => member,
-                    _ => parent,
-                },
-                offset,
-            };
-            match arg {
-                LoweredArg::Whole(v) => {
-                    let from = from(&self.slots, *v, 0);
-                    copy_value(&mut self.slots, from, to, len)
-                }
-                LoweredArg::Element(v) => {
-                    let from = from(&self.slots, *v, k as usize * len);
-                    copy_value(&mut self.slots, from, to, len)
-                }
-                LoweredArg::Index => {
+            match arg_place(&self.slots, arg, parent, member, k, len) {
+                Some(from) => copy_value(&mut self.slots, from, to, len),
+                None => {
                     let Slot::Column(column) = &mut self.slots[param.index()] else {
                         internal_error("an instance's parameter is invariant");
                     };
@@ -229,24 +188,17 @@ impl Machine<'_> {
             internal_error("a lane that is no instance returned as one");
         };
         let join = self.step.lanes.join(fork);
-        let (parent, site) = (join.parent as usize, PcBlock(join.site));
-        let LoweredTerm::Fork(site) = &self.lowered.blocks[site].term else {
-            internal_error("a join whose site is not a fork");
-        };
+        let (parent, site) = (join.parent as usize, fork_at(self.lowered, join.site));
         let map = site.count.is_some();
         let call = &site.calls[if map { 0 } else { k as usize }];
-        for (result, dst) in &call.results {
-            let len = self.own_len(*result, lane);
+        for &(result, dst) in &call.results {
+            let len = self.own_len(result, lane);
             let from = Place {
                 slot: result.index(),
                 row: lane as usize,
                 offset: 0,
             };
-            let to = Place {
-                slot: dst.index(),
-                row: parent,
-                offset: if map { k as usize * len } else { 0 },
-            };
+            let to = result_place(dst.index(), parent, map, k, len);
             copy_value(&mut self.slots, from, to, len);
         }
     }
@@ -263,30 +215,17 @@ impl Machine<'_> {
         let rows = grown_rows(self.capacity, needed, bound);
         let grows = |x: usize| self.grows[self.lowered.vars[GlobalVar::new(x)].func.index()];
         let lowered = self.lowered;
-        // A temporary's value does not outlive its step, unless a fork
-        // passes it (its instances start later, from the parent's row).
-        let fork_args: std::collections::HashSet<GlobalVar> = lowered
-            .blocks
-            .values()
-            .filter_map(|b| match &b.term {
-                LoweredTerm::Fork(fork) => Some(fork),
-                _ => None,
-            })
-            .flat_map(|fork| fork.calls.iter().flat_map(|c| &c.params))
-            .filter_map(|(_, arg)| match arg {
-                LoweredArg::Whole(v) | LoweredArg::Element(v) => Some(*v),
-                LoweredArg::Index => None,
-            })
-            .collect();
         for (x, slot) in self.slots.iter_mut().enumerate() {
             if self.plan.is_temp[x] {
                 // Step storage only.
                 continue;
             }
             if let (true, Slot::Column(column)) = (grows(x), slot) {
-                let x = GlobalVar::new(x);
-                let keep = lowered.vars[x].class != VarClass::Temporary || fork_args.contains(&x);
-                column.grow_rows(rows, keep);
+                // A temporary's value does not outlive its step, unless a
+                // fork passes it (its instances start later, from the
+                // parent's row).
+                let temporary = lowered.vars[GlobalVar::new(x)].class == VarClass::Temporary;
+                column.grow_rows(rows, !temporary || self.fork_reads[x]);
             }
         }
         for (x, stack) in self.stacks.iter_mut().enumerate() {
@@ -319,27 +258,10 @@ pub(super) fn grown_rows(capacity: usize, needed: usize, bound: usize) -> usize 
     needed.max(step)
 }
 
-/// Per function of `lowered`, whether an instance may run it: whether some
-/// fork's callee reaches it through calls and forks.
-pub(super) fn instance_functions(lowered: &LoweredProgram) -> Vec<bool> {
-    let mut callees: Vec<Vec<usize>> = vec![Vec::new(); lowered.functions.len()];
-    let mut todo = Vec::new();
-    for block in lowered.blocks.values() {
-        let from = &mut callees[block.func.index()];
-        match &block.term {
-            LoweredTerm::PushJump { callee, .. } => from.push(callee.index()),
-            LoweredTerm::Fork(fork) => {
-                from.extend(fork.calls.iter().map(|c| c.callee.index()));
-                todo.extend(fork.calls.iter().map(|c| c.callee.index()));
-            }
-            _ => {}
-        }
+/// The fork that ends block `site` of `lowered`.
+fn fork_at(lowered: &LoweredProgram, site: u32) -> &LoweredFork {
+    match &lowered.blocks[PcBlock(site)].term {
+        LoweredTerm::Fork(fork) => fork,
+        _ => internal_error("a join whose site is not a fork"),
     }
-    let mut grows = vec![false; lowered.functions.len()];
-    while let Some(f) = todo.pop() {
-        if !std::mem::replace(&mut grows[f], true) {
-            todo.extend(callees[f].iter().copied());
-        }
-    }
-    grows
 }

@@ -3,32 +3,22 @@
 //! The program is the flat, explicit-stack form of `autobatch_passes::stack`.
 //! Every member has a program counter and a stack of return addresses; every
 //! full variable has a per-member stack whose top is the variable itself.
-//! At each step the executor picks one block ([`BlockChoice`]), runs it for
-//! every member waiting there, whatever its recursion depth, and moves each
+//! At each step the executor picks one block
+//! ([`BlockChoice`](crate::batched::BlockChoice)), runs it for every member
+//! waiting there ([`Waiting`]), whatever its recursion depth, and moves each
 //! member to its next block. There is no host recursion, so the depth of a
 //! member's recursion is bounded only by `--max-stack-depth`, and each
 //! member's stacks grow on demand.
 //!
-//! Members waiting at each block are kept in per-block lists, so choosing
-//! the next block and its active set costs nothing per idle member.
-//!
 //! **Instances.** A row of storage is a *lane* ([`crate::batched::lanes`]):
 //! rows `0..members` are the members' own lanes, and each instance of a
 //! fork (`join`, `map`, `pfor`) is a lane of its own, with its own program
-//! counter, return stack, catch frames and variable stacks. At a fork the
-//! lane draws the fork's key and waits (in no block's queue); its instances
-//! get lanes (freed lanes are reused; when none is free, the columns and
-//! stacks of the functions instances may run grow, the others keep a row
-//! per member), their parameters are copied from the parent's row, and
-//! they start at the callee's entry, running with every other lane that
-//! reaches the same block, whatever its member or depth. An instance that
-//! returns copies its results into the parent's destinations (element `k`
-//! of each for a `map`) and frees its lane; the join resolves in instance
-//! order ([`LaneTable`]) and the last instance to end moves the parent to the
-//! fork's continuation (or unwinds it with the first instance's error).
-//! At most `--max-instances` instance lanes are alive at once: the others
-//! start as lanes free up, oldest fork first, and a fork with none running
-//! gets one whatever the budget.
+//! counter, return stack, catch frames and variable stacks
+//! ([`crate::batched::instances`]). A lane at a fork waits in no block's
+//! queue; its instances start at the callee's entry as lanes free up
+//! ([`forks`]) and run with every other lane at the same block, whatever
+//! its member or depth. The join's resolution moves the parent on to the
+//! fork's continuation, or unwinds it with the first instance's error.
 //!
 //! [`ProgramCounter`] registers it as the `program-counter` strategy. It
 //! keeps only its control: the waiting lists, program counters, return
@@ -48,24 +38,25 @@ use std::time::Instant;
 
 use autobatch_ir::{EntityRef, Loc, Prim, Program};
 use autobatch_kernels::buffer::Values;
-use autobatch_kernels::{dim_length, Backend};
+use autobatch_kernels::Backend;
 use autobatch_passes::stack::{
-    lower_to_stack, verify_lowered, GlobalVar, LoweredArg, LoweredFork, LoweredFunction, LoweredOp,
-    LoweredProgram, LoweredTerm, PcBlock, VarClass,
+    lower_to_stack, reachability, verify_lowered, GlobalVar, LoweredFork, LoweredFunction,
+    LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass,
 };
 use autobatch_types::{MemberError, Scalar};
 
 use crate::batched::classes::SizeClasses;
-use crate::batched::lanes::{ForkId, Opening, Resolution};
+use crate::batched::column_slot;
+use crate::batched::instances::InstanceBudget;
+use crate::batched::lanes::ForkId;
 use crate::batched::plan::{ArgCopy, PlanOp, StepPlan};
-use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows};
-use crate::batched::step::{run_ops, Control, Frame, StepHooks, StepParts, StepSite, Stepper};
+use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows, Waiting};
+use crate::batched::step::{run_step, Control, Frame, StepHooks, StepParts, StepSite, Stepper};
 use crate::batched::storage::{copy_value, Column, Place, Slot, ValueStack};
 use crate::batched::temps::StepTemps;
-use crate::batched::{column_slot, BlockChoice};
 use crate::internal::internal_error;
-use crate::memory::{concrete_shape, default_max_instances, value_bytes, MEMBER_OVERHEAD_BYTES};
-use crate::monitor::{stack_overflow, step_limit, OpCounter};
+use crate::memory::{concrete_shape, instance_functions, value_bytes, MEMBER_OVERHEAD_BYTES};
+use crate::monitor::{stack_overflow, OpCounter};
 use crate::{Batch, Env, ExecError, Executor, OptionsRead, RunOptions, RunOutput};
 
 /// The program-counter executor in the registry ([`crate::EXECUTORS`]).
@@ -149,7 +140,6 @@ mod catch;
 mod forks;
 
 use catch::{unwind, CatchFrame, CatchPlan, MemberStacks, Unwinding};
-use forks::instance_functions;
 
 /// The state of a program-counter run.
 struct Machine<'a> {
@@ -180,9 +170,10 @@ struct Machine<'a> {
     /// The block running, and the rows of its function's columns.
     pc: PcBlock,
     total: usize,
-    /// The most instance lanes alive at once (`--max-instances`); the
-    /// default is computed at the first fork ([`Machine::max_instances`]).
-    max_instances: Option<usize>,
+    /// The most instance lanes alive at once ([`Machine::max_instances`]).
+    max_instances: InstanceBudget,
+    /// Per variable, whether a fork passes it to its instances.
+    fork_reads: Vec<bool>,
     /// Per lane, the blocks its pending calls return to.
     return_stacks: Vec<Vec<PcBlock>>,
     /// Per lane, the stack depth below its first activation: 0 for a
@@ -191,57 +182,11 @@ struct Machine<'a> {
     catch_plan: CatchPlan,
     /// Per lane, the catching calls it is inside, innermost last.
     catches: Vec<Vec<CatchFrame>>,
-    waiting: Waiting,
+    waiting: Waiting<PcBlock>,
     /// Reused buffer: a branch's or a call's split.
     branch: BranchRows,
     /// The bytes of the columns.
     column_bytes: u64,
-}
-
-/// The members waiting at each block, and the blocks some member waits at.
-struct Waiting {
-    at: Vec<Vec<u32>>,
-    nonempty: BTreeSet<u32>,
-}
-
-impl Waiting {
-    /// Sends the members `rows` (as rows: program-counter's rows are its
-    /// members) to block `pc`.
-    fn push(&mut self, pc: PcBlock, rows: &[u32]) {
-        if !rows.is_empty() {
-            let queue = &mut self.at[pc.index()];
-            if queue.is_empty() {
-                self.nonempty.insert(pc.0);
-            }
-            queue.extend_from_slice(rows);
-        }
-    }
-
-    /// The block to run next.
-    fn choose(&self, choice: BlockChoice) -> Option<PcBlock> {
-        let pc = match choice {
-            BlockChoice::SmallestIndex => self.nonempty.first().copied(),
-            BlockChoice::MostMembers => {
-                let mut best: Option<(usize, u32)> = None;
-                for pc in &self.nonempty {
-                    let n = self.at[*pc as usize].len();
-                    if best.is_none_or(|(m, _)| n > m) {
-                        best = Some((n, *pc));
-                    }
-                }
-                best.map(|(_, pc)| pc)
-            }
-        };
-        pc.map(PcBlock)
-    }
-
-    /// Moves the members waiting at `pc` into `rows`, sorted.
-    fn take(&mut self, pc: PcBlock, rows: &mut Vec<u32>) {
-        self.nonempty.remove(&pc.0);
-        rows.clear();
-        std::mem::swap(rows, &mut self.at[pc.index()]);
-        rows.sort_unstable();
-    }
 }
 
 impl<'a> Machine<'a> {
@@ -264,19 +209,23 @@ impl<'a> Machine<'a> {
             OpCounter::default(),
         )?;
         step.engine.remember_statics();
+        let mut fork_reads = vec![false; lowered.vars.len()];
+        for block in lowered.blocks.values() {
+            if let LoweredTerm::Fork(fork) = &block.term {
+                fork.reads().for_each(|x| fork_reads[x.index()] = true);
+            }
+        }
         let plan = plan_program(
             lowered,
             &env.symbols,
             &mut step.counter,
             step.classes.as_ref(),
             options.fuse,
+            &fork_reads,
         );
         let (slots, stacks) = storage(lowered, &env.symbols, members, &plan.is_temp);
         let entry = &lowered.functions[batch.entry];
-        let mut waiting = Waiting {
-            at: vec![Vec::new(); lowered.blocks.len()],
-            nonempty: BTreeSet::new(),
-        };
+        let mut waiting = Waiting::new(lowered.blocks.len());
         waiting.push(entry.entry, &(0..members as u32).collect::<Vec<_>>());
         let mut machine = Machine {
             lowered,
@@ -284,7 +233,7 @@ impl<'a> Machine<'a> {
             step,
             members,
             capacity: members,
-            grows: instance_functions(lowered),
+            grows: instance_functions(program, batch.entry),
             uncounted: program.functions.values().map(|f| f.uncounted).collect(),
             slots,
             stacks,
@@ -292,10 +241,11 @@ impl<'a> Machine<'a> {
             temps: StepTemps::default(),
             pc: entry.entry,
             total: members,
-            max_instances: options.max_instances,
+            max_instances: InstanceBudget::new(options.max_instances),
+            fork_reads,
             return_stacks: vec![Vec::new(); members],
             depth_base: vec![0; members],
-            catch_plan: CatchPlan::new(lowered),
+            catch_plan: CatchPlan::new(lowered, &reachability(program)),
             catches: vec![Vec::new(); members],
             waiting,
             branch: BranchRows::default(),
@@ -323,24 +273,8 @@ impl<'a> Machine<'a> {
             loc: block.loc,
             counts_step: block.counts_step && !self.uncounted[block.func.index()],
         };
-        let mut unit = ();
-        let parts = self.parts(&mut unit);
-        let mut frame = parts.frame;
-        parts.stepper.begin_step(&mut frame, rows, site);
         let plan = self.plan.clone();
-        run_ops(self, &mut unit, &plan.blocks[pc.index()], rows)?;
-        let total = self.total_rows(pc);
-        let mut frame = Frame {
-            slots: &mut self.slots,
-            temps: &mut self.temps,
-            is_temp: &plan.is_temp,
-            lanes: None,
-            members: None,
-            total,
-        };
-        let (column_bytes, stacks) = (self.column_bytes, &self.stacks);
-        self.step
-            .end_step(&mut frame, || column_bytes + stack_bytes(stacks));
+        run_step(self, &mut (), site, &plan.blocks[pc.index()], rows)?;
         if rows.is_empty() {
             return Ok(());
         }
@@ -392,7 +326,8 @@ impl<'a> Machine<'a> {
     ) {
         // Members that enter the call, and those whose call overflows but
         // is caught.
-        let (entering, overflowed) = (&mut self.branch.then_rows, &mut self.branch.else_rows);
+        let mut split = std::mem::take(&mut self.branch);
+        let (entering, overflowed) = (&mut split.then_rows, &mut split.else_rows);
         entering.clear();
         overflowed.clear();
         let max_depth = self.step.options.max_stack_depth;
@@ -408,16 +343,7 @@ impl<'a> Machine<'a> {
                     overflowed.push(r);
                     continue;
                 }
-                let mut member_stacks = MemberStacks {
-                    plan: &self.catch_plan,
-                    catches: &mut self.catches,
-                    return_stacks: &mut self.return_stacks,
-                    stacks: &mut self.stacks,
-                };
-                match unwind(r, stack_overflow(max_depth, loc), &mut member_stacks) {
-                    Ok(recover) => self.waiting.push(recover, &[r]),
-                    Err(error) => self.step.lanes.fail(r, error),
-                }
+                self.fail_or_recover(r, stack_overflow(max_depth, loc));
                 continue;
             }
             if let Some(recover) = recover {
@@ -431,10 +357,11 @@ impl<'a> Machine<'a> {
             self.return_stacks[r as usize].push(return_to);
             entering.push(r);
         }
-        self.waiting.push(target, &self.branch.then_rows);
+        self.waiting.push(target, &split.then_rows);
         if let Some(recover) = recover {
-            self.waiting.push(recover, &self.branch.else_rows);
+            self.waiting.push(recover, &split.else_rows);
         }
+        self.branch = split;
     }
 
     /// A return: each lane goes back to where its innermost call returns
@@ -463,22 +390,11 @@ impl<'a> Machine<'a> {
                     }
                 }
                 None => {
-                    let results = self
-                        .entry
-                        .results
-                        .iter()
-                        .map(|x| {
-                            let slot = &self.slots[x.index()];
-                            let ty = &self.lowered.vars[*x].ty;
-                            match &self.step.classes {
-                                Some(classes) if classes.mentions(ty) => {
-                                    classes.value(slot.values(m, 0, slot.row_len()), ty, m)
-                                }
-                                _ => slot.value(m),
-                            }
-                        })
-                        .collect();
-                    self.step.lanes.finish(m, results);
+                    let results = self.entry.results.iter().map(|x| {
+                        let ty = &self.lowered.vars[*x].ty;
+                        self.step.member_result(&self.slots[x.index()], ty, m)
+                    });
+                    self.step.lanes.finish(m, results.collect());
                 }
             }
         }
@@ -570,24 +486,16 @@ fn storage(
 /// Per variable of `lowered`, whether it may be a step temporary
 /// ([`crate::batched::temps`]): a temporary of the explicit-stack form
 /// (live inside one block) that no terminator reads (a branch's condition,
-/// a fork's arguments, read when its instances start).
-fn step_temporaries(lowered: &LoweredProgram) -> Vec<bool> {
+/// or `fork_reads`: a fork's arguments, read when its instances start).
+fn step_temporaries(lowered: &LoweredProgram, fork_reads: &[bool]) -> Vec<bool> {
     let mut is_temp: Vec<bool> = lowered
         .vars
-        .values()
-        .map(|v| v.class == VarClass::Temporary)
+        .iter()
+        .map(|(x, v)| v.class == VarClass::Temporary && !fork_reads[x.index()])
         .collect();
     for block in lowered.blocks.values() {
-        match &block.term {
-            LoweredTerm::Branch { cond, .. } => is_temp[cond.index()] = false,
-            LoweredTerm::Fork(fork) => {
-                for (_, arg) in fork.calls.iter().flat_map(|c| &c.params) {
-                    if let LoweredArg::Whole(v) | LoweredArg::Element(v) = arg {
-                        is_temp[v.index()] = false;
-                    }
-                }
-            }
-            _ => {}
+        if let LoweredTerm::Branch { cond, .. } = &block.term {
+            is_temp[cond.index()] = false;
         }
     }
     is_temp
@@ -601,6 +509,7 @@ fn plan_program<'p>(
     counter: &mut OpCounter,
     classes: Option<&SizeClasses>,
     fuse: bool,
+    fork_reads: &[bool],
 ) -> StepPlan<'p> {
     let ragged = classes.is_some();
     let blocks = lowered
@@ -619,7 +528,7 @@ fn plan_program<'p>(
                 .collect()
         })
         .collect();
-    StepPlan::new(blocks, step_temporaries(lowered), classes, fuse)
+    StepPlan::new(blocks, step_temporaries(lowered, fork_reads), classes, fuse)
 }
 
 /// An operation of the explicit-stack form as the planner sees it: a value
@@ -639,17 +548,8 @@ fn plan_op<'p>(
         loc,
     } = op
     else {
-        return PlanOp {
-            prim: None,
-            args: Vec::new(),
-            dst: None,
-            mentions: Vec::new(),
-            types: Vec::new(),
-            counter: None,
-            arg_copy: None,
-        };
+        return PlanOp::own(Vec::new());
     };
-    let args: Vec<usize> = args.iter().map(|a| a.index()).collect();
     let arg_copy = match (prim, dst) {
         (Prim::Copy, Some(d)) if params.contains(d) => Some(ArgCopy {
             bytes: value_bytes(&lowered.vars[*d].ty, symbols) as u64,
@@ -658,32 +558,9 @@ fn plan_op<'p>(
         _ => None,
     };
     PlanOp {
-        prim: Some((prim, *loc)),
-        mentions: args.iter().copied().chain(dst.map(|d| d.index())).collect(),
-        types: if ragged {
-            op_types(lowered, op)
-        } else {
-            Vec::new()
-        },
-        dst: dst.map(|d| d.index()),
-        args,
         counter: counter.register(prim, *loc),
         arg_copy,
-    }
-}
-
-/// The types of a primitive's operands, then of its result (if any).
-fn op_types<'l>(
-    lowered: &'l LoweredProgram,
-    op: &LoweredOp,
-) -> Vec<&'l autobatch_types::TensorType> {
-    match op {
-        LoweredOp::Prim { args, dst, .. } => args
-            .iter()
-            .chain(dst)
-            .map(|x| &lowered.vars[*x].ty)
-            .collect(),
-        _ => Vec::new(),
+        ..PlanOp::prim(prim, *loc, args, *dst, ragged, |x| &lowered.vars[x].ty)
     }
 }
 
@@ -760,5 +637,10 @@ impl<'a> Control<'a, ()> for Machine<'a> {
             LoweredOp::Prim { .. } => internal_error("a primitive run as a stack move"),
         }
         Ok(())
+    }
+
+    /// The columns and the value stacks.
+    fn held_bytes(&self) -> u64 {
+        self.column_bytes + stack_bytes(&self.stacks)
     }
 }

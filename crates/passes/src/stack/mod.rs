@@ -169,6 +169,16 @@ pub struct LoweredFork {
     pub tape: autobatch_ir::TapeMode,
 }
 
+impl LoweredFork {
+    /// The variables the fork's instances read when they start.
+    pub fn reads(&self) -> impl Iterator<Item = GlobalVar> + '_ {
+        self.calls
+            .iter()
+            .flat_map(|call| &call.params)
+            .filter_map(|(_, arg)| arg.var().copied())
+    }
+}
+
 /// One call of a fork: where an instance starts, what it receives and
 /// where its results go.
 #[derive(Clone, Debug, PartialEq)]
@@ -184,15 +194,7 @@ pub struct LoweredInstance {
 }
 
 /// What a forking lane passes to one parameter of an instance.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LoweredArg {
-    /// The variable's value.
-    Whole(GlobalVar),
-    /// Element `k` of the variable, for instance `k`.
-    Element(GlobalVar),
-    /// `k` as an `i64`.
-    Index,
-}
+pub type LoweredArg = autobatch_ir::InstanceArg<GlobalVar>;
 
 #[derive(Clone, Debug)]
 pub struct LoweredBlock {
@@ -643,18 +645,7 @@ impl BlockLowering<'_> {
                     .params
                     .iter()
                     .zip(&call.args)
-                    .map(|(p, a)| {
-                        let passed = match a {
-                            autobatch_ir::InstanceArg::Whole(v) => {
-                                LoweredArg::Whole(self.global(fid, *v))
-                            }
-                            autobatch_ir::InstanceArg::Element(v) => {
-                                LoweredArg::Element(self.global(fid, *v))
-                            }
-                            autobatch_ir::InstanceArg::Index => LoweredArg::Index,
-                        };
-                        (*p, passed)
-                    })
+                    .map(|(p, a)| (*p, a.map(|v| self.global(fid, v))))
                     .collect();
                 let results = self.result_registers[call.callee.index()]
                     .iter()
@@ -956,17 +947,12 @@ fn coalesce_copies(program: &mut LoweredProgram) {
 }
 
 /// Whether the terminator `term` reads `v`: a branch's condition, or what a
-/// fork passes to its instances (found by the fuzzer: a temporary read by
-/// a fork's arguments after it was copied must keep its own value).
+/// fork passes to its instances (a temporary a fork's arguments read after
+/// it was copied must keep its own value).
 fn term_reads(term: &LoweredTerm, v: GlobalVar) -> bool {
     match term {
         LoweredTerm::Branch { cond, .. } => *cond == v,
-        LoweredTerm::Fork(fork) => fork.calls.iter().any(|call| {
-            call.params.iter().any(|(_, arg)| match arg {
-                LoweredArg::Whole(x) | LoweredArg::Element(x) => *x == v,
-                LoweredArg::Index => false,
-            })
-        }),
+        LoweredTerm::Fork(fork) => fork.reads().any(|x| x == v),
         LoweredTerm::Jump(_) | LoweredTerm::PushJump { .. } | LoweredTerm::Return => false,
     }
 }
