@@ -554,7 +554,8 @@ fn operations(compiled: &Compiled, entry: &str, inputs: &str) -> u64 {
 /// is a runtime value, a node of a tree of `join`s) runs forward once and
 /// backward once. A derivation that recomputes a callee's forward pass in
 /// its vjp does quadratic work on the recursion, and on the tree its size
-/// times its height.
+/// times its height. The same holds for functions holding a `catch` (of
+/// a call on values that do not depend on `x`), some of whose calls fail.
 #[test]
 fn the_gradient_does_a_constant_times_the_work_of_the_function() {
     let source = r#"
@@ -579,6 +580,39 @@ fn tree(a: f64, lo: i64, hi: i64) -> f64 {
 }
 fn wide(x: f64, n: i64) -> f64 { tree(x, 0, n) }
 fn wide_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(wide, x, n) }
+fn inv(k: i64) -> i64 { 12 / k }
+fn guarded_chain(a: f64, n: i64) -> f64 {
+    if n == 0 {
+        1.0
+    } else {
+        let (_, q) = catch(inv(n % 7));
+        a.sin() * guarded_chain(a, n - 1) + a * (q as f64) * 0.001
+    }
+}
+fn guarded_walk(a: f64, n: i64) -> f64 {
+    let mut r = a;
+    for k in 0..n {
+        let (ok, q) = catch(inv(k % 3));
+        if ok { r = (r * 0.9).tanh() + 0.001 * q as f64; } else { r = r * 1.1 + 0.05; }
+    }
+    r
+}
+fn guarded_tree(a: f64, lo: i64, hi: i64) -> f64 {
+    let (_, q) = catch(inv(lo % 4));
+    if hi - lo <= 1 {
+        a.sin() + 0.001 * q as f64
+    } else {
+        let mid = (lo + hi) / 2;
+        let (l, r) = join(guarded_tree(a, lo, mid), guarded_tree(a, mid, hi));
+        l * a + r.cos()
+    }
+}
+fn caught_deep(x: f64, n: i64) -> f64 { guarded_chain(x, n) }
+fn caught_deep_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(caught_deep, x, n) }
+fn caught_long(x: f64, n: i64) -> f64 { guarded_walk(x, n) }
+fn caught_long_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(caught_long, x, n) }
+fn caught_wide(x: f64, n: i64) -> f64 { guarded_tree(x, 0, n) }
+fn caught_wide_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(caught_wide, x, n) }
 "#;
     let compiled = compile(source, "work.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
     let long = r#"{"batch": {"x": [0.3, 0.9]}, "shared": {"n": 1000}}"#;
@@ -588,6 +622,9 @@ fn wide_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(wide, x, n) }
         ("deep", "deep_grad", long),
         ("long", "long_grad", long),
         ("wide", "wide_grad", tree),
+        ("caught_deep", "caught_deep_grad", long),
+        ("caught_long", "caught_long_grad", long),
+        ("caught_wide", "caught_wide_grad", tree),
     ];
     for (plain, derived, inputs) in cases {
         let forward = operations(&compiled, plain, inputs);

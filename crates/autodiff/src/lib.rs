@@ -13,13 +13,15 @@
 //! `a + -b` is `a - b`). Because the gradient is plain IR, every executor
 //! runs and batches it unchanged.
 //!
-//! A function without catching calls (in it or in the functions it forks)
-//! is derived over a **tape** (`tape.rs`), for `grad` as for the statics'
-//! gradient: its vjp calls a forward part, the function's own blocks plus
-//! `tape_push`es (its forks keep their instances' tapes), and an
-//! `uncounted` backward part walking the blocks in reverse (see the
-//! module's doc). Every other function is derived by checkpointing, as
-//! follows.
+//! A function is derived over a **tape** (`tape.rs`), for `grad` as for
+//! the statics' gradient: its vjp calls a forward part, the function's own
+//! blocks plus `tape_push`es (its forks keep their instances' tapes; a
+//! catching call, which nothing differentiated reaches, runs as it is),
+//! and an `uncounted` backward part walking the blocks in reverse (see the
+//! module's doc). A function the tape cannot take (`tape::tapeable`:
+//! for the statics' gradient, one holding a differentiated static, or a
+//! row of one, that the backward part could not find again) is derived by
+//! checkpointing, as follows.
 //!
 //! How (see `docs/language-notes.md`, "Autodiff", for the user's view):
 //!

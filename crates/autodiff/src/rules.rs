@@ -23,15 +23,12 @@ pub(crate) fn adjoint(d: &mut Deriver, b: &mut Builder, op: &Op) -> DeriveResult
         } => prim_op_adjoint(b, prim, args, *y, *loc),
         Op::Prim { dst: None, .. } => Ok(()),
         Op::Call {
-            catch: true, loc, ..
-        } => derive_error("a catching call cannot be differentiated", *loc),
-        Op::Call {
             dsts,
             callee,
             args,
             loc,
-            catch: false,
-        } => call_adjoint(d, b, dsts, *callee, args, *loc),
+            catch,
+        } => call_adjoint(d, b, dsts, *callee, args, *loc, *catch),
         Op::Fork {
             dsts,
             args,
@@ -90,8 +87,9 @@ fn prim_op_adjoint(
     prim_adjoint(b, prim, Site { args, y, dy, loc })
 }
 
-/// The adjoint of a (non-catching) call: a call of the callee's vjp with
-/// respect to the active arguments, whose adjoints it returns.
+/// The adjoint of a call: a call of the callee's vjp with respect to the
+/// active arguments, whose adjoints it returns. A catching call has none:
+/// nothing it is given or reads may be differentiated.
 fn call_adjoint(
     d: &mut Deriver,
     b: &mut Builder,
@@ -99,9 +97,13 @@ fn call_adjoint(
     callee: FuncId,
     args: &[Var],
     loc: Loc,
+    catch: bool,
 ) -> DeriveResult<()> {
     let active: Vec<bool> = args.iter().map(|a| b.active[a.0 as usize]).collect();
     let reads = d.sources.reads(callee);
+    if catch && (active.iter().any(|a| *a) || reads) {
+        return derive_error("a catching call cannot be differentiated", loc);
+    }
     if !(active.iter().any(|a| *a) || reads) || !dsts.iter().any(|v| b.adj.contains_key(v)) {
         return Ok(());
     }

@@ -30,6 +30,13 @@
 //! forward part calls the function itself and pushes the arguments; the
 //! backward part pops them and calls the callee's vjp, which recomputes.
 //!
+//! A catching call has nothing to differentiate (the front end refuses one
+//! whose arguments or callee depend on what is differentiated): the
+//! forward part makes it as `g` does, calling the function itself, and the
+//! backward part only restores what it overwrote. The callee pushes
+//! nothing, so when it fails the tape holds what it held before the call,
+//! as the caught member's other state does.
+//!
 //! Statics of a static gradient are never pushed: the backward part loads
 //! them again where it needs them, and a row read of a differentiated
 //! static (`E[w]`) is a view of that row again, so that its adjoint goes
@@ -84,23 +91,12 @@ pub(crate) fn tapeable(program: &Program, f: FuncId, sources: &Sources) -> bool 
     true
 }
 
-/// Whether `g` itself may be derived over a tape: no catching call, every
-/// variable holding a differentiated static or a row of one fits
-/// [`invariants`], an entry block nothing jumps to, and a block that
-/// returns.
+/// Whether `g` itself may be derived over a tape: every variable holding a
+/// differentiated static or a row of one fits [`invariants`], and an
+/// entry block nothing jumps to.
 fn tapeable_alone(g: &Function, sources: &Sources) -> bool {
-    let catches = g
-        .blocks
-        .values()
-        .flat_map(|b| &b.ops)
-        .any(|op| matches!(op, Op::Call { catch: true, .. }));
     let entry_reentered = analysis::predecessor_counts(g)[0] > 0;
-    let reachable = analysis::reachable(g);
-    let returns = g
-        .blocks
-        .iter()
-        .any(|(b, data)| reachable[b.index()] && matches!(data.term, Terminator::Return(_)));
-    invariants(g, sources).is_some() && !catches && !entry_reentered && returns
+    invariants(g, sources).is_some() && !entry_reentered
 }
 
 /// A variable of `g` that the backward part does not take from the tape.
@@ -374,12 +370,21 @@ fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
                 }
                 continue;
             }
-            let Op::Call { callee, args, .. } = op else {
+            let Op::Call {
+                callee,
+                args,
+                catch,
+                loc,
+                ..
+            } = op
+            else {
                 continue;
             };
             let active: Vec<bool> = args.iter().map(|a| act[a.index()]).collect();
             let kind = if !active.contains(&true) && !d.sources.reads(*callee) {
                 CallKind::Plain
+            } else if *catch {
+                return derive_error("a catching call cannot be differentiated", *loc);
             } else {
                 let q = d.plan(*callee, &active, false)?;
                 match d.plans[q].taped {
@@ -739,26 +744,35 @@ fn backward(d: &mut Deriver, p: usize, layout: &Layout) -> DeriveResult<Function
             .map(|(k, i)| b.param(g.results[*i].clone(), format!("d.result{k}")))
             .collect()
     };
-    let entry = b.current;
-    let blocks: Vec<Block> = g
-        .blocks
-        .iter()
-        .map(|(_, data)| b.new_block(data.loc))
-        .collect();
-    let mut w = Backward {
-        b: &mut b,
-        g: &g,
-        act: &act,
-        map: HashMap::new(),
-        carried: HashMap::new(),
-        blocks,
-        invariants: &layout.invariants,
-    };
-    w.switch_to(entry);
-    dispatch(&mut w, &layout.returns, layout.returns.len() > 1, g.loc);
-    for bi in 0..g.blocks.len() {
-        if layout.reachable[bi] {
-            backward_block(d, &mut w, layout, bi, &dres, &active_params)?;
+    if layout.returns.is_empty() {
+        // `g` returns nowhere, nor does its forward part: this part never runs.
+        let mut zeros = Vec::new();
+        for v in &active_params {
+            zeros.push(b.filled(&g.vars[*v].ty, 0.0, g.loc)?);
+        }
+        b.terminate(Terminator::Return(zeros));
+    } else {
+        let entry = b.current;
+        let blocks: Vec<Block> = g
+            .blocks
+            .iter()
+            .map(|(_, data)| b.new_block(data.loc))
+            .collect();
+        let mut w = Backward {
+            b: &mut b,
+            g: &g,
+            act: &act,
+            map: HashMap::new(),
+            carried: HashMap::new(),
+            blocks,
+            invariants: &layout.invariants,
+        };
+        w.switch_to(entry);
+        dispatch(&mut w, &layout.returns, layout.returns.len() > 1, g.loc);
+        for bi in 0..g.blocks.len() {
+            if layout.reachable[bi] {
+                backward_block(d, &mut w, layout, bi, &dres, &active_params)?;
+            }
         }
     }
     let mut func = b.func;

@@ -135,14 +135,10 @@ fn a_loop_with_branches_stays_a_loop_over_a_tape() {
         "fn f(x: f64) -> f64 { let mut a = x; for i in 0..10 { if a > 1.0 { a = a.sqrt(); } else { a = a * 2.0; } } a }\n\
          fn g(x: f64) -> f64 { grad(f, x) }",
     );
-    let mut names: Vec<&str> = p
-        .functions
-        .values()
-        .map(|f| f.name.as_str())
-        .filter(|n| n.starts_with("f'grad"))
-        .collect();
-    names.sort();
-    assert_eq!(names, ["f'grad", "f'grad.bwd", "f'grad.fwd"]);
+    assert_eq!(
+        gradient_parts(&p, "f"),
+        ["f'grad", "f'grad.bwd", "f'grad.fwd"]
+    );
     // The forward part is f's blocks, the backward part counts no steps
     // and calls nothing: its loop is a loop of blocks.
     let (f, fwd, bwd) = (
@@ -156,6 +152,61 @@ fn a_loop_with_branches_stays_a_loop_over_a_tape() {
     assert!(count(fwd, |p| *p == Prim::TapePush) > 0);
     assert!(count(bwd, |p| matches!(p, Prim::TapePop(_))) > 0);
     assert!(has_cycle(bwd), "the backward loop");
+}
+
+/// The names of the functions derived from `f`'s gradient, sorted.
+fn gradient_parts<'p>(p: &'p Program, f: &str) -> Vec<&'p str> {
+    let prefix = format!("{f}'grad");
+    let mut names: Vec<&str> = p
+        .functions
+        .values()
+        .map(|f| f.name.as_str())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_function_holding_catch_is_derived_over_a_tape() {
+    let p = compile(
+        "fn inv(k: i64) -> i64 { 12 / k }\n\
+         fn f(x: f64, n: i64) -> f64 {\n\
+             let mut a = x;\n\
+             let mut i = 0;\n\
+             while i < n { let (ok, q) = catch(inv(i)); if ok { a = a * x + q as f64; } i += 1; }\n\
+             a\n\
+         }\n\
+         fn g(x: f64, n: i64) -> f64 { grad(f, x, n) }",
+    );
+    assert_eq!(
+        gradient_parts(&p, "f"),
+        ["f'grad", "f'grad.bwd", "f'grad.fwd"]
+    );
+    // The forward part makes the catching call as `f` does; the backward
+    // part has nothing to do for it.
+    let inv = p.function_by_name("inv").expect("inv");
+    let catching = |f: &Function| {
+        f.blocks
+            .values()
+            .flat_map(|b| &b.ops)
+            .filter(|op| matches!(op, Op::Call { callee, catch: true, .. } if *callee == inv))
+            .count()
+    };
+    assert_eq!(catching(function(&p, "f'grad.fwd")), 1);
+    assert!(calls(function(&p, "f'grad.bwd")).is_empty());
+}
+
+#[test]
+fn a_function_that_never_returns_is_derived_over_a_tape() {
+    let p = compile(
+        "fn f(x: f64) -> f64 { let mut a = x; loop { a = a * 2.0; } }\n\
+         fn g(x: f64) -> f64 { grad(f, x) }",
+    );
+    assert_eq!(
+        gradient_parts(&p, "f"),
+        ["f'grad", "f'grad.bwd", "f'grad.fwd"]
+    );
 }
 
 /// Whether the blocks of `f` jump in a cycle.

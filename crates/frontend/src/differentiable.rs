@@ -4,8 +4,10 @@
 //! `value_and_grad`, `jacobian`) of the module, `f` and every function it
 //! calls or runs as instances (`join`, `map`, `pfor`: their callees are
 //! walked as calls, the index of `pfor` not depending on the parameter)
-//! must be free of random draws, nested `grad` / `value_and_grad` /
-//! `jacobian` and `catch`, and **control
+//! must be free of random draws and nested `grad` / `value_and_grad` /
+//! `jacobian`, a `catch` may only call a function on values that do not
+//! depend on the differentiated parameter (its result has no derivative),
+//! and **control
 //! that repeats code must not depend on the differentiated parameter** (the
 //! first one, `x`; the data arguments of `grad(f, x, d..)` are like
 //! statics), so
@@ -299,6 +301,12 @@ impl Checker<'_> {
             | ExprKind::Compare { .. }
             | ExprKind::And { .. }
             | ExprKind::Or { .. } => self.operands(w, e)?,
+            ExprKind::Call {
+                function,
+                args,
+                catch: true,
+                ..
+            } => self.catching_call(w, e.loc, *function, args)?,
             ExprKind::Call { function, args, .. } => self.call(w, *function, false, args)?,
             ExprKind::Join { calls } => self.any_of(w, calls)?,
             // The index of `pfor` does not depend on the differentiated value.
@@ -360,6 +368,38 @@ impl Checker<'_> {
         })
     }
 
+    /// `catch(function(args))` at `loc`: allowed when its result does not
+    /// depend on the differentiated value (no argument does, and `function`
+    /// reads no differentiated static), so that it needs no derivative and
+    /// runs forward only. Its result does not depend on it either.
+    fn catching_call(
+        &mut self,
+        w: &mut Walk,
+        loc: Loc,
+        function: usize,
+        args: &[Expr],
+    ) -> CheckResult<bool> {
+        let mut mask = Vec::with_capacity(args.len());
+        for a in args {
+            mask.push(self.expr(w, a)?);
+        }
+        let label = if mask.iter().any(|t| *t) {
+            "the call takes a value that depends on the differentiated value"
+        } else if self.reads(function) {
+            "the called function reads a differentiated static"
+        } else {
+            self.function(function, mask)?;
+            return Ok(false);
+        };
+        Err(self.error(
+            "cannot differentiate through `catch`".into(),
+            loc,
+            "catch".len(),
+            label,
+            "a recovered fault has no derivative: in differentiated code a `catch` may only call a function on values that do not depend on the differentiated value; call `catch` outside the function that is differentiated (for example around the `grad` call)",
+        ))
+    }
+
     /// Checks the arguments of a call of `function` (after the index of a
     /// `pfor` when `indexed`) and the function for the arguments that depend
     /// on the differentiated value; returns whether the result may depend on it.
@@ -417,13 +457,6 @@ impl Checker<'_> {
     /// (checked before its operands).
     fn rejection(&self, e: &Expr) -> Option<Box<Diagnostic>> {
         let d = match &e.kind {
-            ExprKind::Call { catch: true, .. } => self.error(
-                "cannot differentiate through `catch`".into(),
-                e.loc,
-                "catch".len(),
-                "`catch` in differentiated code",
-                "a recovered fault has no derivative; call `catch` outside the function that is differentiated (for example around the `grad` call)",
-            ),
             // The table's `nograd` rows are the random draws and the
             // functions without a derivative rule (`trigamma`; a test of
             // the table checks it).

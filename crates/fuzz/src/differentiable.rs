@@ -28,7 +28,9 @@
 //! Some helpers (the loss too) hold an operation that faults for some
 //! points (an integer `/` or `%` by a value cast from the point, an index
 //! out of `[1, 2, 3, 4]`, an `assert!`), most often one whose value nothing
-//! reads, else one whose value the result adds in. Each program with
+//! reads, else one whose value the result adds in; or a caught one, a
+//! `catch` of the recursive `dz` on a value that does not depend on the
+//! point (differentiated code may hold it: it needs no derivative). Each program with
 //! helpers also gets entries that differentiate them (`vg_ds`, `g_ds`, a
 //! row of `jacobian` per vector helper: `j_dl`, `j_dv0`, ...), which the
 //! oracle runs beside the helpers themselves on the same arguments
@@ -131,10 +133,14 @@ pub fn helpers(rng: &mut ChaCha8Rng, weight: bool) -> Helpers {
         functions.push(loss_function(&target));
         LOSS.to_owned()
     });
+    let mut catches = false;
     for function in &mut functions {
         if faults.gen_bool(FAULTING_HELPERS) {
-            add_fault(&mut faults, function);
+            catches |= add_fault(&mut faults, function);
         }
+    }
+    if catches {
+        functions.push(caught_callee());
     }
     let derived = derived_cases(&mut faults, &targets);
     functions.extend(derived.iter().flat_map(|d| d.wrappers.clone()));
@@ -159,20 +165,26 @@ const FAULTING_HELPERS: f64 = 0.4;
 /// 2.0) as i64]`, or `assert!(v < 1.5)`; in the counted loop of `dl`, at
 /// the start of its body; elsewhere at the start or the end of the body's
 /// statements. Most often nothing reads `fault`; else the result adds
-/// `fault as f64 * 0.125` (not in the loop).
-fn add_fault(rng: &mut ChaCha8Rng, function: &mut Function) {
+/// `fault as f64 * 0.125` (not in the loop). Sometimes the fault is
+/// caught instead ([`caught_stmt`]); returns whether it is.
+fn add_fault(rng: &mut ChaCha8Rng, function: &mut Function) -> bool {
     let leaves = fault_leaves(function);
     let Some(leaf) = leaves.choose(rng).cloned() else {
-        return;
+        return false;
     };
-    let stmt = fault_stmt(rng, leaf);
+    let caught = rng.gen_bool(CAUGHT_FAULTS);
+    let stmt = if caught {
+        caught_stmt(rng, &function.name)
+    } else {
+        fault_stmt(rng, leaf)
+    };
     let defines = matches!(stmt, Stmt::Let { .. });
     let body = &mut function.body;
     if function.name == LOOP {
         if let Some(Stmt::For { body, .. }) = body.stmts.last_mut() {
             body.insert(0, stmt);
         }
-        return;
+        return caught;
     }
     if rng.gen_bool(0.5) {
         body.stmts.insert(0, stmt);
@@ -194,6 +206,7 @@ fn add_fault(rng: &mut ChaCha8Rng, function: &mut Function) {
         let tail = std::mem::replace(&mut body.tail, float(0.0));
         body.tail = Expr::binary(tail.ty, BinOp::Add, tail, used);
     }
+    caught
 }
 
 /// The variable [`add_fault`] defines.
@@ -261,6 +274,89 @@ fn fault_stmt(rng: &mut ChaCha8Rng, leaf: Expr) -> Stmt {
     Stmt::Let {
         name: FAULT.into(),
         value,
+    }
+}
+
+/// How often a helper's fault is a caught one ([`caught_stmt`]).
+const CAUGHT_FAULTS: f64 = 0.3;
+
+/// The function a caught fault calls ([`caught_callee`]).
+const CAUGHT: &str = "dz";
+
+/// `let fault: i64 = catch(dz(n)) or a fallback;` with `n` a value that
+/// does not depend on the point (so that differentiated code may catch
+/// it): the index `k - 1` in `dk`, `k % 4 - 1` in `dl`'s loop, else a
+/// constant from -1 to 3. `dz(-1)` faults; `dz(n)` nests `n + 1` calls, so
+/// under a small stack the `catch` recovers from an overflow.
+fn caught_stmt(rng: &mut ChaCha8Rng, helper: &str) -> Stmt {
+    let k = || Expr::var("k", Ty::Int);
+    let arg = match helper {
+        INDEXED => Expr::binary(Ty::Int, BinOp::Sub, k(), Expr::int(1)),
+        LOOP => Expr::binary(
+            Ty::Int,
+            BinOp::Sub,
+            Expr::binary(Ty::Int, BinOp::Rem, k(), Expr::int(4)),
+            Expr::int(1),
+        ),
+        _ => Expr::int(rng.gen_range(-1..=3)),
+    };
+    let call = Expr::new(
+        Ty::Int,
+        ExprKind::Call {
+            callee: CAUGHT.into(),
+            args: vec![arg],
+        },
+    );
+    Stmt::Let {
+        name: FAULT.into(),
+        value: Expr::new(
+            Ty::Int,
+            ExprKind::Catch {
+                call: Box::new(call),
+                fallback: Box::new(Expr::int(rng.gen_range(-3..=3))),
+            },
+        ),
+    }
+}
+
+/// `fn dz(n: i64) -> i64 { if n <= 0 { 7 / (n + 1) } else { dz(n - 1) + 1 } }`.
+fn caught_callee() -> Function {
+    let n = || Expr::var("n", Ty::Int);
+    let leaf = |e: Expr| Block {
+        stmts: Vec::new(),
+        tail: e,
+    };
+    let bottom = Expr::binary(
+        Ty::Int,
+        BinOp::Div,
+        Expr::int(7),
+        Expr::binary(Ty::Int, BinOp::Add, n(), Expr::int(1)),
+    );
+    let recursive = Expr::binary(
+        Ty::Int,
+        BinOp::Add,
+        Expr::new(
+            Ty::Int,
+            ExprKind::Call {
+                callee: CAUGHT.into(),
+                args: vec![Expr::binary(Ty::Int, BinOp::Sub, n(), Expr::int(1))],
+            },
+        ),
+        Expr::int(1),
+    );
+    let tail = Expr::new(
+        Ty::Int,
+        ExprKind::If {
+            cond: Box::new(Expr::binary(Ty::Bool, BinOp::Le, n(), Expr::int(0))),
+            then: Box::new(leaf(bottom)),
+            otherwise: Box::new(leaf(recursive)),
+        },
+    );
+    Function {
+        name: CAUGHT.into(),
+        params: vec![param("n", Ty::Int)],
+        ret: Ty::Int,
+        body: leaf(tail),
     }
 }
 

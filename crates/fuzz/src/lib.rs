@@ -22,7 +22,8 @@
 //!   ([`case::GradientCase`]: every configuration's bits and the members
 //!   in reverse order, each member's loss and error those of the loss
 //!   alone); helpers with operations that fault for some points (their
-//!   value most often unused), run beside entries that differentiate
+//!   value most often unused, or caught by a `catch` on values that do
+//!   not depend on the point), run beside entries that differentiate
 //!   them, which must fault exactly when and as they do
 //!   ([`case::DerivedCase`]);
 //!   random draws;

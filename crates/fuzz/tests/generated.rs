@@ -79,6 +79,7 @@ fn the_programs_use_every_promised_construct() {
         "(!",
         " & ",
         "= catch(",
+        "= catch(dz(",
         "= join(",
         "map(",
         "pfor::<",
