@@ -61,6 +61,32 @@ impl<'a> ProgramKey<'a> {
     }
 }
 
+/// Whether two programs are the same to the bit: equal, and their float
+/// constants of the same bits (equality takes `-0.0` for `0.0`, whose
+/// code differs). A program with a NaN constant equals no program, itself
+/// included: it is compiled again on each run.
+fn same_program(a: &Program, b: &Program) -> bool {
+    fn constants(p: &Program) -> impl Iterator<Item = &autobatch_ir::Scalar> {
+        p.functions
+            .iter()
+            .flat_map(|(_, f)| f.blocks.values())
+            .flat_map(|b| &b.ops)
+            .filter_map(|op| match op {
+                autobatch_ir::Op::Prim {
+                    prim: autobatch_ir::Prim::Const(value),
+                    ..
+                } => Some(value),
+                _ => None,
+            })
+    }
+    let bits = |value: &autobatch_ir::Scalar| match *value {
+        autobatch_ir::Scalar::F32(x) => u64::from(x.to_bits()),
+        autobatch_ir::Scalar::F64(x) => x.to_bits(),
+        _ => 0,
+    };
+    a == b && constants(a).map(bits).eq(constants(b).map(bits))
+}
+
 /// How a program's code is made beyond the program, entry and lengths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Flavor {
@@ -102,7 +128,7 @@ impl Entry {
             && self.flavor == key.flavor
             && self.program.lockstep() == key.lockstep
             && self.lengths == *key.lengths
-            && *self.program_ir == *key.program.program
+            && same_program(&self.program_ir, key.program.program)
     }
 
     /// What identifies it.
@@ -273,6 +299,35 @@ fn keep(mut new: Entry) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn programs_that_differ_only_in_the_sign_of_a_zero_are_different_programs() {
+        let program = |zero: &str| {
+            let source = format!(
+                "\
+fn f0 f(v0 x: f64) -> (f64)  @1:1
+  vars: v0 x: f64, v1: f64, v2: f64
+b0:  @1:1
+  v1 = const {zero}_f64  @1:27
+  v2 = mul v0, v1  @1:23
+  return v2
+"
+            );
+            autobatch_ir::parse::parse_program(&source).expect("a program")
+        };
+        let (positive, negative) = (program("0.0"), program("-0.0"));
+        assert_eq!(positive, negative, "equality does not tell them apart");
+        let entry = positive.function_by_name("f").expect("f");
+        let flavor = Flavor {
+            counting: Counting::Skipped,
+            interrupts: Interrupts::Ignored,
+        };
+        let lengths = Lengths::fixed(&[]);
+        let first = compile(ProgramKey::of(&positive), entry, &lengths, flavor).unwrap();
+        let second = compile(ProgramKey::of(&negative), entry, &lengths, flavor).unwrap();
+        assert!(!second.cached, "-0.0 is not 0.0");
+        assert!(!Arc::ptr_eq(&first.program, &second.program));
+    }
 
     #[test]
     fn the_least_recently_used_program_goes_first() {
