@@ -189,59 +189,20 @@ fn value_error(error: autobatch::InputError) -> PyErr {
     PyValueError::new_err(error.message().to_owned())
 }
 
-/// What binds a batch to an entry: a program (`Program.run`), or one with
-/// its statics bound (`BoundProgram.run`).
-trait Binder {
-    fn bind(&self, entry: &str, inputs: &Inputs) -> Result<BoundBatch, autobatch::InputError>;
-    fn bind_static_gradient(
-        &self,
-        entry: &str,
-        statics: &[&str],
-        inputs: &Inputs,
-    ) -> Result<BoundBatch, autobatch::InputError>;
-}
-
-impl Binder for Compiled {
-    fn bind(&self, entry: &str, inputs: &Inputs) -> Result<BoundBatch, autobatch::InputError> {
-        Compiled::bind(self, entry, inputs)
-    }
-    fn bind_static_gradient(
-        &self,
-        entry: &str,
-        statics: &[&str],
-        inputs: &Inputs,
-    ) -> Result<BoundBatch, autobatch::InputError> {
-        Compiled::bind_static_gradient(self, entry, statics, inputs)
-    }
-}
-
-impl Binder for autobatch::BoundProgram {
-    fn bind(&self, entry: &str, inputs: &Inputs) -> Result<BoundBatch, autobatch::InputError> {
-        autobatch::BoundProgram::bind(self, entry, inputs)
-    }
-    fn bind_static_gradient(
-        &self,
-        entry: &str,
-        statics: &[&str],
-        inputs: &Inputs,
-    ) -> Result<BoundBatch, autobatch::InputError> {
-        autobatch::BoundProgram::bind_static_gradient(self, entry, statics, inputs)
-    }
-}
-
-/// The batch of a `run`: `inputs` bound to `entry`, or with `grad_statics`
-/// to the gradient of its summed results with respect to those statics.
+/// The batch of a `run`: its inputs bound to `entry` by `bind`, or with
+/// `grad_statics` by `bind_gradient` to the gradient of the summed results
+/// with respect to those statics.
 fn bind_entry(
-    binder: &impl Binder,
     entry: &str,
     grad_statics: Option<&[String]>,
-    inputs: &Inputs,
+    bind: impl FnOnce(&str) -> Result<BoundBatch, autobatch::InputError>,
+    bind_gradient: impl FnOnce(&str, &[&str]) -> Result<BoundBatch, autobatch::InputError>,
 ) -> PyResult<BoundBatch> {
     match grad_statics {
-        None => binder.bind(entry, inputs),
+        None => bind(entry),
         Some(statics) => {
             let statics: Vec<&str> = statics.iter().map(String::as_str).collect();
-            binder.bind_static_gradient(entry, &statics, inputs)
+            bind_gradient(entry, &statics)
         }
     }
     .map_err(value_error)
@@ -318,7 +279,12 @@ impl Program {
         no_panic(|| {
             let config = run_config(strategy, seed, lanes, threads, max_stack_depth, max_steps)?;
             let inputs = inputs_from_py(batch, shared)?;
-            let bound = bind_entry(&self.compiled, entry, grad_statics.as_deref(), &inputs)?;
+            let bound = bind_entry(
+                entry,
+                grad_statics.as_deref(),
+                |e| self.compiled.bind(e, &inputs),
+                |e, statics| self.compiled.bind_static_gradient(e, statics, &inputs),
+            )?;
             run_batch(py, bound, &config)
         })
     }
@@ -417,7 +383,12 @@ impl BoundProgram {
         no_panic(|| {
             let config = run_config(strategy, seed, lanes, threads, max_stack_depth, max_steps)?;
             let inputs = inputs_from_py(batch, shared)?;
-            let batch = bind_entry(&self.bound, entry, grad_statics.as_deref(), &inputs)?;
+            let batch = bind_entry(
+                entry,
+                grad_statics.as_deref(),
+                |e| self.bound.bind(e, &inputs),
+                |e, statics| self.bound.bind_static_gradient(e, statics, &inputs),
+            )?;
             run_batch(py, batch, &config)
         })
     }

@@ -212,32 +212,17 @@ fn products(program: &Program, entry: FuncId, symbols: &[u64]) -> Products {
 /// Whether a function the entry reaches calls itself, directly or through
 /// others (calls and forks both count).
 fn recursive(program: &Program, entry: FuncId) -> bool {
-    let reachable = crate::memory::reachable_functions(program, entry);
-    program
-        .functions
-        .iter()
-        .any(|(id, _)| reachable[id.index()] && callees_reach(program, id)[id.index()])
-}
-
-/// Per function: whether a call or fork in `from` leads to it (through
-/// any number of further calls).
-fn callees_reach(program: &Program, from: FuncId) -> Vec<bool> {
-    let mut seen = vec![false; program.functions.len()];
-    let mut todo = vec![from];
-    while let Some(f) = todo.pop() {
-        let Some(function) = program.functions.get(f) else {
-            continue;
-        };
-        for op in function.blocks.values().flat_map(|b| &b.ops) {
-            for g in op.callees() {
-                if !seen[g.index()] {
-                    seen[g.index()] = true;
-                    todo.push(g);
-                }
-            }
-        }
-    }
-    seen
+    let reaches = |from: FuncId| crate::memory::reachable_functions(program, from);
+    let reachable = reaches(entry);
+    program.functions.iter().any(|(id, function)| {
+        reachable[id.index()]
+            && function
+                .blocks
+                .values()
+                .flat_map(|b| &b.ops)
+                .flat_map(|op| op.callees())
+                .any(|callee| reaches(callee)[id.index()])
+    })
 }
 
 /// Per variable of `function`: whether some definition of it loads a
