@@ -438,8 +438,13 @@ mod tests {
         });
         let got: Json =
             serde_json::from_str(&out[0].as_ref().unwrap().as_ref().unwrap().text).unwrap();
-        // Timing, and the utilization (the ranks' lanes are their own).
-        let varying = ["wall_seconds", "lane_utilization"];
+        // Timings, and the utilization (the ranks' lanes are their own).
+        let varying = [
+            "wall_seconds",
+            "read_seconds",
+            "bind_seconds",
+            "lane_utilization",
+        ];
         assert_eq!(without(got, &varying), without(expected, &varying));
     }
 }
