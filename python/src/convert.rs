@@ -129,7 +129,7 @@ pub fn array_input(
     what: &dyn Fn() -> String,
 ) -> PyResult<ArrayInput> {
     let dtype = array.dtype();
-    let name = dtype.to_string();
+    let name = dtype_name(&dtype);
     let shape = array.shape().to_vec();
     let data = match native_elements(array)? {
         Some(data) => data,
@@ -153,6 +153,21 @@ pub fn array_input(
         }
     };
     Ok(ArrayInput::new(Tensor::new(shape, data), &name))
+}
+
+/// numpy's name of an element type (`float32`), for messages: made from
+/// its kind and size where numpy's is, without asking Python (which costs
+/// more than converting a small batch); numpy's own text for the others.
+fn dtype_name(dtype: &Bound<'_, numpy::PyArrayDescr>) -> String {
+    let bits = 8 * dtype.itemsize();
+    let native_order = matches!(dtype.byteorder(), b'=' | b'|');
+    match dtype.kind() {
+        b'b' if bits == 8 => "bool".to_owned(),
+        b'i' if native_order => format!("int{bits}"),
+        b'u' if native_order => format!("uint{bits}"),
+        b'f' if native_order => format!("float{bits}"),
+        _ => dtype.to_string(),
+    }
 }
 
 /// The elements of an array whose element type is one of the language's,

@@ -189,6 +189,25 @@ fn value_error(error: autobatch::InputError) -> PyErr {
     PyValueError::new_err(error.message().to_owned())
 }
 
+/// The batch of a `run`: its inputs bound to `entry` by `bind`, or with
+/// `grad_statics` by `bind_gradient` to the gradient of the summed results
+/// with respect to those statics.
+fn bind_entry(
+    entry: &str,
+    grad_statics: Option<&[String]>,
+    bind: impl FnOnce(&str) -> Result<BoundBatch, autobatch::InputError>,
+    bind_gradient: impl FnOnce(&str, &[&str]) -> Result<BoundBatch, autobatch::InputError>,
+) -> PyResult<BoundBatch> {
+    match grad_statics {
+        None => bind(entry),
+        Some(statics) => {
+            let statics: Vec<&str> = statics.iter().map(String::as_str).collect();
+            bind_gradient(entry, &statics)
+        }
+    }
+    .map_err(value_error)
+}
+
 /// Runs a bound batch with the GIL released.
 fn run_batch(py: Python<'_>, batch: BoundBatch, config: &RunConfig) -> PyResult<RunResult> {
     let result = py
@@ -260,14 +279,12 @@ impl Program {
         no_panic(|| {
             let config = run_config(strategy, seed, lanes, threads, max_stack_depth, max_steps)?;
             let inputs = inputs_from_py(batch, shared)?;
-            let bound = match &grad_statics {
-                None => self.compiled.bind(entry, &inputs),
-                Some(statics) => {
-                    let statics: Vec<&str> = statics.iter().map(String::as_str).collect();
-                    self.compiled.bind_static_gradient(entry, &statics, &inputs)
-                }
-            }
-            .map_err(value_error)?;
+            let bound = bind_entry(
+                entry,
+                grad_statics.as_deref(),
+                |e| self.compiled.bind(e, &inputs),
+                |e, statics| self.compiled.bind_static_gradient(e, statics, &inputs),
+            )?;
             run_batch(py, bound, &config)
         })
     }
@@ -366,14 +383,12 @@ impl BoundProgram {
         no_panic(|| {
             let config = run_config(strategy, seed, lanes, threads, max_stack_depth, max_steps)?;
             let inputs = inputs_from_py(batch, shared)?;
-            let batch = match &grad_statics {
-                None => self.bound.bind(entry, &inputs),
-                Some(statics) => {
-                    let statics: Vec<&str> = statics.iter().map(String::as_str).collect();
-                    self.bound.bind_static_gradient(entry, &statics, &inputs)
-                }
-            }
-            .map_err(value_error)?;
+            let batch = bind_entry(
+                entry,
+                grad_statics.as_deref(),
+                |e| self.bound.bind(e, &inputs),
+                |e, statics| self.bound.bind_static_gradient(e, statics, &inputs),
+            )?;
             run_batch(py, batch, &config)
         })
     }
@@ -539,21 +554,23 @@ struct RunResult {
     members: Vec<Result<autobatch::Value, autobatch::MemberError>>,
     values: GILOnceCell<Py<PyList>>,
     errors: GILOnceCell<Py<PyList>>,
-    stats_json: serde_json::Value,
+    /// The run's figures (its members taken out): `stats` is made from
+    /// them when first read.
+    figures: autobatch::RunResult,
     stats: GILOnceCell<Py<PyDict>>,
     static_gradients: Py<PyDict>,
 }
 
 impl RunResult {
-    fn from_result(py: Python<'_>, result: autobatch::RunResult) -> PyResult<RunResult> {
+    fn from_result(py: Python<'_>, mut result: autobatch::RunResult) -> PyResult<RunResult> {
         let gradients = PyDict::new(py);
-        for (name, gradient) in &result.static_gradients {
-            let value = autobatch::Value::Tensor(gradient.clone());
+        for (name, gradient) in std::mem::take(&mut result.static_gradients) {
+            let value = autobatch::Value::Tensor(gradient);
             gradients.set_item(name, convert::value_to_py(py, &value)?)?;
         }
         Ok(RunResult {
-            stats_json: result.stats_to_json(),
-            members: result.members,
+            members: std::mem::take(&mut result.members),
+            figures: result,
             values: GILOnceCell::new(),
             errors: GILOnceCell::new(),
             stats: GILOnceCell::new(),
@@ -601,7 +618,7 @@ impl RunResult {
     #[getter]
     fn stats(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
         let dict = self.stats.get_or_try_init(py, || {
-            convert::json_to_py(py, &self.stats_json)?
+            convert::json_to_py(py, &self.figures.stats_to_json())?
                 .downcast_into::<PyDict>()
                 .map(Bound::unbind)
                 .map_err(|_| PyRuntimeError::new_err("internal error: the stats are not an object"))

@@ -1,58 +1,83 @@
 #!/usr/bin/env python3
-"""`--strategy auto` against every strategy, on the workloads of
-`autobatch-bench` (crates/bench/programs: fib, Collatz, the nested loop,
-the logistic-regression gradient steps) and the programs of examples/ (the
-scalar examples and the models of examples/models on their small inputs).
+"""`--strategy auto` against every strategy, through the command line as a
+user runs it, on the workloads of `autobatch-bench` (fib, Collatz, the
+nested loop and its same-length variant, the logistic-regression
+gradients, the NUTS logistic regression through `autobatch sample`), the
+scalar programs of examples/ and every model of examples/models (plain
+and `_seq`; generated batches of 256 members through
+tools/dynet_bench.py's generator, or their small inputs with `--quick`
+and for the models that generator does not make).
 
-Each cell is `autobatch-bench model PROGRAM --strategy S` (compile and bind
-once, a cold run, untimed runs for the warm-up, then the timed runs;
-members per second of the median run's execution alone), under the
-restriction of tools/bench/common.py at each thread count. The table gives
-every strategy's members per second, the strategy auto picked (from its
-`--stats`), and auto's rate over the best strategy's. Every strategy's
-results are compared with the reference's: a cell that differs is marked.
-Not run by CI or tools/bench/run.
+Each cell is one process of `autobatch run PROGRAM --entry E --inputs
+FILE --strategy S --stats` (or `autobatch sample ... --stats FILE`): the
+process's wall seconds (reading, compiling, binding, running, writing:
+what the user waits for) and the run's own seconds from `--stats`
+(`wall_seconds`; the sampler's warm-up and sampling seconds). The
+strategies are interleaved: each repeat runs every strategy once, in an
+order rotated by one per repeat, so that load that comes and goes falls
+on all of them; the cell is the fastest of the repeats (the least
+disturbed; the JSON has the medians and every repeat too). Every strategy's
+results are compared with the reference's (one untimed run): a cell that
+differs is marked and the script fails. The table gives auto's seconds
+over the best strategy's, for the process and for the run alone.
 
-    tools/bench/auto.py --quick                 # small sizes, few runs: a smoke run
-    tools/bench/auto.py --threads 1 2 --json /tmp/auto.json
-    AUTOBATCH_BENCH_BIN=target/debug/autobatch-bench tools/bench/auto.py --quick
+    tools/bench/auto.py --quick                      # small inputs, 1 repeat: a smoke run
+    tools/bench/auto.py --repeats 5 --json docs/results/loaded/auto.json --loaded
+    AUTOBATCH_CLI=target/debug/autobatch tools/bench/auto.py --quick
 
-Figures from `--quick`, from a debug build, or from a loaded machine prove
-that the script runs; they are not measurements.
+`--loaded` records that the machine was shared while measuring (the
+figures then compare the strategies with one another, interleaved, and
+say nothing absolute). Not run by CI or tools/bench/run.
 """
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
+import time
 
 import common
 
-BENCH = os.environ.get("AUTOBATCH_BENCH_BIN", os.path.join(common.RELEASE, "autobatch-bench"))
+CLI = os.environ.get("AUTOBATCH_CLI", os.path.join(common.RELEASE, "autobatch"))
 STRATEGIES = ["auto", "program-counter", "local-static", "native", "native-batched",
               "native-lockstep"]
 SHORT = {"auto": "auto", "program-counter": "pc", "local-static": "ls", "native": "na",
          "native-batched": "nb", "native-lockstep": "nl", "reference": "ref"}
 PROGRAMS = os.path.join(common.ROOT, "crates/bench/programs")
 EXAMPLES = os.path.join(common.ROOT, "examples")
+MODELS = os.path.join(EXAMPLES, "models")
+TOOLS = os.path.join(common.ROOT, "tools")
+# The models tools/dynet_bench.py's generator makes batches of, with entries.
+GENERATED = {"treelstm": "classify", "mvrnn": "classify", "birnn": "classify",
+             "nested": "classify", "drnn": "decode", "berxit": "classify",
+             "stackrnn": "classify"}
+SEQ = ["treelstm", "mvrnn", "birnn", "nested", "drnn", "berxit"]
+# Seconds one process may take before its cell counts as failed.
+TIMEOUT = 300
 
 
 class Workload:
-    """A program, its entry, and a function that writes its inputs for a
-    batch of `members` (None: a checked-in inputs file of its own size)."""
+    """A program, its entry (None: `autobatch sample` of its
+    `log_density`), and its inputs: a path, or a function that writes them
+    to the path it is given."""
 
-    def __init__(self, name, program, entry, inputs):
+    def __init__(self, name, program, entry, inputs, members=None):
         self.name, self.program, self.entry, self.inputs = name, program, entry, inputs
+        self.members = members
 
 
-def scalar_batch(name, values):
-    return lambda members, path: dump(path, {"batch": {name: [values(i) for i in range(members)]}})
+def dump(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f)
 
 
-def logreg_inputs(quick):
-    n, d = (200, 10) if quick else (10000, 100)
+def scalar_batch(name, members, values):
+    return lambda path: dump(path, {"batch": {name: [values(i) for i in range(members)]}})
 
-    def write(members, path):
+
+def logreg_gradient_inputs(members, n, d):
+    def write(path):
         x = [[((r * 31 + c * 17) % 23) / 23.0 - 0.5 for c in range(d)] for r in range(n)]
         y = [float((r * 7) % 3 == 0) for r in range(n)]
         theta = [[((m + c) % 5) / 50.0 for c in range(d)] for m in range(members)]
@@ -61,74 +86,147 @@ def logreg_inputs(quick):
     return write
 
 
-def dump(path, doc):
-    with open(path, "w") as f:
-        json.dump(doc, f)
+def logistic_data(n, d):
+    """Data of tools/bench/logistic.ab: rows of X in [-0.5, 0.5), y a
+    deterministic pattern of 0 and 1."""
+    def write(path):
+        x = [[((r * 31 + c * 17) % 23) / 23.0 - 0.5 for c in range(d)] for r in range(n)]
+        y = [float((r * 7) % 3 == 0) for r in range(n)]
+        dump(path, {"X": x, "y": y})
+    return write
 
 
-def workloads(quick):
-    ours = [
+def generated_model(model, members, hidden):
+    def write(path):
+        sys.path.insert(0, TOOLS)
+        import dynet_bench
+
+        dynet_bench.write_inputs(model, members, hidden, path)
+    return write
+
+
+def bench_workloads(quick):
+    members = 64 if quick else 1024
+    n, d = (200, 10) if quick else (1000, 20)
+    return [
         Workload("fib", os.path.join(PROGRAMS, "fib.ab"), "fib",
-                 scalar_batch("n", lambda i: 15 + i % 6)),
+                 scalar_batch("n", members, lambda i: 15 + i % 6), members),
         Workload("collatz", os.path.join(PROGRAMS, "collatz.ab"), "collatz",
-                 scalar_batch("n", lambda i: 1 + (i * 7919) % 100000)),
+                 scalar_batch("n", members, lambda i: 1 + (i * 7919) % 100000), members),
         Workload("nested", os.path.join(PROGRAMS, "nested.ab"), "nested",
-                 scalar_batch("n", lambda i: 20 + i % 21)),
+                 scalar_batch("n", members, lambda i: 20 + i % 21), members),
+        Workload("nested-same", os.path.join(PROGRAMS, "nested.ab"), "nested",
+                 scalar_batch("n", members, lambda i: 30), members),
         Workload("logreg gradients", os.path.join(PROGRAMS, "logreg_value_and_grad.ab"),
-                 "gradients", logreg_inputs(quick)),
+                 "gradients", logreg_gradient_inputs(members // 4, n, d), members // 4),
+        Workload("logreg grad", os.path.join(PROGRAMS, "logreg_grad.ab"),
+                 "gradients", logreg_gradient_inputs(members // 4, n, d), members // 4),
+        Workload("NUTS logistic (sample)", os.path.join(TOOLS, "bench", "logistic.ab"), None,
+                 logistic_data(n, d), 16),
     ]
-    examples = [Workload(f"examples/{name}", os.path.join(EXAMPLES, name + ".ab"), entry,
-                         os.path.join(EXAMPLES, name + ".json"))
-                for name, entry in [("fib", "fib"), ("collatz", "collatz"),
-                                    ("newton_sqrt", "newton_sqrt"),
-                                    ("logistic", "log_likelihood")]]
-    models = [Workload(f"models/{name}", os.path.join(EXAMPLES, "models", name + ".ab"),
-                       "decode" if name == "drnn" else "classify",
-                       os.path.join(EXAMPLES, "models", name + "_small.json"))
-              for name in ["treelstm", "mvrnn", "birnn", "nested", "drnn", "berxit",
-                           "stackrnn"]]
-    return ours + examples + models
 
 
-def run_cell(workload, inputs, strategy, threads, runs, warmup):
-    command, env = common.restricted(
-        [BENCH, "model", workload.program, "--entry", workload.entry, "--inputs", inputs,
-         "--strategy", strategy, "--threads", str(threads), "--runs", str(runs),
-         "--warmup", str(warmup)], threads)
-    try:
-        report = common.run_json(command, env)
-    except RuntimeError as e:
-        return {"error": str(e)}
-    doc = report["document"]
-    return {"seconds": report["median_seconds"],
-            "members": len(doc["results"]),
-            "ran": doc["stats"]["strategy"],
-            "reason": doc["stats"].get("strategy_reason"),
-            "results": doc["results"]}
+def example_workloads():
+    return [Workload(f"examples/{name}", os.path.join(EXAMPLES, name + ".ab"), entry,
+                     os.path.join(EXAMPLES, name + ".json"))
+            for name, entry in [("fib", "fib"), ("collatz", "collatz"),
+                                ("newton_sqrt", "newton_sqrt"),
+                                ("logistic", "log_likelihood")]] + [
+        Workload("examples/normal (sample)", os.path.join(EXAMPLES, "normal.ab"), None,
+                 os.path.join(EXAMPLES, "normal.json"), 16)]
 
 
-def measure(workload, members, threads, runs, warmup, tmp):
+def model_workloads(quick, members, hidden):
+    rows = []
+    for model in sorted(set(GENERATED) | {"treelstm_sst"}):
+        entry = GENERATED.get(model, "loss")
+        small = os.path.join(MODELS, model + "_small.json")
+        inputs = (small if quick or model not in GENERATED
+                  else generated_model(model, members, hidden))
+        size = None if inputs is small else members
+        for program in [model] + ([model + "_seq"] if model in SEQ else []):
+            rows.append(Workload(f"models/{program}", os.path.join(MODELS, program + ".ab"),
+                                 entry, inputs, size))
+    return rows
+
+
+def command(workload, inputs, strategy, tmp):
+    """The process of one cell and the files it writes (results, stats)."""
+    out = os.path.join(tmp, "out")
+    if workload.entry is None:
+        stats = os.path.join(tmp, "stats.json")
+        return ([CLI, "sample", workload.program, "--data", inputs, "--chains",
+                 str(workload.members), "--warmup", "100", "--draws", "100", "--seed", "1",
+                 "--strategy", strategy, "--output", out + ".csv", "--stats", stats],
+                out + ".csv", stats)
+    return ([CLI, "run", workload.program, "--entry", workload.entry, "--inputs", inputs,
+             "--strategy", strategy, "--stats", "--output", out + ".json"], out + ".json", None)
+
+
+def run_cell(workload, inputs, strategy, tmp):
+    """One process: its wall seconds, the run's own, what ran, the results."""
+    cmd, out, stats_path = command(workload, inputs, strategy, tmp)
+    started = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        return {"error": done.stderr.strip()[-500:]}
+    with open(out) as f:
+        results = f.read()
+    if stats_path is None:
+        doc = json.loads(results)
+        stats, results = doc["stats"], doc["results"]
+        run_seconds = stats["wall_seconds"]
+    else:
+        with open(stats_path) as f:
+            stats = json.load(f)
+        run_seconds = stats["warmup_seconds"] + stats["sampling_seconds"]
+    return {"process_seconds": seconds, "run_seconds": run_seconds,
+            "ran": stats["strategy"], "reason": stats.get("strategy_reason"),
+            "results": results}
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def measure(workload, repeats, tmp):
     inputs = workload.inputs
     if callable(inputs):
         path = os.path.join(tmp, "inputs.json")
-        inputs(members, path)
+        inputs(path)
         inputs = path
-    row = {"workload": workload.name, "threads": threads, "cells": {}}
-    reference = run_cell(workload, inputs, "reference", threads, 1, 0.0)
-    for strategy in STRATEGIES:
-        cell = run_cell(workload, inputs, strategy, threads, runs, warmup)
-        if "error" not in cell:
-            cell["members_per_second"] = cell["members"] / cell["seconds"]
-            cell["equals_reference"] = cell.pop("results") == reference.get("results")
-        row["cells"][strategy] = cell
-        common.log(f"auto {workload.name} {threads} thread(s) {strategy}: "
-                   f"{cell.get('members_per_second', 0):.0f} members/s")
-    rates = {s: c["members_per_second"] for s, c in row["cells"].items()
-             if "members_per_second" in c and s != "auto"}
-    auto = row["cells"]["auto"]
-    if rates and "members_per_second" in auto:
-        best = max(rates, key=rates.get)
-        row.update(best=best, auto_over_best=auto["members_per_second"] / rates[best])
+    reference = run_cell(workload, inputs, "reference", tmp)
+    runs = {s: [] for s in STRATEGIES}
+    for r in range(repeats):
+        order = STRATEGIES[r % len(STRATEGIES):] + STRATEGIES[:r % len(STRATEGIES)]
+        for strategy in order:
+            runs[strategy].append(run_cell(workload, inputs, strategy, tmp))
+    row = {"workload": workload.name, "program": os.path.relpath(workload.program, common.ROOT),
+           "entry": workload.entry or "sample", "members": workload.members, "cells": {}}
+    for strategy, cells in runs.items():
+        failed = [c for c in cells if "error" in c]
+        if failed:
+            row["cells"][strategy] = {"error": failed[0]["error"]}
+            continue
+        row["cells"][strategy] = {
+            "process_seconds": min(c["process_seconds"] for c in cells),
+            "run_seconds": min(c["run_seconds"] for c in cells),
+            "process_seconds_median": median([c["process_seconds"] for c in cells]),
+            "run_seconds_median": median([c["run_seconds"] for c in cells]),
+            "process_seconds_all": [c["process_seconds"] for c in cells],
+            "run_seconds_all": [c["run_seconds"] for c in cells],
+            "ran": cells[0]["ran"], "reason": cells[0]["reason"],
+            "equals_reference": all(c["results"] == reference.get("results") for c in cells),
+        }
+    for key in ("process_seconds", "run_seconds"):
+        times = {s: c[key] for s, c in row["cells"].items() if key in c and s != "auto"}
+        auto = row["cells"]["auto"].get(key)
+        if times and auto:
+            best = min(times, key=times.get)
+            row[key.replace("seconds", "best")] = best
+            row[key.replace("seconds", "auto_over_best")] = auto / times[best]
     return row
 
 
@@ -140,43 +238,58 @@ def format_row(row):
             cells.append("failed")
         else:
             mark = "" if cell["equals_reference"] else " (differs!)"
-            cells.append(f"{cell['members_per_second']:,.0f}{mark}")
+            cells.append(f"{cell['process_seconds'] * 1e3:,.0f} / "
+                         f"{cell['run_seconds'] * 1e3:,.1f}{mark}")
     auto = row["cells"]["auto"]
     picked = SHORT.get(auto.get("ran"), auto.get("ran", "-"))
-    ratio = (f"{row['auto_over_best']:.2f} (best {SHORT[row['best']]})"
-             if "auto_over_best" in row else "-")
-    return (f"| {row['workload']} | {row['threads']} | " + " | ".join(cells)
-            + f" | {picked} | {ratio} |")
+    ratios = []
+    for key in ("process", "run"):
+        ratio = row.get(f"{key}_auto_over_best")
+        ratios.append(f"{ratio:.2f} ({SHORT[row[key + '_best']]})" if ratio else "-")
+    return f"| {row['workload']} | " + " | ".join(cells) + f" | {picked} | " + " | ".join(ratios) + " |"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes and few runs (a smoke run)")
-    ap.add_argument("--threads", nargs="+", type=int, help="thread counts (default: 1 and all)")
+    ap.add_argument("--quick", action="store_true", help="small inputs, one repeat (a smoke run)")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats (default 3)")
+    ap.add_argument("--members", type=int, default=256, help="generated models' batch size")
+    ap.add_argument("--hidden", type=int, default=64, help="generated models' hidden width")
+    ap.add_argument("--only", nargs="+", help="only the workloads whose names contain one of these")
+    ap.add_argument("--loaded", action="store_true",
+                    help="record that the machine was shared while measuring")
     ap.add_argument("--json", help="write every figure here")
     a = ap.parse_args()
-    members = 64 if a.quick else 1024
-    runs, warmup = (1, 0.0) if a.quick else (7, 0.5)
-    threads = a.threads or sorted({1, common.cores()})
+    repeats = 1 if a.quick else a.repeats
     m = common.machine()
+    workloads = (bench_workloads(a.quick) + example_workloads()
+                 + model_workloads(a.quick, a.members, a.hidden))
+    if a.only:
+        workloads = [w for w in workloads if any(o in w.name for o in a.only)]
     print(f"CPU: {m['cpu_model']} ({', '.join(m['simd_flags'])}), {m['cores']} cores; "
-          f"threads: {', '.join(map(str, threads))}; {members} members for the generated "
-          f"inputs; median of {runs} run(s) after {warmup} s of warm-up; {BENCH}.")
+          f"default threads (no --threads); fastest of {repeats} interleaved repeat(s); {CLI}.")
     if a.quick:
         print("**Smoke run (--quick): these cells prove the script; they are not figures.**")
+    if a.loaded:
+        print("**Loaded machine: other processes shared the cores; compare the strategies "
+              "with one another only.**")
     print()
-    print("Members per second, execution alone. auto picked: the strategy auto ran.\n")
-    print("| workload | threads | " + " | ".join(SHORT[s] for s in STRATEGIES)
-          + " | auto picked | auto / best |")
+    print("Milliseconds, process / run alone (`--stats`). auto picked: the strategy auto ran; "
+          "auto / best: of the process, of the run.\n")
+    print("| workload | " + " | ".join(SHORT[s] for s in STRATEGIES)
+          + " | auto picked | auto / best, process | auto / best, run |")
     print("|" + "---|" * (len(STRATEGIES) + 4))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for workload in workloads(a.quick):
-            for t in threads:
-                rows.append(measure(workload, members, t, runs, warmup, tmp))
-                print(format_row(rows[-1]), flush=True)
+        for workload in workloads:
+            rows.append(measure(workload, repeats, tmp))
+            print(format_row(rows[-1]), flush=True)
     if a.json:
-        dump(a.json, {"machine": m, "quick": a.quick, "bench": BENCH, "rows": rows})
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        with open(a.json, "w") as f:
+            json.dump({"machine": m, **common.provenance("tools/bench/auto.py " + " ".join(sys.argv[1:])),
+                       "loaded": a.loaded, "smoke_run": a.quick, "repeats": repeats,
+                       "cli": CLI, "rows": rows}, f, indent=1)
     differs = [r["workload"] for r in rows
                for c in r["cells"].values() if c.get("equals_reference") is False]
     if differs:

@@ -148,6 +148,31 @@ pub struct BoundBatch {
     /// The statics whose gradient (summed over the members) the run gives
     /// ([`Compiled::bind_static_gradient`]), by name; none for a plain run.
     pub(crate) gradients: Vec<(String, autobatch_ir::StaticId)>,
+    pub(crate) preparation: Preparation,
+}
+
+/// The seconds a batch took to make before it ran, which `--stats`
+/// reports beside the run's own (`wall_seconds`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Preparation {
+    /// Reading and parsing the files the inputs came from: set by the
+    /// caller that read them ([`BoundBatch::read_in`]); 0 for inputs
+    /// given in memory.
+    pub read_seconds: f64,
+    /// Binding: checking the inputs against the entry and converting them
+    /// to its types (the statics too, unless they were bound before, by
+    /// [`Compiled::with_statics`]).
+    pub bind_seconds: f64,
+}
+
+/// Runs `bind` and records its seconds in the batch it makes.
+fn timed_bind(
+    bind: impl FnOnce() -> Result<BoundBatch, InputError>,
+) -> Result<BoundBatch, InputError> {
+    let started = std::time::Instant::now();
+    let mut batch = bind()?;
+    batch.preparation.bind_seconds = started.elapsed().as_secs_f64();
+    Ok(batch)
 }
 
 impl BoundBatch {
@@ -165,6 +190,7 @@ impl BoundBatch {
             batch,
             first_member,
             gradients: Vec::new(),
+            preparation: Preparation::default(),
         }
     }
     /// The same batch as members `first..` of a larger batch: member `m`
@@ -174,6 +200,16 @@ impl BoundBatch {
     pub fn numbered_from(mut self, first: u64) -> BoundBatch {
         self.first_member = first;
         self
+    }
+    /// The same batch, recording that reading its inputs took
+    /// `seconds` ([`Preparation::read_seconds`]).
+    pub fn read_in(mut self, seconds: f64) -> BoundBatch {
+        self.preparation.read_seconds = seconds;
+        self
+    }
+    /// How long the batch took to read and bind.
+    pub fn preparation(&self) -> Preparation {
+        self.preparation
     }
     /// The index in the whole batch of this batch's member 0.
     pub fn first_member(&self) -> u64 {
@@ -207,8 +243,10 @@ impl Compiled {
     /// Binds `inputs` to the entry function `entry`: see the [module docs](crate::bind)
     /// for the rules. With no batched argument the batch has one member.
     pub fn bind(&self, entry: &str, inputs: &Inputs) -> Result<BoundBatch, InputError> {
-        let entry_id = self.entry_function(entry)?;
-        self.bind_function(entry_id, inputs)
+        timed_bind(|| {
+            let entry_id = self.entry_function(entry)?;
+            self.bind_function(entry_id, inputs)
+        })
     }
 
     /// Binds `inputs` to `entry` to run, instead of `entry`, the gradient
@@ -230,10 +268,12 @@ impl Compiled {
         statics: &[&str],
         inputs: &Inputs,
     ) -> Result<BoundBatch, InputError> {
-        let derived = self.derive_static_gradient(entry, statics)?;
-        let mut bound = derived.program.bind_function(derived.entry, inputs)?;
-        bound.gradients = derived.statics;
-        Ok(bound)
+        timed_bind(|| {
+            let derived = self.derive_static_gradient(entry, statics)?;
+            let mut bound = derived.program.bind_function(derived.entry, inputs)?;
+            bound.gradients = derived.statics;
+            Ok(bound)
+        })
     }
 
     /// The IR of `entry'sgrad` (see [`Compiled::bind_static_gradient`]) and

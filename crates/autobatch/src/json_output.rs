@@ -205,6 +205,8 @@ impl RunResult {
             "threads": self.threads,
             "steps": self.stats.steps,
             "wall_seconds": float_to_json(self.stats.wall_seconds),
+            "read_seconds": float_to_json(self.preparation.read_seconds),
+            "bind_seconds": float_to_json(self.preparation.bind_seconds),
             "lane_utilization": float_to_json(self.stats.lane_utilization),
             "instances": self.stats.instances,
             "peak_instances": self.stats.peak_instances,
@@ -332,6 +334,10 @@ mod tests {
             threads: 4,
             batch_size: 2,
             static_gradients: Vec::new(),
+            preparation: crate::Preparation {
+                read_seconds: 0.25,
+                bind_seconds: 0.125,
+            },
             members: vec![
                 Ok(scalar(Scalar::I64(3))),
                 Err(MemberError::new(
@@ -374,6 +380,8 @@ mod tests {
         assert_eq!(stats["batch_size"], json!(2));
         assert_eq!(stats["steps"], json!(7));
         assert_eq!(stats["wall_seconds"], json!(0.5));
+        assert_eq!(stats["read_seconds"], json!(0.25));
+        assert_eq!(stats["bind_seconds"], json!(0.125));
         assert_eq!(stats["lane_utilization"], json!(0.75));
         assert_eq!(
             stats["op_counts"],

@@ -89,7 +89,7 @@ pub mod typed;
 pub use autobatch_frontend::parameters;
 /// A model's transformed parameters and generated quantities.
 pub use autobatch_frontend::quantities;
-pub use bind::{BoundBatch, BoundProgram, InputError, InputErrorKind};
+pub use bind::{BoundBatch, BoundProgram, InputError, InputErrorKind, Preparation};
 pub use compile::{compile, CompileError, Compiled};
 pub use frontend_bridge::Diagnostic;
 pub use inputs::{parse_strict_json, ArrayInput, InputValue, Inputs};

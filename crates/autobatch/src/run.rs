@@ -173,6 +173,8 @@ pub struct RunResult {
     /// with respect to it (the members that finished); else empty.
     pub static_gradients: Vec<(String, autobatch_types::Tensor)>,
     pub stats: Stats,
+    /// How long the batch took to read and bind before it ran.
+    pub preparation: crate::Preparation,
 }
 
 impl BoundBatch {
@@ -263,6 +265,7 @@ impl BoundBatch {
             members,
             static_gradients,
             stats,
+            preparation: self.preparation(),
         })
     }
 

@@ -82,19 +82,26 @@ fn the_examples_pick_by_their_products() {
             "newton_sqrt.json",
             Strategy::Native,
         ),
-        // matvec(X, theta) with X a static, three members.
+        // matvec(X, theta) with X a static, three members, no recursion.
         (
             "logistic.ab",
             "log_likelihood",
             "logistic.json",
-            Strategy::NativeBatched,
+            Strategy::ProgramCounter,
         ),
-        // The gates' matvec with static weights, a batch of trees.
+        // The gates' matvec with static weights, a batch of trees: recursion.
         (
             "models/treelstm.ab",
             "classify",
             "models/treelstm_small.json",
             Strategy::NativeBatched,
+        ),
+        // The gates' matvec with static weights in loops over the tokens.
+        (
+            "models/birnn.ab",
+            "classify",
+            "models/birnn_small.json",
+            Strategy::ProgramCounter,
         ),
         // Three static matvec against two matvec with per-member matrices
         // and two matmul: mostly per-member products.
@@ -152,6 +159,21 @@ fn apply(x: [f64; C], times: i64) -> f64 {
 }
 "#;
 
+/// `MATRICES` with the loop made a recursion.
+const RECURSIVE_MATRICES: &str = r#"
+extern "autobatch" {
+    static W: [[f64; C]; R];
+}
+/// A product with a static matrix in each call of a recursion.
+fn apply(x: [f64; C], times: i64) -> f64 {
+    if times <= 0 {
+        0.0
+    } else {
+        sum(matvec(W, x)) + apply(x, times - 1)
+    }
+}
+"#;
+
 /// `MATRICES` bound with an `rows` x `columns` static and `members`
 /// members (member m's vector is all m / 10, its loop runs 1 + m % 3 times).
 fn matrix_inputs(rows: usize, columns: usize, members: usize) -> Inputs {
@@ -173,15 +195,29 @@ fn matrix_inputs(rows: usize, columns: usize, members: usize) -> Inputs {
 }
 
 #[test]
-fn small_static_matrices_run_native_batched_with_members_to_share_them() {
+fn small_static_matrices_in_loops_run_program_counter() {
     let program = compiled(MATRICES, "matrices.ab");
+    let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 6), 2);
+    assert_eq!(run.strategy, Strategy::ProgramCounter);
+    let reason = run.stats.choice.unwrap().reason;
+    assert!(
+        reason.contains(
+            "1 of the program's 1 matrix products with a static matrix, the largest 16 x 8"
+        ) && reason.contains("no recursion"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn small_static_matrices_in_a_recursion_run_native_batched_with_members_to_share_them() {
+    let program = compiled(RECURSIVE_MATRICES, "recursive.ab");
     let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 6), 2);
     assert_eq!(run.strategy, Strategy::NativeBatched);
     let reason = run.stats.choice.unwrap().reason;
     assert!(
         reason.contains(
             "1 of the program's 1 matrix products with a static matrix, the largest 16 x 8"
-        ) && reason.contains("up to 3 members per thread"),
+        ) && reason.contains("a recursive program: each shared by up to 3 members per thread"),
         "{reason}"
     );
     // One member per thread: nothing to share the product with.
@@ -232,7 +268,7 @@ fn mix(m: [[f64; 3]; 3], x: [f64; 3]) -> f64 {
 
 #[test]
 fn large_static_matrices_run_program_counter() {
-    let program = compiled(MATRICES, "matrices.ab");
+    let program = compiled(RECURSIVE_MATRICES, "recursive.ab");
     // 512 x 512 = 2^18 elements, the threshold.
     let run = run_auto(&program, "apply", &matrix_inputs(512, 512, 4), 1);
     assert_eq!(run.strategy, Strategy::ProgramCounter);

@@ -276,26 +276,77 @@ pub fn read_npz(bytes: &[u8]) -> Result<Vec<NamedArray>, String> {
         .map_err(|e| format!("is not a .npz archive: {e}"))?;
     let mut arrays = Vec::with_capacity(archive.len());
     for i in 0..archive.len() {
-        let mut file = archive
-            .by_index(i)
+        let raw = archive
+            .by_index_raw(i)
             .map_err(|e| format!("cannot be read: {e}"))?;
-        let name = file
+        let name = raw
             .name()
             .map_err(|e| format!("holds a member whose name cannot be read: {e}"))?
             .into_owned();
         let Some(stem) = name.strip_suffix(".npy") else {
             return Err(format!("holds `{name}`, which is not a .npy array"));
         };
-        let mut member = Vec::with_capacity(file.size() as usize);
-        file.read_to_end(&mut member)
-            .map_err(|e| format!("cannot read array `{stem}`: {e}"))?;
-        let array = read_npy(&member).map_err(|e| format!("array `{stem}` {e}"))?;
+        let stored = match (raw.compression(), raw.data_start(), raw.encrypted()) {
+            (zip::CompressionMethod::Stored, Some(start), false) => Some(StoredMember {
+                start,
+                size: raw.size(),
+                crc32: raw.crc32(),
+            }),
+            _ => None,
+        };
+        drop(raw);
+        let array = match stored {
+            // numpy's `savez` stores its arrays: read them where they are.
+            Some(member) => read_npy(member.bytes(bytes, stem)?),
+            None => {
+                let mut file = archive
+                    .by_index(i)
+                    .map_err(|e| format!("cannot be read: {e}"))?;
+                let mut member = Vec::with_capacity(file.size() as usize);
+                file.read_to_end(&mut member)
+                    .map_err(|e| format!("cannot read array `{stem}`: {e}"))?;
+                read_npy(&member)
+            }
+        }
+        .map_err(|e| format!("array `{stem}` {e}"))?;
         arrays.push(NamedArray {
             name: stem.to_owned(),
             array,
         });
     }
     Ok(arrays)
+}
+
+/// Where an uncompressed member of an archive lies in its bytes, and the
+/// checksum its bytes must have.
+struct StoredMember {
+    start: u64,
+    size: u64,
+    crc32: u32,
+}
+
+impl StoredMember {
+    /// The member's bytes in the archive's `bytes`, checked against its
+    /// checksum (as reading it through the archive would).
+    fn bytes<'a>(&self, bytes: &'a [u8], stem: &str) -> Result<&'a [u8], String> {
+        let range = usize::try_from(self.start)
+            .ok()
+            .zip(usize::try_from(self.size).ok())
+            .and_then(|(start, size)| Some(start..start.checked_add(size)?))
+            .filter(|range| range.end <= bytes.len());
+        let Some(range) = range else {
+            return Err(format!(
+                "cannot read array `{stem}`: the archive ends inside it"
+            ));
+        };
+        let member = &bytes[range];
+        if crc32fast::hash(member) != self.crc32 {
+            return Err(format!(
+                "cannot read array `{stem}`: its bytes do not match the archive's checksum"
+            ));
+        }
+        Ok(member)
+    }
 }
 
 /// The tensors of a `.safetensors` file's bytes, in the order of their data.
@@ -576,6 +627,28 @@ mod tests {
         );
         assert_eq!(arrays[1].array.tensor.shape, Vec::<usize>::new());
         assert_eq!(arrays[1].array.tensor.data, Data::Usize(vec![u64::MAX]));
+    }
+
+    #[test]
+    fn a_stored_member_read_in_place_is_checked_against_its_checksum() {
+        let values: Vec<f64> = (0..64).map(|i| f64::from(i) / 8.0).collect();
+        let npz = write_npz(&[(
+            "w".into(),
+            OutArray::Tensor(Tensor::new(vec![8, 8], Data::F64(values.clone()))),
+        )])
+        .unwrap();
+        let arrays = read_npz(&npz).unwrap();
+        assert_eq!(arrays[0].array.tensor.data, Data::F64(values));
+        // Flip the lowest bit of the last element, 7.875, where it is stored.
+        let last = 7.875f64.to_le_bytes();
+        let at = npz.windows(8).rposition(|w| w == last).expect("stored");
+        let mut corrupt = npz.clone();
+        corrupt[at] ^= 1;
+        let error = read_npz(&corrupt).unwrap_err();
+        assert!(
+            error.contains("array `w`") && error.contains("checksum"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -538,7 +538,9 @@ fn prepare_run(args: &RunArgs) -> Result<(Compiled, autobatch::BoundBatch), Fail
         pictures::check_picture_path(path)?;
     }
     let compiled = compile_file(&args.program)?;
+    let reading = std::time::Instant::now();
     let (parsed, sources) = input::read_run_inputs(&args.inputs, &args.shared)?;
+    let read_seconds = reading.elapsed().as_secs_f64();
     let in_inputs = |e: autobatch::InputError| sources.error(e);
     let batch = if args.grad_statics.is_empty() {
         compiled.bind(&args.entry, &parsed).map_err(in_inputs)?
@@ -548,7 +550,7 @@ fn prepare_run(args: &RunArgs) -> Result<(Compiled, autobatch::BoundBatch), Fail
             .bind_static_gradient(&args.entry, &statics, &parsed)
             .map_err(in_inputs)?
     };
-    Ok((compiled, batch))
+    Ok((compiled, batch.read_in(read_seconds)))
 }
 
 /// `autobatch sample`: rank 0 reads the model and the data and shares

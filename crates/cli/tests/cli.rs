@@ -315,12 +315,19 @@ fn run_with_stats() {
         "batch_size",
         "steps",
         "wall_seconds",
+        "read_seconds",
+        "bind_seconds",
         "lane_utilization",
         "instances",
         "peak_instances",
         "op_counts",
     ] {
         assert!(stats.get(field).is_some(), "stats lacks `{field}`: {stats}");
+    }
+    // Reading the file and binding it took some time, less than the process.
+    for field in ["read_seconds", "bind_seconds"] {
+        let seconds = stats[field].as_f64().expect("seconds");
+        assert!(seconds > 0.0 && seconds < 60.0, "{field}: {seconds}");
     }
     assert_eq!(stats["batch_size"], 2);
     // No --strategy: auto, which runs scalar control as native code.

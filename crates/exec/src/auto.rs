@@ -14,20 +14,23 @@
 //! 3. of the matrix products of the source (`matvec`, `vecmat`, `matmul`
 //!    in the functions the entry reaches), at least half are `matvec` or
 //!    `vecmat` with a static matrix (a static or an item of one), there are
-//!    at least two members per thread to share them, and the largest such
-//!    matrix has at least [`LARGE_MATRIX`] elements: `program-counter`
-//!    (each product one product of the matrix with every member's vector
-//!    at once, the matrix read once per step however the members' control
-//!    differs);
-//! 4. as 3 with smaller matrices: `native-batched` (each member's control
-//!    in machine code, each such product once for the members of a thread
-//!    waiting at it);
+//!    at least two members per thread to share them, and either the
+//!    largest such matrix has at least [`LARGE_MATRIX`] elements or no
+//!    function the entry reaches is recursive (calls itself, directly or
+//!    through others): `program-counter` (each product one product of the
+//!    matrix with every member's vector at once, the matrix read once per
+//!    step however the members' control differs; without recursion the
+//!    members' loops run in step, and every other operation is one for
+//!    the whole batch too);
+//! 4. as 3 with smaller matrices, in a recursive program (trees):
+//!    `native-batched` (each member's control in machine code, each such
+//!    product once for the members of a thread waiting at it);
 //! 5. otherwise: `native` (each member alone in machine code: scalar
 //!    control, per-member arrays, products mostly with per-member
 //!    matrices, or one member per thread).
 //!
-//! `local-static` and `native-lockstep` are never picked: each was slower
-//! than one of the above on every workload measured (docs/benchmarks.md).
+//! `local-static` and `native-lockstep` are never picked
+//! (docs/benchmarks.md has their timings beside the others').
 
 use autobatch_ir::{EntityRef, FuncId, Function, Op, Prim, Program, Var};
 use autobatch_kernels::backend::Backend;
@@ -56,9 +59,10 @@ impl Executor for Auto {
     }
 
     fn description(&self) -> &'static str {
-        "picks per run: native for scalar control, native-batched where products with a \
-         static matrix can be shared, program-counter where that matrix is large, native \
-         code does not compile or a profile is asked for"
+        "picks per run: native for scalar control, program-counter where products with a \
+         static matrix can be shared (native-batched if the program recurses and the \
+         matrices are small), and where native code does not compile or a profile is \
+         asked for"
     }
 
     /// Not always: the native executors it mostly picks compute with the
@@ -133,10 +137,17 @@ pub fn choose(program: &Program, env: &Env, batch: &Batch, options: &RunOptions)
             Strategy::ProgramCounter,
             "larger than the cache: each one product for the whole batch".to_string(),
         )
+    } else if !recursive(program, batch.entry) {
+        (
+            Strategy::ProgramCounter,
+            "no recursion: the members' loops run in step, each product and operation once \
+             for the whole batch"
+                .to_string(),
+        )
     } else {
         (
             Strategy::NativeBatched,
-            format!("each shared by up to {per_thread} members per thread"),
+            format!("a recursive program: each shared by up to {per_thread} members per thread"),
         )
     };
     Choice {
@@ -196,6 +207,22 @@ fn products(program: &Program, entry: FuncId, symbols: &[u64]) -> Products {
         }
     }
     found
+}
+
+/// Whether a function the entry reaches calls itself, directly or through
+/// others (calls and forks both count).
+fn recursive(program: &Program, entry: FuncId) -> bool {
+    let reaches = |from: FuncId| crate::memory::reachable_functions(program, from);
+    let reachable = reaches(entry);
+    program.functions.iter().any(|(id, function)| {
+        reachable[id.index()]
+            && function
+                .blocks
+                .values()
+                .flat_map(|b| &b.ops)
+                .flat_map(|op| op.callees())
+                .any(|callee| reaches(callee)[id.index()])
+    })
 }
 
 /// Per variable of `function`: whether some definition of it loads a

@@ -37,6 +37,9 @@ pub fn check_memory(
     let needed = bytes_per_member
         .saturating_mul(members as u128)
         .saturating_add(shared_bytes);
+    if needed <= SURELY_AVAILABLE && memory_limit().is_none() {
+        return Ok(());
+    }
     let available = available_memory_bytes();
     if needed > available as u128 {
         return Err(format!(
@@ -92,7 +95,8 @@ pub fn check_value_sizes(
 }
 
 /// Values no larger than this fit in memory on any machine autobatch runs
-/// on: [`check_value_sizes`] asks the system only for larger ones (reading
+/// on: [`check_value_sizes`] and [`check_memory`] ask the system only for
+/// larger ones (reading
 /// `/proc/meminfo` costs tens of microseconds, more than a small run), or
 /// when [`MEMORY_LIMIT_VARIABLE`] sets a limit.
 const SURELY_AVAILABLE: u128 = 16 << 20;

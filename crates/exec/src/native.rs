@@ -74,7 +74,7 @@ use rayon::prelude::*;
 
 use crate::internal::{capture_for, current_run, outside_capture, worker_pool, working_for};
 use crate::monitor::{interrupted, stack_overflow, step_limit, OpCounter};
-use crate::native_cache::{self, Flavor, ProgramText};
+use crate::native_cache::{self, Flavor, ProgramKey};
 use crate::program_counter::ProgramCounter;
 use crate::{
     reference, Batch, Env, ExecError, Executor, Interrupt, OpCount, ReportField, ReportValue,
@@ -298,8 +298,8 @@ impl Compiled {
         let lengths = lengths(env, batch.size).map_err(|e| NotCompiled {
             reason: e.to_string(),
         })?;
-        let text = ProgramText::of(program);
-        let code = native_cache::compile(program, &text, batch.entry, &lengths, flavor(options))?;
+        let key = ProgramKey::of(program);
+        let code = native_cache::compile(key, batch.entry, &lengths, flavor(options))?;
         Ok(Compiled {
             program: code.program,
             cached: code.cached,

@@ -10,8 +10,9 @@
 //! (`native-lockstep`) is kept the same way, in the same cache
 //! ([`compile_lockstep`]).
 //!
-//! What identifies compiled code: the program's text form (which determines
-//! the program exactly: `parse(print(p)) == p`), the entry, the lengths of
+//! What identifies compiled code: the program (a copy is kept with its
+//! code and compared whole, after a fingerprint of its shape), the entry,
+//! the lengths of
 //! the symbolic dimensions (native code has them as constants, or, for a
 //! ragged batch's, the capacities it is compiled for), whether it
 //! counts operations and whether it can be interrupted. The statics'
@@ -30,28 +31,63 @@ use autobatch_native::{
 /// The most compiled programs kept (the least recently used goes first).
 pub const CAPACITY: usize = 128;
 
-/// A program's text form, computed once per run and shared by the sizes
-/// of a ragged batch.
-#[derive(Clone)]
-pub(crate) struct ProgramText {
-    text: Arc<str>,
-    hash: u64,
+/// A program as the cache finds it: the program and a fingerprint of its
+/// shape (its functions' names and their numbers of blocks, variables and
+/// operations), which tells most other programs apart without comparing
+/// them whole. Made in a few microseconds per run, with no copy.
+#[derive(Clone, Copy)]
+pub(crate) struct ProgramKey<'a> {
+    program: &'a Program,
+    fingerprint: u64,
 }
 
-impl ProgramText {
-    pub(crate) fn of(program: &Program) -> ProgramText {
+impl<'a> ProgramKey<'a> {
+    pub(crate) fn of(program: &'a Program) -> ProgramKey<'a> {
         use std::hash::{Hash, Hasher};
-        let text: Arc<str> = autobatch_ir::print::program_to_string(program).into();
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        text.hash(&mut hasher);
-        ProgramText {
-            text,
-            hash: hasher.finish(),
+        program.statics.len().hash(&mut hasher);
+        program.symbols.hash(&mut hasher);
+        for (_, function) in program.functions.iter() {
+            function.name.hash(&mut hasher);
+            function.vars.len().hash(&mut hasher);
+            for block in function.blocks.values() {
+                block.ops.len().hash(&mut hasher);
+            }
+        }
+        ProgramKey {
+            program,
+            fingerprint: hasher.finish(),
         }
     }
 }
 
-/// How a program's code is made beyond its text, entry and lengths.
+/// Whether two programs are the same to the bit: equal, and their float
+/// constants of the same bits (equality takes `-0.0` for `0.0`, whose
+/// code differs). A program with a NaN constant equals no program, itself
+/// included: it is compiled again on each run.
+fn same_program(a: &Program, b: &Program) -> bool {
+    fn constants(p: &Program) -> impl Iterator<Item = &autobatch_ir::Scalar> {
+        p.functions
+            .iter()
+            .flat_map(|(_, f)| f.blocks.values())
+            .flat_map(|b| &b.ops)
+            .filter_map(|op| match op {
+                autobatch_ir::Op::Prim {
+                    prim: autobatch_ir::Prim::Const(value),
+                    ..
+                } => Some(value),
+                _ => None,
+            })
+    }
+    let bits = |value: &autobatch_ir::Scalar| match *value {
+        autobatch_ir::Scalar::F32(x) => u64::from(x.to_bits()),
+        autobatch_ir::Scalar::F64(x) => x.to_bits(),
+        _ => 0,
+    };
+    a == b && constants(a).map(bits).eq(constants(b).map(bits))
+}
+
+/// How a program's code is made beyond the program, entry and lengths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Flavor {
     pub counting: Counting,
@@ -73,7 +109,9 @@ impl Kept {
 
 /// One compiled program and what it was compiled from.
 struct Entry {
-    text: ProgramText,
+    /// A copy of the program the code was compiled from.
+    program_ir: Arc<Program>,
+    fingerprint: u64,
     entry: FuncId,
     lengths: Lengths,
     flavor: Flavor,
@@ -85,18 +123,21 @@ struct Entry {
 impl Entry {
     /// Whether it is the code of `key`.
     fn is(&self, key: &Key<'_>) -> bool {
-        self.text.hash == key.text.hash
+        self.fingerprint == key.program.fingerprint
             && self.entry == key.entry
             && self.flavor == key.flavor
             && self.program.lockstep() == key.lockstep
             && self.lengths == *key.lengths
-            && *self.text.text == *key.text.text
+            && same_program(&self.program_ir, key.program.program)
     }
 
     /// What identifies it.
     fn key(&self) -> Key<'_> {
         Key {
-            text: &self.text,
+            program: ProgramKey {
+                program: &self.program_ir,
+                fingerprint: self.fingerprint,
+            },
             entry: self.entry,
             lengths: &self.lengths,
             flavor: self.flavor,
@@ -117,7 +158,7 @@ static CACHE: Mutex<Cache> = Mutex::new(Cache {
 
 /// What identifies compiled code.
 struct Key<'a> {
-    text: &'a ProgramText,
+    program: ProgramKey<'a>,
     entry: FuncId,
     lengths: &'a Lengths,
     flavor: Flavor,
@@ -130,17 +171,16 @@ pub(crate) struct Code {
     pub cached: bool,
 }
 
-/// The native code of `program` (whose text is `text`) for `entry` and
-/// `lengths`: the kept one if there is one, else compiled now and kept.
+/// The native code of `program` for `entry` and `lengths`: the kept one
+/// if there is one, else compiled now and kept.
 pub(crate) fn compile(
-    program: &Program,
-    text: &ProgramText,
+    program: ProgramKey<'_>,
     entry: FuncId,
     lengths: &Lengths,
     flavor: Flavor,
 ) -> Result<Code, NotCompiled> {
     let key = Key {
-        text,
+        program,
         entry,
         lengths,
         flavor,
@@ -148,7 +188,7 @@ pub(crate) fn compile(
     };
     let (kept, cached) = kept_or_compiled(&key, || {
         let compiled = autobatch_native::compile_for(
-            program,
+            program.program,
             entry,
             lengths,
             flavor.counting,
@@ -171,15 +211,14 @@ pub(crate) struct LockCode {
 /// [`compile`] for lock-step code (`native-lockstep`), which only
 /// `counting` makes in another flavor.
 pub(crate) fn compile_lockstep(
-    program: &Program,
-    text: &ProgramText,
+    program: ProgramKey<'_>,
     entry: FuncId,
     symbols: &[u64],
     counting: Counting,
 ) -> Result<LockCode, NotCompiled> {
     let lengths = Lengths::fixed(symbols);
     let key = Key {
-        text,
+        program,
         entry,
         lengths: &lengths,
         flavor: Flavor {
@@ -189,7 +228,8 @@ pub(crate) fn compile_lockstep(
         lockstep: true,
     };
     let (kept, cached) = kept_or_compiled(&key, || {
-        let compiled = autobatch_native::compile_lockstep(program, entry, symbols, counting)?;
+        let compiled =
+            autobatch_native::compile_lockstep(program.program, entry, symbols, counting)?;
         Ok(Kept::LockStep(Arc::new(compiled)))
     })?;
     let Kept::LockStep(program) = kept else {
@@ -211,7 +251,8 @@ fn kept_or_compiled(
     // new program may both compile it; the second one kept wins).
     let compiled = compile()?;
     keep(Entry {
-        text: key.text.clone(),
+        program_ir: Arc::new(key.program.program.clone()),
+        fingerprint: key.program.fingerprint,
         entry: key.entry,
         lengths: key.lengths.clone(),
         flavor: key.flavor,
@@ -260,6 +301,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn programs_that_differ_only_in_the_sign_of_a_zero_are_different_programs() {
+        let program = |zero: &str| {
+            let source = format!(
+                "\
+fn f0 f(v0 x: f64) -> (f64)  @1:1
+  vars: v0 x: f64, v1: f64, v2: f64
+b0:  @1:1
+  v1 = const {zero}_f64  @1:27
+  v2 = mul v0, v1  @1:23
+  return v2
+"
+            );
+            autobatch_ir::parse::parse_program(&source).expect("a program")
+        };
+        let (positive, negative) = (program("0.0"), program("-0.0"));
+        assert_eq!(positive, negative, "equality does not tell them apart");
+        let entry = positive.function_by_name("f").expect("f");
+        let flavor = Flavor {
+            counting: Counting::Skipped,
+            interrupts: Interrupts::Ignored,
+        };
+        let lengths = Lengths::fixed(&[]);
+        let first = compile(ProgramKey::of(&positive), entry, &lengths, flavor).unwrap();
+        let second = compile(ProgramKey::of(&negative), entry, &lengths, flavor).unwrap();
+        assert!(!second.cached, "-0.0 is not 0.0");
+        assert!(!Arc::ptr_eq(&first.program, &second.program));
+    }
+
+    #[test]
     fn the_least_recently_used_program_goes_first() {
         let source = "\
 fn f0 quotient(v0 a: i64, v1 b: i64) -> (i64)  @1:1
@@ -269,7 +339,7 @@ b0:  @1:1
   return v2
 ";
         let program = autobatch_ir::parse::parse_program(source).expect("a program");
-        let text = ProgramText::of(&program);
+        let key = ProgramKey::of(&program);
         let entry = program.function_by_name("quotient").expect("quotient");
         // Fill the cache with CAPACITY + 1 sizes of nothing: symbols that
         // the program does not read still make distinct keys.
@@ -286,50 +356,40 @@ b0:  @1:1
             ..kept
         };
         let one = Lengths::fixed(&[u64::MAX - 1]);
-        let first = compile(&program, &text, entry, &one, kept).unwrap();
+        let first = compile(key, entry, &one, kept).unwrap();
         assert!(!first.cached);
-        let again = compile(&program, &text, entry, &one, kept).unwrap();
+        let again = compile(key, entry, &one, kept).unwrap();
         assert!(again.cached);
         assert!(Arc::ptr_eq(&first.program, &again.program));
-        let other = compile(&program, &text, entry, &one, skipped).unwrap();
+        let other = compile(key, entry, &one, skipped).unwrap();
         assert!(!other.cached, "counting is part of the key");
-        let other = compile(&program, &text, entry, &one, polled).unwrap();
+        let other = compile(key, entry, &one, polled).unwrap();
         assert!(!other.cached, "interrupts are part of the key");
         let ragged = Lengths {
             values: one.values.clone(),
             per_member: vec![true],
         };
-        let other = compile(&program, &text, entry, &ragged, kept).unwrap();
+        let other = compile(key, entry, &ragged, kept).unwrap();
         assert!(
             !other.cached,
             "which lengths are per member is part of the key"
         );
         for k in 0..CAPACITY as u64 {
-            compile(
-                &program,
-                &text,
-                entry,
-                &Lengths::fixed(&[u64::MAX - 2 - k]),
-                kept,
-            )
-            .unwrap();
+            compile(key, entry, &Lengths::fixed(&[u64::MAX - 2 - k]), kept).unwrap();
         }
-        let evicted = compile(&program, &text, entry, &one, kept).unwrap();
+        let evicted = compile(key, entry, &one, kept).unwrap();
         assert!(!evicted.cached, "the oldest entry was dropped");
         assert!(lock().entries.len() <= CAPACITY);
         // Lock-step code is kept too, apart from the per-member code of the
         // same program, lengths and counting.
-        let lockstep =
-            compile_lockstep(&program, &text, entry, &[u64::MAX - 1], Counting::Kept).unwrap();
+        let lockstep = compile_lockstep(key, entry, &[u64::MAX - 1], Counting::Kept).unwrap();
         assert!(!lockstep.cached, "the shape is part of the key");
-        let again =
-            compile_lockstep(&program, &text, entry, &[u64::MAX - 1], Counting::Kept).unwrap();
+        let again = compile_lockstep(key, entry, &[u64::MAX - 1], Counting::Kept).unwrap();
         assert!(again.cached);
         assert!(Arc::ptr_eq(&lockstep.program, &again.program));
-        let uncounted =
-            compile_lockstep(&program, &text, entry, &[u64::MAX - 1], Counting::Skipped).unwrap();
+        let uncounted = compile_lockstep(key, entry, &[u64::MAX - 1], Counting::Skipped).unwrap();
         assert!(!uncounted.cached, "counting is part of the key");
-        let per_member = compile(&program, &text, entry, &one, kept).unwrap();
+        let per_member = compile(key, entry, &one, kept).unwrap();
         assert!(per_member.cached, "the per-member code is still kept");
     }
 }

@@ -37,7 +37,7 @@ use autobatch_types::{Loc, MemberError, Tensor};
 use crate::internal::{current_run, outside_capture, working_for};
 use crate::monitor::{interrupted, OpCounter};
 use crate::native::{counting, member_error, run_instead, segment_counts, Slots};
-use crate::native_cache::{self, LockCode, ProgramText};
+use crate::native_cache::{self, LockCode, ProgramKey};
 use crate::{
     Batch, Env, ExecError, Executor, Interrupt, ReportField, ReportValue, RunOptions, RunOutput,
     RunProgress, Stats,
@@ -72,10 +72,8 @@ impl Executor for NativeLockstep {
         options: &RunOptions,
     ) -> Result<RunOutput, ExecError> {
         let started = Instant::now();
-        let text = ProgramText::of(program);
         let compiled = native_cache::compile_lockstep(
-            program,
-            &text,
+            ProgramKey::of(program),
             batch.entry,
             &env.symbols,
             counting(options),

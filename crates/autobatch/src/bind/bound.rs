@@ -153,8 +153,10 @@ impl BoundProgram {
     /// with the statics) to the entry function `entry`, as
     /// [`Compiled::bind`] does; the inputs may not name a static.
     pub fn bind(&self, entry: &str, inputs: &Inputs) -> Result<BoundBatch, InputError> {
-        let entry_id = self.compiled.entry_function(entry)?;
-        self.bind_to(&self.compiled, entry_id, inputs)
+        super::timed_bind(|| {
+            let entry_id = self.compiled.entry_function(entry)?;
+            self.bind_to(&self.compiled, entry_id, inputs)
+        })
     }
 
     /// Binds `inputs` to run the gradient of the sum of the members'
@@ -167,10 +169,12 @@ impl BoundProgram {
         statics: &[&str],
         inputs: &Inputs,
     ) -> Result<BoundBatch, InputError> {
-        let derived = self.derived(entry, statics)?;
-        let mut bound = self.bind_to(&derived.program, derived.entry, inputs)?;
-        bound.gradients = derived.statics;
-        Ok(bound)
+        super::timed_bind(|| {
+            let derived = self.derived(entry, statics)?;
+            let mut bound = self.bind_to(&derived.program, derived.entry, inputs)?;
+            bound.gradients = derived.statics;
+            Ok(bound)
+        })
     }
 
     /// The program derived for the gradient of `entry` with respect to
@@ -257,6 +261,7 @@ impl BoundProgram {
             batch,
             first_member: 0,
             gradients: Vec::new(),
+            preparation: super::Preparation::default(),
         })
     }
 

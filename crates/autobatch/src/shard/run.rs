@@ -8,7 +8,7 @@ use serde_json::{Map, Value as Json};
 
 use super::wire::{Reader, WireError, Writer};
 use super::{member_range, payloads, status_bytes, Communicator, RankFailure};
-use crate::bind::BoundBatch;
+use crate::bind::{BoundBatch, Preparation};
 use crate::compile::Compiled;
 use crate::json_output::{float_to_json, member_result_to_json};
 use crate::run::{RunConfig, RunResult};
@@ -107,7 +107,8 @@ pub fn run_sharded_observed(
     };
     debug_assert_eq!(rank, 0);
     let parts = payloads(statuses)?;
-    let text = assemble(&parts, members, with_stats)?;
+    let preparation = batch.map(BoundBatch::preparation).unwrap_or_default();
+    let text = assemble(&parts, members, with_stats.then_some(preparation))?;
     Ok(Some(RunDocument {
         text,
         profile: None,
@@ -168,8 +169,13 @@ fn run_slice(
     Ok(w.finish())
 }
 
-/// The root's document from every rank's part.
-fn assemble(parts: &[Vec<u8>], members: usize, with_stats: bool) -> Result<String, RankFailure> {
+/// The root's document from every rank's part, with the stats when
+/// given how long the root took to read and bind the whole batch.
+fn assemble(
+    parts: &[Vec<u8>],
+    members: usize,
+    stats: Option<Preparation>,
+) -> Result<String, RankFailure> {
     let mut text = String::from("{\"results\":[");
     let mut figures = Vec::new();
     let mut first = true;
@@ -192,8 +198,18 @@ fn assemble(parts: &[Vec<u8>], members: usize, with_stats: bool) -> Result<Strin
         }
     }
     text.push(']');
-    if with_stats {
-        let stats = merge_stats_json(&figures, members);
+    if let Some(preparation) = stats {
+        let mut stats = merge_stats_json(&figures, members);
+        if let Json::Object(fields) = &mut stats {
+            fields.insert(
+                "read_seconds".into(),
+                float_to_json(preparation.read_seconds),
+            );
+            fields.insert(
+                "bind_seconds".into(),
+                float_to_json(preparation.bind_seconds),
+            );
+        }
         text.push_str(",\"stats\":");
         text.push_str(&stats.to_string());
     }
@@ -422,8 +438,13 @@ mod tests {
         });
         let got: Json =
             serde_json::from_str(&out[0].as_ref().unwrap().as_ref().unwrap().text).unwrap();
-        // Timing, and the utilization (the ranks' lanes are their own).
-        let varying = ["wall_seconds", "lane_utilization"];
+        // Timings, and the utilization (the ranks' lanes are their own).
+        let varying = [
+            "wall_seconds",
+            "read_seconds",
+            "bind_seconds",
+            "lane_utilization",
+        ];
         assert_eq!(without(got, &varying), without(expected, &varying));
     }
 }
