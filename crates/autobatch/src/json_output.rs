@@ -332,6 +332,7 @@ mod tests {
             threads: 4,
             batch_size: 2,
             static_gradients: Vec::new(),
+            row_gradients: Vec::new(),
             members: vec![
                 Ok(scalar(Scalar::I64(3))),
                 Err(MemberError::new(

@@ -169,7 +169,7 @@ impl BoundProgram {
     ) -> Result<BoundBatch, InputError> {
         let derived = self.derived(entry, statics)?;
         let mut bound = self.bind_to(&derived.program, derived.entry, inputs)?;
-        bound.gradients = derived.statics;
+        bound.set_gradients(derived);
         Ok(bound)
     }
 
@@ -257,6 +257,8 @@ impl BoundProgram {
             batch,
             first_member: 0,
             gradients: Vec::new(),
+            by_rows: Vec::new(),
+            row_gradients: false,
         })
     }
 
