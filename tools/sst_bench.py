@@ -23,7 +23,7 @@ alike.
 `--repeats N` runs each batch size N times, the sides alternating (ours,
 DyNet, ours, ...), for a machine other work shares.
 
-Per side: the epoch's training time (ours: the sum of the steps' times of
+Per side: the process's CPU time (user and system), the epoch's training time (ours: the sum of the steps' times of
 `--log`, i.e. what the steps took without reading, compiling or the dev
 evaluation; DyNet: its loop over the mini-batches), the whole process's
 wall time, and the dev accuracy after the epoch. Both sides at `--threads`
@@ -42,6 +42,7 @@ numpy in float32, each tree's loss as the expected output:
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -110,14 +111,15 @@ def ours(a, batch_size, files, out_dir):
     if a.dense_updates:
         cmd.append("--dense-updates")
     cmd, env = common.restricted(cmd, a.threads)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), children_cpu()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
     with open(log) as f:
         history = json.load(f)
     train = sum(s["members"] / s["items_per_second"] for s in history["steps"])
     dev = history["epochs"][-1]["dev"]
-    return {"train_seconds": train, "process_seconds": wall, "dev_accuracy": dev["mean"],
+    return {"train_seconds": train, "process_seconds": wall, "process_cpu_seconds": cpu,
+            "dev_accuracy": dev["mean"],
             "steps": len(history["steps"]), "final_loss": history["epochs"][-1]["loss"]}
 
 
@@ -126,13 +128,22 @@ def dynet(a, batch_size, files, out_dir):
     cmd = [DYNET_PYTHON, os.path.abspath(__file__), "--worker", files["train"], files["dev"],
            files["init"], str(batch_size), out, "dense" if a.dense_updates else "sparse"]
     cmd, env = common.restricted(cmd, a.threads)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), children_cpu()
     subprocess.run(cmd, env=env, check=True)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
     with open(out) as f:
         result = json.load(f)
     result["process_seconds"] = wall
+    result["process_cpu_seconds"] = cpu
     return result
+
+
+def children_cpu():
+    """The CPU seconds (user and system) of the finished child processes:
+    on a machine other work shares, a side's CPU time is steadier than its
+    wall time."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def worker(train_path, dev_path, init_path, batch_size, out_path, updates):
@@ -290,14 +301,15 @@ def main():
         rows.append(row)
     print(f"SST TreeLSTM, one epoch ({len(train)} trees), hidden {a.hidden}, "
           f"{a.threads} thread(s) each; {common.machine()['cpu_model']}")
-    print("| batch | run | side | train s | process s | trees/s | dev accuracy |")
-    print("|---|---|---|---|---|---|---|")
+    print("| batch | run | side | train s | process s | process CPU s | trees/s | dev accuracy |")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         for k, run in enumerate(row["runs"]):
             for side in a.sides:
                 r = run[side]
                 print(f"| {row['batch_size']} | {k + 1} | {side} | {r['train_seconds']:.1f} | "
-                      f"{r['process_seconds']:.1f} | {len(train) / r['train_seconds']:.0f} | "
+                      f"{r['process_seconds']:.1f} | {r['process_cpu_seconds']:.1f} | "
+                      f"{len(train) / r['train_seconds']:.0f} | "
                       f"{r['dev_accuracy']:.4f} |")
     if a.json:
         document = {"provenance": common.provenance(sys.argv), "machine": common.machine(),

@@ -234,8 +234,10 @@ impl BoundBatch {
         }
         // Summing the gradients is part of the run (and of its seconds).
         let summing = std::time::Instant::now();
-        let (static_gradients, row_gradients) =
-            self.sum_static_gradients(output.adjoints, options.threads);
+        let Summed {
+            whole: static_gradients,
+            rows: row_gradients,
+        } = self.sum_static_gradients(output.adjoints, options.threads);
         let mut stats = output.stats;
         if !self.gradients.is_empty() {
             stats.wall_seconds += summing.elapsed().as_secs_f64();
@@ -283,9 +285,13 @@ impl BoundBatch {
         &self,
         adjoints: Vec<autobatch_exec::adjoints::AdjointRecord>,
         threads: usize,
-    ) -> (Vec<(String, Tensor)>, Vec<(String, RowGradient)>) {
+    ) -> Summed {
+        let mut summed = Summed {
+            whole: Vec::new(),
+            rows: Vec::new(),
+        };
         if self.gradients.is_empty() {
-            return (Vec::new(), Vec::new());
+            return summed;
         }
         let ids: Vec<autobatch_ir::StaticId> = self.gradients.iter().map(|(_, id)| *id).collect();
         let by_rows: Vec<bool> = self
@@ -300,15 +306,20 @@ impl BoundBatch {
             adjoints,
             threads,
         );
-        let (mut whole, mut rows) = (Vec::new(), Vec::new());
         for ((name, _), sum) in self.gradients.iter().zip(sums) {
             match sum {
-                Gradient::Dense(t) => whole.push((name.clone(), t)),
-                Gradient::Rows(g) => rows.push((name.clone(), g)),
+                Gradient::Dense(t) => summed.whole.push((name.clone(), t)),
+                Gradient::Rows(g) => summed.rows.push((name.clone(), g)),
             }
         }
-        (whole, rows)
+        summed
     }
+}
+
+/// A run's gradients: whole, and kept to their rows.
+struct Summed {
+    whole: Vec<(String, Tensor)>,
+    rows: Vec<(String, RowGradient)>,
 }
 
 #[cfg(test)]
