@@ -362,7 +362,7 @@ fn sum_records<F: Summed>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> 
             rest = &rest[same..];
         }
     }
-    let row_len = if shape.is_empty() { 1 } else { len / shape[0] };
+    let row_len: usize = shape.iter().skip(1).product();
     for r in &records[outer_end..] {
         let values = F::slice(&r.values);
         let target = match r.kind {
@@ -504,6 +504,25 @@ mod tests {
         ];
         let g = static_gradients(&[stat], &[StaticId(0)], records);
         assert_eq!(g[0].data, Data::F64(vec![2.0, 1.0, 0.0, 5.5, 3.5, 1.5]));
+    }
+
+    /// Rows summed alone: each touched row has the bits of the whole sum,
+    /// and the rows not touched are the whole sum's zeros.
+    #[test]
+    fn a_row_gradient_has_the_bits_of_the_whole_sum() {
+        let stat = Tensor::new(vec![6, 2], Data::F64(vec![0.0; 12]));
+        let records: Vec<AdjointRecord> = (0..40u32)
+            .map(|i| {
+                let x = (i as f64 * 0.917).sin() * 1e2_f64.powf((i % 5) as f64 - 2.0);
+                row(i, [4, 1, 4, 0][i as usize % 4], &[x, 1.0 / (3.0 + x)])
+            })
+            .collect();
+        let whole = gradient_of(&stat, records.clone());
+        let rows = row_gradient_of(&stat, records);
+        assert_eq!(rows.rows, vec![0, 1, 4]);
+        assert_eq!(rows.values.shape, vec![3, 2]);
+        assert_eq!(rows.to_dense(), whole);
+        assert_eq!(Gradient::of(&stat, Vec::new(), true).into_dense(), stat);
     }
 
     #[test]
