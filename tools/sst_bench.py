@@ -4,7 +4,9 @@ against DyNet, from the same initial weights (not run by CI).
 
 The model is dynet-benchmark's `treenn` (dynet-py/treenn.py): embedding and
 hidden size 128, the loss of a tree summed over every node's label, Adam
-(lr 0.001, beta 0.9/0.999, eps 1e-8, dense updates), accuracy of the
+(lr 0.001, beta 0.9/0.999, eps 1e-8; the embedding's rows updated lazily,
+only those a mini-batch read, as DyNet's default sparse updates and ours
+by default; `--dense-updates` updates every row on both sides), accuracy of the
 root's label on the dev set. Ours is examples/models/treelstm_sst.ab
 trained by `autobatch train` (release build); DyNet's is the same network
 built per tree as treenn does, with DyNet's autobatching on (each
@@ -18,7 +20,10 @@ Our objective is the mini-batch's mean loss, DyNet's their sum: Adam's
 update does not depend on the loss's scale (but for eps), so the two train
 alike.
 
-Per side: the epoch's training time (ours: the sum of the steps' times of
+`--repeats N` runs each batch size N times, the sides alternating (ours,
+DyNet, ours, ...), for a machine other work shares.
+
+Per side: the process's CPU time (user and system), the epoch's training time (ours: the sum of the steps' times of
 `--log`, i.e. what the steps took without reading, compiling or the dev
 evaluation; DyNet: its loop over the mini-batches), the whole process's
 wall time, and the dev accuracy after the epoch. Both sides at `--threads`
@@ -37,6 +42,7 @@ numpy in float32, each tree's loss as the expected output:
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -102,33 +108,45 @@ def ours(a, batch_size, files, out_dir):
            "--statics", files["init"], "--optimizer", "adam", "--lr", "0.001",
            "--batch-size", str(batch_size), "--epochs", "1", "--eval", "correct",
            "--dev", files["dev"], "--log", log, "--threads", str(a.threads), "--seed", "0"]
+    if a.dense_updates:
+        cmd.append("--dense-updates")
     cmd, env = common.restricted(cmd, a.threads)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), children_cpu()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
     with open(log) as f:
         history = json.load(f)
     train = sum(s["members"] / s["items_per_second"] for s in history["steps"])
     dev = history["epochs"][-1]["dev"]
-    return {"train_seconds": train, "process_seconds": wall, "dev_accuracy": dev["mean"],
+    return {"train_seconds": train, "process_seconds": wall, "process_cpu_seconds": cpu,
+            "dev_accuracy": dev["mean"],
             "steps": len(history["steps"]), "final_loss": history["epochs"][-1]["loss"]}
 
 
 def dynet(a, batch_size, files, out_dir):
     out = os.path.join(out_dir, f"dynet_{batch_size}.json")
     cmd = [DYNET_PYTHON, os.path.abspath(__file__), "--worker", files["train"], files["dev"],
-           files["init"], str(batch_size), out]
+           files["init"], str(batch_size), out, "dense" if a.dense_updates else "sparse"]
     cmd, env = common.restricted(cmd, a.threads)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), children_cpu()
     subprocess.run(cmd, env=env, check=True)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
     with open(out) as f:
         result = json.load(f)
     result["process_seconds"] = wall
+    result["process_cpu_seconds"] = cpu
     return result
 
 
-def worker(train_path, dev_path, init_path, batch_size, out_path):
+def children_cpu():
+    """The CPU seconds (user and system) of the finished child processes:
+    on a machine other work shares, a side's CPU time is steadier than its
+    wall time."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def worker(train_path, dev_path, init_path, batch_size, out_path, updates):
     """DyNet's side, in DyNet's Python: treenn's network and loop."""
     import random
 
@@ -152,7 +170,7 @@ def worker(train_path, dev_path, init_path, batch_size, out_path):
     UF1, UF2, BF, Wout = (pc.parameters_from_numpy(w[n]) for n in ("UF1", "UF2", "BF", "W"))
     trainer = dy.AdamTrainer(pc, alpha=0.001, beta_1=0.9, beta_2=0.999, eps=1e-8)
     trainer.set_clip_threshold(-1.0)
-    trainer.set_sparse_updates(False)
+    trainer.set_sparse_updates(updates == "sparse")
 
     def gates(iou):
         return (dy.logistic(dy.pick_range(iou, 0, h)), dy.logistic(dy.pick_range(iou, h, 2 * h)),
@@ -244,16 +262,20 @@ def main():
     ap.add_argument("--embed", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--sides", nargs="+", default=["ours", "dynet"], choices=["ours", "dynet"])
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs of each batch size, the sides alternating")
+    ap.add_argument("--dense-updates", action="store_true",
+                    help="update every row of the embedding at every step, on both sides")
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--small", nargs=2, metavar=("INPUTS", "EXPECT"),
                     help="write the small test input and its numpy losses")
-    ap.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.small:
         small(*a.small)
         return 0
     if a.worker:
-        worker(*a.worker[:3], int(a.worker[3]), a.worker[4])
+        worker(*a.worker[:3], int(a.worker[3]), *a.worker[4:])
         return 0
     import numpy as np
 
@@ -269,25 +291,31 @@ def main():
     common.log(f"{len(train)} training trees, {len(dev)} dev trees, vocabulary {len(vocab)}")
     rows = []
     for batch_size in a.batch_sizes:
-        row = {"batch_size": batch_size}
-        for side in a.sides:
-            common.log(f"batch {batch_size}: {side}")
-            row[side] = (ours if side == "ours" else dynet)(a, batch_size, files, out_dir)
+        row = {"batch_size": batch_size, "runs": []}
+        for repeat in range(a.repeats):
+            run = {}
+            for side in a.sides:
+                common.log(f"batch {batch_size}, run {repeat + 1}: {side}")
+                run[side] = (ours if side == "ours" else dynet)(a, batch_size, files, out_dir)
+            row["runs"].append(run)
         rows.append(row)
     print(f"SST TreeLSTM, one epoch ({len(train)} trees), hidden {a.hidden}, "
           f"{a.threads} thread(s) each; {common.machine()['cpu_model']}")
-    print("| batch | side | train s | process s | trees/s | dev accuracy |")
-    print("|---|---|---|---|---|---|")
+    print("| batch | run | side | train s | process s | process CPU s | trees/s | dev accuracy |")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
-        for side in a.sides:
-            r = row[side]
-            print(f"| {row['batch_size']} | {side} | {r['train_seconds']:.1f} | "
-                  f"{r['process_seconds']:.1f} | {len(train) / r['train_seconds']:.0f} | "
-                  f"{r['dev_accuracy']:.4f} |")
+        for k, run in enumerate(row["runs"]):
+            for side in a.sides:
+                r = run[side]
+                print(f"| {row['batch_size']} | {k + 1} | {side} | {r['train_seconds']:.1f} | "
+                      f"{r['process_seconds']:.1f} | {r['process_cpu_seconds']:.1f} | "
+                      f"{len(train) / r['train_seconds']:.0f} | "
+                      f"{r['dev_accuracy']:.4f} |")
     if a.json:
         document = {"provenance": common.provenance(sys.argv), "machine": common.machine(),
                     "threads": a.threads, "trees": len(train), "hidden": a.hidden,
-                    "embed": a.embed, "rows": rows}
+                    "embed": a.embed, "dense_updates": a.dense_updates,
+                    "repeats": a.repeats, "rows": rows}
         with open(a.json, "w") as f:
             json.dump(document, f, indent=1)
     return 0

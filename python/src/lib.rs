@@ -402,13 +402,15 @@ impl BoundProgram {
     /// back. With `eval` and `dev` (and `dev_shared`), the mean of `eval`
     /// over the dev examples after each epoch. `checkpoint` writes the
     /// statics and the optimizer's state after each epoch (`.npz`),
-    /// `resume` continues from one. Returns the history: `{"steps": [...],
+    /// `resume` continues from one. `dense_updates` updates every row of
+    /// an embedding table at every step (default: the rows read, lazily).
+    /// Returns the history: `{"steps": [...],
     /// "epochs": [...]}`, the records of `autobatch train --log FILE.json`.
     #[pyo3(signature = (loss, batch, shared = None, *, train = None, batch_size = None,
                         epochs = None, optimizer = "adam", lr = 1e-3, momentum = 0.0,
                         nesterov = false, weight_decay = None, betas = None, eps = None,
-                        clip_norm = None, schedule = "constant", warmup_steps = None, seed = None,
-                        eval = None, dev = None, dev_shared = None, checkpoint = None,
+                        clip_norm = None, dense_updates = false, schedule = "constant",
+                        warmup_steps = None, seed = None, eval = None, dev = None, dev_shared = None, checkpoint = None,
                         resume = None, strategy = "program-counter", lanes = "auto",
                         threads = None, max_stack_depth = None, max_steps = None))]
     #[allow(clippy::too_many_arguments)]
@@ -429,6 +431,7 @@ impl BoundProgram {
         betas: Option<(f64, f64)>,
         eps: Option<f64>,
         clip_norm: Option<f64>,
+        dense_updates: bool,
         schedule: &str,
         warmup_steps: Option<&Bound<'py, PyAny>>,
         seed: Option<&Bound<'py, PyAny>>,
@@ -470,6 +473,7 @@ impl BoundProgram {
                 warmup_steps: optional_number(warmup_steps, "warmup_steps", 0, u64::MAX, 0)?,
                 seed: run.options.seed,
                 eval,
+                dense_updates,
                 run,
             };
             let options = train::TrainOptions {

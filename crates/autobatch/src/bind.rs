@@ -148,7 +148,14 @@ pub struct BoundBatch {
     /// The statics whose gradient (summed over the members) the run gives
     /// ([`Compiled::bind_static_gradient`]), by name; none for a plain run.
     pub(crate) gradients: Vec<(String, autobatch_ir::StaticId)>,
+    /// The seconds spent reading and binding this batch.
     pub(crate) preparation: Preparation,
+    /// For each of `gradients`, whether the derived program reads the
+    /// static only by rows.
+    pub(crate) by_rows: Vec<bool>,
+    /// Whether the statics read only by rows have their gradients summed
+    /// by rows ([`BoundBatch::with_row_gradients`]).
+    pub(crate) row_gradients: bool,
 }
 
 /// The seconds a batch took to make before it ran, which `--stats`
@@ -191,6 +198,8 @@ impl BoundBatch {
             first_member,
             gradients: Vec::new(),
             preparation: Preparation::default(),
+            by_rows: Vec::new(),
+            row_gradients: false,
         }
     }
     /// The same batch as members `first..` of a larger batch: member `m`
@@ -237,6 +246,23 @@ impl BoundBatch {
     pub fn batch_size(&self) -> usize {
         self.batch.size
     }
+
+    /// The same batch, giving the gradients of the statics the derived
+    /// program reads only by rows (`E[i]`: an embedding table) in
+    /// [`crate::RunResult::row_gradients`], kept to the rows the members
+    /// touched, instead of whole in [`crate::RunResult::static_gradients`].
+    /// Each touched row has the bits the whole gradient gives it; the
+    /// others are zero. Nothing else changes.
+    pub fn with_row_gradients(mut self) -> BoundBatch {
+        self.row_gradients = true;
+        self
+    }
+
+    /// Makes this batch give the gradients `derived` was derived for.
+    fn set_gradients(&mut self, derived: Derived) {
+        self.gradients = derived.statics;
+        self.by_rows = derived.read_by_rows;
+    }
 }
 
 impl Compiled {
@@ -271,7 +297,7 @@ impl Compiled {
         timed_bind(|| {
             let derived = self.derive_static_gradient(entry, statics)?;
             let mut bound = derived.program.bind_function(derived.entry, inputs)?;
-            bound.gradients = derived.statics;
+            bound.set_gradients(derived);
             Ok(bound)
         })
     }
@@ -309,11 +335,13 @@ impl Compiled {
                 },
             )?;
         crate::compile::verify_and_optimize(&mut program);
+        let read_by_rows = ids.iter().map(|&id| read_by_rows(&program, id)).collect();
         Ok(Derived {
             program: self.with_program(program),
             entry: sgrad,
             entry_name: entry.to_owned(),
             statics: names.into_iter().zip(ids).collect(),
+            read_by_rows,
         })
     }
 
@@ -413,6 +441,30 @@ struct Derived {
     /// The name of the function whose gradient it is.
     entry_name: String,
     statics: Vec<(String, autobatch_ir::StaticId)>,
+    /// For each of `statics`, whether the derived program reads it only by
+    /// rows ([`read_by_rows`]).
+    read_by_rows: Vec<bool>,
+}
+
+/// Whether every contribution `program` makes to the adjoint of static
+/// `id` is a row (`row` or `outer_row`: the static is read only as
+/// `S[i]`, as an embedding table is), and there is one.
+fn read_by_rows(program: &Program, id: autobatch_ir::StaticId) -> bool {
+    use autobatch_ir::{AdjointKind, Op, Prim};
+    let mut kinds = program
+        .functions
+        .values()
+        .flat_map(|f| f.blocks.values())
+        .flat_map(|b| &b.ops)
+        .filter_map(|op| match op {
+            Op::Prim {
+                prim: Prim::StaticAdjoint(a),
+                ..
+            } if a.id == id => Some(a.kind),
+            _ => None,
+        })
+        .peekable();
+    kinds.peek().is_some() && kinds.all(|k| matches!(k, AdjointKind::Row | AdjointKind::OuterRow))
 }
 
 /// The value given in `shared` for `name`.

@@ -338,6 +338,7 @@ mod tests {
                 read_seconds: 0.25,
                 bind_seconds: 0.125,
             },
+            row_gradients: Vec::new(),
             members: vec![
                 Ok(scalar(Scalar::I64(3))),
                 Err(MemberError::new(

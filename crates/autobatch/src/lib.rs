@@ -98,8 +98,8 @@ pub use json_output::{
     tensor_from_json, tensor_to_json, value_to_json,
 };
 pub use run::{
-    check_threads, default_threads, max_threads, BatchingOptions, BlockChoice, Lanes, RunConfig,
-    RunError, RunOptions, RunResult, Strategy, THREADS_PER_CORE,
+    check_threads, default_threads, max_threads, BatchingOptions, BlockChoice, Gradient, Lanes,
+    RowGradient, RunConfig, RunError, RunOptions, RunResult, Strategy, THREADS_PER_CORE,
 };
 pub use typed::{Call, CallError, CallResult, Shared};
 

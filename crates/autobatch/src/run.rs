@@ -4,7 +4,7 @@
 use std::fmt;
 
 use autobatch_exec::{Observer, Stats};
-use autobatch_types::{MemberError, Value};
+use autobatch_types::{MemberError, Tensor, Value};
 
 use crate::bind::BoundBatch;
 
@@ -172,10 +172,18 @@ pub struct RunResult {
     /// static's name and the gradient of the sum of the members' results
     /// with respect to it (the members that finished); else empty.
     pub static_gradients: Vec<(String, autobatch_types::Tensor)>,
+    /// For a batch bound with [`BoundBatch::with_row_gradients`]: the
+    /// gradients of the statics read only by rows, kept to the rows
+    /// touched (those statics are then not in `static_gradients`).
+    pub row_gradients: Vec<(String, RowGradient)>,
     pub stats: Stats,
     /// How long the batch took to read and bind before it ran.
     pub preparation: crate::Preparation,
 }
+
+/// A static's gradient, whole or kept to the rows the members touched (see
+/// [`BoundBatch::with_row_gradients`]).
+pub use autobatch_exec::adjoints::{Gradient, RowGradient};
 
 impl BoundBatch {
     /// Runs the batch. Errors of single members are in the result; an `Err`
@@ -228,7 +236,10 @@ impl BoundBatch {
         }
         // Summing the gradients is part of the run (and of its seconds).
         let summing = std::time::Instant::now();
-        let static_gradients = self.sum_static_gradients(output.adjoints, options.threads);
+        let Summed {
+            whole: static_gradients,
+            rows: row_gradients,
+        } = self.sum_static_gradients(output.adjoints, options.threads);
         let mut stats = output.stats;
         if !self.gradients.is_empty() {
             stats.wall_seconds += summing.elapsed().as_secs_f64();
@@ -264,34 +275,54 @@ impl BoundBatch {
             batch_size: self.batch_size(),
             members,
             static_gradients,
+            row_gradients,
             stats,
             preparation: self.preparation(),
         })
     }
 
     /// The gradients this batch asked for, from the members' contributions
-    /// (on the run's threads; the same bits on any number).
+    /// (on the run's threads; the same bits on any number): the whole
+    /// ones, and those kept to their rows.
     fn sum_static_gradients(
         &self,
         adjoints: Vec<autobatch_exec::adjoints::AdjointRecord>,
         threads: usize,
-    ) -> Vec<(String, autobatch_types::Tensor)> {
+    ) -> Summed {
+        let mut summed = Summed {
+            whole: Vec::new(),
+            rows: Vec::new(),
+        };
         if self.gradients.is_empty() {
-            return Vec::new();
+            return summed;
         }
         let ids: Vec<autobatch_ir::StaticId> = self.gradients.iter().map(|(_, id)| *id).collect();
+        let by_rows: Vec<bool> = self
+            .by_rows
+            .iter()
+            .map(|&b| b && self.row_gradients)
+            .collect();
         let sums = autobatch_exec::gradients::static_gradients(
             &self.env().statics,
             &ids,
+            &by_rows,
             adjoints,
             threads,
         );
-        self.gradients
-            .iter()
-            .map(|(name, _)| name.clone())
-            .zip(sums)
-            .collect()
+        for ((name, _), sum) in self.gradients.iter().zip(sums) {
+            match sum {
+                Gradient::Dense(t) => summed.whole.push((name.clone(), t)),
+                Gradient::Rows(g) => summed.rows.push((name.clone(), g)),
+            }
+        }
+        summed
     }
+}
+
+/// A run's gradients: whole, and kept to their rows.
+struct Summed {
+    whole: Vec<(String, Tensor)>,
+    rows: Vec<(String, RowGradient)>,
 }
 
 #[cfg(test)]

@@ -61,6 +61,11 @@ pub struct TrainArgs {
     /// Clip each step's gradient to this global norm.
     #[arg(long, value_name = "X")]
     clip_norm: Option<f64>,
+    /// Update every row of the statics the loss reads only by rows (an
+    /// embedding table) at every step, instead of only the rows the
+    /// mini-batch read (lazy updates, as DyNet's and PyTorch's SparseAdam).
+    #[arg(long)]
+    dense_updates: bool,
     /// The learning rate after the warmup: constant, linear decay to 0,
     /// or cosine decay to 0 at the last step.
     #[arg(long, value_name = "constant|linear|cosine", value_parser = schedule_kind, default_value = "constant")]
@@ -174,6 +179,7 @@ fn config(args: &TrainArgs) -> TrainConfig {
         warmup_steps: args.warmup_steps,
         seed: args.seed,
         eval: args.eval.clone(),
+        dense_updates: args.dense_updates,
         run: RunConfig {
             strategy: args.strategy,
             options: autobatch::RunOptions {

@@ -9,23 +9,32 @@
 //! thread costs more than it saves.
 
 use autobatch_ir::StaticId;
-use autobatch_kernels::adjoints::{by_static, gradient_of, static_of, summing_cost, AdjointRecord};
+use autobatch_kernels::adjoints::{by_static, static_of, summing_cost, AdjointRecord, Gradient};
 use autobatch_types::Tensor;
 
 /// Below this many multiply-adds, the sum runs on the calling thread.
 const SHARED_FROM: usize = 1 << 20;
 
 /// The gradient of each static of `wanted` from `records`, on at most
-/// `threads` threads (see the module doc).
+/// `threads` threads (see the module doc); the statics marked in `by_rows`
+/// (whose contributions are all rows) kept to the rows touched.
 pub fn static_gradients(
     statics: &[Tensor],
     wanted: &[StaticId],
+    by_rows: &[bool],
     records: Vec<AdjointRecord>,
     threads: usize,
-) -> Vec<Tensor> {
+) -> Vec<Gradient> {
     let threads = threads.clamp(1, wanted.len().max(1));
+    let sum_one = |k: usize, part: Vec<AdjointRecord>| {
+        Gradient::of(static_of(statics, wanted[k]), part, by_rows[k])
+    };
     if threads == 1 || summing_cost(&records) < SHARED_FROM {
-        return autobatch_kernels::adjoints::static_gradients(statics, wanted, records);
+        return by_static(wanted, records)
+            .into_iter()
+            .enumerate()
+            .map(|(k, part)| sum_one(k, part))
+            .collect();
     }
     let parts = by_static(wanted, records);
     let costs: Vec<usize> = parts.iter().map(|p| summing_cost(p)).collect();
@@ -37,7 +46,7 @@ pub fn static_gradients(
     let sum = |job: Vec<(usize, Vec<AdjointRecord>)>| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             job.into_iter()
-                .map(|(k, part)| (k, gradient_of(static_of(statics, wanted[k]), part)))
+                .map(|(k, part)| (k, sum_one(k, part)))
                 .collect::<Vec<_>>()
         }))
     };
@@ -53,7 +62,7 @@ pub fn static_gradients(
         );
         done
     });
-    let mut gradients: Vec<Option<Tensor>> = vec![None; wanted.len()];
+    let mut gradients: Vec<Option<Gradient>> = vec![None; wanted.len()];
     for part in done {
         match part {
             Ok(sums) => sums.into_iter().for_each(|(k, g)| gradients[k] = Some(g)),
@@ -114,7 +123,11 @@ mod tests {
         let serial =
             autobatch_kernels::adjoints::static_gradients(&statics, &wanted, records.clone());
         for threads in [1, 2, 3, 8] {
-            let shared = static_gradients(&statics, &wanted, records.clone(), threads);
+            let shared: Vec<Tensor> =
+                static_gradients(&statics, &wanted, &[false; 5], records.clone(), threads)
+                    .into_iter()
+                    .map(Gradient::into_dense)
+                    .collect();
             assert_eq!(shared, serial, "{threads} threads");
         }
     }

@@ -144,19 +144,146 @@ pub fn summing_cost(records: &[AdjointRecord]) -> usize {
 
 /// The gradient of one static from its records (see [`static_gradients`]).
 pub fn gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> Tensor {
+    sort_records(&mut records);
+    let shape = stat.shape.clone();
+    Tensor::new(shape.clone(), summed(stat, &shape, &records))
+}
+
+/// A static's gradient, summed whole ([`gradient_of`]) or kept to the rows
+/// its contributions touch ([`row_gradient_of`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Gradient {
+    Dense(Tensor),
+    Rows(RowGradient),
+}
+
+impl Gradient {
+    /// The sum of `records`, the contributions to `stat`: by rows when
+    /// `by_rows` (every record must then be a row).
+    pub fn of(stat: &Tensor, records: Vec<AdjointRecord>, by_rows: bool) -> Gradient {
+        if by_rows {
+            Gradient::Rows(row_gradient_of(stat, records))
+        } else {
+            Gradient::Dense(gradient_of(stat, records))
+        }
+    }
+
+    /// The values kept: the whole gradient, or the rows touched.
+    pub fn values(&self) -> &Tensor {
+        match self {
+            Gradient::Dense(t) => t,
+            Gradient::Rows(g) => &g.values,
+        }
+    }
+
+    /// [`Gradient::values`], to change in place.
+    pub fn values_mut(&mut self) -> &mut Tensor {
+        match self {
+            Gradient::Dense(t) => t,
+            Gradient::Rows(g) => &mut g.values,
+        }
+    }
+
+    /// The whole gradient (zeros in rows not touched).
+    pub fn into_dense(self) -> Tensor {
+        match self {
+            Gradient::Dense(t) => t,
+            Gradient::Rows(g) => g.to_dense(),
+        }
+    }
+}
+
+/// The gradient of a static whose contributions are all rows (`row` and
+/// `outer_row`: an embedding table's lookups), kept to the rows they
+/// touch: every other row's gradient is zero.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowGradient {
+    /// The static's shape.
+    pub shape: Vec<usize>,
+    /// The rows (indices on the static's first axis) touched, ascending.
+    pub rows: Vec<usize>,
+    /// Their gradients, in the order of `rows`: shape `[rows.len(), shape[1..]]`.
+    pub values: Tensor,
+}
+
+impl RowGradient {
+    /// The elements of one row.
+    pub fn row_len(&self) -> usize {
+        self.shape[1..].iter().product()
+    }
+
+    /// The whole gradient, zeros in the rows not touched.
+    pub fn to_dense(&self) -> Tensor {
+        fn spread<F: Summed>(g: &RowGradient, values: &[F]) -> Vec<F> {
+            let n = g.row_len();
+            let mut dense = vec![F::ZERO; g.shape.iter().product()];
+            for (k, &row) in g.rows.iter().enumerate() {
+                dense[row * n..(row + 1) * n].copy_from_slice(&values[k * n..(k + 1) * n]);
+            }
+            dense
+        }
+        let data = match &self.values.data {
+            Data::F32(v) => Data::F32(spread(self, v)),
+            Data::F64(v) => Data::F64(spread(self, v)),
+            other => internal_error(format!("the gradient of a static of {}", other.ty())),
+        };
+        Tensor::new(self.shape.clone(), data)
+    }
+}
+
+/// [`gradient_of`] for a static whose records are all rows, kept to the
+/// rows they touch. Each touched row has the bits [`gradient_of`] gives
+/// it: the records are summed in the same order, into a compact gradient
+/// whose row `k` is the `k`-th touched row.
+pub fn row_gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> RowGradient {
+    if stat.shape.is_empty() {
+        internal_error("a row gradient of a scalar static".to_string());
+    }
+    if let Some(r) = records
+        .iter()
+        .find(|r| !matches!(r.kind, AdjointKind::Row | AdjointKind::OuterRow))
+    {
+        internal_error(format!(
+            "a {} adjoint of a static summed by rows",
+            r.kind.name()
+        ));
+    }
+    sort_records(&mut records);
+    let mut rows: Vec<usize> = records.iter().map(|r| r.row as usize).collect();
+    rows.sort_unstable();
+    rows.dedup();
+    // Renumbering the rows in their order keeps the records' order.
+    for r in &mut records {
+        r.row = rows.partition_point(|&row| row < r.row as usize) as u64;
+    }
+    let mut shape = stat.shape.clone();
+    shape[0] = rows.len();
+    let values = Tensor::new(shape.clone(), summed(stat, &shape, &records));
+    RowGradient {
+        shape: stat.shape.clone(),
+        rows,
+        values,
+    }
+}
+
+/// The order in which a static's records are summed (see [`static_gradients`]).
+fn sort_records(records: &mut [AdjointRecord]) {
     records.sort_by(|a, b| {
         kind_rank(a.kind)
             .cmp(&kind_rank(b.kind))
             .then(a.row.cmp(&b.row))
             .then_with(|| compare_bits(&a.values, &b.values))
     });
-    let shape = stat.shape.clone();
-    let data = match &stat.data {
-        Data::F32(_) => Data::F32(sum_records::<f32>(&shape, &records)),
-        Data::F64(_) => Data::F64(sum_records::<f64>(&shape, &records)),
+}
+
+/// The sum of `records` (sorted) into a gradient of `shape`, in the
+/// element type of `stat`.
+fn summed(stat: &Tensor, shape: &[usize], records: &[AdjointRecord]) -> Data {
+    match &stat.data {
+        Data::F32(_) => Data::F32(sum_records::<f32>(shape, records)),
+        Data::F64(_) => Data::F64(sum_records::<f64>(shape, records)),
         other => internal_error(format!("the gradient of a static of {}", other.ty())),
-    };
-    Tensor::new(shape, data)
+    }
 }
 
 fn kind_rank(kind: AdjointKind) -> u8 {
@@ -235,7 +362,7 @@ fn sum_records<F: Summed>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> 
             rest = &rest[same..];
         }
     }
-    let row_len = if shape.is_empty() { 1 } else { len / shape[0] };
+    let row_len: usize = shape.iter().skip(1).product();
     for r in &records[outer_end..] {
         let values = F::slice(&r.values);
         let target = match r.kind {
@@ -377,6 +504,25 @@ mod tests {
         ];
         let g = static_gradients(&[stat], &[StaticId(0)], records);
         assert_eq!(g[0].data, Data::F64(vec![2.0, 1.0, 0.0, 5.5, 3.5, 1.5]));
+    }
+
+    /// Rows summed alone: each touched row has the bits of the whole sum,
+    /// and the rows not touched are the whole sum's zeros.
+    #[test]
+    fn a_row_gradient_has_the_bits_of_the_whole_sum() {
+        let stat = Tensor::new(vec![6, 2], Data::F64(vec![0.0; 12]));
+        let records: Vec<AdjointRecord> = (0..40u32)
+            .map(|i| {
+                let x = (i as f64 * 0.917).sin() * 1e2_f64.powf((i % 5) as f64 - 2.0);
+                row(i, [4, 1, 4, 0][i as usize % 4], &[x, 1.0 / (3.0 + x)])
+            })
+            .collect();
+        let whole = gradient_of(&stat, records.clone());
+        let rows = row_gradient_of(&stat, records);
+        assert_eq!(rows.rows, vec![0, 1, 4]);
+        assert_eq!(rows.values.shape, vec![3, 2]);
+        assert_eq!(rows.to_dense(), whole);
+        assert_eq!(Gradient::of(&stat, Vec::new(), true).into_dense(), stat);
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! Clipping gradients by their global norm, as PyTorch's
 //! `torch.nn.utils.clip_grad_norm_` does: the norm is the Euclidean norm
 //! of all the gradients' elements together, and when it exceeds the
-//! bound every gradient is multiplied by `max_norm / (norm + 1e-6)`.
+//! bound every gradient is multiplied by `max_norm / (norm + 1e-6)`. A
+//! gradient kept to some rows is given by those rows' values (the others
+//! are zero: they add nothing to the norm and stay zero when scaled).
 
 use autobatch_types::{Data, Tensor};
 
 /// The global Euclidean norm of `gradients` (accumulated in `f64`, in
 /// order: the same bits on every run).
-pub fn global_norm(gradients: &[Tensor]) -> f64 {
+pub fn global_norm<'a>(gradients: impl IntoIterator<Item = &'a Tensor>) -> f64 {
     let mut sum = 0.0_f64;
     for gradient in gradients {
         match &gradient.data {
@@ -26,7 +28,7 @@ pub fn global_norm(gradients: &[Tensor]) -> f64 {
 
 /// Scales `gradients` so that their global norm (`norm`, from
 /// [`global_norm`]) is at most `max_norm`; leaves them when it is.
-pub fn clip_to(gradients: &mut [Tensor], norm: f64, max_norm: f64) {
+pub fn clip_to<'a>(gradients: impl IntoIterator<Item = &'a mut Tensor>, norm: f64, max_norm: f64) {
     let coefficient = max_norm / (norm + 1e-6);
     if coefficient >= 1.0 {
         return;

@@ -20,7 +20,7 @@ use std::fmt;
 use std::ops::{Add, Div, Mul, Sub};
 use std::str::FromStr;
 
-use autobatch::{BoundProgram, InputError};
+use autobatch::{BoundProgram, Gradient, InputError};
 use autobatch_types::{Data, Tensor};
 
 /// Which optimizer.
@@ -171,30 +171,65 @@ impl Optimizer {
 
     /// Updates the `names` statics of `bound` in place by `gradients` (one
     /// per name, of the static's shape and element type) at learning rate
-    /// `lr`.
+    /// `lr`. A gradient kept to some rows ([`Gradient::Rows`]) updates
+    /// those rows only: the other rows, and their moments, are left as
+    /// they are (lazy updates, as DyNet's sparse updates and PyTorch's
+    /// `SparseAdam`); `t` in Adam's bias corrections counts every update.
     pub fn update(
         &mut self,
         bound: &mut BoundProgram,
         names: &[String],
-        gradients: &[Tensor],
+        gradients: &[Gradient],
         lr: f64,
     ) -> Result<(), InputError> {
         let t = self.step + 1;
         for ((name, gradient), moments) in names.iter().zip(gradients).zip(&mut self.moments) {
-            match &gradient.data {
+            let (values, shape, rows) = match gradient {
+                Gradient::Dense(g) => (&g.data, &g.shape, None),
+                Gradient::Rows(g) => (&g.values.data, &g.shape, Some((&g.rows[..], g.row_len()))),
+            };
+            match values {
                 Data::F32(g) => {
                     let p = bound.static_values_mut::<f32>(name)?;
-                    update_one(&self.config, t, lr, p, g, moments, &gradient.shape);
+                    let touched = Touched::new(g, rows);
+                    update_one(&self.config, t, lr, p, touched, moments, shape);
                 }
                 Data::F64(g) => {
                     let p = bound.static_values_mut::<f64>(name)?;
-                    update_one(&self.config, t, lr, p, g, moments, &gradient.shape);
+                    let touched = Touched::new(g, rows);
+                    update_one(&self.config, t, lr, p, touched, moments, shape);
                 }
                 _ => unreachable!("the gradient of a float static is a float"),
             }
         }
         self.step = t;
         Ok(())
+    }
+}
+
+/// The elements an update touches and their gradient: every element, or
+/// whole rows (`rows[k]`'s gradient is the `k`-th `row_len` values).
+struct Touched<'a, T> {
+    values: &'a [T],
+    rows: Option<(&'a [usize], usize)>,
+}
+
+impl<'a, T> Touched<'a, T> {
+    fn new(values: &'a [T], rows: Option<(&'a [usize], usize)>) -> Touched<'a, T> {
+        Touched { values, rows }
+    }
+
+    /// Each run of touched elements: its range in the static and its
+    /// gradient, in order.
+    fn segments(&self) -> Vec<(std::ops::Range<usize>, &'a [T])> {
+        match self.rows {
+            None => vec![(0..self.values.len(), self.values)],
+            Some((rows, n)) => rows
+                .iter()
+                .zip(self.values.chunks_exact(n))
+                .map(|(&row, g)| (row * n..(row + 1) * n, g))
+                .collect(),
+        }
     }
 }
 
@@ -250,46 +285,48 @@ fn moment<'a, T: Float>(slot: &'a mut Option<Tensor>, shape: &[usize], n: usize)
     T::values(&mut tensor.data)
 }
 
-/// One static's update at step `t` (from 1).
+/// One static's update at step `t` (from 1), of the elements `touched`
+/// gives a gradient for.
 fn update_one<T: Float>(
     config: &OptimizerConfig,
     t: u64,
     lr: f64,
     p: &mut [T],
-    g: &[T],
+    touched: Touched<'_, T>,
     moments: &mut Moments,
     shape: &[usize],
 ) {
     let n = p.len();
     let wd = T::of(config.weight_decay);
+    let decay = |g: T, p: T| {
+        if config.weight_decay != 0.0 {
+            g + wd * p
+        } else {
+            g
+        }
+    };
     match config.kind {
         OptimizerKind::Sgd => {
             let mu = T::of(config.momentum);
             let first_step = moments.first.is_none();
-            let buffer =
+            let mut buffer =
                 (config.momentum != 0.0).then(|| moment::<T>(&mut moments.first, shape, n));
             let step = T::of(lr);
-            match buffer {
-                None => {
-                    for (p, &g) in p.iter_mut().zip(g) {
-                        let g = if config.weight_decay != 0.0 {
-                            g + wd * *p
-                        } else {
-                            g
-                        };
-                        *p = *p - step * g;
+            for (range, g) in touched.segments() {
+                let p = &mut p[range.clone()];
+                match buffer.as_deref_mut() {
+                    None => {
+                        for (p, &g) in p.iter_mut().zip(g) {
+                            *p = *p - step * decay(g, *p);
+                        }
                     }
-                }
-                Some(b) => {
-                    for ((p, &g), b) in p.iter_mut().zip(g).zip(b.iter_mut()) {
-                        let g = if config.weight_decay != 0.0 {
-                            g + wd * *p
-                        } else {
-                            g
-                        };
-                        *b = if first_step { g } else { mu * *b + g };
-                        let d = if config.nesterov { g + mu * *b } else { *b };
-                        *p = *p - step * d;
+                    Some(b) => {
+                        for ((p, &g), b) in p.iter_mut().zip(g).zip(b[range].iter_mut()) {
+                            let g = decay(g, *p);
+                            *b = if first_step { g } else { mu * *b + g };
+                            let d = if config.nesterov { g + mu * *b } else { *b };
+                            *p = *p - step * d;
+                        }
                     }
                 }
             }
@@ -304,19 +341,21 @@ fn update_one<T: Float>(
             let shrink = T::of(1.0 - lr * config.weight_decay);
             let m = moment::<T>(&mut moments.first, shape, n);
             let v = moment::<T>(&mut moments.second, shape, n);
-            for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
-                let g = if decoupled {
-                    *p = *p * shrink;
-                    g
-                } else if config.weight_decay != 0.0 {
-                    g + wd * *p
-                } else {
-                    g
-                };
-                *m = b1 * *m + one_b1 * g;
-                *v = b2 * *v + one_b2 * g * g;
-                let denominator = v.sqrt() / correction2 + eps;
-                *p = *p - step_size * (*m / denominator);
+            for (range, g) in touched.segments() {
+                let (p, m) = (&mut p[range.clone()], &mut m[range.clone()]);
+                let v = &mut v[range];
+                for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
+                    let g = if decoupled {
+                        *p = *p * shrink;
+                        g
+                    } else {
+                        decay(g, *p)
+                    };
+                    *m = b1 * *m + one_b1 * g;
+                    *v = b2 * *v + one_b2 * g * g;
+                    let denominator = v.sqrt() / correction2 + eps;
+                    *p = *p - step_size * (*m / denominator);
+                }
             }
         }
     }

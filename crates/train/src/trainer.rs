@@ -9,7 +9,7 @@ use std::fmt;
 use std::time::Instant;
 
 use autobatch::{
-    ArrayInput, BoundProgram, InputError, Inputs, RunConfig, RunError, RunResult, Value,
+    ArrayInput, BoundProgram, Gradient, InputError, Inputs, RunConfig, RunError, RunResult, Value,
 };
 use autobatch_types::{Data, Scalar, ScalarType, Tensor};
 
@@ -38,6 +38,10 @@ pub struct TrainConfig {
     /// The entry run on the dev set after each epoch: one scalar per
     /// example (a float, an integer or a bool), averaged.
     pub eval: Option<String>,
+    /// Update every element of the statics read only by rows (an
+    /// embedding table) at every step, as other statics, instead of only
+    /// the rows the step's mini-batch read (lazy updates, the default).
+    pub dense_updates: bool,
     /// How every batch runs (strategy, threads, limits).
     pub run: RunConfig,
 }
@@ -57,6 +61,7 @@ impl TrainConfig {
             warmup_steps: 0,
             seed: 0,
             eval: None,
+            dense_updates: false,
             run: RunConfig::default(),
         }
     }
@@ -294,11 +299,14 @@ impl Trainer {
         let start = self.position.batch as usize * size;
         let picked = self.order[start..(start + size).min(self.members)].to_vec();
         let names: Vec<&str> = self.trained.iter().map(String::as_str).collect();
-        let batch = self.bound.bind_static_gradient(
+        let mut batch = self.bound.bind_static_gradient(
             &self.config.loss,
             &names,
             &self.data.select_members(&picked),
         )?;
+        if !self.config.dense_updates {
+            batch = batch.with_row_gradients();
+        }
         let result = batch.run(&self.config.run)?;
         // The batch shares the statics; dropped, it leaves them to update in place.
         drop(batch);
@@ -306,15 +314,15 @@ impl Trainer {
         let lr = self.config.optimizer.lr * self.schedule().factor(self.position.step);
         let mut grad_norm = f64::NAN;
         if losses.finished > 0 {
-            let mut gradients: Vec<Tensor> = result
-                .static_gradients
-                .into_iter()
-                .map(|(_, g)| g)
-                .collect();
+            let mut gradients = in_order(&self.trained, result);
             divide(&mut gradients, losses.finished);
-            grad_norm = global_norm(&gradients);
+            grad_norm = global_norm(gradients.iter().map(Gradient::values));
             if let Some(max_norm) = self.config.clip_norm {
-                clip_to(&mut gradients, grad_norm, max_norm);
+                clip_to(
+                    gradients.iter_mut().map(Gradient::values_mut),
+                    grad_norm,
+                    max_norm,
+                );
             }
             self.optimizer
                 .update(&mut self.bound, &self.trained, &gradients, lr)?;
@@ -642,11 +650,28 @@ fn member_losses(result: &RunResult, picked: &[usize]) -> Losses {
     losses
 }
 
+/// The gradients of a run, whole or kept to their rows, in the order of
+/// the `trained` statics (each of the run's two lists is in that order).
+fn in_order(trained: &[String], result: RunResult) -> Vec<Gradient> {
+    let mut whole = result.static_gradients.into_iter().peekable();
+    let mut rows = result.row_gradients.into_iter();
+    trained
+        .iter()
+        .map(|name| match whole.next_if(|(n, _)| n == name) {
+            Some((_, g)) => Gradient::Dense(g),
+            None => match rows.next() {
+                Some((n, g)) if n == *name => Gradient::Rows(g),
+                _ => unreachable!("the run gives the gradient of every trained static"),
+            },
+        })
+        .collect()
+}
+
 /// Divides each gradient (the sum over `finished` members) by `finished`,
 /// in its element type: the gradient of the mean loss.
-fn divide(gradients: &mut [Tensor], finished: usize) {
+fn divide(gradients: &mut [Gradient], finished: usize) {
     for gradient in gradients {
-        match &mut gradient.data {
+        match &mut gradient.values_mut().data {
             Data::F32(values) => values.iter_mut().for_each(|x| *x /= finished as f32),
             Data::F64(values) => values.iter_mut().for_each(|x| *x /= finished as f64),
             _ => unreachable!("the gradient of a float static is a float"),

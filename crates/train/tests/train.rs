@@ -585,3 +585,126 @@ fn bad_requests_are_one_clear_error_each() {
     );
     assert_eq!(trainer.steps_taken(), 0);
 }
+
+/// An embedding `E` read by rows and a matrix `W` read whole.
+const EMBEDDING: &str = "extern \"autobatch\" { static E: [[f64; 3]; 5]; static W: [[f64; 3]; 2]; }
+fn loss(w: usize, y: [f64; 2]) -> f64 { let d = matvec(W, E[w]) - y; sum(d * d) }";
+
+/// `tests/data/lazy_adam.json`, written by `tests/data/lazy_adam.py`
+/// (numpy).
+fn lazy_adam_reference() -> serde_json::Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/lazy_adam.json");
+    autobatch::parse_strict_json(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn floats(value: &serde_json::Value) -> Vec<f64> {
+    match value {
+        serde_json::Value::Array(items) => items.iter().flat_map(floats).collect(),
+        other => vec![other.as_f64().unwrap()],
+    }
+}
+
+fn matrix(value: &serde_json::Value) -> Vec<Vec<f64>> {
+    let rows = value.as_array().unwrap();
+    rows.iter().map(floats).collect()
+}
+
+/// A trainer of the embedding model on the reference's examples.
+fn embedding_trainer(reference: &serde_json::Value, config: TrainConfig) -> Trainer {
+    let program = compile(EMBEDDING, "embedding.ab").unwrap();
+    let statics = Inputs::new()
+        .shared("E", reference["E0"].clone())
+        .shared("W", reference["W0"].clone());
+    let each = |key: &str| reference[key].as_array().unwrap().clone();
+    let data = Inputs::new()
+        .batched("w", each("words"))
+        .batched("y", each("targets"));
+    Trainer::new(program.with_statics(&statics).unwrap(), config, data).unwrap()
+}
+
+fn embedding_config(dense_updates: bool) -> TrainConfig {
+    let mut config = TrainConfig::new("loss");
+    config.optimizer.lr = 0.01;
+    config.batch_size = 2;
+    config.epochs = 2;
+    config.dense_updates = dense_updates;
+    config.run.options.threads = 1;
+    config
+}
+
+/// Adam on a model with an embedding table, against numpy: by default the
+/// rows a mini-batch did not read keep their values and moments (lazy, as
+/// DyNet and PyTorch's SparseAdam); with `dense_updates` every row is
+/// updated at every step, as any other static.
+#[test]
+fn lazy_and_dense_adam_steps_match_numpy() {
+    let reference = lazy_adam_reference();
+    let orders: Vec<Vec<usize>> = matrix(&reference["orders"])
+        .iter()
+        .map(|o| o.iter().map(|&k| k as usize).collect())
+        .collect();
+    let got: Vec<Vec<usize>> = (0..2)
+        .map(|epoch| autobatch_train::batches::epoch_order(6, 0, epoch))
+        .collect();
+    assert_eq!(got, orders, "the epochs' orders the reference assumes");
+    for (dense, key) in [(false, "lazy"), (true, "dense")] {
+        let mut trainer = embedding_trainer(&reference, embedding_config(dense));
+        let history = trainer.fit(None, &mut |_, _| {}).unwrap();
+        assert_eq!(history.steps.len(), 6);
+        assert_close(
+            &trained(&trainer, "E"),
+            &floats(&reference[key]["E"]),
+            1e-12,
+        );
+        assert_close(
+            &trained(&trainer, "W"),
+            &floats(&reference[key]["W"]),
+            1e-12,
+        );
+    }
+    // The two differ: the test tells lazy from dense updates.
+    assert_ne!(
+        floats(&reference["lazy"]["E"]),
+        floats(&reference["dense"]["E"])
+    );
+}
+
+/// The rows summed alone have the bits of the whole sum: SGD (which moves
+/// no element whose gradient is zero) gives the same bits lazily and
+/// densely; and lazy Adam's bits do not depend on the strategy or threads.
+#[test]
+fn rows_summed_alone_have_the_bits_of_the_whole_sum() {
+    let reference = lazy_adam_reference();
+    let run = |config: TrainConfig| {
+        let mut trainer = embedding_trainer(&reference, config);
+        trainer.fit(None, &mut |_, _| {}).unwrap();
+        let bits = |name| -> Vec<u64> {
+            trained(&trainer, name)
+                .iter()
+                .map(|x| x.to_bits())
+                .collect()
+        };
+        (bits("E"), bits("W"))
+    };
+    let sgd = |dense| TrainConfig {
+        optimizer: OptimizerConfig {
+            lr: 0.1,
+            ..OptimizerConfig::new(OptimizerKind::Sgd)
+        },
+        ..embedding_config(dense)
+    };
+    assert_eq!(run(sgd(false)), run(sgd(true)));
+    let one = run(embedding_config(false));
+    for (strategy, threads) in [
+        (Strategy::ProgramCounter, 2),
+        (Strategy::Reference, 1),
+        (Strategy::LocalStatic, 2),
+        (Strategy::Native, 1),
+        (Strategy::NativeBatched, 2),
+    ] {
+        let mut config = embedding_config(false);
+        config.run.strategy = strategy;
+        config.run.options.threads = threads;
+        assert_eq!(run(config), one, "{strategy} on {threads} threads");
+    }
+}

@@ -172,7 +172,7 @@ impl BoundProgram {
         super::timed_bind(|| {
             let derived = self.derived(entry, statics)?;
             let mut bound = self.bind_to(&derived.program, derived.entry, inputs)?;
-            bound.gradients = derived.statics;
+            bound.set_gradients(derived);
             Ok(bound)
         })
     }
@@ -262,6 +262,8 @@ impl BoundProgram {
             first_member: 0,
             gradients: Vec::new(),
             preparation: super::Preparation::default(),
+            by_rows: Vec::new(),
+            row_gradients: false,
         })
     }
 
