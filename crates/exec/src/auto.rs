@@ -212,7 +212,7 @@ fn products(program: &Program, entry: FuncId, symbols: &[u64]) -> Products {
 /// Whether a function the entry reaches calls itself, directly or through
 /// others (calls and forks both count).
 fn recursive(program: &Program, entry: FuncId) -> bool {
-    let reaches = |from: FuncId| crate::memory::reachable_functions(program, from);
+    let reaches = |from: FuncId| program.reachable(from);
     let reachable = reaches(entry);
     program.functions.iter().any(|(id, function)| {
         reachable[id.index()]
