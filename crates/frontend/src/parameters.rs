@@ -822,7 +822,9 @@ fn transform(p: &Parameter) -> String {
     let k = p.shape.first().map(extent_text).unwrap_or_default();
     match &p.constraint {
         Constraint::None => format!("    let {name} = {};\n", read(&p.shape)),
-        Constraint::Bounds { lower, upper } if is_finite_literal(lower) && is_finite_literal(upper) => {
+        Constraint::Bounds { lower, upper }
+            if is_finite_literal(lower) && is_finite_literal(upper) =>
+        {
             elementwise(p, &bounds(lower, upper))
         }
         Constraint::Bounds { lower, upper } => {
@@ -834,7 +836,10 @@ fn transform(p: &Parameter) -> String {
             format!(
                 "{}    let mut {name} = nuts_lb;\n{}",
                 bound_arrays(p, lower, upper),
-                for_each_element(&p.shape, &format!("{name}{} = {call};", element_index(&p.shape)))
+                for_each_element(
+                    &p.shape,
+                    &format!("{name}{} = {call};", element_index(&p.shape))
+                )
             )
         }
         Constraint::Affine { offset, multiplier } => elementwise(p, &affine(offset, multiplier)),
@@ -993,7 +998,10 @@ fn flat_index(shape: &[Extent]) -> String {
 fn for_each_element(shape: &[Extent], statement: &str) -> String {
     match shape {
         [] => format!("    {statement}\n"),
-        [n] => format!("    for nuts_i in 0..{} {{ {statement} }}\n", extent_text(n)),
+        [n] => format!(
+            "    for nuts_i in 0..{} {{ {statement} }}\n",
+            extent_text(n)
+        ),
         [m, n] => format!(
             "    for nuts_i in 0..{} {{ for nuts_j in 0..{} {{ {statement} }} }}\n",
             extent_text(m),

@@ -36,8 +36,8 @@ fn data(inputs: Inputs) -> Inputs {
 /// flattened, the log-Jacobian).
 fn transform(attributes: &str, ty: &str, points: &[Vec<f64>]) -> Vec<(Vec<f64>, f64)> {
     let compiled = compile_parameter(attributes, ty);
-    let inputs = data(Inputs::new())
-        .batched("nuts_theta", points.iter().map(|p| serde_json::json!(p)));
+    let inputs =
+        data(Inputs::new()).batched("nuts_theta", points.iter().map(|p| serde_json::json!(p)));
     let result = compiled
         .bind("nuts_transform", &inputs)
         .expect("binds")
@@ -319,8 +319,14 @@ fn infinite_bounds_leave_their_side_unbounded() {
         assert_eq!(back, Ok(vec![-3.0]), "{attributes}");
     }
     for (attributes, want) in [
-        ("#[lower = 1.0] #[upper = f64::INFINITY]", 0.7_f64.exp() + 1.0),
-        ("#[lower = -f64::INFINITY] #[upper = 2.0]", 2.0 - 0.7_f64.exp()),
+        (
+            "#[lower = 1.0] #[upper = f64::INFINITY]",
+            0.7_f64.exp() + 1.0,
+        ),
+        (
+            "#[lower = -f64::INFINITY] #[upper = 2.0]",
+            2.0 - 0.7_f64.exp(),
+        ),
         ("#[lower = lo[1]] #[upper = hi[1]]", 0.7_f64.exp() + 0.5),
         ("#[upper = hi[2]]", 2.0 - 0.7_f64.exp()),
     ] {
@@ -343,13 +349,23 @@ fn infinite_bounds_leave_their_side_unbounded() {
     .expect("inside the bounds");
     close(&back, &y, "free transform of lo, hi");
     // Mixed finite and infinite bounds of data and a finite number.
-    let x = check_jacobian("#[lower = lo[1]] #[upper = 3.0]", "[f64; 2]", &[0.4, -1.0], &all);
+    let x = check_jacobian(
+        "#[lower = lo[1]] #[upper = 3.0]",
+        "[f64; 2]",
+        &[0.4, -1.0],
+        &all,
+    );
     for (xi, yi) in x.iter().zip([0.4, -1.0]) {
         close(&[logit((xi - 0.5) / 2.5)], &[yi], "lo[1] to 3");
     }
     // A value outside its finite side is refused.
-    let error = unconstrain("#[lower = lo] #[upper = hi]", "[f64; 3]", serde_json::json!([0.0, 0.0, 0.0]), 3)
-        .expect_err("below lo[1]");
+    let error = unconstrain(
+        "#[lower = lo] #[upper = hi]",
+        "[f64; 3]",
+        serde_json::json!([0.0, 0.0, 0.0]),
+        3,
+    )
+    .expect_err("below lo[1]");
     assert!(error.contains("the initial value of `x`"), "{error}");
 }
 
@@ -383,7 +399,11 @@ fn model(#[lower = lo] #[upper = hi] x: [f64; 3]) -> f64 { normal_lupdf(x, 1.0, 
     }
     // The first element is unbounded: normal(1, 1), its mean within 0.3.
     let n = (run.finished() * run.draws) as f64;
-    assert!((sums[0] / n - 1.0).abs() < 0.3, "mean of x[0]: {}", sums[0] / n);
+    assert!(
+        (sums[0] / n - 1.0).abs() < 0.3,
+        "mean of x[0]: {}",
+        sums[0] / n
+    );
 }
 
 #[test]
