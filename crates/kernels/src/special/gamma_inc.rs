@@ -226,7 +226,8 @@ pub fn log_gamma_q_da_f64(a: f64, x: f64) -> f64 {
 /// `ln Q(a, e^t)`) is concave in `t`, so from the Wilson-Hilferty start
 /// the iterates approach the root from one side after the first step.
 pub fn log_gamma_p_inv_f64(a: f64, u: f64) -> f64 {
-    if !(a > 0.0 && a < f64::INFINITY && (0.0..=1.0).contains(&u)) {
+    let shape_ok = a > 0.0 && a.is_finite();
+    if !shape_ok || !(0.0..=1.0).contains(&u) {
         return f64::NAN;
     }
     if u == 0.0 {
@@ -292,7 +293,7 @@ pub const POISSON_MAX_RATE: f64 = 1_073_741_824.0;
 /// (`Q(k + 1, lambda)`) and the mass, and steps by the masses' recurrence
 /// `p(k + 1) = p(k) lambda / (k + 1)` until the CDF crosses `u`.
 pub fn poisson_inv_f64(lambda: f64, u: f64) -> f64 {
-    if !(lambda >= 0.0 && lambda <= POISSON_MAX_RATE && (0.0..1.0).contains(&u)) {
+    if !(0.0..=POISSON_MAX_RATE).contains(&lambda) || !(0.0..1.0).contains(&u) {
         return f64::NAN;
     }
     if lambda == 0.0 {

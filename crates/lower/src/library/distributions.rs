@@ -31,6 +31,10 @@ pub(super) fn expand(
     let y = args[0];
     let params = &args[1..];
     let full = suffix == Suffix::Log;
+    if let (Family::Normal, Suffix::Log | Suffix::Unnormalized) = (family, suffix) {
+        let z = standardized(b, y, params[0], params[1])?;
+        return normal_sum(b, suffix, z, params[1]);
+    }
     let term = match family {
         Family::Normal => normal(b, suffix, y, params)?,
         Family::StudentT => student_t(b, full, y, params)?,
@@ -73,13 +77,33 @@ pub(super) fn positive(b: &mut Builder, v: Var, what: &str, arg: &str) -> LowerR
     b.check_c(v, Gt, 0.0, what, arg, "positive")
 }
 
-/// `(y - mu) / sigma`, after the checks of a location-scale family.
+/// `(y - mu) / sigma`, after the checks of a location-scale family (a
+/// scalar `sigma` divides once: `(y - mu) * (1 / sigma)`).
 fn standardized(b: &mut Builder, y: Var, mu: Var, sigma: Var) -> LowerResult<Var> {
     b.check_not_nan(y, "Random variable", "y")?;
     b.check_finite(mu, "Location parameter", "mu")?;
     positive(b, sigma, "Scale parameter", "sigma")?;
     let d = b.sub(y, mu)?;
+    if b.ty_dims(sigma).is_empty() && !b.ty_dims(d).is_empty() {
+        let inverse = b.unary(UnaryOp::Recip, sigma)?;
+        return b.mul(d, inverse);
+    }
     b.div(d, sigma)
+}
+
+/// The normal log density summed over the call's elements, from the
+/// standardized `z`: `-z.z / 2` (one product) plus the scale's term
+/// counted once per element.
+fn normal_sum(b: &mut Builder, suffix: Suffix, z: Var, sigma: Var) -> LowerResult<Var> {
+    let sq = if b.ty_dims(z).is_empty() {
+        b.mul(z, z)?
+    } else {
+        b.op(autobatch_ir::Prim::Dot, vec![z, z])?
+    };
+    let q = b.scale(sq, -0.5)?;
+    let s = minus_log_scale(b, sigma, suffix == Suffix::Log, LN_SQRT_2PI)?;
+    let s = b.total(s)?;
+    b.add(q, s)
 }
 
 /// `-ln(sigma)`, less `constant` when the constants are kept.
