@@ -898,10 +898,24 @@ fn transform(p: &Parameter) -> String {
     }
 }
 
+/// The most elements a parameter of fixed shape is read as an array
+/// literal (`[theta[at + 0], theta[at + 1]]`) rather than by a loop: a
+/// loop in the differentiated `log_density` is taped, element by element.
+const LITERAL_READ: u64 = 64;
+
 /// The parameter's unconstrained values in its own shape.
 fn read(shape: &[Extent]) -> String {
+    let literal = |items: Vec<String>| format!("[{}]", items.join(", "));
     match shape {
         [] => free("0"),
+        [Extent::Fixed(n)] if *n <= LITERAL_READ => {
+            literal((0..*n).map(|i| free(&i.to_string())).collect())
+        }
+        [Extent::Fixed(m), Extent::Fixed(n)] if m * n <= LITERAL_READ => literal(
+            (0..*m)
+                .map(|i| literal((0..*n).map(|j| free(&(i * n + j).to_string())).collect()))
+                .collect(),
+        ),
         [n] => format!(
             "{{ let mut nuts_v = [0.0; {n}]; for nuts_i in 0..{n} {{ nuts_v[nuts_i] = {f}; }} nuts_v }}",
             n = extent_text(n),
