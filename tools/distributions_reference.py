@@ -219,16 +219,17 @@ def dists():
         ),
         "gamma": (
             lambda y, a, b: stats.gamma.logpdf(y, a, scale=1 / b),
-            None,
+            (lambda y, a, b: log_gamma_p(a, b * y), lambda y, a, b: log_gamma_q(a, b * y)),
             lambda y, a, b: 0.0,
-            [(0.5, 2.5, 1.5), (1e-5, 0.5, 2.0), (40.0, 10.0, 0.3), (3.0, 1.0, 1.0)],
+            [(0.5, 2.5, 1.5), (1e-5, 0.5, 2.0), (40.0, 10.0, 0.3), (3.0, 1.0, 1.0),
+             (100.0, 2.0, 1.0), (0.01, 30.0, 1.0), (230.0, 200.0, 1.0), (0.2, 0.01, 3.0)],
             False,
         ),
         "inv_gamma": (
             lambda y, a, b: stats.invgamma.logpdf(y, a, scale=b),
-            None,
+            (lambda y, a, b: log_gamma_q(a, b / y), lambda y, a, b: log_gamma_p(a, b / y)),
             lambda y, a, b: 0.0,
-            [(0.5, 2.5, 1.5), (1e-2, 0.5, 2.0), (40.0, 10.0, 0.3)],
+            [(0.5, 2.5, 1.5), (1e-2, 0.5, 2.0), (40.0, 10.0, 0.3), (1e-3, 3.0, 1.0), (500.0, 2.0, 1.0)],
             False,
         ),
         "weibull": (
@@ -241,9 +242,9 @@ def dists():
         ),
         "chi_square": (
             lambda y, nu: stats.chi2.logpdf(y, nu),
-            None,
+            (lambda y, nu: log_gamma_p(nu / 2, y / 2), lambda y, nu: log_gamma_q(nu / 2, y / 2)),
             lambda y, nu: 0.0,
-            [(0.5, 2.5), (1e-3, 0.5), (40.0, 10.0), (3.0, 2.0)],
+            [(0.5, 2.5), (1e-3, 0.5), (40.0, 10.0), (3.0, 2.0), (200.0, 4.0), (1e-6, 40.0)],
             False,
         ),
         "beta": (
@@ -290,9 +291,9 @@ def dists():
         ),
         "poisson": (
             lambda n, l: stats.poisson.logpmf(n, l),
-            None,
+            (lambda n, l: log_gamma_q(n + 1, l), lambda n, l: log_gamma_p(n + 1, l)),
             lambda n, l: -special.gammaln(n + 1),
-            [(3, 2.5), (0, 0.1), (1000, 950.0), (7, 1e-3)],
+            [(3, 2.5), (0, 0.1), (1000, 950.0), (7, 1e-3), (0, 30.0), (60, 10.0)],
             True,
         ),
         "poisson_log": (
@@ -324,6 +325,23 @@ def dists():
             False,
         ),
     }
+
+
+def log_gamma_p(a, x):
+    """ln P(a, x), the regularized lower incomplete gamma function, at 50 digits."""
+    a, x = mp.mpf(a), mp.mpf(x)
+    return mp.log(mp.gammainc(a, 0, x, regularized=True))
+
+
+def log_gamma_q(a, x):
+    """ln Q(a, x) = ln(1 - P(a, x)), at 50 digits."""
+    a, x = mp.mpf(a), mp.mpf(x)
+    return mp.log(mp.gammainc(a, x, mp.inf, regularized=True))
+
+
+# The families whose `_lccdf` is checked with its gradient too (the
+# incomplete gamma function's derivatives in both arguments).
+CCDF_SLOPES = {"gamma", "inv_gamma", "chi_square", "poisson"}
 
 
 def cauchy_lcdf(y, mu, sigma):
@@ -417,6 +435,12 @@ def distribution_programs():
                                    [number(cdf_slope(lcdf, point, k)) for k in real]]}
                            for point in points]
             runs.append(("cdfs", {"batch": batch}, cdf_results, 1e-6))
+            if name in CCDF_SLOPES:
+                # The values to a tight tolerance, and the gradient of `_lccdf`.
+                values = [{"ok": [number(lcdf(*point)), number(lccdf(*point))]} for point in points]
+                runs.append(("cdf_values", {"batch": batch}, values, 1e-10))
+                slopes = [{"ok": [number(cdf_slope(lccdf, point, k)) for k in real]} for point in points]
+                runs.append(("ccdf_slope", {"batch": batch}, slopes, 1e-6))
             source += (
                 f"fn lcdf({sig}) -> f64 {{ {name}_lcdf({params}) }}\n"
                 f"fn cdfs({sig}) -> (f64, f64, {ptype}) {{\n"
@@ -424,6 +448,12 @@ def distribution_programs():
                 f"    (c, {name}_lccdf({params}), g)\n"
                 f"}}\n"
             )
+            if name in CCDF_SLOPES:
+                source += (
+                    f"fn cdf_values({sig}) -> (f64, f64) {{ ({name}_lcdf({params}), {name}_lccdf({params})) }}\n"
+                    f"fn lccdf({sig}) -> f64 {{ {name}_lccdf({params}) }}\n"
+                    f"fn ccdf_slope({sig}) -> {ptype} {{ grad(lccdf, {call_args}) }}\n"
+                )
         write_program(
             f"dist_{name}",
             f"`{name}_{kind}` against scipy.stats at points in the bulk and the tails:\n"

@@ -180,3 +180,87 @@ def test_constrained_parameters_are_named_and_shaped():
     summary = fit.summary()
     names = list(summary.index) if hasattr(summary, "index") else list(summary["parameter"])
     assert names == ["sigma", "x.0", "x.1"]
+
+
+QUANTITIES = """
+extern "autobatch" {
+    static y: [f64; J];
+    static sigma: [f64; J];
+}
+
+fn model(mu: f64, #[lower = 0.0] tau: f64, theta_tilde: [f64; J]) -> f64 {
+    let theta = transformed(mu, tau, theta_tilde);
+    normal_lupdf(theta_tilde, 0.0, 1.0) + normal_lupdf(y, theta, sigma)
+        + normal_lupdf(mu, 0.0, 5.0) + cauchy_lupdf(tau, 0.0, 5.0)
+}
+
+fn transformed(mu: f64, tau: f64, theta_tilde: [f64; J]) -> [f64; J] {
+    let theta = mu + tau * theta_tilde;
+    theta
+}
+
+fn generated(theta: [f64; J], tau: f64) -> ([f64; J], i64, [[f64; 2]; 2]) {
+    let y_rep = normal_rng(theta, sigma);
+    let above = (y_rep[0] > y[0]) as i64;
+    let m = [[tau, 2.0 * tau], [3.0 * tau, 4.0 * tau]];
+    (y_rep, above, m)
+}
+"""
+
+SCHOOLS = {
+    "y": np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0]),
+    "sigma": np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0]),
+}
+
+
+def quantities_fit():
+    return autobatch.sample(QUANTITIES, data=SCHOOLS, chains=2, warmup=200, draws=250,
+                            seed=3, progress=False)
+
+
+def test_draws_hold_transformed_parameters_and_generated_quantities():
+    fit = quantities_fit()
+    assert list(fit.draws) == ["mu", "tau", "theta_tilde", "theta", "y_rep", "above", "m"]
+    shapes = {name: value.shape for name, value in fit.draws.items()}
+    assert shapes == {
+        "mu": (2, 250), "tau": (2, 250), "theta_tilde": (2, 250, 8), "theta": (2, 250, 8),
+        "y_rep": (2, 250, 8), "above": (2, 250), "m": (2, 250, 2, 2)}
+    d = fit.draws
+    # The transformed parameter is its definition at each draw.
+    want = d["mu"][..., None] + d["tau"][..., None] * d["theta_tilde"]
+    assert np.allclose(d["theta"], want, rtol=1e-12, atol=1e-12)
+    # A matrix quantity keeps its row-major layout.
+    assert np.array_equal(d["m"][..., 1, 0], 3.0 * d["tau"])
+    assert np.array_equal(d["m"][..., 0, 1], 2.0 * d["tau"])
+    # The integer quantity is 0 or 1, and is y_rep[0] > y[0].
+    assert set(np.unique(d["above"])) <= {0.0, 1.0}
+    assert np.array_equal(d["above"], (d["y_rep"][..., 0] > SCHOOLS["y"][0]).astype(float))
+    # y_rep - theta is N(0, sigma^2) per school: 500 draws put the
+    # standardized mean within 4 / sqrt(500) of 0 and the variance within 0.3 of 1.
+    z = (d["y_rep"] - d["theta"]) / SCHOOLS["sigma"]
+    assert np.all(np.abs(z.mean(axis=(0, 1))) < 4 / np.sqrt(500))
+    assert np.all(np.abs(z.var(axis=(0, 1)) - 1) < 0.3)
+    # The unconstrained draws are the parameters only: mu, log tau, theta_tilde.
+    assert fit.unconstrained.shape == (2, 250, 10)
+    assert np.allclose(d["tau"], np.exp(fit.unconstrained[..., 1]), rtol=1e-14)
+    summary = fit.summary()
+    assert list(summary.index)[:3] == ["mu", "tau", "theta_tilde.0"]
+    assert "theta.7" in summary.index and "y_rep.0" in summary.index
+    assert "above" in summary.index and "m.1.0" in summary.index
+
+
+def test_to_arviz_names_every_variable_with_its_dims():
+    fit = quantities_fit()
+    data = fit.to_arviz()
+    posterior = data.posterior
+    assert sorted(posterior.data_vars) == sorted(fit.draws)
+    for name, value in fit.draws.items():
+        assert posterior[name].shape == value.shape, name
+        assert np.array_equal(posterior[name].values, value), name
+        assert posterior[name].dims[:2] == ("chain", "draw"), name
+    assert posterior["theta"].dims == ("chain", "draw", "theta_dim_0")
+    assert posterior["m"].dims == ("chain", "draw", "m_dim_0", "m_dim_1")
+    # ArviZ's summary reads the transformed parameter like the others.
+    table = arviz.summary(data, var_names=["theta", "tau"], kind="stats")
+    assert "theta[7]" in table.index and "tau" in table.index
+    assert np.allclose(table.loc["tau", "mean"], fit.draws["tau"].mean(), rtol=1e-3)

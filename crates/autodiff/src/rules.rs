@@ -644,7 +644,47 @@ fn binary_adjoint(b: &mut Builder, op: B, site: Site) -> DeriveResult<()> {
             }
             Ok(())
         }
-        B::BitAnd | B::BitOr | B::BitXor | B::Shl | B::Shr | B::Pow => Ok(()),
+        B::LogGammaP | B::LogGammaQ => {
+            let upper = op == B::LogGammaQ;
+            if x_active {
+                // The derivative in the shape, by its own operation.
+                let da = if upper {
+                    B::LogGammaQDa
+                } else {
+                    B::LogGammaPDa
+                };
+                let d = bin(b, da, x, z, loc)?;
+                let c = bin(b, B::Mul, dy, d, loc)?;
+                contribute(b, x, c, loc)?;
+            }
+            if z_active {
+                // d ln P / dz = z^(a-1) e^-z / (Gamma(a) P) = e^((a-1) ln z - z - lgamma(a) - y);
+                // the same over Q with the opposite sign.
+                let one = b.constant(elem, 1.0, loc)?;
+                let am1 = bin(b, B::Sub, x, one, loc)?;
+                let lz = un(b, U::Ln, z, loc)?;
+                let t = bin(b, B::Mul, am1, lz, loc)?;
+                let t = bin(b, B::Sub, t, z, loc)?;
+                let g = un(b, U::Lgamma, x, loc)?;
+                let t = bin(b, B::Sub, t, g, loc)?;
+                let t = bin(b, B::Sub, t, y, loc)?;
+                let e = un(b, U::Exp, t, loc)?;
+                let c = bin(b, B::Mul, dy, e, loc)?;
+                let c = if upper { un(b, U::Neg, c, loc)? } else { c };
+                contribute(b, z, c, loc)?;
+            }
+            Ok(())
+        }
+        B::BitAnd
+        | B::BitOr
+        | B::BitXor
+        | B::Shl
+        | B::Shr
+        | B::Pow
+        | B::LogGammaPDa
+        | B::LogGammaQDa
+        | B::LogGammaPInv
+        | B::PoissonInv => Ok(()),
     }
 }
 

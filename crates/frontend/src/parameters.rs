@@ -43,8 +43,13 @@ pub const CONSTRAIN_FUNCTION: &str = "nuts_constrain";
 pub const UNCONSTRAIN_FUNCTION: &str = "nuts_unconstrain";
 
 /// The generated functions; names the sampler otherwise reserves.
-pub const GENERATED_FUNCTIONS: [&str; 3] =
-    [CONSTRAIN_FUNCTION, UNCONSTRAIN_FUNCTION, "nuts_transform"];
+pub const GENERATED_FUNCTIONS: [&str; 5] = [
+    CONSTRAIN_FUNCTION,
+    UNCONSTRAIN_FUNCTION,
+    "nuts_transform",
+    LUB_CONSTRAIN,
+    LUB_FREE,
+];
 
 /// The name of the function whose parameters carry constraints.
 pub const MODEL_FUNCTION: &str = "model";
@@ -376,6 +381,7 @@ fn constraint(attrs: &[syn::Attribute], names: &Names) -> Result<Constraint, Dia
                     return Err(unknown(&key, attr.span()));
                 }
                 check_bound(&nv.value, names)?;
+                check_side(&key, &nv.value)?;
                 (key, Some(expr_text(&nv.value)))
             }
             syn::Meta::List(l) => {
@@ -466,10 +472,17 @@ fn combine(
             .and_then(|(_, v, _)| v.clone())
     };
     Ok(match first.as_str() {
-        "lower" | "upper" => Constraint::Bounds {
-            lower: value("lower"),
-            upper: value("upper"),
-        },
+        "lower" | "upper" => {
+            // A side bounded by its infinity is unbounded (Stan's
+            // `lb_constrain` of `-inf` is the identity).
+            let lower = value("lower").filter(|b| literal(b) != Some(f64::NEG_INFINITY));
+            let upper = value("upper").filter(|b| literal(b) != Some(f64::INFINITY));
+            if lower.is_none() && upper.is_none() {
+                Constraint::None
+            } else {
+                Constraint::Bounds { lower, upper }
+            }
+        }
         "offset" | "multiplier" => Constraint::Affine {
             offset: value("offset"),
             multiplier: value("multiplier"),
@@ -513,7 +526,8 @@ fn check_bound(expr: &syn::Expr, names: &Names) -> Result<(), Diagnostic> {
                 ),
                 "unknown name",
             )),
-            None => wrong(p.span(), "a path"),
+            None if infinity(&p.path).is_some() => Ok(()),
+            None => wrong(p.span(), "a path other than `f64::INFINITY` or `f64::NEG_INFINITY`"),
         },
         syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => check_bound(&u.expr, names),
         syn::Expr::Paren(p) => check_bound(&p.expr, names),
@@ -538,6 +552,83 @@ fn check_bound(expr: &syn::Expr, names: &Names) -> Result<(), Diagnostic> {
         }
         other => wrong(other.span(), "another kind of expression"),
     }
+}
+
+/// `f64::INFINITY` (also `std::f64::INFINITY`) or `f64::NEG_INFINITY`.
+fn infinity(path: &syn::Path) -> Option<f64> {
+    let words: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let tail = match words[..] {
+        ["std" | "core", "f64", last] | ["f64", last] => last,
+        _ => return None,
+    };
+    match tail {
+        "INFINITY" => Some(f64::INFINITY),
+        "NEG_INFINITY" => Some(f64::NEG_INFINITY),
+        _ => None,
+    }
+}
+
+/// The value of a bound written with numbers and infinities only
+/// (`0.0`, `-f64::INFINITY`, `2.0 * 3.0`); `None` for one that names
+/// data, constants or parameters.
+fn literal_value(expr: &syn::Expr) -> Option<f64> {
+    match expr {
+        syn::Expr::Lit(l) => match &l.lit {
+            syn::Lit::Int(i) => i.base10_parse::<f64>().ok(),
+            syn::Lit::Float(f) => f.base10_parse::<f64>().ok(),
+            _ => None,
+        },
+        syn::Expr::Path(p) => infinity(&p.path),
+        syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => Some(-literal_value(&u.expr)?),
+        syn::Expr::Paren(p) => literal_value(&p.expr),
+        syn::Expr::Binary(b) => {
+            let (l, r) = (literal_value(&b.left)?, literal_value(&b.right)?);
+            match b.op {
+                syn::BinOp::Add(_) => Some(l + r),
+                syn::BinOp::Sub(_) => Some(l - r),
+                syn::BinOp::Mul(_) => Some(l * r),
+                syn::BinOp::Div(_) => Some(l / r),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The value of a bound's text (see [`literal_value`]).
+fn literal(text: &str) -> Option<f64> {
+    literal_value(&syn::parse_str::<syn::Expr>(text).ok()?)
+}
+
+/// Refuses a bound that leaves no value: a lower bound of `+inf` or an
+/// upper bound of `-inf` (or NaN), written as numbers.
+fn check_side(key: &str, value: &syn::Expr) -> Result<(), Diagnostic> {
+    let Some(v) = literal_value(value) else {
+        return Ok(());
+    };
+    let empty = match key {
+        "lower" => v == f64::INFINITY || v.is_nan(),
+        "upper" => v == f64::NEG_INFINITY || v.is_nan(),
+        _ => !v.is_finite(),
+    };
+    if empty {
+        return Err(error_at(
+            value.span(),
+            format!("`{key}` is {v}, which leaves no value for the parameter"),
+            "not a usable bound",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a bound is a finite number written as such: its transform is
+/// then the one-sided or logistic map fixed at compile time. Any other
+/// bound (data, constants, parameters) may be infinite when the model
+/// runs, and is transformed element by element as Stan does.
+fn is_finite_literal(text: &Option<String>) -> bool {
+    text.as_deref()
+        .is_none_or(|t| literal(t).is_some_and(f64::is_finite))
 }
 
 /// The text of a bound, as the generated code uses it (parenthesized).
@@ -670,6 +761,9 @@ fn generate(parameters: &[Parameter], found: &Found) -> String {
         tuple_text(&reported)
     );
     out.push_str(&unconstrain(parameters));
+    if parameters.iter().any(uses_bound_functions) {
+        out.push_str(&bound_functions());
+    }
     out
 }
 
@@ -728,7 +822,26 @@ fn transform(p: &Parameter) -> String {
     let k = p.shape.first().map(extent_text).unwrap_or_default();
     match &p.constraint {
         Constraint::None => format!("    let {name} = {};\n", read(&p.shape)),
-        Constraint::Bounds { lower, upper } => elementwise(p, &bounds(lower, upper)),
+        Constraint::Bounds { lower, upper }
+            if is_finite_literal(lower) && is_finite_literal(upper) =>
+        {
+            elementwise(p, &bounds(lower, upper))
+        }
+        Constraint::Bounds { lower, upper } => {
+            let call = format!(
+                "{{ let (nuts_x, nuts_j) = {LUB_CONSTRAIN}({}, nuts_lb{at}, nuts_ub{at}); nuts_lj += nuts_j; nuts_x }}",
+                free(&flat_index(&p.shape)),
+                at = element_index(&p.shape),
+            );
+            format!(
+                "{}    let mut {name} = nuts_lb;\n{}",
+                bound_arrays(p, lower, upper),
+                for_each_element(
+                    &p.shape,
+                    &format!("{name}{} = {call};", element_index(&p.shape))
+                )
+            )
+        }
         Constraint::Affine { offset, multiplier } => elementwise(p, &affine(offset, multiplier)),
         Constraint::Ordered | Constraint::PositiveOrdered => {
             let first = if p.constraint == Constraint::Ordered {
@@ -785,10 +898,24 @@ fn transform(p: &Parameter) -> String {
     }
 }
 
+/// The most elements a parameter of fixed shape is read as an array
+/// literal (`[theta[at + 0], theta[at + 1]]`) rather than by a loop: a
+/// loop in the differentiated `log_density` is taped, element by element.
+const LITERAL_READ: u64 = 64;
+
 /// The parameter's unconstrained values in its own shape.
 fn read(shape: &[Extent]) -> String {
+    let literal = |items: Vec<String>| format!("[{}]", items.join(", "));
     match shape {
         [] => free("0"),
+        [Extent::Fixed(n)] if *n <= LITERAL_READ => {
+            literal((0..*n).map(|i| free(&i.to_string())).collect())
+        }
+        [Extent::Fixed(m), Extent::Fixed(n)] if m * n <= LITERAL_READ => literal(
+            (0..*m)
+                .map(|i| literal((0..*n).map(|j| free(&(i * n + j).to_string())).collect()))
+                .collect(),
+        ),
         [n] => format!(
             "{{ let mut nuts_v = [0.0; {n}]; for nuts_i in 0..{n} {{ nuts_v[nuts_i] = {f}; }} nuts_v }}",
             n = extent_text(n),
@@ -799,6 +926,100 @@ fn read(shape: &[Extent]) -> String {
             m = extent_text(m),
             n = extent_text(n),
             f = free(&format!("nuts_i * {} + nuts_j", extent_text(n)))
+        ),
+        _ => unreachable!("at most two axes"),
+    }
+}
+
+/// The generated function of Stan's `lub_constrain` on one element:
+/// `(value, log_jacobian)` of the unconstrained `y` for bounds that may be
+/// infinite (`-inf` below or `+inf` above: that side is unbounded).
+const LUB_CONSTRAIN: &str = "nuts_lub_constrain";
+
+/// The generated function of Stan's `lub_free` on one element.
+const LUB_FREE: &str = "nuts_lub_free";
+
+/// The two functions above, written once into a program that uses them.
+fn bound_functions() -> String {
+    format!(
+        "fn {LUB_CONSTRAIN}(y: f64, lb: f64, ub: f64) -> (f64, f64) {{
+    if lb == f64::NEG_INFINITY {{
+        if ub == f64::INFINITY {{ (y, 0.0) }} else {{ (ub - y.exp(), y) }}
+    }} else if ub == f64::INFINITY {{
+        (y.exp() + lb, y)
+    }} else {{
+        ((ub - lb) * sigmoid(y) + lb, (ub - lb).ln() + (-y.abs() - 2.0 * softplus(-y.abs())))
+    }}
+}}
+fn {LUB_FREE}(x: f64, lb: f64, ub: f64) -> f64 {{
+    if lb == f64::NEG_INFINITY {{
+        if ub == f64::INFINITY {{ x }} else {{ (ub - x).ln() }}
+    }} else if ub == f64::INFINITY {{
+        (x - lb).ln()
+    }} else {{
+        let u = (x - lb) / (ub - lb);
+        (u / (1.0 - u)).ln()
+    }}
+}}
+"
+    )
+}
+
+/// Whether the parameter's bounds are transformed by [`bound_functions`].
+fn uses_bound_functions(p: &Parameter) -> bool {
+    matches!(&p.constraint, Constraint::Bounds { lower, upper }
+        if !(is_finite_literal(lower) && is_finite_literal(upper)))
+}
+
+/// `nuts_lb` and `nuts_ub`: the bounds of the parameter `p` in its shape,
+/// an absent side infinite.
+fn bound_arrays(p: &Parameter, lower: &Option<String>, upper: &Option<String>) -> String {
+    let ones = if p.shape.is_empty() {
+        "1.0".to_string()
+    } else {
+        type_text(&p.shape).replace("f64", "1.0")
+    };
+    let side = |b: &Option<String>, infinity: &str| {
+        b.clone().unwrap_or_else(|| format!("f64::{infinity}"))
+    };
+    format!(
+        "    let nuts_lb = {} * {ones};\n    let nuts_ub = {} * {ones};\n",
+        side(lower, "NEG_INFINITY"),
+        side(upper, "INFINITY")
+    )
+}
+
+/// `[nuts_i]`, `[nuts_i][nuts_j]` or nothing: one element of a value of `shape`.
+fn element_index(shape: &[Extent]) -> &'static str {
+    match shape.len() {
+        0 => "",
+        1 => "[nuts_i]",
+        _ => "[nuts_i][nuts_j]",
+    }
+}
+
+/// The position of that element among the parameter's values, row-major.
+fn flat_index(shape: &[Extent]) -> String {
+    match shape {
+        [] => "0".to_string(),
+        [_] => "nuts_i".to_string(),
+        [_, n] => format!("nuts_i * {} + nuts_j", extent_text(n)),
+        _ => unreachable!("at most two axes"),
+    }
+}
+
+/// `statement` once per element of a value of `shape` (see [`element_index`]).
+fn for_each_element(shape: &[Extent], statement: &str) -> String {
+    match shape {
+        [] => format!("    {statement}\n"),
+        [n] => format!(
+            "    for nuts_i in 0..{} {{ {statement} }}\n",
+            extent_text(n)
+        ),
+        [m, n] => format!(
+            "    for nuts_i in 0..{} {{ for nuts_j in 0..{} {{ {statement} }} }}\n",
+            extent_text(m),
+            extent_text(n)
         ),
         _ => unreachable!("at most two axes"),
     }
@@ -1009,6 +1230,20 @@ fn free_transform(p: &Parameter) -> String {
     let fails = |what: &str| format!("\"the initial value of `{name}` is not {what}\"");
     match &p.constraint {
         Constraint::None => write_elements(&p.shape, name),
+        Constraint::Bounds { lower, upper }
+            if !(is_finite_literal(lower) && is_finite_literal(upper)) =>
+        {
+            let at = element_index(&p.shape);
+            let set = format!(
+                "nuts_out[nuts_at + {}] = {LUB_FREE}({name}{at}, nuts_lb{at}, nuts_ub{at});",
+                flat_index(&p.shape)
+            );
+            format!(
+                "{}{}",
+                bound_arrays(p, lower, upper),
+                for_each_element(&p.shape, &set)
+            )
+        }
         Constraint::Bounds { lower, upper } => {
             let value = match (lower, upper) {
                 (Some(lb), None) => format!("({name} - {lb}).ln()"),

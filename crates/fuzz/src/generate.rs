@@ -159,7 +159,7 @@ pub enum LibraryArg {
 /// their arguments. Their checks make some members fail with
 /// `domain_error` (a scale of `inf`, a count of `i64::MIN`, a zero on the
 /// diagonal of a factor), which every executor must report alike.
-pub const LIBRARY: [(&str, &[LibraryArg]); 20] = {
+pub const LIBRARY: [(&str, &[LibraryArg]); 24] = {
     use LibraryArg::*;
     [
         ("normal_lpdf", &[Real, Real, Positive]),
@@ -169,6 +169,8 @@ pub const LIBRARY: [(&str, &[LibraryArg]); 20] = {
         ("logistic_lccdf", &[Real, Real, Positive]),
         ("lognormal_lpdf", &[Positive, Real, Positive]),
         ("gamma_lpdf", &[Positive, Positive, Positive]),
+        ("gamma_lcdf", &[Positive, Positive, Positive]),
+        ("poisson_lccdf", &[Count, Positive]),
         ("exponential_lpdf", &[Positive, Positive]),
         ("von_mises_lpdf", &[Real, Real, Positive]),
         ("poisson_lpmf", &[Count, Positive]),
@@ -176,6 +178,8 @@ pub const LIBRARY: [(&str, &[LibraryArg]); 20] = {
         ("categorical_logit_lpmf", &[Category, Vector]),
         ("multi_normal_cholesky_lpdf", &[Vector, Vector, Lower]),
         ("normal_rng", &[Scalar, Positive]),
+        ("gamma_rng", &[Positive, Positive]),
+        ("student_t_rng", &[Positive, Scalar, Positive]),
         ("lbeta", &[Positive, Positive]),
         ("lchoose", &[Positive, Positive]),
         ("log_sum_exp", &[Scalar, Scalar]),

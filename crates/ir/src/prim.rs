@@ -568,6 +568,12 @@ fn divides(op: BinaryOp) -> bool {
         | B::Powi
         | B::Powf
         | B::Atan2
+        | B::LogGammaP
+        | B::LogGammaQ
+        | B::LogGammaPDa
+        | B::LogGammaQDa
+        | B::LogGammaPInv
+        | B::PoissonInv
         | B::Max
         | B::Min
         | B::Pow => false,

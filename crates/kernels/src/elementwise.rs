@@ -384,9 +384,15 @@ pub fn integer_binary_into<T: Integer>(
         BinaryOp::Max => zip_into(a, b, out, scalar::int_max),
         BinaryOp::Min => zip_into(a, b, out, scalar::int_min),
         BinaryOp::Shl | BinaryOp::Shr | BinaryOp::Pow => shift_or_pow(op, a, b, out),
-        BinaryOp::Powi | BinaryOp::Powf | BinaryOp::Atan2 => {
-            internal_error(format!("{} needs floats", binary_name(op)))
-        }
+        BinaryOp::Powi
+        | BinaryOp::Powf
+        | BinaryOp::Atan2
+        | BinaryOp::LogGammaP
+        | BinaryOp::LogGammaQ
+        | BinaryOp::LogGammaPDa
+        | BinaryOp::LogGammaQDa
+        | BinaryOp::LogGammaPInv
+        | BinaryOp::PoissonInv => internal_error(format!("{} needs floats", binary_name(op))),
     }
     Ok(())
 }
@@ -411,6 +417,12 @@ pub fn float_binary_into<F: Float>(
         BinaryOp::Min => zip_into(a, b, out, scalar::float_min),
         BinaryOp::Powf => zip_into(a, b, out, scalar::float_powf),
         BinaryOp::Atan2 => zip_into(a, b, out, scalar::float_atan2),
+        BinaryOp::LogGammaP => zip_into(a, b, out, scalar::log_gamma_p),
+        BinaryOp::LogGammaQ => zip_into(a, b, out, scalar::log_gamma_q),
+        BinaryOp::LogGammaPDa => zip_into(a, b, out, scalar::log_gamma_p_da),
+        BinaryOp::LogGammaQDa => zip_into(a, b, out, scalar::log_gamma_q_da),
+        BinaryOp::LogGammaPInv => zip_into(a, b, out, scalar::log_gamma_p_inv),
+        BinaryOp::PoissonInv => zip_into(a, b, out, scalar::poisson_inv),
         _ => internal_error(format!("{} is not defined on floats", binary_name(op))),
     }
 }

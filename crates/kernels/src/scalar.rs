@@ -610,6 +610,41 @@ pub fn bessel_i1_over_i0<F: Float>(x: F) -> F {
     through_f64(x, crate::special::bessel_i1_over_i0_f64)
 }
 
+/// A function of two floats computed in `f64`, then rounded once.
+fn through_f64_2<F: Float>(a: F, b: F, f: fn(f64, f64) -> f64) -> F {
+    F::from_f64(f(a.to_f64(), b.to_f64()))
+}
+
+/// `ln P(a, x)`; see [`crate::special::log_gamma_p_f64`].
+pub fn log_gamma_p<F: Float>(a: F, x: F) -> F {
+    through_f64_2(a, x, crate::special::log_gamma_p_f64)
+}
+
+/// `ln Q(a, x)`; see [`crate::special::log_gamma_q_f64`].
+pub fn log_gamma_q<F: Float>(a: F, x: F) -> F {
+    through_f64_2(a, x, crate::special::log_gamma_q_f64)
+}
+
+/// The derivative of `ln P(a, x)` in `a`.
+pub fn log_gamma_p_da<F: Float>(a: F, x: F) -> F {
+    through_f64_2(a, x, crate::special::log_gamma_p_da_f64)
+}
+
+/// The derivative of `ln Q(a, x)` in `a`.
+pub fn log_gamma_q_da<F: Float>(a: F, x: F) -> F {
+    through_f64_2(a, x, crate::special::log_gamma_q_da_f64)
+}
+
+/// `ln x` with `P(a, x) = u`; see [`crate::special::log_gamma_p_inv_f64`].
+pub fn log_gamma_p_inv<F: Float>(a: F, u: F) -> F {
+    through_f64_2(a, u, crate::special::log_gamma_p_inv_f64)
+}
+
+/// The Poisson quantile; see [`crate::special::poisson_inv_f64`].
+pub fn poisson_inv<F: Float>(lambda: F, u: F) -> F {
+    through_f64_2(lambda, u, crate::special::poisson_inv_f64)
+}
+
 /// The inverse of the standard normal CDF; see [`crate::special::inv_phi_f64`].
 pub fn inv_phi<F: Float>(x: F) -> F {
     through_f64(x, crate::special::inv_phi_f64)

@@ -127,8 +127,15 @@ fn binary_supported(op: BinaryOp, t: ScalarType) -> bool {
         BinaryOp::Rem | BinaryOp::Max | BinaryOp::Min => {
             t.is_integer() || shims::binary(op, t).is_some()
         }
-        BinaryOp::Powi | BinaryOp::Powf | BinaryOp::Pow | BinaryOp::Atan2 => {
-            shims::binary(op, t).is_some()
-        }
+        BinaryOp::Powi
+        | BinaryOp::Powf
+        | BinaryOp::Pow
+        | BinaryOp::Atan2
+        | BinaryOp::LogGammaP
+        | BinaryOp::LogGammaQ
+        | BinaryOp::LogGammaPDa
+        | BinaryOp::LogGammaQDa
+        | BinaryOp::LogGammaPInv
+        | BinaryOp::PoissonInv => shims::binary(op, t).is_some(),
     }
 }

@@ -187,13 +187,13 @@ families! {
     /// `exponential(y | beta)` (rate `beta`).
     Exponential: "exponential", real("y"), [real("beta")], cdf: true;
     /// `gamma(y | alpha, beta)` (shape, rate).
-    Gamma: "gamma", real("y"), [real("alpha"), real("beta")], cdf: false;
+    Gamma: "gamma", real("y"), [real("alpha"), real("beta")], cdf: true;
     /// `inv_gamma(y | alpha, beta)` (shape, scale).
-    InvGamma: "inv_gamma", real("y"), [real("alpha"), real("beta")], cdf: false;
+    InvGamma: "inv_gamma", real("y"), [real("alpha"), real("beta")], cdf: true;
     /// `weibull(y | alpha, sigma)` (shape, scale).
     Weibull: "weibull", real("y"), [real("alpha"), real("sigma")], cdf: true;
     /// `chi_square(y | nu)`.
-    ChiSquare: "chi_square", real("y"), [real("nu")], cdf: false;
+    ChiSquare: "chi_square", real("y"), [real("nu")], cdf: true;
     /// `beta(theta | alpha, beta)`.
     Beta: "beta", real("theta"), [real("alpha"), real("beta")], cdf: false;
     /// `uniform(y | alpha, beta)`.
@@ -207,7 +207,7 @@ families! {
     /// `binomial_logit(n | N, alpha)`.
     BinomialLogit: "binomial_logit", int("n"), [int("N"), real("alpha")], cdf: false;
     /// `poisson(n | lambda)`.
-    Poisson: "poisson", int("n"), [real("lambda")], cdf: false;
+    Poisson: "poisson", int("n"), [real("lambda")], cdf: true;
     /// `poisson_log(n | alpha)`.
     PoissonLog: "poisson_log", int("n"), [real("alpha")], cdf: false;
     /// `neg_binomial_2(n | mu, phi)`.
@@ -247,20 +247,18 @@ impl Family {
     }
 
     /// Whether it has an `_rng`: the distributions drawn by transforming
-    /// the stream's uniform and normal draws.
+    /// the stream's uniform and normal draws (through the inverse of a
+    /// CDF where that is needed: gamma and Poisson draws). Not yet:
+    /// `binomial`, `binomial_logit`, `von_mises`, `lkj_corr_cholesky`
+    /// (and `normal_id_glm`, which Stan does not draw either).
     pub fn has_rng(self) -> bool {
-        matches!(
+        !matches!(
             self,
-            Family::Normal
-                | Family::Cauchy
-                | Family::DoubleExponential
-                | Family::Logistic
-                | Family::Lognormal
-                | Family::Exponential
-                | Family::Weibull
-                | Family::Uniform
-                | Family::Bernoulli
-                | Family::BernoulliLogit
+            Family::Binomial
+                | Family::BinomialLogit
+                | Family::VonMises
+                | Family::LkjCorrCholesky
+                | Family::NormalIdGlm
         )
     }
 

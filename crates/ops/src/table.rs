@@ -151,6 +151,18 @@ macro_rules! for_each_op {
             [LogBesselI0e:  Unary LogBesselI0e, "log_bessel_i0e", FloatMap,       grad,   Internal]
             /// `I1(x) / I0(x)` (the derivative of `log_bessel_i0e` less the sign; itself not differentiable).
             [BesselI1OverI0: Unary BesselI1OverI0, "bessel_i1_over_i0", FloatMap, nograd, Internal]
+            /// `(a, x)`: `ln P(a, x)`, `P` the regularized lower incomplete gamma function.
+            [LogGammaP:     Binary LogGammaP,  "log_gamma_p",   FloatBinary,      grad,   Internal]
+            /// `(a, x)`: `ln Q(a, x) = ln(1 - P(a, x))`.
+            [LogGammaQ:     Binary LogGammaQ,  "log_gamma_q",   FloatBinary,      grad,   Internal]
+            /// `(a, x)`: the derivative of `log_gamma_p` in `a` (itself not differentiable).
+            [LogGammaPDa:   Binary LogGammaPDa, "log_gamma_p_da", FloatBinary,    nograd, Internal]
+            /// `(a, x)`: the derivative of `log_gamma_q` in `a` (itself not differentiable).
+            [LogGammaQDa:   Binary LogGammaQDa, "log_gamma_q_da", FloatBinary,    nograd, Internal]
+            /// `(a, u)`: `ln x` for the `x` with `P(a, x) = u` (a gamma draw from a uniform one).
+            [LogGammaPInv:  Binary LogGammaPInv, "log_gamma_p_inv", FloatBinary,  nograd, Internal]
+            /// `(lambda, u)`: the smallest `k` whose Poisson CDF reaches `u` (a Poisson draw), as a float.
+            [PoissonInv:    Binary PoissonInv, "poisson_inv",   FloatBinary,      nograd, Internal]
             /// `(a: [K, K])`, symmetric positive definite: its lower Cholesky
             /// factor `L` (`L Lᵀ = a`; reads the lower triangle); faults with
             /// `domain_error` if `a` is not symmetric or not positive definite.

@@ -10,11 +10,11 @@
 use autobatch::{Inputs, RunConfig};
 use autobatch_sample::{Model, SampleConfig, SampleError};
 
-/// A model of one parameter `x` with `attributes` of type `ty` (and a
-/// static `a` for bounds of data), lowered and compiled.
+/// A model of one parameter `x` with `attributes` of type `ty` (and
+/// statics `a`, `lo`, `hi` for bounds of data, see [`data`]), lowered and compiled.
 fn compile_parameter(attributes: &str, ty: &str) -> autobatch::Compiled {
     let source = format!(
-        "extern \"autobatch\" {{ static a: [f64; 3]; }}\nfn model({attributes} x: {ty}) -> f64 {{ 0.0 }}\n"
+        "extern \"autobatch\" {{ static a: [f64; 3]; static lo: [f64; 3]; static hi: [f64; 3]; }}\nfn model({attributes} x: {ty}) -> f64 {{ 0.0 }}\n"
     );
     let lowered = autobatch::parameters::lower_model(&source)
         .expect("the model lowers")
@@ -23,14 +23,21 @@ fn compile_parameter(attributes: &str, ty: &str) -> autobatch::Compiled {
         .unwrap_or_else(|e| panic!("{}\n{}", lowered.source, e.render(false)))
 }
 
+/// The statics bounds may name: `lo` and `hi` have infinite elements.
+fn data(inputs: Inputs) -> Inputs {
+    inputs
+        .shared("a", serde_json::json!([-1.5, 0.25, 4.0]))
+        .shared("lo", serde_json::json!(["-inf", 0.5, "-inf"]))
+        .shared("hi", serde_json::json!(["inf", "inf", 2.0]))
+}
+
 /// One parameter with `attributes` of type `ty`, lowered and compiled;
 /// returns the generated transform at each point: (the constrained values
 /// flattened, the log-Jacobian).
 fn transform(attributes: &str, ty: &str, points: &[Vec<f64>]) -> Vec<(Vec<f64>, f64)> {
     let compiled = compile_parameter(attributes, ty);
-    let inputs = Inputs::new()
-        .shared("a", serde_json::json!([-1.5, 0.25, 4.0]))
-        .batched("nuts_theta", points.iter().map(|p| serde_json::json!(p)));
+    let inputs =
+        data(Inputs::new()).batched("nuts_theta", points.iter().map(|p| serde_json::json!(p)));
     let result = compiled
         .bind("nuts_transform", &inputs)
         .expect("binds")
@@ -61,8 +68,7 @@ fn unconstrain(
     dim: usize,
 ) -> Result<Vec<f64>, String> {
     let compiled = compile_parameter(attributes, ty);
-    let inputs = Inputs::new()
-        .shared("a", serde_json::json!([-1.5, 0.25, 4.0]))
+    let inputs = data(Inputs::new())
         .shared("x", x)
         .batched("nuts_theta", [serde_json::json!(vec![0.0; dim])]);
     let result = compiled
@@ -293,6 +299,113 @@ fn scalar_and_vector_bounds() {
     close(&[logit((x[0] + 1.5) / 9.5)], &[0.6], "bounds of data");
 }
 
+/// A side bounded by its infinity is unbounded, as in Stan: written as a
+/// number (`-f64::INFINITY`) the compiler leaves it out; given by data
+/// (`lo`, `hi` with infinite elements) each element takes the transform of
+/// the sides it has (identity, `exp(y) + lb`, `ub - exp(y)`, logistic),
+/// its log-Jacobian that transform's, with no NaN.
+#[test]
+fn infinite_bounds_leave_their_side_unbounded() {
+    for attributes in [
+        "#[lower = -f64::INFINITY]",
+        "#[upper = f64::INFINITY]",
+        "#[lower = f64::NEG_INFINITY] #[upper = std::f64::INFINITY]",
+        "#[lower = lo[0]]",
+        "#[lower = lo[0]] #[upper = hi[0]]",
+    ] {
+        let (x, lj) = transform(attributes, "f64", &[vec![0.7]]).remove(0);
+        assert_eq!((x[0], lj), (0.7, 0.0), "{attributes}: the identity");
+        let back = unconstrain(attributes, "f64", serde_json::json!(-3.0), 1);
+        assert_eq!(back, Ok(vec![-3.0]), "{attributes}");
+    }
+    for (attributes, want) in [
+        (
+            "#[lower = 1.0] #[upper = f64::INFINITY]",
+            0.7_f64.exp() + 1.0,
+        ),
+        (
+            "#[lower = -f64::INFINITY] #[upper = 2.0]",
+            2.0 - 0.7_f64.exp(),
+        ),
+        ("#[lower = lo[1]] #[upper = hi[1]]", 0.7_f64.exp() + 0.5),
+        ("#[upper = hi[2]]", 2.0 - 0.7_f64.exp()),
+    ] {
+        let x = check_jacobian(attributes, "f64", &[0.7], &all);
+        close(&x, &[want], attributes);
+    }
+    // Each element by the sides its bounds have.
+    let y = [0.3, -0.2, 0.9];
+    let x = check_jacobian("#[lower = lo] #[upper = hi]", "[f64; 3]", &y, &all);
+    let want = [0.3, (-0.2_f64).exp() + 0.5, 2.0 - 0.9_f64.exp()];
+    close(&x, &want, "lower = lo, upper = hi");
+    let (_, lj) = transform("#[lower = lo] #[upper = hi]", "[f64; 3]", &[y.to_vec()]).remove(0);
+    close(&[lj], &[-0.2 + 0.9], "log-Jacobian of lo, hi");
+    let back = unconstrain(
+        "#[lower = lo] #[upper = hi]",
+        "[f64; 3]",
+        serde_json::json!(want),
+        3,
+    )
+    .expect("inside the bounds");
+    close(&back, &y, "free transform of lo, hi");
+    // Mixed finite and infinite bounds of data and a finite number.
+    let x = check_jacobian(
+        "#[lower = lo[1]] #[upper = 3.0]",
+        "[f64; 2]",
+        &[0.4, -1.0],
+        &all,
+    );
+    for (xi, yi) in x.iter().zip([0.4, -1.0]) {
+        close(&[logit((xi - 0.5) / 2.5)], &[yi], "lo[1] to 3");
+    }
+    // A value outside its finite side is refused.
+    let error = unconstrain(
+        "#[lower = lo] #[upper = hi]",
+        "[f64; 3]",
+        serde_json::json!([0.0, 0.0, 0.0]),
+        3,
+    )
+    .expect_err("below lo[1]");
+    assert!(error.contains("the initial value of `x`"), "{error}");
+}
+
+/// A model whose bounds are data with infinite elements samples with
+/// finite draws inside the finite sides.
+#[test]
+fn a_model_with_infinite_bounds_of_data_samples() {
+    let source = "\
+extern \"autobatch\" { static lo: [f64; 3]; static hi: [f64; 3]; }
+fn model(#[lower = lo] #[upper = hi] x: [f64; 3]) -> f64 { normal_lupdf(x, 1.0, 1.0) }
+";
+    let data = r#"{"lo": ["-inf", 0.5, "-inf"], "hi": ["inf", "inf", 2.0]}"#;
+    let model = Model::new(source, "m.ab", data).expect("compiles");
+    let config = SampleConfig {
+        chains: 2,
+        warmup: 200,
+        draws: 200,
+        ..SampleConfig::default()
+    };
+    let run = model.sample(&config, &mut |_| {}).expect("samples");
+    let mut sums = [0.0; 3];
+    for k in 0..run.finished() {
+        for d in 0..run.draws {
+            let x = run.reported(k, d);
+            assert!(x.iter().all(|v| v.is_finite()), "{x:?}");
+            assert!(x[1] > 0.5 && x[2] < 2.0, "{x:?}");
+            for (s, v) in sums.iter_mut().zip(x) {
+                *s += v;
+            }
+        }
+    }
+    // The first element is unbounded: normal(1, 1), its mean within 0.3.
+    let n = (run.finished() * run.draws) as f64;
+    assert!(
+        (sums[0] / n - 1.0).abs() < 0.3,
+        "mean of x[0]: {}",
+        sums[0] / n
+    );
+}
+
 #[test]
 fn offset_and_multiplier() {
     let y = [0.5, -1.25];
@@ -504,6 +617,16 @@ fn wrong_constraints_are_errors_located_at_them() {
             "m.ab:2:37",
         ),
         ("#[upper] s: f64", "needs a value", "m.ab:2:10"),
+        (
+            "#[lower = f64::INFINITY] s: f64",
+            "`lower` is inf, which leaves no value",
+            "m.ab:2:20",
+        ),
+        (
+            "#[upper = -f64::INFINITY] s: f64",
+            "`upper` is -inf, which leaves no value",
+            "m.ab:2:20",
+        ),
         ("#[cov_matrix] s: [f64; 2]", "needs a matrix", "m.ab:2:27"),
         ("s: [i64; 2]", "an array of them", "m.ab:2:14"),
     ] {

@@ -35,7 +35,9 @@ class Fit:
         #: dict of numpy arrays (chains, draws, *shape): the draws of the
         #: chains that finished, by name: the parameters of `fn model` on
         #: their constrained scale (`draws["tau"]`, `draws["theta_tilde"]`),
-        #: or `theta` for a model written as `log_density`.
+        #: then the results of `fn transformed` and `fn generated` (an
+        #: integer quantity as a float), or `theta` for a model written
+        #: as `log_density`.
         self.draws = native["draws"]
         #: numpy array (chains, draws, dim): the same draws as the sampler
         #: moves them, on the unconstrained scale.
@@ -77,7 +79,8 @@ class Fit:
 
     def to_arviz(self):
         """The draws as an `arviz.InferenceData` (the posterior's variables
-        are those of `draws`, with dimensions chain, draw and
+        are those of `draws`, parameters, transformed parameters and
+        generated quantities alike, with dimensions chain, draw and
         NAME_dim_0, ...; sample_stats). Needs arviz."""
         try:
             import arviz

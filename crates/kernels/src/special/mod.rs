@@ -1,6 +1,8 @@
 //! The special functions of the distributions: `lgamma`, `digamma`,
 //! `trigamma`, `erf`, `erfc`, `Phi` (the standard normal CDF) and `inv_Phi`
-//! (its inverse), the scaled `ln I0` and `I1 / I0` (for `von_mises`, [`bessel`]), each
+//! (its inverse), the scaled `ln I0` and `I1 / I0` (for `von_mises`, [`bessel`]),
+//! the logarithms of the regularized incomplete gamma functions, their
+//! inverse and the Poisson quantile ([`gamma_inc`], functions of two arguments), each
 //! for `f64` and for `f32` (computed in `f64`, then rounded once).
 //!
 //! Every function is our own: argument reduction by the function's
@@ -13,8 +15,13 @@
 
 mod bessel;
 mod coefficients;
+mod gamma_inc;
 
 pub use bessel::{bessel_i1_over_i0_f64, log_bessel_i0e_f64};
+pub use gamma_inc::{
+    log_gamma_p_da_f64, log_gamma_p_f64, log_gamma_p_inv_f64, log_gamma_q_da_f64, log_gamma_q_f64,
+    poisson_inv_f64, POISSON_MAX_RATE,
+};
 
 use crate::vmath::{exp_f64, ln_1p_f64, ln_f64};
 use coefficients::{

@@ -31,6 +31,10 @@ pub(super) fn expand(
     let y = args[0];
     let params = &args[1..];
     let full = suffix == Suffix::Log;
+    if let (Family::Normal, Suffix::Log | Suffix::Unnormalized) = (family, suffix) {
+        let z = standardized(b, y, params[0], params[1])?;
+        return normal_sum(b, suffix, z, params[1]);
+    }
     let term = match family {
         Family::Normal => normal(b, suffix, y, params)?,
         Family::StudentT => student_t(b, full, y, params)?,
@@ -39,15 +43,18 @@ pub(super) fn expand(
         Family::Logistic => logistic(b, suffix, y, params)?,
         Family::Lognormal => lognormal(b, suffix, y, params)?,
         Family::Exponential => exponential(b, suffix, y, params)?,
-        Family::Gamma => gamma(b, y, params)?,
-        Family::InvGamma => inv_gamma(b, y, params)?,
+        Family::Gamma => gamma(b, suffix, y, params)?,
+        Family::InvGamma => inv_gamma(b, suffix, y, params)?,
         Family::Weibull => weibull(b, suffix, y, params)?,
-        Family::ChiSquare => chi_square(b, y, params)?,
+        Family::ChiSquare => chi_square(b, suffix, y, params)?,
         Family::Beta => beta(b, y, params)?,
         Family::Uniform => uniform(b, suffix, y, params)?,
         Family::Bernoulli => bernoulli(b, y, params)?,
         Family::BernoulliLogit => bernoulli_logit(b, y, params)?,
         Family::Binomial | Family::BinomialLogit => binomial(b, family, full, y, params)?,
+        Family::Poisson if matches!(suffix, Suffix::Lcdf | Suffix::Lccdf) => {
+            poisson_cdf(b, suffix, y, params[0])?
+        }
         Family::Poisson | Family::PoissonLog => poisson(b, family, full, y, params)?,
         Family::NegBinomial2 | Family::NegBinomial2Log => {
             neg_binomial_2(b, family, full, y, params)?
@@ -70,13 +77,33 @@ pub(super) fn positive(b: &mut Builder, v: Var, what: &str, arg: &str) -> LowerR
     b.check_c(v, Gt, 0.0, what, arg, "positive")
 }
 
-/// `(y - mu) / sigma`, after the checks of a location-scale family.
+/// `(y - mu) / sigma`, after the checks of a location-scale family (a
+/// scalar `sigma` divides once: `(y - mu) * (1 / sigma)`).
 fn standardized(b: &mut Builder, y: Var, mu: Var, sigma: Var) -> LowerResult<Var> {
     b.check_not_nan(y, "Random variable", "y")?;
     b.check_finite(mu, "Location parameter", "mu")?;
     positive(b, sigma, "Scale parameter", "sigma")?;
     let d = b.sub(y, mu)?;
+    if b.ty_dims(sigma).is_empty() && !b.ty_dims(d).is_empty() {
+        let inverse = b.unary(UnaryOp::Recip, sigma)?;
+        return b.mul(d, inverse);
+    }
     b.div(d, sigma)
+}
+
+/// The normal log density summed over the call's elements, from the
+/// standardized `z`: `-z.z / 2` (one product) plus the scale's term
+/// counted once per element.
+fn normal_sum(b: &mut Builder, suffix: Suffix, z: Var, sigma: Var) -> LowerResult<Var> {
+    let sq = if b.ty_dims(z).is_empty() {
+        b.mul(z, z)?
+    } else {
+        b.op(autobatch_ir::Prim::Dot, vec![z, z])?
+    };
+    let q = b.scale(sq, -0.5)?;
+    let s = minus_log_scale(b, sigma, suffix == Suffix::Log, LN_SQRT_2PI)?;
+    let s = b.total(s)?;
+    b.add(q, s)
 }
 
 /// `-ln(sigma)`, less `constant` when the constants are kept.
@@ -335,11 +362,16 @@ fn exponential(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResul
     }
 }
 
-fn gamma(b: &mut Builder, y: Var, p: &[Var]) -> LowerResult<Var> {
+fn gamma(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
     let (alpha, beta) = (p[0], p[1]);
     nonnegative(b, y)?;
     positive(b, alpha, "Shape parameter", "alpha")?;
     positive(b, beta, "Inverse scale parameter", "beta")?;
+    if let Suffix::Lcdf | Suffix::Lccdf = suffix {
+        // P(alpha, beta y), Q(alpha, beta y).
+        let tail = Tail::of(suffix, false);
+        return incomplete_gamma(b, tail, false, alpha, y, &|b, y| b.mul(beta, y));
+    }
     // -lgamma(alpha) + alpha ln(beta) + (alpha - 1) ln(y) - beta y
     let g = b.unary(UnaryOp::Lgamma, alpha)?;
     let l = b.ln(beta)?;
@@ -352,11 +384,16 @@ fn gamma(b: &mut Builder, y: Var, p: &[Var]) -> LowerResult<Var> {
     b.sub(a, by)
 }
 
-fn inv_gamma(b: &mut Builder, y: Var, p: &[Var]) -> LowerResult<Var> {
+fn inv_gamma(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
     let (alpha, beta) = (p[0], p[1]);
     nonnegative(b, y)?;
     positive(b, alpha, "Shape parameter", "alpha")?;
     positive(b, beta, "Scale parameter", "beta")?;
+    if let Suffix::Lcdf | Suffix::Lccdf = suffix {
+        // Q(alpha, beta / y), P(alpha, beta / y).
+        let tail = Tail::of(suffix, true);
+        return incomplete_gamma(b, tail, true, alpha, y, &|b, y| b.div(beta, y));
+    }
     // -lgamma(alpha) + alpha ln(beta) - (alpha + 1) ln(y) - beta / y; -inf at y = 0.
     let positive_y = b.compare_c(Gt, y, 0.0)?;
     let safe = b.where_else(positive_y, y, 1.0)?;
@@ -371,6 +408,65 @@ fn inv_gamma(b: &mut Builder, y: Var, p: &[Var]) -> LowerResult<Var> {
     let a = b.sub(a, ly)?;
     let lp = b.sub(a, r)?;
     zero_at_zero(b, y, lp)
+}
+
+/// Which regularized incomplete gamma function a CDF is.
+#[derive(Clone, Copy, PartialEq)]
+enum Tail {
+    /// `ln P(a, x)`: the lower tail.
+    Lower,
+    /// `ln Q(a, x)`: the upper tail.
+    Upper,
+}
+
+impl Tail {
+    /// The tail of `_lcdf` or `_lccdf`: the lower for `_lcdf`, unless the
+    /// argument of `P` falls as the outcome grows (`inv_gamma`: `beta / y`).
+    fn of(suffix: Suffix, falling: bool) -> Tail {
+        if (suffix == Suffix::Lcdf) != falling {
+            Tail::Lower
+        } else {
+            Tail::Upper
+        }
+    }
+
+    /// The value at `x = 0` (`ln P = -inf`, `ln Q = 0`) or at `x = inf`.
+    fn limit(self, at_zero: bool) -> f64 {
+        if (self == Tail::Lower) == at_zero {
+            f64::NEG_INFINITY
+        } else {
+            0.0
+        }
+    }
+}
+
+/// `ln P(a, x(y))` or `ln Q(a, x(y))` of an outcome `y >= 0`, `x` rising
+/// with `y` from 0 to infinity (or, `falling`, from infinity to 0). At
+/// `y = 0` and `y = inf` the limits, `x` taken of a safe `y` there, so that
+/// no term not taken has an infinite or NaN derivative.
+fn incomplete_gamma(
+    b: &mut Builder,
+    tail: Tail,
+    falling: bool,
+    a: Var,
+    y: Var,
+    x_of: &dyn Fn(&mut Builder, Var) -> LowerResult<Var>,
+) -> LowerResult<Var> {
+    let finite = b.unary(UnaryOp::IsFinite, y)?;
+    let positive_y = b.compare_c(Gt, y, 0.0)?;
+    let inside = b.binary(BinaryOp::BitAnd, finite, positive_y)?;
+    let safe = b.where_else(inside, y, 1.0)?;
+    let x = x_of(b, safe)?;
+    let op = match tail {
+        Tail::Lower => BinaryOp::LogGammaP,
+        Tail::Upper => BinaryOp::LogGammaQ,
+    };
+    let value = b.binary(op, a, x)?;
+    let at_y_zero = b.c(tail.limit(!falling))?;
+    let at_y_inf = b.c(tail.limit(falling))?;
+    let zero = b.compare_c(CompareOp::Eq, y, 0.0)?;
+    let limit = b.select(zero, at_y_zero, at_y_inf)?;
+    b.select(inside, value, limit)
 }
 
 fn weibull(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
@@ -397,10 +493,16 @@ fn weibull(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Va
     }
 }
 
-fn chi_square(b: &mut Builder, y: Var, p: &[Var]) -> LowerResult<Var> {
+fn chi_square(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
     let nu = p[0];
     nonnegative(b, y)?;
     positive(b, nu, "Degrees of freedom parameter", "nu")?;
+    if let Suffix::Lcdf | Suffix::Lccdf = suffix {
+        // P(nu / 2, y / 2), Q(nu / 2, y / 2).
+        let half_nu = b.scale(nu, 0.5)?;
+        let tail = Tail::of(suffix, false);
+        return incomplete_gamma(b, tail, false, half_nu, y, &|b, y| b.scale(y, 0.5));
+    }
     // -(nu / 2) ln 2 - lgamma(nu / 2) + (nu / 2 - 1) ln(y) - y / 2
     let half = b.scale(nu, 0.5)?;
     let a = b.scale(half, -LN_2)?;
@@ -593,6 +695,32 @@ fn poisson(b: &mut Builder, family: Family, full: bool, n: Var, p: &[Var]) -> Lo
     b.sub(body, g)
 }
 
+/// `poisson_lcdf(n | lambda) = ln Q(n + 1, lambda)` and `poisson_lccdf =
+/// ln P(n + 1, lambda)`: a negative `n` has CDF 0; at `lambda = 0` the
+/// CDF is 1, and `lambda` is taken safe there.
+fn poisson_cdf(b: &mut Builder, suffix: Suffix, n: Var, rate: Var) -> LowerResult<Var> {
+    b.check_not_nan(rate, "Rate parameter", "lambda")?;
+    b.check_c(rate, Ge, 0.0, "Rate parameter", "lambda", "nonnegative")?;
+    let nf = b.float(n)?;
+    let below = b.compare_c(Lt, nf, 0.0)?;
+    let zero = b.c(0.0)?;
+    let counted = b.binary(BinaryOp::Max, nf, zero)?;
+    let a = b.shift(counted, 1.0)?;
+    let tail = if suffix == Suffix::Lcdf {
+        Tail::Upper
+    } else {
+        Tail::Lower
+    };
+    // The argument of Q is lambda, rising: Q(a, 0) = 1 and Q(a, inf) = 0.
+    let value = incomplete_gamma(b, tail, false, a, rate, &|_, x| Ok(x))?;
+    let none = b.c(if suffix == Suffix::Lcdf {
+        f64::NEG_INFINITY
+    } else {
+        0.0
+    })?;
+    b.select(below, none, value)
+}
+
 fn neg_binomial_2(
     b: &mut Builder,
     family: Family,
@@ -705,11 +833,134 @@ fn draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
             let hit = b.compare(Lt, u, theta)?;
             b.indicator(hit)
         }
+        Family::Gamma | Family::InvGamma | Family::ChiSquare | Family::StudentT | Family::Beta => {
+            continuous_draw(b, family, p)
+        }
+        Family::Poisson | Family::PoissonLog => {
+            let rate = if family == Family::Poisson {
+                b.check_not_nan(p[0], "Rate parameter", "lambda")?;
+                b.check_c(p[0], Ge, 0.0, "Rate parameter", "lambda", "nonnegative")?;
+                p[0]
+            } else {
+                b.check_not_nan(p[0], "Log rate parameter", "alpha")?;
+                b.unary(UnaryOp::Exp, p[0])?
+            };
+            poisson_draw(b, rate)
+        }
+        Family::NegBinomial2 | Family::NegBinomial2Log => {
+            let mu = if family == Family::NegBinomial2 {
+                positive(b, p[0], "Location parameter", "mu")?;
+                p[0]
+            } else {
+                b.check_finite(p[0], "Log location parameter", "eta")?;
+                b.unary(UnaryOp::Exp, p[0])?
+            };
+            positive(b, p[1], "Precision parameter", "phi")?;
+            // A Poisson draw of a gamma(phi, phi / mu) draw.
+            let g = gamma_draw(b, p[1])?;
+            let m = b.mul(g, mu)?;
+            let rate = b.div(m, p[1])?;
+            poisson_draw(b, rate)
+        }
+        _ if family.is_multivariate() || super::multivariate::is_indexed(family) => {
+            super::multivariate::draw(b, family, p)
+        }
         _ => Err(crate::internal(
             format!("`{}_rng` has no expansion", family.name()),
             autobatch_types::Loc::default(),
         )),
     }
+}
+
+/// `ln g` for a draw `g` of `gamma(alpha, 1)`: the inverse of the
+/// regularized incomplete gamma function at a uniform draw.
+pub(super) fn log_gamma_draw(b: &mut Builder, alpha: Var) -> LowerResult<Var> {
+    let u = b.uniform()?;
+    b.binary(BinaryOp::LogGammaPInv, alpha, u)
+}
+
+/// A draw of `gamma(alpha, 1)`.
+fn gamma_draw(b: &mut Builder, alpha: Var) -> LowerResult<Var> {
+    let l = log_gamma_draw(b, alpha)?;
+    b.unary(UnaryOp::Exp, l)
+}
+
+/// The draws built on gamma draws: `gamma(alpha, beta)` is `g / beta`,
+/// `inv_gamma(alpha, beta)` `beta / g`, `chi_square(nu)` `2 g` with shape
+/// `nu / 2`, `student_t(nu, mu, sigma)` `mu + sigma z / sqrt(g / (nu / 2))`
+/// with `z` normal, `beta(a, b)` `g1 / (g1 + g2)` (from the logarithms, so
+/// that small shapes do not underflow).
+fn continuous_draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
+    match family {
+        Family::Gamma | Family::InvGamma => {
+            positive(b, p[0], "Shape parameter", "alpha")?;
+            let scale = if family == Family::Gamma {
+                "Inverse scale parameter"
+            } else {
+                "Scale parameter"
+            };
+            positive(b, p[1], scale, "beta")?;
+            let l = log_gamma_draw(b, p[0])?;
+            if family == Family::Gamma {
+                let g = b.unary(UnaryOp::Exp, l)?;
+                b.div(g, p[1])
+            } else {
+                let n = b.neg(l)?;
+                let r = b.unary(UnaryOp::Exp, n)?;
+                b.mul(p[1], r)
+            }
+        }
+        Family::ChiSquare => {
+            positive(b, p[0], "Degrees of freedom parameter", "nu")?;
+            let half = b.scale(p[0], 0.5)?;
+            let g = gamma_draw(b, half)?;
+            b.scale(g, 2.0)
+        }
+        Family::StudentT => {
+            positive(b, p[0], "Degrees of freedom parameter", "nu")?;
+            b.check_finite(p[1], "Location parameter", "mu")?;
+            positive(b, p[2], "Scale parameter", "sigma")?;
+            let half = b.scale(p[0], 0.5)?;
+            let g = gamma_draw(b, half)?;
+            let w = b.div(g, half)?;
+            let root = b.unary(UnaryOp::Sqrt, w)?;
+            let z = b.normal()?;
+            let t = b.div(z, root)?;
+            let s = b.mul(p[2], t)?;
+            b.add(p[1], s)
+        }
+        _ => {
+            positive(b, p[0], "First shape parameter", "alpha")?;
+            positive(b, p[1], "Second shape parameter", "beta")?;
+            let l1 = log_gamma_draw(b, p[0])?;
+            let l2 = log_gamma_draw(b, p[1])?;
+            let d = b.sub(l1, l2)?;
+            b.unary(UnaryOp::Sigmoid, d)
+        }
+    }
+}
+
+/// The largest rate of a Poisson draw, `2^30`: Stan's bound (and the
+/// kernels' `POISSON_MAX_RATE`).
+const POISSON_MAX_RATE: f64 = 1_073_741_824.0;
+
+/// A draw of `poisson(rate)` as an `i64`: the inverse of its CDF at a
+/// uniform draw. A rate above `2^30` (Stan's bound) is an error.
+fn poisson_draw(b: &mut Builder, rate: Var) -> LowerResult<Var> {
+    b.check_c(
+        rate,
+        Le,
+        POISSON_MAX_RATE,
+        "Rate parameter",
+        "lambda",
+        "at most 2^30",
+    )?;
+    let u = b.uniform()?;
+    let k = b.binary(BinaryOp::PoissonInv, rate, u)?;
+    b.op(
+        autobatch_ir::Prim::Cast(autobatch_types::ScalarType::I64),
+        vec![k],
+    )
 }
 
 /// A standard draw (location 0, scale 1) of a location-scale family by the

@@ -233,10 +233,21 @@ impl Builder<'_> {
         }
         match self.length {
             Some(len) => {
-                let all = self.emit.prim(Prim::Fill(len), vec![v])?;
-                self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![all])
+                let n = self.count(len)?;
+                self.mul(v, n)
             }
             None => Ok(v),
+        }
+    }
+
+    /// The length `len` as a number of the call's float type.
+    pub(crate) fn count(&mut self, len: Dim) -> LowerResult<Var> {
+        match len {
+            Dim::Fixed(n) => self.c(n as f64),
+            Dim::Symbolic(symbol) => {
+                let n = self.emit.prim(Prim::SymbolValue(symbol), Vec::new())?;
+                self.float(n)
+            }
         }
     }
 
@@ -276,16 +287,31 @@ impl Builder<'_> {
         self.check(ok, what, arg, must)
     }
 
-    /// Checks that a float is finite everywhere.
+    /// Checks that a float is finite everywhere. Of a vector, in one
+    /// product: `v . 0` is 0 when every element is finite, NaN otherwise.
     pub(crate) fn check_finite(&mut self, v: Var, what: &str, arg: &str) -> LowerResult<()> {
-        let ok = self.unary(UnaryOp::IsFinite, v)?;
+        let dims = self.emit.ty(v).dims;
+        let ok = if let [len] = dims[..] {
+            let zeros = self.filled(0.0, len)?;
+            let product = self.emit.prim(Prim::Dot, vec![v, zeros])?;
+            self.compare_c(CompareOp::Eq, product, 0.0)?
+        } else {
+            self.unary(UnaryOp::IsFinite, v)?
+        };
         self.check(ok, what, arg, "finite")
     }
 
-    /// Checks that a float is not NaN anywhere.
+    /// Checks that a float is not NaN anywhere (of a vector, by counting
+    /// its NaNs).
     pub(crate) fn check_not_nan(&mut self, v: Var, what: &str, arg: &str) -> LowerResult<()> {
         let nan = self.unary(UnaryOp::IsNan, v)?;
-        let ok = self.unary(UnaryOp::Not, nan)?;
+        let ok = if self.emit.ty(v).dims.len() == 1 {
+            let count = self.indicator(nan)?;
+            let count = self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![count])?;
+            self.compare_int(CompareOp::Eq, count, 0)?
+        } else {
+            self.unary(UnaryOp::Not, nan)?
+        };
         self.check(ok, what, arg, "not NaN")
     }
 

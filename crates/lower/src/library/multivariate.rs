@@ -55,6 +55,109 @@ pub(super) fn expand(
     }
 }
 
+/// A draw of a multivariate or indexed family: `dirichlet` by normalized
+/// gamma draws (a softmax of their logarithms, so that small shapes do not
+/// underflow), `multi_normal` as `mu + L z`, `categorical` by the first
+/// cumulative probability that passes a uniform draw, `ordered_logistic`
+/// by the count of cumulative probabilities below one.
+pub(super) fn draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
+    match family {
+        Family::Dirichlet => {
+            positive(b, p[0], "Prior sample sizes", "alpha")?;
+            let u = b.op(Prim::UniformLike, vec![p[0]])?;
+            let logs = b.binary(BinaryOp::LogGammaPInv, p[0], u)?;
+            b.op(Prim::Softmax, vec![logs])
+        }
+        Family::MultiNormal | Family::MultiNormalCholesky => {
+            b.check_finite(p[0], "Location parameter", "mu")?;
+            let l = if family == Family::MultiNormal {
+                b.op(Prim::Cholesky, vec![p[1]])?
+            } else {
+                b.check_finite(p[1], "Cholesky factor of covariance matrix", "L")?;
+                p[1]
+            };
+            let z = b.op(Prim::NormalLike, vec![p[0]])?;
+            let lz = b.op(Prim::Matvec, vec![l, z])?;
+            b.add(p[0], lz)
+        }
+        Family::Categorical | Family::CategoricalLogit => {
+            let theta = if family == Family::Categorical {
+                simplex(b, p[0], "Probabilities parameter", "theta")?;
+                p[0]
+            } else {
+                b.check_finite(p[0], "Log odds parameter", "beta")?;
+                b.op(Prim::Softmax, vec![p[0]])?
+            };
+            categorical_draw(b, theta)
+        }
+        Family::OrderedLogistic => ordered_logistic_draw(b, p[0], p[1]),
+        _ => Err(crate::internal(
+            format!("`{}_rng` has no expansion", family.name()),
+            autobatch_types::Loc::default(),
+        )),
+    }
+}
+
+/// `1 + #{k < K: F_k < u S}`, `F` the cumulative sums of `theta`, `S` its
+/// sum and `u` a uniform draw; at most `K`.
+fn categorical_draw(b: &mut Builder, theta: Var) -> LowerResult<Var> {
+    let k = b.dim(theta);
+    let ones = b.filled(1.0, k)?;
+    let square = b.op(Prim::Fill(k), vec![ones])?;
+    let lower = b.op(Prim::Tril, vec![square])?;
+    let cumulative = b.op(Prim::Matvec, vec![lower, theta])?;
+    let total = b.sum(theta)?;
+    let u = b.uniform()?;
+    let threshold = b.mul(u, total)?;
+    let threshold = b.op(Prim::Fill(k), vec![threshold])?;
+    let passed = b.compare(CompareOp::Lt, cumulative, threshold)?;
+    let passed = b.indicator(passed)?;
+    let count = b.op(Prim::Reduce(ReduceOp::Sum), vec![passed])?;
+    let one = b.int(1)?;
+    let ones = b.op(Prim::Fill(k), vec![one])?;
+    let categories = b.op(Prim::Reduce(ReduceOp::Sum), vec![ones])?;
+    let last = b.binary(BinaryOp::Sub, categories, one)?;
+    let count = b.binary(BinaryOp::Min, count, last)?;
+    b.binary(BinaryOp::Add, count, one)
+}
+
+/// `1 + #{k: inv_logit(c_k - eta) < u}` for each `eta` (a scalar or a
+/// vector, each with its own uniform draw `u`).
+fn ordered_logistic_draw(b: &mut Builder, eta: Var, c: Var) -> LowerResult<Var> {
+    b.check_finite(eta, "Location parameter", "eta")?;
+    b.check_finite(c, "Cut-points", "c")?;
+    ordered(b, c)?;
+    let cuts = b.dim(c);
+    let u = b.uniform()?;
+    let (d, u) = match b.ty_dims(eta).first().copied() {
+        None => {
+            let e = b.op(Prim::Fill(cuts), vec![eta])?;
+            let u = b.op(Prim::Fill(cuts), vec![u])?;
+            (b.sub(c, e)?, u)
+        }
+        Some(n) => {
+            // Rows of the N draws: [c_k - eta_i]_{i, k} and [u_i]_{i, k}.
+            let rows = b.op(Prim::Fill(n), vec![c])?;
+            let e = b.op(Prim::Fill(cuts), vec![eta])?;
+            let e = b.op(Prim::Transpose, vec![e])?;
+            let u = b.op(Prim::Fill(cuts), vec![u])?;
+            let u = b.op(Prim::Transpose, vec![u])?;
+            (b.sub(rows, e)?, u)
+        }
+    };
+    let cumulative = b.unary(UnaryOp::Sigmoid, d)?;
+    let below = b.compare(CompareOp::Lt, cumulative, u)?;
+    let below = b.indicator(below)?;
+    let one = b.int(1)?;
+    let count = if b.ty_dims(below).len() == 2 {
+        let ones = b.op(Prim::Fill(cuts), vec![one])?;
+        b.op(Prim::Matvec, vec![below, ones])?
+    } else {
+        b.op(Prim::Reduce(ReduceOp::Sum), vec![below])?
+    };
+    b.binary(BinaryOp::Add, count, one)
+}
+
 /// `[1, 2, ..., K]` as floats, `K` the length of `v`: the row sums of the
 /// lower triangle of ones.
 fn positions(b: &mut Builder, v: Var) -> LowerResult<Var> {
