@@ -571,33 +571,7 @@ fn binary_adjoint(b: &mut Builder, op: B, site: Site) -> DeriveResult<()> {
             }
             Ok(())
         }
-        B::Max | B::Min => {
-            // The share of the left operand: one where the result is the
-            // left, zero where it is the right, a half each where they are
-            // equal (as `jax.numpy.maximum`); NaN where their difference is.
-            let diff = if op == B::Max {
-                bin(b, B::Sub, x, z, loc)?
-            } else {
-                bin(b, B::Sub, z, x, loc)?
-            };
-            let sign = un(b, U::Signum, diff, loc)?;
-            let unequal = not_zero(b, diff, loc)?;
-            let s = bin(b, B::Mul, sign, unequal, loc)?;
-            let one = b.constant(elem, 1.0, loc)?;
-            let half = b.constant(elem, 0.5, loc)?;
-            let s1 = bin(b, B::Add, s, one, loc)?;
-            let left = bin(b, B::Mul, s1, half, loc)?;
-            if x_active {
-                let c = bin(b, B::Mul, dy, left, loc)?;
-                contribute(b, x, c, loc)?;
-            }
-            if z_active {
-                let right = bin(b, B::Sub, one, left, loc)?;
-                let c = bin(b, B::Mul, dy, right, loc)?;
-                contribute(b, z, c, loc)?;
-            }
-            Ok(())
-        }
+        B::Max | B::Min => extremum_adjoint(b, op, site),
         B::Powi => {
             // n x^(n-1)
             let one_i = b.prim(Prim::Const(Scalar::I32(1)), Vec::new(), loc)?;
@@ -644,37 +618,7 @@ fn binary_adjoint(b: &mut Builder, op: B, site: Site) -> DeriveResult<()> {
             }
             Ok(())
         }
-        B::LogGammaP | B::LogGammaQ => {
-            let upper = op == B::LogGammaQ;
-            if x_active {
-                // The derivative in the shape, by its own operation.
-                let da = if upper {
-                    B::LogGammaQDa
-                } else {
-                    B::LogGammaPDa
-                };
-                let d = bin(b, da, x, z, loc)?;
-                let c = bin(b, B::Mul, dy, d, loc)?;
-                contribute(b, x, c, loc)?;
-            }
-            if z_active {
-                // d ln P / dz = z^(a-1) e^-z / (Gamma(a) P) = e^((a-1) ln z - z - lgamma(a) - y);
-                // the same over Q with the opposite sign.
-                let one = b.constant(elem, 1.0, loc)?;
-                let am1 = bin(b, B::Sub, x, one, loc)?;
-                let lz = un(b, U::Ln, z, loc)?;
-                let t = bin(b, B::Mul, am1, lz, loc)?;
-                let t = bin(b, B::Sub, t, z, loc)?;
-                let g = un(b, U::Lgamma, x, loc)?;
-                let t = bin(b, B::Sub, t, g, loc)?;
-                let t = bin(b, B::Sub, t, y, loc)?;
-                let e = un(b, U::Exp, t, loc)?;
-                let c = bin(b, B::Mul, dy, e, loc)?;
-                let c = if upper { un(b, U::Neg, c, loc)? } else { c };
-                contribute(b, z, c, loc)?;
-            }
-            Ok(())
-        }
+        B::LogGammaP | B::LogGammaQ => incomplete_gamma_adjoint(b, op == B::LogGammaQ, site),
         B::BitAnd
         | B::BitOr
         | B::BitXor
@@ -686,6 +630,76 @@ fn binary_adjoint(b: &mut Builder, op: B, site: Site) -> DeriveResult<()> {
         | B::LogGammaPInv
         | B::PoissonInv => Ok(()),
     }
+}
+
+/// `max` and `min`: each operand's share of the adjoint.
+fn extremum_adjoint(b: &mut Builder, op: B, site: Site) -> DeriveResult<()> {
+    let Site { args, dy, loc, .. } = site;
+    let elem = b.ty(site.y).elem;
+    let (x, z) = (args[0], args[1]);
+    let (x_active, z_active) = (site.active(b, 0), site.active(b, 1));
+    // The share of the left operand: one where the result is the
+    // left, zero where it is the right, a half each where they are
+    // equal (as `jax.numpy.maximum`); NaN where their difference is.
+    let diff = if op == B::Max {
+        bin(b, B::Sub, x, z, loc)?
+    } else {
+        bin(b, B::Sub, z, x, loc)?
+    };
+    let sign = un(b, U::Signum, diff, loc)?;
+    let unequal = not_zero(b, diff, loc)?;
+    let s = bin(b, B::Mul, sign, unequal, loc)?;
+    let one = b.constant(elem, 1.0, loc)?;
+    let half = b.constant(elem, 0.5, loc)?;
+    let s1 = bin(b, B::Add, s, one, loc)?;
+    let left = bin(b, B::Mul, s1, half, loc)?;
+    if x_active {
+        let c = bin(b, B::Mul, dy, left, loc)?;
+        contribute(b, x, c, loc)?;
+    }
+    if z_active {
+        let right = bin(b, B::Sub, one, left, loc)?;
+        let c = bin(b, B::Mul, dy, right, loc)?;
+        contribute(b, z, c, loc)?;
+    }
+    Ok(())
+}
+
+/// `ln P(a, z)` (`upper`: `ln Q(a, z)`), the regularized incomplete gamma
+/// functions, in the shape `a` and the point `z`.
+fn incomplete_gamma_adjoint(b: &mut Builder, upper: bool, site: Site) -> DeriveResult<()> {
+    let Site { args, y, dy, loc } = site;
+    let elem = b.ty(y).elem;
+    let (x, z) = (args[0], args[1]);
+    let (x_active, z_active) = (site.active(b, 0), site.active(b, 1));
+    if x_active {
+        // The derivative in the shape, by its own operation.
+        let da = if upper {
+            B::LogGammaQDa
+        } else {
+            B::LogGammaPDa
+        };
+        let d = bin(b, da, x, z, loc)?;
+        let c = bin(b, B::Mul, dy, d, loc)?;
+        contribute(b, x, c, loc)?;
+    }
+    if z_active {
+        // d ln P / dz = z^(a-1) e^-z / (Gamma(a) P) = e^((a-1) ln z - z - lgamma(a) - y);
+        // the same over Q with the opposite sign.
+        let one = b.constant(elem, 1.0, loc)?;
+        let am1 = bin(b, B::Sub, x, one, loc)?;
+        let lz = un(b, U::Ln, z, loc)?;
+        let t = bin(b, B::Mul, am1, lz, loc)?;
+        let t = bin(b, B::Sub, t, z, loc)?;
+        let g = un(b, U::Lgamma, x, loc)?;
+        let t = bin(b, B::Sub, t, g, loc)?;
+        let t = bin(b, B::Sub, t, y, loc)?;
+        let e = un(b, U::Exp, t, loc)?;
+        let c = bin(b, B::Mul, dy, e, loc)?;
+        let c = if upper { un(b, U::Neg, c, loc)? } else { c };
+        contribute(b, z, c, loc)?;
+    }
+    Ok(())
 }
 
 /// The Cholesky factorization, triangular solves and the lower triangle.

@@ -13,7 +13,7 @@ use crate::Diagnostic;
 
 mod const_eval;
 
-use const_eval::length_out_of_range;
+use const_eval::{defined_in_terms_of_itself, length_out_of_range};
 
 pub(crate) use const_eval::{
     check_array_size, eval_const_expr, float_literal_value, read_float_literal, read_int_literal,
@@ -921,12 +921,7 @@ fn evaluate_const(
     }
     let (loc, end) = (start_of(item.ident.span()), end_of(item.ident.span()));
     if in_progress.contains(&name) {
-        return Err(error(
-            format!("the constant `{name}` is defined in terms of itself"),
-            loc,
-            end,
-            "cycle in constant definitions",
-        ));
+        return Err(defined_in_terms_of_itself(&name, loc, end));
     }
     if depth > crate::guard::MAX_NESTING {
         return Err(Box::new(crate::guard::too_deep(loc, end)));
@@ -956,12 +951,7 @@ fn evaluate_const(
         if let Some(other) = items.get(&r) {
             if in_progress.contains(&r) {
                 in_progress.pop();
-                return Err(error(
-                    format!("the constant `{name}` is defined in terms of itself"),
-                    loc,
-                    end,
-                    "cycle in constant definitions",
-                ));
+                return Err(defined_in_terms_of_itself(&name, loc, end));
             }
             evaluate_const(scope, items, other, in_progress, depth + 1)?;
         }

@@ -180,6 +180,17 @@ fn eval(
     }
 }
 
+/// The error for the constant `name` (at `loc..end`) whose definition
+/// reaches itself.
+pub(super) fn defined_in_terms_of_itself(name: &str, loc: Loc, end: Loc) -> Box<Diagnostic> {
+    error(
+        format!("the constant `{name}` is defined in terms of itself"),
+        loc,
+        end,
+        "cycle in constant definitions",
+    )
+}
+
 /// The error for an expression `loc..end` that is not a constant expression.
 fn not_const(loc: Loc, end: Loc) -> Box<Diagnostic> {
     error(
@@ -210,12 +221,7 @@ fn eval_path(
         return Ok(from_const(*c));
     }
     if in_progress.contains(&name) {
-        return Err(error(
-            format!("the constant `{name}` is defined in terms of itself"),
-            loc,
-            end,
-            "cycle in constant definitions",
-        ));
+        return Err(defined_in_terms_of_itself(&name, loc, end));
     }
     Err(error(
         format!("cannot find constant `{name}`"),
