@@ -25,6 +25,7 @@ the lags, as the Stan program is written) and the matrix form
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -44,6 +45,81 @@ MODELS = {
     "arK": ("arK", "model.ab"),
 }
 
+
+
+@dataclasses.dataclass(frozen=True)
+class Posterior:
+    """A posteriordb posterior of the effective-samples comparison
+    (tools/bench/compare_ess.py): our model and data (relative to
+    examples/posteriordb), posteriordb's Stan program and data set, the
+    reference posterior the NumPyro model is checked against, that model's
+    name in tools/peers/numpyro_models.py, and the Stan program's
+    `parameters` (the quantities whose bulk ESS counts, on every side)."""
+
+    family: str
+    ours: str
+    ours_data: str
+    stan: str
+    data: str
+    reference: str
+    numpyro: str
+    parameters: tuple
+    hand_written: bool = False
+
+    def ours_parameters(self):
+        """The columns of our draws whose ESS counts: None for all of them."""
+        return None if self.hand_written else self.parameters
+
+    def path(self, relative):
+        return os.path.join(POSTERIORDB, relative)
+
+
+def _posteriordb(name, family, data, numpyro, parameters):
+    """A posterior whose files all sit in examples/posteriordb/NAME/."""
+    return Posterior(family, f"{name}/model.ab", f"data/{data}.json", f"{name}/model.stan",
+                     f"data/{data}.json", f"{name}/reference_posterior.json", numpyro,
+                     tuple(parameters.split(",")))
+
+
+# The three models of the chains-per-second comparison (our hand-written
+# log densities, checked against posteriordb's posterior of the same
+# program), then ten posteriordb posteriors across the families.
+POSTERIORS = {
+    "eight_schools": Posterior(
+        "hierarchical", "eight_schools/model.ab", "eight_schools/data.json",
+        "eight_schools/model.stan", "data/eight_schools.json",
+        "eight_schools-eight_schools_noncentered/reference_posterior.json", "eight_schools",
+        ("mu", "tau", "theta_tilde"), hand_written=True),
+    "kidiq": Posterior(
+        "GLM", "kidiq/model.ab", "kidiq/data.json", "kidiq/model.stan", "data/kidiq.json",
+        "kidiq-kidscore_momiq/reference_posterior.json", "kidiq", ("beta", "sigma"),
+        hand_written=True),
+    "arK": Posterior(
+        "time series", "arK/model.ab", "arK/data.json", "arK/model.stan", "data/arK.json",
+        "arK-arK/reference_posterior.json", "arK", ("alpha", "beta", "sigma"),
+        hand_written=True),
+    "eight_schools-eight_schools_noncentered": _posteriordb(
+        "eight_schools-eight_schools_noncentered", "hierarchical", "eight_schools",
+        "eight_schools_noncentered", "theta_trans,mu,tau"),
+    "earnings-earn_height": _posteriordb(
+        "earnings-earn_height", "GLM", "earnings", "earn_height", "beta,sigma"),
+    "mesquite-mesquite": _posteriordb(
+        "mesquite-mesquite", "GLM", "mesquite", "mesquite", "beta,sigma"),
+    "nes1972-nes": _posteriordb("nes1972-nes", "GLM", "nes1972", "nes", "beta,sigma"),
+    "sblrc-blr": _posteriordb("sblrc-blr", "GLM", "sblrc", "blr", "beta,sigma"),
+    "gp_pois_regr-gp_regr": _posteriordb(
+        "gp_pois_regr-gp_regr", "GP", "gp_pois_regr", "gp_regr", "rho,alpha,sigma"),
+    "gp_pois_regr-gp_pois_regr": _posteriordb(
+        "gp_pois_regr-gp_pois_regr", "GP", "gp_pois_regr", "gp_pois_regr",
+        "rho,alpha,f_tilde"),
+    "arma-arma11": _posteriordb("arma-arma11", "time series", "arma", "arma11",
+                                "mu,phi,theta,sigma"),
+    "garch-garch11": _posteriordb("garch-garch11", "time series", "garch", "garch11",
+                                  "mu,alpha0,alpha1,beta1"),
+    "low_dim_gauss_mix-low_dim_gauss_mix": _posteriordb(
+        "low_dim_gauss_mix-low_dim_gauss_mix", "mixture", "low_dim_gauss_mix",
+        "low_dim_gauss_mix", "mu,sigma,theta"),
+}
 
 def stan_data(folder):
     """The Stan program's data, from our `data.json`."""

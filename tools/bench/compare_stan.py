@@ -80,21 +80,30 @@ def stan_cell(name, folder, threads, chains, warmup, draws):
     return cell
 
 
-def ours_cell(name, model, data, strategy, threads, iterations):
-    """`autobatch sample` of `model` on `data` at (chains, warmup, draws)."""
+def ours_cell(name, model, data, strategy, threads, iterations, parameters=None,
+              timeout=None):
+    """`autobatch sample` of `model` on `data` at (chains, warmup, draws),
+    with `strategy` (None: the default). The bulk ESS is over the draws'
+    columns of `parameters` (None: every column)."""
     chains, warmup, draws = iterations
-    cell = {"model": name, "threads": threads, "side": "ours", "strategy": strategy,
+    cell = {"model": name, "threads": threads, "side": "ours", "strategy": strategy or "default",
             "chains": chains, "warmup": warmup, "draws": draws}
     with tempfile.TemporaryDirectory() as tmp:
         draws_csv, stats_json = os.path.join(tmp, "draws.csv"), os.path.join(tmp, "stats.json")
         command, env = common.restricted(
             [os.path.join(common.RELEASE, "autobatch"), "sample", model, "--data", data,
              "--chains", str(chains), "--warmup", str(warmup), "--draws", str(draws),
-             "--strategy", strategy, "--threads", str(threads), "--seed",
-             str(int(time.time() * 1000) % 2**31), "--output", draws_csv, "--stats", stats_json],
-            threads)
+             *(["--strategy", strategy] if strategy else []), "--threads", str(threads),
+             "--seed", str(int(time.time() * 1000) % 2**31), "--output", draws_csv,
+             "--stats", stats_json], threads)
         started = time.perf_counter()
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        try:
+            done = subprocess.run(command, env=env, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            cell["error"] = f"not finished in {timeout} s"
+            common.log(f"ours {name} {chains} chains: {cell['error']}")
+            return cell
         wall = time.perf_counter() - started
         if done.returncode != 0:
             cell["error"] = done.stderr.strip()[-2000:]
@@ -102,8 +111,10 @@ def ours_cell(name, model, data, strategy, threads, iterations):
         with open(stats_json) as f:
             stats = json.load(f)
         ess = common.run_json([common.peer_python("numpy"),
-                               os.path.join(common.ROOT, "tools/peers/ess.py"), draws_csv])
-    figures = stats.get(strategy) if isinstance(stats.get(strategy), dict) else {}
+                               os.path.join(common.ROOT, "tools/peers/ess.py"), draws_csv,
+                               *([",".join(parameters)] if parameters else [])])
+    figures = next((v for v in stats.values() if isinstance(v, dict)
+                    and "compile_seconds" in v), {})
     cell.update({"wall_seconds": wall,
                  "sampler_seconds": stats["warmup_seconds"] + stats["sampling_seconds"],
                  "compile_seconds": figures.get("compile_seconds"),
@@ -111,6 +122,7 @@ def ours_cell(name, model, data, strategy, threads, iterations):
                  "gradient_evaluations": stats["gradient_evaluations_warmup"]
                  + stats["gradient_evaluations_sampling"],
                  "min_bulk_ess": ess["min_bulk_ess"]})
-    common.log(f"ours {strategy} {name} {threads} thread(s): {wall:.2f} s wall, "
+    common.log(f"ours {cell['strategy']} {name} {chains} chains {threads} thread(s): "
+               f"{wall:.2f} s wall, "
                f"min bulk ESS {cell['min_bulk_ess']:.0f}")
     return cell

@@ -5,10 +5,14 @@ chains, Vehtari et al. 2021, as Stan reports it), at the version pinned in
 tools/peers/*.txt. Rank-based, so the same for a parameter and its
 monotone transform (Stan's sigma and our log(sigma)).
 
-    .peers/numpy/bin/python tools/peers/ess.py DRAWS.csv
+    .peers/numpy/bin/python tools/peers/ess.py DRAWS.csv [NAMES]
 
 reads `autobatch sample --output`'s CSV (chain, draw, parameters, then
-Stan's `*__` columns) and prints {"min_bulk_ess": ..., "bulk_ess": [...]}.
+Stan's `*__` columns) and prints {"min_bulk_ess": ..., "bulk_ess": [...]},
+over every parameter column, or with NAMES (comma-separated) over the
+columns of those quantities only (`theta_tilde` is `theta_tilde.0`,
+`theta_tilde.1`, ...: a model's transformed parameters, which the CSV
+also holds, are left out).
 The peers' scripts import `bulk_ess` for their own draws.
 """
 import csv
@@ -26,15 +30,22 @@ def bulk_ess(draws):
             for k in range(draws.shape[2])]
 
 
-def read_csv(path):
-    """Our draws CSV as (chains, draws, parameters)."""
+def columns(header, names=None):
+    """The indices of `header`'s parameter columns, of the quantities
+    `names` (None: all): not `chain`, `draw` or the sampler's `*__`."""
+    return [i for i, h in enumerate(header) if h not in ("chain", "draw")
+            and not h.endswith("__") and (names is None or h.split(".")[0] in names)]
+
+
+def read_csv(path, names=None):
+    """Our draws CSV as (chains, draws, parameters), the columns of `names`."""
     import numpy as np
 
     with open(path) as f:
         rows = csv.reader(f)
-        header = next(rows)
-        params = [i for i, h in enumerate(header) if h not in ("chain", "draw")
-                  and not h.endswith("__")]
+        params = columns(next(rows), names)
+        if not params:
+            sys.exit(f"{path}: no column of {', '.join(names)}")
         chains = {}
         for row in rows:
             chains.setdefault(int(row[0]), []).append([float(row[i]) for i in params])
@@ -42,9 +53,10 @@ def read_csv(path):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: ess.py DRAWS.csv")
-    ess = bulk_ess(read_csv(sys.argv[1]))
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: ess.py DRAWS.csv [NAMES]")
+    names = set(sys.argv[2].split(",")) if len(sys.argv) == 3 else None
+    ess = bulk_ess(read_csv(sys.argv[1], names))
     print(json.dumps({"min_bulk_ess": min(ess), "bulk_ess": ess}))
 
 

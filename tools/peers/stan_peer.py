@@ -20,6 +20,7 @@ import json
 import os
 import random
 import re
+import subprocess
 import sys
 import time
 
@@ -46,6 +47,23 @@ def capture_outputs():
     return captured
 
 
+def patient_stanc(seconds=600):
+    """httpstan (run inside PyStan's process) gives stanc, the Stan to C++
+    translator it runs on every build, cached or not, one second, and fails
+    the build when a loaded machine takes longer: give it `seconds`."""
+    import types
+
+    import httpstan.compile
+
+    run = subprocess.run
+
+    def patient(*args, **kwargs):
+        kwargs["timeout"] = max(kwargs.get("timeout") or 0, seconds)
+        return run(*args, **kwargs)
+
+    httpstan.compile.subprocess = types.SimpleNamespace(run=patient)
+
+
 def chain_seconds(outputs):
     """Per chain: {warmup, sampling} seconds from its logger messages."""
     out = []
@@ -69,6 +87,7 @@ def main():
     chains, warmup, draws = (int(x) for x in sys.argv[3:6])
     parameters = sys.argv[6].split(",")
     captured = capture_outputs()
+    patient_stanc()
     with open(program) as f:
         code = f.read()
     with open(data_path) as f:
