@@ -22,6 +22,10 @@ arK: `examples/posteriordb/arK/data.json` lays posteriordb's series `y`
 from them. Our loop form (`model_loop.ab`, a loop over the time steps and
 the lags, as the Stan program is written) and the matrix form
 (`model.ab`) are both timed when asked for (`--models`).
+
+`POSTERIORS` lists the posteriors of the effective-samples comparison
+(`tools/bench/run ess`, tools/bench/compare_ess.py): each side's files and
+the Stan program's parameters.
 """
 
 import argparse

@@ -115,7 +115,7 @@ def ours_cell(name, model, data, strategy, threads, iterations, parameters=None,
                                *([",".join(parameters)] if parameters else [])])
     figures = next((v for v in stats.values() if isinstance(v, dict)
                     and "compile_seconds" in v), {})
-    cell.update({"wall_seconds": wall,
+    cell.update({"wall_seconds": wall, "strategy_ran": stats.get("strategy"),
                  "sampler_seconds": stats["warmup_seconds"] + stats["sampling_seconds"],
                  "compile_seconds": figures.get("compile_seconds"),
                  "compiled": figures.get("compiled"),

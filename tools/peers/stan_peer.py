@@ -47,13 +47,18 @@ def capture_outputs():
     return captured
 
 
-def patient_stanc(seconds=600):
-    """httpstan (run inside PyStan's process) gives stanc, the Stan to C++
-    translator it runs on every build, cached or not, one second, and fails
-    the build when a loaded machine takes longer: give it `seconds`."""
+def patient_httpstan(seconds=3600):
+    """Lifts two limits a loaded machine runs into: httpstan (run inside
+    PyStan's process) gives stanc, the Stan to C++ translator it runs on
+    every build, cached or not, one second; and PyStan's client session
+    to httpstan has aiohttp's default of five minutes for a request, a
+    build's or a `sample`'s. Both become `seconds`."""
+    import functools
     import types
 
+    import aiohttp
     import httpstan.compile
+    import stan.common
 
     run = subprocess.run
 
@@ -62,6 +67,15 @@ def patient_stanc(seconds=600):
         return run(*args, **kwargs)
 
     httpstan.compile.subprocess = types.SimpleNamespace(run=patient)
+
+    class Aiohttp:
+        ClientSession = functools.partial(aiohttp.ClientSession,
+                                          timeout=aiohttp.ClientTimeout(total=seconds))
+
+        def __getattr__(self, name):
+            return getattr(aiohttp, name)
+
+    stan.common.aiohttp = Aiohttp()
 
 
 def chain_seconds(outputs):
@@ -87,7 +101,7 @@ def main():
     chains, warmup, draws = (int(x) for x in sys.argv[3:6])
     parameters = sys.argv[6].split(",")
     captured = capture_outputs()
-    patient_stanc()
+    patient_httpstan()
     with open(program) as f:
         code = f.read()
     with open(data_path) as f:
