@@ -30,28 +30,17 @@ def positive_flat(name, shape=()):
     return flat(name, shape, constraints.positive)
 
 
-def eight_schools(data):
-    """examples/posteriordb/eight_schools (non-centred; mu, tau, theta_tilde)."""
+def eight_schools(data, standard="theta_tilde"):
+    """Eight schools, non-centred: `standard` names the standard-normal
+    effects (examples/posteriordb/eight_schools's theta_tilde, posteriordb's
+    eight_schools_noncentered's theta_trans)."""
     y, sigma = jnp.asarray(data["y"]), jnp.asarray(data["sigma"])
 
     def model():
+        effects = numpyro.sample(standard, dist.Normal(0.0, 1.0).expand([y.size]))
         mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
         tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
-        theta_tilde = numpyro.sample("theta_tilde", dist.Normal(0.0, 1.0).expand([y.size]))
-        theta = numpyro.deterministic("theta", mu + tau * theta_tilde)
-        numpyro.sample("y", dist.Normal(theta, sigma), obs=y)
-
-    return model
-
-
-def eight_schools_noncentered(data):
-    y, sigma = jnp.asarray(data["y"]), jnp.asarray(data["sigma"])
-
-    def model():
-        theta_trans = numpyro.sample("theta_trans", dist.Normal(0.0, 1.0).expand([y.size]))
-        mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
-        tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
-        theta = numpyro.deterministic("theta", theta_trans * tau + mu)
+        theta = numpyro.deterministic("theta", effects * tau + mu)
         numpyro.sample("y", dist.Normal(theta, sigma), obs=y)
 
     return model
@@ -229,7 +218,7 @@ MODELS = {
     "eight_schools": eight_schools,
     "kidiq": kidiq,
     "arK": ark,
-    "eight_schools_noncentered": eight_schools_noncentered,
+    "eight_schools_noncentered": lambda data: eight_schools(data, "theta_trans"),
     "earn_height": earn_height,
     "mesquite": mesquite,
     "nes": nes,
