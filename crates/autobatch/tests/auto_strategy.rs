@@ -267,16 +267,69 @@ fn mix(m: [[f64; 3]; 3], x: [f64; 3]) -> f64 {
 }
 
 #[test]
-fn large_static_matrices_run_program_counter() {
-    let program = compiled(RECURSIVE_MATRICES, "recursive.ab");
+fn large_static_matrices_without_recursion_run_program_counter() {
+    let program = compiled(MATRICES, "matrices.ab");
     // 512 x 512 = 2^18 elements, the threshold.
     let run = run_auto(&program, "apply", &matrix_inputs(512, 512, 4), 1);
     assert_eq!(run.strategy, Strategy::ProgramCounter);
     let reason = run.stats.choice.unwrap().reason;
-    assert!(reason.contains("the largest 512 x 512"), "{reason}");
-    // One row fewer is under it.
-    let run = run_auto(&program, "apply", &matrix_inputs(511, 512, 4), 1);
+    assert!(
+        reason.contains("the largest 512 x 512") && reason.contains("larger than the cache"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn large_static_matrices_in_a_recursion_run_native_batched() {
+    // A recursion's members wait at the products at different depths:
+    // native-batched shares each product among them whatever the size.
+    let program = compiled(RECURSIVE_MATRICES, "recursive.ab");
+    let run = run_auto(&program, "apply", &matrix_inputs(512, 512, 4), 1);
     assert_eq!(run.strategy, Strategy::NativeBatched);
+    let reason = run.stats.choice.unwrap().reason;
+    assert!(
+        reason.contains("the largest 512 x 512") && reason.contains("a recursive program"),
+        "{reason}"
+    );
+}
+
+/// `MATRICES` through `value_and_grad`: the forward part keeps the
+/// product's result (an array) on the tape.
+const GRADIENT_MATRICES: &str = r#"
+extern "autobatch" {
+    static W: [[f64; C]; R];
+}
+fn loss(x: [f64; C]) -> f64 {
+    sum(softplus(matvec(W, x)))
+}
+/// Gradient steps on x, each through the product with W.
+fn apply(x: [f64; C], times: i64) -> f64 {
+    let mut t = x;
+    let mut total = 0.0;
+    let mut i = 0;
+    while i < times {
+        let (value, g) = value_and_grad(loss, t);
+        t = t - 0.01 * g;
+        total += value;
+        i += 1;
+    }
+    total + sum(t)
+}
+"#;
+
+#[test]
+fn gradients_with_small_static_matrices_run_native_and_large_ones_program_counter() {
+    let program = compiled(GRADIENT_MATRICES, "gradient.ab");
+    let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 6), 2);
+    assert_eq!(run.strategy, Strategy::Native);
+    let reason = run.stats.choice.unwrap().reason;
+    assert!(
+        reason.contains("the largest 16 x 8")
+            && reason.ends_with("each member alone in machine code, its tape in its frames"),
+        "{reason}"
+    );
+    let run = run_auto(&program, "apply", &matrix_inputs(512, 512, 4), 2);
+    assert_eq!(run.strategy, Strategy::ProgramCounter);
 }
 
 #[test]

@@ -14,18 +14,25 @@
 //! 3. of the matrix products of the source (`matvec`, `vecmat`, `matmul`
 //!    in the functions the entry reaches), at least half are `matvec` or
 //!    `vecmat` with a static matrix (a static or an item of one), there are
-//!    at least two members per thread to share them, and either the
-//!    largest such matrix has at least [`LARGE_MATRIX`] elements or no
-//!    function the entry reaches is recursive (calls itself, directly or
-//!    through others): `program-counter` (each product one product of the
-//!    matrix with every member's vector at once, the matrix read once per
-//!    step however the members' control differs; without recursion the
-//!    members' loops run in step, and every other operation is one for
-//!    the whole batch too);
-//! 4. as 3 with smaller matrices, in a recursive program (trees):
-//!    `native-batched` (each member's control in machine code, each such
-//!    product once for the members of a thread waiting at it);
-//! 5. otherwise: `native` (each member alone in machine code: scalar
+//!    at least two members per thread to share them, and a function the
+//!    entry reaches is recursive (calls itself, directly or through
+//!    others: trees, a sampler's trajectories): `native-batched` (each
+//!    member's control in machine code, each such product once for the
+//!    members of a thread waiting at it, whatever their depths);
+//! 4. as 3 without recursion, the largest such matrix with at least
+//!    [`LARGE_MATRIX`] elements: `program-counter` (each product one
+//!    product of the matrix with every member's vector at once, the matrix
+//!    read once per step);
+//! 5. as 4 with smaller matrices, in a program that keeps arrays on its
+//!    tape (it takes `value_and_grad` or `grad` with respect to a member's
+//!    arrays; not a gradient with respect to statics): `native` (the
+//!    program-counter executor copies every member's taped arrays onto the
+//!    tape and back, which costs more than such products save; native
+//!    code keeps them in the member's frames);
+//! 6. as 4 with smaller matrices: `program-counter` (without recursion
+//!    the members' loops run in step, and every other operation is one
+//!    for the whole batch too);
+//! 7. otherwise: `native` (each member alone in machine code: scalar
 //!    control, per-member arrays, products mostly with per-member
 //!    matrices, or one member per thread).
 //!
@@ -38,9 +45,10 @@ use autobatch_types::Dim;
 
 use crate::{native, Batch, Env, ExecError, Executor, RunOptions, RunOutput, Strategy};
 
-/// The elements of a static matrix from which `auto` prefers
-/// program-counter's whole-batch products to native-batched's: 2 MB of
-/// `f64`, more than a core's L2 cache holds.
+/// The elements of a static matrix from which `auto` runs a program
+/// without recursion that takes gradients on program-counter: 2 MB of
+/// `f64`, more than a core's L2 cache holds, so that reading the matrix
+/// once per step for all members saves more than the tape costs.
 pub const LARGE_MATRIX: u64 = 1 << 18;
 
 /// The `auto` executor of the registry: [`choose`], then the chosen one.
@@ -60,9 +68,8 @@ impl Executor for Auto {
 
     fn description(&self) -> &'static str {
         "picks per run: native for scalar control, program-counter where products with a \
-         static matrix can be shared (native-batched if the program recurses and the \
-         matrices are small), and where native code does not compile or a profile is \
-         asked for"
+         static matrix can be shared (native-batched if the program recurses), and \
+         where native code does not compile or a profile is asked for"
     }
 
     /// Not always: the native executors it mostly picks compute with the
@@ -132,22 +139,29 @@ pub fn choose(program: &Program, env: &Env, batch: &Batch, options: &RunOptions)
             Strategy::Native,
             "one member per thread to share them".to_string(),
         )
+    } else if recursive(program, batch.entry) {
+        (
+            Strategy::NativeBatched,
+            format!("a recursive program: each shared by up to {per_thread} members per thread"),
+        )
     } else if rows * columns >= LARGE_MATRIX {
         (
             Strategy::ProgramCounter,
             "larger than the cache: each one product for the whole batch".to_string(),
         )
-    } else if !recursive(program, batch.entry) {
+    } else if tapes_arrays(program, batch.entry) {
+        (
+            Strategy::Native,
+            "a gradient that keeps arrays on its tape, with matrices smaller than the cache: \
+             each member alone in machine code, its tape in its frames"
+                .to_string(),
+        )
+    } else {
         (
             Strategy::ProgramCounter,
             "no recursion: the members' loops run in step, each product and operation once \
              for the whole batch"
                 .to_string(),
-        )
-    } else {
-        (
-            Strategy::NativeBatched,
-            format!("a recursive program: each shared by up to {per_thread} members per thread"),
         )
     };
     Choice {
@@ -223,6 +237,42 @@ fn recursive(program: &Program, entry: FuncId) -> bool {
                 .flat_map(|op| op.callees())
                 .any(|callee| reaches(callee)[id.index()])
     })
+}
+
+/// Whether a function the entry reaches pushes an array onto its tape
+/// (the forward part of a member's gradient), in a program that takes no
+/// gradient with respect to statics.
+fn tapes_arrays(program: &Program, entry: FuncId) -> bool {
+    let reachable = program.reachable(entry);
+    let ops = || {
+        program
+            .functions
+            .iter()
+            .filter(|(id, _)| reachable[id.index()])
+            .flat_map(|(_, f)| {
+                f.blocks
+                    .values()
+                    .flat_map(move |b| b.ops.iter().map(move |op| (f, op)))
+            })
+    };
+    let to_statics = ops().any(|(_, op)| {
+        matches!(
+            op,
+            Op::Prim {
+                prim: Prim::StaticAdjoint(_),
+                ..
+            }
+        )
+    });
+    !to_statics
+        && ops().any(|(function, op)| match op {
+            Op::Prim {
+                prim: Prim::TapePush,
+                args,
+                ..
+            } => args.iter().any(|a| !function.vars[*a].ty.dims.is_empty()),
+            _ => false,
+        })
 }
 
 /// Per variable of `function`: whether some definition of it loads a

@@ -34,7 +34,11 @@
 //! code that takes its steps a slice at a time, it sees a running
 //! member's counts too: the code brings them up to date in memory with
 //! every slice, and the watcher reads the running chunks' counters
-//! (`LiveCounts`); the counts it is shown never go back. When the
+//! (`LiveCounts`); the counts it is shown never go back. Under
+//! `native-batched` a thread's members run as one chunk, watched or not
+//! (each product shared by as many members as can wait at it); their
+//! counts reach the chunk's counters as members end and, every few
+//! milliseconds, between products (`autobatch_native`'s `published`). When the
 //! observer panics (a host stopping the run), the flag is raised as by an
 //! interrupt, and the panic goes on once the members have stopped.
 //!
@@ -532,9 +536,9 @@ fn run_compiled(
 /// The members of one chunk of a run of `members` on `threads` threads.
 fn chunk_size(mode: Mode, threads: usize, observed: bool, members: usize) -> usize {
     match (mode, observed) {
-        // Members run together are batched within a chunk: one per thread,
-        // or, for an observer to see the run go, sixteen per thread.
-        (Mode::Together, false) => members.div_ceil(threads).max(1),
+        // Members run together are batched within a chunk: one per thread
+        // (an observer sees their counts as they go: `run_chunk_together`).
+        (Mode::Together, _) => members.div_ceil(threads).max(1),
         (Mode::Alone, true) => 1,
         // One worker has nothing to balance: the whole batch is one chunk.
         (Mode::Alone, false) if threads == 1 => members.max(1),
@@ -691,19 +695,7 @@ fn run_chunk(
     } = *inputs;
     let mut chunk = Chunk::new(compiled);
     let counting = counting(options) == Counting::Kept;
-    let live: Arc<LiveCounts> = Arc::new(
-        compiled
-            .program
-            .segments()
-            .iter()
-            .map(|_| AtomicU64::new(0))
-            .collect(),
-    );
-    if counting && options.observer.is_some() {
-        let mut progress = watched.progress.lock().unwrap_or_else(|p| p.into_inner());
-        progress.live.push(live.clone());
-        chunk.live = Some(live.clone());
-    }
+    let live = chunk.watch_live(compiled, counting && options.observer.is_some(), watched);
     // A member's counts before it ran, restored if it is rerun elsewhere.
     let mut before: Vec<u64> = Vec::new();
     let mut args = Vec::with_capacity(batch.args.len());
@@ -774,6 +766,8 @@ fn run_chunk_together(
         places.iter_mut().for_each(|place| chunk.interrupt(place));
         return chunk;
     }
+    let watching = counting(options) == Counting::Kept && options.observer.is_some();
+    let live = watching.then(|| chunk.watch_live(compiled, true, watched));
     let native = &compiled.program;
     let inputs_of = members
         .clone()
@@ -784,7 +778,14 @@ fn run_chunk_together(
                 .then(|| MemberRng::new(options.seed, options.member_id(member))),
         })
         .collect();
-    match native.run_batched(&env.statics, inputs_of, limits) {
+    match run_together(
+        native,
+        &env.statics,
+        inputs_of,
+        limits,
+        live.as_deref(),
+        watched,
+    ) {
         Ok(together) => {
             chunk.products = together.products;
             chunk.waits = together.waits;
@@ -807,6 +808,40 @@ fn run_chunk_together(
     chunk
 }
 
+/// [`autobatch_native::NativeProgram::run_batched`], the members' counts
+/// published to `live` as they run and the observer called after each
+/// publication (its interval permitting). An observer's panic (a host
+/// stopping the run) raises the interrupt, which stops the members, and
+/// goes on once they have ended: none unwinds through a suspended member.
+fn run_together<'p>(
+    native: &'p NativeProgram,
+    statics: &'p [Tensor],
+    members: Vec<autobatch_native::MemberInput<'p>>,
+    limits: &Limits<'_>,
+    live: Option<&LiveCounts>,
+    watched: &Watched<'_, '_>,
+) -> Result<autobatch_native::BatchedRun, String> {
+    let mut stopped = None;
+    let mut published = || {
+        if stopped.is_none() {
+            let call = || {
+                let progress = watched.progress.lock().unwrap_or_else(|p| p.into_inner());
+                call_observer(watched, progress);
+            };
+            stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).err();
+        }
+    };
+    let watch = live.map(|counts| autobatch_native::Watch {
+        counts,
+        published: &mut published,
+    });
+    let together = native.run_batched(statics, members, limits, watch);
+    if let Some(panic) = stopped {
+        std::panic::resume_unwind(panic);
+    }
+    together
+}
+
 /// Whether members about to start must not: the run was interrupted, and
 /// the code does not look at the flag itself (it would run them to their
 /// end; code that does gives each a slice of steps).
@@ -815,6 +850,31 @@ fn must_not_start(limits: &Limits<'_>, watched: &Watched<'_, '_>) -> bool {
 }
 
 impl Chunk {
+    /// Counters for the chunk's members to count into as they run; with
+    /// `watched_live`, the watcher reads them (the chunk's `live`) until
+    /// the chunk ends.
+    fn watch_live(
+        &mut self,
+        compiled: &Compiled,
+        watched_live: bool,
+        watched: &Watched<'_, '_>,
+    ) -> Arc<LiveCounts> {
+        let live: Arc<LiveCounts> = Arc::new(
+            compiled
+                .program
+                .segments()
+                .iter()
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        );
+        if watched_live {
+            let mut progress = watched.progress.lock().unwrap_or_else(|p| p.into_inner());
+            progress.live.push(live.clone());
+            self.live = Some(live.clone());
+        }
+        live
+    }
+
     /// A member stopped, or not started, because the run was interrupted.
     fn interrupt(&mut self, place: &mut Result<Vec<Tensor>, MemberError>) {
         self.interrupted += 1;

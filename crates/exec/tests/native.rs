@@ -9,7 +9,12 @@
 
 mod common;
 
-use autobatch_exec::{run, Arg, Batch, Env, ReportField, ReportValue, RunOptions, Strategy};
+use std::sync::Arc;
+use std::time::Duration;
+
+use autobatch_exec::{
+    run, Arg, Batch, Env, Observer, ReportField, ReportValue, RunOptions, Strategy,
+};
 use autobatch_ir::Program;
 use autobatch_types::{Data, Scalar, Tensor};
 use common::report_field as field;
@@ -573,9 +578,9 @@ fn walk(x: [f64; 3], n: i64) -> [f64; 3] {
     }
 }"#;
 
-#[test]
-fn members_together_wait_at_products_and_get_their_own_bits() {
-    let env = Env {
+/// `WAITING`'s statics.
+fn waiting_env() -> Env {
+    Env {
         statics: vec![
             Tensor::new(
                 vec![3, 3],
@@ -589,7 +594,12 @@ fn members_together_wait_at_products_and_get_their_own_bits() {
         .into(),
         symbols: Vec::new(),
         ..Env::default()
-    };
+    }
+}
+
+#[test]
+fn members_together_wait_at_products_and_get_their_own_bits() {
+    let env = waiting_env();
     let ns = [0_i64, 1, 5, 5, 9, 20, 17, 3];
     let args = || {
         vec![
@@ -637,6 +647,39 @@ fn members_together_wait_at_products_and_get_their_own_bits() {
     ];
     let report = agree_with(WAITING, "walk", &env, args, many, &RunOptions::default());
     assert_compiled(&report, "many waiting");
+}
+
+#[test]
+fn a_watched_run_shares_each_product_among_all_of_a_threads_members() {
+    // A sampler's run is always watched (its progress bar): the members
+    // of a thread still run as one group, so that each product is one
+    // for all of them. Eight members of the same depth on one thread:
+    // each of the ten levels' products is computed once.
+    let env = waiting_env();
+    let members = 8;
+    let args = vec![
+        Arg::Batched(
+            (0..members)
+                .map(|m| f64s(&[m as f64 * 0.25, -1.0, 0.5]))
+                .collect(),
+        ),
+        Arg::Batched(vec![Tensor::scalar(Scalar::I64(5)); members]),
+    ];
+    let options = RunOptions {
+        threads: 1,
+        observer: Some(Observer {
+            interval: Duration::ZERO,
+            callback: Arc::new(|_| {}),
+        }),
+        ..RunOptions::default()
+    };
+    let report = agree_with(WAITING, "walk", &env, args, members, &options);
+    let count = |name| match field(&report, name) {
+        ReportValue::Count(n) => *n,
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(count("batched_waits"), 2 * 5 * members as u64);
+    assert_eq!(count("batched_products"), 2 * 5);
 }
 
 #[test]

@@ -96,6 +96,7 @@ mod check;
 mod forks;
 mod lengths;
 mod lockstep;
+mod published;
 mod shims;
 mod stacks;
 mod translate;
@@ -103,6 +104,7 @@ mod waits;
 
 pub use lengths::Lengths;
 pub use lockstep::{compile_lockstep, LockProgress, LockStepProgram, LockStepRun};
+pub use published::Watch;
 pub use stacks::run_on_stack;
 pub use waits::{BatchedRun, MemberInput};
 

@@ -37,6 +37,7 @@ use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use crate::arrays::ArrayOp;
+use crate::published::{Publisher, Watch};
 use crate::{Limits, MemberRun, NativeProgram};
 
 /// What a member's coroutine yields: the product it waits for.
@@ -111,11 +112,14 @@ type MemberCoroutine = Coroutine<(), Wait, (), DefaultStack>;
 impl NativeProgram {
     /// Runs `members` together on this thread (see the module doc), with
     /// `limits` (whose `stack_room` is capped for the members' own stacks).
+    /// With `watch`, the members' counts are added to its counters as
+    /// they run (`published`), for another thread to watch.
     pub fn run_batched<'p>(
         &'p self,
         statics: &'p [Tensor],
         members: Vec<MemberInput<'p>>,
         limits: &Limits,
+        watch: Option<Watch<'_>>,
     ) -> Result<BatchedRun, String> {
         let limits = Limits {
             stack_room: limits.stack_room.min(MAX_ROOM),
@@ -135,7 +139,8 @@ impl NativeProgram {
                 })
             })
             .collect();
-        let (products, waits) = drive(&mut slots, limits)?;
+        let mut publisher = watch.map(|watch| Publisher::new(watch, slots.len()));
+        let (products, waits) = drive(&mut slots, limits, publisher.as_mut())?;
         let (runs, counters) = slots
             .into_iter()
             .map(|slot| {
@@ -154,8 +159,13 @@ impl NativeProgram {
 }
 
 /// Runs the members of `slots` to their ends (see the module doc), giving
-/// the products computed and the member-products they served.
-fn drive<'p>(slots: &mut [Box<Slot<'p>>], limits: Limits) -> Result<(u64, u64), String> {
+/// the products computed and the member-products they served; their
+/// counts go to `publisher` as they end, and between products.
+fn drive<'p>(
+    slots: &mut [Box<Slot<'p>>],
+    limits: Limits,
+    mut publisher: Option<&mut Publisher<'_>>,
+) -> Result<(u64, u64), String> {
     let n = slots.len();
     let mut coroutines: Vec<Option<MemberCoroutine>> = (0..n).map(|_| None).collect();
     // Stacks of members that ended, for the next ones.
@@ -181,7 +191,8 @@ fn drive<'p>(slots: &mut [Box<Slot<'p>>], limits: Limits) -> Result<(u64, u64), 
             // touched only by it while it runs.
             coroutines[next] = Some(unsafe { member_coroutine(stack, slot, limits) });
             live += 1;
-            live -= usize::from(advance(&mut coroutines[next], &mut slots[next], &mut spare));
+            let ended = advance(&mut coroutines[next], &mut slots[next], &mut spare);
+            live -= usize::from(published(ended, next, slots, publisher.as_deref_mut()));
             next += 1;
         }
         if !most_waited(slots, &mut scratch) {
@@ -195,12 +206,30 @@ fn drive<'p>(slots: &mut [Box<Slot<'p>>], limits: Limits) -> Result<(u64, u64), 
         waits += scratch.members.len() as u64;
         for &m in &scratch.members {
             slots[m].waiting = None;
-            live -= usize::from(advance(&mut coroutines[m], &mut slots[m], &mut spare));
+            let ended = advance(&mut coroutines[m], &mut slots[m], &mut spare);
+            live -= usize::from(published(ended, m, slots, publisher.as_deref_mut()));
+        }
+        if let Some(p) = publisher.as_deref_mut() {
+            p.every_member(slots.iter().map(|s| &s.counters[..]));
         }
     }
     debug_assert!(coroutines.iter().all(Option::is_none), "every member ended");
     crate::stacks::give_back(spare);
     Ok((products, waits))
+}
+
+/// Gives `ended`, after adding the counts of member `m` to `publisher` if
+/// it ended.
+fn published(
+    ended: bool,
+    m: usize,
+    slots: &[Box<Slot<'_>>],
+    publisher: Option<&mut Publisher<'_>>,
+) -> bool {
+    if let (true, Some(p)) = (ended, publisher) {
+        p.member(m, &slots[m].counters);
+    }
+    ended
 }
 
 /// What a thread's scheduler reuses from one product to the next (a
