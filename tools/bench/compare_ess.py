@@ -25,6 +25,7 @@ import os
 import sys
 
 import common
+import compare_numpyro
 import compare_stan
 
 sys.path.insert(0, os.path.join(common.ROOT, "tools"))
@@ -112,8 +113,7 @@ def numpyro_cell(name, posterior, threads, p):
     cell.update({k: report[k] for k in ("first_seconds", "seconds", "min_bulk_ess",
                                         "gradient_evaluations_sampling",
                                         "reference_check_worst", "reference_checked")})
-    if "fixed_seconds" in report:
-        cell["fixed_seconds"] = report["fixed_seconds"]
+    cell.update(compare_numpyro.sampling_seconds(report))
     common.log(f"numpyro {name}: {cell['seconds']:.2f} s, min bulk ESS "
                f"{cell['min_bulk_ess']:.0f}, reference check {cell['reference_check_worst']:.2f}")
     return cell

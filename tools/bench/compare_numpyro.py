@@ -68,6 +68,19 @@ def run(args):
             "repeats": p["repeats"], "cells": cells}
 
 
+def sampling_seconds(report):
+    """NumPyro's fixed cost and its sampling alone from a peer's report run
+    with `--fixed`: the second run less the fixed cost of tracing and
+    lowering its sampler again (each `run` does). Measured apart, the fixed
+    cost can come out near the whole run's time when the iterations are few
+    or the machine noisy: then no sampling time is claimed."""
+    if "fixed_seconds" not in report:
+        return {}
+    sampling = report["seconds"] - report["fixed_seconds"]
+    return {"fixed_seconds": report["fixed_seconds"],
+            "sampling_seconds": sampling if sampling > 0.1 * report["seconds"] else None}
+
+
 def peer_cell(library, model, data, threads, iterations):
     chains, warmup, draws = iterations
     cell = {"model": model, "threads": threads, "side": library, "chains": chains,
@@ -81,13 +94,7 @@ def peer_cell(library, model, data, threads, iterations):
         cell["error"] = str(e)
         return cell
     cell.update({k: report[k] for k in ("first_seconds", "seconds", "min_bulk_ess")})
-    if "fixed_seconds" in report:
-        cell["fixed_seconds"] = report["fixed_seconds"]
-        # Measured apart, the fixed cost can come out near the whole run's
-        # time when the iterations are few or the machine noisy: then no
-        # sampling time is claimed.
-        sampling = report["seconds"] - report["fixed_seconds"]
-        cell["sampling_seconds"] = sampling if sampling > 0.1 * report["seconds"] else None
+    cell.update(sampling_seconds(report))
     cell.update({k: v for k, v in report.items() if k.startswith("gradient_evaluations")})
     common.log(f"{library} {model} {threads} thread(s): {cell['seconds']:.2f} s, "
                f"min bulk ESS {cell['min_bulk_ess']:.0f}")

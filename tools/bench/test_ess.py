@@ -126,15 +126,24 @@ def test_ess_table_ratios_and_targets():
             or line.startswith("| slow |")}
     m = rows["m"]
     # Stan 500 ESS/s, NumPyro 100; ours 1000 at 4 chains, 20,000 at 256.
-    assert m[5] == "500" and m[8] == "100" and m[9] == "1,000" and m[12] == "20,000"
-    assert m[13:16] == ["2.00", "40.00", "200.00"]
-    assert m[16].startswith("meets both")
+    assert m[5] == "500" and m[9] == "100" and m[10] == "1,000" and m[13] == "20,000"
+    assert m[14:17] == ["2.00", "40.00", "200.00"]
+    assert m[17].startswith("meets both")
     slow = rows["slow"]
     # NumPyro failed: no ratio, no verdict.
-    assert slow[8] == "failed" and slow[15] == "–" and slow[16].startswith("–")
-    assert slow[14] == "0.50"
+    assert slow[9] == "failed" and slow[16] == "–" and slow[17].startswith("–")
+    assert slow[15] == "0.50"
     assert "met on 1 of 2" in text
     assert "AMD" not in text and "Test CPU 9000" in text and "2 cores" in text
+
+
+def test_numpyro_is_rated_on_its_sampling_alone_where_measured():
+    doc = ess_doc()
+    # The second run's 10 s less 8 s of tracing the sampler again: 500 ESS/s.
+    doc["results"]["cells"][1].update(fixed_seconds=8.0, sampling_seconds=2.0)
+    text = report.render("ess", {"ess": doc})
+    m = next(line.split(" | ") for line in text.splitlines() if line.startswith("| m |"))
+    assert m[8] == "2" and m[9] == "500" and m[16] == "40.00"
 
 
 def test_ess_table_names_a_miss():
