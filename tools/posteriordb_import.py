@@ -38,6 +38,7 @@ OUT = os.path.join(ROOT, "examples", "posteriordb")
 DB = "posterior_database"
 DRAWS = f"{DB}/reference_posteriors/draws/draws"
 INFO = f"{DB}/reference_posteriors/draws/info"
+STATISTICS = f"{DB}/reference_posteriors/summary_statistics"
 
 
 class Repo:
@@ -61,6 +62,12 @@ class Repo:
         with zipfile.ZipFile(io.BytesIO(self.read(path))) as z:
             return json.loads(z.read(z.namelist()[0]))
 
+    def has(self, path):
+        """Whether the file's content is in the clone (a snapshot may list a
+        large file without holding it)."""
+        return subprocess.run(["git", "-C", self.path, "cat-file", "-e", f"{self.commit}:{path}"],
+                              capture_output=True).returncode == 0
+
     def reference_posteriors(self):
         names = self.git("ls-tree", "--name-only", self.commit, f"{DRAWS}/").decode().split()
         return sorted(os.path.basename(n)[: -len(".json.zip")] for n in names)
@@ -75,14 +82,43 @@ def summaries(chains, names):
     return out
 
 
+def summaries_from_statistics(repo, name, names, draws):
+    """Mean and sd (ddof 1) per quantity from posteriordb's own summary
+    statistics of the reference draws (their mean and mean of squares), for
+    a posterior whose draws file is not in the clone."""
+    mean = repo.json(f"{STATISTICS}/mean_value/mean_value/{name}.json")
+    square = repo.json(f"{STATISTICS}/mean_squared_value/mean_squared_value/{name}.json")
+    means = dict(zip(mean["names"], mean["mean_value"]))
+    squares = dict(zip(square["names"], square["mean_squared_value"]))
+    missing = [n for n in names if n not in means or n not in squares]
+    if missing:
+        raise ValueError(f"{name}: the summary statistics lack {', '.join(missing)}")
+    out = []
+    for n in names:
+        m = means[n]
+        variance = (squares[n] - m * m) * draws / (draws - 1)
+        out.append({"name": n, "mean": float(m), "sd": float(np.sqrt(max(variance, 0.0)))})
+    return out
+
+
 def import_posterior(repo, name):
     posterior = repo.json(f"{DB}/posteriors/{name}.json")
     model, data = posterior["model_name"], posterior["data_name"]
     info = repo.json(f"{INFO}/{name}.info.json")
-    chains = repo.zipped_json(f"{DRAWS}/{name}.json.zip")
     diag = info["diagnostics"]
     names = diag["diagnostic_information"]["names"]
-    params = summaries(chains, names)
+    draws_file = f"{DRAWS}/{name}.json.zip"
+    if repo.has(draws_file):
+        chains = repo.zipped_json(draws_file)
+        params = summaries(chains, names)
+        draws = sum(len(c[names[0]]) for c in chains)
+        source, how = draws_file, "mean and sd (ddof 1) of every chain's draws pooled"
+    else:
+        draws = diag["ndraws"]
+        params = summaries_from_statistics(repo, name, names, draws)
+        source = f"{STATISTICS}/mean_value and mean_squared_value ({draws_file} is not in the clone)"
+        how = ("mean, and sd (ddof 1) from the mean of squares, as posteriordb's summary "
+               "statistics of the reference draws give them (about 9 significant digits)")
     for p, ess, rhat in zip(params, diag["effective_sample_size_bulk"], diag["r_hat"]):
         p["reference_ess_bulk"] = ess
         p["reference_r_hat"] = rhat
@@ -91,12 +127,10 @@ def import_posterior(repo, name):
         "model": model,
         "data": f"../data/{data}.json",
         "dimensions": posterior.get("dimensions", {}),
-        "source": f"github.com/stan-dev/posteriordb at {repo.commit}, "
-                  f"{DRAWS}/{name}.json.zip (BSD-3-Clause)",
+        "source": f"github.com/stan-dev/posteriordb at {repo.commit}, {source} (BSD-3-Clause)",
         "reference_method": info["inference"],
-        "draws": sum(len(c[names[0]]) for c in chains),
-        "summaries": "mean and sd (ddof 1) of every chain's draws pooled; "
-                     "reference_ess_bulk and reference_r_hat from posteriordb's info",
+        "draws": draws,
+        "summaries": f"{how}; reference_ess_bulk and reference_r_hat from posteriordb's info",
         "parameters": params,
     }
     directory = os.path.join(OUT, name)
