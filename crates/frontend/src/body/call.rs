@@ -96,6 +96,9 @@ impl FunctionChecker<'_, '_> {
         if name == "map" || name == "pfor" {
             return self.check_map(name, turbofish, args, loc, end);
         }
+        if crate::ode::SOLVERS.contains(&name) {
+            return self.check_ode_call(name, turbofish, args, loc, end);
+        }
         if name == "grad" || name == "value_and_grad" || name == "jacobian" {
             if let Some(t) = turbofish {
                 return Err(error(
@@ -131,6 +134,46 @@ impl FunctionChecker<'_, '_> {
         }
         self.check_builtin_function(builtin, name, args, loc, end)
     }
+    /// `ode_rk45(f, y0, t0, ts, a..)` (or another solver): a call of the
+    /// solver generated for this call ([`crate::ode`]) on the arguments
+    /// after `f`.
+    fn check_ode_call(
+        &mut self,
+        name: &str,
+        turbofish: Option<&syn::AngleBracketedGenericArguments>,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        if let Some(t) = turbofish {
+            return Err(error(
+                format!("`{name}` takes no generic arguments"),
+                start_of(t.lt_token.span),
+                end_of(t.gt_token.span),
+                "unexpected `::<...>`",
+            ));
+        }
+        let generated = crate::ode::site_function(name, loc);
+        let Some(ModuleName::Function(index)) = self.scope.names.get(&generated).map(|(k, _)| *k)
+        else {
+            let (at, to) = args
+                .first()
+                .map_or((loc, end), |f| (expr_start(f), expr_end(f)));
+            return Err(error(
+                format!("the first argument of `{name}` must name the system's function"),
+                at,
+                to,
+                "not a function of the program of the right form",
+            )
+            .map_note(format!(
+                "declare the right-hand side `fn f(t: f64, y: [f64; N], ...) -> [f64; N]` (not generic) and write `{name}(f, y0, t0, ts, ...)`"
+            )));
+        };
+        let rest: syn::punctuated::Punctuated<syn::Expr, syn::Token![,]> =
+            args.iter().skip(1).cloned().collect();
+        self.check_user_call(index, None, &rest, loc, end)
+    }
+
     pub(super) fn resolve_const_arg(&mut self, arg: &syn::GenericArgument) -> CheckResult<DimExpr> {
         let generics = self.const_params.clone();
         match arg {
