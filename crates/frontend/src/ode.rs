@@ -19,8 +19,15 @@
 //! step chosen as Hairer, Nørsett and Wanner do (factor 0.9 err^(-1/5),
 //! between 0.2 and 5). `ode_bdf` is for stiff systems: the linearly implicit
 //! Rosenbrock 2(3) method of Shampine and Reichelt (MATLAB's `ode23s`),
-//! L-stable, with the Jacobian of `f` from `jacobian` and one linear solve
-//! (Gaussian elimination with partial pivoting) per stage.
+//! L-stable, with the Jacobians of `f` (in `y` and in `t`) by forward
+//! differences at every step, as `ode23s` takes them by default, and one
+//! linear solve (Gaussian elimination with partial pivoting) per stage.
+//!
+//! A gradient differentiates the solve as it ran: the operations of the
+//! steps taken (the step sizes' dependence on the parameters included),
+//! so the gradient is exactly that of the computed solution. The body
+//! checker lets the solvers' `while` conditions depend on the
+//! differentiated value ([`is_generated`]), which it refuses elsewhere.
 
 use std::cell::RefCell;
 use std::fmt::Write;
@@ -35,6 +42,19 @@ pub(crate) const SOLVERS: [&str; 4] = ["ode_rk45", "ode_rk45_tol", "ode_bdf", "o
 /// The generated function serving the call of `solver` starting at `loc`.
 pub(crate) fn site_function(solver: &str, loc: Loc) -> String {
     format!("{solver}_{}_{}", loc.line, loc.column)
+}
+
+/// Whether `name` is a generated solver or one of its helpers
+/// (`ode_bdf_12_9`, `ode_bdf_12_9_solve`).
+pub(crate) fn is_generated(name: &str) -> bool {
+    SOLVERS.iter().any(|solver| {
+        let Some(rest) = name.strip_prefix(solver).and_then(|r| r.strip_prefix('_')) else {
+            return false;
+        };
+        let mut parts = rest.splitn(3, '_');
+        let number = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        number(parts.next()) && number(parts.next())
+    })
 }
 
 /// One call site's generated function: its first line in the expanded
@@ -231,7 +251,7 @@ fn solver_text(call: &Call, rhs: &Rhs) -> String {
         (String::new(), rk45_body(solver, &call.function, &args, n))
     } else {
         (
-            rosenbrock_helpers(&name, &call.function, &args, n, &rhs.extra),
+            rosenbrock_helpers(&name, n),
             rosenbrock_body(solver, &name, &call.function, &args, n),
         )
     };
@@ -401,17 +421,11 @@ fn initial_step(f: &str, args: &str) -> String {
     )
 }
 
-/// The Rosenbrock method's helpers: `f` with the state first and with the
-/// time first as a vector (for `jacobian`), and the linear solve.
-fn rosenbrock_helpers(name: &str, f: &str, args: &str, n: &str, extra: &[String]) -> String {
-    let mut params = String::new();
-    for (k, ty) in extra.iter().enumerate() {
-        write!(params, ", a{k}: {ty}").unwrap();
-    }
+/// The Rosenbrock method's linear solve `m x = b`, by Gaussian elimination
+/// with partial pivoting.
+fn rosenbrock_helpers(name: &str, n: &str) -> String {
     format!(
-        "fn {name}_dy(y: [f64; {n}], t: f64{params}) -> [f64; {n}] {{ {f}(t, y{args}) }}
-fn {name}_dt(t: [f64; 1], y: [f64; {n}]{params}) -> [f64; {n}] {{ {f}(t[0], y{args}) }}
-fn {name}_solve(m: [[f64; {n}]; {n}], b: [f64; {n}]) -> [f64; {n}] {{
+        "fn {name}_solve(m: [[f64; {n}]; {n}], b: [f64; {n}]) -> [f64; {n}] {{
     let mut a = m;
     let mut x = b;
     let mut col: usize = 0;
@@ -486,8 +500,17 @@ fn rosenbrock_body(solver: &str, name: &str, f: &str, args: &str, n: &str) -> St
             let hs = if last {{ target - t }} else {{ h }};
             assert!(hs > 4.0e-16 * t.abs(), \"{solver}: the step size underflowed\");
             let f0 = {f}(t, y{args});
-            let jy = jacobian({name}_dy, y, t{args});
-            let jt = transpose(jacobian({name}_dt, [t], y{args}))[0];
+            let mut columns = [[0.0; {n}]; {n}];
+            let mut c: usize = 0;
+            while c < {n} {{
+                let mut yc = y;
+                yc[c] = y[c] + {sqrt_eps} * y[c].abs().max(atol);
+                columns[c] = ({f}(t, yc{args}) - f0) / (yc[c] - y[c]);
+                c += 1;
+            }}
+            let jy = transpose(columns);
+            let tt = t + {sqrt_eps} * t.abs().max((t + hs).abs());
+            let jt = ({f}(tt, y{args}) - f0) / (tt - t);
             let w = eye - (hs * {d}) * jy;
             let s1 = {name}_solve(w, f0 + (hs * {d}) * jt);
             let f1 = {f}(t + 0.5 * hs, y + (0.5 * hs) * s1{args});
@@ -516,5 +539,6 @@ fn rosenbrock_body(solver: &str, name: &str, f: &str, args: &str, n: &str) -> St
         d = lit(d),
         e32 = lit(e32),
         third = lit(-1.0 / 3.0),
+        sqrt_eps = lit(f64::EPSILON.sqrt()),
     )
 }
