@@ -169,9 +169,15 @@ impl FunctionChecker<'_, '_> {
                 "declare the right-hand side `fn f(t: f64, y: [f64; N], ...) -> [f64; N]` (not generic) and write `{name}(f, y0, t0, ts, ...)`"
             )));
         };
+        let params = self.scope.signatures[index].params.len();
+        check_arity(name, params + 1, args.len(), (loc, end))?;
         let rest: syn::punctuated::Punctuated<syn::Expr, syn::Token![,]> =
             args.iter().skip(1).cloned().collect();
         self.check_user_call(index, None, &rest, loc, end)
+            .map_err(|mut d| {
+                d.message = as_solver_message(&d.message, &generated, name);
+                d
+            })
     }
 
     pub(super) fn resolve_const_arg(&mut self, arg: &syn::GenericArgument) -> CheckResult<DimExpr> {
@@ -928,6 +934,20 @@ pub(super) fn substitute(ty: &Ty, args: &[DimExpr]) -> Ty {
 }
 
 /// `callee` takes `expected` arguments; `given` were written at `place`.
+/// A message about the generated solver `generated` as one about the
+/// user's call of `solver`: its name, and its arguments counted with `f`.
+fn as_solver_message(message: &str, generated: &str, solver: &str) -> String {
+    let message = message.replace(&format!("`{generated}`"), &format!("`{solver}`"));
+    let Some((before, after)) = message.split_once("argument ") else {
+        return message;
+    };
+    let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+    match after[..digits].parse::<usize>() {
+        Ok(k) => format!("{before}argument {}{}", k + 1, &after[digits..]),
+        Err(_) => message,
+    }
+}
+
 pub(super) fn check_arity(
     callee: &str,
     expected: usize,
