@@ -17,7 +17,9 @@
 //! `ode_rk45` is Dormand and Prince's explicit 5(4) pair with the local
 //! error measured in the root-mean-square norm of `atol + rtol |y|` and the
 //! step chosen as Hairer, Nørsett and Wanner do (factor 0.9 err^(-1/5),
-//! between 0.2 and 5). `ode_bdf` is for stiff systems: the linearly implicit
+//! between 0.2 and 5). The norms are taken as squares, kept away from zero
+//! where a root or a power follows, so that a gradient through the step
+//! control is finite where the error is zero. `ode_bdf` is for stiff systems: the linearly implicit
 //! Rosenbrock 2(3) method of Shampine and Reichelt (MATLAB's `ode23s`),
 //! L-stable, with the Jacobians of `f` (in `y` and in `t`) by forward
 //! differences at every step, as `ode23s` takes them by default, and one
@@ -52,7 +54,9 @@ pub(crate) fn is_generated(name: &str) -> bool {
             return false;
         };
         let mut parts = rest.splitn(3, '_');
-        let number = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        let number = |p: Option<&str>| {
+            p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        };
         number(parts.next()) && number(parts.next())
     })
 }
@@ -354,10 +358,10 @@ fn rk45_body(solver: &str, f: &str, args: &str, n: &str) -> String {
             let k7 = {f}(t + hs, y5{args});
             let e = hs * ({e0} * k1 + {e1} * k3 + {e2} * k4 + {e3} * k5 + {e4} * k6 + {e5} * k7);
             let r = e / (atol + rtol * y.abs().max(y5.abs()));
-            let err = (dot(r, r) / n).sqrt();
-            assert!(!err.is_nan(), \"{solver}: the state or its derivative is not finite\");
-            let factor = (0.9 * err.powf(-0.2)).max(0.2).min(5.0);
-            if err <= 1.0 {{
+            let err2 = dot(r, r) / n;
+            assert!(!err2.is_nan(), \"{solver}: the state or its derivative is not finite\");
+            let factor = (0.9 * err2.max(1e-20).powf(-0.1)).max(0.2).min(5.0);
+            if err2 <= 1.0 {{
                 t = if last {{ target }} else {{ t + hs }};
                 y = y5;
                 k1 = k7;
@@ -411,11 +415,11 @@ fn rk45_body(solver: &str, f: &str, args: &str, n: &str) -> String {
 fn initial_step(f: &str, args: &str) -> String {
     format!(
         "    let sc = atol + rtol * y0.abs();
-    let d0 = (dot(y0 / sc, y0 / sc) / n).sqrt();
-    let d1 = (dot(k1 / sc, k1 / sc) / n).sqrt();
+    let d0 = (dot(y0 / sc, y0 / sc) / n).max(1e-300).sqrt();
+    let d1 = (dot(k1 / sc, k1 / sc) / n).max(1e-300).sqrt();
     let h0 = if d0 < 1e-5 || d1 < 1e-5 {{ 1e-6 }} else {{ 0.01 * d0 / d1 }};
     let f1 = {f}(t0 + h0, y0 + h0 * k1{args});
-    let d2 = (dot((f1 - k1) / sc, (f1 - k1) / sc) / n).sqrt() / h0;
+    let d2 = (dot((f1 - k1) / sc, (f1 - k1) / sc) / n).max(1e-300).sqrt() / h0;
     let h1 = if d1.max(d2) <= 1e-15 {{ (h0 * 1e-3).max(1e-6) }} else {{ (0.01 / d1.max(d2)).powf(0.2) }};
     let mut h = (100.0 * h0).min(h1).min(ts[ODE_T - 1] - t0);"
     )
@@ -486,7 +490,7 @@ fn rosenbrock_body(solver: &str, name: &str, f: &str, args: &str, n: &str) -> St
         q += 1;
     }}
     let sc = atol + rtol * y0.abs();
-    let d1 = (dot(k1 / sc, k1 / sc) / n).sqrt();
+    let d1 = (dot(k1 / sc, k1 / sc) / n).max(1e-300).sqrt();
     let mut h = if d1 < 1e-5 {{ 1e-6 }} else {{ 0.01 / d1 }};
     h = h.min(ts[ODE_T - 1] - t0);
     let mut i: usize = 0;
@@ -520,10 +524,10 @@ fn rosenbrock_body(solver: &str, name: &str, f: &str, args: &str, n: &str) -> St
             let s3 = {name}_solve(w, f2 - {e32} * (s2 - f1) - 2.0 * (s1 - f0) + (hs * {d}) * jt);
             let e = (hs / 6.0) * (s1 - 2.0 * s2 + s3);
             let r = e / (atol + rtol * y.abs().max(ynew.abs()));
-            let err = (dot(r, r) / n).sqrt();
-            assert!(!err.is_nan(), \"{solver}: the state or its derivative is not finite\");
-            let factor = (0.8 * err.powf({third})).max(0.2).min(5.0);
-            if err <= 1.0 {{
+            let err2 = dot(r, r) / n;
+            assert!(!err2.is_nan(), \"{solver}: the state or its derivative is not finite\");
+            let factor = (0.8 * err2.max(1e-20).powf({sixth})).max(0.2).min(5.0);
+            if err2 <= 1.0 {{
                 t = if last {{ target }} else {{ t + hs }};
                 y = ynew;
                 h = if last {{ h.max(hs * factor) }} else {{ hs * factor }};
@@ -538,7 +542,7 @@ fn rosenbrock_body(solver: &str, name: &str, f: &str, args: &str, n: &str) -> St
 ",
         d = lit(d),
         e32 = lit(e32),
-        third = lit(-1.0 / 3.0),
+        sixth = lit(-1.0 / 6.0),
         sqrt_eps = lit(f64::EPSILON.sqrt()),
     )
 }

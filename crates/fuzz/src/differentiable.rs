@@ -940,7 +940,10 @@ impl VectorWriter<'_> {
                 args: vec![u],
             },
         );
-        let times = Expr::new(Ty::FloatArray, ExprKind::Array(vec![float(0.5), float(1.0)]));
+        let times = Expr::new(
+            Ty::FloatArray,
+            ExprKind::Array(vec![float(0.5), float(1.0)]),
+        );
         let mut args = vec![Expr::var(ODE, Ty::FloatArray), v, float(0.0), times];
         let solver = if self.rng.gen_bool(0.5) {
             "ode_rk45"
