@@ -171,6 +171,10 @@ struct Walk {
     /// Whether it is part of a recursion: none of its conditions may depend
     /// on the parameter.
     recursive: bool,
+    /// Whether it is a generated ODE solver (`crate::ode`), whose adaptive
+    /// steps are differentiated as they were taken: its `while` conditions
+    /// may depend on the parameter.
+    adaptive: bool,
 }
 
 /// A loop around the code being walked.
@@ -236,6 +240,7 @@ impl Checker<'_> {
             loops: Vec::new(),
             function: f,
             recursive: self.graph.recursive[f],
+            adaptive: crate::ode::is_generated(&function.name),
         };
         for (p, t) in function.params.iter().zip(&tainted) {
             walk.tainted[p.0 as usize] = *t;
@@ -709,7 +714,7 @@ impl Checker<'_> {
     /// differentiated value.
     fn while_loop(&mut self, w: &mut Walk, cond: &Expr, body: &Block) -> CheckResult<bool> {
         self.loop_body(w, body, |checker, w| {
-            if checker.expr(w, cond)? {
+            if checker.expr(w, cond)? && !w.adaptive {
                 return Err(checker.error(
                     "cannot differentiate a `while` loop whose condition depends on the differentiated value".into(),
                     cond.loc,

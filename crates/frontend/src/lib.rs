@@ -13,7 +13,9 @@
 //! places its errors); [`items`] collects
 //! items, evaluates constants, collects symbolic dimensions and resolves
 //! signatures; [`body`] checks each function body into HIR; `differentiable`
-//! checks what `grad` / `value_and_grad` differentiate. Before all that,
+//! checks what `grad` / `value_and_grad` differentiate. The ODE solvers'
+//! calls get their solvers, written in the language, appended to the
+//! source before the items are collected ([`ode`]). Before all that,
 //! [`parameters`] lowers a model whose `fn model` declares constrained
 //! parameters to the sampler's `log_density` over an unconstrained vector,
 //! and [`quantities`] finds its transformed parameters and generated
@@ -30,6 +32,7 @@ mod differentiable;
 mod guard;
 mod items;
 mod location;
+mod ode;
 mod syntax;
 
 pub use diagnostic::{Diagnostic, SecondaryLabel};
@@ -76,7 +79,14 @@ pub fn check_on_this_thread(source: &str) -> Result<hir::Module, Vec<Diagnostic>
         }
     }
     let file = syn::parse_file(source).map_err(|e| vec![syntax::syntax_error(&guarded, &e)])?;
-    items::check_file(source, &file)
+    let expanded = ode::expand(source, &file);
+    match &expanded.source {
+        Some(with_solvers) => match syn::parse_file(with_solvers) {
+            Ok(file) => items::check_file(with_solvers, &file),
+            Err(e) => Err(vec![syntax::syntax_error(with_solvers, &e)]),
+        },
+        None => items::check_file(source, &file),
+    }
 }
 
 /// The largest program accepted, in bytes. Checking takes time linear in the

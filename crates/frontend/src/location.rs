@@ -13,22 +13,24 @@ use autobatch_types::Loc;
 use proc_macro2::Span;
 use syn::spanned::Spanned;
 
-/// The first character of `span`. proc-macro2 columns are 0-based; ours are 1-based.
+/// The first character of `span`. proc-macro2 columns are 0-based; ours are
+/// 1-based. Inside a generated ODE solver, its call's start (`crate::ode`).
 pub(crate) fn start_of(span: Span) -> Loc {
     let lc = span.start();
     if lc.line == 0 {
         return Loc::new(1, 1);
     }
-    Loc::new(lc.line as u32, lc.column as u32 + 1)
+    crate::ode::map_location(Loc::new(lc.line as u32, lc.column as u32 + 1), false)
 }
 
-/// Just past the last character of `span`.
+/// Just past the last character of `span` (inside a generated ODE solver,
+/// its call's end).
 pub(crate) fn end_of(span: Span) -> Loc {
     let lc = span.end();
     if lc.line == 0 {
         return Loc::new(1, 2);
     }
-    Loc::new(lc.line as u32, lc.column as u32 + 1)
+    crate::ode::map_location(Loc::new(lc.line as u32, lc.column as u32 + 1), true)
 }
 
 /// Where the expression starts.

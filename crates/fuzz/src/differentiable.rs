@@ -13,6 +13,8 @@
 //! `jacobian(dv<i>, point)[m]` (`jacobian(dv<i>, point, data)[m]` for a
 //! helper with data), and one of type `f64` the derivative of the scalar
 //! helper in its first argument, the second being data: `grad(ds, a, c)`.
+//! A vector expression may be an ODE solve (`ode_rk45` or `ode_bdf_tol`)
+//! of the small linear system `dode` from it, the state at time 1.
 //! One more vector helper, `dl(x)`, runs a counted loop (`for k in 0..T`)
 //! that updates an array and a scalar; with `T` of 16 or less the
 //! derivation unrolls it, above that it differentiates it over a tape.
@@ -142,6 +144,7 @@ pub fn helpers(rng: &mut ChaCha8Rng, weight: bool) -> Helpers {
     if catches {
         functions.push(caught_callee());
     }
+    functions.push(ode_system());
     let derived = derived_cases(&mut faults, &targets);
     functions.extend(derived.iter().flat_map(|d| d.wrappers.clone()));
     Helpers {
@@ -568,6 +571,7 @@ fn w() -> Expr {
 const SCALAR: &str = "ds";
 const INDEXED: &str = "dk";
 const LOOP: &str = "dl";
+const ODE: &str = "dode";
 
 fn param(name: &str, ty: Ty) -> Param {
     Param {
@@ -689,6 +693,38 @@ fn indexed_helper(rng: &mut ChaCha8Rng, weight: bool) -> Function {
     }
 }
 
+/// `dode(t: f64, y: [f64; 3], a: [f64; 3]) -> [f64; 3]`: the right-hand
+/// side of a linear system with `y' = -y + a * (y[1], y[2], y[0])`, which
+/// decays for coefficients `a` in (-1, 1).
+fn ode_system() -> Function {
+    let y = |i: i64| index(Expr::var("y", Ty::FloatArray), Expr::int(i));
+    let a = |i: i64| index(Expr::var("a", Ty::FloatArray), Expr::int(i));
+    let row = |i: i64, j: i64| {
+        Expr::binary(
+            Ty::Float,
+            BinOp::Sub,
+            Expr::binary(Ty::Float, BinOp::Mul, a(i), y(j)),
+            y(i),
+        )
+    };
+    Function {
+        name: ODE.into(),
+        params: vec![
+            param("t", Ty::Float),
+            param("y", Ty::FloatArray),
+            param("a", Ty::FloatArray),
+        ],
+        ret: Ty::FloatArray,
+        body: Block {
+            stmts: Vec::new(),
+            tail: Expr::new(
+                Ty::FloatArray,
+                ExprKind::Array(vec![row(0, 1), row(1, 2), row(2, 0)]),
+            ),
+        },
+    }
+}
+
 /// `dl(x: [f64; 3]) -> [f64; 3]`: a counted loop of a constant count
 /// (unrolled when short, taped when long) over an array state `s`, updated
 /// one element per iteration, and a scalar state `a`; `tanh` keeps both
@@ -784,7 +820,7 @@ impl VectorWriter<'_> {
             return self.leaf();
         }
         let sub = depth - 1;
-        match self.rng.gen_range(0..8) {
+        match self.rng.gen_range(0..9) {
             0 => {
                 let op = *[BinOp::Add, BinOp::Sub, BinOp::Mul]
                     .choose(self.rng)
@@ -816,6 +852,7 @@ impl VectorWriter<'_> {
             }
             3 | 4 => self.map(sub),
             5 => self.pfor(sub),
+            8 => self.ode(sub),
             6 if !self.earlier.is_empty() => self.earlier_call(sub),
             7 if !self.earlier.is_empty() => {
                 let calls = vec![self.earlier_call(sub), self.earlier_call(sub)];
@@ -885,6 +922,41 @@ impl VectorWriter<'_> {
                 form: InstanceForm::Map { depths: elements },
                 args: vec![extra],
                 use_: InstanceUse::Whole,
+            },
+        )
+    }
+
+    /// The state at time 1 of the linear system [`ODE`] from the vector
+    /// expression `v` at time 0, its coefficients `tanh(u)` of another, by
+    /// `ode_rk45` or `ode_bdf_tol`: `ode_rk45(dode, v, 0.0, [0.5, 1.0],
+    /// tanh(u))[1]`.
+    fn ode(&mut self, depth: u32) -> Expr {
+        let v = self.vector(depth.min(1));
+        let u = self.vector(depth.min(1));
+        let coefficients = Expr::new(
+            Ty::FloatArray,
+            ExprKind::Builtin {
+                builtin: Builtin::Tanh,
+                args: vec![u],
+            },
+        );
+        let times = Expr::new(
+            Ty::FloatArray,
+            ExprKind::Array(vec![float(0.5), float(1.0)]),
+        );
+        let mut args = vec![Expr::var(ODE, Ty::FloatArray), v, float(0.0), times];
+        let solver = if self.rng.gen_bool(0.5) {
+            "ode_rk45"
+        } else {
+            args.extend([float(1e-6), float(1e-8), Expr::int(1000)]);
+            "ode_bdf_tol"
+        };
+        args.push(coefficients);
+        Expr::new(
+            Ty::FloatArray,
+            ExprKind::Index {
+                array: Box::new(call(solver, args)),
+                index: Box::new(Expr::int(1)),
             },
         )
     }

@@ -96,6 +96,9 @@ impl FunctionChecker<'_, '_> {
         if name == "map" || name == "pfor" {
             return self.check_map(name, turbofish, args, loc, end);
         }
+        if crate::ode::SOLVERS.contains(&name) {
+            return self.check_ode_call(name, turbofish, args, loc, end);
+        }
         if name == "grad" || name == "value_and_grad" || name == "jacobian" {
             if let Some(t) = turbofish {
                 return Err(error(
@@ -131,6 +134,52 @@ impl FunctionChecker<'_, '_> {
         }
         self.check_builtin_function(builtin, name, args, loc, end)
     }
+    /// `ode_rk45(f, y0, t0, ts, a..)` (or another solver): a call of the
+    /// solver generated for this call ([`crate::ode`]) on the arguments
+    /// after `f`.
+    fn check_ode_call(
+        &mut self,
+        name: &str,
+        turbofish: Option<&syn::AngleBracketedGenericArguments>,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+        loc: Loc,
+        end: Loc,
+    ) -> CheckResult<Expr> {
+        if let Some(t) = turbofish {
+            return Err(error(
+                format!("`{name}` takes no generic arguments"),
+                start_of(t.lt_token.span),
+                end_of(t.gt_token.span),
+                "unexpected `::<...>`",
+            ));
+        }
+        let generated = crate::ode::site_function(name, loc);
+        let Some(ModuleName::Function(index)) = self.scope.names.get(&generated).map(|(k, _)| *k)
+        else {
+            let (at, to) = args
+                .first()
+                .map_or((loc, end), |f| (expr_start(f), expr_end(f)));
+            return Err(error(
+                format!("the first argument of `{name}` must name the system's function"),
+                at,
+                to,
+                "not a function of the program of the right form",
+            )
+            .map_note(format!(
+                "declare the right-hand side `fn f(t: f64, y: [f64; N], ...) -> [f64; N]` (not generic) and write `{name}(f, y0, t0, ts, ...)`"
+            )));
+        };
+        let params = self.scope.signatures[index].params.len();
+        check_arity(name, params + 1, args.len(), (loc, end))?;
+        let rest: syn::punctuated::Punctuated<syn::Expr, syn::Token![,]> =
+            args.iter().skip(1).cloned().collect();
+        self.check_user_call(index, None, &rest, loc, end)
+            .map_err(|mut d| {
+                d.message = as_solver_message(&d.message, &generated, name);
+                d
+            })
+    }
+
     pub(super) fn resolve_const_arg(&mut self, arg: &syn::GenericArgument) -> CheckResult<DimExpr> {
         let generics = self.const_params.clone();
         match arg {
@@ -885,6 +934,20 @@ pub(super) fn substitute(ty: &Ty, args: &[DimExpr]) -> Ty {
 }
 
 /// `callee` takes `expected` arguments; `given` were written at `place`.
+/// A message about the generated solver `generated` as one about the
+/// user's call of `solver`: its name, and its arguments counted with `f`.
+fn as_solver_message(message: &str, generated: &str, solver: &str) -> String {
+    let message = message.replace(&format!("`{generated}`"), &format!("`{solver}`"));
+    let Some((before, after)) = message.split_once("argument ") else {
+        return message;
+    };
+    let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+    match after[..digits].parse::<usize>() {
+        Ok(k) => format!("{before}argument {}{}", k + 1, &after[digits..]),
+        Err(_) => message,
+    }
+}
+
 pub(super) fn check_arity(
     callee: &str,
     expected: usize,

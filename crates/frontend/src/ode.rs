@@ -1,0 +1,548 @@
+//! The ODE solvers `ode_rk45`, `ode_rk45_tol`, `ode_bdf` and `ode_bdf_tol`
+//! (Stan's variadic forms), written in the language itself.
+//!
+//! For each call `ode_rk45(f, y0, t0, ts, a..)` whose first argument names
+//! a function of the program `fn f(t: f64, y: [f64; N], a..) -> [f64; N]`,
+//! [`expand`] appends to the source a function solving `dy/dt = f(t, y, a..)`
+//! for that call alone, named after the call's position (`ode_rk45_12_9` for
+//! a call at line 12, column 9), taking the call's arguments after `f` (the
+//! `_tol` forms' rtol, atol and max_num_steps included; the plain forms get
+//! Stan's defaults 1e-6, 1e-6 and 1e6). The body checker resolves the call to
+//! that function ([`site_function`]); so every executor runs the solver as
+//! it runs any loop, with per-member step control. Every location inside a
+//! generated function is the call's ([`crate::location`] maps them while the
+//! module is checked): a member whose solve fails stops with
+//! `assertion_failed` at the call, the message naming the solver and why.
+//!
+//! `ode_rk45` is Dormand and Prince's explicit 5(4) pair with the local
+//! error measured in the root-mean-square norm of `atol + rtol |y|` and the
+//! step chosen as Hairer, Nørsett and Wanner do (factor 0.9 err^(-1/5),
+//! between 0.2 and 5). The norms are taken as squares, kept away from zero
+//! where a root or a power follows, so that a gradient through the step
+//! control is finite where the error is zero. `ode_bdf` is for stiff systems: the linearly implicit
+//! Rosenbrock 2(3) method of Shampine and Reichelt (MATLAB's `ode23s`),
+//! L-stable, with the Jacobians of `f` (in `y` and in `t`) by forward
+//! differences at every step, as `ode23s` takes them by default, and one
+//! linear solve (Gaussian elimination with partial pivoting) per stage.
+//!
+//! A gradient differentiates the solve as it ran: the operations of the
+//! steps taken (the step sizes' dependence on the parameters included),
+//! so the gradient is exactly that of the computed solution. The body
+//! checker lets the solvers' `while` conditions depend on the
+//! differentiated value ([`is_generated`]), which it refuses elsewhere.
+
+use std::cell::RefCell;
+use std::fmt::Write;
+
+use autobatch_types::Loc;
+use quote::ToTokens;
+use syn::visit::Visit;
+
+/// The solvers, by the name a program calls them with.
+pub(crate) const SOLVERS: [&str; 4] = ["ode_rk45", "ode_rk45_tol", "ode_bdf", "ode_bdf_tol"];
+
+/// The generated function serving the call of `solver` starting at `loc`.
+pub(crate) fn site_function(solver: &str, loc: Loc) -> String {
+    format!("{solver}_{}_{}", loc.line, loc.column)
+}
+
+/// Whether `name` is a generated solver or one of its helpers
+/// (`ode_bdf_12_9`, `ode_bdf_12_9_solve`).
+pub(crate) fn is_generated(name: &str) -> bool {
+    SOLVERS.iter().any(|solver| {
+        let Some(rest) = name.strip_prefix(solver).and_then(|r| r.strip_prefix('_')) else {
+            return false;
+        };
+        let mut parts = rest.splitn(3, '_');
+        let number = |p: Option<&str>| {
+            p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        };
+        number(parts.next()) && number(parts.next())
+    })
+}
+
+/// One call site's generated function: its first line in the expanded
+/// source, and the call's range, which every location inside it reports.
+#[derive(Clone, Copy, Debug)]
+struct Site {
+    first_line: u32,
+    start: Loc,
+    end: Loc,
+}
+
+thread_local! {
+    /// The generated functions of the source being checked on this thread.
+    static SITES: RefCell<Vec<Site>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `loc` as the user sees it: a location inside a generated function is its
+/// call's start (`end` false) or end (`end` true).
+pub(crate) fn map_location(loc: Loc, end: bool) -> Loc {
+    SITES.with(|sites| {
+        let sites = sites.borrow();
+        match sites.iter().rev().find(|s| s.first_line <= loc.line) {
+            Some(s) if end => s.end,
+            Some(s) => s.start,
+            None => loc,
+        }
+    })
+}
+
+/// Clears the generated functions' locations when the check ends.
+pub(crate) struct Expanded {
+    pub(crate) source: Option<String>,
+}
+
+impl Drop for Expanded {
+    fn drop(&mut self) {
+        SITES.with(|sites| sites.borrow_mut().clear());
+    }
+}
+
+/// The source with a solver appended for every call of an ODE solver on a
+/// function of the program (`source: None` if there is none); the
+/// locations of the appended text map to their calls until the result is
+/// dropped. Calls whose first argument is not such a function are left for
+/// the body checker to report.
+pub(crate) fn expand(source: &str, file: &syn::File) -> Expanded {
+    let mut finder = Finder::default();
+    finder.visit_file(file);
+    let mut text = String::new();
+    let mut line = source.matches('\n').count() as u32 + 2;
+    let mut sites = Vec::new();
+    for call in finder.calls {
+        let Some(f) = find_function(file, &call.function) else {
+            continue;
+        };
+        let Some(sig) = rhs_signature(f) else {
+            continue;
+        };
+        let generated = solver_text(&call, &sig);
+        sites.push(Site {
+            first_line: line,
+            start: call.start,
+            end: call.end,
+        });
+        line += generated.matches('\n').count() as u32;
+        text.push_str(&generated);
+    }
+    if sites.is_empty() {
+        return Expanded { source: None };
+    }
+    SITES.with(|s| *s.borrow_mut() = sites);
+    Expanded {
+        source: Some(format!("{source}\n{text}")),
+    }
+}
+
+/// A call of a solver with a function name as its first argument.
+struct Call {
+    solver: &'static str,
+    function: String,
+    start: Loc,
+    end: Loc,
+}
+
+#[derive(Default)]
+struct Finder {
+    calls: Vec<Call>,
+}
+
+impl<'ast> Visit<'ast> for Finder {
+    fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+        if let Some(call) = solver_call(c) {
+            self.calls.push(call);
+        }
+        syn::visit::visit_expr_call(self, c);
+    }
+}
+
+fn solver_call(c: &syn::ExprCall) -> Option<Call> {
+    let syn::Expr::Path(p) = &*c.func else {
+        return None;
+    };
+    let name = p.path.get_ident()?.to_string();
+    let solver = SOLVERS.into_iter().find(|s| *s == name)?;
+    let syn::Expr::Path(first) = c.args.first()? else {
+        return None;
+    };
+    let function = first.path.get_ident()?.to_string();
+    Some(Call {
+        solver,
+        function,
+        start: crate::location::expr_start(&syn::Expr::Call(c.clone())),
+        end: crate::location::end_of(c.paren_token.span.close()),
+    })
+}
+
+fn find_function<'f>(file: &'f syn::File, name: &str) -> Option<&'f syn::ItemFn> {
+    file.items.iter().find_map(|item| match item {
+        syn::Item::Fn(f) if f.sig.ident == name => Some(f),
+        _ => None,
+    })
+}
+
+/// The right-hand side's shape: `fn f(t: f64, y: [f64; N], a..) -> [f64; N]`.
+struct Rhs {
+    /// `N` as written.
+    dim: String,
+    /// The types of the arguments after `y`, as written.
+    extra: Vec<String>,
+}
+
+/// `f`'s shape, if it has the right-hand side's (the body checker reports
+/// any other).
+fn rhs_signature(f: &syn::ItemFn) -> Option<Rhs> {
+    if !f.sig.generics.params.is_empty() {
+        return None;
+    }
+    let types: Vec<&syn::Type> = f
+        .sig
+        .inputs
+        .iter()
+        .map(|a| match a {
+            syn::FnArg::Typed(t) => Some(&*t.ty),
+            syn::FnArg::Receiver(_) => None,
+        })
+        .collect::<Option<_>>()?;
+    let [time, state, extra @ ..] = types.as_slice() else {
+        return None;
+    };
+    let text = |t: &syn::Type| t.to_token_stream().to_string();
+    if text(time) != "f64" {
+        return None;
+    }
+    let syn::Type::Array(state) = state else {
+        return None;
+    };
+    if text(&state.elem) != "f64" {
+        return None;
+    }
+    let syn::ReturnType::Type(_, ret) = &f.sig.output else {
+        return None;
+    };
+    if text(ret) != text(&syn::Type::Array((*state).clone())) {
+        return None;
+    }
+    Some(Rhs {
+        dim: state.len.to_token_stream().to_string(),
+        extra: extra.iter().map(|t| text(t)).collect(),
+    })
+}
+
+/// The generated function of one call.
+fn solver_text(call: &Call, rhs: &Rhs) -> String {
+    let name = site_function(call.solver, call.start);
+    let n = &rhs.dim;
+    let tol = call.solver.ends_with("_tol");
+    let mut params = format!("y0: [f64; {n}], t0: f64, ts: [f64; ODE_T]");
+    if tol {
+        params.push_str(", rtol: f64, atol: f64, max_num_steps: i64");
+    }
+    let mut args = String::new();
+    for (k, ty) in rhs.extra.iter().enumerate() {
+        write!(params, ", a{k}: {ty}").unwrap();
+        write!(args, ", a{k}").unwrap();
+    }
+    let defaults = if tol {
+        ""
+    } else {
+        "    let rtol = 1e-6;\n    let atol = 1e-6;\n    let max_num_steps: i64 = 1000000;\n"
+    };
+    let solver = call.solver.trim_end_matches("_tol");
+    let checks = input_checks(solver, n);
+    let (helpers, main) = if solver == "ode_rk45" {
+        (String::new(), rk45_body(solver, &call.function, &args, n))
+    } else {
+        (
+            rosenbrock_helpers(&name, n),
+            rosenbrock_body(solver, &name, &call.function, &args, n),
+        )
+    };
+    format!(
+        "{helpers}fn {name}<const ODE_T: usize>({params}) -> [[f64; {n}]; ODE_T] {{\n{defaults}{checks}{main}}}\n"
+    )
+}
+
+/// Stan's checks of the arguments.
+fn input_checks(solver: &str, n: &str) -> String {
+    format!(
+        "    assert!(t0.is_finite(), \"{solver}: the initial time is not finite\");
+    let mut i: usize = 0;
+    while i < {n} {{
+        assert!(y0[i].is_finite(), \"{solver}: the initial state is not finite\");
+        i += 1;
+    }}
+    let mut j: usize = 0;
+    while j < ODE_T {{
+        assert!(ts[j].is_finite(), \"{solver}: an output time is not finite\");
+        if j == 0 {{
+            assert!(ts[0] > t0, \"{solver}: the first output time is not after the initial time\");
+        }} else {{
+            assert!(ts[j] >= ts[j - 1], \"{solver}: the output times are not sorted\");
+        }}
+        j += 1;
+    }}
+    assert!(rtol > 0.0 && rtol.is_finite(), \"{solver}: the relative tolerance is not positive and finite\");
+    assert!(atol > 0.0 && atol.is_finite(), \"{solver}: the absolute tolerance is not positive and finite\");
+    assert!(max_num_steps > 0, \"{solver}: the maximum number of steps is not positive\");
+"
+    )
+}
+
+/// A float literal of `value` that reads back as the same bits.
+fn lit(value: f64) -> String {
+    format!("{value:?}")
+}
+
+/// The Dormand-Prince integration from `t0` through every time of `ts`.
+fn rk45_body(solver: &str, f: &str, args: &str, n: &str) -> String {
+    let q = |a: f64, b: f64| lit(a / b);
+    // The stages' coefficients (Dormand and Prince 1980), the fifth-order
+    // weights being the last stage's, and the error weights b - b̂.
+    let a2 = [q(1.0, 5.0)];
+    let a3 = [q(3.0, 40.0), q(9.0, 40.0)];
+    let a4 = [q(44.0, 45.0), q(-56.0, 15.0), q(32.0, 9.0)];
+    let a5 = [
+        q(19372.0, 6561.0),
+        q(-25360.0, 2187.0),
+        q(64448.0, 6561.0),
+        q(-212.0, 729.0),
+    ];
+    let a6 = [
+        q(9017.0, 3168.0),
+        q(-355.0, 33.0),
+        q(46732.0, 5247.0),
+        q(49.0, 176.0),
+        q(-5103.0, 18656.0),
+    ];
+    let b = [
+        q(35.0, 384.0),
+        q(500.0, 1113.0),
+        q(125.0, 192.0),
+        q(-2187.0, 6784.0),
+        q(11.0, 84.0),
+    ];
+    let e = [
+        q(71.0, 57600.0),
+        q(-71.0, 16695.0),
+        q(71.0, 1920.0),
+        q(-17253.0, 339200.0),
+        q(22.0, 525.0),
+        q(-1.0, 40.0),
+    ];
+    let c = [q(1.0, 5.0), q(3.0, 10.0), q(4.0, 5.0), q(8.0, 9.0)];
+    format!(
+        "    let n = {n} as f64;
+    let mut out = [y0; ODE_T];
+    let mut y = y0;
+    let mut t = t0;
+    let mut k1 = {f}(t, y{args});
+{initial}
+    let mut i: usize = 0;
+    while i < ODE_T {{
+        let target = ts[i];
+        let mut steps: i64 = 0;
+        while t < target {{
+            assert!(steps < max_num_steps, \"{solver}: max_num_steps steps taken before the next output time\");
+            steps += 1;
+            let last = t + h >= target;
+            let hs = if last {{ target - t }} else {{ h }};
+            assert!(hs > 4.0e-16 * t.abs(), \"{solver}: the step size underflowed\");
+            let k2 = {f}(t + {c0} * hs, y + hs * ({a2_0} * k1){args});
+            let k3 = {f}(t + {c1} * hs, y + hs * ({a3_0} * k1 + {a3_1} * k2){args});
+            let k4 = {f}(t + {c2} * hs, y + hs * ({a4_0} * k1 + {a4_1} * k2 + {a4_2} * k3){args});
+            let k5 = {f}(t + {c3} * hs, y + hs * ({a5_0} * k1 + {a5_1} * k2 + {a5_2} * k3 + {a5_3} * k4){args});
+            let k6 = {f}(t + hs, y + hs * ({a6_0} * k1 + {a6_1} * k2 + {a6_2} * k3 + {a6_3} * k4 + {a6_4} * k5){args});
+            let y5 = y + hs * ({b0} * k1 + {b1} * k3 + {b2} * k4 + {b3} * k5 + {b4} * k6);
+            let k7 = {f}(t + hs, y5{args});
+            let e = hs * ({e0} * k1 + {e1} * k3 + {e2} * k4 + {e3} * k5 + {e4} * k6 + {e5} * k7);
+            let r = e / (atol + rtol * y.abs().max(y5.abs()));
+            let err2 = dot(r, r) / n;
+            assert!(!err2.is_nan(), \"{solver}: the state or its derivative is not finite\");
+            let factor = (0.9 * err2.max(1e-20).powf(-0.1)).max(0.2).min(5.0);
+            if err2 <= 1.0 {{
+                t = if last {{ target }} else {{ t + hs }};
+                y = y5;
+                k1 = k7;
+                h = if last {{ h.max(hs * factor) }} else {{ hs * factor }};
+            }} else {{
+                h = hs * factor.min(1.0);
+            }}
+        }}
+        out[i] = y;
+        i += 1;
+    }}
+    out
+",
+        initial = initial_step(f, args),
+        c0 = c[0],
+        c1 = c[1],
+        c2 = c[2],
+        c3 = c[3],
+        a2_0 = a2[0],
+        a3_0 = a3[0],
+        a3_1 = a3[1],
+        a4_0 = a4[0],
+        a4_1 = a4[1],
+        a4_2 = a4[2],
+        a5_0 = a5[0],
+        a5_1 = a5[1],
+        a5_2 = a5[2],
+        a5_3 = a5[3],
+        a6_0 = a6[0],
+        a6_1 = a6[1],
+        a6_2 = a6[2],
+        a6_3 = a6[3],
+        a6_4 = a6[4],
+        b0 = b[0],
+        b1 = b[1],
+        b2 = b[2],
+        b3 = b[3],
+        b4 = b[4],
+        e0 = e[0],
+        e1 = e[1],
+        e2 = e[2],
+        e3 = e[3],
+        e4 = e[4],
+        e5 = e[5],
+    )
+}
+
+/// The first step size, as Hairer, Nørsett and Wanner choose it (for a
+/// method of order 5; `k1` is `f` at the initial point), at most the whole
+/// span of the solve.
+fn initial_step(f: &str, args: &str) -> String {
+    format!(
+        "    let sc = atol + rtol * y0.abs();
+    let d0 = (dot(y0 / sc, y0 / sc) / n).max(1e-300).sqrt();
+    let d1 = (dot(k1 / sc, k1 / sc) / n).max(1e-300).sqrt();
+    let h0 = if d0 < 1e-5 || d1 < 1e-5 {{ 1e-6 }} else {{ 0.01 * d0 / d1 }};
+    let f1 = {f}(t0 + h0, y0 + h0 * k1{args});
+    let d2 = (dot((f1 - k1) / sc, (f1 - k1) / sc) / n).max(1e-300).sqrt() / h0;
+    let h1 = if d1.max(d2) <= 1e-15 {{ (h0 * 1e-3).max(1e-6) }} else {{ (0.01 / d1.max(d2)).powf(0.2) }};
+    let mut h = (100.0 * h0).min(h1).min(ts[ODE_T - 1] - t0);"
+    )
+}
+
+/// The Rosenbrock method's linear solve `m x = b`, by Gaussian elimination
+/// with partial pivoting.
+fn rosenbrock_helpers(name: &str, n: &str) -> String {
+    format!(
+        "fn {name}_solve(m: [[f64; {n}]; {n}], b: [f64; {n}]) -> [f64; {n}] {{
+    let mut a = m;
+    let mut x = b;
+    let mut col: usize = 0;
+    while col < {n} {{
+        let mut p = col;
+        let mut r = col + 1;
+        while r < {n} {{
+            if a[r][col].abs() > a[p][col].abs() {{ p = r; }}
+            r += 1;
+        }}
+        let row = a[p];
+        a[p] = a[col];
+        a[col] = row;
+        let xp = x[p];
+        x[p] = x[col];
+        x[col] = xp;
+        let mut r2 = col + 1;
+        while r2 < {n} {{
+            let l = a[r2][col] / a[col][col];
+            a[r2] = a[r2] - l * a[col];
+            x[r2] = x[r2] - l * x[col];
+            r2 += 1;
+        }}
+        col += 1;
+    }}
+    let mut k: usize = {n};
+    while k > 0 {{
+        k -= 1;
+        let mut s = x[k];
+        let mut c: usize = k + 1;
+        while c < {n} {{
+            s -= a[k][c] * x[c];
+            c += 1;
+        }}
+        x[k] = s / a[k][k];
+    }}
+    x
+}}
+"
+    )
+}
+
+/// The Rosenbrock 2(3) integration (Shampine and Reichelt 1997) from `t0`
+/// through every time of `ts`.
+fn rosenbrock_body(solver: &str, name: &str, f: &str, args: &str, n: &str) -> String {
+    let d = 1.0 / (2.0 + 2f64.sqrt());
+    let e32 = 6.0 + 2f64.sqrt();
+    format!(
+        "    let n = {n} as f64;
+    let mut out = [y0; ODE_T];
+    let mut y = y0;
+    let mut t = t0;
+    let k1 = {f}(t, y{args});
+    let mut eye = [[0.0; {n}]; {n}];
+    let mut q: usize = 0;
+    while q < {n} {{
+        eye[q][q] = 1.0;
+        q += 1;
+    }}
+    let sc = atol + rtol * y0.abs();
+    let d1 = (dot(k1 / sc, k1 / sc) / n).max(1e-300).sqrt();
+    let mut h = if d1 < 1e-5 {{ 1e-6 }} else {{ 0.01 / d1 }};
+    h = h.min(ts[ODE_T - 1] - t0);
+    let mut i: usize = 0;
+    while i < ODE_T {{
+        let target = ts[i];
+        let mut steps: i64 = 0;
+        while t < target {{
+            assert!(steps < max_num_steps, \"{solver}: max_num_steps steps taken before the next output time\");
+            steps += 1;
+            let last = t + h >= target;
+            let hs = if last {{ target - t }} else {{ h }};
+            assert!(hs > 4.0e-16 * t.abs(), \"{solver}: the step size underflowed\");
+            let f0 = {f}(t, y{args});
+            let mut columns = [[0.0; {n}]; {n}];
+            let mut c: usize = 0;
+            while c < {n} {{
+                let mut yc = y;
+                yc[c] = y[c] + {sqrt_eps} * y[c].abs().max(atol);
+                columns[c] = ({f}(t, yc{args}) - f0) / (yc[c] - y[c]);
+                c += 1;
+            }}
+            let jy = transpose(columns);
+            let tt = t + {sqrt_eps} * t.abs().max((t + hs).abs());
+            let jt = ({f}(tt, y{args}) - f0) / (tt - t);
+            let w = eye - (hs * {d}) * jy;
+            let s1 = {name}_solve(w, f0 + (hs * {d}) * jt);
+            let f1 = {f}(t + 0.5 * hs, y + (0.5 * hs) * s1{args});
+            let s2 = {name}_solve(w, f1 - s1) + s1;
+            let ynew = y + hs * s2;
+            let f2 = {f}(t + hs, ynew{args});
+            let s3 = {name}_solve(w, f2 - {e32} * (s2 - f1) - 2.0 * (s1 - f0) + (hs * {d}) * jt);
+            let e = (hs / 6.0) * (s1 - 2.0 * s2 + s3);
+            let r = e / (atol + rtol * y.abs().max(ynew.abs()));
+            let err2 = dot(r, r) / n;
+            assert!(!err2.is_nan(), \"{solver}: the state or its derivative is not finite\");
+            let factor = (0.8 * err2.max(1e-20).powf({sixth})).max(0.2).min(5.0);
+            if err2 <= 1.0 {{
+                t = if last {{ target }} else {{ t + hs }};
+                y = ynew;
+                h = if last {{ h.max(hs * factor) }} else {{ hs * factor }};
+            }} else {{
+                h = hs * factor.min(1.0);
+            }}
+        }}
+        out[i] = y;
+        i += 1;
+    }}
+    out
+",
+        d = lit(d),
+        e32 = lit(e32),
+        sixth = lit(-1.0 / 6.0),
+        sqrt_eps = lit(f64::EPSILON.sqrt()),
+    )
+}
