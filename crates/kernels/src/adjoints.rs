@@ -423,26 +423,16 @@ fn add_outer_block<F: Summed>(g: &mut [F], m: usize, k: usize, block: &[AdjointR
         .collect();
     #[cfg(target_arch = "x86_64")]
     {
-        use crate::gemm::Path;
-        // (Only the registers differ: the compiler fuses no product and
-        // sum on its own, so every path gives the plain loop's bits.)
-        #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
-        unsafe fn widest<F: Summed>(g: &mut [F], m: usize, k: usize, pairs: &[(&[F], &[F])]) {
-            outer_rows::<F, 4>(g, m, k, pairs)
-        }
         #[target_feature(enable = "avx2")]
         unsafe fn wide<F: Summed>(g: &mut [F], m: usize, k: usize, pairs: &[(&[F], &[F])]) {
-            outer_rows::<F, 2>(g, m, k, pairs)
+            outer_rows(g, m, k, pairs)
         }
-        match Path::detected() {
-            // SAFETY: the CPU has AVX-512.
-            Path::Avx512 => return unsafe { widest(g, m, k, &pairs) },
+        if crate::vmath::fast_path_available() {
             // SAFETY: the CPU has AVX2.
-            Path::Avx2 => return unsafe { wide(g, m, k, &pairs) },
-            _ => {}
+            return unsafe { wide(g, m, k, &pairs) };
         }
     }
-    outer_rows::<F, 2>(g, m, k, &pairs)
+    outer_rows(g, m, k, &pairs)
 }
 
 /// Elements of a row of an outer-product block summed at once: they stay
@@ -452,67 +442,40 @@ const OUTER_COLUMNS: usize = 32;
 /// [`add_outer_block`]'s sums: for every element, `s = s + u_r[i] * v_r[j]`
 /// over the records in order from zero (a product, then a sum: no fused
 /// multiply-add, so the bits are those of the scalar loop on any CPU),
-/// then added to the gradient, `R` rows by [`OUTER_COLUMNS`] elements at
-/// a time (each record's chunk of `v`, loaded once, serves the `R` rows,
-/// and their sums are independent chains the CPU overlaps: `R` as the
-/// registers allow). (An element that is NaN is one of its operands'
+/// then added to the gradient, a whole chunk of [`OUTER_COLUMNS`] elements
+/// of a row at a time. (An element that is NaN is one of its operands'
 /// NaNs, the one the CPU's addition keeps.)
 #[inline(always)]
-fn outer_rows<F: Summed, const R: usize>(g: &mut [F], m: usize, k: usize, pairs: &[(&[F], &[F])]) {
-    if k == 0 {
-        return;
-    }
-    let g = &mut g[..m * k];
-    let whole = m / R * R;
-    let (blocks, rest) = g.split_at_mut(whole * k);
-    for (b, rows) in blocks.chunks_exact_mut(R * k).enumerate() {
-        outer_row_block::<F, R>(rows, b * R, k, pairs);
-    }
-    for (r, row) in rest.chunks_exact_mut(k).enumerate() {
-        outer_row_block::<F, 1>(row, whole + r, k, pairs);
-    }
-}
-
-/// [`outer_rows`] of the `R` rows from `i0` (`g` holds just them).
-#[inline(always)]
-fn outer_row_block<F: Summed, const R: usize>(
-    g: &mut [F],
-    i0: usize,
-    k: usize,
-    pairs: &[(&[F], &[F])],
-) {
-    let mut j0 = 0;
-    while j0 < k {
-        let width = OUTER_COLUMNS.min(k - j0);
-        let mut sum = [[F::ZERO; OUTER_COLUMNS]; R];
-        if width == OUTER_COLUMNS {
+fn outer_rows<F: Summed>(g: &mut [F], m: usize, k: usize, pairs: &[(&[F], &[F])]) {
+    for (i, g_row) in g.chunks_exact_mut(k).enumerate().take(m) {
+        let mut j0 = 0;
+        while j0 + OUTER_COLUMNS <= k {
+            let mut sum = [F::ZERO; OUTER_COLUMNS];
             for (u, v) in pairs {
+                let ui = u[i];
                 let v = &v[j0..j0 + OUTER_COLUMNS];
-                for (r, sum) in sum.iter_mut().enumerate() {
-                    let ui = u[i0 + r];
-                    for (s, vj) in sum.iter_mut().zip(v) {
-                        *s = *s + ui * *vj;
-                    }
+                for (s, vj) in sum.iter_mut().zip(v) {
+                    *s = *s + ui * *vj;
                 }
             }
-        } else {
-            for (u, v) in pairs {
-                let v = &v[j0..];
-                for (r, sum) in sum.iter_mut().enumerate() {
-                    let ui = u[i0 + r];
-                    for (s, vj) in sum[..width].iter_mut().zip(v) {
-                        *s = *s + ui * *vj;
-                    }
-                }
+            for (t, s) in g_row[j0..j0 + OUTER_COLUMNS].iter_mut().zip(&sum) {
+                *t = *t + *s;
             }
+            j0 += OUTER_COLUMNS;
         }
-        for (r, sum) in sum.iter().enumerate() {
-            let row = &mut g[r * k + j0..r * k + j0 + width];
-            for (t, s) in row.iter_mut().zip(sum) {
+        if j0 < k {
+            let mut sum = [F::ZERO; OUTER_COLUMNS];
+            let sum = &mut sum[..k - j0];
+            for (u, v) in pairs {
+                let ui = u[i];
+                for (s, vj) in sum.iter_mut().zip(&v[j0..]) {
+                    *s = *s + ui * *vj;
+                }
+            }
+            for (t, s) in g_row[j0..].iter_mut().zip(sum.iter()) {
                 *t = *t + *s;
             }
         }
-        j0 += width;
     }
 }
 
@@ -665,6 +628,8 @@ mod tests {
             let start: Vec<f32> = (0..m * k).map(|_| next()).collect();
             let mut want = start.clone();
             plain(&mut want, m, k, &pairs);
+            let mut got = start;
+            add_outer_block::<f32>(&mut got, m, k, &records);
             // (Which of two NaNs a sum keeps is the CPU's choice, and the
             // compiler's, which may commute a sum: NaNs are one class here.)
             let bits = |x: &[f32]| {
@@ -672,17 +637,6 @@ mod tests {
                     .map(|v| if v.is_nan() { u32::MAX } else { v.to_bits() })
                     .collect::<Vec<_>>()
             };
-            let mut got = start.clone();
-            add_outer_block::<f32>(&mut got, m, k, &records);
-            // Every blocking of the rows, outside the detected path too.
-            let slices: Vec<(&[f32], &[f32])> =
-                pairs.iter().map(|(u, v)| (&u[..], &v[..])).collect();
-            let mut by_one = start.clone();
-            outer_rows::<f32, 1>(&mut by_one, m, k, &slices);
-            let mut by_four = start;
-            outer_rows::<f32, 4>(&mut by_four, m, k, &slices);
-            assert_eq!(bits(&by_one), bits(&want), "m={m} k={k}, by one row");
-            assert_eq!(bits(&by_four), bits(&want), "m={m} k={k}, by four rows");
             assert_eq!(bits(&got), bits(&want), "m={m} k={k}");
         }
     }
