@@ -56,29 +56,39 @@ fn steps(x: [f64; 4], m: [[f64; 4]; 4], n: i64) -> f64 {
 }
 ";
 
-/// Allocations made by one run of `iterations` loop steps for 64 members.
-fn allocations(iterations: i64, lanes: LaneMode) -> u64 {
-    let mut program = autobatch_lower::compile(PROGRAM).expect("compiles");
-    autobatch_passes::optimize(&mut program);
-    let entry = program.function_by_name("steps").expect("entry");
-    let members = 64;
+/// The arguments of `steps(x, m, n)` for `members` members: member i's
+/// `x` starts with `first(i)`, the matrix is shared, and members run
+/// different numbers of steps from `iterations` on (so the loop runs with
+/// every member active and then with fewer and fewer).
+fn loop_batch(
+    entry: autobatch_ir::FuncId,
+    members: usize,
+    iterations: i64,
+    first: impl Fn(usize) -> f64,
+) -> Batch {
     let x = (0..members)
-        .map(|i| Tensor::new(vec![4], Data::F64(vec![i as f64, 1.0, -1.0, 0.5])))
+        .map(|i| Tensor::new(vec![4], Data::F64(vec![first(i), 0.3, -0.2, 0.5])))
         .collect();
     let m = Tensor::new(
         vec![4, 4],
         Data::F64((0..16).map(|k| (k as f64 - 7.0) / 8.0).collect()),
     );
-    // Members run different numbers of steps, so the loop runs with every
-    // member active and then with fewer and fewer.
     let n = (0..members)
         .map(|i| Tensor::scalar(Scalar::I64(iterations + (i % 4) as i64)))
         .collect();
-    let batch = Batch {
+    Batch {
         entry,
         size: members,
         args: vec![Arg::Batched(x), Arg::Shared(m), Arg::Batched(n)],
-    };
+    }
+}
+
+/// Allocations made by one run of `iterations` loop steps for 64 members.
+fn allocations(iterations: i64, lanes: LaneMode) -> u64 {
+    let mut program = autobatch_lower::compile(PROGRAM).expect("compiles");
+    autobatch_passes::optimize(&mut program);
+    let entry = program.function_by_name("steps").expect("entry");
+    let batch = loop_batch(entry, 64, iterations, |i| i as f64);
     let options = RunOptions {
         threads: 1,
         ..RunOptions::default()
@@ -149,22 +159,7 @@ fn taped_allocations(strategy: Strategy, iterations: i64) -> u64 {
     let mut program = autobatch_lower::compile(TAPED).expect("compiles");
     autobatch_passes::optimize(&mut program);
     let entry = program.function_by_name("gradient").expect("entry");
-    let members = 16;
-    let x = (0..members)
-        .map(|i| Tensor::new(vec![4], Data::F64(vec![i as f64 * 0.1, 0.3, -0.2, 0.5])))
-        .collect();
-    let m = Tensor::new(
-        vec![4, 4],
-        Data::F64((0..16).map(|k| (k as f64 - 7.0) / 8.0).collect()),
-    );
-    let n = (0..members)
-        .map(|i| Tensor::scalar(Scalar::I64(iterations + (i % 4) as i64)))
-        .collect();
-    let batch = Batch {
-        entry,
-        size: members,
-        args: vec![Arg::Batched(x), Arg::Shared(m), Arg::Batched(n)],
-    };
+    let batch = loop_batch(entry, 16, iterations, |i| i as f64 * 0.1);
     let options = RunOptions {
         threads: 1,
         ..RunOptions::default()
