@@ -14,7 +14,9 @@
 use std::cmp::Ordering;
 
 use autobatch_ir::{AdjointKind, StaticAdjoint, StaticId};
-use autobatch_types::{Data, Scalar, Tensor};
+use autobatch_types::{Data, Tensor};
+
+use crate::buffer::Values;
 
 use crate::internal_error;
 use crate::scalar::Float;
@@ -37,30 +39,37 @@ impl AdjointRecord {
     /// The record of `member`'s operation `adjoint` on `args` (operands the
     /// IR verifier accepted for it).
     pub fn new(member: u32, adjoint: &StaticAdjoint, args: &[&Tensor]) -> AdjointRecord {
+        let values: Vec<Values<'_>> = args.iter().map(|t| Values::all(&t.data)).collect();
+        AdjointRecord::of_values(member, adjoint, &values)
+    }
+
+    /// [`AdjointRecord::new`] on the operands' elements (an executor that
+    /// keeps them elsewhere than in tensors).
+    pub fn of_values(member: u32, adjoint: &StaticAdjoint, args: &[Values<'_>]) -> AdjointRecord {
         let operand = |k: usize| match args.get(k) {
-            Some(t) => *t,
+            Some(v) => *v,
             None => internal_error(format!(
                 "static_adjoint.{} without operand {k}",
                 adjoint.kind.name()
             )),
         };
-        let row_of = |t: &Tensor| match t.as_scalar() {
-            Scalar::Usize(i) => i,
-            Scalar::I64(i) if i >= 0 => i as u64,
-            Scalar::I32(i) if i >= 0 => i as u64,
+        let row_of = |v: Values<'_>| match v.integer(0) {
+            i if i >= 0 => i as u64,
             _ => internal_error("a static adjoint's row is not an index".to_string()),
         };
-        let pair = |u: &Tensor, v: &Tensor| {
-            let mut values = Data::with_capacity(u.elem_type(), u.len() + v.len());
-            values.extend_from(&u.data, 0..u.len());
-            values.extend_from(&v.data, 0..v.len());
+        let joined = |parts: &[Values<'_>]| {
+            let len = parts.iter().map(Values::len).sum();
+            let mut values = Data::with_capacity(parts[0].ty(), len);
+            for part in parts {
+                extend(&mut values, *part);
+            }
             values
         };
         let (row, values) = match adjoint.kind {
-            AdjointKind::Dense => (0, operand(0).data.clone()),
-            AdjointKind::Row => (row_of(operand(0)), operand(1).data.clone()),
-            AdjointKind::Outer => (0, pair(operand(0), operand(1))),
-            AdjointKind::OuterRow => (row_of(operand(0)), pair(operand(1), operand(2))),
+            AdjointKind::Dense => (0, joined(&[operand(0)])),
+            AdjointKind::Row => (row_of(operand(0)), joined(&[operand(1)])),
+            AdjointKind::Outer => (0, joined(&[operand(0), operand(1)])),
+            AdjointKind::OuterRow => (row_of(operand(0)), joined(&[operand(1), operand(2)])),
         };
         AdjointRecord {
             member,
@@ -69,6 +78,19 @@ impl AdjointRecord {
             row,
             values,
         }
+    }
+}
+
+/// Appends `part`'s elements to `data` (of their type).
+fn extend(data: &mut Data, part: Values<'_>) {
+    match (data, part) {
+        (Data::Bool(d), Values::Bool(p)) => d.extend_from_slice(p),
+        (Data::I32(d), Values::I32(p)) => d.extend_from_slice(p),
+        (Data::I64(d), Values::I64(p)) => d.extend_from_slice(p),
+        (Data::Usize(d), Values::Usize(p)) => d.extend_from_slice(p),
+        (Data::F32(d), Values::F32(p)) => d.extend_from_slice(p),
+        (Data::F64(d), Values::F64(p)) => d.extend_from_slice(p),
+        (d, p) => internal_error(format!("a static adjoint joins {} and {}", d.ty(), p.ty())),
     }
 }
 

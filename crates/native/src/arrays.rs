@@ -76,19 +76,33 @@ pub(crate) struct RaggedTypes {
 
 impl ArrayOp {
     /// The operation with the shapes of a member whose lengths are
-    /// `symbols` (the table's own when it has no ragged operand).
-    fn for_member(&self, symbols: &[u64]) -> std::borrow::Cow<'_, ArrayOp> {
+    /// `symbols`: the table's own when it has no ragged operand, else
+    /// written into `scratch` (whose memory is reused).
+    fn for_member<'s>(&'s self, symbols: &[u64], scratch: &'s mut Option<ArrayOp>) -> &'s ArrayOp {
         let Some(types) = &self.ragged else {
-            return std::borrow::Cow::Borrowed(self);
+            return self;
         };
-        let resolve = |ty: &TensorType| crate::operand(ty, symbols);
-        std::borrow::Cow::Owned(ArrayOp {
+        let op = scratch.get_or_insert_with(|| ArrayOp {
             prim: self.prim.clone(),
-            args: types.args.iter().map(resolve).collect(),
-            result: types.result.as_ref().map(resolve),
+            args: Vec::new(),
+            result: None,
             batched: false,
             ragged: None,
-        })
+        });
+        op.prim.clone_from(&self.prim);
+        let blank = || Operand {
+            ty: ScalarType::Bool,
+            shape: Vec::new(),
+        };
+        op.args.resize_with(types.args.len(), blank);
+        for (operand, ty) in op.args.iter_mut().zip(&types.args) {
+            crate::operand_into(ty, symbols, operand);
+        }
+        match &types.result {
+            Some(ty) => crate::operand_into(ty, symbols, op.result.get_or_insert_with(blank)),
+            None => op.result = None,
+        }
+        op
     }
 }
 
@@ -184,13 +198,14 @@ pub(crate) extern "C" fn array_op(ctx: *mut Context, op: u64, ptrs: *const *mut 
     let number = op;
     // SAFETY: the member's lengths, one per symbol (`Context::symbols`).
     let symbols = unsafe { std::slice::from_raw_parts(ctx.symbols, ctx.symbol_count) };
-    let op = table[op as usize].for_member(symbols);
-    let op = &*op;
+    let mut member_op = ctx.member_op.take();
+    let op = table[op as usize].for_member(symbols, &mut member_op);
     let ptrs = unsafe { std::slice::from_raw_parts(ptrs, op.args.len() + 1) };
     if op.batched && !ctx.yielder.is_null() {
         // SAFETY: a non-null yielder is the member's coroutine's, and this
         // code runs on that coroutine's stack.
         unsafe { crate::waits::wait(&*ctx.yielder, number as u32, ptrs) };
+        ctx.member_op = member_op;
         return 0;
     }
     let dst = ptrs[0];
@@ -213,6 +228,7 @@ pub(crate) extern "C" fn array_op(ctx: *mut Context, op: u64, ptrs: *const *mut 
     } else {
         unsafe { apply(ctx, op, dst, &ptrs[1..]) }
     };
+    ctx.member_op = member_op;
     match outcome {
         Ok(()) => 0,
         Err(fault) => {
@@ -309,9 +325,14 @@ unsafe fn apply(
             _ => return through_eval(ctx, op, dst, args),
         },
         Prim::StaticAdjoint(adjoint) => {
-            let tensors = operand_tensors(op, args);
-            let refs: Vec<&Tensor> = tensors.iter().collect();
-            ctx.adjoints.push(AdjointRecord::new(0, adjoint, &refs));
+            // (At most three operands: a row, then two vectors.)
+            let mut values = [Values::Bool(&[]); 3];
+            let count = args.len().min(3);
+            for (k, value) in values.iter_mut().enumerate().take(count) {
+                *value = arg(k);
+            }
+            let record = AdjointRecord::of_values(0, adjoint, &values[..count]);
+            ctx.adjoints.push(record);
         }
         Prim::TapePush | Prim::TapePop(_) => move_tape(ctx, op, dst, args),
         _ => return through_eval(ctx, op, dst, args),
@@ -325,17 +346,17 @@ unsafe fn apply(
 /// # Safety
 /// As [`array_op`]'s operands.
 unsafe fn move_tape(ctx: &mut Context, op: &ArrayOp, dst: *mut u8, args: &[*mut u8]) {
+    use std::slice::{from_raw_parts, from_raw_parts_mut};
     if op.prim == Prim::TapePush {
-        for value in operand_tensors(op, args) {
-            ctx.tape.push(value);
+        for (operand, at) in op.args.iter().zip(args) {
+            ctx.tape.push(from_raw_parts(*at, operand.bytes()));
         }
         return;
     }
-    let Some(value) = ctx.tape.pop() else {
-        unreachable!("a tape popped past its start")
-    };
     let r = op.result.as_ref().expect("tape_pop has a result");
-    copy(Values::all(&value.data), view_mut(r.ty, dst, r.len()));
+    if !ctx.tape.pop(from_raw_parts_mut(dst, r.bytes())) {
+        unreachable!("a tape popped past its start")
+    }
 }
 
 fn write_scalar(out: ValuesMut<'_>, value: Scalar) {
@@ -385,21 +406,13 @@ unsafe fn products(op: &ArrayOp, a: Values<'_>, b: Values<'_>, out: ValuesMut<'_
 
 fn product<T: linalg::Product>(op: &ArrayOp, a: &[T], b: &[T], out: &mut [T]) {
     let shape = |k: usize| &op.args[k].shape;
+    // Each product writes every element of `out` (the kernels' `*_values`
+    // are these into a fresh vector).
     match op.prim {
         Prim::Dot => out[0] = linalg::dot_values(a, b),
-        Prim::Matvec => {
-            out.copy_from_slice(&linalg::matvec_values(a, shape(0)[0], shape(0)[1], b));
-        }
-        Prim::Vecmat => {
-            out.copy_from_slice(&linalg::vecmat_values(a, b, shape(1)[0], shape(1)[1]));
-        }
-        Prim::Matmul => out.copy_from_slice(&linalg::matmul_values(
-            a,
-            b,
-            shape(0)[0],
-            shape(0)[1],
-            shape(1)[1],
-        )),
+        Prim::Matvec => T::matvec_slices(a, shape(0)[0], shape(0)[1], b, out),
+        Prim::Vecmat => T::matmul_slices(a, b, 1, shape(1)[0], shape(1)[1], out),
+        Prim::Matmul => T::matmul_slices(a, b, shape(0)[0], shape(0)[1], shape(1)[1], out),
         _ => unreachable!("not a product"),
     }
 }

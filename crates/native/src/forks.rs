@@ -25,8 +25,9 @@
 //! then only the figures are kept.
 
 use autobatch_ir::TapeMode;
-use autobatch_kernels::{ForkKey, MemberRng, Tape};
+use autobatch_kernels::{ForkKey, MemberRng};
 
+use crate::tape::Tape;
 use crate::Context;
 
 /// A fork in progress in a member's run.
@@ -81,7 +82,8 @@ pub(crate) extern "C" fn fork_begin(ctx: *mut Context, mode: i64, count: u64) {
             Some(tapes) => tapes,
             None => unreachable!("a restoring fork found no fork's tapes"),
         },
-        _ => Vec::new(),
+        TapeMode::Save => Tape::spare_list(),
+        TapeMode::None => Vec::new(),
     };
     ctx.forks.push(OpenFork {
         key,
@@ -105,8 +107,10 @@ pub(crate) extern "C" fn instance_begin(ctx: *mut Context, k: u64) {
             fork.parent = Some(previous);
         }
     }
-    if fork.mode == TapeMode::Restore {
-        ctx.tape = std::mem::take(&mut fork.tapes[k as usize]);
+    match fork.mode {
+        TapeMode::Save => ctx.tape = Tape::spare(),
+        TapeMode::Restore => ctx.tape = std::mem::take(&mut fork.tapes[k as usize]),
+        TapeMode::None => {}
     }
     ctx.instances += 1;
     ctx.live_instances += 1;
@@ -120,7 +124,7 @@ pub(crate) extern "C" fn instance_end(ctx: *mut Context) {
     let fork = ctx.forks.last_mut().expect("an instance inside a fork");
     match fork.mode {
         TapeMode::Save => fork.tapes.push(std::mem::take(&mut ctx.tape)),
-        TapeMode::Restore => ctx.tape.clear(),
+        TapeMode::Restore => Tape::give_back(std::mem::take(&mut ctx.tape)),
         TapeMode::None => {}
     }
 }
@@ -134,8 +138,9 @@ pub(crate) extern "C" fn fork_end(ctx: *mut Context) {
     }
     if fork.mode != TapeMode::None {
         ctx.tape = fork.parent_tape;
-        if fork.mode == TapeMode::Save {
-            ctx.tape.push_instances(fork.tapes);
+        match fork.mode {
+            TapeMode::Save => ctx.tape.push_instances(fork.tapes),
+            _ => Tape::give_back_list(fork.tapes),
         }
     }
 }

@@ -99,6 +99,7 @@ mod lockstep;
 mod published;
 mod shims;
 mod stacks;
+mod tape;
 mod translate;
 mod waits;
 
@@ -249,6 +250,10 @@ pub(crate) struct Context {
     fault: Option<Fault>,
     /// Memory for an array operation whose destination is an operand.
     scratch: Vec<u64>,
+    /// The operation being run with the running member's shapes, when it
+    /// has operands of per-member lengths (`arrays::array_op`): kept to
+    /// reuse its memory.
+    member_op: Option<arrays::ArrayOp>,
     /// The forks the member is inside (`forks`).
     forks: Vec<forks::OpenFork>,
     /// Instances started, instances live now, and the most live at once.
@@ -261,7 +266,7 @@ pub(crate) struct Context {
     /// by the instances of an untaped fork (which run one after the other
     /// and each leave it as they found it); an instance of a taped fork has
     /// its own (`forks`).
-    tape: autobatch_kernels::Tape,
+    tape: tape::Tape,
     /// Where a member run among others suspends at a product with a
     /// static matrix ([`waits`]); null for a member run alone.
     yielder: *const waits::MemberYielder,
@@ -311,6 +316,13 @@ impl Context {
         self.live_instances = 0;
         self.peak_instances = 0;
         self.yielder = start.yielder;
+    }
+}
+
+impl Drop for Context {
+    /// The tape's memory goes to the thread's spares, for the next runner.
+    fn drop(&mut self) {
+        tape::Tape::give_back(std::mem::take(&mut self.tape));
     }
 }
 
@@ -443,15 +455,22 @@ pub fn compile_for(
 /// The shape of a variable of type `ty` when the symbols are `symbols`
 /// (checked bound by `check`).
 pub(crate) fn operand(ty: &TensorType, symbols: &[u64]) -> Operand {
-    let shape = ty
-        .dims
-        .iter()
-        .map(|d| match d {
-            autobatch_types::Dim::Fixed(n) => *n as usize,
-            autobatch_types::Dim::Symbolic(s) => symbols[s.0 as usize] as usize,
-        })
-        .collect();
-    Operand { ty: ty.elem, shape }
+    let mut operand = Operand {
+        ty: ty.elem,
+        shape: Vec::with_capacity(ty.dims.len()),
+    };
+    operand_into(ty, symbols, &mut operand);
+    operand
+}
+
+/// [`operand`] into `into`, whose shape's memory is reused.
+pub(crate) fn operand_into(ty: &TensorType, symbols: &[u64], into: &mut Operand) {
+    into.ty = ty.elem;
+    into.shape.clear();
+    into.shape.extend(ty.dims.iter().map(|d| match d {
+        autobatch_types::Dim::Fixed(n) => *n as usize,
+        autobatch_types::Dim::Symbolic(s) => symbols[s.0 as usize] as usize,
+    }));
 }
 
 impl NativeProgram {
@@ -558,12 +577,13 @@ impl NativeProgram {
             rng: std::ptr::null_mut(),
             fault: None,
             scratch: Vec::new(),
+            member_op: None,
             forks: Vec::new(),
             instances: 0,
             live_instances: 0,
             peak_instances: 0,
             adjoints: Vec::new(),
-            tape: autobatch_kernels::Tape::default(),
+            tape: tape::Tape::spare(),
             yielder: std::ptr::null(),
         });
         let symbols = self.lengths.values.clone();

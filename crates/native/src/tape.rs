@@ -1,0 +1,156 @@
+//! A member's tape in native code (`tape_push`, `tape_pop`, taped forks),
+//! kept as bytes so that a push or a pop allocates nothing once the tape
+//! has grown to its size.
+//!
+//! A tape holds two stacks: the bytes of the values pushed, one after the
+//! other (a pop knows its value's size from its type, so no lengths are
+//! kept), and the instances' tapes of each `Save` fork, in the order the
+//! forks ended. A derivation pops values and forks' tapes in the reverse
+//! of the order it pushed them, so the two stacks give each pop what the
+//! one sequence of entries of `autobatch_kernels::Tape` would.
+//!
+//! The tapes of forks' instances come from a spare list of the thread's
+//! ([`Tape::spare`]) and go back to it when their backward instance ends
+//! ([`Tape::give_back`]), so a run reuses the memory of the runs before it
+//! on the same thread.
+
+use std::cell::RefCell;
+
+#[derive(Debug, Default)]
+pub(crate) struct Tape {
+    /// The values pushed, their bytes in order.
+    bytes: Vec<u8>,
+    /// Per `Save` fork, its instances' tapes in instance order.
+    forks: Vec<Vec<Tape>>,
+}
+
+/// Spare tapes and lists of tapes of a thread (`Tape::spare`).
+#[derive(Default)]
+struct Spares {
+    tapes: Vec<Tape>,
+    lists: Vec<Vec<Tape>>,
+}
+
+/// The most spare tapes (and lists) a thread keeps.
+const MOST_SPARES: usize = 1 << 14;
+/// The largest tape a thread keeps as a spare, in bytes.
+const LARGEST_SPARE: usize = 1 << 20;
+
+thread_local! {
+    static SPARES: RefCell<Spares> = RefCell::new(Spares::default());
+}
+
+impl Tape {
+    /// An empty tape, with the memory of one given back on this thread if any.
+    pub fn spare() -> Tape {
+        SPARES
+            .with(|s| s.borrow_mut().tapes.pop())
+            .unwrap_or_default()
+    }
+
+    /// An empty list for a fork's instances' tapes, likewise.
+    pub fn spare_list() -> Vec<Tape> {
+        SPARES
+            .with(|s| s.borrow_mut().lists.pop())
+            .unwrap_or_default()
+    }
+
+    /// Keeps `tape`'s memory for [`Tape::spare`] (its contents are dropped).
+    pub fn give_back(mut tape: Tape) {
+        tape.clear();
+        let bytes = tape.bytes.capacity();
+        if bytes > LARGEST_SPARE || bytes == 0 && tape.forks.capacity() == 0 {
+            return;
+        }
+        SPARES.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.tapes.len() < MOST_SPARES {
+                s.tapes.push(tape);
+            }
+        });
+    }
+
+    /// Keeps an emptied list's memory for [`Tape::spare_list`].
+    pub fn give_back_list(mut list: Vec<Tape>) {
+        for tape in list.drain(..) {
+            Tape::give_back(tape);
+        }
+        SPARES.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.lists.len() < MOST_SPARES {
+                s.lists.push(list);
+            }
+        });
+    }
+
+    /// Pushes a value's bytes.
+    pub fn push(&mut self, value: &[u8]) {
+        self.bytes.extend_from_slice(value);
+    }
+
+    /// Pops the value pushed last, of `into.len()` bytes, into `into`;
+    /// false when fewer bytes are on the tape.
+    pub fn pop(&mut self, into: &mut [u8]) -> bool {
+        let Some(start) = self.bytes.len().checked_sub(into.len()) else {
+            return false;
+        };
+        into.copy_from_slice(&self.bytes[start..]);
+        self.bytes.truncate(start);
+        true
+    }
+
+    /// Keeps the tapes of a `Save` fork's instances, in instance order.
+    pub fn push_instances(&mut self, tapes: Vec<Tape>) {
+        self.forks.push(tapes);
+    }
+
+    /// The instances' tapes a `Save` fork of `count` instances left last,
+    /// or `None` when there is no such thing.
+    pub fn pop_instances(&mut self, count: usize) -> Option<Vec<Tape>> {
+        match self.forks.pop()? {
+            tapes if tapes.len() == count => Some(tapes),
+            _ => None,
+        }
+    }
+
+    /// Empties the tape (keeping its memory); the forks' tapes go back to
+    /// the spares.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        for list in self.forks.drain(..) {
+            Tape::give_back_list(list);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_and_forks_come_off_in_reverse() {
+        let mut tape = Tape::spare();
+        tape.push(&[1, 2, 3]);
+        let mut instances = Tape::spare_list();
+        let mut first = Tape::spare();
+        first.push(&[9]);
+        instances.push(first);
+        instances.push(Tape::spare());
+        tape.push_instances(instances);
+        tape.push(&[4, 5]);
+        let mut two = [0; 2];
+        assert!(tape.pop(&mut two));
+        assert_eq!(two, [4, 5]);
+        let mut instances = tape.pop_instances(2).expect("the fork's tapes");
+        let mut one = [0; 1];
+        assert!(instances[0].pop(&mut one));
+        assert_eq!(one, [9]);
+        Tape::give_back_list(instances);
+        let mut four = [0; 4];
+        assert!(!tape.pop(&mut four), "three bytes are left");
+        let mut three = [0; 3];
+        assert!(tape.pop(&mut three));
+        assert_eq!(three, [1, 2, 3]);
+        assert!(tape.pop_instances(1).is_none());
+    }
+}
