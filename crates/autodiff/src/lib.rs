@@ -109,6 +109,7 @@ mod analysis;
 mod block;
 mod fork;
 mod loops;
+mod prepare;
 mod rules;
 mod tape;
 
@@ -469,7 +470,7 @@ impl Deriver<'_> {
         seed_one: bool,
     ) -> usize {
         let active = key.1.clone();
-        let g = original.clone();
+        let g = prepare::prepare(original, &self.sources);
         let reachable = analysis::reachable(&g);
         let act = analysis::activity(&g, &active, &reachable, &self.sources);
         let n = g.blocks.len();
