@@ -624,7 +624,11 @@ fn tail_helpers(rng: &mut ChaCha8Rng, weight: bool) -> [Function; 2] {
             }],
             tail: call(
                 TAIL_REC,
-                vec![x(), Expr::binary(Ty::Int, BinOp::Sub, n(), Expr::int(1)), next],
+                vec![
+                    x(),
+                    Expr::binary(Ty::Int, BinOp::Sub, n(), Expr::int(1)),
+                    next,
+                ],
             ),
         },
     };
