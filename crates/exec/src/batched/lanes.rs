@@ -1034,7 +1034,11 @@ mod tests {
         let mut lanes = LaneTable::new(4, 0, 100);
         let mut rows = vec![0, 1, 2, 3];
         let mut faults = vec![(3, fault()), (1, fault())];
-        // Row 3's error is caught (the lane goes on elsewhere), row 1's is not.
+        // Row 3's error is caught (the lane goes on elsewhere, with the
+        // tape it had at its catching call), row 1's is not.
+        lanes.tape_push(3, Tensor::scalar(autobatch_types::Scalar::I64(7)));
+        lanes.set_tape_aside(3);
+        lanes.tape_push(3, Tensor::scalar(autobatch_types::Scalar::I64(8)));
         lanes.retire_faults(
             &mut rows,
             &mut faults,
@@ -1045,6 +1049,9 @@ mod tests {
         assert_eq!(rows, [0, 2]);
         assert!(faults.is_empty());
         assert!(lanes.has_failed(1) && !lanes.has_failed(3));
+        let kept = lanes.tape_pop(3);
+        assert_eq!(kept.data.get(0), autobatch_types::Scalar::I64(7));
+        assert!(lanes.tapes[3].is_empty());
     }
 
     #[test]
