@@ -333,9 +333,18 @@ fn block_tape(
         if has_adjoint(op, act) {
             needed.extend(op.uses().iter().filter(taped).copied());
         }
+        // A shadow index's first value (a constant at the entry) ends no
+        // value of its: nothing is saved before it.
+        let starts_index = matches!(
+            op,
+            Op::Prim {
+                prim: Prim::Const(_),
+                ..
+            }
+        ) && op.defs().iter().any(|d| indices.contains(d));
         let mut before: Vec<Var> = Vec::new();
         for d in op.defs() {
-            if needed.remove(d) && !before.contains(d) {
+            if needed.remove(d) && !before.contains(d) && !starts_index {
                 before.push(*d);
             }
         }
