@@ -540,6 +540,12 @@ fn operations(compiled: &Compiled, entry: &str, inputs: &str) -> u64 {
     let bound = compiled
         .bind(entry, &inputs)
         .unwrap_or_else(|e| panic!("{}", e.message()));
+    operations_of(bound, entry)
+}
+
+/// The operations a run of `bound` executes on the reference, over all
+/// its members (each of which must finish).
+fn operations_of(bound: autobatch::BoundBatch, entry: &str) -> u64 {
     let config = RunConfig {
         strategy: Strategy::Reference,
         ..RunConfig::default()
@@ -634,4 +640,48 @@ fn caught_wide_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(caught_wide, 
             "{derived}: {gradient} operations, {plain}: {forward}"
         );
     }
+    // The gradient with respect to a static (`--grad-statics`) of a
+    // recursion and of a self tail call reading its rows by computed
+    // indices.
+    let rows = r#"
+extern "autobatch" { static E: [[f64; 2]; 8]; }
+fn rchain(n: i64) -> f64 {
+    if n == 0 {
+        1.0
+    } else {
+        let e = E[(n % 8) as usize];
+        e[0].sin() * rchain(n - 1) + e[1]
+    }
+}
+fn rtail(n: i64, acc: f64) -> f64 {
+    if n == 0 {
+        return acc;
+    }
+    let k = ((n * 3) % 8) as usize;
+    rtail(n - 1, (acc * E[k][0]).tanh() + E[k][1])
+}
+fn rows_deep(n: i64) -> f64 { rchain(n) }
+fn rows_long(n: i64) -> f64 { rtail(n, 0.5) }
+"#;
+    let rows = compile(rows, "rows.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let inputs = r#"{"batch": {"n": [1000, 999]}, "shared": {"E": [[0.3, 0.1], [0.2, -0.1],
+        [0.5, 0.2], [-0.4, 0.3], [0.1, 0.1], [0.6, -0.2], [-0.2, 0.4], [0.3, 0.0]]}}"#;
+    for plain in ["rows_deep", "rows_long"] {
+        let forward = operations(&rows, plain, inputs);
+        let gradient = static_operations(&rows, plain, &["E"], inputs);
+        assert!(
+            gradient <= 4 * forward,
+            "the gradient of {plain} with respect to E: {gradient} operations, {plain}: {forward}"
+        );
+    }
+}
+
+/// The operations a run of the gradient of `entry` with respect to
+/// `statics` executes, over all its members.
+fn static_operations(compiled: &Compiled, entry: &str, statics: &[&str], inputs: &str) -> u64 {
+    let inputs = Inputs::from_json_str(inputs).expect("the inputs parse");
+    let bound = compiled
+        .bind_static_gradient(entry, statics, &inputs)
+        .unwrap_or_else(|e| panic!("{}", e.message()));
+    operations_of(bound, entry)
 }

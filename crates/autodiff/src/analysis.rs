@@ -58,6 +58,28 @@ pub(crate) fn merge_jump_chains(f: &Function) -> Function {
     g
 }
 
+/// A copy of `f` whose entry block has no predecessor: when blocks jump
+/// back to the entry (a self tail call made a jump), they jump to a copy
+/// of it instead, so that entering the function and restarting it each
+/// enter one block (one step) with the same operations, and the entry is
+/// only ever entered from the caller.
+pub(crate) fn copy_reentered_entry(f: &Function) -> Function {
+    let mut g = f.clone();
+    if predecessor_counts(&g)[0] == 0 {
+        return g;
+    }
+    let n = g.blocks.len();
+    let copy = Block::new(n);
+    let retarget = |b: Block| if b.0 == 0 { copy } else { b };
+    for b in 0..n {
+        let t = retarget_term(&g.blocks[Block::new(b)].term, &retarget);
+        g.blocks[Block::new(b)].term = t;
+    }
+    let body = g.blocks[Block(0)].clone();
+    g.blocks.push(body);
+    g
+}
+
 fn retarget_term(t: &Terminator, map: &dyn Fn(Block) -> Block) -> Terminator {
     match t {
         Terminator::Jump(b) => Terminator::Jump(map(*b)),

@@ -18,10 +18,11 @@
 //! blocks plus `tape_push`es (its forks keep their instances' tapes; a
 //! catching call, which nothing differentiated reaches, runs as it is),
 //! and an `uncounted` backward part walking the blocks in reverse (see the
-//! module's doc). A function the tape cannot take (`tape::tapeable`:
-//! for the statics' gradient, one holding a differentiated static, or a
-//! row of one, that the backward part could not find again) is derived by
-//! checkpointing, as follows.
+//! module's doc), on the function as `prepare.rs` puts it (a re-entered
+//! entry copied, rows of differentiated statics read through shadow
+//! indices), which every function fits. The checkpointed derivation that
+//! follows is what a function `tape::tapeable` refused would get; nothing
+//! reaches it.
 //!
 //! How (see `docs/language-notes.md`, "Autodiff", for the user's view):
 //!
@@ -109,6 +110,7 @@ mod analysis;
 mod block;
 mod fork;
 mod loops;
+mod prepare;
 mod rules;
 mod tape;
 
@@ -469,7 +471,7 @@ impl Deriver<'_> {
         seed_one: bool,
     ) -> usize {
         let active = key.1.clone();
-        let g = original.clone();
+        let g = prepare::prepare(original, &self.sources);
         let reachable = analysis::reachable(&g);
         let act = analysis::activity(&g, &active, &reachable, &self.sources);
         let n = g.blocks.len();

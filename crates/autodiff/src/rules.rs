@@ -767,6 +767,14 @@ fn layout_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> 
             if !site.active(b, 0) {
                 return Ok(());
             }
+            if b.view(a).is_some() {
+                // `a` holds a differentiated static or a row of one: its
+                // adjoint goes to the member's log, row `i` of it `dy`.
+                let ty = b.ty(a).clone();
+                let zeros = b.filled(&ty, 0.0, loc)?;
+                let one_hot = b.prim(Prim::IndexSet, vec![zeros, i, dy], loc)?;
+                return b.accumulate(a, one_hot, loc);
+            }
             // Add dy into row i of the adjoint of `a`, in place of a sum of
             // a mostly-zero array.
             let base = match b.adj.get(&a).copied() {

@@ -92,11 +92,10 @@ pub(crate) fn tapeable(program: &Program, f: FuncId, sources: &Sources) -> bool 
 }
 
 /// Whether `g` itself may be derived over a tape: every variable holding a
-/// differentiated static or a row of one fits [`invariants`], and an
-/// entry block nothing jumps to.
+/// differentiated static or a row of one fits [`invariants`] (in `g` as
+/// it is derived: see [`crate::prepare`]).
 fn tapeable_alone(g: &Function, sources: &Sources) -> bool {
-    let entry_reentered = analysis::predecessor_counts(g)[0] > 0;
-    invariants(g, sources).is_some() && !entry_reentered
+    invariants(&crate::prepare::prepare(g, sources), sources).is_some()
 }
 
 /// A variable of `g` that the backward part does not take from the tape.
@@ -166,6 +165,7 @@ fn invariants(g: &Function, sources: &Sources) -> Option<Vec<Option<Invariant>>>
             _ => {}
         }
     }
+    let shadows = shadow_indices(g);
     for (v, ops) in defs.iter().enumerate() {
         let rows: Vec<(StaticId, Var)> = ops
             .iter()
@@ -181,19 +181,67 @@ fn invariants(g: &Function, sources: &Sources) -> Option<Vec<Option<Invariant>>>
                 _ => None,
             })
             .collect();
-        match rows.as_slice() {
-            [] => {}
-            [(id, i)]
-                if ops.len() == 1
-                    && (defs[i.index()].is_empty()
-                        || matches!(inv[i.index()], Some(Invariant::Constant(_)))) =>
-            {
-                inv[v] = Some(Invariant::Row(*id, *i))
-            }
-            _ => return None,
+        let Some((id, i)) = rows.first().copied() else {
+            continue;
+        };
+        let fixed = defs[i.index()].is_empty()
+            || matches!(inv[i.index()], Some(Invariant::Constant(_)))
+            || shadows[i.index()] == Some(Var::new(v));
+        if rows.len() == ops.len() && rows.iter().all(|r| *r == (id, i)) && fixed {
+            inv[v] = Some(Invariant::Row(id, i));
+        } else {
+            return None;
         }
     }
     Some(inv)
+}
+
+/// Per variable of `g`: the variable it is the shadow index of (see
+/// [`crate::prepare`]): every definition of it but constants (its value
+/// before the first) is a copy directly followed by a definition of that
+/// variable reading it.
+fn shadow_indices(g: &Function) -> Vec<Option<Var>> {
+    let mut followed: Vec<Vec<Option<Var>>> = vec![Vec::new(); g.vars.len()];
+    for data in g.blocks.values() {
+        for (k, op) in data.ops.iter().enumerate() {
+            let Op::Prim {
+                dst: Some(iv),
+                prim: Prim::Copy,
+                ..
+            } = op
+            else {
+                if !matches!(
+                    op,
+                    Op::Prim {
+                        prim: Prim::Const(_),
+                        ..
+                    }
+                ) {
+                    for d in op.defs() {
+                        followed[d.index()].push(None);
+                    }
+                }
+                continue;
+            };
+            let next = match data.ops.get(k + 1) {
+                Some(Op::Prim {
+                    dst: Some(v),
+                    prim: Prim::Index,
+                    args,
+                    ..
+                }) if args[1] == *iv => Some(*v),
+                _ => None,
+            };
+            followed[iv.index()].push(next);
+        }
+    }
+    followed
+        .iter()
+        .map(|f| match f.first() {
+            Some(Some(v)) if f.iter().all(|w| *w == Some(*v)) => Some(*v),
+            _ => None,
+        })
+        .collect()
 }
 
 /// How a call of the function being derived is differentiated.
@@ -263,13 +311,17 @@ fn block_tape(
         .iter()
         .flat_map(|op| op.uses().iter().chain(op.defs()))
         .chain(data.term.uses().iter());
+    // The indices of the rows the block uses are held all through it: the
+    // backward part finds each row again by its index.
+    let mut indices: BTreeSet<Var> = BTreeSet::new();
     for v in mentioned {
         if let Some(Invariant::Row(_, i)) = inv[v.index()] {
             if inv[i.index()].is_none() {
-                needed.insert(i);
+                indices.insert(i);
             }
         }
     }
+    needed.extend(indices.iter().copied());
     let taped = |v: &&Var| {
         !matches!(
             inv[v.index()],
@@ -281,9 +333,18 @@ fn block_tape(
         if has_adjoint(op, act) {
             needed.extend(op.uses().iter().filter(taped).copied());
         }
+        // A shadow index's first value (a constant at the entry) ends no
+        // value of its: nothing is saved before it.
+        let starts_index = matches!(
+            op,
+            Op::Prim {
+                prim: Prim::Const(_),
+                ..
+            }
+        ) && op.defs().iter().any(|d| indices.contains(d));
         let mut before: Vec<Var> = Vec::new();
         for d in op.defs() {
-            if needed.remove(d) && !before.contains(d) {
+            if needed.remove(d) && !before.contains(d) && !starts_index {
                 before.push(*d);
             }
         }
@@ -295,6 +356,7 @@ fn block_tape(
         if has_adjoint(op, act) {
             needed.extend(op.defs().iter().filter(taped).copied());
         }
+        needed.extend(op.defs().iter().filter(|d| indices.contains(d)));
     }
     tape.end = needed.into_iter().collect();
     tape

@@ -278,6 +278,11 @@ struct Frame<'e> {
     /// While the frame waits at a fork: which instance runs, and what the
     /// finished ones gave.
     fork: Option<Box<ForkState>>,
+    /// While the frame waits at a catching call: the lane's tape, set aside
+    /// (the callee starts with an empty one) and given back when the call
+    /// ends, completed or caught, so that a caught failure leaves nothing
+    /// of what it pushed.
+    caught_tape: Option<Tape>,
 }
 
 impl<'e> Frame<'e> {
@@ -290,6 +295,7 @@ impl<'e> Frame<'e> {
             next_op: 0,
             vars,
             fork: None,
+            caught_tape: None,
         }
     }
 }
@@ -375,7 +381,12 @@ impl<'a> MemberRun<'a, '_> {
         loop {
             match self.step(&mut stack, &mut ctx, env) {
                 Ok(None) => {}
-                Ok(Some(values)) => return Ok(values),
+                Ok(Some(values)) => {
+                    if !self.tape.is_empty() {
+                        internal_error("a member finished with values left on its tape");
+                    }
+                    return Ok(values);
+                }
                 Err(error) => self.unwind(&mut stack, error, env, ctx.rng)?,
             }
         }
@@ -604,6 +615,9 @@ impl<'a> MemberRun<'a, '_> {
                 Some(read_value(&mut frame.vars, *arg, call.last_reads[position]));
         }
         self.enter_block(callee, Function::ENTRY)?;
+        if call.catch {
+            frame.caught_tape = Some(std::mem::take(&mut self.tape));
+        }
         stack.push(Frame::entry(call.callee, vars));
         Ok(())
     }
@@ -706,6 +720,9 @@ impl<'a> MemberRun<'a, '_> {
             caller.vars[dsts[0].index()] = Some(Cow::Owned(Tensor::scalar(
                 autobatch_types::Scalar::Bool(true),
             )));
+            if let Some(tape) = caller.caught_tape.take() {
+                self.tape = tape;
+            }
         }
         for (dst, value) in call.call_results().iter().zip(values) {
             caller.vars[dst.index()] = Some(value);
@@ -757,6 +774,9 @@ impl<'a> MemberRun<'a, '_> {
             .count();
         self.counters.live_instances -= abandoned as u64;
         stack.truncate(i + 1);
+        if let Some(tape) = stack[i].caught_tape.take() {
+            self.tape = tape;
+        }
         self.recover_at(&mut stack[i], env);
         Ok(())
     }

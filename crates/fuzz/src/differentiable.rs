@@ -18,6 +18,9 @@
 //! One more vector helper, `dl(x)`, runs a counted loop (`for k in 0..T`)
 //! that updates an array and a scalar; with `T` of 16 or less the
 //! derivation unrolls it, above that it differentiates it over a tape.
+//! Another, `dt(x)`, calls `dtr(x, T, x)`, which calls itself in tail
+//! position (a jump, in the function and in its derivatives) with an
+//! accumulator that reads `x` (and `W`) at the computed index `n % 3`.
 //!
 //! In a program with the float static `W: [f64; 3]`, the helpers also read
 //! it (whole, `W[i]`, and inside instances and the counted loop), and a
@@ -98,10 +101,20 @@ pub fn helpers(rng: &mut ChaCha8Rng, weight: bool) -> Helpers {
         indexed_helper(rng, weight),
         loop_helper(rng, weight),
     ];
-    let mut targets: Vec<Target> = vec![Target {
-        name: LOOP.into(),
-        data: false,
-    }];
+    // The self-tail-recursive helper draws from a stream of its own too.
+    let mut tails = rng.clone();
+    tails.set_stream(TAIL_STREAM);
+    functions.extend(tail_helpers(&mut tails, weight));
+    let mut targets: Vec<Target> = vec![
+        Target {
+            name: LOOP.into(),
+            data: false,
+        },
+        Target {
+            name: TAIL.into(),
+            data: false,
+        },
+    ];
     for i in 0..rng.gen_range(1..=3) {
         let name = format!("dv{i}");
         let data = rng.gen_bool(0.5);
@@ -158,6 +171,7 @@ pub fn helpers(rng: &mut ChaCha8Rng, weight: bool) -> Helpers {
 
 /// The stream of [`add_fault`] and [`derived_cases`].
 const FAULT_STREAM: u64 = 0xfa17;
+const TAIL_STREAM: u64 = 0x7a11;
 
 /// How often a helper gets an operation that may fault.
 const FAULTING_HELPERS: f64 = 0.4;
@@ -572,6 +586,67 @@ const SCALAR: &str = "ds";
 const INDEXED: &str = "dk";
 const LOOP: &str = "dl";
 const ODE: &str = "dode";
+const TAIL: &str = "dt";
+const TAIL_REC: &str = "dtr";
+
+/// `dtr(x, n, acc)`: `if n <= 0 { return acc; }` then
+/// `dtr(x, n - 1, tanh(acc * c + x * x[n % 3] (+ W[n % 3])))`, a self tail
+/// call reading rows at a computed index; and `dt(x) = dtr(x, T, x)`.
+fn tail_helpers(rng: &mut ChaCha8Rng, weight: bool) -> [Function; 2] {
+    let trips = *[0, 1, 4, 9, 30].choose(rng).unwrap_or(&4);
+    let n = || Expr::var("n", Ty::Int);
+    let acc = || Expr::var("acc", Ty::FloatArray);
+    let k = || Expr::binary(Ty::Int, BinOp::Rem, n(), Expr::int(FLOAT_ARRAY_LEN as i64));
+    let mut next = Expr::binary(
+        Ty::FloatArray,
+        BinOp::Add,
+        Expr::binary(Ty::FloatArray, BinOp::Mul, acc(), literal(rng)),
+        Expr::binary(Ty::FloatArray, BinOp::Mul, x(), index(x(), k())),
+    );
+    if weight {
+        next = Expr::binary(Ty::FloatArray, BinOp::Add, next, index(w(), k()));
+    }
+    let next = Expr::new(
+        Ty::FloatArray,
+        ExprKind::Builtin {
+            builtin: Builtin::Tanh,
+            args: vec![next],
+        },
+    );
+    let recursive = Function {
+        name: TAIL_REC.into(),
+        params: vec![
+            param("x", Ty::FloatArray),
+            param("n", Ty::Int),
+            param("acc", Ty::FloatArray),
+        ],
+        ret: Ty::FloatArray,
+        body: Block {
+            stmts: vec![Stmt::ReturnIf {
+                cond: Expr::binary(Ty::Bool, BinOp::Le, n(), Expr::int(0)),
+                value: acc(),
+            }],
+            tail: call(
+                TAIL_REC,
+                vec![
+                    x(),
+                    Expr::binary(Ty::Int, BinOp::Sub, n(), Expr::int(1)),
+                    next,
+                ],
+            ),
+        },
+    };
+    let entry = Function {
+        name: TAIL.into(),
+        params: vec![param("x", Ty::FloatArray)],
+        ret: Ty::FloatArray,
+        body: Block {
+            stmts: Vec::new(),
+            tail: call(TAIL_REC, vec![x(), Expr::int(trips), x()]),
+        },
+    };
+    [recursive, entry]
+}
 
 fn param(name: &str, ty: Ty) -> Param {
     Param {

@@ -136,6 +136,10 @@ pub fn lower(module: &hir::Module) -> Result<Program, Vec<Diagnostic>> {
         return Err(errors);
     }
     program.functions = lowered.into_iter().collect::<EntityVec<FuncId, Function>>();
+    // A self tail call is a jump in the function (it is part of the meaning
+    // of a program), so it must be one in the function's gradient too: the
+    // derivation sees the loop it makes.
+    autobatch_passes::tail_calls::eliminate_self_tail_calls(&mut program);
     derive_gradients(&mut program, &registry.vjps)?;
     Ok(program)
 }

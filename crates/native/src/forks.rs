@@ -23,6 +23,11 @@
 //!
 //! A program that draws nothing runs without a stream (a null pointer):
 //! then only the figures are kept.
+//!
+//! A catching call of a program that uses a tape calls [`catch_begin`]
+//! before it (the member's tape is set aside, the callee starts with an
+//! empty one) and [`catch_end`] when it completed or was caught (the tape
+//! comes back), so that a caught failure leaves nothing of what it pushed.
 
 use autobatch_ir::TapeMode;
 use autobatch_kernels::{ForkKey, MemberRng};
@@ -143,4 +148,21 @@ pub(crate) extern "C" fn fork_end(ctx: *mut Context) {
             _ => Tape::give_back_list(fork.tapes),
         }
     }
+}
+
+pub(crate) extern "C" fn catch_begin(ctx: *mut Context) {
+    // SAFETY: native code passes its own context.
+    let ctx = unsafe { &mut *ctx };
+    let tape = std::mem::replace(&mut ctx.tape, Tape::spare());
+    ctx.caught_tapes.push(tape);
+}
+
+pub(crate) extern "C" fn catch_end(ctx: *mut Context) {
+    // SAFETY: native code passes its own context, after a `catch_begin`.
+    let ctx = unsafe { &mut *ctx };
+    let outer = ctx
+        .caught_tapes
+        .pop()
+        .expect("the end of a catching call that began");
+    Tape::give_back(std::mem::replace(&mut ctx.tape, outer));
 }

@@ -267,6 +267,9 @@ pub(crate) struct Context {
     /// and each leave it as they found it); an instance of a taped fork has
     /// its own (`forks`).
     tape: tape::Tape,
+    /// The tapes set aside by the catching calls the member is inside,
+    /// innermost last (`forks::catch_begin`).
+    caught_tapes: Vec<tape::Tape>,
     /// Where a member run among others suspends at a product with a
     /// static matrix ([`waits`]); null for a member run alone.
     yielder: *const waits::MemberYielder,
@@ -312,6 +315,7 @@ impl Context {
         self.forks.clear();
         self.adjoints.clear();
         self.tape.clear();
+        self.caught_tapes.clear();
         self.instances = 0;
         self.live_instances = 0;
         self.peak_instances = 0;
@@ -584,6 +588,7 @@ impl NativeProgram {
             peak_instances: 0,
             adjoints: Vec::new(),
             tape: tape::Tape::spare(),
+            caught_tapes: Vec::new(),
             yielder: std::ptr::null(),
         });
         let symbols = self.lengths.values.clone();
@@ -744,6 +749,10 @@ impl Runner<'_> {
         let (status, fault) = (context.status, context.fault.take());
         let (instances, peak_instances) = (context.instances, context.peak_instances);
         let adjoints = std::mem::take(&mut context.adjoints);
+        assert!(
+            status != 0 || context.tape.is_empty(),
+            "a member finished with values left on its tape"
+        );
         let outcome = match self.outcome(status, fault, results) {
             // A member stopped by the interrupt stopped as at its step
             // limit (one that finished or faulted in its last slice did

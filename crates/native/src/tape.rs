@@ -113,6 +113,11 @@ impl Tape {
         }
     }
 
+    /// Whether nothing is on the tape (neither values nor forks' tapes).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty() && self.forks.is_empty()
+    }
+
     /// Empties the tape (keeping its memory); the forks' tapes go back to
     /// the spares.
     pub fn clear(&mut self) {

@@ -96,6 +96,9 @@ pub(crate) struct Unit<'p> {
     pub fused_loops: usize,
     pub counting: Counting,
     pub interrupts: Interrupts,
+    /// Whether the program uses a tape (a derived function's parts): then
+    /// a catching call sets the member's tape aside (`forks::catch_begin`).
+    pub taped: bool,
 }
 
 impl<'p> Unit<'p> {
@@ -122,6 +125,12 @@ impl<'p> Unit<'p> {
             fused_loops: 0,
             counting,
             interrupts,
+            taped: program
+                .functions
+                .values()
+                .flat_map(|f| f.blocks.values())
+                .flat_map(|b| &b.ops)
+                .any(|op| matches!(op, autobatch_ir::Op::Prim { prim, .. } if prim.is_tape())),
         })
     }
 
@@ -177,6 +186,8 @@ fn new_module() -> Result<JITModule, String> {
     builder.symbol(INSTANCE_BEGIN, forks::instance_begin as *const u8);
     builder.symbol(INSTANCE_END, forks::instance_end as *const u8);
     builder.symbol(FORK_END, forks::fork_end as *const u8);
+    builder.symbol(CATCH_BEGIN, forks::catch_begin as *const u8);
+    builder.symbol(CATCH_END, forks::catch_end as *const u8);
     Ok(JITModule::new(builder))
 }
 
@@ -188,6 +199,8 @@ pub(crate) const FORK_BEGIN: &str = "autobatch_fork_begin";
 pub(crate) const INSTANCE_BEGIN: &str = "autobatch_instance_begin";
 pub(crate) const INSTANCE_END: &str = "autobatch_instance_end";
 pub(crate) const FORK_END: &str = "autobatch_fork_end";
+pub(crate) const CATCH_BEGIN: &str = "autobatch_catch_begin";
+pub(crate) const CATCH_END: &str = "autobatch_catch_end";
 
 /// The machine type a value of `ty` travels as: its scalar's, or a pointer.
 pub(crate) fn value_type(ty: &TensorType) -> Type {

@@ -179,6 +179,9 @@ pub struct LaneTable {
     /// program-counter unwinds at the fault, so every error it reports is
     /// final).
     catching: Vec<u32>,
+    /// Per lane, the tapes it set aside on entering the catching calls it
+    /// is inside, innermost last ([`LaneTable::set_tape_aside`]).
+    aside: Vec<Vec<Tape>>,
     members: usize,
     max_steps: u64,
     /// Members that have returned or stopped for good.
@@ -243,6 +246,7 @@ impl LaneTable {
             link: vec![None; size],
             waits: vec![None; size],
             catching: vec![0; size],
+            aside: vec![Vec::new(); size],
             tapes: vec![Tape::default(); size],
             members: size,
             max_steps,
@@ -301,6 +305,27 @@ impl LaneTable {
     /// Appends `value` to `lane`'s tape.
     pub fn tape_push(&mut self, lane: usize, value: Tensor) {
         self.tapes[lane].push(value);
+    }
+
+    /// `lane` enters a catching call: its tape is set aside and the callee
+    /// starts with an empty one, until [`LaneTable::take_tape_back`] at the
+    /// end of the call, completed or caught (a caught failure leaves
+    /// nothing of what it pushed; a completed call pushed and popped alike:
+    /// a catching call never calls a derived function's forward part).
+    pub fn set_tape_aside(&mut self, lane: u32) {
+        let l = lane as usize;
+        let tape = std::mem::take(&mut self.tapes[l]);
+        self.aside[l].push(tape);
+    }
+
+    /// `lane` leaves the catching call it entered last: its tape is the
+    /// one it had at the call again.
+    pub fn take_tape_back(&mut self, lane: u32) {
+        let l = lane as usize;
+        match self.aside[l].pop() {
+            Some(tape) => self.tapes[l] = tape,
+            None => internal_error("a lane left a catching call it had not entered"),
+        }
     }
 
     /// Takes the value pushed last off `lane`'s tape.
@@ -461,6 +486,9 @@ impl LaneTable {
                 self.release(lane_of(r) as u32);
             } else if let Err(error) = unwind(r, error) {
                 self.fail(lane_of(r) as u32, error);
+            } else {
+                // A catching call recovered it.
+                self.take_tape_back(lane_of(r) as u32);
             }
             retired.push(r);
         }
@@ -519,6 +547,9 @@ impl LaneTable {
 
     /// Records that the lane of `member` returned `results` from the entry function.
     pub fn finish(&mut self, member: usize, results: Vec<Tensor>) {
+        if !self.tapes[member].is_empty() {
+            internal_error("a member finished with values left on its tape");
+        }
         self.ended += 1;
         self.state[member] = LaneState::Returned;
         self.results[member] = Some(results);
@@ -547,6 +578,7 @@ impl LaneTable {
     /// `lane` enters a catching call (local-static).
     pub fn enter_catch(&mut self, lane: u32) {
         self.catching[lane as usize] += 1;
+        self.set_tape_aside(lane);
     }
 
     /// `lane` leaves a catching call (local-static): if it stopped inside
@@ -555,6 +587,7 @@ impl LaneTable {
     pub fn leave_catch(&mut self, lane: u32) -> bool {
         let l = lane as usize;
         self.catching[l] -= 1;
+        self.take_tape_back(lane);
         let caught = matches!(&self.state[l], LaneState::Failed(e) if e.kind.is_catchable());
         if caught {
             self.state[l] = LaneState::Running;
@@ -703,6 +736,7 @@ impl LaneTable {
                 self.link.push(None);
                 self.waits.push(None);
                 self.catching.push(0);
+                self.aside.push(Vec::new());
                 self.tapes.push(Tape::default());
                 (self.state.len() - 1) as u32
             }
@@ -719,6 +753,7 @@ impl LaneTable {
         self.link[l] = Some((fork, k));
         self.waits[l] = None;
         self.catching[l] = 0;
+        self.aside[l].clear();
         self.tapes[l] = std::mem::take(&mut join_tape);
         self.join_mut(fork).live.insert(k, lane);
         self.live_instances += 1;
@@ -999,7 +1034,11 @@ mod tests {
         let mut lanes = LaneTable::new(4, 0, 100);
         let mut rows = vec![0, 1, 2, 3];
         let mut faults = vec![(3, fault()), (1, fault())];
-        // Row 3's error is caught (the lane goes on elsewhere), row 1's is not.
+        // Row 3's error is caught (the lane goes on elsewhere, with the
+        // tape it had at its catching call), row 1's is not.
+        lanes.tape_push(3, Tensor::scalar(autobatch_types::Scalar::I64(7)));
+        lanes.set_tape_aside(3);
+        lanes.tape_push(3, Tensor::scalar(autobatch_types::Scalar::I64(8)));
         lanes.retire_faults(
             &mut rows,
             &mut faults,
@@ -1010,6 +1049,9 @@ mod tests {
         assert_eq!(rows, [0, 2]);
         assert!(faults.is_empty());
         assert!(lanes.has_failed(1) && !lanes.has_failed(3));
+        let kept = lanes.tape_pop(3);
+        assert_eq!(kept.data.get(0), autobatch_types::Scalar::I64(7));
+        assert!(lanes.tapes[3].is_empty());
     }
 
     #[test]

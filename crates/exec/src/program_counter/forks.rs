@@ -129,7 +129,10 @@ impl Machine<'_> {
             stacks: &mut self.stacks,
         };
         match unwind(r, error, &mut member_stacks) {
-            Ok(recover) => self.waiting.push(recover, &[r]),
+            Ok(recover) => {
+                self.step.lanes.take_tape_back(r);
+                self.waiting.push(recover, &[r]);
+            }
             Err(error) => self.step.lanes.fail(r, error),
         }
     }

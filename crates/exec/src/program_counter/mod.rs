@@ -353,6 +353,7 @@ impl<'a> Machine<'a> {
                     recover,
                     heights: self.catch_plan.saved_heights(pc, &self.stacks, r),
                 });
+                self.step.lanes.set_tape_aside(r);
             }
             self.return_stacks[r as usize].push(return_to);
             entering.push(r);
@@ -380,6 +381,7 @@ impl<'a> Machine<'a> {
                     let frames = &mut self.catches[m];
                     if frames.last().is_some_and(|f| f.return_depth == depth) {
                         frames.pop();
+                        self.step.lanes.take_tape_back(r);
                     }
                     self.waiting.push(to, &[r]);
                 }

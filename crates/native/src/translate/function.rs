@@ -33,7 +33,7 @@ use super::budget::FastLoop;
 use super::loops::Counts;
 use super::select::{merges, Merge};
 use super::tail::{tail_site, Tail};
-use super::{machine_type, Unit, COPY_BYTES, UNCATCHABLE, ZERO_BYTES};
+use super::{machine_type, Unit, CATCH_BEGIN, CATCH_END, COPY_BYTES, UNCATCHABLE, ZERO_BYTES};
 use crate::{offsets, operand, Counting, Interrupts, Segment, Stop};
 
 /// The translation of one function in progress.
@@ -1087,6 +1087,10 @@ impl Translator<'_, '_, '_> {
     /// A call: the depth check, the call, and what its status means.
     fn call(&mut self, dsts: &[Var], callee: FuncId, args: &[Var], loc: Loc, catch: bool) {
         let recover = catch.then(|| self.b.create_block());
+        let aside = catch && self.unit.taped;
+        if aside {
+            self.call_import(CATCH_BEGIN, &[self.ctx], None);
+        }
         let depth_left = self.b.use_var(self.depth);
         let no_room = self.b.ins().icmp_imm_s(IntCC::Equal, depth_left, 0);
         match recover {
@@ -1152,6 +1156,9 @@ impl Translator<'_, '_, '_> {
             .ins()
             .brif(uncatchable, self.propagate, &[], recover, &[]);
         self.b.switch_to_block(ok);
+        if aside {
+            self.call_import(CATCH_END, &[self.ctx], None);
+        }
         let completed = self.b.ins().iconst(types::I8, 1);
         self.b.def_var(self.vars[dsts[0].index()], completed);
         for (d, value) in scalar_dsts.iter().zip(&returned[1..]) {
@@ -1159,6 +1166,9 @@ impl Translator<'_, '_, '_> {
         }
         self.b.ins().jump(after, &[]);
         self.b.switch_to_block(recover);
+        if aside {
+            self.call_import(CATCH_END, &[self.ctx], None);
+        }
         let clear = self.b.ins().iconst(types::I32, 0);
         self.b.ins().store(FLAGS, clear, self.ctx, offsets::STATUS);
         let faulted = self.b.ins().iconst(types::I8, 0);
