@@ -110,6 +110,8 @@ def ours(a, batch_size, files, out_dir):
            "--dev", files["dev"], "--log", log, "--threads", str(a.threads), "--seed", "0"]
     if a.dense_updates:
         cmd.append("--dense-updates")
+    if a.strategy:
+        cmd += ["--strategy", a.strategy]
     cmd, env = common.restricted(cmd, a.threads)
     t0, cpu0 = time.perf_counter(), children_cpu()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -266,6 +268,7 @@ def main():
                     help="runs of each batch size, the sides alternating")
     ap.add_argument("--dense-updates", action="store_true",
                     help="update every row of the embedding at every step, on both sides")
+    ap.add_argument("--strategy", help="our strategy (default: none given, so auto picks)")
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--small", nargs=2, metavar=("INPUTS", "EXPECT"),
                     help="write the small test input and its numpy losses")

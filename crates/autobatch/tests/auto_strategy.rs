@@ -231,6 +231,26 @@ fn small_static_matrices_in_a_recursion_run_native_batched_with_members_to_share
 }
 
 #[test]
+fn a_recursions_gradient_with_respect_to_small_statics_runs_native() {
+    let program = compiled(RECURSIVE_MATRICES, "recursive.ab");
+    let bound = program
+        .bind_static_gradient("apply", &["W"], &matrix_inputs(16, 8, 6))
+        .unwrap_or_else(|e| panic!("{}", e.message()));
+    let auto = bound.run(&config(Strategy::Auto, 2)).expect("runs");
+    let reference = bound.run(&config(Strategy::Reference, 2)).expect("runs");
+    assert_eq!(auto.strategy, Strategy::Native);
+    assert_eq!(
+        auto.to_json(false)["static_gradients"],
+        reference.to_json(false)["static_gradients"]
+    );
+    let reason = auto.stats.choice.unwrap().reason;
+    assert!(
+        reason.contains("a recursive program's gradient with respect to statics"),
+        "{reason}"
+    );
+}
+
+#[test]
 fn products_mostly_with_per_member_matrices_run_native() {
     let source = r#"
 extern "autobatch" {

@@ -14,25 +14,32 @@
 //! 3. of the matrix products of the source (`matvec`, `vecmat`, `matmul`
 //!    in the functions the entry reaches), at least half are `matvec` or
 //!    `vecmat` with a static matrix (a static or an item of one), there are
-//!    at least two members per thread to share them, and a function the
-//!    entry reaches is recursive (calls itself, directly or through
-//!    others: trees, a sampler's trajectories): `native-batched` (each
+//!    at least two members per thread to share them, a function the entry
+//!    reaches is recursive (calls itself, directly or through others:
+//!    trees, a sampler's trajectories), the program takes a gradient with
+//!    respect to statics (training) and the largest such matrix has fewer
+//!    than [`LARGE_MATRIX`] elements: `native` (each member alone in
+//!    machine code, its tape and its statics' adjoints in its own frames,
+//!    which costs less than suspending members at each product to share
+//!    it);
+//! 4. as 3 without a gradient with respect to statics or with a larger
+//!    matrix: `native-batched` (each
 //!    member's control in machine code, each such product once for the
 //!    members of a thread waiting at it, whatever their depths);
-//! 4. as 3 without recursion, the largest such matrix with at least
+//! 5. as 3 without recursion, the largest such matrix with at least
 //!    [`LARGE_MATRIX`] elements: `program-counter` (each product one
 //!    product of the matrix with every member's vector at once, the matrix
 //!    read once per step);
-//! 5. as 4 with smaller matrices, in a program that keeps arrays on its
+//! 6. as 5 with smaller matrices, in a program that keeps arrays on its
 //!    tape (it takes `value_and_grad` or `grad` with respect to a member's
 //!    arrays; not a gradient with respect to statics): `native` (the
 //!    program-counter executor copies every member's taped arrays onto the
 //!    tape and back, which costs more than such products save; native
 //!    code keeps them in the member's frames);
-//! 6. as 4 with smaller matrices: `program-counter` (without recursion
+//! 7. as 5 with smaller matrices: `program-counter` (without recursion
 //!    the members' loops run in step, and every other operation is one
 //!    for the whole batch too);
-//! 7. otherwise: `native` (each member alone in machine code: scalar
+//! 8. otherwise: `native` (each member alone in machine code: scalar
 //!    control, per-member arrays, products mostly with per-member
 //!    matrices, or one member per thread).
 //!
@@ -139,6 +146,17 @@ pub fn choose(program: &Program, env: &Env, batch: &Batch, options: &RunOptions)
             Strategy::Native,
             "one member per thread to share them".to_string(),
         )
+    } else if recursive(program, batch.entry)
+        && rows * columns < LARGE_MATRIX
+        && to_statics(program, batch.entry)
+    {
+        (
+            Strategy::Native,
+            "a recursive program's gradient with respect to statics, with matrices smaller \
+             than the cache: each member alone in machine code, its tape and its statics' \
+             adjoints in its own frames"
+                .to_string(),
+        )
     } else if recursive(program, batch.entry) {
         (
             Strategy::NativeBatched,
@@ -239,23 +257,24 @@ fn recursive(program: &Program, entry: FuncId) -> bool {
     })
 }
 
-/// Whether a function the entry reaches pushes an array onto its tape
-/// (the forward part of a member's gradient), in a program that takes no
-/// gradient with respect to statics.
-fn tapes_arrays(program: &Program, entry: FuncId) -> bool {
+/// The operations of the functions the entry reaches, each with its function.
+fn reached_ops(program: &Program, entry: FuncId) -> impl Iterator<Item = (&Function, &Op)> {
     let reachable = program.reachable(entry);
-    let ops = || {
-        program
-            .functions
-            .iter()
-            .filter(|(id, _)| reachable[id.index()])
-            .flat_map(|(_, f)| {
-                f.blocks
-                    .values()
-                    .flat_map(move |b| b.ops.iter().map(move |op| (f, op)))
-            })
-    };
-    let to_statics = ops().any(|(_, op)| {
+    program
+        .functions
+        .iter()
+        .filter(move |(id, _)| reachable[id.index()])
+        .flat_map(|(_, f)| {
+            f.blocks
+                .values()
+                .flat_map(move |b| b.ops.iter().map(move |op| (f, op)))
+        })
+}
+
+/// Whether the program takes a gradient with respect to statics (a
+/// function the entry reaches logs a static's adjoint).
+fn to_statics(program: &Program, entry: FuncId) -> bool {
+    reached_ops(program, entry).any(|(_, op)| {
         matches!(
             op,
             Op::Prim {
@@ -263,9 +282,15 @@ fn tapes_arrays(program: &Program, entry: FuncId) -> bool {
                 ..
             }
         )
-    });
-    !to_statics
-        && ops().any(|(function, op)| match op {
+    })
+}
+
+/// Whether a function the entry reaches pushes an array onto its tape
+/// (the forward part of a member's gradient), in a program that takes no
+/// gradient with respect to statics.
+fn tapes_arrays(program: &Program, entry: FuncId) -> bool {
+    !to_statics(program, entry)
+        && reached_ops(program, entry).any(|(function, op)| match op {
             Op::Prim {
                 prim: Prim::TapePush,
                 args,
