@@ -411,7 +411,7 @@ impl BoundProgram {
                         nesterov = false, weight_decay = None, betas = None, eps = None,
                         clip_norm = None, dense_updates = false, schedule = "constant",
                         warmup_steps = None, seed = None, eval = None, dev = None, dev_shared = None, checkpoint = None,
-                        resume = None, strategy = "program-counter", lanes = "auto",
+                        resume = None, strategy = "auto", lanes = "auto",
                         threads = None, max_stack_depth = None, max_steps = None))]
     #[allow(clippy::too_many_arguments)]
     fn train<'py>(

@@ -79,7 +79,7 @@ pub struct TrainArgs {
     /// Worker threads, at most 4 per available core [default: the number of available cores].
     #[arg(long, value_name = "N", value_parser = values::threads)]
     threads: Option<usize>,
-    #[arg(long, value_parser = values::strategy, default_value = "program-counter", help = values::strategy_help(), long_help = values::strategy_long_help())]
+    #[arg(long, value_parser = values::strategy, default_value = "auto", help = values::strategy_help(), long_help = values::strategy_long_help())]
     strategy: Strategy,
     /// An entry run on --dev after each epoch, one scalar per example
     /// (a number or a bool), averaged (e.g. accuracy).
