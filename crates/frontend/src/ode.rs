@@ -295,6 +295,25 @@ fn lit(value: f64) -> String {
     format!("{value:?}")
 }
 
+/// The loops over the output times and the steps to each, up to the step
+/// size `hs` of a step (the last one to an output time ends on it), with
+/// the checks of the number of steps and of the step size: the same in
+/// both methods.
+fn steps_head(solver: &str) -> String {
+    format!(
+        "    let mut i: usize = 0;
+    while i < ODE_T {{
+        let target = ts[i];
+        let mut steps: i64 = 0;
+        while t < target {{
+            assert!(steps < max_num_steps, \"{solver}: max_num_steps steps taken before the next output time\");
+            steps += 1;
+            let last = t + h >= target;
+            let hs = if last {{ target - t }} else {{ h }};
+            assert!(hs > 4.0e-16 * t.abs(), \"{solver}: the step size underflowed\");"
+    )
+}
+
 /// The Dormand-Prince integration from `t0` through every time of `ts`.
 fn rk45_body(solver: &str, f: &str, args: &str, n: &str) -> String {
     let q = |a: f64, b: f64| lit(a / b);
@@ -339,16 +358,7 @@ fn rk45_body(solver: &str, f: &str, args: &str, n: &str) -> String {
     let mut t = t0;
     let mut k1 = {f}(t, y{args});
 {initial}
-    let mut i: usize = 0;
-    while i < ODE_T {{
-        let target = ts[i];
-        let mut steps: i64 = 0;
-        while t < target {{
-            assert!(steps < max_num_steps, \"{solver}: max_num_steps steps taken before the next output time\");
-            steps += 1;
-            let last = t + h >= target;
-            let hs = if last {{ target - t }} else {{ h }};
-            assert!(hs > 4.0e-16 * t.abs(), \"{solver}: the step size underflowed\");
+{steps_head}
             let k2 = {f}(t + {c0} * hs, y + hs * ({a2_0} * k1){args});
             let k3 = {f}(t + {c1} * hs, y + hs * ({a3_0} * k1 + {a3_1} * k2){args});
             let k4 = {f}(t + {c2} * hs, y + hs * ({a4_0} * k1 + {a4_1} * k2 + {a4_2} * k3){args});
@@ -380,6 +390,7 @@ fn rk45_body(solver: &str, f: &str, args: &str, n: &str) -> String {
         c1 = c[1],
         c2 = c[2],
         c3 = c[3],
+        steps_head = steps_head(solver),
         a2_0 = a2[0],
         a3_0 = a3[0],
         a3_1 = a3[1],
@@ -493,16 +504,7 @@ fn rosenbrock_body(solver: &str, name: &str, f: &str, args: &str, n: &str) -> St
     let d1 = (dot(k1 / sc, k1 / sc) / n).max(1e-300).sqrt();
     let mut h = if d1 < 1e-5 {{ 1e-6 }} else {{ 0.01 / d1 }};
     h = h.min(ts[ODE_T - 1] - t0);
-    let mut i: usize = 0;
-    while i < ODE_T {{
-        let target = ts[i];
-        let mut steps: i64 = 0;
-        while t < target {{
-            assert!(steps < max_num_steps, \"{solver}: max_num_steps steps taken before the next output time\");
-            steps += 1;
-            let last = t + h >= target;
-            let hs = if last {{ target - t }} else {{ h }};
-            assert!(hs > 4.0e-16 * t.abs(), \"{solver}: the step size underflowed\");
+{steps_head}
             let f0 = {f}(t, y{args});
             let mut columns = [[0.0; {n}]; {n}];
             let mut c: usize = 0;
@@ -540,6 +542,7 @@ fn rosenbrock_body(solver: &str, name: &str, f: &str, args: &str, n: &str) -> St
     }}
     out
 ",
+        steps_head = steps_head(solver),
         d = lit(d),
         e32 = lit(e32),
         sixth = lit(-1.0 / 6.0),
