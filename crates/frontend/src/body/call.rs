@@ -11,7 +11,7 @@ use crate::location::{end_of, expr_end, expr_start, path_end, path_start, start_
 use crate::Diagnostic;
 
 use super::infer::Elem;
-use super::{mk, peel, FunctionChecker};
+use super::{mk, no_generic_arguments, peel, FunctionChecker};
 
 impl FunctionChecker<'_, '_> {
     pub(super) fn check_args(
@@ -101,15 +101,11 @@ impl FunctionChecker<'_, '_> {
         }
         if name == "grad" || name == "value_and_grad" || name == "jacobian" {
             if let Some(t) = turbofish {
-                return Err(error(
-                    format!("`{name}` takes no generic arguments"),
-                    start_of(t.lt_token.span),
-                    end_of(t.gt_token.span),
-                    "unexpected `::<...>`",
-                )
-                .map_note(format!(
-                    "give the function's const arguments on the function: `{name}(f::<3>, x)`"
-                )));
+                return Err(
+                    no_generic_arguments(&format!("`{name}`"), t).map_note(format!(
+                        "give the function's const arguments on the function: `{name}(f::<3>, x)`"
+                    )),
+                );
             }
             return self.check_grad(name, args, loc, end);
         }
@@ -125,12 +121,7 @@ impl FunctionChecker<'_, '_> {
             ));
         };
         if let Some(t) = turbofish {
-            return Err(error(
-                format!("the builtin `{name}` takes no generic arguments"),
-                start_of(t.lt_token.span),
-                end_of(t.gt_token.span),
-                "unexpected `::<...>`",
-            ));
+            return Err(no_generic_arguments(&format!("the builtin `{name}`"), t));
         }
         self.check_builtin_function(builtin, name, args, loc, end)
     }
@@ -146,12 +137,7 @@ impl FunctionChecker<'_, '_> {
         end: Loc,
     ) -> CheckResult<Expr> {
         if let Some(t) = turbofish {
-            return Err(error(
-                format!("`{name}` takes no generic arguments"),
-                start_of(t.lt_token.span),
-                end_of(t.gt_token.span),
-                "unexpected `::<...>`",
-            ));
+            return Err(no_generic_arguments(&format!("`{name}`"), t));
         }
         let generated = crate::ode::site_function(name, loc);
         let Some(ModuleName::Function(index)) = self.scope.names.get(&generated).map(|(k, _)| *k)
@@ -332,11 +318,9 @@ impl FunctionChecker<'_, '_> {
     ) -> CheckResult<Expr> {
         let host = self.scope.host_functions[index].clone();
         if let Some(t) = turbofish {
-            return Err(error(
-                format!("host primitive `{}` takes no generic arguments", host.name),
-                start_of(t.lt_token.span),
-                end_of(t.gt_token.span),
-                "unexpected `::<...>`",
+            return Err(no_generic_arguments(
+                &format!("host primitive `{}`", host.name),
+                t,
             ));
         }
         check_arity(&host.name, host.params.len(), args.len(), (loc, end))?;
@@ -373,12 +357,7 @@ impl FunctionChecker<'_, '_> {
         end: Loc,
     ) -> CheckResult<Expr> {
         if let Some(t) = turbofish {
-            return Err(error(
-                "`catch` takes no generic arguments",
-                start_of(t.lt_token.span),
-                end_of(t.gt_token.span),
-                "unexpected `::<...>`",
-            ));
+            return Err(no_generic_arguments("`catch`", t));
         }
         let usage = "write `catch(f(a, b))`: one call of a function of the program, whose faults are caught; it gives `(true, result)`, or `(false, zeros)` when the call faults";
         if args.len() != 1 {

@@ -16,7 +16,7 @@ use crate::items::{check_array_size, error, CheckResult, MapNote, Signature};
 use crate::location::{end_of, expr_end, expr_start, start_of};
 
 use super::call::{inferred_const_args, partially_bound, substitute};
-use super::{mk, peel, FunctionChecker};
+use super::{mk, no_generic_arguments, peel, FunctionChecker};
 
 type Args = syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>;
 type Turbofish = syn::AngleBracketedGenericArguments;
@@ -47,13 +47,9 @@ impl FunctionChecker<'_, '_> {
         end: Loc,
     ) -> CheckResult<Expr> {
         if let Some(t) = turbofish {
-            return Err(error(
-                "`join` takes no generic arguments",
-                start_of(t.lt_token.span),
-                end_of(t.gt_token.span),
-                "unexpected `::<...>`",
-            )
-            .map_note("give a function's const arguments in its call: `join(f::<3>(x), g(y))`"));
+            return Err(no_generic_arguments("`join`", t).map_note(
+                "give a function's const arguments in its call: `join(f::<3>(x), g(y))`",
+            ));
         }
         if args.len() < 2 {
             let given = if args.is_empty() {
@@ -232,12 +228,7 @@ impl FunctionChecker<'_, '_> {
             Some(self.pfor_count(turbofish, loc)?)
         } else {
             if let Some(t) = turbofish {
-                return Err(error(
-                    "`map` takes no generic arguments",
-                    start_of(t.lt_token.span),
-                    end_of(t.gt_token.span),
-                    "unexpected `::<...>`",
-                )
+                return Err(no_generic_arguments("`map`", t)
                 .map_note("the number of instances is the length of the array; give the function's const arguments on the function: `map(f::<3>, xs)`"));
             }
             None

@@ -11,12 +11,11 @@ use autobatch_types::{Loc, ScalarType};
 
 use crate::hir::{DimExpr, Expr, ExprKind, TensorTy, Ty};
 use crate::items::{error, CheckResult};
-use crate::location::{end_of, start_of};
 use crate::Diagnostic;
 
 use super::call::check_arity;
 use super::infer::{Class, Elem};
-use super::{mk, FunctionChecker};
+use super::{mk, no_generic_arguments, FunctionChecker};
 
 /// What the arguments of one call have in common, gathered argument by argument.
 #[derive(Default)]
@@ -41,12 +40,7 @@ impl FunctionChecker<'_, '_> {
     ) -> CheckResult<Expr> {
         let name = function.name();
         if let Some(t) = turbofish {
-            return Err(error(
-                format!("`{name}` takes no generic arguments"),
-                start_of(t.lt_token.span),
-                end_of(t.gt_token.span),
-                "unexpected `::<...>`",
-            ));
+            return Err(no_generic_arguments(&format!("`{name}`"), t));
         }
         let params = function.params();
         check_arity(&name, params.len(), args.len(), (loc, end))?;

@@ -42,6 +42,19 @@ use infer::{Elem, ElemVar};
 pub(crate) const MAX_EXPRESSION_DEPTH: usize = crate::guard::MAX_NESTING;
 /// How many binary operators may follow each other (`a + b + c + ...`).
 pub(crate) const MAX_CHAIN_LENGTH: usize = 10_000;
+/// The error of generic arguments (`f::<3>`) given to `subject` (e.g.
+/// "`catch`"), which takes none; the caller may add a note.
+fn no_generic_arguments(
+    subject: &str,
+    turbofish: &syn::AngleBracketedGenericArguments,
+) -> Box<Diagnostic> {
+    error(
+        format!("{subject} takes no generic arguments"),
+        start_of(turbofish.lt_token.span),
+        end_of(turbofish.gt_token.span),
+        "unexpected `::<...>`",
+    )
+}
 
 fn too_long(loc: Loc, end: Loc) -> Box<Diagnostic> {
     Box::new(
