@@ -1032,16 +1032,53 @@ fn read_before_overwritten(block: &LoweredBlock, from: usize, v: GlobalVar) -> b
     true
 }
 
-/// The text form of the lowered program (`autobatch ir --lowered`).
+/// The text form of the lowered program (`autobatch ir --lowered`): a
+/// summary line, each function with its variables, then each block.
 pub fn lowered_to_string(program: &Program, lowered: &LoweredProgram) -> String {
-    let mut out = String::new();
-    let var_name = |x: GlobalVar| {
-        let v = &lowered.vars[x];
-        match &v.name {
-            Some(n) => format!("{x} {n}"),
-            None => format!("{x}"),
-        }
-    };
+    let mut out = lowered_summary(lowered);
+    for (fid, f) in lowered.functions.iter() {
+        let params: Vec<String> = f.params.iter().map(|p| var_name(lowered, *p)).collect();
+        let results: Vec<String> = f.results.iter().map(|p| p.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "fn {fid} {}({}) -> ({})  entry {}",
+            f.name,
+            params.join(", "),
+            results.join(", "),
+            f.entry
+        );
+        let by_class: Vec<String> = lowered
+            .vars
+            .iter()
+            .filter(|(_, v)| v.func == fid)
+            .map(|(x, v)| {
+                format!(
+                    "{}: {} {}",
+                    var_name(lowered, x),
+                    program.type_name(&v.ty),
+                    v.class.name()
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "  vars: {}", by_class.join(", "));
+    }
+    for (pc, block) in lowered.blocks.iter() {
+        write_lowered_block(&mut out, pc, block);
+    }
+    out
+}
+
+/// `x3 name`, or `x3` for a variable without a name.
+fn var_name(lowered: &LoweredProgram, x: GlobalVar) -> String {
+    match &lowered.vars[x].name {
+        Some(n) => format!("{x} {n}"),
+        None => format!("{x}"),
+    }
+}
+
+/// The first line of the lowered text: the stack pushes and how many
+/// variables each class has.
+fn lowered_summary(lowered: &LoweredProgram) -> String {
     let mut class_counts = [0usize; 5];
     for v in lowered.vars.values() {
         let k = match v.class {
@@ -1057,106 +1094,84 @@ pub fn lowered_to_string(program: &Program, lowered: &LoweredProgram) -> String 
         0 => String::new(),
         n => format!(", {n} member"),
     };
-    let _ = writeln!(
-        out,
-        "; stack pushes: {}; variables: {} invariant, {} temporary, {} register, {} full{members}",
+    format!(
+        "; stack pushes: {}; variables: {} invariant, {} temporary, {} register, {} full{members}\n",
         lowered.push_count(),
         class_counts[0],
         class_counts[1],
         class_counts[2],
         class_counts[3]
-    );
-    for (fid, f) in lowered.functions.iter() {
-        let params: Vec<String> = f.params.iter().map(|p| var_name(*p)).collect();
-        let results: Vec<String> = f.results.iter().map(|p| p.to_string()).collect();
-        let _ = writeln!(
-            out,
-            "fn {fid} {}({}) -> ({})  entry {}",
-            f.name,
-            params.join(", "),
-            results.join(", "),
-            f.entry
-        );
-        let mut by_class: Vec<String> = Vec::new();
-        for (x, v) in lowered.vars.iter().filter(|(_, v)| v.func == fid) {
-            by_class.push(format!(
-                "{}: {} {}",
-                var_name(x),
-                program.type_name(&v.ty),
-                v.class.name()
-            ));
-        }
-        let _ = writeln!(out, "  vars: {}", by_class.join(", "));
-    }
+    )
+}
+
+/// Block `pc`'s heading, its operations and its terminator, a line each.
+fn write_lowered_block(out: &mut String, pc: impl std::fmt::Display, block: &LoweredBlock) {
     let list = |xs: &[GlobalVar]| {
         xs.iter()
             .map(|x| x.to_string())
             .collect::<Vec<_>>()
             .join(", ")
     };
-    for (pc, block) in lowered.blocks.iter() {
-        let _ = writeln!(
-            out,
-            "{pc} ({} {}{}):  @{}",
-            block.func,
-            block.origin,
-            if block.counts_step {
-                ""
-            } else {
-                ", continuation"
-            },
-            block.loc
-        );
-        for op in &block.ops {
-            let _ = match op {
-                LoweredOp::Prim {
-                    dst,
-                    prim,
-                    args,
-                    loc,
-                } => {
-                    let lhs = dst.map(|d| format!("{d} = ")).unwrap_or_default();
-                    let rhs = if args.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" {}", list(args))
-                    };
-                    writeln!(out, "  {lhs}{prim}{rhs}  @{loc}")
-                }
-                LoweredOp::Push(x) => writeln!(out, "  push {x}"),
-                LoweredOp::Pop(x) => writeln!(out, "  pop {x}"),
-                LoweredOp::Peek(x) => writeln!(out, "  peek {x}"),
-            };
-        }
-        let _ = match &block.term {
-            LoweredTerm::Jump(t) => writeln!(out, "  jump {t}"),
-            LoweredTerm::Branch {
-                cond,
-                then_block,
-                else_block,
-            } => {
-                writeln!(out, "  branch {cond}, {then_block}, {else_block}")
-            }
-            LoweredTerm::PushJump {
-                callee,
-                target,
-                return_to,
-                recover,
+    let _ = writeln!(
+        out,
+        "{pc} ({} {}{}):  @{}",
+        block.func,
+        block.origin,
+        if block.counts_step {
+            ""
+        } else {
+            ", continuation"
+        },
+        block.loc
+    );
+    for op in &block.ops {
+        let _ = match op {
+            LoweredOp::Prim {
+                dst,
+                prim,
+                args,
                 loc,
             } => {
-                let recover = recover
-                    .map(|r| format!(", recover at {r}"))
-                    .unwrap_or_default();
-                writeln!(
-                    out,
-                    "  push_jump {callee} {target}, return to {return_to}{recover}  @{loc}"
-                )
+                let lhs = dst.map(|d| format!("{d} = ")).unwrap_or_default();
+                let rhs = if args.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", list(args))
+                };
+                writeln!(out, "  {lhs}{prim}{rhs}  @{loc}")
             }
-            LoweredTerm::Return => writeln!(out, "  return"),
-            LoweredTerm::Fork(fork) => writeln!(out, "  {}", fork_text(fork)),
+            LoweredOp::Push(x) => writeln!(out, "  push {x}"),
+            LoweredOp::Pop(x) => writeln!(out, "  pop {x}"),
+            LoweredOp::Peek(x) => writeln!(out, "  peek {x}"),
         };
     }
-    out
+    let _ = match &block.term {
+        LoweredTerm::Jump(t) => writeln!(out, "  jump {t}"),
+        LoweredTerm::Branch {
+            cond,
+            then_block,
+            else_block,
+        } => {
+            writeln!(out, "  branch {cond}, {then_block}, {else_block}")
+        }
+        LoweredTerm::PushJump {
+            callee,
+            target,
+            return_to,
+            recover,
+            loc,
+        } => {
+            let recover = recover
+                .map(|r| format!(", recover at {r}"))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  push_jump {callee} {target}, return to {return_to}{recover}  @{loc}"
+            )
+        }
+        LoweredTerm::Return => writeln!(out, "  return"),
+        LoweredTerm::Fork(fork) => writeln!(out, "  {}", fork_text(fork)),
+    };
 }
 
 /// `fork.4 f1 pc3(x2 <- each x0, x3 <- index) -> (x7 <- x4), then pc9  @l:c`.
