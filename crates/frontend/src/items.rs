@@ -328,16 +328,7 @@ impl<'a> ModuleScope<'a> {
             ["usize", "MAX"] => int(ScalarType::Usize, u64::MAX as i128),
             ["usize", "MIN"] => int(ScalarType::Usize, 0),
             ["f32", name] => {
-                let v = match *name {
-                    "MAX" => f32::MAX,
-                    "MIN" => f32::MIN,
-                    "MIN_POSITIVE" => f32::MIN_POSITIVE,
-                    "EPSILON" => f32::EPSILON,
-                    "INFINITY" => f32::INFINITY,
-                    "NEG_INFINITY" => f32::NEG_INFINITY,
-                    "NAN" => f32::NAN,
-                    _ => return None,
-                };
+                let v = f32_limit(name)?;
                 Some(ConstValue {
                     ty: ScalarType::F32,
                     literal: Literal::Float {
@@ -346,41 +337,9 @@ impl<'a> ModuleScope<'a> {
                     },
                 })
             }
-            ["f64", name] => {
-                let v = match *name {
-                    "MAX" => f64::MAX,
-                    "MIN" => f64::MIN,
-                    "MIN_POSITIVE" => f64::MIN_POSITIVE,
-                    "EPSILON" => f64::EPSILON,
-                    "INFINITY" => f64::INFINITY,
-                    "NEG_INFINITY" => f64::NEG_INFINITY,
-                    "NAN" => f64::NAN,
-                    _ => return None,
-                };
-                float(ScalarType::F64, v)
-            }
+            ["f64", name] => float(ScalarType::F64, f64_limit(name)?),
             [width @ ("f32" | "f64"), "consts", name] => {
-                use std::f64::consts as c;
-                let v = match *name {
-                    "PI" => c::PI,
-                    "TAU" => c::TAU,
-                    "E" => c::E,
-                    "LN_2" => c::LN_2,
-                    "LN_10" => c::LN_10,
-                    "LOG2_E" => c::LOG2_E,
-                    "LOG10_E" => c::LOG10_E,
-                    "SQRT_2" => c::SQRT_2,
-                    "FRAC_1_SQRT_2" => c::FRAC_1_SQRT_2,
-                    "FRAC_PI_2" => c::FRAC_PI_2,
-                    "FRAC_PI_3" => c::FRAC_PI_3,
-                    "FRAC_PI_4" => c::FRAC_PI_4,
-                    "FRAC_PI_6" => c::FRAC_PI_6,
-                    "FRAC_PI_8" => c::FRAC_PI_8,
-                    "FRAC_1_PI" => c::FRAC_1_PI,
-                    "FRAC_2_PI" => c::FRAC_2_PI,
-                    "FRAC_2_SQRT_PI" => c::FRAC_2_SQRT_PI,
-                    _ => return None,
-                };
+                let v = math_constant(name)?;
                 float(
                     if *width == "f32" {
                         ScalarType::F32
@@ -393,6 +352,60 @@ impl<'a> ModuleScope<'a> {
             _ => None,
         }
     }
+}
+
+/// The `f32` constant `f32::NAME`: its limits, infinities and NaN.
+fn f32_limit(name: &str) -> Option<f32> {
+    Some(match name {
+        "MAX" => f32::MAX,
+        "MIN" => f32::MIN,
+        "MIN_POSITIVE" => f32::MIN_POSITIVE,
+        "EPSILON" => f32::EPSILON,
+        "INFINITY" => f32::INFINITY,
+        "NEG_INFINITY" => f32::NEG_INFINITY,
+        "NAN" => f32::NAN,
+        _ => return None,
+    })
+}
+
+/// The `f64` constant `f64::NAME`: its limits, infinities and NaN.
+fn f64_limit(name: &str) -> Option<f64> {
+    Some(match name {
+        "MAX" => f64::MAX,
+        "MIN" => f64::MIN,
+        "MIN_POSITIVE" => f64::MIN_POSITIVE,
+        "EPSILON" => f64::EPSILON,
+        "INFINITY" => f64::INFINITY,
+        "NEG_INFINITY" => f64::NEG_INFINITY,
+        "NAN" => f64::NAN,
+        _ => return None,
+    })
+}
+
+/// The mathematical constant `f64::consts::NAME` (also read as `f32`'s,
+/// rounded).
+fn math_constant(name: &str) -> Option<f64> {
+    use std::f64::consts as c;
+    Some(match name {
+        "PI" => c::PI,
+        "TAU" => c::TAU,
+        "E" => c::E,
+        "LN_2" => c::LN_2,
+        "LN_10" => c::LN_10,
+        "LOG2_E" => c::LOG2_E,
+        "LOG10_E" => c::LOG10_E,
+        "SQRT_2" => c::SQRT_2,
+        "FRAC_1_SQRT_2" => c::FRAC_1_SQRT_2,
+        "FRAC_PI_2" => c::FRAC_PI_2,
+        "FRAC_PI_3" => c::FRAC_PI_3,
+        "FRAC_PI_4" => c::FRAC_PI_4,
+        "FRAC_PI_6" => c::FRAC_PI_6,
+        "FRAC_PI_8" => c::FRAC_PI_8,
+        "FRAC_1_PI" => c::FRAC_1_PI,
+        "FRAC_2_PI" => c::FRAC_2_PI,
+        "FRAC_2_SQRT_PI" => c::FRAC_2_SQRT_PI,
+        _ => return None,
+    })
 }
 
 /// Helper to add a note to a boxed diagnostic.
