@@ -316,41 +316,6 @@ fn steps_head(solver: &str) -> String {
 
 /// The Dormand-Prince integration from `t0` through every time of `ts`.
 fn rk45_body(solver: &str, f: &str, args: &str, n: &str) -> String {
-    let q = |a: f64, b: f64| lit(a / b);
-    // The stages' coefficients (Dormand and Prince 1980), the fifth-order
-    // weights being the last stage's, and the error weights b - b̂.
-    let a2 = [q(1.0, 5.0)];
-    let a3 = [q(3.0, 40.0), q(9.0, 40.0)];
-    let a4 = [q(44.0, 45.0), q(-56.0, 15.0), q(32.0, 9.0)];
-    let a5 = [
-        q(19372.0, 6561.0),
-        q(-25360.0, 2187.0),
-        q(64448.0, 6561.0),
-        q(-212.0, 729.0),
-    ];
-    let a6 = [
-        q(9017.0, 3168.0),
-        q(-355.0, 33.0),
-        q(46732.0, 5247.0),
-        q(49.0, 176.0),
-        q(-5103.0, 18656.0),
-    ];
-    let b = [
-        q(35.0, 384.0),
-        q(500.0, 1113.0),
-        q(125.0, 192.0),
-        q(-2187.0, 6784.0),
-        q(11.0, 84.0),
-    ];
-    let e = [
-        q(71.0, 57600.0),
-        q(-71.0, 16695.0),
-        q(71.0, 1920.0),
-        q(-17253.0, 339200.0),
-        q(22.0, 525.0),
-        q(-1.0, 40.0),
-    ];
-    let c = [q(1.0, 5.0), q(3.0, 10.0), q(4.0, 5.0), q(8.0, 9.0)];
     format!(
         "    let n = {n} as f64;
     let mut out = [y0; ODE_T];
@@ -359,14 +324,7 @@ fn rk45_body(solver: &str, f: &str, args: &str, n: &str) -> String {
     let mut k1 = {f}(t, y{args});
 {initial}
 {steps_head}
-            let k2 = {f}(t + {c0} * hs, y + hs * ({a2_0} * k1){args});
-            let k3 = {f}(t + {c1} * hs, y + hs * ({a3_0} * k1 + {a3_1} * k2){args});
-            let k4 = {f}(t + {c2} * hs, y + hs * ({a4_0} * k1 + {a4_1} * k2 + {a4_2} * k3){args});
-            let k5 = {f}(t + {c3} * hs, y + hs * ({a5_0} * k1 + {a5_1} * k2 + {a5_2} * k3 + {a5_3} * k4){args});
-            let k6 = {f}(t + hs, y + hs * ({a6_0} * k1 + {a6_1} * k2 + {a6_2} * k3 + {a6_3} * k4 + {a6_4} * k5){args});
-            let y5 = y + hs * ({b0} * k1 + {b1} * k3 + {b2} * k4 + {b3} * k5 + {b4} * k6);
-            let k7 = {f}(t + hs, y5{args});
-            let e = hs * ({e0} * k1 + {e1} * k3 + {e2} * k4 + {e3} * k5 + {e4} * k6 + {e5} * k7);
+{stages}
             let r = e / (atol + rtol * y.abs().max(y5.abs()));
             let err2 = dot(r, r) / n;
             assert!(!err2.is_nan(), \"{solver}: the state or its derivative is not finite\");
@@ -386,38 +344,87 @@ fn rk45_body(solver: &str, f: &str, args: &str, n: &str) -> String {
     out
 ",
         initial = initial_step(f, args),
-        c0 = c[0],
-        c1 = c[1],
-        c2 = c[2],
-        c3 = c[3],
         steps_head = steps_head(solver),
-        a2_0 = a2[0],
-        a3_0 = a3[0],
-        a3_1 = a3[1],
-        a4_0 = a4[0],
-        a4_1 = a4[1],
-        a4_2 = a4[2],
-        a5_0 = a5[0],
-        a5_1 = a5[1],
-        a5_2 = a5[2],
-        a5_3 = a5[3],
-        a6_0 = a6[0],
-        a6_1 = a6[1],
-        a6_2 = a6[2],
-        a6_3 = a6[3],
-        a6_4 = a6[4],
-        b0 = b[0],
-        b1 = b[1],
-        b2 = b[2],
-        b3 = b[3],
-        b4 = b[4],
-        e0 = e[0],
-        e1 = e[1],
-        e2 = e[2],
-        e3 = e[3],
-        e4 = e[4],
-        e5 = e[5],
+        stages = dormand_prince_stages(f, args),
     )
+}
+
+/// One Dormand-Prince step of size `hs` from `t`, `y` and `k1`: the stages
+/// `k2` to `k6`, the fifth-order solution `y5`, `k7` at it, and the error
+/// estimate `e`.
+fn dormand_prince_stages(f: &str, args: &str) -> String {
+    let q = |(a, b): (f64, f64)| lit(a / b);
+    // The stages' coefficients (Dormand and Prince 1980), the fifth-order
+    // weights being the last stage's, and the error weights b - b̂.
+    let a: [&[(f64, f64)]; 5] = [
+        &[(1.0, 5.0)],
+        &[(3.0, 40.0), (9.0, 40.0)],
+        &[(44.0, 45.0), (-56.0, 15.0), (32.0, 9.0)],
+        &[
+            (19372.0, 6561.0),
+            (-25360.0, 2187.0),
+            (64448.0, 6561.0),
+            (-212.0, 729.0),
+        ],
+        &[
+            (9017.0, 3168.0),
+            (-355.0, 33.0),
+            (46732.0, 5247.0),
+            (49.0, 176.0),
+            (-5103.0, 18656.0),
+        ],
+    ];
+    let b = [
+        (35.0, 384.0),
+        (500.0, 1113.0),
+        (125.0, 192.0),
+        (-2187.0, 6784.0),
+        (11.0, 84.0),
+    ];
+    let e = [
+        (71.0, 57600.0),
+        (-71.0, 16695.0),
+        (71.0, 1920.0),
+        (-17253.0, 339200.0),
+        (22.0, 525.0),
+        (-1.0, 40.0),
+    ];
+    let c = [(1.0, 5.0), (3.0, 10.0), (4.0, 5.0), (8.0, 9.0)];
+    // `w0 * kN + w1 * kM + ...` over the weights and the stages they weigh.
+    let sum = |weights: &[(f64, f64)], stages: &[usize]| {
+        weights
+            .iter()
+            .zip(stages)
+            .map(|(&w, k)| format!("{} * k{k}", q(w)))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    };
+    let mut out = String::new();
+    for (i, row) in a.iter().enumerate() {
+        let stage = i + 2;
+        let time = match c.get(i) {
+            Some(&ci) => format!("t + {} * hs", q(ci)),
+            None => "t + hs".to_owned(),
+        };
+        let earlier: Vec<usize> = (1..stage).collect();
+        let _ = writeln!(
+            out,
+            "            let k{stage} = {f}({time}, y + hs * ({}){args});",
+            sum(row, &earlier)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "            let y5 = y + hs * ({});",
+        sum(&b, &[1, 3, 4, 5, 6])
+    );
+    let _ = writeln!(out, "            let k7 = {f}(t + hs, y5{args});");
+    let _ = write!(
+        out,
+        "            let e = hs * ({});",
+        sum(&e, &[1, 3, 4, 5, 6, 7])
+    );
+    out
 }
 
 /// The first step size, as Hairer, Nørsett and Wanner choose it (for a
