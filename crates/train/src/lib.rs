@@ -50,6 +50,66 @@
 //! the command line or of file formats: its checkpoint is a list of named
 //! tensors, which the caller writes as it likes.
 
+/// A choice among named kinds (`enum`s without fields, read from and
+/// printed as their names): declares the enum with `ALL`, `name`,
+/// `Display` and `FromStr`, whose error names the kind of choice
+/// (`what`) and every name it accepts.
+macro_rules! named_kinds {
+    (
+        $(#[$meta:meta])*
+        pub enum $kind:ident, $what:literal {
+            $($variant:ident = $name:literal),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum $kind {
+            $($variant),+
+        }
+
+        impl $kind {
+            pub const ALL: [$kind; [$($name),+].len()] = [$($kind::$variant),+];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($kind::$variant => $name),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $kind {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl std::str::FromStr for $kind {
+            type Err = String;
+            fn from_str(text: &str) -> Result<Self, String> {
+                $kind::ALL
+                    .into_iter()
+                    .find(|k| k.name() == text)
+                    .ok_or_else(|| {
+                        format!(
+                            "unknown {} `{text}` (expected {})",
+                            $what,
+                            crate::one_of(&[$($name),+])
+                        )
+                    })
+            }
+        }
+    };
+}
+
+/// `a, b or c`.
+fn one_of(names: &[&str]) -> String {
+    match names.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 pub mod batches;
 pub mod clip;
 pub mod optim;

@@ -16,50 +16,17 @@
 //! - AdamW: `p *= 1 - lr * wd` (decoupled weight decay), then Adam's update
 //!   without the `wd * p` term.
 
-use std::fmt;
 use std::ops::{Add, Div, Mul, Sub};
-use std::str::FromStr;
 
 use autobatch::{BoundProgram, Gradient, InputError};
 use autobatch_types::{Data, Tensor};
 
-/// Which optimizer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OptimizerKind {
-    Sgd,
-    Adam,
-    AdamW,
-}
-
-impl OptimizerKind {
-    pub const ALL: [OptimizerKind; 3] = [
-        OptimizerKind::Sgd,
-        OptimizerKind::Adam,
-        OptimizerKind::AdamW,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            OptimizerKind::Sgd => "sgd",
-            OptimizerKind::Adam => "adam",
-            OptimizerKind::AdamW => "adamw",
-        }
-    }
-}
-
-impl fmt::Display for OptimizerKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for OptimizerKind {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
-        OptimizerKind::ALL
-            .into_iter()
-            .find(|k| k.name() == text)
-            .ok_or_else(|| format!("unknown optimizer `{text}` (expected sgd, adam or adamw)"))
+named_kinds! {
+    /// Which optimizer.
+    pub enum OptimizerKind, "optimizer" {
+        Sgd = "sgd",
+        Adam = "adam",
+        AdamW = "adamw",
     }
 }
 

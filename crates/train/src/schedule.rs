@@ -13,48 +13,12 @@
 //! - cosine: `max(0, (1 + cos(pi * p)) / 2)` with
 //!   `p = (step - warmup) / max(1, total - warmup)`.
 
-use std::fmt;
-use std::str::FromStr;
-
-/// The shape of a schedule after its warmup.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ScheduleKind {
-    Constant,
-    Linear,
-    Cosine,
-}
-
-impl ScheduleKind {
-    pub const ALL: [ScheduleKind; 3] = [
-        ScheduleKind::Constant,
-        ScheduleKind::Linear,
-        ScheduleKind::Cosine,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ScheduleKind::Constant => "constant",
-            ScheduleKind::Linear => "linear",
-            ScheduleKind::Cosine => "cosine",
-        }
-    }
-}
-
-impl fmt::Display for ScheduleKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for ScheduleKind {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
-        ScheduleKind::ALL
-            .into_iter()
-            .find(|k| k.name() == text)
-            .ok_or_else(|| {
-                format!("unknown schedule `{text}` (expected constant, linear or cosine)")
-            })
+named_kinds! {
+    /// The shape of a schedule after its warmup.
+    pub enum ScheduleKind, "schedule" {
+        Constant = "constant",
+        Linear = "linear",
+        Cosine = "cosine",
     }
 }
 
