@@ -17,6 +17,7 @@ use autobatch_ir::{AdjointKind, StaticAdjoint, StaticId};
 use autobatch_types::{Data, Tensor};
 
 use crate::buffer::Values;
+use crate::gemm::Path;
 
 use crate::internal_error;
 use crate::scalar::Float;
@@ -334,6 +335,19 @@ fn compare_bits(a: &Data, b: &Data) -> Ordering {
 /// The float types a gradient is summed in, with their values in a record.
 trait Summed: Float {
     fn slice(data: &Data) -> &[Self];
+
+    /// Sums whole register tiles of an outer-product block where this CPU
+    /// has them (see [`add_outer_block`]): the rows and columns covered
+    /// from the start of `g`.
+    fn add_outer_tiles(
+        _path: Path,
+        _g: &mut [Self],
+        _m: usize,
+        _k: usize,
+        _pairs: &[(&[Self], &[Self])],
+    ) -> (usize, usize) {
+        (0, 0)
+    }
 }
 
 impl Summed for f32 {
@@ -342,6 +356,17 @@ impl Summed for f32 {
             Data::F32(v) => v,
             _ => internal_error("an f32 static's adjoint is not f32".to_string()),
         }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn add_outer_tiles(
+        path: Path,
+        g: &mut [f32],
+        m: usize,
+        k: usize,
+        pairs: &[(&[f32], &[f32])],
+    ) -> (usize, usize) {
+        tiles::add(path, g, m, k, pairs)
     }
 }
 
@@ -408,9 +433,21 @@ fn sum_records<F: Summed>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> 
 }
 
 /// Adds `Σ_r u_r v_rᵀ` (each element summed in record order from zero)
-/// to the `m × k` gradient `g`. Rows of the block are independent, so two
-/// threads split them without changing a bit.
+/// to the `m × k` gradient `g`. Elements are independent, so which of
+/// them are computed together (a register tile, a thread's rows) changes
+/// no bit.
 fn add_outer_block<F: Summed>(g: &mut [F], m: usize, k: usize, block: &[AdjointRecord]) {
+    add_outer_block_on(Path::detected(), g, m, k, block)
+}
+
+/// [`add_outer_block`] with the register tiles of `path` (available here).
+fn add_outer_block_on<F: Summed>(
+    path: Path,
+    g: &mut [F],
+    m: usize,
+    k: usize,
+    block: &[AdjointRecord],
+) {
     let pairs: Vec<(&[F], &[F])> = block
         .iter()
         .map(|r| {
@@ -421,59 +458,153 @@ fn add_outer_block<F: Summed>(g: &mut [F], m: usize, k: usize, block: &[AdjointR
             values.split_at(m)
         })
         .collect();
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2")]
-        unsafe fn wide<F: Summed>(g: &mut [F], m: usize, k: usize, pairs: &[(&[F], &[F])]) {
-            outer_rows(g, m, k, pairs)
-        }
-        if crate::vmath::fast_path_available() {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { wide(g, m, k, &pairs) };
-        }
+    if g.len() != m * k {
+        internal_error("an outer-product block of another shape".to_string());
     }
-    outer_rows(g, m, k, &pairs)
+    let (rows, cols) = F::add_outer_tiles(path, g, m, k, &pairs);
+    outer_rows(g, k, &pairs, 0..rows, cols..k);
+    outer_rows(g, k, &pairs, rows..m, 0..k);
 }
 
 /// Elements of a row of an outer-product block summed at once: they stay
 /// in registers while the block's records pass.
 const OUTER_COLUMNS: usize = 32;
 
-/// [`add_outer_block`]'s sums: for every element, `s = s + u_r[i] * v_r[j]`
-/// over the records in order from zero (a product, then a sum: no fused
-/// multiply-add, so the bits are those of the scalar loop on any CPU),
-/// then added to the gradient, a whole chunk of [`OUTER_COLUMNS`] elements
-/// of a row at a time. (An element that is NaN is one of its operands'
-/// NaNs, the one the CPU's addition keeps.)
-#[inline(always)]
-fn outer_rows<F: Summed>(g: &mut [F], m: usize, k: usize, pairs: &[(&[F], &[F])]) {
-    for (i, g_row) in g.chunks_exact_mut(k).enumerate().take(m) {
-        let mut j0 = 0;
-        while j0 + OUTER_COLUMNS <= k {
+/// [`add_outer_block`]'s sums of the elements in `rows` x `cols`: for
+/// every element, `s = s + u_r[i] * v_r[j]` over the records in order from
+/// zero (a product, then a sum: no fused multiply-add, so the bits are
+/// those of the scalar loop on any CPU), then added to the gradient, a
+/// chunk of [`OUTER_COLUMNS`] elements of a row at a time. (An element
+/// that is NaN is one of its operands' NaNs, the one the CPU's addition
+/// keeps.)
+fn outer_rows<F: Summed>(
+    g: &mut [F],
+    k: usize,
+    pairs: &[(&[F], &[F])],
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+) {
+    for i in rows {
+        let g_row = &mut g[i * k..(i + 1) * k];
+        let mut j0 = cols.start;
+        while j0 < cols.end {
+            let width = OUTER_COLUMNS.min(cols.end - j0);
             let mut sum = [F::ZERO; OUTER_COLUMNS];
+            let sum = &mut sum[..width];
             for (u, v) in pairs {
                 let ui = u[i];
-                let v = &v[j0..j0 + OUTER_COLUMNS];
-                for (s, vj) in sum.iter_mut().zip(v) {
+                for (s, vj) in sum.iter_mut().zip(&v[j0..j0 + width]) {
                     *s = *s + ui * *vj;
                 }
             }
-            for (t, s) in g_row[j0..j0 + OUTER_COLUMNS].iter_mut().zip(&sum) {
+            for (t, s) in g_row[j0..j0 + width].iter_mut().zip(sum.iter()) {
                 *t = *t + *s;
             }
-            j0 += OUTER_COLUMNS;
+            j0 += width;
         }
-        if j0 < k {
-            let mut sum = [F::ZERO; OUTER_COLUMNS];
-            let sum = &mut sum[..k - j0];
-            for (u, v) in pairs {
-                let ui = u[i];
-                for (s, vj) in sum.iter_mut().zip(&v[j0..]) {
-                    *s = *s + ui * *vj;
+    }
+}
+
+/// The register tiles of [`add_outer_block`] for `f32` on x86-64: the
+/// accumulators of several rows times several columns stay in vector
+/// registers while the block's records pass, each record's `v` loaded once
+/// for all the tile's rows. Each element's sum is the scalar loop's: a
+/// product rounded, then a sum rounded (`mul`, `add`: no fused
+/// multiply-add), in record order from `+0.0`, then added to the gradient.
+#[cfg(target_arch = "x86_64")]
+mod tiles {
+    use std::arch::x86_64::*;
+
+    use super::Path;
+
+    /// Rows of a tile.
+    const ROWS: usize = 4;
+
+    /// Sums the elements of `g` (`m x k`) in whole tiles of `path` (which
+    /// must run here) and returns how
+    /// many rows and columns from the start they cover (the rest is the
+    /// caller's).
+    pub fn add(
+        path: Path,
+        g: &mut [f32],
+        m: usize,
+        k: usize,
+        pairs: &[(&[f32], &[f32])],
+    ) -> (usize, usize) {
+        let rows = m - m % ROWS;
+        if !path.available() {
+            crate::internal_error(format!("this CPU cannot sum on the {path:?} path"));
+        }
+        match path {
+            Path::Avx512 => {
+                let cols = k - k % 32;
+                // SAFETY: the CPU has AVX-512 F; every record has `m` and
+                // `k` elements and `g` has `m * k` (the caller checked).
+                unsafe { avx512(g, k, rows, cols, pairs) };
+                (rows, cols)
+            }
+            Path::Avx2 => {
+                let cols = k - k % 16;
+                // SAFETY: the CPU has AVX2; the lengths as above.
+                unsafe { avx2(g, k, rows, cols, pairs) };
+                (rows, cols)
+            }
+            _ => (0, 0),
+        }
+    }
+
+    /// Tiles of 4 rows x 16 columns (two 256-bit registers a row).
+    #[target_feature(enable = "avx2")]
+    unsafe fn avx2(g: &mut [f32], k: usize, rows: usize, cols: usize, pairs: &[(&[f32], &[f32])]) {
+        for i0 in (0..rows).step_by(ROWS) {
+            for j0 in (0..cols).step_by(16) {
+                let mut acc = [_mm256_setzero_ps(); 2 * ROWS];
+                for (u, v) in pairs {
+                    let v0 = _mm256_loadu_ps(v.as_ptr().add(j0));
+                    let v1 = _mm256_loadu_ps(v.as_ptr().add(j0 + 8));
+                    for a in 0..ROWS {
+                        let b = _mm256_set1_ps(*u.get_unchecked(i0 + a));
+                        acc[2 * a] = _mm256_add_ps(acc[2 * a], _mm256_mul_ps(b, v0));
+                        acc[2 * a + 1] = _mm256_add_ps(acc[2 * a + 1], _mm256_mul_ps(b, v1));
+                    }
+                }
+                for a in 0..ROWS {
+                    let at = g.as_mut_ptr().add((i0 + a) * k + j0);
+                    _mm256_storeu_ps(at, _mm256_add_ps(_mm256_loadu_ps(at), acc[2 * a]));
+                    let at = at.add(8);
+                    _mm256_storeu_ps(at, _mm256_add_ps(_mm256_loadu_ps(at), acc[2 * a + 1]));
                 }
             }
-            for (t, s) in g_row[j0..].iter_mut().zip(sum.iter()) {
-                *t = *t + *s;
+        }
+    }
+
+    /// Tiles of 4 rows x 32 columns (two 512-bit registers a row).
+    #[target_feature(enable = "avx512f")]
+    unsafe fn avx512(
+        g: &mut [f32],
+        k: usize,
+        rows: usize,
+        cols: usize,
+        pairs: &[(&[f32], &[f32])],
+    ) {
+        for i0 in (0..rows).step_by(ROWS) {
+            for j0 in (0..cols).step_by(32) {
+                let mut acc = [_mm512_setzero_ps(); 2 * ROWS];
+                for (u, v) in pairs {
+                    let v0 = _mm512_loadu_ps(v.as_ptr().add(j0));
+                    let v1 = _mm512_loadu_ps(v.as_ptr().add(j0 + 16));
+                    for a in 0..ROWS {
+                        let b = _mm512_set1_ps(*u.get_unchecked(i0 + a));
+                        acc[2 * a] = _mm512_add_ps(acc[2 * a], _mm512_mul_ps(b, v0));
+                        acc[2 * a + 1] = _mm512_add_ps(acc[2 * a + 1], _mm512_mul_ps(b, v1));
+                    }
+                }
+                for a in 0..ROWS {
+                    let at = g.as_mut_ptr().add((i0 + a) * k + j0);
+                    _mm512_storeu_ps(at, _mm512_add_ps(_mm512_loadu_ps(at), acc[2 * a]));
+                    let at = at.add(16);
+                    _mm512_storeu_ps(at, _mm512_add_ps(_mm512_loadu_ps(at), acc[2 * a + 1]));
+                }
             }
         }
     }
@@ -567,7 +698,7 @@ mod tests {
         assert_eq!(first, second);
     }
 
-    /// The block sums, vectorized or not, have the bits of the plain loop:
+    /// The block sums, on every path, have the bits of the plain loop:
     /// a product then a sum per element, records in order, for widths on
     /// and off the chunk of columns, with signed zeros, infinities and NaNs
     /// (a NaN where the plain loop has one).
@@ -601,7 +732,18 @@ mod tests {
                 }
             }
         };
-        let shapes = [(1, 1), (3, 5), (2, 32), (5, 45), (4, 128), (3, 131)];
+        // Whole register tiles (4 rows x 16 or 32 columns) and the rows and
+        // columns left of them.
+        let shapes = [
+            (1, 1),
+            (3, 5),
+            (2, 32),
+            (5, 45),
+            (4, 128),
+            (3, 131),
+            (8, 48),
+            (9, 80),
+        ];
         for (m, k, specials) in shapes
             .iter()
             .flat_map(|&(m, k)| [(m, k, false), (m, k, true)])
@@ -628,8 +770,12 @@ mod tests {
             let start: Vec<f32> = (0..m * k).map(|_| next()).collect();
             let mut want = start.clone();
             plain(&mut want, m, k, &pairs);
-            let mut got = start;
-            add_outer_block::<f32>(&mut got, m, k, &records);
+            let mut got = Vec::new();
+            for path in Path::ALL.into_iter().filter(|p| p.available()) {
+                let mut on_path = start.clone();
+                add_outer_block_on::<f32>(path, &mut on_path, m, k, &records);
+                got.push(on_path);
+            }
             // (Which of two NaNs a sum keeps is the CPU's choice, and the
             // compiler's, which may commute a sum: NaNs are one class here.)
             let bits = |x: &[f32]| {
@@ -637,7 +783,9 @@ mod tests {
                     .map(|v| if v.is_nan() { u32::MAX } else { v.to_bits() })
                     .collect::<Vec<_>>()
             };
-            assert_eq!(bits(&got), bits(&want), "m={m} k={k}");
+            for (path, got) in got.iter().enumerate() {
+                assert_eq!(bits(got), bits(&want), "m={m} k={k} path {path}");
+            }
         }
     }
 }

@@ -78,16 +78,22 @@ impl ArrayOp {
     /// The operation with the shapes of a member whose lengths are
     /// `symbols`: the table's own when it has no ragged operand, else
     /// written into `scratch` (whose memory is reused).
-    fn for_member<'s>(&'s self, symbols: &[u64], scratch: &'s mut Option<ArrayOp>) -> &'s ArrayOp {
+    fn for_member<'s>(
+        &'s self,
+        symbols: &[u64],
+        scratch: &'s mut Option<Box<ArrayOp>>,
+    ) -> &'s ArrayOp {
         let Some(types) = &self.ragged else {
             return self;
         };
-        let op = scratch.get_or_insert_with(|| ArrayOp {
-            prim: self.prim.clone(),
-            args: Vec::new(),
-            result: None,
-            batched: false,
-            ragged: None,
+        let op = scratch.get_or_insert_with(|| {
+            Box::new(ArrayOp {
+                prim: self.prim.clone(),
+                args: Vec::new(),
+                result: None,
+                batched: false,
+                ragged: None,
+            })
         });
         op.prim.clone_from(&self.prim);
         let blank = || Operand {

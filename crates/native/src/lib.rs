@@ -253,7 +253,7 @@ pub(crate) struct Context {
     /// The operation being run with the running member's shapes, when it
     /// has operands of per-member lengths (`arrays::array_op`): kept to
     /// reuse its memory.
-    member_op: Option<arrays::ArrayOp>,
+    member_op: Option<Box<arrays::ArrayOp>>,
     /// The forks the member is inside (`forks`).
     forks: Vec<forks::OpenFork>,
     /// Instances started, instances live now, and the most live at once.
