@@ -87,6 +87,36 @@ fn prim_op_adjoint(
     prim_adjoint(b, prim, Site { args, y, dy, loc })
 }
 
+/// The values the adjoint of `y = prim(args)` reads besides `dy`: the
+/// operands it uses and whether it uses `y`. A value it does not read need
+/// not be kept for it (the taped derivation pushes only these).
+pub(crate) struct AdjointReads {
+    pub operands: Vec<Var>,
+    pub result: bool,
+}
+
+/// What [`prim_adjoint`]'s rule for `prim` reads: the rules that move,
+/// add, negate, index or sum `dy` read no operand's value (only types,
+/// which the backward part knows), an index's rule reads the index and a
+/// `select`'s the condition; every other rule may read all of them and
+/// the result.
+pub(crate) fn adjoint_reads(prim: &Prim, args: &[Var]) -> AdjointReads {
+    let (operands, result): (Vec<Var>, bool) = match prim {
+        Prim::Copy
+        | Prim::Cast(_)
+        | Prim::Unary(U::Neg)
+        | Prim::Binary(B::Add | B::Sub)
+        | Prim::Fill(_)
+        | Prim::Stack
+        | Prim::Transpose
+        | Prim::Reduce(ReduceOp::Sum | ReduceOp::Mean) => (Vec::new(), false),
+        Prim::Index | Prim::IndexSet => (vec![args[1]], false),
+        Prim::Select => (vec![args[0]], false),
+        _ => (args.to_vec(), true),
+    };
+    AdjointReads { operands, result }
+}
+
 /// The adjoint of a call: a call of the callee's vjp with respect to the
 /// active arguments, whose adjoints it returns. A catching call has none:
 /// nothing it is given or reads may be differentiated.

@@ -295,6 +295,16 @@ fn has_adjoint(op: &Op, act: &[bool]) -> bool {
     }
 }
 
+/// What the adjoint of `op` reads ([`rules::adjoint_reads`]), when it has one.
+fn adjoint_reads(op: &Op, act: &[bool]) -> Option<rules::AdjointReads> {
+    match op {
+        Op::Prim { prim, args, .. } if has_adjoint(op, act) => {
+            Some(rules::adjoint_reads(prim, args))
+        }
+        _ => None,
+    }
+}
+
 /// The tape of one block: which values are pushed where. A value is a
 /// variable between two definitions; one that an adjoint reads is pushed
 /// before the definition that ends it, or at the block's end. An
@@ -330,8 +340,9 @@ fn block_tape(
     };
     let mut tape = BlockTape::default();
     for (k, op) in ops.iter().enumerate() {
-        if has_adjoint(op, act) {
-            needed.extend(op.uses().iter().filter(taped).copied());
+        let reads = adjoint_reads(op, act);
+        if let Some(reads) = &reads {
+            needed.extend(reads.operands.iter().filter(taped).copied());
         }
         // A shadow index's first value (a constant at the entry) ends no
         // value of its: nothing is saved before it.
@@ -353,7 +364,7 @@ fn block_tape(
             before.extend(op.uses().iter().copied());
         }
         tape.before.push(before);
-        if has_adjoint(op, act) {
+        if reads.is_some_and(|r| r.result) {
             needed.extend(op.defs().iter().filter(taped).copied());
         }
         needed.extend(op.defs().iter().filter(|d| indices.contains(d)));

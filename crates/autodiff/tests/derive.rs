@@ -154,6 +154,56 @@ fn a_loop_with_branches_stays_a_loop_over_a_tape() {
     assert!(has_cycle(bwd), "the backward loop");
 }
 
+/// A loop that writes one element of an array per iteration and reads
+/// the elements before it (a GARCH recursion) keeps only scalars on its
+/// tape: the adjoints of `index` and `index_set` read the index, not the
+/// array, so nothing pushes the array once per iteration (which made the
+/// gradient's tape, and its time, grow with the square of the length).
+#[test]
+fn a_recursion_over_an_array_tapes_no_array() {
+    let p = compile(
+        "fn f(theta: [f64; 2], y: [f64; 64], n: i64) -> f64 {\n\
+             let mut sigma = [0.0; 64];\n\
+             sigma[0] = 1.0;\n\
+             for t in 1..(n as usize) {\n\
+                 let d = y[t - 1] - theta[0];\n\
+                 sigma[t] = (theta[1] * (d * d) + 0.5 * (sigma[t - 1] * sigma[t - 1])).sqrt();\n\
+             }\n\
+             sum(sigma)\n\
+         }\n\
+         fn g(theta: [f64; 2], y: [f64; 64], n: i64) -> [f64; 2] { grad(f, theta, y, n) }",
+    );
+    let part = |suffix: &str| {
+        let name = gradient_parts(&p, "f")
+            .into_iter()
+            .find(|n| n.ends_with(suffix))
+            .unwrap_or_else(|| panic!("no part {suffix}"));
+        function(&p, name)
+    };
+    let fwd = part(".fwd");
+    assert!(has_cycle(fwd), "the forward part loops");
+    let arrays: Vec<String> = fwd
+        .blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .filter_map(|op| match op {
+            Op::Prim {
+                prim: Prim::TapePush,
+                args,
+                ..
+            } => Some(args),
+            _ => None,
+        })
+        .flatten()
+        .filter(|v| !fwd.vars[**v].ty.is_scalar())
+        .map(|v| format!("{v}: {:?}", fwd.vars[*v].ty))
+        .collect();
+    assert!(arrays.is_empty(), "arrays pushed: {arrays:?}");
+    let bwd = part(".bwd");
+    let popped = count(bwd, |p| matches!(p, Prim::TapePop(t) if !t.is_scalar()));
+    assert_eq!(popped, 0, "arrays popped");
+}
+
 /// The names of the functions derived from `f`'s gradient, sorted.
 fn gradient_parts<'p>(p: &'p Program, f: &str) -> Vec<&'p str> {
     let prefix = format!("{f}'grad");

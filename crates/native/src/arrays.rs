@@ -202,6 +202,14 @@ pub(crate) extern "C" fn array_op(ctx: *mut Context, op: u64, ptrs: *const *mut 
     let ctx = unsafe { &mut *ctx };
     let table = unsafe { &*ctx.arrays };
     let number = op;
+    let entry = &table[op as usize];
+    if matches!(entry.prim, Prim::TapePush | Prim::TapePop(_)) && entry.ragged.is_none() {
+        // The gradient's most frequent operations, straight to the tape:
+        // they cannot fault, wait or alias.
+        let ptrs = unsafe { std::slice::from_raw_parts(ptrs, entry.args.len() + 1) };
+        unsafe { move_tape(ctx, entry, ptrs[0], &ptrs[1..]) };
+        return 0;
+    }
     // SAFETY: the member's lengths, one per symbol (`Context::symbols`).
     let symbols = unsafe { std::slice::from_raw_parts(ctx.symbols, ctx.symbol_count) };
     let mut member_op = ctx.member_op.take();

@@ -83,9 +83,13 @@ impl Tape {
         });
     }
 
-    /// Pushes a value's bytes.
+    /// Pushes a value's bytes (a scalar's as one word, not a call of
+    /// `memcpy`).
     pub fn push(&mut self, value: &[u8]) {
-        self.bytes.extend_from_slice(value);
+        match <&[u8; 8]>::try_from(value) {
+            Ok(word) => self.bytes.extend_from_slice(word),
+            Err(_) => self.bytes.extend_from_slice(value),
+        }
     }
 
     /// Pops the value pushed last, of `into.len()` bytes, into `into`;
@@ -94,7 +98,10 @@ impl Tape {
         let Some(start) = self.bytes.len().checked_sub(into.len()) else {
             return false;
         };
-        into.copy_from_slice(&self.bytes[start..]);
+        match <&mut [u8; 8]>::try_from(&mut *into) {
+            Ok(word) => word.copy_from_slice(&self.bytes[start..start + 8]),
+            Err(_) => into.copy_from_slice(&self.bytes[start..]),
+        }
         self.bytes.truncate(start);
         true
     }
