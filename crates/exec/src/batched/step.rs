@@ -574,10 +574,10 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
     }
 
     /// `tape_push` or `tape_pop` for `rows`: each row's lane's own tape
-    /// ([`LaneTable::tape_push`]), its elements copied from the row of the
-    /// operand and back into the row of the result (no value of its own). Their operands and results are never
-    /// step temporaries ([`super::plan`]), so a row is its row of every
-    /// column.
+    /// ([`LaneTable::tape_push`]), the elements copied from the operand's
+    /// row onto the tape and from the tape into the result's row (no
+    /// tensor of their own). Their operands and results are never step
+    /// temporaries ([`super::plan`]), so a row is its row of every column.
     fn run_tape(&mut self, op: &OpPlan<'_>, prim: &Prim, rows: &[u32]) {
         let slots = &mut *self.frame.slots;
         let lane_of = lane_fn(self.frame.lanes);
