@@ -1051,8 +1051,9 @@ mod tests {
         assert_eq!(rows, [0, 2]);
         assert!(faults.is_empty());
         assert!(lanes.has_failed(1) && !lanes.has_failed(3));
-        let kept = lanes.tape_pop(3);
-        assert_eq!(kept.data.get(0), autobatch_types::Scalar::I64(7));
+        let mut kept = autobatch_types::Data::I64(vec![0]);
+        lanes.tape_pop(3, ValuesMut::all(&mut kept));
+        assert_eq!(kept.get(0), autobatch_types::Scalar::I64(7));
         assert!(lanes.tapes[3].is_empty());
     }
 
