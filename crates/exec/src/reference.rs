@@ -828,7 +828,7 @@ impl<'a> MemberRun<'a, '_> {
         match dst {
             None => {
                 for a in args {
-                    self.tape.push(borrow(vars, *a).clone());
+                    self.tape.push(borrow(vars, *a));
                 }
             }
             Some(dst) => {

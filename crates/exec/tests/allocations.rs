@@ -4,7 +4,8 @@
 //! small constant), counted by a counting global allocator; and so does the
 //! gradient of such a loop on the native strategies (the forward's tape
 //! pushes, the backward's pops and products, and the instances' tapes of
-//! a `join` in the loop).
+//! a `join` in the loop), and on program-counter (whose tapes keep the
+//! arrays pushed in buffers reused from push to push).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -153,10 +154,10 @@ fn gradient(x: [f64; 4], m: [[f64; 4]; 4], n: i64) -> [f64; 4] {
 }
 ";
 
-/// Allocations made by one `strategy` run of the gradient of `iterations`
-/// loop steps for 16 members.
-fn taped_allocations(strategy: Strategy, iterations: i64) -> u64 {
-    let mut program = autobatch_lower::compile(TAPED).expect("compiles");
+/// Allocations made by one `strategy` run of `gradient` in `source` over
+/// `iterations` loop steps for 16 members, one thread.
+fn taped_allocations(source: &str, strategy: Strategy, iterations: i64) -> u64 {
+    let mut program = autobatch_lower::compile(source).expect("compiles");
     autobatch_passes::optimize(&mut program);
     let entry = program.function_by_name("gradient").expect("entry");
     let batch = loop_batch(entry, 16, iterations, |i| i as f64 * 0.1);
@@ -178,9 +179,9 @@ fn a_taped_gradient_allocates_nothing_per_iteration_on_native() {
         // (A first run of the longest loop fills the thread's spare tapes
         // for the instances of as many joins: the steady state of a
         // training loop, whose steps run alike.)
-        taped_allocations(strategy, 1000);
-        let short = taped_allocations(strategy, 100);
-        let long = taped_allocations(strategy, 1000);
+        taped_allocations(TAPED, strategy, 1000);
+        let short = taped_allocations(TAPED, strategy, 100);
+        let long = taped_allocations(TAPED, strategy, 1000);
         eprintln!("{strategy}: {short} allocations for 100 iterations, {long} for 1000");
         // 900 more iterations push, pop and multiply thousands of times
         // per member; the tapes grow by doubling.
@@ -189,4 +190,37 @@ fn a_taped_gradient_allocates_nothing_per_iteration_on_native() {
             "{strategy}: {short} allocations for 100 iterations, {long} for 1000"
         );
     }
+}
+
+const TAPED_ARRAYS: &str = "
+fn steps(x: [f64; 4], m: [[f64; 4]; 4], n: i64) -> f64 {
+    let mut a = x;
+    for _i in 0..n {
+        let z = matvec(m, a);
+        a = (z * 0.5).tanh() + a * 0.25 - softplus(z) * 0.125;
+        if sum(a) > 1.0 {
+            a = a * 0.5;
+        }
+    }
+    sum(a * a)
+}
+
+fn gradient(x: [f64; 4], m: [[f64; 4]; 4], n: i64) -> [f64; 4] {
+    grad(steps, x, m, n)
+}
+";
+
+#[test]
+fn a_taped_gradient_allocates_nothing_per_iteration_on_program_counter() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let strategy = Strategy::ProgramCounter;
+    let short = taped_allocations(TAPED_ARRAYS, strategy, 100);
+    let long = taped_allocations(TAPED_ARRAYS, strategy, 1000);
+    eprintln!("{strategy}: {short} allocations for 100 iterations, {long} for 1000");
+    // 900 more iterations push and pop thousands of arrays per member;
+    // each member's tape grows by doubling.
+    assert!(
+        long <= short + 16 * 64,
+        "{strategy}: {short} allocations for 100 iterations, {long} for 1000"
+    );
 }

@@ -6,7 +6,7 @@
 //!   operation: a column of rows (row `r` is the value of one member), or
 //!   one value every row shares; the result is always a column.
 //! - The moves of rows between buffers (copy, gather, scatter, broadcast)
-//!   and the sizing of a buffer ([`resize`]): the one implementation of
+//!   and the sizing of a buffer ([`resize`], [`append`]): the one implementation of
 //!   each, for the batched engine (through [`crate::backend`]) and for the
 //!   executors' column storage.
 //!
@@ -425,6 +425,24 @@ pub fn capacity(data: &Data) -> usize {
         Data::Usize(v) => v.capacity(),
         Data::F32(v) => v.capacity(),
         Data::F64(v) => v.capacity(),
+    }
+}
+
+/// Appends `values` to `data` (of their type), growing its allocation only
+/// when the capacity is short.
+pub fn append(data: &mut Data, values: Values<'_>) {
+    match (data, values) {
+        (Data::Bool(v), Values::Bool(x)) => v.extend_from_slice(x),
+        (Data::I32(v), Values::I32(x)) => v.extend_from_slice(x),
+        (Data::I64(v), Values::I64(x)) => v.extend_from_slice(x),
+        (Data::Usize(v), Values::Usize(x)) => v.extend_from_slice(x),
+        (Data::F32(v), Values::F32(x)) => v.extend_from_slice(x),
+        (Data::F64(v), Values::F64(x)) => v.extend_from_slice(x),
+        (d, x) => internal_error(format!(
+            "append: {} elements onto a {} buffer",
+            x.ty(),
+            d.ty()
+        )),
     }
 }
 

@@ -83,7 +83,7 @@ pub use host::{BatchHostFn, HostFn, Hosts};
 
 pub use backend::{Backend, Cpu};
 pub use rng::{ForkKey, MemberRng};
-pub use tape::{Tape, TapeEntry};
+pub use tape::Tape;
 
 /// An error that stops the member that executed the primitive. The executor
 /// adds where in the source it happened.

@@ -43,6 +43,7 @@ use std::time::Instant;
 
 use autobatch_ir::{Loc, TapeMode};
 use autobatch_kernels::adjoints::AdjointRecord;
+use autobatch_kernels::buffer::{Values, ValuesMut};
 use autobatch_kernels::{Fault, ForkKey, MemberRng, Tape};
 use autobatch_types::{ErrorKind, MemberError, Tensor};
 
@@ -302,9 +303,10 @@ impl LaneTable {
         self.steps[lane as usize]
     }
 
-    /// Appends `value` to `lane`'s tape.
-    pub fn tape_push(&mut self, lane: usize, value: Tensor) {
-        self.tapes[lane].push(value);
+    /// Appends the value of shape `shape` whose elements are `values` to
+    /// `lane`'s tape.
+    pub fn tape_push(&mut self, lane: usize, shape: &[usize], values: Values<'_>) {
+        self.tapes[lane].push_values(shape, values);
     }
 
     /// `lane` enters a catching call: its tape is set aside and the callee
@@ -328,11 +330,11 @@ impl LaneTable {
         }
     }
 
-    /// Takes the value pushed last off `lane`'s tape.
-    pub fn tape_pop(&mut self, lane: usize) -> Tensor {
-        self.tapes[lane]
-            .pop()
-            .unwrap_or_else(|| internal_error("a tape popped past its start"))
+    /// Takes the value pushed last off `lane`'s tape into `dst`.
+    pub fn tape_pop(&mut self, lane: usize, dst: ValuesMut<'_>) {
+        if !self.tapes[lane].pop_into(dst) {
+            internal_error("a tape popped past its start, or into a value of another type");
+        }
     }
 
     /// Whether `lane` is an instance (not a member's own lane).
@@ -1036,9 +1038,9 @@ mod tests {
         let mut faults = vec![(3, fault()), (1, fault())];
         // Row 3's error is caught (the lane goes on elsewhere, with the
         // tape it had at its catching call), row 1's is not.
-        lanes.tape_push(3, Tensor::scalar(autobatch_types::Scalar::I64(7)));
+        lanes.tape_push(3, &[], Values::scalar(&autobatch_types::Scalar::I64(7)));
         lanes.set_tape_aside(3);
-        lanes.tape_push(3, Tensor::scalar(autobatch_types::Scalar::I64(8)));
+        lanes.tape_push(3, &[], Values::scalar(&autobatch_types::Scalar::I64(8)));
         lanes.retire_faults(
             &mut rows,
             &mut faults,
@@ -1049,8 +1051,9 @@ mod tests {
         assert_eq!(rows, [0, 2]);
         assert!(faults.is_empty());
         assert!(lanes.has_failed(1) && !lanes.has_failed(3));
-        let kept = lanes.tape_pop(3);
-        assert_eq!(kept.data.get(0), autobatch_types::Scalar::I64(7));
+        let mut kept = autobatch_types::Data::I64(vec![0]);
+        lanes.tape_pop(3, ValuesMut::all(&mut kept));
+        assert_eq!(kept.get(0), autobatch_types::Scalar::I64(7));
         assert!(lanes.tapes[3].is_empty());
     }
 

@@ -574,9 +574,10 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
     }
 
     /// `tape_push` or `tape_pop` for `rows`: each row's lane's own tape
-    /// ([`LaneTable::tape_push`]). Their operands and results are never
-    /// step temporaries ([`super::plan`]), so a row is its row of every
-    /// column.
+    /// ([`LaneTable::tape_push`]), the elements copied from the operand's
+    /// row onto the tape and from the tape into the result's row (no
+    /// tensor of their own). Their operands and results are never step
+    /// temporaries ([`super::plan`]), so a row is its row of every column.
     fn run_tape(&mut self, op: &OpPlan<'_>, prim: &Prim, rows: &[u32]) {
         let slots = &mut *self.frame.slots;
         let lane_of = lane_fn(self.frame.lanes);
@@ -592,16 +593,14 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
                             (Slot::Member(_), None) => lanes.member_of(lane as u32),
                             _ => r as usize,
                         };
-                        lanes.tape_push(lane, slots[a].value(at));
+                        let slot = &slots[a];
+                        lanes.tape_push(lane, slot.shape(), slot.values(at, 0, slot.row_len()));
                     }
                 }
-                (Prim::TapePop(_), Some(d)) => {
-                    let value = lanes.tape_pop(lane);
-                    match &mut slots[d] {
-                        Slot::Column(column) => column.set_row(r as usize, &value),
-                        _ => internal_error("a value popped off a tape into a shared variable"),
-                    }
-                }
+                (Prim::TapePop(_), Some(d)) => match &mut slots[d] {
+                    Slot::Column(column) => lanes.tape_pop(lane, column.row_mut(r as usize)),
+                    _ => internal_error("a value popped off a tape into a shared variable"),
+                },
                 _ => internal_error(format!("`{prim}` with a wrong destination")),
             }
         }

@@ -58,6 +58,12 @@ impl Column {
         Tensor::new(self.shape.clone(), data)
     }
 
+    /// The elements of row `r`, to write.
+    pub fn row_mut(&mut self, r: usize) -> ValuesMut<'_> {
+        let n = self.row_len;
+        ValuesMut::of(&mut self.data, r * n..(r + 1) * n)
+    }
+
     /// Overwrites row `r` with `value`, which must have the column's shape and type.
     pub fn set_row(&mut self, r: usize, value: &Tensor) {
         let n = self.row_len;
@@ -174,6 +180,16 @@ impl Slot {
             Slot::Invariant(None) => internal_error("reading an unassigned invariant variable"),
             Slot::Column(c) => c.row_len,
             Slot::Member(c) => c.row_len,
+        }
+    }
+
+    /// The shape of one value (of one row, for a column).
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            Slot::Invariant(Some(t)) => &t.shape,
+            Slot::Invariant(None) => internal_error("reading an unassigned invariant variable"),
+            Slot::Column(c) => &c.shape,
+            Slot::Member(c) => &c.shape,
         }
     }
 
