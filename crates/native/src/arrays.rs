@@ -108,11 +108,7 @@ impl ArrayOp {
 
 /// The bytes of one element of `ty` in member memory.
 pub(crate) fn byte_size(ty: ScalarType) -> usize {
-    match ty {
-        ScalarType::Bool => 1,
-        ScalarType::I32 | ScalarType::F32 => 4,
-        ScalarType::I64 | ScalarType::Usize | ScalarType::F64 => 8,
-    }
+    ty.byte_size()
 }
 
 /// The elements at `ptr`.
@@ -334,29 +330,37 @@ unsafe fn apply(
             let record = AdjointRecord::of_values(0, adjoint, &values[..count]);
             ctx.adjoints.push(record);
         }
-        Prim::TapePush | Prim::TapePop(_) => move_tape(ctx, op, dst, args),
+        Prim::TapePush | Prim::TapePop(_) => return move_tape(ctx, op, dst, args),
         _ => return through_eval(ctx, op, dst, args),
     }
     Ok(())
 }
 
-/// `tape_push`: the operands go onto the member's tape; `tape_pop`: the
-/// value pushed last comes off it into `dst`.
+/// `tape_push`: the operands go onto the member's tape (a `tape_limit`
+/// fault when it then holds more than its bound); `tape_pop`: the value
+/// pushed last comes off it into `dst`.
 ///
 /// # Safety
 /// As [`array_op`]'s operands.
-unsafe fn move_tape(ctx: &mut Context, op: &ArrayOp, dst: *mut u8, args: &[*mut u8]) {
+unsafe fn move_tape(
+    ctx: &mut Context,
+    op: &ArrayOp,
+    dst: *mut u8,
+    args: &[*mut u8],
+) -> Result<(), Fault> {
     use std::slice::{from_raw_parts, from_raw_parts_mut};
     if op.prim == Prim::TapePush {
         for (operand, at) in op.args.iter().zip(args) {
             ctx.tape.push(from_raw_parts(*at, operand.bytes()));
         }
-        return;
+        ctx.note_tape();
+        return autobatch_kernels::tape::within_bound(ctx.tape.held(), ctx.tape_bound);
     }
     let r = op.result.as_ref().expect("tape_pop has a result");
     if !ctx.tape.pop(from_raw_parts_mut(dst, r.bytes())) {
         unreachable!("a tape popped past its start")
     }
+    Ok(())
 }
 
 fn write_scalar(out: ValuesMut<'_>, value: Scalar) {
