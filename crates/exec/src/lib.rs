@@ -354,7 +354,9 @@ pub struct Stats {
     pub peak_state_bytes: u64,
     /// The most bytes one member's tape held at once (the values the
     /// forward part of a gradient saves for its backward part; see
-    /// `autobatch_kernels::Tape::held`): the same under every strategy.
+    /// `autobatch_kernels::Tape::held`): the same under every strategy
+    /// when every member finishes (a batching strategy may run, and count,
+    /// instances of a fork after an earlier one faulted).
     pub tape_bytes: u64,
     /// One entry per user operation of the source (bookkeeping excluded),
     /// sorted by location then name.
