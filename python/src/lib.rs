@@ -137,7 +137,8 @@ fn inputs_from_py(
     Ok(inputs)
 }
 
-/// The settings of a run from `run`'s keyword arguments.
+/// The settings of a run from `run`'s keyword arguments
+/// (`max_tape_bytes`: `None` for the default).
 fn run_config(
     strategy: &str,
     seed: Option<&Bound<'_, PyAny>>,
@@ -145,6 +146,7 @@ fn run_config(
     threads: Option<&Bound<'_, PyAny>>,
     max_stack_depth: Option<&Bound<'_, PyAny>>,
     max_steps: Option<&Bound<'_, PyAny>>,
+    max_tape_bytes: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<RunConfig> {
     let config = RunConfig {
         strategy: parse_name::<Strategy>(strategy)?,
@@ -171,6 +173,10 @@ fn run_config(
                 u64::MAX,
                 autobatch::DEFAULT_MAX_STEPS,
             )?,
+            max_tape_bytes: match max_tape_bytes {
+                Some(n) if !n.is_none() => Some(whole_number(n, "max_tape_bytes", 1, u64::MAX)?),
+                _ => None,
+            },
             batching: autobatch::BatchingOptions {
                 lanes: parse_name::<Lanes>(lanes)?,
                 ..RunConfig::default().options.batching
@@ -260,7 +266,7 @@ impl Program {
     /// statics every member shares.
     #[pyo3(signature = (entry, batch = None, shared = None, *, strategy = "auto",
                         seed = None, lanes = "auto", threads = None, max_stack_depth = None,
-                        max_steps = None, grad_statics = None))]
+                        max_steps = None, max_tape_bytes = None, grad_statics = None))]
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -274,10 +280,19 @@ impl Program {
         threads: Option<&Bound<'_, PyAny>>,
         max_stack_depth: Option<&Bound<'_, PyAny>>,
         max_steps: Option<&Bound<'_, PyAny>>,
+        max_tape_bytes: Option<&Bound<'_, PyAny>>,
         grad_statics: Option<Vec<String>>,
     ) -> PyResult<RunResult> {
         no_panic(|| {
-            let config = run_config(strategy, seed, lanes, threads, max_stack_depth, max_steps)?;
+            let config = run_config(
+                strategy,
+                seed,
+                lanes,
+                threads,
+                max_stack_depth,
+                max_steps,
+                max_tape_bytes,
+            )?;
             let inputs = inputs_from_py(batch, shared)?;
             let bound = bind_entry(
                 entry,
@@ -364,7 +379,7 @@ impl BoundProgram {
     /// give only the rest.
     #[pyo3(signature = (entry, batch = None, shared = None, *, strategy = "auto",
                         seed = None, lanes = "auto", threads = None, max_stack_depth = None,
-                        max_steps = None, grad_statics = None))]
+                        max_steps = None, max_tape_bytes = None, grad_statics = None))]
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -378,10 +393,19 @@ impl BoundProgram {
         threads: Option<&Bound<'_, PyAny>>,
         max_stack_depth: Option<&Bound<'_, PyAny>>,
         max_steps: Option<&Bound<'_, PyAny>>,
+        max_tape_bytes: Option<&Bound<'_, PyAny>>,
         grad_statics: Option<Vec<String>>,
     ) -> PyResult<RunResult> {
         no_panic(|| {
-            let config = run_config(strategy, seed, lanes, threads, max_stack_depth, max_steps)?;
+            let config = run_config(
+                strategy,
+                seed,
+                lanes,
+                threads,
+                max_stack_depth,
+                max_steps,
+                max_tape_bytes,
+            )?;
             let inputs = inputs_from_py(batch, shared)?;
             let batch = bind_entry(
                 entry,
@@ -412,7 +436,7 @@ impl BoundProgram {
                         clip_norm = None, dense_updates = false, schedule = "constant",
                         warmup_steps = None, seed = None, eval = None, dev = None, dev_shared = None, checkpoint = None,
                         resume = None, strategy = "auto", lanes = "auto",
-                        threads = None, max_stack_depth = None, max_steps = None))]
+                        threads = None, max_stack_depth = None, max_steps = None, max_tape_bytes = None))]
     #[allow(clippy::too_many_arguments)]
     fn train<'py>(
         &mut self,
@@ -445,9 +469,18 @@ impl BoundProgram {
         threads: Option<&Bound<'py, PyAny>>,
         max_stack_depth: Option<&Bound<'py, PyAny>>,
         max_steps: Option<&Bound<'py, PyAny>>,
+        max_tape_bytes: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         no_panic(|| {
-            let run = run_config(strategy, seed, lanes, threads, max_stack_depth, max_steps)?;
+            let run = run_config(
+                strategy,
+                seed,
+                lanes,
+                threads,
+                max_stack_depth,
+                max_steps,
+                max_tape_bytes,
+            )?;
             let dev = match dev {
                 Some(dev) if !dev.is_none() => Some(inputs_from_py(Some(dev), dev_shared)?),
                 _ => None,

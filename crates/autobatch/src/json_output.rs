@@ -212,6 +212,7 @@ impl RunResult {
             "peak_instances": self.stats.peak_instances,
             "call_bytes": self.stats.call_bytes,
             "peak_state_bytes": self.stats.peak_state_bytes,
+            "tape_bytes": self.stats.tape_bytes,
             "sizes": self.stats.sizes,
             "op_counts": op_counts,
         });

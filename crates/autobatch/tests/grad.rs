@@ -685,3 +685,194 @@ fn static_operations(compiled: &Compiled, entry: &str, statics: &[&str], inputs:
         .unwrap_or_else(|e| panic!("{}", e.message()));
     operations_of(bound, entry)
 }
+
+/// The most bytes a member's tape held in a run of `bound` with `config`
+/// (every member must finish).
+fn tape_bytes_of(bound: &autobatch::BoundBatch, entry: &str, config: &RunConfig) -> u64 {
+    let run = bound.run(config).expect("runs");
+    assert!(run.members.iter().all(|r| r.is_ok()), "{entry} runs");
+    run.stats.tape_bytes
+}
+
+/// `tape_bytes` counts what a gradient's forward part saves: nothing for
+/// a run without a gradient; for a recursion, a loop and a tree of
+/// `join`s, the same number on every strategy, growing by the same amount
+/// per level, iteration or leaf (so doubling the size adds what the last
+/// doubling added, twice); the most of any member, not the sum.
+#[test]
+fn tape_bytes_are_counted_alike_on_every_strategy() {
+    let compiled = compile(TAPES, "tapes.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let bind = |entry: &str, n: i64, gradient_of_statics: bool| {
+        bind_tapes(&compiled, entry, n, gradient_of_statics)
+    };
+    for plain in ["deep", "long", "wide"] {
+        assert_eq!(
+            tape_bytes_of(&bind(plain, 64, false), plain, &reference()),
+            0
+        );
+    }
+    let cases = [
+        ("deep_grad", false),
+        ("long_grad", false),
+        ("wide_grad", false),
+        ("rchain", true),
+    ];
+    for (entry, gradient_of_statics) in cases {
+        let sizes = [64, 128, 256].map(|n| bind(entry, n, gradient_of_statics));
+        let expected: Vec<u64> = sizes
+            .iter()
+            .map(|bound| tape_bytes_of(bound, entry, &reference()))
+            .collect();
+        let (small, middle, large) = (expected[0], expected[1], expected[2]);
+        assert!(small > 0, "{entry}: {expected:?}");
+        assert_eq!(
+            large - middle,
+            2 * (middle - small),
+            "{entry}: {expected:?}"
+        );
+        for (strategy, lanes, block_choice) in configurations() {
+            let config = configuration(strategy, lanes, block_choice, None);
+            let got: Vec<u64> = sizes
+                .iter()
+                .map(|bound| tape_bytes_of(bound, entry, &config))
+                .collect();
+            assert_eq!(got, expected, "[{strategy}/{lanes}/{block_choice}] {entry}");
+        }
+    }
+}
+
+/// A recursion, a loop and a tree of `join`s to differentiate, and a
+/// recursion reading rows of a static `E` to differentiate with respect to
+/// it (see [`bind_tapes`]).
+const TAPES: &str = r#"
+extern "autobatch" { static E: [[f64; 2]; 8]; }
+fn chain(a: f64, n: i64) -> f64 { if n == 0 { 1.0 } else { a.sin() * chain(a, n - 1) + a } }
+fn walk(a: f64, n: i64) -> f64 {
+    let mut r = a;
+    for k in 0..n { if r > 0.5 { r = (r * 0.9).tanh() + 0.1; } else { r = r * 1.1 + 0.05; } }
+    r
+}
+fn tree(a: f64, lo: i64, hi: i64) -> f64 {
+    if hi - lo <= 1 {
+        a.sin()
+    } else {
+        let mid = (lo + hi) / 2;
+        let (l, r) = join(tree(a, lo, mid), tree(a, mid, hi));
+        l * a + r.cos()
+    }
+}
+fn deep(x: f64, n: i64) -> f64 { chain(x, n) }
+fn deep_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(deep, x, n) }
+fn long(x: f64, n: i64) -> f64 { walk(x, n) }
+fn long_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(long, x, n) }
+fn wide(x: f64, n: i64) -> f64 { tree(x, 0, n) }
+fn wide_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(wide, x, n) }
+fn rchain(x: f64, n: i64) -> f64 {
+    if n == 0 {
+        x
+    } else {
+        let e = E[(n % 8) as usize];
+        e[0].sin() * rchain(x, n - 1) + e[1]
+    }
+}
+"#;
+
+/// `entry` of [`TAPES`] bound for two members, at sizes `n` and `n / 2`
+/// (`x` 0.3 and 0.9), as a gradient with respect to `E` if asked.
+fn bind_tapes(
+    compiled: &Compiled,
+    entry: &str,
+    n: i64,
+    gradient_of_statics: bool,
+) -> autobatch::BoundBatch {
+    let statics = r#"[[0.3, 0.1], [0.2, -0.1], [0.5, 0.2], [-0.4, 0.3], [0.1, 0.1], [0.6, -0.2],
+        [-0.2, 0.4], [0.3, 0.0]]"#;
+    let inputs = format!(
+        r#"{{"batch": {{"x": [0.3, 0.9], "n": [{n}, {}]}}, "shared": {{"E": {statics}}}}}"#,
+        n / 2
+    );
+    let inputs = Inputs::from_json_str(&inputs).expect("the inputs parse");
+    let bound = if gradient_of_statics {
+        compiled.bind_static_gradient(entry, &["E"], &inputs)
+    } else {
+        compiled.bind(entry, &inputs)
+    };
+    bound.unwrap_or_else(|e| panic!("{}", e.message()))
+}
+
+/// A run on `strategy` with `lanes` and `block_choice`, its tape bounded
+/// at `max_tape_bytes` (`None`: the default).
+fn configuration(
+    strategy: Strategy,
+    lanes: autobatch::Lanes,
+    block_choice: autobatch::BlockChoice,
+    max_tape_bytes: Option<u64>,
+) -> RunConfig {
+    RunConfig {
+        strategy,
+        options: autobatch::RunOptions {
+            batching: autobatch::BatchingOptions {
+                lanes,
+                block_choice,
+            },
+            max_tape_bytes,
+            ..RunConfig::default().options
+        },
+    }
+}
+
+/// `--max-tape-bytes`: bounded at the most a member's tape holds, every
+/// member finishes with the bits of an unbounded run; one byte less, the
+/// member with the larger tape stops with `tape_limit` and the other
+/// finishes as before; the same on every strategy, results and errors
+/// (kind, message, location) alike.
+#[test]
+fn the_tape_bound_stops_the_members_whose_tape_exceeds_it_alike_everywhere() {
+    let compiled = compile(TAPES, "tapes.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let cases = [
+        ("deep_grad", false),
+        ("long_grad", false),
+        ("wide_grad", false),
+        ("rchain", true),
+    ];
+    for (entry, gradient_of_statics) in cases {
+        let bound = bind_tapes(&compiled, entry, 128, gradient_of_statics);
+        let unbounded = bound.run(&reference()).expect("runs");
+        let most = unbounded.stats.tape_bytes;
+        let expected = unbounded.to_json(false);
+        let tight = RunConfig {
+            options: autobatch::RunOptions {
+                max_tape_bytes: Some(most - 1),
+                ..reference().options
+            },
+            ..reference()
+        };
+        let stopped = bound.run(&tight).expect("runs").to_json(false);
+        let results = stopped["results"].as_array().expect("results");
+        assert_eq!(
+            results[0]["error"]["kind"], "tape_limit",
+            "{entry}: {stopped}"
+        );
+        assert_eq!(
+            results[0]["error"]["message"],
+            format!(
+                "the gradient's tape would hold more than {} bytes (--max-tape-bytes)",
+                most - 1
+            ),
+        );
+        assert_eq!(results[1], expected["results"][1], "{entry}");
+        for (strategy, lanes, block_choice) in configurations() {
+            let at = format!("[{strategy}/{lanes}/{block_choice}] {entry}");
+            let exact = configuration(strategy, lanes, block_choice, Some(most));
+            let run = bound.run(&exact).expect("runs");
+            assert_eq!(run.to_json(false), expected, "{at}");
+            assert_eq!(run.stats.tape_bytes, most, "{at}");
+            let less = configuration(strategy, lanes, block_choice, Some(most - 1));
+            assert_eq!(
+                bound.run(&less).expect("runs").to_json(false),
+                stopped,
+                "{at}"
+            );
+        }
+    }
+}

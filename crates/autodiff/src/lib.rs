@@ -20,11 +20,17 @@
 //! and an `uncounted` backward part walking the blocks in reverse (see the
 //! module's doc), on the function as `prepare.rs` puts it (a re-entered
 //! entry copied, rows of differentiated statics read through shadow
-//! indices), which every function fits. The checkpointed derivation that
-//! follows is what a function `tape::tapeable` refused would get; nothing
-//! reaches it.
+//! indices), which every function fits. What the forward part saves is
+//! counted and bounded by the executors (`autobatch_kernels::Tape::held`,
+//! the run's `tape_bytes` and `max_tape_bytes`): past the bound a member
+//! stops with `tape_limit`; nothing recomputes.
 //!
-//! How (see `docs/language-notes.md`, "Autodiff", for the user's view):
+//! The rest of this description is of the older, checkpointed derivation
+//! (block continuations whose vjps recompute callees' forward passes),
+//! still in the crate (`block.rs`, `loops.rs`, `fork.rs`): it is what a
+//! function `tape::tapeable` refused would get, and `tapeable` refuses
+//! none, so no request reaches it (`jacobian`'s rows call taped vjps).
+//! See `docs/language-notes.md`, "Autodiff", for the user's view.
 //!
 //! - **Block continuations.** Straight-line jump chains of `g` are merged
 //!   first. Then each block `B` becomes a function `g'vjp.bN` taking `B`'s

@@ -129,6 +129,12 @@ struct RunArgs {
     /// Worker threads, at most 4 per available core [default: the number of available cores].
     #[arg(long, value_name = "N", value_parser = values::threads)]
     threads: Option<usize>,
+    /// The most bytes one member's gradient tape may hold (what the forward
+    /// part saves for the backward part); a member whose tape would hold
+    /// more stops with `tape_limit` [default: a quarter of the available
+    /// memory].
+    #[arg(long, value_name = "N", value_parser = values::positive)]
+    max_tape_bytes: Option<usize>,
     /// The most instances (of `join`, `map`, `pfor`) alive at once; the
     /// others start as earlier ones end (results do not change) [default:
     /// as many as a quarter of the available memory holds].
@@ -191,6 +197,12 @@ struct SampleArgs {
     /// Worker threads, at most 4 per available core [default: the number of available cores].
     #[arg(long, value_name = "N", value_parser = values::threads)]
     threads: Option<usize>,
+    /// The most bytes one member's gradient tape may hold (what the forward
+    /// part saves for the backward part); a member whose tape would hold
+    /// more stops with `tape_limit` [default: a quarter of the available
+    /// memory].
+    #[arg(long, value_name = "N", value_parser = values::positive)]
+    max_tape_bytes: Option<usize>,
     /// Write the draws to this CSV file (`-`: stdout, and the summary goes
     /// to stderr). Columns:
     /// chain,draw,theta[0],...,lp__,accept_stat__,treedepth__,n_leapfrog__,divergent__,energy__
@@ -470,6 +482,7 @@ fn run(args: RunArgs, comm: &dyn Communicator) -> Result<(), Failure> {
             seed: args.seed,
             threads: args.threads.unwrap_or_else(autobatch::default_threads),
             max_instances: args.max_instances,
+            max_tape_bytes: args.max_tape_bytes.map(|n| n as u64),
             profile: args.profile.is_some(),
             // The counts are printed only with `--stats`.
             count_operations: args.stats,
@@ -731,6 +744,7 @@ fn sample_config(
             options: autobatch::RunOptions {
                 seed: args.seed,
                 threads: args.threads.unwrap_or_else(autobatch::default_threads),
+                max_tape_bytes: args.max_tape_bytes.map(|n| n as u64),
                 interrupt: Some(interrupt.clone()),
                 ..RunConfig::default().options
             },

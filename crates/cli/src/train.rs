@@ -79,6 +79,12 @@ pub struct TrainArgs {
     /// Worker threads, at most 4 per available core [default: the number of available cores].
     #[arg(long, value_name = "N", value_parser = values::threads)]
     threads: Option<usize>,
+    /// The most bytes one member's gradient tape may hold (what the forward
+    /// part saves for the backward part); a member whose tape would hold
+    /// more stops with `tape_limit` [default: a quarter of the available
+    /// memory].
+    #[arg(long, value_name = "N", value_parser = values::positive)]
+    max_tape_bytes: Option<usize>,
     #[arg(long, value_parser = values::strategy, default_value = "auto", help = values::strategy_help(), long_help = values::strategy_long_help())]
     strategy: Strategy,
     /// An entry run on --dev after each epoch, one scalar per example
@@ -185,6 +191,7 @@ fn config(args: &TrainArgs) -> TrainConfig {
             options: autobatch::RunOptions {
                 seed: args.seed,
                 threads: args.threads.unwrap_or_else(autobatch::default_threads),
+                max_tape_bytes: args.max_tape_bytes.map(|n| n as u64),
                 count_operations: false,
                 ..RunConfig::default().options
             },

@@ -65,6 +65,11 @@ pub struct RunOptions {
     /// a quarter of the available memory holds ([`default_max_instances`]).
     /// Changes no result.
     pub max_instances: Option<usize>,
+    /// The most bytes one member's tape may hold (the values the forward
+    /// part of a gradient saves; [`Stats::tape_bytes`]): a member whose
+    /// push would hold more stops with `tape_limit`. `None`: a quarter of
+    /// the available memory ([`default_max_tape_bytes`]).
+    pub max_tape_bytes: Option<u64>,
     /// Called while the run goes, with the counts so far.
     pub observer: Option<Observer>,
     /// The run's interrupt flag: once it is set (from another thread: the
@@ -219,6 +224,12 @@ impl RunOptions {
         self.interrupt.as_ref().is_some_and(Interrupt::is_requested)
     }
 
+    /// The most bytes one member's tape may hold ([`RunOptions::max_tape_bytes`]).
+    pub fn tape_bound(&self) -> usize {
+        let bound = self.max_tape_bytes.unwrap_or_else(default_max_tape_bytes);
+        usize::try_from(bound).unwrap_or(usize::MAX)
+    }
+
     /// The index in the whole batch of member `m` of this one: the member
     /// whose random stream it draws from.
     pub fn member_id(&self, m: usize) -> u64 {
@@ -239,6 +250,7 @@ impl Default for RunOptions {
             member_ids: None,
             threads: 1,
             max_instances: None,
+            max_tape_bytes: None,
             observer: None,
             interrupt: None,
             fuse: true,
@@ -340,6 +352,12 @@ pub struct Stats {
     /// stacks. Invariant values, statics and member-uniform parameters
     /// (stored once per member) do not count. 0 under the reference.
     pub peak_state_bytes: u64,
+    /// The most bytes one member's tape held at once (the values the
+    /// forward part of a gradient saves for its backward part; see
+    /// `autobatch_kernels::Tape::held`): the same under every strategy
+    /// when every member finishes (a batching strategy may run, and count,
+    /// instances of a fork after an earlier one faulted).
+    pub tape_bytes: u64,
     /// One entry per user operation of the source (bookkeeping excluded),
     /// sorted by location then name.
     pub op_counts: Vec<OpCount>,
@@ -412,7 +430,7 @@ pub use autobatch_kernels::{BatchHostFn, HostFn, Hosts};
 pub use batched::engine::LaneMode;
 pub use batched::BlockChoice;
 pub use executor::{Executor, OptionsRead, Strategy, EXECUTORS};
-pub use memory::{available_memory_bytes, default_max_instances};
+pub use memory::{available_memory_bytes, default_max_instances, default_max_tape_bytes};
 
 /// Options only the batching strategies read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

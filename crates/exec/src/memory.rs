@@ -13,11 +13,7 @@ pub fn concrete_shape(ty: &TensorType, symbols: &[u64]) -> Vec<usize> {
 
 /// Bytes per element of a scalar type, as stored.
 pub fn element_bytes(elem: ScalarType) -> usize {
-    match elem {
-        ScalarType::Bool => 1,
-        ScalarType::I32 | ScalarType::F32 => 4,
-        ScalarType::I64 | ScalarType::Usize | ScalarType::F64 => 8,
-    }
+    elem.byte_size()
 }
 
 /// Bytes each member costs besides its variables, whatever the program: its
@@ -241,6 +237,12 @@ pub fn default_max_instances(lane_bytes: u128) -> usize {
     let budget = (available_memory_bytes() / 4) as u128;
     let lanes = budget / lane_bytes.max(1);
     lanes.clamp(1, 1 << 24) as usize
+}
+
+/// The most bytes one member's tape holds by default (`--max-tape-bytes`):
+/// a quarter of the available memory.
+pub fn default_max_tape_bytes() -> u64 {
+    available_memory_bytes() / 4
 }
 
 /// The environment variable that caps the memory autobatch plans to use, in

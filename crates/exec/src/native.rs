@@ -388,6 +388,7 @@ struct Progress<'a> {
     members_done: u64,
     instances: u64,
     peak_instances: u64,
+    tape_bytes: u64,
     rerun: u64,
     products: u64,
     waits: u64,
@@ -411,6 +412,7 @@ struct Chunk {
     steps: u64,
     instances: u64,
     peak_instances: u64,
+    tape_bytes: u64,
     rerun: u64,
     /// Products computed for members run together, and the member-products
     /// they served.
@@ -457,6 +459,7 @@ fn run_compiled(
         max_steps: options.max_steps,
         max_stack_depth: options.max_stack_depth,
         stack_room: stack - 2 * STACK_MARGIN,
+        max_tape_bytes: options.tape_bound(),
         interrupt: (flavor(options).interrupts == Interrupts::Polled).then_some(interrupt),
     };
     let threads = options.threads.max(1);
@@ -509,6 +512,7 @@ fn run_compiled(
         lane_utilization,
         instances: progress.instances,
         peak_instances: progress.peak_instances,
+        tape_bytes: progress.tape_bytes,
         op_counts,
         wall_seconds,
         // Values live in registers and on the member's own machine stack.
@@ -557,6 +561,7 @@ impl<'o> Progress<'o> {
             members_done: 0,
             instances: 0,
             peak_instances: 0,
+            tape_bytes: 0,
             rerun: 0,
             products: 0,
             waits: 0,
@@ -889,6 +894,7 @@ impl Chunk {
             steps: 0,
             instances: 0,
             peak_instances: 0,
+            tape_bytes: 0,
             rerun: 0,
             products: 0,
             waits: 0,
@@ -941,6 +947,7 @@ impl Chunk {
         self.steps += run.steps;
         self.instances += run.instances;
         self.peak_instances = self.peak_instances.max(run.peak_instances);
+        self.tape_bytes = self.tape_bytes.max(run.tape_bytes);
         add_counts(&mut self.counters, counters.unwrap_or(&[]));
     }
 }
@@ -981,6 +988,7 @@ fn report_progress(watched: &Watched<'_, '_>, done: &Chunk) {
     progress.steps += done.steps;
     progress.instances += done.instances;
     progress.peak_instances = progress.peak_instances.max(done.peak_instances);
+    progress.tape_bytes = progress.tape_bytes.max(done.tape_bytes);
     progress.rerun += done.rerun;
     progress.products += done.products;
     progress.waits += done.waits;

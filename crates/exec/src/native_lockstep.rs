@@ -218,6 +218,8 @@ fn run_compiled(
         wall_seconds: started.elapsed().as_secs_f64(),
         call_bytes: 0,
         peak_state_bytes: 0,
+        // Lock-step code takes no tape operations.
+        tape_bytes: 0,
         sizes: 1,
         report: Vec::new(),
         profile: None,
@@ -258,6 +260,8 @@ fn run_group(
         max_steps: options.max_steps,
         max_stack_depth: options.max_stack_depth,
         stack_room: 0,
+        // Lock-step code takes no tape operations.
+        max_tape_bytes: usize::MAX,
         interrupt: Some(shared.interrupt),
     };
     let mut counters = vec![0; code.segments().len()];

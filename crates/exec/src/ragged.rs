@@ -258,6 +258,7 @@ fn merge_stats(runs: Vec<Stats>) -> Stats {
         merged.peak_instances = merged.peak_instances.max(run.peak_instances);
         merged.call_bytes += run.call_bytes;
         merged.peak_state_bytes = merged.peak_state_bytes.max(run.peak_state_bytes);
+        merged.tape_bytes = merged.tape_bytes.max(run.tape_bytes);
         for count in run.op_counts {
             let key = (count.loc.line, count.loc.column, count.op);
             match op_counts.get_mut(&key) {

@@ -121,6 +121,7 @@ pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) ->
     let plan = Plan {
         count_slots,
         last_reads: program.functions.values().map(last_reads).collect(),
+        tape_bound: options.tape_bound(),
     };
     let mut counters = Counters {
         ops: op_counter,
@@ -129,6 +130,7 @@ pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) ->
         instances: 0,
         live_instances: 0,
         peak_instances: 0,
+        tape_bytes: 0,
         adjoints: Vec::new(),
     };
     let started = Instant::now();
@@ -146,6 +148,7 @@ pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) ->
             lane_utilization,
             instances: counters.instances,
             peak_instances: counters.peak_instances,
+            tape_bytes: counters.tape_bytes as u64,
             op_counts,
             wall_seconds,
             ..Stats::default()
@@ -191,6 +194,7 @@ pub fn run_member_logged(
     let plan = Plan {
         count_slots,
         last_reads: program.functions.values().map(last_reads).collect(),
+        tape_bound: options.tape_bound(),
     };
     let mut counters = Counters {
         ops,
@@ -199,6 +203,7 @@ pub fn run_member_logged(
         instances: 0,
         live_instances: 0,
         peak_instances: 0,
+        tape_bytes: 0,
         adjoints: Vec::new(),
     };
     let result = run_one(program, &plan, &options, &mut counters, env, batch, member);
@@ -247,6 +252,8 @@ struct Plan {
     /// Per function, per block, per op: the counter of a user primitive.
     count_slots: Vec<Vec<Vec<Option<usize>>>>,
     last_reads: Vec<LastReads>,
+    /// The most bytes a member's tape may hold ([`RunOptions::tape_bound`]).
+    tape_bound: usize,
 }
 
 /// Figures summed over all members. One member runs at a time, so every
@@ -259,6 +266,8 @@ struct Counters<'a> {
     instances: u64,
     live_instances: u64,
     peak_instances: u64,
+    /// The most bytes a member's tape held ([`Tape::held`]).
+    tape_bytes: usize,
     /// The contributions to static adjoints of the members that finished.
     adjoints: Vec<AdjointRecord>,
 }
@@ -430,7 +439,8 @@ impl<'a> MemberRun<'a, '_> {
                     return Ok(None);
                 }
                 if prim.is_tape() {
-                    self.move_tape(&mut frame.vars, *dst, args);
+                    self.move_tape(&mut frame.vars, *dst, args)
+                        .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
                     return Ok(None);
                 }
                 let value = eval_prim(&mut frame.vars, prim, args, last_reads, env, ctx)
@@ -531,6 +541,7 @@ impl<'a> MemberRun<'a, '_> {
                 self.tape = parent;
                 if state.mode == TapeMode::Save {
                     self.tape.push_instances(std::mem::take(&mut state.tapes));
+                    self.note_tape();
                 }
             }
             let elements = std::mem::take(&mut state.elements);
@@ -570,8 +581,10 @@ impl<'a> MemberRun<'a, '_> {
             };
             vars[param.index()] = Some(value);
         }
-        if state.mode == TapeMode::Restore {
-            self.tape = std::mem::take(&mut state.tapes[k]);
+        match (state.mode, &state.parent_tape) {
+            (TapeMode::Restore, _) => self.tape = std::mem::take(&mut state.tapes[k]),
+            (TapeMode::Save, Some(parent)) => self.tape = Tape::above(parent.held()),
+            _ => {}
         }
         let instance_rng = state.key.instance(k as u64);
         let previous = std::mem::replace(&mut *ctx.rng, instance_rng);
@@ -616,7 +629,8 @@ impl<'a> MemberRun<'a, '_> {
         }
         self.enter_block(callee, Function::ENTRY)?;
         if call.catch {
-            frame.caught_tape = Some(std::mem::take(&mut self.tape));
+            let held = self.tape.held();
+            frame.caught_tape = Some(std::mem::replace(&mut self.tape, Tape::above(held)));
         }
         stack.push(Frame::entry(call.callee, vars));
         Ok(())
@@ -823,13 +837,27 @@ impl<'a> MemberRun<'a, '_> {
         (Some(parent), tapes)
     }
 
-    /// `tape_push args` (no `dst`) or `dst = tape_pop`.
-    fn move_tape(&mut self, vars: &mut [Option<Held<'_>>], dst: Option<Var>, args: &[Var]) {
+    /// Counts what the tape holds now in the run's most ([`Stats::tape_bytes`]).
+    fn note_tape(&mut self) {
+        let counters = &mut *self.counters;
+        counters.tape_bytes = counters.tape_bytes.max(self.tape.held());
+    }
+
+    /// `tape_push args` (no `dst`) or `dst = tape_pop`; a push past the
+    /// run's bound faults.
+    fn move_tape(
+        &mut self,
+        vars: &mut [Option<Held<'_>>],
+        dst: Option<Var>,
+        args: &[Var],
+    ) -> Result<(), Fault> {
         match dst {
             None => {
                 for a in args {
                     self.tape.push(borrow(vars, *a));
                 }
+                self.note_tape();
+                self.tape.check(self.plan.tape_bound)?;
             }
             Some(dst) => {
                 let value = self
@@ -839,6 +867,7 @@ impl<'a> MemberRun<'a, '_> {
                 vars[dst.index()] = Some(Cow::Owned(value));
             }
         }
+        Ok(())
     }
 
     /// Counts the step of entering `block`, or stops the member if it has

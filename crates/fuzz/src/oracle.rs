@@ -319,9 +319,9 @@ fn check_gradient(compiled: &Compiled, case: &Case, gradient: &GradientCase) -> 
     }
     for &configuration in &all[1..] {
         let detail = match run(&bound, configuration, case.limits) {
-            Ok(run) => {
-                compare_runs(&reference, &run).or_else(|| compare_gradients(&reference, &run))
-            }
+            Ok(run) => compare_runs(&reference, &run)
+                .or_else(|| compare_gradients(&reference, &run))
+                .or_else(|| compare_tape_bytes(&reference, &run)),
             Err(detail) => Some(detail),
         };
         if let Some(detail) = detail {
@@ -331,6 +331,7 @@ fn check_gradient(compiled: &Compiled, case: &Case, gradient: &GradientCase) -> 
             });
         }
     }
+    findings.extend(under_a_small_tape_bound(&bound, case.limits, &reference));
     let mut reversed = gradient.points.clone();
     reversed.reverse();
     let again = bind_points(&reversed).and_then(|bound| run(&bound, all[0], case.limits));
@@ -351,6 +352,55 @@ fn check_gradient(compiled: &Compiled, case: &Case, gradient: &GradientCase) -> 
     } else {
         Verdict::Fail(findings)
     }
+}
+
+/// Whether `actual` counts the most bytes a member's tape held as the
+/// reference does, when every member finished (a batching strategy may
+/// run, and count, instances of a fork after an earlier one faulted).
+fn compare_tape_bytes(reference: &RunResult, actual: &RunResult) -> Option<String> {
+    let (expected, got) = (reference.stats.tape_bytes, actual.stats.tape_bytes);
+    let finished = reference.members.iter().all(Result::is_ok);
+    (finished && expected != got).then(|| format!("tape_bytes {got} instead of {expected}"))
+}
+
+/// The gradient run again with each member's tape bounded at half the
+/// most the reference's held (when it held any): every configuration must
+/// stop the same members with `tape_limit` where the reference does and
+/// give the others the same bits and summed gradients.
+fn under_a_small_tape_bound(
+    bound: &BoundBatch,
+    limits: Limits,
+    reference: &RunResult,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let all = configurations();
+    let most = reference.stats.tape_bytes;
+    if most < 2 {
+        return findings;
+    }
+    let tight = Some(most / 2);
+    let mut expected: Option<RunResult> = None;
+    for &configuration in &all {
+        let detail = match run_with_tape_bound(bound, configuration, limits, tight) {
+            Err(detail) => Some(detail),
+            Ok(result) => match &expected {
+                Some(expected) => {
+                    compare_runs(expected, &result).or_else(|| compare_gradients(expected, &result))
+                }
+                None => {
+                    expected = Some(result);
+                    continue;
+                }
+            },
+        };
+        if let Some(detail) = detail {
+            findings.push(Finding {
+                configuration,
+                detail: format!("under --max-tape-bytes {}: {detail}", most / 2),
+            });
+        }
+    }
+    findings
 }
 
 /// The first static whose summed gradient differs in a bit, described.
@@ -630,6 +680,17 @@ fn run(
     configuration: Configuration,
     limits: Limits,
 ) -> Result<RunResult, String> {
+    run_with_tape_bound(bound, configuration, limits, None)
+}
+
+/// [`run`] with a bound on each member's tape (`--max-tape-bytes`;
+/// `None`: the default).
+fn run_with_tape_bound(
+    bound: &BoundBatch,
+    configuration: Configuration,
+    limits: Limits,
+    max_tape_bytes: Option<u64>,
+) -> Result<RunResult, String> {
     let config = RunConfig {
         strategy: configuration.strategy,
         options: autobatch::RunOptions {
@@ -638,6 +699,7 @@ fn run(
             seed: limits.seed,
             threads: configuration.threads,
             max_instances: None,
+            max_tape_bytes,
             // Recording a profile must change no result: every strategy that
             // records one does, under the fuzzer.
             profile: configuration.strategy.records_profile(),

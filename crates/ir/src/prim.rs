@@ -305,8 +305,9 @@ impl Prim {
     /// Whether running the primitive on operands of the types `operands`
     /// may stop the member with a fault: an integer `/` or `%`
     /// (`division_by_zero`), indexing and indexed assignment
-    /// (`index_out_of_bounds`), an assertion (`assertion_failed`) and a
-    /// host function's call (`host_error`). Every other primitive has a
+    /// (`index_out_of_bounds`), an assertion (`assertion_failed`), a
+    /// host function's call (`host_error`) and a push onto a tape past the
+    /// run's bound (`tape_limit`). Every other primitive has a
     /// value for every operand the verifier accepts (integers wrap, float
     /// arithmetic gives NaN or an infinity, casts saturate, reductions and
     /// draws of empty arrays have values). With no operand types given, a
@@ -326,6 +327,7 @@ impl Prim {
             | Prim::Assert { .. }
             | Prim::Check { .. }
             | Prim::Cholesky
+            | Prim::TapePush
             | Prim::Host(_) => true,
             Prim::Const(_)
             | Prim::Copy
@@ -357,7 +359,6 @@ impl Prim {
             | Prim::UniformLike
             | Prim::NormalLike
             | Prim::StaticAdjoint(_)
-            | Prim::TapePush
             | Prim::TapePop(_) => false,
         }
     }

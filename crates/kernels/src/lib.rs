@@ -131,6 +131,14 @@ impl Fault {
     pub fn domain_error(message: &str) -> Fault {
         Fault::new(ErrorKind::DomainError, message)
     }
+
+    /// A push that makes a member's tape hold more than `bound` bytes.
+    pub fn tape_limit(bound: usize) -> Fault {
+        Fault::new(
+            ErrorKind::TapeLimit,
+            format!("the gradient's tape would hold more than {bound} bytes (--max-tape-bytes)"),
+        )
+    }
 }
 
 impl fmt::Display for Fault {

@@ -15,10 +15,18 @@
 //! forking lane's tape as one entry; the `Restore` fork of the backward
 //! part takes that entry off again and gives instance `k` the tape of
 //! forward instance `k`. Instances' tapes are moved, never copied.
+//!
+//! A tape counts the bytes it holds ([`Tape::held`]): its values (an
+//! element's bytes each, as [`autobatch_types::ScalarType::byte_size`]
+//! says), the instances' tapes it keeps, and what the lane's ancestors
+//! held when it started (the forking lane's tape at the fork, the tape a
+//! catching call set aside). So a lane's count is what its member holds
+//! along the lane's path, whatever order an executor runs the instances in.
 
 use autobatch_types::{Data, Scalar, ScalarType, Tensor};
 
 use crate::buffer::{self, Values, ValuesMut};
+use crate::Fault;
 
 /// One entry of a [`Tape`], the entry pushed last at the end.
 #[derive(Clone, Copy, Debug)]
@@ -44,9 +52,44 @@ pub struct Tape {
     dims: Vec<usize>,
     /// The instances' tapes of the `Save` forks on the tape, in instance order.
     forks: Vec<Vec<Tape>>,
+    /// The bytes of the values on it and of the instances' tapes it keeps.
+    bytes: usize,
+    /// The bytes the lane's ancestors held when it started.
+    below: usize,
+}
+
+/// A `tape_limit` fault when a tape holding `held` bytes holds more than
+/// `bound` ([`Tape::held`]; executors check after each push).
+pub fn within_bound(held: usize, bound: usize) -> Result<(), Fault> {
+    if held > bound {
+        Err(Fault::tape_limit(bound))
+    } else {
+        Ok(())
+    }
 }
 
 impl Tape {
+    /// An empty tape of a lane whose ancestors hold `below` bytes (a fork's
+    /// instance, or a catching call's callee: the [`Tape::held`] of the
+    /// tape it starts from).
+    pub fn above(below: usize) -> Tape {
+        Tape {
+            below,
+            ..Tape::default()
+        }
+    }
+
+    /// The bytes the lane's member holds along the lane's path: this
+    /// tape's values and kept instances' tapes, and its ancestors'.
+    pub fn held(&self) -> usize {
+        self.below + self.bytes
+    }
+
+    /// A `tape_limit` fault when the tape holds more than `bound` bytes.
+    pub fn check(&self, bound: usize) -> Result<(), Fault> {
+        within_bound(self.held(), bound)
+    }
+
     /// Pushes a copy of `value`.
     pub fn push(&mut self, value: &Tensor) {
         self.push_values(&value.shape, Values::all(&value.data));
@@ -57,6 +100,7 @@ impl Tape {
         let ty = values.ty();
         buffer::append(self.elements_of(ty), values);
         self.dims.extend_from_slice(shape);
+        self.bytes += values.len() * ty.byte_size();
         self.entries.push(Entry::Value {
             ty,
             rank: shape.len(),
@@ -66,6 +110,7 @@ impl Tape {
 
     /// Keeps the tapes of a `Save` fork's instances, in instance order.
     pub fn push_instances(&mut self, tapes: Vec<Tape>) {
+        self.bytes += tapes.iter().map(|t| t.bytes).sum::<usize>();
         self.forks.push(tapes);
         self.entries.push(Entry::Instances);
     }
@@ -95,6 +140,7 @@ impl Tape {
         }
         self.entries.pop();
         self.dims.truncate(self.dims.len() - rank);
+        self.bytes -= len * ty.byte_size();
         let elements = self.elements_of(ty);
         let start = elements.len() - len;
         buffer::copy(Values::of(elements, start..elements.len()), dst);
@@ -109,7 +155,9 @@ impl Tape {
         match (self.entries.last(), self.forks.last()) {
             (Some(Entry::Instances), Some(tapes)) if tapes.len() == count => {
                 self.entries.pop();
-                self.forks.pop()
+                let tapes = self.forks.pop();
+                self.bytes -= tapes.iter().flatten().map(|t| t.bytes).sum::<usize>();
+                tapes
             }
             _ => None,
         }
@@ -124,6 +172,7 @@ impl Tape {
         self.entries.clear();
         self.dims.clear();
         self.forks.clear();
+        self.bytes = 0;
         for elements in &mut self.elements {
             let ty = elements.ty();
             buffer::resize(elements, ty, 0);

@@ -114,11 +114,7 @@ impl ArrayOp {
 
 /// The bytes of one element of `ty` in member memory.
 pub(crate) fn byte_size(ty: ScalarType) -> usize {
-    match ty {
-        ScalarType::Bool => 1,
-        ScalarType::I32 | ScalarType::F32 => 4,
-        ScalarType::I64 | ScalarType::Usize | ScalarType::F64 => 8,
-    }
+    ty.byte_size()
 }
 
 /// The elements at `ptr`.
@@ -205,10 +201,10 @@ pub(crate) extern "C" fn array_op(ctx: *mut Context, op: u64, ptrs: *const *mut 
     let entry = &table[op as usize];
     if matches!(entry.prim, Prim::TapePush | Prim::TapePop(_)) && entry.ragged.is_none() {
         // The gradient's most frequent operations, straight to the tape:
-        // they cannot fault, wait or alias.
+        // they cannot wait or alias (a push faults past the tape's bound).
         let ptrs = unsafe { std::slice::from_raw_parts(ptrs, entry.args.len() + 1) };
-        unsafe { move_tape(ctx, entry, ptrs[0], &ptrs[1..]) };
-        return 0;
+        let outcome = unsafe { move_tape(ctx, entry, ptrs[0], &ptrs[1..]) };
+        return outcome_code(ctx, outcome);
     }
     // SAFETY: the member's lengths, one per symbol (`Context::symbols`).
     let symbols = unsafe { std::slice::from_raw_parts(ctx.symbols, ctx.symbol_count) };
@@ -243,6 +239,11 @@ pub(crate) extern "C" fn array_op(ctx: *mut Context, op: u64, ptrs: *const *mut 
         unsafe { apply(ctx, op, dst, &ptrs[1..]) }
     };
     ctx.member_op = member_op;
+    outcome_code(ctx, outcome)
+}
+
+/// [`array_op`]'s answer: 0, or 1 with the fault left in the context.
+fn outcome_code(ctx: &mut Context, outcome: Result<(), Fault>) -> u32 {
     match outcome {
         Ok(()) => 0,
         Err(fault) => {
@@ -348,29 +349,37 @@ unsafe fn apply(
             let record = AdjointRecord::of_values(0, adjoint, &values[..count]);
             ctx.adjoints.push(record);
         }
-        Prim::TapePush | Prim::TapePop(_) => move_tape(ctx, op, dst, args),
+        Prim::TapePush | Prim::TapePop(_) => return move_tape(ctx, op, dst, args),
         _ => return through_eval(ctx, op, dst, args),
     }
     Ok(())
 }
 
-/// `tape_push`: the operands go onto the member's tape; `tape_pop`: the
-/// value pushed last comes off it into `dst`.
+/// `tape_push`: the operands go onto the member's tape (a `tape_limit`
+/// fault when it then holds more than its bound); `tape_pop`: the value
+/// pushed last comes off it into `dst`.
 ///
 /// # Safety
 /// As [`array_op`]'s operands.
-unsafe fn move_tape(ctx: &mut Context, op: &ArrayOp, dst: *mut u8, args: &[*mut u8]) {
+unsafe fn move_tape(
+    ctx: &mut Context,
+    op: &ArrayOp,
+    dst: *mut u8,
+    args: &[*mut u8],
+) -> Result<(), Fault> {
     use std::slice::{from_raw_parts, from_raw_parts_mut};
     if op.prim == Prim::TapePush {
         for (operand, at) in op.args.iter().zip(args) {
             ctx.tape.push(from_raw_parts(*at, operand.bytes()));
         }
-        return;
+        ctx.note_tape();
+        return autobatch_kernels::tape::within_bound(ctx.tape.held(), ctx.tape_bound);
     }
     let r = op.result.as_ref().expect("tape_pop has a result");
     if !ctx.tape.pop(from_raw_parts_mut(dst, r.bytes())) {
         unreachable!("a tape popped past its start")
     }
+    Ok(())
 }
 
 fn write_scalar(out: ValuesMut<'_>, value: Scalar) {

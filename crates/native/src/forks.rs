@@ -113,7 +113,7 @@ pub(crate) extern "C" fn instance_begin(ctx: *mut Context, k: u64) {
         }
     }
     match fork.mode {
-        TapeMode::Save => ctx.tape = Tape::spare(),
+        TapeMode::Save => ctx.tape = Tape::spare_above(fork.parent_tape.held()),
         TapeMode::Restore => ctx.tape = std::mem::take(&mut fork.tapes[k as usize]),
         TapeMode::None => {}
     }
@@ -144,7 +144,10 @@ pub(crate) extern "C" fn fork_end(ctx: *mut Context) {
     if fork.mode != TapeMode::None {
         ctx.tape = fork.parent_tape;
         match fork.mode {
-            TapeMode::Save => ctx.tape.push_instances(fork.tapes),
+            TapeMode::Save => {
+                ctx.tape.push_instances(fork.tapes);
+                ctx.note_tape();
+            }
             _ => Tape::give_back_list(fork.tapes),
         }
     }
@@ -153,7 +156,8 @@ pub(crate) extern "C" fn fork_end(ctx: *mut Context) {
 pub(crate) extern "C" fn catch_begin(ctx: *mut Context) {
     // SAFETY: native code passes its own context.
     let ctx = unsafe { &mut *ctx };
-    let tape = std::mem::replace(&mut ctx.tape, Tape::spare());
+    let held = ctx.tape.held();
+    let tape = std::mem::replace(&mut ctx.tape, Tape::spare_above(held));
     ctx.caught_tapes.push(tape);
 }
 

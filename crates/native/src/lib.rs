@@ -168,6 +168,9 @@ pub struct Limits<'a> {
     /// Bytes of machine stack below the caller's frame that the member's
     /// native frames may use.
     pub stack_room: usize,
+    /// The most bytes the member's tape may hold: a push past it faults
+    /// with `tape_limit`.
+    pub max_tape_bytes: usize,
     /// Set from another thread, it stops every member of a program
     /// compiled with [`Interrupts::Polled`] within [`POLL_STEPS`] of its
     /// steps, with [`Stop::Interrupted`] (a host abandoning the run: a
@@ -198,6 +201,8 @@ pub struct MemberRun<T = Vec<Tensor>> {
     pub steps: u64,
     pub instances: u64,
     pub peak_instances: u64,
+    /// The most bytes the member's tape held (`autobatch_kernels::Tape::held`).
+    pub tape_bytes: u64,
     /// The member's contributions to static adjoints (`static_adjoint`
     /// operations), in the order made; `member` is 0 (the caller's to set).
     pub adjoints: Vec<AdjointRecord>,
@@ -211,6 +216,7 @@ impl<T> MemberRun<T> {
             steps: self.steps,
             instances: self.instances,
             peak_instances: self.peak_instances,
+            tape_bytes: self.tape_bytes,
             adjoints: self.adjoints,
         }
     }
@@ -270,6 +276,10 @@ pub(crate) struct Context {
     /// The tapes set aside by the catching calls the member is inside,
     /// innermost last (`forks::catch_begin`).
     caught_tapes: Vec<tape::Tape>,
+    /// The most bytes the member's tape held ([`tape::Tape::held`]).
+    tape_bytes: u64,
+    /// The most it may hold ([`Limits::max_tape_bytes`]).
+    tape_bound: usize,
     /// Where a member run among others suspends at a product with a
     /// static matrix ([`waits`]); null for a member run alone.
     yielder: *const waits::MemberYielder,
@@ -316,10 +326,19 @@ impl Context {
         self.adjoints.clear();
         self.tape.clear();
         self.caught_tapes.clear();
+        self.tape_bytes = 0;
+        self.tape_bound = limits.max_tape_bytes;
         self.instances = 0;
         self.live_instances = 0;
         self.peak_instances = 0;
         self.yielder = start.yielder;
+    }
+}
+
+impl Context {
+    /// Counts what the tape holds now in the member's most.
+    fn note_tape(&mut self) {
+        self.tape_bytes = self.tape_bytes.max(self.tape.held() as u64);
     }
 }
 
@@ -586,6 +605,8 @@ impl NativeProgram {
             instances: 0,
             live_instances: 0,
             peak_instances: 0,
+            tape_bytes: 0,
+            tape_bound: usize::MAX,
             adjoints: Vec::new(),
             tape: tape::Tape::spare(),
             caught_tapes: Vec::new(),
@@ -710,6 +731,7 @@ impl Runner<'_> {
                 steps: 0,
                 instances: 0,
                 peak_instances: 0,
+                tape_bytes: 0,
                 adjoints: Vec::new(),
             };
         }
@@ -748,6 +770,7 @@ impl Runner<'_> {
             .is_some_and(|flag| flag.load(Ordering::Relaxed));
         let (status, fault) = (context.status, context.fault.take());
         let (instances, peak_instances) = (context.instances, context.peak_instances);
+        let tape_bytes = context.tape_bytes;
         let adjoints = std::mem::take(&mut context.adjoints);
         assert!(
             status != 0 || context.tape.is_empty(),
@@ -767,6 +790,7 @@ impl Runner<'_> {
             steps,
             instances,
             peak_instances,
+            tape_bytes,
             adjoints,
         }
     }

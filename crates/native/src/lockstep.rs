@@ -423,6 +423,7 @@ impl LockStepProgram {
                     steps,
                     instances: 0,
                     peak_instances: 0,
+                    tape_bytes: 0,
                     adjoints: Vec::new(),
                 }
             }
@@ -443,6 +444,7 @@ fn stopped(stop: Stop, steps: u64) -> MemberRun {
         steps,
         instances: 0,
         peak_instances: 0,
+        tape_bytes: 0,
         adjoints: Vec::new(),
     }
 }

@@ -13,6 +13,10 @@
 //! ([`Tape::spare`]) and go back to it when their backward instance ends
 //! ([`Tape::give_back`]), so a run reuses the memory of the runs before it
 //! on the same thread.
+//!
+//! A tape counts what it holds as `autobatch_kernels::Tape::held` does
+//! ([`Tape::held`]): its values, its forks' instances' tapes, and what the
+//! lane's ancestors held when it started.
 
 use std::cell::RefCell;
 
@@ -22,6 +26,10 @@ pub(crate) struct Tape {
     bytes: Vec<u8>,
     /// Per `Save` fork, its instances' tapes in instance order.
     forks: Vec<Vec<Tape>>,
+    /// The bytes the tapes in `forks` hold.
+    fork_bytes: usize,
+    /// The bytes the lane's ancestors held when it started.
+    below: usize,
 }
 
 /// Spare tapes and lists of tapes of a thread (`Tape::spare`).
@@ -46,6 +54,26 @@ impl Tape {
         SPARES
             .with(|s| s.borrow_mut().tapes.pop())
             .unwrap_or_default()
+    }
+
+    /// An empty tape ([`Tape::spare`]) of a lane whose ancestors hold
+    /// `below` bytes (a taped fork's instance, a catching call's callee).
+    pub fn spare_above(below: usize) -> Tape {
+        Tape {
+            below,
+            ..Tape::spare()
+        }
+    }
+
+    /// The bytes the lane's member holds along the lane's path: this
+    /// tape's values and forks' tapes, and its ancestors'.
+    pub fn held(&self) -> usize {
+        self.below + self.own()
+    }
+
+    /// The bytes of this tape's values and forks' tapes.
+    fn own(&self) -> usize {
+        self.bytes.len() + self.fork_bytes
     }
 
     /// An empty list for a fork's instances' tapes, likewise.
@@ -108,6 +136,7 @@ impl Tape {
 
     /// Keeps the tapes of a `Save` fork's instances, in instance order.
     pub fn push_instances(&mut self, tapes: Vec<Tape>) {
+        self.fork_bytes += tapes.iter().map(Tape::own).sum::<usize>();
         self.forks.push(tapes);
     }
 
@@ -115,7 +144,10 @@ impl Tape {
     /// or `None` when there is no such thing.
     pub fn pop_instances(&mut self, count: usize) -> Option<Vec<Tape>> {
         match self.forks.pop()? {
-            tapes if tapes.len() == count => Some(tapes),
+            tapes if tapes.len() == count => {
+                self.fork_bytes -= tapes.iter().map(Tape::own).sum::<usize>();
+                Some(tapes)
+            }
             _ => None,
         }
     }
@@ -129,6 +161,8 @@ impl Tape {
     /// the spares.
     pub fn clear(&mut self) {
         self.bytes.clear();
+        self.fork_bytes = 0;
+        self.below = 0;
         for list in self.forks.drain(..) {
             Tape::give_back_list(list);
         }

@@ -66,6 +66,15 @@ impl ScalarType {
         matches!(self, ScalarType::F32 | ScalarType::F64)
     }
 
+    /// The bytes one element takes in memory (a `bool`, one).
+    pub fn byte_size(self) -> usize {
+        match self {
+            ScalarType::Bool => 1,
+            ScalarType::I32 | ScalarType::F32 => 4,
+            ScalarType::I64 | ScalarType::Usize | ScalarType::F64 => 8,
+        }
+    }
+
     pub fn is_integer(self) -> bool {
         matches!(self, ScalarType::I32 | ScalarType::I64 | ScalarType::Usize)
     }
@@ -422,6 +431,9 @@ pub enum ErrorKind {
     /// An argument of a distribution or special function outside its domain
     /// (a negative scale, a probability above 1).
     DomainError,
+    /// The tape of a member's gradient would hold more than the run's
+    /// bound (`--max-tape-bytes`).
+    TapeLimit,
 }
 
 impl ErrorKind {
@@ -442,6 +454,7 @@ impl ErrorKind {
             ErrorKind::HostError => "host_error",
             ErrorKind::Interrupted => "interrupted",
             ErrorKind::DomainError => "domain_error",
+            ErrorKind::TapeLimit => "tape_limit",
         }
     }
     pub fn from_name(name: &str) -> Option<ErrorKind> {
@@ -454,6 +467,7 @@ impl ErrorKind {
             ErrorKind::HostError,
             ErrorKind::Interrupted,
             ErrorKind::DomainError,
+            ErrorKind::TapeLimit,
         ]
         .into_iter()
         .find(|k| k.name() == name)

@@ -230,7 +230,8 @@ fn read_figures(r: &mut Reader<'_>) -> Result<RankFigures, WireError> {
 /// The `stats` of a job from its ranks' (those that ran members), for a
 /// batch of `members`: counts summed (steps, instances, bytes, every
 /// operation's executions and active lanes), peaks summed (what the ranks
-/// held at once at most), seconds the slowest rank's, the lane utilization
+/// held at once at most) but `tape_bytes` (one member's: the most of any
+/// rank), seconds the slowest rank's, the lane utilization
 /// the active lanes over the lane slots of all ranks. An executor's own
 /// figures: counts summed but `functions` (of the program, the same on
 /// every rank), seconds the most, the others rank 0's.
@@ -251,6 +252,9 @@ pub fn merge_stats_json(ranks: &[RankFigures], members: usize) -> Json {
     ] {
         stats[key] = all(ranks, key).filter_map(Json::as_u64).sum::<u64>().into();
     }
+    // A member's tape is on one rank: the most of any rank.
+    let tape_bytes = all(ranks, "tape_bytes").filter_map(Json::as_u64).max();
+    stats["tape_bytes"] = tape_bytes.unwrap_or(0).into();
     let slowest = all(ranks, "wall_seconds")
         .filter_map(Json::as_f64)
         .fold(0.0, f64::max);

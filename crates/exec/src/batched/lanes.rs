@@ -216,6 +216,10 @@ pub struct LaneTable {
     live_instances: usize,
     instances: u64,
     peak_instances: u64,
+    /// The most bytes a member's tape held ([`Tape::held`]).
+    tape_bytes: usize,
+    /// The most it may hold ([`RunOptions::tape_bound`]).
+    tape_bound: usize,
     /// Reused buffer: the rows one operation retired.
     retired: Vec<u32>,
 }
@@ -230,11 +234,14 @@ impl LaneTable {
     /// The lanes of a run with `options`: member `m` draws from the stream
     /// of its index in the whole batch ([`RunOptions::member_id`]).
     pub fn for_run(size: usize, options: &RunOptions) -> LaneTable {
-        LaneTable::numbered(
-            size,
-            |m| MemberRng::new(options.seed, options.member_id(m)),
-            options.max_steps,
-        )
+        LaneTable {
+            tape_bound: options.tape_bound(),
+            ..LaneTable::numbered(
+                size,
+                |m| MemberRng::new(options.seed, options.member_id(m)),
+                options.max_steps,
+            )
+        }
     }
 
     fn numbered(size: usize, rng: impl Fn(usize) -> MemberRng, max_steps: u64) -> LaneTable {
@@ -268,6 +275,8 @@ impl LaneTable {
             live_instances: 0,
             instances: 0,
             peak_instances: 0,
+            tape_bytes: 0,
+            tape_bound: usize::MAX,
             retired: Vec::new(),
         }
     }
@@ -304,9 +313,23 @@ impl LaneTable {
     }
 
     /// Appends the value of shape `shape` whose elements are `values` to
-    /// `lane`'s tape.
-    pub fn tape_push(&mut self, lane: usize, shape: &[usize], values: Values<'_>) {
+    /// `lane`'s tape; a `tape_limit` fault when the tape then holds more
+    /// than the run's bound.
+    pub fn tape_push(
+        &mut self,
+        lane: usize,
+        shape: &[usize],
+        values: Values<'_>,
+    ) -> Result<(), Fault> {
         self.tapes[lane].push_values(shape, values);
+        self.note_tape(lane);
+        self.tapes[lane].check(self.tape_bound)
+    }
+
+    /// Counts what `lane`'s tape holds now in the run's most
+    /// ([`Stats::tape_bytes`]).
+    fn note_tape(&mut self, lane: usize) {
+        self.tape_bytes = self.tape_bytes.max(self.tapes[lane].held());
     }
 
     /// `lane` enters a catching call: its tape is set aside and the callee
@@ -316,7 +339,8 @@ impl LaneTable {
     /// a catching call never calls a derived function's forward part).
     pub fn set_tape_aside(&mut self, lane: u32) {
         let l = lane as usize;
-        let tape = std::mem::take(&mut self.tapes[l]);
+        let held = self.tapes[l].held();
+        let tape = std::mem::replace(&mut self.tapes[l], Tape::above(held));
         self.aside[l].push(tape);
     }
 
@@ -724,7 +748,7 @@ impl LaneTable {
         let (rng, steps, parent) = (join.key.instance(k), join.steps, join.parent);
         let mut join_tape = match join.mode {
             TapeMode::Restore => std::mem::take(&mut join.tapes[k as usize]),
-            _ => Tape::default(),
+            _ => Tape::above(self.tapes[parent as usize].held()),
         };
         let member = self.member[parent as usize];
         let lane = match self.free.pop() {
@@ -939,6 +963,7 @@ impl LaneTable {
         if join.mode == TapeMode::Save && matches!(resolution, Resolution::Returned { .. }) {
             let tapes = std::mem::take(&mut join.tapes);
             self.tapes[join.parent as usize].push_instances(tapes);
+            self.note_tape(join.parent as usize);
         }
         (join, resolution)
     }
@@ -999,6 +1024,7 @@ impl LaneTable {
                 lane_utilization,
                 instances: self.instances,
                 peak_instances: self.peak_instances,
+                tape_bytes: self.tape_bytes as u64,
                 op_counts,
                 wall_seconds,
                 ..Stats::default()
@@ -1038,9 +1064,13 @@ mod tests {
         let mut faults = vec![(3, fault()), (1, fault())];
         // Row 3's error is caught (the lane goes on elsewhere, with the
         // tape it had at its catching call), row 1's is not.
-        lanes.tape_push(3, &[], Values::scalar(&autobatch_types::Scalar::I64(7)));
+        lanes
+            .tape_push(3, &[], Values::scalar(&autobatch_types::Scalar::I64(7)))
+            .expect("no bound");
         lanes.set_tape_aside(3);
-        lanes.tape_push(3, &[], Values::scalar(&autobatch_types::Scalar::I64(8)));
+        lanes
+            .tape_push(3, &[], Values::scalar(&autobatch_types::Scalar::I64(8)))
+            .expect("no bound");
         lanes.retire_faults(
             &mut rows,
             &mut faults,

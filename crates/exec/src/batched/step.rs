@@ -578,15 +578,20 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
     /// row onto the tape and from the tape into the result's row (no
     /// tensor of their own). Their operands and results are never step
     /// temporaries ([`super::plan`]), so a row is its row of every column.
-    fn run_tape(&mut self, op: &OpPlan<'_>, prim: &Prim, rows: &[u32]) {
+    /// The rows whose tape then holds more than the run's bound fault, and
+    /// leave `rows`.
+    fn run_tape(&mut self, op: &OpPlan<'_>, prim: &Prim, rows: &mut Vec<u32>) {
         let slots = &mut *self.frame.slots;
         let lane_of = lane_fn(self.frame.lanes);
         let members = self.frame.members;
         let lanes = &mut self.stepper.lanes;
-        for &r in rows {
+        let mut faults = std::mem::take(&mut self.stepper.faults);
+        faults.clear();
+        for &r in rows.iter() {
             let lane = lane_of(r);
             match (prim, op.dst) {
                 (Prim::TapePush, None) => {
+                    let mut fault = None;
                     for &a in &op.args {
                         let at = match (&slots[a], members) {
                             (Slot::Member(_), Some(members)) => members[r as usize] as usize,
@@ -594,8 +599,12 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
                             _ => r as usize,
                         };
                         let slot = &slots[a];
-                        lanes.tape_push(lane, slot.shape(), slot.values(at, 0, slot.row_len()));
+                        let values = slot.values(at, 0, slot.row_len());
+                        if let Err(f) = lanes.tape_push(lane, slot.shape(), values) {
+                            fault = Some(f);
+                        }
                     }
+                    faults.extend(fault.map(|f| (r, f)));
                 }
                 (Prim::TapePop(_), Some(d)) => match &mut slots[d] {
                     Slot::Column(column) => lanes.tape_pop(lane, column.row_mut(r as usize)),
@@ -605,5 +614,9 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
             }
         }
         self.stepper.counter.record(op.counter, rows.len());
+        let unwind = |r, error| self.hooks.unwind(r, error);
+        let lanes = &mut self.stepper.lanes;
+        lanes.retire_faults(rows, &mut faults, op.loc, lane_of, unwind);
+        self.stepper.faults = faults;
     }
 }
