@@ -130,3 +130,74 @@ fn edge_values() {
         assert!((f.1)(f64::NAN).is_nan(), "{}", f.0);
     }
 }
+
+/// The rows of a table of `tests/data/beta_inc.json`.
+fn beta_inc_table(name: &str) -> Vec<Vec<f64>> {
+    let text = include_str!("data/beta_inc.json");
+    let data: Value = serde_json::from_str(text).expect("tests/data/beta_inc.json is JSON");
+    data[name]
+        .as_array()
+        .unwrap_or_else(|| panic!("no rows for {name}"))
+        .iter()
+        .map(|row| row.as_array().expect("a row").iter().map(number).collect())
+        .collect()
+}
+
+/// The error of `got` against `want`, relative to `max(|want|, scale)`.
+fn error_against(got: f64, want: f64, scale: f64) -> f64 {
+    if got == want {
+        0.0
+    } else {
+        ((got - want) / want.abs().max(scale)).abs()
+    }
+}
+
+#[test]
+fn lbeta_matches_mpmath() {
+    let rows = beta_inc_table("lbeta");
+    assert!(rows.len() >= 150, "only {} points", rows.len());
+    let mut failures = Vec::new();
+    for row in rows {
+        let (a, b, want) = (row[0], row[1], row[2]);
+        let got = special::lbeta_f64(a, b);
+        // Relative, or absolute where ln B is near 0 (the terms cancel there).
+        let error = error_against(got, want, 1.0);
+        if error.is_nan() || error > 1e-14 {
+            failures.push(format!("lbeta({a:e}, {b:e}) = {got:e}, mpmath {want:e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn log_beta_inc_and_its_derivatives_match_mpmath() {
+    let rows = beta_inc_table("log_beta_inc");
+    assert!(rows.len() >= 500, "only {} points", rows.len());
+    let mut failures = Vec::new();
+    let mut worst = [0.0f64; 3];
+    for row in rows {
+        let (a, b, x) = (row[0], row[1], row[2]);
+        let got = [
+            special::log_beta_inc_f64(a, b, x),
+            special::log_beta_inc_da_f64(a, b, x),
+            special::log_beta_inc_db_f64(a, b, x),
+        ];
+        // ln I relative to max(|ln I|, 1e-300); the derivatives relative to
+        // max(|d|, 1) (they pass through 0 as a or b varies).
+        let tolerances = [(1e-300, 1e-12), (1.0, 1e-9), (1.0, 1e-9)];
+        for k in 0..3 {
+            let error = error_against(got[k], row[3 + k], tolerances[k].0);
+            worst[k] = worst[k].max(error);
+            if error.is_nan() || error > tolerances[k].1 {
+                failures.push(format!(
+                    "{}: a {a:e}, b {b:e}, x {x:e}: {:e}, mpmath {:e}",
+                    ["ln I", "d/da", "d/db"][k],
+                    got[k],
+                    row[3 + k]
+                ));
+            }
+        }
+    }
+    eprintln!("ln I_x(a, b): worst errors (value, d/da, d/db) {worst:e?}");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
