@@ -36,7 +36,11 @@ struct Dual {
 
 impl Dual {
     fn constant(v: f64) -> Dual {
-        Dual { v, da: 0.0, db: 0.0 }
+        Dual {
+            v,
+            da: 0.0,
+            db: 0.0,
+        }
     }
 
     fn add(self, o: Dual) -> Dual {
@@ -103,13 +107,21 @@ pub fn lbeta_f64(a: f64, b: f64) -> f64 {
     lgamma_f64(small) + difference
 }
 
-/// `ln I_x(a, b)` with its derivatives in `a` and `b`, for `a, b > 0` and
-/// `0 < x < 1`.
-fn log_beta_inc(a: f64, b: f64, x: f64) -> Dual {
-    if x < (a + 1.0) / (a + b + 2.0) {
+/// `ln I_x(a, b)` (or, `complement`, `ln(1 - I_x(a, b))`) with its
+/// derivatives in `a` and `b`, for `a, b > 0` and `0 < x < 1`: the
+/// fraction of the tail below the mean directly, the other tail as its
+/// complement.
+fn log_beta_inc(a: f64, b: f64, x: f64, complement_wanted: bool) -> Dual {
+    let lower = x < (a + 1.0) / (a + b + 2.0);
+    let tail = if lower {
         lower_fraction(a, b, x)
     } else {
-        complement(lower_fraction(b, a, 1.0 - x).swap())
+        lower_fraction(b, a, 1.0 - x).swap()
+    };
+    if lower != complement_wanted {
+        tail
+    } else {
+        complement(tail)
     }
 }
 
@@ -194,53 +206,147 @@ fn coefficient_odd(a: f64, b: f64, x: f64, m: f64) -> Dual {
     }
 }
 
-/// Which function of [`incomplete`] to give.
+/// Which function of [`incomplete`] to give: `ln I` or `ln(1 - I)`
+/// (`complement`), the value or its derivative in `a` or `b`.
 #[derive(Clone, Copy)]
-enum Part {
-    Log,
-    LogDa,
-    LogDb,
+struct Part {
+    complement: bool,
+    derivative: Derivative,
 }
 
-/// `ln I_x(a, b)` or one of its derivatives, with the limits at `x = 0`
-/// and `x = 1`; NaN outside `a > 0`, `b > 0` (finite) and `0 <= x <= 1`.
+#[derive(Clone, Copy, PartialEq)]
+enum Derivative {
+    Value,
+    Da,
+    Db,
+}
+
+/// `ln I_x(a, b)` or `ln(1 - I_x(a, b))` or one of their derivatives,
+/// with the limits at `x = 0` and `x = 1`; NaN outside `a > 0`, `b > 0`
+/// (finite) and `0 <= x <= 1`.
 fn incomplete(part: Part, a: f64, b: f64, x: f64) -> f64 {
     let shapes_ok = a > 0.0 && b > 0.0 && a.is_finite() && b.is_finite();
     if !shapes_ok || !(0.0..=1.0).contains(&x) {
         return f64::NAN;
     }
-    if x == 0.0 {
-        // ln I ~ a ln x + ...: -inf, and so is its derivative in a.
-        return match part {
-            Part::Log | Part::LogDa => f64::NEG_INFINITY,
-            Part::LogDb => 0.0,
+    if x == 0.0 || x == 1.0 {
+        // The function whose argument vanishes there (ln I at 0, ln(1 - I)
+        // at 1) is -inf, like its derivative in the exponent of that end
+        // (a at 0, b at 1); the other function and derivatives are 0.
+        let vanishing = (x == 0.0) != part.complement;
+        let exponent = if x == 0.0 {
+            Derivative::Da
+        } else {
+            Derivative::Db
+        };
+        return match part.derivative {
+            Derivative::Value if vanishing => f64::NEG_INFINITY,
+            d if vanishing && d == exponent => f64::NEG_INFINITY,
+            _ => 0.0,
         };
     }
-    if x == 1.0 {
+    let l = log_beta_inc(a, b, x, part.complement);
+    match part.derivative {
+        Derivative::Value => l.v,
+        Derivative::Da => l.da,
+        Derivative::Db => l.db,
+    }
+}
+
+/// Defines the public function `$name(a, b, x)` of [`incomplete`]'s `$part`.
+macro_rules! incomplete_fn {
+    ($(#[$doc:meta])* $name:ident, $complement:expr, $derivative:ident) => {
+        $(#[$doc])*
+        pub fn $name(a: f64, b: f64, x: f64) -> f64 {
+            let part = Part {
+                complement: $complement,
+                derivative: Derivative::$derivative,
+            };
+            incomplete(part, a, b, x)
+        }
+    };
+}
+
+incomplete_fn!(
+    /// `ln I_x(a, b)`, `I` the regularized incomplete beta function
+    /// (`beta_lcdf(x | a, b)`): `-inf` at `x = 0`, 0 at `x = 1`.
+    log_beta_inc_f64, false, Value
+);
+incomplete_fn!(
+    /// The derivative of [`log_beta_inc_f64`] in `a`.
+    log_beta_inc_da_f64, false, Da
+);
+incomplete_fn!(
+    /// The derivative of [`log_beta_inc_f64`] in `b`.
+    log_beta_inc_db_f64, false, Db
+);
+incomplete_fn!(
+    /// `ln(1 - I_x(a, b)) = ln I_(1-x)(b, a)` (`beta_lccdf(x | a, b)`),
+    /// accurate where `I` is close to 1: 0 at `x = 0`, `-inf` at `x = 1`.
+    log_beta_inc_c_f64, true, Value
+);
+incomplete_fn!(
+    /// The derivative of [`log_beta_inc_c_f64`] in `a`.
+    log_beta_inc_c_da_f64, true, Da
+);
+incomplete_fn!(
+    /// The derivative of [`log_beta_inc_c_f64`] in `b`.
+    log_beta_inc_c_db_f64, true, Db
+);
+
+/// The smallest `k` in `0..=n` whose binomial CDF with `n` trials of
+/// probability `p` reaches `u` in `[0, 1)` (a binomial draw from a uniform
+/// one), as a float; NaN for an `n` that is not a nonnegative integer
+/// below 2^53, a `p` outside `[0, 1]` or a `u` outside `[0, 1)`.
+///
+/// Starts at the normal approximation's quantile, takes the CDF there
+/// (`1 - I_p(k + 1, n - k)`); steps up by the masses' recurrence
+/// `m(k + 1) = m(k) (n - k) p / ((k + 1) (1 - p))`, down by the CDF.
+pub fn binomial_inv_f64(n: f64, p: f64, u: f64) -> f64 {
+    let n_ok = n >= 0.0 && n < 9.007_199_254_740_992e15 && n.fract() == 0.0;
+    if !n_ok || !(0.0..=1.0).contains(&p) || !(0.0..1.0).contains(&u) {
+        return f64::NAN;
+    }
+    if p == 0.0 || n == 0.0 {
         return 0.0;
     }
-    let l = log_beta_inc(a, b, x);
-    match part {
-        Part::Log => l.v,
-        Part::LogDa => l.da,
-        Part::LogDb => l.db,
+    if p == 1.0 {
+        return n;
     }
-}
-
-/// `ln I_x(a, b)`, `I` the regularized incomplete beta function
-/// (`beta_lcdf(x | a, b)`): `-inf` at `x = 0`, 0 at `x = 1`.
-pub fn log_beta_inc_f64(a: f64, b: f64, x: f64) -> f64 {
-    incomplete(Part::Log, a, b, x)
-}
-
-/// The derivative of [`log_beta_inc_f64`] in `a`.
-pub fn log_beta_inc_da_f64(a: f64, b: f64, x: f64) -> f64 {
-    incomplete(Part::LogDa, a, b, x)
-}
-
-/// The derivative of [`log_beta_inc_f64`] in `b`.
-pub fn log_beta_inc_db_f64(a: f64, b: f64, x: f64) -> f64 {
-    incomplete(Part::LogDb, a, b, x)
+    let q = 1.0 - p;
+    let mean = n * p;
+    let guess = mean + (mean * q).sqrt() * super::inv_phi_f64(u.max(1e-300));
+    let mut k = guess.round().clamp(0.0, n);
+    let (ln_p, ln_q) = (ln_f64(p), ln_1p_f64(-p));
+    let mass = |k: f64| {
+        let ln_choose = -ln_f64(n + 1.0) - lbeta_f64(n - k + 1.0, k + 1.0);
+        exp_f64(ln_choose + k * ln_p + (n - k) * ln_q)
+    };
+    let cdf_at = |k: f64| {
+        if k >= n {
+            1.0
+        } else {
+            exp_f64(log_beta_inc_c_f64(k + 1.0, n - k, p))
+        }
+    };
+    let mut cdf = cdf_at(k);
+    if cdf < u {
+        // Up by the recurrence: the first k whose CDF reaches u.
+        let odds = p / q;
+        let mut m = mass(k);
+        while cdf < u && m > 0.0 && k < n {
+            m *= (n - k) * odds / (k + 1.0);
+            k += 1.0;
+            cdf += m;
+        }
+    } else {
+        // Down while the CDF below k still reaches u (each CDF from the
+        // fraction: a difference of neighbours would lose the lower tail).
+        while k > 0.0 && cdf_at(k - 1.0) >= u {
+            k -= 1.0;
+        }
+    }
+    k
 }
 
 #[cfg(test)]
@@ -255,6 +361,39 @@ mod tests {
         assert!(log_beta_inc_f64(2.0, -1.0, 0.5).is_nan());
         assert!(log_beta_inc_f64(2.0, 3.0, 1.5).is_nan());
         assert!(log_beta_inc_f64(2.0, 3.0, f64::NAN).is_nan());
+        assert_eq!(log_beta_inc_c_f64(2.0, 3.0, 0.0), 0.0);
+        assert_eq!(log_beta_inc_c_f64(2.0, 3.0, 1.0), f64::NEG_INFINITY);
+        assert_eq!(log_beta_inc_da_f64(2.0, 3.0, 0.0), f64::NEG_INFINITY);
+        assert_eq!(log_beta_inc_c_db_f64(2.0, 3.0, 1.0), f64::NEG_INFINITY);
+        assert_eq!(log_beta_inc_c_da_f64(2.0, 3.0, 1.0), 0.0);
+    }
+
+    #[test]
+    fn binomial_quantile_inverts_the_cdf() {
+        // The CDF by summing the masses from 0, for small n.
+        for (n, p) in [(1.0, 0.3f64), (10.0, 0.5), (37.0, 0.02), (60.0, 0.97)] {
+            let mut cdf = Vec::new();
+            let mut total = 0.0;
+            for k in 0..=(n as u64) {
+                let k = k as f64;
+                let ln_mass = -(n + 1.0f64).ln() - lbeta_f64(n - k + 1.0, k + 1.0)
+                    + k * p.ln()
+                    + (n - k) * (-p).ln_1p();
+                total += ln_mass.exp();
+                cdf.push(total);
+            }
+            for u in [0.0, 1e-9, 0.05, 0.3, 0.5, 0.77, 0.999_999] {
+                let want = cdf
+                    .iter()
+                    .position(|c| *c >= u - 1e-12)
+                    .unwrap_or(n as usize);
+                assert_eq!(binomial_inv_f64(n, p, u), want as f64, "n {n} p {p} u {u}");
+            }
+        }
+        assert_eq!(binomial_inv_f64(5.0, 0.0, 0.5), 0.0);
+        assert_eq!(binomial_inv_f64(5.0, 1.0, 0.5), 5.0);
+        assert!(binomial_inv_f64(2.5, 0.5, 0.5).is_nan());
+        assert!(binomial_inv_f64(3.0, 1.5, 0.5).is_nan());
     }
 
     #[test]
@@ -263,7 +402,10 @@ mod tests {
         for x in [1e-300, 1e-10, 0.1, 0.5, 0.9, 1.0 - 1e-9] {
             let close = |got: f64, want: f64| (got - want).abs() <= 1e-14 * (1.0 + want.abs());
             assert!(close(log_beta_inc_f64(1.0, 1.0, x), x.ln()), "x = {x}");
-            assert!(close(log_beta_inc_f64(3.5, 1.0, x), 3.5 * x.ln()), "x = {x}");
+            assert!(
+                close(log_beta_inc_f64(3.5, 1.0, x), 3.5 * x.ln()),
+                "x = {x}"
+            );
             let want = (-(2.5 * (-x).ln_1p()).exp_m1()).ln();
             assert!(close(log_beta_inc_f64(1.0, 2.5, x), want), "x = {x}");
         }

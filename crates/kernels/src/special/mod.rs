@@ -3,8 +3,9 @@
 //! (its inverse), the scaled `ln I0` and `I1 / I0` (for `von_mises`, [`bessel`]),
 //! the logarithms of the regularized incomplete gamma functions, their
 //! inverse and the Poisson quantile ([`gamma_inc`], functions of two arguments),
-//! the logarithm of the regularized incomplete beta function and its
-//! derivatives ([`beta_inc`], functions of three), each
+//! the logarithms of the regularized incomplete beta function and of its
+//! complement, their derivatives and the binomial quantile ([`beta_inc`],
+//! functions of three), each
 //! for `f64` and for `f32` (computed in `f64`, then rounded once).
 //!
 //! Every function is our own: argument reduction by the function's
@@ -21,7 +22,10 @@ mod coefficients;
 mod gamma_inc;
 
 pub use bessel::{bessel_i1_over_i0_f64, log_bessel_i0e_f64};
-pub use beta_inc::{lbeta_f64, log_beta_inc_da_f64, log_beta_inc_db_f64, log_beta_inc_f64};
+pub use beta_inc::{
+    binomial_inv_f64, lbeta_f64, log_beta_inc_c_da_f64, log_beta_inc_c_db_f64, log_beta_inc_c_f64,
+    log_beta_inc_da_f64, log_beta_inc_db_f64, log_beta_inc_f64,
+};
 pub use gamma_inc::{
     log_gamma_p_da_f64, log_gamma_p_f64, log_gamma_p_inv_f64, log_gamma_q_da_f64, log_gamma_q_f64,
     poisson_inv_f64, POISSON_MAX_RATE,
