@@ -413,9 +413,13 @@ def central_difference(f, point, k):
 
 def cdf_slope(lcdf, point, k):
     """The derivative of a log CDF in coordinate k: mpmath's at 50 digits
-    where the CDF is written with mpmath, else central differences."""
-    if not isinstance(lcdf(*point), mp.mpf):
+    where the CDF is written with mpmath (0 where it is a constant -inf),
+    else central differences."""
+    value = lcdf(*point)
+    if not isinstance(value, mp.mpf):
         return central_difference(lcdf, point, k)
+    if mp.isinf(value):
+        return 0.0  # a constant -inf (a count beyond the support): no slope
     at = [mp.mpf(x) for x in point]
     return mp.diff(lambda t: lcdf(*(at[:k] + [t] + at[k + 1:])), at[k])
 
