@@ -710,12 +710,12 @@ fn lbeta_adjoint(b: &mut Builder, site: Site) -> DeriveResult<()> {
     let Site { args, dy, loc, .. } = site;
     let sum = bin(b, B::Add, args[0], args[1], loc)?;
     let psi_sum = un(b, U::Digamma, sum, loc)?;
-    for k in 0..2 {
+    for (k, &arg) in args.iter().enumerate().take(2) {
         if site.active(b, k) {
-            let psi = un(b, U::Digamma, args[k], loc)?;
+            let psi = un(b, U::Digamma, arg, loc)?;
             let d = bin(b, B::Sub, psi, psi_sum, loc)?;
             let c = bin(b, B::Mul, dy, d, loc)?;
-            contribute(b, args[k], c, loc)?;
+            contribute(b, arg, c, loc)?;
         }
     }
     Ok(())

@@ -303,7 +303,7 @@ incomplete_fn!(
 /// (`1 - I_p(k + 1, n - k)`); steps up by the masses' recurrence
 /// `m(k + 1) = m(k) (n - k) p / ((k + 1) (1 - p))`, down by the CDF.
 pub fn binomial_inv_f64(n: f64, p: f64, u: f64) -> f64 {
-    let n_ok = n >= 0.0 && n < 9.007_199_254_740_992e15 && n.fract() == 0.0;
+    let n_ok = (0.0..9.007_199_254_740_992e15).contains(&n) && n.fract() == 0.0;
     if !n_ok || !(0.0..=1.0).contains(&p) || !(0.0..1.0).contains(&u) {
         return f64::NAN;
     }
