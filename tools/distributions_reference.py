@@ -176,9 +176,10 @@ def dists():
         ),
         "student_t": (
             lambda y, nu, m, s: stats.t.logpdf(y, nu, m, s),
-            None,
+            (student_t_lcdf, lambda y, nu, m, s: student_t_lcdf(-y, nu, -m, s)),
             lambda y, nu, m, s: -0.5 * math.log(math.pi),
-            [(0.5, 3.0, 0.2, 1.5), (-40.0, 1.5, 1.0, 0.5), (2.0, 1e4, 0.0, 1.0), (1.0, 0.7, -1.0, 3.0)],
+            [(0.5, 3.0, 0.2, 1.5), (-40.0, 1.5, 1.0, 0.5), (2.0, 1e4, 0.0, 1.0), (1.0, 0.7, -1.0, 3.0),
+             (-300.0, 2.5, 0.0, 1.0), (50.0, 4.0, 1.0, 2.0), (0.01, 30.0, 0.0, 1.0)],
             False,
         ),
         "cauchy": (
@@ -249,9 +250,10 @@ def dists():
         ),
         "beta": (
             lambda y, a, b: stats.beta.logpdf(y, a, b),
-            None,
+            (lambda y, a, b: log_beta_inc(a, b, 0, y), lambda y, a, b: log_beta_inc(a, b, y, 1)),
             lambda y, a, b: 0.0,
-            [(0.5, 2.5, 1.5), (1e-3, 0.5, 2.0), (0.99, 10.0, 0.3), (0.3, 1.0, 1.0)],
+            [(0.5, 2.5, 1.5), (1e-3, 0.5, 2.0), (0.99, 10.0, 0.3), (0.3, 1.0, 1.0), (1e-8, 3.0, 2.0),
+             (0.9, 2.0, 60.0), (0.45, 400.0, 500.0)],
             False,
         ),
         "uniform": (
@@ -263,7 +265,7 @@ def dists():
         ),
         "bernoulli": (
             lambda n, t: stats.bernoulli.logpmf(n, t),
-            None,
+            (bernoulli_lcdf, bernoulli_lccdf),
             lambda n, t: 0.0,
             [(1, 0.3), (0, 0.3), (1, 1e-9), (0, 0.99)],
             True,
@@ -277,9 +279,9 @@ def dists():
         ),
         "binomial": (
             lambda n, N, t: stats.binom.logpmf(n, N, t),
-            None,
+            (binomial_lcdf, binomial_lccdf),
             lambda n, N, t: special.gammaln(N + 1) - special.gammaln(n + 1) - special.gammaln(N - n + 1),
-            [(3, 10, 0.3), (0, 5, 0.1), (100, 100, 0.9), (40, 1000, 0.05)],
+            [(3, 10, 0.3), (0, 5, 0.1), (100, 100, 0.9), (40, 1000, 0.05), (1, 400, 0.2), (95, 100, 0.3)],
             True,
         ),
         "binomial_logit": (
@@ -305,9 +307,9 @@ def dists():
         ),
         "neg_binomial_2": (
             nb2,
-            None,
+            (lambda n, mu, phi: nb2_cdf(n, mu, phi, False), lambda n, mu, phi: nb2_cdf(n, mu, phi, True)),
             lambda n, mu, phi: -special.gammaln(n + 1),
-            [(3, 2.5, 1.5), (0, 0.1, 10.0), (1000, 950.0, 3.0), (7, 4.0, 1e4)],
+            [(3, 2.5, 1.5), (0, 0.1, 10.0), (1000, 950.0, 3.0), (7, 4.0, 1e4), (0, 200.0, 2.0), (300, 3.0, 5.0)],
             True,
         ),
         "neg_binomial_2_log": (
@@ -339,9 +341,49 @@ def log_gamma_q(a, x):
     return mp.log(mp.gammainc(a, x, mp.inf, regularized=True))
 
 
+def log_beta_inc(a, b, lo, hi):
+    """ln of the regularized incomplete beta integral from lo to hi, to 50
+    digits (computed with 100 more, so that a tail far below 1 keeps its digits)."""
+    with mp.extradps(100):
+        value = mp.log(mp.betainc(mp.mpf(a), mp.mpf(b), mp.mpf(lo), mp.mpf(hi), regularized=True))
+    return +value
+
+
+def student_t_lcdf(y, nu, mu, sigma):
+    """ln F: I_x(nu/2, 1/2) / 2 below mu, 1 - that above, x = nu / (nu + z^2)."""
+    y, nu, mu, sigma = (mp.mpf(v) for v in (y, nu, mu, sigma))
+    z = (y - mu) / sigma
+    tail = mp.betainc(nu / 2, mp.mpf(0.5), 0, nu / (nu + z * z), regularized=True) / 2
+    return mp.log(tail if z < 0 else 1 - tail)
+
+
+def binomial_lcdf(n, N, t):
+    return mp.mpf(0) if n >= N else log_beta_inc(n + 1, N - n, t, 1)
+
+
+def binomial_lccdf(n, N, t):
+    return mp.mpf("-inf") if n >= N else log_beta_inc(n + 1, N - n, 0, t)
+
+
+def nb2_cdf(n, mu, phi, upper):
+    """ln P(X <= n) = ln I_p(phi, n + 1), p = phi / (mu + phi) (upper: ln P(X > n))."""
+    mu, phi = mp.mpf(mu), mp.mpf(phi)
+    p = phi / (mu + phi)
+    return log_beta_inc(phi, n + 1, p, 1) if upper else log_beta_inc(phi, n + 1, 0, p)
+
+
+def bernoulli_lcdf(n, t):
+    return mp.log(1 - mp.mpf(t)) if n == 0 else mp.mpf(0)
+
+
+def bernoulli_lccdf(n, t):
+    return mp.log(mp.mpf(t)) if n == 0 else mp.mpf("-inf")
+
+
 # The families whose `_lccdf` is checked with its gradient too (the
-# incomplete gamma function's derivatives in both arguments).
-CCDF_SLOPES = {"gamma", "inv_gamma", "chi_square", "poisson"}
+# incomplete gamma and beta functions' derivatives in every argument).
+CCDF_SLOPES = {"gamma", "inv_gamma", "chi_square", "poisson", "student_t", "beta", "binomial",
+               "neg_binomial_2"}
 
 
 def cauchy_lcdf(y, mu, sigma):
@@ -371,9 +413,13 @@ def central_difference(f, point, k):
 
 def cdf_slope(lcdf, point, k):
     """The derivative of a log CDF in coordinate k: mpmath's at 50 digits
-    where the CDF is written with mpmath, else central differences."""
-    if not isinstance(lcdf(*point), mp.mpf):
+    where the CDF is written with mpmath (0 where it is a constant -inf),
+    else central differences."""
+    value = lcdf(*point)
+    if not isinstance(value, mp.mpf):
         return central_difference(lcdf, point, k)
+    if mp.isinf(value):
+        return 0.0  # a constant -inf (a count beyond the support): no slope
     at = [mp.mpf(x) for x in point]
     return mp.diff(lambda t: lcdf(*(at[:k] + [t] + at[k + 1:])), at[k])
 

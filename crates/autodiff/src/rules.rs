@@ -3,7 +3,8 @@
 //! existing primitives.
 
 use autobatch_ir::{
-    BinaryOp as B, Dim, FuncId, Op, Prim, ReduceOp, Scalar, TensorType, UnaryOp as U, Var,
+    BinaryOp as B, Dim, FuncId, Op, Prim, ReduceOp, Scalar, TensorType, TernaryOp as T,
+    UnaryOp as U, Var,
 };
 use autobatch_types::Loc;
 
@@ -353,6 +354,7 @@ fn prim_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
         Prim::Copy | Prim::Cast(_) | Prim::Select => elementwise_adjoint(b, prim, site),
         Prim::Unary(op) => unary_adjoint(b, *op, site),
         Prim::Binary(op) => binary_adjoint(b, *op, site),
+        Prim::Ternary(op) => incomplete_beta_adjoint(b, *op, site),
         Prim::Fill(_) | Prim::Stack | Prim::Index | Prim::IndexSet => layout_adjoint(b, prim, site),
         Prim::Dot | Prim::Matvec | Prim::Vecmat | Prim::Matmul | Prim::Transpose | Prim::Outer => {
             linalg_adjoint(b, prim, site)
@@ -649,6 +651,7 @@ fn binary_adjoint(b: &mut Builder, op: B, site: Site) -> DeriveResult<()> {
             Ok(())
         }
         B::LogGammaP | B::LogGammaQ => incomplete_gamma_adjoint(b, op == B::LogGammaQ, site),
+        B::Lbeta => lbeta_adjoint(b, site),
         B::BitAnd
         | B::BitOr
         | B::BitXor
@@ -728,6 +731,75 @@ fn incomplete_gamma_adjoint(b: &mut Builder, upper: bool, site: Site) -> DeriveR
         let c = bin(b, B::Mul, dy, e, loc)?;
         let c = if upper { un(b, U::Neg, c, loc)? } else { c };
         contribute(b, z, c, loc)?;
+    }
+    Ok(())
+}
+
+/// `ln B(a, z)`: `digamma(a) - digamma(a + z)` in `a`, the same in `z`.
+fn lbeta_adjoint(b: &mut Builder, site: Site) -> DeriveResult<()> {
+    let Site { args, dy, loc, .. } = site;
+    let sum = bin(b, B::Add, args[0], args[1], loc)?;
+    let psi_sum = un(b, U::Digamma, sum, loc)?;
+    for (k, &arg) in args.iter().enumerate().take(2) {
+        if site.active(b, k) {
+            let psi = un(b, U::Digamma, arg, loc)?;
+            let d = bin(b, B::Sub, psi, psi_sum, loc)?;
+            let c = bin(b, B::Mul, dy, d, loc)?;
+            contribute(b, arg, c, loc)?;
+        }
+    }
+    Ok(())
+}
+
+/// `ln I_x(a, z)` and `ln(1 - I_x(a, z))`, the regularized incomplete beta
+/// function and its complement, in the shapes `a`, `z` and the point `x`;
+/// the other ternary operations (their derivatives, the binomial quantile)
+/// have no adjoint.
+fn incomplete_beta_adjoint(b: &mut Builder, op: T, site: Site) -> DeriveResult<()> {
+    let Site { args, y, dy, loc } = site;
+    let (shape_derivatives, complement) = match op {
+        T::LogBetaInc => ([T::LogBetaIncDa, T::LogBetaIncDb], false),
+        T::LogBetaIncC => ([T::LogBetaIncCDa, T::LogBetaIncCDb], true),
+        T::LogBetaIncDa
+        | T::LogBetaIncDb
+        | T::LogBetaIncCDa
+        | T::LogBetaIncCDb
+        | T::BinomialInv => return Ok(()),
+    };
+    let (a, z, x) = (args[0], args[1], args[2]);
+    for (k, derivative) in shape_derivatives.into_iter().enumerate() {
+        if site.active(b, k) {
+            // The derivatives in the shapes, by their own operations.
+            let d = b.prim(Prim::Ternary(derivative), vec![a, z, x], loc)?;
+            let c = bin(b, B::Mul, dy, d, loc)?;
+            contribute(b, args[k], c, loc)?;
+        }
+    }
+    if site.active(b, 2) {
+        // d ln I / dx = x^(a-1) (1-x)^(z-1) / (B(a, z) I)
+        //             = e^((a-1) ln x + (z-1) ln(1-x) - ln B(a, z) - y);
+        // the same over 1 - I with the opposite sign.
+        let elem = b.ty(y).elem;
+        let one = b.constant(elem, 1.0, loc)?;
+        let am1 = bin(b, B::Sub, a, one, loc)?;
+        let zm1 = bin(b, B::Sub, z, one, loc)?;
+        let lx = un(b, U::Ln, x, loc)?;
+        let nx = un(b, U::Neg, x, loc)?;
+        let l1x = un(b, U::Ln1p, nx, loc)?;
+        let t = bin(b, B::Mul, am1, lx, loc)?;
+        let u = bin(b, B::Mul, zm1, l1x, loc)?;
+        let t = bin(b, B::Add, t, u, loc)?;
+        let lb = bin(b, B::Lbeta, a, z, loc)?;
+        let t = bin(b, B::Sub, t, lb, loc)?;
+        let t = bin(b, B::Sub, t, y, loc)?;
+        let e = un(b, U::Exp, t, loc)?;
+        let c = bin(b, B::Mul, dy, e, loc)?;
+        let c = if complement {
+            un(b, U::Neg, c, loc)?
+        } else {
+            c
+        };
+        contribute(b, x, c, loc)?;
     }
     Ok(())
 }

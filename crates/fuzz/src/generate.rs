@@ -159,7 +159,7 @@ pub enum LibraryArg {
 /// their arguments. Their checks make some members fail with
 /// `domain_error` (a scale of `inf`, a count of `i64::MIN`, a zero on the
 /// diagonal of a factor), which every executor must report alike.
-pub const LIBRARY: [(&str, &[LibraryArg]); 24] = {
+pub const LIBRARY: [(&str, &[LibraryArg]); 32] = {
     use LibraryArg::*;
     [
         ("normal_lpdf", &[Real, Real, Positive]),
@@ -170,6 +170,13 @@ pub const LIBRARY: [(&str, &[LibraryArg]); 24] = {
         ("lognormal_lpdf", &[Positive, Real, Positive]),
         ("gamma_lpdf", &[Positive, Positive, Positive]),
         ("gamma_lcdf", &[Positive, Positive, Positive]),
+        ("inv_gamma_lcdf", &[Positive, Positive, Positive]),
+        ("chi_square_lccdf", &[Positive, Positive]),
+        ("student_t_lcdf", &[Real, Positive, Real, Positive]),
+        ("beta_lccdf", &[Unit, Positive, Positive]),
+        ("bernoulli_lcdf", &[Count, Unit]),
+        ("binomial_lcdf", &[Count, Count, Unit]),
+        ("neg_binomial_2_lccdf", &[Count, Positive, Positive]),
         ("poisson_lccdf", &[Count, Positive]),
         ("exponential_lpdf", &[Positive, Positive]),
         ("von_mises_lpdf", &[Real, Real, Positive]),
@@ -181,6 +188,7 @@ pub const LIBRARY: [(&str, &[LibraryArg]); 24] = {
         ("gamma_rng", &[Positive, Positive]),
         ("student_t_rng", &[Positive, Scalar, Positive]),
         ("lbeta", &[Positive, Positive]),
+        ("inc_beta", &[Positive, Positive, Unit]),
         ("lchoose", &[Positive, Positive]),
         ("log_sum_exp", &[Scalar, Scalar]),
         ("log1p_exp", &[Scalar]),

@@ -28,7 +28,7 @@ pub use autobatch_types::{Dim, Loc, Scalar, ScalarType, SymbolId, TensorType, Ty
 pub use entity::{EntityRef, EntityVec};
 pub use prim::{
     AdjointKind, BinaryOp, CompareOp, HostPrim, Prim, ReduceOp, Signature, Spelling, StaticAdjoint,
-    UnaryOp,
+    TernaryOp, UnaryOp,
 };
 
 entity!(

@@ -12,7 +12,7 @@
 use autobatch_types::{Dim, Scalar, ScalarType, SymbolId, TensorType};
 use std::fmt;
 
-pub use autobatch_ops::{BinaryOp, CompareOp, ReduceOp, Signature, Spelling, UnaryOp};
+pub use autobatch_ops::{BinaryOp, CompareOp, ReduceOp, Signature, Spelling, TernaryOp, UnaryOp};
 
 use crate::StaticId;
 
@@ -29,6 +29,8 @@ pub enum Prim {
     SymbolValue(SymbolId),
     Unary(UnaryOp),
     Binary(BinaryOp),
+    /// `(a, b, x)`: floats of one type and shape, elementwise.
+    Ternary(TernaryOp),
     Compare(CompareOp),
     /// One operand; elementwise conversion as Rust's `as`.
     Cast(ScalarType),
@@ -174,6 +176,9 @@ macro_rules! prim_of_row {
     };
     (Binary $op:ident) => {
         $crate::Prim::Binary($crate::BinaryOp::$op)
+    };
+    (Ternary $op:ident) => {
+        $crate::Prim::Ternary($crate::TernaryOp::$op)
     };
     (Compare $op:ident) => {
         $crate::Prim::Compare($crate::CompareOp::$op)
@@ -334,6 +339,7 @@ impl Prim {
             | Prim::LoadStatic(_)
             | Prim::SymbolValue(_)
             | Prim::Unary(_)
+            | Prim::Ternary(_)
             | Prim::Compare(_)
             | Prim::Cast(_)
             | Prim::Select
@@ -436,6 +442,7 @@ impl Prim {
             S::Shift | S::IntPower => rule.shift(),
             S::FloatPowi => rule.powi(),
             S::Compare => rule.compare(),
+            S::FloatTernary => rule.ternary(),
             S::Reduce => {
                 rule.need_rank(args[0], 1)?;
                 if !args[0].elem.is_numeric() {
@@ -575,6 +582,7 @@ fn divides(op: BinaryOp) -> bool {
         | B::LogGammaQDa
         | B::LogGammaPInv
         | B::PoissonInv
+        | B::Lbeta
         | B::Max
         | B::Min
         | B::Pow => false,
@@ -694,6 +702,16 @@ impl Rule<'_, '_> {
         } else {
             Err(format!("{}: operand shapes differ", self.name))
         }
+    }
+
+    /// `FloatTernary`: three floats of one type and shape.
+    fn ternary(&self) -> Result<Option<TensorType>, String> {
+        let (a, b, x) = (self.args[0], self.args[1], self.args[2]);
+        self.need_float(a)?;
+        if a != b || a != x {
+            return Err(format!("{}: the operands' types differ", self.name));
+        }
+        Ok(Some(a.clone()))
     }
 
     /// `Shift` and `IntPower`: integers; the right a scalar or of the left's shape.

@@ -26,7 +26,7 @@
 
 use std::convert::Infallible;
 
-use autobatch_ir::{BinaryOp, CompareOp, UnaryOp};
+use autobatch_ir::{BinaryOp, CompareOp, TernaryOp, UnaryOp};
 use autobatch_types::{Data, Scalar, ScalarType, Tensor};
 
 use crate::buffer::{Rows, RowsMut, Values, ValuesMut};
@@ -392,7 +392,8 @@ pub fn integer_binary_into<T: Integer>(
         | BinaryOp::LogGammaPDa
         | BinaryOp::LogGammaQDa
         | BinaryOp::LogGammaPInv
-        | BinaryOp::PoissonInv => internal_error(format!("{} needs floats", binary_name(op))),
+        | BinaryOp::PoissonInv
+        | BinaryOp::Lbeta => internal_error(format!("{} needs floats", binary_name(op))),
     }
     Ok(())
 }
@@ -423,6 +424,7 @@ pub fn float_binary_into<F: Float>(
         BinaryOp::LogGammaQDa => zip_into(a, b, out, scalar::log_gamma_q_da),
         BinaryOp::LogGammaPInv => zip_into(a, b, out, scalar::log_gamma_p_inv),
         BinaryOp::PoissonInv => zip_into(a, b, out, scalar::poisson_inv),
+        BinaryOp::Lbeta => zip_into(a, b, out, scalar::lbeta),
         _ => internal_error(format!("{} is not defined on floats", binary_name(op))),
     }
 }
@@ -671,6 +673,48 @@ pub fn select(cond: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
         ValuesMut::all(&mut out),
     );
     Tensor::new(a.shape.clone(), out)
+}
+
+/// An elementwise operation of three floats of one type and shape.
+pub fn ternary(op: TernaryOp, a: &Tensor, b: &Tensor, c: &Tensor) -> Tensor {
+    if a.shape != b.shape || a.shape != c.shape {
+        internal_error(format!(
+            "{}: operands of shapes {:?}, {:?} and {:?}",
+            op.name(),
+            a.shape,
+            b.shape,
+            c.shape
+        ));
+    }
+    let mut out = Data::filled(Scalar::zero(a.elem_type()), a.len());
+    ternary_into(
+        op,
+        [
+            Values::all(&a.data),
+            Values::all(&b.data),
+            Values::all(&c.data),
+        ],
+        ValuesMut::all(&mut out),
+    );
+    Tensor::new(a.shape.clone(), out)
+}
+
+/// As [`ternary`], into `out` (of the operands' length and type).
+pub fn ternary_into(op: TernaryOp, args: [Values<'_>; 3], out: ValuesMut<'_>) {
+    fn each<F: Float>(op: TernaryOp, a: &[F], b: &[F], c: &[F], out: &mut [F]) {
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = scalar::ternary(op, a[k], b[k], c[k]);
+        }
+    }
+    match (args, out) {
+        ([Values::F64(a), Values::F64(b), Values::F64(c)], ValuesMut::F64(o)) => {
+            each(op, a, b, c, o)
+        }
+        ([Values::F32(a), Values::F32(b), Values::F32(c)], ValuesMut::F32(o)) => {
+            each(op, a, b, c, o)
+        }
+        _ => internal_error(format!("{} needs floats of one type", op.name())),
+    }
 }
 
 /// As [`select`], into `out`: a broadcast condition chooses a whole operand.

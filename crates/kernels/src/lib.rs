@@ -196,6 +196,7 @@ pub fn eval(
         ))),
         Prim::Unary(op) => elementwise::unary(*op, operand(0)),
         Prim::Binary(op) => elementwise::binary(*op, operand(0), operand(1))?,
+        Prim::Ternary(op) => elementwise::ternary(*op, operand(0), operand(1), operand(2)),
         Prim::Compare(op) => elementwise::compare(*op, operand(0), operand(1)),
         Prim::Cast(to) => elementwise::cast(*to, operand(0)),
         Prim::Select => elementwise::select(operand(0), operand(1), operand(2)),

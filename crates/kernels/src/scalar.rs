@@ -28,6 +28,8 @@
 use std::fmt::Debug;
 use std::ops::{Add, Div, Mul, Neg, Rem, Sub};
 
+use autobatch_ir::TernaryOp;
+
 /// The fault of an integer division or remainder whose divisor is zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DivisionByZero;
@@ -613,6 +615,31 @@ pub fn bessel_i1_over_i0<F: Float>(x: F) -> F {
 /// A function of two floats computed in `f64`, then rounded once.
 fn through_f64_2<F: Float>(a: F, b: F, f: fn(f64, f64) -> f64) -> F {
     F::from_f64(f(a.to_f64(), b.to_f64()))
+}
+
+/// `ln B(a, b)`; see [`crate::special::lbeta_f64`].
+pub fn lbeta<F: Float>(a: F, b: F) -> F {
+    through_f64_2(a, b, crate::special::lbeta_f64)
+}
+
+/// A function of three floats computed in `f64`, then rounded once.
+fn through_f64_3<F: Float>(a: F, b: F, c: F, f: fn(f64, f64, f64) -> f64) -> F {
+    F::from_f64(f(a.to_f64(), b.to_f64(), c.to_f64()))
+}
+
+/// An elementwise operation of three floats (see [`TernaryOp`]).
+pub fn ternary<F: Float>(op: TernaryOp, a: F, b: F, c: F) -> F {
+    use crate::special as s;
+    let f = match op {
+        TernaryOp::LogBetaInc => s::log_beta_inc_f64,
+        TernaryOp::LogBetaIncC => s::log_beta_inc_c_f64,
+        TernaryOp::LogBetaIncDa => s::log_beta_inc_da_f64,
+        TernaryOp::LogBetaIncDb => s::log_beta_inc_db_f64,
+        TernaryOp::LogBetaIncCDa => s::log_beta_inc_c_da_f64,
+        TernaryOp::LogBetaIncCDb => s::log_beta_inc_c_db_f64,
+        TernaryOp::BinomialInv => s::binomial_inv_f64,
+    };
+    through_f64_3(a, b, c, f)
 }
 
 /// `ln P(a, x)`; see [`crate::special::log_gamma_p_f64`].

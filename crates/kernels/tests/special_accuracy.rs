@@ -130,3 +130,94 @@ fn edge_values() {
         assert!((f.1)(f64::NAN).is_nan(), "{}", f.0);
     }
 }
+
+/// The rows of a table of `tests/data/beta_inc.json`.
+fn beta_inc_table(name: &str) -> Vec<Vec<f64>> {
+    let text = include_str!("data/beta_inc.json");
+    let data: Value = serde_json::from_str(text).expect("tests/data/beta_inc.json is JSON");
+    data[name]
+        .as_array()
+        .unwrap_or_else(|| panic!("no rows for {name}"))
+        .iter()
+        .map(|row| row.as_array().expect("a row").iter().map(number).collect())
+        .collect()
+}
+
+/// The error of `got` against `want`, relative to `max(|want|, scale)`.
+fn error_against(got: f64, want: f64, scale: f64) -> f64 {
+    if got == want {
+        0.0
+    } else {
+        ((got - want) / want.abs().max(scale)).abs()
+    }
+}
+
+#[test]
+fn lbeta_matches_mpmath() {
+    let rows = beta_inc_table("lbeta");
+    assert!(rows.len() >= 150, "only {} points", rows.len());
+    let mut failures = Vec::new();
+    for row in rows {
+        let (a, b, want) = (row[0], row[1], row[2]);
+        let got = special::lbeta_f64(a, b);
+        // Relative, or absolute where ln B is near 0 (the terms cancel there).
+        let error = error_against(got, want, 1.0);
+        if error.is_nan() || error > 1e-14 {
+            failures.push(format!("lbeta({a:e}, {b:e}) = {got:e}, mpmath {want:e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The largest relative errors the incomplete beta kernels keep to: `ln I`
+/// and `ln(1 - I)` relative to `max(|value|, 1e-300)`, their derivatives
+/// relative to `max(|d|, 1)` (they pass through 0 as a shape varies). The
+/// values' prefactor `a ln x + b ln(1 - x) - ln B(a, b)` is taken in
+/// logarithms: its terms (up to about `a + b` and `|ln x|`) cancel, and a
+/// tail's `ln(1 - e^l)` carries the absolute error of `l`, so the values
+/// keep to 1e-12, and that bound grows by `1e-15 (a + b)`.
+const BETA_INC_TOLERANCES: [(f64, f64); 3] = [(1e-300, 1e-12), (1.0, 1e-12), (1.0, 1e-12)];
+
+#[test]
+fn log_beta_inc_and_its_derivatives_match_mpmath() {
+    type Kernel = fn(f64, f64, f64) -> f64;
+    let kernels: [(&str, Kernel); 6] = [
+        ("ln I", special::log_beta_inc_f64),
+        ("d ln I/da", special::log_beta_inc_da_f64),
+        ("d ln I/db", special::log_beta_inc_db_f64),
+        ("ln(1 - I)", special::log_beta_inc_c_f64),
+        ("d ln(1 - I)/da", special::log_beta_inc_c_da_f64),
+        ("d ln(1 - I)/db", special::log_beta_inc_c_db_f64),
+    ];
+    let rows = beta_inc_table("log_beta_inc");
+    assert!(rows.len() >= 500, "only {} points", rows.len());
+    let mut failures = Vec::new();
+    let mut worst = [0.0f64; 6];
+    for row in rows {
+        let (a, b, x) = (row[0], row[1], row[2]);
+        for (k, (name, kernel)) in kernels.iter().enumerate() {
+            let (scale, mut tolerance) = BETA_INC_TOLERANCES[k % 3];
+            if k % 3 == 0 {
+                tolerance += 1e-15 * (a + b);
+            }
+            let (got, want) = (kernel(a, b, x), row[3 + k]);
+            if !want.is_finite() || want != 0.0 && want.abs() < 2.3e-308 {
+                continue; // beyond f64: nothing to compare
+            }
+            let error = error_against(got, want, scale);
+            worst[k] = worst[k].max(error);
+            if error.is_nan() || error > tolerance {
+                failures.push(format!(
+                    "{name}: a {a:e}, b {b:e}, x {x:e}: {got:e}, mpmath {want:e}"
+                ));
+            }
+        }
+    }
+    eprintln!("incomplete beta: worst errors {worst:?}");
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

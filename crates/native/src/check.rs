@@ -136,6 +136,7 @@ fn binary_supported(op: BinaryOp, t: ScalarType) -> bool {
         | BinaryOp::LogGammaPDa
         | BinaryOp::LogGammaQDa
         | BinaryOp::LogGammaPInv
-        | BinaryOp::PoissonInv => shims::binary(op, t).is_some(),
+        | BinaryOp::PoissonInv
+        | BinaryOp::Lbeta => shims::binary(op, t).is_some(),
     }
 }

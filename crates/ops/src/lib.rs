@@ -106,6 +106,10 @@ for_each_op!(@select binary op_enum (
     /// of them a scalar that is broadcast (but see each [`Signature`]).
     BinaryOp;
 ));
+for_each_op!(@select ternary op_enum (
+    /// Elementwise operations of three float operands of one type and shape.
+    TernaryOp;
+));
 for_each_op!(@select compare op_enum (
     /// Comparisons of two scalars of the same type, giving a `bool`.
     CompareOp;

@@ -175,7 +175,7 @@ families! {
     /// `normal(y | mu, sigma)`.
     Normal: "normal", real("y"), [real("mu"), real("sigma")], cdf: true;
     /// `student_t(y | nu, mu, sigma)`.
-    StudentT: "student_t", real("y"), [real("nu"), real("mu"), real("sigma")], cdf: false;
+    StudentT: "student_t", real("y"), [real("nu"), real("mu"), real("sigma")], cdf: true;
     /// `cauchy(y | mu, sigma)`.
     Cauchy: "cauchy", real("y"), [real("mu"), real("sigma")], cdf: true;
     /// `double_exponential(y | mu, sigma)` (Laplace).
@@ -195,15 +195,15 @@ families! {
     /// `chi_square(y | nu)`.
     ChiSquare: "chi_square", real("y"), [real("nu")], cdf: true;
     /// `beta(theta | alpha, beta)`.
-    Beta: "beta", real("theta"), [real("alpha"), real("beta")], cdf: false;
+    Beta: "beta", real("theta"), [real("alpha"), real("beta")], cdf: true;
     /// `uniform(y | alpha, beta)`.
     Uniform: "uniform", real("y"), [real("alpha"), real("beta")], cdf: true;
     /// `bernoulli(n | theta)`.
-    Bernoulli: "bernoulli", int("n"), [real("theta")], cdf: false;
+    Bernoulli: "bernoulli", int("n"), [real("theta")], cdf: true;
     /// `bernoulli_logit(n | alpha)`.
     BernoulliLogit: "bernoulli_logit", int("n"), [real("alpha")], cdf: false;
     /// `binomial(n | N, theta)`.
-    Binomial: "binomial", int("n"), [int("N"), real("theta")], cdf: false;
+    Binomial: "binomial", int("n"), [int("N"), real("theta")], cdf: true;
     /// `binomial_logit(n | N, alpha)`.
     BinomialLogit: "binomial_logit", int("n"), [int("N"), real("alpha")], cdf: false;
     /// `poisson(n | lambda)`.
@@ -211,7 +211,7 @@ families! {
     /// `poisson_log(n | alpha)`.
     PoissonLog: "poisson_log", int("n"), [real("alpha")], cdf: false;
     /// `neg_binomial_2(n | mu, phi)`.
-    NegBinomial2: "neg_binomial_2", int("n"), [real("mu"), real("phi")], cdf: false;
+    NegBinomial2: "neg_binomial_2", int("n"), [real("mu"), real("phi")], cdf: true;
     /// `neg_binomial_2_log(n | eta, phi)`.
     NegBinomial2Log: "neg_binomial_2_log", int("n"), [real("eta"), real("phi")], cdf: false;
     /// `normal_id_glm(y | x, alpha, beta, sigma)`: `normal(y | alpha + x beta, sigma)`.
@@ -248,17 +248,13 @@ impl Family {
 
     /// Whether it has an `_rng`: the distributions drawn by transforming
     /// the stream's uniform and normal draws (through the inverse of a
-    /// CDF where that is needed: gamma and Poisson draws). Not yet:
-    /// `binomial`, `binomial_logit`, `von_mises`, `lkj_corr_cholesky`
-    /// (and `normal_id_glm`, which Stan does not draw either).
+    /// CDF where that is needed: gamma, Poisson and binomial draws). Not
+    /// yet: `von_mises`, `lkj_corr_cholesky` (and `normal_id_glm`, which
+    /// Stan does not draw either).
     pub fn has_rng(self) -> bool {
         !matches!(
             self,
-            Family::Binomial
-                | Family::BinomialLogit
-                | Family::VonMises
-                | Family::LkjCorrCholesky
-                | Family::NormalIdGlm
+            Family::VonMises | Family::LkjCorrCholesky | Family::NormalIdGlm
         )
     }
 
@@ -292,6 +288,8 @@ impl Family {
 pub enum Special {
     /// `lbeta(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b)`.
     Lbeta,
+    /// `inc_beta(a, b, x) = I_x(a, b)`, the regularized incomplete beta function.
+    IncBeta,
     /// `lchoose(n, k)`, the log of the binomial coefficient, of floats.
     Lchoose,
     /// `log_mix(theta, lp1, lp2) = ln(theta e^lp1 + (1 - theta) e^lp2)`.
@@ -313,6 +311,7 @@ impl Special {
     /// Every compound special function.
     pub const ALL: &'static [Special] = &[
         Special::Lbeta,
+        Special::IncBeta,
         Special::Lchoose,
         Special::LogMix,
         Special::LogSumExp,
@@ -325,6 +324,7 @@ impl Special {
     pub fn name(self) -> &'static str {
         match self {
             Special::Lbeta => "lbeta",
+            Special::IncBeta => "inc_beta",
             Special::Lchoose => "lchoose",
             Special::LogMix => "log_mix",
             Special::LogSumExp => "log_sum_exp",
@@ -338,6 +338,7 @@ impl Special {
     pub fn params(self) -> Vec<Param> {
         match self {
             Special::Lbeta => vec![real("alpha"), real("beta")],
+            Special::IncBeta => vec![real("a"), real("b"), real("x")],
             Special::Lchoose => vec![real("n"), real("k")],
             Special::LogMix => vec![real("theta"), real("lp1"), real("lp2")],
             Special::LogSumExp => vec![real("x"), real("y")],

@@ -45,6 +45,11 @@ pub enum Signature {
     /// Two scalars of one type; `bool`. `a < b`.
     Compare,
 
+    // ---- elementwise, three operands
+    /// Floats of one type and one shape; that type. The incomplete beta
+    /// function's `(a, b, x)` (the lowering broadcasts scalars first).
+    FloatTernary,
+
     // ---- arrays
     /// A 1-D array of numbers; its element. `sum(a)`.
     Reduce,
@@ -154,7 +159,7 @@ impl Signature {
             | S::Product { .. }
             | S::TriangularSolve
             | S::Index => 2,
-            S::Select | S::IndexSet => 3,
+            S::FloatTernary | S::Select | S::IndexSet => 3,
             S::Stack | S::Host | S::StaticAdjoint | S::TapePush => return None,
         })
     }

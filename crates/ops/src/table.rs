@@ -12,7 +12,7 @@
 //!   of [`UnaryOperator`](crate::UnaryOperator) / [`BinaryOperator`](crate::BinaryOperator),
 //!   when the user can write the operation.
 //! - `Group Variant`: the IR primitive it lowers to. `Unary`, `Binary`,
-//!   `Compare`, `Reduce`: `Prim::Unary(UnaryOp::Variant)` and so on (the
+//!   `Ternary`, `Compare`, `Reduce`: `Prim::Unary(UnaryOp::Variant)` and so on (the
 //!   row is then a variant of that op enum); `Plain`: the payload-free
 //!   `Prim::Variant`; `Payload`: a `Prim::Variant` that carries data (a
 //!   constant, a type, a length, a message), which only the compiler makes.
@@ -163,6 +163,23 @@ macro_rules! for_each_op {
             [LogGammaPInv:  Binary LogGammaPInv, "log_gamma_p_inv", FloatBinary,  nograd, Internal]
             /// `(lambda, u)`: the smallest `k` whose Poisson CDF reaches `u` (a Poisson draw), as a float.
             [PoissonInv:    Binary PoissonInv, "poisson_inv",   FloatBinary,      nograd, Internal]
+            /// `(a, b)`: `ln B(a, b)`, the logarithm of the beta function.
+            [Lbeta:         Binary Lbeta,      "lbeta",         FloatBinary,      grad,   Internal]
+            /// `(a, b, x)`: `ln I_x(a, b)`, `I` the regularized incomplete beta function.
+            [LogBetaInc:    Ternary LogBetaInc,  "log_beta_inc",  FloatTernary,     grad,   Internal]
+            /// `(a, b, x)`: `ln(1 - I_x(a, b))`.
+            [LogBetaIncC:   Ternary LogBetaIncC, "log_beta_inc_c", FloatTernary,    grad,   Internal]
+            /// `(a, b, x)`: the derivative of `log_beta_inc` in `a` (itself not differentiable).
+            [LogBetaIncDa:  Ternary LogBetaIncDa, "log_beta_inc_da", FloatTernary,  nograd, Internal]
+            /// `(a, b, x)`: the derivative of `log_beta_inc` in `b` (itself not differentiable).
+            [LogBetaIncDb:  Ternary LogBetaIncDb, "log_beta_inc_db", FloatTernary,  nograd, Internal]
+            /// `(a, b, x)`: the derivative of `log_beta_inc_c` in `a` (itself not differentiable).
+            [LogBetaIncCDa: Ternary LogBetaIncCDa, "log_beta_inc_c_da", FloatTernary, nograd, Internal]
+            /// `(a, b, x)`: the derivative of `log_beta_inc_c` in `b` (itself not differentiable).
+            [LogBetaIncCDb: Ternary LogBetaIncCDb, "log_beta_inc_c_db", FloatTernary, nograd, Internal]
+            /// `(n, p, u)`: the smallest `k` whose binomial CDF (`n` trials of
+            /// probability `p`) reaches `u` (a binomial draw), as a float.
+            [BinomialInv:   Ternary BinomialInv, "binomial_inv",  FloatTernary,     nograd, Internal]
             /// `(a: [K, K])`, symmetric positive definite: its lower Cholesky
             /// factor `L` (`L Lᵀ = a`; reads the lower triangle); faults with
             /// `domain_error` if `a` is not symmetric or not positive definite.
@@ -279,6 +296,10 @@ macro_rules! __select {
     (binary $callback:ident $prefix:tt [$($kept:tt)*]
         $(#[$a:meta])* [$n:ident: Binary $($f:tt)*] $($rest:tt)*) => {
         $crate::__select! { binary $callback $prefix [$($kept)* $(#[$a])* [$n: Binary $($f)*]] $($rest)* }
+    };
+    (ternary $callback:ident $prefix:tt [$($kept:tt)*]
+        $(#[$a:meta])* [$n:ident: Ternary $($f:tt)*] $($rest:tt)*) => {
+        $crate::__select! { ternary $callback $prefix [$($kept)* $(#[$a])* [$n: Ternary $($f)*]] $($rest)* }
     };
     (compare $callback:ident $prefix:tt [$($kept:tt)*]
         $(#[$a:meta])* [$n:ident: Compare $($f:tt)*] $($rest:tt)*) => {

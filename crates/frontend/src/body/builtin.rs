@@ -312,9 +312,11 @@ impl FunctionChecker<'_, '_> {
                 }
                 bool_ty()
             }
-            // Operators and syntax: the table has no builtin of these classes.
+            // Operators, syntax and internal operations: the table has no
+            // builtin of these classes.
             S::LogicMap
             | S::Bitwise
+            | S::FloatTernary
             | S::Shift
             | S::Compare
             | S::Copy
@@ -652,6 +654,7 @@ pub(super) fn accepts(signature: OpSignature, class: Class) -> bool {
         S::FloatMap
         | S::FloatPredicate
         | S::FloatBinary
+        | S::FloatTernary
         | S::FloatPowi
         | S::FloatReduce
         | S::FloatVectorMap

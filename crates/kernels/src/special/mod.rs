@@ -2,7 +2,10 @@
 //! `trigamma`, `erf`, `erfc`, `Phi` (the standard normal CDF) and `inv_Phi`
 //! (its inverse), the scaled `ln I0` and `I1 / I0` (for `von_mises`, [`bessel`]),
 //! the logarithms of the regularized incomplete gamma functions, their
-//! inverse and the Poisson quantile ([`gamma_inc`], functions of two arguments), each
+//! inverse and the Poisson quantile ([`gamma_inc`], functions of two arguments),
+//! the logarithms of the regularized incomplete beta function and of its
+//! complement, their derivatives and the binomial quantile ([`beta_inc`],
+//! functions of three), each
 //! for `f64` and for `f32` (computed in `f64`, then rounded once).
 //!
 //! Every function is our own: argument reduction by the function's
@@ -14,10 +17,15 @@
 //! included; the accuracy each reaches is in `docs/language.md`.
 
 mod bessel;
+mod beta_inc;
 mod coefficients;
 mod gamma_inc;
 
 pub use bessel::{bessel_i1_over_i0_f64, log_bessel_i0e_f64};
+pub use beta_inc::{
+    binomial_inv_f64, lbeta_f64, log_beta_inc_c_da_f64, log_beta_inc_c_db_f64, log_beta_inc_c_f64,
+    log_beta_inc_da_f64, log_beta_inc_db_f64, log_beta_inc_f64,
+};
 pub use gamma_inc::{
     log_gamma_p_da_f64, log_gamma_p_f64, log_gamma_p_inv_f64, log_gamma_q_da_f64, log_gamma_q_f64,
     poisson_inv_f64, POISSON_MAX_RATE,
@@ -109,10 +117,15 @@ fn lgamma_positive(x: f64) -> f64 {
         }
         return lgamma_near_2(y - 2.0) + ln_f64(product);
     }
-    // Stirling's series with its first eight terms.
+    (x - 0.5) * ln_f64(x) - x + LN_SQRT_2PI + stirling_correction(x)
+}
+
+/// `lgamma(x) - ((x - 1/2) ln x - x + ln(2 pi) / 2)` for `x >= 13`: Stirling's
+/// series with its first eight terms.
+fn stirling_correction(x: f64) -> f64 {
     let r = 1.0 / x;
     let r2 = r * r;
-    let series = r * polynomial(
+    r * polynomial(
         &[
             1.0 / 12.0,
             -1.0 / 360.0,
@@ -124,8 +137,7 @@ fn lgamma_positive(x: f64) -> f64 {
             -3617.0 / 122400.0,
         ],
         r2,
-    );
-    (x - 0.5) * ln_f64(x) - x + LN_SQRT_2PI + series
+    )
 }
 
 /// `lgamma(2 + z)` for `|z| <= 1/2`: its Taylor series.

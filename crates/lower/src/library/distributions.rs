@@ -31,6 +31,10 @@ pub(super) fn expand(
     let y = args[0];
     let params = &args[1..];
     let full = suffix == Suffix::Log;
+    if super::beta_cdf::is_family(family) && matches!(suffix, Suffix::Lcdf | Suffix::Lccdf) {
+        let term = super::beta_cdf::expand(b, family, suffix, y, params)?;
+        return b.total(term);
+    }
     if let (Family::Normal, Suffix::Log | Suffix::Unnormalized) = (family, suffix) {
         let z = standardized(b, y, params[0], params[1])?;
         return normal_sum(b, suffix, z, params[1]);
@@ -79,7 +83,7 @@ pub(super) fn positive(b: &mut Builder, v: Var, what: &str, arg: &str) -> LowerR
 
 /// `(y - mu) / sigma`, after the checks of a location-scale family (a
 /// scalar `sigma` divides once: `(y - mu) * (1 / sigma)`).
-fn standardized(b: &mut Builder, y: Var, mu: Var, sigma: Var) -> LowerResult<Var> {
+pub(super) fn standardized(b: &mut Builder, y: Var, mu: Var, sigma: Var) -> LowerResult<Var> {
     b.check_not_nan(y, "Random variable", "y")?;
     b.check_finite(mu, "Location parameter", "mu")?;
     positive(b, sigma, "Scale parameter", "sigma")?;
@@ -836,6 +840,7 @@ fn draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
         Family::Gamma | Family::InvGamma | Family::ChiSquare | Family::StudentT | Family::Beta => {
             continuous_draw(b, family, p)
         }
+        Family::Binomial | Family::BinomialLogit => super::beta_cdf::binomial_draw(b, family, p),
         Family::Poisson | Family::PoissonLog => {
             let rate = if family == Family::Poisson {
                 b.check_not_nan(p[0], "Rate parameter", "lambda")?;

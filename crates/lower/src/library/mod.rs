@@ -9,12 +9,13 @@
 //! [`Builder`] is the small vocabulary the expansions are written in;
 //! [`distributions`] and [`special`] hold the expansions.
 
+mod beta_cdf;
 mod distributions;
 mod multivariate;
 mod special;
 
 use autobatch_frontend::Diagnostic;
-use autobatch_ir::{BinaryOp, CompareOp, Dim, Prim, ReduceOp, UnaryOp, Var};
+use autobatch_ir::{BinaryOp, CompareOp, Dim, Prim, ReduceOp, TernaryOp, UnaryOp, Var};
 use autobatch_ops::library::Function;
 use autobatch_types::{Scalar, ScalarType, TensorType};
 
@@ -199,6 +200,22 @@ impl Builder<'_> {
             self.shaped(b, &dims)?,
         );
         self.emit.prim(Prim::Select, vec![c, a, b])
+    }
+
+    /// An elementwise operation of three floats; a scalar among them is
+    /// broadcast to the others' shape.
+    pub(crate) fn ternary(&mut self, op: TernaryOp, a: Var, b: Var, x: Var) -> LowerResult<Var> {
+        let shape = [a, b, x]
+            .iter()
+            .map(|v| self.emit.ty(*v).dims)
+            .max_by_key(|d| d.len());
+        let dims = shape.unwrap_or_default();
+        let args = vec![
+            self.shaped(a, &dims)?,
+            self.shaped(b, &dims)?,
+            self.shaped(x, &dims)?,
+        ];
+        self.emit.prim(Prim::Ternary(op), args)
     }
 
     /// `v` broadcast to `dims` (a vector's length) if it is a scalar.

@@ -8,15 +8,8 @@ use super::{Builder, LowerResult};
 
 pub(super) fn expand(b: &mut Builder, function: Special, args: &[Var]) -> LowerResult<Var> {
     match function {
-        Special::Lbeta => {
-            // lgamma(a) + lgamma(b) - lgamma(a + b)
-            let s = b.add(args[0], args[1])?;
-            let ga = b.unary(UnaryOp::Lgamma, args[0])?;
-            let gb = b.unary(UnaryOp::Lgamma, args[1])?;
-            let gs = b.unary(UnaryOp::Lgamma, s)?;
-            let a = b.add(ga, gb)?;
-            b.sub(a, gs)
-        }
+        Special::Lbeta => b.binary(BinaryOp::Lbeta, args[0], args[1]),
+        Special::IncBeta => super::beta_cdf::inc_beta(b, args[0], args[1], args[2]),
         Special::Lchoose => super::distributions::lchoose(b, args[0], args[1]),
         Special::LogMix => {
             // log_sum_exp(ln(theta) + lp1, ln(1 - theta) + lp2)
