@@ -500,14 +500,36 @@ fn run_compiled(
         Counting::Kept => sorted_counts(&counter, &slots, compiled, &progress.counters),
         Counting::Skipped => Vec::new(),
     };
+    let adjoints = chunks.into_iter().flat_map(|c| c.adjoints).collect();
+    let stats = run_stats(&progress, op_counts, batch.size, wall_seconds);
+    Ok((
+        RunOutput {
+            results,
+            adjoints,
+            stats,
+        },
+        Figures {
+            rerun: progress.rerun,
+            products: progress.products,
+            waits: progress.waits,
+        },
+    ))
+}
+
+/// A finished run's stats, from its progress and `op_counts`.
+fn run_stats(
+    progress: &Progress,
+    op_counts: Vec<OpCount>,
+    members: usize,
+    wall_seconds: f64,
+) -> Stats {
     let executions: u64 = op_counts.iter().map(|c| c.executions).sum();
     let lane_utilization = if executions == 0 {
         0.0
     } else {
-        1.0 / batch.size as f64
+        1.0 / members as f64
     };
-    let adjoints = chunks.into_iter().flat_map(|c| c.adjoints).collect();
-    let stats = Stats {
+    Stats {
         steps: progress.steps,
         lane_utilization,
         instances: progress.instances,
@@ -522,19 +544,7 @@ fn run_compiled(
         report: Vec::new(),
         profile: None,
         choice: None,
-    };
-    Ok((
-        RunOutput {
-            results,
-            adjoints,
-            stats,
-        },
-        Figures {
-            rerun: progress.rerun,
-            products: progress.products,
-            waits: progress.waits,
-        },
-    ))
+    }
 }
 
 /// The members of one chunk of a run of `members` on `threads` threads.

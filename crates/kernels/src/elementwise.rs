@@ -677,44 +677,21 @@ pub fn select(cond: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
 
 /// An elementwise operation of three floats of one type and shape.
 pub fn ternary(op: TernaryOp, a: &Tensor, b: &Tensor, c: &Tensor) -> Tensor {
+    fn each<F: Float>(op: TernaryOp, a: &[F], b: &[F], c: &[F]) -> Vec<F> {
+        (0..a.len())
+            .map(|k| scalar::ternary(op, a[k], b[k], c[k]))
+            .collect()
+    }
     if a.shape != b.shape || a.shape != c.shape {
-        internal_error(format!(
-            "{}: operands of shapes {:?}, {:?} and {:?}",
-            op.name(),
-            a.shape,
-            b.shape,
-            c.shape
-        ));
+        let shapes = [&a.shape, &b.shape, &c.shape];
+        internal_error(format!("{}: operands of shapes {shapes:?}", op.name()));
     }
-    let mut out = Data::filled(Scalar::zero(a.elem_type()), a.len());
-    ternary_into(
-        op,
-        [
-            Values::all(&a.data),
-            Values::all(&b.data),
-            Values::all(&c.data),
-        ],
-        ValuesMut::all(&mut out),
-    );
-    Tensor::new(a.shape.clone(), out)
-}
-
-/// As [`ternary`], into `out` (of the operands' length and type).
-pub fn ternary_into(op: TernaryOp, args: [Values<'_>; 3], out: ValuesMut<'_>) {
-    fn each<F: Float>(op: TernaryOp, a: &[F], b: &[F], c: &[F], out: &mut [F]) {
-        for (k, o) in out.iter_mut().enumerate() {
-            *o = scalar::ternary(op, a[k], b[k], c[k]);
-        }
-    }
-    match (args, out) {
-        ([Values::F64(a), Values::F64(b), Values::F64(c)], ValuesMut::F64(o)) => {
-            each(op, a, b, c, o)
-        }
-        ([Values::F32(a), Values::F32(b), Values::F32(c)], ValuesMut::F32(o)) => {
-            each(op, a, b, c, o)
-        }
+    let data = match (&a.data, &b.data, &c.data) {
+        (Data::F64(x), Data::F64(y), Data::F64(z)) => Data::F64(each(op, x, y, z)),
+        (Data::F32(x), Data::F32(y), Data::F32(z)) => Data::F32(each(op, x, y, z)),
         _ => internal_error(format!("{} needs floats of one type", op.name())),
-    }
+    };
+    Tensor::new(a.shape.clone(), data)
 }
 
 /// As [`select`], into `out`: a broadcast condition chooses a whole operand.
