@@ -1,62 +1,11 @@
 //! The analyses the derivation needs on the function it differentiates:
-//! merging straight-line jump chains, reachability, live-in variables per
+//! a re-entered entry copied, reachability, live-in variables per
 //! block and activity (which variables depend on the active parameters);
 //! and one on the functions it builds: updating arrays in place.
 
 use std::collections::BTreeSet;
 
 use autobatch_ir::{Block, BlockData, EntityRef, Function, Op, Prim, Terminator, UnaryOp, Var};
-
-/// A copy of `f` whose entry block has no predecessor and in which a block
-/// that ends in a jump to a block with no other predecessor absorbs it.
-/// Absorbed blocks stay in the table, unreachable.
-pub(crate) fn merge_jump_chains(f: &Function) -> Function {
-    let mut g = f.clone();
-    let n = g.blocks.len();
-    let mut preds = predecessor_counts(&g);
-    if preds[0] > 0 {
-        // Move the entry's body to a new block so that the entry has no
-        // predecessor (its function takes exactly the parameters).
-        let retarget = |b: Block, to: Block| if b.0 == 0 { to } else { b };
-        let new = Block::new(n);
-        let mut body = g.blocks[Block(0)].clone();
-        body.term = retarget_term(&body.term, &|b| retarget(b, new));
-        let loc = body.loc;
-        g.blocks.push(body);
-        for b in 1..n {
-            let t = retarget_term(&g.blocks[Block::new(b)].term, &|b| retarget(b, new));
-            g.blocks[Block::new(b)].term = t;
-        }
-        g.blocks[Block(0)] = BlockData {
-            ops: Vec::new(),
-            term: Terminator::Jump(new),
-            loc,
-        };
-        preds = predecessor_counts(&g);
-    }
-    let reach = reachable(&g);
-    for (b, _) in reach.iter().enumerate().filter(|(_, r)| **r) {
-        while let Terminator::Jump(c) = g.blocks[Block::new(b)].term {
-            if c.index() == b || c.index() == 0 || preds[c.index()] != 1 {
-                break;
-            }
-            let absorbed = std::mem::replace(
-                &mut g.blocks[c],
-                BlockData {
-                    ops: Vec::new(),
-                    // Unreachable from now on; it keeps a well-formed terminator.
-                    term: Terminator::Jump(c),
-                    loc: f.loc,
-                },
-            );
-            preds[c.index()] = 0;
-            let data = &mut g.blocks[Block::new(b)];
-            data.ops.extend(absorbed.ops);
-            data.term = absorbed.term;
-        }
-    }
-    g
-}
 
 /// A copy of `f` whose entry block has no predecessor: when blocks jump
 /// back to the entry (a self tail call made a jump), they jump to a copy

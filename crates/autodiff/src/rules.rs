@@ -3,18 +3,17 @@
 //! existing primitives.
 
 use autobatch_ir::{
-    BinaryOp as B, Dim, FuncId, Op, Prim, ReduceOp, Scalar, TensorType, TernaryOp as T,
-    UnaryOp as U, Var,
+    BinaryOp as B, Dim, Op, Prim, ReduceOp, Scalar, TensorType, TernaryOp as T, UnaryOp as U, Var,
 };
 use autobatch_types::Loc;
 
-use crate::block::{callee_vjp, Builder};
-use crate::fork::{self, Fork};
-use crate::{analysis, derive_error, DeriveResult, Deriver};
+use crate::builder::Builder;
+use crate::{analysis, derive_error, DeriveResult};
 
-/// Emits the adjoint operations of `op` (a forward operation of the block
-/// being built) and accumulates their contributions.
-pub(crate) fn adjoint(d: &mut Deriver, b: &mut Builder, op: &Op) -> DeriveResult<()> {
+/// Emits the adjoint operations of `op` (a primitive operation of the
+/// function being derived; calls and forks are the taped derivation's,
+/// see [`crate::tape`]) and accumulates their contributions.
+pub(crate) fn adjoint(b: &mut Builder, op: &Op) -> DeriveResult<()> {
     match op {
         Op::Prim {
             dst: Some(y),
@@ -22,30 +21,7 @@ pub(crate) fn adjoint(d: &mut Deriver, b: &mut Builder, op: &Op) -> DeriveResult
             args,
             loc,
         } => prim_op_adjoint(b, prim, args, *y, *loc),
-        Op::Prim { dst: None, .. } => Ok(()),
-        Op::Call {
-            dsts,
-            callee,
-            args,
-            loc,
-            catch,
-        } => call_adjoint(d, b, dsts, *callee, args, *loc, *catch),
-        Op::Fork {
-            dsts,
-            args,
-            instances,
-            loc,
-            ..
-        } => fork::fork_adjoint(
-            d,
-            b,
-            Fork {
-                dsts,
-                args,
-                instances,
-                loc: *loc,
-            },
-        ),
+        _ => Ok(()),
     }
 }
 
@@ -116,56 +92,6 @@ pub(crate) fn adjoint_reads(prim: &Prim, args: &[Var]) -> AdjointReads {
         _ => (args.to_vec(), true),
     };
     AdjointReads { operands, result }
-}
-
-/// The adjoint of a call: a call of the callee's vjp with respect to the
-/// active arguments, whose adjoints it returns. A catching call has none:
-/// nothing it is given or reads may be differentiated.
-fn call_adjoint(
-    d: &mut Deriver,
-    b: &mut Builder,
-    dsts: &[Var],
-    callee: FuncId,
-    args: &[Var],
-    loc: Loc,
-    catch: bool,
-) -> DeriveResult<()> {
-    let active: Vec<bool> = args.iter().map(|a| b.active[a.0 as usize]).collect();
-    let reads = d.sources.reads(callee);
-    if catch && (active.iter().any(|a| *a) || reads) {
-        return derive_error("a catching call cannot be differentiated", loc);
-    }
-    if !(active.iter().any(|a| *a) || reads) || !dsts.iter().any(|v| b.adj.contains_key(v)) {
-        return Ok(());
-    }
-    let vjp = callee_vjp(d, callee, &active)?;
-    let mut call_args = args.to_vec();
-    for i in vjp.float_results {
-        call_args.push(b.adjoint_or_zero(dsts[i], loc)?);
-    }
-    let outs: Vec<Var> = vjp
-        .result_types
-        .into_iter()
-        .map(|t| b.var(t, None, false))
-        .collect();
-    b.push(Op::Call {
-        dsts: outs.clone(),
-        callee: vjp.id,
-        args: call_args,
-        loc,
-        catch: false,
-    });
-    let adjoints = &outs[dsts.len()..];
-    let targets: Vec<Var> = args
-        .iter()
-        .zip(&active)
-        .filter(|(_, a)| **a)
-        .map(|(v, _)| *v)
-        .collect();
-    for (v, a) in targets.into_iter().zip(adjoints) {
-        b.accumulate(v, *a, loc)?;
-    }
-    Ok(())
 }
 
 /// Adds `c` (shaped like the result of a broadcasting operation) to the

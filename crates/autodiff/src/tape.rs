@@ -26,10 +26,6 @@
 //!   is a loop again; a recursion recurses once per level.
 //! - the vjp itself (the plan's entry id): calls the two.
 //!
-//! A callee that is not taped (see [`tapeable`]) is checkpointed: the
-//! forward part calls the function itself and pushes the arguments; the
-//! backward part pops them and calls the callee's vjp, which recomputes.
-//!
 //! A catching call has nothing to differentiate (the front end refuses one
 //! whose arguments or callee depend on what is differentiated): the
 //! forward part makes it as `g` does, calling the function itself, and the
@@ -40,21 +36,19 @@
 //! Statics of a static gradient are never pushed: the backward part loads
 //! them again where it needs them, and a row read of a differentiated
 //! static (`E[w]`) is a view of that row again, so that its adjoint goes
-//! to the member's log row by row, as the checkpointed derivation sends it
-//! (see [`Invariant`]).
+//! to the member's log row by row (see [`Invariant`]).
 
 use std::collections::{BTreeSet, HashMap};
 
 use autobatch_ir::{
     fork_calls, Block, BlockData, CompareOp, EntityRef, FuncId, Function, InstanceArg, Instances,
-    JoinCall, Op, Prim, Program, Scalar, ScalarType, StaticId, TapeMode, TensorType, Terminator,
-    Type, Var, VarData,
+    JoinCall, Op, Prim, Scalar, ScalarType, StaticId, TapeMode, TensorType, Terminator, Type, Var,
+    VarData,
 };
 use autobatch_types::Loc;
 
 use crate::analysis::Sources;
-use crate::block::{Builder, View};
-use crate::fork::Fork;
+use crate::builder::{Builder, View};
 use crate::{analysis, derive_error, rules, DeriveResult, Deriver};
 
 /// The ids of a taped plan's two parts.
@@ -64,38 +58,21 @@ pub(crate) struct TapedIds {
     pub bwd: FuncId,
 }
 
-/// Whether function `f` is derived over a tape: it is [`tapeable_alone`],
-/// and so is every function it runs as instances of a fork, recursively
-/// (a function met again on the way is taken as tapeable: the answer is
-/// the largest set of functions that fits).
-pub(crate) fn tapeable(program: &Program, f: FuncId, sources: &Sources) -> bool {
-    let mut seen = BTreeSet::new();
-    let mut todo = vec![f];
-    while let Some(f) = todo.pop() {
-        if !seen.insert(f) {
-            continue;
-        }
-        let g = &program.functions[f];
-        if !tapeable_alone(g, sources) {
-            return false;
-        }
-        for op in g.blocks.values().flat_map(|b| &b.ops) {
-            if let Op::Fork { instances, .. } = op {
-                match instances {
-                    Instances::Join(calls) => todo.extend(calls.iter().map(|c| c.callee)),
-                    Instances::Map { callee, .. } => todo.push(*callee),
-                }
-            }
-        }
+/// Refuses `g` (as [`crate::prepare`] puts it) when a variable holding
+/// a differentiated static, or a row of one, fits no [`Invariant`]: the
+/// backward part could not find it again. `prepare` makes every function
+/// fit, so this names a bug.
+pub(crate) fn check_invariants(g: &Function, sources: &Sources) -> DeriveResult<()> {
+    match invariants(g, sources) {
+        Some(_) => Ok(()),
+        None => derive_error(
+            format!(
+                "cannot differentiate `{}`: a differentiated static is held where the tape cannot find it again",
+                g.name
+            ),
+            g.loc,
+        ),
     }
-    true
-}
-
-/// Whether `g` itself may be derived over a tape: every variable holding a
-/// differentiated static or a row of one fits [`invariants`] (in `g` as
-/// it is derived: see [`crate::prepare`]).
-fn tapeable_alone(g: &Function, sources: &Sources) -> bool {
-    invariants(&crate::prepare::prepare(g, sources), sources).is_some()
 }
 
 /// A variable of `g` that the backward part does not take from the tape.
@@ -250,8 +227,6 @@ enum CallKind {
     Plain,
     /// The callee's forward and backward parts.
     Taped(TapedIds, Vec<bool>),
-    /// The callee itself forward; its vjp (which recomputes) backward.
-    Checkpointed(FuncId, Vec<bool>),
     /// A fork of the callees' forward parts that saves the instances'
     /// tapes, and backward a fork of their backward parts that restores
     /// them: per call of a `join` (one for a `map`), its parts and active
@@ -309,12 +284,7 @@ fn adjoint_reads(op: &Op, act: &[bool]) -> Option<rules::AdjointReads> {
 /// variable between two definitions; one that an adjoint reads is pushed
 /// before the definition that ends it, or at the block's end. An
 /// [`Invariant`] is never pushed, but the index of a row the block uses is.
-fn block_tape(
-    data: &BlockData,
-    act: &[bool],
-    inv: &[Option<Invariant>],
-    checkpointed: impl Fn(usize) -> bool,
-) -> BlockTape {
+fn block_tape(data: &BlockData, act: &[bool], inv: &[Option<Invariant>]) -> BlockTape {
     let ops = &data.ops;
     let mut needed: BTreeSet<Var> = BTreeSet::new();
     let mentioned = ops
@@ -339,7 +309,7 @@ fn block_tape(
         )
     };
     let mut tape = BlockTape::default();
-    for (k, op) in ops.iter().enumerate() {
+    for op in ops {
         let reads = adjoint_reads(op, act);
         if let Some(reads) = &reads {
             needed.extend(reads.operands.iter().filter(taped).copied());
@@ -358,10 +328,6 @@ fn block_tape(
             if needed.remove(d) && !before.contains(d) && !starts_index {
                 before.push(*d);
             }
-        }
-        if checkpointed(k) {
-            // The arguments the callee's vjp recomputes from.
-            before.extend(op.uses().iter().copied());
         }
         tape.before.push(before);
         if reads.is_some_and(|r| r.result) {
@@ -416,13 +382,7 @@ fn fork_kind(d: &mut Deriver, op: &Op, act: &[bool]) -> DeriveResult<Option<Call
     let mut parts = Vec::new();
     for (callee, active) in calls {
         let q = d.plan(callee, &active, false)?;
-        match d.plans[q].taped {
-            Some(ids) => parts.push((ids, active)),
-            None => {
-                let loc = op_loc(op);
-                return derive_error("a taped function forks a function that is not taped", loc);
-            }
-        }
+        parts.push((d.plans[q].parts, active));
     }
     Ok(Some(CallKind::TapedFork(parts)))
 }
@@ -460,13 +420,7 @@ fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
                 return derive_error("a catching call cannot be differentiated", *loc);
             } else {
                 let q = d.plan(*callee, &active, false)?;
-                match d.plans[q].taped {
-                    Some(ids) => CallKind::Taped(ids, active),
-                    None => CallKind::Checkpointed(
-                        d.plans[q].ids[0].expect("the entry block is reachable"),
-                        active,
-                    ),
-                }
+                CallKind::Taped(d.plans[q].parts, active)
             };
             calls.insert((b.index(), k), kind);
         }
@@ -495,11 +449,7 @@ fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
         .collect();
     let invariants = invariants(&g, &d.sources).expect("a taped function");
     let tapes = (0..n)
-        .map(|b| {
-            let checkpointed =
-                |k: usize| matches!(calls.get(&(b, k)), Some(CallKind::Checkpointed(..)));
-            block_tape(&g.blocks[Block::new(b)], &act, &invariants, checkpointed)
-        })
+        .map(|b| block_tape(&g.blocks[Block::new(b)], &act, &invariants))
         .collect();
     Ok(Layout {
         tapes,
@@ -527,7 +477,7 @@ pub(crate) fn build(d: &mut Deriver, p: usize) -> DeriveResult<[Function; 3]> {
 fn forward(d: &Deriver, p: usize, layout: &Layout) -> Function {
     let plan = &d.plans[p];
     let mut f = plan.g.clone();
-    f.name = format!("{}.fwd", plan.names[0]);
+    f.name = format!("{}.fwd", plan.name);
     let index_ty = TensorType::scalar(ScalarType::I64);
     for (b, data) in plan.g.blocks.iter() {
         let bi = b.index();
@@ -616,6 +566,14 @@ fn saving_fork(op: &Op, parts: &[(TapedIds, Vec<bool>)]) -> Op {
     }
 }
 
+/// The parts of a fork operation of `g`.
+struct Fork<'a> {
+    dsts: &'a [Var],
+    args: &'a [Var],
+    instances: &'a Instances,
+    loc: Loc,
+}
+
 /// The parts of fork operation `op`.
 fn fork_of(op: &Op) -> Fork<'_> {
     match op {
@@ -648,15 +606,10 @@ fn push(args: Vec<Var>, loc: Loc) -> Op {
 /// `grad` request the backward part takes none: it seeds with ones).
 fn entry(d: &Deriver, p: usize) -> DeriveResult<Function> {
     let plan = &d.plans[p];
-    let ids = plan.taped.expect("a taped plan");
+    let ids = plan.parts;
     let g = &plan.g;
     let loc = g.loc;
-    let mut b = Builder::new(
-        d.program,
-        plan.names[0].clone(),
-        loc,
-        g.blocks[Block(0)].loc,
-    );
+    let mut b = Builder::new(d.program, plan.name.clone(), loc, g.blocks[Block(0)].loc);
     let params: Vec<Var> = g
         .params
         .iter()
@@ -684,7 +637,8 @@ fn entry(d: &Deriver, p: usize) -> DeriveResult<Function> {
         loc,
         catch: false,
     });
-    let adjoints: Vec<Var> = plan.adj_in[0]
+    let adjoints: Vec<Var> = plan
+        .active_params
         .iter()
         .map(|v| b.var(g.vars[*v].ty.clone(), None, false))
         .collect();
@@ -800,8 +754,8 @@ fn backward(d: &mut Deriver, p: usize, layout: &Layout) -> DeriveResult<Function
     let g = plan.g.clone();
     let act = plan.active.clone();
     let float_results = plan.float_results.clone();
-    let name = format!("{}.bwd", plan.names[0]);
-    let active_params = plan.adj_in[0].clone();
+    let name = format!("{}.bwd", plan.name);
+    let active_params = plan.active_params.clone();
     let program = d.program;
     let mut b = Builder::new(program, name, g.loc, g.loc);
     b.func.uncounted = true;
@@ -855,7 +809,7 @@ fn backward(d: &mut Deriver, p: usize, layout: &Layout) -> DeriveResult<Function
         .collect();
     func.ret_type = Type::Tuple(results.iter().cloned().map(Type::Tensor).collect());
     func.results = results;
-    crate::block::remove_unused_operations(&mut func);
+    crate::builder::remove_unused_operations(&mut func);
     analysis::update_in_place(&mut func);
     Ok(func)
 }
@@ -1004,35 +958,6 @@ fn op_adjoint(
                 w.b.accumulate(x, da, loc)?;
             }
         }
-        (
-            Op::Call {
-                args, dsts: g_dsts, ..
-            },
-            Some(CallKind::Checkpointed(vjp, active)),
-        ) => {
-            let dys = result_adjoints(w, op, &dsts, loc)?;
-            // Pushed before the call: the overwritten values, then the arguments.
-            let kept = before.len() - args.len();
-            let popped_args = w.pop(&before[kept..], loc);
-            let mut call_args = popped_args;
-            call_args.extend(dys);
-            let mut outs: Vec<Var> = g_dsts.iter().map(|v| w.fresh(*v)).collect();
-            let targets = active_args(args, active);
-            let adjoints: Vec<Var> = targets.iter().map(|v| w.fresh(*v)).collect();
-            outs.extend(adjoints.iter().copied());
-            w.b.push(Op::Call {
-                dsts: outs,
-                callee: *vjp,
-                args: call_args,
-                loc,
-                catch: false,
-            });
-            restore(w, op, &before[..kept], loc);
-            for (v, da) in targets.iter().zip(adjoints) {
-                let x = w.value(*v);
-                w.b.accumulate(x, da, loc)?;
-            }
-        }
         (Op::Fork { .. }, Some(CallKind::TapedFork(parts))) => {
             let contributions = restoring_fork(d, w, op, &dsts, parts)?;
             restore(w, op, before, loc);
@@ -1054,18 +979,12 @@ fn op_adjoint(
                     args: args.iter().map(|a| w.value(*a)).collect(),
                     loc,
                 };
-                rules::adjoint(d, w.b, &record)?;
+                rules::adjoint(w.b, &record)?;
             }
         }
         _ => restore(w, op, before, loc),
     }
     Ok(())
-}
-
-fn op_loc(op: &Op) -> Loc {
-    match op {
-        Op::Prim { loc, .. } | Op::Call { loc, .. } | Op::Fork { loc, .. } => *loc,
-    }
 }
 
 /// What a restoring fork gives the adjoint of one argument of the fork.
