@@ -804,7 +804,7 @@ fn bind_tapes(
 /// at `max_tape_bytes` (`None`: the default).
 fn configuration(
     strategy: Strategy,
-    lanes: autobatch::Lanes,
+    lanes: autobatch::LaneMode,
     block_choice: autobatch::BlockChoice,
     max_tape_bytes: Option<u64>,
 ) -> RunConfig {

@@ -13,7 +13,7 @@ mod harness;
 use std::path::PathBuf;
 
 use autobatch::{
-    compile, BlockChoice, Compiled, InputErrorKind, Inputs, Lanes, RunConfig, Strategy, Tensor,
+    compile, BlockChoice, Compiled, InputErrorKind, Inputs, LaneMode, RunConfig, Strategy, Tensor,
     Value,
 };
 use autobatch_types::Data;
@@ -310,7 +310,7 @@ fn every_strategy_and_member_order_gives_the_same_bits() {
 }
 
 /// The run's settings for one configuration, on one thread.
-fn one_thread(strategy: Strategy, lanes: Lanes, block_choice: BlockChoice) -> RunConfig {
+fn one_thread(strategy: Strategy, lanes: LaneMode, block_choice: BlockChoice) -> RunConfig {
     RunConfig {
         strategy,
         options: autobatch::RunOptions {

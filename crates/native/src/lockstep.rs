@@ -15,7 +15,7 @@
 //! piece's queue can hold the whole group) stays small. The members' scalar
 //! variables live in flat typed columns (one 8-byte slot per member), the
 //! values a call must keep on each member's own save stack (see
-//! `translate::lockstep`).
+//! `translate::pieces`).
 //!
 //! Every primitive is the per-member translator's own code, so a member's
 //! results, faults, steps and operation counts are the reference's, bit
@@ -29,13 +29,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use autobatch_ir::{EntityRef, FuncId, Program};
 use autobatch_types::{Loc, ScalarType, Tensor};
 
-use crate::translate::lockstep::{self as code, RETURNED};
+use crate::translate::pieces::{self as code, RETURNED};
 use crate::{
     check, scalar_bits, scalar_of_bits, CodeMemory, Counting, Limits, MemberRun, NotCompiled,
     Segment, Stop, POLL_STEPS,
 };
 
-/// What the code reads (see `translate::lockstep::offsets`).
+/// What the code reads (see `translate::pieces::offsets`).
 #[repr(C)]
 struct LockContext {
     members: u64,

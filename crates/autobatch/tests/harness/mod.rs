@@ -9,11 +9,11 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use autobatch::{compile, BlockChoice, Inputs, Lanes, RunConfig, Strategy};
+use autobatch::{compile, BlockChoice, Inputs, LaneMode, RunConfig, Strategy};
 
 /// Every way of running a case: each registered strategy, with every lanes
 /// mode and block choice it reads ([`Strategy::configurations`]).
-pub fn configurations() -> Vec<(Strategy, Lanes, BlockChoice)> {
+pub fn configurations() -> Vec<(Strategy, LaneMode, BlockChoice)> {
     Strategy::ALL
         .into_iter()
         .flat_map(|strategy| {
