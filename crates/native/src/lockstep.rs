@@ -6,11 +6,12 @@
 //! one after the other.
 //!
 //! The host keeps one queue of members per piece, and runs the waiting
-//! piece with the smallest number (the choice of TFP's program-counter autobatching), for all the members
-//! queued at it; the piece's code appends each member to the queue of the
-//! piece it goes to next: program counters bucketed as they are written,
-//! never sorted, and no work per member on the host. Members run in
-//! groups of at most [`GROUP`] (one after the other on a thread), so that
+//! piece with the smallest number (the batching strategies' default
+//! `smallest-index` block choice), for all the members queued at it; the
+//! piece's code appends each member to the queue of the piece it goes to
+//! next: program counters bucketed as they are written, never sorted, and
+//! no work per member on the host. Members run in groups of at most
+//! [`GROUP`] (one after the other on a thread), so that
 //! a group's columns and queues stay in cache and the queues' room (every
 //! piece's queue can hold the whole group) stays small. The members' scalar
 //! variables live in flat typed columns (one 8-byte slot per member), the
