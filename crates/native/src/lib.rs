@@ -526,7 +526,7 @@ impl NativeProgram {
 
     /// How many loops run a block's chain of float array operations (and
     /// the sums it feeds) element by element in one pass
-    /// (see `translate::fused`). A loop's block compiled twice (its fast
+    /// (see `translate::loops`). A loop's block compiled twice (its fast
     /// and tested copies) counts twice.
     pub fn fused_loops(&self) -> usize {
         self.fused_loops
