@@ -20,7 +20,7 @@ mod train;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use autobatch::{BoundBatch, Compiled, Inputs, Lanes, RunConfig, Strategy};
+use autobatch::{BoundBatch, Compiled, Inputs, LaneMode, RunConfig, Strategy};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -178,7 +178,7 @@ fn run_config(
                 _ => None,
             },
             batching: autobatch::BatchingOptions {
-                lanes: parse_name::<Lanes>(lanes)?,
+                lanes: parse_name::<LaneMode>(lanes)?,
                 ..RunConfig::default().options.batching
             },
             ..RunConfig::default().options

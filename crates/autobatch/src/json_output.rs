@@ -268,7 +268,7 @@ mod tests {
     use autobatch_exec::{OpCount, Stats};
     use autobatch_types::{Data, ErrorKind, Loc};
 
-    use crate::run::{Lanes, Strategy};
+    use crate::run::{LaneMode, Strategy};
 
     fn scalar(s: Scalar) -> Value {
         Value::Tensor(Tensor::scalar(s))
@@ -331,7 +331,7 @@ mod tests {
     fn sample_result() -> RunResult {
         RunResult {
             strategy: Strategy::Reference,
-            lanes: Lanes::Auto,
+            lanes: LaneMode::Auto,
             threads: 4,
             batch_size: 2,
             static_gradients: Vec::new(),

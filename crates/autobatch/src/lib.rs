@@ -98,7 +98,7 @@ pub use json_output::{
     tensor_from_json, tensor_to_json, value_to_json,
 };
 pub use run::{
-    check_threads, default_threads, max_threads, BatchingOptions, BlockChoice, Gradient, Lanes,
+    check_threads, default_threads, max_threads, BatchingOptions, BlockChoice, Gradient, LaneMode,
     RowGradient, RunConfig, RunError, RunOptions, RunResult, Strategy, THREADS_PER_CORE,
 };
 pub use typed::{Call, CallError, CallResult, Shared};

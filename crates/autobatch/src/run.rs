@@ -12,7 +12,7 @@ use crate::bind::BoundBatch;
 /// how the program-counter strategy picks its next block: the executors'
 /// own types. Every strategy gives every member the same result; they differ
 /// in speed.
-pub use autobatch_exec::{BatchingOptions, BlockChoice, LaneMode as Lanes, RunOptions, Strategy};
+pub use autobatch_exec::{BatchingOptions, BlockChoice, LaneMode, RunOptions, Strategy};
 
 /// Everything that says how a batch runs (but not what it computes: the
 /// results depend on the seed and the limits only): the strategy, and the
@@ -22,9 +22,9 @@ pub use autobatch_exec::{BatchingOptions, BlockChoice, LaneMode as Lanes, RunOpt
 /// member itself, per run.
 ///
 /// ```
-/// use autobatch::{Lanes, RunConfig, Strategy};
+/// use autobatch::{LaneMode, RunConfig, Strategy};
 /// let mut config = RunConfig { strategy: Strategy::Reference, ..RunConfig::default() };
-/// config.options.batching.lanes = Lanes::Compact;
+/// config.options.batching.lanes = LaneMode::Compact;
 /// config.options.seed = 7;
 /// assert!(config.validate().is_ok());
 /// ```
@@ -163,7 +163,7 @@ pub struct RunResult {
     /// The strategy that ran: the one asked for, or the one `auto` picked
     /// (then [`Stats::choice`] says why).
     pub strategy: Strategy,
-    pub lanes: Lanes,
+    pub lanes: LaneMode,
     pub threads: usize,
     pub batch_size: usize,
     /// One per member, in input order.
@@ -334,8 +334,8 @@ mod tests {
         for strategy in Strategy::ALL {
             assert_eq!(strategy.name().parse::<Strategy>(), Ok(strategy));
         }
-        for lanes in Lanes::ALL {
-            assert_eq!(lanes.name().parse::<Lanes>(), Ok(lanes));
+        for lanes in LaneMode::ALL {
+            assert_eq!(lanes.name().parse::<LaneMode>(), Ok(lanes));
         }
         for choice in BlockChoice::ALL {
             assert_eq!(choice.name().parse::<BlockChoice>(), Ok(choice));
@@ -345,7 +345,7 @@ mod tests {
             .unwrap_err()
             .contains("unknown strategy `fast`"));
         assert!("some"
-            .parse::<Lanes>()
+            .parse::<LaneMode>()
             .unwrap_err()
             .contains("unknown lanes mode `some`"));
     }

@@ -8,7 +8,7 @@
 mod harness;
 
 use autobatch::{compile, Compiled, Inputs, RunConfig, Strategy};
-use harness::{configurations, numbers, ok_values};
+use harness::{configurations, numbers, ok_values, run_config};
 use serde_json::{json, Value};
 
 /// Statics and helpers every case may use.
@@ -253,16 +253,7 @@ fn gradients_match_finite_differences() {
         let at: Vec<Value> = pts.iter().map(|p| to_json(case.shape, p)).collect();
         let f_at = run(&compiled, "f", &at, &reference());
         for (strategy, lanes, block_choice) in configurations() {
-            let config = RunConfig {
-                strategy,
-                options: autobatch::RunOptions {
-                    batching: autobatch::BatchingOptions {
-                        lanes,
-                        block_choice,
-                    },
-                    ..RunConfig::default().options
-                },
-            };
+            let config = run_config(strategy, lanes, block_choice);
             let grads = run(&compiled, "g", &at, &config);
             let vgs = run(&compiled, "vg", &at, &config);
             for (m, ((g, vg), want)) in grads.iter().zip(&vgs).zip(&fd).enumerate() {
@@ -304,16 +295,7 @@ fn same_results(source: &str, a: &str, b: &str, inputs: &str) {
     let compiled = compile(source, "hand.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
     let inputs = Inputs::from_json_str(inputs).expect("inputs parse");
     for (strategy, lanes, block_choice) in configurations() {
-        let config = RunConfig {
-            strategy,
-            options: autobatch::RunOptions {
-                batching: autobatch::BatchingOptions {
-                    lanes,
-                    block_choice,
-                },
-                ..RunConfig::default().options
-            },
-        };
+        let config = run_config(strategy, lanes, block_choice);
         let mut out = Vec::new();
         for entry in [a, b] {
             let bound = compiled.bind(entry, &inputs).expect("binds");
@@ -508,16 +490,7 @@ fn vg(x: [f64; 3], xs: [f64; L], n: i64, p: (f64, bool)) -> (f64, [f64; 3]) { va
         }
     }
     for (strategy, lanes, block_choice) in configurations() {
-        let config = RunConfig {
-            strategy,
-            options: autobatch::RunOptions {
-                batching: autobatch::BatchingOptions {
-                    lanes,
-                    block_choice,
-                },
-                ..RunConfig::default().options
-            },
-        };
+        let config = run_config(strategy, lanes, block_choice);
         let g = run_on("g", &at, &config);
         let vg = run_on("vg", &at, &config);
         for m in 0..points.len() {
@@ -564,28 +537,9 @@ fn operations_of(bound: autobatch::BoundBatch, entry: &str) -> u64 {
 /// a call on values that do not depend on `x`), some of whose calls fail.
 #[test]
 fn the_gradient_does_a_constant_times_the_work_of_the_function() {
-    let source = r#"
-fn chain(a: f64, n: i64) -> f64 { if n == 0 { 1.0 } else { a.sin() * chain(a, n - 1) + a } }
-fn walk(a: f64, n: i64) -> f64 {
-    let mut r = a;
-    for k in 0..n { if r > 0.5 { r = (r * 0.9).tanh() + 0.1; } else { r = r * 1.1 + 0.05; } }
-    r
-}
-fn deep(x: f64, n: i64) -> f64 { chain(x, n) }
-fn deep_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(deep, x, n) }
-fn long(x: f64, n: i64) -> f64 { walk(x, n) }
-fn long_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(long, x, n) }
-fn tree(a: f64, lo: i64, hi: i64) -> f64 {
-    if hi - lo <= 1 {
-        a.sin()
-    } else {
-        let mid = (lo + hi) / 2;
-        let (l, r) = join(tree(a, lo, mid), tree(a, mid, hi));
-        l * a + r.cos()
-    }
-}
-fn wide(x: f64, n: i64) -> f64 { tree(x, 0, n) }
-fn wide_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(wide, x, n) }
+    // The recursion, loop and tree of `RECURSIONS`, and the same holding
+    // `catch`es.
+    let guarded = r#"
 fn inv(k: i64) -> i64 { 12 / k }
 fn guarded_chain(a: f64, n: i64) -> f64 {
     if n == 0 {
@@ -620,7 +574,8 @@ fn caught_long_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(caught_long, 
 fn caught_wide(x: f64, n: i64) -> f64 { guarded_tree(x, 0, n) }
 fn caught_wide_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(caught_wide, x, n) }
 "#;
-    let compiled = compile(source, "work.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let source = format!("{RECURSIONS}{guarded}");
+    let compiled = compile(&source, "work.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
     let long = r#"{"batch": {"x": [0.3, 0.9]}, "shared": {"n": 1000}}"#;
     // 250 leaves: a tree of 499 nodes, of height 8.
     let tree = r#"{"batch": {"x": [0.3, 0.9]}, "shared": {"n": 250}}"#;
@@ -701,7 +656,7 @@ fn tape_bytes_of(bound: &autobatch::BoundBatch, entry: &str, config: &RunConfig)
 /// doubling added, twice); the most of any member, not the sum.
 #[test]
 fn tape_bytes_are_counted_alike_on_every_strategy() {
-    let compiled = compile(TAPES, "tapes.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let compiled = tapes();
     let bind = |entry: &str, n: i64, gradient_of_statics: bool| {
         bind_tapes(&compiled, entry, n, gradient_of_statics)
     };
@@ -741,11 +696,9 @@ fn tape_bytes_are_counted_alike_on_every_strategy() {
     }
 }
 
-/// A recursion, a loop and a tree of `join`s to differentiate, and a
-/// recursion reading rows of a static `E` to differentiate with respect to
-/// it (see [`bind_tapes`]).
-const TAPES: &str = r#"
-extern "autobatch" { static E: [[f64; 2]; 8]; }
+/// A recursion, a loop and a tree of `join`s to differentiate: the
+/// entries `deep`, `long` and `wide`, and their `_grad`s.
+const RECURSIONS: &str = r#"
 fn chain(a: f64, n: i64) -> f64 { if n == 0 { 1.0 } else { a.sin() * chain(a, n - 1) + a } }
 fn walk(a: f64, n: i64) -> f64 {
     let mut r = a;
@@ -767,6 +720,13 @@ fn long(x: f64, n: i64) -> f64 { walk(x, n) }
 fn long_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(long, x, n) }
 fn wide(x: f64, n: i64) -> f64 { tree(x, 0, n) }
 fn wide_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(wide, x, n) }
+"#;
+
+/// [`RECURSIONS`] and a recursion reading rows of a static `E` to
+/// differentiate with respect to it (see [`bind_tapes`]).
+fn tapes() -> Compiled {
+    let rows = r#"
+extern "autobatch" { static E: [[f64; 2]; 8]; }
 fn rchain(x: f64, n: i64) -> f64 {
     if n == 0 {
         x
@@ -776,8 +736,11 @@ fn rchain(x: f64, n: i64) -> f64 {
     }
 }
 "#;
+    let source = format!("{RECURSIONS}{rows}");
+    compile(&source, "tapes.ab").unwrap_or_else(|e| panic!("{}", e.render(false)))
+}
 
-/// `entry` of [`TAPES`] bound for two members, at sizes `n` and `n / 2`
+/// `entry` of [`tapes`] bound for two members, at sizes `n` and `n / 2`
 /// (`x` 0.3 and 0.9), as a gradient with respect to `E` if asked.
 fn bind_tapes(
     compiled: &Compiled,
@@ -804,21 +767,13 @@ fn bind_tapes(
 /// at `max_tape_bytes` (`None`: the default).
 fn configuration(
     strategy: Strategy,
-    lanes: autobatch::Lanes,
+    lanes: autobatch::LaneMode,
     block_choice: autobatch::BlockChoice,
     max_tape_bytes: Option<u64>,
 ) -> RunConfig {
-    RunConfig {
-        strategy,
-        options: autobatch::RunOptions {
-            batching: autobatch::BatchingOptions {
-                lanes,
-                block_choice,
-            },
-            max_tape_bytes,
-            ..RunConfig::default().options
-        },
-    }
+    let mut config = run_config(strategy, lanes, block_choice);
+    config.options.max_tape_bytes = max_tape_bytes;
+    config
 }
 
 /// `--max-tape-bytes`: bounded at the most a member's tape holds, every
@@ -828,7 +783,7 @@ fn configuration(
 /// (kind, message, location) alike.
 #[test]
 fn the_tape_bound_stops_the_members_whose_tape_exceeds_it_alike_everywhere() {
-    let compiled = compile(TAPES, "tapes.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let compiled = tapes();
     let cases = [
         ("deep_grad", false),
         ("long_grad", false),

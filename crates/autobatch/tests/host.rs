@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use autobatch::typed::{FromValue, IntoValue};
 use autobatch::{compile, Compiled, Inputs, RunConfig, Strategy, Value};
-use harness::configurations;
+use harness::{configurations, run_config};
 use serde_json::{json, Value as Json};
 
 const SOURCE: &str = r#"
@@ -99,16 +99,10 @@ fn every_configuration() -> Vec<RunConfig> {
     configurations()
         .into_iter()
         .flat_map(|(strategy, lanes, block_choice)| {
-            [1, 2].map(|threads| RunConfig {
-                strategy,
-                options: autobatch::RunOptions {
-                    threads,
-                    batching: autobatch::BatchingOptions {
-                        lanes,
-                        block_choice,
-                    },
-                    ..RunConfig::default().options
-                },
+            [1, 2].map(|threads| {
+                let mut config = run_config(strategy, lanes, block_choice);
+                config.options.threads = threads;
+                config
             })
         })
         .collect()

@@ -11,8 +11,8 @@ mod harness;
 
 use std::path::PathBuf;
 
-use autobatch::{compile, value_to_json, Inputs, RunConfig};
-use harness::configurations;
+use autobatch::{compile, value_to_json, Inputs};
+use harness::{configurations, run_config};
 use serde_json::Value;
 
 /// Agreement asked of numpy's float32 outputs, relative to the larger of 1
@@ -50,16 +50,7 @@ fn check_model(program: &str, entry: &str, input: &str, expected: &str) {
     let mut first: Option<Vec<Value>> = None;
     let mut failures = Vec::new();
     for (strategy, lanes, block_choice) in configurations() {
-        let config = RunConfig {
-            strategy,
-            options: autobatch::RunOptions {
-                batching: autobatch::BatchingOptions {
-                    lanes,
-                    block_choice,
-                },
-                ..RunConfig::default().options
-            },
-        };
+        let config = run_config(strategy, lanes, block_choice);
         let run = bound.run(&config).expect("runs");
         let outputs: Vec<Value> = run
             .members

@@ -11,8 +11,8 @@ mod harness;
 
 use std::path::PathBuf;
 
-use autobatch::{compile, value_to_json, Inputs, RunConfig};
-use harness::configurations;
+use autobatch::{compile, value_to_json, Inputs};
+use harness::{configurations, run_config};
 use serde_json::{json, Value};
 
 /// (model folder, model file): arK's loop form (loops over the time steps
@@ -96,16 +96,7 @@ fn log_density_and_gradient_agree_with_stan() {
             .unwrap_or_else(|e| panic!("{name}: inputs do not bind: {}", e.message()));
 
         for (strategy, lanes, block_choice) in configurations() {
-            let config = RunConfig {
-                strategy,
-                options: autobatch::RunOptions {
-                    batching: autobatch::BatchingOptions {
-                        lanes,
-                        block_choice,
-                    },
-                    ..RunConfig::default().options
-                },
-            };
+            let config = run_config(strategy, lanes, block_choice);
             let result = bound.run(&config).expect("runs");
             let outputs: Vec<(f64, Vec<f64>)> = result
                 .members

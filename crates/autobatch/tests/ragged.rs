@@ -8,7 +8,7 @@
 mod harness;
 
 use autobatch::{compile, Compiled, Inputs, RunConfig};
-use harness::{configurations, numbers};
+use harness::{configurations, numbers, run_config};
 use serde_json::{json, Value};
 
 const SOURCE: &str = r#"
@@ -55,18 +55,9 @@ fn a_ragged_member_gets_what_it_gets_in_a_batch_of_its_size() {
     let arrays: Vec<Vec<f64>> = (0..members).map(member_array).collect();
     for (strategy, lanes, block_choice) in configurations() {
         for threads in [1, 2] {
-            let config = RunConfig {
-                strategy,
-                options: autobatch::RunOptions {
-                    threads,
-                    seed: 5,
-                    batching: autobatch::BatchingOptions {
-                        lanes,
-                        block_choice,
-                    },
-                    ..RunConfig::default().options
-                },
-            };
+            let mut config = run_config(strategy, lanes, block_choice);
+            config.options.threads = threads;
+            config.options.seed = 5;
             let ragged = run(&compiled, &arrays, &config);
             assert_eq!(
                 ragged["stats"]["sizes"], 4,
@@ -128,16 +119,7 @@ fn the_attention_example_matches_numpy() {
     let expected: Value = serde_json::from_str(&read("attention.expect.json")).expect("JSON");
     let bound = compiled.bind("attend", &inputs).expect("binds");
     for (strategy, lanes, block_choice) in configurations() {
-        let config = RunConfig {
-            strategy,
-            options: autobatch::RunOptions {
-                batching: autobatch::BatchingOptions {
-                    lanes,
-                    block_choice,
-                },
-                ..RunConfig::default().options
-            },
-        };
+        let config = run_config(strategy, lanes, block_choice);
         let got = bound.run(&config).expect("runs").to_json(false)["results"].clone();
         for (member, (g, e)) in got
             .as_array()
@@ -205,16 +187,7 @@ fn check_example(name: &str, entry: &str, tolerance: f64) {
         }
     }
     for (strategy, lanes, block_choice) in configurations() {
-        let config = RunConfig {
-            strategy,
-            options: autobatch::RunOptions {
-                batching: autobatch::BatchingOptions {
-                    lanes,
-                    block_choice,
-                },
-                ..RunConfig::default().options
-            },
-        };
+        let config = run_config(strategy, lanes, block_choice);
         let got = run(&inputs_json, &config);
         for (member, (g, w)) in got.iter().zip(&want).enumerate() {
             assert_eq!(
@@ -307,18 +280,9 @@ fn rnn(tokens: [f64; L]) -> (f64, [f64; L], f64) {
         .expect("inputs parse");
     let bound = compiled.bind("rnn", &inputs).expect("binds");
     let run = |strategy, lanes, block_choice, threads| {
-        let config = RunConfig {
-            strategy,
-            options: autobatch::RunOptions {
-                threads,
-                seed: 3,
-                batching: autobatch::BatchingOptions {
-                    lanes,
-                    block_choice,
-                },
-                ..RunConfig::default().options
-            },
-        };
+        let mut config = run_config(strategy, lanes, block_choice);
+        config.options.threads = threads;
+        config.options.seed = 3;
         bound.run(&config).expect("runs").to_json(true)
     };
     let reference = run(
@@ -564,17 +528,8 @@ fn f(m: [[f64; D]; L]) -> ([f64; D], [f64; L], [f64; D], f64) {
     let run = |ms: &[Vec<Vec<f64>>], strategy, lanes, block_choice| {
         let inputs =
             Inputs::from_json_str(&json!({"batch": {"m": ms}}).to_string()).expect("inputs parse");
-        let config = RunConfig {
-            strategy,
-            options: autobatch::RunOptions {
-                seed: 9,
-                batching: autobatch::BatchingOptions {
-                    lanes,
-                    block_choice,
-                },
-                ..RunConfig::default().options
-            },
-        };
+        let mut config = run_config(strategy, lanes, block_choice);
+        config.options.seed = 9;
         let bound = compiled.bind("f", &inputs).expect("binds");
         bound.run(&config).expect("runs").to_json(true)
     };

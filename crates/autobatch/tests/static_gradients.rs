@@ -12,12 +12,9 @@ mod harness;
 
 use std::path::PathBuf;
 
-use autobatch::{
-    compile, BlockChoice, Compiled, InputErrorKind, Inputs, Lanes, RunConfig, Strategy, Tensor,
-    Value,
-};
+use autobatch::{compile, Compiled, InputErrorKind, Inputs, RunConfig, Tensor, Value};
 use autobatch_types::Data;
-use harness::configurations;
+use harness::{configurations, run_config};
 use serde_json::Value as Json;
 
 fn models() -> PathBuf {
@@ -259,17 +256,8 @@ fn every_configuration(program: &Compiled, entry: &str, json: &Json) -> Vec<Vec<
     let mut all = Vec::new();
     for (strategy, lanes, block_choice) in configurations() {
         for threads in [1, 2] {
-            let config = RunConfig {
-                strategy,
-                options: autobatch::RunOptions {
-                    threads,
-                    batching: autobatch::BatchingOptions {
-                        lanes,
-                        block_choice,
-                    },
-                    ..RunConfig::default().options
-                },
-            };
+            let mut config = run_config(strategy, lanes, block_choice);
+            config.options.threads = threads;
             all.push(gradients(program, entry, &statics, json, &config));
         }
     }
@@ -309,20 +297,6 @@ fn every_strategy_and_member_order_gives_the_same_bits() {
     }
 }
 
-/// The run's settings for one configuration, on one thread.
-fn one_thread(strategy: Strategy, lanes: Lanes, block_choice: BlockChoice) -> RunConfig {
-    RunConfig {
-        strategy,
-        options: autobatch::RunOptions {
-            batching: autobatch::BatchingOptions {
-                lanes,
-                block_choice,
-            },
-            ..RunConfig::default().options
-        },
-    }
-}
-
 #[test]
 fn a_member_that_faults_contributes_nothing() {
     let program = compiled(SMALL, "small.ab");
@@ -330,7 +304,7 @@ fn a_member_that_faults_contributes_nothing() {
     let with_fault = small_inputs(&[0, 2, 3], &[[0.1, 0.2], [50.0, 0.0], [0.0, 1.0]]);
     let without = small_inputs(&[0, 3], &[[0.1, 0.2], [0.0, 1.0]]);
     for (strategy, lanes, block_choice) in configurations() {
-        let config = one_thread(strategy, lanes, block_choice);
+        let config = run_config(strategy, lanes, block_choice);
         let names: Vec<&str> = statics.iter().map(String::as_str).collect();
         let run = program
             .bind_static_gradient("loss", &names, &inputs(&with_fault))
@@ -365,7 +339,7 @@ fn a_member_whose_loss_faults_in_an_unused_operation_is_reported_and_left_out() 
     assert_eq!(expected.kind, autobatch::ErrorKind::DivisionByZero);
     assert_eq!((expected.loc.line, expected.loc.column), (20, 13));
     for (strategy, lanes, block_choice) in configurations() {
-        let config = one_thread(strategy, lanes, block_choice);
+        let config = run_config(strategy, lanes, block_choice);
         let run = program
             .bind_static_gradient("unused", &names, &inputs(&with_fault))
             .expect("binds")

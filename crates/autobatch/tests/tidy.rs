@@ -177,11 +177,6 @@ const LONG_FUNCTIONS: &[LongFunction] = &[
         why: "a table of derivative rules; autodiff is being changed by other work",
     },
     LongFunction {
-        file: "crates/native/src/translate/function.rs",
-        function: "call",
-        why: "to be split into phases; native is being changed by other work",
-    },
-    LongFunction {
         file: "crates/lower/src/library/distributions.rs",
         function: "draw",
         why: "to be split into phases; the library is being changed by other work",

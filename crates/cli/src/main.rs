@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use autobatch::shard::Communicator;
-use autobatch::{BlockChoice, CompileError, Compiled, Lanes, RunConfig, Strategy};
+use autobatch::{BlockChoice, CompileError, Compiled, LaneMode, RunConfig, Strategy};
 use clap::{Parser, Subcommand};
 
 mod arrays;
@@ -114,7 +114,7 @@ struct RunArgs {
     #[arg(long, value_parser = values::strategy, default_value = "auto", help = values::strategy_help(), long_help = values::strategy_long_help())]
     strategy: Strategy,
     #[arg(long, value_parser = values::lanes, default_value = "auto", help = values::lanes_help())]
-    lanes: Lanes,
+    lanes: LaneMode,
     #[arg(long, value_parser = values::block_choice, default_value = "smallest-index", help = values::block_choice_help())]
     block_choice: BlockChoice,
     /// The deepest chain of calls one member may have (at least 1).

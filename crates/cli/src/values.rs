@@ -6,7 +6,7 @@
 //! same message as any other number out of range (the commands accept
 //! values that start with `-`, so that clap does not take `-1` for a flag).
 
-use autobatch::{BlockChoice, Lanes, Strategy};
+use autobatch::{BlockChoice, LaneMode, Strategy};
 
 /// A whole number from `min` to `max`; the message names the range.
 fn whole_number(text: &str, min: u64, max: u64) -> Result<u64, String> {
@@ -79,7 +79,7 @@ pub fn strategy(text: &str) -> Result<Strategy, String> {
     text.parse()
 }
 
-pub fn lanes(text: &str) -> Result<Lanes, String> {
+pub fn lanes(text: &str) -> Result<LaneMode, String> {
     text.parse()
 }
 

@@ -111,8 +111,8 @@ const KEPT_POOLS: usize = 4;
 
 /// A pool of `threads` workers named `name-i`, each with a machine stack
 /// of at least `stack` bytes, kept for the runs that follow (starting the
-/// threads of a new pool costs about a quarter of a millisecond, more than
-/// a whole run of a thousand small members). The stack is rounded up to a
+/// threads of a new pool costs more than a whole run of many small
+/// members). The stack is rounded up to a
 /// power of two so that runs of similar programs share a pool. Every job a
 /// run sends to the pool must hold [`working_for`] while it works.
 pub(crate) fn worker_pool(

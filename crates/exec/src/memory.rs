@@ -93,8 +93,7 @@ pub fn check_value_sizes(
 /// Values no larger than this fit in memory on any machine autobatch runs
 /// on: [`check_value_sizes`] and [`check_memory`] ask the system only for
 /// larger ones (reading
-/// `/proc/meminfo` costs tens of microseconds, more than a small run), or
-/// when [`MEMORY_LIMIT_VARIABLE`] sets a limit.
+/// `/proc/meminfo` costs more than a small run), or when [`MEMORY_LIMIT_VARIABLE`] sets a limit.
 const SURELY_AVAILABLE: u128 = 16 << 20;
 
 /// A variable as a user finds it in the source: its name and where it is

@@ -34,7 +34,7 @@ pub const CAPACITY: usize = 128;
 /// A program as the cache finds it: the program and a fingerprint of its
 /// shape (its functions' names and their numbers of blocks, variables and
 /// operations), which tells most other programs apart without comparing
-/// them whole. Made in a few microseconds per run, with no copy.
+/// them whole. Cheap to make for every run: it copies nothing.
 #[derive(Clone, Copy)]
 pub(crate) struct ProgramKey<'a> {
     program: &'a Program,

@@ -12,8 +12,8 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use autobatch::{
-    compile, BlockChoice, BoundBatch, Compiled, Inputs, Lanes, MemberError, RunConfig, RunResult,
-    Scalar, Strategy, Tensor, Value,
+    compile, BlockChoice, BoundBatch, Compiled, Inputs, LaneMode, MemberError, RunConfig,
+    RunResult, Scalar, Strategy, Tensor, Value,
 };
 
 use crate::case::{Case, GradientCase, InputValue, Inputs as CaseInputs, Limits, ENTRY};
@@ -22,7 +22,7 @@ use crate::case::{Case, GradientCase, InputValue, Inputs as CaseInputs, Limits, 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Configuration {
     pub strategy: Strategy,
-    pub lanes: Lanes,
+    pub lanes: LaneMode,
     pub block_choice: BlockChoice,
     /// Worker threads (1 but for [`threaded_configurations`]).
     pub threads: usize,
@@ -73,7 +73,7 @@ pub fn threaded_configurations() -> Vec<Configuration> {
 pub fn configurations() -> Vec<Configuration> {
     let reference = Configuration {
         strategy: Strategy::Reference,
-        lanes: Lanes::Auto,
+        lanes: LaneMode::Auto,
         block_choice: BlockChoice::SmallestIndex,
         threads: 1,
         watched: false,
@@ -598,7 +598,7 @@ pub fn stats(case: &Case, strategy: Strategy) -> Result<serde_json::Value, Strin
     let options = strategy.configurations().into_iter().next();
     let configuration = Configuration {
         strategy,
-        lanes: options.map_or(Lanes::Auto, |o| o.lanes),
+        lanes: options.map_or(LaneMode::Auto, |o| o.lanes),
         block_choice: options.map_or(BlockChoice::SmallestIndex, |o| o.block_choice),
         threads: 1,
         watched: false,

@@ -183,10 +183,9 @@ pub struct Limits<'a> {
 /// How many steps a member takes between two looks at
 /// [`Limits::interrupt`] under [`Interrupts::Polled`]: native code counts
 /// its steps down from a slice of this many and then takes the next one,
-/// so that the look costs nothing on the way (a step of scalar code takes
-/// a few nanoseconds, so a member sees an interrupt within some tens of
-/// microseconds; one whose blocks do array work, within this many of
-/// them).
+/// so that the look costs nothing on the way (a member of scalar code sees
+/// an interrupt within a slice of short steps; one whose blocks do array
+/// work, within this many of them).
 pub const POLL_STEPS: u64 = 1 << 12;
 
 /// One member's run: its results or why it stopped, its steps, and the
@@ -527,7 +526,7 @@ impl NativeProgram {
 
     /// How many loops run a block's chain of float array operations (and
     /// the sums it feeds) element by element in one pass
-    /// (see `translate::fused`). A loop's block compiled twice (its fast
+    /// (see `translate::loops`). A loop's block compiled twice (its fast
     /// and tested copies) counts twice.
     pub fn fused_loops(&self) -> usize {
         self.fused_loops

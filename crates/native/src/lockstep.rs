@@ -6,16 +6,17 @@
 //! one after the other.
 //!
 //! The host keeps one queue of members per piece, and runs the waiting
-//! piece with the smallest number (the choice of TFP's program-counter autobatching), for all the members
-//! queued at it; the piece's code appends each member to the queue of the
-//! piece it goes to next: program counters bucketed as they are written,
-//! never sorted, and no work per member on the host. Members run in
-//! groups of at most [`GROUP`] (one after the other on a thread), so that
+//! piece with the smallest number (the batching strategies' default
+//! `smallest-index` block choice), for all the members queued at it; the
+//! piece's code appends each member to the queue of the piece it goes to
+//! next: program counters bucketed as they are written, never sorted, and
+//! no work per member on the host. Members run in groups of at most
+//! [`GROUP`] (one after the other on a thread), so that
 //! a group's columns and queues stay in cache and the queues' room (every
 //! piece's queue can hold the whole group) stays small. The members' scalar
 //! variables live in flat typed columns (one 8-byte slot per member), the
 //! values a call must keep on each member's own save stack (see
-//! `translate::lockstep`).
+//! `translate::pieces`).
 //!
 //! Every primitive is the per-member translator's own code, so a member's
 //! results, faults, steps and operation counts are the reference's, bit
@@ -29,13 +30,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use autobatch_ir::{EntityRef, FuncId, Program};
 use autobatch_types::{Loc, ScalarType, Tensor};
 
-use crate::translate::lockstep::{self as code, RETURNED};
+use crate::translate::pieces::{self as code, RETURNED};
 use crate::{
     check, scalar_bits, scalar_of_bits, CodeMemory, Counting, Limits, MemberRun, NotCompiled,
     Segment, Stop, POLL_STEPS,
 };
 
-/// What the code reads (see `translate::lockstep::offsets`).
+/// What the code reads (see `translate::pieces::offsets`).
 #[repr(C)]
 struct LockContext {
     members: u64,

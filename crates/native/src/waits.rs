@@ -1,9 +1,8 @@
 //! Members run together, each in machine code on its own stack, that wait
 //! at the products with a static matrix: the products of all the members
 //! waiting at one such operation are computed as one product of the
-//! matrix with their vectors stacked (per-member native code suspending
-//! at batched operations, as DyNet's lazy batching and ACRoBat's fibers
-//! do).
+//! matrix with their vectors stacked: per-member native code that
+//! suspends at batched operations.
 //!
 //! Each member runs on a coroutine (`corosensei`, a stack of its own). At
 //! a `matvec(S, x)` or `vecmat(x, S)` whose matrix is a static or a view
@@ -233,8 +232,8 @@ fn published(
 }
 
 /// What a thread's scheduler reuses from one product to the next (a
-/// product of a few small vectors costs about a microsecond: allocating
-/// its buffers each time would be a good part of it).
+/// product of a few small vectors is so short that allocating its buffers
+/// each time would be a good part of it).
 #[derive(Default)]
 struct Scratch {
     /// Each member's product key, or `None` (not waiting).

@@ -9,11 +9,11 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use autobatch::{compile, BlockChoice, Inputs, Lanes, RunConfig, Strategy};
+use autobatch::{compile, BlockChoice, Inputs, LaneMode, RunConfig, Strategy};
 
 /// Every way of running a case: each registered strategy, with every lanes
 /// mode and block choice it reads ([`Strategy::configurations`]).
-pub fn configurations() -> Vec<(Strategy, Lanes, BlockChoice)> {
+pub fn configurations() -> Vec<(Strategy, LaneMode, BlockChoice)> {
     Strategy::ALL
         .into_iter()
         .flat_map(|strategy| {
@@ -23,6 +23,20 @@ pub fn configurations() -> Vec<(Strategy, Lanes, BlockChoice)> {
                 .map(move |batching| (strategy, batching.lanes, batching.block_choice))
         })
         .collect()
+}
+
+/// The run's settings for `strategy` with `lanes` and `block_choice` (one
+/// of [`configurations`]), every other option at its default.
+pub fn run_config(strategy: Strategy, lanes: LaneMode, block_choice: BlockChoice) -> RunConfig {
+    let mut config = RunConfig {
+        strategy,
+        ..RunConfig::default()
+    };
+    config.options.batching = autobatch::BatchingOptions {
+        lanes,
+        block_choice,
+    };
+    config
 }
 
 /// Float tolerance when no `//@ tolerance:` line applies.
@@ -571,29 +585,17 @@ pub fn run_test_file(display: &str, source: &str) -> Vec<String> {
             continue;
         };
         for (strategy, lanes, block_choice) in configurations() {
-            let defaults = RunConfig::default();
-            let options = &defaults.options;
-            let config = RunConfig {
-                strategy,
-                options: autobatch::RunOptions {
-                    max_stack_depth: case
-                        .overrides
-                        .max_stack_depth
-                        .unwrap_or(options.max_stack_depth),
-                    max_steps: case.overrides.max_steps.unwrap_or(options.max_steps),
-                    seed: case.overrides.seed.unwrap_or(options.seed),
-                    max_instances: case.overrides.max_instances.or(options.max_instances),
-                    // Every strategy that records a profile records one here:
-                    // recording must change no result, and the profile must
-                    // account for every step.
-                    profile: strategy.records_profile(),
-                    batching: autobatch::BatchingOptions {
-                        lanes,
-                        block_choice,
-                    },
-                    ..defaults.options.clone()
-                },
-            };
+            let mut config = run_config(strategy, lanes, block_choice);
+            let options = &mut config.options;
+            let overrides = &case.overrides;
+            options.max_stack_depth = overrides.max_stack_depth.unwrap_or(options.max_stack_depth);
+            options.max_steps = overrides.max_steps.unwrap_or(options.max_steps);
+            options.seed = overrides.seed.unwrap_or(options.seed);
+            options.max_instances = overrides.max_instances.or(options.max_instances);
+            // Every strategy that records a profile records one here:
+            // recording must change no result, and the profile must account
+            // for every step.
+            options.profile = strategy.records_profile();
             let actual = match without_panics(|| bound.run(&config)) {
                 Err(panic) => {
                     failures.push(format!(

@@ -140,7 +140,8 @@ pub struct PrimExecution<'a> {
 }
 
 /// Elements (times a rough cost per element) below which an operation is
-/// not split between threads: splitting costs a few microseconds.
+/// not split between threads: below it, handing the parts to threads costs
+/// more than it saves.
 const PARALLEL_WORK: usize = 1 << 16;
 
 /// The most operands a batched path handles (`select` has three).

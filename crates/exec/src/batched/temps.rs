@@ -20,8 +20,7 @@
 //!   over positions `0..n` (one buffer per operand, no holes): the
 //!   per-lane columns it reads are gathered, a per-lane result is scattered
 //!   back, and a temporary passes from the operation that computes it to
-//!   the one that reads it with no scatter and no gather (ACRoBat's gather
-//!   fusion). When rows leave the step (a fault, a cancellation), the live
+//!   the one that reads it with no scatter and no gather. When rows leave the step (a fault, a cancellation), the live
 //!   temporaries drop their rows, so positions stay those of the active
 //!   rows.
 //!

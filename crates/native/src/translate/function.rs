@@ -111,8 +111,21 @@ pub(super) struct Translator<'u, 'p, 'b> {
     pub fast: Vec<FastLoop>,
     /// While a fast copy is translated: its loop's number in `fast`.
     pub in_fast: Option<usize>,
-    /// How often each variable is defined and read ([`super::fused`]).
+    /// How often each variable is defined and read ([`super::loops`]).
     pub fuse_counts: Counts,
+}
+
+/// A catching call's status after the call, and where it goes on.
+struct Caught {
+    /// The status the callee left (zero: it returned).
+    status: Value,
+    /// Where the call's results are taken.
+    ok: NativeBlock,
+    /// Where a caught stop (or no depth left) is recovered from.
+    recover: NativeBlock,
+    /// Whether the callee records on a tape of its own while it runs
+    /// (`CATCH_BEGIN`, `CATCH_END`).
+    aside: bool,
 }
 
 /// What a variable holding `x % 2^k` is known to hold.
@@ -672,7 +685,7 @@ impl Translator<'_, '_, '_> {
             .filter(|(_, (start, _))| *start >= range.start)
             .peekable();
         // Each operation of a fused group runs in its group's loop, emitted
-        // at the group's last operation (`super::fused`).
+        // at the group's last operation (`super::loops`).
         let groups = self.fused_groups(data, range.start..range.end);
         let mut fused: HashMap<usize, Option<usize>> = HashMap::new();
         for (g, group) in groups.iter().enumerate() {
@@ -1091,40 +1104,9 @@ impl Translator<'_, '_, '_> {
         if aside {
             self.call_import(CATCH_BEGIN, &[self.ctx], None);
         }
-        let depth_left = self.b.use_var(self.depth);
-        let no_room = self.b.ins().icmp_imm_s(IntCC::Equal, depth_left, 0);
-        match recover {
-            Some(recover) => {
-                let go = self.b.create_block();
-                self.b.ins().brif(no_room, recover, &[], go, &[]);
-                self.b.switch_to_block(go);
-            }
-            None => self.stop_if(no_room, Stop::StackOverflow(loc)),
-        }
-        let depth = self.b.ins().iadd_imm_s(depth_left, -1);
-        let steps = self.b.use_var(self.steps);
-        let mut values = vec![self.ctx, depth, steps];
+        let depth = self.depth_check(recover, loc);
         let results = if catch { &dsts[1..] } else { dsts };
-        for v in args {
-            let value = self.get(*v);
-            if self.is_array(*v) && results.contains(v) {
-                // The callee may read its parameter in place while it
-                // writes its results: pass a copy.
-                let bytes = self.var_bytes(*v);
-                let slot = explicit_slot(&mut self.b, bytes.max(8));
-                let copy = self.b.ins().stack_addr(types::I64, slot, 0);
-                self.copy_var(copy, value, *v);
-                values.push(copy);
-            } else {
-                values.push(value);
-            }
-        }
-        for d in results {
-            if self.is_array(*d) {
-                let to = self.addr(*d);
-                values.push(to);
-            }
-        }
+        let values = self.call_operands(depth, args, results);
         let callee_ref = self.callee_ref(callee);
         let call = self.b.ins().call(callee_ref, &values);
         let returned = self.b.inst_results(call).to_vec();
@@ -1147,6 +1129,78 @@ impl Translator<'_, '_, '_> {
             }
             return;
         };
+        let caught = Caught {
+            status,
+            ok,
+            recover,
+            aside,
+        };
+        self.catching_status(caught, dsts, &scalar_dsts, &returned[1..]);
+    }
+
+    /// The depth check before a call: with no depth left, a stack overflow
+    /// at `loc`, or (a catching call) a jump to `recover`. The callee's
+    /// depth left.
+    fn depth_check(&mut self, recover: Option<NativeBlock>, loc: Loc) -> Value {
+        let depth_left = self.b.use_var(self.depth);
+        let no_room = self.b.ins().icmp_imm_s(IntCC::Equal, depth_left, 0);
+        match recover {
+            Some(recover) => {
+                let go = self.b.create_block();
+                self.b.ins().brif(no_room, recover, &[], go, &[]);
+                self.b.switch_to_block(go);
+            }
+            None => self.stop_if(no_room, Stop::StackOverflow(loc)),
+        }
+        self.b.ins().iadd_imm_s(depth_left, -1)
+    }
+
+    /// A call's operands: the context, the callee's depth and steps left,
+    /// the arguments (an array argument that is also a result passed as a
+    /// copy) and the addresses of the array results.
+    fn call_operands(&mut self, depth: Value, args: &[Var], results: &[Var]) -> Vec<Value> {
+        let steps = self.b.use_var(self.steps);
+        let mut values = vec![self.ctx, depth, steps];
+        for v in args {
+            let value = self.get(*v);
+            if self.is_array(*v) && results.contains(v) {
+                // The callee may read its parameter in place while it
+                // writes its results: pass a copy.
+                let bytes = self.var_bytes(*v);
+                let slot = explicit_slot(&mut self.b, bytes.max(8));
+                let copy = self.b.ins().stack_addr(types::I64, slot, 0);
+                self.copy_var(copy, value, *v);
+                values.push(copy);
+            } else {
+                values.push(value);
+            }
+        }
+        for d in results {
+            if self.is_array(*d) {
+                let to = self.addr(*d);
+                values.push(to);
+            }
+        }
+        values
+    }
+
+    /// What a catching call's status means: none, its results and
+    /// `dsts[0]` true (at `ok`); a catchable stop, cleared, its results
+    /// zero and `dsts[0]` false (at `recover`, where a failed depth check
+    /// also goes); an uncatchable stop, passed on to the caller.
+    fn catching_status(
+        &mut self,
+        caught: Caught,
+        dsts: &[Var],
+        scalar_dsts: &[Var],
+        returned: &[Value],
+    ) {
+        let Caught {
+            status,
+            ok,
+            recover,
+            aside,
+        } = caught;
         let failed = self.b.create_block();
         let after = self.b.create_block();
         self.b.ins().brif(status, failed, &[], ok, &[]);
@@ -1161,7 +1215,7 @@ impl Translator<'_, '_, '_> {
         }
         let completed = self.b.ins().iconst(types::I8, 1);
         self.b.def_var(self.vars[dsts[0].index()], completed);
-        for (d, value) in scalar_dsts.iter().zip(&returned[1..]) {
+        for (d, value) in scalar_dsts.iter().zip(returned) {
             self.b.def_var(self.vars[d.index()], *value);
         }
         self.b.ins().jump(after, &[]);

@@ -1,7 +1,6 @@
 //! Chains of elementwise float operations over arrays of one length, with
 //! the sums they feed, run as **one native loop** instead
-//! of one call of the host per operation (ACRoBat's grain coarsening, for
-//! code that runs member by member).
+//! of one call of the host per operation.
 //!
 //! A *group* is a run of a block's operations, each one of
 //!

@@ -734,8 +734,8 @@ impl BlockLowering<'_> {
 /// (a tree's nodes, level by level) before any runs the work the forks'
 /// instances call at their leaves, so that the leaves of all depths and
 /// all members run together, then each level of the joins on the way back
-/// (ACRoBat's schedule by depth; a `join` over a TreeLSTM's children runs
-/// its leaf computation once for the whole batch).
+/// (a schedule by depth: a `join` over a TreeLSTM's children runs its
+/// leaf computation once for the whole batch).
 fn continuations_last(program: &mut LoweredProgram) {
     let mut forks = vec![false; program.functions.len()];
     for block in program.blocks.values() {

@@ -1,6 +1,6 @@
-//! Lock-step code (see `crate::lockstep`): each *piece* of an IR function
-//! (a block from its entry, or from the operation after a call, to its
-//! next call or its terminator) becomes one native function that runs the
+//! The translation of lock-step pieces (run by `crate::lockstep`): each
+//! *piece* of an IR function (a block from its entry, or from the operation
+//! after a call, to its next call or its terminator) becomes one native function that runs the
 //! piece for a list of members: a loop over their rows.
 //!
 //! `piece(context, rows, n)`: for each `i < n`, member `r = rows[i]`
