@@ -541,9 +541,8 @@ fn beta(b: &mut Builder, theta: Var, p: &[Var]) -> LowerResult<Var> {
     b.add(a, l1t)
 }
 
-fn uniform(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
-    let (lo, hi) = (p[0], p[1]);
-    b.check_not_nan(y, "Random variable", "y")?;
+/// Checks `uniform`'s bounds: finite, `beta` above `alpha`.
+fn uniform_bounds(b: &mut Builder, lo: Var, hi: Var) -> LowerResult<()> {
     b.check_finite(lo, "Lower bound parameter", "alpha")?;
     b.check_finite(hi, "Upper bound parameter", "beta")?;
     let ordered = b.compare(Gt, hi, lo)?;
@@ -552,7 +551,13 @@ fn uniform(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Va
         "Upper bound parameter",
         "beta",
         "greater than `alpha`",
-    )?;
+    )
+}
+
+fn uniform(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let (lo, hi) = (p[0], p[1]);
+    b.check_not_nan(y, "Random variable", "y")?;
+    uniform_bounds(b, lo, hi)?;
     let width = b.sub(hi, lo)?;
     let below = b.compare(Lt, y, lo)?;
     let above = b.compare(Gt, y, hi)?;
@@ -836,15 +841,7 @@ fn waiting_time_draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<
 
 /// `alpha + (beta - alpha) u`, `u` a uniform draw.
 fn uniform_draw(b: &mut Builder, p: &[Var]) -> LowerResult<Var> {
-    b.check_finite(p[0], "Lower bound parameter", "alpha")?;
-    b.check_finite(p[1], "Upper bound parameter", "beta")?;
-    let ordered = b.compare(Gt, p[1], p[0])?;
-    b.check(
-        ordered,
-        "Upper bound parameter",
-        "beta",
-        "greater than `alpha`",
-    )?;
+    uniform_bounds(b, p[0], p[1])?;
     let u = b.uniform()?;
     let w = b.sub(p[1], p[0])?;
     let s = b.mul(w, u)?;
