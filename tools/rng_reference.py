@@ -7,7 +7,10 @@ points (its deciles for a continuous family; for a discrete one the CDF at
 the integers nearest the deciles). Vector draws are checked by a margin
 (and `multi_normal` also by the fraction of draws whose two coordinates
 fall on the same side of their means, 1/2 + asin(rho)/pi), categorical
-ones by the fraction of each category.
+ones by the fraction of each category. `von_mises` draws are also checked
+by the means of cos(y - m) and sin(y - m), m = mu mod 2 pi (the mean
+resultant length I1(kappa)/I0(kappa) and 0), `lkj_corr_cholesky` draws by
+the correlations of L L^T at two places (2 beta(eta - 1 + K/2, same) - 1).
 
 The tolerance is 0.035 (absolute, on fractions): by the
 Dvoretzky-Kiefer-Wolfowitz inequality the largest deviation of an
@@ -67,7 +70,7 @@ def points(dist, discrete):
 
 
 def main():
-    header = __doc__.strip().split("\n")[:16]
+    header = __doc__.strip().split("\n")[:19]
     header[0] = "The `_rng` draws of the distributions"
     lines = [f"// {line}" if line else "//" for line in header]
     lines.append("// Written by tools/rng_reference.py: do not edit, run it again.")
@@ -174,8 +177,82 @@ def main():
             "    shares(y, k)",
             "}",
         ]
+    von_mises(run, source)
+    lkj_corr_cholesky(run, source)
     with open(OUT, "w") as f:
         f.write("\n".join(lines + source) + "\n")
+
+
+# entry: (mu, kappa), each as the program spells it.
+VON_MISES = [
+    ("von_mises", "1.0", "2.0"),
+    ("von_mises_wrapped", "-5.0", "0.6"),
+    ("von_mises_concentrated", "2.5", "80.0"),
+    ("von_mises_flat", "0.0", "1.0e-9"),
+]
+
+
+def von_mises(run, source):
+    """Fractions below scipy's deciles about m = mu mod 2 pi (every draw
+    within pi of m), then the means of cos(y - m) and sin(y - m)."""
+    for entry, mu, kappa in VON_MISES:
+        m = float(mu) % (2 * math.pi)
+        qs, cdf = points(stats.vonmises(float(kappa), loc=m), False)
+        resultant = float(special.i1e(float(kappa)) / special.i0e(float(kappa)))
+        run(entry, {"batch": {"q": [qs]}}, cdf + [resultant, 0.0])
+        source += [
+            f"fn {entry}(q: [f64; 9]) -> [f64; 11] {{",
+            f"    let y = von_mises_rng([{mu}; N], {kappa});",
+            f"    let d = y - {m!r};",
+            "    let mut c = 0.0;",
+            "    let mut s = 0.0;",
+            "    for i in 0..N {",
+            "        assert!(d[i].abs() <= std::f64::consts::PI + 1e-12, \"farther than pi from mu\");",
+            "        c += d[i].cos();",
+            "        s += d[i].sin();",
+            "    }",
+            "    let f = fractions(y, q);",
+            "    [f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], c / (N as f64), s / (N as f64)]",
+            "}",
+        ]
+
+
+# entry: (K, eta).
+LKJ = [("lkj_corr_cholesky", 4, "1.5"), ("lkj_corr_cholesky_two", 2, "0.3")]
+
+
+def lkj_corr_cholesky(run, source):
+    """Each draw L lower triangular, with a positive diagonal and rows of
+    unit length; fractions of the correlations of L L^T at (1, 0) and at
+    (K - 1, K - 2) below the deciles of 2 beta(eta - 1 + K/2, same) - 1."""
+    for entry, k, eta in LKJ:
+        a = float(eta) - 1 + k / 2
+        qs, cdf = points(stats.beta(a, a, loc=-1, scale=2), False)
+        run(entry, {"batch": {"q": [qs]}}, cdf + cdf)
+        source += [
+            f"fn {entry}(q: [f64; 9]) -> [f64; 18] {{",
+            "    let mut x = [0.0; N];",
+            "    let mut z = [0.0; N];",
+            "    for i in 0..N {",
+            f"        let l = lkj_corr_cholesky_rng({k}, {eta});",
+            f"        for r in 0..{k} {{",
+            "            let mut length = 0.0;",
+            f"            for c in 0..{k} {{",
+            "                assert!(c <= r || l[r][c] == 0.0, \"not lower triangular\");",
+            "                length += l[r][c] * l[r][c];",
+            "            }",
+            "            assert!((length - 1.0).abs() < 1e-12, \"a row not of unit length\");",
+            "            assert!(l[r][r] > 0.0, \"a diagonal element not positive\");",
+            "        }",
+            "        x[i] = dot(l[1], l[0]);",
+            f"        z[i] = dot(l[{k - 1}], l[{k - 2}]);",
+            "    }",
+            "    let f = fractions(x, q);",
+            "    let g = fractions(z, q);",
+            "    [f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8],",
+            "     g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8]]",
+            "}",
+        ]
 
 
 if __name__ == "__main__":

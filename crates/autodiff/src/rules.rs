@@ -587,7 +587,8 @@ fn binary_adjoint(b: &mut Builder, op: B, site: Site) -> DeriveResult<()> {
         | B::LogGammaPDa
         | B::LogGammaQDa
         | B::LogGammaPInv
-        | B::PoissonInv => Ok(()),
+        | B::PoissonInv
+        | B::VonMisesDraw => Ok(()),
     }
 }
 

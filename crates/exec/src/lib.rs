@@ -28,6 +28,7 @@ pub mod profile;
 pub mod program_counter;
 pub mod ragged;
 pub mod reference;
+mod stack_cache;
 
 /// Default `--max-stack-depth`: the deepest chain of calls one member may
 /// have (the entry function counts as depth 1).

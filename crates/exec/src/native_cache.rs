@@ -37,8 +37,8 @@ pub const CAPACITY: usize = 128;
 /// them whole. Cheap to make for every run: it copies nothing.
 #[derive(Clone, Copy)]
 pub(crate) struct ProgramKey<'a> {
-    program: &'a Program,
-    fingerprint: u64,
+    pub(crate) program: &'a Program,
+    pub(crate) fingerprint: u64,
 }
 
 impl<'a> ProgramKey<'a> {
@@ -65,7 +65,7 @@ impl<'a> ProgramKey<'a> {
 /// constants of the same bits (equality takes `-0.0` for `0.0`, whose
 /// code differs). A program with a NaN constant equals no program, itself
 /// included: it is compiled again on each run.
-fn same_program(a: &Program, b: &Program) -> bool {
+pub(crate) fn same_program(a: &Program, b: &Program) -> bool {
     fn constants(p: &Program) -> impl Iterator<Item = &autobatch_ir::Scalar> {
         p.functions
             .iter()

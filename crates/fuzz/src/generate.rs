@@ -153,13 +153,16 @@ pub enum LibraryArg {
     Vector,
     /// A `[[f64; 3]; 3]` (only its lower triangle read).
     Lower,
+    /// The size `3usize` of a matrix drawn: the call gives a
+    /// `[[f64; 3]; 3]`, of which the element `[2][1]` is taken.
+    Size,
 }
 
 /// The library functions the generator calls, each giving an `f64`, and
 /// their arguments. Their checks make some members fail with
 /// `domain_error` (a scale of `inf`, a count of `i64::MIN`, a zero on the
 /// diagonal of a factor), which every executor must report alike.
-pub const LIBRARY: [(&str, &[LibraryArg]); 32] = {
+pub const LIBRARY: [(&str, &[LibraryArg]); 34] = {
     use LibraryArg::*;
     [
         ("normal_lpdf", &[Real, Real, Positive]),
@@ -187,6 +190,8 @@ pub const LIBRARY: [(&str, &[LibraryArg]); 32] = {
         ("normal_rng", &[Scalar, Positive]),
         ("gamma_rng", &[Positive, Positive]),
         ("student_t_rng", &[Positive, Scalar, Positive]),
+        ("von_mises_rng", &[Scalar, Positive]),
+        ("lkj_corr_cholesky_rng", &[Size, Positive]),
         ("lbeta", &[Positive, Positive]),
         ("inc_beta", &[Positive, Positive, Unit]),
         ("lchoose", &[Positive, Positive]),
@@ -1085,10 +1090,28 @@ impl Generator {
                 }
                 LibraryArg::Vector => self.expr(Ty::FloatArray, sub),
                 LibraryArg::Lower => self.expr(Ty::Matrix, sub),
+                LibraryArg::Size => Expr::new(Ty::Usize, ExprKind::Int(3)),
             };
             args.push(arg);
         }
-        Some(Expr::new(Ty::Float, ExprKind::Library { name, args }))
+        if !params.iter().any(|p| matches!(p, LibraryArg::Size)) {
+            return Some(Expr::new(Ty::Float, ExprKind::Library { name, args }));
+        }
+        let matrix = Expr::new(Ty::Matrix, ExprKind::Library { name, args });
+        let row = Expr::new(
+            Ty::FloatArray,
+            ExprKind::Index {
+                array: Box::new(matrix),
+                index: Box::new(Expr::int(2)),
+            },
+        );
+        Some(Expr::new(
+            Ty::Float,
+            ExprKind::Index {
+                array: Box::new(row),
+                index: Box::new(Expr::int(1)),
+            },
+        ))
     }
 
     fn float_expr(&mut self, depth: u32) -> Option<Expr> {

@@ -582,6 +582,7 @@ fn divides(op: BinaryOp) -> bool {
         | B::LogGammaQDa
         | B::LogGammaPInv
         | B::PoissonInv
+        | B::VonMisesDraw
         | B::Lbeta
         | B::Max
         | B::Min

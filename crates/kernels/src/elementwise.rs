@@ -393,6 +393,7 @@ pub fn integer_binary_into<T: Integer>(
         | BinaryOp::LogGammaQDa
         | BinaryOp::LogGammaPInv
         | BinaryOp::PoissonInv
+        | BinaryOp::VonMisesDraw
         | BinaryOp::Lbeta => internal_error(format!("{} needs floats", binary_name(op))),
     }
     Ok(())
@@ -424,6 +425,7 @@ pub fn float_binary_into<F: Float>(
         BinaryOp::LogGammaQDa => zip_into(a, b, out, scalar::log_gamma_q_da),
         BinaryOp::LogGammaPInv => zip_into(a, b, out, scalar::log_gamma_p_inv),
         BinaryOp::PoissonInv => zip_into(a, b, out, scalar::poisson_inv),
+        BinaryOp::VonMisesDraw => zip_into(a, b, out, scalar::von_mises_draw),
         BinaryOp::Lbeta => zip_into(a, b, out, scalar::lbeta),
         _ => internal_error(format!("{} is not defined on floats", binary_name(op))),
     }

@@ -617,6 +617,11 @@ fn through_f64_2<F: Float>(a: F, b: F, f: fn(f64, f64) -> f64) -> F {
     F::from_f64(f(a.to_f64(), b.to_f64()))
 }
 
+/// A von Mises angle about 0; see [`crate::special::von_mises_draw_f64`].
+pub fn von_mises_draw<F: Float>(kappa: F, u: F) -> F {
+    through_f64_2(kappa, u, crate::special::von_mises_draw_f64)
+}
+
 /// `ln B(a, b)`; see [`crate::special::lbeta_f64`].
 pub fn lbeta<F: Float>(a: F, b: F) -> F {
     through_f64_2(a, b, crate::special::lbeta_f64)

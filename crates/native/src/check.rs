@@ -137,6 +137,7 @@ fn binary_supported(op: BinaryOp, t: ScalarType) -> bool {
         | BinaryOp::LogGammaQDa
         | BinaryOp::LogGammaPInv
         | BinaryOp::PoissonInv
+        | BinaryOp::VonMisesDraw
         | BinaryOp::Lbeta => shims::binary(op, t).is_some(),
     }
 }

@@ -25,6 +25,10 @@ pub enum ArgKind {
     Design,
     /// Points: `[F; N]` or `[[F; D]; N]`.
     Points,
+    /// A length known before the program runs (the size `K` of a matrix
+    /// drawn): a number, a `const`, a const generic parameter or a
+    /// symbolic dimension, as an array length.
+    Size,
 }
 
 impl ArgKind {
@@ -94,6 +98,13 @@ const fn points(name: &'static str) -> Param {
     }
 }
 
+const fn size(name: &'static str) -> Param {
+    Param {
+        name,
+        kind: ArgKind::Size,
+    }
+}
+
 /// What a call gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResultKind {
@@ -106,6 +117,8 @@ pub enum ResultKind {
     Draw { integer: bool },
     /// One draw of a vector outcome: `[F; K]`.
     DrawVector,
+    /// One draw of a matrix outcome: `[[F; K]; K]`.
+    DrawMatrix,
     /// A square float matrix `[[F; N]; N]` (a covariance of `N` points).
     Covariance,
 }
@@ -248,14 +261,23 @@ impl Family {
 
     /// Whether it has an `_rng`: the distributions drawn by transforming
     /// the stream's uniform and normal draws (through the inverse of a
-    /// CDF where that is needed: gamma, Poisson and binomial draws). Not
-    /// yet: `von_mises`, `lkj_corr_cholesky` (and `normal_id_glm`, which
-    /// Stan does not draw either).
+    /// CDF where that is needed: gamma, Poisson and binomial draws; by a
+    /// rejection method seeded by one uniform draw for `von_mises`). All
+    /// but `normal_id_glm`, which Stan does not draw either.
     pub fn has_rng(self) -> bool {
-        !matches!(
-            self,
-            Family::VonMises | Family::LkjCorrCholesky | Family::NormalIdGlm
-        )
+        self != Family::NormalIdGlm
+    }
+
+    /// The parameters of its `_rng`: those after the outcome, preceded by
+    /// the size `K` of the matrix drawn for a matrix outcome
+    /// (`lkj_corr_cholesky_rng(K, eta)`, as Stan has it).
+    pub fn rng_params(self) -> Vec<Param> {
+        let mut params = Vec::new();
+        if self.outcome().kind == ArgKind::Matrix {
+            params.push(size("K"));
+        }
+        params.extend(self.params());
+        params
     }
 
     /// The name of its function with `suffix` (`normal_lupdf`).
@@ -387,7 +409,7 @@ impl Function {
     /// Its parameters, in order.
     pub fn params(self) -> Vec<Param> {
         match self {
-            Function::Distribution(family, Suffix::Rng) => family.params(),
+            Function::Distribution(family, Suffix::Rng) => family.rng_params(),
             Function::Distribution(family, _) => {
                 let mut params = vec![family.outcome()];
                 params.extend(family.params());
@@ -401,7 +423,11 @@ impl Function {
     pub fn result(self) -> ResultKind {
         match self {
             Function::Distribution(family, Suffix::Rng) if family.is_multivariate() => {
-                ResultKind::DrawVector
+                if family.outcome().kind == ArgKind::Matrix {
+                    ResultKind::DrawMatrix
+                } else {
+                    ResultKind::DrawVector
+                }
             }
             Function::Distribution(family, Suffix::Rng) => ResultKind::Draw {
                 integer: family.is_discrete(),

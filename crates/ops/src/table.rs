@@ -163,6 +163,8 @@ macro_rules! for_each_op {
             [LogGammaPInv:  Binary LogGammaPInv, "log_gamma_p_inv", FloatBinary,  nograd, Internal]
             /// `(lambda, u)`: the smallest `k` whose Poisson CDF reaches `u` (a Poisson draw), as a float.
             [PoissonInv:    Binary PoissonInv, "poisson_inv",   FloatBinary,      nograd, Internal]
+            /// `(kappa, u)`: a von Mises angle in `[-pi, pi]` about 0 with concentration `kappa`, made from the uniform draw `u`.
+            [VonMisesDraw:  Binary VonMisesDraw, "von_mises_draw", FloatBinary,  nograd, Internal]
             /// `(a, b)`: `ln B(a, b)`, the logarithm of the beta function.
             [Lbeta:         Binary Lbeta,      "lbeta",         FloatBinary,      grad,   Internal]
             /// `(a, b, x)`: `ln I_x(a, b)`, `I` the regularized incomplete beta function.

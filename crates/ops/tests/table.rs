@@ -156,6 +156,7 @@ fn nograd_rows_are_exactly_the_random_draws_host_calls_and_derived_code_bookkeep
         "log_gamma_q_da",
         "log_gamma_p_inv",
         "poisson_inv",
+        "von_mises_draw",
         "log_beta_inc_da",
         "log_beta_inc_db",
         "log_beta_inc_c_da",

@@ -174,13 +174,35 @@ impl BranchRows {
 /// have each member's own length (`env.ragged`: what mentions them is
 /// per-member).
 pub fn invariance(program: &Program, batch: &Batch, env: &Env) -> Invariance {
-    let shared_params: Vec<bool> = batch
-        .args
-        .iter()
-        .map(|a| matches!(a, Arg::Shared(_)))
-        .collect();
-    let varying: Vec<_> = env.ragged.iter().map(|r| r.symbol).collect();
-    Invariance::compute_varying(program, batch.entry, &shared_params, &varying)
+    InvarianceInputs::of(batch, env).invariance(program)
+}
+
+/// What a batch's [`invariance`] depends on besides the program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvarianceInputs {
+    pub entry: autobatch_ir::FuncId,
+    /// Per argument of the entry: whether it is shared.
+    pub shared: Vec<bool>,
+    /// The symbolic dimensions with each member's own length.
+    pub varying: Vec<autobatch_ir::SymbolId>,
+}
+
+impl InvarianceInputs {
+    pub fn of(batch: &Batch, env: &Env) -> InvarianceInputs {
+        InvarianceInputs {
+            entry: batch.entry,
+            shared: batch
+                .args
+                .iter()
+                .map(|a| matches!(a, Arg::Shared(_)))
+                .collect(),
+            varying: env.ragged.iter().map(|r| r.symbol).collect(),
+        }
+    }
+
+    pub fn invariance(&self, program: &Program) -> Invariance {
+        Invariance::compute_varying(program, self.entry, &self.shared, &self.varying)
+    }
 }
 
 /// With a stack limit of 0 not even the entry function can be entered: the

@@ -40,8 +40,8 @@ use autobatch_ir::{EntityRef, Loc, Prim, Program};
 use autobatch_kernels::buffer::Values;
 use autobatch_kernels::Backend;
 use autobatch_passes::stack::{
-    lower_to_stack, reachability, verify_lowered, GlobalVar, LoweredFork, LoweredFunction,
-    LoweredOp, LoweredProgram, LoweredTerm, PcBlock, VarClass,
+    reachability, GlobalVar, LoweredFork, LoweredFunction, LoweredOp, LoweredProgram, LoweredTerm,
+    PcBlock, VarClass,
 };
 use autobatch_types::{MemberError, Scalar};
 
@@ -50,7 +50,7 @@ use crate::batched::column_slot;
 use crate::batched::instances::InstanceBudget;
 use crate::batched::lanes::ForkId;
 use crate::batched::plan::{ArgCopy, PlanOp, StepPlan};
-use crate::batched::skeleton::{bind_arg, invariance, no_room_for_entry, BranchRows, Waiting};
+use crate::batched::skeleton::{bind_arg, no_room_for_entry, BranchRows, Waiting};
 use crate::batched::step::{run_step, Control, Frame, StepHooks, StepParts, StepSite, Stepper};
 use crate::batched::storage::{copy_value, Column, Place, Slot, ValueStack};
 use crate::batched::temps::StepTemps;
@@ -96,15 +96,7 @@ impl Executor for ProgramCounter {
         if let Some(output) = no_room_for_entry(program, batch, options) {
             return Ok(output);
         }
-        let invariance = invariance(program, batch, env);
-        let lowered = lower_to_stack(program, &invariance);
-        verify_lowered(&lowered).map_err(|errors| {
-            let listed: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-            ExecError::Internal(format!(
-                "the explicit-stack form is invalid: {}",
-                listed.join("; ")
-            ))
-        })?;
+        let lowered = crate::stack_cache::lowered(program, batch, env)?;
         run(backend, program, &lowered, env, batch, options)
     }
 }

@@ -4,13 +4,17 @@
 //! real is a float scalar or vector, all of one float type; an outcome or
 //! count is an `i64` scalar or vector; every elementwise vector of a call
 //! has one length `N`, every vector and matrix argument (a simplex, a
-//! covariance) one size `K`.
+//! covariance) one size `K`. A size argument (`K` of
+//! `lkj_corr_cholesky_rng(K, eta)`) is a length, read as an array length;
+//! the call passes it on as a float vector of that length (its values
+//! unused), from which the lowering takes `K`.
 
 use autobatch_ops::library::{ArgKind, Function, Param, ResultKind};
 use autobatch_types::{Loc, ScalarType};
 
-use crate::hir::{DimExpr, Expr, ExprKind, TensorTy, Ty};
-use crate::items::{error, CheckResult};
+use crate::hir::{DimExpr, Expr, ExprKind, Literal, TensorTy, Ty};
+use crate::items::{error, CheckResult, MapNote};
+use crate::location::{expr_end, expr_start};
 use crate::Diagnostic;
 
 use super::call::check_arity;
@@ -44,11 +48,24 @@ impl FunctionChecker<'_, '_> {
         }
         let params = function.params();
         check_arity(&name, params.len(), args.len(), (loc, end))?;
-        let checked = self.check_args(args)?;
-        let never = checked.iter().any(|(a, _)| a.ty == Ty::Never);
         let mut common = Common::default();
+        // The sizes, by position among the arguments; the other arguments.
+        let mut sizes = Vec::new();
+        let mut checked = Vec::new();
+        let mut values = Vec::new();
+        for (position, (arg, param)) in args.iter().zip(&params).enumerate() {
+            if param.kind == ArgKind::Size {
+                let len = self.size_argument(&name, *param, arg)?;
+                common.order.get_or_insert((len, param.name));
+                sizes.push((position, len));
+            } else {
+                checked.push((self.check_expr(arg)?, expr_end(arg)));
+                values.push(*param);
+            }
+        }
+        let never = checked.iter().any(|(a, _)| a.ty == Ty::Never);
         if !never {
-            for ((arg, arg_end), param) in checked.iter().zip(&params) {
+            for ((arg, arg_end), param) in checked.iter().zip(&values) {
                 self.library_argument(&name, *param, arg, *arg_end, &mut common)?;
             }
         }
@@ -57,8 +74,45 @@ impl FunctionChecker<'_, '_> {
         } else {
             result_type(function, &common)
         };
-        let args = checked.into_iter().map(|(a, _)| a).collect();
+        if let Ty::Tensor(t) = &ty {
+            crate::items::check_array_size(t, loc, end)?;
+        }
+        let mut args: Vec<Expr> = checked.into_iter().map(|(a, _)| a).collect();
+        for (position, len) in sizes {
+            args.insert(position, size_template(&common, len, loc));
+        }
         Ok(mk(ExprKind::Library { function, args }, ty, loc))
+    }
+
+    /// The length a size argument gives, read as an array length: a
+    /// number, a `const`, a const generic parameter or a symbolic
+    /// dimension, never a variable.
+    fn size_argument(&mut self, name: &str, param: Param, arg: &syn::Expr) -> CheckResult<DimExpr> {
+        let (loc, end) = (expr_start(arg), expr_end(arg));
+        let wrong = |what: String| {
+            error(
+                format!(
+                    "`{}` of `{name}` must be a length known before the program runs: {what}",
+                    param.name
+                ),
+                loc,
+                end,
+                "expected a length",
+            )
+            .map_note("use a number, a `const`, a const generic parameter or a symbolic dimension")
+        };
+        if let syn::Expr::Path(p) = arg {
+            if let Some(ident) = p.path.get_ident() {
+                let local = ident.to_string();
+                if self.lookup_local(&local).is_some() && !self.const_params.contains(&local) {
+                    return Err(wrong(format!("`{local}` is a variable")));
+                }
+            }
+        }
+        let generics = self.const_params.clone();
+        self.scope
+            .resolve_dim(arg, &generics, &|_| false)
+            .map_err(|e| wrong(e.message))
     }
 
     /// Checks one argument against its parameter and what the arguments
@@ -89,6 +143,7 @@ impl FunctionChecker<'_, '_> {
             ArgKind::Vector => &[1],
             ArgKind::Matrix | ArgKind::Design => &[2],
             ArgKind::Points => &[1, 2],
+            ArgKind::Size => &[],
         };
         let t = match &arg.ty {
             Ty::Tensor(t) if ranks.contains(&t.dims.len()) => t.clone(),
@@ -128,7 +183,7 @@ impl FunctionChecker<'_, '_> {
             ArgKind::Vector => &[false],
             ArgKind::Matrix => &[false, false],
             ArgKind::Design => &[true, false],
-            ArgKind::Scalar => &[],
+            ArgKind::Scalar | ArgKind::Size => &[],
         };
         for (&len, &elementwise) in t.dims.iter().zip(axes) {
             let (slot, what) = if elementwise {
@@ -149,6 +204,32 @@ impl FunctionChecker<'_, '_> {
     }
 }
 
+/// The argument a size is passed on as: `[0.0; len]` in the call's float type.
+fn size_template(common: &Common, len: DimExpr, loc: Loc) -> Expr {
+    let scalar = common
+        .float
+        .clone()
+        .map(|t| TensorTy {
+            dims: Vec::new(),
+            ..t
+        })
+        .unwrap_or_else(|| TensorTy::new(ScalarType::F64, Vec::new()));
+    let vector = TensorTy {
+        dims: vec![len],
+        ..scalar.clone()
+    };
+    let zero = Literal::Float {
+        as_f64: 0.0,
+        as_f32: 0.0,
+    };
+    let element = mk(ExprKind::Literal(zero), Ty::Tensor(scalar), loc);
+    let kind = ExprKind::Repeat {
+        element: Box::new(element),
+        len,
+    };
+    mk(kind, Ty::Tensor(vector), loc)
+}
+
 fn kind_text(kind: ArgKind) -> &'static str {
     match kind {
         ArgKind::Real => "a float (`f64` or `f32`) or a vector of floats",
@@ -158,6 +239,7 @@ fn kind_text(kind: ArgKind) -> &'static str {
         ArgKind::Matrix => "a square matrix of floats (`[[f64; K]; K]`)",
         ArgKind::Design => "a matrix of floats (`[[f64; K]; N]`)",
         ArgKind::Points => "a vector of floats or a matrix of floats, a point per row",
+        ArgKind::Size => "a length known before the program runs",
     }
 }
 
@@ -179,6 +261,7 @@ fn result_type(function: Function, common: &Common) -> Ty {
         ResultKind::Elementwise | ResultKind::Draw { integer: false } => shaped(dims),
         ResultKind::Draw { integer: true } => TensorTy::new(ScalarType::I64, dims),
         ResultKind::DrawVector => shaped(order),
+        ResultKind::DrawMatrix => shaped([order.clone(), order].concat()),
         ResultKind::Covariance => shaped([dims.clone(), dims].concat()),
     })
 }

@@ -5,7 +5,7 @@
 //! inverse and the Poisson quantile ([`gamma_inc`], functions of two arguments),
 //! the logarithms of the regularized incomplete beta function and of its
 //! complement, their derivatives and the binomial quantile ([`beta_inc`],
-//! functions of three), each
+//! functions of three), a von Mises draw from a uniform one ([`von_mises`]), each
 //! for `f64` and for `f32` (computed in `f64`, then rounded once).
 //!
 //! Every function is our own: argument reduction by the function's
@@ -20,6 +20,7 @@ mod bessel;
 mod beta_inc;
 mod coefficients;
 mod gamma_inc;
+mod von_mises;
 
 pub use bessel::{bessel_i1_over_i0_f64, log_bessel_i0e_f64};
 pub use beta_inc::{
@@ -30,6 +31,7 @@ pub use gamma_inc::{
     log_gamma_p_da_f64, log_gamma_p_f64, log_gamma_p_inv_f64, log_gamma_q_da_f64, log_gamma_q_f64,
     poisson_inv_f64, POISSON_MAX_RATE,
 };
+pub use von_mises::von_mises_draw_f64;
 
 use crate::vmath::{exp_f64, ln_1p_f64, ln_f64};
 use coefficients::{

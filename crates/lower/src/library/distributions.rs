@@ -541,9 +541,8 @@ fn beta(b: &mut Builder, theta: Var, p: &[Var]) -> LowerResult<Var> {
     b.add(a, l1t)
 }
 
-fn uniform(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
-    let (lo, hi) = (p[0], p[1]);
-    b.check_not_nan(y, "Random variable", "y")?;
+/// Checks `uniform`'s bounds: finite, `beta` above `alpha`.
+fn uniform_bounds(b: &mut Builder, lo: Var, hi: Var) -> LowerResult<()> {
     b.check_finite(lo, "Lower bound parameter", "alpha")?;
     b.check_finite(hi, "Upper bound parameter", "beta")?;
     let ordered = b.compare(Gt, hi, lo)?;
@@ -552,7 +551,13 @@ fn uniform(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Va
         "Upper bound parameter",
         "beta",
         "greater than `alpha`",
-    )?;
+    )
+}
+
+fn uniform(b: &mut Builder, suffix: Suffix, y: Var, p: &[Var]) -> LowerResult<Var> {
+    let (lo, hi) = (p[0], p[1]);
+    b.check_not_nan(y, "Random variable", "y")?;
+    uniform_bounds(b, lo, hi)?;
     let width = b.sub(hi, lo)?;
     let below = b.compare(Lt, y, lo)?;
     let above = b.compare(Gt, y, hi)?;
@@ -769,18 +774,7 @@ fn neg_binomial_2(
 /// transformation of uniform or normal draws, one per element.
 fn draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
     match family {
-        Family::Normal | Family::Lognormal => {
-            b.check_finite(p[0], "Location parameter", "mu")?;
-            positive(b, p[1], "Scale parameter", "sigma")?;
-            let n = b.normal()?;
-            let s = b.mul(p[1], n)?;
-            let x = b.add(p[0], s)?;
-            if family == Family::Lognormal {
-                b.unary(UnaryOp::Exp, x)
-            } else {
-                Ok(x)
-            }
-        }
+        Family::Normal | Family::Lognormal => normal_draw(b, family, p),
         Family::Cauchy | Family::Logistic | Family::DoubleExponential => {
             b.check_finite(p[0], "Location parameter", "mu")?;
             positive(b, p[1], "Scale parameter", "sigma")?;
@@ -789,70 +783,100 @@ fn draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
             let s = b.mul(p[1], z)?;
             b.add(p[0], s)
         }
-        Family::Exponential => {
-            positive(b, p[0], "Inverse scale parameter", "beta")?;
-            // -ln(1 - u) / beta
-            let u = b.uniform()?;
-            let m = b.neg(u)?;
-            let l = b.unary(UnaryOp::Ln1p, m)?;
-            let n = b.neg(l)?;
-            b.div(n, p[0])
-        }
-        Family::Weibull => {
-            positive(b, p[0], "Shape parameter", "alpha")?;
-            positive(b, p[1], "Scale parameter", "sigma")?;
-            // sigma (-ln(1 - u))^(1 / alpha)
-            let u = b.uniform()?;
-            let m = b.neg(u)?;
-            let l = b.unary(UnaryOp::Ln1p, m)?;
-            let e = b.neg(l)?;
-            let inv = b.unary(UnaryOp::Recip, p[0])?;
-            let pw = b.binary(BinaryOp::Powf, e, inv)?;
-            b.mul(p[1], pw)
-        }
-        Family::Uniform => {
-            b.check_finite(p[0], "Lower bound parameter", "alpha")?;
-            b.check_finite(p[1], "Upper bound parameter", "beta")?;
-            let ordered = b.compare(Gt, p[1], p[0])?;
-            b.check(
-                ordered,
-                "Upper bound parameter",
-                "beta",
-                "greater than `alpha`",
-            )?;
-            let u = b.uniform()?;
-            let w = b.sub(p[1], p[0])?;
-            let s = b.mul(w, u)?;
-            b.add(p[0], s)
-        }
-        Family::Bernoulli | Family::BernoulliLogit => {
-            let theta = if family == Family::Bernoulli {
-                probability(b, p[0], "Probability parameter", "theta")?;
-                p[0]
-            } else {
-                b.check_not_nan(p[0], "Logit transformed probability parameter", "alpha")?;
-                b.unary(UnaryOp::Sigmoid, p[0])?
-            };
-            let u = b.uniform()?;
-            let hit = b.compare(Lt, u, theta)?;
-            b.indicator(hit)
-        }
+        Family::Exponential | Family::Weibull => waiting_time_draw(b, family, p),
+        Family::Uniform => uniform_draw(b, p),
+        Family::Bernoulli | Family::BernoulliLogit => bernoulli_draw(b, family, p),
         Family::Gamma | Family::InvGamma | Family::ChiSquare | Family::StudentT | Family::Beta => {
             continuous_draw(b, family, p)
         }
         Family::Binomial | Family::BinomialLogit => super::beta_cdf::binomial_draw(b, family, p),
-        Family::Poisson | Family::PoissonLog => {
-            let rate = if family == Family::Poisson {
-                b.check_not_nan(p[0], "Rate parameter", "lambda")?;
-                b.check_c(p[0], Ge, 0.0, "Rate parameter", "lambda", "nonnegative")?;
-                p[0]
-            } else {
-                b.check_not_nan(p[0], "Log rate parameter", "alpha")?;
-                b.unary(UnaryOp::Exp, p[0])?
-            };
+        Family::Poisson | Family::PoissonLog | Family::NegBinomial2 | Family::NegBinomial2Log => {
+            count_draw(b, family, p)
+        }
+        Family::VonMises => von_mises_draw(b, p),
+        _ if family.is_multivariate() || super::multivariate::is_indexed(family) => {
+            super::multivariate::draw(b, family, p)
+        }
+        _ => Err(crate::internal(
+            format!("`{}_rng` has no expansion", family.name()),
+            autobatch_types::Loc::default(),
+        )),
+    }
+}
+
+/// `mu + sigma z` for a normal draw `z`; its exponential for `lognormal`.
+fn normal_draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
+    b.check_finite(p[0], "Location parameter", "mu")?;
+    positive(b, p[1], "Scale parameter", "sigma")?;
+    let n = b.normal()?;
+    let s = b.mul(p[1], n)?;
+    let x = b.add(p[0], s)?;
+    if family == Family::Lognormal {
+        b.unary(UnaryOp::Exp, x)
+    } else {
+        Ok(x)
+    }
+}
+
+/// `exponential(beta)` as `-ln(1 - u) / beta`, `weibull(alpha, sigma)` as
+/// `sigma (-ln(1 - u))^(1 / alpha)`, `u` a uniform draw.
+fn waiting_time_draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
+    if family == Family::Exponential {
+        positive(b, p[0], "Inverse scale parameter", "beta")?;
+    } else {
+        positive(b, p[0], "Shape parameter", "alpha")?;
+        positive(b, p[1], "Scale parameter", "sigma")?;
+    }
+    let u = b.uniform()?;
+    let m = b.neg(u)?;
+    let l = b.unary(UnaryOp::Ln1p, m)?;
+    let e = b.neg(l)?;
+    if family == Family::Exponential {
+        return b.div(e, p[0]);
+    }
+    let inv = b.unary(UnaryOp::Recip, p[0])?;
+    let pw = b.binary(BinaryOp::Powf, e, inv)?;
+    b.mul(p[1], pw)
+}
+
+/// `alpha + (beta - alpha) u`, `u` a uniform draw.
+fn uniform_draw(b: &mut Builder, p: &[Var]) -> LowerResult<Var> {
+    uniform_bounds(b, p[0], p[1])?;
+    let u = b.uniform()?;
+    let w = b.sub(p[1], p[0])?;
+    let s = b.mul(w, u)?;
+    b.add(p[0], s)
+}
+
+/// 1 if a uniform draw falls below the probability, else 0.
+fn bernoulli_draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
+    let theta = if family == Family::Bernoulli {
+        probability(b, p[0], "Probability parameter", "theta")?;
+        p[0]
+    } else {
+        b.check_not_nan(p[0], "Logit transformed probability parameter", "alpha")?;
+        b.unary(UnaryOp::Sigmoid, p[0])?
+    };
+    let u = b.uniform()?;
+    let hit = b.compare(Lt, u, theta)?;
+    b.indicator(hit)
+}
+
+/// The Poisson draws: of the rate (`poisson`, `poisson_log`), or of a
+/// gamma draw of mean `mu` and shape `phi` (`neg_binomial_2`, `_log`).
+fn count_draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
+    match family {
+        Family::Poisson => {
+            b.check_not_nan(p[0], "Rate parameter", "lambda")?;
+            b.check_c(p[0], Ge, 0.0, "Rate parameter", "lambda", "nonnegative")?;
+            poisson_draw(b, p[0])
+        }
+        Family::PoissonLog => {
+            b.check_not_nan(p[0], "Log rate parameter", "alpha")?;
+            let rate = b.unary(UnaryOp::Exp, p[0])?;
             poisson_draw(b, rate)
         }
-        Family::NegBinomial2 | Family::NegBinomial2Log => {
+        _ => {
             let mu = if family == Family::NegBinomial2 {
                 positive(b, p[0], "Location parameter", "mu")?;
                 p[0]
@@ -867,14 +891,24 @@ fn draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
             let rate = b.div(m, p[1])?;
             poisson_draw(b, rate)
         }
-        _ if family.is_multivariate() || super::multivariate::is_indexed(family) => {
-            super::multivariate::draw(b, family, p)
-        }
-        _ => Err(crate::internal(
-            format!("`{}_rng` has no expansion", family.name()),
-            autobatch_types::Loc::default(),
-        )),
     }
+}
+
+/// A draw of `von_mises(mu, kappa)` as Stan gives it: an angle about 0
+/// made from one uniform draw (`von_mises_draw`), plus `mu` reduced to
+/// `[0, 2 pi)`; so in `[(mu mod 2 pi) - pi, (mu mod 2 pi) + pi]`.
+fn von_mises_draw(b: &mut Builder, p: &[Var]) -> LowerResult<Var> {
+    let (mu, kappa) = (p[0], p[1]);
+    b.check_finite(mu, "Location parameter", "mu")?;
+    b.check_finite(kappa, "Scale parameter", "kappa")?;
+    b.check_c(kappa, Ge, 0.0, "Scale parameter", "kappa", "nonnegative")?;
+    let u = b.uniform()?;
+    let angle = b.binary(BinaryOp::VonMisesDraw, kappa, u)?;
+    let tau = b.c(std::f64::consts::TAU)?;
+    let r = b.binary(BinaryOp::Rem, mu, tau)?;
+    let shifted = b.add(r, tau)?;
+    let centre = b.binary(BinaryOp::Rem, shifted, tau)?;
+    b.add(angle, centre)
 }
 
 /// `ln g` for a draw `g` of `gamma(alpha, 1)`: the inverse of the

@@ -218,14 +218,17 @@ impl Builder<'_> {
         self.emit.prim(Prim::Ternary(op), args)
     }
 
-    /// `v` broadcast to `dims` (a vector's length) if it is a scalar.
+    /// `v` broadcast to `dims` (a vector's length, a matrix's shape) if it
+    /// is a scalar.
     fn shaped(&mut self, v: Var, dims: &[Dim]) -> LowerResult<Var> {
-        match dims.first() {
-            Some(&len) if self.emit.ty(v).dims.is_empty() => {
-                self.emit.prim(Prim::Fill(len), vec![v])
-            }
-            _ => Ok(v),
+        if !self.emit.ty(v).dims.is_empty() {
+            return Ok(v);
         }
+        let mut out = v;
+        for &len in dims.iter().rev() {
+            out = self.emit.prim(Prim::Fill(len), vec![out])?;
+        }
+        Ok(out)
     }
 
     /// An `i64` (or `i64` vector) as the call's float type.

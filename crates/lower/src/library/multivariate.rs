@@ -11,7 +11,7 @@ use autobatch_ops::library::{Family, Suffix};
 use super::distributions::{positive, LN_2, LN_SQRT_2PI};
 use super::{Builder, LowerResult};
 
-use CompareOp::{Eq, Ge, Gt, Le};
+use CompareOp::{Eq, Ge, Gt, Le, Lt};
 
 /// Stan's tolerance for a simplex's sum and a unit row's length.
 const TOLERANCE: f64 = 1e-8;
@@ -59,7 +59,8 @@ pub(super) fn expand(
 /// gamma draws (a softmax of their logarithms, so that small shapes do not
 /// underflow), `multi_normal` as `mu + L z`, `categorical` by the first
 /// cumulative probability that passes a uniform draw, `ordered_logistic`
-/// by the count of cumulative probabilities below one.
+/// by the count of cumulative probabilities below one, `lkj_corr_cholesky`
+/// from canonical partial correlations (`p[0]` is a vector of length `K`).
 pub(super) fn draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Var> {
     match family {
         Family::Dirichlet => {
@@ -91,6 +92,7 @@ pub(super) fn draw(b: &mut Builder, family: Family, p: &[Var]) -> LowerResult<Va
             categorical_draw(b, theta)
         }
         Family::OrderedLogistic => ordered_logistic_draw(b, p[0], p[1]),
+        Family::LkjCorrCholesky => lkj_corr_cholesky_draw(b, p[0], p[1]),
         _ => Err(crate::internal(
             format!("`{}_rng` has no expansion", family.name()),
             autobatch_types::Loc::default(),
@@ -264,6 +266,65 @@ fn lkj_corr_cholesky(b: &mut Builder, l: Var, eta: Var) -> LowerResult<Var> {
     let each = b.select(last, zero, each)?;
     let constant = b.sum(each)?;
     b.sub(density, constant)
+}
+
+/// A draw of `lkj_corr_cholesky(eta)` of size `K` (the length of `size`),
+/// as Stan draws it: the canonical partial correlation `w_ji` (row `j`
+/// below the diagonal, 0-based column `i`) is `2 beta(a_i, a_i) - 1`,
+/// `a_i = eta + (K - 2 - i) / 2`, drawn as `tanh((ln g1 - ln g2) / 2)` of
+/// two `gamma(a_i, 1)` draws; then `L_ji = w_ji sqrt(prod_{m<i} (1 - w_jm^2))`
+/// below the diagonal and `L_jj = sqrt(prod_{m<j} (1 - w_jm^2))`. The
+/// products are sums of `ln(1 - w^2) = -2 ln cosh(x)` (no cancellation
+/// near `|w| = 1`), each row's running sum a product with the strictly
+/// upper triangle of ones. Every element is drawn (those on and above the
+/// diagonal are not used), so a draw takes `2 K^2` uniform draws.
+fn lkj_corr_cholesky_draw(b: &mut Builder, size: Var, eta: Var) -> LowerResult<Var> {
+    positive(b, eta, "Shape parameter", "eta")?;
+    let at = positions(b, size)?;
+    let k = b.dim(size);
+    let ones = b.filled(1.0, k)?;
+    let kf = b.sum(ones)?;
+    b.check_c(kf, Ge, 1.0, "Dimension parameter", "K", "at least 1")?;
+    // a_i for the 1-based column i + 1 = at: eta + max(K - 1 - at, 0) / 2
+    // (the last column has no element below the diagonal).
+    let km1 = b.shift(kf, -1.0)?;
+    let left = b.sub(km1, at)?;
+    let zero = b.c(0.0)?;
+    let left = b.binary(BinaryOp::Max, left, zero)?;
+    let half = b.scale(left, 0.5)?;
+    let shape = b.add(eta, half)?;
+    let shapes = b.op(Prim::Fill(k), vec![shape])?;
+    let u1 = b.op(Prim::UniformLike, vec![shapes])?;
+    let u2 = b.op(Prim::UniformLike, vec![shapes])?;
+    let l1 = b.binary(BinaryOp::LogGammaPInv, shapes, u1)?;
+    let l2 = b.binary(BinaryOp::LogGammaPInv, shapes, u2)?;
+    let d = b.sub(l1, l2)?;
+    let x = b.scale(d, 0.5)?;
+    let w = b.unary(UnaryOp::Tanh, x)?;
+    // Where each element is: below, on or above the diagonal.
+    let columns = b.op(Prim::Fill(k), vec![at])?;
+    let rows = b.op(Prim::Transpose, vec![columns])?;
+    let below = b.compare(Lt, columns, rows)?;
+    let above = b.compare(Lt, rows, columns)?;
+    let on = b.compare(Eq, columns, rows)?;
+    // ln(1 - w^2) = -2 (|x| + ln(1 + e^(-2|x|)) - ln 2), below the diagonal.
+    let a = b.unary(UnaryOp::Abs, x)?;
+    let m2a = b.scale(a, -2.0)?;
+    let e = b.unary(UnaryOp::Exp, m2a)?;
+    let l = b.unary(UnaryOp::Ln1p, e)?;
+    let cosh = b.add(a, l)?;
+    let cosh = b.shift(cosh, -LN_2)?;
+    let logs = b.scale(cosh, -2.0)?;
+    let logs = b.select(below, logs, zero)?;
+    // The sum over m < i of each row's logarithms, halved: the log of the
+    // square root of the product.
+    let upper = b.float_of_bool(above)?;
+    let running = b.op(Prim::Matmul, vec![logs, upper])?;
+    let running = b.scale(running, 0.5)?;
+    let scale = b.unary(UnaryOp::Exp, running)?;
+    let diagonal = b.float_of_bool(on)?;
+    let factor = b.select(below, w, diagonal)?;
+    b.mul(factor, scale)
 }
 
 /// `lbeta(a, a) = 2 lgamma(a) - lgamma(2a)`.
