@@ -17,6 +17,8 @@
 //! fault (an index out of bounds, an integer division by zero) is left in
 //! the run's context and reported by the return code.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use autobatch_ir::{Prim, ReduceOp};
 use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::buffer::{copy, Rows, RowsMut, Values, ValuesMut};
@@ -379,7 +381,66 @@ unsafe fn move_tape(
     if !ctx.tape.pop(from_raw_parts_mut(dst, r.bytes())) {
         unreachable!("a tape popped past its start")
     }
+    if !r.is_scalar() {
+        count_pop(r.bytes(), true);
+    }
     Ok(())
+}
+
+/// The bytes of arrays the process's pops gave native code (`tape_pop`),
+/// counted since it began.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoppedBytes {
+    /// Copied off the tape into a frame.
+    pub copied: u64,
+    /// Read in place on the tape ([`tape_pop_in_place`]).
+    pub in_place: u64,
+}
+
+static POPPED_COPIED: AtomicU64 = AtomicU64::new(0);
+static POPPED_IN_PLACE: AtomicU64 = AtomicU64::new(0);
+
+/// The process's [`PoppedBytes`] so far.
+pub fn popped_bytes() -> PoppedBytes {
+    PoppedBytes {
+        copied: POPPED_COPIED.load(Ordering::Relaxed),
+        in_place: POPPED_IN_PLACE.load(Ordering::Relaxed),
+    }
+}
+
+fn count_pop(bytes: usize, copied: bool) {
+    let counter = if copied {
+        &POPPED_COPIED
+    } else {
+        &POPPED_IN_PLACE
+    };
+    counter.fetch_add(bytes as u64, Ordering::Relaxed);
+}
+
+/// `tape_pop` of an array that native code reads in place
+/// (`translate::popped`): pops `bytes` bytes off the member's tape and
+/// gives their address there when it is aligned to `align`, else copies
+/// them to `frame` (the array's place in the frame) and gives that.
+pub(crate) extern "C" fn tape_pop_in_place(
+    ctx: *mut Context,
+    frame: *mut u8,
+    bytes: u64,
+    align: u64,
+) -> *const u8 {
+    // SAFETY: native code passes its own context.
+    let ctx = unsafe { &mut *ctx };
+    let Some(at) = ctx.tape.pop_in_place(bytes as usize) else {
+        unreachable!("a tape popped past its start")
+    };
+    if (at as usize).is_multiple_of(align.max(1) as usize) {
+        count_pop(bytes as usize, false);
+        return at;
+    }
+    // SAFETY: the popped bytes stay on the tape's memory (see
+    // `Tape::pop_in_place`); `frame` is the array's place, of `bytes` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(at, frame, bytes as usize) };
+    count_pop(bytes as usize, true);
+    frame
 }
 
 fn write_scalar(out: ValuesMut<'_>, value: Scalar) {

@@ -103,6 +103,7 @@ mod tape;
 mod translate;
 mod waits;
 
+pub use arrays::{popped_bytes, PoppedBytes};
 pub use lengths::Lengths;
 pub use lockstep::{compile_lockstep, LockProgress, LockStepProgram, LockStepRun};
 pub use published::Watch;

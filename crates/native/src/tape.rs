@@ -3,8 +3,9 @@
 //! has grown to its size.
 //!
 //! A tape holds two stacks: the bytes of the values pushed, one after the
-//! other (a pop knows its value's size from its type, so no lengths are
-//! kept), and the instances' tapes of each `Save` fork, in the order the
+//! other, each from a multiple of 8 bytes (a pop knows its value's size
+//! from its type, so no lengths are kept; the padding is not counted as
+//! held), and the instances' tapes of each `Save` fork, in the order the
 //! forks ended. A derivation pops values and forks' tapes in the reverse
 //! of the order it pushed them, so the two stacks give each pop what the
 //! one sequence of entries of `autobatch_kernels::Tape` would.
@@ -22,8 +23,12 @@ use std::cell::RefCell;
 
 #[derive(Debug, Default)]
 pub(crate) struct Tape {
-    /// The values pushed, their bytes in order.
+    /// The values pushed, their bytes in order, each padded to a multiple
+    /// of 8 bytes (so that a value's bytes are as aligned as the tape's
+    /// memory, for native code to read them in place).
     bytes: Vec<u8>,
+    /// The bytes of padding in `bytes`.
+    padding: usize,
     /// Per `Save` fork, its instances' tapes in instance order.
     forks: Vec<Vec<Tape>>,
     /// The bytes the tapes in `forks` hold.
@@ -73,7 +78,7 @@ impl Tape {
 
     /// The bytes of this tape's values and forks' tapes.
     fn own(&self) -> usize {
-        self.bytes.len() + self.fork_bytes
+        self.bytes.len() - self.padding + self.fork_bytes
     }
 
     /// An empty list for a fork's instances' tapes, likewise.
@@ -116,22 +121,41 @@ impl Tape {
     pub fn push(&mut self, value: &[u8]) {
         match <&[u8; 8]>::try_from(value) {
             Ok(word) => self.bytes.extend_from_slice(word),
-            Err(_) => self.bytes.extend_from_slice(value),
+            Err(_) => {
+                self.bytes.extend_from_slice(value);
+                let pad = value.len().next_multiple_of(8) - value.len();
+                self.bytes.resize(self.bytes.len() + pad, 0);
+                self.padding += pad;
+            }
         }
     }
 
     /// Pops the value pushed last, of `into.len()` bytes, into `into`;
     /// false when fewer bytes are on the tape.
     pub fn pop(&mut self, into: &mut [u8]) -> bool {
-        let Some(start) = self.bytes.len().checked_sub(into.len()) else {
+        let padded = into.len().next_multiple_of(8);
+        let Some(start) = self.bytes.len().checked_sub(padded) else {
             return false;
         };
         match <&mut [u8; 8]>::try_from(&mut *into) {
             Ok(word) => word.copy_from_slice(&self.bytes[start..start + 8]),
-            Err(_) => into.copy_from_slice(&self.bytes[start..]),
+            Err(_) => into.copy_from_slice(&self.bytes[start..start + into.len()]),
         }
         self.bytes.truncate(start);
+        self.padding -= padded - into.len();
         true
+    }
+
+    /// Pops the value pushed last, of `bytes` bytes, and gives the address
+    /// of its bytes, which stay as they are until the next push; `None`
+    /// when fewer bytes are on the tape.
+    pub fn pop_in_place(&mut self, bytes: usize) -> Option<*const u8> {
+        let padded = bytes.next_multiple_of(8);
+        let start = self.bytes.len().checked_sub(padded)?;
+        self.bytes.truncate(start);
+        self.padding -= padded - bytes;
+        // SAFETY: `start` is within the tape's memory (its old length).
+        Some(unsafe { self.bytes.as_ptr().add(start) })
     }
 
     /// Keeps the tapes of a `Save` fork's instances, in instance order.
@@ -161,6 +185,7 @@ impl Tape {
     /// the spares.
     pub fn clear(&mut self) {
         self.bytes.clear();
+        self.padding = 0;
         self.fork_bytes = 0;
         self.below = 0;
         for list in self.forks.drain(..) {
@@ -192,11 +217,28 @@ mod tests {
         assert!(instances[0].pop(&mut one));
         assert_eq!(one, [9]);
         Tape::give_back_list(instances);
-        let mut four = [0; 4];
-        assert!(!tape.pop(&mut four), "three bytes are left");
+        let mut nine = [0; 9];
+        assert!(!tape.pop(&mut nine), "three bytes (in eight) are left");
         let mut three = [0; 3];
         assert!(tape.pop(&mut three));
         assert_eq!(three, [1, 2, 3]);
         assert!(tape.pop_instances(1).is_none());
+        assert!(tape.is_empty());
+    }
+
+    #[test]
+    fn values_start_at_multiples_of_eight_and_padding_is_not_held() {
+        let mut tape = Tape::spare();
+        tape.push(&[7]);
+        tape.push(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(tape.held(), 13);
+        let at = tape.pop_in_place(12).expect("twelve bytes");
+        // SAFETY: nothing was pushed since the pop.
+        let popped = unsafe { std::slice::from_raw_parts(at, 12) };
+        assert_eq!(popped, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(tape.held(), 1);
+        let mut one = [0];
+        assert!(tape.pop(&mut one));
+        assert_eq!((one, tape.held()), ([7], 0));
     }
 }

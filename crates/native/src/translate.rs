@@ -18,6 +18,7 @@ mod function;
 mod inline;
 mod loops;
 pub(crate) mod pieces;
+mod popped;
 mod prims;
 mod select;
 mod tail;
@@ -99,6 +100,9 @@ pub(crate) struct Unit<'p> {
     /// Whether the program uses a tape (a derived function's parts): then
     /// a catching call sets the member's tape aside (`forks::catch_begin`).
     pub taped: bool,
+    /// Per function: whether nothing is pushed on the tape while it runs
+    /// ([`popped::quiet`]).
+    pub quiet: Vec<bool>,
 }
 
 impl<'p> Unit<'p> {
@@ -131,6 +135,7 @@ impl<'p> Unit<'p> {
                 .flat_map(|f| f.blocks.values())
                 .flat_map(|b| &b.ops)
                 .any(|op| matches!(op, autobatch_ir::Op::Prim { prim, .. } if prim.is_tape())),
+            quiet: popped::quiet(program),
         })
     }
 
@@ -182,6 +187,7 @@ fn new_module() -> Result<JITModule, String> {
     builder.symbol(ARRAY_OP, arrays::array_op as *const u8);
     builder.symbol(COPY_BYTES, arrays::copy_bytes as *const u8);
     builder.symbol(ZERO_BYTES, arrays::zero_bytes as *const u8);
+    builder.symbol(TAPE_POP, arrays::tape_pop_in_place as *const u8);
     builder.symbol(FORK_BEGIN, forks::fork_begin as *const u8);
     builder.symbol(INSTANCE_BEGIN, forks::instance_begin as *const u8);
     builder.symbol(INSTANCE_END, forks::instance_end as *const u8);
@@ -195,6 +201,7 @@ fn new_module() -> Result<JITModule, String> {
 pub(crate) const ARRAY_OP: &str = "autobatch_array_op";
 pub(crate) const COPY_BYTES: &str = "autobatch_copy_bytes";
 pub(crate) const ZERO_BYTES: &str = "autobatch_zero_bytes";
+pub(crate) const TAPE_POP: &str = "autobatch_tape_pop_in_place";
 pub(crate) const FORK_BEGIN: &str = "autobatch_fork_begin";
 pub(crate) const INSTANCE_BEGIN: &str = "autobatch_instance_begin";
 pub(crate) const INSTANCE_END: &str = "autobatch_instance_end";

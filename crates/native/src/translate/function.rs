@@ -80,8 +80,12 @@ pub(super) struct Translator<'u, 'p, 'b> {
     /// operation of the function writes (read in place, never copied).
     pub in_place: Vec<Option<Value>>,
     /// Per variable: for a *view* (see [`views`]), the variable holding
-    /// the address of the elements it reads in place.
+    /// the address of the elements it reads in place; for an array popped
+    /// in place (`popped`), the address its pop gave.
     pub views: Vec<Option<Variable>>,
+    /// Per variable: whether it is read in place on the tape
+    /// ([`super::popped`]).
+    pub popped: Vec<bool>,
     /// The integer variables whose value is known at this point of the
     /// block being translated: constants, and `+ - *` of them (with the
     /// type's wrapping); an index by one within bounds needs no check.
@@ -356,6 +360,7 @@ pub(super) fn translate(
     let depth = b.declare_var(types::I64);
     b.def_var(depth, params[1]);
     let area = array_area(function, unit.symbols());
+    let popped = super::popped::popped(function, unit.quiet[id.index()]);
     let has_arrays = function.vars.values().any(|v| !v.ty.is_scalar());
     let area_slot = has_arrays.then(|| explicit_slot(&mut b, area.bytes.max(8)));
     let operands = 8 * max_operands(function);
@@ -396,6 +401,7 @@ pub(super) fn translate(
         result_ptrs,
         in_place: vec![None; function.vars.len()],
         views: Vec::new(),
+        popped,
         constants: HashMap::new(),
         remainders: HashMap::new(),
         low_tests: HashMap::new(),
@@ -408,11 +414,7 @@ pub(super) fn translate(
         fuse_counts: Counts::of(function),
     };
     t.merge_branches();
-    t.views = area
-        .views
-        .iter()
-        .map(|view| view.then(|| t.b.declare_var(types::I64)))
-        .collect();
+    t.declare_views(&area.views);
     t.guard_stack();
     t.bind_params(&params[3..]);
     t.plan_tail_call(id, params[1]);
@@ -1244,6 +1246,16 @@ impl Translator<'_, '_, '_> {
 
     pub(super) fn is_array(&self, v: Var) -> bool {
         !self.function.vars[v].ty.is_scalar()
+    }
+
+    /// A variable for the address of each view (`views`) and each array
+    /// popped in place (`popped`).
+    fn declare_views(&mut self, views: &[bool]) {
+        self.views = views
+            .iter()
+            .zip(&self.popped)
+            .map(|(view, popped)| (*view || *popped).then(|| self.b.declare_var(types::I64)))
+            .collect();
     }
 
     /// The address of array variable `v` in this activation's area.

@@ -771,6 +771,7 @@ fn translate_piece(
         result_ptrs: Vec::new(),
         in_place: vec![None; vars_count],
         views: vec![None; vars_count],
+        popped: vec![false; vars_count],
         constants: HashMap::new(),
         remainders: HashMap::new(),
         low_tests: HashMap::new(),

@@ -12,7 +12,7 @@ use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Type, Value};
 use cranelift_module::{Linkage, Module};
 
 use super::function::{LowTest, Translator};
-use super::{machine_type, ARRAY_OP};
+use super::{machine_type, ARRAY_OP, TAPE_POP};
 use crate::arrays::{ArrayOp, RaggedTypes};
 use crate::shims::{self, Shim};
 use crate::{check, operand, Stop};
@@ -32,6 +32,12 @@ impl Translator<'_, '_, '_> {
             .collect();
         let all_scalar = args.iter().chain(&dst).all(|v| !self.is_array(*v));
         if !check::inline(prim, &types, all_scalar) {
+            if let (Prim::TapePop(_), Some(d)) = (prim, dst) {
+                if self.popped[d.index()] {
+                    self.pop_in_place(d);
+                    return Ok(());
+                }
+            }
             if matches!(prim, Prim::LoadStatic(_))
                 && dst.is_some_and(|d| self.statics[d.index()].is_some())
             {
@@ -499,6 +505,23 @@ impl Translator<'_, '_, '_> {
             .expect("array_op returns a code")
     }
 
+    /// `dst = tape_pop` for an array read in place on the tape
+    /// ([`super::popped`]): the host pops it and gives the address to read
+    /// it at (on the tape, or `dst`'s place in the frame, where it copied it).
+    fn pop_in_place(&mut self, dst: Var) {
+        let offset = self.offsets[dst.index()].expect("a popped array has a place");
+        let area = self.area.expect("a function with arrays has an area");
+        let frame = self.b.ins().stack_addr(types::I64, area, offset as i32);
+        let bytes = self.bytes(dst);
+        let ty = &self.function.vars[dst].ty;
+        let align = self.b.ins().iconst(types::I64, ty.elem.byte_size() as i64);
+        let at = self
+            .call_import(TAPE_POP, &[self.ctx, frame, bytes, align], Some(types::I64))
+            .expect("the pop gives an address");
+        let view = self.views[dst.index()].expect("a popped array has a view");
+        self.b.def_var(view, at);
+    }
+
     /// Whether `prim(args)` is a float product with a matrix read in place
     /// from a static (the static, or a view of one: `matvec(S, x)`,
     /// `vecmat(x, W[d])`), which members run among others compute together
@@ -510,8 +533,8 @@ impl Translator<'_, '_, '_> {
             _ => return false,
         };
         let ty = &self.function.vars[matrix].ty;
-        let in_place =
-            self.statics[matrix.index()].is_some() || self.views[matrix.index()].is_some();
+        let in_place = self.statics[matrix.index()].is_some()
+            || (self.views[matrix.index()].is_some() && !self.popped[matrix.index()]);
         ty.elem.is_float() && ty.dims.len() == 2 && in_place
     }
 
