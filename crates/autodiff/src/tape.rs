@@ -85,9 +85,10 @@ enum Invariant {
     /// Every definition is this constant: made again where needed.
     Constant(Scalar),
     /// Its one definition reads row `i` (a parameter nothing assigns, or a
-    /// constant) of a differentiated static: its adjoint goes to the
-    /// static's log row by row, as a view of that row.
-    Row(StaticId, Var),
+    /// constant) of a differentiated static, held by `whole`: the backward
+    /// part reads the row again, and its adjoint goes to the static's log
+    /// row by row, as a view of that row.
+    Row { id: StaticId, index: Var, whole: Var },
 }
 
 /// Whether two constants are the same value, bit for bit (`-0.0` is not `0.0`).
@@ -144,7 +145,7 @@ fn invariants(g: &Function, sources: &Sources) -> Option<Vec<Option<Invariant>>>
     }
     let shadows = shadow_indices(g);
     for (v, ops) in defs.iter().enumerate() {
-        let rows: Vec<(StaticId, Var)> = ops
+        let rows: Vec<(StaticId, Var, Var)> = ops
             .iter()
             .filter_map(|op| match op {
                 Op::Prim {
@@ -152,20 +153,27 @@ fn invariants(g: &Function, sources: &Sources) -> Option<Vec<Option<Invariant>>>
                     args,
                     ..
                 } => match inv[args[0].index()] {
-                    Some(Invariant::Static(id)) if sources.is_active(id) => Some((id, args[1])),
+                    Some(Invariant::Static(id)) if sources.is_active(id) => {
+                        Some((id, args[1], args[0]))
+                    }
                     _ => None,
                 },
                 _ => None,
             })
             .collect();
-        let Some((id, i)) = rows.first().copied() else {
+        let Some((id, i, whole)) = rows.first().copied() else {
             continue;
         };
         let fixed = defs[i.index()].is_empty()
             || matches!(inv[i.index()], Some(Invariant::Constant(_)))
             || shadows[i.index()] == Some(Var::new(v));
-        if rows.len() == ops.len() && rows.iter().all(|r| *r == (id, i)) && fixed {
-            inv[v] = Some(Invariant::Row(id, i));
+        let same = |r: &(StaticId, Var, Var)| (r.0, r.1) == (id, i);
+        if rows.len() == ops.len() && rows.iter().all(same) && fixed {
+            inv[v] = Some(Invariant::Row {
+                id,
+                index: i,
+                whole,
+            });
         } else {
             return None;
         }
@@ -295,19 +303,14 @@ fn block_tape(data: &BlockData, act: &[bool], inv: &[Option<Invariant>]) -> Bloc
     // backward part finds each row again by its index.
     let mut indices: BTreeSet<Var> = BTreeSet::new();
     for v in mentioned {
-        if let Some(Invariant::Row(_, i)) = inv[v.index()] {
+        if let Some(Invariant::Row { index: i, .. }) = inv[v.index()] {
             if inv[i.index()].is_none() {
                 indices.insert(i);
             }
         }
     }
     needed.extend(indices.iter().copied());
-    let taped = |v: &&Var| {
-        !matches!(
-            inv[v.index()],
-            Some(Invariant::Static(_) | Invariant::Constant(_))
-        )
-    };
+    let taped = |v: &&Var| inv[v.index()].is_none();
     let mut tape = BlockTape::default();
     for op in ops {
         let reads = adjoint_reads(op, act);
@@ -686,15 +689,21 @@ impl Backward<'_, '_> {
                     Some(Invariant::Constant(c)) => {
                         self.b.prim_into(x, Prim::Const(c), Vec::new(), loc)
                     }
-                    _ => {}
+                    // Read again: the static's row, not a copy on the tape.
+                    Some(Invariant::Row { index, whole, .. }) => {
+                        let whole = self.value(whole);
+                        let index = self.value(index);
+                        self.b.prim_into(x, Prim::Index, vec![whole, index], loc)
+                    }
+                    None => {}
                 }
                 self.map.insert(v, x);
                 x
             }
         };
-        if let Some(Invariant::Row(id, i)) = self.invariants[v.index()] {
+        if let Some(Invariant::Row { id, index, .. }) = self.invariants[v.index()] {
             if self.b.view(x).is_none() {
-                let i = self.value(i);
+                let i = self.value(index);
                 self.b.views.insert(x, View::Row(id, i));
             }
         }
@@ -707,7 +716,7 @@ impl Backward<'_, '_> {
     fn carries(&self, v: Var) -> bool {
         let view = matches!(
             self.invariants[v.index()],
-            Some(Invariant::Static(_) | Invariant::Row(..))
+            Some(Invariant::Static(_) | Invariant::Row { .. })
         );
         self.act[v.index()] && !view
     }
@@ -1106,12 +1115,20 @@ fn active_args(args: &[Var], active: &[bool]) -> Vec<Var> {
 }
 
 /// Walking back over `op`: the variables it defined take their values
-/// before it, popped if pushed there (`before`), else values no adjoint reads.
+/// before it, popped if pushed there (`before`), else values no adjoint
+/// reads (a row of a differentiated static is read again where needed).
 fn restore(w: &mut Backward, op: &Op, before: &[Var], loc: Loc) {
     let popped = w.pop(before, loc);
     for d in op.defs() {
-        if let Some(Invariant::Static(_) | Invariant::Constant(_)) = w.invariants[d.index()] {
-            continue;
+        match w.invariants[d.index()] {
+            Some(Invariant::Static(_) | Invariant::Constant(_)) => continue,
+            // Read again from the static when an earlier adjoint needs it,
+            // at the index the row had then.
+            Some(Invariant::Row { .. }) => {
+                w.map.remove(d);
+                continue;
+            }
+            None => {}
         }
         let x = match before.iter().position(|v| v == d) {
             Some(k) => popped[k],
