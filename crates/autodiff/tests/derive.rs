@@ -134,7 +134,9 @@ fn the_results_of_products_and_softplus_are_not_saved() {
          fn g(t: [f64; D]) -> (f64, [f64; D]) { value_and_grad(ll, t) }",
     );
     assert_eq!(pushed_arrays(function(&p, "ll'grad.fwd")), 2);
-    let pops = count(function(&p, "ll'grad.bwd"), |p| matches!(p, Prim::TapePop(_)));
+    let pops = count(function(&p, "ll'grad.bwd"), |p| {
+        matches!(p, Prim::TapePop(_))
+    });
     assert_eq!(pops, 2);
 }
 
