@@ -6,7 +6,7 @@
 //! crate's `grad` test, which runs every executor.)
 
 use autobatch_autodiff::{derive, Derivative, Request};
-use autobatch_ir::{verify::verify_program, FuncId, Function, Op, Prim, Program};
+use autobatch_ir::{verify::verify_program, FuncId, Function, Op, Prim, Program, Var};
 
 fn compile(source: &str) -> Program {
     let program = autobatch_lower::compile(source).unwrap_or_else(|d| panic!("{d:?}"));
@@ -105,7 +105,7 @@ fn the_seed_of_grad_is_folded_away() {
 }
 
 /// The array variables the tape pushes of function `f` save.
-fn pushed_arrays(f: &Function) -> usize {
+fn pushed_arrays(f: &Function) -> Vec<Var> {
     f.blocks
         .values()
         .flat_map(|b| &b.ops)
@@ -119,7 +119,8 @@ fn pushed_arrays(f: &Function) -> usize {
         })
         .flatten()
         .filter(|v| !f.vars[**v].ty.is_scalar())
-        .count()
+        .copied()
+        .collect()
 }
 
 #[test]
@@ -133,7 +134,7 @@ fn the_results_of_products_and_softplus_are_not_saved() {
          fn ll(t: [f64; D]) -> f64 { let z = matvec(X, t); sum(Y * z - softplus(z)) }\n\
          fn g(t: [f64; D]) -> (f64, [f64; D]) { value_and_grad(ll, t) }",
     );
-    assert_eq!(pushed_arrays(function(&p, "ll'grad.fwd")), 2);
+    assert_eq!(pushed_arrays(function(&p, "ll'grad.fwd")).len(), 2);
     let pops = count(function(&p, "ll'grad.bwd"), |p| {
         matches!(p, Prim::TapePop(_))
     });
@@ -218,20 +219,8 @@ fn a_recursion_over_an_array_tapes_no_array() {
     };
     let fwd = part(".fwd");
     assert!(has_cycle(fwd), "the forward part loops");
-    let arrays: Vec<String> = fwd
-        .blocks
-        .values()
-        .flat_map(|b| &b.ops)
-        .filter_map(|op| match op {
-            Op::Prim {
-                prim: Prim::TapePush,
-                args,
-                ..
-            } => Some(args),
-            _ => None,
-        })
-        .flatten()
-        .filter(|v| !fwd.vars[**v].ty.is_scalar())
+    let arrays: Vec<String> = pushed_arrays(fwd)
+        .iter()
         .map(|v| format!("{v}: {:?}", fwd.vars[*v].ty))
         .collect();
     assert!(arrays.is_empty(), "arrays pushed: {arrays:?}");
