@@ -75,8 +75,10 @@ pub(crate) struct AdjointReads {
 /// What [`prim_adjoint`]'s rule for `prim` reads: the rules that move,
 /// add, negate, index or sum `dy` read no operand's value (only types,
 /// which the backward part knows), an index's rule reads the index and a
-/// `select`'s the condition; every other rule may read all of them and
-/// the result.
+/// `select`'s the condition; a product's and the unary rules that are
+/// `dy` times a function of the operand (`abs`, `ln`, `ln_1p`,
+/// `log_sigmoid`, `softplus`) read the operands but not the result; every
+/// other rule may read all of them and the result.
 pub(crate) fn adjoint_reads(prim: &Prim, args: &[Var]) -> AdjointReads {
     let (operands, result): (Vec<Var>, bool) = match prim {
         Prim::Copy
@@ -89,6 +91,10 @@ pub(crate) fn adjoint_reads(prim: &Prim, args: &[Var]) -> AdjointReads {
         | Prim::Reduce(ReduceOp::Sum | ReduceOp::Mean) => (Vec::new(), false),
         Prim::Index | Prim::IndexSet => (vec![args[1]], false),
         Prim::Select => (vec![args[0]], false),
+        Prim::Binary(B::Mul)
+        | Prim::Unary(U::Abs | U::Ln | U::Ln1p | U::LogSigmoid | U::Softplus) => {
+            (args.to_vec(), false)
+        }
         _ => (args.to_vec(), true),
     };
     AdjointReads { operands, result }

@@ -6,7 +6,7 @@
 //! crate's `grad` test, which runs every executor.)
 
 use autobatch_autodiff::{derive, Derivative, Request};
-use autobatch_ir::{verify::verify_program, FuncId, Function, Op, Prim, Program};
+use autobatch_ir::{verify::verify_program, FuncId, Function, Op, Prim, Program, Var};
 
 fn compile(source: &str) -> Program {
     let program = autobatch_lower::compile(source).unwrap_or_else(|d| panic!("{d:?}"));
@@ -104,6 +104,43 @@ fn the_seed_of_grad_is_folded_away() {
     assert_eq!(count(grad, |p| *p == Prim::Vecmat), 1);
 }
 
+/// The array variables the tape pushes of function `f` save.
+fn pushed_arrays(f: &Function) -> Vec<Var> {
+    f.blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .filter_map(|op| match op {
+            Op::Prim {
+                prim: Prim::TapePush,
+                args,
+                ..
+            } => Some(args),
+            _ => None,
+        })
+        .flatten()
+        .filter(|v| !f.vars[**v].ty.is_scalar())
+        .copied()
+        .collect()
+}
+
+#[test]
+fn the_results_of_products_and_softplus_are_not_saved() {
+    // The adjoints of `Y * z` and `softplus(z)` read `z` (and the static
+    // `Y`), not the values they computed: the forward part saves `z` and
+    // `t` (which the product's adjoint would read for a gradient of `X`),
+    // not `Y * z` nor `softplus(z)`.
+    let p = compile(
+        "extern \"autobatch\" { static X: [[f64; D]; N]; static Y: [f64; N]; }\n\
+         fn ll(t: [f64; D]) -> f64 { let z = matvec(X, t); sum(Y * z - softplus(z)) }\n\
+         fn g(t: [f64; D]) -> (f64, [f64; D]) { value_and_grad(ll, t) }",
+    );
+    assert_eq!(pushed_arrays(function(&p, "ll'grad.fwd")).len(), 2);
+    let pops = count(function(&p, "ll'grad.bwd"), |p| {
+        matches!(p, Prim::TapePop(_))
+    });
+    assert_eq!(pops, 2);
+}
+
 #[test]
 fn products_have_product_adjoints() {
     let p = compile(
@@ -182,20 +219,8 @@ fn a_recursion_over_an_array_tapes_no_array() {
     };
     let fwd = part(".fwd");
     assert!(has_cycle(fwd), "the forward part loops");
-    let arrays: Vec<String> = fwd
-        .blocks
-        .values()
-        .flat_map(|b| &b.ops)
-        .filter_map(|op| match op {
-            Op::Prim {
-                prim: Prim::TapePush,
-                args,
-                ..
-            } => Some(args),
-            _ => None,
-        })
-        .flatten()
-        .filter(|v| !fwd.vars[**v].ty.is_scalar())
+    let arrays: Vec<String> = pushed_arrays(fwd)
+        .iter()
         .map(|v| format!("{v}: {:?}", fwd.vars[*v].ty))
         .collect();
     assert!(arrays.is_empty(), "arrays pushed: {arrays:?}");
