@@ -9,7 +9,7 @@
 //!   quantity under Stan's names (`beta[2]`, `L[2,1]`), and in `data` the
 //!   path of the data set (relative to the posterior's directory);
 //! - optionally `check.json`: the run's settings ([`Settings`]: chains,
-//!   warmup, draws, seed, target acceptance) and whether the posterior is
+//!   warmup, draws, seed, target acceptance, tree depth) and whether the posterior is
 //!   in the fast subset (`"fast": true`).
 //!
 //! Every parameter that both the draws and the reference name (`beta.1`
@@ -129,6 +129,7 @@ fn sample_config(settings: &Settings) -> SampleConfig {
         warmup: settings.warmup,
         draws: settings.draws,
         target_accept: settings.target_accept,
+        max_depth: settings.max_depth,
         run: autobatch::RunConfig {
             options: autobatch::RunOptions {
                 seed: settings.seed,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// How a posterior is sampled for its check, from its `check.json`; every
 /// field may be left out (Stan's defaults: 4 chains of 1000 warmup
-/// iterations and 1000 draws, target acceptance 0.8; seed 1).
+/// iterations and 1000 draws, target acceptance 0.8, tree depth 10; seed 1).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
@@ -16,6 +16,8 @@ pub struct Settings {
     pub draws: usize,
     pub seed: u64,
     pub target_accept: f64,
+    /// The deepest tree of a trajectory (Stan's `max_treedepth`).
+    pub max_depth: u32,
     /// In the fast subset (`--fast`, and the test suite): sampled in
     /// seconds.
     pub fast: bool,
@@ -37,6 +39,7 @@ impl Default for Settings {
             draws: 1000,
             seed: 1,
             target_accept: 0.8,
+            max_depth: 10,
             fast: false,
             data: None,
             note: None,
