@@ -924,15 +924,34 @@ fn backward_block(
         let x = w.value(*v);
         values.push(w.b.adjoint_or_zero(x, loc)?);
     }
-    for (v, a) in handed.iter().zip(values) {
-        let carried = w.carried(*v);
-        if carried != a {
-            w.b.prim_into(carried, Prim::Copy, vec![a], loc);
-        }
-    }
+    let carried: Vec<Var> = handed.iter().map(|v| w.carried(*v)).collect();
+    hand_over(w, &carried, values, loc);
     let pop = preds.iter().any(|q| layout.pushes_index[*q]);
     dispatch(w, preds, pop, loc);
     Ok(())
+}
+
+/// Sets each carried adjoint `carried[k]` to `values[k]`, all at once: a
+/// value that is itself another carried adjoint about to be set (the
+/// adjoint of `gamma = next` is `next`'s, taken from `gamma`'s as it is)
+/// is read into a temporary before any is set.
+fn hand_over(w: &mut Backward, carried: &[Var], mut values: Vec<Var>, loc: Loc) {
+    let set: Vec<bool> = carried.iter().zip(&values).map(|(c, a)| c != a).collect();
+    for k in 0..values.len() {
+        let a = values[k];
+        let overwritten = (0..carried.len()).any(|j| j != k && set[j] && carried[j] == a);
+        if overwritten {
+            let ty = w.b.ty(a).clone();
+            let t = w.b.var(ty, None, false);
+            w.b.prim_into(t, Prim::Copy, vec![a], loc);
+            values[k] = t;
+        }
+    }
+    for (c, a) in carried.iter().zip(values) {
+        if *c != a {
+            w.b.prim_into(*c, Prim::Copy, vec![a], loc);
+        }
+    }
 }
 
 /// The adjoint of operation `at` (block, index) of `g`, walking backward:
