@@ -2,7 +2,7 @@
 """Reference values for the gradient tests through recursion, loops and
 instances (tests/programs/grad_recursion_*.ab, grad_while.ab,
 grad_loop_break.ab, grad_join_tree.ab, grad_map_extra.ab,
-grad_instances_f32.ab), for the tests of data arguments (grad_data*.ab) and
+grad_instances_f32.ab, grad_loop_carried.ab), for the tests of data arguments (grad_data*.ab) and
 for the Jacobian tests (jacobian_*.ab).
 
 Each program is written again here in Python over mpmath numbers (50
@@ -431,6 +431,62 @@ def data_forks():
     show("grad_data_forks", out)
 
 
+# ---------------------------------------------------------------- grad_loop_carried
+
+
+def swap(x, y, n):
+    for _ in range(n):
+        x, y = y, x * 3
+    return x + 10 * y
+
+
+def decay(a, n):
+    gamma = [mpf(0), mpf(0)]
+    for _ in range(n):
+        gamma = [gamma[k] * mpf("0.5") + a[k] for k in range(2)]
+    return sum(gamma)
+
+
+def hmm_forward(t1, t2, mu, ys):
+    log_theta = [[mp.log(t1[0]), mp.log(t1[1])], [mp.log(t2[0]), mp.log(t2[1])]]
+
+    def lpdf(y, m):
+        return -(y - m) ** 2 / 2 - mp.log(2 * mp.pi) / 2
+
+    def lse(xs):
+        top = max(xs)
+        return top + mp.log(sum(mp.exp(x - top) for x in xs))
+
+    gamma = [lpdf(ys[0], mu[k]) for k in range(2)]
+    for y in ys[1:]:
+        gamma = [lse([gamma[j] + log_theta[j][k] for j in range(2)]) + lpdf(y, mu[k]) for k in range(2)]
+    return lse(gamma)
+
+
+def loop_carried():
+    out = []
+    for p, n in zip([[1.0, 2.0], [1.0, 2.0], [0.5, -1.5], [1.0, 2.0]], [3, 2, 5, 0]):
+        f = lambda x, y: swap(x, y, n)
+        point = [mpf(v) for v in p]
+        out.append({"ok": [num(f(*point)), [num(g) for g in gradient(f, point)]]})
+    show("grad_loop_carried swap", out)
+    out = []
+    for a, n in zip([[1.0, 2.0], [1.0, 2.0], [-0.5, 0.25]], [3, 1, 6]):
+        f = lambda x, y: decay([x, y], n)
+        point = [mpf(v) for v in a]
+        out.append({"ok": [num(f(*point)), [num(g) for g in gradient(f, point)]]})
+    show("grad_loop_carried decay", out)
+    ys = [mpf(v) for v in ("2.5", "3.1", "9.8", "10.4", "2.9", "11.0", "3.3")]
+    out = []
+    for t1, t2, mu in [([0.7, 0.3], [0.2, 0.8], [3.0, 10.0]), ([0.5, 0.5], [0.9, 0.1], [2.0, 9.0])]:
+        t2m = [mpf(v) for v in t2]
+        mum = [mpf(v) for v in mu]
+        f = lambda x, y: hmm_forward([x, y], t2m, mum, ys)
+        point = [mpf(v) for v in t1]
+        out.append({"ok": [num(f(*point)), [num(g) for g in gradient(f, point)]]})
+    show("grad_loop_carried hmm", out)
+
+
 if __name__ == "__main__":
     recursion_power()
     recursion_tree()
@@ -444,3 +500,4 @@ if __name__ == "__main__":
     data()
     data_tree()
     data_forks()
+    loop_carried()

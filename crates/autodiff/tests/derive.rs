@@ -577,3 +577,33 @@ fn every_loop_is_a_loop_of_the_backward_part() {
         assert_eq!(copying_index_sets(bwd), 0, "{name}");
     }
 }
+
+#[test]
+fn the_rows_of_a_differentiated_static_are_read_again_not_saved() {
+    // `W[D]` is a row of a differentiated static: the backward part reads
+    // it again from the static (its adjoint goes to the static's log as an
+    // outer product). Only `h` of each step is saved: one array an iteration.
+    let source = "extern \"autobatch\" { static W: [[[f64; 4]; 4]; 2]; }\n\
+         fn cell<const D: usize>(h: [f64; 4]) -> [f64; 4] { matvec(W[D], h).tanh() }\n\
+         fn loss(h0: [f64; 4], n: usize) -> f64 {\n\
+             let mut h = h0;\n\
+             for t in 0..n { h = cell::<1>(h); }\n\
+             sum(h)\n\
+         }";
+    let (p, _) = autobatch_lower::compile_static_gradient(source, "loss", &["W".to_string()])
+        .unwrap_or_else(|d| panic!("{d:?}"));
+    if let Err(errors) = verify_program(&p) {
+        panic!("the derived IR does not verify: {errors:?}");
+    }
+    let cells: Vec<&Function> = p
+        .functions
+        .values()
+        .filter(|f| f.name.starts_with("cell") && f.name.ends_with(".fwd"))
+        .collect();
+    assert!(!cells.is_empty(), "the cell has a forward part");
+    for f in cells {
+        let pushed = pushed_arrays(f);
+        let matrices = pushed.iter().filter(|v| f.vars[**v].ty.dims.len() == 2);
+        assert_eq!(matrices.count(), 0, "{}: no matrix is saved", f.name);
+    }
+}
