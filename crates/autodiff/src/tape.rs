@@ -937,14 +937,14 @@ fn backward_block(
 /// is read into a temporary before any is set.
 fn hand_over(w: &mut Backward, carried: &[Var], mut values: Vec<Var>, loc: Loc) {
     let set: Vec<bool> = carried.iter().zip(&values).map(|(c, a)| c != a).collect();
-    for k in 0..values.len() {
-        let a = values[k];
+    for (k, value) in values.iter_mut().enumerate() {
+        let a = *value;
         let overwritten = (0..carried.len()).any(|j| j != k && set[j] && carried[j] == a);
         if overwritten {
             let ty = w.b.ty(a).clone();
             let t = w.b.var(ty, None, false);
             w.b.prim_into(t, Prim::Copy, vec![a], loc);
-            values[k] = t;
+            *value = t;
         }
     }
     for (c, a) in carried.iter().zip(values) {
