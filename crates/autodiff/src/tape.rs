@@ -88,7 +88,11 @@ enum Invariant {
     /// constant) of a differentiated static, held by `whole`: the backward
     /// part reads the row again, and its adjoint goes to the static's log
     /// row by row, as a view of that row.
-    Row { id: StaticId, index: Var, whole: Var },
+    Row {
+        id: StaticId,
+        index: Var,
+        whole: Var,
+    },
 }
 
 /// Whether two constants are the same value, bit for bit (`-0.0` is not `0.0`).
