@@ -246,8 +246,21 @@ fn views(function: &Function, statics: &[Option<u32>]) -> Vec<bool> {
 /// that only `LoadStatic` of that one static defines (no parameter, no
 /// other destination).
 fn static_vars(function: &Function) -> Vec<Option<u32>> {
+    arrays_defined_only_by(function, |prim| match prim {
+        Prim::LoadStatic(id) => Some(id.0),
+        _ => None,
+    })
+}
+
+/// Per variable of `function`: `Some(k)` when it is an array, no
+/// parameter, and every operation defining it is a primitive that `key`
+/// maps to the same `Some(k)`.
+pub(super) fn arrays_defined_only_by<K: Copy + PartialEq>(
+    function: &Function,
+    key: impl Fn(&Prim) -> Option<K>,
+) -> Vec<Option<K>> {
     let count = function.vars.len();
-    let mut loaded: Vec<Option<u32>> = vec![None; count];
+    let mut found: Vec<Option<K>> = vec![None; count];
     let mut other = vec![false; count];
     for p in &function.params {
         other[p.index()] = true;
@@ -255,17 +268,15 @@ fn static_vars(function: &Function) -> Vec<Option<u32>> {
     for op in function.blocks.values().flat_map(|b| &b.ops) {
         match op {
             Op::Prim {
-                dst: Some(d),
-                prim: Prim::LoadStatic(id),
-                ..
+                dst: Some(d), prim, ..
             } => {
-                let (i, id) = (d.index(), id.0);
-                match loaded[i] {
-                    Some(old) if old != id => other[i] = true,
-                    _ => loaded[i] = Some(id),
+                let i = d.index();
+                match (key(prim), found[i]) {
+                    (Some(k), Some(old)) if old != k => other[i] = true,
+                    (Some(k), _) => found[i] = Some(k),
+                    (None, _) => other[i] = true,
                 }
             }
-            Op::Prim { dst: Some(d), .. } => other[d.index()] = true,
             Op::Prim { dst: None, .. } => {}
             Op::Call { dsts, .. } | Op::Fork { dsts, .. } => {
                 for d in dsts {
@@ -277,8 +288,8 @@ fn static_vars(function: &Function) -> Vec<Option<u32>> {
     function
         .vars
         .values()
-        .zip(loaded.into_iter().zip(other))
-        .map(|(v, (id, other))| id.filter(|_| !other && !v.ty.is_scalar()))
+        .zip(found.into_iter().zip(other))
+        .map(|(v, (k, other))| k.filter(|_| !other && !v.ty.is_scalar()))
         .collect()
 }
 

@@ -57,32 +57,11 @@ fn quiet_alone(function: &Function, quiet: &[bool]) -> bool {
 /// read in place on the tape, one that is no parameter, is defined only by
 /// `tape_pop` and by nothing else.
 pub(crate) fn popped(function: &Function, quiet: bool) -> Vec<bool> {
-    let count = function.vars.len();
     if !quiet {
-        return vec![false; count];
+        return vec![false; function.vars.len()];
     }
-    let mut popped = vec![false; count];
-    let mut other = vec![false; count];
-    for p in &function.params {
-        other[p.index()] = true;
-    }
-    for op in function.blocks.values().flat_map(|b| &b.ops) {
-        match op {
-            Op::Prim {
-                dst: Some(d),
-                prim: Prim::TapePop(_),
-                ..
-            } => popped[d.index()] = true,
-            Op::Prim { dst, .. } => dst.iter().for_each(|d| other[d.index()] = true),
-            Op::Call { dsts, .. } | Op::Fork { dsts, .. } => {
-                dsts.iter().for_each(|d| other[d.index()] = true)
-            }
-        }
-    }
-    function
-        .vars
-        .values()
-        .zip(popped.into_iter().zip(other))
-        .map(|(v, (popped, other))| popped && !other && !v.ty.is_scalar())
-        .collect()
+    let pops = super::function::arrays_defined_only_by(function, |prim| {
+        matches!(prim, Prim::TapePop(_)).then_some(())
+    });
+    pops.iter().map(Option::is_some).collect()
 }
