@@ -382,7 +382,7 @@ unsafe fn move_tape(
         unreachable!("a tape popped past its start")
     }
     if !r.is_scalar() {
-        count_pop(r.bytes(), true);
+        count_pop(ctx, r.bytes(), true);
     }
     Ok(())
 }
@@ -408,13 +408,20 @@ pub fn popped_bytes() -> PoppedBytes {
     }
 }
 
-fn count_pop(bytes: usize, copied: bool) {
+/// Adds a runner's counts to the process's (once, when it is dropped: the
+/// pops themselves count in the runner's context).
+pub(crate) fn add_popped_bytes(counts: PoppedBytes) {
+    POPPED_COPIED.fetch_add(counts.copied, Ordering::Relaxed);
+    POPPED_IN_PLACE.fetch_add(counts.in_place, Ordering::Relaxed);
+}
+
+fn count_pop(ctx: &mut Context, bytes: usize, copied: bool) {
     let counter = if copied {
-        &POPPED_COPIED
+        &mut ctx.popped.copied
     } else {
-        &POPPED_IN_PLACE
+        &mut ctx.popped.in_place
     };
-    counter.fetch_add(bytes as u64, Ordering::Relaxed);
+    *counter += bytes as u64;
 }
 
 /// `tape_pop` of an array that native code reads in place
@@ -433,13 +440,13 @@ pub(crate) extern "C" fn tape_pop_in_place(
         unreachable!("a tape popped past its start")
     };
     if (at as usize).is_multiple_of(align.max(1) as usize) {
-        count_pop(bytes as usize, false);
+        count_pop(ctx, bytes as usize, false);
         return at;
     }
     // SAFETY: the popped bytes stay on the tape's memory (see
     // `Tape::pop_in_place`); `frame` is the array's place, of `bytes` bytes.
     unsafe { std::ptr::copy_nonoverlapping(at, frame, bytes as usize) };
-    count_pop(bytes as usize, true);
+    count_pop(ctx, bytes as usize, true);
     frame
 }
 

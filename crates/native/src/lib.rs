@@ -280,6 +280,9 @@ pub(crate) struct Context {
     tape_bytes: u64,
     /// The most it may hold ([`Limits::max_tape_bytes`]).
     tape_bound: usize,
+    /// The bytes of arrays popped by this runner's members, added to the
+    /// process's counts ([`popped_bytes`]) when it is dropped.
+    popped: PoppedBytes,
     /// Where a member run among others suspends at a product with a
     /// static matrix ([`waits`]); null for a member run alone.
     yielder: *const waits::MemberYielder,
@@ -343,9 +346,11 @@ impl Context {
 }
 
 impl Drop for Context {
-    /// The tape's memory goes to the thread's spares, for the next runner.
+    /// The tape's memory goes to the thread's spares, for the next runner;
+    /// the bytes popped to the process's counts.
     fn drop(&mut self) {
         tape::Tape::give_back(std::mem::take(&mut self.tape));
+        arrays::add_popped_bytes(self.popped);
     }
 }
 
@@ -607,6 +612,7 @@ impl NativeProgram {
             peak_instances: 0,
             tape_bytes: 0,
             tape_bound: usize::MAX,
+            popped: PoppedBytes::default(),
             adjoints: Vec::new(),
             tape: tape::Tape::spare(),
             caught_tapes: Vec::new(),
