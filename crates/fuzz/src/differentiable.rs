@@ -16,7 +16,7 @@
 //! A vector expression may be an ODE solve (`ode_rk45` or `ode_bdf_tol`)
 //! of the small linear system `dode` from it, the state at time 1.
 //! One more vector helper, `dl(x)`, runs a counted loop (`for k in 0..T`)
-//! that updates an array and a scalar; with `T` of 16 or less the
+//! that updates an array and a scalar (and may swap two scalars); with `T` of 16 or less the
 //! derivation unrolls it, above that it differentiates it over a tape.
 //! Another, `dt(x)`, calls `dtr(x, T, x)`, which calls itself in tail
 //! position (a jump, in the function and in its derivatives) with an
@@ -802,8 +802,8 @@ fn ode_system() -> Function {
 
 /// `dl(x: [f64; 3]) -> [f64; 3]`: a counted loop of a constant count
 /// (unrolled when short, taped when long) over an array state `s`, updated
-/// one element per iteration, and a scalar state `a`; `tanh` keeps both
-/// bounded however long the loop.
+/// one element per iteration, and scalar states `a` and `b` that may trade
+/// values each iteration; `tanh` keeps them bounded however long the loop.
 fn loop_helper(rng: &mut ChaCha8Rng, weight: bool) -> Function {
     let trips = *[0, 3, 12, 17, 40].choose(rng).unwrap_or(&17);
     let s = || Expr::var("s", Ty::FloatArray);
@@ -831,7 +831,8 @@ fn loop_helper(rng: &mut ChaCha8Rng, weight: bool) -> Function {
         leaves.push(index(w(), position.clone()));
     }
     let scaled_a = Expr::binary(Ty::Float, BinOp::Mul, a(), literal(rng));
-    let body = vec![
+    let b = || Expr::var("b", Ty::Float);
+    let mut body = vec![
         Stmt::SetIndex {
             name: "s".into(),
             index: position,
@@ -849,6 +850,26 @@ fn loop_helper(rng: &mut ChaCha8Rng, weight: bool) -> Function {
             )),
         },
     ];
+    // Sometimes `a` and `b` trade values, so that the loop's carried
+    // adjoints are handed on from one variable to another.
+    if rng.gen_bool(0.5) {
+        body.extend([
+            Stmt::Let {
+                name: "held".into(),
+                value: a(),
+            },
+            Stmt::Assign {
+                name: "a".into(),
+                op: AssignOp::Set,
+                value: b(),
+            },
+            Stmt::Assign {
+                name: "b".into(),
+                op: AssignOp::Set,
+                value: Expr::var("held", Ty::Float),
+            },
+        ]);
+    }
     let stmts = vec![
         Stmt::Let {
             name: "s".into(),
@@ -857,6 +878,10 @@ fn loop_helper(rng: &mut ChaCha8Rng, weight: bool) -> Function {
         Stmt::Let {
             name: "a".into(),
             value: index(x(), Expr::int(0)),
+        },
+        Stmt::Let {
+            name: "b".into(),
+            value: index(x(), Expr::int(1)),
         },
         Stmt::For {
             var: "k".into(),
