@@ -1,10 +1,10 @@
 //! The analyses the derivation needs on the function it differentiates:
-//! a re-entered entry copied, reachability, live-in variables per
-//! block and activity (which variables depend on the active parameters);
-//! and one on the functions it builds: updating arrays in place.
+//! a re-entered entry copied, reachability and activity (which variables
+//! depend on the active parameters); and one on the functions it builds: updating arrays in place.
 
 use std::collections::BTreeSet;
 
+use autobatch_ir::liveness::{Liveness, VarSet};
 use autobatch_ir::{Block, BlockData, EntityRef, Function, Op, Prim, Terminator, UnaryOp, Var};
 
 /// A copy of `f` whose entry block has no predecessor: when blocks jump
@@ -76,50 +76,6 @@ pub(crate) fn reachable(g: &Function) -> Vec<bool> {
     seen
 }
 
-/// The variables live at the entry of each block, in increasing order.
-pub(crate) fn live_in(g: &Function) -> Vec<Vec<Var>> {
-    let n = g.blocks.len();
-    let mut uses: Vec<BTreeSet<Var>> = Vec::with_capacity(n);
-    let mut defs: Vec<BTreeSet<Var>> = Vec::with_capacity(n);
-    for (_, data) in g.blocks.iter() {
-        let mut u = BTreeSet::new();
-        let mut d = BTreeSet::new();
-        for op in &data.ops {
-            for v in op.uses() {
-                if !d.contains(v) {
-                    u.insert(*v);
-                }
-            }
-            d.extend(op.defs().iter().copied());
-        }
-        for v in data.term.uses() {
-            if !d.contains(v) {
-                u.insert(*v);
-            }
-        }
-        uses.push(u);
-        defs.push(d);
-    }
-    let mut live: Vec<BTreeSet<Var>> = uses.clone();
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for b in (0..n).rev() {
-            let mut out = BTreeSet::new();
-            for s in g.blocks[Block::new(b)].term.successors() {
-                out.extend(live[s.index()].iter().copied());
-            }
-            let mut new = uses[b].clone();
-            new.extend(out.into_iter().filter(|v| !defs[b].contains(v)));
-            if new != live[b] {
-                live[b] = new;
-                changed = true;
-            }
-        }
-    }
-    live.into_iter().map(|s| s.into_iter().collect()).collect()
-}
-
 /// Whether a primitive's result carries derivative information from its
 /// operands (false for the piecewise-constant ones).
 pub(crate) fn propagates(prim: &Prim) -> bool {
@@ -183,7 +139,7 @@ pub(crate) fn activity(
 /// ..` in a loop, is one array, not a copy per element). Then drops the
 /// copies of a variable into itself.
 pub(crate) fn update_in_place(func: &mut Function) {
-    let live = live_in(func);
+    let live = Liveness::compute(func);
     let mut defs = vec![0usize; func.vars.len()];
     for op in func.blocks.values().flat_map(|b| &b.ops) {
         for d in op.defs() {
@@ -193,10 +149,7 @@ pub(crate) fn update_in_place(func: &mut Function) {
     let params: BTreeSet<Var> = func.params.iter().copied().collect();
     let blocks: Vec<Block> = func.blocks.keys().collect();
     for blk in blocks {
-        let mut live_out = BTreeSet::new();
-        for s in func.blocks[blk].term.successors() {
-            live_out.extend(live[s.index()].iter().copied());
-        }
+        let live_out = &live.live_out[blk.index()];
         let data = &mut func.blocks[blk];
         for k in 0..data.ops.len() {
             let Op::Prim {
@@ -213,8 +166,8 @@ pub(crate) fn update_in_place(func: &mut Function) {
                 || defs[d.index()] != 1
                 || params.contains(&s)
                 || params.contains(&d)
-                || live_out.contains(&d)
-                || !renamable(data, k, s, d, &live_out)
+                || live_out.contains(d)
+                || !renamable(data, k, s, d, live_out)
             {
                 continue;
             }
@@ -245,7 +198,7 @@ pub(crate) fn update_in_place(func: &mut Function) {
 /// defined again (nor live out of the block if it is not), and every read
 /// of `d` comes before `s` is defined again (an operation reads before it
 /// writes: `s = copy d` is fine).
-fn renamable(data: &BlockData, k: usize, s: Var, d: Var, live_out: &BTreeSet<Var>) -> bool {
+fn renamable(data: &BlockData, k: usize, s: Var, d: Var, live_out: &VarSet) -> bool {
     for (j, op) in data.ops.iter().enumerate().skip(k + 1) {
         if op.uses().contains(&s) {
             return false;
@@ -255,7 +208,7 @@ fn renamable(data: &BlockData, k: usize, s: Var, d: Var, live_out: &BTreeSet<Var
             return !later.chain(data.term.uses()).any(|v| *v == d);
         }
     }
-    !data.term.uses().contains(&s) && !live_out.contains(&s)
+    !data.term.uses().contains(&s) && !live_out.contains(s)
 }
 
 fn rename_uses(op: &mut Op, from: Var, to: Var) {

@@ -40,6 +40,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use autobatch_ir::liveness::{Liveness, VarSet};
 use autobatch_ir::{
     fork_calls, Block, BlockData, CompareOp, EntityRef, FuncId, Function, InstanceArg, Instances,
     JoinCall, Op, Prim, Scalar, ScalarType, StaticId, TapeMode, TensorType, Terminator, Type, Var,
@@ -265,7 +266,7 @@ struct Layout {
     /// Per block, whether it pushes its index at its end.
     pushes_index: Vec<bool>,
     returns: Vec<usize>,
-    live_in: Vec<Vec<Var>>,
+    live_in: Vec<VarSet>,
     invariants: Vec<Option<Invariant>>,
 }
 
@@ -465,7 +466,7 @@ fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
         preds,
         pushes_index,
         returns,
-        live_in: analysis::live_in(&g),
+        live_in: Liveness::compute(&g).live_in,
         invariants,
     })
 }
@@ -892,7 +893,7 @@ fn backward_block(
         term => {
             let mut out: BTreeSet<Var> = BTreeSet::new();
             for s in term.successors() {
-                out.extend(layout.live_in[s.index()].iter().copied());
+                out.extend(layout.live_in[s.index()].iter());
             }
             let out: Vec<Var> = out.into_iter().filter(|v| w.carries(*v)).collect();
             for v in out {
@@ -919,7 +920,7 @@ fn backward_block(
     let mut handed: BTreeSet<Var> = BTreeSet::new();
     for q in preds {
         for s in g.blocks[Block::new(*q)].term.successors() {
-            handed.extend(layout.live_in[s.index()].iter().copied());
+            handed.extend(layout.live_in[s.index()].iter());
         }
     }
     let handed: Vec<Var> = handed.into_iter().filter(|v| w.carries(*v)).collect();

@@ -62,7 +62,7 @@ use crate::internal::internal_error;
 use crate::memory::concrete_shape;
 use crate::monitor::{interrupted, stack_overflow, step_limit, OpCounter, Watch};
 use crate::{Batch, Env, ExecError, Executor, RunOptions, RunOutput, Stats};
-use autobatch_passes::liveness::{last_reads, LastReads};
+use autobatch_passes::last_reads::{last_reads, LastReads};
 
 /// The reference executor in the registry ([`crate::EXECUTORS`]).
 pub struct Reference;

@@ -7,7 +7,7 @@
 //! This crate must not know about syntax or about how a strategy executes:
 //! it reads and rewrites IR only.
 
-pub mod liveness;
+pub mod last_reads;
 pub mod member;
 pub mod stack;
 pub mod tail_calls;

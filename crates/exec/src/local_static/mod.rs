@@ -147,7 +147,7 @@ fn plan_op<'p>(
 /// parameter, live into no block, read by no terminator, neither passed to
 /// nor live across a call or a fork).
 fn step_temporaries(fid: FuncId, function: &Function, invariance: &Invariance) -> Vec<bool> {
-    let live = autobatch_passes::liveness::Liveness::compute(function);
+    let live = autobatch_ir::liveness::Liveness::compute(function);
     let mut is_temp: Vec<bool> = function
         .vars
         .keys()

@@ -25,8 +25,8 @@
 
 use std::collections::HashMap;
 
+use autobatch_ir::liveness::Liveness;
 use autobatch_ir::{Block, EntityRef, FuncId, Function, Op, Program, Terminator, Var};
-use autobatch_passes::liveness::Liveness;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Signature, UserFuncName, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};

@@ -15,8 +15,8 @@
 
 use std::collections::HashMap;
 
+use autobatch_ir::liveness::{Liveness, VarSet};
 use autobatch_ir::{BinaryOp, Block, EntityRef, Function, Op, Prim, Terminator, UnaryOp, Var};
-use autobatch_passes::liveness::{Liveness, VarSet};
 use autobatch_types::ScalarType;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Value};

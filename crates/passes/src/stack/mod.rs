@@ -45,8 +45,8 @@ use autobatch_ir::{
 };
 use autobatch_types::Scalar;
 
-use crate::liveness::Liveness;
 use crate::uniformity::Invariance;
+use autobatch_ir::liveness::Liveness;
 
 pub mod verify;
 pub use verify::{verify_lowered, StackVerifyError};
@@ -541,7 +541,7 @@ impl BlockLowering<'_> {
         fid: FuncId,
         b: Block,
         op: &Op,
-        live_after: &crate::liveness::VarSet,
+        live_after: &autobatch_ir::liveness::VarSet,
         mut current: LoweredBlock,
     ) -> LoweredBlock {
         let Op::Call {
