@@ -27,8 +27,9 @@
 //! the output's partials in each coordinate of the point), the members
 //! perturbed all in one batch (one member per point moved); and the gradient
 //! of the loss with respect to the statics summed over members (`--grad-statics
-//! W,M`), one run of the loss per moved element of a static, summed over the
-//! members that finish at the point. The helpers are all `f64`, so no `f32`
+//! W,M`), summed over the members that finish at the point, along a fixed
+//! direction per static whose elements are all nonzero and different (the
+//! statics are shared, so each moved point is a run of its own). The helpers are all `f64`, so no `f32`
 //! difference is taken.
 
 use autobatch::{Compiled, MemberError, RunResult, Scalar, Value};
@@ -67,7 +68,7 @@ const ROUNDING: f64 = 1e-13;
 /// value is accurate to its tolerances (`1e-6` relative at the loosest),
 /// and so is its derivative (the sensitivities solved alongside), which
 /// differences at `h` cannot be held to more closely than this over `h`.
-const SOLVER: f64 = 1e-7;
+const SOLVER: f64 = 1e-6;
 
 /// The function's values around one coordinate `x` of a point: at `x ± h`,
 /// `x ± h/2`, `x ± c` (the close step) and `x`, in that order.
@@ -273,21 +274,32 @@ fn floats(value: &Json) -> Vec<f64> {
 
 /// `value` with its float element `i` (row-major) moved by `by`.
 fn moved(value: &Json, i: usize, by: f64) -> Json {
-    fn go(value: &Json, i: &mut usize, by: f64) -> Json {
+    shifted(value, &|k| if k == i { by } else { 0.0 })
+}
+
+/// `value` with each float element `k` (row-major) moved by `by(k)`.
+fn shifted(value: &Json, by: &dyn Fn(usize) -> f64) -> Json {
+    fn go(value: &Json, k: &mut usize, by: &dyn Fn(usize) -> f64) -> Json {
         match value {
-            Json::Array(items) => Json::Array(items.iter().map(|v| go(v, i, by)).collect()),
-            v => {
-                let here = *i == 0;
-                *i = i.wrapping_sub(1);
-                match (here, v.as_f64()) {
-                    (true, Some(x)) => json!(x + by),
-                    _ => v.clone(),
+            Json::Array(items) => Json::Array(items.iter().map(|v| go(v, k, by)).collect()),
+            v => match v.as_f64() {
+                Some(x) => {
+                    *k += 1;
+                    json!(x + by(*k - 1))
                 }
-            }
+                None => v.clone(),
+            },
         }
     }
-    let mut i = i;
-    go(value, &mut i, by)
+    go(value, &mut 0, by)
+}
+
+/// The direction along which a static's gradient is checked: element `k`
+/// of it, all of them nonzero and different, so that no wrong element
+/// cancels another.
+fn direction(k: usize) -> f64 {
+    let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+    sign * (0.5 + 0.25 * ((k * 7) % 5) as f64)
 }
 
 /// The float elements of a member's result, row-major; empty for an error.
@@ -428,8 +440,9 @@ fn bind_static_gradient(
 }
 
 /// The gradient with respect to statics of a run (`reference`) against
-/// central differences of the loss summed over the members that finish:
-/// one run of the loss per moved element of a static.
+/// central differences of the loss summed over the members that finish,
+/// each static's along a fixed [`direction`] (its elements all moved at
+/// once: six runs of the loss per static).
 pub fn check_static_gradient(
     compiled: &Compiled,
     case: &Case,
@@ -447,24 +460,25 @@ pub fn check_static_gradient(
     let mut mismatches = Vec::new();
     for (name, summed) in &reference.static_gradients {
         let value = &inputs["shared"][name];
-        for (i, x) in floats(value).into_iter().enumerate() {
-            let derivative = result_floats(&Ok(Value::Tensor(summed.clone())))
-                .get(i)
-                .copied()
-                .unwrap_or(f64::NAN);
-            let (h, close) = Differences::steps(x);
-            let mut values = [unmoved; 7];
-            for (slot, offset) in values.iter_mut().zip(offsets(h, close)).take(6) {
-                let mut moved_inputs = inputs.clone();
-                moved_inputs["shared"][name] = moved(value, i, offset);
-                *slot = summed_loss(compiled, case, gradient, &moved_inputs, &finished)?;
-            }
-            let differences = Differences { h, close, values };
-            if let Some(Err(why)) = differences.judge(derivative, noise) {
-                mismatches.push(format!(
-                    "the gradient with respect to {name}, element {i}: {why}"
-                ));
-            }
+        let elements = floats(value);
+        let gradient_elements = result_floats(&Ok(Value::Tensor(summed.clone())));
+        let derivative: f64 = (0..elements.len())
+            .map(|k| gradient_elements.get(k).copied().unwrap_or(f64::NAN) * direction(k))
+            .sum();
+        let largest = elements.iter().fold(0.0_f64, |m, x| m.max(x.abs()));
+        let (h, close) = Differences::steps(largest);
+        let mut values = [unmoved; 7];
+        for (slot, offset) in values.iter_mut().zip(offsets(h, close)).take(6) {
+            let mut moved_inputs = inputs.clone();
+            moved_inputs["shared"][name] = shifted(value, &|k| offset * direction(k));
+            *slot = summed_loss(compiled, case, gradient, &moved_inputs, &finished)?;
+        }
+        let differences = Differences { h, close, values };
+        if let Some(Err(why)) = differences.judge(derivative, noise) {
+            mismatches.push(format!(
+                "the gradient with respect to {name}, along {:?}: {why}",
+                (0..elements.len()).map(direction).collect::<Vec<_>>()
+            ));
         }
     }
     Ok(mismatches)

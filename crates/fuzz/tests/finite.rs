@@ -212,7 +212,7 @@ fn a_wrong_gradient_with_respect_to_statics_is_reported() {
     assert!(
         wrong
             .iter()
-            .any(|m| m.contains(&format!("with respect to {name}"))),
+            .any(|m| m.contains(&format!("with respect to {name}, along"))),
         "{wrong:#?}"
     );
 }
