@@ -298,7 +298,7 @@ fn shifted(value: &Json, by: &dyn Fn(usize) -> f64) -> Json {
 /// of it, all of them nonzero and different, so that no wrong element
 /// cancels another.
 fn direction(k: usize) -> f64 {
-    let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+    let sign = if k.is_multiple_of(2) { 1.0 } else { -1.0 };
     sign * (0.5 + 0.25 * ((k * 7) % 5) as f64)
 }
 
