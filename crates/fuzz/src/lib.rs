@@ -41,6 +41,13 @@
 //!   leaving them to an interpreter.
 //! - [`oracle`]: compiles and runs a case through the `autobatch` library
 //!   API and compares each member with the reference, bit for bit.
+//! - [`finite`]: the derivative oracle, independent of the derivation:
+//!   each derivative a case checks (gradients, rows of Jacobians, the
+//!   gradient with respect to statics) against central differences of its
+//!   function on the reference executor, with Richardson extrapolation,
+//!   skipping the points where the function has a kink or a step between
+//!   the moved points. Every executor runs the same derived program, so
+//!   only this sees a wrong derivative.
 //! - [`shrink`]: makes a failing case smaller while it still fails.
 //! - [`regression_file`]: a failing case as a `tests/programs` test file.
 //!
@@ -49,12 +56,14 @@
 //!
 //! Architecture Invariant: this crate reaches autobatch only through the
 //! `autobatch` crate's public API, and knows nothing of how a strategy
-//! works: the reference executor is the only oracle. Nothing in the
+//! works: the reference executor is the only oracle (for derivatives,
+//! with the function's own values on the reference). Nothing in the
 //! pipeline depends on it.
 
 pub mod ast;
 pub mod case;
 pub mod differentiable;
+pub mod finite;
 pub mod generate;
 pub mod oracle;
 pub mod shrink;
@@ -96,6 +105,21 @@ pub fn check_seed(seed: u64) -> Outcome {
     let case = generate(seed);
     match check(&case, HEADER_LINES) {
         Verdict::Pass => check_conflict(&case),
+        Verdict::Invalid(why) => Outcome::GeneratorBug {
+            source: case.source(),
+            why,
+        },
+        Verdict::Fail(findings) => Outcome::Fail { case, findings },
+    }
+}
+
+/// Generates the case of `seed` and checks only its derivatives against
+/// central differences ([`finite`]), on the reference: a cheap long run of
+/// the derivative oracle.
+pub fn check_seed_derivatives(seed: u64) -> Outcome {
+    let case = generate(seed);
+    match oracle::check_derivatives_only(&case, HEADER_LINES) {
+        Verdict::Pass => Outcome::Pass,
         Verdict::Invalid(why) => Outcome::GeneratorBug {
             source: case.source(),
             why,

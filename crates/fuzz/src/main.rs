@@ -3,6 +3,8 @@
 //! `S .. S+N` on `T` threads, prints progress, shrinks every failing program
 //! and saves it to `DIR` as a `tests/programs` test file, and ends with the
 //! line `P passed, F failed` (exit code 1 if any failed, 2 on bad usage).
+//! With `--derivatives-only` it checks only each program's derivatives
+//! against central differences of their functions (`finite`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,7 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use autobatch_fuzz::{check_seed, regression_file, shrink_failure, test_file, Outcome};
+use autobatch_fuzz::{
+    check_seed, check_seed_derivatives, regression_file, shrink_failure, test_file, Outcome,
+};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -48,6 +52,10 @@ struct ProgramsArgs {
     /// Worker threads (default: available cores).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     threads: Option<u64>,
+    /// Check only the derivatives against central differences of their
+    /// functions, on the reference (cheap; failures are printed, not shrunk).
+    #[arg(long)]
+    derivatives_only: bool,
 }
 
 /// Counts shared by the workers.
@@ -86,7 +94,7 @@ fn main() -> ExitCode {
                     break;
                 }
                 let seed = args.seed.wrapping_add(i);
-                if !check_one_caught(seed, args.out.as_ref()) {
+                if !check_one_caught(seed, args.out.as_ref(), args.derivatives_only) {
                     tally.failed.fetch_add(1, Ordering::Relaxed);
                 }
                 let done = tally.done.fetch_add(1, Ordering::Relaxed) + 1;
@@ -141,8 +149,14 @@ fn report_progress(last: &Mutex<Instant>, tally: &Tally, done: u64, count: u64, 
 
 /// [`check_one`], reporting a panic of the fuzzer itself (autobatch's are
 /// caught by the oracle) as a failure of that seed.
-fn check_one_caught(seed: u64, out: Option<&PathBuf>) -> bool {
-    let checked = std::panic::catch_unwind(|| check_one(seed, out));
+fn check_one_caught(seed: u64, out: Option<&PathBuf>, derivatives_only: bool) -> bool {
+    let checked = std::panic::catch_unwind(|| {
+        if derivatives_only {
+            check_derivatives(seed)
+        } else {
+            check_one(seed, out)
+        }
+    });
     checked.unwrap_or_else(|payload| {
         let message = payload
             .downcast_ref::<&str>()
@@ -152,6 +166,31 @@ fn check_one_caught(seed: u64, out: Option<&PathBuf>) -> bool {
         eprintln!("seed {seed}: the fuzzer panicked: {message}");
         false
     })
+}
+
+/// Checks one seed's derivatives only; on failure prints the program and
+/// every mismatch. True if it passed.
+fn check_derivatives(seed: u64) -> bool {
+    match check_seed_derivatives(seed) {
+        Outcome::Pass => true,
+        Outcome::Fail { case, findings } => {
+            let details: Vec<String> = findings.into_iter().map(|f| f.detail).collect();
+            eprintln!(
+                "seed {seed}: WRONG DERIVATIVES:\n{}\n{}",
+                details.join("\n"),
+                case.source()
+            );
+            false
+        }
+        Outcome::GeneratorBug { source, why } => {
+            eprintln!("seed {seed}: GENERATOR BUG: {why}\n{source}");
+            false
+        }
+        Outcome::ConflictAccepted { why, .. } => {
+            eprintln!("seed {seed}: {why}");
+            false
+        }
+    }
 }
 
 /// Checks one seed; on failure prints it, shrinks it and saves it. True if it passed.

@@ -7,7 +7,10 @@
 //! result of each member with that member run alone; and, on the
 //! reference, each differentiable helper with the entries that
 //! differentiate it, and a loss with its gradient with respect to statics
-//! (the same errors, kind, message and location: [`compare_with_function`]).
+//! (the same errors, kind, message and location: [`compare_with_function`]);
+//! and, on the reference, each derivative against central differences of
+//! its function ([`crate::finite`]), which sees a wrong derivation that
+//! every executor runs alike.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -162,16 +165,45 @@ pub fn check(case: &Case, header_lines: usize) -> Verdict {
         (Verdict::Pass, Some(gradient)) => check_gradient(&compiled, case, gradient),
         (verdict, _) => verdict,
     };
-    match verdict {
+    let verdict = match verdict {
         Verdict::Pass => check_derived(&compiled, case),
         verdict => verdict,
+    };
+    match verdict {
+        Verdict::Pass => check_derivatives(&compiled, case),
+        verdict => verdict,
+    }
+}
+
+/// Checks the case's derivatives against central differences of their
+/// functions on the reference ([`crate::finite`]).
+pub fn check_derivatives(compiled: &Compiled, case: &Case) -> Verdict {
+    let reference = configurations()[0];
+    let finding = |detail: String| Finding {
+        configuration: reference,
+        detail,
+    };
+    match crate::finite::check_case(compiled, case) {
+        Ok(mismatches) if mismatches.is_empty() => Verdict::Pass,
+        Ok(mismatches) => Verdict::Fail(mismatches.into_iter().map(finding).collect()),
+        Err(why) => Verdict::Fail(vec![finding(format!("central differences: {why}"))]),
+    }
+}
+
+/// Checks only the case's derivatives against central differences of
+/// their functions on the reference, as [`check`] does last.
+pub fn check_derivatives_only(case: &Case, header_lines: usize) -> Verdict {
+    let source = format!("{}{}", "\n".repeat(header_lines), case.source());
+    match compile_source(&source) {
+        Ok(compiled) => check_derivatives(&compiled, case),
+        Err(why) => Verdict::Invalid(why),
     }
 }
 
 /// The limits of the runs that compare a function with its derivatives:
 /// the defaults, so that no member reaches a limit (the derived program's
 /// steps and depth are its own, not the function's).
-fn derived_limits(case: &Case) -> Limits {
+pub(crate) fn derived_limits(case: &Case) -> Limits {
     let defaults = RunConfig::default();
     Limits {
         max_stack_depth: defaults.options.max_stack_depth,
@@ -667,7 +699,11 @@ fn bind_compiled(compiled: &Compiled, inputs_json: &str) -> Result<BoundBatch, S
     bind_entry(compiled, ENTRY, inputs_json)
 }
 
-fn bind_entry(compiled: &Compiled, entry: &str, inputs_json: &str) -> Result<BoundBatch, String> {
+pub(crate) fn bind_entry(
+    compiled: &Compiled,
+    entry: &str,
+    inputs_json: &str,
+) -> Result<BoundBatch, String> {
     let inputs =
         Inputs::from_json_str(inputs_json).map_err(|e| format!("bad inputs: {}", e.message()))?;
     without_panics(|| compiled.bind(entry, &inputs))
@@ -675,7 +711,7 @@ fn bind_entry(compiled: &Compiled, entry: &str, inputs_json: &str) -> Result<Bou
         .map_err(|e| format!("inputs of `{entry}` do not bind: {}", e.message()))
 }
 
-fn run(
+pub(crate) fn run(
     bound: &BoundBatch,
     configuration: Configuration,
     limits: Limits,

@@ -1,0 +1,216 @@
+//! The derivative oracle (`autobatch_fuzz::finite`): it passes right
+//! derivatives, reports wrong ones (of the kind a wrong derivation gives:
+//! adjoints handed to the wrong carried variable, or lost), and skips the
+//! points where the function steps between the moved points.
+
+use autobatch::compile;
+use autobatch_fuzz::finite::{
+    check_derivative, check_static_gradient, noise, DerivativeCheck, Differences, Partials,
+};
+use autobatch_fuzz::{generate, Limits};
+use serde_json::{json, Map, Value as Json};
+
+/// A loop that swaps its two carried variables, a recurrence whose next
+/// value is built in an inner loop and then assigned, and a function with
+/// a step (`(a * 2.0) as i64`); each with its right gradient and with
+/// gradients as wrong derivations gave them.
+const SOURCE: &str = r#"
+fn swap(p: [f64; 2], n: usize) -> f64 {
+    let mut x = p[0];
+    let mut y = p[1];
+    for i in 0..n {
+        let t = x;
+        x = y;
+        y = t * 0.9 + 0.1 * t.tanh();
+    }
+    x + 10.0 * y
+}
+fn swap_grad(p: [f64; 2], n: usize) -> [f64; 2] {
+    grad(swap, p, n)
+}
+fn swap_grad_exchanged(p: [f64; 2], n: usize) -> [f64; 2] {
+    let g = grad(swap, p, n);
+    [g[1], g[0]]
+}
+fn decay(a: [f64; 2], n: usize) -> [f64; 2] {
+    let mut gamma = [0.0; 2];
+    for t in 0..n {
+        let mut next = [0.0; 2];
+        for k in 0..2 {
+            next[k] = gamma[k] * 0.5 + a[k] * a[k];
+        }
+        gamma = next;
+    }
+    gamma
+}
+fn decay_row(a: [f64; 2], n: usize) -> [f64; 2] {
+    jacobian(decay, a, n)[1]
+}
+fn decay_row_lost(a: [f64; 2], n: usize) -> [f64; 2] {
+    jacobian(decay, a, n)[1] * 0.0
+}
+fn step(a: f64) -> f64 {
+    a * a + ((a * 2.0) as i64) as f64 * 0.125
+}
+fn step_grad(a: f64) -> f64 {
+    grad(step, a)
+}
+"#;
+
+fn limits() -> Limits {
+    Limits {
+        max_stack_depth: 256,
+        max_steps: 1_000_000,
+        seed: 0,
+    }
+}
+
+/// The mismatches `entry` gives as the derivative of `function`.
+/// `args`: each argument's name and values, the point first.
+fn mismatches(
+    function: &str,
+    entry: &str,
+    partials: Partials,
+    args: &[(&str, Json)],
+) -> Vec<String> {
+    let compiled = compile(SOURCE, "finite.ab").expect("the program compiles");
+    let args: Vec<(String, Vec<Json>)> = args
+        .iter()
+        .map(|(name, values)| {
+            (
+                name.to_string(),
+                values.as_array().cloned().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let check = DerivativeCheck {
+        function,
+        entry,
+        partials,
+        args: &args,
+        shared: Map::new(),
+        noise: 1e-13,
+    };
+    check_derivative(&compiled, &check, limits()).expect("the runs are made")
+}
+
+fn swap_args() -> [(&'static str, Json); 2] {
+    [
+        ("p", json!([[1.0, 2.0], [0.5, -1.5], [0.25, 0.75]])),
+        ("n", json!([3, 5, 40])),
+    ]
+}
+
+#[test]
+fn a_right_gradient_through_a_swap_passes() {
+    let found = mismatches("swap", "swap_grad", Partials::Gradient, &swap_args());
+    assert_eq!(found, Vec::<String>::new());
+}
+
+#[test]
+fn a_gradient_handed_to_the_other_carried_variable_is_reported() {
+    let found = mismatches(
+        "swap",
+        "swap_grad_exchanged",
+        Partials::Gradient,
+        &swap_args(),
+    );
+    // Every member's two partials differ (the three members' loops end
+    // with different variables holding the larger adjoint).
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(found[0].contains("`swap_grad_exchanged` member 0, along"));
+}
+
+#[test]
+fn a_row_of_a_jacobian_lost_after_an_inner_loop_is_reported() {
+    let args = [
+        ("a", json!([[1.0, 2.0], [-0.5, 0.25]])),
+        ("n", json!([3, 6])),
+    ];
+    let right = mismatches("decay", "decay_row", Partials::Row(1), &args);
+    assert_eq!(right, Vec::<String>::new());
+    let lost = mismatches("decay", "decay_row_lost", Partials::Row(1), &args);
+    assert_eq!(lost.len(), 2, "{lost:#?}");
+}
+
+#[test]
+fn a_step_between_the_moved_points_is_skipped() {
+    // At 0.5 and 1.0 the function steps by 0.125 between the moved
+    // points; at 0.3 it is smooth across them.
+    let found = mismatches(
+        "step",
+        "step_grad",
+        Partials::Gradient,
+        &[("a", json!([0.5, 1.0, 0.3]))],
+    );
+    assert_eq!(found, Vec::<String>::new());
+    let differences = |values| Differences {
+        h: 0.01,
+        close: 1e-7,
+        values,
+    };
+    let step = differences([0.125, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    assert_eq!(step.judge(0.0, 1e-13), None, "a step is not judged");
+    let apart = differences([0.01, -0.01, 0.005, -0.005, 1e-7, -1e-7, 0.125]);
+    assert_eq!(apart.judge(1.0, 1e-13), None, "a value apart is not judged");
+    let smooth = differences([0.01, -0.01, 0.005, -0.005, 1e-7, -1e-7, 0.0]);
+    assert_eq!(smooth.judge(1.0, 1e-13), Some(Ok(())));
+    assert!(matches!(smooth.judge(1.1, 1e-13), Some(Err(_))));
+    // Steep within 1e-5 of the point, flat beyond: not judged at the scale
+    // of `h`.
+    let steep = differences([
+        0.0102 + 1e-4,
+        -0.0102 - 1e-4,
+        0.0051 + 1e-4,
+        -0.0051 - 1e-4,
+        0.0037,
+        -0.0037,
+        0.0,
+    ]);
+    assert_eq!(steep.judge(37000.0, 1e-13), None);
+    assert_eq!(steep.judge(1.0, 1e-13), None);
+}
+
+/// The first seed whose case has a gradient with respect to statics.
+fn case_with_a_gradient() -> autobatch_fuzz::Case {
+    (0..200)
+        .map(generate)
+        .find(|case| case.gradient.is_some())
+        .expect("some case has a gradient")
+}
+
+#[test]
+fn a_wrong_gradient_with_respect_to_statics_is_reported() {
+    let case = case_with_a_gradient();
+    let gradient = case.gradient.clone().expect("a gradient");
+    let compiled = compile(&case.source(), "generated.ab").expect("compiles");
+    let inputs =
+        autobatch::Inputs::from_json_str(&gradient.inputs_json(&case).to_string()).expect("inputs");
+    let statics: Vec<&str> = gradient.statics.iter().map(String::as_str).collect();
+    let bound = compiled
+        .bind_static_gradient(&gradient.entry, &statics, &inputs)
+        .expect("binds");
+    let mut run = bound
+        .run(&autobatch::RunConfig::default())
+        .expect("the gradient runs");
+    let noise = noise(&case.program, &gradient.entry);
+    let right = check_static_gradient(&compiled, &case, &gradient, &run, noise).expect("runs");
+    assert_eq!(right, Vec::<String>::new(), "{}", case.source());
+    // Double every element of the first static's gradient.
+    let (name, tensor) = &mut run.static_gradients[0];
+    let doubled: Vec<f64> = (0..tensor.len())
+        .map(|i| match tensor.data.get(i) {
+            autobatch::Scalar::F64(v) => 2.0 * v,
+            other => panic!("not an f64: {other:?}"),
+        })
+        .collect();
+    let name = name.clone();
+    *tensor = autobatch::Tensor::new(tensor.shape.clone(), autobatch::Data::F64(doubled));
+    let wrong = check_static_gradient(&compiled, &case, &gradient, &run, noise).expect("runs");
+    assert!(
+        wrong
+            .iter()
+            .any(|m| m.contains(&format!("with respect to {name}, along"))),
+        "{wrong:#?}"
+    );
+}
