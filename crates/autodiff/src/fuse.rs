@@ -122,7 +122,11 @@ fn fused(fwd: &Function, bwd: &Function) -> Option<Function> {
             } => {
                 for a in args {
                     let later = block.ops[k + 1..].iter().any(|o| o.defs().contains(a));
-                    tape.push(if later { copy_of(&mut f, &mut ops, *a, *loc) } else { *a });
+                    tape.push(if later {
+                        copy_of(&mut f, &mut ops, *a, *loc)
+                    } else {
+                        *a
+                    });
                 }
             }
             _ => ops.push(op.clone()),
@@ -157,11 +161,18 @@ fn fused(fwd: &Function, bwd: &Function) -> Option<Function> {
             }
             // A popped variable the backward part assigns again gets a
             // copy, so that the forward variable keeps its value.
-            let held = if defs[x] == 1 { v } else { copy_of(&mut f, &mut ops, v, *loc) };
+            let held = if defs[x] == 1 {
+                v
+            } else {
+                copy_of(&mut f, &mut ops, v, *loc)
+            };
             map.insert(*x, held);
             continue;
         }
-        let mut var = |v: &Var| *map.entry(*v).or_insert_with(|| f.vars.push(bwd.vars[*v].clone()));
+        let mut var = |v: &Var| {
+            *map.entry(*v)
+                .or_insert_with(|| f.vars.push(bwd.vars[*v].clone()))
+        };
         ops.push(Op::Prim {
             dst: dst.as_ref().map(&mut var),
             prim: prim.clone(),

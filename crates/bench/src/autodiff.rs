@@ -375,8 +375,7 @@ fn program_entry(setting: &Setting, yardsticks: &Yardsticks, threads: usize) -> 
             steady: all_steady,
             steady_cpu: all_cpu,
         } = library_rates(setting, threads);
-        entry[format!("steady_state_gradients_per_cpu_second_{threads}_threads")] =
-            json!(all_cpu);
+        entry[format!("steady_state_gradients_per_cpu_second_{threads}_threads")] = json!(all_cpu);
         entry[format!("gradients_per_second_{threads}_threads")] = json!(all);
         entry[format!("steady_state_gradients_per_second_{threads}_threads")] = json!(all_steady);
         if let Some(theirs) = yardsticks.openblas_all {

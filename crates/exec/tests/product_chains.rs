@@ -198,7 +198,12 @@ fn value_and_grad_runs_as_one_chain_between_products() {
             skips: &[0, 0, 1, 0, 0],
         };
         let batching = BatchingOptions::default();
-        let reference = run_on(&case, Strategy::Reference, &batching, &RunOptions::default());
+        let reference = run_on(
+            &case,
+            Strategy::Reference,
+            &batching,
+            &RunOptions::default(),
+        );
         assert!(reference.results.iter().all(|r| r.is_ok()));
         let expected = result_bits(&reference);
         for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
@@ -208,7 +213,11 @@ fn value_and_grad_runs_as_one_chain_between_products() {
                     ..RunOptions::default()
                 };
                 let output = run_on(&case, strategy, &batching, &options);
-                assert_eq!(result_bits(&output), expected, "{float} {strategy} threads={threads}");
+                assert_eq!(
+                    result_bits(&output),
+                    expected,
+                    "{float} {strategy} threads={threads}"
+                );
                 let ReportValue::Count(count) =
                     *report_field(&output.stats.report, "chains_between_products")
                 else {
