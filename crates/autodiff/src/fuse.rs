@@ -108,85 +108,18 @@ fn fused(fwd: &Function, bwd: &Function) -> Option<Function> {
         return None;
     }
     let (bwd_ops, bwd_results) = straight_line(bwd)?;
-    let mut f = fwd.clone();
-    let mut ops = Vec::with_capacity(block.ops.len() + bwd_ops.len());
-    // The variables holding the pushed values, the last pushed last.
-    let mut tape: Vec<Var> = Vec::new();
-    for (k, op) in block.ops.iter().enumerate() {
-        match op {
-            Op::Prim {
-                prim: Prim::TapePush,
-                args,
-                loc,
-                ..
-            } => {
-                for a in args {
-                    let later = block.ops[k + 1..].iter().any(|o| o.defs().contains(a));
-                    tape.push(if later {
-                        copy_of(&mut f, &mut ops, *a, *loc)
-                    } else {
-                        *a
-                    });
-                }
-            }
-            _ => ops.push(op.clone()),
-        }
-    }
-    let mut defs: HashMap<Var, usize> = HashMap::new();
-    for op in &bwd_ops {
-        for d in op.defs() {
-            *defs.entry(*d).or_default() += 1;
-        }
-    }
-    let mut map: HashMap<Var, Var> = HashMap::new();
-    for p in &bwd.params {
-        let v = f.vars.push(bwd.vars[*p].clone());
-        f.params.push(v);
-        map.insert(*p, v);
-    }
-    for op in bwd_ops {
-        let Op::Prim {
-            dst,
-            prim,
-            args,
-            loc,
-        } = op
-        else {
-            return None;
-        };
-        if let (Prim::TapePop(ty), Some(x)) = (prim, dst) {
-            let v = tape.pop()?;
-            if f.vars[v].ty != *ty || map.contains_key(x) {
-                return None;
-            }
-            // A popped variable the backward part assigns again gets a
-            // copy, so that the forward variable keeps its value.
-            let held = if defs[x] == 1 {
-                v
-            } else {
-                copy_of(&mut f, &mut ops, v, *loc)
-            };
-            map.insert(*x, held);
-            continue;
-        }
-        let mut var = |v: &Var| {
-            *map.entry(*v)
-                .or_insert_with(|| f.vars.push(bwd.vars[*v].clone()))
-        };
-        ops.push(Op::Prim {
-            dst: dst.as_ref().map(&mut var),
-            prim: prim.clone(),
-            args: args.iter().map(&mut var).collect(),
-            loc: *loc,
-        });
-    }
-    if !tape.is_empty() {
-        return None;
-    }
+    let mut w = Fusing {
+        f: fwd.clone(),
+        ops: Vec::with_capacity(block.ops.len() + bwd_ops.len()),
+        tape: Vec::new(),
+    };
+    w.forward(&block.ops);
+    let map = w.backward(bwd, &bwd_ops)?;
     let mut returned = results.clone();
     for v in bwd_results {
         returned.push(*map.get(v)?);
     }
+    let Fusing { mut f, ops, .. } = w;
     f.results.extend(bwd.results.iter().cloned());
     f.blocks[Function::ENTRY].ops = ops;
     f.blocks[Function::ENTRY].term = Terminator::Return(returned);
@@ -197,18 +130,111 @@ fn fused(fwd: &Function, bwd: &Function) -> Option<Function> {
     Some(f)
 }
 
-/// A fresh variable of `f` holding a copy of `v`, made at the end of `ops`.
-fn copy_of(f: &mut Function, ops: &mut Vec<Op>, v: Var, loc: autobatch_types::Loc) -> Var {
-    let data = VarData {
-        ty: f.vars[v].ty.clone(),
-        name: None,
-    };
-    let x = f.vars.push(data);
-    ops.push(Op::Prim {
-        dst: Some(x),
-        prim: Prim::Copy,
-        args: vec![v],
-        loc,
-    });
-    x
+/// The fused function under construction.
+struct Fusing {
+    /// The forward part, gaining the backward part's variables.
+    f: Function,
+    /// The operations of its one block so far.
+    ops: Vec<Op>,
+    /// The variables holding the values pushed so far, the last pushed last.
+    tape: Vec<Var>,
+}
+
+impl Fusing {
+    /// The forward part's operations, its pushes dropped: a pushed
+    /// variable that a later operation overwrites is copied where it was
+    /// pushed.
+    fn forward(&mut self, block_ops: &[Op]) {
+        for (k, op) in block_ops.iter().enumerate() {
+            let Op::Prim {
+                prim: Prim::TapePush,
+                args,
+                loc,
+                ..
+            } = op
+            else {
+                self.ops.push(op.clone());
+                continue;
+            };
+            for a in args {
+                let later = block_ops[k + 1..].iter().any(|o| o.defs().contains(a));
+                let held = if later { self.copy_of(*a, *loc) } else { *a };
+                self.tape.push(held);
+            }
+        }
+    }
+
+    /// The backward part's operations on variables of their own, each pop
+    /// reading the variable that holds the value it pops; the variables
+    /// of `bwd` in the fused function. `None` if the pops do not match the
+    /// pushes one to one.
+    fn backward(&mut self, bwd: &Function, bwd_ops: &[&Op]) -> Option<HashMap<Var, Var>> {
+        let mut defs: HashMap<Var, usize> = HashMap::new();
+        for op in bwd_ops {
+            for d in op.defs() {
+                *defs.entry(*d).or_default() += 1;
+            }
+        }
+        let mut map: HashMap<Var, Var> = HashMap::new();
+        for p in &bwd.params {
+            let v = self.f.vars.push(bwd.vars[*p].clone());
+            self.f.params.push(v);
+            map.insert(*p, v);
+        }
+        for op in bwd_ops {
+            let Op::Prim {
+                dst,
+                prim,
+                args,
+                loc,
+            } = op
+            else {
+                return None;
+            };
+            if let (Prim::TapePop(ty), Some(x)) = (prim, dst) {
+                let v = self.tape.pop()?;
+                if self.f.vars[v].ty != *ty || map.contains_key(x) {
+                    return None;
+                }
+                // A popped variable the backward part assigns again gets a
+                // copy, so that the forward variable keeps its value.
+                let held = if defs[x] == 1 {
+                    v
+                } else {
+                    self.copy_of(v, *loc)
+                };
+                map.insert(*x, held);
+                continue;
+            }
+            let f = &mut self.f;
+            let mut var = |v: &Var| {
+                *map.entry(*v)
+                    .or_insert_with(|| f.vars.push(bwd.vars[*v].clone()))
+            };
+            let op = Op::Prim {
+                dst: dst.as_ref().map(&mut var),
+                prim: prim.clone(),
+                args: args.iter().map(&mut var).collect(),
+                loc: *loc,
+            };
+            self.ops.push(op);
+        }
+        self.tape.is_empty().then_some(map)
+    }
+
+    /// A fresh variable holding a copy of `v`, made at the end of the ops.
+    fn copy_of(&mut self, v: Var, loc: autobatch_types::Loc) -> Var {
+        let data = VarData {
+            ty: self.f.vars[v].ty.clone(),
+            name: None,
+        };
+        let x = self.f.vars.push(data);
+        self.ops.push(Op::Prim {
+            dst: Some(x),
+            prim: Prim::Copy,
+            args: vec![v],
+            loc,
+        });
+        x
+    }
 }
