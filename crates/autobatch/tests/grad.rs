@@ -703,12 +703,12 @@ fn tape_bytes_are_counted_alike_on_every_strategy() {
 #[test]
 fn a_function_of_one_block_is_differentiated_without_a_tape() {
     let source = r#"
-fn f(x: [f64; 3]) -> f64 { sum(tanh(x * x) * x) }
+fn f(x: [f64; 3]) -> f64 { sum((x * x).tanh() * x) }
 fn both(x: [f64; 3]) -> (f64, [f64; 3]) { value_and_grad(f, x) }
 "#;
     let compiled =
         compile(source, "one_block.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
-    let points = [[0.1, 0.2, 0.3], [1.0, -2.0, 0.5]];
+    let points: [[f64; 3]; 2] = [[0.1, 0.2, 0.3], [1.0, -2.0, 0.5]];
     let inputs = Inputs::from_json_str(&json!({ "batch": { "x": points } }).to_string())
         .expect("the inputs parse");
     let bound = compiled
