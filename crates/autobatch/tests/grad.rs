@@ -696,6 +696,48 @@ fn tape_bytes_are_counted_alike_on_every_strategy() {
     }
 }
 
+/// The gradient of a function that is one block of operations is not
+/// taped (its forward and backward operations run as one block): every
+/// strategy holds no tape (`tape_bytes` 0), gives the reference's bits,
+/// and the closed form `tanh(x²) + 2x² (1 - tanh²(x²))` per element.
+#[test]
+fn a_function_of_one_block_is_differentiated_without_a_tape() {
+    let source = r#"
+fn f(x: [f64; 3]) -> f64 { sum((x * x).tanh() * x) }
+fn both(x: [f64; 3]) -> (f64, [f64; 3]) { value_and_grad(f, x) }
+"#;
+    let compiled =
+        compile(source, "one_block.ab").unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let points: [[f64; 3]; 2] = [[0.1, 0.2, 0.3], [1.0, -2.0, 0.5]];
+    let inputs = Inputs::from_json_str(&json!({ "batch": { "x": points } }).to_string())
+        .expect("the inputs parse");
+    let bound = compiled
+        .bind("both", &inputs)
+        .unwrap_or_else(|e| panic!("{}", e.message()));
+    let expected = bound.run(&reference()).expect("runs");
+    for (member, got) in ok_values(&expected, "both").iter().enumerate() {
+        let mut values = Vec::new();
+        numbers(got, &mut values);
+        let x = points[member];
+        let value: f64 = x.iter().map(|x| (x * x).tanh() * x).sum();
+        assert!((values[0] - value).abs() < 1e-12, "{values:?}");
+        for (k, x) in x.iter().enumerate() {
+            let t = (x * x).tanh();
+            let slope = t + 2.0 * x * x * (1.0 - t * t);
+            assert!((values[1 + k] - slope).abs() < 1e-12, "{values:?}");
+        }
+    }
+    assert_eq!(expected.stats.tape_bytes, 0);
+    for (strategy, lanes, block_choice) in configurations() {
+        let at = format!("[{strategy}/{lanes}/{block_choice}]");
+        let run = bound
+            .run(&run_config(strategy, lanes, block_choice))
+            .expect("runs");
+        assert_eq!(run.to_json(false), expected.to_json(false), "{at}");
+        assert_eq!(run.stats.tape_bytes, 0, "{at}");
+    }
+}
+
 /// A recursion, a loop and a tree of `join`s to differentiate: the
 /// entries `deep`, `long` and `wide`, and their `_grad`s.
 const RECURSIONS: &str = r#"

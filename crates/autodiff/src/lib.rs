@@ -25,7 +25,12 @@
 //! through shadow indices). What the forward part saves is counted and
 //! bounded by the executors (`autobatch_kernels::Tape::held`, the run's
 //! `tape_bytes` and `max_tape_bytes`): past the bound a member stops with
-//! `tape_limit`. See `docs/language.md`, section 8, for the user's view.
+//! `tape_limit`. A vjp of a function that is one block of primitives
+//! calls one function instead, the forward part's operations then the
+//! backward part's, reading the values where they are instead of from the
+//! tape (`fuse.rs`): nothing is taped, and the executors see the whole
+//! gradient as one block. See `docs/language.md`, section 8, for the
+//! user's view.
 //!
 //! - **Plans.** A vjp is named and given its ids (the vjp, its forward and
 //!   its backward part) by its *plan*, made the first time a call asks for
@@ -62,6 +67,7 @@
 
 mod analysis;
 mod builder;
+mod fuse;
 mod jacobian;
 mod prepare;
 mod rules;
@@ -106,7 +112,8 @@ pub enum Derivative {
 pub struct Derived {
     pub id: FuncId,
     /// A gradient's vjp: its one block calls the forward and the backward
-    /// parts (a Jacobian's function is a fork of rows).
+    /// parts, or the one function fusing them (a Jacobian's function is a
+    /// fork of rows).
     pub taped: bool,
 }
 
@@ -223,7 +230,12 @@ impl<'p> Deriver<'p> {
     /// Builds every queued plan; the functions to append, in id order.
     fn build_all(mut self) -> DeriveResult<Vec<Function>> {
         while let Some(p) = self.queue.pop_front() {
-            let [vjp, fwd, bwd] = tape::build(&mut self, p)?;
+            let [mut vjp, fwd, bwd] = tape::build(&mut self, p)?;
+            let fused_id = FuncId(self.next_id);
+            if let Some((calling, fused)) = fuse::fuse(&vjp, &fwd, &bwd, fused_id) {
+                self.add_function(fused);
+                vjp = calling;
+            }
             let plan = &self.plans[p];
             self.built
                 .extend([(plan.id, vjp), (plan.parts.fwd, fwd), (plan.parts.bwd, bwd)]);

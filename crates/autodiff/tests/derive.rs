@@ -141,6 +141,30 @@ fn the_results_of_products_and_softplus_are_not_saved() {
     assert_eq!(pops, 2);
 }
 
+/// The gradient of a function that is one block of primitives is one
+/// counted function: the function's operations as they are (same order,
+/// same locations, same block), then the adjoints reading its values in
+/// place; nothing pushed or popped. The vjp calls it alone.
+#[test]
+fn a_function_of_one_block_is_fused_without_a_tape() {
+    let p = compile(
+        "extern \"autobatch\" { static X: [[f64; D]; N]; static Y: [f64; N]; }\n\
+         fn ll(t: [f64; D]) -> f64 { let z = matvec(X, t); sum(Y * z - softplus(z)) }\n\
+         fn g(t: [f64; D]) -> (f64, [f64; D]) { value_and_grad(ll, t) }",
+    );
+    let fused = p.function_by_name("ll'grad.fused").expect("the fused vjp");
+    assert_eq!(calls(function(&p, "ll'grad")), [fused]);
+    let (f, ll) = (&p.functions[fused], function(&p, "ll"));
+    assert_eq!(f.blocks.len(), 1);
+    assert!(!f.uncounted);
+    let taped = count(f, |p| matches!(p, Prim::TapePush | Prim::TapePop(_)));
+    assert_eq!(taped, 0);
+    let (ops, own) = (&f.blocks[Function::ENTRY], &ll.blocks[Function::ENTRY]);
+    assert_eq!(ops.loc, own.loc);
+    assert_eq!(&ops.ops[..own.ops.len()], &own.ops[..]);
+    assert_eq!(count(f, |p| *p == Prim::Vecmat), 1, "the adjoint of t");
+}
+
 #[test]
 fn products_have_product_adjoints() {
     let p = compile(

@@ -13,7 +13,10 @@
 //! `tools/logreg_openblas.py`, run for each setting right after ours; the
 //! report gives GFLOP/s of the products alone (ours and OpenBLAS's) and of
 //! the whole gradient (counting only the products' 4 N D flops), and the
-//! ratios to OpenBLAS.
+//! ratios to OpenBLAS. Beside the wall-clock rates, the steady rates per
+//! second of CPU time (ours: the process's, summed over its threads;
+//! OpenBLAS's: its calling thread's), the figures that mean something on
+//! a machine shared with other work.
 
 use std::time::Instant;
 
@@ -108,20 +111,53 @@ struct Rates {
     /// The marginal rate of the steps alone, from runs of `count` and
     /// `3 count` steps.
     steady: f64,
+    /// `steady` per second of the process's CPU time (summed over its
+    /// threads): on a machine shared with other work, the time the run
+    /// computed, not the time it waited for a core.
+    steady_cpu: f64,
 }
 
 fn library_rates(setting: &Setting, threads: usize) -> Rates {
     let (batch, count) = (setting.batch, setting.count);
     let short = library_seconds(setting, count, threads);
     let long = library_seconds(setting, 3 * count, threads);
+    let marginal = batch as f64 * 2.0 * count as f64;
     Rates {
-        whole: (batch as f64 * count as f64) / short,
-        steady: (batch as f64 * 2.0 * count as f64) / (long - short).max(1e-9),
+        whole: (batch as f64 * count as f64) / short.wall,
+        steady: marginal / (long.wall - short.wall).max(1e-9),
+        steady_cpu: marginal / (long.cpu - short.cpu).max(1e-9),
     }
 }
 
+/// The medians of a run's wall-clock seconds and the process's CPU seconds.
+struct Seconds {
+    wall: f64,
+    cpu: f64,
+}
+
+/// The CPU time of this process in seconds, summed over its threads
+/// (Linux `CLOCK_PROCESS_CPUTIME_ID`).
+fn process_cpu_seconds() -> f64 {
+    #[repr(C)]
+    struct Timespec {
+        seconds: i64,
+        nanoseconds: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    }
+    const CLOCK_PROCESS_CPUTIME_ID: i32 = 2;
+    let mut ts = Timespec {
+        seconds: 0,
+        nanoseconds: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write.
+    unsafe { clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.seconds as f64 + ts.nanoseconds as f64 * 1e-9
+}
+
 /// Median seconds of a run of `setting` with `count` gradient steps per member.
-fn library_seconds(setting: &Setting, count: i64, threads: usize) -> f64 {
+fn library_seconds(setting: &Setting, count: i64, threads: usize) -> Seconds {
     let Setting {
         source,
         data,
@@ -153,13 +189,20 @@ fn library_seconds(setting: &Setting, count: i64, threads: usize) -> f64 {
             ..RunConfig::default().options
         },
     };
-    measure(budget, 20, || {
+    let mut cpu = Vec::new();
+    let wall = measure(budget, 20, || {
+        let before = process_cpu_seconds();
         let result = bound.run(&config).unwrap_or_else(|e| panic!("{e}"));
+        cpu.push(process_cpu_seconds() - before);
         if let Some(Err(e)) = result.members.first() {
             panic!("a benchmark member failed: {e}");
         }
         result.stats.wall_seconds
-    })
+    });
+    Seconds {
+        wall,
+        cpu: crate::median(cpu),
+    }
 }
 
 /// Gradients per second that the two products alone allow at `batch`
@@ -290,6 +333,8 @@ fn overhead(batch: usize, threads: usize, budget: f64) -> Json {
 struct Yardsticks {
     products: f64,
     openblas: Option<f64>,
+    /// OpenBLAS's gradients per second of its thread's CPU time.
+    openblas_cpu: Option<f64>,
     openblas_all: Option<f64>,
     bandwidth_bound: f64,
 }
@@ -298,7 +343,11 @@ struct Yardsticks {
 /// `threads`), and their ratios to the yardsticks.
 fn program_entry(setting: &Setting, yardsticks: &Yardsticks, threads: usize) -> Json {
     let products = yardsticks.products;
-    let Rates { whole: one, steady } = library_rates(setting, 1);
+    let Rates {
+        whole: one,
+        steady,
+        steady_cpu,
+    } = library_rates(setting, 1);
     let mut entry = json!({
         "gradients_per_second_1_thread": one,
         "gflops_1_thread": one * FLOPS_PER_GRADIENT / 1e9,
@@ -306,7 +355,11 @@ fn program_entry(setting: &Setting, yardsticks: &Yardsticks, threads: usize) -> 
         "steady_state_gradients_per_second_1_thread": steady,
         "steady_state_gflops_1_thread": steady * FLOPS_PER_GRADIENT / 1e9,
         "steady_state_ratio_to_products_alone": steady / products,
+        "steady_state_gradients_per_cpu_second_1_thread": steady_cpu,
     });
+    if let Some(theirs) = yardsticks.openblas_cpu {
+        entry["steady_state_cpu_ratio_to_openblas_products"] = json!(steady_cpu / theirs);
+    }
     if let Some(theirs) = yardsticks.openblas {
         entry["ratio_to_openblas_products"] = json!(one / theirs);
         entry["steady_state_ratio_to_openblas_products"] = json!(steady / theirs);
@@ -320,7 +373,9 @@ fn program_entry(setting: &Setting, yardsticks: &Yardsticks, threads: usize) -> 
         let Rates {
             whole: all,
             steady: all_steady,
+            steady_cpu: all_cpu,
         } = library_rates(setting, threads);
+        entry[format!("steady_state_gradients_per_cpu_second_{threads}_threads")] = json!(all_cpu);
         entry[format!("gradients_per_second_{threads}_threads")] = json!(all);
         entry[format!("steady_state_gradients_per_second_{threads}_threads")] = json!(all_steady);
         if let Some(theirs) = yardsticks.openblas_all {
@@ -361,6 +416,11 @@ fn batch_row(p: &Precision<'_>, batch: usize) -> Json {
         .as_ref()
         .ok()
         .and_then(|o| o["gradients_per_second"].as_f64());
+    let openblas_cpu = openblas
+        .as_ref()
+        .ok()
+        .and_then(|o| o["thread_cpu_seconds_per_pair_median"].as_f64())
+        .map(|seconds| batch as f64 / seconds);
     // The same products on as many threads as ours run with.
     let openblas_all =
         (p.threads > 1).then(|| openblas_products(p.f32, batch, p.threads, p.budget));
@@ -415,6 +475,7 @@ fn batch_row(p: &Precision<'_>, batch: usize) -> Json {
         let yardsticks = Yardsticks {
             products,
             openblas: openblas_rate,
+            openblas_cpu,
             openblas_all: openblas_all_rate,
             bandwidth_bound: p.bandwidth_bound,
         };

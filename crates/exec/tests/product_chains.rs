@@ -21,7 +21,18 @@ use autobatch_ir::Program;
 use autobatch_types::{Scalar, Tensor};
 use common::{batched_runs, float_tensor, report_field, result_bits};
 
-fn program(float: &str, n: usize, d: usize) -> Program {
+/// The logistic gradient's steps; with `extra`, a chain between products
+/// outside the gradient too.
+fn program(float: &str, n: usize, d: usize, extra: bool) -> Program {
+    let tail = if extra {
+        "// A chain between products outside a gradient, with an integer
+    // division that faults where `skip == -1`.
+    let extra = vecmat(sigmoid(matvec(X, t)) * ((100 / (skip + 1)) as {float}), X);
+    (total, t + 0.001 * extra)"
+            .replace("{float}", float)
+    } else {
+        "(total, t)".to_string()
+    };
     let source = format!(
         "
 extern \"autobatch\" {{
@@ -42,10 +53,7 @@ fn steps(theta: [{float}; {d}], skip: i64) -> ({float}, [{float}; {d}]) {{
             total += value;
         }}
     }}
-    // A chain between products outside a gradient, with an integer
-    // division that faults where `skip == -1`.
-    let extra = vecmat(sigmoid(matvec(X, t)) * ((100 / (skip + 1)) as {float}), X);
-    (total, t + 0.001 * extra)
+    {tail}
 }}
 "
     );
@@ -111,7 +119,7 @@ fn chains_between_products_agree_bit_for_bit() {
     for float in ["f32", "f64"] {
         // Many blocks of rows (the last partial), and fewer rows than a block.
         for (n, d) in [(3000, 100), (50, 7)] {
-            let program = program(float, n, d);
+            let program = program(float, n, d, true);
             for skips in [
                 &[0, 0, 0, 0, 0][..],
                 &[0, 1, 0, 0, 1, 1, 0][..],
@@ -167,6 +175,55 @@ fn chains_between_products_agree_bit_for_bit() {
                     faults > 0 || between > 0,
                     "{float} {n}x{d}: no chain ran between its products"
                 );
+            }
+        }
+    }
+}
+
+/// `value_and_grad` of a function that is one block runs its forward and
+/// backward parts as one block (`autobatch_autodiff`'s fusion): its two
+/// products and the elementwise code between them (`Y * z`, `softplus`,
+/// `sum`, `sigmoid`, `Y - ..`) run as one chain between products, with the
+/// reference's bits, on both batching strategies, one thread and two.
+#[test]
+fn value_and_grad_runs_as_one_chain_between_products() {
+    for float in ["f32", "f64"] {
+        let (n, d) = (3000, 100);
+        let program = program(float, n, d, false);
+        let case = Case {
+            program: &program,
+            float,
+            n,
+            d,
+            skips: &[0, 0, 1, 0, 0],
+        };
+        let batching = BatchingOptions::default();
+        let reference = run_on(
+            &case,
+            Strategy::Reference,
+            &batching,
+            &RunOptions::default(),
+        );
+        assert!(reference.results.iter().all(|r| r.is_ok()));
+        let expected = result_bits(&reference);
+        for strategy in [Strategy::LocalStatic, Strategy::ProgramCounter] {
+            for threads in [1, 2] {
+                let options = RunOptions {
+                    threads,
+                    ..RunOptions::default()
+                };
+                let output = run_on(&case, strategy, &batching, &options);
+                assert_eq!(
+                    result_bits(&output),
+                    expected,
+                    "{float} {strategy} threads={threads}"
+                );
+                let ReportValue::Count(count) =
+                    *report_field(&output.stats.report, "chains_between_products")
+                else {
+                    panic!("chains_between_products is a count");
+                };
+                assert!(count > 0, "{float} {strategy} threads={threads}: the gradient ran no chain between its products");
             }
         }
     }

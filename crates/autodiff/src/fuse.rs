@@ -1,0 +1,240 @@
+//! One function for the vjp of a function that is one block: its forward
+//! part's operations, then its backward part's, with nothing on the tape.
+//!
+//! When `g` (as [`crate::prepare`] puts it) is a single block of
+//! primitives (no call, no fork) and its backward part is a straight line
+//! of blocks (jumps only), the forward part's pushes and the backward
+//! part's pops pair up one to one in the order the tape takes them. The
+//! fused function runs the forward part's operations unchanged (same
+//! operations, order and locations: it faults where `g` faults and, as one
+//! counted block, takes `g`'s one step at `g`'s block), then the backward
+//! part's, each pop reading the variable whose value was pushed (or a
+//! copy of it made where it was pushed, when a later operation overwrites
+//! the variable or the backward part assigns what it popped). The vjp then
+//! calls that function alone. Nothing is pushed, so the tape holds nothing
+//! (`tape_bytes` 0) and no `tape_limit` can arise, and the values each
+//! operation computes are the same, so the bits are too. The executors see
+//! the whole gradient as one block: a product, its elementwise chain and
+//! the product of its adjoint (`z = X theta` ... `vecmat(r, X)`) fuse as
+//! one product chain.
+//!
+//! The forward and backward parts are still built (and kept, unused by the
+//! fused vjp): the plan's ids name them.
+
+use std::collections::HashMap;
+
+use autobatch_ir::{EntityRef, Function, Op, Prim, Terminator, Var, VarData};
+
+/// The vjp `vjp` of plan `g` rewritten to call one fused function instead
+/// of `fwd` then `bwd`, with that function (to be given the id the new
+/// vjp's call names, `fused_id`), when `g` fits (see the module doc).
+pub(crate) fn fuse(
+    vjp: &Function,
+    fwd: &Function,
+    bwd: &Function,
+    fused_id: autobatch_ir::FuncId,
+) -> Option<(Function, Function)> {
+    let fused = fused(fwd, bwd)?;
+    let vjp = calling_fused(vjp, fused_id)?;
+    Some((vjp, fused))
+}
+
+/// The vjp with its two calls (forward part, backward part) made one call
+/// of the fused function, which takes both calls' arguments and gives
+/// both calls' results.
+fn calling_fused(vjp: &Function, fused_id: autobatch_ir::FuncId) -> Option<Function> {
+    let [block] = &vjp.blocks.values().collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let [Op::Call {
+        dsts: d1,
+        args: a1,
+        loc,
+        catch: false,
+        ..
+    }, Op::Call {
+        dsts: d2,
+        args: a2,
+        catch: false,
+        ..
+    }] = &block.ops[..]
+    else {
+        return None;
+    };
+    let mut out = vjp.clone();
+    out.blocks[Function::ENTRY].ops = vec![Op::Call {
+        dsts: d1.iter().chain(d2).copied().collect(),
+        callee: fused_id,
+        args: a1.iter().chain(a2).copied().collect(),
+        loc: *loc,
+        catch: false,
+    }];
+    Some(out)
+}
+
+/// The operations of `bwd` from its entry along its jumps to its return,
+/// and the returned variables; `None` if it branches or calls.
+fn straight_line(bwd: &Function) -> Option<(Vec<&Op>, &[Var])> {
+    let mut ops = Vec::new();
+    let mut seen = vec![false; bwd.blocks.len()];
+    let mut b = Function::ENTRY;
+    loop {
+        if std::mem::replace(&mut seen[b.index()], true) {
+            return None;
+        }
+        let data = &bwd.blocks[b];
+        if !data.ops.iter().all(|op| matches!(op, Op::Prim { .. })) {
+            return None;
+        }
+        ops.extend(data.ops.iter());
+        match &data.term {
+            Terminator::Jump(next) => b = *next,
+            Terminator::Return(vs) => return Some((ops, vs)),
+            Terminator::Branch { .. } => return None,
+        }
+    }
+}
+
+/// `fwd`'s block without its pushes, then `bwd`'s operations reading the
+/// pushed values where they pop them (see the module doc).
+fn fused(fwd: &Function, bwd: &Function) -> Option<Function> {
+    let [block] = &fwd.blocks.values().collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let Terminator::Return(results) = &block.term else {
+        return None;
+    };
+    if !block.ops.iter().all(|op| matches!(op, Op::Prim { .. })) {
+        return None;
+    }
+    let (bwd_ops, bwd_results) = straight_line(bwd)?;
+    let mut w = Fusing {
+        f: fwd.clone(),
+        ops: Vec::with_capacity(block.ops.len() + bwd_ops.len()),
+        tape: Vec::new(),
+    };
+    w.forward(&block.ops);
+    let map = w.backward(bwd, &bwd_ops)?;
+    let mut returned = results.clone();
+    for v in bwd_results {
+        returned.push(*map.get(v)?);
+    }
+    let Fusing { mut f, ops, .. } = w;
+    f.results.extend(bwd.results.iter().cloned());
+    f.blocks[Function::ENTRY].ops = ops;
+    f.blocks[Function::ENTRY].term = Terminator::Return(returned);
+    f.name = fwd.name.replace(".fwd", ".fused");
+    f.signature = f.flat_signature();
+    f.ret_type = f.flat_ret_type();
+    f.uncounted = false;
+    Some(f)
+}
+
+/// The fused function under construction.
+struct Fusing {
+    /// The forward part, gaining the backward part's variables.
+    f: Function,
+    /// The operations of its one block so far.
+    ops: Vec<Op>,
+    /// The variables holding the values pushed so far, the last pushed last.
+    tape: Vec<Var>,
+}
+
+impl Fusing {
+    /// The forward part's operations, its pushes dropped: a pushed
+    /// variable that a later operation overwrites is copied where it was
+    /// pushed.
+    fn forward(&mut self, block_ops: &[Op]) {
+        for (k, op) in block_ops.iter().enumerate() {
+            let Op::Prim {
+                prim: Prim::TapePush,
+                args,
+                loc,
+                ..
+            } = op
+            else {
+                self.ops.push(op.clone());
+                continue;
+            };
+            for a in args {
+                let later = block_ops[k + 1..].iter().any(|o| o.defs().contains(a));
+                let held = if later { self.copy_of(*a, *loc) } else { *a };
+                self.tape.push(held);
+            }
+        }
+    }
+
+    /// The backward part's operations on variables of their own, each pop
+    /// reading the variable that holds the value it pops; the variables
+    /// of `bwd` in the fused function. `None` if the pops do not match the
+    /// pushes one to one.
+    fn backward(&mut self, bwd: &Function, bwd_ops: &[&Op]) -> Option<HashMap<Var, Var>> {
+        let mut defs: HashMap<Var, usize> = HashMap::new();
+        for op in bwd_ops {
+            for d in op.defs() {
+                *defs.entry(*d).or_default() += 1;
+            }
+        }
+        let mut map: HashMap<Var, Var> = HashMap::new();
+        for p in &bwd.params {
+            let v = self.f.vars.push(bwd.vars[*p].clone());
+            self.f.params.push(v);
+            map.insert(*p, v);
+        }
+        for op in bwd_ops {
+            let Op::Prim {
+                dst,
+                prim,
+                args,
+                loc,
+            } = op
+            else {
+                return None;
+            };
+            if let (Prim::TapePop(ty), Some(x)) = (prim, dst) {
+                let v = self.tape.pop()?;
+                if self.f.vars[v].ty != *ty || map.contains_key(x) {
+                    return None;
+                }
+                // A popped variable the backward part assigns again gets a
+                // copy, so that the forward variable keeps its value.
+                let held = if defs[x] == 1 {
+                    v
+                } else {
+                    self.copy_of(v, *loc)
+                };
+                map.insert(*x, held);
+                continue;
+            }
+            let f = &mut self.f;
+            let mut var = |v: &Var| {
+                *map.entry(*v)
+                    .or_insert_with(|| f.vars.push(bwd.vars[*v].clone()))
+            };
+            let op = Op::Prim {
+                dst: dst.as_ref().map(&mut var),
+                prim: prim.clone(),
+                args: args.iter().map(&mut var).collect(),
+                loc: *loc,
+            };
+            self.ops.push(op);
+        }
+        self.tape.is_empty().then_some(map)
+    }
+
+    /// A fresh variable holding a copy of `v`, made at the end of the ops.
+    fn copy_of(&mut self, v: Var, loc: autobatch_types::Loc) -> Var {
+        let data = VarData {
+            ty: self.f.vars[v].ty.clone(),
+            name: None,
+        };
+        let x = self.f.vars.push(data);
+        self.ops.push(Op::Prim {
+            dst: Some(x),
+            prim: Prim::Copy,
+            args: vec![v],
+            loc,
+        });
+        x
+    }
+}
