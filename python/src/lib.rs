@@ -301,10 +301,7 @@ impl Program {
                 grad_statics.as_deref(),
                 inputs,
                 |e, inputs| self.compiled.bind_owned(e, inputs),
-                |e, statics, inputs| {
-                    self.compiled
-                        .bind_static_gradient_owned(e, statics, inputs)
-                },
+                |e, statics, inputs| self.compiled.bind_static_gradient_owned(e, statics, inputs),
             )?;
             run_batch(py, bound, &config)
         })

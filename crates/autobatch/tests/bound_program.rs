@@ -316,7 +316,10 @@ fn owned_inputs_give_their_statics_arrays_to_the_program_uncopied() {
 
     let (inputs, w_address) = given();
     let bound = program.with_statics_owned(inputs).unwrap();
-    assert_eq!(f64_buffer(&bound.static_value("W").unwrap().data), w_address);
+    assert_eq!(
+        f64_buffer(&bound.static_value("W").unwrap().data),
+        w_address
+    );
     assert_eq!(
         bound.statics(),
         program.with_statics(&given().0).unwrap().statics()

@@ -558,7 +558,9 @@ fn prepare_run(args: &RunArgs) -> Result<(Compiled, autobatch::BoundBatch), Fail
     // The inputs are given to the binding: the statics' arrays become the
     // program's statics without a copy.
     let batch = if args.grad_statics.is_empty() {
-        compiled.bind_owned(&args.entry, parsed).map_err(in_inputs)?
+        compiled
+            .bind_owned(&args.entry, parsed)
+            .map_err(in_inputs)?
     } else {
         let statics: Vec<&str> = args.grad_statics.iter().map(String::as_str).collect();
         compiled

@@ -305,7 +305,11 @@ struct Reading {
 
 /// The `last` reading if it was made less than [`AVAILABLE_READING_KEPT`]
 /// before `now`, else a new one (`read`), kept as `last`.
-fn kept_or_read(last: &mut Option<Reading>, now: std::time::Instant, read: impl FnOnce() -> u64) -> u64 {
+fn kept_or_read(
+    last: &mut Option<Reading>,
+    now: std::time::Instant,
+    read: impl FnOnce() -> u64,
+) -> u64 {
     match *last {
         Some(reading) if now.saturating_duration_since(reading.at) < AVAILABLE_READING_KEPT => {
             reading.bytes
