@@ -201,14 +201,15 @@ fn value_error(error: autobatch::InputError) -> PyErr {
 fn bind_entry(
     entry: &str,
     grad_statics: Option<&[String]>,
-    bind: impl FnOnce(&str) -> Result<BoundBatch, autobatch::InputError>,
-    bind_gradient: impl FnOnce(&str, &[&str]) -> Result<BoundBatch, autobatch::InputError>,
+    inputs: Inputs,
+    bind: impl FnOnce(&str, Inputs) -> Result<BoundBatch, autobatch::InputError>,
+    bind_gradient: impl FnOnce(&str, &[&str], Inputs) -> Result<BoundBatch, autobatch::InputError>,
 ) -> PyResult<BoundBatch> {
     match grad_statics {
-        None => bind(entry),
+        None => bind(entry, inputs),
         Some(statics) => {
             let statics: Vec<&str> = statics.iter().map(String::as_str).collect();
-            bind_gradient(entry, &statics)
+            bind_gradient(entry, &statics, inputs)
         }
     }
     .map_err(value_error)
@@ -294,11 +295,13 @@ impl Program {
                 max_tape_bytes,
             )?;
             let inputs = inputs_from_py(batch, shared)?;
+            // The statics' arrays become the program's without a copy.
             let bound = bind_entry(
                 entry,
                 grad_statics.as_deref(),
-                |e| self.compiled.bind(e, &inputs),
-                |e, statics| self.compiled.bind_static_gradient(e, statics, &inputs),
+                inputs,
+                |e, inputs| self.compiled.bind_owned(e, inputs),
+                |e, statics, inputs| self.compiled.bind_static_gradient_owned(e, statics, inputs),
             )?;
             run_batch(py, bound, &config)
         })
@@ -311,7 +314,10 @@ impl Program {
     fn bind(&self, shared: Option<&Bound<'_, PyAny>>) -> PyResult<BoundProgram> {
         no_panic(|| {
             let inputs = inputs_from_py(None, shared)?;
-            let bound = self.compiled.with_statics(&inputs).map_err(value_error)?;
+            let bound = self
+                .compiled
+                .with_statics_owned(inputs)
+                .map_err(value_error)?;
             Ok(BoundProgram { bound })
         })
     }
@@ -410,8 +416,9 @@ impl BoundProgram {
             let batch = bind_entry(
                 entry,
                 grad_statics.as_deref(),
-                |e| self.bound.bind(e, &inputs),
-                |e, statics| self.bound.bind_static_gradient(e, statics, &inputs),
+                inputs,
+                |e, inputs| self.bound.bind(e, &inputs),
+                |e, statics, inputs| self.bound.bind_static_gradient(e, statics, &inputs),
             )?;
             run_batch(py, batch, &config)
         })

@@ -4,7 +4,9 @@ against the run itself: `autobatch run examples/models/treelstm.ab --entry
 classify --shared W.npz --inputs BATCH --stats`, the weights (hidden 128,
 float32) in a `.npz` as numpy's `savez` writes it, the batch of trees in
 JSON or in a `.npz`; `read_seconds`, `bind_seconds` and `wall_seconds`
-from `--stats`, at one thread and at the default threads. The cells are
+from `--stats`, at one thread and at the default threads, and the whole
+process's page faults (the kernel's first touches of fresh memory: a
+count the machine's load does not change). The cells are
 interleaved (each repeat runs every cell once) and each figure is the
 fastest repeat's (the least disturbed), with the median beside it.
 
@@ -16,6 +18,7 @@ tools/dynet_bench.py's generator and SST's test trees).
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -54,10 +57,13 @@ def run_once(weights, batch, threads, tmp):
            "--stats", "--output", out]
     if threads:
         cmd += ["--threads", str(threads)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
     subprocess.run(cmd, check=True)
+    faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
     with open(out) as f:
         stats = json.load(f)["stats"]
-    return {k: stats[k] for k in ("read_seconds", "bind_seconds", "wall_seconds", "strategy")}
+    figures = {k: stats[k] for k in ("read_seconds", "bind_seconds", "wall_seconds", "strategy")}
+    return {**figures, "page_faults": faults}
 
 
 def main():
@@ -83,8 +89,9 @@ def main():
           f"fastest (median) of {a.repeats} interleaved repeats; {CLI}.")
     if a.loaded:
         print("**Loaded machine: other processes shared the cores.**")
-    print("\n| batch | threads | strategy | read ms | bind ms | run ms | (read + bind) / run |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| batch | threads | strategy | read ms | bind ms | run ms | (read + bind) / run "
+          "| page faults |")
+    print("|---|---|---|---|---|---|---|---|")
     rows = []
     for (fmt, threads), cell in runs.items():
         row = {"batch": fmt, "threads": threads or "default", "strategy": cell[0]["strategy"],
@@ -102,7 +109,8 @@ def main():
             return f"{row[key] * 1e3:.2f} ({row[key + '_median'] * 1e3:.2f})"
         print(f"| {fmt} | {row['threads']} | {row['strategy']} | {ms('read_seconds')} | "
               f"{ms('bind_seconds')} | {ms('wall_seconds')} | "
-              f"{row['ratio']:.1%} ({row['ratio_median']:.1%}) |")
+              f"{row['ratio']:.1%} ({row['ratio_median']:.1%}) | "
+              f"{min(r['page_faults'] for r in cell):,} |")
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:

@@ -3,7 +3,8 @@
 //! shared, not copied; they can be read, replaced and updated in place;
 //! gradients run against them; arrays of another element type of the
 //! family are converted, and the rest refused with messages that name the
-//! value and the shapes.
+//! value and the shapes; owned inputs give the statics their arrays'
+//! elements without a copy.
 
 use std::sync::Arc;
 
@@ -280,5 +281,75 @@ fn arrays_of_another_family_or_shape_are_refused_by_name() {
     assert_eq!(
         error.message(),
         "static `B` must be an array of numbers (f64), found an array of bool"
+    );
+}
+
+/// The address of the elements of an `f64` tensor.
+fn f64_buffer(data: &Data) -> *const f64 {
+    match data {
+        Data::F64(v) => v.as_ptr(),
+        other => panic!("f64 elements expected, found {:?}", other.ty()),
+    }
+}
+
+#[test]
+fn owned_inputs_give_their_statics_arrays_to_the_program_uncopied() {
+    let program = compile(SOURCE, "bound.ab").unwrap();
+    let w64 = || array(vec![2, 3], Data::F64(w().concat()), "float64");
+    // B as float32: another element type of the family, converted as
+    // `bind` converts it.
+    let b32 = || array(vec![2], Data::F32(vec![0.1, -0.2]), "float32");
+    // The inputs, and where W's elements are.
+    let given = || {
+        let w = w64();
+        let address = f64_buffer(&w.tensor.data);
+        (Inputs::new().shared("W", w).shared("B", b32()), address)
+    };
+    let run = |batch: &autobatch::BoundBatch| batch.run(&config(Strategy::Reference)).unwrap();
+
+    let (inputs, w_address) = given();
+    let owned = program.bind_owned("affine", inputs.merge(batch())).unwrap();
+    let copied = program.bind("affine", &given().0.merge(batch())).unwrap();
+    assert_eq!(owned.env().statics, copied.env().statics);
+    assert_eq!(f64_buffer(&owned.env().statics[0].data), w_address);
+    assert_eq!(run(&owned).members, run(&copied).members);
+
+    let (inputs, w_address) = given();
+    let bound = program.with_statics_owned(inputs).unwrap();
+    assert_eq!(
+        f64_buffer(&bound.static_value("W").unwrap().data),
+        w_address
+    );
+    assert_eq!(
+        bound.statics(),
+        program.with_statics(&given().0).unwrap().statics()
+    );
+
+    let (inputs, w_address) = given();
+    let gradient = program
+        .bind_static_gradient_owned("loss", &["W", "B"], inputs.merge(batch()))
+        .unwrap();
+    assert_eq!(f64_buffer(&gradient.env().statics[0].data), w_address);
+    let copied = program
+        .bind_static_gradient("loss", &["W", "B"], &given().0.merge(batch()))
+        .unwrap();
+    assert_eq!(
+        run(&gradient).static_gradients,
+        run(&copied).static_gradients
+    );
+
+    // Errors are binding's: a wrong shape is refused by name.
+    let error = program
+        .bind_owned(
+            "affine",
+            Inputs::new()
+                .shared("W", array(vec![6], Data::F64(w().concat()), "float64"))
+                .shared("B", b32())
+                .merge(batch()),
+        )
+        .unwrap_err();
+    assert_eq!(
+        error.message(),
+        "static `W` is an array of float64 with shape [6], but its type `[[f64; D]; H]` needs shape [H, D]"
     );
 }

@@ -102,6 +102,47 @@ fn read_bytes(path: &Path, what: &str, stdin: bool, per_byte: u64) -> Result<Vec
     Ok(bytes)
 }
 
+/// The bytes of an array file: mapped from the system's cache of the file
+/// where it can be, so that its arrays are decoded straight from the
+/// file's pages (no copy of the file, and no fresh memory to fault in);
+/// else read as [`read_bytes`] reads (which also says what is wrong with a
+/// file that cannot be read).
+fn array_file_bytes(path: &Path, what: &str) -> Result<FileBytes, Failure> {
+    let limit = autobatch::available_memory_bytes() / ARRAY_BYTES_PER_BYTE;
+    let mapped = std::fs::File::open(path).ok().and_then(|file| {
+        let metadata = file.metadata().ok()?;
+        if !metadata.is_file() || metadata.len() == 0 || metadata.len() > limit {
+            return None;
+        }
+        // SAFETY: the map is read-only and lives only while the file's
+        // arrays are decoded from it (they are copied out). Another process
+        // truncating the file in that time would fault the reads past its
+        // new end; an input file is not expected to change while it is read.
+        unsafe { memmap2::Mmap::map(&file) }.ok()
+    });
+    match mapped {
+        Some(map) => Ok(FileBytes::Mapped(map)),
+        None => read_bytes(path, what, false, ARRAY_BYTES_PER_BYTE).map(FileBytes::Read),
+    }
+}
+
+/// The bytes of a file: mapped, or read into memory.
+enum FileBytes {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl std::ops::Deref for FileBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            FileBytes::Mapped(map) => map,
+            FileBytes::Read(bytes) => bytes,
+        }
+    }
+}
+
 /// A data or inputs file (`-`: standard input): unreadable or not UTF-8
 /// is bad input (exit 2).
 pub fn read_file(path: &Path, what: &str) -> Result<String, Failure> {
@@ -160,7 +201,7 @@ fn format_of(path: &Path) -> Format {
 
 /// The arrays of a `.npz` or `.safetensors` file.
 fn read_arrays(path: &Path, what: &str, format: Format) -> Result<Vec<NamedArray>, Failure> {
-    let bytes = read_bytes(path, what, false, ARRAY_BYTES_PER_BYTE)?;
+    let bytes = array_file_bytes(path, what)?;
     let arrays = match format {
         Format::Npz => arrays::read_npz(&bytes),
         _ => arrays::read_safetensors(&bytes),
@@ -209,7 +250,7 @@ pub fn read_run_inputs(
         let (name, path) = parse_shared(spec);
         let read = match (name, format_of(path)) {
             (Some(name), _) => {
-                let bytes = read_bytes(path, "array", false, ARRAY_BYTES_PER_BYTE)?;
+                let bytes = array_file_bytes(path, "array")?;
                 let array = arrays::read_npy(&bytes)
                     .map_err(|reason| Failure::Usage(format!("{}: {reason}", source_name(path))))?;
                 Inputs::new().shared(name, array)

@@ -555,12 +555,16 @@ fn prepare_run(args: &RunArgs) -> Result<(Compiled, autobatch::BoundBatch), Fail
     let (parsed, sources) = input::read_run_inputs(&args.inputs, &args.shared)?;
     let read_seconds = reading.elapsed().as_secs_f64();
     let in_inputs = |e: autobatch::InputError| sources.error(e);
+    // The inputs are given to the binding: the statics' arrays become the
+    // program's statics without a copy.
     let batch = if args.grad_statics.is_empty() {
-        compiled.bind(&args.entry, &parsed).map_err(in_inputs)?
+        compiled
+            .bind_owned(&args.entry, parsed)
+            .map_err(in_inputs)?
     } else {
         let statics: Vec<&str> = args.grad_statics.iter().map(String::as_str).collect();
         compiled
-            .bind_static_gradient(&args.entry, &statics, &parsed)
+            .bind_static_gradient_owned(&args.entry, &statics, parsed)
             .map_err(in_inputs)?
     };
     Ok((compiled, batch.read_in(read_seconds)))

@@ -139,7 +139,9 @@ pub fn train(args: TrainArgs) -> Result<(), Failure> {
     check_checkpoint_name(args.checkpoint.as_deref())?;
     let compiled = compile_file(&args.program)?;
     let (init, sources) = input::read_run_inputs(&[], std::slice::from_ref(&args.statics))?;
-    let bound = compiled.with_statics(&init).map_err(|e| sources.error(e))?;
+    let bound = compiled
+        .with_statics_owned(init)
+        .map_err(|e| sources.error(e))?;
     let (data, _) = input::read_run_inputs(std::slice::from_ref(&args.data), &[])?;
     let dev = match &args.dev {
         Some(path) => Some(input::read_run_inputs(std::slice::from_ref(path), &[])?.0),

@@ -277,8 +277,53 @@ fn parse_size(text: &str) -> Option<u64> {
     digits.parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
-/// What the system reports available, else 8 GiB.
+/// How long a reading of what the system has available is used again:
+/// reading `/proc/meminfo` costs the kernel more than a small run's own
+/// setup, and a host that runs a small batch every millisecond (a Python
+/// loop) would pay it on every run.
+const AVAILABLE_READING_KEPT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// What the system reports available, else 8 GiB: read at most once per
+/// [`AVAILABLE_READING_KEPT`].
 fn system_available_bytes() -> u64 {
+    use std::sync::{Mutex, PoisonError};
+    static LAST: Mutex<Option<Reading>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
+    kept_or_read(
+        &mut last,
+        std::time::Instant::now(),
+        read_system_available_bytes,
+    )
+}
+
+/// A reading of what the system has available, and when it was made.
+#[derive(Clone, Copy)]
+struct Reading {
+    at: std::time::Instant,
+    bytes: u64,
+}
+
+/// The `last` reading if it was made less than [`AVAILABLE_READING_KEPT`]
+/// before `now`, else a new one (`read`), kept as `last`.
+fn kept_or_read(
+    last: &mut Option<Reading>,
+    now: std::time::Instant,
+    read: impl FnOnce() -> u64,
+) -> u64 {
+    match *last {
+        Some(reading) if now.saturating_duration_since(reading.at) < AVAILABLE_READING_KEPT => {
+            reading.bytes
+        }
+        _ => {
+            let bytes = read();
+            *last = Some(Reading { at: now, bytes });
+            bytes
+        }
+    }
+}
+
+/// `MemAvailable` of `/proc/meminfo`, else 8 GiB.
+fn read_system_available_bytes() -> u64 {
     let from_proc = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|text| {
@@ -299,4 +344,31 @@ pub fn value_bytes(ty: &TensorType, symbols: &[u64]) -> u128 {
         .map(|d| dim_length(symbols, *d) as u128)
         .product();
     elements * element_bytes(ty.elem) as u128
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_available_memory_is_read_again_only_once_its_reading_is_old() {
+        let start = Instant::now();
+        let mut last = None;
+        let reads = std::cell::Cell::new(0);
+        let read = |bytes: u64| {
+            let reads = &reads;
+            move || {
+                reads.set(reads.get() + 1);
+                bytes
+            }
+        };
+        assert_eq!(kept_or_read(&mut last, start, read(100)), 100);
+        let soon = start + AVAILABLE_READING_KEPT / 2;
+        assert_eq!(kept_or_read(&mut last, soon, read(200)), 100, "kept");
+        let later = start + AVAILABLE_READING_KEPT + Duration::from_millis(1);
+        assert_eq!(kept_or_read(&mut last, later, read(300)), 300, "read again");
+        assert_eq!(kept_or_read(&mut last, later, read(400)), 300, "kept");
+        assert_eq!(reads.get(), 2);
+    }
 }

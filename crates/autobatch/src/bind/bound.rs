@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use autobatch_exec::{Batch, Env};
 use autobatch_ir::{FuncId, Program};
-use autobatch_types::{Dim, Tensor, Type};
+use autobatch_types::{Data, Dim, Tensor, Type};
 
 use super::{
     batch_size, check_hosts_registered, check_names, check_statics_given, check_symbols_fixed,
@@ -110,6 +110,83 @@ impl Compiled {
             .cloned()
             .collect();
         Ok(bound)
+    }
+}
+
+impl Compiled {
+    /// [`Compiled::with_statics`], taking the inputs: an array given for a
+    /// static with the static's element type becomes the static's tensor
+    /// as it is, not copied (weights read from a `.npz` file, a numpy array
+    /// of the declared dtype). The same statics, the same errors.
+    pub fn with_statics_owned(&self, mut inputs: Inputs) -> Result<BoundProgram, InputError> {
+        let taken = TakenArrays::take(self.program(), &mut inputs);
+        let mut bound = self.with_statics(&inputs)?;
+        taken.put_into(&mut bound.statics);
+        Ok(bound)
+    }
+
+    /// [`Compiled::bind`], taking the inputs: the statics' arrays are
+    /// bound without a copy, as [`Compiled::with_statics_owned`] binds
+    /// them. The same batch, the same errors.
+    pub fn bind_owned(&self, entry: &str, mut inputs: Inputs) -> Result<BoundBatch, InputError> {
+        let taken = TakenArrays::take(self.program(), &mut inputs);
+        let mut batch = self.bind(entry, &inputs)?;
+        taken.put_into(&mut batch.env.statics);
+        Ok(batch)
+    }
+
+    /// [`Compiled::bind_static_gradient`], taking the inputs: the statics'
+    /// arrays are bound without a copy, as [`Compiled::bind_owned`] binds
+    /// them.
+    pub fn bind_static_gradient_owned(
+        &self,
+        entry: &str,
+        statics: &[&str],
+        mut inputs: Inputs,
+    ) -> Result<BoundBatch, InputError> {
+        let taken = TakenArrays::take(self.program(), &mut inputs);
+        let mut batch = self.bind_static_gradient(entry, statics, &inputs)?;
+        taken.put_into(&mut batch.env.statics);
+        Ok(batch)
+    }
+}
+
+/// The elements of the arrays given for statics of their element type,
+/// taken out of the inputs before binding (an empty buffer of the same
+/// type left in their place) and put into the bound statics after: binding
+/// checks such an array's shape, which stays, and would copy its elements
+/// unchanged. A static's index in the program's order, and its elements.
+struct TakenArrays(Vec<(usize, Data)>);
+
+impl TakenArrays {
+    fn take(program: &Program, inputs: &mut Inputs) -> TakenArrays {
+        let mut taken = Vec::new();
+        for (index, (_, decl)) in program.statics.iter().enumerate() {
+            // Binding refuses a name given twice: the first is the one taken.
+            let value = inputs.shared.iter_mut().find(|(n, _)| *n == decl.name);
+            let Some((_, InputValue::Array(array))) = value else {
+                continue;
+            };
+            if array.tensor.data.ty() == decl.ty.elem {
+                let empty = Data::with_capacity(decl.ty.elem, 0);
+                taken.push((index, std::mem::replace(&mut array.tensor.data, empty)));
+            }
+        }
+        TakenArrays(taken)
+    }
+
+    /// Puts the elements into the statics bound from the inputs they were
+    /// taken from (each static's shape is its array's).
+    fn put_into(self, statics: &mut Arc<Vec<Tensor>>) {
+        if self.0.is_empty() {
+            return;
+        }
+        // The statics were just bound, so nothing else holds them.
+        let statics = Arc::make_mut(statics);
+        for (index, data) in self.0 {
+            debug_assert_eq!(statics[index].shape.iter().product::<usize>(), data.len());
+            statics[index].data = data;
+        }
     }
 }
 
