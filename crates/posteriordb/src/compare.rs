@@ -249,7 +249,11 @@ fn check_parameter(ours: &ColumnStats, r: &Reference, tolerance: &Tolerance) -> 
 /// split chains ([`ess_basic`], as the tail ESS), combined with that of the
 /// reference's own quantile (with the reference's bulk ESS; NaN, which
 /// fails, without it).
-fn check_quantiles(chains: &[Vec<f64>], r: &Reference, tolerance: &Tolerance) -> Vec<QuantileCheck> {
+fn check_quantiles(
+    chains: &[Vec<f64>],
+    r: &Reference,
+    tolerance: &Tolerance,
+) -> Vec<QuantileCheck> {
     let split = split_chains(chains);
     let pooled = chains.concat();
     let n = pooled.len() as f64;
@@ -412,7 +416,10 @@ mod tests {
         let p = &wider.parameters[0];
         assert!(!wider.passed());
         let quartile = &p.quantiles[1];
-        assert!((quartile.fraction_below - 0.290).abs() < 0.002, "{quartile:?}");
+        assert!(
+            (quartile.fraction_below - 0.290).abs() < 0.002,
+            "{quartile:?}"
+        );
         assert!(quartile.error > 1.0, "{quartile:?}");
         assert!(p.quantiles[2].error < 1e-9, "the median is the same");
         let stable = run(1.0, 0.05);

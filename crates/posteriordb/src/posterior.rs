@@ -161,8 +161,7 @@ impl ReferenceFile {
         self.parameters
             .into_iter()
             .map(|mut r| {
-                if !r.quantile_values.is_empty() && r.quantile_values.len() != probabilities.len()
-                {
+                if !r.quantile_values.is_empty() && r.quantile_values.len() != probabilities.len() {
                     return Err(format!(
                         "`{}` has {} quantiles for {} quantile_probabilities",
                         r.name,

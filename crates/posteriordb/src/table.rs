@@ -68,15 +68,20 @@ fn failure(p: &ParameterCheck) -> String {
     };
     let mut reasons = Vec::new();
     if p.criterion == Criterion::Quantiles {
-        reasons.extend(p.quantiles.iter().filter(|q| q.error.is_nan() || q.error > 1.0).map(|q| {
-            format!(
+        reasons.extend(
+            p.quantiles
+                .iter()
+                .filter(|q| q.error.is_nan() || q.error > 1.0)
+                .map(|q| {
+                    format!(
                 "{} of the draws at or below the reference's {}% quantile {} ({} times its bound)",
                 significant(q.fraction_below),
                 significant(100.0 * q.p),
                 significant(q.reference),
                 significant(q.error)
             )
-        }));
+                }),
+        );
     } else if !p.mean_ok {
         let why = format!("{} times its bound", significant(p.mean_error));
         reasons.push(against("mean", p.ours.mean, p.reference_mean, why));
