@@ -512,9 +512,125 @@ def distribution_programs():
         )
 
 
+def von_mises_centred_cdf(x, kappa):
+    """Stan's centred von Mises CDF from scipy's: scipy.stats.vonmises.cdf
+    below kappa 49, and Stan's blend of scipy's at 49 and 50 between 49
+    and 50 (above 50 scipy's is Stan's normal approximation too)."""
+    from scipy import stats
+
+    if 49.0 <= kappa < 50.0:
+        return ((50.0 - kappa) * stats.vonmises.cdf(x, 49.0)
+                + (kappa - 49.0) * stats.vonmises.cdf(x, 50.0))
+    return float(stats.vonmises.cdf(x, kappa))
+
+
+def von_mises_cdf(y, mu, kappa):
+    """Stan's von_mises_cdf(y | mu, kappa), y in [-pi, pi], from scipy's
+    centred CDF: at y - mu wrapped into [-pi, pi), less its value where -pi
+    maps to, plus 1 past the wrap."""
+    if y == -math.pi:
+        return 0.0
+    if y == math.pi:
+        return 1.0
+
+    def wrap(v):
+        v += math.pi
+        return v - math.floor(v / (2 * math.pi)) * 2 * math.pi - math.pi
+
+    x, m = wrap(y - mu), wrap(mu)
+    cut, bound = (m + math.pi, -math.pi - m) if m < 0 else (m - math.pi, math.pi - m)
+    f = von_mises_centred_cdf(x, kappa) - von_mises_centred_cdf(bound, kappa) + (1.0 if y > cut else 0.0)
+    return max(f, 0.0)
+
+
+def von_mises_cdf_exact(y, mu, kappa):
+    """The von Mises CDF by quadrature of the density from -pi (mpmath), to
+    check the scipy-based values where the series is exact to rounding."""
+    y, mu, kappa = mp.mpf(y), mp.mpf(mu), mp.mpf(kappa)
+    peaks = [mu + 2 * mp.pi * j for j in range(-3, 4) if -mp.pi < mu + 2 * mp.pi * j < y]
+    integral = mp.quad(lambda t: mp.exp(kappa * (mp.cos(t - mu) - 1)), [-mp.pi] + peaks + [y])
+    return integral / (2 * mp.pi * mp.besseli(0, kappa) * mp.exp(-kappa))
+
+
+def von_mises_cdf_program():
+    """tests/programs/dist_von_mises_cdf.ab: `von_mises_lcdf` and
+    `von_mises_lccdf` in the bulk, the tails, with mu off [-pi, pi] and
+    across the wrap, in the series, blend and normal ranges of kappa, at
+    the ends of the support; their gradients; the sum over a vector; and
+    the errors of an outcome off [-pi, pi] and of kappa 0."""
+    points = [(0.5, 0.2, 1.5), (-1.0, 0.3, 4.0), (2.5, -2.0, 0.5), (0.0, 0.0, 10.0), (3.0, 1.0, 0.01),
+              (1.0, 7.0, 2.0), (-2.0, -5.0, 3.0), (2.9, -3.0, 2.0), (-3.0, 3.0, 1.0), (-3.0, 0.0, 2.0),
+              (3.0, 0.0, 2.0), (-1.0, 0.0, 20.0), (1.0, 0.0, 20.0), (-0.5, 0.0, 30.0), (-3.1, 0.5, 1e-3),
+              (0.1, 0.0, 49.5), (0.05, 0.0, 100.0), (-0.05, 0.1, 1000.0), (0.02, 0.01, 1e4)]
+    lcdf = lambda y, m, k: math.log(von_mises_cdf(y, m, k))
+    lccdf = lambda y, m, k: math.log1p(-von_mises_cdf(y, m, k))
+    for point in points:
+        if point[2] < 49.0:
+            exact = von_mises_cdf_exact(*point)
+            assert abs(von_mises_cdf(*point) - exact) < 1e-12 * max(1.0, 1.0 / float(exact)) + 1e-13, point
+    batch = {"p": [list(map(float, point)) for point in points]}
+    values = [{"ok": [number(lcdf(*point)), number(lccdf(*point))]} for point in points]
+    def slope(upper, point, k):
+        """mpmath's derivative of the quadrature's log CDF (or CCDF) below
+        kappa 49, where the series is exact to rounding; above, central
+        differences of the scipy-based function (the normal approximation
+        is Stan's definition there, not the exact CDF)."""
+        if point[2] >= 49.0:
+            return central_difference(lccdf if upper else lcdf, point, k)
+        at = [mp.mpf(x) for x in point]
+
+        def log_f(t):
+            f = von_mises_cdf_exact(*(at[:k] + [t] + at[k + 1:]))
+            return mp.log(1 - f) if upper else mp.log(f)
+
+        return mp.diff(log_f, at[k])
+
+    slopes = [{"ok": [[number(slope(upper, point, k)) for k in range(3)] for upper in (False, True)]}
+              for point in points]
+    ends = [(-math.pi, 0.0, 1.0), (math.pi, 0.5, 1.0)]
+    end_values = [{"ok": [number(lcdf(*point) if von_mises_cdf(*point) > 0 else -math.inf),
+                          number(lccdf(*point) if von_mises_cdf(*point) < 1 else -math.inf)]}
+                  for point in ends]
+    first = points[0]
+    ys = [point[0] for point in points]
+    total = sum(lcdf(y, *first[1:]) for y in ys)
+    bad = [(3.5, 0.0, 1.0), (0.5, 0.0, 0.0)]
+    runs = [
+        # F is accurate to about 1e-15 absolutely, so ln F to about 1e-10
+        # where F is 1e-5.
+        ("values", {"batch": batch}, values, 1e-9),
+        ("slopes", {"batch": batch}, slopes, 1e-6),
+        ("values", {"batch": {"p": [list(point) for point in ends]}}, end_values, 1e-12),
+        ("vectorized", {"batch": {"p": [list(first)], "ys": [ys]}}, [{"ok": number(total)}], 1e-9),
+        ("values", {"batch": {"p": [list(point) for point in bad]}}, [
+            {"error": {"kind": "domain_error", "line": 23, "message": "Random variable `y` must be in [-pi, pi]"}},
+            {"error": {"kind": "domain_error", "line": 23, "message": "Scale parameter `kappa` must be positive"}},
+        ], 1e-12),
+    ]
+    source = (
+        "fn lcdf(p: [f64; 3]) -> f64 { von_mises_lcdf(p[0], p[1], p[2]) }\n"
+        "fn lccdf(p: [f64; 3]) -> f64 { von_mises_lccdf(p[0], p[1], p[2]) }\n"
+        "fn values(p: [f64; 3]) -> (f64, f64) { (lcdf(p), lccdf(p)) }\n"
+        "fn slopes(p: [f64; 3]) -> ([f64; 3], [f64; 3]) { (grad(lcdf, p), grad(lccdf, p)) }\n"
+        f"fn vectorized(p: [f64; 3], ys: [f64; {len(ys)}]) -> f64 {{ von_mises_lcdf(ys, p[1], p[2]) }}\n"
+    )
+    write_program(
+        "dist_von_mises_cdf",
+        "`von_mises_lcdf` and `von_mises_lccdf` (Stan's definition: the CDF from -pi of an\n"
+        "outcome in [-pi, pi], mu anywhere) against scipy.stats.vonmises.cdf, wrapped as Stan\n"
+        "wraps it (checked against mpmath's quadrature of the density below kappa 49): in the\n"
+        "bulk and the tails, mu off [-pi, pi] and across the wrap, kappa in the series, blend\n"
+        "and normal ranges; gradients against central differences; the ends of the support;\n"
+        "the sum over a vector of outcomes; an outcome off [-pi, pi] and kappa 0 are errors.",
+        runs,
+        source,
+    )
+
+
 def main():
     special_programs()
     distribution_programs()
+    von_mises_cdf_program()
     import multivariate_reference
     multivariate_reference.main()
 

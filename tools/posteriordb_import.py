@@ -5,10 +5,11 @@ data set and the reference summaries of each.
 For each posterior NAME (posteriordb's name, e.g. `earnings-earn_height`):
 
     examples/posteriordb/NAME/model.stan                 the Stan program
-    examples/posteriordb/NAME/reference_posterior.json   mean and sd of every
-        quantity in posteriordb's reference draws (parameters, transformed
-        parameters and generated quantities, under Stan's names, 1-based),
-        with the reference's own ESS and R-hat and how it was made
+    examples/posteriordb/NAME/reference_posterior.json   mean, sd and
+        5/25/50/75/95% quantiles of every quantity in posteriordb's reference
+        draws (parameters, transformed parameters and generated quantities,
+        under Stan's names, 1-based), the spread of its sd over the reference's
+        chains, with the reference's own ESS and R-hat and how it was made
     examples/posteriordb/data/DATA.json                  the data set (Stan JSON),
         shared by the posteriors that use it
 
@@ -73,12 +74,27 @@ class Repo:
         return sorted(os.path.basename(n)[: -len(".json.zip")] for n in names)
 
 
+QUANTILES = [0.05, 0.25, 0.5, 0.75, 0.95]
+
+
 def summaries(chains, names):
-    """Mean, sd (ddof 1) over every chain's draws pooled, per quantity."""
+    """Per quantity, over every chain's draws pooled: the mean, the sd
+    (ddof 1) and the 5/25/50/75/95% quantiles (NumPy's linear
+    interpolation); and the spread of the chains' sds (their sd over their
+    mean), which tells whether the sd is a stable figure at all."""
     out = []
     for name in names:
-        x = np.concatenate([np.asarray(c[name], dtype=float) for c in chains])
-        out.append({"name": name, "mean": float(x.mean()), "sd": float(x.std(ddof=1))})
+        per_chain = [np.asarray(c[name], dtype=float) for c in chains]
+        x = np.concatenate(per_chain)
+        chain_sds = np.array([c.std(ddof=1) for c in per_chain])
+        spread = chain_sds.std(ddof=1) / chain_sds.mean() if chain_sds.mean() > 0 else 0.0
+        out.append({
+            "name": name,
+            "mean": float(x.mean()),
+            "sd": float(x.std(ddof=1)),
+            "quantiles": [float(v) for v in np.quantile(x, QUANTILES)],
+            "chain_sd_spread": float(spread),
+        })
     return out
 
 
@@ -112,7 +128,9 @@ def import_posterior(repo, name):
         chains = repo.zipped_json(draws_file)
         params = summaries(chains, names)
         draws = sum(len(c[names[0]]) for c in chains)
-        source, how = draws_file, "mean and sd (ddof 1) of every chain's draws pooled"
+        source = draws_file
+        how = ("mean, sd (ddof 1) and quantiles (linear interpolation) of every chain's "
+               "draws pooled; chain_sd_spread: the sd of the chains' sds over their mean")
     else:
         draws = diag["ndraws"]
         params = summaries_from_statistics(repo, name, names, draws)
@@ -131,6 +149,7 @@ def import_posterior(repo, name):
         "reference_method": info["inference"],
         "draws": draws,
         "summaries": f"{how}; reference_ess_bulk and reference_r_hat from posteriordb's info",
+        **({"quantile_probabilities": QUANTILES} if "quantiles" in params[0] else {}),
         "parameters": params,
     }
     directory = os.path.join(OUT, name)

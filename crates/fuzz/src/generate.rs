@@ -145,6 +145,8 @@ pub enum LibraryArg {
     Positive,
     /// `inv_logit(x)`: in [0, 1].
     Unit,
+    /// `3 tanh(x)`: an angle in [-3, 3], inside [-pi, pi] (but for a NaN `x`).
+    Angle,
     /// `abs(n) % 5`: a count (negative for `i64::MIN`).
     Count,
     /// `abs(n) % 3 + 1`: a category of three.
@@ -162,7 +164,7 @@ pub enum LibraryArg {
 /// their arguments. Their checks make some members fail with
 /// `domain_error` (a scale of `inf`, a count of `i64::MIN`, a zero on the
 /// diagonal of a factor), which every executor must report alike.
-pub const LIBRARY: [(&str, &[LibraryArg]); 34] = {
+pub const LIBRARY: [(&str, &[LibraryArg]); 35] = {
     use LibraryArg::*;
     [
         ("normal_lpdf", &[Real, Real, Positive]),
@@ -183,6 +185,7 @@ pub const LIBRARY: [(&str, &[LibraryArg]); 34] = {
         ("poisson_lccdf", &[Count, Positive]),
         ("exponential_lpdf", &[Positive, Positive]),
         ("von_mises_lpdf", &[Real, Real, Positive]),
+        ("von_mises_lcdf", &[Angle, Real, Positive]),
         ("poisson_lpmf", &[Count, Positive]),
         ("binomial_logit_lpmf", &[Count, Count, Real]),
         ("categorical_logit_lpmf", &[Category, Vector]),
@@ -1071,6 +1074,12 @@ impl Generator {
                 LibraryArg::Unit => {
                     let x = self.expr(Ty::Float, sub);
                     self.builtin(Ty::Float, Builtin::Sigmoid, vec![x])
+                }
+                LibraryArg::Angle => {
+                    let x = self.expr(Ty::Float, sub);
+                    let t = self.builtin(Ty::Float, Builtin::Tanh, vec![x]);
+                    let three = Expr::new(Ty::Float, ExprKind::Float(3.0));
+                    Expr::binary(Ty::Float, BinOp::Mul, three, t)
                 }
                 LibraryArg::Count | LibraryArg::Category => {
                     let n = self.expr(Ty::Int, sub);

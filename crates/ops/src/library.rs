@@ -230,7 +230,7 @@ families! {
     /// `normal_id_glm(y | x, alpha, beta, sigma)`: `normal(y | alpha + x beta, sigma)`.
     NormalIdGlm: "normal_id_glm", real("y"), [design("x"), real("alpha"), vector("beta"), real("sigma")], cdf: false;
     /// `von_mises(y | mu, kappa)`.
-    VonMises: "von_mises", real("y"), [real("mu"), real("kappa")], cdf: false;
+    VonMises: "von_mises", real("y"), [real("mu"), real("kappa")], cdf: true;
     /// `dirichlet(theta | alpha)`, `theta` a simplex.
     Dirichlet: "dirichlet", vector("theta"), [vector("alpha")], cdf: false;
     /// `multi_normal(y | mu, Sigma)`.

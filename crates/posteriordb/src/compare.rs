@@ -1,12 +1,13 @@
 //! The comparison of the draws with the reference posterior, parameter by
-//! parameter.
+//! parameter: by mean and sd, or, for a parameter whose sd is not a stable
+//! figure (a tail too heavy for a finite variance), by quantiles.
 
 use serde::Serialize;
 
-use autobatch_sample::diagnostics::mcse_mean;
+use autobatch_sample::diagnostics::{ess_basic, mcse_mean, quantile, split_chains};
 use autobatch_sample::SampleRun;
 
-use crate::posterior::Reference;
+use crate::posterior::{Quantile, Reference};
 
 /// The bounds a parameter must meet.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -18,6 +19,12 @@ pub struct Tolerance {
     pub sd_relative: f64,
     /// R-hat < `max_rhat`.
     pub max_rhat: f64,
+    /// A parameter whose reference chains' sds spread more than this (their
+    /// sd over their mean) is compared by quantiles instead of mean and sd.
+    pub max_chain_sd_spread: f64,
+    /// At each reference quantile q_p, the fraction of our draws at or
+    /// below q_p is within `quantile_mcses` MCSE of p.
+    pub quantile_mcses: f64,
 }
 
 impl Default for Tolerance {
@@ -27,8 +34,36 @@ impl Default for Tolerance {
             mean_mcses: 3.0,
             sd_relative: 0.1,
             max_rhat: 1.01,
+            max_chain_sd_spread: 0.1,
+            quantile_mcses: 3.0,
         }
     }
+}
+
+/// How a parameter is compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Criterion {
+    /// Mean, sd and R-hat.
+    MeanSd,
+    /// The reference's quantiles and R-hat (the sd is not a stable figure).
+    Quantiles,
+}
+
+/// Our draws at one reference quantile q_p.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QuantileCheck {
+    pub p: f64,
+    /// q_p, the reference draws' p quantile.
+    pub reference: f64,
+    /// Our draws' p quantile, for the reader.
+    pub ours: f64,
+    /// The fraction of our draws at or below q_p.
+    pub fraction_below: f64,
+    /// The effective sample size of the indicator `draw <= q_p`.
+    pub ess: f64,
+    /// |fraction_below - p| over its bound: at most 1 passes.
+    pub error: f64,
 }
 
 /// Our figures of one reported column.
@@ -48,9 +83,12 @@ pub struct ColumnStats {
 pub struct ParameterCheck {
     /// Stan's name (`beta[2]`).
     pub name: String,
+    pub criterion: Criterion,
     pub ours: ColumnStats,
     pub reference_mean: f64,
     pub reference_sd: f64,
+    /// The reference chains' sds' spread that chose the criterion.
+    pub reference_chain_sd_spread: Option<f64>,
     /// |mean - reference mean| over its bound: at most 1 passes.
     pub mean_error: f64,
     /// sd / reference sd.
@@ -58,11 +96,36 @@ pub struct ParameterCheck {
     pub mean_ok: bool,
     pub sd_ok: bool,
     pub rhat_ok: bool,
+    /// With [`Criterion::Quantiles`]: each reference quantile.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quantiles: Vec<QuantileCheck>,
 }
 
 impl ParameterCheck {
+    /// The largest error of the quantiles (0 without them).
+    pub fn quantile_error(&self) -> f64 {
+        self.quantiles
+            .iter()
+            .map(|q| q.error)
+            .fold(0.0, |a: f64, b| {
+                if a.is_nan() || b.is_nan() {
+                    f64::NAN
+                } else {
+                    a.max(b)
+                }
+            })
+    }
+
+    pub fn quantiles_ok(&self) -> bool {
+        self.quantile_error() <= 1.0
+    }
+
     pub fn passed(&self) -> bool {
-        self.mean_ok && self.sd_ok && self.rhat_ok
+        let moments = match self.criterion {
+            Criterion::MeanSd => self.mean_ok && self.sd_ok,
+            Criterion::Quantiles => !self.quantiles.is_empty() && self.quantiles_ok(),
+        };
+        moments && self.rhat_ok
     }
 }
 
@@ -114,12 +177,16 @@ pub fn column_stats(run: &SampleRun) -> Vec<ColumnStats> {
 
 /// Compares the draws of `run` with `reference`.
 pub fn compare(run: &SampleRun, reference: &[Reference], tolerance: &Tolerance) -> Comparison {
-    compare_stats(&column_stats(run), reference, tolerance)
+    let stats = column_stats(run);
+    compare_stats(&stats, &|i: usize| run.column(i), reference, tolerance)
 }
 
-/// Compares our figures of each column with `reference`.
+/// Compares our figures of each column with `reference`; `draws(i)` gives
+/// column i's draws, chain by chain (read only for the parameters
+/// compared by quantiles).
 pub fn compare_stats(
     ours: &[ColumnStats],
+    draws: &dyn Fn(usize) -> Vec<Vec<f64>>,
     reference: &[Reference],
     tolerance: &Tolerance,
 ) -> Comparison {
@@ -128,15 +195,30 @@ pub fn compare_stats(
         not_compared: Vec::new(),
     };
     for r in reference {
-        let found = column_name(&r.name).and_then(|c| ours.iter().find(|s| s.column == c));
+        let found = column_name(&r.name).and_then(|c| ours.iter().position(|s| s.column == c));
         match found {
-            Some(stats) => comparison
-                .parameters
-                .push(check_parameter(stats, r, tolerance)),
+            Some(i) => {
+                let mut check = check_parameter(&ours[i], r, tolerance);
+                if check.criterion == Criterion::Quantiles {
+                    check.quantiles = check_quantiles(&draws(i), r, tolerance);
+                }
+                comparison.parameters.push(check);
+            }
             None => comparison.not_compared.push(r.name.clone()),
         }
     }
     comparison
+}
+
+/// The criterion for `r`: quantiles when the reference has them and its
+/// chains' sds spread more than the tolerance allows.
+fn criterion(r: &Reference, tolerance: &Tolerance) -> Criterion {
+    match r.chain_sd_spread {
+        Some(spread) if !r.quantiles.is_empty() && spread > tolerance.max_chain_sd_spread => {
+            Criterion::Quantiles
+        }
+        _ => Criterion::MeanSd,
+    }
 }
 
 /// One parameter against the tolerance (a NaN figure fails).
@@ -146,15 +228,56 @@ fn check_parameter(ours: &ColumnStats, r: &Reference, tolerance: &Tolerance) -> 
     let sd_ratio = ours.sd / r.sd;
     ParameterCheck {
         name: r.name.clone(),
+        criterion: criterion(r, tolerance),
         ours: ours.clone(),
         reference_mean: r.mean,
         reference_sd: r.sd,
+        reference_chain_sd_spread: r.chain_sd_spread,
         mean_error,
         sd_ratio,
         mean_ok: mean_error <= 1.0,
         sd_ok: (sd_ratio - 1.0).abs() <= tolerance.sd_relative,
         rhat_ok: ours.rhat < tolerance.max_rhat,
+        quantiles: Vec::new(),
     }
+}
+
+/// Our draws (chain by chain) at each quantile of `r`: the fraction at or
+/// below the reference's q_p must be within `quantile_mcses` standard
+/// errors of p. The standard error is that of the fraction,
+/// sqrt(p (1 - p) / ESS) with the ESS of the indicator `draw <= q_p` in our
+/// split chains ([`ess_basic`], as the tail ESS), combined with that of the
+/// reference's own quantile (with the reference's bulk ESS; NaN, which
+/// fails, without it).
+fn check_quantiles(
+    chains: &[Vec<f64>],
+    r: &Reference,
+    tolerance: &Tolerance,
+) -> Vec<QuantileCheck> {
+    let split = split_chains(chains);
+    let pooled = chains.concat();
+    let n = pooled.len() as f64;
+    let reference_ess = r.ess_bulk.unwrap_or(f64::NAN);
+    r.quantiles
+        .iter()
+        .map(|&Quantile { p, value }| {
+            let below: Vec<Vec<f64>> = split
+                .iter()
+                .map(|c| c.iter().map(|x| f64::from(u8::from(*x <= value))).collect())
+                .collect();
+            let fraction_below = below.iter().flatten().sum::<f64>() / n;
+            let ess = ess_basic(&below);
+            let se = (p * (1.0 - p) * (1.0 / ess + 1.0 / reference_ess)).sqrt();
+            QuantileCheck {
+                p,
+                reference: value,
+                ours: quantile(&pooled, p),
+                fraction_below,
+                ess,
+                error: (fraction_below - p).abs() / (tolerance.quantile_mcses * se),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -173,11 +296,11 @@ mod tests {
     }
 
     fn reference(name: &str, mean: f64, sd: f64) -> Reference {
-        Reference {
-            name: name.to_string(),
-            mean,
-            sd,
-        }
+        Reference::new(name, mean, sd)
+    }
+
+    fn no_draws(_: usize) -> Vec<Vec<f64>> {
+        panic!("a parameter compared by mean and sd reads no draws")
     }
 
     #[test]
@@ -201,6 +324,7 @@ mod tests {
         let case = |mean, sd, rhat| {
             let c = compare_stats(
                 &[stats("beta.0", mean, sd, 0.05, rhat)],
+                &no_draws,
                 &reference,
                 &tolerance,
             );
@@ -226,6 +350,7 @@ mod tests {
         let ours = [stats("sigma", 1.0, 0.1, 0.01, 1.0)];
         let c = compare_stats(
             &ours,
+            &no_draws,
             &[
                 reference("sigma", 1.0, 0.1),
                 reference("theta[1]", 0.0, 1.0),
@@ -234,7 +359,74 @@ mod tests {
         );
         assert!(c.passed());
         assert_eq!(c.not_compared, ["theta[1]"]);
-        let none = compare_stats(&ours, &[reference("tau", 1.0, 0.1)], &tolerance);
+        let none = compare_stats(&ours, &no_draws, &[reference("tau", 1.0, 0.1)], &tolerance);
         assert!(!none.passed(), "no parameter in common");
+    }
+
+    /// Four chains of 1000 draws of `scale` times a standard Cauchy variate:
+    /// the inverse distribution function at a stratified grid of
+    /// probabilities, in an order that mixes them over the chains.
+    fn cauchy_draws(scale: f64) -> Vec<Vec<f64>> {
+        let n = 4000;
+        let draws: Vec<f64> = (0..n)
+            .map(|k| {
+                let u = ((k * 1237) % n) as f64 / n as f64 + 0.5 / n as f64;
+                scale * (std::f64::consts::PI * (u - 0.5)).tan()
+            })
+            .collect();
+        draws.chunks(1000).map(<[f64]>::to_vec).collect()
+    }
+
+    /// The standard Cauchy's quantiles, as a reference with the given
+    /// spread of its chains' sds.
+    fn cauchy_reference(spread: f64) -> Reference {
+        let mut r = reference("K_m", 0.0, 7.0);
+        r.quantiles = [0.05, 0.25, 0.5, 0.75, 0.95]
+            .iter()
+            .map(|&p| Quantile {
+                p,
+                value: (std::f64::consts::PI * (p - 0.5)).tan(),
+            })
+            .collect();
+        r.chain_sd_spread = Some(spread);
+        r.ess_bulk = Some(10000.0);
+        r
+    }
+
+    /// A reference whose chains' sds spread more than 0.1 is compared by
+    /// quantiles, whatever the sd: the same distribution passes, one 30%
+    /// wider fails (at its 25% and 75% quantiles, 0.04 off in
+    /// probability).
+    #[test]
+    fn heavy_tails_are_compared_by_quantiles() {
+        let tolerance = Tolerance::default();
+        let run = |scale: f64, spread: f64| {
+            let ours = [stats("K_m", 0.0, 30.0, 1.0, 1.0)];
+            let draws = |_: usize| cauchy_draws(scale);
+            compare_stats(&ours, &draws, &[cauchy_reference(spread)], &tolerance)
+        };
+        let same = run(1.0, 0.36);
+        let p = &same.parameters[0];
+        assert_eq!(p.criterion, Criterion::Quantiles);
+        assert!(!p.sd_ok, "the sd is off, and not judged");
+        assert_eq!(p.quantiles.len(), 5);
+        assert!(p.quantile_error() < 0.1, "{:?}", p.quantiles);
+        assert!(same.passed());
+        let wider = run(1.3, 0.36);
+        let p = &wider.parameters[0];
+        assert!(!wider.passed());
+        let quartile = &p.quantiles[1];
+        // P(1.3 X <= tan(-pi / 4) = -1) for a standard Cauchy X.
+        let below = 0.5 + (-1.0f64 / 1.3).atan() / std::f64::consts::PI;
+        assert!(
+            (quartile.fraction_below - below).abs() < 0.001,
+            "{quartile:?}"
+        );
+        assert!(quartile.error > 1.0, "{quartile:?}");
+        assert!(p.quantiles[2].error < 1e-9, "the median is the same");
+        let stable = run(1.0, 0.05);
+        assert_eq!(stable.parameters[0].criterion, Criterion::MeanSd);
+        assert!(stable.parameters[0].quantiles.is_empty());
+        assert!(!stable.passed(), "judged by its sd, which is off");
     }
 }

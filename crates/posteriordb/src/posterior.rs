@@ -54,6 +54,43 @@ pub struct Reference {
     pub name: String,
     pub mean: f64,
     pub sd: f64,
+    /// The reference draws' quantiles (empty when the reference has only
+    /// means and sds).
+    #[serde(skip)]
+    pub quantiles: Vec<Quantile>,
+    /// The sd of the reference chains' sds over their mean: how far the sd
+    /// of a thousand draws is from being a stable figure.
+    #[serde(default)]
+    pub chain_sd_spread: Option<f64>,
+    /// The reference's bulk ESS (posteriordb's figure).
+    #[serde(default, rename = "reference_ess_bulk")]
+    pub ess_bulk: Option<f64>,
+    /// The quantiles' values, in the order of the file's
+    /// `quantile_probabilities`.
+    #[serde(default, rename = "quantiles")]
+    quantile_values: Vec<f64>,
+}
+
+/// The `p` quantile of a reference quantity: `value`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Quantile {
+    pub p: f64,
+    pub value: f64,
+}
+
+impl Reference {
+    /// A quantity known by its mean and sd only.
+    pub fn new(name: &str, mean: f64, sd: f64) -> Reference {
+        Reference {
+            name: name.to_string(),
+            mean,
+            sd,
+            quantiles: Vec::new(),
+            chain_sd_spread: None,
+            ess_bulk: None,
+            quantile_values: Vec::new(),
+        }
+    }
 }
 
 /// A posterior ready to sample.
@@ -111,7 +148,36 @@ fn settings(dir: &Path) -> Result<Settings, String> {
 #[derive(Deserialize)]
 struct ReferenceFile {
     data: String,
+    #[serde(default)]
+    quantile_probabilities: Vec<f64>,
     parameters: Vec<Reference>,
+}
+
+impl ReferenceFile {
+    /// The parameters with their quantiles paired with the probabilities;
+    /// an error when the two lists differ in length.
+    fn parameters(self) -> Result<Vec<Reference>, String> {
+        let probabilities = self.quantile_probabilities;
+        self.parameters
+            .into_iter()
+            .map(|mut r| {
+                if !r.quantile_values.is_empty() && r.quantile_values.len() != probabilities.len() {
+                    return Err(format!(
+                        "`{}` has {} quantiles for {} quantile_probabilities",
+                        r.name,
+                        r.quantile_values.len(),
+                        probabilities.len()
+                    ));
+                }
+                r.quantiles = probabilities
+                    .iter()
+                    .zip(&r.quantile_values)
+                    .map(|(&p, &value)| Quantile { p, value })
+                    .collect();
+                Ok(r)
+            })
+            .collect()
+    }
 }
 
 impl Posterior {
@@ -125,13 +191,16 @@ impl Posterior {
         let reference: ReferenceFile = serde_json::from_str(&read(&reference_path)?)
             .map_err(|e| format!("{}: {e}", reference_path.display()))?;
         let settings = settings(&dir)?;
-        let data = settings.data.as_ref().unwrap_or(&reference.data);
+        let data = settings.data.clone().unwrap_or(reference.data.clone());
+        let parameters = reference
+            .parameters()
+            .map_err(|e| format!("{}: {e}", reference_path.display()))?;
         Ok(Posterior {
             name: name.to_string(),
             model_path: format!("{name}/model.ab"),
             source: read(&dir.join("model.ab"))?,
             data: read(&dir.join(data))?,
-            reference: reference.parameters,
+            reference: parameters,
             settings,
         })
     }

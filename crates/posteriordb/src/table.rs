@@ -5,12 +5,12 @@ use std::fmt::Write as _;
 
 use autobatch_sample::report::significant;
 
-use crate::compare::{Comparison, ParameterCheck, Tolerance};
+use crate::compare::{Comparison, Criterion, ParameterCheck, Tolerance};
 use crate::Outcome;
 
 /// The worst figures of a comparison: the largest mean error (in units of
-/// its bound), the sd ratio farthest from 1, the largest R-hat and the
-/// smallest bulk ESS.
+/// its bound) and the sd ratio farthest from 1 of the parameters compared
+/// by mean and sd, the largest R-hat and the smallest bulk ESS of all.
 struct Worst {
     mean_error: f64,
     sd_ratio: f64,
@@ -35,9 +35,11 @@ fn worst(comparison: &Comparison) -> Worst {
         ess_bulk: f64::INFINITY,
     };
     for p in &comparison.parameters {
-        w.mean_error = larger(w.mean_error, p.mean_error);
-        if p.sd_ratio.is_nan() || (p.sd_ratio - 1.0).abs() > (w.sd_ratio - 1.0).abs() {
-            w.sd_ratio = p.sd_ratio;
+        if p.criterion == Criterion::MeanSd {
+            w.mean_error = larger(w.mean_error, p.mean_error);
+            if p.sd_ratio.is_nan() || (p.sd_ratio - 1.0).abs() > (w.sd_ratio - 1.0).abs() {
+                w.sd_ratio = p.sd_ratio;
+            }
         }
         w.rhat = larger(w.rhat, p.ours.rhat);
         w.ess_bulk = -larger(-w.ess_bulk, -p.ours.ess_bulk);
@@ -65,11 +67,26 @@ fn failure(p: &ParameterCheck) -> String {
         )
     };
     let mut reasons = Vec::new();
-    if !p.mean_ok {
+    if p.criterion == Criterion::Quantiles {
+        reasons.extend(
+            p.quantiles
+                .iter()
+                .filter(|q| q.error.is_nan() || q.error > 1.0)
+                .map(|q| {
+                    format!(
+                "{} of the draws at or below the reference's {}% quantile {} ({} times its bound)",
+                significant(q.fraction_below),
+                significant(100.0 * q.p),
+                significant(q.reference),
+                significant(q.error)
+            )
+                }),
+        );
+    } else if !p.mean_ok {
         let why = format!("{} times its bound", significant(p.mean_error));
         reasons.push(against("mean", p.ours.mean, p.reference_mean, why));
     }
-    if !p.sd_ok {
+    if p.criterion == Criterion::MeanSd && !p.sd_ok {
         let why = format!("ratio {}", significant(p.sd_ratio));
         reasons.push(against("sd", p.ours.sd, p.reference_sd, why));
     }
@@ -82,7 +99,8 @@ fn failure(p: &ParameterCheck) -> String {
 /// The table: per posterior, the parameters compared, the worst mean error
 /// (in units of its bound: at most 1 passes), the worst sd ratio, the
 /// largest R-hat, the smallest bulk ESS, divergences, seconds and the
-/// result; under a posterior that failed, what failed.
+/// result; under it, each parameter compared by quantiles and, when the
+/// posterior failed, what failed.
 pub fn table(outcomes: &[Outcome]) -> String {
     let width = name_width(outcomes.iter().map(|o| o.name.as_str()));
     let mut out = header(width);
@@ -137,10 +155,26 @@ pub fn rows(o: &Outcome, width: usize) -> String {
     if comparison.parameters.is_empty() {
         let _ = writeln!(out, "    no parameter of the reference is in the draws");
     }
+    for p in &comparison.parameters {
+        if p.criterion == Criterion::Quantiles {
+            let _ = writeln!(out, "{}", by_quantiles(p));
+        }
+    }
     for p in comparison.parameters.iter().filter(|p| !p.passed()) {
         let _ = writeln!(out, "{}", failure(p));
     }
     out
+}
+
+/// The line of a parameter compared by quantiles: why, and its worst
+/// quantile.
+fn by_quantiles(p: &ParameterCheck) -> String {
+    format!(
+        "    {}: compared by quantiles (the reference chains' sds spread {}), worst {} of its bound",
+        p.name,
+        significant(p.reference_chain_sd_spread.unwrap_or(f64::NAN)),
+        significant(p.quantile_error())
+    )
 }
 
 /// `N of M posteriors passed`.

@@ -35,6 +35,10 @@ pub(super) fn expand(
         let term = super::beta_cdf::expand(b, family, suffix, y, params)?;
         return b.total(term);
     }
+    if let (Family::VonMises, Suffix::Lcdf | Suffix::Lccdf) = (family, suffix) {
+        let term = super::von_mises_cdf::expand(b, suffix, y, params)?;
+        return b.total(term);
+    }
     if let (Family::Normal, Suffix::Log | Suffix::Unnormalized) = (family, suffix) {
         let z = standardized(b, y, params[0], params[1])?;
         return normal_sum(b, suffix, z, params[1]);

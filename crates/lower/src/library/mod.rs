@@ -13,6 +13,7 @@ mod beta_cdf;
 mod distributions;
 mod multivariate;
 mod special;
+mod von_mises_cdf;
 
 use autobatch_frontend::Diagnostic;
 use autobatch_ir::{BinaryOp, CompareOp, Dim, Prim, ReduceOp, TernaryOp, UnaryOp, Var};
