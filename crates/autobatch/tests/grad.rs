@@ -671,6 +671,8 @@ fn tape_bytes_are_counted_alike_on_every_strategy() {
         ("long_grad", false),
         ("wide_grad", false),
         ("rchain", true),
+        ("narrow_grad", false),
+        ("twice", false),
     ];
     for (entry, gradient_of_statics) in cases {
         let sizes = [64, 128, 256].map(|n| bind(entry, n, gradient_of_statics));
@@ -764,10 +766,25 @@ fn wide(x: f64, n: i64) -> f64 { tree(x, 0, n) }
 fn wide_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(wide, x, n) }
 "#;
 
-/// [`RECURSIONS`] and a recursion reading rows of a static `E` to
-/// differentiate with respect to it (see [`bind_tapes`]).
+/// [`RECURSIONS`], a recursion reading rows of a static `E` to
+/// differentiate with respect to it (see [`bind_tapes`]), a loop on `f32`
+/// (whose values take padding on the tape) and two gradients one after
+/// the other in one member (the second's tape outgrows the first's after
+/// the first emptied it).
 fn tapes() -> Compiled {
     let rows = r#"
+fn walk32(a: f32, n: i64) -> f32 {
+    let mut r = a;
+    for k in 0..n { if r > 0.5 { r = (r * 0.9).tanh() + 0.1; } else { r = r * 1.1 + 0.05; } }
+    r
+}
+fn narrow(x: f64, n: i64) -> f64 { walk32(x as f32, n) as f64 }
+fn narrow_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(narrow, x, n) }
+fn twice(x: f64, n: i64) -> (f64, f64) {
+    let (a, da) = value_and_grad(long, x, n / 2);
+    let (b, db) = value_and_grad(long, x, n);
+    (a + b, da + db)
+}
 extern "autobatch" { static E: [[f64; 2]; 8]; }
 fn rchain(x: f64, n: i64) -> f64 {
     if n == 0 {
@@ -831,6 +848,8 @@ fn the_tape_bound_stops_the_members_whose_tape_exceeds_it_alike_everywhere() {
         ("long_grad", false),
         ("wide_grad", false),
         ("rchain", true),
+        ("narrow_grad", false),
+        ("twice", false),
     ];
     for (entry, gradient_of_statics) in cases {
         let bound = bind_tapes(&compiled, entry, 128, gradient_of_statics);

@@ -342,6 +342,8 @@ impl Context {
     /// Counts what the tape holds now in the member's most.
     fn note_tape(&mut self) {
         self.tape_bytes = self.tape_bytes.max(self.tape.held() as u64);
+        let most = (self.tape_bytes as usize).min(self.tape_bound);
+        self.tape.fit_limit(most);
     }
 }
 
@@ -367,6 +369,16 @@ pub(crate) mod offsets {
     pub const STATIC_DATA: i32 = 48;
     pub const STEPS_RESERVE: i32 = 56;
     pub const INTERRUPT: i32 = 64;
+    /// The member's tape's fields native code pushes and pops scalars
+    /// with (`crate::tape::Tape`).
+    pub const TAPE_TOP: i32 = tape(crate::tape::TOP);
+    pub const TAPE_LIMIT: i32 = tape(crate::tape::LIMIT);
+    pub const TAPE_PADDING: i32 = tape(crate::tape::PADDING);
+    pub const TAPE_START: i32 = tape(crate::tape::START);
+
+    const fn tape(field: usize) -> i32 {
+        (std::mem::offset_of!(super::Context, tape) + field) as i32
+    }
 }
 
 /// `fn(context, arguments, results)`: the entry, called from the host.

@@ -18,23 +18,78 @@
 //! A tape counts what it holds as `autobatch_kernels::Tape::held` does
 //! ([`Tape::held`]): its values, its forks' instances' tapes, and what the
 //! lane's ancestors held when it started.
+//!
+//! Native code pushes and pops scalars itself (`translate::prims`): the
+//! running tape's top, limit, padding and start are at fixed offsets of
+//! the runner's context (`crate::offsets::TAPE_TOP` and the others). The
+//! limit is where the member's tape would hold the most it has held so far
+//! (or its bound, if that is less), or the end of the memory if that comes
+//! first: a push that ends below it can neither change the member's most
+//! (`tape_bytes`) nor fault. A push past it calls the host, which grows
+//! the memory, counts the most, checks the bound and moves the limit up
+//! (`Context::note_tape`); anything that lowers that point lowers the
+//! limit with it.
 
 use std::cell::RefCell;
 
-#[derive(Debug, Default)]
+/// A member's tape. Native code pushes and pops scalars itself through the
+/// first four fields (at fixed offsets, [`TOP`], [`LIMIT`], [`PADDING`],
+/// [`START`]):
+/// a push of `n` bytes (a multiple of 8) while `top + n <= limit` stores
+/// at `top` and moves it up; anything else calls the host.
+#[repr(C)]
+#[derive(Debug)]
 pub(crate) struct Tape {
-    /// The values pushed, their bytes in order, each padded to a multiple
-    /// of 8 bytes (so that a value's bytes are as aligned as the tape's
-    /// memory, for native code to read them in place).
-    bytes: Vec<u8>,
-    /// The bytes of padding in `bytes`.
+    /// The end of the values pushed: an address in `memory`.
+    top: *mut u8,
+    /// How far native code may push by itself: never past the end of
+    /// `memory`, and never so far that the member's tape would hold more
+    /// than its most so far or its bound ([`Tape::fit_limit`]), so that a
+    /// push below it changes neither the member's most nor faults. An
+    /// operation that lowers that point lowers it too.
+    limit: *mut u8,
+    /// The bytes of padding among the values.
     padding: usize,
+    /// The start of `memory`.
+    start: *mut u8,
+    /// The values pushed, their bytes in order from the start, each padded
+    /// to a multiple of 8 bytes (so that a value's bytes are as aligned as
+    /// the tape's memory, for native code to read them in place); its
+    /// length is the tape's capacity.
+    memory: Vec<u64>,
     /// Per `Save` fork, its instances' tapes in instance order.
     forks: Vec<Vec<Tape>>,
     /// The bytes the tapes in `forks` hold.
     fork_bytes: usize,
     /// The bytes the lane's ancestors held when it started.
     below: usize,
+}
+
+/// Offsets in a [`Tape`] that native code reads and writes.
+pub(crate) const TOP: usize = std::mem::offset_of!(Tape, top);
+pub(crate) const LIMIT: usize = std::mem::offset_of!(Tape, limit);
+pub(crate) const PADDING: usize = std::mem::offset_of!(Tape, padding);
+pub(crate) const START: usize = std::mem::offset_of!(Tape, start);
+
+// SAFETY: `top` and `limit` point into the tape's own `memory`, which
+// moves with it.
+unsafe impl Send for Tape {}
+
+impl Default for Tape {
+    fn default() -> Tape {
+        let mut memory = Vec::<u64>::new();
+        let start = memory.as_mut_ptr().cast::<u8>();
+        Tape {
+            top: start,
+            limit: start,
+            padding: 0,
+            start,
+            memory,
+            forks: Vec::new(),
+            fork_bytes: 0,
+            below: 0,
+        }
+    }
 }
 
 /// Spare tapes and lists of tapes of a thread (`Tape::spare`).
@@ -78,7 +133,49 @@ impl Tape {
 
     /// The bytes of this tape's values and forks' tapes.
     fn own(&self) -> usize {
-        self.bytes.len() - self.padding + self.fork_bytes
+        self.len() - self.padding + self.fork_bytes
+    }
+
+    /// The bytes of the values, padding included.
+    fn len(&self) -> usize {
+        self.top as usize - self.start as usize
+    }
+
+    /// Moves the top to `len` bytes from the start.
+    fn set_len(&mut self, len: usize) {
+        debug_assert!(len <= 8 * self.memory.len());
+        // SAFETY: `len` is within the memory.
+        self.top = unsafe { self.start.add(len) };
+    }
+
+    /// Lets native code push until the member's tape holds `most` bytes
+    /// (the least of its most so far and its bound) or the memory is full.
+    pub fn fit_limit(&mut self, most: usize) {
+        let len = most
+            .saturating_add(self.padding)
+            .saturating_sub(self.below + self.fork_bytes)
+            .min(8 * self.memory.len());
+        // SAFETY: `len` is within the memory.
+        self.limit = unsafe { self.start.add(len) };
+    }
+
+    /// Lowers the limit by `bytes` (the point where the tape would hold
+    /// the member's most came down by as much).
+    fn lower_limit(&mut self, bytes: usize) {
+        self.limit = self.limit.wrapping_sub(bytes);
+    }
+
+    /// Room for `bytes` more bytes of values (the limit goes to the top:
+    /// the host raises it again, [`Tape::fit_limit`]).
+    fn reserve(&mut self, bytes: usize) {
+        let len = self.len();
+        if len + bytes > 8 * self.memory.len() {
+            let words = (len + bytes).div_ceil(8).max(2 * self.memory.len());
+            self.memory.resize(words, 0);
+            self.start = self.memory.as_mut_ptr().cast();
+            self.set_len(len);
+            self.limit = self.top;
+        }
     }
 
     /// An empty list for a fork's instances' tapes, likewise.
@@ -91,7 +188,7 @@ impl Tape {
     /// Keeps `tape`'s memory for [`Tape::spare`] (its contents are dropped).
     pub fn give_back(mut tape: Tape) {
         tape.clear();
-        let bytes = tape.bytes.capacity();
+        let bytes = 8 * tape.memory.len();
         if bytes > LARGEST_SPARE || bytes == 0 && tape.forks.capacity() == 0 {
             return;
         }
@@ -116,34 +213,30 @@ impl Tape {
         });
     }
 
-    /// Pushes a value's bytes (a scalar's as one word, not a call of
-    /// `memcpy`).
+    /// Pushes a value's bytes.
     pub fn push(&mut self, value: &[u8]) {
-        match <&[u8; 8]>::try_from(value) {
-            Ok(word) => self.bytes.extend_from_slice(word),
-            Err(_) => {
-                self.bytes.extend_from_slice(value);
-                let pad = value.len().next_multiple_of(8) - value.len();
-                self.bytes.resize(self.bytes.len() + pad, 0);
-                self.padding += pad;
-            }
+        let padded = value.len().next_multiple_of(8);
+        self.reserve(padded);
+        // SAFETY: `reserve` made room for `padded` bytes at the top.
+        unsafe {
+            std::ptr::copy_nonoverlapping(value.as_ptr(), self.top, value.len());
+            std::ptr::write_bytes(self.top.add(value.len()), 0, padded - value.len());
+            self.top = self.top.add(padded);
         }
+        self.padding += padded - value.len();
     }
 
     /// Pops the value pushed last, of `into.len()` bytes, into `into`;
     /// false when fewer bytes are on the tape.
     pub fn pop(&mut self, into: &mut [u8]) -> bool {
-        let padded = into.len().next_multiple_of(8);
-        let Some(start) = self.bytes.len().checked_sub(padded) else {
-            return false;
-        };
-        match <&mut [u8; 8]>::try_from(&mut *into) {
-            Ok(word) => word.copy_from_slice(&self.bytes[start..start + 8]),
-            Err(_) => into.copy_from_slice(&self.bytes[start..start + into.len()]),
+        match self.pop_in_place(into.len()) {
+            Some(at) => {
+                // SAFETY: the popped bytes are in the memory.
+                unsafe { std::ptr::copy_nonoverlapping(at, into.as_mut_ptr(), into.len()) };
+                true
+            }
+            None => false,
         }
-        self.bytes.truncate(start);
-        self.padding -= padded - into.len();
-        true
     }
 
     /// Pops the value pushed last, of `bytes` bytes, and gives the address
@@ -151,16 +244,18 @@ impl Tape {
     /// when fewer bytes are on the tape.
     pub fn pop_in_place(&mut self, bytes: usize) -> Option<*const u8> {
         let padded = bytes.next_multiple_of(8);
-        let start = self.bytes.len().checked_sub(padded)?;
-        self.bytes.truncate(start);
+        let start = self.len().checked_sub(padded)?;
+        self.set_len(start);
         self.padding -= padded - bytes;
-        // SAFETY: `start` is within the tape's memory (its old length).
-        Some(unsafe { self.bytes.as_ptr().add(start) })
+        self.lower_limit(padded - bytes);
+        Some(self.top)
     }
 
     /// Keeps the tapes of a `Save` fork's instances, in instance order.
     pub fn push_instances(&mut self, tapes: Vec<Tape>) {
-        self.fork_bytes += tapes.iter().map(Tape::own).sum::<usize>();
+        let bytes = tapes.iter().map(Tape::own).sum::<usize>();
+        self.fork_bytes += bytes;
+        self.lower_limit(bytes);
         self.forks.push(tapes);
     }
 
@@ -178,13 +273,14 @@ impl Tape {
 
     /// Whether nothing is on the tape (neither values nor forks' tapes).
     pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty() && self.forks.is_empty()
+        self.len() == 0 && self.forks.is_empty()
     }
 
     /// Empties the tape (keeping its memory); the forks' tapes go back to
     /// the spares.
     pub fn clear(&mut self) {
-        self.bytes.clear();
+        self.top = self.start;
+        self.limit = self.top;
         self.padding = 0;
         self.fork_bytes = 0;
         self.below = 0;
@@ -224,6 +320,35 @@ mod tests {
         assert_eq!(three, [1, 2, 3]);
         assert!(tape.pop_instances(1).is_none());
         assert!(tape.is_empty());
+    }
+
+    /// How many bytes from the start the limit is.
+    fn limit_len(tape: &Tape) -> usize {
+        tape.limit as usize - tape.start as usize
+    }
+
+    #[test]
+    fn the_limit_is_where_the_tape_would_hold_the_most_or_its_memory_ends() {
+        let mut tape = Tape::spare_above(5);
+        assert_eq!(limit_len(&tape), 0, "an empty tape calls the host");
+        tape.push(&[1; 8]);
+        tape.fit_limit(13);
+        assert_eq!((tape.len(), limit_len(&tape)), (8, 8));
+        tape.push(&[2; 4]);
+        tape.fit_limit(17);
+        assert_eq!((tape.len(), limit_len(&tape)), (16, 16));
+        let mut four = [0; 4];
+        assert!(tape.pop(&mut four));
+        // Without the padding, 12 bytes from the start hold the most.
+        assert_eq!((tape.len(), limit_len(&tape)), (8, 12));
+        let mut instances = Tape::spare_list();
+        let mut instance = Tape::spare();
+        instance.push(&[3; 2]);
+        instances.push(instance);
+        tape.push_instances(instances);
+        assert_eq!((tape.held(), limit_len(&tape)), (15, 10));
+        tape.fit_limit(usize::MAX);
+        assert_eq!(limit_len(&tape), 8 * tape.memory.len());
     }
 
     #[test]

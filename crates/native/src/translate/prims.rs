@@ -8,14 +8,14 @@ use autobatch_kernels::Fault;
 use autobatch_types::{Dim, Scalar, ScalarType};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
-use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Type, Value};
+use cranelift_codegen::ir::{types, AbiParam, Block, InstBuilder, Type, Value};
 use cranelift_module::{Linkage, Module};
 
-use super::function::{LowTest, Translator};
+use super::function::{LowTest, Translator, FLAGS};
 use super::{machine_type, ARRAY_OP, TAPE_POP};
 use crate::arrays::{ArrayOp, RaggedTypes};
 use crate::shims::{self, Shim};
-use crate::{check, operand, Stop};
+use crate::{check, offsets, operand, Stop};
 
 impl Translator<'_, '_, '_> {
     /// `dst = prim(args)` (no `dst` for `assert`).
@@ -32,6 +32,9 @@ impl Translator<'_, '_, '_> {
             .collect();
         let all_scalar = args.iter().chain(&dst).all(|v| !self.is_array(*v));
         if !check::inline(prim, &types, all_scalar) {
+            if all_scalar && self.scalar_tape(dst, prim, args, loc) {
+                return Ok(());
+            }
             if let (Prim::TapePop(_), Some(d)) = (prim, dst) {
                 if self.popped[d.index()] {
                     self.pop_in_place(d);
@@ -503,6 +506,105 @@ impl Translator<'_, '_, '_> {
         let table = self.b.ins().stack_addr(types::I64, pointers, 0);
         self.call_import(ARRAY_OP, &[self.ctx, number, table], Some(types::I32))
             .expect("array_op returns a code")
+    }
+
+    /// `tape_push` of scalars or `dst = tape_pop` of a scalar in the code
+    /// itself, the host called only when the tape's limit or its start is
+    /// in the way (see `crate::tape::Tape`); false for other operations.
+    fn scalar_tape(&mut self, dst: Option<Var>, prim: &Prim, args: &[Var], loc: Loc) -> bool {
+        match (prim, dst) {
+            (Prim::TapePush, None) if !args.is_empty() => self.push_scalars(args, loc),
+            (Prim::TapePop(_), Some(d)) => self.pop_scalar(d, prim, loc),
+            _ => return false,
+        }
+        true
+    }
+
+    /// The bytes of padding after scalar `v` on the tape (each value takes
+    /// 8 bytes there).
+    fn tape_padding(&self, v: Var) -> i64 {
+        8 - self.function.vars[v].ty.elem.byte_size() as i64
+    }
+
+    /// `tape_push args` (scalars): stored at the tape's top and the top
+    /// moved up when they fit below its limit; else the host pushes them
+    /// (growing the tape, counting the member's most, checking its bound).
+    fn push_scalars(&mut self, args: &[Var], loc: Loc) {
+        let ctx = self.ctx;
+        let top = self.b.ins().load(types::I64, FLAGS, ctx, offsets::TAPE_TOP);
+        let limit = self
+            .b
+            .ins()
+            .load(types::I64, FLAGS, ctx, offsets::TAPE_LIMIT);
+        let end = self.b.ins().iadd_imm_s(top, 8 * args.len() as i64);
+        let full = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, limit);
+        let (slow, fast, done) = self.tape_paths(full);
+        self.b.switch_to_block(slow);
+        self.host(None, &Prim::TapePush, args, loc);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(fast);
+        for (k, v) in args.iter().enumerate() {
+            let value = self.b.use_var(self.vars[v.index()]);
+            self.b.ins().store(FLAGS, value, top, 8 * k as i32);
+        }
+        self.b.ins().store(FLAGS, end, ctx, offsets::TAPE_TOP);
+        let padding: i64 = args.iter().map(|v| self.tape_padding(*v)).sum();
+        if padding > 0 {
+            let held = self
+                .b
+                .ins()
+                .load(types::I64, FLAGS, ctx, offsets::TAPE_PADDING);
+            let held = self.b.ins().iadd_imm_s(held, padding);
+            self.b.ins().store(FLAGS, held, ctx, offsets::TAPE_PADDING);
+        }
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+    }
+
+    /// `dst = tape_pop` (a scalar): loaded from below the tape's top and
+    /// the top moved down (with the limit, by the padding no longer held);
+    /// the host's pop (which finds nothing to pop) when the tape is empty.
+    fn pop_scalar(&mut self, dst: Var, prim: &Prim, loc: Loc) {
+        let ctx = self.ctx;
+        let ty = self.function.vars[dst].ty.elem;
+        let top = self.b.ins().load(types::I64, FLAGS, ctx, offsets::TAPE_TOP);
+        let start = self
+            .b
+            .ins()
+            .load(types::I64, FLAGS, ctx, offsets::TAPE_START);
+        let at = self.b.ins().iadd_imm_s(top, -8);
+        let empty = self.b.ins().icmp(IntCC::UnsignedLessThan, at, start);
+        let (slow, fast, done) = self.tape_paths(empty);
+        self.b.switch_to_block(slow);
+        self.host(Some(dst), prim, &[], loc);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(fast);
+        let value = self.b.ins().load(machine_type(ty), FLAGS, at, 0);
+        self.b.def_var(self.vars[dst.index()], value);
+        self.b.ins().store(FLAGS, at, ctx, offsets::TAPE_TOP);
+        let padding = self.tape_padding(dst);
+        if padding > 0 {
+            for field in [offsets::TAPE_PADDING, offsets::TAPE_LIMIT] {
+                let old = self.b.ins().load(types::I64, FLAGS, ctx, field);
+                let new = self.b.ins().iadd_imm_s(old, -padding);
+                self.b.ins().store(FLAGS, new, ctx, field);
+            }
+        }
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+    }
+
+    /// The blocks of a tape operation: the host's (cold), taken when
+    /// `slow`, the code's own, and the one after both.
+    fn tape_paths(&mut self, slow: Value) -> (Block, Block, Block) {
+        let (host, code, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.set_cold_block(host);
+        self.b.ins().brif(slow, host, &[], code, &[]);
+        (host, code, done)
     }
 
     /// `dst = tape_pop` for an array read in place on the tape
