@@ -290,13 +290,53 @@ pub fn row_gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> RowGra
 }
 
 /// The order in which a static's records are summed (see [`static_gradients`]).
-fn sort_records(records: &mut [AdjointRecord]) {
-    records.sort_by(|a, b| {
-        kind_rank(a.kind)
-            .cmp(&kind_rank(b.kind))
-            .then(a.row.cmp(&b.row))
-            .then_with(|| compare_bits(&a.values, &b.values))
+///
+/// The records are sorted through a compact key each (kind, row, the bits
+/// of the first value), so that most comparisons read no record's values:
+/// those lie apart in memory, one allocation each. Only records whose keys
+/// are equal compare their values; records equal in the whole order are
+/// equal contributions, so the order among them changes no bit of the sum.
+fn sort_records(records: &mut Vec<AdjointRecord>) {
+    let mut order: Vec<(SortKey, usize)> = records
+        .iter()
+        .enumerate()
+        .map(|(k, r)| (SortKey::of(r), k))
+        .collect();
+    order.sort_unstable_by(|(a_key, a), (b_key, b)| {
+        a_key
+            .cmp(b_key)
+            .then_with(|| compare_bits(&records[*a].values, &records[*b].values))
     });
+    let mut taken: Vec<Option<AdjointRecord>> = records.drain(..).map(Some).collect();
+    records.extend(order.iter().map(|(_, k)| match taken[*k].take() {
+        Some(r) => r,
+        None => internal_error("a static adjoint sorted twice".to_string()),
+    }));
+}
+
+/// The start of a record's place in [`sort_records`]'s order: the kind's
+/// rank, the row, then the first value's bits (`None`, no values, first),
+/// as [`compare_bits`] orders them.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct SortKey {
+    rank: u8,
+    row: u64,
+    first: Option<u64>,
+}
+
+impl SortKey {
+    fn of(r: &AdjointRecord) -> SortKey {
+        let first = match &r.values {
+            Data::F32(v) => v.first().map(|x| u64::from(x.to_bits())),
+            Data::F64(v) => v.first().map(|x| x.to_bits()),
+            _ => internal_error("static adjoints of another type than their static".to_string()),
+        };
+        SortKey {
+            rank: kind_rank(r.kind),
+            row: r.row,
+            first,
+        }
+    }
 }
 
 /// The sum of `records` (sorted) into a gradient of `shape`, in the
@@ -696,6 +736,40 @@ mod tests {
         records.swap(3, 150);
         let second = static_gradients(&[stat], &[StaticId(0)], records);
         assert_eq!(first, second);
+    }
+
+    /// The keyed sort gives the order of a plain sort by kind, row and every
+    /// value's bits, also where records tie on the first value (and row)
+    /// and differ further on, or are equal.
+    #[test]
+    fn the_keyed_sort_is_the_plain_sort() {
+        let mut records: Vec<AdjointRecord> = (0..200u32)
+            .map(|i| {
+                let x = ((i % 9) as f64 * 0.37).sin();
+                let y = (i as f64 * 1.91).cos() * 1e3_f64.powf((i % 4) as f64 - 2.0);
+                match i % 4 {
+                    0 => outer(i, &[1.0, x], &[y, -0.0]),
+                    1 => row(i, (i % 3) as u64, &[x, y]),
+                    2 => dense(i, &[x, y, 0.0, -y, x, 1.0]),
+                    _ => outer(i, &[1.0, x], &[(i % 3) as f64, 0.5]),
+                }
+            })
+            .collect();
+        records.push(dense(900, &[]));
+        let mut plain = records.clone();
+        plain.sort_by(|a, b| {
+            kind_rank(a.kind)
+                .cmp(&kind_rank(b.kind))
+                .then(a.row.cmp(&b.row))
+                .then_with(|| compare_bits(&a.values, &b.values))
+        });
+        sort_records(&mut records);
+        let contributions = |rs: &[AdjointRecord]| -> Vec<(u8, u64, Data)> {
+            rs.iter()
+                .map(|r| (kind_rank(r.kind), r.row, r.values.clone()))
+                .collect()
+        };
+        assert_eq!(contributions(&records), contributions(&plain));
     }
 
     /// The block sums, on every path, have the bits of the plain loop:
