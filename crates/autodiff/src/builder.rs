@@ -374,9 +374,11 @@ impl<'p> Builder<'p> {
         }
     }
     pub fn new_block(&mut self, loc: Loc) -> Block {
-        self.func
-            .blocks
-            .push(BlockData::new(Vec::new(), Terminator::Return(Vec::new()), loc))
+        self.func.blocks.push(BlockData::new(
+            Vec::new(),
+            Terminator::Return(Vec::new()),
+            loc,
+        ))
     }
     pub fn terminate(&mut self, term: Terminator) {
         self.func.blocks[self.current].term = term;

@@ -351,9 +351,7 @@ unsafe fn apply(
             let record = AdjointRecord::of_values(0, adjoint, &values[..count]);
             ctx.adjoints.push(record);
         }
-        Prim::TapePush | Prim::TapePop(_) | Prim::TapeOver => {
-            return move_tape(ctx, op, dst, args)
-        }
+        Prim::TapePush | Prim::TapePop(_) | Prim::TapeOver => return move_tape(ctx, op, dst, args),
         _ => return through_eval(ctx, op, dst, args),
     }
     Ok(())
