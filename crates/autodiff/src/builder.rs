@@ -374,11 +374,11 @@ impl<'p> Builder<'p> {
         }
     }
     pub fn new_block(&mut self, loc: Loc) -> Block {
-        self.func.blocks.push(BlockData {
-            ops: Vec::new(),
-            term: Terminator::Return(Vec::new()),
+        self.func.blocks.push(BlockData::new(
+            Vec::new(),
+            Terminator::Return(Vec::new()),
             loc,
-        })
+        ))
     }
     pub fn terminate(&mut self, term: Terminator) {
         self.func.blocks[self.current].term = term;

@@ -315,7 +315,8 @@ fn prim_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
         | Prim::Check { .. }
         | Prim::StaticAdjoint(_)
         | Prim::TapePush
-        | Prim::TapePop(_) => Ok(()),
+        | Prim::TapePop(_)
+        | Prim::TapeOver => Ok(()),
         // The front end refuses to differentiate through a host primitive.
         Prim::Host(host) => derive_error(
             format!("cannot differentiate the host primitive `{}`", host.name),

@@ -439,7 +439,7 @@ impl<'a> MemberRun<'a, '_> {
                     return Ok(None);
                 }
                 if prim.is_tape() {
-                    self.move_tape(&mut frame.vars, *dst, args)
+                    self.move_tape(&mut frame.vars, prim, *dst, args)
                         .map_err(|fault| MemberError::new(fault.kind, fault.message, *loc))?;
                     return Ok(None);
                 }
@@ -843,15 +843,20 @@ impl<'a> MemberRun<'a, '_> {
         counters.tape_bytes = counters.tape_bytes.max(self.tape.held());
     }
 
-    /// `tape_push args` (no `dst`) or `dst = tape_pop`; a push past the
-    /// run's bound faults.
+    /// `tape_push args` (no `dst`), `dst = tape_pop` or `dst = tape_over`;
+    /// a push past the run's bound faults.
     fn move_tape(
         &mut self,
         vars: &mut [Option<Held<'_>>],
+        prim: &Prim,
         dst: Option<Var>,
         args: &[Var],
     ) -> Result<(), Fault> {
         match dst {
+            Some(dst) if *prim == Prim::TapeOver => {
+                let over = autobatch_ir::prim::tape_over(self.tape.held(), self.plan.tape_bound);
+                vars[dst.index()] = Some(Cow::Owned(Tensor::scalar(Scalar::Bool(over))));
+            }
             None => {
                 for a in args {
                     self.tape.push(borrow(vars, *a));
@@ -873,7 +878,7 @@ impl<'a> MemberRun<'a, '_> {
     /// Counts the step of entering `block`, or stops the member if it has
     /// used up its steps, or its grace since the run was interrupted.
     fn enter_block(&mut self, function: &Function, block: Block) -> Result<(), MemberError> {
-        if function.uncounted {
+        if !function.counts_step(block) {
             return Ok(());
         }
         if self.steps >= self.options.max_steps {

@@ -146,6 +146,12 @@ impl Function {
     /// The entry block is always the first.
     pub const ENTRY: Block = Block(0);
 
+    /// Whether entering block `b` counts a step: neither the function nor
+    /// the block is uncounted.
+    pub fn counts_step(&self, b: Block) -> bool {
+        !self.uncounted && !self.blocks[b].uncounted
+    }
+
     /// Whether the compiler derived this function from one of the user's
     /// (`f'grad`, `f'vjp@10`, `f'grad.b1`, `h'jacobian`): its name is not
     /// one the user wrote, and messages name it by [`Function::user_name`].
@@ -205,9 +211,25 @@ pub struct BlockData {
     /// header, branch arm); a member that runs out of steps on entering this
     /// block reports this location.
     pub loc: Loc,
+    /// Whether entering this block counts no step (and so never meets the
+    /// step limit): a block a derivation adds to a function whose own
+    /// blocks take the steps, such as the choice at a call between its
+    /// taped and its recomputed forward part. A block counts a step when
+    /// neither it nor its function ([`Function::uncounted`]) is uncounted.
+    pub uncounted: bool,
 }
 
 impl BlockData {
+    /// A block that counts its step.
+    pub fn new(ops: Vec<Op>, term: Terminator, loc: Loc) -> BlockData {
+        BlockData {
+            ops,
+            term,
+            loc,
+            uncounted: false,
+        }
+    }
+
     /// The position of the block's last call, if that call is a call of
     /// function `id` (itself, when the block is `id`'s) that does not
     /// catch: the one call a tail call can be (a catching call never is:

@@ -526,6 +526,7 @@ impl<'a> Reader<'a> {
             )));
         }
         label.expect(":")?;
+        let uncounted = label.eat(" uncounted");
         label.expect_end()?;
         let mut ops = Vec::new();
         loop {
@@ -534,7 +535,12 @@ impl<'a> Reader<'a> {
                 return Err(line.error("expected an indented operation or terminator"));
             }
             if let Some(term) = self.terminator(id, line, targets)? {
-                return Ok(BlockData { ops, term, loc });
+                return Ok(BlockData {
+                    ops,
+                    term,
+                    loc,
+                    uncounted,
+                });
             }
             ops.push(self.op(id, line)?);
         }

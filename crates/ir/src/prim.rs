@@ -113,6 +113,21 @@ pub enum Prim {
     /// has the payload's type (its shape, for a symbolic dimension, that of
     /// the member's lengths).
     TapePop(TensorType),
+    /// No operands; a `bool`: whether the lane's member holds more than
+    /// half the run's tape bound along the lane's path
+    /// ([`TAPE_OVER_SHARE`]), so that a derivation recomputes a call's
+    /// forward part in the backward part instead of keeping its tape.
+    TapeOver,
+}
+
+/// `tape_over` is true when the tape holds more than the bound divided by
+/// this: what is left is room for the tape of one recomputed call.
+pub const TAPE_OVER_SHARE: usize = 2;
+
+/// [`Prim::TapeOver`]'s value for a lane whose member holds `held` tape
+/// bytes under a run's bound of `bound` bytes.
+pub fn tape_over(held: usize, bound: usize) -> bool {
+    held > bound / TAPE_OVER_SHARE
 }
 
 /// See [`Prim::StaticAdjoint`]: which static, and the form of the contribution.
@@ -283,13 +298,18 @@ impl Prim {
     pub fn is_per_member(&self) -> bool {
         matches!(
             self,
-            Prim::Host(_) | Prim::StaticAdjoint(_) | Prim::TapePush | Prim::TapePop(_)
+            Prim::Host(_)
+                | Prim::StaticAdjoint(_)
+                | Prim::TapePush
+                | Prim::TapePop(_)
+                | Prim::TapeOver
         )
     }
 
-    /// Whether the operation moves values onto or off the lane's tape.
+    /// Whether the operation moves values onto or off the lane's tape, or
+    /// reads how much it holds.
     pub fn is_tape(&self) -> bool {
-        matches!(self, Prim::TapePush | Prim::TapePop(_))
+        matches!(self, Prim::TapePush | Prim::TapePop(_) | Prim::TapeOver)
     }
 
     /// Whether the operation matters for something besides its result
@@ -304,6 +324,7 @@ impl Prim {
                     | Prim::StaticAdjoint(_)
                     | Prim::TapePush
                     | Prim::TapePop(_)
+                    | Prim::TapeOver
             )
     }
 
@@ -365,7 +386,8 @@ impl Prim {
             | Prim::UniformLike
             | Prim::NormalLike
             | Prim::StaticAdjoint(_)
-            | Prim::TapePop(_) => false,
+            | Prim::TapePop(_)
+            | Prim::TapeOver => false,
         }
     }
 
@@ -554,6 +576,7 @@ impl Prim {
                 .ok_or_else(|| format!("no static {id}")),
             Prim::SymbolValue(_) => Ok(Some(TensorType::scalar(ScalarType::Usize))),
             Prim::TapePop(ty) => Ok(Some(ty.clone())),
+            Prim::TapeOver => Ok(Some(TensorType::scalar(ScalarType::Bool))),
             other => Err(format!("{} has no value", other.name())),
         }
     }

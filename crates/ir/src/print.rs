@@ -24,7 +24,9 @@
 //! ```
 //!
 //! A function whose blocks count no steps ([`Function::uncounted`]) has
-//! `uncounted` after its results; a fork that keeps its instances' tapes
+//! `uncounted` after its results, a block that counts none
+//! ([`crate::BlockData::uncounted`]) `uncounted` after its label (`b4:
+//! uncounted  @3:5`); a fork that keeps its instances' tapes
 //! or gives them back starts with `save` or `restore` (`v3 = save join
 //! ...`); the tape's operations are `tape_push v1, v2` and `v3 = tape_pop
 //! [f64; 4]`.
@@ -114,7 +116,8 @@ pub fn write_function(
         write_signature(out, program, f)?;
     }
     for (b, block) in f.blocks.iter() {
-        writeln!(out, "{b}:  @{}", block.loc)?;
+        let uncounted = if block.uncounted { " uncounted" } else { "" };
+        writeln!(out, "{b}:{uncounted}  @{}", block.loc)?;
         for op in &block.ops {
             write!(out, "  ")?;
             write_op(out, program, op)?;

@@ -247,7 +247,7 @@ pub fn eval(
             "`{prim}` reached `eval`: executors record static adjoints themselves"
         )),
         // A lane's tape is its executor's too.
-        Prim::TapePush | Prim::TapePop(_) => internal_error(format!(
+        Prim::TapePush | Prim::TapePop(_) | Prim::TapeOver => internal_error(format!(
             "`{prim}` reached `eval`: executors keep the lanes' tapes themselves"
         )),
     };

@@ -353,11 +353,10 @@ impl FunctionLowerer<'_> {
     }
 
     fn new_block(&mut self, loc: Loc) -> Block {
-        let b = self.func.blocks.push(BlockData {
-            ops: Vec::new(),
-            term: Terminator::Jump(Block(0)),
-            loc,
-        });
+        let b = self
+            .func
+            .blocks
+            .push(BlockData::new(Vec::new(), Terminator::Jump(Block(0)), loc));
         self.terminated.push(false);
         b
     }

@@ -201,7 +201,7 @@ pub(crate) extern "C" fn array_op(ctx: *mut Context, op: u64, ptrs: *const *mut 
     let table = unsafe { &*ctx.arrays };
     let number = op;
     let entry = &table[op as usize];
-    if matches!(entry.prim, Prim::TapePush | Prim::TapePop(_)) && entry.ragged.is_none() {
+    if entry.prim.is_tape() && entry.ragged.is_none() {
         // The gradient's most frequent operations, straight to the tape:
         // they cannot wait or alias (a push faults past the tape's bound).
         let ptrs = unsafe { std::slice::from_raw_parts(ptrs, entry.args.len() + 1) };
@@ -351,7 +351,7 @@ unsafe fn apply(
             let record = AdjointRecord::of_values(0, adjoint, &values[..count]);
             ctx.adjoints.push(record);
         }
-        Prim::TapePush | Prim::TapePop(_) => return move_tape(ctx, op, dst, args),
+        Prim::TapePush | Prim::TapePop(_) | Prim::TapeOver => return move_tape(ctx, op, dst, args),
         _ => return through_eval(ctx, op, dst, args),
     }
     Ok(())
@@ -359,7 +359,8 @@ unsafe fn apply(
 
 /// `tape_push`: the operands go onto the member's tape (a `tape_limit`
 /// fault when it then holds more than its bound); `tape_pop`: the value
-/// pushed last comes off it into `dst`.
+/// pushed last comes off it into `dst`; `tape_over`: whether the tape
+/// holds more than its share of the bound, a `bool` byte into `dst`.
 ///
 /// # Safety
 /// As [`array_op`]'s operands.
@@ -370,6 +371,11 @@ unsafe fn move_tape(
     args: &[*mut u8],
 ) -> Result<(), Fault> {
     use std::slice::{from_raw_parts, from_raw_parts_mut};
+    if op.prim == Prim::TapeOver {
+        let over = autobatch_ir::prim::tape_over(ctx.tape.held(), ctx.tape_bound);
+        *dst = u8::from(over);
+        return Ok(());
+    }
     if op.prim == Prim::TapePush {
         for (operand, at) in op.args.iter().zip(args) {
             ctx.tape.push(from_raw_parts(*at, operand.bytes()));

@@ -99,7 +99,8 @@ pub enum Signature {
     /// One operand; the same value.
     Copy,
     /// No operand; the type comes from the primitive's payload (a constant,
-    /// a static's declared type, `usize` for a symbolic dimension).
+    /// a static's declared type, `usize` for a symbolic dimension, `bool`
+    /// for `tape_over`).
     Value,
     /// One operand; the payload's scalar type, of the operand's shape.
     Cast,

@@ -261,6 +261,9 @@ macro_rules! for_each_op {
             /// No operands; takes the value of the payload's type pushed
             /// last off the lane's tape.
             [TapePop:       Payload TapePop,   "tape_pop",      Value,            nograd, Internal]
+            /// No operands; whether the lane's member holds more than half
+            /// the run's tape bound (a `bool`).
+            [TapeOver:      Plain TapeOver,    "tape_over",     Value,            nograd, Internal]
         }
     };
 }

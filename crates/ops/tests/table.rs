@@ -171,6 +171,7 @@ fn nograd_rows_are_exactly_the_random_draws_host_calls_and_derived_code_bookkeep
                 && row.signature != Signature::StaticAdjoint
                 && row.signature != Signature::TapePush
                 && row.name != "TapePop"
+                && row.name != "TapeOver"
                 && !without_rule.contains(&row.ir_name),
             "row {}",
             row.name

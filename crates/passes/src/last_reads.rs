@@ -90,19 +90,19 @@ mod tests {
         };
         let add = Prim::Binary(autobatch_ir::BinaryOp::Add);
         let mut blocks = EntityVec::new();
-        blocks.push(BlockData {
-            ops: vec![prim(1, Prim::Copy, &[0]), prim(2, add.clone(), &[1, 1])],
-            term: Terminator::Jump(Block(1)),
-            loc: Loc::default(),
-        });
-        blocks.push(BlockData {
-            ops: vec![
+        blocks.push(BlockData::new(
+            vec![prim(1, Prim::Copy, &[0]), prim(2, add.clone(), &[1, 1])],
+            Terminator::Jump(Block(1)),
+            Loc::default(),
+        ));
+        blocks.push(BlockData::new(
+            vec![
                 prim(3, add, &[0, 2]),
                 prim(0, Prim::Const(Scalar::I64(1)), &[]),
             ],
-            term: Terminator::Return(vec![Var(3), Var(3)]),
-            loc: Loc::default(),
-        });
+            Terminator::Return(vec![Var(3), Var(3)]),
+            Loc::default(),
+        ));
         let function = Function {
             name: "f".into(),
             signature: vec![autobatch_ir::Param {

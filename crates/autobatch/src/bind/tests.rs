@@ -108,11 +108,11 @@ fn program(statics: &[(&str, &str)], params: &[(&str, &str)]) -> Compiled {
             ty,
         });
     }
-    function.blocks.push(BlockData {
-        ops: Vec::new(),
-        term: Terminator::Return(Vec::new()),
-        loc: Loc::new(1, 1),
-    });
+    function.blocks.push(BlockData::new(
+        Vec::new(),
+        Terminator::Return(Vec::new()),
+        Loc::new(1, 1),
+    ));
     program.functions.push(function);
     Compiled::from_ir(program, "", "test.ab")
 }

@@ -326,6 +326,12 @@ impl LaneTable {
         self.tapes[lane].check(self.tape_bound)
     }
 
+    /// Whether `lane`'s member holds more than its share of the run's
+    /// tape bound along the lane's path ([`autobatch_ir::prim::tape_over`]).
+    pub fn tape_over(&self, lane: usize) -> bool {
+        autobatch_ir::prim::tape_over(self.tapes[lane].held(), self.tape_bound)
+    }
+
     /// Counts what `lane`'s tape holds now in the run's most
     /// ([`Stats::tape_bytes`]).
     fn note_tape(&mut self, lane: usize) {

@@ -20,7 +20,7 @@
 
 use autobatch_ir::Prim;
 use autobatch_kernels::Fault;
-use autobatch_types::{MemberError, Tensor};
+use autobatch_types::{MemberError, Scalar, Tensor};
 
 use super::chains::{FusedStep, Fuser, OpView};
 use super::classes::{run_split, SizeClasses, Split, SplitScratch};
@@ -573,7 +573,7 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
         stepper.member_rows = member_rows;
     }
 
-    /// `tape_push` or `tape_pop` for `rows`: each row's lane's own tape
+    /// `tape_push`, `tape_pop` or `tape_over` for `rows`: each row's lane's own tape
     /// ([`LaneTable::tape_push`]), the elements copied from the operand's
     /// row onto the tape and from the tape into the result's row (no
     /// tensor of their own). Their operands and results are never step
@@ -609,6 +609,13 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
                 (Prim::TapePop(_), Some(d)) => match &mut slots[d] {
                     Slot::Column(column) => lanes.tape_pop(lane, column.row_mut(r as usize)),
                     _ => internal_error("a value popped off a tape into a shared variable"),
+                },
+                (Prim::TapeOver, Some(d)) => match &mut slots[d] {
+                    Slot::Column(column) => {
+                        let over = Tensor::scalar(Scalar::Bool(lanes.tape_over(lane)));
+                        column.set_row(r as usize, &over);
+                    }
+                    _ => internal_error("a tape's size in a shared variable"),
                 },
                 _ => internal_error(format!("`{prim}` with a wrong destination")),
             }

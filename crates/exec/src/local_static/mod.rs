@@ -501,7 +501,7 @@ impl<'a> Run<'a> {
             function: frame.fid.index(),
             block: block_id.index(),
             loc: block.loc,
-            counts_step: !program.functions[frame.fid].uncounted,
+            counts_step: program.functions[frame.fid].counts_step(block_id),
         };
         let plan = frame.plan.clone();
         run_step(self, frame, site, &plan.blocks[block_id.index()], rows)?;

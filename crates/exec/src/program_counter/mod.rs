@@ -148,9 +148,10 @@ struct Machine<'a> {
     /// Per function, whether an instance may run it (a fork's callee
     /// reaches it).
     grows: Vec<bool>,
-    /// Per function, whether its blocks count no steps
-    /// ([`autobatch_ir::Function::uncounted`]).
-    uncounted: Vec<bool>,
+    /// Per block of the explicit-stack form, whether entering it counts a
+    /// step: it starts an IR block (no continuation after a call) that
+    /// counts one ([`autobatch_ir::Function::counts_step`]).
+    counted: Vec<bool>,
     /// One slot per variable of the explicit-stack form, a row per lane.
     slots: Vec<Slot>,
     /// The per-lane stacks of the full variables.
@@ -226,7 +227,11 @@ impl<'a> Machine<'a> {
             members,
             capacity: members,
             grows: instance_functions(program, batch.entry),
-            uncounted: program.functions.values().map(|f| f.uncounted).collect(),
+            counted: lowered
+                .blocks
+                .values()
+                .map(|b| b.counts_step && program.functions[b.func].counts_step(b.origin))
+                .collect(),
             slots,
             stacks,
             plan: Rc::new(plan),
@@ -263,7 +268,7 @@ impl<'a> Machine<'a> {
             function: block.func.index(),
             block: block.origin.index(),
             loc: block.loc,
-            counts_step: block.counts_step && !self.uncounted[block.func.index()],
+            counts_step: self.counted[pc.index()],
         };
         let plan = self.plan.clone();
         run_step(self, &mut (), site, &plan.blocks[pc.index()], rows)?;

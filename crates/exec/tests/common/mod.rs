@@ -96,6 +96,7 @@ fn set_option(options: &mut RunOptions, option: &str) -> Result<(), String> {
         "max-steps" => options.max_steps = value.parse().map_err(bad)?,
         "seed" => options.seed = value.parse().map_err(bad)?,
         "max-instances" => options.max_instances = Some(value.parse().map_err(bad)?),
+        "max-tape-bytes" => options.max_tape_bytes = Some(value.parse().map_err(bad)?),
         _ => return Err(format!("unknown option `{key}`")),
     }
     Ok(())

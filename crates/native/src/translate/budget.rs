@@ -5,8 +5,8 @@
 //! that at every block ([`Translator::take_step`]); in a tight loop those
 //! tests and the jumps around them cost as much as the loop's own work.
 //!
-//! A *simple loop* is a loop without calls, forks or loops inside it,
-//! entered only at its header: from the header, every path through the
+//! A *simple loop* is a loop without calls, forks, loops or uncounted
+//! blocks inside it, entered only at its header: from the header, every path through the
 //! loop's blocks ends within a known number of steps (`steps`, at most
 //! one per block and one per merged arm) back at the header or outside
 //! the loop. Its blocks are translated twice:
@@ -141,7 +141,9 @@ pub(super) fn simple_loops(
                 .iter()
                 .any(|op| matches!(op, Op::Call { .. } | Op::Fork { .. }))
         });
-        if entered_elsewhere || calls || members.iter().any(|b| taken[b.index()]) {
+        // A pass takes one step per block it enters: none may be uncounted.
+        let uncounted = members.iter().any(|b| function.blocks[*b].uncounted);
+        if entered_elsewhere || calls || uncounted || members.iter().any(|b| taken[b.index()]) {
             continue;
         }
         let Some(steps) = longest_pass(header, &inside, &succ, merges) else {

@@ -652,7 +652,7 @@ impl Translator<'_, '_, '_> {
         data: &BlockData,
     ) -> Result<(), String> {
         self.b.switch_to_block(native);
-        self.take_step(data.loc);
+        self.take_step(data);
         self.constants.clear();
         self.remainders.clear();
         self.low_tests.clear();
@@ -877,17 +877,19 @@ impl Translator<'_, '_, '_> {
         }
     }
 
-    /// One step, or the step limit at `loc` (none in a function whose
-    /// blocks count none). Under `Interrupts::Polled`
+    /// The step of entering block `data`, or the step limit at its
+    /// location (none when it counts none: [`Function::counts_step`]). Under `Interrupts::Polled`
     /// the member holds a slice of its steps; when it is used up, a cold
     /// path takes the next (`refuel`), which is none when the member's
     /// limit is reached or the run is interrupted (the merge of that path
     /// costs code made of tiny calls about a sixth of its speed).
-    pub(super) fn take_step(&mut self, loc: Loc) {
-        if self.function.uncounted {
-            // Its blocks count no steps (the backward part of a derivation).
+    pub(super) fn take_step(&mut self, data: &BlockData) {
+        if self.function.uncounted || data.uncounted {
+            // The backward part of a derivation, or a block a derivation
+            // added: the function's own blocks take the steps.
             return;
         }
+        let loc = data.loc;
         let left = self.b.use_var(self.steps);
         if self.in_fast.is_some() {
             // The loop's dispatch saw steps for the whole pass.

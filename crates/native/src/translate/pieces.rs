@@ -829,7 +829,7 @@ impl Piece<'_, '_> {
         for (block, range) in &plan.shape.parts {
             let data = &function.blocks[*block];
             if range.start == 0 {
-                t.take_step(data.loc);
+                t.take_step(data);
             }
             t.constants.clear();
             t.remainders.clear();

@@ -60,7 +60,11 @@ pub(super) fn merges(function: &Function) -> Vec<Option<Merge>> {
         let Terminator::Jump(join) = data.term else {
             return None;
         };
-        let alone = predecessors[arm.index()] == 1 && arm != from && arm != Function::ENTRY;
+        // An arm takes its step on its path: an uncounted one stays a block.
+        let alone = predecessors[arm.index()] == 1
+            && arm != from
+            && arm != Function::ENTRY
+            && !data.uncounted;
         (alone && join != arm && speculatable(function, &data.ops)).then_some(join)
     };
     function
