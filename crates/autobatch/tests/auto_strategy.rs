@@ -314,13 +314,15 @@ fn large_static_matrices_in_a_recursion_run_native_batched() {
 }
 
 /// `MATRICES` through `value_and_grad`: the forward part keeps the
-/// product's result (an array) on the tape.
+/// product's result (an array) on the tape (the loss branches, so its
+/// gradient is not one fused block).
 const GRADIENT_MATRICES: &str = r#"
 extern "autobatch" {
     static W: [[f64; C]; R];
 }
 fn loss(x: [f64; C]) -> f64 {
-    sum(softplus(matvec(W, x)))
+    let z = matvec(W, x);
+    if z[0] > 1.0e300 { 0.0 } else { sum(softplus(z)) }
 }
 /// Gradient steps on x, each through the product with W.
 fn apply(x: [f64; C], times: i64) -> f64 {
@@ -350,6 +352,23 @@ fn gradients_with_small_static_matrices_run_native_and_large_ones_program_counte
     );
     let run = run_auto(&program, "apply", &matrix_inputs(512, 512, 4), 2);
     assert_eq!(run.strategy, Strategy::ProgramCounter);
+}
+
+/// A loss of one block: its gradient is one fused function that tapes
+/// nothing, so the members' steps run in step on program-counter, each
+/// product once for the whole batch.
+#[test]
+fn a_fused_gradient_with_small_static_matrices_runs_program_counter() {
+    let source = GRADIENT_MATRICES.replace(
+        "let z = matvec(W, x);\n    if z[0] > 1.0e300 { 0.0 } else { sum(softplus(z)) }",
+        "sum(softplus(matvec(W, x)))",
+    );
+    assert_ne!(source, GRADIENT_MATRICES);
+    let program = compiled(&source, "fused.ab");
+    let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 6), 2);
+    assert_eq!(run.strategy, Strategy::ProgramCounter);
+    let reason = run.stats.choice.unwrap().reason;
+    assert!(reason.contains("no recursion"), "{reason}");
 }
 
 #[test]
