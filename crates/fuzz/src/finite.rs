@@ -122,6 +122,17 @@ impl Differences {
         {
             return None;
         }
+        // A bend exactly at the point (a continuous function whose slopes
+        // on its two sides differ, where the derivative is one side's and
+        // every central difference their mean): the one-sided close
+        // differences disagree.
+        let forward = (close_plus - at) / self.close;
+        let backward = (at - close_minus) / self.close;
+        if (forward - backward).abs()
+            > CLOSE_TOLERANCE * (1.0 + close.abs()) + 2.0 * rounding / self.close
+        {
+            return None;
+        }
         let allowed = TOLERANCE * (1.0 + estimate.abs()) + spread + rounding / self.h;
         if (derivative - estimate).abs() <= allowed {
             return Some(Ok(()));

@@ -169,6 +169,17 @@ fn a_step_between_the_moved_points_is_skipped() {
     ]);
     assert_eq!(steep.judge(37000.0, 1e-13), None);
     assert_eq!(steep.judge(1.0, 1e-13), None);
+    // Slope -0.5 on the right of the point and -0.7 on its left (seed
+    // 1830's shape: a piecewise-constant term times a factor zero at the
+    // point): continuous, so no step shows, and the central differences
+    // give the mean slope where the derivative is the right side's.
+    let slope = |t: f64| if t >= 0.0 { -0.5 * t } else { -0.7 * t };
+    let bend = differences([0.01, -0.01, 0.005, -0.005, 1e-7, -1e-7, 0.0].map(slope));
+    assert_eq!(
+        bend.judge(-0.5, 1e-13),
+        None,
+        "a bend at the point is not judged"
+    );
 }
 
 /// The first seed whose case has a gradient with respect to statics.
