@@ -138,22 +138,13 @@ struct Seconds {
 /// The CPU time of this process in seconds, summed over its threads
 /// (Linux `CLOCK_PROCESS_CPUTIME_ID`).
 fn process_cpu_seconds() -> f64 {
-    #[repr(C)]
-    struct Timespec {
-        seconds: i64,
-        nanoseconds: i64,
-    }
-    extern "C" {
-        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-    }
-    const CLOCK_PROCESS_CPUTIME_ID: i32 = 2;
-    let mut ts = Timespec {
-        seconds: 0,
-        nanoseconds: 0,
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid timespec to write.
-    unsafe { clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.seconds as f64 + ts.nanoseconds as f64 * 1e-9
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// Median seconds of a run of `setting` with `count` gradient steps per member.

@@ -414,22 +414,13 @@ fn bench_small(json: &mut Vec<String>) {
 /// on a machine shared with other work, the time this thread ran, not the
 /// time it waited for a core.
 fn thread_seconds() -> f64 {
-    #[repr(C)]
-    struct Timespec {
-        seconds: i64,
-        nanoseconds: i64,
-    }
-    extern "C" {
-        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-    }
-    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
-    let mut ts = Timespec {
-        seconds: 0,
-        nanoseconds: 0,
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid timespec to write.
-    unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.seconds as f64 + ts.nanoseconds as f64 * 1e-9
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// The AVX2+FMA peak of this core in GFLOP/s for `T`: twelve independent
