@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""The true derivatives at the derivative oracle's settled seeds
+(crates/fuzz/tests/finite.rs): each generated helper that reaches an ODE
+solver, written again over mpmath numbers (30 digits), its linear system
+`y' = M(a) y` solved exactly by `expm`, and its derivative along the
+oracle's direction (0.5, -1.0, 1.5) taken by mpmath's numerical
+differentiation at that precision. Independent of autobatch.
+
+    python3 tools/derivative_seeds.py
+
+Seeds 610, 3102 and 3922 start from a nonzero state; 2289, 4328 and 6273
+from a state exactly zero at the point (the derivatives autobatch gives
+there are printed beside, from the oracle's reports).
+"""
+from mpmath import mp, mpf, matrix, expm, tanh, sin, cos, ncdf, diff
+
+mp.dps = 30
+D = [mpf("0.5"), mpf("-1.0"), mpf("1.5")]
+
+
+def M(a):
+    """The helpers' `dode`: y' = -y + a * (y[1], y[2], y[0])."""
+    return matrix([[-1, a[0], 0], [0, -1, a[1]], [a[2], 0, -1]])
+
+
+def prop(a, y0):
+    """The state at time 1 from `y0` at time 0."""
+    return expm(M(a)) * matrix(list(y0))
+
+
+def along(x, t):
+    return [x[i] + t * D[i] for i in range(3)]
+
+
+def show(seed, f, x, ours):
+    print(f"seed {seed}: {float(diff(lambda t: f(along(x, t)), 0))!r} (autobatch: {ours})")
+
+
+# 610: dv0(x, d) = ode_rk45(dode, dl(x), .., tanh(map(ds, x, x0 - x1)))[1], component 0
+def dl_610(x):
+    s, a = list(x), x[0]
+    for k in range(12):
+        s[k % 3] = tanh(s[1] + s[0])
+        a = tanh(a * mpf("1.25") + mpf("0.75") * x[1])
+    return [v * a for v in s]
+
+
+show(610, lambda x: prop([tanh(v * tanh(sin(v))) for v in x], dl_610(x))[0],
+     [mpf("1.75"), mpf(-1), mpf(2)], 7.994632953646919)
+
+
+# 3102: dv1(x) = dt(bdf(dode, x, tanh(x))[1]) + dv0(dt(x) + dl(x), x), component 1,
+# dt(x) = x, dv0(x, d) = bdf(dode, pfor(dk, d), tanh(dl(x) + dt(x)))[1], dk(k, x) = x[k] x[k+1]
+def dl_3102(x):
+    s, a = list(x), x[0]
+    for k in range(17):
+        s[k % 3] = tanh(x[1] * cos(mpf("-0.25")))
+        a = tanh(a * mpf("-0.75") + (a - s[0]))
+    return [v * a for v in s]
+
+
+def dv0_3102(x, d):
+    l = dl_3102(x)
+    return prop([tanh(l[i] + x[i]) for i in range(3)], [d[k] * d[(k + 1) % 3] for k in range(3)])
+
+
+def dv1_3102(x):
+    l = dl_3102(x)
+    return prop([tanh(v) for v in x], x) + dv0_3102([x[i] + l[i] for i in range(3)], x)
+
+
+show(3102, lambda x: dv1_3102(x)[1], [mpf(0), mpf("1.75"), mpf(-2)], 1.788435114380536)
+
+# 3922: dv0(x) = ode_bdf_tol(dode, x + x, .., tanh(x * (-0.25 + x2)))[1], component 1
+show(3922, lambda x: prop([tanh(v * (mpf("-0.25") + x[2])) for v in x], [2 * v for v in x])[1],
+     [mpf("1.75")] * 3, 0.6534406642786021)
+
+# 2289: dv0(x, d) = ode_bdf_tol(dode, x * tanh(x0), .., tanh(d * Phi(x0)))[1], component 1
+d_2289 = [mpf("-1.75"), mpf(-1), mpf("1.25")]
+show(2289, lambda x: prop([tanh(v * ncdf(x[0])) for v in d_2289], [v * tanh(x[0]) for v in x])[1],
+     [mpf(0), mpf("-0.75"), mpf(0)], -0.1408976176798154)
+
+
+# 4328: dv2(x) = bdf(dode, x * (x1 + x0), .., tanh(bdf(dode, x, .., tanh(x))[1]))[1], component 2
+def dv2_4328(x):
+    z = prop([tanh(v) for v in x], x)
+    return prop([tanh(z[i]) for i in range(3)], [v * (x[0] + x[1]) for v in x])
+
+
+show(4328, lambda x: dv2_4328(x)[2], [mpf("-1.5"), mpf("1.5"), mpf("-0.5")], 0.15858057086018915)
+
+
+# 6273: dv2(x) = ode_bdf_tol(dode, dl(x), .., tanh(map(ds, x, x2)))[1], component 1,
+# ds(a, c) = a cos(cos(c))
+def dl_6273(x):
+    s, a, b = list(x), x[0], x[1]
+    for k in range(17):
+        s[k % 3] = tanh(s[0])
+        a = tanh(a * mpf("-0.5") + (mpf("1.5") + x[1]))
+        a, b = b, a
+    return [v * a for v in s]
+
+
+def dv2_6273(x):
+    return prop([tanh(v * cos(cos(x[2]))) for v in x], dl_6273(x))
+
+
+show(6273, lambda x: dv2_6273(x)[1], [mpf(0), mpf(-2), mpf("0.5")], 0.0005307736301719129)
+show(6273, lambda x: dv2_6273(x)[1], [mpf(0), mpf("-1.75"), mpf("1.5")], 0.012040143692114917)
