@@ -107,3 +107,18 @@ def dv2_6273(x):
 
 show(6273, lambda x: dv2_6273(x)[1], [mpf(0), mpf(-2), mpf("0.5")], 0.0005307736301719129)
 show(6273, lambda x: dv2_6273(x)[1], [mpf(0), mpf("-1.75"), mpf("1.5")], 0.012040143692114917)
+
+
+# 1073: row 0 of dv1(x) = map(ds, x, x1) * ode_rk45(dode, x, .., tanh(x))[1] with
+# ds(a, c) = a c + (7 % ((2 c) as i64)) 0.125, at x = (0, 1, -0.5): along the
+# direction x1 falls below 1, where the integer term drops from 1 to 0. Its
+# slope on the side of the point (where the term is 1) is 0.125 y0'; on the
+# other side 0 (x0 x1 y0 is of second order): a bend, the central
+# differences their mean.
+def y0_1073(x):
+    return prop([tanh(v) for v in x], x)[0]
+
+
+x_1073 = [mpf(0), mpf(1), mpf("-0.5")]
+slope = float(mpf("0.125") * diff(lambda t: y0_1073(along(x_1073, t)), 0))
+print(f"seed 1073: {slope!r} on the point's side, 0 on the other (autobatch: 0.04160714039409327)")
