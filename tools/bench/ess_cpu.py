@@ -4,7 +4,7 @@ load-free comparison of the samplers can say on a busy machine.
 
     tools/bench/ess_cpu.py [--models A,B] [--chains 4] [--warmup 1000]
         [--draws 1000] [--seed S] [--threads 2] [--sides ours,stan]
-        [--reuse EARLIER.json] [--autobatch PATH] [--label TEXT]
+        [--reuse EARLIER.json ...] [--autobatch PATH] [--label TEXT]
         [--out FILE.json]
 
 The posteriors are tools/stan_bench.py's `POSTERIORS`. For each, both
@@ -30,9 +30,9 @@ second is the product of three ratios, each in the row: ESS per draw
 (ours / Stan's), gradients per draw (Stan's / ours) and CPU per gradient
 (Stan's / ours).
 
-`--sides` runs one side only; `--reuse` takes the other side's runs (same
-chains and iterations) from an earlier output, so that Stan's need not be
-run again for each build of ours.
+`--sides` runs one side only (`--sides ""`: neither); `--reuse` takes the
+runs of the sides not run (same chains and iterations) from earlier
+outputs, so that Stan's need not be run again for each build of ours.
 
 Prints a table and writes JSON (default docs/results/loaded/ess_cpu.json).
 """
@@ -147,13 +147,13 @@ def row_of(name, runs, args):
 def measure(args):
     rows, runs = [], []
     earlier = {}
-    if args.reuse:
-        with open(args.reuse) as f:
+    for path in args.reuse:
+        with open(path) as f:
             document = json.load(f)
         if (document["chains"], document["warmup"], document["draws"]) != (
                 args.chains, args.warmup, args.draws):
-            sys.exit(f"{args.reuse} has other chains or iterations")
-        earlier = {(run["model"], run["side"]): run for run in document["runs"]}
+            sys.exit(f"{path} has other chains or iterations")
+        earlier.update({(run["model"], run["side"]): run for run in document["runs"]})
     for name in args.models:
         posterior = stan_bench.POSTERIORS[name]
         sides = {side: {"ours": ours, "stan": stan}[side] for side in args.sides}
@@ -221,13 +221,14 @@ def main():
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--autobatch", default=os.path.join(common.RELEASE, "autobatch"))
     parser.add_argument("--sides", default="ours,stan")
-    parser.add_argument("--reuse", help="an earlier output: the runs of the sides not run")
+    parser.add_argument("--reuse", action="append", default=[],
+                        help="an earlier output: the runs of the sides not run (repeatable)")
     parser.add_argument("--label", default="", help="a note kept in the JSON")
     parser.add_argument("--out", default=os.path.join(common.ROOT, "docs", "results",
                                                       "loaded", "ess_cpu.json"))
     args = parser.parse_args()
     args.models = args.models.split(",")
-    args.sides = args.sides.split(",")
+    args.sides = [side for side in args.sides.split(",") if side]
     if not set(args.sides) <= {"ours", "stan"}:
         sys.exit("--sides: ours, stan or both")
     unknown = [m for m in args.models if m not in stan_bench.POSTERIORS]
