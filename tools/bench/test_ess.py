@@ -168,3 +168,32 @@ def test_loaded_results_stand_in_and_are_marked(tmp_path):
     text = report.render("ess", docs)
     assert text.startswith(report.SMOKE) and report.LOADED in text
     assert "smoke, loaded" in report.render("runs", docs)
+
+
+def test_ess_per_cpu_second_is_the_product_of_its_three_ratios():
+    import types
+
+    import ess_cpu
+
+    def run(cpu, warmup, sampling, ess):
+        return {"cpu_seconds": cpu, "gradients_warmup": warmup, "gradients_sampling": sampling,
+                "mean_leapfrog": [7.0, 8.0, 9.0], "step_size": [0.1, 0.3, 0.2],
+                "mean_tree_depth": [3.0, 2.0, 4.0], "min_bulk_ess": ess}
+
+    args = types.SimpleNamespace(chains=3, draws=100)
+    # Ours: 600 gradients in 0.006 s (10 us each), 4 per draw, 150 ESS;
+    # Stan: 1500 gradients in 0.03 s (20 us each), 5 per draw, 100 ESS.
+    row = ess_cpu.row_of("m", {"ours": run(0.006, 200, 1000, 150.0),
+                               "stan": run(0.03, 500, 1000, 100.0)}, args)
+    ours, stan, ratios = row["ours"], row["stan"], row["ratios"]
+    assert ours["us_per_gradient"] == pytest.approx(5.0)
+    assert ours["gradients_per_draw"] == pytest.approx(4.0)
+    assert stan["warmup_share"] == pytest.approx(1 / 3)
+    assert (ours["step_size"], ours["tree_depth"], ours["leapfrog_per_draw"]) == (0.2, 3.0, 8.0)
+    assert ours["ess_per_draw"] == pytest.approx(0.5)
+    assert ratios["ess_per_cpu_second"] == pytest.approx((150 / 0.006) / (100 / 0.03))
+    assert ratios["ess_per_cpu_second"] == pytest.approx(
+        ratios["ess_per_draw"] * ratios["gradients_per_draw"] * ratios["cpu_per_gradient"])
+    failed = ess_cpu.row_of("m", {"ours": run(0.006, 200, 1000, 150.0),
+                                  "stan": {"error": "no"}}, args)
+    assert "ratios" not in failed and failed["stan"] == {"error": "no"}
