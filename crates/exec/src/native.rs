@@ -303,7 +303,7 @@ impl Compiled {
             reason: e.to_string(),
         })?;
         let key = ProgramKey::of(program);
-        let code = native_cache::compile(key, batch.entry, &lengths, flavor(options))?;
+        let code = native_cache::compile(&key, batch.entry, &lengths, flavor(options))?;
         Ok(Compiled {
             program: code.program,
             cached: code.cached,
