@@ -443,7 +443,12 @@ fn run_compiled(
     batch: &Batch,
     options: &RunOptions,
 ) -> Result<(RunOutput, Figures), ExecError> {
-    let (counter, slots) = OpCounter::for_program(program);
+    // Only counts and an observer read the operations' counters.
+    let (counter, slots) = if counting(options) == Counting::Kept || options.observer.is_some() {
+        OpCounter::for_program(program)
+    } else {
+        (OpCounter::default(), Slots::new())
+    };
     let stack = compiled
         .program
         .stack_bytes(options.max_stack_depth)
