@@ -267,7 +267,8 @@ impl Program {
     /// statics every member shares.
     #[pyo3(signature = (entry, batch = None, shared = None, *, strategy = "auto",
                         seed = None, lanes = "auto", threads = None, max_stack_depth = None,
-                        max_steps = None, max_tape_bytes = None, grad_statics = None))]
+                        max_steps = None, max_tape_bytes = None, grad_statics = None,
+                        count_operations = false))]
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -283,9 +284,10 @@ impl Program {
         max_steps: Option<&Bound<'_, PyAny>>,
         max_tape_bytes: Option<&Bound<'_, PyAny>>,
         grad_statics: Option<Vec<String>>,
+        count_operations: bool,
     ) -> PyResult<RunResult> {
         no_panic(|| {
-            let config = run_config(
+            let mut config = run_config(
                 strategy,
                 seed,
                 lanes,
@@ -294,6 +296,7 @@ impl Program {
                 max_steps,
                 max_tape_bytes,
             )?;
+            config.options.count_operations = count_operations;
             let inputs = inputs_from_py(batch, shared)?;
             // The statics' arrays become the program's without a copy.
             let bound = bind_entry(
@@ -385,7 +388,8 @@ impl BoundProgram {
     /// give only the rest.
     #[pyo3(signature = (entry, batch = None, shared = None, *, strategy = "auto",
                         seed = None, lanes = "auto", threads = None, max_stack_depth = None,
-                        max_steps = None, max_tape_bytes = None, grad_statics = None))]
+                        max_steps = None, max_tape_bytes = None, grad_statics = None,
+                        count_operations = false))]
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -401,9 +405,10 @@ impl BoundProgram {
         max_steps: Option<&Bound<'_, PyAny>>,
         max_tape_bytes: Option<&Bound<'_, PyAny>>,
         grad_statics: Option<Vec<String>>,
+        count_operations: bool,
     ) -> PyResult<RunResult> {
         no_panic(|| {
-            let config = run_config(
+            let mut config = run_config(
                 strategy,
                 seed,
                 lanes,
@@ -412,6 +417,7 @@ impl BoundProgram {
                 max_steps,
                 max_tape_bytes,
             )?;
+            config.options.count_operations = count_operations;
             let inputs = inputs_from_py(batch, shared)?;
             let batch = bind_entry(
                 entry,

@@ -40,6 +40,18 @@ def test_auto_is_the_default_and_says_what_it_picked():
     assert bound.run("fib", batch={"n": [3, 7]}, threads=1).stats["strategy"] == "native"
 
 
+def test_operations_are_counted_when_asked():
+    prog = autobatch.compile(FIB)
+    batch = {"n": np.array([3, 4])}
+    assert prog.run("fib", batch=batch, strategy="native").stats["op_counts"] == []
+    for run in (prog.run, prog.bind().run):
+        res = run("fib", batch=batch, strategy="native", count_operations=True)
+        adds = [c for c in res.stats["op_counts"] if c["op"] == "add"]
+        # One `+` per call with n > 1: I(n) = 1 + I(n-1) + I(n-2), I(0) = I(1) = 0,
+        # so I(3) + I(4) = 2 + 4.
+        assert sum(c["active_lanes"] for c in adds) == 6
+
+
 def test_program_lists_its_entries():
     prog = autobatch.compile(FIB + "\nfn twice(x: f64) -> f64 { 2.0 * x }")
     assert prog.entries == ["fib", "twice"]

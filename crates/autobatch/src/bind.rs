@@ -137,7 +137,7 @@ impl std::error::Error for InputError {}
 /// environment (statics and symbolic dimensions) and the flattened arguments.
 #[derive(Clone, Debug)]
 pub struct BoundBatch {
-    program: Arc<Program>,
+    pub(crate) program: Arc<Program>,
     entry: FuncId,
     env: Env,
     batch: Batch,

@@ -216,6 +216,9 @@ impl BoundBatch {
             first_member: self.first_member(),
             ..config.options.clone()
         };
+        // The batch holds its program in an `Arc` for its runs: the
+        // executors' caches find what they made of it by its address.
+        autobatch_exec::share_program(&self.program);
         let output = autobatch_exec::run(
             config.strategy,
             self.program(),

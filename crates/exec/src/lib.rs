@@ -432,6 +432,7 @@ pub use batched::engine::LaneMode;
 pub use batched::BlockChoice;
 pub use executor::{Executor, OptionsRead, Strategy, EXECUTORS};
 pub use memory::{available_memory_bytes, default_max_instances, default_max_tape_bytes};
+pub use native_cache::share_program;
 
 /// Options only the batching strategies read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -303,7 +303,7 @@ impl Compiled {
             reason: e.to_string(),
         })?;
         let key = ProgramKey::of(program);
-        let code = native_cache::compile(key, batch.entry, &lengths, flavor(options))?;
+        let code = native_cache::compile(&key, batch.entry, &lengths, flavor(options))?;
         Ok(Compiled {
             program: code.program,
             cached: code.cached,
@@ -443,7 +443,12 @@ fn run_compiled(
     batch: &Batch,
     options: &RunOptions,
 ) -> Result<(RunOutput, Figures), ExecError> {
-    let (counter, slots) = OpCounter::for_program(program);
+    // Only counts and an observer read the operations' counters.
+    let (counter, slots) = if counting(options) == Counting::Kept || options.observer.is_some() {
+        OpCounter::for_program(program)
+    } else {
+        (OpCounter::default(), Slots::new())
+    };
     let stack = compiled
         .program
         .stack_bytes(options.max_stack_depth)
@@ -602,10 +607,11 @@ fn blank_results(compiled: &Compiled, batch: &Batch, member: usize) -> Vec<Tenso
 }
 
 /// Runs a one-thread run that nobody watches on the calling thread, on a
-/// machine stack of `stack` bytes (a worker's): waking a worker can cost
-/// more than a small run's members take. `None` when the run
-/// is not such a run, or no stack could be mapped (the caller then runs
-/// it on the pool).
+/// machine stack of `stack` bytes (a worker's), its members one after the
+/// other or together as `mode` says (one chunk either way): waking a
+/// worker can cost more than a small run's members take. `None` when the
+/// run is not such a run, or no stack could be mapped (the caller then
+/// runs it on the pool).
 fn run_here(
     mode: Mode,
     inputs: &RunInputs<'_>,
@@ -614,12 +620,13 @@ fn run_here(
     threads: usize,
     stack: usize,
 ) -> Option<Chunk> {
-    if mode != Mode::Alone || threads != 1 || inputs.options.observer.is_some() {
+    if threads != 1 || inputs.options.observer.is_some() {
         return None;
     }
     let members = 0..results.len();
-    let done = autobatch_native::run_on_stack(stack, || {
-        run_chunk(inputs, members, &mut *results, watched)
+    let done = autobatch_native::run_on_stack(stack, || match mode {
+        Mode::Alone => run_chunk(inputs, members, &mut *results, watched),
+        Mode::Together => run_chunk_together(inputs, members, &mut *results, watched),
     })
     .ok()?;
     report_progress(watched, &done);

@@ -73,7 +73,7 @@ impl Executor for NativeLockstep {
     ) -> Result<RunOutput, ExecError> {
         let started = Instant::now();
         let compiled = native_cache::compile_lockstep(
-            ProgramKey::of(program),
+            &ProgramKey::of(program),
             batch.entry,
             &env.symbols,
             counting(options),

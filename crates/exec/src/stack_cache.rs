@@ -10,8 +10,8 @@
 //! has.
 //!
 //! What identifies a lowered program: the program (found as the native
-//! code cache finds it, by a fingerprint of its shape, then compared
-//! whole), the entry, which of the entry's arguments are shared and which
+//! code cache finds it: a shared program by its address, any other by a
+//! fingerprint of its shape, then compared whole), the entry, which of the entry's arguments are shared and which
 //! symbolic dimensions are ragged ([`InvarianceInputs`]). The statics, the
 //! members' inputs and the options are read at run time, so they are not
 //! part of the key.
@@ -23,7 +23,7 @@ use autobatch_ir::Program;
 use autobatch_passes::stack::{lower_to_stack, verify_lowered, LoweredProgram};
 
 use crate::batched::skeleton::InvarianceInputs;
-use crate::native_cache::{same_program, ProgramKey};
+use crate::native_cache::ProgramKey;
 use crate::{Batch, Env, ExecError};
 
 /// The most lowered programs kept.
@@ -31,7 +31,7 @@ pub const CAPACITY: usize = 32;
 
 /// One lowered program and what it was lowered from.
 struct Entry {
-    /// A copy of the program.
+    /// The program ([`ProgramKey::to_kept`]).
     program: Arc<Program>,
     fingerprint: u64,
     inputs: InvarianceInputs,
@@ -59,11 +59,7 @@ pub(crate) fn lowered(
     let inputs = InvarianceInputs::of(batch, env);
     let found = lock()
         .iter()
-        .find(|e| {
-            e.fingerprint == key.fingerprint
-                && e.inputs == inputs
-                && same_program(&e.program, program)
-        })
+        .find(|e| e.inputs == inputs && key.is(&e.program, e.fingerprint))
         .map(|e| Arc::clone(&e.lowered));
     if let Some(lowered) = found {
         return Ok(lowered);
@@ -84,8 +80,8 @@ pub(crate) fn lowered(
         cache.pop_front();
     }
     cache.push_back(Entry {
-        program: Arc::new(program.clone()),
-        fingerprint: key.fingerprint,
+        program: key.to_kept(),
+        fingerprint: key.fingerprint(),
         inputs,
         lowered: Arc::clone(&lowered),
     });
