@@ -898,10 +898,13 @@ fn the_tape_bound_stops_the_members_whose_tape_exceeds_it_alike_everywhere() {
 }
 
 /// Past half of `--max-tape-bytes`, a call whose callee calls or loops
-/// drops what the callee saved and its backward part runs the callee's
-/// forward part again: under a tenth of the tape an unbounded run holds,
-/// a recursion of depth 1000 and a tree of calls give the unbounded run's
-/// bits on every strategy, each member's tape stays within the bound, holding as much
+/// runs untaped or drops what the callee saved, and its backward part
+/// runs the callee's forward part again: under a tenth of the tape an unbounded run holds,
+/// a recursion of depth 1000, a tree of calls, a loop over a data bound
+/// (an activation per iteration), two gradients in a row and a recursion
+/// through the rows of a static differentiated with respect to it give
+/// the unbounded run's bits (results, gradients, the statics' gradients)
+/// on every strategy, each member's tape stays within the bound, holding as much
 /// on every strategy, and the reference executes more operations than
 /// unbounded (the recomputation).
 #[test]

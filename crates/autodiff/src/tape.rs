@@ -27,10 +27,11 @@
 //! - the vjp itself (the plan's entry id): calls the two.
 //!
 //! At a call of a function that calls or loops and reaches no fork, the
-//! forward part marks the tape before the call and settles it after
-//! (`tape_mark`, `tape_settle`): when the member then holds more than half
-//! the run's tape bound, what the callee saved is dropped and its
-//! arguments are pushed instead; then a flag saying which. The backward
+//! forward part saves the callee's arguments instead of its tape when the
+//! member holds more than half the run's tape bound, before the call
+//! (`tape_over`: the callee runs untaped) or after it (`tape_mark` and
+//! `tape_settle`: what the callee saved is dropped); then a flag saying
+//! which. The backward
 //! part pops the flag and, for the second, pops the arguments and runs
 //! the callee's forward part again (a copy counting no steps) before its
 //! backward part: checkpointing, with the bits, steps and depth of the
@@ -645,20 +646,22 @@ fn saved_args<'a>(call: &'a Op, invariants: &'a [Option<Invariant>]) -> Vec<Var>
         .collect()
 }
 
-/// Ends block `at` of a forward part, holding `ops`, with `taped` (the
-/// call of the callee's forward part in place of `call`, of `g`) and the
-/// choice after it, per member, by `tape_settle`: the tape is marked
-/// before the call; when after it the member's tape holds more than half
-/// the bound, what the callee saved is dropped and the arguments (as
-/// [`saved_args`] takes them, read before the call) are pushed, then
-/// `true`; else the callee's tape is kept, then `false`. The backward part
-/// pops the flag and, when it is `true`, runs the callee's forward part
-/// again from the arguments before its backward part
-/// ([`rerun_if_recomputed`]): the same values either way, since the
-/// forward part computes what the function does, and the same choices
-/// inside it, since its member's tape holds what it held at the call. The
-/// new blocks count no step. Returns the block where the forward part
-/// goes on and its operations so far.
+/// Ends block `at` of a forward part, holding `ops`, with the call of
+/// the callee of `call` (of `g`) as the member's tape decides, in blocks
+/// that count no step: when the member already holds more than half the
+/// run's tape bound (`tape_over`), the arguments (as [`saved_args`] takes
+/// them) are pushed and the callee's own function runs, untaped; else
+/// `taped` (the call of its forward part) runs between `tape_mark` and
+/// `tape_settle`, which drops what the callee saved when the member then
+/// holds more than half the bound, and then the arguments (read before
+/// the call) are pushed. Last a flag: `true` when the arguments are on
+/// the tape in place of the callee's tape. The backward part pops it and,
+/// when it is `true`, runs the callee's forward part again from the
+/// arguments before its backward part ([`rerun_if_recomputed`]): the same
+/// values either way (the forward part computes what the function does),
+/// and the same choices inside it (the member's tape holds what it held
+/// at the call). Returns the block where the forward part goes on and its
+/// operations so far.
 fn recomputing_call(
     f: &mut Function,
     at: Block,
@@ -672,53 +675,84 @@ fn recomputing_call(
         _ => unreachable!("a call"),
     };
     let mut var = |ty: TensorType| f.vars.push(VarData { ty, name: None });
+    let bool_ty = TensorType::scalar(ScalarType::Bool);
+    let over = var(bool_ty.clone());
     let mark = var(TensorType::scalar(ScalarType::I64));
-    let dropped = var(TensorType::scalar(ScalarType::Bool));
+    let dropped = var(bool_ty.clone());
+    let recomputed = var(bool_ty);
     let prim = |dst: Var, prim: Prim, args: Vec<Var>| Op::Prim {
         dst: Some(dst),
         prim,
         args,
         loc,
     };
-    ops.push(prim(mark, Prim::TapeMark, Vec::new()));
-    // An argument the call overwrites is read before it.
-    let mut saved = saved_args(call, invariants);
-    for a in saved.iter_mut() {
-        if dsts.contains(a) {
-            let ty = f.vars[*a].ty.clone();
-            let before = f.vars.push(VarData { ty, name: None });
-            ops.push(prim(before, Prim::Copy, vec![*a]));
-            *a = before;
-        }
-    }
-    ops.push(taped);
-    ops.push(prim(dropped, Prim::TapeSettle, Vec::new()));
-    // The arguments go on the tape only when the callee's tape was
-    // dropped; then, either way, the flag (`dropped` itself).
-    let flag = push(vec![dropped], loc);
-    if saved.is_empty() {
-        ops.push(flag);
-        return (at, ops);
-    }
     let block = |ops: Vec<Op>, term: Terminator| BlockData {
         ops,
         term,
         loc,
         uncounted: true,
     };
+    let saved = saved_args(call, invariants);
     let next = f
         .blocks
         .push(block(Vec::new(), Terminator::Return(Vec::new())));
-    let target = f
-        .blocks
-        .push(block(vec![push(saved, loc)], Terminator::Jump(next)));
+    // Recomputed: `true` after the arguments.
+    let flagged = f.blocks.push(block(
+        vec![
+            prim(recomputed, Prim::Const(Scalar::Bool(true)), Vec::new()),
+            push(vec![recomputed], loc),
+        ],
+        Terminator::Jump(next),
+    ));
+    let kept = f.blocks.push(block(
+        vec![push(vec![dropped], loc)],
+        Terminator::Jump(next),
+    ));
+    // Already over half the bound: the callee's own function, untaped.
+    let mut untaped = Vec::new();
+    if !saved.is_empty() {
+        untaped.push(push(saved.clone(), loc));
+    }
+    untaped.push(call.clone());
+    let untaped = f.blocks.push(block(untaped, Terminator::Jump(flagged)));
+    // Else taped, and its tape dropped if the member is over half the
+    // bound after it; an argument the call overwrites is read before it.
+    let mut taped_ops = vec![prim(mark, Prim::TapeMark, Vec::new())];
+    let mut saved_after = saved;
+    for a in saved_after.iter_mut() {
+        if dsts.contains(a) {
+            let ty = f.vars[*a].ty.clone();
+            let before = f.vars.push(VarData { ty, name: None });
+            taped_ops.push(prim(before, Prim::Copy, vec![*a]));
+            *a = before;
+        }
+    }
+    taped_ops.push(taped);
+    taped_ops.push(prim(dropped, Prim::TapeSettle, Vec::new()));
+    let dropping = if saved_after.is_empty() {
+        flagged
+    } else {
+        f.blocks.push(block(
+            vec![push(saved_after, loc)],
+            Terminator::Jump(flagged),
+        ))
+    };
+    let taped = f.blocks.push(block(
+        taped_ops,
+        Terminator::Branch {
+            cond: dropped,
+            then_block: dropping,
+            else_block: kept,
+        },
+    ));
+    ops.push(prim(over, Prim::TapeOver, Vec::new()));
     f.blocks[at].ops = ops;
     f.blocks[at].term = Terminator::Branch {
-        cond: dropped,
-        then_block: target,
-        else_block: next,
+        cond: over,
+        then_block: untaped,
+        else_block: taped,
     };
-    (next, vec![flag])
+    (next, Vec::new())
 }
 
 /// Fork `op` over its callees' forward parts, saving their tapes.
