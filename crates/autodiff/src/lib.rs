@@ -24,9 +24,10 @@
 //! puts it (a re-entered entry copied, rows of differentiated statics read
 //! through shadow indices). What the forward part saves is counted and
 //! bounded by the executors (`autobatch_kernels::Tape::held`, the run's
-//! `tape_bytes` and `max_tape_bytes`): after a call of a function that
-//! calls or loops, a member holding more than half the bound drops what
-//! the callee saved (`tape_mark`, `tape_settle`) and the backward part
+//! `tape_bytes` and `max_tape_bytes`): at a call of a function that calls
+//! or loops, a member holding more than half the bound before it runs the
+//! callee untaped (`tape_over`), one holding more after it drops what the
+//! callee saved (`tape_mark`, `tape_settle`), and the backward part
 //! recomputes the callee's forward part (in a copy that counts no steps,
 //! [`Deriver::uncounted_copy`]); past the bound itself a member stops with
 //! `tape_limit`. A vjp of a function that is one block of primitives
