@@ -97,6 +97,7 @@ fn selftest_directives_parse() {
             max_steps: None,
             seed: Some(7),
             max_instances: Some(2),
+            max_tape_bytes: None,
         }
     );
     assert_eq!(file.runs[2].overrides.max_steps, Some(1000));

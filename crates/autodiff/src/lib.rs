@@ -24,7 +24,12 @@
 //! puts it (a re-entered entry copied, rows of differentiated statics read
 //! through shadow indices). What the forward part saves is counted and
 //! bounded by the executors (`autobatch_kernels::Tape::held`, the run's
-//! `tape_bytes` and `max_tape_bytes`): past the bound a member stops with
+//! `tape_bytes` and `max_tape_bytes`): at a call of a function that calls
+//! or loops, a member holding more than half the bound before it runs the
+//! callee untaped (`tape_over`), one holding more after it drops what the
+//! callee saved (`tape_mark`, `tape_settle`), and the backward part
+//! recomputes the callee's forward part (in a copy that counts no steps,
+//! [`Deriver::uncounted_copy`]); past the bound itself a member stops with
 //! `tape_limit`. A vjp of a function that is one block of primitives
 //! calls one function instead, the forward part's operations then the
 //! backward part's, reading the values where they are instead of from the
@@ -223,6 +228,8 @@ impl<'p> Deriver<'p> {
             next_id: program.functions.len() as u32,
             built: Vec::new(),
             queue: VecDeque::new(),
+            copies: HashMap::new(),
+            copies_to_build: Vec::new(),
             sources,
         }
     }
@@ -240,9 +247,57 @@ impl<'p> Deriver<'p> {
             self.built
                 .extend([(plan.id, vjp), (plan.parts.fwd, fwd), (plan.parts.bwd, bwd)]);
         }
+        while let Some((source, id)) = self.copies_to_build.pop() {
+            let copy = self.uncounted_copy_of(source);
+            self.built.push((id, copy));
+        }
         let mut built = std::mem::take(&mut self.built);
         built.sort_by_key(|(id, _)| *id);
         Ok(built.into_iter().map(|(_, f)| f).collect())
+    }
+}
+
+impl Deriver<'_> {
+    /// The id of the copy of function `f` (of the program, or built by
+    /// the derivation) that counts no steps, made the first time it is
+    /// asked for: what a backward part runs when it recomputes a call's
+    /// forward part, so that the recomputation takes no steps the
+    /// function did not take.
+    pub(crate) fn uncounted_copy(&mut self, f: FuncId) -> FuncId {
+        if let Some(id) = self.copies.get(&f) {
+            return *id;
+        }
+        let id = self.fresh_id();
+        self.copies.insert(f, id);
+        self.copies_to_build.push((f, id));
+        id
+    }
+
+    /// The copy of `source` that [`Deriver::uncounted_copy`] names: its
+    /// blocks count no steps and its calls call the callees' copies.
+    fn uncounted_copy_of(&mut self, source: FuncId) -> Function {
+        let original = match self.program.functions.get(source) {
+            Some(f) => f,
+            None => {
+                let (_, f) = self
+                    .built
+                    .iter()
+                    .find(|(id, _)| *id == source)
+                    .expect("a function the derivation built");
+                f
+            }
+        };
+        let mut copy = original.clone();
+        copy.name = format!("{}'again", original.name);
+        copy.uncounted = true;
+        for data in copy.blocks.values_mut() {
+            for op in &mut data.ops {
+                if let autobatch_ir::Op::Call { callee, .. } = op {
+                    *callee = self.uncounted_copy(*callee);
+                }
+            }
+        }
+        copy
     }
 }
 
@@ -295,6 +350,10 @@ pub(crate) struct Deriver<'p> {
     next_id: u32,
     built: Vec<(FuncId, Function)>,
     queue: VecDeque<usize>,
+    /// By function, its copy that counts no steps
+    /// ([`Deriver::uncounted_copy`]); the copies still to build.
+    copies: HashMap<FuncId, FuncId>,
+    copies_to_build: Vec<(FuncId, FuncId)>,
     /// The statics differentiated (none but for `derive_static_gradient`).
     pub(crate) sources: Sources,
 }

@@ -316,7 +316,9 @@ fn prim_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
         | Prim::StaticAdjoint(_)
         | Prim::TapePush
         | Prim::TapePop(_)
-        | Prim::TapeOver => Ok(()),
+        | Prim::TapeOver
+        | Prim::TapeMark
+        | Prim::TapeSettle => Ok(()),
         // The front end refuses to differentiate through a host primitive.
         Prim::Host(host) => derive_error(
             format!("cannot differentiate the host primitive `{}`", host.name),

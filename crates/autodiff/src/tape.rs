@@ -26,6 +26,17 @@
 //!   is a loop again; a recursion recurses once per level.
 //! - the vjp itself (the plan's entry id): calls the two.
 //!
+//! At a call of a function that calls or loops and reaches no fork, the
+//! forward part saves the callee's arguments instead of its tape when the
+//! member holds more than half the run's tape bound, before the call
+//! (`tape_over`: the callee runs untaped) or after it (`tape_mark` and
+//! `tape_settle`: what the callee saved is dropped); then a flag saying
+//! which. The backward
+//! part pops the flag and, for the second, pops the arguments and runs
+//! the callee's forward part again (a copy counting no steps) before its
+//! backward part: checkpointing, with the bits, steps and depth of the
+//! taped form.
+//!
 //! A catching call has nothing to differentiate (the front end refuses one
 //! whose arguments or callee depend on what is differentiated): the
 //! forward part makes it as `g` does, calling the function itself, and the
@@ -43,8 +54,8 @@ use std::collections::{BTreeSet, HashMap};
 use autobatch_ir::liveness::{Liveness, VarSet};
 use autobatch_ir::{
     fork_calls, Block, BlockData, CompareOp, EntityRef, FuncId, Function, InstanceArg, Instances,
-    JoinCall, Op, Prim, Scalar, ScalarType, StaticId, TapeMode, TensorType, Terminator, Type, Var,
-    VarData,
+    JoinCall, Op, Prim, Program, Scalar, ScalarType, StaticId, TapeMode, TensorType, Terminator,
+    Type, Var, VarData,
 };
 use autobatch_types::Loc;
 
@@ -238,8 +249,15 @@ fn shadow_indices(g: &Function) -> Vec<Option<Var>> {
 enum CallKind {
     /// No active argument: runs forward only.
     Plain,
-    /// The callee's forward and backward parts.
-    Taped(TapedIds, Vec<bool>),
+    /// The callee's forward and backward parts, for its `active`
+    /// parameters; with `recompute`, the forward part chooses per member
+    /// at the call between them and the callee's untaped function
+    /// ([`recomputing_call`]).
+    Taped {
+        ids: TapedIds,
+        active: Vec<bool>,
+        recompute: bool,
+    },
     /// A fork of the callees' forward parts that saves the instances'
     /// tapes, and backward a fork of their backward parts that restores
     /// them: per call of a `join` (one for a `map`), its parts and active
@@ -395,6 +413,63 @@ fn fork_kind(d: &mut Deriver, op: &Op, act: &[bool]) -> DeriveResult<Option<Call
     Ok(Some(CallKind::TapedFork(parts)))
 }
 
+/// Whether a call of `callee` may be recomputed: its tape may be large
+/// (it calls a function or loops), and it reaches no fork (a fork run
+/// again would draw its key from the member's random stream again, and
+/// the draws after the gradient would differ).
+fn recomputable(program: &Program, callee: FuncId) -> bool {
+    let f = &program.functions[callee];
+    let calls = f
+        .blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .any(|op| matches!(op, Op::Call { .. }));
+    (calls || loops(f)) && !reaches_fork(program, callee)
+}
+
+/// Whether a block of `f` reachable from its entry can be entered again.
+fn loops(f: &Function) -> bool {
+    // Depth-first from the entry; an edge to a block on the path is a loop.
+    let n = f.blocks.len();
+    let mut state = vec![0u8; n]; // 0 unseen, 1 on the path, 2 done
+    let mut stack = vec![(Function::ENTRY, 0usize)];
+    state[0] = 1;
+    while let Some((b, next)) = stack.pop() {
+        let successors = f.blocks[b].term.successors();
+        match successors.get(next) {
+            Some(s) => {
+                stack.push((b, next + 1));
+                match state[s.index()] {
+                    1 => return true,
+                    0 => {
+                        state[s.index()] = 1;
+                        stack.push((*s, 0));
+                    }
+                    _ => {}
+                }
+            }
+            None => state[b.index()] = 2,
+        }
+    }
+    false
+}
+
+/// Whether running `f` may run a fork (in it or in a function it calls).
+fn reaches_fork(program: &Program, f: FuncId) -> bool {
+    let mut seen = BTreeSet::from([f]);
+    let mut todo = vec![f];
+    while let Some(g) = todo.pop() {
+        for op in program.functions[g].blocks.values().flat_map(|b| &b.ops) {
+            match op {
+                Op::Fork { .. } => return true,
+                Op::Call { callee, .. } if seen.insert(*callee) => todo.push(*callee),
+                _ => {}
+            }
+        }
+    }
+    false
+}
+
 fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
     let g = d.plans[p].g.clone();
     let act = d.plans[p].active.clone();
@@ -428,7 +503,13 @@ fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
                 return derive_error("a catching call cannot be differentiated", *loc);
             } else {
                 let q = d.plan(*callee, &active, false)?;
-                CallKind::Taped(d.plans[q].parts, active)
+                // (A self tail call is a jump before deriving: a call
+                // here is none, and pushes may follow it.)
+                CallKind::Taped {
+                    ids: d.plans[q].parts,
+                    active,
+                    recompute: recomputable(d.program, *callee),
+                }
             };
             calls.insert((b.index(), k), kind);
         }
@@ -494,27 +575,42 @@ fn forward(d: &Deriver, p: usize, layout: &Layout) -> Function {
         }
         let tape = &layout.tapes[bi];
         let loc = data.loc;
+        // The block being filled: `b`, or after a recomputing call the
+        // block where the forward part goes on.
+        let mut piece = b;
         let mut ops = Vec::new();
         for (k, op) in data.ops.iter().enumerate() {
             if !tape.before[k].is_empty() {
                 ops.push(push(tape.before[k].clone(), loc));
             }
-            ops.push(match (op, layout.calls.get(&(bi, k))) {
+            match (op, layout.calls.get(&(bi, k))) {
                 (
                     Op::Call {
                         dsts, args, loc, ..
                     },
-                    Some(CallKind::Taped(ids, _)),
-                ) => Op::Call {
-                    dsts: dsts.clone(),
-                    callee: ids.fwd,
-                    args: args.clone(),
-                    loc: *loc,
-                    catch: false,
-                },
-                (Op::Fork { .. }, Some(CallKind::TapedFork(parts))) => saving_fork(op, parts),
-                _ => op.clone(),
-            });
+                    Some(CallKind::Taped { ids, recompute, .. }),
+                ) => {
+                    let taped = Op::Call {
+                        dsts: dsts.clone(),
+                        callee: ids.fwd,
+                        args: args.clone(),
+                        loc: *loc,
+                        catch: false,
+                    };
+                    if *recompute {
+                        let before = std::mem::take(&mut ops);
+                        let invariants = &layout.invariants;
+                        (piece, ops) =
+                            recomputing_call(&mut f, piece, before, op, taped, invariants);
+                    } else {
+                        ops.push(taped);
+                    }
+                }
+                (Op::Fork { .. }, Some(CallKind::TapedFork(parts))) => {
+                    ops.push(saving_fork(op, parts))
+                }
+                _ => ops.push(op.clone()),
+            }
         }
         if !tape.end.is_empty() {
             ops.push(push(tape.end.clone(), loc));
@@ -532,9 +628,131 @@ fn forward(d: &Deriver, p: usize, layout: &Layout) -> Function {
             });
             ops.push(push(vec![v], loc));
         }
-        f.blocks[b].ops = ops;
+        f.blocks[piece].ops = ops;
+        f.blocks[piece].term = data.term.clone();
     }
     f
+}
+
+/// The arguments of `call` that a recomputation takes from the tape: all
+/// but the [`Invariant`]s, which the backward part makes again.
+fn saved_args<'a>(call: &'a Op, invariants: &'a [Option<Invariant>]) -> Vec<Var> {
+    let Op::Call { args, .. } = call else {
+        unreachable!("a call")
+    };
+    args.iter()
+        .filter(|a| invariants[a.index()].is_none())
+        .copied()
+        .collect()
+}
+
+/// Ends block `at` of a forward part, holding `ops`, with the call of
+/// the callee of `call` (of `g`) as the member's tape decides, in blocks
+/// that count no step: when the member already holds more than half the
+/// run's tape bound (`tape_over`), the arguments (as [`saved_args`] takes
+/// them) are pushed and the callee's own function runs, untaped; else
+/// `taped` (the call of its forward part) runs between `tape_mark` and
+/// `tape_settle`, which drops what the callee saved when the member then
+/// holds more than half the bound, and then the arguments (read before
+/// the call) are pushed. Last a flag: `true` when the arguments are on
+/// the tape in place of the callee's tape. The backward part pops it and,
+/// when it is `true`, runs the callee's forward part again from the
+/// arguments before its backward part ([`rerun_if_recomputed`]): the same
+/// values either way (the forward part computes what the function does),
+/// and the same choices inside it (the member's tape holds what it held
+/// at the call). Returns the block where the forward part goes on and its
+/// operations so far.
+fn recomputing_call(
+    f: &mut Function,
+    at: Block,
+    mut ops: Vec<Op>,
+    call: &Op,
+    taped: Op,
+    invariants: &[Option<Invariant>],
+) -> (Block, Vec<Op>) {
+    let (dsts, loc) = match call {
+        Op::Call { dsts, loc, .. } => (dsts, *loc),
+        _ => unreachable!("a call"),
+    };
+    let mut var = |ty: TensorType| f.vars.push(VarData { ty, name: None });
+    let bool_ty = TensorType::scalar(ScalarType::Bool);
+    let over = var(bool_ty.clone());
+    let mark = var(TensorType::scalar(ScalarType::I64));
+    let dropped = var(bool_ty.clone());
+    let recomputed = var(bool_ty);
+    let prim = |dst: Var, prim: Prim, args: Vec<Var>| Op::Prim {
+        dst: Some(dst),
+        prim,
+        args,
+        loc,
+    };
+    let block = |ops: Vec<Op>, term: Terminator| BlockData {
+        ops,
+        term,
+        loc,
+        uncounted: true,
+    };
+    let saved = saved_args(call, invariants);
+    let next = f
+        .blocks
+        .push(block(Vec::new(), Terminator::Return(Vec::new())));
+    // Recomputed: `true` after the arguments.
+    let flagged = f.blocks.push(block(
+        vec![
+            prim(recomputed, Prim::Const(Scalar::Bool(true)), Vec::new()),
+            push(vec![recomputed], loc),
+        ],
+        Terminator::Jump(next),
+    ));
+    let kept = f.blocks.push(block(
+        vec![push(vec![dropped], loc)],
+        Terminator::Jump(next),
+    ));
+    // Already over half the bound: the callee's own function, untaped.
+    let mut untaped = Vec::new();
+    if !saved.is_empty() {
+        untaped.push(push(saved.clone(), loc));
+    }
+    untaped.push(call.clone());
+    let untaped = f.blocks.push(block(untaped, Terminator::Jump(flagged)));
+    // Else taped, and its tape dropped if the member is over half the
+    // bound after it; an argument the call overwrites is read before it.
+    let mut taped_ops = vec![prim(mark, Prim::TapeMark, Vec::new())];
+    let mut saved_after = saved;
+    for a in saved_after.iter_mut() {
+        if dsts.contains(a) {
+            let ty = f.vars[*a].ty.clone();
+            let before = f.vars.push(VarData { ty, name: None });
+            taped_ops.push(prim(before, Prim::Copy, vec![*a]));
+            *a = before;
+        }
+    }
+    taped_ops.push(taped);
+    taped_ops.push(prim(dropped, Prim::TapeSettle, Vec::new()));
+    let dropping = if saved_after.is_empty() {
+        flagged
+    } else {
+        f.blocks.push(block(
+            vec![push(saved_after, loc)],
+            Terminator::Jump(flagged),
+        ))
+    };
+    let taped = f.blocks.push(block(
+        taped_ops,
+        Terminator::Branch {
+            cond: dropped,
+            then_block: dropping,
+            else_block: kept,
+        },
+    ));
+    ops.push(prim(over, Prim::TapeOver, Vec::new()));
+    f.blocks[at].ops = ops;
+    f.blocks[at].term = Terminator::Branch {
+        cond: over,
+        then_block: untaped,
+        else_block: taped,
+    };
+    (next, Vec::new())
 }
 
 /// Fork `op` over its callees' forward parts, saving their tapes.
@@ -974,17 +1192,30 @@ fn op_adjoint(
         Op::Prim { loc, .. } | Op::Call { loc, .. } | Op::Fork { loc, .. } => *loc,
     };
     match (op, layout.calls.get(&at)) {
-        (Op::Call { args, .. }, Some(CallKind::Taped(ids, active))) => {
+        (
+            Op::Call { args, .. },
+            Some(CallKind::Taped {
+                ids,
+                active,
+                recompute,
+            }),
+        ) => {
             let dys = result_adjoints(w, op, &dsts, loc)?;
             let targets = active_args(args, active);
             let outs: Vec<Var> = targets.iter().map(|v| w.fresh(*v)).collect();
-            w.b.push(Op::Call {
+            let backward = Op::Call {
                 dsts: outs.clone(),
                 callee: ids.bwd,
                 args: dys,
                 loc,
                 catch: false,
-            });
+            };
+            if *recompute {
+                let again = d.uncounted_copy(ids.fwd);
+                rerun_if_recomputed(w, op, again, backward, loc);
+            } else {
+                w.b.push(backward);
+            }
             restore(w, op, before, loc);
             for (v, da) in targets.iter().zip(outs) {
                 let x = w.value(*v);
@@ -1018,6 +1249,56 @@ fn op_adjoint(
         _ => restore(w, op, before, loc),
     }
     Ok(())
+}
+
+/// The backward part of a call the forward part chose to recompute or
+/// not ([`recomputing_call`]): pops the flag; when it is `true`, pops the
+/// arguments and calls `fwd` on them, the copy of the callee's forward
+/// part that counts no steps (which saves the callee's tape, its own
+/// calls choosing again), then, either way, `backward`, the call of the
+/// callee's backward part.
+fn rerun_if_recomputed(w: &mut Backward, call: &Op, fwd: FuncId, backward: Op, loc: Loc) {
+    let Op::Call { dsts, args, .. } = call else {
+        unreachable!("a call")
+    };
+    // The arguments the tape does not hold are made before the choice, so
+    // that they are defined wherever they are read.
+    let made: Vec<Option<Var>> = args
+        .iter()
+        .map(|a| w.invariants[a.index()].is_some().then(|| w.value(*a)))
+        .collect();
+    let bool_ty = TensorType::scalar(ScalarType::Bool);
+    let flag = w.b.var(bool_ty.clone(), None, false);
+    w.b.prim_into(flag, Prim::TapePop(bool_ty), Vec::new(), loc);
+    let recomputed = w.b.new_block(loc);
+    let taped = w.b.new_block(loc);
+    let next = w.b.new_block(loc);
+    w.b.terminate(Terminator::Branch {
+        cond: flag,
+        then_block: recomputed,
+        else_block: taped,
+    });
+    w.b.current = taped;
+    w.b.push(backward.clone());
+    w.b.terminate(Terminator::Jump(next));
+    w.b.current = recomputed;
+    let saved = saved_args(call, w.invariants);
+    let mut popped = w.pop(&saved, loc).into_iter();
+    let args: Vec<Var> = made
+        .into_iter()
+        .map(|m| m.unwrap_or_else(|| popped.next().expect("a saved argument")))
+        .collect();
+    let results: Vec<Var> = dsts.iter().map(|v| w.fresh(*v)).collect();
+    w.b.push(Op::Call {
+        dsts: results,
+        callee: fwd,
+        args,
+        loc,
+        catch: false,
+    });
+    w.b.push(backward);
+    w.b.terminate(Terminator::Jump(next));
+    w.b.current = next;
 }
 
 /// What a restoring fork gives the adjoint of one argument of the fork.

@@ -843,7 +843,8 @@ impl<'a> MemberRun<'a, '_> {
         counters.tape_bytes = counters.tape_bytes.max(self.tape.held());
     }
 
-    /// `tape_push args` (no `dst`), `dst = tape_pop` or `dst = tape_over`;
+    /// `tape_push args` (no `dst`), `dst = tape_pop`, `dst = tape_over`,
+    /// `dst = tape_mark` or `dst = tape_settle`;
     /// a push past the run's bound faults.
     fn move_tape(
         &mut self,
@@ -855,6 +856,16 @@ impl<'a> MemberRun<'a, '_> {
         match dst {
             Some(dst) if *prim == Prim::TapeOver => {
                 let over = autobatch_ir::prim::tape_over(self.tape.held(), self.plan.tape_bound);
+                vars[dst.index()] = Some(Cow::Owned(Tensor::scalar(Scalar::Bool(over))));
+            }
+            Some(dst) if *prim == Prim::TapeMark => {
+                self.tape.mark();
+                let held = Scalar::I64(self.tape.held() as i64);
+                vars[dst.index()] = Some(Cow::Owned(Tensor::scalar(held)));
+            }
+            Some(dst) if *prim == Prim::TapeSettle => {
+                let over = autobatch_ir::prim::tape_over(self.tape.held(), self.plan.tape_bound);
+                self.tape.settle(over);
                 vars[dst.index()] = Some(Cow::Owned(Tensor::scalar(Scalar::Bool(over))));
             }
             None => {

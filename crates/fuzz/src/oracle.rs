@@ -398,7 +398,10 @@ fn compare_tape_bytes(reference: &RunResult, actual: &RunResult) -> Option<Strin
 /// The gradient run again with each member's tape bounded at half the
 /// most the reference's held (when it held any): every configuration must
 /// stop the same members with `tape_limit` where the reference does and
-/// give the others the same bits and summed gradients.
+/// give the others the same bits and summed gradients; and a member that
+/// finishes (past half the bound its calls are recomputed) must have the
+/// bits of the unbounded run, as must the summed gradients when every
+/// member finishes.
 fn under_a_small_tape_bound(
     bound: &BoundBatch,
     limits: Limits,
@@ -420,8 +423,9 @@ fn under_a_small_tape_bound(
                     compare_runs(expected, &result).or_else(|| compare_gradients(expected, &result))
                 }
                 None => {
+                    let detail = same_as_unbounded(reference, &result);
                     expected = Some(result);
-                    continue;
+                    detail
                 }
             },
         };
@@ -433,6 +437,29 @@ fn under_a_small_tape_bound(
         }
     }
     findings
+}
+
+/// Whether the members of `bounded` (a run under a tape bound) that
+/// finish have the bits of the `unbounded` run, and its summed gradients
+/// when all finish.
+fn same_as_unbounded(unbounded: &RunResult, bounded: &RunResult) -> Option<String> {
+    let show = |r: &Result<Value, MemberError>| autobatch::member_result_to_json(r).to_string();
+    let differing = unbounded
+        .members
+        .iter()
+        .zip(&bounded.members)
+        .position(|(expected, got)| got.is_ok() && !same_result(expected, got));
+    if let Some(k) = differing {
+        return Some(format!(
+            "member {k}: unbounded {}, bounded {}",
+            show(&unbounded.members[k]),
+            show(&bounded.members[k])
+        ));
+    }
+    if bounded.members.iter().all(Result::is_ok) {
+        return compare_gradients(unbounded, bounded).map(|d| format!("against unbounded: {d}"));
+    }
+    None
 }
 
 /// The first static whose summed gradient differs in a bit, described.

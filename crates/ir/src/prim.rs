@@ -118,6 +118,16 @@ pub enum Prim {
     /// ([`TAPE_OVER_SHARE`]), so that a derivation recomputes a call's
     /// forward part in the backward part instead of keeping its tape.
     TapeOver,
+    /// No operands; an `i64` (the bytes the lane's tape holds): marks the
+    /// lane's tape where it is now, for the [`Prim::TapeSettle`] that
+    /// follows (marks nest: each settle takes the latest).
+    TapeMark,
+    /// No operands; a `bool`: takes the latest [`Prim::TapeMark`] off the
+    /// lane's tape and, when the member then holds more than half the
+    /// run's tape bound ([`tape_over`]), drops everything pushed since the
+    /// mark (true); else keeps it (false). What a derivation does after a
+    /// call whose callee's tape it may recompute instead of keeping.
+    TapeSettle,
 }
 
 /// `tape_over` is true when the tape holds more than the bound divided by
@@ -303,13 +313,18 @@ impl Prim {
                 | Prim::TapePush
                 | Prim::TapePop(_)
                 | Prim::TapeOver
+                | Prim::TapeMark
+                | Prim::TapeSettle
         )
     }
 
     /// Whether the operation moves values onto or off the lane's tape, or
     /// reads how much it holds.
     pub fn is_tape(&self) -> bool {
-        matches!(self, Prim::TapePush | Prim::TapePop(_) | Prim::TapeOver)
+        matches!(
+            self,
+            Prim::TapePush | Prim::TapePop(_) | Prim::TapeOver | Prim::TapeMark | Prim::TapeSettle
+        )
     }
 
     /// Whether the operation matters for something besides its result
@@ -325,6 +340,8 @@ impl Prim {
                     | Prim::TapePush
                     | Prim::TapePop(_)
                     | Prim::TapeOver
+                    | Prim::TapeMark
+                    | Prim::TapeSettle
             )
     }
 
@@ -387,7 +404,9 @@ impl Prim {
             | Prim::NormalLike
             | Prim::StaticAdjoint(_)
             | Prim::TapePop(_)
-            | Prim::TapeOver => false,
+            | Prim::TapeOver
+            | Prim::TapeMark
+            | Prim::TapeSettle => false,
         }
     }
 
@@ -576,7 +595,8 @@ impl Prim {
                 .ok_or_else(|| format!("no static {id}")),
             Prim::SymbolValue(_) => Ok(Some(TensorType::scalar(ScalarType::Usize))),
             Prim::TapePop(ty) => Ok(Some(ty.clone())),
-            Prim::TapeOver => Ok(Some(TensorType::scalar(ScalarType::Bool))),
+            Prim::TapeOver | Prim::TapeSettle => Ok(Some(TensorType::scalar(ScalarType::Bool))),
+            Prim::TapeMark => Ok(Some(TensorType::scalar(ScalarType::I64))),
             other => Err(format!("{} has no value", other.name())),
         }
     }

@@ -247,9 +247,11 @@ pub fn eval(
             "`{prim}` reached `eval`: executors record static adjoints themselves"
         )),
         // A lane's tape is its executor's too.
-        Prim::TapePush | Prim::TapePop(_) | Prim::TapeOver => internal_error(format!(
-            "`{prim}` reached `eval`: executors keep the lanes' tapes themselves"
-        )),
+        Prim::TapePush | Prim::TapePop(_) | Prim::TapeOver | Prim::TapeMark | Prim::TapeSettle => {
+            internal_error(format!(
+                "`{prim}` reached `eval`: executors keep the lanes' tapes themselves"
+            ))
+        }
     };
     Ok(Some(result))
 }

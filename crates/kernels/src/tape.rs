@@ -56,6 +56,9 @@ pub struct Tape {
     bytes: usize,
     /// The bytes the lane's ancestors held when it started.
     below: usize,
+    /// The marks of `tape_mark` not yet settled: the number of entries
+    /// then, the latest last.
+    marks: Vec<usize>,
 }
 
 /// A `tape_limit` fault when a tape holding `held` bytes holds more than
@@ -163,6 +166,36 @@ impl Tape {
         }
     }
 
+    /// Marks the tape where it is now (`tape_mark`).
+    pub fn mark(&mut self) {
+        self.marks.push(self.entries.len());
+    }
+
+    /// Takes the latest mark off (`tape_settle`) and, when `drop`, drops
+    /// every entry pushed since.
+    pub fn settle(&mut self, drop: bool) {
+        let mark = self
+            .marks
+            .pop()
+            .unwrap_or_else(|| crate::internal_error("a tape settled without a mark".into()));
+        while drop && self.entries.len() > mark {
+            match self.entries.pop() {
+                Some(Entry::Value { ty, rank, len }) => {
+                    self.dims.truncate(self.dims.len() - rank);
+                    self.bytes -= len * ty.byte_size();
+                    let elements = self.elements_of(ty);
+                    let start = elements.len() - len;
+                    buffer::resize(elements, ty, start);
+                }
+                Some(Entry::Instances) => {
+                    let tapes = self.forks.pop().unwrap_or_default();
+                    self.bytes -= tapes.iter().map(|t| t.bytes).sum::<usize>();
+                }
+                None => {}
+            }
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -172,6 +205,7 @@ impl Tape {
         self.entries.clear();
         self.dims.clear();
         self.forks.clear();
+        self.marks.clear();
         self.bytes = 0;
         for elements in &mut self.elements {
             let ty = elements.ty();

@@ -351,7 +351,9 @@ unsafe fn apply(
             let record = AdjointRecord::of_values(0, adjoint, &values[..count]);
             ctx.adjoints.push(record);
         }
-        Prim::TapePush | Prim::TapePop(_) | Prim::TapeOver => return move_tape(ctx, op, dst, args),
+        Prim::TapePush | Prim::TapePop(_) | Prim::TapeOver | Prim::TapeMark | Prim::TapeSettle => {
+            return move_tape(ctx, op, dst, args)
+        }
         _ => return through_eval(ctx, op, dst, args),
     }
     Ok(())
@@ -360,7 +362,10 @@ unsafe fn apply(
 /// `tape_push`: the operands go onto the member's tape (a `tape_limit`
 /// fault when it then holds more than its bound); `tape_pop`: the value
 /// pushed last comes off it into `dst`; `tape_over`: whether the tape
-/// holds more than its share of the bound, a `bool` byte into `dst`.
+/// holds more than its share of the bound, a `bool` byte into `dst`;
+/// `tape_mark`: marks the tape (its bytes held, an `i64`, into `dst`);
+/// `tape_settle`: settles the latest mark, dropping what was pushed since
+/// when the tape holds more than its share (a `bool` byte into `dst`).
 ///
 /// # Safety
 /// As [`array_op`]'s operands.
@@ -373,6 +378,18 @@ unsafe fn move_tape(
     use std::slice::{from_raw_parts, from_raw_parts_mut};
     if op.prim == Prim::TapeOver {
         let over = autobatch_ir::prim::tape_over(ctx.tape.held(), ctx.tape_bound);
+        *dst = u8::from(over);
+        return Ok(());
+    }
+    if op.prim == Prim::TapeMark {
+        ctx.tape.mark();
+        let held = ctx.tape.held() as i64;
+        std::ptr::copy_nonoverlapping(held.to_ne_bytes().as_ptr(), dst, 8);
+        return Ok(());
+    }
+    if op.prim == Prim::TapeSettle {
+        let over = autobatch_ir::prim::tape_over(ctx.tape.held(), ctx.tape_bound);
+        ctx.tape.settle(over);
         *dst = u8::from(over);
         return Ok(());
     }

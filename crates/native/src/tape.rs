@@ -63,6 +63,17 @@ pub(crate) struct Tape {
     fork_bytes: usize,
     /// The bytes the lane's ancestors held when it started.
     below: usize,
+    /// The marks of `tape_mark` not yet settled, the latest last.
+    marks: Vec<Mark>,
+}
+
+/// Where a tape was when it was marked (`tape_mark`).
+#[derive(Clone, Copy, Debug)]
+struct Mark {
+    /// The bytes of its values, padding included.
+    len: usize,
+    padding: usize,
+    forks: usize,
 }
 
 /// Offsets in a [`Tape`] that native code reads and writes.
@@ -88,6 +99,7 @@ impl Default for Tape {
             forks: Vec::new(),
             fork_bytes: 0,
             below: 0,
+            marks: Vec::new(),
         }
     }
 }
@@ -271,6 +283,34 @@ impl Tape {
         }
     }
 
+    /// Marks the tape where it is now (`tape_mark`).
+    pub fn mark(&mut self) {
+        self.marks.push(Mark {
+            len: self.len(),
+            padding: self.padding,
+            forks: self.forks.len(),
+        });
+    }
+
+    /// Takes the latest mark off (`tape_settle`) and, when `drop`, drops
+    /// everything pushed since.
+    pub fn settle(&mut self, drop: bool) {
+        let Some(mark) = self.marks.pop() else {
+            unreachable!("a tape settled without a mark")
+        };
+        if !drop {
+            return;
+        }
+        while self.forks.len() > mark.forks {
+            let tapes = self.forks.pop().unwrap_or_default();
+            self.fork_bytes -= tapes.iter().map(Tape::own).sum::<usize>();
+            Tape::give_back_list(tapes);
+        }
+        self.set_len(mark.len);
+        self.lower_limit(self.padding - mark.padding);
+        self.padding = mark.padding;
+    }
+
     /// Whether nothing is on the tape (neither values nor forks' tapes).
     pub fn is_empty(&self) -> bool {
         self.len() == 0 && self.forks.is_empty()
@@ -284,6 +324,7 @@ impl Tape {
         self.padding = 0;
         self.fork_bytes = 0;
         self.below = 0;
+        self.marks.clear();
         for list in self.forks.drain(..) {
             Tape::give_back_list(list);
         }

@@ -264,6 +264,13 @@ macro_rules! for_each_op {
             /// No operands; whether the lane's member holds more than half
             /// the run's tape bound (a `bool`).
             [TapeOver:      Plain TapeOver,    "tape_over",     Value,            nograd, Internal]
+            /// No operands; marks the lane's tape for the next `tape_settle`
+            /// (an `i64`: the bytes it holds).
+            [TapeMark:      Plain TapeMark,    "tape_mark",     Value,            nograd, Internal]
+            /// No operands; takes the latest mark off the lane's tape and
+            /// drops what was pushed since when the member holds more than
+            /// half the run's tape bound (a `bool`: whether it did).
+            [TapeSettle:    Plain TapeSettle,  "tape_settle",   Value,            nograd, Internal]
         }
     };
 }

@@ -50,6 +50,8 @@ pub struct RunOverrides {
     pub seed: Option<u64>,
     /// `--max-instances`: the bound on instances alive at once (default: from memory).
     pub max_instances: Option<usize>,
+    /// `--max-tape-bytes`: the bound on a member's tape (default: from memory).
+    pub max_tape_bytes: Option<u64>,
 }
 
 /// What a `run` must give.
@@ -279,9 +281,12 @@ fn parse_run_options(text: &str) -> Result<RunOverrides, String> {
             "max-instances" => {
                 overrides.max_instances = Some(value.trim().parse().map_err(bad_value)?)
             }
+            "max-tape-bytes" => {
+                overrides.max_tape_bytes = Some(value.trim().parse().map_err(bad_value)?)
+            }
             other => {
                 return Err(format!(
-                    "unknown run option `{other}` (known: max-instances, max-stack-depth, max-steps, seed)"
+                    "unknown run option `{other}` (known: max-instances, max-stack-depth, max-steps, max-tape-bytes, seed)"
                 ))
             }
         }
@@ -592,6 +597,7 @@ pub fn run_test_file(display: &str, source: &str) -> Vec<String> {
             options.max_steps = overrides.max_steps.unwrap_or(options.max_steps);
             options.seed = overrides.seed.unwrap_or(options.seed);
             options.max_instances = overrides.max_instances.or(options.max_instances);
+            options.max_tape_bytes = overrides.max_tape_bytes.or(options.max_tape_bytes);
             // Every strategy that records a profile records one here:
             // recording must change no result, and the profile must account
             // for every step.

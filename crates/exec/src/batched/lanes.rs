@@ -332,6 +332,21 @@ impl LaneTable {
         autobatch_ir::prim::tape_over(self.tapes[lane].held(), self.tape_bound)
     }
 
+    /// Marks `lane`'s tape (`tape_mark`); the bytes it holds.
+    pub fn tape_mark(&mut self, lane: usize) -> usize {
+        self.tapes[lane].mark();
+        self.tapes[lane].held()
+    }
+
+    /// Settles `lane`'s latest mark (`tape_settle`): drops what was pushed
+    /// since when the member holds more than its share of the bound; whether
+    /// it did.
+    pub fn tape_settle(&mut self, lane: usize) -> bool {
+        let over = self.tape_over(lane);
+        self.tapes[lane].settle(over);
+        over
+    }
+
     /// Counts what `lane`'s tape holds now in the run's most
     /// ([`Stats::tape_bytes`]).
     fn note_tape(&mut self, lane: usize) {

@@ -573,7 +573,7 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
         stepper.member_rows = member_rows;
     }
 
-    /// `tape_push`, `tape_pop` or `tape_over` for `rows`: each row's lane's own tape
+    /// `tape_push`, `tape_pop`, `tape_over`, `tape_mark` or `tape_settle` for `rows`: each row's lane's own tape
     /// ([`LaneTable::tape_push`]), the elements copied from the operand's
     /// row onto the tape and from the tape into the result's row (no
     /// tensor of their own). Their operands and results are never step
@@ -616,6 +616,20 @@ impl<H: StepHooks> StepParts<'_, '_, H> {
                         column.set_row(r as usize, &over);
                     }
                     _ => internal_error("a tape's size in a shared variable"),
+                },
+                (Prim::TapeMark, Some(d)) => match &mut slots[d] {
+                    Slot::Column(column) => {
+                        let held = Scalar::I64(lanes.tape_mark(lane) as i64);
+                        column.set_row(r as usize, &Tensor::scalar(held));
+                    }
+                    _ => internal_error("a tape's mark in a shared variable"),
+                },
+                (Prim::TapeSettle, Some(d)) => match &mut slots[d] {
+                    Slot::Column(column) => {
+                        let dropped = Tensor::scalar(Scalar::Bool(lanes.tape_settle(lane)));
+                        column.set_row(r as usize, &dropped);
+                    }
+                    _ => internal_error("a tape's settling in a shared variable"),
                 },
                 _ => internal_error(format!("`{prim}` with a wrong destination")),
             }
