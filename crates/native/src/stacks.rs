@@ -148,7 +148,11 @@ mod tests {
         // SAFETY: as above.
         unsafe {
             *((limit + 4096) as *mut u8) = 5;
-            assert_eq!(*((limit + 4096) as *const u8), 5, "a deep page is writable again");
+            assert_eq!(
+                *((limit + 4096) as *const u8),
+                5,
+                "a deep page is writable again"
+            );
         }
         give_back(vec![again]);
     }

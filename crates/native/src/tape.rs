@@ -376,7 +376,9 @@ mod tests {
         Tape::give_back(tape);
         let kept = SPARES.with(|s| {
             let s = s.borrow();
-            s.tapes.iter().any(|t| std::ptr::eq(t.memory.as_ptr(), memory))
+            s.tapes
+                .iter()
+                .any(|t| std::ptr::eq(t.memory.as_ptr(), memory))
         });
         assert!(kept, "the tape's memory is a spare");
     }
