@@ -178,11 +178,19 @@ impl Tape {
     }
 
     /// Room for `bytes` more bytes of values (the limit goes to the top:
-    /// the host raises it again, [`Tape::fit_limit`]).
+    /// the host raises it again, [`Tape::fit_limit`]). The memory grows to
+    /// a power of two of words, so that a tape that held up to
+    /// [`LARGEST_SPARE`] bytes is kept as a spare whatever the size of its
+    /// first value: the next run's member then pushes into memory already
+    /// grown and touched, instead of growing it again (each growth copies
+    /// the values and touches new pages).
     fn reserve(&mut self, bytes: usize) {
         let len = self.len();
         if len + bytes > 8 * self.memory.len() {
-            let words = (len + bytes).div_ceil(8).max(2 * self.memory.len());
+            let words = (len + bytes)
+                .div_ceil(8)
+                .max(2 * self.memory.len())
+                .next_power_of_two();
             self.memory.resize(words, 0);
             self.start = self.memory.as_mut_ptr().cast();
             self.set_len(len);
@@ -390,6 +398,30 @@ mod tests {
         assert_eq!((tape.held(), limit_len(&tape)), (15, 10));
         tape.fit_limit(usize::MAX);
         assert_eq!(limit_len(&tape), 8 * tape.memory.len());
+    }
+
+    /// A tape whose first value is not a power of two of words still grows
+    /// to one, and is kept as a spare up to the largest size kept.
+    #[test]
+    fn a_tape_grows_to_powers_of_two_and_is_kept_up_to_the_largest_spare() {
+        let mut tape = Tape::default();
+        tape.push(&[1; 24]);
+        assert_eq!(tape.memory.len(), 4);
+        let value = [2; 1000];
+        while tape.len() + 1000 <= LARGEST_SPARE {
+            tape.push(&value);
+            assert!(tape.memory.len().is_power_of_two());
+        }
+        assert_eq!(8 * tape.memory.len(), LARGEST_SPARE);
+        let memory = tape.memory.as_ptr();
+        Tape::give_back(tape);
+        let kept = SPARES.with(|s| {
+            let s = s.borrow();
+            s.tapes
+                .iter()
+                .any(|t| std::ptr::eq(t.memory.as_ptr(), memory))
+        });
+        assert!(kept, "the tape's memory is a spare");
     }
 
     #[test]
