@@ -14,11 +14,22 @@ only within one run).
 
     cargo build --release -p autobatch-cli
     python3 tools/bench/modelling.py [--repeats 5] [--chains 256] [--warmup 300] [--draws 300] \
-        [--models "eight schools" kidiq "arK (loop form)"]
+        [--models "eight schools" kidiq "arK (loop form)"] [--instructions]
+
+With --instructions it measures instead, free of the machine's load, the
+instructions per gradient evaluation of each model under valgrind's
+callgrind: two runs of --chains chains on one thread, of --warmup and
+--draws iterations and of three times as many, the difference of their
+instruction counts over the difference of their gradient evaluations (so
+that compilation and start-up cancel out; what each iteration does besides
+the gradient, the same for both forms but for writing the draws, stays in).
+It prints the ratio hand-written / new (at least 0.9 is the target) and
+writes modelling_instructions.json in --out.
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -44,11 +55,12 @@ PAIRS = [
 ]
 
 
-def sample(model, data, chains, warmup, draws, seed, threads):
-    """One `autobatch sample` run: its sampler and wall seconds."""
+def sample(model, data, chains, warmup, draws, seed, threads, wrapper=()):
+    """One `autobatch sample` run: its sampler and wall seconds, and the
+    instructions callgrind counted when run under it (`wrapper`)."""
     with tempfile.TemporaryDirectory() as tmp:
         stats_json = os.path.join(tmp, "stats.json")
-        command = [os.path.join(common.RELEASE, "autobatch"), "sample",
+        command = [*wrapper, os.path.join(common.RELEASE, "autobatch"), "sample",
                    os.path.join(PDB, model), "--data", os.path.join(PDB, data),
                    "--chains", str(chains), "--warmup", str(warmup), "--draws", str(draws),
                    "--seed", str(seed), "--threads", str(threads),
@@ -60,7 +72,9 @@ def sample(model, data, chains, warmup, draws, seed, threads):
             raise RuntimeError(f"{' '.join(command)} failed: {done.stderr.strip()[-2000:]}")
         with open(stats_json) as f:
             stats = json.load(f)
+    collected = re.search(r"Collected : (\d+)", done.stderr)
     return {
+        "instructions": int(collected.group(1)) if collected else None,
         "sampler_seconds": stats["warmup_seconds"] + stats["sampling_seconds"],
         "wall_seconds": wall,
         "strategy": stats.get("strategy"),
@@ -80,7 +94,12 @@ def main():
     parser.add_argument("--models", nargs="*", default=[name for name, _, _ in PAIRS],
                         help="the pairs to run, by name (default: all)")
     parser.add_argument("--out", default=os.path.join(common.ROOT, "docs", "results", "loaded"))
+    parser.add_argument("--instructions", action="store_true",
+                        help="instructions per gradient under callgrind instead of seconds")
     args = parser.parse_args()
+    if args.instructions:
+        instructions(args)
+        return
     settings = dict(chains=args.chains, warmup=args.warmup, draws=args.draws,
                     seed=args.seed, threads=args.threads)
     rows = []
@@ -120,6 +139,49 @@ def main():
         "rows": rows,
     }
     common.write_result(args.out, "modelling", document)
+
+
+def per_gradient(model, data, args):
+    """Instructions per gradient evaluation: the difference of two runs
+    under callgrind (see the module doc)."""
+    wrapper = ("valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null")
+    short, long = (sample(model, data, args.chains, args.warmup * k, args.draws * k,
+                          args.seed, 1, wrapper) for k in (1, 3))
+    return {
+        "runs": [short, long],
+        "instructions_per_gradient": (long["instructions"] - short["instructions"])
+        / (long["gradient_evaluations"] - short["gradient_evaluations"]),
+    }
+
+
+def instructions(args):
+    rows = []
+    for name, old, new in PAIRS:
+        if name not in args.models:
+            continue
+        row = {"model": name}
+        for side, (model, data) in (("old", old), ("new", new)):
+            row[side] = {"model": model, **per_gradient(model, data, args)}
+            common.log(f"{name} {side}: {row[side]['instructions_per_gradient']:.0f} "
+                       "instructions per gradient")
+        row["ratio"] = (row["old"]["instructions_per_gradient"]
+                        / row["new"]["instructions_per_gradient"])
+        rows.append(row)
+    print(f"{'model':<16} {'hand-written':>13} {'new form':>13} {'hand/new':>9}")
+    for row in rows:
+        print(f"{row['model']:<16} {row['old']['instructions_per_gradient']:>13.0f} "
+              f"{row['new']['instructions_per_gradient']:>13.0f} {row['ratio']:>9.3f}")
+    document = {
+        "what": "the modelling layer's form against hand-written log densities, "
+                "instructions per gradient evaluation of autobatch sample under callgrind "
+                "(difference of two run lengths)",
+        "machine": common.machine(),
+        "provenance": common.provenance(" ".join(sys.argv)),
+        "settings": {"chains": args.chains, "warmup": args.warmup, "draws": args.draws,
+                     "seed": args.seed, "threads": 1},
+        "rows": rows,
+    }
+    common.write_result(args.out, "modelling_instructions", document)
 
 
 if __name__ == "__main__":

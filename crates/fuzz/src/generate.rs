@@ -164,7 +164,7 @@ pub enum LibraryArg {
 /// their arguments. Their checks make some members fail with
 /// `domain_error` (a scale of `inf`, a count of `i64::MIN`, a zero on the
 /// diagonal of a factor), which every executor must report alike.
-pub const LIBRARY: [(&str, &[LibraryArg]); 35] = {
+pub const LIBRARY: [(&str, &[LibraryArg]); 36] = {
     use LibraryArg::*;
     [
         ("normal_lpdf", &[Real, Real, Positive]),
@@ -186,6 +186,7 @@ pub const LIBRARY: [(&str, &[LibraryArg]); 35] = {
         ("exponential_lpdf", &[Positive, Positive]),
         ("von_mises_lpdf", &[Real, Real, Positive]),
         ("von_mises_lcdf", &[Angle, Real, Positive]),
+        ("von_mises_lccdf", &[Angle, Real, Positive]),
         ("poisson_lpmf", &[Count, Positive]),
         ("binomial_logit_lpmf", &[Count, Count, Real]),
         ("categorical_logit_lpmf", &[Category, Vector]),

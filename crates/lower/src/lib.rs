@@ -15,6 +15,7 @@
 //! The types of the variables it creates come from
 //! [`autobatch_ir::Prim::result_type`], the same rule the verifier checks.
 
+mod flatten;
 mod function;
 mod library;
 
@@ -157,14 +158,26 @@ fn derive_gradients(
     // The derivative is taken with respect to the first parameter (the
     // point `x`, one variable: a float or a float array); the others are
     // the data arguments of `grad(f, x, d..)`, passed through unchanged.
+    // A gradient of a function that is one block of primitives and calls
+    // of such functions is derived from its copy with the calls spliced
+    // (module `flatten`), so that the derivation is fused.
+    let mut copies: HashMap<FuncId, FuncId> = HashMap::new();
     let requests: Vec<autobatch_autodiff::Request> = vjps
         .iter()
-        .map(|(f, kind)| autobatch_autodiff::Request {
-            function: *f,
-            active: (0..program.functions[*f].params.len())
-                .map(|i| i == 0)
-                .collect(),
-            kind: *kind,
+        .map(|(f, kind)| {
+            let function = match kind {
+                autobatch_autodiff::Derivative::Gradient => *copies
+                    .entry(*f)
+                    .or_insert_with(|| flatten::flattened(program, *f).unwrap_or(*f)),
+                autobatch_autodiff::Derivative::Jacobian => *f,
+            };
+            autobatch_autodiff::Request {
+                function,
+                active: (0..program.functions[function].params.len())
+                    .map(|i| i == 0)
+                    .collect(),
+                kind: *kind,
+            }
         })
         .collect();
     let derived = autobatch_autodiff::derive(program, &requests).map_err(derive_diagnostic)?;

@@ -322,17 +322,17 @@ impl Builder<'_> {
         self.check(ok, what, arg, "finite")
     }
 
-    /// Checks that a float is not NaN anywhere (of a vector, by counting
-    /// its NaNs).
+    /// Checks that a float is not NaN anywhere. Of a vector, in one
+    /// product: `v . v` is NaN exactly when an element is (its terms are
+    /// squares, never negative, so no `inf - inf` arises).
     pub(crate) fn check_not_nan(&mut self, v: Var, what: &str, arg: &str) -> LowerResult<()> {
-        let nan = self.unary(UnaryOp::IsNan, v)?;
-        let ok = if self.emit.ty(v).dims.len() == 1 {
-            let count = self.indicator(nan)?;
-            let count = self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![count])?;
-            self.compare_int(CompareOp::Eq, count, 0)?
+        let probe = if self.emit.ty(v).dims.len() == 1 {
+            self.emit.prim(Prim::Dot, vec![v, v])?
         } else {
-            self.unary(UnaryOp::Not, nan)?
+            v
         };
+        let nan = self.unary(UnaryOp::IsNan, probe)?;
+        let ok = self.unary(UnaryOp::Not, nan)?;
         self.check(ok, what, arg, "not NaN")
     }
 
