@@ -160,11 +160,17 @@ pub enum LibraryArg {
     Size,
 }
 
+/// Library functions generated in place of a [`LIBRARY`] function with
+/// the same arguments, half the time it is chosen: `(of, twin)`. A twin
+/// added here leaves every program that does not call `of` as it was, so
+/// the fixed seeds of the tests keep their programs.
+pub const LIBRARY_TWINS: [(&str, &str); 1] = [("von_mises_lcdf", "von_mises_lccdf")];
+
 /// The library functions the generator calls, each giving an `f64`, and
 /// their arguments. Their checks make some members fail with
 /// `domain_error` (a scale of `inf`, a count of `i64::MIN`, a zero on the
 /// diagonal of a factor), which every executor must report alike.
-pub const LIBRARY: [(&str, &[LibraryArg]); 36] = {
+pub const LIBRARY: [(&str, &[LibraryArg]); 35] = {
     use LibraryArg::*;
     [
         ("normal_lpdf", &[Real, Real, Positive]),
@@ -186,7 +192,6 @@ pub const LIBRARY: [(&str, &[LibraryArg]); 36] = {
         ("exponential_lpdf", &[Positive, Positive]),
         ("von_mises_lpdf", &[Real, Real, Positive]),
         ("von_mises_lcdf", &[Angle, Real, Positive]),
-        ("von_mises_lccdf", &[Angle, Real, Positive]),
         ("poisson_lpmf", &[Count, Positive]),
         ("binomial_logit_lpmf", &[Count, Count, Real]),
         ("categorical_logit_lpmf", &[Category, Vector]),
@@ -1056,9 +1061,15 @@ impl Generator {
         Expr::new(Ty::Float, ExprKind::HostCall { name, args })
     }
 
-    /// A call of one of the [`LIBRARY`] functions.
+    /// A call of one of the [`LIBRARY`] functions (or of a [`LIBRARY_TWINS`]
+    /// twin of the one chosen, half the time).
     fn library_call(&mut self, sub: u32) -> Option<Expr> {
-        let (name, params) = *LIBRARY.choose(&mut self.rng)?;
+        let (mut name, params) = *LIBRARY.choose(&mut self.rng)?;
+        if let Some(&(_, twin)) = LIBRARY_TWINS.iter().find(|(of, _)| *of == name) {
+            if self.chance(0.5) {
+                name = twin;
+            }
+        }
         // `_rng` and the special functions are elementwise: scalars only.
         let sums = name.contains("_lp") || name.contains("_lc") || name.contains("_lu");
         let mut args = Vec::new();
