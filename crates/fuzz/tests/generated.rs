@@ -732,7 +732,11 @@ fn every_library_function_of_the_generator_is_generated() {
     let missing: Vec<&str> = autobatch_fuzz::generate::LIBRARY
         .iter()
         .map(|(name, _)| *name)
-        .chain(autobatch_fuzz::generate::LIBRARY_TWINS.iter().map(|(_, twin)| *twin))
+        .chain(
+            autobatch_fuzz::generate::LIBRARY_TWINS
+                .iter()
+                .map(|(_, twin)| *twin),
+        )
         .filter(|name| !all.contains(&format!("{name}(")))
         .collect();
     assert!(missing.is_empty(), "no generated program calls {missing:?}");
