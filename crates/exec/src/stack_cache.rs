@@ -11,8 +11,8 @@
 //!
 //! What identifies a lowered program: the program (found as the native
 //! code cache finds it: a shared program by its address, any other by a
-//! fingerprint of its shape, then compared whole), the entry, which of the entry's arguments are shared and which
-//! symbolic dimensions are ragged ([`InvarianceInputs`]). The statics, the
+//! fingerprint of its shape, then compared whole), the entry, which of the
+//! entry's arguments are shared and which symbolic dimensions are ragged ([`InvarianceInputs`]). The statics, the
 //! members' inputs and the options are read at run time, so they are not
 //! part of the key.
 

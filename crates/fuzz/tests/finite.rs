@@ -301,7 +301,7 @@ fn seeds_the_oracle_misjudged_pass() {
 /// x[0])`, `dl(x)` at `x[0] = 0`): the solver's error estimate is zero
 /// there, so its steps are not controlled and the derivative of the
 /// solve as it ran is off the sensitivity (mpmath, `expm` of the linear
-/// system) by 5.6e-4 to 175%.
+/// system; `tools/derivative_seeds.py`).
 #[test]
 #[ignore = "ODE gradients at a zero state are not error-controlled"]
 fn ode_gradients_at_a_zero_state() {
