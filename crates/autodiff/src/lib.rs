@@ -45,6 +45,10 @@
 //!   (activity is a set of parameters), so the derivation terminates; a
 //!   callee whose activity differs on the way round (`r(b, a)` inside
 //!   `r(a, b)`) gets one plan per pattern (`r'vjp@10`, `r'vjp@01`).
+//! - **Custom derivatives** ([`CustomVjp`], [`derive_with_custom`]): a
+//!   function the program gives a backward function for is called as it
+//!   is and never derived; the backward part calls its backward function
+//!   (uncounted) on the saved arguments and the result's adjoint.
 //! - **Jacobians** ([`Derivative::Jacobian`], `jacobian.rs`):
 //!   `h'jacobian(x)` is `pfor::<M>(h'jrow, x)`, row `m` calling the vjp of
 //!   `h` with the one-hot adjoint `e_m`: `M` vjps, run as `M` concurrent
@@ -157,7 +161,35 @@ pub(crate) fn derive_error<T>(message: impl Into<String>, loc: Loc) -> DeriveRes
 /// that the forward part runs at the depth the function itself would); a
 /// Jacobian's is not.
 pub fn derive(program: &mut Program, requests: &[Request]) -> DeriveResult<Vec<Derived>> {
+    derive_with_custom(program, requests, &[])
+}
+
+/// A function whose derivative the program gives (as JAX's `custom_vjp`):
+/// wherever a derivation meets a call of `function` with an active
+/// argument, the forward part makes the call as it is (the same value,
+/// steps and faults) and saves its arguments, and the backward part calls
+/// `backward` (in its copy that counts no steps) on those arguments and
+/// the adjoints of `function`'s float results (its parameters are
+/// `function`'s, then one per float result), which returns the adjoint of
+/// every float parameter of `function`, in order; the derivation keeps
+/// those of the active arguments. `function` itself is never derived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CustomVjp {
+    pub function: FuncId,
+    pub backward: FuncId,
+}
+
+/// [`derive`], with the functions whose derivatives `custom` gives.
+pub fn derive_with_custom(
+    program: &mut Program,
+    requests: &[Request],
+    custom: &[CustomVjp],
+) -> DeriveResult<Vec<Derived>> {
     let mut deriver = Deriver::new(program, Sources::default());
+    for c in custom {
+        check_custom(program, *c)?;
+        deriver.custom.insert(c.function, c.backward);
+    }
     let mut ids = Vec::with_capacity(requests.len());
     for r in requests {
         let id = match r.kind {
@@ -231,6 +263,7 @@ impl<'p> Deriver<'p> {
             copies: HashMap::new(),
             copies_to_build: Vec::new(),
             sources,
+            custom: HashMap::new(),
         }
     }
 
@@ -301,6 +334,35 @@ impl Deriver<'_> {
     }
 }
 
+/// Refuses a [`CustomVjp`] whose backward function does not fit its
+/// function: parameters and results as [`CustomVjp`] says.
+fn check_custom(program: &Program, c: CustomVjp) -> DeriveResult<()> {
+    let (Some(f), Some(b)) = (
+        program.functions.get(c.function),
+        program.functions.get(c.backward),
+    ) else {
+        return derive_error("a custom derivative names no function", Loc::new(1, 1));
+    };
+    let mut params: Vec<&TensorType> = f.params.iter().map(|v| &f.vars[*v].ty).collect();
+    params.extend(f.results.iter().filter(|t| t.elem.is_float()));
+    let results: Vec<&TensorType> = params[..f.params.len()]
+        .iter()
+        .copied()
+        .filter(|t| t.elem.is_float())
+        .collect();
+    let b_params: Vec<&TensorType> = b.params.iter().map(|v| &b.vars[*v].ty).collect();
+    if b_params != params || b.results.iter().collect::<Vec<_>>() != results {
+        return derive_error(
+            format!(
+                "`{}` does not fit as the derivative of `{}`",
+                b.name, f.name
+            ),
+            b.loc,
+        );
+    }
+    Ok(())
+}
+
 /// Appends the functions a derivation built (their ids follow the program's).
 fn append(program: &mut Program, built: Vec<Function>) {
     for f in built {
@@ -356,6 +418,9 @@ pub(crate) struct Deriver<'p> {
     copies_to_build: Vec<(FuncId, FuncId)>,
     /// The statics differentiated (none but for `derive_static_gradient`).
     pub(crate) sources: Sources,
+    /// By function, the backward function of its custom derivative
+    /// ([`CustomVjp`]).
+    pub(crate) custom: HashMap<FuncId, FuncId>,
 }
 
 impl Deriver<'_> {

@@ -37,6 +37,11 @@
 //! backward part: checkpointing, with the bits, steps and depth of the
 //! taped form.
 //!
+//! A call of a function with a custom derivative ([`crate::CustomVjp`])
+//! is made as it is, after a push of its arguments; the backward part pops
+//! them and calls the copy (counting no steps) of the function's backward
+//! function, whose results are the float arguments' adjoints.
+//!
 //! A catching call has nothing to differentiate (the front end refuses one
 //! whose arguments or callee depend on what is differentiated): the
 //! forward part makes it as `g` does, calling the function itself, and the
@@ -263,6 +268,17 @@ enum CallKind {
     /// them: per call of a `join` (one for a `map`), its parts and active
     /// parameters.
     TapedFork(Vec<(TapedIds, Vec<bool>)>),
+    /// A callee with a custom derivative ([`crate::CustomVjp`]): forward,
+    /// its arguments pushed and the call made as it is; backward, the
+    /// arguments popped and `backward` (the copy counting no steps of the
+    /// callee's backward function) called, which returns the adjoint of
+    /// every float parameter (of types `float_params`), kept where
+    /// `active`.
+    Custom {
+        backward: FuncId,
+        active: Vec<bool>,
+        float_params: Vec<TensorType>,
+    },
 }
 
 /// What the tape holds for one block of `g`.
@@ -497,10 +513,23 @@ fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
                 continue;
             };
             let active: Vec<bool> = args.iter().map(|a| act[a.index()]).collect();
+            let custom = d.custom.get(callee).copied();
             let kind = if !active.contains(&true) && !d.sources.reads(*callee) {
                 CallKind::Plain
             } else if *catch {
                 return derive_error("a catching call cannot be differentiated", *loc);
+            } else if let (Some(backward), false) = (custom, d.sources.reads(*callee)) {
+                let f = &d.program.functions[*callee];
+                CallKind::Custom {
+                    backward: d.uncounted_copy(backward),
+                    active,
+                    float_params: f
+                        .params
+                        .iter()
+                        .map(|v| f.vars[*v].ty.clone())
+                        .filter(|t| t.elem.is_float())
+                        .collect(),
+                }
             } else {
                 let q = d.plan(*callee, &active, false)?;
                 // (A self tail call is a jump before deriving: a call
@@ -608,6 +637,13 @@ fn forward(d: &Deriver, p: usize, layout: &Layout) -> Function {
                 }
                 (Op::Fork { .. }, Some(CallKind::TapedFork(parts))) => {
                     ops.push(saving_fork(op, parts))
+                }
+                (Op::Call { loc, .. }, Some(CallKind::Custom { .. })) => {
+                    let saved = saved_args(op, &layout.invariants);
+                    if !saved.is_empty() {
+                        ops.push(push(saved, *loc));
+                    }
+                    ops.push(op.clone());
                 }
                 _ => ops.push(op.clone()),
             }
@@ -1220,6 +1256,51 @@ fn op_adjoint(
             for (v, da) in targets.iter().zip(outs) {
                 let x = w.value(*v);
                 w.b.accumulate(x, da, loc)?;
+            }
+        }
+        (
+            Op::Call { args, .. },
+            Some(CallKind::Custom {
+                backward,
+                active,
+                float_params,
+            }),
+        ) => {
+            let dys = result_adjoints(w, op, &dsts, loc)?;
+            let saved = saved_args(op, w.invariants);
+            let mut popped = w.pop(&saved, loc).into_iter();
+            let mut call_args = Vec::with_capacity(args.len() + dys.len());
+            for a in args {
+                let x = match w.invariants[a.index()] {
+                    Some(_) => w.value(*a),
+                    None => popped.next().expect("a saved argument"),
+                };
+                call_args.push(x);
+            }
+            call_args.extend(dys);
+            let outs: Vec<Var> = float_params
+                .iter()
+                .map(|t| w.b.var(t.clone(), None, false))
+                .collect();
+            w.b.push(Op::Call {
+                dsts: outs.clone(),
+                callee: *backward,
+                args: call_args,
+                loc,
+                catch: false,
+            });
+            restore(w, op, before, loc);
+            let floats: Vec<(Var, bool)> = args
+                .iter()
+                .zip(active)
+                .filter(|(a, _)| w.g.vars[**a].ty.elem.is_float())
+                .map(|(a, is_active)| (*a, *is_active))
+                .collect();
+            for ((v, is_active), da) in floats.into_iter().zip(outs) {
+                if is_active {
+                    let x = w.value(v);
+                    w.b.accumulate(x, da, loc)?;
+                }
             }
         }
         (Op::Fork { .. }, Some(CallKind::TapedFork(parts))) => {

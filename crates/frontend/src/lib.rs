@@ -38,6 +38,13 @@ mod syntax;
 pub use diagnostic::{Diagnostic, SecondaryLabel};
 pub use differentiable::check_static_gradient;
 
+/// The function of `module` that gives the derivative of function `index`
+/// (a custom derivative, `autobatch_autodiff::CustomVjp`), if any: a
+/// generated ODE solver's, which solves the sensitivities.
+pub fn custom_vjp_of(module: &hir::Module, index: usize) -> Option<usize> {
+    ode::custom_vjp_of(module, index)
+}
+
 use autobatch_types::Loc;
 
 /// Stack size of the thread that compiles (deeply nested input recurses deeply).

@@ -25,11 +25,17 @@
 //! differences at every step, as `ode23s` takes them by default, and one
 //! linear solve (Gaussian elimination with partial pivoting) per stage.
 //!
-//! A gradient differentiates the solve as it ran: the operations of the
-//! steps taken (the step sizes' dependence on the parameters included),
-//! so the gradient is exactly that of the computed solution. The body
-//! checker lets the solvers' `while` conditions depend on the
-//! differentiated value ([`is_generated`]), which it refuses elsewhere.
+//! A gradient of a solve is the forward sensitivities: for each call,
+//! [`sensitivity_text`] appends the coupled system of the state and its
+//! derivatives in every float argument, solved by the call's method, and
+//! `{solver}_{line}_{column}_vjp`, the solver's custom derivative
+//! ([`custom_vjp_of`], `autobatch_autodiff::CustomVjp`), which the
+//! derivation calls in the backward pass in place of differentiating the
+//! solver's steps. A call whose further arguments hold floats otherwise
+//! than as `f64` or `[f64; K]`, or whose lengths are not numbers or
+//! constants, gets none: its gradient differentiates the solve as it ran,
+//! which is why the body checker lets the solvers' `while` conditions
+//! depend on the differentiated value ([`is_generated`]).
 
 use std::cell::RefCell;
 use std::fmt::Write;
@@ -110,6 +116,14 @@ pub(crate) fn expand(source: &str, file: &syn::File) -> Expanded {
     let mut text = String::new();
     let mut line = source.matches('\n').count() as u32 + 2;
     let mut sites = Vec::new();
+    let consts: Vec<String> = file
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            syn::Item::Const(c) => Some(c.ident.to_string()),
+            _ => None,
+        })
+        .collect();
     for call in finder.calls {
         let Some(f) = find_function(file, &call.function) else {
             continue;
@@ -117,7 +131,10 @@ pub(crate) fn expand(source: &str, file: &syn::File) -> Expanded {
         let Some(sig) = rhs_signature(f) else {
             continue;
         };
-        let generated = solver_text(&call, &sig);
+        let mut generated = solver_text(&call, &sig);
+        if let Some(layout) = Sensitivities::of(&sig, &consts) {
+            generated.push_str(&sensitivity_text(&call, &sig, &layout));
+        }
         sites.push(Site {
             first_line: line,
             start: call.start,
@@ -133,6 +150,25 @@ pub(crate) fn expand(source: &str, file: &syn::File) -> Expanded {
     Expanded {
         source: Some(format!("{source}\n{text}")),
     }
+}
+
+/// The backward function of the generated function `index` of `module`
+/// (a solver's, `ode_rk45_12_9`: `ode_rk45_12_9_vjp`), if it has one: its
+/// custom derivative, which the lowering hands to the derivation.
+pub(crate) fn custom_vjp_of(module: &crate::hir::Module, index: usize) -> Option<usize> {
+    let name = &module.functions.get(index)?.name;
+    let site = SOLVERS.iter().any(|solver| {
+        name.strip_prefix(solver)
+            .and_then(|r| r.strip_prefix('_'))
+            .and_then(|r| r.split_once('_'))
+            .is_some_and(|(l, c)| {
+                [l, c]
+                    .iter()
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            })
+    });
+    let backward = format!("{name}_vjp");
+    site.then(|| module.functions.iter().position(|f| f.name == backward))?
 }
 
 /// A call of a solver with a function name as its first argument.
@@ -554,5 +590,259 @@ fn rosenbrock_body(solver: &str, name: &str, f: &str, args: &str, n: &str) -> St
         e32 = lit(e32),
         sixth = lit(-1.0 / 6.0),
         sqrt_eps = lit(f64::EPSILON.sqrt()),
+    )
+}
+
+/// How an argument after `y` of the right-hand side enters the
+/// sensitivities.
+enum Extra {
+    /// A float (`f64`, one parameter) or a float vector (`[f64; K]`, `K`
+    /// parameters, `K` as written).
+    Float(Option<String>),
+    /// No float: passed unchanged, no derivative.
+    Data,
+}
+
+/// The layout of the sensitivity solve of a call: the parameters `p`
+/// packed as `y` then every float argument, `D` of them; the coupled state
+/// `z`, `M = N + N D` long, holds `y` then the columns `dy/dp_j`, each `N`
+/// long.
+struct Sensitivities {
+    extras: Vec<Extra>,
+    /// `D` and `M` as constant expressions.
+    d: String,
+    m: String,
+    /// Per argument after `y`, the offset of its first parameter in `p`.
+    offsets: Vec<String>,
+}
+
+impl Sensitivities {
+    /// The layout, when every length is a number or a constant and every
+    /// float argument a float or a vector of floats (else `None`: the
+    /// gradient differentiates the solve as it ran).
+    fn of(rhs: &Rhs, consts: &[String]) -> Option<Sensitivities> {
+        let fixed =
+            |len: &str| len.bytes().all(|b| b.is_ascii_digit()) || consts.iter().any(|c| c == len);
+        if !fixed(&rhs.dim) {
+            return None;
+        }
+        let n = &rhs.dim;
+        let mut extras = Vec::new();
+        let mut offsets = Vec::new();
+        let mut offset = format!("({n})");
+        for ty in &rhs.extra {
+            offsets.push(offset.clone());
+            let extra = if ty == "f64" {
+                Extra::Float(None)
+            } else if let Some(len) = ty
+                .strip_prefix("[f64 ;")
+                .and_then(|r| r.strip_suffix(']'))
+                .map(str::trim)
+            {
+                if !fixed(len) {
+                    return None;
+                }
+                Extra::Float(Some(len.to_owned()))
+            } else if ty.contains("f64") || ty.contains("f32") {
+                return None;
+            } else {
+                Extra::Data
+            };
+            match &extra {
+                Extra::Float(None) => offset.push_str(" + 1"),
+                Extra::Float(Some(len)) => write!(offset, " + ({len})").unwrap(),
+                Extra::Data => {}
+            }
+            extras.push(extra);
+        }
+        Some(Sensitivities {
+            extras,
+            m: format!("({n}) + ({n}) * ({offset})"),
+            d: offset,
+            offsets,
+        })
+    }
+}
+
+/// The custom derivative of a call's solver (`{name}_vjp`, see
+/// [`custom_vjp_of`]) and what it uses: the sensitivities solved with the
+/// state as one system, by the call's method with its step control over
+/// the whole coupled state.
+///
+/// - `{name}_row(p, i, t, a..)`: `f(t, y, a..)[i]` with `y` and the float
+///   arguments taken from `p`, whose `grad` is row `i` of the Jacobian of
+///   `f` in `(y, a..)`;
+/// - `{name}_coupled(t, z, a..)`: the coupled right-hand side, `f` and
+///   `dS_j/dt = J_y S_j + df/dp_j` (the last term for the arguments only);
+/// - `{name}_sens`: the call's solver on the coupled system, from `y0` and
+///   the identity in `y0`'s columns, its failures naming the sensitivities;
+/// - `{name}_vjp`: the adjoints `S^T ybar` of `y0` and the float
+///   arguments, `f(t_i, y_i) . ybar_i` of `ts[i]`, `-(S_y0^T ybar) .
+///   f(t0, y0)` of `t0`, zero of the tolerances.
+fn sensitivity_text(call: &Call, rhs: &Rhs, layout: &Sensitivities) -> String {
+    let name = site_function(call.solver, call.start);
+    let f = &call.function;
+    let n = &rhs.dim;
+    let consts = name.to_uppercase();
+    let (d, m) = (format!("{consts}_D"), format!("{consts}_M"));
+    let tol = call.solver.ends_with("_tol");
+    let solver = call.solver.trim_end_matches("_tol");
+    let mut typed = String::new();
+    let mut args = String::new();
+    let mut from_p = String::new();
+    let mut row_args = String::new();
+    let mut into_p = String::new();
+    let mut adjoints = String::new();
+    let mut results = String::new();
+    let mut ret_types = String::new();
+    for (k, (ty, extra)) in rhs.extra.iter().zip(&layout.extras).enumerate() {
+        let off = &layout.offsets[k];
+        write!(typed, ", a{k}: {ty}").unwrap();
+        write!(args, ", a{k}").unwrap();
+        match extra {
+            Extra::Data => write!(row_args, ", a{k}").unwrap(),
+            Extra::Float(None) => {
+                write!(row_args, ", b{k}").unwrap();
+                writeln!(from_p, "    let b{k} = p[{off}];").unwrap();
+                writeln!(into_p, "    p[{off}] = a{k};").unwrap();
+                writeln!(adjoints, "    let b{k} = dp[{off}];").unwrap();
+                write!(results, ", b{k}").unwrap();
+                write!(ret_types, ", f64").unwrap();
+            }
+            Extra::Float(Some(len)) => {
+                write!(row_args, ", b{k}").unwrap();
+                let copy = |src: &str| {
+                    format!(
+                        "    let mut b{k} = [0.0; {len}];\n    let mut q{k}: usize = 0;\n    while q{k} < {len} {{\n        b{k}[q{k}] = {src}[{off} + q{k}];\n        q{k} += 1;\n    }}\n"
+                    )
+                };
+                from_p.push_str(&copy("p"));
+                writeln!(
+                    into_p,
+                    "    let mut q{k}: usize = 0;\n    while q{k} < {len} {{\n        p[{off} + q{k}] = a{k}[q{k}];\n        q{k} += 1;\n    }}"
+                )
+                .unwrap();
+                adjoints.push_str(&copy("dp"));
+                write!(results, ", b{k}").unwrap();
+                write!(ret_types, ", [f64; {len}]").unwrap();
+            }
+        }
+    }
+    let (tol_params, tol_results, tol_types, defaults) = if tol {
+        (
+            ", rtol: f64, atol: f64, max_num_steps: i64",
+            ", 0.0, 0.0",
+            ", f64, f64",
+            "",
+        )
+    } else {
+        (
+            "",
+            "",
+            "",
+            "    let rtol = 1e-6;\n    let atol = 1e-6;\n    let max_num_steps: i64 = 1000000;\n",
+        )
+    };
+    let label = format!("{solver} sensitivities");
+    let coupled = format!("{name}_coupled");
+    let sens = format!("{name}_sens");
+    let (helpers, body) = if solver == "ode_rk45" {
+        (String::new(), rk45_body(&label, &coupled, &args, &m))
+    } else {
+        (
+            rosenbrock_helpers(&sens, &m),
+            rosenbrock_body(&label, &sens, &coupled, &args, &m),
+        )
+    };
+    format!(
+        "const {d}: usize = {layout_d};
+const {m}: usize = {layout_m};
+fn {name}_row(p: [f64; {d}], i: usize, t: f64{typed}) -> f64 {{
+    let mut y = [0.0; {n}];
+    let mut k: usize = 0;
+    while k < {n} {{
+        y[k] = p[k];
+        k += 1;
+    }}
+{from_p}    let r = {f}(t, y{row_args});
+    r[i]
+}}
+fn {coupled}(t: f64, z: [f64; {m}]{typed}) -> [f64; {m}] {{
+    let mut y = [0.0; {n}];
+    let mut p = [0.0; {d}];
+    let mut k: usize = 0;
+    while k < {n} {{
+        y[k] = z[k];
+        p[k] = z[k];
+        k += 1;
+    }}
+{into_p}    let fy = {f}(t, y{args});
+    let mut out = [0.0; {m}];
+    let mut i: usize = 0;
+    while i < {n} {{
+        out[i] = fy[i];
+        let g = grad({name}_row, p, i, t{args});
+        let mut j: usize = 0;
+        while j < {d} {{
+            let mut s = if j < {n} {{ 0.0 }} else {{ g[j] }};
+            let mut c: usize = 0;
+            while c < {n} {{
+                s += g[c] * z[{n} + j * {n} + c];
+                c += 1;
+            }}
+            out[{n} + j * {n} + i] = s;
+            j += 1;
+        }}
+        i += 1;
+    }}
+    out
+}}
+{helpers}fn {sens}<const ODE_T: usize>(y0: [f64; {m}], t0: f64, ts: [f64; ODE_T], rtol: f64, atol: f64, max_num_steps: i64{typed}) -> [[f64; {m}]; ODE_T] {{
+{body}}}
+fn {name}_vjp<const ODE_T: usize>(y0: [f64; {n}], t0: f64, ts: [f64; ODE_T]{tol_params}{typed}, ybar: [[f64; {n}]; ODE_T]) -> ([f64; {n}], f64, [f64; ODE_T]{tol_types}{ret_types}) {{
+{defaults}    let mut z0 = [0.0; {m}];
+    let mut k: usize = 0;
+    while k < {n} {{
+        z0[k] = y0[k];
+        z0[{n} + k * {n} + k] = 1.0;
+        k += 1;
+    }}
+    let zs = {sens}(z0, t0, ts, rtol, atol, max_num_steps{args});
+    let mut dp = [0.0; {d}];
+    let mut dts = [0.0; ODE_T];
+    let mut i: usize = 0;
+    while i < ODE_T {{
+        let mut y = [0.0; {n}];
+        let mut c: usize = 0;
+        while c < {n} {{
+            y[c] = zs[i][c];
+            c += 1;
+        }}
+        dts[i] = dot({f}(ts[i], y{args}), ybar[i]);
+        let mut j: usize = 0;
+        while j < {d} {{
+            let mut s = 0.0;
+            let mut c2: usize = 0;
+            while c2 < {n} {{
+                s += zs[i][{n} + j * {n} + c2] * ybar[i][c2];
+                c2 += 1;
+            }}
+            dp[j] += s;
+            j += 1;
+        }}
+        i += 1;
+    }}
+    let mut dy0 = [0.0; {n}];
+    let mut c3: usize = 0;
+    while c3 < {n} {{
+        dy0[c3] = dp[c3];
+        c3 += 1;
+    }}
+    let dt0 = -dot(dy0, {f}(t0, y0{args}));
+{adjoints}    (dy0, dt0, dts{tol_results}{results})
+}}
+",
+        layout_d = layout.d,
+        layout_m = layout.m,
     )
 }

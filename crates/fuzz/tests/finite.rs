@@ -298,12 +298,11 @@ fn seeds_the_oracle_misjudged_pass() {
 }
 
 /// An ODE solve from a state exactly zero (the helpers' `x * (x[1] +
-/// x[0])`, `dl(x)` at `x[0] = 0`): the solver's error estimate is zero
-/// there, so its steps are not controlled and the derivative of the
-/// solve as it ran is off the sensitivity (mpmath, `expm` of the linear
-/// system; `tools/derivative_seeds.py`).
+/// x[0])`, `dl(x)` at `x[0] = 0`): the state's error estimate is zero
+/// there, so only a step control that also measures the sensitivities
+/// gives the true derivative (mpmath, `expm` of the linear system;
+/// `tools/derivative_seeds.py`).
 #[test]
-#[ignore = "ODE gradients at a zero state are not error-controlled"]
 fn ode_gradients_at_a_zero_state() {
     let found = derivative_findings(&[2289, 4328, 6273]);
     assert!(found.is_empty(), "{found:#?}");

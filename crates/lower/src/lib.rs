@@ -141,18 +141,53 @@ pub fn lower(module: &hir::Module) -> Result<Program, Vec<Diagnostic>> {
     // of a program), so it must be one in the function's gradient too: the
     // derivation sees the loop it makes.
     autobatch_passes::tail_calls::eliminate_self_tail_calls(&mut program);
-    derive_gradients(&mut program, &registry.vjps)?;
+    derive_gradients(&mut program, &registry.vjps, &registry.custom)?;
     Ok(program)
 }
 
 /// Adds the vjp functions that `grad` / `value_and_grad` call (see the
 /// `autobatch-autodiff` crate) and points the calls, which the lowering
 /// emitted to placeholder ids ([`InstanceRegistry::vjp`]), at them.
+///
+/// The gradients that the backward functions of custom derivatives take
+/// are derived first, so that those functions are whole when the others'
+/// derivation copies them.
 fn derive_gradients(
     program: &mut Program,
     vjps: &[(FuncId, autobatch_autodiff::Derivative)],
+    custom: &[autobatch_autodiff::CustomVjp],
 ) -> Result<(), Vec<Diagnostic>> {
-    if vjps.is_empty() {
+    let mut inner = vec![false; vjps.len()];
+    for c in custom {
+        let reached = program.reachable(c.backward);
+        for (_, f) in program
+            .functions
+            .iter()
+            .filter(|(id, _)| reached[id.index()])
+        {
+            let ops = f.blocks.values().flat_map(|b| &b.ops);
+            for callee in ops.flat_map(|op| op.callees()) {
+                if let Some(k) = placeholder_index(callee, vjps.len()) {
+                    inner[k] = true;
+                }
+            }
+        }
+    }
+    for first in [true, false] {
+        let ks: Vec<usize> = (0..vjps.len()).filter(|k| inner[*k] == first).collect();
+        derive_some(program, vjps, &ks, custom)?;
+    }
+    Ok(())
+}
+
+/// [`derive_gradients`] for the placeholders `ks` (indices into `vjps`).
+fn derive_some(
+    program: &mut Program,
+    vjps: &[(FuncId, autobatch_autodiff::Derivative)],
+    ks: &[usize],
+    custom: &[autobatch_autodiff::CustomVjp],
+) -> Result<(), Vec<Diagnostic>> {
+    if ks.is_empty() {
         return Ok(());
     }
     // The derivative is taken with respect to the first parameter (the
@@ -162,8 +197,9 @@ fn derive_gradients(
     // of such functions is derived from its copy with the calls spliced
     // (module `flatten`), so that the derivation is fused.
     let mut copies: HashMap<FuncId, FuncId> = HashMap::new();
-    let requests: Vec<autobatch_autodiff::Request> = vjps
+    let requests: Vec<autobatch_autodiff::Request> = ks
         .iter()
+        .map(|k| &vjps[*k])
         .map(|(f, kind)| {
             let function = match kind {
                 autobatch_autodiff::Derivative::Gradient => *copies
@@ -180,7 +216,8 @@ fn derive_gradients(
             }
         })
         .collect();
-    let derived = autobatch_autodiff::derive(program, &requests).map_err(derive_diagnostic)?;
+    let derived = autobatch_autodiff::derive_with_custom(program, &requests, custom)
+        .map_err(derive_diagnostic)?;
     // A taped gradient's function only calls its forward and backward
     // parts: its body replaces the call, so that the forward part runs
     // where the function itself would (same depth, same steps).
@@ -202,7 +239,9 @@ fn derive_gradients(
                     ..
                 } = &mut op
                 {
-                    if let Some(k) = placeholder_index(*callee, derived.len()) {
+                    let k = placeholder_index(*callee, vjps.len())
+                        .and_then(|k| ks.iter().position(|j| *j == k));
+                    if let Some(k) = k {
                         *callee = derived[k].id;
                         if let Some(entry) = &entries[k] {
                             let call = InlinedCall {
@@ -334,6 +373,9 @@ pub(crate) struct InstanceRegistry {
     /// Function instances whose gradient `grad` / `value_and_grad` calls
     /// or whose Jacobian `jacobian` calls.
     pub(crate) vjps: Vec<(FuncId, autobatch_autodiff::Derivative)>,
+    /// Function instances whose derivative the program gives, with the
+    /// instance of their backward function (same const arguments).
+    pub(crate) custom: Vec<autobatch_autodiff::CustomVjp>,
 }
 
 impl InstanceRegistry {
@@ -390,8 +432,16 @@ impl InstanceRegistry {
             format!("{base}<{}>", parts.join(", "))
         };
         self.ids.insert(key.clone(), id);
+        let dims = key.1.clone();
         self.order.push(key);
         self.names.push(name);
+        if let Some(backward) = autobatch_frontend::custom_vjp_of(module, index) {
+            let backward = self.instance(module, backward, dims);
+            self.custom.push(autobatch_autodiff::CustomVjp {
+                function: id,
+                backward,
+            });
+        }
         id
     }
 }
