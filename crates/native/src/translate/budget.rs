@@ -141,8 +141,10 @@ pub(super) fn simple_loops(
                 .iter()
                 .any(|op| matches!(op, Op::Call { .. } | Op::Fork { .. }))
         });
-        // A pass takes one step per block it enters: none may be uncounted.
-        let uncounted = members.iter().any(|b| function.blocks[*b].uncounted);
+        // A pass takes one step per block it enters: none may be uncounted
+        // (nor the function).
+        let uncounted =
+            function.uncounted || members.iter().any(|b| function.blocks[*b].uncounted);
         if entered_elsewhere || calls || uncounted || members.iter().any(|b| taken[b.index()]) {
             continue;
         }
