@@ -143,8 +143,7 @@ pub(super) fn simple_loops(
         });
         // A pass takes one step per block it enters: none may be uncounted
         // (nor the function).
-        let uncounted =
-            function.uncounted || members.iter().any(|b| function.blocks[*b].uncounted);
+        let uncounted = function.uncounted || members.iter().any(|b| function.blocks[*b].uncounted);
         if entered_elsewhere || calls || uncounted || members.iter().any(|b| taken[b.index()]) {
             continue;
         }
