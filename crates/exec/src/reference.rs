@@ -593,9 +593,12 @@ impl<'a> MemberRun<'a, '_> {
         if state.parent_rng.is_none() {
             state.parent_rng = Some(previous);
         }
+        let again = matches!(state.mode, TapeMode::Again | TapeMode::SaveAgain);
         self.enter_block(callee, Function::ENTRY)?;
         let counters = &mut *self.counters;
-        counters.instances += 1;
+        // A fork run again by a recomputation counts no instances, as its
+        // blocks count no steps.
+        counters.instances += u64::from(!again);
         counters.live_instances += 1;
         counters.peak_instances = counters.peak_instances.max(counters.live_instances);
         stack.push(Frame::entry(call.callee, vars));

@@ -125,7 +125,8 @@ pub(crate) extern "C" fn instance_begin(ctx: *mut Context, k: u64) {
         TapeMode::Restore => ctx.tape = std::mem::take(&mut fork.tapes[k as usize]),
         TapeMode::None | TapeMode::Again => {}
     }
-    ctx.instances += 1;
+    // A fork run again by a recomputation counts no instances.
+    ctx.instances += u64::from(!matches!(fork.mode, TapeMode::Again | TapeMode::SaveAgain));
     ctx.live_instances += 1;
     ctx.peak_instances = ctx.peak_instances.max(ctx.live_instances);
 }

@@ -806,9 +806,12 @@ impl LaneTable {
         self.catching[l] = 0;
         self.aside[l].clear();
         self.tapes[l] = std::mem::take(&mut join_tape);
-        self.join_mut(fork).live.insert(k, lane);
+        let join = self.join_mut(fork);
+        join.live.insert(k, lane);
+        // A fork run again by a recomputation counts no instances.
+        let again = matches!(join.mode, TapeMode::Again | TapeMode::SaveAgain);
         self.live_instances += 1;
-        self.instances += 1;
+        self.instances += u64::from(!again);
         self.peak_instances = self.peak_instances.max(self.live_instances as u64);
         Some((lane, k))
     }
