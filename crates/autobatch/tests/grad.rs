@@ -781,7 +781,8 @@ fn split_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(split, x, n) }
 /// differentiate with respect to it (see [`bind_tapes`]), a loop on `f32`
 /// (whose values take padding on the tape) and two gradients one after
 /// the other in one member (the second's tape outgrows the first's after
-/// the first emptied it).
+/// the first emptied it), the gradient of a loop itself (`walk_grad`), and
+/// a draw after a gradient of `join`s (`wide_draw`).
 fn tapes() -> Compiled {
     let rows = r#"
 fn walk32(a: f32, n: i64) -> f32 {
@@ -791,6 +792,11 @@ fn walk32(a: f32, n: i64) -> f32 {
 }
 fn narrow(x: f64, n: i64) -> f64 { walk32(x as f32, n) as f64 }
 fn narrow_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(narrow, x, n) }
+fn walk_grad(x: f64, n: i64) -> (f64, f64) { value_and_grad(walk, x, n) }
+fn wide_draw(x: f64, n: i64) -> (f64, f64, f64) {
+    let (v, d) = value_and_grad(wide, x, n);
+    (v, d, uniform())
+}
 fn twice(x: f64, n: i64) -> (f64, f64) {
     let (a, da) = value_and_grad(long, x, n / 2);
     let (b, db) = value_and_grad(long, x, n);
@@ -846,8 +852,9 @@ fn configuration(
     config
 }
 
-/// `--max-tape-bytes`, on a gradient whose tape grows in the instances of
-/// `join`s (which are not recomputed): bounded at the most a member's
+/// `--max-tape-bytes`, on a gradient whose tape grows in the iterations
+/// of a loop in the differentiated function's own activation (which are
+/// not recomputed): bounded at the most a member's
 /// tape holds, every member finishes with the bits of an
 /// unbounded run; one byte less, the member with the larger tape stops
 /// with `tape_limit` and the other finishes as before; the same on every
@@ -855,7 +862,7 @@ fn configuration(
 #[test]
 fn the_tape_bound_stops_the_members_whose_tape_exceeds_it_alike_everywhere() {
     let compiled = tapes();
-    for (entry, gradient_of_statics) in [("wide_grad", false)] {
+    for (entry, gradient_of_statics) in [("walk_grad", false)] {
         let bound = bind_tapes(&compiled, entry, 128, gradient_of_statics);
         let unbounded = bound.run(&reference()).expect("runs");
         let most = unbounded.stats.tape_bytes;
@@ -897,20 +904,26 @@ fn the_tape_bound_stops_the_members_whose_tape_exceeds_it_alike_everywhere() {
     }
 }
 
-/// Past half of `--max-tape-bytes`, a call whose callee calls or loops
-/// runs untaped or drops what the callee saved, and its backward part
-/// runs the callee's forward part again: under a tenth of the tape an unbounded run holds,
-/// a recursion of depth 1000, a tree of calls, a loop over a data bound
-/// (an activation per iteration), two gradients in a row and a recursion
-/// through the rows of a static differentiated with respect to it give
+/// Past half of `--max-tape-bytes`, a call whose callee calls, forks or
+/// loops (and a fork of such callees) runs untaped or drops what the
+/// callee saved, and its backward part runs the forward part again:
+/// under a tenth of the tape an unbounded run holds, a recursion of depth
+/// 1000, a tree of calls and a tree of `join`s (and a draw after its
+/// gradient: a fork run again draws no key from the member's stream) give
 /// the unbounded run's bits (results, gradients, the statics' gradients)
+/// and `instances` (a fork run again counts none)
 /// on every strategy, each member's tape stays within the bound, holding as much
 /// on every strategy, and the reference executes more operations than
 /// unbounded (the recomputation).
 #[test]
 fn past_the_tape_bound_calls_are_recomputed_with_the_same_bits() {
     let compiled = tapes();
-    for (entry, gradient_of_statics) in [("deep_grad", false), ("split_grad", false)] {
+    for (entry, gradient_of_statics) in [
+        ("deep_grad", false),
+        ("split_grad", false),
+        ("wide_grad", false),
+        ("wide_draw", false),
+    ] {
         let bound = bind_tapes(&compiled, entry, 1000, gradient_of_statics);
         let unbounded = bound.run(&reference()).expect("runs");
         let expected = unbounded.to_json(false);
@@ -924,6 +937,8 @@ fn past_the_tape_bound_calls_are_recomputed_with_the_same_bits() {
         };
         let recomputed = bound.run(&small).expect("runs");
         assert_eq!(recomputed.to_json(false), expected, "{entry}");
+        let instances = unbounded.stats.instances;
+        assert_eq!(recomputed.stats.instances, instances, "{entry}");
         let held = recomputed.stats.tape_bytes;
         assert!(
             held <= tenth,
@@ -944,6 +959,7 @@ fn past_the_tape_bound_calls_are_recomputed_with_the_same_bits() {
             let run = bound.run(&config).expect("runs");
             assert_eq!(run.to_json(false), expected, "{at}");
             assert_eq!(run.stats.tape_bytes, held, "{at}");
+            assert_eq!(run.stats.instances, instances, "{at}");
         }
     }
 }

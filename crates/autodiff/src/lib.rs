@@ -307,7 +307,10 @@ impl Deriver<'_> {
     }
 
     /// The copy of `source` that [`Deriver::uncounted_copy`] names: its
-    /// blocks count no steps and its calls call the callees' copies.
+    /// blocks count no steps, its calls call the callees' copies, and its
+    /// forks fork them and draw no key from the member's stream
+    /// ([`autobatch_ir::TapeMode::again`]), so that the member's stream
+    /// advances as in the first run.
     fn uncounted_copy_of(&mut self, source: FuncId) -> Function {
         let original = match self.program.functions.get(source) {
             Some(f) => f,
@@ -325,8 +328,24 @@ impl Deriver<'_> {
         copy.uncounted = true;
         for data in copy.blocks.values_mut() {
             for op in &mut data.ops {
-                if let autobatch_ir::Op::Call { callee, .. } = op {
-                    *callee = self.uncounted_copy(*callee);
+                match op {
+                    autobatch_ir::Op::Call { callee, .. } => *callee = self.uncounted_copy(*callee),
+                    autobatch_ir::Op::Fork {
+                        instances, tape, ..
+                    } => {
+                        match instances {
+                            autobatch_ir::Instances::Join(calls) => {
+                                for call in calls {
+                                    call.callee = self.uncounted_copy(call.callee);
+                                }
+                            }
+                            autobatch_ir::Instances::Map { callee, .. } => {
+                                *callee = self.uncounted_copy(*callee)
+                            }
+                        }
+                        *tape = tape.again();
+                    }
+                    autobatch_ir::Op::Prim { .. } => {}
                 }
             }
         }

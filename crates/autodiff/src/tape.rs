@@ -26,16 +26,17 @@
 //!   is a loop again; a recursion recurses once per level.
 //! - the vjp itself (the plan's entry id): calls the two.
 //!
-//! At a call of a function that calls or loops and reaches no fork, the
-//! forward part saves the callee's arguments instead of its tape when the
-//! member holds more than half the run's tape bound, before the call
-//! (`tape_over`: the callee runs untaped) or after it (`tape_mark` and
-//! `tape_settle`: what the callee saved is dropped); then a flag saying
-//! which. The backward
-//! part pops the flag and, for the second, pops the arguments and runs
-//! the callee's forward part again (a copy counting no steps) before its
-//! backward part: checkpointing, with the bits, steps and depth of the
-//! taped form.
+//! At a call of a function that calls, forks or loops, and at a fork of
+//! such functions, the forward part saves the arguments instead of the
+//! callee's (or the instances') tape when the member holds more than half
+//! the run's tape bound, before the call (`tape_over`: the callee runs
+//! untaped) or after it (`tape_mark` and `tape_settle`: what the callee
+//! saved is dropped); then a flag saying which. The backward part pops the
+//! flag and, when the arguments are on the tape, pops them and runs the
+//! callee's forward part again (a copy counting no steps whose forks draw
+//! no key, so the member's stream advances as in the first run; the
+//! instances of differentiated code draw nothing) before its backward
+//! part: checkpointing, with the bits, steps and depth of the taped form.
 //!
 //! A call of a function with a custom derivative ([`crate::CustomVjp`])
 //! is made as it is, after a push of its arguments; the backward part pops
@@ -266,8 +267,13 @@ enum CallKind {
     /// A fork of the callees' forward parts that saves the instances'
     /// tapes, and backward a fork of their backward parts that restores
     /// them: per call of a `join` (one for a `map`), its parts and active
-    /// parameters.
-    TapedFork(Vec<(TapedIds, Vec<bool>)>),
+    /// parameters; with `recompute`, the forward part chooses per member
+    /// at the fork between it and the fork of the callees' untaped
+    /// functions ([`recomputing_call`]).
+    TapedFork {
+        parts: Vec<(TapedIds, Vec<bool>)>,
+        recompute: bool,
+    },
     /// A callee with a custom derivative ([`crate::CustomVjp`]): forward,
     /// its arguments pushed and the call made as it is; backward, the
     /// arguments popped and `backward` (the copy counting no steps of the
@@ -422,25 +428,25 @@ fn fork_kind(d: &mut Deriver, op: &Op, act: &[bool]) -> DeriveResult<Option<Call
         return Ok(None);
     }
     let mut parts = Vec::new();
+    let mut recompute = false;
     for (callee, active) in calls {
         let q = d.plan(callee, &active, false)?;
         parts.push((d.plans[q].parts, active));
+        recompute |= recomputable(d.program, callee);
     }
-    Ok(Some(CallKind::TapedFork(parts)))
+    Ok(Some(CallKind::TapedFork { parts, recompute }))
 }
 
-/// Whether a call of `callee` may be recomputed: its tape may be large
-/// (it calls a function or loops), and it reaches no fork (a fork run
-/// again would draw its key from the member's random stream again, and
-/// the draws after the gradient would differ).
+/// Whether a call of `callee` (or an instance of it) may be recomputed:
+/// its tape may be large (it calls a function, forks or loops).
 fn recomputable(program: &Program, callee: FuncId) -> bool {
     let f = &program.functions[callee];
     let calls = f
         .blocks
         .values()
         .flat_map(|b| &b.ops)
-        .any(|op| matches!(op, Op::Call { .. }));
-    (calls || loops(f)) && !reaches_fork(program, callee)
+        .any(|op| matches!(op, Op::Call { .. } | Op::Fork { .. }));
+    calls || loops(f)
 }
 
 /// Whether a block of `f` reachable from its entry can be entered again.
@@ -465,22 +471,6 @@ fn loops(f: &Function) -> bool {
                 }
             }
             None => state[b.index()] = 2,
-        }
-    }
-    false
-}
-
-/// Whether running `f` may run a fork (in it or in a function it calls).
-fn reaches_fork(program: &Program, f: FuncId) -> bool {
-    let mut seen = BTreeSet::from([f]);
-    let mut todo = vec![f];
-    while let Some(g) = todo.pop() {
-        for op in program.functions[g].blocks.values().flat_map(|b| &b.ops) {
-            match op {
-                Op::Fork { .. } => return true,
-                Op::Call { callee, .. } if seen.insert(*callee) => todo.push(*callee),
-                _ => {}
-            }
         }
     }
     false
@@ -635,8 +625,16 @@ fn forward(d: &Deriver, p: usize, layout: &Layout) -> Function {
                         ops.push(taped);
                     }
                 }
-                (Op::Fork { .. }, Some(CallKind::TapedFork(parts))) => {
-                    ops.push(saving_fork(op, parts))
+                (Op::Fork { .. }, Some(CallKind::TapedFork { parts, recompute })) => {
+                    let taped = saving_fork(op, parts);
+                    if *recompute {
+                        let before = std::mem::take(&mut ops);
+                        let invariants = &layout.invariants;
+                        (piece, ops) =
+                            recomputing_call(&mut f, piece, before, op, taped, invariants);
+                    } else {
+                        ops.push(taped);
+                    }
                 }
                 (Op::Call { loc, .. }, Some(CallKind::Custom { .. })) => {
                     let saved = saved_args(op, &layout.invariants);
@@ -670,24 +668,32 @@ fn forward(d: &Deriver, p: usize, layout: &Layout) -> Function {
     f
 }
 
-/// The arguments of `call` that a recomputation takes from the tape: all
-/// but the [`Invariant`]s, which the backward part makes again.
+/// The arguments of a call or fork.
+fn call_args(call: &Op) -> &[Var] {
+    match call {
+        Op::Call { args, .. } | Op::Fork { args, .. } => args,
+        Op::Prim { .. } => unreachable!("a call or a fork"),
+    }
+}
+
+/// The arguments of `call` (a call or a fork) that a recomputation takes
+/// from the tape: all but the [`Invariant`]s, which the backward part
+/// makes again.
 fn saved_args<'a>(call: &'a Op, invariants: &'a [Option<Invariant>]) -> Vec<Var> {
-    let Op::Call { args, .. } = call else {
-        unreachable!("a call")
-    };
-    args.iter()
+    call_args(call)
+        .iter()
         .filter(|a| invariants[a.index()].is_none())
         .copied()
         .collect()
 }
 
 /// Ends block `at` of a forward part, holding `ops`, with the call of
-/// the callee of `call` (of `g`) as the member's tape decides, in blocks
+/// the callee of `call` (of `g`; or its fork of the callees) as the
+/// member's tape decides, in blocks
 /// that count no step: when the member already holds more than half the
 /// run's tape bound (`tape_over`), the arguments (as [`saved_args`] takes
-/// them) are pushed and the callee's own function runs, untaped; else
-/// `taped` (the call of its forward part) runs between `tape_mark` and
+/// them) are pushed and `call` runs, untaped; else `taped` (the call of
+/// the forward part, the fork of the forward parts) runs between `tape_mark` and
 /// `tape_settle`, which drops what the callee saved when the member then
 /// holds more than half the bound, and then the arguments (read before
 /// the call) are pushed. Last a flag: `true` when the arguments are on
@@ -706,10 +712,7 @@ fn recomputing_call(
     taped: Op,
     invariants: &[Option<Invariant>],
 ) -> (Block, Vec<Op>) {
-    let (dsts, loc) = match call {
-        Op::Call { dsts, loc, .. } => (dsts, *loc),
-        _ => unreachable!("a call"),
-    };
+    let (dsts, loc) = (call.defs(), call.loc());
     let mut var = |ty: TensorType| f.vars.push(VarData { ty, name: None });
     let bool_ty = TensorType::scalar(ScalarType::Bool);
     let over = var(bool_ty.clone());
@@ -1239,19 +1242,23 @@ fn op_adjoint(
             let dys = result_adjoints(w, op, &dsts, loc)?;
             let targets = active_args(args, active);
             let outs: Vec<Var> = targets.iter().map(|v| w.fresh(*v)).collect();
-            let backward = Op::Call {
+            if *recompute {
+                let callee = d.uncounted_copy(ids.fwd);
+                rerun_if_recomputed(w, op, loc, |args, dsts| Op::Call {
+                    dsts,
+                    callee,
+                    args,
+                    loc,
+                    catch: false,
+                });
+            }
+            w.b.push(Op::Call {
                 dsts: outs.clone(),
                 callee: ids.bwd,
                 args: dys,
                 loc,
                 catch: false,
-            };
-            if *recompute {
-                let again = d.uncounted_copy(ids.fwd);
-                rerun_if_recomputed(w, op, again, backward, loc);
-            } else {
-                w.b.push(backward);
-            }
+            });
             restore(w, op, before, loc);
             for (v, da) in targets.iter().zip(outs) {
                 let x = w.value(*v);
@@ -1303,7 +1310,17 @@ fn op_adjoint(
                 }
             }
         }
-        (Op::Fork { .. }, Some(CallKind::TapedFork(parts))) => {
+        (Op::Fork { .. }, Some(CallKind::TapedFork { parts, recompute })) => {
+            if *recompute {
+                let instances = rerun_instances(d, op, parts);
+                rerun_if_recomputed(w, op, loc, |args, dsts| Op::Fork {
+                    dsts,
+                    args,
+                    instances,
+                    loc,
+                    tape: TapeMode::SaveAgain,
+                });
+            }
             let contributions = restoring_fork(d, w, op, &dsts, parts)?;
             restore(w, op, before, loc);
             for (v, c) in contributions {
@@ -1332,19 +1349,23 @@ fn op_adjoint(
     Ok(())
 }
 
-/// The backward part of a call the forward part chose to recompute or
-/// not ([`recomputing_call`]): pops the flag; when it is `true`, pops the
-/// arguments and calls `fwd` on them, the copy of the callee's forward
-/// part that counts no steps (which saves the callee's tape, its own
-/// calls choosing again), then, either way, `backward`, the call of the
-/// callee's backward part.
-fn rerun_if_recomputed(w: &mut Backward, call: &Op, fwd: FuncId, backward: Op, loc: Loc) {
-    let Op::Call { dsts, args, .. } = call else {
-        unreachable!("a call")
-    };
+/// The start of the backward part of a call (or fork) the forward part
+/// chose to recompute or not ([`recomputing_call`]): pops the flag; when
+/// it is `true`, pops the arguments and runs `again(arguments, results)`
+/// on them, the call of the copy of the callee's forward part that counts
+/// no steps (or the fork of the copies), which saves the callee's tape
+/// again, its own calls choosing again. The callee's backward part
+/// follows, either way.
+fn rerun_if_recomputed(
+    w: &mut Backward,
+    call: &Op,
+    loc: Loc,
+    again: impl FnOnce(Vec<Var>, Vec<Var>) -> Op,
+) {
+    let dsts = call.defs();
     // The arguments the tape does not hold are made before the choice, so
     // that they are defined wherever they are read.
-    let made: Vec<Option<Var>> = args
+    let made: Vec<Option<Var>> = call_args(call)
         .iter()
         .map(|a| w.invariants[a.index()].is_some().then(|| w.value(*a)))
         .collect();
@@ -1352,16 +1373,12 @@ fn rerun_if_recomputed(w: &mut Backward, call: &Op, fwd: FuncId, backward: Op, l
     let flag = w.b.var(bool_ty.clone(), None, false);
     w.b.prim_into(flag, Prim::TapePop(bool_ty), Vec::new(), loc);
     let recomputed = w.b.new_block(loc);
-    let taped = w.b.new_block(loc);
     let next = w.b.new_block(loc);
     w.b.terminate(Terminator::Branch {
         cond: flag,
         then_block: recomputed,
-        else_block: taped,
+        else_block: next,
     });
-    w.b.current = taped;
-    w.b.push(backward.clone());
-    w.b.terminate(Terminator::Jump(next));
     w.b.current = recomputed;
     let saved = saved_args(call, w.invariants);
     let mut popped = w.pop(&saved, loc).into_iter();
@@ -1370,16 +1387,40 @@ fn rerun_if_recomputed(w: &mut Backward, call: &Op, fwd: FuncId, backward: Op, l
         .map(|m| m.unwrap_or_else(|| popped.next().expect("a saved argument")))
         .collect();
     let results: Vec<Var> = dsts.iter().map(|v| w.fresh(*v)).collect();
-    w.b.push(Op::Call {
-        dsts: results,
-        callee: fwd,
-        args,
-        loc,
-        catch: false,
-    });
-    w.b.push(backward);
+    w.b.push(again(args, results));
     w.b.terminate(Terminator::Jump(next));
     w.b.current = next;
+}
+
+/// The instances of taped fork `op` as a recomputation runs it again
+/// (with `TapeMode::SaveAgain`: saving the instances' tapes, drawing no
+/// key): the copies of the callees' forward parts that count no steps.
+fn rerun_instances(d: &mut Deriver, op: &Op, parts: &[(TapedIds, Vec<bool>)]) -> Instances {
+    let Op::Fork { instances, .. } = saving_fork(op, parts) else {
+        unreachable!("a fork")
+    };
+    match instances {
+        Instances::Join(calls) => Instances::Join(
+            calls
+                .into_iter()
+                .map(|call| JoinCall {
+                    callee: d.uncounted_copy(call.callee),
+                    ..call
+                })
+                .collect(),
+        ),
+        Instances::Map {
+            callee,
+            count,
+            index,
+            each,
+        } => Instances::Map {
+            callee: d.uncounted_copy(callee),
+            count,
+            index,
+            each,
+        },
+    }
 }
 
 /// What a restoring fork gives the adjoint of one argument of the fork.

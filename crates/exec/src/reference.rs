@@ -482,10 +482,12 @@ impl<'a> MemberRun<'a, '_> {
                     Instances::Join(calls) => calls.len(),
                     Instances::Map { count, .. } => dim_length(&env.symbols, *count),
                 };
-                // A `Restore` fork draws no key: its instances draw nothing.
-                let key = match tape {
-                    TapeMode::Restore => ctx.rng.clone().fork(),
-                    _ => ctx.rng.fork(),
+                // A `Restore` fork, or one run again by a recomputation,
+                // draws no key: its instances draw nothing.
+                let key = if tape.draws_key() {
+                    ctx.rng.fork()
+                } else {
+                    ctx.rng.clone().fork()
                 };
                 let (parent_tape, tapes) = self.fork_tapes(*tape, total);
                 frame.fork = Some(Box::new(ForkState {
@@ -539,7 +541,7 @@ impl<'a> MemberRun<'a, '_> {
             }
             if let Some(parent) = state.parent_tape.take() {
                 self.tape = parent;
-                if state.mode == TapeMode::Save {
+                if state.mode.saves() {
                     self.tape.push_instances(std::mem::take(&mut state.tapes));
                     self.note_tape();
                 }
@@ -583,7 +585,7 @@ impl<'a> MemberRun<'a, '_> {
         }
         match (state.mode, &state.parent_tape) {
             (TapeMode::Restore, _) => self.tape = std::mem::take(&mut state.tapes[k]),
-            (TapeMode::Save, Some(parent)) => self.tape = Tape::above(parent.held()),
+            (mode, Some(parent)) if mode.saves() => self.tape = Tape::above(parent.held()),
             _ => {}
         }
         let instance_rng = state.key.instance(k as u64);
@@ -591,9 +593,12 @@ impl<'a> MemberRun<'a, '_> {
         if state.parent_rng.is_none() {
             state.parent_rng = Some(previous);
         }
+        let again = matches!(state.mode, TapeMode::Again | TapeMode::SaveAgain);
         self.enter_block(callee, Function::ENTRY)?;
         let counters = &mut *self.counters;
-        counters.instances += 1;
+        // A fork run again by a recomputation counts no instances, as its
+        // blocks count no steps.
+        counters.instances += u64::from(!again);
         counters.live_instances += 1;
         counters.peak_instances = counters.peak_instances.max(counters.live_instances);
         stack.push(Frame::entry(call.callee, vars));
@@ -706,9 +711,11 @@ impl<'a> MemberRun<'a, '_> {
             };
             self.counters.live_instances -= 1;
             match state.mode {
-                TapeMode::Save => state.tapes.push(std::mem::take(&mut self.tape)),
+                TapeMode::Save | TapeMode::SaveAgain => {
+                    state.tapes.push(std::mem::take(&mut self.tape))
+                }
                 TapeMode::Restore => self.tape.clear(),
-                TapeMode::None => {}
+                TapeMode::None | TapeMode::Again => {}
             }
             match instances {
                 Instances::Join(_) => {
@@ -824,7 +831,7 @@ impl<'a> MemberRun<'a, '_> {
     /// tape, set aside while the instances of a taped fork use their own,
     /// and the tapes the instances of a `Restore` fork get (popped off it).
     fn fork_tapes(&mut self, mode: TapeMode, total: usize) -> (Option<Tape>, Vec<Tape>) {
-        if mode == TapeMode::None {
+        if !mode.taped() {
             return (None, Vec::new());
         }
         let mut parent = std::mem::take(&mut self.tape);

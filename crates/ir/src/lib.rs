@@ -304,6 +304,43 @@ pub enum TapeMode {
     /// the tape of that fork's instance `k` (which it empties). Draws no
     /// key from the member's stream (the instances draw nothing).
     Restore,
+    /// A `None` fork run again by a recomputation (the backward part of a
+    /// derivation running a callee's forward part once more): draws no
+    /// key, so that the member's stream advances as in the first run (the
+    /// instances of differentiated code draw nothing).
+    Again,
+    /// A `Save` fork run again by a recomputation: keeps the instances'
+    /// tapes as `Save` does and draws no key, as `Again`.
+    SaveAgain,
+}
+
+impl TapeMode {
+    /// Whether the fork keeps its instances' tapes (`Save`, `SaveAgain`).
+    pub fn saves(self) -> bool {
+        matches!(self, TapeMode::Save | TapeMode::SaveAgain)
+    }
+
+    /// Whether the fork's instances have tapes of their own to keep or
+    /// restore (every mode but `None` and `Again`).
+    pub fn taped(self) -> bool {
+        self.saves() || self == TapeMode::Restore
+    }
+
+    /// Whether the fork draws its key from the forking lane's stream
+    /// (advancing it): `None` and `Save`.
+    pub fn draws_key(self) -> bool {
+        matches!(self, TapeMode::None | TapeMode::Save)
+    }
+
+    /// The mode of this fork in a recomputation: `Again` for `None`,
+    /// `SaveAgain` for `Save` (the others unchanged).
+    pub fn again(self) -> TapeMode {
+        match self {
+            TapeMode::None => TapeMode::Again,
+            TapeMode::Save => TapeMode::SaveAgain,
+            other => other,
+        }
+    }
 }
 /// The instances of an [`Op::Fork`].
 #[derive(Clone, Debug, PartialEq)]

@@ -615,8 +615,12 @@ impl<'a> Reader<'a> {
         if catch || line.eat("call ") {
             return self.call(id, line, Destinations { dsts, catch, loc });
         }
-        let tape = if line.eat("save ") {
+        let tape = if line.eat("save again ") {
+            TapeMode::SaveAgain
+        } else if line.eat("save ") {
             TapeMode::Save
+        } else if line.eat("again ") {
+            TapeMode::Again
         } else if line.eat("restore ") {
             TapeMode::Restore
         } else {

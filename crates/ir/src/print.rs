@@ -229,6 +229,8 @@ pub fn write_op(out: &mut impl Write, program: &Program, op: &Op) -> fmt::Result
                 crate::TapeMode::None => {}
                 crate::TapeMode::Save => write!(out, "save ")?,
                 crate::TapeMode::Restore => write!(out, "restore ")?,
+                crate::TapeMode::Again => write!(out, "again ")?,
+                crate::TapeMode::SaveAgain => write!(out, "save again ")?,
             }
             write_fork(out, program, args, instances)?;
             write!(out, "  @{loc}")

@@ -6,8 +6,8 @@
 //! figures, so it calls these around the instances:
 //!
 //! - [`fork_begin`]: the forking stream draws the fork's key (four words,
-//!   whether or not an instance draws; none for a `Restore` fork, whose
-//!   instances draw nothing); a taped fork sets the forking tape aside
+//!   whether or not an instance draws; none for a `Restore` fork or one run
+//!   again by a recomputation, whose instances draw nothing); a taped fork sets the forking tape aside
 //!   (`Restore` first takes the instances' tapes off it);
 //! - [`instance_begin`]: instance `k` gets the key's stream number `k`
 //!   (the forking stream is kept aside at the first instance), and counts
@@ -55,6 +55,8 @@ pub(crate) fn tape_mode_code(mode: TapeMode) -> i64 {
         TapeMode::None => 0,
         TapeMode::Save => 1,
         TapeMode::Restore => 2,
+        TapeMode::Again => 3,
+        TapeMode::SaveAgain => 4,
     }
 }
 
@@ -72,23 +74,27 @@ pub(crate) extern "C" fn fork_begin(ctx: *mut Context, mode: i64, count: u64) {
     let mode = match mode {
         1 => TapeMode::Save,
         2 => TapeMode::Restore,
+        3 => TapeMode::Again,
+        4 => TapeMode::SaveAgain,
         _ => TapeMode::None,
     };
-    let key = match mode {
-        TapeMode::Restore => stream(ctx).map(|s| s.clone().fork()),
-        _ => stream(ctx).map(MemberRng::fork),
+    let key = if mode.draws_key() {
+        stream(ctx).map(MemberRng::fork)
+    } else {
+        stream(ctx).map(|s| s.clone().fork())
     };
-    let mut parent_tape = match mode {
-        TapeMode::None => Tape::default(),
-        _ => std::mem::take(&mut ctx.tape),
+    let mut parent_tape = if mode.taped() {
+        std::mem::take(&mut ctx.tape)
+    } else {
+        Tape::default()
     };
     let tapes = match mode {
         TapeMode::Restore => match parent_tape.pop_instances(count as usize) {
             Some(tapes) => tapes,
             None => unreachable!("a restoring fork found no fork's tapes"),
         },
-        TapeMode::Save => Tape::spare_list(),
-        TapeMode::None => Vec::new(),
+        TapeMode::Save | TapeMode::SaveAgain => Tape::spare_list(),
+        TapeMode::None | TapeMode::Again => Vec::new(),
     };
     ctx.forks.push(OpenFork {
         key,
@@ -113,11 +119,14 @@ pub(crate) extern "C" fn instance_begin(ctx: *mut Context, k: u64) {
         }
     }
     match fork.mode {
-        TapeMode::Save => ctx.tape = Tape::spare_above(fork.parent_tape.held()),
+        TapeMode::Save | TapeMode::SaveAgain => {
+            ctx.tape = Tape::spare_above(fork.parent_tape.held())
+        }
         TapeMode::Restore => ctx.tape = std::mem::take(&mut fork.tapes[k as usize]),
-        TapeMode::None => {}
+        TapeMode::None | TapeMode::Again => {}
     }
-    ctx.instances += 1;
+    // A fork run again by a recomputation counts no instances.
+    ctx.instances += u64::from(!matches!(fork.mode, TapeMode::Again | TapeMode::SaveAgain));
     ctx.live_instances += 1;
     ctx.peak_instances = ctx.peak_instances.max(ctx.live_instances);
 }
@@ -128,9 +137,9 @@ pub(crate) extern "C" fn instance_end(ctx: *mut Context) {
     ctx.live_instances -= 1;
     let fork = ctx.forks.last_mut().expect("an instance inside a fork");
     match fork.mode {
-        TapeMode::Save => fork.tapes.push(std::mem::take(&mut ctx.tape)),
+        TapeMode::Save | TapeMode::SaveAgain => fork.tapes.push(std::mem::take(&mut ctx.tape)),
         TapeMode::Restore => Tape::give_back(std::mem::take(&mut ctx.tape)),
-        TapeMode::None => {}
+        TapeMode::None | TapeMode::Again => {}
     }
 }
 
@@ -141,14 +150,13 @@ pub(crate) extern "C" fn fork_end(ctx: *mut Context) {
     if let (Some(parent), Some(current)) = (fork.parent, stream(ctx)) {
         *current = parent;
     }
-    if fork.mode != TapeMode::None {
+    if fork.mode.taped() {
         ctx.tape = fork.parent_tape;
-        match fork.mode {
-            TapeMode::Save => {
-                ctx.tape.push_instances(fork.tapes);
-                ctx.note_tape();
-            }
-            _ => Tape::give_back_list(fork.tapes),
+        if fork.mode.saves() {
+            ctx.tape.push_instances(fork.tapes);
+            ctx.note_tape();
+        } else {
+            Tape::give_back_list(fork.tapes);
         }
     }
 }

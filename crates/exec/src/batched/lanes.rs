@@ -613,7 +613,7 @@ impl LaneTable {
         if let Some((fork, k)) = self.link[l] {
             let tape = std::mem::take(&mut self.tapes[l]);
             let join = self.join_mut(fork);
-            if join.mode == TapeMode::Save {
+            if join.mode.saves() {
                 join.tapes[k as usize] = tape;
             }
         }
@@ -644,13 +644,15 @@ impl LaneTable {
 
     /// At a fork of `lane`: the fork's key, drawn from the lane's stream
     /// (which advances whether or not an instance runs), but for a
-    /// `Restore` fork, whose instances draw nothing.
+    /// `Restore` fork or one run again ([`TapeMode::draws_key`]), whose
+    /// instances draw nothing.
     pub fn fork_key(&mut self, lane: u32, mode: TapeMode) -> ForkKey {
         let member = self.member_of(lane);
         self.forked[member] = true;
-        match mode {
-            TapeMode::Restore => self.rngs[lane as usize].clone().fork(),
-            _ => self.rngs[lane as usize].fork(),
+        if mode.draws_key() {
+            self.rngs[lane as usize].fork()
+        } else {
+            self.rngs[lane as usize].clone().fork()
         }
     }
 
@@ -658,8 +660,10 @@ impl LaneTable {
     /// no tapes, `Restore` takes it.
     pub fn empty_fork(&mut self, lane: u32, mode: TapeMode) {
         match mode {
-            TapeMode::None => {}
-            TapeMode::Save => self.tapes[lane as usize].push_instances(Vec::new()),
+            TapeMode::None | TapeMode::Again => {}
+            TapeMode::Save | TapeMode::SaveAgain => {
+                self.tapes[lane as usize].push_instances(Vec::new())
+            }
             TapeMode::Restore => {
                 if self.tapes[lane as usize].pop_instances(0).is_none() {
                     internal_error("a restoring fork found no fork's tapes");
@@ -674,8 +678,8 @@ impl LaneTable {
     pub fn open_fork(&mut self, parent: u32, key: ForkKey, total: u64, opening: Opening) -> ForkId {
         let Opening { depth, site, mode } = opening;
         let tapes = match mode {
-            TapeMode::None => Vec::new(),
-            TapeMode::Save => vec![Tape::default(); total as usize],
+            TapeMode::None | TapeMode::Again => Vec::new(),
+            TapeMode::Save | TapeMode::SaveAgain => vec![Tape::default(); total as usize],
             TapeMode::Restore => self.tapes[parent as usize]
                 .pop_instances(total as usize)
                 .unwrap_or_else(|| internal_error("a restoring fork found no fork's tapes")),
@@ -802,9 +806,12 @@ impl LaneTable {
         self.catching[l] = 0;
         self.aside[l].clear();
         self.tapes[l] = std::mem::take(&mut join_tape);
-        self.join_mut(fork).live.insert(k, lane);
+        let join = self.join_mut(fork);
+        join.live.insert(k, lane);
+        // A fork run again by a recomputation counts no instances.
+        let again = matches!(join.mode, TapeMode::Again | TapeMode::SaveAgain);
         self.live_instances += 1;
-        self.instances += 1;
+        self.instances += u64::from(!again);
         self.peak_instances = self.peak_instances.max(self.live_instances as u64);
         Some((lane, k))
     }
@@ -981,7 +988,7 @@ impl LaneTable {
         self.free_forks.push(fork);
         self.open_forks -= 1;
         self.waits[join.parent as usize] = None;
-        if join.mode == TapeMode::Save && matches!(resolution, Resolution::Returned { .. }) {
+        if join.mode.saves() && matches!(resolution, Resolution::Returned { .. }) {
             let tapes = std::mem::take(&mut join.tapes);
             self.tapes[join.parent as usize].push_instances(tapes);
             self.note_tape(join.parent as usize);

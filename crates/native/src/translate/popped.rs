@@ -12,7 +12,7 @@
 //! own place in the frame when that address is not aligned for its
 //! elements. The bytes read are the same either way.
 
-use autobatch_ir::{EntityRef, Function, Op, Prim, Program, TapeMode};
+use autobatch_ir::{EntityRef, Function, Op, Prim, Program};
 
 /// Per function of `program`: whether nothing is pushed on the member's
 /// tape while one of its activations runs (it pushes nothing, keeps no
@@ -43,10 +43,7 @@ fn quiet_alone(function: &Function, quiet: &[bool]) -> bool {
         .flat_map(|b| &b.ops)
         .all(|op| match op {
             Op::Prim { prim, .. } => *prim != Prim::TapePush,
-            Op::Fork {
-                tape: TapeMode::Save,
-                ..
-            } => false,
+            Op::Fork { tape, .. } if tape.saves() => false,
             Op::Call { .. } | Op::Fork { .. } => {
                 op.callees().iter().all(|callee| quiet[callee.index()])
             }
