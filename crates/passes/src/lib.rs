@@ -7,6 +7,7 @@
 //! This crate must not know about syntax or about how a strategy executes:
 //! it reads and rewrites IR only.
 
+pub mod hoist;
 pub mod last_reads;
 pub mod member;
 pub mod stack;
@@ -19,4 +20,5 @@ use autobatch_ir::Program;
 /// The passes every program goes through before it is run, in order.
 pub fn optimize(program: &mut Program) {
     tail_calls::eliminate_self_tail_calls(program);
+    hoist::hoist_loop_invariants(program);
 }
