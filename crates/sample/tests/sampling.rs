@@ -422,3 +422,96 @@ fn the_native_strategy_compiles_the_sampler_and_gives_program_counters_draws() {
     assert_eq!(native.step_size, pc.step_size);
     assert_eq!(native.inv_metric, pc.inv_metric);
 }
+
+/// A linear regression on a static design matrix, its linear predictor
+/// written as a product with the matrix (`matvec(X, beta)`) and as
+/// `normal_id_glm`: the products that `native-batched` computes once for
+/// the chains of a thread waiting at them.
+const GLM: &str = "\
+extern \"autobatch\" {
+    static X: [[f64; K]; N];
+    static y: [f64; N];
+}
+
+fn model(alpha: f64, beta: [f64; K], #[lower = 0.0] sigma: f64) -> f64 {
+    normal_lpdf(beta, 0.0, 5.0) + normal_lpdf(alpha, 0.0, 5.0)
+        + normal_lupdf(y, alpha + matvec(X, beta), sigma)
+}
+";
+
+const GLM_ID: &str = "\
+extern \"autobatch\" {
+    static X: [[f64; K]; N];
+    static y: [f64; N];
+}
+
+fn model(alpha: f64, beta: [f64; K], #[lower = 0.0] sigma: f64) -> f64 {
+    normal_lpdf(beta, 0.0, 5.0) + normal_lpdf(alpha, 0.0, 5.0)
+        + normal_id_glm_lupdf(y, X, alpha, beta, sigma)
+}
+";
+
+/// 30 rows of 3 predictors, and outcomes near `1 + X (0.5, -1, 2)`.
+fn glm_data() -> String {
+    let (rows, columns) = (30, 3);
+    let x: Vec<Vec<f64>> = (0..rows)
+        .map(|i| {
+            (0..columns)
+                .map(|k| ((i * 7 + k * 5) % 13) as f64 / 4.0 - 1.5)
+                .collect()
+        })
+        .collect();
+    let y: Vec<f64> = x
+        .iter()
+        .enumerate()
+        .map(|(i, r)| 1.0 + 0.5 * r[0] - r[1] + 2.0 * r[2] + ((i % 5) as f64 - 2.0) * 0.3)
+        .collect();
+    serde_json::json!({ "X": x, "y": y }).to_string()
+}
+
+#[test]
+fn a_glm_shares_its_products_and_its_draws_do_not_depend_on_the_strategy() {
+    let data = glm_data();
+    for source in [GLM, GLM_ID] {
+        let model = Model::new(source, "glm.ab", &data).unwrap_or_else(|e| panic!("{e}"));
+        let run = |strategy| {
+            let mut c = config(8, 80, 40, 21);
+            c.run.strategy = strategy;
+            c.run.options.threads = 2;
+            model.sample(&c, &mut |_| {}).unwrap()
+        };
+        let auto = run(Strategy::Auto);
+        let picked = auto.strategy_choice.as_ref().map(|c| c.strategy);
+        assert_eq!(
+            picked,
+            Some(Strategy::NativeBatched),
+            "{:?}",
+            auto.strategy_choice
+        );
+        // The chains of a thread waited at the products with `X` together:
+        // fewer products than waits.
+        let count = |name: &str| {
+            auto.executor_report
+                .iter()
+                .find(|f| f.name == name)
+                .map(|f| match f.value {
+                    autobatch::ReportValue::Count(n) => n,
+                    _ => panic!("{name} is not a count"),
+                })
+        };
+        let (products, waits) = (count("batched_products"), count("batched_waits"));
+        assert!(
+            products.zip(waits).is_some_and(|(p, w)| p > 0 && p < w),
+            "{:?}",
+            auto.executor_report
+        );
+        let native = run(Strategy::Native);
+        let pc = run(Strategy::ProgramCounter);
+        for other in [&native, &pc] {
+            assert_eq!(auto.samples, other.samples);
+            assert_eq!(auto.tree_depth, other.tree_depth);
+            assert_eq!(auto.step_size, other.step_size);
+            assert_eq!(auto.inv_metric, other.inv_metric);
+        }
+    }
+}

@@ -310,14 +310,25 @@ impl Builder<'_> {
 
     /// Checks that a float is finite everywhere. Of a vector, in one
     /// product: `v . 0` is 0 when every element is finite, NaN otherwise.
+    /// Of a matrix, in two: each row of `matvec(m, 0)` is 0 or NaN as the
+    /// row is finite or not, and their dot with themselves is 0 or NaN (a
+    /// product with a static matrix, which the chains of a thread share
+    /// under native-batched, as they share `normal_id_glm`'s `x beta`).
     pub(crate) fn check_finite(&mut self, v: Var, what: &str, arg: &str) -> LowerResult<()> {
         let dims = self.emit.ty(v).dims;
-        let ok = if let [len] = dims[..] {
-            let zeros = self.filled(0.0, len)?;
-            let product = self.emit.prim(Prim::Dot, vec![v, zeros])?;
-            self.compare_c(CompareOp::Eq, product, 0.0)?
-        } else {
-            self.unary(UnaryOp::IsFinite, v)?
+        let ok = match dims[..] {
+            [len] => {
+                let zeros = self.filled(0.0, len)?;
+                let product = self.emit.prim(Prim::Dot, vec![v, zeros])?;
+                self.compare_c(CompareOp::Eq, product, 0.0)?
+            }
+            [_, columns] => {
+                let zeros = self.filled(0.0, columns)?;
+                let rows = self.emit.prim(Prim::Matvec, vec![v, zeros])?;
+                let product = self.emit.prim(Prim::Dot, vec![rows, rows])?;
+                self.compare_c(CompareOp::Eq, product, 0.0)?
+            }
+            _ => self.unary(UnaryOp::IsFinite, v)?,
         };
         self.check(ok, what, arg, "finite")
     }
