@@ -193,7 +193,9 @@ impl BoundBatch {
     }
 
     /// The strategy a run of this batch with `config` runs: the one asked
-    /// for, or the one `auto` picks (the same as the run picks).
+    /// for, or the one `auto`'s rule picks (which runs it, unless `auto`
+    /// tries a small run on program-counter first and it ends there:
+    /// [`RunResult::strategy`] says which ran).
     pub fn strategy_for(&self, config: &RunConfig) -> Strategy {
         if config.strategy != Strategy::Auto {
             return config.strategy;

@@ -4,6 +4,13 @@
 //! pick and its reason, and that its results are the reference's, bit for
 //! bit. The expected picks follow the rule of README.md (`--strategy auto`) applied
 //! by hand to each program's source.
+//!
+//! A run whose native code the process has not compiled yet may be tried
+//! first on program-counter (README.md, "a small run first"): which
+//! executor ran then depends on what the test process ran before, so the
+//! picks are checked with `strategy_for` (the rule's pick) and the results
+//! of every run against the reference's; the trial has tests of its own,
+//! on programs no other test compiles.
 
 use std::path::PathBuf;
 
@@ -34,13 +41,23 @@ fn config(strategy: Strategy, threads: usize) -> RunConfig {
     config
 }
 
+/// What `auto` did with a run: the rule's pick, and the run.
+struct AutoRun {
+    /// The executor the rule picks (which ran, unless a trial on
+    /// program-counter finished the run).
+    pick: Strategy,
+    run: RunResult,
+}
+
 /// Runs `entry` under `auto` on `threads` threads and under the reference;
 /// checks that they agree bit for bit (the JSON of `f64`s round-trips) and
-/// that the result names the strategy that ran with `auto`'s reason.
-fn run_auto(program: &Compiled, entry: &str, inputs: &Inputs, threads: usize) -> RunResult {
+/// that the result names the strategy that ran with `auto`'s reason: the
+/// rule's pick, or program-counter after a trial that finished the run.
+fn run_auto(program: &Compiled, entry: &str, inputs: &Inputs, threads: usize) -> AutoRun {
     let bound = program
         .bind(entry, inputs)
         .unwrap_or_else(|e| panic!("{entry}: {}", e.message()));
+    let pick = bound.strategy_for(&config(Strategy::Auto, threads));
     let auto = bound.run(&config(Strategy::Auto, threads)).expect("runs");
     let reference = bound
         .run(&config(Strategy::Reference, threads))
@@ -63,7 +80,14 @@ fn run_auto(program: &Compiled, entry: &str, inputs: &Inputs, threads: usize) ->
         stats["strategy_reason"],
         json!(format!("picked by auto: {}", choice.reason))
     );
-    auto
+    let tried = choice.reason.contains("tried first on program-counter");
+    assert!(
+        auto.strategy == pick || (tried && auto.strategy == Strategy::ProgramCounter),
+        "{entry}: picked {pick}, ran {}: {}",
+        auto.strategy,
+        choice.reason
+    );
+    AutoRun { pick, run: auto }
 }
 
 fn example_inputs(path: &str) -> Inputs {
@@ -127,7 +151,7 @@ fn the_examples_pick_by_their_products() {
             &example_inputs(inputs),
             1,
         );
-        assert_eq!(run.strategy, expected, "{program}");
+        assert_eq!(run.pick, expected, "{program}");
     }
 }
 
@@ -135,8 +159,8 @@ fn the_examples_pick_by_their_products() {
 fn scalar_control_runs_native() {
     let program = compiled(&read("fib.ab"), "fib.ab");
     let run = run_auto(&program, "fib", &example_inputs("fib.json"), 1);
-    assert_eq!(run.strategy, Strategy::Native);
-    let reason = &run.stats.choice.unwrap().reason;
+    assert_eq!(run.pick, Strategy::Native);
+    let reason = &run.run.stats.choice.unwrap().reason;
     assert!(
         reason.contains("no product with a static matrix"),
         "{reason}"
@@ -198,8 +222,8 @@ fn matrix_inputs(rows: usize, columns: usize, members: usize) -> Inputs {
 fn small_static_matrices_in_loops_run_program_counter() {
     let program = compiled(MATRICES, "matrices.ab");
     let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 6), 2);
-    assert_eq!(run.strategy, Strategy::ProgramCounter);
-    let reason = run.stats.choice.unwrap().reason;
+    assert_eq!(run.pick, Strategy::ProgramCounter);
+    let reason = run.run.stats.choice.unwrap().reason;
     assert!(
         reason.contains(
             "1 of the program's 1 matrix products with a static matrix, the largest 16 x 8"
@@ -212,8 +236,8 @@ fn small_static_matrices_in_loops_run_program_counter() {
 fn small_static_matrices_in_a_recursion_run_native_batched_with_members_to_share_them() {
     let program = compiled(RECURSIVE_MATRICES, "recursive.ab");
     let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 6), 2);
-    assert_eq!(run.strategy, Strategy::NativeBatched);
-    let reason = run.stats.choice.unwrap().reason;
+    assert_eq!(run.pick, Strategy::NativeBatched);
+    let reason = run.run.stats.choice.unwrap().reason;
     assert!(
         reason.contains(
             "1 of the program's 1 matrix products with a static matrix, the largest 16 x 8"
@@ -222,10 +246,10 @@ fn small_static_matrices_in_a_recursion_run_native_batched_with_members_to_share
     );
     // One member per thread: nothing to share the product with.
     let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 2), 2);
-    assert_eq!(run.strategy, Strategy::Native);
-    let reason = run.stats.choice.unwrap().reason;
+    assert_eq!(run.pick, Strategy::Native);
+    let reason = run.run.stats.choice.unwrap().reason;
     assert!(
-        reason.ends_with("one member per thread to share them"),
+        reason.contains("one member per thread to share them"),
         "{reason}"
     );
 }
@@ -238,7 +262,10 @@ fn a_recursions_gradient_with_respect_to_small_statics_runs_native() {
         .unwrap_or_else(|e| panic!("{}", e.message()));
     let auto = bound.run(&config(Strategy::Auto, 2)).expect("runs");
     let reference = bound.run(&config(Strategy::Reference, 2)).expect("runs");
-    assert_eq!(auto.strategy, Strategy::Native);
+    assert_eq!(
+        bound.strategy_for(&config(Strategy::Auto, 2)),
+        Strategy::Native
+    );
     assert_eq!(
         auto.to_json(false)["static_gradients"],
         reference.to_json(false)["static_gradients"]
@@ -277,11 +304,11 @@ fn mix(m: [[f64; 3]; 3], x: [f64; 3]) -> f64 {
         .batched("x", x)
         .shared("W", w);
     let run = run_auto(&program, "mix", &inputs, 1);
-    assert_eq!(run.strategy, Strategy::Native);
-    let reason = run.stats.choice.unwrap().reason;
+    assert_eq!(run.pick, Strategy::Native);
+    let reason = run.run.stats.choice.unwrap().reason;
     assert!(
         reason.contains("1 of the program's 4 matrix products with a static matrix")
-            && reason.ends_with("most products are with per-member matrices"),
+            && reason.contains("most products are with per-member matrices"),
         "{reason}"
     );
 }
@@ -291,8 +318,8 @@ fn large_static_matrices_without_recursion_run_program_counter() {
     let program = compiled(MATRICES, "matrices.ab");
     // 512 x 512 = 2^18 elements, the threshold.
     let run = run_auto(&program, "apply", &matrix_inputs(512, 512, 4), 1);
-    assert_eq!(run.strategy, Strategy::ProgramCounter);
-    let reason = run.stats.choice.unwrap().reason;
+    assert_eq!(run.pick, Strategy::ProgramCounter);
+    let reason = run.run.stats.choice.unwrap().reason;
     assert!(
         reason.contains("the largest 512 x 512") && reason.contains("larger than the cache"),
         "{reason}"
@@ -305,8 +332,8 @@ fn large_static_matrices_in_a_recursion_run_native_batched() {
     // native-batched shares each product among them whatever the size.
     let program = compiled(RECURSIVE_MATRICES, "recursive.ab");
     let run = run_auto(&program, "apply", &matrix_inputs(512, 512, 4), 1);
-    assert_eq!(run.strategy, Strategy::NativeBatched);
-    let reason = run.stats.choice.unwrap().reason;
+    assert_eq!(run.pick, Strategy::NativeBatched);
+    let reason = run.run.stats.choice.unwrap().reason;
     assert!(
         reason.contains("the largest 512 x 512") && reason.contains("a recursive program"),
         "{reason}"
@@ -343,15 +370,15 @@ fn apply(x: [f64; C], times: i64) -> f64 {
 fn gradients_with_small_static_matrices_run_native_and_large_ones_program_counter() {
     let program = compiled(GRADIENT_MATRICES, "gradient.ab");
     let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 6), 2);
-    assert_eq!(run.strategy, Strategy::Native);
-    let reason = run.stats.choice.unwrap().reason;
+    assert_eq!(run.pick, Strategy::Native);
+    let reason = run.run.stats.choice.unwrap().reason;
     assert!(
         reason.contains("the largest 16 x 8")
-            && reason.ends_with("each member alone in machine code, its tape in its frames"),
+            && reason.contains("each member alone in machine code, its tape in its frames"),
         "{reason}"
     );
     let run = run_auto(&program, "apply", &matrix_inputs(512, 512, 4), 2);
-    assert_eq!(run.strategy, Strategy::ProgramCounter);
+    assert_eq!(run.pick, Strategy::ProgramCounter);
 }
 
 /// A loss of one block: its gradient is one fused function that tapes
@@ -366,8 +393,8 @@ fn a_fused_gradient_with_small_static_matrices_runs_program_counter() {
     assert_ne!(source, GRADIENT_MATRICES);
     let program = compiled(&source, "fused.ab");
     let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 6), 2);
-    assert_eq!(run.strategy, Strategy::ProgramCounter);
-    let reason = run.stats.choice.unwrap().reason;
+    assert_eq!(run.pick, Strategy::ProgramCounter);
+    let reason = run.run.stats.choice.unwrap().reason;
     assert!(reason.contains("no recursion"), "{reason}");
 }
 
@@ -387,8 +414,8 @@ fn f(x: f64) -> f64 { twice(x) + 1.0 }
         .expect("twice is called");
     let inputs = Inputs::new().batched("x", vec![1.0, -2.5, 3.0]);
     let run = run_auto(&program, "f", &inputs, 1);
-    assert_eq!(run.strategy, Strategy::ProgramCounter);
-    let reason = run.stats.choice.unwrap().reason;
+    assert_eq!(run.pick, Strategy::ProgramCounter);
+    let reason = run.run.stats.choice.unwrap().reason;
     assert!(
         reason.starts_with("native code does not compile the program"),
         "{reason}"
@@ -422,4 +449,80 @@ fn a_named_strategy_is_reported_as_asked_for() {
         bound.strategy_for(&config(Strategy::Auto, 1)),
         Strategy::Native
     );
+}
+
+/// A recursion of its own name for each trial test (`name`), so that no
+/// other test of the process has compiled it (a program compiled already
+/// has no trial).
+fn recursion(name: &str) -> Compiled {
+    let source = format!(
+        "fn {name}(n: i64) -> i64 {{ if n <= 1 {{ 1 }} else {{ {name}(n - 2) + {name}(n - 1) }} }}"
+    );
+    compiled(&source, &format!("{name}.ab"))
+}
+
+#[test]
+fn a_small_run_is_tried_on_program_counter_and_finishes_there() {
+    let program = recursion("trial_small");
+    let inputs = Inputs::new().batched("n", vec![3i64, 7, 4, 5]);
+    let run = run_auto(&program, "trial_small", &inputs, 1);
+    assert_eq!(run.pick, Strategy::Native);
+    assert_eq!(run.run.strategy, Strategy::ProgramCounter);
+    let reason = run.run.stats.choice.unwrap().reason;
+    assert!(
+        reason.starts_with("no product with a static matrix")
+            && reason.contains("a small run, tried first on program-counter (no compiling)"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_run_longer_than_its_trial_is_compiled_and_later_runs_are_not_tried() {
+    let program = recursion("trial_long");
+    // fib(25) takes hundreds of thousands of steps: more than its share.
+    let long = Inputs::new().batched("n", vec![3i64, 25]);
+    let run = run_auto(&program, "trial_long", &long, 1);
+    assert_eq!(run.run.strategy, Strategy::Native);
+    let reason = run.run.stats.choice.unwrap().reason;
+    assert!(
+        reason.contains("tried first on program-counter, a member did not finish within its"),
+        "{reason}"
+    );
+    // The code is compiled now: a small run of the program runs it.
+    let small = Inputs::new().batched("n", vec![3i64, 4]);
+    let run = run_auto(&program, "trial_long", &small, 1);
+    assert_eq!(run.run.strategy, Strategy::Native);
+    let reason = run.run.stats.choice.unwrap().reason;
+    assert!(!reason.contains("tried"), "{reason}");
+}
+
+#[test]
+fn a_batch_too_large_for_a_trial_is_compiled_at_once() {
+    let program = recursion("trial_large");
+    let inputs = Inputs::new().batched("n", vec![2i64; 4096]);
+    let run = run_auto(&program, "trial_large", &inputs, 1);
+    assert_eq!(run.run.strategy, Strategy::Native);
+    let reason = run.run.stats.choice.unwrap().reason;
+    assert!(!reason.contains("tried"), "{reason}");
+}
+
+#[test]
+fn a_trial_within_the_runs_own_step_limit_gives_the_step_limit_errors() {
+    let program = recursion("trial_limited");
+    let inputs = Inputs::new().batched("n", vec![3i64, 12]);
+    let bound = program.bind("trial_limited", &inputs).expect("binds");
+    let limited = |strategy| {
+        let mut config = config(strategy, 1);
+        config.options.max_steps = 20;
+        bound.run(&config).expect("runs")
+    };
+    let auto = limited(Strategy::Auto);
+    let reference = limited(Strategy::Reference);
+    assert_eq!(auto.strategy, Strategy::ProgramCounter);
+    assert_eq!(
+        auto.to_json(false)["results"],
+        reference.to_json(false)["results"]
+    );
+    let results = auto.to_json(false)["results"].to_string();
+    assert!(results.contains("step_limit"), "{results}");
 }

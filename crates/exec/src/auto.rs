@@ -45,18 +45,53 @@
 //!
 //! `local-static` and `native-lockstep` are never picked
 //! (docs/benchmarks.md has their timings beside the others').
+//!
+//! A small run first: where the rule picks `native` or `native-batched`
+//! and the process has not compiled the program's code yet, compiling it
+//! (a millisecond or more) can cost more than the whole run. Such a run is
+//! tried on `program-counter` first, each member limited to
+//! [`trial_steps`]: [`TRIAL_WORK_PER_OP`] per operation of the program
+//! ([`TRIAL_WORK_PER_ARRAY_OP`] on arrays), about what compiling costs,
+//! over the work of a step through its heaviest block for the whole batch
+//! ([`block_work`]). If every member
+//! finishes (or stops with an error of its own) within its steps, that is
+//! the run; if one is stopped by the limit, the run starts again on the
+//! picked executor, having spent about one more compile's worth of work at
+//! most. A run whose members would get fewer than [`MIN_TRIAL_STEPS`] has
+//! no trial. The trial changes no result (every executor gives the
+//! reference's), only which executor gave it; `--stats` says which ran
+//! and why.
 
 use autobatch_ir::{EntityRef, FuncId, Function, Op, Prim, Program, Var};
 use autobatch_kernels::backend::Backend;
 use autobatch_types::Dim;
 
-use crate::{native, Batch, Env, ExecError, Executor, RunOptions, RunOutput, Strategy};
+use crate::{native, Batch, Env, ErrorKind, ExecError, Executor, RunOptions, RunOutput, Strategy};
 
 /// The elements of a static matrix from which `auto` runs a program
 /// without recursion that takes gradients on program-counter: 2 MB of
 /// `f64`, more than a core's L2 cache holds, so that reading the matrix
 /// once per step for all members saves more than the tape costs.
 pub const LARGE_MATRIX: u64 = 1 << 18;
+
+/// The work `auto`'s trial of a small run on `program-counter` may do
+/// per scalar operation of the program (of the functions the entry
+/// reaches): about what compiling the operation to machine code costs, in
+/// the units of [`block_work`].
+pub const TRIAL_WORK_PER_OP: u64 = 1 << 13;
+
+/// [`TRIAL_WORK_PER_OP`] for an operation on arrays, whose machine code
+/// (loops over the elements, products) costs about four times as much to
+/// compile.
+pub const TRIAL_WORK_PER_ARRAY_OP: u64 = 1 << 15;
+
+/// The fewest steps per member a trial gives: a run whose members would
+/// get fewer (many members, heavy blocks) is compiled at once.
+pub const MIN_TRIAL_STEPS: u64 = 256;
+
+/// The work of interpreting an operation for the whole batch beyond its
+/// elements, in the units of an element of one member.
+const OP_WORK: u64 = 32;
 
 /// The `auto` executor of the registry: [`choose`], then the chosen one.
 pub struct Auto;
@@ -99,12 +134,164 @@ impl Executor for Auto {
         options: &RunOptions,
     ) -> Result<RunOutput, ExecError> {
         let choice = choose(program, env, batch, options);
-        let mut output = choice
-            .strategy
-            .executor()
-            .run(backend, program, env, batch, options)?;
-        output.stats.choice = Some(choice);
-        Ok(output)
+        run_choice(choice, program, env, batch, options, |strategy, options| {
+            strategy
+                .executor()
+                .run(backend, program, env, batch, options)
+        })
+    }
+}
+
+/// Runs the batch as `auto` does once it has picked `choice`: through
+/// `run` (the picked executor, given the options), after a trial on
+/// `program-counter` where [`trial_steps`] gives one (the module docs).
+/// The output's `choice` is the executor that gave the results.
+pub fn run_choice(
+    choice: Choice,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+    run: impl Fn(Strategy, &RunOptions) -> Result<RunOutput, ExecError>,
+) -> Result<RunOutput, ExecError> {
+    let mut reason = choice.reason;
+    let mut trial_seconds = 0.0;
+    if let Some(limit) = trial_steps(choice.strategy, program, env, batch, options) {
+        let trial = RunOptions {
+            max_steps: limit,
+            ..options.clone()
+        };
+        let mut output = run(Strategy::ProgramCounter, &trial)?;
+        let stopped = limit < options.max_steps
+            && output
+                .results
+                .iter()
+                .any(|r| matches!(r, Err(e) if e.kind == ErrorKind::StepLimit));
+        if !stopped {
+            output.stats.choice = Some(Choice {
+                strategy: Strategy::ProgramCounter,
+                reason: format!(
+                    "{reason}; but a small run, tried first on program-counter (no compiling): \
+                     every member finished within its {limit} steps"
+                ),
+            });
+            return Ok(output);
+        }
+        trial_seconds = output.stats.wall_seconds;
+        reason = format!(
+            "{reason}; tried first on program-counter, a member did not finish within its \
+             {limit} steps"
+        );
+    }
+    let mut output = run(choice.strategy, options)?;
+    output.stats.wall_seconds += trial_seconds;
+    output.stats.choice = Some(Choice {
+        strategy: choice.strategy,
+        reason,
+    });
+    Ok(output)
+}
+
+/// The steps each member may take in `auto`'s trial of this run on
+/// `program-counter`, or `None` for no trial: the picked `strategy`
+/// compiles native code the process has not compiled yet, and the trial's
+/// work (per operation the entry reaches, [`TRIAL_WORK_PER_OP`], or
+/// [`TRIAL_WORK_PER_ARRAY_OP`] on arrays) over the work of a step of the
+/// whole batch through the heaviest block ([`block_work`]) gives each member at least [`MIN_TRIAL_STEPS`] steps
+/// (at most the run's own limit).
+pub fn trial_steps(
+    strategy: Strategy,
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+) -> Option<u64> {
+    if strategy != Strategy::Native && strategy != Strategy::NativeBatched {
+        return None;
+    }
+    let members = batch.size.max(1) as u64;
+    let work = block_work(program, batch.entry, &env.symbols, members);
+    let steps = work.trial / work.heaviest_step.max(1);
+    if steps < MIN_TRIAL_STEPS || native::compiled_already(program, env, batch, options) {
+        return None;
+    }
+    Some(steps.min(options.max_steps))
+}
+
+/// The work of a trial, and of a step of the batch through the heaviest
+/// block the entry reaches.
+struct TrialWork {
+    /// [`TRIAL_WORK_PER_OP`] per scalar operation, [`TRIAL_WORK_PER_ARRAY_OP`]
+    /// per operation on arrays.
+    trial: u64,
+    /// Per operation of the block, [`OP_WORK`] and, per member, the
+    /// elements of its largest operand or result (loading a static reads
+    /// none, an item of an array only the item's).
+    heaviest_step: u64,
+}
+
+/// The [`TrialWork`] of the functions the entry reaches, for a batch of
+/// `members`.
+fn block_work(program: &Program, entry: FuncId, symbols: &[u64], members: u64) -> TrialWork {
+    let reachable = program.reachable(entry);
+    let length = |d: &Dim| match d {
+        Dim::Fixed(n) => *n,
+        Dim::Symbolic(s) => symbols.get(s.0 as usize).copied().unwrap_or(1),
+    };
+    let elements = |function: &Function, var: &Var| -> u64 {
+        function.vars[*var].ty.dims.iter().map(length).product()
+    };
+    let op_work = |function: &Function, op: &Op| -> u64 {
+        let largest = match op {
+            Op::Prim {
+                prim: Prim::LoadStatic(_),
+                ..
+            } => 0,
+            Op::Prim {
+                prim: Prim::Index,
+                dst,
+                ..
+            } => dst.as_ref().map_or(0, |d| elements(function, d)),
+            _ => op
+                .uses()
+                .iter()
+                .chain(op.defs())
+                .map(|v| elements(function, v))
+                .max()
+                .unwrap_or(0),
+        };
+        OP_WORK.saturating_add(members.saturating_mul(largest))
+    };
+    let on_arrays = |function: &Function, op: &Op| {
+        op.uses()
+            .iter()
+            .chain(op.defs())
+            .any(|v| !function.vars[*v].ty.dims.is_empty())
+    };
+    let (mut trial, mut heaviest) = (0u64, 0u64);
+    for (id, function) in program.functions.iter() {
+        if !reachable[id.index()] {
+            continue;
+        }
+        for block in function.blocks.values() {
+            for op in &block.ops {
+                trial = trial.saturating_add(if on_arrays(function, op) {
+                    TRIAL_WORK_PER_ARRAY_OP
+                } else {
+                    TRIAL_WORK_PER_OP
+                });
+            }
+            let work = block
+                .ops
+                .iter()
+                .map(|op| op_work(function, op))
+                .fold(0u64, u64::saturating_add);
+            heaviest = heaviest.max(work);
+        }
+    }
+    TrialWork {
+        trial,
+        heaviest_step: heaviest,
     }
 }
 

@@ -505,11 +505,14 @@ pub fn run_on(
             .map_err(ExecError::Resources)?;
         // `auto` picks here, so that the ragged batch below is run as the
         // executor it picks runs one.
-        let choice =
-            (strategy == Strategy::Auto).then(|| auto::choose(program, env, batch, options));
-        let strategy = choice.as_ref().map_or(strategy, |c| c.strategy);
-        let mut output = run_sized(backend, strategy, program, env, batch, options)?;
-        output.stats.choice = choice;
+        let mut output = if strategy == Strategy::Auto {
+            let choice = auto::choose(program, env, batch, options);
+            auto::run_choice(choice, program, env, batch, options, |strategy, options| {
+                run_sized(backend, strategy, program, env, batch, options)
+            })?
+        } else {
+            run_sized(backend, strategy, program, env, batch, options)?
+        };
         if options.interrupt.is_some() {
             let interrupted = interrupted_error(program, batch);
             for result in &mut output.results {

@@ -261,6 +261,25 @@ pub(crate) fn refusal(program: &Program, env: &Env, batch: &Batch) -> Option<Str
     }
 }
 
+/// Whether the native executors' code for this run is compiled already,
+/// kept from an earlier run of the process (`native_cache`): running it
+/// now compiles nothing.
+pub(crate) fn compiled_already(
+    program: &Program,
+    env: &Env,
+    batch: &Batch,
+    options: &RunOptions,
+) -> bool {
+    lengths(env, batch.size).is_ok_and(|lengths| {
+        native_cache::is_kept(
+            &ProgramKey::of(program),
+            batch.entry,
+            &lengths,
+            flavor(options),
+        )
+    })
+}
+
 /// Runs a program the native compiler did not take on program-counter;
 /// the report says so, why, and how long the attempt took.
 #[allow(clippy::too_many_arguments)]

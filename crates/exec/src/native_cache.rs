@@ -254,6 +254,24 @@ pub(crate) fn compile(
     Ok(Code { program, cached })
 }
 
+/// Whether the code of `program` for `entry`, `lengths` and `flavor` is
+/// kept: a [`compile`] of it now would compile nothing.
+pub(crate) fn is_kept(
+    program: &ProgramKey<'_>,
+    entry: FuncId,
+    lengths: &Lengths,
+    flavor: Flavor,
+) -> bool {
+    let key = Key {
+        program,
+        entry,
+        lengths,
+        flavor,
+        lockstep: false,
+    };
+    lock().entries.iter().any(|e| e.is(&key))
+}
+
 /// A compiled lock-step program, and whether it came from the cache.
 pub(crate) struct LockCode {
     pub program: Arc<LockStepProgram>,
