@@ -289,7 +289,7 @@ impl BoundBatch {
     /// ones, and those kept to their rows.
     fn sum_static_gradients(
         &self,
-        adjoints: Vec<autobatch_exec::adjoints::AdjointRecord>,
+        adjoints: autobatch_exec::adjoints::AdjointLog,
         threads: usize,
     ) -> Summed {
         let mut summed = Summed {
@@ -309,7 +309,7 @@ impl BoundBatch {
             &self.env().statics,
             &ids,
             &by_rows,
-            adjoints,
+            &adjoints,
             threads,
         );
         for ((name, _), sum) in self.gradients.iter().zip(sums) {

@@ -70,7 +70,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use autobatch_ir::{EntityRef, Program};
-use autobatch_kernels::adjoints::AdjointRecord;
+use autobatch_kernels::adjoints::AdjointLog;
 use autobatch_kernels::{Backend, MemberRng};
 use autobatch_native::{Counting, Interrupts, Lengths, Limits, NativeProgram, NotCompiled, Stop};
 use autobatch_types::{Loc, MemberError, Tensor};
@@ -406,7 +406,7 @@ struct Chunk {
     /// The counters its members ran with, if the observer follows them.
     live: Option<Arc<LiveCounts>>,
     /// The contributions to static adjoints of the members that finished.
-    adjoints: Vec<AdjointRecord>,
+    adjoints: AdjointLog,
     /// Per segment, its executions.
     counters: Vec<u64>,
     steps: u64,
@@ -505,7 +505,7 @@ fn run_compiled(
         Counting::Kept => sorted_counts(&counter, &slots, compiled, &progress.counters),
         Counting::Skipped => Vec::new(),
     };
-    let adjoints = chunks.into_iter().flat_map(|c| c.adjoints).collect();
+    let adjoints = AdjointLog::joined(chunks.into_iter().map(|c| c.adjoints));
     let stats = run_stats(&progress, op_counts, batch.size, wall_seconds);
     Ok((
         RunOutput {
@@ -906,7 +906,7 @@ impl Chunk {
     fn new(compiled: &Compiled) -> Chunk {
         Chunk {
             live: None,
-            adjoints: Vec::new(),
+            adjoints: AdjointLog::new(),
             counters: compiled.zero_counters(),
             steps: 0,
             instances: 0,
@@ -937,10 +937,7 @@ impl Chunk {
         match run.outcome {
             Ok(()) => {
                 if !run.adjoints.is_empty() {
-                    self.adjoints.extend(run.adjoints.into_iter().map(|mut r| {
-                        r.member = member as u32;
-                        r
-                    }));
+                    self.adjoints.append(&run.adjoints, |_| member as u32);
                 }
             }
             Err(Stop::NativeStack) => {
@@ -953,7 +950,7 @@ impl Chunk {
                     member,
                 );
                 *place = alone.result;
-                self.adjoints.extend(alone.adjoints);
+                self.adjoints.append(&alone.adjoints, |m| m);
                 self.ended += 1;
                 return;
             }

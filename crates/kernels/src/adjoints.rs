@@ -1,7 +1,8 @@
 //! Gradients with respect to statics, summed over a batch's members
 //! (`autobatch run --grad-statics`): the members' logs of contributions
-//! ([`AdjointRecord`], one per `static_adjoint` operation a member runs)
-//! and their sum ([`static_gradients`]).
+//! ([`AdjointLog`]: an [`AdjointRecord`] per `static_adjoint` operation a
+//! member runs, the values in the log's arenas) and their sum
+//! ([`static_gradients`]).
 //!
 //! A contribution is kept in the compact form the use gives it (the two
 //! vectors of an outer product, a row and its index), so that a member's
@@ -22,8 +23,22 @@ use crate::gemm::Path;
 use crate::internal_error;
 use crate::scalar::Float;
 
-/// One contribution to a static's adjoint, made by member `member`.
-#[derive(Clone, Debug, PartialEq)]
+/// A log of contributions to static adjoints: one [`AdjointRecord`] per
+/// `static_adjoint` operation run, their values in arenas the log's
+/// records share (one per float type, growing as a vector does: no
+/// allocation per record). An executor keeps one per member, thread or
+/// run, and joins them with [`AdjointLog::append`].
+#[derive(Clone, Debug, Default)]
+pub struct AdjointLog {
+    records: Vec<AdjointRecord>,
+    f32s: Vec<f32>,
+    f64s: Vec<f64>,
+}
+
+/// One contribution to a static's adjoint, made by member `member`. Its
+/// values lie in the arena of the [`AdjointLog`] that holds it (or that
+/// it was read from: a record means nothing with another log).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AdjointRecord {
     pub member: u32,
     pub id: StaticId,
@@ -33,20 +48,72 @@ pub struct AdjointRecord {
     /// The values: the whole contribution (`Dense`), the row (`Row`), or
     /// `u` then `v` (`Outer`, `OuterRow`: `outer(u, v)` is the contribution
     /// to the matrix, `u` as long as its first axis).
-    pub values: Data,
+    values: Span,
+}
+
+/// Where a record's values lie: `len` elements from `start` in the arena
+/// of `float`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    float: Arena,
+    start: usize,
+    len: usize,
+}
+
+/// The arenas of an [`AdjointLog`], by element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Arena {
+    F32,
+    F64,
 }
 
 impl AdjointRecord {
-    /// The record of `member`'s operation `adjoint` on `args` (operands the
-    /// IR verifier accepted for it).
-    pub fn new(member: u32, adjoint: &StaticAdjoint, args: &[&Tensor]) -> AdjointRecord {
-        let values: Vec<Values<'_>> = args.iter().map(|t| Values::all(&t.data)).collect();
-        AdjointRecord::of_values(member, adjoint, &values)
+    /// How many values the record holds.
+    pub fn len(&self) -> usize {
+        self.values.len
     }
 
-    /// [`AdjointRecord::new`] on the operands' elements (an executor that
-    /// keeps them elsewhere than in tensors).
-    pub fn of_values(member: u32, adjoint: &StaticAdjoint, args: &[Values<'_>]) -> AdjointRecord {
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.values.len == 0
+    }
+}
+
+impl AdjointLog {
+    pub fn new() -> AdjointLog {
+        AdjointLog::default()
+    }
+
+    /// The records, in the order logged.
+    pub fn records(&self) -> &[AdjointRecord] {
+        &self.records
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Forgets every record, keeping the memory for the next ones.
+    pub fn clear(&mut self) {
+        self.records.clear();
+        self.f32s.clear();
+        self.f64s.clear();
+    }
+
+    /// Logs `member`'s operation `adjoint` on `args` (operands the IR
+    /// verifier accepted for it).
+    pub fn push_tensors(&mut self, member: u32, adjoint: &StaticAdjoint, args: &[&Tensor]) {
+        let values: Vec<Values<'_>> = args.iter().map(|t| Values::all(&t.data)).collect();
+        self.push(member, adjoint, &values)
+    }
+
+    /// [`AdjointLog::push_tensors`] on the operands' elements (an executor
+    /// that keeps them elsewhere than in tensors).
+    pub fn push(&mut self, member: u32, adjoint: &StaticAdjoint, args: &[Values<'_>]) {
         let operand = |k: usize| match args.get(k) {
             Some(v) => *v,
             None => internal_error(format!(
@@ -58,40 +125,153 @@ impl AdjointRecord {
             i if i >= 0 => i as u64,
             _ => internal_error("a static adjoint's row is not an index".to_string()),
         };
-        let joined = |parts: &[Values<'_>]| {
-            let len = parts.iter().map(Values::len).sum();
-            let mut values = Data::with_capacity(parts[0].ty(), len);
-            for part in parts {
-                extend(&mut values, *part);
+        let (row, parts) = match adjoint.kind {
+            AdjointKind::Dense => (0, [Some(operand(0)), None]),
+            AdjointKind::Row => (row_of(operand(0)), [Some(operand(1)), None]),
+            AdjointKind::Outer => (0, [Some(operand(0)), Some(operand(1))]),
+            AdjointKind::OuterRow => (row_of(operand(0)), [Some(operand(1)), Some(operand(2))]),
+        };
+        let parts: Vec<Values<'_>> = parts.into_iter().flatten().collect();
+        self.push_parts(member, adjoint.id, adjoint.kind, row, &parts);
+    }
+
+    /// Logs a record whose values are `parts` joined (of one float type).
+    fn push_parts(
+        &mut self,
+        member: u32,
+        id: StaticId,
+        kind: AdjointKind,
+        row: u64,
+        parts: &[Values<'_>],
+    ) {
+        let float = match parts.first() {
+            Some(Values::F32(_)) => Arena::F32,
+            Some(Values::F64(_)) => Arena::F64,
+            _ => internal_error("static adjoints of another type than their static".to_string()),
+        };
+        let start = self.arena_len(float);
+        for part in parts {
+            match (float, part) {
+                (Arena::F32, Values::F32(p)) => self.f32s.extend_from_slice(p),
+                (Arena::F64, Values::F64(p)) => self.f64s.extend_from_slice(p),
+                (_, p) => internal_error(format!(
+                    "a static adjoint joins {float:?} and {} values",
+                    p.ty()
+                )),
             }
-            values
-        };
-        let (row, values) = match adjoint.kind {
-            AdjointKind::Dense => (0, joined(&[operand(0)])),
-            AdjointKind::Row => (row_of(operand(0)), joined(&[operand(1)])),
-            AdjointKind::Outer => (0, joined(&[operand(0), operand(1)])),
-            AdjointKind::OuterRow => (row_of(operand(0)), joined(&[operand(1), operand(2)])),
-        };
-        AdjointRecord {
+        }
+        let len = self.arena_len(float) - start;
+        self.records.push(AdjointRecord {
             member,
-            id: adjoint.id,
-            kind: adjoint.kind,
+            id,
+            kind,
             row,
-            values,
+            values: Span { float, start, len },
+        });
+    }
+
+    fn arena_len(&self, float: Arena) -> usize {
+        match float {
+            Arena::F32 => self.f32s.len(),
+            Arena::F64 => self.f64s.len(),
+        }
+    }
+
+    /// Adds `other`'s records and their values, each record's member
+    /// renamed `member(its member)`.
+    pub fn append(&mut self, other: &AdjointLog, member: impl Fn(u32) -> u32) {
+        let (f32_base, f64_base) = (self.f32s.len(), self.f64s.len());
+        self.f32s.extend_from_slice(&other.f32s);
+        self.f64s.extend_from_slice(&other.f64s);
+        self.records.extend(other.records.iter().map(|r| {
+            let base = match r.values.float {
+                Arena::F32 => f32_base,
+                Arena::F64 => f64_base,
+            };
+            AdjointRecord {
+                member: member(r.member),
+                values: Span {
+                    start: r.values.start + base,
+                    ..r.values
+                },
+                ..*r
+            }
+        }));
+    }
+
+    /// The records of `logs` in turn, in one log (the first one's memory
+    /// reused).
+    pub fn joined(logs: impl IntoIterator<Item = AdjointLog>) -> AdjointLog {
+        let mut logs = logs.into_iter();
+        let mut joined = logs.next().unwrap_or_default();
+        for log in logs {
+            joined.append(&log, |m| m);
+        }
+        joined
+    }
+
+    /// Keeps the records `keep` accepts (their values stay in the arenas
+    /// until the log is dropped or cleared).
+    pub fn retain(&mut self, keep: impl FnMut(&AdjointRecord) -> bool) {
+        self.records.retain(keep);
+    }
+
+    /// A record's values (`F` the type they were logged in).
+    fn values<F: Summed>(&self, r: &AdjointRecord) -> &[F] {
+        let Span { float, start, len } = r.values;
+        match F::of_arena(self, float).get(start..start + len) {
+            Some(values) => values,
+            None => internal_error("a static adjoint's values outside its log".to_string()),
+        }
+    }
+
+    /// The first of a record's values, by its bits (`None` if it has none).
+    fn first_bits(&self, r: &AdjointRecord) -> Option<u64> {
+        if r.values.len == 0 {
+            return None;
+        }
+        Some(match r.values.float {
+            Arena::F32 => u64::from(self.f32s[r.values.start].to_bits()),
+            Arena::F64 => self.f64s[r.values.start].to_bits(),
+        })
+    }
+
+    /// A fixed order on two records' values (of one type): by the bits of
+    /// each element in turn.
+    fn compare_bits(&self, a: &AdjointRecord, b: &AdjointRecord) -> Ordering {
+        fn bits<F: Summed>(log: &AdjointLog, a: &AdjointRecord, b: &AdjointRecord) -> Ordering {
+            let (x, y) = (log.values::<F>(a), log.values::<F>(b));
+            x.iter().map(|v| v.bits()).cmp(y.iter().map(|v| v.bits()))
+        }
+        match (a.values.float, b.values.float) {
+            (Arena::F32, Arena::F32) => bits::<f32>(self, a, b),
+            (Arena::F64, Arena::F64) => bits::<f64>(self, a, b),
+            _ => internal_error("static adjoints of another type than their static".to_string()),
         }
     }
 }
 
-/// Appends `part`'s elements to `data` (of their type).
-fn extend(data: &mut Data, part: Values<'_>) {
-    match (data, part) {
-        (Data::Bool(d), Values::Bool(p)) => d.extend_from_slice(p),
-        (Data::I32(d), Values::I32(p)) => d.extend_from_slice(p),
-        (Data::I64(d), Values::I64(p)) => d.extend_from_slice(p),
-        (Data::Usize(d), Values::Usize(p)) => d.extend_from_slice(p),
-        (Data::F32(d), Values::F32(p)) => d.extend_from_slice(p),
-        (Data::F64(d), Values::F64(p)) => d.extend_from_slice(p),
-        (d, p) => internal_error(format!("a static adjoint joins {} and {}", d.ty(), p.ty())),
+/// Two logs are equal when they hold the same records with the same
+/// values, in the same order (wherever the values lie in their arenas).
+impl PartialEq for AdjointLog {
+    fn eq(&self, other: &AdjointLog) -> bool {
+        fn same<F: Summed>(
+            a: &AdjointLog,
+            r: &AdjointRecord,
+            b: &AdjointLog,
+            s: &AdjointRecord,
+        ) -> bool {
+            a.values::<F>(r) == b.values::<F>(s)
+        }
+        self.records.len() == other.records.len()
+            && self.records.iter().zip(&other.records).all(|(r, s)| {
+                (r.member, r.id, r.kind, r.row, r.values.float, r.values.len)
+                    == (s.member, s.id, s.kind, s.row, s.values.float, s.values.len)
+                    && match r.values.float {
+                        Arena::F32 => same::<f32>(self, r, other, s),
+                        Arena::F64 => same::<f64>(self, r, other, s),
+                    }
+            })
     }
 }
 
@@ -100,7 +280,7 @@ fn extend(data: &mut Data, part: Values<'_>) {
 const OUTER_BLOCK: usize = 64;
 
 /// The gradient of each static of `wanted` (shaped like `statics[id]`,
-/// float) from every member's contributions in `records` (members that
+/// float) from every member's contributions in `log` (members that
 /// faulted already left out): their sum, in this order, whatever order the
 /// records come in:
 ///
@@ -115,26 +295,22 @@ const OUTER_BLOCK: usize = 64;
 ///
 /// Sorting by value makes the sum a function of the multiset of
 /// contributions alone; equal records may go in either order.
-pub fn static_gradients(
-    statics: &[Tensor],
-    wanted: &[StaticId],
-    records: Vec<AdjointRecord>,
-) -> Vec<Tensor> {
+pub fn static_gradients(statics: &[Tensor], wanted: &[StaticId], log: &AdjointLog) -> Vec<Tensor> {
     wanted
         .iter()
-        .zip(by_static(wanted, records))
-        .map(|(id, records)| gradient_of(static_of(statics, *id), records))
+        .zip(by_static(wanted, log))
+        .map(|(id, records)| gradient_of(static_of(statics, *id), log, records))
         .collect()
 }
 
-/// The records of each static of `wanted`, in order (the parts of
-/// [`static_gradients`], which a caller may sum on several threads: each
-/// static's sum depends on its records alone).
-pub fn by_static(wanted: &[StaticId], records: Vec<AdjointRecord>) -> Vec<Vec<AdjointRecord>> {
+/// The records of each static of `wanted` in `log`, in order (the parts
+/// of [`static_gradients`], which a caller may sum on several threads:
+/// each static's sum depends on its records alone).
+pub fn by_static(wanted: &[StaticId], log: &AdjointLog) -> Vec<Vec<AdjointRecord>> {
     let mut parts: Vec<Vec<AdjointRecord>> = vec![Vec::new(); wanted.len()];
-    for r in records {
+    for r in log.records() {
         match wanted.iter().position(|w| *w == r.id) {
-            Some(k) => parts[k].push(r),
+            Some(k) => parts[k].push(*r),
             None => internal_error(format!("an adjoint of {} was not asked for", r.id)),
         }
     }
@@ -157,19 +333,20 @@ pub fn summing_cost(records: &[AdjointRecord]) -> usize {
         .map(|r| match r.kind {
             // u (m) and v (k): m x k products.
             AdjointKind::Outer | AdjointKind::OuterRow => {
-                let n = r.values.len();
+                let n = r.len();
                 (n / 2) * (n - n / 2)
             }
-            AdjointKind::Row | AdjointKind::Dense => r.values.len(),
+            AdjointKind::Row | AdjointKind::Dense => r.len(),
         })
         .sum()
 }
 
-/// The gradient of one static from its records (see [`static_gradients`]).
-pub fn gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> Tensor {
-    sort_records(&mut records);
+/// The gradient of one static from its `records` in `log` (see
+/// [`static_gradients`]).
+pub fn gradient_of(stat: &Tensor, log: &AdjointLog, mut records: Vec<AdjointRecord>) -> Tensor {
+    sort_records(log, &mut records);
     let shape = stat.shape.clone();
-    Tensor::new(shape.clone(), summed(stat, &shape, &records))
+    Tensor::new(shape.clone(), summed(stat, &shape, log, &records))
 }
 
 /// A static's gradient, summed whole ([`gradient_of`]) or kept to the rows
@@ -181,13 +358,18 @@ pub enum Gradient {
 }
 
 impl Gradient {
-    /// The sum of `records`, the contributions to `stat`: by rows when
-    /// `by_rows` (every record must then be a row).
-    pub fn of(stat: &Tensor, records: Vec<AdjointRecord>, by_rows: bool) -> Gradient {
+    /// The sum of `records` in `log`, the contributions to `stat`: by rows
+    /// when `by_rows` (every record must then be a row).
+    pub fn of(
+        stat: &Tensor,
+        log: &AdjointLog,
+        records: Vec<AdjointRecord>,
+        by_rows: bool,
+    ) -> Gradient {
         if by_rows {
-            Gradient::Rows(row_gradient_of(stat, records))
+            Gradient::Rows(row_gradient_of(stat, log, records))
         } else {
-            Gradient::Dense(gradient_of(stat, records))
+            Gradient::Dense(gradient_of(stat, log, records))
         }
     }
 
@@ -258,7 +440,11 @@ impl RowGradient {
 /// rows they touch. Each touched row has the bits [`gradient_of`] gives
 /// it: the records are summed in the same order, into a compact gradient
 /// whose row `k` is the `k`-th touched row.
-pub fn row_gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> RowGradient {
+pub fn row_gradient_of(
+    stat: &Tensor,
+    log: &AdjointLog,
+    mut records: Vec<AdjointRecord>,
+) -> RowGradient {
     if stat.shape.is_empty() {
         internal_error("a row gradient of a scalar static".to_string());
     }
@@ -271,7 +457,7 @@ pub fn row_gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> RowGra
             r.kind.name()
         ));
     }
-    sort_records(&mut records);
+    sort_records(log, &mut records);
     let mut rows: Vec<usize> = records.iter().map(|r| r.row as usize).collect();
     rows.sort_unstable();
     rows.dedup();
@@ -281,7 +467,7 @@ pub fn row_gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> RowGra
     }
     let mut shape = stat.shape.clone();
     shape[0] = rows.len();
-    let values = Tensor::new(shape.clone(), summed(stat, &shape, &records));
+    let values = Tensor::new(shape.clone(), summed(stat, &shape, log, &records));
     RowGradient {
         shape: stat.shape.clone(),
         rows,
@@ -292,31 +478,27 @@ pub fn row_gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> RowGra
 /// The order in which a static's records are summed (see [`static_gradients`]).
 ///
 /// The records are sorted through a compact key each (kind, row, the bits
-/// of the first value), so that most comparisons read no record's values:
-/// those lie apart in memory, one allocation each. Only records whose keys
-/// are equal compare their values; records equal in the whole order are
-/// equal contributions, so the order among them changes no bit of the sum.
-fn sort_records(records: &mut Vec<AdjointRecord>) {
+/// of the first value), so that most comparisons read no record's values.
+/// Only records whose keys are equal compare their values; records equal
+/// in the whole order are equal contributions, so the order among them
+/// changes no bit of the sum.
+fn sort_records(log: &AdjointLog, records: &mut Vec<AdjointRecord>) {
     let mut order: Vec<(SortKey, usize)> = records
         .iter()
         .enumerate()
-        .map(|(k, r)| (SortKey::of(r), k))
+        .map(|(k, r)| (SortKey::of(log, r), k))
         .collect();
     order.sort_unstable_by(|(a_key, a), (b_key, b)| {
         a_key
             .cmp(b_key)
-            .then_with(|| compare_bits(&records[*a].values, &records[*b].values))
+            .then_with(|| log.compare_bits(&records[*a], &records[*b]))
     });
-    let mut taken: Vec<Option<AdjointRecord>> = records.drain(..).map(Some).collect();
-    records.extend(order.iter().map(|(_, k)| match taken[*k].take() {
-        Some(r) => r,
-        None => internal_error("a static adjoint sorted twice".to_string()),
-    }));
+    *records = order.iter().map(|(_, k)| records[*k]).collect();
 }
 
 /// The start of a record's place in [`sort_records`]'s order: the kind's
 /// rank, the row, then the first value's bits (`None`, no values, first),
-/// as [`compare_bits`] orders them.
+/// as [`AdjointLog::compare_bits`] orders them.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct SortKey {
     rank: u8,
@@ -325,26 +507,21 @@ struct SortKey {
 }
 
 impl SortKey {
-    fn of(r: &AdjointRecord) -> SortKey {
-        let first = match &r.values {
-            Data::F32(v) => v.first().map(|x| u64::from(x.to_bits())),
-            Data::F64(v) => v.first().map(|x| x.to_bits()),
-            _ => internal_error("static adjoints of another type than their static".to_string()),
-        };
+    fn of(log: &AdjointLog, r: &AdjointRecord) -> SortKey {
         SortKey {
             rank: kind_rank(r.kind),
             row: r.row,
-            first,
+            first: log.first_bits(r),
         }
     }
 }
 
 /// The sum of `records` (sorted) into a gradient of `shape`, in the
 /// element type of `stat`.
-fn summed(stat: &Tensor, shape: &[usize], records: &[AdjointRecord]) -> Data {
+fn summed(stat: &Tensor, shape: &[usize], log: &AdjointLog, records: &[AdjointRecord]) -> Data {
     match &stat.data {
-        Data::F32(_) => Data::F32(sum_records::<f32>(shape, records)),
-        Data::F64(_) => Data::F64(sum_records::<f64>(shape, records)),
+        Data::F32(_) => Data::F32(sum_records::<f32>(shape, log, records)),
+        Data::F64(_) => Data::F64(sum_records::<f64>(shape, log, records)),
         other => internal_error(format!("the gradient of a static of {}", other.ty())),
     }
 }
@@ -357,24 +534,13 @@ fn kind_rank(kind: AdjointKind) -> u8 {
     }
 }
 
-/// A fixed order on values of one type: by the bits of each element in turn.
-fn compare_bits(a: &Data, b: &Data) -> Ordering {
-    match (a, b) {
-        (Data::F32(x), Data::F32(y)) => x
-            .iter()
-            .map(|v| v.to_bits())
-            .cmp(y.iter().map(|v| v.to_bits())),
-        (Data::F64(x), Data::F64(y)) => x
-            .iter()
-            .map(|v| v.to_bits())
-            .cmp(y.iter().map(|v| v.to_bits())),
-        _ => internal_error("static adjoints of another type than their static".to_string()),
-    }
-}
-
-/// The float types a gradient is summed in, with their values in a record.
+/// The float types a gradient is summed in, with their values in a log.
 trait Summed: Float {
-    fn slice(data: &Data) -> &[Self];
+    /// The arena of this type of `log` (which must be `float`).
+    fn of_arena(log: &AdjointLog, float: Arena) -> &[Self];
+
+    /// The value's bits (an order on values: [`AdjointLog::compare_bits`]).
+    fn bits(self) -> u64;
 
     /// Sums whole register tiles of an outer-product block where this CPU
     /// has them (see [`add_outer_block`]): the rows and columns covered
@@ -391,11 +557,15 @@ trait Summed: Float {
 }
 
 impl Summed for f32 {
-    fn slice(data: &Data) -> &[f32] {
-        match data {
-            Data::F32(v) => v,
-            _ => internal_error("an f32 static's adjoint is not f32".to_string()),
+    fn of_arena(log: &AdjointLog, float: Arena) -> &[f32] {
+        match float {
+            Arena::F32 => &log.f32s,
+            Arena::F64 => internal_error("an f32 static's adjoint is not f32".to_string()),
         }
+    }
+
+    fn bits(self) -> u64 {
+        u64::from(self.to_bits())
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -411,16 +581,20 @@ impl Summed for f32 {
 }
 
 impl Summed for f64 {
-    fn slice(data: &Data) -> &[f64] {
-        match data {
-            Data::F64(v) => v,
-            _ => internal_error("an f64 static's adjoint is not f64".to_string()),
+    fn of_arena(log: &AdjointLog, float: Arena) -> &[f64] {
+        match float {
+            Arena::F64 => &log.f64s,
+            Arena::F32 => internal_error("an f64 static's adjoint is not f64".to_string()),
         }
+    }
+
+    fn bits(self) -> u64 {
+        self.to_bits()
     }
 }
 
 /// The sum of `records` (sorted) into a gradient of `shape`.
-fn sum_records<F: Summed>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> {
+fn sum_records<F: Summed>(shape: &[usize], log: &AdjointLog, records: &[AdjointRecord]) -> Vec<F> {
     let len: usize = shape.iter().product();
     let mut g = vec![F::ZERO; len];
     let outer_end = records
@@ -444,14 +618,14 @@ fn sum_records<F: Summed>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> 
                 internal_error(format!("a static adjoint's row {} is outside", first.row))
             };
             for block in rest[..same].chunks(OUTER_BLOCK) {
-                add_outer_block(matrix, m, k, block);
+                add_outer_block(matrix, m, k, log, block);
             }
             rest = &rest[same..];
         }
     }
     let row_len: usize = shape.iter().skip(1).product();
     for r in &records[outer_end..] {
-        let values = F::slice(&r.values);
+        let values = log.values::<F>(r);
         let target = match r.kind {
             AdjointKind::Row => {
                 let start = r.row as usize * row_len;
@@ -476,8 +650,14 @@ fn sum_records<F: Summed>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> 
 /// to the `m × k` gradient `g`. Elements are independent, so which of
 /// them are computed together (a register tile, a thread's rows) changes
 /// no bit.
-fn add_outer_block<F: Summed>(g: &mut [F], m: usize, k: usize, block: &[AdjointRecord]) {
-    add_outer_block_on(Path::detected(), g, m, k, block)
+fn add_outer_block<F: Summed>(
+    g: &mut [F],
+    m: usize,
+    k: usize,
+    log: &AdjointLog,
+    block: &[AdjointRecord],
+) {
+    add_outer_block_on(Path::detected(), g, m, k, log, block)
 }
 
 /// [`add_outer_block`] with the register tiles of `path` (available here).
@@ -486,12 +666,13 @@ fn add_outer_block_on<F: Summed>(
     g: &mut [F],
     m: usize,
     k: usize,
+    log: &AdjointLog,
     block: &[AdjointRecord],
 ) {
     let pairs: Vec<(&[F], &[F])> = block
         .iter()
         .map(|r| {
-            let values = F::slice(&r.values);
+            let values = log.values::<F>(r);
             if values.len() != m + k {
                 internal_error("an outer-product adjoint of another shape".to_string());
             }
@@ -654,36 +835,55 @@ mod tiles {
 mod tests {
     use super::*;
 
-    fn outer(member: u32, u: &[f64], v: &[f64]) -> AdjointRecord {
-        let mut values = u.to_vec();
-        values.extend_from_slice(v);
-        AdjointRecord {
+    /// A contribution to static 0, to log.
+    #[derive(Clone, Debug)]
+    struct Contribution {
+        member: u32,
+        kind: AdjointKind,
+        row: u64,
+        values: Vec<f64>,
+    }
+
+    fn outer(member: u32, u: &[f64], v: &[f64]) -> Contribution {
+        Contribution {
             member,
-            id: StaticId(0),
             kind: AdjointKind::Outer,
             row: 0,
-            values: Data::F64(values),
+            values: u.iter().chain(v).copied().collect(),
         }
     }
 
-    fn row(member: u32, i: u64, r: &[f64]) -> AdjointRecord {
-        AdjointRecord {
+    fn row(member: u32, i: u64, r: &[f64]) -> Contribution {
+        Contribution {
             member,
-            id: StaticId(0),
             kind: AdjointKind::Row,
             row: i,
-            values: Data::F64(r.to_vec()),
+            values: r.to_vec(),
         }
     }
 
-    fn dense(member: u32, d: &[f64]) -> AdjointRecord {
-        AdjointRecord {
+    fn dense(member: u32, d: &[f64]) -> Contribution {
+        Contribution {
             member,
-            id: StaticId(0),
             kind: AdjointKind::Dense,
             row: 0,
-            values: Data::F64(d.to_vec()),
+            values: d.to_vec(),
         }
+    }
+
+    /// A log of `contributions`, in order.
+    fn log_of(contributions: &[Contribution]) -> AdjointLog {
+        let mut log = AdjointLog::new();
+        for c in contributions {
+            log.push_parts(
+                c.member,
+                StaticId(0),
+                c.kind,
+                c.row,
+                &[Values::F64(&c.values)],
+            );
+        }
+        log
     }
 
     #[test]
@@ -695,8 +895,54 @@ mod tests {
             dense(0, &[1.0, 1.0, 1.0, 1.0, 1.0, 1.0]),
             outer(1, &[0.0, 1.0], &[2.0, 2.0, 2.0]),
         ];
-        let g = static_gradients(&[stat], &[StaticId(0)], records);
+        let g = static_gradients(&[stat], &[StaticId(0)], &log_of(&records));
         assert_eq!(g[0].data, Data::F64(vec![2.0, 1.0, 0.0, 5.5, 3.5, 1.5]));
+    }
+
+    /// The operands of `static_adjoint` become a record's row and values,
+    /// and logs joined keep them (with their members renamed).
+    #[test]
+    fn operands_are_logged_and_logs_joined() {
+        let tensor = |data: Data| Tensor::new(vec![], data);
+        let (i, u, v) = (
+            Tensor::new(vec![], Data::I64(vec![2])),
+            tensor(Data::F32(vec![1.0, 2.0])),
+            tensor(Data::F32(vec![3.0])),
+        );
+        let adjoint = |kind| StaticAdjoint {
+            id: StaticId(1),
+            kind,
+        };
+        let mut a = AdjointLog::new();
+        a.push_tensors(0, &adjoint(AdjointKind::OuterRow), &[&i, &u, &v]);
+        let mut b = AdjointLog::new();
+        b.push_tensors(0, &adjoint(AdjointKind::Dense), &[&v]);
+        b.push(
+            1,
+            &adjoint(AdjointKind::Row),
+            &[Values::I64(&[5]), Values::F64(&[0.5])],
+        );
+        let mut joined = a.clone();
+        joined.append(&b, |m| m + 7);
+        let records = joined.records();
+        assert_eq!(records.len(), 3);
+        assert_eq!((records[0].member, records[0].row), (0, 2));
+        assert_eq!(joined.values::<f32>(&records[0]), &[1.0, 2.0, 3.0]);
+        assert_eq!(
+            (records[1].member, records[1].kind),
+            (7, AdjointKind::Dense)
+        );
+        assert_eq!(joined.values::<f32>(&records[1]), &[3.0]);
+        assert_eq!((records[2].member, records[2].row), (8, 5));
+        assert_eq!(joined.values::<f64>(&records[2]), &[0.5]);
+        joined.retain(|r| r.member != 7);
+        let mut again = a;
+        again.push(
+            8,
+            &adjoint(AdjointKind::Row),
+            &[Values::I32(&[5]), Values::F64(&[0.5])],
+        );
+        assert_eq!(joined, again);
     }
 
     /// Rows summed alone: each touched row has the bits of the whole sum,
@@ -704,24 +950,28 @@ mod tests {
     #[test]
     fn a_row_gradient_has_the_bits_of_the_whole_sum() {
         let stat = Tensor::new(vec![6, 2], Data::F64(vec![0.0; 12]));
-        let records: Vec<AdjointRecord> = (0..40u32)
+        let records: Vec<Contribution> = (0..40u32)
             .map(|i| {
                 let x = (i as f64 * 0.917).sin() * 1e2_f64.powf((i % 5) as f64 - 2.0);
                 row(i, [4, 1, 4, 0][i as usize % 4], &[x, 1.0 / (3.0 + x)])
             })
             .collect();
-        let whole = gradient_of(&stat, records.clone());
-        let rows = row_gradient_of(&stat, records);
+        let log = log_of(&records);
+        let whole = gradient_of(&stat, &log, log.records().to_vec());
+        let rows = row_gradient_of(&stat, &log, log.records().to_vec());
         assert_eq!(rows.rows, vec![0, 1, 4]);
         assert_eq!(rows.values.shape, vec![3, 2]);
         assert_eq!(rows.to_dense(), whole);
-        assert_eq!(Gradient::of(&stat, Vec::new(), true).into_dense(), stat);
+        assert_eq!(
+            Gradient::of(&stat, &log, Vec::new(), true).into_dense(),
+            stat
+        );
     }
 
     #[test]
     fn the_order_of_the_records_does_not_change_a_bit() {
         let stat = Tensor::new(vec![3, 2], Data::F64(vec![0.0; 6]));
-        let mut records: Vec<AdjointRecord> = (0..300u32)
+        let mut records: Vec<Contribution> = (0..300u32)
             .map(|i| {
                 let x = (i as f64 * 0.7311).sin() * 1e3_f64.powf((i % 7) as f64 - 3.0);
                 match i % 3 {
@@ -731,10 +981,18 @@ mod tests {
                 }
             })
             .collect();
-        let first = static_gradients(std::slice::from_ref(&stat), &[StaticId(0)], records.clone());
+        let first = static_gradients(
+            std::slice::from_ref(&stat),
+            &[StaticId(0)],
+            &log_of(&records),
+        );
         records.reverse();
         records.swap(3, 150);
-        let second = static_gradients(&[stat], &[StaticId(0)], records);
+        // Split in two logs, joined the other way round.
+        let (front, back) = records.split_at(120);
+        let mut joined = log_of(back);
+        joined.append(&log_of(front), |m| m);
+        let second = static_gradients(&[stat], &[StaticId(0)], &joined);
         assert_eq!(first, second);
     }
 
@@ -743,7 +1001,7 @@ mod tests {
     /// and differ further on, or are equal.
     #[test]
     fn the_keyed_sort_is_the_plain_sort() {
-        let mut records: Vec<AdjointRecord> = (0..200u32)
+        let mut records: Vec<Contribution> = (0..200u32)
             .map(|i| {
                 let x = ((i % 9) as f64 * 0.37).sin();
                 let y = (i as f64 * 1.91).cos() * 1e3_f64.powf((i % 4) as f64 - 2.0);
@@ -756,20 +1014,20 @@ mod tests {
             })
             .collect();
         records.push(dense(900, &[]));
-        let mut plain = records.clone();
-        plain.sort_by(|a, b| {
-            kind_rank(a.kind)
-                .cmp(&kind_rank(b.kind))
-                .then(a.row.cmp(&b.row))
-                .then_with(|| compare_bits(&a.values, &b.values))
-        });
-        sort_records(&mut records);
-        let contributions = |rs: &[AdjointRecord]| -> Vec<(u8, u64, Data)> {
-            rs.iter()
-                .map(|r| (kind_rank(r.kind), r.row, r.values.clone()))
-                .collect()
-        };
-        assert_eq!(contributions(&records), contributions(&plain));
+        let bits = |values: &[f64]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let mut plain: Vec<(u8, u64, Vec<u64>)> = records
+            .iter()
+            .map(|c| (kind_rank(c.kind), c.row, bits(&c.values)))
+            .collect();
+        plain.sort();
+        let log = log_of(&records);
+        let mut sorted = log.records().to_vec();
+        sort_records(&log, &mut sorted);
+        let keyed: Vec<(u8, u64, Vec<u64>)> = sorted
+            .iter()
+            .map(|r| (kind_rank(r.kind), r.row, bits(log.values::<f64>(r))))
+            .collect();
+        assert_eq!(keyed, plain);
     }
 
     /// The block sums, on every path, have the bits of the plain loop:
@@ -831,23 +1089,18 @@ mod tests {
                     )
                 })
                 .collect();
-            let records: Vec<AdjointRecord> = pairs
-                .iter()
-                .map(|(u, v)| AdjointRecord {
-                    member: 0,
-                    id: StaticId(0),
-                    kind: AdjointKind::Outer,
-                    row: 0,
-                    values: Data::F32(u.iter().chain(v).copied().collect()),
-                })
-                .collect();
+            let mut log = AdjointLog::new();
+            for (u, v) in &pairs {
+                let parts = [Values::F32(u), Values::F32(v)];
+                log.push_parts(0, StaticId(0), AdjointKind::Outer, 0, &parts);
+            }
             let start: Vec<f32> = (0..m * k).map(|_| next()).collect();
             let mut want = start.clone();
             plain(&mut want, m, k, &pairs);
             let mut got = Vec::new();
             for path in Path::ALL.into_iter().filter(|p| p.available()) {
                 let mut on_path = start.clone();
-                add_outer_block_on::<f32>(path, &mut on_path, m, k, &records);
+                add_outer_block_on::<f32>(path, &mut on_path, m, k, &log, log.records());
                 got.push(on_path);
             }
             // (Which of two NaNs a sum keeps is the CPU's choice, and the

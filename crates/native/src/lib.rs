@@ -114,7 +114,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use autobatch_ir::{Block, FuncId, Program};
-use autobatch_kernels::adjoints::AdjointRecord;
+use autobatch_kernels::adjoints::AdjointLog;
 use autobatch_kernels::{Fault, MemberRng};
 use autobatch_types::{Data, Loc, Scalar, Tensor, TensorType};
 use cranelift_jit::JITModule;
@@ -205,7 +205,7 @@ pub struct MemberRun<T = Vec<Tensor>> {
     pub tape_bytes: u64,
     /// The member's contributions to static adjoints (`static_adjoint`
     /// operations), in the order made; `member` is 0 (the caller's to set).
-    pub adjoints: Vec<AdjointRecord>,
+    pub adjoints: AdjointLog,
 }
 
 impl<T> MemberRun<T> {
@@ -267,7 +267,7 @@ pub(crate) struct Context {
     live_instances: u64,
     peak_instances: u64,
     /// The member's log of static adjoints (`arrays::apply`).
-    adjoints: Vec<AdjointRecord>,
+    adjoints: AdjointLog,
     /// The tape of what runs (`tape_push`, `tape_pop`): the member's, shared
     /// by the instances of an untaped fork (which run one after the other
     /// and each leave it as they found it); an instance of a taped fork has
@@ -625,7 +625,7 @@ impl NativeProgram {
             tape_bytes: 0,
             tape_bound: usize::MAX,
             popped: PoppedBytes::default(),
-            adjoints: Vec::new(),
+            adjoints: AdjointLog::new(),
             tape: tape::Tape::spare(),
             caught_tapes: Vec::new(),
             yielder: std::ptr::null(),
@@ -750,7 +750,7 @@ impl Runner<'_> {
                 instances: 0,
                 peak_instances: 0,
                 tape_bytes: 0,
-                adjoints: Vec::new(),
+                adjoints: AdjointLog::new(),
             };
         }
         self.bind_arguments(args);
@@ -789,7 +789,8 @@ impl Runner<'_> {
         let (status, fault) = (context.status, context.fault.take());
         let (instances, peak_instances) = (context.instances, context.peak_instances);
         let tape_bytes = context.tape_bytes;
-        let adjoints = std::mem::take(&mut context.adjoints);
+        // (A copy: the context keeps its log's memory for the next member.)
+        let adjoints = context.adjoints.clone();
         assert!(
             status != 0 || context.tape.is_empty(),
             "a member finished with values left on its tape"
