@@ -107,8 +107,13 @@ impl AdjointLog {
     /// Logs `member`'s operation `adjoint` on `args` (operands the IR
     /// verifier accepted for it).
     pub fn push_tensors(&mut self, member: u32, adjoint: &StaticAdjoint, args: &[&Tensor]) {
-        let values: Vec<Values<'_>> = args.iter().map(|t| Values::all(&t.data)).collect();
-        self.push(member, adjoint, &values)
+        // (At most three operands: a row, then two vectors.)
+        let mut values = [Values::Bool(&[]); 3];
+        let count = args.len().min(3);
+        for (value, arg) in values.iter_mut().zip(args) {
+            *value = Values::all(&arg.data);
+        }
+        self.push(member, adjoint, &values[..count])
     }
 
     /// [`AdjointLog::push_tensors`] on the operands' elements (an executor
@@ -125,14 +130,18 @@ impl AdjointLog {
             i if i >= 0 => i as u64,
             _ => internal_error("a static adjoint's row is not an index".to_string()),
         };
-        let (row, parts) = match adjoint.kind {
-            AdjointKind::Dense => (0, [Some(operand(0)), None]),
-            AdjointKind::Row => (row_of(operand(0)), [Some(operand(1)), None]),
-            AdjointKind::Outer => (0, [Some(operand(0)), Some(operand(1))]),
-            AdjointKind::OuterRow => (row_of(operand(0)), [Some(operand(1)), Some(operand(2))]),
-        };
-        let parts: Vec<Values<'_>> = parts.into_iter().flatten().collect();
-        self.push_parts(member, adjoint.id, adjoint.kind, row, &parts);
+        let (id, kind) = (adjoint.id, adjoint.kind);
+        match kind {
+            AdjointKind::Dense => self.push_parts(member, id, kind, 0, &[operand(0)]),
+            AdjointKind::Row => {
+                self.push_parts(member, id, kind, row_of(operand(0)), &[operand(1)])
+            }
+            AdjointKind::Outer => self.push_parts(member, id, kind, 0, &[operand(0), operand(1)]),
+            AdjointKind::OuterRow => {
+                let row = row_of(operand(0));
+                self.push_parts(member, id, kind, row, &[operand(1), operand(2)])
+            }
+        }
     }
 
     /// Logs a record whose values are `parts` joined (of one float type).
@@ -545,13 +554,7 @@ trait Summed: Float {
     /// Sums whole register tiles of an outer-product block where this CPU
     /// has them (see [`add_outer_block`]): the rows and columns covered
     /// from the start of `g`.
-    fn add_outer_tiles(
-        _path: Path,
-        _g: &mut [Self],
-        _m: usize,
-        _k: usize,
-        _pairs: &[(&[Self], &[Self])],
-    ) -> (usize, usize) {
+    fn add_outer_tiles(_path: Path, _g: &mut [Self], _panels: &Panels<'_, Self>) -> (usize, usize) {
         (0, 0)
     }
 }
@@ -569,14 +572,8 @@ impl Summed for f32 {
     }
 
     #[cfg(target_arch = "x86_64")]
-    fn add_outer_tiles(
-        path: Path,
-        g: &mut [f32],
-        m: usize,
-        k: usize,
-        pairs: &[(&[f32], &[f32])],
-    ) -> (usize, usize) {
-        tiles::add(path, g, m, k, pairs)
+    fn add_outer_tiles(path: Path, g: &mut [f32], panels: &Panels<'_, f32>) -> (usize, usize) {
+        tiles::add(path, g, panels)
     }
 }
 
@@ -611,6 +608,7 @@ fn sum_records<F: Summed>(shape: &[usize], log: &AdjointLog, records: &[AdjointR
             }
         };
         let mut rest = &records[..outer_end];
+        let mut panel = Vec::new();
         while let Some(first) = rest.first() {
             let same = rest.iter().take_while(|r| r.row == first.row).count();
             let start = first.row as usize * m * k;
@@ -618,7 +616,7 @@ fn sum_records<F: Summed>(shape: &[usize], log: &AdjointLog, records: &[AdjointR
                 internal_error(format!("a static adjoint's row {} is outside", first.row))
             };
             for block in rest[..same].chunks(OUTER_BLOCK) {
-                add_outer_block(matrix, m, k, log, block);
+                add_outer_block(matrix, m, k, log, block, &mut panel);
             }
             rest = &rest[same..];
         }
@@ -649,15 +647,27 @@ fn sum_records<F: Summed>(shape: &[usize], log: &AdjointLog, records: &[AdjointR
 /// Adds `Σ_r u_r v_rᵀ` (each element summed in record order from zero)
 /// to the `m × k` gradient `g`. Elements are independent, so which of
 /// them are computed together (a register tile, a thread's rows) changes
-/// no bit.
+/// no bit. `panel` is memory to reuse.
 fn add_outer_block<F: Summed>(
     g: &mut [F],
     m: usize,
     k: usize,
     log: &AdjointLog,
     block: &[AdjointRecord],
+    panel: &mut Vec<F>,
 ) {
-    add_outer_block_on(Path::detected(), g, m, k, log, block)
+    add_outer_block_on(Path::detected(), g, m, k, log, block, panel)
+}
+
+/// An outer-product block's records gathered into two panels, in record
+/// order: every `u` (`m` elements each), then every `v` (`k` each), so
+/// that the sums read them in strides rather than record by record.
+struct Panels<'a, F> {
+    us: &'a [F],
+    vs: &'a [F],
+    m: usize,
+    k: usize,
+    count: usize,
 }
 
 /// [`add_outer_block`] with the register tiles of `path` (available here).
@@ -668,23 +678,33 @@ fn add_outer_block_on<F: Summed>(
     k: usize,
     log: &AdjointLog,
     block: &[AdjointRecord],
+    panel: &mut Vec<F>,
 ) {
-    let pairs: Vec<(&[F], &[F])> = block
-        .iter()
-        .map(|r| {
-            let values = log.values::<F>(r);
-            if values.len() != m + k {
-                internal_error("an outer-product adjoint of another shape".to_string());
-            }
-            values.split_at(m)
-        })
-        .collect();
     if g.len() != m * k {
         internal_error("an outer-product block of another shape".to_string());
     }
-    let (rows, cols) = F::add_outer_tiles(path, g, m, k, &pairs);
-    outer_rows(g, k, &pairs, 0..rows, cols..k);
-    outer_rows(g, k, &pairs, rows..m, 0..k);
+    panel.clear();
+    for r in block {
+        let values = log.values::<F>(r);
+        if values.len() != m + k {
+            internal_error("an outer-product adjoint of another shape".to_string());
+        }
+        panel.extend_from_slice(&values[..m]);
+    }
+    for r in block {
+        panel.extend_from_slice(&log.values::<F>(r)[m..]);
+    }
+    let (us, vs) = panel.split_at(block.len() * m);
+    let panels = Panels {
+        us,
+        vs,
+        m,
+        k,
+        count: block.len(),
+    };
+    let (rows, cols) = F::add_outer_tiles(path, g, &panels);
+    outer_rows(g, &panels, 0..rows, cols..k);
+    outer_rows(g, &panels, rows..m, 0..k);
 }
 
 /// Elements of a row of an outer-product block summed at once: they stay
@@ -700,11 +720,11 @@ const OUTER_COLUMNS: usize = 32;
 /// keeps.)
 fn outer_rows<F: Summed>(
     g: &mut [F],
-    k: usize,
-    pairs: &[(&[F], &[F])],
+    p: &Panels<'_, F>,
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
 ) {
+    let k = p.k;
     for i in rows {
         let g_row = &mut g[i * k..(i + 1) * k];
         let mut j0 = cols.start;
@@ -712,9 +732,10 @@ fn outer_rows<F: Summed>(
             let width = OUTER_COLUMNS.min(cols.end - j0);
             let mut sum = [F::ZERO; OUTER_COLUMNS];
             let sum = &mut sum[..width];
-            for (u, v) in pairs {
-                let ui = u[i];
-                for (s, vj) in sum.iter_mut().zip(&v[j0..j0 + width]) {
+            for r in 0..p.count {
+                let ui = p.us[r * p.m + i];
+                let v = &p.vs[r * k + j0..r * k + j0 + width];
+                for (s, vj) in sum.iter_mut().zip(v) {
                     *s = *s + ui * *vj;
                 }
             }
@@ -736,95 +757,105 @@ fn outer_rows<F: Summed>(
 mod tiles {
     use std::arch::x86_64::*;
 
-    use super::Path;
-
-    /// Rows of a tile.
-    const ROWS: usize = 4;
+    use super::{Panels, Path};
 
     /// Sums the elements of `g` (`m x k`) in whole tiles of `path` (which
-    /// must run here) and returns how
-    /// many rows and columns from the start they cover (the rest is the
-    /// caller's).
-    pub fn add(
-        path: Path,
-        g: &mut [f32],
-        m: usize,
-        k: usize,
-        pairs: &[(&[f32], &[f32])],
-    ) -> (usize, usize) {
-        let rows = m - m % ROWS;
+    /// must run here) and returns how many rows and columns from the start
+    /// they cover (the rest is the caller's).
+    pub fn add(path: Path, g: &mut [f32], p: &Panels<'_, f32>) -> (usize, usize) {
         if !path.available() {
             crate::internal_error(format!("this CPU cannot sum on the {path:?} path"));
         }
+        let (m, k) = (p.m, p.k);
         match path {
             Path::Avx512 => {
+                // Tiles of 8 rows, then one of 4 if as many rows are left.
                 let cols = k - k % 32;
-                // SAFETY: the CPU has AVX-512 F; every record has `m` and
-                // `k` elements and `g` has `m * k` (the caller checked).
-                unsafe { avx512(g, k, rows, cols, pairs) };
-                (rows, cols)
+                let eights = m - m % 8;
+                let fours = m - m % 4;
+                // SAFETY: the CPU has AVX-512 F; the panels hold `count`
+                // records of `m` and `k` elements and `g` has `m * k` (the
+                // caller checked); the tiles lie within `fours` x `cols`.
+                unsafe {
+                    avx512::<8>(g, p, 0..eights, cols);
+                    avx512::<4>(g, p, eights..fours, cols);
+                }
+                (fours, cols)
             }
             Path::Avx2 => {
                 let cols = k - k % 16;
+                let fours = m - m % 4;
                 // SAFETY: the CPU has AVX2; the lengths as above.
-                unsafe { avx2(g, k, rows, cols, pairs) };
-                (rows, cols)
+                unsafe { avx2(g, p, 0..fours, cols) };
+                (fours, cols)
             }
             _ => (0, 0),
         }
     }
 
-    /// Tiles of 4 rows x 16 columns (two 256-bit registers a row).
+    /// Tiles of 4 rows x 16 columns (two 256-bit registers a row) over
+    /// `rows` (a multiple of 4 long) and the first `cols` columns (a
+    /// multiple of 16).
     #[target_feature(enable = "avx2")]
-    unsafe fn avx2(g: &mut [f32], k: usize, rows: usize, cols: usize, pairs: &[(&[f32], &[f32])]) {
-        for i0 in (0..rows).step_by(ROWS) {
+    unsafe fn avx2(g: &mut [f32], p: &Panels<'_, f32>, rows: std::ops::Range<usize>, cols: usize) {
+        const ROWS: usize = 4;
+        for i0 in rows.step_by(ROWS) {
             for j0 in (0..cols).step_by(16) {
-                let mut acc = [_mm256_setzero_ps(); 2 * ROWS];
-                for (u, v) in pairs {
-                    let v0 = _mm256_loadu_ps(v.as_ptr().add(j0));
-                    let v1 = _mm256_loadu_ps(v.as_ptr().add(j0 + 8));
-                    for a in 0..ROWS {
-                        let b = _mm256_set1_ps(*u.get_unchecked(i0 + a));
-                        acc[2 * a] = _mm256_add_ps(acc[2 * a], _mm256_mul_ps(b, v0));
-                        acc[2 * a + 1] = _mm256_add_ps(acc[2 * a + 1], _mm256_mul_ps(b, v1));
+                let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
+                let mut u = p.us.as_ptr().add(i0);
+                let mut v = p.vs.as_ptr().add(j0);
+                for _ in 0..p.count {
+                    let v0 = _mm256_loadu_ps(v);
+                    let v1 = _mm256_loadu_ps(v.add(8));
+                    for (a, acc) in acc.iter_mut().enumerate() {
+                        let b = _mm256_set1_ps(*u.add(a));
+                        acc[0] = _mm256_add_ps(acc[0], _mm256_mul_ps(b, v0));
+                        acc[1] = _mm256_add_ps(acc[1], _mm256_mul_ps(b, v1));
                     }
+                    u = u.add(p.m);
+                    v = v.add(p.k);
                 }
-                for a in 0..ROWS {
-                    let at = g.as_mut_ptr().add((i0 + a) * k + j0);
-                    _mm256_storeu_ps(at, _mm256_add_ps(_mm256_loadu_ps(at), acc[2 * a]));
+                for (a, acc) in acc.iter().enumerate() {
+                    let at = g.as_mut_ptr().add((i0 + a) * p.k + j0);
+                    _mm256_storeu_ps(at, _mm256_add_ps(_mm256_loadu_ps(at), acc[0]));
                     let at = at.add(8);
-                    _mm256_storeu_ps(at, _mm256_add_ps(_mm256_loadu_ps(at), acc[2 * a + 1]));
+                    _mm256_storeu_ps(at, _mm256_add_ps(_mm256_loadu_ps(at), acc[1]));
                 }
             }
         }
     }
 
-    /// Tiles of 4 rows x 32 columns (two 512-bit registers a row).
+    /// Tiles of `ROWS` rows x 32 columns (two 512-bit registers a row)
+    /// over `rows` (a multiple of `ROWS` long) and the first `cols`
+    /// columns (a multiple of 32).
     #[target_feature(enable = "avx512f")]
-    unsafe fn avx512(
+    unsafe fn avx512<const ROWS: usize>(
         g: &mut [f32],
-        k: usize,
-        rows: usize,
+        p: &Panels<'_, f32>,
+        rows: std::ops::Range<usize>,
         cols: usize,
-        pairs: &[(&[f32], &[f32])],
     ) {
-        for i0 in (0..rows).step_by(ROWS) {
+        for i0 in rows.step_by(ROWS) {
             for j0 in (0..cols).step_by(32) {
-                let mut acc = [_mm512_setzero_ps(); 2 * ROWS];
-                for (u, v) in pairs {
-                    let v0 = _mm512_loadu_ps(v.as_ptr().add(j0));
-                    let v1 = _mm512_loadu_ps(v.as_ptr().add(j0 + 16));
-                    for a in 0..ROWS {
-                        let b = _mm512_set1_ps(*u.get_unchecked(i0 + a));
-                        acc[2 * a] = _mm512_add_ps(acc[2 * a], _mm512_mul_ps(b, v0));
-                        acc[2 * a + 1] = _mm512_add_ps(acc[2 * a + 1], _mm512_mul_ps(b, v1));
+                let mut acc = [[_mm512_setzero_ps(); 2]; ROWS];
+                let mut u = p.us.as_ptr().add(i0);
+                let mut v = p.vs.as_ptr().add(j0);
+                for _ in 0..p.count {
+                    let v0 = _mm512_loadu_ps(v);
+                    let v1 = _mm512_loadu_ps(v.add(16));
+                    for (a, acc) in acc.iter_mut().enumerate() {
+                        let b = _mm512_set1_ps(*u.add(a));
+                        acc[0] = _mm512_add_ps(acc[0], _mm512_mul_ps(b, v0));
+                        acc[1] = _mm512_add_ps(acc[1], _mm512_mul_ps(b, v1));
                     }
+                    u = u.add(p.m);
+                    v = v.add(p.k);
                 }
-                for a in 0..ROWS {
-                    let at = g.as_mut_ptr().add((i0 + a) * k + j0);
-                    _mm512_storeu_ps(at, _mm512_add_ps(_mm512_loadu_ps(at), acc[2 * a]));
+                for (a, acc) in acc.iter().enumerate() {
+                    let at = g.as_mut_ptr().add((i0 + a) * p.k + j0);
+                    _mm512_storeu_ps(at, _mm512_add_ps(_mm512_loadu_ps(at), acc[0]));
                     let at = at.add(16);
-                    _mm512_storeu_ps(at, _mm512_add_ps(_mm512_loadu_ps(at), acc[2 * a + 1]));
+                    _mm512_storeu_ps(at, _mm512_add_ps(_mm512_loadu_ps(at), acc[1]));
                 }
             }
         }
@@ -1064,8 +1095,8 @@ mod tests {
                 }
             }
         };
-        // Whole register tiles (4 rows x 16 or 32 columns) and the rows and
-        // columns left of them.
+        // Whole register tiles (4 or 8 rows x 16 or 32 columns) and the
+        // rows and columns left of them.
         let shapes = [
             (1, 1),
             (3, 5),
@@ -1075,6 +1106,9 @@ mod tests {
             (3, 131),
             (8, 48),
             (9, 80),
+            (16, 64),
+            (13, 33),
+            (23, 96),
         ];
         for (m, k, specials) in shapes
             .iter()
@@ -1100,7 +1134,16 @@ mod tests {
             let mut got = Vec::new();
             for path in Path::ALL.into_iter().filter(|p| p.available()) {
                 let mut on_path = start.clone();
-                add_outer_block_on::<f32>(path, &mut on_path, m, k, &log, log.records());
+                let mut panel = Vec::new();
+                add_outer_block_on::<f32>(
+                    path,
+                    &mut on_path,
+                    m,
+                    k,
+                    &log,
+                    log.records(),
+                    &mut panel,
+                );
                 got.push(on_path);
             }
             // (Which of two NaNs a sum keeps is the CPU's choice, and the
