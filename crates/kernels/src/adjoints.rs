@@ -934,11 +934,10 @@ mod tests {
     /// and logs joined keep them (with their members renamed).
     #[test]
     fn operands_are_logged_and_logs_joined() {
-        let tensor = |data: Data| Tensor::new(vec![], data);
         let (i, u, v) = (
             Tensor::new(vec![], Data::I64(vec![2])),
-            tensor(Data::F32(vec![1.0, 2.0])),
-            tensor(Data::F32(vec![3.0])),
+            Tensor::new(vec![2], Data::F32(vec![1.0, 2.0])),
+            Tensor::new(vec![1], Data::F32(vec![3.0])),
         );
         let adjoint = |kind| StaticAdjoint {
             id: StaticId(1),
