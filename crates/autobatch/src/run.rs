@@ -297,6 +297,7 @@ impl BoundBatch {
             rows: Vec::new(),
         };
         if self.gradients.is_empty() {
+            adjoints.give_back();
             return summed;
         }
         let ids: Vec<autobatch_ir::StaticId> = self.gradients.iter().map(|(_, id)| *id).collect();
@@ -312,6 +313,8 @@ impl BoundBatch {
             &adjoints,
             threads,
         );
+        // The next runs log into its memory.
+        adjoints.give_back();
         for ((name, _), sum) in self.gradients.iter().zip(sums) {
             match sum {
                 Gradient::Dense(t) => summed.whole.push((name.clone(), t)),

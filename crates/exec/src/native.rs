@@ -72,7 +72,9 @@ use std::time::Instant;
 use autobatch_ir::{EntityRef, Program};
 use autobatch_kernels::adjoints::AdjointLog;
 use autobatch_kernels::{Backend, MemberRng};
-use autobatch_native::{Counting, Interrupts, Lengths, Limits, NativeProgram, NotCompiled, Stop};
+use autobatch_native::{
+    Counting, Interrupts, Lengths, Limits, MemberLog, NativeProgram, NotCompiled, Stop,
+};
 use autobatch_types::{Loc, MemberError, Tensor};
 use rayon::prelude::*;
 
@@ -405,7 +407,8 @@ type LiveCounts = Vec<AtomicU64>;
 struct Chunk {
     /// The counters its members ran with, if the observer follows them.
     live: Option<Arc<LiveCounts>>,
-    /// The contributions to static adjoints of the members that finished.
+    /// The contributions to static adjoints of the members that finished,
+    /// which they log straight into it.
     adjoints: AdjointLog,
     /// Per segment, its executions.
     counters: Vec<u64>,
@@ -742,7 +745,11 @@ fn run_chunk(
         let Ok(values) = place else {
             crate::internal::internal_error("a member's place holds no blank results")
         };
-        let run = runner.run_into(&args, limits, rng.as_mut(), counters, values);
+        let log = MemberLog {
+            log: &mut chunk.adjoints,
+            member: member as u32,
+        };
+        let run = runner.run_into(&args, limits, rng.as_mut(), counters, values, log);
         if counting && run.outcome == Err(Stop::NativeStack) {
             for (counter, count) in counters.iter().zip(&before) {
                 counter.store(*count, Ordering::Relaxed);
@@ -798,6 +805,7 @@ fn run_chunk_together(
             rng: native
                 .draws()
                 .then(|| MemberRng::new(options.seed, options.member_id(member))),
+            member: member as u32,
         })
         .collect();
     match run_together(
@@ -807,6 +815,7 @@ fn run_chunk_together(
         limits,
         live.as_deref(),
         watched,
+        &mut chunk.adjoints,
     ) {
         Ok(together) => {
             chunk.products = together.products;
@@ -819,8 +828,10 @@ fn run_chunk_together(
         }
         // No stack could be mapped for a member (the system's limit on
         // mappings or memory): the members one after the other instead,
-        // into blank results as `places` makes them for that mode.
+        // into blank results as `places` makes them for that mode (and a
+        // chunk of their own).
         Err(_no_stacks) => {
+            std::mem::take(&mut chunk.adjoints).give_back();
             for (place, member) in places.iter_mut().zip(members.clone()) {
                 *place = Ok(blank_results(compiled, batch, member));
             }
@@ -842,6 +853,7 @@ fn run_together<'p>(
     limits: &Limits<'_>,
     live: Option<&LiveCounts>,
     watched: &Watched<'_, '_>,
+    log: &mut AdjointLog,
 ) -> Result<autobatch_native::BatchedRun, String> {
     let mut stopped = None;
     let mut published = || {
@@ -857,7 +869,7 @@ fn run_together<'p>(
         counts,
         published: &mut published,
     });
-    let together = native.run_batched(statics, members, limits, watch);
+    let together = native.run_batched(statics, members, limits, watch, log);
     if let Some(panic) = stopped {
         std::panic::resume_unwind(panic);
     }
@@ -906,7 +918,7 @@ impl Chunk {
     fn new(compiled: &Compiled) -> Chunk {
         Chunk {
             live: None,
-            adjoints: AdjointLog::new(),
+            adjoints: AdjointLog::spare(),
             counters: compiled.zero_counters(),
             steps: 0,
             instances: 0,
@@ -935,11 +947,8 @@ impl Chunk {
     ) {
         let options = inputs.options;
         match run.outcome {
-            Ok(()) => {
-                if !run.adjoints.is_empty() {
-                    self.adjoints.append(&run.adjoints, |_| member as u32);
-                }
-            }
+            // (Its contributions are in the chunk's log already.)
+            Ok(()) => {}
             Err(Stop::NativeStack) => {
                 self.rerun += 1;
                 let alone = reference::run_member_logged(

@@ -131,7 +131,7 @@ pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) ->
         live_instances: 0,
         peak_instances: 0,
         tape_bytes: 0,
-        adjoints: AdjointLog::new(),
+        adjoints: AdjointLog::spare(),
     };
     let started = Instant::now();
     let results = (0..batch.size)
@@ -230,17 +230,16 @@ fn run_one(
         options,
         counters,
         steps: 0,
-        adjoints: AdjointLog::new(),
         member: member as u32,
         deadline: None,
         tape: Tape::default(),
     };
+    let mark = run.counters.adjoints.mark();
     let outcome = run.run(env, batch, member);
     let steps = run.steps;
-    let adjoints = std::mem::take(&mut run.adjoints);
-    if outcome.is_ok() {
+    if outcome.is_err() {
         // A member that faults contributes nothing.
-        counters.adjoints.append(&adjoints, |m| m);
+        counters.adjoints.truncate(mark);
     }
     counters.steps += steps;
     outcome
@@ -348,8 +347,8 @@ struct MemberRun<'a, 'w> {
     counters: &'a mut Counters<'w>,
     /// Blocks this member has entered.
     steps: u64,
-    /// The member's contributions to static adjoints, in the order made.
-    adjoints: AdjointLog,
+    /// The member its contributions to static adjoints (logged straight
+    /// into `counters`) name.
     member: u32,
     /// Once the run is interrupted, the steps the member may reach
     /// ([`crate::INTERRUPT_GRACE_STEPS`] after the first block it enters).
@@ -434,7 +433,8 @@ impl<'a> MemberRun<'a, '_> {
                 if let Prim::StaticAdjoint(adjoint) = prim {
                     let operands: Vec<&Tensor> =
                         args.iter().map(|v| borrow(&frame.vars, *v)).collect();
-                    self.adjoints.push_tensors(self.member, adjoint, &operands);
+                    let log = &mut self.counters.adjoints;
+                    log.push_tensors(self.member, adjoint, &operands);
                     return Ok(None);
                 }
                 if prim.is_tape() {

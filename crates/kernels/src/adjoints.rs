@@ -13,6 +13,7 @@
 //! (see [`static_gradients`]).
 
 use std::cmp::Ordering;
+use std::sync::Mutex;
 
 use autobatch_ir::{AdjointKind, StaticAdjoint, StaticId};
 use autobatch_types::{Data, Tensor};
@@ -26,8 +27,12 @@ use crate::scalar::Float;
 /// A log of contributions to static adjoints: one [`AdjointRecord`] per
 /// `static_adjoint` operation run, their values in arenas the log's
 /// records share (one per float type, growing as a vector does: no
-/// allocation per record). An executor keeps one per member, thread or
-/// run, and joins them with [`AdjointLog::append`].
+/// allocation per record). An executor's members log straight into the
+/// log of their thread or run (taken with [`AdjointLog::spare`]), which
+/// drops what a member that fails logged ([`AdjointLog::truncate`],
+/// [`AdjointLog::retain`]); logs of several threads are joined with
+/// [`AdjointLog::joined`], and the run's log is given back
+/// ([`AdjointLog::give_back`]) once summed.
 #[derive(Clone, Debug, Default)]
 pub struct AdjointLog {
     records: Vec<AdjointRecord>,
@@ -50,6 +55,24 @@ pub struct AdjointRecord {
     /// to the matrix, `u` as long as its first axis).
     values: Span,
 }
+
+/// Where a log stood ([`AdjointLog::mark`]), to go back to
+/// ([`AdjointLog::truncate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogMark {
+    records: usize,
+    f32s: usize,
+    f64s: usize,
+}
+
+/// The logs given back ([`AdjointLog::give_back`]), cleared, for the next
+/// runs to take ([`AdjointLog::spare`]): a run after the first logs into
+/// the memory an earlier one grew instead of growing its own from empty.
+static SPARE: Mutex<Vec<AdjointLog>> = Mutex::new(Vec::new());
+
+/// The most logs [`SPARE`] keeps (a run takes one per chunk of members it
+/// runs at once); a log given back beyond them is freed.
+const MAX_SPARE: usize = 64;
 
 /// Where a record's values lie: `len` elements from `start` in the arena
 /// of `float`.
@@ -102,6 +125,43 @@ impl AdjointLog {
         self.records.clear();
         self.f32s.clear();
         self.f64s.clear();
+    }
+
+    /// An empty log, with the memory of one given back earlier if any.
+    pub fn spare() -> AdjointLog {
+        let mut spare = SPARE.lock().unwrap_or_else(|p| p.into_inner());
+        spare.pop().unwrap_or_default()
+    }
+
+    /// Gives the log's memory to the next [`AdjointLog::spare`] (its
+    /// records are forgotten).
+    pub fn give_back(mut self) {
+        if self.records.capacity() == 0 {
+            return;
+        }
+        self.clear();
+        let mut spare = SPARE.lock().unwrap_or_else(|p| p.into_inner());
+        if spare.len() < MAX_SPARE {
+            spare.push(self);
+        }
+    }
+
+    /// Where the log stands now: [`AdjointLog::truncate`] forgets what is
+    /// logged after it.
+    pub fn mark(&self) -> LogMark {
+        LogMark {
+            records: self.records.len(),
+            f32s: self.f32s.len(),
+            f64s: self.f64s.len(),
+        }
+    }
+
+    /// Forgets the records logged since `mark` (a mark of this log), and
+    /// their values.
+    pub fn truncate(&mut self, mark: LogMark) {
+        self.records.truncate(mark.records);
+        self.f32s.truncate(mark.f32s);
+        self.f64s.truncate(mark.f64s);
     }
 
     /// Logs `member`'s operation `adjoint` on `args` (operands the IR
@@ -209,12 +269,13 @@ impl AdjointLog {
     }
 
     /// The records of `logs` in turn, in one log (the first one's memory
-    /// reused).
+    /// reused, the others' given back).
     pub fn joined(logs: impl IntoIterator<Item = AdjointLog>) -> AdjointLog {
         let mut logs = logs.into_iter();
         let mut joined = logs.next().unwrap_or_default();
         for log in logs {
             joined.append(&log, |m| m);
+            log.give_back();
         }
         joined
     }

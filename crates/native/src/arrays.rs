@@ -347,7 +347,10 @@ unsafe fn apply(
             for (k, value) in values.iter_mut().enumerate().take(count) {
                 *value = arg(k);
             }
-            ctx.adjoints.push(0, adjoint, &values[..count]);
+            // The running member's log, which only it touches while it
+            // runs (`Runner::run_in_place`).
+            let log = &mut *ctx.adjoints;
+            log.push(ctx.member, adjoint, &values[..count]);
         }
         Prim::TapePush | Prim::TapePop(_) | Prim::TapeOver | Prim::TapeMark | Prim::TapeSettle => {
             return move_tape(ctx, op, dst, args)

@@ -194,7 +194,7 @@ impl<'b> Engine<'b> {
             threads,
             track_statics: false,
             static_in: Vec::new(),
-            adjoints: AdjointLog::new(),
+            adjoints: AdjointLog::spare(),
         }
     }
 
