@@ -733,7 +733,15 @@ impl Runner<'_> {
     ) -> MemberRun<()> {
         let mark = log.log.mark();
         let logging = (log.log as *mut AdjointLog, log.member);
-        let run = self.run_in_place(args, limits, rng, counters, std::ptr::null(), logging, results);
+        let run = self.run_in_place(
+            args,
+            limits,
+            rng,
+            counters,
+            std::ptr::null(),
+            logging,
+            results,
+        );
         if run.outcome.is_err() {
             log.log.truncate(mark);
         }
