@@ -291,7 +291,7 @@ impl BoundBatch {
     /// ones, and those kept to their rows.
     fn sum_static_gradients(
         &self,
-        adjoints: Vec<autobatch_exec::adjoints::AdjointRecord>,
+        adjoints: autobatch_exec::adjoints::AdjointLog,
         threads: usize,
     ) -> Summed {
         let mut summed = Summed {
@@ -299,6 +299,7 @@ impl BoundBatch {
             rows: Vec::new(),
         };
         if self.gradients.is_empty() {
+            adjoints.give_back();
             return summed;
         }
         let ids: Vec<autobatch_ir::StaticId> = self.gradients.iter().map(|(_, id)| *id).collect();
@@ -311,9 +312,11 @@ impl BoundBatch {
             &self.env().statics,
             &ids,
             &by_rows,
-            adjoints,
+            &adjoints,
             threads,
         );
+        // The next runs log into its memory.
+        adjoints.give_back();
         for ((name, _), sum) in self.gradients.iter().zip(sums) {
             match sum {
                 Gradient::Dense(t) => summed.whole.push((name.clone(), t)),

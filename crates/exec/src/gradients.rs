@@ -9,34 +9,36 @@
 //! thread costs more than it saves.
 
 use autobatch_ir::StaticId;
-use autobatch_kernels::adjoints::{by_static, static_of, summing_cost, AdjointRecord, Gradient};
+use autobatch_kernels::adjoints::{
+    by_static, static_of, summing_cost, AdjointLog, AdjointRecord, Gradient,
+};
 use autobatch_types::Tensor;
 
 /// Below this many multiply-adds, the sum runs on the calling thread.
 const SHARED_FROM: usize = 1 << 20;
 
-/// The gradient of each static of `wanted` from `records`, on at most
+/// The gradient of each static of `wanted` from `log`, on at most
 /// `threads` threads (see the module doc); the statics marked in `by_rows`
 /// (whose contributions are all rows) kept to the rows touched.
 pub fn static_gradients(
     statics: &[Tensor],
     wanted: &[StaticId],
     by_rows: &[bool],
-    records: Vec<AdjointRecord>,
+    log: &AdjointLog,
     threads: usize,
 ) -> Vec<Gradient> {
     let threads = threads.clamp(1, wanted.len().max(1));
     let sum_one = |k: usize, part: Vec<AdjointRecord>| {
-        Gradient::of(static_of(statics, wanted[k]), part, by_rows[k])
+        Gradient::of(static_of(statics, wanted[k]), log, part, by_rows[k])
     };
-    if threads == 1 || summing_cost(&records) < SHARED_FROM {
-        return by_static(wanted, records)
+    if threads == 1 || summing_cost(log.records()) < SHARED_FROM {
+        return by_static(wanted, log)
             .into_iter()
             .enumerate()
             .map(|(k, part)| sum_one(k, part))
             .collect();
     }
-    let parts = by_static(wanted, records);
+    let parts = by_static(wanted, log);
     let costs: Vec<usize> = parts.iter().map(|p| summing_cost(p)).collect();
     let shares = shares(&costs, threads);
     let mut jobs: Vec<Vec<(usize, Vec<AdjointRecord>)>> = vec![Vec::new(); threads];
@@ -94,7 +96,8 @@ fn shares(costs: &[usize], threads: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autobatch_ir::AdjointKind;
+    use autobatch_ir::{AdjointKind, StaticAdjoint};
+    use autobatch_kernels::buffer::Values;
     use autobatch_types::Data;
 
     /// Several statics with outer-product contributions large enough to be
@@ -105,26 +108,25 @@ mod tests {
         let statics: Vec<Tensor> = (0..5)
             .map(|_| Tensor::new(vec![m, k], Data::F32(vec![0.0; m * k])))
             .collect();
-        let mut records = Vec::new();
+        let mut log = AdjointLog::new();
         for r in 0..400u32 {
             let x = |i: usize| {
                 (r as f32 * 0.37 + i as f32 * 1.3).sin() * 10f32.powi((r % 5) as i32 - 2)
             };
-            records.push(AdjointRecord {
-                member: r % 7,
+            let (u, v): (Vec<f32>, Vec<f32>) =
+                ((0..m).map(x).collect(), (m..m + k).map(x).collect());
+            let adjoint = StaticAdjoint {
                 id: StaticId(r % 5),
                 kind: AdjointKind::Outer,
-                row: 0,
-                values: Data::F32((0..m + k).map(x).collect()),
-            });
+            };
+            log.push(r % 7, &adjoint, &[Values::F32(&u), Values::F32(&v)]);
         }
         let wanted: Vec<StaticId> = [3, 0, 4, 1, 2].map(StaticId).to_vec();
-        assert!(summing_cost(&records) >= SHARED_FROM);
-        let serial =
-            autobatch_kernels::adjoints::static_gradients(&statics, &wanted, records.clone());
+        assert!(summing_cost(log.records()) >= SHARED_FROM);
+        let serial = autobatch_kernels::adjoints::static_gradients(&statics, &wanted, &log);
         for threads in [1, 2, 3, 8] {
             let shared: Vec<Tensor> =
-                static_gradients(&statics, &wanted, &[false; 5], records.clone(), threads)
+                static_gradients(&statics, &wanted, &[false; 5], &log, threads)
                     .into_iter()
                     .map(Gradient::into_dense)
                     .collect();

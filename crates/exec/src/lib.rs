@@ -393,7 +393,7 @@ pub struct RunOutput {
     /// empty for any other), `member` being the member's index in the
     /// batch, in no particular order:
     /// `autobatch_kernels::adjoints::static_gradients` sums them.
-    pub adjoints: Vec<autobatch_kernels::adjoints::AdjointRecord>,
+    pub adjoints: autobatch_kernels::adjoints::AdjointLog,
     pub stats: Stats,
 }
 

@@ -203,7 +203,7 @@ pub fn all_members_overflow(
     let (counter, _) = OpCounter::for_program(program);
     let (op_counts, lane_utilization) = counter.finish();
     crate::RunOutput {
-        adjoints: Vec::new(),
+        adjoints: Default::default(),
         results: (0..batch.size)
             .map(|_| Err(stack_overflow(0, loc)))
             .collect(),

@@ -70,9 +70,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use autobatch_ir::{EntityRef, Program};
-use autobatch_kernels::adjoints::AdjointRecord;
+use autobatch_kernels::adjoints::AdjointLog;
 use autobatch_kernels::{Backend, MemberRng};
-use autobatch_native::{Counting, Interrupts, Lengths, Limits, NativeProgram, NotCompiled, Stop};
+use autobatch_native::{
+    Counting, Interrupts, Lengths, Limits, MemberLog, NativeProgram, NotCompiled, Stop,
+};
 use autobatch_types::{Loc, MemberError, Tensor};
 use rayon::prelude::*;
 
@@ -424,8 +426,9 @@ type LiveCounts = Vec<AtomicU64>;
 struct Chunk {
     /// The counters its members ran with, if the observer follows them.
     live: Option<Arc<LiveCounts>>,
-    /// The contributions to static adjoints of the members that finished.
-    adjoints: Vec<AdjointRecord>,
+    /// The contributions to static adjoints of the members that finished,
+    /// which they log straight into it.
+    adjoints: AdjointLog,
     /// Per segment, its executions.
     counters: Vec<u64>,
     steps: u64,
@@ -524,7 +527,7 @@ fn run_compiled(
         Counting::Kept => sorted_counts(&counter, &slots, compiled, &progress.counters),
         Counting::Skipped => Vec::new(),
     };
-    let adjoints = chunks.into_iter().flat_map(|c| c.adjoints).collect();
+    let adjoints = AdjointLog::joined(chunks.into_iter().map(|c| c.adjoints));
     let stats = run_stats(&progress, op_counts, batch.size, wall_seconds);
     Ok((
         RunOutput {
@@ -761,7 +764,11 @@ fn run_chunk(
         let Ok(values) = place else {
             crate::internal::internal_error("a member's place holds no blank results")
         };
-        let run = runner.run_into(&args, limits, rng.as_mut(), counters, values);
+        let log = MemberLog {
+            log: &mut chunk.adjoints,
+            member: member as u32,
+        };
+        let run = runner.run_into(&args, limits, rng.as_mut(), counters, values, log);
         if counting && run.outcome == Err(Stop::NativeStack) {
             for (counter, count) in counters.iter().zip(&before) {
                 counter.store(*count, Ordering::Relaxed);
@@ -817,6 +824,7 @@ fn run_chunk_together(
             rng: native
                 .draws()
                 .then(|| MemberRng::new(options.seed, options.member_id(member))),
+            member: member as u32,
         })
         .collect();
     match run_together(
@@ -826,6 +834,7 @@ fn run_chunk_together(
         limits,
         live.as_deref(),
         watched,
+        &mut chunk.adjoints,
     ) {
         Ok(together) => {
             chunk.products = together.products;
@@ -838,8 +847,10 @@ fn run_chunk_together(
         }
         // No stack could be mapped for a member (the system's limit on
         // mappings or memory): the members one after the other instead,
-        // into blank results as `places` makes them for that mode.
+        // into blank results as `places` makes them for that mode (and a
+        // chunk of their own).
         Err(_no_stacks) => {
+            std::mem::take(&mut chunk.adjoints).give_back();
             for (place, member) in places.iter_mut().zip(members.clone()) {
                 *place = Ok(blank_results(compiled, batch, member));
             }
@@ -861,6 +872,7 @@ fn run_together<'p>(
     limits: &Limits<'_>,
     live: Option<&LiveCounts>,
     watched: &Watched<'_, '_>,
+    log: &mut AdjointLog,
 ) -> Result<autobatch_native::BatchedRun, String> {
     let mut stopped = None;
     let mut published = || {
@@ -876,7 +888,7 @@ fn run_together<'p>(
         counts,
         published: &mut published,
     });
-    let together = native.run_batched(statics, members, limits, watch);
+    let together = native.run_batched(statics, members, limits, watch, log);
     if let Some(panic) = stopped {
         std::panic::resume_unwind(panic);
     }
@@ -925,7 +937,7 @@ impl Chunk {
     fn new(compiled: &Compiled) -> Chunk {
         Chunk {
             live: None,
-            adjoints: Vec::new(),
+            adjoints: AdjointLog::spare(),
             counters: compiled.zero_counters(),
             steps: 0,
             instances: 0,
@@ -954,14 +966,8 @@ impl Chunk {
     ) {
         let options = inputs.options;
         match run.outcome {
-            Ok(()) => {
-                if !run.adjoints.is_empty() {
-                    self.adjoints.extend(run.adjoints.into_iter().map(|mut r| {
-                        r.member = member as u32;
-                        r
-                    }));
-                }
-            }
+            // (Its contributions are in the chunk's log already.)
+            Ok(()) => {}
             Err(Stop::NativeStack) => {
                 self.rerun += 1;
                 let alone = reference::run_member_logged(
@@ -972,7 +978,7 @@ impl Chunk {
                     member,
                 );
                 *place = alone.result;
-                self.adjoints.extend(alone.adjoints);
+                self.adjoints.append(&alone.adjoints, |m| m);
                 self.ended += 1;
                 return;
             }

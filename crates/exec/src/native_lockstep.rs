@@ -227,7 +227,7 @@ fn run_compiled(
     };
     let output = RunOutput {
         results,
-        adjoints: Vec::new(),
+        adjoints: Default::default(),
         stats,
     };
     Ok((output, figures))

@@ -101,14 +101,11 @@ pub(crate) fn run_by_size(
     let wall_seconds = start.elapsed().as_secs_f64();
     let mut results = vec![None; batch.size];
     let mut stats = Vec::with_capacity(groups.len());
-    let mut adjoints = Vec::new();
+    let mut adjoints = autobatch_kernels::adjoints::AdjointLog::new();
     for (group, output) in groups.iter().zip(outputs) {
         let output = output?;
-        for mut record in output.adjoints {
-            // The group's member index is the batch's `group.members[..]`.
-            record.member = group.members[record.member as usize] as u32;
-            adjoints.push(record);
-        }
+        // The group's member index is the batch's `group.members[..]`.
+        adjoints.append(&output.adjoints, |m| group.members[m as usize] as u32);
         if output.results.len() != group.members.len() {
             return Err(ExecError::Internal(format!(
                 "the executor returned {} results for {} members of one size",

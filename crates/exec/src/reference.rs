@@ -53,7 +53,7 @@ use autobatch_ir::{
     TapeMode, Terminator, Var,
 };
 use autobatch_kernels::{
-    adjoints::AdjointRecord, dim_length, eval, layout, Backend, Fault, ForkKey, MemberRng,
+    adjoints::AdjointLog, dim_length, eval, layout, Backend, Fault, ForkKey, MemberRng,
     PrimContext, Tape,
 };
 use autobatch_types::{Data, MemberError, Scalar, Tensor};
@@ -131,7 +131,7 @@ pub fn run(program: &Program, env: &Env, batch: &Batch, options: &RunOptions) ->
         live_instances: 0,
         peak_instances: 0,
         tape_bytes: 0,
-        adjoints: Vec::new(),
+        adjoints: AdjointLog::spare(),
     };
     let started = Instant::now();
     let results = (0..batch.size)
@@ -174,7 +174,7 @@ pub fn run_member(
 /// contributions to static adjoints (none if it failed).
 pub struct LoggedMember {
     pub result: Result<Vec<Tensor>, MemberError>,
-    pub adjoints: Vec<AdjointRecord>,
+    pub adjoints: AdjointLog,
 }
 
 /// [`run_member`] with the member's log of static adjoints (the native
@@ -204,7 +204,7 @@ pub fn run_member_logged(
         live_instances: 0,
         peak_instances: 0,
         tape_bytes: 0,
-        adjoints: Vec::new(),
+        adjoints: AdjointLog::new(),
     };
     let result = run_one(program, &plan, &options, &mut counters, env, batch, member);
     LoggedMember {
@@ -230,17 +230,16 @@ fn run_one(
         options,
         counters,
         steps: 0,
-        adjoints: Vec::new(),
         member: member as u32,
         deadline: None,
         tape: Tape::default(),
     };
+    let mark = run.counters.adjoints.mark();
     let outcome = run.run(env, batch, member);
     let steps = run.steps;
-    let mut adjoints = std::mem::take(&mut run.adjoints);
-    if outcome.is_ok() {
+    if outcome.is_err() {
         // A member that faults contributes nothing.
-        counters.adjoints.append(&mut adjoints);
+        counters.adjoints.truncate(mark);
     }
     counters.steps += steps;
     outcome
@@ -269,7 +268,7 @@ struct Counters<'a> {
     /// The most bytes a member's tape held ([`Tape::held`]).
     tape_bytes: usize,
     /// The contributions to static adjoints of the members that finished.
-    adjoints: Vec<AdjointRecord>,
+    adjoints: AdjointLog,
 }
 
 /// A variable's value: its own, or a static of the run, borrowed.
@@ -348,8 +347,8 @@ struct MemberRun<'a, 'w> {
     counters: &'a mut Counters<'w>,
     /// Blocks this member has entered.
     steps: u64,
-    /// The member's contributions to static adjoints, in the order made.
-    adjoints: Vec<AdjointRecord>,
+    /// The member its contributions to static adjoints (logged straight
+    /// into `counters`) name.
     member: u32,
     /// Once the run is interrupted, the steps the member may reach
     /// ([`crate::INTERRUPT_GRACE_STEPS`] after the first block it enters).
@@ -434,8 +433,8 @@ impl<'a> MemberRun<'a, '_> {
                 if let Prim::StaticAdjoint(adjoint) = prim {
                     let operands: Vec<&Tensor> =
                         args.iter().map(|v| borrow(&frame.vars, *v)).collect();
-                    let record = AdjointRecord::new(self.member, adjoint, &operands);
-                    self.adjoints.push(record);
+                    let log = &mut self.counters.adjoints;
+                    log.push_tensors(self.member, adjoint, &operands);
                     return Ok(None);
                 }
                 if prim.is_tape() {

@@ -1,7 +1,8 @@
 //! Gradients with respect to statics, summed over a batch's members
 //! (`autobatch run --grad-statics`): the members' logs of contributions
-//! ([`AdjointRecord`], one per `static_adjoint` operation a member runs)
-//! and their sum ([`static_gradients`]).
+//! ([`AdjointLog`]: an [`AdjointRecord`] per `static_adjoint` operation a
+//! member runs, the values in the log's arenas) and their sum
+//! ([`static_gradients`]).
 //!
 //! A contribution is kept in the compact form the use gives it (the two
 //! vectors of an outer product, a row and its index), so that a member's
@@ -12,6 +13,7 @@
 //! (see [`static_gradients`]).
 
 use std::cmp::Ordering;
+use std::sync::Mutex;
 
 use autobatch_ir::{AdjointKind, StaticAdjoint, StaticId};
 use autobatch_types::{Data, Tensor};
@@ -22,8 +24,26 @@ use crate::gemm::Path;
 use crate::internal_error;
 use crate::scalar::Float;
 
-/// One contribution to a static's adjoint, made by member `member`.
-#[derive(Clone, Debug, PartialEq)]
+/// A log of contributions to static adjoints: one [`AdjointRecord`] per
+/// `static_adjoint` operation run, their values in arenas the log's
+/// records share (one per float type, growing as a vector does: no
+/// allocation per record). An executor's members log straight into the
+/// log of their thread or run (taken with [`AdjointLog::spare`]), which
+/// drops what a member that fails logged ([`AdjointLog::truncate`],
+/// [`AdjointLog::retain`]); logs of several threads are joined with
+/// [`AdjointLog::joined`], and the run's log is given back
+/// ([`AdjointLog::give_back`]) once summed.
+#[derive(Clone, Debug, Default)]
+pub struct AdjointLog {
+    records: Vec<AdjointRecord>,
+    f32s: Vec<f32>,
+    f64s: Vec<f64>,
+}
+
+/// One contribution to a static's adjoint, made by member `member`. Its
+/// values lie in the arena of the [`AdjointLog`] that holds it (or that
+/// it was read from: a record means nothing with another log).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AdjointRecord {
     pub member: u32,
     pub id: StaticId,
@@ -33,20 +53,132 @@ pub struct AdjointRecord {
     /// The values: the whole contribution (`Dense`), the row (`Row`), or
     /// `u` then `v` (`Outer`, `OuterRow`: `outer(u, v)` is the contribution
     /// to the matrix, `u` as long as its first axis).
-    pub values: Data,
+    values: Span,
+}
+
+/// Where a log stood ([`AdjointLog::mark`]), to go back to
+/// ([`AdjointLog::truncate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogMark {
+    records: usize,
+    f32s: usize,
+    f64s: usize,
+}
+
+/// The logs given back ([`AdjointLog::give_back`]), cleared, for the next
+/// runs to take ([`AdjointLog::spare`]): a run after the first logs into
+/// the memory an earlier one grew instead of growing its own from empty.
+static SPARE: Mutex<Vec<AdjointLog>> = Mutex::new(Vec::new());
+
+/// The most logs [`SPARE`] keeps (a run takes one per chunk of members it
+/// runs at once); a log given back beyond them is freed.
+const MAX_SPARE: usize = 64;
+
+/// Where a record's values lie: `len` elements from `start` in the arena
+/// of `float`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    float: Arena,
+    start: usize,
+    len: usize,
+}
+
+/// The arenas of an [`AdjointLog`], by element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Arena {
+    F32,
+    F64,
 }
 
 impl AdjointRecord {
-    /// The record of `member`'s operation `adjoint` on `args` (operands the
-    /// IR verifier accepted for it).
-    pub fn new(member: u32, adjoint: &StaticAdjoint, args: &[&Tensor]) -> AdjointRecord {
-        let values: Vec<Values<'_>> = args.iter().map(|t| Values::all(&t.data)).collect();
-        AdjointRecord::of_values(member, adjoint, &values)
+    /// How many values the record holds.
+    pub fn len(&self) -> usize {
+        self.values.len
     }
 
-    /// [`AdjointRecord::new`] on the operands' elements (an executor that
-    /// keeps them elsewhere than in tensors).
-    pub fn of_values(member: u32, adjoint: &StaticAdjoint, args: &[Values<'_>]) -> AdjointRecord {
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.values.len == 0
+    }
+}
+
+impl AdjointLog {
+    pub fn new() -> AdjointLog {
+        AdjointLog::default()
+    }
+
+    /// The records, in the order logged.
+    pub fn records(&self) -> &[AdjointRecord] {
+        &self.records
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Forgets every record, keeping the memory for the next ones.
+    pub fn clear(&mut self) {
+        self.records.clear();
+        self.f32s.clear();
+        self.f64s.clear();
+    }
+
+    /// An empty log, with the memory of one given back earlier if any.
+    pub fn spare() -> AdjointLog {
+        let mut spare = SPARE.lock().unwrap_or_else(|p| p.into_inner());
+        spare.pop().unwrap_or_default()
+    }
+
+    /// Gives the log's memory to the next [`AdjointLog::spare`] (its
+    /// records are forgotten).
+    pub fn give_back(mut self) {
+        if self.records.capacity() == 0 {
+            return;
+        }
+        self.clear();
+        let mut spare = SPARE.lock().unwrap_or_else(|p| p.into_inner());
+        if spare.len() < MAX_SPARE {
+            spare.push(self);
+        }
+    }
+
+    /// Where the log stands now: [`AdjointLog::truncate`] forgets what is
+    /// logged after it.
+    pub fn mark(&self) -> LogMark {
+        LogMark {
+            records: self.records.len(),
+            f32s: self.f32s.len(),
+            f64s: self.f64s.len(),
+        }
+    }
+
+    /// Forgets the records logged since `mark` (a mark of this log), and
+    /// their values.
+    pub fn truncate(&mut self, mark: LogMark) {
+        self.records.truncate(mark.records);
+        self.f32s.truncate(mark.f32s);
+        self.f64s.truncate(mark.f64s);
+    }
+
+    /// Logs `member`'s operation `adjoint` on `args` (operands the IR
+    /// verifier accepted for it).
+    pub fn push_tensors(&mut self, member: u32, adjoint: &StaticAdjoint, args: &[&Tensor]) {
+        // (At most three operands: a row, then two vectors.)
+        let mut values = [Values::Bool(&[]); 3];
+        let count = args.len().min(3);
+        for (value, arg) in values.iter_mut().zip(args) {
+            *value = Values::all(&arg.data);
+        }
+        self.push(member, adjoint, &values[..count])
+    }
+
+    /// [`AdjointLog::push_tensors`] on the operands' elements (an executor
+    /// that keeps them elsewhere than in tensors).
+    pub fn push(&mut self, member: u32, adjoint: &StaticAdjoint, args: &[Values<'_>]) {
         let operand = |k: usize| match args.get(k) {
             Some(v) => *v,
             None => internal_error(format!(
@@ -58,40 +190,158 @@ impl AdjointRecord {
             i if i >= 0 => i as u64,
             _ => internal_error("a static adjoint's row is not an index".to_string()),
         };
-        let joined = |parts: &[Values<'_>]| {
-            let len = parts.iter().map(Values::len).sum();
-            let mut values = Data::with_capacity(parts[0].ty(), len);
-            for part in parts {
-                extend(&mut values, *part);
+        let (id, kind) = (adjoint.id, adjoint.kind);
+        match kind {
+            AdjointKind::Dense => self.push_parts(member, id, kind, 0, &[operand(0)]),
+            AdjointKind::Row => {
+                self.push_parts(member, id, kind, row_of(operand(0)), &[operand(1)])
             }
-            values
+            AdjointKind::Outer => self.push_parts(member, id, kind, 0, &[operand(0), operand(1)]),
+            AdjointKind::OuterRow => {
+                let row = row_of(operand(0));
+                self.push_parts(member, id, kind, row, &[operand(1), operand(2)])
+            }
+        }
+    }
+
+    /// Logs a record whose values are `parts` joined (of one float type).
+    fn push_parts(
+        &mut self,
+        member: u32,
+        id: StaticId,
+        kind: AdjointKind,
+        row: u64,
+        parts: &[Values<'_>],
+    ) {
+        let float = match parts.first() {
+            Some(Values::F32(_)) => Arena::F32,
+            Some(Values::F64(_)) => Arena::F64,
+            _ => internal_error("static adjoints of another type than their static".to_string()),
         };
-        let (row, values) = match adjoint.kind {
-            AdjointKind::Dense => (0, joined(&[operand(0)])),
-            AdjointKind::Row => (row_of(operand(0)), joined(&[operand(1)])),
-            AdjointKind::Outer => (0, joined(&[operand(0), operand(1)])),
-            AdjointKind::OuterRow => (row_of(operand(0)), joined(&[operand(1), operand(2)])),
-        };
-        AdjointRecord {
+        let start = self.arena_len(float);
+        for part in parts {
+            match (float, part) {
+                (Arena::F32, Values::F32(p)) => self.f32s.extend_from_slice(p),
+                (Arena::F64, Values::F64(p)) => self.f64s.extend_from_slice(p),
+                (_, p) => internal_error(format!(
+                    "a static adjoint joins {float:?} and {} values",
+                    p.ty()
+                )),
+            }
+        }
+        let len = self.arena_len(float) - start;
+        self.records.push(AdjointRecord {
             member,
-            id: adjoint.id,
-            kind: adjoint.kind,
+            id,
+            kind,
             row,
-            values,
+            values: Span { float, start, len },
+        });
+    }
+
+    fn arena_len(&self, float: Arena) -> usize {
+        match float {
+            Arena::F32 => self.f32s.len(),
+            Arena::F64 => self.f64s.len(),
+        }
+    }
+
+    /// Adds `other`'s records and their values, each record's member
+    /// renamed `member(its member)`.
+    pub fn append(&mut self, other: &AdjointLog, member: impl Fn(u32) -> u32) {
+        let (f32_base, f64_base) = (self.f32s.len(), self.f64s.len());
+        self.f32s.extend_from_slice(&other.f32s);
+        self.f64s.extend_from_slice(&other.f64s);
+        self.records.extend(other.records.iter().map(|r| {
+            let base = match r.values.float {
+                Arena::F32 => f32_base,
+                Arena::F64 => f64_base,
+            };
+            AdjointRecord {
+                member: member(r.member),
+                values: Span {
+                    start: r.values.start + base,
+                    ..r.values
+                },
+                ..*r
+            }
+        }));
+    }
+
+    /// The records of `logs` in turn, in one log (the first one's memory
+    /// reused, the others' given back).
+    pub fn joined(logs: impl IntoIterator<Item = AdjointLog>) -> AdjointLog {
+        let mut logs = logs.into_iter();
+        let mut joined = logs.next().unwrap_or_default();
+        for log in logs {
+            joined.append(&log, |m| m);
+            log.give_back();
+        }
+        joined
+    }
+
+    /// Keeps the records `keep` accepts (their values stay in the arenas
+    /// until the log is dropped or cleared).
+    pub fn retain(&mut self, keep: impl FnMut(&AdjointRecord) -> bool) {
+        self.records.retain(keep);
+    }
+
+    /// A record's values (`F` the type they were logged in).
+    fn values<F: Summed>(&self, r: &AdjointRecord) -> &[F] {
+        let Span { float, start, len } = r.values;
+        match F::of_arena(self, float).get(start..start + len) {
+            Some(values) => values,
+            None => internal_error("a static adjoint's values outside its log".to_string()),
+        }
+    }
+
+    /// The first of a record's values, by its bits (`None` if it has none).
+    fn first_bits(&self, r: &AdjointRecord) -> Option<u64> {
+        if r.values.len == 0 {
+            return None;
+        }
+        Some(match r.values.float {
+            Arena::F32 => u64::from(self.f32s[r.values.start].to_bits()),
+            Arena::F64 => self.f64s[r.values.start].to_bits(),
+        })
+    }
+
+    /// A fixed order on two records' values (of one type): by the bits of
+    /// each element in turn.
+    fn compare_bits(&self, a: &AdjointRecord, b: &AdjointRecord) -> Ordering {
+        fn bits<F: Summed>(log: &AdjointLog, a: &AdjointRecord, b: &AdjointRecord) -> Ordering {
+            let (x, y) = (log.values::<F>(a), log.values::<F>(b));
+            x.iter().map(|v| v.bits()).cmp(y.iter().map(|v| v.bits()))
+        }
+        match (a.values.float, b.values.float) {
+            (Arena::F32, Arena::F32) => bits::<f32>(self, a, b),
+            (Arena::F64, Arena::F64) => bits::<f64>(self, a, b),
+            _ => internal_error("static adjoints of another type than their static".to_string()),
         }
     }
 }
 
-/// Appends `part`'s elements to `data` (of their type).
-fn extend(data: &mut Data, part: Values<'_>) {
-    match (data, part) {
-        (Data::Bool(d), Values::Bool(p)) => d.extend_from_slice(p),
-        (Data::I32(d), Values::I32(p)) => d.extend_from_slice(p),
-        (Data::I64(d), Values::I64(p)) => d.extend_from_slice(p),
-        (Data::Usize(d), Values::Usize(p)) => d.extend_from_slice(p),
-        (Data::F32(d), Values::F32(p)) => d.extend_from_slice(p),
-        (Data::F64(d), Values::F64(p)) => d.extend_from_slice(p),
-        (d, p) => internal_error(format!("a static adjoint joins {} and {}", d.ty(), p.ty())),
+/// Two logs are equal when they hold the same records with the same
+/// values, in the same order (wherever the values lie in their arenas).
+impl PartialEq for AdjointLog {
+    fn eq(&self, other: &AdjointLog) -> bool {
+        fn same<F: Summed>(
+            a: &AdjointLog,
+            r: &AdjointRecord,
+            b: &AdjointLog,
+            s: &AdjointRecord,
+        ) -> bool {
+            a.values::<F>(r) == b.values::<F>(s)
+        }
+        self.records.len() == other.records.len()
+            && self.records.iter().zip(&other.records).all(|(r, s)| {
+                (r.member, r.id, r.kind, r.row, r.values.float, r.values.len)
+                    == (s.member, s.id, s.kind, s.row, s.values.float, s.values.len)
+                    && match r.values.float {
+                        Arena::F32 => same::<f32>(self, r, other, s),
+                        Arena::F64 => same::<f64>(self, r, other, s),
+                    }
+            })
     }
 }
 
@@ -100,7 +350,7 @@ fn extend(data: &mut Data, part: Values<'_>) {
 const OUTER_BLOCK: usize = 64;
 
 /// The gradient of each static of `wanted` (shaped like `statics[id]`,
-/// float) from every member's contributions in `records` (members that
+/// float) from every member's contributions in `log` (members that
 /// faulted already left out): their sum, in this order, whatever order the
 /// records come in:
 ///
@@ -115,26 +365,22 @@ const OUTER_BLOCK: usize = 64;
 ///
 /// Sorting by value makes the sum a function of the multiset of
 /// contributions alone; equal records may go in either order.
-pub fn static_gradients(
-    statics: &[Tensor],
-    wanted: &[StaticId],
-    records: Vec<AdjointRecord>,
-) -> Vec<Tensor> {
+pub fn static_gradients(statics: &[Tensor], wanted: &[StaticId], log: &AdjointLog) -> Vec<Tensor> {
     wanted
         .iter()
-        .zip(by_static(wanted, records))
-        .map(|(id, records)| gradient_of(static_of(statics, *id), records))
+        .zip(by_static(wanted, log))
+        .map(|(id, records)| gradient_of(static_of(statics, *id), log, records))
         .collect()
 }
 
-/// The records of each static of `wanted`, in order (the parts of
-/// [`static_gradients`], which a caller may sum on several threads: each
-/// static's sum depends on its records alone).
-pub fn by_static(wanted: &[StaticId], records: Vec<AdjointRecord>) -> Vec<Vec<AdjointRecord>> {
+/// The records of each static of `wanted` in `log`, in order (the parts
+/// of [`static_gradients`], which a caller may sum on several threads:
+/// each static's sum depends on its records alone).
+pub fn by_static(wanted: &[StaticId], log: &AdjointLog) -> Vec<Vec<AdjointRecord>> {
     let mut parts: Vec<Vec<AdjointRecord>> = vec![Vec::new(); wanted.len()];
-    for r in records {
+    for r in log.records() {
         match wanted.iter().position(|w| *w == r.id) {
-            Some(k) => parts[k].push(r),
+            Some(k) => parts[k].push(*r),
             None => internal_error(format!("an adjoint of {} was not asked for", r.id)),
         }
     }
@@ -157,19 +403,20 @@ pub fn summing_cost(records: &[AdjointRecord]) -> usize {
         .map(|r| match r.kind {
             // u (m) and v (k): m x k products.
             AdjointKind::Outer | AdjointKind::OuterRow => {
-                let n = r.values.len();
+                let n = r.len();
                 (n / 2) * (n - n / 2)
             }
-            AdjointKind::Row | AdjointKind::Dense => r.values.len(),
+            AdjointKind::Row | AdjointKind::Dense => r.len(),
         })
         .sum()
 }
 
-/// The gradient of one static from its records (see [`static_gradients`]).
-pub fn gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> Tensor {
-    sort_records(&mut records);
+/// The gradient of one static from its `records` in `log` (see
+/// [`static_gradients`]).
+pub fn gradient_of(stat: &Tensor, log: &AdjointLog, mut records: Vec<AdjointRecord>) -> Tensor {
+    sort_records(log, &mut records);
     let shape = stat.shape.clone();
-    Tensor::new(shape.clone(), summed(stat, &shape, &records))
+    Tensor::new(shape.clone(), summed(stat, &shape, log, &records))
 }
 
 /// A static's gradient, summed whole ([`gradient_of`]) or kept to the rows
@@ -181,13 +428,18 @@ pub enum Gradient {
 }
 
 impl Gradient {
-    /// The sum of `records`, the contributions to `stat`: by rows when
-    /// `by_rows` (every record must then be a row).
-    pub fn of(stat: &Tensor, records: Vec<AdjointRecord>, by_rows: bool) -> Gradient {
+    /// The sum of `records` in `log`, the contributions to `stat`: by rows
+    /// when `by_rows` (every record must then be a row).
+    pub fn of(
+        stat: &Tensor,
+        log: &AdjointLog,
+        records: Vec<AdjointRecord>,
+        by_rows: bool,
+    ) -> Gradient {
         if by_rows {
-            Gradient::Rows(row_gradient_of(stat, records))
+            Gradient::Rows(row_gradient_of(stat, log, records))
         } else {
-            Gradient::Dense(gradient_of(stat, records))
+            Gradient::Dense(gradient_of(stat, log, records))
         }
     }
 
@@ -258,7 +510,11 @@ impl RowGradient {
 /// rows they touch. Each touched row has the bits [`gradient_of`] gives
 /// it: the records are summed in the same order, into a compact gradient
 /// whose row `k` is the `k`-th touched row.
-pub fn row_gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> RowGradient {
+pub fn row_gradient_of(
+    stat: &Tensor,
+    log: &AdjointLog,
+    mut records: Vec<AdjointRecord>,
+) -> RowGradient {
     if stat.shape.is_empty() {
         internal_error("a row gradient of a scalar static".to_string());
     }
@@ -271,7 +527,7 @@ pub fn row_gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> RowGra
             r.kind.name()
         ));
     }
-    sort_records(&mut records);
+    sort_records(log, &mut records);
     let mut rows: Vec<usize> = records.iter().map(|r| r.row as usize).collect();
     rows.sort_unstable();
     rows.dedup();
@@ -281,7 +537,7 @@ pub fn row_gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> RowGra
     }
     let mut shape = stat.shape.clone();
     shape[0] = rows.len();
-    let values = Tensor::new(shape.clone(), summed(stat, &shape, &records));
+    let values = Tensor::new(shape.clone(), summed(stat, &shape, log, &records));
     RowGradient {
         shape: stat.shape.clone(),
         rows,
@@ -292,31 +548,27 @@ pub fn row_gradient_of(stat: &Tensor, mut records: Vec<AdjointRecord>) -> RowGra
 /// The order in which a static's records are summed (see [`static_gradients`]).
 ///
 /// The records are sorted through a compact key each (kind, row, the bits
-/// of the first value), so that most comparisons read no record's values:
-/// those lie apart in memory, one allocation each. Only records whose keys
-/// are equal compare their values; records equal in the whole order are
-/// equal contributions, so the order among them changes no bit of the sum.
-fn sort_records(records: &mut Vec<AdjointRecord>) {
+/// of the first value), so that most comparisons read no record's values.
+/// Only records whose keys are equal compare their values; records equal
+/// in the whole order are equal contributions, so the order among them
+/// changes no bit of the sum.
+fn sort_records(log: &AdjointLog, records: &mut Vec<AdjointRecord>) {
     let mut order: Vec<(SortKey, usize)> = records
         .iter()
         .enumerate()
-        .map(|(k, r)| (SortKey::of(r), k))
+        .map(|(k, r)| (SortKey::of(log, r), k))
         .collect();
     order.sort_unstable_by(|(a_key, a), (b_key, b)| {
         a_key
             .cmp(b_key)
-            .then_with(|| compare_bits(&records[*a].values, &records[*b].values))
+            .then_with(|| log.compare_bits(&records[*a], &records[*b]))
     });
-    let mut taken: Vec<Option<AdjointRecord>> = records.drain(..).map(Some).collect();
-    records.extend(order.iter().map(|(_, k)| match taken[*k].take() {
-        Some(r) => r,
-        None => internal_error("a static adjoint sorted twice".to_string()),
-    }));
+    *records = order.iter().map(|(_, k)| records[*k]).collect();
 }
 
 /// The start of a record's place in [`sort_records`]'s order: the kind's
 /// rank, the row, then the first value's bits (`None`, no values, first),
-/// as [`compare_bits`] orders them.
+/// as [`AdjointLog::compare_bits`] orders them.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct SortKey {
     rank: u8,
@@ -325,26 +577,21 @@ struct SortKey {
 }
 
 impl SortKey {
-    fn of(r: &AdjointRecord) -> SortKey {
-        let first = match &r.values {
-            Data::F32(v) => v.first().map(|x| u64::from(x.to_bits())),
-            Data::F64(v) => v.first().map(|x| x.to_bits()),
-            _ => internal_error("static adjoints of another type than their static".to_string()),
-        };
+    fn of(log: &AdjointLog, r: &AdjointRecord) -> SortKey {
         SortKey {
             rank: kind_rank(r.kind),
             row: r.row,
-            first,
+            first: log.first_bits(r),
         }
     }
 }
 
 /// The sum of `records` (sorted) into a gradient of `shape`, in the
 /// element type of `stat`.
-fn summed(stat: &Tensor, shape: &[usize], records: &[AdjointRecord]) -> Data {
+fn summed(stat: &Tensor, shape: &[usize], log: &AdjointLog, records: &[AdjointRecord]) -> Data {
     match &stat.data {
-        Data::F32(_) => Data::F32(sum_records::<f32>(shape, records)),
-        Data::F64(_) => Data::F64(sum_records::<f64>(shape, records)),
+        Data::F32(_) => Data::F32(sum_records::<f32>(shape, log, records)),
+        Data::F64(_) => Data::F64(sum_records::<f64>(shape, log, records)),
         other => internal_error(format!("the gradient of a static of {}", other.ty())),
     }
 }
@@ -357,70 +604,55 @@ fn kind_rank(kind: AdjointKind) -> u8 {
     }
 }
 
-/// A fixed order on values of one type: by the bits of each element in turn.
-fn compare_bits(a: &Data, b: &Data) -> Ordering {
-    match (a, b) {
-        (Data::F32(x), Data::F32(y)) => x
-            .iter()
-            .map(|v| v.to_bits())
-            .cmp(y.iter().map(|v| v.to_bits())),
-        (Data::F64(x), Data::F64(y)) => x
-            .iter()
-            .map(|v| v.to_bits())
-            .cmp(y.iter().map(|v| v.to_bits())),
-        _ => internal_error("static adjoints of another type than their static".to_string()),
-    }
-}
-
-/// The float types a gradient is summed in, with their values in a record.
+/// The float types a gradient is summed in, with their values in a log.
 trait Summed: Float {
-    fn slice(data: &Data) -> &[Self];
+    /// The arena of this type of `log` (which must be `float`).
+    fn of_arena(log: &AdjointLog, float: Arena) -> &[Self];
+
+    /// The value's bits (an order on values: [`AdjointLog::compare_bits`]).
+    fn bits(self) -> u64;
 
     /// Sums whole register tiles of an outer-product block where this CPU
     /// has them (see [`add_outer_block`]): the rows and columns covered
     /// from the start of `g`.
-    fn add_outer_tiles(
-        _path: Path,
-        _g: &mut [Self],
-        _m: usize,
-        _k: usize,
-        _pairs: &[(&[Self], &[Self])],
-    ) -> (usize, usize) {
+    fn add_outer_tiles(_path: Path, _g: &mut [Self], _panels: &Panels<'_, Self>) -> (usize, usize) {
         (0, 0)
     }
 }
 
 impl Summed for f32 {
-    fn slice(data: &Data) -> &[f32] {
-        match data {
-            Data::F32(v) => v,
-            _ => internal_error("an f32 static's adjoint is not f32".to_string()),
+    fn of_arena(log: &AdjointLog, float: Arena) -> &[f32] {
+        match float {
+            Arena::F32 => &log.f32s,
+            Arena::F64 => internal_error("an f32 static's adjoint is not f32".to_string()),
         }
     }
 
+    fn bits(self) -> u64 {
+        u64::from(self.to_bits())
+    }
+
     #[cfg(target_arch = "x86_64")]
-    fn add_outer_tiles(
-        path: Path,
-        g: &mut [f32],
-        m: usize,
-        k: usize,
-        pairs: &[(&[f32], &[f32])],
-    ) -> (usize, usize) {
-        tiles::add(path, g, m, k, pairs)
+    fn add_outer_tiles(path: Path, g: &mut [f32], panels: &Panels<'_, f32>) -> (usize, usize) {
+        tiles::add(path, g, panels)
     }
 }
 
 impl Summed for f64 {
-    fn slice(data: &Data) -> &[f64] {
-        match data {
-            Data::F64(v) => v,
-            _ => internal_error("an f64 static's adjoint is not f64".to_string()),
+    fn of_arena(log: &AdjointLog, float: Arena) -> &[f64] {
+        match float {
+            Arena::F64 => &log.f64s,
+            Arena::F32 => internal_error("an f64 static's adjoint is not f64".to_string()),
         }
+    }
+
+    fn bits(self) -> u64 {
+        self.to_bits()
     }
 }
 
 /// The sum of `records` (sorted) into a gradient of `shape`.
-fn sum_records<F: Summed>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> {
+fn sum_records<F: Summed>(shape: &[usize], log: &AdjointLog, records: &[AdjointRecord]) -> Vec<F> {
     let len: usize = shape.iter().product();
     let mut g = vec![F::ZERO; len];
     let outer_end = records
@@ -437,6 +669,7 @@ fn sum_records<F: Summed>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> 
             }
         };
         let mut rest = &records[..outer_end];
+        let mut panel = Vec::new();
         while let Some(first) = rest.first() {
             let same = rest.iter().take_while(|r| r.row == first.row).count();
             let start = first.row as usize * m * k;
@@ -444,14 +677,14 @@ fn sum_records<F: Summed>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> 
                 internal_error(format!("a static adjoint's row {} is outside", first.row))
             };
             for block in rest[..same].chunks(OUTER_BLOCK) {
-                add_outer_block(matrix, m, k, block);
+                add_outer_block(matrix, m, k, log, block, &mut panel);
             }
             rest = &rest[same..];
         }
     }
     let row_len: usize = shape.iter().skip(1).product();
     for r in &records[outer_end..] {
-        let values = F::slice(&r.values);
+        let values = log.values::<F>(r);
         let target = match r.kind {
             AdjointKind::Row => {
                 let start = r.row as usize * row_len;
@@ -475,9 +708,27 @@ fn sum_records<F: Summed>(shape: &[usize], records: &[AdjointRecord]) -> Vec<F> 
 /// Adds `Σ_r u_r v_rᵀ` (each element summed in record order from zero)
 /// to the `m × k` gradient `g`. Elements are independent, so which of
 /// them are computed together (a register tile, a thread's rows) changes
-/// no bit.
-fn add_outer_block<F: Summed>(g: &mut [F], m: usize, k: usize, block: &[AdjointRecord]) {
-    add_outer_block_on(Path::detected(), g, m, k, block)
+/// no bit. `panel` is memory to reuse.
+fn add_outer_block<F: Summed>(
+    g: &mut [F],
+    m: usize,
+    k: usize,
+    log: &AdjointLog,
+    block: &[AdjointRecord],
+    panel: &mut Vec<F>,
+) {
+    add_outer_block_on(Path::detected(), g, m, k, log, block, panel)
+}
+
+/// An outer-product block's records gathered into two panels, in record
+/// order: every `u` (`m` elements each), then every `v` (`k` each), so
+/// that the sums read them in strides rather than record by record.
+struct Panels<'a, F> {
+    us: &'a [F],
+    vs: &'a [F],
+    m: usize,
+    k: usize,
+    count: usize,
 }
 
 /// [`add_outer_block`] with the register tiles of `path` (available here).
@@ -486,24 +737,35 @@ fn add_outer_block_on<F: Summed>(
     g: &mut [F],
     m: usize,
     k: usize,
+    log: &AdjointLog,
     block: &[AdjointRecord],
+    panel: &mut Vec<F>,
 ) {
-    let pairs: Vec<(&[F], &[F])> = block
-        .iter()
-        .map(|r| {
-            let values = F::slice(&r.values);
-            if values.len() != m + k {
-                internal_error("an outer-product adjoint of another shape".to_string());
-            }
-            values.split_at(m)
-        })
-        .collect();
     if g.len() != m * k {
         internal_error("an outer-product block of another shape".to_string());
     }
-    let (rows, cols) = F::add_outer_tiles(path, g, m, k, &pairs);
-    outer_rows(g, k, &pairs, 0..rows, cols..k);
-    outer_rows(g, k, &pairs, rows..m, 0..k);
+    panel.clear();
+    for r in block {
+        let values = log.values::<F>(r);
+        if values.len() != m + k {
+            internal_error("an outer-product adjoint of another shape".to_string());
+        }
+        panel.extend_from_slice(&values[..m]);
+    }
+    for r in block {
+        panel.extend_from_slice(&log.values::<F>(r)[m..]);
+    }
+    let (us, vs) = panel.split_at(block.len() * m);
+    let panels = Panels {
+        us,
+        vs,
+        m,
+        k,
+        count: block.len(),
+    };
+    let (rows, cols) = F::add_outer_tiles(path, g, &panels);
+    outer_rows(g, &panels, 0..rows, cols..k);
+    outer_rows(g, &panels, rows..m, 0..k);
 }
 
 /// Elements of a row of an outer-product block summed at once: they stay
@@ -519,11 +781,11 @@ const OUTER_COLUMNS: usize = 32;
 /// keeps.)
 fn outer_rows<F: Summed>(
     g: &mut [F],
-    k: usize,
-    pairs: &[(&[F], &[F])],
+    p: &Panels<'_, F>,
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
 ) {
+    let k = p.k;
     for i in rows {
         let g_row = &mut g[i * k..(i + 1) * k];
         let mut j0 = cols.start;
@@ -531,9 +793,10 @@ fn outer_rows<F: Summed>(
             let width = OUTER_COLUMNS.min(cols.end - j0);
             let mut sum = [F::ZERO; OUTER_COLUMNS];
             let sum = &mut sum[..width];
-            for (u, v) in pairs {
-                let ui = u[i];
-                for (s, vj) in sum.iter_mut().zip(&v[j0..j0 + width]) {
+            for r in 0..p.count {
+                let ui = p.us[r * p.m + i];
+                let v = &p.vs[r * k + j0..r * k + j0 + width];
+                for (s, vj) in sum.iter_mut().zip(v) {
                     *s = *s + ui * *vj;
                 }
             }
@@ -555,95 +818,105 @@ fn outer_rows<F: Summed>(
 mod tiles {
     use std::arch::x86_64::*;
 
-    use super::Path;
-
-    /// Rows of a tile.
-    const ROWS: usize = 4;
+    use super::{Panels, Path};
 
     /// Sums the elements of `g` (`m x k`) in whole tiles of `path` (which
-    /// must run here) and returns how
-    /// many rows and columns from the start they cover (the rest is the
-    /// caller's).
-    pub fn add(
-        path: Path,
-        g: &mut [f32],
-        m: usize,
-        k: usize,
-        pairs: &[(&[f32], &[f32])],
-    ) -> (usize, usize) {
-        let rows = m - m % ROWS;
+    /// must run here) and returns how many rows and columns from the start
+    /// they cover (the rest is the caller's).
+    pub fn add(path: Path, g: &mut [f32], p: &Panels<'_, f32>) -> (usize, usize) {
         if !path.available() {
             crate::internal_error(format!("this CPU cannot sum on the {path:?} path"));
         }
+        let (m, k) = (p.m, p.k);
         match path {
             Path::Avx512 => {
+                // Tiles of 8 rows, then one of 4 if as many rows are left.
                 let cols = k - k % 32;
-                // SAFETY: the CPU has AVX-512 F; every record has `m` and
-                // `k` elements and `g` has `m * k` (the caller checked).
-                unsafe { avx512(g, k, rows, cols, pairs) };
-                (rows, cols)
+                let eights = m - m % 8;
+                let fours = m - m % 4;
+                // SAFETY: the CPU has AVX-512 F; the panels hold `count`
+                // records of `m` and `k` elements and `g` has `m * k` (the
+                // caller checked); the tiles lie within `fours` x `cols`.
+                unsafe {
+                    avx512::<8>(g, p, 0..eights, cols);
+                    avx512::<4>(g, p, eights..fours, cols);
+                }
+                (fours, cols)
             }
             Path::Avx2 => {
                 let cols = k - k % 16;
+                let fours = m - m % 4;
                 // SAFETY: the CPU has AVX2; the lengths as above.
-                unsafe { avx2(g, k, rows, cols, pairs) };
-                (rows, cols)
+                unsafe { avx2(g, p, 0..fours, cols) };
+                (fours, cols)
             }
             _ => (0, 0),
         }
     }
 
-    /// Tiles of 4 rows x 16 columns (two 256-bit registers a row).
+    /// Tiles of 4 rows x 16 columns (two 256-bit registers a row) over
+    /// `rows` (a multiple of 4 long) and the first `cols` columns (a
+    /// multiple of 16).
     #[target_feature(enable = "avx2")]
-    unsafe fn avx2(g: &mut [f32], k: usize, rows: usize, cols: usize, pairs: &[(&[f32], &[f32])]) {
-        for i0 in (0..rows).step_by(ROWS) {
+    unsafe fn avx2(g: &mut [f32], p: &Panels<'_, f32>, rows: std::ops::Range<usize>, cols: usize) {
+        const ROWS: usize = 4;
+        for i0 in rows.step_by(ROWS) {
             for j0 in (0..cols).step_by(16) {
-                let mut acc = [_mm256_setzero_ps(); 2 * ROWS];
-                for (u, v) in pairs {
-                    let v0 = _mm256_loadu_ps(v.as_ptr().add(j0));
-                    let v1 = _mm256_loadu_ps(v.as_ptr().add(j0 + 8));
-                    for a in 0..ROWS {
-                        let b = _mm256_set1_ps(*u.get_unchecked(i0 + a));
-                        acc[2 * a] = _mm256_add_ps(acc[2 * a], _mm256_mul_ps(b, v0));
-                        acc[2 * a + 1] = _mm256_add_ps(acc[2 * a + 1], _mm256_mul_ps(b, v1));
+                let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
+                let mut u = p.us.as_ptr().add(i0);
+                let mut v = p.vs.as_ptr().add(j0);
+                for _ in 0..p.count {
+                    let v0 = _mm256_loadu_ps(v);
+                    let v1 = _mm256_loadu_ps(v.add(8));
+                    for (a, acc) in acc.iter_mut().enumerate() {
+                        let b = _mm256_set1_ps(*u.add(a));
+                        acc[0] = _mm256_add_ps(acc[0], _mm256_mul_ps(b, v0));
+                        acc[1] = _mm256_add_ps(acc[1], _mm256_mul_ps(b, v1));
                     }
+                    u = u.add(p.m);
+                    v = v.add(p.k);
                 }
-                for a in 0..ROWS {
-                    let at = g.as_mut_ptr().add((i0 + a) * k + j0);
-                    _mm256_storeu_ps(at, _mm256_add_ps(_mm256_loadu_ps(at), acc[2 * a]));
+                for (a, acc) in acc.iter().enumerate() {
+                    let at = g.as_mut_ptr().add((i0 + a) * p.k + j0);
+                    _mm256_storeu_ps(at, _mm256_add_ps(_mm256_loadu_ps(at), acc[0]));
                     let at = at.add(8);
-                    _mm256_storeu_ps(at, _mm256_add_ps(_mm256_loadu_ps(at), acc[2 * a + 1]));
+                    _mm256_storeu_ps(at, _mm256_add_ps(_mm256_loadu_ps(at), acc[1]));
                 }
             }
         }
     }
 
-    /// Tiles of 4 rows x 32 columns (two 512-bit registers a row).
+    /// Tiles of `ROWS` rows x 32 columns (two 512-bit registers a row)
+    /// over `rows` (a multiple of `ROWS` long) and the first `cols`
+    /// columns (a multiple of 32).
     #[target_feature(enable = "avx512f")]
-    unsafe fn avx512(
+    unsafe fn avx512<const ROWS: usize>(
         g: &mut [f32],
-        k: usize,
-        rows: usize,
+        p: &Panels<'_, f32>,
+        rows: std::ops::Range<usize>,
         cols: usize,
-        pairs: &[(&[f32], &[f32])],
     ) {
-        for i0 in (0..rows).step_by(ROWS) {
+        for i0 in rows.step_by(ROWS) {
             for j0 in (0..cols).step_by(32) {
-                let mut acc = [_mm512_setzero_ps(); 2 * ROWS];
-                for (u, v) in pairs {
-                    let v0 = _mm512_loadu_ps(v.as_ptr().add(j0));
-                    let v1 = _mm512_loadu_ps(v.as_ptr().add(j0 + 16));
-                    for a in 0..ROWS {
-                        let b = _mm512_set1_ps(*u.get_unchecked(i0 + a));
-                        acc[2 * a] = _mm512_add_ps(acc[2 * a], _mm512_mul_ps(b, v0));
-                        acc[2 * a + 1] = _mm512_add_ps(acc[2 * a + 1], _mm512_mul_ps(b, v1));
+                let mut acc = [[_mm512_setzero_ps(); 2]; ROWS];
+                let mut u = p.us.as_ptr().add(i0);
+                let mut v = p.vs.as_ptr().add(j0);
+                for _ in 0..p.count {
+                    let v0 = _mm512_loadu_ps(v);
+                    let v1 = _mm512_loadu_ps(v.add(16));
+                    for (a, acc) in acc.iter_mut().enumerate() {
+                        let b = _mm512_set1_ps(*u.add(a));
+                        acc[0] = _mm512_add_ps(acc[0], _mm512_mul_ps(b, v0));
+                        acc[1] = _mm512_add_ps(acc[1], _mm512_mul_ps(b, v1));
                     }
+                    u = u.add(p.m);
+                    v = v.add(p.k);
                 }
-                for a in 0..ROWS {
-                    let at = g.as_mut_ptr().add((i0 + a) * k + j0);
-                    _mm512_storeu_ps(at, _mm512_add_ps(_mm512_loadu_ps(at), acc[2 * a]));
+                for (a, acc) in acc.iter().enumerate() {
+                    let at = g.as_mut_ptr().add((i0 + a) * p.k + j0);
+                    _mm512_storeu_ps(at, _mm512_add_ps(_mm512_loadu_ps(at), acc[0]));
                     let at = at.add(16);
-                    _mm512_storeu_ps(at, _mm512_add_ps(_mm512_loadu_ps(at), acc[2 * a + 1]));
+                    _mm512_storeu_ps(at, _mm512_add_ps(_mm512_loadu_ps(at), acc[1]));
                 }
             }
         }
@@ -654,36 +927,55 @@ mod tiles {
 mod tests {
     use super::*;
 
-    fn outer(member: u32, u: &[f64], v: &[f64]) -> AdjointRecord {
-        let mut values = u.to_vec();
-        values.extend_from_slice(v);
-        AdjointRecord {
+    /// A contribution to static 0, to log.
+    #[derive(Clone, Debug)]
+    struct Contribution {
+        member: u32,
+        kind: AdjointKind,
+        row: u64,
+        values: Vec<f64>,
+    }
+
+    fn outer(member: u32, u: &[f64], v: &[f64]) -> Contribution {
+        Contribution {
             member,
-            id: StaticId(0),
             kind: AdjointKind::Outer,
             row: 0,
-            values: Data::F64(values),
+            values: u.iter().chain(v).copied().collect(),
         }
     }
 
-    fn row(member: u32, i: u64, r: &[f64]) -> AdjointRecord {
-        AdjointRecord {
+    fn row(member: u32, i: u64, r: &[f64]) -> Contribution {
+        Contribution {
             member,
-            id: StaticId(0),
             kind: AdjointKind::Row,
             row: i,
-            values: Data::F64(r.to_vec()),
+            values: r.to_vec(),
         }
     }
 
-    fn dense(member: u32, d: &[f64]) -> AdjointRecord {
-        AdjointRecord {
+    fn dense(member: u32, d: &[f64]) -> Contribution {
+        Contribution {
             member,
-            id: StaticId(0),
             kind: AdjointKind::Dense,
             row: 0,
-            values: Data::F64(d.to_vec()),
+            values: d.to_vec(),
         }
+    }
+
+    /// A log of `contributions`, in order.
+    fn log_of(contributions: &[Contribution]) -> AdjointLog {
+        let mut log = AdjointLog::new();
+        for c in contributions {
+            log.push_parts(
+                c.member,
+                StaticId(0),
+                c.kind,
+                c.row,
+                &[Values::F64(&c.values)],
+            );
+        }
+        log
     }
 
     #[test]
@@ -695,8 +987,53 @@ mod tests {
             dense(0, &[1.0, 1.0, 1.0, 1.0, 1.0, 1.0]),
             outer(1, &[0.0, 1.0], &[2.0, 2.0, 2.0]),
         ];
-        let g = static_gradients(&[stat], &[StaticId(0)], records);
+        let g = static_gradients(&[stat], &[StaticId(0)], &log_of(&records));
         assert_eq!(g[0].data, Data::F64(vec![2.0, 1.0, 0.0, 5.5, 3.5, 1.5]));
+    }
+
+    /// The operands of `static_adjoint` become a record's row and values,
+    /// and logs joined keep them (with their members renamed).
+    #[test]
+    fn operands_are_logged_and_logs_joined() {
+        let (i, u, v) = (
+            Tensor::new(vec![], Data::I64(vec![2])),
+            Tensor::new(vec![2], Data::F32(vec![1.0, 2.0])),
+            Tensor::new(vec![1], Data::F32(vec![3.0])),
+        );
+        let adjoint = |kind| StaticAdjoint {
+            id: StaticId(1),
+            kind,
+        };
+        let mut a = AdjointLog::new();
+        a.push_tensors(0, &adjoint(AdjointKind::OuterRow), &[&i, &u, &v]);
+        let mut b = AdjointLog::new();
+        b.push_tensors(0, &adjoint(AdjointKind::Dense), &[&v]);
+        b.push(
+            1,
+            &adjoint(AdjointKind::Row),
+            &[Values::I64(&[5]), Values::F64(&[0.5])],
+        );
+        let mut joined = a.clone();
+        joined.append(&b, |m| m + 7);
+        let records = joined.records();
+        assert_eq!(records.len(), 3);
+        assert_eq!((records[0].member, records[0].row), (0, 2));
+        assert_eq!(joined.values::<f32>(&records[0]), &[1.0, 2.0, 3.0]);
+        assert_eq!(
+            (records[1].member, records[1].kind),
+            (7, AdjointKind::Dense)
+        );
+        assert_eq!(joined.values::<f32>(&records[1]), &[3.0]);
+        assert_eq!((records[2].member, records[2].row), (8, 5));
+        assert_eq!(joined.values::<f64>(&records[2]), &[0.5]);
+        joined.retain(|r| r.member != 7);
+        let mut again = a;
+        again.push(
+            8,
+            &adjoint(AdjointKind::Row),
+            &[Values::I32(&[5]), Values::F64(&[0.5])],
+        );
+        assert_eq!(joined, again);
     }
 
     /// Rows summed alone: each touched row has the bits of the whole sum,
@@ -704,24 +1041,28 @@ mod tests {
     #[test]
     fn a_row_gradient_has_the_bits_of_the_whole_sum() {
         let stat = Tensor::new(vec![6, 2], Data::F64(vec![0.0; 12]));
-        let records: Vec<AdjointRecord> = (0..40u32)
+        let records: Vec<Contribution> = (0..40u32)
             .map(|i| {
                 let x = (i as f64 * 0.917).sin() * 1e2_f64.powf((i % 5) as f64 - 2.0);
                 row(i, [4, 1, 4, 0][i as usize % 4], &[x, 1.0 / (3.0 + x)])
             })
             .collect();
-        let whole = gradient_of(&stat, records.clone());
-        let rows = row_gradient_of(&stat, records);
+        let log = log_of(&records);
+        let whole = gradient_of(&stat, &log, log.records().to_vec());
+        let rows = row_gradient_of(&stat, &log, log.records().to_vec());
         assert_eq!(rows.rows, vec![0, 1, 4]);
         assert_eq!(rows.values.shape, vec![3, 2]);
         assert_eq!(rows.to_dense(), whole);
-        assert_eq!(Gradient::of(&stat, Vec::new(), true).into_dense(), stat);
+        assert_eq!(
+            Gradient::of(&stat, &log, Vec::new(), true).into_dense(),
+            stat
+        );
     }
 
     #[test]
     fn the_order_of_the_records_does_not_change_a_bit() {
         let stat = Tensor::new(vec![3, 2], Data::F64(vec![0.0; 6]));
-        let mut records: Vec<AdjointRecord> = (0..300u32)
+        let mut records: Vec<Contribution> = (0..300u32)
             .map(|i| {
                 let x = (i as f64 * 0.7311).sin() * 1e3_f64.powf((i % 7) as f64 - 3.0);
                 match i % 3 {
@@ -731,10 +1072,18 @@ mod tests {
                 }
             })
             .collect();
-        let first = static_gradients(std::slice::from_ref(&stat), &[StaticId(0)], records.clone());
+        let first = static_gradients(
+            std::slice::from_ref(&stat),
+            &[StaticId(0)],
+            &log_of(&records),
+        );
         records.reverse();
         records.swap(3, 150);
-        let second = static_gradients(&[stat], &[StaticId(0)], records);
+        // Split in two logs, joined the other way round.
+        let (front, back) = records.split_at(120);
+        let mut joined = log_of(back);
+        joined.append(&log_of(front), |m| m);
+        let second = static_gradients(&[stat], &[StaticId(0)], &joined);
         assert_eq!(first, second);
     }
 
@@ -743,7 +1092,7 @@ mod tests {
     /// and differ further on, or are equal.
     #[test]
     fn the_keyed_sort_is_the_plain_sort() {
-        let mut records: Vec<AdjointRecord> = (0..200u32)
+        let mut records: Vec<Contribution> = (0..200u32)
             .map(|i| {
                 let x = ((i % 9) as f64 * 0.37).sin();
                 let y = (i as f64 * 1.91).cos() * 1e3_f64.powf((i % 4) as f64 - 2.0);
@@ -756,20 +1105,20 @@ mod tests {
             })
             .collect();
         records.push(dense(900, &[]));
-        let mut plain = records.clone();
-        plain.sort_by(|a, b| {
-            kind_rank(a.kind)
-                .cmp(&kind_rank(b.kind))
-                .then(a.row.cmp(&b.row))
-                .then_with(|| compare_bits(&a.values, &b.values))
-        });
-        sort_records(&mut records);
-        let contributions = |rs: &[AdjointRecord]| -> Vec<(u8, u64, Data)> {
-            rs.iter()
-                .map(|r| (kind_rank(r.kind), r.row, r.values.clone()))
-                .collect()
-        };
-        assert_eq!(contributions(&records), contributions(&plain));
+        let bits = |values: &[f64]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let mut plain: Vec<(u8, u64, Vec<u64>)> = records
+            .iter()
+            .map(|c| (kind_rank(c.kind), c.row, bits(&c.values)))
+            .collect();
+        plain.sort();
+        let log = log_of(&records);
+        let mut sorted = log.records().to_vec();
+        sort_records(&log, &mut sorted);
+        let keyed: Vec<(u8, u64, Vec<u64>)> = sorted
+            .iter()
+            .map(|r| (kind_rank(r.kind), r.row, bits(log.values::<f64>(r))))
+            .collect();
+        assert_eq!(keyed, plain);
     }
 
     /// The block sums, on every path, have the bits of the plain loop:
@@ -806,8 +1155,8 @@ mod tests {
                 }
             }
         };
-        // Whole register tiles (4 rows x 16 or 32 columns) and the rows and
-        // columns left of them.
+        // Whole register tiles (4 or 8 rows x 16 or 32 columns) and the
+        // rows and columns left of them.
         let shapes = [
             (1, 1),
             (3, 5),
@@ -817,6 +1166,9 @@ mod tests {
             (3, 131),
             (8, 48),
             (9, 80),
+            (16, 64),
+            (13, 33),
+            (23, 96),
         ];
         for (m, k, specials) in shapes
             .iter()
@@ -831,23 +1183,27 @@ mod tests {
                     )
                 })
                 .collect();
-            let records: Vec<AdjointRecord> = pairs
-                .iter()
-                .map(|(u, v)| AdjointRecord {
-                    member: 0,
-                    id: StaticId(0),
-                    kind: AdjointKind::Outer,
-                    row: 0,
-                    values: Data::F32(u.iter().chain(v).copied().collect()),
-                })
-                .collect();
+            let mut log = AdjointLog::new();
+            for (u, v) in &pairs {
+                let parts = [Values::F32(u), Values::F32(v)];
+                log.push_parts(0, StaticId(0), AdjointKind::Outer, 0, &parts);
+            }
             let start: Vec<f32> = (0..m * k).map(|_| next()).collect();
             let mut want = start.clone();
             plain(&mut want, m, k, &pairs);
             let mut got = Vec::new();
             for path in Path::ALL.into_iter().filter(|p| p.available()) {
                 let mut on_path = start.clone();
-                add_outer_block_on::<f32>(path, &mut on_path, m, k, &records);
+                let mut panel = Vec::new();
+                add_outer_block_on::<f32>(
+                    path,
+                    &mut on_path,
+                    m,
+                    k,
+                    &log,
+                    log.records(),
+                    &mut panel,
+                );
                 got.push(on_path);
             }
             // (Which of two NaNs a sum keeps is the CPU's choice, and the

@@ -20,7 +20,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use autobatch_ir::{Prim, ReduceOp};
-use autobatch_kernels::adjoints::AdjointRecord;
 use autobatch_kernels::buffer::{copy, Rows, RowsMut, Values, ValuesMut};
 use autobatch_kernels::elementwise::{self, DataOperand, Operand as BoolOperand};
 use autobatch_kernels::{layout, linalg, reduce, Fault, PrimContext};
@@ -348,8 +347,10 @@ unsafe fn apply(
             for (k, value) in values.iter_mut().enumerate().take(count) {
                 *value = arg(k);
             }
-            let record = AdjointRecord::of_values(0, adjoint, &values[..count]);
-            ctx.adjoints.push(record);
+            // The running member's log, which only it touches while it
+            // runs (`Runner::run_in_place`).
+            let log = &mut *ctx.adjoints;
+            log.push(ctx.member, adjoint, &values[..count]);
         }
         Prim::TapePush | Prim::TapePop(_) | Prim::TapeOver | Prim::TapeMark | Prim::TapeSettle => {
             return move_tape(ctx, op, dst, args)

@@ -114,7 +114,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use autobatch_ir::{Block, FuncId, Program};
-use autobatch_kernels::adjoints::AdjointRecord;
+use autobatch_kernels::adjoints::AdjointLog;
 use autobatch_kernels::{Fault, MemberRng};
 use autobatch_types::{Data, Loc, Scalar, Tensor, TensorType};
 use cranelift_jit::JITModule;
@@ -203,9 +203,14 @@ pub struct MemberRun<T = Vec<Tensor>> {
     pub peak_instances: u64,
     /// The most bytes the member's tape held (`autobatch_kernels::Tape::held`).
     pub tape_bytes: u64,
-    /// The member's contributions to static adjoints (`static_adjoint`
-    /// operations), in the order made; `member` is 0 (the caller's to set).
-    pub adjoints: Vec<AdjointRecord>,
+}
+
+/// Where a member's contributions to static adjoints (`static_adjoint`
+/// operations) go: into `log`, in the order made, each record naming
+/// `member`. A member that does not finish leaves nothing there.
+pub struct MemberLog<'a> {
+    pub log: &'a mut AdjointLog,
+    pub member: u32,
 }
 
 impl<T> MemberRun<T> {
@@ -217,7 +222,6 @@ impl<T> MemberRun<T> {
             instances: self.instances,
             peak_instances: self.peak_instances,
             tape_bytes: self.tape_bytes,
-            adjoints: self.adjoints,
         }
     }
 }
@@ -266,8 +270,10 @@ pub(crate) struct Context {
     instances: u64,
     live_instances: u64,
     peak_instances: u64,
-    /// The member's log of static adjoints (`arrays::apply`).
-    adjoints: Vec<AdjointRecord>,
+    /// The log the running member's contributions to static adjoints go
+    /// to (`arrays::apply`; [`MemberLog`]), and the member they name.
+    adjoints: *mut AdjointLog,
+    member: u32,
     /// The tape of what runs (`tape_push`, `tape_pop`): the member's, shared
     /// by the instances of an untaped fork (which run one after the other
     /// and each leave it as they found it); an instance of a taped fork has
@@ -296,12 +302,15 @@ struct MemberStart<'l> {
     counters: *mut u64,
     rng: *mut MemberRng,
     yielder: *const waits::MemberYielder,
+    /// The log the member's contributions go to, and the member they name.
+    adjoints: *mut AdjointLog,
+    member: u32,
 }
 
 impl Context {
     /// Makes the context a fresh member's: its limits, counters, stream
-    /// and place to suspend; nothing left of the member before (a run
-    /// that panicked may have left a fork open, a fault or adjoints).
+    /// place to suspend and log; nothing left of the member before (a run
+    /// that panicked may have left a fork open or a fault).
     fn start_member(&mut self, start: MemberStart<'_>) {
         let limits = start.limits;
         self.status = 0;
@@ -326,7 +335,8 @@ impl Context {
         self.rng = start.rng;
         self.fault = None;
         self.forks.clear();
-        self.adjoints.clear();
+        self.adjoints = start.adjoints;
+        self.member = start.member;
         self.tape.clear();
         self.caught_tapes.clear();
         self.tape_bytes = 0;
@@ -625,7 +635,8 @@ impl NativeProgram {
             tape_bytes: 0,
             tape_bound: usize::MAX,
             popped: PoppedBytes::default(),
-            adjoints: Vec::new(),
+            adjoints: std::ptr::null_mut(),
+            member: 0,
             tape: tape::Tape::spare(),
             caught_tapes: Vec::new(),
             yielder: std::ptr::null(),
@@ -668,17 +679,20 @@ impl Runner<'_> {
     /// Runs one member on `args` (one tensor per entry parameter, of its
     /// type and shape), drawing from `rng` (the member's stream; `None`
     /// only when the program does not [`draw`](NativeProgram::draws)),
-    /// and adding the counts of its segments to `counters` (one per
-    /// segment).
+    /// adding the counts of its segments to `counters` (one per segment),
+    /// and its contributions to static adjoints to `log`.
     pub fn run(
         &mut self,
         args: &[&Tensor],
         limits: &Limits,
         rng: Option<&mut MemberRng>,
         counters: &mut [u64],
+        log: MemberLog<'_>,
     ) -> MemberRun {
         let (at, len) = (counters.as_mut_ptr(), counters.len());
-        self.run_waiting(args, limits, rng, (at, len), std::ptr::null())
+        let mut results = self.program.blank_results(args);
+        self.run_logged(args, limits, rng, (at, len), log, &mut results)
+            .map(|()| results)
     }
 
     /// [`Runner::run`] adding the counts to counters that another thread
@@ -697,17 +711,49 @@ impl Runner<'_> {
         rng: Option<&mut MemberRng>,
         counters: &[std::sync::atomic::AtomicU64],
         results: &mut [Tensor],
+        log: MemberLog<'_>,
     ) -> MemberRun<()> {
         // An `AtomicU64` is a `u64` in an `UnsafeCell`: the code's plain
         // updates and the other thread's atomic loads see the same words.
         let at = counters.as_ptr().cast::<u64>().cast_mut();
         let counters = (at, counters.len());
-        self.run_in_place(args, limits, rng, counters, std::ptr::null(), results)
+        self.run_logged(args, limits, rng, counters, log, results)
+    }
+
+    /// Runs one member alone into `results`, logging into `log`: what a
+    /// member that does not finish logged is taken out again.
+    fn run_logged(
+        &mut self,
+        args: &[&Tensor],
+        limits: &Limits,
+        rng: Option<&mut MemberRng>,
+        counters: (*mut u64, usize),
+        log: MemberLog<'_>,
+        results: &mut [Tensor],
+    ) -> MemberRun<()> {
+        let mark = log.log.mark();
+        let logging = (log.log as *mut AdjointLog, log.member);
+        let run = self.run_in_place(
+            args,
+            limits,
+            rng,
+            counters,
+            std::ptr::null(),
+            logging,
+            results,
+        );
+        if run.outcome.is_err() {
+            log.log.truncate(mark);
+        }
+        run
     }
 
     /// [`Runner::run`] on a member's own stack: at each product with a
     /// static matrix the member suspends through `yielder` (non-null) and
     /// resumes when the scheduler has written the product ([`waits`]).
+    /// Its contributions go to `log` (shared with the members run
+    /// together with it, each naming its own), even if it does not finish:
+    /// the caller takes them out then.
     pub(crate) fn run_waiting(
         &mut self,
         args: &[&Tensor],
@@ -715,14 +761,18 @@ impl Runner<'_> {
         rng: Option<&mut MemberRng>,
         counters: (*mut u64, usize),
         yielder: *const waits::MemberYielder,
+        log: (*mut AdjointLog, u32),
     ) -> MemberRun {
         let mut results = self.program.blank_results(args);
-        self.run_in_place(args, limits, rng, counters, yielder, &mut results)
+        self.run_in_place(args, limits, rng, counters, yielder, log, &mut results)
             .map(|()| results)
     }
 
     /// Runs one member, its results written into `results` (one tensor
-    /// per result, of its type and shape).
+    /// per result, of its type and shape), its contributions to static
+    /// adjoints into the log `log.0` (valid, and touched by nothing else
+    /// while the member runs), naming member `log.1`.
+    #[allow(clippy::too_many_arguments)]
     fn run_in_place(
         &mut self,
         args: &[&Tensor],
@@ -730,6 +780,7 @@ impl Runner<'_> {
         rng: Option<&mut MemberRng>,
         (counters, count): (*mut u64, usize),
         yielder: *const waits::MemberYielder,
+        (adjoints, member): (*mut AdjointLog, u32),
         results: &mut [Tensor],
     ) -> MemberRun<()> {
         let program = self.program;
@@ -750,7 +801,6 @@ impl Runner<'_> {
                 instances: 0,
                 peak_instances: 0,
                 tape_bytes: 0,
-                adjoints: Vec::new(),
             };
         }
         self.bind_arguments(args);
@@ -768,6 +818,8 @@ impl Runner<'_> {
             counters,
             rng,
             yielder,
+            adjoints,
+            member,
         });
         // SAFETY: the trampoline reads one argument per parameter (a
         // scalar's bits, or a pointer to an array of the parameter's shape,
@@ -782,6 +834,7 @@ impl Runner<'_> {
         let context = &mut *self.context;
         context.rng = std::ptr::null_mut();
         context.yielder = std::ptr::null();
+        context.adjoints = std::ptr::null_mut();
         let steps = limits.max_steps - context.steps_left - context.steps_reserve;
         let interrupted = limits
             .interrupt
@@ -789,7 +842,6 @@ impl Runner<'_> {
         let (status, fault) = (context.status, context.fault.take());
         let (instances, peak_instances) = (context.instances, context.peak_instances);
         let tape_bytes = context.tape_bytes;
-        let adjoints = std::mem::take(&mut context.adjoints);
         assert!(
             status != 0 || context.tape.is_empty(),
             "a member finished with values left on its tape"
@@ -809,7 +861,6 @@ impl Runner<'_> {
             instances,
             peak_instances,
             tape_bytes,
-            adjoints,
         }
     }
 

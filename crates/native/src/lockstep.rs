@@ -425,7 +425,6 @@ impl LockStepProgram {
                     instances: 0,
                     peak_instances: 0,
                     tape_bytes: 0,
-                    adjoints: Vec::new(),
                 }
             }
             code => match self.stops[crate::translate::stop_index(code)].clone() {
@@ -446,6 +445,5 @@ fn stopped(stop: Stop, steps: u64) -> MemberRun {
         instances: 0,
         peak_instances: 0,
         tape_bytes: 0,
-        adjoints: Vec::new(),
     }
 }

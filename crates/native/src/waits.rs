@@ -29,6 +29,7 @@
 //! suspended in machine code.
 
 use autobatch_ir::Prim;
+use autobatch_kernels::adjoints::AdjointLog;
 use autobatch_kernels::gemm::{self, GemmFloat};
 use autobatch_kernels::MemberRng;
 use autobatch_types::{ScalarType, Tensor};
@@ -66,11 +67,13 @@ pub(crate) fn wait(yielder: &MemberYielder, op: u32, ptrs: &[*mut u8]) {
     });
 }
 
-/// One member of a batched run: its arguments, and its random stream if
-/// the program draws.
+/// One member of a batched run: its arguments, its random stream if the
+/// program draws, and the member its contributions to static adjoints
+/// name.
 pub struct MemberInput<'a> {
     pub args: Vec<&'a Tensor>,
     pub rng: Option<MemberRng>,
+    pub member: u32,
 }
 
 /// What [`NativeProgram::run_batched`] gives: each member's run and
@@ -101,6 +104,8 @@ struct Slot<'p> {
     runner: crate::Runner<'p>,
     args: Vec<&'p Tensor>,
     rng: Option<MemberRng>,
+    /// The member its contributions to static adjoints name.
+    member: u32,
     counters: Vec<u64>,
     run: Option<MemberRun>,
     waiting: Option<Wait>,
@@ -112,13 +117,17 @@ impl NativeProgram {
     /// Runs `members` together on this thread (see the module doc), with
     /// `limits` (whose `stack_room` is capped for the members' own stacks).
     /// With `watch`, the members' counts are added to its counters as
-    /// they run (`published`), for another thread to watch.
+    /// they run (`published`), for another thread to watch. The members'
+    /// contributions to static adjoints go to `log`, as they are made
+    /// (interleaved); those of members that do not finish are taken out
+    /// again.
     pub fn run_batched<'p>(
         &'p self,
         statics: &'p [Tensor],
         members: Vec<MemberInput<'p>>,
         limits: &Limits,
         watch: Option<Watch<'_>>,
+        log: &mut AdjointLog,
     ) -> Result<BatchedRun, String> {
         let limits = Limits {
             stack_room: limits.stack_room.min(MAX_ROOM),
@@ -132,6 +141,7 @@ impl NativeProgram {
                     runner: self.runner(statics),
                     args: m.args,
                     rng: m.rng,
+                    member: m.member,
                     counters: vec![0; self.segments.len()],
                     run: None,
                     waiting: None,
@@ -139,7 +149,16 @@ impl NativeProgram {
             })
             .collect();
         let mut publisher = watch.map(|watch| Publisher::new(watch, slots.len()));
-        let (products, waits) = drive(&mut slots, limits, publisher.as_mut())?;
+        let (products, waits) = drive(&mut slots, limits, publisher.as_mut(), log)?;
+        let mut stopped: Vec<u32> = slots
+            .iter()
+            .filter(|slot| slot.run.as_ref().is_some_and(|run| run.outcome.is_err()))
+            .map(|slot| slot.member)
+            .collect();
+        if !stopped.is_empty() {
+            stopped.sort_unstable();
+            log.retain(|r| stopped.binary_search(&r.member).is_err());
+        }
         let (runs, counters) = slots
             .into_iter()
             .map(|slot| {
@@ -164,7 +183,11 @@ fn drive<'p>(
     slots: &mut [Box<Slot<'p>>],
     limits: Limits,
     mut publisher: Option<&mut Publisher<'_>>,
+    log: &mut AdjointLog,
 ) -> Result<(u64, u64), String> {
+    // Every member's coroutine logs through this pointer, one at a time
+    // (they run on this thread, each until it waits or ends).
+    let log: *mut AdjointLog = log;
     let n = slots.len();
     let mut coroutines: Vec<Option<MemberCoroutine>> = (0..n).map(|_| None).collect();
     // Stacks of members that ended, for the next ones.
@@ -188,7 +211,7 @@ fn drive<'p>(
             let slot: *mut Slot<'p> = &mut *slots[next];
             // SAFETY: the slot is boxed, outlives the coroutine, and is
             // touched only by it while it runs.
-            coroutines[next] = Some(unsafe { member_coroutine(stack, slot, limits) });
+            coroutines[next] = Some(unsafe { member_coroutine(stack, slot, limits, log) });
             live += 1;
             let ended = advance(&mut coroutines[next], &mut slots[next], &mut spare);
             live -= usize::from(published(ended, next, slots, publisher.as_deref_mut()));
@@ -278,16 +301,18 @@ fn compute(waiting: &[usize], slots: &[Box<Slot<'_>>], gathered: &mut Gathered) 
     }
 }
 
-/// The coroutine that runs the member of `slot` on `stack`.
+/// The coroutine that runs the member of `slot` on `stack`, logging into
+/// `log`.
 ///
 /// # Safety
-/// `slot` stays valid, and is touched by nothing else while the coroutine
-/// runs, until the coroutine has ended; the coroutine is driven to its end
-/// before what the slot borrows goes away.
+/// `slot` and `log` stay valid, and are touched by nothing else while the
+/// coroutine runs, until the coroutine has ended; the coroutine is driven
+/// to its end before what the slot borrows goes away.
 unsafe fn member_coroutine<'p>(
     stack: DefaultStack,
     slot: *mut Slot<'p>,
     limits: Limits,
+    log: *mut AdjointLog,
 ) -> MemberCoroutine {
     let body = move |yielder: &MemberYielder, ()| {
         // SAFETY: as the function's contract.
@@ -298,6 +323,7 @@ unsafe fn member_coroutine<'p>(
             slot.rng.as_mut(),
             (slot.counters.as_mut_ptr(), slot.counters.len()),
             yielder,
+            (log, slot.member),
         );
         slot.run = Some(run);
     };

@@ -43,7 +43,7 @@
 use std::ops::Range;
 
 use autobatch_ir::Prim;
-use autobatch_kernels::adjoints::AdjointRecord;
+use autobatch_kernels::adjoints::AdjointLog;
 use autobatch_kernels::backend::Backend;
 use autobatch_kernels::buffer::{Rows, RowsMut, Values, ValuesMut};
 use autobatch_kernels::rng::{Draw, Streams};
@@ -162,7 +162,7 @@ pub struct Engine<'b> {
     static_in: Vec<Option<u32>>,
     /// The run's contributions to static adjoints, each with its row's
     /// member (from [`PrimExecution::member_rows`]).
-    adjoints: Vec<AdjointRecord>,
+    adjoints: AdjointLog,
 }
 
 /// How many times longer than a request a spare buffer may be and still be
@@ -194,7 +194,7 @@ impl<'b> Engine<'b> {
             threads,
             track_statics: false,
             static_in: Vec::new(),
-            adjoints: Vec::new(),
+            adjoints: AdjointLog::spare(),
         }
     }
 
@@ -1003,7 +1003,7 @@ impl<'b> Engine<'b> {
     /// The run's contributions to static adjoints so far (every member's,
     /// failed ones included: [`super::lanes::LaneTable::into_output`] keeps
     /// those of the members that return).
-    pub fn take_adjoints(&mut self) -> Vec<AdjointRecord> {
+    pub fn take_adjoints(&mut self) -> AdjointLog {
         std::mem::take(&mut self.adjoints)
     }
 
@@ -1025,8 +1025,7 @@ impl<'b> Engine<'b> {
             for (&row, &member) in exec.rows.iter().zip(exec.member_rows) {
                 let owned = row_operands(self.backend, exec, slots, row);
                 let operands = operand_refs(exec, slots, &owned);
-                let record = AdjointRecord::new(member, adjoint, &operands);
-                self.adjoints.push(record);
+                self.adjoints.push_tensors(member, adjoint, &operands);
             }
             return;
         }

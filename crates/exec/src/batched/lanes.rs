@@ -42,7 +42,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use autobatch_ir::{Loc, TapeMode};
-use autobatch_kernels::adjoints::AdjointRecord;
+use autobatch_kernels::adjoints::AdjointLog;
 use autobatch_kernels::buffer::{Values, ValuesMut};
 use autobatch_kernels::{Fault, ForkKey, MemberRng, Tape};
 use autobatch_types::{ErrorKind, MemberError, Tensor};
@@ -1017,7 +1017,7 @@ impl LaneTable {
         counter: OpCounter,
         steps: u64,
         started: Instant,
-        adjoints: Vec<AdjointRecord>,
+        mut adjoints: AdjointLog,
         mut rerun: impl FnMut(usize) -> Outcome,
     ) -> RunOutput {
         let wall_seconds = started.elapsed().as_secs_f64();
@@ -1040,10 +1040,7 @@ impl LaneTable {
             results.push(outcome);
         }
         // A member that fails contributes nothing.
-        let adjoints = adjoints
-            .into_iter()
-            .filter(|r| results[r.member as usize].is_ok())
-            .collect();
+        adjoints.retain(|r| results[r.member as usize].is_ok());
         RunOutput {
             results,
             adjoints,
