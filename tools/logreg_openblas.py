@@ -17,7 +17,10 @@ thread, the time the products ran on a machine shared with other work.
 usage: logreg_openblas.py --precision f32|f64 --batch B [--threads T]
        [--n N] [--d D] [--budget SECONDS]
 The BLAS thread count is set before numpy loads (OPENBLAS_NUM_THREADS,
-OMP_NUM_THREADS, MKL_NUM_THREADS).
+OMP_NUM_THREADS, MKL_NUM_THREADS). When our side is capped to the AVX2
+path (AUTOBATCH_SIMD=avx2) and OPENBLAS_CORETYPE is unset, OpenBLAS is held
+to its AVX2 kernel too (OPENBLAS_CORETYPE=Haswell): equal terms on an
+AVX-512 CPU. The report names the kernel OpenBLAS ran.
 """
 
 import argparse
@@ -38,6 +41,8 @@ def main():
     args = parser.parse_args()
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
+    if os.environ.get("AUTOBATCH_SIMD", "").strip() == "avx2":
+        os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
     import numpy as np  # after the thread count is set
 
     dtype = np.float32 if args.precision == "f32" else np.float64

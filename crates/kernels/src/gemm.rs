@@ -195,6 +195,13 @@ pub trait DotVector<T: GemmFloat>: Vector<T> {
     fn tree4(a: Self, b: Self, c: Self, d: Self) -> [T; 4] {
         [a.tree(), b.tree(), c.tree(), d.tree()]
     }
+    /// [`Vector::tree`] of eight vectors at once (the same operations).
+    #[inline(always)]
+    fn tree8(v: [Self; 8]) -> [T; 8] {
+        let lo = Self::tree4(v[0], v[1], v[2], v[3]);
+        let hi = Self::tree4(v[4], v[5], v[6], v[7]);
+        std::array::from_fn(|i| if i < 4 { lo[i] } else { hi[i - 4] })
+    }
 }
 
 /// The portable backend: `L` lanes in an array.
@@ -345,34 +352,38 @@ unsafe fn dot_tile<T: GemmFloat, V: DotVector<T>, const MR: usize, const NR: usi
             }
         }
     }
+    // The trees of the tile's outputs (row-major), eight at once, then
+    // four, then one by one: which outputs share the tree instructions
+    // changes nothing in any output's additions.
     let mut result = [[T::ACC_ZERO; NR]; MR];
-    if NR == 1 {
-        // One vector: the trees of four rows at once.
-        let mut r = 0;
-        while r + 4 <= MR {
-            let t = V::tree4(acc[r][0], acc[r + 1][0], acc[r + 2][0], acc[r + 3][0]);
-            for (i, x) in t.into_iter().enumerate() {
-                result[r + i][0] = x;
-            }
-            r += 4;
+    let at = |o: usize| (o / NR, o % NR);
+    let mut o = 0;
+    while o + 8 <= MR * NR {
+        let t = V::tree8(std::array::from_fn(|i| {
+            let (r, v) = at(o + i);
+            acc[r][v]
+        }));
+        for (i, x) in t.into_iter().enumerate() {
+            let (r, v) = at(o + i);
+            result[r][v] = x;
         }
-        while r < MR {
-            result[r][0] = acc[r][0].tree();
-            r += 1;
-        }
-        return result;
+        o += 8;
     }
-    for r in 0..MR {
-        let mut v = 0;
-        while v + 4 <= NR {
-            let t = V::tree4(acc[r][v], acc[r][v + 1], acc[r][v + 2], acc[r][v + 3]);
-            result[r][v..v + 4].copy_from_slice(&t);
-            v += 4;
+    if o + 4 <= MR * NR {
+        let [a, b, c, d] = std::array::from_fn(|i| {
+            let (r, v) = at(o + i);
+            acc[r][v]
+        });
+        for (i, x) in V::tree4(a, b, c, d).into_iter().enumerate() {
+            let (r, v) = at(o + i);
+            result[r][v] = x;
         }
-        while v < NR {
-            result[r][v] = acc[r][v].tree();
-            v += 1;
-        }
+        o += 4;
+    }
+    while o < MR * NR {
+        let (r, v) = at(o);
+        result[r][v] = acc[r][v].tree();
+        o += 1;
     }
     result
 }

@@ -97,6 +97,40 @@ impl DotVector<f32> for F32x8 {
             out
         }
     }
+    #[inline(always)]
+    fn tree8(v: [Self; 8]) -> [f32; 8] {
+        unsafe {
+            // q(l) + q(l + 4): vectors i, i + 1 -> [i's four | i + 1's four].
+            let step1 = |a: __m256, b: __m256| {
+                _mm256_add_ps(
+                    _mm256_permute2f128_ps::<0x20>(a, b),
+                    _mm256_permute2f128_ps::<0x31>(a, b),
+                )
+            };
+            let s0 = step1(v[0].0, v[1].0);
+            let s1 = step1(v[2].0, v[3].0);
+            let s2 = step1(v[4].0, v[5].0);
+            let s3 = step1(v[6].0, v[7].0);
+            // a(l) + a(l + 2): [0 0 2 2 | 1 1 3 3] and [4 4 6 6 | 5 5 7 7].
+            let step2 = |a: __m256, b: __m256| {
+                _mm256_add_ps(
+                    _mm256_shuffle_ps::<0x44>(a, b),
+                    _mm256_shuffle_ps::<0xEE>(a, b),
+                )
+            };
+            let t0 = step2(s0, s1);
+            let t1 = step2(s2, s3);
+            // b0 + b1: [0 2 4 6 | 1 3 5 7], then in order.
+            let sums = _mm256_add_ps(
+                _mm256_shuffle_ps::<0x88>(t0, t1),
+                _mm256_shuffle_ps::<0xDD>(t0, t1),
+            );
+            let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+            let mut out = [0.0f32; 8];
+            _mm256_storeu_ps(out.as_mut_ptr(), _mm256_permutevar8x32_ps(sums, order));
+            out
+        }
+    }
 }
 
 impl Vector<f64> for F64x4 {
@@ -145,16 +179,22 @@ impl DotVector<f64> for F64x4 {
     #[inline(always)]
     fn tree4(a: Self, b: Self, c: Self, d: Self) -> [f64; 4] {
         unsafe {
-            // l + (l + 2) for each vector.
-            let half =
-                |v: __m256d| _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd::<1>(v));
-            let (a, b, c, d) = (half(a.0), half(b.0), half(c.0), half(d.0));
-            // 0 + 1: [a, b] and [c, d].
-            let ab = _mm_add_pd(_mm_unpacklo_pd(a, b), _mm_unpackhi_pd(a, b));
-            let cd = _mm_add_pd(_mm_unpacklo_pd(c, d), _mm_unpackhi_pd(c, d));
+            // q(l) + q(l + 2): vectors a, b -> [a's two | b's two].
+            let step1 = |a: __m256d, b: __m256d| {
+                _mm256_add_pd(
+                    _mm256_permute2f128_pd::<0x20>(a, b),
+                    _mm256_permute2f128_pd::<0x31>(a, b),
+                )
+            };
+            let ab = step1(a.0, b.0);
+            let cd = step1(c.0, d.0);
+            // 0 + 1: [a c | b d], then in order.
+            let sums = _mm256_add_pd(_mm256_unpacklo_pd(ab, cd), _mm256_unpackhi_pd(ab, cd));
             let mut out = [0.0f64; 4];
-            _mm_storeu_pd(out.as_mut_ptr(), ab);
-            _mm_storeu_pd(out.as_mut_ptr().add(2), cd);
+            _mm256_storeu_pd(
+                out.as_mut_ptr(),
+                _mm256_permute4x64_pd::<0b11_01_10_00>(sums),
+            );
             out
         }
     }
