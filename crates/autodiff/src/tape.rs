@@ -69,6 +69,9 @@ use crate::analysis::Sources;
 use crate::builder::{Builder, View};
 use crate::{analysis, derive_error, rules, DeriveResult, Deriver};
 
+mod recompute;
+use recompute::{recomputable, recomputing_call, rerun_if_recomputed, rerun_instances};
+
 /// The ids of a taped plan's two parts.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TapedIds {
@@ -437,45 +440,6 @@ fn fork_kind(d: &mut Deriver, op: &Op, act: &[bool]) -> DeriveResult<Option<Call
     Ok(Some(CallKind::TapedFork { parts, recompute }))
 }
 
-/// Whether a call of `callee` (or an instance of it) may be recomputed:
-/// its tape may be large (it calls a function, forks or loops).
-fn recomputable(program: &Program, callee: FuncId) -> bool {
-    let f = &program.functions[callee];
-    let calls = f
-        .blocks
-        .values()
-        .flat_map(|b| &b.ops)
-        .any(|op| matches!(op, Op::Call { .. } | Op::Fork { .. }));
-    calls || loops(f)
-}
-
-/// Whether a block of `f` reachable from its entry can be entered again.
-fn loops(f: &Function) -> bool {
-    // Depth-first from the entry; an edge to a block on the path is a loop.
-    let n = f.blocks.len();
-    let mut state = vec![0u8; n]; // 0 unseen, 1 on the path, 2 done
-    let mut stack = vec![(Function::ENTRY, 0usize)];
-    state[0] = 1;
-    while let Some((b, next)) = stack.pop() {
-        let successors = f.blocks[b].term.successors();
-        match successors.get(next) {
-            Some(s) => {
-                stack.push((b, next + 1));
-                match state[s.index()] {
-                    1 => return true,
-                    0 => {
-                        state[s.index()] = 1;
-                        stack.push((*s, 0));
-                    }
-                    _ => {}
-                }
-            }
-            None => state[b.index()] = 2,
-        }
-    }
-    false
-}
-
 fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
     let g = d.plans[p].g.clone();
     let act = d.plans[p].active.clone();
@@ -685,113 +649,6 @@ fn saved_args<'a>(call: &'a Op, invariants: &'a [Option<Invariant>]) -> Vec<Var>
         .filter(|a| invariants[a.index()].is_none())
         .copied()
         .collect()
-}
-
-/// Ends block `at` of a forward part, holding `ops`, with the call of
-/// the callee of `call` (of `g`; or its fork of the callees) as the
-/// member's tape decides, in blocks
-/// that count no step: when the member already holds more than half the
-/// run's tape bound (`tape_over`), the arguments (as [`saved_args`] takes
-/// them) are pushed and `call` runs, untaped; else `taped` (the call of
-/// the forward part, the fork of the forward parts) runs between `tape_mark` and
-/// `tape_settle`, which drops what the callee saved when the member then
-/// holds more than half the bound, and then the arguments (read before
-/// the call) are pushed. Last a flag: `true` when the arguments are on
-/// the tape in place of the callee's tape. The backward part pops it and,
-/// when it is `true`, runs the callee's forward part again from the
-/// arguments before its backward part ([`rerun_if_recomputed`]): the same
-/// values either way (the forward part computes what the function does),
-/// and the same choices inside it (the member's tape holds what it held
-/// at the call). Returns the block where the forward part goes on and its
-/// operations so far.
-fn recomputing_call(
-    f: &mut Function,
-    at: Block,
-    mut ops: Vec<Op>,
-    call: &Op,
-    taped: Op,
-    invariants: &[Option<Invariant>],
-) -> (Block, Vec<Op>) {
-    let (dsts, loc) = (call.defs(), call.loc());
-    let mut var = |ty: TensorType| f.vars.push(VarData { ty, name: None });
-    let bool_ty = TensorType::scalar(ScalarType::Bool);
-    let over = var(bool_ty.clone());
-    let mark = var(TensorType::scalar(ScalarType::I64));
-    let dropped = var(bool_ty.clone());
-    let recomputed = var(bool_ty);
-    let prim = |dst: Var, prim: Prim, args: Vec<Var>| Op::Prim {
-        dst: Some(dst),
-        prim,
-        args,
-        loc,
-    };
-    let block = |ops: Vec<Op>, term: Terminator| BlockData {
-        ops,
-        term,
-        loc,
-        uncounted: true,
-    };
-    let saved = saved_args(call, invariants);
-    let next = f
-        .blocks
-        .push(block(Vec::new(), Terminator::Return(Vec::new())));
-    // Recomputed: `true` after the arguments.
-    let flagged = f.blocks.push(block(
-        vec![
-            prim(recomputed, Prim::Const(Scalar::Bool(true)), Vec::new()),
-            push(vec![recomputed], loc),
-        ],
-        Terminator::Jump(next),
-    ));
-    let kept = f.blocks.push(block(
-        vec![push(vec![dropped], loc)],
-        Terminator::Jump(next),
-    ));
-    // Already over half the bound: the callee's own function, untaped.
-    let mut untaped = Vec::new();
-    if !saved.is_empty() {
-        untaped.push(push(saved.clone(), loc));
-    }
-    untaped.push(call.clone());
-    let untaped = f.blocks.push(block(untaped, Terminator::Jump(flagged)));
-    // Else taped, and its tape dropped if the member is over half the
-    // bound after it; an argument the call overwrites is read before it.
-    let mut taped_ops = vec![prim(mark, Prim::TapeMark, Vec::new())];
-    let mut saved_after = saved;
-    for a in saved_after.iter_mut() {
-        if dsts.contains(a) {
-            let ty = f.vars[*a].ty.clone();
-            let before = f.vars.push(VarData { ty, name: None });
-            taped_ops.push(prim(before, Prim::Copy, vec![*a]));
-            *a = before;
-        }
-    }
-    taped_ops.push(taped);
-    taped_ops.push(prim(dropped, Prim::TapeSettle, Vec::new()));
-    let dropping = if saved_after.is_empty() {
-        flagged
-    } else {
-        f.blocks.push(block(
-            vec![push(saved_after, loc)],
-            Terminator::Jump(flagged),
-        ))
-    };
-    let taped = f.blocks.push(block(
-        taped_ops,
-        Terminator::Branch {
-            cond: dropped,
-            then_block: dropping,
-            else_block: kept,
-        },
-    ));
-    ops.push(prim(over, Prim::TapeOver, Vec::new()));
-    f.blocks[at].ops = ops;
-    f.blocks[at].term = Terminator::Branch {
-        cond: over,
-        then_block: untaped,
-        else_block: taped,
-    };
-    (next, Vec::new())
 }
 
 /// Fork `op` over its callees' forward parts, saving their tapes.
@@ -1273,42 +1130,12 @@ fn op_adjoint(
                 float_params,
             }),
         ) => {
-            let dys = result_adjoints(w, op, &dsts, loc)?;
-            let saved = saved_args(op, w.invariants);
-            let mut popped = w.pop(&saved, loc).into_iter();
-            let mut call_args = Vec::with_capacity(args.len() + dys.len());
-            for a in args {
-                let x = match w.invariants[a.index()] {
-                    Some(_) => w.value(*a),
-                    None => popped.next().expect("a saved argument"),
-                };
-                call_args.push(x);
-            }
-            call_args.extend(dys);
-            let outs: Vec<Var> = float_params
-                .iter()
-                .map(|t| w.b.var(t.clone(), None, false))
-                .collect();
-            w.b.push(Op::Call {
-                dsts: outs.clone(),
-                callee: *backward,
-                args: call_args,
-                loc,
-                catch: false,
-            });
-            restore(w, op, before, loc);
-            let floats: Vec<(Var, bool)> = args
-                .iter()
-                .zip(active)
-                .filter(|(a, _)| w.g.vars[**a].ty.elem.is_float())
-                .map(|(a, is_active)| (*a, *is_active))
-                .collect();
-            for ((v, is_active), da) in floats.into_iter().zip(outs) {
-                if is_active {
-                    let x = w.value(v);
-                    w.b.accumulate(x, da, loc)?;
-                }
-            }
+            let custom = Custom {
+                backward: *backward,
+                active,
+                float_params,
+            };
+            custom_adjoint(w, op, args, custom, &dsts, before, loc)?;
         }
         (Op::Fork { .. }, Some(CallKind::TapedFork { parts, recompute })) => {
             if *recompute {
@@ -1349,78 +1176,67 @@ fn op_adjoint(
     Ok(())
 }
 
-/// The start of the backward part of a call (or fork) the forward part
-/// chose to recompute or not ([`recomputing_call`]): pops the flag; when
-/// it is `true`, pops the arguments and runs `again(arguments, results)`
-/// on them, the call of the copy of the callee's forward part that counts
-/// no steps (or the fork of the copies), which saves the callee's tape
-/// again, its own calls choosing again. The callee's backward part
-/// follows, either way.
-fn rerun_if_recomputed(
-    w: &mut Backward,
-    call: &Op,
-    loc: Loc,
-    again: impl FnOnce(Vec<Var>, Vec<Var>) -> Op,
-) {
-    let dsts = call.defs();
-    // The arguments the tape does not hold are made before the choice, so
-    // that they are defined wherever they are read.
-    let made: Vec<Option<Var>> = call_args(call)
-        .iter()
-        .map(|a| w.invariants[a.index()].is_some().then(|| w.value(*a)))
-        .collect();
-    let bool_ty = TensorType::scalar(ScalarType::Bool);
-    let flag = w.b.var(bool_ty.clone(), None, false);
-    w.b.prim_into(flag, Prim::TapePop(bool_ty), Vec::new(), loc);
-    let recomputed = w.b.new_block(loc);
-    let next = w.b.new_block(loc);
-    w.b.terminate(Terminator::Branch {
-        cond: flag,
-        then_block: recomputed,
-        else_block: next,
-    });
-    w.b.current = recomputed;
-    let saved = saved_args(call, w.invariants);
-    let mut popped = w.pop(&saved, loc).into_iter();
-    let args: Vec<Var> = made
-        .into_iter()
-        .map(|m| m.unwrap_or_else(|| popped.next().expect("a saved argument")))
-        .collect();
-    let results: Vec<Var> = dsts.iter().map(|v| w.fresh(*v)).collect();
-    w.b.push(again(args, results));
-    w.b.terminate(Terminator::Jump(next));
-    w.b.current = next;
+/// A custom derivative's parts of a call ([`CallKind::Custom`]).
+struct Custom<'a> {
+    backward: FuncId,
+    active: &'a [bool],
+    float_params: &'a [TensorType],
 }
 
-/// The instances of taped fork `op` as a recomputation runs it again
-/// (with `TapeMode::SaveAgain`: saving the instances' tapes, drawing no
-/// key): the copies of the callees' forward parts that count no steps.
-fn rerun_instances(d: &mut Deriver, op: &Op, parts: &[(TapedIds, Vec<bool>)]) -> Instances {
-    let Op::Fork { instances, .. } = saving_fork(op, parts) else {
-        unreachable!("a fork")
-    };
-    match instances {
-        Instances::Join(calls) => Instances::Join(
-            calls
-                .into_iter()
-                .map(|call| JoinCall {
-                    callee: d.uncounted_copy(call.callee),
-                    ..call
-                })
-                .collect(),
-        ),
-        Instances::Map {
-            callee,
-            count,
-            index,
-            each,
-        } => Instances::Map {
-            callee: d.uncounted_copy(callee),
-            count,
-            index,
-            each,
-        },
+/// The backward part of a call with a custom derivative: pops the saved
+/// arguments, calls the backward function on them and the results'
+/// adjoints, and accumulates the adjoints of the active float arguments.
+fn custom_adjoint(
+    w: &mut Backward,
+    op: &Op,
+    args: &[Var],
+    custom: Custom,
+    dsts: &[Var],
+    before: &[Var],
+    loc: Loc,
+) -> DeriveResult<()> {
+    let Custom {
+        backward,
+        active,
+        float_params,
+    } = custom;
+    let dys = result_adjoints(w, op, dsts, loc)?;
+    let saved = saved_args(op, w.invariants);
+    let mut popped = w.pop(&saved, loc).into_iter();
+    let mut call_args = Vec::with_capacity(args.len() + dys.len());
+    for a in args {
+        let x = match w.invariants[a.index()] {
+            Some(_) => w.value(*a),
+            None => popped.next().expect("a saved argument"),
+        };
+        call_args.push(x);
     }
+    call_args.extend(dys);
+    let outs: Vec<Var> = float_params
+        .iter()
+        .map(|t| w.b.var(t.clone(), None, false))
+        .collect();
+    w.b.push(Op::Call {
+        dsts: outs.clone(),
+        callee: backward,
+        args: call_args,
+        loc,
+        catch: false,
+    });
+    restore(w, op, before, loc);
+    let floats: Vec<(Var, bool)> = args
+        .iter()
+        .zip(active)
+        .filter(|(a, _)| w.g.vars[**a].ty.elem.is_float())
+        .map(|(a, is_active)| (*a, *is_active))
+        .collect();
+    for ((v, is_active), da) in floats.into_iter().zip(outs) {
+        if is_active {
+            let x = w.value(v);
+            w.b.accumulate(x, da, loc)?;
+        }
+    }
+    Ok(())
 }
 
 /// What a restoring fork gives the adjoint of one argument of the fork.

@@ -179,8 +179,8 @@ pub fn run_choice(
         }
         trial_seconds = output.stats.wall_seconds;
         reason = format!(
-            "{reason}; tried first on program-counter, a member did not finish within its \
-             {limit} steps"
+            "{reason}; tried first on program-counter, a member did not finish within the \
+             trial's steps"
         );
     }
     let mut output = run(choice.strategy, options)?;
@@ -198,7 +198,7 @@ pub fn run_choice(
 /// work (per operation the entry reaches, [`TRIAL_WORK_PER_OP`], or
 /// [`TRIAL_WORK_PER_ARRAY_OP`] on arrays) over the work of a step of the
 /// whole batch through the heaviest block ([`block_work`]) gives each member at least [`MIN_TRIAL_STEPS`] steps
-/// (at most the run's own limit).
+/// (at most the run's own limit); none when `options.auto_trial` is false.
 pub fn trial_steps(
     strategy: Strategy,
     program: &Program,
@@ -206,7 +206,8 @@ pub fn trial_steps(
     batch: &Batch,
     options: &RunOptions,
 ) -> Option<u64> {
-    if strategy != Strategy::Native && strategy != Strategy::NativeBatched {
+    if !options.auto_trial || (strategy != Strategy::Native && strategy != Strategy::NativeBatched)
+    {
         return None;
     }
     let members = batch.size.max(1) as u64;

@@ -94,6 +94,11 @@ pub struct RunOptions {
     /// How the batching strategies batch ([`Strategy::reads`] says which
     /// of these an executor reads); the others ignore it. Changes no result.
     pub batching: BatchingOptions,
+    /// Whether `auto` may first try a small run on `program-counter`
+    /// before compiling native code ([`auto::run_choice`]); default true.
+    /// The sampler's runs, long by construction, set it false. Changes no
+    /// result.
+    pub auto_trial: bool,
     /// Whether the run must count each operation's executions
     /// ([`Stats::op_counts`]); default true. When false, the native
     /// strategies' machine code counts nothing: their `op_counts` is empty
@@ -258,6 +263,7 @@ impl Default for RunOptions {
             profile: false,
             count_operations: true,
             batching: BatchingOptions::default(),
+            auto_trial: true,
         }
     }
 }

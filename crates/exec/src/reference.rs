@@ -477,32 +477,50 @@ impl<'a> MemberRun<'a, '_> {
                 tape,
                 ..
             } => {
-                let total = match instances {
-                    Instances::Join(calls) => calls.len(),
-                    Instances::Map { count, .. } => dim_length(&env.symbols, *count),
-                };
-                // A `Restore` fork, or one run again by a recomputation,
-                // draws no key: its instances draw nothing.
-                let key = if tape.draws_key() {
-                    ctx.rng.fork()
-                } else {
-                    ctx.rng.clone().fork()
-                };
-                let (parent_tape, tapes) = self.fork_tapes(*tape, total);
-                frame.fork = Some(Box::new(ForkState {
-                    key,
-                    next: 0,
-                    total,
-                    parent_rng: None,
-                    elements: vec![Vec::new(); dsts.len()],
-                    mode: *tape,
-                    parent_tape,
-                    tapes,
-                }));
+                frame.fork = Some(Box::new(self.fork_state(
+                    dsts.len(),
+                    instances,
+                    *tape,
+                    ctx,
+                    env,
+                )));
                 self.next_instance(stack, ctx, env)?;
             }
         }
         Ok(None)
+    }
+
+    /// The state of a fork as it starts: its instances, its key (a
+    /// `Restore` fork, or one run again by a recomputation, draws none: its
+    /// instances draw nothing) and its tapes.
+    fn fork_state(
+        &mut self,
+        results: usize,
+        instances: &Instances,
+        tape: TapeMode,
+        ctx: &mut PrimContext<'_>,
+        env: &Env,
+    ) -> ForkState {
+        let total = match instances {
+            Instances::Join(calls) => calls.len(),
+            Instances::Map { count, .. } => dim_length(&env.symbols, *count),
+        };
+        let key = if tape.draws_key() {
+            ctx.rng.fork()
+        } else {
+            ctx.rng.clone().fork()
+        };
+        let (parent_tape, tapes) = self.fork_tapes(tape, total);
+        ForkState {
+            key,
+            next: 0,
+            total,
+            parent_rng: None,
+            elements: vec![Vec::new(); results],
+            mode: tape,
+            parent_tape,
+            tapes,
+        }
     }
 
     /// Starts the next instance of the fork the top frame waits at, in a

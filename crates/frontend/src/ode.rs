@@ -28,7 +28,7 @@
 //! A gradient of a solve is the forward sensitivities: for each call,
 //! [`sensitivity_text`] appends the coupled system of the state and its
 //! derivatives in every float argument, solved by the call's method, and
-//! `{solver}_{line}_{column}_vjp`, the solver's custom derivative
+//! `{solver}_{line}_{column}_adjoint`, the solver's custom derivative
 //! ([`custom_vjp_of`], `autobatch_autodiff::CustomVjp`), which the
 //! derivation calls in the backward pass in place of differentiating the
 //! solver's steps. A call whose further arguments hold floats otherwise
@@ -153,7 +153,7 @@ pub(crate) fn expand(source: &str, file: &syn::File) -> Expanded {
 }
 
 /// The backward function of the generated function `index` of `module`
-/// (a solver's, `ode_rk45_12_9`: `ode_rk45_12_9_vjp`), if it has one: its
+/// (a solver's, `ode_rk45_12_9`: `ode_rk45_12_9_adjoint`), if it has one: its
 /// custom derivative, which the lowering hands to the derivation.
 pub(crate) fn custom_vjp_of(module: &crate::hir::Module, index: usize) -> Option<usize> {
     let name = &module.functions.get(index)?.name;
@@ -167,7 +167,7 @@ pub(crate) fn custom_vjp_of(module: &crate::hir::Module, index: usize) -> Option
                     .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
             })
     });
-    let backward = format!("{name}_vjp");
+    let backward = format!("{name}_adjoint");
     site.then(|| module.functions.iter().position(|f| f.name == backward))?
 }
 
@@ -664,7 +664,7 @@ impl Sensitivities {
     }
 }
 
-/// The custom derivative of a call's solver (`{name}_vjp`, see
+/// The custom derivative of a call's solver (`{name}_adjoint`, see
 /// [`custom_vjp_of`]) and what it uses: the sensitivities solved with the
 /// state as one system, by the call's method with its step control over
 /// the whole coupled state.
@@ -676,7 +676,7 @@ impl Sensitivities {
 ///   `dS_j/dt = J_y S_j + df/dp_j` (the last term for the arguments only);
 /// - `{name}_sens`: the call's solver on the coupled system, from `y0` and
 ///   the identity in `y0`'s columns, its failures naming the sensitivities;
-/// - `{name}_vjp`: the adjoints `S^T ybar` of `y0` and the float
+/// - `{name}_adjoint`: the adjoints `S^T ybar` of `y0` and the float
 ///   arguments, `f(t_i, y_i) . ybar_i` of `ts[i]`, `-(S_y0^T ybar) .
 ///   f(t0, y0)` of `t0`, zero of the tolerances.
 fn sensitivity_text(call: &Call, rhs: &Rhs, layout: &Sensitivities) -> String {
@@ -687,47 +687,7 @@ fn sensitivity_text(call: &Call, rhs: &Rhs, layout: &Sensitivities) -> String {
     let (d, m) = (format!("{consts}_D"), format!("{consts}_M"));
     let tol = call.solver.ends_with("_tol");
     let solver = call.solver.trim_end_matches("_tol");
-    let mut typed = String::new();
-    let mut args = String::new();
-    let mut from_p = String::new();
-    let mut row_args = String::new();
-    let mut into_p = String::new();
-    let mut adjoints = String::new();
-    let mut results = String::new();
-    let mut ret_types = String::new();
-    for (k, (ty, extra)) in rhs.extra.iter().zip(&layout.extras).enumerate() {
-        let off = &layout.offsets[k];
-        write!(typed, ", a{k}: {ty}").unwrap();
-        write!(args, ", a{k}").unwrap();
-        match extra {
-            Extra::Data => write!(row_args, ", a{k}").unwrap(),
-            Extra::Float(None) => {
-                write!(row_args, ", b{k}").unwrap();
-                writeln!(from_p, "    let b{k} = p[{off}];").unwrap();
-                writeln!(into_p, "    p[{off}] = a{k};").unwrap();
-                writeln!(adjoints, "    let b{k} = dp[{off}];").unwrap();
-                write!(results, ", b{k}").unwrap();
-                write!(ret_types, ", f64").unwrap();
-            }
-            Extra::Float(Some(len)) => {
-                write!(row_args, ", b{k}").unwrap();
-                let copy = |src: &str| {
-                    format!(
-                        "    let mut b{k} = [0.0; {len}];\n    let mut q{k}: usize = 0;\n    while q{k} < {len} {{\n        b{k}[q{k}] = {src}[{off} + q{k}];\n        q{k} += 1;\n    }}\n"
-                    )
-                };
-                from_p.push_str(&copy("p"));
-                writeln!(
-                    into_p,
-                    "    let mut q{k}: usize = 0;\n    while q{k} < {len} {{\n        p[{off} + q{k}] = a{k}[q{k}];\n        q{k} += 1;\n    }}"
-                )
-                .unwrap();
-                adjoints.push_str(&copy("dp"));
-                write!(results, ", b{k}").unwrap();
-                write!(ret_types, ", [f64; {len}]").unwrap();
-            }
-        }
-    }
+    let t = argument_texts(rhs, layout);
     let (tol_params, tol_results, tol_types, defaults) = if tol {
         (
             ", rtol: f64, atol: f64, max_num_steps: i64",
@@ -747,17 +707,127 @@ fn sensitivity_text(call: &Call, rhs: &Rhs, layout: &Sensitivities) -> String {
     let coupled = format!("{name}_coupled");
     let sens = format!("{name}_sens");
     let (helpers, body) = if solver == "ode_rk45" {
-        (String::new(), rk45_body(&label, &coupled, &args, &m))
+        (String::new(), rk45_body(&label, &coupled, &t.args, &m))
     } else {
         (
             rosenbrock_helpers(&sens, &m),
-            rosenbrock_body(&label, &sens, &coupled, &args, &m),
+            rosenbrock_body(&label, &sens, &coupled, &t.args, &m),
         )
+    };
+    let names = SensNames {
+        name: &name,
+        f,
+        n,
+        d: &d,
+        m: &m,
+        coupled: &coupled,
+        sens: &sens,
     };
     format!(
         "const {d}: usize = {layout_d};
 const {m}: usize = {layout_m};
-fn {name}_row(p: [f64; {d}], i: usize, t: f64{typed}) -> f64 {{
+{rhs_fns}{helpers}fn {sens}<const ODE_T: usize>(y0: [f64; {m}], t0: f64, ts: [f64; ODE_T], rtol: f64, atol: f64, max_num_steps: i64{typed}) -> [[f64; {m}]; ODE_T] {{
+{body}}}
+{adjoint_fn}",
+        layout_d = layout.d,
+        layout_m = layout.m,
+        typed = t.typed,
+        rhs_fns = rhs_functions(&names, &t),
+        adjoint_fn = adjoint_function(&names, &t, tol_params, tol_types, tol_results, defaults),
+    )
+}
+
+/// The names a call's sensitivity solve is written with.
+struct SensNames<'a> {
+    /// The solver's generated function (`ode_rk45_12_9`).
+    name: &'a str,
+    /// The right-hand side `f`.
+    f: &'a str,
+    /// The state's length.
+    n: &'a str,
+    /// The constants of the differentiated length and the coupled state's.
+    d: &'a str,
+    m: &'a str,
+    /// The coupled right-hand side and the solve of the coupled system.
+    coupled: &'a str,
+    sens: &'a str,
+}
+
+/// The texts the further arguments `a..` give the sensitivity solve's
+/// functions, each in its place.
+#[derive(Default)]
+struct ArgTexts {
+    /// `, a0: T0, ..`: the parameters.
+    typed: String,
+    /// `, a0, ..`: the arguments passed on.
+    args: String,
+    /// Statements taking the float arguments out of the point `p`.
+    from_p: String,
+    /// `, a0, b1, ..`: the arguments of `f` in the row function.
+    row_args: String,
+    /// Statements putting the float arguments into `p`.
+    into_p: String,
+    /// Statements taking the float arguments' adjoints out of `dp`.
+    adjoints: String,
+    /// `, b1, ..`: the adjoints returned, and their types.
+    results: String,
+    ret_types: String,
+}
+
+/// The [`ArgTexts`] of a call's further arguments.
+fn argument_texts(rhs: &Rhs, layout: &Sensitivities) -> ArgTexts {
+    let mut t = ArgTexts::default();
+    for (k, (ty, extra)) in rhs.extra.iter().zip(&layout.extras).enumerate() {
+        let off = &layout.offsets[k];
+        write!(t.typed, ", a{k}: {ty}").unwrap();
+        write!(t.args, ", a{k}").unwrap();
+        match extra {
+            Extra::Data => write!(t.row_args, ", a{k}").unwrap(),
+            Extra::Float(None) => {
+                write!(t.row_args, ", b{k}").unwrap();
+                writeln!(t.from_p, "    let b{k} = p[{off}];").unwrap();
+                writeln!(t.into_p, "    p[{off}] = a{k};").unwrap();
+                writeln!(t.adjoints, "    let b{k} = dp[{off}];").unwrap();
+                write!(t.results, ", b{k}").unwrap();
+                write!(t.ret_types, ", f64").unwrap();
+            }
+            Extra::Float(Some(len)) => {
+                write!(t.row_args, ", b{k}").unwrap();
+                let copy = |src: &str| {
+                    format!(
+                        "    let mut b{k} = [0.0; {len}];\n    let mut q{k}: usize = 0;\n    while q{k} < {len} {{\n        b{k}[q{k}] = {src}[{off} + q{k}];\n        q{k} += 1;\n    }}\n"
+                    )
+                };
+                t.from_p.push_str(&copy("p"));
+                writeln!(
+                    t.into_p,
+                    "    let mut q{k}: usize = 0;\n    while q{k} < {len} {{\n        p[{off} + q{k}] = a{k}[q{k}];\n        q{k} += 1;\n    }}"
+                )
+                .unwrap();
+                t.adjoints.push_str(&copy("dp"));
+                write!(t.results, ", b{k}").unwrap();
+                write!(t.ret_types, ", [f64; {len}]").unwrap();
+            }
+        }
+    }
+    t
+}
+
+/// `{name}_row` and `{coupled}` ([`sensitivity_text`]).
+fn rhs_functions(s: &SensNames, t: &ArgTexts) -> String {
+    let SensNames {
+        name,
+        f,
+        n,
+        d,
+        m,
+        coupled,
+        ..
+    } = s;
+    let (typed, args, from_p, row_args, into_p) =
+        (&t.typed, &t.args, &t.from_p, &t.row_args, &t.into_p);
+    format!(
+        "fn {name}_row(p: [f64; {d}], i: usize, t: f64{typed}) -> f64 {{
     let mut y = [0.0; {n}];
     let mut k: usize = 0;
     while k < {n} {{
@@ -797,9 +867,32 @@ fn {coupled}(t: f64, z: [f64; {m}]{typed}) -> [f64; {m}] {{
     }}
     out
 }}
-{helpers}fn {sens}<const ODE_T: usize>(y0: [f64; {m}], t0: f64, ts: [f64; ODE_T], rtol: f64, atol: f64, max_num_steps: i64{typed}) -> [[f64; {m}]; ODE_T] {{
-{body}}}
-fn {name}_vjp<const ODE_T: usize>(y0: [f64; {n}], t0: f64, ts: [f64; ODE_T]{tol_params}{typed}, ybar: [[f64; {n}]; ODE_T]) -> ([f64; {n}], f64, [f64; ODE_T]{tol_types}{ret_types}) {{
+"
+    )
+}
+
+/// `{name}_adjoint` ([`sensitivity_text`]).
+fn adjoint_function(
+    s: &SensNames,
+    t: &ArgTexts,
+    tol_params: &str,
+    tol_types: &str,
+    tol_results: &str,
+    defaults: &str,
+) -> String {
+    let SensNames {
+        name,
+        f,
+        n,
+        d,
+        m,
+        sens,
+        ..
+    } = s;
+    let (typed, args, adjoints, results, ret_types) =
+        (&t.typed, &t.args, &t.adjoints, &t.results, &t.ret_types);
+    format!(
+        "fn {name}_adjoint<const ODE_T: usize>(y0: [f64; {n}], t0: f64, ts: [f64; ODE_T]{tol_params}{typed}, ybar: [[f64; {n}]; ODE_T]) -> ([f64; {n}], f64, [f64; ODE_T]{tol_types}{ret_types}) {{
 {defaults}    let mut z0 = [0.0; {m}];
     let mut k: usize = 0;
     while k < {n} {{
@@ -841,8 +934,6 @@ fn {name}_vjp<const ODE_T: usize>(y0: [f64; {n}], t0: f64, ts: [f64; ODE_T]{tol_
     let dt0 = -dot(dy0, {f}(t0, y0{args}));
 {adjoints}    (dy0, dt0, dts{tol_results}{results})
 }}
-",
-        layout_d = layout.d,
-        layout_m = layout.m,
+"
     )
 }

@@ -264,9 +264,29 @@ fn hoist_from_loop(
             }
         }
     }
-    // A constant moves only with an operation that reads it.
+    keep_read_constants(function, &mut chosen);
+    if chosen.is_empty() {
+        return 0;
+    }
+    let mut moving: Vec<Op> = chosen
+        .iter()
+        .map(|&(b, i)| function.blocks[b].ops[i].clone())
+        .collect();
+    let mut removed: Vec<(Block, usize)> = chosen.clone();
+    removed.sort_unstable_by(|x, y| y.cmp(x));
+    for (b, i) in removed {
+        function.blocks[b].ops.remove(i);
+    }
+    let count = moving.len();
+    function.blocks[preheader].ops.append(&mut moving);
+    count
+}
+
+/// Drops from `chosen` the constants that no other chosen operation reads:
+/// a constant moves only with an operation that reads it.
+fn keep_read_constants(function: &Function, chosen: &mut Vec<(Block, usize)>) {
     let mut read_by_moved = vec![false; function.vars.len()];
-    for &(b, i) in &chosen {
+    for &(b, i) in chosen.iter() {
         let op = &function.blocks[b].ops[i];
         if !matches!(
             op,
@@ -288,21 +308,6 @@ fn hoist_from_loop(
         } => read_by_moved[dst.index()],
         _ => true,
     });
-    if chosen.is_empty() {
-        return 0;
-    }
-    let mut moving: Vec<Op> = chosen
-        .iter()
-        .map(|&(b, i)| function.blocks[b].ops[i].clone())
-        .collect();
-    let mut removed: Vec<(Block, usize)> = chosen.clone();
-    removed.sort_unstable_by(|x, y| y.cmp(x));
-    for (b, i) in removed {
-        function.blocks[b].ops.remove(i);
-    }
-    let count = moving.len();
-    function.blocks[preheader].ops.append(&mut moving);
-    count
 }
 
 /// Whether an operation may run where the member's path would not run it:

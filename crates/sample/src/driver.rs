@@ -924,6 +924,8 @@ impl<'a> Sampler<'a> {
             options: autobatch::RunOptions {
                 seed: segment_seed(self.config.run.options.seed, run),
                 max_steps: u64::MAX,
+                // A chain's run is long: `auto` compiles at once.
+                auto_trial: false,
                 // A chain is one member, which native code runs to its end
                 // unless it looks at the interrupt as it goes: so it stops
                 // at the caller's Ctrl-C, or when the observer stops the
