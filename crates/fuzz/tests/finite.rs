@@ -303,7 +303,7 @@ fn seeds_the_oracle_misjudged_pass() {
 /// gives the true derivative (mpmath, `expm` of the linear system;
 /// `tools/derivative_seeds.py`).
 #[test]
-#[ignore = "long: the oracle's runs of the sensitivity gradients"]
+#[ignore = "long in a debug build: `cargo test --release -p autobatch-fuzz --test finite -- --include-ignored`"]
 fn ode_gradients_at_a_zero_state() {
     let found = derivative_findings(&[2289, 4328, 6273]);
     assert!(found.is_empty(), "{found:#?}");
