@@ -485,7 +485,9 @@ fn a_run_longer_than_its_trial_is_compiled_and_later_runs_are_not_tried() {
     assert_eq!(run.run.strategy, Strategy::Native);
     let reason = run.run.stats.choice.unwrap().reason;
     assert!(
-        reason.contains("tried first on program-counter, a member did not finish within its"),
+        reason.contains(
+            "tried first on program-counter, a member did not finish within the trial's steps"
+        ),
         "{reason}"
     );
     // The code is compiled now: a small run of the program runs it.
