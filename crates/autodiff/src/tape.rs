@@ -580,25 +580,17 @@ fn forward(d: &Deriver, p: usize, layout: &Layout) -> Function {
                         loc: *loc,
                         catch: false,
                     };
-                    if *recompute {
-                        let before = std::mem::take(&mut ops);
-                        let invariants = &layout.invariants;
-                        (piece, ops) =
-                            recomputing_call(&mut f, piece, before, op, taped, invariants);
-                    } else {
-                        ops.push(taped);
-                    }
+                    let before = std::mem::take(&mut ops);
+                    let invariants = &layout.invariants;
+                    (piece, ops) =
+                        place_taped(&mut f, piece, before, op, taped, *recompute, invariants);
                 }
                 (Op::Fork { .. }, Some(CallKind::TapedFork { parts, recompute })) => {
                     let taped = saving_fork(op, parts);
-                    if *recompute {
-                        let before = std::mem::take(&mut ops);
-                        let invariants = &layout.invariants;
-                        (piece, ops) =
-                            recomputing_call(&mut f, piece, before, op, taped, invariants);
-                    } else {
-                        ops.push(taped);
-                    }
+                    let before = std::mem::take(&mut ops);
+                    let invariants = &layout.invariants;
+                    (piece, ops) =
+                        place_taped(&mut f, piece, before, op, taped, *recompute, invariants);
                 }
                 (Op::Call { loc, .. }, Some(CallKind::Custom { .. })) => {
                     let saved = saved_args(op, &layout.invariants);
@@ -649,6 +641,26 @@ fn saved_args<'a>(call: &'a Op, invariants: &'a [Option<Invariant>]) -> Vec<Var>
         .filter(|a| invariants[a.index()].is_none())
         .copied()
         .collect()
+}
+
+/// Appends `taped` (the call or fork of the callees' forward parts standing
+/// for `op`) to `ops`, or, with `recompute`, the per-member choice around
+/// it ([`recomputing_call`]). Returns the block where the forward part goes
+/// on and its operations so far.
+fn place_taped(
+    f: &mut Function,
+    at: Block,
+    mut ops: Vec<Op>,
+    op: &Op,
+    taped: Op,
+    recompute: bool,
+    invariants: &[Option<Invariant>],
+) -> (Block, Vec<Op>) {
+    if recompute {
+        return recomputing_call(f, at, ops, op, taped, invariants);
+    }
+    ops.push(taped);
+    (at, ops)
 }
 
 /// Fork `op` over its callees' forward parts, saving their tapes.

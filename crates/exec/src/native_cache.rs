@@ -217,6 +217,24 @@ struct Key<'a> {
     lockstep: bool,
 }
 
+impl<'a> Key<'a> {
+    /// The key of the code per member (not lock-step).
+    fn per_member(
+        program: &'a ProgramKey<'a>,
+        entry: FuncId,
+        lengths: &'a Lengths,
+        flavor: Flavor,
+    ) -> Self {
+        Key {
+            program,
+            entry,
+            lengths,
+            flavor,
+            lockstep: false,
+        }
+    }
+}
+
 /// A compiled program, and whether it came from the cache.
 pub(crate) struct Code {
     pub program: Arc<NativeProgram>,
@@ -231,13 +249,7 @@ pub(crate) fn compile(
     lengths: &Lengths,
     flavor: Flavor,
 ) -> Result<Code, NotCompiled> {
-    let key = Key {
-        program,
-        entry,
-        lengths,
-        flavor,
-        lockstep: false,
-    };
+    let key = Key::per_member(program, entry, lengths, flavor);
     let (kept, cached) = kept_or_compiled(&key, || {
         let compiled = autobatch_native::compile_for(
             program.program,
@@ -262,13 +274,7 @@ pub(crate) fn is_kept(
     lengths: &Lengths,
     flavor: Flavor,
 ) -> bool {
-    let key = Key {
-        program,
-        entry,
-        lengths,
-        flavor,
-        lockstep: false,
-    };
+    let key = Key::per_member(program, entry, lengths, flavor);
     lock().entries.iter().any(|e| e.is(&key))
 }
 
