@@ -216,6 +216,27 @@ def test_array_shape_errors_name_the_place():
     assert res.values == [2.0, 2.0, 2.0]
 
 
+def test_array_dimension_errors_name_the_member_and_axis():
+    # Each member's place is written out only for the message; it must be
+    # the member's and the axis's own.
+    prog = autobatch.compile("""
+        extern "autobatch" { static W: [f64; N]; }
+        fn f(m: [[f64; N]; K]) -> f64 { sum(m[0] * W) }
+    """)
+    bound = prog.bind(shared={"W": np.ones(2)})
+    with pytest.raises(ValueError) as raised:
+        bound.run("f", batch={"m": np.ones((3, 4, 3))})
+    assert str(raised.value) == (
+        "symbolic dimension `N` is 2 in static `W` but 3 in argument `m` of member 0 (at `m[0]`)")
+    ragged = [np.ones((2, 2)), np.ones((3, 2)), np.ones((1, 3))]
+    with pytest.raises(ValueError) as raised:
+        bound.run("f", batch={"m": ragged})
+    assert str(raised.value) == (
+        "symbolic dimension `N` is 2 in static `W` but 3 in argument `m` of member 2 (at `m[0]`)")
+    res = bound.run("f", batch={"m": ragged[:2]})
+    assert res.values == [2.0, 2.0]
+
+
 def test_non_finite_floats_pass_through():
     prog = autobatch.compile("fn id(x: f64) -> f64 { x }")
     res = prog.run("id", batch={"x": np.array([np.nan, np.inf, -np.inf, 1.0])})

@@ -487,8 +487,8 @@ fn convert_statics(
         // `check_names` made sure every static is in `shared`.
         let value = shared_value(inputs, &decl.name).ok_or_else(|| missing_static(&decl.name))?;
         let place = Place {
-            description: format!("static `{}`", decl.name),
-            root: decl.name.clone(),
+            what: "static",
+            root: &decl.name,
             written: Written::shared(inputs),
         };
         let ty = Type::Tensor(decl.ty.clone());
@@ -550,8 +550,8 @@ fn convert_params<'p>(
         converted.push(match shared_value(inputs, &param.name) {
             Some(value) => {
                 let place = Place {
-                    description: format!("argument `{}`", param.name),
-                    root: param.name.clone(),
+                    what: "argument",
+                    root: &param.name,
                     written: Written::shared(inputs),
                 };
                 let value = convert(program, value, &param.ty, &place, shared)?;
@@ -574,8 +574,8 @@ fn convert_params<'p>(
         let mut converted_members = Vec::with_capacity(values.len());
         for (member, value) in values.iter().enumerate() {
             let place = Place {
-                description: format!("argument `{}` of member {member}", param.name),
-                root: param.name.clone(),
+                what: "argument",
+                root: &param.name,
                 written: Written {
                     inputs,
                     section: "batch",
@@ -627,12 +627,13 @@ fn batch_size(inputs: &Inputs) -> Result<usize, InputError> {
     Ok(first_values.len())
 }
 
-/// Which input a value is, for messages: its description ("argument `x` of
-/// member 2"), the name its paths start with (`x`), and where the inputs'
-/// text has it.
+/// Which input a value is, for messages: what it is (`argument`,
+/// `static`), the name its paths start with (`x`), and where the inputs'
+/// text has it (with the member of a batched argument). Its description
+/// ("argument `x` of member 2") is only written out for a message.
 struct Place<'i> {
-    description: String,
-    root: String,
+    what: &'static str,
+    root: &'i str,
     written: Written<'i>,
 }
 
@@ -655,19 +656,27 @@ impl<'i> Written<'i> {
 }
 
 impl Place<'_> {
+    /// "argument `x` of member 2", "argument `x`", "static `W`".
+    fn description(&self) -> String {
+        match self.written.member {
+            Some(member) => format!("{} `{}` of member {member}", self.what, self.root),
+            None => format!("{} `{}`", self.what, self.root),
+        }
+    }
+
     /// What the JSON value at `path` is, for "found ..." in messages: a
     /// number as the inputs' text writes it.
     fn found(&self, json: &serde_json::Value, path: &str) -> String {
         if let serde_json::Value::Number(_) = json {
             // The indices after the root: `x[2].1[0]` is 2, 1, 0.
-            let within = path.strip_prefix(self.root.as_str()).unwrap_or("");
+            let within = path.strip_prefix(self.root).unwrap_or("");
             let indices = within
                 .split(|c: char| !c.is_ascii_digit())
                 .filter(|s| !s.is_empty())
                 .filter_map(|s| s.parse().ok());
             let place = JsonPlace {
                 section: self.written.section,
-                name: &self.root,
+                name: self.root,
                 indices: self.written.member.into_iter().chain(indices).collect(),
             };
             if let Some(written) = self.written.inputs.written_number(&place) {
@@ -680,19 +689,19 @@ impl Place<'_> {
     /// An error about the part of the value at `path`.
     fn error(&self, path: &str, problem: impl fmt::Display) -> InputError {
         let message = if path == self.root {
-            format!("{} {problem}", self.description)
+            format!("{} {problem}", self.description())
         } else {
-            format!("{}: `{path}` {problem}", self.description)
+            format!("{}: `{path}` {problem}", self.description())
         };
-        InputError::new(InputErrorKind::BadValue, message).about_input(&self.root)
+        InputError::new(InputErrorKind::BadValue, message).about_input(self.root)
     }
 
     /// Where an axis was measured, for dimension messages.
     fn axis_description(&self, axis_path: &str) -> String {
         if axis_path == self.root {
-            self.description.clone()
+            self.description()
         } else {
-            format!("{} (at `{axis_path}`)", self.description)
+            format!("{} (at `{axis_path}`)", self.description())
         }
     }
 }
@@ -709,7 +718,8 @@ struct DimensionBinder<'p> {
 #[derive(Clone, Debug)]
 struct BoundDimension {
     length: u64,
-    seen_in: String,
+    /// Shared by the clones of the binder made for each member.
+    seen_in: Arc<str>,
 }
 
 impl<'p> DimensionBinder<'p> {
@@ -720,11 +730,14 @@ impl<'p> DimensionBinder<'p> {
         }
     }
 
+    /// Binds `symbol` to `length`, or checks it against the length bound
+    /// before; `seen_in` says where (written out only when it is the
+    /// first or differs).
     fn observe(
         &mut self,
         symbol: SymbolId,
         length: usize,
-        seen_in: String,
+        seen_in: impl FnOnce() -> String,
     ) -> Result<(), InputError> {
         let Some(slot) = self.bound.get_mut(symbol.0 as usize) else {
             // The verifier guarantees symbols exist; a stray one binds nothing.
@@ -734,7 +747,7 @@ impl<'p> DimensionBinder<'p> {
             None => {
                 *slot = Some(BoundDimension {
                     length: length as u64,
-                    seen_in,
+                    seen_in: seen_in().into(),
                 });
                 Ok(())
             }
@@ -742,10 +755,11 @@ impl<'p> DimensionBinder<'p> {
             Some(first) => Err(InputError::new(
                 InputErrorKind::DimensionMismatch,
                 format!(
-                    "symbolic dimension `{}` is {} in {} but {length} in {seen_in}",
+                    "symbolic dimension `{}` is {} in {} but {length} in {}",
                     self.program.symbol_name(symbol),
                     first.length,
-                    first.seen_in
+                    first.seen_in,
+                    seen_in()
                 ),
             )),
         }
@@ -1009,9 +1023,9 @@ fn convert(
     dimensions: &mut DimensionBinder,
 ) -> Result<Converted, InputError> {
     match value {
-        InputValue::Json(json) => convert_json(program, json, ty, &place.root, place, dimensions),
+        InputValue::Json(json) => convert_json(program, json, ty, place.root, place, dimensions),
         InputValue::Value(value) => {
-            convert_structured(program, value, ty, &place.root, place, dimensions)
+            convert_structured(program, value, ty, place.root, place, dimensions)
         }
         InputValue::Array(array) => array::convert_array(program, array, ty, place, dimensions),
     }
@@ -1113,7 +1127,7 @@ struct Walk<'a> {
     /// large array costs no allocation per element.
     indices: Vec<usize>,
     /// Per axis: the first list met on that axis.
-    lengths: Vec<Option<AxisLength>>,
+    lengths: Vec<Option<AxisLength<'a>>>,
     data: Data,
 }
 
@@ -1166,9 +1180,14 @@ impl Walk<'_> {
         }
         match &self.lengths[axis] {
             None => {
+                // Depth first, the first list on an axis is the first
+                // item of the first list on the axis above (if that one
+                // is empty, so is every list there, and this is not reached).
+                debug_assert!(self.indices.iter().all(|&i| i == 0));
                 self.lengths[axis] = Some(AxisLength {
                     length: items.len(),
-                    path: self.path(),
+                    root: self.root,
+                    axis,
                 })
             }
             Some(first) if first.length != items.len() => {
@@ -1177,7 +1196,7 @@ impl Walk<'_> {
                     format_args!(
                         "has {} elements but `{}` has {}: arrays must be rectangular",
                         items.len(),
-                        first.path,
+                        first.path(),
                         first.length
                     ),
                 ))
@@ -1216,12 +1235,21 @@ fn convert_json_tensor(
     finish_tensor(ty, lengths, data, place, dimensions)
 }
 
-/// The length of one axis of an input array, and the path of a list of
-/// that length (`x[2]`), for messages.
+/// The length of one axis of an input array, and where a list of that
+/// length is, for messages: the first on its axis, `root[0]..[0]` (`axis`
+/// times `[0]`), whose path is only written out for a message.
 #[derive(Clone)]
-struct AxisLength {
+struct AxisLength<'a> {
     length: usize,
-    path: String,
+    root: &'a str,
+    axis: usize,
+}
+
+impl AxisLength<'_> {
+    /// `x[0][0]`.
+    fn path(&self) -> String {
+        format!("{}{}", self.root, "[0]".repeat(self.axis))
+    }
 }
 
 /// Binds the symbolic dimensions of one converted tensor and makes its
@@ -1237,21 +1265,29 @@ fn finish_tensor(
     let mut shape = Vec::with_capacity(ty.dims.len());
     for (axis, length) in lengths.into_iter().enumerate() {
         match length {
-            Some(AxisLength { length, path }) => {
+            Some(length) => {
                 if let Dim::Symbolic(symbol) = ty.dims[axis] {
-                    dimensions.observe(symbol, length, place.axis_description(&path))?;
+                    dimensions.observe(symbol, length.length, || {
+                        place.axis_description(&length.path())
+                    })?;
                 }
-                shape.push(length);
+                shape.push(length.length);
             }
             // Filled in by `Converted::finish` once every input is seen.
             None => shape.push(0),
         }
     }
+    // The description is only read for an axis left to finish.
+    let description = if known_axes < ty.dims.len() {
+        place.description()
+    } else {
+        String::new()
+    };
     Ok(Converted::Tensor {
         tensor: Tensor { shape, data },
         ty: ty.clone(),
         known_axes,
-        description: place.description.clone(),
+        description,
     })
 }
 
@@ -1412,11 +1448,15 @@ fn convert_structured(
             }
             let mut lengths = Vec::with_capacity(tensor.shape.len());
             for (axis, (&length, dim)) in tensor.shape.iter().zip(&tensor_type.dims).enumerate() {
-                let axis_path = format!("{path}{}", "[0]".repeat(axis));
+                let axis_length = AxisLength {
+                    length,
+                    root: path,
+                    axis,
+                };
                 if let Dim::Fixed(expected_length) = dim {
                     if length as u64 != *expected_length {
                         return Err(place.error(
-                            &axis_path,
+                            &axis_length.path(),
                             format_args!(
                                 "must have {expected_length} elements (type `{}`), found {length}",
                                 program.type_name(&TensorType {
@@ -1427,10 +1467,7 @@ fn convert_structured(
                         ));
                     }
                 }
-                lengths.push(Some(AxisLength {
-                    length,
-                    path: axis_path,
-                }));
+                lengths.push(Some(axis_length));
             }
             finish_tensor(tensor_type, lengths, tensor.data.clone(), place, dimensions)
         }

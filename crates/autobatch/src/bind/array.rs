@@ -29,7 +29,7 @@ pub(super) fn convert_array(
     };
     let Type::Tensor(tensor_type) = ty else {
         return Err(place.error(
-            &place.root,
+            place.root,
             format_args!("must be `{}`, found {}", type_name(program, ty), found()),
         ));
     };
@@ -43,7 +43,8 @@ pub(super) fn convert_array(
         .map(|(axis, &length)| {
             Some(AxisLength {
                 length,
-                path: format!("{}{}", place.root, "[0]".repeat(axis)),
+                root: place.root,
+                axis,
             })
         })
         .collect();
@@ -126,7 +127,7 @@ fn convert_elements(
             _ => format!("integers ({elem})"),
         };
         place.error(
-            &place.root,
+            place.root,
             format_args!(
                 "must be an array of {family}, found an array of {}",
                 array.dtype
@@ -134,7 +135,7 @@ fn convert_elements(
         )
     };
     let not_fitting = |index: usize, value: String| {
-        let path = element_path(&place.root, &array.tensor.shape, index);
+        let path = element_path(place.root, &array.tensor.shape, index);
         place.error(
             &path,
             format_args!(
@@ -189,22 +190,24 @@ fn integers_as_f64(data: &Data) -> Vec<f64> {
 /// Integer elements as the integer type `elem`, or the index of the first
 /// that does not fit.
 fn convert_integers(data: &Data, elem: ScalarType) -> Result<Data, usize> {
-    let wide: Vec<i128> = match data {
-        Data::I32(v) => v.iter().map(|&x| i128::from(x)).collect(),
-        Data::I64(v) => v.iter().map(|&x| i128::from(x)).collect(),
-        Data::Usize(v) => v.iter().map(|&x| i128::from(x)).collect(),
-        _ => unreachable!("integer data"),
-    };
-    fn narrow<T: TryFrom<i128>>(wide: &[i128]) -> Result<Vec<T>, usize> {
-        wide.iter()
+    fn narrow<S: Copy + Into<i128>, T: TryFrom<i128>>(v: &[S]) -> Result<Vec<T>, usize> {
+        v.iter()
             .enumerate()
-            .map(|(i, &x)| T::try_from(x).map_err(|_| i))
+            .map(|(i, &x)| T::try_from(x.into()).map_err(|_| i))
             .collect()
     }
+    fn to<T: TryFrom<i128>>(data: &Data) -> Result<Vec<T>, usize> {
+        match data {
+            Data::I32(v) => narrow(v),
+            Data::I64(v) => narrow(v),
+            Data::Usize(v) => narrow(v),
+            _ => unreachable!("integer data"),
+        }
+    }
     Ok(match elem {
-        ScalarType::I32 => Data::I32(narrow(&wide)?),
-        ScalarType::I64 => Data::I64(narrow(&wide)?),
-        _ => Data::Usize(narrow(&wide)?),
+        ScalarType::I32 => Data::I32(to(data)?),
+        ScalarType::I64 => Data::I64(to(data)?),
+        _ => Data::Usize(to(data)?),
     })
 }
 

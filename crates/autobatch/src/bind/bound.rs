@@ -437,15 +437,15 @@ impl BoundProgram {
             for (axis, dim) in decl.ty.dims.iter().enumerate().take(known) {
                 if let Dim::Symbolic(symbol) = dim {
                     let length = self.statics[k].shape[axis];
-                    dimensions.observe(*symbol, length, format!("static `{}`", decl.name))?;
+                    dimensions.observe(*symbol, length, || format!("static `{}`", decl.name))?;
                 }
             }
         }
         let decl = program.statics.values().nth(index).expect("a static");
         let empty = Inputs::new();
         let place = Place {
-            description: format!("static `{}`", decl.name),
-            root: decl.name.clone(),
+            what: "static",
+            root: &decl.name,
             written: Written::shared(&empty),
         };
         let ty = Type::Tensor(decl.ty.clone());
