@@ -101,7 +101,7 @@ fn check_shape(
         format!("shape {}", expected_shape(program, ty))
     };
     Err(place.error(
-        &place.root,
+        place.root,
         format_args!(
             "{found}, but its type `{}` needs {needs}",
             program.type_name(ty)
