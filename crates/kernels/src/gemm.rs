@@ -699,10 +699,56 @@ unsafe fn axpy_columns<
     }
 }
 
+/// [`axpy_columns`] for a tile of `NV = 2 HV` vectors whose `k` columns
+/// end at most one chunk past a whole number of `JC`-chunk tiles (at
+/// D = 100: four `f32` columns past 96, one `f64` chunk past 96): the last
+/// whole tile and those columns run as two tiles of `HV` vectors by `JT =
+/// JC + 1` chunks, where a tile of `NV` vectors by one chunk would leave
+/// only `NV` accumulator chains to wait on the FMA's latency row after row.
+/// Any other shape (or `HV`, `JT` not so) runs [`axpy_columns`]. Only which
+/// columns run together changes: each column's `mul_add` chain is the same.
+///
+/// # Safety
+/// As [`axpy_columns`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn axpy_columns_split<
+    T: GemmFloat,
+    V: Vector<T>,
+    const NV: usize,
+    const JC: usize,
+    const HV: usize,
+    const JT: usize,
+>(
+    vs: *const T,
+    mat: *const T,
+    out: *mut T,
+    m: usize,
+    k: usize,
+    rows: (usize, usize),
+    b0: usize,
+) {
+    let (l, span) = (V::L, JC * V::L);
+    let left = k % span;
+    if HV * 2 != NV || JT != JC + 1 || left == 0 || left > l || k < span + left {
+        return axpy_columns::<T, V, V, NV, JC>(vs, mat, out, m, k, rows, b0);
+    }
+    let tail = k - span - left;
+    let mut j = 0;
+    while j < tail {
+        axpy_tile::<T, V, NV, JC>(vs, mat, out, m, k, rows, b0, j, span);
+        j += span;
+    }
+    for half in [b0, b0 + HV] {
+        axpy_tile::<T, V, HV, JT>(vs, mat, out, m, k, rows, half, tail, k - tail);
+    }
+}
+
 /// The axpy form with tiles of `NV` vectors by `JC` chunks, then the
 /// vectors left: three at a time by `JC3` chunks, two by `JC2`, one by
 /// `JC1` (a product batching a few members' vectors reads each row once
-/// for all of them).
+/// for all of them). `HV`, `JT`: the tiles of `NV` vectors end as
+/// [`axpy_columns_split`] says (0, 0: as [`axpy_columns`]).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn vecmat_v<
@@ -714,6 +760,8 @@ fn vecmat_v<
     const JC3: usize,
     const JC2: usize,
     const JC1: usize,
+    const HV: usize,
+    const JT: usize,
     const ADD: bool,
 >(
     vs: &[T],
@@ -741,7 +789,11 @@ fn vecmat_v<
         // SAFETY: the public function checked vs (n x m), mat (m x k), out (n x k).
         unsafe {
             while b + NV <= n {
-                axpy_columns::<T, V, W, NV, JC>(vp, mp, op, m, k, (i0, i1), b);
+                if HV == 0 {
+                    axpy_columns::<T, V, W, NV, JC>(vp, mp, op, m, k, (i0, i1), b);
+                } else {
+                    axpy_columns_split::<T, V, NV, JC, HV, JT>(vp, mp, op, m, k, (i0, i1), b);
+                }
                 b += NV;
             }
             while b + 3 <= n {
@@ -763,7 +815,8 @@ fn vecmat_v<
 
 /// The axpy form on the portable or AVX2 backend: 6 vectors x 2 column
 /// chunks, 12 accumulators, 2 row loads and 6 broadcasts per row, within
-/// the 16 AVX registers (3 x 3, 2 x 4 and 1 x 7 for the vectors left).
+/// the 16 AVX registers (3 x 3, 2 x 4 and 1 x 7 for the vectors left; a
+/// last tile of one chunk as two of 3 x 3, [`axpy_columns_split`]).
 #[inline(always)]
 fn vecmat_narrow<T: GemmFloat, V: Vector<T>, const ADD: bool>(
     vs: &[T],
@@ -773,7 +826,7 @@ fn vecmat_narrow<T: GemmFloat, V: Vector<T>, const ADD: bool>(
     k: usize,
     out: &mut [T],
 ) {
-    vecmat_v::<T, V, V, 6, 2, 3, 4, 7, ADD>(vs, mat, n, m, k, out)
+    vecmat_v::<T, V, V, 6, 2, 3, 4, 7, 3, 3, ADD>(vs, mat, n, m, k, out)
 }
 
 /// The axpy form on AVX-512: 6 vectors x 4 chunks of 16 (`f32`) or 8
@@ -790,7 +843,7 @@ fn vecmat_wide<T: GemmFloat, V: Vector<T>, W: Vector<T>, const ADD: bool>(
     k: usize,
     out: &mut [T],
 ) {
-    vecmat_v::<T, V, W, 6, 4, 6, 7, 7, ADD>(vs, mat, n, m, k, out)
+    vecmat_v::<T, V, W, 6, 4, 6, 7, 7, 0, 0, ADD>(vs, mat, n, m, k, out)
 }
 
 // ---------------------------------------------------------------------------

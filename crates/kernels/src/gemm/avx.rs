@@ -48,7 +48,12 @@ impl Vector<f32> for F32x8 {
     }
     #[inline(always)]
     unsafe fn load_partial(p: *const f32, count: usize) -> Self {
-        // Masked-out lanes read as +0.0 and are never touched in memory.
+        // Lanes from `count` on read as +0.0 and are never touched in
+        // memory: half a vector (a row of 100 ends so) is a plain 128-bit
+        // load, zero-extended; other counts a masked load.
+        if count == 4 {
+            return F32x8(_mm256_zextps128_ps256(_mm_loadu_ps(p)));
+        }
         F32x8(_mm256_maskload_ps(p, mask32(count)))
     }
     #[inline(always)]
@@ -57,6 +62,9 @@ impl Vector<f32> for F32x8 {
     }
     #[inline(always)]
     unsafe fn store_partial(self, p: *mut f32, count: usize) {
+        if count == 4 {
+            return _mm_storeu_ps(p, _mm256_castps256_ps128(self.0));
+        }
         _mm256_maskstore_ps(p, mask32(count), self.0)
     }
     #[inline(always)]
@@ -149,6 +157,10 @@ impl Vector<f64> for F64x4 {
     }
     #[inline(always)]
     unsafe fn load_partial(p: *const f64, count: usize) -> Self {
+        // As for f32: half a vector is a plain 128-bit load.
+        if count == 2 {
+            return F64x4(_mm256_zextpd128_pd256(_mm_loadu_pd(p)));
+        }
         F64x4(_mm256_maskload_pd(p, mask64(count)))
     }
     #[inline(always)]
@@ -157,6 +169,9 @@ impl Vector<f64> for F64x4 {
     }
     #[inline(always)]
     unsafe fn store_partial(self, p: *mut f64, count: usize) {
+        if count == 2 {
+            return _mm_storeu_pd(p, _mm256_castpd256_pd128(self.0));
+        }
         _mm256_maskstore_pd(p, mask64(count), self.0)
     }
     #[inline(always)]
