@@ -61,6 +61,11 @@ pub(crate) struct ArrayOp {
     /// run among others waits here for the product of all members waiting
     /// (`crate::waits`).
     pub batched: bool,
+    /// Whether the operation belongs to the backward part of a derivation
+    /// (a function that counts no steps): members run together have their
+    /// forward parts' products before any backward part's
+    /// (`crate::waits`).
+    pub backward: bool,
     /// For an operation on values with per-member lengths
     /// (`crate::lengths`): its operands' types, from which each run takes
     /// the member's own shapes (`args` and `result` then hold those of
@@ -93,6 +98,7 @@ impl ArrayOp {
                 args: Vec::new(),
                 result: None,
                 batched: false,
+                backward: false,
                 ragged: None,
             })
         });

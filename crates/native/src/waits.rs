@@ -9,7 +9,8 @@
 //! of one (`ArrayOp::batched`), the host side of the operation ([`wait`])
 //! hands the scheduler a [`Wait`] (the operation and the member's operand
 //! and destination addresses) and suspends. When no member can go on, the
-//! scheduler picks the operation and matrix most members wait at, gathers
+//! scheduler picks a product ([`next_product`]: a forward part's before a
+//! backward part's, then the one most members wait at), gathers
 //! their vectors, runs the kernels' shared-matrix product once
 //! (`gemm::matvec_into` / `vecmat_into`, whose every row has the bits of
 //! the product alone), writes each member's row where it waits, and
@@ -217,7 +218,7 @@ fn drive<'p>(
             live -= usize::from(published(ended, next, slots, publisher.as_deref_mut()));
             next += 1;
         }
-        if !most_waited(slots, &mut scratch) {
+        if !next_product(slots, &mut scratch) {
             if next == n {
                 break;
             }
@@ -283,7 +284,7 @@ struct Buffers<T> {
 }
 
 /// Computes the product the members `waiting` wait at (one product:
-/// [`most_waited`]), writing each one's row where it waits.
+/// [`next_product`]), writing each one's row where it waits.
 fn compute(waiting: &[usize], slots: &[Box<Slot<'_>>], gathered: &mut Gathered) {
     let first = &slots[waiting[0]];
     let wait = first.waiting.expect("a waiting member");
@@ -352,11 +353,24 @@ fn advance(
     }
 }
 
-/// The operation and matrix the most members wait at (the least key among
-/// equals), and those members in order, into `scratch.members`; false when
-/// none waits. (A view of a static, `W[d]`, may be a different matrix for
-/// different members.)
-fn most_waited(slots: &[Box<Slot<'_>>], scratch: &mut Scratch) -> bool {
+/// The product to run next, and the members waiting at it in order, into
+/// `scratch.members`; false when none waits. (A view of a static, `W[d]`,
+/// may be a different matrix for different members.)
+///
+/// Two phases, then the widest: any product of a forward part (or of a
+/// program that derives nothing) runs before any product of a backward
+/// part (`ArrayOp::backward`), and among the products of the earlier
+/// phase, the one most members wait at (the least key among equals). A
+/// member whose forward part ends early then waits at its first backward
+/// product until every member's forward part has ended, and the backward
+/// parts start together. Within a phase the widest product runs,
+/// whatever its place in the program: the program's earliest operation
+/// first suits members that run loops one after the other (a BiRNN's two
+/// directions) but not a tree's recursion (docs/benchmarks.md, "Where the
+/// training step's time goes"). The order changes no member's bits: each
+/// row of a product has the bits of the product alone, and the static
+/// adjoints' records are summed in an order of their own.
+fn next_product(slots: &[Box<Slot<'_>>], scratch: &mut Scratch) -> bool {
     let Scratch {
         keys,
         counts,
@@ -375,7 +389,7 @@ fn most_waited(slots: &[Box<Slot<'_>>], scratch: &mut Scratch) -> bool {
     }
     let Some(&(chosen, _)) = counts
         .iter()
-        .max_by(|(a, x), (b, y)| x.cmp(y).then(b.cmp(a)))
+        .max_by(|(a, x), (b, y)| b.backward.cmp(&a.backward).then(x.cmp(y)).then(b.cmp(a)))
     else {
         return false;
     };
@@ -384,11 +398,13 @@ fn most_waited(slots: &[Box<Slot<'_>>], scratch: &mut Scratch) -> bool {
     true
 }
 
-/// What makes two waits one product: the kind (`matvec` or `vecmat`), the
-/// element type, the static matrix's address and its shape (waits at
-/// different operations of the program share a product when these agree).
+/// What makes two waits one product: the phase (a backward part's or
+/// not), the kind (`matvec` or `vecmat`), the element type, the static
+/// matrix's address and its shape (waits at different operations of the
+/// program share a product when these agree).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct ProductKey {
+    backward: bool,
     vecmat: bool,
     f32: bool,
     matrix: usize,
@@ -402,6 +418,7 @@ impl ProductKey {
         let m = matrix_operand(op);
         let shape = &op.args[m].shape;
         Some(ProductKey {
+            backward: op.backward,
             vecmat: m == 1,
             f32: op.args[0].ty == ScalarType::F32,
             matrix: wait.args[m] as usize,

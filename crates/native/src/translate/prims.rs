@@ -482,6 +482,7 @@ impl Translator<'_, '_, '_> {
                 .collect(),
             result: dst.map(|d| operand(&vars[d].ty, symbols)),
             batched: ragged.is_none() && self.static_product(prim, args),
+            backward: self.function.uncounted,
             ragged,
         });
         let (operands, pointers) = (self.operand_slot, self.pointer_slot);
