@@ -34,15 +34,35 @@ pub(crate) fn fuse(
     bwd: &Function,
     fused_id: autobatch_ir::FuncId,
 ) -> Option<(Function, Function)> {
-    let fused = fused(fwd, bwd)?;
-    let vjp = calling_fused(vjp, fused_id)?;
+    let shared = shared_args(vjp)?;
+    let fused = fused(fwd, bwd, &shared)?;
+    let vjp = calling_fused(vjp, fused_id, &shared)?;
     Some((vjp, fused))
 }
 
+/// Per argument of the vjp's call of the backward part, the position of
+/// the same variable among the arguments of its call of the forward part
+/// (a parameter passed to both, `tape/passed.rs`): the fused function
+/// takes it once.
+fn shared_args(vjp: &Function) -> Option<Vec<Option<usize>>> {
+    let [block] = &vjp.blocks.values().collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let [Op::Call { args: a1, .. }, Op::Call { args: a2, .. }] = &block.ops[..] else {
+        return None;
+    };
+    Some(a2.iter().map(|a| a1.iter().position(|b| b == a)).collect())
+}
+
 /// The vjp with its two calls (forward part, backward part) made one call
-/// of the fused function, which takes both calls' arguments and gives
-/// both calls' results.
-fn calling_fused(vjp: &Function, fused_id: autobatch_ir::FuncId) -> Option<Function> {
+/// of the fused function, which takes both calls' arguments (those of the
+/// backward part's that are also the forward part's once: `shared`) and
+/// gives both calls' results.
+fn calling_fused(
+    vjp: &Function,
+    fused_id: autobatch_ir::FuncId,
+    shared: &[Option<usize>],
+) -> Option<Function> {
     let [block] = &vjp.blocks.values().collect::<Vec<_>>()[..] else {
         return None;
     };
@@ -65,7 +85,16 @@ fn calling_fused(vjp: &Function, fused_id: autobatch_ir::FuncId) -> Option<Funct
     out.blocks[Function::ENTRY].ops = vec![Op::Call {
         dsts: d1.iter().chain(d2).copied().collect(),
         callee: fused_id,
-        args: a1.iter().chain(a2).copied().collect(),
+        args: a1
+            .iter()
+            .chain(
+                a2.iter()
+                    .zip(shared)
+                    .filter(|(_, s)| s.is_none())
+                    .map(|(a, _)| a),
+            )
+            .copied()
+            .collect(),
         loc: *loc,
         catch: false,
     }];
@@ -97,7 +126,7 @@ fn straight_line(bwd: &Function) -> Option<(Vec<&Op>, &[Var])> {
 
 /// `fwd`'s block without its pushes, then `bwd`'s operations reading the
 /// pushed values where they pop them (see the module doc).
-fn fused(fwd: &Function, bwd: &Function) -> Option<Function> {
+fn fused(fwd: &Function, bwd: &Function, shared: &[Option<usize>]) -> Option<Function> {
     let [block] = &fwd.blocks.values().collect::<Vec<_>>()[..] else {
         return None;
     };
@@ -114,7 +143,7 @@ fn fused(fwd: &Function, bwd: &Function) -> Option<Function> {
         tape: Vec::new(),
     };
     w.forward(&block.ops);
-    let map = w.backward(bwd, &bwd_ops)?;
+    let map = w.backward(bwd, &bwd_ops, shared)?;
     let mut returned = results.clone();
     for v in bwd_results {
         returned.push(*map.get(v)?);
@@ -166,9 +195,15 @@ impl Fusing {
 
     /// The backward part's operations on variables of their own, each pop
     /// reading the variable that holds the value it pops; the variables
-    /// of `bwd` in the fused function. `None` if the pops do not match the
-    /// pushes one to one.
-    fn backward(&mut self, bwd: &Function, bwd_ops: &[&Op]) -> Option<HashMap<Var, Var>> {
+    /// of `bwd` in the fused function (a parameter `shared` with the
+    /// forward part is its parameter, which nothing assigns). `None` if
+    /// the pops do not match the pushes one to one.
+    fn backward(
+        &mut self,
+        bwd: &Function,
+        bwd_ops: &[&Op],
+        shared: &[Option<usize>],
+    ) -> Option<HashMap<Var, Var>> {
         let mut defs: HashMap<Var, usize> = HashMap::new();
         for op in bwd_ops {
             for d in op.defs() {
@@ -176,9 +211,16 @@ impl Fusing {
             }
         }
         let mut map: HashMap<Var, Var> = HashMap::new();
-        for p in &bwd.params {
-            let v = self.f.vars.push(bwd.vars[*p].clone());
-            self.f.params.push(v);
+        let fwd_params = self.f.params.clone();
+        for (p, s) in bwd.params.iter().zip(shared) {
+            let v = match s {
+                Some(j) => fwd_params[*j],
+                None => {
+                    let v = self.f.vars.push(bwd.vars[*p].clone());
+                    self.f.params.push(v);
+                    v
+                }
+            };
             map.insert(*p, v);
         }
         for op in bwd_ops {

@@ -264,6 +264,7 @@ impl<'p> Deriver<'p> {
             copies_to_build: Vec::new(),
             sources,
             custom: HashMap::new(),
+            passed: tape::passed_params(program),
         }
     }
 
@@ -394,6 +395,8 @@ fn append(program: &mut Program, built: Vec<Function>) {
 pub(crate) struct Plan {
     /// The original function as [`prepare::prepare`] puts it.
     pub g: Function,
+    /// The original function's id.
+    pub function: FuncId,
     /// Whether each variable of `g` carries an adjoint.
     pub active: Vec<bool>,
     /// The active parameters of `g`, whose adjoints the vjp returns.
@@ -440,6 +443,10 @@ pub(crate) struct Deriver<'p> {
     /// By function, the backward function of its custom derivative
     /// ([`CustomVjp`]).
     pub(crate) custom: HashMap<FuncId, FuncId>,
+    /// Per function of the program, per parameter, whether it is passed
+    /// unchanged down the whole gradient (`tape/passed.rs`): its backward
+    /// part takes it as an argument.
+    pub(crate) passed: Vec<Vec<bool>>,
 }
 
 impl Deriver<'_> {
@@ -500,6 +507,7 @@ impl Deriver<'_> {
         let p = self.plans.len();
         self.plans.push(Plan {
             g,
+            function,
             active: act,
             active_params,
             id,

@@ -50,6 +50,13 @@
 //! nothing, so when it fails the tape holds what it held before the call,
 //! as the caught member's other state does.
 //!
+//! A parameter passed unchanged down the whole gradient (nothing assigns
+//! it and every call or fork hands it the caller's own such parameter, as
+//! a TreeLSTM's node arrays: `tape/passed.rs`) is never pushed either: the
+//! backward part takes it as an argument after the result adjoints, from
+//! its caller's backward part (the vjp's own parameter at the top), so a
+//! recomputed call or fork saves no copy of it.
+//!
 //! Statics of a static gradient are never pushed: the backward part loads
 //! them again where it needs them, and a row read of a differentiated
 //! static (`E[w]`) is a view of that row again, so that its adjoint goes
@@ -69,6 +76,8 @@ use crate::analysis::Sources;
 use crate::builder::{Builder, View};
 use crate::{analysis, derive_error, rules, DeriveResult, Deriver};
 
+mod passed;
+pub(crate) use passed::passed_params;
 mod recompute;
 use recompute::{recomputable, recomputing_call, rerun_if_recomputed, rerun_instances};
 
@@ -84,7 +93,7 @@ pub(crate) struct TapedIds {
 /// backward part could not find it again. `prepare` makes every function
 /// fit, so this names a bug.
 pub(crate) fn check_invariants(g: &Function, sources: &Sources) -> DeriveResult<()> {
-    match invariants(g, sources) {
+    match invariants(g, sources, &[]) {
         Some(_) => Ok(()),
         None => derive_error(
             format!(
@@ -114,6 +123,9 @@ enum Invariant {
         index: Var,
         whole: Var,
     },
+    /// A parameter passed unchanged down the whole gradient
+    /// ([`passed_params`]): the backward part takes it as an argument.
+    Passed,
 }
 
 /// Whether two constants are the same value, bit for bit (`-0.0` is not `0.0`).
@@ -125,9 +137,10 @@ fn same_bits(a: Scalar, b: Scalar) -> bool {
     }
 }
 
-/// Per variable of `g`, how it is [`Invariant`]; `None` when a variable
-/// holding a differentiated static, or a row of one, fits neither form.
-fn invariants(g: &Function, sources: &Sources) -> Option<Vec<Option<Invariant>>> {
+/// Per variable of `g`, how it is [`Invariant`] (`passed`: per parameter,
+/// whether it is [`Invariant::Passed`]); `None` when a variable holding a
+/// differentiated static, or a row of one, fits no form.
+fn invariants(g: &Function, sources: &Sources, passed: &[bool]) -> Option<Vec<Option<Invariant>>> {
     let mut defs: Vec<Vec<&Op>> = vec![Vec::new(); g.vars.len()];
     for op in g.blocks.values().flat_map(|b| &b.ops) {
         for d in op.defs() {
@@ -166,6 +179,11 @@ fn invariants(g: &Function, sources: &Sources) -> Option<Vec<Option<Invariant>>>
             }
             _ if loads.iter().flatten().any(|id| sources.is_active(*id)) => return None,
             _ => {}
+        }
+    }
+    for (p, is) in g.params.iter().zip(passed) {
+        if *is {
+            inv[p.index()] = Some(Invariant::Passed);
         }
     }
     let shadows = shadow_indices(g);
@@ -519,7 +537,9 @@ fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
             joins || (returns.len() > 1 && returns.contains(&b))
         })
         .collect();
-    let invariants = invariants(&g, &d.sources).expect("a taped function");
+    let passed = &d.passed[d.plans[p].function.index()];
+    let invariants = invariants(&g, &d.sources, passed).expect("a taped function");
+    check_passed(d, &g, &calls, &invariants)?;
     let tapes = (0..n)
         .map(|b| block_tape(&g.blocks[Block::new(b)], &act, &invariants))
         .collect();
@@ -643,6 +663,77 @@ fn saved_args<'a>(call: &'a Op, invariants: &'a [Option<Invariant>]) -> Vec<Var>
         .collect()
 }
 
+/// Per instance call of taped call or fork `op` (one for a call or a
+/// `map`), the arguments its callee's backward part takes after the result
+/// adjoints: those at the callee's passed parameters ([`passed_params`]).
+/// `None` when one is not a variable passed whole.
+fn passed_args(d: &Deriver, op: &Op) -> Option<Vec<Vec<Var>>> {
+    let of = |callee: FuncId, args: Vec<InstanceArg>| -> Option<Vec<Var>> {
+        let passed = &d.passed[callee.index()];
+        args.iter()
+            .zip(passed)
+            .filter(|(_, p)| **p)
+            .map(|(a, _)| match a {
+                InstanceArg::Whole(v) => Some(*v),
+                InstanceArg::Element(_) | InstanceArg::Index => None,
+            })
+            .collect()
+    };
+    match op {
+        Op::Call { callee, args, .. } => {
+            let args = args.iter().map(|a| InstanceArg::Whole(*a)).collect();
+            Some(vec![of(*callee, args)?])
+        }
+        Op::Fork { .. } => {
+            let Fork {
+                dsts,
+                args,
+                instances,
+                ..
+            } = fork_of(op);
+            let calls = fork_calls(d.program, dsts, args, instances);
+            calls
+                .into_iter()
+                .map(|call| of(call.callee, call.args))
+                .collect()
+        }
+        Op::Prim { .. } => None,
+    }
+}
+
+/// Refuses `g` when a taped call or fork passes a callee's passed
+/// parameter ([`passed_params`]) something that is not one of `g`'s: the
+/// analysis and `g` disagree, a bug.
+fn check_passed(
+    d: &Deriver,
+    g: &Function,
+    calls: &HashMap<(usize, usize), CallKind>,
+    invariants: &[Option<Invariant>],
+) -> DeriveResult<()> {
+    for (&(b, k), kind) in calls {
+        if !matches!(kind, CallKind::Taped { .. } | CallKind::TapedFork { .. }) {
+            continue;
+        }
+        let op = &g.blocks[Block::new(b)].ops[k];
+        let fits = passed_args(d, op).is_some_and(|calls| {
+            calls
+                .iter()
+                .flatten()
+                .all(|v| invariants[v.index()] == Some(Invariant::Passed))
+        });
+        if !fits {
+            return derive_error(
+                format!(
+                    "cannot differentiate `{}`: an argument passed down unchanged is not found again",
+                    g.name
+                ),
+                op.loc(),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Appends `taped` (the call or fork of the callees' forward parts standing
 /// for `op`) to `ops`, or, with `recompute`, the per-member choice around
 /// it ([`recomputing_call`]). Returns the block where the forward part goes
@@ -764,6 +855,15 @@ fn entry(d: &Deriver, p: usize) -> DeriveResult<Function> {
         .iter()
         .map(|t| b.var(t.clone(), None, false))
         .collect();
+    // The backward part takes the passed parameters after the adjoints.
+    let passed = &d.passed[plan.function.index()];
+    dres.extend(
+        params
+            .iter()
+            .zip(passed)
+            .filter(|(_, p)| **p)
+            .map(|(v, _)| *v),
+    );
     b.push(Op::Call {
         dsts: results.clone(),
         callee: ids.fwd,
@@ -804,12 +904,20 @@ struct Backward<'b, 'p> {
     /// The backward block of each block of `g`.
     blocks: Vec<Block>,
     invariants: &'b [Option<Invariant>],
+    /// Per passed parameter of `g` ([`Invariant::Passed`]), the backward
+    /// part's parameter that holds it.
+    passed: HashMap<Var, Var>,
 }
 
 impl Backward<'_, '_> {
     fn value(&mut self, v: Var) -> Var {
         let x = match self.map.get(&v) {
             Some(x) => *x,
+            None if self.invariants[v.index()] == Some(Invariant::Passed) => {
+                let x = self.passed[&v];
+                self.map.insert(v, x);
+                x
+            }
             None => {
                 let x = self.fresh(v);
                 let loc = self.b.func.blocks[self.b.current].loc;
@@ -826,7 +934,7 @@ impl Backward<'_, '_> {
                         let index = self.value(index);
                         self.b.prim_into(x, Prim::Index, vec![whole, index], loc)
                     }
-                    None => {}
+                    Some(Invariant::Passed) | None => {}
                 }
                 self.map.insert(v, x);
                 x
@@ -911,6 +1019,17 @@ fn backward(d: &mut Deriver, p: usize, layout: &Layout) -> DeriveResult<Function
             .map(|(k, i)| b.param(g.results[*i].clone(), format!("d.result{k}")))
             .collect()
     };
+    // Then the passed parameters, which its callers hand it.
+    let mut passed = HashMap::new();
+    for (v, is) in g.params.iter().zip(&d.passed[plan.function.index()]) {
+        if *is {
+            let data = &g.vars[*v];
+            let name = data.name.clone().unwrap_or_else(|| format!("{v}"));
+            let x = b.param(data.ty.clone(), name);
+            b.active[x.index()] = act[v.index()];
+            passed.insert(*v, x);
+        }
+    }
     if layout.returns.is_empty() {
         // `g` returns nowhere, nor does its forward part: this part never runs.
         let mut zeros = Vec::new();
@@ -933,6 +1052,7 @@ fn backward(d: &mut Deriver, p: usize, layout: &Layout) -> DeriveResult<Function
             carried: HashMap::new(),
             blocks,
             invariants: &layout.invariants,
+            passed,
         };
         w.switch_to(entry);
         dispatch(&mut w, &layout.returns, layout.returns.len() > 1, g.loc);
@@ -1121,10 +1241,14 @@ fn op_adjoint(
                     catch: false,
                 });
             }
+            let mut bwd_args = dys;
+            for v in passed_args(d, op).expect("checked").concat() {
+                bwd_args.push(w.value(v));
+            }
             w.b.push(Op::Call {
                 dsts: outs.clone(),
                 callee: ids.bwd,
-                args: dys,
+                args: bwd_args,
                 loc,
                 catch: false,
             });
@@ -1279,10 +1403,12 @@ fn restoring_fork(
     } = fork_of(op);
     let held: HashMap<Var, Var> = g_dsts.iter().copied().zip(dsts.iter().copied()).collect();
     let calls = fork_calls(d.program, g_dsts, args, instances);
+    let passed = passed_args(d, op).expect("checked");
     let mut bwd_args = Vec::new();
     let mut outs = Vec::new();
     let mut contributions = Vec::new();
     let mut join_calls = Vec::new();
+    let mut each = 0;
     for (call, (ids, active)) in calls.iter().zip(parts) {
         let first = bwd_args.len();
         for v in call
@@ -1324,6 +1450,12 @@ fn restoring_fork(
                 },
             ));
         }
+        // A `map`'s adjoints are its elements; what follows goes whole
+        // to every instance.
+        each = bwd_args.len();
+        for v in &passed[join_calls.len()] {
+            bwd_args.push(w.value(*v));
+        }
         join_calls.push(JoinCall {
             callee: ids.bwd,
             args: bwd_args.len() - first,
@@ -1336,7 +1468,7 @@ fn restoring_fork(
             callee: parts[0].0.bwd,
             count: *count,
             index: false,
-            each: bwd_args.len(),
+            each,
         },
     };
     w.b.push(Op::Fork {
@@ -1376,7 +1508,8 @@ fn restore(w: &mut Backward, op: &Op, before: &[Var], loc: Loc) {
     let popped = w.pop(before, loc);
     for d in op.defs() {
         match w.invariants[d.index()] {
-            Some(Invariant::Static(_) | Invariant::Constant(_)) => continue,
+            // (A passed parameter has no definition.)
+            Some(Invariant::Static(_) | Invariant::Constant(_) | Invariant::Passed) => continue,
             // Read again from the static when an earlier adjoint needs it,
             // at the index the row had then.
             Some(Invariant::Row { .. }) => {
