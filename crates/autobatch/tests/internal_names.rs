@@ -79,7 +79,7 @@ fn internal_names(message: &str, source: &str) -> Vec<String> {
             .any(|w| ident(w[0]) && w[1] == '@' && w[2].is_ascii_digit());
         let lower = word.to_lowercase();
         let jargon = lower.contains("vjp") || lower.contains("sgrad") || lower.contains("'grad");
-        if (derived || instance || jargon) && !source.contains(word) {
+        if (derived || instance || jargon || ode_generated(&lower)) && !source.contains(word) {
             found.push(word.to_string());
         }
     }
@@ -94,6 +94,28 @@ fn internal_names(message: &str, source: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// Whether `word` (in lower case) names what the compiler writes for a call
+/// of an ODE solver: a function or constant named after the call's place
+/// (`ode_rk45_12_9`, `ode_bdf_tol_3_5_adjoint`, `ode_rk45_12_9_d`) or the
+/// solvers' length of the output times (`ode_t`).
+fn ode_generated(word: &str) -> bool {
+    if word == "ode_t" {
+        return true;
+    }
+    ["ode_rk45_tol_", "ode_bdf_tol_", "ode_rk45_", "ode_bdf_"]
+        .iter()
+        .any(|solver| {
+            let Some(rest) = word.strip_prefix(solver) else {
+                return false;
+            };
+            let mut parts = rest.split('_');
+            let number = |p: Option<&str>| {
+                p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            };
+            number(parts.next()) && number(parts.next())
+        })
 }
 
 /// Every message found, with where it comes from and the program's text.
@@ -402,7 +424,8 @@ fn too_little_memory(messages: &mut Messages) {
             .unwrap_or_default()
             .to_string_lossy()
             .to_string();
-        if !(name.starts_with("grad") || name.starts_with("jacobian")) {
+        let ode = name.starts_with("ode_") || name.contains("_ode");
+        if !(name.starts_with("grad") || name.starts_with("jacobian") || ode) {
             continue;
         }
         if let Ok(compiled) = compile(&read(&path), &name) {
@@ -522,6 +545,12 @@ fn internal_names_are_recognized() {
     assert_eq!(flagged("a vjp failed"), ["vjp"]);
     assert_eq!(flagged("see `h'jrow`"), ["h'jrow", "`h'jrow`"]);
     assert_eq!(flagged("`f'other`"), ["`f'other`"]);
+    // What the compiler writes for an ODE solver's call, not the call.
+    assert_eq!(
+        flagged("in `ode_rk45_36_11_adjoint`, ODE_RK45_TOL_3_5_M and ODE_T"),
+        ["ode_rk45_36_11_adjoint", "ODE_RK45_TOL_3_5_M", "ODE_T"]
+    );
+    assert!(flagged("the `ode_rk45_tol` call at 36:11, `ode_bdf`").is_empty());
     // English, lifetimes and character literals are not names.
     assert!(flagged("the member's value isn't `f`'s").is_empty());
     assert!(flagged("a lifetime `'a` or a character `'c'` at 1:2").is_empty());

@@ -101,6 +101,11 @@ const SURELY_AVAILABLE: u128 = 16 << 20;
 /// A variable of a function the compiler derived (a gradient's) is
 /// described in the words of the user's function it comes from.
 fn describe_var(f: &autobatch_ir::Function, v: autobatch_ir::Var) -> String {
+    // The compiler writes an ODE solver's call as functions of its own,
+    // whose variables the user never wrote: such a value is the call's.
+    if let Some((solver, call)) = autobatch_types::ode_call_of(&f.name) {
+        return format!("a value of the `{solver}` call at {call}");
+    }
     let identifier = |name: &&str| name.chars().all(|c| c.is_alphanumeric() || c == '_');
     let name = match f.vars[v].name.as_deref().filter(identifier) {
         Some(name) => format!("`{name}`"),

@@ -49,6 +49,11 @@ use crate::Diagnostic;
 pub(crate) fn check_module(module: &Module) -> Result<(), Vec<Diagnostic>> {
     let mut sites = Vec::new();
     for f in &module.functions {
+        // A generated ODE solver's `grad` is checked where a gradient
+        // reaches the solver's call (`Checker::call`).
+        if crate::ode::is_generated(&f.name) {
+            continue;
+        }
         visit_block(&f.body, &mut |e| {
             if let ExprKind::Grad { function, kind, .. } = &e.kind {
                 sites.push((*function, e.loc, *kind));
@@ -211,10 +216,10 @@ impl Checker<'_> {
             self.site.name, self.site.loc.line, self.site.loc.column
         );
         if self.path.len() > 1 {
-            let names: Vec<&str> = self
+            let names: Vec<String> = self
                 .path
                 .iter()
-                .map(|f| self.module.functions[*f].name.as_str())
+                .map(|f| crate::ode::user_name(&self.module.functions[*f].name))
                 .collect();
             reached.push_str(&format!(
                 ", and reaches this code through {}",
@@ -420,7 +425,19 @@ impl Checker<'_> {
             mask.push(self.expr(w, a)?);
         }
         let any = mask.iter().any(|t| *t) || self.reads(function);
-        self.function(function, mask)?;
+        // A call of an ODE solver with a custom derivative runs forward
+        // only; its derivative takes `grad` of its right-hand side in every
+        // float, as `{solver}_row` (`crate::ode`). A gradient with respect
+        // to statics walks the solve itself.
+        match crate::ode::sensitivity_row(self.module, function) {
+            Some(row) if self.statics.is_empty() => {
+                if any {
+                    let params = self.module.functions[row].params.len();
+                    self.function(row, (0..params).map(|i| i == 0).collect())?;
+                }
+            }
+            _ => self.function(function, mask)?,
+        }
         Ok(any)
     }
 

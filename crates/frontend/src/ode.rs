@@ -12,7 +12,8 @@
 //! it runs any loop, with per-member step control. Every location inside a
 //! generated function is the call's ([`crate::location`] maps them while the
 //! module is checked): a member whose solve fails stops with
-//! `assertion_failed` at the call, the message naming the solver and why.
+//! `assertion_failed` at the call, the message naming the call as written
+//! (`the `ode_rk45` call at 12:9: ...`) and why, in the user's words.
 //!
 //! `ode_rk45` is Dormand and Prince's explicit 5(4) pair with the local
 //! error measured in the root-mean-square norm of `atol + rtol |y|` and the
@@ -31,11 +32,15 @@
 //! `{solver}_{line}_{column}_adjoint`, the solver's custom derivative
 //! ([`custom_vjp_of`], `autobatch_autodiff::CustomVjp`), which the
 //! derivation calls in the backward pass in place of differentiating the
-//! solver's steps. A call whose further arguments hold floats otherwise
-//! than as `f64` or `[f64; K]`, or whose lengths are not numbers or
-//! constants, gets none: its gradient differentiates the solve as it ran,
-//! which is why the body checker lets the solvers' `while` conditions
-//! depend on the differentiated value ([`is_generated`]).
+//! solver's steps. The parameters are every float of `y0` and of the
+//! further arguments, whatever holds it (arrays of any rank, tuples). A
+//! gradient reaching the call is checked as `grad` of `{name}_row`
+//! ([`sensitivity_row`]), the one generated `grad`; diagnostics name the
+//! generated functions as their call ([`user_name`]). A call whose lengths
+//! are not fixed by the program (a symbolic dimension) gets no sensitivity
+//! solve: its gradient differentiates the solve as it ran, which is why the
+//! body checker lets the solvers' `while` conditions depend on the
+//! differentiated value ([`is_generated`]).
 
 use std::cell::RefCell;
 use std::fmt::Write;
@@ -45,26 +50,43 @@ use quote::ToTokens;
 use syn::visit::Visit;
 
 /// The solvers, by the name a program calls them with.
-pub(crate) const SOLVERS: [&str; 4] = ["ode_rk45", "ode_rk45_tol", "ode_bdf", "ode_bdf_tol"];
+pub(crate) const SOLVERS: [&str; 4] = autobatch_types::ODE_SOLVERS;
 
 /// The generated function serving the call of `solver` starting at `loc`.
 pub(crate) fn site_function(solver: &str, loc: Loc) -> String {
     format!("{solver}_{}_{}", loc.line, loc.column)
 }
 
+/// The call a generated function serves, if `name` is a generated solver
+/// or one of its helpers (`ode_bdf_12_9`, `ode_bdf_12_9_solve`): the
+/// solver as the call names it, and the call's line and column.
+fn site_of(name: &str) -> Option<(&'static str, u32, u32)> {
+    autobatch_types::ode_call_of(name).map(|(solver, loc)| (solver, loc.line, loc.column))
+}
+
 /// Whether `name` is a generated solver or one of its helpers
 /// (`ode_bdf_12_9`, `ode_bdf_12_9_solve`).
 pub(crate) fn is_generated(name: &str) -> bool {
-    SOLVERS.iter().any(|solver| {
-        let Some(rest) = name.strip_prefix(solver).and_then(|r| r.strip_prefix('_')) else {
-            return false;
-        };
-        let mut parts = rest.splitn(3, '_');
-        let number = |p: Option<&str>| {
-            p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-        };
-        number(parts.next()) && number(parts.next())
-    })
+    site_of(name).is_some()
+}
+
+/// The name of function `name` as the user knows it: a generated function
+/// is its call (`ode_rk45 (the call at 12:9)`); any other is its own.
+pub(crate) fn user_name(name: &str) -> String {
+    match site_of(name) {
+        Some((solver, line, column)) => format!("{solver} (the call at {line}:{column})"),
+        None => name.to_owned(),
+    }
+}
+
+/// The function of `module` that a gradient through a call of the
+/// generated solver `index` differentiates, if the solver has a custom
+/// derivative: `{name}_row`, `f` in every float of the state and of the
+/// further arguments, which the sensitivity solve takes `grad` of.
+pub(crate) fn sensitivity_row(module: &crate::hir::Module, index: usize) -> Option<usize> {
+    custom_vjp_of(module, index)?;
+    let row = format!("{}_row", module.functions[index].name);
+    module.functions.iter().position(|f| f.name == row)
 }
 
 /// One call site's generated function: its first line in the expanded
@@ -157,18 +179,12 @@ pub(crate) fn expand(source: &str, file: &syn::File) -> Expanded {
 /// custom derivative, which the lowering hands to the derivation.
 pub(crate) fn custom_vjp_of(module: &crate::hir::Module, index: usize) -> Option<usize> {
     let name = &module.functions.get(index)?.name;
-    let site = SOLVERS.iter().any(|solver| {
-        name.strip_prefix(solver)
-            .and_then(|r| r.strip_prefix('_'))
-            .and_then(|r| r.split_once('_'))
-            .is_some_and(|(l, c)| {
-                [l, c]
-                    .iter()
-                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-            })
-    });
+    let (solver, line, column) = site_of(name)?;
+    if *name != site_function(solver, Loc::new(line, column)) {
+        return None;
+    }
     let backward = format!("{name}_adjoint");
-    site.then(|| module.functions.iter().position(|f| f.name == backward))?
+    module.functions.iter().position(|f| f.name == backward)
 }
 
 /// A call of a solver with a function name as its first argument.
@@ -286,13 +302,14 @@ fn solver_text(call: &Call, rhs: &Rhs) -> String {
         "    let rtol = 1e-6;\n    let atol = 1e-6;\n    let max_num_steps: i64 = 1000000;\n"
     };
     let solver = call.solver.trim_end_matches("_tol");
-    let checks = input_checks(solver, n);
+    let words = Words::value(call);
+    let checks = input_checks(&words.call, n);
     let (helpers, main) = if solver == "ode_rk45" {
-        (String::new(), rk45_body(solver, &call.function, &args, n))
+        (String::new(), rk45_body(&words, &call.function, &args, n))
     } else {
         (
             rosenbrock_helpers(&name, n),
-            rosenbrock_body(solver, &name, &call.function, &args, n),
+            rosenbrock_body(&words, &name, &call.function, &args, n),
         )
     };
     format!(
@@ -300,28 +317,70 @@ fn solver_text(call: &Call, rhs: &Rhs) -> String {
     )
 }
 
-/// Stan's checks of the arguments.
-fn input_checks(solver: &str, n: &str) -> String {
+/// What the failures of a call's solve say, in the words of the call as
+/// written: the call (`the `ode_rk45` call at 12:9`, and what the solve is
+/// for if it is not the call's value), and what is not finite when a step's
+/// error is not a number (naming the right-hand side).
+struct Words {
+    call: String,
+    not_finite: String,
+}
+
+impl Words {
+    /// The words of the solve of `call`'s value.
+    fn value(call: &Call) -> Words {
+        Words {
+            call: call_words(call, ""),
+            not_finite: format!(
+                "the state or the derivative `{}` gives is not finite",
+                call.function
+            ),
+        }
+    }
+
+    /// The words of the solve of `call`'s sensitivities.
+    fn sensitivities(call: &Call) -> Words {
+        Words {
+            call: call_words(call, ", solving the sensitivities for its gradient"),
+            not_finite: format!(
+                "the state, the sensitivities, or the derivative `{}` gives or its Jacobian is not finite",
+                call.function
+            ),
+        }
+    }
+}
+
+/// `the `ode_rk45` call at 12:9`, then `purpose`.
+fn call_words(call: &Call, purpose: &str) -> String {
     format!(
-        "    assert!(t0.is_finite(), \"{solver}: the initial time is not finite\");
+        "the `{}` call at {}:{}{purpose}",
+        call.solver, call.start.line, call.start.column
+    )
+}
+
+/// Stan's checks of the arguments, each named by its position in the call
+/// (`f` being argument 1) and its name in Stan's signature.
+fn input_checks(call: &str, n: &str) -> String {
+    format!(
+        "    assert!(t0.is_finite(), \"{call}: the initial time (argument 3, `t0`) is not finite\");
     let mut i: usize = 0;
     while i < {n} {{
-        assert!(y0[i].is_finite(), \"{solver}: the initial state is not finite\");
+        assert!(y0[i].is_finite(), \"{call}: the initial state (argument 2, `y0`) is not finite\");
         i += 1;
     }}
     let mut j: usize = 0;
     while j < ODE_T {{
-        assert!(ts[j].is_finite(), \"{solver}: an output time is not finite\");
+        assert!(ts[j].is_finite(), \"{call}: an output time (argument 4, `ts`) is not finite\");
         if j == 0 {{
-            assert!(ts[0] > t0, \"{solver}: the first output time is not after the initial time\");
+            assert!(ts[0] > t0, \"{call}: the first output time (argument 4, `ts`) is not after the initial time (argument 3, `t0`)\");
         }} else {{
-            assert!(ts[j] >= ts[j - 1], \"{solver}: the output times are not sorted\");
+            assert!(ts[j] >= ts[j - 1], \"{call}: the output times (argument 4, `ts`) are not sorted\");
         }}
         j += 1;
     }}
-    assert!(rtol > 0.0 && rtol.is_finite(), \"{solver}: the relative tolerance is not positive and finite\");
-    assert!(atol > 0.0 && atol.is_finite(), \"{solver}: the absolute tolerance is not positive and finite\");
-    assert!(max_num_steps > 0, \"{solver}: the maximum number of steps is not positive\");
+    assert!(rtol > 0.0 && rtol.is_finite(), \"{call}: the relative tolerance (argument 5, `rtol`) is not positive and finite\");
+    assert!(atol > 0.0 && atol.is_finite(), \"{call}: the absolute tolerance (argument 6, `atol`) is not positive and finite\");
+    assert!(max_num_steps > 0, \"{call}: the maximum number of steps (argument 7, `max_num_steps`) is not positive\");
 "
     )
 }
@@ -335,23 +394,23 @@ fn lit(value: f64) -> String {
 /// size `hs` of a step (the last one to an output time ends on it), with
 /// the checks of the number of steps and of the step size: the same in
 /// both methods.
-fn steps_head(solver: &str) -> String {
+fn steps_head(call: &str) -> String {
     format!(
         "    let mut i: usize = 0;
     while i < ODE_T {{
         let target = ts[i];
         let mut steps: i64 = 0;
         while t < target {{
-            assert!(steps < max_num_steps, \"{solver}: max_num_steps steps taken before the next output time\");
+            assert!(steps < max_num_steps, \"{call}: max_num_steps steps taken before the next output time\");
             steps += 1;
             let last = t + h >= target;
             let hs = if last {{ target - t }} else {{ h }};
-            assert!(hs > 4.0e-16 * t.abs(), \"{solver}: the step size underflowed\");"
+            assert!(hs > 4.0e-16 * t.abs(), \"{call}: the step size underflowed\");"
     )
 }
 
 /// The Dormand-Prince integration from `t0` through every time of `ts`.
-fn rk45_body(solver: &str, f: &str, args: &str, n: &str) -> String {
+fn rk45_body(words: &Words, f: &str, args: &str, n: &str) -> String {
     format!(
         "    let n = {n} as f64;
     let mut out = [y0; ODE_T];
@@ -363,7 +422,7 @@ fn rk45_body(solver: &str, f: &str, args: &str, n: &str) -> String {
 {stages}
             let r = e / (atol + rtol * y.abs().max(y5.abs()));
             let err2 = dot(r, r) / n;
-            assert!(!err2.is_nan(), \"{solver}: the state or its derivative is not finite\");
+            assert!(!err2.is_nan(), \"{call}: {not_finite}\");
             let factor = (0.9 * err2.max(1e-20).powf(-0.1)).max(0.2).min(5.0);
             if err2 <= 1.0 {{
                 t = if last {{ target }} else {{ t + hs }};
@@ -380,7 +439,9 @@ fn rk45_body(solver: &str, f: &str, args: &str, n: &str) -> String {
     out
 ",
         initial = initial_step(f, args),
-        steps_head = steps_head(solver),
+        steps_head = steps_head(&words.call),
+        call = words.call,
+        not_finite = words.not_finite,
         stages = dormand_prince_stages(f, args),
     )
 }
@@ -528,7 +589,7 @@ fn rosenbrock_helpers(name: &str, n: &str) -> String {
 
 /// The Rosenbrock 2(3) integration (Shampine and Reichelt 1997) from `t0`
 /// through every time of `ts`.
-fn rosenbrock_body(solver: &str, name: &str, f: &str, args: &str, n: &str) -> String {
+fn rosenbrock_body(words: &Words, name: &str, f: &str, args: &str, n: &str) -> String {
     let d = 1.0 / (2.0 + 2f64.sqrt());
     let e32 = 6.0 + 2f64.sqrt();
     format!(
@@ -570,7 +631,7 @@ fn rosenbrock_body(solver: &str, name: &str, f: &str, args: &str, n: &str) -> St
             let e = (hs / 6.0) * (s1 - 2.0 * s2 + s3);
             let r = e / (atol + rtol * y.abs().max(ynew.abs()));
             let err2 = dot(r, r) / n;
-            assert!(!err2.is_nan(), \"{solver}: the state or its derivative is not finite\");
+            assert!(!err2.is_nan(), \"{call}: {not_finite}\");
             let factor = (0.8 * err2.max(1e-20).powf({sixth})).max(0.2).min(5.0);
             if err2 <= 1.0 {{
                 t = if last {{ target }} else {{ t + hs }};
@@ -585,7 +646,9 @@ fn rosenbrock_body(solver: &str, name: &str, f: &str, args: &str, n: &str) -> St
     }}
     out
 ",
-        steps_head = steps_head(solver),
+        steps_head = steps_head(&words.call),
+        call = words.call,
+        not_finite = words.not_finite,
         d = lit(d),
         e32 = lit(e32),
         sixth = lit(-1.0 / 6.0),
@@ -593,74 +656,175 @@ fn rosenbrock_body(solver: &str, name: &str, f: &str, args: &str, n: &str) -> St
     )
 }
 
-/// How an argument after `y` of the right-hand side enters the
-/// sensitivities.
-enum Extra {
-    /// A float (`f64`, one parameter) or a float vector (`[f64; K]`, `K`
-    /// parameters, `K` as written).
-    Float(Option<String>),
-    /// No float: passed unchanged, no derivative.
-    Data,
+/// A tensor of floats inside an argument after `y` of the right-hand side
+/// (the argument itself, or a part of a tuple): each of its floats is a
+/// parameter of the sensitivities.
+struct FloatTensor {
+    /// The tuple fields that lead to it (`.1.0`; empty: the argument).
+    path: String,
+    /// `f64` or `f32`.
+    elem: &'static str,
+    /// Its lengths as written, outermost first (none: a scalar).
+    dims: Vec<String>,
+    /// The offset of its first float in `p`, a constant expression.
+    offset: String,
+}
+
+impl FloatTensor {
+    /// Its type (`[[f64; 3]; 2]`).
+    fn type_text(&self) -> String {
+        self.dims
+            .iter()
+            .rev()
+            .fold(self.elem.to_owned(), |t, d| format!("[{t}; {d}]"))
+    }
+
+    /// Its number of floats, a constant expression.
+    fn size(&self) -> String {
+        let dims: Vec<String> = self.dims.iter().map(|d| format!("({d})")).collect();
+        if dims.is_empty() {
+            "1".to_owned()
+        } else {
+            dims.join(" * ")
+        }
+    }
+
+    /// Statements running `body(index, flat)` for each of its floats: the
+    /// float's indices (`[q0_1_0][q0_1_1]`) and its position in `p`; the
+    /// loop counters are named after `tag`, unique in a function.
+    fn for_each(&self, tag: &str, body: impl Fn(&str, &str) -> String) -> String {
+        let mut index = String::new();
+        let mut flat = String::new();
+        let mut head = String::new();
+        let mut tail = String::new();
+        for (level, dim) in self.dims.iter().enumerate() {
+            let q = format!("q{tag}_{level}");
+            let indent = "    ".repeat(level + 1);
+            writeln!(
+                head,
+                "{indent}let mut {q}: usize = 0;\n{indent}while {q} < {dim} {{"
+            )
+            .unwrap();
+            tail = format!("{indent}    {q} += 1;\n{indent}}}\n{tail}");
+            write!(index, "[{q}]").unwrap();
+            flat = if flat.is_empty() {
+                q
+            } else {
+                format!("({flat}) * ({dim}) + {q}")
+            };
+        }
+        let at = if flat.is_empty() {
+            self.offset.clone()
+        } else {
+            format!("{} + {flat}", self.offset)
+        };
+        let indent = "    ".repeat(self.dims.len() + 1);
+        format!("{head}{indent}{}\n{tail}", body(&index, &at))
+    }
 }
 
 /// The layout of the sensitivity solve of a call: the parameters `p`
-/// packed as `y` then every float argument, `D` of them; the coupled state
-/// `z`, `M = N + N D` long, holds `y` then the columns `dy/dp_j`, each `N`
-/// long.
+/// packed as `y` then every float of the further arguments, `D` of them;
+/// the coupled state `z`, `M = N + N D` long, holds `y` then the columns
+/// `dy/dp_j`, each `N` long.
 struct Sensitivities {
-    extras: Vec<Extra>,
+    /// Per argument after `y`, the tensors of floats it holds (none: data,
+    /// passed unchanged).
+    extras: Vec<Vec<FloatTensor>>,
     /// `D` and `M` as constant expressions.
     d: String,
     m: String,
-    /// Per argument after `y`, the offset of its first parameter in `p`.
-    offsets: Vec<String>,
 }
 
 impl Sensitivities {
-    /// The layout, when every length is a number or a constant and every
-    /// float argument a float or a vector of floats (else `None`: the
-    /// gradient differentiates the solve as it ran).
+    /// The layout, when every length is a number, a constant or a constant
+    /// expression (else `None`: the gradient differentiates the solve as it
+    /// ran).
     fn of(rhs: &Rhs, consts: &[String]) -> Option<Sensitivities> {
-        let fixed =
-            |len: &str| len.bytes().all(|b| b.is_ascii_digit()) || consts.iter().any(|c| c == len);
-        if !fixed(&rhs.dim) {
+        if !fixed(&rhs.dim, consts) {
             return None;
         }
         let n = &rhs.dim;
         let mut extras = Vec::new();
-        let mut offsets = Vec::new();
         let mut offset = format!("({n})");
         for ty in &rhs.extra {
-            offsets.push(offset.clone());
-            let extra = if ty == "f64" {
-                Extra::Float(None)
-            } else if let Some(len) = ty
-                .strip_prefix("[f64 ;")
-                .and_then(|r| r.strip_suffix(']'))
-                .map(str::trim)
-            {
-                if !fixed(len) {
-                    return None;
-                }
-                Extra::Float(Some(len.to_owned()))
-            } else if ty.contains("f64") || ty.contains("f32") {
-                return None;
-            } else {
-                Extra::Data
-            };
-            match &extra {
-                Extra::Float(None) => offset.push_str(" + 1"),
-                Extra::Float(Some(len)) => write!(offset, " + ({len})").unwrap(),
-                Extra::Data => {}
+            let ty: syn::Type = syn::parse_str(ty).ok()?;
+            let mut tensors = Vec::new();
+            float_tensors(&ty, String::new(), consts, &mut tensors)?;
+            for t in &mut tensors {
+                t.offset = offset.clone();
+                write!(offset, " + {}", t.size()).unwrap();
             }
-            extras.push(extra);
+            extras.push(tensors);
         }
         Some(Sensitivities {
             extras,
             m: format!("({n}) + ({n}) * ({offset})"),
             d: offset,
-            offsets,
         })
+    }
+}
+
+/// Whether the length `len` (as written) is fixed by the program: its
+/// names are all constants.
+fn fixed(len: &str, consts: &[String]) -> bool {
+    fn names_known(tokens: proc_macro2::TokenStream, consts: &[String]) -> bool {
+        tokens.into_iter().all(|tree| match tree {
+            proc_macro2::TokenTree::Ident(name) => consts.iter().any(|c| name == c),
+            proc_macro2::TokenTree::Group(g) => names_known(g.stream(), consts),
+            _ => true,
+        })
+    }
+    len.parse::<proc_macro2::TokenStream>()
+        .is_ok_and(|tokens| names_known(tokens, consts))
+}
+
+/// Appends the tensors of floats that a value of type `ty` holds, at the
+/// tuple fields `path` of the argument (their offsets left to the caller);
+/// `None` if a length is not fixed or the type is not one of the
+/// language's.
+fn float_tensors(
+    ty: &syn::Type,
+    path: String,
+    consts: &[String],
+    out: &mut Vec<FloatTensor>,
+) -> Option<()> {
+    match ty {
+        syn::Type::Paren(p) => float_tensors(&p.elem, path, consts, out),
+        syn::Type::Group(g) => float_tensors(&g.elem, path, consts, out),
+        syn::Type::Tuple(t) => {
+            for (i, elem) in t.elems.iter().enumerate() {
+                float_tensors(elem, format!("{path}.{i}"), consts, out)?;
+            }
+            Some(())
+        }
+        _ => {
+            let mut dims = Vec::new();
+            let mut elem = ty;
+            while let syn::Type::Array(a) = elem {
+                let len = a.len.to_token_stream().to_string();
+                if !fixed(&len, consts) {
+                    return None;
+                }
+                dims.push(len);
+                elem = &a.elem;
+            }
+            let syn::Type::Path(p) = elem else {
+                return None;
+            };
+            let float = match p.path.get_ident()?.to_string().as_str() {
+                "f64" => "f64",
+                "f32" => "f32",
+                _ => return Some(()),
+            };
+            out.push(FloatTensor {
+                path,
+                elem: float,
+                dims,
+                offset: String::new(),
+            });
+            Some(())
+        }
     }
 }
 
@@ -703,15 +867,15 @@ fn sensitivity_text(call: &Call, rhs: &Rhs, layout: &Sensitivities) -> String {
             "    let rtol = 1e-6;\n    let atol = 1e-6;\n    let max_num_steps: i64 = 1000000;\n",
         )
     };
-    let label = format!("{solver} sensitivities");
+    let words = Words::sensitivities(call);
     let coupled = format!("{name}_coupled");
     let sens = format!("{name}_sens");
     let (helpers, body) = if solver == "ode_rk45" {
-        (String::new(), rk45_body(&label, &coupled, &t.args, &m))
+        (String::new(), rk45_body(&words, &coupled, &t.args, &m))
     } else {
         (
             rosenbrock_helpers(&sens, &m),
-            rosenbrock_body(&label, &sens, &coupled, &t.args, &m),
+            rosenbrock_body(&words, &sens, &coupled, &t.args, &m),
         )
     };
     let names = SensNames {
@@ -732,7 +896,7 @@ const {m}: usize = {layout_m};
         layout_d = layout.d,
         layout_m = layout.m,
         typed = t.typed,
-        rhs_fns = rhs_functions(&names, &t),
+        rhs_fns = rhs_functions(&names, &t, number_value(n).zip(number_value(&layout.d))),
         adjoint_fn = adjoint_function(&names, &t, tol_params, tol_types, tol_results, defaults),
     )
 }
@@ -774,47 +938,67 @@ struct ArgTexts {
     ret_types: String,
 }
 
-/// The [`ArgTexts`] of a call's further arguments.
+/// The [`ArgTexts`] of a call's further arguments: each float goes into `p`
+/// as an `f64`, comes out of it into a copy of its argument, and its
+/// adjoint out of `dp` into one tensor of the adjoints of each argument.
 fn argument_texts(rhs: &Rhs, layout: &Sensitivities) -> ArgTexts {
     let mut t = ArgTexts::default();
-    for (k, (ty, extra)) in rhs.extra.iter().zip(&layout.extras).enumerate() {
-        let off = &layout.offsets[k];
+    for (k, (ty, tensors)) in rhs.extra.iter().zip(&layout.extras).enumerate() {
         write!(t.typed, ", a{k}: {ty}").unwrap();
         write!(t.args, ", a{k}").unwrap();
-        match extra {
-            Extra::Data => write!(t.row_args, ", a{k}").unwrap(),
-            Extra::Float(None) => {
-                write!(t.row_args, ", b{k}").unwrap();
-                writeln!(t.from_p, "    let b{k} = p[{off}];").unwrap();
-                writeln!(t.into_p, "    p[{off}] = a{k};").unwrap();
-                writeln!(t.adjoints, "    let b{k} = dp[{off}];").unwrap();
-                write!(t.results, ", b{k}").unwrap();
-                write!(t.ret_types, ", f64").unwrap();
-            }
-            Extra::Float(Some(len)) => {
-                write!(t.row_args, ", b{k}").unwrap();
-                let copy = |src: &str| {
-                    format!(
-                        "    let mut b{k} = [0.0; {len}];\n    let mut q{k}: usize = 0;\n    while q{k} < {len} {{\n        b{k}[q{k}] = {src}[{off} + q{k}];\n        q{k} += 1;\n    }}\n"
-                    )
+        if tensors.is_empty() {
+            write!(t.row_args, ", a{k}").unwrap();
+            continue;
+        }
+        write!(t.row_args, ", b{k}").unwrap();
+        writeln!(t.from_p, "    let mut b{k} = a{k};").unwrap();
+        for (j, tensor) in tensors.iter().enumerate() {
+            let FloatTensor { path, elem, .. } = tensor;
+            let tag = format!("{k}_{j}");
+            let cast = if *elem == "f64" {
+                String::new()
+            } else {
+                format!(" as {elem}")
+            };
+            t.into_p.push_str(&tensor.for_each(&tag, |index, at| {
+                let value = if *elem == "f64" {
+                    format!("a{k}{path}{index}")
+                } else {
+                    format!("a{k}{path}{index} as f64")
                 };
-                t.from_p.push_str(&copy("p"));
-                writeln!(
-                    t.into_p,
-                    "    let mut q{k}: usize = 0;\n    while q{k} < {len} {{\n        p[{off} + q{k}] = a{k}[q{k}];\n        q{k} += 1;\n    }}"
-                )
-                .unwrap();
-                t.adjoints.push_str(&copy("dp"));
-                write!(t.results, ", b{k}").unwrap();
-                write!(t.ret_types, ", [f64; {len}]").unwrap();
-            }
+                format!("p[{at}] = {value};")
+            }));
+            t.from_p.push_str(&tensor.for_each(&tag, |index, at| {
+                format!("b{k}{path}{index} = p[{at}]{cast};")
+            }));
+            let zero = tensor
+                .dims
+                .iter()
+                .rev()
+                .fold(zero_of(elem).to_owned(), |z, d| format!("[{z}; {d}]"));
+            writeln!(t.adjoints, "    let mut c{tag} = {zero};").unwrap();
+            t.adjoints.push_str(
+                &tensor.for_each(&tag, |index, at| format!("c{tag}{index} = dp[{at}]{cast};")),
+            );
+            write!(t.results, ", c{tag}").unwrap();
+            write!(t.ret_types, ", {}", tensor.type_text()).unwrap();
         }
     }
     t
 }
 
-/// `{name}_row` and `{coupled}` ([`sensitivity_text`]).
-fn rhs_functions(s: &SensNames, t: &ArgTexts) -> String {
+/// The zero of the float type `elem`, as a literal.
+fn zero_of(elem: &str) -> &'static str {
+    if elem == "f32" {
+        "0.0f32"
+    } else {
+        "0.0"
+    }
+}
+
+/// `{name}_row` and `{coupled}` ([`sensitivity_text`]); `lengths` are `N`
+/// and `D` if they are numbers.
+fn rhs_functions(s: &SensNames, t: &ArgTexts, lengths: Option<(usize, usize)>) -> String {
     let SensNames {
         name,
         f,
@@ -852,7 +1036,46 @@ fn {coupled}(t: f64, z: [f64; {m}]{typed}) -> [f64; {m}] {{
     while i < {n} {{
         out[i] = fy[i];
         let g = grad({name}_row, p, i, t{args});
-        let mut j: usize = 0;
+{products}        i += 1;
+    }}
+    out
+}}
+",
+        products = products(s, lengths),
+    )
+}
+
+/// The largest `N * D * N` (the terms of the coupled right-hand side's
+/// products) written out term by term.
+const MOST_TERMS_WRITTEN_OUT: usize = 4096;
+
+/// The statements of the coupled right-hand side giving row `i` of the
+/// derivatives of the sensitivities, `out[N + j N + i] = sum_c g[c] S_j[c]`
+/// plus `g[j]` for an argument's parameter `j`, from row `i` of the
+/// Jacobian `g`. The sum runs over `c` in order from `0.0` (or `g[j]`):
+/// loops in general, written out term by term (the same operations in the
+/// same order, so the same bits, without the loops' index arithmetic) when
+/// `N` and `D` are numbers (`lengths`) and the terms few.
+fn products(s: &SensNames, lengths: Option<(usize, usize)>) -> String {
+    let SensNames { n, d, .. } = s;
+    match lengths {
+        Some((n, d)) if n * d * n <= MOST_TERMS_WRITTEN_OUT => {
+            let mut text = String::new();
+            for j in 0..d {
+                let mut sum = if j < n {
+                    "0.0".to_owned()
+                } else {
+                    format!("g[{j}]")
+                };
+                for c in 0..n {
+                    write!(sum, " + g[{c}] * z[{}]", n + j * n + c).unwrap();
+                }
+                writeln!(text, "        out[{} + i] = {sum};", n + j * n).unwrap();
+            }
+            text
+        }
+        _ => format!(
+            "        let mut j: usize = 0;
         while j < {d} {{
             let mut s = if j < {n} {{ 0.0 }} else {{ g[j] }};
             let mut c: usize = 0;
@@ -863,12 +1086,34 @@ fn {coupled}(t: f64, z: [f64; {m}]{typed}) -> [f64; {m}] {{
             out[{n} + j * {n} + i] = s;
             j += 1;
         }}
-        i += 1;
-    }}
-    out
-}}
 "
-    )
+        ),
+    }
+}
+
+/// The value of a constant expression of numbers, `+`, `*` and
+/// parentheses (a length as [`Sensitivities`] writes it), if it is one.
+fn number_value(text: &str) -> Option<usize> {
+    fn value(e: &syn::Expr) -> Option<usize> {
+        match e {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i),
+                ..
+            }) => i.base10_parse().ok(),
+            syn::Expr::Paren(p) => value(&p.expr),
+            syn::Expr::Group(g) => value(&g.expr),
+            syn::Expr::Binary(b) => {
+                let (l, r) = (value(&b.left)?, value(&b.right)?);
+                match b.op {
+                    syn::BinOp::Add(_) => l.checked_add(r),
+                    syn::BinOp::Mul(_) => l.checked_mul(r),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+    value(&syn::parse_str(text).ok()?)
 }
 
 /// `{name}_adjoint` ([`sensitivity_text`]).

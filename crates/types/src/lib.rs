@@ -26,6 +26,30 @@ impl fmt::Display for Loc {
     }
 }
 
+/// The ODE solvers, by the name a program calls them with.
+pub const ODE_SOLVERS: [&str; 4] = ["ode_rk45", "ode_rk45_tol", "ode_bdf", "ode_bdf_tol"];
+
+/// The call of an ODE solver that a function the compiler writes for it
+/// serves, if `name` is one: the solver and the call's location. The
+/// functions of the call at 12:9 of `ode_bdf` are named `ode_bdf_12_9` and
+/// `ode_bdf_12_9_` followed by what they do, their instances and
+/// derivatives as any function's (`ode_bdf_12_9<3>`, `ode_bdf_12_9_sens'grad`).
+pub fn ode_call_of(name: &str) -> Option<(&'static str, Loc)> {
+    let name = name.split(['<', '\'']).next().unwrap_or(name);
+    ODE_SOLVERS.iter().find_map(|solver| {
+        let rest = name.strip_prefix(solver)?.strip_prefix('_')?;
+        let mut parts = rest.splitn(3, '_');
+        let mut number = || {
+            parts
+                .next()
+                .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))?
+                .parse::<u32>()
+                .ok()
+        };
+        Some((*solver, Loc::new(number()?, number()?)))
+    })
+}
+
 /// The scalar types of the language.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ScalarType {

@@ -159,9 +159,39 @@ impl FunctionChecker<'_, '_> {
         check_arity(name, params + 1, args.len(), (loc, end))?;
         let rest: syn::punctuated::Punctuated<syn::Expr, syn::Token![,]> =
             args.iter().skip(1).cloned().collect();
+        // The user's names of the further arguments: the parameters of `f`
+        // after `t` and `y`.
+        let rhs_params: Vec<String> = match args.first() {
+            Some(syn::Expr::Path(p)) => p
+                .path
+                .get_ident()
+                .and_then(|f| self.scope.names.get(&f.to_string()))
+                .and_then(|(k, _)| match k {
+                    ModuleName::Function(f) => Some(*f),
+                    _ => None,
+                })
+                .map(|f| {
+                    let sig = &self.scope.signatures[f];
+                    sig.params
+                        .iter()
+                        .skip(2)
+                        .map(|(param, ..)| format!("`{param}` of `{}`", sig.name))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
         self.check_user_call(index, None, &rest, loc, end)
             .map_err(|mut d| {
-                d.message = as_solver_message(&d.message, &generated, name);
+                let words = |text: &str| as_solver_message(text, &generated, name, &rhs_params);
+                d.message = words(&d.message);
+                d.label = words(&d.label);
+                for note in &mut d.notes {
+                    *note = words(note);
+                }
+                for s in &mut d.secondary {
+                    s.label = words(&s.label);
+                }
                 d
             })
     }
@@ -915,8 +945,22 @@ pub(super) fn substitute(ty: &Ty, args: &[DimExpr]) -> Ty {
 /// `callee` takes `expected` arguments; `given` were written at `place`.
 /// A message about the generated solver `generated` as one about the
 /// user's call of `solver`: its name, and its arguments counted with `f`.
-fn as_solver_message(message: &str, generated: &str, solver: &str) -> String {
-    let message = message.replace(&format!("`{generated}`"), &format!("`{solver}`"));
+/// A diagnostic's text about a call of the generated function `generated`
+/// in the words of the call of `solver` the user wrote: the solver's name,
+/// its arguments counted with `f` (argument 1), the further arguments named
+/// as `f`'s parameters (`rhs_params`), and the output times' length `T`.
+fn as_solver_message(
+    message: &str,
+    generated: &str,
+    solver: &str,
+    rhs_params: &[String],
+) -> String {
+    let mut message = message
+        .replace(&format!("`{generated}`"), &format!("`{solver}`"))
+        .replace("ODE_T", "T");
+    for (k, param) in rhs_params.iter().enumerate() {
+        message = message.replace(&format!("(`a{k}`)"), &format!("({param})"));
+    }
     let Some((before, after)) = message.split_once("argument ") else {
         return message;
     };
