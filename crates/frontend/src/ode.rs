@@ -309,7 +309,13 @@ fn solver_text(call: &Call, rhs: &Rhs) -> String {
     } else {
         (
             rosenbrock_helpers(&name, n),
-            rosenbrock_body(&words, &name, &call.function, &args, n),
+            rosenbrock_body(
+                &words,
+                &call.function,
+                &args,
+                n,
+                &Linear::dense(&name, &call.function, &args, n),
+            ),
         )
     };
     format!(
@@ -587,20 +593,167 @@ fn rosenbrock_helpers(name: &str, n: &str) -> String {
     )
 }
 
+/// How a Rosenbrock step forms `W = I - h d J` and solves `W x = b`.
+struct Linear {
+    /// The size of `J` (the state's length, or the coupled system's state
+    /// part alone).
+    size: String,
+    /// Statements after `f0 = f(t, y)` that leave `J` in `jy`.
+    jacobian: String,
+    /// The function solving `W x = b`, called as `{solve}(w, b{solve_args})`.
+    solve: String,
+    solve_args: String,
+}
+
+impl Linear {
+    /// `J` by forward differences of `f` in each coordinate of `y`, and
+    /// Gaussian elimination with partial pivoting (`{name}_solve`).
+    fn dense(name: &str, f: &str, args: &str, n: &str) -> Linear {
+        Linear {
+            size: n.to_owned(),
+            jacobian: format!(
+                "            let mut columns = [[0.0; {n}]; {n}];
+            let mut c: usize = 0;
+            while c < {n} {{
+                let mut yc = y;
+                yc[c] = y[c] + {sqrt_eps} * y[c].abs().max(atol);
+                columns[c] = ({f}(t, yc{args}) - f0) / (yc[c] - y[c]);
+                c += 1;
+            }}
+            let jy = transpose(columns);
+",
+                sqrt_eps = lit(f64::EPSILON.sqrt())
+            ),
+            solve: format!("{name}_solve"),
+            solve_args: String::new(),
+        }
+    }
+}
+
+impl Linear {
+    /// For the coupled system of the state `y` and its sensitivities `S_j`
+    /// (`z`, [`Sensitivities`]): its Jacobian is block lower triangular,
+    /// `J = df/dy` on the diagonal of every block and `B_j = d(J S_j +
+    /// df/dp_j)/dy` below, so `W x = b` is solved with `J` alone (`N` by
+    /// `N`, from forward differences of `f`) and one directional difference
+    /// of the coupled right-hand side per solve (`{sens}_wsolve`), not with
+    /// the `M` by `M` matrix of the whole system.
+    fn coupled(s: &SensNames, f_args: &str) -> Linear {
+        let SensNames { f, n, sens, .. } = s;
+        Linear {
+            size: (*n).to_owned(),
+            jacobian: format!(
+                "            let mut ys = [0.0; {n}];
+            let mut fs = [0.0; {n}];
+            let mut c0: usize = 0;
+            while c0 < {n} {{
+                ys[c0] = y[c0];
+                fs[c0] = f0[c0];
+                c0 += 1;
+            }}
+            let mut columns = [[0.0; {n}]; {n}];
+            let mut c: usize = 0;
+            while c < {n} {{
+                let mut yc = ys;
+                yc[c] = ys[c] + {sqrt_eps} * ys[c].abs().max(atol);
+                columns[c] = ({f}(t, yc{f_args}) - fs) / (yc[c] - ys[c]);
+                c += 1;
+            }}
+            let jy = transpose(columns);
+",
+                sqrt_eps = lit(f64::EPSILON.sqrt())
+            ),
+            solve: format!("{sens}_wsolve"),
+            solve_args: format!(", t, y, f0, hs * {d}{f_args}", d = lit(rosenbrock_d())),
+        }
+    }
+}
+
+/// `{sens}_wsolve(w, b, t, z, fz, hd, a..)`: `x` with `W x = b` for the
+/// coupled system at `(t, z)` (`fz` its right-hand side there, `W = I - hd
+/// J`, `w` its state block): the state part `x_y = w^-1 b_y`, then each
+/// sensitivity part `x_j = w^-1 (b_j + hd B_j x_y)`, `B_j x_y` by a forward
+/// difference of the coupled right-hand side along `x_y`.
+fn coupled_solve_text(s: &SensNames, t: &ArgTexts) -> String {
+    let SensNames {
+        n,
+        d,
+        m,
+        coupled,
+        sens,
+        ..
+    } = s;
+    let (typed, args) = (&t.typed, &t.args);
+    format!(
+        "fn {sens}_wsolve(w: [[f64; {n}]; {n}], b: [f64; {m}], t: f64, z: [f64; {m}], fz: [f64; {m}], hd: f64{typed}) -> [f64; {m}] {{
+    let mut by = [0.0; {n}];
+    let mut ny = 0.0;
+    let mut k: usize = 0;
+    while k < {n} {{
+        by[k] = b[k];
+        ny += z[k] * z[k];
+        k += 1;
+    }}
+    let xy = {sens}_solve(w, by);
+    let nx = dot(xy, xy);
+    let eps = if nx > 0.0 {{ {sqrt_eps} * (1.0 + ny.sqrt()) / nx.sqrt() }} else {{ 0.0 }};
+    let mut x = b;
+    let mut zp = z;
+    k = 0;
+    while k < {n} {{
+        x[k] = xy[k];
+        zp[k] = z[k] + eps * xy[k];
+        k += 1;
+    }}
+    let bx = if nx > 0.0 {{ ({coupled}(t, zp{args}) - fz) / eps }} else {{ [0.0; {m}] }};
+    let mut j: usize = 0;
+    while j < {d} {{
+        let mut bj = [0.0; {n}];
+        let mut c: usize = 0;
+        while c < {n} {{
+            bj[c] = b[{n} + j * {n} + c] + hd * bx[{n} + j * {n} + c];
+            c += 1;
+        }}
+        let xj = {sens}_solve(w, bj);
+        c = 0;
+        while c < {n} {{
+            x[{n} + j * {n} + c] = xj[c];
+            c += 1;
+        }}
+        j += 1;
+    }}
+    x
+}}
+",
+        sqrt_eps = lit(f64::EPSILON.sqrt())
+    )
+}
+
+/// The Rosenbrock 2(3) method's `d = 1 / (2 + sqrt 2)`.
+fn rosenbrock_d() -> f64 {
+    1.0 / (2.0 + 2f64.sqrt())
+}
+
 /// The Rosenbrock 2(3) integration (Shampine and Reichelt 1997) from `t0`
 /// through every time of `ts`.
-fn rosenbrock_body(words: &Words, name: &str, f: &str, args: &str, n: &str) -> String {
-    let d = 1.0 / (2.0 + 2f64.sqrt());
+fn rosenbrock_body(words: &Words, f: &str, args: &str, n: &str, linear: &Linear) -> String {
+    let d = rosenbrock_d();
     let e32 = 6.0 + 2f64.sqrt();
+    let Linear {
+        size,
+        jacobian,
+        solve,
+        solve_args,
+    } = linear;
     format!(
         "    let n = {n} as f64;
     let mut out = [y0; ODE_T];
     let mut y = y0;
     let mut t = t0;
     let k1 = {f}(t, y{args});
-    let mut eye = [[0.0; {n}]; {n}];
+    let mut eye = [[0.0; {size}]; {size}];
     let mut q: usize = 0;
-    while q < {n} {{
+    while q < {size} {{
         eye[q][q] = 1.0;
         q += 1;
     }}
@@ -610,24 +763,15 @@ fn rosenbrock_body(words: &Words, name: &str, f: &str, args: &str, n: &str) -> S
     h = h.min(ts[ODE_T - 1] - t0);
 {steps_head}
             let f0 = {f}(t, y{args});
-            let mut columns = [[0.0; {n}]; {n}];
-            let mut c: usize = 0;
-            while c < {n} {{
-                let mut yc = y;
-                yc[c] = y[c] + {sqrt_eps} * y[c].abs().max(atol);
-                columns[c] = ({f}(t, yc{args}) - f0) / (yc[c] - y[c]);
-                c += 1;
-            }}
-            let jy = transpose(columns);
-            let tt = t + {sqrt_eps} * t.abs().max((t + hs).abs());
+{jacobian}            let tt = t + {sqrt_eps} * t.abs().max((t + hs).abs());
             let jt = ({f}(tt, y{args}) - f0) / (tt - t);
             let w = eye - (hs * {d}) * jy;
-            let s1 = {name}_solve(w, f0 + (hs * {d}) * jt);
+            let s1 = {solve}(w, f0 + (hs * {d}) * jt{solve_args});
             let f1 = {f}(t + 0.5 * hs, y + (0.5 * hs) * s1{args});
-            let s2 = {name}_solve(w, f1 - s1) + s1;
+            let s2 = {solve}(w, f1 - s1{solve_args}) + s1;
             let ynew = y + hs * s2;
             let f2 = {f}(t + hs, ynew{args});
-            let s3 = {name}_solve(w, f2 - {e32} * (s2 - f1) - 2.0 * (s1 - f0) + (hs * {d}) * jt);
+            let s3 = {solve}(w, f2 - {e32} * (s2 - f1) - 2.0 * (s1 - f0) + (hs * {d}) * jt{solve_args});
             let e = (hs / 6.0) * (s1 - 2.0 * s2 + s3);
             let r = e / (atol + rtol * y.abs().max(ynew.abs()));
             let err2 = dot(r, r) / n;
@@ -870,14 +1014,6 @@ fn sensitivity_text(call: &Call, rhs: &Rhs, layout: &Sensitivities) -> String {
     let words = Words::sensitivities(call);
     let coupled = format!("{name}_coupled");
     let sens = format!("{name}_sens");
-    let (helpers, body) = if solver == "ode_rk45" {
-        (String::new(), rk45_body(&words, &coupled, &t.args, &m))
-    } else {
-        (
-            rosenbrock_helpers(&sens, &m),
-            rosenbrock_body(&words, &sens, &coupled, &t.args, &m),
-        )
-    };
     let names = SensNames {
         name: &name,
         f,
@@ -886,6 +1022,20 @@ fn sensitivity_text(call: &Call, rhs: &Rhs, layout: &Sensitivities) -> String {
         m: &m,
         coupled: &coupled,
         sens: &sens,
+    };
+    let (helpers, body) = if solver == "ode_rk45" {
+        (String::new(), rk45_body(&words, &coupled, &t.args, &m))
+    } else {
+        (
+            rosenbrock_helpers(&sens, n) + &coupled_solve_text(&names, &t),
+            rosenbrock_body(
+                &words,
+                &coupled,
+                &t.args,
+                &m,
+                &Linear::coupled(&names, &t.args),
+            ),
+        )
     };
     format!(
         "const {d}: usize = {layout_d};
