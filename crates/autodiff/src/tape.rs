@@ -78,6 +78,7 @@ use crate::{analysis, derive_error, rules, DeriveResult, Deriver};
 
 mod passed;
 pub(crate) use passed::passed_params;
+use passed::{check_passed, passed_args};
 mod recompute;
 use recompute::{recomputable, recomputing_call, rerun_if_recomputed, rerun_instances};
 
@@ -663,77 +664,6 @@ fn saved_args<'a>(call: &'a Op, invariants: &'a [Option<Invariant>]) -> Vec<Var>
         .collect()
 }
 
-/// Per instance call of taped call or fork `op` (one for a call or a
-/// `map`), the arguments its callee's backward part takes after the result
-/// adjoints: those at the callee's passed parameters ([`passed_params`]).
-/// `None` when one is not a variable passed whole.
-fn passed_args(d: &Deriver, op: &Op) -> Option<Vec<Vec<Var>>> {
-    let of = |callee: FuncId, args: Vec<InstanceArg>| -> Option<Vec<Var>> {
-        let passed = &d.passed[callee.index()];
-        args.iter()
-            .zip(passed)
-            .filter(|(_, p)| **p)
-            .map(|(a, _)| match a {
-                InstanceArg::Whole(v) => Some(*v),
-                InstanceArg::Element(_) | InstanceArg::Index => None,
-            })
-            .collect()
-    };
-    match op {
-        Op::Call { callee, args, .. } => {
-            let args = args.iter().map(|a| InstanceArg::Whole(*a)).collect();
-            Some(vec![of(*callee, args)?])
-        }
-        Op::Fork { .. } => {
-            let Fork {
-                dsts,
-                args,
-                instances,
-                ..
-            } = fork_of(op);
-            let calls = fork_calls(d.program, dsts, args, instances);
-            calls
-                .into_iter()
-                .map(|call| of(call.callee, call.args))
-                .collect()
-        }
-        Op::Prim { .. } => None,
-    }
-}
-
-/// Refuses `g` when a taped call or fork passes a callee's passed
-/// parameter ([`passed_params`]) something that is not one of `g`'s: the
-/// analysis and `g` disagree, a bug.
-fn check_passed(
-    d: &Deriver,
-    g: &Function,
-    calls: &HashMap<(usize, usize), CallKind>,
-    invariants: &[Option<Invariant>],
-) -> DeriveResult<()> {
-    for (&(b, k), kind) in calls {
-        if !matches!(kind, CallKind::Taped { .. } | CallKind::TapedFork { .. }) {
-            continue;
-        }
-        let op = &g.blocks[Block::new(b)].ops[k];
-        let fits = passed_args(d, op).is_some_and(|calls| {
-            calls
-                .iter()
-                .flatten()
-                .all(|v| invariants[v.index()] == Some(Invariant::Passed))
-        });
-        if !fits {
-            return derive_error(
-                format!(
-                    "cannot differentiate `{}`: an argument passed down unchanged is not found again",
-                    g.name
-                ),
-                op.loc(),
-            );
-        }
-    }
-    Ok(())
-}
-
 /// Appends `taped` (the call or fork of the callees' forward parts standing
 /// for `op`) to `ops`, or, with `recompute`, the per-member choice around
 /// it ([`recomputing_call`]). Returns the block where the forward part goes
@@ -1274,26 +1204,12 @@ fn op_adjoint(
             custom_adjoint(w, op, args, custom, &dsts, before, loc)?;
         }
         (Op::Fork { .. }, Some(CallKind::TapedFork { parts, recompute })) => {
-            if *recompute {
-                let instances = rerun_instances(d, op, parts);
-                rerun_if_recomputed(w, op, loc, |args, dsts| Op::Fork {
-                    dsts,
-                    args,
-                    instances,
-                    loc,
-                    tape: TapeMode::SaveAgain,
-                });
-            }
-            let contributions = restoring_fork(d, w, op, &dsts, parts)?;
-            restore(w, op, before, loc);
-            for (v, c) in contributions {
-                let x = w.value(v);
-                let c = match c {
-                    Contribution::Whole(c) => c,
-                    Contribution::Stacked(c) => rules::sum_leading(w.b, c, loc)?,
-                };
-                w.b.accumulate(x, c, loc)?;
-            }
+            let fork = TapedFork {
+                parts,
+                recompute: *recompute,
+                before,
+            };
+            taped_fork_adjoint(d, w, op, &dsts, fork, loc)?;
         }
         (Op::Prim { prim, args, .. }, _) => {
             restore(w, op, before, loc);
@@ -1308,6 +1224,48 @@ fn op_adjoint(
             }
         }
         _ => restore(w, op, before, loc),
+    }
+    Ok(())
+}
+
+/// A taped fork's parts ([`CallKind::TapedFork`]) and the values it
+/// restores.
+struct TapedFork<'a> {
+    parts: &'a [(TapedIds, Vec<bool>)],
+    recompute: bool,
+    before: &'a [Var],
+}
+
+/// The adjoint of a taped fork: its instances run again first when it is
+/// recomputed, then the restoring fork, whose contributions accumulate
+/// into the arguments' adjoints.
+fn taped_fork_adjoint(
+    d: &mut Deriver,
+    w: &mut Backward,
+    op: &Op,
+    dsts: &[Var],
+    fork: TapedFork,
+    loc: Loc,
+) -> DeriveResult<()> {
+    if fork.recompute {
+        let instances = rerun_instances(d, op, fork.parts);
+        rerun_if_recomputed(w, op, loc, |args, dsts| Op::Fork {
+            dsts,
+            args,
+            instances,
+            loc,
+            tape: TapeMode::SaveAgain,
+        });
+    }
+    let contributions = restoring_fork(d, w, op, dsts, fork.parts)?;
+    restore(w, op, fork.before, loc);
+    for (v, c) in contributions {
+        let x = w.value(v);
+        let c = match c {
+            Contribution::Whole(c) => c,
+            Contribution::Stacked(c) => rules::sum_leading(w.b, c, loc)?,
+        };
+        w.b.accumulate(x, c, loc)?;
     }
     Ok(())
 }

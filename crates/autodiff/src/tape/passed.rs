@@ -12,7 +12,12 @@
 //! theirs (the vjp its own parameter), so a call or fork saves no copy of
 //! it per activation, and a recomputation reads it where it lives.
 
-use autobatch_ir::{fork_calls, EntityRef, InstanceArg, Op, Program, Var};
+use std::collections::HashMap;
+
+use autobatch_ir::{fork_calls, Block, EntityRef, FuncId, Function, InstanceArg, Op, Program, Var};
+
+use super::{fork_of, CallKind, Fork, Invariant};
+use crate::{derive_error, DeriveResult, Deriver};
 
 /// Per function of `program`, per parameter, whether it is passed (see the
 /// module doc): the greatest set that every call site keeps.
@@ -84,4 +89,75 @@ fn sites(program: &Program, op: &Op) -> Vec<(usize, Vec<InstanceArg>)> {
             .collect(),
         Op::Prim { .. } => Vec::new(),
     }
+}
+
+/// Per instance call of taped call or fork `op` (one for a call or a
+/// `map`), the arguments its callee's backward part takes after the result
+/// adjoints: those at the callee's passed parameters ([`passed_params`]).
+/// `None` when one is not a variable passed whole.
+pub(super) fn passed_args(d: &Deriver, op: &Op) -> Option<Vec<Vec<Var>>> {
+    let of = |callee: FuncId, args: Vec<InstanceArg>| -> Option<Vec<Var>> {
+        let passed = &d.passed[callee.index()];
+        args.iter()
+            .zip(passed)
+            .filter(|(_, p)| **p)
+            .map(|(a, _)| match a {
+                InstanceArg::Whole(v) => Some(*v),
+                InstanceArg::Element(_) | InstanceArg::Index => None,
+            })
+            .collect()
+    };
+    match op {
+        Op::Call { callee, args, .. } => {
+            let args = args.iter().map(|a| InstanceArg::Whole(*a)).collect();
+            Some(vec![of(*callee, args)?])
+        }
+        Op::Fork { .. } => {
+            let Fork {
+                dsts,
+                args,
+                instances,
+                ..
+            } = fork_of(op);
+            let calls = fork_calls(d.program, dsts, args, instances);
+            calls
+                .into_iter()
+                .map(|call| of(call.callee, call.args))
+                .collect()
+        }
+        Op::Prim { .. } => None,
+    }
+}
+
+/// Refuses `g` when a taped call or fork passes a callee's passed
+/// parameter ([`passed_params`]) something that is not one of `g`'s: the
+/// analysis and `g` disagree, a bug.
+pub(super) fn check_passed(
+    d: &Deriver,
+    g: &Function,
+    calls: &HashMap<(usize, usize), CallKind>,
+    invariants: &[Option<Invariant>],
+) -> DeriveResult<()> {
+    for (&(b, k), kind) in calls {
+        if !matches!(kind, CallKind::Taped { .. } | CallKind::TapedFork { .. }) {
+            continue;
+        }
+        let op = &g.blocks[Block::new(b)].ops[k];
+        let fits = passed_args(d, op).is_some_and(|calls| {
+            calls
+                .iter()
+                .flatten()
+                .all(|v| invariants[v.index()] == Some(Invariant::Passed))
+        });
+        if !fits {
+            return derive_error(
+                format!(
+                    "cannot differentiate `{}`: an argument passed down unchanged is not found again",
+                    g.name
+                ),
+                op.loc(),
+            );
+        }
+    }
+    Ok(())
 }
