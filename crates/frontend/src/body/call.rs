@@ -942,9 +942,6 @@ pub(super) fn substitute(ty: &Ty, args: &[DimExpr]) -> Ty {
     }
 }
 
-/// `callee` takes `expected` arguments; `given` were written at `place`.
-/// A message about the generated solver `generated` as one about the
-/// user's call of `solver`: its name, and its arguments counted with `f`.
 /// A diagnostic's text about a call of the generated function `generated`
 /// in the words of the call of `solver` the user wrote: the solver's name,
 /// its arguments counted with `f` (argument 1), the further arguments named
@@ -971,6 +968,7 @@ fn as_solver_message(
     }
 }
 
+/// `callee` takes `expected` arguments; `given` were written at `place`.
 pub(super) fn check_arity(
     callee: &str,
     expected: usize,
