@@ -605,32 +605,36 @@ struct Linear {
     solve_args: String,
 }
 
+/// Statements leaving in `jy` the Jacobian of `f(t, ., a..)` at `y` by
+/// forward differences in each coordinate (`fy` is `f` at `y`).
+fn difference_jacobian(f: &str, args: &str, n: &str, y: &str, fy: &str) -> String {
+    format!(
+        "            let mut columns = [[0.0; {n}]; {n}];
+            let mut c: usize = 0;
+            while c < {n} {{
+                let mut yc = {y};
+                yc[c] = {y}[c] + {sqrt_eps} * {y}[c].abs().max(atol);
+                columns[c] = ({f}(t, yc{args}) - {fy}) / (yc[c] - {y}[c]);
+                c += 1;
+            }}
+            let jy = transpose(columns);
+",
+        sqrt_eps = lit(f64::EPSILON.sqrt())
+    )
+}
+
 impl Linear {
     /// `J` by forward differences of `f` in each coordinate of `y`, and
     /// Gaussian elimination with partial pivoting (`{name}_solve`).
     fn dense(name: &str, f: &str, args: &str, n: &str) -> Linear {
         Linear {
             size: n.to_owned(),
-            jacobian: format!(
-                "            let mut columns = [[0.0; {n}]; {n}];
-            let mut c: usize = 0;
-            while c < {n} {{
-                let mut yc = y;
-                yc[c] = y[c] + {sqrt_eps} * y[c].abs().max(atol);
-                columns[c] = ({f}(t, yc{args}) - f0) / (yc[c] - y[c]);
-                c += 1;
-            }}
-            let jy = transpose(columns);
-",
-                sqrt_eps = lit(f64::EPSILON.sqrt())
-            ),
+            jacobian: difference_jacobian(f, args, n, "y", "f0"),
             solve: format!("{name}_solve"),
             solve_args: String::new(),
         }
     }
-}
 
-impl Linear {
     /// For the coupled system of the state `y` and its sensitivities `S_j`
     /// (`z`, [`Sensitivities`]): its Jacobian is block lower triangular,
     /// `J = df/dy` on the diagonal of every block and `B_j = d(J S_j +
@@ -651,17 +655,8 @@ impl Linear {
                 fs[c0] = f0[c0];
                 c0 += 1;
             }}
-            let mut columns = [[0.0; {n}]; {n}];
-            let mut c: usize = 0;
-            while c < {n} {{
-                let mut yc = ys;
-                yc[c] = ys[c] + {sqrt_eps} * ys[c].abs().max(atol);
-                columns[c] = ({f}(t, yc{f_args}) - fs) / (yc[c] - ys[c]);
-                c += 1;
-            }}
-            let jy = transpose(columns);
-",
-                sqrt_eps = lit(f64::EPSILON.sqrt())
+{columns}",
+                columns = difference_jacobian(f, f_args, n, "ys", "fs")
             ),
             solve: format!("{sens}_wsolve"),
             solve_args: format!(", t, y, f0, hs * {d}{f_args}", d = lit(rosenbrock_d())),

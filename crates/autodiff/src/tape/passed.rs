@@ -14,9 +14,9 @@
 
 use std::collections::HashMap;
 
-use autobatch_ir::{fork_calls, Block, EntityRef, FuncId, Function, InstanceArg, Op, Program, Var};
+use autobatch_ir::{fork_calls, Block, EntityRef, Function, InstanceArg, Op, Program, Var};
 
-use super::{fork_of, CallKind, Fork, Invariant};
+use super::{CallKind, Invariant};
 use crate::{derive_error, DeriveResult, Deriver};
 
 /// Per function of `program`, per parameter, whether it is passed (see the
@@ -96,37 +96,22 @@ fn sites(program: &Program, op: &Op) -> Vec<(usize, Vec<InstanceArg>)> {
 /// adjoints: those at the callee's passed parameters ([`passed_params`]).
 /// `None` when one is not a variable passed whole.
 pub(super) fn passed_args(d: &Deriver, op: &Op) -> Option<Vec<Vec<Var>>> {
-    let of = |callee: FuncId, args: Vec<InstanceArg>| -> Option<Vec<Var>> {
-        let passed = &d.passed[callee.index()];
-        args.iter()
-            .zip(passed)
-            .filter(|(_, p)| **p)
-            .map(|(a, _)| match a {
-                InstanceArg::Whole(v) => Some(*v),
-                InstanceArg::Element(_) | InstanceArg::Index => None,
-            })
-            .collect()
-    };
-    match op {
-        Op::Call { callee, args, .. } => {
-            let args = args.iter().map(|a| InstanceArg::Whole(*a)).collect();
-            Some(vec![of(*callee, args)?])
-        }
-        Op::Fork { .. } => {
-            let Fork {
-                dsts,
-                args,
-                instances,
-                ..
-            } = fork_of(op);
-            let calls = fork_calls(d.program, dsts, args, instances);
-            calls
-                .into_iter()
-                .map(|call| of(call.callee, call.args))
-                .collect()
-        }
-        Op::Prim { .. } => None,
+    if matches!(op, Op::Prim { .. }) {
+        return None;
     }
+    sites(d.program, op)
+        .into_iter()
+        .map(|(callee, args)| {
+            args.iter()
+                .zip(&d.passed[callee])
+                .filter(|(_, p)| **p)
+                .map(|(a, _)| match a {
+                    InstanceArg::Whole(v) => Some(*v),
+                    InstanceArg::Element(_) | InstanceArg::Index => None,
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// Refuses `g` when a taped call or fork passes a callee's passed
