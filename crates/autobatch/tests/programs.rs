@@ -1,11 +1,13 @@
 //! Runs every program test of `tests/programs/*.ab` at the workspace root
 //! (directives described in `tests/programs/README.md`) on every implemented
-//! strategy, and reports all failures at once, each with the file and line of
-//! its directive. Also tests the harness itself on `tests/harness_selftest/`.
+//! strategy (the files shared out among the machine's cores), and reports all
+//! failures at once, each with the file and line of its directive. Also tests the harness itself on `tests/harness_selftest/`.
 
 mod harness;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use harness::{
     compare_results, parse_test_file, run_test_file, CompileErrorCase, Expectation, RunOverrides,
@@ -47,14 +49,10 @@ fn read(path: &Path) -> String {
 fn program_tests() {
     let dir = workspace_root().join("tests/programs");
     let files = program_files(&dir);
-    let mut failures = Vec::new();
-    for path in &files {
+    let failures = run_in_parallel(&files, |path| {
         let name = path.file_name().expect("a file name").to_string_lossy();
-        failures.extend(run_test_file(
-            &format!("tests/programs/{name}"),
-            &read(path),
-        ));
-    }
+        run_test_file(&format!("tests/programs/{name}"), &read(path))
+    });
     if files.is_empty() {
         eprintln!("note: no program tests in {}", dir.display());
     }
@@ -64,6 +62,32 @@ fn program_tests() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// The failures of `test` on every file, the files shared out among the
+/// machine's cores, in the files' order.
+fn run_in_parallel(
+    files: &[PathBuf],
+    test: impl Fn(&Path) -> Vec<String> + Sync,
+) -> Vec<String> {
+    let next = AtomicUsize::new(0);
+    let results: Vec<Mutex<Vec<String>>> = files.iter().map(|_| Mutex::default()).collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                let Some(path) = files.get(n) else {
+                    break;
+                };
+                *results[n].lock().expect("no test thread panicked") = test(path);
+            });
+        }
+    });
+    results
+        .into_iter()
+        .flat_map(|r| r.into_inner().expect("no test thread panicked"))
+        .collect()
 }
 
 // ---- the harness itself ----

@@ -1,14 +1,16 @@
 //! The seam under the engine is real: every executor test program (the IR
 //! files of `tests/ir` and the source programs of the workspace's
 //! `tests/programs`) runs on a backend that wraps the CPU backend and counts
-//! its calls, on every batching strategy, lanes mode and block choice; every
+//! its calls, on every batching strategy (each program in one lanes mode and
+//! block choice, taken in turn, so that every configuration runs); every
 //! member gets the bits (or the error) it gets on the CPU backend, the
 //! figures are the same, and every method of the trait was called.
 
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use autobatch_exec::{run_on, Backend, BatchingOptions, Cpu, Env, RunOptions, RunOutput, Strategy};
 use autobatch_ir::{BinaryOp, CompareOp, Prim, Program, ReduceOp, UnaryOp};
@@ -263,11 +265,19 @@ fn difference(expected: &RunOutput, counted: &RunOutput) -> Option<String> {
     None
 }
 
-#[test]
-fn every_test_program_runs_the_same_on_a_backend_that_counts_its_calls() {
-    let counting = Counting::new();
-    let mut failures = Vec::new();
-    let mut runs = 0;
+/// One `//@ run` directive of a test program, ready to run.
+struct Directive {
+    path: PathBuf,
+    line: usize,
+    program: Program,
+    batch: autobatch_exec::Batch,
+    options: RunOptions,
+}
+
+/// Every `//@ run` directive of the test programs whose inputs these tests
+/// can bind alone (not tuples or symbolic dimensions).
+fn directives() -> Vec<Directive> {
+    let mut directives = Vec::new();
     for (path, program, text) in programs() {
         for (i, line) in text.lines().enumerate() {
             let Some(rest) = line.trim_start().strip_prefix("//@ run") else {
@@ -276,45 +286,101 @@ fn every_test_program_runs_the_same_on_a_backend_that_counts_its_calls() {
             let Ok(case) = common::run_directive(i + 1, rest) else {
                 continue;
             };
-            // Inputs these tests cannot bind alone (tuples, symbolic dimensions).
             let Ok(batch) = common::batch_of(&program, &case) else {
                 continue;
             };
-            let batching_strategies = Strategy::ALL
-                .into_iter()
-                .filter(|s| *s != Strategy::Reference);
-            for strategy in batching_strategies {
-                for batching in strategy.configurations() {
-                    let on = |backend: &dyn Backend| {
-                        run_on(
-                            backend,
-                            strategy,
-                            &program,
-                            &Env::default(),
-                            &batch,
-                            &RunOptions {
-                                batching,
-                                ..case.options.clone()
-                            },
-                        )
-                    };
-                    let problem = match (on(&Cpu), on(&counting)) {
-                        (Ok(expected), Ok(counted)) => difference(&expected, &counted),
-                        (Err(e), Err(c)) if e == c => None,
-                        (e, c) => Some(format!("{e:?} against {c:?}")),
-                    };
-                    runs += 1;
-                    if let Some(problem) = problem {
-                        failures.push(format!(
-                            "{}:{} on {strategy} {}: {problem}",
-                            path.display(),
-                            i + 1,
-                            config_name(&batching)
-                        ));
+            directives.push(Directive {
+                path: path.clone(),
+                line: i + 1,
+                program: program.clone(),
+                batch,
+                options: case.options,
+            });
+        }
+    }
+    directives
+}
+
+/// The configuration directive number `n` runs `strategy` in: each
+/// directive runs every batching strategy once, the configurations taken
+/// in turn from one directive to the next, so that every configuration of
+/// every strategy runs on the counting backend (checked) without every
+/// program running in all of them (the program tests do that on the CPU
+/// backend).
+fn configuration(strategy: Strategy, n: usize) -> BatchingOptions {
+    let configurations = strategy.configurations();
+    configurations[n % configurations.len()]
+}
+
+/// What differs, if anything, between `directive` run on the CPU backend
+/// and on `counting`, on `strategy` in `batching`.
+fn check(
+    directive: &Directive,
+    strategy: Strategy,
+    batching: BatchingOptions,
+    counting: &Counting,
+) -> Option<String> {
+    let on = |backend: &dyn Backend| {
+        run_on(
+            backend,
+            strategy,
+            &directive.program,
+            &Env::default(),
+            &directive.batch,
+            &RunOptions {
+                batching,
+                ..directive.options.clone()
+            },
+        )
+    };
+    let problem = match (on(&Cpu), on(counting)) {
+        (Ok(expected), Ok(counted)) => difference(&expected, &counted),
+        (Err(e), Err(c)) if e == c => None,
+        (e, c) => Some(format!("{e:?} against {c:?}")),
+    }?;
+    Some(format!(
+        "{}:{} on {strategy} {}: {problem}",
+        directive.path.display(),
+        directive.line,
+        config_name(&batching)
+    ))
+}
+
+#[test]
+fn every_test_program_runs_the_same_on_a_backend_that_counts_its_calls() {
+    let counting = Counting::new();
+    let directives = directives();
+    let strategies: Vec<Strategy> = Strategy::ALL
+        .into_iter()
+        .filter(|s| *s != Strategy::Reference)
+        .collect();
+    // The directives are shared out among the machine's cores.
+    let next = AtomicUsize::new(0);
+    let failures = Mutex::new(Vec::new());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                let Some(directive) = directives.get(n) else {
+                    break;
+                };
+                for &strategy in &strategies {
+                    let batching = configuration(strategy, n);
+                    if let Some(problem) = check(directive, strategy, batching, &counting) {
+                        failures.lock().expect("no test thread panicked").push(problem);
                     }
                 }
-            }
+            });
         }
+    });
+    for &strategy in &strategies {
+        let configurations = strategy.configurations().len();
+        assert!(
+            directives.len() >= configurations,
+            "{strategy}: {configurations} configurations, only {} runs",
+            directives.len()
+        );
     }
     let uncalled: Vec<&str> = METHODS
         .iter()
@@ -322,8 +388,9 @@ fn every_test_program_runs_the_same_on_a_backend_that_counts_its_calls() {
         .filter(|(m, c)| **m != "name" && c.load(Ordering::Relaxed) == 0)
         .map(|(m, _)| *m)
         .collect();
-    assert!(runs > 100, "only {runs} runs");
+    assert!(directives.len() > 100, "only {} directives", directives.len());
     assert!(uncalled.is_empty(), "methods never called: {uncalled:?}");
+    let failures = failures.into_inner().expect("no test thread panicked");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
