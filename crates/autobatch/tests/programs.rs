@@ -66,10 +66,7 @@ fn program_tests() {
 
 /// The failures of `test` on every file, the files shared out among the
 /// machine's cores, in the files' order.
-fn run_in_parallel(
-    files: &[PathBuf],
-    test: impl Fn(&Path) -> Vec<String> + Sync,
-) -> Vec<String> {
+fn run_in_parallel(files: &[PathBuf], test: impl Fn(&Path) -> Vec<String> + Sync) -> Vec<String> {
     let next = AtomicUsize::new(0);
     let results: Vec<Mutex<Vec<String>>> = files.iter().map(|_| Mutex::default()).collect();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());

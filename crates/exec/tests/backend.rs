@@ -368,7 +368,10 @@ fn every_test_program_runs_the_same_on_a_backend_that_counts_its_calls() {
                 for &strategy in &strategies {
                     let batching = configuration(strategy, n);
                     if let Some(problem) = check(directive, strategy, batching, &counting) {
-                        failures.lock().expect("no test thread panicked").push(problem);
+                        failures
+                            .lock()
+                            .expect("no test thread panicked")
+                            .push(problem);
                     }
                 }
             });
@@ -388,7 +391,11 @@ fn every_test_program_runs_the_same_on_a_backend_that_counts_its_calls() {
         .filter(|(m, c)| **m != "name" && c.load(Ordering::Relaxed) == 0)
         .map(|(m, _)| *m)
         .collect();
-    assert!(directives.len() > 100, "only {} directives", directives.len());
+    assert!(
+        directives.len() > 100,
+        "only {} directives",
+        directives.len()
+    );
     assert!(uncalled.is_empty(), "methods never called: {uncalled:?}");
     let failures = failures.into_inner().expect("no test thread panicked");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
