@@ -30,12 +30,7 @@
 //! callee saved (`tape_mark`, `tape_settle`), and the backward part
 //! recomputes the callee's forward part (in a copy that counts no steps,
 //! [`Deriver::uncounted_copy`]); past the bound itself a member stops with
-//! `tape_limit`. So that a long loop in one activation is recomputed too,
-//! the derivation reads a copy of the program whose loops (in the
-//! functions it may reach) are cut into segments of at most
-//! [`segment::SEGMENT`] iterations, each a call of a generated function
-//! (`segment.rs`): past half the bound a segment runs untaped and the
-//! backward part runs it again, each iteration at most once more. A vjp of a function that is one block of primitives
+//! `tape_limit`. A vjp of a function that is one block of primitives
 //! calls one function instead, the forward part's operations then the
 //! backward part's, reading the values where they are instead of from the
 //! tape (`fuse.rs`): nothing is taped, and the executors see the whole
@@ -85,7 +80,6 @@ mod fuse;
 mod jacobian;
 mod prepare;
 mod rules;
-mod segment;
 mod tape;
 
 use std::collections::{HashMap, VecDeque};
@@ -191,9 +185,7 @@ pub fn derive_with_custom(
     requests: &[Request],
     custom: &[CustomVjp],
 ) -> DeriveResult<Vec<Derived>> {
-    let roots: Vec<FuncId> = requests.iter().map(|r| r.function).collect();
-    let segmented = segment::segmented(program, &roots);
-    let mut deriver = Deriver::new(&segmented, Sources::default());
+    let mut deriver = Deriver::new(program, Sources::default());
     for c in custom {
         check_custom(program, *c)?;
         deriver.custom.insert(c.function, c.backward);
@@ -216,7 +208,7 @@ pub fn derive_with_custom(
         ids.push(id);
     }
     let built = deriver.build_all()?;
-    append(program, &segmented, built);
+    append(program, built);
     Ok(ids)
 }
 
@@ -246,9 +238,8 @@ pub fn derive_static_gradient(
             None => return derive_error(format!("no static {s}"), Loc::new(1, 1)),
         }
     }
-    let segmented = segment::segmented(program, &[function]);
-    let sources = Sources::new(&segmented, marked);
-    let mut deriver = Deriver::new(&segmented, sources);
+    let sources = Sources::new(program, marked);
+    let mut deriver = Deriver::new(program, sources);
     let params = match program.functions.get(function) {
         Some(f) => f.params.len(),
         None => return derive_error(format!("no function {function}"), Loc::new(1, 1)),
@@ -256,7 +247,7 @@ pub fn derive_static_gradient(
     let p = deriver.plan(function, &vec![false; params], true)?;
     let id = deriver.plans[p].id;
     let built = deriver.build_all()?;
-    append(program, &segmented, built);
+    append(program, built);
     Ok(id)
 }
 
@@ -401,13 +392,8 @@ fn check_custom(program: &Program, c: CustomVjp) -> DeriveResult<()> {
     Ok(())
 }
 
-/// Appends the segment functions of `segmented` (the copy the derivation
-/// read, `segment.rs`) and the functions a derivation built, whose ids
-/// follow them.
-fn append(program: &mut Program, segmented: &Program, built: Vec<Function>) {
-    for f in segmented.functions.values().skip(program.functions.len()) {
-        program.functions.push(f.clone());
-    }
+/// Appends the functions a derivation built (their ids follow the program's).
+fn append(program: &mut Program, built: Vec<Function>) {
     for f in built {
         program.functions.push(f);
     }

@@ -201,23 +201,19 @@ fn a_loop_with_branches_stays_a_loop_over_a_tape() {
         gradient_parts(&p, "f"),
         ["f'grad", "f'grad.bwd", "f'grad.fwd"]
     );
-    // The loop runs in segments, calls of a function running at most 64
-    // of its iterations: the segment's forward part is the segment's
-    // blocks, its backward part counts no steps and calls nothing: its
-    // loop is a loop of blocks. `f`'s own backward part calls it.
-    let segment = segments(&p, "f");
-    assert_eq!(segment.len(), 1, "one loop, one segment function");
-    let (fwd, bwd) = (segment_part(&p, "f", ".fwd"), segment_part(&p, "f", ".bwd"));
-    assert_eq!(fwd.blocks.len(), segment[0].blocks.len());
+    // The forward part is f's blocks, the backward part counts no steps
+    // and calls nothing: its loop is a loop of blocks.
+    let (f, fwd, bwd) = (
+        function(&p, "f"),
+        function(&p, "f'grad.fwd"),
+        function(&p, "f'grad.bwd"),
+    );
+    assert_eq!(fwd.blocks.len(), f.blocks.len());
     assert!(!fwd.uncounted && bwd.uncounted);
     assert!(calls(bwd).is_empty());
     assert!(count(fwd, |p| *p == Prim::TapePush) > 0);
     assert!(count(bwd, |p| matches!(p, Prim::TapePop(_))) > 0);
     assert!(has_cycle(bwd), "the backward loop");
-    let bwd_id = p
-        .function_by_name(&bwd.name)
-        .expect("the segment's backward part");
-    assert!(calls(function(&p, "f'grad.bwd")).contains(&bwd_id));
 }
 
 /// A loop that writes one element of an array per iteration and reads
@@ -239,9 +235,13 @@ fn a_recursion_over_an_array_tapes_no_array() {
          }\n\
          fn g(theta: [f64; 2], y: [f64; 64], n: i64) -> [f64; 2] { grad(f, theta, y, n) }",
     );
-    // (The iterations run in the loop's segment; `f` saves the array once
-    // per segment of 64 iterations, and only when past half the tape bound.)
-    let part = |suffix: &str| segment_part(&p, "f", suffix);
+    let part = |suffix: &str| {
+        let name = gradient_parts(&p, "f")
+            .into_iter()
+            .find(|n| n.ends_with(suffix))
+            .unwrap_or_else(|| panic!("no part {suffix}"));
+        function(&p, name)
+    };
     let fwd = part(".fwd");
     assert!(has_cycle(fwd), "the forward part loops");
     let arrays: Vec<String> = pushed_arrays(fwd)
@@ -265,37 +265,6 @@ fn gradient_parts<'p>(p: &'p Program, f: &str) -> Vec<&'p str> {
         .collect();
     names.sort();
     names
-}
-
-/// The functions of the derivation of `f`'s loops' segments (functions
-/// named `f'seg` and a number) whose names end with `suffix`.
-fn segment_parts<'p>(p: &'p Program, f: &str, suffix: &str) -> Vec<&'p Function> {
-    let prefix = format!("{f}'seg");
-    p.functions
-        .values()
-        .filter(|g| g.name.starts_with(&prefix) && g.name.ends_with(suffix))
-        .collect()
-}
-
-/// The one function [`segment_parts`] finds.
-fn segment_part<'p>(p: &'p Program, f: &str, suffix: &str) -> &'p Function {
-    let found = segment_parts(p, f, suffix);
-    let names: Vec<&str> = found.iter().map(|g| g.name.as_str()).collect();
-    assert_eq!(found.len(), 1, "{f}'seg...{suffix}: {names:?}");
-    found[0]
-}
-
-/// The segment functions of `f`'s loops (`f'seg` and a number).
-fn segments<'p>(p: &'p Program, f: &str) -> Vec<&'p Function> {
-    let prefix = format!("{f}'seg");
-    p.functions
-        .values()
-        .filter(|g| {
-            g.name
-                .strip_prefix(&prefix)
-                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
-        })
-        .collect()
 }
 
 #[test]
@@ -324,9 +293,8 @@ fn a_function_holding_catch_is_derived_over_a_tape() {
             .filter(|op| matches!(op, Op::Call { callee, catch: true, .. } if *callee == inv))
             .count()
     };
-    // (In the loop's segment.)
-    assert_eq!(catching(segment_part(&p, "f", ".fwd")), 1);
-    assert!(calls(segment_part(&p, "f", ".bwd")).is_empty());
+    assert_eq!(catching(function(&p, "f'grad.fwd")), 1);
+    assert!(calls(function(&p, "f'grad.bwd")).is_empty());
 }
 
 #[test]
@@ -489,13 +457,13 @@ fn while_loop_and_break_stay_loops_over_a_tape() {
            v + h }\n\
          fn g(x: f64) -> f64 { grad(f, x) }",
     );
-    // (Each loop in a segment of its own.)
-    let parts = segment_parts(&p, "f", ".bwd");
-    assert_eq!(parts.len(), 2);
-    for bwd in parts {
-        assert!(calls(bwd).is_empty(), "{}", bwd.name);
-        assert!(has_cycle(bwd), "{}", bwd.name);
-    }
+    let bwd = function(&p, "f'grad.bwd");
+    assert!(calls(bwd).is_empty());
+    assert!(has_cycle(bwd));
+    assert_eq!(
+        function(&p, "f'grad.fwd").blocks.len(),
+        function(&p, "f").blocks.len()
+    );
 }
 
 /// The forks of `f`, as (callees' names, whether it is a `map`).
@@ -633,18 +601,13 @@ fn every_loop_is_a_loop_of_the_backward_part() {
          fn g(t: [f64; 3]) -> ([f64; 3], [f64; 3]) { (grad(taped, t), grad(runtime, t, 5)) }",
     );
     // Every loop, with a constant bound or a runtime one, is a loop of the
-    // backward part of its segment, which calls no function but the
-    // segments of the loops inside it; the adjoint of t, accumulated
-    // element by element, is one array updated in place.
-    for (name, loops) in [("taped", 2), ("runtime", 1)] {
-        let parts = segment_parts(&p, name, ".bwd");
-        assert_eq!(parts.len(), loops, "{name}");
-        for bwd in &parts {
-            assert!(has_cycle(bwd), "{}", bwd.name);
-            assert_eq!(copying_index_sets(bwd), 0, "{}", bwd.name);
-        }
-        let innermost = parts.iter().filter(|bwd| calls(bwd).is_empty()).count();
-        assert_eq!(innermost, 1, "{name}");
+    // backward part, which calls no function; the adjoint of t,
+    // accumulated element by element, is one array updated in place.
+    for name in ["taped'grad.bwd", "runtime'grad.bwd"] {
+        let bwd = function(&p, name);
+        assert!(calls(bwd).is_empty(), "{name}");
+        assert!(has_cycle(bwd), "{name}");
+        assert_eq!(copying_index_sets(bwd), 0, "{name}");
     }
 }
 

@@ -399,8 +399,7 @@ fn compare_tape_bytes(reference: &RunResult, actual: &RunResult) -> Option<Strin
 /// most the reference's held (when it held any): every configuration must
 /// stop the same members with `tape_limit` where the reference does and
 /// give the others the same bits and summed gradients; and a member that
-/// finishes (past half the bound its calls, forks and segments of loops
-/// are recomputed) must have the
+/// finishes (past half the bound its calls and forks are recomputed) must have the
 /// bits of the unbounded run, as must the summed gradients when every
 /// member finishes.
 fn under_a_small_tape_bound(
