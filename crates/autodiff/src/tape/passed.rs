@@ -213,6 +213,28 @@ pub(crate) fn drop_unread_passed(built: &mut [(FuncId, Function)], parts: &[Back
             }
         }
     }
+    // A part whose instances take their index first gets its arguments
+    // shifted by one: it keeps every passed parameter.
+    for (_, f) in built.iter() {
+        for data in f.blocks.values() {
+            for op in &data.ops {
+                if let Op::Fork {
+                    instances:
+                        Instances::Map {
+                            callee,
+                            index: true,
+                            ..
+                        },
+                    ..
+                } = op
+                {
+                    if let Some(q) = part_of.get(callee) {
+                        read[*q].iter_mut().for_each(|r| *r = true);
+                    }
+                }
+            }
+        }
+    }
     let mut changed = true;
     while changed {
         changed = false;
