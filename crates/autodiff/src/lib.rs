@@ -286,6 +286,15 @@ impl<'p> Deriver<'p> {
             self.built.push((id, copy));
         }
         let mut built = std::mem::take(&mut self.built);
+        let parts: Vec<tape::BackwardPart> = self
+            .plans
+            .iter()
+            .map(|p| tape::BackwardPart {
+                id: p.parts.bwd,
+                adjoints: if p.seed_one { 0 } else { p.float_results.len() },
+            })
+            .collect();
+        tape::drop_unread_passed(&mut built, &parts);
         built.sort_by_key(|(id, _)| *id);
         Ok(built.into_iter().map(|(_, f)| f).collect())
     }

@@ -55,7 +55,8 @@
 //! a TreeLSTM's node arrays: `tape/passed.rs`) is never pushed either: the
 //! backward part takes it as an argument after the result adjoints, from
 //! its caller's backward part (the vjp's own parameter at the top), so a
-//! recomputed call or fork saves no copy of it.
+//! recomputed call or fork saves no copy of it; and only when it reads it
+//! or hands it to a backward part that does ([`drop_unread_passed`]).
 //!
 //! Statics of a static gradient are never pushed: the backward part loads
 //! them again where it needs them, and a row read of a differentiated
@@ -77,8 +78,8 @@ use crate::builder::{Builder, View};
 use crate::{analysis, derive_error, rules, DeriveResult, Deriver};
 
 mod passed;
-pub(crate) use passed::passed_params;
 use passed::{check_passed, passed_args};
+pub(crate) use passed::{drop_unread_passed, passed_params, BackwardPart};
 mod recompute;
 use recompute::{recomputable, recomputing_call, rerun_if_recomputed, rerun_instances};
 

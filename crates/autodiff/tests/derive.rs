@@ -640,3 +640,35 @@ fn the_rows_of_a_differentiated_static_are_read_again_not_saved() {
         assert_eq!(matrices.count(), 0, "{}: no matrix is saved", f.name);
     }
 }
+
+/// Parameters passed unchanged down the gradient (`x`, `w`, `k`: `f`
+/// hands `leaf` its own) reach a backward part only when it reads them:
+/// the adjoint of `leaf` reads `x` (for `cos x`) and the value `w[k]` the
+/// tape holds, not `w` or `k`, and `leaf` (which neither calls nor loops)
+/// is never recomputed, so its backward part takes the result's adjoint
+/// and `x`, and `f`'s (a `grad`: no adjoint parameter) `x` alone.
+#[test]
+fn a_backward_part_takes_only_the_passed_parameters_it_reads() {
+    let p = compile(
+        "fn leaf(x: f64, w: [f64; 4], k: i64) -> f64 { x.sin() * w[k as usize] }\n\
+         fn f(x: f64, w: [f64; 4], k: i64) -> f64 { let y = leaf(x, w, k); if y > 0.0 { y } else { -y } }\n\
+         fn g(x: f64, w: [f64; 4]) -> f64 { grad(f, x, w, 2) }",
+    );
+    let names = |name: &str| -> Vec<String> {
+        let part = function(&p, name);
+        part.params
+            .iter()
+            .map(|v| part.vars[*v].name.clone().unwrap_or_default())
+            .collect()
+    };
+    assert_eq!(names("leaf'vjp@100.bwd"), ["d.result0", "x"]);
+    assert_eq!(names("f'grad@100.bwd"), ["x"]);
+    let id = p.function_by_name("leaf'vjp@100.bwd").expect("the part");
+    let call = function(&p, "f'grad@100.bwd")
+        .blocks
+        .values()
+        .flat_map(|b| &b.ops)
+        .find(|op| matches!(op, Op::Call { callee, .. } if *callee == id))
+        .expect("f's backward part calls leaf's");
+    assert_eq!(call.uses().len(), 2);
+}

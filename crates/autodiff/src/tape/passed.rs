@@ -10,11 +10,16 @@
 //! changes it. The backward part of a function takes one argument per
 //! passed parameter after the result adjoints, and its callers hand it
 //! theirs (the vjp its own parameter), so a call or fork saves no copy of
-//! it per activation, and a recomputation reads it where it lives.
+//! it per activation, and a recomputation reads it where it lives. Once
+//! every backward part is built, those it does not read (itself, or
+//! through the backward parts it hands it to) are taken off its
+//! parameters and its callers' arguments ([`drop_unread_passed`]).
 
 use std::collections::HashMap;
 
-use autobatch_ir::{fork_calls, Block, EntityRef, Function, InstanceArg, Op, Program, Var};
+use autobatch_ir::{
+    fork_calls, Block, EntityRef, FuncId, Function, InstanceArg, Instances, Op, Program, Var,
+};
 
 use super::{CallKind, Invariant};
 use crate::{derive_error, DeriveResult, Deriver};
@@ -145,4 +150,220 @@ pub(super) fn check_passed(
         }
     }
     Ok(())
+}
+
+/// A backward part built over a tape: its id and the number of its
+/// parameters before the passed ones (the result adjoints).
+#[derive(Clone, Copy)]
+pub(crate) struct BackwardPart {
+    pub id: FuncId,
+    pub adjoints: usize,
+}
+
+/// Takes off every backward part in `built` the passed parameters it does
+/// not read, and the arguments its callers hand them: a parameter is read
+/// when an operation or a terminator of the part uses it other than to
+/// hand it to a backward part's passed parameter that is itself not read
+/// (the greatest such set, so that a recursion handing a parameter down
+/// and never reading it drops it at every level).
+pub(crate) fn drop_unread_passed(built: &mut [(FuncId, Function)], parts: &[BackwardPart]) {
+    let part_of: HashMap<FuncId, usize> =
+        parts.iter().enumerate().map(|(k, p)| (p.id, k)).collect();
+    let index: HashMap<FuncId, usize> = built
+        .iter()
+        .enumerate()
+        .map(|(k, (id, _))| (*id, k))
+        .collect();
+    let passed = |p: &BackwardPart, built: &[(FuncId, Function)]| {
+        built[index[&p.id]].1.params.len() - p.adjoints
+    };
+    // Per part, per passed parameter: whether it is read.
+    let mut read: Vec<Vec<bool>> = parts
+        .iter()
+        .map(|p| vec![false; passed(p, built)])
+        .collect();
+    // Per part, per passed parameter: the (part, passed parameter) it is
+    // handed to.
+    let mut handed: Vec<Vec<Vec<(usize, usize)>>> = parts
+        .iter()
+        .map(|p| vec![Vec::new(); passed(p, built)])
+        .collect();
+    for (k, p) in parts.iter().enumerate() {
+        let f = &built[index[&p.id]].1;
+        let param_of: HashMap<Var, usize> = f.params[p.adjoints..]
+            .iter()
+            .enumerate()
+            .map(|(j, v)| (*v, j))
+            .collect();
+        for data in f.blocks.values() {
+            for op in &data.ops {
+                let targets = handed_to(op, &part_of, parts);
+                for (position, arg) in op.uses().iter().enumerate() {
+                    let Some(j) = param_of.get(arg) else { continue };
+                    match targets.get(&position) {
+                        Some(target) => handed[k][*j].push(*target),
+                        None => read[k][*j] = true,
+                    }
+                }
+            }
+            for v in data.term.uses() {
+                if let Some(j) = param_of.get(v) {
+                    read[k][*j] = true;
+                }
+            }
+        }
+    }
+    // A part whose instances take their index first gets its arguments
+    // shifted by one: it keeps every passed parameter.
+    for (_, f) in built.iter() {
+        for data in f.blocks.values() {
+            for op in &data.ops {
+                if let Op::Fork {
+                    instances:
+                        Instances::Map {
+                            callee,
+                            index: true,
+                            ..
+                        },
+                    ..
+                } = op
+                {
+                    if let Some(q) = part_of.get(callee) {
+                        read[*q].iter_mut().for_each(|r| *r = true);
+                    }
+                }
+            }
+        }
+    }
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for k in 0..parts.len() {
+            for j in 0..read[k].len() {
+                if !read[k][j] && handed[k][j].iter().any(|(q, i)| read[*q][*i]) {
+                    read[k][j] = true;
+                    changed = true;
+                }
+            }
+        }
+    }
+    // Arguments first (the positions are the parameters' before any goes).
+    for (_, f) in built.iter_mut() {
+        for data in f.blocks.values_mut() {
+            for op in &mut data.ops {
+                drop_arguments(op, &part_of, parts, &read);
+            }
+        }
+    }
+    for (k, p) in parts.iter().enumerate() {
+        let f = &mut built[index[&p.id]].1;
+        let kept: Vec<Var> = f.params[p.adjoints..]
+            .iter()
+            .zip(&read[k])
+            .filter(|(_, r)| **r)
+            .map(|(v, _)| *v)
+            .collect();
+        f.params.truncate(p.adjoints);
+        f.params.extend(kept);
+        f.signature = f.flat_signature();
+    }
+}
+
+/// Per argument position of `op` that goes to a backward part's passed
+/// parameter, that (part, passed parameter).
+fn handed_to(
+    op: &Op,
+    part_of: &HashMap<FuncId, usize>,
+    parts: &[BackwardPart],
+) -> HashMap<usize, (usize, usize)> {
+    let mut out = HashMap::new();
+    for (start, callee, count) in call_spans(op) {
+        let Some(q) = part_of.get(&callee) else {
+            continue;
+        };
+        let adjoints = parts[*q].adjoints;
+        for i in adjoints..count {
+            out.insert(start + i, (*q, i - adjoints));
+        }
+    }
+    out
+}
+
+/// Per call that `op` makes of a function taking its arguments in order:
+/// the position of its first argument among `op`'s, the callee and how
+/// many it takes (a `map`'s instances take its arguments in order when
+/// they take no index).
+fn call_spans(op: &Op) -> Vec<(usize, FuncId, usize)> {
+    match op {
+        Op::Call { callee, args, .. } => vec![(0, *callee, args.len())],
+        Op::Fork {
+            args, instances, ..
+        } => match instances {
+            Instances::Join(calls) => {
+                let mut start = 0;
+                calls
+                    .iter()
+                    .map(|call| {
+                        let span = (start, call.callee, call.args);
+                        start += call.args;
+                        span
+                    })
+                    .collect()
+            }
+            Instances::Map {
+                callee,
+                index: false,
+                ..
+            } => vec![(0, *callee, args.len())],
+            Instances::Map { .. } => Vec::new(),
+        },
+        Op::Prim { .. } => Vec::new(),
+    }
+}
+
+/// Takes off `op`'s arguments that go to passed parameters not `read`.
+fn drop_arguments(
+    op: &mut Op,
+    part_of: &HashMap<FuncId, usize>,
+    parts: &[BackwardPart],
+    read: &[Vec<bool>],
+) {
+    let mut dropped: Vec<usize> = Vec::new();
+    let mut per_call: Vec<usize> = Vec::new();
+    for (start, callee, count) in call_spans(op) {
+        let mut gone = 0;
+        if let Some(q) = part_of.get(&callee) {
+            let adjoints = parts[*q].adjoints;
+            for i in adjoints..count {
+                if !read[*q][i - adjoints] {
+                    dropped.push(start + i);
+                    gone += 1;
+                }
+            }
+        }
+        per_call.push(gone);
+    }
+    if dropped.is_empty() {
+        return;
+    }
+    match op {
+        Op::Call { args, .. } | Op::Fork { args, .. } => {
+            let mut position = 0;
+            args.retain(|_| {
+                let keep = !dropped.contains(&position);
+                position += 1;
+                keep
+            });
+        }
+        Op::Prim { .. } => {}
+    }
+    if let Op::Fork {
+        instances: Instances::Join(calls),
+        ..
+    } = op
+    {
+        for (call, gone) in calls.iter_mut().zip(per_call) {
+            call.args -= gone;
+        }
+    }
 }
