@@ -376,18 +376,17 @@ impl<'a> Writer<'a> {
     fn inactive(&self, e: &syn::Expr) -> Option<bool> {
         fn walk(w: &Writer, tokens: proc_macro2::TokenStream) -> Option<bool> {
             for tree in tokens {
-                match tree {
+                let active = match tree {
                     proc_macro2::TokenTree::Ident(i) => match w.lookup(&i.to_string()) {
-                        Some(Binding::Active { .. }) => return Some(false),
+                        Some(Binding::Active { .. }) => true,
                         Some(Binding::Unsupported) => return None,
-                        _ => {}
+                        _ => false,
                     },
-                    proc_macro2::TokenTree::Group(g) => {
-                        if !walk(w, g.stream())? {
-                            return Some(false);
-                        }
-                    }
-                    _ => {}
+                    proc_macro2::TokenTree::Group(g) => !walk(w, g.stream())?,
+                    _ => false,
+                };
+                if active {
+                    return Some(false);
                 }
             }
             Some(true)
