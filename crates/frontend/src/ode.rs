@@ -33,7 +33,11 @@
 //! ([`custom_vjp_of`], `autobatch_autodiff::CustomVjp`), which the
 //! derivation calls in the backward pass in place of differentiating the
 //! solver's steps. The parameters are every float of `y0` and of the
-//! further arguments, whatever holds it (arrays of any rank, tuples). A
+//! further arguments, whatever holds it (arrays of any rank, tuples). The
+//! coupled right-hand side is `f`'s forward-mode derivative in all the
+//! parameters at once, written as source by [`tangent`] where `f` is
+//! straight-line code of the forms it covers, else `f`'s Jacobian row by
+//! row, each row a `grad`. A
 //! gradient reaching the call is checked as `grad` of `{name}_row`
 //! ([`sensitivity_row`]), the one generated `grad`; diagnostics name the
 //! generated functions as their call ([`user_name`]). A call whose lengths
@@ -48,6 +52,8 @@ use std::fmt::Write;
 use autobatch_types::Loc;
 use quote::ToTokens;
 use syn::visit::Visit;
+
+mod tangent;
 
 /// The solvers, by the name a program calls them with.
 pub(crate) const SOLVERS: [&str; 4] = autobatch_types::ODE_SOLVERS;
@@ -146,6 +152,7 @@ pub(crate) fn expand(source: &str, file: &syn::File) -> Expanded {
             _ => None,
         })
         .collect();
+    let globals = tangent::globals(file);
     for call in finder.calls {
         let Some(f) = find_function(file, &call.function) else {
             continue;
@@ -155,7 +162,7 @@ pub(crate) fn expand(source: &str, file: &syn::File) -> Expanded {
         };
         let mut generated = solver_text(&call, &sig);
         if let Some(layout) = Sensitivities::of(&sig, &consts) {
-            generated.push_str(&sensitivity_text(&call, &sig, &layout));
+            generated.push_str(&sensitivity_text(&call, f, &globals, &sig, &layout));
         }
         sites.push(Site {
             first_line: line,
@@ -976,13 +983,20 @@ fn float_tensors(
 ///   arguments taken from `p`, whose `grad` is row `i` of the Jacobian of
 ///   `f` in `(y, a..)`;
 /// - `{name}_coupled(t, z, a..)`: the coupled right-hand side, `f` and
-///   `dS_j/dt = J_y S_j + df/dp_j` (the last term for the arguments only);
+///   `dS_j/dt = J_y S_j + df/dp_j` (the last term for the arguments only),
+///   by `{name}_tangent` (forward mode, [`tangent`]) or by the rows;
 /// - `{name}_sens`: the call's solver on the coupled system, from `y0` and
 ///   the identity in `y0`'s columns, its failures naming the sensitivities;
 /// - `{name}_adjoint`: the adjoints `S^T ybar` of `y0` and the float
 ///   arguments, `f(t_i, y_i) . ybar_i` of `ts[i]`, `-(S_y0^T ybar) .
 ///   f(t0, y0)` of `t0`, zero of the tolerances.
-fn sensitivity_text(call: &Call, rhs: &Rhs, layout: &Sensitivities) -> String {
+fn sensitivity_text(
+    call: &Call,
+    f_item: &syn::ItemFn,
+    globals: &[tangent::Global],
+    rhs: &Rhs,
+    layout: &Sensitivities,
+) -> String {
     let name = site_function(call.solver, call.start);
     let f = &call.function;
     let n = &rhs.dim;
@@ -1041,7 +1055,7 @@ const {m}: usize = {layout_m};
         layout_d = layout.d,
         layout_m = layout.m,
         typed = t.typed,
-        rhs_fns = rhs_functions(&names, &t, number_value(n).zip(number_value(&layout.d))),
+        rhs_fns = rhs_functions(&names, &t, f_item, globals, layout),
         adjoint_fn = adjoint_function(&names, &t, tol_params, tol_types, tol_results, defaults),
     )
 }
@@ -1141,20 +1155,40 @@ fn zero_of(elem: &str) -> &'static str {
     }
 }
 
-/// `{name}_row` and `{coupled}` ([`sensitivity_text`]); `lengths` are `N`
-/// and `D` if they are numbers.
-fn rhs_functions(s: &SensNames, t: &ArgTexts, lengths: Option<(usize, usize)>) -> String {
-    let SensNames {
-        name,
-        f,
-        n,
-        d,
-        m,
-        coupled,
-        ..
-    } = s;
-    let (typed, args, from_p, row_args, into_p) =
-        (&t.typed, &t.args, &t.from_p, &t.row_args, &t.into_p);
+/// `{name}_row` and `{coupled}` ([`sensitivity_text`]): the coupled
+/// right-hand side by forward mode ([`tangent`]) where `f_item` is written
+/// in the forms it covers, else by the rows of the Jacobian, each a `grad`
+/// of `{name}_row`.
+fn rhs_functions(
+    s: &SensNames,
+    t: &ArgTexts,
+    f_item: &syn::ItemFn,
+    globals: &[tangent::Global],
+    layout: &Sensitivities,
+) -> String {
+    let numbers = number_value(s.n).zip(number_value(&layout.d));
+    let row = row_function(s, t);
+    let lengths = tangent::Lengths {
+        n: s.n,
+        d: s.d,
+        m: s.m,
+        numbers,
+    };
+    match tangent::tangent_function(s.name, f_item, globals, layout, &lengths) {
+        Some(tangent_fn) => {
+            let coupled =
+                tangent::coupled_by_tangent(s.name, s.coupled, &t.typed, &t.args, &lengths);
+            format!("{row}{tangent_fn}{coupled}")
+        }
+        None => format!("{row}{}", coupled_by_rows(s, t, numbers)),
+    }
+}
+
+/// `{name}_row(p, i, t, a..)`: `f(t, y, a..)[i]` at the point `p` (`y`
+/// then the float arguments), whose `grad` is row `i` of the Jacobian.
+fn row_function(s: &SensNames, t: &ArgTexts) -> String {
+    let SensNames { name, f, n, d, .. } = s;
+    let (typed, from_p, row_args) = (&t.typed, &t.from_p, &t.row_args);
     format!(
         "fn {name}_row(p: [f64; {d}], i: usize, t: f64{typed}) -> f64 {{
     let mut y = [0.0; {n}];
@@ -1166,7 +1200,26 @@ fn rhs_functions(s: &SensNames, t: &ArgTexts, lengths: Option<(usize, usize)>) -
 {from_p}    let r = {f}(t, y{row_args});
     r[i]
 }}
-fn {coupled}(t: f64, z: [f64; {m}]{typed}) -> [f64; {m}] {{
+"
+    )
+}
+
+/// `{coupled}` by the rows of the Jacobian: for each row `i`, `grad` of
+/// `{name}_row` and the products with the sensitivities ([`products`]);
+/// `lengths` are `N` and `D` if they are numbers.
+fn coupled_by_rows(s: &SensNames, t: &ArgTexts, lengths: Option<(usize, usize)>) -> String {
+    let SensNames {
+        name,
+        f,
+        n,
+        d,
+        m,
+        coupled,
+        ..
+    } = s;
+    let (typed, args, into_p) = (&t.typed, &t.args, &t.into_p);
+    format!(
+        "fn {coupled}(t: f64, z: [f64; {m}]{typed}) -> [f64; {m}] {{
     let mut y = [0.0; {n}];
     let mut p = [0.0; {d}];
     let mut k: usize = 0;
