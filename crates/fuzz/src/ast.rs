@@ -11,6 +11,8 @@ pub const INT_ARRAY_LEN: usize = 4;
 pub const FLOAT_ARRAY_LEN: usize = 3;
 /// Items of the static `MS: [[[f64; 3]; 3]; 2]`.
 pub const MATRIX_STACK_LEN: usize = 2;
+/// Rows of the coefficients `[[f64; 3]; 2]` of an ODE call.
+pub const ODE_ROWS: usize = 2;
 /// The symbolic dimension of the ragged arrays: only batched entry
 /// arguments fix it, so it may differ from member to member.
 pub const RAGGED_DIM: &str = "L";
@@ -59,6 +61,12 @@ pub enum Ty {
     /// picks by its own index (`matvec(MS[i], v)`: products grouped by
     /// index in the batching strategies).
     MatrixStack,
+    /// `[[f64; 3]; 2]`: only the coefficients of an ODE call held in a
+    /// matrix (see `crate::differentiable`).
+    TwoRows,
+    /// `(f64, [f64; 3])`: only the coefficients of an ODE call held in a
+    /// tuple, a scale and an array.
+    ScaledArray,
 }
 
 impl Ty {
@@ -85,6 +93,8 @@ impl Ty {
             Ty::GridRagged => "[[f64; D]; L]",
             Ty::Matrix => "[[f64; 3]; 3]",
             Ty::MatrixStack => "[[[f64; 3]; 3]; 2]",
+            Ty::TwoRows => "[[f64; 3]; 2]",
+            Ty::ScaledArray => "(f64, [f64; 3])",
         }
     }
 
@@ -122,7 +132,7 @@ impl Ty {
             Ty::F32Array | Ty::F32Ragged => Ty::F32,
             Ty::BoolArray => Ty::Bool,
             Ty::F32Matrix => Ty::F32Array,
-            Ty::RowsRagged | Ty::Matrix => Ty::FloatArray,
+            Ty::RowsRagged | Ty::Matrix | Ty::TwoRows => Ty::FloatArray,
             Ty::MatrixStack => Ty::Matrix,
             other => other,
         }
@@ -158,6 +168,10 @@ impl Ty {
             | Ty::GridRagged => ExprKind::Fill(Box::new(self.element().zero())),
             Ty::Matrix => ExprKind::Array(vec![Ty::FloatArray.zero(); FLOAT_ARRAY_LEN]),
             Ty::MatrixStack => ExprKind::Array(vec![Ty::Matrix.zero(); MATRIX_STACK_LEN]),
+            Ty::TwoRows => ExprKind::Array(vec![Ty::FloatArray.zero(); ODE_ROWS]),
+            Ty::ScaledArray => {
+                ExprKind::Pair(Box::new(Ty::Float.zero()), Box::new(Ty::FloatArray.zero()))
+            }
         };
         Expr { ty: self, kind }
     }

@@ -14,7 +14,12 @@
 //! helper with data), and one of type `f64` the derivative of the scalar
 //! helper in its first argument, the second being data: `grad(ds, a, c)`.
 //! A vector expression may be an ODE solve (`ode_rk45` or `ode_bdf_tol`)
-//! of the small linear system `dode` from it, the state at time 1.
+//! of a small linear system from it, the state at time 1, its
+//! coefficients passed as the users' further arguments may be: a flat
+//! array (`dode`), a matrix `[[f64; 3]; 2]` (`dode_m`) or a tuple `(f64,
+//! [f64; 3])` (`dode_t`), then perhaps an integer, a `bool` or an `f32`
+//! passed through to the right-hand side (`dode_i`, `dode_mb`, `dode_tf`,
+//! ...).
 //! One more vector helper, `dl(x)`, runs a counted loop (`for k in 0..T`)
 //! that updates an array and a scalar (and may swap two scalars); with `T` of 16 or less the
 //! derivation unrolls it, above that it differentiates it over a tape.
@@ -96,6 +101,10 @@ pub fn helpers(rng: &mut ChaCha8Rng, weight: bool) -> Helpers {
     // so that the rest of the program is what the seed gave without them.
     let mut faults = rng.clone();
     faults.set_stream(FAULT_STREAM);
+    // So do the forms of the ODE calls' further arguments.
+    let mut forms = rng.clone();
+    forms.set_stream(ODE_FORM_STREAM);
+    let mut systems = vec![OdeForm::PLAIN];
     let mut functions = vec![
         scalar_helper(rng),
         indexed_helper(rng, weight),
@@ -123,6 +132,8 @@ pub fn helpers(rng: &mut ChaCha8Rng, weight: bool) -> Helpers {
             earlier: &targets,
             data,
             weight,
+            forms: &mut forms,
+            systems: &mut systems,
         };
         let tail = writer.vector(2);
         let mut params = vec![param("x", Ty::FloatArray)];
@@ -157,7 +168,7 @@ pub fn helpers(rng: &mut ChaCha8Rng, weight: bool) -> Helpers {
     if catches {
         functions.push(caught_callee());
     }
-    functions.push(ode_system());
+    functions.extend(systems.iter().map(|form| form.system()));
     let derived = derived_cases(&mut faults, &targets);
     functions.extend(derived.iter().flat_map(|d| d.wrappers.clone()));
     Helpers {
@@ -172,6 +183,9 @@ pub fn helpers(rng: &mut ChaCha8Rng, weight: bool) -> Helpers {
 /// The stream of [`add_fault`] and [`derived_cases`].
 const FAULT_STREAM: u64 = 0xfa17;
 const TAIL_STREAM: u64 = 0x7a11;
+/// The stream of the forms of the ODE calls' further arguments
+/// ([`OdeForm::draw`] and the values it passes).
+const ODE_FORM_STREAM: u64 = 0x0de5;
 
 /// How often a helper gets an operation that may fault.
 const FAULTING_HELPERS: f64 = 0.4;
@@ -768,35 +782,198 @@ fn indexed_helper(rng: &mut ChaCha8Rng, weight: bool) -> Function {
     }
 }
 
-/// `dode(t: f64, y: [f64; 3], a: [f64; 3]) -> [f64; 3]`: the right-hand
-/// side of a linear system with `y' = -y + a * (y[1], y[2], y[0])`, which
-/// decays for coefficients `a` in (-1, 1).
-fn ode_system() -> Function {
-    let y = |i: i64| index(Expr::var("y", Ty::FloatArray), Expr::int(i));
-    let a = |i: i64| index(Expr::var("a", Ty::FloatArray), Expr::int(i));
-    let row = |i: i64, j: i64| {
-        Expr::binary(
-            Ty::Float,
-            BinOp::Sub,
-            Expr::binary(Ty::Float, BinOp::Mul, a(i), y(j)),
-            y(i),
-        )
+/// How an ODE call holds the coefficients of its linear system, its
+/// argument after the times (and tolerances).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Holder {
+    /// `a: [f64; 3]`.
+    Flat,
+    /// `a: [[f64; 3]; 2]`: a second row of couplings, to `y[(i + 2) % 3]`.
+    Matrix,
+    /// `q: (f64, [f64; 3])`: the couplings `q.1` scaled by `q.0`.
+    Tuple,
+}
+
+/// The argument an ODE call passes after its coefficients, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Passed {
+    Nothing,
+    /// `m: i64`, from 0 to 2: row `i` couples `y[(i + m) % 3]`.
+    Int,
+    /// `flip: bool`: the couplings negated where true.
+    Bool,
+    /// `s: f32`: the couplings scaled by `s as f64`.
+    F32,
+}
+
+/// The form of an ODE call's further arguments, which names the
+/// right-hand side it solves ([`OdeForm::system`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OdeForm {
+    holder: Holder,
+    passed: Passed,
+}
+
+impl OdeForm {
+    /// One flat array of coefficients, nothing passed: `dode`.
+    const PLAIN: OdeForm = OdeForm {
+        holder: Holder::Flat,
+        passed: Passed::Nothing,
     };
-    Function {
-        name: ODE.into(),
-        params: vec![
-            param("t", Ty::Float),
-            param("y", Ty::FloatArray),
-            param("a", Ty::FloatArray),
-        ],
-        ret: Ty::FloatArray,
-        body: Block {
-            stmts: Vec::new(),
-            tail: Expr::new(
-                Ty::FloatArray,
-                ExprKind::Array(vec![row(0, 1), row(1, 2), row(2, 0)]),
+
+    /// Half the calls [`OdeForm::PLAIN`], the others any other form alike.
+    fn draw(rng: &mut ChaCha8Rng) -> OdeForm {
+        if rng.gen_bool(0.5) {
+            return OdeForm::PLAIN;
+        }
+        let holders = [Holder::Flat, Holder::Matrix, Holder::Tuple];
+        let passed = [Passed::Nothing, Passed::Int, Passed::Bool, Passed::F32];
+        let others: Vec<OdeForm> = holders
+            .iter()
+            .flat_map(|&holder| passed.iter().map(move |&passed| OdeForm { holder, passed }))
+            .filter(|form| *form != OdeForm::PLAIN)
+            .collect();
+        *others.choose(rng).unwrap_or(&OdeForm::PLAIN)
+    }
+
+    /// The right-hand side's name: `dode`, `dode_m`, `dode_ti`, ...
+    fn name(self) -> String {
+        let holder = match self.holder {
+            Holder::Flat => "",
+            Holder::Matrix => "m",
+            Holder::Tuple => "t",
+        };
+        let passed = match self.passed {
+            Passed::Nothing => "",
+            Passed::Int => "i",
+            Passed::Bool => "b",
+            Passed::F32 => "f",
+        };
+        if self == OdeForm::PLAIN {
+            ODE.to_owned()
+        } else {
+            format!("{ODE}_{holder}{passed}")
+        }
+    }
+
+    /// `fn name(t: f64, y: [f64; 3], coefficients, passed) -> [f64; 3]`:
+    /// the right-hand side of the linear system `y'[i] = c_i - y[i]`, with
+    /// `r = (i + 1) % 3` (`(i + m) % 3` given an integer `m`) and the
+    /// coupling `c_i` being `a[i] y[r]` (flat), `a[0][i] y[r] + a[1][i]
+    /// y[(i + 2) % 3] * 0.5` (matrix) or `q.1[i] y[r] q.0` (tuple), times
+    /// -1 where `flip`, times `s as f64` given an `f32`. With coefficients
+    /// from `tanh` and `s` in [-2, 2] its solution stays small over the
+    /// unit time the calls solve, and `expm` of its matrix is the exact
+    /// solution (`tools/derivative_seeds.py`).
+    fn system(self) -> Function {
+        let y = |i: Expr| index(Expr::var("y", Ty::FloatArray), i);
+        let a = || Expr::var("a", Ty::FloatArray);
+        let next = |i: i64| match self.passed {
+            Passed::Int => Expr::binary(
+                Ty::Int,
+                BinOp::Rem,
+                Expr::binary(Ty::Int, BinOp::Add, Expr::int(i), Expr::var("m", Ty::Int)),
+                Expr::int(FLOAT_ARRAY_LEN as i64),
             ),
-        },
+            _ => Expr::int((i + 1) % FLOAT_ARRAY_LEN as i64),
+        };
+        let mut params = vec![param("t", Ty::Float), param("y", Ty::FloatArray)];
+        params.push(match self.holder {
+            Holder::Flat => param("a", Ty::FloatArray),
+            Holder::Matrix => param("a", Ty::TwoRows),
+            Holder::Tuple => param("q", Ty::ScaledArray),
+        });
+        match self.passed {
+            Passed::Nothing => {}
+            Passed::Int => params.push(param("m", Ty::Int)),
+            Passed::Bool => params.push(param("flip", Ty::Bool)),
+            Passed::F32 => params.push(param("s", Ty::F32)),
+        }
+        let row = |i: i64| {
+            let product = |c: Expr, j: Expr| Expr::binary(Ty::Float, BinOp::Mul, c, y(j));
+            let coupling = match self.holder {
+                Holder::Flat => product(index(a(), Expr::int(i)), next(i)),
+                Holder::Matrix => {
+                    let row = |r: i64| {
+                        index(
+                            Expr::new(
+                                Ty::FloatArray,
+                                ExprKind::Index {
+                                    array: Box::new(Expr::var("a", Ty::TwoRows)),
+                                    index: Box::new(Expr::int(r)),
+                                },
+                            ),
+                            Expr::int(i),
+                        )
+                    };
+                    let second = product(row(1), Expr::int((i + 2) % FLOAT_ARRAY_LEN as i64));
+                    Expr::binary(
+                        Ty::Float,
+                        BinOp::Add,
+                        product(row(0), next(i)),
+                        Expr::binary(Ty::Float, BinOp::Mul, second, float(0.5)),
+                    )
+                }
+                Holder::Tuple => {
+                    let q = || Expr::var("q", Ty::ScaledArray);
+                    let field = |field: u8, ty: Ty| {
+                        Expr::new(
+                            ty,
+                            ExprKind::Field {
+                                pair: Box::new(q()),
+                                field,
+                            },
+                        )
+                    };
+                    Expr::binary(
+                        Ty::Float,
+                        BinOp::Mul,
+                        product(index(field(1, Ty::FloatArray), Expr::int(i)), next(i)),
+                        field(0, Ty::Float),
+                    )
+                }
+            };
+            let factor = match self.passed {
+                Passed::Bool => Some(Expr::new(
+                    Ty::Float,
+                    ExprKind::If {
+                        cond: Box::new(Expr::var("flip", Ty::Bool)),
+                        then: Box::new(Block {
+                            stmts: Vec::new(),
+                            tail: float(-1.0),
+                        }),
+                        otherwise: Box::new(Block {
+                            stmts: Vec::new(),
+                            tail: float(1.0),
+                        }),
+                    },
+                )),
+                Passed::F32 => Some(Expr::new(
+                    Ty::Float,
+                    ExprKind::Cast {
+                        operand: Box::new(Expr::var("s", Ty::F32)),
+                    },
+                )),
+                Passed::Nothing | Passed::Int => None,
+            };
+            let coupling = match factor {
+                Some(factor) => Expr::binary(Ty::Float, BinOp::Mul, coupling, factor),
+                None => coupling,
+            };
+            Expr::binary(Ty::Float, BinOp::Sub, coupling, y(Expr::int(i)))
+        };
+        Function {
+            name: self.name(),
+            params,
+            ret: Ty::FloatArray,
+            body: Block {
+                stmts: Vec::new(),
+                tail: Expr::new(
+                    Ty::FloatArray,
+                    ExprKind::Array(vec![row(0), row(1), row(2)]),
+                ),
+            },
+        }
     }
 }
 
@@ -910,6 +1087,10 @@ struct VectorWriter<'a> {
     data: bool,
     /// Whether the program has the static `W`, a leaf too.
     weight: bool,
+    /// The stream the forms of the ODE calls' further arguments are drawn
+    /// from, and the forms drawn so far (their right-hand sides).
+    forms: &'a mut ChaCha8Rng,
+    systems: &'a mut Vec<OdeForm>,
 }
 
 impl VectorWriter<'_> {
@@ -1026,25 +1207,64 @@ impl VectorWriter<'_> {
         )
     }
 
-    /// The state at time 1 of the linear system [`ODE`] from the vector
-    /// expression `v` at time 0, its coefficients `tanh(u)` of another, by
-    /// `ode_rk45` or `ode_bdf_tol`: `ode_rk45(dode, v, 0.0, [0.5, 1.0],
-    /// tanh(u))[1]`.
+    /// The state at time 1 of a linear system ([`OdeForm::system`]) from
+    /// the vector expression `v` at time 0, its coefficients `tanh(u)` of
+    /// another, by `ode_rk45` or `ode_bdf_tol`: `ode_rk45(dode, v, 0.0,
+    /// [0.5, 1.0], tanh(u))[1]`. The form of the further arguments is drawn
+    /// from a stream of its own ([`OdeForm::draw`]): `tanh(u)`, `[tanh(u),
+    /// tanh(v)]` or `(tanh(v[k]), tanh(u))`, then nothing, an integer from
+    /// 0 to 2, a bool (`d[k] < 0.0` in a helper with data, else a
+    /// constant) or an `f32` constant. The `f32` is a constant since a
+    /// helper without data passes its point as an earlier helper's data:
+    /// cast from it, the function would be rounded at a resolution above
+    /// the derivative oracle's close step.
     fn ode(&mut self, depth: u32) -> Expr {
+        let form = OdeForm::draw(self.forms);
+        if !self.systems.contains(&form) {
+            self.systems.push(form);
+        }
         let v = self.vector(depth.min(1));
         let u = self.vector(depth.min(1));
-        let coefficients = Expr::new(
-            Ty::FloatArray,
-            ExprKind::Builtin {
-                builtin: Builtin::Tanh,
-                args: vec![u],
-            },
-        );
+        let tanh = |e: Expr, ty: Ty| {
+            Expr::new(
+                ty,
+                ExprKind::Builtin {
+                    builtin: Builtin::Tanh,
+                    args: vec![e],
+                },
+            )
+        };
+        let coefficients = match form.holder {
+            Holder::Flat => tanh(u, Ty::FloatArray),
+            Holder::Matrix => Expr::new(
+                Ty::TwoRows,
+                ExprKind::Array(vec![
+                    tanh(u, Ty::FloatArray),
+                    tanh(v.clone(), Ty::FloatArray),
+                ]),
+            ),
+            Holder::Tuple => {
+                let k = self.forms.gen_range(0..FLOAT_ARRAY_LEN as i64);
+                Expr::new(
+                    Ty::ScaledArray,
+                    ExprKind::Pair(
+                        Box::new(tanh(index(v.clone(), Expr::int(k)), Ty::Float)),
+                        Box::new(tanh(u, Ty::FloatArray)),
+                    ),
+                )
+            }
+        };
+        let passed = self.passed(form.passed);
         let times = Expr::new(
             Ty::FloatArray,
             ExprKind::Array(vec![float(0.5), float(1.0)]),
         );
-        let mut args = vec![Expr::var(ODE, Ty::FloatArray), v, float(0.0), times];
+        let mut args = vec![
+            Expr::var(&form.name(), Ty::FloatArray),
+            v,
+            float(0.0),
+            times,
+        ];
         let solver = if self.rng.gen_bool(0.5) {
             "ode_rk45"
         } else {
@@ -1052,6 +1272,7 @@ impl VectorWriter<'_> {
             "ode_bdf_tol"
         };
         args.push(coefficients);
+        args.extend(passed);
         Expr::new(
             Ty::FloatArray,
             ExprKind::Index {
@@ -1059,6 +1280,29 @@ impl VectorWriter<'_> {
                 index: Box::new(Expr::int(1)),
             },
         )
+    }
+
+    /// The value an ODE call passes after its coefficients (see [`ode`]).
+    ///
+    /// [`ode`]: VectorWriter::ode
+    fn passed(&mut self, passed: Passed) -> Option<Expr> {
+        let k = self.forms.gen_range(0..FLOAT_ARRAY_LEN as i64);
+        let element = || index(d(), Expr::int(k));
+        match passed {
+            Passed::Nothing => None,
+            Passed::Int => Some(Expr::int(self.forms.gen_range(0..=2))),
+            Passed::Bool if self.data => {
+                Some(Expr::binary(Ty::Bool, BinOp::Lt, element(), float(0.0)))
+            }
+            Passed::Bool => Some(Expr::new(
+                Ty::Bool,
+                ExprKind::Bool(self.forms.gen_bool(0.5)),
+            )),
+            Passed::F32 => Some(Expr::new(
+                Ty::F32,
+                ExprKind::Float(f64::from(self.forms.gen_range(-8..=8)) * 0.25),
+            )),
+        }
     }
 
     /// `pfor::<3>(dk, v)` for a vector expression `v`.

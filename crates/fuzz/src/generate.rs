@@ -889,8 +889,8 @@ impl Generator {
             Ty::RowsRagged | Ty::GridRagged => self.rows_expr(ty, depth),
             Ty::ColsRagged => self.cols_expr(depth),
             Ty::Matrix | Ty::F32Matrix => self.matrix_expr(ty, depth),
-            // Only the static `MS`.
-            Ty::MatrixStack => Some(self.leaf(ty)),
+            // Only the static `MS`; only the coefficients of ODE calls.
+            Ty::MatrixStack | Ty::TwoRows | Ty::ScaledArray => Some(self.leaf(ty)),
         }
     }
 
@@ -949,6 +949,15 @@ impl Generator {
                 (0..MATRIX_STACK_LEN)
                     .map(|_| self.literal(Ty::Matrix))
                     .collect(),
+            ),
+            Ty::TwoRows => ExprKind::Array(
+                (0..ODE_ROWS)
+                    .map(|_| self.literal(Ty::FloatArray))
+                    .collect(),
+            ),
+            Ty::ScaledArray => ExprKind::Pair(
+                Box::new(self.literal(Ty::Float)),
+                Box::new(self.literal(Ty::FloatArray)),
             ),
         };
         Expr::new(ty, kind)
@@ -2566,6 +2575,19 @@ impl Generator {
                     })
                     .collect(),
             ),
+            Ty::TwoRows => Json::Array(
+                (0..ODE_ROWS)
+                    .map(|_| {
+                        let row = (0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng));
+                        Json::Array(row.collect())
+                    })
+                    .collect(),
+            ),
+            Ty::ScaledArray => {
+                let scale = float(&mut self.rng);
+                let row = (0..FLOAT_ARRAY_LEN).map(|_| float(&mut self.rng));
+                json!([scale, Json::Array(row.collect())])
+            }
         }
     }
 
