@@ -8,7 +8,8 @@ labels for --train), runs `autobatch-bench model` under callgrind with
 `--runs 2`, dumping a profile at the start of every run
 (`--dump-before` of `BoundBatch::run_observed`), and splits the profile
 of the second warm run (the step after one warm step) by function into
-the parts of the table printed (a `memcpy` goes to its caller's part):
+the parts of the table printed (a `memcpy` or a sort goes to its
+caller's part):
 
     .peers/numpy/bin/python tools/bench/step_split.py --model treelstm \\
         --batch 64 --hidden 128 --train
@@ -33,7 +34,7 @@ PARTS = [
     ("static gradients: outer-product sums",
      lambda f: "adjoints::tiles" in f or "adjoints::outer" in f),
     ("static gradients: records (log, sort, sum)",
-     lambda f: "adjoints::" in f or "slice::sort" in f),
+     lambda f: "adjoints::" in f),
     ("elementwise: vmath (sigmoid, tanh, exp)", lambda f: "vmath::" in f),
     ("elementwise: dispatch and the other ops",
      lambda f: any(s in f for s in ("elementwise::", "arrays::apply", "arrays::array_op",
@@ -47,7 +48,8 @@ PARTS = [
     ("other", lambda f: True),
 ]
 # Functions whose cost goes to their callers' parts.
-GLUE = re.compile(r"memcpy|memmove|memset|core::iter::adapters|extend_desugared|spec_from_iter")
+GLUE = re.compile(r"memcpy|memmove|memset|core::iter::adapters|extend_desugared|spec_from_iter"
+                  r"|core::slice::sort")
 
 
 def parse(path):
@@ -95,15 +97,17 @@ def split(path):
         callers[callee][caller] += cost
 
     def owner(function, seen=()):
-        """The caller shares of a glue function's cost: {function: share}."""
-        if not GLUE.search(function or "") or not callers[function] or function in seen:
+        """The caller shares of a glue function's cost: {function: share}
+        (through glue callers, recursive calls left out)."""
+        seen = seen + (function,)
+        up = {c: cost for c, cost in callers[function].items() if cost > 0 and c not in seen}
+        if not GLUE.search(function or "") or not up:
             return {function: 1.0}
-        total = sum(c for c in callers[function].values() if c > 0)
+        total = sum(up.values())
         shares = collections.Counter()
-        for caller, cost in callers[function].items():
-            if cost > 0:
-                for f, s in owner(caller, seen + (function,)).items():
-                    shares[f] += s * cost / total
+        for caller, cost in up.items():
+            for f, s in owner(caller, seen).items():
+                shares[f] += s * cost / total
         return shares
 
     parts = collections.Counter()
