@@ -9,8 +9,8 @@
 //! of one (`ArrayOp::batched`), the host side of the operation ([`wait`])
 //! hands the scheduler a [`Wait`] (the operation and the member's operand
 //! and destination addresses) and suspends. When no member can go on, the
-//! scheduler picks a product ([`next_product`]: a forward part's before a
-//! backward part's, then the one most members wait at), gathers
+//! scheduler picks a product ([`Pending::take_next`]: a forward part's
+//! before a backward part's, then the one most members wait at), gathers
 //! their vectors, runs the kernels' shared-matrix product once
 //! (`gemm::matvec_into` / `vecmat_into`, whose every row has the bits of
 //! the product alone), writes each member's row where it waits, and
@@ -215,10 +215,11 @@ fn drive<'p>(
             coroutines[next] = Some(unsafe { member_coroutine(stack, slot, limits, log) });
             live += 1;
             let ended = advance(&mut coroutines[next], &mut slots[next], &mut spare);
+            scratch.pending.note(next, &slots[next]);
             live -= usize::from(published(ended, next, slots, publisher.as_deref_mut()));
             next += 1;
         }
-        if !next_product(slots, &mut scratch) {
+        if !scratch.pending.take_next(&mut scratch.members) {
             if next == n {
                 break;
             }
@@ -230,6 +231,7 @@ fn drive<'p>(
         for &m in &scratch.members {
             slots[m].waiting = None;
             let ended = advance(&mut coroutines[m], &mut slots[m], &mut spare);
+            scratch.pending.note(m, &slots[m]);
             live -= usize::from(published(ended, m, slots, publisher.as_deref_mut()));
         }
         if let Some(p) = publisher.as_deref_mut() {
@@ -260,10 +262,8 @@ fn published(
 /// each time would be a good part of it).
 #[derive(Default)]
 struct Scratch {
-    /// Each member's product key, or `None` (not waiting).
-    keys: Vec<Option<ProductKey>>,
-    /// The keys waited at and how many wait at each.
-    counts: Vec<(ProductKey, usize)>,
+    /// The products members wait at.
+    pending: Pending,
     /// The members waiting at the product chosen, in order.
     members: Vec<usize>,
     gathered: Gathered,
@@ -284,7 +284,7 @@ struct Buffers<T> {
 }
 
 /// Computes the product the members `waiting` wait at (one product:
-/// [`next_product`]), writing each one's row where it waits.
+/// [`Pending::take_next`]), writing each one's row where it waits.
 fn compute(waiting: &[usize], slots: &[Box<Slot<'_>>], gathered: &mut Gathered) {
     let first = &slots[waiting[0]];
     let wait = first.waiting.expect("a waiting member");
@@ -353,49 +353,68 @@ fn advance(
     }
 }
 
-/// The product to run next, and the members waiting at it in order, into
-/// `scratch.members`; false when none waits. (A view of a static, `W[d]`,
-/// may be a different matrix for different members.)
-///
-/// Two phases, then the widest: any product of a forward part (or of a
-/// program that derives nothing) runs before any product of a backward
-/// part (`ArrayOp::backward`), and among the products of the earlier
-/// phase, the one most members wait at (the least key among equals). A
-/// member whose forward part ends early then waits at its first backward
-/// product until every member's forward part has ended, and the backward
-/// parts start together. Within a phase the widest product runs,
-/// whatever its place in the program: the program's earliest operation
-/// first suits members that run loops one after the other (a BiRNN's two
-/// directions) but not a tree's recursion (docs/benchmarks.md, "Where the
-/// training step's time goes"). The order changes no member's bits: each
-/// row of a product has the bits of the product alone, and the static
-/// adjoints' records are summed in an order of their own.
-fn next_product(slots: &[Box<Slot<'_>>], scratch: &mut Scratch) -> bool {
-    let Scratch {
-        keys,
-        counts,
-        members,
-        ..
-    } = scratch;
-    keys.clear();
-    keys.extend(slots.iter().map(|s| ProductKey::of(s)));
-    // (A handful of distinct keys: a list beats a map.)
-    counts.clear();
-    for key in keys.iter().flatten() {
-        match counts.iter_mut().find(|(k, _)| k == key) {
-            Some((_, count)) => *count += 1,
-            None => counts.push((*key, 1)),
+/// The products members wait at, kept as members begin to wait (a
+/// member's key is found once, when it yields, not at every product).
+#[derive(Default)]
+struct Pending {
+    /// Each product key waited at (a handful: a list beats a map) and its
+    /// members, in the order they began to wait.
+    products: Vec<(ProductKey, Vec<usize>)>,
+    /// Emptied lists of members, for the next keys.
+    spare: Vec<Vec<usize>>,
+}
+
+impl Pending {
+    /// Notes that member `m` of `slot` waits, if it does.
+    fn note(&mut self, m: usize, slot: &Slot<'_>) {
+        let Some(key) = ProductKey::of(slot) else {
+            return;
+        };
+        match self.products.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(m),
+            None => {
+                let mut members = self.spare.pop().unwrap_or_default();
+                members.push(m);
+                self.products.push((key, members));
+            }
         }
     }
-    let Some(&(chosen, _)) = counts
-        .iter()
-        .max_by(|(a, x), (b, y)| b.backward.cmp(&a.backward).then(x.cmp(y)).then(b.cmp(a)))
-    else {
-        return false;
-    };
-    members.clear();
-    members.extend((0..slots.len()).filter(|m| keys[*m] == Some(chosen)));
-    true
+
+    /// The product to run next, and the members waiting at it in order,
+    /// into `members` (which no longer wait here); false when none waits.
+    /// (A view of a static, `W[d]`, may be a different matrix for
+    /// different members.)
+    ///
+    /// Two phases, then the widest: any product of a forward part (or of
+    /// a program that derives nothing) runs before any product of a
+    /// backward part (`ArrayOp::backward`), and among the products of the
+    /// earlier phase, the one most members wait at (the least key among
+    /// equals). A member whose forward part ends early then waits at its
+    /// first backward product until every member's forward part has
+    /// ended, and the backward parts start together. Within a phase the
+    /// widest product runs, whatever its place in the program: the
+    /// program's earliest operation first suits members that run loops
+    /// one after the other (a BiRNN's two directions) but not a tree's
+    /// recursion (docs/benchmarks.md, "Where the training step's time
+    /// goes"). The order changes no member's bits: each row of a product
+    /// has the bits of the product alone, and the static adjoints'
+    /// records are summed in an order of their own.
+    fn take_next(&mut self, members: &mut Vec<usize>) -> bool {
+        let Some(chosen) = (0..self.products.len()).max_by(|&i, &j| {
+            let ((a, x), (b, y)) = (&self.products[i], &self.products[j]);
+            b.backward
+                .cmp(&a.backward)
+                .then(x.len().cmp(&y.len()))
+                .then(b.cmp(a))
+        }) else {
+            return false;
+        };
+        let (_, mut waiting) = self.products.swap_remove(chosen);
+        waiting.sort_unstable();
+        members.clear();
+        self.spare.push(std::mem::replace(members, waiting));
+        true
+    }
 }
 
 /// What makes two waits one product: the phase (a backward part's or
