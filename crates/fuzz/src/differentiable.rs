@@ -866,17 +866,31 @@ impl OdeForm {
     /// unit time the calls solve, and `expm` of its matrix is the exact
     /// solution (`tools/derivative_seeds.py`).
     fn system(self) -> Function {
-        let y = |i: Expr| index(Expr::var("y", Ty::FloatArray), i);
-        let a = || Expr::var("a", Ty::FloatArray);
-        let next = |i: i64| match self.passed {
-            Passed::Int => Expr::binary(
-                Ty::Int,
-                BinOp::Rem,
-                Expr::binary(Ty::Int, BinOp::Add, Expr::int(i), Expr::var("m", Ty::Int)),
-                Expr::int(FLOAT_ARRAY_LEN as i64),
-            ),
-            _ => Expr::int((i + 1) % FLOAT_ARRAY_LEN as i64),
+        let row = |i: i64| {
+            let coupling = self.coupling(i);
+            let coupling = match self.factor() {
+                Some(factor) => Expr::binary(Ty::Float, BinOp::Mul, coupling, factor),
+                None => coupling,
+            };
+            Expr::binary(Ty::Float, BinOp::Sub, coupling, ode_state(Expr::int(i)))
         };
+        Function {
+            name: self.name(),
+            params: self.params(),
+            ret: Ty::FloatArray,
+            body: Block {
+                stmts: Vec::new(),
+                tail: Expr::new(
+                    Ty::FloatArray,
+                    ExprKind::Array(vec![row(0), row(1), row(2)]),
+                ),
+            },
+        }
+    }
+
+    /// The right-hand side's parameters: `t`, `y`, the coefficients, then
+    /// what is passed after them.
+    fn params(self) -> Vec<Param> {
         let mut params = vec![param("t", Ty::Float), param("y", Ty::FloatArray)];
         params.push(match self.holder {
             Holder::Flat => param("a", Ty::FloatArray),
@@ -889,92 +903,104 @@ impl OdeForm {
             Passed::Bool => params.push(param("flip", Ty::Bool)),
             Passed::F32 => params.push(param("s", Ty::F32)),
         }
-        let row = |i: i64| {
-            let product = |c: Expr, j: Expr| Expr::binary(Ty::Float, BinOp::Mul, c, y(j));
-            let coupling = match self.holder {
-                Holder::Flat => product(index(a(), Expr::int(i)), next(i)),
-                Holder::Matrix => {
-                    let row = |r: i64| {
-                        index(
-                            Expr::new(
-                                Ty::FloatArray,
-                                ExprKind::Index {
-                                    array: Box::new(Expr::var("a", Ty::TwoRows)),
-                                    index: Box::new(Expr::int(r)),
-                                },
-                            ),
-                            Expr::int(i),
-                        )
-                    };
-                    let second = product(row(1), Expr::int((i + 2) % FLOAT_ARRAY_LEN as i64));
-                    Expr::binary(
-                        Ty::Float,
-                        BinOp::Add,
-                        product(row(0), next(i)),
-                        Expr::binary(Ty::Float, BinOp::Mul, second, float(0.5)),
-                    )
-                }
-                Holder::Tuple => {
-                    let q = || Expr::var("q", Ty::ScaledArray);
-                    let field = |field: u8, ty: Ty| {
-                        Expr::new(
-                            ty,
-                            ExprKind::Field {
-                                pair: Box::new(q()),
-                                field,
-                            },
-                        )
-                    };
-                    Expr::binary(
-                        Ty::Float,
-                        BinOp::Mul,
-                        product(index(field(1, Ty::FloatArray), Expr::int(i)), next(i)),
-                        field(0, Ty::Float),
-                    )
-                }
-            };
-            let factor = match self.passed {
-                Passed::Bool => Some(Expr::new(
-                    Ty::Float,
-                    ExprKind::If {
-                        cond: Box::new(Expr::var("flip", Ty::Bool)),
-                        then: Box::new(Block {
-                            stmts: Vec::new(),
-                            tail: float(-1.0),
-                        }),
-                        otherwise: Box::new(Block {
-                            stmts: Vec::new(),
-                            tail: float(1.0),
-                        }),
-                    },
-                )),
-                Passed::F32 => Some(Expr::new(
-                    Ty::Float,
-                    ExprKind::Cast {
-                        operand: Box::new(Expr::var("s", Ty::F32)),
-                    },
-                )),
-                Passed::Nothing | Passed::Int => None,
-            };
-            let coupling = match factor {
-                Some(factor) => Expr::binary(Ty::Float, BinOp::Mul, coupling, factor),
-                None => coupling,
-            };
-            Expr::binary(Ty::Float, BinOp::Sub, coupling, y(Expr::int(i)))
-        };
-        Function {
-            name: self.name(),
-            params,
-            ret: Ty::FloatArray,
-            body: Block {
-                stmts: Vec::new(),
-                tail: Expr::new(
-                    Ty::FloatArray,
-                    ExprKind::Array(vec![row(0), row(1), row(2)]),
-                ),
-            },
+        params
+    }
+
+    /// The index `r` row `i` couples to: `(i + 1) % 3`, or `(i + m) % 3`
+    /// given an integer `m`.
+    fn next(self, i: i64) -> Expr {
+        match self.passed {
+            Passed::Int => Expr::binary(
+                Ty::Int,
+                BinOp::Rem,
+                Expr::binary(Ty::Int, BinOp::Add, Expr::int(i), Expr::var("m", Ty::Int)),
+                Expr::int(FLOAT_ARRAY_LEN as i64),
+            ),
+            _ => Expr::int((i + 1) % FLOAT_ARRAY_LEN as i64),
         }
     }
+
+    /// Row `i`'s coupling `c_i` before its factor.
+    fn coupling(self, i: i64) -> Expr {
+        let product = |c: Expr, j: Expr| Expr::binary(Ty::Float, BinOp::Mul, c, ode_state(j));
+        match self.holder {
+            Holder::Flat => product(
+                index(Expr::var("a", Ty::FloatArray), Expr::int(i)),
+                self.next(i),
+            ),
+            Holder::Matrix => {
+                let row = |r: i64| {
+                    index(
+                        Expr::new(
+                            Ty::FloatArray,
+                            ExprKind::Index {
+                                array: Box::new(Expr::var("a", Ty::TwoRows)),
+                                index: Box::new(Expr::int(r)),
+                            },
+                        ),
+                        Expr::int(i),
+                    )
+                };
+                let second = product(row(1), Expr::int((i + 2) % FLOAT_ARRAY_LEN as i64));
+                Expr::binary(
+                    Ty::Float,
+                    BinOp::Add,
+                    product(row(0), self.next(i)),
+                    Expr::binary(Ty::Float, BinOp::Mul, second, float(0.5)),
+                )
+            }
+            Holder::Tuple => {
+                let field = |field: u8, ty: Ty| {
+                    Expr::new(
+                        ty,
+                        ExprKind::Field {
+                            pair: Box::new(Expr::var("q", Ty::ScaledArray)),
+                            field,
+                        },
+                    )
+                };
+                Expr::binary(
+                    Ty::Float,
+                    BinOp::Mul,
+                    product(index(field(1, Ty::FloatArray), Expr::int(i)), self.next(i)),
+                    field(0, Ty::Float),
+                )
+            }
+        }
+    }
+
+    /// What every coupling is multiplied by: -1 where `flip`, `s as f64`
+    /// given an `f32`; nothing otherwise.
+    fn factor(self) -> Option<Expr> {
+        match self.passed {
+            Passed::Bool => Some(Expr::new(
+                Ty::Float,
+                ExprKind::If {
+                    cond: Box::new(Expr::var("flip", Ty::Bool)),
+                    then: Box::new(Block {
+                        stmts: Vec::new(),
+                        tail: float(-1.0),
+                    }),
+                    otherwise: Box::new(Block {
+                        stmts: Vec::new(),
+                        tail: float(1.0),
+                    }),
+                },
+            )),
+            Passed::F32 => Some(Expr::new(
+                Ty::Float,
+                ExprKind::Cast {
+                    operand: Box::new(Expr::var("s", Ty::F32)),
+                },
+            )),
+            Passed::Nothing | Passed::Int => None,
+        }
+    }
+}
+
+/// `y[i]`: element `i` of a right-hand side's state.
+fn ode_state(i: Expr) -> Expr {
+    index(Expr::var("y", Ty::FloatArray), i)
 }
 
 /// `dl(x: [f64; 3]) -> [f64; 3]`: a counted loop of a constant count

@@ -213,28 +213,7 @@ pub(crate) fn drop_unread_passed(built: &mut [(FuncId, Function)], parts: &[Back
             }
         }
     }
-    // A part whose instances take their index first gets its arguments
-    // shifted by one: it keeps every passed parameter.
-    for (_, f) in built.iter() {
-        for data in f.blocks.values() {
-            for op in &data.ops {
-                if let Op::Fork {
-                    instances:
-                        Instances::Map {
-                            callee,
-                            index: true,
-                            ..
-                        },
-                    ..
-                } = op
-                {
-                    if let Some(q) = part_of.get(callee) {
-                        read[*q].iter_mut().for_each(|r| *r = true);
-                    }
-                }
-            }
-        }
-    }
+    keep_passed_of_indexed_parts(built, &part_of, &mut read);
     let mut changed = true;
     while changed {
         changed = false;
@@ -266,6 +245,36 @@ pub(crate) fn drop_unread_passed(built: &mut [(FuncId, Function)], parts: &[Back
         f.params.truncate(p.adjoints);
         f.params.extend(kept);
         f.signature = f.flat_signature();
+    }
+}
+
+/// Marks read every passed parameter of a part that instances call with
+/// their index first: its arguments are shifted by the index, which the
+/// dropping does not map, so it keeps them all.
+fn keep_passed_of_indexed_parts(
+    built: &[(FuncId, Function)],
+    part_of: &HashMap<FuncId, usize>,
+    read: &mut [Vec<bool>],
+) {
+    for (_, f) in built {
+        for data in f.blocks.values() {
+            for op in &data.ops {
+                if let Op::Fork {
+                    instances:
+                        Instances::Map {
+                            callee,
+                            index: true,
+                            ..
+                        },
+                    ..
+                } = op
+                {
+                    if let Some(q) = part_of.get(callee) {
+                        read[*q].iter_mut().for_each(|r| *r = true);
+                    }
+                }
+            }
+        }
     }
 }
 
