@@ -283,19 +283,16 @@ fn derivative_findings(seeds: &[u64]) -> Vec<String> {
 }
 
 /// Seeds the oracle misjudged (true derivatives: `python3
-/// tools/derivative_seeds.py`): 610 (`ode_rk45`, `h` beyond the range of
-/// `h²` convergence: judged by the close difference; its coefficients now
-/// a `[[f64; 3]; 2]` with an integer passed, the derivative the true one
-/// to 8e-7), 1073 (a cast's step times an ODE solution zero at the point:
-/// a bend the solver's noise hid), 3102 and 3922 (`ode_bdf_tol`, whose
-/// computed solution jumps between points `h` apart; the derivative is
-/// that of the solution computed, its close difference, off the true one
-/// by 1.1e-5 (3102, its solves now passing an `f32` and a matrix) and
-/// 3.8e-2: judged by the close difference, or skipped as a feature
-/// narrower than `h`). The forms of the ODE calls' further arguments
-/// changed the ODE calls of 610, 1073 (an integer `m = 1`: the same
-/// system), 3102 and 4328; the true derivatives are those of the programs
-/// as they are now.
+/// tools/derivative_seeds.py`): 610 (`ode_rk45` with its coefficients a
+/// `[[f64; 3]; 2]` and an integer passed, `h` beyond the range of `h²`
+/// convergence: judged by the close difference; the derivative the true
+/// one to 8e-7), 1073 (a cast's step times an ODE solution zero at the
+/// point: a bend the solver's noise hid), 3102 and 3922 (`ode_bdf_tol`,
+/// 3102's solve passing a matrix and an `f32`, whose computed solution
+/// jumps between points `h` apart; the derivative is that of the solution
+/// computed, its close difference, off the true one by 1.1e-5 and 3.8e-2:
+/// judged by the close difference, or skipped as a feature narrower than
+/// `h`).
 #[test]
 fn seeds_the_oracle_misjudged_pass() {
     let found = derivative_findings(&[610, 1073, 3102, 3922]);
