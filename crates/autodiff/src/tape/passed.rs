@@ -213,7 +213,6 @@ pub(crate) fn drop_unread_passed(built: &mut [(FuncId, Function)], parts: &[Back
             }
         }
     }
-    keep_passed_of_indexed_parts(built, &part_of, &mut read);
     let mut changed = true;
     while changed {
         changed = false;
@@ -248,36 +247,6 @@ pub(crate) fn drop_unread_passed(built: &mut [(FuncId, Function)], parts: &[Back
     }
 }
 
-/// Marks read every passed parameter of a part that instances call with
-/// their index first: its arguments are shifted by the index, which the
-/// dropping does not map, so it keeps them all.
-fn keep_passed_of_indexed_parts(
-    built: &[(FuncId, Function)],
-    part_of: &HashMap<FuncId, usize>,
-    read: &mut [Vec<bool>],
-) {
-    for (_, f) in built {
-        for data in f.blocks.values() {
-            for op in &data.ops {
-                if let Op::Fork {
-                    instances:
-                        Instances::Map {
-                            callee,
-                            index: true,
-                            ..
-                        },
-                    ..
-                } = op
-                {
-                    if let Some(q) = part_of.get(callee) {
-                        read[*q].iter_mut().for_each(|r| *r = true);
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// Per argument position of `op` that goes to a backward part's passed
 /// parameter, that (part, passed parameter).
 fn handed_to(
@@ -301,7 +270,8 @@ fn handed_to(
 /// Per call that `op` makes of a function taking its arguments in order:
 /// the position of its first argument among `op`'s, the callee and how
 /// many it takes (a `map`'s instances take its arguments in order when
-/// they take no index).
+/// they take no index; a backward part's instances never take one, as
+/// `tape.rs` forks them, so a `map` with an index calls no backward part).
 fn call_spans(op: &Op) -> Vec<(usize, FuncId, usize)> {
     match op {
         Op::Call { callee, args, .. } => vec![(0, *callee, args.len())],
