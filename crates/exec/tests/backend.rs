@@ -9,11 +9,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use common::{config_name, configuration, directives, run_difference, Directive};
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use autobatch_exec::{run_on, Backend, BatchingOptions, Cpu, Env, RunOptions, RunOutput, Strategy};
-use autobatch_ir::{BinaryOp, CompareOp, Prim, Program, ReduceOp, UnaryOp};
+use autobatch_exec::{run_on, Backend, BatchingOptions, Cpu, RunOptions, Strategy};
+use autobatch_ir::{BinaryOp, CompareOp, Prim, ReduceOp, UnaryOp};
 use autobatch_kernels::buffer::{Rows, RowsMut, Values, ValuesMut};
 use autobatch_kernels::linalg::{Dims, ProductOp};
 use autobatch_kernels::rng::{Draw, Streams};
@@ -194,135 +195,6 @@ impl Backend for Counting {
     }
 }
 
-fn files(dir: &Path, extension: &str) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == extension))
-        .collect();
-    files.sort();
-    files
-}
-
-/// Every test program, optimized, with the text its directives are in.
-fn programs() -> Vec<(PathBuf, Program, String)> {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut programs = Vec::new();
-    for path in files(&here.join("tests/ir"), "ir") {
-        let text = std::fs::read_to_string(&path).expect("readable");
-        let mut program = autobatch_ir::parse::parse_program(&text).expect("parses");
-        autobatch_passes::optimize(&mut program);
-        programs.push((path, program, text));
-    }
-    for path in files(&here.join("../../tests/programs"), "ab") {
-        let text = std::fs::read_to_string(&path).expect("readable");
-        if calls_an_ode_solver(&text) {
-            continue;
-        }
-        // Programs that must not compile have nothing to run.
-        if let Ok(mut program) = autobatch_lower::compile(&text) {
-            autobatch_passes::optimize(&mut program);
-            programs.push((path, program, text));
-        }
-    }
-    programs
-}
-
-/// Whether a source program calls an ODE solver. Its steps are thousands
-/// of small operations of kinds the other programs make too, which would
-/// take most of this test's time; the program tests run it on every
-/// strategy and configuration on the CPU backend.
-fn calls_an_ode_solver(text: &str) -> bool {
-    ["ode_rk45", "ode_bdf"].iter().any(|s| text.contains(s))
-}
-
-/// A tensor's shape and elements as their types and exact bits, so that
-/// NaNs and signed zeros compare exactly.
-fn bits(t: &Tensor) -> (Vec<usize>, Vec<(u8, u64)>) {
-    use autobatch_types::Scalar;
-    let elements = (0..t.len())
-        .map(|i| match t.data.get(i) {
-            Scalar::Bool(v) => (0, u64::from(v)),
-            Scalar::I32(v) => (1, v as u32 as u64),
-            Scalar::I64(v) => (2, v as u64),
-            Scalar::Usize(v) => (3, v),
-            Scalar::F32(v) => (4, u64::from(v.to_bits())),
-            Scalar::F64(v) => (5, v.to_bits()),
-        })
-        .collect();
-    (t.shape.clone(), elements)
-}
-
-/// What differs between `expected` and `counted`, bit for bit.
-fn difference(expected: &RunOutput, counted: &RunOutput) -> Option<String> {
-    if expected.stats.steps != counted.stats.steps
-        || expected.stats.op_counts != counted.stats.op_counts
-    {
-        return Some("different figures".into());
-    }
-    if expected.results.len() != counted.results.len() {
-        return Some("different batch sizes".into());
-    }
-    for (member, (e, c)) in expected.results.iter().zip(&counted.results).enumerate() {
-        let same = match (e, c) {
-            (Ok(e), Ok(c)) => e.iter().map(bits).eq(c.iter().map(bits)),
-            (Err(e), Err(c)) => e == c,
-            _ => false,
-        };
-        if !same {
-            return Some(format!("member {member}: {e:?} against {c:?}"));
-        }
-    }
-    None
-}
-
-/// One `//@ run` directive of a test program, ready to run.
-struct Directive {
-    path: PathBuf,
-    line: usize,
-    program: Program,
-    batch: autobatch_exec::Batch,
-    options: RunOptions,
-}
-
-/// Every `//@ run` directive of the test programs whose inputs these tests
-/// can bind alone (not tuples or symbolic dimensions).
-fn directives() -> Vec<Directive> {
-    let mut directives = Vec::new();
-    for (path, program, text) in programs() {
-        for (i, line) in text.lines().enumerate() {
-            let Some(rest) = line.trim_start().strip_prefix("//@ run") else {
-                continue;
-            };
-            let Ok(case) = common::run_directive(i + 1, rest) else {
-                continue;
-            };
-            let Ok(batch) = common::batch_of(&program, &case) else {
-                continue;
-            };
-            directives.push(Directive {
-                path: path.clone(),
-                line: i + 1,
-                program: program.clone(),
-                batch,
-                options: case.options,
-            });
-        }
-    }
-    directives
-}
-
-/// The configuration directive number `n` runs `strategy` in: each
-/// directive runs every batching strategy once, the configurations taken
-/// in turn from one directive to the next, so that every configuration of
-/// every strategy runs on the counting backend (checked) without every
-/// program running in all of them (the program tests do that on the CPU
-/// backend).
-fn configuration(strategy: Strategy, n: usize) -> BatchingOptions {
-    let configurations = strategy.configurations();
-    configurations[n % configurations.len()]
-}
-
 /// What differs, if anything, between `directive` run on the CPU backend
 /// and on `counting`, on `strategy` in `batching`.
 fn check(
@@ -336,7 +208,7 @@ fn check(
             backend,
             strategy,
             &directive.program,
-            &Env::default(),
+            &directive.env,
             &directive.batch,
             &RunOptions {
                 batching,
@@ -344,11 +216,7 @@ fn check(
             },
         )
     };
-    let problem = match (on(&Cpu), on(counting)) {
-        (Ok(expected), Ok(counted)) => difference(&expected, &counted),
-        (Err(e), Err(c)) if e == c => None,
-        (e, c) => Some(format!("{e:?} against {c:?}")),
-    }?;
+    let problem = run_difference(&on(&Cpu), &on(counting), true)?;
     Some(format!(
         "{}:{} on {strategy} {}: {problem}",
         directive.path.display(),
@@ -403,8 +271,4 @@ fn every_test_program_runs_the_same_on_a_backend_that_counts_its_calls() {
         failures.len(),
         failures[0]
     );
-}
-
-fn config_name(batching: &BatchingOptions) -> String {
-    format!("{}/{}", batching.lanes, batching.block_choice)
 }

@@ -1,12 +1,16 @@
 //! What the executor tests share: the `//@ run:` / `//@ expect:` directives
 //! of a test file (IR or source) as cases, a case's JSON inputs as a
-//! [`Batch`], results as JSON or as bits, and every configuration of the
-//! strategies.
+//! [`Batch`], results as JSON or as bits, every configuration of the
+//! strategies, and every directive of the test programs ready to run
+//! ([`directives`]) with what differs between two runs ([`difference`]).
 
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
+
 use autobatch_exec::{
-    Arg, Batch, BatchingOptions, ReportField, ReportValue, RunOptions, RunOutput, Strategy,
+    Arg, Batch, BatchingOptions, Env, ExecError, ReportField, ReportValue, RunOptions, RunOutput,
+    Strategy,
 };
 use autobatch_ir::{Function, Program};
 use autobatch_types::{Data, Dim, MemberError, Scalar, ScalarType, Tensor, TensorType, Value};
@@ -123,6 +127,9 @@ pub fn batch_of(program: &Program, case: &Case) -> Result<Batch, String> {
                 .map(|v| tensor_of(v, &data.ty))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("`{name}`: {e}"))?;
+            if size.is_some_and(|s| s != tensors.len()) {
+                return Err(format!("`{name}`: another number of members"));
+            }
             size = Some(tensors.len());
             args.push(Arg::Batched(tensors));
         } else if let Some(value) = case.inputs["shared"].get(name) {
@@ -354,4 +361,209 @@ pub fn float_tensor(float: &str, shape: Vec<usize>, values: impl Iterator<Item =
         Data::F64(values.collect())
     };
     Tensor::new(shape, data)
+}
+
+/// The files of `dir` with `extension`, sorted.
+pub fn files(dir: &Path, extension: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == extension))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Every executor test program (the IR files of `tests/ir` and the
+/// source programs of the workspace's `tests/programs` that compile, but
+/// for those that call an ODE solver), optimized, with the text its
+/// directives are in.
+pub fn programs() -> Vec<(PathBuf, Program, String)> {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut programs = Vec::new();
+    for path in files(&here.join("tests/ir"), "ir") {
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let mut program = autobatch_ir::parse::parse_program(&text).expect("parses");
+        autobatch_passes::optimize(&mut program);
+        programs.push((path, program, text));
+    }
+    for path in files(&here.join("../../tests/programs"), "ab") {
+        let text = std::fs::read_to_string(&path).expect("readable");
+        if calls_an_ode_solver(&text) {
+            continue;
+        }
+        // Programs that must not compile have nothing to run.
+        if let Ok(mut program) = autobatch_lower::compile(&text) {
+            autobatch_passes::optimize(&mut program);
+            programs.push((path, program, text));
+        }
+    }
+    programs
+}
+
+/// Whether a source program calls an ODE solver. Its steps are thousands
+/// of small operations of kinds the other programs make too, which would
+/// take most of the time of the tests that run every directive
+/// ([`directives`]); the program tests run it on every strategy and
+/// configuration.
+pub fn calls_an_ode_solver(text: &str) -> bool {
+    ["ode_rk45", "ode_bdf"].iter().any(|s| text.contains(s))
+}
+
+/// A tensor's shape and elements as their types and exact bits, so that
+/// NaNs and signed zeros compare exactly.
+pub fn bits(t: &Tensor) -> (Vec<usize>, Vec<(u8, u64)>) {
+    use autobatch_types::Scalar;
+    let elements = (0..t.len())
+        .map(|i| match t.data.get(i) {
+            Scalar::Bool(v) => (0, u64::from(v)),
+            Scalar::I32(v) => (1, v as u32 as u64),
+            Scalar::I64(v) => (2, v as u64),
+            Scalar::Usize(v) => (3, v),
+            Scalar::F32(v) => (4, u64::from(v.to_bits())),
+            Scalar::F64(v) => (5, v.to_bits()),
+        })
+        .collect();
+    (t.shape.clone(), elements)
+}
+
+/// What differs between two runs of one directive, bit for bit (the
+/// members' results and errors and, if `figures`, the steps and operation
+/// counts), or what is wrong with both: an internal error is never right.
+pub fn run_difference(
+    expected: &Result<RunOutput, ExecError>,
+    actual: &Result<RunOutput, ExecError>,
+    figures: bool,
+) -> Option<String> {
+    match (expected, actual) {
+        (Ok(e), Ok(a)) => difference(e, a, figures),
+        (Err(ExecError::Internal(e)), _) => Some(format!("internal error: {e}")),
+        (Err(e), Err(a)) if e == a => None,
+        (e, a) => Some(format!("{} against {}", outcome_of(e), outcome_of(a))),
+    }
+}
+
+/// A run's outcome in a few words, for a message.
+fn outcome_of(run: &Result<RunOutput, ExecError>) -> String {
+    match run {
+        Ok(output) => format!("{} results", output.results.len()),
+        Err(e) => format!("{e:?}"),
+    }
+}
+
+/// What differs between `expected` and `actual`, bit for bit: the
+/// members' results and errors and, if `figures`, the steps and operation
+/// counts.
+pub fn difference(expected: &RunOutput, actual: &RunOutput, figures: bool) -> Option<String> {
+    if figures
+        && (expected.stats.steps != actual.stats.steps
+            || expected.stats.op_counts != actual.stats.op_counts)
+    {
+        return Some("different figures".into());
+    }
+    if expected.results.len() != actual.results.len() {
+        return Some("different batch sizes".into());
+    }
+    for (member, (e, c)) in expected.results.iter().zip(&actual.results).enumerate() {
+        let same = match (e, c) {
+            (Ok(e), Ok(c)) => e.iter().map(bits).eq(c.iter().map(bits)),
+            (Err(e), Err(c)) => e == c,
+            _ => false,
+        };
+        if !same {
+            return Some(format!("member {member}: {e:?} against {c:?}"));
+        }
+    }
+    None
+}
+
+/// One `//@ run` directive of a test program, ready to run.
+pub struct Directive {
+    pub path: PathBuf,
+    pub line: usize,
+    pub program: Program,
+    /// The lengths of the symbolic dimensions ([`env_of`]).
+    pub env: Env,
+    pub batch: Batch,
+    pub options: RunOptions,
+}
+
+/// Every `//@ run` directive of the test programs whose inputs these tests
+/// can bind alone (not tuples or symbolic dimensions).
+pub fn directives() -> Vec<Directive> {
+    let mut directives = Vec::new();
+    for (path, program, text) in programs() {
+        for (i, line) in text.lines().enumerate() {
+            let Some(rest) = line.trim_start().strip_prefix("//@ run") else {
+                continue;
+            };
+            let Ok(case) = run_directive(i + 1, rest) else {
+                continue;
+            };
+            let Ok(batch) = batch_of(&program, &case) else {
+                continue;
+            };
+            let Some(env) = env_of(&program, &batch) else {
+                continue;
+            };
+            directives.push(Directive {
+                path: path.clone(),
+                line: i + 1,
+                env,
+                program: program.clone(),
+                batch,
+                options: case.options,
+            });
+        }
+    }
+    directives
+}
+
+/// The environment of a run of `batch` when the program needs no statics
+/// and every member gives the symbolic dimensions the same lengths: the
+/// lengths its arguments' shapes fix, 0 for those no argument has (as the
+/// library binds them: only code the entry does not reach may use them).
+pub fn env_of(program: &Program, batch: &Batch) -> Option<Env> {
+    if !program.statics.is_empty() {
+        return None;
+    }
+    let mut symbols: Vec<Option<u64>> = vec![None; program.symbols.len()];
+    let function = &program.functions[batch.entry];
+    for (param, arg) in function.params.iter().zip(&batch.args) {
+        let dims = &function.vars[*param].ty.dims;
+        let tensors: Vec<&Tensor> = match arg {
+            Arg::Batched(tensors) => tensors.iter().collect(),
+            Arg::Shared(tensor) => vec![tensor],
+        };
+        for tensor in tensors {
+            for (dim, &len) in dims.iter().zip(&tensor.shape) {
+                if let Dim::Symbolic(s) = dim {
+                    let bound = symbols.get_mut(s.0 as usize)?;
+                    if bound.is_some_and(|b| b != len as u64) {
+                        return None;
+                    }
+                    *bound = Some(len as u64);
+                }
+            }
+        }
+    }
+    Some(Env {
+        symbols: symbols.into_iter().map(|s| s.unwrap_or(0)).collect(),
+        ..Env::default()
+    })
+}
+
+/// The configuration directive number `n` runs `strategy` in: each
+/// directive runs every batching strategy once, the configurations taken
+/// in turn from one directive to the next, so that every configuration of
+/// every strategy runs without every program running in all of them (the
+/// program tests do that).
+pub fn configuration(strategy: Strategy, n: usize) -> BatchingOptions {
+    let configurations = strategy.configurations();
+    configurations[n % configurations.len()]
+}
+
+/// A configuration as `lanes/block-choice`.
+pub fn config_name(batching: &BatchingOptions) -> String {
+    format!("{}/{}", batching.lanes, batching.block_choice)
 }
