@@ -4,7 +4,7 @@
 //! draw, as Stan defines them (docs/language.md, "Distributions and special
 //! functions", lists what each `_lupdf` drops).
 
-use autobatch_ir::{BinaryOp, CompareOp, UnaryOp, Var};
+use autobatch_ir::{BinaryOp, CompareOp, ReduceOp, UnaryOp, Var};
 use autobatch_ops::library::{Family, Suffix};
 
 use super::{Builder, LowerResult};
@@ -80,8 +80,15 @@ pub(super) fn expand(
 }
 
 /// Checks a scale (or rate, or shape) parameter: positive and finite.
+/// Of a vector, once it is known finite (no NaN: a NaN element fails the
+/// first check), every element is positive exactly when the smallest is
+/// (`+inf` of no element), one reduction.
 pub(super) fn positive(b: &mut Builder, v: Var, what: &str, arg: &str) -> LowerResult<()> {
     b.check_finite(v, what, arg)?;
+    if b.ty_dims(v).len() == 1 {
+        let least = b.op(autobatch_ir::Prim::Reduce(ReduceOp::Min), vec![v])?;
+        return b.check_c(least, Gt, 0.0, what, arg, "positive");
+    }
     b.check_c(v, Gt, 0.0, what, arg, "positive")
 }
 

@@ -276,19 +276,27 @@ impl Builder<'_> {
     /// everywhere: "`normal_lpdf`: Scale parameter `sigma` must be positive".
     pub(crate) fn check(&mut self, ok: Var, what: &str, arg: &str, must: &str) -> LowerResult<()> {
         let dims = self.emit.ty(ok).dims;
-        let all = if dims.is_empty() {
-            ok
-        } else {
-            // No element fails: the count of failures is 0.
-            let bad = self.unary(UnaryOp::Not, ok)?;
-            let mut ones = self.indicator(bad)?;
-            if let [_, columns] = dims[..] {
-                let one = self.int(1)?;
-                let row = self.emit.prim(Prim::Fill(columns), vec![one])?;
-                ones = self.emit.prim(Prim::Matvec, vec![ones, row])?;
+        let all = match dims[..] {
+            [] => ok,
+            // Every element holds: the smallest of the 0/1 indicators is
+            // 1 (of no element, the type's largest value).
+            [_] => {
+                let ones = self.indicator(ok)?;
+                let least = self.emit.prim(Prim::Reduce(ReduceOp::Min), vec![ones])?;
+                self.compare_int(CompareOp::Gt, least, 0)?
             }
-            let count = self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![ones])?;
-            self.compare_int(CompareOp::Eq, count, 0)?
+            // No element fails: the count of failures is 0.
+            _ => {
+                let bad = self.unary(UnaryOp::Not, ok)?;
+                let mut ones = self.indicator(bad)?;
+                if let [_, columns] = dims[..] {
+                    let one = self.int(1)?;
+                    let row = self.emit.prim(Prim::Fill(columns), vec![one])?;
+                    ones = self.emit.prim(Prim::Matvec, vec![ones, row])?;
+                }
+                let count = self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![ones])?;
+                self.compare_int(CompareOp::Eq, count, 0)?
+            }
         };
         let message = format!("`{}`: {what} `{arg}` must be {must}", self.name);
         self.emit.effect(Prim::Check { message }, vec![all])
