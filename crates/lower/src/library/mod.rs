@@ -31,6 +31,9 @@ pub(crate) trait Emit {
     fn effect(&mut self, prim: Prim, args: Vec<Var>) -> LowerResult<()>;
     /// The type of a variable.
     fn ty(&self, v: Var) -> TensorType;
+    /// The value of `v` where the expansion starts when a float constant
+    /// sets it in the block being lowered (a literal argument), else `None`.
+    fn constant(&self, v: Var) -> Option<f64>;
 }
 
 /// Expands a call of `function` on `args` (checked by the front end).
@@ -53,6 +56,7 @@ pub(crate) fn expand(function: Function, args: &[Var], emit: &mut dyn Emit) -> L
         float,
         length,
         name: function.name(),
+        squares: Vec::new(),
     };
     match function {
         Function::Distribution(family, suffix) => {
@@ -72,6 +76,10 @@ pub(crate) struct Builder<'e> {
     length: Option<Dim>,
     /// The function's name, for the messages of its checks.
     name: String,
+    /// The products `v . v` emitted so far, `(v, product)`: the expansion
+    /// is straight-line code in one block and writes only its own
+    /// variables, so a product of the same vector has the same value.
+    squares: Vec<(Var, Var)>,
 }
 
 impl Builder<'_> {
@@ -92,6 +100,24 @@ impl Builder<'_> {
     /// Appends any primitive with a result.
     pub(crate) fn op(&mut self, prim: Prim, args: Vec<Var>) -> LowerResult<Var> {
         self.emit.prim(prim, args)
+    }
+
+    /// Whether `v` is the float constant `k`, every bit (`-0.0` is not
+    /// `0.0`), as a literal argument is.
+    pub(crate) fn is_constant(&self, v: Var, k: f64) -> bool {
+        self.emit
+            .constant(v)
+            .is_some_and(|x| x.to_bits() == k.to_bits())
+    }
+
+    /// `v . v` of a vector, emitted once per expansion.
+    pub(crate) fn square(&mut self, v: Var) -> LowerResult<Var> {
+        if let Some(&(_, product)) = self.squares.iter().find(|(of, _)| *of == v) {
+            return Ok(product);
+        }
+        let product = self.emit.prim(Prim::Dot, vec![v, v])?;
+        self.squares.push((v, product));
+        Ok(product)
     }
 
     /// The axes of a variable.
@@ -346,7 +372,7 @@ impl Builder<'_> {
     /// squares, never negative, so no `inf - inf` arises).
     pub(crate) fn check_not_nan(&mut self, v: Var, what: &str, arg: &str) -> LowerResult<()> {
         let probe = if self.emit.ty(v).dims.len() == 1 {
-            self.emit.prim(Prim::Dot, vec![v, v])?
+            self.square(v)?
         } else {
             v
         };
