@@ -1253,4 +1253,26 @@ impl crate::library::Emit for LibraryEmit<'_, '_> {
     fn ty(&self, v: Var) -> autobatch_ir::TensorType {
         self.lowerer.var_ty(v)
     }
+
+    fn constant(&self, v: Var) -> Option<f64> {
+        // The last write of `v` in the current block is the one the
+        // expansion reads; a write in another block is not looked for.
+        let block = self.lowerer.current?;
+        let op = self.lowerer.func.blocks[block]
+            .ops
+            .iter()
+            .rev()
+            .find(|op| op.defs().contains(&v))?;
+        match op {
+            Op::Prim {
+                prim: Prim::Const(scalar),
+                ..
+            } => match *scalar {
+                Scalar::F64(x) => Some(x),
+                Scalar::F32(x) => Some(f64::from(x)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
 }

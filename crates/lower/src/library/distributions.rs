@@ -4,7 +4,7 @@
 //! draw, as Stan defines them (docs/language.md, "Distributions and special
 //! functions", lists what each `_lupdf` drops).
 
-use autobatch_ir::{BinaryOp, CompareOp, UnaryOp, Var};
+use autobatch_ir::{BinaryOp, CompareOp, ReduceOp, UnaryOp, Var};
 use autobatch_ops::library::{Family, Suffix};
 
 use super::{Builder, LowerResult};
@@ -80,18 +80,34 @@ pub(super) fn expand(
 }
 
 /// Checks a scale (or rate, or shape) parameter: positive and finite.
+/// Of a vector, once it is known finite (no NaN: a NaN element fails the
+/// first check), every element is positive exactly when the smallest is
+/// (`+inf` of no element), one reduction.
 pub(super) fn positive(b: &mut Builder, v: Var, what: &str, arg: &str) -> LowerResult<()> {
     b.check_finite(v, what, arg)?;
+    if b.ty_dims(v).len() == 1 {
+        let least = b.op(autobatch_ir::Prim::Reduce(ReduceOp::Min), vec![v])?;
+        return b.check_c(least, Gt, 0.0, what, arg, "positive");
+    }
     b.check_c(v, Gt, 0.0, what, arg, "positive")
 }
 
 /// `(y - mu) / sigma`, after the checks of a location-scale family (a
-/// scalar `sigma` divides once: `(y - mu) * (1 / sigma)`).
+/// scalar `sigma` divides once: `(y - mu) * (1 / sigma)`). A literal
+/// `mu = 0` or `sigma = 1` emits nothing: `y - 0` and `y * 1` are `y`,
+/// every bit (signed zeros and NaN included), and so are their derivatives.
 pub(super) fn standardized(b: &mut Builder, y: Var, mu: Var, sigma: Var) -> LowerResult<Var> {
     b.check_not_nan(y, "Random variable", "y")?;
     b.check_finite(mu, "Location parameter", "mu")?;
     positive(b, sigma, "Scale parameter", "sigma")?;
-    let d = b.sub(y, mu)?;
+    let d = if b.is_constant(mu, 0.0) {
+        y
+    } else {
+        b.sub(y, mu)?
+    };
+    if b.is_constant(sigma, 1.0) {
+        return Ok(d);
+    }
     if b.ty_dims(sigma).is_empty() && !b.ty_dims(d).is_empty() {
         let inverse = b.unary(UnaryOp::Recip, sigma)?;
         return b.mul(d, inverse);
@@ -106,7 +122,7 @@ fn normal_sum(b: &mut Builder, suffix: Suffix, z: Var, sigma: Var) -> LowerResul
     let sq = if b.ty_dims(z).is_empty() {
         b.mul(z, z)?
     } else {
-        b.op(autobatch_ir::Prim::Dot, vec![z, z])?
+        b.square(z)?
     };
     let q = b.scale(sq, -0.5)?;
     let s = minus_log_scale(b, sigma, suffix == Suffix::Log, LN_SQRT_2PI)?;

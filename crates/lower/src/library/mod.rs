@@ -31,6 +31,9 @@ pub(crate) trait Emit {
     fn effect(&mut self, prim: Prim, args: Vec<Var>) -> LowerResult<()>;
     /// The type of a variable.
     fn ty(&self, v: Var) -> TensorType;
+    /// The value of `v` where the expansion starts when a float constant
+    /// sets it in the block being lowered (a literal argument), else `None`.
+    fn constant(&self, v: Var) -> Option<f64>;
 }
 
 /// Expands a call of `function` on `args` (checked by the front end).
@@ -53,6 +56,7 @@ pub(crate) fn expand(function: Function, args: &[Var], emit: &mut dyn Emit) -> L
         float,
         length,
         name: function.name(),
+        squares: Vec::new(),
     };
     match function {
         Function::Distribution(family, suffix) => {
@@ -72,6 +76,10 @@ pub(crate) struct Builder<'e> {
     length: Option<Dim>,
     /// The function's name, for the messages of its checks.
     name: String,
+    /// The products `v . v` emitted so far, `(v, product)`: the expansion
+    /// is straight-line code in one block and writes only its own
+    /// variables, so a product of the same vector has the same value.
+    squares: Vec<(Var, Var)>,
 }
 
 impl Builder<'_> {
@@ -92,6 +100,24 @@ impl Builder<'_> {
     /// Appends any primitive with a result.
     pub(crate) fn op(&mut self, prim: Prim, args: Vec<Var>) -> LowerResult<Var> {
         self.emit.prim(prim, args)
+    }
+
+    /// Whether `v` is the float constant `k`, every bit (`-0.0` is not
+    /// `0.0`), as a literal argument is.
+    pub(crate) fn is_constant(&self, v: Var, k: f64) -> bool {
+        self.emit
+            .constant(v)
+            .is_some_and(|x| x.to_bits() == k.to_bits())
+    }
+
+    /// `v . v` of a vector, emitted once per expansion.
+    pub(crate) fn square(&mut self, v: Var) -> LowerResult<Var> {
+        if let Some(&(_, product)) = self.squares.iter().find(|(of, _)| *of == v) {
+            return Ok(product);
+        }
+        let product = self.emit.prim(Prim::Dot, vec![v, v])?;
+        self.squares.push((v, product));
+        Ok(product)
     }
 
     /// The axes of a variable.
@@ -276,19 +302,27 @@ impl Builder<'_> {
     /// everywhere: "`normal_lpdf`: Scale parameter `sigma` must be positive".
     pub(crate) fn check(&mut self, ok: Var, what: &str, arg: &str, must: &str) -> LowerResult<()> {
         let dims = self.emit.ty(ok).dims;
-        let all = if dims.is_empty() {
-            ok
-        } else {
-            // No element fails: the count of failures is 0.
-            let bad = self.unary(UnaryOp::Not, ok)?;
-            let mut ones = self.indicator(bad)?;
-            if let [_, columns] = dims[..] {
-                let one = self.int(1)?;
-                let row = self.emit.prim(Prim::Fill(columns), vec![one])?;
-                ones = self.emit.prim(Prim::Matvec, vec![ones, row])?;
+        let all = match dims[..] {
+            [] => ok,
+            // Every element holds: the smallest of the 0/1 indicators is
+            // 1 (of no element, the type's largest value).
+            [_] => {
+                let ones = self.indicator(ok)?;
+                let least = self.emit.prim(Prim::Reduce(ReduceOp::Min), vec![ones])?;
+                self.compare_int(CompareOp::Gt, least, 0)?
             }
-            let count = self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![ones])?;
-            self.compare_int(CompareOp::Eq, count, 0)?
+            // No element fails: the count of failures is 0.
+            _ => {
+                let bad = self.unary(UnaryOp::Not, ok)?;
+                let mut ones = self.indicator(bad)?;
+                if let [_, columns] = dims[..] {
+                    let one = self.int(1)?;
+                    let row = self.emit.prim(Prim::Fill(columns), vec![one])?;
+                    ones = self.emit.prim(Prim::Matvec, vec![ones, row])?;
+                }
+                let count = self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![ones])?;
+                self.compare_int(CompareOp::Eq, count, 0)?
+            }
         };
         let message = format!("`{}`: {what} `{arg}` must be {must}", self.name);
         self.emit.effect(Prim::Check { message }, vec![all])
@@ -338,7 +372,7 @@ impl Builder<'_> {
     /// squares, never negative, so no `inf - inf` arises).
     pub(crate) fn check_not_nan(&mut self, v: Var, what: &str, arg: &str) -> LowerResult<()> {
         let probe = if self.emit.ty(v).dims.len() == 1 {
-            self.emit.prim(Prim::Dot, vec![v, v])?
+            self.square(v)?
         } else {
             v
         };
