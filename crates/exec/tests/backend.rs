@@ -9,8 +9,6 @@
 
 mod common;
 
-use common::{config_name, configuration, directives, run_difference, Directive};
-
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use autobatch_exec::{run_on, Backend, BatchingOptions, Cpu, RunOptions, Strategy};
@@ -20,6 +18,7 @@ use autobatch_kernels::linalg::{Dims, ProductOp};
 use autobatch_kernels::rng::{Draw, Streams};
 use autobatch_kernels::{Fault, PrimContext};
 use autobatch_types::{Data, ScalarType, Tensor};
+use common::{config_name, configuration, directives, run_difference, Directive};
 
 /// The methods of [`Backend`], in the order of the trait.
 const METHODS: [&str; 25] = [

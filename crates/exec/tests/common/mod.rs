@@ -489,7 +489,8 @@ pub struct Directive {
 }
 
 /// Every `//@ run` directive of the test programs whose inputs these tests
-/// can bind alone (not tuples or symbolic dimensions).
+/// can bind alone: no tuples and no statics, every batched argument with
+/// as many members, every symbolic dimension of one length ([`env_of`]).
 pub fn directives() -> Vec<Directive> {
     let mut directives = Vec::new();
     for (path, program, text) in programs() {
