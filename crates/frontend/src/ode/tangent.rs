@@ -314,6 +314,15 @@ impl<'a> Writer<'a> {
         var
     }
 
+    /// The tangent of a linear operation (`of` spells it on a variable's
+    /// name): zero stays zero, a tangent goes through the same operation.
+    fn linear(&mut self, tangent: Tangent, of: impl Fn(&str) -> String) -> Tangent {
+        match tangent {
+            Tangent::Zero => Tangent::Zero,
+            Tangent::Var(t) => Tangent::Var(self.bind("d", &of(&t))),
+        }
+    }
+
     /// The binding of the parameter `name` holding the float tensors
     /// `tensors` of the sensitivities: a float or a vector of `f64`, its
     /// tangent the unit vectors of its parameters.
@@ -543,10 +552,7 @@ impl<'a> Writer<'a> {
         let index = i.index.to_token_stream().to_string();
         let rank = base.rank?.checked_sub(1)?;
         let value = self.bind("v", &format!("{}[{index}]", base.value));
-        let tangent = match base.tangent {
-            Tangent::Zero => Tangent::Zero,
-            Tangent::Var(t) => Tangent::Var(self.bind("d", &format!("{t}[{index}]"))),
-        };
+        let tangent = self.linear(base.tangent, |t| format!("{t}[{index}]"));
         Some(Node {
             value,
             tangent,
@@ -560,10 +566,7 @@ impl<'a> Writer<'a> {
         }
         let x = self.expr(&u.expr)?;
         let value = self.bind("v", &format!("-{}", x.value));
-        let tangent = match x.tangent {
-            Tangent::Zero => Tangent::Zero,
-            Tangent::Var(t) => Tangent::Var(self.bind("d", &format!("-{t}"))),
-        };
+        let tangent = self.linear(x.tangent, |t| format!("-{t}"));
         Some(Node {
             value,
             tangent,
