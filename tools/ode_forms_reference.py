@@ -251,7 +251,9 @@ fn one_comp_grad(p: [f64; 5]) -> [f64; 5] {{ grad(one_comp_sum, p) }}
 
 def main():
     with open("tests/programs/ode_gradient_forms.ab", "w") as out:
-        out.write(program())
+        # The solves are long and their subject is not batching: one
+        # configuration of each strategy a run (tests/programs/README.md).
+        out.write(program() + "//@ configurations: one per run\n")
 
 
 if __name__ == "__main__":

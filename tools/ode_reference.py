@@ -237,7 +237,9 @@ def main():
         ("tests/programs/ode_containers.ab", containers_file()),
     ]:
         with open(path, "w") as out:
-            out.write(text)
+            # The solvers' runs are long and their subject is not batching:
+            # one configuration of each strategy a run (tests/programs/README.md).
+            out.write(text + "//@ configurations: one per run\n")
 
 
 if __name__ == "__main__":

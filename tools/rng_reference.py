@@ -69,6 +69,11 @@ def points(dist, discrete):
     return qs, [float(dist.cdf(q)) for q in qs]
 
 
+# The draws' subject is not batching: each run takes one configuration of
+# each strategy (tests/programs/README.md).
+CONFIGURATIONS = "//@ configurations: one per run"
+
+
 def main():
     header = __doc__.strip().split("\n")[:19]
     header[0] = "The `_rng` draws of the distributions"
@@ -180,7 +185,7 @@ def main():
     von_mises(run, source)
     lkj_corr_cholesky(run, source)
     with open(OUT, "w") as f:
-        f.write("\n".join(lines + source) + "\n")
+        f.write("\n".join(lines + source + [CONFIGURATIONS]) + "\n")
 
 
 # entry: (mu, kappa), each as the program spells it.

@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use autobatch::Strategy;
 use harness::{
-    compare_results, parse_test_file, run_test_file, CompileErrorCase, Expectation, RunOverrides,
+    compare_results, configurations_of_run, parse_test_file, run_test_file, CompileErrorCase,
+    Configurations, Expectation, RunOverrides,
 };
 use serde_json::json;
 
@@ -132,6 +134,23 @@ fn selftest_directives_parse() {
             text: "given in both".into()
         })
     );
+    assert_eq!(file.configurations, Configurations::OnePerRun);
+}
+
+/// With `configurations: one per run`, each run takes every strategy once,
+/// and runs enough together take every configuration.
+#[test]
+fn selftest_one_configuration_per_run_cycles_through_all() {
+    let all = harness::configurations();
+    let mut taken = Vec::new();
+    for k in 0..all.len() {
+        let runs = configurations_of_run(Configurations::OnePerRun, k);
+        let strategies: Vec<Strategy> = runs.iter().map(|(s, _, _)| *s).collect();
+        assert_eq!(strategies, Strategy::ALL.to_vec());
+        taken.extend(runs);
+    }
+    assert!(all.iter().all(|c| taken.contains(c)), "{taken:?}");
+    assert_eq!(configurations_of_run(Configurations::All, 3), all);
 }
 
 #[test]
@@ -159,7 +178,7 @@ fn selftest_malformed_directives_are_all_reported() {
     let lines: Vec<usize> = file.problems.iter().map(|(line, _)| *line).collect();
     assert_eq!(
         lines,
-        vec![1, 2, 3, 4, 5, 6, 8, 9, 7],
+        vec![1, 2, 3, 4, 5, 6, 8, 9, 10, 7],
         "{:#?}",
         file.problems
     );
@@ -179,9 +198,10 @@ fn selftest_malformed_directives_are_all_reported() {
     assert!(text(7).contains("without a following `expect`"));
     assert!(text(8).contains("needs a JSON list"));
     assert!(text(9).contains("malformed directive"));
+    assert!(text(10).contains("`configurations` is `all` or `one per run`"));
 
     let failures = run_test_file("malformed.ab", &read(&selftest_dir().join("malformed.ab")));
-    assert_eq!(failures.len(), 9);
+    assert_eq!(failures.len(), 10);
     assert!(
         failures[0].starts_with("malformed.ab:1: bad directive: "),
         "{failures:?}"

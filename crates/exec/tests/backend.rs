@@ -1,6 +1,6 @@
 //! The seam under the engine is real: every executor test program (the IR
 //! files of `tests/ir` and the source programs of the workspace's
-//! `tests/programs`, but for those that call an ODE solver) runs on a
+//! `tests/programs`, but for those whose runs are long) runs on a
 //! backend that wraps the CPU backend and counts its calls, on every
 //! batching strategy (each program in one lanes mode and block choice,
 //! taken in turn, so that every configuration runs); every member gets the

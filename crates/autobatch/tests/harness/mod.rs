@@ -25,6 +25,37 @@ pub fn configurations() -> Vec<(Strategy, LaneMode, BlockChoice)> {
         .collect()
 }
 
+/// The ways of running the `k`-th `run` of a file: every configuration, or
+/// with [`Configurations::OnePerRun`] each strategy with the `k`-th of its
+/// configurations (cycling), so that the file's runs together still take
+/// every configuration.
+pub fn configurations_of_run(
+    which: Configurations,
+    k: usize,
+) -> Vec<(Strategy, LaneMode, BlockChoice)> {
+    match which {
+        Configurations::All => configurations(),
+        Configurations::OnePerRun => Strategy::ALL
+            .into_iter()
+            .map(|strategy| {
+                let all = strategy.configurations();
+                let batching = all[k % all.len()];
+                (strategy, batching.lanes, batching.block_choice)
+            })
+            .collect(),
+    }
+}
+
+/// The `//@ configurations:` directive of a file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Configurations {
+    /// `all` (the default): every run on every configuration.
+    #[default]
+    All,
+    /// `one per run`: every run on every strategy, one configuration each.
+    OnePerRun,
+}
+
 /// The run's settings for `strategy` with `lanes` and `block_choice` (one
 /// of [`configurations`]), every other option at its default.
 pub fn run_config(strategy: Strategy, lanes: LaneMode, block_choice: BlockChoice) -> RunConfig {
@@ -90,6 +121,8 @@ pub struct CompileErrorCase {
 pub struct TestFile {
     pub runs: Vec<RunCase>,
     pub compile_errors: Vec<CompileErrorCase>,
+    /// Which configurations each run takes.
+    pub configurations: Configurations,
     /// Malformed directives, as `line: problem`.
     pub problems: Vec<(usize, String)>,
 }
@@ -191,6 +224,14 @@ pub fn parse_test_file(source: &str) -> TestFile {
                     });
                 }
             }
+            "configurations" => match rest {
+                "all" => file.configurations = Configurations::All,
+                "one per run" => file.configurations = Configurations::OnePerRun,
+                _ => file.problems.push((
+                    line,
+                    format!("`configurations` is `all` or `one per run`, found `{rest}`"),
+                )),
+            },
             "tolerance" => match rest.parse::<f64>() {
                 Ok(t) if t >= 0.0 && t.is_finite() => tolerance = t,
                 _ => file.problems.push((
@@ -542,7 +583,7 @@ pub fn run_test_file(display: &str, source: &str) -> Vec<String> {
             )]
         }
     };
-    for case in &file.runs {
+    for (k, case) in file.runs.iter().enumerate() {
         let Some(expectation) = &case.expectation else {
             continue;
         };
@@ -589,7 +630,7 @@ pub fn run_test_file(display: &str, source: &str) -> Vec<String> {
         else {
             continue;
         };
-        for (strategy, lanes, block_choice) in configurations() {
+        for (strategy, lanes, block_choice) in configurations_of_run(file.configurations, k) {
             let mut config = run_config(strategy, lanes, block_choice);
             let options = &mut config.options;
             let overrides = &case.overrides;

@@ -47,6 +47,9 @@ pub fn cases(text: &str) -> Result<Vec<Case>, String> {
                 .trim()
                 .parse()
                 .map_err(|_| at("bad tolerance".into()))?;
+        } else if directive.starts_with("configurations: ") {
+            // Which configurations the program tests run each `run` on;
+            // the tests here choose their own.
         } else if let Some(rest) = directive.strip_prefix("expect: ") {
             let case = cases
                 .last_mut()
@@ -376,8 +379,8 @@ pub fn files(dir: &Path, extension: &str) -> Vec<PathBuf> {
 
 /// Every executor test program (the IR files of `tests/ir` and the
 /// source programs of the workspace's `tests/programs` that compile, but
-/// for those that call an ODE solver), optimized, with the text its
-/// directives are in.
+/// for those whose runs are long: [`has_long_runs`]), optimized, with the
+/// text its directives are in.
 pub fn programs() -> Vec<(PathBuf, Program, String)> {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut programs = Vec::new();
@@ -389,7 +392,7 @@ pub fn programs() -> Vec<(PathBuf, Program, String)> {
     }
     for path in files(&here.join("../../tests/programs"), "ab") {
         let text = std::fs::read_to_string(&path).expect("readable");
-        if calls_an_ode_solver(&text) {
+        if has_long_runs(&text) {
             continue;
         }
         // Programs that must not compile have nothing to run.
@@ -401,13 +404,15 @@ pub fn programs() -> Vec<(PathBuf, Program, String)> {
     programs
 }
 
-/// Whether a source program calls an ODE solver. Its steps are thousands
-/// of small operations of kinds the other programs make too, which would
-/// take most of the time of the tests that run every directive
-/// ([`directives`]); the program tests run it on every strategy and
-/// configuration.
-pub fn calls_an_ode_solver(text: &str) -> bool {
-    ["ode_rk45", "ode_bdf"].iter().any(|s| text.contains(s))
+/// Whether a program test's file says its runs are long (`//@
+/// configurations: one per run`: the ODE solvers' and the random draws'
+/// files). Their steps are thousands of small operations of kinds the
+/// other programs make too, which would take most of the time of the tests
+/// that run every directive ([`directives`]); the program tests run them
+/// on every strategy.
+pub fn has_long_runs(text: &str) -> bool {
+    text.lines()
+        .any(|line| line.trim() == "//@ configurations: one per run")
 }
 
 /// Whether two tensors have the same shape, type and elements, floats by
