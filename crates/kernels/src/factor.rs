@@ -62,9 +62,10 @@ pub fn cholesky_values(a: &[f64], k: usize) -> Result<Vec<f64>, Fault> {
     }
     let mut l = vec![0.0; k * k];
     for j in 0..k {
+        let row_j = &l[j * k..j * k + j];
         let mut s = a[j * k + j];
-        for p in 0..j {
-            s -= l[j * k + p] * l[j * k + p];
+        for x in row_j {
+            s -= x * x;
         }
         if !(s > 0.0 && s.is_finite()) {
             return Err(Fault::domain_error(
@@ -74,11 +75,13 @@ pub fn cholesky_values(a: &[f64], k: usize) -> Result<Vec<f64>, Fault> {
         let d = s.sqrt();
         l[j * k + j] = d;
         for i in j + 1..k {
+            let (above, below) = l.split_at_mut(i * k);
+            let row_j = &above[j * k..j * k + j];
             let mut t = a[i * k + j];
-            for p in 0..j {
-                t -= l[i * k + p] * l[j * k + p];
+            for (x, y) in below[..j].iter().zip(row_j) {
+                t -= x * y;
             }
-            l[i * k + j] = t / d;
+            below[j] = t / d;
         }
     }
     Ok(l)
@@ -115,29 +118,47 @@ pub fn tri_solve_transposed(l: &Tensor, b: &Tensor) -> Tensor {
     tensor_like(b, b.shape.clone(), x)
 }
 
-/// Solves `L x = b` in place (`x` holds `b`, `k x m` row-major).
+/// Solves `L x = b` in place (`x` holds `b`, `k x m` row-major). Row `i`
+/// of `x` is `b`'s row less `l[i][p]` times each solved row `p < i`, in
+/// that order, then divided by `l[i][i]`: each element takes the steps of
+/// a scalar substitution, all the columns of a row at once.
 fn forward_substitute(l: &[f64], k: usize, x: &mut [f64], m: usize) {
-    for c in 0..m {
-        for i in 0..k {
-            let mut s = x[i * m + c];
-            for p in 0..i {
-                s -= l[i * k + p] * x[p * m + c];
-            }
-            x[i * m + c] = s / l[i * k + i];
+    for i in 0..k {
+        let (solved, rest) = x.split_at_mut(i * m);
+        let row = &mut rest[..m];
+        let l_row = &l[i * k..i * k + i];
+        for (&lip, solved_row) in l_row.iter().zip(solved.chunks_exact(m)) {
+            subtract_multiple(row, lip, solved_row);
         }
+        divide(row, l[i * k + i]);
     }
 }
 
-/// Solves `Lᵀ x = b` in place (`x` holds `b`, `k x m` row-major).
+/// Solves `Lᵀ x = b` in place (`x` holds `b`, `k x m` row-major): row `i`
+/// less `l[p][i]` times each solved row `p > i`, in ascending `p`, then
+/// divided by `l[i][i]`.
 fn back_substitute(l: &[f64], k: usize, x: &mut [f64], m: usize) {
-    for c in 0..m {
-        for i in (0..k).rev() {
-            let mut s = x[i * m + c];
-            for p in i + 1..k {
-                s -= l[p * k + i] * x[p * m + c];
-            }
-            x[i * m + c] = s / l[i * k + i];
+    for i in (0..k).rev() {
+        let (head, solved) = x.split_at_mut((i + 1) * m);
+        let row = &mut head[i * m..];
+        for (p, solved_row) in (i + 1..k).zip(solved.chunks_exact(m)) {
+            subtract_multiple(row, l[p * k + i], solved_row);
         }
+        divide(row, l[i * k + i]);
+    }
+}
+
+/// `row[c] -= a * other[c]` for every column: a product, then a difference.
+fn subtract_multiple(row: &mut [f64], a: f64, other: &[f64]) {
+    for (r, o) in row.iter_mut().zip(other) {
+        *r -= a * o;
+    }
+}
+
+/// `row[c] /= d` for every column.
+fn divide(row: &mut [f64], d: f64) {
+    for r in row {
+        *r /= d;
     }
 }
 
@@ -183,16 +204,18 @@ pub fn cholesky_adjoint(l: &Tensor, dl: &Tensor) -> Tensor {
         values("cholesky_adjoint", l),
         values("cholesky_adjoint", dl),
     );
-    // P = Φ(Lᵀ dl): only the lower triangle of L and dl count.
+    // P = Φ(Lᵀ dl): only the lower triangle of L and dl count. Each
+    // element sums its terms in ascending `r`, a row's elements at once.
     let mut p = vec![0.0; k * k];
     for i in 0..k {
-        for j in 0..=i {
-            let mut s = 0.0;
-            for r in i..k {
-                s += lv[r * k + i] * dv[r * k + j];
+        let row = &mut p[i * k..i * k + i + 1];
+        for r in i..k {
+            let a = lv[r * k + i];
+            for (s, d) in row.iter_mut().zip(&dv[r * k..r * k + i + 1]) {
+                *s += a * d;
             }
-            p[i * k + j] = if i == j { 0.5 * s } else { s };
         }
+        row[i] *= 0.5;
     }
     // Y = L⁻ᵀ P, then Sᵀ = L⁻ᵀ Yᵀ.
     back_substitute(&lv, k, &mut p, k);
@@ -244,6 +267,114 @@ mod tests {
         let e = cholesky(&matrix(2, &[1.0, 0.5, 0.4, 1.0])).unwrap_err();
         assert!(e.message.contains("symmetric"), "{e}");
         assert!(cholesky(&matrix(1, &[f64::NAN])).is_err());
+    }
+
+    /// A lower triangle with a dominant diagonal, and a `k x m` right-hand
+    /// side, from a fixed sequence.
+    fn triangle_and_rhs(k: usize, m: usize) -> (Vec<f64>, Vec<f64>) {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        };
+        let mut l = vec![0.0; k * k];
+        for i in 0..k {
+            for j in 0..i {
+                l[i * k + j] = next();
+            }
+            l[i * k + i] = 1.5 + next();
+        }
+        let b = (0..k * m).map(|_| next()).collect();
+        (l, b)
+    }
+
+    fn bits(v: &[f64]) -> Vec<u64> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// The solves and the adjoint's products take, element by element, the
+    /// steps of the scalar definitions written here (one column at a time,
+    /// terms in ascending order): the same bits.
+    #[test]
+    fn row_at_a_time_loops_give_the_scalar_definitions_bits() {
+        for (k, m) in [(1, 1), (4, 1), (11, 11), (7, 3)] {
+            let (l, b) = triangle_and_rhs(k, m);
+            let mut forward = b.clone();
+            let mut back = b.clone();
+            let (mut forward_scalar, mut back_scalar) = (b.clone(), b.clone());
+            forward_substitute(&l, k, &mut forward, m);
+            back_substitute(&l, k, &mut back, m);
+            for c in 0..m {
+                for i in 0..k {
+                    let mut s = forward_scalar[i * m + c];
+                    for p in 0..i {
+                        s -= l[i * k + p] * forward_scalar[p * m + c];
+                    }
+                    forward_scalar[i * m + c] = s / l[i * k + i];
+                }
+                for i in (0..k).rev() {
+                    let mut s = back_scalar[i * m + c];
+                    for p in i + 1..k {
+                        s -= l[p * k + i] * back_scalar[p * m + c];
+                    }
+                    back_scalar[i * m + c] = s / l[i * k + i];
+                }
+            }
+            assert_eq!(bits(&forward), bits(&forward_scalar), "forward, {k} x {m}");
+            assert_eq!(bits(&back), bits(&back_scalar), "back, {k} x {m}");
+        }
+        let k = 11;
+        let (l, dl) = triangle_and_rhs(k, k);
+        let adjoint = f64s(&cholesky_adjoint(&matrix(k, &l), &matrix(k, &dl)));
+        let mut p = vec![0.0; k * k];
+        for i in 0..k {
+            for j in 0..=i {
+                let mut s = 0.0;
+                for r in i..k {
+                    s += l[r * k + i] * dl[r * k + j];
+                }
+                p[i * k + j] = if i == j { 0.5 * s } else { s };
+            }
+        }
+        back_substitute(&l, k, &mut p, k);
+        let mut yt = vec![0.0; k * k];
+        for i in 0..k {
+            for j in 0..k {
+                yt[j * k + i] = p[i * k + j];
+            }
+        }
+        back_substitute(&l, k, &mut yt, k);
+        let expected: Vec<f64> = (0..k * k)
+            .map(|n| 0.5 * (yt[n] + yt[(n % k) * k + n / k]))
+            .collect();
+        assert_eq!(bits(&adjoint), bits(&expected));
+        // The factor: each element's sum in ascending order.
+        let a: Vec<f64> = (0..k * k)
+            .map(|n| {
+                let (i, j) = (n / k, n % k);
+                (0..k).map(|p| l[i * k + p] * l[j * k + p]).sum::<f64>()
+            })
+            .collect();
+        let factor = cholesky_values(&a, k).unwrap();
+        let mut scalar = vec![0.0; k * k];
+        for j in 0..k {
+            let mut s = a[j * k + j];
+            for p in 0..j {
+                s -= scalar[j * k + p] * scalar[j * k + p];
+            }
+            let d = s.sqrt();
+            scalar[j * k + j] = d;
+            for i in j + 1..k {
+                let mut t = a[i * k + j];
+                for p in 0..j {
+                    t -= scalar[i * k + p] * scalar[j * k + p];
+                }
+                scalar[i * k + j] = t / d;
+            }
+        }
+        assert_eq!(bits(&factor), bits(&scalar));
     }
 
     #[test]
