@@ -24,8 +24,8 @@
 //! puts it (a re-entered entry copied, rows of differentiated statics read
 //! through shadow indices). What the forward part saves is counted and
 //! bounded by the executors (`autobatch_kernels::Tape::held`, the run's
-//! `tape_bytes` and `max_tape_bytes`): at a call of a function that calls
-//! or loops, a member holding more than half the bound before it runs the
+//! `tape_bytes` and `max_tape_bytes`): at a call of a function that loops,
+//! forks or recurses, or calls one that does, a member holding more than half the bound before it runs the
 //! callee untaped (`tape_over`), one holding more after it drops what the
 //! callee saved (`tape_mark`, `tape_settle`), and the backward part
 //! recomputes the callee's forward part (in a copy that counts no steps,

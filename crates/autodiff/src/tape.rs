@@ -26,8 +26,8 @@
 //!   is a loop again; a recursion recurses once per level.
 //! - the vjp itself (the plan's entry id): calls the two.
 //!
-//! At a call of a function that calls, forks or loops, and at a fork of
-//! such functions, the forward part saves the arguments instead of the
+//! At a call of a function that loops, forks or recurses, or calls (also
+//! through others) one that does, and at a fork of such functions, the forward part saves the arguments instead of the
 //! callee's (or the instances') tape when the member holds more than half
 //! the run's tape bound, before the call (`tape_over`: the callee runs
 //! untaped) or after it (`tape_mark` and `tape_settle`: what the callee

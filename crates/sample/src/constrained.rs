@@ -50,8 +50,10 @@ pub(crate) fn constrain_draws(
             .bound
             .bind(CONSTRAIN_FUNCTION, &inputs)
             .map_err(|e| internal(e.message().to_string()))?;
+        // `auto`: the executor its rule picks for the batch (native code
+        // for the draws of a long chain); every executor gives the same bits.
         let mut config = RunConfig {
-            strategy: Strategy::ProgramCounter,
+            strategy: Strategy::Auto,
             ..RunConfig::default()
         };
         config.options.threads = options.threads;

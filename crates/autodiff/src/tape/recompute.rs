@@ -6,15 +6,44 @@
 use super::*;
 
 /// Whether a call of `callee` (or an instance of it) may be recomputed:
-/// its tape may be large (it calls a function, forks or loops).
+/// its tape may be large, that is, it loops, forks or recurses, or calls
+/// (directly or through others) a function that does. A function of
+/// straight-line code calling only such functions saves a bounded tape,
+/// as one block does, and is taped like one.
 pub(super) fn recomputable(program: &Program, callee: FuncId) -> bool {
-    let f = &program.functions[callee];
-    let calls = f
-        .blocks
-        .values()
-        .flat_map(|b| &b.ops)
-        .any(|op| matches!(op, Op::Call { .. } | Op::Fork { .. }));
-    calls || loops(f)
+    grows(program, callee, &mut Vec::new(), &mut HashMap::new())
+}
+
+/// [`recomputable`] of `f`, reached through the calls of `path`; `known`
+/// holds the answers found so far (an answer does not depend on the path:
+/// a function that reaches one on the path recurses itself).
+fn grows(
+    program: &Program,
+    f: FuncId,
+    path: &mut Vec<FuncId>,
+    known: &mut HashMap<FuncId, bool>,
+) -> bool {
+    if path.contains(&f) {
+        return true;
+    }
+    if let Some(&answer) = known.get(&f) {
+        return answer;
+    }
+    let function = &program.functions[f];
+    path.push(f);
+    let answer = loops(function)
+        || function
+            .blocks
+            .values()
+            .flat_map(|b| &b.ops)
+            .any(|op| match op {
+                Op::Fork { .. } => true,
+                Op::Call { callee, .. } => grows(program, *callee, path, known),
+                _ => false,
+            });
+    path.pop();
+    known.insert(f, answer);
+    answer
 }
 
 /// Whether a block of `f` reachable from its entry can be entered again.

@@ -57,6 +57,7 @@ pub(crate) fn expand(function: Function, args: &[Var], emit: &mut dyn Emit) -> L
         length,
         name: function.name(),
         squares: Vec::new(),
+        zeros: Vec::new(),
     };
     match function {
         Function::Distribution(family, suffix) => {
@@ -80,6 +81,9 @@ pub(crate) struct Builder<'e> {
     /// is straight-line code in one block and writes only its own
     /// variables, so a product of the same vector has the same value.
     squares: Vec<(Var, Var)>,
+    /// The vectors of zeros the finiteness checks take, `(length, zeros)`:
+    /// one per length per expansion, as `squares`.
+    zeros: Vec<(Dim, Var)>,
 }
 
 impl Builder<'_> {
@@ -118,6 +122,17 @@ impl Builder<'_> {
         let product = self.emit.prim(Prim::Dot, vec![v, v])?;
         self.squares.push((v, product));
         Ok(product)
+    }
+
+    /// `[0.0; len]` for a finiteness check, emitted once per length per
+    /// expansion (nothing writes it).
+    fn zeros(&mut self, len: Dim) -> LowerResult<Var> {
+        if let Some(&(_, zeros)) = self.zeros.iter().find(|(of, _)| *of == len) {
+            return Ok(zeros);
+        }
+        let zeros = self.filled(0.0, len)?;
+        self.zeros.push((len, zeros));
+        Ok(zeros)
     }
 
     /// The axes of a variable.
@@ -352,12 +367,12 @@ impl Builder<'_> {
         let dims = self.emit.ty(v).dims;
         let ok = match dims[..] {
             [len] => {
-                let zeros = self.filled(0.0, len)?;
+                let zeros = self.zeros(len)?;
                 let product = self.emit.prim(Prim::Dot, vec![v, zeros])?;
                 self.compare_c(CompareOp::Eq, product, 0.0)?
             }
             [_, columns] => {
-                let zeros = self.filled(0.0, columns)?;
+                let zeros = self.zeros(columns)?;
                 let rows = self.emit.prim(Prim::Matvec, vec![v, zeros])?;
                 let product = self.emit.prim(Prim::Dot, vec![rows, rows])?;
                 self.compare_c(CompareOp::Eq, product, 0.0)?
