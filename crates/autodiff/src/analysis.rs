@@ -129,6 +129,50 @@ pub(crate) fn activity(
     act
 }
 
+/// Which variables' values can reach a float result of `g`: a returned
+/// value, an argument of a call or fork, or an operand of a primitive
+/// whose float result propagates derivatives and is itself such a
+/// variable. A value read only by comparisons, predicates, checks and
+/// conditions (`normal_lpdf`'s `dot(mu, zeros) == 0` finiteness check)
+/// is not: its adjoint is zero, so no adjoint rule need run for the
+/// operation that defines it, nor keep that operation's operands.
+/// Flow-insensitive over variables, as [`activity`].
+pub(crate) fn useful(g: &Function, reachable: &[bool]) -> Vec<bool> {
+    let mut useful = vec![false; g.vars.len()];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for (b, data) in g.blocks.iter() {
+            if !reachable[b.index()] {
+                continue;
+            }
+            let mut reached: Vec<Var> = Vec::new();
+            if let Terminator::Return(values) = &data.term {
+                reached.extend(values);
+            }
+            for op in &data.ops {
+                let reaches = match op {
+                    Op::Prim {
+                        dst: Some(y), prim, ..
+                    } => propagates(prim) && g.vars[*y].ty.elem.is_float() && useful[y.index()],
+                    Op::Prim { dst: None, .. } => false,
+                    _ => true,
+                };
+                if reaches {
+                    reached.extend(op.uses());
+                }
+            }
+            for v in reached {
+                if !useful[v.index()] {
+                    useful[v.index()] = true;
+                    changed = true;
+                }
+            }
+        }
+    }
+    useful
+}
+
 /// Rewrites `d = index_set(s, i, v)` into `s = index_set(s, i, v)` (and
 /// reads of `d` into reads of `s`) where that changes no value: `s` is
 /// read no more after it (before it is defined again), `d` is defined

@@ -72,14 +72,30 @@ pub(crate) struct AdjointReads {
     pub result: bool,
 }
 
-/// What [`prim_adjoint`]'s rule for `prim` reads: the rules that move,
-/// add, negate, index or sum `dy` read no operand's value (only types,
-/// which the backward part knows), an index's rule reads the index and a
-/// `select`'s the condition; a product's and the unary rules that are
-/// `dy` times a function of the operand (`abs`, `ln`, `ln_1p`,
-/// `log_sigmoid`, `softplus`) read the operands but not the result; every
-/// other rule may read all of them and the result.
-pub(crate) fn adjoint_reads(prim: &Prim, args: &[Var]) -> AdjointReads {
+/// What [`prim_adjoint`]'s rule for `prim` reads when the operands for
+/// which `active` holds carry adjoints: the rules that move, add, negate,
+/// index or sum `dy` read no operand's value (only types, which the
+/// backward part knows), an index's rule reads the index and a `select`'s
+/// the condition; a product's (`*`, `dot`) reads each active operand's
+/// partner, a quotient's the divisor, and the result when the divisor is
+/// active; the unary rules that are `dy` times a function of the operand
+/// (`abs`, `ln`, `ln_1p`, `log_sigmoid`, `softplus`) read the operand but
+/// not the result; every other rule may read all of them and the result.
+pub(crate) fn adjoint_reads(
+    prim: &Prim,
+    args: &[Var],
+    active: &dyn Fn(Var) -> bool,
+) -> AdjointReads {
+    let partners = || -> Vec<Var> {
+        let mut read = Vec::new();
+        if active(args[0]) {
+            read.push(args[1]);
+        }
+        if active(args[1]) {
+            read.push(args[0]);
+        }
+        read
+    };
     let (operands, result): (Vec<Var>, bool) = match prim {
         Prim::Copy
         | Prim::Cast(_)
@@ -91,8 +107,9 @@ pub(crate) fn adjoint_reads(prim: &Prim, args: &[Var]) -> AdjointReads {
         | Prim::Reduce(ReduceOp::Sum | ReduceOp::Mean) => (Vec::new(), false),
         Prim::Index | Prim::IndexSet => (vec![args[1]], false),
         Prim::Select => (vec![args[0]], false),
-        Prim::Binary(B::Mul)
-        | Prim::Unary(U::Abs | U::Ln | U::Ln1p | U::LogSigmoid | U::Softplus) => {
+        Prim::Binary(B::Mul) | Prim::Dot => (partners(), false),
+        Prim::Binary(B::Div) => (vec![args[1]], active(args[1])),
+        Prim::Unary(U::Abs | U::Ln | U::Ln1p | U::LogSigmoid | U::Softplus) => {
             (args.to_vec(), false)
         }
         _ => (args.to_vec(), true),

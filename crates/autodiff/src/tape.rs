@@ -331,26 +331,35 @@ struct Layout {
     returns: Vec<usize>,
     live_in: Vec<VarSet>,
     invariants: Vec<Option<Invariant>>,
+    /// Per variable of `g`, whether it reaches a float result
+    /// ([`analysis::useful`]).
+    useful: Vec<bool>,
 }
 
-/// Whether `op` has adjoint code that reads its operands and result.
-fn has_adjoint(op: &Op, act: &[bool]) -> bool {
+/// Whether `op` has adjoint code: its result is active and reaches a
+/// float result ([`analysis::useful`]), and some operand is active.
+fn has_adjoint(op: &Op, act: &[bool], useful: &[bool]) -> bool {
     match op {
         Op::Prim {
             dst: Some(y),
             prim,
             args,
             ..
-        } => analysis::propagates(prim) && act[y.index()] && args.iter().any(|a| act[a.index()]),
+        } => {
+            analysis::propagates(prim)
+                && act[y.index()]
+                && useful[y.index()]
+                && args.iter().any(|a| act[a.index()])
+        }
         _ => false,
     }
 }
 
 /// What the adjoint of `op` reads ([`rules::adjoint_reads`]), when it has one.
-fn adjoint_reads(op: &Op, act: &[bool]) -> Option<rules::AdjointReads> {
+fn adjoint_reads(op: &Op, act: &[bool], useful: &[bool]) -> Option<rules::AdjointReads> {
     match op {
-        Op::Prim { prim, args, .. } if has_adjoint(op, act) => {
-            Some(rules::adjoint_reads(prim, args))
+        Op::Prim { prim, args, .. } if has_adjoint(op, act, useful) => {
+            Some(rules::adjoint_reads(prim, args, &|v| act[v.index()]))
         }
         _ => None,
     }
@@ -360,7 +369,12 @@ fn adjoint_reads(op: &Op, act: &[bool]) -> Option<rules::AdjointReads> {
 /// variable between two definitions; one that an adjoint reads is pushed
 /// before the definition that ends it, or at the block's end. An
 /// [`Invariant`] is never pushed, but the index of a row the block uses is.
-fn block_tape(data: &BlockData, act: &[bool], inv: &[Option<Invariant>]) -> BlockTape {
+fn block_tape(
+    data: &BlockData,
+    act: &[bool],
+    useful: &[bool],
+    inv: &[Option<Invariant>],
+) -> BlockTape {
     let ops = &data.ops;
     let mut needed: BTreeSet<Var> = BTreeSet::new();
     let mentioned = ops
@@ -381,7 +395,7 @@ fn block_tape(data: &BlockData, act: &[bool], inv: &[Option<Invariant>]) -> Bloc
     let taped = |v: &&Var| inv[v.index()].is_none();
     let mut tape = BlockTape::default();
     for op in ops {
-        let reads = adjoint_reads(op, act);
+        let reads = adjoint_reads(op, act, useful);
         if let Some(reads) = &reads {
             needed.extend(reads.operands.iter().filter(taped).copied());
         }
@@ -542,8 +556,9 @@ fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
     let passed = &d.passed[d.plans[p].function.index()];
     let invariants = invariants(&g, &d.sources, passed).expect("a taped function");
     check_passed(d, &g, &calls, &invariants)?;
+    let useful = analysis::useful(&g, &reachable);
     let tapes = (0..n)
-        .map(|b| block_tape(&g.blocks[Block::new(b)], &act, &invariants))
+        .map(|b| block_tape(&g.blocks[Block::new(b)], &act, &useful, &invariants))
         .collect();
     Ok(Layout {
         tapes,
@@ -554,6 +569,7 @@ fn layout(d: &mut Deriver, p: usize) -> DeriveResult<Layout> {
         returns,
         live_in: Liveness::compute(&g).live_in,
         invariants,
+        useful,
     })
 }
 
@@ -825,6 +841,7 @@ struct Backward<'b, 'p> {
     b: &'b mut Builder<'p>,
     g: &'b Function,
     act: &'b [bool],
+    useful: &'b [bool],
     /// The builder's variable holding each variable of `g` at the point
     /// the walk has reached (a value no adjoint reads gets a variable of
     /// its own that is never assigned: it only names the value's adjoint).
@@ -979,6 +996,7 @@ fn backward(d: &mut Deriver, p: usize, layout: &Layout) -> DeriveResult<Function
             b: &mut b,
             g: &g,
             act: &act,
+            useful: &layout.useful,
             map: HashMap::new(),
             carried: HashMap::new(),
             blocks,
@@ -1214,7 +1232,7 @@ fn op_adjoint(
         }
         (Op::Prim { prim, args, .. }, _) => {
             restore(w, op, before, loc);
-            if has_adjoint(op, w.act) {
+            if has_adjoint(op, w.act, w.useful) {
                 let record = Op::Prim {
                     dst: dsts.first().copied(),
                     prim: prim.clone(),
