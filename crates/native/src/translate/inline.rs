@@ -9,13 +9,23 @@
 //! - elementwise float `+ - * /` and negation on small arrays (a scalar
 //!   operand broadcast): one instruction per element, as the kernels'
 //!   `scalar::float_add` ... compute it, keeping the kernels' NaN of two
-//!   (`loops::binary`).
+//!   (`loops::binary`);
+//! - `[x; N]` of a scalar: a store per element;
+//! - `dot` and `sum` of small float vectors, in the kernels' order (the
+//!   dot form of `autobatch_kernels::gemm`: element `k` to lane partial
+//!   `k mod L` from `+0`, a dot's partial chunk at the end padded with
+//!   `+0`, the partials added in the fixed pairwise tree), so that every
+//!   result that is not NaN has the kernels' bits: each step is one IEEE
+//!   754 operation (a fused multiply-add or an addition) on the same
+//!   operands. A NaN result is computed again by the host, because which
+//!   of two NaNs an addition or a fused multiply-add keeps depends on the
+//!   encoding the kernels' compiler picked.
 //!
 //! "Small" is at most [`INLINE_BYTES`]; larger arrays call the host.
 
-use autobatch_ir::{BinaryOp, EntityRef, Loc, Prim, UnaryOp, Var};
+use autobatch_ir::{BinaryOp, EntityRef, Loc, Prim, ReduceOp, UnaryOp, Var};
 use autobatch_types::{Dim, ScalarType, TensorType};
-use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, InstBuilder, Value};
 
 use super::function::{Translator, FLAGS};
@@ -58,6 +68,8 @@ impl Translator<'_, '_, '_> {
             Prim::Unary(UnaryOp::Neg) => {
                 self.float_elementwise(dst, args, |t, a, _| t.flip_sign(a))
             }
+            Prim::Fill(_) => self.fill(dst, args),
+            Prim::Dot | Prim::Reduce(ReduceOp::Sum) => self.lane_reduction(dst, prim, args, loc),
             _ => false,
         }
     }
@@ -258,6 +270,91 @@ impl Translator<'_, '_, '_> {
             let value = f(self, a, b);
             self.b.ins().store(FLAGS, value, to, offset);
         }
+        true
+    }
+
+    /// The element count of `v` when it is a small one-dimensional float
+    /// array with the same length for every member.
+    fn small_vector(&self, v: Var) -> Option<usize> {
+        let ty = &self.function.vars[v].ty;
+        if ty.dims.len() != 1 || !ty.elem.is_float() || !self.is_array(v) || self.is_ragged(v) {
+            return None;
+        }
+        let bytes = self.var_bytes(v);
+        (bytes <= INLINE_BYTES).then(|| bytes / byte_size(ty.elem))
+    }
+
+    /// `dst = [x; N]` of a scalar `x` into a small array: a store per element.
+    fn fill(&mut self, dst: Var, args: &[Var]) -> bool {
+        if self.is_array(args[0]) || !self.is_array(dst) || self.is_ragged(dst) {
+            return false;
+        }
+        let bytes = self.var_bytes(dst);
+        if bytes > INLINE_BYTES {
+            return false;
+        }
+        let size = byte_size(self.function.vars[args[0]].ty.elem);
+        let value = self.b.use_var(self.vars[args[0].index()]);
+        let to = self.addr(dst);
+        for k in 0..bytes / size {
+            self.b.ins().store(FLAGS, value, to, (k * size) as i32);
+        }
+        true
+    }
+
+    /// `dst = dot(a, b)` or `dst = sum(a)` of small float vectors in the
+    /// kernels' lane order (see the module doc), the host computing it
+    /// again when the result is NaN.
+    fn lane_reduction(&mut self, dst: Var, prim: &Prim, args: &[Var], loc: Loc) -> bool {
+        let dot = matches!(prim, Prim::Dot);
+        let Some(len) = self.small_vector(args[0]) else {
+            return false;
+        };
+        if self.is_array(dst) || (dot && self.small_vector(args[1]) != Some(len)) {
+            return false;
+        }
+        let elem = self.function.vars[args[0]].ty.elem;
+        let lanes = if elem == ScalarType::F32 { 8 } else { 4 };
+        let (machine, size) = (machine_type(elem), byte_size(elem));
+        let bases: Vec<Value> = args.iter().map(|a| self.addr(*a)).collect();
+        let zero = self.float_const(elem, 0.0);
+        let mut partials = vec![zero; lanes];
+        for k in 0..len {
+            let at = self.b.ins().iconst(types::I64, (k * size) as i64);
+            let x = self.element_load(machine, bases[0], at);
+            let lane = &mut partials[k % lanes];
+            *lane = if dot {
+                let y = self.element_load(machine, bases[1], at);
+                self.b.ins().fma(x, y, *lane)
+            } else {
+                self.b.ins().fadd(*lane, x)
+            };
+        }
+        if dot && len % lanes != 0 {
+            // The padding: `fma(+0, +0, p)` is `p + +0`.
+            for lane in &mut partials[len % lanes..] {
+                *lane = self.b.ins().fadd(*lane, zero);
+            }
+        }
+        let mut width = lanes;
+        while width > 1 {
+            width /= 2;
+            for i in 0..width {
+                partials[i] = self.b.ins().fadd(partials[i], partials[i + width]);
+            }
+        }
+        self.b.def_var(self.vars[dst.index()], partials[0]);
+        let nan = self
+            .b
+            .ins()
+            .fcmp(FloatCC::Unordered, partials[0], partials[0]);
+        let (again, done) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(again);
+        self.b.ins().brif(nan, again, &[], done, &[]);
+        self.b.switch_to_block(again);
+        self.host(Some(dst), prim, args, loc);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
         true
     }
 }

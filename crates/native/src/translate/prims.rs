@@ -150,7 +150,7 @@ impl Translator<'_, '_, '_> {
         }
     }
 
-    fn float_const(&mut self, ty: ScalarType, value: f64) -> Value {
+    pub(super) fn float_const(&mut self, ty: ScalarType, value: f64) -> Value {
         if ty == ScalarType::F32 {
             self.b.ins().f32const(value as f32)
         } else {
