@@ -383,29 +383,32 @@ unsafe fn move_tape(
     args: &[*mut u8],
 ) -> Result<(), Fault> {
     use std::slice::{from_raw_parts, from_raw_parts_mut};
-    if op.prim == Prim::TapeOver {
-        let over = autobatch_ir::prim::tape_over(ctx.tape.held(), ctx.tape_bound);
-        *dst = u8::from(over);
-        return Ok(());
-    }
-    if op.prim == Prim::TapeMark {
-        ctx.tape.mark();
-        let held = ctx.tape.held() as i64;
-        std::ptr::copy_nonoverlapping(held.to_ne_bytes().as_ptr(), dst, 8);
-        return Ok(());
-    }
-    if op.prim == Prim::TapeSettle {
-        let over = autobatch_ir::prim::tape_over(ctx.tape.held(), ctx.tape_bound);
-        ctx.tape.settle(over);
-        *dst = u8::from(over);
-        return Ok(());
-    }
-    if op.prim == Prim::TapePush {
-        for (operand, at) in op.args.iter().zip(args) {
-            ctx.tape.push(from_raw_parts(*at, operand.bytes()));
+    match op.prim {
+        Prim::TapeOver => {
+            let over = autobatch_ir::prim::tape_over(ctx.tape.held(), ctx.tape_bound);
+            *dst = u8::from(over);
+            return Ok(());
         }
-        ctx.note_tape();
-        return autobatch_kernels::tape::within_bound(ctx.tape.held(), ctx.tape_bound);
+        Prim::TapeMark => {
+            ctx.tape.mark();
+            let held = ctx.tape.held() as i64;
+            std::ptr::copy_nonoverlapping(held.to_ne_bytes().as_ptr(), dst, 8);
+            return Ok(());
+        }
+        Prim::TapeSettle => {
+            let over = autobatch_ir::prim::tape_over(ctx.tape.held(), ctx.tape_bound);
+            ctx.tape.settle(over);
+            *dst = u8::from(over);
+            return Ok(());
+        }
+        Prim::TapePush => {
+            for (operand, at) in op.args.iter().zip(args) {
+                ctx.tape.push(from_raw_parts(*at, operand.bytes()));
+            }
+            ctx.note_tape();
+            return autobatch_kernels::tape::within_bound(ctx.tape.held(), ctx.tape_bound);
+        }
+        _ => {}
     }
     let r = op.result.as_ref().expect("tape_pop has a result");
     if !ctx.tape.pop(from_raw_parts_mut(dst, r.bytes())) {
