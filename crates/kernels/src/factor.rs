@@ -217,22 +217,27 @@ pub fn cholesky_adjoint(l: &Tensor, dl: &Tensor) -> Tensor {
         }
         row[i] *= 0.5;
     }
-    // Y = L⁻ᵀ P, then Sᵀ = L⁻ᵀ Yᵀ.
-    back_substitute(&lv, k, &mut p, k);
+    tensor_like(l, l.shape.clone(), adjoint_of_p(&lv, k, p))
+}
+
+/// The Cholesky adjoint from `P = Φ(Lᵀ dl)`: `Y = L⁻ᵀ P`, then
+/// `Sᵀ = L⁻ᵀ Yᵀ`, symmetrized.
+fn adjoint_of_p(lv: &[f64], k: usize, mut p: Vec<f64>) -> Vec<f64> {
+    back_substitute(lv, k, &mut p, k);
     let mut yt = vec![0.0; k * k];
     for i in 0..k {
         for j in 0..k {
             yt[j * k + i] = p[i * k + j];
         }
     }
-    back_substitute(&lv, k, &mut yt, k);
+    back_substitute(lv, k, &mut yt, k);
     let mut out = vec![0.0; k * k];
     for i in 0..k {
         for j in 0..k {
             out[i * k + j] = 0.5 * (yt[i * k + j] + yt[j * k + i]);
         }
     }
-    tensor_like(l, l.shape.clone(), out)
+    out
 }
 
 #[cfg(test)]
@@ -338,18 +343,7 @@ mod tests {
                 p[i * k + j] = if i == j { 0.5 * s } else { s };
             }
         }
-        back_substitute(&l, k, &mut p, k);
-        let mut yt = vec![0.0; k * k];
-        for i in 0..k {
-            for j in 0..k {
-                yt[j * k + i] = p[i * k + j];
-            }
-        }
-        back_substitute(&l, k, &mut yt, k);
-        let expected: Vec<f64> = (0..k * k)
-            .map(|n| 0.5 * (yt[n] + yt[(n % k) * k + n / k]))
-            .collect();
-        assert_eq!(bits(&adjoint), bits(&expected));
+        assert_eq!(bits(&adjoint), bits(&adjoint_of_p(&l, k, p)));
         // The factor: each element's sum in ascending order.
         let a: Vec<f64> = (0..k * k)
             .map(|n| {
