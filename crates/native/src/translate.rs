@@ -33,7 +33,7 @@ use cranelift_codegen::ir::{
 };
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
-use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_jit::{ArenaMemoryProvider, JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 
 use crate::arrays::{self, ArrayOp};
@@ -181,6 +181,7 @@ fn new_module() -> Result<JITModule, String> {
         .finish(settings::Flags::new(flags))
         .map_err(|e| format!("Cranelift: {e}"))?;
     let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+    builder.memory_provider(Box::new(code_region()?));
     for shim in shims::all() {
         builder.symbol(shim.name, shim.address);
     }
@@ -195,6 +196,19 @@ fn new_module() -> Result<JITModule, String> {
     builder.symbol(CATCH_BEGIN, forks::catch_begin as *const u8);
     builder.symbol(CATCH_END, forks::catch_end as *const u8);
     Ok(JITModule::new(builder))
+}
+
+/// The address space a module's code is placed in, reserved (not committed)
+/// when the module is created.
+const CODE_REGION_BYTES: usize = 256 << 20;
+
+/// One contiguous region for all of a module's code: calls between its
+/// functions are encoded relative to the caller (32-bit displacements), so
+/// the functions must lie within 2 GiB of each other, which separately
+/// mapped pages do not promise.
+fn code_region() -> Result<ArenaMemoryProvider, String> {
+    ArenaMemoryProvider::new_with_size(CODE_REGION_BYTES)
+        .map_err(|e| format!("cannot reserve address space for native code: {e}"))
 }
 
 /// The host's array operations and copies (`crate::arrays`).
