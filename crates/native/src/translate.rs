@@ -164,6 +164,13 @@ impl<'p> Unit<'p> {
     }
 }
 
+/// Whether Cranelift verifies each function it compiles (see `new_module`).
+const VERIFY: &str = if cfg!(debug_assertions) {
+    "true"
+} else {
+    "false"
+};
+
 fn new_module() -> Result<JITModule, String> {
     let mut flags = settings::builder();
     for (name, value) in [
@@ -171,6 +178,10 @@ fn new_module() -> Result<JITModule, String> {
         ("is_pic", "false"),
         ("use_colocated_libcalls", "false"),
         ("enable_multi_ret_implicit_sret", "true"),
+        // Cranelift's verifier checks the IR this crate builds: on in
+        // debug builds (every test), off in release, where it cost more
+        // than the rest of a short sampling run's compiling.
+        ("enable_verifier", VERIFY),
     ] {
         flags
             .set(name, value)
