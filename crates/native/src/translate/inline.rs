@@ -11,6 +11,8 @@
 //!   `scalar::float_add` ... compute it, keeping the kernels' NaN of two
 //!   (`loops::binary`);
 //! - `[x; N]` of a scalar: a store per element;
+//! - `[a, b, ...]` into a small array: a store per scalar item, a copy
+//!   per array item, in the items' order;
 //! - `dot` and `sum` of small float vectors, in the kernels' order (the
 //!   dot form of `autobatch_kernels::gemm`: element `k` to lane partial
 //!   `k mod L` from `+0`, a dot's partial chunk at the end padded with
@@ -69,6 +71,7 @@ impl Translator<'_, '_, '_> {
                 self.float_elementwise(dst, args, |t, a, _| t.flip_sign(a))
             }
             Prim::Fill(_) => self.fill(dst, args),
+            Prim::Stack => self.stack(dst, args),
             Prim::Dot | Prim::Reduce(ReduceOp::Sum) => self.lane_reduction(dst, prim, args, loc),
             _ => false,
         }
@@ -298,6 +301,37 @@ impl Translator<'_, '_, '_> {
         let to = self.addr(dst);
         for k in 0..bytes / size {
             self.b.ins().store(FLAGS, value, to, (k * size) as i32);
+        }
+        true
+    }
+
+    /// `dst = [a, b, ...]` into a small array (items of the same length
+    /// for every member): each item stored or copied to its place, first
+    /// to last, as the host's `stack_rows` writes them.
+    fn stack(&mut self, dst: Var, args: &[Var]) -> bool {
+        if args.is_empty()
+            || !self.is_array(dst)
+            || self.is_ragged(dst)
+            || args.iter().any(|a| self.is_ragged(*a))
+        {
+            return false;
+        }
+        let bytes = self.var_bytes(dst);
+        if bytes > INLINE_BYTES {
+            return false;
+        }
+        let item = bytes / args.len();
+        let to = self.addr(dst);
+        for (k, a) in args.iter().enumerate() {
+            let offset = k * item;
+            if self.is_array(*a) {
+                let from = self.addr(*a);
+                let at = self.b.ins().iadd_imm_u(to, offset as i64);
+                self.copy_inline(at, from, item);
+            } else {
+                let value = self.b.use_var(self.vars[a.index()]);
+                self.b.ins().store(FLAGS, value, to, offset as i32);
+            }
         }
         true
     }
