@@ -179,8 +179,8 @@ fn new_module() -> Result<JITModule, String> {
         ("use_colocated_libcalls", "false"),
         ("enable_multi_ret_implicit_sret", "true"),
         // Cranelift's verifier checks the IR this crate builds: on in
-        // debug builds (every test), off in release, where it cost more
-        // than the rest of a short sampling run's compiling.
+        // debug builds (every test), off in release builds, where it would
+        // only add compile time (docs/benchmarks.md, "Compiling").
         ("enable_verifier", VERIFY),
     ] {
         flags

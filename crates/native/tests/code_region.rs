@@ -61,7 +61,8 @@ fn reserve(start: Option<usize>, len: usize) -> usize {
 /// Leaves one free page right above a 3 GiB reservation and no other free
 /// address space between it and the stack, where mappings are placed.
 fn leave_one_page_above_a_far_gap() {
-    let page = 4096;
+    // SAFETY: sysconf reads a constant of the system.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).expect("a page size");
     let far = 3usize << 30;
     let low = reserve(None, far + page);
     let hole = low + far;
