@@ -215,14 +215,24 @@ impl Translator<'_, '_, '_> {
         }
         let offset = self.b.ins().imul_imm_u(position, item as i64);
         let at = self.b.ins().iadd(to, offset);
-        if self.is_array(args[2]) {
-            let from = self.addr(args[2]);
-            self.copy_inline(at, from, item);
-        } else {
-            let value = self.b.use_var(self.vars[args[2].index()]);
-            self.b.ins().store(FLAGS, value, at, 0);
-        }
+        self.write_item(at, 0, args[2], item);
         true
+    }
+
+    /// Writes item `v` (a scalar, or an array of `bytes`) at `at + offset`.
+    fn write_item(&mut self, at: Value, offset: usize, v: Var, bytes: usize) {
+        if self.is_array(v) {
+            let from = self.addr(v);
+            let to = if offset == 0 {
+                at
+            } else {
+                self.b.ins().iadd_imm_u(at, offset as i64)
+            };
+            self.copy_inline(to, from, bytes);
+        } else {
+            let value = self.b.use_var(self.vars[v.index()]);
+            self.b.ins().store(FLAGS, value, at, offset as i32);
+        }
     }
 
     /// `dst[k] = f(a[k], b[k])` for a small float array `dst`, a scalar
@@ -305,15 +315,11 @@ impl Translator<'_, '_, '_> {
         true
     }
 
-    /// `dst = [a, b, ...]` into a small array (items of the same length
-    /// for every member): each item stored or copied to its place, first
-    /// to last, as the host's `stack_rows` writes them.
+    /// `dst = [a, b, ...]` into a small array of the same length for every
+    /// member (so are its items): each item stored or copied to its place,
+    /// first to last, as the host's `stack_rows` writes them.
     fn stack(&mut self, dst: Var, args: &[Var]) -> bool {
-        if args.is_empty()
-            || !self.is_array(dst)
-            || self.is_ragged(dst)
-            || args.iter().any(|a| self.is_ragged(*a))
-        {
+        if args.is_empty() || !self.is_array(dst) || self.is_ragged(dst) {
             return false;
         }
         let bytes = self.var_bytes(dst);
@@ -323,15 +329,7 @@ impl Translator<'_, '_, '_> {
         let item = bytes / args.len();
         let to = self.addr(dst);
         for (k, a) in args.iter().enumerate() {
-            let offset = k * item;
-            if self.is_array(*a) {
-                let from = self.addr(*a);
-                let at = self.b.ins().iadd_imm_u(to, offset as i64);
-                self.copy_inline(at, from, item);
-            } else {
-                let value = self.b.use_var(self.vars[a.index()]);
-                self.b.ins().store(FLAGS, value, to, offset as i32);
-            }
+            self.write_item(to, k * item, *a, item);
         }
         true
     }
