@@ -4,7 +4,7 @@
 //! draw, as Stan defines them (docs/language.md, "Distributions and special
 //! functions", lists what each `_lupdf` drops).
 
-use autobatch_ir::{BinaryOp, CompareOp, ReduceOp, UnaryOp, Var};
+use autobatch_ir::{BinaryOp, CompareOp, UnaryOp, Var};
 use autobatch_ops::library::{Family, Suffix};
 
 use super::{Builder, LowerResult};
@@ -40,6 +40,12 @@ pub(super) fn expand(
         return b.total(term);
     }
     if let (Family::Normal, Suffix::Log | Suffix::Unnormalized) = (family, suffix) {
+        if b.is_constant(params[0], 0.0) && b.is_constant(params[1], 1.0) && b.ty_dims(y).len() == 1
+        {
+            // `y` is its own standardized value: the density's `y . y`,
+            // taken first, is also the probe of `y`'s check.
+            b.square(y)?;
+        }
         let z = standardized(b, y, params[0], params[1])?;
         return normal_sum(b, suffix, z, params[1]);
     }
@@ -79,15 +85,11 @@ pub(super) fn expand(
     b.total(term)
 }
 
-/// Checks a scale (or rate, or shape) parameter: positive and finite.
-/// Of a vector, once it is known finite (no NaN: a NaN element fails the
-/// first check), every element is positive exactly when the smallest is
-/// (`+inf` of no element), one reduction.
+/// Checks a scale (or rate, or shape) parameter: finite, then positive.
 pub(super) fn positive(b: &mut Builder, v: Var, what: &str, arg: &str) -> LowerResult<()> {
     b.check_finite(v, what, arg)?;
     if b.ty_dims(v).len() == 1 {
-        let least = b.op(autobatch_ir::Prim::Reduce(ReduceOp::Min), vec![v])?;
-        return b.check_c(least, Gt, 0.0, what, arg, "positive");
+        return b.check_positive(v, what, arg);
     }
     b.check_c(v, Gt, 0.0, what, arg, "positive")
 }

@@ -10,6 +10,7 @@
 //! [`distributions`] and [`special`] hold the expansions.
 
 mod beta_cdf;
+mod checks;
 mod distributions;
 mod multivariate;
 mod special;
@@ -57,14 +58,18 @@ pub(crate) fn expand(function: Function, args: &[Var], emit: &mut dyn Emit) -> L
         length,
         name: function.name(),
         squares: Vec::new(),
+        logs: Vec::new(),
         zeros: Vec::new(),
+        pending: Vec::new(),
     };
-    match function {
+    let result = match function {
         Function::Distribution(family, suffix) => {
             distributions::expand(&mut b, family, suffix, args)
         }
         Function::Special(s) => special::expand(&mut b, s, args),
-    }
+    }?;
+    b.flush_checks()?;
+    Ok(result)
 }
 
 /// Emits the operations of one expansion: arithmetic in the call's float
@@ -81,9 +86,13 @@ pub(crate) struct Builder<'e> {
     /// is straight-line code in one block and writes only its own
     /// variables, so a product of the same vector has the same value.
     squares: Vec<(Var, Var)>,
-    /// The vectors of zeros the finiteness checks take, `(length, zeros)`:
-    /// one per length per expansion, as `squares`.
+    /// The logarithms `ln(v)` emitted so far, `(v, ln)`, as `squares`.
+    logs: Vec<(Var, Var)>,
+    /// The vectors of zeros the finiteness checks of matrices take,
+    /// `(length, zeros)`: one per length per expansion, as `squares`.
     zeros: Vec<(Dim, Var)>,
+    /// The checks whose faults are not emitted yet ([`checks`]).
+    pending: Vec<checks::Pending>,
 }
 
 impl Builder<'_> {
@@ -93,17 +102,26 @@ impl Builder<'_> {
             ScalarType::F32 => Scalar::F32(value as f32),
             _ => Scalar::F64(value),
         };
-        self.emit.prim(Prim::Const(scalar), Vec::new())
+        self.emit_prim(Prim::Const(scalar), Vec::new())
     }
 
     /// An `i64` constant.
     pub(crate) fn int(&mut self, value: i64) -> LowerResult<Var> {
-        self.emit.prim(Prim::Const(Scalar::I64(value)), Vec::new())
+        self.emit_prim(Prim::Const(Scalar::I64(value)), Vec::new())
+    }
+
+    /// Appends `prim(args)`, after the faults of the pending checks if it
+    /// may fault or draws (see [`checks`]).
+    fn emit_prim(&mut self, prim: Prim, args: Vec<Var>) -> LowerResult<Var> {
+        if self.orders_checks(&prim, &args) {
+            self.flush_checks()?;
+        }
+        self.emit.prim(prim, args)
     }
 
     /// Appends any primitive with a result.
     pub(crate) fn op(&mut self, prim: Prim, args: Vec<Var>) -> LowerResult<Var> {
-        self.emit.prim(prim, args)
+        self.emit_prim(prim, args)
     }
 
     /// Whether `v` is the float constant `k`, every bit (`-0.0` is not
@@ -119,20 +137,9 @@ impl Builder<'_> {
         if let Some(&(_, product)) = self.squares.iter().find(|(of, _)| *of == v) {
             return Ok(product);
         }
-        let product = self.emit.prim(Prim::Dot, vec![v, v])?;
+        let product = self.emit_prim(Prim::Dot, vec![v, v])?;
         self.squares.push((v, product));
         Ok(product)
-    }
-
-    /// `[0.0; len]` for a finiteness check, emitted once per length per
-    /// expansion (nothing writes it).
-    fn zeros(&mut self, len: Dim) -> LowerResult<Var> {
-        if let Some(&(_, zeros)) = self.zeros.iter().find(|(of, _)| *of == len) {
-            return Ok(zeros);
-        }
-        let zeros = self.filled(0.0, len)?;
-        self.zeros.push((len, zeros));
-        Ok(zeros)
     }
 
     /// The axes of a variable.
@@ -142,7 +149,7 @@ impl Builder<'_> {
 
     /// A bool (or bool array) as the call's float type: 0 or 1.
     pub(crate) fn float_of_bool(&mut self, v: Var) -> LowerResult<Var> {
-        self.emit.prim(Prim::Cast(self.float), vec![v])
+        self.emit_prim(Prim::Cast(self.float), vec![v])
     }
 
     /// The length of the first axis of an array.
@@ -153,26 +160,26 @@ impl Builder<'_> {
     /// `[value; len]` in the call's float type.
     pub(crate) fn filled(&mut self, value: f64, len: Dim) -> LowerResult<Var> {
         let c = self.c(value)?;
-        self.emit.prim(Prim::Fill(len), vec![c])
+        self.emit_prim(Prim::Fill(len), vec![c])
     }
 
     /// The sum of a float vector's elements, or of a matrix's.
     pub(crate) fn sum(&mut self, v: Var) -> LowerResult<Var> {
         let v = if self.emit.ty(v).dims.len() == 2 {
             let ones = self.filled(1.0, self.emit.ty(v).dims[1])?;
-            self.emit.prim(Prim::Matvec, vec![v, ones])?
+            self.emit_prim(Prim::Matvec, vec![v, ones])?
         } else {
             v
         };
-        self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![v])
+        self.emit_prim(Prim::Reduce(ReduceOp::Sum), vec![v])
     }
 
     pub(crate) fn binary(&mut self, op: BinaryOp, a: Var, b: Var) -> LowerResult<Var> {
-        self.emit.prim(Prim::Binary(op), vec![a, b])
+        self.emit_prim(Prim::Binary(op), vec![a, b])
     }
 
     pub(crate) fn unary(&mut self, op: UnaryOp, a: Var) -> LowerResult<Var> {
-        self.emit.prim(Prim::Unary(op), vec![a])
+        self.emit_prim(Prim::Unary(op), vec![a])
     }
 
     pub(crate) fn add(&mut self, a: Var, b: Var) -> LowerResult<Var> {
@@ -207,12 +214,18 @@ impl Builder<'_> {
         self.unary(UnaryOp::Neg, a)
     }
 
+    /// `ln(a)`, emitted once per expansion.
     pub(crate) fn ln(&mut self, a: Var) -> LowerResult<Var> {
-        self.unary(UnaryOp::Ln, a)
+        if let Some(&(_, l)) = self.logs.iter().find(|(of, _)| *of == a) {
+            return Ok(l);
+        }
+        let l = self.unary(UnaryOp::Ln, a)?;
+        self.logs.push((a, l));
+        Ok(l)
     }
 
     pub(crate) fn compare(&mut self, op: CompareOp, a: Var, b: Var) -> LowerResult<Var> {
-        self.emit.prim(Prim::Compare(op), vec![a, b])
+        self.emit_prim(Prim::Compare(op), vec![a, b])
     }
 
     /// `a op k` for a float constant `k`.
@@ -241,7 +254,7 @@ impl Builder<'_> {
             self.shaped(a, &dims)?,
             self.shaped(b, &dims)?,
         );
-        self.emit.prim(Prim::Select, vec![c, a, b])
+        self.emit_prim(Prim::Select, vec![c, a, b])
     }
 
     /// An elementwise operation of three floats; a scalar among them is
@@ -257,7 +270,7 @@ impl Builder<'_> {
             self.shaped(b, &dims)?,
             self.shaped(x, &dims)?,
         ];
-        self.emit.prim(Prim::Ternary(op), args)
+        self.emit_prim(Prim::Ternary(op), args)
     }
 
     /// `v` broadcast to `dims` (a vector's length, a matrix's shape) if it
@@ -268,7 +281,7 @@ impl Builder<'_> {
         }
         let mut out = v;
         for &len in dims.iter().rev() {
-            out = self.emit.prim(Prim::Fill(len), vec![out])?;
+            out = self.emit_prim(Prim::Fill(len), vec![out])?;
         }
         Ok(out)
     }
@@ -278,12 +291,12 @@ impl Builder<'_> {
         if self.emit.ty(v).elem == self.float {
             return Ok(v);
         }
-        self.emit.prim(Prim::Cast(self.float), vec![v])
+        self.emit_prim(Prim::Cast(self.float), vec![v])
     }
 
     /// A bool (or bool vector) as an `i64` 0 or 1.
     pub(crate) fn indicator(&mut self, v: Var) -> LowerResult<Var> {
-        self.emit.prim(Prim::Cast(ScalarType::I64), vec![v])
+        self.emit_prim(Prim::Cast(ScalarType::I64), vec![v])
     }
 
     /// The sum over the call's vectors of an elementwise term: a vector's
@@ -291,7 +304,7 @@ impl Builder<'_> {
     /// arguments only, such as `-ln(sigma)`, counts once per element).
     pub(crate) fn total(&mut self, v: Var) -> LowerResult<Var> {
         if !self.emit.ty(v).dims.is_empty() {
-            return self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![v]);
+            return self.emit_prim(Prim::Reduce(ReduceOp::Sum), vec![v]);
         }
         match self.length {
             Some(len) => {
@@ -307,93 +320,10 @@ impl Builder<'_> {
         match len {
             Dim::Fixed(n) => self.c(n as f64),
             Dim::Symbolic(symbol) => {
-                let n = self.emit.prim(Prim::SymbolValue(symbol), Vec::new())?;
+                let n = self.emit_prim(Prim::SymbolValue(symbol), Vec::new())?;
                 self.float(n)
             }
         }
-    }
-
-    /// Faults with `domain_error` unless `ok` (a bool, bool vector or matrix) holds
-    /// everywhere: "`normal_lpdf`: Scale parameter `sigma` must be positive".
-    pub(crate) fn check(&mut self, ok: Var, what: &str, arg: &str, must: &str) -> LowerResult<()> {
-        let dims = self.emit.ty(ok).dims;
-        let all = match dims[..] {
-            [] => ok,
-            // Every element holds: the smallest of the 0/1 indicators is
-            // 1 (of no element, the type's largest value).
-            [_] => {
-                let ones = self.indicator(ok)?;
-                let least = self.emit.prim(Prim::Reduce(ReduceOp::Min), vec![ones])?;
-                self.compare_int(CompareOp::Gt, least, 0)?
-            }
-            // No element fails: the count of failures is 0.
-            _ => {
-                let bad = self.unary(UnaryOp::Not, ok)?;
-                let mut ones = self.indicator(bad)?;
-                if let [_, columns] = dims[..] {
-                    let one = self.int(1)?;
-                    let row = self.emit.prim(Prim::Fill(columns), vec![one])?;
-                    ones = self.emit.prim(Prim::Matvec, vec![ones, row])?;
-                }
-                let count = self.emit.prim(Prim::Reduce(ReduceOp::Sum), vec![ones])?;
-                self.compare_int(CompareOp::Eq, count, 0)?
-            }
-        };
-        let message = format!("`{}`: {what} `{arg}` must be {must}", self.name);
-        self.emit.effect(Prim::Check { message }, vec![all])
-    }
-
-    /// Checks `v op k` everywhere (see [`Self::check`]).
-    pub(crate) fn check_c(
-        &mut self,
-        v: Var,
-        op: CompareOp,
-        k: f64,
-        what: &str,
-        arg: &str,
-        must: &str,
-    ) -> LowerResult<()> {
-        let ok = self.compare_c(op, v, k)?;
-        self.check(ok, what, arg, must)
-    }
-
-    /// Checks that a float is finite everywhere. Of a vector, in one
-    /// product: `v . 0` is 0 when every element is finite, NaN otherwise.
-    /// Of a matrix, in two: each row of `matvec(m, 0)` is 0 or NaN as the
-    /// row is finite or not, and their dot with themselves is 0 or NaN (a
-    /// product with a static matrix, which the chains of a thread share
-    /// under native-batched, as they share `normal_id_glm`'s `x beta`).
-    pub(crate) fn check_finite(&mut self, v: Var, what: &str, arg: &str) -> LowerResult<()> {
-        let dims = self.emit.ty(v).dims;
-        let ok = match dims[..] {
-            [len] => {
-                let zeros = self.zeros(len)?;
-                let product = self.emit.prim(Prim::Dot, vec![v, zeros])?;
-                self.compare_c(CompareOp::Eq, product, 0.0)?
-            }
-            [_, columns] => {
-                let zeros = self.zeros(columns)?;
-                let rows = self.emit.prim(Prim::Matvec, vec![v, zeros])?;
-                let product = self.emit.prim(Prim::Dot, vec![rows, rows])?;
-                self.compare_c(CompareOp::Eq, product, 0.0)?
-            }
-            _ => self.unary(UnaryOp::IsFinite, v)?,
-        };
-        self.check(ok, what, arg, "finite")
-    }
-
-    /// Checks that a float is not NaN anywhere. Of a vector, in one
-    /// product: `v . v` is NaN exactly when an element is (its terms are
-    /// squares, never negative, so no `inf - inf` arises).
-    pub(crate) fn check_not_nan(&mut self, v: Var, what: &str, arg: &str) -> LowerResult<()> {
-        let probe = if self.emit.ty(v).dims.len() == 1 {
-            self.square(v)?
-        } else {
-            v
-        };
-        let nan = self.unary(UnaryOp::IsNan, probe)?;
-        let ok = self.unary(UnaryOp::Not, nan)?;
-        self.check(ok, what, arg, "not NaN")
     }
 
     /// `x` where `keep` holds, `k` elsewhere: an argument made safe for a
@@ -446,13 +376,13 @@ impl Builder<'_> {
     /// Draws from U[0, 1) shaped like the call's vectors (one draw if it has none).
     pub(crate) fn uniform(&mut self) -> LowerResult<Var> {
         let shape = self.shape_template()?;
-        self.emit.prim(Prim::UniformLike, vec![shape])
+        self.emit_prim(Prim::UniformLike, vec![shape])
     }
 
     /// Draws from N(0, 1) shaped like the call's vectors.
     pub(crate) fn normal(&mut self) -> LowerResult<Var> {
         let shape = self.shape_template()?;
-        self.emit.prim(Prim::NormalLike, vec![shape])
+        self.emit_prim(Prim::NormalLike, vec![shape])
     }
 
     /// A zero of the call's float type and shape: what `uniform_like` and
@@ -460,7 +390,7 @@ impl Builder<'_> {
     fn shape_template(&mut self) -> LowerResult<Var> {
         let zero = self.c(0.0)?;
         match self.length {
-            Some(len) => self.emit.prim(Prim::Fill(len), vec![zero]),
+            Some(len) => self.emit_prim(Prim::Fill(len), vec![zero]),
             None => Ok(zero),
         }
     }
