@@ -1181,10 +1181,11 @@ fn loops_test_steps_once_per_pass_and_agree_with_the_reference() {
 
 /// A random chain of float array operations over arrays of `n` elements
 /// (`+ - * /` with arrays or scalars, negation, variables overwritten, the
-/// `sum`s they feed, and `dot`s, which stay the host's), once or `reps`
-/// times in a loop, on arrays whose elements include NaN of both signs,
-/// infinities, `-0` and subnormals: what native code fuses into one loop
-/// (`fused_loops`).
+/// `sum`s they feed, scalars computed from sums and read by later steps,
+/// and `dot`s, which stay the host's), once or `reps` times in a loop, on
+/// arrays whose elements include NaN of both signs, infinities, `-0` and
+/// subnormals: what native code fuses into one loop (`fused_loops`), the
+/// scalar steps on sums run after it.
 fn chain_program(seed: u64, float: &str, n: usize, reps: usize) -> String {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = move |below: usize| {
@@ -1195,7 +1196,7 @@ fn chain_program(seed: u64, float: &str, n: usize, reps: usize) -> String {
     };
     let tiny = if float == "f32" { "1e-40" } else { "1e-310" };
     let mut arrays = vec!["x".to_string(), "y".to_string()];
-    let scalars = ["s", "t"];
+    let mut scalars = vec!["s".to_string(), "t".to_string()];
     let mut body = String::new();
     let mut reductions = Vec::new();
     let pick = |arrays: &[String], k: usize| arrays[k % arrays.len()].clone();
@@ -1203,9 +1204,9 @@ fn chain_program(seed: u64, float: &str, n: usize, reps: usize) -> String {
         let op = ["+", "-", "*", "/"][next(4)];
         let a = pick(&arrays, next(8));
         let b = pick(&arrays, next(8));
-        let scalar = scalars[next(2)];
+        let scalar = scalars[next(scalars.len())].clone();
         // The first two steps make arrays, so that every program fuses.
-        let kind = if step < 2 { next(3) } else { next(7) };
+        let kind = if step < 2 { next(3) } else { next(8) };
         match kind {
             0 => {
                 let name = format!("a{step}");
@@ -1234,6 +1235,12 @@ fn chain_program(seed: u64, float: &str, n: usize, reps: usize) -> String {
             5 => {
                 body.push_str(&format!("        total = total + sum({a});\n"));
                 reductions.push(format!("sum({a})"));
+            }
+            6 => {
+                // A scalar from a sum, which later steps may read.
+                let name = format!("u{step}");
+                body.push_str(&format!("        let {name} = sum({a}) {op} {scalar};\n"));
+                scalars.push(name);
             }
             _ => {
                 body.push_str(&format!("        total = total + dot({a}, {b});\n"));

@@ -698,13 +698,24 @@ impl Translator<'_, '_, '_> {
             .filter(|(_, (start, _))| *start >= range.start)
             .peekable();
         // Each operation of a fused group runs in its group's loop, emitted
-        // at the group's last operation (`super::loops`).
+        // at the group's last operation, and the operations postponed past
+        // the loop right after it (`super::loops`).
         let groups = self.fused_groups(data, range.start..range.end);
-        let mut fused: HashMap<usize, Option<usize>> = HashMap::new();
+        let mut fused: HashMap<usize, Fused> = HashMap::new();
         for (g, group) in groups.iter().enumerate() {
             let last = *group.members.last().expect("a group has members");
             for m in &group.members {
-                fused.insert(*m, (*m == last).then_some(g));
+                fused.insert(
+                    *m,
+                    if *m == last {
+                        Fused::Loop(g)
+                    } else {
+                        Fused::Member
+                    },
+                );
+            }
+            for p in &group.postponed {
+                fused.insert(*p, Fused::Postponed);
             }
         }
         for (i, op) in data
@@ -717,70 +728,82 @@ impl Translator<'_, '_, '_> {
             if let Some((k, _)) = segments.next_if(|(_, (start, _))| *start == i) {
                 self.count(self.segment_base[block.index()] + k, taken);
             }
-            let known = known_constant(self.function, &self.constants, op);
-            let remainder = self.power_of_two_remainder(op);
-            let low_test = match op {
-                Op::Prim {
-                    dst, prim, args, ..
-                } => self.low_test(*dst, prim, args),
-                _ => None,
-            };
-            match (fused.get(&i), op) {
-                (Some(Some(g)), _) => self.fused_loop(data, &groups[*g]),
-                (Some(None), _) => {}
-                (
-                    None,
-                    Op::Prim {
-                        dst,
-                        prim,
-                        args,
-                        loc,
-                    },
-                ) => self.prim(*dst, prim, args, *loc)?,
-                (
-                    None,
-                    Op::Call {
-                        dsts,
-                        callee,
-                        args,
-                        loc,
-                        catch,
-                    },
-                ) => self.call(dsts, *callee, args, *loc, *catch),
-                (
-                    None,
-                    Op::Fork {
-                        dsts,
-                        args,
-                        instances,
-                        loc,
-                        tape,
-                    },
-                ) => self.fork(super::fork::ForkSite {
-                    dsts,
-                    args,
-                    instances,
-                    loc: *loc,
-                    tape: *tape,
-                }),
-            }
-            for d in op.defs() {
-                self.constants.remove(d);
-                self.remainders.remove(d);
-                self.low_tests.remove(d);
-                self.forget_value_of(*d);
-            }
-            if let (Some(d), Some(value)) = (op.defs().first(), known) {
-                self.constants.insert(*d, value);
-            }
-            if let Some((d, source)) = remainder {
-                self.remainders.insert(d, source);
-            }
-            if let Some((d, test)) = low_test {
-                self.low_tests.insert(d, test);
+            match fused.get(&i) {
+                Some(Fused::Loop(g)) => {
+                    self.fused_loop(data, &groups[*g]);
+                    self.forget_defs(op);
+                    for p in &groups[*g].postponed {
+                        self.operation(&data.ops[*p])?;
+                    }
+                }
+                Some(Fused::Member) => self.forget_defs(op),
+                Some(Fused::Postponed) => {}
+                None => self.operation(op)?,
             }
         }
         Ok(())
+    }
+
+    /// Translates one operation, and updates what is known of the
+    /// variables it defines.
+    fn operation(&mut self, op: &Op) -> Result<(), String> {
+        let known = known_constant(self.function, &self.constants, op);
+        let remainder = self.power_of_two_remainder(op);
+        let low_test = match op {
+            Op::Prim {
+                dst, prim, args, ..
+            } => self.low_test(*dst, prim, args),
+            _ => None,
+        };
+        match op {
+            Op::Prim {
+                dst,
+                prim,
+                args,
+                loc,
+            } => self.prim(*dst, prim, args, *loc)?,
+            Op::Call {
+                dsts,
+                callee,
+                args,
+                loc,
+                catch,
+            } => self.call(dsts, *callee, args, *loc, *catch),
+            Op::Fork {
+                dsts,
+                args,
+                instances,
+                loc,
+                tape,
+            } => self.fork(super::fork::ForkSite {
+                dsts,
+                args,
+                instances,
+                loc: *loc,
+                tape: *tape,
+            }),
+        }
+        self.forget_defs(op);
+        if let (Some(d), Some(value)) = (op.defs().first(), known) {
+            self.constants.insert(*d, value);
+        }
+        if let Some((d, source)) = remainder {
+            self.remainders.insert(d, source);
+        }
+        if let Some((d, test)) = low_test {
+            self.low_tests.insert(d, test);
+        }
+        Ok(())
+    }
+
+    /// Forgets what was known of the variables `op` defines.
+    fn forget_defs(&mut self, op: &Op) {
+        for d in op.defs() {
+            self.constants.remove(d);
+            self.remainders.remove(d);
+            self.low_tests.remove(d);
+            self.forget_value_of(*d);
+        }
     }
 
     /// `x`, redefined, no longer holds the value the facts about its low
@@ -1389,4 +1412,15 @@ impl Translator<'_, '_, '_> {
         self.callee_refs.insert(callee, r);
         r
     }
+}
+
+/// Where an operation of a fused group (`super::loops`) is translated.
+enum Fused {
+    /// The group's last operation: the loop goes here, then the
+    /// operations postponed past it.
+    Loop(usize),
+    /// Another operation of the group, computed by its loop.
+    Member,
+    /// An operation postponed past the group's loop.
+    Postponed,
 }

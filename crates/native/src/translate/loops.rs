@@ -13,7 +13,13 @@
 //! `inline` computes element by element. Operations between them that
 //! neither read what the group defines, nor define what it reads or
 //! defines, nor may stop the member run before the loop (so the group's
-//! operations keep every value they had in the block's order).
+//! operations keep every value they had in the block's order). One that
+//! computes floats from a group's sums (or from what such an operation
+//! computes), and does nothing else, runs after the loop, where the sums
+//! have their values (its operands keep theirs: nothing between redefines
+//! them); a derivative's scalar steps between two vector passes
+//! (`dot`'s adjoint scaled by a sum) no longer split the passes into two
+//! loops.
 //!
 //! The loop takes the elements a *chunk* at a time: the lane count `L` of
 //! the kernels' reductions (`gemm::GemmFloat::LANES`: 4 for `f64`, 8 for
@@ -91,9 +97,11 @@ enum Step {
 }
 
 /// A planned group: its operations' positions in the block (the loop is
-/// emitted at the last one), their element type and count.
+/// emitted at the last one), their element type and count, and the
+/// positions of the operations between them postponed past the loop.
 pub(super) struct Group {
     pub members: Vec<usize>,
+    pub postponed: Vec<usize>,
     elem: ScalarType,
     len: usize,
 }
@@ -163,9 +171,87 @@ struct Gathering {
     /// The scalars its reductions define (no member may read them: they
     /// hold their values only after the loop).
     sums: Vec<Var>,
+    /// The operations since the last member that read what the group (or
+    /// such an operation) defines: postponed past the loop if another
+    /// member joins, else run where they are, after it.
+    waiting: Vec<usize>,
+    /// Every variable the postponed and waiting operations read and define.
+    postponed_reads: Vec<Var>,
+    postponed_defs: Vec<Var>,
 }
 
 impl Gathering {
+    fn new(elem: ScalarType, len: usize) -> Gathering {
+        Gathering {
+            group: Group {
+                members: Vec::new(),
+                postponed: Vec::new(),
+                elem,
+                len,
+            },
+            reads: Vec::new(),
+            defs: Vec::new(),
+            sums: Vec::new(),
+            waiting: Vec::new(),
+            postponed_reads: Vec::new(),
+            postponed_defs: Vec::new(),
+        }
+    }
+
+    /// Whether `op`, a fusable operation of the group's element type and
+    /// count, may join it: it reads no sum and nothing postponed, and
+    /// defines nothing a postponed operation reads or defines.
+    fn admits(&self, op: &Op) -> bool {
+        !op.uses()
+            .iter()
+            .any(|u| self.sums.contains(u) || self.postponed_defs.contains(u))
+            && !op
+                .defs()
+                .iter()
+                .any(|d| self.postponed_reads.contains(d) || self.postponed_defs.contains(d))
+    }
+
+    fn join(&mut self, i: usize, op: &Op, is_array: impl Fn(Var) -> bool) {
+        self.group.members.push(i);
+        self.group.postponed.append(&mut self.waiting);
+        self.reads.extend_from_slice(op.uses());
+        self.defs.extend_from_slice(op.defs());
+        if op.defs().iter().all(|d| !is_array(*d)) {
+            self.sums.extend_from_slice(op.defs());
+        }
+    }
+
+    /// Takes `op`, an operation between members, into account; gives
+    /// whether the group may still grow past it: `op` neither may stop,
+    /// nor defines what the group or a postponed operation reads or
+    /// defines, nor reads the group's arrays, and, if it reads its sums or
+    /// what a postponed operation defines, may be postponed. (Reading an
+    /// array it could be postponed too, but the longer loops that allows
+    /// keep more values live than the registers hold.)
+    fn passes(&mut self, i: usize, op: &Op, stops: bool, postponable: bool) -> bool {
+        let defined = |v: &Var| self.defs.contains(v) || self.postponed_defs.contains(v);
+        let clobbers = op
+            .defs()
+            .iter()
+            .any(|d| defined(d) || self.reads.contains(d) || self.postponed_reads.contains(d));
+        let reads_array = op
+            .uses()
+            .iter()
+            .any(|u| self.defs.contains(u) && !self.sums.contains(u));
+        if stops || clobbers || reads_array {
+            return false;
+        }
+        if op.uses().iter().any(defined) {
+            if !postponable {
+                return false;
+            }
+            self.waiting.push(i);
+            self.postponed_reads.extend_from_slice(op.uses());
+            self.postponed_defs.extend_from_slice(op.defs());
+        }
+        true
+    }
+
     fn close(self, groups: &mut Vec<Group>) {
         if self.group.members.len() >= 2 {
             groups.push(self.group);
@@ -182,42 +268,21 @@ impl Translator<'_, '_, '_> {
         for i in range {
             let op = &data.ops[i];
             if let Some((elem, len)) = self.fusable(op) {
-                let joins = open.as_ref().is_some_and(|g| {
-                    g.group.elem == elem
-                        && g.group.len == len
-                        && !op.uses().iter().any(|u| g.sums.contains(u))
-                });
+                let joins = open
+                    .as_ref()
+                    .is_some_and(|g| g.group.elem == elem && g.group.len == len && g.admits(op));
                 if !joins {
                     if let Some(g) = open.take() {
                         g.close(&mut groups);
                     }
                 }
-                let g = open.get_or_insert_with(|| Gathering {
-                    group: Group {
-                        members: Vec::new(),
-                        elem,
-                        len,
-                    },
-                    reads: Vec::new(),
-                    defs: Vec::new(),
-                    sums: Vec::new(),
-                });
-                g.group.members.push(i);
-                g.reads.extend_from_slice(op.uses());
-                g.defs.extend_from_slice(op.defs());
-                if op.defs().iter().all(|d| !self.is_array(*d)) {
-                    g.sums.extend_from_slice(op.defs());
-                }
+                let g = open.get_or_insert_with(|| Gathering::new(elem, len));
+                g.join(i, op, |d| self.is_array(d));
                 continue;
             }
-            let Some(g) = open.as_ref() else { continue };
-            let conflicts = may_stop(self.function, op, &no_constants)
-                || op.uses().iter().any(|u| g.defs.contains(u))
-                || op
-                    .defs()
-                    .iter()
-                    .any(|d| g.defs.contains(d) || g.reads.contains(d));
-            if conflicts {
+            let Some(g) = open.as_mut() else { continue };
+            let stops = may_stop(self.function, op, &no_constants);
+            if !g.passes(i, op, stops, self.postponable(op)) {
                 open.take().expect("open").close(&mut groups);
             }
         }
@@ -225,6 +290,33 @@ impl Translator<'_, '_, '_> {
             g.close(&mut groups);
         }
         groups
+    }
+
+    /// Whether `op` may run after a group's loop instead of before it: it
+    /// computes floats from its operands and nothing else (no fault, no
+    /// draw, no effect; what is known of integers stays as it was).
+    fn postponable(&self, op: &Op) -> bool {
+        let Op::Prim {
+            dst: Some(dst),
+            prim,
+            ..
+        } = op
+        else {
+            return false;
+        };
+        self.function.vars[*dst].ty.elem.is_float()
+            && matches!(
+                prim,
+                Prim::Unary(_)
+                    | Prim::Binary(_)
+                    | Prim::Ternary(_)
+                    | Prim::Select
+                    | Prim::Cast(_)
+                    | Prim::Fill(_)
+                    | Prim::Copy
+                    | Prim::Dot
+                    | Prim::Reduce(_)
+            )
     }
 
     /// The element type and count of a float array operation a group may
