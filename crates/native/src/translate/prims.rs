@@ -8,7 +8,9 @@ use autobatch_kernels::Fault;
 use autobatch_types::{Dim, Scalar, ScalarType};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
-use cranelift_codegen::ir::{types, AbiParam, Block, InstBuilder, Type, Value};
+use cranelift_codegen::ir::{
+    types, AbiParam, Block, InstBuilder, InstructionData, Opcode, Type, Value,
+};
 use cranelift_module::{Linkage, Module};
 
 use super::function::{LowTest, Translator, FLAGS};
@@ -145,6 +147,9 @@ impl Translator<'_, '_, '_> {
             }
             _ => {
                 let shim = shims::unary(op, ty).expect("checked: a shim exists");
+                if let Some(value) = self.folded_unary(shim, ty, x) {
+                    return value;
+                }
                 self.call_shim(shim, &[x], machine_type(ty))
             }
         }
@@ -639,6 +644,34 @@ impl Translator<'_, '_, '_> {
         let in_place = self.statics[matrix.index()].is_some()
             || (self.views[matrix.index()].is_some() && !self.popped[matrix.index()]);
         ty.elem.is_float() && ty.dims.len() == 2 && in_place
+    }
+
+    /// The float shim `shim` of one operand applied to `x` now, as a
+    /// constant, if `x` is a constant: the shim is the very function the
+    /// call would run, so the bits are the call's.
+    fn folded_unary(&mut self, shim: Shim, ty: ScalarType, x: Value) -> Option<Value> {
+        let inst = self.b.func.dfg.value_def(x).inst()?;
+        let data = self.b.func.dfg.insts[inst];
+        let ins = self.b.ins();
+        // SAFETY: a unary shim of `f64` is an `extern "C" fn(f64) -> f64`,
+        // and of `f32` an `extern "C" fn(f32) -> f32`.
+        match (ty, data) {
+            (ScalarType::F64, InstructionData::UnaryIeee64 { opcode, imm })
+                if opcode == Opcode::F64const =>
+            {
+                let f: extern "C" fn(f64) -> f64 = unsafe { std::mem::transmute(shim.address) };
+                let value = f(f64::from_bits(imm.bits()));
+                Some(ins.f64const(Ieee64::with_bits(value.to_bits())))
+            }
+            (ScalarType::F32, InstructionData::UnaryIeee32 { opcode, imm })
+                if opcode == Opcode::F32const =>
+            {
+                let f: extern "C" fn(f32) -> f32 = unsafe { std::mem::transmute(shim.address) };
+                let value = f(f32::from_bits(imm.bits()));
+                Some(ins.f32const(Ieee32::with_bits(value.to_bits())))
+            }
+            _ => None,
+        }
     }
 
     /// Calls `shim` on `args`, giving one value of type `ret`.
