@@ -651,21 +651,31 @@ impl Translator<'_, '_, '_> {
     /// call would run, so the bits are the call's.
     fn folded_unary(&mut self, shim: Shim, ty: ScalarType, x: Value) -> Option<Value> {
         let inst = self.b.func.dfg.value_def(x).inst()?;
+        use InstructionData::{UnaryIeee32, UnaryIeee64};
+        use Opcode::{F32const, F64const};
         let data = self.b.func.dfg.insts[inst];
         let ins = self.b.ins();
         // SAFETY: a unary shim of `f64` is an `extern "C" fn(f64) -> f64`,
         // and of `f32` an `extern "C" fn(f32) -> f32`.
         match (ty, data) {
-            (ScalarType::F64, InstructionData::UnaryIeee64 { opcode, imm })
-                if opcode == Opcode::F64const =>
-            {
+            (
+                ScalarType::F64,
+                UnaryIeee64 {
+                    opcode: F64const,
+                    imm,
+                },
+            ) => {
                 let f: extern "C" fn(f64) -> f64 = unsafe { std::mem::transmute(shim.address) };
                 let value = f(f64::from_bits(imm.bits()));
                 Some(ins.f64const(Ieee64::with_bits(value.to_bits())))
             }
-            (ScalarType::F32, InstructionData::UnaryIeee32 { opcode, imm })
-                if opcode == Opcode::F32const =>
-            {
+            (
+                ScalarType::F32,
+                UnaryIeee32 {
+                    opcode: F32const,
+                    imm,
+                },
+            ) => {
                 let f: extern "C" fn(f32) -> f32 = unsafe { std::mem::transmute(shim.address) };
                 let value = f(f32::from_bits(imm.bits()));
                 Some(ins.f32const(Ieee32::with_bits(value.to_bits())))
