@@ -17,9 +17,8 @@
 //! computes floats from a group's sums (or from what such an operation
 //! computes), and does nothing else, runs after the loop, where the sums
 //! have their values (its operands keep theirs: nothing between redefines
-//! them); a derivative's scalar steps between two vector passes
-//! (`dot`'s adjoint scaled by a sum) no longer split the passes into two
-//! loops.
+//! them), so that a derivative's scalar steps between two vector passes
+//! (`dot`'s adjoint scaled by a sum) leave the passes one loop.
 //!
 //! The loop takes the elements a *chunk* at a time: the lane count `L` of
 //! the kernels' reductions (`gemm::GemmFloat::LANES`: 4 for `f64`, 8 for
