@@ -19,6 +19,7 @@
 //! batching: it describes what one member computes, nothing more.
 
 pub mod entity;
+pub mod line;
 pub mod liveness;
 pub mod parse;
 pub mod prim;
