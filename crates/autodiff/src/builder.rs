@@ -426,20 +426,33 @@ pub(crate) fn remove_unused_operations(func: &mut Function) {
 /// result unread (`used` by variable), without an effect and unable to
 /// fault, knowing the integer constants the block defined before it.
 fn removable_operations(vars: &EntityVec<Var, VarData>, ops: &[Op], used: &[bool]) -> Vec<bool> {
-    let mut constants: HashMap<Var, i128> = HashMap::new();
-    let mut removable = Vec::with_capacity(ops.len());
-    for op in ops {
-        removable.push(match op {
+    let faults = faulting_operations(vars, ops);
+    ops.iter()
+        .zip(faults)
+        .map(|(op, faults)| match op {
             Op::Prim {
                 dst: Some(dst),
                 prim,
-                args,
                 ..
-            } if !used[dst.index()] && !prim.has_effect() => {
-                let types: Vec<&TensorType> = args.iter().map(|a| &vars[*a].ty).collect();
-                !prim.may_fault_knowing(&types, |i| constants.get(&args[i]).copied())
-            }
+            } => !used[dst.index()] && !prim.has_effect() && !faults,
             _ => false,
+        })
+        .collect()
+}
+
+/// Per operation of `ops` (a block's): whether it may fault
+/// ([`Prim::may_fault_knowing`], knowing the integer constants the block
+/// defined before it); a call or fork may.
+pub(crate) fn faulting_operations(vars: &EntityVec<Var, VarData>, ops: &[Op]) -> Vec<bool> {
+    let mut constants: HashMap<Var, i128> = HashMap::new();
+    let mut faults = Vec::with_capacity(ops.len());
+    for op in ops {
+        faults.push(match op {
+            Op::Prim { prim, args, .. } => {
+                let types: Vec<&TensorType> = args.iter().map(|a| &vars[*a].ty).collect();
+                prim.may_fault_knowing(&types, |i| constants.get(&args[i]).copied())
+            }
+            _ => true,
         });
         for d in op.defs() {
             constants.remove(d);
@@ -461,5 +474,5 @@ fn removable_operations(vars: &EntityVec<Var, VarData>, ops: &[Op], used: &[bool
             }
         }
     }
-    removable
+    faults
 }

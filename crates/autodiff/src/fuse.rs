@@ -18,11 +18,19 @@
 //! the product of its adjoint (`z = X theta` ... `vecmat(r, X)`) fuse as
 //! one product chain.
 //!
+//! A `g` with check arms (blocks that only test and fault, see
+//! `autobatch_ir::line`) is derived without them, and the fused function
+//! gets them back after the backward part's operations when none of those
+//! may fault (so the first fault a member meets is still `g`'s), else
+//! right after the forward part's; a member that does not enter an arm
+//! takes the one counted step.
+//!
 //! The forward and backward parts are still built (and kept, unused by the
 //! fused vjp): the plan's ids name them.
 
 use std::collections::HashMap;
 
+use autobatch_ir::line::{CheckArm, Line};
 use autobatch_ir::{EntityRef, Function, Op, Prim, Terminator, Var, VarData};
 
 /// The vjp `vjp` of plan `g` rewritten to call one fused function instead
@@ -33,9 +41,10 @@ pub(crate) fn fuse(
     fwd: &Function,
     bwd: &Function,
     fused_id: autobatch_ir::FuncId,
+    arms: &[CheckArm],
 ) -> Option<(Function, Function)> {
     let shared = shared_args(vjp)?;
-    let fused = fused(fwd, bwd, &shared)?;
+    let fused = fused(fwd, bwd, &shared, arms)?;
     let vjp = calling_fused(vjp, fused_id, &shared)?;
     Some((vjp, fused))
 }
@@ -125,8 +134,16 @@ fn straight_line(bwd: &Function) -> Option<(Vec<&Op>, &[Var])> {
 }
 
 /// `fwd`'s block without its pushes, then `bwd`'s operations reading the
-/// pushed values where they pop them (see the module doc).
-fn fused(fwd: &Function, bwd: &Function, shared: &[Option<usize>]) -> Option<Function> {
+/// pushed values where they pop them (see the module doc), then the check
+/// arms `arms` of the function `fwd` was derived from
+/// ([`without_check_arms`]); before `bwd`'s operations if one of those may
+/// fault.
+fn fused(
+    fwd: &Function,
+    bwd: &Function,
+    shared: &[Option<usize>],
+    arms: &[CheckArm],
+) -> Option<Function> {
     let [block] = &fwd.blocks.values().collect::<Vec<_>>()[..] else {
         return None;
     };
@@ -143,15 +160,25 @@ fn fused(fwd: &Function, bwd: &Function, shared: &[Option<usize>]) -> Option<Fun
         tape: Vec::new(),
     };
     w.forward(&block.ops);
+    let forward_end = w.ops.len();
     let map = w.backward(bwd, &bwd_ops, shared)?;
     let mut returned = results.clone();
     for v in bwd_results {
         returned.push(*map.get(v)?);
     }
     let Fusing { mut f, ops, .. } = w;
+    let faults = crate::builder::faulting_operations(&f.vars, &ops);
+    let at = if faults[forward_end..].contains(&true) {
+        forward_end
+    } else {
+        ops.len()
+    };
     f.results.extend(bwd.results.iter().cloned());
-    f.blocks[Function::ENTRY].ops = ops;
-    f.blocks[Function::ENTRY].term = Terminator::Return(returned);
+    f.set_line(Line {
+        ops,
+        arms: arms.iter().map(|arm| arm.renamed(at, |v| v)).collect(),
+        results: returned,
+    });
     f.name = fwd.name.replace(".fwd", ".fused");
     f.signature = f.flat_signature();
     f.ret_type = f.flat_ret_type();
@@ -279,4 +306,29 @@ impl Fusing {
         });
         x
     }
+}
+
+/// `g` (as [`crate::prepare`] puts it) as one block without its check
+/// arms (`autobatch_ir::line`), and the arms, when `g` is one line of
+/// primitives whose arms may run at its end: the derivation is then fused,
+/// and [`fuse`] puts the arms after the forward part's operations (after
+/// the backward part's too when none of those may fault). An arm writes
+/// nothing the line reads, so the forward and backward operations are
+/// those of `g`, and the arms meet the faults they meet in `g`, in the same
+/// order, since no forward operation after them may fault.
+pub(crate) fn without_check_arms(g: &Function) -> Option<(Function, Vec<CheckArm>)> {
+    let line = g.line()?;
+    if line.arms.is_empty() || !line.ops.iter().all(|op| matches!(op, Op::Prim { .. })) {
+        return None;
+    }
+    if !line.arms_movable_to_end(&crate::builder::faulting_operations(&g.vars, &line.ops)) {
+        return None;
+    }
+    let mut stripped = g.clone();
+    stripped.set_line(Line {
+        ops: line.ops,
+        arms: Vec::new(),
+        results: line.results,
+    });
+    Some((stripped, line.arms))
 }

@@ -271,11 +271,17 @@ impl<'p> Deriver<'p> {
     /// Builds every queued plan; the functions to append, in id order.
     fn build_all(mut self) -> DeriveResult<Vec<Function>> {
         while let Some(p) = self.queue.pop_front() {
-            let [mut vjp, fwd, bwd] = tape::build(&mut self, p)?;
+            let [mut vjp, mut fwd, mut bwd] = tape::build(&mut self, p)?;
             let fused_id = FuncId(self.next_id);
-            if let Some((calling, fused)) = fuse::fuse(&vjp, &fwd, &bwd, fused_id) {
+            let arms = std::mem::take(&mut self.plans[p].arms);
+            if let Some((calling, fused)) = fuse::fuse(&vjp, &fwd, &bwd, fused_id, &arms) {
                 self.add_function(fused);
                 vjp = calling;
+            } else if let Some(whole) = self.plans[p].whole.take() {
+                // Without its check arms the function did not fuse after
+                // all: it is derived with them.
+                self.plans[p].g = whole;
+                [vjp, fwd, bwd] = tape::build(&mut self, p)?;
             }
             let plan = &self.plans[p];
             self.built
@@ -402,8 +408,15 @@ fn append(program: &mut Program, built: Vec<Function>) {
 /// The derivation of one (function, active parameters, seed) key: what
 /// its callers need to know before its body is built.
 pub(crate) struct Plan {
-    /// The original function as [`prepare::prepare`] puts it.
+    /// The original function as [`prepare::prepare`] puts it, without
+    /// its check arms when they go at the end of the fused function
+    /// ([`fuse::without_check_arms`]).
     pub g: Function,
+    /// Those check arms (none if `g` is the whole function).
+    pub arms: Vec<autobatch_ir::line::CheckArm>,
+    /// The whole function, when `g` is it without its check arms: derived
+    /// instead if the derivation does not fuse.
+    pub whole: Option<Function>,
     /// The original function's id.
     pub function: FuncId,
     /// Whether each variable of `g` carries an adjoint.
@@ -501,6 +514,10 @@ impl Deriver<'_> {
         tape::check_invariants(&g, &self.sources)?;
         let reachable = analysis::reachable(&g);
         let act = analysis::activity(&g, active, &reachable, &self.sources);
+        let (g, arms, whole) = match fuse::without_check_arms(&g) {
+            Some((stripped, arms)) => (stripped, arms, Some(g)),
+            None => (g, Vec::new(), None),
+        };
         let active_params = g
             .params
             .iter()
@@ -516,6 +533,8 @@ impl Deriver<'_> {
         let p = self.plans.len();
         self.plans.push(Plan {
             g,
+            arms,
+            whole,
             function,
             active: act,
             active_params,
