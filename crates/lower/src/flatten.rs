@@ -1,8 +1,10 @@
-//! The function a gradient derives from: a function that is one block of
-//! primitives and calls of such functions is derived from its copy with
-//! those calls replaced by the callees' operations.
+//! The function a gradient derives from: a function that is one line of
+//! primitives (one block, or one block with check arms beside it: see
+//! `autobatch_ir::line`) and calls of such functions is derived from its
+//! copy with those calls replaced by the callees' operations, their check
+//! arms placed after the same operations.
 //!
-//! The derivation of a function that is one block of primitives is fused
+//! The derivation of a function that is one line of primitives is fused
 //! (`autobatch_autodiff`, module `fuse`): its forward and backward
 //! operations run as one block and nothing is taped. A call in that block
 //! would instead tape the callee's values and run its forward and
@@ -16,7 +18,8 @@
 
 use std::collections::HashMap;
 
-use autobatch_ir::{FuncId, Function, Op, Prim, Program, Terminator, Var, VarData};
+use autobatch_ir::line::Line;
+use autobatch_ir::{FuncId, Function, Op, Prim, Program, Var, VarData};
 
 /// The most calls deep a callee is spliced (deeper ones stay calls, and
 /// the function is derived as it is).
@@ -38,22 +41,26 @@ pub(crate) fn flattened(program: &mut Program, f: FuncId) -> Option<FuncId> {
     Some(program.functions.push(copy))
 }
 
-/// `f` as one block of primitives, its calls spliced (recursively);
-/// `None` if it, or a callee, is not one block ending in a return, makes a
-/// catching call, forks, or calls a function of `active` (a cycle).
+/// `f` as one line of primitives and check arms (`autobatch_ir::line`),
+/// its calls spliced (recursively); `None` if it, or a callee, is not one
+/// line ending in a return, makes a catching call, forks, or calls a
+/// function of `active` (a cycle).
 fn flatten(program: &Program, f: FuncId, active: &mut Vec<FuncId>) -> Option<Function> {
     let function = program.functions.get(f)?;
-    let [block] = &function.blocks.values().collect::<Vec<_>>()[..] else {
-        return None;
-    };
-    let Terminator::Return(_) = &block.term else {
-        return None;
-    };
+    let line = function.line()?;
     let mut out = function.clone();
-    let mut ops = Vec::with_capacity(block.ops.len());
-    for op in &block.ops {
+    let mut spliced = Line {
+        ops: Vec::with_capacity(line.ops.len()),
+        arms: Vec::new(),
+        results: line.results.clone(),
+    };
+    let mut arms = line.arms.iter().peekable();
+    for (k, op) in line.ops.iter().enumerate() {
+        while let Some(arm) = arms.next_if(|a| a.at == k) {
+            spliced.arms.push(arm.renamed(spliced.ops.len(), |v| v));
+        }
         match op {
-            Op::Prim { .. } => ops.push(op.clone()),
+            Op::Prim { .. } => spliced.ops.push(op.clone()),
             Op::Call {
                 dsts,
                 callee,
@@ -67,25 +74,33 @@ fn flatten(program: &Program, f: FuncId, active: &mut Vec<FuncId>) -> Option<Fun
                 active.push(*callee);
                 let callee_body = flatten(program, *callee, active);
                 active.pop();
-                splice(&mut out, &callee_body?, dsts, args, &mut ops);
+                let callee_body = callee_body?;
+                let callee_line = callee_body.line()?;
+                splice(&mut out, &callee_body, &callee_line, dsts, args, &mut spliced);
             }
             Op::Call { .. } | Op::Fork { .. } => return None,
         }
     }
-    out.blocks[Function::ENTRY].ops = ops;
+    for arm in arms {
+        spliced.arms.push(arm.renamed(spliced.ops.len(), |v| v));
+    }
+    out.set_line(spliced);
     Some(out)
 }
 
-/// Appends to `out` the operations of `callee` (one block of primitives
-/// ending in a return) with its parameters bound to `args` and its results
-/// copied to `dsts`, its other variables new ones of `caller`, each
-/// operation at its own location.
-fn splice(caller: &mut Function, callee: &Function, dsts: &[Var], args: &[Var], out: &mut Vec<Op>) {
-    let block = &callee.blocks[Function::ENTRY];
-    let Terminator::Return(results) = &block.term else {
-        unreachable!("flatten gives a block ending in a return");
-    };
-    let written: Vec<Var> = block
+/// Appends to `out` the operations and check arms of `callee` (a line of
+/// primitives ending in a return, in `callee_fn`) with its parameters
+/// bound to `args` and its results copied to `dsts`, its other variables
+/// new ones of `caller`, each operation at its own location.
+fn splice(
+    caller: &mut Function,
+    callee_fn: &Function,
+    callee: &Line,
+    dsts: &[Var],
+    args: &[Var],
+    out: &mut Line,
+) {
+    let written: Vec<Var> = callee
         .ops
         .iter()
         .filter_map(|op| match op {
@@ -96,7 +111,7 @@ fn splice(caller: &mut Function, callee: &Function, dsts: &[Var], args: &[Var], 
     let mut map: HashMap<Var, Var> = HashMap::new();
     // A parameter the callee never assigns reads the argument itself; one
     // it assigns is a copy, so that the caller's variable keeps its value.
-    for (p, a) in callee.params.iter().zip(args) {
+    for (p, a) in callee_fn.params.iter().zip(args) {
         if !written.contains(p) {
             map.insert(*p, *a);
         }
@@ -104,23 +119,24 @@ fn splice(caller: &mut Function, callee: &Function, dsts: &[Var], args: &[Var], 
     let mut var = |v: Var, map: &mut HashMap<Var, Var>| {
         *map.entry(v).or_insert_with(|| {
             caller.vars.push(VarData {
-                ty: callee.vars[v].ty.clone(),
-                name: callee.vars[v].name.clone(),
+                ty: callee_fn.vars[v].ty.clone(),
+                name: callee_fn.vars[v].name.clone(),
             })
         })
     };
-    for (p, a) in callee.params.iter().zip(args) {
+    for (p, a) in callee_fn.params.iter().zip(args) {
         if written.contains(p) {
             let copy = var(*p, &mut map);
-            out.push(Op::Prim {
+            out.ops.push(Op::Prim {
                 dst: Some(copy),
                 prim: Prim::Copy,
                 args: vec![*a],
-                loc: callee.loc,
+                loc: callee_fn.loc,
             });
         }
     }
-    for op in &block.ops {
+    let start = out.ops.len();
+    for op in &callee.ops {
         let Op::Prim {
             dst,
             prim,
@@ -128,23 +144,27 @@ fn splice(caller: &mut Function, callee: &Function, dsts: &[Var], args: &[Var], 
             loc,
         } = op
         else {
-            unreachable!("flatten gives a block of primitives");
+            unreachable!("flatten gives a line of primitives");
         };
         let args = args.iter().map(|a| var(*a, &mut map)).collect();
-        out.push(Op::Prim {
+        out.ops.push(Op::Prim {
             dst: dst.map(|d| var(d, &mut map)),
             prim: prim.clone(),
             args,
             loc: *loc,
         });
     }
-    for (r, d) in results.iter().zip(dsts) {
+    for arm in &callee.arms {
+        out.arms
+            .push(arm.renamed(start + arm.at, |v| var(v, &mut map)));
+    }
+    for (r, d) in callee.results.iter().zip(dsts) {
         let value = var(*r, &mut map);
-        out.push(Op::Prim {
+        out.ops.push(Op::Prim {
             dst: Some(*d),
             prim: Prim::Copy,
             args: vec![value],
-            loc: callee.loc,
+            loc: callee_fn.loc,
         });
     }
 }

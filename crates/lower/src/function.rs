@@ -742,7 +742,11 @@ impl FunctionLowerer<'_> {
                 let Some(operands) = self.lower_single_operands(&refs, loc)? else {
                     return Ok(None);
                 };
-                let mut emit = LibraryEmit { lowerer: self, loc };
+                let mut emit = LibraryEmit {
+                    lowerer: self,
+                    loc,
+                    joins: Vec::new(),
+                };
                 one(crate::library::expand(*function, &operands, &mut emit)?)
             }
             ExprKind::HostCall { host, args } => {
@@ -1234,6 +1238,8 @@ autobatch_ops::for_each_builtin!(builtin_prim);
 struct LibraryEmit<'l, 'a> {
     lowerer: &'l mut FunctionLowerer<'a>,
     loc: Loc,
+    /// The blocks after the check arms begun and not ended.
+    joins: Vec<Block>,
 }
 
 impl crate::library::Emit for LibraryEmit<'_, '_> {
@@ -1274,5 +1280,30 @@ impl crate::library::Emit for LibraryEmit<'_, '_> {
             },
             _ => None,
         }
+    }
+
+    fn begin_check_arm(&mut self, usual: Var) -> LowerResult<()> {
+        let l = &mut *self.lowerer;
+        let arm = l.new_block(self.loc);
+        let join = l.new_block(self.loc);
+        l.func.blocks[arm].uncounted = true;
+        l.func.blocks[join].uncounted = true;
+        l.terminate(Terminator::Branch {
+            cond: usual,
+            then_block: join,
+            else_block: arm,
+        });
+        l.switch_to(arm);
+        self.joins.push(join);
+        Ok(())
+    }
+
+    fn end_check_arm(&mut self) -> LowerResult<()> {
+        let Some(join) = self.joins.pop() else {
+            return Err(internal("a check arm ended that did not begin", self.loc));
+        };
+        self.lowerer.jump(join);
+        self.lowerer.switch_to(join);
+        Ok(())
     }
 }

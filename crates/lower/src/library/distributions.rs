@@ -5,7 +5,7 @@
 //! functions", lists what each `_lupdf` drops).
 
 use autobatch_ir::{BinaryOp, CompareOp, UnaryOp, Var};
-use autobatch_ops::library::{Family, Suffix};
+use autobatch_ops::library::{Family, Function, Suffix};
 
 use super::{Builder, LowerResult};
 
@@ -83,6 +83,23 @@ pub(super) fn expand(
         }
     };
     b.total(term)
+}
+
+/// Whether every failing check of `function` makes the density it computes
+/// infinite or NaN, when some argument has an element: `normal`'s and
+/// `normal_id_glm`'s log densities (a NaN `y`, an infinite or NaN location,
+/// weight or predictor makes a `z` infinite or NaN; a scale that is zero,
+/// negative, infinite or NaN makes `z` or `-ln(sigma)` so, and the sum
+/// takes every term). Their checks then run only when the density is not
+/// finite ([`Builder::finish_checks`]).
+pub(super) fn fails_only_when_not_finite(function: Function) -> bool {
+    matches!(
+        function,
+        Function::Distribution(
+            Family::Normal | Family::NormalIdGlm,
+            Suffix::Log | Suffix::Unnormalized
+        )
+    )
 }
 
 /// Checks a scale (or rate, or shape) parameter: finite, then positive.

@@ -35,6 +35,14 @@ pub(crate) trait Emit {
     /// The value of `v` where the expansion starts when a float constant
     /// sets it in the block being lowered (a literal argument), else `None`.
     fn constant(&self, v: Var) -> Option<f64>;
+    /// Ends the block being lowered with a branch on `usual`, to a new
+    /// block entered when it is false (a check arm, where the operations go
+    /// until [`Emit::end_check_arm`]) and to the block after the arm.
+    /// Neither new block counts a step.
+    fn begin_check_arm(&mut self, usual: Var) -> LowerResult<()>;
+    /// Ends the check arm with a jump to the block after it, where the
+    /// operations go on.
+    fn end_check_arm(&mut self) -> LowerResult<()>;
 }
 
 /// Expands a call of `function` on `args` (checked by the front end).
@@ -56,6 +64,7 @@ pub(crate) fn expand(function: Function, args: &[Var], emit: &mut dyn Emit) -> L
         emit,
         float,
         length,
+        guarded: length.is_some() && distributions::fails_only_when_not_finite(function),
         name: function.name(),
         squares: Vec::new(),
         logs: Vec::new(),
@@ -68,7 +77,7 @@ pub(crate) fn expand(function: Function, args: &[Var], emit: &mut dyn Emit) -> L
         }
         Function::Special(s) => special::expand(&mut b, s, args),
     }?;
-    b.flush_checks()?;
+    b.finish_checks(result)?;
     Ok(result)
 }
 
@@ -80,6 +89,12 @@ pub(crate) struct Builder<'e> {
     float: ScalarType,
     /// The length of the call's vectors, if it has any.
     length: Option<Dim>,
+    /// Whether the checks' tests and faults go in a check arm at the end,
+    /// entered only when the density is not finite ([`checks`]): for the
+    /// vectorized calls of a density whose every failing check makes it
+    /// infinite or NaN (`normal` and `normal_id_glm`), where the tests
+    /// would be passes over the vectors at every evaluation.
+    guarded: bool,
     /// The function's name, for the messages of its checks.
     name: String,
     /// The products `v . v` emitted so far, `(v, product)`: the expansion
