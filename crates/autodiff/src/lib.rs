@@ -410,12 +410,13 @@ fn append(program: &mut Program, built: Vec<Function>) {
 pub(crate) struct Plan {
     /// The original function as [`prepare::prepare`] puts it, without
     /// its check arms when they go at the end of the fused function
-    /// ([`fuse::without_check_arms`]).
+    /// ([`fuse::without_check_arms`]), else with them always entered.
     pub g: Function,
     /// Those check arms (none if `g` is the whole function).
     pub arms: Vec<autobatch_ir::line::CheckArm>,
-    /// The whole function, when `g` is it without its check arms: derived
-    /// instead if the derivation does not fuse.
+    /// The whole function with its check arms always entered, when `g`
+    /// is it without them: derived instead if the derivation does not
+    /// fuse.
     pub whole: Option<Function>,
     /// The original function's id.
     pub function: FuncId,
@@ -512,9 +513,14 @@ impl Deriver<'_> {
         check_active(original, active)?;
         let g = prepare::prepare(original, &self.sources);
         tape::check_invariants(&g, &self.sources)?;
+        // A check arm costs a taped derivation a choice: it is derived as
+        // part of the line (`autobatch_ir::line`), unless the derivation
+        // fuses without it.
+        let stripped = fuse::without_check_arms(&g);
+        let g = g.with_check_arms_always_entered();
         let reachable = analysis::reachable(&g);
         let act = analysis::activity(&g, active, &reachable, &self.sources);
-        let (g, arms, whole) = match fuse::without_check_arms(&g) {
+        let (g, arms, whole) = match stripped {
             Some((stripped, arms)) => (stripped, arms, Some(g)),
             None => (g, Vec::new(), None),
         };

@@ -218,6 +218,11 @@ pub struct BlockData {
     /// taped and its recomputed forward part. A block counts a step when
     /// neither it nor its function ([`Function::uncounted`]) is uncounted.
     pub uncounted: bool,
+    /// Whether this block is a check arm ([`line`]): it only tests and
+    /// faults, and whoever made it promises that it is entered whenever
+    /// one of its checks would fail, so that entering it always gives the
+    /// same faults.
+    pub check_arm: bool,
 }
 
 impl BlockData {
@@ -228,6 +233,7 @@ impl BlockData {
             term,
             loc,
             uncounted: false,
+            check_arm: false,
         }
     }
 

@@ -1,15 +1,21 @@
 //! A function read as one line of operations with check arms beside it.
 //!
-//! A *check arm* is a block that a branch enters on one value of its
-//! condition and that jumps to the branch's other target: it only tests
-//! and faults (no draw, no call), and no variable it writes is read or
-//! written anywhere else. The library's distributions put their argument
-//! checks in such arms, run only when the density they compute is not
-//! finite. Removing the arms changes no value a function computes, only
+//! A *check arm* is a block marked as one ([`crate::BlockData::check_arm`])
+//! that a branch enters on one value of its condition and that jumps to
+//! the branch's other target: it only tests and faults (no draw, no call),
+//! and no variable it writes is read or written anywhere else. The
+//! library's distributions put their argument checks in such arms, run
+//! only when the density they compute is not finite or zero, and mark them
+//! with their promise: the arm is entered whenever one of its checks would
+//! fail. Removing the arms changes no value a function computes, only
 //! whether a member faults; so passes that want one block (the splicing of
 //! calls for a gradient, the fused derivation) take the line without its
 //! arms, work on it, and put the arms back where their faults still come
-//! in the same order ([`Line::arms_movable_to_end`]).
+//! in the same order ([`Line::arms_movable_to_end`]). By the promise,
+//! entering the arms always gives the same faults too: a derivation that
+//! does not fuse takes them as part of the line
+//! ([`Function::with_check_arms_always_entered`]), where a branch would
+//! cost it a taped choice.
 
 use std::collections::HashSet;
 
@@ -133,10 +139,35 @@ impl Function {
         seen.iter().all(|s| *s).then_some(line)
     }
 
+    /// The function with every branch to a check arm replaced by a jump
+    /// to the arm: the same values and, by the arms' promise (see the
+    /// module doc), the same faults.
+    pub fn with_check_arms_always_entered(&self) -> Function {
+        let mut f = self.clone();
+        for (b, data) in self.blocks.iter() {
+            if let Terminator::Branch {
+                then_block,
+                else_block,
+                ..
+            } = &data.term
+            {
+                let arm = if self.is_check_arm(*else_block, *then_block) {
+                    *else_block
+                } else if self.is_check_arm(*then_block, *else_block) {
+                    *then_block
+                } else {
+                    continue;
+                };
+                f.blocks[b].term = Terminator::Jump(arm);
+            }
+        }
+        f
+    }
+
     /// Whether block `arm` is a check arm that jumps to `join`.
     fn is_check_arm(&self, arm: Block, join: Block) -> bool {
         let data = &self.blocks[arm];
-        if data.term != Terminator::Jump(join) {
+        if !data.check_arm || data.term != Terminator::Jump(join) {
             return false;
         }
         let only_checks = data.ops.iter().all(|op| match op {
@@ -181,6 +212,7 @@ impl Function {
             taken = arm.at;
             let mut arm_block = BlockData::new(arm.ops, Terminator::Return(Vec::new()), arm.loc);
             arm_block.uncounted = true;
+            arm_block.check_arm = true;
             let arm_id = blocks.push(arm_block);
             let mut next = BlockData::new(Vec::new(), Terminator::Return(Vec::new()), loc);
             next.uncounted = true;
@@ -247,7 +279,7 @@ b0:  @1:1
   v1 = mul v0, v0  @1:2
   v2 = is_finite v1  @1:3
   branch v2, b2, b1
-b1: uncounted  @1:1
+b1: uncounted check_arm  @1:1
   v3 = const 0.0_f64  @1:4
   v5 = gt v0, v3  @1:5
   check \"`x` must be positive\" v5  @1:6
@@ -284,6 +316,21 @@ b2: uncounted  @1:1
     fn a_block_whose_variables_are_read_after_it_is_no_check_arm() {
         let f = function(&program("  v4 = add v3, v1  @1:7\n  return v4\n"));
         assert_eq!(f.line(), None);
+    }
+
+    #[test]
+    fn an_unmarked_block_is_no_check_arm() {
+        let text = program(USUAL_TAIL).replace(" check_arm", "");
+        let f = function(&text);
+        assert_eq!(f.line(), None);
+        assert_eq!(f.with_check_arms_always_entered(), f);
+    }
+
+    #[test]
+    fn an_arm_always_entered_is_jumped_to() {
+        let f = function(&program(USUAL_TAIL)).with_check_arms_always_entered();
+        let entry = &f.blocks[crate::Block::new(0)];
+        assert_eq!(entry.term, crate::Terminator::Jump(crate::Block::new(1)));
     }
 
     #[test]

@@ -527,6 +527,7 @@ impl<'a> Reader<'a> {
         }
         label.expect(":")?;
         let uncounted = label.eat(" uncounted");
+        let check_arm = label.eat(" check_arm");
         label.expect_end()?;
         let mut ops = Vec::new();
         loop {
@@ -540,6 +541,7 @@ impl<'a> Reader<'a> {
                     term,
                     loc,
                     uncounted,
+                    check_arm,
                 });
             }
             ops.push(self.op(id, line)?);

@@ -26,7 +26,8 @@
 //! A function whose blocks count no steps ([`Function::uncounted`]) has
 //! `uncounted` after its results, a block that counts none
 //! ([`crate::BlockData::uncounted`]) `uncounted` after its label (`b4:
-//! uncounted  @3:5`); a fork that keeps its instances' tapes
+//! uncounted  @3:5`), and a check arm ([`crate::BlockData::check_arm`])
+//! `check_arm` after that; a fork that keeps its instances' tapes
 //! or gives them back starts with `save` or `restore` (`v3 = save join
 //! ...`); the tape's operations are `tape_push v1, v2` and `v3 = tape_pop
 //! [f64; 4]`.
@@ -117,7 +118,8 @@ pub fn write_function(
     }
     for (b, block) in f.blocks.iter() {
         let uncounted = if block.uncounted { " uncounted" } else { "" };
-        writeln!(out, "{b}:{uncounted}  @{}", block.loc)?;
+        let check_arm = if block.check_arm { " check_arm" } else { "" };
+        writeln!(out, "{b}:{uncounted}{check_arm}  @{}", block.loc)?;
         for op in &block.ops {
             write!(out, "  ")?;
             write_op(out, program, op)?;

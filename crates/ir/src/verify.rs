@@ -22,6 +22,8 @@
 //!    the function's result types.
 //! 7. Every variable is assigned on every path from the entry before it is
 //!    read (parameters count as assigned at entry).
+//! 8. A block marked as a check arm counts no step, holds only primitives
+//!    and ends in a jump.
 
 use std::collections::HashSet;
 
@@ -103,6 +105,12 @@ fn verify_function(program: &Program, f: &Function, errors: &mut Vec<VerifyError
             check_op(program, f, op, &mut err);
         }
         check_terminator(f, &block.term, &mut err);
+        let arm_shaped = block.uncounted
+            && matches!(block.term, Terminator::Jump(_))
+            && block.ops.iter().all(|op| matches!(op, Op::Prim { .. }));
+        if block.check_arm && !arm_shaped {
+            err("a check arm must count no step, hold only primitives and end in a jump".into());
+        }
     }
     if errors.iter().any(|e| e.function == f.name) {
         return;

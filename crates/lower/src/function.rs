@@ -1287,6 +1287,7 @@ impl crate::library::Emit for LibraryEmit<'_, '_> {
         let arm = l.new_block(self.loc);
         let join = l.new_block(self.loc);
         l.func.blocks[arm].uncounted = true;
+        l.func.blocks[arm].check_arm = true;
         l.func.blocks[join].uncounted = true;
         l.terminate(Terminator::Branch {
             cond: usual,

@@ -116,6 +116,7 @@ pub(super) fn recomputing_call(
         term,
         loc,
         uncounted: true,
+        check_arm: false,
     };
     let saved = saved_args(call, invariants);
     let next = f
