@@ -23,7 +23,9 @@
 //! gets them back after the backward part's operations when none of those
 //! may fault (so the first fault a member meets is still `g`'s), else
 //! right after the forward part's; a member that does not enter an arm
-//! takes the one counted step.
+//! takes the one counted step. When an arm may not move to `g`'s end (an
+//! operation after it may fault), `g` is derived with the arm's
+//! operations in line, always run ([`Function::with_check_arms_always_entered`]).
 //!
 //! The forward and backward parts are still built (and kept, unused by the
 //! fused vjp): the plan's ids name them.

@@ -166,6 +166,33 @@ fn a_function_of_one_block_is_fused_without_a_tape() {
     assert_eq!(count(f, |p| *p == Prim::Vecmat), 1, "the adjoint of t");
 }
 
+/// A density's check arm (`autobatch_ir::line`) goes after the backward
+/// part when nothing after it may fault, the block after it only
+/// returning; with a later check after it, its operations run in line.
+/// Either way the gradient is fused and nothing is taped.
+#[test]
+fn check_arms_leave_the_gradient_fused() {
+    for (body, blocks) in [
+        ("cauchy_lupdf(t[0], 0.0, 2.5) + normal_lupdf(Y, t[1] * Y, t[0])", 3),
+        ("normal_lupdf(Y, t[1] * Y, t[0]) + cauchy_lupdf(t[0], 0.0, 2.5)", 1),
+    ] {
+        let p = compile(&format!(
+            "extern \"autobatch\" {{ static Y: [f64; N]; }}\n\
+             fn ll(t: [f64; 2]) -> f64 {{ {body} }}\n\
+             fn g(t: [f64; 2]) -> (f64, [f64; 2]) {{ value_and_grad(ll, t) }}"
+        ));
+        let fused = p.function_by_name("ll'grad.fused").expect("the fused vjp");
+        let f = &p.functions[fused];
+        assert_eq!(f.blocks.len(), blocks, "{body}");
+        let taped = count(f, |p| matches!(p, Prim::TapePush | Prim::TapePop(_)));
+        assert_eq!(taped, 0, "{body}");
+        let last = f.blocks.values().last().expect("a block");
+        if blocks == 3 {
+            assert!(last.ops.is_empty(), "the arm comes last: {body}");
+        }
+    }
+}
+
 #[test]
 fn products_have_product_adjoints() {
     let p = compile(

@@ -139,11 +139,18 @@ impl Function {
         seen.iter().all(|s| *s).then_some(line)
     }
 
-    /// The function with every branch to a check arm replaced by a jump
-    /// to the arm: the same values and, by the arms' promise (see the
-    /// module doc), the same faults.
+    /// The function with its check arms always entered: the same values
+    /// and, by the arms' promise (see the module doc), the same faults. A
+    /// line becomes one block, each arm's operations where it was entered;
+    /// elsewhere a branch to an arm becomes a jump to it.
     pub fn with_check_arms_always_entered(&self) -> Function {
         let mut f = self.clone();
+        if let Some(line) = self.line() {
+            if !line.arms.is_empty() {
+                f.set_line(line.with_arms_inline());
+            }
+            return f;
+        }
         for (b, data) in self.blocks.iter() {
             if let Terminator::Branch {
                 then_block,
@@ -237,6 +244,27 @@ impl Function {
 }
 
 impl Line {
+    /// The line with each arm's operations in it where the arm was
+    /// entered, and no arms.
+    pub fn with_arms_inline(self) -> Line {
+        let mut ops = Vec::with_capacity(
+            self.ops.len() + self.arms.iter().map(|a| a.ops.len()).sum::<usize>(),
+        );
+        let mut taken = 0;
+        let mut rest = self.ops.into_iter();
+        for arm in self.arms {
+            ops.extend(rest.by_ref().take(arm.at - taken));
+            taken = arm.at;
+            ops.extend(arm.ops);
+        }
+        ops.extend(rest);
+        Line {
+            ops,
+            arms: Vec::new(),
+            results: self.results,
+        }
+    }
+
     /// Whether every arm may run at the end of the line instead of where it
     /// is, with the same faults in the same order: no operation after an
     /// arm has an effect or may fault, and none writes a variable the
@@ -327,9 +355,25 @@ b2: uncounted  @1:1
     }
 
     #[test]
-    fn an_arm_always_entered_is_jumped_to() {
-        let f = function(&program(USUAL_TAIL)).with_check_arms_always_entered();
-        let entry = &f.blocks[crate::Block::new(0)];
+    fn a_line_whose_arms_are_always_entered_is_one_block() {
+        let f = function(&program(USUAL_TAIL));
+        let always = f.with_check_arms_always_entered();
+        assert_eq!(always.blocks.len(), 1);
+        let entry = &always.blocks[crate::Block::new(0)];
+        assert!(!entry.uncounted);
+        assert_eq!(entry.ops.len(), 6, "mul, is_finite, the arm's three, add");
+        assert_eq!(entry.ops[2..5], f.line().unwrap().arms[0].ops[..]);
+    }
+
+    #[test]
+    fn an_arm_off_a_line_always_entered_is_jumped_to() {
+        // A branch between two returns after the arm: no line.
+        let f = function(&program(
+            "  v4 = add v1, v1  @1:7\n  branch v2, b3, b4\nb3:  @1:1\n  return v4\nb4:  @1:1\n  return v1\n",
+        ));
+        assert_eq!(f.line(), None);
+        let always = f.with_check_arms_always_entered();
+        let entry = &always.blocks[crate::Block::new(0)];
         assert_eq!(entry.term, crate::Terminator::Jump(crate::Block::new(1)));
     }
 
