@@ -173,8 +173,14 @@ fn a_function_of_one_block_is_fused_without_a_tape() {
 #[test]
 fn check_arms_leave_the_gradient_fused() {
     for (body, blocks) in [
-        ("cauchy_lupdf(t[0], 0.0, 2.5) + normal_lupdf(Y, t[1] * Y, t[0])", 3),
-        ("normal_lupdf(Y, t[1] * Y, t[0]) + cauchy_lupdf(t[0], 0.0, 2.5)", 1),
+        (
+            "cauchy_lupdf(t[0], 0.0, 2.5) + normal_lupdf(Y, t[1] * Y, t[0])",
+            3,
+        ),
+        (
+            "normal_lupdf(Y, t[1] * Y, t[0]) + cauchy_lupdf(t[0], 0.0, 2.5)",
+            1,
+        ),
     ] {
         let p = compile(&format!(
             "extern \"autobatch\" {{ static Y: [f64; N]; }}\n\

@@ -215,7 +215,9 @@ impl Function {
         let mut ops = line.ops.into_iter();
         let mut taken = 0;
         for arm in line.arms {
-            blocks[current].ops.extend(ops.by_ref().take(arm.at - taken));
+            blocks[current]
+                .ops
+                .extend(ops.by_ref().take(arm.at - taken));
             taken = arm.at;
             let mut arm_block = BlockData::new(arm.ops, Terminator::Return(Vec::new()), arm.loc);
             arm_block.uncounted = true;
@@ -400,6 +402,9 @@ b2:  @1:1
         let rewrites = function(&program("  v0 = add v1, v1  @1:7\n  return v0\n"))
             .line()
             .unwrap();
-        assert!(!rewrites.arms_movable_to_end(&[false, false, false]), "v0 is read by the arm");
+        assert!(
+            !rewrites.arms_movable_to_end(&[false, false, false]),
+            "v0 is read by the arm"
+        );
     }
 }

@@ -76,7 +76,14 @@ fn flatten(program: &Program, f: FuncId, active: &mut Vec<FuncId>) -> Option<Fun
                 active.pop();
                 let callee_body = callee_body?;
                 let callee_line = callee_body.line()?;
-                splice(&mut out, &callee_body, &callee_line, dsts, args, &mut spliced);
+                splice(
+                    &mut out,
+                    &callee_body,
+                    &callee_line,
+                    dsts,
+                    args,
+                    &mut spliced,
+                );
             }
             Op::Call { .. } | Op::Fork { .. } => return None,
         }
