@@ -37,15 +37,17 @@ pub(crate) fn flattened(program: &mut Program, f: FuncId) -> Option<FuncId> {
     {
         return None;
     }
-    let copy = flatten(program, f, &mut vec![f])?;
+    let (mut copy, line) = flatten(program, f, &mut vec![f])?;
+    copy.set_line(line);
     Some(program.functions.push(copy))
 }
 
 /// `f` as one line of primitives and check arms (`autobatch_ir::line`),
-/// its calls spliced (recursively); `None` if it, or a callee, is not one
-/// line ending in a return, makes a catching call, forks, or calls a
-/// function of `active` (a cycle).
-fn flatten(program: &Program, f: FuncId, active: &mut Vec<FuncId>) -> Option<Function> {
+/// its calls spliced (recursively): a copy of `f` holding the spliced
+/// callees' variables too (its blocks still `f`'s), and the line; `None`
+/// if it, or a callee, is not one line ending in a return, makes a
+/// catching call, forks, or calls a function of `active` (a cycle).
+fn flatten(program: &Program, f: FuncId, active: &mut Vec<FuncId>) -> Option<(Function, Line)> {
     let function = program.functions.get(f)?;
     let line = function.line()?;
     let mut out = function.clone();
@@ -74,16 +76,8 @@ fn flatten(program: &Program, f: FuncId, active: &mut Vec<FuncId>) -> Option<Fun
                 active.push(*callee);
                 let callee_body = flatten(program, *callee, active);
                 active.pop();
-                let callee_body = callee_body?;
-                let callee_line = callee_body.line()?;
-                splice(
-                    &mut out,
-                    &callee_body,
-                    &callee_line,
-                    dsts,
-                    args,
-                    &mut spliced,
-                );
+                let (callee_fn, callee_line) = callee_body?;
+                splice(&mut out, &callee_fn, &callee_line, dsts, args, &mut spliced);
             }
             Op::Call { .. } | Op::Fork { .. } => return None,
         }
@@ -91,8 +85,7 @@ fn flatten(program: &Program, f: FuncId, active: &mut Vec<FuncId>) -> Option<Fun
     for arm in arms {
         spliced.arms.push(arm.renamed(spliced.ops.len(), |v| v));
     }
-    out.set_line(spliced);
-    Some(out)
+    Some((out, spliced))
 }
 
 /// Appends to `out` the operations and check arms of `callee` (a line of

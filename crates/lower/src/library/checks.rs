@@ -275,11 +275,7 @@ impl Builder<'_> {
     /// finite and not zero (a sum over no element is zero, whatever the
     /// scalar arguments), with their tests computed there.
     pub(super) fn finish_checks(&mut self, density: Var) -> LowerResult<()> {
-        let later = self
-            .pending
-            .iter()
-            .any(|p| matches!(p.test, Test::Later(_)));
-        if !later {
+        if !self.guarded || self.pending.is_empty() {
             return self.flush_checks();
         }
         let finite = self.unary(UnaryOp::IsFinite, density)?;
