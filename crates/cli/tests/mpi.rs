@@ -399,9 +399,8 @@ fn a_failing_rank_ends_the_job_naming_it() {
     );
     // Rank 1 crashes (a segmentation fault, sent to it a second into a
     // long run): one line naming it, exit code 2. The run is long however
-    // fast the machine: 10^8 warmup iterations, which keep no draws (with
-    // 100,000 iterations of each phase the whole run could end, and its
-    // draws be written, before the signal).
+    // fast the machine: 10^8 warmup iterations, which keep no draws, so
+    // it neither ends nor writes its draws before the signal.
     let csv = scratch.path("draws.csv");
     let long = format!(
         "{BIN} sample {} --data {} --chains 4 --warmup 100000000 --draws 10 --threads 1 --output {} & sleep 1; kill -SEGV $!; wait $!",
