@@ -954,7 +954,9 @@ fn symbols_used(function: &Function) -> impl Iterator<Item = SymbolId> + '_ {
         .filter_map(|op| match op {
             autobatch_ir::Op::Prim {
                 prim:
-                    autobatch_ir::Prim::Fill(Dim::Symbolic(s)) | autobatch_ir::Prim::SymbolValue(s),
+                    autobatch_ir::Prim::Fill(Dim::Symbolic(s))
+                    | autobatch_ir::Prim::Slice(Dim::Symbolic(s))
+                    | autobatch_ir::Prim::SymbolValue(s),
                 ..
             } => Some(*s),
             _ => None,

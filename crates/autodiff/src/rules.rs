@@ -105,7 +105,7 @@ pub(crate) fn adjoint_reads(
         | Prim::Stack
         | Prim::Transpose
         | Prim::Reduce(ReduceOp::Sum | ReduceOp::Mean) => (Vec::new(), false),
-        Prim::Index | Prim::IndexSet => (vec![args[1]], false),
+        Prim::Index | Prim::IndexSet | Prim::Slice(_) | Prim::SliceSet => (vec![args[1]], false),
         Prim::Select => (vec![args[0]], false),
         Prim::Binary(B::Mul) | Prim::Dot => (partners(), false),
         Prim::Binary(B::Div) => (vec![args[1]], active(args[1])),
@@ -304,7 +304,12 @@ fn prim_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
         Prim::Unary(op) => unary_adjoint(b, *op, site),
         Prim::Binary(op) => binary_adjoint(b, *op, site),
         Prim::Ternary(op) => incomplete_beta_adjoint(b, *op, site),
-        Prim::Fill(_) | Prim::Stack | Prim::Index | Prim::IndexSet => layout_adjoint(b, prim, site),
+        Prim::Fill(_)
+        | Prim::Stack
+        | Prim::Index
+        | Prim::IndexSet
+        | Prim::Slice(_)
+        | Prim::SliceSet => layout_adjoint(b, prim, site),
         Prim::Dot | Prim::Matvec | Prim::Vecmat | Prim::Matmul | Prim::Transpose | Prim::Outer => {
             linalg_adjoint(b, prim, site)
         }
@@ -799,7 +804,7 @@ fn factor_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> 
     }
 }
 
-/// `fill`, array literals, indexing and indexed assignment.
+/// `fill`, array literals, indexing, slicing and their assignments.
 fn layout_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> {
     let Site { args, dy, loc, .. } = site;
     match prim {
@@ -864,8 +869,55 @@ fn layout_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> 
             }
             Ok(())
         }
+        Prim::Slice(len) => slice_adjoint(b, *len, site),
+        Prim::SliceSet => {
+            let (a, i, v) = (args[0], args[1], args[2]);
+            if site.active(b, 2) {
+                let len = b.ty(v).dims[0];
+                let c = b.prim(Prim::Slice(len), vec![dy, i], loc)?;
+                contribute(b, v, c, loc)?;
+            }
+            if site.active(b, 0) {
+                let vty = b.ty(v).clone();
+                let zeros = b.filled(&vty, 0.0, loc)?;
+                let c = b.prim(Prim::SliceSet, vec![dy, i, zeros], loc)?;
+                contribute(b, a, c, loc)?;
+            }
+            Ok(())
+        }
         _ => derive_error(format!("`{prim}` is not a layout operation"), loc),
     }
+}
+
+/// `a[i..i + len]`: `dy` added into those items of the adjoint of `a`, as
+/// `index` adds into one.
+fn slice_adjoint(b: &mut Builder, len: Dim, site: Site) -> DeriveResult<()> {
+    let Site { args, dy, loc, .. } = site;
+    let (a, i) = (args[0], args[1]);
+    if !site.active(b, 0) {
+        return Ok(());
+    }
+    if b.view(a).is_some() {
+        // `a` holds a differentiated static or a row of one.
+        let ty = b.ty(a).clone();
+        let zeros = b.filled(&ty, 0.0, loc)?;
+        let placed = b.prim(Prim::SliceSet, vec![zeros, i, dy], loc)?;
+        return b.accumulate(a, placed, loc);
+    }
+    let (base, part) = match b.adj.get(&a).copied() {
+        Some(old) => {
+            let old = b.full(a, old, loc)?;
+            let items = b.prim(Prim::Slice(len), vec![old, i], loc)?;
+            (old, bin(b, B::Add, items, dy, loc)?)
+        }
+        None => {
+            let ty = b.ty(a).clone();
+            (b.filled(&ty, 0.0, loc)?, dy)
+        }
+    };
+    let new = b.prim(Prim::SliceSet, vec![base, i, part], loc)?;
+    b.adj.insert(a, new);
+    Ok(())
 }
 
 /// Products and transposition: each adjoint is a product again (`matvec`

@@ -200,6 +200,28 @@ fn check_arms_leave_the_gradient_fused() {
 }
 
 #[test]
+fn slices_of_a_parameter_leave_the_gradient_fused() {
+    // A model's vector parameters read from the sampler's vector as
+    // slices (as the generated transform reads them): one block, no tape;
+    // each slice's adjoint is a `slice_set` into the gradient.
+    let p = compile(
+        "fn ll(t: [f64; D]) -> f64 { let a = t[1..1 + J]; let b = t[..2]; dot(a, a) + b[0] * sum(a) }\n\
+         fn g(t: [f64; D]) -> (f64, [f64; D]) { value_and_grad(ll, t) }",
+    );
+    let fused = p.function_by_name("ll'grad.fused").expect("the fused vjp");
+    let f = &p.functions[fused];
+    assert_eq!(f.blocks.len(), 1);
+    let taped = count(f, |p| matches!(p, Prim::TapePush | Prim::TapePop(_)));
+    assert_eq!(taped, 0);
+    assert_eq!(
+        count(f, |p| matches!(p, Prim::Slice(_))),
+        2 + 1,
+        "two reads, one re-read of a's adjoint"
+    );
+    assert_eq!(count(f, |p| *p == Prim::SliceSet), 2);
+}
+
+#[test]
 fn products_have_product_adjoints() {
     let p = compile(
         "fn f(x: [[f64; 3]; 3]) -> f64 { sum(matvec(matmul(x, x), x[0])) }\n\

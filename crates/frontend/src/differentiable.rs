@@ -332,7 +332,10 @@ impl Checker<'_> {
             | ExprKind::Tuple(args)
             | ExprKind::Array(args) => self.any_of(w, args)?,
             ExprKind::Field { base, .. } => self.expr(w, base)?,
-            ExprKind::Index { base, index } => {
+            ExprKind::Index { base, index }
+            | ExprKind::Slice {
+                base, start: index, ..
+            } => {
                 let a = self.expr(w, base)?;
                 self.expr(w, index)? || a
             }
@@ -995,7 +998,10 @@ fn visit_expr(e: &Expr, visit: &mut dyn FnMut(&Expr)) {
         | ExprKind::Grad { args, .. }
         | ExprKind::Array(args) => args.iter().for_each(|a| visit_expr(a, visit)),
         ExprKind::Field { base, .. } => visit_expr(base, visit),
-        ExprKind::Index { base, index } => {
+        ExprKind::Index { base, index }
+        | ExprKind::Slice {
+            base, start: index, ..
+        } => {
             visit_expr(base, visit);
             visit_expr(index, visit);
         }

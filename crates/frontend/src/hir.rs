@@ -371,6 +371,12 @@ pub enum ExprKind {
         base: Box<Expr>,
         index: Box<Expr>,
     },
+    /// `base[start..start + len]` (`base[..len]`: `start` a zero).
+    Slice {
+        base: Box<Expr>,
+        start: Box<Expr>,
+        len: DimExpr,
+    },
     /// `[a, b, c]` (never empty).
     Array(Vec<Expr>),
     /// `[element; len]`.

@@ -898,34 +898,32 @@ fn transform(p: &Parameter) -> String {
     }
 }
 
-/// The most elements a parameter of fixed shape is read as an array
-/// literal (`[theta[at + 0], theta[at + 1]]`) rather than by a loop: a
-/// loop in the differentiated `log_density` is taped, element by element.
-const LITERAL_READ: u64 = 64;
+/// The most rows a matrix parameter of fixed shape is read as an array
+/// literal of row slices rather than by a loop over its rows: a loop in
+/// the differentiated `log_density` is taped, row by row.
+const LITERAL_ROWS: u64 = 64;
 
-/// The parameter's unconstrained values in its own shape.
+/// The parameter's unconstrained values in its own shape: a vector as one
+/// slice of `nuts_theta`, a matrix as a slice per row, so that the
+/// gradient of `log_density` is derived without a tape where the model
+/// needs none.
 fn read(shape: &[Extent]) -> String {
-    let literal = |items: Vec<String>| format!("[{}]", items.join(", "));
+    let row = |at: &str, n: &str| format!("nuts_theta[{at}..{at} + {n}]");
     match shape {
         [] => free("0"),
-        [Extent::Fixed(n)] if *n <= LITERAL_READ => {
-            literal((0..*n).map(|i| free(&i.to_string())).collect())
+        [n] => row("nuts_at", &extent_text(n)),
+        [Extent::Fixed(m), n] if *m <= LITERAL_ROWS => {
+            let n = extent_text(n);
+            let rows: Vec<String> = (0..*m)
+                .map(|i| row(&format!("nuts_at + {i} * {n}"), &n))
+                .collect();
+            format!("[{}]", rows.join(", "))
         }
-        [Extent::Fixed(m), Extent::Fixed(n)] if m * n <= LITERAL_READ => literal(
-            (0..*m)
-                .map(|i| literal((0..*n).map(|j| free(&(i * n + j).to_string())).collect()))
-                .collect(),
-        ),
-        [n] => format!(
-            "{{ let mut nuts_v = [0.0; {n}]; for nuts_i in 0..{n} {{ nuts_v[nuts_i] = {f}; }} nuts_v }}",
-            n = extent_text(n),
-            f = free("nuts_i")
-        ),
         [m, n] => format!(
-            "{{ let mut nuts_v = [[0.0; {n}]; {m}]; for nuts_i in 0..{m} {{ for nuts_j in 0..{n} {{ nuts_v[nuts_i][nuts_j] = {f}; }} }} nuts_v }}",
+            "{{ let mut nuts_v = [[0.0; {n}]; {m}]; for nuts_i in 0..{m} {{ nuts_v[nuts_i] = {r}; }} nuts_v }}",
             m = extent_text(m),
             n = extent_text(n),
-            f = free(&format!("nuts_i * {} + nuts_j", extent_text(n)))
+            r = row(&format!("nuts_at + nuts_i * {}", extent_text(n)), &extent_text(n))
         ),
         _ => unreachable!("at most two axes"),
     }

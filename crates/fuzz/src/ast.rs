@@ -451,6 +451,12 @@ pub enum ExprKind {
         array: Box<Expr>,
         index: Box<Expr>,
     },
+    /// `[items][start..start + len]`, `len` the items after the first
+    /// `start`: an array of the node's type.
+    Slice {
+        items: Vec<Expr>,
+        start: usize,
+    },
     Array(Vec<Expr>),
     /// `[value; L]` (`[value; D]` when of type `[f64; D]`): a ragged
     /// array of each member's own length.
@@ -805,6 +811,12 @@ fn write_expr(out: &mut String, e: &Expr) {
             out.push('[');
             write_expr(out, index);
             out.push(']');
+        }
+        ExprKind::Slice { items, start } => {
+            out.push('[');
+            write_list(out, items);
+            let len = items.len().saturating_sub(*start);
+            write!(out, "][{start}..{start} + {len}]").unwrap_or(());
         }
         ExprKind::Array(items) => {
             out.push('[');

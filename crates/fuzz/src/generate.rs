@@ -1311,10 +1311,19 @@ impl Generator {
             (Ty::Float, FLOAT_ARRAY_LEN)
         };
         let e = match self.rng.gen_range(0..6) {
-            0 | 1 => Expr::new(
+            0 => Expr::new(
                 ty,
                 ExprKind::Array((0..len).map(|_| self.expr(element, sub)).collect()),
             ),
+            1 => {
+                // The same items as a slice of a longer array: a zero
+                // before them (no further draw, so the value and every
+                // later draw are as they were before slices existed).
+                let items = std::iter::once(element.zero())
+                    .chain((0..len).map(|_| self.expr(element, sub)))
+                    .collect();
+                Expr::new(ty, ExprKind::Slice { items, start: 1 })
+            }
             2 => {
                 let mut ops = vec![BinOp::Add, BinOp::Sub, BinOp::Mul];
                 if ty == Ty::IntArray {

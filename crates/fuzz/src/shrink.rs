@@ -211,6 +211,10 @@ fn expr_variants(e: &Expr) -> Vec<Expr> {
                 .map(|b| b.tail.clone()),
         ),
         ExprKind::Loop { exit, .. } => out.push(exit.as_ref().clone()),
+        ExprKind::Slice { items, start } => out.push(Expr::new(
+            e.ty,
+            ExprKind::Array(items[(*start).min(items.len())..].to_vec()),
+        )),
         ExprKind::Catch { call, fallback } => {
             out.push(call.as_ref().clone());
             out.push(fallback.as_ref().clone());
@@ -540,6 +544,7 @@ fn walk_expr(e: &mut Expr, visit: &mut dyn FnMut(Node<'_>)) {
             walk_expr(array, visit);
             walk_expr(index, visit);
         }
+        ExprKind::Slice { items, .. } => items.iter_mut().for_each(|i| walk_expr(i, visit)),
         ExprKind::Pair(a, b) => {
             walk_expr(a, visit);
             walk_expr(b, visit);

@@ -140,6 +140,7 @@ fn the_programs_use_every_promised_construct() {
         "(D as i64)",
         "; D]; L]",
         "matvec(",
+        "][1..1 + ",
         "vecmat(",
         "fn host_affine(x: f64, k: f64) -> f64;",
         "host_affine(",

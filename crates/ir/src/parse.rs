@@ -738,7 +738,7 @@ impl<'a> Reader<'a> {
     /// `map.4 f1 g(index, each v0, v2)` after the destinations and `map.`:
     /// `index` first if present, then the `each` arguments, then the others.
     fn map(&mut self, id: FuncId, mut line: Cursor<'a>, head: ForkHead) -> Parsed<Op> {
-        let count = self.fill_length(&mut line)?;
+        let count = self.payload_length(&mut line)?;
         line.expect(" ")?;
         let callee = self.callee(&mut line)?;
         let index = line.eat("index");
@@ -805,7 +805,11 @@ impl<'a> Reader<'a> {
             }
             "fill" => {
                 line.expect(".")?;
-                self.fill_length(line).map(Prim::Fill)
+                self.payload_length(line).map(Prim::Fill)
+            }
+            "slice" => {
+                line.expect(".")?;
+                self.payload_length(line).map(Prim::Slice)
             }
             "assert" => {
                 line.expect(" ")?;
@@ -887,7 +891,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The length of `fill.N`: a number or `symN`.
-    fn fill_length(&self, line: &mut Cursor<'a>) -> Parsed<Dim> {
+    fn payload_length(&self, line: &mut Cursor<'a>) -> Parsed<Dim> {
         if line.peek().is_some_and(|c| c.is_ascii_digit()) {
             return line.number("a length").map(Dim::Fixed);
         }

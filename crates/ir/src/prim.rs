@@ -44,6 +44,11 @@ pub enum Prim {
     Index,
     /// `(a, i, v)`: a copy of `a` with `a[i] = v`; faults if `i` is out of bounds.
     IndexSet,
+    /// `(a, i)`: the `len` items `a[i..i + len]`; faults unless they all lie in `a`.
+    Slice(Dim),
+    /// `(a, i, v)`: a copy of `a` with `a[i..i + n] = v`, `n` the length of
+    /// `v`; faults unless the range lies in `a`.
+    SliceSet,
     /// `(a, b)`, 1-D of one length: the inner product.
     Dot,
     /// `(m: [M, K], v: [K])`: `[M]`.
@@ -367,6 +372,8 @@ impl Prim {
             }
             Prim::Index
             | Prim::IndexSet
+            | Prim::Slice(_)
+            | Prim::SliceSet
             | Prim::Assert { .. }
             | Prim::Check { .. }
             | Prim::Cholesky
@@ -466,6 +473,10 @@ impl Prim {
                 Prim::Fill(d) => rule.fill(*d),
                 _ => Err(format!("{name} has no length")),
             },
+            S::Slice => match self {
+                Prim::Slice(d) => rule.slice(*d),
+                _ => Err(format!("{name} has no length")),
+            },
             S::Copy => Ok(Some(args[0].clone())),
             S::SignedMap => rule.map(|e| e.is_numeric(), "numbers"),
             S::LogicMap => rule.map(|e| !e.is_float(), "bool or integers"),
@@ -557,6 +568,7 @@ impl Prim {
             S::Stack => rule.stack(),
             S::Index => rule.index(),
             S::IndexSet => rule.index_set(),
+            S::SliceSet => rule.slice_set(),
             S::Assert => {
                 if *args[0] != TensorType::scalar(ScalarType::Bool) {
                     return Err(format!("{name} needs a bool"));
@@ -882,6 +894,33 @@ impl Rule<'_, '_> {
         }
         Ok(Some(a.clone()))
     }
+
+    fn slice(&self, len: Dim) -> Result<Option<TensorType>, String> {
+        let (a, i) = (self.args[0], self.args[1]);
+        if a.is_scalar() || !i.elem.is_integer() || !i.is_scalar() {
+            return Err(format!(
+                "{} needs an array and an integer scalar",
+                self.name
+            ));
+        }
+        let mut dims = vec![len];
+        dims.extend(a.dims[1..].iter().copied());
+        self.shaped(a.elem, &dims)
+    }
+
+    fn slice_set(&self) -> Result<Option<TensorType>, String> {
+        let (a, i, v) = (self.args[0], self.args[1], self.args[2]);
+        if a.is_scalar() || v.is_scalar() || !i.elem.is_integer() || !i.is_scalar() {
+            return Err(format!(
+                "{} needs two arrays and an integer scalar",
+                self.name
+            ));
+        }
+        if v.elem != a.elem || v.dims[1..] != a.dims[1..] {
+            return Err(format!("{}: the value does not fit the array", self.name));
+        }
+        Ok(Some(a.clone()))
+    }
 }
 
 impl Rule<'_, '_> {
@@ -959,6 +998,8 @@ impl fmt::Display for Prim {
             Prim::Cast(t) => write!(f, "cast.{t}"),
             Prim::Fill(Dim::Fixed(n)) => write!(f, "fill.{n}"),
             Prim::Fill(Dim::Symbolic(s)) => write!(f, "fill.sym{}", s.0),
+            Prim::Slice(Dim::Fixed(n)) => write!(f, "slice.{n}"),
+            Prim::Slice(Dim::Symbolic(s)) => write!(f, "slice.sym{}", s.0),
             Prim::Assert { message } => write!(f, "assert {message:?}"),
             Prim::Check { message } => write!(f, "check {message:?}"),
             Prim::StaticAdjoint(a) => write!(f, "static_adjoint.{} {}", a.kind.name(), a.id),

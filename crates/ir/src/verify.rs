@@ -160,7 +160,10 @@ fn check_op(program: &Program, f: &Function, op: &Op, err: &mut dyn FnMut(String
     let arg_tys: Vec<&TensorType> = op.uses().iter().map(|v| &f.vars[*v].ty).collect();
     match op {
         Op::Prim { dst, prim, .. } => {
-            if let crate::Prim::SymbolValue(s) | crate::Prim::Fill(Dim::Symbolic(s)) = prim {
+            if let crate::Prim::SymbolValue(s)
+            | crate::Prim::Fill(Dim::Symbolic(s))
+            | crate::Prim::Slice(Dim::Symbolic(s)) = prim
+            {
                 if s.0 as usize >= program.symbols.len() {
                     err(format!("unknown symbol sym{}", s.0));
                     return;

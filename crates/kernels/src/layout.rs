@@ -1,7 +1,8 @@
 //! Primitives that build or take apart arrays without computing on their
-//! elements: `fill` (`[x; N]`), `stack` (`[a, b, c]`), `index` (`a[i]`) and
+//! elements: `fill` (`[x; N]`), `stack` (`[a, b, c]`), `index` (`a[i]`),
 //! `index_set` (`a[i] = v`, which makes an updated copy, or updates in place
-//! when the old array is not needed any more).
+//! when the old array is not needed any more), `slice` (`a[i..i + N]`) and
+//! `slice_set` (a copy with `a[i..i + n]` replaced).
 //!
 //! Each exists as a batched form on a column of rows (`*_rows`, what a
 //! backend runs) and as a tensor form for one member, which is the batched
@@ -101,6 +102,48 @@ pub fn index(array: &Tensor, index: &Tensor) -> Result<Tensor, Fault> {
         RowsMut::one(ValuesMut::all(&mut out)),
     )?;
     Ok(Tensor::new(array.shape[1..].to_vec(), out))
+}
+
+/// The first position of `start..start + len` when the range lies within
+/// `0..length`, else the fault every executor gives.
+pub fn range_position(start: i128, len: usize, length: usize) -> Result<usize, Fault> {
+    if start >= 0 && start + len as i128 <= length as i128 {
+        Ok(start as usize)
+    } else {
+        Err(Fault::range_out_of_bounds(start, len, length))
+    }
+}
+
+/// `array[start..start + len]`: `len` items of the outermost axis.
+pub fn slice(array: &Tensor, start: &Tensor, len: usize) -> Result<Tensor, Fault> {
+    let size = item_size(array);
+    let first = range_position(index_value(start), len, array.shape[0])?;
+    let mut out = Data::with_capacity(array.elem_type(), len * size);
+    out.extend_from(&array.data, first * size..(first + len) * size);
+    let mut shape = array.shape.clone();
+    shape[0] = len;
+    Ok(Tensor::new(shape, out))
+}
+
+/// A copy of `array` with `array[start..start + n] = value`, `n` the
+/// length of `value`'s outermost axis.
+pub fn slice_set(array: &Tensor, start: &Tensor, value: &Tensor) -> Result<Tensor, Fault> {
+    let size = item_size(array);
+    if value.shape.is_empty() || value.shape[1..] != array.shape[1..] {
+        internal_error(format!(
+            "slice_set: a value of shape {:?} in an array of shape {:?}",
+            value.shape, array.shape
+        ));
+    }
+    let len = value.shape[0];
+    let first = range_position(index_value(start), len, array.shape[0])?;
+    let mut updated = array.clone();
+    let mut out = ValuesMut::all(&mut updated.data);
+    copy(
+        Values::all(&value.data),
+        out.slice(first * size..(first + len) * size),
+    );
+    Ok(updated)
 }
 
 /// A copy of `array` with `array[index] = value`.
@@ -307,6 +350,44 @@ mod tests {
         assert_eq!(
             index(&m, &i64s(0)).unwrap(),
             t(&[2], Data::Bool(vec![true, false]))
+        );
+    }
+
+    #[test]
+    fn slices_take_and_replace_rows() {
+        let m = t(&[3, 2], Data::I64(vec![1, 2, 3, 4, 5, 6]));
+        let rows = slice(&m, &Tensor::scalar(Scalar::Usize(1)), 2).unwrap();
+        assert_eq!(rows, t(&[2, 2], Data::I64(vec![3, 4, 5, 6])));
+        assert_eq!(
+            slice(&m, &i64s(3), 0).unwrap(),
+            t(&[0, 2], Data::I64(vec![]))
+        );
+        let v = t(&[1, 2], Data::I64(vec![0, -1]));
+        assert_eq!(
+            slice_set(&m, &Tensor::scalar(Scalar::I32(2)), &v).unwrap(),
+            t(&[3, 2], Data::I64(vec![1, 2, 3, 4, 0, -1]))
+        );
+    }
+
+    #[test]
+    fn slices_outside_the_array_fault() {
+        let v = t(&[5], Data::F64(vec![0.0; 5]));
+        let fault = slice(&v, &i64s(4), 2).unwrap_err();
+        assert_eq!(fault.kind, ErrorKind::IndexOutOfBounds);
+        assert_eq!(
+            fault.message,
+            "range 4..6 is out of bounds for an array of length 5"
+        );
+        let fault = slice(&v, &i64s(-1), 1).unwrap_err();
+        assert_eq!(
+            fault.message,
+            "range -1..0 is out of bounds for an array of length 5"
+        );
+        let three = t(&[3], Data::F64(vec![1.0; 3]));
+        let fault = slice_set(&v, &i64s(3), &three).unwrap_err();
+        assert_eq!(
+            fault.message,
+            "range 3..6 is out of bounds for an array of length 5"
         );
     }
 

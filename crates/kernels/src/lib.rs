@@ -122,6 +122,18 @@ impl Fault {
         )
     }
 
+    /// A range `start..start + len` not within `0..length`; `start` as
+    /// written (it may be negative).
+    pub fn range_out_of_bounds(start: i128, len: usize, length: usize) -> Fault {
+        Fault::new(
+            ErrorKind::IndexOutOfBounds,
+            format!(
+                "range {start}..{} is out of bounds for an array of length {length}",
+                start + len as i128
+            ),
+        )
+    }
+
     /// A failed `assert!` with its message.
     pub fn assertion_failed(message: &str) -> Fault {
         Fault::new(ErrorKind::AssertionFailed, message)
@@ -204,6 +216,8 @@ pub fn eval(
         Prim::Stack => layout::stack(args),
         Prim::Index => layout::index(operand(0), operand(1))?,
         Prim::IndexSet => layout::index_set(operand(0), operand(1), operand(2))?,
+        Prim::Slice(dim) => layout::slice(operand(0), operand(1), dim_length(ctx.symbols, *dim))?,
+        Prim::SliceSet => layout::slice_set(operand(0), operand(1), operand(2))?,
         Prim::Dot => linalg::dot(operand(0), operand(1)),
         Prim::Matvec => linalg::matvec(operand(0), operand(1)),
         Prim::Vecmat => linalg::vecmat(operand(0), operand(1)),

@@ -276,7 +276,10 @@ fn contains_assign(e: &Expr) -> bool {
             | ExprKind::Grad { args, .. }
             | ExprKind::Array(args) => stack.extend(args.iter()),
             ExprKind::Field { base, .. } => stack.push(base),
-            ExprKind::Index { base, index } => {
+            ExprKind::Index { base, index }
+            | ExprKind::Slice {
+                base, start: index, ..
+            } => {
                 stack.push(base);
                 stack.push(index);
             }
@@ -628,6 +631,7 @@ impl FunctionLowerer<'_> {
             | ExprKind::Library { .. }
             | ExprKind::HostCall { .. }
             | ExprKind::Index { .. }
+            | ExprKind::Slice { .. }
             | ExprKind::Array(_)
             | ExprKind::Repeat { .. } => self.lower_operation(e, dst1),
             ExprKind::Local(id) => Ok(Some(self.local_vars[id.0 as usize].clone())),
@@ -762,6 +766,13 @@ impl FunctionLowerer<'_> {
                     return Ok(None);
                 };
                 one(self.prim(Prim::Index, operands, loc, dst1)?)
+            }
+            ExprKind::Slice { base, start, len } => {
+                let Some(operands) = self.lower_single_operands(&[base, start], loc)? else {
+                    return Ok(None);
+                };
+                let dim = concrete_dim(*len, self.const_args)?;
+                one(self.prim(Prim::Slice(dim), operands, loc, dst1)?)
             }
             ExprKind::Array(items) => {
                 let refs: Vec<&Expr> = items.iter().collect();

@@ -316,6 +316,8 @@ unsafe fn apply(
         }
         Prim::Index => index(op, dst, args)?,
         Prim::IndexSet => index_set(op, dst, args)?,
+        Prim::Slice(_) => slice(op, dst, args)?,
+        Prim::SliceSet => slice_set(op, dst, args)?,
         Prim::Reduce(r) => reduce_into(*r, arg(0), out()),
         Prim::Dot => products(op, arg(0), arg(1), out()),
         Prim::Matvec | Prim::Vecmat | Prim::Matmul => products(op, arg(0), arg(1), out()),
@@ -506,6 +508,29 @@ unsafe fn index_set(op: &ArrayOp, dst: *mut u8, args: &[*mut u8]) -> Result<(), 
     copy_bytes(dst, args[0], array.bytes() as u64);
     let item = op.args[2].bytes();
     copy_bytes(dst.add(p * item), args[2], item as u64);
+    Ok(())
+}
+
+/// `a[i..i + n]`: the items of the range, or the kernels' fault.
+unsafe fn slice(op: &ArrayOp, dst: *mut u8, args: &[*mut u8]) -> Result<(), Fault> {
+    let array = &op.args[0];
+    let result = op.result.as_ref().expect("slice has a result");
+    let i = view(op.args[1].ty, args[1], 1).integer(0);
+    let first = layout::range_position(i, result.shape[0], array.shape[0])?;
+    let item = array.bytes() / array.shape[0].max(1);
+    copy_bytes(dst, args[0].add(first * item), result.bytes() as u64);
+    Ok(())
+}
+
+/// `a` with `a[i..i + n] = v` into `dst` (distinct from the operands):
+/// checked before anything is written, as the kernels do.
+unsafe fn slice_set(op: &ArrayOp, dst: *mut u8, args: &[*mut u8]) -> Result<(), Fault> {
+    let (array, value) = (&op.args[0], &op.args[2]);
+    let i = view(op.args[1].ty, args[1], 1).integer(0);
+    let first = layout::range_position(i, value.shape[0], array.shape[0])?;
+    let item = array.bytes() / array.shape[0].max(1);
+    copy_bytes(dst, args[0], array.bytes() as u64);
+    copy_bytes(dst.add(first * item), args[2], value.bytes() as u64);
     Ok(())
 }
 

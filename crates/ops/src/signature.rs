@@ -113,6 +113,12 @@ pub enum Signature {
     /// `(a, i, v)`: an array, an integer scalar and a value of its element
     /// type; the array's type.
     IndexSet,
+    /// `(a, i)`: an array and an integer scalar; the array's type with its
+    /// leading length the payload's.
+    Slice,
+    /// `(a, i, v)`: an array, an integer scalar and an array of `a`'s items
+    /// of any length; the array's type.
+    SliceSet,
     /// A `bool` scalar; no result.
     Assert,
     /// The operands and the result the payload declares (a host primitive).
@@ -159,8 +165,9 @@ impl Signature {
             | S::Compare
             | S::Product { .. }
             | S::TriangularSolve
-            | S::Index => 2,
-            S::FloatTernary | S::Select | S::IndexSet => 3,
+            | S::Index
+            | S::Slice => 2,
+            S::FloatTernary | S::Select | S::IndexSet | S::SliceSet => 3,
             S::Stack | S::Host | S::StaticAdjoint | S::TapePush => return None,
         })
     }

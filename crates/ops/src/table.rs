@@ -234,6 +234,12 @@ macro_rules! for_each_op {
             [Index:         Plain Index,       "index",         Index,            grad,   Syntax("a[i]")]
             /// `(a, i, v)`: a copy of `a` with `a[i] = v`; faults if `i` is out of bounds.
             [IndexSet:      Plain IndexSet,    "index_set",     IndexSet,         grad,   Syntax("a[i] = v")]
+            /// `(a, i)`: the `len` items `a[i..i + len]` (`len` the payload); faults
+            /// if they do not all lie in `a`.
+            [Slice:         Payload Slice,     "slice",         Slice,            grad,   Syntax("a[i..i + N]")]
+            /// `(a, i, v)`: a copy of `a` with `a[i..i + n] = v`, `n` the length of
+            /// `v`; faults if the range does not lie in `a`.
+            [SliceSet:      Plain SliceSet,    "slice_set",     SliceSet,         grad,   Internal]
             /// `(cond: bool)`, no result: faults with `assertion_failed` and `message` if `cond` is false.
             [Assert:        Payload Assert,    "assert",        Assert,           grad,   Syntax("assert!(cond)")]
             /// `(cond: bool)`, no result: faults with `domain_error` and `message` if

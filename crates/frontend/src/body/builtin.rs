@@ -326,6 +326,8 @@ impl FunctionChecker<'_, '_> {
             | S::Stack
             | S::Index
             | S::IndexSet
+            | S::Slice
+            | S::SliceSet
             | S::Assert
             | S::Host
             | S::StaticAdjoint
@@ -677,6 +679,8 @@ pub(super) fn accepts(signature: OpSignature, class: Class) -> bool {
         | S::Stack
         | S::Index
         | S::IndexSet
+        | S::Slice
+        | S::SliceSet
         | S::Assert
         | S::Host => true,
         S::Draw | S::Value | S::StaticAdjoint | S::TapePush => false,

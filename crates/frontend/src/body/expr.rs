@@ -1,6 +1,6 @@
 //! Expressions that are neither control flow, calls nor assignments:
 //! literals, paths, operators (unary, arithmetic, comparisons, `&&`/`||`),
-//! casts, fields, indexing, tuples and arrays, and `assert!`.
+//! casts, fields, indexing (slicing: `slice`), tuples and arrays, and `assert!`.
 
 use autobatch_ops::Signature as OpSignature;
 use autobatch_types::{Loc, ScalarType};
@@ -188,9 +188,9 @@ impl FunctionChecker<'_, '_> {
     /// `a[i]`.
     fn check_index(&mut self, i: &syn::ExprIndex, loc: Loc) -> CheckResult<Expr> {
         let base = self.check_expr(&i.expr)?;
-        if let syn::Expr::Range(_) = &*i.index {
-            let (rl, re) = (expr_start(&i.index), expr_end(&i.index));
-            return Err(unsupported("slicing with a range (`a[i..j]`)", rl, re));
+        if let syn::Expr::Range(range) = &*i.index {
+            let range_locs = (expr_start(&i.index), expr_end(&i.index));
+            return self.check_slice(base, expr_end(&i.expr), range, range_locs, loc);
         }
         let index = self.check_expr(&i.index)?;
         self.check_index_types(base, index, loc, expr_end(&i.expr), expr_end(&i.index))
@@ -259,25 +259,7 @@ impl FunctionChecker<'_, '_> {
     fn check_repeat(&mut self, r: &syn::ExprRepeat, loc: Loc, end: Loc) -> CheckResult<Expr> {
         let element = self.check_expr(&r.expr)?;
         let t = self.tensor_of(&element, expr_end(&r.expr), "an array element")?;
-        if let syn::Expr::Path(p) = &*r.len {
-            if let Some(ident) = p.path.get_ident() {
-                let name = ident.to_string();
-                if self.lookup_local(&name).is_some() && !self.const_params.contains(&name) {
-                    let (ll, le) = (expr_start(&r.len), expr_end(&r.len));
-                    return Err(error(
-                        format!(
-                            "the array length `{name}` is a variable; lengths must be known before the program runs"
-                        ),
-                        ll,
-                        le,
-                        "a variable cannot be a length",
-                    )
-                    .map_note("use a number, a `const`, a const generic parameter or a symbolic dimension"));
-                }
-            }
-        }
-        let generics = self.const_params.clone();
-        let len = self.scope.resolve_dim(&r.len, &generics, &|_| false)?;
+        let len = self.length(&r.len)?;
         let mut dims = vec![len];
         dims.extend(t.dims.iter().copied());
         let repeated = TensorTy {
@@ -295,6 +277,31 @@ impl FunctionChecker<'_, '_> {
             ty,
             loc,
         ))
+    }
+
+    /// A length written in the program (`N` of `[x; N]` and `a[i..i + N]`):
+    /// a number, a `const`, a const generic parameter or a symbolic
+    /// dimension, never a variable.
+    pub(super) fn length(&mut self, len: &syn::Expr) -> CheckResult<DimExpr> {
+        if let syn::Expr::Path(p) = len {
+            if let Some(ident) = p.path.get_ident() {
+                let name = ident.to_string();
+                if self.lookup_local(&name).is_some() && !self.const_params.contains(&name) {
+                    let (ll, le) = (expr_start(len), expr_end(len));
+                    return Err(error(
+                        format!(
+                            "the array length `{name}` is a variable; lengths must be known before the program runs"
+                        ),
+                        ll,
+                        le,
+                        "a variable cannot be a length",
+                    )
+                    .map_note("use a number, a `const`, a const generic parameter or a symbolic dimension"));
+                }
+            }
+        }
+        let generics = self.const_params.clone();
+        self.scope.resolve_dim(len, &generics, &|_| false)
     }
 
     fn check_literal(

@@ -53,7 +53,10 @@ impl FunctionChecker<'_, '_> {
                 }
             }
             ExprKind::Field { base, .. } => self.finalize_expr(base)?,
-            ExprKind::Index { base, index } => {
+            ExprKind::Index { base, index }
+            | ExprKind::Slice {
+                base, start: index, ..
+            } => {
                 self.finalize_expr(base)?;
                 self.finalize_expr(index)?;
             }

@@ -27,6 +27,7 @@ mod infer;
 mod instance;
 mod library;
 mod place;
+mod slice;
 
 use autobatch_types::{Loc, ScalarType};
 

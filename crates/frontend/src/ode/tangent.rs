@@ -425,7 +425,10 @@ impl<'a> Writer<'a> {
             syn::Expr::Unary(u) => self.inactive_rank(&u.expr),
             syn::Expr::MethodCall(m) => self.inactive_rank(&m.receiver),
             syn::Expr::Cast(c) => self.inactive_rank(&c.expr),
-            syn::Expr::Index(i) => self.inactive_rank(&i.expr)?.checked_sub(1),
+            syn::Expr::Index(i) => match &*i.index {
+                syn::Expr::Range(_) => self.inactive_rank(&i.expr),
+                _ => self.inactive_rank(&i.expr)?.checked_sub(1),
+            },
             syn::Expr::Block(b) => match b.block.stmts.as_slice() {
                 [syn::Stmt::Expr(tail, None)] => self.inactive_rank(tail),
                 _ => None,
@@ -550,7 +553,11 @@ impl<'a> Writer<'a> {
             return None;
         }
         let index = i.index.to_token_stream().to_string();
-        let rank = base.rank?.checked_sub(1)?;
+        // A slice (`a[i..i + N]`) keeps the rank; an index takes one off.
+        let rank = match &*i.index {
+            syn::Expr::Range(_) => base.rank?,
+            _ => base.rank?.checked_sub(1)?,
+        };
         let value = self.bind("v", &format!("{}[{index}]", base.value));
         let tangent = self.linear(base.tangent, |t| format!("{t}[{index}]"));
         Some(Node {

@@ -1,9 +1,10 @@
 //! Array operations native code does itself, without a call of the host,
 //! where the bits are fixed by copying or by IEEE 754:
 //!
-//! - `a[i]` and `a[i] = v`: a bounds check, then loads and stores (an item
-//!   of an array is copied). An index out of bounds takes the host's path
-//!   (`crate::arrays`), which makes the kernels' fault;
+//! - `a[i]`, `a[i] = v`, `a[i..i + n]` and its `slice_set`: a bounds
+//!   check, then loads and stores (an item of an array is copied). An index
+//!   or a range out of bounds takes the host's path (`crate::arrays`),
+//!   which makes the kernels' fault;
 //! - copies of small arrays (`Copy`, parameters, results): loads and
 //!   stores of 8-byte words;
 //! - elementwise float `+ - * /` and negation on small arrays (a scalar
@@ -52,6 +53,8 @@ impl Translator<'_, '_, '_> {
         match prim {
             Prim::Index => self.index(dst, args, loc),
             Prim::IndexSet => self.index_set(dst, args, loc),
+            Prim::Slice(len) => self.slice(dst, *len, args, loc),
+            Prim::SliceSet => self.slice_set(dst, args, loc),
             Prim::Copy
                 if self.is_array(dst)
                     && !self.is_ragged(dst)
@@ -140,6 +143,38 @@ impl Translator<'_, '_, '_> {
             .b
             .ins()
             .icmp(IntCC::UnsignedGreaterThanOrEqual, position, length);
+        self.fault_if(out, dst, prim, args, loc);
+        position
+    }
+
+    /// The start `args[1]` of a range of `count` items of `args[0]`,
+    /// checked as [`Self::checked_position`] checks an index: the range
+    /// must end within the array.
+    fn checked_range(
+        &mut self,
+        dst: Var,
+        prim: &Prim,
+        args: &[Var],
+        count: Dim,
+        loc: Loc,
+    ) -> Value {
+        let length = self.dim_value(self.function.vars[args[0]].ty.dims[0]);
+        let count = self.dim_value(count);
+        let position = self.position(args[1]);
+        let past = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThan, position, length);
+        let room = self.b.ins().isub(length, position);
+        let short = self.b.ins().icmp(IntCC::UnsignedLessThan, room, count);
+        let out = self.b.ins().bor(past, short);
+        self.fault_if(out, dst, prim, args, loc);
+        position
+    }
+
+    /// Branches to the host's path of the operation when `out` holds: it
+    /// faults and stops the member there.
+    fn fault_if(&mut self, out: Value, dst: Var, prim: &Prim, args: &[Var], loc: Loc) {
         let slow = self.b.create_block();
         let fast = self.b.create_block();
         self.b.set_cold_block(slow);
@@ -147,7 +182,6 @@ impl Translator<'_, '_, '_> {
         self.b.switch_to_block(slow);
         self.host_fault(Some(dst), prim, args, loc);
         self.b.switch_to_block(fast);
-        position
     }
 
     /// The bytes of one item of `array` (along its first dimension), if
@@ -216,6 +250,50 @@ impl Translator<'_, '_, '_> {
         let offset = self.b.ins().imul_imm_u(position, item as i64);
         let at = self.b.ins().iadd(to, offset);
         self.write_item(at, 0, args[2], item);
+        true
+    }
+
+    /// `a[i..i + n]`: its items copied, where their number and size are the
+    /// same for every member.
+    fn slice(&mut self, dst: Var, count: Dim, args: &[Var], loc: Loc) -> bool {
+        let Some(item) = self.item_bytes(args[0]) else {
+            return false;
+        };
+        if self.is_ragged(dst) {
+            return false;
+        }
+        let position = self.checked_range(dst, &Prim::Slice(count), args, count, loc);
+        let offset = self.b.ins().imul_imm_u(position, item as i64);
+        let base = self.addr(args[0]);
+        let at = self.b.ins().iadd(base, offset);
+        let to = self.addr(dst);
+        let bytes = self.var_bytes(dst);
+        self.copy_inline(to, at, bytes);
+        true
+    }
+
+    /// `a` with `a[i..i + n] = v`, as [`Self::index_set`] writes one item.
+    fn slice_set(&mut self, dst: Var, args: &[Var], loc: Loc) -> bool {
+        let Some(item) = self.item_bytes(args[0]) else {
+            return false;
+        };
+        let copies = dst != args[0];
+        if self.is_ragged(args[2]) || (copies && (self.is_ragged(dst) || dst == args[2])) {
+            return false;
+        }
+        let count = self.function.vars[args[2]].ty.dims[0];
+        let position = self.checked_range(dst, &Prim::SliceSet, args, count, loc);
+        let to = self.addr(dst);
+        if copies {
+            let from = self.addr(args[0]);
+            let whole = self.var_bytes(args[0]);
+            self.copy_inline(to, from, whole);
+        }
+        let offset = self.b.ins().imul_imm_u(position, item as i64);
+        let at = self.b.ins().iadd(to, offset);
+        let from = self.addr(args[2]);
+        let bytes = self.var_bytes(args[2]);
+        self.copy_inline(at, from, bytes);
         true
     }
 

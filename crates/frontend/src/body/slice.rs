@@ -1,0 +1,120 @@
+//! Slicing, `a[i..i + N]` and `a[..N]`: `N` items of the outermost axis of
+//! `a` from `i`, an array `[T; N]`. The length must be known before the
+//! program runs (a number, a `const`, a const generic parameter or a
+//! symbolic dimension), so the range is written as a start and that
+//! length; a range that does not lie in `a` faults at run time with
+//! `index_out_of_bounds`, as an index does.
+
+use autobatch_types::Loc;
+use quote::ToTokens;
+
+use crate::hir::{DimExpr, Expr, ExprKind, Literal, TensorTy, Ty};
+use crate::items::{error, CheckResult, MapNote};
+
+use super::infer::Class;
+use super::{mk, usize_ty, FunctionChecker};
+
+/// The forms a slice may take, for messages.
+const FORMS: &str = "write a slice as `a[i..i + N]` or `a[..N]`, `N` a number, a `const`, a const generic parameter or a symbolic dimension";
+
+impl FunctionChecker<'_, '_> {
+    /// `base[range]`, `base` already checked.
+    pub(super) fn check_slice(
+        &mut self,
+        base: Expr,
+        base_end: Loc,
+        range: &syn::ExprRange,
+        (rl, re): (Loc, Loc),
+        loc: Loc,
+    ) -> CheckResult<Expr> {
+        let form_error = |what: &str| {
+            error(
+                format!("{what}: a slice's length must be known before the program runs"),
+                rl,
+                re,
+                "not `i..i + N` or `..N`",
+            )
+            .map_note(FORMS)
+        };
+        if !matches!(range.limits, syn::RangeLimits::HalfOpen(_)) {
+            return Err(form_error("an inclusive range"));
+        }
+        let Some(end) = &range.end else {
+            return Err(form_error("a range without an end"));
+        };
+        let (start, len) = match (&range.start, &**end) {
+            (None, len) => {
+                let zero = mk(ExprKind::Literal(Literal::Int(0)), usize_ty(), rl);
+                (zero, len)
+            }
+            (Some(start), syn::Expr::Binary(sum))
+                if matches!(sum.op, syn::BinOp::Add(_)) && same_tokens(start, &sum.left) =>
+            {
+                (self.check_expr(start)?, &*sum.right)
+            }
+            (Some(_), _) => {
+                return Err(form_error(
+                    "a range whose end is not its start plus a length",
+                ))
+            }
+        };
+        let len = self.length(len)?;
+        self.slice_types(base, base_end, start, len, loc)
+    }
+
+    /// The type of `base[start..start + len]`.
+    fn slice_types(
+        &mut self,
+        base: Expr,
+        base_end: Loc,
+        start: Expr,
+        len: DimExpr,
+        loc: Loc,
+    ) -> CheckResult<Expr> {
+        let kind = |base: Expr, start: Expr| ExprKind::Slice {
+            base: Box::new(base),
+            start: Box::new(start),
+            len,
+        };
+        if base.ty == Ty::Never || start.ty == Ty::Never {
+            return Ok(mk(kind(base, start), Ty::Never, loc));
+        }
+        let bt = match &base.ty {
+            Ty::Tensor(t) if !t.is_scalar() => t.clone(),
+            other => {
+                return Err(error(
+                    format!("cannot slice a value of type `{}`", self.show(other)),
+                    base.loc,
+                    base_end,
+                    "not an array",
+                ))
+            }
+        };
+        let integer =
+            matches!(&start.ty, Ty::Tensor(t) if t.is_scalar() && self.class(t) == Class::Int);
+        if !integer {
+            return Err(error(
+                format!(
+                    "a slice's start must be an integer, but this is `{}`",
+                    self.show(&start.ty)
+                ),
+                start.loc,
+                start.loc,
+                "expected an integer",
+            ));
+        }
+        let mut dims = vec![len];
+        dims.extend(bt.dims[1..].iter().copied());
+        let ty = Ty::Tensor(TensorTy {
+            elem: bt.elem,
+            dims,
+            var: bt.var,
+        });
+        Ok(mk(kind(base, start), ty, loc))
+    }
+}
+
+/// Whether two expressions are written alike (`i` in `i..i + N`).
+fn same_tokens(a: &syn::Expr, b: &syn::Expr) -> bool {
+    a.to_token_stream().to_string() == b.to_token_stream().to_string()
+}
