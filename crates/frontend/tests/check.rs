@@ -243,7 +243,18 @@ fn rejects_unsupported_expressions() {
         35,
     );
     check_err("fn f() { let x = 'c'; }", "this kind of literal", 1, 18);
-    check_err("fn f() { let x = [1, 2][0..1]; }", "slicing", 1, 25);
+    check_err(
+        "fn f(i: usize, j: usize) { let x = [1, 2][i..j]; }",
+        "a range whose end is not its start plus a length",
+        1,
+        43,
+    );
+    check_err(
+        "fn f() { let x = [1, 2][2..1]; }",
+        "a range that ends before it starts",
+        1,
+        25,
+    );
     check_err("fn f(x: f64) -> f64 { x? }", "the `?` operator", 1, 23);
     check_err(
         "fn f() { fn g() {} }",

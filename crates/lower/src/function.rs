@@ -761,6 +761,19 @@ impl FunctionLowerer<'_> {
                 let prim = self.host_prim(*host, loc)?;
                 one(self.prim(prim, operands, loc, dst1)?)
             }
+            ExprKind::Index { .. }
+            | ExprKind::Slice { .. }
+            | ExprKind::Array(_)
+            | ExprKind::Repeat { .. } => self.lower_layout(e, dst1),
+            _ => Err(internal("an expression that is not one operation", loc)),
+        }
+    }
+
+    /// Indexing, slicing and array literals: one operation each.
+    fn lower_layout(&mut self, e: &Expr, dst1: Option<Var>) -> Flow {
+        let loc = e.loc;
+        let one = |v: Var| Ok(Some(vec![v]));
+        match &e.kind {
             ExprKind::Index { base, index } => {
                 let Some(operands) = self.lower_single_operands(&[base, index], loc)? else {
                     return Ok(None);
@@ -788,7 +801,10 @@ impl FunctionLowerer<'_> {
                 let dim = concrete_dim(*len, self.const_args)?;
                 one(self.prim(Prim::Fill(dim), vec![v], loc, dst1)?)
             }
-            _ => Err(internal("an expression that is not one operation", loc)),
+            _ => Err(internal(
+                "an expression that is not a layout operation",
+                loc,
+            )),
         }
     }
 

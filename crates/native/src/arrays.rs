@@ -314,10 +314,7 @@ unsafe fn apply(
             let items: Vec<Rows<'_>> = (0..args.len()).map(|k| Rows::Shared(arg(k))).collect();
             layout::stack_rows(&items, RowsMut::one(out()));
         }
-        Prim::Index => index(op, dst, args)?,
-        Prim::IndexSet => index_set(op, dst, args)?,
-        Prim::Slice(_) => slice(op, dst, args)?,
-        Prim::SliceSet => slice_set(op, dst, args)?,
+        Prim::Index | Prim::IndexSet | Prim::Slice(_) | Prim::SliceSet => indexing(op, dst, args)?,
         Prim::Reduce(r) => reduce_into(*r, arg(0), out()),
         Prim::Dot => products(op, arg(0), arg(1), out()),
         Prim::Matvec | Prim::Vecmat | Prim::Matmul => products(op, arg(0), arg(1), out()),
@@ -487,6 +484,19 @@ pub(crate) extern "C" fn tape_pop_in_place(
 
 fn write_scalar(out: ValuesMut<'_>, value: Scalar) {
     copy(Values::scalar(&value), out);
+}
+
+/// Indexing and slicing, and their updated copies.
+///
+/// # Safety
+/// As [`array_op`]'s operands.
+unsafe fn indexing(op: &ArrayOp, dst: *mut u8, args: &[*mut u8]) -> Result<(), Fault> {
+    match op.prim {
+        Prim::Index => index(op, dst, args),
+        Prim::IndexSet => index_set(op, dst, args),
+        Prim::Slice(_) => slice(op, dst, args),
+        _ => slice_set(op, dst, args),
+    }
 }
 
 /// `a[i]`: the item at the index, or the kernels' fault.

@@ -208,20 +208,22 @@ fn log_density(theta: [f64; 2]) -> f64 {
 
 #[test]
 fn progress_is_reported_while_the_run_goes() {
+    // Long enough (a quarter of a second alone) that the executor's reports,
+    // every 10 ms, reach the callback part way even on a loaded machine.
     let mut seen: Vec<Progress> = Vec::new();
     model(SCALED)
-        .sample(&config(4, 1500, 1500, 1), &mut |p| seen.push(p))
+        .sample(&config(4, 25000, 25000, 1), &mut |p| seen.push(p))
         .unwrap();
     let first = seen.first().unwrap();
     let last = seen.last().unwrap();
     assert_eq!((first.done, first.warming_up), (0, true));
     assert_eq!(
         (last.done, last.total, last.warming_up),
-        (3000, 3000, false)
+        (50000, 50000, false)
     );
     assert!(seen.windows(2).all(|w| w[0].done <= w[1].done));
     assert!(
-        seen.iter().any(|p| p.done > 0 && p.done < 3000),
+        seen.iter().any(|p| p.done > 0 && p.done < 50000),
         "nothing seen part way: {seen:?}"
     );
 }

@@ -260,17 +260,7 @@ impl FunctionChecker<'_, '_> {
                 }
                 Ty::Tensor(t)
             }
-            S::Transpose => {
-                let t = self.operand(call, 0)?;
-                if t.dims.len() != 2 || !accepts(signature, self.class(&t)) {
-                    return Err(self.operand_error(call, 0, "a matrix (a 2-D array of numbers)"));
-                }
-                Ty::Tensor(TensorTy {
-                    elem: t.elem,
-                    dims: vec![t.dims[1], t.dims[0]],
-                    var: t.var,
-                })
-            }
+            S::Transpose => self.transpose_type(call, signature)?,
             S::Product {
                 left,
                 right,
@@ -340,6 +330,19 @@ impl FunctionChecker<'_, '_> {
                 ))
             }
         })
+    }
+
+    /// `Transpose`: a matrix of numbers; its axes swapped.
+    fn transpose_type(&mut self, call: &BuiltinCall, signature: OpSignature) -> CheckResult<Ty> {
+        let t = self.operand(call, 0)?;
+        if t.dims.len() != 2 || !accepts(signature, self.class(&t)) {
+            return Err(self.operand_error(call, 0, "a matrix (a 2-D array of numbers)"));
+        }
+        Ok(Ty::Tensor(TensorTy {
+            elem: t.elem,
+            dims: vec![t.dims[1], t.dims[0]],
+            var: t.var,
+        }))
     }
 
     /// `SignedMap` (`x.abs()`): numbers, not `usize`; the same type.

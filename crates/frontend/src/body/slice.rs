@@ -2,7 +2,8 @@
 //! `a` from `i`, an array `[T; N]`. The length must be known before the
 //! program runs (a number, a `const`, a const generic parameter or a
 //! symbolic dimension), so the range is written as a start and that
-//! length; a range that does not lie in `a` faults at run time with
+//! length, or from `0` (`a[0..N]`), or between two numbers (`a[2..5]`); a
+//! range that does not lie in `a` faults at run time with
 //! `index_out_of_bounds`, as an index does.
 
 use autobatch_types::Loc;
@@ -15,7 +16,7 @@ use super::infer::Class;
 use super::{mk, usize_ty, FunctionChecker};
 
 /// The forms a slice may take, for messages.
-const FORMS: &str = "write a slice as `a[i..i + N]` or `a[..N]`, `N` a number, a `const`, a const generic parameter or a symbolic dimension";
+const FORMS: &str = "write a slice as `a[i..i + N]`, `a[..N]` or `a[2..5]`, `N` a number, a `const`, a const generic parameter or a symbolic dimension";
 
 impl FunctionChecker<'_, '_> {
     /// `base[range]`, `base` already checked.
@@ -32,7 +33,7 @@ impl FunctionChecker<'_, '_> {
                 format!("{what}: a slice's length must be known before the program runs"),
                 rl,
                 re,
-                "not `i..i + N` or `..N`",
+                "not `i..i + N`, `..N` or `2..5`",
             )
             .map_note(FORMS)
         };
@@ -43,22 +44,23 @@ impl FunctionChecker<'_, '_> {
             return Err(form_error("a range without an end"));
         };
         let (start, len) = match (&range.start, &**end) {
-            (None, len) => {
-                let zero = mk(ExprKind::Literal(Literal::Int(0)), usize_ty(), rl);
-                (zero, len)
-            }
+            (None, len) => (zero(rl), self.length(len)?),
             (Some(start), syn::Expr::Binary(sum))
                 if matches!(sum.op, syn::BinOp::Add(_)) && same_tokens(start, &sum.left) =>
             {
-                (self.check_expr(start)?, &*sum.right)
+                (self.check_expr(start)?, self.length(&sum.right)?)
             }
-            (Some(_), _) => {
-                return Err(form_error(
-                    "a range whose end is not its start plus a length",
-                ))
-            }
+            (Some(start), len) if literal(start) == Some(0) => (zero(rl), self.length(len)?),
+            (Some(start), end) => match (literal(start), literal(end)) {
+                (Some(s), Some(e)) if s <= e => (self.check_expr(start)?, DimExpr::Fixed(e - s)),
+                (Some(_), Some(_)) => return Err(form_error("a range that ends before it starts")),
+                _ => {
+                    return Err(form_error(
+                        "a range whose end is not its start plus a length",
+                    ))
+                }
+            },
         };
-        let len = self.length(len)?;
         self.slice_types(base, base_end, start, len, loc)
     }
 
@@ -111,6 +113,22 @@ impl FunctionChecker<'_, '_> {
             var: bt.var,
         });
         Ok(mk(kind(base, start), ty, loc))
+    }
+}
+
+/// The `usize` zero a slice `a[..N]` starts at.
+fn zero(loc: Loc) -> Expr {
+    mk(ExprKind::Literal(Literal::Int(0)), usize_ty(), loc)
+}
+
+/// The value of an integer literal without a sign (`2` in `a[2..5]`).
+fn literal(e: &syn::Expr) -> Option<u64> {
+    match e {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) => i.base10_parse::<u64>().ok(),
+        _ => None,
     }
 }
 
