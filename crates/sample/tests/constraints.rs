@@ -299,6 +299,25 @@ fn scalar_and_vector_bounds() {
     close(&[logit((x[0] + 1.5) / 9.5)], &[0.6], "bounds of data");
 }
 
+/// Matrices are read from the unconstrained vector row by row (a slice
+/// per row: an array of row slices up to 64 rows, a loop over rows past
+/// that), in row-major order: unconstrained as they are, and bounded below
+/// elementwise (`x = exp(y)`, log-Jacobian `sum(y)`).
+#[test]
+fn matrices_are_read_row_by_row() {
+    for rows in [3, 65] {
+        let ty = format!("[[f64; 2]; {rows}]");
+        let y: Vec<f64> = (0..2 * rows).map(|k| 0.01 * k as f64 - 0.4).collect();
+        let (x, lj) = transform("", &ty, &[y.clone()]).remove(0);
+        close(&x, &y, "unconstrained matrix");
+        assert_eq!(lj, 0.0);
+        let (x, lj) = transform("#[lower = 0.0]", &ty, &[y.clone()]).remove(0);
+        let exp: Vec<f64> = y.iter().map(|v| v.exp()).collect();
+        close(&x, &exp, "lower-bounded matrix");
+        close(&[lj], &[y.iter().sum::<f64>()], "its log-Jacobian");
+    }
+}
+
 /// A side bounded by its infinity is unbounded, as in Stan: written as a
 /// number (`-f64::INFINITY`) the compiler leaves it out; given by data
 /// (`lo`, `hi` with infinite elements) each element takes the transform of
