@@ -245,6 +245,33 @@ fn rows_products_and_biases_match_finite_differences() {
     assert_eq!(e_row(e, 1), vec![0.0; 3]);
 }
 
+/// Slices of statics (`E[word..word + 2]`, a slice of a row read in
+/// place, `B[..1]`): their adjoints go to the statics' gradients.
+#[test]
+fn slices_of_statics_match_finite_differences() {
+    let source = r#"
+extern "autobatch" {
+    static E: [[f64; 3]; 4];
+    static B: [f64; 2];
+}
+fn loss(word: usize, y: [f64; 2]) -> f64 {
+    let rows = E[word..word + 2];
+    let x = E[word][1..1 + 2];
+    let d = x * B - y;
+    dot(d, d) + sum(rows[1]) * B[..1][0]
+}
+"#;
+    let program = compiled(source, "sliced.ab");
+    let json = serde_json::json!({
+        "batch": {"word": [0, 2, 1], "y": [[0.1, 0.2], [0.5, -0.5], [0.0, 1.0]]},
+        "shared": {
+            "E": [[1.0, 2.0, 3.0], [0.5, 0.1, 0.2], [-1.0, 0.3, 0.7], [0.2, 0.2, -0.9]],
+            "B": [0.3, -0.7]
+        }
+    });
+    check_against_finite_differences(&program, "loss", &json);
+}
+
 fn e_row(e: &Tensor, i: usize) -> Vec<f64> {
     let Data::F64(v) = &e.data else { panic!("f64") };
     v[3 * i..3 * i + 3].to_vec()

@@ -822,92 +822,38 @@ fn layout_adjoint(b: &mut Builder, prim: &Prim, site: Site) -> DeriveResult<()> 
             }
             Ok(())
         }
-        Prim::Index => {
-            let (a, i) = (args[0], args[1]);
-            if !site.active(b, 0) {
-                return Ok(());
-            }
-            if b.view(a).is_some() {
-                // `a` holds a differentiated static or a row of one: its
-                // adjoint goes to the member's log, row `i` of it `dy`.
-                let ty = b.ty(a).clone();
-                let zeros = b.filled(&ty, 0.0, loc)?;
-                let one_hot = b.prim(Prim::IndexSet, vec![zeros, i, dy], loc)?;
-                return b.accumulate(a, one_hot, loc);
-            }
-            // Add dy into row i of the adjoint of `a`, in place of a sum of
-            // a mostly-zero array.
-            let base = match b.adj.get(&a).copied() {
-                Some(old) => {
-                    let old = b.full(a, old, loc)?;
-                    let row = b.prim(Prim::Index, vec![old, i], loc)?;
-                    let sum = bin(b, B::Add, row, dy, loc)?;
-                    let new = b.prim(Prim::IndexSet, vec![old, i, sum], loc)?;
-                    b.adj.insert(a, new);
-                    return Ok(());
-                }
-                None => {
-                    let ty = b.ty(a).clone();
-                    b.filled(&ty, 0.0, loc)?
-                }
-            };
-            let new = b.prim(Prim::IndexSet, vec![base, i, dy], loc)?;
-            b.adj.insert(a, new);
-            Ok(())
-        }
-        Prim::IndexSet => {
-            let (a, i, v) = (args[0], args[1], args[2]);
-            if site.active(b, 2) {
-                let c = b.prim(Prim::Index, vec![dy, i], loc)?;
-                contribute(b, v, c, loc)?;
-            }
-            if site.active(b, 0) {
-                let vty = b.ty(v).clone();
-                let zero = b.filled(&vty, 0.0, loc)?;
-                let c = b.prim(Prim::IndexSet, vec![dy, i, zero], loc)?;
-                contribute(b, a, c, loc)?;
-            }
-            Ok(())
-        }
-        Prim::Slice(len) => slice_adjoint(b, *len, site),
+        Prim::Index => add_into(b, Prim::Index, Prim::IndexSet, site),
+        Prim::IndexSet => set_adjoint(b, Prim::Index, Prim::IndexSet, site),
+        Prim::Slice(len) => add_into(b, Prim::Slice(*len), Prim::SliceSet, site),
         Prim::SliceSet => {
-            let (a, i, v) = (args[0], args[1], args[2]);
-            if site.active(b, 2) {
-                let len = b.ty(v).dims[0];
-                let c = b.prim(Prim::Slice(len), vec![dy, i], loc)?;
-                contribute(b, v, c, loc)?;
-            }
-            if site.active(b, 0) {
-                let vty = b.ty(v).clone();
-                let zeros = b.filled(&vty, 0.0, loc)?;
-                let c = b.prim(Prim::SliceSet, vec![dy, i, zeros], loc)?;
-                contribute(b, a, c, loc)?;
-            }
-            Ok(())
+            let len = b.ty(args[2]).dims[0];
+            set_adjoint(b, Prim::Slice(len), Prim::SliceSet, site)
         }
         _ => derive_error(format!("`{prim}` is not a layout operation"), loc),
     }
 }
 
-/// `a[i..i + len]`: `dy` added into those items of the adjoint of `a`, as
-/// `index` adds into one.
-fn slice_adjoint(b: &mut Builder, len: Dim, site: Site) -> DeriveResult<()> {
+/// The adjoint of a read of part of `a` (`a[i]`, `a[i..i + len]`: `read`):
+/// `dy` added into that part of the adjoint of `a` by `write` (`index_set`,
+/// `slice_set`), in place of a sum of a mostly-zero array.
+fn add_into(b: &mut Builder, read: Prim, write: Prim, site: Site) -> DeriveResult<()> {
     let Site { args, dy, loc, .. } = site;
     let (a, i) = (args[0], args[1]);
     if !site.active(b, 0) {
         return Ok(());
     }
     if b.view(a).is_some() {
-        // `a` holds a differentiated static or a row of one.
+        // `a` holds a differentiated static or a row of one: its adjoint
+        // goes to the member's log, `dy` in the part read.
         let ty = b.ty(a).clone();
         let zeros = b.filled(&ty, 0.0, loc)?;
-        let placed = b.prim(Prim::SliceSet, vec![zeros, i, dy], loc)?;
+        let placed = b.prim(write, vec![zeros, i, dy], loc)?;
         return b.accumulate(a, placed, loc);
     }
     let (base, part) = match b.adj.get(&a).copied() {
         Some(old) => {
             let old = b.full(a, old, loc)?;
-            let items = b.prim(Prim::Slice(len), vec![old, i], loc)?;
+            let items = b.prim(read, vec![old, i], loc)?;
             (old, bin(b, B::Add, items, dy, loc)?)
         }
         None => {
@@ -915,8 +861,27 @@ fn slice_adjoint(b: &mut Builder, len: Dim, site: Site) -> DeriveResult<()> {
             (b.filled(&ty, 0.0, loc)?, dy)
         }
     };
-    let new = b.prim(Prim::SliceSet, vec![base, i, part], loc)?;
+    let new = b.prim(write, vec![base, i, part], loc)?;
     b.adj.insert(a, new);
+    Ok(())
+}
+
+/// The adjoint of a copy of `a` with a part replaced by `v` (`write`:
+/// `index_set`, `slice_set`): `v` gets that part of `dy` (`read`), `a`
+/// the rest of `dy` (zeros written into the part).
+fn set_adjoint(b: &mut Builder, read: Prim, write: Prim, site: Site) -> DeriveResult<()> {
+    let Site { args, dy, loc, .. } = site;
+    let (a, i, v) = (args[0], args[1], args[2]);
+    if site.active(b, 2) {
+        let c = b.prim(read, vec![dy, i], loc)?;
+        contribute(b, v, c, loc)?;
+    }
+    if site.active(b, 0) {
+        let vty = b.ty(v).clone();
+        let zeros = b.filled(&vty, 0.0, loc)?;
+        let c = b.prim(write, vec![dy, i, zeros], loc)?;
+        contribute(b, a, c, loc)?;
+    }
     Ok(())
 }
 
