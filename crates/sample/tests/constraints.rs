@@ -308,10 +308,10 @@ fn matrices_are_read_row_by_row() {
     for rows in [3, 65] {
         let ty = format!("[[f64; 2]; {rows}]");
         let y: Vec<f64> = (0..2 * rows).map(|k| 0.01 * k as f64 - 0.4).collect();
-        let (x, lj) = transform("", &ty, &[y.clone()]).remove(0);
+        let (x, lj) = transform("", &ty, std::slice::from_ref(&y)).remove(0);
         close(&x, &y, "unconstrained matrix");
         assert_eq!(lj, 0.0);
-        let (x, lj) = transform("#[lower = 0.0]", &ty, &[y.clone()]).remove(0);
+        let (x, lj) = transform("#[lower = 0.0]", &ty, std::slice::from_ref(&y)).remove(0);
         let exp: Vec<f64> = y.iter().map(|v| v.exp()).collect();
         close(&x, &exp, "lower-bounded matrix");
         close(&[lj], &[y.iter().sum::<f64>()], "its log-Jacobian");
