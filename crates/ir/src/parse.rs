@@ -890,7 +890,7 @@ impl<'a> Reader<'a> {
         })))
     }
 
-    /// The length of `fill.N`: a number or `symN`.
+    /// The length of `fill.N`, `slice.N` and `map.N`: a number or `symN`.
     fn payload_length(&self, line: &mut Cursor<'a>) -> Parsed<Dim> {
         if line.peek().is_some_and(|c| c.is_ascii_digit()) {
             return line.number("a length").map(Dim::Fixed);
