@@ -179,6 +179,15 @@ impl FunctionChecker<'_, '_> {
                         ))
                     }
                 };
+                if let syn::Expr::Range(_) = &*i.index {
+                    return Err(error(
+                        "a slice cannot be assigned to",
+                        expr_start(&i.index),
+                        expr_end(&i.index),
+                        "a range in a place",
+                    )
+                    .map_note("assign its items one by one (`a[i + k] = v[k]` in a loop), or build the array anew"));
+                }
                 let index = self.check_expr(&i.index)?;
                 let ok = index.ty == Ty::Never
                     || matches!(&index.ty, Ty::Tensor(it) if it.is_scalar() && self.class(it) == Class::Int);
