@@ -208,8 +208,8 @@ fn log_density(theta: [f64; 2]) -> f64 {
 
 #[test]
 fn progress_is_reported_while_the_run_goes() {
-    // Long enough (a quarter of a second alone) that the executor's reports,
-    // every 10 ms, reach the callback part way even on a loaded machine.
+    // Long enough that the executor's periodic reports reach the callback
+    // part way, however the machine's load delays them.
     let mut seen: Vec<Progress> = Vec::new();
     model(SCALED)
         .sample(&config(4, 25000, 25000, 1), &mut |p| seen.push(p))

@@ -279,6 +279,25 @@ impl FunctionChecker<'_, '_> {
         ))
     }
 
+    /// That `e` (ending at `end`), `what` in messages, is an integer scalar
+    /// (or never has a value).
+    pub(super) fn integer_operand(&self, e: &Expr, end: Loc, what: &str) -> CheckResult<()> {
+        let ok = e.ty == Ty::Never
+            || matches!(&e.ty, Ty::Tensor(t) if t.is_scalar() && self.class(t) == Class::Int);
+        if ok {
+            return Ok(());
+        }
+        Err(error(
+            format!(
+                "{what} must be an integer, but this is `{}`",
+                self.show(&e.ty)
+            ),
+            e.loc,
+            end,
+            "expected an integer",
+        ))
+    }
+
     /// A length written in the program (`N` of `[x; N]` and `a[i..i + N]`):
     /// a number, a `const`, a const generic parameter or a symbolic
     /// dimension, never a variable.
@@ -759,21 +778,7 @@ impl FunctionChecker<'_, '_> {
                 ))
             }
         };
-        if index.ty != Ty::Never {
-            let ok =
-                matches!(&index.ty, Ty::Tensor(t) if t.is_scalar() && self.class(t) == Class::Int);
-            if !ok {
-                return Err(error(
-                    format!(
-                        "an index must be an integer, but this is `{}`",
-                        self.show(&index.ty)
-                    ),
-                    index.loc,
-                    index_end,
-                    "expected an integer",
-                ));
-            }
-        }
+        self.integer_operand(&index, index_end, "an index")?;
         let ty = Ty::Tensor(TensorTy {
             elem: bt.elem,
             dims: bt.dims[1..].to_vec(),

@@ -7,7 +7,6 @@ use crate::hir::{BinaryOp, Expr, ExprKind, LocalId, Place, Projection, TensorTy,
 use crate::items::{error, unsupported, CheckResult, MapNote, ModuleName};
 use crate::location::{expr_end, expr_start};
 
-use super::infer::Class;
 use super::{mk, FunctionChecker, MAX_EXPRESSION_DEPTH};
 
 impl FunctionChecker<'_, '_> {
@@ -189,19 +188,7 @@ impl FunctionChecker<'_, '_> {
                     .map_note("assign its items one by one (`a[i + k] = v[k]` in a loop), or build the array anew"));
                 }
                 let index = self.check_expr(&i.index)?;
-                let ok = index.ty == Ty::Never
-                    || matches!(&index.ty, Ty::Tensor(it) if it.is_scalar() && self.class(it) == Class::Int);
-                if !ok {
-                    return Err(error(
-                        format!(
-                            "an index must be an integer, but this is `{}`",
-                            self.show(&index.ty)
-                        ),
-                        index.loc,
-                        expr_end(&i.index),
-                        "expected an integer",
-                    ));
-                }
+                self.integer_operand(&index, expr_end(&i.index), "an index")?;
                 let element = Ty::Tensor(TensorTy {
                     elem: t.elem,
                     dims: t.dims[1..].to_vec(),

@@ -12,7 +12,6 @@ use quote::ToTokens;
 use crate::hir::{DimExpr, Expr, ExprKind, Literal, TensorTy, Ty};
 use crate::items::{error, CheckResult, MapNote};
 
-use super::infer::Class;
 use super::{mk, usize_ty, FunctionChecker};
 
 /// The forms a slice may take, for messages.
@@ -92,19 +91,7 @@ impl FunctionChecker<'_, '_> {
                 ))
             }
         };
-        let integer =
-            matches!(&start.ty, Ty::Tensor(t) if t.is_scalar() && self.class(t) == Class::Int);
-        if !integer {
-            return Err(error(
-                format!(
-                    "a slice's start must be an integer, but this is `{}`",
-                    self.show(&start.ty)
-                ),
-                start.loc,
-                start.loc,
-                "expected an integer",
-            ));
-        }
+        self.integer_operand(&start, start.loc, "a slice's start")?;
         let mut dims = vec![len];
         dims.extend(bt.dims[1..].iter().copied());
         let ty = Ty::Tensor(TensorTy {
