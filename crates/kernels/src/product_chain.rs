@@ -160,7 +160,7 @@ pub fn blocked<B: Backend + ?Sized>(
     members: usize,
     scratch: &mut Scratch,
 ) -> Result<(), Fault> {
-    let block = block_rows(pc);
+    let block = block_rows(pc, members);
     if !fits(pc, inputs) || block >= pc.rows {
         return unblocked(backend, pc, inputs, outputs, closing, members, scratch);
     }
@@ -189,16 +189,28 @@ pub fn blocked<B: Backend + ?Sized>(
     outcome
 }
 
-/// Rows of the matrix per block: about 256 KiB of it (kept in L2 while
-/// both products read it), a
-/// multiple of [`Piecewise::PIECE_MULTIPLE`].
-fn block_rows(pc: &ProductChain<'_>) -> usize {
+/// Bytes of the shared matrix's rows in one block.
+const BLOCK_MATRIX_BYTES: usize = 256 * 1024;
+
+/// Bytes of one block's `z` and `r` together, every member's.
+const BLOCK_VALUES_BYTES: usize = 512 * 1024;
+
+/// Rows of the matrix per block, for `members` members: at most
+/// [`BLOCK_MATRIX_BYTES`] of the matrix and [`BLOCK_VALUES_BYTES`] of the
+/// block's `z` and `r`, so that the block's rows of the matrix (read by
+/// both products) and its values (written by the opening product, read
+/// and written by the chain, read by the closing one) stay in a core's
+/// 1 MiB L2 cache; a multiple of [`Piecewise::PIECE_MULTIPLE`]. Blocks of
+/// any such size give the same bits (module doc).
+fn block_rows(pc: &ProductChain<'_>, members: usize) -> usize {
     let element = match pc.matrix.ty() {
         ScalarType::F32 => 4,
         _ => 8,
     };
+    let by_matrix = BLOCK_MATRIX_BYTES / (pc.k.max(1) * element);
+    let by_values = BLOCK_VALUES_BYTES / (2 * members.max(1) * element);
     let multiple = Piecewise::PIECE_MULTIPLE;
-    ((256 * 1024 / (pc.k.max(1) * element)) / multiple * multiple).max(multiple)
+    (by_matrix.min(by_values) / multiple * multiple).max(multiple)
 }
 
 /// Whether the chain runs a block of columns at a time: floats; every
@@ -543,7 +555,7 @@ mod tests {
             super::unblocked::<Cpu>
         };
         assert!(
-            !blocked || fits(&pc, &inputs) && block_rows(&pc) < rows,
+            !blocked || fits(&pc, &inputs) && block_rows(&pc, members) < rows,
             "runs blocked"
         );
         f(&Cpu, &pc, &inputs, &mut outputs, out, members, &mut scratch).unwrap();
@@ -553,7 +565,12 @@ mod tests {
     #[test]
     fn blocks_give_the_bits_of_the_operations_one_by_one() {
         for ty in [ScalarType::F32, ScalarType::F64] {
-            for (rows, k, members) in [(1000, 100, 7), (2051, 37, 3), (640, 256, 13)] {
+            for (rows, k, members) in [
+                (1000, 100, 7),
+                (2051, 37, 3),
+                (640, 256, 13),
+                (1003, 10, 300),
+            ] {
                 for reduce in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Min] {
                     let one_by_one = run(ty, rows, k, members, reduce, false);
                     let blocked = run(ty, rows, k, members, reduce, true);
@@ -567,6 +584,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_block_holds_at_most_its_share_of_the_matrix_and_of_the_values() {
+        let chain = chain(ScalarType::F64, 10_000, ReduceOp::Sum);
+        let matrix = Data::F64(vec![0.0; 10_000 * 100]);
+        let vectors = Data::F64(vec![0.0; 100]);
+        let pc = ProductChain {
+            chain: &chain,
+            matrix: Values::all(&matrix),
+            rows: 10_000,
+            k: 100,
+            vectors: Rows::Column {
+                values: Values::all(&vectors),
+                row_len: 100,
+            },
+            opening: 1,
+            closing: 6,
+        };
+        // 256 KiB of the matrix's rows of 800 bytes: 327, down to a multiple of 8.
+        assert_eq!(block_rows(&pc, 1), 320);
+        // 512 KiB of `z` and `r`, 16 bytes per member and row.
+        assert_eq!(block_rows(&pc, 256), 128);
+        assert_eq!(block_rows(&pc, 1024), 32);
+        assert_eq!(block_rows(&pc, 1 << 20), Piecewise::PIECE_MULTIPLE);
     }
 
     #[test]
