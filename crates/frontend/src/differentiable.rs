@@ -42,7 +42,7 @@ use std::collections::HashSet;
 
 use autobatch_types::Loc;
 
-use crate::hir::{Block, Expr, ExprKind, LocalId, Module, Pattern, Place, Projection, Stmt};
+use crate::hir::{Block, Expr, ExprKind, LocalId, Module, Pattern, Place, Stmt};
 use crate::Diagnostic;
 
 /// Checks every `grad` / `value_and_grad` of `module`.
@@ -468,7 +468,7 @@ impl Checker<'_> {
     fn assign(&mut self, w: &mut Walk, place: &Place, value: &Expr) -> CheckResult<()> {
         let mut t = self.expr(w, value)? || w.assigned_under_condition(place.local);
         for p in &place.projections {
-            if let Projection::Index(i) = p {
+            if let Some(i) = p.operand() {
                 t |= self.expr(w, i)?;
             }
         }
@@ -1038,7 +1038,7 @@ fn visit_expr(e: &Expr, visit: &mut dyn FnMut(&Expr)) {
         ExprKind::Assign { place, value, .. } => {
             visit_expr(value, visit);
             for p in &place.projections {
-                if let Projection::Index(i) = p {
+                if let Some(i) = p.operand() {
                     visit_expr(i, visit);
                 }
             }

@@ -220,6 +220,29 @@ pub struct Place {
 pub enum Projection {
     Field(usize),
     Index(Expr),
+    /// `[start..start + len]`: the last projection of a place.
+    Slice {
+        start: Expr,
+        len: DimExpr,
+    },
+}
+
+impl Projection {
+    /// The index or the slice's start: the expression the projection evaluates.
+    pub fn operand(&self) -> Option<&Expr> {
+        match self {
+            Projection::Field(_) => None,
+            Projection::Index(i) | Projection::Slice { start: i, .. } => Some(i),
+        }
+    }
+
+    /// [`Projection::operand`], mutable.
+    pub fn operand_mut(&mut self) -> Option<&mut Expr> {
+        match self {
+            Projection::Field(_) => None,
+            Projection::Index(i) | Projection::Slice { start: i, .. } => Some(i),
+        }
+    }
 }
 
 /// Which derivative an [`ExprKind::Grad`] computes.

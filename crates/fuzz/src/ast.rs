@@ -244,11 +244,13 @@ impl AssignOp {
 pub enum Stmt {
     /// `let mut name: ty = value;`
     Let { name: String, value: Expr },
-    /// `name op= value;`
+    /// `name op= value;`, or with `slice` an array of a fixed length
+    /// written as its whole slice, `name[..len] op= value;` in that form.
     Assign {
         name: String,
         op: AssignOp,
         value: Expr,
+        slice: Option<SliceForm>,
     },
     /// `name[index] op= value;`
     SetIndex {
@@ -451,11 +453,13 @@ pub enum ExprKind {
         array: Box<Expr>,
         index: Box<Expr>,
     },
-    /// `[items][start..start + len]`, `len` the items after the first
-    /// `start`: an array of the node's type.
+    /// `len` of `items` from `start`, the range written as `form` says:
+    /// an array of the node's type.
     Slice {
         items: Vec<Expr>,
         start: usize,
+        len: usize,
+        form: SliceForm,
     },
     Array(Vec<Expr>),
     /// `[value; L]` (`[value; D]` when of type `[f64; D]`): a ragged
@@ -470,6 +474,20 @@ pub enum ExprKind {
         pair: Box<Expr>,
         field: u8,
     },
+}
+
+/// How an [`ExprKind::Slice`] writes its range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SliceForm {
+    /// `[start..start + len]`.
+    Offset,
+    /// `[start..end]`, two numbers.
+    Between,
+    /// `[(start as i32)..(start as i32) + len]`: the start an `i32`
+    /// expression, written twice.
+    Computed,
+    /// `[..len]` (`start` is 0).
+    Prefix,
 }
 
 /// How the instances of [`ExprKind::Instances`] get their depth argument.
@@ -619,8 +637,17 @@ impl Printer {
                 value.ty.source(),
                 expr(value)
             )),
-            Stmt::Assign { name, op, value } => {
-                self.line(&format!("{name} {} {};", op.source(), expr(value)))
+            Stmt::Assign {
+                name,
+                op,
+                value,
+                slice,
+            } => {
+                let place = match slice {
+                    Some(form) => format!("{name}[{}]", whole_range(*form, value.ty)),
+                    None => name.clone(),
+                };
+                self.line(&format!("{place} {} {};", op.source(), expr(value)))
             }
             Stmt::SetIndex {
                 name,
@@ -812,11 +839,23 @@ fn write_expr(out: &mut String, e: &Expr) {
             write_expr(out, index);
             out.push(']');
         }
-        ExprKind::Slice { items, start } => {
+        ExprKind::Slice {
+            items,
+            start,
+            len,
+            form,
+        } => {
             out.push('[');
             write_list(out, items);
-            let len = items.len().saturating_sub(*start);
-            write!(out, "][{start}..{start} + {len}]").unwrap_or(());
+            match form {
+                SliceForm::Offset => write!(out, "][{start}..{start} + {len}]"),
+                SliceForm::Between => write!(out, "][{start}..{}]", start + len),
+                SliceForm::Computed => {
+                    write!(out, "][({start} as i32)..({start} as i32) + {len}]")
+                }
+                SliceForm::Prefix => write!(out, "][..{len}]"),
+            }
+            .unwrap_or(());
         }
         ExprKind::Array(items) => {
             out.push('[');
@@ -965,5 +1004,21 @@ fn write_inline_stmts(out: &mut String, stmts: &[Stmt]) {
     for line in printer.out.lines() {
         out.push_str(line.trim());
         out.push(' ');
+    }
+}
+
+/// The range of every item of an array of the fixed-length type `ty`, in
+/// `form`.
+fn whole_range(form: SliceForm, ty: Ty) -> String {
+    let len = if ty == Ty::IntArray {
+        INT_ARRAY_LEN
+    } else {
+        FLOAT_ARRAY_LEN
+    };
+    match form {
+        SliceForm::Offset => format!("0..0 + {len}"),
+        SliceForm::Between => format!("0..{len}"),
+        SliceForm::Computed => format!("(0 as i32)..(0 as i32) + {len}"),
+        SliceForm::Prefix => format!("..{len}"),
     }
 }

@@ -1051,6 +1051,7 @@ fn loop_helper(rng: &mut ChaCha8Rng, weight: bool) -> Function {
                 scaled_a,
                 scalar_expr(rng, &leaves, 1),
             )),
+            slice: None,
         },
     ];
     // Sometimes `a` and `b` trade values, so that the loop's carried
@@ -1065,11 +1066,13 @@ fn loop_helper(rng: &mut ChaCha8Rng, weight: bool) -> Function {
                 name: "a".into(),
                 op: AssignOp::Set,
                 value: b(),
+                slice: None,
             },
             Stmt::Assign {
                 name: "b".into(),
                 op: AssignOp::Set,
                 value: Expr::var("held", Ty::Float),
+                slice: None,
             },
         ]);
     }

@@ -110,6 +110,14 @@ const FLOAT_MAPS: [Builtin; 27] = [
 
 /// How often a program has ragged arrays.
 const RAGGED_PROGRAMS: f64 = 0.4;
+
+/// The forms of the ranges of generated slices, taken in turn.
+const SLICE_FORMS: [SliceForm; 4] = [
+    SliceForm::Offset,
+    SliceForm::Between,
+    SliceForm::Computed,
+    SliceForm::Prefix,
+];
 /// How often a program with ragged arrays has a second ragged dimension
 /// (`[f64; D]`, `[[f64; D]; L]`).
 const INNER_RAGGED_PROGRAMS: f64 = 0.4;
@@ -336,6 +344,8 @@ struct Generator {
     /// The stream of the draws of [`FOLDED_SELF_CALLS`].
     folds: ChaCha8Rng,
     fresh: usize,
+    /// The slices written so far (their forms go in turn, [`SLICE_FORMS`]).
+    slices: usize,
     scope: Scope,
 }
 
@@ -355,6 +365,7 @@ impl Generator {
             scalar: scalar_program(seed),
             folds: ChaCha8Rng::seed_from_u64(seed ^ FOLD_STREAM),
             fresh: 0,
+            slices: 0,
             scope: Scope {
                 vars: Vec::new(),
                 guarded: false,
@@ -702,7 +713,22 @@ impl Generator {
             _ => AssignOp::Set,
         };
         let value = self.expr(ty, self.stmt_expr_depth(3));
-        Some(Stmt::Assign { name, op, value })
+        // Every other assignment to an array of a fixed length is written
+        // to its whole slice, the range's forms in turn (no draw: the
+        // program's values are those of the plain assignment).
+        let slice = match ty {
+            Ty::IntArray | Ty::FloatArray | Ty::F32Array => {
+                self.slices += 1;
+                (self.slices % 2 == 0).then(|| SLICE_FORMS[self.slices / 2 % SLICE_FORMS.len()])
+            }
+            _ => None,
+        };
+        Some(Stmt::Assign {
+            name,
+            op,
+            value,
+            slice,
+        })
     }
 
     fn set_index_stmt(&mut self) -> Option<Stmt> {
@@ -1316,13 +1342,27 @@ impl Generator {
                 ExprKind::Array((0..len).map(|_| self.expr(element, sub)).collect()),
             ),
             1 => {
-                // The same items as a slice of a longer array: a zero
-                // before them (no further draw, so the value and every
-                // later draw are as they were before slices existed).
-                let items = std::iter::once(element.zero())
-                    .chain((0..len).map(|_| self.expr(element, sub)))
-                    .collect();
-                Expr::new(ty, ExprKind::Slice { items, start: 1 })
+                // The same items as a slice of a longer array, with a zero
+                // before them (after them for `[..len]`), the range's form
+                // taken in turn: no further draw, so the value and every
+                // later draw are as they were before slices existed.
+                let form = SLICE_FORMS[self.slices % SLICE_FORMS.len()];
+                self.slices += 1;
+                let drawn: Vec<Expr> = (0..len).map(|_| self.expr(element, sub)).collect();
+                let (items, start) = if form == SliceForm::Prefix {
+                    (drawn.into_iter().chain([element.zero()]).collect(), 0)
+                } else {
+                    (std::iter::once(element.zero()).chain(drawn).collect(), 1)
+                };
+                Expr::new(
+                    ty,
+                    ExprKind::Slice {
+                        items,
+                        start,
+                        len,
+                        form,
+                    },
+                )
             }
             2 => {
                 let mut ops = vec![BinOp::Add, BinOp::Sub, BinOp::Mul];

@@ -211,9 +211,11 @@ fn expr_variants(e: &Expr) -> Vec<Expr> {
                 .map(|b| b.tail.clone()),
         ),
         ExprKind::Loop { exit, .. } => out.push(exit.as_ref().clone()),
-        ExprKind::Slice { items, start } => out.push(Expr::new(
+        ExprKind::Slice {
+            items, start, len, ..
+        } => out.push(Expr::new(
             e.ty,
-            ExprKind::Array(items[(*start).min(items.len())..].to_vec()),
+            ExprKind::Array(items.iter().skip(*start).take(*len).cloned().collect()),
         )),
         ExprKind::Catch { call, fallback } => {
             out.push(call.as_ref().clone());

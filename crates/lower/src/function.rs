@@ -1110,18 +1110,13 @@ impl FunctionLowerer<'_> {
         Ok(Some(part.to_vec()))
     }
 
-    fn lower_assign(
-        &mut self,
-        place: &hir::Place,
-        op: Option<HirBinary>,
-        value: &Expr,
-        loc: Loc,
-    ) -> Flow {
-        let local_ty = concrete_type(&self.hir.local(place.local).ty, self.const_args)?;
+    /// The variables `place` names after its tuple fields, the indices
+    /// (and a slice's start) that follow, and the slice's length.
+    fn place_steps<'p>(&self, place: &'p hir::Place, loc: Loc) -> LowerResult<Steps<'p>> {
+        let mut ty = concrete_type(&self.hir.local(place.local).ty, self.const_args)?;
         let mut target = self.local_vars[place.local.0 as usize].clone();
-        // Tuple fields narrow the target to some of the local's variables.
-        let mut ty = local_ty;
         let mut indices: Vec<&Expr> = Vec::new();
+        let mut slice = None;
         for p in &place.projections {
             match p {
                 Projection::Field(k) => {
@@ -1141,8 +1136,31 @@ impl FunctionLowerer<'_> {
                     ty = item;
                 }
                 Projection::Index(i) => indices.push(i),
+                Projection::Slice { start, len } => {
+                    indices.push(start);
+                    slice = Some(concrete_dim(*len, self.const_args)?);
+                }
             }
         }
+        Ok(Steps {
+            target,
+            indices,
+            slice,
+        })
+    }
+
+    fn lower_assign(
+        &mut self,
+        place: &hir::Place,
+        op: Option<HirBinary>,
+        value: &Expr,
+        loc: Loc,
+    ) -> Flow {
+        let Steps {
+            target,
+            indices,
+            slice,
+        } = self.place_steps(place, loc)?;
         let direct = indices.is_empty() && op.is_none() && target.len() == 1;
         // Rust evaluates the value first, then the place's indices.
         let hint = if direct { Some(target.clone()) } else { None };
@@ -1177,26 +1195,26 @@ impl FunctionLowerer<'_> {
             bases.push(next);
         }
         let last = idx_vars.len() - 1;
+        // The last step reads and writes an item, or the slice's items.
+        let (read, write) = match slice {
+            Some(len) => (Prim::Slice(len), Prim::SliceSet),
+            None => (Prim::Index, Prim::IndexSet),
+        };
         let mut new_value = match op {
             None => x,
             Some(op) => {
-                let old = self.prim(
-                    Prim::Index,
-                    vec![bases[last], idx_vars[last]],
-                    place.loc,
-                    None,
-                )?;
+                let old = self.prim(read, vec![bases[last], idx_vars[last]], place.loc, None)?;
                 self.prim(Prim::Binary(binary_op(op)), vec![old, x], loc, None)?
             }
         };
         for j in (0..idx_vars.len()).rev() {
             let dst = if j == 0 { Some(array) } else { None };
-            new_value = self.prim(
-                Prim::IndexSet,
-                vec![bases[j], idx_vars[j], new_value],
-                place.loc,
-                dst,
-            )?;
+            let prim = if j == last {
+                write.clone()
+            } else {
+                Prim::IndexSet
+            };
+            new_value = self.prim(prim, vec![bases[j], idx_vars[j], new_value], place.loc, dst)?;
         }
         if new_value != array {
             return Err(internal(
@@ -1206,6 +1224,16 @@ impl FunctionLowerer<'_> {
         }
         Ok(Some(Vec::new()))
     }
+}
+
+/// An assignment's place, lowered: the variables it names after its
+/// tuple fields (a tuple field narrows them to some of the local's), the
+/// indices that follow (and last perhaps a slice's start), and the slice's
+/// length when the last step is a slice.
+struct Steps<'p> {
+    target: Vec<Var>,
+    indices: Vec<&'p Expr>,
+    slice: Option<Dim>,
 }
 
 /// The IR comparison of a source comparison.

@@ -4,7 +4,7 @@
 
 use autobatch_types::{Loc, ScalarType};
 
-use crate::hir::{self, Expr, ExprKind, Literal, Projection, Ty};
+use crate::hir::{self, Expr, ExprKind, Literal, Ty};
 use crate::items::{error, CheckResult, MapNote};
 
 use super::FunctionChecker;
@@ -93,7 +93,7 @@ impl FunctionChecker<'_, '_> {
             ExprKind::Assign { place, value, .. } => {
                 self.finalize_expr(value)?;
                 for p in &mut place.projections {
-                    if let Projection::Index(i) = p {
+                    if let Some(i) = p.operand_mut() {
                         self.finalize_expr(i)?;
                     }
                 }

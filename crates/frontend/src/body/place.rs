@@ -1,5 +1,6 @@
 //! Assignments: `place = value` and `place op= value`, and the place
-//! itself (a `mut` local, then tuple fields and indices).
+//! itself (a `mut` local, then tuple fields and indices, and last perhaps
+//! a slice).
 
 use autobatch_types::Loc;
 
@@ -76,6 +77,15 @@ impl FunctionChecker<'_, '_> {
         let mut ty = self.locals[local.0 as usize].ty.clone();
         let mut projections = Vec::new();
         for step in steps.iter().rev() {
+            if let Some(Projection::Slice { .. }) = projections.last() {
+                return Err(error(
+                    "a slice in a place must be its last step",
+                    expr_start(step),
+                    expr_end(step),
+                    "a step after a slice",
+                )
+                .map_note("assign to the item itself (`a[i + k] = x`, or `m[i][j..j + N] = v` for a row's items)"));
+            }
             let (projection, projected) = self.check_projection(step, &ty)?;
             projections.push(projection);
             ty = projected;
@@ -178,14 +188,14 @@ impl FunctionChecker<'_, '_> {
                         ))
                     }
                 };
-                if let syn::Expr::Range(_) = &*i.index {
-                    return Err(error(
-                        "a slice cannot be assigned to",
-                        expr_start(&i.index),
-                        expr_end(&i.index),
-                        "a range in a place",
-                    )
-                    .map_note("assign its items one by one (`a[i + k] = v[k]` in a loop), or build the array anew"));
+                if let syn::Expr::Range(range) = &*i.index {
+                    let at = (expr_start(&i.index), expr_end(&i.index));
+                    let (start, len) = self.slice_range(range, at)?;
+                    self.integer_operand(&start, start.loc, "a slice's start")?;
+                    return Ok((
+                        Projection::Slice { start, len },
+                        super::slice::sliced(&t, len),
+                    ));
                 }
                 let index = self.check_expr(&i.index)?;
                 self.integer_operand(&index, expr_end(&i.index), "an index")?;

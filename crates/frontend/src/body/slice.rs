@@ -4,7 +4,8 @@
 //! symbolic dimension), so the range is written as a start and that
 //! length, or from `0` (`a[0..N]`), or between two numbers (`a[2..5]`); a
 //! range that does not lie in `a` faults at run time with
-//! `index_out_of_bounds`, as an index does.
+//! `index_out_of_bounds`, as an index does. A slice may also be the last
+//! step of an assignment's place (`a[i..i + N] = v`, `a[..N] += v`).
 
 use autobatch_types::Loc;
 use quote::ToTokens;
@@ -27,6 +28,16 @@ impl FunctionChecker<'_, '_> {
         (rl, re): (Loc, Loc),
         loc: Loc,
     ) -> CheckResult<Expr> {
+        let (start, len) = self.slice_range(range, (rl, re))?;
+        self.slice_types(base, base_end, start, len, loc)
+    }
+
+    /// The start and the length of the range `rl..re` of a slice.
+    pub(super) fn slice_range(
+        &mut self,
+        range: &syn::ExprRange,
+        (rl, re): (Loc, Loc),
+    ) -> CheckResult<(Expr, DimExpr)> {
         let form_error = |what: &str| {
             error(
                 format!("{what}: a slice's length must be known before the program runs"),
@@ -60,7 +71,7 @@ impl FunctionChecker<'_, '_> {
                 }
             },
         };
-        self.slice_types(base, base_end, start, len, loc)
+        Ok((start, len))
     }
 
     /// The type of `base[start..start + len]`.
@@ -92,15 +103,20 @@ impl FunctionChecker<'_, '_> {
             }
         };
         self.integer_operand(&start, start.loc, "a slice's start")?;
-        let mut dims = vec![len];
-        dims.extend(bt.dims[1..].iter().copied());
-        let ty = Ty::Tensor(TensorTy {
-            elem: bt.elem,
-            dims,
-            var: bt.var,
-        });
+        let ty = sliced(&bt, len);
         Ok(mk(kind(base, start), ty, loc))
     }
+}
+
+/// The type of `len` items of an array of type `t`.
+pub(super) fn sliced(t: &TensorTy, len: DimExpr) -> Ty {
+    let mut dims = vec![len];
+    dims.extend(t.dims[1..].iter().copied());
+    Ty::Tensor(TensorTy {
+        elem: t.elem,
+        dims,
+        var: t.var,
+    })
 }
 
 /// The `usize` zero a slice `a[..N]` starts at.
