@@ -719,7 +719,9 @@ impl Generator {
         let slice = match ty {
             Ty::IntArray | Ty::FloatArray | Ty::F32Array => {
                 self.slices += 1;
-                (self.slices % 2 == 0).then(|| SLICE_FORMS[self.slices / 2 % SLICE_FORMS.len()])
+                self.slices
+                    .is_multiple_of(2)
+                    .then(|| SLICE_FORMS[self.slices / 2 % SLICE_FORMS.len()])
             }
             _ => None,
         };
