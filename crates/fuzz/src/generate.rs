@@ -118,6 +118,7 @@ const SLICE_FORMS: [SliceForm; 4] = [
     SliceForm::Computed,
     SliceForm::Prefix,
 ];
+
 /// How often a program with ragged arrays has a second ragged dimension
 /// (`[f64; D]`, `[[f64; D]; L]`).
 const INNER_RAGGED_PROGRAMS: f64 = 0.4;
