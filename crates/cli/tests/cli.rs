@@ -760,3 +760,40 @@ fn profile_pictures_leave_the_results_unchanged() {
     );
     assert!(!std::path::Path::new(&svg).exists());
 }
+
+#[test]
+fn op_counts_name_a_slice_and_an_assignment_to_one() {
+    let scratch = Scratch::new("slice_ops");
+    let program = scratch.file(
+        "put.ab",
+        "fn put(v: [f64; 3], w: [f64; 2]) -> [f64; 3] {\n    let mut a = v;\n    a[1..1 + 2] += w;\n    a\n}\n",
+    );
+    let inputs = scratch.file(
+        "inputs.json",
+        r#"{"batch": {"v": [[1.0, 2.0, 3.0]], "w": [[1.0, 1.0]]}}"#,
+    );
+    let output = autobatch(&[
+        "run", &program, "--entry", "put", "--inputs", &inputs, "--stats",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let result: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    assert_eq!(
+        result["results"][0]["ok"],
+        serde_json::json!([1.0, 3.0, 4.0])
+    );
+    let ops: Vec<(String, u64)> = result["stats"]["op_counts"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|c| {
+            let op = c["op"].as_str().unwrap_or_default().to_owned();
+            (op, c["line"].as_u64().unwrap_or(0))
+        })
+        .collect();
+    for op in ["slice", "add", "slice_set"] {
+        assert!(
+            ops.contains(&(op.to_owned(), 3)),
+            "`{op}` at line 3: {ops:?}"
+        );
+    }
+}

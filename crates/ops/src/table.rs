@@ -239,7 +239,7 @@ macro_rules! for_each_op {
             [Slice:         Payload Slice,     "slice",         Slice,            grad,   Syntax("a[i..i + N]")]
             /// `(a, i, v)`: a copy of `a` with `a[i..i + n] = v`, `n` the length of
             /// `v`; faults if the range does not lie in `a`.
-            [SliceSet:      Plain SliceSet,    "slice_set",     SliceSet,         grad,   Internal]
+            [SliceSet:      Plain SliceSet,    "slice_set",     SliceSet,         grad,   Syntax("a[i..i + N] = v")]
             /// `(cond: bool)`, no result: faults with `assertion_failed` and `message` if `cond` is false.
             [Assert:        Payload Assert,    "assert",        Assert,           grad,   Syntax("assert!(cond)")]
             /// `(cond: bool)`, no result: faults with `domain_error` and `message` if
