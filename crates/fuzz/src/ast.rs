@@ -847,15 +847,7 @@ fn write_expr(out: &mut String, e: &Expr) {
         } => {
             out.push('[');
             write_list(out, items);
-            match form {
-                SliceForm::Offset => write!(out, "][{start}..{start} + {len}]"),
-                SliceForm::Between => write!(out, "][{start}..{}]", start + len),
-                SliceForm::Computed => {
-                    write!(out, "][({start} as i32)..({start} as i32) + {len}]")
-                }
-                SliceForm::Prefix => write!(out, "][..{len}]"),
-            }
-            .unwrap_or(());
+            write!(out, "][{}]", range(*form, *start, *len)).unwrap_or(());
         }
         ExprKind::Array(items) => {
             out.push('[');
@@ -1015,10 +1007,15 @@ fn whole_range(form: SliceForm, ty: Ty) -> String {
     } else {
         FLOAT_ARRAY_LEN
     };
+    range(form, 0, len)
+}
+
+/// `len` items from `start` as `form` writes the range (`Prefix` starts at 0).
+fn range(form: SliceForm, start: usize, len: usize) -> String {
     match form {
-        SliceForm::Offset => format!("0..0 + {len}"),
-        SliceForm::Between => format!("0..{len}"),
-        SliceForm::Computed => format!("(0 as i32)..(0 as i32) + {len}"),
+        SliceForm::Offset => format!("{start}..{start} + {len}"),
+        SliceForm::Between => format!("{start}..{}", start + len),
+        SliceForm::Computed => format!("({start} as i32)..({start} as i32) + {len}"),
         SliceForm::Prefix => format!("..{len}"),
     }
 }

@@ -501,6 +501,30 @@ mod tests {
         }
     }
 
+    /// The chain `chain` between `matrix` (`rows x k`) and each row's
+    /// vector of `vectors`, its opening product input 1 and its closing
+    /// link 6 (as [`chain`] builds them).
+    fn test_chain<'a>(
+        chain: &'a Chain,
+        matrix: &'a Data,
+        vectors: &'a Data,
+        rows: usize,
+        k: usize,
+    ) -> ProductChain<'a> {
+        ProductChain {
+            chain,
+            matrix: Values::all(matrix),
+            rows,
+            k,
+            vectors: Rows::Column {
+                values: Values::all(vectors),
+                row_len: k,
+            },
+            opening: 1,
+            closing: 6,
+        }
+    }
+
     /// Runs the chain one way, giving its outputs and the closing product.
     fn run(
         ty: ScalarType,
@@ -520,18 +544,7 @@ mod tests {
         let vectors = data(ty, wave(members * k, 2e-3));
         let scale = data(ty, (0..members).map(|m| 1.0 + m as f64));
         let chain = chain(ty, rows, reduce);
-        let pc = ProductChain {
-            chain: &chain,
-            matrix: Values::all(&matrix),
-            rows,
-            k,
-            vectors: Rows::Column {
-                values: Values::all(&vectors),
-                row_len: k,
-            },
-            opening: 1,
-            closing: 6,
-        };
+        let pc = test_chain(&chain, &matrix, &vectors, rows, k);
         let inputs = [
             Rows::Shared(Values::all(&y)),
             Rows::NONE,
@@ -591,18 +604,7 @@ mod tests {
         let chain = chain(ScalarType::F64, 10_000, ReduceOp::Sum);
         let matrix = Data::F64(vec![0.0; 10_000 * 100]);
         let vectors = Data::F64(vec![0.0; 100]);
-        let pc = ProductChain {
-            chain: &chain,
-            matrix: Values::all(&matrix),
-            rows: 10_000,
-            k: 100,
-            vectors: Rows::Column {
-                values: Values::all(&vectors),
-                row_len: 100,
-            },
-            opening: 1,
-            closing: 6,
-        };
+        let pc = test_chain(&chain, &matrix, &vectors, 10_000, 100);
         // 256 KiB of the matrix's rows of 800 bytes: 327, down to a multiple of 8.
         assert_eq!(block_rows(&pc, 1), 320);
         // 512 KiB of `z` and `r`, 16 bytes per member and row.
@@ -618,18 +620,7 @@ mod tests {
         let matrix = Data::F64(vec![0.0; 1000 * 10]);
         let vectors = Data::F64(vec![0.0; 10]);
         let y = Data::F64(vec![0.0; 1000]);
-        let pc = ProductChain {
-            chain: &chain,
-            matrix: Values::all(&matrix),
-            rows: 1000,
-            k: 10,
-            vectors: Rows::Column {
-                values: Values::all(&vectors),
-                row_len: 10,
-            },
-            opening: 1,
-            closing: 6,
-        };
+        let pc = test_chain(&chain, &matrix, &vectors, 1000, 10);
         let inputs = [
             Rows::Shared(Values::all(&y)),
             Rows::NONE,
