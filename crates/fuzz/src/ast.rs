@@ -245,12 +245,12 @@ pub enum Stmt {
     /// `let mut name: ty = value;`
     Let { name: String, value: Expr },
     /// `name op= value;`, or with `slice` an array of a fixed length
-    /// written as its whole slice, `name[..len] op= value;` in that form.
+    /// written through slices of it, as [`SlicePlace`] says.
     Assign {
         name: String,
         op: AssignOp,
         value: Expr,
-        slice: Option<SliceForm>,
+        slice: Option<SlicePlace>,
     },
     /// `name[index] op= value;`
     SetIndex {
@@ -490,6 +490,24 @@ pub enum SliceForm {
     Prefix,
 }
 
+/// How a [`Stmt::Assign`] to an array of a fixed length writes it through
+/// slices; either way every item gets what the plain assignment gives it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SlicePlace {
+    /// The whole array as one slice: `name[0..len] op= value;`, the range
+    /// in `form`.
+    Whole(SliceForm),
+    /// The value bound to `temp`, then written in two parts split at `at`
+    /// (`0 < at < len`): `let temp: T = value; name[0..at] op= temp[0..at];
+    /// name[at..len] op= temp[at..len];`, the ranges in `form` (the second
+    /// as `Between` where `form` is `Prefix`).
+    Split {
+        form: SliceForm,
+        at: usize,
+        temp: String,
+    },
+}
+
 /// How the instances of [`ExprKind::Instances`] get their depth argument.
 #[derive(Clone, Debug, PartialEq)]
 pub enum InstanceForm {
@@ -642,13 +660,30 @@ impl Printer {
                 op,
                 value,
                 slice,
-            } => {
-                let place = match slice {
-                    Some(form) => format!("{name}[{}]", whole_range(*form, value.ty)),
-                    None => name.clone(),
-                };
-                self.line(&format!("{place} {} {};", op.source(), expr(value)))
-            }
+            } => match slice {
+                None => self.line(&format!("{name} {} {};", op.source(), expr(value))),
+                Some(SlicePlace::Whole(form)) => self.line(&format!(
+                    "{name}[{}] {} {};",
+                    range(*form, 0, fixed_len(value.ty)),
+                    op.source(),
+                    expr(value)
+                )),
+                Some(SlicePlace::Split { form, at, temp }) => {
+                    let len = fixed_len(value.ty);
+                    let rest = match form {
+                        SliceForm::Prefix => SliceForm::Between,
+                        other => *other,
+                    };
+                    self.line(&format!(
+                        "let {temp}: {} = {};",
+                        value.ty.source(),
+                        expr(value)
+                    ));
+                    for part in [range(*form, 0, *at), range(rest, *at, len - at)] {
+                        self.line(&format!("{name}[{part}] {} {temp}[{part}];", op.source()));
+                    }
+                }
+            },
             Stmt::SetIndex {
                 name,
                 index,
@@ -999,15 +1034,13 @@ fn write_inline_stmts(out: &mut String, stmts: &[Stmt]) {
     }
 }
 
-/// The range of every item of an array of the fixed-length type `ty`, in
-/// `form`.
-fn whole_range(form: SliceForm, ty: Ty) -> String {
-    let len = if ty == Ty::IntArray {
+/// The length of an array of the fixed-length type `ty`.
+pub fn fixed_len(ty: Ty) -> usize {
+    if ty == Ty::IntArray {
         INT_ARRAY_LEN
     } else {
         FLOAT_ARRAY_LEN
-    };
-    range(form, 0, len)
+    }
 }
 
 /// `len` items from `start` as `form` writes the range (`Prefix` starts at 0).

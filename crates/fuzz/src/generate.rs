@@ -714,16 +714,8 @@ impl Generator {
             _ => AssignOp::Set,
         };
         let value = self.expr(ty, self.stmt_expr_depth(3));
-        // Every other assignment to an array of a fixed length is written
-        // to its whole slice, the range's forms in turn (no draw: the
-        // program's values are those of the plain assignment).
         let slice = match ty {
-            Ty::IntArray | Ty::FloatArray | Ty::F32Array => {
-                self.slices += 1;
-                self.slices
-                    .is_multiple_of(2)
-                    .then(|| SLICE_FORMS[self.slices / 2 % SLICE_FORMS.len()])
-            }
+            Ty::IntArray | Ty::FloatArray | Ty::F32Array => self.slice_place(ty),
             _ => None,
         };
         Some(Stmt::Assign {
@@ -731,6 +723,28 @@ impl Generator {
             op,
             value,
             slice,
+        })
+    }
+
+    /// How an assignment to an array of the fixed-length type `ty` writes
+    /// its place: every other one through slices, the range's forms in
+    /// turn, and of those every other four times in two parts split at a
+    /// point that moves along the array (no draw: the program's values are
+    /// those of the plain assignment).
+    fn slice_place(&mut self, ty: Ty) -> Option<SlicePlace> {
+        self.slices += 1;
+        if !self.slices.is_multiple_of(2) {
+            return None;
+        }
+        let turn = self.slices / 2;
+        let form = SLICE_FORMS[turn % SLICE_FORMS.len()];
+        if (turn / SLICE_FORMS.len()).is_multiple_of(2) {
+            return Some(SlicePlace::Whole(form));
+        }
+        Some(SlicePlace::Split {
+            form,
+            at: 1 + turn % (fixed_len(ty) - 1),
+            temp: format!("part{}", self.slices),
         })
     }
 

@@ -146,6 +146,8 @@ fn the_programs_use_every_promised_construct() {
         ", 0.0][..3]",
         "[0..0 + 3] ",
         "[0..3] ",
+        "let part",
+        "= part",
         "vecmat(",
         "fn host_affine(x: f64, k: f64) -> f64;",
         "host_affine(",
