@@ -491,7 +491,7 @@ pub enum SliceForm {
 }
 
 /// How a [`Stmt::Assign`] to an array of a fixed length writes it through
-/// slices; either way every item gets what the plain assignment gives it.
+/// slices: the value is computed once, before any item is written.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SlicePlace {
     /// The whole array as one slice: `name[0..len] op= value;`, the range

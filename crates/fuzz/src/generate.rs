@@ -728,9 +728,9 @@ impl Generator {
 
     /// How an assignment to an array of the fixed-length type `ty` writes
     /// its place: every other one through slices, the range's forms in
-    /// turn, and of those every other four times in two parts split at a
-    /// point that moves along the array (no draw: the program's values are
-    /// those of the plain assignment).
+    /// turn; of those, four as the whole slice, then four in two parts
+    /// split at a point that moves along the array, and so on. No draw, so
+    /// every later draw of the seed is as it would be without slices.
     fn slice_place(&mut self, ty: Ty) -> Option<SlicePlace> {
         self.slices += 1;
         if !self.slices.is_multiple_of(2) {
