@@ -22,6 +22,9 @@ differs is marked and the script fails. The table gives auto's seconds
 over the best strategy's, for the process and for the run alone.
 
     tools/bench/auto.py --quick                      # small inputs, 1 repeat: a smoke run
+    tools/bench/auto.py --only models/drnn models/treelstm --hidden 128 --threads 1 \
+        --strategies native native-batched --median   # two strategies, one thread
+    tools/bench/auto.py --only NUTS --nuts 200x10x16 400x10x256 --threads 1
     tools/bench/auto.py --repeats 5 --json docs/results/loaded/auto.json --loaded
     AUTOBATCH_CLI=target/debug/autobatch tools/bench/auto.py --quick
 
@@ -105,9 +108,22 @@ def generated_model(model, members, hidden):
     return write
 
 
-def bench_workloads(quick):
+def nuts_workloads(sizes):
+    """NUTS on tools/bench/logistic.ab for each ROWSxCOLUMNSxCHAINS."""
+    rows = []
+    for size in sizes:
+        n, d, chains = (int(v) for v in size.split("x"))
+        rows.append(Workload(f"NUTS logistic {n}x{d}, {chains} chains (sample)",
+                             os.path.join(TOOLS, "bench", "logistic.ab"), None,
+                             logistic_data(n, d), chains))
+    return rows
+
+
+def bench_workloads(quick, nuts):
     members = 64 if quick else 1024
     n, d = (200, 10) if quick else (1000, 20)
+    if nuts:
+        return nuts_workloads(nuts)
     return [
         Workload("fib", os.path.join(PROGRAMS, "fib.ab"), "fib",
                  scalar_batch("n", members, lambda i: 15 + i % 6), members),
@@ -150,22 +166,24 @@ def model_workloads(quick, members, hidden):
     return rows
 
 
-def command(workload, inputs, strategy, tmp):
+def command(workload, inputs, strategy, threads, tmp):
     """The process of one cell and the files it writes (results, stats)."""
     out = os.path.join(tmp, "out")
+    pin = ["--threads", str(threads)] if threads else []
     if workload.entry is None:
         stats = os.path.join(tmp, "stats.json")
         return ([CLI, "sample", workload.program, "--data", inputs, "--chains",
                  str(workload.members), "--warmup", "100", "--draws", "100", "--seed", "1",
-                 "--strategy", strategy, "--output", out + ".csv", "--stats", stats],
+                 "--strategy", strategy, "--output", out + ".csv", "--stats", stats] + pin,
                 out + ".csv", stats)
     return ([CLI, "run", workload.program, "--entry", workload.entry, "--inputs", inputs,
-             "--strategy", strategy, "--stats", "--output", out + ".json"], out + ".json", None)
+             "--strategy", strategy, "--stats", "--output", out + ".json"] + pin,
+            out + ".json", None)
 
 
-def run_cell(workload, inputs, strategy, tmp):
+def run_cell(workload, inputs, strategy, threads, tmp):
     """One process: its wall seconds, the run's own, what ran, the results."""
-    cmd, out, stats_path = command(workload, inputs, strategy, tmp)
+    cmd, out, stats_path = command(workload, inputs, strategy, threads, tmp)
     started = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
     seconds = time.perf_counter() - started
@@ -191,18 +209,18 @@ def median(xs):
     return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 
 
-def measure(workload, repeats, tmp):
+def measure(workload, strategies, repeats, threads, statistic, tmp):
     inputs = workload.inputs
     if callable(inputs):
         path = os.path.join(tmp, "inputs.json")
         inputs(path)
         inputs = path
-    reference = run_cell(workload, inputs, "reference", tmp)
-    runs = {s: [] for s in STRATEGIES}
+    reference = run_cell(workload, inputs, "reference", threads, tmp)
+    runs = {s: [] for s in strategies}
     for r in range(repeats):
-        order = STRATEGIES[r % len(STRATEGIES):] + STRATEGIES[:r % len(STRATEGIES)]
+        order = strategies[r % len(strategies):] + strategies[:r % len(strategies)]
         for strategy in order:
-            runs[strategy].append(run_cell(workload, inputs, strategy, tmp))
+            runs[strategy].append(run_cell(workload, inputs, strategy, threads, tmp))
     row = {"workload": workload.name, "program": os.path.relpath(workload.program, common.ROOT),
            "entry": workload.entry or "sample", "members": workload.members, "cells": {}}
     for strategy, cells in runs.items():
@@ -221,8 +239,9 @@ def measure(workload, repeats, tmp):
             "equals_reference": all(c["results"] == reference.get("results") for c in cells),
         }
     for key in ("process_seconds", "run_seconds"):
-        times = {s: c[key] for s, c in row["cells"].items() if key in c and s != "auto"}
-        auto = row["cells"]["auto"].get(key)
+        field = key + statistic
+        times = {s: c[field] for s, c in row["cells"].items() if field in c and s != "auto"}
+        auto = row["cells"]["auto"].get(field)
         if times and auto:
             best = min(times, key=times.get)
             row[key.replace("seconds", "best")] = best
@@ -230,16 +249,16 @@ def measure(workload, repeats, tmp):
     return row
 
 
-def format_row(row):
+def format_row(row, strategies, statistic):
     cells = []
-    for strategy in STRATEGIES:
+    for strategy in strategies:
         cell = row["cells"][strategy]
         if "error" in cell:
             cells.append("failed")
         else:
             mark = "" if cell["equals_reference"] else " (differs!)"
-            cells.append(f"{cell['process_seconds'] * 1e3:,.0f} / "
-                         f"{cell['run_seconds'] * 1e3:,.1f}{mark}")
+            cells.append(f"{cell['process_seconds' + statistic] * 1e3:,.0f} / "
+                         f"{cell['run_seconds' + statistic] * 1e3:,.1f}{mark}")
     auto = row["cells"]["auto"]
     picked = SHORT.get(auto.get("ran"), auto.get("ran", "-"))
     ratios = []
@@ -256,18 +275,30 @@ def main():
     ap.add_argument("--members", type=int, default=256, help="generated models' batch size")
     ap.add_argument("--hidden", type=int, default=64, help="generated models' hidden width")
     ap.add_argument("--only", nargs="+", help="only the workloads whose names contain one of these")
+    ap.add_argument("--threads", type=int,
+                    help="pass --threads N to every process (default: none, the CLI's default)")
+    ap.add_argument("--strategies", nargs="+", choices=STRATEGIES[1:],
+                    help="the strategies to compare auto with (default: all)")
+    ap.add_argument("--median", action="store_true",
+                    help="the table's cells are the medians of the repeats (default: the fastest)")
+    ap.add_argument("--nuts", nargs="+", metavar="ROWSxCOLUMNSxCHAINS",
+                    help="NUTS on tools/bench/logistic.ab at these sizes instead of "
+                         "autobatch-bench's workloads")
     ap.add_argument("--loaded", action="store_true",
                     help="record that the machine was shared while measuring")
     ap.add_argument("--json", help="write every figure here")
     a = ap.parse_args()
     repeats = 1 if a.quick else a.repeats
     m = common.machine()
-    workloads = (bench_workloads(a.quick) + example_workloads()
+    strategies = ["auto"] + (a.strategies or STRATEGIES[1:])
+    statistic = "_median" if a.median else ""
+    workloads = (bench_workloads(a.quick, a.nuts) + example_workloads()
                  + model_workloads(a.quick, a.members, a.hidden))
     if a.only:
         workloads = [w for w in workloads if any(o in w.name for o in a.only)]
     print(f"CPU: {m['cpu_model']} ({', '.join(m['simd_flags'])}), {m['cores']} cores; "
-          f"default threads (no --threads); fastest of {repeats} interleaved repeat(s); {CLI}.")
+          f"{f'--threads {a.threads}' if a.threads else 'default threads (no --threads)'}; "
+          f"{'median' if a.median else 'fastest'} of {repeats} interleaved repeat(s); {CLI}.")
     if a.quick:
         print("**Smoke run (--quick): these cells prove the script; they are not figures.**")
     if a.loaded:
@@ -276,19 +307,21 @@ def main():
     print()
     print("Milliseconds, process / run alone (`--stats`). auto picked: the strategy auto ran; "
           "auto / best: of the process, of the run.\n")
-    print("| workload | " + " | ".join(SHORT[s] for s in STRATEGIES)
+    print("| workload | " + " | ".join(SHORT[s] for s in strategies)
           + " | auto picked | auto / best, process | auto / best, run |")
-    print("|" + "---|" * (len(STRATEGIES) + 4))
+    print("|" + "---|" * (len(strategies) + 4))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for workload in workloads:
-            rows.append(measure(workload, repeats, tmp))
-            print(format_row(rows[-1]), flush=True)
+            rows.append(measure(workload, strategies, repeats, a.threads, statistic, tmp))
+            print(format_row(rows[-1], strategies, statistic), flush=True)
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:
             json.dump({"machine": m, **common.provenance("tools/bench/auto.py " + " ".join(sys.argv[1:])),
                        "loaded": a.loaded, "smoke_run": a.quick, "repeats": repeats,
+                       "threads": a.threads, "strategies": strategies,
+                       "table_statistic": "median" if a.median else "fastest",
                        "cli": CLI, "rows": rows}, f, indent=1)
     differs = [r["workload"] for r in rows
                for c in r["cells"].values() if c.get("equals_reference") is False]

@@ -113,12 +113,13 @@ fn the_examples_pick_by_their_products() {
             "logistic.json",
             Strategy::ProgramCounter,
         ),
-        // The gates' matvec with static weights, a batch of trees: recursion.
+        // The gates' matvec with static weights, a batch of trees:
+        // recursion, with the small inputs' small matrices.
         (
             "models/treelstm.ab",
             "classify",
             "models/treelstm_small.json",
-            Strategy::NativeBatched,
+            Strategy::Native,
         ),
         // The gates' matvec with static weights in loops over the tokens.
         (
@@ -233,19 +234,36 @@ fn small_static_matrices_in_loops_run_program_counter() {
 }
 
 #[test]
-fn small_static_matrices_in_a_recursion_run_native_batched_with_members_to_share_them() {
+fn a_recursion_with_matrices_that_fit_l1_runs_native() {
     let program = compiled(RECURSIVE_MATRICES, "recursive.ab");
-    let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 6), 2);
+    // 64 x 64 = 2^12 elements, the threshold.
+    for (rows, columns) in [(16, 8), (64, 64)] {
+        let run = run_auto(&program, "apply", &matrix_inputs(rows, columns, 6), 2);
+        assert_eq!(run.pick, Strategy::Native, "{rows} x {columns}");
+        let reason = run.run.stats.choice.unwrap().reason;
+        assert!(
+            reason.contains(&format!(
+                "1 of the program's 1 matrix products with a static matrix, the largest {rows} x {columns}"
+            )) && reason.contains("a recursive program with small matrices"),
+            "{reason}"
+        );
+    }
+}
+
+#[test]
+fn larger_matrices_in_a_recursion_run_native_batched_with_members_to_share_them() {
+    let program = compiled(RECURSIVE_MATRICES, "recursive.ab");
+    let run = run_auto(&program, "apply", &matrix_inputs(64, 65, 6), 2);
     assert_eq!(run.pick, Strategy::NativeBatched);
     let reason = run.run.stats.choice.unwrap().reason;
     assert!(
         reason.contains(
-            "1 of the program's 1 matrix products with a static matrix, the largest 16 x 8"
+            "1 of the program's 1 matrix products with a static matrix, the largest 64 x 65"
         ) && reason.contains("a recursive program: each shared by up to 3 members per thread"),
         "{reason}"
     );
     // One member per thread: nothing to share the product with.
-    let run = run_auto(&program, "apply", &matrix_inputs(16, 8, 2), 2);
+    let run = run_auto(&program, "apply", &matrix_inputs(64, 65, 2), 2);
     assert_eq!(run.pick, Strategy::Native);
     let reason = run.run.stats.choice.unwrap().reason;
     assert!(

@@ -22,24 +22,26 @@
 //!    machine code, its tape and its statics' adjoints in its own frames,
 //!    which costs less than suspending members at each product to share
 //!    it);
-//! 4. as 3 without a gradient with respect to statics or with a larger
-//!    matrix: `native-batched` (each
+//! 4. as 3 without a gradient with respect to statics, the largest matrix
+//!    with at most [`SMALL_MATRIX`] elements: `native` (a product this
+//!    small costs less than suspending members at it to share it);
+//! 5. as 3 otherwise: `native-batched` (each
 //!    member's control in machine code, each such product once for the
 //!    members of a thread waiting at it, whatever their depths);
-//! 5. as 3 without recursion, the largest such matrix with at least
+//! 6. as 3 without recursion, the largest such matrix with at least
 //!    [`LARGE_MATRIX`] elements: `program-counter` (each product one
 //!    product of the matrix with every member's vector at once, the matrix
 //!    read once per step);
-//! 6. as 5 with smaller matrices, in a program that keeps arrays on its
+//! 7. as 6 with smaller matrices, in a program that keeps arrays on its
 //!    tape (it takes `value_and_grad` or `grad` with respect to a member's
 //!    arrays; not a gradient with respect to statics): `native` (the
 //!    program-counter executor copies every member's taped arrays onto the
 //!    tape and back, which costs more than such products save; native
 //!    code keeps them in the member's frames);
-//! 7. as 5 with smaller matrices: `program-counter` (without recursion
+//! 8. as 6 with smaller matrices: `program-counter` (without recursion
 //!    the members' loops run in step, and every other operation is one
 //!    for the whole batch too);
-//! 8. otherwise: `native` (each member alone in machine code: scalar
+//! 9. otherwise: `native` (each member alone in machine code: scalar
 //!    control, per-member arrays, products mostly with per-member
 //!    matrices, or one member per thread).
 //!
@@ -73,6 +75,13 @@ use crate::{native, Batch, Env, ErrorKind, ExecError, Executor, RunOptions, RunO
 /// `f64`, more than a core's L2 cache holds, so that reading the matrix
 /// once per step for all members saves more than the tape costs.
 pub const LARGE_MATRIX: u64 = 1 << 18;
+
+/// The elements of a static matrix up to which `auto` runs a recursive
+/// program on `native`: 64 x 64 (32 KiB of `f64`, a core's L1 data cache).
+/// A product this small takes less time than suspending the members of a
+/// thread at it and resuming them, which is what `native-batched` pays to
+/// share it.
+pub const SMALL_MATRIX: u64 = 1 << 12;
 
 /// The work `auto`'s trial of a small run on `program-counter` may do
 /// per scalar operation of the program (of the functions the entry
@@ -343,6 +352,13 @@ pub fn choose(program: &Program, env: &Env, batch: &Batch, options: &RunOptions)
             "a recursive program's gradient with respect to statics, with matrices smaller \
              than the cache: each member alone in machine code, its tape and its statics' \
              adjoints in its own frames"
+                .to_string(),
+        )
+    } else if recursive(program, batch.entry) && rows * columns <= SMALL_MATRIX {
+        (
+            Strategy::Native,
+            "a recursive program with small matrices: each member alone in machine code, \
+             a product this small costing less than suspending members at it to share it"
                 .to_string(),
         )
     } else if recursive(program, batch.entry) {
