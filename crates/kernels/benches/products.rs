@@ -431,11 +431,14 @@ fn fma_peak<T: GemmFloat>() -> f64 {
     use gemm::Vector;
     #[target_feature(enable = "avx2,fma")]
     unsafe fn chains<T: GemmFloat>(iters: usize) -> T {
-        let a = T::Avx::splat(T::ACC_ZERO);
+        // One opaque multiplier, read once: inside the loop `black_box`
+        // would store and reload it at every FMA, which bounds the rate by
+        // the loads and stores rather than the FMA units on some CPUs.
+        let a = black_box(T::Avx::splat(T::ACC_ZERO));
         let mut acc = [T::Avx::zero(); 12];
         for _ in 0..iters {
             for x in acc.iter_mut() {
-                *x = T::Avx::mul_add(black_box(a), *x, *x);
+                *x = T::Avx::mul_add(a, *x, *x);
             }
         }
         let mut out = [T::ACC_ZERO; 64];
