@@ -234,7 +234,7 @@ fn small_static_matrices_in_loops_run_program_counter() {
 }
 
 #[test]
-fn a_recursion_with_matrices_that_fit_l1_runs_native() {
+fn a_recursion_with_small_matrices_runs_native() {
     let program = compiled(RECURSIVE_MATRICES, "recursive.ab");
     // 64 x 64 = 2^12 elements, the threshold.
     for (rows, columns) in [(16, 8), (64, 64)] {

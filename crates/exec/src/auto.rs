@@ -77,7 +77,7 @@ use crate::{native, Batch, Env, ErrorKind, ExecError, Executor, RunOptions, RunO
 pub const LARGE_MATRIX: u64 = 1 << 18;
 
 /// The elements of a static matrix up to which `auto` runs a recursive
-/// program on `native`: 64 x 64 (32 KiB of `f64`, a core's L1 data cache).
+/// program on `native`: 64 x 64.
 /// A product this small takes less time than suspending the members of a
 /// thread at it and resuming them, which is what `native-batched` pays to
 /// share it.
@@ -333,6 +333,7 @@ pub fn choose(program: &Program, env: &Env, batch: &Batch, options: &RunOptions)
         products.shared,
         products.shared + products.others,
     );
+    let in_recursion = recursive(program, batch.entry);
     let (strategy, why) = if products.others > products.shared {
         (
             Strategy::Native,
@@ -343,10 +344,7 @@ pub fn choose(program: &Program, env: &Env, batch: &Batch, options: &RunOptions)
             Strategy::Native,
             "one member per thread to share them".to_string(),
         )
-    } else if recursive(program, batch.entry)
-        && rows * columns < LARGE_MATRIX
-        && to_statics(program, batch.entry)
-    {
+    } else if in_recursion && rows * columns < LARGE_MATRIX && to_statics(program, batch.entry) {
         (
             Strategy::Native,
             "a recursive program's gradient with respect to statics, with matrices smaller \
@@ -354,14 +352,14 @@ pub fn choose(program: &Program, env: &Env, batch: &Batch, options: &RunOptions)
              adjoints in its own frames"
                 .to_string(),
         )
-    } else if recursive(program, batch.entry) && rows * columns <= SMALL_MATRIX {
+    } else if in_recursion && rows * columns <= SMALL_MATRIX {
         (
             Strategy::Native,
             "a recursive program with small matrices: each member alone in machine code, \
              a product this small costing less than suspending members at it to share it"
                 .to_string(),
         )
-    } else if recursive(program, batch.entry) {
+    } else if in_recursion {
         (
             Strategy::NativeBatched,
             format!("a recursive program: each shared by up to {per_thread} members per thread"),
