@@ -502,7 +502,24 @@ pub(crate) unsafe fn matvec_rows<T: GemmFloat, V: DotVector<T>>(
         3 => return few_vectors::<T, V, MV_MR, 3>(m, rows, k, (r0, r1), vs, grouped, out),
         _ => {}
     }
-    let b0 = grouped;
+    one_at_a_time::<T, V>(m, rows, k, (r0, r1), vs, (grouped, b1), out);
+}
+
+/// Rows `r0..r1` of `m` against the vectors `b0..b1` of `vs` one vector
+/// at a time: tiles of [`MV_MR_ONE`] rows, then of 4, then single rows.
+///
+/// # Safety
+/// As [`matvec_row_tile`], for every row and vector named.
+#[inline(always)]
+pub(crate) unsafe fn one_at_a_time<T: GemmFloat, V: DotVector<T>>(
+    m: *const T,
+    rows: usize,
+    k: usize,
+    (r0, r1): (usize, usize),
+    vs: *const T,
+    (b0, b1): (usize, usize),
+    out: *mut T,
+) {
     let mut i = r0;
     while i + MV_MR_ONE <= r1 {
         matvec_row_tile::<T, V, MV_MR_ONE>(m, rows, k, i, vs, b0, b1, out);
@@ -679,11 +696,16 @@ unsafe fn axpy_columns<
         axpy_tile::<T, V, NV, JC>(vs, mat, out, m, k, rows, b0, j, JC * l);
         j += JC * l;
     }
+    // Fewer than `JC` whole chunks are left, so only tiles of at most `JC`
+    // chunks are instantiated (the `const` guard drops the others at
+    // compile time).
     macro_rules! rest {
         ($vector:ty, $j:expr, $cols:expr, $($c:literal)*) => {
             match $cols.div_ceil(<$vector>::L) {
                 0 => {}
-                $($c => axpy_tile::<T, $vector, NV, $c>(vs, mat, out, m, k, rows, b0, $j, $cols),)*
+                $($c if const { $c <= JC } => {
+                    axpy_tile::<T, $vector, NV, $c>(vs, mat, out, m, k, rows, b0, $j, $cols)
+                })*
                 more => internal_error(format!("gemm: {more} chunks left of a {JC}-chunk tile")),
             }
         };
@@ -929,14 +951,14 @@ macro_rules! path_dispatched {
 }
 
 /// `matvec_into` on AVX-512: the pairs kernel when a tile fits its buffer,
-/// else the AVX2 kernel (the same bits either way).
+/// else a call of the AVX2 kernel (the same bits either way).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn matvec_avx512<T: GemmFloat>(m: &[T], rows: usize, k: usize, vs: &[T], n: usize, out: &mut [T]) {
     if avx512::matvec_fits(k, T::LANES) {
         avx512::matvec::<T, T::Pairs, T::Avx>(m, rows, k, vs, n, out)
     } else {
-        matvec_v::<T, T::Avx>(m, rows, k, vs, n, out)
+        matvec_on_path(Path::Avx2, m, rows, k, vs, n, out)
     }
 }
 

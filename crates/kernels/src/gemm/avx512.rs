@@ -18,7 +18,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{few_vectors, matvec_row_tile, matvec_rows, GemmFloat, Vector};
+use super::{few_vectors, matvec_row_tile, one_at_a_time, GemmFloat, Vector};
 
 /// 16 `f32` lanes.
 #[derive(Clone, Copy)]
@@ -465,6 +465,7 @@ unsafe fn left_over<T: GemmFloat, V: super::DotVector<T>>(
         3 => few_vectors::<T, V, 8, 3>(mp, rows, k, rows_of, vp, b0, op),
         4 => few_vectors::<T, V, 6, 4>(mp, rows, k, rows_of, vp, b0, op),
         5 => few_vectors::<T, V, 4, 5>(mp, rows, k, rows_of, vp, b0, op),
-        _ => matvec_rows::<T, V>(mp, rows, k, rows_of, vp, (b0, b1), op),
+        // One vector (fewer than a tile's six are left).
+        _ => one_at_a_time::<T, V>(mp, rows, k, rows_of, vp, (b0, b1), op),
     }
 }
