@@ -497,12 +497,11 @@ pub(crate) unsafe fn matvec_rows<T: GemmFloat, V: DotVector<T>>(
         }
     }
     match b1 - grouped {
-        0 => return,
-        2 => return few_vectors::<T, V, MV_MR_FEW, 2>(m, rows, k, (r0, r1), vs, grouped, out),
-        3 => return few_vectors::<T, V, MV_MR, 3>(m, rows, k, (r0, r1), vs, grouped, out),
-        _ => {}
+        0 => {}
+        2 => few_vectors::<T, V, MV_MR_FEW, 2>(m, rows, k, (r0, r1), vs, grouped, out),
+        3 => few_vectors::<T, V, MV_MR, 3>(m, rows, k, (r0, r1), vs, grouped, out),
+        _ => one_at_a_time::<T, V>(m, rows, k, (r0, r1), vs, (grouped, b1), out),
     }
-    one_at_a_time::<T, V>(m, rows, k, (r0, r1), vs, (grouped, b1), out);
 }
 
 /// Rows `r0..r1` of `m` against the vectors `b0..b1` of `vs` one vector
