@@ -2,6 +2,10 @@
 //! compiles, run through typed methods (its compile errors: `tests/ui/`,
 //! run by `program_macro_errors`).
 
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
 use autobatch::typed::Array;
 use autobatch::{ErrorKind, RunConfig, Shared, Strategy};
 
@@ -104,10 +108,91 @@ fn a_host_primitive_of_an_embedded_program() {
     assert_eq!(out.members, [Ok(2.0), Ok(0.25)]);
 }
 
-/// The compile errors of embedded programs, against `tests/ui/*.stderr`
-/// (bless with `TRYBUILD=overwrite`).
+/// The compile errors of embedded programs: each `tests/ui/*.rs` must fail
+/// to compile with the diagnostics of its `.stderr` file (rewrite them with
+/// `AUTOBATCH_BLESS=1`).
+///
+/// Each case is checked by `rustc` against the `autobatch` library this
+/// test was built with (`--emit=metadata`: no code is generated), which
+/// takes a second; a harness that builds its own project (trybuild)
+/// re-checks every dependency with its own flags, minutes on two cores.
 #[test]
 fn program_macro_errors() {
-    let cases = trybuild::TestCases::new();
-    cases.compile_fail("tests/ui/*.rs");
+    let ui = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui");
+    let mut cases: Vec<PathBuf> = fs::read_dir(&ui)
+        .expect("tests/ui is readable")
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+        .collect();
+    cases.sort();
+    assert!(!cases.is_empty(), "no case in {}", ui.display());
+    let library = autobatch_library();
+    let bless = std::env::var_os("AUTOBATCH_BLESS").is_some();
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.file_name().unwrap().to_string_lossy().into_owned();
+        let output = Command::new(std::env::var_os("RUSTC").unwrap_or("rustc".into()))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["--edition=2021", "--crate-type=bin", "--emit=metadata"])
+            .args(["--color=never", "--diagnostic-width=140"])
+            .arg("--out-dir")
+            .arg(std::env::temp_dir())
+            .arg(format!("--crate-name=ui_{}", name.trim_end_matches(".rs")))
+            .arg("-L")
+            .arg(format!(
+                "dependency={}",
+                library.parent().unwrap().display()
+            ))
+            .arg("--extern")
+            .arg(format!("autobatch={}", library.display()))
+            .arg(format!("tests/ui/{name}"))
+            .output()
+            .expect("rustc runs");
+        let got = diagnostics(&String::from_utf8_lossy(&output.stderr));
+        let expected_path = case.with_extension("stderr");
+        if bless {
+            fs::write(&expected_path, &got).expect("the .stderr file is writable");
+            continue;
+        }
+        let expected = fs::read_to_string(&expected_path).unwrap_or_default();
+        if output.status.success() {
+            failures.push(format!("{name} compiled; it must not"));
+        } else if got.trim_end() != expected.trim_end() {
+            failures.push(format!(
+                "{name}: the diagnostics differ from {}.\n--- expected\n{expected}\n--- got\n{got}",
+                expected_path.display()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The `autobatch` library this test links (the newest `libautobatch-*.rlib`
+/// beside the test's own binary: the one its last build wrote).
+fn autobatch_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let deps = exe.parent().expect("the test binary's directory");
+    fs::read_dir(deps)
+        .expect("the deps directory is readable")
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| {
+            let name = path.file_name().unwrap().to_string_lossy();
+            name.starts_with("libautobatch-") && name.ends_with(".rlib")
+        })
+        .max_by_key(|path| fs::metadata(path).and_then(|m| m.modified()).ok())
+        .unwrap_or_else(|| panic!("no libautobatch-*.rlib in {}", deps.display()))
+}
+
+/// rustc's diagnostics without its closing summary (`aborting due to`, the
+/// `--explain` hint), which says nothing of the case.
+fn diagnostics(stderr: &str) -> String {
+    let mut kept: Vec<&str> = stderr
+        .lines()
+        .take_while(|line| !line.starts_with("error: aborting due to"))
+        .filter(|line| !line.starts_with("For more information about"))
+        .collect();
+    while kept.last().is_some_and(|line| line.trim().is_empty()) {
+        kept.pop();
+    }
+    kept.join("\n") + "\n"
 }
