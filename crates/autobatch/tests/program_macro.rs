@@ -113,9 +113,9 @@ fn a_host_primitive_of_an_embedded_program() {
 /// `AUTOBATCH_BLESS=1`).
 ///
 /// Each case is checked by `rustc` against the `autobatch` library this
-/// test was built with (`--emit=metadata`: no code is generated), which
-/// takes a second; a harness that builds its own project (trybuild)
-/// re-checks every dependency with its own flags, minutes on two cores.
+/// test was built with (`--emit=metadata`: no code is generated), so no
+/// dependency is compiled again, as a harness that builds its own project
+/// (trybuild) would, with its own flags.
 #[test]
 fn program_macro_errors() {
     let ui = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui");
