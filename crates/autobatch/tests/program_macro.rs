@@ -127,6 +127,7 @@ fn program_macro_errors() {
     cases.sort();
     assert!(!cases.is_empty(), "no case in {}", ui.display());
     let library = autobatch_library();
+    let deps = library.parent().expect("the library's directory");
     let bless = std::env::var_os("AUTOBATCH_BLESS").is_some();
     let mut failures = Vec::new();
     for case in &cases {
@@ -139,10 +140,7 @@ fn program_macro_errors() {
             .arg(std::env::temp_dir())
             .arg(format!("--crate-name=ui_{}", name.trim_end_matches(".rs")))
             .arg("-L")
-            .arg(format!(
-                "dependency={}",
-                library.parent().unwrap().display()
-            ))
+            .arg(format!("dependency={}", deps.display()))
             .arg("--extern")
             .arg(format!("autobatch={}", library.display()))
             .arg(format!("tests/ui/{name}"))
@@ -154,7 +152,10 @@ fn program_macro_errors() {
             fs::write(&expected_path, &got).expect("the .stderr file is writable");
             continue;
         }
-        let expected = fs::read_to_string(&expected_path).unwrap_or_default();
+        let Ok(expected) = fs::read_to_string(&expected_path) else {
+            failures.push(format!("{name}: no {}", expected_path.display()));
+            continue;
+        };
         if output.status.success() {
             failures.push(format!("{name} compiled; it must not"));
         } else if got.trim_end() != expected.trim_end() {
